@@ -1,0 +1,76 @@
+"""The narrow interface broker services see of the message store.
+
+Everything above the store (long polling, the gRPC servicer, delay and
+transaction services) programs against this protocol; ``DefaultMessageStore``
+is the file-backed implementation. Calls are made from the broker's event-loop
+thread; none of them blocks on the disk (flushes run in worker threads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from pocketmq.broker.store.results import GetResult, PutResult, RecoveryReport
+
+__all__ = ["ArrivalListener", "MessageStore"]
+
+# Called right after records are dispatched: (topic, queue_id, new max queue offset).
+ArrivalListener = Callable[[str, int, int], None]
+
+
+class MessageStore(Protocol):
+    def start(self) -> RecoveryReport:
+        """Lock the data directory, recover, start flush and cleanup services."""
+        ...
+
+    def shutdown(self) -> None:
+        """Flush everything, write the checkpoint, remove ``abort``, unlock."""
+        ...
+
+    # -- writes ----------------------------------------------------------------------
+    def put_batch(self, blob: bytes | bytearray | memoryview) -> PutResult:
+        """Store records already in the commit-log layout (one or many, any queues).
+
+        Each record's length and CRC are checked; QUEUEOFFSET, PHYSICALOFFSET,
+        STORETIMESTAMP and STOREHOST are patched in place; the blob is copied once.
+        A batch is stored whole or not at all.
+        """
+        ...
+
+    def put_message(self, *, topic: str, queue_id: int, body: bytes,
+                    properties: dict[str, str] | None = None, flag: int = 0,
+                    sysflag: int = 0, born_timestamp_ms: int = 0,
+                    born_host: tuple[str, int] = ("127.0.0.1", 0),
+                    reconsume_times: int = 0,
+                    prepared_transaction_offset: int = 0) -> PutResult:
+        """Encode and store one message (used by broker-internal producers)."""
+        ...
+
+    # -- reads -----------------------------------------------------------------------
+    def get_messages(self, topic: str, queue_id: int, offset: int, *,
+                     max_count: int | None = None, max_bytes: int | None = None,
+                     tag_codes: frozenset[int] | None = None) -> GetResult:
+        """Read stored records from queue *offset*; ``tag_codes`` None matches all."""
+        ...
+
+    def read_record(self, phys_offset: int) -> bytes | None:
+        """The stored record at a commit-log offset (what an offset msg id names)."""
+        ...
+
+    def query_by_key(self, topic: str, key: str, *, max_count: int | None = None,
+                     begin_timestamp_ms: int = 0,
+                     end_timestamp_ms: int | None = None) -> list[bytes]:
+        """Records of *topic* whose ``KEYS`` or ``UNIQ_KEY`` hold *key*, newest first."""
+        ...
+
+    def min_offset(self, topic: str, queue_id: int) -> int: ...
+    def max_offset(self, topic: str, queue_id: int) -> int: ...
+    def store_timestamp(self, topic: str, queue_id: int, offset: int) -> int | None: ...
+    def offset_by_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int: ...
+    def queue_ids(self, topic: str) -> list[int]: ...
+    def topics(self) -> list[str]: ...
+    def delete_topics(self, topics: Iterable[str]) -> None: ...
+
+    # -- notifications -----------------------------------------------------------------
+    def add_arrival_listener(self, listener: ArrivalListener) -> None: ...

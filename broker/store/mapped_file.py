@@ -1,0 +1,140 @@
+"""MappedFile: one fixed-size, memory-mapped segment of an append-only log.
+
+A segment is named by the 20-digit, zero-padded log offset of its first byte
+(``00000000001073741824``) and always has its full size on disk (blocks are
+reserved when it is created). Three positions describe it::
+
+    0                 flushed            wrote                       file_size
+    |==== durable ====|=== in page cache ===|......... unused ..........|
+
+Writes go through the mapping (one copy, no system call); :meth:`flush` syncs
+the file descriptor from a worker thread, which releases the GIL, so the event
+loop that appends never waits on the disk.
+
+Bytes past ``wrote`` may be stale after a crash; :meth:`truncate` discards
+them (the file is cut and re-extended, so they read as zeros) so that a scan
+of the log can never mistake an old record for a new one.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import threading
+
+from pocketmq.broker.store.io import StoreIO
+
+__all__ = ["MappedFile", "offset_to_file_name"]
+
+log = logging.getLogger(__name__)
+
+
+def offset_to_file_name(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """One segment. Appends and reads are made by the owning thread; :meth:`flush`
+    may run in a worker thread at the same time."""
+
+    def __init__(self, path: str, file_size: int, *, io: StoreIO, create: bool) -> None:
+        self.path = path
+        self.file_size = file_size
+        self.file_from_offset = int(os.path.basename(path))
+        self._io = io
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        self._fd = os.open(path, flags, 0o644)
+        try:
+            if create:
+                io.allocate(self._fd, file_size)
+            else:
+                actual = os.fstat(self._fd).st_size
+                if actual != file_size:
+                    log.warning("segment %s is %d bytes, expected %d; resizing (recovery "
+                                "checks what it holds)", path, actual, file_size)
+                    os.ftruncate(self._fd, file_size)
+            self._mm = mmap.mmap(self._fd, file_size, mmap.MAP_SHARED,
+                                 mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(self._fd)
+            if create:
+                os.unlink(path)
+            raise
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self._flush_lock = threading.Lock()
+        self.closed = False
+
+    # -- writing -------------------------------------------------------------
+    @property
+    def buffer(self) -> mmap.mmap:
+        """The writable mapping, for in-place patching by the owner."""
+        return self._mm
+
+    @property
+    def remaining(self) -> int:
+        return self.file_size - self.wrote_position
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Copy *data* at the write position; return the file-relative position."""
+        pos = self.wrote_position
+        end = pos + len(data)
+        if end > self.file_size:
+            raise ValueError(f"{len(data)} bytes do not fit segment {self.path} at {pos}")
+        self._mm[pos:end] = data
+        self.wrote_position = end
+        return pos
+
+    # -- reading -------------------------------------------------------------
+    def read(self, pos: int, size: int) -> bytes:
+        """Copy *size* bytes at file-relative *pos* (never past the write position)."""
+        end = min(pos + size, self.wrote_position)
+        return self._mm[pos:end] if pos < end else b""
+
+    # -- durability ------------------------------------------------------------
+    def flush(self) -> int:
+        """Sync what is written; return the new flushed position (worker-thread safe)."""
+        with self._flush_lock:
+            if self.closed:
+                return self.flushed_position
+            target = self.wrote_position
+            if target > self.flushed_position:
+                self._io.sync(self._fd)
+                self.flushed_position = target
+            return self.flushed_position
+
+    def truncate(self, pos: int) -> None:
+        """Discard everything from file-relative *pos* on; it reads as zeros after."""
+        with self._flush_lock:
+            os.ftruncate(self._fd, pos)
+            os.ftruncate(self._fd, self.file_size)
+            self._io.allocate(self._fd, self.file_size)
+            self._io.sync(self._fd)
+            self.wrote_position = pos
+            self.flushed_position = min(self.flushed_position, pos)
+
+    def close(self) -> None:
+        with self._flush_lock:
+            if self.closed:
+                return
+            self.closed = True
+            self._mm.close()
+            os.close(self._fd)
+
+    def destroy(self) -> None:
+        """Close and delete the segment file."""
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        log.info("deleted segment %s", self.path)
+
+    def __repr__(self) -> str:
+        return (f"MappedFile({self.path!r}, wrote={self.wrote_position}, "
+                f"flushed={self.flushed_position})")

@@ -1,0 +1,56 @@
+"""The ``pocketmq`` command.
+
+Each group of sub-commands lives in a module of its own that exposes
+``register(subparsers)``; the module adds its parsers and sets ``func`` on each
+to a callable taking the parsed namespace and returning an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+# Modules that contribute sub-commands, in the order `--help` lists them.
+_COMMAND_MODULES = (
+    "pocketmq.cli.nameserver_cmd",
+    "pocketmq.cli.broker_cmd",
+    "pocketmq.cli.store_cmd",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pocketmq", description="PocketMQ: RocketMQ's architecture in Python.")
+    parser.add_argument("--log-level", default=os.environ.get("POCKETMQ_LOG_LEVEL", "INFO"),
+                        help="logging level (default INFO, env POCKETMQ_LOG_LEVEL)")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(func(args) or 0)
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,3 @@
+from pocketmq.cli import main
+
+raise SystemExit(main())
