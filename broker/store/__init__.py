@@ -1,0 +1,38 @@
+"""The broker's message store: bytes and files only.
+
+No gRPC, no protobuf, no event loop: this package imports only
+``pocketmq.common`` and itself. Its parts, lowest first::
+
+    io.StoreIO                 seam to the OS's file calls (fault injection)
+    mapped_file(_queue)        mmap'ed fixed-size segments forming one log
+    commitlog.CommitLog        the record log every topic shares
+    consume_queue(_store)      20-byte units per (topic, queue)
+    index_file / index_service hash index of keys
+    checkpoint, data_dir       durability marks, lock and abort files
+    flush, cleanup, recovery   the services around them
+    message_store.DefaultMessageStore   the facade broker services use
+"""
+
+from pocketmq.broker.store.api import ArrivalListener, MessageStore
+from pocketmq.broker.store.config import FlushDiskType, StoreConfig
+from pocketmq.broker.store.io import StoreIO
+from pocketmq.broker.store.results import (
+    GetResult,
+    GetStatus,
+    PutResult,
+    PutStatus,
+    RecoveryReport,
+)
+
+__all__ = [
+    "ArrivalListener",
+    "FlushDiskType",
+    "GetResult",
+    "GetStatus",
+    "MessageStore",
+    "PutResult",
+    "PutStatus",
+    "RecoveryReport",
+    "StoreConfig",
+    "StoreIO",
+]

@@ -1,0 +1,353 @@
+"""DefaultMessageStore: the file-backed :class:`~pocketmq.broker.store.api.MessageStore`.
+
+It wires the parts together and owns the write path::
+
+    put_batch(blob) ─ scan_batch (check every record) ─ CommitLog.append_batch
+        └─ dispatch, right after the append, on the same thread:
+             ConsumeQueue units (grouped per queue, one copy each)
+             IndexService entries (KEYS and UNIQ_KEY)
+             arrival listeners (long polling)
+        └─ synchronous flush: a GroupCommitService future on the result
+
+and the read path (consume queue → commit-log bytes, never decoded here).
+Recovery is in :mod:`.recovery`, retention in :mod:`.cleanup`.
+
+All methods are called from one thread (the broker's event loop); the flush
+services run in worker threads and touch only flush positions.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pocketmq.broker.store.api import ArrivalListener
+from pocketmq.broker.store.batch import BatchError, ScannedBatch, scan_batch
+from pocketmq.broker.store.checkpoint import Checkpoint, StoreCheckpoint
+from pocketmq.broker.store.cleanup import CleanupService
+from pocketmq.broker.store.commitlog import CommitLog, is_dispatched_to_queue
+from pocketmq.broker.store.config import FlushDiskType, StoreConfig
+from pocketmq.broker.store.consume_queue import CQ_UNIT
+from pocketmq.broker.store.consume_queue_store import ConsumeQueueStore
+from pocketmq.broker.store.data_dir import DataDirectory
+from pocketmq.broker.store.flush import (
+    FlushConsumeQueueService,
+    FlushRealTimeService,
+    GroupCommitService,
+    ServiceThread,
+)
+from pocketmq.broker.store.index_service import IndexService
+from pocketmq.broker.store.io import StoreIO
+from pocketmq.broker.store.reads import StoreReader
+from pocketmq.broker.store.recovery import recover
+from pocketmq.broker.store.results import GetResult, PutResult, PutStatus, RecoveryReport
+from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.message import encode_record, pack_host
+
+__all__ = ["DefaultMessageStore"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Health:
+    disk_full: bool = False
+    read_only_reason: str = ""
+    running: bool = False
+
+
+class DefaultMessageStore:
+    def __init__(self, config: StoreConfig, *, clock: Clock | None = None,
+                 io: StoreIO | None = None) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.io = io or StoreIO()
+        self.dirs = DataDirectory(config.data_dir)
+        self.store_host = config.store_host
+        self.commitlog = CommitLog(self.dirs.commitlog, config.commitlog_file_size, io=self.io,
+                                   store_host=pack_host(config.store_host))
+        self.consume_queues = ConsumeQueueStore(
+            self.dirs.consumequeue, units_per_file=config.consume_queue_units_per_file,
+            io=self.io)
+        self.index = IndexService(self.dirs.index, slots=config.index_slots,
+                                  entries=config.index_entries, io=self.io)
+        self.checkpoint = StoreCheckpoint(self.dirs.checkpoint)
+        self.reader = StoreReader(self)
+        self.cleanup = CleanupService(self)
+        self.health = _Health()
+        self._listeners: list[ArrivalListener] = []
+        self._services: list[ServiceThread] = []
+        self._group_commit: GroupCommitService | None = None
+        self.dispatched_offset = 0           # commit-log offset dispatched so far
+        self.last_store_timestamp_ms = 0     # of the newest record appended
+        self._flushed_checkpoint = Checkpoint()
+        self.stats_put_messages = 0
+        self._started_at = time.monotonic()
+        self.stats_put_bytes = 0
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self) -> RecoveryReport:
+        """Lock the directory, recover, and start the flush services."""
+        self.dirs.create()
+        self.dirs.acquire_lock()
+        try:
+            report = recover(self)
+        except BaseException:
+            self.dirs.release_lock()
+            raise
+        self.dirs.mark_running()
+        self._start_services()
+        self.health.running = True
+        return report
+
+    def _start_services(self) -> None:
+        cfg = self.config
+        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            self._group_commit = GroupCommitService(
+                self.commitlog.queue, timeout_s=cfg.sync_flush_timeout_ms / 1000,
+                on_io_error=self._on_io_error)
+            self._services.append(self._group_commit)
+        else:
+            self._services.append(FlushRealTimeService(
+                self.commitlog.queue, interval_s=cfg.flush_interval_commitlog_ms / 1000,
+                least_pages=cfg.flush_commitlog_least_pages,
+                thorough_interval_s=cfg.flush_commitlog_thorough_interval_ms / 1000,
+                on_io_error=self._on_io_error))
+        self._services.append(FlushConsumeQueueService(
+            self.flush_round, interval_s=cfg.flush_interval_consume_queue_ms / 1000,
+            on_io_error=self._on_io_error))
+        for service in self._services:
+            service.start()
+
+    def shutdown(self) -> None:
+        """Flush everything, write the checkpoint, remove ``abort``, unlock."""
+        if not self.health.running:
+            return
+        self.health.running = False
+        for service in self._services:
+            service.stop()
+        self._services.clear()
+        clean = not self.health.read_only_reason
+        try:
+            self.commitlog.queue.flush()
+            self.flush_round()
+        except OSError as exc:
+            log.error("final flush failed: %s; the next start will recover", exc)
+            clean = False
+        self.commitlog.queue.close()
+        self.consume_queues.close()
+        self.index.close()
+        if clean:
+            self.dirs.mark_clean_shutdown()
+        self.dirs.release_lock()
+        log.info("store %s shut down (clean=%s) at commit-log offset %d", self.dirs.root,
+                 clean, self.commitlog.max_offset)
+
+    def flush_round(self) -> None:
+        """Sync consume queues and index, then record how far everything is durable.
+
+        The dispatched offset is read *before* the consume queues are synced, so
+        the checkpoint never claims more than what is on disk.
+        """
+        dispatched = self.dispatched_offset
+        last_ts = self.last_store_timestamp_ms
+        self.consume_queues.flush()
+        index_ts = self.index.flush()
+        physic = self.commitlog.queue.flushed_offset
+        prev = self._flushed_checkpoint
+        cp = Checkpoint(
+            physic_msg_timestamp_ms=max(prev.physic_msg_timestamp_ms,
+                                        last_ts if physic >= dispatched else 0),
+            logics_msg_timestamp_ms=max(prev.logics_msg_timestamp_ms, last_ts),
+            index_msg_timestamp_ms=max(prev.index_msg_timestamp_ms, index_ts),
+            physic_flushed_offset=max(prev.physic_flushed_offset, physic),
+            logics_dispatched_offset=max(prev.logics_dispatched_offset, dispatched))
+        if cp != prev:
+            self.checkpoint.write(cp)
+            self._flushed_checkpoint = cp
+
+    def _on_io_error(self, exc: OSError) -> None:
+        if not self.health.read_only_reason:
+            self.health.read_only_reason = f"{exc.strerror or exc} (errno {exc.errno})"
+            log.error("store %s is read-only after an I/O error: %s", self.dirs.root,
+                      self.health.read_only_reason)
+
+    # -- writes ------------------------------------------------------------------------
+    def put_batch(self, blob: bytes | bytearray | memoryview) -> PutResult:
+        refused = self._refuse_writes()
+        if refused is not None:
+            return refused
+        if len(blob) > self.config.max_batch_size:
+            return PutResult(status=PutStatus.MESSAGE_ILLEGAL,
+                             error=f"batch is {len(blob)} bytes; this broker accepts at most "
+                                   f"{self.config.max_batch_size} (max_batch_size)")
+        host_size = len(self.commitlog.store_host)
+        try:
+            batch = scan_batch(blob, max_body_size=self.config.max_message_size,
+                               store_host_size=host_size)
+        except BatchError as exc:
+            status = (PutStatus.PROPERTIES_SIZE_EXCEEDED if exc.kind == "properties"
+                      else PutStatus.MESSAGE_ILLEGAL)
+            return PutResult(status=status, error=str(exc))
+        return self._append(blob, batch)
+
+    def put_message(self, *, topic: str, queue_id: int, body: bytes,
+                    properties: dict[str, str] | None = None, flag: int = 0,
+                    sysflag: int = 0, born_timestamp_ms: int = 0,
+                    born_host: tuple[str, int] = ("127.0.0.1", 0),
+                    reconsume_times: int = 0,
+                    prepared_transaction_offset: int = 0) -> PutResult:
+        try:
+            record = encode_record(
+                topic=topic, body=body, queue_id=queue_id, flag=flag,
+                properties=properties or {}, sysflag=sysflag,
+                born_timestamp_ms=born_timestamp_ms or self.clock.now_ms(),
+                born_host=pack_host(born_host), store_host=self.commitlog.store_host,
+                reconsume_times=reconsume_times,
+                prepared_transaction_offset=prepared_transaction_offset)
+        except ValueError as exc:
+            return PutResult(status=PutStatus.MESSAGE_ILLEGAL, error=str(exc))
+        return self.put_batch(record)
+
+    def _refuse_writes(self) -> PutResult | None:
+        if not self.health.running:
+            return PutResult(status=PutStatus.SERVICE_NOT_AVAILABLE,
+                             error="the message store is not running")
+        if self.health.read_only_reason:
+            return PutResult(status=PutStatus.SERVICE_NOT_AVAILABLE,
+                             error=f"the message store is read-only after an I/O error: "
+                                   f"{self.health.read_only_reason}")
+        if self.health.disk_full:
+            return PutResult(status=PutStatus.DISK_FULL, error=self.cleanup.disk_full_message())
+        return None
+
+    def _append(self, blob: bytes | bytearray | memoryview, batch: ScannedBatch) -> PutResult:
+        now = self.clock.now_ms()
+        try:
+            appended = self.commitlog.append_batch(blob, batch, now)
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                self.health.disk_full = True
+                return PutResult(status=PutStatus.DISK_FULL,
+                                 error=f"disk full: cannot create a commit-log segment in "
+                                       f"{self.dirs.commitlog} ({exc.strerror})")
+            self._on_io_error(exc)
+            return PutResult(status=PutStatus.SERVICE_NOT_AVAILABLE, error=str(exc))
+        self.last_store_timestamp_ms = now
+        self._dispatch(batch, appended.phys_offsets, appended.queue_offsets, now)
+        self.dispatched_offset = appended.wrote_end
+        self.stats_put_messages += len(batch)
+        self.stats_put_bytes += len(blob)
+        flush_future = None
+        if self._group_commit is not None:
+            flush_future = self._group_commit.request(appended.wrote_end)
+        return PutResult(status=PutStatus.PUT_OK, store_timestamp_ms=now,
+                         topics=batch.topics, queue_ids=batch.queue_ids,
+                         queue_offsets=appended.queue_offsets,
+                         phys_offsets=appended.phys_offsets, sizes=batch.sizes,
+                         uniq_keys=batch.uniq_keys, flush_future=flush_future)
+
+    def _dispatch(self, batch: ScannedBatch, phys_offsets: list[int],
+                  queue_offsets: list[int], store_timestamp_ms: int) -> None:
+        """Consume-queue units (grouped per queue), index entries, then listeners."""
+        grouped: dict[tuple[str, int], tuple[int, list[bytes]]] = {}
+        pack = CQ_UNIT.pack
+        index_put = self.index.put if self.config.message_index_enable else None
+        for topic, queue_id, sysflag, phys, size, tags, queue_offset, keys in zip(
+                batch.topics, batch.queue_ids, batch.sysflags, phys_offsets, batch.sizes,
+                batch.tags_codes, queue_offsets, batch.keys, strict=True):
+            if not is_dispatched_to_queue(sysflag):
+                continue
+            key = (topic, queue_id)
+            entry = grouped.get(key)
+            if entry is None:
+                grouped[key] = (queue_offset, [pack(phys, size, tags)])
+            else:
+                entry[1].append(pack(phys, size, tags))
+            if keys and index_put is not None:
+                index_put(topic, keys, phys, store_timestamp_ms)
+        for (topic, queue_id), (first_offset, units) in grouped.items():
+            cq = self.consume_queues.find_or_create(topic, queue_id)
+            cq.append_many(first_offset, b"".join(units))
+            max_offset = cq.max_offset
+            for listener in self._listeners:
+                try:
+                    listener(topic, queue_id, max_offset)
+                except Exception:
+                    log.exception("arrival listener failed for %s:%d", topic, queue_id)
+
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        self._listeners.append(listener)
+
+    # -- reads (delegated; see reads.py) -------------------------------------------------
+    def get_messages(self, topic: str, queue_id: int, offset: int, *,
+                     max_count: int | None = None, max_bytes: int | None = None,
+                     tag_codes: frozenset[int] | None = None) -> GetResult:
+        return self.reader.get_messages(topic, queue_id, offset, max_count=max_count,
+                                        max_bytes=max_bytes, tag_codes=tag_codes)
+
+    def read_record(self, phys_offset: int) -> bytes | None:
+        return self.commitlog.read_record(phys_offset)
+
+    def query_by_key(self, topic: str, key: str, *, max_count: int | None = None,
+                     begin_timestamp_ms: int = 0,
+                     end_timestamp_ms: int | None = None) -> list[bytes]:
+        return self.reader.query_by_key(topic, key, max_count=max_count,
+                                        begin_timestamp_ms=begin_timestamp_ms,
+                                        end_timestamp_ms=end_timestamp_ms)
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.get(topic, queue_id)
+        return cq.min_offset if cq is not None else 0
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.get(topic, queue_id)
+        return cq.max_offset if cq is not None else 0
+
+    def store_timestamp(self, topic: str, queue_id: int, offset: int) -> int | None:
+        return self.reader.store_timestamp(topic, queue_id, offset)
+
+    def offset_by_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        cq = self.consume_queues.get(topic, queue_id)
+        if cq is None:
+            return 0
+        return cq.offset_by_timestamp(timestamp_ms, self.reader.store_time_of_unit)
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return self.consume_queues.queue_ids(topic)
+
+    def topics(self) -> list[str]:
+        return self.consume_queues.topics()
+
+    def delete_topics(self, topics: Iterable[str]) -> None:
+        for topic in topics:
+            self.consume_queues.delete_topic(topic)
+            for key in [k for k in self.commitlog.queue_offsets if k[0] == topic]:
+                del self.commitlog.queue_offsets[key]
+
+    # -- housekeeping ---------------------------------------------------------------------
+    def run_cleanup_once(self) -> None:
+        """Retention and disk-space checks; call periodically from the owner's thread."""
+        self.cleanup.run_once()
+
+    @property
+    def is_read_only(self) -> bool:
+        return bool(self.health.read_only_reason)
+
+    def runtime_info(self) -> dict[str, str]:
+        return {
+            "commitlog_min_offset": str(self.commitlog.min_offset),
+            "commitlog_max_offset": str(self.commitlog.max_offset),
+            "commitlog_flushed_offset": str(self.commitlog.queue.flushed_offset),
+            "dispatched_offset": str(self.dispatched_offset),
+            "put_messages_total": str(self.stats_put_messages),
+            "put_bytes_total": str(self.stats_put_bytes),
+            "disk_full": str(self.health.disk_full).lower(),
+            "read_only": self.health.read_only_reason or "false",
+            "flush_disk_type": self.config.flush_disk_type.value,
+            "disk_used_ratio": f"{self.cleanup.last_disk_ratio:.4f}",
+            "uptime_s": f"{time.monotonic() - self._started_at:.0f}",
+        }

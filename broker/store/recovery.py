@@ -1,0 +1,214 @@
+"""Recovery: bring the commit log, consume queues and index back to one consistent state.
+
+Runs at every start, clean or not::
+
+    1. load segments; recover each consume queue (scan to its first empty unit);
+       load the index (after a crash, drop files newer than the checkpoint)
+    2. VERIFY the commit log from the checkpoint's flushed offset (bytes before it
+       were durable when the checkpoint was written): magic, lengths, CRC and
+       PHYSICALOFFSET of every record; stop at the first bad one -> end E
+    3. TRUNCATE the log at E (the tail is zeroed, later segments deleted); trim
+       consume-queue units and index files that point at or past E
+    4. RE-DISPATCH records in [D, E), D = min(checkpoint's dispatched offset,
+       index progress): consume-queue units and index entries that are missing
+       (dispatch is idempotent: what exists is skipped)
+    5. a queue whose units cannot line up with the log (a damaged or deleted
+       consume-queue file) is rebuilt from the start of the log
+    6. sync everything; the queue-offset table comes from the consume queues
+
+Without a checkpoint (first start, or a damaged one) the whole log is verified.
+The :class:`RecoveryReport` says what was cut and rebuilt, and is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from pocketmq.broker.store.commitlog import CommitLog, is_dispatched_to_queue
+from pocketmq.broker.store.results import RecoveryReport
+from pocketmq.common.errors import CorruptRecordError
+from pocketmq.common.hashing import tags_code
+
+if TYPE_CHECKING:
+    from pocketmq.broker.store.message_store import DefaultMessageStore
+
+__all__ = ["recover"]
+
+log = logging.getLogger(__name__)
+
+_CHUNK = 1 << 20
+
+
+def recover(store: DefaultMessageStore) -> RecoveryReport:
+    started = time.monotonic()
+    clean = store.dirs.was_clean_shutdown()
+    cp = store.checkpoint.read()
+    commitlog = store.commitlog
+    commitlog.queue.load()
+    store.consume_queues.load()
+    store.consume_queues.recover()
+    store.index.load(clean_shutdown=clean and cp is not None,
+                     checkpoint_timestamp_ms=cp.index_msg_timestamp_ms if cp else 0)
+    log_min = commitlog.min_offset
+
+    # 2. verify from what the checkpoint vouches for
+    trusted = min(max(cp.physic_flushed_offset, log_min), _log_extent(commitlog)) if cp \
+        else log_min
+    verify_from = _record_boundary_at_or_before(commitlog, trusted)
+    end, bad_offset, reason, _ = _scan(commitlog, verify_from, check_crc=True)
+
+    # 3. truncate
+    truncated = _garbage_extent(commitlog, end)
+    commitlog.queue.truncate(end)
+    commitlog.queue.set_write_position(end)
+    if bad_offset is not None:
+        log.warning("commit log damaged at offset %d (%s); truncated %d bytes from there",
+                    bad_offset, reason, truncated)
+    trimmed = store.consume_queues.truncate_phys(end)
+    store.index.truncate_phys(end)
+
+    # 4. re-dispatch what the consume queues and index miss
+    dispatch_from = cp.logics_dispatched_offset if cp else log_min
+    index_enabled = store.config.message_index_enable
+    if index_enabled:
+        dispatch_from = min(dispatch_from, store.index.last_indexed_phys + 1)
+    dispatch_from = min(max(dispatch_from, log_min), end)
+    start = _record_boundary_at_or_before(commitlog, dispatch_from)
+    damaged = set(_damaged_queues(store))
+    redispatched = _redispatch(store, start, end, damaged, index_enabled)
+
+    # 5. rebuild queues whose units do not line up with the log
+    if damaged:
+        log.warning("rebuilding %d consume queue(s) from the start of the commit log: %s",
+                    len(damaged), ", ".join(f"{t}:{q}" for t, q in sorted(damaged)))
+        for topic, queue_id in damaged:
+            cq = store.consume_queues.get(topic, queue_id)
+            if cq is not None:
+                store.consume_queues.delete_queue(topic, queue_id)
+        redispatched += _redispatch(store, log_min, end, set(), False, only=damaged)
+
+    # 6. sync and rebuild the queue-offset table
+    commitlog.queue.flush()
+    store.consume_queues.flush()
+    store.index.flush()
+    commitlog.queue_offsets = {
+        (topic, queue_id): store.consume_queues.get(topic, queue_id).max_offset  # type: ignore[union-attr]
+        for topic in store.consume_queues.topics()
+        for queue_id in store.consume_queues.queue_ids(topic)}
+    store.dispatched_offset = end
+    store.flush_round()
+
+    report = RecoveryReport(
+        clean_shutdown=clean, scanned_from=verify_from, max_phys_offset=end,
+        truncated_bytes=truncated, first_bad_offset=bad_offset, reason=reason,
+        redispatched=redispatched, consume_queue_units_trimmed=trimmed,
+        index_rebuilt_from=start if index_enabled and start < end else None,
+        seconds=time.monotonic() - started)
+    log.info("recovered %s: %s shutdown, verified from %d, log ends at %d, truncated %d "
+             "bytes, re-dispatched %d records, trimmed %d queue units, %.3f s",
+             store.dirs.root, "clean" if clean else "unclean", verify_from, end, truncated,
+             redispatched, trimmed, report.seconds)
+    return report
+
+
+def _log_extent(commitlog: CommitLog) -> int:
+    files = commitlog.queue.files
+    return files[-1].file_from_offset + files[-1].file_size if files else 0
+
+
+def _record_boundary_at_or_before(commitlog: CommitLog, offset: int) -> int:
+    """*offset* if the record chain of its segment lands on it, else the segment start."""
+    mf = commitlog.queue.find(offset)
+    if mf is None:
+        files = commitlog.queue.files
+        return files[-1].file_from_offset if files and offset >= _log_extent(commitlog) \
+            else commitlog.min_offset
+    if commitlog.skip_to(mf.file_from_offset, offset) == offset:
+        return offset
+    return mf.file_from_offset
+
+
+def _scan(commitlog: CommitLog, start: int, *,
+          check_crc: bool) -> tuple[int, int | None, str, int]:
+    """Scan from *start*; return (end of valid log, bad offset, reason, records)."""
+    end, count = start, 0
+    try:
+        for rec in commitlog.scan(start, check_crc=check_crc):
+            end = rec.phys_offset + rec.size
+            count += 1
+    except CorruptRecordError as exc:
+        return exc.offset, exc.offset, exc.reason, count
+    return end, None, "", count
+
+
+def _garbage_extent(commitlog: CommitLog, offset: int) -> int:
+    """Non-zero bytes from *offset* to the end of the written region (what truncation cuts)."""
+    total = 0
+    for mf in commitlog.queue.files:
+        seg_end = mf.file_from_offset + mf.file_size
+        if seg_end <= offset:
+            continue
+        pos = max(offset - mf.file_from_offset, 0)
+        last_nonzero = pos
+        while pos < mf.file_size:
+            chunk = mf.buffer[pos:pos + _CHUNK]
+            stripped = chunk.rstrip(b"\0")
+            if stripped:
+                last_nonzero = pos + len(stripped)
+            elif chunk.count(0) == len(chunk):
+                break
+            pos += len(chunk)
+        total += last_nonzero - max(offset - mf.file_from_offset, 0)
+    return total
+
+
+def _parse_props(raw: bytes) -> tuple[str, list[str]]:
+    tags, keys, uniq = "", "", ""
+    for pair in raw.decode("utf-8", "replace").split("\x02"):
+        key, _, value = pair.partition("\x01")
+        if key == "TAGS":
+            tags = value
+        elif key == "KEYS":
+            keys = value
+        elif key == "UNIQ_KEY":
+            uniq = value
+    key_list = [k for k in keys.split(" ") if k]
+    if uniq:
+        key_list.append(uniq)
+    return tags, key_list
+
+
+def _damaged_queues(store: DefaultMessageStore) -> list[tuple[str, int]]:
+    return [(cq.topic, cq.queue_id) for cq in store.consume_queues.all_queues() if cq.damaged]
+
+
+def _redispatch(store: DefaultMessageStore, start: int, end: int,
+                damaged: set[tuple[str, int]], index_enabled: bool, *,
+                only: set[tuple[str, int]] | None = None) -> int:
+    """Dispatch records in [start, end); queues that do not line up go into *damaged*.
+
+    A queue does not line up when a record's queue offset lies past the queue's
+    end, since the units between were lost. An empty queue is exempt only when the
+    scan starts at the head of the log (no earlier record of it can exist).
+    """
+    count = 0
+    from_head = start <= store.commitlog.min_offset
+    for rec in store.commitlog.scan(start, check_crc=False, stop=end):
+        key = (rec.topic, rec.queue_id)
+        if only is not None and key not in only:
+            continue
+        tags, keys = _parse_props(rec.properties)
+        if is_dispatched_to_queue(rec.sysflag) and key not in damaged:
+            cq = store.consume_queues.find_or_create(rec.topic, rec.queue_id)
+            expected = cq.max_offset
+            empty = expected == 0 and cq.min_offset == 0
+            if rec.queue_offset > expected and not (empty and from_head):
+                damaged.add(key)
+            else:
+                cq.append(rec.queue_offset, rec.phys_offset, rec.size, tags_code(tags))
+        if index_enabled and keys:
+            store.index.put(rec.topic, keys, rec.phys_offset, rec.store_timestamp_ms)
+        count += 1
+    return count
