@@ -1,0 +1,20 @@
+"""The broker: services around the message store, served over gRPC.
+
+Modules by role (layers as in DESIGN.md §1; ``store/`` is the lowest)::
+
+    config           BrokerConfig (and the StoreConfig derived from it)
+    topic_config     TopicConfigManager: topics.json, system topics, auto-create
+    consumer_offsets ConsumerOffsetManager: consumerOffset.json
+    client_manager   producer/consumer heartbeats, expiry, client command channels
+    long_polling     PullRequestHoldService: parked pulls woken by message arrival
+    send_service     SendMessage / SendBatch checks and acknowledgements
+    pull_service     PullMessage: offset statuses, tag filter, long polling
+    admin_service    topic admin, queue offsets, message queries, runtime info
+    registration     RegisterBrokerService (namesrv_client: its gRPC client)
+    errors           the refusals services raise; grpc_status maps them to codes
+    servicer         the gRPC adapters: the only module seeing broker protobuf
+    broker           Broker: starts and stops all of the above in order
+
+This package imports nothing at import time, so ``pocketmq.broker.store``
+stays free of gRPC; import ``pocketmq.broker.broker.Broker`` to run one.
+"""

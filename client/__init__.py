@@ -1,0 +1,100 @@
+"""The PocketMQ client SDK (asyncio first).
+
+::
+
+    from pocketmq.client import Producer, PushConsumer, Message, ConsumeResult
+
+    async with Producer(group="pg", namesrv="127.0.0.1:9876") as producer:
+        result = await producer.send(Message(topic="orders", body=b"...", tags="paid"))
+
+    consumer = PushConsumer(group="cg", namesrv="127.0.0.1:9876", consume_from="first")
+    consumer.subscribe("orders", "paid || refunded")
+
+    @consumer.listener
+    async def handle(messages: list[MessageExt]) -> ConsumeResult:
+        return ConsumeResult.CONSUME_SUCCESS
+
+    await consumer.start(); ...; await consumer.shutdown()
+
+Modules by role: :mod:`.producer` with :mod:`.accumulator` (send coalescing)
+and :mod:`.fault_strategy` (queue choice); :mod:`.push_consumer`,
+:mod:`.pull_consumer`, :mod:`.consume_service`, :mod:`.rebalance`,
+:mod:`.allocate`, :mod:`.offset_store`, :mod:`.process_queue`;
+:mod:`.route`, :mod:`.heartbeat`; :mod:`.remoting`, the only module that sees
+gRPC and protobuf; :mod:`.model`, :mod:`.config`, :mod:`.errors`;
+:mod:`.sync` (a blocking facade for scripts).
+"""
+
+from pocketmq.client.allocate import (
+    allocate_averagely,
+    allocate_by_circle,
+    allocate_consistent_hash,
+)
+from pocketmq.client.config import ConsumerConfig, ProducerConfig, PullConsumerConfig
+from pocketmq.client.errors import (
+    BusyError,
+    ClientError,
+    ClientStateError,
+    InvalidMessageError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+    RemoteError,
+    RouteNotFoundError,
+    SendTimeoutError,
+    ServerError,
+    UnavailableError,
+    UnsupportedError,
+)
+from pocketmq.client.model import (
+    ConsumeFrom,
+    ConsumeResult,
+    Message,
+    MessageExt,
+    MessageModel,
+    MessageQueue,
+    SendResult,
+    SendStatus,
+    dlq_topic,
+    retry_topic,
+)
+from pocketmq.client.producer import MessageQueueSelector, Producer
+
+# from pocketmq.client.pull_consumer import PullConsumer
+# from pocketmq.client.push_consumer import PushConsumer
+
+__all__ = [
+    "BusyError",
+    "ClientError",
+    "ClientStateError",
+    "ConsumeFrom",
+    "ConsumeResult",
+    "ConsumerConfig",
+    "InvalidMessageError",
+    "InvalidRequestError",
+    "Message",
+    "MessageExt",
+    "MessageModel",
+    "MessageQueue",
+    "MessageQueueSelector",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "Producer",
+    "ProducerConfig",
+    "PullConsumer",
+    "PullConsumerConfig",
+    "PushConsumer",
+    "RemoteError",
+    "RouteNotFoundError",
+    "SendResult",
+    "SendStatus",
+    "SendTimeoutError",
+    "ServerError",
+    "UnavailableError",
+    "UnsupportedError",
+    "allocate_averagely",
+    "allocate_by_circle",
+    "allocate_consistent_hash",
+    "dlq_topic",
+    "retry_topic",
+]

@@ -16,6 +16,7 @@ No gRPC, no protobuf, no event loop: this package imports only
 from pocketmq.broker.store.api import ArrivalListener, MessageStore
 from pocketmq.broker.store.config import FlushDiskType, StoreConfig
 from pocketmq.broker.store.io import StoreIO
+from pocketmq.broker.store.message_store import DefaultMessageStore
 from pocketmq.broker.store.results import (
     GetResult,
     GetStatus,
@@ -26,6 +27,7 @@ from pocketmq.broker.store.results import (
 
 __all__ = [
     "ArrivalListener",
+    "DefaultMessageStore",
     "FlushDiskType",
     "GetResult",
     "GetStatus",

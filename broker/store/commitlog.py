@@ -192,7 +192,10 @@ class CommitLog:
                                                      f"{limit - pos} are left in the segment")
                 offset = mf.file_from_offset + mf.file_size
                 continue
-            lay = check_record(buf, pos, limit, check_crc=check_crc)
+            try:
+                lay = check_record(buf, pos, limit, check_crc=check_crc)
+            except CorruptRecordError as exc:  # name the log offset, not the file position
+                raise CorruptRecordError(offset, exc.reason) from None
             (_t, _m, _c, queue_id, _f, queue_offset, phys, sysflag, _b) = HEAD.unpack_from(
                 buf, pos)
             if phys != offset:

@@ -8,6 +8,7 @@ run did not shut down cleanly and recovery must distrust the tail.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 
@@ -62,7 +63,5 @@ class DataDirectory:
         os.close(fd)
 
     def mark_clean_shutdown(self) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.abort)
-        except FileNotFoundError:
-            pass

@@ -18,6 +18,7 @@ of the log can never mistake an old record for a new one.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
@@ -38,11 +39,28 @@ class MappedFile:
     """One segment. Appends and reads are made by the owning thread; :meth:`flush`
     may run in a worker thread at the same time."""
 
-    def __init__(self, path: str, file_size: int, *, io: StoreIO, create: bool) -> None:
+    def __init__(self, path: str, file_size: int, *, io: StoreIO, create: bool,
+                 read_only: bool = False) -> None:
         self.path = path
         self.file_size = file_size
         self.file_from_offset = int(os.path.basename(path))
+        self.read_only = read_only
         self._io = io
+        if read_only:
+            # Inspection (verify, dump, offline readers): never change the file.
+            self._fd = os.open(path, os.O_RDONLY)
+            try:
+                actual = os.fstat(self._fd).st_size
+                self.file_size = min(actual, file_size)
+                self._mm = mmap.mmap(self._fd, self.file_size, mmap.MAP_SHARED,
+                                     mmap.PROT_READ) if self.file_size else None  # type: ignore[assignment]
+            except BaseException:
+                os.close(self._fd)
+                raise
+            self.wrote_position = self.flushed_position = self.file_size
+            self._flush_lock = threading.Lock()
+            self.closed = False
+            return
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self._fd = os.open(path, flags, 0o644)
         try:
@@ -123,16 +141,15 @@ class MappedFile:
             if self.closed:
                 return
             self.closed = True
-            self._mm.close()
+            if self._mm is not None:
+                self._mm.close()
             os.close(self._fd)
 
     def destroy(self) -> None:
         """Close and delete the segment file."""
         self.close()
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        except FileNotFoundError:
-            pass
         log.info("deleted segment %s", self.path)
 
     def __repr__(self) -> str:

@@ -33,9 +33,15 @@ class MappedFileQueue:
         self.files: list[MappedFile] = []
 
     # -- lifecycle -------------------------------------------------------------
-    def load(self) -> None:
-        """Map every segment in the directory; positions are set by recovery."""
-        os.makedirs(self.directory, exist_ok=True)
+    def load(self, *, read_only: bool = False) -> None:
+        """Map every segment in the directory; positions are set by recovery.
+
+        *read_only* maps the files for inspection only: nothing is resized or written.
+        """
+        if not read_only:
+            os.makedirs(self.directory, exist_ok=True)
+        elif not os.path.isdir(self.directory):
+            return
         names = sorted(n for n in os.listdir(self.directory) if _SEGMENT_NAME.match(n))
         expected: int | None = None
         for name in names:
@@ -48,9 +54,9 @@ class MappedFileQueue:
                 raise StoreError(f"segments in {self.directory} are not contiguous: "
                                  f"{offset_to_file_name(expected)} is missing before {name}")
             mf = MappedFile(os.path.join(self.directory, name), self.file_size, io=self.io,
-                            create=False)
+                            create=False, read_only=read_only)
             # Until recovery says otherwise every loaded segment counts as full.
-            mf.wrote_position = mf.flushed_position = self.file_size
+            mf.wrote_position = mf.flushed_position = mf.file_size
             self.files.append(mf)
             expected = start + self.file_size
 
@@ -87,7 +93,7 @@ class MappedFileQueue:
         """Place the write (and flushed) position at *offset* after recovery."""
         for mf in self.files:
             if mf.file_from_offset + self.file_size <= offset:
-                mf.wrote_position = mf.flushed_position = self.file_size
+                mf.wrote_position = mf.flushed_position = mf.file_size
             elif mf.file_from_offset <= offset:
                 mf.wrote_position = mf.flushed_position = offset - mf.file_from_offset
             else:

@@ -329,9 +329,12 @@ class DefaultMessageStore:
                 del self.commitlog.queue_offsets[key]
 
     # -- housekeeping ---------------------------------------------------------------------
-    def run_cleanup_once(self) -> None:
-        """Retention and disk-space checks; call periodically from the owner's thread."""
-        self.cleanup.run_once()
+    def run_cleanup_once(self) -> int:
+        """Retention and disk-space checks; call periodically from the owner's thread.
+
+        Returns the number of commit-log segments deleted.
+        """
+        return self.cleanup.run_once()
 
     @property
     def is_read_only(self) -> bool:

@@ -26,7 +26,7 @@ from pocketmq.common.msgid import UniqueIdGenerator, decode_offset_msg_id, encod
 
 
 def hand_built_record() -> bytes:
-    body, topic, props = b"hello", b"orders", "TAGS\x01paid\x02".encode()
+    body, topic, props = b"hello", b"orders", b"TAGS\x01paid\x02"
     parts = [
         struct.pack(">i", 91 + len(body) + len(topic) + len(props)),   # TOTALSIZE
         struct.pack(">I", 0xDAA320A7),                                 # MAGICCODE

@@ -1,0 +1,223 @@
+"""AdminService: topic administration, queue offsets, message queries, broker stats.
+
+RocketMQ's ``AdminBrokerProcessor`` and ``QueryMessageProcessor``: create,
+update, delete and list topics; min/max offset and last store time per
+queue (``topicStatus``); a group's broker offset, consumer offset and lag per
+queue (``consumerProgress``); the offset of a timestamp; messages by key and
+by offset message id; the broker's runtime table.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from pocketmq import __version__
+from pocketmq.broker.client_manager import ClientManager
+from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
+from pocketmq.broker.errors import InvalidRequestError, NotFoundError
+from pocketmq.broker.long_polling import PullRequestHoldService
+from pocketmq.broker.store.api import MessageStore
+from pocketmq.broker.topic_config import DataVersion, TopicConfig, TopicConfigManager
+from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.msgid import decode_offset_msg_id
+from pocketmq.common.validation import check_group, check_topic
+
+__all__ = ["AdminService", "QueueProgress", "QueueStatus"]
+
+log = logging.getLogger(__name__)
+
+MAX_QUERY_MESSAGES = 64  # maxMsgsNumBatch: cap on one key query
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueStatus:
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_store_timestamp_ms: int  # 0 when the queue is empty
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueProgress:
+    topic: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int          # -1 when the group has none for this queue
+    lag: int
+    last_timestamp_ms: int        # store time of the last consumed message, 0 if none
+
+
+class AdminService:
+    def __init__(self, store: MessageStore, topics: TopicConfigManager,
+                 offsets: ConsumerOffsetManager, clients: ClientManager,
+                 hold: PullRequestHoldService, *, broker_name: str, cluster_name: str,
+                 store_host: tuple[str, int], default_query_max: int = 32,
+                 clock: Clock | None = None) -> None:
+        self._store = store
+        self._topics = topics
+        self._offsets = offsets
+        self._clients = clients
+        self._hold = hold
+        self._broker_name = broker_name
+        self._cluster_name = cluster_name
+        self._store_host = store_host
+        self._default_query_max = default_query_max
+        self._clock = clock or SystemClock()
+        self._boot_timestamp_ms = self._clock.now_ms()
+
+    # -- topics -------------------------------------------------------------------------
+    def create_topic(self, config: TopicConfig) -> TopicConfig:
+        return self._topics.create(config)
+
+    def update_topic(self, config: TopicConfig) -> TopicConfig:
+        return self._topics.update(config)
+
+    def delete_topic(self, topic: str) -> None:
+        """Remove the topic, its consume queues and every group's offsets of it."""
+        self._topics.delete(topic)
+        self._store.delete_topics([topic])
+        self._offsets.remove_topic(topic)
+
+    def all_topics(self) -> tuple[list[TopicConfig], DataVersion]:
+        return self._topics.all(), self._topics.data_version
+
+    # -- queues -------------------------------------------------------------------------
+    def topic_status(self, topic: str) -> list[QueueStatus]:
+        config = self._existing_topic(topic)
+        out = []
+        for queue_id in range(max(config.read_queue_nums, config.write_queue_nums)):
+            max_offset = self._store.max_offset(topic, queue_id)
+            last = self._store.store_timestamp(topic, queue_id, max_offset - 1) \
+                if max_offset > 0 else None
+            out.append(QueueStatus(queue_id=queue_id,
+                                   min_offset=self._store.min_offset(topic, queue_id),
+                                   max_offset=max_offset, last_store_timestamp_ms=last or 0))
+        return out
+
+    def consume_progress(self, group: str, topic: str = "") -> list[QueueProgress]:
+        problem = check_group(group)
+        if problem:
+            raise InvalidRequestError(problem)
+        if topic:
+            self._existing_topic(topic)
+            topics = [topic]
+        else:
+            topics = sorted(set(self._offsets.topics_of_group(group))
+                            | self._clients.subscribed_topics(group))
+            topics = [t for t in topics if self._topics.get(t) is not None]
+            if not topics:
+                raise NotFoundError(f"consumer group {group!r} has no offsets and no online "
+                                    "consumers on this broker", reason="CONSUMER_NOT_ONLINE")
+        return [p for t in topics for p in self._topic_progress(group, t)]
+
+    def _topic_progress(self, group: str, topic: str) -> list[QueueProgress]:
+        config = self._topics.get(topic)
+        assert config is not None
+        out = []
+        for queue_id in range(config.read_queue_nums):
+            broker_offset = self._store.max_offset(topic, queue_id)
+            stored = self._offsets.query(group, topic, queue_id)
+            consumer_offset = -1 if stored is None else stored
+            last = 0
+            if consumer_offset > 0:
+                last = self._store.store_timestamp(topic, queue_id, consumer_offset - 1) or 0
+            out.append(QueueProgress(topic=topic, queue_id=queue_id,
+                                     broker_offset=broker_offset,
+                                     consumer_offset=consumer_offset,
+                                     lag=max(0, broker_offset - max(consumer_offset, 0)),
+                                     last_timestamp_ms=last))
+        return out
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        self._check_queue(topic, queue_id)
+        return self._store.min_offset(topic, queue_id)
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        self._check_queue(topic, queue_id)
+        return self._store.max_offset(topic, queue_id)
+
+    def offset_by_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        self._check_queue(topic, queue_id)
+        if timestamp_ms < 0:
+            raise InvalidRequestError(f"timestamp_ms is {timestamp_ms}; give milliseconds since "
+                                      "the epoch")
+        return self._store.offset_by_timestamp(topic, queue_id, timestamp_ms)
+
+    # -- messages -----------------------------------------------------------------------
+    def query_by_key(self, topic: str, key: str, *, max_num: int = 0,
+                     begin_timestamp_ms: int = 0, end_timestamp_ms: int = 0) -> list[bytes]:
+        problem = check_topic(topic)
+        if problem:
+            raise InvalidRequestError(problem)
+        if not key:
+            raise InvalidRequestError("key is empty; give a KEYS entry or a UNIQ_KEY")
+        if max_num < 0:
+            raise InvalidRequestError(f"max_num is {max_num}; give 1..{MAX_QUERY_MESSAGES}, or "
+                                      "0 for the default")
+        if begin_timestamp_ms < 0 or end_timestamp_ms < 0:
+            raise InvalidRequestError(f"time range {begin_timestamp_ms}..{end_timestamp_ms} "
+                                      "must be milliseconds since the epoch")
+        if end_timestamp_ms and begin_timestamp_ms > end_timestamp_ms:
+            raise InvalidRequestError(f"begin_timestamp_ms {begin_timestamp_ms} is after "
+                                      f"end_timestamp_ms {end_timestamp_ms}")
+        count = min(max_num or self._default_query_max, MAX_QUERY_MESSAGES)
+        return self._store.query_by_key(topic, key, max_count=count,
+                                        begin_timestamp_ms=begin_timestamp_ms,
+                                        end_timestamp_ms=end_timestamp_ms or None)
+
+    def view_message(self, offset_msg_id: str) -> bytes:
+        try:
+            msg_id = decode_offset_msg_id(offset_msg_id)
+        except ValueError as exc:
+            raise InvalidRequestError(str(exc)) from None
+        host, port = self._store_host
+        if (msg_id.host, msg_id.port) != (host, port):
+            raise InvalidRequestError(
+                f"offset message id {offset_msg_id} names broker {msg_id.host}:{msg_id.port}; "
+                f"this is {host}:{port}; ask that broker")
+        record = self._store.read_record(msg_id.phys_offset) if msg_id.phys_offset >= 0 else None
+        if record is None:
+            raise NotFoundError(f"no message at commit-log offset {msg_id.phys_offset} "
+                                f"(offset message id {offset_msg_id}); it may have been deleted "
+                                "by retention", reason="MESSAGE_NOT_FOUND")
+        return record
+
+    # -- broker -------------------------------------------------------------------------
+    def runtime_info(self) -> dict[str, str]:
+        info: dict[str, str] = {}
+        store_info = getattr(self._store, "runtime_info", None)
+        if callable(store_info):
+            info.update(store_info())
+        producer_groups, consumer_groups = self._clients.counts()
+        info.update({
+            "broker_name": self._broker_name,
+            "cluster_name": self._cluster_name,
+            "broker_address": f"{self._store_host[0]}:{self._store_host[1]}",
+            "version": __version__,
+            "boot_timestamp_ms": str(self._boot_timestamp_ms),
+            "topic_count": str(len(self._topics.all())),
+            "topic_data_version": str(self._topics.data_version.counter),
+            "producer_groups_online": str(producer_groups),
+            "consumer_groups_online": str(consumer_groups),
+            "pulls_parked": str(self._hold.parked_count),
+        })
+        return info
+
+    # -- checks -------------------------------------------------------------------------
+    def _existing_topic(self, topic: str) -> TopicConfig:
+        problem = check_topic(topic)
+        if problem:
+            raise InvalidRequestError(problem)
+        config = self._topics.get(topic)
+        if config is None:
+            raise NotFoundError(f"topic {topic!r} does not exist on broker {self._broker_name}",
+                                reason="TOPIC_NOT_EXIST")
+        return config
+
+    def _check_queue(self, topic: str, queue_id: int) -> None:
+        config = self._existing_topic(topic)
+        queue_nums = max(config.read_queue_nums, config.write_queue_nums)
+        if not 0 <= queue_id < queue_nums:
+            raise InvalidRequestError(f"queue id {queue_id} is out of range; topic {topic!r} "
+                                      f"has {queue_nums} queues (0..{queue_nums - 1})")

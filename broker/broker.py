@@ -1,0 +1,226 @@
+"""Broker: one broker process's parts, started and stopped in order.
+
+RocketMQ's ``BrokerController``. It owns the message store, the metadata
+managers, the services, the gRPC server and every background task::
+
+    start():  bind the port (0 = any) ─ store.start() (recovery, logged) ─
+              load topics.json and consumerOffset.json ─ serve gRPC ─
+              start offset persistence, client housekeeping, store cleanup ─
+              register with every nameserver
+    stop():   answer parked pulls, close client streams ─ stop taking requests
+              and let those in flight finish (grace) ─ persist offsets and
+              topics ─ store.shutdown() (flush, checkpoint, remove ``abort``) ─
+              unregister from every nameserver
+
+Everything runs on one event loop; the store is called on its thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+import grpc
+
+from pocketmq.broker.admin_service import AdminService
+from pocketmq.broker.client_manager import ClientManager
+from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
+from pocketmq.broker.long_polling import PullRequestHoldService
+from pocketmq.broker.pull_service import PullMessageService
+from pocketmq.broker.registration import NameserverClient, RegisterBrokerService
+from pocketmq.broker.send_service import SendMessageService
+from pocketmq.broker.servicer import BrokerServicer, add_to_server
+from pocketmq.broker.store.api import MessageStore
+from pocketmq.broker.store.config import StoreConfig
+from pocketmq.broker.store.results import RecoveryReport
+from pocketmq.broker.topic_config import TopicConfigManager
+from pocketmq.common.clock import Clock, SystemClock
+
+__all__ = ["Broker"]
+
+log = logging.getLogger(__name__)
+
+StoreFactory = Callable[[StoreConfig, Clock], MessageStore]
+
+
+def _default_store(config: StoreConfig, clock: Clock) -> MessageStore:
+    from pocketmq.broker.store.message_store import DefaultMessageStore
+
+    return DefaultMessageStore(config, clock=clock)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, *, clock: Clock | None = None,
+                 store_factory: StoreFactory = _default_store,
+                 namesrv_client_factory: Callable[[str], NameserverClient] | None = None,
+                 ) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self._store_factory = store_factory
+        self._namesrv_client_factory = namesrv_client_factory
+        self._server: grpc.aio.Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.port = 0
+        self.store: MessageStore | None = None
+        self.recovery: RecoveryReport | None = None
+        self.topics: TopicConfigManager | None = None
+        self.offsets: ConsumerOffsetManager | None = None
+        self.clients: ClientManager | None = None
+        self.hold: PullRequestHoldService | None = None
+        self.registration: RegisterBrokerService | None = None
+        self._stopping = False
+
+    @property
+    def address(self) -> str:
+        """``ip:port`` clients reach this broker at (after start)."""
+        return f"{self.config.advertised_ip}:{self.port}"
+
+    # -- start --------------------------------------------------------------------------
+    async def start(self) -> None:
+        cfg = self.config
+        max_receive = cfg.max_batch_size_bytes + cfg.max_message_size_bytes + 1024 * 1024
+        server = grpc.aio.server(options=[
+            ("grpc.max_receive_message_length", max_receive),
+            ("grpc.max_send_message_length", -1),
+            ("grpc.so_reuseport", 0),
+        ])
+        try:
+            self.port = server.add_insecure_port(f"{cfg.host}:{cfg.port}")
+        except RuntimeError as exc:
+            raise OSError(f"cannot listen on {cfg.host}:{cfg.port}: {exc}") from None
+        try:
+            servicer = self._open_store_and_services()
+            add_to_server(servicer, server)
+            await server.start()
+        except BaseException:
+            await server.stop(None)
+            if self.store is not None:
+                self.store.shutdown()
+            raise
+        self._server = server
+        self._start_background()
+        log.info("broker %s (cluster %s, id %d) serving on %s, data in %s, %s flush",
+                 cfg.broker_name, cfg.cluster_name, cfg.broker_id, self.address, cfg.data_dir,
+                 cfg.flush_disk_type)
+        assert self.registration is not None
+        await self.registration.start()
+
+    def _open_store_and_services(self) -> BrokerServicer:
+        store = self._store_factory(self.config.store_config(self.port), self.clock)
+        self.recovery = store.start()
+        self.store = store
+        self._log_recovery(self.recovery)
+        return self._build_services(store)
+
+    def _build_services(self, store: MessageStore) -> BrokerServicer:
+        cfg = self.config
+        store_host = (cfg.advertised_ip, self.port)
+        self.topics = TopicConfigManager(
+            cfg.config_dir, broker_name=cfg.broker_name, cluster_name=cfg.cluster_name,
+            default_queue_nums=cfg.default_topic_queue_nums,
+            auto_create_enable=cfg.auto_create_topic_enable, clock=self.clock)
+        self.topics.load()
+        self.offsets = ConsumerOffsetManager(
+            cfg.config_dir,
+            persist_interval_seconds=cfg.consumer_offset_persist_interval_seconds)
+        self.offsets.load()
+        self.clients = ClientManager(broker_name=cfg.broker_name,
+                                     expire_seconds=cfg.client_channel_expire_seconds,
+                                     scan_interval_seconds=cfg.client_scan_interval_seconds,
+                                     clock=self.clock)
+        self.hold = PullRequestHoldService(max_parked=cfg.max_parked_pulls)
+        store.add_arrival_listener(self.hold.on_arrival)
+        registration_kwargs = {}
+        if self._namesrv_client_factory is not None:
+            registration_kwargs["client_factory"] = self._namesrv_client_factory
+        self.registration = RegisterBrokerService(
+            cfg.namesrv_addr_list, self.topics, cluster_name=cfg.cluster_name,
+            broker_name=cfg.broker_name, broker_addr=self.address, broker_id=cfg.broker_id,
+            interval_s=cfg.register_interval_seconds, timeout_s=cfg.register_timeout_seconds,
+            **registration_kwargs)
+        return BrokerServicer(
+            send=SendMessageService(store, self.topics, store_host=store_host,
+                                    max_body_bytes=cfg.max_message_size_bytes),
+            pull=PullMessageService(
+                store, self.topics, self.offsets, self.hold,
+                max_pull_messages=cfg.max_pull_messages, max_pull_bytes=cfg.max_pull_bytes,
+                long_polling_enable=cfg.long_polling_enable,
+                suspend_default_ms=cfg.pull_suspend_default_ms,
+                suspend_max_ms=cfg.pull_suspend_max_ms, clock=self.clock),
+            offsets=self.offsets, clients=self.clients,
+            admin=AdminService(store, self.topics, self.offsets, self.clients, self.hold,
+                               broker_name=cfg.broker_name, cluster_name=cfg.cluster_name,
+                               store_host=store_host, default_query_max=cfg.default_query_max,
+                               clock=self.clock),
+            default_topic_queue_nums=cfg.default_topic_queue_nums)
+
+    def _start_background(self) -> None:
+        assert self.offsets is not None and self.clients is not None
+        self.offsets.start()
+        self.clients.start()
+        self._tasks.append(asyncio.get_running_loop().create_task(
+            self._store_cleanup(), name="StoreCleanupService"))
+
+    async def _store_cleanup(self) -> None:
+        """Retention and disk-space checks, on the loop thread as the store requires."""
+        run_once = getattr(self.store, "run_cleanup_once", None)
+        if run_once is None:
+            return
+        interval_s = self.config.clean_resource_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                run_once()
+            except Exception:
+                log.exception("store cleanup failed; retrying in %.0f s", interval_s)
+
+    @staticmethod
+    def _log_recovery(report: RecoveryReport) -> None:
+        log.info("store recovered in %.3f s: %s shutdown, commit log scanned from %d to %d, "
+                 "%d records re-dispatched, %d consume-queue units trimmed",
+                 report.seconds, "clean" if report.clean_shutdown else "ABNORMAL",
+                 report.scanned_from, report.max_phys_offset, report.redispatched,
+                 report.consume_queue_units_trimmed)
+        if report.truncated_bytes:
+            log.warning("recovery cut %d bytes of the commit log at offset %s: %s",
+                        report.truncated_bytes, report.first_bad_offset, report.reason)
+
+    # -- stop ---------------------------------------------------------------------------
+    async def stop(self, grace_s: float | None = 5.0) -> None:
+        """Stop gracefully; safe to call twice and after a failed start."""
+        if self._stopping:
+            return
+        self._stopping = True
+        log.info("broker %s stopping (grace %s s)", self.config.broker_name, grace_s)
+        if self.hold is not None:
+            self.hold.release_all()
+        if self.clients is not None:
+            await self.clients.stop()
+        if self._server is not None:
+            await self._server.stop(grace_s)
+        for task in self._tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        await self._persist_metadata()
+        if self.store is not None:
+            self.store.shutdown()
+        if self.registration is not None:
+            await self.registration.stop(unregister=True)
+        log.info("broker %s stopped", self.config.broker_name)
+
+    async def _persist_metadata(self) -> None:
+        if self.offsets is not None:
+            try:
+                await self.offsets.stop()
+            except OSError as exc:
+                log.error("cannot persist consumer offsets at shutdown: %s", exc)
+        if self.topics is not None:
+            try:
+                self.topics.persist()
+            except OSError as exc:
+                log.error("cannot persist topics at shutdown: %s", exc)

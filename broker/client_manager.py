@@ -1,0 +1,270 @@
+"""ClientManager: the producers and consumers talking to this broker.
+
+It owns RocketMQ's ``ProducerManager``, ``ConsumerManager`` and
+``ClientHousekeepingService`` in one place:
+
+* Heartbeats (every 30 s from each client) register a client id in its
+  producer groups and consumer groups, with each consumer's subscriptions.
+* A client silent for ``client_channel_expire_seconds`` (120 s) is dropped
+  from every group by :meth:`ClientManager.run_once`, which the housekeeping
+  task calls every ``client_scan_interval_seconds`` (tests call it with a
+  ManualClock).
+* Each client may hold one server-to-client channel (a gRPC stream). When a
+  consumer group's members or subscribed topics change, every remaining
+  member is told ``NotifyConsumerIdsChanged`` so it rebalances at once instead
+  of at its next 20 s round. The channel carries :data:`ServerCommand` values,
+  a union that transaction checks will join.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+
+from pocketmq.common.clock import Clock, SystemClock
+
+__all__ = [
+    "ChannelOpened",
+    "ClientChannel",
+    "ClientManager",
+    "ConsumeFromWhere",
+    "ConsumeType",
+    "ConsumerRegistration",
+    "MessageModel",
+    "NotifyConsumerIdsChanged",
+    "ServerCommand",
+]
+
+log = logging.getLogger(__name__)
+
+
+class ConsumeType(enum.Enum):
+    CONSUME_ACTIVELY = "CONSUME_ACTIVELY"    # pull
+    CONSUME_PASSIVELY = "CONSUME_PASSIVELY"  # push
+
+
+class MessageModel(enum.Enum):
+    CLUSTERING = "CLUSTERING"
+    BROADCASTING = "BROADCASTING"
+
+
+class ConsumeFromWhere(enum.Enum):
+    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
+    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
+    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerRegistration:
+    """What one heartbeat says about one consumer group the client belongs to."""
+
+    group: str
+    consume_type: ConsumeType = ConsumeType.CONSUME_PASSIVELY
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> tag expression
+
+
+# -- commands pushed to clients -------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ChannelOpened:
+    broker_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyConsumerIdsChanged:
+    consumer_group: str
+
+
+ServerCommand = ChannelOpened | NotifyConsumerIdsChanged
+
+
+class ClientChannel:
+    """One client's stream of commands; iterate :meth:`commands` until it closes.
+
+    The queue is bounded: a client that does not read its stream loses
+    notifications rather than growing the broker's memory (it still rebalances
+    on its own every 20 s).
+    """
+
+    MAX_PENDING = 1024
+
+    def __init__(self, client_id: str) -> None:
+        self.client_id = client_id
+        self._queue: asyncio.Queue[ServerCommand | None] = asyncio.Queue(self.MAX_PENDING + 1)
+        self._closed = False
+
+    def send(self, command: ServerCommand) -> bool:
+        if self._closed:
+            return False
+        if self._queue.qsize() >= self.MAX_PENDING:
+            log.warning("client %s has %d unread commands; dropping %s", self.client_id,
+                        self.MAX_PENDING, command)
+            return False
+        self._queue.put_nowait(command)
+        return True
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._queue.put_nowait(None)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def commands(self) -> AsyncIterator[ServerCommand]:
+        while True:
+            command = await self._queue.get()
+            if command is None:
+                return
+            yield command
+
+
+class ClientManager:
+    """Producer and consumer groups of live clients. Event-loop thread only."""
+
+    def __init__(self, *, broker_name: str, expire_seconds: float = 120.0,
+                 scan_interval_seconds: float = 10.0, clock: Clock | None = None) -> None:
+        self._broker_name = broker_name
+        self._expire_s = expire_seconds
+        self._scan_interval_s = scan_interval_seconds
+        self._clock = clock or SystemClock()
+        self._producers: dict[str, dict[str, float]] = {}       # group -> client -> last seen
+        self._consumers: dict[str, dict[str, ConsumerRegistration]] = {}  # group -> client
+        self._last_seen_s: dict[str, float] = {}                # client -> last heartbeat
+        self._channels: dict[str, ClientChannel] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name="ClientHousekeepingService")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._scan_interval_s)
+            self.run_once()
+
+    # -- heartbeats ---------------------------------------------------------------------
+    def heartbeat(self, client_id: str, *, producer_groups: Iterable[str] = (),
+                  consumers: Iterable[ConsumerRegistration] = ()) -> None:
+        now = self._clock.monotonic()
+        self._last_seen_s[client_id] = now
+        for group in producer_groups:
+            self._producers.setdefault(group, {})[client_id] = now
+        for registration in consumers:
+            members = self._consumers.setdefault(registration.group, {})
+            old = members.get(client_id)
+            topics_before = self._subscribed_topics(members)
+            members[client_id] = registration
+            if old is None:
+                log.info("consumer %s joined group %s", client_id, registration.group)
+                self._notify_group(registration.group)
+            elif self._subscribed_topics(members) != topics_before:
+                log.info("group %s now subscribes to %s", registration.group,
+                         sorted(self._subscribed_topics(members)))
+                self._notify_group(registration.group)
+
+    def unregister(self, client_id: str, *, producer_group: str = "",
+                   consumer_group: str = "") -> None:
+        if producer_group:
+            self._remove_producer(producer_group, client_id)
+        if consumer_group:
+            self._remove_consumer(consumer_group, client_id, why="unregistered")
+
+    def run_once(self) -> list[str]:
+        """Drop clients silent for longer than the expiry; returns their ids."""
+        deadline = self._clock.monotonic() - self._expire_s
+        expired = [cid for cid, seen in self._last_seen_s.items() if seen < deadline]
+        for client_id in expired:
+            self._drop_client(client_id)
+        return expired
+
+    def _drop_client(self, client_id: str) -> None:
+        silent_s = self._clock.monotonic() - self._last_seen_s.pop(client_id)
+        log.info("client %s silent for %.0f s (limit %.0f s); dropping it", client_id,
+                 silent_s, self._expire_s)
+        for group in [g for g, m in self._producers.items() if client_id in m]:
+            self._remove_producer(group, client_id)
+        for group in [g for g, m in self._consumers.items() if client_id in m]:
+            self._remove_consumer(group, client_id, why="expired")
+        channel = self._channels.pop(client_id, None)
+        if channel is not None:
+            channel.close()
+
+    def _remove_producer(self, group: str, client_id: str) -> None:
+        members = self._producers.get(group)
+        if members is not None and members.pop(client_id, None) is not None and not members:
+            del self._producers[group]
+
+    def _remove_consumer(self, group: str, client_id: str, *, why: str) -> None:
+        members = self._consumers.get(group)
+        if members is None or members.pop(client_id, None) is None:
+            return
+        log.info("consumer %s left group %s (%s)", client_id, group, why)
+        if not members:
+            del self._consumers[group]
+        else:
+            self._notify_group(group)
+
+    # -- queries ------------------------------------------------------------------------
+    def consumer_ids(self, group: str) -> list[str]:
+        return sorted(self._consumers.get(group, {}))
+
+    def producer_ids(self, group: str) -> list[str]:
+        return sorted(self._producers.get(group, {}))
+
+    def consumer_registration(self, group: str, client_id: str) -> ConsumerRegistration | None:
+        return self._consumers.get(group, {}).get(client_id)
+
+    def subscribed_topics(self, group: str) -> set[str]:
+        return self._subscribed_topics(self._consumers.get(group, {}))
+
+    @staticmethod
+    def _subscribed_topics(members: dict[str, ConsumerRegistration]) -> set[str]:
+        return {topic for reg in members.values() for topic in reg.subscriptions}
+
+    def counts(self) -> tuple[int, int]:
+        """(producer groups, consumer groups) with at least one live client."""
+        return len(self._producers), len(self._consumers)
+
+    # -- channels -----------------------------------------------------------------------
+    def open_channel(self, client_id: str) -> ClientChannel:
+        """A new command stream for *client_id*, replacing any older one."""
+        old = self._channels.pop(client_id, None)
+        if old is not None:
+            old.close()
+        channel = ClientChannel(client_id)
+        channel.send(ChannelOpened(self._broker_name))
+        self._channels[client_id] = channel
+        return channel
+
+    def close_channel(self, channel: ClientChannel) -> None:
+        """The stream ended (client gone or cancelled)."""
+        channel.close()
+        if self._channels.get(channel.client_id) is channel:
+            del self._channels[channel.client_id]
+
+    def channel(self, client_id: str) -> ClientChannel | None:
+        return self._channels.get(client_id)
+
+    def _notify_group(self, group: str) -> None:
+        for client_id in self._consumers.get(group, {}):
+            channel = self._channels.get(client_id)
+            if channel is not None:
+                channel.send(NotifyConsumerIdsChanged(group))

@@ -1,0 +1,221 @@
+"""BrokerConfig: every knob of one broker process, with RocketMQ's defaults.
+
+The executable (``pocketmq broker``) reads a TOML file, the environment and
+flags and builds one of these; library code never reads files or the
+environment for configuration. :meth:`BrokerConfig.store_config` derives the
+message store's :class:`~pocketmq.broker.store.StoreConfig` from it, with the
+port the server actually bound (``port = 0`` picks a free one).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, field
+
+from pocketmq.broker.store.config import FlushDiskType, StoreConfig
+from pocketmq.common.errors import ConfigError
+from pocketmq.common.validation import check_topic
+
+__all__ = ["BrokerConfig", "parse_namesrv_addrs"]
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+_WILDCARD_HOSTS = ("0.0.0.0", "::", "[::]")
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+def parse_namesrv_addrs(text: str) -> list[str]:
+    """Split ``"h1:9876;h2:9876"`` into addresses; raises ConfigError naming a bad one."""
+    addrs = [a.strip() for a in text.split(";") if a.strip()]
+    for addr in addrs:
+        host, sep, port = addr.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"namesrv_addrs: {addr!r} is not host:port "
+                              f"(expected e.g. '127.0.0.1:9876;10.0.0.2:9876')")
+    return addrs
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig:
+    # -- identity and network ---------------------------------------------------------
+    broker_name: str = field(default="broker-a", metadata=_help(
+        "broker name (brokerName); a master and its slaves share it"))
+    cluster_name: str = field(default="DefaultCluster", metadata=_help(
+        "cluster the broker belongs to (brokerClusterName)"))
+    broker_id: int = field(default=0, metadata=_help("0 = master, > 0 = slave"))
+    host: str = field(default="127.0.0.1", metadata=_help(
+        "address the gRPC server listens on"))
+    broker_ip: str = field(default="", metadata=_help(
+        "IP clients reach the broker at (brokerIP1); empty = host"))
+    port: int = field(default=10911, metadata=_help("gRPC port (listenPort); 0 = any free port"))
+    namesrv_addrs: str = field(default="", metadata=_help(
+        "nameservers as 'host:port;host:port'; empty = register nowhere"))
+    # -- storage ----------------------------------------------------------------------
+    data_dir: str = field(default="./pocketmq-data", metadata=_help(
+        "directory of the commit log, queues, index and config (storePathRootDir)"))
+    flush_disk_type: str = field(default="async", metadata=_help(
+        "'async' acknowledges after the page-cache write, 'sync' after fsync"))
+    sync_flush_timeout_ms: int = field(default=5_000, metadata=_help(
+        "ms a sync-flush send waits before answering FLUSH_DISK_TIMEOUT"))
+    commitlog_file_size_bytes: int = field(default=1 * GiB, metadata=_help(
+        "bytes per commit-log segment (mappedFileSizeCommitLog)"))
+    consume_queue_units_per_file: int = field(default=300_000, metadata=_help(
+        "20-byte units per consume-queue file"))
+    index_slots: int = field(default=5_000_000, metadata=_help(
+        "hash slots per index file (maxHashSlotNum)"))
+    index_entries: int = field(default=20_000_000, metadata=_help(
+        "entries per index file (maxIndexNum)"))
+    file_reserved_hours: float = field(default=72, metadata=_help(
+        "hours commit-log files are kept (fileReservedTime)"))
+    delete_when: str = field(default="04", metadata=_help(
+        "hours of day expired files are deleted, ';'-separated (deleteWhen)"))
+    clean_resource_interval_ms: int = field(default=10_000, metadata=_help(
+        "ms between retention and disk-space checks"))
+    max_message_size_bytes: int = field(default=4 * MiB, metadata=_help(
+        "largest message body accepted (maxMessageSize)"))
+    max_batch_size_bytes: int = field(default=4 * MiB, metadata=_help(
+        "largest SendBatch blob accepted"))
+    # -- topics -----------------------------------------------------------------------
+    auto_create_topic_enable: bool = field(default=True, metadata=_help(
+        "create unknown topics on first send (autoCreateTopicEnable)"))
+    default_topic_queue_nums: int = field(default=8, metadata=_help(
+        "queues of an auto-created topic (defaultTopicQueueNums)"))
+    # -- pulls ------------------------------------------------------------------------
+    max_pull_messages: int = field(default=32, metadata=_help(
+        "messages one pull returns at most (maxTransferCountOnMessageInMemory)"))
+    max_pull_bytes: int = field(default=256 * KiB, metadata=_help(
+        "bytes one pull returns at most (maxTransferBytesOnMessageInMemory)"))
+    default_query_max: int = field(default=32, metadata=_help(
+        "messages a key query returns when the request does not say"))
+    long_polling_enable: bool = field(default=True, metadata=_help(
+        "hold empty pulls until a message arrives (longPollingEnable)"))
+    pull_suspend_default_ms: int = field(default=15_000, metadata=_help(
+        "ms an empty pull waits when the request does not say"))
+    pull_suspend_max_ms: int = field(default=60_000, metadata=_help(
+        "longest wait a pull may ask for, in ms"))
+    max_parked_pulls: int = field(default=10_000, metadata=_help(
+        "pulls waiting at once; more are refused as busy"))
+    # -- clients and offsets ----------------------------------------------------------
+    client_channel_expire_seconds: float = field(default=120, metadata=_help(
+        "seconds without a heartbeat before a client is dropped"))
+    client_scan_interval_seconds: float = field(default=10, metadata=_help(
+        "seconds between scans for silent clients"))
+    consumer_offset_persist_interval_seconds: float = field(default=5, metadata=_help(
+        "seconds between saves of consumerOffset.json (flushConsumerOffsetInterval)"))
+    # -- nameserver registration ------------------------------------------------------
+    register_interval_seconds: float = field(default=30, metadata=_help(
+        "seconds between registrations with each nameserver"))
+    register_timeout_seconds: float = field(default=6, metadata=_help(
+        "seconds one registration may take"))
+
+    def __post_init__(self) -> None:
+        self._check_names()
+        self._check_network()
+        self._check_numbers()
+        if self.flush_disk_type not in ("async", "sync"):
+            raise ConfigError(f"flush_disk_type must be 'async' or 'sync', got "
+                              f"{self.flush_disk_type!r}")
+        parse_namesrv_addrs(self.namesrv_addrs)
+        if self.pull_suspend_default_ms > self.pull_suspend_max_ms:
+            raise ConfigError(f"pull_suspend_default_ms ({self.pull_suspend_default_ms}) "
+                              f"exceeds pull_suspend_max_ms ({self.pull_suspend_max_ms})")
+        # Everything the store checks is checked now, so errors name our keys.
+        self.store_config(self.port)
+
+    def _check_names(self) -> None:
+        for key in ("broker_name", "cluster_name"):
+            problem = check_topic(getattr(self, key))  # RocketMQ makes topics of both
+            if problem:
+                raise ConfigError(f"{key}: {problem.replace('topic name', 'name')}")
+        if not self.data_dir:
+            raise ConfigError("data_dir is empty; give the directory the broker stores into")
+
+    def _check_network(self) -> None:
+        if not 0 <= self.port < 65536:
+            raise ConfigError(f"port must be 0..65535, got {self.port}")
+        if self.broker_id < 0:
+            raise ConfigError(f"broker_id must be >= 0 (0 = master), got {self.broker_id}")
+        if not self.broker_ip and self.host in _WILDCARD_HOSTS:
+            raise ConfigError(f"host {self.host!r} listens on every interface; set broker_ip "
+                              "to the address clients should use")
+        try:
+            ipaddress.ip_address(self.advertised_ip)
+        except ValueError:
+            raise ConfigError(f"broker_ip (or host) must be an IP address, got "
+                              f"{self.advertised_ip!r}") from None
+
+    def _check_numbers(self) -> None:
+        positive = (
+            "sync_flush_timeout_ms", "commitlog_file_size_bytes", "consume_queue_units_per_file",
+            "index_slots", "index_entries", "clean_resource_interval_ms",
+            "max_message_size_bytes", "max_batch_size_bytes", "default_topic_queue_nums",
+            "max_pull_messages", "max_pull_bytes", "default_query_max", "pull_suspend_max_ms",
+            "max_parked_pulls", "client_channel_expire_seconds", "client_scan_interval_seconds",
+            "consumer_offset_persist_interval_seconds", "register_interval_seconds",
+            "register_timeout_seconds")
+        for key in positive:
+            value = getattr(self, key)
+            if value <= 0:
+                raise ConfigError(f"{key} must be positive, got {value}")
+        if self.pull_suspend_default_ms < 0:
+            raise ConfigError(f"pull_suspend_default_ms must be >= 0, got "
+                              f"{self.pull_suspend_default_ms}")
+        if self.default_topic_queue_nums > 1024:
+            raise ConfigError(f"default_topic_queue_nums is {self.default_topic_queue_nums}; "
+                              "at most 1024 queues per topic are allowed")
+
+    # -- derived ------------------------------------------------------------------------
+    @property
+    def advertised_ip(self) -> str:
+        """The IP written into STOREHOST, offset message ids and the route."""
+        return self.broker_ip or self.host
+
+    @property
+    def namesrv_addr_list(self) -> list[str]:
+        return parse_namesrv_addrs(self.namesrv_addrs)
+
+    @property
+    def flush(self) -> FlushDiskType:
+        return FlushDiskType(self.flush_disk_type)
+
+    @property
+    def config_dir(self) -> str:
+        """DATA/config: topics.json, consumerOffset.json."""
+        return os.path.join(self.data_dir, "config")
+
+    def store_config(self, bound_port: int) -> StoreConfig:
+        """The store's config; *bound_port* is the port the server listens on."""
+        try:
+            return StoreConfig(
+                data_dir=self.data_dir,
+                commitlog_file_size=self.commitlog_file_size_bytes,
+                max_message_size=self.max_message_size_bytes,
+                max_batch_size=self.max_batch_size_bytes,
+                store_host=(self.advertised_ip, bound_port),
+                flush_disk_type=self.flush,
+                sync_flush_timeout_ms=self.sync_flush_timeout_ms,
+                consume_queue_units_per_file=self.consume_queue_units_per_file,
+                index_slots=self.index_slots,
+                index_entries=self.index_entries,
+                default_query_max=self.default_query_max,
+                max_transfer_count=self.max_pull_messages,
+                max_transfer_bytes=self.max_pull_bytes,
+                file_reserved_hours=self.file_reserved_hours,
+                delete_when=self.delete_when,
+                clean_resource_interval_ms=self.clean_resource_interval_ms,
+            )
+        except ConfigError as exc:
+            # The store names its own keys; point at ours where they differ.
+            message = str(exc)
+            for store_key, ours in (("commitlog_file_size", "commitlog_file_size_bytes"),
+                                    ("max_message_size", "max_message_size_bytes"),
+                                    ("max_batch_size", "max_batch_size_bytes")):
+                message = message.replace(f"{store_key} ", f"{ours} ").replace(
+                    f"({store_key})", f"({ours})")
+            raise ConfigError(message) from None

@@ -1,0 +1,145 @@
+"""ConsumerOffsetManager: where each consumer group is in each queue.
+
+Offsets are kept per ``topic@group`` and queue id, as the next queue offset the
+group will consume (RocketMQ's semantics: the committed offset is the first
+message not yet consumed). They are persisted to ``config/consumerOffset.json``
+in RocketMQ's shape::
+
+    {"offsetTable": {"TopicA@GroupA": {"0": 120, "1": 98}, ...}}
+
+every ``consumer_offset_persist_interval_seconds`` (5 s) when something
+changed, and at shutdown, through :class:`~pocketmq.broker.json_file.JsonFile`
+(temp file, fsync, rename, previous version kept as ``.bak`` and read when
+the main file is unreadable). An offset committed less than one interval
+before a crash may be lost; consumption is at-least-once.
+
+Commits are not required to move forward: a rebalance or an admin reset may
+move a group back, and RocketMQ accepts that too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+from typing import Any
+
+from pocketmq.broker.errors import InvalidRequestError
+from pocketmq.broker.json_file import JsonFile
+
+__all__ = ["ConsumerOffsetManager"]
+
+log = logging.getLogger(__name__)
+
+TOPIC_GROUP_SEPARATOR = "@"
+
+
+class ConsumerOffsetManager:
+    """The offset table; mutated on the event-loop thread only."""
+
+    def __init__(self, config_dir: str, *, persist_interval_seconds: float = 5.0) -> None:
+        self._file = JsonFile(os.path.join(config_dir, "consumerOffset.json"))
+        self._interval_s = persist_interval_seconds
+        self._table: dict[str, dict[int, int]] = {}
+        self._dirty = False
+        self._save_lock = threading.Lock()  # the periodic save runs in a worker thread
+        self._task: asyncio.Task[None] | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def load(self) -> None:
+        data = self._file.load()
+        if data is None:
+            return
+        for key, queues in data.get("offsetTable", {}).items():
+            try:
+                self._table[key] = {int(qid): int(off) for qid, off in queues.items()}
+            except (AttributeError, TypeError, ValueError):
+                log.warning("skipping %r in %s: %r is not a queue -> offset map", key,
+                            self._file.path, queues)
+        log.info("loaded offsets of %d topic@group pairs from %s", len(self._table),
+                 self._file.path)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name="ConsumerOffsetPersistService")
+
+    async def stop(self) -> None:
+        """Cancel the periodic save and write the table one last time."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await asyncio.to_thread(self.persist)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval_s)
+            try:
+                await self.run_once()
+            except OSError as exc:
+                log.error("cannot persist consumer offsets to %s: %s; retrying in %.0f s",
+                          self._file.path, exc, self._interval_s)
+
+    async def run_once(self) -> bool:
+        """Save the table if it changed since the last save; True if it did."""
+        if not self._dirty:
+            return False
+        snapshot = self._snapshot()
+        self._dirty = False
+        try:
+            await asyncio.to_thread(self._save, snapshot)
+        except BaseException:
+            self._dirty = True
+            raise
+        return True
+
+    def persist(self) -> None:
+        """Save now (shutdown); safe to call from a worker thread."""
+        self._save(self._snapshot())
+        self._dirty = False
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {"offsetTable": {key: {str(q): o for q, o in sorted(queues.items())}
+                                for key, queues in sorted(self._table.items())}}
+
+    def _save(self, snapshot: dict[str, Any]) -> None:
+        with self._save_lock:
+            self._file.save(snapshot)
+
+    # -- offsets ------------------------------------------------------------------------
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        if offset < 0:
+            raise InvalidRequestError(f"consumer offset is {offset}; offsets are >= 0")
+        queues = self._table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})
+        previous = queues.get(queue_id)
+        if previous != offset:
+            queues[queue_id] = offset
+            self._dirty = True
+            if previous is not None and offset < previous:
+                log.debug("group %s moved back on %s:%d from %d to %d", group, topic, queue_id,
+                          previous, offset)
+
+    def query(self, group: str, topic: str, queue_id: int) -> int | None:
+        queues = self._table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}")
+        return None if queues is None else queues.get(queue_id)
+
+    def offsets(self, group: str, topic: str) -> dict[int, int]:
+        return dict(self._table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {}))
+
+    def topics_of_group(self, group: str) -> list[str]:
+        suffix = f"{TOPIC_GROUP_SEPARATOR}{group}"
+        return sorted(key[:-len(suffix)] for key in self._table if key.endswith(suffix))
+
+    def remove_topic(self, topic: str) -> None:
+        """Forget every group's offsets of a deleted topic."""
+        prefix = f"{topic}{TOPIC_GROUP_SEPARATOR}"
+        for key in [k for k in self._table if k.startswith(prefix)]:
+            del self._table[key]
+            self._dirty = True
+
+    @property
+    def dirty(self) -> bool:
+        return self._dirty

@@ -1,0 +1,72 @@
+"""Errors broker services raise for requests they refuse::
+
+    PocketMQError
+     └── BrokerError                  reason: a RocketMQ-style code name
+          ├── InvalidRequestError     the request itself is wrong (a bad name, a size)
+          ├── NotFoundError           a topic, message or group the broker does not have
+          ├── AlreadyExistsError      CreateTopic of an existing topic
+          ├── PermissionDeniedError   a system topic, a topic without the needed perm bit
+          ├── BusyError               a bounded resource is full now; retry later
+          └── PutRejectedError        the store refused a put; carries its PutStatus
+
+Every message says what to change, with the numbers involved. The servicer
+turns each into a gRPC status in one table (:mod:`.grpc_status`) and sends
+``reason`` as trailing metadata, so clients can tell refusals apart without
+parsing text.
+"""
+
+from __future__ import annotations
+
+from pocketmq.broker.store.results import PutStatus
+from pocketmq.common.errors import PocketMQError
+
+__all__ = [
+    "AlreadyExistsError",
+    "BrokerError",
+    "BusyError",
+    "InvalidRequestError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "PutRejectedError",
+]
+
+
+class BrokerError(PocketMQError):
+    """A request the broker refuses."""
+
+    default_reason = "SYSTEM_ERROR"
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason or self.default_reason
+
+
+class InvalidRequestError(BrokerError):
+    default_reason = "ILLEGAL_ARGUMENT"
+
+
+class NotFoundError(BrokerError):
+    default_reason = "NOT_FOUND"
+
+
+class AlreadyExistsError(BrokerError):
+    default_reason = "ALREADY_EXISTS"
+
+
+class PermissionDeniedError(BrokerError):
+    default_reason = "NO_PERMISSION"
+
+
+class BusyError(BrokerError):
+    default_reason = "SYSTEM_BUSY"
+    retriable = True
+
+
+class PutRejectedError(BrokerError):
+    """The store answered a put with something other than PUT_OK; nothing was stored."""
+
+    def __init__(self, status: PutStatus, message: str) -> None:
+        super().__init__(message, reason=status.value)
+        self.status = status
+        self.retriable = status in (PutStatus.SERVICE_NOT_AVAILABLE, PutStatus.DISK_FULL)

@@ -1,0 +1,57 @@
+"""The one table from broker outcomes to gRPC status codes.
+
+Refusals raised by services (:mod:`.errors`) and the store's put statuses map
+to a gRPC code here, and nowhere else. Store read statuses are never errors:
+every ``GetStatus`` is an answer (``OK``) whose meaning the consumer reads
+from the reply's ``PullStatus``; they are listed so the table is complete.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from pocketmq.broker.errors import (
+    AlreadyExistsError,
+    BrokerError,
+    BusyError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+    PutRejectedError,
+)
+from pocketmq.broker.store.results import GetStatus, PutStatus
+
+__all__ = ["GRPC_CODES", "REASON_METADATA_KEY", "grpc_code"]
+
+# Trailing metadata key carrying BrokerError.reason (e.g. "MESSAGE_BODY_TOO_LARGE").
+REASON_METADATA_KEY = "pocketmq-reason"
+
+Code = grpc.StatusCode
+
+GRPC_CODES: dict[type[BrokerError] | PutStatus | GetStatus, grpc.StatusCode] = {
+    # refusals by broker services
+    InvalidRequestError: Code.INVALID_ARGUMENT,
+    NotFoundError: Code.NOT_FOUND,
+    AlreadyExistsError: Code.ALREADY_EXISTS,
+    PermissionDeniedError: Code.PERMISSION_DENIED,
+    BusyError: Code.RESOURCE_EXHAUSTED,
+    # put statuses (PutRejectedError carries one)
+    PutStatus.PUT_OK: Code.OK,
+    PutStatus.FLUSH_DISK_TIMEOUT: Code.OK,  # stored; the reply says FLUSH_DISK_TIMEOUT
+    PutStatus.MESSAGE_ILLEGAL: Code.INVALID_ARGUMENT,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: Code.INVALID_ARGUMENT,
+    PutStatus.DISK_FULL: Code.RESOURCE_EXHAUSTED,
+    PutStatus.SERVICE_NOT_AVAILABLE: Code.UNAVAILABLE,
+    # read statuses: answers, never errors
+    **{status: Code.OK for status in GetStatus},
+}
+
+
+def grpc_code(error: BrokerError) -> grpc.StatusCode:
+    if isinstance(error, PutRejectedError):
+        return GRPC_CODES[error.status]
+    for cls in type(error).__mro__:
+        code = GRPC_CODES.get(cls)
+        if code is not None:
+            return code
+    return Code.INTERNAL

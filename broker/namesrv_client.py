@@ -1,0 +1,76 @@
+"""The broker's gRPC client of one nameserver (REGISTER_BROKER, UNREGISTER_BROKER).
+
+This module is the only broker code that sees the nameserver's protobuf; it
+takes and returns the plain :class:`BrokerRegistration` record, so that
+:mod:`.registration` can be tested with a fake client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import grpc
+
+from pocketmq.broker.topic_config import DataVersion, TopicConfig
+from pocketmq.v1 import common_pb2, nameserver_pb2, nameserver_pb2_grpc
+
+__all__ = ["BrokerRegistration", "GrpcNameserverClient", "NameserverError"]
+
+
+class NameserverError(Exception):
+    """A nameserver call failed; the message names the nameserver and why."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerRegistration:
+    cluster_name: str
+    broker_name: str
+    broker_addr: str                 # "host:port" clients reach
+    broker_id: int
+    topic_configs: list[TopicConfig] = field(default_factory=list)
+    data_version: DataVersion = field(default_factory=DataVersion)
+    heartbeat_timeout_ms: int = 0    # 0 = the nameserver's default
+
+
+def _topic_config_pb(tc: TopicConfig) -> common_pb2.TopicConfig:
+    return common_pb2.TopicConfig(topic_name=tc.topic_name, read_queue_nums=tc.read_queue_nums,
+                                  write_queue_nums=tc.write_queue_nums, perm=tc.perm,
+                                  order=tc.order, topic_sys_flag=tc.topic_sys_flag)
+
+
+class GrpcNameserverClient:
+    def __init__(self, addr: str) -> None:
+        self.addr = addr
+        self._channel = grpc.aio.insecure_channel(addr)
+        self._stub = nameserver_pb2_grpc.NameServerStub(self._channel)
+
+    async def register(self, reg: BrokerRegistration, *, timeout_s: float) -> bool:
+        """Register; True when the nameserver took the topic configs (a new version)."""
+        request = nameserver_pb2.RegisterBrokerRequest(
+            cluster_name=reg.cluster_name, broker_name=reg.broker_name,
+            broker_addr=reg.broker_addr, broker_id=reg.broker_id,
+            topic_configs=[_topic_config_pb(tc) for tc in reg.topic_configs],
+            data_version=common_pb2.DataVersion(timestamp_ms=reg.data_version.timestamp_ms,
+                                                counter=reg.data_version.counter),
+            heartbeat_timeout_ms=reg.heartbeat_timeout_ms)
+        try:
+            response = await self._stub.RegisterBroker(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise NameserverError(f"nameserver {self.addr}: {exc.code().name}: "
+                                  f"{exc.details()}") from None
+        return bool(response.topic_configs_accepted)
+
+    async def unregister(self, reg: BrokerRegistration, *, timeout_s: float) -> bool:
+        """Unregister; True when the nameserver knew this broker."""
+        request = nameserver_pb2.UnregisterBrokerRequest(
+            cluster_name=reg.cluster_name, broker_name=reg.broker_name,
+            broker_addr=reg.broker_addr, broker_id=reg.broker_id)
+        try:
+            response = await self._stub.UnregisterBroker(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise NameserverError(f"nameserver {self.addr}: {exc.code().name}: "
+                                  f"{exc.details()}") from None
+        return bool(response.was_registered)
+
+    async def close(self) -> None:
+        await self._channel.close()

@@ -1,0 +1,228 @@
+"""PullMessageService: reads a queue for a consumer, long-polling when it is empty.
+
+RocketMQ's ``PullMessageProcessor``. A pull names a group, a queue, an offset,
+a tag expression and how long it may wait. The store answers with one of its
+``GetStatus`` values and the next offset to read; the consumer is told
+RocketMQ's client-side :class:`PullStatus`, mapped in :data:`PULL_STATUS`::
+
+    FOUND                                     -> FOUND
+    NO_MATCHED_MESSAGE, MESSAGE_WAS_REMOVING  -> NO_MATCHED_MSG   (pull again at once)
+    OFFSET_OVERFLOW_ONE, OFFSET_FOUND_NULL    -> NO_NEW_MSG
+    NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE  -> NO_NEW_MSG at offset 0, else OFFSET_ILLEGAL
+    OFFSET_TOO_SMALL, OFFSET_OVERFLOW_BADLY   -> OFFSET_ILLEGAL   (continue at next_begin_offset)
+
+Tags are filtered on the consume queue's tag codes (Java ``String.hashCode``),
+never by decoding the commit log; the client re-checks tag strings, since
+codes can collide.
+
+A pull that finds nothing new (``NO_NEW_MSG``, or ``NO_MATCHED_MSG`` having
+read to the end of the queue) is parked in the
+:class:`~pocketmq.broker.long_polling.PullRequestHoldService` for its suspend
+time, re-executed when a message is dispatched to its queue, and parked again
+from the advanced offset when what arrived does not match its tags.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
+from pocketmq.broker.errors import InvalidRequestError, NotFoundError, PermissionDeniedError
+from pocketmq.broker.long_polling import HoldOutcome, PullRequestHoldService
+from pocketmq.broker.store.api import MessageStore
+from pocketmq.broker.store.results import GetResult, GetStatus
+from pocketmq.broker.topic_config import TopicConfig, TopicConfigManager
+from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.hashing import tags_code
+from pocketmq.common.validation import check_group, check_topic
+
+__all__ = [
+    "PULL_STATUS",
+    "PullMessageService",
+    "PullOutcome",
+    "PullRequest",
+    "PullStatus",
+    "parse_tag_expression",
+]
+
+SUB_ALL = "*"
+
+
+class PullStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+PULL_STATUS: dict[GetStatus, PullStatus] = {
+    GetStatus.FOUND: PullStatus.FOUND,
+    GetStatus.NO_MATCHED_MESSAGE: PullStatus.NO_MATCHED_MSG,
+    GetStatus.MESSAGE_WAS_REMOVING: PullStatus.NO_MATCHED_MSG,
+    GetStatus.OFFSET_OVERFLOW_ONE: PullStatus.NO_NEW_MSG,
+    GetStatus.OFFSET_FOUND_NULL: PullStatus.NO_NEW_MSG,
+    GetStatus.NO_MESSAGE_IN_QUEUE: PullStatus.OFFSET_ILLEGAL,     # NO_NEW_MSG at offset 0
+    GetStatus.NO_MATCHED_LOGIC_QUEUE: PullStatus.OFFSET_ILLEGAL,  # NO_NEW_MSG at offset 0
+    GetStatus.OFFSET_TOO_SMALL: PullStatus.OFFSET_ILLEGAL,
+    GetStatus.OFFSET_OVERFLOW_BADLY: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+def pull_status(result: GetResult, requested_offset: int) -> PullStatus:
+    if (result.status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE)
+            and requested_offset == 0):
+        return PullStatus.NO_NEW_MSG
+    return PULL_STATUS[result.status]
+
+
+def parse_tag_expression(expression: str) -> frozenset[str] | None:
+    """``"*"`` or ``""`` -> None (all); ``"TagA || TagB"`` -> {"TagA", "TagB"}."""
+    text = expression.strip()
+    if not text or text == SUB_ALL:
+        return None
+    tags = frozenset(t.strip() for t in text.split("||") if t.strip())
+    if not tags:
+        raise InvalidRequestError(f"subscription {expression!r} names no tags; use '*' for all "
+                                  "messages or 'TagA || TagB'", reason="SUBSCRIPTION_PARSE_FAILED")
+    return tags
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PullRequest:
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int = 0              # 0 = the broker's default
+    subscription: str = SUB_ALL
+    suspend_timeout_ms: int | None = None  # None = the broker's default, 0 = no wait
+    commit_offset: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PullOutcome:
+    status: PullStatus
+    get_status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    records: list[bytes]
+
+
+class PullMessageService:
+    def __init__(self, store: MessageStore, topics: TopicConfigManager,
+                 offsets: ConsumerOffsetManager, hold: PullRequestHoldService, *,
+                 max_pull_messages: int = 32, max_pull_bytes: int = 256 * 1024,
+                 long_polling_enable: bool = True, suspend_default_ms: int = 15_000,
+                 suspend_max_ms: int = 60_000, clock: Clock | None = None) -> None:
+        self._store = store
+        self._topics = topics
+        self._offsets = offsets
+        self._hold = hold
+        self._max_messages = max_pull_messages
+        self._max_bytes = max_pull_bytes
+        self._long_polling = long_polling_enable
+        self._suspend_default_ms = suspend_default_ms
+        self._suspend_max_ms = suspend_max_ms
+        self._clock = clock or SystemClock()
+        self._tag_codes: dict[str, frozenset[int] | None] = {}
+
+    async def pull(self, request: PullRequest) -> PullOutcome:
+        max_count, suspend_ms, tag_codes = self._check(request)
+        if request.commit_offset is not None:
+            self._offsets.commit(request.consumer_group, request.topic, request.queue_id,
+                                 request.commit_offset)
+        topic, queue_id = request.topic, request.queue_id
+
+        def read(offset: int) -> GetResult:
+            return self._store.get_messages(topic, queue_id, offset, max_count=max_count,
+                                            max_bytes=self._max_bytes, tag_codes=tag_codes)
+
+        result = read(request.queue_offset)
+        if suspend_ms > 0 and self._long_polling:
+            result = await self._hold_until_found(request, result, suspend_ms / 1000, read)
+        return PullOutcome(status=pull_status(result, request.queue_offset),
+                           get_status=result.status,
+                           next_begin_offset=result.next_begin_offset,
+                           min_offset=result.min_offset, max_offset=result.max_offset,
+                           records=result.records)
+
+    async def _hold_until_found(self, request: PullRequest, result: GetResult,
+                                suspend_s: float,
+                                read: Callable[[int], GetResult]) -> GetResult:
+        deadline = self._clock.monotonic() + suspend_s
+        while True:
+            park_offset = self._park_offset(result, request.queue_offset)
+            remaining = deadline - self._clock.monotonic()
+            if park_offset is None or remaining <= 0:
+                return result
+            outcome = await self._hold.wait_for_arrival(request.topic, request.queue_id,
+                                                        park_offset, remaining)
+            if outcome is not HoldOutcome.ARRIVED:
+                return result
+            result = read(park_offset)
+
+    @staticmethod
+    def _park_offset(result: GetResult, requested_offset: int) -> int | None:
+        """The offset to wait beyond, or None when the result must be answered now."""
+        status = result.status
+        if status is GetStatus.OFFSET_OVERFLOW_ONE:
+            return result.next_begin_offset
+        if (status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE)
+                and requested_offset == 0):
+            return 0
+        if (status is GetStatus.NO_MATCHED_MESSAGE
+                and result.next_begin_offset >= result.max_offset):
+            return result.next_begin_offset
+        return None
+
+    # -- validation ---------------------------------------------------------------------
+    def _check(self, request: PullRequest) -> tuple[int, int, frozenset[int] | None]:
+        """(max messages, suspend ms, tag codes) after checking every field."""
+        for problem in (check_group(request.consumer_group), check_topic(request.topic)):
+            if problem:
+                raise InvalidRequestError(problem)
+        config = self._readable_topic(request.topic)
+        if not 0 <= request.queue_id < config.read_queue_nums:
+            raise InvalidRequestError(
+                f"queue id {request.queue_id} is out of range; topic {request.topic!r} has "
+                f"{config.read_queue_nums} read queues (0..{config.read_queue_nums - 1})")
+        if request.queue_offset < 0:
+            raise InvalidRequestError(f"queue_offset is {request.queue_offset}; offsets are >= 0")
+        if request.max_msg_nums < 0:
+            raise InvalidRequestError(f"max_msg_nums is {request.max_msg_nums}; give 1.."
+                                      f"{self._max_messages}, or 0 for the default")
+        if request.commit_offset is not None and request.commit_offset < 0:
+            raise InvalidRequestError(f"commit_offset is {request.commit_offset}; offsets are "
+                                      ">= 0")
+        suspend_ms = request.suspend_timeout_ms
+        if suspend_ms is None:
+            suspend_ms = self._suspend_default_ms
+        elif suspend_ms < 0:
+            raise InvalidRequestError(f"suspend_timeout_ms is {suspend_ms}; give 0 (answer at "
+                                      f"once) .. {self._suspend_max_ms}")
+        max_count = min(request.max_msg_nums or self._max_messages, self._max_messages)
+        return max_count, min(suspend_ms, self._suspend_max_ms), self._codes(
+            request.subscription)
+
+    def _readable_topic(self, topic: str) -> TopicConfig:
+        config = self._topics.get(topic)
+        if config is None:
+            raise NotFoundError(f"topic {topic!r} does not exist on this broker; send to it or "
+                                "create it first", reason="TOPIC_NOT_EXIST")
+        if not config.readable:
+            raise PermissionDeniedError(f"topic {topic!r} is not readable on this broker "
+                                        f"(perm {config.perm})")
+        return config
+
+    def _codes(self, expression: str) -> frozenset[int] | None:
+        try:
+            return self._tag_codes[expression]
+        except KeyError:
+            tags = parse_tag_expression(expression)
+            codes = None if tags is None else frozenset(tags_code(t) for t in tags)
+            if len(self._tag_codes) < 10_000:
+                self._tag_codes[expression] = codes
+            return codes

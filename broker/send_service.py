@@ -1,0 +1,248 @@
+"""SendMessageService: checks a send, creates topics on demand, stores, acknowledges.
+
+RocketMQ's ``SendMessageProcessor`` for SEND_MESSAGE and SEND_BATCH_MESSAGE.
+A send carries records already in the commit-log layout; one batch may feed
+several topics and queues. Before anything reaches the store every record's
+head is walked once (no CRC, no decode: the store checks those) and the
+request is refused, whole, when a record
+
+* is cut short or has lengths that disagree with its TOTALSIZE,
+* names a topic that is malformed, reserved for the broker, not writable, or
+  unknown while ``auto_create_topic_enable`` is off,
+* names a queue id outside ``0 .. write_queue_nums - 1``,
+* has an empty body or one above ``max_message_size_bytes``, or properties
+  above 32767 bytes.
+
+Only then are unknown topics created and the blob handed to the store, which
+stores it whole or not at all. With synchronous flush the acknowledgement
+waits for the group commit; a flush that times out still stored the message
+and is answered ``FLUSH_DISK_TIMEOUT``, as RocketMQ does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import struct
+from dataclasses import dataclass
+
+from pocketmq.broker.errors import (
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+    PutRejectedError,
+)
+from pocketmq.broker.store.api import MessageStore
+from pocketmq.broker.store.results import PutStatus
+from pocketmq.broker.topic_config import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    NOT_ALLOWED_SEND_TOPICS,
+    TopicConfig,
+    TopicConfigManager,
+)
+from pocketmq.common.message import (
+    HEAD,
+    MAX_PROPERTIES_LENGTH,
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
+    POS_BORNHOST,
+    host_sizes,
+)
+from pocketmq.common.msgid import encode_offset_msg_id
+from pocketmq.common.validation import check_topic
+
+__all__ = ["RecordHead", "SendMessageService", "SendReceipt", "SendStatus", "walk_records"]
+
+_I32 = struct.Struct(">i")
+_U16 = struct.Struct(">H")
+# RECONSUMETIMES i32 + PREPAREDTRANSACTIONOFFSET i64 lie between STOREHOST and BODYLEN.
+_AFTER_STOREHOST = 4 + 8
+
+
+class SendStatus(enum.Enum):
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SendReceipt:
+    """What the producer learns about one stored message."""
+
+    status: SendStatus
+    msg_id: str          # UNIQ_KEY, made by the client
+    offset_msg_id: str   # store host + port + commit-log offset
+    topic: str
+    queue_id: int
+    queue_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecordHead:
+    """The parts of one sent record the broker checks before storing it."""
+
+    batch_offset: int
+    topic: str
+    queue_id: int
+    body_len: int
+
+
+def walk_records(blob: bytes | bytearray | memoryview, *,
+                 max_body_bytes: int) -> list[RecordHead]:
+    """Walk the records' heads; raise InvalidRequestError naming the first bad one."""
+    mv = memoryview(blob)
+    end = len(mv)
+    if end == 0:
+        raise InvalidRequestError("the request holds no records", reason="MESSAGE_ILLEGAL")
+    heads: list[RecordHead] = []
+    topics: dict[bytes, str] = {}
+    pos = 0
+    while pos < end:
+        heads.append(_walk_one(mv, pos, end, max_body_bytes, topics))
+        pos += _I32.unpack_from(mv, pos)[0]
+    return heads
+
+
+def _walk_one(mv: memoryview, pos: int, end: int, max_body_bytes: int,
+              topics: dict[bytes, str]) -> RecordHead:
+    def illegal(what: str, reason: str = "MESSAGE_ILLEGAL") -> InvalidRequestError:
+        return _illegal(pos, what, reason)
+
+    if end - pos < HEAD.size:
+        raise illegal(f"cut short: {end - pos} bytes left, a record head is {HEAD.size}")
+    total, magic, _crc, queue_id, _flag, _qo, _po, sysflag, _born = HEAD.unpack_from(mv, pos)
+    if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
+        raise illegal(f"magic code is 0x{magic:08X}; expected 0x{MESSAGE_MAGIC_CODE:08X}")
+    if total < HEAD.size or total > end - pos:
+        raise illegal(f"TOTALSIZE is {total} but {end - pos} bytes are left")
+    record_end = pos + total
+    born_size, store_size = host_sizes(sysflag)
+    p = pos + POS_BORNHOST + born_size + 8 + store_size + _AFTER_STOREHOST
+    if p + 4 > record_end:
+        raise illegal(f"TOTALSIZE {total} is smaller than the fixed fields")
+    body_len = _I32.unpack_from(mv, p)[0]
+    p += 4 + body_len
+    if body_len < 0 or p > record_end:
+        raise illegal(f"BODYLEN {body_len} does not fit TOTALSIZE {total}")
+    if body_len == 0:
+        raise illegal("message body is empty; a message needs a body")
+    if body_len > max_body_bytes:
+        raise illegal(f"message body is {body_len} bytes; this broker accepts at most "
+                      f"{max_body_bytes} (max_message_size)", "MESSAGE_BODY_TOO_LARGE")
+    topic_len_size = 1 if magic == MESSAGE_MAGIC_CODE else 2
+    if p + topic_len_size > record_end:
+        raise illegal(f"the topic length lies past TOTALSIZE {total}")
+    topic_len = mv[p] if topic_len_size == 1 else _U16.unpack_from(mv, p)[0]
+    p += topic_len_size
+    if p + topic_len + 2 > record_end:
+        raise illegal(f"topic length {topic_len} does not fit TOTALSIZE {total}")
+    raw_topic = bytes(mv[p:p + topic_len])
+    topic = topics.get(raw_topic)
+    if topic is None:
+        topic = _decode_topic(raw_topic, pos)
+        topics[raw_topic] = topic
+    p += topic_len
+    props_len = _U16.unpack_from(mv, p)[0]
+    if props_len > MAX_PROPERTIES_LENGTH:
+        raise illegal(f"properties are {props_len} bytes; at most {MAX_PROPERTIES_LENGTH} "
+                      "are allowed", "PROPERTIES_SIZE_EXCEEDED")
+    if p + 2 + props_len != record_end:
+        raise illegal(f"TOTALSIZE is {total} but the parts add up to {p + 2 + props_len - pos}")
+    return RecordHead(pos, topic, queue_id, body_len)
+
+
+def _illegal(pos: int, what: str, reason: str = "MESSAGE_ILLEGAL") -> InvalidRequestError:
+    return InvalidRequestError(f"record at batch offset {pos}: {what}", reason=reason)
+
+
+def _decode_topic(raw: bytes, pos: int) -> str:
+    try:
+        topic = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _illegal(pos, f"topic {raw!r} is not valid UTF-8") from None
+    problem = check_topic(topic)
+    if problem:
+        raise _illegal(pos, problem)
+    return topic
+
+
+class SendMessageService:
+    def __init__(self, store: MessageStore, topics: TopicConfigManager, *,
+                 store_host: tuple[str, int], max_body_bytes: int) -> None:
+        self._store = store
+        self._topics = topics
+        self._max_body_bytes = max_body_bytes
+        # Every offset msg id of this broker starts with the same IP and port.
+        self._msg_id_prefix = encode_offset_msg_id(store_host[0], store_host[1], 0)[:-16]
+
+    async def send(self, blob: bytes | bytearray | memoryview, *,
+                   single: bool = False) -> tuple[list[SendReceipt], int]:
+        """Store the records of *blob*; returns a receipt per record and the store time.
+
+        *single* refuses a blob of more than one record (SEND_MESSAGE).
+        """
+        heads = walk_records(blob, max_body_bytes=self._max_body_bytes)
+        if single and len(heads) != 1:
+            raise InvalidRequestError(f"SendMessage carries one record; this request carries "
+                                      f"{len(heads)}; send them with SendBatch",
+                                      reason="MESSAGE_ILLEGAL")
+        self._check_queues(heads)
+        result = self._store.put_batch(blob)
+        if result.status is not PutStatus.PUT_OK:
+            raise PutRejectedError(result.status, result.error or result.status.value)
+        status = SendStatus.SEND_OK
+        if result.flush_future is not None:
+            flushed = await asyncio.wrap_future(result.flush_future)
+            if flushed is not PutStatus.PUT_OK:
+                status = SendStatus.FLUSH_DISK_TIMEOUT
+        prefix = self._msg_id_prefix
+        receipts = [
+            SendReceipt(status=status, msg_id=uniq, offset_msg_id=f"{prefix}{phys:016X}",
+                        topic=topic, queue_id=qid, queue_offset=qoff)
+            for uniq, phys, topic, qid, qoff in zip(
+                result.uniq_keys, result.phys_offsets, result.topics, result.queue_ids,
+                result.queue_offsets, strict=True)
+        ]
+        return receipts, result.store_timestamp_ms
+
+    def _check_queues(self, heads: list[RecordHead]) -> None:
+        """Topic permissions and queue ranges; creates unknown topics last."""
+        to_create: list[str] = []
+        configs: dict[str, TopicConfig | None] = {}
+        for head in heads:
+            if head.topic not in configs:
+                configs[head.topic] = self._check_topic(head.topic, to_create)
+            config = configs[head.topic]
+            queue_nums = (config.write_queue_nums if config is not None
+                          else self._auto_create_queue_nums())
+            if not 0 <= head.queue_id < queue_nums:
+                raise InvalidRequestError(
+                    f"record at batch offset {head.batch_offset}: queue id {head.queue_id} is "
+                    f"out of range; topic {head.topic!r} has {queue_nums} write queues "
+                    f"(0..{queue_nums - 1})", reason="MESSAGE_ILLEGAL")
+        for topic in to_create:
+            self._topics.get_or_auto_create(topic)
+
+    def _check_topic(self, topic: str, to_create: list[str]) -> TopicConfig | None:
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            raise PermissionDeniedError(f"topic {topic!r} is written by the broker only; "
+                                        "producers may not send to it")
+        config = self._topics.get(topic)
+        if config is None:
+            if not self._topics.auto_create_enable:
+                # Raises NotFoundError with how to create it.
+                self._topics.get_or_auto_create(topic)
+            to_create.append(topic)
+            return None
+        if not config.writable:
+            raise PermissionDeniedError(f"topic {topic!r} is not writable on this broker "
+                                        f"(perm {config.perm}); UpdateTopic with perm 6 to "
+                                        "allow sends")
+        return config
+
+    def _auto_create_queue_nums(self) -> int:
+        template = self._topics.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
+        if template is None:
+            raise NotFoundError(f"the auto-create template topic {AUTO_CREATE_TOPIC_KEY_TOPIC} "
+                                "is missing from topics.json",
+                                reason="TOPIC_NOT_EXIST")
+        return template.write_queue_nums

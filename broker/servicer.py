@@ -1,0 +1,340 @@
+"""BrokerServicer: the ``pocketmq.v1.Broker`` gRPC service as thin adapters.
+
+The only broker module that sees the broker's protobuf. Each RPC turns its
+request into plain values, calls one service method and turns the result into
+a reply. A refusal (:class:`~pocketmq.broker.errors.BrokerError`) becomes the
+gRPC status from :mod:`.grpc_status`, with its message as the details and its
+reason as trailing metadata; anything else is logged with its traceback and
+answered ``INTERNAL`` so that a bug fails one request, not the server.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+
+from pocketmq.broker.admin_service import AdminService
+from pocketmq.broker.client_manager import (
+    ChannelOpened,
+    ClientManager,
+    ConsumeFromWhere,
+    ConsumerRegistration,
+    ConsumeType,
+    MessageModel,
+    NotifyConsumerIdsChanged,
+    ServerCommand,
+)
+from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
+from pocketmq.broker.errors import BrokerError, InvalidRequestError
+from pocketmq.broker.grpc_status import REASON_METADATA_KEY, grpc_code
+from pocketmq.broker.pull_service import PullMessageService, PullRequest
+from pocketmq.broker.send_service import SendMessageService, SendReceipt, SendStatus
+from pocketmq.broker.topic_config import Perm, TopicConfig
+from pocketmq.common.validation import check_group, check_topic
+from pocketmq.v1 import broker_pb2 as pb
+from pocketmq.v1 import broker_pb2_grpc, common_pb2
+
+__all__ = ["BrokerServicer", "add_to_server"]
+
+log = logging.getLogger(__name__)
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+Handler = Callable[[Any, Req, grpc.aio.ServicerContext], Awaitable[Resp]]
+
+MAX_CLIENT_ID_LENGTH = 255
+
+
+def _rpc(method: Handler[Req, Resp]) -> Handler[Req, Resp]:
+    """Answer BrokerError with its gRPC status, anything unexpected with INTERNAL."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext) -> Resp:
+        try:
+            return await method(self, request, context)
+        except BrokerError as exc:
+            await _abort(context, exc)
+        except Exception as exc:
+            log.exception("%s failed on an unexpected error", method.__name__)
+            await context.abort(grpc.StatusCode.INTERNAL,
+                                f"internal broker error in {method.__name__}: "
+                                f"{type(exc).__name__}: {exc}; see the broker log")
+        raise AssertionError("context.abort returned")  # pragma: no cover
+
+    return wrapper
+
+
+async def _abort(context: grpc.aio.ServicerContext, error: BrokerError) -> None:
+    context.set_trailing_metadata(((REASON_METADATA_KEY, error.reason),))
+    await context.abort(grpc_code(error), error.message)
+
+
+def _check_names(*, topic: str | None = None, group: str | None = None) -> None:
+    for problem in (check_topic(topic) if topic is not None else None,
+                    check_group(group) if group is not None else None):
+        if problem:
+            raise InvalidRequestError(problem)
+
+
+def _check_client_id(client_id: str) -> None:
+    if not client_id:
+        raise InvalidRequestError("client_id is empty; a client names itself, e.g. "
+                                  "'10.0.0.7@12345#uuid'")
+    if len(client_id) > MAX_CLIENT_ID_LENGTH:
+        raise InvalidRequestError(f"client_id is {len(client_id)} characters; at most "
+                                  f"{MAX_CLIENT_ID_LENGTH} are allowed")
+
+
+_SEND_STATUS = {SendStatus.SEND_OK: pb.SEND_OK,
+                SendStatus.FLUSH_DISK_TIMEOUT: pb.FLUSH_DISK_TIMEOUT}
+
+
+def _send_response(receipts: list[SendReceipt], store_timestamp_ms: int) -> pb.SendMessageResponse:
+    return pb.SendMessageResponse(store_timestamp_ms=store_timestamp_ms, results=[
+        pb.SendResultEntry(status=_SEND_STATUS[r.status],
+                           msg_id=r.msg_id, offset_msg_id=r.offset_msg_id, topic=r.topic,
+                           queue_id=r.queue_id, queue_offset=r.queue_offset)
+        for r in receipts])
+
+
+def _topic_config(msg: common_pb2.TopicConfig, *, default_queue_nums: int | None) -> TopicConfig:
+    """Domain config; on create, zero queue counts and perm mean the defaults."""
+    read, write, perm = msg.read_queue_nums, msg.write_queue_nums, msg.perm
+    if default_queue_nums is not None:
+        read = read or write or default_queue_nums
+        write = write or read
+        perm = perm or Perm.READ_WRITE
+    return TopicConfig(topic_name=msg.topic_name, read_queue_nums=read, write_queue_nums=write,
+                       perm=perm, order=msg.order, topic_sys_flag=msg.topic_sys_flag)
+
+
+def _topic_config_pb(tc: TopicConfig) -> common_pb2.TopicConfig:
+    return common_pb2.TopicConfig(topic_name=tc.topic_name, read_queue_nums=tc.read_queue_nums,
+                                  write_queue_nums=tc.write_queue_nums, perm=tc.perm,
+                                  order=tc.order, topic_sys_flag=tc.topic_sys_flag)
+
+
+def _consumer(msg: pb.ConsumerData) -> ConsumerRegistration:
+    _check_names(group=msg.group)
+    subscriptions = {}
+    for sub in msg.subscriptions:
+        _check_names(topic=sub.topic)
+        subscriptions[sub.topic] = sub.expression or "*"
+    kwargs: dict[str, Any] = {}
+    if msg.consume_type:
+        kwargs["consume_type"] = ConsumeType[pb.ConsumeType.Name(msg.consume_type)]
+    if msg.message_model:
+        kwargs["message_model"] = MessageModel[pb.MessageModel.Name(msg.message_model)]
+    if msg.consume_from_where:
+        kwargs["consume_from_where"] = ConsumeFromWhere[
+            pb.ConsumeFromWhere.Name(msg.consume_from_where)]
+    return ConsumerRegistration(group=msg.group, subscriptions=subscriptions, **kwargs)
+
+
+def _command_pb(command: ServerCommand) -> pb.ServerCommand:
+    if isinstance(command, NotifyConsumerIdsChanged):
+        return pb.ServerCommand(notify_consumer_ids_changed=pb.NotifyConsumerIdsChanged(
+            consumer_group=command.consumer_group))
+    if isinstance(command, ChannelOpened):
+        return pb.ServerCommand(channel_opened=pb.ChannelOpened(broker_name=command.broker_name))
+    raise TypeError(f"no protobuf form for {command!r}")
+
+
+class BrokerServicer(broker_pb2_grpc.BrokerServicer):
+    def __init__(self, *, send: SendMessageService, pull: PullMessageService,
+                 offsets: ConsumerOffsetManager, clients: ClientManager, admin: AdminService,
+                 default_topic_queue_nums: int) -> None:
+        self._send = send
+        self._pull = pull
+        self._offsets = offsets
+        self._clients = clients
+        self._admin = admin
+        self._default_queue_nums = default_topic_queue_nums
+
+    # -- messages -----------------------------------------------------------------------
+    @_rpc
+    async def SendMessage(self, request: pb.SendMessageRequest,
+                          context: grpc.aio.ServicerContext) -> pb.SendMessageResponse:
+        receipts, store_ts = await self._send.send(request.record, single=True)
+        return _send_response(receipts, store_ts)
+
+    @_rpc
+    async def SendBatch(self, request: pb.SendBatchRequest,
+                        context: grpc.aio.ServicerContext) -> pb.SendMessageResponse:
+        receipts, store_ts = await self._send.send(request.records)
+        return _send_response(receipts, store_ts)
+
+    @_rpc
+    async def PullMessage(self, request: pb.PullMessageRequest,
+                          context: grpc.aio.ServicerContext) -> pb.PullMessageResponse:
+        outcome = await self._pull.pull(PullRequest(
+            consumer_group=request.consumer_group, topic=request.topic,
+            queue_id=request.queue_id, queue_offset=request.queue_offset,
+            max_msg_nums=request.max_msg_nums, subscription=request.subscription,
+            suspend_timeout_ms=(request.suspend_timeout_ms
+                                if request.HasField("suspend_timeout_ms") else None),
+            commit_offset=request.commit_offset if request.HasField("commit_offset") else None))
+        return pb.PullMessageResponse(
+            status=pb.PullStatus.Value(outcome.status.value),
+            get_message_status=pb.GetMessageStatus.Value("GET_" + outcome.get_status.value),
+            next_begin_offset=outcome.next_begin_offset, min_offset=outcome.min_offset,
+            max_offset=outcome.max_offset, records=b"".join(outcome.records),
+            message_count=len(outcome.records))
+
+    @_rpc
+    async def QueryConsumerOffset(self, request: pb.QueryConsumerOffsetRequest,
+                                  context: grpc.aio.ServicerContext,
+                                  ) -> pb.QueryConsumerOffsetResponse:
+        _check_names(topic=request.topic, group=request.consumer_group)
+        offset = self._offsets.query(request.consumer_group, request.topic, request.queue_id)
+        return pb.QueryConsumerOffsetResponse(offset=offset)
+
+    @_rpc
+    async def UpdateConsumerOffset(self, request: pb.UpdateConsumerOffsetRequest,
+                                   context: grpc.aio.ServicerContext,
+                                   ) -> pb.UpdateConsumerOffsetResponse:
+        _check_names(topic=request.topic, group=request.consumer_group)
+        self._admin.max_offset(request.topic, request.queue_id)  # topic and queue exist
+        self._offsets.commit(request.consumer_group, request.topic, request.queue_id,
+                             request.offset)
+        return pb.UpdateConsumerOffsetResponse()
+
+    @_rpc
+    async def GetMinOffset(self, request: pb.GetQueueOffsetRequest,
+                           context: grpc.aio.ServicerContext) -> pb.GetQueueOffsetResponse:
+        return pb.GetQueueOffsetResponse(
+            offset=self._admin.min_offset(request.topic, request.queue_id))
+
+    @_rpc
+    async def GetMaxOffset(self, request: pb.GetQueueOffsetRequest,
+                           context: grpc.aio.ServicerContext) -> pb.GetQueueOffsetResponse:
+        return pb.GetQueueOffsetResponse(
+            offset=self._admin.max_offset(request.topic, request.queue_id))
+
+    @_rpc
+    async def SearchOffsetByTimestamp(self, request: pb.SearchOffsetByTimestampRequest,
+                                      context: grpc.aio.ServicerContext,
+                                      ) -> pb.GetQueueOffsetResponse:
+        return pb.GetQueueOffsetResponse(offset=self._admin.offset_by_timestamp(
+            request.topic, request.queue_id, request.timestamp_ms))
+
+    @_rpc
+    async def QueryMessage(self, request: pb.QueryMessageRequest,
+                           context: grpc.aio.ServicerContext) -> pb.QueryMessageResponse:
+        records = self._admin.query_by_key(
+            request.topic, request.key, max_num=request.max_num,
+            begin_timestamp_ms=request.begin_timestamp_ms,
+            end_timestamp_ms=request.end_timestamp_ms)
+        return pb.QueryMessageResponse(records=b"".join(records), message_count=len(records))
+
+    @_rpc
+    async def ViewMessage(self, request: pb.ViewMessageRequest,
+                          context: grpc.aio.ServicerContext) -> pb.ViewMessageResponse:
+        return pb.ViewMessageResponse(record=self._admin.view_message(request.offset_msg_id))
+
+    # -- clients ------------------------------------------------------------------------
+    @_rpc
+    async def HeartBeat(self, request: pb.HeartBeatRequest,
+                        context: grpc.aio.ServicerContext) -> pb.HeartBeatResponse:
+        _check_client_id(request.client_id)
+        for group in request.producer_groups:
+            _check_names(group=group)
+        consumers = [_consumer(c) for c in request.consumers]
+        self._clients.heartbeat(request.client_id, producer_groups=request.producer_groups,
+                                consumers=consumers)
+        return pb.HeartBeatResponse()
+
+    @_rpc
+    async def UnregisterClient(self, request: pb.UnregisterClientRequest,
+                               context: grpc.aio.ServicerContext,
+                               ) -> pb.UnregisterClientResponse:
+        _check_client_id(request.client_id)
+        self._clients.unregister(request.client_id, producer_group=request.producer_group,
+                                 consumer_group=request.consumer_group)
+        return pb.UnregisterClientResponse()
+
+    @_rpc
+    async def GetConsumerListByGroup(self, request: pb.GetConsumerListByGroupRequest,
+                                     context: grpc.aio.ServicerContext,
+                                     ) -> pb.GetConsumerListByGroupResponse:
+        _check_names(group=request.consumer_group)
+        return pb.GetConsumerListByGroupResponse(
+            consumer_ids=self._clients.consumer_ids(request.consumer_group))
+
+    async def ClientChannel(self, request: pb.ClientChannelRequest,
+                            context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ServerCommand]:
+        try:
+            _check_client_id(request.client_id)
+        except BrokerError as exc:
+            await _abort(context, exc)
+        channel = self._clients.open_channel(request.client_id)
+        try:
+            async for command in channel.commands():
+                yield _command_pb(command)
+        finally:
+            self._clients.close_channel(channel)
+
+    # -- admin --------------------------------------------------------------------------
+    @_rpc
+    async def CreateTopic(self, request: pb.CreateTopicRequest,
+                          context: grpc.aio.ServicerContext) -> pb.CreateTopicResponse:
+        self._admin.create_topic(_topic_config(request.topic_config,
+                                               default_queue_nums=self._default_queue_nums))
+        return pb.CreateTopicResponse()
+
+    @_rpc
+    async def UpdateTopic(self, request: pb.UpdateTopicRequest,
+                          context: grpc.aio.ServicerContext) -> pb.UpdateTopicResponse:
+        self._admin.update_topic(_topic_config(request.topic_config, default_queue_nums=None))
+        return pb.UpdateTopicResponse()
+
+    @_rpc
+    async def DeleteTopic(self, request: pb.DeleteTopicRequest,
+                          context: grpc.aio.ServicerContext) -> pb.DeleteTopicResponse:
+        _check_names(topic=request.topic)
+        self._admin.delete_topic(request.topic)
+        return pb.DeleteTopicResponse()
+
+    @_rpc
+    async def GetAllTopicConfig(self, request: pb.GetAllTopicConfigRequest,
+                                context: grpc.aio.ServicerContext,
+                                ) -> pb.GetAllTopicConfigResponse:
+        configs, version = self._admin.all_topics()
+        return pb.GetAllTopicConfigResponse(
+            topic_configs=[_topic_config_pb(tc) for tc in configs],
+            data_version=common_pb2.DataVersion(timestamp_ms=version.timestamp_ms,
+                                                counter=version.counter))
+
+    @_rpc
+    async def GetTopicStatus(self, request: pb.GetTopicStatusRequest,
+                             context: grpc.aio.ServicerContext) -> pb.GetTopicStatusResponse:
+        return pb.GetTopicStatusResponse(queues=[
+            pb.QueueStatus(queue_id=q.queue_id, min_offset=q.min_offset,
+                           max_offset=q.max_offset,
+                           last_store_timestamp_ms=q.last_store_timestamp_ms)
+            for q in self._admin.topic_status(request.topic)])
+
+    @_rpc
+    async def GetConsumeProgress(self, request: pb.GetConsumeProgressRequest,
+                                 context: grpc.aio.ServicerContext,
+                                 ) -> pb.GetConsumeProgressResponse:
+        progress = self._admin.consume_progress(request.consumer_group, request.topic)
+        return pb.GetConsumeProgressResponse(total_lag=sum(p.lag for p in progress), queues=[
+            pb.QueueProgress(topic=p.topic, queue_id=p.queue_id, broker_offset=p.broker_offset,
+                             consumer_offset=p.consumer_offset, lag=p.lag,
+                             last_timestamp_ms=p.last_timestamp_ms)
+            for p in progress])
+
+    @_rpc
+    async def GetBrokerRuntimeInfo(self, request: pb.GetBrokerRuntimeInfoRequest,
+                                   context: grpc.aio.ServicerContext,
+                                   ) -> pb.GetBrokerRuntimeInfoResponse:
+        return pb.GetBrokerRuntimeInfoResponse(table=self._admin.runtime_info())
+
+
+def add_to_server(servicer: BrokerServicer, server: grpc.aio.Server) -> None:
+    broker_pb2_grpc.add_BrokerServicer_to_server(servicer, server)

@@ -1,0 +1,149 @@
+"""ConsumeQueueStore: every consume queue of a broker, under ``DATA/consumequeue``.
+
+It owns the directory tree ``{root_dir}/{topic}/{queue_id}/`` (``root_dir`` is
+``DATA/consumequeue``), discovers the queues in it on load, creates new ones on
+first dispatch, and fans the store-wide operations out to each queue: recovery,
+truncation after the commit log was cut, deletion below the commit log's head,
+flush, and topic deletion. Topic names (``[%|a-zA-Z0-9_-]``) are the directory
+names as they are.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+
+from pocketmq.broker.store.consume_queue import ConsumeQueue
+from pocketmq.broker.store.io import StoreIO
+
+__all__ = ["ConsumeQueueStore"]
+
+log = logging.getLogger(__name__)
+
+_TOPIC_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_QUEUE_ID_NAME = re.compile(r"^(0|[1-9][0-9]*)$")
+
+
+class ConsumeQueueStore:
+    """Consume queues by topic and queue id. Owned by the store's thread, except
+    :meth:`flush` and :attr:`dirty_bytes`, which a worker thread may call."""
+
+    def __init__(self, root_dir: str, *, units_per_file: int = 300_000,
+                 io: StoreIO | None = None) -> None:
+        self.root_dir = root_dir
+        self.units_per_file = units_per_file
+        self._io = io or StoreIO()
+        self._queues: dict[str, dict[int, ConsumeQueue]] = {}
+
+    # -- lifecycle -------------------------------------------------------------------
+    def load(self) -> None:
+        """Map every ``{topic}/{queue_id}`` directory; other names are logged and left alone."""
+        os.makedirs(self.root_dir, exist_ok=True)
+        for topic in sorted(os.listdir(self.root_dir)):
+            topic_dir = os.path.join(self.root_dir, topic)
+            if not (_TOPIC_NAME.match(topic) and os.path.isdir(topic_dir)):
+                log.warning("ignoring %s: not a topic directory of consume queues", topic_dir)
+                continue
+            for name in sorted(os.listdir(topic_dir)):
+                queue_dir = os.path.join(topic_dir, name)
+                if not (_QUEUE_ID_NAME.match(name) and os.path.isdir(queue_dir)):
+                    log.warning("ignoring %s: not a consume queue directory", queue_dir)
+                    continue
+                cq = self._new_queue(topic, int(name))
+                cq.load()
+                self._queues.setdefault(topic, {})[cq.queue_id] = cq
+        log.info("loaded %d consume queues of %d topics from %s",
+                 sum(len(q) for q in self._queues.values()), len(self._queues), self.root_dir)
+
+    def recover(self) -> int:
+        """Recover every queue; return the greatest ``max_phys_end`` (-1 when none has units)."""
+        max_phys_end = -1
+        for cq in self.all_queues():
+            cq.recover()
+            max_phys_end = max(max_phys_end, cq.max_phys_end)
+        return max_phys_end
+
+    def flush(self) -> None:
+        """Sync every queue (safe in a worker thread while the owner dispatches)."""
+        for cq in self.all_queues():
+            cq.flush()
+
+    @property
+    def dirty_bytes(self) -> int:
+        return sum(cq.dirty_bytes for cq in self.all_queues())
+
+    def close(self) -> None:
+        for cq in self.all_queues():
+            cq.close()
+
+    # -- queues ----------------------------------------------------------------------
+    def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """The queue of (*topic*, *queue_id*); a new one has no file until its first unit."""
+        queues = self._queues.get(topic)
+        cq = queues.get(queue_id) if queues is not None else None
+        if cq is None:
+            if not _TOPIC_NAME.match(topic):
+                raise ValueError(f"topic {topic!r} is not a valid directory name "
+                                 "(allowed: %, |, letters, digits, _ and -)")
+            if queue_id < 0:
+                raise ValueError(f"queue id must be >= 0, got {queue_id}")
+            cq = self._new_queue(topic, queue_id)
+            self._queues.setdefault(topic, {})[queue_id] = cq
+        return cq
+
+    def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        queues = self._queues.get(topic)
+        return queues.get(queue_id) if queues is not None else None
+
+    def topics(self) -> list[str]:
+        return sorted(self._queues)
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return sorted(self._queues.get(topic, ()))
+
+    def all_queues(self) -> list[ConsumeQueue]:
+        """Every queue, as a snapshot (a worker thread's flush must not see the dicts change)."""
+        return [cq for queues in list(self._queues.values()) for cq in list(queues.values())]
+
+    def delete_queue(self, topic: str, queue_id: int) -> None:
+        """Destroy one queue and its directory, files it could not map included."""
+        if not _TOPIC_NAME.match(topic):
+            raise ValueError(f"topic {topic!r} is not a valid directory name")
+        queues = self._queues.get(topic, {})
+        cq = queues.pop(queue_id, None)
+        if not queues:
+            self._queues.pop(topic, None)
+        queue_dir = os.path.join(self.root_dir, topic, str(queue_id))
+        if cq is not None:
+            cq.destroy()
+        shutil.rmtree(queue_dir, ignore_errors=True)
+        log.info("deleted consume queue %s:%d (%s)", topic, queue_id, queue_dir)
+
+    def delete_topic(self, topic: str) -> None:
+        """Destroy the topic's queues and remove its directory."""
+        if not _TOPIC_NAME.match(topic):
+            raise ValueError(f"topic {topic!r} is not a valid directory name")
+        queues = self._queues.pop(topic, {})
+        for cq in queues.values():
+            cq.destroy()
+        topic_dir = os.path.join(self.root_dir, topic)
+        shutil.rmtree(topic_dir, ignore_errors=True)
+        log.info("deleted the %d consume queues of topic %s (%s)", len(queues), topic, topic_dir)
+
+    # -- store-wide operations ---------------------------------------------------------
+    def truncate_phys(self, phys_offset: int) -> int:
+        """Remove units at or past commit-log *phys_offset* in every queue; return how many."""
+        return sum(cq.truncate_phys(phys_offset) for cq in self.all_queues())
+
+    def delete_expired(self, commitlog_min_phys: int) -> int:
+        """Delete segments below the commit log's head in every queue; return how many."""
+        return sum(cq.delete_expired(commitlog_min_phys) for cq in self.all_queues())
+
+    # -- internals ---------------------------------------------------------------------
+    def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        return ConsumeQueue(topic, queue_id,
+                            os.path.join(self.root_dir, topic, str(queue_id)),
+                            units_per_file=self.units_per_file, io=self._io)
+

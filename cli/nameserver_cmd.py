@@ -1,0 +1,76 @@
+"""``pocketmq nameserver``: run one nameserver until SIGTERM or SIGINT.
+
+Configuration is NamesrvConfig's keys, from ``--config FILE`` (TOML, top-level
+keys) and then flags, which win. A configuration error prints its message and
+exits 2; a port that cannot be bound exits 1; a graceful stop exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from pocketmq.common.configfile import add_config_flags, load_config
+from pocketmq.common.errors import ConfigError
+from pocketmq.nameserver import NameServer, NamesrvConfig, ServerBindError
+
+__all__ = ["register"]
+
+logger = logging.getLogger(__name__)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "nameserver", help="run a nameserver (topic routes and broker liveness)",
+        description="Run a PocketMQ nameserver. Brokers register with every nameserver; "
+                    "clients ask any one for routes. Stops gracefully on SIGTERM/SIGINT.")
+    parser.add_argument("--config", metavar="FILE",
+                        help="TOML file of nameserver keys (flags override it)")
+    add_config_flags(parser, NamesrvConfig)
+    parser.set_defaults(func=_run)
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
+        return None
+    return uvloop.new_event_loop
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(NamesrvConfig, toml_path=args.config, args=args)
+    except ConfigError as exc:
+        print(f"pocketmq nameserver: {exc}", file=sys.stderr)
+        return 2
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        return runner.run(_serve(config))
+
+
+async def _serve(config: NamesrvConfig) -> int:
+    server = NameServer(config)
+    try:
+        await server.start()
+    except ServerBindError as exc:
+        print(f"pocketmq nameserver: {exc}", file=sys.stderr)
+        return 1
+    stop_requested = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for sig in signals:
+        loop.add_signal_handler(sig, stop_requested.set)
+    try:
+        await stop_requested.wait()
+        logger.info("stop requested; finishing in-flight requests (grace %.1f s)",
+                    config.shutdown_grace_seconds)
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+        await server.stop()
+    return 0

@@ -1,0 +1,207 @@
+"""RecordAccumulator: concurrent sends to one broker coalesced into SendBatch calls.
+
+Each broker address has a :class:`BrokerBatcher`: callers append an encoded
+record and get a future for its own receipt. The batcher's sender task keeps
+up to ``max_in_flight`` calls going; while they are busy, new records pile up
+and leave together in the next call (natural batching), at most
+``max_messages`` records or ``max_bytes`` bytes each. With ``linger_s`` > 0 a
+call also waits that long for a batch to fill. A batch may mix topics and
+queues (each record carries its queue id); the reply carries one receipt per
+record, in order, and each caller's future gets its own.
+
+When the broker refuses a batch of several records for a reason a retry will
+not fix (a malformed or oversized record), the records are sent again one by
+one, so that only the culprit's caller sees the error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+from pocketmq.client.errors import ClientError, ClientStateError
+from pocketmq.client.remoting import SendReceipt
+
+__all__ = ["BrokerBatcher", "RecordAccumulator"]
+
+log = logging.getLogger(__name__)
+
+SendFn = Callable[[bytes], Awaitable[list[SendReceipt]]]
+_Pending = tuple[bytes, "asyncio.Future[SendReceipt]"]
+
+
+class BrokerBatcher:
+    def __init__(self, name: str, send_one: SendFn, send_batch: SendFn, *,
+                 linger_s: float = 0.0, max_messages: int = 512, max_bytes: int = 1 << 20,
+                 max_in_flight: int = 4) -> None:
+        self.name = name
+        self._send_one = send_one
+        self._send_batch = send_batch
+        self._linger_s = linger_s
+        self._max_messages = max_messages
+        self._max_bytes = max_bytes
+        self._pending: deque[_Pending] = deque()
+        self._pending_bytes = 0
+        self._has_data = asyncio.Event()
+        self._full = asyncio.Event()
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self.calls = 0          # SendMessage/SendBatch calls made
+        self.records_sent = 0
+
+    def add(self, record: bytes) -> asyncio.Future[SendReceipt]:
+        if self._closed:
+            raise ClientStateError(f"the producer is shutting down; cannot send to {self.name}")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[SendReceipt] = loop.create_future()
+        self._pending.append((record, future))
+        self._pending_bytes += len(record)
+        self._has_data.set()
+        if len(self._pending) >= self._max_messages or self._pending_bytes >= self._max_bytes:
+            self._full.set()
+        if self._task is None:
+            self._task = loop.create_task(self._run(), name=f"BrokerBatcher {self.name}")
+        return future
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    async def _run(self) -> None:
+        while True:
+            await self._slots.acquire()
+            try:
+                await self._has_data.wait()
+                if self._linger_s > 0 and not self._full.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._full.wait(), self._linger_s)
+            except BaseException:
+                self._slots.release()
+                raise
+            self._start_call()
+
+    def _start_call(self) -> None:
+        batch = self._take()
+        if not batch:
+            self._slots.release()
+            return
+        task = asyncio.get_running_loop().create_task(self._call(batch))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def run_once(self) -> int:
+        """Send what is pending now in one call (tests); returns the records sent."""
+        await self._slots.acquire()
+        batch = self._take()
+        if not batch:
+            self._slots.release()
+            return 0
+        await self._call(batch)
+        return len(batch)
+
+    def _take(self) -> list[_Pending]:
+        batch: list[_Pending] = []
+        size = 0
+        pending = self._pending
+        while pending and len(batch) < self._max_messages:
+            record, future = pending[0]
+            if batch and size + len(record) > self._max_bytes:
+                break
+            pending.popleft()
+            self._pending_bytes -= len(record)
+            if future.done():  # the caller gave up (timeout, cancellation)
+                continue
+            batch.append((record, future))
+            size += len(record)
+        if not pending:
+            self._has_data.clear()
+        if len(pending) < self._max_messages and self._pending_bytes < self._max_bytes:
+            self._full.clear()
+        return batch
+
+    async def _call(self, batch: list[_Pending]) -> None:
+        try:
+            await self._deliver(batch)
+        finally:
+            self._slots.release()
+
+    async def _deliver(self, batch: list[_Pending]) -> None:
+        try:
+            self.calls += 1
+            if len(batch) == 1:
+                receipts = await self._send_one(batch[0][0])
+            else:
+                receipts = await self._send_batch(b"".join(r for r, _ in batch))
+            if len(receipts) != len(batch):
+                raise ClientError(f"broker {self.name} answered {len(receipts)} receipts for "
+                                  f"{len(batch)} records")
+        except ClientError as exc:
+            if len(batch) > 1 and not exc.retriable:
+                log.info("batch of %d records refused by %s (%s); sending them one by one",
+                         len(batch), self.name, exc)
+                await asyncio.gather(*(self._deliver([p]) for p in batch))
+                return
+            for _record, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+        except BaseException as exc:
+            for _record, future in batch:
+                if not future.done():
+                    future.set_exception(ClientError(f"send to {self.name} failed: {exc!r}"))
+            raise
+        else:
+            self.records_sent += len(batch)
+            for (_record, future), receipt in zip(batch, receipts, strict=True):
+                if not future.done():
+                    future.set_result(receipt)
+
+    async def close(self, timeout_s: float) -> None:
+        """Send what is pending, wait up to *timeout_s*, then fail the rest."""
+        self._closed = True
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while (self._pending or self._inflight) and asyncio.get_running_loop().time() < deadline:
+            waiting = [f for _r, f in self._pending] + list(self._inflight)
+            if not waiting:
+                break
+            await asyncio.wait(waiting, timeout=max(deadline - asyncio.get_running_loop().time(),
+                                                    0), return_when=asyncio.FIRST_COMPLETED)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for task in list(self._inflight):
+            task.cancel()
+        for _record, future in self._pending:
+            if not future.done():
+                future.set_exception(ClientStateError(
+                    f"the producer shut down before this record was sent to {self.name}"))
+        self._pending.clear()
+
+
+class RecordAccumulator:
+    """One :class:`BrokerBatcher` per broker address."""
+
+    def __init__(self, factory: Callable[[str], BrokerBatcher]) -> None:
+        self._factory = factory
+        self._batchers: dict[str, BrokerBatcher] = {}
+        self._closed = False
+
+    def add(self, addr: str, record: bytes) -> asyncio.Future[SendReceipt]:
+        batcher = self._batchers.get(addr)
+        if batcher is None:
+            if self._closed:
+                raise ClientStateError("the producer is shutting down")
+            batcher = self._batchers[addr] = self._factory(addr)
+        return batcher.add(record)
+
+    def batchers(self) -> dict[str, BrokerBatcher]:
+        return dict(self._batchers)
+
+    async def close(self, timeout_s: float) -> None:
+        self._closed = True
+        await asyncio.gather(*(b.close(timeout_s) for b in self._batchers.values()))

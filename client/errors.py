@@ -1,0 +1,112 @@
+"""The client's exception tree::
+
+    PocketMQError                      (pocketmq.common.errors)
+     └── ClientError                   retriable = False unless noted
+          ├── ClientStateError         the client is not started, or already shut down
+          ├── InvalidMessageError      refused before sending: topic, body size, batch rules
+          ├── RouteNotFoundError       no nameserver knows a live broker for the topic  (retriable)
+          ├── SendTimeoutError         the attempts ran out of their time budget       (retriable)
+          └── RemoteError              a nameserver or broker answered a call with an error;
+               │                       carries ``addr``, ``code`` (gRPC status name) and
+               │                       ``reason`` (the broker's RocketMQ-style code name)
+               ├── UnavailableError    UNAVAILABLE, DEADLINE_EXCEEDED: down or unreachable (retriable)
+               ├── BusyError           RESOURCE_EXHAUSTED: a full queue or disk          (retriable)
+               ├── NotFoundError       NOT_FOUND: the server does not have that topic    (retriable)
+               ├── PermissionDeniedError  PERMISSION_DENIED: a topic without the needed perm
+               ├── InvalidRequestError INVALID_ARGUMENT, ALREADY_EXISTS: the request is wrong
+               ├── UnsupportedError    UNIMPLEMENTED: the server lacks that RPC
+               └── ServerError         INTERNAL and anything else                        (retriable)
+
+``retriable`` says whether the same request may succeed if tried again,
+possibly on another broker; the producer's retry loop reads nothing else.
+Every message names the server and what to change, with the numbers involved.
+"""
+
+from __future__ import annotations
+
+from pocketmq.common.errors import PocketMQError
+
+__all__ = [
+    "BusyError",
+    "ClientError",
+    "ClientStateError",
+    "InvalidMessageError",
+    "InvalidRequestError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "RemoteError",
+    "RouteNotFoundError",
+    "SendTimeoutError",
+    "ServerError",
+    "UnavailableError",
+    "UnsupportedError",
+]
+
+
+class ClientError(PocketMQError):
+    """Base of every error the client SDK raises."""
+
+    retriable = False
+
+
+class ClientStateError(ClientError):
+    """The client is not started, or was already shut down."""
+
+
+class InvalidMessageError(ClientError):
+    """A message the broker would refuse; checked before anything is sent."""
+
+
+class RouteNotFoundError(ClientError):
+    """No nameserver knows a live broker serving the topic."""
+
+    retriable = True
+
+    def __init__(self, topic: str, detail: str) -> None:
+        super().__init__(f"no route for topic {topic!r}: {detail}")
+        self.topic = topic
+
+
+class SendTimeoutError(ClientError):
+    """Every attempt of a send failed or the time budget ran out."""
+
+    retriable = True
+
+
+class RemoteError(ClientError):
+    """A server answered with a gRPC error status."""
+
+    def __init__(self, message: str, *, addr: str = "", code: str = "", reason: str = "") -> None:
+        super().__init__(message)
+        self.addr = addr
+        self.code = code
+        self.reason = reason
+
+
+class UnavailableError(RemoteError):
+    retriable = True
+
+
+class BusyError(RemoteError):
+    retriable = True
+
+
+class NotFoundError(RemoteError):
+    # RocketMQ retries TOPIC_NOT_EXIST on another broker: the route may be stale.
+    retriable = True
+
+
+class PermissionDeniedError(RemoteError):
+    pass
+
+
+class InvalidRequestError(RemoteError):
+    pass
+
+
+class UnsupportedError(RemoteError):
+    pass
+
+
+class ServerError(RemoteError):
+    retriable = True

@@ -1,0 +1,152 @@
+"""HeartbeatService: keeps every broker a client uses aware of it, and listens.
+
+Every ``heartbeat_interval_s`` (30 s), and at once when a route names a
+broker not heard of before, the client sends ``HeartBeat`` to the master of
+every broker in its routes: its producer group and its consumer groups with
+their subscriptions (the broker's group membership is built from these).
+
+A client that consumes also keeps one ``ClientChannel`` stream open per
+broker; the broker pushes ``NotifyConsumerIdsChanged`` on it when a group's
+members change, and the consumer rebalances at once instead of at its next
+20 s round. A stream that breaks is reopened after a short pause.
+
+:func:`make_client_id` names a client as RocketMQ does: ``ip@pid#nonce``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable, Sequence
+
+from pocketmq.client.errors import ClientError
+from pocketmq.client.remoting import ConsumerInfo, Remoting, ServerCommand
+from pocketmq.client.route import RouteService, TopicRoute
+
+__all__ = ["HeartbeatService", "local_ip", "make_client_id"]
+
+log = logging.getLogger(__name__)
+
+STREAM_RETRY_S = 1.0
+
+
+def local_ip() -> str:
+    """This host's outbound IPv4 address, or 127.0.0.1."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))  # no packet is sent
+            return str(s.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
+
+
+def make_client_id(instance_name: str | None = None) -> str:
+    return f"{local_ip()}@{instance_name or os.getpid()}#{uuid.uuid4().hex[:12]}"
+
+
+class HeartbeatService:
+    def __init__(self, remoting: Remoting, routes: RouteService, client_id: str, *,
+                 producer_groups: Sequence[str] = (),
+                 consumers: Callable[[], list[ConsumerInfo]] = list,
+                 interval_s: float = 30.0,
+                 on_command: Callable[[ServerCommand], None] | None = None,
+                 timeout_s: float = 3.0) -> None:
+        self._remoting = remoting
+        self._routes = routes
+        self.client_id = client_id
+        self._producer_groups = list(producer_groups)
+        self._consumers = consumers
+        self._interval_s = interval_s
+        self._on_command = on_command
+        self._timeout_s = timeout_s
+        self._task: asyncio.Task[None] | None = None
+        self._streams: dict[str, asyncio.Task[None]] = {}
+        self._known: set[str] = set()
+        self._wake = asyncio.Event()
+        routes.add_listener(self._route_fetched)
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def start(self) -> None:
+        await self.run_once()
+        self._task = asyncio.get_running_loop().create_task(self._run(),
+                                                            name="HeartbeatService")
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._task, *self._streams.values()) if t is not None]
+        self._task = None
+        self._streams.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._interval_s)
+            self._wake.clear()
+            await self.run_once()
+
+    def _route_fetched(self, route: TopicRoute) -> None:
+        addrs = {m.get(0) for m in route.broker_addrs.values()} - {None}
+        if not addrs <= self._known:
+            self._wake.set()
+
+    # -- rounds -------------------------------------------------------------------------
+    async def run_once(self) -> int:
+        """Heartbeat every known broker; returns how many answered."""
+        addrs = sorted(set(self._routes.broker_addrs().values()))
+        self._known.update(addrs)
+        consumers = self._consumers()
+
+        async def one(addr: str) -> bool:
+            try:
+                await self._remoting.broker(addr).heartbeat(
+                    self.client_id, producer_groups=self._producer_groups,
+                    consumers=consumers, timeout_s=self._timeout_s)
+                return True
+            except ClientError as exc:
+                log.debug("heartbeat to %s failed: %s", addr, exc)
+                return False
+
+        answered = sum(await asyncio.gather(*(one(a) for a in addrs)))
+        if self._on_command is not None:
+            self._open_streams(addrs)
+        return answered
+
+    async def unregister(self, *, producer_group: str = "", consumer_group: str = "") -> None:
+        """Leave the groups on every broker, so the others rebalance at once."""
+
+        async def one(addr: str) -> None:
+            try:
+                await self._remoting.broker(addr).unregister_client(
+                    self.client_id, producer_group=producer_group,
+                    consumer_group=consumer_group, timeout_s=self._timeout_s)
+            except ClientError as exc:
+                log.debug("unregister from %s failed: %s", addr, exc)
+
+        await asyncio.gather(*(one(a) for a in sorted(set(self._routes.broker_addrs().values()))))
+
+    # -- command streams ----------------------------------------------------------------
+    def _open_streams(self, addrs: list[str]) -> None:
+        loop = asyncio.get_running_loop()
+        for addr in addrs:
+            task = self._streams.get(addr)
+            if task is None or task.done():
+                self._streams[addr] = loop.create_task(self._stream(addr),
+                                                       name=f"ClientChannel {addr}")
+
+    async def _stream(self, addr: str) -> None:
+        assert self._on_command is not None
+        while True:
+            try:
+                async for command in self._remoting.broker(addr).commands(self.client_id):
+                    self._on_command(command)
+            except ClientError as exc:
+                log.debug("command stream from %s ended: %s", addr, exc)
+            await asyncio.sleep(STREAM_RETRY_S)

@@ -1,0 +1,159 @@
+"""The values users hand to the SDK and get back from it.
+
+Nothing here knows protobuf or gRPC. ``Message`` is what a producer sends,
+``MessageExt`` what a consumer receives, ``MessageQueue`` names one queue of
+one topic on one broker, ``SendResult`` is one send's outcome.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+__all__ = [
+    "ConsumeFrom",
+    "ConsumeResult",
+    "Message",
+    "MessageExt",
+    "MessageModel",
+    "MessageQueue",
+    "SendResult",
+    "SendStatus",
+    "dlq_topic",
+    "retry_topic",
+]
+
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+
+# Property names the SDK reads or writes (RocketMQ's MessageConst).
+PROPERTY_TAGS = "TAGS"
+PROPERTY_KEYS = "KEYS"
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+PROPERTY_DELAY = "DELAY"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+PROPERTY_PRODUCER_GROUP = "PGROUP"
+SYSTEM_PROPERTIES = frozenset({PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY})
+
+
+def retry_topic(group: str) -> str:
+    """``%RETRY%{group}``: where a group's failed messages come back."""
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    """``%DLQ%{group}``: where messages go after too many attempts."""
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+class MessageQueue(NamedTuple):
+    """One queue: sorts by topic, broker name, queue id (as RocketMQ's rebalance)."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}@{self.broker_name}#{self.queue_id}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Message:
+    """A message to send.
+
+    ``keys`` are indexed by the broker (QueryMessage finds them); ``tags`` is
+    the one tag consumers filter on; ``properties`` are user properties;
+    ``delay_level`` (1..18) asks for RocketMQ's scheduled delivery.
+    """
+
+    topic: str
+    body: bytes
+    tags: str = ""
+    keys: Sequence[str] = ()
+    properties: Mapping[str, str] = field(default_factory=dict)
+    delay_level: int = 0
+    flag: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.keys, str):  # a lone key is a common slip; keep it one key
+            object.__setattr__(self, "keys", (self.keys,))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageExt:
+    """A stored message as a consumer receives it.
+
+    ``msg_id`` is the producer's unique id (``UNIQ_KEY``), ``offset_msg_id``
+    the broker's (store host + commit-log offset). ``topic`` is the topic the
+    producer sent to, also for a message redelivered from the group's retry
+    topic; ``broker_name``/``queue_id``/``queue_offset`` say where it was read.
+    """
+
+    topic: str
+    body: bytes
+    tags: str
+    keys: list[str]
+    properties: dict[str, str]
+    msg_id: str
+    offset_msg_id: str
+    broker_name: str
+    queue_id: int
+    queue_offset: int
+    store_timestamp_ms: int
+    born_timestamp_ms: int
+    reconsume_times: int
+    phys_offset: int = 0
+    flag: int = 0
+    sysflag: int = 0
+    store_size_bytes: int = 0
+
+
+class SendStatus(enum.Enum):
+    """RocketMQ's SendStatus: anything but SEND_OK still stored the message."""
+
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SendResult:
+    status: SendStatus
+    msg_id: str          # UNIQ_KEY, made by this client
+    offset_msg_id: str   # store host + port + commit-log offset, made by the broker
+    queue: MessageQueue
+    queue_offset: int
+
+
+class ConsumeResult(enum.Enum):
+    """What a listener returns.
+
+    Concurrent listeners: ``CONSUME_SUCCESS`` or ``RECONSUME_LATER`` (the
+    message goes to the group's retry topic). Orderly listeners: ``SUCCESS``
+    (same as ``CONSUME_SUCCESS``) or ``SUSPEND_CURRENT_QUEUE_A_MOMENT`` (the
+    same messages are offered again after a pause, the queue waits).
+    """
+
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
+
+
+class MessageModel(enum.StrEnum):
+    CLUSTERING = "clustering"      # each queue has one owner in the group
+    BROADCASTING = "broadcasting"  # every member reads every queue
+
+
+class ConsumeFrom(enum.StrEnum):
+    """Where a group with no stored offset starts (RocketMQ's ConsumeFromWhere)."""
+
+    LAST = "last"
+    FIRST = "first"
+    TIMESTAMP = "timestamp"

@@ -1,0 +1,329 @@
+"""Producer: sends messages to the brokers serving their topic.
+
+::
+
+    async with Producer(group="pg", namesrv="127.0.0.1:9876") as producer:
+        result = await producer.send(Message(topic="orders", body=b"..."))
+
+* ``send(msg)`` picks a queue round robin over the writable queues of every
+  broker serving the topic, steered away from slow or failed brokers
+  (:mod:`.fault_strategy`). A retriable failure is retried up to
+  ``retry_times_when_send_failed`` (2) more times, each preferring another
+  broker, all within ``send_timeout_ms`` (3 s).
+* ``send(msg, queue=mq)`` and ``send(msg, selector=fn, arg=x)`` (``fn(queues,
+  msg, arg) -> MessageQueue``) choose the queue, for ordered messages; they
+  make one attempt, since another queue would break the order.
+* ``send_batch(msgs)`` sends messages of one topic to one queue in one call.
+* ``send_oneway(msg)`` hands the message over and does not wait for the broker.
+
+Concurrent ``send`` calls to one broker are coalesced into SendBatch calls
+(:mod:`.accumulator`); every caller still gets its own :class:`SendResult`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pocketmq.client.accumulator import BrokerBatcher, RecordAccumulator
+from pocketmq.client.config import ProducerConfig, build, parse_namesrv
+from pocketmq.client.errors import (
+    ClientError,
+    ClientStateError,
+    InvalidMessageError,
+    RouteNotFoundError,
+    SendTimeoutError,
+)
+from pocketmq.client.fault_strategy import LatencyFaultTolerance, QueueSelector
+from pocketmq.client.heartbeat import HeartbeatService, local_ip, make_client_id
+from pocketmq.client.message_codec import check_message, encode_message, set_queue_id
+from pocketmq.client.model import Message, MessageQueue, SendResult
+from pocketmq.client.remoting import Remoting, SendReceipt
+from pocketmq.client.route import RouteService
+from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.message import pack_host
+from pocketmq.common.msgid import UniqueIdGenerator
+from pocketmq.common.validation import check_group
+
+__all__ = ["MessageQueueSelector", "Producer"]
+
+log = logging.getLogger(__name__)
+
+MessageQueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
+
+
+class Producer:
+    def __init__(self, *, group: str, namesrv: str | Sequence[str] | None = None,
+                 config: ProducerConfig | None = None, clock: Clock | None = None,
+                 instance_name: str | None = None, **options: Any) -> None:
+        problem = check_group(group)
+        if problem:
+            raise ValueError(f"producer group: {problem}")
+        self.group = group
+        self.namesrv = parse_namesrv(namesrv)
+        self.config: ProducerConfig = build(ProducerConfig, config, options)
+        self.client_id = make_client_id(instance_name)
+        self._clock = clock or SystemClock()
+        self.fault = LatencyFaultTolerance(clock=self._clock,
+                                           enabled=self.config.latency_fault_enable)
+        self._selector = QueueSelector(self.fault)
+        ip = local_ip()
+        self._ids = UniqueIdGenerator(ip)
+        self._born_host = pack_host((ip, 0))
+        self._remoting: Remoting | None = None
+        self._routes: RouteService | None = None
+        self._heartbeat: HeartbeatService | None = None
+        self._accumulator: RecordAccumulator | None = None
+        self._oneway: set[asyncio.Future[SendReceipt]] = set()
+        self._state = "created"
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._state != "created":
+            raise ClientStateError(f"producer {self.group} is {self._state}; start it once")
+        cfg = self.config
+        self._remoting = Remoting()
+        nameserver = self._remoting.nameserver(self.namesrv)
+        self._routes = RouteService(nameserver.get_route,
+                                    refresh_interval_s=cfg.route_refresh_interval_s,
+                                    clock=self._clock)
+        self._heartbeat = HeartbeatService(self._remoting, self._routes, self.client_id,
+                                           producer_groups=[self.group],
+                                           interval_s=cfg.heartbeat_interval_s)
+        self._accumulator = RecordAccumulator(self._new_batcher)
+        self._routes.start()
+        await self._heartbeat.start()
+        self._state = "running"
+        log.info("producer %s (%s) started, nameservers %s", self.group, self.client_id,
+                 self.namesrv)
+
+    def _new_batcher(self, addr: str) -> BrokerBatcher:
+        assert self._remoting is not None
+        broker = self._remoting.broker(addr)
+        cfg = self.config
+        timeout_s = cfg.send_timeout_ms / 1000
+
+        async def one(record: bytes) -> list[SendReceipt]:
+            return await broker.send_message(record, producer_group=self.group,
+                                             timeout_s=timeout_s)
+
+        async def batch(records: bytes) -> list[SendReceipt]:
+            return await broker.send_batch(records, producer_group=self.group,
+                                           timeout_s=timeout_s)
+
+        return BrokerBatcher(addr, one, batch, linger_s=cfg.linger_ms / 1000,
+                             max_messages=cfg.batch_max_messages,
+                             max_bytes=cfg.batch_max_bytes,
+                             max_in_flight=cfg.max_in_flight_per_broker)
+
+    async def shutdown(self) -> None:
+        """Send what is pending (up to send_timeout_ms), leave the brokers, close."""
+        if self._state != "running":
+            self._state = "shut down"
+            return
+        self._state = "shutting down"
+        timeout_s = self.config.send_timeout_ms / 1000
+        if self._accumulator is not None:
+            await self._accumulator.close(timeout_s)
+        if self._heartbeat is not None:
+            await self._heartbeat.stop()
+            await self._heartbeat.unregister(producer_group=self.group)
+        if self._routes is not None:
+            await self._routes.stop()
+        if self._remoting is not None:
+            await self._remoting.close()
+        self._state = "shut down"
+        log.info("producer %s (%s) shut down", self.group, self.client_id)
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.shutdown()
+
+    def _running(self) -> tuple[RouteService, RecordAccumulator]:
+        if self._state != "running" or self._routes is None or self._accumulator is None:
+            raise ClientStateError(f"producer {self.group} is {self._state}; call start() "
+                                   "(or use 'async with') before sending")
+        return self._routes, self._accumulator
+
+    # -- sending ------------------------------------------------------------------------
+    async def send(self, msg: Message, *, queue: MessageQueue | None = None,
+                   selector: MessageQueueSelector | None = None, arg: Any = None,
+                   timeout_ms: int | None = None) -> SendResult:
+        """Send one message and wait for the broker's answer."""
+        routes, _acc = self._running()
+        check_message(msg, max_body_bytes=self.config.max_message_size_bytes)
+        budget_s = (timeout_ms or self.config.send_timeout_ms) / 1000
+        deadline = time.monotonic() + budget_s
+        uniq_key = self._ids.next_id()
+        if queue is not None or selector is not None:
+            if queue is None:
+                assert selector is not None
+                queues = await routes.write_queues(msg.topic)
+                queue = selector(list(queues), msg, arg)
+            if queue.topic != msg.topic:
+                raise InvalidMessageError(f"queue {queue} belongs to topic {queue.topic!r}, "
+                                          f"the message to {msg.topic!r}")
+            record = self._encode(msg, queue.queue_id, uniq_key)
+            return await self._attempt(queue, record, deadline)
+        return await self._send_with_retries(
+            msg.topic, deadline, budget_s,
+            lambda mq, rec: self._attempt(mq, rec, deadline),
+            lambda mq: self._encode(msg, mq.queue_id, uniq_key))
+
+    async def _send_with_retries(self, topic: str, deadline: float, budget_s: float,
+                                 attempt: Callable[[MessageQueue, Any], Any],
+                                 encode: Callable[[MessageQueue], Any]) -> Any:
+        routes, _acc = self._running()
+        attempts = 1 + self.config.retry_times_when_send_failed
+        last_error: ClientError | None = None
+        last_broker: str | None = None
+        payload: Any = None
+        tried = 0
+        for tried in range(1, attempts + 1):
+            if time.monotonic() >= deadline:
+                break
+            try:
+                queues = await routes.write_queues(topic)
+            except RouteNotFoundError as exc:
+                last_error = exc
+                break
+            mq = self._selector.select(queues, last_broker_name=last_broker)
+            payload = encode(mq) if payload is None else _retarget(payload, mq.queue_id)
+            started = time.monotonic()
+            try:
+                result = await attempt(mq, payload)
+            except ClientError as exc:
+                if not exc.retriable:
+                    raise
+                self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000,
+                                  isolation=True)
+                routes.invalidate(topic)
+                log.debug("send to %s failed (attempt %d of %d): %s", mq, tried, attempts, exc)
+                last_error, last_broker = exc, mq.broker_name
+                continue
+            self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
+            return result
+        if isinstance(last_error, RouteNotFoundError):
+            raise last_error
+        raise SendTimeoutError(
+            f"send to topic {topic!r} failed after {tried} attempt(s) within "
+            f"{budget_s * 1000:.0f} ms (send_timeout_ms); last error: {last_error}"
+        ) from last_error
+
+    async def _attempt(self, mq: MessageQueue, record: bytes, deadline: float) -> SendResult:
+        routes, accumulator = self._running()
+        addr = routes.addr_of(mq.broker_name)
+        if addr is None:
+            raise RouteNotFoundError(mq.topic, f"broker {mq.broker_name} has no known address")
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise SendTimeoutError(f"no time left to send to {mq}")
+        future = accumulator.add(addr, record)
+        try:
+            receipt = await asyncio.wait_for(future, remaining)
+        except TimeoutError:
+            raise SendTimeoutError(f"{mq.broker_name} ({addr}) did not answer within "
+                                   f"{remaining * 1000:.0f} ms") from None
+        return _result(receipt, mq)
+
+    async def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None,
+                         timeout_ms: int | None = None) -> list[SendResult]:
+        """Send messages of one topic to one queue in one call; one result per message."""
+        routes, _acc = self._running()
+        if not msgs:
+            raise InvalidMessageError("send_batch got no messages")
+        topic = msgs[0].topic
+        for msg in msgs:
+            if msg.topic != topic:
+                raise InvalidMessageError(f"a batch goes to one topic; got {topic!r} and "
+                                          f"{msg.topic!r}")
+            if msg.delay_level:
+                raise InvalidMessageError("a batch cannot carry delayed messages")
+            check_message(msg, max_body_bytes=self.config.max_message_size_bytes)
+        budget_s = (timeout_ms or self.config.send_timeout_ms) / 1000
+        deadline = time.monotonic() + budget_s
+        keys = [self._ids.next_id() for _ in msgs]
+
+        def encode(mq: MessageQueue) -> list[bytes]:
+            records = [self._encode(m, mq.queue_id, k) for m, k in zip(msgs, keys, strict=True)]
+            size = sum(map(len, records))
+            if size > self.config.max_batch_size_bytes:
+                raise InvalidMessageError(
+                    f"batch of {len(msgs)} messages is {size} bytes; the limit is "
+                    f"{self.config.max_batch_size_bytes} (max_batch_size_bytes); split it")
+            return records
+
+        if queue is not None:
+            return await self._attempt_batch(queue, encode(queue), deadline)
+        return await self._send_with_retries(
+            topic, deadline, budget_s,
+            lambda mq, recs: self._attempt_batch(mq, recs, deadline), encode)
+
+    async def _attempt_batch(self, mq: MessageQueue, records: list[bytes],
+                             deadline: float) -> list[SendResult]:
+        routes, _acc = self._running()
+        assert self._remoting is not None
+        addr = routes.addr_of(mq.broker_name)
+        if addr is None:
+            raise RouteNotFoundError(mq.topic, f"broker {mq.broker_name} has no known address")
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise SendTimeoutError(f"no time left to send to {mq}")
+        receipts = await self._remoting.broker(addr).send_batch(
+            b"".join(records), producer_group=self.group, timeout_s=remaining)
+        return [_result(r, mq) for r in receipts]
+
+    async def send_oneway(self, msg: Message) -> None:
+        """Hand the message to the sender and return; failures are only logged."""
+        routes, accumulator = self._running()
+        check_message(msg, max_body_bytes=self.config.max_message_size_bytes)
+        mq = self._selector.select(await routes.write_queues(msg.topic))
+        addr = routes.addr_of(mq.broker_name)
+        if addr is None:
+            raise RouteNotFoundError(msg.topic, f"broker {mq.broker_name} has no known address")
+        future = accumulator.add(addr, self._encode(msg, mq.queue_id, self._ids.next_id()))
+        self._oneway.add(future)
+        future.add_done_callback(self._oneway_done)
+
+    def _oneway_done(self, future: asyncio.Future[SendReceipt]) -> None:
+        self._oneway.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            log.debug("one-way send failed: %s", future.exception())
+
+    def _encode(self, msg: Message, queue_id: int, uniq_key: str) -> bytes:
+        return encode_message(msg, queue_id=queue_id, uniq_key=uniq_key,
+                              born_host=self._born_host, born_timestamp_ms=self._clock.now_ms(),
+                              compress_over_bytes=self.config.compress_over_bytes)
+
+    # -- introspection ------------------------------------------------------------------
+    async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
+        """The writable queues of *topic* (for a selector, or to pick a queue)."""
+        routes, _acc = self._running()
+        return list(await routes.write_queues(topic))
+
+    def batch_stats(self) -> dict[str, tuple[int, int]]:
+        """Broker address -> (calls made, records sent) by the coalescing sender."""
+        if self._accumulator is None:
+            return {}
+        return {addr: (b.calls, b.records_sent)
+                for addr, b in self._accumulator.batchers().items()}
+
+
+def _retarget(payload: Any, queue_id: int) -> Any:
+    if isinstance(payload, list):
+        return [set_queue_id(r, queue_id) for r in payload]
+    return set_queue_id(payload, queue_id)
+
+
+def _result(receipt: SendReceipt, mq: MessageQueue) -> SendResult:
+    return SendResult(status=receipt.status, msg_id=receipt.msg_id,
+                      offset_msg_id=receipt.offset_msg_id,
+                      queue=MessageQueue(receipt.topic or mq.topic, mq.broker_name,
+                                         receipt.queue_id),
+                      queue_offset=receipt.queue_offset)

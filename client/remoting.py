@@ -1,0 +1,379 @@
+"""The client's only contact with gRPC and protobuf.
+
+:class:`Remoting` owns one channel per server address and hands out
+:class:`NameserverClient` and :class:`BrokerClient`, whose typed methods take
+and return plain values. A failed call becomes a
+:class:`~pocketmq.client.errors.RemoteError` subclass chosen by
+:data:`STATUS_ERRORS`, naming the server, the RPC and what the server said
+(the broker's reason code comes from the ``pocketmq-reason`` trailer).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+
+from pocketmq.client.errors import (
+    BusyError,
+    ClientError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+    RemoteError,
+    RouteNotFoundError,
+    ServerError,
+    UnavailableError,
+    UnsupportedError,
+)
+from pocketmq.client.model import MessageQueue, SendStatus
+from pocketmq.client.route import QueueData, TopicRoute
+from pocketmq.v1 import broker_pb2 as bpb
+from pocketmq.v1 import broker_pb2_grpc, nameserver_pb2, nameserver_pb2_grpc
+
+__all__ = [
+    "STATUS_ERRORS",
+    "BrokerClient",
+    "ChannelOpened",
+    "ConsumerIdsChanged",
+    "ConsumerInfo",
+    "NameserverClient",
+    "PullReply",
+    "PullStatus",
+    "Remoting",
+    "SendReceipt",
+]
+
+log = logging.getLogger(__name__)
+
+REASON_METADATA_KEY = "pocketmq-reason"
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+Code = grpc.StatusCode
+STATUS_ERRORS: dict[grpc.StatusCode, type[RemoteError]] = {
+    Code.UNAVAILABLE: UnavailableError,
+    Code.DEADLINE_EXCEEDED: UnavailableError,
+    Code.CANCELLED: UnavailableError,
+    Code.RESOURCE_EXHAUSTED: BusyError,
+    Code.NOT_FOUND: NotFoundError,
+    Code.PERMISSION_DENIED: PermissionDeniedError,
+    Code.UNAUTHENTICATED: PermissionDeniedError,
+    Code.INVALID_ARGUMENT: InvalidRequestError,
+    Code.ALREADY_EXISTS: InvalidRequestError,
+    Code.FAILED_PRECONDITION: InvalidRequestError,
+    Code.OUT_OF_RANGE: InvalidRequestError,
+    Code.UNIMPLEMENTED: UnsupportedError,
+}
+
+
+def _remote_error(exc: grpc.aio.AioRpcError, addr: str, rpc: str) -> RemoteError:
+    code = exc.code()
+    reason = ""
+    for key, value in exc.trailing_metadata() or ():
+        if key == REASON_METADATA_KEY:
+            reason = str(value)
+    cls = STATUS_ERRORS.get(code, ServerError)
+    details = exc.details() or "no details"
+    return cls(f"{rpc} to {addr} failed: {code.name}: {details}", addr=addr, code=code.name,
+               reason=reason)
+
+
+# -- plain values ------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class SendReceipt:
+    status: SendStatus
+    msg_id: str
+    offset_msg_id: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+
+
+class PullStatus(enum.Enum):
+    FOUND = bpb.FOUND
+    NO_NEW_MSG = bpb.NO_NEW_MSG
+    NO_MATCHED_MSG = bpb.NO_MATCHED_MSG
+    OFFSET_ILLEGAL = bpb.OFFSET_ILLEGAL
+
+
+@dataclass(frozen=True, slots=True)
+class PullReply:
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    records: bytes
+    message_count: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerInfo:
+    """What a heartbeat tells brokers about one consumer group of this client."""
+
+    group: str
+    push: bool = True
+    broadcasting: bool = False
+    consume_from: str = "last"
+    subscriptions: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelOpened:
+    broker_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerIdsChanged:
+    group: str
+
+
+ServerCommand = ChannelOpened | ConsumerIdsChanged
+
+_SEND_STATUS = {bpb.SEND_OK: SendStatus.SEND_OK,
+                bpb.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT}
+_CONSUME_FROM = {"last": bpb.CONSUME_FROM_LAST_OFFSET, "first": bpb.CONSUME_FROM_FIRST_OFFSET,
+                 "timestamp": bpb.CONSUME_FROM_TIMESTAMP}
+
+
+def _receipts(resp: bpb.SendMessageResponse) -> list[SendReceipt]:
+    return [SendReceipt(_SEND_STATUS.get(r.status, SendStatus.SEND_OK), r.msg_id,
+                        r.offset_msg_id, r.topic, r.queue_id, r.queue_offset)
+            for r in resp.results]
+
+
+def _route(topic: str, pb_route: object) -> TopicRoute:
+    return TopicRoute(
+        topic=topic,
+        queue_datas=tuple(QueueData(q.broker_name, q.read_queue_nums, q.write_queue_nums,
+                                    q.perm) for q in pb_route.queue_datas),  # type: ignore[attr-defined]
+        broker_addrs={b.broker_name: dict(b.broker_addrs)
+                      for b in pb_route.broker_datas})  # type: ignore[attr-defined]
+
+
+# -- clients ------------------------------------------------------------------------------------
+class NameserverClient:
+    """Asks the nameservers, trying the next one when one does not answer."""
+
+    def __init__(self, remoting: Remoting, addrs: Sequence[str], *,
+                 timeout_s: float = 3.0) -> None:
+        if not addrs:
+            raise ValueError("no nameserver address given")
+        self._remoting = remoting
+        self._addrs = list(addrs)
+        self._timeout_s = timeout_s
+        self._current = 0
+
+    async def get_route(self, topic: str) -> TopicRoute:
+        last: ClientError | None = None
+        for attempt in range(len(self._addrs)):
+            addr = self._addrs[(self._current + attempt) % len(self._addrs)]
+            stub = nameserver_pb2_grpc.NameServerStub(self._remoting.channel(addr))
+            try:
+                resp = await stub.GetRouteInfoByTopic(
+                    nameserver_pb2.GetRouteInfoByTopicRequest(topic=topic),
+                    timeout=self._timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() is Code.NOT_FOUND:
+                    raise RouteNotFoundError(topic, f"nameserver {addr}: "
+                                                    f"{exc.details()}") from None
+                last = _remote_error(exc, addr, "GetRouteInfoByTopic")
+                continue
+            self._current = (self._current + attempt) % len(self._addrs)
+            return _route(topic, resp.route)
+        assert last is not None
+        raise last
+
+
+class BrokerClient:
+    """Typed calls to one broker."""
+
+    def __init__(self, addr: str, channel: grpc.aio.Channel) -> None:
+        self.addr = addr
+        self._stub = broker_pb2_grpc.BrokerStub(channel)
+        self._channel = channel
+
+    async def _call(self, rpc: str, request: object, timeout_s: float | None) -> object:
+        method = getattr(self._stub, rpc, None)
+        if method is None:
+            raise UnsupportedError(f"{rpc} is not in this build's broker.proto; the broker "
+                                   f"at {self.addr} cannot be asked for it", addr=self.addr,
+                                   code="UNIMPLEMENTED")
+        try:
+            return await method(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise _remote_error(exc, self.addr, rpc) from None
+
+    # -- messages -----------------------------------------------------------------------
+    async def send_message(self, record: bytes, *, producer_group: str = "",
+                           timeout_s: float = 3.0) -> list[SendReceipt]:
+        resp = await self._call("SendMessage", bpb.SendMessageRequest(
+            record=record, producer_group=producer_group), timeout_s)
+        return _receipts(resp)  # type: ignore[arg-type]
+
+    async def send_batch(self, records: bytes, *, producer_group: str = "",
+                         timeout_s: float = 3.0) -> list[SendReceipt]:
+        resp = await self._call("SendBatch", bpb.SendBatchRequest(
+            records=records, producer_group=producer_group), timeout_s)
+        return _receipts(resp)  # type: ignore[arg-type]
+
+    async def pull(self, *, group: str, queue: MessageQueue, offset: int, max_messages: int,
+                   subscription: str, suspend_ms: int, commit_offset: int | None = None,
+                   timeout_s: float) -> PullReply:
+        request = bpb.PullMessageRequest(
+            consumer_group=group, topic=queue.topic, queue_id=queue.queue_id,
+            queue_offset=offset, max_msg_nums=max_messages, subscription=subscription,
+            suspend_timeout_ms=suspend_ms)
+        if commit_offset is not None:
+            request.commit_offset = commit_offset
+        resp = await self._call("PullMessage", request, timeout_s)
+        return PullReply(PullStatus(resp.status), resp.next_begin_offset,  # type: ignore[attr-defined]
+                         resp.min_offset, resp.max_offset, resp.records,  # type: ignore[attr-defined]
+                         resp.message_count)  # type: ignore[attr-defined]
+
+    # -- offsets ------------------------------------------------------------------------
+    async def query_consumer_offset(self, group: str, queue: MessageQueue, *,
+                                    timeout_s: float = 3.0) -> int | None:
+        resp = await self._call("QueryConsumerOffset", bpb.QueryConsumerOffsetRequest(
+            consumer_group=group, topic=queue.topic, queue_id=queue.queue_id), timeout_s)
+        return resp.offset if resp.HasField("offset") else None  # type: ignore[attr-defined]
+
+    async def update_consumer_offset(self, group: str, queue: MessageQueue, offset: int, *,
+                                     timeout_s: float = 3.0) -> None:
+        await self._call("UpdateConsumerOffset", bpb.UpdateConsumerOffsetRequest(
+            consumer_group=group, topic=queue.topic, queue_id=queue.queue_id, offset=offset),
+            timeout_s)
+
+    async def min_offset(self, queue: MessageQueue, *, timeout_s: float = 3.0) -> int:
+        resp = await self._call("GetMinOffset", bpb.GetQueueOffsetRequest(
+            topic=queue.topic, queue_id=queue.queue_id), timeout_s)
+        return resp.offset  # type: ignore[attr-defined,no-any-return]
+
+    async def max_offset(self, queue: MessageQueue, *, timeout_s: float = 3.0) -> int:
+        resp = await self._call("GetMaxOffset", bpb.GetQueueOffsetRequest(
+            topic=queue.topic, queue_id=queue.queue_id), timeout_s)
+        return resp.offset  # type: ignore[attr-defined,no-any-return]
+
+    async def offset_by_timestamp(self, queue: MessageQueue, timestamp_ms: int, *,
+                                  timeout_s: float = 3.0) -> int:
+        resp = await self._call("SearchOffsetByTimestamp", bpb.SearchOffsetByTimestampRequest(
+            topic=queue.topic, queue_id=queue.queue_id, timestamp_ms=timestamp_ms), timeout_s)
+        return resp.offset  # type: ignore[attr-defined,no-any-return]
+
+    # -- clients ------------------------------------------------------------------------
+    async def heartbeat(self, client_id: str, *, producer_groups: Iterable[str] = (),
+                        consumers: Iterable[ConsumerInfo] = (), timeout_s: float = 3.0) -> None:
+        await self._call("HeartBeat", bpb.HeartBeatRequest(
+            client_id=client_id, producer_groups=list(producer_groups),
+            consumers=[bpb.ConsumerData(
+                group=c.group,
+                consume_type=bpb.CONSUME_PASSIVELY if c.push else bpb.CONSUME_ACTIVELY,
+                message_model=bpb.BROADCASTING if c.broadcasting else bpb.CLUSTERING,
+                consume_from_where=_CONSUME_FROM.get(c.consume_from,
+                                                     bpb.CONSUME_FROM_LAST_OFFSET),
+                subscriptions=[bpb.Subscription(topic=t, expression=e)
+                               for t, e in sorted(c.subscriptions.items())])
+                for c in consumers]), timeout_s)
+
+    async def unregister_client(self, client_id: str, *, producer_group: str = "",
+                                consumer_group: str = "", timeout_s: float = 3.0) -> None:
+        await self._call("UnregisterClient", bpb.UnregisterClientRequest(
+            client_id=client_id, producer_group=producer_group,
+            consumer_group=consumer_group), timeout_s)
+
+    async def consumer_ids(self, group: str, *, timeout_s: float = 3.0) -> list[str]:
+        resp = await self._call("GetConsumerListByGroup", bpb.GetConsumerListByGroupRequest(
+            consumer_group=group), timeout_s)
+        return list(resp.consumer_ids)  # type: ignore[attr-defined]
+
+    async def commands(self, client_id: str) -> AsyncIterator[ServerCommand]:
+        """The broker's command stream for this client, until it ends or fails."""
+        call = self._stub.ClientChannel(bpb.ClientChannelRequest(client_id=client_id))
+        try:
+            async for command in call:
+                kind = command.WhichOneof("command")
+                if kind == "channel_opened":
+                    yield ChannelOpened(command.channel_opened.broker_name)
+                elif kind == "notify_consumer_ids_changed":
+                    yield ConsumerIdsChanged(command.notify_consumer_ids_changed.consumer_group)
+        except grpc.aio.AioRpcError as exc:
+            raise _remote_error(exc, self.addr, "ClientChannel") from None
+        finally:
+            call.cancel()
+
+    # -- retries and ordered consumption (newer RPCs) -----------------------------------
+    async def consumer_send_msg_back(self, *, group: str, phys_offset: int, delay_level: int,
+                                     origin_topic: str, origin_msg_id: str,
+                                     max_reconsume_times: int, timeout_s: float = 3.0) -> None:
+        request_cls = getattr(bpb, "ConsumerSendMsgBackRequest", None)
+        if request_cls is None:
+            raise UnsupportedError("ConsumerSendMsgBack is not in this build's broker.proto",
+                                   addr=self.addr, code="UNIMPLEMENTED")
+        await self._call("ConsumerSendMsgBack", request_cls(
+            group=group, phys_offset=phys_offset, delay_level=delay_level,
+            origin_topic=origin_topic, origin_msg_id=origin_msg_id,
+            max_reconsume_times=max_reconsume_times), timeout_s)
+
+    async def lock_batch(self, group: str, client_id: str, queues: Sequence[MessageQueue], *,
+                         timeout_s: float = 3.0) -> set[MessageQueue]:
+        """Lock *queues* for this client; returns those it now holds."""
+        request_cls = getattr(bpb, "LockBatchMQRequest", None)
+        if request_cls is None:
+            raise UnsupportedError("LockBatchMQ is not in this build's broker.proto",
+                                   addr=self.addr, code="UNIMPLEMENTED")
+        resp = await self._call("LockBatchMQ", request_cls(
+            group=group, client_id=client_id, queues=[_queue_ref(q) for q in queues]),
+            timeout_s)
+        return {MessageQueue(r.topic, r.broker_name, r.queue_id)
+                for r in resp.locked}  # type: ignore[attr-defined]
+
+    async def unlock_batch(self, group: str, client_id: str, queues: Sequence[MessageQueue], *,
+                           timeout_s: float = 3.0) -> None:
+        request_cls = getattr(bpb, "UnlockBatchMQRequest", None)
+        if request_cls is None:
+            raise UnsupportedError("UnlockBatchMQ is not in this build's broker.proto",
+                                   addr=self.addr, code="UNIMPLEMENTED")
+        await self._call("UnlockBatchMQ", request_cls(
+            group=group, client_id=client_id, queues=[_queue_ref(q) for q in queues]),
+            timeout_s)
+
+
+def _queue_ref(queue: MessageQueue) -> object:
+    return bpb.MessageQueueRef(  # type: ignore[attr-defined]
+        topic=queue.topic, broker_name=queue.broker_name, queue_id=queue.queue_id)
+
+
+class Remoting:
+    """One gRPC channel per address, shared by every call of one client."""
+
+    def __init__(self) -> None:
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._brokers: dict[str, BrokerClient] = {}
+
+    def channel(self, addr: str) -> grpc.aio.Channel:
+        channel = self._channels.get(addr)
+        if channel is None:
+            channel = grpc.aio.insecure_channel(addr, options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.enable_retries", 0),
+            ])
+            self._channels[addr] = channel
+        return channel
+
+    def broker(self, addr: str) -> BrokerClient:
+        client = self._brokers.get(addr)
+        if client is None:
+            client = self._brokers[addr] = BrokerClient(addr, self.channel(addr))
+        return client
+
+    def nameserver(self, addrs: Sequence[str], *, timeout_s: float = 3.0) -> NameserverClient:
+        return NameserverClient(self, addrs, timeout_s=timeout_s)
+
+    async def close(self) -> None:
+        channels, self._channels = self._channels, {}
+        self._brokers.clear()
+        for channel in channels.values():
+            await channel.close()

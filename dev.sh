@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# PocketMQ's two entry points. Both create .venv/ at the repository root and
+# install what they need (idempotent: re-running only reinstalls when
+# pyproject.toml changed).
+#
+#   ./dev.sh start [ARGS...]   standalone nameserver + broker on ./pocketmq-data, with a demo
+#   ./dev.sh test  [PYTEST ARGS...]   the whole test suite
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PYTHON=${PYTHON:-python3}
+VENV=.venv
+
+setup() {
+    if [ ! -x "$VENV/bin/python" ]; then
+        echo "==> creating $VENV with $($PYTHON --version)"
+        "$PYTHON" -m venv "$VENV"
+    fi
+    local stamp="$VENV/.pocketmq-installed" want
+    want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)
+    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+        echo "==> installing PocketMQ and its dependencies into $VENV"
+        "$VENV/bin/python" -m pip install --quiet --upgrade pip setuptools wheel
+        "$VENV/bin/python" -m pip install --quiet -e '.[dev]'
+        echo "$want" > "$stamp"
+    fi
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+    start)
+        setup
+        exec "$VENV/bin/pocketmq" standalone --data-dir ./pocketmq-data --demo "$@"
+        ;;
+    test)
+        setup
+        "$VENV/bin/python" -m ruff check .
+        exec "$VENV/bin/python" -m pytest -q "$@"
+        ;;
+    *)
+        echo "usage: ./dev.sh start [ARGS...] | ./dev.sh test [PYTEST ARGS...]" >&2
+        exit 2
+        ;;
+esac

@@ -1,0 +1,60 @@
+"""NamesrvConfig: every knob of one nameserver, with RocketMQ's defaults.
+
+The executable (``pocketmq nameserver``) builds one from a TOML file and flags
+through :mod:`pocketmq.common.configfile`; library code never reads files or
+the environment. Field metadata carries the ``--help`` text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pocketmq.common.errors import ConfigError
+
+__all__ = ["DEFAULT_NAMESRV_PORT", "NamesrvConfig"]
+
+DEFAULT_NAMESRV_PORT = 9876  # RocketMQ NamesrvConfig listenPort
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NamesrvConfig:
+    # Interface the gRPC server binds; "0.0.0.0" = every IPv4 interface.
+    host: str = field(default="0.0.0.0", metadata=_help("interface to listen on"))
+    # TCP port, default 9876 (listenPort); 0 binds a free port (tests).
+    port: int = field(default=DEFAULT_NAMESRV_PORT,
+                      metadata=_help("gRPC port; 0 picks a free one"))
+    # Seconds of silence after which a broker is dropped, default 120
+    # (DEFAULT_BROKER_CHANNEL_EXPIRED_TIME); a broker may ask for its own.
+    broker_expire_seconds: float = field(
+        default=120.0, metadata=_help("seconds without a registration before a broker is dropped"))
+    # Seconds between liveness scans, default 5 (scanNotActiveBrokerInterval).
+    scan_interval_seconds: float = field(
+        default=5.0, metadata=_help("seconds between scans for silent brokers"))
+    # Seconds in-flight RPCs get to finish on shutdown, default 5.
+    shutdown_grace_seconds: float = field(
+        default=5.0, metadata=_help("seconds in-flight requests get to finish on shutdown"))
+
+    def __post_init__(self) -> None:
+        if not self.host or self.host != self.host.strip():
+            raise ConfigError(f"host must be an interface name or address, got {self.host!r}")
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port must be 0..65535 (0 = any free port), got {self.port}")
+        for name in ("broker_expire_seconds", "scan_interval_seconds"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.shutdown_grace_seconds < 0:
+            raise ConfigError(
+                f"shutdown_grace_seconds must be >= 0, got {self.shutdown_grace_seconds}")
+        if self.scan_interval_seconds > self.broker_expire_seconds:
+            raise ConfigError(
+                f"scan_interval_seconds ({self.scan_interval_seconds}) must not exceed "
+                f"broker_expire_seconds ({self.broker_expire_seconds}); a silent broker would "
+                f"outlive its expiry by up to a whole scan interval")
+
+    @property
+    def broker_expire_ms(self) -> int:
+        return int(self.broker_expire_seconds * 1000)

@@ -1,0 +1,380 @@
+"""The route table: which brokers serve which topics, and which brokers are alive.
+
+This is RocketMQ's ``RouteInfoManager``, pure: no gRPC, no I/O, no event loop;
+time comes from an injected :class:`~pocketmq.common.clock.Clock`, so tests
+step it by hand. It is used from one event loop and takes no locks. Its
+tables, in RocketMQ's names::
+
+    topic_queue_table   topic        -> {broker name -> QueueData}
+    broker_addr_table   broker name  -> cluster, {broker id -> "host:port"}   (id 0 = master)
+    cluster_addr_table  cluster      -> {broker name}
+    broker_live_table   "host:port"  -> BrokerLiveInfo (last registration, timeout, data version)
+
+Rules, as in RocketMQ:
+
+* Only a master's (broker id 0) registration carries the topic routes of its
+  broker name; slaves add their address and their liveness.
+* A registration whose data version equals the one held for that broker only
+  refreshes liveness (``counters.liveness_refreshes``); a new version, or the
+  broker's first registration, replaces the routes of its broker name with the
+  topic configs it sent (``counters.topic_config_updates``). Topics missing
+  from the new set stop being routed to that broker name.
+* A broker silent longer than its heartbeat timeout is removed by
+  :meth:`RouteTable.scan_not_active_brokers`. When the last address of a
+  broker name goes, its routes go too; a topic left with no broker name is no
+  longer routable.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from pocketmq.common.clock import Clock
+from pocketmq.nameserver.errors import RegistrationConflictError
+
+__all__ = [
+    "MASTER_ID",
+    "PERM_INHERIT",
+    "PERM_PRIORITY",
+    "PERM_READ",
+    "PERM_WRITE",
+    "BrokerData",
+    "BrokerIdentity",
+    "BrokerLiveInfo",
+    "ClusterInfo",
+    "DataVersion",
+    "QueueData",
+    "RegisterResult",
+    "RouteTable",
+    "RouteTableCounters",
+    "TopicConfig",
+    "TopicRouteData",
+]
+
+logger = logging.getLogger(__name__)
+
+MASTER_ID = 0  # broker id of a master (RocketMQ MixAll.MASTER_ID)
+
+# Permission bits of a topic on a broker (RocketMQ PermName).
+PERM_PRIORITY = 8
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+
+
+# -------------------------------------------------------------------------- values
+
+
+class DataVersion(NamedTuple):
+    """Version of a broker's topic configs; any difference means "changed"."""
+
+    timestamp_ms: int
+    counter: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicConfig:
+    """One topic as a broker configures it."""
+
+    topic_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int = PERM_READ | PERM_WRITE
+    order: bool = False
+    topic_sys_flag: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerIdentity:
+    """Who a broker process is: its cluster, name, id within the name, and address."""
+
+    cluster: str
+    broker_name: str
+    broker_addr: str  # "host:port" where clients reach it
+    broker_id: int    # MASTER_ID (0) or a slave id
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueData:
+    """How one broker name serves one topic."""
+
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerData:
+    """A broker name, its cluster, and the address of each member by broker id."""
+
+    cluster: str
+    broker_name: str
+    broker_addrs: Mapping[int, str]  # broker id -> "host:port", sorted by id
+
+    @property
+    def master_addr(self) -> str | None:
+        return self.broker_addrs.get(MASTER_ID)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicRouteData:
+    """The route of one topic; both tuples are sorted by broker name."""
+
+    queue_datas: tuple[QueueData, ...]
+    broker_datas: tuple[BrokerData, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerLiveInfo:
+    """The last registration heard from one broker address."""
+
+    broker: BrokerIdentity
+    last_update_timestamp_ms: int     # wall clock, for people
+    last_update_monotonic_s: float    # monotonic clock, for expiry
+    heartbeat_timeout_ms: int
+    data_version: DataVersion
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterResult:
+    master_addr: str              # live master of the same broker name, for a slave; else ""
+    topic_configs_accepted: bool  # False: the data version was unchanged, only liveness refreshed
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterInfo:
+    broker_addr_table: Mapping[str, BrokerData]           # broker name -> members
+    cluster_addr_table: Mapping[str, tuple[str, ...]]     # cluster -> sorted broker names
+    live_brokers: tuple[BrokerLiveInfo, ...]              # by cluster, broker name, id
+
+
+@dataclass(slots=True)
+class RouteTableCounters:
+    """What the table has done, for tests and runtime stats."""
+
+    registrations: int = 0          # RegisterBroker calls accepted
+    topic_config_updates: int = 0   # registrations that rebuilt a broker name's routes
+    liveness_refreshes: int = 0     # registrations that only refreshed liveness
+    unregistrations: int = 0        # brokers removed by UnregisterBroker
+    expirations: int = 0            # brokers removed for silence
+
+
+@dataclass(slots=True)
+class _BrokerEntry:
+    cluster: str
+    addrs: dict[int, str] = field(default_factory=dict)  # broker id -> address
+
+
+# --------------------------------------------------------------------------- table
+
+
+class RouteTable:
+    """Topic routes and broker liveness (RocketMQ RouteInfoManager)."""
+
+    def __init__(self, *, clock: Clock, default_heartbeat_timeout_ms: int) -> None:
+        if default_heartbeat_timeout_ms <= 0:
+            raise ValueError(f"default_heartbeat_timeout_ms must be positive, "
+                             f"got {default_heartbeat_timeout_ms}")
+        self._clock = clock
+        self._default_heartbeat_timeout_ms = default_heartbeat_timeout_ms
+        self._topic_queue_table: dict[str, dict[str, QueueData]] = {}
+        self._topics_by_broker_name: dict[str, set[str]] = {}  # reverse of the above
+        self._broker_addr_table: dict[str, _BrokerEntry] = {}
+        self._cluster_addr_table: dict[str, set[str]] = {}
+        self._broker_live_table: dict[str, BrokerLiveInfo] = {}
+        self.counters = RouteTableCounters()
+
+    # ---------------------------------------------------------------- registration
+
+    def register_broker(self, broker: BrokerIdentity, data_version: DataVersion,
+                        topic_configs: Iterable[TopicConfig], *,
+                        heartbeat_timeout_ms: int | None = None) -> RegisterResult:
+        """Record a broker's registration (REGISTER_BROKER).
+
+        *topic_configs* is iterated only when the configs are taken (a master's
+        first registration or a new *data_version*), and completely before
+        anything changes: an exception it raises leaves the table untouched.
+        Raises :class:`RegistrationConflictError` when the broker name is live
+        in another cluster.
+        """
+        addr = broker.broker_addr
+        live = self._broker_live_table.get(addr)
+        known = live is not None and live.broker == broker
+        version_changed = live is None or live.data_version != data_version
+        take_configs = broker.broker_id == MASTER_ID and (not known or version_changed)
+        configs = tuple(topic_configs) if take_configs else ()
+        self._check_cluster(broker)
+
+        if live is not None and not known:
+            logger.info("broker %s re-registers as %s/%s id %d (was %s/%s id %d)", addr,
+                        broker.cluster, broker.broker_name, broker.broker_id,
+                        live.broker.cluster, live.broker.broker_name, live.broker.broker_id)
+            self._remove(live.broker)
+        self._add_member(broker)
+        if take_configs:
+            self._replace_routes(broker.broker_name, configs)
+            self.counters.topic_config_updates += 1
+            logger.info("broker %s (%s/%s id %d) registered %d topics, data version %s",
+                        addr, broker.cluster, broker.broker_name, broker.broker_id,
+                        len(configs), tuple(data_version))
+        else:
+            self.counters.liveness_refreshes += 1
+            if not known:
+                logger.info("broker %s (%s/%s id %d) registered", addr, broker.cluster,
+                            broker.broker_name, broker.broker_id)
+        self._broker_live_table[addr] = BrokerLiveInfo(
+            broker=broker,
+            last_update_timestamp_ms=self._clock.now_ms(),
+            last_update_monotonic_s=self._clock.monotonic(),
+            heartbeat_timeout_ms=heartbeat_timeout_ms or self._default_heartbeat_timeout_ms,
+            data_version=data_version,
+        )
+        self.counters.registrations += 1
+        return RegisterResult(master_addr=self._live_master_of(broker),
+                              topic_configs_accepted=take_configs)
+
+    def unregister_broker(self, broker: BrokerIdentity) -> bool:
+        """Remove a broker at once (UNREGISTER_BROKER); False if it was not known."""
+        removed = self._remove(broker)
+        if removed:
+            self.counters.unregistrations += 1
+            logger.info("broker %s (%s/%s id %d) unregistered", broker.broker_addr,
+                        broker.cluster, broker.broker_name, broker.broker_id)
+        return removed
+
+    def scan_not_active_brokers(self) -> list[BrokerLiveInfo]:
+        """Remove every broker silent past its heartbeat timeout; returns them."""
+        now_s = self._clock.monotonic()
+        expired = [info for info in self._broker_live_table.values()
+                   if now_s - info.last_update_monotonic_s > info.heartbeat_timeout_ms / 1000]
+        for info in expired:
+            self._remove(info.broker)
+            self.counters.expirations += 1
+            logger.warning(
+                "broker %s (%s/%s id %d) expired: silent for %.1f s, timeout %d ms",
+                info.broker.broker_addr, info.broker.cluster, info.broker.broker_name,
+                info.broker.broker_id, now_s - info.last_update_monotonic_s,
+                info.heartbeat_timeout_ms)
+        return expired
+
+    # ---------------------------------------------------------------------- queries
+
+    def get_route(self, topic: str) -> TopicRouteData | None:
+        """The topic's route (GET_ROUTEINFO_BY_TOPIC), or None when nobody serves it."""
+        queue_map = self._topic_queue_table.get(topic)
+        if not queue_map:
+            return None
+        names = sorted(queue_map)
+        broker_datas = tuple(self._broker_data(n) for n in names if n in self._broker_addr_table)
+        if not broker_datas:
+            return None
+        return TopicRouteData(queue_datas=tuple(queue_map[n] for n in names),
+                              broker_datas=broker_datas)
+
+    def topics(self) -> list[str]:
+        """Every routable topic, sorted (GET_ALL_TOPIC_LIST_FROM_NAMESERVER)."""
+        return sorted(self._topic_queue_table)
+
+    def cluster_info(self) -> ClusterInfo:
+        """Brokers by name, broker names by cluster, and liveness (GET_BROKER_CLUSTER_INFO)."""
+        return ClusterInfo(
+            broker_addr_table={n: self._broker_data(n) for n in sorted(self._broker_addr_table)},
+            cluster_addr_table={c: tuple(sorted(names))
+                                for c, names in sorted(self._cluster_addr_table.items())},
+            live_brokers=tuple(sorted(
+                self._broker_live_table.values(),
+                key=lambda i: (i.broker.cluster, i.broker.broker_name, i.broker.broker_id))),
+        )
+
+    def live_broker(self, broker_addr: str) -> BrokerLiveInfo | None:
+        return self._broker_live_table.get(broker_addr)
+
+    # ---------------------------------------------------------------------- helpers
+
+    def _check_cluster(self, broker: BrokerIdentity) -> None:
+        entry = self._broker_addr_table.get(broker.broker_name)
+        if entry is None or entry.cluster == broker.cluster:
+            return
+        others = {i: a for i, a in entry.addrs.items() if a != broker.broker_addr}
+        if others:
+            members = ", ".join(f"id {i} at {a}" for i, a in sorted(others.items()))
+            raise RegistrationConflictError(
+                f"broker name {broker.broker_name!r} is registered in cluster "
+                f"{entry.cluster!r} ({members}); {broker.broker_addr} registers it in cluster "
+                f"{broker.cluster!r}. Give this broker another name, or stop the others first")
+
+    def _add_member(self, broker: BrokerIdentity) -> None:
+        name = broker.broker_name
+        entry = self._broker_addr_table.get(name)
+        if entry is None:
+            entry = self._broker_addr_table[name] = _BrokerEntry(cluster=broker.cluster)
+        elif entry.cluster != broker.cluster:
+            # Only this address was left in the old cluster (_check_cluster): move it.
+            self._discard_from_cluster(entry.cluster, name)
+            entry.cluster = broker.cluster
+        self._cluster_addr_table.setdefault(broker.cluster, set()).add(name)
+        previous = entry.addrs.get(broker.broker_id)
+        if previous is not None and previous != broker.broker_addr:
+            logger.warning("broker %s/%s id %d moves from %s to %s; dropping %s",
+                           broker.cluster, name, broker.broker_id, previous,
+                           broker.broker_addr, previous)
+            self._broker_live_table.pop(previous, None)
+        entry.addrs[broker.broker_id] = broker.broker_addr
+
+    def _remove(self, broker: BrokerIdentity) -> bool:
+        # Members and live entries correspond one to one; remove both or neither,
+        # so a stale request naming the wrong broker cannot orphan a member.
+        addr = broker.broker_addr
+        live = self._broker_live_table.get(addr)
+        removed = False
+        if (live is not None and live.broker.broker_name == broker.broker_name
+                and live.broker.broker_id == broker.broker_id):
+            del self._broker_live_table[addr]
+            removed = True
+        entry = self._broker_addr_table.get(broker.broker_name)
+        if entry is None or entry.addrs.get(broker.broker_id) != addr:
+            return removed
+        del entry.addrs[broker.broker_id]
+        if not entry.addrs:
+            del self._broker_addr_table[broker.broker_name]
+            self._discard_from_cluster(entry.cluster, broker.broker_name)
+            self._replace_routes(broker.broker_name, ())
+        return True
+
+    def _discard_from_cluster(self, cluster: str, broker_name: str) -> None:
+        names = self._cluster_addr_table.get(cluster)
+        if names is not None:
+            names.discard(broker_name)
+            if not names:
+                del self._cluster_addr_table[cluster]
+
+    def _replace_routes(self, broker_name: str, configs: Iterable[TopicConfig]) -> None:
+        new = {c.topic_name: QueueData(broker_name=broker_name,
+                                       read_queue_nums=c.read_queue_nums,
+                                       write_queue_nums=c.write_queue_nums,
+                                       perm=c.perm)
+               for c in configs}
+        for topic in self._topics_by_broker_name.pop(broker_name, set()) - new.keys():
+            queue_map = self._topic_queue_table[topic]
+            del queue_map[broker_name]
+            if not queue_map:
+                del self._topic_queue_table[topic]
+        for topic, queue_data in new.items():
+            self._topic_queue_table.setdefault(topic, {})[broker_name] = queue_data
+        if new:
+            self._topics_by_broker_name[broker_name] = set(new)
+
+    def _broker_data(self, broker_name: str) -> BrokerData:
+        entry = self._broker_addr_table[broker_name]
+        return BrokerData(cluster=entry.cluster, broker_name=broker_name,
+                          broker_addrs=dict(sorted(entry.addrs.items())))
+
+    def _live_master_of(self, broker: BrokerIdentity) -> str:
+        if broker.broker_id == MASTER_ID:
+            return ""
+        master = self._broker_addr_table[broker.broker_name].addrs.get(MASTER_ID)
+        return master if master is not None and master in self._broker_live_table else ""

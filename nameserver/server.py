@@ -1,0 +1,106 @@
+"""NameServer: one nameserver component — gRPC server, route table, liveness scan.
+
+``await NameServer(config).start()`` binds ``config.host:config.port`` (port 0
+picks a free one, read back from :attr:`NameServer.port`) and starts the
+liveness scan; ``await stop(grace)`` stops taking requests, lets in-flight ones
+finish for *grace* seconds and cancels the scan. Nameservers share nothing, so
+any number of them can run in one process.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.nameserver.config import NamesrvConfig
+from pocketmq.nameserver.errors import ServerBindError
+from pocketmq.nameserver.liveness import BrokerLivenessService
+from pocketmq.nameserver.route_table import BrokerLiveInfo, RouteTable
+from pocketmq.nameserver.servicer import NameServerServicer
+from pocketmq.v1 import nameserver_pb2_grpc
+
+__all__ = ["NameServer"]
+
+logger = logging.getLogger(__name__)
+
+# Wildcard listen hosts, and the loopback address a local client dials instead.
+_LOCAL_FOR_WILDCARD = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+
+
+def _join_host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class NameServer:
+    """A running nameserver: ``start()``, then ``stop()``."""
+
+    def __init__(self, config: NamesrvConfig, *, clock: Clock | None = None) -> None:
+        self._config = config
+        self.route_table = RouteTable(clock=clock or SystemClock(),
+                                      default_heartbeat_timeout_ms=config.broker_expire_ms)
+        self._liveness = BrokerLivenessService(
+            self.route_table, scan_interval_seconds=config.scan_interval_seconds)
+        self._server: grpc.aio.Server | None = None
+        self._port: int | None = None
+
+    @property
+    def config(self) -> NamesrvConfig:
+        return self._config
+
+    @property
+    def port(self) -> int:
+        """The bound port (the real one when the config asked for port 0)."""
+        if self._port is None:
+            raise RuntimeError("NameServer is not started; call `await start()` first")
+        return self._port
+
+    @property
+    def address(self) -> str:
+        """``host:port`` a client on this machine dials (loopback for a wildcard host)."""
+        host = _LOCAL_FOR_WILDCARD.get(self._config.host, self._config.host)
+        return _join_host_port(host, self.port)
+
+    async def start(self) -> None:
+        if self._server is not None:
+            raise RuntimeError("NameServer is already started")
+        server = grpc.aio.server()
+        nameserver_pb2_grpc.add_NameServerServicer_to_server(
+            NameServerServicer(self.route_table), server)
+        listen = _join_host_port(self._config.host, self._config.port)
+        try:
+            port = server.add_insecure_port(listen)
+        except RuntimeError as exc:
+            raise ServerBindError(f"nameserver cannot listen on {listen}: {exc}; is another "
+                                  f"process using the port?") from None
+        if port == 0:  # older grpcio reports a failed bind this way
+            raise ServerBindError(f"nameserver cannot listen on {listen}; is another process "
+                                  f"using the port?")
+        await server.start()
+        self._server, self._port = server, port
+        self._liveness.start()
+        logger.info("nameserver listening on %s (broker expiry %.1f s, scan every %.1f s)",
+                    _join_host_port(self._config.host, port),
+                    self._config.broker_expire_seconds, self._config.scan_interval_seconds)
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop taking requests; in-flight ones get *grace* seconds (default from config)."""
+        server, self._server = self._server, None
+        await self._liveness.stop()
+        if server is None:
+            return
+        grace_s = self._config.shutdown_grace_seconds if grace is None else grace
+        await server.stop(grace_s)
+        logger.info("nameserver on port %s stopped", self._port)
+
+    def run_once(self) -> list[BrokerLiveInfo]:
+        """Run one liveness scan now; returns the brokers dropped."""
+        return self._liveness.run_once()
+
+    async def __aenter__(self) -> NameServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()

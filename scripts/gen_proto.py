@@ -1,0 +1,140 @@
+"""Regenerate the Python code for the wire contract in ``proto/pocketmq/v1``.
+
+The one command, from the repository root::
+
+    .venv/bin/python scripts/gen_proto.py            # rewrite the generated files
+    .venv/bin/python scripts/gen_proto.py --check    # exit 1 and list stale files
+
+For every ``proto/pocketmq/v1/*.proto`` it runs ``grpc_tools.protoc -I proto``
+and writes ``*_pb2.py``, ``*_pb2.pyi`` and ``*_pb2_grpc.py`` next to the
+``.proto``. With ``-I proto`` the imports come out as
+``from pocketmq.v1 import common_pb2``, which resolves because pyproject maps
+``proto/pocketmq/v1`` to the ``pocketmq.v1`` package.
+
+The generated files are committed and never edited by hand;
+``tests/unit/test_proto_generated.py`` runs ``--check`` so a stale file fails
+the test run. ``--check`` generates into a temporary directory and compares
+byte for byte; a generated file whose ``.proto`` is gone counts as stale too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PROTO_ROOT = REPO_ROOT / "proto"
+PACKAGE_DIR = Path("pocketmq") / "v1"
+GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
+
+
+def proto_files(proto_root: Path = PROTO_ROOT) -> list[Path]:
+    """The ``.proto`` files of the package, relative to *proto_root*, sorted."""
+    return sorted(p.relative_to(proto_root) for p in (proto_root / PACKAGE_DIR).glob("*.proto"))
+
+
+def generate(out_root: Path, proto_root: Path = PROTO_ROOT) -> list[Path]:
+    """Run protoc over every ``.proto`` into *out_root*; returns the files written.
+
+    Paths returned are relative to *out_root* (``pocketmq/v1/x_pb2.py``).
+    Raises ``RuntimeError`` with protoc's exit code when protoc fails (its own
+    diagnostics have already gone to stderr).
+    """
+    # Imported here so `--help` works without grpcio-tools installed.
+    import grpc_tools
+    from grpc_tools import protoc
+
+    sources = proto_files(proto_root)
+    if not sources:
+        raise RuntimeError(f"no .proto files under {proto_root / PACKAGE_DIR}")
+    well_known = Path(grpc_tools.__file__).parent / "_proto"
+    out_root.mkdir(parents=True, exist_ok=True)
+    argv = [
+        "grpc_tools.protoc",
+        f"-I{proto_root}",
+        f"-I{well_known}",
+        f"--python_out={out_root}",
+        f"--pyi_out={out_root}",
+        f"--grpc_python_out={out_root}",
+        *(str(s) for s in sources),
+    ]
+    code = protoc.main(argv)
+    if code != 0:
+        raise RuntimeError(f"protoc exited with code {code} for {[str(s) for s in sources]}")
+    return sorted(p.relative_to(out_root) for p in (out_root / PACKAGE_DIR).iterdir()
+                  if p.name.endswith(GENERATED_SUFFIXES))
+
+
+def committed_generated(proto_root: Path = PROTO_ROOT) -> list[Path]:
+    """Generated files currently in the tree, relative to *proto_root*."""
+    return sorted(p.relative_to(proto_root) for p in (proto_root / PACKAGE_DIR).iterdir()
+                  if p.name.endswith(GENERATED_SUFFIXES))
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def stale_files(proto_root: Path = PROTO_ROOT) -> list[str]:
+    """Files that differ from a fresh generation, with the reason for each."""
+    with tempfile.TemporaryDirectory(prefix="pocketmq-proto-") as tmp:
+        fresh_root = Path(tmp)
+        fresh = generate(fresh_root, proto_root)
+        problems = []
+        for rel in fresh:
+            target = proto_root / rel
+            if not target.exists():
+                problems.append(f"{_display(target)}: missing")
+            elif target.read_bytes() != (fresh_root / rel).read_bytes():
+                problems.append(f"{_display(target)}: out of date")
+        for rel in sorted(set(committed_generated(proto_root)) - set(fresh)):
+            problems.append(f"{_display(proto_root / rel)}: no .proto generates it any more")
+        return problems
+
+
+def write_in_place(proto_root: Path = PROTO_ROOT) -> list[Path]:
+    """Regenerate into the tree; removes generated files whose ``.proto`` is gone."""
+    with tempfile.TemporaryDirectory(prefix="pocketmq-proto-") as tmp:
+        fresh_root = Path(tmp)
+        fresh = generate(fresh_root, proto_root)
+        for rel in sorted(set(committed_generated(proto_root)) - set(fresh)):
+            (proto_root / rel).unlink()
+        for rel in fresh:
+            shutil.copyfile(fresh_root / rel, proto_root / rel)
+        return [proto_root / rel for rel in fresh]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true",
+                        help="do not write; exit 1 listing generated files that are stale")
+    args = parser.parse_args(argv)
+    try:
+        if args.check:
+            problems = stale_files()
+            if problems:
+                print("generated protobuf code is stale; run `python scripts/gen_proto.py`:",
+                      file=sys.stderr)
+                for line in problems:
+                    print(f"  {line}", file=sys.stderr)
+                return 1
+            print("generated protobuf code is up to date")
+            return 0
+        written = write_in_place()
+    except RuntimeError as exc:
+        print(f"gen_proto: {exc}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {_display(path)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,62 @@
+"""``pocketmq standalone`` as a real process: serves, routes, and stops cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+
+import grpc
+
+from pocketmq.common.message import encode_record, pack_host
+from pocketmq.v1 import broker_pb2 as pb
+from pocketmq.v1 import broker_pb2_grpc, nameserver_pb2, nameserver_pb2_grpc
+
+READY = re.compile(rb"standalone: nameserver on (\S+), broker broker-a on (\S+)")
+
+
+async def test_standalone_serves_and_stops_gracefully_on_sigterm(tmp_path):
+    data_dir = tmp_path / "data"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pocketmq", "standalone", "--data-dir", str(data_dir),
+        "--namesrv-port", "0", "--broker-port", "0",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    try:
+        log = b""
+        while not (match := READY.search(log)):
+            line = await asyncio.wait_for(proc.stderr.readline(), 30)
+            assert line, f"standalone exited before it was ready:\n{log.decode()}"
+            log += line
+        namesrv_addr, broker_addr = (m.decode() for m in match.groups())
+        async with grpc.aio.insecure_channel(broker_addr) as channel:
+            record = encode_record(topic="CliTopic", body=b"hi",
+                                   store_host=pack_host(("127.0.0.1", 0)))
+            reply = await broker_pb2_grpc.BrokerStub(channel).SendMessage(
+                pb.SendMessageRequest(record=record))
+            assert reply.results[0].status == pb.SEND_OK
+        async with grpc.aio.insecure_channel(namesrv_addr) as channel:
+            stub = nameserver_pb2_grpc.NameServerStub(channel)
+            route = await stub.GetRouteInfoByTopic(
+                nameserver_pb2.GetRouteInfoByTopicRequest(topic="CliTopic"))
+            assert dict(route.route.broker_datas[0].broker_addrs) == {0: broker_addr}
+        assert (data_dir / "abort").exists()
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert not os.path.exists(data_dir / "abort")
+    assert (data_dir / "config" / "topics.json").exists()
+
+
+async def test_a_bad_flag_value_exits_2_naming_the_key(tmp_path):
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pocketmq", "broker", "--data-dir", str(tmp_path),
+        "--namesrv", "no-port-here", stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE)
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 2
+    assert b"namesrv_addrs" in err

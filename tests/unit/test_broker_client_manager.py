@@ -1,0 +1,136 @@
+"""ClientManager: heartbeats, expiry on a ManualClock, membership-change notifications."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pocketmq.broker.client_manager import (
+    ChannelOpened,
+    ClientManager,
+    ConsumerRegistration,
+    NotifyConsumerIdsChanged,
+)
+from pocketmq.common.clock import ManualClock
+
+
+def consumer(group="GroupA", **subs) -> ConsumerRegistration:
+    return ConsumerRegistration(group=group, subscriptions=subs or {"TopicA": "*"})
+
+
+def pending(channel) -> list:
+    out = []
+    while not channel._queue.empty():
+        out.append(channel._queue.get_nowait())
+    return out
+
+
+async def test_heartbeats_register_producers_and_consumers():
+    m = ClientManager(broker_name="broker-a", clock=ManualClock())
+    m.heartbeat("c2", consumers=[consumer()])
+    m.heartbeat("c1", producer_groups=["PG"], consumers=[consumer()])
+    assert m.consumer_ids("GroupA") == ["c1", "c2"]
+    assert m.producer_ids("PG") == ["c1"]
+    assert m.subscribed_topics("GroupA") == {"TopicA"}
+    assert m.consumer_ids("Unknown") == []
+
+
+async def test_clients_silent_past_the_expiry_are_dropped():
+    clock = ManualClock()
+    m = ClientManager(broker_name="broker-a", expire_seconds=120, clock=clock)
+    m.heartbeat("old", producer_groups=["PG"], consumers=[consumer()])
+    clock.advance(100)
+    m.heartbeat("fresh", consumers=[consumer()])
+    clock.advance(30)   # old: 130 s silent, fresh: 30 s
+    assert m.run_once() == ["old"]
+    assert m.consumer_ids("GroupA") == ["fresh"]
+    assert m.producer_ids("PG") == []
+    clock.advance(89)   # fresh: 119 s silent
+    assert m.run_once() == []
+    clock.advance(2)
+    assert m.run_once() == ["fresh"]
+
+
+async def test_a_heartbeat_keeps_a_client_alive():
+    clock = ManualClock()
+    m = ClientManager(broker_name="broker-a", expire_seconds=120, clock=clock)
+    for _ in range(10):
+        m.heartbeat("c1", consumers=[consumer()])
+        clock.advance(30)
+        assert m.run_once() == []
+
+
+async def test_group_members_are_told_when_a_consumer_joins_leaves_or_expires():
+    clock = ManualClock()
+    m = ClientManager(broker_name="broker-a", expire_seconds=120, clock=clock)
+    m.heartbeat("c1", consumers=[consumer()])
+    ch1 = m.open_channel("c1")
+    assert pending(ch1) == [ChannelOpened("broker-a")]
+    m.heartbeat("c2", consumers=[consumer()])
+    assert pending(ch1) == [NotifyConsumerIdsChanged("GroupA")]
+    m.heartbeat("c2", consumers=[consumer()])          # same member, same topics: quiet
+    assert pending(ch1) == []
+    m.heartbeat("c2", consumers=[consumer(TopicA="*", TopicB="*")])   # topics changed
+    assert pending(ch1) == [NotifyConsumerIdsChanged("GroupA")]
+    m.unregister("c2", consumer_group="GroupA")
+    assert pending(ch1) == [NotifyConsumerIdsChanged("GroupA")]
+    m.heartbeat("c3", consumers=[consumer()])
+    pending(ch1)
+    clock.advance(100)
+    m.heartbeat("c1", consumers=[consumer()])
+    clock.advance(30)
+    assert m.run_once() == ["c2", "c3"]   # c2 left the group but was still a client
+    assert pending(ch1) == [NotifyConsumerIdsChanged("GroupA")]
+
+
+async def test_other_groups_are_not_notified():
+    m = ClientManager(broker_name="broker-a", clock=ManualClock())
+    m.heartbeat("b1", consumers=[consumer("GroupB")])
+    ch = m.open_channel("b1")
+    pending(ch)
+    m.heartbeat("a1", consumers=[consumer("GroupA")])
+    assert pending(ch) == []
+
+
+async def test_channel_streams_commands_until_closed():
+    m = ClientManager(broker_name="broker-a", clock=ManualClock())
+    m.heartbeat("c1", consumers=[consumer()])
+    channel = m.open_channel("c1")
+    received = []
+
+    async def read():
+        async for command in channel.commands():
+            received.append(command)
+
+    reader = asyncio.create_task(read())
+    m.heartbeat("c2", consumers=[consumer()])
+    m.close_channel(channel)
+    await asyncio.wait_for(reader, 1)
+    assert received == [ChannelOpened("broker-a"), NotifyConsumerIdsChanged("GroupA")]
+    assert m.channel("c1") is None
+
+
+async def test_a_new_channel_replaces_the_old_one():
+    m = ClientManager(broker_name="broker-a", clock=ManualClock())
+    old = m.open_channel("c1")
+    new = m.open_channel("c1")
+    assert old.closed and not new.closed
+    m.close_channel(old)   # the old stream ending must not drop the new one
+    assert m.channel("c1") is new
+
+
+async def test_an_unread_channel_drops_commands_past_its_bound():
+    m = ClientManager(broker_name="broker-a", clock=ManualClock())
+    channel = m.open_channel("c1")
+    for _ in range(channel.MAX_PENDING + 10):
+        channel.send(NotifyConsumerIdsChanged("G"))
+    assert channel._queue.qsize() == channel.MAX_PENDING
+
+
+async def test_expiry_closes_the_clients_channel():
+    clock = ManualClock()
+    m = ClientManager(broker_name="broker-a", expire_seconds=120, clock=clock)
+    m.heartbeat("c1", consumers=[consumer()])
+    channel = m.open_channel("c1")
+    clock.advance(121)
+    m.run_once()
+    assert channel.closed and m.channel("c1") is None

@@ -1,0 +1,438 @@
+"""Send, pull and admin services against a small in-memory store.
+
+The fake implements the MessageStore protocol's read semantics (RocketMQ's
+getMessage offset statuses) closely enough to drive the services; the real
+store is exercised by tests/integration/test_broker_*.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+
+import pytest
+
+from pocketmq.broker.admin_service import AdminService
+from pocketmq.broker.client_manager import ClientManager
+from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
+from pocketmq.broker.errors import (
+    BrokerError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+    PutRejectedError,
+)
+from pocketmq.broker.long_polling import PullRequestHoldService
+from pocketmq.broker.pull_service import (
+    PullMessageService,
+    PullRequest,
+    PullStatus,
+    parse_tag_expression,
+)
+from pocketmq.broker.send_service import SendMessageService, SendStatus, walk_records
+from pocketmq.broker.store.results import GetResult, GetStatus, PutResult, PutStatus
+from pocketmq.broker.topic_config import Perm, TopicConfig, TopicConfigManager
+from pocketmq.common.clock import ManualClock
+from pocketmq.common.hashing import tags_code
+from pocketmq.common.message import decode_record, encode_record, iter_records, pack_host
+from pocketmq.common.msgid import encode_offset_msg_id
+
+STORE_HOST = ("127.0.0.1", 10911)
+
+
+class FakeStore:
+    """Records per queue in memory; offsets and statuses as RocketMQ's store gives them."""
+
+    def __init__(self) -> None:
+        self.queues: dict[tuple[str, int], list[tuple[bytes, int, int]]] = {}
+        self.by_phys: dict[int, bytes] = {}
+        self.phys = 0
+        self.listeners = []
+        self.puts = 0
+        self.put_status = PutStatus.PUT_OK
+        self.flush_status: PutStatus | None = None
+        self.now_ms = 1_700_000_000_000
+
+    def put_batch(self, blob):
+        self.puts += 1
+        if self.put_status is not PutStatus.PUT_OK:
+            return PutResult(status=self.put_status, error=f"fake {self.put_status.value}")
+        lists = {k: [] for k in ("topics", "queue_ids", "queue_offsets", "phys_offsets",
+                                 "uniq_keys")}
+        arrived = {}
+        for msg in iter_records(bytes(blob)):
+            queue = self.queues.setdefault((msg.topic, msg.queue_id), [])
+            rec = encode_record(topic=msg.topic, body=msg.body, queue_id=msg.queue_id,
+                                properties=msg.properties, queue_offset=len(queue),
+                                phys_offset=self.phys, store_timestamp_ms=self.now_ms)
+            queue.append((rec, tags_code(msg.tags), self.now_ms))
+            self.by_phys[self.phys] = rec
+            for key, value in (("topics", msg.topic), ("queue_ids", msg.queue_id),
+                               ("queue_offsets", len(queue) - 1), ("phys_offsets", self.phys),
+                               ("uniq_keys", msg.uniq_key)):
+                lists[key].append(value)
+            self.phys += len(rec)
+            arrived[(msg.topic, msg.queue_id)] = len(queue)
+        future = None
+        if self.flush_status is not None:
+            future = concurrent.futures.Future()
+            future.set_result(self.flush_status)
+        for (topic, qid), max_offset in arrived.items():
+            for listener in self.listeners:
+                listener(topic, qid, max_offset)
+        return PutResult(status=PutStatus.PUT_OK, store_timestamp_ms=self.now_ms,
+                         flush_future=future, **lists)
+
+    def get_messages(self, topic, queue_id, offset, *, max_count=None, max_bytes=None,
+                     tag_codes=None):
+        queue = self.queues.get((topic, queue_id))
+        if queue is None:
+            return GetResult(status=GetStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0,
+                             min_offset=0, max_offset=0)
+        lo, hi = 0, len(queue)
+
+        def result(status, next_offset, records=()):
+            return GetResult(status=status, next_begin_offset=next_offset, min_offset=lo,
+                             max_offset=hi, records=list(records))
+
+        if hi == 0:
+            return result(GetStatus.NO_MESSAGE_IN_QUEUE, 0)
+        if offset < lo:
+            return result(GetStatus.OFFSET_TOO_SMALL, lo)
+        if offset == hi:
+            return result(GetStatus.OFFSET_OVERFLOW_ONE, offset)
+        if offset > hi:
+            return result(GetStatus.OFFSET_OVERFLOW_BADLY, hi)
+        found, i = [], offset
+        while i < hi and len(found) < (max_count or 32):
+            rec, code, _ = queue[i]
+            if tag_codes is None or code in tag_codes:
+                found.append(rec)
+            i += 1
+        return result(GetStatus.FOUND if found else GetStatus.NO_MATCHED_MESSAGE, i, found)
+
+    def read_record(self, phys_offset):
+        return self.by_phys.get(phys_offset)
+
+    def query_by_key(self, topic, key, *, max_count=None, begin_timestamp_ms=0,
+                     end_timestamp_ms=None):
+        return [r for r in self.by_phys.values() if key in decode_record(r).keys]
+
+    def min_offset(self, topic, queue_id):
+        return 0
+
+    def max_offset(self, topic, queue_id):
+        return len(self.queues.get((topic, queue_id), []))
+
+    def store_timestamp(self, topic, queue_id, offset):
+        queue = self.queues.get((topic, queue_id), [])
+        return queue[offset][2] if 0 <= offset < len(queue) else None
+
+    def offset_by_timestamp(self, topic, queue_id, timestamp_ms):
+        return 0
+
+    def delete_topics(self, topics):
+        for key in [k for k in self.queues if k[0] in set(topics)]:
+            del self.queues[key]
+
+    def add_arrival_listener(self, listener):
+        self.listeners.append(listener)
+
+
+def record(topic="TopicA", queue_id=0, body=b"hello", tags="", keys="", uniq="U1") -> bytes:
+    props = {k: v for k, v in (("TAGS", tags), ("KEYS", keys), ("UNIQ_KEY", uniq)) if v}
+    return encode_record(topic=topic, body=body, queue_id=queue_id, properties=props,
+                         born_host=pack_host(("10.0.0.9", 5000)),
+                         store_host=pack_host(STORE_HOST))
+
+
+class Env:
+    def __init__(self, tmp_path, *, auto_create=True):
+        self.store = FakeStore()
+        self.clock = ManualClock()
+        self.topics = TopicConfigManager(str(tmp_path / "config"), broker_name="broker-a",
+                                         cluster_name="DefaultCluster",
+                                         auto_create_enable=auto_create, clock=self.clock)
+        self.topics.load()
+        self.offsets = ConsumerOffsetManager(str(tmp_path / "config"))
+        self.hold = PullRequestHoldService(max_parked=100)
+        self.store.add_arrival_listener(self.hold.on_arrival)
+        self.clients = ClientManager(broker_name="broker-a", clock=self.clock)
+        self.send = SendMessageService(self.store, self.topics, store_host=STORE_HOST,
+                                       max_body_bytes=1024)
+        self.pull_service = PullMessageService(self.store, self.topics, self.offsets, self.hold,
+                                               max_pull_messages=32)
+        self.admin = AdminService(self.store, self.topics, self.offsets, self.clients,
+                                  self.hold, broker_name="broker-a",
+                                  cluster_name="DefaultCluster", store_host=STORE_HOST)
+
+    async def pull(self, **kwargs):
+        kwargs.setdefault("consumer_group", "GroupA")
+        kwargs.setdefault("topic", "TopicA")
+        kwargs.setdefault("queue_id", 0)
+        kwargs.setdefault("queue_offset", 0)
+        kwargs.setdefault("suspend_timeout_ms", 0)
+        return await self.pull_service.pull(PullRequest(**kwargs))
+
+
+@pytest.fixture
+def env(tmp_path):
+    return Env(tmp_path)
+
+
+# -- send -----------------------------------------------------------------------------------
+async def test_send_answers_ids_queue_and_offset_per_message(env):
+    blob = record(queue_id=1, uniq="A") + record(queue_id=1, uniq="B") + record(
+        topic="TopicB", queue_id=0, uniq="C")
+    receipts, store_ts = await env.send.send(blob)
+    assert [(r.topic, r.queue_id, r.queue_offset, r.msg_id) for r in receipts] == [
+        ("TopicA", 1, 0, "A"), ("TopicA", 1, 1, "B"), ("TopicB", 0, 0, "C")]
+    assert all(r.status is SendStatus.SEND_OK for r in receipts)
+    first_record_size = len(env.store.queues[("TopicA", 1)][0][0])
+    assert receipts[1].offset_msg_id == encode_offset_msg_id(*STORE_HOST, first_record_size)
+    assert store_ts == env.store.now_ms
+    assert env.topics.get("TopicB").write_queue_nums == 8   # auto-created
+
+
+async def test_a_timed_out_sync_flush_still_acknowledges_with_its_status(env):
+    env.store.flush_status = PutStatus.FLUSH_DISK_TIMEOUT
+    receipts, _ = await env.send.send(record())
+    assert receipts[0].status is SendStatus.FLUSH_DISK_TIMEOUT
+
+
+def _corrupt(rec: bytes, pos: int, value: bytes) -> bytes:
+    return rec[:pos] + value + rec[pos + len(value):]
+
+
+@pytest.mark.parametrize(("blob", "reason", "words"), [
+    (b"", "MESSAGE_ILLEGAL", "no records"),
+    (record()[:40], "MESSAGE_ILLEGAL", "cut short"),
+    (_corrupt(record(), 4, b"\x00\x00\x00\x00"), "MESSAGE_ILLEGAL", "magic code"),
+    (record()[:-1], "MESSAGE_ILLEGAL", "TOTALSIZE"),
+    (record(body=b""), "MESSAGE_ILLEGAL", "body is empty"),
+    (record(body=b"x" * 2048), "MESSAGE_BODY_TOO_LARGE",
+     "message body is 2048 bytes; this broker accepts at most 1024 (max_message_size)"),
+    (record(topic="bad topic"), "MESSAGE_ILLEGAL", "contains"),
+    (record(queue_id=8), "MESSAGE_ILLEGAL", "queue id 8 is out of range"),
+    (record(queue_id=-1), "MESSAGE_ILLEGAL", "queue id -1 is out of range"),
+])
+async def test_each_malformed_send_gets_its_own_refusal_and_stores_nothing(env, blob, reason,
+                                                                           words):
+    with pytest.raises(InvalidRequestError) as info:
+        await env.send.send(blob)
+    assert info.value.reason == reason
+    assert words in info.value.message
+    assert env.store.puts == 0
+
+
+async def test_send_refuses_system_topics_and_unwritable_topics(env):
+    with pytest.raises(PermissionDeniedError, match="written by the broker only"):
+        await env.send.send(record(topic="SCHEDULE_TOPIC_XXXX"))
+    env.topics.create(TopicConfig(topic_name="ReadOnly", perm=Perm.READ))
+    with pytest.raises(PermissionDeniedError, match="not writable"):
+        await env.send.send(record(topic="ReadOnly"))
+    assert env.store.puts == 0
+
+
+async def test_send_to_an_unknown_topic_with_auto_create_off_says_how_to_create_it(tmp_path):
+    env = Env(tmp_path, auto_create=False)
+    with pytest.raises(NotFoundError, match="CreateTopic") as info:
+        await env.send.send(record(topic="Unknown"))
+    assert info.value.reason == "TOPIC_NOT_EXIST"
+    assert env.topics.get("Unknown") is None and env.store.puts == 0
+
+
+async def test_a_bad_record_late_in_a_batch_creates_no_topic(env):
+    with pytest.raises(InvalidRequestError):
+        await env.send.send(record(topic="NewTopic") + record(topic="NewTopic", queue_id=99))
+    assert env.topics.get("NewTopic") is None
+
+
+async def test_send_message_refuses_more_than_one_record(env):
+    with pytest.raises(InvalidRequestError, match="SendBatch"):
+        await env.send.send(record() + record(), single=True)
+    assert env.store.puts == 0
+
+
+@pytest.mark.parametrize("status", [PutStatus.DISK_FULL, PutStatus.SERVICE_NOT_AVAILABLE,
+                                    PutStatus.MESSAGE_ILLEGAL])
+async def test_store_refusals_carry_the_put_status(env, status):
+    env.store.put_status = status
+    with pytest.raises(PutRejectedError) as info:
+        await env.send.send(record())
+    assert info.value.status is status and info.value.reason == status.value
+
+
+def test_walk_records_reads_topic_queue_and_body_length():
+    heads = walk_records(record(topic="T1", queue_id=3, body=b"abc") + record(topic="T2"),
+                         max_body_bytes=100)
+    assert [(h.topic, h.queue_id, h.body_len) for h in heads] == [("T1", 3, 3), ("T2", 0, 5)]
+    assert heads[1].batch_offset == len(record(topic="T1", queue_id=3, body=b"abc"))
+
+
+# -- pull -----------------------------------------------------------------------------------
+async def test_pull_statuses_and_next_offsets_follow_rocketmq(env):
+    env.topics.create(TopicConfig(topic_name="TopicA"))
+    empty = await env.pull(queue_offset=0)
+    assert (empty.status, empty.get_status) == (PullStatus.NO_NEW_MSG,
+                                                GetStatus.NO_MATCHED_LOGIC_QUEUE)
+    await env.send.send(record() + record() + record())
+    found = await env.pull(queue_offset=1)
+    assert (found.status, found.next_begin_offset, len(found.records)) == (
+        PullStatus.FOUND, 3, 2)
+    assert [m.queue_offset for m in iter_records(b"".join(found.records))] == [1, 2]
+    one = await env.pull(queue_offset=3)
+    assert (one.status, one.get_status, one.next_begin_offset) == (
+        PullStatus.NO_NEW_MSG, GetStatus.OFFSET_OVERFLOW_ONE, 3)
+    badly = await env.pull(queue_offset=10)
+    assert (badly.status, badly.get_status, badly.next_begin_offset) == (
+        PullStatus.OFFSET_ILLEGAL, GetStatus.OFFSET_OVERFLOW_BADLY, 3)
+    assert (badly.min_offset, badly.max_offset) == (0, 3)
+
+
+async def test_pull_filters_on_tag_codes(env):
+    await env.send.send(record(tags="TagA") + record(tags="TagB") + record(tags="TagC"))
+    out = await env.pull(subscription="TagA || TagC")
+    assert [m.tags for m in iter_records(b"".join(out.records))] == ["TagA", "TagC"]
+    none = await env.pull(subscription="TagZ")
+    assert (none.status, none.next_begin_offset) == (PullStatus.NO_MATCHED_MSG, 3)
+
+
+async def test_pull_honours_max_msg_nums_and_the_broker_cap(env):
+    await env.send.send(b"".join(record() for _ in range(40)))
+    assert len((await env.pull(max_msg_nums=5)).records) == 5
+    assert len((await env.pull(max_msg_nums=1000)).records) == 32
+
+
+async def test_the_consumer_offset_rides_on_the_pull(env):
+    await env.send.send(record())
+    await env.pull(commit_offset=1)
+    assert env.offsets.query("GroupA", "TopicA", 0) == 1
+
+
+@pytest.mark.parametrize(("kwargs", "error", "words"), [
+    ({"consumer_group": ""}, InvalidRequestError, "group name is empty"),
+    ({"topic": "bad/topic"}, InvalidRequestError, "contains"),
+    ({"topic": "Nope"}, NotFoundError, "does not exist"),
+    ({"queue_id": 8}, InvalidRequestError, "queue id 8 is out of range"),
+    ({"queue_offset": -1}, InvalidRequestError, "queue_offset is -1"),
+    ({"max_msg_nums": -2}, InvalidRequestError, "max_msg_nums is -2"),
+    ({"suspend_timeout_ms": -5}, InvalidRequestError, "suspend_timeout_ms is -5"),
+    ({"commit_offset": -1}, InvalidRequestError, "commit_offset is -1"),
+    ({"subscription": " || "}, InvalidRequestError, "names no tags"),
+])
+async def test_each_malformed_pull_gets_its_own_refusal(env, kwargs, error, words):
+    env.topics.create(TopicConfig(topic_name="TopicA"))
+    with pytest.raises(error, match=words):
+        await env.pull(**kwargs)
+
+
+async def test_pull_refuses_an_unreadable_topic(env):
+    env.topics.create(TopicConfig(topic_name="WriteOnly", perm=Perm.WRITE))
+    with pytest.raises(PermissionDeniedError, match="not readable"):
+        await env.pull(topic="WriteOnly")
+
+
+def test_tag_expressions_parse_like_rocketmqs():
+    assert parse_tag_expression("*") is None
+    assert parse_tag_expression("") is None
+    assert parse_tag_expression(" TagA ||TagB|| ") == frozenset({"TagA", "TagB"})
+
+
+# -- long polling through the pull service ----------------------------------------------------
+async def wait_parked(hold, count=1):
+    for _ in range(100):
+        if hold.parked_count >= count:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("pull never parked")
+
+
+async def test_an_empty_pull_is_answered_by_the_next_matching_send(env):
+    env.topics.create(TopicConfig(topic_name="TopicA"))
+    pull = asyncio.create_task(env.pull(suspend_timeout_ms=30_000))
+    await wait_parked(env.hold)
+    await env.send.send(record(body=b"late"))
+    out = await asyncio.wait_for(pull, 1)
+    assert out.status is PullStatus.FOUND
+    assert [m.body for m in iter_records(b"".join(out.records))] == [b"late"]
+
+
+async def test_a_non_matching_arrival_parks_the_pull_again_past_it(env):
+    env.topics.create(TopicConfig(topic_name="TopicA"))
+    pull = asyncio.create_task(env.pull(subscription="TagA", suspend_timeout_ms=30_000))
+    await wait_parked(env.hold)
+    await env.send.send(record(tags="TagB"))
+    await asyncio.sleep(0)
+    await wait_parked(env.hold)
+    assert not pull.done()
+    await env.send.send(record(tags="TagA"))
+    out = await asyncio.wait_for(pull, 1)
+    assert out.status is PullStatus.FOUND and out.next_begin_offset == 2
+    assert [m.tags for m in iter_records(b"".join(out.records))] == ["TagA"]
+
+
+async def test_a_parked_pull_is_answered_empty_at_its_suspend_time(env):
+    env.topics.create(TopicConfig(topic_name="TopicA"))
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    out = await env.pull(suspend_timeout_ms=50)
+    assert out.status is PullStatus.NO_NEW_MSG
+    assert loop.time() - started >= 0.045
+
+
+async def test_offset_errors_are_answered_at_once_without_parking(env):
+    await env.send.send(record())
+    out = await env.pull(queue_offset=5, suspend_timeout_ms=30_000)
+    assert out.status is PullStatus.OFFSET_ILLEGAL and env.hold.parked_count == 0
+
+
+# -- admin ----------------------------------------------------------------------------------
+async def test_topic_status_and_consume_progress(env):
+    env.topics.create(TopicConfig(topic_name="TopicA", read_queue_nums=2, write_queue_nums=2))
+    await env.send.send(record(queue_id=0) + record(queue_id=0) + record(queue_id=1))
+    status = env.admin.topic_status("TopicA")
+    assert [(q.queue_id, q.min_offset, q.max_offset) for q in status] == [(0, 0, 2), (1, 0, 1)]
+    assert status[0].last_store_timestamp_ms == env.store.now_ms
+    env.offsets.commit("GroupA", "TopicA", 0, 1)
+    progress = env.admin.consume_progress("GroupA")
+    assert [(p.queue_id, p.broker_offset, p.consumer_offset, p.lag) for p in progress] == [
+        (0, 2, 1, 1), (1, 1, -1, 1)]
+    with pytest.raises(NotFoundError, match="no offsets"):
+        env.admin.consume_progress("Nobody")
+
+
+async def test_view_message_by_offset_msg_id(env):
+    receipts, _ = await env.send.send(record(body=b"find me"))
+    assert decode_record(env.admin.view_message(receipts[0].offset_msg_id)).body == b"find me"
+    with pytest.raises(InvalidRequestError, match="not hexadecimal"):
+        env.admin.view_message("Z" * 32)
+    with pytest.raises(InvalidRequestError, match=r"names broker 10\.1\.1\.1:10911"):
+        env.admin.view_message(encode_offset_msg_id("10.1.1.1", 10911, 0))
+    with pytest.raises(NotFoundError, match="no message at commit-log offset 999"):
+        env.admin.view_message(encode_offset_msg_id(*STORE_HOST, 999))
+
+
+async def test_query_by_key_validates_its_arguments(env):
+    await env.send.send(record(keys="order-1"))
+    assert len(env.admin.query_by_key("TopicA", "order-1")) == 1
+    for kwargs, words in (({"key": ""}, "key is empty"),
+                          ({"max_num": -1}, "max_num is -1"),
+                          ({"begin_timestamp_ms": 5, "end_timestamp_ms": 2}, "is after")):
+        args = {"key": "order-1", **kwargs}
+        with pytest.raises(InvalidRequestError, match=words):
+            env.admin.query_by_key("TopicA", args.pop("key"), **args)
+
+
+async def test_delete_topic_drops_queues_and_offsets(env):
+    await env.send.send(record(topic="Gone"))
+    env.offsets.commit("G", "Gone", 0, 1)
+    env.admin.delete_topic("Gone")
+    assert env.topics.get("Gone") is None
+    assert env.store.max_offset("Gone", 0) == 0
+    assert env.offsets.query("G", "Gone", 0) is None
+
+
+def test_every_refusal_is_a_broker_error():
+    for cls in (InvalidRequestError, NotFoundError, PermissionDeniedError):
+        assert issubclass(cls, BrokerError)

@@ -1,0 +1,50 @@
+"""The import contract: layers import downwards only (STYLE.md, DESIGN.md §1)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# folder -> import prefixes it may use from pocketmq (besides its own)
+CONTRACT = {
+    "common": ("pocketmq.common",),
+    "broker/store": ("pocketmq.common", "pocketmq.broker.store"),
+    "client": ("pocketmq.common", "pocketmq.client", "pocketmq.v1"),
+    "nameserver": ("pocketmq.common", "pocketmq.nameserver", "pocketmq.v1"),
+}
+FORBIDDEN_THIRD_PARTY = {
+    "broker/store": ("grpc", "google.protobuf", "asyncio", "uvloop"),
+    "common": ("grpc", "google.protobuf", "asyncio"),
+}
+
+
+def imports_of(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
+@pytest.mark.parametrize("folder", sorted(CONTRACT))
+def test_layer_imports_only_what_its_contract_allows(folder):
+    allowed = CONTRACT[folder]
+    forbidden = FORBIDDEN_THIRD_PARTY.get(folder, ())
+    files = [p for p in (ROOT / folder).rglob("*.py") if "_pb2" not in p.name]
+    assert files, f"no modules under {folder}"
+    problems = []
+    for path in files:
+        for name in imports_of(path):
+            if name.startswith("pocketmq") and not name.startswith(allowed):
+                problems.append(f"{path.relative_to(ROOT)} imports {name}")
+            if name.split(".")[0] in {f.split(".")[0] for f in forbidden} and any(
+                    name == f or name.startswith(f + ".") for f in forbidden):
+                problems.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not problems, "\n".join(problems)
