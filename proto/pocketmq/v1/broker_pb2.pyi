@@ -1,13 +1,10 @@
-from collections.abc import Iterable as _Iterable
-from collections.abc import Mapping as _Mapping
-from typing import ClassVar as _ClassVar
-
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import message as _message
+from pocketmq.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
-
-from pocketmq.v1 import common_pb2 as _common_pb2
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -86,23 +83,23 @@ CONSUME_FROM_FIRST_OFFSET: ConsumeFromWhere
 CONSUME_FROM_TIMESTAMP: ConsumeFromWhere
 
 class SendMessageRequest(_message.Message):
-    __slots__ = ("producer_group", "record")
+    __slots__ = ("record", "producer_group")
     RECORD_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
     record: bytes
     producer_group: str
-    def __init__(self, record: bytes | None = ..., producer_group: str | None = ...) -> None: ...
+    def __init__(self, record: _Optional[bytes] = ..., producer_group: _Optional[str] = ...) -> None: ...
 
 class SendBatchRequest(_message.Message):
-    __slots__ = ("producer_group", "records")
+    __slots__ = ("records", "producer_group")
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
     records: bytes
     producer_group: str
-    def __init__(self, records: bytes | None = ..., producer_group: str | None = ...) -> None: ...
+    def __init__(self, records: _Optional[bytes] = ..., producer_group: _Optional[str] = ...) -> None: ...
 
 class SendResultEntry(_message.Message):
-    __slots__ = ("msg_id", "offset_msg_id", "queue_id", "queue_offset", "status", "topic")
+    __slots__ = ("status", "msg_id", "offset_msg_id", "topic", "queue_id", "queue_offset")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     MSG_ID_FIELD_NUMBER: _ClassVar[int]
     OFFSET_MSG_ID_FIELD_NUMBER: _ClassVar[int]
@@ -115,7 +112,7 @@ class SendResultEntry(_message.Message):
     topic: str
     queue_id: int
     queue_offset: int
-    def __init__(self, status: SendStatus | str | None = ..., msg_id: str | None = ..., offset_msg_id: str | None = ..., topic: str | None = ..., queue_id: int | None = ..., queue_offset: int | None = ...) -> None: ...
+    def __init__(self, status: _Optional[_Union[SendStatus, str]] = ..., msg_id: _Optional[str] = ..., offset_msg_id: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ...) -> None: ...
 
 class SendMessageResponse(_message.Message):
     __slots__ = ("results", "store_timestamp_ms")
@@ -123,10 +120,10 @@ class SendMessageResponse(_message.Message):
     STORE_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[SendResultEntry]
     store_timestamp_ms: int
-    def __init__(self, results: _Iterable[SendResultEntry | _Mapping] | None = ..., store_timestamp_ms: int | None = ...) -> None: ...
+    def __init__(self, results: _Optional[_Iterable[_Union[SendResultEntry, _Mapping]]] = ..., store_timestamp_ms: _Optional[int] = ...) -> None: ...
 
 class PullMessageRequest(_message.Message):
-    __slots__ = ("commit_offset", "consumer_group", "max_msg_nums", "queue_id", "queue_offset", "subscription", "suspend_timeout_ms", "topic")
+    __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_msg_nums", "subscription", "suspend_timeout_ms", "commit_offset")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -143,10 +140,10 @@ class PullMessageRequest(_message.Message):
     subscription: str
     suspend_timeout_ms: int
     commit_offset: int
-    def __init__(self, consumer_group: str | None = ..., topic: str | None = ..., queue_id: int | None = ..., queue_offset: int | None = ..., max_msg_nums: int | None = ..., subscription: str | None = ..., suspend_timeout_ms: int | None = ..., commit_offset: int | None = ...) -> None: ...
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_msg_nums: _Optional[int] = ..., subscription: _Optional[str] = ..., suspend_timeout_ms: _Optional[int] = ..., commit_offset: _Optional[int] = ...) -> None: ...
 
 class PullMessageResponse(_message.Message):
-    __slots__ = ("get_message_status", "max_offset", "message_count", "min_offset", "next_begin_offset", "records", "status")
+    __slots__ = ("status", "get_message_status", "next_begin_offset", "min_offset", "max_offset", "records", "message_count")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     GET_MESSAGE_STATUS_FIELD_NUMBER: _ClassVar[int]
     NEXT_BEGIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
@@ -161,26 +158,26 @@ class PullMessageResponse(_message.Message):
     max_offset: int
     records: bytes
     message_count: int
-    def __init__(self, status: PullStatus | str | None = ..., get_message_status: GetMessageStatus | str | None = ..., next_begin_offset: int | None = ..., min_offset: int | None = ..., max_offset: int | None = ..., records: bytes | None = ..., message_count: int | None = ...) -> None: ...
+    def __init__(self, status: _Optional[_Union[PullStatus, str]] = ..., get_message_status: _Optional[_Union[GetMessageStatus, str]] = ..., next_begin_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., message_count: _Optional[int] = ...) -> None: ...
 
 class QueryConsumerOffsetRequest(_message.Message):
-    __slots__ = ("consumer_group", "queue_id", "topic")
+    __slots__ = ("consumer_group", "topic", "queue_id")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     topic: str
     queue_id: int
-    def __init__(self, consumer_group: str | None = ..., topic: str | None = ..., queue_id: int | None = ...) -> None: ...
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ...) -> None: ...
 
 class QueryConsumerOffsetResponse(_message.Message):
     __slots__ = ("offset",)
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     offset: int
-    def __init__(self, offset: int | None = ...) -> None: ...
+    def __init__(self, offset: _Optional[int] = ...) -> None: ...
 
 class UpdateConsumerOffsetRequest(_message.Message):
-    __slots__ = ("consumer_group", "offset", "queue_id", "topic")
+    __slots__ = ("consumer_group", "topic", "queue_id", "offset")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -189,38 +186,38 @@ class UpdateConsumerOffsetRequest(_message.Message):
     topic: str
     queue_id: int
     offset: int
-    def __init__(self, consumer_group: str | None = ..., topic: str | None = ..., queue_id: int | None = ..., offset: int | None = ...) -> None: ...
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class UpdateConsumerOffsetResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class GetQueueOffsetRequest(_message.Message):
-    __slots__ = ("queue_id", "topic")
+    __slots__ = ("topic", "queue_id")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_id: int
-    def __init__(self, topic: str | None = ..., queue_id: int | None = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ...) -> None: ...
 
 class SearchOffsetByTimestampRequest(_message.Message):
-    __slots__ = ("queue_id", "timestamp_ms", "topic")
+    __slots__ = ("topic", "queue_id", "timestamp_ms")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_id: int
     timestamp_ms: int
-    def __init__(self, topic: str | None = ..., queue_id: int | None = ..., timestamp_ms: int | None = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
 
 class GetQueueOffsetResponse(_message.Message):
     __slots__ = ("offset",)
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     offset: int
-    def __init__(self, offset: int | None = ...) -> None: ...
+    def __init__(self, offset: _Optional[int] = ...) -> None: ...
 
 class QueryMessageRequest(_message.Message):
-    __slots__ = ("begin_timestamp_ms", "end_timestamp_ms", "key", "max_num", "topic")
+    __slots__ = ("topic", "key", "max_num", "begin_timestamp_ms", "end_timestamp_ms")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     MAX_NUM_FIELD_NUMBER: _ClassVar[int]
@@ -231,38 +228,38 @@ class QueryMessageRequest(_message.Message):
     max_num: int
     begin_timestamp_ms: int
     end_timestamp_ms: int
-    def __init__(self, topic: str | None = ..., key: str | None = ..., max_num: int | None = ..., begin_timestamp_ms: int | None = ..., end_timestamp_ms: int | None = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ..., key: _Optional[str] = ..., max_num: _Optional[int] = ..., begin_timestamp_ms: _Optional[int] = ..., end_timestamp_ms: _Optional[int] = ...) -> None: ...
 
 class QueryMessageResponse(_message.Message):
-    __slots__ = ("message_count", "records")
+    __slots__ = ("records", "message_count")
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     records: bytes
     message_count: int
-    def __init__(self, records: bytes | None = ..., message_count: int | None = ...) -> None: ...
+    def __init__(self, records: _Optional[bytes] = ..., message_count: _Optional[int] = ...) -> None: ...
 
 class ViewMessageRequest(_message.Message):
     __slots__ = ("offset_msg_id",)
     OFFSET_MSG_ID_FIELD_NUMBER: _ClassVar[int]
     offset_msg_id: str
-    def __init__(self, offset_msg_id: str | None = ...) -> None: ...
+    def __init__(self, offset_msg_id: _Optional[str] = ...) -> None: ...
 
 class ViewMessageResponse(_message.Message):
     __slots__ = ("record",)
     RECORD_FIELD_NUMBER: _ClassVar[int]
     record: bytes
-    def __init__(self, record: bytes | None = ...) -> None: ...
+    def __init__(self, record: _Optional[bytes] = ...) -> None: ...
 
 class Subscription(_message.Message):
-    __slots__ = ("expression", "topic")
+    __slots__ = ("topic", "expression")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     EXPRESSION_FIELD_NUMBER: _ClassVar[int]
     topic: str
     expression: str
-    def __init__(self, topic: str | None = ..., expression: str | None = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ..., expression: _Optional[str] = ...) -> None: ...
 
 class ConsumerData(_message.Message):
-    __slots__ = ("consume_from_where", "consume_type", "group", "message_model", "subscriptions")
+    __slots__ = ("group", "consume_type", "message_model", "consume_from_where", "subscriptions")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     CONSUME_TYPE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -273,31 +270,31 @@ class ConsumerData(_message.Message):
     message_model: MessageModel
     consume_from_where: ConsumeFromWhere
     subscriptions: _containers.RepeatedCompositeFieldContainer[Subscription]
-    def __init__(self, group: str | None = ..., consume_type: ConsumeType | str | None = ..., message_model: MessageModel | str | None = ..., consume_from_where: ConsumeFromWhere | str | None = ..., subscriptions: _Iterable[Subscription | _Mapping] | None = ...) -> None: ...
+    def __init__(self, group: _Optional[str] = ..., consume_type: _Optional[_Union[ConsumeType, str]] = ..., message_model: _Optional[_Union[MessageModel, str]] = ..., consume_from_where: _Optional[_Union[ConsumeFromWhere, str]] = ..., subscriptions: _Optional[_Iterable[_Union[Subscription, _Mapping]]] = ...) -> None: ...
 
 class HeartBeatRequest(_message.Message):
-    __slots__ = ("client_id", "consumers", "producer_groups")
+    __slots__ = ("client_id", "producer_groups", "consumers")
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_GROUPS_FIELD_NUMBER: _ClassVar[int]
     CONSUMERS_FIELD_NUMBER: _ClassVar[int]
     client_id: str
     producer_groups: _containers.RepeatedScalarFieldContainer[str]
     consumers: _containers.RepeatedCompositeFieldContainer[ConsumerData]
-    def __init__(self, client_id: str | None = ..., producer_groups: _Iterable[str] | None = ..., consumers: _Iterable[ConsumerData | _Mapping] | None = ...) -> None: ...
+    def __init__(self, client_id: _Optional[str] = ..., producer_groups: _Optional[_Iterable[str]] = ..., consumers: _Optional[_Iterable[_Union[ConsumerData, _Mapping]]] = ...) -> None: ...
 
 class HeartBeatResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class UnregisterClientRequest(_message.Message):
-    __slots__ = ("client_id", "consumer_group", "producer_group")
+    __slots__ = ("client_id", "producer_group", "consumer_group")
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     client_id: str
     producer_group: str
     consumer_group: str
-    def __init__(self, client_id: str | None = ..., producer_group: str | None = ..., consumer_group: str | None = ...) -> None: ...
+    def __init__(self, client_id: _Optional[str] = ..., producer_group: _Optional[str] = ..., consumer_group: _Optional[str] = ...) -> None: ...
 
 class UnregisterClientResponse(_message.Message):
     __slots__ = ()
@@ -307,19 +304,19 @@ class GetConsumerListByGroupRequest(_message.Message):
     __slots__ = ("consumer_group",)
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
-    def __init__(self, consumer_group: str | None = ...) -> None: ...
+    def __init__(self, consumer_group: _Optional[str] = ...) -> None: ...
 
 class GetConsumerListByGroupResponse(_message.Message):
     __slots__ = ("consumer_ids",)
     CONSUMER_IDS_FIELD_NUMBER: _ClassVar[int]
     consumer_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, consumer_ids: _Iterable[str] | None = ...) -> None: ...
+    def __init__(self, consumer_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ClientChannelRequest(_message.Message):
     __slots__ = ("client_id",)
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     client_id: str
-    def __init__(self, client_id: str | None = ...) -> None: ...
+    def __init__(self, client_id: _Optional[str] = ...) -> None: ...
 
 class ServerCommand(_message.Message):
     __slots__ = ("channel_opened", "notify_consumer_ids_changed")
@@ -327,25 +324,25 @@ class ServerCommand(_message.Message):
     NOTIFY_CONSUMER_IDS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     channel_opened: ChannelOpened
     notify_consumer_ids_changed: NotifyConsumerIdsChanged
-    def __init__(self, channel_opened: ChannelOpened | _Mapping | None = ..., notify_consumer_ids_changed: NotifyConsumerIdsChanged | _Mapping | None = ...) -> None: ...
+    def __init__(self, channel_opened: _Optional[_Union[ChannelOpened, _Mapping]] = ..., notify_consumer_ids_changed: _Optional[_Union[NotifyConsumerIdsChanged, _Mapping]] = ...) -> None: ...
 
 class ChannelOpened(_message.Message):
     __slots__ = ("broker_name",)
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     broker_name: str
-    def __init__(self, broker_name: str | None = ...) -> None: ...
+    def __init__(self, broker_name: _Optional[str] = ...) -> None: ...
 
 class NotifyConsumerIdsChanged(_message.Message):
     __slots__ = ("consumer_group",)
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
-    def __init__(self, consumer_group: str | None = ...) -> None: ...
+    def __init__(self, consumer_group: _Optional[str] = ...) -> None: ...
 
 class CreateTopicRequest(_message.Message):
     __slots__ = ("topic_config",)
     TOPIC_CONFIG_FIELD_NUMBER: _ClassVar[int]
     topic_config: _common_pb2.TopicConfig
-    def __init__(self, topic_config: _common_pb2.TopicConfig | _Mapping | None = ...) -> None: ...
+    def __init__(self, topic_config: _Optional[_Union[_common_pb2.TopicConfig, _Mapping]] = ...) -> None: ...
 
 class CreateTopicResponse(_message.Message):
     __slots__ = ()
@@ -355,7 +352,7 @@ class UpdateTopicRequest(_message.Message):
     __slots__ = ("topic_config",)
     TOPIC_CONFIG_FIELD_NUMBER: _ClassVar[int]
     topic_config: _common_pb2.TopicConfig
-    def __init__(self, topic_config: _common_pb2.TopicConfig | _Mapping | None = ...) -> None: ...
+    def __init__(self, topic_config: _Optional[_Union[_common_pb2.TopicConfig, _Mapping]] = ...) -> None: ...
 
 class UpdateTopicResponse(_message.Message):
     __slots__ = ()
@@ -365,7 +362,7 @@ class DeleteTopicRequest(_message.Message):
     __slots__ = ("topic",)
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     topic: str
-    def __init__(self, topic: str | None = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
 
 class DeleteTopicResponse(_message.Message):
     __slots__ = ()
@@ -376,21 +373,21 @@ class GetAllTopicConfigRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetAllTopicConfigResponse(_message.Message):
-    __slots__ = ("data_version", "topic_configs")
+    __slots__ = ("topic_configs", "data_version")
     TOPIC_CONFIGS_FIELD_NUMBER: _ClassVar[int]
     DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
     topic_configs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicConfig]
     data_version: _common_pb2.DataVersion
-    def __init__(self, topic_configs: _Iterable[_common_pb2.TopicConfig | _Mapping] | None = ..., data_version: _common_pb2.DataVersion | _Mapping | None = ...) -> None: ...
+    def __init__(self, topic_configs: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., data_version: _Optional[_Union[_common_pb2.DataVersion, _Mapping]] = ...) -> None: ...
 
 class GetTopicStatusRequest(_message.Message):
     __slots__ = ("topic",)
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     topic: str
-    def __init__(self, topic: str | None = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
 
 class QueueStatus(_message.Message):
-    __slots__ = ("last_store_timestamp_ms", "max_offset", "min_offset", "queue_id")
+    __slots__ = ("queue_id", "min_offset", "max_offset", "last_store_timestamp_ms")
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
@@ -399,13 +396,13 @@ class QueueStatus(_message.Message):
     min_offset: int
     max_offset: int
     last_store_timestamp_ms: int
-    def __init__(self, queue_id: int | None = ..., min_offset: int | None = ..., max_offset: int | None = ..., last_store_timestamp_ms: int | None = ...) -> None: ...
+    def __init__(self, queue_id: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., last_store_timestamp_ms: _Optional[int] = ...) -> None: ...
 
 class GetTopicStatusResponse(_message.Message):
     __slots__ = ("queues",)
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     queues: _containers.RepeatedCompositeFieldContainer[QueueStatus]
-    def __init__(self, queues: _Iterable[QueueStatus | _Mapping] | None = ...) -> None: ...
+    def __init__(self, queues: _Optional[_Iterable[_Union[QueueStatus, _Mapping]]] = ...) -> None: ...
 
 class GetConsumeProgressRequest(_message.Message):
     __slots__ = ("consumer_group", "topic")
@@ -413,10 +410,10 @@ class GetConsumeProgressRequest(_message.Message):
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     topic: str
-    def __init__(self, consumer_group: str | None = ..., topic: str | None = ...) -> None: ...
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ...) -> None: ...
 
 class QueueProgress(_message.Message):
-    __slots__ = ("broker_offset", "consumer_offset", "lag", "last_timestamp_ms", "queue_id", "topic")
+    __slots__ = ("topic", "queue_id", "broker_offset", "consumer_offset", "lag", "last_timestamp_ms")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     BROKER_OFFSET_FIELD_NUMBER: _ClassVar[int]
@@ -429,7 +426,7 @@ class QueueProgress(_message.Message):
     consumer_offset: int
     lag: int
     last_timestamp_ms: int
-    def __init__(self, topic: str | None = ..., queue_id: int | None = ..., broker_offset: int | None = ..., consumer_offset: int | None = ..., lag: int | None = ..., last_timestamp_ms: int | None = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., broker_offset: _Optional[int] = ..., consumer_offset: _Optional[int] = ..., lag: _Optional[int] = ..., last_timestamp_ms: _Optional[int] = ...) -> None: ...
 
 class GetConsumeProgressResponse(_message.Message):
     __slots__ = ("queues", "total_lag")
@@ -437,7 +434,7 @@ class GetConsumeProgressResponse(_message.Message):
     TOTAL_LAG_FIELD_NUMBER: _ClassVar[int]
     queues: _containers.RepeatedCompositeFieldContainer[QueueProgress]
     total_lag: int
-    def __init__(self, queues: _Iterable[QueueProgress | _Mapping] | None = ..., total_lag: int | None = ...) -> None: ...
+    def __init__(self, queues: _Optional[_Iterable[_Union[QueueProgress, _Mapping]]] = ..., total_lag: _Optional[int] = ...) -> None: ...
 
 class GetBrokerRuntimeInfoRequest(_message.Message):
     __slots__ = ()
@@ -451,7 +448,7 @@ class GetBrokerRuntimeInfoResponse(_message.Message):
         VALUE_FIELD_NUMBER: _ClassVar[int]
         key: str
         value: str
-        def __init__(self, key: str | None = ..., value: str | None = ...) -> None: ...
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     TABLE_FIELD_NUMBER: _ClassVar[int]
     table: _containers.ScalarMap[str, str]
-    def __init__(self, table: _Mapping[str, str] | None = ...) -> None: ...
+    def __init__(self, table: _Optional[_Mapping[str, str]] = ...) -> None: ...

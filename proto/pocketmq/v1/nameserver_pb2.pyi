@@ -1,17 +1,14 @@
-from collections.abc import Iterable as _Iterable
-from collections.abc import Mapping as _Mapping
-from typing import ClassVar as _ClassVar
-
+from pocketmq.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from google.protobuf.internal import containers as _containers
-
-from pocketmq.v1 import common_pb2 as _common_pb2
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("broker_addr", "broker_id", "broker_name", "cluster_name", "data_version", "heartbeat_timeout_ms", "topic_configs")
+    __slots__ = ("cluster_name", "broker_name", "broker_addr", "broker_id", "topic_configs", "data_version", "heartbeat_timeout_ms")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ADDR_FIELD_NUMBER: _ClassVar[int]
@@ -26,7 +23,7 @@ class RegisterBrokerRequest(_message.Message):
     topic_configs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicConfig]
     data_version: _common_pb2.DataVersion
     heartbeat_timeout_ms: int
-    def __init__(self, cluster_name: str | None = ..., broker_name: str | None = ..., broker_addr: str | None = ..., broker_id: int | None = ..., topic_configs: _Iterable[_common_pb2.TopicConfig | _Mapping] | None = ..., data_version: _common_pb2.DataVersion | _Mapping | None = ..., heartbeat_timeout_ms: int | None = ...) -> None: ...
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_addr: _Optional[str] = ..., broker_id: _Optional[int] = ..., topic_configs: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., data_version: _Optional[_Union[_common_pb2.DataVersion, _Mapping]] = ..., heartbeat_timeout_ms: _Optional[int] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
     __slots__ = ("master_addr", "topic_configs_accepted")
@@ -34,10 +31,10 @@ class RegisterBrokerResponse(_message.Message):
     TOPIC_CONFIGS_ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     master_addr: str
     topic_configs_accepted: bool
-    def __init__(self, master_addr: str | None = ..., topic_configs_accepted: bool | None = ...) -> None: ...
+    def __init__(self, master_addr: _Optional[str] = ..., topic_configs_accepted: _Optional[bool] = ...) -> None: ...
 
 class UnregisterBrokerRequest(_message.Message):
-    __slots__ = ("broker_addr", "broker_id", "broker_name", "cluster_name")
+    __slots__ = ("cluster_name", "broker_name", "broker_addr", "broker_id")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ADDR_FIELD_NUMBER: _ClassVar[int]
@@ -46,25 +43,25 @@ class UnregisterBrokerRequest(_message.Message):
     broker_name: str
     broker_addr: str
     broker_id: int
-    def __init__(self, cluster_name: str | None = ..., broker_name: str | None = ..., broker_addr: str | None = ..., broker_id: int | None = ...) -> None: ...
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_addr: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
 
 class UnregisterBrokerResponse(_message.Message):
     __slots__ = ("was_registered",)
     WAS_REGISTERED_FIELD_NUMBER: _ClassVar[int]
     was_registered: bool
-    def __init__(self, was_registered: bool | None = ...) -> None: ...
+    def __init__(self, was_registered: _Optional[bool] = ...) -> None: ...
 
 class GetRouteInfoByTopicRequest(_message.Message):
     __slots__ = ("topic",)
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     topic: str
-    def __init__(self, topic: str | None = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
 
 class GetRouteInfoByTopicResponse(_message.Message):
     __slots__ = ("route",)
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     route: _common_pb2.TopicRouteData
-    def __init__(self, route: _common_pb2.TopicRouteData | _Mapping | None = ...) -> None: ...
+    def __init__(self, route: _Optional[_Union[_common_pb2.TopicRouteData, _Mapping]] = ...) -> None: ...
 
 class GetAllTopicListRequest(_message.Message):
     __slots__ = ()
@@ -74,7 +71,7 @@ class GetAllTopicListResponse(_message.Message):
     __slots__ = ("topics",)
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, topics: _Iterable[str] | None = ...) -> None: ...
+    def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetBrokerClusterInfoRequest(_message.Message):
     __slots__ = ()
@@ -84,10 +81,10 @@ class ClusterBrokerNames(_message.Message):
     __slots__ = ("broker_names",)
     BROKER_NAMES_FIELD_NUMBER: _ClassVar[int]
     broker_names: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, broker_names: _Iterable[str] | None = ...) -> None: ...
+    def __init__(self, broker_names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BrokerLiveInfo(_message.Message):
-    __slots__ = ("broker_addr", "broker_id", "broker_name", "cluster_name", "data_version", "heartbeat_timeout_ms", "last_update_timestamp_ms")
+    __slots__ = ("broker_addr", "cluster_name", "broker_name", "broker_id", "last_update_timestamp_ms", "heartbeat_timeout_ms", "data_version")
     BROKER_ADDR_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -102,7 +99,7 @@ class BrokerLiveInfo(_message.Message):
     last_update_timestamp_ms: int
     heartbeat_timeout_ms: int
     data_version: _common_pb2.DataVersion
-    def __init__(self, broker_addr: str | None = ..., cluster_name: str | None = ..., broker_name: str | None = ..., broker_id: int | None = ..., last_update_timestamp_ms: int | None = ..., heartbeat_timeout_ms: int | None = ..., data_version: _common_pb2.DataVersion | _Mapping | None = ...) -> None: ...
+    def __init__(self, broker_addr: _Optional[str] = ..., cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., last_update_timestamp_ms: _Optional[int] = ..., heartbeat_timeout_ms: _Optional[int] = ..., data_version: _Optional[_Union[_common_pb2.DataVersion, _Mapping]] = ...) -> None: ...
 
 class GetBrokerClusterInfoResponse(_message.Message):
     __slots__ = ("broker_addr_table", "cluster_addr_table", "live_brokers")
@@ -112,18 +109,18 @@ class GetBrokerClusterInfoResponse(_message.Message):
         VALUE_FIELD_NUMBER: _ClassVar[int]
         key: str
         value: _common_pb2.BrokerData
-        def __init__(self, key: str | None = ..., value: _common_pb2.BrokerData | _Mapping | None = ...) -> None: ...
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_common_pb2.BrokerData, _Mapping]] = ...) -> None: ...
     class ClusterAddrTableEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
         key: str
         value: ClusterBrokerNames
-        def __init__(self, key: str | None = ..., value: ClusterBrokerNames | _Mapping | None = ...) -> None: ...
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ClusterBrokerNames, _Mapping]] = ...) -> None: ...
     BROKER_ADDR_TABLE_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ADDR_TABLE_FIELD_NUMBER: _ClassVar[int]
     LIVE_BROKERS_FIELD_NUMBER: _ClassVar[int]
     broker_addr_table: _containers.MessageMap[str, _common_pb2.BrokerData]
     cluster_addr_table: _containers.MessageMap[str, ClusterBrokerNames]
     live_brokers: _containers.RepeatedCompositeFieldContainer[BrokerLiveInfo]
-    def __init__(self, broker_addr_table: _Mapping[str, _common_pb2.BrokerData] | None = ..., cluster_addr_table: _Mapping[str, ClusterBrokerNames] | None = ..., live_brokers: _Iterable[BrokerLiveInfo | _Mapping] | None = ...) -> None: ...
+    def __init__(self, broker_addr_table: _Optional[_Mapping[str, _common_pb2.BrokerData]] = ..., cluster_addr_table: _Optional[_Mapping[str, ClusterBrokerNames]] = ..., live_brokers: _Optional[_Iterable[_Union[BrokerLiveInfo, _Mapping]]] = ...) -> None: ...
