@@ -130,15 +130,15 @@ class AdminService:
         return out
 
     def min_offset(self, topic: str, queue_id: int) -> int:
-        self._check_queue(topic, queue_id)
+        self.check_queue(topic, queue_id)
         return self._store.min_offset(topic, queue_id)
 
     def max_offset(self, topic: str, queue_id: int) -> int:
-        self._check_queue(topic, queue_id)
+        self.check_queue(topic, queue_id)
         return self._store.max_offset(topic, queue_id)
 
     def offset_by_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        self._check_queue(topic, queue_id)
+        self.check_queue(topic, queue_id)
         if timestamp_ms < 0:
             raise InvalidRequestError(f"timestamp_ms is {timestamp_ms}; give milliseconds since "
                                       "the epoch")
@@ -215,7 +215,8 @@ class AdminService:
                                 reason="TOPIC_NOT_EXIST")
         return config
 
-    def _check_queue(self, topic: str, queue_id: int) -> None:
+    def check_queue(self, topic: str, queue_id: int) -> None:
+        """Refuse an unknown topic or a queue id outside its queues."""
         config = self._existing_topic(topic)
         queue_nums = max(config.read_queue_nums, config.write_queue_nums)
         if not 0 <= queue_id < queue_nums:

@@ -76,7 +76,8 @@ class Broker:
     @property
     def address(self) -> str:
         """``ip:port`` clients reach this broker at (after start)."""
-        return f"{self.config.advertised_ip}:{self.port}"
+        ip = self.config.advertised_ip
+        return f"[{ip}]:{self.port}" if ":" in ip else f"{ip}:{self.port}"
 
     # -- start --------------------------------------------------------------------------
     async def start(self) -> None:

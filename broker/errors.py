@@ -8,6 +8,8 @@
           ├── PermissionDeniedError   a system topic, a topic without the needed perm bit
           ├── BusyError               a bounded resource is full now; retry later
           └── PutRejectedError        the store refused a put; carries its PutStatus
+     └── MetadataError                topics.json / consumerOffset.json and their .bak
+                                      are both unreadable: the broker will not start
 
 Every message says what to change, with the numbers involved. The servicer
 turns each into a gRPC status in one table (:mod:`.grpc_status`) and sends
@@ -25,6 +27,7 @@ __all__ = [
     "BrokerError",
     "BusyError",
     "InvalidRequestError",
+    "MetadataError",
     "NotFoundError",
     "PermissionDeniedError",
     "PutRejectedError",
@@ -40,6 +43,10 @@ class BrokerError(PocketMQError):
         super().__init__(message)
         self.message = message
         self.reason = reason or self.default_reason
+
+
+class MetadataError(PocketMQError):
+    """A metadata file and its backup are both unreadable; a person must decide."""
 
 
 class InvalidRequestError(BrokerError):

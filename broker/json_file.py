@@ -18,6 +18,8 @@ import logging
 import os
 from typing import Any
 
+from pocketmq.broker.errors import MetadataError
+
 __all__ = ["JsonFile"]
 
 log = logging.getLogger(__name__)
@@ -45,7 +47,7 @@ class JsonFile:
             return bak
         if problem or bak_problem:
             # Both exist and both are damaged: refuse to start on an empty table silently.
-            raise ValueError(f"cannot read {self.path} ({problem or 'missing'}) nor "
+            raise MetadataError(f"cannot read {self.path} ({problem or 'missing'}) nor "
                              f"{self.bak_path} ({bak_problem or 'missing'}); repair or remove "
                              "them to start with an empty table")
         return None

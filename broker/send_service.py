@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pocketmq.broker.errors import (
     InvalidRequestError,
@@ -51,7 +51,7 @@ from pocketmq.common.message import (
 from pocketmq.common.msgid import encode_offset_msg_id
 from pocketmq.common.validation import check_topic
 
-__all__ = ["RecordHead", "SendMessageService", "SendReceipt", "SendStatus", "walk_records"]
+__all__ = ["SendMessageService", "SendOutcome", "SendStatus", "WalkedRecords", "walk_records"]
 
 _I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
@@ -65,89 +65,100 @@ class SendStatus(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SendReceipt:
-    """What the producer learns about one stored message."""
+class SendOutcome:
+    """What the producer learns; lists are parallel, one entry per record as sent.
+
+    One flush covers the whole request, so ``status`` holds for every record.
+    """
 
     status: SendStatus
-    msg_id: str          # UNIQ_KEY, made by the client
-    offset_msg_id: str   # store host + port + commit-log offset
-    topic: str
-    queue_id: int
-    queue_offset: int
+    store_timestamp_ms: int
+    msg_ids: list[str]          # UNIQ_KEY, made by the client ("" if none)
+    offset_msg_ids: list[str]   # store host + port + commit-log offset
+    topics: list[str]
+    queue_ids: list[int]
+    queue_offsets: list[int]
+
+    def __len__(self) -> int:
+        return len(self.msg_ids)
 
 
-@dataclass(frozen=True, slots=True)
-class RecordHead:
-    """The parts of one sent record the broker checks before storing it."""
+@dataclass(slots=True)
+class WalkedRecords:
+    """Per record of a request, in order: where it starts, its topic and queue id."""
 
-    batch_offset: int
-    topic: str
-    queue_id: int
-    body_len: int
+    positions: list[int] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
+    queue_ids: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.positions)
 
 
 def walk_records(blob: bytes | bytearray | memoryview, *,
-                 max_body_bytes: int) -> list[RecordHead]:
+                 max_body_bytes: int) -> WalkedRecords:
     """Walk the records' heads; raise InvalidRequestError naming the first bad one."""
     mv = memoryview(blob)
     end = len(mv)
     if end == 0:
         raise InvalidRequestError("the request holds no records", reason="MESSAGE_ILLEGAL")
-    heads: list[RecordHead] = []
-    topics: dict[bytes, str] = {}
+    out = WalkedRecords()
+    topic_names: dict[bytes, str] = {}   # raw topic -> checked name; topics are few
     pos = 0
     while pos < end:
-        heads.append(_walk_one(mv, pos, end, max_body_bytes, topics))
-        pos += _I32.unpack_from(mv, pos)[0]
-    return heads
+        total, topic, queue_id = _walk_one(mv, pos, end, max_body_bytes, topic_names)
+        out.positions.append(pos)
+        out.topics.append(topic)
+        out.queue_ids.append(queue_id)
+        pos += total
+    return out
 
 
 def _walk_one(mv: memoryview, pos: int, end: int, max_body_bytes: int,
-              topics: dict[bytes, str]) -> RecordHead:
-    def illegal(what: str, reason: str = "MESSAGE_ILLEGAL") -> InvalidRequestError:
-        return _illegal(pos, what, reason)
-
+              topic_names: dict[bytes, str]) -> tuple[int, str, int]:
+    """(TOTALSIZE, topic, queue id) of the record at *pos*, after checking its lengths."""
     if end - pos < HEAD.size:
-        raise illegal(f"cut short: {end - pos} bytes left, a record head is {HEAD.size}")
+        raise _illegal(pos, f"cut short: {end - pos} bytes left, a record head is {HEAD.size}")
     total, magic, _crc, queue_id, _flag, _qo, _po, sysflag, _born = HEAD.unpack_from(mv, pos)
-    if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
-        raise illegal(f"magic code is 0x{magic:08X}; expected 0x{MESSAGE_MAGIC_CODE:08X}")
+    if magic != MESSAGE_MAGIC_CODE and magic != MESSAGE_MAGIC_CODE_V2:
+        raise _illegal(pos, f"magic code is 0x{magic:08X}; expected 0x{MESSAGE_MAGIC_CODE:08X}")
     if total < HEAD.size or total > end - pos:
-        raise illegal(f"TOTALSIZE is {total} but {end - pos} bytes are left")
+        raise _illegal(pos, f"TOTALSIZE is {total} but {end - pos} bytes are left")
     record_end = pos + total
     born_size, store_size = host_sizes(sysflag)
     p = pos + POS_BORNHOST + born_size + 8 + store_size + _AFTER_STOREHOST
     if p + 4 > record_end:
-        raise illegal(f"TOTALSIZE {total} is smaller than the fixed fields")
+        raise _illegal(pos, f"TOTALSIZE {total} is smaller than the fixed fields")
     body_len = _I32.unpack_from(mv, p)[0]
     p += 4 + body_len
     if body_len < 0 or p > record_end:
-        raise illegal(f"BODYLEN {body_len} does not fit TOTALSIZE {total}")
+        raise _illegal(pos, f"BODYLEN {body_len} does not fit TOTALSIZE {total}")
     if body_len == 0:
-        raise illegal("message body is empty; a message needs a body")
+        raise _illegal(pos, "message body is empty; a message needs a body")
     if body_len > max_body_bytes:
-        raise illegal(f"message body is {body_len} bytes; this broker accepts at most "
-                      f"{max_body_bytes} (max_message_size)", "MESSAGE_BODY_TOO_LARGE")
-    topic_len_size = 1 if magic == MESSAGE_MAGIC_CODE else 2
-    if p + topic_len_size > record_end:
-        raise illegal(f"the topic length lies past TOTALSIZE {total}")
-    topic_len = mv[p] if topic_len_size == 1 else _U16.unpack_from(mv, p)[0]
-    p += topic_len_size
-    if p + topic_len + 2 > record_end:
-        raise illegal(f"topic length {topic_len} does not fit TOTALSIZE {total}")
+        raise _illegal(pos, f"message body is {body_len} bytes; this broker accepts at most "
+                            f"{max_body_bytes} (max_message_size)", "MESSAGE_BODY_TOO_LARGE")
+    if magic == MESSAGE_MAGIC_CODE:
+        topic_len = mv[p] if p < record_end else -1
+        p += 1
+    else:
+        topic_len = _U16.unpack_from(mv, p)[0] if p + 2 <= record_end else -1
+        p += 2
+    if topic_len < 0 or p + topic_len + 2 > record_end:
+        raise _illegal(pos, f"topic length {topic_len} does not fit TOTALSIZE {total}")
     raw_topic = bytes(mv[p:p + topic_len])
-    topic = topics.get(raw_topic)
+    topic = topic_names.get(raw_topic)
     if topic is None:
-        topic = _decode_topic(raw_topic, pos)
-        topics[raw_topic] = topic
+        topic = topic_names[raw_topic] = _decode_topic(raw_topic, pos)
     p += topic_len
     props_len = _U16.unpack_from(mv, p)[0]
     if props_len > MAX_PROPERTIES_LENGTH:
-        raise illegal(f"properties are {props_len} bytes; at most {MAX_PROPERTIES_LENGTH} "
-                      "are allowed", "PROPERTIES_SIZE_EXCEEDED")
+        raise _illegal(pos, f"properties are {props_len} bytes; at most "
+                            f"{MAX_PROPERTIES_LENGTH} are allowed", "PROPERTIES_SIZE_EXCEEDED")
     if p + 2 + props_len != record_end:
-        raise illegal(f"TOTALSIZE is {total} but the parts add up to {p + 2 + props_len - pos}")
-    return RecordHead(pos, topic, queue_id, body_len)
+        raise _illegal(pos, f"TOTALSIZE is {total} but the parts add up to "
+                            f"{p + 2 + props_len - pos}")
+    return total, topic, queue_id
 
 
 def _illegal(pos: int, what: str, reason: str = "MESSAGE_ILLEGAL") -> InvalidRequestError:
@@ -175,17 +186,17 @@ class SendMessageService:
         self._msg_id_prefix = encode_offset_msg_id(store_host[0], store_host[1], 0)[:-16]
 
     async def send(self, blob: bytes | bytearray | memoryview, *,
-                   single: bool = False) -> tuple[list[SendReceipt], int]:
-        """Store the records of *blob*; returns a receipt per record and the store time.
+                   single: bool = False) -> SendOutcome:
+        """Store the records of *blob* and say where each went.
 
         *single* refuses a blob of more than one record (SEND_MESSAGE).
         """
-        heads = walk_records(blob, max_body_bytes=self._max_body_bytes)
-        if single and len(heads) != 1:
+        walked = walk_records(blob, max_body_bytes=self._max_body_bytes)
+        if single and len(walked) != 1:
             raise InvalidRequestError(f"SendMessage carries one record; this request carries "
-                                      f"{len(heads)}; send them with SendBatch",
+                                      f"{len(walked)}; send them with SendBatch",
                                       reason="MESSAGE_ILLEGAL")
-        self._check_queues(heads)
+        self._check_queues(walked)
         result = self._store.put_batch(blob)
         if result.status is not PutStatus.PUT_OK:
             raise PutRejectedError(result.status, result.error or result.status.value)
@@ -195,32 +206,30 @@ class SendMessageService:
             if flushed is not PutStatus.PUT_OK:
                 status = SendStatus.FLUSH_DISK_TIMEOUT
         prefix = self._msg_id_prefix
-        receipts = [
-            SendReceipt(status=status, msg_id=uniq, offset_msg_id=f"{prefix}{phys:016X}",
-                        topic=topic, queue_id=qid, queue_offset=qoff)
-            for uniq, phys, topic, qid, qoff in zip(
-                result.uniq_keys, result.phys_offsets, result.topics, result.queue_ids,
-                result.queue_offsets, strict=True)
-        ]
-        return receipts, result.store_timestamp_ms
+        return SendOutcome(status=status, store_timestamp_ms=result.store_timestamp_ms,
+                           msg_ids=result.uniq_keys,
+                           offset_msg_ids=[f"{prefix}{phys:016X}" for phys in result.phys_offsets],
+                           topics=result.topics, queue_ids=result.queue_ids,
+                           queue_offsets=result.queue_offsets)
 
-    def _check_queues(self, heads: list[RecordHead]) -> None:
+    def _check_queues(self, walked: WalkedRecords) -> None:
         """Topic permissions and queue ranges; creates unknown topics last."""
         to_create: list[str] = []
-        configs: dict[str, TopicConfig | None] = {}
-        for head in heads:
-            if head.topic not in configs:
-                configs[head.topic] = self._check_topic(head.topic, to_create)
-            config = configs[head.topic]
-            queue_nums = (config.write_queue_nums if config is not None
-                          else self._auto_create_queue_nums())
-            if not 0 <= head.queue_id < queue_nums:
-                raise InvalidRequestError(
-                    f"record at batch offset {head.batch_offset}: queue id {head.queue_id} is "
-                    f"out of range; topic {head.topic!r} has {queue_nums} write queues "
-                    f"(0..{queue_nums - 1})", reason="MESSAGE_ILLEGAL")
+        queue_nums: dict[str, int] = {}
+        for i, (topic, queue_id) in enumerate(zip(walked.topics, walked.queue_ids, strict=True)):
+            limit = queue_nums.get(topic)
+            if limit is None:
+                limit = queue_nums[topic] = self._write_queue_nums(topic, to_create)
+            if not 0 <= queue_id < limit:
+                raise _illegal(walked.positions[i], f"queue id {queue_id} is out of range; "
+                                                    f"topic {topic!r} has {limit} write queues "
+                                                    f"(0..{limit - 1})")
         for topic in to_create:
             self._topics.get_or_auto_create(topic)
+
+    def _write_queue_nums(self, topic: str, to_create: list[str]) -> int:
+        config = self._check_topic(topic, to_create)
+        return config.write_queue_nums if config is not None else self._auto_create_queue_nums()
 
     def _check_topic(self, topic: str, to_create: list[str]) -> TopicConfig | None:
         if topic in NOT_ALLOWED_SEND_TOPICS:

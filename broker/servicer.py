@@ -32,7 +32,7 @@ from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.errors import BrokerError, InvalidRequestError
 from pocketmq.broker.grpc_status import REASON_METADATA_KEY, grpc_code
 from pocketmq.broker.pull_service import PullMessageService, PullRequest
-from pocketmq.broker.send_service import SendMessageService, SendReceipt, SendStatus
+from pocketmq.broker.send_service import SendMessageService, SendOutcome, SendStatus
 from pocketmq.broker.topic_config import Perm, TopicConfig
 from pocketmq.common.validation import check_group, check_topic
 from pocketmq.v1 import broker_pb2 as pb
@@ -93,12 +93,15 @@ _SEND_STATUS = {SendStatus.SEND_OK: pb.SEND_OK,
                 SendStatus.FLUSH_DISK_TIMEOUT: pb.FLUSH_DISK_TIMEOUT}
 
 
-def _send_response(receipts: list[SendReceipt], store_timestamp_ms: int) -> pb.SendMessageResponse:
-    return pb.SendMessageResponse(store_timestamp_ms=store_timestamp_ms, results=[
-        pb.SendResultEntry(status=_SEND_STATUS[r.status],
-                           msg_id=r.msg_id, offset_msg_id=r.offset_msg_id, topic=r.topic,
-                           queue_id=r.queue_id, queue_offset=r.queue_offset)
-        for r in receipts])
+def _send_response(outcome: SendOutcome) -> pb.SendMessageResponse:
+    status = _SEND_STATUS[outcome.status]
+    entry = pb.SendResultEntry
+    return pb.SendMessageResponse(store_timestamp_ms=outcome.store_timestamp_ms, results=[
+        entry(status=status, msg_id=msg_id, offset_msg_id=offset_msg_id, topic=topic,
+              queue_id=queue_id, queue_offset=queue_offset)
+        for msg_id, offset_msg_id, topic, queue_id, queue_offset in zip(
+            outcome.msg_ids, outcome.offset_msg_ids, outcome.topics, outcome.queue_ids,
+            outcome.queue_offsets, strict=True)])
 
 
 def _topic_config(msg: common_pb2.TopicConfig, *, default_queue_nums: int | None) -> TopicConfig:
@@ -159,14 +162,12 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     @_rpc
     async def SendMessage(self, request: pb.SendMessageRequest,
                           context: grpc.aio.ServicerContext) -> pb.SendMessageResponse:
-        receipts, store_ts = await self._send.send(request.record, single=True)
-        return _send_response(receipts, store_ts)
+        return _send_response(await self._send.send(request.record, single=True))
 
     @_rpc
     async def SendBatch(self, request: pb.SendBatchRequest,
                         context: grpc.aio.ServicerContext) -> pb.SendMessageResponse:
-        receipts, store_ts = await self._send.send(request.records)
-        return _send_response(receipts, store_ts)
+        return _send_response(await self._send.send(request.records))
 
     @_rpc
     async def PullMessage(self, request: pb.PullMessageRequest,
@@ -198,7 +199,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                                    context: grpc.aio.ServicerContext,
                                    ) -> pb.UpdateConsumerOffsetResponse:
         _check_names(topic=request.topic, group=request.consumer_group)
-        self._admin.max_offset(request.topic, request.queue_id)  # topic and queue exist
+        self._admin.check_queue(request.topic, request.queue_id)
         self._offsets.commit(request.consumer_group, request.topic, request.queue_id,
                              request.offset)
         return pb.UpdateConsumerOffsetResponse()

@@ -61,7 +61,7 @@ from pocketmq.client.model import (
 from pocketmq.client.producer import MessageQueueSelector, Producer
 
 # from pocketmq.client.pull_consumer import PullConsumer
-# from pocketmq.client.push_consumer import PushConsumer
+from pocketmq.client.push_consumer import PushConsumer
 
 __all__ = [
     "BusyError",

@@ -143,7 +143,7 @@ class ConsumerConfig(_ConsumerCommon):
     consume_concurrency: int = 20             # handler calls at once (consumeThreadMax)
     consume_batch_max_size: int = 1           # messages per handler call
     consume_concurrently_max_span: int = 2000  # flow control: offset span in flight
-    max_reconsume_times: int = 16             # then the dead-letter queue; orderly: -1 = no limit
+    max_reconsume_times: int = -1             # then the DLQ; -1 = 16, orderly: no limit
     suspend_current_queue_ms: int = 1000      # orderly: pause after SUSPEND_CURRENT_QUEUE…
     lock_renew_interval_s: float = 20.0       # orderly: re-lock held queues
     shutdown_timeout_s: float = 5.0           # handlers in progress may finish this long

@@ -9,7 +9,7 @@
           └── RemoteError              a nameserver or broker answered a call with an error;
                │                       carries ``addr``, ``code`` (gRPC status name) and
                │                       ``reason`` (the broker's RocketMQ-style code name)
-               ├── UnavailableError    UNAVAILABLE, DEADLINE_EXCEEDED: down or unreachable (retriable)
+               ├── UnavailableError    UNAVAILABLE, DEADLINE_EXCEEDED: unreachable      (retriable)
                ├── BusyError           RESOURCE_EXHAUSTED: a full queue or disk          (retriable)
                ├── NotFoundError       NOT_FOUND: the server does not have that topic    (retriable)
                ├── PermissionDeniedError  PERMISSION_DENIED: a topic without the needed perm

@@ -235,7 +235,7 @@ class Producer:
     async def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None,
                          timeout_ms: int | None = None) -> list[SendResult]:
         """Send messages of one topic to one queue in one call; one result per message."""
-        routes, _acc = self._running()
+        self._running()
         if not msgs:
             raise InvalidMessageError("send_batch got no messages")
         topic = msgs[0].topic

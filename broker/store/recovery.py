@@ -52,51 +52,28 @@ def recover(store: DefaultMessageStore) -> RecoveryReport:
     store.index.load(clean_shutdown=clean and cp is not None,
                      checkpoint_timestamp_ms=cp.index_msg_timestamp_ms if cp else 0)
     log_min = commitlog.min_offset
+    store.consume_queues.delete_expired(log_min)
 
-    # 2. verify from what the checkpoint vouches for
+    # 2-3. verify from what the checkpoint vouches for, truncate at the first bad record
     trusted = min(max(cp.physic_flushed_offset, log_min), _log_extent(commitlog)) if cp \
         else log_min
     verify_from = _record_boundary_at_or_before(commitlog, trusted)
-    end, bad_offset, reason, _ = _scan(commitlog, verify_from, check_crc=True)
+    end, bad_offset, reason, truncated, trimmed = _verify_and_truncate(store, verify_from)
 
-    # 3. truncate
-    truncated = _garbage_extent(commitlog, end)
-    commitlog.queue.truncate(end)
-    commitlog.queue.set_write_position(end)
-    if bad_offset is not None:
-        log.warning("commit log damaged at offset %d (%s); truncated %d bytes from there",
-                    bad_offset, reason, truncated)
-    trimmed = store.consume_queues.truncate_phys(end)
-    store.index.truncate_phys(end)
-
-    # 4. re-dispatch what the consume queues and index miss
+    # 4-5. re-dispatch what the consume queues and index miss; rebuild damaged queues
     dispatch_from = cp.logics_dispatched_offset if cp else log_min
     index_enabled = store.config.message_index_enable
     if index_enabled:
-        dispatch_from = min(dispatch_from, store.index.last_indexed_phys + 1)
-    dispatch_from = min(max(dispatch_from, log_min), end)
-    start = _record_boundary_at_or_before(commitlog, dispatch_from)
-    damaged = set(_damaged_queues(store))
-    redispatched = _redispatch(store, start, end, damaged, index_enabled)
+        dispatch_from = min(dispatch_from, _index_progress(store, log_min))
+    start = _record_boundary_at_or_before(commitlog, min(max(dispatch_from, log_min), end))
+    redispatched = _redispatch_and_rebuild(store, start, end, index_enabled)
 
-    # 5. rebuild queues whose units do not line up with the log
-    if damaged:
-        log.warning("rebuilding %d consume queue(s) from the start of the commit log: %s",
-                    len(damaged), ", ".join(f"{t}:{q}" for t, q in sorted(damaged)))
-        for topic, queue_id in damaged:
-            cq = store.consume_queues.get(topic, queue_id)
-            if cq is not None:
-                store.consume_queues.delete_queue(topic, queue_id)
-        redispatched += _redispatch(store, log_min, end, set(), False, only=damaged)
-
-    # 6. sync and rebuild the queue-offset table
+    # 6. sync; the queue-offset table comes from the consume queues
     commitlog.queue.flush()
     store.consume_queues.flush()
     store.index.flush()
-    commitlog.queue_offsets = {
-        (topic, queue_id): store.consume_queues.get(topic, queue_id).max_offset  # type: ignore[union-attr]
-        for topic in store.consume_queues.topics()
-        for queue_id in store.consume_queues.queue_ids(topic)}
+    commitlog.queue_offsets = {(cq.topic, cq.queue_id): cq.max_offset
+                               for cq in store.consume_queues.all_queues()}
     store.dispatched_offset = end
     store.flush_round()
 
@@ -111,6 +88,46 @@ def recover(store: DefaultMessageStore) -> RecoveryReport:
              store.dirs.root, "clean" if clean else "unclean", verify_from, end, truncated,
              redispatched, trimmed, report.seconds)
     return report
+
+
+def _verify_and_truncate(store: DefaultMessageStore,
+                         verify_from: int) -> tuple[int, int | None, str, int, int]:
+    """Return (end of the valid log, bad offset, reason, bytes cut, queue units trimmed)."""
+    commitlog = store.commitlog
+    end, bad_offset, reason, _ = _scan(commitlog, verify_from, check_crc=True)
+    truncated = _garbage_extent(commitlog, end)
+    commitlog.queue.truncate(end)
+    commitlog.queue.set_write_position(end)
+    if bad_offset is not None:
+        log.warning("commit log damaged at offset %d (%s); truncated %d bytes from there",
+                    bad_offset, reason, truncated)
+    trimmed = store.consume_queues.truncate_phys(end)
+    store.index.truncate_phys(end)
+    return end, bad_offset, reason, truncated, trimmed
+
+
+def _redispatch_and_rebuild(store: DefaultMessageStore, start: int, end: int,
+                            index_enabled: bool) -> int:
+    damaged = set(_damaged_queues(store))
+    count = _redispatch(store, start, end, damaged, index_enabled)
+    if damaged:
+        log.warning("rebuilding %d consume queue(s) from the start of the commit log: %s",
+                    len(damaged), ", ".join(f"{t}:{q}" for t, q in sorted(damaged)))
+        for topic, queue_id in damaged:
+            store.consume_queues.delete_queue(topic, queue_id)
+        count += _redispatch(store, store.commitlog.min_offset, end, set(), False,
+                             only=damaged)
+    return count
+
+
+def _index_progress(store: DefaultMessageStore, log_min: int) -> int:
+    """Commit-log offset up to which every record is indexed (end of the last indexed one)."""
+    last = store.index.last_indexed_phys
+    if last < log_min:
+        return log_min
+    raw = store.commitlog.read(last, 4)
+    size = int.from_bytes(raw, "big", signed=True) if raw else 0
+    return last + size if size > 0 else last
 
 
 def _log_extent(commitlog: CommitLog) -> int:
@@ -199,8 +216,11 @@ def _redispatch(store: DefaultMessageStore, start: int, end: int,
         key = (rec.topic, rec.queue_id)
         if only is not None and key not in only:
             continue
+        count += 1
+        if not is_dispatched_to_queue(rec.sysflag):
+            continue  # prepared and rolled-back transaction records: no unit, no index entry
         tags, keys = _parse_props(rec.properties)
-        if is_dispatched_to_queue(rec.sysflag) and key not in damaged:
+        if key not in damaged:
             cq = store.consume_queues.find_or_create(rec.topic, rec.queue_id)
             expected = cq.max_offset
             empty = expected == 0 and cq.min_offset == 0
@@ -210,5 +230,4 @@ def _redispatch(store: DefaultMessageStore, start: int, end: int,
                 cq.append(rec.queue_offset, rec.phys_offset, rec.size, tags_code(tags))
         if index_enabled and keys:
             store.index.put(rec.topic, keys, rec.phys_offset, rec.store_timestamp_ms)
-        count += 1
     return count

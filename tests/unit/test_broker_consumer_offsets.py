@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
-from pocketmq.broker.errors import InvalidRequestError
+from pocketmq.broker.errors import InvalidRequestError, MetadataError
 
 
 def manager(tmp_path) -> ConsumerOffsetManager:
@@ -93,7 +93,7 @@ def test_both_files_damaged_refuses_to_start_empty(tmp_path):
     m.persist()
     offsets_file(tmp_path).write_text("[")
     (tmp_path / "config" / "consumerOffset.json.bak").write_text("[")
-    with pytest.raises(ValueError, match="repair or remove"):
+    with pytest.raises(MetadataError, match="repair or remove"):
         manager(tmp_path)
 
 

@@ -184,20 +184,21 @@ def env(tmp_path):
 async def test_send_answers_ids_queue_and_offset_per_message(env):
     blob = record(queue_id=1, uniq="A") + record(queue_id=1, uniq="B") + record(
         topic="TopicB", queue_id=0, uniq="C")
-    receipts, store_ts = await env.send.send(blob)
-    assert [(r.topic, r.queue_id, r.queue_offset, r.msg_id) for r in receipts] == [
+    outcome = await env.send.send(blob)
+    assert list(zip(outcome.topics, outcome.queue_ids, outcome.queue_offsets, outcome.msg_ids,
+                    strict=True)) == [
         ("TopicA", 1, 0, "A"), ("TopicA", 1, 1, "B"), ("TopicB", 0, 0, "C")]
-    assert all(r.status is SendStatus.SEND_OK for r in receipts)
+    assert outcome.status is SendStatus.SEND_OK
     first_record_size = len(env.store.queues[("TopicA", 1)][0][0])
-    assert receipts[1].offset_msg_id == encode_offset_msg_id(*STORE_HOST, first_record_size)
-    assert store_ts == env.store.now_ms
+    assert outcome.offset_msg_ids[1] == encode_offset_msg_id(*STORE_HOST, first_record_size)
+    assert outcome.store_timestamp_ms == env.store.now_ms
     assert env.topics.get("TopicB").write_queue_nums == 8   # auto-created
 
 
 async def test_a_timed_out_sync_flush_still_acknowledges_with_its_status(env):
     env.store.flush_status = PutStatus.FLUSH_DISK_TIMEOUT
-    receipts, _ = await env.send.send(record())
-    assert receipts[0].status is SendStatus.FLUSH_DISK_TIMEOUT
+    outcome = await env.send.send(record())
+    assert outcome.status is SendStatus.FLUSH_DISK_TIMEOUT
 
 
 def _corrupt(rec: bytes, pos: int, value: bytes) -> bytes:
@@ -263,11 +264,11 @@ async def test_store_refusals_carry_the_put_status(env, status):
     assert info.value.status is status and info.value.reason == status.value
 
 
-def test_walk_records_reads_topic_queue_and_body_length():
-    heads = walk_records(record(topic="T1", queue_id=3, body=b"abc") + record(topic="T2"),
-                         max_body_bytes=100)
-    assert [(h.topic, h.queue_id, h.body_len) for h in heads] == [("T1", 3, 3), ("T2", 0, 5)]
-    assert heads[1].batch_offset == len(record(topic="T1", queue_id=3, body=b"abc"))
+def test_walk_records_reads_position_topic_and_queue():
+    walked = walk_records(record(topic="T1", queue_id=3, body=b"abc") + record(topic="T2"),
+                          max_body_bytes=100)
+    assert (walked.topics, walked.queue_ids) == (["T1", "T2"], [3, 0])
+    assert walked.positions == [0, len(record(topic="T1", queue_id=3, body=b"abc"))]
 
 
 # -- pull -----------------------------------------------------------------------------------
@@ -403,8 +404,8 @@ async def test_topic_status_and_consume_progress(env):
 
 
 async def test_view_message_by_offset_msg_id(env):
-    receipts, _ = await env.send.send(record(body=b"find me"))
-    assert decode_record(env.admin.view_message(receipts[0].offset_msg_id)).body == b"find me"
+    outcome = await env.send.send(record(body=b"find me"))
+    assert decode_record(env.admin.view_message(outcome.offset_msg_ids[0])).body == b"find me"
     with pytest.raises(InvalidRequestError, match="not hexadecimal"):
         env.admin.view_message("Z" * 32)
     with pytest.raises(InvalidRequestError, match=r"names broker 10\.1\.1\.1:10911"):

@@ -1,0 +1,397 @@
+"""What push and pull consumers share: services, the queue table, the pull loops.
+
+A consumer owns, and cancels in :meth:`ConsumerBase.shutdown`:
+
+* a :class:`~pocketmq.client.route.RouteService` (routes, refreshed every 30 s),
+* a :class:`~pocketmq.client.heartbeat.HeartbeatService` (membership on every
+  broker; the broker's ``NotifyConsumerIdsChanged`` wakes the rebalance),
+* a :class:`~pocketmq.client.rebalance.RebalanceService` (every 20 s),
+* the offset commit task (every ``commit_interval_s``, 5 s),
+* one pull loop per assigned queue: it long-polls the queue's broker from the
+  :class:`~pocketmq.client.process_queue.ProcessQueue`'s next offset, waits
+  while the process queue is over its flow-control limits, re-checks tags by
+  string (tag codes can collide) and hands what it found to the subclass.
+
+The queue table maps each assigned :class:`MessageQueue` to its process
+queue. A rebalance adds queues (starting at the stored offset or the
+consume-from policy) and drops queues (their pull loop stops, their committed
+offset is written at once, late handler results for them are ignored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from pocketmq.client.allocate import resolve_strategy
+from pocketmq.client.config import _ConsumerCommon as ConsumerCommonConfig
+from pocketmq.client.config import parse_namesrv
+from pocketmq.client.errors import ClientError, ClientStateError
+from pocketmq.client.heartbeat import HeartbeatService, make_client_id
+from pocketmq.client.message_codec import decode_messages
+from pocketmq.client.model import (
+    ConsumeFrom,
+    MessageExt,
+    MessageModel,
+    MessageQueue,
+    retry_topic,
+)
+from pocketmq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
+from pocketmq.client.process_queue import ProcessQueue
+from pocketmq.client.rebalance import Rebalancer, RebalanceService, resolve_start_offset
+from pocketmq.client.remoting import (
+    BrokerClient,
+    ChannelOpened,
+    ConsumerIdsChanged,
+    ConsumerInfo,
+    PullReply,
+    PullStatus,
+    Remoting,
+    ServerCommand,
+)
+from pocketmq.client.route import RouteService
+from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.validation import check_group, check_topic
+
+__all__ = ["ConsumerBase", "parse_subscription"]
+
+log = logging.getLogger(__name__)
+
+PULL_RPC_MARGIN_S = 15.0      # a long poll's RPC deadline beyond its suspend time
+DEFAULT_TIMESTAMP_LOOKBACK_MS = 30 * 60 * 1000
+
+
+def parse_subscription(expression: str) -> frozenset[str] | None:
+    """``"*"``/``""`` -> None (every tag); ``"A || B"`` -> {"A", "B"}."""
+    text = (expression or "*").strip()
+    if text == "*":
+        return None
+    tags = frozenset(t.strip() for t in text.split("||") if t.strip())
+    if not tags:
+        raise ValueError(f"subscription {expression!r} names no tags; use '*' or 'A || B'")
+    return tags
+
+
+class ConsumerBase:
+    _push = True
+
+    def __init__(self, *, group: str, namesrv: str | Sequence[str] | None,
+                 config: ConsumerCommonConfig, clock: Clock | None,
+                 instance_name: str | None) -> None:
+        problem = check_group(group)
+        if problem:
+            raise ValueError(f"consumer group: {problem}")
+        self.group = group
+        self.namesrv = parse_namesrv(namesrv)
+        self.config = config
+        self.client_id = make_client_id(instance_name)
+        self._clock = clock or SystemClock()
+        self._subscriptions: dict[str, str] = {}
+        self._tag_sets: dict[str, frozenset[str] | None] = {}
+        self._pqs: dict[MessageQueue, ProcessQueue] = {}
+        self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
+        self._remoting: Remoting | None = None
+        self._routes: RouteService | None = None
+        self._heartbeat: HeartbeatService | None = None
+        self._rebalance: RebalanceService | None = None
+        self._rebalancer: Rebalancer | None = None
+        self._offsets: OffsetStore | None = None
+        self._commit_task: asyncio.Task[None] | None = None
+        self._rebalance_lock = asyncio.Lock()
+        self._state = "created"
+
+    # -- configuration ------------------------------------------------------------------
+    @property
+    def broadcasting(self) -> bool:
+        return self.config.message_model is MessageModel.BROADCASTING
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Read *topic*'s messages whose tag matches *expression* (``*`` or ``A || B``)."""
+        problem = check_topic(topic)
+        if problem:
+            raise ValueError(problem)
+        self._tag_sets[topic] = parse_subscription(expression)
+        self._subscriptions[topic] = (expression or "*").strip()
+        if self._rebalance is not None:
+            self._rebalance.wakeup()
+
+    def unsubscribe(self, topic: str) -> None:
+        self._subscriptions.pop(topic, None)
+        self._tag_sets.pop(topic, None)
+        if self._rebalance is not None:
+            self._rebalance.wakeup()
+
+    def _all_subscriptions(self) -> dict[str, str]:
+        """User subscriptions, plus the group's retry topic when clustering (push)."""
+        subs = dict(self._subscriptions)
+        if self._push and not self.broadcasting and subs:
+            subs.setdefault(retry_topic(self.group), "*")
+        return subs
+
+    def assigned_queues(self) -> set[MessageQueue]:
+        """The queues this member reads now."""
+        return {mq for mq, pq in self._pqs.items() if not pq.dropped}
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def _start_services(self) -> None:
+        if self._state != "created":
+            raise ClientStateError(f"consumer {self.group} is {self._state}; start it once")
+        cfg = self.config
+        self._state = "starting"
+        self._remoting = Remoting()
+        self._routes = RouteService(self._remoting.nameserver(self.namesrv).get_route,
+                                    refresh_interval_s=cfg.route_refresh_interval_s,
+                                    clock=self._clock)
+        if self.broadcasting:
+            self._offsets = LocalFileOffsetStore(
+                self.group, os.path.expanduser(cfg.offset_store_dir))
+        else:
+            self._offsets = RemoteBrokerOffsetStore(self.group, self._broker,
+                                                    timeout_s=cfg.rpc_timeout_s)
+        await self._offsets.load()
+        self._rebalancer = Rebalancer(
+            group=self.group, client_id=self.client_id, routes=self._routes,
+            broker_of=self._broker, strategy=resolve_strategy(cfg.allocate),
+            broadcasting=self.broadcasting, timeout_s=cfg.rpc_timeout_s)
+        self._rebalance = RebalanceService(self.rebalance_once,
+                                           interval_s=cfg.rebalance_interval_s)
+        self._heartbeat = HeartbeatService(
+            self._remoting, self._routes, self.client_id, consumers=self._consumer_infos,
+            interval_s=cfg.heartbeat_interval_s, on_command=self._on_command,
+            timeout_s=cfg.rpc_timeout_s)
+        for topic in self._all_subscriptions():
+            with contextlib.suppress(ClientError):
+                await self._routes.get(topic)
+        self._routes.start()
+        await self._heartbeat.start()
+        self._state = "running"
+        await self._rebalance.run_once()
+        self._rebalance.start()
+        self._commit_task = asyncio.get_running_loop().create_task(
+            self._commit_loop(), name=f"OffsetCommitService {self.group}")
+
+    async def _stop_services(self) -> None:
+        """Stop rebalancing and pulling; handlers in progress may still finish."""
+        self._state = "shutting down"
+        if self._rebalance is not None:
+            await self._rebalance.stop()
+        await _cancel(self._commit_task)
+        self._commit_task = None
+        await asyncio.gather(*(_cancel(t) for t in self._pull_tasks.values()))
+        self._pull_tasks.clear()
+
+    async def _close_services(self) -> None:
+        """Write offsets, leave the group on every broker, close the channels."""
+        for pq in self._pqs.values():
+            pq.drop()
+        if self._offsets is not None:
+            await self._offsets.persist()
+        await self._release_queues(list(self._pqs.values()))
+        if self._heartbeat is not None:
+            await self._heartbeat.stop()
+            await self._heartbeat.unregister(consumer_group=self.group)
+        if self._routes is not None:
+            await self._routes.stop()
+        if self._remoting is not None:
+            await self._remoting.close()
+        self._pqs.clear()
+
+    def _running(self) -> None:
+        if self._state != "running":
+            raise ClientStateError(f"consumer {self.group} is {self._state}; call start() "
+                                   "first")
+
+    def _broker(self, broker_name: str) -> BrokerClient | None:
+        if self._routes is None or self._remoting is None:
+            return None
+        addr = self._routes.addr_of(broker_name)
+        return self._remoting.broker(addr) if addr else None
+
+    def _consumer_infos(self) -> list[ConsumerInfo]:
+        return [ConsumerInfo(group=self.group, push=self._push, broadcasting=self.broadcasting,
+                             consume_from=str(self.config.consume_from),
+                             subscriptions=self._all_subscriptions())]
+
+    def _on_command(self, command: ServerCommand) -> None:
+        if self._rebalance is None:
+            return
+        if isinstance(command, ConsumerIdsChanged) and command.group == self.group:
+            log.info("group %s changed on a broker; rebalancing now", self.group)
+            self._rebalance.wakeup()
+        elif isinstance(command, ChannelOpened):
+            self._rebalance.wakeup()
+
+    async def _commit_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.commit_interval_s)
+            await self.commit_offsets()
+
+    async def commit_offsets(self) -> int:
+        """Write every changed offset now; returns how many were written."""
+        if self._offsets is None:
+            return 0
+        return await self._offsets.persist()
+
+    # -- rebalance ----------------------------------------------------------------------
+    async def rebalance_once(self) -> None:
+        """One rebalance round over every subscribed topic."""
+        if self._state != "running" or self._rebalancer is None:
+            return
+        async with self._rebalance_lock:
+            for topic in self._all_subscriptions():
+                target = await self._rebalancer.target(topic)
+                if target is not None:
+                    await self._apply(topic, target)
+
+    async def _apply(self, topic: str, target: set[MessageQueue]) -> None:
+        current = {mq for mq in self._pqs if mq.topic == topic}
+        removed = sorted(current - target)
+        added = sorted(target - current)
+        for mq in removed:
+            await self._remove_queue(mq)
+        for mq in added:
+            await self._add_queue(mq)
+        if removed or added:
+            log.info("group %s member %s: topic %s now %s (+%d -%d)", self.group,
+                     self.client_id, topic, sorted(f"{q.broker_name}#{q.queue_id}" for q in target),
+                     len(added), len(removed))
+            self._queues_changed(topic, target)
+
+    def _queues_changed(self, topic: str, target: set[MessageQueue]) -> None:
+        """Hook: the assignment of *topic* changed."""
+
+    async def _add_queue(self, mq: MessageQueue) -> bool:
+        broker = self._broker(mq.broker_name)
+        if broker is None or self._offsets is None:
+            return False
+        if not await self._may_add(mq):
+            return False
+        try:
+            offset = await resolve_start_offset(
+                mq, broker, self._offsets, ConsumeFrom(self.config.consume_from),
+                timestamp_ms=self._consume_timestamp_ms(), timeout_s=self.config.rpc_timeout_s)
+        except ClientError as exc:
+            log.warning("group %s: cannot find where %s starts: %s; next rebalance retries",
+                        self.group, mq, exc)
+            return False
+        self._offsets.update(mq, offset, increase_only=False)
+        pq = self._new_process_queue(mq, offset)
+        self._pqs[mq] = pq
+        self._start_pulling(pq)
+        return True
+
+    async def _may_add(self, mq: MessageQueue) -> bool:
+        """Hook: orderly consumers lock the queue first."""
+        return True
+
+    async def _remove_queue(self, mq: MessageQueue) -> None:
+        pq = self._pqs.pop(mq, None)
+        if pq is None:
+            return
+        pq.drop()
+        await _cancel(self._pull_tasks.pop(mq, None))
+        if self._offsets is not None:
+            self._offsets.update(mq, pq.committed_offset)
+            await self._offsets.persist([mq])
+            self._offsets.remove(mq)
+        await self._queue_removed(pq)
+
+    async def _queue_removed(self, pq: ProcessQueue) -> None:
+        """Hook: a queue left this member (orderly consumers unlock it)."""
+
+    async def _release_queues(self, pqs: list[ProcessQueue]) -> None:
+        """Hook: shutting down with these queues (orderly consumers unlock them)."""
+
+    def _consume_timestamp_ms(self) -> int:
+        ts = self.config.consume_timestamp_ms
+        return ts if ts is not None else self._clock.now_ms() - DEFAULT_TIMESTAMP_LOOKBACK_MS
+
+    def _new_process_queue(self, mq: MessageQueue, offset: int) -> ProcessQueue:
+        cfg = self.config
+        return ProcessQueue(mq, next_offset=offset, max_messages=cfg.pull_threshold_for_queue,
+                            max_bytes=cfg.pull_threshold_size_for_queue_bytes, max_span=None)
+
+    def _start_pulling(self, pq: ProcessQueue) -> None:
+        old = self._pull_tasks.get(pq.queue)
+        if old is not None:
+            old.cancel()
+        self._pull_tasks[pq.queue] = asyncio.get_running_loop().create_task(
+            self._pull_loop(pq), name=f"PullService {pq.queue}")
+
+    # -- pulling ------------------------------------------------------------------------
+    async def _pull_loop(self, pq: ProcessQueue) -> None:
+        mq = pq.queue
+        cfg = self.config
+        while not pq.dropped:
+            await pq.wait_for_room()
+            if pq.dropped or not await self._ready_to_pull(pq):
+                continue
+            broker = self._broker(mq.broker_name)
+            try:
+                if broker is None:
+                    raise ClientError(f"no address for broker {mq.broker_name}")
+                reply = await broker.pull(
+                    group=self.group, queue=mq, offset=pq.next_offset,
+                    max_messages=cfg.pull_batch_size,
+                    subscription=self._all_subscriptions().get(mq.topic, "*"),
+                    suspend_ms=cfg.pull_suspend_ms, commit_offset=self._commit_offset(mq),
+                    timeout_s=cfg.pull_suspend_ms / 1000 + PULL_RPC_MARGIN_S)
+            except ClientError as exc:
+                if pq.dropped:
+                    return
+                log.warning("pull from %s at offset %d failed: %s; retrying in %.1f s", mq,
+                            pq.next_offset, exc, cfg.pull_delay_on_error_s)
+                if self._routes is not None:
+                    self._routes.invalidate(mq.topic)
+                await asyncio.sleep(cfg.pull_delay_on_error_s)
+                continue
+            if not pq.dropped:
+                self._on_pull_reply(pq, reply)
+
+    async def _ready_to_pull(self, pq: ProcessQueue) -> bool:
+        """Hook: orderly consumers wait for the queue lock."""
+        return True
+
+    def _commit_offset(self, mq: MessageQueue) -> int | None:
+        if self.broadcasting or self._offsets is None:
+            return None
+        return self._offsets.get(mq)
+
+    def _on_pull_reply(self, pq: ProcessQueue, reply: PullReply) -> None:
+        mq = pq.queue
+        if reply.status is PullStatus.FOUND:
+            messages = decode_messages(reply.records, mq.broker_name)
+            tags = self._tag_sets.get(mq.topic)
+            if tags is not None:
+                messages = [m for m in messages if m.tags in tags]
+            pq.add(messages, reply.next_begin_offset)
+            if messages:
+                self._on_messages(pq, messages)
+                return
+        elif reply.status is PullStatus.OFFSET_ILLEGAL:
+            log.warning("offset %d of %s is outside [%d, %d]; continuing at %d",
+                        pq.next_offset, mq, reply.min_offset, reply.max_offset,
+                        reply.next_begin_offset)
+            pq.next_offset = reply.next_begin_offset
+            if not len(pq) and self._offsets is not None:
+                self._offsets.update(mq, reply.next_begin_offset, increase_only=False)
+            return
+        else:
+            pq.next_offset = max(pq.next_offset, reply.next_begin_offset)
+        if not len(pq) and self._offsets is not None:
+            self._offsets.update(mq, pq.committed_offset)
+
+    def _on_messages(self, pq: ProcessQueue, messages: list[MessageExt]) -> None:
+        raise NotImplementedError
+
+
+async def _cancel(task: asyncio.Task[Any] | None) -> None:
+    if task is None:
+        return
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
