@@ -1,0 +1,213 @@
+"""End-to-end figures through gRPC against a standalone broker, beside bare grpc.aio.
+
+    .venv/bin/python benchmarks/broker_bench.py [--messages 200000] [--flush async]
+
+Starts `pocketmq standalone` (nameserver + broker) in a subprocess on free
+ports, and an echo server (grpc.aio, no protobuf, same bytes) in another; the
+client runs here on uvloop. 1 KiB bodies. Prints SendBatch msgs/s and MB/s for
+batches of 32/128/512, single SendMessage at concurrency 1 and 64 with p50/p99
+latency, PullMessage msgs/s, and each against the echo ceiling. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import grpc
+import uvloop
+
+from pocketmq.common.message import encode_record, pack_host
+from pocketmq.v1 import broker_pb2, broker_pb2_grpc
+
+BODY = os.urandom(1024)
+ECHO_METHOD = "/bench.Echo/Echo"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def machine() -> str:
+    return (f"{platform.node()} · {os.cpu_count()} cpu · Python {platform.python_version()} · "
+            f"grpcio {grpc.__version__}")
+
+
+def records(n: int, topic: str = "bench", queues: int = 8, start: int = 0) -> list[bytes]:
+    host = pack_host(("127.0.0.1", 1))
+    return [encode_record(topic=topic, body=BODY, queue_id=(start + i) % queues,
+                          born_host=host, properties={"UNIQ_KEY": f"{start + i:032X}"})
+            for i in range(n)]
+
+
+def wait_port(port: int, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout_s} s")
+
+
+async def run_concurrently(n_calls: int, concurrency: int, call) -> list[float]:  # type: ignore[no-untyped-def]
+    """Make n_calls calls, `concurrency` at a time; return each call's latency (s)."""
+    latencies: list[float] = []
+    next_index = 0
+
+    async def worker() -> None:
+        nonlocal next_index
+        while next_index < n_calls:
+            i = next_index
+            next_index += 1
+            t0 = time.perf_counter()
+            await call(i)
+            latencies.append(time.perf_counter() - t0)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+async def bench_send_batch(stub, total: int, batch: int) -> float:  # type: ignore[no-untyped-def]
+    blobs = [b"".join(records(batch, start=i * batch)) for i in range(total // batch)]
+    t0 = time.perf_counter()
+    await run_concurrently(len(blobs), 4, lambda i: stub.SendBatch(
+        broker_pb2.SendBatchRequest(records=blobs[i])))
+    return len(blobs) * batch / (time.perf_counter() - t0)
+
+
+async def bench_send_single(stub, total: int, concurrency: int) -> tuple[float, list[float]]:  # type: ignore[no-untyped-def]
+    recs = records(total, topic="single")
+    t0 = time.perf_counter()
+    lat = await run_concurrently(total, concurrency, lambda i: stub.SendMessage(
+        broker_pb2.SendMessageRequest(record=recs[i])))
+    return total / (time.perf_counter() - t0), lat
+
+
+async def bench_pull(stub, queues: int = 8) -> float:  # type: ignore[no-untyped-def]
+    got = 0
+
+    async def drain(queue_id: int) -> None:
+        nonlocal got
+        offset = 0
+        while True:
+            reply = await stub.PullMessage(broker_pb2.PullMessageRequest(
+                consumer_group="bench", topic="bench", queue_id=queue_id, queue_offset=offset,
+                max_msg_nums=256, suspend_timeout_ms=0))
+            if reply.status != broker_pb2.FOUND:
+                return
+            got += reply.message_count
+            offset = reply.next_begin_offset
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(drain(q) for q in range(queues)))
+    return got / (time.perf_counter() - t0)
+
+
+async def echo_ceiling(port: int, total: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        echo = channel.unary_unary(ECHO_METHOD)
+        for batch in (32, 128, 512):
+            payload = b"".join(records(batch))
+            t0 = time.perf_counter()
+            calls = total // batch
+            await run_concurrently(calls, 4, lambda i, p=payload: echo(p))
+            out[f"batch{batch}"] = calls * batch / (time.perf_counter() - t0)
+        single = records(1)[0]
+        for concurrency, n in ((1, 3000), (64, 20000)):
+            t0 = time.perf_counter()
+            lat = await run_concurrently(n, concurrency, lambda i: echo(single))
+            out[f"single{concurrency}"] = n / (time.perf_counter() - t0)
+            out[f"single{concurrency}_p50"] = pct(lat, 0.5)
+            out[f"single{concurrency}_p99"] = pct(lat, 0.99)
+    return out
+
+
+ECHO_SERVER = f"""
+import asyncio, grpc, uvloop
+async def main(port):
+    handler = grpc.method_handlers_generic_handler("bench.Echo", {{
+        "Echo": grpc.unary_unary_rpc_method_handler(_echo)}})
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((handler,))
+    server.add_insecure_port(f"127.0.0.1:{{port}}")
+    await server.start()
+    await server.wait_for_termination()
+async def _echo(req, context):
+    return req
+import sys
+uvloop.run(main(int(sys.argv[1])))
+"""
+
+
+async def main_async(args: argparse.Namespace, broker_port: int, echo_port: int) -> None:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{broker_port}", options=[
+            ("grpc.max_receive_message_length", 64 << 20),
+            ("grpc.max_send_message_length", 64 << 20)]) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        await stub.SendMessage(broker_pb2.SendMessageRequest(record=records(1)[0]))  # warm up
+        echo = await echo_ceiling(echo_port, args.messages // 2)
+        print(f"{'':32}{'PocketMQ':>14}{'bare grpc.aio':>16}{'ratio':>8}")
+        for batch in (32, 128, 512):
+            rate = await bench_send_batch(stub, args.messages, batch)
+            ceiling = echo[f"batch{batch}"]
+            print(f"SendBatch x{batch:<4} 1 KiB msgs/s   {rate:>14,.0f}{ceiling:>16,.0f}"
+                  f"{rate / ceiling:>8.0%}   ({rate * len(BODY) / 1e6:,.0f} MB/s)")
+        for concurrency, n in ((1, 3000), (64, 20000)):
+            rate, lat = await bench_send_single(stub, n, concurrency)
+            print(f"SendMessage c={concurrency:<3} msgs/s       {rate:>14,.0f}"
+                  f"{echo[f'single{concurrency}']:>16,.0f}"
+                  f"{rate / echo[f'single{concurrency}']:>8.0%}   p50 {pct(lat, 0.5):.2f} ms "
+                  f"p99 {pct(lat, 0.99):.2f} ms (echo p50 "
+                  f"{echo[f'single{concurrency}_p50']:.2f} p99 "
+                  f"{echo[f'single{concurrency}_p99']:.2f})")
+        rate = await bench_pull(stub)
+        print(f"PullMessage (8 queues) msgs/s  {rate:>14,.0f}   ({rate * len(BODY) / 1e6:,.0f} MB/s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--flush", choices=["async", "sync"], default="async")
+    args = parser.parse_args()
+    data = tempfile.mkdtemp(prefix="pocketmq-broker-bench-")
+    ns_port, broker_port, echo_port = free_port(), free_port(), free_port()
+    print(f"machine: {machine()}\nflush: {args.flush} · {args.messages} messages per batch run")
+    broker = subprocess.Popen([sys.executable, "-m", "pocketmq", "--log-level", "WARNING",
+                               "standalone", "--data-dir", data, "--namesrv-port", str(ns_port),
+                               "--broker-port", str(broker_port), "--flush", args.flush])
+    echo = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(echo_port)])
+    try:
+        wait_port(broker_port)
+        wait_port(echo_port)
+        uvloop.run(main_async(args, broker_port, echo_port))
+    finally:
+        for proc in (broker, echo):
+            proc.send_signal(signal.SIGTERM)
+        for proc in (broker, echo):
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
