@@ -140,14 +140,14 @@ async def echo_ceiling(port: int, total: int) -> dict[str, float]:
     return out
 
 
-ECHO_SERVER = f"""
+ECHO_SERVER = """
 import asyncio, grpc, uvloop
 async def main(port):
-    handler = grpc.method_handlers_generic_handler("bench.Echo", {{
-        "Echo": grpc.unary_unary_rpc_method_handler(_echo)}})
+    handler = grpc.method_handlers_generic_handler("bench.Echo", {
+        "Echo": grpc.unary_unary_rpc_method_handler(_echo)})
     server = grpc.aio.server()
     server.add_generic_rpc_handlers((handler,))
-    server.add_insecure_port(f"127.0.0.1:{{port}}")
+    server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     await server.wait_for_termination()
 async def _echo(req, context):
@@ -179,7 +179,8 @@ async def main_async(args: argparse.Namespace, broker_port: int, echo_port: int)
                   f"{echo[f'single{concurrency}_p50']:.2f} p99 "
                   f"{echo[f'single{concurrency}_p99']:.2f})")
         rate = await bench_pull(stub)
-        print(f"PullMessage (8 queues) msgs/s  {rate:>14,.0f}   ({rate * len(BODY) / 1e6:,.0f} MB/s)")
+        print(f"PullMessage (8 queues) msgs/s  {rate:>14,.0f}   "
+              f"({rate * len(BODY) / 1e6:,.0f} MB/s)")
 
 
 def main() -> None:

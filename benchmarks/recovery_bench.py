@@ -20,11 +20,11 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "support"))
 
-from storekit import crash  # noqa: E402
+from storekit import crash
 
-from pocketmq.broker.store import StoreConfig  # noqa: E402
-from pocketmq.broker.store.message_store import DefaultMessageStore  # noqa: E402
-from pocketmq.common.message import encode_record, pack_host  # noqa: E402
+from pocketmq.broker.store import StoreConfig
+from pocketmq.broker.store.message_store import DefaultMessageStore
+from pocketmq.common.message import encode_record, pack_host
 
 
 def config(path: str) -> StoreConfig:
