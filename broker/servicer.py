@@ -128,13 +128,18 @@ def _consumer(msg: pb.ConsumerData) -> ConsumerRegistration:
         _check_names(topic=sub.topic)
         subscriptions[sub.topic] = sub.expression or "*"
     kwargs: dict[str, Any] = {}
-    if msg.consume_type:
-        kwargs["consume_type"] = ConsumeType[pb.ConsumeType.Name(msg.consume_type)]
-    if msg.message_model:
-        kwargs["message_model"] = MessageModel[pb.MessageModel.Name(msg.message_model)]
-    if msg.consume_from_where:
-        kwargs["consume_from_where"] = ConsumeFromWhere[
-            pb.ConsumeFromWhere.Name(msg.consume_from_where)]
+    for field, pb_enum, enum_cls in (("consume_type", pb.ConsumeType, ConsumeType),
+                                     ("message_model", pb.MessageModel, MessageModel),
+                                     ("consume_from_where", pb.ConsumeFromWhere,
+                                      ConsumeFromWhere)):
+        value = getattr(msg, field)
+        if value:  # 0 = unspecified: the default
+            try:
+                kwargs[field] = enum_cls[pb_enum.Name(value)]
+            except (KeyError, ValueError):
+                raise InvalidRequestError(
+                    f"consumer {msg.group!r}: {field} {value} is unknown; this broker knows "
+                    f"{', '.join(m.name for m in enum_cls)}") from None
     return ConsumerRegistration(group=msg.group, subscriptions=subscriptions, **kwargs)
 
 

@@ -59,8 +59,7 @@ from pocketmq.client.model import (
     retry_topic,
 )
 from pocketmq.client.producer import MessageQueueSelector, Producer
-
-# from pocketmq.client.pull_consumer import PullConsumer
+from pocketmq.client.pull_consumer import PullConsumer
 from pocketmq.client.push_consumer import PushConsumer
 
 __all__ = [

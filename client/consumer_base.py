@@ -171,8 +171,9 @@ class ConsumerBase:
         self._state = "running"
         await self._rebalance.run_once()
         self._rebalance.start()
-        self._commit_task = asyncio.get_running_loop().create_task(
-            self._commit_loop(), name=f"OffsetCommitService {self.group}")
+        if self._auto_commit:
+            self._commit_task = asyncio.get_running_loop().create_task(
+                self._commit_loop(), name=f"OffsetCommitService {self.group}")
 
     async def _stop_services(self) -> None:
         """Stop rebalancing and pulling; handlers in progress may still finish."""
@@ -188,7 +189,7 @@ class ConsumerBase:
         """Write offsets, leave the group on every broker, close the channels."""
         for pq in self._pqs.values():
             pq.drop()
-        if self._offsets is not None:
+        if self._offsets is not None and self._auto_commit:
             await self._offsets.persist()
         await self._release_queues(list(self._pqs.values()))
         if self._heartbeat is not None:
@@ -296,7 +297,8 @@ class ConsumerBase:
         await _cancel(self._pull_tasks.pop(mq, None))
         if self._offsets is not None:
             self._offsets.update(mq, pq.committed_offset)
-            await self._offsets.persist([mq])
+            if self._auto_commit:
+                await self._offsets.persist([mq])
             self._offsets.remove(mq)
         await self._queue_removed(pq)
 
@@ -356,8 +358,13 @@ class ConsumerBase:
         """Hook: orderly consumers wait for the queue lock."""
         return True
 
+    @property
+    def _auto_commit(self) -> bool:
+        """Commit offsets every commit_interval_s, on pulls and at shutdown."""
+        return True
+
     def _commit_offset(self, mq: MessageQueue) -> int | None:
-        if self.broadcasting or self._offsets is None:
+        if self.broadcasting or self._offsets is None or not self._auto_commit:
             return None
         return self._offsets.get(mq)
 

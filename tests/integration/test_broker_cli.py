@@ -17,6 +17,21 @@ from pocketmq.v1 import broker_pb2_grpc, nameserver_pb2, nameserver_pb2_grpc
 READY = re.compile(rb"standalone: nameserver on (\S+), broker broker-a on (\S+)")
 
 
+async def registered_route(stub, topic: str, timeout_s: float = 10.0):
+    """The topic's route once the broker's registration (run on topic change) lands."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        try:
+            reply = await stub.GetRouteInfoByTopic(
+                nameserver_pb2.GetRouteInfoByTopicRequest(topic=topic))
+            return reply.route
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() is not grpc.StatusCode.NOT_FOUND:
+                raise
+            assert asyncio.get_running_loop().time() < deadline, f"{topic} never registered"
+            await asyncio.sleep(0.01)
+
+
 async def test_standalone_serves_and_stops_gracefully_on_sigterm(tmp_path):
     data_dir = tmp_path / "data"
     proc = await asyncio.create_subprocess_exec(
@@ -38,9 +53,8 @@ async def test_standalone_serves_and_stops_gracefully_on_sigterm(tmp_path):
             assert reply.results[0].status == pb.SEND_OK
         async with grpc.aio.insecure_channel(namesrv_addr) as channel:
             stub = nameserver_pb2_grpc.NameServerStub(channel)
-            route = await stub.GetRouteInfoByTopic(
-                nameserver_pb2.GetRouteInfoByTopicRequest(topic="CliTopic"))
-            assert dict(route.route.broker_datas[0].broker_addrs) == {0: broker_addr}
+            route = await registered_route(stub, "CliTopic")
+            assert dict(route.broker_datas[0].broker_addrs) == {0: broker_addr}
         assert (data_dir / "abort").exists()
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 30) == 0

@@ -146,6 +146,11 @@ async def test_admin_and_query_refusals(broker):
          Code.INVALID_ARGUMENT, "queue id 99"),
         (stub.HeartBeat(pb.HeartBeatRequest(client_id="")), Code.INVALID_ARGUMENT,
          "client_id is empty"),
+        (stub.HeartBeat(pb.HeartBeatRequest(client_id="c1", consumers=[pb.ConsumerData(
+            group="G", consume_type=42)])), Code.INVALID_ARGUMENT, "consume_type 42 is unknown"),
+        (stub.HeartBeat(pb.HeartBeatRequest(client_id="c1", consumers=[pb.ConsumerData(
+            group="G", subscriptions=[pb.Subscription(topic="a b")])])),
+         Code.INVALID_ARGUMENT, "topic name"),
         (stub.GetConsumeProgress(pb.GetConsumeProgressRequest(consumer_group="Nobody")),
          Code.NOT_FOUND, "no offsets"),
     ]

@@ -1,0 +1,185 @@
+"""Producer against a real nameserver and two real brokers (gRPC, port 0)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import pytest
+
+from pocketmq.broker.broker import Broker
+from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.client import (
+    InvalidMessageError,
+    Message,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+    SendStatus,
+)
+from pocketmq.nameserver import NameServer, NamesrvConfig
+
+QUEUES = 4
+
+
+@dataclass
+class Cluster:
+    namesrv: NameServer
+    brokers: list[Broker]
+
+    @property
+    def addr(self) -> str:
+        return self.namesrv.address
+
+
+@pytest.fixture
+async def cluster(tmp_path, eventually):
+    namesrv = NameServer(NamesrvConfig(host="127.0.0.1", port=0))
+    await namesrv.start()
+    brokers = []
+    for name in ("broker-a", "broker-b"):
+        broker = Broker(BrokerConfig(
+            broker_name=name, port=0, data_dir=str(tmp_path / name),
+            namesrv_addrs=namesrv.address, commitlog_file_size_bytes=16 * 1024 * 1024,
+            index_slots=1000, index_entries=4000, default_topic_queue_nums=QUEUES))
+        await broker.start()
+        brokers.append(broker)
+    yield Cluster(namesrv, brokers)
+    for broker in brokers:
+        await broker.stop(0)
+    await namesrv.stop(0)
+
+
+async def create_topic(cluster: Cluster, topic: str, eventually, queues: int = QUEUES) -> None:
+    for broker in cluster.brokers:
+        broker.topics.create(TopicConfig(topic_name=topic, read_queue_nums=queues,
+                                         write_queue_nums=queues))
+
+    def routed():
+        route = cluster.namesrv.route_table.get_route(topic)
+        return route is not None and len(route.queue_datas) == len(cluster.brokers)
+
+    await eventually(routed, what=f"route of {topic} on both brokers")
+
+
+async def test_round_robin_spreads_sends_over_every_queue_of_every_broker(cluster, eventually):
+    await create_topic(cluster, "rr", eventually)
+    async with Producer(group="pg", namesrv=cluster.addr) as producer:
+        results = [await producer.send(Message(topic="rr", body=b"m%d" % i))
+                   for i in range(16 * QUEUES)]
+    per_queue = Counter(r.queue for r in results)
+    assert len(per_queue) == 2 * QUEUES
+    assert set(per_queue.values()) == {8}
+    assert {r.queue.broker_name for r in results} == {"broker-a", "broker-b"}
+    assert all(r.status is SendStatus.SEND_OK for r in results)
+
+
+async def test_sends_keep_succeeding_at_once_when_one_of_two_brokers_dies(cluster, eventually):
+    await create_topic(cluster, "ha", eventually)
+    async with Producer(group="pg", namesrv=cluster.addr) as producer:
+        for i in range(8):
+            await producer.send(Message(topic="ha", body=b"before %d" % i))
+        dead = cluster.brokers[1]
+        await dead.stop(0)
+        started = time.monotonic()
+        results = [await producer.send(Message(topic="ha", body=b"after %d" % i))
+                   for i in range(40)]
+        elapsed_s = time.monotonic() - started
+        assert {r.queue.broker_name for r in results} == {"broker-a"}
+        assert not producer.fault.is_available(dead.config.broker_name)
+    assert elapsed_s < 3.0, f"40 sends took {elapsed_s:.2f} s with one broker down"
+
+
+async def test_concurrent_sends_are_coalesced_and_each_caller_gets_its_own_result(
+        cluster, eventually):
+    await create_topic(cluster, "co", eventually)
+    async with Producer(group="pg", namesrv=cluster.addr) as producer:
+        results = await asyncio.gather(*(
+            producer.send(Message(topic="co", body=b"%d" % i, keys=[f"k{i}"]))
+            for i in range(600)))
+        calls = sum(c for c, _ in producer.batch_stats().values())
+    assert len({(r.queue, r.queue_offset) for r in results}) == 600
+    assert len({r.msg_id for r in results}) == 600
+    assert len({r.offset_msg_id for r in results}) == 600
+    assert calls < 600
+
+
+async def test_ordered_sends_go_to_the_chosen_queue(cluster, eventually):
+    await create_topic(cluster, "ord", eventually)
+    async with Producer(group="pg", namesrv=cluster.addr) as producer:
+        queues = await producer.fetch_publish_queues("ord")
+        target = queues[5]
+        direct = [await producer.send(Message(topic="ord", body=b"x"), queue=target)
+                  for _ in range(3)]
+        chosen = [await producer.send(Message(topic="ord", body=b"y"),
+                                      selector=lambda qs, msg, arg: qs[arg % len(qs)], arg=2)
+                  for _ in range(3)]
+    assert {r.queue for r in direct} == {target}
+    assert [r.queue_offset for r in direct] == [0, 1, 2]
+    assert {r.queue for r in chosen} == {queues[2]}
+
+
+async def test_send_batch_returns_one_result_per_message_in_one_queue(cluster, eventually):
+    await create_topic(cluster, "bt", eventually)
+    async with Producer(group="pg", namesrv=cluster.addr) as producer:
+        results = await producer.send_batch(
+            [Message(topic="bt", body=b"b%d" % i) for i in range(10)])
+        with pytest.raises(InvalidMessageError, match="one topic"):
+            await producer.send_batch([Message(topic="bt", body=b"1"),
+                                       Message(topic="other", body=b"2")])
+    assert len({r.queue for r in results}) == 1
+    offsets = [r.queue_offset for r in results]
+    assert offsets == list(range(offsets[0], offsets[0] + 10))
+
+
+async def test_messages_round_trip_with_tags_keys_properties_and_compressed_body(
+        cluster, eventually):
+    await create_topic(cluster, "rt", eventually)
+    big = bytes(range(256)) * 64  # 16 KiB, compressed on the wire
+    async with Producer(group="pg", namesrv=cluster.addr) as producer:
+        sent = await producer.send(Message(topic="rt", body=big, tags="TagA",
+                                           keys=["order-1", "user-7"],
+                                           properties={"region": "eu"}))
+        await producer.send_oneway(Message(topic="rt", body=b"fire and forget"))
+    consumer = PullConsumer(group="rt-reader", namesrv=cluster.addr)
+    consumer.assign([MessageQueue("rt", b.config.broker_name, q)
+                     for b in cluster.brokers for q in range(QUEUES)])
+    await consumer.start()
+    try:
+        for queue in list(consumer.assigned_queues()):
+            await consumer.seek_to_begin(queue)
+        got = []
+
+        async def both_arrived():
+            got.extend(await consumer.poll(timeout_s=0.2))
+            return len(got) >= 2
+
+        await eventually(both_arrived, what="both messages polled")
+    finally:
+        await consumer.shutdown()
+    by_body = {m.body: m for m in got}
+    msg = by_body[big]
+    assert msg.msg_id == sent.msg_id and msg.offset_msg_id == sent.offset_msg_id
+    assert (msg.tags, msg.keys, msg.properties["region"]) == ("TagA", ["order-1", "user-7"],
+                                                              "eu")
+    assert (msg.queue_id, msg.queue_offset) == (sent.queue.queue_id, sent.queue_offset)
+    assert b"fire and forget" in by_body
+
+
+async def test_send_to_an_unknown_topic_uses_the_auto_create_template(cluster):
+    async with Producer(group="pg", namesrv=cluster.addr) as producer:
+        result = await producer.send(Message(topic="brand-new", body=b"hello"))
+    assert result.status is SendStatus.SEND_OK
+    assert result.queue.topic == "brand-new"
+
+
+async def test_oversized_and_empty_bodies_are_refused_before_sending(cluster):
+    async with Producer(group="pg", namesrv=cluster.addr,
+                        max_message_size_bytes=1024) as producer:
+        with pytest.raises(InvalidMessageError, match="2048 bytes; the limit is 1024"):
+            await producer.send(Message(topic="x", body=b"z" * 2048))
+        with pytest.raises(InvalidMessageError, match="empty"):
+            await producer.send(Message(topic="x", body=b""))
