@@ -185,10 +185,7 @@ class AdminService:
 
     # -- broker -------------------------------------------------------------------------
     def runtime_info(self) -> dict[str, str]:
-        info: dict[str, str] = {}
-        store_info = getattr(self._store, "runtime_info", None)
-        if callable(store_info):
-            info.update(store_info())
+        info = dict(self._store.runtime_info())
         producer_groups, consumer_groups = self._clients.counts()
         info.update({
             "broker_name": self._broker_name,

@@ -74,3 +74,12 @@ class MessageStore(Protocol):
 
     # -- notifications -----------------------------------------------------------------
     def add_arrival_listener(self, listener: ArrivalListener) -> None: ...
+
+    # -- housekeeping and figures --------------------------------------------------------
+    def run_cleanup_once(self) -> int:
+        """Retention and disk-space checks; returns commit-log segments deleted."""
+        ...
+
+    def runtime_info(self) -> dict[str, str]:
+        """Figures for operators: offsets, put totals, disk use, health."""
+        ...

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = {
     "common": ("pocketmq.common",),
     "broker/store": ("pocketmq.common", "pocketmq.broker.store"),
+    "broker": ("pocketmq.common", "pocketmq.broker", "pocketmq.v1", "pocketmq.nameserver"),
     "client": ("pocketmq.common", "pocketmq.client", "pocketmq.v1"),
     "nameserver": ("pocketmq.common", "pocketmq.nameserver", "pocketmq.v1"),
 }
@@ -42,7 +43,7 @@ def test_layer_imports_only_what_its_contract_allows(folder):
     problems = []
     for path in files:
         for name in imports_of(path):
-            if name.startswith("pocketmq") and not name.startswith(allowed):
+            if name.startswith("pocketmq.") and not name.startswith(allowed):
                 problems.append(f"{path.relative_to(ROOT)} imports {name}")
             if name.split(".")[0] in {f.split(".")[0] for f in forbidden} and any(
                     name == f or name.startswith(f + ".") for f in forbidden):
