@@ -70,6 +70,8 @@ def register(subparsers: Any) -> None:
                             help="broker port (default: 10911)")
     standalone.add_argument("--flush", choices=("async", "sync"), default="async",
                             help="flush mode of the commit log (default: async)")
+    standalone.add_argument("--demo", action="store_true",
+                            help="once up, send and consume a few messages and show how")
     standalone.set_defaults(func=_run_standalone)
 
 
@@ -134,12 +136,12 @@ async def _serve_standalone(args: argparse.Namespace, namesrv_config: Any) -> in
     config = BrokerConfig(host=args.host, port=args.broker_port, data_dir=args.data_dir,
                           flush_disk_type=args.flush, namesrv_addrs=nameserver.address)
     try:
-        return await _serve(config, namesrv=nameserver)
+        return await _serve(config, namesrv=nameserver, demo=args.demo)
     finally:
         await nameserver.stop()
 
 
-async def _serve(config: BrokerConfig, *, namesrv: Any) -> int:
+async def _serve(config: BrokerConfig, *, namesrv: Any, demo: bool = False) -> int:
     from pocketmq.broker.broker import Broker
 
     broker = Broker(config)
@@ -149,9 +151,15 @@ async def _serve(config: BrokerConfig, *, namesrv: Any) -> int:
         print(f"pocketmq broker: cannot start: {exc}", file=sys.stderr)
         await broker.stop(0)
         return 1
+    demo_task = None
     if namesrv is not None:
         log.info("standalone: nameserver on %s, broker %s on %s", namesrv.address,
                  config.broker_name, broker.address)
+        if demo:
+            from pocketmq.cli.demo import run_demo
+
+            demo_task = asyncio.get_running_loop().create_task(run_demo(
+                namesrv.address, broker_address=broker.address, data_dir=config.data_dir))
     stop_requested = asyncio.Event()
     loop = asyncio.get_running_loop()
     signals = (signal.SIGTERM, signal.SIGINT)
@@ -164,5 +172,7 @@ async def _serve(config: BrokerConfig, *, namesrv: Any) -> int:
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
+        if demo_task is not None and not demo_task.done():
+            demo_task.cancel()
         await broker.stop(SHUTDOWN_GRACE_S)
     return 0
