@@ -1,12 +1,15 @@
 """Message store throughput, against the raw speed of the same bytes into an mmap.
 
-    .venv/bin/python benchmarks/store_bench.py [--count 200000] [--sizes 100,1024]
+    .venv/bin/python benchmarks/store_bench.py [--count 200000] [--sizes 100,1024] [--both]
 
 Prints, per body size: single put and batch put (async and sync flush) in
 msgs/s and MB/s including dispatch to consume queue and index, read msgs/s,
 the raw speed of writing the same records (with a CRC per record) into an
 mmap from Python, the ratio of each to it, and anonymous memory before and
-after (it must not grow with the data stored). Not part of the test suite.
+after (it must not grow with the data stored). The header says which write
+path ran: the compiled accelerator or the pure-Python references
+(``POCKETMQ_NO_SPEEDUPS=1`` forces those; ``--both`` runs again with it set).
+Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ import mmap
 import os
 import platform
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 import zlib
 from collections.abc import Callable
 
-from pocketmq.broker.store import FlushDiskType, GetStatus, StoreConfig
+from pocketmq.broker.store import FlushDiskType, GetStatus, StoreConfig, speedups
 from pocketmq.broker.store.message_store import DefaultMessageStore
 from pocketmq.common.message import encode_record, pack_host
 
@@ -145,9 +150,13 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=200_000)
     parser.add_argument("--sizes", default="100,1024")
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
+    parser.add_argument("--both", action="store_true",
+                        help=f"then run again on the pure-Python path ({speedups.DISABLE_ENV}=1)")
     args = parser.parse_args()
     base = args.dir or tempfile.mkdtemp(prefix="pocketmq-bench-")
     print(f"machine: {machine()}")
+    native = f" ({speedups.NATIVE.__file__})" if speedups.NATIVE is not None else ""
+    print(f"store write path: {speedups.IMPLEMENTATION}{native}")
     print(f"data: {base} · {args.count} messages per run · batch {BATCH}")
     anon_start = rss_anon_kib()
     for size in (int(s) for s in args.sizes.split(",")):
@@ -181,6 +190,11 @@ def main() -> None:
           f"{rss_anon_kib() / 1024:.1f} MiB at end")
     if not args.dir:
         shutil.rmtree(base, ignore_errors=True)
+    if args.both and speedups.IMPLEMENTATION != "python":
+        print(flush=True)
+        rest = [a for a in sys.argv[1:] if a != "--both"]
+        env = {**os.environ, speedups.DISABLE_ENV: "1"}
+        subprocess.run([sys.executable, __file__, *rest], env=env, check=True)
 
 
 if __name__ == "__main__":

@@ -4,13 +4,14 @@ RocketMQ's ``BrokerController``. It owns the message store, the metadata
 managers, the services, the gRPC server and every background task::
 
     start():  bind the port (0 = any) ─ store.start() (recovery, logged) ─
-              load topics.json and consumerOffset.json ─ serve gRPC ─
-              start offset persistence, client housekeeping, store cleanup ─
-              register with every nameserver
+              load topics.json, consumerOffset.json, delayOffset.json ─ serve
+              gRPC ─ start offset persistence, client housekeeping, store
+              cleanup, delayed-message delivery ─ register with every nameserver
     stop():   answer parked pulls, close client streams ─ stop taking requests
-              and let those in flight finish (grace) ─ persist offsets and
-              topics ─ store.shutdown() (flush, checkpoint, remove ``abort``) ─
-              unregister from every nameserver
+              and let those in flight finish (grace) ─ stop delivery and save
+              its progress ─ persist offsets and topics ─ store.shutdown()
+              (flush, checkpoint, remove ``abort``) ─ unregister from every
+              nameserver
 
 Everything runs on one event loop; the store is called on its thread.
 """
@@ -30,7 +31,10 @@ from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.long_polling import PullRequestHoldService
 from pocketmq.broker.pull_service import PullMessageService
+from pocketmq.broker.rebalance_lock import RebalanceLockManager
 from pocketmq.broker.registration import NameserverClient, RegisterBrokerService
+from pocketmq.broker.schedule import ScheduleMessageService
+from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.send_service import SendMessageService
 from pocketmq.broker.servicer import BrokerServicer, add_to_server
 from pocketmq.broker.store.api import MessageStore
@@ -71,6 +75,8 @@ class Broker:
         self.clients: ClientManager | None = None
         self.hold: PullRequestHoldService | None = None
         self.registration: RegisterBrokerService | None = None
+        self.schedule: ScheduleMessageService | None = None
+        self.locks: RebalanceLockManager | None = None
         self._stopping = False
 
     @property
@@ -119,10 +125,12 @@ class Broker:
     def _build_services(self, store: MessageStore) -> BrokerServicer:
         cfg = self.config
         store_host = (cfg.advertised_ip, self.port)
+        levels = cfg.delay_levels
         self.topics = TopicConfigManager(
             cfg.config_dir, broker_name=cfg.broker_name, cluster_name=cfg.cluster_name,
             default_queue_nums=cfg.default_topic_queue_nums,
-            auto_create_enable=cfg.auto_create_topic_enable, clock=self.clock)
+            auto_create_enable=cfg.auto_create_topic_enable,
+            schedule_queue_nums=levels.max_level, clock=self.clock)
         self.topics.load()
         self.offsets = ConsumerOffsetManager(
             cfg.config_dir,
@@ -134,6 +142,13 @@ class Broker:
                                      clock=self.clock)
         self.hold = PullRequestHoldService(max_parked=cfg.max_parked_pulls)
         store.add_arrival_listener(self.hold.on_arrival)
+        self.schedule = ScheduleMessageService(
+            store, levels, cfg.config_dir,
+            persist_interval_s=cfg.flush_delay_offset_interval_ms / 1000, clock=self.clock)
+        self.schedule.load()
+        store.add_arrival_listener(self.schedule.on_arrival)
+        self.locks = RebalanceLockManager(max_live_time_ms=cfg.rebalance_lock_max_live_time_ms,
+                                          clock=self.clock)
         registration_kwargs = {}
         if self._namesrv_client_factory is not None:
             registration_kwargs["client_factory"] = self._namesrv_client_factory
@@ -144,7 +159,11 @@ class Broker:
             **registration_kwargs)
         return BrokerServicer(
             send=SendMessageService(store, self.topics, store_host=store_host,
-                                    max_body_bytes=cfg.max_message_size_bytes),
+                                    max_body_bytes=cfg.max_message_size_bytes,
+                                    delay_levels=levels, clock=self.clock),
+            send_back=SendBackService(store, self.topics, levels, store_host=store_host,
+                                      clock=self.clock),
+            locks=self.locks,
             pull=PullMessageService(
                 store, self.topics, self.offsets, self.hold,
                 max_pull_messages=cfg.max_pull_messages, max_pull_bytes=cfg.max_pull_bytes,
@@ -162,6 +181,8 @@ class Broker:
         assert self.offsets is not None and self.clients is not None
         self.offsets.start()
         self.clients.start()
+        if self.schedule is not None:
+            self.schedule.start()
         self._tasks.append(asyncio.get_running_loop().create_task(
             self._store_cleanup(), name="StoreCleanupService"))
 
@@ -207,6 +228,8 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        if self.schedule is not None:
+            await self.schedule.stop()
         await self._persist_metadata()
         if self.store is not None:
             self.store.shutdown()

@@ -13,6 +13,11 @@ import ipaddress
 import os
 from dataclasses import dataclass, field
 
+from pocketmq.broker.delay_levels import (
+    DEFAULT_MESSAGE_DELAY_LEVEL,
+    DelayLevels,
+    parse_delay_levels,
+)
 from pocketmq.broker.store.config import FlushDiskType, StoreConfig
 from pocketmq.common.errors import ConfigError
 from pocketmq.common.validation import check_topic
@@ -101,6 +106,14 @@ class BrokerConfig:
         "longest wait a pull may ask for, in ms"))
     max_parked_pulls: int = field(default=10_000, metadata=_help(
         "pulls waiting at once; more are refused as busy"))
+    # -- delayed messages, retries, orderly consumption ---------------------------------
+    message_delay_level: str = field(default=DEFAULT_MESSAGE_DELAY_LEVEL, metadata=_help(
+        "delay of each level 1, 2, ...; units ms, s, m, h, d (messageDelayLevel)"))
+    flush_delay_offset_interval_ms: int = field(default=10_000, metadata=_help(
+        "ms between saves of delayOffset.json (flushDelayOffsetInterval)"))
+    rebalance_lock_max_live_time_ms: int = field(default=60_000, metadata=_help(
+        "ms an orderly consumer's queue lock lasts unless renewed "
+        "(rocketmq.broker.rebalance.lockMaxLiveTime)"))
     # -- clients and offsets ----------------------------------------------------------
     client_channel_expire_seconds: float = field(default=120, metadata=_help(
         "seconds without a heartbeat before a client is dropped"))
@@ -122,6 +135,10 @@ class BrokerConfig:
             raise ConfigError(f"flush_disk_type must be 'async' or 'sync', got "
                               f"{self.flush_disk_type!r}")
         parse_namesrv_addrs(self.namesrv_addrs)
+        try:
+            parse_delay_levels(self.message_delay_level)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if self.pull_suspend_default_ms > self.pull_suspend_max_ms:
             raise ConfigError(f"pull_suspend_default_ms ({self.pull_suspend_default_ms}) "
                               f"exceeds pull_suspend_max_ms ({self.pull_suspend_max_ms})")
@@ -158,7 +175,8 @@ class BrokerConfig:
             "max_pull_messages", "max_pull_bytes", "default_query_max", "pull_suspend_max_ms",
             "max_parked_pulls", "client_channel_expire_seconds", "client_scan_interval_seconds",
             "consumer_offset_persist_interval_seconds", "register_interval_seconds",
-            "register_timeout_seconds")
+            "register_timeout_seconds", "flush_delay_offset_interval_ms",
+            "rebalance_lock_max_live_time_ms")
         for key in positive:
             value = getattr(self, key)
             if value <= 0:
@@ -185,8 +203,12 @@ class BrokerConfig:
         return FlushDiskType(self.flush_disk_type)
 
     @property
+    def delay_levels(self) -> DelayLevels:
+        return DelayLevels.parse(self.message_delay_level)
+
+    @property
     def config_dir(self) -> str:
-        """DATA/config: topics.json, consumerOffset.json."""
+        """DATA/config: topics.json, consumerOffset.json, delayOffset.json."""
         return os.path.join(self.data_dir, "config")
 
     def store_config(self, bound_port: int) -> StoreConfig:

@@ -13,8 +13,11 @@ request is refused, whole, when a record
 * has an empty body or one above ``max_message_size_bytes``, or properties
   above 32767 bytes.
 
-Only then are unknown topics created and the blob handed to the store, which
-stores it whole or not at all. With synchronous flush the acknowledgement
+Only then are unknown topics created. A record whose ``DELAY`` property names
+a delay level is moved to ``SCHEDULE_TOPIC_XXXX`` on the way
+(:func:`~pocketmq.broker.delay_levels.rewrite_delayed`), and its
+acknowledgement still names the topic and queue it was sent to. The blob goes
+to the store, which stores it whole or not at all. With synchronous flush the acknowledgement
 waits for the group commit; a flush that times out still stored the message
 and is answered ``FLUSH_DISK_TIMEOUT``, as RocketMQ does.
 """
@@ -26,6 +29,7 @@ import enum
 import struct
 from dataclasses import dataclass, field
 
+from pocketmq.broker.delay_levels import DelayLevels, rewrite_delayed
 from pocketmq.broker.errors import (
     InvalidRequestError,
     NotFoundError,
@@ -40,6 +44,7 @@ from pocketmq.broker.topic_config import (
     TopicConfig,
     TopicConfigManager,
 )
+from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.message import (
     HEAD,
     MAX_PROPERTIES_LENGTH,
@@ -178,10 +183,14 @@ def _decode_topic(raw: bytes, pos: int) -> str:
 
 class SendMessageService:
     def __init__(self, store: MessageStore, topics: TopicConfigManager, *,
-                 store_host: tuple[str, int], max_body_bytes: int) -> None:
+                 store_host: tuple[str, int], max_body_bytes: int,
+                 delay_levels: DelayLevels | None = None, clock: Clock | None = None) -> None:
         self._store = store
         self._topics = topics
         self._max_body_bytes = max_body_bytes
+        self._store_host = store_host
+        self._delay_levels = delay_levels or DelayLevels.parse()
+        self._clock = clock or SystemClock()
         # Every offset msg id of this broker starts with the same IP and port.
         self._msg_id_prefix = encode_offset_msg_id(store_host[0], store_host[1], 0)[:-16]
 
@@ -197,7 +206,9 @@ class SendMessageService:
                                       f"{len(walked)}; send them with SendBatch",
                                       reason="MESSAGE_ILLEGAL")
         self._check_queues(walked)
-        result = self._store.put_batch(blob)
+        delayed = rewrite_delayed(blob, walked.positions, self._delay_levels,
+                                  now_ms=self._clock.now_ms(), store_host=self._store_host)
+        result = self._store.put_batch(blob if delayed is None else delayed)
         if result.status is not PutStatus.PUT_OK:
             raise PutRejectedError(result.status, result.error or result.status.value)
         status = SendStatus.SEND_OK
@@ -209,7 +220,8 @@ class SendMessageService:
         return SendOutcome(status=status, store_timestamp_ms=result.store_timestamp_ms,
                            msg_ids=result.uniq_keys,
                            offset_msg_ids=[f"{prefix}{phys:016X}" for phys in result.phys_offsets],
-                           topics=result.topics, queue_ids=result.queue_ids,
+                           # as sent: a delayed record is stored under the schedule topic
+                           topics=walked.topics, queue_ids=walked.queue_ids,
                            queue_offsets=result.queue_offsets)
 
     def _check_queues(self, walked: WalkedRecords) -> None:

@@ -32,6 +32,8 @@ from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.errors import BrokerError, InvalidRequestError
 from pocketmq.broker.grpc_status import REASON_METADATA_KEY, grpc_code
 from pocketmq.broker.pull_service import PullMessageService, PullRequest
+from pocketmq.broker.rebalance_lock import MessageQueue, RebalanceLockManager
+from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.send_service import SendMessageService, SendOutcome, SendStatus
 from pocketmq.broker.topic_config import Perm, TopicConfig
 from pocketmq.common.validation import check_group, check_topic
@@ -47,6 +49,7 @@ Resp = TypeVar("Resp")
 Handler = Callable[[Any, Req, grpc.aio.ServicerContext], Awaitable[Resp]]
 
 MAX_CLIENT_ID_LENGTH = 255
+MAX_LOCK_QUEUES = 10_000     # queues one LockBatchMQ / UnlockBatchMQ may name
 
 
 def _rpc(method: Handler[Req, Resp]) -> Handler[Req, Resp]:
@@ -87,6 +90,28 @@ def _check_client_id(client_id: str) -> None:
     if len(client_id) > MAX_CLIENT_ID_LENGTH:
         raise InvalidRequestError(f"client_id is {len(client_id)} characters; at most "
                                   f"{MAX_CLIENT_ID_LENGTH} are allowed")
+
+
+def _queues(refs: Any) -> list[MessageQueue]:
+    if len(refs) > MAX_LOCK_QUEUES:
+        raise InvalidRequestError(f"the request names {len(refs)} queues; at most "
+                                  f"{MAX_LOCK_QUEUES} are allowed per call")
+    queues = []
+    for ref in refs:
+        _check_names(topic=ref.topic)
+        if ref.queue_id < 0:
+            raise InvalidRequestError(f"queue {ref.topic}/{ref.broker_name} has queue_id "
+                                      f"{ref.queue_id}; queue ids are >= 0")
+        if len(ref.broker_name) > MAX_CLIENT_ID_LENGTH:
+            raise InvalidRequestError(f"broker_name is {len(ref.broker_name)} characters; at "
+                                      f"most {MAX_CLIENT_ID_LENGTH} are allowed")
+        queues.append(MessageQueue(ref.topic, ref.broker_name, ref.queue_id))
+    return queues
+
+
+def _queue_refs(queues: list[MessageQueue]) -> list[pb.MessageQueueRef]:
+    return [pb.MessageQueueRef(topic=q.topic, broker_name=q.broker_name, queue_id=q.queue_id)
+            for q in queues]
 
 
 _SEND_STATUS = {SendStatus.SEND_OK: pb.SEND_OK,
@@ -155,8 +180,11 @@ def _command_pb(command: ServerCommand) -> pb.ServerCommand:
 class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     def __init__(self, *, send: SendMessageService, pull: PullMessageService,
                  offsets: ConsumerOffsetManager, clients: ClientManager, admin: AdminService,
+                 send_back: SendBackService, locks: RebalanceLockManager,
                  default_topic_queue_nums: int) -> None:
         self._send = send
+        self._send_back = send_back
+        self._locks = locks
         self._pull = pull
         self._offsets = offsets
         self._clients = clients
@@ -242,6 +270,35 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                           context: grpc.aio.ServicerContext) -> pb.ViewMessageResponse:
         return pb.ViewMessageResponse(record=self._admin.view_message(request.offset_msg_id))
 
+    @_rpc
+    async def ConsumerSendMsgBack(self, request: pb.ConsumerSendMsgBackRequest,
+                                  context: grpc.aio.ServicerContext,
+                                  ) -> pb.ConsumerSendMsgBackResponse:
+        await self._send_back.send_back(
+            group=request.group, phys_offset=request.phys_offset,
+            delay_level=request.delay_level, origin_topic=request.origin_topic,
+            origin_msg_id=request.origin_msg_id,
+            max_reconsume_times=request.max_reconsume_times)
+        return pb.ConsumerSendMsgBackResponse()
+
+    # -- orderly consumption ------------------------------------------------------------
+    @_rpc
+    async def LockBatchMQ(self, request: pb.LockBatchMQRequest,
+                          context: grpc.aio.ServicerContext) -> pb.LockBatchMQResponse:
+        _check_names(group=request.group)
+        _check_client_id(request.client_id)
+        locked = self._locks.try_lock_batch(request.group, request.client_id,
+                                            _queues(request.queues))
+        return pb.LockBatchMQResponse(locked=_queue_refs(locked))
+
+    @_rpc
+    async def UnlockBatchMQ(self, request: pb.UnlockBatchMQRequest,
+                            context: grpc.aio.ServicerContext) -> pb.UnlockBatchMQResponse:
+        _check_names(group=request.group)
+        _check_client_id(request.client_id)
+        self._locks.unlock_batch(request.group, request.client_id, _queues(request.queues))
+        return pb.UnlockBatchMQResponse()
+
     # -- clients ------------------------------------------------------------------------
     @_rpc
     async def HeartBeat(self, request: pb.HeartBeatRequest,
@@ -250,6 +307,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         for group in request.producer_groups:
             _check_names(group=group)
         consumers = [_consumer(c) for c in request.consumers]
+        for consumer in consumers:
+            if consumer.message_model is MessageModel.CLUSTERING:
+                # Its retry topic exists before anything fails, as RocketMQ's heartbeat does.
+                self._send_back.ensure_retry_topic(consumer.group)
         self._clients.heartbeat(request.client_id, producer_groups=request.producer_groups,
                                 consumers=consumers)
         return pb.HeartBeatResponse()

@@ -39,6 +39,7 @@ from pocketmq.common.validation import check_topic
 __all__ = [
     "AUTO_CREATE_TOPIC_KEY_TOPIC",
     "NOT_ALLOWED_SEND_TOPICS",
+    "SCHEDULE_TOPIC",
     "DataVersion",
     "Perm",
     "TopicConfig",
@@ -143,12 +144,14 @@ class TopicConfigManager:
 
     def __init__(self, config_dir: str, *, broker_name: str, cluster_name: str,
                  default_queue_nums: int = 8, auto_create_enable: bool = True,
+                 schedule_queue_nums: int = SCHEDULE_DELAY_LEVELS,
                  clock: Clock | None = None) -> None:
         self._file = JsonFile(os.path.join(config_dir, "topics.json"))
         self._broker_name = broker_name
         self._cluster_name = cluster_name
         self._default_queue_nums = default_queue_nums
         self._auto_create_enable = auto_create_enable
+        self._schedule_queue_nums = schedule_queue_nums  # one queue per delay level
         self._clock = clock or SystemClock()
         self._table: dict[str, TopicConfig] = {}
         self._system: frozenset[str] = frozenset()
@@ -174,6 +177,12 @@ class TopicConfigManager:
         missing = [tc for tc in system if tc.topic_name not in self._table]
         for tc in missing:
             self._table[tc.topic_name] = tc
+        schedule = next(tc for tc in system if tc.topic_name == SCHEDULE_TOPIC)
+        if self._table[SCHEDULE_TOPIC] != schedule:  # the delay levels were reconfigured
+            log.info("topic %s now has %d queues, one per delay level", SCHEDULE_TOPIC,
+                     schedule.write_queue_nums)
+            self._table[SCHEDULE_TOPIC] = schedule
+            missing.append(schedule)
         if missing or data is None:
             self._changed()
         log.info("loaded %d topics from %s (data version %d)", len(self._table),
@@ -187,8 +196,8 @@ class TopicConfigManager:
             TopicConfig(topic_name=self._broker_name, read_queue_nums=1, write_queue_nums=1,
                         perm=Perm.READ_WRITE),
             TopicConfig(topic_name=OFFSET_MOVED_EVENT, read_queue_nums=1, write_queue_nums=1),
-            TopicConfig(topic_name=SCHEDULE_TOPIC, read_queue_nums=SCHEDULE_DELAY_LEVELS,
-                        write_queue_nums=SCHEDULE_DELAY_LEVELS),
+            TopicConfig(topic_name=SCHEDULE_TOPIC, read_queue_nums=self._schedule_queue_nums,
+                        write_queue_nums=self._schedule_queue_nums),
             TopicConfig(topic_name=TRANS_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1),
             TopicConfig(topic_name=TRANS_OP_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1),
         ]
@@ -277,6 +286,24 @@ class TopicConfigManager:
         self._table[topic] = config
         self._changed()
         log.info("auto-created topic %s with %d queues", topic, config.write_queue_nums)
+        return config
+
+    def get_or_create(self, config: TopicConfig) -> TopicConfig:
+        """The topic's config, creating it as *config* when missing, auto-create or not.
+
+        For topics the broker makes for itself (``%RETRY%`` and ``%DLQ%`` of a
+        group, RocketMQ's ``createTopicInSendMessageBackMethod``); an existing
+        topic is returned unchanged.
+        """
+        existing = self._table.get(config.topic_name)
+        if existing is not None:
+            return existing
+        problem = config.problem()
+        if problem:
+            raise InvalidRequestError(problem)
+        self._table[config.topic_name] = config
+        self._changed()
+        log.info("created topic %s with %d queues", config.topic_name, config.write_queue_nums)
         return config
 
     def _check(self, config: TopicConfig) -> None:

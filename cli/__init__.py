@@ -21,6 +21,7 @@ _COMMAND_MODULES = (
     "pocketmq.cli.nameserver_cmd",
     "pocketmq.cli.broker_cmd",
     "pocketmq.cli.store_cmd",
+    "pocketmq.cli.client_cmd",
 )
 
 

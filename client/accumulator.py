@@ -19,25 +19,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from pocketmq.client.errors import ClientError, ClientStateError
+from pocketmq.client.errors import ClientError, ClientStateError, SendTimeoutError
 from pocketmq.client.remoting import SendReceipt
 
 __all__ = ["BrokerBatcher", "RecordAccumulator"]
 
 log = logging.getLogger(__name__)
 
-SendFn = Callable[[bytes], Awaitable[list[SendReceipt]]]
-_Pending = tuple[bytes, "asyncio.Future[SendReceipt]"]
+SendFn = Callable[[bytes, float], Awaitable[list[SendReceipt]]]  # (records, timeout_s)
+_Pending = tuple[bytes, "asyncio.Future[SendReceipt]", float]  # record, caller, deadline
 
 
 class BrokerBatcher:
     def __init__(self, name: str, send_one: SendFn, send_batch: SendFn, *,
                  linger_s: float = 0.0, max_messages: int = 512, max_bytes: int = 1 << 20,
-                 max_in_flight: int = 4) -> None:
+                 max_in_flight: int = 4, call_timeout_s: float = 3.0) -> None:
         self.name = name
+        self._call_timeout_s = call_timeout_s
         self._send_one = send_one
         self._send_batch = send_batch
         self._linger_s = linger_s
@@ -54,12 +56,13 @@ class BrokerBatcher:
         self.calls = 0          # SendMessage/SendBatch calls made
         self.records_sent = 0
 
-    def add(self, record: bytes) -> asyncio.Future[SendReceipt]:
+    def add(self, record: bytes, deadline: float = float("inf")) -> asyncio.Future[SendReceipt]:
+        """Queue *record*; the future fails with SendTimeoutError past *deadline* (monotonic)."""
         if self._closed:
             raise ClientStateError(f"the producer is shutting down; cannot send to {self.name}")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[SendReceipt] = loop.create_future()
-        self._pending.append((record, future))
+        self._pending.append((record, future, deadline))
         self._pending_bytes += len(record)
         self._has_data.set()
         if len(self._pending) >= self._max_messages or self._pending_bytes >= self._max_bytes:
@@ -108,15 +111,20 @@ class BrokerBatcher:
         batch: list[_Pending] = []
         size = 0
         pending = self._pending
+        now = time.monotonic()
         while pending and len(batch) < self._max_messages:
-            record, future = pending[0]
+            record, future, deadline = pending[0]
             if batch and size + len(record) > self._max_bytes:
                 break
             pending.popleft()
             self._pending_bytes -= len(record)
-            if future.done():  # the caller gave up (timeout, cancellation)
+            if future.done():  # the caller gave up (cancellation)
                 continue
-            batch.append((record, future))
+            if deadline <= now:
+                future.set_exception(SendTimeoutError(
+                    f"record waited past its deadline to be sent to {self.name}"))
+                continue
+            batch.append((record, future, deadline))
             size += len(record)
         if not pending:
             self._has_data.clear()
@@ -133,10 +141,12 @@ class BrokerBatcher:
     async def _deliver(self, batch: list[_Pending]) -> None:
         try:
             self.calls += 1
+            timeout_s = min(max(max(p[2] for p in batch) - time.monotonic(), 0.001),
+                            self._call_timeout_s)
             if len(batch) == 1:
-                receipts = await self._send_one(batch[0][0])
+                receipts = await self._send_one(batch[0][0], timeout_s)
             else:
-                receipts = await self._send_batch(b"".join(r for r, _ in batch))
+                receipts = await self._send_batch(b"".join(p[0] for p in batch), timeout_s)
             if len(receipts) != len(batch):
                 raise ClientError(f"broker {self.name} answered {len(receipts)} receipts for "
                                   f"{len(batch)} records")
@@ -146,17 +156,17 @@ class BrokerBatcher:
                          len(batch), self.name, exc)
                 await asyncio.gather(*(self._deliver([p]) for p in batch))
                 return
-            for _record, future in batch:
+            for _record, future, _deadline in batch:
                 if not future.done():
                     future.set_exception(exc)
         except BaseException as exc:
-            for _record, future in batch:
+            for _record, future, _deadline in batch:
                 if not future.done():
                     future.set_exception(ClientError(f"send to {self.name} failed: {exc!r}"))
             raise
         else:
             self.records_sent += len(batch)
-            for (_record, future), receipt in zip(batch, receipts, strict=True):
+            for (_record, future, _deadline), receipt in zip(batch, receipts, strict=True):
                 if not future.done():
                     future.set_result(receipt)
 
@@ -165,7 +175,7 @@ class BrokerBatcher:
         self._closed = True
         deadline = asyncio.get_running_loop().time() + timeout_s
         while (self._pending or self._inflight) and asyncio.get_running_loop().time() < deadline:
-            waiting = [f for _r, f in self._pending] + list(self._inflight)
+            waiting = [p[1] for p in self._pending] + list(self._inflight)
             if not waiting:
                 break
             await asyncio.wait(waiting, timeout=max(deadline - asyncio.get_running_loop().time(),
@@ -176,7 +186,7 @@ class BrokerBatcher:
                 await self._task
         for task in list(self._inflight):
             task.cancel()
-        for _record, future in self._pending:
+        for _record, future, _deadline in self._pending:
             if not future.done():
                 future.set_exception(ClientStateError(
                     f"the producer shut down before this record was sent to {self.name}"))
@@ -191,13 +201,14 @@ class RecordAccumulator:
         self._batchers: dict[str, BrokerBatcher] = {}
         self._closed = False
 
-    def add(self, addr: str, record: bytes) -> asyncio.Future[SendReceipt]:
+    def add(self, addr: str, record: bytes,
+            deadline: float = float("inf")) -> asyncio.Future[SendReceipt]:
         batcher = self._batchers.get(addr)
         if batcher is None:
             if self._closed:
                 raise ClientStateError("the producer is shutting down")
             batcher = self._batchers[addr] = self._factory(addr)
-        return batcher.add(record)
+        return batcher.add(record, deadline)
 
     def batchers(self) -> dict[str, BrokerBatcher]:
         return dict(self._batchers)

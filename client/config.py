@@ -122,12 +122,16 @@ class _ConsumerCommon:
     rpc_timeout_s: float = 3.0
 
     def __post_init__(self) -> None:
+        for name, kind in (("message_model", MessageModel), ("consume_from", ConsumeFrom)):
+            try:
+                object.__setattr__(self, name, kind(getattr(self, name)))
+            except ValueError:
+                raise ConfigError(f"{name} is {getattr(self, name)!r}; use one of "
+                                  f"{[k.value for k in kind]}") from None
         try:
-            object.__setattr__(self, "message_model", MessageModel(self.message_model))
-            object.__setattr__(self, "consume_from", ConsumeFrom(self.consume_from))
             resolve_strategy(self.allocate)
         except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+            raise ConfigError(f"allocate: {exc}") from None
         _positive(self, "pull_batch_size", "pull_threshold_for_queue",
                   "pull_threshold_size_for_queue_bytes", "rebalance_interval_s",
                   "commit_interval_s", "heartbeat_interval_s", "route_refresh_interval_s",

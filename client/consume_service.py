@@ -116,7 +116,7 @@ class ConcurrentConsumeService:
         if inspect.isawaitable(result):  # a sync callable that returned a coroutine
             self._queue.put_nowait((pq, batch))
             with contextlib.suppress(Exception):
-                result.close()  # type: ignore[union-attr]
+                result.close()  # type: ignore[attr-defined]
             return
         if result is None or result in _OK:
             self.consumed += len(batch)
@@ -152,8 +152,8 @@ class ConcurrentConsumeService:
                         "in broadcasting mode)", len(batch), pq.queue)
             self._on_done(pq, [m.queue_offset for m in batch])
             return
-        sent = []
-        kept = []
+        sent: list[MessageExt] = []
+        kept: list[MessageExt] = []
         for msg in batch:
             (sent if await self._send_back(pq, msg) else kept).append(msg)
         if sent and not pq.dropped:

@@ -102,9 +102,14 @@ class ConsumerBase:
         self._offsets: OffsetStore | None = None
         self._commit_task: asyncio.Task[None] | None = None
         self._rebalance_lock = asyncio.Lock()
-        self._state = "created"
+        self._state: str = "created"
 
     # -- configuration ------------------------------------------------------------------
+    @property
+    def state(self) -> str:
+        """created, starting, running, shutting down or shut down."""
+        return self._state
+
     @property
     def broadcasting(self) -> bool:
         return self.config.message_model is MessageModel.BROADCASTING
@@ -202,7 +207,8 @@ class ConsumerBase:
         self._pqs.clear()
 
     def _running(self) -> None:
-        if self._state != "running":
+        state: str = self._state
+        if state != "running":
             raise ClientStateError(f"consumer {self.group} is {self._state}; call start() "
                                    "first")
 
@@ -396,9 +402,18 @@ class ConsumerBase:
         raise NotImplementedError
 
 
+CANCEL_WAIT_S = 5.0
+
+
 async def _cancel(task: asyncio.Task[Any] | None) -> None:
-    if task is None:
+    """Cancel *task* and wait for it to end (bounded: a stuck task is logged, not awaited)."""
+    if task is None or task.done():
         return
     task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    done, _ = await asyncio.wait([task], timeout=CANCEL_WAIT_S)
+    if not done:
+        log.error("task %s did not stop within %.0f s of being cancelled", task.get_name(),
+                  CANCEL_WAIT_S)
+        return
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("task %s ended with %r", task.get_name(), task.exception())

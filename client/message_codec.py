@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from functools import lru_cache
 
 from pocketmq.client.errors import InvalidMessageError
 from pocketmq.client.model import (
@@ -67,14 +68,19 @@ _HEAD_UNPACK = HEAD.unpack_from
 _HEAD_SIZE = HEAD.size
 
 
+@lru_cache(maxsize=4096)
+def _topic_problem(topic: str) -> str | None:
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return (f"topic {topic!r} is a consumer group's retry topic; producers send to "
+                "ordinary topics")
+    return check_topic(topic)
+
+
 def check_message(msg: Message, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
     """Raise :class:`InvalidMessageError` naming what the broker would refuse."""
-    problem = check_topic(msg.topic)
+    problem = _topic_problem(msg.topic)
     if problem:
         raise InvalidMessageError(problem)
-    if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-        raise InvalidMessageError(f"topic {msg.topic!r} is a consumer group's retry topic; "
-                                  "producers send to ordinary topics")
     if not isinstance(msg.body, bytes | bytearray | memoryview):
         raise InvalidMessageError(f"message body must be bytes, got {type(msg.body).__name__}")
     size = len(msg.body)

@@ -104,20 +104,20 @@ class Producer:
         assert self._remoting is not None
         broker = self._remoting.broker(addr)
         cfg = self.config
-        timeout_s = cfg.send_timeout_ms / 1000
 
-        async def one(record: bytes) -> list[SendReceipt]:
+        async def one(record: bytes, timeout_s: float) -> list[SendReceipt]:
             return await broker.send_message(record, producer_group=self.group,
                                              timeout_s=timeout_s)
 
-        async def batch(records: bytes) -> list[SendReceipt]:
+        async def batch(records: bytes, timeout_s: float) -> list[SendReceipt]:
             return await broker.send_batch(records, producer_group=self.group,
                                            timeout_s=timeout_s)
 
         return BrokerBatcher(addr, one, batch, linger_s=cfg.linger_ms / 1000,
                              max_messages=cfg.batch_max_messages,
                              max_bytes=cfg.batch_max_bytes,
-                             max_in_flight=cfg.max_in_flight_per_broker)
+                             max_in_flight=cfg.max_in_flight_per_broker,
+                             call_timeout_s=cfg.send_timeout_ms / 1000)
 
     async def shutdown(self) -> None:
         """Send what is pending (up to send_timeout_ms), leave the brokers, close."""
@@ -224,12 +224,8 @@ class Producer:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise SendTimeoutError(f"no time left to send to {mq}")
-        future = accumulator.add(addr, record)
-        try:
-            receipt = await asyncio.wait_for(future, remaining)
-        except TimeoutError:
-            raise SendTimeoutError(f"{mq.broker_name} ({addr}) did not answer within "
-                                   f"{remaining * 1000:.0f} ms") from None
+        # The batcher fails the future past the deadline, and the call has it as timeout.
+        receipt = await accumulator.add(addr, record, deadline)
         return _result(receipt, mq)
 
     async def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None,
@@ -287,7 +283,8 @@ class Producer:
         addr = routes.addr_of(mq.broker_name)
         if addr is None:
             raise RouteNotFoundError(msg.topic, f"broker {mq.broker_name} has no known address")
-        future = accumulator.add(addr, self._encode(msg, mq.queue_id, self._ids.next_id()))
+        future = accumulator.add(addr, self._encode(msg, mq.queue_id, self._ids.next_id()),
+                                 time.monotonic() + self.config.send_timeout_ms / 1000)
         self._oneway.add(future)
         future.add_done_callback(self._oneway_done)
 

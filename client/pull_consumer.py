@@ -97,7 +97,7 @@ class PullConsumer(ConsumerBase):
         log.info("pull consumer %s (%s) started", self.group, self.client_id)
 
     async def shutdown(self) -> None:
-        if self._state in ("created", "shut down"):
+        if self.state in ("created", "shut down"):
             self._state = "shut down"
             return
         await self._stop_services()

@@ -106,7 +106,7 @@ class PushConsumer(ConsumerBase):
 
     async def shutdown(self) -> None:
         """Stop pulling, let handlers finish, commit offsets, leave the group."""
-        if self._state in ("created", "shut down"):
+        if self.state in ("created", "shut down"):
             self._state = "shut down"
             return
         await self._stop_services()

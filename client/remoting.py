@@ -10,10 +10,12 @@ and return plain values. A failed call becomes a
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 
@@ -70,7 +72,11 @@ STATUS_ERRORS: dict[grpc.StatusCode, type[RemoteError]] = {
 
 
 def _remote_error(exc: grpc.aio.AioRpcError, addr: str, rpc: str) -> RemoteError:
+    """The client error for a failed call; a call cancelled with its task stays a cancellation."""
     code = exc.code()
+    task = asyncio.current_task()
+    if code is Code.CANCELLED and task is not None and task.cancelling():
+        raise asyncio.CancelledError
     reason = ""
     for key, value in exc.trailing_metadata() or ():
         if key == REASON_METADATA_KEY:
@@ -144,13 +150,13 @@ def _receipts(resp: bpb.SendMessageResponse) -> list[SendReceipt]:
             for r in resp.results]
 
 
-def _route(topic: str, pb_route: object) -> TopicRoute:
+def _route(topic: str, pb_route: Any) -> TopicRoute:
     return TopicRoute(
         topic=topic,
         queue_datas=tuple(QueueData(q.broker_name, q.read_queue_nums, q.write_queue_nums,
-                                    q.perm) for q in pb_route.queue_datas),  # type: ignore[attr-defined]
+                                    q.perm) for q in pb_route.queue_datas),
         broker_addrs={b.broker_name: dict(b.broker_addrs)
-                      for b in pb_route.broker_datas})  # type: ignore[attr-defined]
+                      for b in pb_route.broker_datas})
 
 
 # -- clients ------------------------------------------------------------------------------------
@@ -195,7 +201,7 @@ class BrokerClient:
         self._stub = broker_pb2_grpc.BrokerStub(channel)
         self._channel = channel
 
-    async def _call(self, rpc: str, request: object, timeout_s: float | None) -> object:
+    async def _call(self, rpc: str, request: object, timeout_s: float | None) -> Any:
         method = getattr(self._stub, rpc, None)
         if method is None:
             raise UnsupportedError(f"{rpc} is not in this build's broker.proto; the broker "
@@ -211,13 +217,13 @@ class BrokerClient:
                            timeout_s: float = 3.0) -> list[SendReceipt]:
         resp = await self._call("SendMessage", bpb.SendMessageRequest(
             record=record, producer_group=producer_group), timeout_s)
-        return _receipts(resp)  # type: ignore[arg-type]
+        return _receipts(resp)
 
     async def send_batch(self, records: bytes, *, producer_group: str = "",
                          timeout_s: float = 3.0) -> list[SendReceipt]:
         resp = await self._call("SendBatch", bpb.SendBatchRequest(
             records=records, producer_group=producer_group), timeout_s)
-        return _receipts(resp)  # type: ignore[arg-type]
+        return _receipts(resp)
 
     async def pull(self, *, group: str, queue: MessageQueue, offset: int, max_messages: int,
                    subscription: str, suspend_ms: int, commit_offset: int | None = None,
@@ -229,16 +235,16 @@ class BrokerClient:
         if commit_offset is not None:
             request.commit_offset = commit_offset
         resp = await self._call("PullMessage", request, timeout_s)
-        return PullReply(PullStatus(resp.status), resp.next_begin_offset,  # type: ignore[attr-defined]
-                         resp.min_offset, resp.max_offset, resp.records,  # type: ignore[attr-defined]
-                         resp.message_count)  # type: ignore[attr-defined]
+        return PullReply(PullStatus(resp.status), resp.next_begin_offset,
+                         resp.min_offset, resp.max_offset, resp.records,
+                         resp.message_count)
 
     # -- offsets ------------------------------------------------------------------------
     async def query_consumer_offset(self, group: str, queue: MessageQueue, *,
                                     timeout_s: float = 3.0) -> int | None:
         resp = await self._call("QueryConsumerOffset", bpb.QueryConsumerOffsetRequest(
             consumer_group=group, topic=queue.topic, queue_id=queue.queue_id), timeout_s)
-        return resp.offset if resp.HasField("offset") else None  # type: ignore[attr-defined]
+        return resp.offset if resp.HasField("offset") else None
 
     async def update_consumer_offset(self, group: str, queue: MessageQueue, offset: int, *,
                                      timeout_s: float = 3.0) -> None:
@@ -249,18 +255,18 @@ class BrokerClient:
     async def min_offset(self, queue: MessageQueue, *, timeout_s: float = 3.0) -> int:
         resp = await self._call("GetMinOffset", bpb.GetQueueOffsetRequest(
             topic=queue.topic, queue_id=queue.queue_id), timeout_s)
-        return resp.offset  # type: ignore[attr-defined,no-any-return]
+        return resp.offset
 
     async def max_offset(self, queue: MessageQueue, *, timeout_s: float = 3.0) -> int:
         resp = await self._call("GetMaxOffset", bpb.GetQueueOffsetRequest(
             topic=queue.topic, queue_id=queue.queue_id), timeout_s)
-        return resp.offset  # type: ignore[attr-defined,no-any-return]
+        return resp.offset
 
     async def offset_by_timestamp(self, queue: MessageQueue, timestamp_ms: int, *,
                                   timeout_s: float = 3.0) -> int:
         resp = await self._call("SearchOffsetByTimestamp", bpb.SearchOffsetByTimestampRequest(
             topic=queue.topic, queue_id=queue.queue_id, timestamp_ms=timestamp_ms), timeout_s)
-        return resp.offset  # type: ignore[attr-defined,no-any-return]
+        return resp.offset
 
     # -- clients ------------------------------------------------------------------------
     async def heartbeat(self, client_id: str, *, producer_groups: Iterable[str] = (),
@@ -286,7 +292,7 @@ class BrokerClient:
     async def consumer_ids(self, group: str, *, timeout_s: float = 3.0) -> list[str]:
         resp = await self._call("GetConsumerListByGroup", bpb.GetConsumerListByGroupRequest(
             consumer_group=group), timeout_s)
-        return list(resp.consumer_ids)  # type: ignore[attr-defined]
+        return list(resp.consumer_ids)
 
     async def commands(self, client_id: str) -> AsyncIterator[ServerCommand]:
         """The broker's command stream for this client, until it ends or fails."""
@@ -327,7 +333,7 @@ class BrokerClient:
             group=group, client_id=client_id, queues=[_queue_ref(q) for q in queues]),
             timeout_s)
         return {MessageQueue(r.topic, r.broker_name, r.queue_id)
-                for r in resp.locked}  # type: ignore[attr-defined]
+                for r in resp.locked}
 
     async def unlock_batch(self, group: str, client_id: str, queues: Sequence[MessageQueue], *,
                            timeout_s: float = 3.0) -> None:
@@ -341,7 +347,7 @@ class BrokerClient:
 
 
 def _queue_ref(queue: MessageQueue) -> object:
-    return bpb.MessageQueueRef(  # type: ignore[attr-defined]
+    return bpb.MessageQueueRef(
         topic=queue.topic, broker_name=queue.broker_name, queue_id=queue.queue_id)
 
 

@@ -6,10 +6,12 @@ every record (magic, lengths against TOTALSIZE, body CRC, topic name, body and
 properties limits, host sizes) and extracts, per record, what the append and the
 dispatch need: position, size, topic, queue id, sysflag, tag code, keys. It
 never builds a message object: one ``unpack_from`` for the head, one CRC over a
-memoryview of the body, one split of the properties.
+memoryview of the body, one split of the properties. After the append,
+:func:`queue_units` turns the batch into consume-queue units, one run per queue.
 
-This is the hottest loop of the broker; it is a pure function so that it can be
-tested against a model and replaced by a compiled one without touching callers.
+These are the hottest loops of the broker. Each is a pure function with a
+pure-Python reference here (``py_*``) and a compiled twin in ``_speedups.c``;
+:mod:`.speedups` binds the public names to one or the other.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
+from pocketmq.broker.store import speedups
+from pocketmq.broker.store.consume_queue import CQ_UNIT
 from pocketmq.common.hashing import tags_code
 from pocketmq.common.message import (
     HEAD,
@@ -27,10 +31,13 @@ from pocketmq.common.message import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     SysFlag,
+    check_record,
+    decode_properties,
 )
 from pocketmq.common.validation import check_topic
 
-__all__ = ["BatchError", "ScannedBatch", "scan_batch"]
+__all__ = ["BatchError", "ScannedBatch", "is_dispatched_to_queue", "py_queue_units",
+           "py_scan_batch", "queue_units", "scan_batch"]
 
 _I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
@@ -57,10 +64,27 @@ class ScannedBatch:
     tags_codes: list[int] = field(default_factory=list)
     keys: list[list[str]] = field(default_factory=list)   # KEYS split, UNIQ_KEY last
     uniq_keys: list[str] = field(default_factory=list)
-    properties: list[dict[str, str]] = field(default_factory=list)
+    blob: bytes | bytearray | memoryview = b""             # what was scanned
 
     def __len__(self) -> int:
         return len(self.positions)
+
+    @property
+    def properties(self) -> list[dict[str, str]]:
+        """Each record's property map, parsed from :attr:`blob` when asked for: the
+        write path needs only TAGS, KEYS and UNIQ_KEY, which the scan extracted."""
+        out = []
+        for pos in self.positions:
+            lay = check_record(self.blob, pos, len(self.blob), check_crc=False)
+            raw = bytes(memoryview(self.blob)[lay.props_pos:lay.props_pos + lay.props_len])
+            out.append(decode_properties(raw.decode("utf-8")))
+        return out
+
+
+def is_dispatched_to_queue(sysflag: int) -> bool:
+    """Prepared and rolled-back transaction records get no consume-queue unit."""
+    kind = sysflag & SysFlag.TRANSACTION_MASK
+    return kind != SysFlag.TRANSACTION_PREPARED and kind != SysFlag.TRANSACTION_ROLLBACK
 
 
 _topic_ok: set[bytes] = set()  # topics already checked; names are few, records many
@@ -77,8 +101,8 @@ def _check_topic_raw(raw: bytes, offset: int) -> str:
     return topic
 
 
-def scan_batch(blob: bytes | bytearray | memoryview, *, max_body_size: int,
-               store_host_size: int = HOST_V4_SIZE) -> ScannedBatch:
+def py_scan_batch(blob: bytes | bytearray | memoryview, *, max_body_size: int,
+                  store_host_size: int = HOST_V4_SIZE) -> ScannedBatch:
     """Check every record of *blob*; raise :class:`BatchError` on the first bad one.
 
     *store_host_size* is the size of this broker's STOREHOST field (8 for IPv4,
@@ -89,7 +113,15 @@ def scan_batch(blob: bytes | bytearray | memoryview, *, max_body_size: int,
     end = len(mv)
     if end == 0:
         raise BatchError("illegal", "the batch holds no records")
-    out = ScannedBatch()
+    positions: list[int] = []
+    sizes: list[int] = []
+    topics: list[str] = []
+    queue_ids: list[int] = []
+    sysflags: list[int] = []
+    store_ts_positions: list[int] = []
+    tags_codes: list[int] = []
+    keys_lists: list[list[str]] = []
+    uniq_keys: list[str] = []
     unpack_head = HEAD.unpack_from
     unpack_i32 = _I32.unpack_from
     unpack_u16 = _U16.unpack_from
@@ -150,37 +182,74 @@ def scan_batch(blob: bytes | bytearray | memoryview, *, max_body_size: int,
         if actual_crc != crc:
             raise BatchError("illegal", f"record at batch offset {pos}: body CRC is "
                                         f"{actual_crc}, the record says {crc}")
-        props = _parse_properties(bytes(mv[p:record_end]), pos)
-        tags = props.get("TAGS", "")
-        keys = [k for k in props.get("KEYS", "").split(" ") if k]
-        uniq = props.get("UNIQ_KEY", "")
-        if uniq:
-            keys.append(uniq)
-        out.positions.append(pos)
-        out.sizes.append(total)
-        out.topics.append(topic)
-        out.queue_ids.append(queue_id)
-        out.sysflags.append(sysflag)
-        out.store_ts_positions.append(store_ts_pos)
-        out.tags_codes.append(tags_code(tags) if tags else 0)
-        out.keys.append(keys)
-        out.uniq_keys.append(uniq)
-        out.properties.append(props)
+        tags, keys, uniq = _dispatch_properties(mv[p:record_end], pos)
+        positions.append(pos)
+        sizes.append(total)
+        topics.append(topic)
+        queue_ids.append(queue_id)
+        sysflags.append(sysflag)
+        store_ts_positions.append(store_ts_pos)
+        tags_codes.append(tags_code(tags) if tags else 0)
+        keys_lists.append(keys)
+        uniq_keys.append(uniq)
         pos = record_end
-    return out
+    return ScannedBatch(positions, sizes, topics, queue_ids, sysflags, store_ts_positions,
+                        tags_codes, keys_lists, uniq_keys, blob)
 
 
-def _parse_properties(raw: bytes, offset: int) -> dict[str, str]:
-    if not raw:
-        return {}
+def _dispatch_properties(raw: memoryview, offset: int) -> tuple[str, list[str], str]:
+    """TAGS, the index keys (KEYS split on spaces, then UNIQ_KEY) and UNIQ_KEY.
+
+    The pairs are read as :func:`~pocketmq.common.message.decode_properties`
+    reads them (a pair without a name or a value does not count; the last pair
+    of a name wins), without building the map.
+    """
     try:
-        text = raw.decode("utf-8")
+        text = str(raw, "utf-8")
     except UnicodeDecodeError as exc:
         raise BatchError("illegal", f"record at batch offset {offset}: properties are not "
                                     f"valid UTF-8 ({exc.reason} at byte {exc.start})") from None
-    out: dict[str, str] = {}
+    tags = keys = uniq = ""
     for pair in text.split("\x02"):
-        key, sep, value = pair.partition("\x01")
-        if sep and key and value:
-            out[key] = value
-    return out
+        name, _sep, value = pair.partition("\x01")
+        if value:  # a value implies the separator
+            if name == "TAGS":
+                tags = value
+            elif name == "KEYS":
+                keys = value
+            elif name == "UNIQ_KEY":
+                uniq = value
+    key_list = [k for k in keys.split(" ") if k] if keys else []
+    if uniq:
+        key_list.append(uniq)
+    return tags, key_list, uniq
+
+
+def py_queue_units(batch: ScannedBatch, phys_offsets: list[int],
+                   queue_offsets: list[int]) -> list[tuple[str, int, int, bytes]]:
+    """Consume-queue units of a stored batch: ``(topic, queue_id, first_queue_offset,
+    units)`` per queue, in the order the queues first appear.
+
+    The queue offsets of one queue's records are consecutive (the commit log
+    assigned them in blob order), so its units are one run for
+    ``ConsumeQueue.append_many``. Prepared and rolled-back transaction records
+    get no unit.
+    """
+    runs: dict[tuple[str, int], tuple[int, list[bytes]]] = {}
+    pack = CQ_UNIT.pack
+    for topic, queue_id, sysflag, phys, size, tags, queue_offset in zip(
+            batch.topics, batch.queue_ids, batch.sysflags, phys_offsets, batch.sizes,
+            batch.tags_codes, queue_offsets, strict=True):
+        if not is_dispatched_to_queue(sysflag):
+            continue
+        run = runs.get((topic, queue_id))
+        if run is None:
+            runs[(topic, queue_id)] = (queue_offset, [pack(phys, size, tags)])
+        else:
+            run[1].append(pack(phys, size, tags))
+    return [(topic, queue_id, first, b"".join(units))
+            for (topic, queue_id), (first, units) in runs.items()]
+
+
+scan_batch = speedups.pick("scan_batch", py_scan_batch)
+queue_units = speedups.pick("queue_units", py_queue_units)

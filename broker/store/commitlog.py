@@ -18,8 +18,10 @@ import logging
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from mmap import mmap
 
-from pocketmq.broker.store.batch import ScannedBatch
+from pocketmq.broker.store import speedups
+from pocketmq.broker.store.batch import ScannedBatch, is_dispatched_to_queue
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.broker.store.mapped_file import MappedFile
 from pocketmq.broker.store.mapped_file_queue import MappedFileQueue
@@ -30,12 +32,12 @@ from pocketmq.common.message import (
     HEAD,
     POS_QUEUEOFFSET,
     QUEUE_AND_PHYS_OFFSET,
-    SysFlag,
     check_record,
     store_timestamp_pos,
 )
 
-__all__ = ["AppendResult", "CommitLog", "ScannedRecord"]
+__all__ = ["AppendResult", "CommitLog", "ScannedRecord", "is_dispatched_to_queue",
+           "patch_batch", "py_patch_batch"]
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +67,43 @@ class ScannedRecord:
     properties: bytes
 
 
-def is_dispatched_to_queue(sysflag: int) -> bool:
-    """Prepared and rolled-back transaction records get no consume-queue unit."""
-    kind = sysflag & SysFlag.TRANSACTION_MASK
-    return kind != SysFlag.TRANSACTION_PREPARED and kind != SysFlag.TRANSACTION_ROLLBACK
+def py_patch_batch(buf: mmap | bytearray | memoryview, rel: int, base: int,
+                   batch: ScannedBatch, table: dict[tuple[str, int], int],
+                   store_timestamp_ms: int,
+                   store_host: bytes) -> tuple[list[int], list[int]]:
+    """Assign queue offsets and patch the broker's fields of a batch copied into *buf*.
+
+    The batch's records lie in the writable *buf* from *rel* on; *base* is the
+    log offset of ``buf[0]``. Each record dispatched to a queue takes the next
+    queue offset of its (topic, queue id) from *table*, which is advanced; the
+    others get 0. QUEUEOFFSET, PHYSICALOFFSET, STORETIMESTAMP and STOREHOST are
+    written in place. Returns ``(phys_offsets, queue_offsets)``.
+    """
+    patch_offsets = QUEUE_AND_PHYS_OFFSET.pack_into
+    patch_timestamp = _I64.pack_into
+    host_size = len(store_host)
+    phys_offsets: list[int] = []
+    queue_offsets: list[int] = []
+    for pos, topic, queue_id, sysflag, ts_pos in zip(
+            batch.positions, batch.topics, batch.queue_ids, batch.sysflags,
+            batch.store_ts_positions, strict=True):
+        at = rel + pos
+        phys = base + at
+        if is_dispatched_to_queue(sysflag):
+            key = (topic, queue_id)
+            queue_offset = table.get(key, 0)
+            table[key] = queue_offset + 1
+        else:
+            queue_offset = 0
+        patch_offsets(buf, at + POS_QUEUEOFFSET, queue_offset, phys)
+        patch_timestamp(buf, at + ts_pos, store_timestamp_ms)
+        buf[at + ts_pos + 8:at + ts_pos + 8 + host_size] = store_host
+        phys_offsets.append(phys)
+        queue_offsets.append(queue_offset)
+    return phys_offsets, queue_offsets
+
+
+patch_batch = speedups.pick("patch_batch", py_patch_batch)
 
 
 class CommitLog:
@@ -77,7 +112,6 @@ class CommitLog:
         self.queue = MappedFileQueue(directory, file_size, io=io)
         self.file_size = file_size
         self.store_host = store_host
-        self._store_patch = struct.Struct(f">q{len(store_host)}s")  # STORETIMESTAMP, STOREHOST
         self.queue_offsets: dict[tuple[str, int], int] = {}
 
     # -- positions -----------------------------------------------------------------
@@ -106,28 +140,9 @@ class CommitLog:
             assert mf is not None
         base = mf.file_from_offset
         rel = mf.append(blob)
-        buf = mf.buffer
-        table = self.queue_offsets
-        patch_offsets = QUEUE_AND_PHYS_OFFSET.pack_into
-        patch_store = self._store_patch.pack_into
-        store_host = self.store_host
-        phys_offsets: list[int] = []
-        queue_offsets: list[int] = []
-        for pos, topic, queue_id, sysflag, ts_pos in zip(
-                batch.positions, batch.topics, batch.queue_ids, batch.sysflags,
-                batch.store_ts_positions, strict=True):
-            at = rel + pos
-            phys = base + at
-            if is_dispatched_to_queue(sysflag):
-                key = (topic, queue_id)
-                queue_offset = table.get(key, 0)
-                table[key] = queue_offset + 1
-            else:
-                queue_offset = 0
-            patch_offsets(buf, at + POS_QUEUEOFFSET, queue_offset, phys)
-            patch_store(buf, at + ts_pos, store_timestamp_ms, store_host)
-            phys_offsets.append(phys)
-            queue_offsets.append(queue_offset)
+        phys_offsets, queue_offsets = patch_batch(mf.buffer, rel, base, batch,
+                                                  self.queue_offsets, store_timestamp_ms,
+                                                  self.store_host)
         return AppendResult(phys_offsets, queue_offsets, base + rel + size)
 
     def _fill_blank(self, mf: MappedFile) -> None:

@@ -227,6 +227,15 @@ class ConsumeQueue:
         if skip < 0:
             self._start_at(first_queue_offset, max_offset)
             skip = 0
+        elif skip == 0:
+            mf = self._mfq.last_file()
+            assert mf is not None
+            if mf.remaining >= len(units):  # the common case: one copy, no slicing
+                mf.append(units)
+                phys_offset, size, _tags_code = CQ_UNIT.unpack_from(units, len(units)
+                                                                    - CQ_UNIT_SIZE)
+                self._max_phys_end = phys_offset + size
+                return count
         view = memoryview(units)
         pos, total = skip * CQ_UNIT_SIZE, len(view)
         while pos < total:

@@ -57,11 +57,12 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 
+from pocketmq.broker.store import speedups
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.common.errors import StoreError
 
 __all__ = ["HASH_SLOT", "INDEX_ENTRY", "INDEX_HEADER", "IndexFile", "index_key_hash",
-           "iter_index_entries"]
+           "insert_entries", "iter_index_entries", "py_insert_entries"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,36 @@ _RESERVE_CHUNK_BYTES = 1 << 20  # entry blocks reserved ahead of the writer (52,
 def index_key_hash(java_hash: int) -> int:
     """RocketMQ's stored keyHash: ``abs(hashCode)``, and 0 for ``Integer.MIN_VALUE``."""
     return 0 if java_hash == _INT32_MIN else abs(java_hash)
+
+
+def py_insert_entries(mm: mmap.mmap | bytearray, slots: int, entry_base: int, count: int,
+                      hashes: list[int], phys_offsets: list[int], first: int,
+                      todo: int, time_diff_s: int) -> int:
+    """Write entries ``count, count + 1, ...`` for ``hashes[first:first + todo]``.
+
+    Each entry (``phys_offsets`` alongside) is linked in front of its slot's
+    chain and the slot points at it. Returns how many of the slots were empty
+    before, the increase of ``hashSlotCount``; the header is the caller's.
+    """
+    slot_unpack, slot_pack, entry_pack = (HASH_SLOT.unpack_from, HASH_SLOT.pack_into,
+                                          INDEX_ENTRY.pack_into)
+    slot_base, slot_size, entry_size = INDEX_HEADER.size, HASH_SLOT.size, INDEX_ENTRY.size
+    new_slots = 0
+    for i in range(first, first + todo):
+        key_hash = hashes[i]
+        slot_pos = slot_base + (key_hash % slots) * slot_size
+        prev = slot_unpack(mm, slot_pos)[0]
+        if prev <= 0 or prev >= count:  # empty, or stale past the entries written
+            prev = 0
+            new_slots += 1
+        entry_pack(mm, entry_base + count * entry_size, key_hash, phys_offsets[i],
+                   time_diff_s, prev)
+        slot_pack(mm, slot_pos, count)
+        count += 1
+    return new_slots
+
+
+insert_entries = speedups.pick("insert_entries", py_insert_entries)
 
 
 def iter_index_entries(path: str, *, slots: int | None = None) -> Iterator[tuple[int, int]]:
@@ -223,13 +254,22 @@ class IndexFile:
 
     def put_keys(self, key_hashes: Sequence[int], first: int, phys_offset: int,
                  store_timestamp_ms: int) -> int:
-        """Add ``key_hashes[first:]`` for one record until the file is full; return how many.
+        """Add ``key_hashes[first:]`` for one record until the file is full; return how many."""
+        return self.put_entries(list(key_hashes), [phys_offset] * len(key_hashes), first,
+                                store_timestamp_ms)
+
+    def put_entries(self, key_hashes: list[int], phys_offsets: list[int], first: int,
+                    store_timestamp_ms: int) -> int:
+        """Add ``key_hashes[first:]`` (``phys_offsets`` alongside) until the file is full;
+        return how many. All were stored at *store_timestamp_ms*.
 
         Each key is one entry linked in front of its slot's chain; the header is
         written once, after the entries.
         """
         count = self.index_count
-        todo = min(len(key_hashes) - first, self.max_entries - count)
+        todo = len(key_hashes) - first
+        if todo > self.max_entries - count:
+            todo = self.max_entries - count
         if todo <= 0:
             return 0
         end = self._entry_base + (count + todo) * INDEX_ENTRY.size
@@ -239,28 +279,15 @@ class IndexFile:
             # RocketMQ sets the begin fields after computing the first timeDiff from the
             # previous file's end; setting them first gives the first entry its true time.
             self.begin_timestamp_ms = store_timestamp_ms
-            self.begin_phys_offset = phys_offset
-        time_diff_s = min(max((store_timestamp_ms - self.begin_timestamp_ms) // 1000, 0),
-                          _INT32_MAX)
-        # Locals: this loop is the index's hot path.
-        mm, slots, entry_base = self._mm, self.slots, self._entry_base
-        slot_unpack, slot_pack, entry_pack = (HASH_SLOT.unpack_from, HASH_SLOT.pack_into,
-                                              INDEX_ENTRY.pack_into)
-        slot_base, slot_size, entry_size = INDEX_HEADER.size, HASH_SLOT.size, INDEX_ENTRY.size
-        new_slots = 0
-        for key_hash in key_hashes[first:first + todo]:
-            slot_pos = slot_base + (key_hash % slots) * slot_size
-            prev = slot_unpack(mm, slot_pos)[0]
-            if prev <= 0 or prev >= count:  # empty, or stale past the entries written
-                prev = 0
-                new_slots += 1
-            entry_pack(mm, entry_base + count * entry_size, key_hash, phys_offset, time_diff_s,
-                       prev)
-            slot_pack(mm, slot_pos, count)
-            count += 1
-        self.index_count = count
-        self.hash_slot_count += new_slots
-        self.end_phys_offset = phys_offset
+            self.begin_phys_offset = phys_offsets[first]
+        time_diff_s = (store_timestamp_ms - self.begin_timestamp_ms) // 1000
+        if not 0 <= time_diff_s <= _INT32_MAX:
+            time_diff_s = 0 if time_diff_s < 0 else _INT32_MAX
+        self.hash_slot_count += insert_entries(self._mm, self.slots, self._entry_base, count,
+                                               key_hashes, phys_offsets, first, todo,
+                                               time_diff_s)
+        self.index_count = count + todo
+        self.end_phys_offset = phys_offsets[first + todo - 1]
         self.end_timestamp_ms = store_timestamp_ms
         self._write_header()
         return todo

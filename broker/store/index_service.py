@@ -30,13 +30,14 @@ import time
 from collections.abc import Iterable
 from functools import lru_cache
 
+from pocketmq.broker.store import speedups
 from pocketmq.broker.store.index_file import IndexFile, index_key_hash
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.errors import StoreError
 from pocketmq.common.hashing import java_string_hash
 
-__all__ = ["IndexService", "key_hash_of"]
+__all__ = ["IndexService", "index_key_hashes", "key_hash_of", "py_index_key_hashes"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,28 @@ def key_hash_of(topic: str, key: str) -> int:
     power = _POW31[units] if units < len(_POW31) else pow(31, units, 1 << 32)
     java_hash = (_prefix_hash(topic) * power + java_string_hash(key)) & _MASK32
     return index_key_hash(java_hash - (1 << 32) if java_hash & 0x80000000 else java_hash)
+
+
+def py_index_key_hashes(topics: list[str], keys: list[list[str]], phys_offsets: list[int],
+                        after_phys: int) -> tuple[list[int], list[int]]:
+    """:func:`key_hash_of` every non-empty key of every record past *after_phys*.
+
+    The records are parallel lists; the result is flat, one item per index
+    entry: ``(hashes, phys_offsets)``.
+    """
+    hashes: list[int] = []
+    entry_phys: list[int] = []
+    for topic, record_keys, phys_offset in zip(topics, keys, phys_offsets, strict=True):
+        if phys_offset <= after_phys:
+            continue
+        for key in record_keys:
+            if key:
+                hashes.append(key_hash_of(topic, key))
+                entry_phys.append(phys_offset)
+    return hashes, entry_phys
+
+
+index_key_hashes = speedups.pick("index_key_hashes", py_index_key_hashes)
 
 
 def _file_name(timestamp_ms: int) -> str:
@@ -168,16 +191,25 @@ class IndexService:
     def put(self, topic: str, keys: Iterable[str], phys_offset: int,
             store_timestamp_ms: int) -> None:
         """Index the record at *phys_offset* under each non-empty key of *keys*."""
-        if phys_offset <= self._last_indexed_phys:
+        self.put_many([topic], [list(keys)], [phys_offset], store_timestamp_ms)
+
+    def put_many(self, topics: list[str], keys: list[list[str]], phys_offsets: list[int],
+                 store_timestamp_ms: int) -> None:
+        """Index records stored together: parallel lists, phys offsets increasing.
+
+        Records at or below :attr:`last_indexed_phys` are skipped (re-dispatch).
+        The same entries, in the same order, as :meth:`put` of each record.
+        """
+        if not phys_offsets or phys_offsets[-1] <= self._last_indexed_phys:
             return
-        key_hashes = [key_hash_of(topic, key) for key in keys if key]
-        if not key_hashes:
-            return
+        hashes, entry_phys = index_key_hashes(topics, keys, phys_offsets,
+                                              self._last_indexed_phys)
         done = 0
-        while done < len(key_hashes):
+        while done < len(hashes):
             f = self._files[-1] if self._files and not self._files[-1].is_full else self._roll()
-            done += f.put_keys(key_hashes, done, phys_offset, store_timestamp_ms)
-        self._last_indexed_phys = phys_offset
+            done += f.put_entries(hashes, entry_phys, done, store_timestamp_ms)
+        if entry_phys:
+            self._last_indexed_phys = entry_phys[-1]
 
     def _roll(self) -> IndexFile:
         """Create the next file; it starts where the previous one ended (RocketMQ)."""

@@ -25,12 +25,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pocketmq.broker.store.api import ArrivalListener
-from pocketmq.broker.store.batch import BatchError, ScannedBatch, scan_batch
+from pocketmq.broker.store.batch import BatchError, ScannedBatch, queue_units, scan_batch
 from pocketmq.broker.store.checkpoint import Checkpoint, StoreCheckpoint
 from pocketmq.broker.store.cleanup import CleanupService
 from pocketmq.broker.store.commitlog import CommitLog, is_dispatched_to_queue
 from pocketmq.broker.store.config import FlushDiskType, StoreConfig
-from pocketmq.broker.store.consume_queue import CQ_UNIT
+from pocketmq.broker.store.consume_queue import CQ_UNIT_SIZE
 from pocketmq.broker.store.consume_queue_store import ConsumeQueueStore
 from pocketmq.broker.store.data_dir import DataDirectory
 from pocketmq.broker.store.flush import (
@@ -252,32 +252,38 @@ class DefaultMessageStore:
 
     def _dispatch(self, batch: ScannedBatch, phys_offsets: list[int],
                   queue_offsets: list[int], store_timestamp_ms: int) -> None:
-        """Consume-queue units (grouped per queue), index entries, then listeners."""
-        grouped: dict[tuple[str, int], tuple[int, list[bytes]]] = {}
-        pack = CQ_UNIT.pack
-        index_put = self.index.put if self.config.message_index_enable else None
-        for topic, queue_id, sysflag, phys, size, tags, queue_offset, keys in zip(
-                batch.topics, batch.queue_ids, batch.sysflags, phys_offsets, batch.sizes,
-                batch.tags_codes, queue_offsets, batch.keys, strict=True):
-            if not is_dispatched_to_queue(sysflag):
-                continue
-            key = (topic, queue_id)
-            entry = grouped.get(key)
-            if entry is None:
-                grouped[key] = (queue_offset, [pack(phys, size, tags)])
+        """Index entries, consume-queue units (one run per queue), then listeners."""
+        runs = queue_units(batch, phys_offsets, queue_offsets)
+        if self.config.message_index_enable:
+            # Index first: a key found before its unit exists is harmless (a query reads
+            # the commit log), a unit a consumer reads before a failed put is a duplicate.
+            unit_bytes = 0
+            for run in runs:
+                unit_bytes += len(run[3])
+            if unit_bytes == CQ_UNIT_SIZE * len(phys_offsets):
+                self.index.put_many(batch.topics, batch.keys, phys_offsets, store_timestamp_ms)
             else:
-                entry[1].append(pack(phys, size, tags))
-            if keys and index_put is not None:
-                index_put(topic, keys, phys, store_timestamp_ms)
-        for (topic, queue_id), (first_offset, units) in grouped.items():
+                self._index_dispatched(batch, phys_offsets, store_timestamp_ms)
+        listeners = self._listeners
+        for topic, queue_id, first_offset, units in runs:
             cq = self.consume_queues.find_or_create(topic, queue_id)
-            cq.append_many(first_offset, b"".join(units))
+            cq.append_many(first_offset, units)
+            if not listeners:
+                continue
             max_offset = cq.max_offset
-            for listener in self._listeners:
+            for listener in listeners:
                 try:
                     listener(topic, queue_id, max_offset)
                 except Exception:
                     log.exception("arrival listener failed for %s:%d", topic, queue_id)
+
+    def _index_dispatched(self, batch: ScannedBatch, phys_offsets: list[int],
+                          store_timestamp_ms: int) -> None:
+        """Index the keys of the records that got a consume-queue unit: prepared and
+        rolled-back transaction records did not."""
+        kept = [i for i, sysflag in enumerate(batch.sysflags) if is_dispatched_to_queue(sysflag)]
+        self.index.put_many([batch.topics[i] for i in kept], [batch.keys[i] for i in kept],
+                            [phys_offsets[i] for i in kept], store_timestamp_ms)
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self._listeners.append(listener)

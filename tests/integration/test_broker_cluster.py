@@ -5,43 +5,17 @@ Everything goes through gRPC; the broker stores into ``tmp_path``.
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 import grpc
 import pytest
 
 from pocketmq.broker.broker import Broker
-from pocketmq.broker.config import BrokerConfig
 from pocketmq.common.clock import ManualClock
 from pocketmq.common.message import encode_record, pack_host
 from pocketmq.nameserver import NameServer, NamesrvConfig
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc, nameserver_pb2, nameserver_pb2_grpc
-
-MiB = 1024 * 1024
-
-
-def broker_config(tmp_path, **overrides) -> BrokerConfig:
-    values = dict(port=0, data_dir=str(tmp_path / "broker"), commitlog_file_size_bytes=16 * MiB,
-                  max_message_size_bytes=MiB, max_batch_size_bytes=4 * MiB, index_slots=1024,
-                  index_entries=4096, consume_queue_units_per_file=10_000)
-    values.update(overrides)
-    return BrokerConfig(**values)
-
-
-async def eventually(predicate, timeout_s: float = 5.0) -> None:
-    """Poll *predicate* (sync or async) until true or the deadline passes."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while True:
-        result = predicate()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s} s")
-        await asyncio.sleep(0.01)
 
 
 async def route(ns: NameServer, topic: str):
@@ -76,10 +50,10 @@ async def nameservers():
 
 
 async def test_broker_registers_with_every_nameserver_and_routes_follow_its_topics(
-        tmp_path, nameservers):
+        broker_config, eventually, nameservers):
     servers, _clock = nameservers
     addrs = ";".join(ns.address for ns in servers)
-    broker = Broker(broker_config(tmp_path, namesrv_addrs=addrs, broker_name="broker-x"))
+    broker = Broker(broker_config("broker", namesrv_addrs=addrs, broker_name="broker-x"))
     await broker.start()
     try:
         for ns in servers:
@@ -100,10 +74,10 @@ async def test_broker_registers_with_every_nameserver_and_routes_follow_its_topi
         await broker.stop()
 
 
-async def test_an_expired_broker_comes_back_at_its_next_registration(tmp_path, nameservers):
+async def test_an_expired_broker_comes_back_at_its_next_registration(broker_config, nameservers):
     servers, clock = nameservers
     ns = servers[0]
-    broker = Broker(broker_config(tmp_path, namesrv_addrs=ns.address))
+    broker = Broker(broker_config("broker", namesrv_addrs=ns.address))
     await broker.start()
     try:
         assert await live_brokers(ns) == [broker.address]
@@ -118,12 +92,13 @@ async def test_an_expired_broker_comes_back_at_its_next_registration(tmp_path, n
         await broker.stop()
 
 
-async def test_a_nameserver_down_at_start_gets_the_broker_when_it_comes_up(tmp_path):
+async def test_a_nameserver_down_at_start_gets_the_broker_when_it_comes_up(broker_config,
+                                                                           eventually):
     probe = NameServer(NamesrvConfig(host="127.0.0.1", port=0))
     await probe.start()
     port = probe.port
     await probe.stop(0)
-    broker = Broker(broker_config(tmp_path, namesrv_addrs=f"127.0.0.1:{port}",
+    broker = Broker(broker_config("broker", namesrv_addrs=f"127.0.0.1:{port}",
                                   register_timeout_seconds=1))
     await broker.start()     # the failure is logged, the broker serves anyway
     try:
@@ -139,9 +114,10 @@ async def test_a_nameserver_down_at_start_gets_the_broker_when_it_comes_up(tmp_p
         await broker.stop()
 
 
-async def test_graceful_stop_unregisters_and_leaves_no_abort_file(tmp_path, nameservers):
+async def test_graceful_stop_unregisters_and_leaves_no_abort_file(tmp_path, broker_config,
+                                                                  nameservers):
     servers, _clock = nameservers
-    broker = Broker(broker_config(tmp_path, namesrv_addrs=";".join(s.address for s in servers)))
+    broker = Broker(broker_config("broker", namesrv_addrs=";".join(s.address for s in servers)))
     await broker.start()
     assert os.path.exists(tmp_path / "broker" / "abort")
     await broker.stop()

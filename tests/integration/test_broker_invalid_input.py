@@ -5,8 +5,6 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from pocketmq.broker.broker import Broker
-from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.grpc_status import REASON_METADATA_KEY
 from pocketmq.common.message import encode_record, pack_host
 from pocketmq.v1 import broker_pb2 as pb
@@ -26,20 +24,14 @@ def patched(rec: bytes, pos: int, raw: bytes) -> bytes:
 
 
 @pytest.fixture
-async def broker(tmp_path):
-    broker = Broker(BrokerConfig(
-        port=0, data_dir=str(tmp_path / "data"), commitlog_file_size_bytes=16 * MiB,
-        max_message_size_bytes=MiB, max_batch_size_bytes=4 * MiB, index_slots=1024,
-        index_entries=4096, consume_queue_units_per_file=10_000,
-        auto_create_topic_enable=False))
-    await broker.start()
+async def broker(start_broker):
+    broker = await start_broker(auto_create_topic_enable=False)
     async with grpc.aio.insecure_channel(broker.address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
         await stub.CreateTopic(pb.CreateTopicRequest(topic_config=common_pb2.TopicConfig(
             topic_name="TopicA", read_queue_nums=4, write_queue_nums=4, perm=6)))
         broker.stub = stub
         yield broker
-    await broker.stop()
 
 
 async def refusal(call) -> tuple[grpc.StatusCode, str, str]:

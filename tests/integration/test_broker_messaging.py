@@ -9,14 +9,10 @@ import time
 import grpc
 import pytest
 
-from pocketmq.broker.broker import Broker
-from pocketmq.broker.config import BrokerConfig
 from pocketmq.common.message import decode_record, encode_record, iter_records, pack_host
 from pocketmq.common.msgid import decode_offset_msg_id
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2
-
-MiB = 1024 * 1024
 
 
 def record(topic="TopicA", queue_id=0, body=b"hello", tags="", keys="", uniq="") -> bytes:
@@ -25,24 +21,6 @@ def record(topic="TopicA", queue_id=0, body=b"hello", tags="", keys="", uniq="")
                          born_timestamp_ms=int(time.time() * 1000),
                          born_host=pack_host(("127.0.0.1", 40000)),
                          store_host=pack_host(("127.0.0.1", 0)))
-
-
-@pytest.fixture
-async def broker(tmp_path):
-    config = BrokerConfig(port=0, data_dir=str(tmp_path / "data"),
-                          commitlog_file_size_bytes=16 * MiB, max_message_size_bytes=MiB,
-                          max_batch_size_bytes=4 * MiB, index_slots=1024, index_entries=4096,
-                          consume_queue_units_per_file=10_000)
-    broker = Broker(config)
-    await broker.start()
-    yield broker
-    await broker.stop()
-
-
-@pytest.fixture
-async def stub(broker):
-    async with grpc.aio.insecure_channel(broker.address) as channel:
-        yield broker_pb2_grpc.BrokerStub(channel)
 
 
 async def create_topic(stub, name="TopicA", queues=4):
@@ -216,19 +194,12 @@ async def test_heartbeats_channels_and_membership_notifications(stub):
     stream.cancel()
 
 
-async def test_sync_flush_acknowledges_after_the_group_commit(tmp_path):
-    broker = Broker(BrokerConfig(port=0, data_dir=str(tmp_path / "sync"), flush_disk_type="sync",
-                                 commitlog_file_size_bytes=16 * MiB, max_message_size_bytes=MiB,
-                                 max_batch_size_bytes=4 * MiB, index_slots=1024,
-                                 index_entries=4096, consume_queue_units_per_file=10_000))
-    await broker.start()
-    try:
-        async with grpc.aio.insecure_channel(broker.address) as channel:
-            stub = broker_pb2_grpc.BrokerStub(channel)
-            replies = await asyncio.gather(*(
-                stub.SendMessage(pb.SendMessageRequest(record=record(body=b"%d" % i)))
-                for i in range(20)))
-        assert all(r.results[0].status == pb.SEND_OK for r in replies)
-        assert sorted(r.results[0].queue_offset for r in replies) == list(range(20))
-    finally:
-        await broker.stop()
+async def test_sync_flush_acknowledges_after_the_group_commit(start_broker):
+    broker = await start_broker(dir_name="sync", flush_disk_type="sync")
+    async with grpc.aio.insecure_channel(broker.address) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        replies = await asyncio.gather(*(
+            stub.SendMessage(pb.SendMessageRequest(record=record(body=b"%d" % i)))
+            for i in range(20)))
+    assert all(r.results[0].status == pb.SEND_OK for r in replies)
+    assert sorted(r.results[0].queue_offset for r in replies) == list(range(20))

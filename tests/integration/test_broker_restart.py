@@ -9,20 +9,9 @@ import os
 import grpc
 
 from pocketmq.broker.broker import Broker
-from pocketmq.broker.config import BrokerConfig
 from pocketmq.common.message import encode_record, iter_records, pack_host
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2
-
-MiB = 1024 * 1024
-
-
-def config(tmp_path, **overrides) -> BrokerConfig:
-    values = dict(port=0, data_dir=str(tmp_path / "data"), commitlog_file_size_bytes=16 * MiB,
-                  max_message_size_bytes=MiB, max_batch_size_bytes=4 * MiB, index_slots=1024,
-                  index_entries=4096, consume_queue_units_per_file=10_000)
-    values.update(overrides)
-    return BrokerConfig(**values)
 
 
 def record(body=b"x", queue_id=0) -> bytes:
@@ -48,8 +37,8 @@ async def query(broker, queue_id):
     return await with_stub(broker, q)
 
 
-async def test_offsets_topics_and_messages_survive_a_restart(tmp_path):
-    broker = Broker(config(tmp_path))
+async def test_offsets_topics_and_messages_survive_a_restart(tmp_path, broker_config):
+    broker = Broker(broker_config())
     await broker.start()
 
     async def load(stub):
@@ -63,7 +52,7 @@ async def test_offsets_topics_and_messages_survive_a_restart(tmp_path):
     await broker.stop()
     assert not os.path.exists(tmp_path / "data" / "abort")
 
-    broker = Broker(config(tmp_path))
+    broker = Broker(broker_config())
     await broker.start()
     try:
         assert broker.recovery.clean_shutdown
@@ -83,8 +72,9 @@ async def test_offsets_topics_and_messages_survive_a_restart(tmp_path):
         await broker.stop()
 
 
-async def test_a_corrupted_offsets_file_falls_back_to_the_previous_version(tmp_path, caplog):
-    broker = Broker(config(tmp_path, consumer_offset_persist_interval_seconds=3600))
+async def test_a_corrupted_offsets_file_falls_back_to_the_previous_version(tmp_path, broker_config,
+                                                                          caplog):
+    broker = Broker(broker_config(consumer_offset_persist_interval_seconds=3600))
     await broker.start()
     try:
         await with_stub(broker, lambda stub: stub.SendMessage(
@@ -96,7 +86,7 @@ async def test_a_corrupted_offsets_file_falls_back_to_the_previous_version(tmp_p
         await broker.stop()                         # consumerOffset.json: 9, .bak: 5
     path = tmp_path / "data" / "config" / "consumerOffset.json"
     path.write_bytes(path.read_bytes()[:7])         # torn by a bad disk
-    broker = Broker(config(tmp_path))
+    broker = Broker(broker_config())
     await broker.start()
     try:
         assert await query(broker, 0) == 5
@@ -105,8 +95,8 @@ async def test_a_corrupted_offsets_file_falls_back_to_the_previous_version(tmp_p
         await broker.stop()
 
 
-async def test_a_stop_answers_parked_pulls_instead_of_dropping_them(tmp_path):
-    broker = Broker(config(tmp_path))
+async def test_a_stop_answers_parked_pulls_instead_of_dropping_them(tmp_path, broker_config):
+    broker = Broker(broker_config())
     await broker.start()
     channel = grpc.aio.insecure_channel(broker.address)
     stub = broker_pb2_grpc.BrokerStub(channel)
@@ -127,11 +117,11 @@ async def test_a_stop_answers_parked_pulls_instead_of_dropping_them(tmp_path):
     assert not os.path.exists(tmp_path / "data" / "abort")
 
 
-async def test_a_second_broker_on_the_same_directory_is_refused(tmp_path):
-    first = Broker(config(tmp_path))
+async def test_a_second_broker_on_the_same_directory_is_refused(tmp_path, broker_config):
+    first = Broker(broker_config())
     await first.start()
     try:
-        second = Broker(config(tmp_path))
+        second = Broker(broker_config())
         try:
             await second.start()
         except Exception as exc:   # the store's lock error, raised from start()

@@ -250,6 +250,66 @@ class ViewMessageResponse(_message.Message):
     record: bytes
     def __init__(self, record: _Optional[bytes] = ...) -> None: ...
 
+class ConsumerSendMsgBackRequest(_message.Message):
+    __slots__ = ("group", "phys_offset", "delay_level", "origin_topic", "origin_msg_id", "max_reconsume_times")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    PHYS_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DELAY_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_RECONSUME_TIMES_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    phys_offset: int
+    delay_level: int
+    origin_topic: str
+    origin_msg_id: str
+    max_reconsume_times: int
+    def __init__(self, group: _Optional[str] = ..., phys_offset: _Optional[int] = ..., delay_level: _Optional[int] = ..., origin_topic: _Optional[str] = ..., origin_msg_id: _Optional[str] = ..., max_reconsume_times: _Optional[int] = ...) -> None: ...
+
+class ConsumerSendMsgBackResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MessageQueueRef(_message.Message):
+    __slots__ = ("topic", "broker_name", "queue_id")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    broker_name: str
+    queue_id: int
+    def __init__(self, topic: _Optional[str] = ..., broker_name: _Optional[str] = ..., queue_id: _Optional[int] = ...) -> None: ...
+
+class LockBatchMQRequest(_message.Message):
+    __slots__ = ("group", "client_id", "queues")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    client_id: str
+    queues: _containers.RepeatedCompositeFieldContainer[MessageQueueRef]
+    def __init__(self, group: _Optional[str] = ..., client_id: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[MessageQueueRef, _Mapping]]] = ...) -> None: ...
+
+class LockBatchMQResponse(_message.Message):
+    __slots__ = ("locked",)
+    LOCKED_FIELD_NUMBER: _ClassVar[int]
+    locked: _containers.RepeatedCompositeFieldContainer[MessageQueueRef]
+    def __init__(self, locked: _Optional[_Iterable[_Union[MessageQueueRef, _Mapping]]] = ...) -> None: ...
+
+class UnlockBatchMQRequest(_message.Message):
+    __slots__ = ("group", "client_id", "queues")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    client_id: str
+    queues: _containers.RepeatedCompositeFieldContainer[MessageQueueRef]
+    def __init__(self, group: _Optional[str] = ..., client_id: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[MessageQueueRef, _Mapping]]] = ...) -> None: ...
+
+class UnlockBatchMQResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class Subscription(_message.Message):
     __slots__ = ("topic", "expression")
     TOPIC_FIELD_NUMBER: _ClassVar[int]

@@ -84,6 +84,21 @@ class BrokerStub:
                 request_serializer=pocketmq_dot_v1_dot_broker__pb2.ViewMessageRequest.SerializeToString,
                 response_deserializer=pocketmq_dot_v1_dot_broker__pb2.ViewMessageResponse.FromString,
                 _registered_method=True)
+        self.ConsumerSendMsgBack = channel.unary_unary(
+                '/pocketmq.v1.Broker/ConsumerSendMsgBack',
+                request_serializer=pocketmq_dot_v1_dot_broker__pb2.ConsumerSendMsgBackRequest.SerializeToString,
+                response_deserializer=pocketmq_dot_v1_dot_broker__pb2.ConsumerSendMsgBackResponse.FromString,
+                _registered_method=True)
+        self.LockBatchMQ = channel.unary_unary(
+                '/pocketmq.v1.Broker/LockBatchMQ',
+                request_serializer=pocketmq_dot_v1_dot_broker__pb2.LockBatchMQRequest.SerializeToString,
+                response_deserializer=pocketmq_dot_v1_dot_broker__pb2.LockBatchMQResponse.FromString,
+                _registered_method=True)
+        self.UnlockBatchMQ = channel.unary_unary(
+                '/pocketmq.v1.Broker/UnlockBatchMQ',
+                request_serializer=pocketmq_dot_v1_dot_broker__pb2.UnlockBatchMQRequest.SerializeToString,
+                response_deserializer=pocketmq_dot_v1_dot_broker__pb2.UnlockBatchMQResponse.FromString,
+                _registered_method=True)
         self.HeartBeat = channel.unary_unary(
                 '/pocketmq.v1.Broker/HeartBeat',
                 request_serializer=pocketmq_dot_v1_dot_broker__pb2.HeartBeatRequest.SerializeToString,
@@ -207,6 +222,29 @@ class BrokerServicer:
     def ViewMessage(self, request, context):
         """One message by its offset message id (no index needed).
         """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConsumerSendMsgBack(self, request, context):
+        """Hand back a message the consumer failed on (CONSUMER_SEND_MSG_BACK): it
+        comes back in %RETRY%{group} after a delay, or goes to %DLQ%{group}.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LockBatchMQ(self, request, context):
+        """-- orderly consumption ----------------------------------------------------------
+        Lock queues for one client of a group (LOCK_BATCH_MQ); a lock lasts 60 s
+        unless renewed by another LockBatchMQ.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnlockBatchMQ(self, request, context):
+        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -335,6 +373,21 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.ViewMessage,
                     request_deserializer=pocketmq_dot_v1_dot_broker__pb2.ViewMessageRequest.FromString,
                     response_serializer=pocketmq_dot_v1_dot_broker__pb2.ViewMessageResponse.SerializeToString,
+            ),
+            'ConsumerSendMsgBack': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsumerSendMsgBack,
+                    request_deserializer=pocketmq_dot_v1_dot_broker__pb2.ConsumerSendMsgBackRequest.FromString,
+                    response_serializer=pocketmq_dot_v1_dot_broker__pb2.ConsumerSendMsgBackResponse.SerializeToString,
+            ),
+            'LockBatchMQ': grpc.unary_unary_rpc_method_handler(
+                    servicer.LockBatchMQ,
+                    request_deserializer=pocketmq_dot_v1_dot_broker__pb2.LockBatchMQRequest.FromString,
+                    response_serializer=pocketmq_dot_v1_dot_broker__pb2.LockBatchMQResponse.SerializeToString,
+            ),
+            'UnlockBatchMQ': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnlockBatchMQ,
+                    request_deserializer=pocketmq_dot_v1_dot_broker__pb2.UnlockBatchMQRequest.FromString,
+                    response_serializer=pocketmq_dot_v1_dot_broker__pb2.UnlockBatchMQResponse.SerializeToString,
             ),
             'HeartBeat': grpc.unary_unary_rpc_method_handler(
                     servicer.HeartBeat,
@@ -662,6 +715,87 @@ class Broker:
             '/pocketmq.v1.Broker/ViewMessage',
             pocketmq_dot_v1_dot_broker__pb2.ViewMessageRequest.SerializeToString,
             pocketmq_dot_v1_dot_broker__pb2.ViewMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumerSendMsgBack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pocketmq.v1.Broker/ConsumerSendMsgBack',
+            pocketmq_dot_v1_dot_broker__pb2.ConsumerSendMsgBackRequest.SerializeToString,
+            pocketmq_dot_v1_dot_broker__pb2.ConsumerSendMsgBackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LockBatchMQ(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pocketmq.v1.Broker/LockBatchMQ',
+            pocketmq_dot_v1_dot_broker__pb2.LockBatchMQRequest.SerializeToString,
+            pocketmq_dot_v1_dot_broker__pb2.LockBatchMQResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnlockBatchMQ(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pocketmq.v1.Broker/UnlockBatchMQ',
+            pocketmq_dot_v1_dot_broker__pb2.UnlockBatchMQRequest.SerializeToString,
+            pocketmq_dot_v1_dot_broker__pb2.UnlockBatchMQResponse.FromString,
             options,
             channel_credentials,
             insecure,

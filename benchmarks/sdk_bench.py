@@ -1,0 +1,210 @@
+"""Client SDK benchmark: producer and push-consumer throughput, end-to-end latency.
+
+Starts ``pocketmq standalone`` (a nameserver and a broker, one process) in a
+temporary directory, then, with 1 KiB bodies:
+
+1. ``send`` from 256 concurrent tasks (coalesced into SendBatch calls);
+2. ``send_batch`` of 64 messages from 8 concurrent tasks;
+3. a PushConsumer reading everything from the first offset (msgs/s through
+   the listener);
+4. send-to-listener latency at a paced 5,000 msgs/s (p50/p99 of listener time
+   minus the time the producer was called, carried in a property).
+
+Not part of the test run. Prints its figures and the machine it ran on::
+
+    .venv/bin/python benchmarks/sdk_bench.py [--messages 50000] [--seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from pocketmq.client import ConsumeResult, Message, MessageExt, Producer, PushConsumer
+
+BODY = os.urandom(1024)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def machine() -> str:
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f
+                          if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return (f"{platform.system()} {platform.release()}, {os.cpu_count()} CPU(s) {model}, "
+            f"Python {platform.python_version()}")
+
+
+async def wait_for_broker(namesrv: str, deadline_s: float = 30.0) -> None:
+    """Until the broker's template route is on the nameserver (it auto-creates topics)."""
+    async with Producer(group="bench-probe", namesrv=namesrv) as producer:
+        end = time.monotonic() + deadline_s
+        while True:
+            try:
+                await producer.send(Message(topic="bench-warmup", body=b"x"))
+                return
+            except Exception:
+                if time.monotonic() > end:
+                    raise
+                await asyncio.sleep(0.2)
+
+
+async def bench_send(namesrv: str, topic: str, total: int, concurrency: int = 256) -> float:
+    async with Producer(group="bench-send", namesrv=namesrv) as producer:
+        per_task = total // concurrency
+
+        async def worker() -> None:
+            for _ in range(per_task):
+                await producer.send(Message(topic=topic, body=BODY))
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - started
+        calls = sum(c for c, _ in producer.batch_stats().values())
+    sent = per_task * concurrency
+    print(f"  send x{concurrency} tasks: {sent} msgs in {elapsed:.2f} s = "
+          f"{sent / elapsed:,.0f} msgs/s ({sent / max(calls, 1):.1f} msgs per SendBatch call)")
+    return sent / elapsed
+
+
+async def bench_send_batch(namesrv: str, topic: str, total: int, batch: int = 64,
+                           concurrency: int = 8) -> float:
+    async with Producer(group="bench-batch", namesrv=namesrv) as producer:
+        msgs = [Message(topic=topic, body=BODY) for _ in range(batch)]
+        rounds = total // (batch * concurrency)
+
+        async def worker() -> None:
+            for _ in range(rounds):
+                await producer.send_batch(msgs)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - started
+    sent = rounds * batch * concurrency
+    print(f"  send_batch({batch}) x{concurrency} tasks: {sent} msgs in {elapsed:.2f} s = "
+          f"{sent / elapsed:,.0f} msgs/s")
+    return sent / elapsed
+
+
+async def bench_consume(namesrv: str, topic: str, expected: int) -> float:
+    done = asyncio.Event()
+    count = 0
+    first_at = 0.0
+
+    def handle(messages: list[MessageExt]) -> ConsumeResult:
+        nonlocal count, first_at
+        if not first_at:
+            first_at = time.perf_counter()
+        count += len(messages)
+        if count >= expected:
+            done.set()
+        return ConsumeResult.CONSUME_SUCCESS
+
+    consumer = PushConsumer(group="bench-consume", namesrv=namesrv, consume_from="first",
+                            consume_batch_max_size=32, pull_batch_size=32)
+    consumer.subscribe(topic)
+    consumer.listener(handle)
+    started = time.perf_counter()
+    await consumer.start()
+    await asyncio.wait_for(done.wait(), 300)
+    elapsed = time.perf_counter() - started
+    await consumer.shutdown()
+    print(f"  PushConsumer: {count} msgs in {elapsed:.2f} s = {count / elapsed:,.0f} msgs/s "
+          f"through the listener")
+    return count / elapsed
+
+
+async def bench_latency(namesrv: str, topic: str, rate: int, seconds: float) -> None:
+    latencies_ms: list[float] = []
+    consumer = PushConsumer(group="bench-latency", namesrv=namesrv, consume_from="last",
+                            consume_batch_max_size=32)
+    consumer.subscribe(topic)
+
+    def handle(messages: list[MessageExt]) -> ConsumeResult:
+        now = time.time_ns()
+        for m in messages:
+            latencies_ms.append((now - int(m.properties["t0"])) / 1e6)
+        return ConsumeResult.CONSUME_SUCCESS
+
+    consumer.listener(handle)
+    async with Producer(group="bench-latency", namesrv=namesrv) as producer:
+        await producer.send(Message(topic=topic, body=b"create"))
+        await consumer.start()
+        await asyncio.sleep(1.0)  # let the consumer's long polls park
+        tick_s = 0.001
+        per_tick = rate * tick_s
+        total = int(rate * seconds)
+        sent = 0
+        started = time.perf_counter()
+        pending: set[asyncio.Task[object]] = set()
+        while sent < total:
+            due = int((time.perf_counter() - started) / tick_s * per_tick) + 1
+            while sent < min(due, total):
+                task = asyncio.ensure_future(producer.send(Message(
+                    topic=topic, body=BODY, properties={"t0": str(time.time_ns())})))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+                sent += 1
+            await asyncio.sleep(tick_s)
+        await asyncio.gather(*pending)
+        end = time.monotonic() + 10
+        while len(latencies_ms) < total and time.monotonic() < end:
+            await asyncio.sleep(0.05)
+    await consumer.shutdown()
+    lat = sorted(latencies_ms)
+    p50 = statistics.median(lat)
+    p99 = lat[int(len(lat) * 0.99) - 1]
+    print(f"  latency at {rate} msgs/s for {seconds:.0f} s: {len(lat)} msgs, p50 {p50:.2f} ms, "
+          f"p99 {p99:.2f} ms, max {lat[-1]:.2f} ms")
+
+
+async def run(namesrv: str, messages: int, seconds: float) -> None:
+    await wait_for_broker(namesrv)
+    await bench_send(namesrv, "bench-send", messages)
+    await bench_send_batch(namesrv, "bench-batch", messages * 2)
+    await bench_consume(namesrv, "bench-batch", messages * 2 - (messages * 2) % 512)
+    await bench_latency(namesrv, "bench-latency", 5000, seconds)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=50_000)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    args = parser.parse_args()
+    print(f"machine: {machine()}")
+    data_dir = tempfile.mkdtemp(prefix="pocketmq-bench-")
+    namesrv_port, broker_port = free_port(), free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pocketmq.cli import main; sys.exit(main())",
+         "--log-level", "WARNING", "standalone", "--data-dir", data_dir,
+         "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port)])
+    try:
+        import uvloop
+
+        uvloop.run(run(f"127.0.0.1:{namesrv_port}", args.messages, args.seconds))
+    finally:
+        server.terminate()
+        server.wait(30)
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

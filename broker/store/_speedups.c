@@ -1,0 +1,1237 @@
+/*
+ * pocketmq.broker.store._speedups: the store's write path, compiled.
+ *
+ * Optional. Every function here has a pure-Python reference that defines what
+ * it does, byte for byte and error message for error message;
+ * broker/store/speedups.py picks one or the other, and
+ * tests/unit/test_speedups.py checks that they agree:
+ *
+ *   scan_batch         batch.py          py_scan_batch
+ *   patch_batch        commitlog.py      py_patch_batch
+ *   queue_units        batch.py          py_queue_units
+ *   index_key_hashes   index_service.py  py_index_key_hashes
+ *   insert_entries     index_file.py     py_insert_entries
+ *   java_string_hash   common/hashing.py java_string_hash
+ *
+ * The record layout is the one drawn in common/message.py (all integers
+ * big-endian; B and S are the born and store host sizes, 8 or 20):
+ *
+ *      0 TOTALSIZE i32     4 MAGICCODE u32    8 BODYCRC i32    12 QUEUEID i32
+ *     16 FLAG i32         20 QUEUEOFFSET i64  28 PHYSICALOFFSET i64
+ *     36 SYSFLAG i32      40 BORNTIMESTAMP i64
+ *     48 BORNHOST B       48+B STORETIMESTAMP i64      56+B STOREHOST S
+ *     56+B+S RECONSUMETIMES i32   60+B+S PREPAREDTRANSACTIONOFFSET i64
+ *     68+B+S BODYLEN i32, BODY    TOPICLEN u8 (V1) | u16 (V2), TOPIC
+ *     PROPLEN u16, PROPERTIES ("k\x01v\x02" pairs, UTF-8)
+ *
+ * A batch comes from the network: every length read from it is checked
+ * against what is left of the buffer before anything is read through it, and
+ * every value is read once (a bytearray could change under a Python callback).
+ * The GIL is held throughout: each call is a few microseconds of work per
+ * record, and the buffers it holds pin their exporters (an mmap cannot be
+ * closed or a bytearray resized while a call runs).
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+#include <zlib.h>
+
+/* Bumped whenever a signature or a behaviour changes; speedups.py refuses a
+ * stale build (an editable install keeps the old .so until it is rebuilt). */
+#define SPEEDUPS_VERSION 1
+
+/* -- layout (common/message.py, consume_queue.py, index_file.py) ------------- */
+
+#define HEAD_SIZE 48                /* TOTALSIZE .. BORNTIMESTAMP (message.HEAD) */
+#define POS_QUEUEID 12
+#define POS_QUEUEOFFSET 20          /* QUEUEOFFSET i64, then PHYSICALOFFSET i64 */
+#define POS_SYSFLAG 36
+#define POS_BORNHOST 48
+#define HOST_V4_SIZE 8              /* IPv4 4 + port i32 */
+#define HOST_V6_SIZE 20             /* IPv6 16 + port i32 */
+#define TAIL_AFTER_STOREHOST 12     /* RECONSUMETIMES i32, PREPAREDTRANSACTIONOFFSET i64 */
+#define MESSAGE_MAGIC_CODE 0xDAA320A7u
+#define MESSAGE_MAGIC_CODE_V2 0xDAA320ABu
+#define SYSFLAG_BORNHOST_V6 0x10
+#define SYSFLAG_STOREHOST_V6 0x20
+#define SYSFLAG_TRANSACTION_MASK 0xC
+#define SYSFLAG_TRANSACTION_PREPARED 0x4
+#define SYSFLAG_TRANSACTION_ROLLBACK 0xC
+#define MAX_PROPERTIES_LENGTH 32767
+#define MAX_TOPIC_LENGTH 127        /* common/validation.py */
+
+#define CQ_UNIT_SIZE 20             /* phys_offset i64, size i32, tags_code i64 */
+#define INDEX_HEADER_SIZE 40
+#define HASH_SLOT_SIZE 4
+#define INDEX_ENTRY_SIZE 20         /* keyHash i32, phyOffset i64, timeDiff i32, prevIndex i32 */
+
+/* -- big-endian access ---------------------------------------------------------- */
+
+static inline uint32_t
+rd_u32(const unsigned char *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline int32_t
+rd_i32(const unsigned char *p)
+{
+    return (int32_t)rd_u32(p);
+}
+
+static inline uint16_t
+rd_u16(const unsigned char *p)
+{
+    return (uint16_t)((p[0] << 8) | p[1]);
+}
+
+static inline void
+wr_u32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+static inline void
+wr_u64(unsigned char *p, uint64_t v)
+{
+    wr_u32(p, (uint32_t)(v >> 32));
+    wr_u32(p + 4, (uint32_t)v);
+}
+
+/* -- module-wide objects ---------------------------------------------------------- */
+
+static PyObject *empty_str;           /* "" */
+static PyObject *str_illegal;         /* BatchError kinds */
+static PyObject *str_properties;
+static PyObject *attr_positions, *attr_sizes, *attr_topics, *attr_queue_ids, *attr_sysflags,
+    *attr_store_ts_positions, *attr_tags_codes;
+static PyObject *scanned_fields;      /* ScannedBatch's fields, in the order we pass them */
+static PyObject *check_topic;         /* pocketmq.common.validation.check_topic */
+
+/* batch.py imports this module (through speedups.py), so its classes are
+ * fetched on first use, when batch.py is complete. */
+static PyObject *batch_error_cls;     /* pocketmq.broker.store.batch.BatchError */
+static PyObject *scanned_batch_cls;   /* pocketmq.broker.store.batch.ScannedBatch */
+
+static int
+load_batch_classes(void)
+{
+    if (scanned_batch_cls != NULL) {
+        return 0;
+    }
+    PyObject *mod = PyImport_ImportModule("pocketmq.broker.store.batch");
+    if (mod == NULL) {
+        return -1;
+    }
+    PyObject *err = PyObject_GetAttrString(mod, "BatchError");
+    PyObject *cls = err ? PyObject_GetAttrString(mod, "ScannedBatch") : NULL;
+    Py_DECREF(mod);
+    if (cls == NULL) {
+        Py_XDECREF(err);
+        return -1;
+    }
+    /* ScannedBatch is called with positional arguments (half the cost of
+     * keywords), so its fields must be ours, in our order: the dataclass lists
+     * them in __match_args__. */
+    PyObject *fields = PyObject_GetAttrString(cls, "__match_args__");
+    int same = fields != NULL ? PyObject_RichCompareBool(fields, scanned_fields, Py_EQ) : -1;
+    Py_XDECREF(fields);
+    if (same != 1) {
+        if (same == 0) {
+            PyErr_Format(PyExc_ImportError, "ScannedBatch's fields are not %R; rebuild "
+                         "pocketmq.broker.store._speedups", scanned_fields);
+        }
+        Py_DECREF(err);
+        Py_DECREF(cls);
+        return -1;
+    }
+    batch_error_cls = err;
+    scanned_batch_cls = cls;
+    return 0;
+}
+
+/* Raise BatchError(kind, message); *fmt* is PyUnicode_FromFormat's. Returns NULL. */
+static PyObject *
+batch_error(PyObject *kind, const char *fmt, ...)
+{
+    if (load_batch_classes() < 0) {
+        return NULL;
+    }
+    va_list va;
+    va_start(va, fmt);
+    PyObject *message = PyUnicode_FromFormatV(fmt, va);
+    va_end(va);
+    if (message == NULL) {
+        return NULL;
+    }
+    PyObject *exc = PyObject_CallFunctionObjArgs(batch_error_cls, kind, message, NULL);
+    Py_DECREF(message);
+    if (exc != NULL) {
+        PyErr_SetObject(batch_error_cls, exc);
+        Py_DECREF(exc);
+    }
+    return NULL;
+}
+
+/* -- Java String.hashCode (common/hashing.py) --------------------------------------- */
+
+static inline uint32_t
+java_hash_bytes(uint32_t h, const unsigned char *p, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h = 31 * h + p[i];
+    }
+    return h;
+}
+
+/* h = 31*h + unit over the UTF-16 code units of *text*, continuing from *h*.
+ * ASCII straight from the string's bytes; anything else through the same
+ * "utf-16-be" encoding as the reference, so that a character outside the BMP
+ * counts as its two surrogates and a lone surrogate raises the same error. */
+static int
+java_hash_str(PyObject *text, uint32_t *h)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "expected str, got %.100s", Py_TYPE(text)->tp_name);
+        return -1;
+    }
+    if (PyUnicode_READY(text) < 0) {
+        return -1;
+    }
+    if (PyUnicode_IS_ASCII(text)) {
+        *h = java_hash_bytes(*h, PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text));
+        return 0;
+    }
+    PyObject *units = PyUnicode_AsEncodedString(text, "utf-16-be", "strict");
+    if (units == NULL) {
+        return -1;
+    }
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(units);
+    Py_ssize_t n = PyBytes_GET_SIZE(units);
+    uint32_t acc = *h;
+    for (Py_ssize_t i = 0; i + 1 < n; i += 2) {
+        acc = 31 * acc + (((uint32_t)p[i] << 8) | p[i + 1]);
+    }
+    Py_DECREF(units);
+    *h = acc;
+    return 0;
+}
+
+PyDoc_STRVAR(java_string_hash_doc,
+"java_string_hash(text, /)\n--\n\n"
+"Java's String.hashCode of *text* as a signed 32-bit int.");
+
+static PyObject *
+java_string_hash(PyObject *module, PyObject *text)
+{
+    uint32_t h = 0;
+    if (java_hash_str(text, &h) < 0) {
+        return NULL;
+    }
+    return PyLong_FromLong((long)(int32_t)h);
+}
+
+/* RocketMQ's stored keyHash: abs(hashCode), 0 for Integer.MIN_VALUE (index_file.py). */
+static inline int32_t
+index_key_hash(uint32_t h)
+{
+    int32_t s = (int32_t)h;
+    return s == INT32_MIN ? 0 : (s < 0 ? -s : s);
+}
+
+/* -- scan_batch (batch.py, py_scan_batch) -------------------------------------------- */
+
+enum {
+    L_POSITIONS, L_SIZES, L_TOPICS, L_QUEUE_IDS, L_SYSFLAGS, L_STORE_TS_POSITIONS,
+    L_TAGS_CODES, L_KEYS, L_UNIQ_KEYS, N_LISTS
+};
+static const char *const list_names[N_LISTS] = {
+    "positions", "sizes", "topics", "queue_ids", "sysflags", "store_ts_positions",
+    "tags_codes", "keys", "uniq_keys",
+};
+
+/* Append *item* (a new reference, or NULL after an error) and drop our reference. */
+static inline int
+append_new(PyObject *list, PyObject *item)
+{
+    if (item == NULL) {
+        return -1;
+    }
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+/* A str from bytes known to be valid UTF-8; *ascii* says whether all are < 0x80. */
+static PyObject *
+str_from(const unsigned char *p, Py_ssize_t n, int ascii)
+{
+    if (!ascii) {
+        return PyUnicode_DecodeUTF8((const char *)p, n, "strict");
+    }
+    PyObject *s = PyUnicode_New(n, 127);
+    if (s != NULL && n > 0) {
+        memcpy(PyUnicode_1BYTE_DATA(s), p, (size_t)n);
+    }
+    return s;
+}
+
+static int
+all_ascii(const unsigned char *p, Py_ssize_t n)
+{
+    unsigned char acc = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        acc |= p[i];
+    }
+    return acc < 0x80;
+}
+
+/* [%|a-zA-Z0-9_-], common/validation.py's topic characters. */
+static int
+topic_char_ok(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+           || c == '%' || c == '|' || c == '_' || c == '-';
+}
+
+/* Topics met in one call: the raw bytes (inside the blob) and their str. */
+#define TOPIC_CACHE 8
+typedef struct {
+    const unsigned char *raw;
+    Py_ssize_t len;
+    PyObject *str;
+} seen_topic;
+
+/* The checked topic of the record at *pos* as a new reference; NULL with
+ * BatchError set when check_topic refuses it. Names made only of allowed
+ * characters and 1..127 long pass without calling Python; anything else asks
+ * check_topic, which words the refusal (and is the authority either way). */
+static PyObject *
+topic_of(seen_topic *seen, int *n_seen, const unsigned char *raw, Py_ssize_t len,
+         Py_ssize_t pos)
+{
+    for (int i = 0; i < *n_seen; i++) {
+        if (seen[i].len == len && memcmp(seen[i].raw, raw, (size_t)len) == 0) {
+            return Py_NewRef(seen[i].str);
+        }
+    }
+    int ok = len >= 1 && len <= MAX_TOPIC_LENGTH;
+    for (Py_ssize_t i = 0; ok && i < len; i++) {
+        ok = topic_char_ok(raw[i]);
+    }
+    PyObject *topic;
+    if (ok) {
+        topic = str_from(raw, len, 1);
+    }
+    else {
+        topic = PyUnicode_DecodeUTF8((const char *)raw, len, "replace");
+        if (topic == NULL) {
+            return NULL;
+        }
+        PyObject *problem = PyObject_CallOneArg(check_topic, topic);
+        if (problem == NULL) {
+            Py_DECREF(topic);
+            return NULL;
+        }
+        if (problem != Py_None) {
+            Py_DECREF(topic);
+            batch_error(str_illegal, "record at batch offset %zd: %U", pos, problem);
+            Py_DECREF(problem);
+            return NULL;
+        }
+        Py_DECREF(problem);
+    }
+    if (topic != NULL && *n_seen < TOPIC_CACHE) {
+        seen[*n_seen].raw = raw;
+        seen[*n_seen].len = len;
+        seen[*n_seen].str = Py_NewRef(topic);
+        (*n_seen)++;
+    }
+    return topic;
+}
+
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t n;
+} span;
+
+/* TAGS, KEYS and UNIQ_KEY of "k\x01v\x02" pairs, as decode_properties reads
+ * them: split on \x02, a pair's name ends at its first \x01, pairs with no
+ * \x01 or an empty name or value are ignored, the last pair of a name wins.
+ * The separators are ASCII, so splitting the bytes splits the text. */
+static void
+find_properties(const unsigned char *p, Py_ssize_t n, span *tags, span *keys, span *uniq)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        const unsigned char *pair = p + i;
+        const unsigned char *stop = memchr(pair, 0x02, (size_t)(n - i));
+        Py_ssize_t len = stop ? stop - pair : n - i;
+        const unsigned char *sep = memchr(pair, 0x01, (size_t)len);
+        if (sep != NULL && sep > pair && sep + 1 < pair + len) {
+            Py_ssize_t name_len = sep - pair;
+            span value = {sep + 1, pair + len - (sep + 1)};
+            if (name_len == 4 && memcmp(pair, "TAGS", 4) == 0) {
+                *tags = value;
+            }
+            else if (name_len == 4 && memcmp(pair, "KEYS", 4) == 0) {
+                *keys = value;
+            }
+            else if (name_len == 8 && memcmp(pair, "UNIQ_KEY", 8) == 0) {
+                *uniq = value;
+            }
+        }
+        i += len + 1;
+    }
+}
+
+/* Properties that are not UTF-8: BatchError with the decoder's own words. */
+static PyObject *
+properties_not_utf8(const unsigned char *p, Py_ssize_t n, Py_ssize_t pos)
+{
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)p, n, "strict");
+    if (text != NULL) {  /* the caller saw bytes >= 0x80 only; they decode after all */
+        return text;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        return NULL;
+    }
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *reason = value ? PyUnicodeDecodeError_GetReason(value) : NULL;
+    Py_ssize_t start = 0;
+    if (reason != NULL && PyUnicodeDecodeError_GetStart(value, &start) == 0) {
+        batch_error(str_illegal,
+                    "record at batch offset %zd: properties are not valid UTF-8 (%U at byte %zd)",
+                    pos, reason, start);
+    }
+    Py_XDECREF(reason);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return NULL;
+}
+
+
+/* Tag code, keys list and UNIQ_KEY of one record's properties, into items[]
+ * (new references; left NULL on error, which the caller cleans up). */
+static int
+extract_properties(PyObject **items, const unsigned char *props, Py_ssize_t props_len,
+                   Py_ssize_t pos)
+{
+    int ascii = all_ascii(props, props_len);
+    if (!ascii) {
+        PyObject *text = properties_not_utf8(props, props_len, pos);
+        if (text == NULL) {
+            return -1;
+        }
+        Py_DECREF(text);
+    }
+    span tags = {NULL, 0}, keys = {NULL, 0}, uniq = {NULL, 0};
+    find_properties(props, props_len, &tags, &keys, &uniq);
+
+    uint32_t code = 0;                          /* tags_code: 0 when there is no TAGS */
+    if (tags.n > 0) {
+        if (ascii) {
+            code = java_hash_bytes(0, tags.p, tags.n);
+        }
+        else {
+            PyObject *text = str_from(tags.p, tags.n, 0);
+            int rc = text ? java_hash_str(text, &code) : -1;
+            Py_XDECREF(text);
+            if (rc < 0) {
+                return -1;
+            }
+        }
+    }
+    items[L_TAGS_CODES] = PyLong_FromLong((long)(int32_t)code);
+    if (items[L_TAGS_CODES] == NULL) {
+        return -1;
+    }
+
+    items[L_UNIQ_KEYS] = uniq.n > 0 ? str_from(uniq.p, uniq.n, ascii) : Py_NewRef(empty_str);
+    items[L_KEYS] = PyList_New(0);
+    if (items[L_UNIQ_KEYS] == NULL || items[L_KEYS] == NULL) {
+        return -1;
+    }
+    const unsigned char *k = keys.p, *end = keys.p + keys.n;
+    while (k < end) {                           /* KEYS split on " ", empty pieces dropped */
+        const unsigned char *space = memchr(k, ' ', (size_t)(end - k));
+        const unsigned char *stop = space ? space : end;
+        if (stop > k && append_new(items[L_KEYS], str_from(k, stop - k, ascii)) < 0) {
+            return -1;
+        }
+        k = stop + 1;
+    }
+    if (uniq.n > 0) {                           /* UNIQ_KEY is indexed too, last */
+        return PyList_Append(items[L_KEYS], items[L_UNIQ_KEYS]);
+    }
+    return 0;
+}
+
+/* Check the record at *pos* (*end - pos* bytes left in the blob) and append
+ * what the append and the dispatch need to the lists. Returns its TOTALSIZE,
+ * or -1 with an error set. Checks, their order and their messages are
+ * py_scan_batch's. */
+static Py_ssize_t
+scan_record(PyObject **lists, seen_topic *seen, int *n_seen, const unsigned char *buf,
+            Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_body_size,
+            Py_ssize_t store_host_size)
+{
+    PyObject *items[N_LISTS] = {NULL};
+    const unsigned char *r = buf + pos;
+    if (end - pos < HEAD_SIZE) {
+        batch_error(str_illegal, "record at batch offset %zd is cut short: %zd bytes left, "
+                    "a head is %d", pos, end - pos, HEAD_SIZE);
+        return -1;
+    }
+    Py_ssize_t total = rd_i32(r);
+    uint32_t magic = rd_u32(r + 4);
+    int32_t crc = rd_i32(r + 8);
+    int32_t queue_id = rd_i32(r + POS_QUEUEID);
+    int32_t sysflag = rd_i32(r + POS_SYSFLAG);
+    if (magic != MESSAGE_MAGIC_CODE && magic != MESSAGE_MAGIC_CODE_V2) {
+        char got[16], want[16];         /* PyUnicode_FromFormat has no %X */
+        PyOS_snprintf(got, sizeof got, "%08X", (unsigned int)magic);
+        PyOS_snprintf(want, sizeof want, "%08X", (unsigned int)MESSAGE_MAGIC_CODE);
+        batch_error(str_illegal, "record at batch offset %zd has magic code 0x%s; expected "
+                    "0x%s", pos, got, want);
+        return -1;
+    }
+    if (total < HEAD_SIZE || total > end - pos) {
+        batch_error(str_illegal, "record at batch offset %zd has TOTALSIZE %zd, but %zd bytes "
+                    "are left in the batch", pos, total, end - pos);
+        return -1;
+    }
+    /* From here on every position is below record_end <= end. */
+    int store_v6 = store_host_size == HOST_V6_SIZE;
+    if (((sysflag & SYSFLAG_STOREHOST_V6) != 0) != store_v6) {
+        batch_error(str_illegal, "record at batch offset %zd reserves %d bytes for STOREHOST; "
+                    "this broker writes %zd", pos, store_v6 ? HOST_V4_SIZE : HOST_V6_SIZE,
+                    store_host_size);
+        return -1;
+    }
+    Py_ssize_t born_size = (sysflag & SYSFLAG_BORNHOST_V6) ? HOST_V6_SIZE : HOST_V4_SIZE;
+    Py_ssize_t store_ts_pos = POS_BORNHOST + born_size;
+    Py_ssize_t record_end = pos + total;
+    Py_ssize_t p = pos + store_ts_pos + 8 + store_host_size + TAIL_AFTER_STOREHOST;
+    if (p + 4 > record_end) {
+        batch_error(str_illegal, "record at batch offset %zd: TOTALSIZE %zd is smaller than "
+                    "its fixed fields", pos, total);
+        return -1;
+    }
+    Py_ssize_t body_len = rd_i32(buf + p);
+    Py_ssize_t body_pos = p + 4;
+    p = body_pos + body_len;
+    if (body_len < 0 || p > record_end) {
+        batch_error(str_illegal, "record at batch offset %zd: BODYLEN %zd does not fit "
+                    "TOTALSIZE %zd", pos, body_len, total);
+        return -1;
+    }
+    if (body_len > max_body_size) {
+        batch_error(str_illegal, "message body is %zd bytes; this broker accepts at most %zd "
+                    "(max_message_size)", body_len, max_body_size);
+        return -1;
+    }
+    Py_ssize_t topic_len;
+    if (magic == MESSAGE_MAGIC_CODE) {
+        topic_len = p < record_end ? buf[p] : -1;
+        p += 1;
+    }
+    else {
+        topic_len = p + 2 <= record_end ? rd_u16(buf + p) : -1;
+        p += 2;
+    }
+    if (topic_len < 0 || p + topic_len + 2 > record_end) {
+        batch_error(str_illegal, "record at batch offset %zd: topic length %zd does not fit "
+                    "TOTALSIZE %zd", pos, topic_len, total);
+        return -1;
+    }
+    items[L_TOPICS] = topic_of(seen, n_seen, buf + p, topic_len, pos);
+    if (items[L_TOPICS] == NULL) {
+        goto fail;
+    }
+    p += topic_len;
+    Py_ssize_t props_len = rd_u16(buf + p);     /* p + 2 <= record_end: checked above */
+    p += 2;
+    if (p + props_len != record_end) {
+        batch_error(str_illegal, "record at batch offset %zd: TOTALSIZE is %zd but its parts "
+                    "add up to %zd", pos, total, p + props_len - pos);
+        goto fail;
+    }
+    if (props_len > MAX_PROPERTIES_LENGTH) {
+        batch_error(str_properties, "properties are %zd bytes; at most %d are allowed",
+                    props_len, MAX_PROPERTIES_LENGTH);
+        goto fail;
+    }
+    /* 0 <= body_len < 2**31 fits zlib's uInt. */
+    long actual_crc = (long)(crc32(0L, buf + body_pos, (uInt)body_len) & 0x7FFFFFFFu);
+    if (actual_crc != crc) {
+        batch_error(str_illegal, "record at batch offset %zd: body CRC is %ld, the record says "
+                    "%d", pos, actual_crc, (int)crc);
+        goto fail;
+    }
+    if (extract_properties(items, buf + p, props_len, pos) < 0) {
+        goto fail;
+    }
+    items[L_POSITIONS] = PyLong_FromSsize_t(pos);
+    items[L_SIZES] = PyLong_FromSsize_t(total);
+    items[L_QUEUE_IDS] = PyLong_FromLong(queue_id);
+    items[L_SYSFLAGS] = PyLong_FromLong(sysflag);
+    items[L_STORE_TS_POSITIONS] = PyLong_FromSsize_t(store_ts_pos);
+    for (int i = 0; i < N_LISTS; i++) {
+        if (items[i] == NULL || PyList_Append(lists[i], items[i]) < 0) {
+            goto fail;
+        }
+    }
+    for (int i = 0; i < N_LISTS; i++) {
+        Py_DECREF(items[i]);
+    }
+    return total;
+
+fail:
+    for (int i = 0; i < N_LISTS; i++) {
+        Py_XDECREF(items[i]);
+    }
+    return -1;
+}
+
+PyDoc_STRVAR(scan_batch_doc,
+"scan_batch(blob, *, max_body_size, store_host_size=8)\n--\n\n"
+"Check every record of *blob*; return a ScannedBatch or raise BatchError.\n\n"
+"The compiled pocketmq.broker.store.batch.py_scan_batch.");
+
+static PyObject *
+scan_batch(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"blob", "max_body_size", "store_host_size", NULL};
+    PyObject *blob;
+    Py_ssize_t max_body_size = PY_SSIZE_T_MIN;  /* required: keyword-only args parse as optional */
+    Py_ssize_t store_host_size = HOST_V4_SIZE;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$nn:scan_batch", kwlist, &blob,
+                                     &max_body_size, &store_host_size)) {
+        return NULL;
+    }
+    if (max_body_size == PY_SSIZE_T_MIN) {
+        PyErr_SetString(PyExc_TypeError,
+                        "scan_batch() missing required keyword-only argument: 'max_body_size'");
+        return NULL;
+    }
+    if (store_host_size != HOST_V4_SIZE && store_host_size != HOST_V6_SIZE) {
+        PyErr_Format(PyExc_ValueError, "store_host_size is %zd; a STOREHOST is %d or %d bytes",
+                     store_host_size, HOST_V4_SIZE, HOST_V6_SIZE);
+        return NULL;
+    }
+    if (load_batch_classes() < 0) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(blob, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    PyObject *lists[N_LISTS] = {NULL};
+    seen_topic seen[TOPIC_CACHE];
+    int n_seen = 0;
+    for (int i = 0; i < N_LISTS; i++) {
+        if ((lists[i] = PyList_New(0)) == NULL) {
+            goto done;
+        }
+    }
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    Py_ssize_t end = view.len;
+    if (end == 0) {
+        batch_error(str_illegal, "the batch holds no records");
+        goto done;
+    }
+    for (Py_ssize_t pos = 0; pos < end;) {
+        Py_ssize_t total = scan_record(lists, seen, &n_seen, buf, pos, end, max_body_size,
+                                       store_host_size);
+        if (total < 0) {
+            goto done;
+        }
+        pos += total;
+    }
+    /* ScannedBatch(positions, ..., uniq_keys, blob): the order checked in
+     * load_batch_classes. */
+    PyObject *call_args[N_LISTS + 1];
+    for (int i = 0; i < N_LISTS; i++) {
+        call_args[i] = lists[i];
+    }
+    call_args[N_LISTS] = blob;
+    result = PyObject_Vectorcall(scanned_batch_cls, call_args, N_LISTS + 1, NULL);
+
+done:
+    for (int i = 0; i < n_seen; i++) {
+        Py_DECREF(seen[i].str);
+    }
+    for (int i = 0; i < N_LISTS; i++) {
+        Py_XDECREF(lists[i]);
+    }
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* -- columns of a ScannedBatch ----------------------------------------------------------- */
+
+/* Fetch *n_attrs* list attributes of *obj* into cols[] (new references) and
+ * check they and *extra* lists all have one length, returned; -1 on error
+ * (cols[] then holds NULLs or references the caller drops with drop_columns). */
+static Py_ssize_t
+get_columns(PyObject *obj, PyObject *const *attrs, int n_attrs, PyObject **cols,
+            PyObject *const *extra, int n_extra)
+{
+    Py_ssize_t n = -1;
+    for (int i = 0; i < n_attrs + n_extra; i++) {
+        PyObject *col;
+        if (i < n_attrs) {
+            col = cols[i] = PyObject_GetAttr(obj, attrs[i]);
+            if (col == NULL) {
+                return -1;
+            }
+        }
+        else {
+            col = extra[i - n_attrs];
+        }
+        if (!PyList_Check(col)) {
+            PyErr_Format(PyExc_TypeError, "expected a list, got %.100s", Py_TYPE(col)->tp_name);
+            return -1;
+        }
+        if (n >= 0 && PyList_GET_SIZE(col) != n) {
+            PyErr_Format(PyExc_ValueError, "per-record lists differ in length: %zd and %zd",
+                         n, PyList_GET_SIZE(col));
+            return -1;
+        }
+        n = PyList_GET_SIZE(col);
+    }
+    return n;
+}
+
+static void
+drop_columns(PyObject **cols, int n)
+{
+    for (int i = 0; i < n; i++) {
+        Py_CLEAR(cols[i]);
+    }
+}
+
+/* The (topic, queue id) key of record *i*, a new tuple. Exact str and int only:
+ * their hash and equality run no Python code, so nothing can change the lists
+ * while a loop walks them. */
+static PyObject *
+queue_key(PyObject *topics, PyObject *queue_ids, Py_ssize_t i)
+{
+    PyObject *topic = PyList_GET_ITEM(topics, i), *queue_id = PyList_GET_ITEM(queue_ids, i);
+    if (!PyUnicode_CheckExact(topic) || !PyLong_CheckExact(queue_id)) {
+        PyErr_Format(PyExc_TypeError, "record %zd: topic and queue id must be str and int, "
+                     "not %.100s and %.100s", i, Py_TYPE(topic)->tp_name,
+                     Py_TYPE(queue_id)->tp_name);
+        return NULL;
+    }
+    return PyTuple_Pack(2, topic, queue_id);
+}
+
+static inline int
+is_dispatched_to_queue(long sysflag)
+{
+    long kind = sysflag & SYSFLAG_TRANSACTION_MASK;
+    return kind != SYSFLAG_TRANSACTION_PREPARED && kind != SYSFLAG_TRANSACTION_ROLLBACK;
+}
+
+/* -- patch_batch (commitlog.py, py_patch_batch) ----------------------------------------- */
+
+PyDoc_STRVAR(patch_batch_doc,
+"patch_batch(buf, rel, base, batch, table, store_timestamp_ms, store_host, /)\n--\n\n"
+"Assign queue offsets from *table* and patch QUEUEOFFSET, PHYSICALOFFSET,\n"
+"STORETIMESTAMP and STOREHOST of the batch's records, which lie in the writable\n"
+"buffer *buf* from *rel* on (*base* is the log offset of buf[0]).\n"
+"Return (phys_offsets, queue_offsets).");
+
+enum { P_POSITIONS, P_TOPICS, P_QUEUE_IDS, P_SYSFLAGS, P_STORE_TS_POSITIONS, N_PATCH_COLS };
+
+static PyObject *
+patch_batch(PyObject *module, PyObject *args)
+{
+    Py_buffer buf, host;
+    Py_ssize_t rel;
+    long long base, store_ts;
+    PyObject *batch, *table;
+    if (!PyArg_ParseTuple(args, "w*nLOO!Ly*:patch_batch", &buf, &rel, &base, &batch,
+                          &PyDict_Type, &table, &store_ts, &host)) {
+        return NULL;
+    }
+    PyObject *attrs[N_PATCH_COLS] = {attr_positions, attr_topics, attr_queue_ids,
+                                     attr_sysflags, attr_store_ts_positions};
+    PyObject *cols[N_PATCH_COLS] = {NULL};
+    PyObject *phys_list = NULL, *qo_list = NULL, *result = NULL;
+    Py_ssize_t n = get_columns(batch, attrs, N_PATCH_COLS, cols, NULL, 0);
+    if (n < 0 || (phys_list = PyList_New(n)) == NULL || (qo_list = PyList_New(n)) == NULL) {
+        goto done;
+    }
+    unsigned char *mem = (unsigned char *)buf.buf;
+    Py_ssize_t len = buf.len;
+    if (rel < 0 || rel > len) {
+        PyErr_Format(PyExc_ValueError, "batch position %zd lies outside the %zd-byte buffer",
+                     rel, len);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t pos = PyLong_AsSsize_t(PyList_GET_ITEM(cols[P_POSITIONS], i));
+        Py_ssize_t ts_pos = PyLong_AsSsize_t(PyList_GET_ITEM(cols[P_STORE_TS_POSITIONS], i));
+        long sysflag = PyLong_AsLong(PyList_GET_ITEM(cols[P_SYSFLAGS], i));
+        if (PyErr_Occurred()) {
+            goto done;
+        }
+        /* QUEUEOFFSET..PHYSICALOFFSET and STORETIMESTAMP..STOREHOST must lie in buf. */
+        if (pos < 0 || pos > len - rel - (POS_QUEUEOFFSET + 16) || ts_pos < 0
+            || ts_pos > len - rel - pos - 8 - host.len) {
+            PyErr_Format(PyExc_ValueError, "record %zd at batch offset %zd does not fit the "
+                         "buffer", i, pos);
+            goto done;
+        }
+        Py_ssize_t at = rel + pos;
+        long long phys = base + at;
+        PyObject *queue_offset;                 /* new reference */
+        if (is_dispatched_to_queue(sysflag)) {
+            PyObject *key = queue_key(cols[P_TOPICS], cols[P_QUEUE_IDS], i);
+            if (key == NULL) {
+                goto done;
+            }
+            PyObject *current = PyDict_GetItemWithError(table, key);  /* borrowed */
+            if (current == NULL && PyErr_Occurred()) {
+                Py_DECREF(key);
+                goto done;
+            }
+            queue_offset = current ? Py_NewRef(current) : PyLong_FromLong(0);
+            long long next = queue_offset ? PyLong_AsLongLong(queue_offset) : -1;
+            PyObject *next_obj = (next == -1 && PyErr_Occurred()) ? NULL
+                                 : PyLong_FromLongLong(next + 1);
+            int rc = next_obj ? PyDict_SetItem(table, key, next_obj) : -1;
+            Py_XDECREF(next_obj);
+            Py_DECREF(key);
+            if (rc < 0) {
+                Py_XDECREF(queue_offset);
+                goto done;
+            }
+        }
+        else {
+            queue_offset = PyLong_FromLong(0);
+            if (queue_offset == NULL) {
+                goto done;
+            }
+        }
+        PyList_SET_ITEM(qo_list, i, queue_offset);  /* steals */
+        long long qo = PyLong_AsLongLong(queue_offset);
+        PyObject *phys_obj = PyLong_FromLongLong(phys);
+        if ((qo == -1 && PyErr_Occurred()) || phys_obj == NULL) {
+            Py_XDECREF(phys_obj);
+            goto done;
+        }
+        PyList_SET_ITEM(phys_list, i, phys_obj);
+        wr_u64(mem + at + POS_QUEUEOFFSET, (uint64_t)qo);
+        wr_u64(mem + at + POS_QUEUEOFFSET + 8, (uint64_t)phys);
+        wr_u64(mem + at + ts_pos, (uint64_t)store_ts);
+        memcpy(mem + at + ts_pos + 8, host.buf, (size_t)host.len);
+    }
+    result = PyTuple_Pack(2, phys_list, qo_list);
+
+done:
+    Py_XDECREF(phys_list);
+    Py_XDECREF(qo_list);
+    drop_columns(cols, N_PATCH_COLS);
+    PyBuffer_Release(&host);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* -- queue_units (batch.py, py_queue_units) ------------------------------------------------ */
+
+PyDoc_STRVAR(queue_units_doc,
+"queue_units(batch, phys_offsets, queue_offsets, /)\n--\n\n"
+"Consume-queue units of a stored batch, one run per (topic, queue id) in\n"
+"first-seen order: [(topic, queue_id, first_queue_offset, units)].\n"
+"Prepared and rolled-back transaction records get none.");
+
+enum { U_TOPICS, U_QUEUE_IDS, U_SYSFLAGS, U_SIZES, U_TAGS_CODES, N_UNIT_COLS };
+
+static PyObject *
+queue_units(PyObject *module, PyObject *args)
+{
+    PyObject *batch, *phys_offsets, *queue_offsets;
+    if (!PyArg_ParseTuple(args, "OO!O!:queue_units", &batch, &PyList_Type, &phys_offsets,
+                          &PyList_Type, &queue_offsets)) {
+        return NULL;
+    }
+    PyObject *attrs[N_UNIT_COLS] = {attr_topics, attr_queue_ids, attr_sysflags, attr_sizes,
+                                    attr_tags_codes};
+    PyObject *extra[2] = {phys_offsets, queue_offsets};
+    PyObject *cols[N_UNIT_COLS] = {NULL};
+    PyObject *groups = NULL, *result = NULL, *out = NULL;
+    Py_ssize_t *group_of = NULL, *first_of = NULL, *count_of = NULL;
+    unsigned char **cursor = NULL;
+    Py_ssize_t n = get_columns(batch, attrs, N_UNIT_COLS, cols, extra, 2);
+    if (n < 0 || (groups = PyDict_New()) == NULL) {
+        goto done;
+    }
+    Py_ssize_t cap = n > 0 ? n : 1;
+    group_of = PyMem_New(Py_ssize_t, cap);
+    first_of = PyMem_New(Py_ssize_t, cap);
+    count_of = PyMem_New(Py_ssize_t, cap);
+    cursor = PyMem_New(unsigned char *, cap);
+    if (group_of == NULL || first_of == NULL || count_of == NULL || cursor == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* Pass 1: the run of each record, numbered in first-seen order. */
+    Py_ssize_t n_groups = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long sysflag = PyLong_AsLong(PyList_GET_ITEM(cols[U_SYSFLAGS], i));
+        if (sysflag == -1 && PyErr_Occurred()) {
+            goto done;
+        }
+        if (!is_dispatched_to_queue(sysflag)) {
+            group_of[i] = -1;
+            continue;
+        }
+        PyObject *key = queue_key(cols[U_TOPICS], cols[U_QUEUE_IDS], i);
+        if (key == NULL) {
+            goto done;
+        }
+        PyObject *known = PyDict_GetItemWithError(groups, key);  /* borrowed */
+        Py_ssize_t g;
+        if (known != NULL) {
+            g = PyLong_AsSsize_t(known);
+        }
+        else if (PyErr_Occurred()) {
+            g = -1;
+        }
+        else {
+            g = n_groups++;
+            first_of[g] = i;
+            count_of[g] = 0;
+            PyObject *number = PyLong_FromSsize_t(g);
+            if (number == NULL || PyDict_SetItem(groups, key, number) < 0) {
+                g = -1;
+            }
+            Py_XDECREF(number);
+        }
+        Py_DECREF(key);
+        if (g < 0) {
+            goto done;
+        }
+        group_of[i] = g;
+        count_of[g]++;
+    }
+    /* Pass 2: one bytes object per run, filled in place before anyone sees it. */
+    if ((out = PyList_New(n_groups)) == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t g = 0; g < n_groups; g++) {
+        Py_ssize_t i = first_of[g];
+        PyObject *units = PyBytes_FromStringAndSize(NULL, count_of[g] * CQ_UNIT_SIZE);
+        if (units == NULL) {
+            goto done;
+        }
+        cursor[g] = (unsigned char *)PyBytes_AS_STRING(units);
+        PyObject *run = PyTuple_Pack(4, PyList_GET_ITEM(cols[U_TOPICS], i),
+                                     PyList_GET_ITEM(cols[U_QUEUE_IDS], i),
+                                     PyList_GET_ITEM(queue_offsets, i), units);
+        Py_DECREF(units);                       /* the tuple holds it */
+        if (run == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(out, g, run);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t g = group_of[i];
+        if (g < 0) {
+            continue;
+        }
+        long long phys = PyLong_AsLongLong(PyList_GET_ITEM(phys_offsets, i));
+        long size = PyLong_AsLong(PyList_GET_ITEM(cols[U_SIZES], i));
+        long long tags = PyLong_AsLongLong(PyList_GET_ITEM(cols[U_TAGS_CODES], i));
+        if (PyErr_Occurred()) {
+            goto done;
+        }
+        if (size < INT32_MIN || size > INT32_MAX) {
+            PyErr_Format(PyExc_OverflowError, "record size %ld does not fit an i32", size);
+            goto done;
+        }
+        unsigned char *u = cursor[g];
+        wr_u64(u, (uint64_t)phys);
+        wr_u32(u + 8, (uint32_t)size);
+        wr_u64(u + 12, (uint64_t)tags);
+        cursor[g] = u + CQ_UNIT_SIZE;
+    }
+    result = Py_NewRef(out);
+
+done:
+    Py_XDECREF(out);
+    Py_XDECREF(groups);
+    PyMem_Free(group_of);
+    PyMem_Free(first_of);
+    PyMem_Free(count_of);
+    PyMem_Free(cursor);
+    drop_columns(cols, N_UNIT_COLS);
+    return result;
+}
+
+/* -- index_key_hashes (index_service.py, py_index_key_hashes) ----------------------------- */
+
+PyDoc_STRVAR(index_key_hashes_doc,
+"index_key_hashes(topics, keys, phys_offsets, after_phys, /)\n--\n\n"
+"Stored keyHash of topic#key for every non-empty key of every record past\n"
+"*after_phys*, flattened: (hashes, phys_offsets), one item per entry.");
+
+static PyObject *
+index_key_hashes(PyObject *module, PyObject *args)
+{
+    PyObject *topics, *keys, *phys_offsets;
+    long long after_phys;
+    if (!PyArg_ParseTuple(args, "O!O!O!L:index_key_hashes", &PyList_Type, &topics,
+                          &PyList_Type, &keys, &PyList_Type, &phys_offsets, &after_phys)) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(topics);
+    if (PyList_GET_SIZE(keys) != n || PyList_GET_SIZE(phys_offsets) != n) {
+        PyErr_Format(PyExc_ValueError, "per-record lists differ in length: %zd, %zd and %zd",
+                     n, PyList_GET_SIZE(keys), PyList_GET_SIZE(phys_offsets));
+        return NULL;
+    }
+    PyObject *hashes = PyList_New(0), *entry_phys = PyList_New(0), *result = NULL;
+    PyObject *prefix_of = NULL;                 /* topic whose "topic#" hash is in prefix */
+    uint32_t prefix = 0;
+    if (hashes == NULL || entry_phys == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *phys = PyList_GET_ITEM(phys_offsets, i);
+        long long phys_value = PyLong_AsLongLong(phys);
+        if (phys_value == -1 && PyErr_Occurred()) {
+            goto done;
+        }
+        if (phys_value <= after_phys) {         /* indexed already (re-dispatch) */
+            continue;
+        }
+        PyObject *topic = PyList_GET_ITEM(topics, i);
+        PyObject *record_keys = PyList_GET_ITEM(keys, i);
+        if (!PyList_Check(record_keys)) {
+            PyErr_Format(PyExc_TypeError, "a record's keys must be a list, not %.100s",
+                         Py_TYPE(record_keys)->tp_name);
+            goto done;
+        }
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(record_keys); k++) {
+            PyObject *key = PyList_GET_ITEM(record_keys, k);
+            if (!PyUnicode_Check(key)) {
+                PyErr_Format(PyExc_TypeError, "an index key must be str, not %.100s",
+                             Py_TYPE(key)->tp_name);
+                goto done;
+            }
+            if (PyUnicode_GetLength(key) == 0) {
+                continue;
+            }
+            if (topic != prefix_of) {
+                /* hash("topic#" + key) continues hash("topic#") over the key's units. */
+                prefix = 0;
+                if (java_hash_str(topic, &prefix) < 0) {
+                    goto done;
+                }
+                prefix = 31 * prefix + '#';
+                prefix_of = topic;
+            }
+            uint32_t h = prefix;
+            if (java_hash_str(key, &h) < 0
+                || append_new(hashes, PyLong_FromLong(index_key_hash(h))) < 0
+                || PyList_Append(entry_phys, phys) < 0) {
+                goto done;
+            }
+        }
+    }
+    result = PyTuple_Pack(2, hashes, entry_phys);
+
+done:
+    Py_XDECREF(hashes);
+    Py_XDECREF(entry_phys);
+    return result;
+}
+
+/* -- insert_entries (index_file.py, py_insert_entries) ------------------------------------- */
+
+PyDoc_STRVAR(insert_entries_doc,
+"insert_entries(mm, slots, entry_base, count, hashes, phys_offsets, first, todo,\n"
+"               time_diff_s, /)\n--\n\n"
+"Write entries count, count+1, ... for hashes[first:first+todo] into the index\n"
+"file mapped at *mm*, each linked in front of its slot's chain; return how many\n"
+"slots were empty before (hashSlotCount's increase). The header is the caller's.");
+
+static PyObject *
+insert_entries(PyObject *module, PyObject *args)
+{
+    Py_buffer mm;
+    Py_ssize_t slots, entry_base, count, first, todo;
+    long long time_diff_s;
+    PyObject *hashes, *phys_offsets;
+    if (!PyArg_ParseTuple(args, "w*nnnO!O!nnL:insert_entries", &mm, &slots, &entry_base,
+                          &count, &PyList_Type, &hashes, &PyList_Type, &phys_offsets, &first,
+                          &todo, &time_diff_s)) {
+        return NULL;
+    }
+    unsigned char *mem = (unsigned char *)mm.buf;
+    Py_ssize_t len = mm.len;
+    PyObject *result = NULL;
+    /* Slot table and entries count..count+todo-1 inside the mapping; every
+     * number written fits an i32. */
+    if (slots <= 0 || slots > (len - INDEX_HEADER_SIZE) / HASH_SLOT_SIZE
+        || entry_base < INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE || entry_base > len
+        || count < 0 || todo < 0 || count > INT32_MAX - todo
+        || count + todo > (len - entry_base) / INDEX_ENTRY_SIZE) {
+        PyErr_Format(PyExc_ValueError, "entries %zd..%zd with %zd slots from byte %zd do not "
+                     "fit the %zd-byte index file", count, count + todo, slots, entry_base, len);
+        goto done;
+    }
+    if (first < 0 || todo > PyList_GET_SIZE(hashes) - first
+        || todo > PyList_GET_SIZE(phys_offsets) - first) {
+        PyErr_Format(PyExc_ValueError, "entries [%zd, %zd) are not all in the lists", first,
+                     first + todo);
+        goto done;
+    }
+    if (time_diff_s < INT32_MIN || time_diff_s > INT32_MAX) {
+        PyErr_Format(PyExc_OverflowError, "timeDiff %lld does not fit an i32", time_diff_s);
+        goto done;
+    }
+    Py_ssize_t new_slots = 0;
+    for (Py_ssize_t i = first; i < first + todo; i++) {
+        long long key_hash = PyLong_AsLongLong(PyList_GET_ITEM(hashes, i));
+        long long phys = PyLong_AsLongLong(PyList_GET_ITEM(phys_offsets, i));
+        if (PyErr_Occurred()) {
+            goto done;
+        }
+        if (key_hash < INT32_MIN || key_hash > INT32_MAX) {
+            PyErr_Format(PyExc_OverflowError, "key hash %lld does not fit an i32", key_hash);
+            goto done;
+        }
+        long long slot = key_hash % slots;       /* Python's %: never negative */
+        if (slot < 0) {
+            slot += slots;
+        }
+        unsigned char *slot_at = mem + INDEX_HEADER_SIZE + slot * HASH_SLOT_SIZE;
+        int32_t prev = rd_i32(slot_at);
+        if (prev <= 0 || prev >= count) {       /* empty, or stale past the entries written */
+            prev = 0;
+            new_slots++;
+        }
+        unsigned char *entry = mem + entry_base + count * INDEX_ENTRY_SIZE;
+        wr_u32(entry, (uint32_t)key_hash);
+        wr_u64(entry + 4, (uint64_t)phys);
+        wr_u32(entry + 12, (uint32_t)time_diff_s);
+        wr_u32(entry + 16, (uint32_t)prev);
+        wr_u32(slot_at, (uint32_t)count);
+        count++;
+    }
+    result = PyLong_FromSsize_t(new_slots);
+
+done:
+    PyBuffer_Release(&mm);
+    return result;
+}
+
+/* -- module ---------------------------------------------------------------------------- */
+
+static PyMethodDef speedups_methods[] = {
+    {"scan_batch", (PyCFunction)(void (*)(void))scan_batch, METH_VARARGS | METH_KEYWORDS,
+     scan_batch_doc},
+    {"patch_batch", patch_batch, METH_VARARGS, patch_batch_doc},
+    {"queue_units", queue_units, METH_VARARGS, queue_units_doc},
+    {"index_key_hashes", index_key_hashes, METH_VARARGS, index_key_hashes_doc},
+    {"insert_entries", insert_entries, METH_VARARGS, insert_entries_doc},
+    {"java_string_hash", java_string_hash, METH_O, java_string_hash_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(module_doc,
+"Compiled store write path; see pocketmq.broker.store.speedups for the choice\n"
+"between it and the pure-Python references.");
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT, "pocketmq.broker.store._speedups", module_doc, -1,
+    speedups_methods, NULL, NULL, NULL, NULL,
+};
+
+/* The layout numbers this file was written against, for a test to compare
+ * with the Python structs. */
+static int
+add_layout(PyObject *module)
+{
+    PyObject *layout = Py_BuildValue(
+        "{si,si,si,si,si,si,si,si,sk,sk,si,si,si,si,si}",
+        "HEAD_SIZE", HEAD_SIZE, "POS_QUEUEID", POS_QUEUEID,
+        "POS_QUEUEOFFSET", POS_QUEUEOFFSET, "POS_SYSFLAG", POS_SYSFLAG,
+        "POS_BORNHOST", POS_BORNHOST, "HOST_V4_SIZE", HOST_V4_SIZE,
+        "HOST_V6_SIZE", HOST_V6_SIZE, "TAIL_AFTER_STOREHOST", TAIL_AFTER_STOREHOST,
+        "MESSAGE_MAGIC_CODE", (unsigned long)MESSAGE_MAGIC_CODE,
+        "MESSAGE_MAGIC_CODE_V2", (unsigned long)MESSAGE_MAGIC_CODE_V2,
+        "MAX_PROPERTIES_LENGTH", MAX_PROPERTIES_LENGTH, "CQ_UNIT_SIZE", CQ_UNIT_SIZE,
+        "INDEX_HEADER_SIZE", INDEX_HEADER_SIZE, "HASH_SLOT_SIZE", HASH_SLOT_SIZE,
+        "INDEX_ENTRY_SIZE", INDEX_ENTRY_SIZE);
+    if (layout == NULL) {
+        return -1;
+    }
+    return PyModule_AddObject(module, "LAYOUT", layout) < 0 ? (Py_DECREF(layout), -1) : 0;
+}
+
+static PyObject *
+intern(const char *s)
+{
+    return PyUnicode_InternFromString(s);
+}
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    if ((empty_str = PyUnicode_FromStringAndSize("", 0)) == NULL
+        || (str_illegal = intern("illegal")) == NULL
+        || (str_properties = intern("properties")) == NULL
+        || (attr_positions = intern("positions")) == NULL
+        || (attr_sizes = intern("sizes")) == NULL
+        || (attr_topics = intern("topics")) == NULL
+        || (attr_queue_ids = intern("queue_ids")) == NULL
+        || (attr_sysflags = intern("sysflags")) == NULL
+        || (attr_store_ts_positions = intern("store_ts_positions")) == NULL
+        || (attr_tags_codes = intern("tags_codes")) == NULL
+        || (scanned_fields = PyTuple_New(N_LISTS + 1)) == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i <= N_LISTS; i++) {
+        PyObject *name = intern(i < N_LISTS ? list_names[i] : "blob");
+        if (name == NULL) {
+            return NULL;
+        }
+        PyTuple_SET_ITEM(scanned_fields, i, name);
+    }
+    PyObject *validation = PyImport_ImportModule("pocketmq.common.validation");
+    if (validation == NULL) {
+        return NULL;
+    }
+    check_topic = PyObject_GetAttrString(validation, "check_topic");
+    Py_DECREF(validation);
+    if (check_topic == NULL) {
+        return NULL;
+    }
+    PyObject *module = PyModule_Create(&speedups_module);
+    if (module == NULL) {
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(module, "VERSION", SPEEDUPS_VERSION) < 0
+        || add_layout(module) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}
