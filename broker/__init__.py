@@ -10,6 +10,10 @@ Modules by role (layers as in DESIGN.md §1; ``store/`` is the lowest)::
     send_service     SendMessage / SendBatch checks and acknowledgements
     pull_service     PullMessage: offset statuses, tag filter, long polling
     admin_service    topic admin, queue offsets, message queries, runtime info
+    delay_levels     RocketMQ's 18 delay levels; moving a delayed record to SCHEDULE_TOPIC_XXXX
+    schedule         ScheduleMessageService: re-puts due messages, delayOffset.json
+    send_back        ConsumerSendMsgBack: the retry (%RETRY%group) or dead-letter copy
+    rebalance_lock   RebalanceLockManager: queue locks for orderly consumption
     registration     RegisterBrokerService (namesrv_client: its gRPC client)
     errors           the refusals services raise; grpc_status maps them to codes
     servicer         the gRPC adapters: the only module seeing broker protobuf
