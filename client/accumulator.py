@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 
 from pocketmq.client.errors import ClientError, ClientStateError, SendTimeoutError
 from pocketmq.client.remoting import SendReceipt
+from pocketmq.client.tasks import cancel_and_wait
 
 __all__ = ["BrokerBatcher", "RecordAccumulator"]
 
@@ -180,12 +181,7 @@ class BrokerBatcher:
                 break
             await asyncio.wait(waiting, timeout=max(deadline - asyncio.get_running_loop().time(),
                                                     0), return_when=asyncio.FIRST_COMPLETED)
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        for task in list(self._inflight):
-            task.cancel()
+        await cancel_and_wait(self._task, *self._inflight)
         for _record, future, _deadline in self._pending:
             if not future.done():
                 future.set_exception(ClientStateError(

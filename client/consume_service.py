@@ -33,6 +33,7 @@ from typing import Any
 
 from pocketmq.client.model import ConsumeResult, MessageExt
 from pocketmq.client.process_queue import ProcessQueue
+from pocketmq.client.tasks import cancel_and_wait
 
 __all__ = ["ConcurrentConsumeService", "Listener", "OrderlyConsumeService"]
 
@@ -183,12 +184,7 @@ class ConcurrentConsumeService:
         deadline = asyncio.get_running_loop().time() + timeout_s
         while self.in_progress and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.01)
-        tasks = [*self._workers, *self._retries]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._workers, *self._retries)
         self._workers.clear()
 
 
@@ -264,8 +260,4 @@ class OrderlyConsumeService:
             await asyncio.sleep(0.01)
         tasks = list(self._tasks.values())
         self._tasks.clear()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*tasks)

@@ -54,6 +54,7 @@ from pocketmq.client.remoting import (
     ServerCommand,
 )
 from pocketmq.client.route import RouteService
+from pocketmq.client.tasks import cancel_and_wait, raise_if_cancelling
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.validation import check_group, check_topic
 
@@ -349,6 +350,7 @@ class ConsumerBase:
                     suspend_ms=cfg.pull_suspend_ms, commit_offset=self._commit_offset(mq),
                     timeout_s=cfg.pull_suspend_ms / 1000 + PULL_RPC_MARGIN_S)
             except ClientError as exc:
+                raise_if_cancelling()
                 if pq.dropped:
                     return
                 log.warning("pull from %s at offset %d failed: %s; retrying in %.1f s", mq,
@@ -402,18 +404,5 @@ class ConsumerBase:
         raise NotImplementedError
 
 
-CANCEL_WAIT_S = 5.0
-
-
 async def _cancel(task: asyncio.Task[Any] | None) -> None:
-    """Cancel *task* and wait for it to end (bounded: a stuck task is logged, not awaited)."""
-    if task is None or task.done():
-        return
-    task.cancel()
-    done, _ = await asyncio.wait([task], timeout=CANCEL_WAIT_S)
-    if not done:
-        log.error("task %s did not stop within %.0f s of being cancelled", task.get_name(),
-                  CANCEL_WAIT_S)
-        return
-    if not task.cancelled() and task.exception() is not None:
-        log.warning("task %s ended with %r", task.get_name(), task.exception())
+    await cancel_and_wait(task)

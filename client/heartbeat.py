@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from pocketmq.client.errors import ClientError
 from pocketmq.client.remoting import ConsumerInfo, Remoting, ServerCommand
 from pocketmq.client.route import RouteService, TopicRoute
+from pocketmq.client.tasks import cancel_and_wait, raise_if_cancelling
 
 __all__ = ["HeartbeatService", "local_ip", "make_client_id"]
 
@@ -76,14 +77,10 @@ class HeartbeatService:
                                                             name="HeartbeatService")
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._task, *self._streams.values()) if t is not None]
+        tasks = [self._task, *self._streams.values()]
         self._task = None
         self._streams.clear()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*tasks)
 
     async def _run(self) -> None:
         while True:
@@ -149,4 +146,5 @@ class HeartbeatService:
                     self._on_command(command)
             except ClientError as exc:
                 log.debug("command stream from %s ended: %s", addr, exc)
+            raise_if_cancelling()  # gRPC may end a cancelled stream quietly
             await asyncio.sleep(STREAM_RETRY_S)

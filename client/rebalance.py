@@ -29,6 +29,7 @@ from pocketmq.client.errors import ClientError, RouteNotFoundError
 from pocketmq.client.model import RETRY_GROUP_TOPIC_PREFIX, ConsumeFrom, MessageQueue
 from pocketmq.client.remoting import BrokerClient
 from pocketmq.client.route import RouteService
+from pocketmq.client.tasks import cancel_and_wait
 
 __all__ = ["RebalanceService", "Rebalancer", "resolve_start_offset"]
 
@@ -101,11 +102,8 @@ class RebalanceService:
                                                             name="RebalanceService")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     def wakeup(self) -> None:
         self._wake.set()

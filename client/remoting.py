@@ -304,6 +304,9 @@ class BrokerClient:
                     yield ChannelOpened(command.channel_opened.broker_name)
                 elif kind == "notify_consumer_ids_changed":
                     yield ConsumerIdsChanged(command.notify_consumer_ids_changed.consumer_group)
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise asyncio.CancelledError
         except grpc.aio.AioRpcError as exc:
             raise _remote_error(exc, self.addr, "ClientChannel") from None
         finally:

@@ -18,13 +18,13 @@ the topic and re-registered.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from pocketmq.client.errors import ClientError, RouteNotFoundError
 from pocketmq.client.model import MessageQueue
+from pocketmq.client.tasks import cancel_and_wait
 from pocketmq.common.clock import Clock, SystemClock
 
 __all__ = [
@@ -115,11 +115,8 @@ class RouteService:
                 self._run(), name="RouteRefreshService")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def _run(self) -> None:
         while True:

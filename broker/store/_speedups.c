@@ -11,7 +11,7 @@
  *   queue_units        batch.py          py_queue_units
  *   index_key_hashes   index_service.py  py_index_key_hashes
  *   insert_entries     index_file.py     py_insert_entries
- *   java_string_hash   common/hashing.py java_string_hash
+ *   java_string_hash   common/hashing.py java_string_hash (used by the others)
  *
  * The record layout is the one drawn in common/message.py (all integers
  * big-endian; B and S are the born and store host sizes, 8 or 20):
@@ -43,7 +43,7 @@
  * stale build (an editable install keeps the old .so until it is rebuilt). */
 #define SPEEDUPS_VERSION 1
 
-/* -- layout (common/message.py, consume_queue.py, index_file.py) ------------- */
+/* -- layout (common/message.py, consume_queue.py, index_file.py; see LAYOUT) -- */
 
 #define HEAD_SIZE 48                /* TOTALSIZE .. BORNTIMESTAMP (message.HEAD) */
 #define POS_QUEUEID 12
@@ -129,6 +129,10 @@ load_batch_classes(void)
     if (mod == NULL) {
         return -1;
     }
+    if (scanned_batch_cls != NULL) {            /* loaded by another thread meanwhile */
+        Py_DECREF(mod);
+        return 0;
+    }
     PyObject *err = PyObject_GetAttrString(mod, "BatchError");
     PyObject *cls = err ? PyObject_GetAttrString(mod, "ScannedBatch") : NULL;
     Py_DECREF(mod);
@@ -201,9 +205,11 @@ java_hash_str(PyObject *text, uint32_t *h)
         PyErr_Format(PyExc_TypeError, "expected str, got %.100s", Py_TYPE(text)->tp_name);
         return -1;
     }
-    if (PyUnicode_READY(text) < 0) {
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) {            /* a no-op from 3.12 on */
         return -1;
     }
+#endif
     if (PyUnicode_IS_ASCII(text)) {
         *h = java_hash_bytes(*h, PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text));
         return 0;
@@ -341,7 +347,7 @@ topic_of(seen_topic *seen, int *n_seen, const unsigned char *raw, Py_ssize_t len
         }
         if (problem != Py_None) {
             Py_DECREF(topic);
-            batch_error(str_illegal, "record at batch offset %zd: %U", pos, problem);
+            batch_error(str_illegal, "record at batch offset %zd: %S", pos, problem);
             Py_DECREF(problem);
             return NULL;
         }
@@ -391,16 +397,18 @@ find_properties(const unsigned char *p, Py_ssize_t n, span *tags, span *keys, sp
     }
 }
 
-/* Properties that are not UTF-8: BatchError with the decoder's own words. */
-static PyObject *
-properties_not_utf8(const unsigned char *p, Py_ssize_t n, Py_ssize_t pos)
+/* 0 when the properties are UTF-8; else -1 with BatchError in the decoder's
+ * own words, as py_scan_batch words it. */
+static int
+check_utf8(const unsigned char *p, Py_ssize_t n, Py_ssize_t pos)
 {
     PyObject *text = PyUnicode_DecodeUTF8((const char *)p, n, "strict");
-    if (text != NULL) {  /* the caller saw bytes >= 0x80 only; they decode after all */
-        return text;
+    if (text != NULL) {
+        Py_DECREF(text);
+        return 0;
     }
     if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-        return NULL;
+        return -1;
     }
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
@@ -416,7 +424,7 @@ properties_not_utf8(const unsigned char *p, Py_ssize_t n, Py_ssize_t pos)
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);
-    return NULL;
+    return -1;
 }
 
 
@@ -427,12 +435,8 @@ extract_properties(PyObject **items, const unsigned char *props, Py_ssize_t prop
                    Py_ssize_t pos)
 {
     int ascii = all_ascii(props, props_len);
-    if (!ascii) {
-        PyObject *text = properties_not_utf8(props, props_len, pos);
-        if (text == NULL) {
-            return -1;
-        }
-        Py_DECREF(text);
+    if (!ascii && check_utf8(props, props_len, pos) < 0) {
+        return -1;
     }
     span tags = {NULL, 0}, keys = {NULL, 0}, uniq = {NULL, 0};
     find_properties(props, props_len, &tags, &keys, &uniq);
@@ -461,7 +465,7 @@ extract_properties(PyObject **items, const unsigned char *props, Py_ssize_t prop
     if (items[L_UNIQ_KEYS] == NULL || items[L_KEYS] == NULL) {
         return -1;
     }
-    const unsigned char *k = keys.p, *end = keys.p + keys.n;
+    const unsigned char *k = keys.p, *end = keys.n > 0 ? keys.p + keys.n : keys.p;
     while (k < end) {                           /* KEYS split on " ", empty pieces dropped */
         const unsigned char *space = memchr(k, ' ', (size_t)(end - k));
         const unsigned char *stop = space ? space : end;
@@ -1164,26 +1168,47 @@ static struct PyModuleDef speedups_module = {
     speedups_methods, NULL, NULL, NULL, NULL,
 };
 
-/* The layout numbers this file was written against, for a test to compare
- * with the Python structs. */
+/* The numbers this file was written against, as LAYOUT: test_speedups checks
+ * them against the Python structs and constants, which are the definitions. */
+static const struct {
+    const char *name;
+    unsigned long value;
+} layout_numbers[] = {
+    {"HEAD_SIZE", HEAD_SIZE}, {"POS_QUEUEID", POS_QUEUEID},
+    {"POS_QUEUEOFFSET", POS_QUEUEOFFSET}, {"POS_SYSFLAG", POS_SYSFLAG},
+    {"POS_BORNHOST", POS_BORNHOST}, {"HOST_V4_SIZE", HOST_V4_SIZE},
+    {"HOST_V6_SIZE", HOST_V6_SIZE}, {"TAIL_AFTER_STOREHOST", TAIL_AFTER_STOREHOST},
+    {"MESSAGE_MAGIC_CODE", MESSAGE_MAGIC_CODE}, {"MESSAGE_MAGIC_CODE_V2", MESSAGE_MAGIC_CODE_V2},
+    {"SYSFLAG_BORNHOST_V6", SYSFLAG_BORNHOST_V6}, {"SYSFLAG_STOREHOST_V6", SYSFLAG_STOREHOST_V6},
+    {"SYSFLAG_TRANSACTION_MASK", SYSFLAG_TRANSACTION_MASK},
+    {"SYSFLAG_TRANSACTION_PREPARED", SYSFLAG_TRANSACTION_PREPARED},
+    {"SYSFLAG_TRANSACTION_ROLLBACK", SYSFLAG_TRANSACTION_ROLLBACK},
+    {"MAX_PROPERTIES_LENGTH", MAX_PROPERTIES_LENGTH}, {"MAX_TOPIC_LENGTH", MAX_TOPIC_LENGTH},
+    {"CQ_UNIT_SIZE", CQ_UNIT_SIZE}, {"INDEX_HEADER_SIZE", INDEX_HEADER_SIZE},
+    {"HASH_SLOT_SIZE", HASH_SLOT_SIZE}, {"INDEX_ENTRY_SIZE", INDEX_ENTRY_SIZE},
+};
+
 static int
 add_layout(PyObject *module)
 {
-    PyObject *layout = Py_BuildValue(
-        "{si,si,si,si,si,si,si,si,sk,sk,si,si,si,si,si}",
-        "HEAD_SIZE", HEAD_SIZE, "POS_QUEUEID", POS_QUEUEID,
-        "POS_QUEUEOFFSET", POS_QUEUEOFFSET, "POS_SYSFLAG", POS_SYSFLAG,
-        "POS_BORNHOST", POS_BORNHOST, "HOST_V4_SIZE", HOST_V4_SIZE,
-        "HOST_V6_SIZE", HOST_V6_SIZE, "TAIL_AFTER_STOREHOST", TAIL_AFTER_STOREHOST,
-        "MESSAGE_MAGIC_CODE", (unsigned long)MESSAGE_MAGIC_CODE,
-        "MESSAGE_MAGIC_CODE_V2", (unsigned long)MESSAGE_MAGIC_CODE_V2,
-        "MAX_PROPERTIES_LENGTH", MAX_PROPERTIES_LENGTH, "CQ_UNIT_SIZE", CQ_UNIT_SIZE,
-        "INDEX_HEADER_SIZE", INDEX_HEADER_SIZE, "HASH_SLOT_SIZE", HASH_SLOT_SIZE,
-        "INDEX_ENTRY_SIZE", INDEX_ENTRY_SIZE);
+    PyObject *layout = PyDict_New();
     if (layout == NULL) {
         return -1;
     }
-    return PyModule_AddObject(module, "LAYOUT", layout) < 0 ? (Py_DECREF(layout), -1) : 0;
+    for (size_t i = 0; i < sizeof layout_numbers / sizeof layout_numbers[0]; i++) {
+        PyObject *value = PyLong_FromUnsignedLong(layout_numbers[i].value);
+        int rc = value ? PyDict_SetItemString(layout, layout_numbers[i].name, value) : -1;
+        Py_XDECREF(value);
+        if (rc < 0) {
+            Py_DECREF(layout);
+            return -1;
+        }
+    }
+    if (PyModule_AddObject(module, "LAYOUT", layout) < 0) {  /* steals only on success */
+        Py_DECREF(layout);
+        return -1;
+    }
+    return 0;
 }
 
 static PyObject *

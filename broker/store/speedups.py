@@ -25,6 +25,7 @@ implementation (see :func:`picked`).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 from collections.abc import Callable
@@ -47,7 +48,7 @@ def _load() -> tuple[ModuleType | None, str]:
     if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
         return None, f"{DISABLE_ENV} is set"
     try:
-        from pocketmq.broker.store import _speedups
+        _speedups = importlib.import_module("pocketmq.broker.store._speedups")
     except ImportError as exc:
         return None, f"the extension is not built ({exc})"
     version = getattr(_speedups, "VERSION", None)

@@ -11,6 +11,7 @@ the store tests at the end run over whichever implementations are there.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import struct
 import subprocess
@@ -50,9 +51,10 @@ from pocketmq.common.message import (
     body_crc,
     pack_host,
 )
+from pocketmq.common.validation import MAX_TOPIC_LENGTH
 
 try:
-    from pocketmq.broker.store import _speedups as native
+    native: Any = importlib.import_module("pocketmq.broker.store._speedups")
 except ImportError as exc:  # no compiler where the package was installed
     native = None
     _NOT_BUILT = f"the compiled extension is not built ({exc})"
@@ -145,8 +147,14 @@ def test_the_layout_numbers_of_the_c_source_are_the_python_ones():
     expected = {
         "HEAD_SIZE": HEAD.size, "POS_QUEUEID": POS_QUEUEID, "POS_QUEUEOFFSET": POS_QUEUEOFFSET,
         "POS_SYSFLAG": POS_SYSFLAG, "POS_BORNHOST": POS_BORNHOST, "HOST_V4_SIZE": len(HOST4),
-        "HOST_V6_SIZE": len(HOST6), "TAIL_AFTER_STOREHOST": 12,
+        "HOST_V6_SIZE": len(HOST6),
+        "TAIL_AFTER_STOREHOST": struct.calcsize(">iq"),  # RECONSUMETIMES, PREPARED..OFFSET
         "MESSAGE_MAGIC_CODE": MESSAGE_MAGIC_CODE, "MESSAGE_MAGIC_CODE_V2": MESSAGE_MAGIC_CODE_V2,
+        "SYSFLAG_BORNHOST_V6": SysFlag.BORNHOST_V6, "SYSFLAG_STOREHOST_V6": SysFlag.STOREHOST_V6,
+        "SYSFLAG_TRANSACTION_MASK": SysFlag.TRANSACTION_MASK,
+        "SYSFLAG_TRANSACTION_PREPARED": SysFlag.TRANSACTION_PREPARED,
+        "SYSFLAG_TRANSACTION_ROLLBACK": SysFlag.TRANSACTION_ROLLBACK,
+        "MAX_TOPIC_LENGTH": MAX_TOPIC_LENGTH,
         "MAX_PROPERTIES_LENGTH": MAX_PROPERTIES_LENGTH, "CQ_UNIT_SIZE": CQ_UNIT.size,
         "INDEX_HEADER_SIZE": INDEX_HEADER.size, "HASH_SLOT_SIZE": HASH_SLOT.size,
         "INDEX_ENTRY_SIZE": INDEX_ENTRY.size}
