@@ -81,6 +81,34 @@ class ScannedBatch:
         return out
 
 
+#: Scheduled messages wait here; their consume-queue tag code is the delivery time.
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+PROPERTY_DELIVER_MS = "TIMER_DELIVER_MS"
+
+
+def consume_queue_tags_code(topic: str, properties: dict[str, str]) -> int:
+    """The tag code a record's consume-queue unit carries (RocketMQ invariant 14):
+    the hash of ``TAGS``, except in the schedule topic, where it is the delivery
+    time in ms, so the schedule service finds due messages without reading the log."""
+    if topic == SCHEDULE_TOPIC:
+        deliver = properties.get(PROPERTY_DELIVER_MS, "")
+        if deliver.isdigit():
+            return int(deliver)
+    tags = properties.get("TAGS", "")
+    return tags_code(tags) if tags else 0
+
+
+def apply_schedule_tags_codes(batch: ScannedBatch) -> None:
+    """Replace the tag codes of schedule-topic records by their delivery times.
+
+    Called only when the batch holds such a record, so the usual path pays one
+    list membership test."""
+    props = batch.properties
+    for i, topic in enumerate(batch.topics):
+        if topic == SCHEDULE_TOPIC:
+            batch.tags_codes[i] = consume_queue_tags_code(topic, props[i])
+
+
 def is_dispatched_to_queue(sysflag: int) -> bool:
     """Prepared and rolled-back transaction records get no consume-queue unit."""
     kind = sysflag & SysFlag.TRANSACTION_MASK

@@ -25,7 +25,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pocketmq.broker.store.api import ArrivalListener
-from pocketmq.broker.store.batch import BatchError, ScannedBatch, queue_units, scan_batch
+from pocketmq.broker.store.batch import (
+    SCHEDULE_TOPIC,
+    BatchError,
+    ScannedBatch,
+    apply_schedule_tags_codes,
+    queue_units,
+    scan_batch,
+)
 from pocketmq.broker.store.checkpoint import Checkpoint, StoreCheckpoint
 from pocketmq.broker.store.cleanup import CleanupService
 from pocketmq.broker.store.commitlog import CommitLog, is_dispatched_to_queue
@@ -237,6 +244,8 @@ class DefaultMessageStore:
             self._on_io_error(exc)
             return PutResult(status=PutStatus.SERVICE_NOT_AVAILABLE, error=str(exc))
         self.last_store_timestamp_ms = now
+        if SCHEDULE_TOPIC in batch.topics:
+            apply_schedule_tags_codes(batch)
         self._dispatch(batch, appended.phys_offsets, appended.queue_offsets, now)
         self.dispatched_offset = appended.wrote_end
         self.stats_put_messages += len(batch)

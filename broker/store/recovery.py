@@ -26,10 +26,11 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from pocketmq.broker.store.batch import consume_queue_tags_code
 from pocketmq.broker.store.commitlog import CommitLog, is_dispatched_to_queue
 from pocketmq.broker.store.results import RecoveryReport
 from pocketmq.common.errors import CorruptRecordError
-from pocketmq.common.hashing import tags_code
+from pocketmq.common.message import decode_properties
 
 if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
@@ -181,20 +182,13 @@ def _garbage_extent(commitlog: CommitLog, offset: int) -> int:
     return total
 
 
-def _parse_props(raw: bytes) -> tuple[str, list[str]]:
-    tags, keys, uniq = "", "", ""
-    for pair in raw.decode("utf-8", "replace").split("\x02"):
-        key, _, value = pair.partition("\x01")
-        if key == "TAGS":
-            tags = value
-        elif key == "KEYS":
-            keys = value
-        elif key == "UNIQ_KEY":
-            uniq = value
-    key_list = [k for k in keys.split(" ") if k]
-    if uniq:
-        key_list.append(uniq)
-    return tags, key_list
+def _parse_props(raw: bytes) -> tuple[dict[str, str], list[str]]:
+    """The property map and the index keys (KEYS split, then UNIQ_KEY)."""
+    props = decode_properties(raw.decode("utf-8", "replace"))
+    keys = [k for k in props.get("KEYS", "").split(" ") if k]
+    if props.get("UNIQ_KEY"):
+        keys.append(props["UNIQ_KEY"])
+    return props, keys
 
 
 def _damaged_queues(store: DefaultMessageStore) -> list[tuple[str, int]]:
@@ -219,7 +213,7 @@ def _redispatch(store: DefaultMessageStore, start: int, end: int,
         count += 1
         if not is_dispatched_to_queue(rec.sysflag):
             continue  # prepared and rolled-back transaction records: no unit, no index entry
-        tags, keys = _parse_props(rec.properties)
+        props, keys = _parse_props(rec.properties)
         if key not in damaged:
             cq = store.consume_queues.find_or_create(rec.topic, rec.queue_id)
             expected = cq.max_offset
@@ -227,7 +221,8 @@ def _redispatch(store: DefaultMessageStore, start: int, end: int,
             if rec.queue_offset > expected and not (empty and from_head):
                 damaged.add(key)
             else:
-                cq.append(rec.queue_offset, rec.phys_offset, rec.size, tags_code(tags))
+                cq.append(rec.queue_offset, rec.phys_offset, rec.size,
+                          consume_queue_tags_code(rec.topic, props))
         if index_enabled and keys:
             store.index.put(rec.topic, keys, rec.phys_offset, rec.store_timestamp_ms)
     return count

@@ -22,13 +22,14 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from pocketmq.broker.store.batch import consume_queue_tags_code
 from pocketmq.broker.store.commitlog import CommitLog, ScannedRecord, is_dispatched_to_queue
 from pocketmq.broker.store.consume_queue import CQ_UNIT
 from pocketmq.broker.store.data_dir import DataDirectory
 from pocketmq.broker.store.index_file import iter_index_entries
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.common.errors import CorruptRecordError
-from pocketmq.common.hashing import java_string_hash, tags_code
+from pocketmq.common.hashing import java_string_hash
 from pocketmq.common.message import decode_properties, decode_record
 
 __all__ = ["VerifyReport", "iter_stored_messages", "open_commitlog_read_only", "verify_store"]
@@ -173,8 +174,8 @@ def _verify_log(commitlog: CommitLog, queues: dict[tuple[str, int], _QueueFiles]
             key = (rec.topic, rec.queue_id)
             q = queues.get(key)
             unit = q.unit(rec.queue_offset) if q is not None else None
-            tags = decode_properties(rec.properties.decode("utf-8", "replace")).get("TAGS", "")
-            want = (rec.phys_offset, rec.size, tags_code(tags))
+            props = decode_properties(rec.properties.decode("utf-8", "replace"))
+            want = (rec.phys_offset, rec.size, consume_queue_tags_code(rec.topic, props))
             if unit is None:
                 report.problem(f"record at {rec.phys_offset} ({rec.topic}:{rec.queue_id} "
                                f"offset {rec.queue_offset}) has no consume-queue unit")

@@ -212,3 +212,22 @@ def test_sigkill_of_a_writing_process_loses_no_acknowledged_record(tmp_path, mod
     finally:
         store.shutdown()
     assert verify_store(str(tmp_path)).ok
+
+
+def test_schedule_queue_units_keep_the_delivery_time_through_a_rebuild(tmp_path):
+    from pocketmq.common.message import encode_record
+
+    config = small_config(tmp_path)
+    store = open_store(config)
+    scheduled = encode_record(topic="SCHEDULE_TOPIC_XXXX", body=b"later", queue_id=2,
+                              properties={"TAGS": "t", "TIMER_DELIVER_MS": "1800000000000"})
+    store.put_batch(scheduled)
+    assert store.consume_queues.get("SCHEDULE_TOPIC_XXXX", 2).get(0)[2] == 1_800_000_000_000
+    crash(store)
+    shutil.rmtree(tmp_path / "consumequeue" / "SCHEDULE_TOPIC_XXXX")
+    store = open_store(config)
+    try:
+        assert store.consume_queues.get("SCHEDULE_TOPIC_XXXX", 2).get(0)[2] == 1_800_000_000_000
+    finally:
+        store.shutdown()
+    assert verify_store(str(tmp_path)).ok

@@ -308,8 +308,6 @@ async def test_figures_report_progress(store, service, manual_clock):
     assert service.figures() == {"schedule_delivered_total": "1", "schedule_level_1_offset": "1"}
 
 
-@pytest.mark.xfail(strict=True, reason="store hook pending: the consume-queue tag code of a "
-                                       "SCHEDULE_TOPIC_XXXX record is its TIMER_DELIVER_MS")
 async def test_the_schedule_queue_unit_holds_the_delivery_time_as_its_tag_code(
         store, manual_clock):
     park(store, manual_clock, record(delay=2))
