@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # PocketMQ's two entry points. Both create .venv/ at the repository root and
 # install what they need (idempotent: re-running only reinstalls when
-# pyproject.toml changed).
+# pyproject.toml or the C accelerator's source changed).
 #
 #   ./dev.sh start [ARGS...]   standalone nameserver + broker on ./pocketmq-data, with a demo
 #   ./dev.sh test  [PYTEST ARGS...]   the whole test suite
@@ -17,7 +17,8 @@ setup() {
         "$PYTHON" -m venv "$VENV"
     fi
     local stamp="$VENV/.pocketmq-installed" want
-    want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)
+    # Reinstall when the dependencies or the compiled accelerator's source change.
+    want=$(cat pyproject.toml broker/store/_speedups.c | sha256sum | cut -d' ' -f1)
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         echo "==> installing PocketMQ and its dependencies into $VENV"
         "$VENV/bin/python" -m pip install --quiet --upgrade pip setuptools wheel

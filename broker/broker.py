@@ -159,7 +159,6 @@ class Broker:
             **registration_kwargs)
         return BrokerServicer(
             send=SendMessageService(store, self.topics, store_host=store_host,
-                                    max_body_bytes=cfg.max_message_size_bytes,
                                     delay_levels=levels, clock=self.clock),
             send_back=SendBackService(store, self.topics, levels, store_host=store_host,
                                       clock=self.clock),

@@ -2,9 +2,9 @@
 
 RocketMQ's ``SendMessageProcessor`` for SEND_MESSAGE and SEND_BATCH_MESSAGE.
 A send carries records already in the commit-log layout; one batch may feed
-several topics and queues. Before anything reaches the store every record's
-head is walked once (no CRC, no decode: the store checks those) and the
-request is refused, whole, when a record
+several topics and queues. The store's scan checks every record once (lengths,
+CRC, names, sizes — the same pass the store would make) and the request is
+refused, whole, when a record
 
 * is cut short or has lengths that disagree with its TOTALSIZE,
 * names a topic that is malformed, reserved for the broker, not writable, or
@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pocketmq.broker.delay_levels import DelayLevels, rewrite_delayed
 from pocketmq.broker.errors import (
@@ -37,6 +37,7 @@ from pocketmq.broker.errors import (
     PutRejectedError,
 )
 from pocketmq.broker.store.api import MessageStore
+from pocketmq.broker.store.batch import BatchError, ScannedBatch
 from pocketmq.broker.store.results import PutStatus
 from pocketmq.broker.topic_config import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -45,23 +46,19 @@ from pocketmq.broker.topic_config import (
     TopicConfigManager,
 )
 from pocketmq.common.clock import Clock, SystemClock
-from pocketmq.common.message import (
-    HEAD,
-    MAX_PROPERTIES_LENGTH,
-    MESSAGE_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE_V2,
-    POS_BORNHOST,
-    host_sizes,
-)
 from pocketmq.common.msgid import encode_offset_msg_id
-from pocketmq.common.validation import check_topic
 
-__all__ = ["SendMessageService", "SendOutcome", "SendStatus", "WalkedRecords", "walk_records"]
+__all__ = ["SendMessageService", "SendOutcome", "SendStatus"]
 
 _I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
 # RECONSUMETIMES i32 + PREPAREDTRANSACTIONOFFSET i64 lie between STOREHOST and BODYLEN.
 _AFTER_STOREHOST = 4 + 8
+
+
+# BatchError kinds of the store's scan -> the reason a refusal carries.
+_BATCH_REASONS = {"properties": "PROPERTIES_SIZE_EXCEEDED",
+                  "body_too_large": "MESSAGE_BODY_TOO_LARGE"}
 
 
 class SendStatus(enum.Enum):
@@ -88,106 +85,16 @@ class SendOutcome:
         return len(self.msg_ids)
 
 
-@dataclass(slots=True)
-class WalkedRecords:
-    """Per record of a request, in order: where it starts, its topic and queue id."""
-
-    positions: list[int] = field(default_factory=list)
-    topics: list[str] = field(default_factory=list)
-    queue_ids: list[int] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.positions)
-
-
-def walk_records(blob: bytes | bytearray | memoryview, *,
-                 max_body_bytes: int) -> WalkedRecords:
-    """Walk the records' heads; raise InvalidRequestError naming the first bad one."""
-    mv = memoryview(blob)
-    end = len(mv)
-    if end == 0:
-        raise InvalidRequestError("the request holds no records", reason="MESSAGE_ILLEGAL")
-    out = WalkedRecords()
-    topic_names: dict[bytes, str] = {}   # raw topic -> checked name; topics are few
-    pos = 0
-    while pos < end:
-        total, topic, queue_id = _walk_one(mv, pos, end, max_body_bytes, topic_names)
-        out.positions.append(pos)
-        out.topics.append(topic)
-        out.queue_ids.append(queue_id)
-        pos += total
-    return out
-
-
-def _walk_one(mv: memoryview, pos: int, end: int, max_body_bytes: int,
-              topic_names: dict[bytes, str]) -> tuple[int, str, int]:
-    """(TOTALSIZE, topic, queue id) of the record at *pos*, after checking its lengths."""
-    if end - pos < HEAD.size:
-        raise _illegal(pos, f"cut short: {end - pos} bytes left, a record head is {HEAD.size}")
-    total, magic, _crc, queue_id, _flag, _qo, _po, sysflag, _born = HEAD.unpack_from(mv, pos)
-    if magic != MESSAGE_MAGIC_CODE and magic != MESSAGE_MAGIC_CODE_V2:
-        raise _illegal(pos, f"magic code is 0x{magic:08X}; expected 0x{MESSAGE_MAGIC_CODE:08X}")
-    if total < HEAD.size or total > end - pos:
-        raise _illegal(pos, f"TOTALSIZE is {total} but {end - pos} bytes are left")
-    record_end = pos + total
-    born_size, store_size = host_sizes(sysflag)
-    p = pos + POS_BORNHOST + born_size + 8 + store_size + _AFTER_STOREHOST
-    if p + 4 > record_end:
-        raise _illegal(pos, f"TOTALSIZE {total} is smaller than the fixed fields")
-    body_len = _I32.unpack_from(mv, p)[0]
-    p += 4 + body_len
-    if body_len < 0 or p > record_end:
-        raise _illegal(pos, f"BODYLEN {body_len} does not fit TOTALSIZE {total}")
-    if body_len == 0:
-        raise _illegal(pos, "message body is empty; a message needs a body")
-    if body_len > max_body_bytes:
-        raise _illegal(pos, f"message body is {body_len} bytes; this broker accepts at most "
-                            f"{max_body_bytes} (max_message_size)", "MESSAGE_BODY_TOO_LARGE")
-    if magic == MESSAGE_MAGIC_CODE:
-        topic_len = mv[p] if p < record_end else -1
-        p += 1
-    else:
-        topic_len = _U16.unpack_from(mv, p)[0] if p + 2 <= record_end else -1
-        p += 2
-    if topic_len < 0 or p + topic_len + 2 > record_end:
-        raise _illegal(pos, f"topic length {topic_len} does not fit TOTALSIZE {total}")
-    raw_topic = bytes(mv[p:p + topic_len])
-    topic = topic_names.get(raw_topic)
-    if topic is None:
-        topic = topic_names[raw_topic] = _decode_topic(raw_topic, pos)
-    p += topic_len
-    props_len = _U16.unpack_from(mv, p)[0]
-    if props_len > MAX_PROPERTIES_LENGTH:
-        raise _illegal(pos, f"properties are {props_len} bytes; at most "
-                            f"{MAX_PROPERTIES_LENGTH} are allowed", "PROPERTIES_SIZE_EXCEEDED")
-    if p + 2 + props_len != record_end:
-        raise _illegal(pos, f"TOTALSIZE is {total} but the parts add up to "
-                            f"{p + 2 + props_len - pos}")
-    return total, topic, queue_id
-
-
 def _illegal(pos: int, what: str, reason: str = "MESSAGE_ILLEGAL") -> InvalidRequestError:
     return InvalidRequestError(f"record at batch offset {pos}: {what}", reason=reason)
 
 
-def _decode_topic(raw: bytes, pos: int) -> str:
-    try:
-        topic = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _illegal(pos, f"topic {raw!r} is not valid UTF-8") from None
-    problem = check_topic(topic)
-    if problem:
-        raise _illegal(pos, problem)
-    return topic
-
-
 class SendMessageService:
     def __init__(self, store: MessageStore, topics: TopicConfigManager, *,
-                 store_host: tuple[str, int], max_body_bytes: int,
+                 store_host: tuple[str, int],
                  delay_levels: DelayLevels | None = None, clock: Clock | None = None) -> None:
         self._store = store
         self._topics = topics
-        self._max_body_bytes = max_body_bytes
         self._store_host = store_host
         self._delay_levels = delay_levels or DelayLevels.parse()
         self._clock = clock or SystemClock()
@@ -200,7 +107,11 @@ class SendMessageService:
 
         *single* refuses a blob of more than one record (SEND_MESSAGE).
         """
-        walked = walk_records(blob, max_body_bytes=self._max_body_bytes)
+        try:
+            walked = self._store.scan(blob, allow_empty_body=False)
+        except BatchError as exc:
+            raise InvalidRequestError(str(exc), reason=_BATCH_REASONS.get(
+                exc.kind, "MESSAGE_ILLEGAL")) from None
         if single and len(walked) != 1:
             raise InvalidRequestError(f"SendMessage carries one record; this request carries "
                                       f"{len(walked)}; send them with SendBatch",
@@ -208,7 +119,8 @@ class SendMessageService:
         self._check_queues(walked)
         delayed = rewrite_delayed(blob, walked.positions, self._delay_levels,
                                   now_ms=self._clock.now_ms(), store_host=self._store_host)
-        result = self._store.put_batch(blob if delayed is None else delayed)
+        result = (self._store.put_batch(blob, scanned=walked) if delayed is None
+                  else self._store.put_batch(delayed))
         if result.status is not PutStatus.PUT_OK:
             raise PutRejectedError(result.status, result.error or result.status.value)
         status = SendStatus.SEND_OK
@@ -224,7 +136,7 @@ class SendMessageService:
                            topics=walked.topics, queue_ids=walked.queue_ids,
                            queue_offsets=result.queue_offsets)
 
-    def _check_queues(self, walked: WalkedRecords) -> None:
+    def _check_queues(self, walked: ScannedBatch) -> None:
         """Topic permissions and queue ranges; creates unknown topics last."""
         to_create: list[str] = []
         queue_nums: dict[str, int] = {}

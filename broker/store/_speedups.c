@@ -41,7 +41,7 @@
 
 /* Bumped whenever a signature or a behaviour changes; speedups.py refuses a
  * stale build (an editable install keeps the old .so until it is rebuilt). */
-#define SPEEDUPS_VERSION 1
+#define SPEEDUPS_VERSION 2
 
 /* -- layout (common/message.py, consume_queue.py, index_file.py; see LAYOUT) -- */
 
@@ -109,6 +109,8 @@ wr_u64(unsigned char *p, uint64_t v)
 static PyObject *empty_str;           /* "" */
 static PyObject *str_illegal;         /* BatchError kinds */
 static PyObject *str_properties;
+static PyObject *str_body_too_large;
+static PyObject *str_empty_body;
 static PyObject *attr_positions, *attr_sizes, *attr_topics, *attr_queue_ids, *attr_sysflags,
     *attr_store_ts_positions, *attr_tags_codes;
 static PyObject *scanned_fields;      /* ScannedBatch's fields, in the order we pass them */
@@ -487,7 +489,7 @@ extract_properties(PyObject **items, const unsigned char *props, Py_ssize_t prop
 static Py_ssize_t
 scan_record(PyObject **lists, seen_topic *seen, int *n_seen, const unsigned char *buf,
             Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_body_size,
-            Py_ssize_t store_host_size)
+            Py_ssize_t store_host_size, int allow_empty_body)
 {
     PyObject *items[N_LISTS] = {NULL};
     const unsigned char *r = buf + pos;
@@ -540,8 +542,13 @@ scan_record(PyObject **lists, seen_topic *seen, int *n_seen, const unsigned char
         return -1;
     }
     if (body_len > max_body_size) {
-        batch_error(str_illegal, "message body is %zd bytes; this broker accepts at most %zd "
+        batch_error(str_body_too_large, "message body is %zd bytes; this broker accepts at most %zd "
                     "(max_message_size)", body_len, max_body_size);
+        return -1;
+    }
+    if (body_len == 0 && !allow_empty_body) {
+        batch_error(str_empty_body, "record at batch offset %zd: message body is empty; a "
+                    "message needs a body", pos);
         return -1;
     }
     Py_ssize_t topic_len;
@@ -608,19 +615,21 @@ fail:
 }
 
 PyDoc_STRVAR(scan_batch_doc,
-"scan_batch(blob, *, max_body_size, store_host_size=8)\n--\n\n"
+"scan_batch(blob, *, max_body_size, store_host_size=8, allow_empty_body=True)\n--\n\n"
 "Check every record of *blob*; return a ScannedBatch or raise BatchError.\n\n"
 "The compiled pocketmq.broker.store.batch.py_scan_batch.");
 
 static PyObject *
 scan_batch(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"blob", "max_body_size", "store_host_size", NULL};
+    static char *kwlist[] = {"blob", "max_body_size", "store_host_size", "allow_empty_body",
+                             NULL};
     PyObject *blob;
     Py_ssize_t max_body_size = PY_SSIZE_T_MIN;  /* required: keyword-only args parse as optional */
     Py_ssize_t store_host_size = HOST_V4_SIZE;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$nn:scan_batch", kwlist, &blob,
-                                     &max_body_size, &store_host_size)) {
+    int allow_empty_body = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$nnp:scan_batch", kwlist, &blob,
+                                     &max_body_size, &store_host_size, &allow_empty_body)) {
         return NULL;
     }
     if (max_body_size == PY_SSIZE_T_MIN) {
@@ -657,7 +666,7 @@ scan_batch(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     for (Py_ssize_t pos = 0; pos < end;) {
         Py_ssize_t total = scan_record(lists, seen, &n_seen, buf, pos, end, max_body_size,
-                                       store_host_size);
+                                       store_host_size, allow_empty_body);
         if (total < 0) {
             goto done;
         }
@@ -1223,6 +1232,8 @@ PyInit__speedups(void)
     if ((empty_str = PyUnicode_FromStringAndSize("", 0)) == NULL
         || (str_illegal = intern("illegal")) == NULL
         || (str_properties = intern("properties")) == NULL
+        || (str_body_too_large = intern("body_too_large")) == NULL
+        || (str_empty_body = intern("empty_body")) == NULL
         || (attr_positions = intern("positions")) == NULL
         || (attr_sizes = intern("sizes")) == NULL
         || (attr_topics = intern("topics")) == NULL

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from pocketmq.broker.store.batch import ScannedBatch
 from pocketmq.broker.store.results import GetResult, PutResult, RecoveryReport
 
 __all__ = ["ArrivalListener", "MessageStore"]
@@ -29,12 +30,19 @@ class MessageStore(Protocol):
         ...
 
     # -- writes ----------------------------------------------------------------------
-    def put_batch(self, blob: bytes | bytearray | memoryview) -> PutResult:
+    def scan(self, blob: bytes | bytearray | memoryview, *,
+             allow_empty_body: bool = True) -> ScannedBatch:
+        """Check every record as put_batch would (raises BatchError); nothing is stored."""
+        ...
+
+    def put_batch(self, blob: bytes | bytearray | memoryview, *,
+                  scanned: ScannedBatch | None = None) -> PutResult:
         """Store records already in the commit-log layout (one or many, any queues).
 
-        Each record's length and CRC are checked; QUEUEOFFSET, PHYSICALOFFSET,
-        STORETIMESTAMP and STOREHOST are patched in place; the blob is copied once.
-        A batch is stored whole or not at all.
+        Each record's length and CRC are checked (or were, by :meth:`scan`, when
+        *scanned* is given); QUEUEOFFSET, PHYSICALOFFSET, STORETIMESTAMP and
+        STOREHOST are patched in place; the blob is copied once. A batch is
+        stored whole or not at all.
         """
         ...
 

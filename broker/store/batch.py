@@ -48,7 +48,7 @@ class BatchError(Exception):
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
-        self.kind = kind  # "illegal" | "properties"
+        self.kind = kind  # "illegal" | "properties" | "body_too_large" | "empty_body"
 
 
 @dataclass(slots=True)
@@ -130,9 +130,12 @@ def _check_topic_raw(raw: bytes, offset: int) -> str:
 
 
 def py_scan_batch(blob: bytes | bytearray | memoryview, *, max_body_size: int,
-                  store_host_size: int = HOST_V4_SIZE) -> ScannedBatch:
+                  store_host_size: int = HOST_V4_SIZE,
+                  allow_empty_body: bool = True) -> ScannedBatch:
     """Check every record of *blob*; raise :class:`BatchError` on the first bad one.
 
+    *allow_empty_body* False refuses a record without a body (producers' sends;
+    the broker's own puts may carry none).
     *store_host_size* is the size of this broker's STOREHOST field (8 for IPv4,
     20 for IPv6); records must reserve exactly that much, since it is patched in
     place.
@@ -185,8 +188,12 @@ def py_scan_batch(blob: bytes | bytearray | memoryview, *, max_body_size: int,
             raise BatchError("illegal", f"record at batch offset {pos}: BODYLEN {body_len} "
                                         f"does not fit TOTALSIZE {total}")
         if body_len > max_body_size:
-            raise BatchError("illegal", f"message body is {body_len} bytes; this broker "
-                                        f"accepts at most {max_body_size} (max_message_size)")
+            raise BatchError("body_too_large", f"message body is {body_len} bytes; this "
+                                               f"broker accepts at most {max_body_size} "
+                                               "(max_message_size)")
+        if body_len == 0 and not allow_empty_body:
+            raise BatchError("empty_body", f"record at batch offset {pos}: message body is "
+                                           "empty; a message needs a body")
         if magic == MESSAGE_MAGIC_CODE:
             topic_len = mv[p] if p < record_end else -1
             p += 1

@@ -183,7 +183,19 @@ class DefaultMessageStore:
                       self.health.read_only_reason)
 
     # -- writes ------------------------------------------------------------------------
-    def put_batch(self, blob: bytes | bytearray | memoryview) -> PutResult:
+    def scan(self, blob: bytes | bytearray | memoryview, *,
+             allow_empty_body: bool = True) -> ScannedBatch:
+        """Check every record of *blob* as :meth:`put_batch` would; raise BatchError.
+
+        A caller that must look at the records before storing them (the broker's
+        send path) scans once and hands the result to ``put_batch(scanned=...)``.
+        """
+        return scan_batch(blob, max_body_size=self.config.max_message_size,
+                          store_host_size=len(self.commitlog.store_host),
+                          allow_empty_body=allow_empty_body)
+
+    def put_batch(self, blob: bytes | bytearray | memoryview, *,
+                  scanned: ScannedBatch | None = None) -> PutResult:
         refused = self._refuse_writes()
         if refused is not None:
             return refused
@@ -191,14 +203,17 @@ class DefaultMessageStore:
             return PutResult(status=PutStatus.MESSAGE_ILLEGAL,
                              error=f"batch is {len(blob)} bytes; this broker accepts at most "
                                    f"{self.config.max_batch_size} (max_batch_size)")
-        host_size = len(self.commitlog.store_host)
-        try:
-            batch = scan_batch(blob, max_body_size=self.config.max_message_size,
-                               store_host_size=host_size)
-        except BatchError as exc:
-            status = (PutStatus.PROPERTIES_SIZE_EXCEEDED if exc.kind == "properties"
-                      else PutStatus.MESSAGE_ILLEGAL)
-            return PutResult(status=status, error=str(exc))
+        if scanned is not None:
+            if scanned.blob is not blob:
+                raise ValueError("scanned= must be the scan of this very blob")
+            batch = scanned
+        else:
+            try:
+                batch = self.scan(blob)
+            except BatchError as exc:
+                status = (PutStatus.PROPERTIES_SIZE_EXCEEDED if exc.kind == "properties"
+                          else PutStatus.MESSAGE_ILLEGAL)
+                return PutResult(status=status, error=str(exc))
         return self._append(blob, batch)
 
     def put_message(self, *, topic: str, queue_id: int, body: bytes,

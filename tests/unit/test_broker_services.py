@@ -29,7 +29,8 @@ from pocketmq.broker.pull_service import (
     PullStatus,
     parse_tag_expression,
 )
-from pocketmq.broker.send_service import SendMessageService, SendStatus, walk_records
+from pocketmq.broker.send_service import SendMessageService, SendStatus
+from pocketmq.broker.store.batch import scan_batch
 from pocketmq.broker.store.results import GetResult, GetStatus, PutResult, PutStatus
 from pocketmq.broker.topic_config import Perm, TopicConfig, TopicConfigManager
 from pocketmq.common.clock import ManualClock
@@ -53,7 +54,13 @@ class FakeStore:
         self.flush_status: PutStatus | None = None
         self.now_ms = 1_700_000_000_000
 
-    def put_batch(self, blob):
+    max_body_size = 1024  # as the broker's max_message_size_bytes in these tests
+
+    def scan(self, blob, *, allow_empty_body=True):
+        return scan_batch(blob, max_body_size=self.max_body_size,
+                          allow_empty_body=allow_empty_body)
+
+    def put_batch(self, blob, *, scanned=None):
         self.puts += 1
         if self.put_status is not PutStatus.PUT_OK:
             return PutResult(status=self.put_status, error=f"fake {self.put_status.value}")
@@ -158,8 +165,7 @@ class Env:
         self.hold = PullRequestHoldService(max_parked=100)
         self.store.add_arrival_listener(self.hold.on_arrival)
         self.clients = ClientManager(broker_name="broker-a", clock=self.clock)
-        self.send = SendMessageService(self.store, self.topics, store_host=STORE_HOST,
-                                       max_body_bytes=1024)
+        self.send = SendMessageService(self.store, self.topics, store_host=STORE_HOST)
         self.pull_service = PullMessageService(self.store, self.topics, self.offsets, self.hold,
                                                max_pull_messages=32)
         self.admin = AdminService(self.store, self.topics, self.offsets, self.clients,
@@ -262,13 +268,6 @@ async def test_store_refusals_carry_the_put_status(env, status):
     with pytest.raises(PutRejectedError) as info:
         await env.send.send(record())
     assert info.value.status is status and info.value.reason == status.value
-
-
-def test_walk_records_reads_position_topic_and_queue():
-    walked = walk_records(record(topic="T1", queue_id=3, body=b"abc") + record(topic="T2"),
-                          max_body_bytes=100)
-    assert (walked.topics, walked.queue_ids) == (["T1", "T2"], [3, 0])
-    assert walked.positions == [0, len(record(topic="T1", queue_id=3, body=b"abc"))]
 
 
 # -- pull -----------------------------------------------------------------------------------

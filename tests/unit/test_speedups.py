@@ -164,11 +164,13 @@ def test_the_layout_numbers_of_the_c_source_are_the_python_ones():
 
 @needs_native
 @fuzz
-@given(st.lists(good_records(), min_size=1, max_size=8), st.sampled_from([MAX, 20]))
-def test_scan_of_valid_batches_matches_the_reference(records, max_body_size):
+@given(st.lists(good_records(), min_size=1, max_size=8), st.sampled_from([MAX, 20]),
+       st.booleans())
+def test_scan_of_valid_batches_matches_the_reference(records, max_body_size, allow_empty):
     blob = b"".join(records)
-    expected = outcome(py_scan_batch, blob, max_body_size=max_body_size)
-    assert outcome(native.scan_batch, blob, max_body_size=max_body_size) == expected
+    kw = dict(max_body_size=max_body_size, allow_empty_body=allow_empty)
+    expected = outcome(py_scan_batch, blob, **kw)
+    assert outcome(native.scan_batch, blob, **kw) == expected
     if expected[0] == "ok":
         assert expected[1].blob is blob
 
