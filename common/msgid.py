@@ -15,6 +15,7 @@ indexes it like a key.
 
 from __future__ import annotations
 
+import calendar
 import ipaddress
 import itertools
 import os
@@ -27,6 +28,7 @@ __all__ = ["OffsetMessageId", "UniqueIdGenerator", "decode_offset_msg_id",
            "encode_offset_msg_id"]
 
 _PORT_OFFSET = struct.Struct(">iq")
+_MS_COUNTER = struct.Struct(">IH")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +68,21 @@ class UniqueIdGenerator:
                                             int.from_bytes(os.urandom(4), "big"))
         self._counter = itertools.count()
         self._lock = threading.Lock()
+        self._month_start, self._next_month_start = _month_bounds(time.time())
 
     def next_id(self) -> str:
-        now = time.gmtime()
-        month_start = time.mktime((now.tm_year, now.tm_mon, 1, 0, 0, 0, 0, 0, 0)) - time.timezone
-        ms = int((time.time() - month_start) * 1000) & 0xFFFFFFFF
+        now = time.time()
+        if now >= self._next_month_start:
+            self._month_start, self._next_month_start = _month_bounds(now)
+        ms = int((now - self._month_start) * 1000) & 0xFFFFFFFF
         with self._lock:
             n = next(self._counter) & 0xFFFF
-        return (self._prefix + struct.pack(">IH", ms, n)).hex().upper()
+        return (self._prefix + _MS_COUNTER.pack(ms, n)).hex().upper()
+
+
+def _month_bounds(now: float) -> tuple[float, float]:
+    """Epoch seconds of the start of *now*'s UTC month and of the next one."""
+    t = time.gmtime(now)
+    start = calendar.timegm((t.tm_year, t.tm_mon, 1, 0, 0, 0))
+    year, month = (t.tm_year + 1, 1) if t.tm_mon == 12 else (t.tm_year, t.tm_mon + 1)
+    return float(start), float(calendar.timegm((year, month, 1, 0, 0, 0)))
