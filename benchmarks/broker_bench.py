@@ -1,9 +1,10 @@
-"""End-to-end figures through gRPC against a standalone broker, beside bare grpc.aio.
+"""End-to-end figures through gRPC against a broker, beside bare grpc.aio.
 
     .venv/bin/python benchmarks/broker_bench.py [--messages 200000] [--flush async]
 
-Starts `pocketmq broker` in a subprocess on a free port, and an echo server (grpc.aio, no protobuf, same bytes) in another; the
-client runs here on uvloop. 1 KiB bodies. Prints SendBatch msgs/s and MB/s for
+Starts `pocketmq broker` in a subprocess on a free port, and an echo server
+(grpc.aio, no protobuf, the same bytes) in another; the client runs here on
+uvloop. 1 KiB bodies. Prints SendBatch msgs/s and MB/s for
 batches of 32/128/512, single SendMessage at concurrency 1 and 64 with p50/p99
 latency, PullMessage msgs/s, and each against the echo ceiling. Not a test.
 """
