@@ -20,6 +20,7 @@ from typing import Protocol
 
 from pocketmq.broker.namesrv_client import BrokerRegistration, GrpcNameserverClient
 from pocketmq.broker.topic_config import TopicConfigManager
+from pocketmq.common.aio import wait_event
 
 __all__ = ["NameserverClient", "RegisterBrokerService"]
 
@@ -82,8 +83,7 @@ class RegisterBrokerService:
     async def _run(self) -> None:
         while True:
             # Wake at the interval, or at once when the topic table changed.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), self._interval_s)
+            await wait_event(self._changed, self._interval_s)
             await self.run_once()
 
     # -- rounds -------------------------------------------------------------------------

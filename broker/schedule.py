@@ -53,6 +53,7 @@ from pocketmq.broker.delay_levels import (
 from pocketmq.broker.json_file import JsonFile
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import GetStatus, PutStatus
+from pocketmq.common.aio import wait_event
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.message import StoredMessage, decode_record
@@ -216,8 +217,7 @@ class ScheduleMessageService:
             if wait_s <= 0:
                 await asyncio.sleep(0)  # let other work run between rounds
                 continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(state.wake.wait(), wait_s)
+            await wait_event(state.wake, wait_s)
 
     async def _persist_periodically(self) -> None:
         while True:

@@ -16,7 +16,6 @@ members change, and the consumer rebalances at once instead of at its next
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
@@ -26,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pocketmq.client.errors import ClientError
 from pocketmq.client.remoting import ConsumerInfo, Remoting, ServerCommand
 from pocketmq.client.route import RouteService, TopicRoute
-from pocketmq.client.tasks import cancel_and_wait, raise_if_cancelling
+from pocketmq.client.tasks import cancel_and_wait, raise_if_cancelling, wait_event
 
 __all__ = ["HeartbeatService", "local_ip", "make_client_id"]
 
@@ -84,8 +83,7 @@ class HeartbeatService:
 
     async def _run(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._interval_s)
+            await wait_event(self._wake, self._interval_s)
             self._wake.clear()
             await self.run_once()
 

@@ -19,7 +19,6 @@ after a time). A group's retry queue always starts at its beginning.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -29,7 +28,7 @@ from pocketmq.client.errors import ClientError, RouteNotFoundError
 from pocketmq.client.model import RETRY_GROUP_TOPIC_PREFIX, ConsumeFrom, MessageQueue
 from pocketmq.client.remoting import BrokerClient
 from pocketmq.client.route import RouteService
-from pocketmq.client.tasks import cancel_and_wait
+from pocketmq.client.tasks import cancel_and_wait, wait_event
 
 __all__ = ["RebalanceService", "Rebalancer", "resolve_start_offset"]
 
@@ -110,8 +109,7 @@ class RebalanceService:
 
     async def _run(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._interval_s)
+            await wait_event(self._wake, self._interval_s)
             await self.run_once()
 
     async def run_once(self) -> None:

@@ -13,7 +13,9 @@ import asyncio
 import logging
 from typing import Any
 
-__all__ = ["CANCEL_WAIT_S", "cancel_and_wait", "raise_if_cancelling"]
+from pocketmq.common.aio import wait_event
+
+__all__ = ["CANCEL_WAIT_S", "cancel_and_wait", "raise_if_cancelling", "wait_event"]
 
 log = logging.getLogger(__name__)
 

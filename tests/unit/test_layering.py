@@ -19,7 +19,7 @@ CONTRACT = {
 }
 FORBIDDEN_THIRD_PARTY = {
     "broker/store": ("grpc", "google.protobuf", "asyncio", "uvloop"),
-    "common": ("grpc", "google.protobuf", "asyncio"),
+    "common": ("grpc", "google.protobuf"),
 }
 
 
