@@ -17,7 +17,6 @@ one, so that only the culprit's caller sees the error.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
@@ -26,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from pocketmq.client.errors import ClientError, ClientStateError, SendTimeoutError
 from pocketmq.client.remoting import SendReceipt
 from pocketmq.client.tasks import cancel_and_wait
+from pocketmq.common.aio import wait_event
 
 __all__ = ["BrokerBatcher", "RecordAccumulator"]
 
@@ -82,8 +82,7 @@ class BrokerBatcher:
             try:
                 await self._has_data.wait()
                 if self._linger_s > 0 and not self._full.is_set():
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._full.wait(), self._linger_s)
+                    await wait_event(self._full, self._linger_s)
             except BaseException:
                 self._slots.release()
                 raise

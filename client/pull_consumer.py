@@ -31,6 +31,7 @@ from pocketmq.client.consumer_base import ConsumerBase, _cancel
 from pocketmq.client.errors import ClientError, ClientStateError
 from pocketmq.client.model import MessageExt, MessageQueue
 from pocketmq.client.process_queue import ProcessQueue
+from pocketmq.common.aio import wait_event
 from pocketmq.common.clock import Clock
 
 __all__ = ["PullConsumer"]
@@ -137,8 +138,7 @@ class PullConsumer(ConsumerBase):
             if out or remaining <= 0 or self._state != "running":
                 return out
             self._has_ready.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._has_ready.wait(), remaining)
+            await wait_event(self._has_ready, remaining)
 
     def _take(self, limit: int) -> list[MessageExt]:
         out: list[MessageExt] = []
