@@ -76,13 +76,18 @@ class SendOutcome:
     status: SendStatus
     store_timestamp_ms: int
     msg_ids: list[str]          # UNIQ_KEY, made by the client ("" if none)
-    offset_msg_ids: list[str]   # store host + port + commit-log offset
     topics: list[str]
     queue_ids: list[int]
     queue_offsets: list[int]
+    phys_offsets: list[int]
+    offset_msg_id_prefix: str   # store host + port; + 16 hex digits of phys = offset msg id
 
     def __len__(self) -> int:
         return len(self.msg_ids)
+
+    @property
+    def offset_msg_ids(self) -> list[str]:
+        return [f"{self.offset_msg_id_prefix}{phys:016X}" for phys in self.phys_offsets]
 
 
 def _illegal(pos: int, what: str, reason: str = "MESSAGE_ILLEGAL") -> InvalidRequestError:
@@ -128,13 +133,13 @@ class SendMessageService:
             flushed = await asyncio.wrap_future(result.flush_future)
             if flushed is not PutStatus.PUT_OK:
                 status = SendStatus.FLUSH_DISK_TIMEOUT
-        prefix = self._msg_id_prefix
         return SendOutcome(status=status, store_timestamp_ms=result.store_timestamp_ms,
                            msg_ids=result.uniq_keys,
-                           offset_msg_ids=[f"{prefix}{phys:016X}" for phys in result.phys_offsets],
                            # as sent: a delayed record is stored under the schedule topic
                            topics=walked.topics, queue_ids=walked.queue_ids,
-                           queue_offsets=result.queue_offsets)
+                           queue_offsets=result.queue_offsets,
+                           phys_offsets=result.phys_offsets,
+                           offset_msg_id_prefix=self._msg_id_prefix)
 
     def _check_queues(self, walked: ScannedBatch) -> None:
         """Topic permissions and queue ranges; creates unknown topics last."""

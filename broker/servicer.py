@@ -119,14 +119,11 @@ _SEND_STATUS = {SendStatus.SEND_OK: pb.SEND_OK,
 
 
 def _send_response(outcome: SendOutcome) -> pb.SendMessageResponse:
-    status = _SEND_STATUS[outcome.status]
-    entry = pb.SendResultEntry
-    return pb.SendMessageResponse(store_timestamp_ms=outcome.store_timestamp_ms, results=[
-        entry(status=status, msg_id=msg_id, offset_msg_id=offset_msg_id, topic=topic,
-              queue_id=queue_id, queue_offset=queue_offset)
-        for msg_id, offset_msg_id, topic, queue_id, queue_offset in zip(
-            outcome.msg_ids, outcome.offset_msg_ids, outcome.topics, outcome.queue_ids,
-            outcome.queue_offsets, strict=True)])
+    return pb.SendMessageResponse(
+        status=_SEND_STATUS[outcome.status], store_timestamp_ms=outcome.store_timestamp_ms,
+        msg_ids=outcome.msg_ids, queue_ids=outcome.queue_ids,
+        queue_offsets=outcome.queue_offsets, phys_offsets=outcome.phys_offsets,
+        offset_msg_id_prefix=outcome.offset_msg_id_prefix)
 
 
 def _topic_config(msg: common_pb2.TopicConfig, *, default_queue_nums: int | None) -> TopicConfig:

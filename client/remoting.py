@@ -93,7 +93,7 @@ class SendReceipt:
     status: SendStatus
     msg_id: str
     offset_msg_id: str
-    topic: str
+    topic: str          # "" when it is the topic the record named
     queue_id: int
     queue_offset: int
 
@@ -145,9 +145,13 @@ _CONSUME_FROM = {"last": bpb.CONSUME_FROM_LAST_OFFSET, "first": bpb.CONSUME_FROM
 
 
 def _receipts(resp: bpb.SendMessageResponse) -> list[SendReceipt]:
-    return [SendReceipt(_SEND_STATUS.get(r.status, SendStatus.SEND_OK), r.msg_id,
-                        r.offset_msg_id, r.topic, r.queue_id, r.queue_offset)
-            for r in resp.results]
+    """One receipt per record sent; the reply comes in columns (see broker.proto)."""
+    status = _SEND_STATUS.get(resp.status, SendStatus.SEND_OK)
+    prefix = resp.offset_msg_id_prefix
+    return [SendReceipt(status, msg_id, f"{prefix}{phys:016X}", "", queue_id, queue_offset)
+            for msg_id, queue_id, queue_offset, phys in zip(
+                resp.msg_ids, resp.queue_ids, resp.queue_offsets, resp.phys_offsets,
+                strict=True)]
 
 
 def _route(topic: str, pb_route: Any) -> TopicRoute:

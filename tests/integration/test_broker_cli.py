@@ -50,7 +50,7 @@ async def test_standalone_serves_and_stops_gracefully_on_sigterm(tmp_path):
                                    store_host=pack_host(("127.0.0.1", 0)))
             reply = await broker_pb2_grpc.BrokerStub(channel).SendMessage(
                 pb.SendMessageRequest(record=record))
-            assert reply.results[0].status == pb.SEND_OK
+            assert reply.status == pb.SEND_OK
         async with grpc.aio.insecure_channel(namesrv_addr) as channel:
             stub = nameserver_pb2_grpc.NameServerStub(channel)
             route = await registered_route(stub, "CliTopic")

@@ -43,14 +43,16 @@ def bodies(reply) -> list[bytes]:
 async def test_send_answers_ids_and_offsets_for_every_message(broker, stub):
     reply = await stub.SendBatch(pb.SendBatchRequest(records=b"".join(
         record(queue_id=q, uniq=f"U{i}") for i, q in enumerate((0, 1, 0)))))
-    assert [(r.status, r.msg_id, r.queue_id, r.queue_offset) for r in reply.results] == [
-        (pb.SEND_OK, "U0", 0, 0), (pb.SEND_OK, "U1", 1, 0), (pb.SEND_OK, "U2", 0, 1)]
-    for result in reply.results:
-        msg_id = decode_offset_msg_id(result.offset_msg_id)
-        assert (msg_id.host, msg_id.port) == ("127.0.0.1", broker.port)
-        view = await stub.ViewMessage(pb.ViewMessageRequest(offset_msg_id=result.offset_msg_id))
+    assert reply.status == pb.SEND_OK
+    assert list(zip(reply.msg_ids, reply.queue_ids, reply.queue_offsets, strict=True)) == [
+        ("U0", 0, 0), ("U1", 1, 0), ("U2", 0, 1)]
+    for uniq, phys in zip(reply.msg_ids, reply.phys_offsets, strict=True):
+        offset_msg_id = f"{reply.offset_msg_id_prefix}{phys:016X}"
+        msg_id = decode_offset_msg_id(offset_msg_id)
+        assert (msg_id.host, msg_id.port, msg_id.phys_offset) == ("127.0.0.1", broker.port, phys)
+        view = await stub.ViewMessage(pb.ViewMessageRequest(offset_msg_id=offset_msg_id))
         stored = decode_record(view.record)
-        assert (stored.uniq_key, stored.phys_offset) == (result.msg_id, msg_id.phys_offset)
+        assert (stored.uniq_key, stored.phys_offset) == (uniq, phys)
 
 
 async def test_pull_walks_every_offset_status(stub):
@@ -201,5 +203,5 @@ async def test_sync_flush_acknowledges_after_the_group_commit(start_broker):
         replies = await asyncio.gather(*(
             stub.SendMessage(pb.SendMessageRequest(record=record(body=b"%d" % i)))
             for i in range(20)))
-    assert all(r.results[0].status == pb.SEND_OK for r in replies)
-    assert sorted(r.results[0].queue_offset for r in replies) == list(range(20))
+    assert all(r.status == pb.SEND_OK for r in replies)
+    assert sorted(r.queue_offsets[0] for r in replies) == list(range(20))

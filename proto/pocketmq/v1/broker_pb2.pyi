@@ -98,29 +98,23 @@ class SendBatchRequest(_message.Message):
     producer_group: str
     def __init__(self, records: _Optional[bytes] = ..., producer_group: _Optional[str] = ...) -> None: ...
 
-class SendResultEntry(_message.Message):
-    __slots__ = ("status", "msg_id", "offset_msg_id", "topic", "queue_id", "queue_offset")
-    STATUS_FIELD_NUMBER: _ClassVar[int]
-    MSG_ID_FIELD_NUMBER: _ClassVar[int]
-    OFFSET_MSG_ID_FIELD_NUMBER: _ClassVar[int]
-    TOPIC_FIELD_NUMBER: _ClassVar[int]
-    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
-    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
-    status: SendStatus
-    msg_id: str
-    offset_msg_id: str
-    topic: str
-    queue_id: int
-    queue_offset: int
-    def __init__(self, status: _Optional[_Union[SendStatus, str]] = ..., msg_id: _Optional[str] = ..., offset_msg_id: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ...) -> None: ...
-
 class SendMessageResponse(_message.Message):
-    __slots__ = ("results", "store_timestamp_ms")
-    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("status", "store_timestamp_ms", "msg_ids", "queue_ids", "queue_offsets", "phys_offsets", "offset_msg_id_prefix")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     STORE_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
-    results: _containers.RepeatedCompositeFieldContainer[SendResultEntry]
+    MSG_IDS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_IDS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    PHYS_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_MSG_ID_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    status: SendStatus
     store_timestamp_ms: int
-    def __init__(self, results: _Optional[_Iterable[_Union[SendResultEntry, _Mapping]]] = ..., store_timestamp_ms: _Optional[int] = ...) -> None: ...
+    msg_ids: _containers.RepeatedScalarFieldContainer[str]
+    queue_ids: _containers.RepeatedScalarFieldContainer[int]
+    queue_offsets: _containers.RepeatedScalarFieldContainer[int]
+    phys_offsets: _containers.RepeatedScalarFieldContainer[int]
+    offset_msg_id_prefix: str
+    def __init__(self, status: _Optional[_Union[SendStatus, str]] = ..., store_timestamp_ms: _Optional[int] = ..., msg_ids: _Optional[_Iterable[str]] = ..., queue_ids: _Optional[_Iterable[int]] = ..., queue_offsets: _Optional[_Iterable[int]] = ..., phys_offsets: _Optional[_Iterable[int]] = ..., offset_msg_id_prefix: _Optional[str] = ...) -> None: ...
 
 class PullMessageRequest(_message.Message):
     __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_msg_nums", "subscription", "suspend_timeout_ms", "commit_offset")
