@@ -78,6 +78,18 @@ class ServiceThread:
         raise NotImplementedError
 
 
+class _SharedFlushFuture(Future[PutStatus]):
+    """A round's future, shared by every put it covers: no one waiter may cancel it.
+
+    ``asyncio.wrap_future`` passes a waiter's cancellation on to the future it
+    wraps; if that were the shared one, every other put of the round would see
+    its own wait cancelled.
+    """
+
+    def cancel(self) -> bool:
+        return False
+
+
 class GroupCommitService(ServiceThread):
     name = "GroupCommitService"
 
@@ -100,7 +112,7 @@ class GroupCommitService(ServiceThread):
                 done.set_result(PutStatus.PUT_OK)
                 return done
             if self._pending is None:
-                self._pending = Future()
+                self._pending = _SharedFlushFuture()
                 self._pending_since = time.monotonic()
             fut = self._pending
         self._wakeup.set()

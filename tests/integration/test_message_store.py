@@ -315,3 +315,25 @@ def test_above_the_forcible_ratio_unexpired_segments_are_deleted(tmp_path):
         assert store.put_batch(record()).ok  # 86 % is below the 90 % write limit
     finally:
         store.shutdown()
+
+
+
+async def test_one_cancelled_waiter_does_not_cancel_the_others_of_its_flush_round(tmp_path):
+    import asyncio
+
+    from pocketmq.broker.store.flush import GroupCommitService
+    from pocketmq.broker.store.mapped_file_queue import MappedFileQueue
+
+    log_queue = MappedFileQueue(str(tmp_path), 64 * 1024)
+    log_queue.last_file().append(b"x" * 100)
+    service = GroupCommitService(log_queue, timeout_s=5, on_io_error=lambda exc: None)
+    first, second = service.request(50), service.request(100)  # no thread: one round
+    assert first is second
+    impatient = asyncio.ensure_future(asyncio.wrap_future(first))
+    patient = asyncio.wrap_future(second)
+    await asyncio.sleep(0)
+    impatient.cancel()
+    await asyncio.sleep(0)
+    service.run_once()
+    assert await patient is PutStatus.PUT_OK
+    log_queue.close()
