@@ -10,6 +10,10 @@ temporary directory, then, with 1 KiB bodies:
 4. send-to-listener latency at a paced 5,000 msgs/s (p50/p99 of listener time
    minus the time the producer was called, carried in a property).
 
+Each line also gives the CPU time per message of this (client) process and
+of the broker process: on a shared two-core machine msgs/s swing with other
+load, CPU per message much less.
+
 Not part of the test run. Prints its figures and the machine it ran on::
 
     .venv/bin/python benchmarks/sdk_bench.py [--messages 50000] [--seconds 5]
@@ -21,6 +25,7 @@ import argparse
 import asyncio
 import os
 import platform
+import resource
 import shutil
 import socket
 import statistics
@@ -38,6 +43,29 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+BROKER_PID = 0  # set by main(): the standalone server whose CPU time is reported
+
+
+def cpu_s() -> tuple[float, float]:
+    """CPU seconds (user + system) of this process and of the broker process."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    broker = 0.0
+    try:
+        with open(f"/proc/{BROKER_PID}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        broker = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        pass
+    return usage.ru_utime + usage.ru_stime, broker
+
+
+def cpu_per_msg(before: tuple[float, float], count: int) -> str:
+    client, broker = cpu_s()
+    n = max(count, 1)
+    return (f"[CPU/msg: client {(client - before[0]) / n * 1e6:.1f} us, "
+            f"broker {(broker - before[1]) / n * 1e6:.1f} us]")
 
 
 def machine() -> str:
@@ -74,13 +102,15 @@ async def bench_send(namesrv: str, topic: str, total: int, concurrency: int = 25
             for _ in range(per_task):
                 await producer.send(Message(topic=topic, body=BODY))
 
+        cpu0 = cpu_s()
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         elapsed = time.perf_counter() - started
         calls = sum(c for c, _ in producer.batch_stats().values())
     sent = per_task * concurrency
     print(f"  send x{concurrency} tasks: {sent} msgs in {elapsed:.2f} s = "
-          f"{sent / elapsed:,.0f} msgs/s ({sent / max(calls, 1):.1f} msgs per SendBatch call)")
+          f"{sent / elapsed:,.0f} msgs/s ({sent / max(calls, 1):.1f} msgs per SendBatch call) "
+          f"{cpu_per_msg(cpu0, sent)}")
     return sent / elapsed
 
 
@@ -94,12 +124,13 @@ async def bench_send_batch(namesrv: str, topic: str, total: int, batch: int = 64
             for _ in range(rounds):
                 await producer.send_batch(msgs)
 
+        cpu0 = cpu_s()
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         elapsed = time.perf_counter() - started
     sent = rounds * batch * concurrency
     print(f"  send_batch({batch}) x{concurrency} tasks: {sent} msgs in {elapsed:.2f} s = "
-          f"{sent / elapsed:,.0f} msgs/s")
+          f"{sent / elapsed:,.0f} msgs/s {cpu_per_msg(cpu0, sent)}")
     return sent / elapsed
 
 
@@ -121,13 +152,15 @@ async def bench_consume(namesrv: str, topic: str, expected: int) -> float:
                             consume_batch_max_size=32, pull_batch_size=32)
     consumer.subscribe(topic)
     consumer.listener(handle)
+    cpu0 = cpu_s()
     started = time.perf_counter()
     await consumer.start()
     await asyncio.wait_for(done.wait(), 300)
     elapsed = time.perf_counter() - started
+    cpu = cpu_per_msg(cpu0, count)
     await consumer.shutdown()
     print(f"  PushConsumer: {count} msgs in {elapsed:.2f} s = {count / elapsed:,.0f} msgs/s "
-          f"through the listener")
+          f"through the listener {cpu}")
     return count / elapsed
 
 
@@ -148,6 +181,7 @@ async def bench_latency(namesrv: str, topic: str, rate: int, seconds: float) -> 
         await producer.send(Message(topic=topic, body=b"create"))
         await consumer.start()
         await asyncio.sleep(1.0)  # let the consumer's long polls park
+        cpu0 = cpu_s()
         tick_s = 0.001
         per_tick = rate * tick_s
         total = int(rate * seconds)
@@ -167,12 +201,13 @@ async def bench_latency(namesrv: str, topic: str, rate: int, seconds: float) -> 
         end = time.monotonic() + 10
         while len(latencies_ms) < total and time.monotonic() < end:
             await asyncio.sleep(0.05)
+    cpu = cpu_per_msg(cpu0, total)
     await consumer.shutdown()
     lat = sorted(latencies_ms)
     p50 = statistics.median(lat)
     p99 = lat[int(len(lat) * 0.99) - 1]
     print(f"  latency at {rate} msgs/s for {seconds:.0f} s: {len(lat)} msgs, p50 {p50:.2f} ms, "
-          f"p99 {p99:.2f} ms, max {lat[-1]:.2f} ms")
+          f"p99 {p99:.2f} ms, max {lat[-1]:.2f} ms {cpu}")
 
 
 async def run(namesrv: str, messages: int, seconds: float) -> None:
@@ -184,6 +219,7 @@ async def run(namesrv: str, messages: int, seconds: float) -> None:
 
 
 def main() -> int:
+    global BROKER_PID
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -195,6 +231,7 @@ def main() -> int:
         [sys.executable, "-c", "import sys; from pocketmq.cli import main; sys.exit(main())",
          "--log-level", "WARNING", "standalone", "--data-dir", data_dir,
          "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port)])
+    BROKER_PID = server.pid
     try:
         import uvloop
 

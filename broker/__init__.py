@@ -14,6 +14,11 @@ Modules by role (layers as in DESIGN.md §1; ``store/`` is the lowest)::
     schedule         ScheduleMessageService: re-puts due messages, delayOffset.json
     send_back        ConsumerSendMsgBack: the retry (%RETRY%group) or dead-letter copy
     rebalance_lock   RebalanceLockManager: queue locks for orderly consumption
+    timer_messages   any delivery time: moving a timed record to rmq_sys_wheel_timer
+    timer_service    TimerService: walks the timing wheel (store/timer_*), re-puts due messages
+    transaction_ops  half messages, op records, the commit/rollback decision table
+    transaction      TransactionalMessageService: EndTransaction, op replay, progress
+    transaction_check  TransactionalMessageCheckService: asks live producers about old halves
     registration     RegisterBrokerService (namesrv_client: its gRPC client)
     errors           the refusals services raise; grpc_status maps them to codes
     servicer         the gRPC adapters: the only module seeing broker protobuf

@@ -4,14 +4,16 @@ RocketMQ's ``BrokerController``. It owns the message store, the metadata
 managers, the services, the gRPC server and every background task::
 
     start():  bind the port (0 = any) ─ store.start() (recovery, logged) ─
-              load topics.json, consumerOffset.json, delayOffset.json ─ serve
-              gRPC ─ start offset persistence, client housekeeping, store
-              cleanup, delayed-message delivery ─ register with every nameserver
+              load topics.json, consumerOffset.json, delayOffset.json,
+              transactionProgress.json and replay the transaction op queue ─
+              serve gRPC ─ start offset persistence, client housekeeping, store
+              cleanup, delayed-message delivery, transaction checks ─ register
+              with every nameserver
     stop():   answer parked pulls, close client streams ─ stop taking requests
-              and let those in flight finish (grace) ─ stop delivery and save
-              its progress ─ persist offsets and topics ─ store.shutdown()
-              (flush, checkpoint, remove ``abort``) ─ unregister from every
-              nameserver
+              and let those in flight finish (grace) ─ stop delivery and
+              transaction checks and save their progress ─ persist offsets and
+              topics ─ store.shutdown() (flush, checkpoint, remove ``abort``) ─
+              unregister from every nameserver
 
 Everything runs on one event loop; the store is called on its thread.
 """
@@ -40,7 +42,12 @@ from pocketmq.broker.servicer import BrokerServicer, add_to_server
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.config import StoreConfig
 from pocketmq.broker.store.results import RecoveryReport
+from pocketmq.broker.store.timer_store import TimerMessageStore
+from pocketmq.broker.timer_messages import TimerPolicy
+from pocketmq.broker.timer_service import TimerService
 from pocketmq.broker.topic_config import TopicConfigManager
+from pocketmq.broker.transaction import TransactionalMessageService
+from pocketmq.broker.transaction_check import TransactionalMessageCheckService
 from pocketmq.common.clock import Clock, SystemClock
 
 __all__ = ["Broker"]
@@ -76,7 +83,10 @@ class Broker:
         self.hold: PullRequestHoldService | None = None
         self.registration: RegisterBrokerService | None = None
         self.schedule: ScheduleMessageService | None = None
+        self.timer: TimerService | None = None
         self.locks: RebalanceLockManager | None = None
+        self.transactions: TransactionalMessageService | None = None
+        self.transaction_check: TransactionalMessageCheckService | None = None
         self._stopping = False
 
     @property
@@ -147,8 +157,10 @@ class Broker:
             persist_interval_s=cfg.flush_delay_offset_interval_ms / 1000, clock=self.clock)
         self.schedule.load()
         store.add_arrival_listener(self.schedule.on_arrival)
+        self._build_timer(store)
         self.locks = RebalanceLockManager(max_live_time_ms=cfg.rebalance_lock_max_live_time_ms,
                                           clock=self.clock)
+        self._build_transactions(store, store_host)
         registration_kwargs = {}
         if self._namesrv_client_factory is not None:
             registration_kwargs["client_factory"] = self._namesrv_client_factory
@@ -159,10 +171,12 @@ class Broker:
             **registration_kwargs)
         return BrokerServicer(
             send=SendMessageService(store, self.topics, store_host=store_host,
-                                    delay_levels=levels, clock=self.clock),
+                                    delay_levels=levels, clock=self.clock,
+                                    timer=TimerPolicy(enabled=cfg.timer_wheel_enable,
+                                                      max_delay_ms=cfg.timer_max_delay_ms)),
             send_back=SendBackService(store, self.topics, levels, store_host=store_host,
                                       clock=self.clock),
-            locks=self.locks,
+            locks=self.locks, transactions=self.transactions,
             pull=PullMessageService(
                 store, self.topics, self.offsets, self.hold,
                 max_pull_messages=cfg.max_pull_messages, max_pull_bytes=cfg.max_pull_bytes,
@@ -176,12 +190,42 @@ class Broker:
                                clock=self.clock),
             default_topic_queue_nums=cfg.default_topic_queue_nums)
 
+    def _build_transactions(self, store: MessageStore, store_host: tuple[str, int]) -> None:
+        cfg = self.config
+        assert self.clients is not None
+        self.transactions = TransactionalMessageService(
+            store, cfg.config_dir, store_host=store_host,
+            max_batch_size_bytes=cfg.max_batch_size_bytes, clock=self.clock)
+        self.transactions.load()
+        self.transaction_check = TransactionalMessageCheckService(
+            self.transactions, store, send_check=self.clients.send_to_producer,
+            store_host=store_host, timeout_ms=cfg.transaction_timeout_ms,
+            check_interval_ms=cfg.transaction_check_interval_ms,
+            check_max=cfg.transaction_check_max, clock=self.clock)
+        store.add_arrival_listener(self.transaction_check.on_arrival)
+
+    def _build_timer(self, store: MessageStore) -> None:
+        """Messages with a delivery time: recover DATA/timerlog, timerwheel, timercheck."""
+        cfg = self.config
+        assert self.recovery is not None
+        self.timer = TimerService(
+            store, TimerMessageStore(cfg.data_dir, wheel_slots=cfg.timer_wheel_slots,
+                                     log_file_size=cfg.timer_log_file_size_bytes),
+            roll_window_s=cfg.timer_roll_window_s,
+            flush_interval_s=cfg.timer_flush_interval_ms / 1000, clock=self.clock)
+        self.timer.load(clean_shutdown=self.recovery.clean_shutdown)
+        store.add_arrival_listener(self.timer.on_arrival)
+
     def _start_background(self) -> None:
         assert self.offsets is not None and self.clients is not None
         self.offsets.start()
         self.clients.start()
         if self.schedule is not None:
             self.schedule.start()
+        if self.timer is not None:
+            self.timer.start()
+        if self.transaction_check is not None:
+            self.transaction_check.start()
         self._tasks.append(asyncio.get_running_loop().create_task(
             self._store_cleanup(), name="StoreCleanupService"))
 
@@ -229,6 +273,10 @@ class Broker:
         self._tasks.clear()
         if self.schedule is not None:
             await self.schedule.stop()
+        if self.timer is not None:
+            await self.timer.stop()
+        if self.transaction_check is not None:
+            await self.transaction_check.stop()
         await self._persist_metadata()
         if self.store is not None:
             self.store.shutdown()

@@ -13,7 +13,8 @@ It owns RocketMQ's ``ProducerManager``, ``ConsumerManager`` and
   consumer group's members or subscribed topics change, every remaining
   member is told ``NotifyConsumerIdsChanged`` so it rebalances at once instead
   of at its next 20 s round. The channel carries :data:`ServerCommand` values,
-  a union that transaction checks will join.
+  among them ``CheckTransactionState``, which :meth:`ClientManager.send_to_producer`
+  hands to one live producer of a group, taking the group's producers in turn.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pocketmq.common.clock import Clock, SystemClock
 
 __all__ = [
     "ChannelOpened",
+    "CheckTransactionState",
     "ClientChannel",
     "ClientManager",
     "ConsumeFromWhere",
@@ -80,7 +82,19 @@ class NotifyConsumerIdsChanged:
     consumer_group: str
 
 
-ServerCommand = ChannelOpened | NotifyConsumerIdsChanged
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckTransactionState:
+    """Ask a producer how the local transaction of a half message ended."""
+
+    producer_group: str
+    record: bytes               # the half message as stored
+    commit_log_offset: int
+    offset_msg_id: str
+    msg_id: str                 # its UNIQ_KEY
+    check_times: int            # 1 on the first check
+
+
+ServerCommand = ChannelOpened | NotifyConsumerIdsChanged | CheckTransactionState
 
 
 class ClientChannel:
@@ -138,6 +152,7 @@ class ClientManager:
         self._consumers: dict[str, dict[str, ConsumerRegistration]] = {}  # group -> client
         self._last_seen_s: dict[str, float] = {}                # client -> last heartbeat
         self._channels: dict[str, ClientChannel] = {}
+        self._producer_turn: dict[str, int] = {}                # group -> next producer
         self._task: asyncio.Task[None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -262,6 +277,22 @@ class ClientManager:
 
     def channel(self, client_id: str) -> ClientChannel | None:
         return self._channels.get(client_id)
+
+    def send_to_producer(self, group: str, command: ServerCommand) -> str | None:
+        """Hand *command* to one live producer of *group* with an open channel.
+
+        The group's producers take turns; returns the client id, or None when no
+        producer of the group is connected (or every channel is full).
+        """
+        live = [client_id for client_id in sorted(self._producers.get(group, {}))
+                if (ch := self._channels.get(client_id)) is not None and not ch.closed]
+        turn = self._producer_turn.get(group, 0)
+        for i in range(len(live)):
+            client_id = live[(turn + i) % len(live)]
+            if self._channels[client_id].send(command):
+                self._producer_turn[group] = (turn + i + 1) % len(live)
+                return client_id
+        return None
 
     def _notify_group(self, group: str) -> None:
         for client_id in self._consumers.get(group, {}):

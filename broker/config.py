@@ -29,6 +29,7 @@ MiB = 1024 * KiB
 GiB = 1024 * MiB
 
 _WILDCARD_HOSTS = ("0.0.0.0", "::", "[::]")
+TIMER_BLANK_SLOTS = 60   # wheel slots kept free beyond the roll window (RocketMQ's)
 
 
 def _help(text: str) -> dict[str, str]:
@@ -111,9 +112,34 @@ class BrokerConfig:
         "delay of each level 1, 2, ...; units ms, s, m, h, d (messageDelayLevel)"))
     flush_delay_offset_interval_ms: int = field(default=10_000, metadata=_help(
         "ms between saves of delayOffset.json (flushDelayOffsetInterval)"))
+    # -- messages with a delivery time (RocketMQ 5 timer) --------------------------------
+    timer_wheel_enable: bool = field(default=True, metadata=_help(
+        "accept messages with TIMER_DELIVER_MS / TIMER_DELAY_MS / TIMER_DELAY_SEC "
+        "(timerWheelEnable)"))
+    timer_max_delay_ms: int = field(default=3 * 86_400_000, metadata=_help(
+        "ms ahead a delivery time may lie; further is refused (timerMaxDelaySec x 1000; "
+        "3 days)"))
+    timer_roll_window_s: int = field(default=2 * 86_400, metadata=_help(
+        "seconds ahead the wheel links a message; a later one waits at this horizon and "
+        "is re-parked there (timerRollWindowSlot; 2 days)"))
+    timer_wheel_slots: int = field(default=7 * 86_400, metadata=_help(
+        "one-second slots of DATA/timerwheel, 32 bytes each (7 days)"))
+    timer_log_file_size_bytes: int = field(default=100 * MiB, metadata=_help(
+        "bytes per DATA/timerlog segment, a multiple of 64 (mappedFileSizeTimerLog)"))
+    timer_flush_interval_ms: int = field(default=1_000, metadata=_help(
+        "ms between syncs of the timer log, wheel and timercheck (timerFlushIntervalMs)"))
     rebalance_lock_max_live_time_ms: int = field(default=60_000, metadata=_help(
         "ms an orderly consumer's queue lock lasts unless renewed "
         "(rocketmq.broker.rebalance.lockMaxLiveTime)"))
+    # -- transactional messages ---------------------------------------------------------
+    transaction_timeout_ms: int = field(default=6_000, metadata=_help(
+        "ms a half message waits for EndTransaction before its first check "
+        "(transactionTimeOut)"))
+    transaction_check_interval_ms: int = field(default=30_000, metadata=_help(
+        "ms between checks of a half message still unresolved (transactionCheckInterval)"))
+    transaction_check_max: int = field(default=15, metadata=_help(
+        "checks of one half message before it is discarded as rolled back "
+        "(transactionCheckMax)"))
     # -- clients and offsets ----------------------------------------------------------
     client_channel_expire_seconds: float = field(default=120, metadata=_help(
         "seconds without a heartbeat before a client is dropped"))
@@ -139,6 +165,7 @@ class BrokerConfig:
             parse_delay_levels(self.message_delay_level)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        self._check_timer()
         if self.pull_suspend_default_ms > self.pull_suspend_max_ms:
             raise ConfigError(f"pull_suspend_default_ms ({self.pull_suspend_default_ms}) "
                               f"exceeds pull_suspend_max_ms ({self.pull_suspend_max_ms})")
@@ -176,7 +203,10 @@ class BrokerConfig:
             "max_parked_pulls", "client_channel_expire_seconds", "client_scan_interval_seconds",
             "consumer_offset_persist_interval_seconds", "register_interval_seconds",
             "register_timeout_seconds", "flush_delay_offset_interval_ms",
-            "rebalance_lock_max_live_time_ms")
+            "rebalance_lock_max_live_time_ms", "transaction_timeout_ms",
+            "transaction_check_interval_ms", "transaction_check_max", "timer_max_delay_ms",
+            "timer_roll_window_s", "timer_wheel_slots", "timer_log_file_size_bytes",
+            "timer_flush_interval_ms")
         for key in positive:
             value = getattr(self, key)
             if value <= 0:
@@ -187,6 +217,23 @@ class BrokerConfig:
         if self.default_topic_queue_nums > 1024:
             raise ConfigError(f"default_topic_queue_nums is {self.default_topic_queue_nums}; "
                               "at most 1024 queues per topic are allowed")
+
+    def _check_timer(self) -> None:
+        if self.timer_log_file_size_bytes % 64 or self.timer_log_file_size_bytes < 4 * KiB:
+            raise ConfigError(f"timer_log_file_size_bytes is {self.timer_log_file_size_bytes}; "
+                              "give a multiple of 64 (the timer-log unit) of at least 4096")
+        if self.timer_roll_window_s > self.timer_wheel_slots - TIMER_BLANK_SLOTS:
+            raise ConfigError(f"timer_roll_window_s is {self.timer_roll_window_s}; the wheel "
+                              f"of {self.timer_wheel_slots} slots (timer_wheel_slots) holds "
+                              f"at most {self.timer_wheel_slots - TIMER_BLANK_SLOTS} seconds "
+                              f"ahead; raise timer_wheel_slots or lower the window")
+        retention_s = self.file_reserved_hours * 3600
+        if self.timer_wheel_enable and 0 < retention_s <= self.timer_roll_window_s:
+            raise ConfigError(f"timer_roll_window_s is {self.timer_roll_window_s} s but "
+                              f"commit-log files are kept only {self.file_reserved_hours:g} h "
+                              f"({retention_s:.0f} s, file_reserved_hours): a parked timer "
+                              "message would be deleted before it is re-parked; lower "
+                              "timer_roll_window_s")
 
     # -- derived ------------------------------------------------------------------------
     @property

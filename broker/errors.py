@@ -7,6 +7,8 @@
           ├── AlreadyExistsError      CreateTopic of an existing topic
           ├── PermissionDeniedError   a system topic, a topic without the needed perm bit
           ├── BusyError               a bounded resource is full now; retry later
+          ├── FailedPreconditionError the state forbids it (a transaction resolved the
+          │                           other way)
           └── PutRejectedError        the store refused a put; carries its PutStatus
      └── MetadataError                topics.json / consumerOffset.json and their .bak
                                       are both unreadable: the broker will not start
@@ -26,6 +28,7 @@ __all__ = [
     "AlreadyExistsError",
     "BrokerError",
     "BusyError",
+    "FailedPreconditionError",
     "InvalidRequestError",
     "MetadataError",
     "NotFoundError",
@@ -68,6 +71,10 @@ class PermissionDeniedError(BrokerError):
 class BusyError(BrokerError):
     default_reason = "SYSTEM_BUSY"
     retriable = True
+
+
+class FailedPreconditionError(BrokerError):
+    default_reason = "FAILED_PRECONDITION"
 
 
 class PutRejectedError(BrokerError):

@@ -15,8 +15,16 @@ refused, whole, when a record
 
 Only then are unknown topics created. A record whose ``DELAY`` property names
 a delay level is moved to ``SCHEDULE_TOPIC_XXXX`` on the way
-(:func:`~pocketmq.broker.delay_levels.rewrite_delayed`), and its
-acknowledgement still names the topic and queue it was sent to. The blob goes
+(:func:`~pocketmq.broker.delay_levels.rewrite_delayed`); then one asking for a
+later delivery time (``TIMER_DELIVER_MS``, ``TIMER_DELAY_MS``,
+``TIMER_DELAY_SEC``) is moved to ``rmq_sys_wheel_timer``
+(:func:`~pocketmq.broker.timer_messages.rewrite_timed`), or refused when that
+time is malformed or too far ahead. Either way its acknowledgement still names
+the topic and queue it was sent to. A record with
+sysflag TRANSACTION_PREPARED is stored as a half message in
+``RMQ_SYS_TRANS_HALF_TOPIC`` instead
+(:func:`~pocketmq.broker.transaction_ops.rewrite_half_messages`), acknowledged
+the same way, with the half's offsets. The blob goes
 to the store, which stores it whole or not at all. With synchronous flush the acknowledgement
 waits for the group commit; a flush that times out still stored the message
 and is answered ``FLUSH_DISK_TIMEOUT``, as RocketMQ does.
@@ -39,12 +47,14 @@ from pocketmq.broker.errors import (
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.batch import BatchError, ScannedBatch
 from pocketmq.broker.store.results import PutStatus
+from pocketmq.broker.timer_messages import TimerPolicy, rewrite_timed
 from pocketmq.broker.topic_config import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     NOT_ALLOWED_SEND_TOPICS,
     TopicConfig,
     TopicConfigManager,
 )
+from pocketmq.broker.transaction_ops import rewrite_half_messages
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.msgid import encode_offset_msg_id
 
@@ -97,20 +107,23 @@ def _illegal(pos: int, what: str, reason: str = "MESSAGE_ILLEGAL") -> InvalidReq
 class SendMessageService:
     def __init__(self, store: MessageStore, topics: TopicConfigManager, *,
                  store_host: tuple[str, int],
-                 delay_levels: DelayLevels | None = None, clock: Clock | None = None) -> None:
+                 delay_levels: DelayLevels | None = None, timer: TimerPolicy | None = None,
+                 clock: Clock | None = None) -> None:
         self._store = store
         self._topics = topics
         self._store_host = store_host
         self._delay_levels = delay_levels or DelayLevels.parse()
+        self._timer = timer or TimerPolicy()
         self._clock = clock or SystemClock()
         # Every offset msg id of this broker starts with the same IP and port.
         self._msg_id_prefix = encode_offset_msg_id(store_host[0], store_host[1], 0)[:-16]
 
     async def send(self, blob: bytes | bytearray | memoryview, *,
-                   single: bool = False) -> SendOutcome:
+                   single: bool = False, producer_group: str = "") -> SendOutcome:
         """Store the records of *blob* and say where each went.
 
-        *single* refuses a blob of more than one record (SEND_MESSAGE).
+        *single* refuses a blob of more than one record (SEND_MESSAGE);
+        *producer_group* is the group of a half message that lacks ``PGROUP``.
         """
         try:
             walked = self._store.scan(blob, allow_empty_body=False)
@@ -124,6 +137,17 @@ class SendMessageService:
         self._check_queues(walked)
         delayed = rewrite_delayed(blob, walked.positions, self._delay_levels,
                                   now_ms=self._clock.now_ms(), store_host=self._store_host)
+        timed = rewrite_timed(blob if delayed is None else delayed, policy=self._timer,
+                              now_ms=self._clock.now_ms(), store_host=self._store_host)
+        if timed is not None:
+            delayed = timed
+        # Last: the delay and timer rewrites leave prepared records alone, and a half
+        # message waits in the half topic whatever delivery time it carries.
+        halves = rewrite_half_messages(blob if delayed is None else delayed, walked.sysflags,
+                                       producer_group=producer_group,
+                                       store_host=self._store_host)
+        if halves is not None:
+            delayed = halves
         result = (self._store.put_batch(blob, scanned=walked) if delayed is None
                   else self._store.put_batch(delayed))
         if result.status is not PutStatus.PUT_OK:
@@ -135,7 +159,7 @@ class SendMessageService:
                 status = SendStatus.FLUSH_DISK_TIMEOUT
         return SendOutcome(status=status, store_timestamp_ms=result.store_timestamp_ms,
                            msg_ids=result.uniq_keys,
-                           # as sent: a delayed record is stored under the schedule topic
+                           # as sent: a delayed record is stored under a system topic
                            topics=walked.topics, queue_ids=walked.queue_ids,
                            queue_offsets=result.queue_offsets,
                            phys_offsets=result.phys_offsets,

@@ -20,6 +20,7 @@ import grpc
 from pocketmq.broker.admin_service import AdminService
 from pocketmq.broker.client_manager import (
     ChannelOpened,
+    CheckTransactionState,
     ClientManager,
     ConsumeFromWhere,
     ConsumerRegistration,
@@ -36,6 +37,9 @@ from pocketmq.broker.rebalance_lock import MessageQueue, RebalanceLockManager
 from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.send_service import SendMessageService, SendOutcome, SendStatus
 from pocketmq.broker.topic_config import Perm, TopicConfig
+from pocketmq.broker.transaction import EndTransactionRequest, TransactionalMessageService
+from pocketmq.broker.transaction_ops import Resolution
+from pocketmq.common.msgid import decode_offset_msg_id
 from pocketmq.common.validation import check_group, check_topic
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2
@@ -166,6 +170,11 @@ def _consumer(msg: pb.ConsumerData) -> ConsumerRegistration:
 
 
 def _command_pb(command: ServerCommand) -> pb.ServerCommand:
+    if isinstance(command, CheckTransactionState):
+        return pb.ServerCommand(check_transaction_state=pb.CheckTransactionState(
+            producer_group=command.producer_group, record=command.record,
+            commit_log_offset=command.commit_log_offset, offset_msg_id=command.offset_msg_id,
+            msg_id=command.msg_id, check_times=command.check_times))
     if isinstance(command, NotifyConsumerIdsChanged):
         return pb.ServerCommand(notify_consumer_ids_changed=pb.NotifyConsumerIdsChanged(
             consumer_group=command.consumer_group))
@@ -174,12 +183,39 @@ def _command_pb(command: ServerCommand) -> pb.ServerCommand:
     raise TypeError(f"no protobuf form for {command!r}")
 
 
+_RESOLUTIONS = {pb.COMMIT: Resolution.COMMIT, pb.ROLLBACK: Resolution.ROLLBACK}
+
+
+def _end_transaction(request: pb.EndTransactionRequest) -> EndTransactionRequest:
+    _check_names(group=request.producer_group)
+    resolution = _RESOLUTIONS.get(request.resolution)
+    if resolution is None:
+        raise InvalidRequestError(f"resolution is {request.resolution}; a transaction ends "
+                                  "with COMMIT (1) or ROLLBACK (2)")
+    if request.HasField("commit_log_offset"):
+        offset = request.commit_log_offset
+    elif request.offset_msg_id:
+        try:
+            offset = decode_offset_msg_id(request.offset_msg_id).phys_offset
+        except ValueError as exc:
+            raise InvalidRequestError(str(exc)) from None
+    else:
+        raise InvalidRequestError("name the half message: give commit_log_offset or the "
+                                  "offset_msg_id its send answered")
+    return EndTransactionRequest(producer_group=request.producer_group,
+                                 commit_log_offset=offset, resolution=resolution,
+                                 msg_id=request.msg_id,
+                                 from_transaction_check=request.from_transaction_check)
+
+
 class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     def __init__(self, *, send: SendMessageService, pull: PullMessageService,
                  offsets: ConsumerOffsetManager, clients: ClientManager, admin: AdminService,
                  send_back: SendBackService, locks: RebalanceLockManager,
+                 transactions: TransactionalMessageService,
                  default_topic_queue_nums: int) -> None:
         self._send = send
+        self._transactions = transactions
         self._send_back = send_back
         self._locks = locks
         self._pull = pull
@@ -192,12 +228,20 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     @_rpc
     async def SendMessage(self, request: pb.SendMessageRequest,
                           context: grpc.aio.ServicerContext) -> pb.SendMessageResponse:
-        return _send_response(await self._send.send(request.record, single=True))
+        return _send_response(await self._send.send(request.record, single=True,
+                                                    producer_group=request.producer_group))
 
     @_rpc
     async def SendBatch(self, request: pb.SendBatchRequest,
                         context: grpc.aio.ServicerContext) -> pb.SendMessageResponse:
-        return _send_response(await self._send.send(request.records))
+        return _send_response(await self._send.send(request.records,
+                                                    producer_group=request.producer_group))
+
+    @_rpc
+    async def EndTransaction(self, request: pb.EndTransactionRequest,
+                             context: grpc.aio.ServicerContext) -> pb.EndTransactionResponse:
+        outcome = await self._transactions.end_transaction(_end_transaction(request))
+        return pb.EndTransactionResponse(already_resolved=outcome.already_resolved)
 
     @_rpc
     async def PullMessage(self, request: pb.PullMessageRequest,
@@ -397,7 +441,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     async def GetBrokerRuntimeInfo(self, request: pb.GetBrokerRuntimeInfoRequest,
                                    context: grpc.aio.ServicerContext,
                                    ) -> pb.GetBrokerRuntimeInfoResponse:
-        return pb.GetBrokerRuntimeInfoResponse(table=self._admin.runtime_info())
+        return pb.GetBrokerRuntimeInfoResponse(
+            table={**self._admin.runtime_info(), **self._transactions.figures()})
 
 
 def add_to_server(servicer: BrokerServicer, server: grpc.aio.Server) -> None:

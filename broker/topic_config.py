@@ -40,6 +40,7 @@ __all__ = [
     "AUTO_CREATE_TOPIC_KEY_TOPIC",
     "NOT_ALLOWED_SEND_TOPICS",
     "SCHEDULE_TOPIC",
+    "TIMER_TOPIC",
     "DataVersion",
     "Perm",
     "TopicConfig",
@@ -53,6 +54,7 @@ MAX_QUEUE_NUMS = 1024
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TIMER_TOPIC = "rmq_sys_wheel_timer"   # messages with a delivery time wait here (one queue)
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
@@ -61,8 +63,8 @@ SCHEDULE_DELAY_LEVELS = 18
 
 # Topics only the broker itself writes (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
 NOT_ALLOWED_SEND_TOPICS = frozenset({
-    SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC,
-    SELF_TEST_TOPIC, OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT,
 })
 
 
@@ -198,8 +200,11 @@ class TopicConfigManager:
             TopicConfig(topic_name=OFFSET_MOVED_EVENT, read_queue_nums=1, write_queue_nums=1),
             TopicConfig(topic_name=SCHEDULE_TOPIC, read_queue_nums=self._schedule_queue_nums,
                         write_queue_nums=self._schedule_queue_nums),
+            TopicConfig(topic_name=TIMER_TOPIC, read_queue_nums=1, write_queue_nums=1),
             TopicConfig(topic_name=TRANS_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1),
             TopicConfig(topic_name=TRANS_OP_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1),
+            TopicConfig(topic_name=TRANS_CHECK_MAX_TIME_TOPIC, read_queue_nums=1,
+                        write_queue_nums=1),
         ]
         if self._auto_create_enable:
             n = self._default_queue_nums

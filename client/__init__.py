@@ -17,7 +17,8 @@
     await consumer.start(); ...; await consumer.shutdown()
 
 Modules by role: :mod:`.producer` with :mod:`.accumulator` (send coalescing)
-and :mod:`.fault_strategy` (queue choice); :mod:`.push_consumer`,
+and :mod:`.fault_strategy` (queue choice); :mod:`.transaction_producer`
+(half messages, local transactions, answering the broker's checks); :mod:`.push_consumer`,
 :mod:`.pull_consumer`, :mod:`.consume_service`, :mod:`.rebalance`,
 :mod:`.allocate`, :mod:`.offset_store`, :mod:`.process_queue`;
 :mod:`.route`, :mod:`.heartbeat`; :mod:`.remoting`, the only module that sees
@@ -61,6 +62,11 @@ from pocketmq.client.model import (
 from pocketmq.client.producer import MessageQueueSelector, Producer
 from pocketmq.client.pull_consumer import PullConsumer
 from pocketmq.client.push_consumer import PushConsumer
+from pocketmq.client.transaction_producer import (
+    LocalTransactionState,
+    TransactionProducer,
+    TransactionSendResult,
+)
 
 __all__ = [
     "BusyError",
@@ -71,6 +77,7 @@ __all__ = [
     "ConsumerConfig",
     "InvalidMessageError",
     "InvalidRequestError",
+    "LocalTransactionState",
     "Message",
     "MessageExt",
     "MessageModel",
@@ -89,6 +96,8 @@ __all__ = [
     "SendStatus",
     "SendTimeoutError",
     "ServerError",
+    "TransactionProducer",
+    "TransactionSendResult",
     "UnavailableError",
     "UnsupportedError",
     "allocate_averagely",

@@ -4,8 +4,11 @@ Each broker address has a :class:`BrokerBatcher`: callers append an encoded
 record and get a future for its own receipt. The batcher's sender task keeps
 up to ``max_in_flight`` calls going; while they are busy, new records pile up
 and leave together in the next call (natural batching), at most
-``max_messages`` records or ``max_bytes`` bytes each. With ``linger_s`` > 0 a
-call also waits that long for a batch to fill. A batch may mix topics and
+``max_messages`` records or ``max_bytes`` bytes each. When several call slots
+are free, what is pending is split over them (at least ``SPLIT_MIN_RECORDS``,
+128, a call), so that the broker stores one batch while the callers of another
+already make the next: one big call at a time would make the two take turns.
+With ``linger_s`` > 0 a call also waits that long for a batch to fill. A batch may mix topics and
 queues (each record carries its queue id); the reply carries one receipt per
 record, in order, and each caller's future gets its own.
 
@@ -33,6 +36,7 @@ log = logging.getLogger(__name__)
 
 SendFn = Callable[[bytes, float], Awaitable[list[SendReceipt]]]  # (records, timeout_s)
 _Pending = tuple[bytes, "asyncio.Future[SendReceipt]", float]  # record, caller, deadline
+SPLIT_MIN_RECORDS = 128  # smallest share when pending records are split over free call slots
 
 
 class BrokerBatcher:
@@ -53,6 +57,9 @@ class BrokerBatcher:
         self._slots = asyncio.Semaphore(max_in_flight)
         self._inflight: set[asyncio.Task[None]] = set()
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._max_in_flight = max_in_flight
+        self._calls_in_flight = 0
         self._closed = False
         self.calls = 0          # SendMessage/SendBatch calls made
         self.records_sent = 0
@@ -61,12 +68,16 @@ class BrokerBatcher:
         """Queue *record*; the future fails with SendTimeoutError past *deadline* (monotonic)."""
         if self._closed:
             raise ClientStateError(f"the producer is shutting down; cannot send to {self.name}")
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
         future: asyncio.Future[SendReceipt] = loop.create_future()
-        self._pending.append((record, future, deadline))
+        pending = self._pending
+        pending.append((record, future, deadline))
         self._pending_bytes += len(record)
-        self._has_data.set()
-        if len(self._pending) >= self._max_messages or self._pending_bytes >= self._max_bytes:
+        if len(pending) == 1:  # _take clears the event only when nothing is pending
+            self._has_data.set()
+        if len(pending) >= self._max_messages or self._pending_bytes >= self._max_bytes:
             self._full.set()
         if self._task is None:
             self._task = loop.create_task(self._run(), name=f"BrokerBatcher {self.name}")
@@ -89,10 +100,16 @@ class BrokerBatcher:
             self._start_call()
 
     def _start_call(self) -> None:
-        batch = self._take()
+        # Split what is pending over the free call slots (at least SPLIT_MIN_RECORDS a
+        # call): with one call the producers and the broker take turns; with two or more
+        # the broker works on one while the callers of the other make the next batch.
+        batch = self._take(max(-(-len(self._pending) // (self._max_in_flight
+                                                           - self._calls_in_flight)),
+                               SPLIT_MIN_RECORDS))
         if not batch:
             self._slots.release()
             return
+        self._calls_in_flight += 1
         task = asyncio.get_running_loop().create_task(self._call(batch))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
@@ -104,31 +121,39 @@ class BrokerBatcher:
         if not batch:
             self._slots.release()
             return 0
+        self._calls_in_flight += 1
         await self._call(batch)
         return len(batch)
 
-    def _take(self) -> list[_Pending]:
+    def _take(self, limit: int | None = None) -> list[_Pending]:
+        """Up to *limit* (and max_messages, max_bytes) pending records still wanted."""
         batch: list[_Pending] = []
         size = 0
         pending = self._pending
         now = time.monotonic()
-        while pending and len(batch) < self._max_messages:
-            record, future, deadline = pending[0]
-            if batch and size + len(record) > self._max_bytes:
+        max_count = self._max_messages if limit is None else min(limit, self._max_messages)
+        max_bytes = self._max_bytes
+        taken_bytes = 0
+        while pending and len(batch) < max_count:
+            item = pending[0]
+            n = len(item[0])
+            if batch and size + n > max_bytes:
                 break
             pending.popleft()
-            self._pending_bytes -= len(record)
+            taken_bytes += n
+            future = item[1]
             if future.done():  # the caller gave up (cancellation)
                 continue
-            if deadline <= now:
+            if item[2] <= now:
                 future.set_exception(SendTimeoutError(
                     f"record waited past its deadline to be sent to {self.name}"))
                 continue
-            batch.append((record, future, deadline))
-            size += len(record)
+            batch.append(item)
+            size += n
+        self._pending_bytes -= taken_bytes
         if not pending:
             self._has_data.clear()
-        if len(pending) < self._max_messages and self._pending_bytes < self._max_bytes:
+        if len(pending) < self._max_messages and self._pending_bytes < max_bytes:
             self._full.clear()
         return batch
 
@@ -136,6 +161,7 @@ class BrokerBatcher:
         try:
             await self._deliver(batch)
         finally:
+            self._calls_in_flight -= 1
             self._slots.release()
 
     async def _deliver(self, batch: list[_Pending]) -> None:

@@ -38,6 +38,8 @@ __all__ = [
 LATENCY_MAX_MS = (50, 100, 550, 1800, 3000, 5000, 15000)
 NOT_AVAILABLE_DURATION_MS = (0, 0, 2000, 5000, 6000, 10000, 30000)
 ISOLATION_LATENCY_MS = 10_000
+_FIRST_AVOIDING_LATENCY_MS = LATENCY_MAX_MS[NOT_AVAILABLE_DURATION_MS.index(
+    next(d for d in NOT_AVAILABLE_DURATION_MS if d))]  # 550
 
 
 def not_available_duration_ms(latency_ms: float) -> int:
@@ -61,26 +63,43 @@ class LatencyFaultTolerance:
     def __init__(self, *, clock: Clock | None = None, enabled: bool = True) -> None:
         self._clock = clock or SystemClock()
         self.enabled = enabled
-        self._items: dict[str, FaultItem] = {}
+        # broker name -> (latency_ms, available_at_s); a tuple, not a FaultItem, because
+        # every send updates it and a frozen dataclass costs several times more to build.
+        self._items: dict[str, tuple[float, float]] = {}
 
     def update(self, broker_name: str, latency_ms: float, *, isolation: bool = False) -> None:
         """Record one send's outcome; *isolation* for a call that failed."""
         if not self.enabled:
             return
         latency = ISOLATION_LATENCY_MS if isolation else latency_ms
-        duration_ms = not_available_duration_ms(latency)
-        self._items[broker_name] = FaultItem(
-            broker_name, latency, self._clock.monotonic() + duration_ms / 1000)
+        # Below the first threshold that avoids a broker (the common case) there is no
+        # table to walk.
+        duration_ms = 0 if latency < _FIRST_AVOIDING_LATENCY_MS else \
+            not_available_duration_ms(latency)
+        self._items[broker_name] = (latency, self._clock.monotonic() + duration_ms / 1000)
 
     def is_available(self, broker_name: str) -> bool:
         item = self._items.get(broker_name)
-        return item is None or self._clock.monotonic() >= item.available_at_s
+        return item is None or self._clock.monotonic() >= item[1]
+
+    def first_available(self, queues: Sequence[MessageQueue], start: int) -> MessageQueue | None:
+        """The first queue from *start* (round robin) whose broker is available."""
+        items = self._items
+        n = len(queues)
+        now = self._clock.monotonic()
+        for i in range(n):
+            mq = queues[(start + i) % n]
+            item = items.get(mq.broker_name)
+            if item is None or now >= item[1]:
+                return mq
+        return None
 
     def remove(self, broker_name: str) -> None:
         self._items.pop(broker_name, None)
 
     def item(self, broker_name: str) -> FaultItem | None:
-        return self._items.get(broker_name)
+        item = self._items.get(broker_name)
+        return None if item is None else FaultItem(broker_name, item[0], item[1])
 
     def unavailable(self) -> list[str]:
         return sorted(b for b in self._items if not self.is_available(b))
@@ -101,12 +120,17 @@ class QueueSelector:
                last_broker_name: str | None = None) -> MessageQueue:
         if not queues:
             raise ValueError("no queue to select from")
+        if last_broker_name is None:  # a first attempt: the per-message path
+            start = next(self._counter)
+            if self._fault.enabled:
+                mq = self._fault.first_available(queues, start)
+                if mq is not None:
+                    return mq
+            return queues[start % len(queues)]
         available: QueueFilter = lambda mq: self._fault.is_available(mq.broker_name)  # noqa: E731
-        if last_broker_name is None:
-            filter_sets: list[tuple[QueueFilter, ...]] = [(available,), ()]
-        else:
-            other: QueueFilter = lambda mq: mq.broker_name != last_broker_name  # noqa: E731
-            filter_sets = [(available, other), (available,), (other,), ()]
+        other: QueueFilter = lambda mq: mq.broker_name != last_broker_name  # noqa: E731
+        filter_sets: list[tuple[QueueFilter, ...]] = [(available, other), (available,),
+                                                      (other,), ()]
         if not self._fault.enabled:
             filter_sets = [f for f in filter_sets if available not in f]
         start = next(self._counter)

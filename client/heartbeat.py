@@ -5,10 +5,12 @@ broker not heard of before, the client sends ``HeartBeat`` to the master of
 every broker in its routes: its producer group and its consumer groups with
 their subscriptions (the broker's group membership is built from these).
 
-A client that consumes also keeps one ``ClientChannel`` stream open per
-broker; the broker pushes ``NotifyConsumerIdsChanged`` on it when a group's
-members change, and the consumer rebalances at once instead of at its next
-20 s round. A stream that breaks is reopened after a short pause.
+A client that consumes, or answers transaction checks, also keeps one
+``ClientChannel`` stream open per broker; the broker pushes
+``NotifyConsumerIdsChanged`` on it when a group's members change (the
+consumer rebalances at once instead of at its next 20 s round) and
+``CheckTransactionState`` to a transactional producer. A stream that breaks
+is reopened after a short pause.
 
 :func:`make_client_id` names a client as RocketMQ does: ``ip@pid#nonce``.
 """
@@ -74,6 +76,14 @@ class HeartbeatService:
         await self.run_once()
         self._task = asyncio.get_running_loop().create_task(self._run(),
                                                             name="HeartbeatService")
+
+    def listen(self, on_command: Callable[[ServerCommand], None]) -> None:
+        """Handle the brokers' commands with *on_command*; streams open at the next round."""
+        self._on_command = on_command
+
+    def wakeup(self) -> None:
+        """Heartbeat every broker now, e.g. one that restarted and forgot this client."""
+        self._wake.set()
 
     async def stop(self) -> None:
         tasks = [self._task, *self._streams.values()]

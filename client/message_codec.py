@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from functools import lru_cache
 
 from pocketmq.client.errors import InvalidMessageError
@@ -31,18 +32,21 @@ from pocketmq.client.model import (
     SYSTEM_PROPERTIES,
     Message,
     MessageExt,
+    _new_message_ext,
 )
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.message import (
     BLANK_MAGIC_CODE,
     HEAD,
+    HOST_V4_SIZE,
+    HOST_V6_SIZE,
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH_V1,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     SysFlag,
     decode_properties,
-    encode_record,
+    fixed_part,
 )
 from pocketmq.common.validation import check_topic
 
@@ -66,6 +70,8 @@ _TAIL = struct.Struct(">iqi")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODY
 _U16 = struct.Struct(">H")
 _HEAD_UNPACK = HEAD.unpack_from
 _HEAD_SIZE = HEAD.size
+_FIXED_V4 = fixed_part(HOST_V4_SIZE, HOST_V4_SIZE)  # TOTALSIZE .. BODYLEN, IPv4 hosts
+_HOST_V6_BITS = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
 
 
 @lru_cache(maxsize=4096)
@@ -109,38 +115,82 @@ def check_message(msg: Message, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
 def message_properties(msg: Message, uniq_key: str) -> str:
     """The properties string of *msg*: user properties, then the client's own."""
     parts = [f"{k}\x01{v}\x02" for k, v in msg.properties.items()]
-    if msg.tags:
-        parts.append(f"{PROPERTY_TAGS}\x01{msg.tags}\x02")
-    if msg.keys:
-        parts.append(f"{PROPERTY_KEYS}\x01{' '.join(msg.keys)}\x02")
-    if msg.delay_level:
-        parts.append(f"{PROPERTY_DELAY}\x01{msg.delay_level}\x02")
+    parts.append(_client_properties(msg.tags, tuple(msg.keys), msg.delay_level))
     parts.append(f"{PROPERTY_UNIQ_KEY}\x01{uniq_key}\x02")
     return "".join(parts)
+
+
+@lru_cache(maxsize=1024)
+def _client_properties(tags: str, keys: tuple[str, ...], delay_level: int) -> str:
+    """``TAGS``, ``KEYS`` and ``DELAY`` pairs: the same for every message of one shape."""
+    parts = []
+    if tags:
+        parts.append(f"{PROPERTY_TAGS}\x01{tags}\x02")
+    if keys:
+        parts.append(f"{PROPERTY_KEYS}\x01{' '.join(keys)}\x02")
+    if delay_level:
+        parts.append(f"{PROPERTY_DELAY}\x01{delay_level}\x02")
+    return "".join(parts)
+
+
+@lru_cache(maxsize=1024)
+def _shape(topic: str, tags: str, keys: tuple[str, ...],
+           delay_level: int) -> tuple[bytes, bytes]:
+    """(TOPICLEN + TOPIC, the client's properties then ``UNIQ_KEY\x01``), UTF-8.
+
+    Messages of one shape share all of the record after BODY but the unique key,
+    so each distinct (topic, tags, keys, delay) is encoded once.
+    """
+    topic_raw = topic.encode()
+    if len(topic_raw) > MAX_TOPIC_LENGTH_V1:
+        raise InvalidMessageError(f"topic is {len(topic_raw)} bytes; at most "
+                                  f"{MAX_TOPIC_LENGTH_V1} fit a record")
+    own = _client_properties(tags, keys, delay_level) + f"{PROPERTY_UNIQ_KEY}\x01"
+    return len(topic_raw).to_bytes(1, "big") + topic_raw, own.encode()
 
 
 def encode_message(msg: Message, *, queue_id: int, uniq_key: str, born_host: bytes,
                    born_timestamp_ms: int, compress_over_bytes: int = COMPRESS_OVER_BYTES,
                    reconsume_times: int = 0) -> bytes:
-    """One record for *msg* in queue *queue_id*; call :func:`check_message` first."""
-    body = bytes(msg.body)
+    """One record for *msg* in queue *queue_id*; call :func:`check_message` first.
+
+    The same bytes as :func:`~pocketmq.common.message.encode_record` with
+    :func:`message_properties`, built with one struct call and the per-shape
+    parts cached (the producer's hot path).
+    """
+    body = msg.body
+    if type(body) is not bytes:
+        body = bytes(body)
     sysflag = 0
-    if len(body) > compress_over_bytes:
+    body_len = len(body)
+    if body_len > compress_over_bytes:
         packed = zlib.compress(body, ZLIB_LEVEL)
-        if len(packed) < len(body):
-            body, sysflag = packed, SysFlag.COMPRESSED
-    properties = message_properties(msg, uniq_key)
-    if len(msg.topic.encode()) > MAX_TOPIC_LENGTH_V1:
-        raise InvalidMessageError(f"topic is {len(msg.topic.encode())} bytes; at most "
-                                  f"{MAX_TOPIC_LENGTH_V1} fit a record")
-    props_len = len(properties.encode())
+        if len(packed) < body_len:
+            body, sysflag, body_len = packed, SysFlag.COMPRESSED, len(packed)
+    if msg.properties:
+        user = "".join([f"{k}\x01{v}\x02" for k, v in msg.properties.items()]).encode()
+    else:
+        user = b""
+    keys = msg.keys
+    topic_part, own = _shape(msg.topic, msg.tags, keys if type(keys) is tuple else tuple(keys),
+                             msg.delay_level)
+    uniq_raw = uniq_key.encode()
+    props_len = len(user) + len(own) + len(uniq_raw) + 1
     if props_len > MAX_PROPERTIES_LENGTH:
         raise InvalidMessageError(f"properties are {props_len} bytes; at most "
                                   f"{MAX_PROPERTIES_LENGTH} fit a record")
-    return encode_record(topic=msg.topic, body=body, queue_id=queue_id, flag=msg.flag,
-                         properties=properties, sysflag=sysflag,
-                         born_timestamp_ms=born_timestamp_ms, born_host=born_host,
-                         store_host=STORE_HOST_PLACEHOLDER, reconsume_times=reconsume_times)
+    if len(born_host) == HOST_V4_SIZE:
+        fixed = _FIXED_V4
+    else:
+        fixed = fixed_part(len(born_host), HOST_V4_SIZE)
+        if len(born_host) == HOST_V6_SIZE:
+            sysflag |= SysFlag.BORNHOST_V6
+    total = fixed.size + body_len + len(topic_part) + 2 + props_len
+    return b"".join((
+        fixed.pack(total, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, queue_id,
+                   msg.flag, 0, 0, sysflag, born_timestamp_ms, born_host, 0,
+                   STORE_HOST_PLACEHOLDER, reconsume_times, 0, body_len),
+        body, topic_part, props_len.to_bytes(2, "big"), user, own, uniq_raw, b"\x02"))
 
 
 def set_queue_id(record: bytes, queue_id: int) -> bytes:
@@ -153,33 +203,111 @@ def decode_messages(buf: bytes | memoryview, broker_name: str, *,
     """Decode a pull reply into messages; BLANK records are skipped.
 
     Raises :class:`CorruptRecordError` naming the offset of a damaged record.
+    A record with IPv4 hosts (all but a few) is read with one struct call up
+    to BODY; topic names and store-host hex are decoded once per reply.
     """
     raw = bytes(buf)
     out: list[MessageExt] = []
-    topics: dict[bytes, str] = {}
+    append = out.append
+    topics: dict[bytes, tuple[str, bool]] = {}
+    hosts: dict[bytes, str] = {}
+    fixed_unpack, fixed_size = _FIXED_V4.unpack_from, _FIXED_V4.size
     pos, end = 0, len(raw)
     while pos < end:
-        if end - pos < _HEAD_SIZE:
-            raise CorruptRecordError(pos, f"{end - pos} bytes left; a record head is "
-                                          f"{_HEAD_SIZE}")
-        (total, magic, crc, queue_id, flag, queue_offset, phys_offset, sysflag,
-         born_ts) = _HEAD_UNPACK(raw, pos)
-        if magic == BLANK_MAGIC_CODE and total > 0:
-            pos += total
+        if end - pos < fixed_size:  # a short tail: the general path says what is wrong
+            pos = _decode_general(raw, pos, end, broker_name, topics, check_crc, append)
             continue
-        if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
+        (total, magic, crc, queue_id, flag, queue_offset, phys_offset, sysflag, born_ts,
+         _born_host, store_ts, store_host, reconsume, _prepared, body_len) = fixed_unpack(raw, pos)
+        if sysflag & _HOST_V6_BITS or magic == BLANK_MAGIC_CODE or total < fixed_size:
+            pos = _decode_general(raw, pos, end, broker_name, topics, check_crc, append)
+            continue
+        if magic != MESSAGE_MAGIC_CODE and magic != MESSAGE_MAGIC_CODE_V2:
             raise CorruptRecordError(pos, f"magic code is 0x{magic:08X}")
-        if total < _HEAD_SIZE or pos + total > end:
+        record_end = pos + total
+        if record_end > end:
             raise CorruptRecordError(pos, f"TOTALSIZE is {total}; {end - pos} bytes are left")
-        out.append(_decode_one(raw, pos, total, magic, crc, queue_id, flag, queue_offset,
-                               phys_offset, sysflag, born_ts, broker_name, topics, check_crc))
-        pos += total
+        p = pos + fixed_size
+        if body_len < 0 or p + body_len > record_end:
+            raise CorruptRecordError(pos, f"BODYLEN {body_len} does not fit TOTALSIZE {total}")
+        body = raw[p:p + body_len]
+        if check_crc and zlib.crc32(body) & 0x7FFFFFFF != crc:
+            raise CorruptRecordError(pos, "body CRC mismatch")
+        p += body_len
+        if sysflag & SysFlag.COMPRESSED:
+            body = _inflate(body, pos)
+        if magic == MESSAGE_MAGIC_CODE:
+            topic_len = raw[p]
+            p += 1
+        else:
+            topic_len = _U16.unpack_from(raw, p)[0]
+            p += 2
+        raw_topic = raw[p:p + topic_len]
+        topic_entry = topics.get(raw_topic)
+        if topic_entry is None:
+            topic_entry = topics[raw_topic] = _topic_entry(raw_topic)
+        p += topic_len
+        props_len = _U16.unpack_from(raw, p)[0]
+        p += 2
+        if p + props_len != record_end:
+            raise CorruptRecordError(pos, f"TOTALSIZE is {total} but the parts add up to "
+                                          f"{p + props_len - pos}")
+        props = decode_properties(raw[p:p + props_len].decode("utf-8", "replace")) \
+            if props_len else {}
+        topic, is_retry = topic_entry
+        if is_retry:
+            topic = props.get(PROPERTY_RETRY_TOPIC, topic)
+        host_hex = hosts.get(store_host)
+        if host_hex is None:
+            host_hex = hosts[store_host] = store_host.hex().upper()
+        keys = props.get(PROPERTY_KEYS)
+        append(_new_message_ext(
+            topic, body, props.get(PROPERTY_TAGS, ""), keys.split(" ") if keys else [], props,
+            props.get(PROPERTY_UNIQ_KEY, ""),
+            f"{host_hex}{phys_offset:016X}" if phys_offset >= 0 else
+            (store_host + phys_offset.to_bytes(8, "big", signed=True)).hex().upper(),
+            broker_name, queue_id, queue_offset, store_ts, born_ts, reconsume, phys_offset, flag,
+            sysflag, total))
+        pos = record_end
     return out
+
+
+def _topic_entry(raw_topic: bytes) -> tuple[str, bool]:
+    topic = raw_topic.decode("utf-8", "replace")
+    return topic, topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+
+
+def _inflate(body: bytes, pos: int) -> bytes:
+    try:
+        return zlib.decompress(body)
+    except zlib.error as exc:
+        raise CorruptRecordError(pos, f"compressed body does not inflate: {exc}") from None
+
+
+def _decode_general(raw: bytes, pos: int, end: int, broker_name: str,
+                    topics: dict[bytes, tuple[str, bool]], check_crc: bool,
+                    append: Callable[[MessageExt], None]) -> int:
+    """One record of any host size (or a BLANK, or a damaged tail); returns the next pos."""
+    if end - pos < _HEAD_SIZE:
+        raise CorruptRecordError(pos, f"{end - pos} bytes left; a record head is "
+                                      f"{_HEAD_SIZE}")
+    (total, magic, crc, queue_id, flag, queue_offset, phys_offset, sysflag,
+     born_ts) = _HEAD_UNPACK(raw, pos)
+    if magic == BLANK_MAGIC_CODE and total > 0:
+        return pos + total
+    if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
+        raise CorruptRecordError(pos, f"magic code is 0x{magic:08X}")
+    if total < _HEAD_SIZE or pos + total > end:
+        raise CorruptRecordError(pos, f"TOTALSIZE is {total}; {end - pos} bytes are left")
+    append(_decode_one(raw, pos, total, magic, crc, queue_id, flag, queue_offset,
+                       phys_offset, sysflag, born_ts, broker_name, topics, check_crc))
+    return pos + total
 
 
 def _decode_one(raw: bytes, pos: int, total: int, magic: int, crc: int, queue_id: int, flag: int,
                 queue_offset: int, phys_offset: int, sysflag: int, born_ts: int,
-                broker_name: str, topics: dict[bytes, str], check_crc: bool) -> MessageExt:
+                broker_name: str, topics: dict[bytes, tuple[str, bool]],
+                check_crc: bool) -> MessageExt:
     p = pos + _HEAD_SIZE + (20 if sysflag & SysFlag.BORNHOST_V6 else 8)
     store_ts = _I64.unpack_from(raw, p)[0]
     p += 8
@@ -196,10 +324,7 @@ def _decode_one(raw: bytes, pos: int, total: int, magic: int, crc: int, queue_id
         raise CorruptRecordError(pos, "body CRC mismatch")
     p += body_len
     if sysflag & SysFlag.COMPRESSED:
-        try:
-            body = zlib.decompress(body)
-        except zlib.error as exc:
-            raise CorruptRecordError(pos, f"compressed body does not inflate: {exc}") from None
+        body = _inflate(body, pos)
     if magic == MESSAGE_MAGIC_CODE:
         topic_len = raw[p]
         p += 1
@@ -207,9 +332,9 @@ def _decode_one(raw: bytes, pos: int, total: int, magic: int, crc: int, queue_id
         topic_len = _U16.unpack_from(raw, p)[0]
         p += 2
     raw_topic = raw[p:p + topic_len]
-    topic = topics.get(raw_topic)
-    if topic is None:
-        topic = topics[raw_topic] = raw_topic.decode("utf-8", "replace")
+    topic_entry = topics.get(raw_topic)
+    if topic_entry is None:
+        topic_entry = topics[raw_topic] = _topic_entry(raw_topic)
     p += topic_len
     props_len = _U16.unpack_from(raw, p)[0]
     p += 2
@@ -218,14 +343,13 @@ def _decode_one(raw: bytes, pos: int, total: int, magic: int, crc: int, queue_id
                                       f"{p + props_len - pos}")
     props = decode_properties(raw[p:p + props_len].decode("utf-8", "replace")) if props_len \
         else {}
-    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+    topic, is_retry = topic_entry
+    if is_retry:
         topic = props.get(PROPERTY_RETRY_TOPIC, topic)
     keys = props.get(PROPERTY_KEYS)
-    return MessageExt(
-        topic=topic, body=body, tags=props.get(PROPERTY_TAGS, ""),
-        keys=keys.split(" ") if keys else [], properties=props,
-        msg_id=props.get(PROPERTY_UNIQ_KEY, ""),
-        offset_msg_id=(store_host + phys_offset.to_bytes(8, "big", signed=True)).hex().upper(),
-        broker_name=broker_name, queue_id=queue_id, queue_offset=queue_offset,
-        store_timestamp_ms=store_ts, born_timestamp_ms=born_ts, reconsume_times=reconsume,
-        phys_offset=phys_offset, flag=flag, sysflag=sysflag, store_size_bytes=total)
+    return _new_message_ext(
+        topic, body, props.get(PROPERTY_TAGS, ""), keys.split(" ") if keys else [], props,
+        props.get(PROPERTY_UNIQ_KEY, ""),
+        (store_host + phys_offset.to_bytes(8, "big", signed=True)).hex().upper(),
+        broker_name, queue_id, queue_offset, store_ts, born_ts, reconsume, phys_offset, flag,
+        sysflag, total)

@@ -8,9 +8,9 @@ one topic on one broker, ``SendResult`` is one send's outcome.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, NamedTuple
 
 __all__ = [
     "ConsumeFrom",
@@ -129,6 +129,37 @@ class SendResult:
     offset_msg_id: str   # store host + port + commit-log offset, made by the broker
     queue: MessageQueue
     queue_offset: int
+
+
+def _positional_builder(cls: type, names: tuple[str, ...]) -> Callable[..., Any]:
+    """A fast positional constructor for a frozen, slotted dataclass (SDK-internal).
+
+    A frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``, about three times the cost of writing the slots
+    directly; the SDK builds one :class:`SendResult` per message sent and one
+    :class:`MessageExt` per message received, so its hot paths use this. The
+    object is the same as the dataclass constructor makes (equal, hashable,
+    frozen afterwards); every field must be given, in *names* order.
+    """
+    slots = cls.__dict__
+    setters = [slots[name].__set__ for name in names]
+    assert {f.name for f in fields(cls)} == set(names), f"{cls.__name__}: {names}"
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls,
+                                 **{f"_set_{n}": fn for n, fn in zip(names, setters, strict=True)}}
+    args = ", ".join(names)
+    body = "".join(f"    _set_{n}(obj, {n})\n" for n in names)
+    exec(f"def build({args}):\n    obj = _new(_cls)\n{body}    return obj\n",
+         namespace)
+    return namespace["build"]  # type: ignore[no-any-return]
+
+
+_new_send_result = _positional_builder(
+    SendResult, ("status", "msg_id", "offset_msg_id", "queue", "queue_offset"))
+_new_message_ext = _positional_builder(
+    MessageExt, ("topic", "body", "tags", "keys", "properties", "msg_id", "offset_msg_id",
+                 "broker_name", "queue_id", "queue_offset", "store_timestamp_ms",
+                 "born_timestamp_ms", "reconsume_times", "phys_offset", "flag", "sysflag",
+                 "store_size_bytes"))
 
 
 class ConsumeResult(enum.Enum):

@@ -40,7 +40,7 @@ from pocketmq.client.errors import (
 from pocketmq.client.fault_strategy import LatencyFaultTolerance, QueueSelector
 from pocketmq.client.heartbeat import HeartbeatService, local_ip, make_client_id
 from pocketmq.client.message_codec import check_message, encode_message, set_queue_id
-from pocketmq.client.model import Message, MessageQueue, SendResult
+from pocketmq.client.model import Message, MessageQueue, SendResult, _new_send_result
 from pocketmq.client.remoting import Remoting, SendReceipt
 from pocketmq.client.route import RouteService
 from pocketmq.common.clock import Clock, SystemClock
@@ -156,36 +156,93 @@ class Producer:
                    selector: MessageQueueSelector | None = None, arg: Any = None,
                    timeout_ms: int | None = None) -> SendResult:
         """Send one message and wait for the broker's answer."""
-        routes, _acc = self._running()
-        check_message(msg, max_body_bytes=self.config.max_message_size_bytes)
-        budget_s = (timeout_ms or self.config.send_timeout_ms) / 1000
+        routes, accumulator = self._running()
+        cfg = self.config
+        check_message(msg, max_body_bytes=cfg.max_message_size_bytes)
+        budget_s = (timeout_ms or cfg.send_timeout_ms) / 1000
         deadline = time.monotonic() + budget_s
         uniq_key = self._ids.next_id()
         if queue is not None or selector is not None:
-            if queue is None:
-                assert selector is not None
-                queues = await routes.write_queues(msg.topic)
-                queue = selector(list(queues), msg, arg)
-            if queue.topic != msg.topic:
-                raise InvalidMessageError(f"queue {queue} belongs to topic {queue.topic!r}, "
-                                          f"the message to {msg.topic!r}")
-            record = self._encode(msg, queue.queue_id, uniq_key)
-            return await self._attempt(queue, record, deadline)
-        return await self._send_with_retries(
-            msg.topic, deadline, budget_s,
-            lambda mq, rec: self._attempt(mq, rec, deadline),
-            lambda mq: self._encode(msg, mq.queue_id, uniq_key))
+            return await self._send_to_queue(msg, uniq_key, deadline, queue, selector, arg)
+        # The first attempt runs inline, in this one coroutine: the same steps as the
+        # first round of _send_with_retries with _attempt, whose extra coroutine layers
+        # are a good part of a send's cost. The retry machinery starts after a failure.
+        topic = msg.topic
+        if time.monotonic() >= deadline:
+            return await self._send_with_retries(
+                topic, deadline, budget_s, lambda mq, rec: self._attempt(mq, rec, deadline),
+                lambda mq: self._encode(msg, mq.queue_id, uniq_key))
+        queues = await routes.write_queues(topic)  # RouteNotFoundError ends the send
+        mq = self._selector.select(queues)
+        record = encode_message(msg, queue_id=mq.queue_id, uniq_key=uniq_key,
+                                born_host=self._born_host, born_timestamp_ms=self._clock.now_ms(),
+                                compress_over_bytes=cfg.compress_over_bytes)
+        started = time.monotonic()
+        try:
+            if self._state != "running":
+                self._running()
+            addr = routes.addr_of(mq.broker_name)
+            if addr is None:
+                raise RouteNotFoundError(topic, f"broker {mq.broker_name} has no known address")
+            if deadline <= started:
+                raise SendTimeoutError(f"no time left to send to {mq}")
+            # The batcher fails the future past the deadline, and the call has it as timeout.
+            receipt = await accumulator.add(addr, record, deadline)
+        except ClientError as exc:
+            if not exc.retriable:
+                raise
+            return await self._send_with_retries(
+                topic, deadline, budget_s, lambda mq, rec: self._attempt(mq, rec, deadline),
+                lambda mq: self._encode(msg, mq.queue_id, uniq_key),
+                after_first=(self._attempt_failed(topic, mq, started, exc, 1), mq.broker_name,
+                             record))
+        self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
+        return _result(receipt, mq)
+
+    async def _send_to_queue(self, msg: Message, uniq_key: str, deadline: float,
+                             queue: MessageQueue | None, selector: MessageQueueSelector | None,
+                             arg: Any) -> SendResult:
+        """One attempt to the queue the caller named or its selector chose."""
+        if queue is None:
+            assert selector is not None
+            routes, _acc = self._running()
+            queues = await routes.write_queues(msg.topic)
+            queue = selector(list(queues), msg, arg)
+        if queue.topic != msg.topic:
+            raise InvalidMessageError(f"queue {queue} belongs to topic {queue.topic!r}, "
+                                      f"the message to {msg.topic!r}")
+        record = self._encode(msg, queue.queue_id, uniq_key)
+        return await self._attempt(queue, record, deadline)
+
+    def _attempt_failed(self, topic: str, mq: MessageQueue, started: float, exc: ClientError,
+                        tried: int) -> ClientError:
+        assert self._routes is not None
+        self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000, isolation=True)
+        self._routes.invalidate(topic)
+        log.debug("send to %s failed (attempt %d of %d): %s", mq, tried,
+                  1 + self.config.retry_times_when_send_failed, exc)
+        return exc
 
     async def _send_with_retries(self, topic: str, deadline: float, budget_s: float,
                                  attempt: Callable[[MessageQueue, Any], Any],
-                                 encode: Callable[[MessageQueue], Any]) -> Any:
+                                 encode: Callable[[MessageQueue], Any], *,
+                                 after_first: tuple[ClientError, str, Any] | None = None) -> Any:
+        """Attempts until one succeeds, the attempts or the time run out.
+
+        *after_first* is (error, broker name, payload) of a first attempt that
+        already failed (:meth:`_send_fast`); the attempts continue from the second.
+        """
         routes, _acc = self._running()
         attempts = 1 + self.config.retry_times_when_send_failed
         last_error: ClientError | None = None
         last_broker: str | None = None
         payload: Any = None
-        tried = 0
-        for tried in range(1, attempts + 1):
+        first = 1
+        if after_first is not None:
+            last_error, last_broker, payload = after_first
+            first = 2
+        tried = first - 1
+        for tried in range(first, attempts + 1):
             if time.monotonic() >= deadline:
                 break
             try:
@@ -201,11 +258,8 @@ class Producer:
             except ClientError as exc:
                 if not exc.retriable:
                     raise
-                self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000,
-                                  isolation=True)
-                routes.invalidate(topic)
-                log.debug("send to %s failed (attempt %d of %d): %s", mq, tried, attempts, exc)
-                last_error, last_broker = exc, mq.broker_name
+                last_error = self._attempt_failed(topic, mq, started, exc, tried)
+                last_broker = mq.broker_name
                 continue
             self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
             return result
@@ -247,7 +301,12 @@ class Producer:
         keys = [self._ids.next_id() for _ in msgs]
 
         def encode(mq: MessageQueue) -> list[bytes]:
-            records = [self._encode(m, mq.queue_id, k) for m, k in zip(msgs, keys, strict=True)]
+            queue_id, born_host = mq.queue_id, self._born_host
+            born_ms, compress_over = self._clock.now_ms(), self.config.compress_over_bytes
+            records = [encode_message(m, queue_id=queue_id, uniq_key=k, born_host=born_host,
+                                      born_timestamp_ms=born_ms,
+                                      compress_over_bytes=compress_over)
+                       for m, k in zip(msgs, keys, strict=True)]
             size = sum(map(len, records))
             if size > self.config.max_batch_size_bytes:
                 raise InvalidMessageError(
@@ -319,8 +378,8 @@ def _retarget(payload: Any, queue_id: int) -> Any:
 
 
 def _result(receipt: SendReceipt, mq: MessageQueue) -> SendResult:
-    return SendResult(status=receipt.status, msg_id=receipt.msg_id,
-                      offset_msg_id=receipt.offset_msg_id,
-                      queue=MessageQueue(receipt.topic or mq.topic, mq.broker_name,
-                                         receipt.queue_id),
-                      queue_offset=receipt.queue_offset)
+    queue = mq
+    if (receipt.topic and receipt.topic != mq.topic) or receipt.queue_id != mq.queue_id:
+        queue = MessageQueue(receipt.topic or mq.topic, mq.broker_name, receipt.queue_id)
+    return _new_send_result(receipt.status, receipt.msg_id, receipt.offset_msg_id, queue,
+                            receipt.queue_offset)

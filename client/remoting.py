@@ -40,6 +40,7 @@ __all__ = [
     "STATUS_ERRORS",
     "BrokerClient",
     "ChannelOpened",
+    "CheckTransactionState",
     "ConsumerIdsChanged",
     "ConsumerInfo",
     "NameserverClient",
@@ -136,7 +137,20 @@ class ConsumerIdsChanged:
     group: str
 
 
-ServerCommand = ChannelOpened | ConsumerIdsChanged
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckTransactionState:
+    """The broker at *broker_addr* asks how the transaction of a half message ended."""
+
+    broker_addr: str
+    producer_group: str
+    record: bytes                # the half message as stored (commit-log layout)
+    commit_log_offset: int
+    offset_msg_id: str
+    msg_id: str
+    check_times: int
+
+
+ServerCommand = ChannelOpened | ConsumerIdsChanged | CheckTransactionState
 
 _SEND_STATUS = {bpb.SEND_OK: SendStatus.SEND_OK,
                 bpb.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT}
@@ -308,6 +322,13 @@ class BrokerClient:
                     yield ChannelOpened(command.channel_opened.broker_name)
                 elif kind == "notify_consumer_ids_changed":
                     yield ConsumerIdsChanged(command.notify_consumer_ids_changed.consumer_group)
+                elif kind == "check_transaction_state":
+                    check = command.check_transaction_state
+                    yield CheckTransactionState(
+                        broker_addr=self.addr, producer_group=check.producer_group,
+                        record=check.record, commit_log_offset=check.commit_log_offset,
+                        offset_msg_id=check.offset_msg_id, msg_id=check.msg_id,
+                        check_times=check.check_times)
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise asyncio.CancelledError
@@ -315,6 +336,19 @@ class BrokerClient:
             raise _remote_error(exc, self.addr, "ClientChannel") from None
         finally:
             call.cancel()
+
+    # -- transactions -------------------------------------------------------------------
+    async def end_transaction(self, *, producer_group: str, commit_log_offset: int,
+                              offset_msg_id: str, msg_id: str, commit: bool,
+                              from_transaction_check: bool = False,
+                              timeout_s: float = 3.0) -> bool:
+        """Commit or roll back a half message; True if it was already resolved so."""
+        resp = await self._call("EndTransaction", bpb.EndTransactionRequest(
+            producer_group=producer_group, commit_log_offset=commit_log_offset,
+            offset_msg_id=offset_msg_id, msg_id=msg_id,
+            resolution=bpb.COMMIT if commit else bpb.ROLLBACK,
+            from_transaction_check=from_transaction_check), timeout_s)
+        return bool(resp.already_resolved)
 
     # -- retries and ordered consumption (newer RPCs) -----------------------------------
     async def consumer_send_msg_back(self, *, group: str, phys_offset: int, delay_level: int,

@@ -35,6 +35,12 @@ class GetMessageStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     GET_NO_MATCHED_LOGIC_QUEUE: _ClassVar[GetMessageStatus]
     GET_NO_MESSAGE_IN_QUEUE: _ClassVar[GetMessageStatus]
 
+class TransactionResolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TRANSACTION_RESOLUTION_UNSPECIFIED: _ClassVar[TransactionResolution]
+    COMMIT: _ClassVar[TransactionResolution]
+    ROLLBACK: _ClassVar[TransactionResolution]
+
 class ConsumeType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CONSUME_TYPE_UNSPECIFIED: _ClassVar[ConsumeType]
@@ -71,6 +77,9 @@ GET_OFFSET_OVERFLOW_ONE: GetMessageStatus
 GET_OFFSET_TOO_SMALL: GetMessageStatus
 GET_NO_MATCHED_LOGIC_QUEUE: GetMessageStatus
 GET_NO_MESSAGE_IN_QUEUE: GetMessageStatus
+TRANSACTION_RESOLUTION_UNSPECIFIED: TransactionResolution
+COMMIT: TransactionResolution
+ROLLBACK: TransactionResolution
 CONSUME_TYPE_UNSPECIFIED: ConsumeType
 CONSUME_ACTIVELY: ConsumeType
 CONSUME_PASSIVELY: ConsumeType
@@ -264,6 +273,28 @@ class ConsumerSendMsgBackResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class EndTransactionRequest(_message.Message):
+    __slots__ = ("producer_group", "commit_log_offset", "offset_msg_id", "msg_id", "resolution", "from_transaction_check")
+    PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_LOG_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    FROM_TRANSACTION_CHECK_FIELD_NUMBER: _ClassVar[int]
+    producer_group: str
+    commit_log_offset: int
+    offset_msg_id: str
+    msg_id: str
+    resolution: TransactionResolution
+    from_transaction_check: bool
+    def __init__(self, producer_group: _Optional[str] = ..., commit_log_offset: _Optional[int] = ..., offset_msg_id: _Optional[str] = ..., msg_id: _Optional[str] = ..., resolution: _Optional[_Union[TransactionResolution, str]] = ..., from_transaction_check: _Optional[bool] = ...) -> None: ...
+
+class EndTransactionResponse(_message.Message):
+    __slots__ = ("already_resolved",)
+    ALREADY_RESOLVED_FIELD_NUMBER: _ClassVar[int]
+    already_resolved: bool
+    def __init__(self, already_resolved: _Optional[bool] = ...) -> None: ...
+
 class MessageQueueRef(_message.Message):
     __slots__ = ("topic", "broker_name", "queue_id")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -373,12 +404,14 @@ class ClientChannelRequest(_message.Message):
     def __init__(self, client_id: _Optional[str] = ...) -> None: ...
 
 class ServerCommand(_message.Message):
-    __slots__ = ("channel_opened", "notify_consumer_ids_changed")
+    __slots__ = ("channel_opened", "notify_consumer_ids_changed", "check_transaction_state")
     CHANNEL_OPENED_FIELD_NUMBER: _ClassVar[int]
     NOTIFY_CONSUMER_IDS_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    CHECK_TRANSACTION_STATE_FIELD_NUMBER: _ClassVar[int]
     channel_opened: ChannelOpened
     notify_consumer_ids_changed: NotifyConsumerIdsChanged
-    def __init__(self, channel_opened: _Optional[_Union[ChannelOpened, _Mapping]] = ..., notify_consumer_ids_changed: _Optional[_Union[NotifyConsumerIdsChanged, _Mapping]] = ...) -> None: ...
+    check_transaction_state: CheckTransactionState
+    def __init__(self, channel_opened: _Optional[_Union[ChannelOpened, _Mapping]] = ..., notify_consumer_ids_changed: _Optional[_Union[NotifyConsumerIdsChanged, _Mapping]] = ..., check_transaction_state: _Optional[_Union[CheckTransactionState, _Mapping]] = ...) -> None: ...
 
 class ChannelOpened(_message.Message):
     __slots__ = ("broker_name",)
@@ -391,6 +424,22 @@ class NotifyConsumerIdsChanged(_message.Message):
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     def __init__(self, consumer_group: _Optional[str] = ...) -> None: ...
+
+class CheckTransactionState(_message.Message):
+    __slots__ = ("producer_group", "record", "commit_log_offset", "offset_msg_id", "msg_id", "check_times")
+    PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_LOG_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECK_TIMES_FIELD_NUMBER: _ClassVar[int]
+    producer_group: str
+    record: bytes
+    commit_log_offset: int
+    offset_msg_id: str
+    msg_id: str
+    check_times: int
+    def __init__(self, producer_group: _Optional[str] = ..., record: _Optional[bytes] = ..., commit_log_offset: _Optional[int] = ..., offset_msg_id: _Optional[str] = ..., msg_id: _Optional[str] = ..., check_times: _Optional[int] = ...) -> None: ...
 
 class CreateTopicRequest(_message.Message):
     __slots__ = ("topic_config",)

@@ -89,6 +89,11 @@ class BrokerStub:
                 request_serializer=pocketmq_dot_v1_dot_broker__pb2.ConsumerSendMsgBackRequest.SerializeToString,
                 response_deserializer=pocketmq_dot_v1_dot_broker__pb2.ConsumerSendMsgBackResponse.FromString,
                 _registered_method=True)
+        self.EndTransaction = channel.unary_unary(
+                '/pocketmq.v1.Broker/EndTransaction',
+                request_serializer=pocketmq_dot_v1_dot_broker__pb2.EndTransactionRequest.SerializeToString,
+                response_deserializer=pocketmq_dot_v1_dot_broker__pb2.EndTransactionResponse.FromString,
+                _registered_method=True)
         self.LockBatchMQ = channel.unary_unary(
                 '/pocketmq.v1.Broker/LockBatchMQ',
                 request_serializer=pocketmq_dot_v1_dot_broker__pb2.LockBatchMQRequest.SerializeToString,
@@ -234,6 +239,14 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EndTransaction(self, request, context):
+        """Commit or roll back a half message (END_TRANSACTION): a record sent with
+        sysflag TRANSACTION_PREPARED, kept in RMQ_SYS_TRANS_HALF_TOPIC until then.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def LockBatchMQ(self, request, context):
         """-- orderly consumption ----------------------------------------------------------
         Lock queues for one client of a group (LOCK_BATCH_MQ); a lock lasts 60 s
@@ -270,7 +283,7 @@ class BrokerServicer:
 
     def ClientChannel(self, request, context):
         """Server-to-client commands for one client (RocketMQ's broker-initiated
-        requests: NOTIFY_CONSUMER_IDS_CHANGED, later CHECK_TRANSACTION_STATE).
+        requests: NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -378,6 +391,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.ConsumerSendMsgBack,
                     request_deserializer=pocketmq_dot_v1_dot_broker__pb2.ConsumerSendMsgBackRequest.FromString,
                     response_serializer=pocketmq_dot_v1_dot_broker__pb2.ConsumerSendMsgBackResponse.SerializeToString,
+            ),
+            'EndTransaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndTransaction,
+                    request_deserializer=pocketmq_dot_v1_dot_broker__pb2.EndTransactionRequest.FromString,
+                    response_serializer=pocketmq_dot_v1_dot_broker__pb2.EndTransactionResponse.SerializeToString,
             ),
             'LockBatchMQ': grpc.unary_unary_rpc_method_handler(
                     servicer.LockBatchMQ,
@@ -742,6 +760,33 @@ class Broker:
             '/pocketmq.v1.Broker/ConsumerSendMsgBack',
             pocketmq_dot_v1_dot_broker__pb2.ConsumerSendMsgBackRequest.SerializeToString,
             pocketmq_dot_v1_dot_broker__pb2.ConsumerSendMsgBackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndTransaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pocketmq.v1.Broker/EndTransaction',
+            pocketmq_dot_v1_dot_broker__pb2.EndTransactionRequest.SerializeToString,
+            pocketmq_dot_v1_dot_broker__pb2.EndTransactionResponse.FromString,
             options,
             channel_credentials,
             insecure,
