@@ -27,6 +27,8 @@ from pocketmq.client.model import (
     PROPERTY_KEYS,
     PROPERTY_RETRY_TOPIC,
     PROPERTY_TAGS,
+    PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_UNIQ_KEY,
     RETRY_GROUP_TOPIC_PREFIX,
     SYSTEM_PROPERTIES,
@@ -98,6 +100,11 @@ def check_message(msg: Message, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
     if not 0 <= msg.delay_level <= MAX_DELAY_LEVEL:
         raise InvalidMessageError(f"delay_level is {msg.delay_level}; give 0 (none) or "
                                   f"1..{MAX_DELAY_LEVEL}")
+    if msg.deliver_at_ms < 0 or msg.delay_ms < 0:
+        raise InvalidMessageError(f"deliver_at_ms ({msg.deliver_at_ms}) and delay_ms "
+                                  f"({msg.delay_ms}) must be >= 0")
+    if sum(1 for v in (msg.delay_level, msg.deliver_at_ms, msg.delay_ms) if v) > 1:
+        raise InvalidMessageError("give at most one of delay_level, deliver_at_ms and delay_ms")
     for key in msg.keys:
         if not key or " " in key:
             raise InvalidMessageError(f"message key {key!r} is empty or contains a space; "
@@ -112,9 +119,19 @@ def check_message(msg: Message, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
                                       "Message.tags / Message.keys")
 
 
+def _timer_properties(msg: Message) -> str:
+    """``TIMER_DELIVER_MS`` or ``TIMER_DELAY_MS`` when the message asks for a time."""
+    if msg.deliver_at_ms:
+        return f"{PROPERTY_TIMER_DELIVER_MS}\x01{msg.deliver_at_ms}\x02"
+    if msg.delay_ms:
+        return f"{PROPERTY_TIMER_DELAY_MS}\x01{msg.delay_ms}\x02"
+    return ""
+
+
 def message_properties(msg: Message, uniq_key: str) -> str:
     """The properties string of *msg*: user properties, then the client's own."""
     parts = [f"{k}\x01{v}\x02" for k, v in msg.properties.items()]
+    parts.append(_timer_properties(msg))
     parts.append(_client_properties(msg.tags, tuple(msg.keys), msg.delay_level))
     parts.append(f"{PROPERTY_UNIQ_KEY}\x01{uniq_key}\x02")
     return "".join(parts)
@@ -171,6 +188,8 @@ def encode_message(msg: Message, *, queue_id: int, uniq_key: str, born_host: byt
         user = "".join([f"{k}\x01{v}\x02" for k, v in msg.properties.items()]).encode()
     else:
         user = b""
+    if msg.deliver_at_ms or msg.delay_ms:
+        user += _timer_properties(msg).encode()
     keys = msg.keys
     topic_part, own = _shape(msg.topic, msg.tags, keys if type(keys) is tuple else tuple(keys),
                              msg.delay_level)

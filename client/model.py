@@ -38,7 +38,10 @@ PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
 PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
 PROPERTY_PRODUCER_GROUP = "PGROUP"
-SYSTEM_PROPERTIES = frozenset({PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY})
+PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"  # RocketMQ 5's names, read by the broker
+PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
+SYSTEM_PROPERTIES = frozenset({PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY,
+                               PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_MS})
 
 
 def retry_topic(group: str) -> str:
@@ -68,7 +71,9 @@ class Message:
 
     ``keys`` are indexed by the broker (QueryMessage finds them); ``tags`` is
     the one tag consumers filter on; ``properties`` are user properties;
-    ``delay_level`` (1..18) asks for RocketMQ's scheduled delivery.
+    ``delay_level`` (1..18) asks for RocketMQ's scheduled delivery;
+    ``deliver_at_ms`` (ms since the epoch) or ``delay_ms`` for any delivery time
+    (the broker accepts up to 3 days ahead by default). Give at most one of the three.
     """
 
     topic: str
@@ -78,6 +83,8 @@ class Message:
     properties: Mapping[str, str] = field(default_factory=dict)
     delay_level: int = 0
     flag: int = 0
+    deliver_at_ms: int = 0
+    delay_ms: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.keys, str):  # a lone key is a common slip; keep it one key
