@@ -26,17 +26,10 @@ from pocketmq.client import (
     dlq_topic,
 )
 from pocketmq.nameserver import NameServer, NamesrvConfig
-from pocketmq.v1 import broker_pb2
 
 QUEUES = 4  # per broker: 8 in all
 FAST = {"rebalance_interval_s": 1.0, "commit_interval_s": 0.2, "pull_suspend_ms": 2000}
 
-needs_send_back = pytest.mark.skipif(
-    not hasattr(broker_pb2, "ConsumerSendMsgBackRequest"),
-    reason="broker.proto has no ConsumerSendMsgBack RPC yet (lead to add it)")
-needs_locks = pytest.mark.skipif(
-    not hasattr(broker_pb2, "LockBatchMQRequest"),
-    reason="broker.proto has no LockBatchMQ/UnlockBatchMQ RPCs yet (lead to add them)")
 
 
 @dataclass
@@ -269,7 +262,6 @@ async def test_tag_filters_deliver_only_the_subscribed_tags(cluster, eventually)
         await consumer.shutdown()
 
 
-@needs_send_back
 async def test_reconsume_later_redelivers_with_reconsume_times_then_dead_letters(
         cluster, eventually):
     await create_topic(cluster, "retry", eventually)
@@ -296,7 +288,6 @@ async def test_reconsume_later_redelivers_with_reconsume_times_then_dead_letters
         await consumer.shutdown()
 
 
-@needs_locks
 async def test_orderly_queues_are_locked_by_exactly_one_member(cluster, eventually):
     await create_topic(cluster, "locks", eventually)
     consumers = []
