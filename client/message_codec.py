@@ -246,34 +246,9 @@ def decode_messages(buf: bytes | memoryview, broker_name: str, *,
         record_end = pos + total
         if record_end > end:
             raise CorruptRecordError(pos, f"TOTALSIZE is {total}; {end - pos} bytes are left")
-        p = pos + fixed_size
-        if body_len < 0 or p + body_len > record_end:
-            raise CorruptRecordError(pos, f"BODYLEN {body_len} does not fit TOTALSIZE {total}")
-        body = raw[p:p + body_len]
-        if check_crc and zlib.crc32(body) & 0x7FFFFFFF != crc:
-            raise CorruptRecordError(pos, "body CRC mismatch")
-        p += body_len
-        if sysflag & SysFlag.COMPRESSED:
-            body = _inflate(body, pos)
-        if magic == MESSAGE_MAGIC_CODE:
-            topic_len = raw[p]
-            p += 1
-        else:
-            topic_len = _U16.unpack_from(raw, p)[0]
-            p += 2
-        raw_topic = raw[p:p + topic_len]
-        topic_entry = topics.get(raw_topic)
-        if topic_entry is None:
-            topic_entry = topics[raw_topic] = _topic_entry(raw_topic)
-        p += topic_len
-        props_len = _U16.unpack_from(raw, p)[0]
-        p += 2
-        if p + props_len != record_end:
-            raise CorruptRecordError(pos, f"TOTALSIZE is {total} but the parts add up to "
-                                          f"{p + props_len - pos}")
-        props = decode_properties(raw[p:p + props_len].decode("utf-8", "replace")) \
-            if props_len else {}
-        topic, is_retry = topic_entry
+        body, (topic, is_retry), props = _decode_tail(
+            raw, pos, pos + fixed_size, record_end, total, magic, crc, sysflag, body_len,
+            topics, check_crc)
         if is_retry:
             topic = props.get(PROPERTY_RETRY_TOPIC, topic)
         host_hex = hosts.get(store_host)
@@ -289,6 +264,40 @@ def decode_messages(buf: bytes | memoryview, broker_name: str, *,
             sysflag, total))
         pos = record_end
     return out
+
+
+def _decode_tail(raw: bytes, pos: int, p: int, record_end: int, total: int, magic: int,
+                 crc: int, sysflag: int, body_len: int, topics: dict[bytes, tuple[str, bool]],
+                 check_crc: bool) -> tuple[bytes, tuple[str, bool], dict[str, str]]:
+    """BODY (inflated), the (topic, is-retry) entry and the properties of the record at
+    *pos*, whose BODY starts at *p*; every length is checked against TOTALSIZE."""
+    if body_len < 0 or p + body_len > record_end:
+        raise CorruptRecordError(pos, f"BODYLEN {body_len} does not fit TOTALSIZE {total}")
+    body = raw[p:p + body_len]
+    if check_crc and zlib.crc32(body) & 0x7FFFFFFF != crc:
+        raise CorruptRecordError(pos, "body CRC mismatch")
+    p += body_len
+    if sysflag & SysFlag.COMPRESSED:
+        body = _inflate(body, pos)
+    if magic == MESSAGE_MAGIC_CODE:
+        topic_len = raw[p]
+        p += 1
+    else:
+        topic_len = _U16.unpack_from(raw, p)[0]
+        p += 2
+    raw_topic = raw[p:p + topic_len]
+    topic_entry = topics.get(raw_topic)
+    if topic_entry is None:
+        topic_entry = topics[raw_topic] = _topic_entry(raw_topic)
+    p += topic_len
+    props_len = _U16.unpack_from(raw, p)[0]
+    p += 2
+    if p + props_len != record_end:
+        raise CorruptRecordError(pos, f"TOTALSIZE is {total} but the parts add up to "
+                                      f"{p + props_len - pos}")
+    props = decode_properties(raw[p:p + props_len].decode("utf-8", "replace")) \
+        if props_len else {}
+    return body, topic_entry, props
 
 
 def _topic_entry(raw_topic: bytes) -> tuple[str, bool]:
@@ -335,34 +344,8 @@ def _decode_one(raw: bytes, pos: int, total: int, magic: int, crc: int, queue_id
     p += store_size
     reconsume, _prepared, body_len = _TAIL.unpack_from(raw, p)
     p += 12 + 4
-    record_end = pos + total
-    if body_len < 0 or p + body_len > record_end:
-        raise CorruptRecordError(pos, f"BODYLEN {body_len} does not fit TOTALSIZE {total}")
-    body = raw[p:p + body_len]
-    if check_crc and zlib.crc32(body) & 0x7FFFFFFF != crc:
-        raise CorruptRecordError(pos, "body CRC mismatch")
-    p += body_len
-    if sysflag & SysFlag.COMPRESSED:
-        body = _inflate(body, pos)
-    if magic == MESSAGE_MAGIC_CODE:
-        topic_len = raw[p]
-        p += 1
-    else:
-        topic_len = _U16.unpack_from(raw, p)[0]
-        p += 2
-    raw_topic = raw[p:p + topic_len]
-    topic_entry = topics.get(raw_topic)
-    if topic_entry is None:
-        topic_entry = topics[raw_topic] = _topic_entry(raw_topic)
-    p += topic_len
-    props_len = _U16.unpack_from(raw, p)[0]
-    p += 2
-    if p + props_len != record_end:
-        raise CorruptRecordError(pos, f"TOTALSIZE is {total} but the parts add up to "
-                                      f"{p + props_len - pos}")
-    props = decode_properties(raw[p:p + props_len].decode("utf-8", "replace")) if props_len \
-        else {}
-    topic, is_retry = topic_entry
+    body, (topic, is_retry), props = _decode_tail(
+        raw, pos, p, pos + total, total, magic, crc, sysflag, body_len, topics, check_crc)
     if is_retry:
         topic = props.get(PROPERTY_RETRY_TOPIC, topic)
     keys = props.get(PROPERTY_KEYS)
