@@ -20,12 +20,12 @@ It owns RocketMQ's ``ProducerManager``, ``ConsumerManager`` and
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 
+from pocketmq.common.aio import cancel_and_wait
 from pocketmq.common.clock import Clock, SystemClock
 
 __all__ = [
@@ -161,11 +161,8 @@ class ClientManager:
             self._run(), name="ClientHousekeepingService")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         for channel in self._channels.values():
             channel.close()
         self._channels.clear()

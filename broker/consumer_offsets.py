@@ -20,7 +20,6 @@ move a group back, and RocketMQ accepts that too.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import threading
@@ -28,6 +27,7 @@ from typing import Any
 
 from pocketmq.broker.errors import InvalidRequestError
 from pocketmq.broker.json_file import JsonFile
+from pocketmq.common.aio import cancel_and_wait
 
 __all__ = ["ConsumerOffsetManager"]
 
@@ -67,11 +67,8 @@ class ConsumerOffsetManager:
 
     async def stop(self) -> None:
         """Cancel the periodic save and write the table one last time."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         await asyncio.to_thread(self.persist)
 
     async def _run(self) -> None:

@@ -13,14 +13,13 @@ instead of after the nameserver's 120 s expiry.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import Protocol
 
 from pocketmq.broker.namesrv_client import BrokerRegistration, GrpcNameserverClient
 from pocketmq.broker.topic_config import TopicConfigManager
-from pocketmq.common.aio import wait_event
+from pocketmq.common.aio import cancel_and_wait, wait_event
 
 __all__ = ["NameserverClient", "RegisterBrokerService"]
 
@@ -70,11 +69,8 @@ class RegisterBrokerService:
             self._run(), name="RegisterBrokerService")
 
     async def stop(self, *, unregister: bool = True) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         if unregister:
             await self.unregister_all()
         for client in self._clients:

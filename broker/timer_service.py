@@ -58,6 +58,7 @@ from pocketmq.broker.store.results import GetStatus, PutResult, PutStatus
 from pocketmq.broker.store.timer_log import NO_PREV, TimerUnit
 from pocketmq.broker.store.timer_store import TimerMessageStore, TimerRecoveryReport
 from pocketmq.broker.timer_messages import PROPERTY_TIMER_ROLL_TIMES, TIMER_TOPIC
+from pocketmq.common.aio import cancel_and_wait
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.message import (
@@ -146,11 +147,8 @@ class TimerService:
 
     async def stop(self) -> None:
         """Cancel the task, commit what was re-put, write the checkpoint, close the files."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         await self._commit()
         self._dirty = True
         await self.checkpoint()

@@ -33,7 +33,6 @@ argument, so tests step it with a manual clock.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,7 +49,7 @@ from pocketmq.broker.transaction_ops import (
     PROPERTY_PRODUCER_GROUP,
     Resolution,
 )
-from pocketmq.common.aio import wait_event
+from pocketmq.common.aio import cancel_and_wait, wait_event
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.message import StoredMessage, decode_record
@@ -120,11 +119,8 @@ class TransactionalMessageCheckService:
 
     async def stop(self) -> None:
         """Cancel the task and save progress."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         self._service.persist()
 
     def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
