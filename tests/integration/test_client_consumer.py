@@ -9,13 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import defaultdict
-from dataclasses import dataclass
 
 import pytest
+from clusterkit import QUEUES, Cluster, create_topic, two_broker_cluster
 
-from pocketmq.broker.broker import Broker
-from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.topic_config import TopicConfig
 from pocketmq.client import (
     ConsumeResult,
     Message,
@@ -25,51 +22,15 @@ from pocketmq.client import (
     PushConsumer,
     dlq_topic,
 )
-from pocketmq.nameserver import NameServer, NamesrvConfig
 
-QUEUES = 4  # per broker: 8 in all
 FAST = {"rebalance_interval_s": 1.0, "commit_interval_s": 0.2, "pull_suspend_ms": 2000}
 
 
 
-@dataclass
-class Cluster:
-    namesrv: NameServer
-    brokers: list[Broker]
-
-    @property
-    def addr(self) -> str:
-        return self.namesrv.address
-
-
 @pytest.fixture
-async def cluster(tmp_path, eventually):
-    namesrv = NameServer(NamesrvConfig(host="127.0.0.1", port=0))
-    await namesrv.start()
-    brokers = []
-    for name in ("broker-a", "broker-b"):
-        broker = Broker(BrokerConfig(
-            broker_name=name, port=0, data_dir=str(tmp_path / name),
-            namesrv_addrs=namesrv.address, commitlog_file_size_bytes=16 * 1024 * 1024,
-            index_slots=1000, index_entries=4000, default_topic_queue_nums=QUEUES))
-        await broker.start()
-        brokers.append(broker)
-    yield Cluster(namesrv, brokers)
-    for broker in brokers:
-        await broker.stop(0)
-    await namesrv.stop(0)
-
-
-async def create_topic(cluster: Cluster, topic: str, eventually) -> None:
-    for broker in cluster.brokers:
-        broker.topics.create(TopicConfig(topic_name=topic, read_queue_nums=QUEUES,
-                                         write_queue_nums=QUEUES))
-
-    def routed():
-        route = cluster.namesrv.route_table.get_route(topic)
-        return route is not None and len(route.queue_datas) == len(cluster.brokers)
-
-    await eventually(routed, what=f"route of {topic} on both brokers")
+async def cluster(tmp_path):
+    async with two_broker_cluster(tmp_path) as started:
+        yield started
 
 
 async def send_all(cluster: Cluster, topic: str, bodies: list[bytes], **fields) -> None:

@@ -5,13 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from dataclasses import dataclass
 
 import pytest
+from clusterkit import QUEUES, create_topic, two_broker_cluster
 
-from pocketmq.broker.broker import Broker
-from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.topic_config import TopicConfig
 from pocketmq.client import (
     InvalidMessageError,
     Message,
@@ -20,49 +17,12 @@ from pocketmq.client import (
     PullConsumer,
     SendStatus,
 )
-from pocketmq.nameserver import NameServer, NamesrvConfig
-
-QUEUES = 4
-
-
-@dataclass
-class Cluster:
-    namesrv: NameServer
-    brokers: list[Broker]
-
-    @property
-    def addr(self) -> str:
-        return self.namesrv.address
 
 
 @pytest.fixture
-async def cluster(tmp_path, eventually):
-    namesrv = NameServer(NamesrvConfig(host="127.0.0.1", port=0))
-    await namesrv.start()
-    brokers = []
-    for name in ("broker-a", "broker-b"):
-        broker = Broker(BrokerConfig(
-            broker_name=name, port=0, data_dir=str(tmp_path / name),
-            namesrv_addrs=namesrv.address, commitlog_file_size_bytes=16 * 1024 * 1024,
-            index_slots=1000, index_entries=4000, default_topic_queue_nums=QUEUES))
-        await broker.start()
-        brokers.append(broker)
-    yield Cluster(namesrv, brokers)
-    for broker in brokers:
-        await broker.stop(0)
-    await namesrv.stop(0)
-
-
-async def create_topic(cluster: Cluster, topic: str, eventually, queues: int = QUEUES) -> None:
-    for broker in cluster.brokers:
-        broker.topics.create(TopicConfig(topic_name=topic, read_queue_nums=queues,
-                                         write_queue_nums=queues))
-
-    def routed():
-        route = cluster.namesrv.route_table.get_route(topic)
-        return route is not None and len(route.queue_datas) == len(cluster.brokers)
-
-    await eventually(routed, what=f"route of {topic} on both brokers")
+async def cluster(tmp_path):
+    async with two_broker_cluster(tmp_path) as started:
+        yield started
 
 
 async def test_round_robin_spreads_sends_over_every_queue_of_every_broker(cluster, eventually):
