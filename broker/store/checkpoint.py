@@ -25,7 +25,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-__all__ = ["Checkpoint", "StoreCheckpoint"]
+__all__ = ["Checkpoint", "CrcPage", "StoreCheckpoint"]
 
 log = logging.getLogger(__name__)
 
@@ -43,36 +43,60 @@ class Checkpoint:
     logics_dispatched_offset: int = 0
 
 
-class StoreCheckpoint:
-    def __init__(self, path: str) -> None:
-        self.path = path
+class CrcPage:
+    """One page holding a struct of fields followed by their CRC32, rewritten in place.
 
-    def read(self) -> Checkpoint | None:
-        """The stored checkpoint, or None if it is missing or fails its CRC."""
+    The page is written whole with one ``pwrite`` and synced; a page that is
+    missing, short or fails its CRC reads as None, so a torn write is ignored
+    rather than trusted.
+    """
+
+    def __init__(self, path: str, layout: struct.Struct, what: str) -> None:
+        self.path = path
+        self._layout = layout
+        self._what = what
+
+    def read(self) -> tuple[int, ...] | None:
+        size = self._layout.size + _CRC.size
         try:
             with open(self.path, "rb") as f:
-                raw = f.read(_LAYOUT.size + _CRC.size)
+                raw = f.read(size)
         except FileNotFoundError:
             return None
-        if len(raw) < _LAYOUT.size + _CRC.size:
-            log.warning("checkpoint %s is %d bytes, too short; ignoring it", self.path, len(raw))
+        if len(raw) < size:
+            log.warning("%s %s is %d bytes, too short; ignoring it", self._what, self.path,
+                        len(raw))
             return None
-        (crc,) = _CRC.unpack_from(raw, _LAYOUT.size)
-        if zlib.crc32(raw[:_LAYOUT.size]) != crc:
-            log.warning("checkpoint %s fails its CRC; ignoring it", self.path)
+        (crc,) = _CRC.unpack_from(raw, self._layout.size)
+        if zlib.crc32(raw[:self._layout.size]) != crc:
+            log.warning("%s %s fails its CRC; ignoring it", self._what, self.path)
             return None
-        return Checkpoint(*_LAYOUT.unpack_from(raw, 0))
+        return tuple(self._layout.unpack_from(raw, 0))
 
-    def write(self, cp: Checkpoint) -> None:
-        """Write and sync *cp* in place (the file is one page: a write is atomic)."""
-        body = _LAYOUT.pack(cp.physic_msg_timestamp_ms, cp.logics_msg_timestamp_ms,
-                            cp.index_msg_timestamp_ms, cp.physic_flushed_offset,
-                            cp.logics_dispatched_offset)
+    def write(self, *values: int) -> None:
+        body = self._layout.pack(*values)
         page = body + _CRC.pack(zlib.crc32(body))
-        page += b"\0" * (FILE_SIZE - len(page))
+        page += bytes(FILE_SIZE - len(page))
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             os.pwrite(fd, page, 0)
             os.fdatasync(fd)
         finally:
             os.close(fd)
+
+
+class StoreCheckpoint:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._page = CrcPage(path, _LAYOUT, "checkpoint")
+
+    def read(self) -> Checkpoint | None:
+        """The stored checkpoint, or None if it is missing or fails its CRC."""
+        fields = self._page.read()
+        return Checkpoint(*fields) if fields is not None else None
+
+    def write(self, cp: Checkpoint) -> None:
+        """Write and sync *cp* in place (the file is one page: a write is atomic)."""
+        self._page.write(cp.physic_msg_timestamp_ms, cp.logics_msg_timestamp_ms,
+                         cp.index_msg_timestamp_ms, cp.physic_flushed_offset,
+                         cp.logics_dispatched_offset)

@@ -31,19 +31,15 @@ only forward; a page that fails its CRC reads as no checkpoint at all.
 
 from __future__ import annotations
 
-import logging
 import os
 import struct
-import zlib
 from dataclasses import dataclass
+
+from pocketmq.broker.store.checkpoint import CrcPage
 
 __all__ = ["LAYOUT", "TimerCheckpoint", "TimerCheckpointFile"]
 
-log = logging.getLogger(__name__)
-
 LAYOUT = struct.Struct(">qqqqi")   # the five fields above, before the CRC
-_CRC = struct.Struct(">I")
-FILE_SIZE = 4096
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,39 +54,22 @@ class TimerCheckpoint:
 class TimerCheckpointFile:
     def __init__(self, path: str) -> None:
         self.path = path
+        self._page = CrcPage(path, LAYOUT, "timer checkpoint")
 
     def read(self) -> TimerCheckpoint | None:
         """The stored checkpoint, or None when it is missing or fails its CRC."""
-        try:
-            with open(self.path, "rb") as f:
-                raw = f.read(LAYOUT.size + _CRC.size)
-        except FileNotFoundError:
+        fields = self._page.read()
+        if fields is None:
             return None
-        if len(raw) < LAYOUT.size + _CRC.size:
-            log.warning("timer checkpoint %s is %d bytes, too short; ignoring it", self.path,
-                        len(raw))
-            return None
-        (crc,) = _CRC.unpack_from(raw, LAYOUT.size)
-        if zlib.crc32(raw[:LAYOUT.size]) != crc:
-            log.warning("timer checkpoint %s fails its CRC; ignoring it", self.path)
-            return None
-        cursor, flushed, enqueued, written, slots = LAYOUT.unpack_from(raw, 0)
+        cursor, flushed, enqueued, written, slots = fields
         return TimerCheckpoint(cursor_second=cursor, timerlog_flushed_pos=flushed,
                                enqueue_queue_offset=enqueued, written_ms=written,
                                wheel_slots=slots)
 
     def write(self, cp: TimerCheckpoint) -> None:
         """Write and sync *cp* in place (one page: the write is atomic)."""
-        body = LAYOUT.pack(cp.cursor_second, cp.timerlog_flushed_pos, cp.enqueue_queue_offset,
-                           cp.written_ms, cp.wheel_slots)
-        page = body + _CRC.pack(zlib.crc32(body))
-        page += bytes(FILE_SIZE - len(page))
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            os.pwrite(fd, page, 0)
-            os.fdatasync(fd)
-        finally:
-            os.close(fd)
+        self._page.write(cp.cursor_second, cp.timerlog_flushed_pos, cp.enqueue_queue_offset,
+                         cp.written_ms, cp.wheel_slots)
 
     def exists(self) -> bool:
         return os.path.exists(self.path)
