@@ -21,8 +21,13 @@ setup() {
     want=$(cat pyproject.toml broker/store/_speedups.c | sha256sum | cut -d' ' -f1)
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         echo "==> installing PocketMQ and its dependencies into $VENV"
-        "$VENV/bin/python" -m pip install --quiet --upgrade pip setuptools wheel
-        "$VENV/bin/python" -m pip install --quiet -e '.[dev]'
+        local log="$VENV/install.log"
+        if ! { "$VENV/bin/python" -m pip install --upgrade pip setuptools wheel \
+               && "$VENV/bin/python" -m pip install -e '.[dev]'; } > "$log" 2>&1; then
+            tail -n 40 "$log" >&2
+            echo "==> installing failed; the whole log is in $log" >&2
+            exit 1
+        fi
         echo "$want" > "$stamp"
     fi
 }
