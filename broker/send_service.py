@@ -126,30 +126,28 @@ class SendMessageService:
         *producer_group* is the group of a half message that lacks ``PGROUP``.
         """
         try:
-            walked = self._store.scan(blob, allow_empty_body=False)
+            scanned = self._store.scan(blob, allow_empty_body=False)
         except BatchError as exc:
             raise InvalidRequestError(str(exc), reason=_BATCH_REASONS.get(
                 exc.kind, "MESSAGE_ILLEGAL")) from None
-        if single and len(walked) != 1:
+        if single and len(scanned) != 1:
             raise InvalidRequestError(f"SendMessage carries one record; this request carries "
-                                      f"{len(walked)}; send them with SendBatch",
+                                      f"{len(scanned)}; send them with SendBatch",
                                       reason="MESSAGE_ILLEGAL")
-        self._check_queues(walked)
-        delayed = rewrite_delayed(blob, walked.positions, self._delay_levels,
-                                  now_ms=self._clock.now_ms(), store_host=self._store_host)
-        timed = rewrite_timed(blob if delayed is None else delayed, policy=self._timer,
-                              now_ms=self._clock.now_ms(), store_host=self._store_host)
-        if timed is not None:
-            delayed = timed
+        self._check_queues(scanned)
+        # Each rewrite returns a new blob, or None when no record of it needed one.
+        now_ms = self._clock.now_ms()
+        rewritten = rewrite_delayed(blob, scanned.positions, self._delay_levels,
+                                    now_ms=now_ms, store_host=self._store_host)
+        rewritten = rewrite_timed(rewritten or blob, policy=self._timer, now_ms=now_ms,
+                                  store_host=self._store_host) or rewritten
         # Last: the delay and timer rewrites leave prepared records alone, and a half
         # message waits in the half topic whatever delivery time it carries.
-        halves = rewrite_half_messages(blob if delayed is None else delayed, walked.sysflags,
-                                       producer_group=producer_group,
-                                       store_host=self._store_host)
-        if halves is not None:
-            delayed = halves
-        result = (self._store.put_batch(blob, scanned=walked) if delayed is None
-                  else self._store.put_batch(delayed))
+        rewritten = rewrite_half_messages(rewritten or blob, scanned.sysflags,
+                                          producer_group=producer_group,
+                                          store_host=self._store_host) or rewritten
+        result = (self._store.put_batch(blob, scanned=scanned) if rewritten is None
+                  else self._store.put_batch(rewritten))
         if result.status is not PutStatus.PUT_OK:
             raise PutRejectedError(result.status, result.error or result.status.value)
         status = SendStatus.SEND_OK
@@ -160,21 +158,21 @@ class SendMessageService:
         return SendOutcome(status=status, store_timestamp_ms=result.store_timestamp_ms,
                            msg_ids=result.uniq_keys,
                            # as sent: a delayed record is stored under a system topic
-                           topics=walked.topics, queue_ids=walked.queue_ids,
+                           topics=scanned.topics, queue_ids=scanned.queue_ids,
                            queue_offsets=result.queue_offsets,
                            phys_offsets=result.phys_offsets,
                            offset_msg_id_prefix=self._msg_id_prefix)
 
-    def _check_queues(self, walked: ScannedBatch) -> None:
+    def _check_queues(self, scanned: ScannedBatch) -> None:
         """Topic permissions and queue ranges; creates unknown topics last."""
         to_create: list[str] = []
         queue_nums: dict[str, int] = {}
-        for i, (topic, queue_id) in enumerate(zip(walked.topics, walked.queue_ids, strict=True)):
+        for i, (topic, queue_id) in enumerate(zip(scanned.topics, scanned.queue_ids, strict=True)):
             limit = queue_nums.get(topic)
             if limit is None:
                 limit = queue_nums[topic] = self._write_queue_nums(topic, to_create)
             if not 0 <= queue_id < limit:
-                raise _illegal(walked.positions[i], f"queue id {queue_id} is out of range; "
+                raise _illegal(scanned.positions[i], f"queue id {queue_id} is out of range; "
                                                     f"topic {topic!r} has {limit} write queues "
                                                     f"(0..{limit - 1})")
         for topic in to_create:
