@@ -11,6 +11,7 @@ Modules by role (layers as in DESIGN.md §1; ``store/`` is the lowest)::
     pull_service     PullMessage: offset statuses, tag filter, long polling
     admin_service    topic admin, queue offsets, message queries, runtime info
     delay_levels     RocketMQ's 18 delay levels; moving a delayed record to SCHEDULE_TOPIC_XXXX
+    reput            storing a message again elsewhere (delay, timer, retry deliveries)
     schedule         ScheduleMessageService: re-puts due messages, delayOffset.json
     send_back        ConsumerSendMsgBack: the retry (%RETRY%group) or dead-letter copy
     rebalance_lock   RebalanceLockManager: queue locks for orderly consumption

@@ -51,6 +51,7 @@ from pocketmq.broker.delay_levels import (
     restore_properties,
 )
 from pocketmq.broker.json_file import JsonFile
+from pocketmq.broker.reput import reput
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import GetStatus, PutStatus
 from pocketmq.common.aio import wait_event
@@ -301,11 +302,8 @@ class ScheduleMessageService:
             log.error("delay level %d: skipping the message at queue offset %d (commit-log "
                       "offset %d): %s", level, queue_offset, msg.phys_offset, exc)
             return None
-        result = self._store.put_message(
-            topic=topic, queue_id=queue_id, body=msg.body, properties=properties,
-            flag=msg.flag, sysflag=msg.sysflag, born_timestamp_ms=msg.born_timestamp_ms,
-            born_host=msg.born_host, reconsume_times=msg.reconsume_times,
-            prepared_transaction_offset=msg.prepared_transaction_offset)
+        result = reput(self._store, msg, topic=topic, queue_id=queue_id,
+                       properties=properties)
         if result.status is PutStatus.PUT_OK:
             self.delivered_total += 1
             if result.flush_future is not None:

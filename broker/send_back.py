@@ -48,6 +48,7 @@ from pocketmq.broker.errors import (
     PermissionDeniedError,
     PutRejectedError,
 )
+from pocketmq.broker.reput import reput
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import PutResult, PutStatus
 from pocketmq.broker.topic_config import Perm, TopicConfig, TopicConfigManager
@@ -224,8 +225,5 @@ class SendBackService:
                 properties, real_topic=topic, real_queue_id=queue_id, level=level,
                 deliver_ms=self._clock.now_ms() + self._levels.delay_ms(level))
             topic, queue_id = SCHEDULE_TOPIC, level - 1
-        return self._store.put_message(
-            topic=topic, queue_id=queue_id, body=msg.body, properties=properties,
-            flag=msg.flag, sysflag=msg.sysflag, born_timestamp_ms=msg.born_timestamp_ms,
-            born_host=msg.born_host, reconsume_times=decision.reconsume_times,
-            prepared_transaction_offset=msg.prepared_transaction_offset)
+        return reput(self._store, msg, topic=topic, queue_id=queue_id, properties=properties,
+                     reconsume_times=decision.reconsume_times)

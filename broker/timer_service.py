@@ -53,6 +53,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from pocketmq.broker.delay_levels import PROPERTY_TIMER_DELIVER_MS, restore_properties
+from pocketmq.broker.reput import reput
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import GetStatus, PutResult, PutStatus
 from pocketmq.broker.store.timer_log import NO_PREV, TimerUnit
@@ -380,11 +381,8 @@ class TimerService:
         if unit.second <= self._suspect_until and self._already_put(topic, msg, unit):
             self.duplicates_skipped_total += 1
             return True
-        result = self._store.put_message(
-            topic=topic, queue_id=queue_id, body=msg.body, properties=properties,
-            flag=msg.flag, sysflag=msg.sysflag, born_timestamp_ms=msg.born_timestamp_ms,
-            born_host=msg.born_host, reconsume_times=msg.reconsume_times,
-            prepared_transaction_offset=msg.prepared_transaction_offset)
+        result = reput(self._store, msg, topic=topic, queue_id=queue_id,
+                       properties=properties)
         return self._after_put(result, unit, what, topic, queue_id)
 
     def _after_put(self, result: PutResult, unit: TimerUnit, what: str, topic: str,

@@ -8,13 +8,14 @@ to a callable taking the parsed namespace and returning an exit code.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-__all__ = ["main"]
+__all__ = ["loop_factory", "main"]
 
 # Modules that contribute sub-commands, in the order `--help` lists them.
 _COMMAND_MODULES = (
@@ -23,6 +24,15 @@ _COMMAND_MODULES = (
     "pocketmq.cli.store_cmd",
     "pocketmq.cli.client_cmd",
 )
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop for ``asyncio.Runner``, or None (the default loop) without it."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
+        return None
+    return uvloop.new_event_loop
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,10 +23,10 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from pocketmq.broker.config import BrokerConfig
+from pocketmq.cli import loop_factory
 from pocketmq.common.configfile import add_config_flags, load_config
 from pocketmq.common.errors import ConfigError, PocketMQError
 
@@ -75,12 +75,6 @@ def register(subparsers: Any) -> None:
     standalone.set_defaults(func=_run_standalone)
 
 
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
-        return None
-    return uvloop.new_event_loop
 
 
 def _section(path: str | None) -> str | None:
@@ -106,7 +100,7 @@ def _run_broker(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"pocketmq broker: {exc}", file=sys.stderr)
         return 2
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(_serve(config, namesrv=None))
 
 
@@ -120,7 +114,7 @@ def _run_standalone(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"pocketmq standalone: {exc}", file=sys.stderr)
         return 2
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(_serve_standalone(args, namesrv_config))
 
 

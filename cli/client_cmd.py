@@ -22,6 +22,7 @@ import json
 import sys
 from typing import Any
 
+from pocketmq.cli import loop_factory
 from pocketmq.client import (
     ClientError,
     Message,
@@ -83,17 +84,11 @@ def _namesrv(parser: argparse.ArgumentParser) -> None:
                              f"then {DEFAULT_NAMESRV})")
 
 
-def _loop_factory() -> Any:
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover
-        return None
-    return uvloop.new_event_loop
 
 
 def _run(coro: Any, command: str) -> int:
     try:
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
             return int(runner.run(coro))
     except (ClientError, ConfigError, ValueError) as exc:
         print(f"pocketmq {command}: {exc}", file=sys.stderr)

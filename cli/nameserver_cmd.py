@@ -12,9 +12,9 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Callable
 from typing import Any
 
+from pocketmq.cli import loop_factory
 from pocketmq.common.configfile import add_config_flags, load_config
 from pocketmq.common.errors import ConfigError
 from pocketmq.nameserver import NameServer, NamesrvConfig, ServerBindError
@@ -35,12 +35,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=_run)
 
 
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
-        return None
-    return uvloop.new_event_loop
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -49,7 +43,7 @@ def _run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"pocketmq nameserver: {exc}", file=sys.stderr)
         return 2
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(_serve(config))
 
 
