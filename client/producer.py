@@ -80,6 +80,11 @@ class Producer:
         self._oneway: set[asyncio.Future[SendReceipt]] = set()
         self._state = "created"
 
+    @property
+    def state(self) -> str:
+        """``created``, ``running``, ``shutting down`` or ``shut down``."""
+        return self._state
+
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
         if self._state != "created":
