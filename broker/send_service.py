@@ -45,7 +45,7 @@ from pocketmq.broker.errors import (
     PutRejectedError,
 )
 from pocketmq.broker.store.api import MessageStore
-from pocketmq.broker.store.batch import BatchError, ScannedBatch
+from pocketmq.broker.store.batch import MARK_DELAY, MARK_TIMER, BatchError, ScannedBatch
 from pocketmq.broker.store.results import PutStatus
 from pocketmq.broker.timer_messages import TimerPolicy, rewrite_timed
 from pocketmq.broker.topic_config import (
@@ -137,10 +137,13 @@ class SendMessageService:
         self._check_queues(scanned)
         # Each rewrite returns a new blob, or None when no record of it needed one.
         now_ms = self._clock.now_ms()
-        rewritten = rewrite_delayed(blob, scanned.positions, self._delay_levels,
-                                    now_ms=now_ms, store_host=self._store_host)
-        rewritten = rewrite_timed(rewritten or blob, policy=self._timer, now_ms=now_ms,
-                                  store_host=self._store_host) or rewritten
+        rewritten = None
+        if scanned.markers & MARK_DELAY:
+            rewritten = rewrite_delayed(blob, scanned.positions, self._delay_levels,
+                                        now_ms=now_ms, store_host=self._store_host)
+        if scanned.markers & MARK_TIMER or rewritten is not None:
+            rewritten = rewrite_timed(rewritten or blob, policy=self._timer, now_ms=now_ms,
+                                      store_host=self._store_host) or rewritten
         # Last: the delay and timer rewrites leave prepared records alone, and a half
         # message waits in the half topic whatever delivery time it carries.
         rewritten = rewrite_half_messages(rewritten or blob, scanned.sysflags,

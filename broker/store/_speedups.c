@@ -41,7 +41,7 @@
 
 /* Bumped whenever a signature or a behaviour changes; speedups.py refuses a
  * stale build (an editable install keeps the old .so until it is rebuilt). */
-#define SPEEDUPS_VERSION 2
+#define SPEEDUPS_VERSION 3
 
 /* -- layout (common/message.py, consume_queue.py, index_file.py; see LAYOUT) -- */
 
@@ -369,12 +369,18 @@ typedef struct {
     Py_ssize_t n;
 } span;
 
+/* ScannedBatch.markers bits (batch.py MARK_*): properties the broker acts on. */
+#define MARK_DELAY 1                /* DELAY */
+#define MARK_TIMER 2                /* TIMER_DELIVER_MS, TIMER_DELAY_MS, TIMER_DELAY_SEC */
+
 /* TAGS, KEYS and UNIQ_KEY of "k\x01v\x02" pairs, as decode_properties reads
  * them: split on \x02, a pair's name ends at its first \x01, pairs with no
  * \x01 or an empty name or value are ignored, the last pair of a name wins.
- * The separators are ASCII, so splitting the bytes splits the text. */
+ * The separators are ASCII, so splitting the bytes splits the text. MARK_*
+ * bits of the names seen are or-ed into *markers*. */
 static void
-find_properties(const unsigned char *p, Py_ssize_t n, span *tags, span *keys, span *uniq)
+find_properties(const unsigned char *p, Py_ssize_t n, span *tags, span *keys, span *uniq,
+                unsigned *markers)
 {
     Py_ssize_t i = 0;
     while (i < n) {
@@ -393,6 +399,12 @@ find_properties(const unsigned char *p, Py_ssize_t n, span *tags, span *keys, sp
             }
             else if (name_len == 8 && memcmp(pair, "UNIQ_KEY", 8) == 0) {
                 *uniq = value;
+            }
+            else if (name_len == 5 && memcmp(pair, "DELAY", 5) == 0) {
+                *markers |= MARK_DELAY;
+            }
+            else if (name_len > 9 && memcmp(pair, "TIMER_DEL", 9) == 0) {
+                *markers |= MARK_TIMER;
             }
         }
         i += len + 1;
@@ -434,14 +446,14 @@ check_utf8(const unsigned char *p, Py_ssize_t n, Py_ssize_t pos)
  * (new references; left NULL on error, which the caller cleans up). */
 static int
 extract_properties(PyObject **items, const unsigned char *props, Py_ssize_t props_len,
-                   Py_ssize_t pos)
+                   Py_ssize_t pos, unsigned *markers)
 {
     int ascii = all_ascii(props, props_len);
     if (!ascii && check_utf8(props, props_len, pos) < 0) {
         return -1;
     }
     span tags = {NULL, 0}, keys = {NULL, 0}, uniq = {NULL, 0};
-    find_properties(props, props_len, &tags, &keys, &uniq);
+    find_properties(props, props_len, &tags, &keys, &uniq, markers);
 
     uint32_t code = 0;                          /* tags_code: 0 when there is no TAGS */
     if (tags.n > 0) {
@@ -489,7 +501,7 @@ extract_properties(PyObject **items, const unsigned char *props, Py_ssize_t prop
 static Py_ssize_t
 scan_record(PyObject **lists, seen_topic *seen, int *n_seen, const unsigned char *buf,
             Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_body_size,
-            Py_ssize_t store_host_size, int allow_empty_body)
+            Py_ssize_t store_host_size, int allow_empty_body, unsigned *markers)
 {
     PyObject *items[N_LISTS] = {NULL};
     const unsigned char *r = buf + pos;
@@ -589,7 +601,7 @@ scan_record(PyObject **lists, seen_topic *seen, int *n_seen, const unsigned char
                     "%d", pos, actual_crc, (int)crc);
         goto fail;
     }
-    if (extract_properties(items, buf + p, props_len, pos) < 0) {
+    if (extract_properties(items, buf + p, props_len, pos, markers) < 0) {
         goto fail;
     }
     items[L_POSITIONS] = PyLong_FromSsize_t(pos);
@@ -653,6 +665,7 @@ scan_batch(PyObject *module, PyObject *args, PyObject *kwargs)
     PyObject *lists[N_LISTS] = {NULL};
     seen_topic seen[TOPIC_CACHE];
     int n_seen = 0;
+    unsigned markers = 0;
     for (int i = 0; i < N_LISTS; i++) {
         if ((lists[i] = PyList_New(0)) == NULL) {
             goto done;
@@ -666,20 +679,26 @@ scan_batch(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     for (Py_ssize_t pos = 0; pos < end;) {
         Py_ssize_t total = scan_record(lists, seen, &n_seen, buf, pos, end, max_body_size,
-                                       store_host_size, allow_empty_body);
+                                       store_host_size, allow_empty_body, &markers);
         if (total < 0) {
             goto done;
         }
         pos += total;
     }
-    /* ScannedBatch(positions, ..., uniq_keys, blob): the order checked in
-     * load_batch_classes. */
-    PyObject *call_args[N_LISTS + 1];
+    /* ScannedBatch(positions, ..., uniq_keys, blob, markers): the order checked
+     * in load_batch_classes. */
+    PyObject *marks = PyLong_FromUnsignedLong(markers);
+    if (marks == NULL) {
+        goto done;
+    }
+    PyObject *call_args[N_LISTS + 2];
     for (int i = 0; i < N_LISTS; i++) {
         call_args[i] = lists[i];
     }
     call_args[N_LISTS] = blob;
-    result = PyObject_Vectorcall(scanned_batch_cls, call_args, N_LISTS + 1, NULL);
+    call_args[N_LISTS + 1] = marks;
+    result = PyObject_Vectorcall(scanned_batch_cls, call_args, N_LISTS + 2, NULL);
+    Py_DECREF(marks);
 
 done:
     for (int i = 0; i < n_seen; i++) {
@@ -1241,11 +1260,11 @@ PyInit__speedups(void)
         || (attr_sysflags = intern("sysflags")) == NULL
         || (attr_store_ts_positions = intern("store_ts_positions")) == NULL
         || (attr_tags_codes = intern("tags_codes")) == NULL
-        || (scanned_fields = PyTuple_New(N_LISTS + 1)) == NULL) {
+        || (scanned_fields = PyTuple_New(N_LISTS + 2)) == NULL) {
         return NULL;
     }
-    for (int i = 0; i <= N_LISTS; i++) {
-        PyObject *name = intern(i < N_LISTS ? list_names[i] : "blob");
+    for (int i = 0; i <= N_LISTS + 1; i++) {
+        PyObject *name = intern(i < N_LISTS ? list_names[i] : i == N_LISTS ? "blob" : "markers");
         if (name == NULL) {
             return NULL;
         }

@@ -36,11 +36,16 @@ from pocketmq.common.message import (
 )
 from pocketmq.common.validation import check_topic
 
-__all__ = ["BatchError", "ScannedBatch", "is_dispatched_to_queue", "py_queue_units",
-           "py_scan_batch", "queue_units", "scan_batch"]
+__all__ = ["MARK_DELAY", "MARK_TIMER", "BatchError", "ScannedBatch", "is_dispatched_to_queue",
+           "py_queue_units", "py_scan_batch", "queue_units", "scan_batch"]
 
 _I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
+
+# ScannedBatch.markers: which properties the broker acts on appear in the batch, so
+# the send path skips its rewrites for the common batch that has none of them.
+MARK_DELAY = 1      # DELAY: a delay level (broker/delay_levels.py)
+MARK_TIMER = 2      # TIMER_DELIVER_MS / TIMER_DELAY_MS / TIMER_DELAY_SEC (broker/timer_messages.py)
 
 
 class BatchError(Exception):
@@ -65,6 +70,7 @@ class ScannedBatch:
     keys: list[list[str]] = field(default_factory=list)   # KEYS split, UNIQ_KEY last
     uniq_keys: list[str] = field(default_factory=list)
     blob: bytes | bytearray | memoryview = b""             # what was scanned
+    markers: int = 0    # MARK_* bits: properties the broker acts on, in any record
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -158,6 +164,7 @@ def py_scan_batch(blob: bytes | bytearray | memoryview, *, max_body_size: int,
     unpack_u16 = _U16.unpack_from
     crc32 = zlib.crc32
     store_v6 = store_host_size == HOST_V6_SIZE
+    markers = 0
     pos = 0
     while pos < end:
         if end - pos < HEAD.size:
@@ -217,7 +224,8 @@ def py_scan_batch(blob: bytes | bytearray | memoryview, *, max_body_size: int,
         if actual_crc != crc:
             raise BatchError("illegal", f"record at batch offset {pos}: body CRC is "
                                         f"{actual_crc}, the record says {crc}")
-        tags, keys, uniq = _dispatch_properties(mv[p:record_end], pos)
+        tags, keys, uniq, marks = _dispatch_properties(mv[p:record_end], pos)
+        markers |= marks
         positions.append(pos)
         sizes.append(total)
         topics.append(topic)
@@ -229,11 +237,12 @@ def py_scan_batch(blob: bytes | bytearray | memoryview, *, max_body_size: int,
         uniq_keys.append(uniq)
         pos = record_end
     return ScannedBatch(positions, sizes, topics, queue_ids, sysflags, store_ts_positions,
-                        tags_codes, keys_lists, uniq_keys, blob)
+                        tags_codes, keys_lists, uniq_keys, blob, markers)
 
 
-def _dispatch_properties(raw: memoryview, offset: int) -> tuple[str, list[str], str]:
-    """TAGS, the index keys (KEYS split on spaces, then UNIQ_KEY) and UNIQ_KEY.
+def _dispatch_properties(raw: memoryview, offset: int) -> tuple[str, list[str], str, int]:
+    """TAGS, the index keys (KEYS split on spaces, then UNIQ_KEY), UNIQ_KEY and
+    the MARK_* bits of the property names seen.
 
     The pairs are read as :func:`~pocketmq.common.message.decode_properties`
     reads them (a pair without a name or a value does not count; the last pair
@@ -245,6 +254,7 @@ def _dispatch_properties(raw: memoryview, offset: int) -> tuple[str, list[str], 
         raise BatchError("illegal", f"record at batch offset {offset}: properties are not "
                                     f"valid UTF-8 ({exc.reason} at byte {exc.start})") from None
     tags = keys = uniq = ""
+    markers = 0
     for pair in text.split("\x02"):
         name, _sep, value = pair.partition("\x01")
         if value:  # a value implies the separator
@@ -254,10 +264,14 @@ def _dispatch_properties(raw: memoryview, offset: int) -> tuple[str, list[str], 
                 keys = value
             elif name == "UNIQ_KEY":
                 uniq = value
+            elif name == "DELAY":
+                markers |= MARK_DELAY
+            elif name.startswith("TIMER_DEL") and len(name) > 9:
+                markers |= MARK_TIMER
     key_list = [k for k in keys.split(" ") if k] if keys else []
     if uniq:
         key_list.append(uniq)
-    return tags, key_list, uniq
+    return tags, key_list, uniq, markers
 
 
 def py_queue_units(batch: ScannedBatch, phys_offsets: list[int],

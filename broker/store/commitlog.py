@@ -25,6 +25,7 @@ from pocketmq.broker.store.batch import ScannedBatch, is_dispatched_to_queue
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.broker.store.mapped_file import MappedFile
 from pocketmq.broker.store.mapped_file_queue import MappedFileQueue
+from pocketmq.broker.store.warm import WarmMappedFileService
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.message import (
     BLANK_HEAD,
@@ -113,6 +114,7 @@ class CommitLog:
         self.file_size = file_size
         self.store_host = store_host
         self.queue_offsets: dict[tuple[str, int], int] = {}
+        self.warm: WarmMappedFileService | None = None     # set by the store when enabled
 
     # -- positions -----------------------------------------------------------------
     @property
@@ -143,6 +145,8 @@ class CommitLog:
         phys_offsets, queue_offsets = patch_batch(mf.buffer, rel, base, batch,
                                                   self.queue_offsets, store_timestamp_ms,
                                                   self.store_host)
+        if self.warm is not None:
+            self.warm.notify(mf)
         return AppendResult(phys_offsets, queue_offsets, base + rel + size)
 
     def _fill_blank(self, mf: MappedFile) -> None:

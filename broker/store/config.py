@@ -35,6 +35,10 @@ class StoreConfig:
     flush_commitlog_thorough_interval_ms: int = 10_000  # flush everything this often
     sync_flush_timeout_ms: int = 5_000              # FLUSH_DISK_TIMEOUT after this
     flush_interval_consume_queue_ms: int = 1_000
+    # Read the commit log's next pages into the page cache ahead of the writer (warm.py;
+    # RocketMQ's warmMapedFileEnable, done by reading so it never races the writer).
+    warm_mapped_file_enable: bool = True
+    warm_ahead_bytes: int = 32 * MiB
     # -- consume queue and index ------------------------------------------------------
     consume_queue_units_per_file: int = 300_000     # 20-byte units per file
     message_index_enable: bool = True

@@ -108,6 +108,21 @@ class MappedFile:
         self.wrote_position = end
         return pos
 
+    def prefault(self, pos: int, buf: bytearray) -> int:
+        """Read up to ``len(buf)`` bytes at *pos* through the file, which puts those
+        pages in the page cache; returns the bytes read (0 at the end or once closed).
+
+        It never writes, so any thread may call it beside the writer (the read
+        releases the GIL); :mod:`.warm` does, ahead of the write position.
+        """
+        size = min(len(buf), self.file_size - pos)
+        if self.closed or size <= 0:
+            return 0
+        try:
+            return os.preadv(self._fd, [memoryview(buf)[:size]], pos)
+        except OSError:      # closed by the owner meanwhile
+            return 0
+
     # -- reading -------------------------------------------------------------
     def read(self, pos: int, size: int) -> bytes:
         """Copy *size* bytes at file-relative *pos* (never past the write position)."""

@@ -51,6 +51,7 @@ from pocketmq.broker.store.io import StoreIO
 from pocketmq.broker.store.reads import StoreReader
 from pocketmq.broker.store.recovery import recover
 from pocketmq.broker.store.results import GetResult, PutResult, PutStatus, RecoveryReport
+from pocketmq.broker.store.warm import WarmMappedFileService
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.message import encode_record, pack_host
 
@@ -123,11 +124,17 @@ class DefaultMessageStore:
                 least_pages=cfg.flush_commitlog_least_pages,
                 thorough_interval_s=cfg.flush_commitlog_thorough_interval_ms / 1000,
                 on_io_error=self._on_io_error))
+        if cfg.warm_mapped_file_enable:
+            self.commitlog.warm = WarmMappedFileService(self.commitlog.queue,
+                                                        ahead_bytes=cfg.warm_ahead_bytes)
+            self._services.append(self.commitlog.warm)
         self._services.append(FlushConsumeQueueService(
             self.flush_round, interval_s=cfg.flush_interval_consume_queue_ms / 1000,
             on_io_error=self._on_io_error))
         for service in self._services:
             service.start()
+        if self.commitlog.warm is not None:
+            self.commitlog.warm.wakeup()
 
     def shutdown(self) -> None:
         """Flush everything, write the checkpoint, remove ``abort``, unlock."""
@@ -137,6 +144,7 @@ class DefaultMessageStore:
         for service in self._services:
             service.stop()
         self._services.clear()
+        self.commitlog.warm = None
         clean = not self.health.read_only_reason
         try:
             self.commitlog.queue.flush()

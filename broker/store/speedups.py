@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 #: Set to anything but "" or "0" to run the pure-Python references.
 DISABLE_ENV: Final = "POCKETMQ_NO_SPEEDUPS"
 #: ``_speedups.VERSION`` this source was written with; another build is stale.
-_EXPECTED_VERSION: Final = 2
+_EXPECTED_VERSION: Final = 3
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 

@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pocketmq.broker.store.batch import BatchError, scan_batch
+from pocketmq.broker.store.batch import (
+    MARK_DELAY,
+    MARK_TIMER,
+    BatchError,
+    py_scan_batch,
+    scan_batch,
+)
 from pocketmq.common.hashing import tags_code
 from pocketmq.common.message import encode_record, pack_host
 
@@ -29,6 +35,20 @@ def test_scan_extracts_what_dispatch_needs_for_each_record():
     assert batch.keys == [["k1", "k2", "U1"], []]
     assert batch.uniq_keys == ["U1", ""]
     assert batch.positions[1] == batch.sizes[0]
+
+
+@pytest.mark.parametrize("scan", [scan_batch, py_scan_batch], ids=["scan_batch", "py"])
+@pytest.mark.parametrize(("props", "markers"), [
+    ({}, 0),
+    ({"TAGS": "DELAY", "KEYS": "TIMER_DELAY_MS"}, 0),       # only property names count
+    ({"DELAY": "3"}, MARK_DELAY),
+    ({"DELAY": ""}, 0),                                     # an empty value is no property
+    ({"TIMER_DELIVER_MS": "1"}, MARK_TIMER),
+    ({"TIMER_DELAY_SEC": "1", "DELAY": "2"}, MARK_DELAY | MARK_TIMER),
+])
+def test_scan_marks_the_properties_the_broker_acts_on(scan, props, markers):
+    blob = rec("a") + rec("b", **props) + rec("c")
+    assert scan(blob, max_body_size=MAX).markers == markers
 
 
 @pytest.mark.parametrize(("damage", "expected"), [

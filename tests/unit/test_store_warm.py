@@ -1,0 +1,94 @@
+"""WarmMappedFileService reads ahead of the commit log's writer and never changes a byte."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+
+from storekit import record, small_config, start_store
+
+from pocketmq.broker.store.mapped_file_queue import MappedFileQueue
+from pocketmq.broker.store.warm import WarmMappedFileService
+
+SEGMENT = 4 * 1024 * 1024
+AHEAD = 1024 * 1024
+
+
+def test_a_round_warms_up_to_ahead_bytes_past_the_write_position(tmp_path):
+    queue = MappedFileQueue(str(tmp_path), SEGMENT)
+    mf = queue.last_file()
+    mf.append(b"x" * 5000)
+    warm = WarmMappedFileService(queue, ahead_bytes=AHEAD)
+    warm.run_once()
+    assert warm.warmed == 5000 + AHEAD
+    mf.append(b"y" * 100)
+    warm.run_once()                         # not due: nothing more is read
+    assert warm.bytes_warmed == AHEAD
+    queue.close()
+
+
+def test_warming_stops_at_the_end_of_the_segment_and_moves_to_the_next(tmp_path):
+    queue = MappedFileQueue(str(tmp_path), SEGMENT)
+    first = queue.last_file()
+    first.append(b"a" * (SEGMENT - AHEAD // 2))
+    warm = WarmMappedFileService(queue, ahead_bytes=AHEAD)
+    warm.run_once()
+    assert warm.warmed == SEGMENT
+    first.wrote_position = SEGMENT          # full: the next append rolls
+    second = queue.last_file()
+    assert second is not first
+    warm.notify(second)
+    warm.run_once()
+    assert warm.warmed == AHEAD             # relative to the new segment
+    queue.close()
+
+
+def test_notify_wakes_the_thread_only_when_the_writer_nears_the_warm_edge(tmp_path):
+    queue = MappedFileQueue(str(tmp_path), SEGMENT)
+    mf = queue.last_file()
+    warm = WarmMappedFileService(queue, ahead_bytes=AHEAD)
+    warm.run_once()
+    warm.notify(mf)
+    assert not warm._wakeup.is_set()
+    mf.append(b"z" * (AHEAD // 2 + 1))
+    warm.notify(mf)
+    assert warm._wakeup.is_set()
+    queue.close()
+
+
+def test_warming_beside_a_writer_leaves_exactly_what_was_written(tmp_path):
+    """The service reads while the writer writes, with no lock: the file must hold
+    the writer's bytes and zeros after them, whatever the interleaving."""
+    queue = MappedFileQueue(str(tmp_path), SEGMENT)
+    mf = queue.last_file()
+    warm = WarmMappedFileService(queue, ahead_bytes=AHEAD)
+    warm.start()
+    rng = random.Random(7)
+    written = bytearray()
+    try:
+        while len(written) < SEGMENT - 70_000:
+            chunk = rng.randbytes(rng.randrange(1, 65_536))
+            mf.append(chunk)
+            written += chunk
+            warm.notify(mf)
+    finally:
+        warm.stop()
+    assert warm.bytes_warmed > 0
+    queue.flush()
+    with open(mf.path, "rb") as f:
+        on_disk = f.read()
+    assert on_disk[:len(written)] == written
+    assert on_disk[len(written):] == bytes(SEGMENT - len(written))
+    queue.close()
+
+
+def test_the_store_warms_its_commit_log_unless_disabled(tmp_path):
+    for enabled in (True, False):
+        data_dir = tmp_path / str(enabled)
+        store, _ = start_store(small_config(data_dir, warm_mapped_file_enable=enabled))
+        try:
+            assert store.put_batch(record(body=os.urandom(100))).status.value == "PUT_OK"
+            assert (store.commitlog.warm is not None) is enabled
+        finally:
+            store.shutdown()
