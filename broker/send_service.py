@@ -37,7 +37,7 @@ import enum
 import struct
 from dataclasses import dataclass
 
-from pocketmq.broker.delay_levels import DelayLevels, rewrite_delayed
+from pocketmq.broker.delay_levels import PROPERTY_DELAY, DelayLevels, rewrite_delayed
 from pocketmq.broker.errors import (
     InvalidRequestError,
     NotFoundError,
@@ -56,6 +56,7 @@ from pocketmq.broker.topic_config import (
 )
 from pocketmq.broker.transaction_ops import rewrite_half_messages
 from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.message import SysFlag
 from pocketmq.common.msgid import encode_offset_msg_id
 
 __all__ = ["SendMessageService", "SendOutcome", "SendStatus"]
@@ -104,6 +105,23 @@ def _illegal(pos: int, what: str, reason: str = "MESSAGE_ILLEGAL") -> InvalidReq
     return InvalidRequestError(f"record at batch offset {pos}: {what}", reason=reason)
 
 
+def _refuse_delayed_half_messages(scanned: ScannedBatch) -> None:
+    """A half message may not ask for a later delivery: its commit would silently
+    deliver it at once (RocketMQ does not delay transactional messages either)."""
+    prepared = [i for i, flag in enumerate(scanned.sysflags)
+                if SysFlag.transaction_type(flag) == SysFlag.TRANSACTION_PREPARED]
+    if not prepared:
+        return
+    properties = scanned.properties
+    for i in prepared:
+        timed = sorted(name for name in properties[i]
+                       if name == PROPERTY_DELAY or name.startswith("TIMER_DEL"))
+        if timed:
+            raise _illegal(scanned.positions[i], f"a transactional (prepared) message cannot "
+                                                 f"be delayed, but it carries {timed}; send it "
+                                                 "without a delay or delivery time")
+
+
 class SendMessageService:
     def __init__(self, store: MessageStore, topics: TopicConfigManager, *,
                  store_host: tuple[str, int],
@@ -135,6 +153,8 @@ class SendMessageService:
                                       f"{len(scanned)}; send them with SendBatch",
                                       reason="MESSAGE_ILLEGAL")
         self._check_queues(scanned)
+        if scanned.markers:
+            _refuse_delayed_half_messages(scanned)
         # Each rewrite returns a new blob, or None when no record of it needed one.
         now_ms = self._clock.now_ms()
         rewritten = None

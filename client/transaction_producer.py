@@ -168,9 +168,11 @@ class TransactionProducer(Producer):
                                   timeout_ms: int | None = None) -> TransactionSendResult:
         """Send *msg* as a half message, run the local transaction, commit or roll back."""
         self._running()
-        if msg.delay_level:
-            raise InvalidMessageError("a transactional message cannot be delayed "
-                                      f"(delay_level {msg.delay_level}); send it without one")
+        if msg.delay_level or msg.deliver_at_ms or msg.delay_ms:
+            raise InvalidMessageError(
+                "a transactional message cannot be delayed (delay_level "
+                f"{msg.delay_level}, deliver_at_ms {msg.deliver_at_ms}, delay_ms "
+                f"{msg.delay_ms}); send it without a delay or delivery time")
         check_message(msg, max_body_bytes=self.config.max_message_size_bytes)
         half = dataclasses.replace(msg, properties={
             **msg.properties, PROPERTY_TRANSACTION_PREPARED: "true",

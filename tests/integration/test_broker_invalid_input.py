@@ -6,7 +6,7 @@ import grpc
 import pytest
 
 from pocketmq.broker.grpc_status import REASON_METADATA_KEY
-from pocketmq.common.message import encode_record, pack_host
+from pocketmq.common.message import SysFlag, encode_record, pack_host
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2
 
@@ -14,9 +14,9 @@ MiB = 1024 * 1024
 Code = grpc.StatusCode
 
 
-def record(topic="TopicA", queue_id=0, body=b"hello", props=None) -> bytes:
+def record(topic="TopicA", queue_id=0, body=b"hello", props=None, sysflag=0) -> bytes:
     return encode_record(topic=topic, body=body, queue_id=queue_id, properties=props or {},
-                         store_host=pack_host(("127.0.0.1", 0)))
+                         store_host=pack_host(("127.0.0.1", 0)), sysflag=sysflag)
 
 
 def patched(rec: bytes, pos: int, raw: bytes) -> bytes:
@@ -71,6 +71,13 @@ SENDS = [
      "UTF-8"),
     ("second record bad", record() + record(queue_id=9), Code.INVALID_ARGUMENT,
      "MESSAGE_ILLEGAL", "queue id 9"),
+    ("delayed half message", record() + record(
+        props={"PGROUP": "tx", "TIMER_DELAY_MS": "5000"},
+        sysflag=SysFlag.TRANSACTION_PREPARED), Code.INVALID_ARGUMENT, "MESSAGE_ILLEGAL",
+     "a transactional (prepared) message cannot be delayed, but it carries ['TIMER_DELAY_MS']"),
+    ("half message with a delay level", record(props={"PGROUP": "tx", "DELAY": "2"},
+                                               sysflag=SysFlag.TRANSACTION_PREPARED),
+     Code.INVALID_ARGUMENT, "MESSAGE_ILLEGAL", "carries ['DELAY']"),
 ]
 
 

@@ -21,6 +21,7 @@ import pytest
 from pocketmq.broker.topic_config import TopicConfig
 from pocketmq.client import (
     ConsumeResult,
+    InvalidMessageError,
     LocalTransactionState,
     Message,
     MessageExt,
@@ -118,6 +119,20 @@ async def test_a_rollback_is_never_delivered(broker, nameserver):
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await end(broker.address, result, pb.COMMIT)
     assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+
+
+@pytest.mark.parametrize("delay", [{"delay_level": 2}, {"deliver_at_ms": 1},
+                                   {"delay_ms": 5000}], ids=["level", "at", "after"])
+async def test_a_delayed_transactional_message_is_refused_before_anything_is_sent(
+        broker, nameserver, delay):
+    executed: list[MessageExt] = []
+    puts = broker.store.runtime_info()["put_messages_total"]
+    async with TransactionProducer(GROUP, nameserver.address, checker=commit_all) as tx:
+        with pytest.raises(InvalidMessageError, match="cannot be delayed"):
+            await tx.send_in_transaction(Message(topic=TOPIC, body=b"later", **delay),
+                                         lambda msg, arg: executed.append(msg) or COMMIT)
+    assert executed == []
+    assert broker.store.runtime_info()["put_messages_total"] == puts
 
 
 async def test_unknown_then_the_check_commits_it(broker, nameserver, eventually):
