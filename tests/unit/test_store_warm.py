@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-import threading
 
 from storekit import record, small_config, start_store
 
