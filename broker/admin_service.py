@@ -4,16 +4,34 @@ RocketMQ's ``AdminBrokerProcessor`` and ``QueryMessageProcessor``: create,
 update, delete and list topics; min/max offset and last store time per
 queue (``topicStatus``); a group's broker offset, consumer offset and lag per
 queue (``consumerProgress``); the offset of a timestamp; messages by key and
-by offset message id; the broker's runtime table.
+by offset message id; the broker's runtime table and configuration; the
+consumer groups it knows.
+
+Offset reset (``resetOffsetByTime``): :meth:`AdminService.reset_offset` stores
+the group's new offsets of a topic and pushes ``ResetConsumerClientOffset`` to
+the group's online consumers. Until the consumer of a queue pulls from the new
+offset, the queue is *fenced* (RocketMQ 5's ``assignResetOffset``): commits of
+the old position (``UpdateConsumerOffset``, a pull's ``commit_offset``) are
+dropped, and a pull elsewhere is told to move (``OFFSET_ILLEGAL``, next begin
+offset = the reset). A fence lapses after :data:`RESET_FENCE_S`, so a consumer
+that left does not block the queue's commits for good.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from pocketmq import __version__
-from pocketmq.broker.client_manager import ClientManager
+from pocketmq.broker.client_manager import (
+    ClientManager,
+    ConsumeType,
+    MessageModel,
+    ResetConsumerClientOffset,
+)
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.errors import InvalidRequestError, NotFoundError
 from pocketmq.broker.long_polling import PullRequestHoldService
@@ -23,11 +41,45 @@ from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.msgid import decode_offset_msg_id
 from pocketmq.common.validation import check_group, check_topic
 
-__all__ = ["AdminService", "QueueProgress", "QueueStatus"]
+__all__ = [
+    "AdminService",
+    "ConsumerGroupInfo",
+    "OffsetReset",
+    "QueueProgress",
+    "QueueStatus",
+    "ResetPosition",
+]
 
 log = logging.getLogger(__name__)
 
 MAX_QUERY_MESSAGES = 64  # maxMsgsNumBatch: cap on one key query
+RESET_FENCE_S = 120.0    # a reset's fence lapses after this (the client expiry)
+_SECRET_WORDS = ("secret", "password", "token")   # config keys shown masked
+
+
+class ResetPosition(enum.Enum):
+    EARLIEST = "EARLIEST"
+    LATEST = "LATEST"
+    TIMESTAMP = "TIMESTAMP"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetReset:
+    """One queue moved by :meth:`AdminService.reset_offset`."""
+
+    queue_id: int
+    previous_offset: int          # -1 when the group had none
+    offset: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupInfo:
+    group: str
+    client_ids: list[str]                 # online members, sorted
+    consume_type: ConsumeType | None      # None when no member is online
+    message_model: MessageModel | None
+    subscribed_topics: list[str]
+    offset_topics: list[str]              # topics with stored offsets
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,7 +105,7 @@ class AdminService:
                  offsets: ConsumerOffsetManager, clients: ClientManager,
                  hold: PullRequestHoldService, *, broker_name: str, cluster_name: str,
                  store_host: tuple[str, int], default_query_max: int = 32,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, config: Any = None) -> None:
         self._store = store
         self._topics = topics
         self._offsets = offsets
@@ -65,6 +117,9 @@ class AdminService:
         self._default_query_max = default_query_max
         self._clock = clock or SystemClock()
         self._boot_timestamp_ms = self._clock.now_ms()
+        self._config = config       # the broker's config dataclass, for GetBrokerConfig
+        # (group, topic, queue id) -> (reset offset, monotonic deadline of the fence)
+        self._fences: dict[tuple[str, str, int], tuple[int, float]] = {}
 
     # -- topics -------------------------------------------------------------------------
     def create_topic(self, config: TopicConfig) -> TopicConfig:
@@ -128,6 +183,75 @@ class AdminService:
                                      lag=max(0, broker_offset - max(consumer_offset, 0)),
                                      last_timestamp_ms=last))
         return out
+
+    # -- consumer groups and offset resets ----------------------------------------------
+    def consumer_groups(self) -> list[ConsumerGroupInfo]:
+        """Groups with online consumers or stored offsets, sorted by name."""
+        online = self._clients.consumer_groups()
+        stored = self._offsets.group_topics()
+        out = []
+        for group in sorted(online.keys() | stored.keys()):
+            members = online.get(group, {})
+            first = next(iter(members.values()), None)
+            out.append(ConsumerGroupInfo(
+                group=group, client_ids=sorted(members),
+                consume_type=first.consume_type if first else None,
+                message_model=first.message_model if first else None,
+                subscribed_topics=sorted({t for r in members.values() for t in r.subscriptions}),
+                offset_topics=stored.get(group, [])))
+        return out
+
+    def reset_offset(self, group: str, topic: str, position: ResetPosition,
+                     timestamp_ms: int = 0) -> tuple[list[OffsetReset], list[str]]:
+        """Move *group* on every read queue of *topic*; returns the moves and the
+        online consumers told."""
+        problem = check_group(group)
+        if problem:
+            raise InvalidRequestError(problem)
+        config = self._existing_topic(topic)
+        if position is ResetPosition.TIMESTAMP and timestamp_ms < 0:
+            raise InvalidRequestError(f"timestamp_ms is {timestamp_ms}; give milliseconds "
+                                      "since the epoch")
+        moves = []
+        for queue_id in range(config.read_queue_nums):
+            if position is ResetPosition.EARLIEST:
+                offset = self._store.min_offset(topic, queue_id)
+            elif position is ResetPosition.LATEST:
+                offset = self._store.max_offset(topic, queue_id)
+            else:
+                offset = self._store.offset_by_timestamp(topic, queue_id, timestamp_ms)
+            previous = self._offsets.query(group, topic, queue_id)
+            self._offsets.commit(group, topic, queue_id, offset)
+            moves.append(OffsetReset(queue_id=queue_id, offset=offset,
+                                     previous_offset=-1 if previous is None else previous))
+        now = self._clock.monotonic()
+        self._fences = {key: f for key, f in self._fences.items() if f[1] >= now}  # lapsed
+        if self._clients.consumer_ids(group):
+            deadline = now + RESET_FENCE_S
+            for move in moves:
+                self._fences[(group, topic, move.queue_id)] = (move.offset, deadline)
+        notified = self._clients.send_to_consumers(group, ResetConsumerClientOffset(
+            consumer_group=group, topic=topic, broker_name=self._broker_name,
+            offsets={m.queue_id: m.offset for m in moves}))
+        log.info("group %s reset on %s to %s%s: %s; told %d online consumer(s)", group, topic,
+                 position.value, f" {timestamp_ms}" if position is ResetPosition.TIMESTAMP
+                 else "", {m.queue_id: m.offset for m in moves}, len(notified))
+        return moves, notified
+
+    def reset_fence(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The offset a reset moved this queue to while its consumer has not pulled
+        from there yet (its commits are then stale), else None."""
+        fence = self._fences.get((group, topic, queue_id))
+        if fence is None:
+            return None
+        if fence[1] < self._clock.monotonic():
+            del self._fences[(group, topic, queue_id)]
+            return None
+        return fence[0]
+
+    def lift_reset_fence(self, group: str, topic: str, queue_id: int) -> None:
+        """The queue's consumer pulled from the reset offset: its commits count again."""
+        self._fences.pop((group, topic, queue_id), None)
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         self.check_queue(topic, queue_id)
@@ -200,6 +324,17 @@ class AdminService:
             "pulls_parked": str(self._hold.parked_count),
         })
         return info
+
+    def config_table(self) -> dict[str, str]:
+        """The broker's configuration as text, secrets masked."""
+        if self._config is None:
+            return {}
+        def text(value: Any) -> str:
+            return str(value).lower() if isinstance(value, bool) else str(value)
+
+        return {f.name: "***" if any(w in f.name for w in _SECRET_WORDS)
+                else text(getattr(self._config, f.name))
+                for f in dataclasses.fields(self._config)}
 
     # -- checks -------------------------------------------------------------------------
     def _existing_topic(self, topic: str) -> TopicConfig:

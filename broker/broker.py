@@ -6,7 +6,8 @@ managers, the services, the gRPC server and every background task::
     start():  bind the port (0 = any) ─ store.start() (recovery, logged) ─
               load topics.json, consumerOffset.json, delayOffset.json,
               transactionProgress.json and replay the transaction op queue ─
-              serve gRPC ─ start offset persistence, client housekeeping, store
+              serve gRPC (and RocketMQ 5's MessagingService on grpc_v2_port,
+              grpc_v2/) ─ start offset persistence, client housekeeping, store
               cleanup, delayed-message delivery, transaction checks ─ register
               with every nameserver
     stop():   answer parked pulls, close client streams ─ stop taking requests
@@ -31,6 +32,8 @@ from pocketmq.broker.admin_service import AdminService
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
+from pocketmq.broker.flow_control import FlowControlInterceptor
+from pocketmq.broker.grpc_v2.server import BrokerParts, GrpcV2Server
 from pocketmq.broker.long_polling import PullRequestHoldService
 from pocketmq.broker.pull_service import PullMessageService
 from pocketmq.broker.rebalance_lock import RebalanceLockManager
@@ -38,7 +41,7 @@ from pocketmq.broker.registration import NameserverClient, RegisterBrokerService
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.send_service import SendMessageService
-from pocketmq.broker.servicer import BrokerServicer, add_to_server
+from pocketmq.broker.servicer import BrokerServicer, MalformedRequestInterceptor, add_to_server
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.config import StoreConfig
 from pocketmq.broker.store.results import RecoveryReport
@@ -81,7 +84,11 @@ class Broker:
         self.offsets: ConsumerOffsetManager | None = None
         self.clients: ClientManager | None = None
         self.hold: PullRequestHoldService | None = None
+        self.flow_control: FlowControlInterceptor | None = None
         self.registration: RegisterBrokerService | None = None
+        self.send: SendMessageService | None = None
+        self.send_back: SendBackService | None = None
+        self.grpc_v2: GrpcV2Server | None = None    # RocketMQ 5's MessagingService
         self.schedule: ScheduleMessageService | None = None
         self.timer: TimerService | None = None
         self.locks: RebalanceLockManager | None = None
@@ -99,7 +106,13 @@ class Broker:
     async def start(self) -> None:
         cfg = self.config
         max_receive = cfg.max_batch_size_bytes + cfg.max_message_size_bytes + 1024 * 1024
-        server = grpc.aio.server(options=[
+        # Interceptors run in list order; each one is independent of the others.
+        self.flow_control = FlowControlInterceptor(
+            max_per_connection=cfg.max_in_flight_requests_per_connection,
+            max_total=cfg.max_in_flight_requests)
+        interceptors: list[grpc.aio.ServerInterceptor] = [MalformedRequestInterceptor(),
+                                                          self.flow_control]
+        server = grpc.aio.server(interceptors=interceptors, options=[
             ("grpc.max_receive_message_length", max_receive),
             ("grpc.max_send_message_length", -1),
             ("grpc.so_reuseport", 0),
@@ -109,11 +122,18 @@ class Broker:
         except RuntimeError as exc:
             raise OSError(f"cannot listen on {cfg.host}:{cfg.port}: {exc}") from None
         try:
+            if cfg.v2_port >= 0:
+                self.grpc_v2 = GrpcV2Server(cfg, clock=self.clock)
+                self.grpc_v2.bind()
             servicer = self._open_store_and_services()
             add_to_server(servicer, server)
             await server.start()
+            if self.grpc_v2 is not None:
+                await self.grpc_v2.start(self._v2_parts())
         except BaseException:
             await server.stop(None)
+            if self.grpc_v2 is not None:
+                await self.grpc_v2.stop(None)
             if self.store is not None:
                 self.store.shutdown()
             raise
@@ -168,14 +188,16 @@ class Broker:
             cfg.namesrv_addr_list, self.topics, cluster_name=cfg.cluster_name,
             broker_name=cfg.broker_name, broker_addr=self.address, broker_id=cfg.broker_id,
             interval_s=cfg.register_interval_seconds, timeout_s=cfg.register_timeout_seconds,
+            grpc_v2_addr=self.grpc_v2.address if self.grpc_v2 is not None else "",
             **registration_kwargs)
+        self.send = SendMessageService(store, self.topics, store_host=store_host,
+                                       delay_levels=levels, clock=self.clock,
+                                       timer=TimerPolicy(enabled=cfg.timer_wheel_enable,
+                                                         max_delay_ms=cfg.timer_max_delay_ms))
+        self.send_back = SendBackService(store, self.topics, levels, store_host=store_host,
+                                         clock=self.clock)
         return BrokerServicer(
-            send=SendMessageService(store, self.topics, store_host=store_host,
-                                    delay_levels=levels, clock=self.clock,
-                                    timer=TimerPolicy(enabled=cfg.timer_wheel_enable,
-                                                      max_delay_ms=cfg.timer_max_delay_ms)),
-            send_back=SendBackService(store, self.topics, levels, store_host=store_host,
-                                      clock=self.clock),
+            send=self.send, send_back=self.send_back,
             locks=self.locks, transactions=self.transactions,
             pull=PullMessageService(
                 store, self.topics, self.offsets, self.hold,
@@ -187,8 +209,17 @@ class Broker:
             admin=AdminService(store, self.topics, self.offsets, self.clients, self.hold,
                                broker_name=cfg.broker_name, cluster_name=cfg.cluster_name,
                                store_host=store_host, default_query_max=cfg.default_query_max,
-                               clock=self.clock),
-            default_topic_queue_nums=cfg.default_topic_queue_nums)
+                               clock=self.clock, config=cfg),
+            default_topic_queue_nums=cfg.default_topic_queue_nums,
+            figures=[self.flow_control.figures] if self.flow_control is not None else [])
+
+    def _v2_parts(self) -> BrokerParts:
+        assert (self.store and self.topics and self.offsets and self.clients and self.send
+                and self.send_back and self.transactions)
+        return BrokerParts(store=self.store, topics=self.topics, offsets=self.offsets,
+                           clients=self.clients, send=self.send, send_back=self.send_back,
+                           transactions=self.transactions,
+                           store_host=(self.config.advertised_ip, self.port))
 
     def _build_transactions(self, store: MessageStore, store_host: tuple[str, int]) -> None:
         cfg = self.config
@@ -266,6 +297,8 @@ class Broker:
             await self.clients.stop()
         if self._server is not None:
             await self._server.stop(grace_s)
+        if self.grpc_v2 is not None:
+            await self.grpc_v2.stop(grace_s)
         for task in self._tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

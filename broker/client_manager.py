@@ -14,7 +14,9 @@ It owns RocketMQ's ``ProducerManager``, ``ConsumerManager`` and
   member is told ``NotifyConsumerIdsChanged`` so it rebalances at once instead
   of at its next 20 s round. The channel carries :data:`ServerCommand` values,
   among them ``CheckTransactionState``, which :meth:`ClientManager.send_to_producer`
-  hands to one live producer of a group, taking the group's producers in turn.
+  hands to one live producer of a group, taking the group's producers in turn,
+  and ``ResetConsumerClientOffset``, which :meth:`ClientManager.send_to_consumers`
+  hands to every online member of a group after an admin moved its offsets.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ __all__ = [
     "ConsumerRegistration",
     "MessageModel",
     "NotifyConsumerIdsChanged",
+    "ResetConsumerClientOffset",
     "ServerCommand",
 ]
 
@@ -94,7 +97,18 @@ class CheckTransactionState:
     check_times: int            # 1 on the first check
 
 
-ServerCommand = ChannelOpened | NotifyConsumerIdsChanged | CheckTransactionState
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResetConsumerClientOffset:
+    """Tell a consumer that an admin moved its group's offsets of *topic* on this broker."""
+
+    consumer_group: str
+    topic: str
+    broker_name: str
+    offsets: dict[int, int]     # queue id -> next offset to consume
+
+
+ServerCommand = (ChannelOpened | NotifyConsumerIdsChanged | CheckTransactionState
+                 | ResetConsumerClientOffset)
 
 
 class ClientChannel:
@@ -251,6 +265,10 @@ class ClientManager:
     def _subscribed_topics(members: dict[str, ConsumerRegistration]) -> set[str]:
         return {topic for reg in members.values() for topic in reg.subscriptions}
 
+    def consumer_groups(self) -> dict[str, dict[str, ConsumerRegistration]]:
+        """Every group with an online consumer: group -> client id -> registration."""
+        return {group: dict(members) for group, members in self._consumers.items()}
+
     def counts(self) -> tuple[int, int]:
         """(producer groups, consumer groups) with at least one live client."""
         return len(self._producers), len(self._consumers)
@@ -290,6 +308,11 @@ class ClientManager:
                 self._producer_turn[group] = (turn + i + 1) % len(live)
                 return client_id
         return None
+
+    def send_to_consumers(self, group: str, command: ServerCommand) -> list[str]:
+        """Hand *command* to every online consumer of *group*; returns those reached."""
+        return [client_id for client_id in sorted(self._consumers.get(group, {}))
+                if (ch := self._channels.get(client_id)) is not None and ch.send(command)]
 
     def _notify_group(self, group: str) -> None:
         for client_id in self._consumers.get(group, {}):

@@ -27,6 +27,7 @@ __all__ = ["BrokerConfig", "parse_namesrv_addrs"]
 KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
+DEFAULT_GRPC_V2_PORT = 8081   # RocketMQ proxy's grpcServerPort
 
 _WILDCARD_HOSTS = ("0.0.0.0", "::", "[::]")
 TIMER_BLANK_SLOTS = 60   # wheel slots kept free beyond the roll window (RocketMQ's)
@@ -107,6 +108,13 @@ class BrokerConfig:
         "longest wait a pull may ask for, in ms"))
     max_parked_pulls: int = field(default=10_000, metadata=_help(
         "pulls waiting at once; more are refused as busy"))
+    # -- flow control (broker/flow_control.py) ------------------------------------------
+    max_in_flight_requests_per_connection: int = field(default=1_024, metadata=_help(
+        "requests one client connection may have in progress, parked pulls not counted; "
+        "more are answered SYSTEM_BUSY (RESOURCE_EXHAUSTED) and retried by clients"))
+    max_in_flight_requests: int = field(default=10_000, metadata=_help(
+        "requests in progress at once over every connection (sendThreadPoolQueueCapacity); "
+        "more are answered SYSTEM_BUSY"))
     # -- delayed messages, retries, orderly consumption ---------------------------------
     message_delay_level: str = field(default=DEFAULT_MESSAGE_DELAY_LEVEL, metadata=_help(
         "delay of each level 1, 2, ...; units ms, s, m, h, d (messageDelayLevel)"))
@@ -152,6 +160,14 @@ class BrokerConfig:
         "seconds between registrations with each nameserver"))
     register_timeout_seconds: float = field(default=6, metadata=_help(
         "seconds one registration may take"))
+    # -- RocketMQ 5 clients (broker/grpc_v2) ----------------------------------------------
+    grpc_v2_port: int | None = field(default=None, metadata=_help(
+        "port of RocketMQ 5's gRPC MessagingService, for the official 5.x clients "
+        "(the proxy's grpcServerPort); 0 = any free port, -1 = off; unset = 8081, or any "
+        "free port when port is 0"))
+    grpc_v2_max_delivery_attempts: int = field(default=17, metadata=_help(
+        "deliveries of a message to a RocketMQ 5 consumer group before it goes to the "
+        "group's dead-letter topic (retryMaxTimes 16 + 1)"))
 
     def __post_init__(self) -> None:
         self._check_names()
@@ -183,6 +199,9 @@ class BrokerConfig:
     def _check_network(self) -> None:
         if not 0 <= self.port < 65536:
             raise ConfigError(f"port must be 0..65535, got {self.port}")
+        if self.v2_port >= 65536 or (self.v2_port == self.port != 0):
+            raise ConfigError(f"grpc_v2_port is {self.v2_port}; give 1..65535 other than "
+                              f"port ({self.port}), 0 for any free port or -1 for off")
         if self.broker_id < 0:
             raise ConfigError(f"broker_id must be >= 0 (0 = master), got {self.broker_id}")
         if not self.broker_ip and self.host in _WILDCARD_HOSTS:
@@ -201,12 +220,13 @@ class BrokerConfig:
             "max_message_size_bytes", "max_batch_size_bytes", "default_topic_queue_nums",
             "max_pull_messages", "max_pull_bytes", "default_query_max", "pull_suspend_max_ms",
             "max_parked_pulls", "client_channel_expire_seconds", "client_scan_interval_seconds",
+            "max_in_flight_requests_per_connection", "max_in_flight_requests",
             "consumer_offset_persist_interval_seconds", "register_interval_seconds",
             "register_timeout_seconds", "flush_delay_offset_interval_ms",
             "rebalance_lock_max_live_time_ms", "transaction_timeout_ms",
             "transaction_check_interval_ms", "transaction_check_max", "timer_max_delay_ms",
             "timer_roll_window_s", "timer_wheel_slots", "timer_log_file_size_bytes",
-            "timer_flush_interval_ms")
+            "timer_flush_interval_ms", "grpc_v2_max_delivery_attempts")
         for key in positive:
             value = getattr(self, key)
             if value <= 0:
@@ -240,6 +260,13 @@ class BrokerConfig:
     def advertised_ip(self) -> str:
         """The IP written into STOREHOST, offset message ids and the route."""
         return self.broker_ip or self.host
+
+    @property
+    def v2_port(self) -> int:
+        """grpc_v2_port as applied: RocketMQ's 8081 unless set; -1 (or below) = off."""
+        if self.grpc_v2_port is not None:
+            return self.grpc_v2_port
+        return 0 if self.port == 0 else DEFAULT_GRPC_V2_PORT
 
     @property
     def namesrv_addr_list(self) -> list[str]:

@@ -130,6 +130,14 @@ class ConsumerOffsetManager:
         suffix = f"{TOPIC_GROUP_SEPARATOR}{group}"
         return sorted(key[:-len(suffix)] for key in self._table if key.endswith(suffix))
 
+    def group_topics(self) -> dict[str, list[str]]:
+        """Every group with stored offsets -> its topics, sorted."""
+        out: dict[str, list[str]] = {}
+        for key in sorted(self._table):
+            topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
+            out.setdefault(group, []).append(topic)
+        return out
+
     def remove_topic(self, topic: str) -> None:
         """Forget every group's offsets of a deleted topic."""
         prefix = f"{topic}{TOPIC_GROUP_SEPARATOR}"

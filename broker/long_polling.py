@@ -20,6 +20,7 @@ import asyncio
 import enum
 import logging
 
+from pocketmq.broker import flow_control
 from pocketmq.broker.errors import BusyError
 
 __all__ = ["HoldOutcome", "PullRequestHoldService"]
@@ -70,7 +71,8 @@ class PullRequestHoldService:
         self._count += 1
         timer = loop.call_later(timeout_s, _resolve, future, HoldOutcome.TIMED_OUT)
         try:
-            return await future
+            with flow_control.parked():   # no work while waiting: not counted in flight
+                return await future
         finally:
             timer.cancel()
             self._remove(key, parked)

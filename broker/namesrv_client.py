@@ -30,6 +30,7 @@ class BrokerRegistration:
     topic_configs: list[TopicConfig] = field(default_factory=list)
     data_version: DataVersion = field(default_factory=DataVersion)
     heartbeat_timeout_ms: int = 0    # 0 = the nameserver's default
+    grpc_v2_addr: str = ""           # "host:port" of RocketMQ 5's MessagingService; "" = none
 
 
 def _topic_config_pb(tc: TopicConfig) -> common_pb2.TopicConfig:
@@ -52,7 +53,7 @@ class GrpcNameserverClient:
             topic_configs=[_topic_config_pb(tc) for tc in reg.topic_configs],
             data_version=common_pb2.DataVersion(timestamp_ms=reg.data_version.timestamp_ms,
                                                 counter=reg.data_version.counter),
-            heartbeat_timeout_ms=reg.heartbeat_timeout_ms)
+            heartbeat_timeout_ms=reg.heartbeat_timeout_ms, grpc_v2_addr=reg.grpc_v2_addr)
         try:
             response = await self._stub.RegisterBroker(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as exc:

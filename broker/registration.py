@@ -39,10 +39,11 @@ class RegisterBrokerService:
                  cluster_name: str, broker_name: str, broker_addr: str, broker_id: int = 0,
                  interval_s: float = 30.0, timeout_s: float = 6.0,
                  client_factory: Callable[[str], NameserverClient] = GrpcNameserverClient,
-                 ) -> None:
+                 grpc_v2_addr: str = "") -> None:
         self._clients = [client_factory(addr) for addr in namesrv_addrs]
         self._topics = topics
         self._identity = (cluster_name, broker_name, broker_addr, broker_id)
+        self._grpc_v2_addr = grpc_v2_addr   # where RocketMQ 5 clients reach it; "" = nowhere
         self._interval_s = interval_s
         self._timeout_s = timeout_s
         self._task: asyncio.Task[None] | None = None
@@ -55,7 +56,8 @@ class RegisterBrokerService:
         cluster, name, addr, broker_id = self._identity
         return BrokerRegistration(cluster_name=cluster, broker_name=name, broker_addr=addr,
                                   broker_id=broker_id, topic_configs=self._topics.all(),
-                                  data_version=self._topics.data_version)
+                                  data_version=self._topics.data_version,
+                                  grpc_v2_addr=self._grpc_v2_addr)
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:

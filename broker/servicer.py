@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
 
-from pocketmq.broker.admin_service import AdminService
+from pocketmq.broker.admin_service import AdminService, ResetPosition
 from pocketmq.broker.client_manager import (
     ChannelOpened,
     CheckTransactionState,
@@ -27,6 +27,7 @@ from pocketmq.broker.client_manager import (
     ConsumeType,
     MessageModel,
     NotifyConsumerIdsChanged,
+    ResetConsumerClientOffset,
     ServerCommand,
 )
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
@@ -42,9 +43,12 @@ from pocketmq.broker.transaction_ops import Resolution
 from pocketmq.common.msgid import decode_offset_msg_id
 from pocketmq.common.validation import check_group, check_topic
 from pocketmq.v1 import broker_pb2 as pb
-from pocketmq.v1 import broker_pb2_grpc, common_pb2
+from pocketmq.v1 import broker_pb2_grpc, common_pb2, grpc_guard
 
-__all__ = ["BrokerServicer", "add_to_server"]
+__all__ = ["BrokerServicer", "MalformedRequestInterceptor", "add_to_server"]
+
+# Requests whose bytes are not this service's messages: INVALID_ARGUMENT, not UNKNOWN.
+MalformedRequestInterceptor = grpc_guard.MalformedRequestInterceptor
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +89,15 @@ def _check_names(*, topic: str | None = None, group: str | None = None) -> None:
                     check_group(group) if group is not None else None):
         if problem:
             raise InvalidRequestError(problem)
+
+
+def _check_given(*, topic: str = "", groups: tuple[str, ...] = ()) -> None:
+    """Names a request may leave empty are checked like any other when it gives them."""
+    if topic:
+        _check_names(topic=topic)
+    for group in groups:
+        if group:
+            _check_names(group=group)
 
 
 def _check_client_id(client_id: str) -> None:
@@ -180,10 +193,21 @@ def _command_pb(command: ServerCommand) -> pb.ServerCommand:
             consumer_group=command.consumer_group))
     if isinstance(command, ChannelOpened):
         return pb.ServerCommand(channel_opened=pb.ChannelOpened(broker_name=command.broker_name))
+    if isinstance(command, ResetConsumerClientOffset):
+        return pb.ServerCommand(reset_consumer_client_offset=pb.ResetConsumerClientOffset(
+            consumer_group=command.consumer_group, topic=command.topic,
+            broker_name=command.broker_name, offsets=command.offsets))
     raise TypeError(f"no protobuf form for {command!r}")
 
 
 _RESOLUTIONS = {pb.COMMIT: Resolution.COMMIT, pb.ROLLBACK: Resolution.ROLLBACK}
+_RESET_POSITIONS = {pb.RESET_TO_EARLIEST: ResetPosition.EARLIEST,
+                    pb.RESET_TO_LATEST: ResetPosition.LATEST,
+                    pb.RESET_TO_TIMESTAMP: ResetPosition.TIMESTAMP}
+_CONSUME_TYPES = {ConsumeType.CONSUME_ACTIVELY: pb.CONSUME_ACTIVELY,
+                  ConsumeType.CONSUME_PASSIVELY: pb.CONSUME_PASSIVELY}
+_MESSAGE_MODELS = {MessageModel.CLUSTERING: pb.CLUSTERING,
+                   MessageModel.BROADCASTING: pb.BROADCASTING}
 
 
 def _end_transaction(request: pb.EndTransactionRequest) -> EndTransactionRequest:
@@ -213,7 +237,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                  offsets: ConsumerOffsetManager, clients: ClientManager, admin: AdminService,
                  send_back: SendBackService, locks: RebalanceLockManager,
                  transactions: TransactionalMessageService,
-                 default_topic_queue_nums: int) -> None:
+                 default_topic_queue_nums: int,
+                 figures: Sequence[Callable[[], dict[str, str]]] = ()) -> None:
         self._send = send
         self._transactions = transactions
         self._send_back = send_back
@@ -223,17 +248,20 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self._clients = clients
         self._admin = admin
         self._default_queue_nums = default_topic_queue_nums
+        self._figures = figures   # more GetBrokerRuntimeInfo rows (flow control, ...)
 
     # -- messages -----------------------------------------------------------------------
     @_rpc
     async def SendMessage(self, request: pb.SendMessageRequest,
                           context: grpc.aio.ServicerContext) -> pb.SendMessageResponse:
+        _check_given(groups=(request.producer_group,))
         return _send_response(await self._send.send(request.record, single=True,
                                                     producer_group=request.producer_group))
 
     @_rpc
     async def SendBatch(self, request: pb.SendBatchRequest,
                         context: grpc.aio.ServicerContext) -> pb.SendMessageResponse:
+        _check_given(groups=(request.producer_group,))
         return _send_response(await self._send.send(request.records,
                                                     producer_group=request.producer_group))
 
@@ -246,13 +274,26 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     @_rpc
     async def PullMessage(self, request: pb.PullMessageRequest,
                           context: grpc.aio.ServicerContext) -> pb.PullMessageResponse:
+        commit_offset = request.commit_offset if request.HasField("commit_offset") else None
+        reset_to = self._admin.reset_fence(request.consumer_group, request.topic,
+                                           request.queue_id)
+        if reset_to is not None:
+            commit_offset = None  # the consumer's position predates the reset
+            if request.queue_offset != reset_to:
+                return pb.PullMessageResponse(
+                    status=pb.OFFSET_ILLEGAL, get_message_status=pb.GET_OFFSET_RESET,
+                    next_begin_offset=reset_to,
+                    min_offset=self._admin.min_offset(request.topic, request.queue_id),
+                    max_offset=self._admin.max_offset(request.topic, request.queue_id))
+            self._admin.lift_reset_fence(request.consumer_group, request.topic,
+                                         request.queue_id)
         outcome = await self._pull.pull(PullRequest(
             consumer_group=request.consumer_group, topic=request.topic,
             queue_id=request.queue_id, queue_offset=request.queue_offset,
             max_msg_nums=request.max_msg_nums, subscription=request.subscription,
             suspend_timeout_ms=(request.suspend_timeout_ms
                                 if request.HasField("suspend_timeout_ms") else None),
-            commit_offset=request.commit_offset if request.HasField("commit_offset") else None))
+            commit_offset=commit_offset))
         return pb.PullMessageResponse(
             status=pb.PullStatus.Value(outcome.status.value),
             get_message_status=pb.GetMessageStatus.Value("GET_" + outcome.get_status.value),
@@ -274,6 +315,11 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                                    ) -> pb.UpdateConsumerOffsetResponse:
         _check_names(topic=request.topic, group=request.consumer_group)
         self._admin.check_queue(request.topic, request.queue_id)
+        if self._admin.reset_fence(request.consumer_group, request.topic,
+                                   request.queue_id) is not None:
+            log.debug("offset %d of %s:%d for group %s predates an offset reset; ignored",
+                      request.offset, request.topic, request.queue_id, request.consumer_group)
+            return pb.UpdateConsumerOffsetResponse()
         self._offsets.commit(request.consumer_group, request.topic, request.queue_id,
                              request.offset)
         return pb.UpdateConsumerOffsetResponse()
@@ -315,6 +361,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     async def ConsumerSendMsgBack(self, request: pb.ConsumerSendMsgBackRequest,
                                   context: grpc.aio.ServicerContext,
                                   ) -> pb.ConsumerSendMsgBackResponse:
+        _check_given(topic=request.origin_topic)
         await self._send_back.send_back(
             group=request.group, phys_offset=request.phys_offset,
             delay_level=request.delay_level, origin_topic=request.origin_topic,
@@ -361,6 +408,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                                context: grpc.aio.ServicerContext,
                                ) -> pb.UnregisterClientResponse:
         _check_client_id(request.client_id)
+        _check_given(groups=(request.producer_group, request.consumer_group))
         self._clients.unregister(request.client_id, producer_group=request.producer_group,
                                  consumer_group=request.consumer_group)
         return pb.UnregisterClientResponse()
@@ -441,8 +489,42 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     async def GetBrokerRuntimeInfo(self, request: pb.GetBrokerRuntimeInfoRequest,
                                    context: grpc.aio.ServicerContext,
                                    ) -> pb.GetBrokerRuntimeInfoResponse:
-        return pb.GetBrokerRuntimeInfoResponse(
-            table={**self._admin.runtime_info(), **self._transactions.figures()})
+        table = {**self._admin.runtime_info(), **self._transactions.figures()}
+        for figures in self._figures:
+            table.update(figures())
+        return pb.GetBrokerRuntimeInfoResponse(table=table)
+
+    @_rpc
+    async def GetBrokerConfig(self, request: pb.GetBrokerConfigRequest,
+                              context: grpc.aio.ServicerContext) -> pb.GetBrokerConfigResponse:
+        return pb.GetBrokerConfigResponse(table=self._admin.config_table())
+
+    @_rpc
+    async def GetAllConsumerGroups(self, request: pb.GetAllConsumerGroupsRequest,
+                                   context: grpc.aio.ServicerContext,
+                                   ) -> pb.GetAllConsumerGroupsResponse:
+        return pb.GetAllConsumerGroupsResponse(groups=[
+            pb.ConsumerGroupInfo(
+                group=g.group, client_ids=g.client_ids,
+                consume_type=_CONSUME_TYPES.get(g.consume_type, pb.CONSUME_TYPE_UNSPECIFIED),
+                message_model=_MESSAGE_MODELS.get(g.message_model,
+                                                  pb.MESSAGE_MODEL_UNSPECIFIED),
+                subscribed_topics=g.subscribed_topics, offset_topics=g.offset_topics)
+            for g in self._admin.consumer_groups()])
+
+    @_rpc
+    async def ResetConsumerOffset(self, request: pb.ResetConsumerOffsetRequest,
+                                  context: grpc.aio.ServicerContext,
+                                  ) -> pb.ResetConsumerOffsetResponse:
+        position = _RESET_POSITIONS.get(request.position)
+        if position is None:
+            raise InvalidRequestError(f"position is {request.position}; give RESET_TO_EARLIEST "
+                                      "(1), RESET_TO_LATEST (2) or RESET_TO_TIMESTAMP (3)")
+        moves, notified = self._admin.reset_offset(request.consumer_group, request.topic,
+                                                   position, request.timestamp_ms)
+        return pb.ResetConsumerOffsetResponse(notified_client_ids=notified, queues=[
+            pb.QueueOffsetReset(queue_id=m.queue_id, previous_offset=m.previous_offset,
+                                offset=m.offset) for m in moves])
 
 
 def add_to_server(servicer: BrokerServicer, server: grpc.aio.Server) -> None:

@@ -70,6 +70,10 @@ def register(subparsers: Any) -> None:
                             help="broker port (default: 10911)")
     standalone.add_argument("--flush", choices=("async", "sync"), default="async",
                             help="flush mode of the commit log (default: async)")
+    standalone.add_argument("--grpc-v2-port", type=int, default=None,
+                            help="port of RocketMQ 5's gRPC API for the official 5.x clients; "
+                                 "0 = any, -1 = off (default: 8081, any when --broker-port "
+                                 "is 0)")
     standalone.add_argument("--demo", action="store_true",
                             help="once up, send and consume a few messages and show how")
     standalone.set_defaults(func=_run_standalone)
@@ -110,7 +114,7 @@ def _run_standalone(args: argparse.Namespace) -> int:
     try:
         namesrv_config = NamesrvConfig(host=args.host, port=args.namesrv_port)
         BrokerConfig(host=args.host, port=args.broker_port, data_dir=args.data_dir,
-                     flush_disk_type=args.flush)
+                     flush_disk_type=args.flush, grpc_v2_port=args.grpc_v2_port)
     except ConfigError as exc:
         print(f"pocketmq standalone: {exc}", file=sys.stderr)
         return 2
@@ -128,7 +132,8 @@ async def _serve_standalone(args: argparse.Namespace, namesrv_config: Any) -> in
         print(f"pocketmq standalone: {exc}", file=sys.stderr)
         return 1
     config = BrokerConfig(host=args.host, port=args.broker_port, data_dir=args.data_dir,
-                          flush_disk_type=args.flush, namesrv_addrs=nameserver.address)
+                          flush_disk_type=args.flush, namesrv_addrs=nameserver.address,
+                          grpc_v2_port=args.grpc_v2_port)
     try:
         return await _serve(config, namesrv=nameserver, demo=args.demo)
     finally:

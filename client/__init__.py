@@ -23,9 +23,12 @@ and :mod:`.fault_strategy` (queue choice); :mod:`.transaction_producer`
 :mod:`.allocate`, :mod:`.offset_store`, :mod:`.process_queue`;
 :mod:`.route`, :mod:`.heartbeat`; :mod:`.remoting`, the only module that sees
 gRPC and protobuf; :mod:`.model`, :mod:`.config`, :mod:`.errors`;
-:mod:`.sync` (a blocking facade for scripts).
+:mod:`.sync` (a blocking facade for scripts); :mod:`.admin` (``AdminClient``,
+RocketMQ's ``DefaultMQAdminExt``) with its rows in :mod:`.admin_model`.
 """
 
+from pocketmq.client.admin import AdminClient
+from pocketmq.client.admin_model import TopicConfig
 from pocketmq.client.allocate import (
     allocate_averagely,
     allocate_by_circle,
@@ -69,6 +72,7 @@ from pocketmq.client.transaction_producer import (
 )
 
 __all__ = [
+    "AdminClient",
     "BusyError",
     "ClientError",
     "ClientStateError",
@@ -96,6 +100,7 @@ __all__ = [
     "SendStatus",
     "SendTimeoutError",
     "ServerError",
+    "TopicConfig",
     "TransactionProducer",
     "TransactionSendResult",
     "UnavailableError",

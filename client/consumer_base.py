@@ -24,13 +24,14 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 from collections.abc import Sequence
 from typing import Any
 
 from pocketmq.client.allocate import resolve_strategy
 from pocketmq.client.config import _ConsumerCommon as ConsumerCommonConfig
 from pocketmq.client.config import parse_namesrv
-from pocketmq.client.errors import ClientError, ClientStateError
+from pocketmq.client.errors import BusyError, ClientError, ClientStateError
 from pocketmq.client.heartbeat import HeartbeatService, make_client_id
 from pocketmq.client.message_codec import decode_messages
 from pocketmq.client.model import (
@@ -51,6 +52,7 @@ from pocketmq.client.remoting import (
     PullReply,
     PullStatus,
     Remoting,
+    ResetConsumerOffset,
     ServerCommand,
 )
 from pocketmq.client.route import RouteService
@@ -232,6 +234,31 @@ class ConsumerBase:
             self._rebalance.wakeup()
         elif isinstance(command, ChannelOpened):
             self._rebalance.wakeup()
+        elif isinstance(command, ResetConsumerOffset) and command.group == self.group:
+            self._reset_offsets(command)
+
+    def _reset_offsets(self, command: ResetConsumerOffset) -> None:
+        """An admin moved the group (RESET_CONSUMER_CLIENT_OFFSET): each of those queues
+        this member reads drops what it buffered and continues at its new offset."""
+        if self._offsets is None or self._state != "running":
+            return
+        moved = {}
+        for queue_id, offset in sorted(command.offsets.items()):
+            pq = self._pqs.get(MessageQueue(command.topic, command.broker_name, queue_id))
+            if pq is not None and not pq.dropped:
+                self._offsets.reset(pq.queue, offset)
+                self._restart_queue(pq, offset)
+                moved[queue_id] = offset
+        log.info("group %s: an admin reset %s on %s; this member continues at %s", self.group,
+                 command.topic, command.broker_name, moved or "no queue it reads")
+
+    def _restart_queue(self, pq: ProcessQueue, offset: int) -> ProcessQueue:
+        """Replace *pq* by an empty process queue reading from *offset*."""
+        pq.drop()
+        fresh = self._new_process_queue(pq.queue, offset)
+        self._pqs[pq.queue] = fresh
+        self._start_pulling(fresh)   # cancels the old pull loop
+        return fresh
 
     async def _commit_loop(self) -> None:
         while True:
@@ -353,14 +380,28 @@ class ConsumerBase:
                 raise_if_cancelling()
                 if pq.dropped:
                     return
-                log.warning("pull from %s at offset %d failed: %s; retrying in %.1f s", mq,
-                            pq.next_offset, exc, cfg.pull_delay_on_error_s)
-                if self._routes is not None:
-                    self._routes.invalidate(mq.topic)
-                await asyncio.sleep(cfg.pull_delay_on_error_s)
+                await self._pull_failed(pq, exc)
                 continue
             if not pq.dropped:
                 self._on_pull_reply(pq, reply)
+
+    async def _pull_failed(self, pq: ProcessQueue, exc: ClientError) -> None:
+        """Pause the queue's pull loop (pullTimeDelayMillsWhenException, 3 s).
+
+        A busy broker (SYSTEM_BUSY) keeps its route, and the pause is spread by
+        a random part so that the loops it refused do not come back together.
+        """
+        delay_s = self.config.pull_delay_on_error_s
+        if isinstance(exc, BusyError) and exc.flow_control:
+            delay_s *= 0.75 + random.random() / 2
+            log.info("broker busy for a pull from %s: %s; retrying in %.1f s", pq.queue, exc,
+                     delay_s)
+        else:
+            log.warning("pull from %s at offset %d failed: %s; retrying in %.1f s", pq.queue,
+                        pq.next_offset, exc, delay_s)
+            if self._routes is not None:
+                self._routes.invalidate(pq.queue.topic)
+        await asyncio.sleep(delay_s)
 
     async def _ready_to_pull(self, pq: ProcessQueue) -> bool:
         """Hook: orderly consumers wait for the queue lock."""

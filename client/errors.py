@@ -90,6 +90,15 @@ class UnavailableError(RemoteError):
 class BusyError(RemoteError):
     retriable = True
 
+    @property
+    def flow_control(self) -> bool:
+        """SYSTEM_BUSY: a healthy broker at one of its limits; back off, keep using it.
+
+        Other RESOURCE_EXHAUSTED answers (DISK_FULL) mean the broker cannot
+        store now: avoid it and try another.
+        """
+        return self.reason == "SYSTEM_BUSY"
+
 
 class NotFoundError(RemoteError):
     # RocketMQ retries TOPIC_NOT_EXIST on another broker: the route may be stale.

@@ -11,6 +11,9 @@ Both keep an in-memory table updated as messages are handled
 (:meth:`update`) and written out by :meth:`persist` — every 5 s by the
 consumer's commit task, at rebalance for dropped queues, and at shutdown.
 Only offsets that changed since they were last written are sent.
+:meth:`reset` takes an offset an admin moved the group to (the broker already
+stored it, so the remote store does not send it back; the local file store
+writes it at its next persist).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class OffsetStore(Protocol):
     async def read_stored(self, queue: MessageQueue) -> int | None: ...
     async def persist(self, queues: Iterable[MessageQueue] | None = None) -> int: ...
     def remove(self, queue: MessageQueue) -> None: ...
+    def reset(self, queue: MessageQueue, offset: int) -> None: ...
 
 
 class _Table:
@@ -115,6 +119,10 @@ class RemoteBrokerOffsetStore:
     def remove(self, queue: MessageQueue) -> None:
         self._table.remove(queue)
 
+    def reset(self, queue: MessageQueue, offset: int) -> None:
+        self._table.update(queue, offset, increase_only=False)
+        self._table.written[queue] = offset   # the broker stored it with the reset
+
 
 class LocalFileOffsetStore:
     def __init__(self, group: str, directory: str) -> None:
@@ -162,6 +170,9 @@ class LocalFileOffsetStore:
 
     def remove(self, queue: MessageQueue) -> None:
         self._table.remove(queue)
+
+    def reset(self, queue: MessageQueue, offset: int) -> None:
+        self._table.update(queue, offset, increase_only=False)
 
     def _write(self) -> None:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)

@@ -15,6 +15,9 @@
   make one attempt, since another queue would break the order.
 * ``send_batch(msgs)`` sends messages of one topic to one queue in one call.
 * ``send_oneway(msg)`` hands the message over and does not wait for the broker.
+* A broker at a limit answers SYSTEM_BUSY (RESOURCE_EXHAUSTED): the send is
+  tried again after an exponential back-off (20 ms doubling to 1 s), for as
+  long as the budget lasts, and the broker is not avoided for it.
 
 Concurrent ``send`` calls to one broker are coalesced into SendBatch calls
 (:mod:`.accumulator`); every caller still gets its own :class:`SendResult`.
@@ -24,13 +27,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from pocketmq.client.accumulator import BrokerBatcher, RecordAccumulator
 from pocketmq.client.config import ProducerConfig, build, parse_namesrv
 from pocketmq.client.errors import (
+    BusyError,
     ClientError,
     ClientStateError,
     InvalidMessageError,
@@ -53,6 +58,10 @@ __all__ = ["MessageQueueSelector", "Producer"]
 log = logging.getLogger(__name__)
 
 MessageQueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
+T = TypeVar("T")
+
+BUSY_BACKOFF_INITIAL_S = 0.02   # first pause after a broker's SYSTEM_BUSY; doubles each time
+BUSY_BACKOFF_MAX_S = 1.0        # longest pause between two tries
 
 
 class Producer:
@@ -217,11 +226,15 @@ class Producer:
             raise InvalidMessageError(f"queue {queue} belongs to topic {queue.topic!r}, "
                                       f"the message to {msg.topic!r}")
         record = self._encode(msg, queue.queue_id, uniq_key)
-        return await self._attempt(queue, record, deadline)
+        return await _retry_while_busy(lambda: self._attempt(queue, record, deadline), deadline)
 
     def _attempt_failed(self, topic: str, mq: MessageQueue, started: float, exc: ClientError,
                         tried: int) -> ClientError:
         assert self._routes is not None
+        if _flow_controlled(exc):
+            # A busy broker is alive and routed: keep both, only back off (see below).
+            self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
+            return exc
         self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000, isolation=True)
         self._routes.invalidate(topic)
         log.debug("send to %s failed (attempt %d of %d): %s", mq, tried,
@@ -236,6 +249,8 @@ class Producer:
 
         *after_first* is (error, broker name, payload) of a first attempt that
         already failed (:meth:`_send_fast`); the attempts continue from the second.
+        A broker's SYSTEM_BUSY is no failed attempt: the next try waits an
+        exponential back-off first, and only the time budget bounds them.
         """
         routes, _acc = self._running()
         attempts = 1 + self.config.retry_times_when_send_failed
@@ -247,7 +262,16 @@ class Producer:
             last_error, last_broker, payload = after_first
             first = 2
         tried = first - 1
-        for tried in range(first, attempts + 1):
+        busy = 0
+        while True:
+            if _flow_controlled(last_error):
+                busy += 1
+                if not await _back_off(busy, deadline):
+                    break
+            elif tried >= attempts:
+                break
+            else:
+                tried += 1
             if time.monotonic() >= deadline:
                 break
             try:
@@ -271,7 +295,8 @@ class Producer:
         if isinstance(last_error, RouteNotFoundError):
             raise last_error
         raise SendTimeoutError(
-            f"send to topic {topic!r} failed after {tried} attempt(s) within "
+            f"send to topic {topic!r} failed after {tried} attempt(s)"
+            f"{f' and {busy} busy answer(s)' if busy else ''} within "
             f"{budget_s * 1000:.0f} ms (send_timeout_ms); last error: {last_error}"
         ) from last_error
 
@@ -320,7 +345,9 @@ class Producer:
             return records
 
         if queue is not None:
-            return await self._attempt_batch(queue, encode(queue), deadline)
+            records = encode(queue)
+            return await _retry_while_busy(
+                lambda: self._attempt_batch(queue, records, deadline), deadline)
         return await self._send_with_retries(
             topic, deadline, budget_s,
             lambda mq, recs: self._attempt_batch(mq, recs, deadline), encode)
@@ -374,6 +401,36 @@ class Producer:
             return {}
         return {addr: (b.calls, b.records_sent)
                 for addr, b in self._accumulator.batchers().items()}
+
+
+def _flow_controlled(exc: BaseException | None) -> bool:
+    return isinstance(exc, BusyError) and exc.flow_control
+
+
+async def _back_off(busy: int, deadline: float) -> bool:
+    """Wait before the *busy*-th retry of a SYSTEM_BUSY answer; False if it would overrun.
+
+    Exponential with jitter, as RocketMQ 5 clients back off on TOO_MANY_REQUESTS:
+    20, 40, 80 ... ms up to 1 s, each scaled by a random factor in [0.5, 1).
+    """
+    pause_s = min(BUSY_BACKOFF_INITIAL_S * 2 ** (busy - 1), BUSY_BACKOFF_MAX_S)
+    pause_s *= 0.5 + random.random() / 2
+    if time.monotonic() + pause_s >= deadline:
+        return False
+    await asyncio.sleep(pause_s)
+    return True
+
+
+async def _retry_while_busy(call: Callable[[], Awaitable[T]], deadline: float) -> T:
+    """One attempt to a chosen queue, repeated after a back-off while the broker is busy."""
+    busy = 0
+    while True:
+        try:
+            return await call()
+        except BusyError as exc:
+            busy += 1
+            if not exc.flow_control or not await _back_off(busy, deadline):
+                raise
 
 
 def _retarget(payload: Any, queue_id: int) -> Any:

@@ -241,6 +241,11 @@ class PushConsumer(ConsumerBase):
             await asyncio.sleep(self.config.lock_renew_interval_s)
             await self.lock_all()
 
+    def _restart_queue(self, pq: ProcessQueue, offset: int) -> ProcessQueue:
+        if isinstance(self._consume, OrderlyConsumeService):
+            self._consume.forget(pq)
+        return super()._restart_queue(pq, offset)
+
     async def _queue_removed(self, pq: ProcessQueue) -> None:
         if isinstance(self._consume, OrderlyConsumeService):
             self._consume.forget(pq)

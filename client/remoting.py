@@ -19,6 +19,15 @@ from typing import Any
 
 import grpc
 
+from pocketmq.client.admin_model import (
+    BrokerInfo,
+    ClusterInfo,
+    ConsumerGroup,
+    QueueProgress,
+    QueueReset,
+    QueueStatus,
+    TopicConfig,
+)
 from pocketmq.client.errors import (
     BusyError,
     ClientError,
@@ -34,7 +43,7 @@ from pocketmq.client.errors import (
 from pocketmq.client.model import MessageQueue, SendStatus
 from pocketmq.client.route import QueueData, TopicRoute
 from pocketmq.v1 import broker_pb2 as bpb
-from pocketmq.v1 import broker_pb2_grpc, nameserver_pb2, nameserver_pb2_grpc
+from pocketmq.v1 import broker_pb2_grpc, common_pb2, nameserver_pb2, nameserver_pb2_grpc
 
 __all__ = [
     "STATUS_ERRORS",
@@ -47,6 +56,7 @@ __all__ = [
     "PullReply",
     "PullStatus",
     "Remoting",
+    "ResetConsumerOffset",
     "SendReceipt",
 ]
 
@@ -150,7 +160,17 @@ class CheckTransactionState:
     check_times: int
 
 
-ServerCommand = ChannelOpened | ConsumerIdsChanged | CheckTransactionState
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResetConsumerOffset:
+    """An admin moved *group*'s offsets of *topic* on *broker_name*: continue there."""
+
+    group: str
+    topic: str
+    broker_name: str
+    offsets: dict[int, int]      # queue id -> next offset to consume
+
+
+ServerCommand = ChannelOpened | ConsumerIdsChanged | CheckTransactionState | ResetConsumerOffset
 
 _SEND_STATUS = {bpb.SEND_OK: SendStatus.SEND_OK,
                 bpb.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT}
@@ -209,6 +229,39 @@ class NameserverClient:
             return _route(topic, resp.route)
         assert last is not None
         raise last
+
+    async def _ask(self, rpc: str, request: object) -> Any:
+        """*rpc* answered by the first nameserver that answers."""
+        last: ClientError | None = None
+        for attempt in range(len(self._addrs)):
+            addr = self._addrs[(self._current + attempt) % len(self._addrs)]
+            stub = nameserver_pb2_grpc.NameServerStub(self._remoting.channel(addr))
+            try:
+                resp = await getattr(stub, rpc)(request, timeout=self._timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                last = _remote_error(exc, addr, rpc)
+                continue
+            self._current = (self._current + attempt) % len(self._addrs)
+            return resp
+        assert last is not None
+        raise last
+
+    async def cluster_info(self) -> ClusterInfo:
+        """Live brokers and clusters (GET_BROKER_CLUSTER_INFO)."""
+        resp = await self._ask("GetBrokerClusterInfo",
+                               nameserver_pb2.GetBrokerClusterInfoRequest())
+        return ClusterInfo(
+            brokers=[BrokerInfo(cluster=b.cluster_name, broker_name=b.broker_name,
+                                broker_id=b.broker_id, addr=b.broker_addr,
+                                last_update_timestamp_ms=b.last_update_timestamp_ms)
+                     for b in resp.live_brokers],
+            clusters={c: list(names.broker_names)
+                      for c, names in sorted(resp.cluster_addr_table.items())})
+
+    async def topic_list(self) -> list[str]:
+        """Every topic a live broker serves, sorted (GET_ALL_TOPIC_LIST_FROM_NAMESERVER)."""
+        resp = await self._ask("GetAllTopicList", nameserver_pb2.GetAllTopicListRequest())
+        return list(resp.topics)
 
 
 class BrokerClient:
@@ -329,6 +382,11 @@ class BrokerClient:
                         record=check.record, commit_log_offset=check.commit_log_offset,
                         offset_msg_id=check.offset_msg_id, msg_id=check.msg_id,
                         check_times=check.check_times)
+                elif kind == "reset_consumer_client_offset":
+                    reset = command.reset_consumer_client_offset
+                    yield ResetConsumerOffset(group=reset.consumer_group, topic=reset.topic,
+                                              broker_name=reset.broker_name,
+                                              offsets=dict(reset.offsets))
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise asyncio.CancelledError
@@ -385,6 +443,106 @@ class BrokerClient:
         await self._call("UnlockBatchMQ", request_cls(
             group=group, client_id=client_id, queues=[_queue_ref(q) for q in queues]),
             timeout_s)
+
+
+    # -- admin ----------------------------------------------------------------------------
+    async def create_topic(self, config: TopicConfig, *, timeout_s: float = 5.0) -> None:
+        await self._call("CreateTopic", bpb.CreateTopicRequest(
+            topic_config=_topic_config_pb(config)), timeout_s)
+
+    async def update_topic(self, config: TopicConfig, *, timeout_s: float = 5.0) -> None:
+        await self._call("UpdateTopic", bpb.UpdateTopicRequest(
+            topic_config=_topic_config_pb(config)), timeout_s)
+
+    async def delete_topic(self, topic: str, *, timeout_s: float = 5.0) -> None:
+        await self._call("DeleteTopic", bpb.DeleteTopicRequest(topic=topic), timeout_s)
+
+    async def topic_configs(self, *, timeout_s: float = 5.0) -> dict[str, TopicConfig]:
+        resp = await self._call("GetAllTopicConfig", bpb.GetAllTopicConfigRequest(), timeout_s)
+        return {tc.topic_name: TopicConfig(
+            topic=tc.topic_name, read_queue_nums=tc.read_queue_nums,
+            write_queue_nums=tc.write_queue_nums, perm=tc.perm, order=tc.order)
+            for tc in resp.topic_configs}
+
+    async def topic_status(self, topic: str, *, broker_name: str,
+                           timeout_s: float = 5.0) -> list[QueueStatus]:
+        resp = await self._call("GetTopicStatus", bpb.GetTopicStatusRequest(topic=topic),
+                                timeout_s)
+        return [QueueStatus(broker_name=broker_name, queue_id=q.queue_id,
+                            min_offset=q.min_offset, max_offset=q.max_offset,
+                            last_store_timestamp_ms=q.last_store_timestamp_ms)
+                for q in resp.queues]
+
+    async def consume_progress(self, group: str, topic: str = "", *, broker_name: str,
+                               timeout_s: float = 5.0) -> list[QueueProgress]:
+        resp = await self._call("GetConsumeProgress", bpb.GetConsumeProgressRequest(
+            consumer_group=group, topic=topic), timeout_s)
+        return [QueueProgress(topic=q.topic, broker_name=broker_name, queue_id=q.queue_id,
+                              broker_offset=q.broker_offset, consumer_offset=q.consumer_offset,
+                              lag=q.lag, last_timestamp_ms=q.last_timestamp_ms)
+                for q in resp.queues]
+
+    async def consumer_groups(self, *, broker_name: str,
+                              timeout_s: float = 5.0) -> list[ConsumerGroup]:
+        resp = await self._call("GetAllConsumerGroups", bpb.GetAllConsumerGroupsRequest(),
+                                timeout_s)
+        return [ConsumerGroup(
+            group=g.group, client_ids=list(g.client_ids),
+            consume_type=_CONSUME_TYPE_NAMES.get(g.consume_type, ""),
+            message_model=_MESSAGE_MODEL_NAMES.get(g.message_model, ""),
+            subscribed_topics=list(g.subscribed_topics), offset_topics=list(g.offset_topics),
+            brokers=[broker_name]) for g in resp.groups]
+
+    async def reset_consumer_offset(self, group: str, topic: str, *,
+                                    timestamp_ms: int | None, latest: bool = False,
+                                    broker_name: str, timeout_s: float = 5.0,
+                                    ) -> tuple[list[QueueReset], list[str]]:
+        """Move *group* on *topic*: to *timestamp_ms*, or (None) the earliest or latest."""
+        if timestamp_ms is not None:
+            position = bpb.RESET_TO_TIMESTAMP
+        else:
+            position = bpb.RESET_TO_LATEST if latest else bpb.RESET_TO_EARLIEST
+        resp = await self._call("ResetConsumerOffset", bpb.ResetConsumerOffsetRequest(
+            consumer_group=group, topic=topic, position=position,
+            timestamp_ms=timestamp_ms or 0), timeout_s)
+        return ([QueueReset(broker_name=broker_name, queue_id=q.queue_id,
+                            previous_offset=q.previous_offset, offset=q.offset)
+                 for q in resp.queues], list(resp.notified_client_ids))
+
+    async def query_message(self, topic: str, key: str, *, max_num: int = 0,
+                            begin_timestamp_ms: int = 0, end_timestamp_ms: int = 0,
+                            timeout_s: float = 5.0) -> bytes:
+        """Stored records of *topic* indexed under *key* (KEYS or UNIQ_KEY), newest first."""
+        resp = await self._call("QueryMessage", bpb.QueryMessageRequest(
+            topic=topic, key=key, max_num=max_num, begin_timestamp_ms=begin_timestamp_ms,
+            end_timestamp_ms=end_timestamp_ms), timeout_s)
+        return bytes(resp.records)
+
+    async def view_message(self, offset_msg_id: str, *, timeout_s: float = 5.0) -> bytes:
+        """The stored record an offset message id names."""
+        resp = await self._call("ViewMessage", bpb.ViewMessageRequest(
+            offset_msg_id=offset_msg_id), timeout_s)
+        return bytes(resp.record)
+
+    async def runtime_info(self, *, timeout_s: float = 5.0) -> dict[str, str]:
+        resp = await self._call("GetBrokerRuntimeInfo", bpb.GetBrokerRuntimeInfoRequest(),
+                                timeout_s)
+        return dict(resp.table)
+
+    async def broker_config(self, *, timeout_s: float = 5.0) -> dict[str, str]:
+        resp = await self._call("GetBrokerConfig", bpb.GetBrokerConfigRequest(), timeout_s)
+        return dict(resp.table)
+
+
+_CONSUME_TYPE_NAMES = {bpb.CONSUME_PASSIVELY: "push", bpb.CONSUME_ACTIVELY: "pull"}
+_MESSAGE_MODEL_NAMES = {bpb.CLUSTERING: "clustering", bpb.BROADCASTING: "broadcasting"}
+
+
+def _topic_config_pb(config: TopicConfig) -> common_pb2.TopicConfig:
+    return common_pb2.TopicConfig(topic_name=config.topic,
+                                  read_queue_nums=config.read_queue_nums,
+                                  write_queue_nums=config.write_queue_nums, perm=config.perm,
+                                  order=config.order)
 
 
 def _queue_ref(queue: MessageQueue) -> object:

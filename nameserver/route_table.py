@@ -126,6 +126,8 @@ class TopicRouteData:
 
     queue_datas: tuple[QueueData, ...]
     broker_datas: tuple[BrokerData, ...]
+    # broker address -> where it serves RocketMQ 5's MessagingService, if it does
+    grpc_v2_addrs: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -186,13 +188,15 @@ class RouteTable:
         self._broker_addr_table: dict[str, _BrokerEntry] = {}
         self._cluster_addr_table: dict[str, set[str]] = {}
         self._broker_live_table: dict[str, BrokerLiveInfo] = {}
+        self._grpc_v2_addrs: dict[str, str] = {}  # broker address -> its v2 MessagingService
         self.counters = RouteTableCounters()
 
     # ---------------------------------------------------------------- registration
 
     def register_broker(self, broker: BrokerIdentity, data_version: DataVersion,
                         topic_configs: Iterable[TopicConfig], *,
-                        heartbeat_timeout_ms: int | None = None) -> RegisterResult:
+                        heartbeat_timeout_ms: int | None = None,
+                        grpc_v2_addr: str = "") -> RegisterResult:
         """Record a broker's registration (REGISTER_BROKER).
 
         *topic_configs* is iterated only when the configs are taken (a master's
@@ -233,6 +237,10 @@ class RouteTable:
             heartbeat_timeout_ms=heartbeat_timeout_ms or self._default_heartbeat_timeout_ms,
             data_version=data_version,
         )
+        if grpc_v2_addr:
+            self._grpc_v2_addrs[addr] = grpc_v2_addr
+        else:
+            self._grpc_v2_addrs.pop(addr, None)
         self.counters.registrations += 1
         return RegisterResult(master_addr=self._live_master_of(broker),
                               topic_configs_accepted=take_configs)
@@ -272,8 +280,10 @@ class RouteTable:
         broker_datas = tuple(self._broker_data(n) for n in names if n in self._broker_addr_table)
         if not broker_datas:
             return None
+        v2_addrs = {a: self._grpc_v2_addrs[a] for b in broker_datas
+                    for a in b.broker_addrs.values() if a in self._grpc_v2_addrs}
         return TopicRouteData(queue_datas=tuple(queue_map[n] for n in names),
-                              broker_datas=broker_datas)
+                              broker_datas=broker_datas, grpc_v2_addrs=v2_addrs)
 
     def topics(self) -> list[str]:
         """Every routable topic, sorted (GET_ALL_TOPIC_LIST_FROM_NAMESERVER)."""
@@ -334,6 +344,7 @@ class RouteTable:
         if (live is not None and live.broker.broker_name == broker.broker_name
                 and live.broker.broker_id == broker.broker_id):
             del self._broker_live_table[addr]
+            self._grpc_v2_addrs.pop(addr, None)
             removed = True
         entry = self._broker_addr_table.get(broker.broker_name)
         if entry is None or entry.addrs.get(broker.broker_id) != addr:

@@ -20,6 +20,7 @@ from pocketmq.nameserver.liveness import BrokerLivenessService
 from pocketmq.nameserver.route_table import BrokerLiveInfo, RouteTable
 from pocketmq.nameserver.servicer import NameServerServicer
 from pocketmq.v1 import nameserver_pb2_grpc
+from pocketmq.v1.grpc_guard import MalformedRequestInterceptor
 
 __all__ = ["NameServer"]
 
@@ -65,7 +66,7 @@ class NameServer:
     async def start(self) -> None:
         if self._server is not None:
             raise RuntimeError("NameServer is already started")
-        server = grpc.aio.server()
+        server = grpc.aio.server(interceptors=[MalformedRequestInterceptor()])
         nameserver_pb2_grpc.add_NameServerServicer_to_server(
             NameServerServicer(self.route_table), server)
         listen = _join_host_port(self._config.host, self._config.port)

@@ -191,9 +191,10 @@ class NameServerServicer(nameserver_pb2_grpc.NameServerServicer):
         broker = _broker_identity(request)
         data_version = _data_version(request)
         timeout_ms = _check_non_negative("heartbeat_timeout_ms", request.heartbeat_timeout_ms)
+        v2_addr = request.grpc_v2_addr and _check_addr("grpc_v2_addr", request.grpc_v2_addr)
         result = self._route_table.register_broker(
             broker, data_version, _topic_configs(request),
-            heartbeat_timeout_ms=timeout_ms or None)
+            heartbeat_timeout_ms=timeout_ms or None, grpc_v2_addr=v2_addr)
         return nameserver_pb2.RegisterBrokerResponse(
             master_addr=result.master_addr,
             topic_configs_accepted=result.topic_configs_accepted)
@@ -219,7 +220,8 @@ class NameServerServicer(nameserver_pb2_grpc.NameServerServicer):
             queue_datas=[common_pb2.QueueData(
                 broker_name=q.broker_name, read_queue_nums=q.read_queue_nums,
                 write_queue_nums=q.write_queue_nums, perm=q.perm) for q in route.queue_datas],
-            broker_datas=[_broker_data_pb(b) for b in route.broker_datas]))
+            broker_datas=[_broker_data_pb(b) for b in route.broker_datas]),
+            grpc_v2_addrs=dict(route.grpc_v2_addrs))
 
     @_rpc
     async def GetAllTopicList(self, request: nameserver_pb2.GetAllTopicListRequest,

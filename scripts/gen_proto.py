@@ -1,15 +1,17 @@
-"""Regenerate the Python code for the wire contract in ``proto/pocketmq/v1``.
+"""Regenerate the Python code for the wire contracts in ``proto/pocketmq/{v1,rmqv2}``.
 
 The one command, from the repository root::
 
     .venv/bin/python scripts/gen_proto.py            # rewrite the generated files
     .venv/bin/python scripts/gen_proto.py --check    # exit 1 and list stale files
 
-For every ``proto/pocketmq/v1/*.proto`` it runs ``grpc_tools.protoc -I proto``
-and writes ``*_pb2.py``, ``*_pb2.pyi`` and ``*_pb2_grpc.py`` next to the
-``.proto``. With ``-I proto`` the imports come out as
-``from pocketmq.v1 import common_pb2``, which resolves because pyproject maps
-``proto/pocketmq/v1`` to the ``pocketmq.v1`` package.
+For every ``.proto`` of the packages in :data:`PACKAGE_DIRS` (our own API,
+``pocketmq/v1``, and RocketMQ 5's ``apache.rocketmq.v2`` kept in
+``pocketmq/rmqv2``) it runs ``grpc_tools.protoc -I proto`` and writes
+``*_pb2.py``, ``*_pb2.pyi`` and ``*_pb2_grpc.py`` next to the ``.proto``.
+With ``-I proto`` the imports come out as ``from pocketmq.v1 import
+common_pb2`` (``from pocketmq.rmqv2 import definition_pb2``), which resolve
+because pyproject maps each folder to its package.
 
 The generated files are committed and never edited by hand;
 ``tests/unit/test_proto_generated.py`` runs ``--check`` so a stale file fails
@@ -23,18 +25,28 @@ import argparse
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = REPO_ROOT / "proto"
-PACKAGE_DIR = Path("pocketmq") / "v1"
+PACKAGE_DIRS = (Path("pocketmq") / "v1", Path("pocketmq") / "rmqv2")
 GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
 
 
+def _package_files(root: Path, select: Callable[[Path], bool]) -> list[Path]:
+    """Files of every package folder under *root* that *select* takes, relative, sorted."""
+    return sorted(p.relative_to(root) for package in PACKAGE_DIRS if (root / package).is_dir()
+                  for p in (root / package).iterdir() if select(p))
+
+
+def _is_generated(path: Path) -> bool:
+    return path.name.endswith(GENERATED_SUFFIXES)
+
+
 def proto_files(proto_root: Path = PROTO_ROOT) -> list[Path]:
-    """The ``.proto`` files of the package, relative to *proto_root*, sorted."""
-    return sorted(p.relative_to(proto_root) for p in (proto_root / PACKAGE_DIR).glob("*.proto"))
+    """The ``.proto`` files of the packages, relative to *proto_root*, sorted."""
+    return _package_files(proto_root, lambda p: p.suffix == ".proto")
 
 
 def generate(out_root: Path, proto_root: Path = PROTO_ROOT) -> list[Path]:
@@ -50,7 +62,8 @@ def generate(out_root: Path, proto_root: Path = PROTO_ROOT) -> list[Path]:
 
     sources = proto_files(proto_root)
     if not sources:
-        raise RuntimeError(f"no .proto files under {proto_root / PACKAGE_DIR}")
+        raise RuntimeError(f"no .proto files under {proto_root} in "
+                           f"{', '.join(str(d) for d in PACKAGE_DIRS)}")
     well_known = Path(grpc_tools.__file__).parent / "_proto"
     out_root.mkdir(parents=True, exist_ok=True)
     argv = [
@@ -65,14 +78,12 @@ def generate(out_root: Path, proto_root: Path = PROTO_ROOT) -> list[Path]:
     code = protoc.main(argv)
     if code != 0:
         raise RuntimeError(f"protoc exited with code {code} for {[str(s) for s in sources]}")
-    return sorted(p.relative_to(out_root) for p in (out_root / PACKAGE_DIR).iterdir()
-                  if p.name.endswith(GENERATED_SUFFIXES))
+    return _package_files(out_root, _is_generated)
 
 
 def committed_generated(proto_root: Path = PROTO_ROOT) -> list[Path]:
     """Generated files currently in the tree, relative to *proto_root*."""
-    return sorted(p.relative_to(proto_root) for p in (proto_root / PACKAGE_DIR).iterdir()
-                  if p.name.endswith(GENERATED_SUFFIXES))
+    return _package_files(proto_root, _is_generated)
 
 
 def _display(path: Path) -> str:

@@ -44,6 +44,7 @@ class CleanupService:
         self.last_disk_ratio = ratio
         was_full = store.health.disk_full
         store.health.disk_full = ratio >= cfg.disk_space_warning_level_ratio
+        store.health.disk_full_reason = ""   # from here on the ratio is the reason
         if store.health.disk_full and not was_full:
             log.error("%s", self.disk_full_message())
         elif was_full and not store.health.disk_full:

@@ -63,6 +63,7 @@ log = logging.getLogger(__name__)
 @dataclass(slots=True)
 class _Health:
     disk_full: bool = False
+    disk_full_reason: str = ""   # what refused the last allocation (ENOSPC), if that did
     read_only_reason: str = ""
     running: bool = False
 
@@ -251,7 +252,8 @@ class DefaultMessageStore:
                              error=f"the message store is read-only after an I/O error: "
                                    f"{self.health.read_only_reason}")
         if self.health.disk_full:
-            return PutResult(status=PutStatus.DISK_FULL, error=self.cleanup.disk_full_message())
+            return PutResult(status=PutStatus.DISK_FULL, error=self.health.disk_full_reason
+                             or self.cleanup.disk_full_message())
         return None
 
     def _append(self, blob: bytes | bytearray | memoryview, batch: ScannedBatch) -> PutResult:
@@ -261,9 +263,11 @@ class DefaultMessageStore:
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
                 self.health.disk_full = True
+                self.health.disk_full_reason = (
+                    f"disk full: cannot create a commit-log segment in {self.dirs.commitlog} "
+                    f"({exc.strerror}); writes resume once space is freed")
                 return PutResult(status=PutStatus.DISK_FULL,
-                                 error=f"disk full: cannot create a commit-log segment in "
-                                       f"{self.dirs.commitlog} ({exc.strerror})")
+                                 error=self.health.disk_full_reason)
             self._on_io_error(exc)
             return PutResult(status=PutStatus.SERVICE_NOT_AVAILABLE, error=str(exc))
         self.last_store_timestamp_ms = now

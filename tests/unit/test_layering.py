@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = {
     "common": ("pocketmq.common",),
     "broker/store": ("pocketmq.common", "pocketmq.broker.store"),
-    "broker": ("pocketmq.common", "pocketmq.broker", "pocketmq.v1", "pocketmq.nameserver"),
+    "broker": ("pocketmq.common", "pocketmq.broker", "pocketmq.v1", "pocketmq.nameserver",
+               "pocketmq.rmqv2"),
     "client": ("pocketmq.common", "pocketmq.client", "pocketmq.v1"),
     "nameserver": ("pocketmq.common", "pocketmq.nameserver", "pocketmq.v1"),
 }

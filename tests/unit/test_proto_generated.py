@@ -57,7 +57,10 @@ def test_check_reports_edited_missing_and_orphaned_files(
 
 
 def test_every_proto_has_its_three_generated_modules(gen_proto: ModuleType) -> None:
-    package = REPO_ROOT / "proto" / "pocketmq" / "v1"
-    for proto in sorted(package.glob("*.proto")):
-        for suffix in gen_proto.GENERATED_SUFFIXES:
-            assert (package / f"{proto.stem}{suffix}").exists(), f"{proto.stem}{suffix}"
+    for package_dir in gen_proto.PACKAGE_DIRS:      # pocketmq/v1 and pocketmq/rmqv2
+        package = REPO_ROOT / "proto" / package_dir
+        protos = sorted(package.glob("*.proto"))
+        assert protos, f"no .proto in {package}"
+        for proto in protos:
+            for suffix in gen_proto.GENERATED_SUFFIXES:
+                assert (package / f"{proto.stem}{suffix}").exists(), f"{proto.stem}{suffix}"

@@ -34,6 +34,7 @@ class GetMessageStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     GET_OFFSET_TOO_SMALL: _ClassVar[GetMessageStatus]
     GET_NO_MATCHED_LOGIC_QUEUE: _ClassVar[GetMessageStatus]
     GET_NO_MESSAGE_IN_QUEUE: _ClassVar[GetMessageStatus]
+    GET_OFFSET_RESET: _ClassVar[GetMessageStatus]
 
 class TransactionResolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -59,6 +60,13 @@ class ConsumeFromWhere(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CONSUME_FROM_LAST_OFFSET: _ClassVar[ConsumeFromWhere]
     CONSUME_FROM_FIRST_OFFSET: _ClassVar[ConsumeFromWhere]
     CONSUME_FROM_TIMESTAMP: _ClassVar[ConsumeFromWhere]
+
+class ResetPosition(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RESET_POSITION_UNSPECIFIED: _ClassVar[ResetPosition]
+    RESET_TO_EARLIEST: _ClassVar[ResetPosition]
+    RESET_TO_LATEST: _ClassVar[ResetPosition]
+    RESET_TO_TIMESTAMP: _ClassVar[ResetPosition]
 SEND_STATUS_UNSPECIFIED: SendStatus
 SEND_OK: SendStatus
 FLUSH_DISK_TIMEOUT: SendStatus
@@ -77,6 +85,7 @@ GET_OFFSET_OVERFLOW_ONE: GetMessageStatus
 GET_OFFSET_TOO_SMALL: GetMessageStatus
 GET_NO_MATCHED_LOGIC_QUEUE: GetMessageStatus
 GET_NO_MESSAGE_IN_QUEUE: GetMessageStatus
+GET_OFFSET_RESET: GetMessageStatus
 TRANSACTION_RESOLUTION_UNSPECIFIED: TransactionResolution
 COMMIT: TransactionResolution
 ROLLBACK: TransactionResolution
@@ -90,6 +99,10 @@ CONSUME_FROM_WHERE_UNSPECIFIED: ConsumeFromWhere
 CONSUME_FROM_LAST_OFFSET: ConsumeFromWhere
 CONSUME_FROM_FIRST_OFFSET: ConsumeFromWhere
 CONSUME_FROM_TIMESTAMP: ConsumeFromWhere
+RESET_POSITION_UNSPECIFIED: ResetPosition
+RESET_TO_EARLIEST: ResetPosition
+RESET_TO_LATEST: ResetPosition
+RESET_TO_TIMESTAMP: ResetPosition
 
 class SendMessageRequest(_message.Message):
     __slots__ = ("record", "producer_group")
@@ -404,14 +417,16 @@ class ClientChannelRequest(_message.Message):
     def __init__(self, client_id: _Optional[str] = ...) -> None: ...
 
 class ServerCommand(_message.Message):
-    __slots__ = ("channel_opened", "notify_consumer_ids_changed", "check_transaction_state")
+    __slots__ = ("channel_opened", "notify_consumer_ids_changed", "check_transaction_state", "reset_consumer_client_offset")
     CHANNEL_OPENED_FIELD_NUMBER: _ClassVar[int]
     NOTIFY_CONSUMER_IDS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     CHECK_TRANSACTION_STATE_FIELD_NUMBER: _ClassVar[int]
+    RESET_CONSUMER_CLIENT_OFFSET_FIELD_NUMBER: _ClassVar[int]
     channel_opened: ChannelOpened
     notify_consumer_ids_changed: NotifyConsumerIdsChanged
     check_transaction_state: CheckTransactionState
-    def __init__(self, channel_opened: _Optional[_Union[ChannelOpened, _Mapping]] = ..., notify_consumer_ids_changed: _Optional[_Union[NotifyConsumerIdsChanged, _Mapping]] = ..., check_transaction_state: _Optional[_Union[CheckTransactionState, _Mapping]] = ...) -> None: ...
+    reset_consumer_client_offset: ResetConsumerClientOffset
+    def __init__(self, channel_opened: _Optional[_Union[ChannelOpened, _Mapping]] = ..., notify_consumer_ids_changed: _Optional[_Union[NotifyConsumerIdsChanged, _Mapping]] = ..., check_transaction_state: _Optional[_Union[CheckTransactionState, _Mapping]] = ..., reset_consumer_client_offset: _Optional[_Union[ResetConsumerClientOffset, _Mapping]] = ...) -> None: ...
 
 class ChannelOpened(_message.Message):
     __slots__ = ("broker_name",)
@@ -440,6 +455,25 @@ class CheckTransactionState(_message.Message):
     msg_id: str
     check_times: int
     def __init__(self, producer_group: _Optional[str] = ..., record: _Optional[bytes] = ..., commit_log_offset: _Optional[int] = ..., offset_msg_id: _Optional[str] = ..., msg_id: _Optional[str] = ..., check_times: _Optional[int] = ...) -> None: ...
+
+class ResetConsumerClientOffset(_message.Message):
+    __slots__ = ("consumer_group", "topic", "broker_name", "offsets")
+    class OffsetsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    topic: str
+    broker_name: str
+    offsets: _containers.ScalarMap[int, int]
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., broker_name: _Optional[str] = ..., offsets: _Optional[_Mapping[int, int]] = ...) -> None: ...
 
 class CreateTopicRequest(_message.Message):
     __slots__ = ("topic_config",)
@@ -555,3 +589,76 @@ class GetBrokerRuntimeInfoResponse(_message.Message):
     TABLE_FIELD_NUMBER: _ClassVar[int]
     table: _containers.ScalarMap[str, str]
     def __init__(self, table: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class GetBrokerConfigRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetBrokerConfigResponse(_message.Message):
+    __slots__ = ("table",)
+    class TableEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    table: _containers.ScalarMap[str, str]
+    def __init__(self, table: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class GetAllConsumerGroupsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ConsumerGroupInfo(_message.Message):
+    __slots__ = ("group", "client_ids", "consume_type", "message_model", "subscribed_topics", "offset_topics")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_MODEL_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    client_ids: _containers.RepeatedScalarFieldContainer[str]
+    consume_type: ConsumeType
+    message_model: MessageModel
+    subscribed_topics: _containers.RepeatedScalarFieldContainer[str]
+    offset_topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group: _Optional[str] = ..., client_ids: _Optional[_Iterable[str]] = ..., consume_type: _Optional[_Union[ConsumeType, str]] = ..., message_model: _Optional[_Union[MessageModel, str]] = ..., subscribed_topics: _Optional[_Iterable[str]] = ..., offset_topics: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetAllConsumerGroupsResponse(_message.Message):
+    __slots__ = ("groups",)
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[ConsumerGroupInfo]
+    def __init__(self, groups: _Optional[_Iterable[_Union[ConsumerGroupInfo, _Mapping]]] = ...) -> None: ...
+
+class ResetConsumerOffsetRequest(_message.Message):
+    __slots__ = ("consumer_group", "topic", "position", "timestamp_ms")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    topic: str
+    position: ResetPosition
+    timestamp_ms: int
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., position: _Optional[_Union[ResetPosition, str]] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class QueueOffsetReset(_message.Message):
+    __slots__ = ("queue_id", "previous_offset", "offset")
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    queue_id: int
+    previous_offset: int
+    offset: int
+    def __init__(self, queue_id: _Optional[int] = ..., previous_offset: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class ResetConsumerOffsetResponse(_message.Message):
+    __slots__ = ("queues", "notified_client_ids")
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    NOTIFIED_CLIENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    queues: _containers.RepeatedCompositeFieldContainer[QueueOffsetReset]
+    notified_client_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, queues: _Optional[_Iterable[_Union[QueueOffsetReset, _Mapping]]] = ..., notified_client_ids: _Optional[_Iterable[str]] = ...) -> None: ...

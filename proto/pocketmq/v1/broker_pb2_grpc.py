@@ -159,6 +159,21 @@ class BrokerStub:
                 request_serializer=pocketmq_dot_v1_dot_broker__pb2.GetBrokerRuntimeInfoRequest.SerializeToString,
                 response_deserializer=pocketmq_dot_v1_dot_broker__pb2.GetBrokerRuntimeInfoResponse.FromString,
                 _registered_method=True)
+        self.GetBrokerConfig = channel.unary_unary(
+                '/pocketmq.v1.Broker/GetBrokerConfig',
+                request_serializer=pocketmq_dot_v1_dot_broker__pb2.GetBrokerConfigRequest.SerializeToString,
+                response_deserializer=pocketmq_dot_v1_dot_broker__pb2.GetBrokerConfigResponse.FromString,
+                _registered_method=True)
+        self.GetAllConsumerGroups = channel.unary_unary(
+                '/pocketmq.v1.Broker/GetAllConsumerGroups',
+                request_serializer=pocketmq_dot_v1_dot_broker__pb2.GetAllConsumerGroupsRequest.SerializeToString,
+                response_deserializer=pocketmq_dot_v1_dot_broker__pb2.GetAllConsumerGroupsResponse.FromString,
+                _registered_method=True)
+        self.ResetConsumerOffset = channel.unary_unary(
+                '/pocketmq.v1.Broker/ResetConsumerOffset',
+                request_serializer=pocketmq_dot_v1_dot_broker__pb2.ResetConsumerOffsetRequest.SerializeToString,
+                response_deserializer=pocketmq_dot_v1_dot_broker__pb2.ResetConsumerOffsetResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -334,6 +349,30 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetBrokerConfig(self, request, context):
+        """The broker's configuration, every key as text (GET_BROKER_CONFIG).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetAllConsumerGroups(self, request, context):
+        """Consumer groups this broker knows: online through heartbeats, or with stored
+        offsets (GET_ALL_SUBSCRIPTIONGROUP_CONFIG with GET_CONSUMER_CONNECTION_LIST).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResetConsumerOffset(self, request, context):
+        """Move a group's offsets of one topic on this broker (INVOKE_BROKER_TO_RESET_OFFSET):
+        stored at once, and pushed to the group's online consumers as
+        ResetConsumerClientOffset so that they continue there.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -461,6 +500,21 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.GetBrokerRuntimeInfo,
                     request_deserializer=pocketmq_dot_v1_dot_broker__pb2.GetBrokerRuntimeInfoRequest.FromString,
                     response_serializer=pocketmq_dot_v1_dot_broker__pb2.GetBrokerRuntimeInfoResponse.SerializeToString,
+            ),
+            'GetBrokerConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBrokerConfig,
+                    request_deserializer=pocketmq_dot_v1_dot_broker__pb2.GetBrokerConfigRequest.FromString,
+                    response_serializer=pocketmq_dot_v1_dot_broker__pb2.GetBrokerConfigResponse.SerializeToString,
+            ),
+            'GetAllConsumerGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAllConsumerGroups,
+                    request_deserializer=pocketmq_dot_v1_dot_broker__pb2.GetAllConsumerGroupsRequest.FromString,
+                    response_serializer=pocketmq_dot_v1_dot_broker__pb2.GetAllConsumerGroupsResponse.SerializeToString,
+            ),
+            'ResetConsumerOffset': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetConsumerOffset,
+                    request_deserializer=pocketmq_dot_v1_dot_broker__pb2.ResetConsumerOffsetRequest.FromString,
+                    response_serializer=pocketmq_dot_v1_dot_broker__pb2.ResetConsumerOffsetResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1138,6 +1192,87 @@ class Broker:
             '/pocketmq.v1.Broker/GetBrokerRuntimeInfo',
             pocketmq_dot_v1_dot_broker__pb2.GetBrokerRuntimeInfoRequest.SerializeToString,
             pocketmq_dot_v1_dot_broker__pb2.GetBrokerRuntimeInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBrokerConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pocketmq.v1.Broker/GetBrokerConfig',
+            pocketmq_dot_v1_dot_broker__pb2.GetBrokerConfigRequest.SerializeToString,
+            pocketmq_dot_v1_dot_broker__pb2.GetBrokerConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAllConsumerGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pocketmq.v1.Broker/GetAllConsumerGroups',
+            pocketmq_dot_v1_dot_broker__pb2.GetAllConsumerGroupsRequest.SerializeToString,
+            pocketmq_dot_v1_dot_broker__pb2.GetAllConsumerGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetConsumerOffset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pocketmq.v1.Broker/ResetConsumerOffset',
+            pocketmq_dot_v1_dot_broker__pb2.ResetConsumerOffsetRequest.SerializeToString,
+            pocketmq_dot_v1_dot_broker__pb2.ResetConsumerOffsetResponse.FromString,
             options,
             channel_credentials,
             insecure,

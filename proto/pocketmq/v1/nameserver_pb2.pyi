@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_addr", "broker_id", "topic_configs", "data_version", "heartbeat_timeout_ms")
+    __slots__ = ("cluster_name", "broker_name", "broker_addr", "broker_id", "topic_configs", "data_version", "heartbeat_timeout_ms", "grpc_v2_addr")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ADDR_FIELD_NUMBER: _ClassVar[int]
@@ -16,6 +16,7 @@ class RegisterBrokerRequest(_message.Message):
     TOPIC_CONFIGS_FIELD_NUMBER: _ClassVar[int]
     DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    GRPC_V2_ADDR_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_addr: str
@@ -23,7 +24,8 @@ class RegisterBrokerRequest(_message.Message):
     topic_configs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicConfig]
     data_version: _common_pb2.DataVersion
     heartbeat_timeout_ms: int
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_addr: _Optional[str] = ..., broker_id: _Optional[int] = ..., topic_configs: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., data_version: _Optional[_Union[_common_pb2.DataVersion, _Mapping]] = ..., heartbeat_timeout_ms: _Optional[int] = ...) -> None: ...
+    grpc_v2_addr: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_addr: _Optional[str] = ..., broker_id: _Optional[int] = ..., topic_configs: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., data_version: _Optional[_Union[_common_pb2.DataVersion, _Mapping]] = ..., heartbeat_timeout_ms: _Optional[int] = ..., grpc_v2_addr: _Optional[str] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
     __slots__ = ("master_addr", "topic_configs_accepted")
@@ -58,10 +60,19 @@ class GetRouteInfoByTopicRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ...) -> None: ...
 
 class GetRouteInfoByTopicResponse(_message.Message):
-    __slots__ = ("route",)
+    __slots__ = ("route", "grpc_v2_addrs")
+    class GrpcV2AddrsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ROUTE_FIELD_NUMBER: _ClassVar[int]
+    GRPC_V2_ADDRS_FIELD_NUMBER: _ClassVar[int]
     route: _common_pb2.TopicRouteData
-    def __init__(self, route: _Optional[_Union[_common_pb2.TopicRouteData, _Mapping]] = ...) -> None: ...
+    grpc_v2_addrs: _containers.ScalarMap[str, str]
+    def __init__(self, route: _Optional[_Union[_common_pb2.TopicRouteData, _Mapping]] = ..., grpc_v2_addrs: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class GetAllTopicListRequest(_message.Message):
     __slots__ = ()

@@ -1,0 +1,170 @@
+"""Flow control: a bounded number of requests in progress, per connection and in all.
+
+RocketMQ bounds each request kind with a thread pool and a queue of fixed
+capacity (``sendThreadPoolQueueCapacity`` 10,000 ...) and answers a request it
+cannot queue with ``SYSTEM_BUSY`` ("[TOO_MANY_REQUESTS_AND_SYSTEM_THREAD_POOL_BUSY]
+...", "[TIMEOUT_CLEAN_QUEUE] broker busy"), which clients retry after a pause.
+Here every request is a task on one event loop, so the bound is a count::
+
+    RPC ─▶ FlowControlInterceptor
+             ├─ in progress on its connection < max_in_flight_requests_per_connection
+             │  and on the whole broker       < max_in_flight_requests
+             │      → counted, served, uncounted when it ends
+             └─ else → RESOURCE_EXHAUSTED, reason SYSTEM_BUSY, at once, the message
+                       naming the limit and its config key
+
+A connection is a client's channel (``context.peer()``: ``ipv4:10.0.0.7:52344``).
+A pull parked by long polling waits for a message without working, as a
+suspended RocketMQ pull holds no thread: :func:`parked` takes it out of both
+counts while it waits (parked pulls have their own bound, ``max_parked_pulls``).
+Server-streaming calls (``ClientChannel``, one per client) are not counted.
+
+The interceptor only counts and refuses; it composes with any other
+interceptor on the same server (authentication, ...), in either order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import grpc
+
+from pocketmq.broker.errors import BusyError
+from pocketmq.broker.grpc_status import REASON_METADATA_KEY, grpc_code
+
+__all__ = ["FlowControlInterceptor", "parked"]
+
+log = logging.getLogger(__name__)
+
+Behavior = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+
+
+class _Slot:
+    """One admitted request: the connection it came on and whether it is counted now."""
+
+    __slots__ = ("counted", "limiter", "peer")
+
+    def __init__(self, limiter: FlowControlInterceptor, peer: str) -> None:
+        self.limiter = limiter
+        self.peer = peer
+        self.counted = True
+
+
+_current: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar(
+    "pocketmq_flow_control_slot", default=None)
+
+
+@contextlib.contextmanager
+def parked() -> Iterator[None]:
+    """Uncount the current request while it waits without working (a parked pull)."""
+    slot = _current.get()
+    if slot is None or not slot.counted:
+        yield
+        return
+    slot.limiter._release(slot)
+    try:
+        yield
+    finally:
+        slot.limiter._admit_again(slot)
+
+
+class FlowControlInterceptor(grpc.aio.ServerInterceptor):
+    """Refuses requests beyond the per-connection and total in-progress limits."""
+
+    def __init__(self, *, max_per_connection: int, max_total: int) -> None:
+        if max_per_connection <= 0 or max_total <= 0:
+            raise ValueError(f"limits must be positive, got {max_per_connection} per "
+                             f"connection and {max_total} in all")
+        self.max_per_connection = max_per_connection
+        self.max_total = max_total
+        self._by_peer: dict[str, int] = {}
+        self._total = 0
+        self.refused_total = 0   # requests answered SYSTEM_BUSY since start
+        # method -> (handler seen, handler wrapped): one wrapping per method, redone only
+        # when the continuation hands out another handler (another interceptor's doing).
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+
+    @property
+    def in_flight(self) -> int:
+        """Requests counted now, over every connection."""
+        return self._total
+
+    def in_flight_on(self, peer: str) -> int:
+        return self._by_peer.get(peer, 0)
+
+    def figures(self) -> dict[str, str]:
+        """Rows of GetBrokerRuntimeInfo."""
+        return {"requests_in_flight": str(self._total),
+                "requests_refused_busy_total": str(self.refused_total),
+                "max_in_flight_requests": str(self.max_total),
+                "max_in_flight_requests_per_connection": str(self.max_per_connection)}
+
+    async def intercept_service(
+            self, continuation: Callable[[grpc.HandlerCallDetails],
+                                         Awaitable[grpc.RpcMethodHandler]],
+            handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler   # unknown methods and streams pass as they are
+        method = handler_call_details.method
+        cached = self._wrapped.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = grpc.unary_unary_rpc_method_handler(
+            self._guard(handler.unary_unary),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+    def _guard(self, behavior: Behavior) -> Behavior:
+        async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            peer = context.peer() or "unknown"
+            refusal = self._refusal(peer)
+            if refusal is not None:
+                self.refused_total += 1
+                context.set_trailing_metadata(((REASON_METADATA_KEY, refusal.reason),))
+                await context.abort(grpc_code(refusal), refusal.message)
+            slot = _Slot(self, peer)
+            self._admit_again(slot)
+            token = _current.set(slot)
+            try:
+                return await behavior(request, context)
+            finally:
+                _current.reset(token)
+                if slot.counted:
+                    self._release(slot)
+
+        return guarded
+
+    def _refusal(self, peer: str) -> BusyError | None:
+        on_peer = self._by_peer.get(peer, 0)
+        if on_peer >= self.max_per_connection:
+            return BusyError(
+                f"[TOO_MANY_REQUESTS] broker busy: {on_peer} requests are already in progress "
+                f"on this connection ({peer}); the limit is {self.max_per_connection} "
+                "(max_in_flight_requests_per_connection); back off and retry")
+        if self._total >= self.max_total:
+            return BusyError(
+                f"[TOO_MANY_REQUESTS] broker busy: {self._total} requests are already in "
+                f"progress on this broker; the limit is {self.max_total} "
+                "(max_in_flight_requests); back off and retry")
+        return None
+
+    def _admit_again(self, slot: _Slot) -> None:
+        self._by_peer[slot.peer] = self._by_peer.get(slot.peer, 0) + 1
+        self._total += 1
+        slot.counted = True
+
+    def _release(self, slot: _Slot) -> None:
+        slot.counted = False
+        self._total -= 1
+        left = self._by_peer[slot.peer] - 1
+        if left:
+            self._by_peer[slot.peer] = left
+        else:
+            del self._by_peer[slot.peer]

@@ -1,0 +1,399 @@
+"""MessagingServicer: ``apache.rocketmq.v2.MessagingService`` as thin adapters.
+
+The only module of the broker that answers v2 RPCs. Each handler reads its
+request into plain values, calls a broker service (send, POP, transactions,
+routes, telemetry) and writes the reply. RocketMQ 5 puts the outcome in the
+reply's ``Status`` (gRPC itself answers OK): a refusal becomes the status
+:func:`~.convert.status_of` gives it, a bug ``INTERNAL_SERVER_ERROR`` with the
+traceback in the log, never a dead stream.
+
+The official clients' quirks handled here (``../shared/research/v2_compat.md``):
+a ``ReceiveMessage`` stream answers ``status`` (OK, or MESSAGE_NOT_FOUND when
+empty), the messages, then a ``delivery_timestamp`` frame, and closes a second
+before the client's deadline; ``ChangeInvisibleDuration`` always answers a
+handle (the client adopts it before reading the status); the client id comes
+from the ``x-mq-client-id`` header.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import itertools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+
+from pocketmq.broker.errors import BrokerError
+from pocketmq.broker.grpc_v2.convert import (
+    V2Error,
+    accepted_types,
+    duration_ms,
+    encode_message,
+    message_pb,
+    status,
+    status_of,
+    timestamp_pb,
+)
+from pocketmq.broker.grpc_v2.pop_service import Delivery, PopService, ReceiveRequest
+from pocketmq.broker.grpc_v2.route import BrokerRoute, RouteResolver
+from pocketmq.broker.grpc_v2.telemetry import TelemetryService
+from pocketmq.broker.send_service import SendMessageService, SendStatus
+from pocketmq.broker.topic_config import AUTO_CREATE_TOPIC_KEY_TOPIC, Perm, TopicConfigManager
+from pocketmq.broker.transaction import EndTransactionRequest, TransactionalMessageService
+from pocketmq.broker.transaction_ops import Resolution
+from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.hashing import java_string_hash
+from pocketmq.common.msgid import decode_offset_msg_id, encode_offset_msg_id
+from pocketmq.common.validation import check_group, check_topic
+from pocketmq.rmqv2 import definition_pb2 as d
+from pocketmq.rmqv2 import service_pb2 as s
+from pocketmq.rmqv2 import service_pb2_grpc
+
+__all__ = ["Authenticator", "MessagingServicer"]
+
+log = logging.getLogger(__name__)
+
+CLIENT_ID_HEADER = "x-mq-client-id"
+DEFAULT_INVISIBLE_MS = 60_000               # the proxy's defaultInvisibleTimeMills
+MIN_INVISIBLE_MS = 1_000
+MAX_INVISIBLE_MS = 12 * 3600 * 1000         # the proxy's maxInvisibleTimeMills
+DEFAULT_POLL_MS = 20_000
+MAX_POLL_MS = 30_000                        # grpcClientConsumerMaxLongPollingTimeoutMillis
+DEADLINE_MARGIN_S = 1.0                     # answer this long before the client gives up
+
+Resp = TypeVar("Resp")
+#: Checks a call's metadata; raises V2Error (UNAUTHORIZED / FORBIDDEN) to refuse it.
+Authenticator = Callable[[grpc.aio.ServicerContext, str], None]
+
+_RESOLUTIONS = {d.COMMIT: Resolution.COMMIT, d.ROLLBACK: Resolution.ROLLBACK}
+_PERMISSIONS = {(True, True): d.READ_WRITE, (True, False): d.READ, (False, True): d.WRITE,
+                (False, False): d.NONE}
+
+
+def _unary(response: Callable[..., Resp]) -> Callable[..., Callable[..., Awaitable[Resp]]]:
+    """Answer a refusal or a bug with ``response(status=...)`` instead of raising."""
+
+    def decorate(method: Callable[..., Awaitable[Resp]]) -> Callable[..., Awaitable[Resp]]:
+        @functools.wraps(method)
+        async def wrapper(self: MessagingServicer, request: Any,
+                          context: grpc.aio.ServicerContext) -> Resp:
+            try:
+                self._authenticate(context, method.__name__)
+                return await method(self, request, context)
+            except (V2Error, BrokerError) as exc:
+                return response(status=status_of(exc))
+            except Exception as exc:
+                log.exception("v2 %s failed on an unexpected error", method.__name__)
+                return response(status=status_of(exc))
+
+        return wrapper
+
+    return decorate
+
+
+def _check(topic: str | None = None, group: str | None = None) -> None:
+    if topic is not None and (problem := check_topic(topic)):
+        raise V2Error(d.ILLEGAL_TOPIC, problem)
+    if group is not None and (problem := check_group(group)):
+        raise V2Error(d.ILLEGAL_CONSUMER_GROUP, problem)
+
+
+def _endpoints(host: str, port: int) -> d.Endpoints:
+    try:
+        scheme = d.IPv6 if ipaddress.ip_address(host).version == 6 else d.IPv4
+    except ValueError:
+        scheme = d.DOMAIN_NAME
+    return d.Endpoints(scheme=scheme, addresses=[d.Address(host=host, port=port)])
+
+
+def _queue(topic: str, queue_id: int, permission: int, route: BrokerRoute) -> d.MessageQueue:
+    return d.MessageQueue(
+        topic=d.Resource(name=topic), id=queue_id, permission=permission,  # type: ignore[arg-type]
+        broker=d.Broker(name=route.broker_name, id=0,
+                        endpoints=_endpoints(route.host, route.port)),
+        accept_message_types=accepted_types(route.order))  # type: ignore[arg-type]
+
+
+def _invisible_ms(duration: Any, *, floor_ms: int) -> int:
+    ms = duration_ms(duration)
+    if not floor_ms <= ms <= MAX_INVISIBLE_MS:
+        raise V2Error(d.ILLEGAL_INVISIBLE_TIME,
+                      f"invisible duration is {ms} ms; give {floor_ms} .. {MAX_INVISIBLE_MS} ms")
+    return ms
+
+
+def _overall(statuses: list[d.Status]) -> d.Status:
+    codes = {st.code for st in statuses}
+    if len(codes) == 1:
+        return statuses[0]
+    return status(d.MULTIPLE_RESULTS, "; ".join(f"{st.code}: {st.message}"
+                                                for st in statuses if st.code != d.OK))
+
+
+class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
+    def __init__(self, *, send: SendMessageService, pop: PopService, routes: RouteResolver,
+                 telemetry: TelemetryService, transactions: TransactionalMessageService,
+                 topics: TopicConfigManager, store_host: tuple[str, int], max_body_bytes: int,
+                 max_batch: int, authenticate: Authenticator | None = None,
+                 clock: Clock | None = None) -> None:
+        self._send = send
+        self._pop = pop
+        self._routes = routes
+        self._telemetry = telemetry
+        self._transactions = transactions
+        self._topics = topics
+        self._max_body = max_body_bytes
+        self._max_batch = max_batch
+        self._auth = authenticate
+        self._clock = clock or SystemClock()
+        self._round_robin = itertools.count()
+        self._store_host = store_host
+
+    def _authenticate(self, context: grpc.aio.ServicerContext, method: str) -> None:
+        if self._auth is not None:
+            self._auth(context, method)
+
+    @staticmethod
+    def _client_id(context: grpc.aio.ServicerContext) -> str:
+        for key, value in context.invocation_metadata() or ():
+            if key == CLIENT_ID_HEADER:
+                return str(value)
+        raise V2Error(d.CLIENT_ID_REQUIRED, f"the {CLIENT_ID_HEADER} header is missing; "
+                                            "RocketMQ 5 clients send it on every call")
+
+    # -- routes -------------------------------------------------------------------------
+    @_unary(s.QueryRouteResponse)
+    async def QueryRoute(self, request: s.QueryRouteRequest,
+                         context: grpc.aio.ServicerContext) -> s.QueryRouteResponse:
+        topic = request.topic.name
+        _check(topic=topic)
+        queues = []
+        for route in await self._routes.route(topic):
+            readable, writable = bool(route.perm & Perm.READ), bool(route.perm & Perm.WRITE)
+            for queue_id in range(max(route.read_queue_nums, route.write_queue_nums)):
+                permission = _PERMISSIONS[(readable and queue_id < route.read_queue_nums,
+                                           writable and queue_id < route.write_queue_nums)]
+                queues.append(_queue(topic, queue_id, permission, route))
+        return s.QueryRouteResponse(status=status(), message_queues=queues)
+
+    @_unary(s.QueryAssignmentResponse)
+    async def QueryAssignment(self, request: s.QueryAssignmentRequest,
+                              context: grpc.aio.ServicerContext,
+                              ) -> s.QueryAssignmentResponse:
+        topic = request.topic.name
+        _check(topic=topic, group=request.group.name)
+        # Every consumer pops from every readable broker (queue id -1: any of its queues).
+        assignments = [d.Assignment(message_queue=_queue(topic, -1, d.READ_WRITE, route))
+                       for route in await self._routes.route(topic)
+                       if route.perm & Perm.READ and route.read_queue_nums > 0]
+        return s.QueryAssignmentResponse(status=status(), assignments=assignments)
+
+    # -- clients ------------------------------------------------------------------------
+    @_unary(s.HeartbeatResponse)
+    async def Heartbeat(self, request: s.HeartbeatRequest,
+                        context: grpc.aio.ServicerContext) -> s.HeartbeatResponse:
+        self._telemetry.heartbeat(self._client_id(context), request.client_type,
+                                  request.group.name)
+        return s.HeartbeatResponse(status=status())
+
+    @_unary(s.NotifyClientTerminationResponse)
+    async def NotifyClientTermination(self, request: s.NotifyClientTerminationRequest,
+                                      context: grpc.aio.ServicerContext,
+                                      ) -> s.NotifyClientTerminationResponse:
+        self._telemetry.terminate(self._client_id(context))
+        return s.NotifyClientTerminationResponse(status=status())
+
+    async def Telemetry(self, request_iterator: AsyncIterator[s.TelemetryCommand],
+                        context: grpc.aio.ServicerContext) -> AsyncIterator[s.TelemetryCommand]:
+        try:
+            self._authenticate(context, "Telemetry")
+            client_id = self._client_id(context)
+        except V2Error as exc:
+            yield s.TelemetryCommand(status=status_of(exc))
+            return
+        async for command in self._telemetry.stream(client_id, request_iterator):
+            yield command
+
+    # -- sending ------------------------------------------------------------------------
+    @_unary(s.SendMessageResponse)
+    async def SendMessage(self, request: s.SendMessageRequest,
+                          context: grpc.aio.ServicerContext) -> s.SendMessageResponse:
+        if not request.messages:
+            raise V2Error(d.BAD_REQUEST, "SendMessageRequest carries no message")
+        client_id = self._client_id(context)
+        entries = [await self._send_one(msg, client_id) for msg in request.messages]
+        return s.SendMessageResponse(status=_overall([e.status for e in entries]),
+                                     entries=entries)
+
+    async def _send_one(self, msg: d.Message, client_id: str) -> s.SendResultEntry:
+        topic = msg.topic.name
+        try:
+            _check(topic=topic)
+            config = self._topics.get(topic) or self._topics.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
+            order = config is not None and config.order and config.topic_name == topic
+            record, kind = encode_message(msg, queue_id=self._queue_for(msg), max_body_bytes=
+                                          self._max_body, accepted=accepted_types(order))
+            transactional = kind == d.TRANSACTION
+            outcome = await self._send.send(record, single=True,
+                                            producer_group=topic if transactional else "")
+        except (V2Error, BrokerError) as exc:
+            return s.SendResultEntry(status=status_of(exc),
+                                     message_id=msg.system_properties.message_id)
+        entry = s.SendResultEntry(
+            status=status() if outcome.status is SendStatus.SEND_OK else status(
+                d.MASTER_PERSISTENCE_TIMEOUT, "stored, but not on disk within "
+                                              "sync_flush_timeout_ms"),
+            message_id=msg.system_properties.message_id, offset=outcome.queue_offsets[0])
+        if transactional:
+            entry.transaction_id = outcome.offset_msg_ids[0]
+            self._telemetry.note_publisher(client_id, topic)
+        return entry
+
+    def _queue_for(self, msg: d.Message) -> int:
+        """A message group's queue is fixed by its hash; others go round-robin."""
+        config = (self._topics.get(msg.topic.name)
+                  or self._topics.get(AUTO_CREATE_TOPIC_KEY_TOPIC))
+        queues = config.write_queue_nums if config is not None else 1
+        if queues <= 0:
+            return 0
+        group = msg.system_properties.message_group
+        if group:
+            return abs(java_string_hash(group)) % queues
+        return next(self._round_robin) % queues
+
+    @_unary(s.EndTransactionResponse)
+    async def EndTransaction(self, request: s.EndTransactionRequest,
+                             context: grpc.aio.ServicerContext) -> s.EndTransactionResponse:
+        topic = request.topic.name
+        _check(topic=topic)
+        resolution = _RESOLUTIONS.get(request.resolution)
+        if resolution is None:
+            raise V2Error(d.BAD_REQUEST, f"resolution is {request.resolution}; a transaction "
+                                         "ends with COMMIT (1) or ROLLBACK (2)")
+        try:
+            phys_offset = decode_offset_msg_id(request.transaction_id).phys_offset
+        except ValueError:
+            raise V2Error(d.INVALID_TRANSACTION_ID,
+                          f"transaction id {request.transaction_id[:64]!r} is not one this "
+                          "broker gave; pass the transaction_id of the send's result") from None
+        await self._transactions.end_transaction(EndTransactionRequest(
+            producer_group=topic, commit_log_offset=phys_offset, resolution=resolution,
+            msg_id=request.message_id,
+            from_transaction_check=request.source == d.SOURCE_SERVER_CHECK))
+        return s.EndTransactionResponse(status=status())
+
+    # -- consuming ----------------------------------------------------------------------
+    async def ReceiveMessage(self, request: s.ReceiveMessageRequest,
+                             context: grpc.aio.ServicerContext,
+                             ) -> AsyncIterator[s.ReceiveMessageResponse]:
+        try:
+            self._authenticate(context, "ReceiveMessage")
+            deliveries = await self._pop.receive(self._receive_request(request, context))
+        except (V2Error, BrokerError) as exc:
+            yield s.ReceiveMessageResponse(status=status_of(exc))
+            return
+        except Exception as exc:
+            log.exception("v2 ReceiveMessage failed on an unexpected error")
+            yield s.ReceiveMessageResponse(status=status_of(exc))
+            return
+        if not deliveries:
+            yield s.ReceiveMessageResponse(status=status(d.MESSAGE_NOT_FOUND,
+                                                         "no new message for now"))
+            return
+        yield s.ReceiveMessageResponse(status=status())
+        for delivery in deliveries:
+            yield s.ReceiveMessageResponse(message=self._message(delivery))
+        yield s.ReceiveMessageResponse(delivery_timestamp=timestamp_pb(self._clock.now_ms()))
+
+    def _receive_request(self, request: s.ReceiveMessageRequest,
+                         context: grpc.aio.ServicerContext) -> ReceiveRequest:
+        topic, group = request.message_queue.topic.name, request.group.name
+        _check(topic=topic, group=group)
+        expression = request.filter_expression
+        if expression.type == d.SQL:
+            raise V2Error(d.ILLEGAL_FILTER_EXPRESSION, "PocketMQ filters by tag only; use a "
+                                                       "TAG expression ('*' or 'A || B')")
+        invisible_ms = DEFAULT_INVISIBLE_MS
+        if request.HasField("invisible_duration"):
+            invisible_ms = _invisible_ms(request.invisible_duration, floor_ms=MIN_INVISIBLE_MS)
+        poll_ms = (duration_ms(request.long_polling_timeout)
+                   if request.HasField("long_polling_timeout") else DEFAULT_POLL_MS)
+        if poll_ms < 0:
+            raise V2Error(d.ILLEGAL_POLLING_TIME, f"long polling timeout is {poll_ms} ms")
+        remaining_s = context.time_remaining()
+        if remaining_s is not None:
+            poll_ms = min(poll_ms, int((remaining_s - DEADLINE_MARGIN_S) * 1000))
+        batch = request.batch_size if request.batch_size > 0 else self._max_batch
+        return ReceiveRequest(group=group, topic=topic, expression=expression.expression,
+                              batch_size=min(batch, self._max_batch), invisible_ms=invisible_ms,
+                              poll_ms=max(0, min(poll_ms, MAX_POLL_MS)))
+
+    def _message(self, delivery: Delivery) -> d.Message:
+        msg = delivery.message
+        message_id = msg.uniq_key or encode_offset_msg_id(*self._store_host, msg.phys_offset)
+        return message_pb(msg, receipt_handle=delivery.receipt_handle, attempt=delivery.attempt,
+                          invisible_ms=delivery.invisible_ms, message_id=message_id)
+
+    @_unary(s.AckMessageResponse)
+    async def AckMessage(self, request: s.AckMessageRequest,
+                         context: grpc.aio.ServicerContext) -> s.AckMessageResponse:
+        topic, group = request.topic.name, request.group.name
+        _check(topic=topic, group=group)
+        if not request.entries:
+            raise V2Error(d.BAD_REQUEST, "AckMessageRequest carries no entry")
+        results = []
+        for entry in request.entries:
+            try:
+                await self._pop.ack(group=group, topic=topic,
+                                    receipt_handle=entry.receipt_handle)
+                outcome = status()
+            except (V2Error, BrokerError) as exc:
+                outcome = status_of(exc)
+            results.append(s.AckMessageResultEntry(message_id=entry.message_id,
+                                                   receipt_handle=entry.receipt_handle,
+                                                   status=outcome))
+        return s.AckMessageResponse(status=_overall([r.status for r in results]),
+                                    entries=results)
+
+    async def ChangeInvisibleDuration(self, request: s.ChangeInvisibleDurationRequest,
+                                      context: grpc.aio.ServicerContext,
+                                      ) -> s.ChangeInvisibleDurationResponse:
+        # Answered with a handle even when refused: the client adopts it unconditionally.
+        reply = await self._change_invisible(request, context)
+        if not reply.receipt_handle:
+            reply.receipt_handle = request.receipt_handle
+        return reply
+
+    @_unary(s.ChangeInvisibleDurationResponse)
+    async def _change_invisible(self, request: s.ChangeInvisibleDurationRequest,
+                                context: grpc.aio.ServicerContext,
+                                ) -> s.ChangeInvisibleDurationResponse:
+        topic, group = request.topic.name, request.group.name
+        _check(topic=topic, group=group)
+        handle = await self._pop.change_invisible_duration(
+            group=group, topic=topic, receipt_handle=request.receipt_handle,
+            invisible_ms=_invisible_ms(request.invisible_duration, floor_ms=0))
+        return s.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle)
+
+    @_unary(s.ForwardMessageToDeadLetterQueueResponse)
+    async def ForwardMessageToDeadLetterQueue(
+            self, request: s.ForwardMessageToDeadLetterQueueRequest,
+            context: grpc.aio.ServicerContext) -> s.ForwardMessageToDeadLetterQueueResponse:
+        topic, group = request.topic.name, request.group.name
+        _check(topic=topic, group=group)
+        await self._pop.forward_to_dead_letter_queue(group=group, topic=topic,
+                                                     receipt_handle=request.receipt_handle)
+        return s.ForwardMessageToDeadLetterQueueResponse(status=status())
+
+    # -- not served ---------------------------------------------------------------------
+    @_unary(s.RecallMessageResponse)
+    async def RecallMessage(self, request: s.RecallMessageRequest,
+                            context: grpc.aio.ServicerContext) -> s.RecallMessageResponse:
+        raise V2Error(d.NOT_IMPLEMENTED, "PocketMQ does not recall messages")
+
+
+def add_to_server(servicer: MessagingServicer, server: grpc.aio.Server) -> None:
+    service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, server)

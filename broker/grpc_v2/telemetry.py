@@ -1,0 +1,238 @@
+"""TelemetryService: RocketMQ 5 clients' settings, liveness and transaction checks.
+
+Every official 5.x client opens one ``Telemetry`` stream per broker and
+writes its :class:`Settings` on it (at start, ~1 s later, then every 5
+minutes). The broker answers each with ``status OK`` and the settings the
+client must use, RocketMQ proxy's way:
+
+=================  =======================================================
+client             the reply adds
+=================  =======================================================
+producer           ``publishing.max_body_size`` (max_message_size_bytes; a
+                   client told 0 refuses every send),
+                   ``validate_message_type``, an exponential send backoff
+consumer           ``subscription.fifo`` (any subscribed topic is FIFO),
+                   ``receive_batch_size``, ``long_polling_timeout`` and a
+                   customized backoff from the broker's delay levels 3.. (10 s,
+                   30 s, 1 m ...), with ``max_attempts``
+every client       ``metric.on = false``
+=================  =======================================================
+
+A producer is a producer of every topic it publishes to (the proxy's rule:
+the v2 API has no producer groups, so the topic stands in for one; a
+transactional half message's ``PGROUP`` is its topic). It is registered in
+the :class:`~pocketmq.broker.client_manager.ClientManager` under those groups
+on each settings and ``Heartbeat``, and its stream carries the
+``CheckTransactionState`` commands of the broker's check service as
+``recover_orphaned_transaction_command``; the client answers with
+``EndTransaction``. Writes to a stream go through a bounded queue: a client
+that stops reading loses commands, never the broker's memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from pocketmq.broker.client_manager import CheckTransactionState, ClientManager
+from pocketmq.broker.delay_levels import DelayLevels
+from pocketmq.broker.grpc_v2.convert import duration_pb, message_pb, status
+from pocketmq.broker.send_back import FIRST_RETRY_DELAY_LEVEL
+from pocketmq.broker.topic_config import TopicConfigManager
+from pocketmq.common.errors import CorruptRecordError
+from pocketmq.common.message import decode_record
+from pocketmq.rmqv2 import definition_pb2 as d
+from pocketmq.rmqv2 import service_pb2 as s
+
+__all__ = ["ClientSession", "TelemetryService"]
+
+log = logging.getLogger(__name__)
+
+MAX_PENDING_COMMANDS = 256          # per stream
+RECEIVE_BATCH_SIZE = 32             # the proxy's grpcClientConsumerMaxBatchSize
+LONG_POLLING_TIMEOUT_MS = 20_000    # the proxy's default for push consumers
+SEND_MAX_ATTEMPTS = 3               # producer retries, as the clients' default
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+_CONSUMERS = (d.PUSH_CONSUMER, d.SIMPLE_CONSUMER, d.PULL_CONSUMER)
+
+
+@dataclass(slots=True)
+class ClientSession:
+    client_id: str
+    client_type: int = d.CLIENT_TYPE_UNSPECIFIED
+    topics: tuple[str, ...] = ()     # a producer's topics: its producer groups
+    group: str = ""                  # a consumer's group
+
+
+class TelemetryService:
+    """Settings and sessions of RocketMQ 5 clients. Event-loop thread only."""
+
+    def __init__(self, clients: ClientManager, topics: TopicConfigManager, *,
+                 delay_levels: DelayLevels, max_body_bytes: int,
+                 max_delivery_attempts: int) -> None:
+        self._clients = clients
+        self._topics = topics
+        self._max_body = max_body_bytes
+        self._max_attempts = max_delivery_attempts
+        self._backoff = [delay_levels.delay_ms(level) for level in
+                         range(FIRST_RETRY_DELAY_LEVEL, delay_levels.max_level + 1)] or [1000]
+        self.sessions: dict[str, ClientSession] = {}
+        self._streams: set[asyncio.Queue[s.TelemetryCommand | None]] = set()
+
+    # -- settings -----------------------------------------------------------------------
+    def on_settings(self, client_id: str, settings: d.Settings) -> s.TelemetryCommand:
+        session = self.sessions.setdefault(client_id, ClientSession(client_id))
+        if settings.HasField("client_type"):
+            session.client_type = settings.client_type
+        if settings.HasField("publishing"):
+            session.topics = tuple(t.name for t in settings.publishing.topics)
+        if settings.HasField("subscription") and settings.subscription.HasField("group"):
+            session.group = settings.subscription.group.name
+        self._register(session)
+        return s.TelemetryCommand(status=status(), settings=self._reply(settings))
+
+    def _reply(self, settings: d.Settings) -> d.Settings:
+        reply = d.Settings()
+        reply.CopyFrom(settings)
+        reply.metric.CopyFrom(d.Metric(on=False))
+        if settings.client_type in _CONSUMERS or settings.HasField("subscription"):
+            sub = reply.subscription
+            sub.fifo = any(self._is_fifo(e.topic.name) for e in sub.subscriptions)
+            sub.receive_batch_size = RECEIVE_BATCH_SIZE
+            if not sub.HasField("long_polling_timeout"):
+                sub.long_polling_timeout.CopyFrom(duration_pb(LONG_POLLING_TIMEOUT_MS))
+            reply.backoff_policy.CopyFrom(d.RetryPolicy(
+                max_attempts=self._max_attempts,
+                customized_backoff=d.CustomizedBackoff(
+                    next=[duration_pb(ms) for ms in self._backoff])))
+        else:
+            reply.publishing.max_body_size = self._max_body
+            reply.publishing.validate_message_type = True
+            reply.backoff_policy.CopyFrom(d.RetryPolicy(
+                max_attempts=SEND_MAX_ATTEMPTS,
+                exponential_backoff=d.ExponentialBackoff(
+                    initial=duration_pb(10), max=duration_pb(1000), multiplier=2.0)))
+        return reply
+
+    def _is_fifo(self, topic: str) -> bool:
+        config = self._topics.get(topic)
+        return config is not None and config.order
+
+    # -- liveness -----------------------------------------------------------------------
+    def heartbeat(self, client_id: str, client_type: int, group: str) -> None:
+        session = self.sessions.setdefault(client_id, ClientSession(client_id))
+        session.client_type = client_type or session.client_type
+        session.group = group or session.group
+        self._register(session)
+
+    def note_publisher(self, client_id: str, topic: str) -> None:
+        """A producer sent a half message to *topic*: it answers checks of that topic.
+
+        Its settings name only the topics it was created with; one it sent to
+        since would otherwise wait for the next settings (5 minutes).
+        """
+        session = self.sessions.setdefault(client_id, ClientSession(client_id, d.PRODUCER))
+        if topic not in session.topics:
+            session.topics += (topic,)
+        self._register(session)
+
+    def _register(self, session: ClientSession) -> None:
+        if session.client_type == d.PRODUCER and session.topics:
+            self._clients.heartbeat(session.client_id, producer_groups=session.topics)
+
+    def terminate(self, client_id: str) -> None:
+        session = self.sessions.pop(client_id, None)
+        if session is None:
+            return
+        for topic in session.topics:
+            self._clients.unregister(client_id, producer_group=topic)
+        channel = self._clients.channel(client_id)
+        if channel is not None:
+            self._clients.close_channel(channel)
+
+    # -- the stream ---------------------------------------------------------------------
+    async def stream(self, client_id: str, commands: AsyncIterator[s.TelemetryCommand],
+                     ) -> AsyncIterator[s.TelemetryCommand]:
+        """Answer *commands* until the client closes; carry transaction checks."""
+        out: asyncio.Queue[s.TelemetryCommand | None] = asyncio.Queue(MAX_PENDING_COMMANDS + 1)
+        put = _bounded_put(out, client_id)
+        loop = asyncio.get_running_loop()
+        forwarder: asyncio.Task[None] | None = None
+
+        async def read() -> None:
+            nonlocal forwarder
+            try:
+                async for command in commands:
+                    if not command.HasField("settings"):
+                        continue
+                    put(self.on_settings(client_id, command.settings))
+                    if command.settings.client_type == d.PRODUCER and forwarder is None:
+                        forwarder = loop.create_task(self._forward_checks(client_id, put),
+                                                     name=f"TelemetryChecks-{client_id}")
+            finally:
+                _end(out)
+
+        reader = loop.create_task(read(), name=f"TelemetryReader-{client_id}")
+        self._streams.add(out)
+        try:
+            while (reply := await out.get()) is not None:
+                yield reply
+        finally:
+            self._streams.discard(out)
+            for task in (reader, forwarder):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+
+    def release_all(self) -> None:
+        """End every open stream (the broker is stopping)."""
+        for out in self._streams:
+            _end(out)
+
+    async def _forward_checks(self, client_id: str,
+                              put: Callable[[s.TelemetryCommand], None]) -> None:
+        channel = self._clients.open_channel(client_id)
+        try:
+            async for command in channel.commands():
+                if isinstance(command, CheckTransactionState):
+                    check = _check_command(command)
+                    if check is not None:
+                        put(check)
+        finally:
+            self._clients.close_channel(channel)
+
+
+def _check_command(command: CheckTransactionState) -> s.TelemetryCommand | None:
+    try:
+        half = decode_record(command.record, check_crc=False)
+    except CorruptRecordError as exc:
+        log.error("transaction check of %s: the half message is damaged: %s", command.msg_id,
+                  exc)
+        return None
+    message = message_pb(half, topic=half.properties.get(PROPERTY_REAL_TOPIC, half.topic),
+                         message_id=command.msg_id or command.offset_msg_id)
+    return s.TelemetryCommand(
+        status=status(),
+        recover_orphaned_transaction_command=s.RecoverOrphanedTransactionCommand(
+            message=message, transaction_id=command.offset_msg_id))
+
+
+def _end(out: asyncio.Queue[s.TelemetryCommand | None]) -> None:
+    if not out.full():      # put() leaves room for this end marker
+        out.put_nowait(None)
+
+
+def _bounded_put(out: asyncio.Queue[s.TelemetryCommand | None],
+                 client_id: str) -> Callable[[s.TelemetryCommand], None]:
+    def put(command: s.TelemetryCommand) -> None:
+        if out.qsize() >= MAX_PENDING_COMMANDS:
+            log.warning("client %s has %d unread telemetry commands; dropping one", client_id,
+                        MAX_PENDING_COMMANDS)
+            return
+        out.put_nowait(command)
+
+    return put

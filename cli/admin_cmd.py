@@ -1,0 +1,475 @@
+"""The admin commands (RocketMQ's ``mqadmin``), on :class:`~pocketmq.client.AdminClient`.
+
+::
+
+    pocketmq topic create|update TOPIC [--cluster C | --broker ADDR] [-r N] [-w N] [-p PERM]
+    pocketmq topic delete TOPIC [--cluster C | --broker ADDR]
+    pocketmq topic list | route TOPIC | status TOPIC
+    pocketmq group list | progress GROUP [--topic T]
+    pocketmq group reset-offset GROUP TOPIC --to earliest|latest|TIMESTAMP
+    pocketmq message by-key TOPIC KEY | by-id MSGID [--topic T] | by-offset TOPIC QUEUE OFFSET
+    pocketmq broker status|config [ADDR]
+
+``topic create`` and ``topic update`` act on every master of ``--cluster``
+(default: every cluster) or on the one ``--broker``; ``update`` is RocketMQ's
+``updateTopic``: the fields given replace the broker's, the others are kept,
+and a broker without the topic gets it. A TIMESTAMP is ms since the epoch or
+ISO-8601 (``2024-05-01T10:00:00``, local time unless it names a zone).
+
+Every command takes ``--namesrv`` (default ``$POCKETMQ_NAMESRV``, then
+127.0.0.1:9876) and ``--json``; tables otherwise. Exit codes: 0 done, 1 a
+server refused or could not be reached (message on stderr), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import datetime
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pocketmq.cli import loop_factory
+from pocketmq.cli.table import dump_json, render, render_mapping, time_ms
+from pocketmq.client import AdminClient, ClientError, MessageExt, MessageQueue, TopicConfig
+from pocketmq.client.config import DEFAULT_NAMESRV, NAMESRV_ENV, parse_namesrv
+from pocketmq.client.errors import NotFoundError
+from pocketmq.common.errors import ConfigError
+
+__all__ = ["add_common_options", "parse_reset_target", "register", "run_admin"]
+
+AdminCommand = Callable[[AdminClient, argparse.Namespace], Awaitable[int]]
+_PERM_LETTERS = {"r": 4, "w": 2}
+MAX_BODY_CHARS = 4096
+
+
+class UsageError(Exception):
+    """The command line asks for something that cannot be done as asked (exit 2)."""
+
+
+# -- parsing -------------------------------------------------------------------------------
+def parse_reset_target(text: str) -> str | int:
+    """``earliest``, ``latest``, ms since the epoch, or an ISO-8601 time -> ms."""
+    if text in ("earliest", "latest"):
+        return text
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not earliest, latest, ms since the epoch or an ISO-8601 time "
+            "(e.g. 2024-05-01T10:00:00)") from None
+    return int(moment.timestamp() * 1000)
+
+
+def _perm(text: str) -> int:
+    """``6``, or letters ``rw`` / ``r`` / ``w`` / ``-``."""
+    if text.isdigit() and 0 <= int(text) <= 15:
+        return int(text)
+    if text == "-" or (text and set(text.lower()) <= set(_PERM_LETTERS)):
+        return sum(_PERM_LETTERS[c] for c in set(text.lower()) if c in _PERM_LETTERS)
+    raise argparse.ArgumentTypeError(f"perm {text!r}: give 6 (read+write), 4 (read), "
+                                     "2 (write), 0, or letters like rw")
+
+
+def _queue_count(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 1024:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a queue count 1..1024")
+    return int(text)
+
+
+def add_common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--namesrv", default=None,
+                        help=f"nameserver(s) 'host:port;host:port' (default ${NAMESRV_ENV}, "
+                             f"then {DEFAULT_NAMESRV})")
+    parser.add_argument("--json", action="store_true", help="JSON instead of a table")
+    parser.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
+                        help="deadline of each call (default 5)")
+
+
+def register(subparsers: Any) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    add_common_options(common)
+
+    def group(name: str, help_text: str, parent: Any = None) -> Any:
+        parser = parent or subparsers.add_parser(name, help=help_text, description=help_text)
+        return parser.add_subparsers(dest=f"{name}_action", metavar="ACTION",
+                                     required=parent is None)
+
+    def leaf(actions: Any, name: str, fn: AdminCommand, help_text: str) -> Any:
+        parser = actions.add_parser(name, parents=[common], help=help_text,
+                                    description=help_text)
+        parser.set_defaults(func=lambda args: run_admin(fn, args))
+        return parser
+
+    _register_topic(group("topic", "create, change and inspect topics"), leaf)
+    _register_group(group("group", "consumer groups: progress, lag, offset reset"), leaf)
+    _register_message(group("message", "find messages by key, id or position"), leaf)
+    # `pocketmq broker` runs a broker; `pocketmq broker status|config` ask one.
+    broker = subparsers.choices.get("broker")
+    actions = group("broker", "ask brokers", broker)
+    for name, fn, text in (("status", _broker_status, "runtime figures of brokers"),
+                           ("config", _broker_config, "configuration of brokers")):
+        # A positional: an option here would clash with the broker's own (--broker-name ...).
+        leaf(actions, name, fn, text).add_argument(
+            "addr", nargs="?", metavar="ADDR",
+            help="this broker only, host:port (default: every live broker)")
+
+
+def _register_topic(actions: Any, leaf: Any) -> None:
+    for name, fn, text in (("create", _topic_create, "create a topic on brokers"),
+                           ("update", _topic_update, "change (or add) a topic on brokers")):
+        parser = leaf(actions, name, fn, text)
+        parser.add_argument("topic")
+        _target_options(parser)
+        parser.add_argument("-r", "--read-queues", type=_queue_count, metavar="N",
+                            help="read queue count (create default: the broker's, 8)")
+        parser.add_argument("-w", "--write-queues", type=_queue_count, metavar="N",
+                            help="write queue count (create default: the read count)")
+        parser.add_argument("-p", "--perm", type=_perm,
+                            help="permission: 6 = read+write (default), 4 read, 2 write")
+        parser.add_argument("--order", action=argparse.BooleanOptionalAction, default=None,
+                            help="ordered topic")
+    delete = leaf(actions, "delete", _topic_delete, "delete a topic from brokers")
+    delete.add_argument("topic")
+    _target_options(delete, default="every broker serving the topic")
+    leaf(actions, "list", _topic_list, "every topic with its brokers and queues")
+    leaf(actions, "route", _topic_route, "a topic's route").add_argument("topic")
+    leaf(actions, "status", _topic_status, "min/max offset of each queue").add_argument("topic")
+
+
+def _target_options(parser: argparse.ArgumentParser, default: str = "every cluster") -> None:
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--cluster", help=f"every master of this cluster (default: {default})")
+    where.add_argument("--broker", metavar="ADDR", help="this broker only (host:port)")
+
+
+def _register_group(actions: Any, leaf: Any) -> None:
+    leaf(actions, "list", _group_list, "consumer groups the brokers know")
+    progress = leaf(actions, "progress", _group_progress,
+                    "broker offset, consumer offset and lag per queue")
+    progress.add_argument("group")
+    progress.add_argument("--topic", help="this topic only (default: all of the group's)")
+    reset = leaf(actions, "reset-offset", _group_reset,
+                 "move a group's offsets of a topic (consumers may be running)")
+    reset.add_argument("group")
+    reset.add_argument("topic")
+    reset.add_argument("--to", required=True, type=parse_reset_target,
+                       metavar="earliest|latest|TIMESTAMP",
+                       help="earliest, latest, ms since the epoch or ISO-8601")
+
+
+def _register_message(actions: Any, leaf: Any) -> None:
+    by_key = leaf(actions, "by-key", _message_by_key, "messages with a key (index)")
+    by_key.add_argument("topic")
+    by_key.add_argument("key")
+    by_key.add_argument("--max", type=int, default=32, help="at most this many (default 32)")
+    by_id = leaf(actions, "by-id", _message_by_id,
+                 "a message by offset message id, or by unique id with --topic")
+    by_id.add_argument("msg_id", metavar="MSGID")
+    by_id.add_argument("--topic", help="the topic; needed for a unique id (UNIQ_KEY)")
+    by_offset = leaf(actions, "by-offset", _message_by_offset, "the message at a queue offset")
+    by_offset.add_argument("topic")
+    by_offset.add_argument("queue", type=int)
+    by_offset.add_argument("offset", type=int)
+    by_offset.add_argument("--broker", metavar="NAME",
+                           help="broker name (needed when several brokers serve the topic)")
+
+
+# -- running -------------------------------------------------------------------------------
+def run_admin(fn: AdminCommand, args: argparse.Namespace) -> int:
+    """Run one admin command: 0 done, 1 remote error, 2 usage (messages on stderr)."""
+    command = f"pocketmq {args.command} {getattr(args, f'{args.command}_action', '')}".strip()
+    try:
+        namesrv = parse_namesrv(args.namesrv)
+    except ConfigError as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
+
+    async def main() -> int:
+        async with AdminClient(namesrv, timeout_s=args.timeout) as admin:
+            return await fn(admin, args)
+
+    try:
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            return runner.run(main())
+    except (UsageError, ValueError) as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
+    except ClientError as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _out(args: argparse.Namespace, data: Any, table: Callable[[], str]) -> None:
+    print(dump_json(data) if args.json else table())
+
+
+# -- topics --------------------------------------------------------------------------------
+async def _targets(admin: AdminClient, args: argparse.Namespace) -> dict[str, str]:
+    """Broker name -> address to act on: --broker, --cluster, or every master."""
+    info = await admin.cluster_info()
+    if args.broker:
+        return {info.name_of(args.broker) or args.broker: args.broker}
+    if args.cluster and args.cluster not in info.clusters:
+        raise UsageError(f"no live broker is in cluster {args.cluster!r}; clusters: "
+                         f"{', '.join(info.clusters) or 'none'}")
+    masters = info.masters(args.cluster)
+    if not masters:
+        raise NotFoundError("no live master broker is registered with the nameserver")
+    return masters
+
+
+async def _per_broker(args: argparse.Namespace, targets: dict[str, str],
+                      act: Callable[[str], Awaitable[str]]) -> int:
+    """Run *act(addr)* on every target; print a BROKER / ADDRESS / RESULT table."""
+    async def one(addr: str) -> tuple[bool, str]:
+        try:
+            return True, await act(addr)
+        except ClientError as exc:
+            return False, str(exc)
+
+    results = await asyncio.gather(*(one(targets[n]) for n in sorted(targets)))
+    rows = [{"broker_name": name, "addr": targets[name], "ok": ok, "result": text}
+            for name, (ok, text) in zip(sorted(targets), results, strict=True)]
+    _out(args, rows, lambda: render(["BROKER", "ADDRESS", "RESULT"],
+                                    [[r["broker_name"], r["addr"], r["result"]] for r in rows]))
+    return 0 if all(ok for ok, _ in results) else 1
+
+
+def _given_config(args: argparse.Namespace, base: TopicConfig | None) -> TopicConfig:
+    """*base* (or the create defaults) with the fields given on the command line."""
+    read = args.read_queues or (base.read_queue_nums if base else 0)
+    write = args.write_queues or (base.write_queue_nums if base else 0)
+    if base is None:  # one given count serves for both; 0 = the broker's default
+        read, write = read or write, write or read
+    return TopicConfig(topic=args.topic, read_queue_nums=read, write_queue_nums=write,
+                       perm=args.perm if args.perm is not None else (base.perm if base else 6),
+                       order=args.order if args.order is not None else bool(base and base.order))
+
+
+async def _topic_create(admin: AdminClient, args: argparse.Namespace) -> int:
+    config = _given_config(args, None)
+
+    async def act(addr: str) -> str:
+        await admin.create_topic(addr, config)
+        return "created"
+
+    return await _per_broker(args, await _targets(admin, args), act)
+
+
+async def _topic_update(admin: AdminClient, args: argparse.Namespace) -> int:
+    async def act(addr: str) -> str:
+        current = (await admin.topic_configs(addr)).get(args.topic)
+        config = _given_config(args, current)
+        if current is None:
+            await admin.create_topic(addr, config)
+            return "created"
+        await admin.update_topic(addr, config)
+        return (f"updated: read {config.read_queue_nums}, write {config.write_queue_nums}, "
+                f"perm {config.perm}")
+
+    return await _per_broker(args, await _targets(admin, args), act)
+
+
+async def _topic_delete(admin: AdminClient, args: argparse.Namespace) -> int:
+    if args.broker or args.cluster:
+        targets = await _targets(admin, args)
+    else:
+        route = await admin.topic_route(args.topic)
+        targets = {qd.broker_name: addr for qd in route.queue_datas
+                   if (addr := route.master_addr(qd.broker_name))}
+
+    async def act(addr: str) -> str:
+        await admin.delete_topic(addr, args.topic)
+        return "deleted"
+
+    return await _per_broker(args, targets, act)
+
+
+async def _topic_list(admin: AdminClient, args: argparse.Namespace) -> int:
+    topics = await admin.topic_list()
+    routes = await asyncio.gather(*(admin.topic_route(t) for t in topics),
+                                  return_exceptions=True)
+    rows = []
+    for topic, route in zip(topics, routes, strict=True):
+        if isinstance(route, BaseException):
+            if not isinstance(route, ClientError):
+                raise route
+            continue  # deleted since the list was made
+        qds = sorted(route.queue_datas, key=lambda q: q.broker_name)
+        rows.append({"topic": topic, "brokers": [
+            {"broker_name": q.broker_name, "read_queue_nums": q.read_queue_nums,
+             "write_queue_nums": q.write_queue_nums, "perm": q.perm} for q in qds]})
+    _out(args, rows, lambda: render(
+        ["TOPIC", "BROKERS", "READ", "WRITE", "PERM"],
+        [[r["topic"], [b["broker_name"] for b in r["brokers"]],
+          sum(b["read_queue_nums"] for b in r["brokers"]),
+          sum(b["write_queue_nums"] for b in r["brokers"]),
+          sorted({b["perm"] for b in r["brokers"]})] for r in rows]))
+    return 0
+
+
+async def _topic_route(admin: AdminClient, args: argparse.Namespace) -> int:
+    route = await admin.topic_route(args.topic)
+    rows = [{"broker_name": q.broker_name, "addrs": route.broker_addrs.get(q.broker_name, {}),
+             "read_queue_nums": q.read_queue_nums, "write_queue_nums": q.write_queue_nums,
+             "perm": q.perm} for q in sorted(route.queue_datas, key=lambda q: q.broker_name)]
+    _out(args, {"topic": args.topic, "brokers": rows}, lambda: render(
+        ["BROKER", "ADDRESS", "READ", "WRITE", "PERM"],
+        [[r["broker_name"], r["addrs"].get(0), r["read_queue_nums"], r["write_queue_nums"],
+          r["perm"]] for r in rows]))
+    return 0
+
+
+async def _topic_status(admin: AdminClient, args: argparse.Namespace) -> int:
+    queues = await admin.topic_status(args.topic)
+    _out(args, queues, lambda: render(
+        ["BROKER", "QUEUE", "MIN OFFSET", "MAX OFFSET", "LAST UPDATED"],
+        [[q.broker_name, q.queue_id, q.min_offset, q.max_offset,
+          time_ms(q.last_store_timestamp_ms)] for q in queues]))
+    return 0
+
+
+# -- groups --------------------------------------------------------------------------------
+async def _group_list(admin: AdminClient, args: argparse.Namespace) -> int:
+    groups = await admin.consumer_groups()
+
+    async def lag(group: str) -> int | None:
+        try:
+            return sum(q.lag for q in await admin.consume_progress(group))
+        except ClientError:
+            return None
+
+    lags = await asyncio.gather(*(lag(g.group) for g in groups))
+    rows = [{**_as_dict(g), "total_lag": total} for g, total in zip(groups, lags,
+                                                                         strict=True)]
+    _out(args, rows, lambda: render(
+        ["GROUP", "CLIENTS", "TYPE", "MODEL", "TOPICS", "LAG"],
+        [[g.group, len(g.client_ids), g.consume_type or None, g.message_model or None,
+          sorted({*g.subscribed_topics, *g.offset_topics}), total]
+         for g, total in zip(groups, lags, strict=True)]))
+    return 0
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return {name: getattr(value, name) for name in value.__dataclass_fields__}
+
+
+async def _group_progress(admin: AdminClient, args: argparse.Namespace) -> int:
+    queues = await admin.consume_progress(args.group, args.topic)
+    total = sum(q.lag for q in queues)
+    _out(args, {"group": args.group, "queues": queues, "total_lag": total}, lambda: "\n".join([
+        render(["TOPIC", "BROKER", "QUEUE", "BROKER OFFSET", "CONSUMER OFFSET", "LAG",
+                "LAST CONSUMED"],
+               [[q.topic, q.broker_name, q.queue_id, q.broker_offset,
+                 q.consumer_offset if q.consumer_offset >= 0 else None, q.lag,
+                 time_ms(q.last_timestamp_ms)] for q in queues]),
+        f"total lag: {total}"]))
+    return 0
+
+
+async def _group_reset(admin: AdminClient, args: argparse.Namespace) -> int:
+    result = await admin.reset_offset(args.group, args.topic, to=args.to)
+    told = (f"told {len(result.notified_client_ids)} online consumer(s): "
+            f"{', '.join(result.notified_client_ids)}" if result.notified_client_ids else
+            f"no consumer of {args.group} is online; the offsets are stored")
+    _out(args, result, lambda: "\n".join([render(
+        ["BROKER", "QUEUE", "PREVIOUS OFFSET", "NEW OFFSET"],
+        [[q.broker_name, q.queue_id, q.previous_offset if q.previous_offset >= 0 else None,
+          q.offset] for q in result.queues]), told]))
+    return 0
+
+
+# -- messages ------------------------------------------------------------------------------
+def message_json(msg: MessageExt) -> dict[str, Any]:
+    try:
+        body, encoding = msg.body.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        body, encoding = base64.b64encode(msg.body).decode(), "base64"
+    return {**_as_dict(msg), "body": body, "body_encoding": encoding}
+
+
+def _message_detail(msg: MessageExt) -> str:
+    data = message_json(msg)
+    body = data["body"]
+    if len(body) > MAX_BODY_CHARS:
+        body = f"{body[:MAX_BODY_CHARS]}... ({len(msg.body)} bytes; --json prints it whole)"
+    rows = [
+        ["Topic", msg.topic], ["Tags", msg.tags or None], ["Keys", msg.keys],
+        ["Unique ID", msg.msg_id or None], ["Offset Message ID", msg.offset_msg_id],
+        ["Broker", msg.broker_name], ["Queue ID", msg.queue_id],
+        ["Queue Offset", msg.queue_offset], ["Commit Log Offset", msg.phys_offset],
+        ["Store Size", msg.store_size_bytes], ["Reconsume Times", msg.reconsume_times],
+        ["Born Time", time_ms(msg.born_timestamp_ms)],
+        ["Store Time", time_ms(msg.store_timestamp_ms)],
+        ["Properties", ", ".join(f"{k}={v}" for k, v in sorted(msg.properties.items()))],
+        [f"Body ({data['body_encoding']})", body]]
+    return render(["FIELD", "VALUE"], rows)
+
+
+def _print_messages(args: argparse.Namespace, messages: list[MessageExt]) -> None:
+    _out(args, [message_json(m) for m in messages],
+         lambda: "\n\n".join(_message_detail(m) for m in messages))
+
+
+async def _message_by_key(admin: AdminClient, args: argparse.Namespace) -> int:
+    messages = await admin.query_message(args.topic, args.key, max_num=args.max)
+    if not messages:
+        raise NotFoundError(f"no message of topic {args.topic!r} has key {args.key!r}")
+    _out(args, [message_json(m) for m in messages], lambda: render(
+        ["UNIQUE ID", "OFFSET MESSAGE ID", "BROKER", "QUEUE", "OFFSET", "STORED", "TAGS"],
+        [[m.msg_id or None, m.offset_msg_id, m.broker_name, m.queue_id, m.queue_offset,
+          time_ms(m.store_timestamp_ms), m.tags or None] for m in messages]))
+    return 0
+
+
+async def _message_by_id(admin: AdminClient, args: argparse.Namespace) -> int:
+    try:
+        messages = await admin.messages_by_id(args.msg_id, args.topic)
+    except ValueError as exc:
+        raise UsageError(f"{exc} with --topic TOPIC") from None
+    _print_messages(args, messages)
+    return 0
+
+
+async def _message_by_offset(admin: AdminClient, args: argparse.Namespace) -> int:
+    broker_name = args.broker
+    if broker_name is None:
+        names = sorted({qd.broker_name for qd in (await admin.topic_route(args.topic))
+                        .queue_datas})
+        if len(names) != 1:
+            raise UsageError(f"topic {args.topic!r} is on brokers {', '.join(names)}; "
+                             "choose one with --broker NAME")
+        broker_name = names[0]
+    _print_messages(args, [await admin.message_at(
+        MessageQueue(args.topic, broker_name, args.queue), args.offset)])
+    return 0
+
+
+# -- brokers -------------------------------------------------------------------------------
+async def _broker_tables(admin: AdminClient, args: argparse.Namespace,
+                         fetch: Callable[[str], Awaitable[dict[str, str]]]) -> int:
+    if args.addr:
+        targets = {args.addr: args.addr}
+    else:
+        info = await admin.cluster_info()
+        targets = {(b.broker_name if b.broker_id == 0 else f"{b.broker_name}#{b.broker_id}"):
+                   b.addr for b in info.brokers}
+        if not targets:
+            raise NotFoundError("no live broker is registered with the nameserver")
+    tables = await asyncio.gather(*(fetch(targets[n]) for n in targets))
+    columns = dict(zip(targets, tables, strict=True))
+    _out(args, columns, lambda: render_mapping(columns))
+    return 0
+
+
+async def _broker_status(admin: AdminClient, args: argparse.Namespace) -> int:
+    return await _broker_tables(admin, args, admin.broker_runtime_info)
+
+
+async def _broker_config(admin: AdminClient, args: argparse.Namespace) -> int:
+    return await _broker_tables(admin, args, admin.broker_config)

@@ -1,0 +1,147 @@
+"""``pocketmq pipeline archive``: a topic into Parquet, partitioned by date, exactly once.
+
+::
+
+    pocketmq pipeline archive --topic orders --to /data/archive/orders \\
+        [--checkpoint DIR] [--once] [--namesrv HOST:PORT]
+
+A Structured Streaming query on Apache Spark (``pocketmq.spark``): the
+``pocketmq`` source reads the topic's queues on every broker, and Spark's
+file sink writes Parquet files under ``PATH/date=YYYY-MM-DD/`` (the UTC day of
+each message's ``store_timestamp``), with the source's columns::
+
+    topic broker queue_id queue_offset body keys tags properties
+    store_timestamp born_timestamp msg_id | date (partition)
+
+Exactly once: the checkpoint (default ``PATH/_checkpoint``; Spark skips
+folders starting with ``_`` when it reads ``PATH``) keeps the queue offsets of
+every micro-batch, and the file sink records each batch's files in
+``PATH/_spark_metadata`` when it commits; a batch cut short by a crash is
+redone after a restart, and readers going through Spark
+(``spark.read.parquet(PATH)``) see only committed files. Stopping and starting
+again resumes where the last committed batch ended.
+
+``--once`` archives what the topic holds now and exits
+(``trigger(availableNow=True)``); without it the query runs every
+``--interval`` until Ctrl-C or SIGTERM, which stop it between batches. Exit
+codes: 0 done, 1 the query failed (its error on stderr), 2 bad arguments or
+no pyspark installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+from pocketmq.client.config import DEFAULT_NAMESRV, NAMESRV_ENV
+
+__all__ = ["register"]
+
+DEFAULT_INTERVAL = "10 seconds"
+# The UTC day of store_timestamp, whatever spark.sql.session.timeZone says.
+DATE_COLUMN = "date_from_unix_date(CAST(floor(unix_micros(store_timestamp) / 86400000000) AS INT))"
+
+
+def register(subparsers: Any) -> None:
+    pipeline = subparsers.add_parser(
+        "pipeline", help="data pipelines on Apache Spark (needs pocketmq[spark])",
+        description="Data pipelines on Apache Spark, built on the pocketmq data source.")
+    sub = pipeline.add_subparsers(dest="pipeline_command", metavar="PIPELINE", required=True)
+    archive = sub.add_parser(
+        "archive", help="archive a topic into Parquet files partitioned by date",
+        description="Stream a topic into Parquet under PATH/date=YYYY-MM-DD/, exactly once "
+                    "(Spark's file sink and checkpoint).")
+    archive.add_argument("--topic", required=True, help="the topic to archive")
+    archive.add_argument("--to", required=True, metavar="PATH",
+                         help="output folder (local path or any URI Spark can write)")
+    archive.add_argument("--checkpoint", metavar="DIR",
+                         help="the query's checkpoint (default: PATH/_checkpoint)")
+    archive.add_argument("--once", action="store_true",
+                         help="archive what the topic holds now, then exit")
+    archive.add_argument("--interval", default=DEFAULT_INTERVAL,
+                         help=f"time between micro-batches without --once "
+                              f"(default: {DEFAULT_INTERVAL})")
+    archive.add_argument("--namesrv", default=os.environ.get(NAMESRV_ENV) or DEFAULT_NAMESRV,
+                         help=f"nameserver address(es), 'h1:9876;h2:9876' (default: "
+                              f"${NAMESRV_ENV}, then {DEFAULT_NAMESRV})")
+    archive.add_argument("--starting-offsets", choices=("earliest", "latest"),
+                         default="earliest",
+                         help="where a new archive starts (default: earliest); a restarted "
+                              "one resumes from its checkpoint")
+    archive.add_argument("--tag-expression", default="*",
+                         help='only messages with these tags: "*" or "A || B" (default: *)')
+    archive.add_argument("--max-offsets-per-trigger", type=int, metavar="N",
+                         help="at most N messages per micro-batch")
+    archive.add_argument("--master", help="Spark master URL (default: local[*], or what "
+                                          "spark-submit sets)")
+    archive.set_defaults(func=_archive)
+
+
+def _archive(args: argparse.Namespace) -> int:
+    try:
+        from pocketmq.spark import session
+    except ImportError as exc:  # pragma: no cover - the spark extra is not installed
+        print(f"pocketmq pipeline: {exc}; install the Spark extra: pip install "
+              "'pocketmq[spark]'", file=sys.stderr)
+        return 2
+    from pyspark.errors import PySparkException
+    from pyspark.sql import SparkSession, functions
+
+    if args.max_offsets_per_trigger is not None and args.max_offsets_per_trigger < 1:
+        print("pocketmq pipeline archive: --max-offsets-per-trigger must be >= 1",
+              file=sys.stderr)
+        return 2
+    path = args.to
+    checkpoint = args.checkpoint or os.path.join(path, "_checkpoint")
+    owned = SparkSession.getActiveSession() is None
+    spark = session(f"pocketmq-archive-{args.topic}",
+                    master=args.master or ("local[*]" if owned else None))
+    try:
+        reader = (spark.readStream.format("pocketmq").option("namesrv", args.namesrv)
+                  .option("subscribe", args.topic)
+                  .option("startingOffsets", args.starting_offsets)
+                  .option("tagExpression", args.tag_expression))
+        if args.max_offsets_per_trigger is not None:
+            reader = reader.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
+        rows = reader.load().withColumn("date", functions.expr(DATE_COLUMN))
+        writer = (rows.writeStream.format("parquet").partitionBy("date")
+                  .option("path", path).option("checkpointLocation", checkpoint)
+                  .queryName(f"archive-{args.topic}"))
+        writer = (writer.trigger(availableNow=True) if args.once
+                  else writer.trigger(processingTime=args.interval))
+        query = writer.start()
+        return _wait(query, args, path, checkpoint, PySparkException)
+    finally:
+        if owned:
+            spark.stop()
+
+
+def _wait(query: Any, args: argparse.Namespace, path: str, checkpoint: str,
+          spark_error: type[Exception]) -> int:
+    stop = threading.Event()
+    previous = None
+    if not args.once and threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print(f"archiving topic {args.topic} into {path} (checkpoint {checkpoint}); "
+          + ("until it is caught up" if args.once else "Ctrl-C stops"), file=sys.stderr)
+    try:
+        while query.isActive and not stop.is_set():
+            query.awaitTermination(0.5)
+    except KeyboardInterrupt:
+        pass
+    except spark_error as exc:
+        print(f"pocketmq pipeline archive: the query failed: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if query.isActive:
+            query.stop()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    batches = [p for p in query.recentProgress if p["numInputRows"]]
+    print(f"archived {sum(p['numInputRows'] for p in batches)} messages of {args.topic} in "
+          f"{len(batches)} micro-batch(es) into {path}")
+    return 0

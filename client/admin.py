@@ -1,0 +1,297 @@
+"""AdminClient: what an operator asks a cluster (RocketMQ's ``DefaultMQAdminExt``).
+
+::
+
+    async with AdminClient(namesrv="127.0.0.1:9876") as admin:
+        info = await admin.cluster_info()
+        for addr in info.masters().values():
+            await admin.create_topic(addr, TopicConfig(topic="orders", read_queue_nums=4,
+                                                       write_queue_nums=4))
+        lag = sum(q.lag for q in await admin.consume_progress("billing"))
+        await admin.reset_offset("billing", "orders", to="earliest")
+
+The nameserver answers the cluster questions (live brokers, topic list,
+routes); everything else goes to the brokers themselves, to the master of
+every broker that serves the topic, and comes back as the rows of
+:mod:`.admin_model`, each naming its broker. Message look-ups answer
+:class:`~pocketmq.client.model.MessageExt`:
+
+* an offset message id (store address + commit-log offset) is read straight
+  from the broker it names (``ViewMessage``);
+* a unique id (``UNIQ_KEY``, made by the producer) and a key are found through
+  the index of every broker serving the topic (``QueryMessage``), which is why
+  a unique id needs its topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal, TypeVar
+
+from pocketmq.client.admin_model import (
+    ClusterInfo,
+    ConsumerGroup,
+    QueueProgress,
+    QueueReset,
+    QueueStatus,
+    ResetResult,
+    TopicConfig,
+)
+from pocketmq.client.config import parse_namesrv
+from pocketmq.client.errors import ClientStateError, NotFoundError
+from pocketmq.client.message_codec import decode_messages
+from pocketmq.client.model import MessageExt, MessageQueue
+from pocketmq.client.remoting import BrokerClient, NameserverClient, PullStatus, Remoting
+from pocketmq.client.route import TopicRoute
+from pocketmq.common.msgid import decode_offset_msg_id
+
+__all__ = ["TOOLS_CONSUMER_GROUP", "AdminClient"]
+
+log = logging.getLogger(__name__)
+
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"   # RocketMQ's group for reads by admin tools
+DEFAULT_QUERY_MAX = 32
+
+T = TypeVar("T")
+
+
+class AdminClient:
+    """Async admin calls to one cluster; ``start()`` first, or ``async with``."""
+
+    def __init__(self, namesrv: str | Sequence[str] | None = None, *,
+                 timeout_s: float = 5.0) -> None:
+        self.namesrv = parse_namesrv(namesrv)
+        self.timeout_s = timeout_s
+        self._remoting: Remoting | None = None
+        self._namesrv_client: NameserverClient | None = None
+
+    async def start(self) -> None:
+        if self._remoting is not None:
+            raise ClientStateError("the admin client is already started")
+        self._remoting = Remoting()
+        self._namesrv_client = self._remoting.nameserver(self.namesrv, timeout_s=self.timeout_s)
+
+    async def shutdown(self) -> None:
+        remoting, self._remoting, self._namesrv_client = self._remoting, None, None
+        if remoting is not None:
+            await remoting.close()
+
+    async def __aenter__(self) -> AdminClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.shutdown()
+
+    def broker(self, addr: str) -> BrokerClient:
+        """Typed calls to the broker at *addr*."""
+        if self._remoting is None:
+            raise ClientStateError("the admin client is not started; call start() first")
+        return self._remoting.broker(addr)
+
+    @property
+    def _namesrv(self) -> NameserverClient:
+        if self._namesrv_client is None:
+            raise ClientStateError("the admin client is not started; call start() first")
+        return self._namesrv_client
+
+    # -- cluster (nameserver) --------------------------------------------------------------
+    async def cluster_info(self) -> ClusterInfo:
+        """Live brokers by cluster (``clusterList``)."""
+        return await self._namesrv.cluster_info()
+
+    async def topic_list(self) -> list[str]:
+        return await self._namesrv.topic_list()
+
+    async def topic_route(self, topic: str) -> TopicRoute:
+        """Raises RouteNotFoundError when no live broker serves *topic*."""
+        return await self._namesrv.get_route(topic)
+
+    async def _route_masters(self, topic: str) -> dict[str, str]:
+        """Broker name -> master address, of every broker serving *topic*."""
+        route = await self.topic_route(topic)
+        return {qd.broker_name: addr for qd in route.queue_datas
+                if (addr := route.master_addr(qd.broker_name))}
+
+    async def _each(self, masters: dict[str, str],
+                    call: Callable[[str, BrokerClient], Awaitable[T]]) -> list[T]:
+        """``call(broker_name, client)`` on every broker at once, in broker-name order."""
+        names = sorted(masters)
+        return list(await asyncio.gather(*(call(n, self.broker(masters[n])) for n in names)))
+
+    # -- topics (one broker each) ----------------------------------------------------------
+    async def topic_configs(self, addr: str) -> dict[str, TopicConfig]:
+        return await self.broker(addr).topic_configs(timeout_s=self.timeout_s)
+
+    async def create_topic(self, addr: str, config: TopicConfig) -> None:
+        """Create the topic on one broker; InvalidRequestError if it exists there."""
+        await self.broker(addr).create_topic(config, timeout_s=self.timeout_s)
+
+    async def update_topic(self, addr: str, config: TopicConfig) -> None:
+        await self.broker(addr).update_topic(config, timeout_s=self.timeout_s)
+
+    async def delete_topic(self, addr: str, topic: str) -> None:
+        await self.broker(addr).delete_topic(topic, timeout_s=self.timeout_s)
+
+    async def topic_status(self, topic: str) -> list[QueueStatus]:
+        """Min/max offset and last store time of every queue (``topicStatus``)."""
+        rows = await self._each(await self._route_masters(topic), lambda name, b: b.topic_status(
+            topic, broker_name=name, timeout_s=self.timeout_s))
+        return [q for per_broker in rows for q in per_broker]
+
+    # -- consumer groups -------------------------------------------------------------------
+    async def consumer_groups(self) -> list[ConsumerGroup]:
+        """Groups any master knows (online or with offsets), merged, sorted by name."""
+        rows = await self._each((await self.cluster_info()).masters(), lambda name, b:
+                                b.consumer_groups(broker_name=name, timeout_s=self.timeout_s))
+        merged: dict[str, ConsumerGroup] = {}
+        for group in (g for per_broker in rows for g in per_broker):
+            seen = merged.get(group.group)
+            merged[group.group] = group if seen is None else ConsumerGroup(
+                group=group.group,
+                client_ids=sorted(set(seen.client_ids) | set(group.client_ids)),
+                consume_type=seen.consume_type or group.consume_type,
+                message_model=seen.message_model or group.message_model,
+                subscribed_topics=sorted({*seen.subscribed_topics, *group.subscribed_topics}),
+                offset_topics=sorted({*seen.offset_topics, *group.offset_topics}),
+                brokers=[*seen.brokers, *group.brokers])
+        return [merged[g] for g in sorted(merged)]
+
+    async def consume_progress(self, group: str, topic: str | None = None,
+                               ) -> list[QueueProgress]:
+        """Broker offset, consumer offset and lag per queue (``consumerProgress``).
+
+        Without *topic*, every topic the group has offsets for or subscribes to.
+        NotFoundError when no broker knows the group (for that topic).
+        """
+        masters = (await self._route_masters(topic) if topic
+                   else (await self.cluster_info()).masters())
+
+        async def one(name: str, broker: BrokerClient) -> list[QueueProgress]:
+            try:
+                return await broker.consume_progress(group, topic or "", broker_name=name,
+                                                     timeout_s=self.timeout_s)
+            except NotFoundError:
+                return []   # this broker does not know the group
+
+        rows = [q for per_broker in await self._each(masters, one) for q in per_broker]
+        if not rows:
+            scope = f"topic {topic!r}" if topic else "any topic"
+            raise NotFoundError(f"consumer group {group!r} has no offsets and no online "
+                                f"consumers for {scope} on brokers {', '.join(sorted(masters))}")
+        return sorted(rows, key=lambda q: (q.topic, q.broker_name, q.queue_id))
+
+    async def reset_offset(self, group: str, topic: str, *,
+                           to: Literal["earliest", "latest"] | int) -> ResetResult:
+        """Move *group* on every queue of *topic* (``resetOffsetByTime``).
+
+        *to* is ``"earliest"``, ``"latest"`` or a timestamp in ms since the
+        epoch (the first message stored at or after it). Each broker stores the
+        new offsets and tells the group's online consumers, which continue there.
+        """
+        if isinstance(to, str) and to not in ("earliest", "latest"):
+            raise ValueError(f"reset target {to!r}: give 'earliest', 'latest' or a timestamp "
+                             "in ms")
+        timestamp_ms = to if isinstance(to, int) else None
+        if timestamp_ms is not None and timestamp_ms < 0:
+            raise ValueError(f"timestamp {timestamp_ms} is negative; give ms since the epoch")
+        rows = await self._each(await self._route_masters(topic), lambda name, b:
+                                b.reset_consumer_offset(group, topic, timestamp_ms=timestamp_ms,
+                                                        latest=to == "latest", broker_name=name,
+                                                        timeout_s=self.timeout_s))
+        queues: list[QueueReset] = [q for moved, _ in rows for q in moved]
+        notified = sorted({c for _, told in rows for c in told})
+        return ResetResult(topic=topic, group=group, queues=queues, notified_client_ids=notified)
+
+    # -- messages --------------------------------------------------------------------------
+    async def query_message(self, topic: str, key: str, *, max_num: int = DEFAULT_QUERY_MAX,
+                            begin_timestamp_ms: int = 0, end_timestamp_ms: int = 0,
+                            ) -> list[MessageExt]:
+        """Messages of *topic* with *key* among their KEYS (``queryMsgByKey``), newest first."""
+        found = await self._query_index(topic, key, max_num, begin_timestamp_ms,
+                                        end_timestamp_ms)
+        return [m for m in found if key in m.keys]
+
+    async def query_by_unique_key(self, topic: str, msg_id: str) -> list[MessageExt]:
+        """Messages of *topic* whose unique id (UNIQ_KEY) is *msg_id*
+        (``queryMsgByUniqueKey``); more than one when a send was retried."""
+        found = await self._query_index(topic, msg_id, DEFAULT_QUERY_MAX, 0, 0)
+        return [m for m in found if m.msg_id == msg_id]
+
+    async def _query_index(self, topic: str, key: str, max_num: int, begin_ms: int,
+                           end_ms: int) -> list[MessageExt]:
+        async def one(name: str, broker: BrokerClient) -> list[MessageExt]:
+            records = await broker.query_message(
+                topic, key, max_num=max_num, begin_timestamp_ms=begin_ms,
+                end_timestamp_ms=end_ms, timeout_s=self.timeout_s)
+            return decode_messages(records, name)
+
+        rows = await self._each(await self._route_masters(topic), one)
+        found = [m for per_broker in rows for m in per_broker]
+        return sorted(found, key=lambda m: m.store_timestamp_ms, reverse=True)[:max_num]
+
+    async def offset_msg_id_broker(self, msg_id: str) -> tuple[str, str] | None:
+        """(broker name, address) of the live broker an offset message id names, or None
+        when *msg_id* is not one (it may be a unique id)."""
+        try:
+            decoded = decode_offset_msg_id(msg_id)
+        except ValueError:
+            return None
+        host = f"[{decoded.host}]" if ":" in decoded.host else decoded.host
+        addr = f"{host}:{decoded.port}"
+        name = (await self.cluster_info()).name_of(addr)
+        return None if name is None else (name, addr)
+
+    async def view_message(self, offset_msg_id: str) -> MessageExt:
+        """The message an offset message id names, read from its broker (``viewMessage``)."""
+        located = await self.offset_msg_id_broker(offset_msg_id)
+        if located is None:
+            raise NotFoundError(f"{offset_msg_id!r} does not name a live broker of this "
+                                "cluster; it is not an offset message id here")
+        name, addr = located
+        record = await self.broker(addr).view_message(offset_msg_id, timeout_s=self.timeout_s)
+        return decode_messages(record, name)[0]
+
+    async def messages_by_id(self, msg_id: str, topic: str | None = None) -> list[MessageExt]:
+        """``queryMsgById``: *msg_id* as an offset message id of a live broker, else as a
+        unique id searched in *topic*'s index; ValueError when that needs a topic."""
+        if await self.offset_msg_id_broker(msg_id) is not None:
+            return [await self.view_message(msg_id)]
+        if not topic:
+            raise ValueError(f"{msg_id!r} is not the offset message id of a live broker, so it "
+                             "is taken as a unique id (UNIQ_KEY); unique ids are found through "
+                             "the index of the topic's brokers: give the topic")
+        found = await self.query_by_unique_key(topic, msg_id)
+        if not found:
+            raise NotFoundError(f"no message of topic {topic!r} has unique id {msg_id!r} (nor "
+                                "is it an offset message id of a live broker)")
+        return found
+
+    async def message_at(self, queue: MessageQueue, offset: int) -> MessageExt:
+        """The message at *offset* of *queue* (``queryMsgByOffset``); NotFoundError
+        naming the queue's range when there is none."""
+        masters = await self._route_masters(queue.topic)
+        addr = masters.get(queue.broker_name)
+        if addr is None:
+            raise NotFoundError(f"broker {queue.broker_name!r} does not serve topic "
+                                f"{queue.topic!r}; it is on {', '.join(sorted(masters))}")
+        reply = await self.broker(addr).pull(
+            group=TOOLS_CONSUMER_GROUP, queue=queue, offset=offset, max_messages=1,
+            subscription="*", suspend_ms=0, timeout_s=self.timeout_s)
+        found = decode_messages(reply.records, queue.broker_name) \
+            if reply.status is PullStatus.FOUND else []
+        if not found or found[0].queue_offset != offset:
+            raise NotFoundError(f"no message at offset {offset} of {queue}; the queue holds "
+                                f"offsets {reply.min_offset}..{reply.max_offset - 1}")
+        return found[0]
+
+    # -- brokers ---------------------------------------------------------------------------
+    async def broker_runtime_info(self, addr: str) -> dict[str, str]:
+        """The broker's runtime figures (``brokerStatus``)."""
+        return await self.broker(addr).runtime_info(timeout_s=self.timeout_s)
+
+    async def broker_config(self, addr: str) -> dict[str, str]:
+        """The broker's configuration (``getBrokerConfig``)."""
+        return await self.broker(addr).broker_config(timeout_s=self.timeout_s)

@@ -1,0 +1,133 @@
+"""docker-compose.yml runs what `pocketmq cluster up` runs, and holds together.
+
+No docker engine runs here: the file is loaded as YAML and every command is
+parsed by the real CLI parser and checked against cli/cluster_cmd.py's one
+definition of the nameserver and broker commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pocketmq.broker.config import BrokerConfig
+from pocketmq.cli import build_parser
+from pocketmq.cli.cluster_cmd import broker_command, broker_name, nameserver_command
+from pocketmq.common.configfile import load_config
+from pocketmq.nameserver import NamesrvConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVERS = ("nameserver", "broker-a", "broker-b")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+@pytest.fixture(scope="module")
+def services(compose) -> dict:
+    return compose["services"]
+
+
+def parse(command: list[str]) -> argparse.Namespace:
+    """*command* as the image's entrypoint `pocketmq` gets it; fails the test on a usage error."""
+    try:
+        return build_parser().parse_args(command)
+    except SystemExit as exc:
+        pytest.fail(f"`pocketmq {' '.join(command)}` does not parse (exit {exc.code})")
+
+
+def published(service: dict) -> dict[int, int]:
+    """Container port -> host port."""
+    pairs = (str(p).split(":") for p in service.get("ports", []))
+    return {int(container): int(host) for host, container in pairs}
+
+
+def healthcheck_command(service: dict) -> list[str]:
+    test = service["healthcheck"]["test"]
+    assert test[:2] == ["CMD", "pocketmq"], f"healthcheck must run a pocketmq command: {test}"
+    return test[2:]
+
+
+def test_the_image_runs_pocketmq_so_service_commands_are_its_arguments():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert re.search(r'^ENTRYPOINT \["pocketmq"\]$', dockerfile, re.MULTILINE)
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert ".venv" in ignored and ".git" in ignored
+
+
+def test_every_service_command_and_healthcheck_parses_with_the_cli(services):
+    assert set(SERVERS) | {"demo-producer", "demo-consumer"} <= set(services)
+    for name, service in services.items():
+        assert callable(getattr(parse(service["command"]), "func", None)), name
+        if "healthcheck" in service:
+            assert callable(getattr(parse(healthcheck_command(service)), "func", None)), name
+
+
+def test_server_commands_equal_the_commands_cluster_up_runs(services):
+    ns = parse(services["nameserver"]["command"])
+    assert services["nameserver"]["command"] == nameserver_command(port=ns.port, host="0.0.0.0")
+    for index in (0, 1):
+        name = broker_name(index)
+        service = services[name]
+        args = parse(service["command"])
+        assert service["command"] == broker_command(
+            index, port=args.port, v2_port=args.grpc_v2_port,
+            namesrv=f"nameserver:{ns.port}", data_dir="/data", host="0.0.0.0",
+            broker_ip=service["networks"]["pocketmq"]["ipv4_address"])
+
+
+def test_ports_and_addresses_agree_between_services(services):
+    ns_args = parse(services["nameserver"]["command"])
+    namesrv = load_config(NamesrvConfig, args=ns_args)
+    assert published(services["nameserver"]) == {namesrv.port: namesrv.port}
+    assert healthcheck_command(services["nameserver"])[-1] == f"127.0.0.1:{namesrv.port}"
+    broker_ports = set()
+    for name in ("broker-a", "broker-b"):
+        service = services[name]
+        config = load_config(BrokerConfig, args=parse(service["command"]))
+        assert config.broker_name == name
+        assert config.namesrv_addr_list == [f"nameserver:{namesrv.port}"]
+        assert config.advertised_ip == service["networks"]["pocketmq"]["ipv4_address"]
+        assert published(service) == {config.port: config.port, config.v2_port: config.v2_port}
+        assert healthcheck_command(service)[-1] == f"127.0.0.1:{config.port}"
+        broker_ports |= {config.port, config.v2_port}
+        assert service["depends_on"]["nameserver"]["condition"] == "service_healthy"
+    assert len(broker_ports) == 4, "each broker needs ports of its own"
+    for name in ("demo-producer", "demo-consumer"):
+        command = services[name]["command"]
+        assert command[command.index("--namesrv") + 1] == f"nameserver:{namesrv.port}"
+        assert set(services[name]["depends_on"]) == {"broker-a", "broker-b"}
+
+
+def test_broker_ips_are_distinct_and_inside_the_network(compose, services):
+    subnet = compose["networks"]["pocketmq"]["ipam"]["config"][0]["subnet"]
+    prefix = subnet.rsplit(".", 1)[0] + "."
+    ips = [services[s]["networks"]["pocketmq"]["ipv4_address"] for s in SERVERS]
+    assert len(set(ips)) == len(ips)
+    assert all(ip.startswith(prefix) for ip in ips), (subnet, ips)
+
+
+def test_every_named_volume_is_declared_and_holds_the_broker_data_dir(compose, services):
+    declared = set(compose.get("volumes") or {})
+    for name, service in services.items():
+        for mount in service.get("volumes", []):
+            source, target = str(mount).split(":")[:2]
+            if not source.startswith((".", "/")):
+                assert source in declared, f"{name} mounts undeclared volume {source}"
+            if name.startswith("broker-"):
+                config = load_config(BrokerConfig, args=parse(service["command"]))
+                assert target == config.data_dir
+    assert {"broker-a-data", "broker-b-data"} <= declared
+
+
+def test_servers_restart_unless_stopped_and_have_healthchecks(services):
+    for name in (*SERVERS, "demo-consumer"):
+        assert services[name]["restart"] == "unless-stopped", name
+    for name in SERVERS:
+        assert services[name]["healthcheck"]["test"], name
