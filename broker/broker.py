@@ -34,6 +34,7 @@ from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.flow_control import FlowControlInterceptor
 from pocketmq.broker.grpc_v2.server import BrokerParts, GrpcV2Server
+from pocketmq.broker.grpc_v2.servicer import Authenticator
 from pocketmq.broker.long_polling import PullRequestHoldService
 from pocketmq.broker.pull_service import PullMessageService
 from pocketmq.broker.rebalance_lock import RebalanceLockManager
@@ -70,8 +71,10 @@ class Broker:
     def __init__(self, config: BrokerConfig, *, clock: Clock | None = None,
                  store_factory: StoreFactory = _default_store,
                  namesrv_client_factory: Callable[[str], NameserverClient] | None = None,
+                 v2_authenticator: Authenticator | None = None,
                  ) -> None:
         self.config = config
+        self._v2_authenticator = v2_authenticator   # checks RocketMQ 5 clients' signatures
         self.clock = clock or SystemClock()
         self._store_factory = store_factory
         self._namesrv_client_factory = namesrv_client_factory
@@ -123,7 +126,8 @@ class Broker:
             raise OSError(f"cannot listen on {cfg.host}:{cfg.port}: {exc}") from None
         try:
             if cfg.v2_port >= 0:
-                self.grpc_v2 = GrpcV2Server(cfg, clock=self.clock)
+                self.grpc_v2 = GrpcV2Server(cfg, authenticate=self._v2_authenticator,
+                                            clock=self.clock)
                 self.grpc_v2.bind()
             servicer = self._open_store_and_services()
             add_to_server(servicer, server)

@@ -41,6 +41,7 @@ __all__ = ["FlowControlInterceptor", "parked"]
 log = logging.getLogger(__name__)
 
 Behavior = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+LOG_EVERY_REFUSALS = 1_000   # a warning for the first refusal and every 1,000th after it
 
 
 class _Slot:
@@ -127,6 +128,9 @@ class FlowControlInterceptor(grpc.aio.ServerInterceptor):
             refusal = self._refusal(peer)
             if refusal is not None:
                 self.refused_total += 1
+                if self.refused_total % LOG_EVERY_REFUSALS == 1:
+                    log.warning("%s (%d requests refused busy since start)", refusal.message,
+                                self.refused_total)
                 context.set_trailing_metadata(((REASON_METADATA_KEY, refusal.reason),))
                 await context.abort(grpc_code(refusal), refusal.message)
             slot = _Slot(self, peer)

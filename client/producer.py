@@ -39,6 +39,7 @@ from pocketmq.client.errors import (
     ClientError,
     ClientStateError,
     InvalidMessageError,
+    PermissionDeniedError,
     RouteNotFoundError,
     SendTimeoutError,
 )
@@ -203,7 +204,7 @@ class Producer:
             # The batcher fails the future past the deadline, and the call has it as timeout.
             receipt = await accumulator.add(addr, record, deadline)
         except ClientError as exc:
-            if not exc.retriable:
+            if not _retry_elsewhere(exc):
                 raise
             return await self._send_with_retries(
                 topic, deadline, budget_s, lambda mq, rec: self._attempt(mq, rec, deadline),
@@ -285,7 +286,7 @@ class Producer:
             try:
                 result = await attempt(mq, payload)
             except ClientError as exc:
-                if not exc.retriable:
+                if not _retry_elsewhere(exc):
                     raise
                 last_error = self._attempt_failed(topic, mq, started, exc, tried)
                 last_broker = mq.broker_name
@@ -401,6 +402,13 @@ class Producer:
             return {}
         return {addr: (b.calls, b.records_sent)
                 for addr, b in self._accumulator.batchers().items()}
+
+
+def _retry_elsewhere(exc: ClientError) -> bool:
+    """Whether another attempt, on another broker, may succeed. A broker that refuses
+    the topic (not writable there, say, while the route still says it is) is one:
+    RocketMQ's producer retries NO_PERMISSION on another broker too."""
+    return exc.retriable or isinstance(exc, PermissionDeniedError)
 
 
 def _flow_controlled(exc: BaseException | None) -> bool:

@@ -100,7 +100,7 @@ class V2Error(Exception):
 
 
 def status(code: int = d.OK, message: str = "OK") -> d.Status:
-    return d.Status(code=code, message=message)  # type: ignore[arg-type]
+    return d.Status(code=code, message=message)
 
 
 _REASON_CODES = {
@@ -192,11 +192,11 @@ def message_type_of(msg: d.Message) -> int:
 
 def _check_type(msg: d.Message, kind: int, accepted: tuple[int, ...]) -> None:
     sp = msg.system_properties
-    name = d.MessageType.Name(kind)  # type: ignore[arg-type]
+    name = d.MessageType.Name(kind)
     if kind not in accepted:
         raise V2Error(d.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
                       f"topic {msg.topic.name!r} takes "
-                      f"{', '.join(d.MessageType.Name(t) for t in accepted)} messages, "  # type: ignore[arg-type]
+                      f"{', '.join(d.MessageType.Name(t) for t in accepted)} messages, "
                       f"not {name}; send to another topic or change the message")
     has_group, has_time = sp.HasField("message_group"), sp.HasField("delivery_timestamp")
     wanted = {d.FIFO: (True, False), d.DELAY: (False, True),
@@ -330,7 +330,7 @@ def message_pb(msg: StoredMessage, *, topic: str | None = None, receipt_handle: 
         message_id=message_id or msg.uniq_key,
         body_digest=d.Digest(type=d.CRC32, checksum=f"{zlib.crc32(msg.body) & 0xFFFFFFFF:08X}"),
         body_encoding=d.GZIP if msg.sysflag & SysFlag.COMPRESSED else d.IDENTITY,
-        message_type=received_type(msg),  # type: ignore[arg-type]
+        message_type=received_type(msg),
         born_timestamp=timestamp_pb(msg.born_timestamp_ms),
         born_host=_host_text(msg.born_host, False),
         store_timestamp=timestamp_pb(msg.store_timestamp_ms),

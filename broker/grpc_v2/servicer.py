@@ -65,8 +65,10 @@ MAX_POLL_MS = 30_000                        # grpcClientConsumerMaxLongPollingTi
 DEADLINE_MARGIN_S = 1.0                     # answer this long before the client gives up
 
 Resp = TypeVar("Resp")
-#: Checks a call's metadata; raises V2Error (UNAUTHORIZED / FORBIDDEN) to refuse it.
-Authenticator = Callable[[grpc.aio.ServicerContext, str], None]
+#: (call, method, topic, group) -> None; raises V2Error (UNAUTHORIZED) or a BrokerError
+#: (PermissionDeniedError: FORBIDDEN) to refuse the call. Topic and group are "" when the
+#: request names none.
+Authenticator = Callable[[grpc.aio.ServicerContext, str, str, str], None]
 
 _RESOLUTIONS = {d.COMMIT: Resolution.COMMIT, d.ROLLBACK: Resolution.ROLLBACK}
 _PERMISSIONS = {(True, True): d.READ_WRITE, (True, False): d.READ, (False, True): d.WRITE,
@@ -81,7 +83,7 @@ def _unary(response: Callable[..., Resp]) -> Callable[..., Callable[..., Awaitab
         async def wrapper(self: MessagingServicer, request: Any,
                           context: grpc.aio.ServicerContext) -> Resp:
             try:
-                self._authenticate(context, method.__name__)
+                self._authenticate(context, method.__name__, request)
                 return await method(self, request, context)
             except (V2Error, BrokerError) as exc:
                 return response(status=status_of(exc))
@@ -101,6 +103,21 @@ def _check(topic: str | None = None, group: str | None = None) -> None:
         raise V2Error(d.ILLEGAL_CONSUMER_GROUP, problem)
 
 
+def _resources(request: Any) -> tuple[str, str]:
+    """(topic, group) a request names, for the authenticator; "" where it names none."""
+    if request is None:
+        return "", ""
+    fields = request.DESCRIPTOR.fields_by_name
+    topic = ""
+    if "topic" in fields:
+        topic = request.topic.name
+    elif "message_queue" in fields:
+        topic = request.message_queue.topic.name
+    elif "messages" in fields and request.messages:
+        topic = request.messages[0].topic.name
+    return topic, request.group.name if "group" in fields else ""
+
+
 def _endpoints(host: str, port: int) -> d.Endpoints:
     try:
         scheme = d.IPv6 if ipaddress.ip_address(host).version == 6 else d.IPv4
@@ -111,10 +128,10 @@ def _endpoints(host: str, port: int) -> d.Endpoints:
 
 def _queue(topic: str, queue_id: int, permission: int, route: BrokerRoute) -> d.MessageQueue:
     return d.MessageQueue(
-        topic=d.Resource(name=topic), id=queue_id, permission=permission,  # type: ignore[arg-type]
+        topic=d.Resource(name=topic), id=queue_id, permission=permission,
         broker=d.Broker(name=route.broker_name, id=0,
                         endpoints=_endpoints(route.host, route.port)),
-        accept_message_types=accepted_types(route.order))  # type: ignore[arg-type]
+        accept_message_types=accepted_types(route.order))
 
 
 def _invisible_ms(duration: Any, *, floor_ms: int) -> int:
@@ -152,9 +169,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         self._round_robin = itertools.count()
         self._store_host = store_host
 
-    def _authenticate(self, context: grpc.aio.ServicerContext, method: str) -> None:
+    def _authenticate(self, context: grpc.aio.ServicerContext, method: str,
+                      request: Any) -> None:
         if self._auth is not None:
-            self._auth(context, method)
+            self._auth(context, method, *_resources(request))
 
     @staticmethod
     def _client_id(context: grpc.aio.ServicerContext) -> str:
@@ -209,7 +227,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     async def Telemetry(self, request_iterator: AsyncIterator[s.TelemetryCommand],
                         context: grpc.aio.ServicerContext) -> AsyncIterator[s.TelemetryCommand]:
         try:
-            self._authenticate(context, "Telemetry")
+            self._authenticate(context, "Telemetry", None)
             client_id = self._client_id(context)
         except V2Error as exc:
             yield s.TelemetryCommand(status=status_of(exc))
@@ -290,7 +308,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                              context: grpc.aio.ServicerContext,
                              ) -> AsyncIterator[s.ReceiveMessageResponse]:
         try:
-            self._authenticate(context, "ReceiveMessage")
+            self._authenticate(context, "ReceiveMessage", request)
             deliveries = await self._pop.receive(self._receive_request(request, context))
         except (V2Error, BrokerError) as exc:
             yield s.ReceiveMessageResponse(status=status_of(exc))

@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 from clusterkit import QUEUES, create_topic, two_broker_cluster
 
+from pocketmq.broker.topic_config import TopicConfig
 from pocketmq.client import (
     InvalidMessageError,
     Message,
@@ -51,6 +52,19 @@ async def test_sends_keep_succeeding_at_once_when_one_of_two_brokers_dies(cluste
         assert {r.queue.broker_name for r in results} == {"broker-a"}
         assert not producer.fault.is_available(dead.config.broker_name)
     assert elapsed_s < 3.0, f"40 sends took {elapsed_s:.2f} s with one broker down"
+
+
+async def test_a_broker_refusing_the_topic_is_retried_elsewhere_while_the_route_is_stale(
+        cluster, eventually):
+    await create_topic(cluster, "ro", eventually)
+    async with Producer(group="pg", namesrv=cluster.addr) as producer:
+        await producer.send(Message(topic="ro", body=b"route cached"))
+        read_only = cluster.brokers[0]
+        read_only.topics.update(TopicConfig(topic_name="ro", read_queue_nums=QUEUES,
+                                            write_queue_nums=QUEUES, perm=4))
+        results = [await producer.send(Message(topic="ro", body=b"m%d" % i))
+                   for i in range(2 * QUEUES)]
+    assert {r.queue.broker_name for r in results} == {cluster.brokers[1].config.broker_name}
 
 
 async def test_concurrent_sends_are_coalesced_and_each_caller_gets_its_own_result(

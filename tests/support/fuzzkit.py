@@ -112,6 +112,9 @@ class Servers:
         """Both processes alive and answering a valid request."""
         for name, process in self.processes.items():
             assert process.running, f"the {name} process died; log:\n{process.log_text()[-3000:]}"
+            log = process.log_text()
+            assert "Traceback" not in log, f"the {name} logged a traceback:\n" + log[
+                log.index("Traceback") - 300:][:3000]
         topics = Method("nameserver", "/pocketmq.v1.NameServer/GetAllTopicList",
                         "GetAllTopicList", None, False)
         assert self.call(topics, b"") == (grpc.StatusCode.OK, "")
