@@ -4,8 +4,9 @@ Starts ``pocketmq standalone`` (a nameserver and a broker, one process) in a
 temporary directory, then, with 1 KiB bodies:
 
 1. ``send`` from 256 concurrent tasks (coalesced into SendBatch calls);
-2. ``send_batch`` of 64 messages from 8 concurrent tasks;
-3. a PushConsumer reading everything from the first offset (msgs/s through
+2. ``send_batch`` of 64 messages from 8 concurrent tasks, and of 512 from 2;
+3. a PushConsumer reading everything from the first offset, 32 messages a pull
+   (RocketMQ's default), and again pulling ``--max-pull-messages`` (msgs/s through
    the listener);
 4. send-to-listener latency at a paced 5,000 msgs/s (p50/p99 of listener time
    minus the time the producer was called, carried in a property).
@@ -17,6 +18,7 @@ load, CPU per message much less.
 Not part of the test run. Prints its figures and the machine it ran on::
 
     .venv/bin/python benchmarks/sdk_bench.py [--messages 50000] [--seconds 5]
+                                             [--max-pull-messages 256]
 """
 
 from __future__ import annotations
@@ -134,7 +136,7 @@ async def bench_send_batch(namesrv: str, topic: str, total: int, batch: int = 64
     return sent / elapsed
 
 
-async def bench_consume(namesrv: str, topic: str, expected: int) -> float:
+async def bench_consume(namesrv: str, topic: str, expected: int, pull_batch: int = 32) -> float:
     done = asyncio.Event()
     count = 0
     first_at = 0.0
@@ -148,8 +150,9 @@ async def bench_consume(namesrv: str, topic: str, expected: int) -> float:
             done.set()
         return ConsumeResult.CONSUME_SUCCESS
 
-    consumer = PushConsumer(group="bench-consume", namesrv=namesrv, consume_from="first",
-                            consume_batch_max_size=32, pull_batch_size=32)
+    consumer = PushConsumer(group=f"bench-consume-{pull_batch}", namesrv=namesrv,
+                            consume_from="first", consume_batch_max_size=32,
+                            pull_batch_size=pull_batch)
     consumer.subscribe(topic)
     consumer.listener(handle)
     cpu0 = cpu_s()
@@ -159,7 +162,8 @@ async def bench_consume(namesrv: str, topic: str, expected: int) -> float:
     elapsed = time.perf_counter() - started
     cpu = cpu_per_msg(cpu0, count)
     await consumer.shutdown()
-    print(f"  PushConsumer: {count} msgs in {elapsed:.2f} s = {count / elapsed:,.0f} msgs/s "
+    print(f"  PushConsumer (pull {pull_batch}): {count} msgs in {elapsed:.2f} s = "
+          f"{count / elapsed:,.0f} msgs/s "
           f"through the listener {cpu}")
     return count / elapsed
 
@@ -210,11 +214,15 @@ async def bench_latency(namesrv: str, topic: str, rate: int, seconds: float) -> 
           f"p99 {p99:.2f} ms, max {lat[-1]:.2f} ms {cpu}")
 
 
-async def run(namesrv: str, messages: int, seconds: float) -> None:
+async def run(namesrv: str, messages: int, seconds: float, max_pull: int) -> None:
     await wait_for_broker(namesrv)
     await bench_send(namesrv, "bench-send", messages)
     await bench_send_batch(namesrv, "bench-batch", messages * 2)
-    await bench_consume(namesrv, "bench-batch", messages * 2 - (messages * 2) % 512)
+    await bench_send_batch(namesrv, "bench-batch", messages * 2, batch=512, concurrency=2)
+    expected = 2 * (messages * 2 - (messages * 2) % 512)
+    await bench_consume(namesrv, "bench-batch", expected)
+    if max_pull != 32:
+        await bench_consume(namesrv, "bench-batch", expected, pull_batch=max_pull)
     await bench_latency(namesrv, "bench-latency", 5000, seconds)
 
 
@@ -223,19 +231,27 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--max-pull-messages", type=int, default=32,
+                        help="the broker's max_pull_messages; above 32 (RocketMQ's default), "
+                             "the consumer is measured again pulling that many at a time")
     args = parser.parse_args()
     print(f"machine: {machine()}")
     data_dir = tempfile.mkdtemp(prefix="pocketmq-bench-")
+    broker_toml = os.path.join(data_dir, "broker.toml")
+    with open(broker_toml, "w") as f:
+        f.write(f"max_pull_messages = {args.max_pull_messages}\n")
     namesrv_port, broker_port = free_port(), free_port()
     server = subprocess.Popen(
         [sys.executable, "-c", "import sys; from pocketmq.cli import main; sys.exit(main())",
          "--log-level", "WARNING", "standalone", "--data-dir", data_dir,
-         "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port)])
+         "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
+         "--config", broker_toml])
     BROKER_PID = server.pid
     try:
         import uvloop
 
-        uvloop.run(run(f"127.0.0.1:{namesrv_port}", args.messages, args.seconds))
+        uvloop.run(run(f"127.0.0.1:{namesrv_port}", args.messages, args.seconds,
+                       args.max_pull_messages))
     finally:
         server.terminate()
         server.wait(30)

@@ -74,6 +74,9 @@ def register(subparsers: Any) -> None:
                             help="port of RocketMQ 5's gRPC API for the official 5.x clients; "
                                  "0 = any, -1 = off (default: 8081, any when --broker-port "
                                  "is 0)")
+    standalone.add_argument("--config", metavar="FILE",
+                            help="TOML file of broker keys, top level or [broker], for what "
+                                 "the flags above do not set (max_pull_messages, ...)")
     standalone.add_argument("--demo", action="store_true",
                             help="once up, send and consume a few messages and show how")
     standalone.set_defaults(func=_run_standalone)
@@ -113,13 +116,22 @@ def _run_standalone(args: argparse.Namespace) -> int:
 
     try:
         namesrv_config = NamesrvConfig(host=args.host, port=args.namesrv_port)
-        BrokerConfig(host=args.host, port=args.broker_port, data_dir=args.data_dir,
-                     flush_disk_type=args.flush, grpc_v2_port=args.grpc_v2_port)
+        _standalone_broker_config(args, namesrv_addrs="")
     except ConfigError as exc:
         print(f"pocketmq standalone: {exc}", file=sys.stderr)
         return 2
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(_serve_standalone(args, namesrv_config))
+
+
+def _standalone_broker_config(args: argparse.Namespace, *, namesrv_addrs: str) -> BrokerConfig:
+    """``--config``'s broker keys, under the standalone flags (which always win)."""
+    flags = {"host": args.host, "port": args.broker_port, "data_dir": args.data_dir,
+             "flush_disk_type": args.flush, "namesrv_addrs": namesrv_addrs}
+    if args.grpc_v2_port is not None:
+        flags["grpc_v2_port"] = args.grpc_v2_port
+    return load_config(BrokerConfig, toml_path=args.config, section=_section(args.config),
+                       overrides=flags)
 
 
 async def _serve_standalone(args: argparse.Namespace, namesrv_config: Any) -> int:
@@ -131,9 +143,7 @@ async def _serve_standalone(args: argparse.Namespace, namesrv_config: Any) -> in
     except ServerBindError as exc:
         print(f"pocketmq standalone: {exc}", file=sys.stderr)
         return 1
-    config = BrokerConfig(host=args.host, port=args.broker_port, data_dir=args.data_dir,
-                          flush_disk_type=args.flush, namesrv_addrs=nameserver.address,
-                          grpc_v2_port=args.grpc_v2_port)
+    config = _standalone_broker_config(args, namesrv_addrs=nameserver.address)
     try:
         return await _serve(config, namesrv=nameserver, demo=args.demo)
     finally:

@@ -74,3 +74,17 @@ async def test_a_bad_flag_value_exits_2_naming_the_key(tmp_path):
     _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 2
     assert b"namesrv_addrs" in err
+
+
+def test_standalone_takes_broker_keys_from_config_and_its_flags_win(tmp_path):
+    from pocketmq.cli import build_parser
+    from pocketmq.cli.broker_cmd import _standalone_broker_config
+
+    toml = tmp_path / "broker.toml"
+    toml.write_text('[broker]\nmax_pull_messages = 256\nport = 1\ndata_dir = "elsewhere"\n')
+    args = build_parser().parse_args(["standalone", "--config", str(toml), "--broker-port",
+                                      "10999", "--data-dir", str(tmp_path / "d")])
+    config = _standalone_broker_config(args, namesrv_addrs="127.0.0.1:9876")
+    assert config.max_pull_messages == 256
+    assert (config.port, config.data_dir) == (10999, str(tmp_path / "d"))
+    assert config.namesrv_addr_list == ["127.0.0.1:9876"]
