@@ -217,9 +217,11 @@ async def bench_latency(namesrv: str, topic: str, rate: int, seconds: float) -> 
 async def run(namesrv: str, messages: int, seconds: float, max_pull: int) -> None:
     await wait_for_broker(namesrv)
     await bench_send(namesrv, "bench-send", messages)
-    await bench_send_batch(namesrv, "bench-batch", messages * 2)
-    await bench_send_batch(namesrv, "bench-batch", messages * 2, batch=512, concurrency=2)
-    expected = 2 * (messages * 2 - (messages * 2) % 512)
+    shapes = ((64, 8), (512, 2))    # (batch, concurrent tasks)
+    for batch, tasks in shapes:
+        await bench_send_batch(namesrv, "bench-batch", messages * 2, batch=batch,
+                               concurrency=tasks)
+    expected = sum(messages * 2 // (batch * tasks) * batch * tasks for batch, tasks in shapes)
     await bench_consume(namesrv, "bench-batch", expected)
     if max_pull != 32:
         await bench_consume(namesrv, "bench-batch", expected, pull_batch=max_pull)
