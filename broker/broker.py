@@ -7,10 +7,11 @@ managers, the services, the gRPC server and every background task::
               load topics.json, consumerOffset.json, delayOffset.json,
               transactionProgress.json and replay the transaction op queue ─
               serve gRPC (and RocketMQ 5's MessagingService on grpc_v2_port,
-              grpc_v2/) ─ start offset persistence, client housekeeping, store
+              grpc_v2/) and Prometheus /metrics on metrics_port (metrics.py) ─
+              start offset persistence, client housekeeping, store
               cleanup, delayed-message delivery, transaction checks ─ register
               with every nameserver
-    stop():   answer parked pulls, close client streams ─ stop taking requests
+    stop():   close /metrics ─ answer parked pulls, close client streams ─ stop taking requests
               and let those in flight finish (grace) ─ stop delivery and
               transaction checks and save their progress ─ persist offsets and
               topics ─ store.shutdown() (flush, checkpoint, remove ``abort``) ─
@@ -25,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -43,6 +45,7 @@ from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.send_service import SendMessageService
 from pocketmq.broker.servicer import BrokerServicer, MalformedRequestInterceptor, add_to_server
+from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.config import StoreConfig
 from pocketmq.broker.store.results import RecoveryReport
@@ -53,12 +56,17 @@ from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.broker.transaction import TransactionalMessageService
 from pocketmq.broker.transaction_check import TransactionalMessageCheckService
 from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.progress import log_sink, phase_progress
+
+if TYPE_CHECKING:
+    from pocketmq.common.metrics_http import MetricsHttpServer
 
 __all__ = ["Broker"]
 
 log = logging.getLogger(__name__)
 
 StoreFactory = Callable[[StoreConfig, Clock], MessageStore]
+RECOVERY_PROGRESS_INTERVAL_S = 5.0   # a long recovery logs how far it is this often
 
 
 def _default_store(config: StoreConfig, clock: Clock) -> MessageStore:
@@ -98,12 +106,19 @@ class Broker:
         self.transactions: TransactionalMessageService | None = None
         self.transaction_check: TransactionalMessageCheckService | None = None
         self._stopping = False
+        self.stats = BrokerStatsManager(clock=self.clock)   # put/get counts, TPS, latency
+        self.metrics: MetricsHttpServer | None = None       # Prometheus, on metrics_port
 
     @property
     def address(self) -> str:
         """``ip:port`` clients reach this broker at (after start)."""
         ip = self.config.advertised_ip
         return f"[{ip}]:{self.port}" if ":" in ip else f"{ip}:{self.port}"
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The bound port of Prometheus' /metrics (after start), None when it is off."""
+        return self.metrics.port if self.metrics is not None else None
 
     # -- start --------------------------------------------------------------------------
     async def start(self) -> None:
@@ -134,6 +149,10 @@ class Broker:
             await server.start()
             if self.grpc_v2 is not None:
                 await self.grpc_v2.start(self._v2_parts())
+            if cfg.metrics_port >= 0:
+                from pocketmq.broker.metrics import start_broker_metrics
+
+                self.metrics = await start_broker_metrics(self, cfg.metrics_port)
         except BaseException:
             await server.stop(None)
             if self.grpc_v2 is not None:
@@ -151,7 +170,8 @@ class Broker:
 
     def _open_store_and_services(self) -> BrokerServicer:
         store = self._store_factory(self.config.store_config(self.port), self.clock)
-        self.recovery = store.start()
+        self.recovery = store.start(progress=phase_progress(
+            log_sink(log), what="store recovery: ", interval_s=RECOVERY_PROGRESS_INTERVAL_S))
         self.store = store
         self._log_recovery(self.recovery)
         return self._build_services(store)
@@ -195,7 +215,7 @@ class Broker:
             grpc_v2_addr=self.grpc_v2.address if self.grpc_v2 is not None else "",
             **registration_kwargs)
         self.send = SendMessageService(store, self.topics, store_host=store_host,
-                                       delay_levels=levels, clock=self.clock,
+                                       delay_levels=levels, clock=self.clock, stats=self.stats,
                                        timer=TimerPolicy(enabled=cfg.timer_wheel_enable,
                                                          max_delay_ms=cfg.timer_max_delay_ms))
         self.send_back = SendBackService(store, self.topics, levels, store_host=store_host,
@@ -208,14 +228,15 @@ class Broker:
                 max_pull_messages=cfg.max_pull_messages, max_pull_bytes=cfg.max_pull_bytes,
                 long_polling_enable=cfg.long_polling_enable,
                 suspend_default_ms=cfg.pull_suspend_default_ms,
-                suspend_max_ms=cfg.pull_suspend_max_ms, clock=self.clock),
+                suspend_max_ms=cfg.pull_suspend_max_ms, clock=self.clock, stats=self.stats),
             offsets=self.offsets, clients=self.clients,
             admin=AdminService(store, self.topics, self.offsets, self.clients, self.hold,
                                broker_name=cfg.broker_name, cluster_name=cfg.cluster_name,
                                store_host=store_host, default_query_max=cfg.default_query_max,
                                clock=self.clock, config=cfg),
             default_topic_queue_nums=cfg.default_topic_queue_nums,
-            figures=[self.flow_control.figures] if self.flow_control is not None else [])
+            figures=[*([self.flow_control.figures] if self.flow_control is not None else []),
+                     self.stats.figures])   # put_tps, get_tps, ... (broker/stats.py)
 
     def _v2_parts(self) -> BrokerParts:
         assert (self.store and self.topics and self.offsets and self.clients and self.send
@@ -295,6 +316,8 @@ class Broker:
             return
         self._stopping = True
         log.info("broker %s stopping (grace %s s)", self.config.broker_name, grace_s)
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self.hold is not None:
             self.hold.release_all()
         if self.clients is not None:

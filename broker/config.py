@@ -168,6 +168,10 @@ class BrokerConfig:
     grpc_v2_max_delivery_attempts: int = field(default=17, metadata=_help(
         "deliveries of a message to a RocketMQ 5 consumer group before it goes to the "
         "group's dead-letter topic (retryMaxTimes 16 + 1)"))
+    # -- Prometheus (broker/metrics.py) -------------------------------------------------
+    metrics_port: int = field(default=-1, metadata=_help(
+        "port of the Prometheus /metrics endpoint, on host; -1 = off, 0 = any free port "
+        "(RocketMQ 5's metricsPromExporterPort)"))
 
     def __post_init__(self) -> None:
         self._check_names()
@@ -201,6 +205,9 @@ class BrokerConfig:
             raise ConfigError(f"port must be 0..65535, got {self.port}")
         if self.v2_port >= 65536 or (self.v2_port == self.port != 0):
             raise ConfigError(f"grpc_v2_port is {self.v2_port}; give 1..65535 other than "
+                              f"port ({self.port}), 0 for any free port or -1 for off")
+        if not -1 <= self.metrics_port < 65536 or (self.metrics_port == self.port != 0):
+            raise ConfigError(f"metrics_port is {self.metrics_port}; give 1..65535 other than "
                               f"port ({self.port}), 0 for any free port or -1 for off")
         if self.broker_id < 0:
             raise ConfigError(f"broker_id must be >= 0 (0 = master), got {self.broker_id}")

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.errors import InvalidRequestError, NotFoundError, PermissionDeniedError
 from pocketmq.broker.long_polling import HoldOutcome, PullRequestHoldService
+from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import GetResult, GetStatus
 from pocketmq.broker.topic_config import TopicConfig, TopicConfigManager
@@ -116,7 +117,8 @@ class PullMessageService:
                  offsets: ConsumerOffsetManager, hold: PullRequestHoldService, *,
                  max_pull_messages: int = 32, max_pull_bytes: int = 256 * 1024,
                  long_polling_enable: bool = True, suspend_default_ms: int = 15_000,
-                 suspend_max_ms: int = 60_000, clock: Clock | None = None) -> None:
+                 suspend_max_ms: int = 60_000, clock: Clock | None = None,
+                 stats: BrokerStatsManager | None = None) -> None:
         self._store = store
         self._topics = topics
         self._offsets = offsets
@@ -127,6 +129,7 @@ class PullMessageService:
         self._suspend_default_ms = suspend_default_ms
         self._suspend_max_ms = suspend_max_ms
         self._clock = clock or SystemClock()
+        self._stats = stats or BrokerStatsManager(clock=self._clock)
         self._tag_codes: dict[str, frozenset[int] | None] = {}
 
     async def pull(self, request: PullRequest) -> PullOutcome:
@@ -143,6 +146,7 @@ class PullMessageService:
         result = read(request.queue_offset)
         if suspend_ms > 0 and self._long_polling:
             result = await self._hold_until_found(request, result, suspend_ms / 1000, read)
+        self._stats.on_get(topic, result.records)
         return PullOutcome(status=pull_status(result, request.queue_offset),
                            get_status=result.status,
                            next_begin_offset=result.next_begin_offset,

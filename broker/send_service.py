@@ -44,6 +44,7 @@ from pocketmq.broker.errors import (
     PermissionDeniedError,
     PutRejectedError,
 )
+from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.batch import MARK_DELAY, MARK_TIMER, BatchError, ScannedBatch
 from pocketmq.broker.store.results import PutStatus
@@ -126,13 +127,14 @@ class SendMessageService:
     def __init__(self, store: MessageStore, topics: TopicConfigManager, *,
                  store_host: tuple[str, int],
                  delay_levels: DelayLevels | None = None, timer: TimerPolicy | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, stats: BrokerStatsManager | None = None) -> None:
         self._store = store
         self._topics = topics
         self._store_host = store_host
         self._delay_levels = delay_levels or DelayLevels.parse()
         self._timer = timer or TimerPolicy()
         self._clock = clock or SystemClock()
+        self._stats = stats or BrokerStatsManager(clock=self._clock)
         # Every offset msg id of this broker starts with the same IP and port.
         self._msg_id_prefix = encode_offset_msg_id(store_host[0], store_host[1], 0)[:-16]
 
@@ -143,6 +145,7 @@ class SendMessageService:
         *single* refuses a blob of more than one record (SEND_MESSAGE);
         *producer_group* is the group of a half message that lacks ``PGROUP``.
         """
+        started_s = self._clock.monotonic()
         try:
             scanned = self._store.scan(blob, allow_empty_body=False)
         except BatchError as exc:
@@ -178,6 +181,7 @@ class SendMessageService:
             flushed = await asyncio.wrap_future(result.flush_future)
             if flushed is not PutStatus.PUT_OK:
                 status = SendStatus.FLUSH_DISK_TIMEOUT
+        self._stats.on_put(scanned, started_s)
         return SendOutcome(status=status, store_timestamp_ms=result.store_timestamp_ms,
                            msg_ids=result.uniq_keys,
                            # as sent: a delayed record is stored under a system topic

@@ -25,6 +25,7 @@ _COMMAND_MODULES = (
     "pocketmq.cli.client_cmd",
     "pocketmq.cli.admin_cmd",     # after broker_cmd: adds `pocketmq broker status|config`
     "pocketmq.cli.cluster_cmd",
+    "pocketmq.cli.bench_cmd",
     "pocketmq.cli.pipeline_cmd",  # Spark itself is imported only when a pipeline runs
 )
 

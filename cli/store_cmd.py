@@ -1,4 +1,8 @@
-"""``pocketmq store verify|dump``: inspect a data directory offline (read-only)."""
+"""``pocketmq store verify|dump``: inspect a data directory offline (read-only).
+
+``verify`` shows how far it is on stderr, every second, when stderr is a
+terminal or ``--progress`` is given (:mod:`pocketmq.common.progress`).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,11 @@ from typing import Any
 
 from pocketmq.broker.store.verify import iter_stored_messages, verify_store
 from pocketmq.common.message import decode_properties
+from pocketmq.common.progress import Progress, stream_sink
 
 __all__ = ["register"]
+
+VERIFY_PROGRESS_INTERVAL_S = 1.0
 
 
 def register(subparsers: Any) -> None:
@@ -21,6 +28,9 @@ def register(subparsers: Any) -> None:
     verify = sub.add_parser("verify", help="check every record, consume queue and index entry")
     verify.add_argument("data_dir", metavar="DIR")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.add_argument("--progress", action="store_true",
+                        help="show progress on stderr even when it is not a terminal "
+                             "(on a terminal it is always shown)")
     verify.set_defaults(func=_verify)
 
     dump = sub.add_parser("dump", help="print the records of the commit log")
@@ -44,11 +54,14 @@ def _verify(args: argparse.Namespace) -> int:
         print(problem, file=sys.stderr)
         return 2
 
-    def progress(done: int, total: int) -> None:
-        if sys.stderr.isatty() and total:
-            print(f"\rverifying {done * 100 // total:3d}%", end="", file=sys.stderr)
-
-    report = verify_store(args.data_dir, progress=progress)
+    progress = None
+    if args.progress or sys.stderr.isatty():
+        progress = Progress("verifying the commit log", sink=stream_sink(sys.stderr),
+                            interval_s=VERIFY_PROGRESS_INTERVAL_S)
+    report = verify_store(args.data_dir, progress=progress.update if progress else None)
+    if progress is not None:
+        progress.done = report.log_end_offset - report.log_min_offset
+        progress.finish()
     if args.json:
         print(json.dumps({"ok": report.ok, "records": report.records, "bytes": report.bytes,
                           "log_min_offset": report.log_min_offset,

@@ -37,12 +37,20 @@ class NamesrvConfig:
     # Seconds in-flight RPCs get to finish on shutdown, default 5.
     shutdown_grace_seconds: float = field(
         default=5.0, metadata=_help("seconds in-flight requests get to finish on shutdown"))
+    # Port of the Prometheus /metrics endpoint (nameserver/metrics.py), on host;
+    # -1 = off (the default), 0 = any free port.
+    metrics_port: int = field(
+        default=-1, metadata=_help("port of the Prometheus /metrics endpoint; -1 = off, "
+                                   "0 = any free port"))
 
     def __post_init__(self) -> None:
         if not self.host or self.host != self.host.strip():
             raise ConfigError(f"host must be an interface name or address, got {self.host!r}")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port must be 0..65535 (0 = any free port), got {self.port}")
+        if not -1 <= self.metrics_port <= 65535 or self.metrics_port == self.port != 0:
+            raise ConfigError(f"metrics_port is {self.metrics_port}; give 1..65535 other than "
+                              f"port ({self.port}), 0 for any free port or -1 for off")
         for name in ("broker_expire_seconds", "scan_interval_seconds"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")

@@ -4,12 +4,14 @@
 picks a free one, read back from :attr:`NameServer.port`) and starts the
 liveness scan; ``await stop(grace)`` stops taking requests, lets in-flight ones
 finish for *grace* seconds and cancels the scan. Nameservers share nothing, so
-any number of them can run in one process.
+any number of them can run in one process. With ``metrics_port`` >= 0 it also
+serves Prometheus' ``/metrics`` (:mod:`.metrics`; :attr:`NameServer.metrics_port`).
 """
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -21,6 +23,9 @@ from pocketmq.nameserver.route_table import BrokerLiveInfo, RouteTable
 from pocketmq.nameserver.servicer import NameServerServicer
 from pocketmq.v1 import nameserver_pb2_grpc
 from pocketmq.v1.grpc_guard import MalformedRequestInterceptor
+
+if TYPE_CHECKING:
+    from pocketmq.common.metrics_http import MetricsHttpServer
 
 __all__ = ["NameServer"]
 
@@ -45,6 +50,7 @@ class NameServer:
             self.route_table, scan_interval_seconds=config.scan_interval_seconds)
         self._server: grpc.aio.Server | None = None
         self._port: int | None = None
+        self._metrics: MetricsHttpServer | None = None
 
     @property
     def config(self) -> NamesrvConfig:
@@ -79,6 +85,16 @@ class NameServer:
             raise ServerBindError(f"nameserver cannot listen on {listen}; is another process "
                                   f"using the port?")
         await server.start()
+        if self._config.metrics_port >= 0:
+            from pocketmq.nameserver.metrics import start_nameserver_metrics
+
+            self._port = port
+            try:
+                self._metrics = await start_nameserver_metrics(self, self._config.metrics_port)
+            except OSError as exc:
+                self._port = None
+                await server.stop(None)
+                raise ServerBindError(str(exc)) from None
         self._server, self._port = server, port
         self._liveness.start()
         logger.info("nameserver listening on %s (broker expiry %.1f s, scan every %.1f s)",
@@ -88,12 +104,20 @@ class NameServer:
     async def stop(self, grace: float | None = None) -> None:
         """Stop taking requests; in-flight ones get *grace* seconds (default from config)."""
         server, self._server = self._server, None
+        if self._metrics is not None:
+            await self._metrics.stop()
+            self._metrics = None
         await self._liveness.stop()
         if server is None:
             return
         grace_s = self._config.shutdown_grace_seconds if grace is None else grace
         await server.stop(grace_s)
         logger.info("nameserver on port %s stopped", self._port)
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The bound port of /metrics, or None when it is off."""
+        return self._metrics.port if self._metrics is not None else None
 
     def run_once(self) -> list[BrokerLiveInfo]:
         """Run one liveness scan now; returns the brokers dropped."""

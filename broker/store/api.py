@@ -13,6 +13,7 @@ from typing import Protocol
 
 from pocketmq.broker.store.batch import ScannedBatch
 from pocketmq.broker.store.results import GetResult, PutResult, RecoveryReport
+from pocketmq.common.progress import ProgressCallback
 
 __all__ = ["ArrivalListener", "MessageStore"]
 
@@ -21,8 +22,9 @@ ArrivalListener = Callable[[str, int, int], None]
 
 
 class MessageStore(Protocol):
-    def start(self) -> RecoveryReport:
-        """Lock the data directory, recover, start flush and cleanup services."""
+    def start(self, *, progress: ProgressCallback | None = None) -> RecoveryReport:
+        """Lock the data directory, recover, start flush and cleanup services;
+        *progress* hears how far recovery's long phases are."""
         ...
 
     def shutdown(self) -> None:

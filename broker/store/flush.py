@@ -14,6 +14,9 @@ on the disk.
 - :class:`FlushConsumeQueueService`: every second syncs consume queues and the
   index, then writes the checkpoint.
 
+Each service times its syncs into a :class:`DurationHistogram` the store owns;
+the broker's metrics read it (the store knows no metrics library).
+
 Each has ``run_once()`` so tests can step it without threads or sleeping.
 """
 
@@ -22,19 +25,54 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Callable
 from concurrent.futures import Future
 
 from pocketmq.broker.store.mapped_file_queue import MappedFileQueue
 from pocketmq.broker.store.results import PutStatus
 
-__all__ = ["FlushConsumeQueueService", "FlushRealTimeService", "GroupCommitService",
-           "ServiceThread"]
+__all__ = ["DurationHistogram", "FlushConsumeQueueService", "FlushRealTimeService",
+           "GroupCommitService", "ServiceThread"]
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 4096
 IOErrorHandler = Callable[[OSError], None]
+
+
+class DurationHistogram:
+    """Durations counted into fixed buckets, with their sum: filled by one thread
+    (a flush service, the send path), read by a metrics collector.
+
+    ``counts[i]`` counts durations ``<= BOUNDS_S[i]`` and above the bound before;
+    the last count is everything above the last bound (Prometheus' ``+Inf``).
+    """
+
+    BOUNDS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+    __slots__ = ("counts", "sum_s")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(self.BOUNDS_S) + 1)
+        self.sum_s = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(self.BOUNDS_S, seconds)] += 1
+        self.sum_s += seconds
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def cumulative(self) -> list[tuple[float, int]]:
+        """``(upper bound, durations at or below it)`` per bucket, ``inf`` last."""
+        out, running = [], 0
+        for bound, n in zip((*self.BOUNDS_S, float("inf")), self.counts, strict=True):
+            running += n
+            out.append((bound, running))
+        return out
 
 
 class ServiceThread:
@@ -94,9 +132,10 @@ class GroupCommitService(ServiceThread):
     name = "GroupCommitService"
 
     def __init__(self, log_queue: MappedFileQueue, *, timeout_s: float,
-                 on_io_error: IOErrorHandler) -> None:
+                 on_io_error: IOErrorHandler, durations: DurationHistogram | None = None) -> None:
         super().__init__(interval_s=0.01)
         self._queue = log_queue
+        self.durations = durations or DurationHistogram()   # of each round's sync
         self._timeout_s = timeout_s
         self._on_io_error = on_io_error
         self._lock = threading.Lock()
@@ -130,7 +169,9 @@ class GroupCommitService(ServiceThread):
         try:
             if self._failed is not None:
                 raise self._failed
+            synced_at = time.monotonic()
             self._queue.flush()
+            self.durations.observe(time.monotonic() - synced_at)
         except OSError as exc:
             self._failed = exc
             self._on_io_error(exc)
@@ -147,9 +188,11 @@ class FlushRealTimeService(ServiceThread):
     name = "FlushRealTimeService"
 
     def __init__(self, log_queue: MappedFileQueue, *, interval_s: float, least_pages: int,
-                 thorough_interval_s: float, on_io_error: IOErrorHandler) -> None:
+                 thorough_interval_s: float, on_io_error: IOErrorHandler,
+                 durations: DurationHistogram | None = None) -> None:
         super().__init__(interval_s=interval_s)
         self._queue = log_queue
+        self.durations = durations or DurationHistogram()   # of each sync
         self._least_bytes = least_pages * PAGE_SIZE
         self._thorough_interval_s = thorough_interval_s
         self._last_thorough = time.monotonic()
@@ -165,6 +208,7 @@ class FlushRealTimeService(ServiceThread):
         except OSError as exc:
             self._on_io_error(exc)
             return
+        self.durations.observe(time.monotonic() - now)
         if thorough:
             self._last_thorough = now
 
@@ -179,13 +223,17 @@ class FlushConsumeQueueService(ServiceThread):
     name = "FlushConsumeQueueService"
 
     def __init__(self, flush_round: Callable[[], None], *, interval_s: float,
-                 on_io_error: IOErrorHandler) -> None:
+                 on_io_error: IOErrorHandler, durations: DurationHistogram | None = None) -> None:
         super().__init__(interval_s=interval_s)
         self._flush_round = flush_round
         self._on_io_error = on_io_error
+        self.durations = durations or DurationHistogram()   # of each round
 
     def run_once(self, *, final: bool = False) -> None:
+        started = time.monotonic()
         try:
             self._flush_round()
         except OSError as exc:
             self._on_io_error(exc)
+            return
+        self.durations.observe(time.monotonic() - started)

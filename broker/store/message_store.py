@@ -41,6 +41,7 @@ from pocketmq.broker.store.consume_queue import CQ_UNIT_SIZE
 from pocketmq.broker.store.consume_queue_store import ConsumeQueueStore
 from pocketmq.broker.store.data_dir import DataDirectory
 from pocketmq.broker.store.flush import (
+    DurationHistogram,
     FlushConsumeQueueService,
     FlushRealTimeService,
     GroupCommitService,
@@ -54,6 +55,7 @@ from pocketmq.broker.store.results import GetResult, PutResult, PutStatus, Recov
 from pocketmq.broker.store.warm import WarmMappedFileService
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.message import encode_record, pack_host
+from pocketmq.common.progress import ProgressCallback
 
 __all__ = ["DefaultMessageStore"]
 
@@ -94,16 +96,22 @@ class DefaultMessageStore:
         self.last_store_timestamp_ms = 0     # of the newest record appended
         self._flushed_checkpoint = Checkpoint()
         self.stats_put_messages = 0
+        # how long syncs take, filled by the flush services, read by the broker's metrics
+        self.flush_durations = {"commitlog": DurationHistogram(),
+                                "consume_queue": DurationHistogram()}
         self._started_at = time.monotonic()
         self.stats_put_bytes = 0
 
     # -- lifecycle ---------------------------------------------------------------------
-    def start(self) -> RecoveryReport:
-        """Lock the directory, recover, and start the flush services."""
+    def start(self, *, progress: ProgressCallback | None = None) -> RecoveryReport:
+        """Lock the directory, recover, and start the flush services.
+
+        *progress* is told how far recovery's long phases are (verifying and
+        re-dispatching the commit log, in bytes)."""
         self.dirs.create()
         self.dirs.acquire_lock()
         try:
-            report = recover(self)
+            report = recover(self, progress=progress)
         except BaseException:
             self.dirs.release_lock()
             raise
@@ -117,21 +125,21 @@ class DefaultMessageStore:
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self._group_commit = GroupCommitService(
                 self.commitlog.queue, timeout_s=cfg.sync_flush_timeout_ms / 1000,
-                on_io_error=self._on_io_error)
+                on_io_error=self._on_io_error, durations=self.flush_durations["commitlog"])
             self._services.append(self._group_commit)
         else:
             self._services.append(FlushRealTimeService(
                 self.commitlog.queue, interval_s=cfg.flush_interval_commitlog_ms / 1000,
                 least_pages=cfg.flush_commitlog_least_pages,
                 thorough_interval_s=cfg.flush_commitlog_thorough_interval_ms / 1000,
-                on_io_error=self._on_io_error))
+                on_io_error=self._on_io_error, durations=self.flush_durations["commitlog"]))
         if cfg.warm_mapped_file_enable:
             self.commitlog.warm = WarmMappedFileService(self.commitlog.queue,
                                                         ahead_bytes=cfg.warm_ahead_bytes)
             self._services.append(self.commitlog.warm)
         self._services.append(FlushConsumeQueueService(
             self.flush_round, interval_s=cfg.flush_interval_consume_queue_ms / 1000,
-            on_io_error=self._on_io_error))
+            on_io_error=self._on_io_error, durations=self.flush_durations["consume_queue"]))
         for service in self._services:
             service.start()
         if self.commitlog.warm is not None:

@@ -17,20 +17,24 @@ Runs at every start, clean or not::
     6. sync everything; the queue-offset table comes from the consume queues
 
 Without a checkpoint (first start, or a damaged one) the whole log is verified.
-The :class:`RecoveryReport` says what was cut and rebuilt, and is logged.
+The :class:`RecoveryReport` says what was cut and rebuilt, and is logged. Steps
+2 and 4 tell an optional :data:`~pocketmq.common.progress.ProgressCallback` how
+many bytes of the log they have covered (the broker logs it when recovery is long).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.store.batch import consume_queue_tags_code
-from pocketmq.broker.store.commitlog import CommitLog, is_dispatched_to_queue
+from pocketmq.broker.store.commitlog import CommitLog, ScannedRecord, is_dispatched_to_queue
 from pocketmq.broker.store.results import RecoveryReport
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.message import decode_properties
+from pocketmq.common.progress import ProgressCallback
 
 if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
@@ -40,9 +44,13 @@ __all__ = ["recover"]
 log = logging.getLogger(__name__)
 
 _CHUNK = 1 << 20
+_PROGRESS_EVERY = 1 << 14          # records between two progress reports
+PHASE_VERIFY = "verifying the commit log"
+PHASE_REDISPATCH = "re-dispatching to consume queues and index"
 
 
-def recover(store: DefaultMessageStore) -> RecoveryReport:
+def recover(store: DefaultMessageStore, *,
+            progress: ProgressCallback | None = None) -> RecoveryReport:
     started = time.monotonic()
     clean = store.dirs.was_clean_shutdown()
     cp = store.checkpoint.read()
@@ -59,7 +67,8 @@ def recover(store: DefaultMessageStore) -> RecoveryReport:
     trusted = min(max(cp.physic_flushed_offset, log_min), _log_extent(commitlog)) if cp \
         else log_min
     verify_from = _record_boundary_at_or_before(commitlog, trusted)
-    end, bad_offset, reason, truncated, trimmed = _verify_and_truncate(store, verify_from)
+    end, bad_offset, reason, truncated, trimmed = _verify_and_truncate(store, verify_from,
+                                                                       progress)
 
     # 4-5. re-dispatch what the consume queues and index miss; rebuild damaged queues
     dispatch_from = cp.logics_dispatched_offset if cp else log_min
@@ -67,7 +76,7 @@ def recover(store: DefaultMessageStore) -> RecoveryReport:
     if index_enabled:
         dispatch_from = min(dispatch_from, _index_progress(store, log_min))
     start = _record_boundary_at_or_before(commitlog, min(max(dispatch_from, log_min), end))
-    redispatched = _redispatch_and_rebuild(store, start, end, index_enabled)
+    redispatched = _redispatch_and_rebuild(store, start, end, index_enabled, progress)
 
     # 6. sync; the queue-offset table comes from the consume queues
     commitlog.queue.flush()
@@ -91,11 +100,13 @@ def recover(store: DefaultMessageStore) -> RecoveryReport:
     return report
 
 
-def _verify_and_truncate(store: DefaultMessageStore,
-                         verify_from: int) -> tuple[int, int | None, str, int, int]:
+def _verify_and_truncate(store: DefaultMessageStore, verify_from: int,
+                         progress: ProgressCallback | None = None,
+                         ) -> tuple[int, int | None, str, int, int]:
     """Return (end of the valid log, bad offset, reason, bytes cut, queue units trimmed)."""
     commitlog = store.commitlog
-    end, bad_offset, reason, _ = _scan(commitlog, verify_from, check_crc=True)
+    end, bad_offset, reason, _ = _scan(commitlog, verify_from, check_crc=True,
+                                       progress=progress)
     truncated = _garbage_extent(commitlog, end)
     commitlog.queue.truncate(end)
     commitlog.queue.set_write_position(end)
@@ -108,9 +119,10 @@ def _verify_and_truncate(store: DefaultMessageStore,
 
 
 def _redispatch_and_rebuild(store: DefaultMessageStore, start: int, end: int,
-                            index_enabled: bool) -> int:
+                            index_enabled: bool,
+                            progress: ProgressCallback | None = None) -> int:
     damaged = set(_damaged_queues(store))
-    count = _redispatch(store, start, end, damaged, index_enabled)
+    count = _redispatch(store, start, end, damaged, index_enabled, progress=progress)
     if damaged:
         log.warning("rebuilding %d consume queue(s) from the start of the commit log: %s",
                     len(damaged), ", ".join(f"{t}:{q}" for t, q in sorted(damaged)))
@@ -148,12 +160,33 @@ def _record_boundary_at_or_before(commitlog: CommitLog, offset: int) -> int:
     return mf.file_from_offset
 
 
-def _scan(commitlog: CommitLog, start: int, *,
-          check_crc: bool) -> tuple[int, int | None, str, int]:
+def _reported(records: Iterator[ScannedRecord], progress: ProgressCallback | None,
+              phase: str, start: int, end: int) -> Iterator[ScannedRecord]:
+    """*records*, telling *progress* every few thousand how far past *start* they are
+    (the total is *end* - *start*; at most, when *end* is the extent of the files)."""
+    if progress is None:
+        return records
+
+    def reporting() -> Iterator[ScannedRecord]:
+        total, done = max(end - start, 0), 0
+        progress(phase, 0, total)
+        for n, rec in enumerate(records, 1):
+            done = rec.phys_offset + rec.size - start
+            if not n % _PROGRESS_EVERY:
+                progress(phase, done, total)
+            yield rec
+        progress(phase, done, done)   # the end: what there was, which *end* may overstate
+
+    return reporting()
+
+
+def _scan(commitlog: CommitLog, start: int, *, check_crc: bool,
+          progress: ProgressCallback | None = None) -> tuple[int, int | None, str, int]:
     """Scan from *start*; return (end of valid log, bad offset, reason, records)."""
     end, count = start, 0
     try:
-        for rec in commitlog.scan(start, check_crc=check_crc):
+        for rec in _reported(commitlog.scan(start, check_crc=check_crc), progress,
+                             PHASE_VERIFY, start, _log_extent(commitlog)):
             end = rec.phys_offset + rec.size
             count += 1
     except CorruptRecordError as exc:
@@ -197,7 +230,8 @@ def _damaged_queues(store: DefaultMessageStore) -> list[tuple[str, int]]:
 
 def _redispatch(store: DefaultMessageStore, start: int, end: int,
                 damaged: set[tuple[str, int]], index_enabled: bool, *,
-                only: set[tuple[str, int]] | None = None) -> int:
+                only: set[tuple[str, int]] | None = None,
+                progress: ProgressCallback | None = None) -> int:
     """Dispatch records in [start, end); queues that do not line up go into *damaged*.
 
     A queue does not line up when a record's queue offset lies past the queue's
@@ -206,7 +240,8 @@ def _redispatch(store: DefaultMessageStore, start: int, end: int,
     """
     count = 0
     from_head = start <= store.commitlog.min_offset
-    for rec in store.commitlog.scan(start, check_crc=False, stop=end):
+    for rec in _reported(store.commitlog.scan(start, check_crc=False, stop=end), progress,
+                         PHASE_REDISPATCH, start, end):
         key = (rec.topic, rec.queue_id)
         if only is not None and key not in only:
             continue
