@@ -105,7 +105,7 @@ class ProducerConfig:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _ConsumerCommon:
-    message_model: MessageModel | str = MessageModel.CLUSTERING
+    message_model: MessageModel | str = MessageModel.CLUSTERING  # "clustering" or "broadcasting"
     consume_from: ConsumeFrom | str = ConsumeFrom.LAST  # for a group with no stored offset
     consume_timestamp_ms: int | None = None   # CONSUME_FROM_TIMESTAMP; None = now - 30 min
     allocate: str | AllocateStrategy = "averagely"  # or "circle", "consistent_hash", callable
@@ -116,10 +116,10 @@ class _ConsumerCommon:
     pull_threshold_size_for_queue_bytes: int = 100 * MiB  # flow control: bytes per queue
     rebalance_interval_s: float = 20.0        # also at once on the broker's notification
     commit_interval_s: float = 5.0            # persistConsumerOffsetInterval
-    heartbeat_interval_s: float = 30.0
-    route_refresh_interval_s: float = 30.0
+    heartbeat_interval_s: float = 30.0       # heartbeatBrokerInterval
+    route_refresh_interval_s: float = 30.0   # pollNameServerInterval
     offset_store_dir: str = "~/.pocketmq_offsets"  # broadcasting: {dir}/{group}/offsets.json
-    rpc_timeout_s: float = 3.0
+    rpc_timeout_s: float = 3.0               # offset, lock and admin calls to a broker
 
     def __post_init__(self) -> None:
         for name, kind in (("message_model", MessageModel), ("consume_from", ConsumeFrom)):
