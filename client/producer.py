@@ -187,7 +187,8 @@ class Producer:
             return await self._send_with_retries(
                 topic, deadline, budget_s, lambda mq, rec: self._attempt(mq, rec, deadline),
                 lambda mq: self._encode(msg, mq.queue_id, uniq_key))
-        queues = await routes.write_queues(topic)  # RouteNotFoundError ends the send
+        queues = routes.cached_write_queues(topic) or \
+            await routes.write_queues(topic)  # RouteNotFoundError ends the send
         mq = self._selector.select(queues)
         record = encode_message(msg, queue_id=mq.queue_id, uniq_key=uniq_key,
                                 born_host=self._born_host, born_timestamp_ms=self._clock.now_ms(),

@@ -159,6 +159,14 @@ class RouteService:
                 return entry.route
             raise
 
+    def cached_write_queues(self, topic: str) -> list[MessageQueue] | None:
+        """The writable queues of a fresh cached route, without a coroutine; None when
+        :meth:`write_queues` must fetch or check (the per-send fast path)."""
+        entry = self._routes.get(topic)
+        if entry is None or self._expired(entry) or not entry.write_queues:
+            return None
+        return entry.write_queues
+
     async def write_queues(self, topic: str) -> list[MessageQueue]:
         route = await self.get(topic, allow_template=True)
         entry = self._routes.get(topic)

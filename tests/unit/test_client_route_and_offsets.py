@@ -68,6 +68,21 @@ async def test_routes_refresh_on_schedule_and_after_failure(manual_clock):
     assert routes.addr_of("a") == "127.0.0.1:1000"
 
 
+async def test_the_cached_queues_fast_path_only_answers_for_a_fresh_route(manual_clock):
+    ns = Nameserver()
+    ns.routes["t"] = route("t", "a")
+    routes = RouteService(ns.fetch, clock=manual_clock, refresh_interval_s=30)
+    assert routes.cached_write_queues("t") is None          # never fetched
+    queues = await routes.write_queues("t")
+    assert routes.cached_write_queues("t") == queues
+    routes.invalidate("t")
+    assert routes.cached_write_queues("t") is None          # stale: the slow path refetches
+    await routes.write_queues("t")
+    manual_clock.advance(31)
+    assert routes.cached_write_queues("t") is None          # expired
+    assert ns.asked == ["t", "t"]
+
+
 async def test_local_offsets_survive_a_restart(tmp_path):
     mq = MessageQueue("t", "a", 3)
     store = LocalFileOffsetStore("g", str(tmp_path))
