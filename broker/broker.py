@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -35,9 +36,11 @@ from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.flow_control import FlowControlInterceptor
+from pocketmq.broker.grpc_v2.auth import acl_authenticator as v2_acl_authenticator
 from pocketmq.broker.grpc_v2.server import BrokerParts, GrpcV2Server
 from pocketmq.broker.grpc_v2.servicer import Authenticator
 from pocketmq.broker.long_polling import PullRequestHoldService
+from pocketmq.broker.namesrv_client import GrpcNameserverClient
 from pocketmq.broker.pull_service import PullMessageService
 from pocketmq.broker.rebalance_lock import RebalanceLockManager
 from pocketmq.broker.registration import NameserverClient, RegisterBrokerService
@@ -57,6 +60,9 @@ from pocketmq.broker.transaction import TransactionalMessageService
 from pocketmq.broker.transaction_check import TransactionalMessageCheckService
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.progress import log_sink, phase_progress
+from pocketmq.security.acl import AclStore
+from pocketmq.security.interceptor import AclInterceptor
+from pocketmq.security.tls import server_credentials
 
 if TYPE_CHECKING:
     from pocketmq.common.metrics_http import MetricsHttpServer
@@ -96,6 +102,7 @@ class Broker:
         self.clients: ClientManager | None = None
         self.hold: PullRequestHoldService | None = None
         self.flow_control: FlowControlInterceptor | None = None
+        self.acl: AclStore | None = None                   # when acl_enable
         self.registration: RegisterBrokerService | None = None
         self.send: SendMessageService | None = None
         self.send_back: SendBackService | None = None
@@ -128,15 +135,25 @@ class Broker:
         self.flow_control = FlowControlInterceptor(
             max_per_connection=cfg.max_in_flight_requests_per_connection,
             max_total=cfg.max_in_flight_requests)
-        interceptors: list[grpc.aio.ServerInterceptor] = [MalformedRequestInterceptor(),
-                                                          self.flow_control]
+        interceptors: list[grpc.aio.ServerInterceptor] = [MalformedRequestInterceptor()]
+        if cfg.acl_enable:
+            self.acl = AclStore(cfg.acl_path)
+            interceptors.append(AclInterceptor(self.acl, clock_ms=self.clock.now_ms))
+            if self._v2_authenticator is None:
+                self._v2_authenticator = v2_acl_authenticator(self.acl)
+        interceptors.append(self.flow_control)
         server = grpc.aio.server(interceptors=interceptors, options=[
             ("grpc.max_receive_message_length", max_receive),
             ("grpc.max_send_message_length", -1),
             ("grpc.so_reuseport", 0),
         ])
         try:
-            self.port = server.add_insecure_port(f"{cfg.host}:{cfg.port}")
+            if cfg.tls_enabled:
+                self.port = server.add_secure_port(f"{cfg.host}:{cfg.port}", server_credentials(
+                    cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_ca_file,
+                    cfg.tls_require_client_auth))
+            else:
+                self.port = server.add_insecure_port(f"{cfg.host}:{cfg.port}")
         except RuntimeError as exc:
             raise OSError(f"cannot listen on {cfg.host}:{cfg.port}: {exc}") from None
         try:
@@ -208,6 +225,9 @@ class Broker:
         registration_kwargs = {}
         if self._namesrv_client_factory is not None:
             registration_kwargs["client_factory"] = self._namesrv_client_factory
+        elif cfg.namesrv_tls_ca_file:
+            registration_kwargs["client_factory"] = functools.partial(
+                GrpcNameserverClient, tls_ca_file=cfg.namesrv_tls_ca_file)
         self.registration = RegisterBrokerService(
             cfg.namesrv_addr_list, self.topics, cluster_name=cfg.cluster_name,
             broker_name=cfg.broker_name, broker_addr=self.address, broker_id=cfg.broker_id,

@@ -172,6 +172,20 @@ class BrokerConfig:
     metrics_port: int = field(default=-1, metadata=_help(
         "port of the Prometheus /metrics endpoint, on host; -1 = off, 0 = any free port "
         "(RocketMQ 5's metricsPromExporterPort)"))
+    # -- security (security/, common/auth.py) --------------------------------------------
+    acl_enable: bool = field(default=False, metadata=_help(
+        "require signed requests and check them against acl_file (aclEnable)"))
+    acl_file: str = field(default="", metadata=_help(
+        "the ACL (TOML, README 'Security'); empty = {data_dir}/config/acl.toml"))
+    tls_cert_file: str = field(default="", metadata=_help(
+        "PEM certificate chain of the broker; with tls_key_file turns TLS on"))
+    tls_key_file: str = field(default="", metadata=_help("PEM private key of tls_cert_file"))
+    tls_ca_file: str = field(default="", metadata=_help(
+        "PEM CA that signs client certificates (with tls_require_client_auth)"))
+    tls_require_client_auth: bool = field(default=False, metadata=_help(
+        "refuse clients without a certificate signed by tls_ca_file"))
+    namesrv_tls_ca_file: str = field(default="", metadata=_help(
+        "PEM CA of the nameservers' certificates; given = TLS to the nameservers"))
 
     def __post_init__(self) -> None:
         self._check_names()
@@ -278,6 +292,14 @@ class BrokerConfig:
     @property
     def namesrv_addr_list(self) -> list[str]:
         return parse_namesrv_addrs(self.namesrv_addrs)
+
+    @property
+    def acl_path(self) -> str:
+        return self.acl_file or os.path.join(self.config_dir, "acl.toml")
+
+    @property
+    def tls_enabled(self) -> bool:
+        return bool(self.tls_cert_file or self.tls_key_file)
 
     @property
     def flush(self) -> FlushDiskType:

@@ -21,6 +21,8 @@ units, RocketMQ's dashboard figures in Prometheus' conventions::
     pocketmq_flush_lag_bytes                commit-log bytes written, not yet synced
     pocketmq_dispatch_lag_bytes             commit-log bytes not yet in consume queues
     pocketmq_parked_pulls                   long polls waiting for a message
+    pocketmq_requests_in_flight             requests being served (flow control's count)
+    pocketmq_requests_refused_busy_total    requests answered SYSTEM_BUSY (over the limits)
     pocketmq_consumer_lag_messages{group,topic}   unconsumed messages (broker max
                                             offset - committed offset, over the
                                             topic's read queues)
@@ -85,6 +87,14 @@ class BrokerCollector:
             yield GaugeMetricFamily("pocketmq_parked_pulls",
                                     "long polls waiting for a message (max_parked_pulls)",
                                     value=broker.hold.parked_count)
+        if broker.flow_control is not None:
+            flow = broker.flow_control
+            yield GaugeMetricFamily("pocketmq_requests_in_flight",
+                                    "requests being served now (max_in_flight_requests)",
+                                    value=flow.in_flight)
+            yield CounterMetricFamily("pocketmq_requests_refused_busy",
+                                      "requests refused with SYSTEM_BUSY over the in-flight "
+                                      "limits", value=flow.refused_total)
         yield self._consumer_lag()
 
     def _traffic(self) -> Iterator[Metric]:

@@ -39,10 +39,18 @@ def _topic_config_pb(tc: TopicConfig) -> common_pb2.TopicConfig:
                                   order=tc.order, topic_sys_flag=tc.topic_sys_flag)
 
 
+def namesrv_channel(addr: str, tls_ca_file: str = "") -> grpc.aio.Channel:
+    """A channel to a nameserver: TLS, trusting *tls_ca_file*, when one is given."""
+    if not tls_ca_file:
+        return grpc.aio.insecure_channel(addr)
+    with open(tls_ca_file, "rb") as f:
+        return grpc.aio.secure_channel(addr, grpc.ssl_channel_credentials(f.read()))
+
+
 class GrpcNameserverClient:
-    def __init__(self, addr: str) -> None:
+    def __init__(self, addr: str, *, tls_ca_file: str = "") -> None:
         self.addr = addr
-        self._channel = grpc.aio.insecure_channel(addr)
+        self._channel = namesrv_channel(addr, tls_ca_file)
         self._stub = nameserver_pb2_grpc.NameServerStub(self._channel)
 
     async def register(self, reg: BrokerRegistration, *, timeout_s: float) -> bool:

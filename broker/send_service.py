@@ -59,6 +59,7 @@ from pocketmq.broker.transaction_ops import rewrite_half_messages
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.message import SysFlag
 from pocketmq.common.msgid import encode_offset_msg_id
+from pocketmq.security.interceptor import AclError, authorize_publish, current_account
 
 __all__ = ["SendMessageService", "SendOutcome", "SendStatus"]
 
@@ -156,6 +157,11 @@ class SendMessageService:
                                       f"{len(scanned)}; send them with SendBatch",
                                       reason="MESSAGE_ILLEGAL")
         self._check_queues(scanned)
+        if current_account.get() is not None:
+            try:
+                authorize_publish(set(scanned.topics))
+            except AclError as exc:
+                raise PermissionDeniedError(exc.message) from None
         if scanned.markers:
             _refuse_delayed_half_messages(scanned)
         # Each rewrite returns a new blob, or None when no record of it needed one.

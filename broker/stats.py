@@ -130,16 +130,20 @@ class BrokerStatsManager:
 
     # -- readers --------------------------------------------------------------------------
     def figures(self) -> dict[str, str]:
-        """GetBrokerRuntimeInfo rows (RocketMQ's ``putTps`` / ``getTransferedTps`` …)."""
+        """GetBrokerRuntimeInfo rows (RocketMQ's ``putTps`` / ``getTransferedTps`` …).
+
+        The put totals are the store's rows (``put_messages_total``,
+        ``put_bytes_total``: every record appended, retries and delayed
+        deliveries included); these add the producer side as ``sent_*``."""
         latency = self.put_latency
         return {
             "put_tps": f"{self.put_rate.rate(TPS_WINDOW_S):.2f}",
             "get_tps": f"{self.get_rate.rate(TPS_WINDOW_S):.2f}",
             "put_tps_1m": f"{self.put_rate.rate(TPS_WINDOW_LONG_S):.2f}",
             "get_tps_1m": f"{self.get_rate.rate(TPS_WINDOW_LONG_S):.2f}",
-            "put_messages_total": str(self.put_rate.total),
+            "sent_messages_total": str(self.put_rate.total),
+            "sent_bytes_total": str(self.put_bytes),
             "get_messages_total": str(self.get_rate.total),
-            "put_bytes_total": str(self.put_bytes),
             "get_bytes_total": str(self.get_bytes),
             "put_latency_avg_ms": f"{latency.sum_s * 1000 / max(latency.count, 1):.3f}",
         }

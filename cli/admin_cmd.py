@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pocketmq.cli import loop_factory
+from pocketmq.cli.credentials import add_security_options, security_kwargs
 from pocketmq.cli.table import dump_json, render, render_mapping, time_ms
 from pocketmq.client import AdminClient, ClientError, MessageExt, MessageQueue, TopicConfig
 from pocketmq.client.config import DEFAULT_NAMESRV, NAMESRV_ENV, parse_namesrv
@@ -88,6 +89,7 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="JSON instead of a table")
     parser.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
                         help="deadline of each call (default 5)")
+    add_security_options(parser)
 
 
 def register(subparsers: Any) -> None:
@@ -190,7 +192,8 @@ def run_admin(fn: AdminCommand, args: argparse.Namespace) -> int:
         return 2
 
     async def main() -> int:
-        async with AdminClient(namesrv, timeout_s=args.timeout) as admin:
+        async with AdminClient(namesrv, timeout_s=args.timeout,
+                               **security_kwargs(args)) as admin:
             return await fn(admin, args)
 
     try:

@@ -74,6 +74,9 @@ def register(subparsers: Any) -> None:
                             help="port of RocketMQ 5's gRPC API for the official 5.x clients; "
                                  "0 = any, -1 = off (default: 8081, any when --broker-port "
                                  "is 0)")
+    standalone.add_argument("--metrics-port", type=int, default=None,
+                            help="port of the broker's Prometheus /metrics; 0 = any, "
+                                 "-1 = off (default: off, or metrics_port of --config)")
     standalone.add_argument("--config", metavar="FILE",
                             help="TOML file of broker keys, top level or [broker], for what "
                                  "the flags above do not set (max_pull_messages, ...)")
@@ -130,6 +133,8 @@ def _standalone_broker_config(args: argparse.Namespace, *, namesrv_addrs: str) -
              "flush_disk_type": args.flush, "namesrv_addrs": namesrv_addrs}
     if args.grpc_v2_port is not None:
         flags["grpc_v2_port"] = args.grpc_v2_port
+    if args.metrics_port is not None:
+        flags["metrics_port"] = args.metrics_port
     return load_config(BrokerConfig, toml_path=args.config, section=_section(args.config),
                        overrides=flags)
 

@@ -23,6 +23,7 @@ import sys
 from typing import Any
 
 from pocketmq.cli import loop_factory
+from pocketmq.cli.credentials import add_security_options, security_kwargs
 from pocketmq.client import (
     ClientError,
     Message,
@@ -82,6 +83,7 @@ def _namesrv(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namesrv", default=None,
                         help=f"nameserver(s) 'host:port;host:port' (default ${NAMESRV_ENV}, "
                              f"then {DEFAULT_NAMESRV})")
+    add_security_options(parser)
 
 
 
@@ -110,7 +112,8 @@ def _send(args: argparse.Namespace) -> int:
 
 
 async def _send_one(args: argparse.Namespace, msg: Message) -> int:
-    async with Producer(group=args.group, namesrv=args.namesrv) as producer:
+    async with Producer(group=args.group, namesrv=args.namesrv,
+                        **security_kwargs(args)) as producer:
         result = await producer.send(msg)
     print(_result_line(result))
     return 0
@@ -127,7 +130,8 @@ def _produce(args: argparse.Namespace) -> int:
 
 async def _produce_lines(args: argparse.Namespace) -> int:
     sent = 0
-    async with Producer(group=args.group, namesrv=args.namesrv) as producer:
+    async with Producer(group=args.group, namesrv=args.namesrv,
+                        **security_kwargs(args)) as producer:
         window: set[asyncio.Task[SendResult]] = set()
         for line in sys.stdin.buffer:
             body = line.rstrip(b"\r\n")
@@ -156,7 +160,7 @@ def _consume(args: argparse.Namespace) -> int:
 async def _consume_messages(args: argparse.Namespace) -> int:
     consumer = PullConsumer(group=args.group, namesrv=args.namesrv,
                             consume_from=args.consume_from, auto_commit=False,
-                            rebalance_interval_s=5.0)
+                            rebalance_interval_s=5.0, **security_kwargs(args))
     consumer.subscribe(args.topic, args.expr)
     await consumer.start()
     printed = 0

@@ -74,7 +74,8 @@ def nameserver_command(*, port: int, host: str) -> list[str]:
 
 
 def broker_command(index: int, *, port: int, v2_port: int, namesrv: str, data_dir: str,
-                   host: str, broker_ip: str | None = None) -> list[str]:
+                   host: str, broker_ip: str | None = None,
+                   acl_file: str | None = None) -> list[str]:
     """Broker *index* of the cluster; *broker_ip* when *host* listens on every interface.
 
     *v2_port* serves RocketMQ 5 clients (-1 = off); each broker on a host needs its own.
@@ -82,7 +83,9 @@ def broker_command(index: int, *, port: int, v2_port: int, namesrv: str, data_di
     command = ["broker", "--cluster", CLUSTER_NAME, "--name", broker_name(index),
                "--host", host, "--port", str(port), "--grpc-v2-port", str(v2_port),
                "--namesrv", namesrv, "--data-dir", data_dir]
-    return [*command, "--broker-ip", broker_ip] if broker_ip else command
+    if broker_ip:
+        command += ["--broker-ip", broker_ip]
+    return [*command, "--acl-enable", "--acl-file", acl_file] if acl_file else command
 
 
 # -- commands --------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from types import SimpleNamespace
 from typing import Literal, TypeVar
 
 from pocketmq.client.admin_model import (
@@ -39,7 +40,7 @@ from pocketmq.client.admin_model import (
     ResetResult,
     TopicConfig,
 )
-from pocketmq.client.config import parse_namesrv
+from pocketmq.client.config import parse_namesrv, transport
 from pocketmq.client.errors import ClientStateError, NotFoundError
 from pocketmq.client.message_codec import decode_messages
 from pocketmq.client.model import MessageExt, MessageQueue
@@ -61,8 +62,13 @@ class AdminClient:
     """Async admin calls to one cluster; ``start()`` first, or ``async with``."""
 
     def __init__(self, namesrv: str | Sequence[str] | None = None, *,
-                 timeout_s: float = 5.0) -> None:
+                 timeout_s: float = 5.0, access_key: str = "", secret_key: str = "",
+                 tls_ca_file: str = "", tls_cert_file: str = "",
+                 tls_key_file: str = "") -> None:
         self.namesrv = parse_namesrv(namesrv)
+        self._transport = transport(SimpleNamespace(
+            access_key=access_key, secret_key=secret_key, tls_ca_file=tls_ca_file,
+            tls_cert_file=tls_cert_file, tls_key_file=tls_key_file))
         self.timeout_s = timeout_s
         self._remoting: Remoting | None = None
         self._namesrv_client: NameserverClient | None = None
@@ -70,7 +76,7 @@ class AdminClient:
     async def start(self) -> None:
         if self._remoting is not None:
             raise ClientStateError("the admin client is already started")
-        self._remoting = Remoting()
+        self._remoting = Remoting(self._transport)
         self._namesrv_client = self._remoting.nameserver(self.namesrv, timeout_s=self.timeout_s)
 
     async def shutdown(self) -> None:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from pocketmq.client.allocate import AllocateStrategy, resolve_strategy
 from pocketmq.client.model import ConsumeFrom, MessageModel
+from pocketmq.common.auth import Credentials
 from pocketmq.common.errors import ConfigError
 from pocketmq.common.validation import check_group
 
@@ -32,6 +33,10 @@ DEFAULT_NAMESRV = "127.0.0.1:9876"
 MiB = 1024 * 1024
 
 
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}  # shown by docs/configuration.md (scripts/gen_config_docs.py)
+
+
 def parse_namesrv(namesrv: str | Sequence[str] | None) -> list[str]:
     """``"h1:9876;h2:9876"`` or a list; None = ``$POCKETMQ_NAMESRV``, then 127.0.0.1:9876."""
     if namesrv is None:
@@ -45,6 +50,26 @@ def parse_namesrv(namesrv: str | Sequence[str] | None) -> list[str]:
         if not sep or not host or not port.isdigit():
             raise ConfigError(f"namesrv address {addr!r} is not host:port")
     return addrs
+
+
+@dataclass(frozen=True, slots=True)
+class Transport:
+    """How a client's channels are made: signed (ACL) and/or TLS."""
+
+    credentials: Credentials | None = None
+    tls_ca_file: str = ""
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+
+
+def transport(config: Any) -> Transport:
+    """The :class:`Transport` of a client config's security keys."""
+    if bool(config.access_key) != bool(config.secret_key):
+        raise ConfigError("give both access_key and secret_key (or neither)")
+    if bool(config.tls_cert_file) != bool(config.tls_key_file):
+        raise ConfigError("give both tls_cert_file and tls_key_file (or neither)")
+    creds = Credentials(config.access_key, config.secret_key) if config.access_key else None
+    return Transport(creds, config.tls_ca_file, config.tls_cert_file, config.tls_key_file)
 
 
 def _positive(config: Any, *names: str) -> None:
@@ -83,18 +108,40 @@ def build(cls: type, config: Any, options: dict[str, Any]) -> Any:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProducerConfig:
-    send_timeout_ms: int = 3000            # budget of one send, retries included
-    retry_times_when_send_failed: int = 2  # extra attempts, each to another broker if any
-    linger_ms: float = 0.0                 # wait this long to fill a batch; 0 = natural batching
-    batch_max_messages: int = 512          # records per coalesced SendBatch call
-    batch_max_bytes: int = 1 * MiB         # bytes per coalesced SendBatch call
-    max_in_flight_per_broker: int = 4      # concurrent SendBatch calls to one broker
-    max_message_size_bytes: int = 4 * MiB  # largest body accepted (maxMessageSize)
-    max_batch_size_bytes: int = 4 * MiB    # largest send_batch() blob (the broker's limit)
-    compress_over_bytes: int = 4096        # bodies above this are zlib-compressed
-    latency_fault_enable: bool = True      # avoid slow or failed brokers for a while
-    route_refresh_interval_s: float = 30.0  # pollNameServerInterval
-    heartbeat_interval_s: float = 30.0     # heartbeatBrokerInterval
+    send_timeout_ms: int = field(default=3000, metadata=_help(
+        "ms one send may take, retries included"))
+    retry_times_when_send_failed: int = field(default=2, metadata=_help(
+        "attempts after the first, each to another broker when there is one"))
+    linger_ms: float = field(default=0.0, metadata=_help(
+        "ms a send waits for others to share its SendBatch call; 0 = batch only what is "
+        "already waiting"))
+    batch_max_messages: int = field(default=512, metadata=_help(
+        "messages per coalesced SendBatch call"))
+    batch_max_bytes: int = field(default=1 * MiB, metadata=_help(
+        "bytes per coalesced SendBatch call"))
+    max_in_flight_per_broker: int = field(default=4, metadata=_help(
+        "SendBatch calls in progress to one broker at once"))
+    max_message_size_bytes: int = field(default=4 * MiB, metadata=_help(
+        "largest body accepted, checked before sending"))
+    max_batch_size_bytes: int = field(default=4 * MiB, metadata=_help(
+        "largest send_batch() blob; keep it at the broker's max_batch_size_bytes"))
+    compress_over_bytes: int = field(default=4096, metadata=_help(
+        "bodies longer than this are zlib-compressed"))
+    latency_fault_enable: bool = field(default=True, metadata=_help(
+        "avoid a broker for a while after it was slow or failed"))
+    route_refresh_interval_s: float = field(default=30.0, metadata=_help(
+        "seconds between route refreshes from the nameserver"))
+    heartbeat_interval_s: float = field(default=30.0, metadata=_help(
+        "seconds between heartbeats to each broker"))
+    access_key: str = field(default="", metadata=_help(
+        "ACL user; with secret_key every request is signed"))
+    secret_key: str = field(default="", repr=False, metadata=_help(
+        "the ACL user's secret; signs requests and is never sent"))
+    tls_ca_file: str = field(default="", metadata=_help(
+        "PEM CA of the servers' certificates; set = connect with TLS"))
+    tls_cert_file: str = field(default="", metadata=_help(
+        "PEM client certificate, for servers that require one"))
+    tls_key_file: str = field(default="", metadata=_help("PEM private key of tls_cert_file"))
 
     def __post_init__(self) -> None:
         _positive(self, "send_timeout_ms", "batch_max_messages", "batch_max_bytes",
@@ -105,21 +152,48 @@ class ProducerConfig:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _ConsumerCommon:
-    message_model: MessageModel | str = MessageModel.CLUSTERING  # "clustering" or "broadcasting"
-    consume_from: ConsumeFrom | str = ConsumeFrom.LAST  # for a group with no stored offset
-    consume_timestamp_ms: int | None = None   # CONSUME_FROM_TIMESTAMP; None = now - 30 min
-    allocate: str | AllocateStrategy = "averagely"  # or "circle", "consistent_hash", callable
-    pull_batch_size: int = 32                 # messages per pull (pullBatchSize)
-    pull_suspend_ms: int = 15_000             # long-poll wait of an empty pull
-    pull_delay_on_error_s: float = 3.0        # pause of a queue's pull loop after a failure
-    pull_threshold_for_queue: int = 1000      # flow control: messages cached per queue
-    pull_threshold_size_for_queue_bytes: int = 100 * MiB  # flow control: bytes per queue
-    rebalance_interval_s: float = 20.0        # also at once on the broker's notification
-    commit_interval_s: float = 5.0            # persistConsumerOffsetInterval
-    heartbeat_interval_s: float = 30.0       # heartbeatBrokerInterval
-    route_refresh_interval_s: float = 30.0   # pollNameServerInterval
-    offset_store_dir: str = "~/.pocketmq_offsets"  # broadcasting: {dir}/{group}/offsets.json
-    rpc_timeout_s: float = 3.0               # offset, lock and admin calls to a broker
+    message_model: MessageModel | str = field(default=MessageModel.CLUSTERING, metadata=_help(
+        "'clustering': each queue has one consumer in the group; 'broadcasting': every "
+        "consumer reads every queue and keeps its offsets locally"))
+    consume_from: ConsumeFrom | str = field(default=ConsumeFrom.LAST, metadata=_help(
+        "where a group with no stored offset starts: the last, first or "
+        "consume_timestamp_ms message"))
+    consume_timestamp_ms: int | None = field(default=None, metadata=_help(
+        "start time (epoch ms) for consume_from 'timestamp'; unset = 30 minutes ago"))
+    allocate: str | AllocateStrategy = field(default="averagely", metadata=_help(
+        "how queues are shared in the group: 'averagely', 'circle', 'consistent_hash' "
+        "or a callable"))
+    pull_batch_size: int = field(default=32, metadata=_help("messages one pull asks for"))
+    pull_suspend_ms: int = field(default=15_000, metadata=_help(
+        "ms the broker holds a pull that finds no message (long polling)"))
+    pull_delay_on_error_s: float = field(default=3.0, metadata=_help(
+        "seconds a queue's pulls pause after a failed pull"))
+    pull_threshold_for_queue: int = field(default=1000, metadata=_help(
+        "flow control: messages cached per queue before pulling pauses"))
+    pull_threshold_size_for_queue_bytes: int = field(default=100 * MiB, metadata=_help(
+        "flow control: bytes cached per queue before pulling pauses"))
+    rebalance_interval_s: float = field(default=20.0, metadata=_help(
+        "seconds between rebalances; one also runs at once when the broker says the group "
+        "changed"))
+    commit_interval_s: float = field(default=5.0, metadata=_help(
+        "seconds between commits of consumed offsets"))
+    heartbeat_interval_s: float = field(default=30.0, metadata=_help(
+        "seconds between heartbeats to each broker"))
+    route_refresh_interval_s: float = field(default=30.0, metadata=_help(
+        "seconds between route refreshes from the nameserver"))
+    offset_store_dir: str = field(default="~/.pocketmq_offsets", metadata=_help(
+        "broadcasting only: offsets are kept in {dir}/{group}/offsets.json"))
+    rpc_timeout_s: float = field(default=3.0, metadata=_help(
+        "seconds an offset, lock or admin call to a broker may take"))
+    access_key: str = field(default="", metadata=_help(
+        "ACL user; with secret_key every request is signed"))
+    secret_key: str = field(default="", repr=False, metadata=_help(
+        "the ACL user's secret; signs requests and is never sent"))
+    tls_ca_file: str = field(default="", metadata=_help(
+        "PEM CA of the servers' certificates; set = connect with TLS"))
+    tls_cert_file: str = field(default="", metadata=_help(
+        "PEM client certificate, for servers that require one"))
+    tls_key_file: str = field(default="", metadata=_help("PEM private key of tls_cert_file"))
 
     def __post_init__(self) -> None:
         for name, kind in (("message_model", MessageModel), ("consume_from", ConsumeFrom)):
@@ -143,14 +217,24 @@ class _ConsumerCommon:
 class ConsumerConfig(_ConsumerCommon):
     """PushConsumer options."""
 
-    orderly: bool = False                     # one batch at a time per queue, queue locked
-    consume_concurrency: int = 20             # handler calls at once (consumeThreadMax)
-    consume_batch_max_size: int = 1           # messages per handler call
-    consume_concurrently_max_span: int = 2000  # flow control: offset span in flight
-    max_reconsume_times: int = -1             # then the DLQ; -1 = 16, orderly: no limit
-    suspend_current_queue_ms: int = 1000      # orderly: pause after SUSPEND_CURRENT_QUEUE…
-    lock_renew_interval_s: float = 20.0       # orderly: re-lock held queues
-    shutdown_timeout_s: float = 5.0           # handlers in progress may finish this long
+    orderly: bool = field(default=False, metadata=_help(
+        "consume each queue in order: one batch at a time, with the queue locked at the "
+        "broker"))
+    consume_concurrency: int = field(default=20, metadata=_help("handler calls at once"))
+    consume_batch_max_size: int = field(default=1, metadata=_help(
+        "messages passed to one handler call at most"))
+    consume_concurrently_max_span: int = field(default=2000, metadata=_help(
+        "flow control: pulling pauses while a queue's oldest and newest cached offsets are "
+        "further apart"))
+    max_reconsume_times: int = field(default=-1, metadata=_help(
+        "redeliveries before a message goes to %DLQ%{group}; -1 = 16, or no limit when "
+        "orderly"))
+    suspend_current_queue_ms: int = field(default=1000, metadata=_help(
+        "orderly: ms a queue pauses after the handler returns SUSPEND_CURRENT_QUEUE_A_MOMENT"))
+    lock_renew_interval_s: float = field(default=20.0, metadata=_help(
+        "orderly: seconds between renewals of the held queue locks"))
+    shutdown_timeout_s: float = field(default=5.0, metadata=_help(
+        "seconds handlers in progress may take to finish when the consumer stops"))
 
     def __post_init__(self) -> None:
         _ConsumerCommon.__post_init__(self)
@@ -163,8 +247,10 @@ class ConsumerConfig(_ConsumerCommon):
 class PullConsumerConfig(_ConsumerCommon):
     """PullConsumer (lite pull) options."""
 
-    auto_commit: bool = True                  # commit polled offsets every commit_interval_s
-    max_poll_messages: int = 32               # messages one poll() returns at most
+    auto_commit: bool = field(default=True, metadata=_help(
+        "commit the offsets of polled messages every commit_interval_s; off = call commit()"))
+    max_poll_messages: int = field(default=32, metadata=_help(
+        "messages one poll() returns at most"))
 
     def __post_init__(self) -> None:
         _ConsumerCommon.__post_init__(self)

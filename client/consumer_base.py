@@ -30,7 +30,7 @@ from typing import Any
 
 from pocketmq.client.allocate import resolve_strategy
 from pocketmq.client.config import _ConsumerCommon as ConsumerCommonConfig
-from pocketmq.client.config import parse_namesrv
+from pocketmq.client.config import parse_namesrv, transport
 from pocketmq.client.errors import BusyError, ClientError, ClientStateError
 from pocketmq.client.heartbeat import HeartbeatService, make_client_id
 from pocketmq.client.message_codec import decode_messages
@@ -150,7 +150,7 @@ class ConsumerBase:
             raise ClientStateError(f"consumer {self.group} is {self._state}; start it once")
         cfg = self.config
         self._state = "starting"
-        self._remoting = Remoting()
+        self._remoting = Remoting(transport(self.config))
         self._routes = RouteService(self._remoting.nameserver(self.namesrv).get_route,
                                     refresh_interval_s=cfg.route_refresh_interval_s,
                                     clock=self._clock)

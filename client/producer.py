@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from pocketmq.client.accumulator import BrokerBatcher, RecordAccumulator
-from pocketmq.client.config import ProducerConfig, build, parse_namesrv
+from pocketmq.client.config import ProducerConfig, build, parse_namesrv, transport
 from pocketmq.client.errors import (
     BusyError,
     ClientError,
@@ -75,6 +75,7 @@ class Producer:
         self.group = group
         self.namesrv = parse_namesrv(namesrv)
         self.config: ProducerConfig = build(ProducerConfig, config, options)
+        self._transport = transport(self.config)   # refuses half a key pair now
         self.client_id = make_client_id(instance_name)
         self._clock = clock or SystemClock()
         self.fault = LatencyFaultTolerance(clock=self._clock,
@@ -100,7 +101,7 @@ class Producer:
         if self._state != "created":
             raise ClientStateError(f"producer {self.group} is {self._state}; start it once")
         cfg = self.config
-        self._remoting = Remoting()
+        self._remoting = Remoting(self._transport)
         nameserver = self._remoting.nameserver(self.namesrv)
         self._routes = RouteService(nameserver.get_route,
                                     refresh_interval_s=cfg.route_refresh_interval_s,
@@ -294,8 +295,8 @@ class Producer:
                 continue
             self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
             return result
-        if isinstance(last_error, RouteNotFoundError):
-            raise last_error
+        if isinstance(last_error, RouteNotFoundError | PermissionDeniedError):
+            raise last_error       # says more than "attempts ran out" (a refusal, no route)
         raise SendTimeoutError(
             f"send to topic {topic!r} failed after {tried} attempt(s)"
             f"{f' and {busy} busy answer(s)' if busy else ''} within "

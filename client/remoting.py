@@ -28,6 +28,7 @@ from pocketmq.client.admin_model import (
     QueueStatus,
     TopicConfig,
 )
+from pocketmq.client.config import Transport
 from pocketmq.client.errors import (
     BusyError,
     ClientError,
@@ -42,6 +43,7 @@ from pocketmq.client.errors import (
 )
 from pocketmq.client.model import MessageQueue, SendStatus
 from pocketmq.client.route import QueueData, TopicRoute
+from pocketmq.common.auth import Credentials, signed_metadata
 from pocketmq.v1 import broker_pb2 as bpb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2, nameserver_pb2, nameserver_pb2_grpc
 
@@ -550,21 +552,66 @@ def _queue_ref(queue: MessageQueue) -> object:
         topic=queue.topic, broker_name=queue.broker_name, queue_id=queue.queue_id)
 
 
+class _Signer(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):
+    """Adds the ACL signature (common/auth.py) to every call: one HMAC per RPC."""
+
+    def __init__(self, credentials: Credentials) -> None:
+        self._credentials = credentials
+
+    def _signed(self, details: Any, request: Any) -> Any:
+        method = details.method.decode() if isinstance(details.method, bytes) else \
+            details.method
+        metadata = grpc.aio.Metadata(*(details.metadata or ()),
+                                     *signed_metadata(self._credentials, method, request))
+        return grpc.aio.ClientCallDetails(details.method, details.timeout, metadata,
+                                          details.credentials, details.wait_for_ready)
+
+    async def intercept_unary_unary(self, continuation: Any, details: Any,
+                                    request: Any) -> Any:
+        return await continuation(self._signed(details, request), request)
+
+    async def intercept_unary_stream(self, continuation: Any, details: Any,
+                                     request: Any) -> Any:
+        return await continuation(self._signed(details, request), request)
+
+
+def _read_pem(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise ClientError(f"cannot read {path}: {exc.strerror}") from None
+
+
 class Remoting:
     """One gRPC channel per address, shared by every call of one client."""
 
-    def __init__(self) -> None:
+    def __init__(self, transport: Transport | None = None) -> None:
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._brokers: dict[str, BrokerClient] = {}
+        self._transport = transport or Transport()
+        creds = self._transport.credentials
+        self._interceptors = [_Signer(creds)] if creds is not None else None
+        self._tls: grpc.ChannelCredentials | None = None
+        t = self._transport
+        if t.tls_ca_file or t.tls_cert_file:
+            self._tls = grpc.ssl_channel_credentials(
+                root_certificates=_read_pem(t.tls_ca_file) if t.tls_ca_file else None,
+                private_key=_read_pem(t.tls_key_file) if t.tls_key_file else None,
+                certificate_chain=_read_pem(t.tls_cert_file) if t.tls_cert_file else None)
 
     def channel(self, addr: str) -> grpc.aio.Channel:
         channel = self._channels.get(addr)
         if channel is None:
-            channel = grpc.aio.insecure_channel(addr, options=[
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.enable_retries", 0),
-            ])
+            options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                       ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                       ("grpc.enable_retries", 0)]
+            if self._tls is not None:
+                channel = grpc.aio.secure_channel(addr, self._tls, options=options,
+                                                  interceptors=self._interceptors)
+            else:
+                channel = grpc.aio.insecure_channel(addr, options=options,
+                                                    interceptors=self._interceptors)
             self._channels[addr] = channel
         return channel
 

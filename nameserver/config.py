@@ -42,6 +42,14 @@ class NamesrvConfig:
     metrics_port: int = field(
         default=-1, metadata=_help("port of the Prometheus /metrics endpoint; -1 = off, "
                                    "0 = any free port"))
+    # TLS (security/tls.py): a certificate and key turn it on.
+    tls_cert_file: str = field(default="", metadata=_help(
+        "PEM certificate chain of the nameserver; with tls_key_file turns TLS on"))
+    tls_key_file: str = field(default="", metadata=_help("PEM private key of tls_cert_file"))
+    tls_ca_file: str = field(default="", metadata=_help(
+        "PEM CA that signs client certificates (with tls_require_client_auth)"))
+    tls_require_client_auth: bool = field(default=False, metadata=_help(
+        "refuse clients without a certificate signed by tls_ca_file"))
 
     def __post_init__(self) -> None:
         if not self.host or self.host != self.host.strip():

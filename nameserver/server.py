@@ -21,6 +21,7 @@ from pocketmq.nameserver.errors import ServerBindError
 from pocketmq.nameserver.liveness import BrokerLivenessService
 from pocketmq.nameserver.route_table import BrokerLiveInfo, RouteTable
 from pocketmq.nameserver.servicer import NameServerServicer
+from pocketmq.security.tls import server_credentials
 from pocketmq.v1 import nameserver_pb2_grpc
 from pocketmq.v1.grpc_guard import MalformedRequestInterceptor
 
@@ -76,8 +77,14 @@ class NameServer:
         nameserver_pb2_grpc.add_NameServerServicer_to_server(
             NameServerServicer(self.route_table), server)
         listen = _join_host_port(self._config.host, self._config.port)
+        cfg = self._config
         try:
-            port = server.add_insecure_port(listen)
+            if cfg.tls_cert_file or cfg.tls_key_file:
+                port = server.add_secure_port(listen, server_credentials(
+                    cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_ca_file,
+                    cfg.tls_require_client_auth))
+            else:
+                port = server.add_insecure_port(listen)
         except RuntimeError as exc:
             raise ServerBindError(f"nameserver cannot listen on {listen}: {exc}; is another "
                                   f"process using the port?") from None

@@ -28,10 +28,12 @@ from collections.abc import Callable
 
 import grpc
 
+from pocketmq.broker.errors import PermissionDeniedError
 from pocketmq.broker.grpc_v2.convert import V2Error
 from pocketmq.rmqv2 import definition_pb2 as d
+from pocketmq.security.acl import PUB, SUB, AclStore
 
-__all__ = ["ALGORITHM", "HeaderAuthenticator", "parse_authorization", "sign"]
+__all__ = ["ALGORITHM", "HeaderAuthenticator", "acl_authenticator", "parse_authorization", "sign"]
 
 ALGORITHM = "MQv2-HMAC-SHA1"
 AUTHORIZATION_HEADER = "authorization"
@@ -104,3 +106,32 @@ class HeaderAuthenticator:
             raise _unauthorized(f"the signature of access key {access_key[:64]!r} does not "
                                 "match its secret key")
         return access_key
+
+
+# RocketMQ 5 method -> the permission it needs on its topic and group (None: a known user)
+_V2_NEEDS = {"SendMessage": PUB, "EndTransaction": PUB, "RecallMessage": PUB,
+             "ReceiveMessage": SUB, "AckMessage": SUB, "ChangeInvisibleDuration": SUB,
+             "ForwardMessageToDeadLetterQueue": SUB, "QueryAssignment": SUB}
+
+
+def acl_authenticator(store: AclStore) -> HeaderAuthenticator:
+    """A :class:`HeaderAuthenticator` whose users and permissions are the broker's ACL."""
+
+    def secret_of(access_key: str) -> str | None:
+        account = store.acl.accounts.get(access_key)
+        return account.secret_key if account is not None else None
+
+    def authorize(access_key: str, method: str, topic: str, group: str) -> None:
+        account = store.acl.accounts.get(access_key)
+        need = _V2_NEEDS.get(method)
+        if account is None or account.admin or need is None:
+            return
+        if topic and not account.topic_perm(topic) & need:
+            raise PermissionDeniedError(
+                f"access key {access_key!r} has no {'PUB' if need == PUB else 'SUB'} "
+                f"permission on topic {topic!r}")
+        if group and need == SUB and not account.group_perm(group) & SUB:
+            raise PermissionDeniedError(
+                f"access key {access_key!r} has no SUB permission on group {group!r}")
+
+    return HeaderAuthenticator(secret_of, authorize=authorize)

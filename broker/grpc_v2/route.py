@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import grpc
 
 from pocketmq.broker.errors import NotFoundError
+from pocketmq.broker.namesrv_client import namesrv_channel
 from pocketmq.broker.topic_config import AUTO_CREATE_TOPIC_KEY_TOPIC, TopicConfigManager
 from pocketmq.common.configfile import parse_host_port
 from pocketmq.v1 import nameserver_pb2, nameserver_pb2_grpc
@@ -53,8 +54,8 @@ class BrokerRoute:
 class RouteResolver:
     def __init__(self, namesrv_addrs: list[str], topics: TopicConfigManager, *,
                  broker_name: str, v2_host: str, v2_port: int,
-                 timeout_s: float = 3.0) -> None:
-        self._channels = [(addr, grpc.aio.insecure_channel(addr)) for addr in namesrv_addrs]
+                 timeout_s: float = 3.0, tls_ca_file: str = "") -> None:
+        self._channels = [(addr, namesrv_channel(addr, tls_ca_file)) for addr in namesrv_addrs]
         self._stubs = [(addr, nameserver_pb2_grpc.NameServerStub(ch))
                        for addr, ch in self._channels]
         self._topics = topics

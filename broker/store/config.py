@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from pocketmq.common.errors import ConfigError
 
@@ -14,6 +14,10 @@ MiB = 1024 * KiB
 GiB = 1024 * MiB
 
 
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}  # shown by docs/configuration.md (scripts/gen_config_docs.py)
+
+
 class FlushDiskType(enum.Enum):
     ASYNC_FLUSH = "async"
     SYNC_FLUSH = "sync"
@@ -21,41 +25,67 @@ class FlushDiskType(enum.Enum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoreConfig:
-    data_dir: str
+    data_dir: str = field(metadata=_help(
+        "root of commitlog/, consumequeue/, index/, checkpoint and config/"))
     # -- commit log ----------------------------------------------------------------
-    commitlog_file_size: int = 1 * GiB              # bytes per segment (mappedFileSizeCommitLog)
-    max_message_size: int = 4 * MiB                 # bytes of one body (maxMessageSize)
-    max_batch_size: int = 4 * MiB                   # bytes of one batch blob
-    store_host: tuple[str, int] = ("127.0.0.1", 10911)  # written into STOREHOST
-    check_crc_on_recover: bool = True
+    commitlog_file_size: int = field(default=1 * GiB, metadata=_help(
+        "bytes per commit-log segment"))
+    max_message_size: int = field(default=4 * MiB, metadata=_help(
+        "largest message body accepted, in bytes"))
+    max_batch_size: int = field(default=4 * MiB, metadata=_help(
+        "largest batch blob accepted, in bytes; must fit one segment"))
+    store_host: tuple[str, int] = field(default=("127.0.0.1", 10911), metadata=_help(
+        "address written into each record's STOREHOST and offset message ids"))
+    check_crc_on_recover: bool = field(default=True, metadata=_help(
+        "reserved: recovery checks every body CRC from the checkpoint on, whatever this says"))
     # -- flush ---------------------------------------------------------------------
-    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
-    flush_interval_commitlog_ms: int = 500          # async flush period
-    flush_commitlog_least_pages: int = 4            # 4 KiB pages dirty before a periodic flush
-    flush_commitlog_thorough_interval_ms: int = 10_000  # flush everything this often
-    sync_flush_timeout_ms: int = 5_000              # FLUSH_DISK_TIMEOUT after this
-    flush_interval_consume_queue_ms: int = 1_000
+    flush_disk_type: FlushDiskType = field(default=FlushDiskType.ASYNC_FLUSH, metadata=_help(
+        "'async' acknowledges after the page-cache write, 'sync' after fsync"))
+    flush_interval_commitlog_ms: int = field(default=500, metadata=_help(
+        "ms between periodic flushes of the commit log (async flush)"))
+    flush_commitlog_least_pages: int = field(default=4, metadata=_help(
+        "dirty 4 KiB pages a periodic flush waits for before it syncs"))
+    flush_commitlog_thorough_interval_ms: int = field(default=10_000, metadata=_help(
+        "ms after which a periodic flush syncs however few pages are dirty"))
+    sync_flush_timeout_ms: int = field(default=5_000, metadata=_help(
+        "ms a sync-flush write waits for fsync before FLUSH_DISK_TIMEOUT"))
+    flush_interval_consume_queue_ms: int = field(default=1_000, metadata=_help(
+        "ms between flushes of consume-queue and index files"))
     # Read the commit log's next pages into the page cache ahead of the writer (warm.py;
     # RocketMQ's warmMapedFileEnable, done by reading so it never races the writer).
-    warm_mapped_file_enable: bool = True
-    warm_ahead_bytes: int = 32 * MiB
+    warm_mapped_file_enable: bool = field(default=True, metadata=_help(
+        "read the commit log's next pages into the page cache ahead of the writer"))
+    warm_ahead_bytes: int = field(default=32 * MiB, metadata=_help(
+        "bytes ahead of the write position kept warm"))
     # -- consume queue and index ------------------------------------------------------
-    consume_queue_units_per_file: int = 300_000     # 20-byte units per file
-    message_index_enable: bool = True
-    index_slots: int = 5_000_000                    # hash slots per index file
-    index_entries: int = 20_000_000                 # entries per index file
-    default_query_max: int = 32                     # messages a key query returns by default
+    consume_queue_units_per_file: int = field(default=300_000, metadata=_help(
+        "20-byte units per consume-queue file"))
+    message_index_enable: bool = field(default=True, metadata=_help(
+        "index messages by key and unique id (queries by key need it)"))
+    index_slots: int = field(default=5_000_000, metadata=_help("hash slots per index file"))
+    index_entries: int = field(default=20_000_000, metadata=_help("entries per index file"))
+    default_query_max: int = field(default=32, metadata=_help(
+        "messages a key query returns when the caller does not say"))
     # -- reads -----------------------------------------------------------------------
-    max_transfer_count: int = 32                    # messages per pull (in memory)
-    max_transfer_bytes: int = 256 * KiB             # bytes per pull (in memory)
+    max_transfer_count: int = field(default=32, metadata=_help(
+        "messages one read returns at most"))
+    max_transfer_bytes: int = field(default=256 * KiB, metadata=_help(
+        "bytes one read returns at most"))
     # -- retention ---------------------------------------------------------------------
-    file_reserved_hours: float = 72                 # fileReservedTime
-    delete_when: str = "04"                         # hours of day, ";"-separated
-    clean_resource_interval_ms: int = 10_000
-    delete_files_batch_max: int = 10
-    disk_max_used_space_ratio: float = 0.75         # delete expired files outside delete_when
-    disk_space_clean_forcibly_ratio: float = 0.85   # delete unexpired files too
-    disk_space_warning_level_ratio: float = 0.90    # reject writes ("disk full")
+    file_reserved_hours: float = field(default=72, metadata=_help(
+        "hours commit-log segments are kept after their last write (fileReservedTime)"))
+    delete_when: str = field(default="04", metadata=_help(
+        "hours of day expired segments are deleted, ';'-separated"))
+    clean_resource_interval_ms: int = field(default=10_000, metadata=_help(
+        "ms between retention and disk-space checks"))
+    delete_files_batch_max: int = field(default=10, metadata=_help(
+        "segments one check deletes at most"))
+    disk_max_used_space_ratio: float = field(default=0.75, metadata=_help(
+        "disk use above which expired segments go at once, not only at delete_when"))
+    disk_space_clean_forcibly_ratio: float = field(default=0.85, metadata=_help(
+        "disk use above which the oldest segments go even if unexpired"))
+    disk_space_warning_level_ratio: float = field(default=0.90, metadata=_help(
+        "disk use above which writes are refused as disk full, until space is freed"))
 
     def __post_init__(self) -> None:
         def positive(name: str) -> None:

@@ -9,17 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 import urllib.error
 import urllib.request
 
+import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pocketmq import __version__
+from pocketmq.broker.broker import Broker
 from pocketmq.broker.store.io import StoreIO
+from pocketmq.broker.store.message_store import DefaultMessageStore
 from pocketmq.broker.topic_config import TopicConfig
 from pocketmq.client import Message, Producer, PullConsumer
+from pocketmq.common.message import encode_record, pack_host
 from pocketmq.nameserver import NameServer, NamesrvConfig
+from pocketmq.v1 import broker_pb2 as pb
+from pocketmq.v1 import broker_pb2_grpc
 
 TOPIC = "metrics-orders"
 QUEUES = 2
@@ -171,6 +178,9 @@ async def test_parked_pulls_follow_the_waiting_consumer(broker, namesrv, eventua
 async def test_nameserver_metrics_count_registered_brokers(broker, namesrv, start_broker,
                                                          eventually):
     assert namesrv.metrics_port
+    # the fixture's topic reaches the nameserver with the broker's next registration
+    await eventually(lambda: TOPIC in namesrv.route_table.topics() or None,
+                     timeout_s=10, what=f"{TOPIC} registered")
     samples = await scrape(namesrv.metrics_port)
     assert value(samples, "pocketmq_registered_brokers", cluster="DefaultCluster") == 1
     assert value(samples, "pocketmq_nameserver_topics") == len(namesrv.route_table.topics())
@@ -221,3 +231,62 @@ async def test_a_taken_metrics_port_fails_the_start_with_the_key(start_broker):
         taken.listen()
         with pytest.raises(OSError, match="metrics_port"):
             await start_broker(metrics_port=taken.getsockname()[1])
+
+
+class GatedSyncIO(StoreIO):
+    """A disk whose syncs wait while the gate is closed: a sync-flush send stays in flight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def sync(self, fd: int) -> None:
+        self.gate.wait(30)   # in the flush thread: a stalled disk, not the test waiting
+        super().sync(fd)
+
+
+async def test_in_flight_requests_and_busy_refusals_follow_flow_control(broker_config,
+                                                                         eventually):
+    io = GatedSyncIO()
+    broker = Broker(broker_config(flush_disk_type="sync", metrics_port=0,
+                                  max_in_flight_requests=1),
+                    store_factory=lambda cfg, clock: DefaultMessageStore(cfg, clock=clock, io=io))
+    await broker.start()
+    request = pb.SendMessageRequest(record=encode_record(
+        topic=TOPIC, body=BODY, queue_id=0, store_host=pack_host(("127.0.0.1", 0))))
+    try:
+        async with grpc.aio.insecure_channel(broker.address) as channel:
+            stub = broker_pb2_grpc.BrokerStub(channel)
+            io.gate.clear()
+            held = asyncio.ensure_future(stub.SendMessage(request, timeout=30))
+            samples = await eventually(lambda: _scrape_until(
+                broker.metrics_port, lambda s: value(s, "pocketmq_requests_in_flight") == 1),
+                timeout_s=10, what="a send held by the stalled flush")
+            assert value(samples, "pocketmq_requests_refused_busy_total") == 0
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.SendMessage(request, timeout=10)
+            assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+            samples = await scrape(broker.metrics_port)
+            assert value(samples, "pocketmq_requests_refused_busy_total") == 1
+            io.gate.set()
+            await held
+        samples = await scrape(broker.metrics_port)
+        assert value(samples, "pocketmq_requests_in_flight") == 0
+        assert value(samples, "pocketmq_put_messages_total", topic=TOPIC) == 1
+    finally:
+        io.gate.set()
+        await broker.stop(0)
+
+
+def test_standalone_metrics_port_flag_reaches_the_broker(tmp_path):
+    from pocketmq.cli import build_parser
+    from pocketmq.cli.broker_cmd import _standalone_broker_config
+
+    def metrics_port(*flags: str) -> int:
+        args = build_parser().parse_args(["standalone", "--data-dir", str(tmp_path), *flags])
+        return _standalone_broker_config(args, namesrv_addrs="").metrics_port
+
+    assert metrics_port() == -1
+    assert metrics_port("--metrics-port", "0") == 0
+    assert metrics_port("--metrics-port", "5557") == 5557

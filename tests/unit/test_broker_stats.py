@@ -83,7 +83,8 @@ def test_figures_give_tps_and_totals_as_runtime_info_rows(manual_clock):
     figures = stats.figures()
     assert figures["put_tps"] == "50.00"
     assert figures["get_tps"] == "20.00"
-    assert figures["put_messages_total"] == "500"
+    assert figures["sent_messages_total"] == "500"
+    assert "put_messages_total" not in figures     # the store's row, not overridden
     assert figures["get_messages_total"] == "200"
     assert figures["get_bytes_total"] == "200"
     assert float(figures["put_latency_avg_ms"]) == 0

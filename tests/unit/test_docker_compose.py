@@ -19,9 +19,11 @@ from pocketmq.cli import build_parser
 from pocketmq.cli.cluster_cmd import broker_command, broker_name, nameserver_command
 from pocketmq.common.configfile import load_config
 from pocketmq.nameserver import NamesrvConfig
+from pocketmq.security.acl import AclStore
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS = ("nameserver", "broker-a", "broker-b")
+ACL_IN_CONTAINER = "/etc/pocketmq/acl.toml"
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +81,20 @@ def test_server_commands_equal_the_commands_cluster_up_runs(services):
         assert service["command"] == broker_command(
             index, port=args.port, v2_port=args.grpc_v2_port,
             namesrv=f"nameserver:{ns.port}", data_dir="/data", host="0.0.0.0",
-            broker_ip=service["networks"]["pocketmq"]["ipv4_address"])
+            broker_ip=service["networks"]["pocketmq"]["ipv4_address"], acl_file=ACL_IN_CONTAINER)
+
+
+def test_the_brokers_enforce_the_shipped_acl_and_every_client_has_keys_of_it(services):
+    acl = AclStore(str(ROOT / "config" / "acl.toml")).acl
+    for name, service in services.items():
+        if name in ("broker-a", "broker-b"):
+            config = load_config(BrokerConfig, args=parse(service["command"]))
+            assert config.acl_enable and config.acl_path == ACL_IN_CONTAINER
+            assert f"./config/acl.toml:{ACL_IN_CONTAINER}:ro" in service["volumes"]
+        if name:
+            env = service["environment"]
+            account = acl.accounts[env["POCKETMQ_ACCESS_KEY"]]
+            assert account.secret_key == env["POCKETMQ_SECRET_KEY"], name
 
 
 def test_ports_and_addresses_agree_between_services(services):
@@ -120,7 +135,7 @@ def test_every_named_volume_is_declared_and_holds_the_broker_data_dir(compose, s
             source, target = str(mount).split(":")[:2]
             if not source.startswith((".", "/")):
                 assert source in declared, f"{name} mounts undeclared volume {source}"
-            if name.startswith("broker-"):
+            if name.startswith("broker-") and not source.startswith("."):
                 config = load_config(BrokerConfig, args=parse(service["command"]))
                 assert target == config.data_dir
     assert {"broker-a-data", "broker-b-data"} <= declared

@@ -14,9 +14,10 @@ CONTRACT = {
     "common": ("pocketmq.common",),
     "broker/store": ("pocketmq.common", "pocketmq.broker.store"),
     "broker": ("pocketmq.common", "pocketmq.broker", "pocketmq.v1", "pocketmq.nameserver",
-               "pocketmq.rmqv2"),
+               "pocketmq.rmqv2", "pocketmq.security"),
+    "security": ("pocketmq.common", "pocketmq.security"),
     "client": ("pocketmq.common", "pocketmq.client", "pocketmq.v1"),
-    "nameserver": ("pocketmq.common", "pocketmq.nameserver", "pocketmq.v1"),
+    "nameserver": ("pocketmq.common", "pocketmq.nameserver", "pocketmq.v1", "pocketmq.security"),
 }
 FORBIDDEN_THIRD_PARTY = {
     "broker/store": ("grpc", "google.protobuf", "asyncio", "uvloop"),

@@ -1,0 +1,33 @@
+"""``--access-key`` / ``--secret-key`` / ``--tls-ca``: how a CLI client proves who it is.
+
+Shared by the client commands (send, produce, consume) and the admin commands.
+The keys default to ``$POCKETMQ_ACCESS_KEY`` and ``$POCKETMQ_SECRET_KEY``, so a
+secret need not appear in the shell history or the process list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+__all__ = ["ACCESS_KEY_ENV", "SECRET_KEY_ENV", "add_security_options", "security_kwargs"]
+
+ACCESS_KEY_ENV = "POCKETMQ_ACCESS_KEY"
+SECRET_KEY_ENV = "POCKETMQ_SECRET_KEY"
+
+
+def add_security_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--access-key", default=None,
+                        help=f"ACL access key (default ${ACCESS_KEY_ENV}); signs every request")
+    parser.add_argument("--secret-key", default=None,
+                        help=f"its secret key (default ${SECRET_KEY_ENV})")
+    parser.add_argument("--tls-ca", default="", metavar="PEM",
+                        help="CA certificate of the servers; given = TLS")
+
+
+def security_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """Client keyword arguments from the flags, then the environment."""
+    return {"access_key": args.access_key or os.environ.get(ACCESS_KEY_ENV, ""),
+            "secret_key": args.secret_key or os.environ.get(SECRET_KEY_ENV, ""),
+            "tls_ca_file": args.tls_ca}

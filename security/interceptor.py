@@ -1,0 +1,217 @@
+"""AclInterceptor: the broker's authentication and authorization, before any servicer code.
+
+Per call (unary and server-streaming)::
+
+    peer ip in global_white_remote_addresses? ─ yes ─▶ served (RocketMQ's trusted hosts)
+    x-pocketmq-access-key known?                no ─▶ UNAUTHENTICATED  "access key ... is unknown"
+    account allowed from this ip?               no ─▶ PERMISSION_DENIED naming the address
+    timestamp within ±300 s of the broker?      no ─▶ UNAUTHENTICATED  "... 412 s off"
+    signature = HMAC(secret, canonical string)? no ─▶ UNAUTHENTICATED  (common/auth.py)
+    the method's rule (RULES) holds?            no ─▶ PERMISSION_DENIED naming user, resource,
+                                                                        permission
+    ──▶ served, with the account in :data:`current_account` for the send path
+
+Sends carry their topics inside the batch blob, so PUB on each topic is checked
+by the broker's send path after its scan (:func:`authorize_publish`), not here.
+An admin account may do everything. Methods not in :data:`RULES` need admin.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hmac
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import grpc
+
+from pocketmq.common.auth import (
+    ACCESS_KEY_HEADER,
+    REPLAY_WINDOW_MS,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    identifying_fields,
+    sign,
+)
+from pocketmq.security.acl import PUB, SUB, Account, AclStore
+
+__all__ = ["RULES", "AclError", "AclInterceptor", "authorize_publish", "current_account"]
+
+#: the account of the call being served; None when the ACL is off or the peer is trusted
+current_account: contextvars.ContextVar[Account | None] = contextvars.ContextVar(
+    "pocketmq_acl_account", default=None)
+
+AUTH = "authenticated"      # any known user
+# method name -> (what it needs, the topic field, the group field)
+RULES: dict[str, tuple[str, str, str]] = {
+    "SendMessage": (AUTH, "", ""), "SendBatch": (AUTH, "", ""),   # PUB: authorize_publish
+    "EndTransaction": (AUTH, "", ""),
+    "PullMessage": ("SUB", "topic", "consumer_group"),
+    "QueryConsumerOffset": ("SUB", "topic", "consumer_group"),
+    "UpdateConsumerOffset": ("SUB", "topic", "consumer_group"),
+    "GetMinOffset": ("SUB", "topic", ""), "GetMaxOffset": ("SUB", "topic", ""),
+    "SearchOffsetByTimestamp": ("SUB", "topic", ""),
+    "QueryMessage": ("SUB", "topic", ""),
+    "ConsumerSendMsgBack": ("SUB", "", "group"),
+    "LockBatchMQ": ("SUB", "", "group"), "UnlockBatchMQ": ("SUB", "", "group"),
+    "GetConsumerListByGroup": ("SUB", "", "consumer_group"),
+    "HeartBeat": (AUTH, "", ""), "UnregisterClient": (AUTH, "", ""),
+    "ClientChannel": (AUTH, "", ""),
+}
+
+
+class AclError(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _peer_ip(peer: str) -> str:
+    """``ipv4:10.0.0.7:52344`` -> ``10.0.0.7``; ``ipv6:[::1]:5`` -> ``::1``."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6":
+        return rest.rsplit(":", 1)[0].strip("[]")
+    return rest.rsplit(":", 1)[0]
+
+
+def _perm_name(perm: int) -> str:
+    return {PUB: "PUB", SUB: "SUB"}.get(perm, "PUB|SUB")
+
+
+def _denied(account: Account, what: str, name: str, perm: int) -> AclError:
+    return AclError(grpc.StatusCode.PERMISSION_DENIED,
+                    f"access key {account.access_key!r} has no {_perm_name(perm)} permission on "
+                    f"{what} {name!r}; grant it in the ACL file (topic_perms / group_perms)")
+
+
+def authorize_publish(topics: Iterable[str]) -> None:
+    """PUB on every topic for the account being served; no-op without an ACL."""
+    account = current_account.get()
+    if account is None or account.admin:
+        return
+    for topic in topics:
+        if not account.topic_perm(topic) & PUB:
+            raise _denied(account, "topic", topic, PUB)
+
+
+class AclInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, store: AclStore, *, clock_ms: Callable[[], int] | None = None) -> None:
+        self._store = store
+        self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self._wrapped: dict[str, tuple[Any, Any]] = {}
+        self.refused_total = 0
+
+    async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails],
+                                                             Awaitable[grpc.RpcMethodHandler]],
+                                details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None:
+            return handler
+        method = details.method
+        cached = self._wrapped.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        if handler.unary_unary is not None:
+            wrapped = grpc.unary_unary_rpc_method_handler(
+                self._guard_unary(method, handler.unary_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer)
+        elif handler.unary_stream is not None:
+            wrapped = grpc.unary_stream_rpc_method_handler(
+                self._guard_stream(method, handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer)
+        else:
+            return handler
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+    def _guard_unary(self, method: str, behavior: Any) -> Any:
+        async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            token = await self._admit(method, request, context)
+            try:
+                return await behavior(request, context)
+            finally:
+                current_account.reset(token)
+
+        return guarded
+
+    def _guard_stream(self, method: str, behavior: Any) -> Any:
+        async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            token = await self._admit(method, request, context)
+            try:
+                async for item in behavior(request, context):
+                    yield item
+            finally:
+                current_account.reset(token)
+
+        return guarded
+
+    async def _admit(self, method: str, request: Any,
+                     context: grpc.aio.ServicerContext) -> contextvars.Token[Account | None]:
+        try:
+            account = self.check(method, request, dict(context.invocation_metadata() or ()),
+                                 _peer_ip(context.peer() or ""))
+        except AclError as exc:
+            self.refused_total += 1
+            await context.abort(exc.code, exc.message)
+            raise AssertionError("abort returned") from None  # pragma: no cover
+        return current_account.set(account)
+
+    def check(self, method: str, request: Any, headers: dict[str, Any], ip: str) -> Account | None:
+        """The caller's account (None for a trusted address); AclError when refused."""
+        acl = self._store.acl
+        if acl.trusted(ip):
+            return None
+        access_key = str(headers.get(ACCESS_KEY_HEADER, ""))
+        if not access_key:
+            raise AclError(grpc.StatusCode.UNAUTHENTICATED,
+                           f"{method} carries no {ACCESS_KEY_HEADER}; this broker requires "
+                           "signed requests (give the client access_key and secret_key)")
+        account = acl.accounts.get(access_key)
+        if account is None:
+            raise AclError(grpc.StatusCode.UNAUTHENTICATED,
+                           f"access key {access_key[:64]!r} is unknown to this broker's ACL")
+        if not account.may_connect_from(ip):
+            raise AclError(grpc.StatusCode.PERMISSION_DENIED,
+                           f"access key {access_key!r} may not be used from {ip}; its "
+                           f"white_remote_address is {account.white_remote_address!r}")
+        try:
+            ts = int(str(headers.get(TIMESTAMP_HEADER, "")))
+        except ValueError:
+            raise AclError(grpc.StatusCode.UNAUTHENTICATED,
+                           f"{TIMESTAMP_HEADER} is missing or not milliseconds") from None
+        skew_ms = ts - self._clock_ms()
+        if abs(skew_ms) > REPLAY_WINDOW_MS:
+            raise AclError(grpc.StatusCode.UNAUTHENTICATED,
+                           f"the request was signed {abs(skew_ms) / 1000:.0f} s "
+                           f"{'ahead of' if skew_ms > 0 else 'behind'} this broker's clock; "
+                           f"at most {REPLAY_WINDOW_MS // 1000} s are accepted (check NTP)")
+        expected = sign(account.secret_key, method, ts, access_key, identifying_fields(request))
+        if not hmac.compare_digest(expected, str(headers.get(SIGNATURE_HEADER, ""))):
+            raise AclError(grpc.StatusCode.UNAUTHENTICATED,
+                           f"the signature of access key {access_key!r} does not match; the "
+                           "secret key differs from the ACL's, or the request was altered")
+        self._authorize(account, method.rsplit("/", 1)[-1], request)
+        return account
+
+    @staticmethod
+    def _authorize(account: Account, name: str, request: Any) -> None:
+        if account.admin:
+            return
+        rule = RULES.get(name)
+        if rule is None:
+            raise AclError(grpc.StatusCode.PERMISSION_DENIED,
+                           f"{name} is an admin request; access key {account.access_key!r} "
+                           "is not an admin (admin = true in the ACL file)")
+        need, topic_field, group_field = rule
+        if need == AUTH:
+            return
+        topic = getattr(request, topic_field, "") if topic_field else ""
+        if topic and not account.topic_perm(topic) & SUB:
+            raise _denied(account, "topic", topic, SUB)
+        group = getattr(request, group_field, "") if group_field else ""
+        if group and not account.group_perm(group) & SUB:
+            raise _denied(account, "group", group, SUB)

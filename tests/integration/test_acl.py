@@ -1,0 +1,143 @@
+"""A real broker with the ACL on: signed clients work, everyone else gets a clear status."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pytest
+
+from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.client import (
+    AdminClient,
+    Message,
+    PermissionDeniedError,
+    Producer,
+    PullConsumer,
+    RemoteError,
+)
+from pocketmq.client import (
+    TopicConfig as ClientTopicConfig,
+)
+
+ACL = """
+[[accounts]]
+access_key = "admin"
+secret_key = "admin-secret"
+admin = true
+
+[[accounts]]
+access_key = "app"
+secret_key = "app-secret"
+default_topic_perm = "DENY"
+default_group_perm = "DENY"
+topic_perms = { orders = "PUB|SUB", audit = "SUB" }
+group_perms = { billing = "SUB" }
+"""
+APP = {"access_key": "app", "secret_key": "app-secret"}
+
+
+@pytest.fixture
+async def secured(tmp_path, start_broker, nameserver, eventually):
+    acl = tmp_path / "acl.toml"
+    acl.write_text(ACL)
+    broker = await start_broker(namesrv_addrs=nameserver.address, acl_enable=True,
+                                acl_file=str(acl))
+    for topic in ("orders", "audit"):
+        broker.topics.create(TopicConfig(topic_name=topic, read_queue_nums=2,
+                                         write_queue_nums=2))
+    await eventually(lambda: nameserver.route_table.get_route("audit") is not None,
+                     what="routes")
+    broker.acl_path = acl
+    return broker
+
+
+async def test_a_signed_producer_and_consumer_move_messages(secured, nameserver):
+    async with Producer(group="pg", namesrv=nameserver.address, **APP) as producer:
+        sent = await producer.send(Message(topic="orders", body=b"paid"))
+    consumer = PullConsumer(group="billing", namesrv=nameserver.address, consume_from="first",
+                            **APP)
+    consumer.subscribe("orders")
+    async with consumer:
+        got = []
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            got += await consumer.poll(timeout_s=1)
+    assert [m.msg_id for m in got] == [sent.msg_id]
+
+
+@pytest.mark.parametrize(("credentials", "words"), [
+    ({}, "requires signed requests"),
+    ({"access_key": "app", "secret_key": "wrong"}, "does not match"),
+    ({"access_key": "ghost", "secret_key": "x"}, "'ghost' is unknown"),
+])
+async def test_unsigned_or_badly_signed_sends_are_refused(secured, nameserver, credentials,
+                                                          words):
+    before = secured.store.runtime_info()["put_messages_total"]
+    async with Producer(group="pg", namesrv=nameserver.address, retry_times_when_send_failed=0,
+                        send_timeout_ms=1500, **credentials) as producer:
+        with pytest.raises(RemoteError, match=words):
+            await producer.send(Message(topic="orders", body=b"x"))
+    assert secured.store.runtime_info()["put_messages_total"] == before
+
+
+async def test_no_pub_on_a_topic_is_refused_naming_user_topic_and_permission(secured,
+                                                                            nameserver):
+    async with Producer(group="pg", namesrv=nameserver.address, retry_times_when_send_failed=0,
+                        **APP) as producer:
+        with pytest.raises(PermissionDeniedError,
+                           match="'app' has no PUB permission on topic 'audit'"):
+            await producer.send(Message(topic="audit", body=b"x"))
+
+
+async def test_no_sub_on_a_group_is_refused(secured, nameserver):
+    consumer = PullConsumer(group="reporting", namesrv=nameserver.address, **APP)
+    consumer.assign([])
+    async with consumer:
+        queues = await consumer.fetch_message_queues("orders")
+        broker = consumer._broker(queues[0].broker_name)
+        with pytest.raises(PermissionDeniedError, match="no SUB permission on group 'reporting'"):
+            await broker.query_consumer_offset("reporting", queues[0])
+
+
+async def test_only_an_admin_creates_topics(secured, nameserver):
+    config = ClientTopicConfig(topic="new-topic", read_queue_nums=1, write_queue_nums=1)
+    async with AdminClient(nameserver.address, **APP) as admin:
+        with pytest.raises(PermissionDeniedError, match="CreateTopic is an admin request"):
+            await admin.create_topic(secured.address, config)
+    async with AdminClient(nameserver.address, access_key="admin",
+                           secret_key="admin-secret") as admin:
+        await admin.create_topic(secured.address, config)
+    assert secured.topics.get("new-topic") is not None
+
+
+async def test_an_edited_acl_file_applies_without_a_restart(secured, nameserver, eventually):
+    async with Producer(group="pg", namesrv=nameserver.address, retry_times_when_send_failed=0,
+                        **APP) as producer:
+        with pytest.raises(PermissionDeniedError):
+            await producer.send(Message(topic="audit", body=b"before"))
+        secured.acl_path.write_text(ACL.replace('audit = "SUB"', 'audit = "PUB"'))
+        stat = secured.acl_path.stat()
+        os.utime(secured.acl_path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+
+        async def sent() -> bool:
+            try:
+                await producer.send(Message(topic="audit", body=b"after"))
+            except PermissionDeniedError:
+                return False
+            return True
+
+        await eventually(sent, what="the new rule")
+
+
+async def test_the_cli_signs_with_keys_from_the_environment(secured, nameserver, monkeypatch,
+                                                            capsys):
+    from pocketmq.cli import main
+
+    argv = ["send", "orders", "from the cli", "--namesrv", nameserver.address]
+    assert await asyncio.to_thread(main, argv) == 1          # unsigned: refused
+    assert "requires signed requests" in capsys.readouterr().err
+    monkeypatch.setenv("POCKETMQ_ACCESS_KEY", "app")
+    monkeypatch.setenv("POCKETMQ_SECRET_KEY", "app-secret")
+    assert await asyncio.to_thread(main, argv) == 0
