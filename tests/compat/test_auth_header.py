@@ -83,3 +83,30 @@ async def test_the_official_client_works_with_its_credentials_and_not_without(
     assert sent["message_id"]
     assert ("rocketmq2", "QueryRoute", "Secured", "") in calls
     assert ("rocketmq2", "SendMessage", "Secured", "") in calls
+
+
+async def test_the_official_client_is_held_to_the_brokers_acl_file(tmp_path, nameserver, agent):
+    acl = tmp_path / "acl.toml"
+    acl.write_text('[[accounts]]\naccess_key = "rocketmq2"\nsecret_key = "12345678"\n'
+                   'default_topic_perm = "DENY"\ntopic_perms = { Secured = "PUB|SUB" }\n')
+    broker = Broker(BrokerConfig(**SMALL, data_dir=str(tmp_path / "b"),
+                                 namesrv_addrs=nameserver.address, acl_enable=True,
+                                 acl_file=str(acl)))
+    await broker.start()
+    try:
+        endpoints = broker.grpc_v2.address
+        good, bad = await agent(), await agent()
+        await good.call("producer", name="p", endpoints=endpoints, topics=["Secured"],
+                        ak="rocketmq2", sk="12345678")
+        await bad.call("producer", name="p", endpoints=endpoints, topics=["Secured"],
+                       ak="rocketmq2", sk="guessed")
+        sent = await good.call("send", producer="p", topic="Secured", body="signed")
+        with pytest.raises(AgentError, match="failed to fetch topic"):
+            await bad.call("send", producer="p", topic="Secured", body="unsigned")
+        before = broker.store.runtime_info()["put_messages_total"]
+        with pytest.raises(AgentError):
+            await good.call("send", producer="p", topic="Closed", body="no PUB here")
+        assert broker.store.runtime_info()["put_messages_total"] == before
+    finally:
+        await broker.stop(0)
+    assert sent["message_id"]
