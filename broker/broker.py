@@ -225,9 +225,10 @@ class Broker:
         registration_kwargs = {}
         if self._namesrv_client_factory is not None:
             registration_kwargs["client_factory"] = self._namesrv_client_factory
-        elif cfg.namesrv_tls_ca_file:
+        elif cfg.namesrv_tls_ca_file or cfg.credentials is not None:
             registration_kwargs["client_factory"] = functools.partial(
-                GrpcNameserverClient, tls_ca_file=cfg.namesrv_tls_ca_file)
+                GrpcNameserverClient, tls_ca_file=cfg.namesrv_tls_ca_file,
+                credentials=cfg.credentials)
         self.registration = RegisterBrokerService(
             cfg.namesrv_addr_list, self.topics, cluster_name=cfg.cluster_name,
             broker_name=cfg.broker_name, broker_addr=self.address, broker_id=cfg.broker_id,

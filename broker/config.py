@@ -19,6 +19,7 @@ from pocketmq.broker.delay_levels import (
     parse_delay_levels,
 )
 from pocketmq.broker.store.config import FlushDiskType, StoreConfig
+from pocketmq.common.auth import Credentials
 from pocketmq.common.errors import ConfigError
 from pocketmq.common.validation import check_topic
 
@@ -186,6 +187,9 @@ class BrokerConfig:
         "refuse clients without a certificate signed by tls_ca_file"))
     namesrv_tls_ca_file: str = field(default="", metadata=_help(
         "PEM CA of the nameservers' certificates; given = TLS to the nameservers"))
+    access_key: str = field(default="", metadata=_help(
+        "the broker's own ACL user, signing its calls to nameservers with acl_enable"))
+    secret_key: str = field(default="", repr=False, metadata=_help("secret key of access_key"))
 
     def __post_init__(self) -> None:
         self._check_names()
@@ -296,6 +300,11 @@ class BrokerConfig:
     @property
     def acl_path(self) -> str:
         return self.acl_file or os.path.join(self.config_dir, "acl.toml")
+
+    @property
+    def credentials(self) -> Credentials | None:
+        """The broker's own signing keys, when configured."""
+        return Credentials(self.access_key, self.secret_key) if self.access_key else None
 
     @property
     def tls_enabled(self) -> bool:

@@ -8,10 +8,12 @@ takes and returns the plain :class:`BrokerRegistration` record, so that
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 
 from pocketmq.broker.topic_config import DataVersion, TopicConfig
+from pocketmq.common.auth import Credentials, signed_metadata
 from pocketmq.v1 import common_pb2, nameserver_pb2, nameserver_pb2_grpc
 
 __all__ = ["BrokerRegistration", "GrpcNameserverClient", "NameserverError"]
@@ -47,9 +49,17 @@ def namesrv_channel(addr: str, tls_ca_file: str = "") -> grpc.aio.Channel:
         return grpc.aio.secure_channel(addr, grpc.ssl_channel_credentials(f.read()))
 
 
+def signed(credentials: Credentials | None, method: str,
+           request: Any) -> tuple[tuple[str, str], ...] | None:
+    """Call metadata signing *request* (common/auth.py), or None without credentials."""
+    return None if credentials is None else signed_metadata(credentials, method, request)
+
+
 class GrpcNameserverClient:
-    def __init__(self, addr: str, *, tls_ca_file: str = "") -> None:
+    def __init__(self, addr: str, *, tls_ca_file: str = "",
+                 credentials: Credentials | None = None) -> None:
         self.addr = addr
+        self._credentials = credentials
         self._channel = namesrv_channel(addr, tls_ca_file)
         self._stub = nameserver_pb2_grpc.NameServerStub(self._channel)
 
@@ -63,7 +73,8 @@ class GrpcNameserverClient:
                                                 counter=reg.data_version.counter),
             heartbeat_timeout_ms=reg.heartbeat_timeout_ms, grpc_v2_addr=reg.grpc_v2_addr)
         try:
-            response = await self._stub.RegisterBroker(request, timeout=timeout_s)
+            response = await self._stub.RegisterBroker(request, timeout=timeout_s, metadata=signed(
+                self._credentials, "/pocketmq.v1.NameServer/RegisterBroker", request))
         except grpc.aio.AioRpcError as exc:
             raise NameserverError(f"nameserver {self.addr}: {exc.code().name}: "
                                   f"{exc.details()}") from None
@@ -75,7 +86,9 @@ class GrpcNameserverClient:
             cluster_name=reg.cluster_name, broker_name=reg.broker_name,
             broker_addr=reg.broker_addr, broker_id=reg.broker_id)
         try:
-            response = await self._stub.UnregisterBroker(request, timeout=timeout_s)
+            response = await self._stub.UnregisterBroker(
+                request, timeout=timeout_s, metadata=signed(
+                    self._credentials, "/pocketmq.v1.NameServer/UnregisterBroker", request))
         except grpc.aio.AioRpcError as exc:
             raise NameserverError(f"nameserver {self.addr}: {exc.code().name}: "
                                   f"{exc.details()}") from None

@@ -42,6 +42,11 @@ class NamesrvConfig:
     metrics_port: int = field(
         default=-1, metadata=_help("port of the Prometheus /metrics endpoint; -1 = off, "
                                    "0 = any free port"))
+    # ACL (security/): brokers register with admin keys, clients read with any user's.
+    acl_enable: bool = field(default=False, metadata=_help(
+        "require signed requests, checked against acl_file (aclEnable)"))
+    acl_file: str = field(default="", metadata=_help(
+        "the ACL (TOML, README 'Security'); required with acl_enable"))
     # TLS (security/tls.py): a certificate and key turn it on.
     tls_cert_file: str = field(default="", metadata=_help(
         "PEM certificate chain of the nameserver; with tls_key_file turns TLS on"))

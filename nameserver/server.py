@@ -16,11 +16,14 @@ from typing import TYPE_CHECKING
 import grpc
 
 from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.errors import ConfigError
 from pocketmq.nameserver.config import NamesrvConfig
 from pocketmq.nameserver.errors import ServerBindError
 from pocketmq.nameserver.liveness import BrokerLivenessService
 from pocketmq.nameserver.route_table import BrokerLiveInfo, RouteTable
 from pocketmq.nameserver.servicer import NameServerServicer
+from pocketmq.security.acl import AclStore
+from pocketmq.security.interceptor import AclInterceptor
 from pocketmq.security.tls import server_credentials
 from pocketmq.v1 import nameserver_pb2_grpc
 from pocketmq.v1.grpc_guard import MalformedRequestInterceptor
@@ -73,7 +76,13 @@ class NameServer:
     async def start(self) -> None:
         if self._server is not None:
             raise RuntimeError("NameServer is already started")
-        server = grpc.aio.server(interceptors=[MalformedRequestInterceptor()])
+        interceptors: list[grpc.aio.ServerInterceptor] = [MalformedRequestInterceptor()]
+        if self._config.acl_enable:
+            if not self._config.acl_file:
+                raise ConfigError("acl_enable needs acl_file: the ACL the nameserver checks "
+                                  "signatures against")
+            interceptors.append(AclInterceptor(AclStore(self._config.acl_file)))
+        server = grpc.aio.server(interceptors=interceptors)
         nameserver_pb2_grpc.add_NameServerServicer_to_server(
             NameServerServicer(self.route_table), server)
         listen = _join_host_port(self._config.host, self._config.port)

@@ -67,8 +67,14 @@ _CONSUMER_NAMES = {
     "rebalance_interval_s": "rocketmq.client.rebalance.waitInterval (ms)",
     "offset_store_dir": "rocketmq.client.localOffsetStoreDir",
 }
+_SERVER_TLS_NAMES = {
+    "tls_cert_file": "tls.server.certPath", "tls_key_file": "tls.server.keyPath",
+    "tls_ca_file": "tls.server.trustCertPath",
+    "tls_require_client_auth": "tls.server.need.client.auth (require)",
+}
 ROCKETMQ_NAMES: dict[type, dict[str, str]] = {
     NamesrvConfig: {
+        **_SERVER_TLS_NAMES,
         "port": "listenPort", "broker_expire_seconds": "BROKER_CHANNEL_EXPIRED_TIME (constant, ms)",
         "scan_interval_seconds": "scanNotActiveBrokerInterval (ms)",
     },
@@ -103,9 +109,7 @@ ROCKETMQ_NAMES: dict[type, dict[str, str]] = {
         "register_interval_seconds": "registerNameServerPeriod (ms)",
         "register_timeout_seconds": "registerBrokerTimeoutMills (ms)",
         "grpc_v2_port": "grpcServerPort (proxy)", "metrics_port": "metricsPromExporterPort",
-        "acl_enable": "aclEnable", "tls_cert_file": "tls.server.certPath",
-        "tls_key_file": "tls.server.keyPath", "tls_ca_file": "tls.server.trustCertPath",
-        "tls_require_client_auth": "tls.server.need.client.auth (require)",
+        "acl_enable": "aclEnable", **_SERVER_TLS_NAMES,
     },
     StoreConfig: {
         "check_crc_on_recover": "checkCRCOnRecover",

@@ -58,6 +58,9 @@ RULES: dict[str, tuple[str, str, str]] = {
     "GetConsumerListByGroup": ("SUB", "", "consumer_group"),
     "HeartBeat": (AUTH, "", ""), "UnregisterClient": (AUTH, "", ""),
     "ClientChannel": (AUTH, "", ""),
+    # the nameserver: routes are for any user; RegisterBroker/UnregisterBroker need admin
+    "GetRouteInfoByTopic": (AUTH, "", ""), "GetAllTopicList": (AUTH, "", ""),
+    "GetBrokerClusterInfo": (AUTH, "", ""),
 }
 
 

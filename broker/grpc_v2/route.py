@@ -26,8 +26,9 @@ from dataclasses import dataclass
 import grpc
 
 from pocketmq.broker.errors import NotFoundError
-from pocketmq.broker.namesrv_client import namesrv_channel
+from pocketmq.broker.namesrv_client import namesrv_channel, signed
 from pocketmq.broker.topic_config import AUTO_CREATE_TOPIC_KEY_TOPIC, TopicConfigManager
+from pocketmq.common.auth import Credentials
 from pocketmq.common.configfile import parse_host_port
 from pocketmq.v1 import nameserver_pb2, nameserver_pb2_grpc
 
@@ -51,10 +52,15 @@ class BrokerRoute:
     order: bool
 
 
+_ROUTE = "/pocketmq.v1.NameServer/GetRouteInfoByTopic"
+
+
 class RouteResolver:
     def __init__(self, namesrv_addrs: list[str], topics: TopicConfigManager, *,
                  broker_name: str, v2_host: str, v2_port: int,
-                 timeout_s: float = 3.0, tls_ca_file: str = "") -> None:
+                 timeout_s: float = 3.0, tls_ca_file: str = "",
+                 credentials: Credentials | None = None) -> None:
+        self._credentials = credentials
         self._channels = [(addr, namesrv_channel(addr, tls_ca_file)) for addr in namesrv_addrs]
         self._stubs = [(addr, nameserver_pb2_grpc.NameServerStub(ch))
                        for addr, ch in self._channels]
@@ -88,9 +94,10 @@ class RouteResolver:
                       ) -> nameserver_pb2.GetRouteInfoByTopicResponse | None:
         for name in (topic, AUTO_CREATE_TOPIC_KEY_TOPIC):
             try:
-                return await stub.GetRouteInfoByTopic(
-                    nameserver_pb2.GetRouteInfoByTopicRequest(topic=name),
-                    timeout=self._timeout_s)
+                request = nameserver_pb2.GetRouteInfoByTopicRequest(topic=name)
+                return await stub.GetRouteInfoByTopic(request, timeout=self._timeout_s,
+                                                      metadata=signed(self._credentials, _ROUTE,
+                                                                      request))
             except grpc.aio.AioRpcError as exc:
                 if exc.code() != grpc.StatusCode.NOT_FOUND:
                     raise

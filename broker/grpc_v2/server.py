@@ -108,7 +108,8 @@ class GrpcV2Server:
             max_delivery_attempts=cfg.grpc_v2_max_delivery_attempts)
         self._routes = RouteResolver(cfg.namesrv_addr_list, parts.topics,
                                      broker_name=cfg.broker_name, v2_host=cfg.advertised_ip,
-                                     v2_port=self.port, tls_ca_file=cfg.namesrv_tls_ca_file)
+                                     v2_port=self.port, tls_ca_file=cfg.namesrv_tls_ca_file,
+                                     credentials=cfg.credentials)
         add_to_server(MessagingServicer(
             send=parts.send, pop=self.pop, routes=self._routes, telemetry=self.telemetry,
             transactions=parts.transactions, topics=parts.topics,

@@ -141,3 +141,32 @@ async def test_the_cli_signs_with_keys_from_the_environment(secured, nameserver,
     monkeypatch.setenv("POCKETMQ_ACCESS_KEY", "app")
     monkeypatch.setenv("POCKETMQ_SECRET_KEY", "app-secret")
     assert await asyncio.to_thread(main, argv) == 0
+
+
+async def test_an_acl_nameserver_takes_registrations_from_admins_and_routes_for_users(
+        tmp_path, start_broker, eventually):
+    from pocketmq.client import RouteNotFoundError
+    from pocketmq.nameserver import NameServer, NamesrvConfig
+
+    acl = tmp_path / "acl.toml"
+    acl.write_text(ACL)
+    nameserver = NameServer(NamesrvConfig(host="127.0.0.1", port=0, acl_enable=True,
+                                          acl_file=str(acl)))
+    await nameserver.start()
+    try:
+        outsider = await start_broker(dir_name="outsider", broker_name="broker-x",
+                                      namesrv_addrs=nameserver.address)
+        member = await start_broker(dir_name="member", namesrv_addrs=nameserver.address,
+                                    access_key="admin", secret_key="admin-secret")
+        member.topics.create(TopicConfig(topic_name="orders", read_queue_nums=1,
+                                         write_queue_nums=1))
+        await eventually(lambda: nameserver.route_table.get_route("orders") is not None,
+                         what="the signed registration")
+        assert nameserver.route_table.live_broker(outsider.address) is None
+        async with Producer(group="pg", namesrv=nameserver.address, **APP) as producer:
+            assert (await producer.fetch_publish_queues("orders"))
+        async with Producer(group="pg", namesrv=nameserver.address) as anonymous:
+            with pytest.raises((RouteNotFoundError, RemoteError)):
+                await anonymous.fetch_publish_queues("orders")
+    finally:
+        await nameserver.stop(0)
