@@ -23,7 +23,7 @@ setup() {
         echo "==> installing PocketMQ and its dependencies into $VENV"
         local log="$VENV/install.log"
         if ! { "$VENV/bin/python" -m pip install --upgrade pip setuptools wheel \
-               && "$VENV/bin/python" -m pip install -e '.[dev]'; } > "$log" 2>&1; then
+               && "$VENV/bin/python" -m pip install -e '.[dev,spark]'; } > "$log" 2>&1; then
             tail -n 40 "$log" >&2
             echo "==> installing failed; the whole log is in $log" >&2
             exit 1

@@ -63,10 +63,12 @@ DEFAULT_SEND_TIMEOUT_MS = 10_000
 _SELECTION = ("subscribe", "subscribePattern", "assign")
 _SOURCE = (*_SELECTION, "namesrv", "tagExpression", "startingOffsets", "endingOffsets",
            "startingTimestamp", "maxOffsetsPerTrigger", "failOnDataLoss", "minPartitions",
-           "maxRecordsPerPartition", "pullBatchSize", "pullTimeoutMs", "consumerGroup")
+           "maxRecordsPerPartition", "pullBatchSize", "pullTimeoutMs", "consumerGroup",
+           "accessKey", "secretKey")
 _STORE = ("path", "subscribe", "subscribePattern", "tagExpression", "brokerName",
           "failOnDataLoss")
-_SINK = ("namesrv", "topic", "producerGroup", "sendBatchSize", "sendTimeoutMs")
+_SINK = ("namesrv", "topic", "producerGroup", "sendBatchSize", "sendTimeoutMs", "accessKey",
+         "secretKey")
 # Keys Spark itself may add to a sink's options.
 _SPARK_SINK_KEYS = ("path", "checkpointLocation", "queryName")
 
@@ -108,6 +110,7 @@ class PullSettings:
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
     pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS
     fail_on_data_loss: bool = True
+    credentials: tuple[str, str] | None = field(default=None, repr=False)  # ACL keys
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,11 +143,20 @@ class SinkOptions:
     producer_group: str
     send_batch_size: int
     send_timeout_ms: int
+    credentials: tuple[str, str] | None = field(default=None, repr=False)  # ACL keys
 
 
 # -- parsing --------------------------------------------------------------------------------
 class _Options:
     """Spark's lower-cased option map, read by documented names."""
+
+    def credentials(self) -> tuple[str, str] | None:
+        """(accessKey, secretKey) when the cluster's ACL is on; both or neither."""
+        access, secret = self.get("accessKey"), self.get("secretKey")
+        if bool(access) != bool(secret):
+            raise OptionError("options accessKey and secretKey go together: give both (the "
+                              "ACL user and its secret) or neither")
+        return (access, secret) if access and secret else None
 
     def __init__(self, options: Mapping[str, str], known: Iterable[str], what: str,
                  ignored: Iterable[str] = ()) -> None:
@@ -380,6 +392,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         max_records_per_partition=opts.integer(
             "maxRecordsPerPartition", DEFAULT_MAX_RECORDS_PER_PARTITION, minimum=1),
         pull=PullSettings(
+            credentials=opts.credentials(),
             consumer_group=opts.group("consumerGroup", DEFAULT_CONSUMER_GROUP),
             tag_expression=tag_expression,
             pull_batch_size=opts.integer("pullBatchSize", DEFAULT_PULL_BATCH_SIZE,
@@ -428,4 +441,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         send_batch_size=opts.integer("sendBatchSize", DEFAULT_SEND_BATCH_SIZE,
                                      minimum=1),
         send_timeout_ms=opts.integer("sendTimeoutMs", DEFAULT_SEND_TIMEOUT_MS,
-                                     minimum=1))
+                                     minimum=1),
+        credentials=opts.credentials())

@@ -101,12 +101,16 @@ def rate_limit(start: Mapping[MessageQueue, int], latest: Mapping[MessageQueue, 
 
 
 async def resolve_offsets(spec: OffsetSpec, queues: QueueAddrs, *, option: str,
-                          default: str, strict: bool) -> dict[MessageQueue, int]:
+                          default: str, strict: bool,
+                          credentials: tuple[str, str] | None = None,
+                          ) -> dict[MessageQueue, int]:
     """Concrete offsets for *queues* from *spec*; queues JSON does not name get *default*."""
     if spec.kind == "timestamp":
-        return await queue_offsets(queues, "time", timestamp_ms=spec.timestamp_ms)
+        return await queue_offsets(queues, "time", timestamp_ms=spec.timestamp_ms,
+                                   credentials=credentials)
     if spec.kind in ("earliest", "latest"):
-        return await queue_offsets(queues, "min" if spec.kind == "earliest" else "max")
+        return await queue_offsets(queues, "min" if spec.kind == "earliest" else "max",
+                                   credentials=credentials)
     unknown = sorted(set(spec.offsets) - set(queues))
     if unknown and strict:
         raise OptionError(f"option {option} names {', '.join(map(str, unknown))}, which this "
@@ -115,19 +119,21 @@ async def resolve_offsets(spec: OffsetSpec, queues: QueueAddrs, *, option: str,
     wanted = {mq: spec.offsets.get(mq, EARLIEST if default == "earliest" else LATEST)
               for mq in queues}
     mins = await queue_offsets({mq: queues[mq] for mq, o in wanted.items() if o == EARLIEST},
-                               "min")
+                               "min", credentials=credentials)
     maxs = await queue_offsets({mq: queues[mq] for mq, o in wanted.items() if o == LATEST},
-                               "max")
+                               "max", credentials=credentials)
     return {mq: mins.get(mq, maxs.get(mq, offset)) for mq, offset in wanted.items()}
 
 
 async def plan_batch(opts: SourceOptions) -> list[QueueRange]:
     """The input partitions of a batch read."""
-    queues = await topic_queues(opts.namesrv, opts.selection, strict=True)
+    queues = await topic_queues(opts.namesrv, opts.selection, strict=True,
+                                credentials=opts.pull.credentials)
     start = await resolve_offsets(opts.starting, queues, option="startingOffsets",
-                                  default="earliest", strict=True)
+                                  default="earliest", strict=True,
+                                  credentials=opts.pull.credentials)
     end = await resolve_offsets(opts.ending, queues, option="endingOffsets",
-                                default="latest", strict=True)
+                                default="latest", strict=True, credentials=opts.pull.credentials)
     for mq in sorted(queues):
         if start[mq] > end[mq] and opts.ending.kind == "specific":
             raise OptionError(f"queue {mq}: startingOffsets gives {start[mq]}, beyond "

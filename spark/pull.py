@@ -53,7 +53,7 @@ def data_loss(message: str, fail: bool) -> None:
 
 
 async def _pull(part: QueueRange, offset: int) -> PullReply:
-    broker = remoting().broker(part.addr)
+    broker = remoting(part.pull.credentials).broker(part.addr)
     settings = part.pull
     for attempt in range(1, PULL_ATTEMPTS + 1):
         try:

@@ -34,9 +34,11 @@ from typing import Any, TypeVar
 
 import grpc
 
+from pocketmq.client.config import Transport
 from pocketmq.client.errors import RouteNotFoundError
 from pocketmq.client.model import MessageQueue
 from pocketmq.client.remoting import NameserverClient, Remoting
+from pocketmq.common.auth import Credentials
 from pocketmq.spark.errors import OptionError
 from pocketmq.spark.options import TopicSelection
 from pocketmq.v1 import nameserver_pb2, nameserver_pb2_grpc
@@ -60,7 +62,7 @@ class _Loop:
         except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
             self.loop = asyncio.new_event_loop()
         self.pid = os.getpid()
-        self.remoting = Remoting()
+        self.remotings: dict[tuple[str, str] | None, Remoting] = {}
         self.thread = threading.Thread(target=self.loop.run_forever, name="pocketmq-spark",
                                        daemon=True)
         self.thread.start()
@@ -88,17 +90,24 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return submit(coro).result()
 
 
-def remoting() -> Remoting:
-    """The process's channel cache; use it only in coroutines given to :func:`run`."""
-    return _loop().remoting
+def remoting(credentials: tuple[str, str] | None = None) -> Remoting:
+    """The process's channel cache for *credentials* (accessKey, secretKey: every call
+    signed) or none; use it only in coroutines given to :func:`run`."""
+    cache = _loop().remotings
+    found = cache.get(credentials)
+    if found is None:
+        signing = Credentials(*credentials) if credentials else None
+        found = cache[credentials] = Remoting(Transport(credentials=signing))
+    return found
 
 
 # -- planning calls ---------------------------------------------------------------------------
-async def all_topics(namesrv: Sequence[str]) -> list[str]:
+async def all_topics(namesrv: Sequence[str],
+                     credentials: tuple[str, str] | None = None) -> list[str]:
     """Every topic a nameserver knows (GetAllTopicList), for ``subscribePattern``."""
     last: grpc.aio.AioRpcError | None = None
     for addr in namesrv:
-        stub = nameserver_pb2_grpc.NameServerStub(remoting().channel(addr))
+        stub = nameserver_pb2_grpc.NameServerStub(remoting(credentials).channel(addr))
         try:
             reply = await stub.GetAllTopicList(nameserver_pb2.GetAllTopicListRequest(),
                                                timeout=RPC_TIMEOUT_S)
@@ -111,17 +120,17 @@ async def all_topics(namesrv: Sequence[str]) -> list[str]:
 
 
 async def topic_queues(namesrv: Sequence[str], selection: TopicSelection, *,
-                       strict: bool) -> QueueAddrs:
+                       strict: bool, credentials: tuple[str, str] | None = None) -> QueueAddrs:
     """The readable queues *selection* names, with their brokers' addresses.
 
     *strict* (batch queries) refuses a subscribed topic no nameserver routes and
     an assigned queue no broker serves; a streaming query waits for them instead
     (they are picked up once they appear).
     """
-    nameserver = NameserverClient(remoting(), namesrv, timeout_s=RPC_TIMEOUT_S)
+    nameserver = NameserverClient(remoting(credentials), namesrv, timeout_s=RPC_TIMEOUT_S)
     if selection.pattern:
         regex = re.compile(selection.pattern)
-        topics = [t for t in await all_topics(namesrv) if regex.fullmatch(t)]
+        topics = [t for t in await all_topics(namesrv, credentials) if regex.fullmatch(t)]
     elif selection.assigned:
         topics = sorted({t for t, _b, _q in selection.assigned})
     else:
@@ -163,10 +172,11 @@ def _assigned(found: QueueAddrs, selection: TopicSelection, *, strict: bool) -> 
 
 
 async def queue_offsets(queues: Mapping[MessageQueue, str], which: str, *,
-                        timestamp_ms: int = 0) -> dict[MessageQueue, int]:
+                        timestamp_ms: int = 0,
+                        credentials: tuple[str, str] | None = None) -> dict[MessageQueue, int]:
     """``min``, ``max`` or ``time`` (first offset stored at or after *timestamp_ms*) offsets."""
     async def one(mq: MessageQueue, addr: str) -> int:
-        broker = remoting().broker(addr)
+        broker = remoting(credentials).broker(addr)
         if which == "min":
             return await broker.min_offset(mq, timeout_s=RPC_TIMEOUT_S)
         if which == "max":

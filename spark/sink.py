@@ -199,8 +199,10 @@ class _TaskSender:
 
     async def _start(self) -> Producer:
         opts = self.opts
+        access_key, secret_key = opts.credentials or ("", "")
         producer = Producer(group=opts.producer_group, namesrv=list(opts.namesrv),
-                            send_timeout_ms=opts.send_timeout_ms)
+                            send_timeout_ms=opts.send_timeout_ms, access_key=access_key,
+                            secret_key=secret_key)
         await producer.start()
         return producer
 

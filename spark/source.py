@@ -90,7 +90,8 @@ class PocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- helpers (query-runner process) ---------------------------------------------------
     def _discover(self) -> QueueAddrs:
-        queues = run(topic_queues(self._opts.namesrv, self._opts.selection, strict=False))
+        queues = run(topic_queues(self._opts.namesrv, self._opts.selection, strict=False,
+                                  credentials=self._opts.pull.credentials))
         self._addrs.update(queues)
         return queues
 
@@ -105,17 +106,20 @@ class PocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {mq: self._addrs[mq] for mq in queues}
 
     def _earliest(self, queues: Sequence[MessageQueue]) -> Offsets:
-        return run(queue_offsets(self._addresses(queues), "min")) if queues else {}
+        return run(queue_offsets(self._addresses(queues), "min",
+                                 credentials=self._opts.pull.credentials)) if queues else {}
 
     # -- Spark's calls ---------------------------------------------------------------------
     def initialOffset(self) -> dict:  # type: ignore[type-arg]
         queues = self._discover()
         start = run(resolve_offsets(self._opts.starting, queues, option="startingOffsets",
-                                    default="latest", strict=False))
+                                    default="latest", strict=False,
+                                    credentials=self._opts.pull.credentials))
         return offsets_to_json(start)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = run(queue_offsets(self._discover(), "max"))
+        self._target = run(queue_offsets(self._discover(), "max",
+                                         credentials=self._opts.pull.credentials))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self._opts.max_offsets_per_trigger
@@ -126,7 +130,8 @@ class PocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._target is not None:
             latest = dict(self._target)
         else:
-            latest = run(queue_offsets(self._discover(), "max"))
+            latest = run(queue_offsets(self._discover(), "max",
+                                       credentials=self._opts.pull.credentials))
         self._latest = latest
         new = [mq for mq in latest if mq not in begin]
         base = {**begin, **self._earliest(new)}
