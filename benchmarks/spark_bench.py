@@ -75,7 +75,8 @@ def main() -> int:
         from pocketmq.spark import register
 
         spark = (SparkSession.builder.master("local[2]").appName("pocketmq-bench")
-                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.ui.enabled", "false")
+                 .config("spark.ui.showConsoleProgress", "false")
                  .config("spark.sql.shuffle.partitions", "4").getOrCreate())
         spark.sparkContext.setLogLevel("WARN")
         register(spark)
