@@ -107,7 +107,26 @@ def build(cls: type, config: Any, options: dict[str, Any]) -> Any:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ProducerConfig:
+class _ClientCommon:
+    """What every client has: its cadence towards the servers and how it connects."""
+
+    route_refresh_interval_s: float = field(default=30.0, metadata=_help(
+        "seconds between route refreshes from the nameserver"))
+    heartbeat_interval_s: float = field(default=30.0, metadata=_help(
+        "seconds between heartbeats to each broker"))
+    access_key: str = field(default="", metadata=_help(
+        "ACL user; with secret_key every request is signed"))
+    secret_key: str = field(default="", repr=False, metadata=_help(
+        "the ACL user's secret; signs requests and is never sent"))
+    tls_ca_file: str = field(default="", metadata=_help(
+        "PEM CA of the servers' certificates; set = connect with TLS"))
+    tls_cert_file: str = field(default="", metadata=_help(
+        "PEM client certificate, for servers that require one"))
+    tls_key_file: str = field(default="", metadata=_help("PEM private key of tls_cert_file"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProducerConfig(_ClientCommon):
     send_timeout_ms: int = field(default=3000, metadata=_help(
         "ms one send may take, retries included"))
     retry_times_when_send_failed: int = field(default=2, metadata=_help(
@@ -129,19 +148,6 @@ class ProducerConfig:
         "bodies longer than this are zlib-compressed"))
     latency_fault_enable: bool = field(default=True, metadata=_help(
         "avoid a broker for a while after it was slow or failed"))
-    route_refresh_interval_s: float = field(default=30.0, metadata=_help(
-        "seconds between route refreshes from the nameserver"))
-    heartbeat_interval_s: float = field(default=30.0, metadata=_help(
-        "seconds between heartbeats to each broker"))
-    access_key: str = field(default="", metadata=_help(
-        "ACL user; with secret_key every request is signed"))
-    secret_key: str = field(default="", repr=False, metadata=_help(
-        "the ACL user's secret; signs requests and is never sent"))
-    tls_ca_file: str = field(default="", metadata=_help(
-        "PEM CA of the servers' certificates; set = connect with TLS"))
-    tls_cert_file: str = field(default="", metadata=_help(
-        "PEM client certificate, for servers that require one"))
-    tls_key_file: str = field(default="", metadata=_help("PEM private key of tls_cert_file"))
 
     def __post_init__(self) -> None:
         _positive(self, "send_timeout_ms", "batch_max_messages", "batch_max_bytes",
@@ -151,7 +157,7 @@ class ProducerConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _ConsumerCommon:
+class _ConsumerCommon(_ClientCommon):
     message_model: MessageModel | str = field(default=MessageModel.CLUSTERING, metadata=_help(
         "'clustering': each queue has one consumer in the group; 'broadcasting': every "
         "consumer reads every queue and keeps its offsets locally"))
@@ -177,23 +183,10 @@ class _ConsumerCommon:
         "changed"))
     commit_interval_s: float = field(default=5.0, metadata=_help(
         "seconds between commits of consumed offsets"))
-    heartbeat_interval_s: float = field(default=30.0, metadata=_help(
-        "seconds between heartbeats to each broker"))
-    route_refresh_interval_s: float = field(default=30.0, metadata=_help(
-        "seconds between route refreshes from the nameserver"))
     offset_store_dir: str = field(default="~/.pocketmq_offsets", metadata=_help(
         "broadcasting only: offsets are kept in {dir}/{group}/offsets.json"))
     rpc_timeout_s: float = field(default=3.0, metadata=_help(
         "seconds an offset, lock or admin call to a broker may take"))
-    access_key: str = field(default="", metadata=_help(
-        "ACL user; with secret_key every request is signed"))
-    secret_key: str = field(default="", repr=False, metadata=_help(
-        "the ACL user's secret; signs requests and is never sent"))
-    tls_ca_file: str = field(default="", metadata=_help(
-        "PEM CA of the servers' certificates; set = connect with TLS"))
-    tls_cert_file: str = field(default="", metadata=_help(
-        "PEM client certificate, for servers that require one"))
-    tls_key_file: str = field(default="", metadata=_help("PEM private key of tls_cert_file"))
 
     def __post_init__(self) -> None:
         for name, kind in (("message_model", MessageModel), ("consume_from", ConsumeFrom)):
