@@ -19,6 +19,7 @@ Not part of the test run. Prints its figures and the machine it ran on::
 
     .venv/bin/python benchmarks/sdk_bench.py [--messages 50000] [--seconds 5]
                                              [--max-pull-messages 256]
+                                             [--only send,batch,consume,latency]
 """
 
 from __future__ import annotations
@@ -205,27 +206,39 @@ async def bench_latency(namesrv: str, topic: str, rate: int, seconds: float) -> 
         end = time.monotonic() + 10
         while len(latencies_ms) < total and time.monotonic() < end:
             await asyncio.sleep(0.05)
+        sends = sum(c for c, _ in producer.batch_stats().values())
+        pulls = sum(c for c, _ in consumer.pull_stats().values())
     cpu = cpu_per_msg(cpu0, total)
     await consumer.shutdown()
     lat = sorted(latencies_ms)
     p50 = statistics.median(lat)
     p99 = lat[int(len(lat) * 0.99) - 1]
     print(f"  latency at {rate} msgs/s for {seconds:.0f} s: {len(lat)} msgs, p50 {p50:.2f} ms, "
-          f"p99 {p99:.2f} ms, max {lat[-1]:.2f} ms {cpu}")
+          f"p99 {p99:.2f} ms, max {lat[-1]:.2f} ms; {sends / seconds:,.0f} SendBatch and "
+          f"{pulls / seconds:,.0f} PullBatch calls/s {cpu}")
 
 
-async def run(namesrv: str, messages: int, seconds: float, max_pull: int) -> None:
+PARTS = ("send", "batch", "consume", "latency")
+
+
+async def run(namesrv: str, messages: int, seconds: float, max_pull: int,
+              parts: set[str]) -> None:
     await wait_for_broker(namesrv)
-    await bench_send(namesrv, "bench-send", messages)
+    if "send" in parts:
+        await bench_send(namesrv, "bench-send", messages)
     shapes = ((64, 8), (512, 2))    # (batch, concurrent tasks)
-    for batch, tasks in shapes:
-        await bench_send_batch(namesrv, "bench-batch", messages * 2, batch=batch,
-                               concurrency=tasks)
-    expected = sum(messages * 2 // (batch * tasks) * batch * tasks for batch, tasks in shapes)
-    await bench_consume(namesrv, "bench-batch", expected)
-    if max_pull != 32:
-        await bench_consume(namesrv, "bench-batch", expected, pull_batch=max_pull)
-    await bench_latency(namesrv, "bench-latency", 5000, seconds)
+    if "batch" in parts or "consume" in parts:
+        for batch, tasks in shapes:
+            await bench_send_batch(namesrv, "bench-batch", messages * 2, batch=batch,
+                                   concurrency=tasks)
+    if "consume" in parts:
+        expected = sum(messages * 2 // (batch * tasks) * batch * tasks
+                       for batch, tasks in shapes)
+        await bench_consume(namesrv, "bench-batch", expected)
+        if max_pull != 32:
+            await bench_consume(namesrv, "bench-batch", expected, pull_batch=max_pull)
+    if "latency" in parts:
+        await bench_latency(namesrv, "bench-latency", 5000, seconds)
 
 
 def main() -> int:
@@ -236,7 +249,13 @@ def main() -> int:
     parser.add_argument("--max-pull-messages", type=int, default=32,
                         help="the broker's max_pull_messages; above 32 (RocketMQ's default), "
                              "the consumer is measured again pulling that many at a time")
+    parser.add_argument("--only", default=",".join(PARTS),
+                        help=f"comma-separated parts to run, of {', '.join(PARTS)} "
+                             "(consume sends its messages with the batch part first)")
     args = parser.parse_args()
+    parts = {p.strip() for p in args.only.split(",") if p.strip()}
+    if not parts or parts - set(PARTS):
+        parser.error(f"--only takes parts of {', '.join(PARTS)}")
     print(f"machine: {machine()}")
     data_dir = tempfile.mkdtemp(prefix="pocketmq-bench-")
     broker_toml = os.path.join(data_dir, "broker.toml")
@@ -253,7 +272,7 @@ def main() -> int:
         import uvloop
 
         uvloop.run(run(f"127.0.0.1:{namesrv_port}", args.messages, args.seconds,
-                       args.max_pull_messages))
+                       args.max_pull_messages, parts))
     finally:
         server.terminate()
         server.wait(30)

@@ -59,6 +59,7 @@ from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.broker.transaction import TransactionalMessageService
 from pocketmq.broker.transaction_check import TransactionalMessageCheckService
 from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.malloc import tune_malloc
 from pocketmq.common.progress import log_sink, phase_progress
 from pocketmq.security.acl import AclStore
 from pocketmq.security.interceptor import AclInterceptor
@@ -130,6 +131,7 @@ class Broker:
     # -- start --------------------------------------------------------------------------
     async def start(self) -> None:
         cfg = self.config
+        tune_malloc()
         max_receive = cfg.max_batch_size_bytes + cfg.max_message_size_bytes + 1024 * 1024
         # Interceptors run in list order; each one is independent of the others.
         self.flow_control = FlowControlInterceptor(

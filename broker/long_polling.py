@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+from collections.abc import Sequence
 
 from pocketmq.broker import flow_control
 from pocketmq.broker.errors import BusyError
@@ -58,24 +59,38 @@ class PullRequestHoldService:
     async def wait_for_arrival(self, topic: str, queue_id: int, offset: int,
                                timeout_s: float) -> HoldOutcome:
         """Wait until the queue holds an offset >= *offset* + 1, or *timeout_s* passes."""
+        return await self.wait_for_any(((topic, queue_id, offset),), timeout_s)
+
+    async def wait_for_any(self, targets: Sequence[tuple[str, int, int]],
+                           timeout_s: float) -> HoldOutcome:
+        """Wait until any ``(topic, queue_id, offset)`` queue grows past its offset.
+
+        One future is filed under every queue named (a PullBatch waits on all
+        of its queues at once); each filing counts toward ``max_parked``.
+        """
         if self._released:
             return HoldOutcome.RELEASED
-        if self._count >= self._max_parked:
+        if self._count + len(targets) > self._max_parked:
             raise BusyError(f"{self._count} pulls are already waiting for messages on this "
-                            f"broker (max_parked_pulls = {self._max_parked}); retry later")
+                            f"broker and this call would add {len(targets)} "
+                            f"(max_parked_pulls = {self._max_parked}); retry later")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[HoldOutcome] = loop.create_future()
-        parked = _Parked(future, offset)
-        key = (topic, queue_id)
-        self._parked.setdefault(key, []).append(parked)
-        self._count += 1
+        filed = []
+        for topic, queue_id, offset in targets:
+            parked = _Parked(future, offset)
+            key = (topic, queue_id)
+            self._parked.setdefault(key, []).append(parked)
+            filed.append((key, parked))
+        self._count += len(filed)
         timer = loop.call_later(timeout_s, _resolve, future, HoldOutcome.TIMED_OUT)
         try:
             with flow_control.parked():   # no work while waiting: not counted in flight
                 return await future
         finally:
             timer.cancel()
-            self._remove(key, parked)
+            for key, parked in filed:
+                self._remove(key, parked)
 
     def _remove(self, key: tuple[str, int], parked: _Parked) -> None:
         waiting = self._parked.get(key)

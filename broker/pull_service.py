@@ -20,16 +20,27 @@ read to the end of the queue) is parked in the
 :class:`~pocketmq.broker.long_polling.PullRequestHoldService` for its suspend
 time, re-executed when a message is dispatched to its queue, and parked again
 from the advanced offset when what arrived does not match its tags.
+
+A ``PullBatch`` (:meth:`PullMessageService.pull_batch`) reads several queues
+of one group the same way and parks one future under all of them: the first
+arrival on any wakes it, and then every queue is read and answered. A consumer
+with eight queues on a broker thus waits in one call rather than eight, and
+one arrival of a batch that touched five queues is answered in one reply.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
-from pocketmq.broker.errors import InvalidRequestError, NotFoundError, PermissionDeniedError
+from pocketmq.broker.errors import (
+    BrokerError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+)
 from pocketmq.broker.long_polling import HoldOutcome, PullRequestHoldService
 from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.store.api import MessageStore
@@ -40,7 +51,10 @@ from pocketmq.common.hashing import tags_code
 from pocketmq.common.validation import check_group, check_topic
 
 __all__ = [
+    "MAX_BATCH_QUEUES",
+    "PULL_BATCH_REPLY_BYTES",
     "PULL_STATUS",
+    "BatchResult",
     "PullMessageService",
     "PullOutcome",
     "PullRequest",
@@ -49,6 +63,8 @@ __all__ = [
 ]
 
 SUB_ALL = "*"
+MAX_BATCH_QUEUES = 1_000                # queues one PullBatch may name
+PULL_BATCH_REPLY_BYTES = 4 * 1024 * 1024  # a PullBatch stops reading queues past this
 
 
 class PullStatus(enum.Enum):
@@ -112,6 +128,25 @@ class PullOutcome:
     records: list[bytes]
 
 
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """One queue of a PullBatch: its outcome, or why it was refused."""
+
+    index: int                      # position in the request
+    outcome: PullOutcome | None
+    error: BrokerError | None
+
+
+@dataclass(slots=True)
+class _QueueRead:
+    index: int
+    request: PullRequest
+    max_count: int
+    tag_codes: frozenset[int] | None
+    outcome: PullOutcome | None = None
+    park_offset: int | None = None
+
+
 class PullMessageService:
     def __init__(self, store: MessageStore, topics: TopicConfigManager,
                  offsets: ConsumerOffsetManager, hold: PullRequestHoldService, *,
@@ -131,6 +166,7 @@ class PullMessageService:
         self._clock = clock or SystemClock()
         self._stats = stats or BrokerStatsManager(clock=self._clock)
         self._tag_codes: dict[str, frozenset[int] | None] = {}
+        self._rotation = 0
 
     async def pull(self, request: PullRequest) -> PullOutcome:
         max_count, suspend_ms, tag_codes = self._check(request)
@@ -182,12 +218,100 @@ class PullMessageService:
             return result.next_begin_offset
         return None
 
+    # -- several queues -----------------------------------------------------------------
+    async def pull_batch(self, group: str, requests: Sequence[PullRequest],
+                         suspend_timeout_ms: int | None) -> list[BatchResult]:
+        """Read several queues of *group*, waiting while every one is at its end.
+
+        Each request's own ``consumer_group`` and ``suspend_timeout_ms`` are
+        ignored: the call's are used. A queue refused (bad field, topic gone)
+        is answered with its :class:`~pocketmq.broker.errors.BrokerError` and
+        does not hold the call. Queues are read from a rotating start, until the
+        reply holds :data:`PULL_BATCH_REPLY_BYTES`; the ones not reached are
+        missing from the result and the client pulls them again.
+        """
+        problem = check_group(group)
+        if problem:
+            raise InvalidRequestError(problem)
+        if len(requests) > MAX_BATCH_QUEUES:
+            raise InvalidRequestError(f"PullBatch names {len(requests)} queues; at most "
+                                      f"{MAX_BATCH_QUEUES} are allowed per call")
+        suspend_ms = self._suspend_ms(suspend_timeout_ms)
+        plans: list[_QueueRead | BrokerError] = []
+        for index, request in enumerate(requests):
+            try:
+                max_count, tag_codes = self._check_queue(request)
+            except BrokerError as exc:
+                plans.append(exc)
+                continue
+            plans.append(_QueueRead(index, request, max_count, tag_codes))
+            if request.commit_offset is not None:
+                self._offsets.commit(group, request.topic, request.queue_id,
+                                     request.commit_offset)
+        reads = [p for p in plans if isinstance(p, _QueueRead)]
+        refused = len(reads) < len(plans)
+        self._read_all(reads)
+        if suspend_ms > 0 and self._long_polling and not refused:
+            deadline = self._clock.monotonic() + suspend_ms / 1000
+            while True:
+                targets = [(r.request.topic, r.request.queue_id, r.park_offset)
+                           for r in reads if r.park_offset is not None]
+                remaining = deadline - self._clock.monotonic()
+                if len(targets) < len(reads) or not targets or remaining <= 0:
+                    break
+                if await self._hold.wait_for_any(targets, remaining) is not HoldOutcome.ARRIVED:
+                    break
+                self._read_all(reads, parked=True)
+        out: list[BatchResult] = []
+        for index, plan in enumerate(plans):
+            if isinstance(plan, BrokerError):
+                out.append(BatchResult(index, None, plan))
+            elif plan.outcome is not None:
+                self._stats.on_get(plan.request.topic, plan.outcome.records)
+                out.append(BatchResult(index, plan.outcome, None))
+        return out
+
+    def _read_all(self, reads: list[_QueueRead], *, parked: bool = False) -> None:
+        """Read each queue (from its park offset when *parked*) within the byte budget."""
+        budget = max(PULL_BATCH_REPLY_BYTES, self._max_bytes)
+        if not reads:
+            return
+        start = self._rotation % len(reads)
+        self._rotation += 1
+        for read in reads[start:] + reads[:start]:
+            if budget <= 0:
+                read.outcome = None
+                read.park_offset = None   # not read: answered by its absence
+                continue
+            req = read.request
+            offset = read.park_offset if parked and read.park_offset is not None \
+                else req.queue_offset
+            result = self._store.get_messages(req.topic, req.queue_id, offset,
+                                              max_count=read.max_count,
+                                              max_bytes=self._max_bytes,
+                                              tag_codes=read.tag_codes)
+            budget -= sum(len(r) for r in result.records)
+            read.park_offset = self._park_offset(result, req.queue_offset)
+            read.outcome = PullOutcome(status=pull_status(result, req.queue_offset),
+                                       get_status=result.status,
+                                       next_begin_offset=result.next_begin_offset,
+                                       min_offset=result.min_offset,
+                                       max_offset=result.max_offset, records=result.records)
+
     # -- validation ---------------------------------------------------------------------
     def _check(self, request: PullRequest) -> tuple[int, int, frozenset[int] | None]:
         """(max messages, suspend ms, tag codes) after checking every field."""
-        for problem in (check_group(request.consumer_group), check_topic(request.topic)):
-            if problem:
-                raise InvalidRequestError(problem)
+        problem = check_group(request.consumer_group)
+        if problem:
+            raise InvalidRequestError(problem)
+        max_count, tag_codes = self._check_queue(request)
+        return max_count, self._suspend_ms(request.suspend_timeout_ms), tag_codes
+
+    def _check_queue(self, request: PullRequest) -> tuple[int, frozenset[int] | None]:
+        """(max messages, tag codes) after checking the fields that name one queue."""
+        problem = check_topic(request.topic)
+        if problem:
+            raise InvalidRequestError(problem)
         config = self._readable_topic(request.topic)
         if not 0 <= request.queue_id < config.read_queue_nums:
             raise InvalidRequestError(
@@ -201,15 +325,16 @@ class PullMessageService:
         if request.commit_offset is not None and request.commit_offset < 0:
             raise InvalidRequestError(f"commit_offset is {request.commit_offset}; offsets are "
                                       ">= 0")
-        suspend_ms = request.suspend_timeout_ms
+        max_count = min(request.max_msg_nums or self._max_messages, self._max_messages)
+        return max_count, self._codes(request.subscription)
+
+    def _suspend_ms(self, suspend_ms: int | None) -> int:
         if suspend_ms is None:
-            suspend_ms = self._suspend_default_ms
-        elif suspend_ms < 0:
+            return self._suspend_default_ms
+        if suspend_ms < 0:
             raise InvalidRequestError(f"suspend_timeout_ms is {suspend_ms}; give 0 (answer at "
                                       f"once) .. {self._suspend_max_ms}")
-        max_count = min(request.max_msg_nums or self._max_messages, self._max_messages)
-        return max_count, min(suspend_ms, self._suspend_max_ms), self._codes(
-            request.subscription)
+        return min(suspend_ms, self._suspend_max_ms)
 
     def _readable_topic(self, topic: str) -> TopicConfig:
         config = self._topics.get(topic)

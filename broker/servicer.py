@@ -31,9 +31,9 @@ from pocketmq.broker.client_manager import (
     ServerCommand,
 )
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
-from pocketmq.broker.errors import BrokerError, InvalidRequestError
+from pocketmq.broker.errors import BrokerError, InvalidRequestError, PermissionDeniedError
 from pocketmq.broker.grpc_status import REASON_METADATA_KEY, grpc_code
-from pocketmq.broker.pull_service import PullMessageService, PullRequest
+from pocketmq.broker.pull_service import PullMessageService, PullOutcome, PullRequest
 from pocketmq.broker.rebalance_lock import MessageQueue, RebalanceLockManager
 from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.send_service import SendMessageService, SendOutcome, SendStatus
@@ -42,6 +42,7 @@ from pocketmq.broker.transaction import EndTransactionRequest, TransactionalMess
 from pocketmq.broker.transaction_ops import Resolution
 from pocketmq.common.msgid import decode_offset_msg_id
 from pocketmq.common.validation import check_group, check_topic
+from pocketmq.security.interceptor import AclError, authorize_subscribe
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2, grpc_guard
 
@@ -141,6 +142,21 @@ def _send_response(outcome: SendOutcome) -> pb.SendMessageResponse:
         msg_ids=outcome.msg_ids, queue_ids=outcome.queue_ids,
         queue_offsets=outcome.queue_offsets, phys_offsets=outcome.phys_offsets,
         offset_msg_id_prefix=outcome.offset_msg_id_prefix)
+
+
+def _pull_response(outcome: PullOutcome) -> pb.PullMessageResponse:
+    return pb.PullMessageResponse(
+        status=pb.PullStatus.Value(outcome.status.value),
+        get_message_status=pb.GetMessageStatus.Value("GET_" + outcome.get_status.value),
+        next_begin_offset=outcome.next_begin_offset, min_offset=outcome.min_offset,
+        max_offset=outcome.max_offset, records=b"".join(outcome.records),
+        message_count=len(outcome.records))
+
+
+def _refusal(index: int, error: BrokerError) -> pb.QueuePullResult:
+    """One queue of a PullBatch refused, as a failed PullMessage would have said it."""
+    return pb.QueuePullResult(index=index, error_code=grpc_code(error).name,
+                              error_reason=error.reason, error_message=error.message)
 
 
 def _topic_config(msg: common_pb2.TopicConfig, *, default_queue_nums: int | None) -> TopicConfig:
@@ -275,18 +291,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     async def PullMessage(self, request: pb.PullMessageRequest,
                           context: grpc.aio.ServicerContext) -> pb.PullMessageResponse:
         commit_offset = request.commit_offset if request.HasField("commit_offset") else None
-        reset_to = self._admin.reset_fence(request.consumer_group, request.topic,
-                                           request.queue_id)
-        if reset_to is not None:
-            commit_offset = None  # the consumer's position predates the reset
-            if request.queue_offset != reset_to:
-                return pb.PullMessageResponse(
-                    status=pb.OFFSET_ILLEGAL, get_message_status=pb.GET_OFFSET_RESET,
-                    next_begin_offset=reset_to,
-                    min_offset=self._admin.min_offset(request.topic, request.queue_id),
-                    max_offset=self._admin.max_offset(request.topic, request.queue_id))
-            self._admin.lift_reset_fence(request.consumer_group, request.topic,
-                                         request.queue_id)
+        fenced, commit_offset = self._reset_fence(request.consumer_group, request,
+                                                  commit_offset)
+        if fenced is not None:
+            return fenced
         outcome = await self._pull.pull(PullRequest(
             consumer_group=request.consumer_group, topic=request.topic,
             queue_id=request.queue_id, queue_offset=request.queue_offset,
@@ -294,12 +302,58 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
             suspend_timeout_ms=(request.suspend_timeout_ms
                                 if request.HasField("suspend_timeout_ms") else None),
             commit_offset=commit_offset))
-        return pb.PullMessageResponse(
-            status=pb.PullStatus.Value(outcome.status.value),
-            get_message_status=pb.GetMessageStatus.Value("GET_" + outcome.get_status.value),
-            next_begin_offset=outcome.next_begin_offset, min_offset=outcome.min_offset,
-            max_offset=outcome.max_offset, records=b"".join(outcome.records),
-            message_count=len(outcome.records))
+        return _pull_response(outcome)
+
+    @_rpc
+    async def PullBatch(self, request: pb.PullBatchRequest,
+                        context: grpc.aio.ServicerContext) -> pb.PullBatchResponse:
+        group = request.consumer_group
+        answered: list[pb.QueuePullResult] = []
+        queued: list[tuple[int, PullRequest]] = []
+        for index, pull in enumerate(request.pulls):
+            try:
+                authorize_subscribe(pull.topic)
+            except AclError as exc:
+                answered.append(_refusal(index, PermissionDeniedError(exc.message)))
+                continue
+            commit_offset = pull.commit_offset if pull.HasField("commit_offset") else None
+            fenced, commit_offset = self._reset_fence(group, pull, commit_offset)
+            if fenced is not None:
+                answered.append(pb.QueuePullResult(index=index, reply=fenced))
+                continue
+            queued.append((index, PullRequest(
+                consumer_group=group, topic=pull.topic, queue_id=pull.queue_id,
+                queue_offset=pull.queue_offset, max_msg_nums=pull.max_msg_nums,
+                subscription=pull.subscription, commit_offset=commit_offset)))
+        suspend_ms = (request.suspend_timeout_ms if request.HasField("suspend_timeout_ms")
+                      else None)
+        results = await self._pull.pull_batch(
+            group, [r for _, r in queued], 0 if answered else suspend_ms)
+        for result in results:
+            index = queued[result.index][0]
+            if result.error is not None:
+                answered.append(_refusal(index, result.error))
+            elif result.outcome is not None:
+                answered.append(pb.QueuePullResult(index=index,
+                                                   reply=_pull_response(result.outcome)))
+        return pb.PullBatchResponse(results=answered)
+
+    def _reset_fence(self, group: str, pull: pb.PullMessageRequest | pb.QueuePull,
+                     commit_offset: int | None,
+                     ) -> tuple[pb.PullMessageResponse | None, int | None]:
+        """After an admin reset of this queue: (the answer that moves the consumer, or
+        None once it reads from the reset offset; the commit offset still to store)."""
+        reset_to = self._admin.reset_fence(group, pull.topic, pull.queue_id)
+        if reset_to is None:
+            return None, commit_offset
+        if pull.queue_offset != reset_to:   # the consumer's position predates the reset
+            return pb.PullMessageResponse(
+                status=pb.OFFSET_ILLEGAL, get_message_status=pb.GET_OFFSET_RESET,
+                next_begin_offset=reset_to,
+                min_offset=self._admin.min_offset(pull.topic, pull.queue_id),
+                max_offset=self._admin.max_offset(pull.topic, pull.queue_id)), None
+        self._admin.lift_reset_fence(group, pull.topic, pull.queue_id)
+        return None, None
 
     @_rpc
     async def QueryConsumerOffset(self, request: pb.QueryConsumerOffsetRequest,

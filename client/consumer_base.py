@@ -11,6 +11,8 @@ A consumer owns, and cancels in :meth:`ConsumerBase.shutdown`:
   :class:`~pocketmq.client.process_queue.ProcessQueue`'s next offset, waits
   while the process queue is over its flow-control limits, re-checks tags by
   string (tag codes can collide) and hands what it found to the subclass.
+  The loops' pulls to one broker that start together travel as one
+  ``PullBatch`` (:class:`~pocketmq.client.pull_coalescer.PullCoalescer`).
 
 The queue table maps each assigned :class:`MessageQueue` to its process
 queue. A rebalance adds queues (starting at the stored offset or the
@@ -43,6 +45,7 @@ from pocketmq.client.model import (
 )
 from pocketmq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from pocketmq.client.process_queue import ProcessQueue
+from pocketmq.client.pull_coalescer import PullCoalescer
 from pocketmq.client.rebalance import Rebalancer, RebalanceService, resolve_start_offset
 from pocketmq.client.remoting import (
     BrokerClient,
@@ -51,6 +54,7 @@ from pocketmq.client.remoting import (
     ConsumerInfo,
     PullReply,
     PullStatus,
+    QueuePull,
     Remoting,
     ResetConsumerOffset,
     ServerCommand,
@@ -97,6 +101,8 @@ class ConsumerBase:
         self._tag_sets: dict[str, frozenset[str] | None] = {}
         self._pqs: dict[MessageQueue, ProcessQueue] = {}
         self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
+        self._coalescers: dict[str, PullCoalescer] = {}
+        self._deferred_starts: list[ProcessQueue] | None = None
         self._remoting: Remoting | None = None
         self._routes: RouteService | None = None
         self._heartbeat: HeartbeatService | None = None
@@ -143,6 +149,10 @@ class ConsumerBase:
     def assigned_queues(self) -> set[MessageQueue]:
         """The queues this member reads now."""
         return {mq for mq, pq in self._pqs.items() if not pq.dropped}
+
+    def pull_stats(self) -> dict[str, tuple[int, int]]:
+        """Broker address -> (PullBatch calls made, queue pulls they carried)."""
+        return {addr: (c.calls_total, c.pulls_total) for addr, c in self._coalescers.items()}
 
     # -- lifecycle ----------------------------------------------------------------------
     async def _start_services(self) -> None:
@@ -192,6 +202,8 @@ class ConsumerBase:
         self._commit_task = None
         await asyncio.gather(*(_cancel(t) for t in self._pull_tasks.values()))
         self._pull_tasks.clear()
+        await asyncio.gather(*(c.close() for c in self._coalescers.values()))
+        self._coalescers.clear()
 
     async def _close_services(self) -> None:
         """Write offsets, leave the group on every broker, close the channels."""
@@ -288,8 +300,16 @@ class ConsumerBase:
         added = sorted(target - current)
         for mq in removed:
             await self._remove_queue(mq)
-        for mq in added:
-            await self._add_queue(mq)
+        # The new queues' loops start together, so their first pulls share a PullBatch.
+        self._deferred_starts = []
+        try:
+            for mq in added:
+                await self._add_queue(mq)
+        finally:
+            starts, self._deferred_starts = self._deferred_starts, None
+            for pq in starts:
+                if not pq.dropped:
+                    self._start_pulling(pq)
         if removed or added:
             log.info("group %s member %s: topic %s now %s (+%d -%d)", self.group,
                      self.client_id, topic, sorted(f"{q.broker_name}#{q.queue_id}" for q in target),
@@ -329,6 +349,8 @@ class ConsumerBase:
             return
         pq.drop()
         await _cancel(self._pull_tasks.pop(mq, None))
+        for coalescer in self._coalescers.values():
+            coalescer.forget(mq)
         if self._offsets is not None:
             self._offsets.update(mq, pq.committed_offset)
             if self._auto_commit:
@@ -352,6 +374,9 @@ class ConsumerBase:
                             max_bytes=cfg.pull_threshold_size_for_queue_bytes, max_span=None)
 
     def _start_pulling(self, pq: ProcessQueue) -> None:
+        if self._deferred_starts is not None:
+            self._deferred_starts.append(pq)
+            return
         old = self._pull_tasks.get(pq.queue)
         if old is not None:
             old.cancel()
@@ -366,24 +391,35 @@ class ConsumerBase:
             await pq.wait_for_room()
             if pq.dropped or not await self._ready_to_pull(pq):
                 continue
-            broker = self._broker(mq.broker_name)
+            coalescer = self._coalescer(mq.broker_name)
             try:
-                if broker is None:
+                if coalescer is None:
                     raise ClientError(f"no address for broker {mq.broker_name}")
-                reply = await broker.pull(
-                    group=self.group, queue=mq, offset=pq.next_offset,
-                    max_messages=cfg.pull_batch_size,
+                reply = await coalescer.pull(QueuePull(
+                    queue=mq, offset=pq.next_offset, max_messages=cfg.pull_batch_size,
                     subscription=self._all_subscriptions().get(mq.topic, "*"),
-                    suspend_ms=cfg.pull_suspend_ms, commit_offset=self._commit_offset(mq),
-                    timeout_s=cfg.pull_suspend_ms / 1000 + PULL_RPC_MARGIN_S)
+                    commit_offset=self._commit_offset(mq)))
             except ClientError as exc:
                 raise_if_cancelling()
                 if pq.dropped:
                     return
                 await self._pull_failed(pq, exc)
                 continue
-            if not pq.dropped:
+            if reply is not None and not pq.dropped:
                 self._on_pull_reply(pq, reply)
+
+    def _coalescer(self, broker_name: str) -> PullCoalescer | None:
+        """The PullBatch merger for this group on *broker_name*'s current address."""
+        broker = self._broker(broker_name)
+        if broker is None:
+            return None
+        coalescer = self._coalescers.get(broker.addr)
+        if coalescer is None or coalescer.broker is not broker:
+            cfg = self.config
+            coalescer = self._coalescers[broker.addr] = PullCoalescer(
+                broker, self.group, suspend_ms=cfg.pull_suspend_ms,
+                timeout_s=cfg.pull_suspend_ms / 1000 + PULL_RPC_MARGIN_S)
+        return coalescer
 
     async def _pull_failed(self, pq: ProcessQueue, exc: ClientError) -> None:
         """Pause the queue's pull loop (pullTimeDelayMillsWhenException, 3 s).

@@ -44,6 +44,7 @@ from pocketmq.client.errors import (
 from pocketmq.client.model import MessageQueue, SendStatus
 from pocketmq.client.route import QueueData, TopicRoute
 from pocketmq.common.auth import Credentials, signed_metadata
+from pocketmq.common.malloc import tune_malloc
 from pocketmq.v1 import broker_pb2 as bpb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2, nameserver_pb2, nameserver_pb2_grpc
 
@@ -57,6 +58,7 @@ __all__ = [
     "NameserverClient",
     "PullReply",
     "PullStatus",
+    "QueuePull",
     "Remoting",
     "ResetConsumerOffset",
     "SendReceipt",
@@ -126,6 +128,22 @@ class PullReply:
     max_offset: int
     records: bytes
     message_count: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueuePull:
+    """One queue of a PullBatch: where to read and what."""
+
+    queue: MessageQueue
+    offset: int
+    max_messages: int
+    subscription: str = "*"
+    commit_offset: int | None = None
+
+
+def _pull_reply(resp: bpb.PullMessageResponse) -> PullReply:
+    return PullReply(PullStatus(resp.status), resp.next_begin_offset, resp.min_offset,
+                     resp.max_offset, resp.records, resp.message_count)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -307,10 +325,35 @@ class BrokerClient:
             suspend_timeout_ms=suspend_ms)
         if commit_offset is not None:
             request.commit_offset = commit_offset
-        resp = await self._call("PullMessage", request, timeout_s)
-        return PullReply(PullStatus(resp.status), resp.next_begin_offset,
-                         resp.min_offset, resp.max_offset, resp.records,
-                         resp.message_count)
+        return _pull_reply(await self._call("PullMessage", request, timeout_s))
+
+    async def pull_batch(self, *, group: str, pulls: Sequence[QueuePull], suspend_ms: int,
+                         timeout_s: float) -> list[PullReply | RemoteError | None]:
+        """Long-poll several queues at once; per pull, in order: its reply, the
+        refusal of that queue alone, or None when the broker did not read it this
+        time (its reply was full): pull it again."""
+        request = bpb.PullBatchRequest(consumer_group=group, suspend_timeout_ms=suspend_ms)
+        for pull in pulls:
+            entry = request.pulls.add(topic=pull.queue.topic, queue_id=pull.queue.queue_id,
+                                      queue_offset=pull.offset, max_msg_nums=pull.max_messages,
+                                      subscription=pull.subscription)
+            if pull.commit_offset is not None:
+                entry.commit_offset = pull.commit_offset
+        resp = await self._call("PullBatch", request, timeout_s)
+        out: list[PullReply | RemoteError | None] = [None] * len(pulls)
+        for result in resp.results:
+            if not 0 <= result.index < len(pulls):
+                continue
+            if result.error_code:
+                code = Code.__members__.get(result.error_code, Code.UNKNOWN)
+                cls = STATUS_ERRORS.get(code, ServerError)
+                out[result.index] = cls(
+                    f"PullBatch to {self.addr} refused {pulls[result.index].queue}: "
+                    f"{result.error_code}: {result.error_message}", addr=self.addr,
+                    code=result.error_code, reason=result.error_reason)
+            else:
+                out[result.index] = _pull_reply(result.reply)
+        return out
 
     # -- offsets ------------------------------------------------------------------------
     async def query_consumer_offset(self, group: str, queue: MessageQueue, *,
@@ -587,6 +630,7 @@ class Remoting:
     """One gRPC channel per address, shared by every call of one client."""
 
     def __init__(self, transport: Transport | None = None) -> None:
+        tune_malloc()   # big replies recycled from the heap, not mmap'd each time
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._brokers: dict[str, BrokerClient] = {}
         self._transport = transport or Transport()

@@ -17,6 +17,7 @@ import grpc
 
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.errors import ConfigError
+from pocketmq.common.malloc import tune_malloc
 from pocketmq.nameserver.config import NamesrvConfig
 from pocketmq.nameserver.errors import ServerBindError
 from pocketmq.nameserver.liveness import BrokerLivenessService
@@ -76,6 +77,7 @@ class NameServer:
     async def start(self) -> None:
         if self._server is not None:
             raise RuntimeError("NameServer is already started")
+        tune_malloc()
         interceptors: list[grpc.aio.ServerInterceptor] = [MalformedRequestInterceptor()]
         if self._config.acl_enable:
             if not self._config.acl_file:

@@ -12,7 +12,9 @@ Per call (unary and server-streaming)::
     ──▶ served, with the account in :data:`current_account` for the send path
 
 Sends carry their topics inside the batch blob, so PUB on each topic is checked
-by the broker's send path after its scan (:func:`authorize_publish`), not here.
+by the broker's send path after its scan (:func:`authorize_publish`), not here;
+a PullBatch names a topic per queue, each checked for SUB by the servicer
+(:func:`authorize_subscribe`), a denied queue refused alone.
 An admin account may do everything. Methods not in :data:`RULES` need admin.
 """
 
@@ -36,7 +38,8 @@ from pocketmq.common.auth import (
 )
 from pocketmq.security.acl import PUB, SUB, Account, AclStore
 
-__all__ = ["RULES", "AclError", "AclInterceptor", "authorize_publish", "current_account"]
+__all__ = ["RULES", "AclError", "AclInterceptor", "authorize_publish", "authorize_subscribe",
+           "current_account"]
 
 #: the account of the call being served; None when the ACL is off or the peer is trusted
 current_account: contextvars.ContextVar[Account | None] = contextvars.ContextVar(
@@ -48,6 +51,7 @@ RULES: dict[str, tuple[str, str, str]] = {
     "SendMessage": (AUTH, "", ""), "SendBatch": (AUTH, "", ""),   # PUB: authorize_publish
     "EndTransaction": (AUTH, "", ""),
     "PullMessage": ("SUB", "topic", "consumer_group"),
+    "PullBatch": ("SUB", "", "consumer_group"),   # each queue's topic: authorize_subscribe
     "QueryConsumerOffset": ("SUB", "topic", "consumer_group"),
     "UpdateConsumerOffset": ("SUB", "topic", "consumer_group"),
     "GetMinOffset": ("SUB", "topic", ""), "GetMaxOffset": ("SUB", "topic", ""),
@@ -97,6 +101,15 @@ def authorize_publish(topics: Iterable[str]) -> None:
     for topic in topics:
         if not account.topic_perm(topic) & PUB:
             raise _denied(account, "topic", topic, PUB)
+
+
+def authorize_subscribe(topic: str) -> None:
+    """SUB on *topic* for the account being served (each queue of a PullBatch)."""
+    account = current_account.get()
+    if account is None or account.admin:
+        return
+    if not account.topic_perm(topic) & SUB:
+        raise _denied(account, "topic", topic, SUB)
 
 
 class AclInterceptor(grpc.aio.ServerInterceptor):

@@ -176,6 +176,52 @@ class PullMessageResponse(_message.Message):
     message_count: int
     def __init__(self, status: _Optional[_Union[PullStatus, str]] = ..., get_message_status: _Optional[_Union[GetMessageStatus, str]] = ..., next_begin_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., message_count: _Optional[int] = ...) -> None: ...
 
+class QueuePull(_message.Message):
+    __slots__ = ("topic", "queue_id", "queue_offset", "max_msg_nums", "subscription", "commit_offset")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_MSG_NUMS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int
+    subscription: str
+    commit_offset: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_msg_nums: _Optional[int] = ..., subscription: _Optional[str] = ..., commit_offset: _Optional[int] = ...) -> None: ...
+
+class PullBatchRequest(_message.Message):
+    __slots__ = ("consumer_group", "pulls", "suspend_timeout_ms")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    PULLS_FIELD_NUMBER: _ClassVar[int]
+    SUSPEND_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    pulls: _containers.RepeatedCompositeFieldContainer[QueuePull]
+    suspend_timeout_ms: int
+    def __init__(self, consumer_group: _Optional[str] = ..., pulls: _Optional[_Iterable[_Union[QueuePull, _Mapping]]] = ..., suspend_timeout_ms: _Optional[int] = ...) -> None: ...
+
+class PullBatchResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[QueuePullResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[QueuePullResult, _Mapping]]] = ...) -> None: ...
+
+class QueuePullResult(_message.Message):
+    __slots__ = ("index", "reply", "error_code", "error_reason", "error_message")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    REPLY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_REASON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    reply: PullMessageResponse
+    error_code: str
+    error_reason: str
+    error_message: str
+    def __init__(self, index: _Optional[int] = ..., reply: _Optional[_Union[PullMessageResponse, _Mapping]] = ..., error_code: _Optional[str] = ..., error_reason: _Optional[str] = ..., error_message: _Optional[str] = ...) -> None: ...
+
 class QueryConsumerOffsetRequest(_message.Message):
     __slots__ = ("consumer_group", "topic", "queue_id")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]

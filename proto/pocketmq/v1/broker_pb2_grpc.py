@@ -49,6 +49,11 @@ class BrokerStub:
                 request_serializer=pocketmq_dot_v1_dot_broker__pb2.PullMessageRequest.SerializeToString,
                 response_deserializer=pocketmq_dot_v1_dot_broker__pb2.PullMessageResponse.FromString,
                 _registered_method=True)
+        self.PullBatch = channel.unary_unary(
+                '/pocketmq.v1.Broker/PullBatch',
+                request_serializer=pocketmq_dot_v1_dot_broker__pb2.PullBatchRequest.SerializeToString,
+                response_deserializer=pocketmq_dot_v1_dot_broker__pb2.PullBatchResponse.FromString,
+                _registered_method=True)
         self.QueryConsumerOffset = channel.unary_unary(
                 '/pocketmq.v1.Broker/QueryConsumerOffset',
                 request_serializer=pocketmq_dot_v1_dot_broker__pb2.QueryConsumerOffsetRequest.SerializeToString,
@@ -197,6 +202,16 @@ class BrokerServicer:
 
     def PullMessage(self, request, context):
         """Read a queue from an offset; long-polls when nothing is there yet.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PullBatch(self, request, context):
+        """Several queues of one consumer group in one long poll, answered as soon as
+        any of them has something to say. The SDK merges the pulls its per-queue
+        loops make at the same moment into one call, as it merges sends into
+        SendBatch.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -390,6 +405,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.PullMessage,
                     request_deserializer=pocketmq_dot_v1_dot_broker__pb2.PullMessageRequest.FromString,
                     response_serializer=pocketmq_dot_v1_dot_broker__pb2.PullMessageResponse.SerializeToString,
+            ),
+            'PullBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.PullBatch,
+                    request_deserializer=pocketmq_dot_v1_dot_broker__pb2.PullBatchRequest.FromString,
+                    response_serializer=pocketmq_dot_v1_dot_broker__pb2.PullBatchResponse.SerializeToString,
             ),
             'QueryConsumerOffset': grpc.unary_unary_rpc_method_handler(
                     servicer.QueryConsumerOffset,
@@ -598,6 +618,33 @@ class Broker:
             '/pocketmq.v1.Broker/PullMessage',
             pocketmq_dot_v1_dot_broker__pb2.PullMessageRequest.SerializeToString,
             pocketmq_dot_v1_dot_broker__pb2.PullMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PullBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pocketmq.v1.Broker/PullBatch',
+            pocketmq_dot_v1_dot_broker__pb2.PullBatchRequest.SerializeToString,
+            pocketmq_dot_v1_dot_broker__pb2.PullBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,
