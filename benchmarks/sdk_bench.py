@@ -9,7 +9,8 @@ temporary directory, then, with 1 KiB bodies:
    (RocketMQ's default), and again pulling ``--max-pull-messages`` (msgs/s through
    the listener);
 4. send-to-listener latency at a paced 5,000 msgs/s (p50/p99 of listener time
-   minus the time the producer was called, carried in a property).
+   minus the time the producer was called, carried in a property), after one
+   second of warm-up at that rate.
 
 Each line also gives the CPU time per message of this (client) process and
 of the broker process: on a shared two-core machine msgs/s swing with other
@@ -169,7 +170,31 @@ async def bench_consume(namesrv: str, topic: str, expected: int, pull_batch: int
     return count / elapsed
 
 
+async def send_paced(producer: Producer, topic: str, rate: int, seconds: float,
+                     measured: bool) -> int:
+    """Send *rate* msgs/s for *seconds* in 1 ms ticks; each carries its send time."""
+    tick_s = 0.001
+    total = int(rate * seconds)
+    sent = 0
+    started = time.perf_counter()
+    pending: set[asyncio.Task[object]] = set()
+    mark = "1" if measured else "0"
+    while sent < total:
+        due = int((time.perf_counter() - started) * rate) + 1
+        while sent < min(due, total):
+            task = asyncio.ensure_future(producer.send(Message(
+                topic=topic, body=BODY, properties={"t0": str(time.time_ns()), "m": mark})))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+            sent += 1
+        await asyncio.sleep(tick_s)
+    await asyncio.gather(*pending)
+    return total
+
+
 async def bench_latency(namesrv: str, topic: str, rate: int, seconds: float) -> None:
+    """Send-to-listener latency at a steady *rate*: one second of warm-up at that rate
+    (the topic's queue files are created, the consumer's pulls settle) is not counted."""
     latencies_ms: list[float] = []
     consumer = PushConsumer(group="bench-latency", namesrv=namesrv, consume_from="last",
                             consume_batch_max_size=32)
@@ -178,7 +203,8 @@ async def bench_latency(namesrv: str, topic: str, rate: int, seconds: float) -> 
     def handle(messages: list[MessageExt]) -> ConsumeResult:
         now = time.time_ns()
         for m in messages:
-            latencies_ms.append((now - int(m.properties["t0"])) / 1e6)
+            if m.properties.get("m") == "1":
+                latencies_ms.append((now - int(m.properties["t0"])) / 1e6)
         return ConsumeResult.CONSUME_SUCCESS
 
     consumer.listener(handle)
@@ -186,39 +212,28 @@ async def bench_latency(namesrv: str, topic: str, rate: int, seconds: float) -> 
         await producer.send(Message(topic=topic, body=b"create"))
         await consumer.start()
         await asyncio.sleep(1.0)  # let the consumer's long polls park
+        await send_paced(producer, topic, rate, 1.0, measured=False)
         cpu0 = cpu_s()
-        tick_s = 0.001
-        per_tick = rate * tick_s
-        total = int(rate * seconds)
-        sent = 0
-        started = time.perf_counter()
-        pending: set[asyncio.Task[object]] = set()
-        while sent < total:
-            due = int((time.perf_counter() - started) / tick_s * per_tick) + 1
-            while sent < min(due, total):
-                task = asyncio.ensure_future(producer.send(Message(
-                    topic=topic, body=BODY, properties={"t0": str(time.time_ns())})))
-                pending.add(task)
-                task.add_done_callback(pending.discard)
-                sent += 1
-            await asyncio.sleep(tick_s)
-        await asyncio.gather(*pending)
+        calls0 = (sum(c for c, _ in producer.batch_stats().values()),
+                  sum(c for c, _ in consumer.pull_stats().values()))
+        total = await send_paced(producer, topic, rate, seconds, measured=True)
         end = time.monotonic() + 10
         while len(latencies_ms) < total and time.monotonic() < end:
             await asyncio.sleep(0.05)
-        sends = sum(c for c, _ in producer.batch_stats().values())
-        pulls = sum(c for c, _ in consumer.pull_stats().values())
+        sends = sum(c for c, _ in producer.batch_stats().values()) - calls0[0]
+        pulls = sum(c for c, _ in consumer.pull_stats().values()) - calls0[1]
     cpu = cpu_per_msg(cpu0, total)
     await consumer.shutdown()
     lat = sorted(latencies_ms)
     p50 = statistics.median(lat)
     p99 = lat[int(len(lat) * 0.99) - 1]
-    print(f"  latency at {rate} msgs/s for {seconds:.0f} s: {len(lat)} msgs, p50 {p50:.2f} ms, "
-          f"p99 {p99:.2f} ms, max {lat[-1]:.2f} ms; {sends / seconds:,.0f} SendBatch and "
-          f"{pulls / seconds:,.0f} PullBatch calls/s {cpu}")
+    print(f"  latency at {rate} msgs/s for {seconds:.0f} s (after 1 s of warm-up): {len(lat)} "
+          f"msgs, p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {lat[-1]:.2f} ms; "
+          f"{sends / seconds:,.0f} SendBatch and {pulls / seconds:,.0f} PullBatch calls/s {cpu}")
 
 
 PARTS = ("send", "batch", "consume", "latency")
+SETTLE_S = 3.0
 
 
 async def run(namesrv: str, messages: int, seconds: float, max_pull: int,
@@ -238,6 +253,8 @@ async def run(namesrv: str, messages: int, seconds: float, max_pull: int,
         if max_pull != 32:
             await bench_consume(namesrv, "bench-batch", expected, pull_batch=max_pull)
     if "latency" in parts:
+        if parts != {"latency"}:
+            await asyncio.sleep(SETTLE_S)   # the broker flushes what the phases above wrote
         await bench_latency(namesrv, "bench-latency", 5000, seconds)
 
 

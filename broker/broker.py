@@ -59,8 +59,8 @@ from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.broker.transaction import TransactionalMessageService
 from pocketmq.broker.transaction_check import TransactionalMessageCheckService
 from pocketmq.common.clock import Clock, SystemClock
-from pocketmq.common.malloc import tune_malloc
 from pocketmq.common.progress import log_sink, phase_progress
+from pocketmq.common.runtime import tune_malloc
 from pocketmq.security.acl import AclStore
 from pocketmq.security.interceptor import AclInterceptor
 from pocketmq.security.tls import server_credentials

@@ -273,7 +273,7 @@ class PullMessageService:
 
     def _read_all(self, reads: list[_QueueRead], *, parked: bool = False) -> None:
         """Read each queue (from its park offset when *parked*) within the byte budget."""
-        budget = max(PULL_BATCH_REPLY_BYTES, self._max_bytes)
+        budget = PULL_BATCH_REPLY_BYTES     # the first queue is read whatever its size
         if not reads:
             return
         start = self._rotation % len(reads)

@@ -165,6 +165,9 @@ async def _serve(config: BrokerConfig, *, namesrv: Any, demo: bool = False) -> i
         print(f"pocketmq broker: cannot start: {exc}", file=sys.stderr)
         await broker.stop(0)
         return 1
+    import gc
+    gc.freeze()
+    pass
     demo_task = None
     if namesrv is not None:
         log.info("standalone: nameserver on %s, broker %s on %s", namesrv.address,

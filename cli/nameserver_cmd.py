@@ -17,6 +17,7 @@ from typing import Any
 from pocketmq.cli import loop_factory
 from pocketmq.common.configfile import add_config_flags, load_config
 from pocketmq.common.errors import ConfigError
+from pocketmq.common.runtime import freeze_startup_objects
 from pocketmq.nameserver import NameServer, NamesrvConfig, ServerBindError
 
 __all__ = ["register"]
@@ -54,6 +55,7 @@ async def _serve(config: NamesrvConfig) -> int:
     except ServerBindError as exc:
         print(f"pocketmq nameserver: {exc}", file=sys.stderr)
         return 1
+    freeze_startup_objects()
     stop_requested = asyncio.Event()
     loop = asyncio.get_running_loop()
     signals = (signal.SIGTERM, signal.SIGINT)

@@ -44,7 +44,7 @@ from pocketmq.client.errors import (
 from pocketmq.client.model import MessageQueue, SendStatus
 from pocketmq.client.route import QueueData, TopicRoute
 from pocketmq.common.auth import Credentials, signed_metadata
-from pocketmq.common.malloc import tune_malloc
+from pocketmq.common.runtime import tune_malloc
 from pocketmq.v1 import broker_pb2 as bpb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2, nameserver_pb2, nameserver_pb2_grpc
 

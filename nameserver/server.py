@@ -17,7 +17,7 @@ import grpc
 
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.errors import ConfigError
-from pocketmq.common.malloc import tune_malloc
+from pocketmq.common.runtime import tune_malloc
 from pocketmq.nameserver.config import NamesrvConfig
 from pocketmq.nameserver.errors import ServerBindError
 from pocketmq.nameserver.liveness import BrokerLivenessService

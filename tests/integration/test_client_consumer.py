@@ -331,3 +331,26 @@ async def test_pull_consumer_subscribe_rebalances_and_auto_commits(cluster, even
         assert await again.poll(timeout_s=0.3) == []
     finally:
         await again.shutdown()
+
+
+async def test_a_consumers_queue_pulls_to_one_broker_share_pull_batch_calls(cluster,
+                                                                            eventually):
+    await create_topic(cluster, "merged", eventually)
+    seen: dict[bytes, list[str]] = {}
+    consumer = recording_consumer(cluster, "gm", "merged", seen)
+    await consumer.start()
+    try:
+        await eventually(lambda: len(consumer.assigned_queues()) >= 2 * QUEUES, timeout_s=10,
+                         what="every queue assigned")
+        bodies = [b"m%d" % i for i in range(300)]
+        await send_all(cluster, "merged", bodies)
+        await eventually(lambda: set(bodies) <= set(seen), timeout_s=10,
+                         what="every message consumed")
+        stats = consumer.pull_stats()
+        assert len(stats) == 2, "one coalescer per broker"
+        calls = sum(c for c, _ in stats.values())
+        pulls = sum(p for _, p in stats.values())
+        assert pulls >= 2 * calls, f"{pulls} queue pulls in {calls} calls: not merged"
+        assert all(len(owners) == 1 for owners in seen.values()), "each message once"
+    finally:
+        await consumer.shutdown()
