@@ -84,11 +84,21 @@ def _topic_problem(topic: str) -> str | None:
     return check_topic(topic)
 
 
-def check_message(msg: Message, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
-    """Raise :class:`InvalidMessageError` naming what the broker would refuse."""
+def check_topic_of(msg: Message) -> None:
+    """Raise :class:`InvalidMessageError` if the broker would refuse *msg*'s topic."""
     problem = _topic_problem(msg.topic)
     if problem:
         raise InvalidMessageError(problem)
+
+
+def check_message(msg: Message, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+                  topic_checked: bool = False) -> None:
+    """Raise :class:`InvalidMessageError` naming what the broker would refuse.
+
+    *topic_checked*: :func:`check_topic_of` passed for this topic already (a batch).
+    """
+    if not topic_checked:
+        check_topic_of(msg)
     if not isinstance(msg.body, bytes | bytearray | memoryview):
         raise InvalidMessageError(f"message body must be bytes, got {type(msg.body).__name__}")
     size = len(msg.body)

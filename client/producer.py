@@ -45,7 +45,12 @@ from pocketmq.client.errors import (
 )
 from pocketmq.client.fault_strategy import LatencyFaultTolerance, QueueSelector
 from pocketmq.client.heartbeat import HeartbeatService, local_ip, make_client_id
-from pocketmq.client.message_codec import check_message, encode_message, set_queue_id
+from pocketmq.client.message_codec import (
+    check_message,
+    check_topic_of,
+    encode_message,
+    set_queue_id,
+)
 from pocketmq.client.model import Message, MessageQueue, SendResult, _new_send_result
 from pocketmq.client.remoting import Remoting, SendReceipt
 from pocketmq.client.route import RouteService
@@ -322,16 +327,18 @@ class Producer:
         if not msgs:
             raise InvalidMessageError("send_batch got no messages")
         topic = msgs[0].topic
+        check_topic_of(msgs[0])
+        max_body = self.config.max_message_size_bytes
         for msg in msgs:
             if msg.topic != topic:
                 raise InvalidMessageError(f"a batch goes to one topic; got {topic!r} and "
                                           f"{msg.topic!r}")
             if msg.delay_level:
                 raise InvalidMessageError("a batch cannot carry delayed messages")
-            check_message(msg, max_body_bytes=self.config.max_message_size_bytes)
+            check_message(msg, max_body_bytes=max_body, topic_checked=True)
         budget_s = (timeout_ms or self.config.send_timeout_ms) / 1000
         deadline = time.monotonic() + budget_s
-        keys = [self._ids.next_id() for _ in msgs]
+        keys = self._ids.next_ids(len(msgs))
 
         def encode(mq: MessageQueue) -> list[bytes]:
             queue_id, born_host = mq.queue_id, self._born_host
@@ -365,9 +372,8 @@ class Producer:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise SendTimeoutError(f"no time left to send to {mq}")
-        receipts = await self._remoting.broker(addr).send_batch(
-            b"".join(records), producer_group=self.group, timeout_s=remaining)
-        return [_result(r, mq) for r in receipts]
+        return await self._remoting.broker(addr).send_batch_to(
+            b"".join(records), mq, producer_group=self.group, timeout_s=remaining)
 
     async def send_oneway(self, msg: Message) -> None:
         """Hand the message to the sender and return; failures are only logged."""

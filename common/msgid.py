@@ -86,6 +86,18 @@ class UniqueIdGenerator:
             self._ms = ms
         return f"{self._ms_prefix}{n:04X}"
 
+    def next_ids(self, count: int) -> list[str]:
+        """*count* ids at once (a batch): one clock read, the counter advanced *count*."""
+        now = time.time()
+        if now >= self._next_month_start:
+            self._month_start, self._next_month_start = _month_bounds(now)
+        ms = int((now - self._month_start) * 1000) & 0xFFFFFFFF
+        if ms != self._ms:
+            self._ms_prefix = f"{self._prefix_hex}{ms:08X}"
+            self._ms = ms
+        prefix, counter = self._ms_prefix, self._counter
+        return [f"{prefix}{next(counter) & 0xFFFF:04X}" for _ in range(count)]
+
 
 def _month_bounds(now: float) -> tuple[float, float]:
     """Epoch seconds of the start of *now*'s UTC month and of the next one."""
