@@ -160,8 +160,9 @@ class Broker:
             raise OSError(f"cannot listen on {cfg.host}:{cfg.port}: {exc}") from None
         try:
             if cfg.v2_port >= 0:
-                self.grpc_v2 = GrpcV2Server(cfg, authenticate=self._v2_authenticator,
-                                            clock=self.clock)
+                self.grpc_v2 = GrpcV2Server(
+                    cfg, authenticate=self._v2_authenticator, clock=self.clock,
+                    interceptors=[MalformedRequestInterceptor(), self.flow_control])
                 self.grpc_v2.bind()
             servicer = self._open_store_and_services()
             add_to_server(servicer, server)

@@ -9,7 +9,9 @@ It owns RocketMQ's ``ProducerManager``, ``ConsumerManager`` and
   from every group by :meth:`ClientManager.run_once`, which the housekeeping
   task calls every ``client_scan_interval_seconds`` (tests call it with a
   ManualClock).
-* Each client may hold one server-to-client channel (a gRPC stream). When a
+* Each client may hold one server-to-client channel (a gRPC stream). When it
+  closes, the client leaves every group at once (:meth:`ClientManager.close_channel`).
+  When a
   consumer group's members or subscribed topics change, every remaining
   member is told ``NotifyConsumerIdsChanged`` so it rebalances at once instead
   of at its next 20 s round. The channel carries :data:`ServerCommand` values,
@@ -222,13 +224,18 @@ class ClientManager:
         return expired
 
     def _drop_client(self, client_id: str) -> None:
-        silent_s = self._clock.monotonic() - self._last_seen_s.pop(client_id)
+        silent_s = self._clock.monotonic() - self._last_seen_s[client_id]
         log.info("client %s silent for %.0f s (limit %.0f s); dropping it", client_id,
                  silent_s, self._expire_s)
+        self._forget(client_id, why="expired")
+
+    def _forget(self, client_id: str, *, why: str) -> None:
+        """Remove *client_id* from every group (telling the rest) and close its channel."""
+        self._last_seen_s.pop(client_id, None)
         for group in [g for g, m in self._producers.items() if client_id in m]:
             self._remove_producer(group, client_id)
         for group in [g for g, m in self._consumers.items() if client_id in m]:
-            self._remove_consumer(group, client_id, why="expired")
+            self._remove_consumer(group, client_id, why=why)
         channel = self._channels.pop(client_id, None)
         if channel is not None:
             channel.close()
@@ -284,10 +291,25 @@ class ClientManager:
         self._channels[client_id] = channel
         return channel
 
-    def close_channel(self, channel: ClientChannel) -> None:
-        """The stream ended (client gone or cancelled)."""
+    def close_channel(self, channel: ClientChannel, *, client_gone: bool = True) -> None:
+        """The stream ended: the client is gone (RocketMQ's ``doChannelCloseEvent``).
+
+        A client's live stream ending means its process died, stopped or lost the
+        broker, so it leaves every group now and the others rebalance at once,
+        not after ``client_channel_expire_seconds``. A client that is still
+        alive reopens its stream and heartbeats again. A stream that was already
+        replaced by a newer one of the same client changes nothing.
+
+        *client_gone* False only closes the channel: RocketMQ 5 clients
+        (``grpc_v2``) end their sessions with ``NotifyClientTermination`` or by
+        falling silent, and may reopen a telemetry stream at any time.
+        """
         channel.close()
-        if self._channels.get(channel.client_id) is channel:
+        if self._channels.get(channel.client_id) is not channel:
+            return
+        if client_gone:
+            self._forget(channel.client_id, why="its channel closed")
+        else:
             del self._channels[channel.client_id]
 
     def channel(self, client_id: str) -> ClientChannel | None:

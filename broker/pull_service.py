@@ -139,7 +139,6 @@ class BatchResult:
 
 @dataclass(slots=True)
 class _QueueRead:
-    index: int
     request: PullRequest
     max_count: int
     tag_codes: frozenset[int] | None
@@ -238,13 +237,13 @@ class PullMessageService:
                                       f"{MAX_BATCH_QUEUES} are allowed per call")
         suspend_ms = self._suspend_ms(suspend_timeout_ms)
         plans: list[_QueueRead | BrokerError] = []
-        for index, request in enumerate(requests):
+        for request in requests:
             try:
                 max_count, tag_codes = self._check_queue(request)
             except BrokerError as exc:
                 plans.append(exc)
                 continue
-            plans.append(_QueueRead(index, request, max_count, tag_codes))
+            plans.append(_QueueRead(request, max_count, tag_codes))
             if request.commit_offset is not None:
                 self._offsets.commit(group, request.topic, request.queue_id,
                                      request.commit_offset)

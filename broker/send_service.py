@@ -103,6 +103,11 @@ class SendOutcome:
         return [f"{self.offset_msg_id_prefix}{phys:016X}" for phys in self.phys_offsets]
 
 
+# A queue id past the topic's write queues: the sender's route is stale (it used the
+# auto-create template's, or the topic shrank); the SDK refreshes it and retries.
+QUEUE_OUT_OF_RANGE = "QUEUE_OUT_OF_RANGE"
+
+
 def _illegal(pos: int, what: str, reason: str = "MESSAGE_ILLEGAL") -> InvalidRequestError:
     return InvalidRequestError(f"record at batch offset {pos}: {what}", reason=reason)
 
@@ -207,7 +212,8 @@ class SendMessageService:
             if not 0 <= queue_id < limit:
                 raise _illegal(scanned.positions[i], f"queue id {queue_id} is out of range; "
                                                     f"topic {topic!r} has {limit} write queues "
-                                                    f"(0..{limit - 1})")
+                                                    f"(0..{limit - 1})",
+                               reason=QUEUE_OUT_OF_RANGE)
         for topic in to_create:
             self._topics.get_or_auto_create(topic)
 

@@ -42,9 +42,10 @@ from pocketmq.broker.transaction import EndTransactionRequest, TransactionalMess
 from pocketmq.broker.transaction_ops import Resolution
 from pocketmq.common.msgid import decode_offset_msg_id
 from pocketmq.common.validation import check_group, check_topic
+from pocketmq.security import grpc_guard
 from pocketmq.security.interceptor import AclError, authorize_subscribe
 from pocketmq.v1 import broker_pb2 as pb
-from pocketmq.v1 import broker_pb2_grpc, common_pb2, grpc_guard
+from pocketmq.v1 import broker_pb2_grpc, common_pb2
 
 __all__ = ["BrokerServicer", "MalformedRequestInterceptor", "add_to_server"]
 

@@ -10,7 +10,8 @@ A client that consumes, or answers transaction checks, also keeps one
 ``NotifyConsumerIdsChanged`` on it when a group's members change (the
 consumer rebalances at once instead of at its next 20 s round) and
 ``CheckTransactionState`` to a transactional producer. A stream that breaks
-is reopened after a short pause.
+is reopened after a short pause, and every broker is sent a heartbeat when a
+stream opens: a broker forgets a client whose stream closed.
 
 :func:`make_client_id` names a client as RocketMQ does: ``ip@pid#nonce``.
 """
@@ -25,7 +26,7 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from pocketmq.client.errors import ClientError
-from pocketmq.client.remoting import ConsumerInfo, Remoting, ServerCommand
+from pocketmq.client.remoting import ChannelOpened, ConsumerInfo, Remoting, ServerCommand
 from pocketmq.client.route import RouteService, TopicRoute
 from pocketmq.client.tasks import cancel_and_wait, raise_if_cancelling, wait_event
 
@@ -151,6 +152,9 @@ class HeartbeatService:
         while True:
             try:
                 async for command in self._remoting.broker(addr).commands(self.client_id):
+                    if isinstance(command, ChannelOpened):
+                        # The broker forgets a client whose stream closed: tell it again.
+                        self._wake.set()
                     self._on_command(command)
             except ClientError as exc:
                 log.debug("command stream from %s ended: %s", addr, exc)

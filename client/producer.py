@@ -39,6 +39,7 @@ from pocketmq.client.errors import (
     ClientError,
     ClientStateError,
     InvalidMessageError,
+    InvalidRequestError,
     PermissionDeniedError,
     RouteNotFoundError,
     SendTimeoutError,
@@ -415,8 +416,11 @@ class Producer:
 def _retry_elsewhere(exc: ClientError) -> bool:
     """Whether another attempt, on another broker, may succeed. A broker that refuses
     the topic (not writable there, say, while the route still says it is) is one:
-    RocketMQ's producer retries NO_PERMISSION on another broker too."""
-    return exc.retriable or isinstance(exc, PermissionDeniedError)
+    RocketMQ's producer retries NO_PERMISSION on another broker too. So is a queue id
+    the broker does not have: the route was stale, and the retry takes a fresh one
+    (RocketMQ answers that SYSTEM_ERROR, which its producer retries)."""
+    return (exc.retriable or isinstance(exc, PermissionDeniedError)
+            or (isinstance(exc, InvalidRequestError) and exc.reason == "QUEUE_OUT_OF_RANGE"))
 
 
 def _flow_controlled(exc: BaseException | None) -> bool:

@@ -24,10 +24,10 @@ from pocketmq.nameserver.liveness import BrokerLivenessService
 from pocketmq.nameserver.route_table import BrokerLiveInfo, RouteTable
 from pocketmq.nameserver.servicer import NameServerServicer
 from pocketmq.security.acl import AclStore
+from pocketmq.security.grpc_guard import MalformedRequestInterceptor
 from pocketmq.security.interceptor import AclInterceptor
 from pocketmq.security.tls import server_credentials
 from pocketmq.v1 import nameserver_pb2_grpc
-from pocketmq.v1.grpc_guard import MalformedRequestInterceptor
 
 if TYPE_CHECKING:
     from pocketmq.common.metrics_http import MetricsHttpServer

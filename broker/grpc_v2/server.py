@@ -36,6 +36,7 @@ from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.broker.transaction import TransactionalMessageService
 from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.security.grpc_guard import MalformedRequestInterceptor
 
 __all__ = ["BrokerParts", "GrpcV2Server"]
 
@@ -60,8 +61,13 @@ class BrokerParts:
 
 class GrpcV2Server:
     def __init__(self, config: BrokerConfig, *, authenticate: Authenticator | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None,
+                 interceptors: list[grpc.aio.ServerInterceptor] | None = None) -> None:
         self.config = config
+        # Before the servicer: malformed bytes answered INVALID_ARGUMENT, and the broker's
+        # flow control (one budget for both APIs) unless the caller gives its own list.
+        self._interceptors = ([MalformedRequestInterceptor()] if interceptors is None
+                              else interceptors)
         self._authenticate = authenticate
         self._clock = clock or SystemClock()
         self._server: grpc.aio.Server | None = None
@@ -78,7 +84,7 @@ class GrpcV2Server:
 
     def bind(self) -> int:
         cfg = self.config
-        self._server = grpc.aio.server(options=[
+        self._server = grpc.aio.server(interceptors=self._interceptors, options=[
             ("grpc.max_receive_message_length", cfg.max_message_size_bytes + 1024 * 1024),
             ("grpc.max_send_message_length", -1),
             ("grpc.so_reuseport", 0),

@@ -151,7 +151,7 @@ class TelemetryService:
             self._clients.unregister(client_id, producer_group=topic)
         channel = self._clients.channel(client_id)
         if channel is not None:
-            self._clients.close_channel(channel)
+            self._clients.close_channel(channel, client_gone=False)
 
     # -- the stream ---------------------------------------------------------------------
     async def stream(self, client_id: str, commands: AsyncIterator[s.TelemetryCommand],
@@ -203,7 +203,7 @@ class TelemetryService:
                     if check is not None:
                         put(check)
         finally:
-            self._clients.close_channel(channel)
+            self._clients.close_channel(channel, client_gone=False)
 
 
 def _check_command(command: CheckTransactionState) -> s.TelemetryCommand | None:

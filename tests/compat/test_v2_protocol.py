@@ -209,3 +209,13 @@ async def test_a_producer_registers_under_its_topics_through_telemetry(v2_cluste
     assert reply.settings.backoff_policy.max_attempts == 3
     assert reply.settings.metric.on is False
     assert v2_cluster.broker.clients.producer_ids("TxTopic") == [META[0][1]]
+
+
+async def test_bytes_that_are_not_the_rpcs_message_are_refused_as_invalid(v2_cluster):
+    async with grpc.aio.insecure_channel(v2_cluster.endpoints) as channel:
+        raw = channel.unary_unary("/apache.rocketmq.v2.MessagingService/QueryRoute",
+                                  request_serializer=None, response_deserializer=None)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await raw(b"\xff\xff\xff\xff", metadata=META)
+    assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "not a valid message" in caught.value.details()

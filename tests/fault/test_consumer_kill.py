@@ -3,9 +3,10 @@
 The victim is a process of its own (``tests/support/consumer_proc.py``) that
 prints every message it consumed. Just before the kill it is frozen (SIGSTOP),
 so that the offsets the broker holds for its queues are its last commits. The
-broker drops it after ``client_channel_expire_seconds`` without a heartbeat
-and tells the survivor, which rebalances and pulls the victim's queues from
-those committed offsets. Every acknowledged message is consumed at least once;
+kill closes its sockets; the broker drops it when its command stream ends (at
+the latest ``client_channel_expire_seconds`` without a heartbeat) and tells
+the survivor, which rebalances and pulls the victim's queues from those
+committed offsets. Every acknowledged message is consumed at least once;
 a message is consumed twice only if the victim had consumed it without
 committing yet: at or past the committed offset of its queue.
 """

@@ -64,13 +64,13 @@ SENDS = [
      "auto_create_topic_enable is off"),
     ("system topic", record(topic="SCHEDULE_TOPIC_XXXX"), Code.PERMISSION_DENIED,
      "NO_PERMISSION", "written by the broker only"),
-    ("queue out of range", record(queue_id=4), Code.INVALID_ARGUMENT, "MESSAGE_ILLEGAL",
+    ("queue out of range", record(queue_id=4), Code.INVALID_ARGUMENT, "QUEUE_OUT_OF_RANGE",
      "queue id 4 is out of range; topic 'TopicA' has 4 write queues"),
     ("properties not utf-8", patched(record(props={"KEYS": "ab"}), len(record(
         props={"KEYS": "ab"})) - 3, b"\xff"), Code.INVALID_ARGUMENT, "MESSAGE_ILLEGAL",
      "UTF-8"),
     ("second record bad", record() + record(queue_id=9), Code.INVALID_ARGUMENT,
-     "MESSAGE_ILLEGAL", "queue id 9"),
+     "QUEUE_OUT_OF_RANGE", "queue id 9"),
     ("delayed half message", record() + record(
         props={"PGROUP": "tx", "TIMER_DELAY_MS": "5000"},
         sysflag=SysFlag.TRANSACTION_PREPARED), Code.INVALID_ARGUMENT, "MESSAGE_ILLEGAL",

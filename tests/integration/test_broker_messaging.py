@@ -8,24 +8,12 @@ import time
 
 import grpc
 import pytest
+from wirekit import create_topic, record
 
-from pocketmq.common.message import decode_record, encode_record, iter_records, pack_host
+from pocketmq.common.message import decode_record, iter_records
 from pocketmq.common.msgid import decode_offset_msg_id
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2
-
-
-def record(topic="TopicA", queue_id=0, body=b"hello", tags="", keys="", uniq="") -> bytes:
-    props = {k: v for k, v in (("TAGS", tags), ("KEYS", keys), ("UNIQ_KEY", uniq)) if v}
-    return encode_record(topic=topic, body=body, queue_id=queue_id, properties=props,
-                         born_timestamp_ms=int(time.time() * 1000),
-                         born_host=pack_host(("127.0.0.1", 40000)),
-                         store_host=pack_host(("127.0.0.1", 0)))
-
-
-async def create_topic(stub, name="TopicA", queues=4):
-    await stub.CreateTopic(pb.CreateTopicRequest(topic_config=common_pb2.TopicConfig(
-        topic_name=name, read_queue_nums=queues, write_queue_nums=queues, perm=6)))
 
 
 def pull(stub, offset=0, **kwargs):

@@ -67,6 +67,22 @@ async def test_a_broker_refusing_the_topic_is_retried_elsewhere_while_the_route_
     assert {r.queue.broker_name for r in results} == {cluster.brokers[1].config.broker_name}
 
 
+async def test_a_queue_the_broker_no_longer_has_is_retried_on_a_fresh_route(cluster,
+                                                                            eventually):
+    await create_topic(cluster, "shrunk", eventually)
+    async with Producer(group="pg", namesrv=cluster.addr) as producer:
+        await producer.send(Message(topic="shrunk", body=b"route cached"))
+        for broker in cluster.brokers:     # each broker now has 1 write queue, not QUEUES
+            broker.topics.update(TopicConfig(topic_name="shrunk", read_queue_nums=QUEUES,
+                                             write_queue_nums=1))
+        await eventually(lambda: all(q.write_queue_nums == 1 for q in cluster.namesrv.
+                                     route_table.get_route("shrunk").queue_datas),
+                         what="the nameserver's route to shrink")
+        results = [await producer.send(Message(topic="shrunk", body=b"m%d" % i))
+                   for i in range(2 * QUEUES)]
+    assert {r.queue.queue_id for r in results} == {0}
+
+
 async def test_concurrent_sends_are_coalesced_and_each_caller_gets_its_own_result(
         cluster, eventually):
     await create_topic(cluster, "co", eventually)

@@ -8,6 +8,7 @@ import time
 
 import grpc
 import pytest
+from wirekit import create_topic, record
 
 from pocketmq.broker import pull_service
 from pocketmq.broker.topic_config import TopicConfig
@@ -17,22 +18,8 @@ from pocketmq.client.errors import NotFoundError
 from pocketmq.client.pull_coalescer import PullCoalescer
 from pocketmq.client.remoting import PullReply, PullStatus, QueuePull, Remoting
 from pocketmq.common.auth import Credentials
-from pocketmq.common.message import encode_record, iter_records, pack_host
+from pocketmq.common.message import iter_records
 from pocketmq.v1 import broker_pb2 as pb
-from pocketmq.v1 import common_pb2
-
-
-def record(topic="TopicA", queue_id=0, body=b"hello", tags="") -> bytes:
-    return encode_record(topic=topic, body=body, queue_id=queue_id,
-                         properties={"TAGS": tags} if tags else {},
-                         born_timestamp_ms=int(time.time() * 1000),
-                         born_host=pack_host(("127.0.0.1", 40000)),
-                         store_host=pack_host(("127.0.0.1", 0)))
-
-
-async def create_topic(stub, name="TopicA", queues=4):
-    await stub.CreateTopic(pb.CreateTopicRequest(topic_config=common_pb2.TopicConfig(
-        topic_name=name, read_queue_nums=queues, write_queue_nums=queues, perm=6)))
 
 
 async def send(stub, *records: bytes) -> None:
@@ -168,139 +155,124 @@ async def test_queues_past_the_reply_size_limit_are_left_out_to_be_pulled_again(
 
 
 # -- the client: BrokerClient.pull_batch and the coalescer ---------------------------------
-async def test_the_client_turns_each_result_into_a_reply_a_refusal_or_none(broker, stub,
+@pytest.fixture
+async def client(broker):
+    """A BrokerClient of the broker; make_coalescer(suspend_ms) gives a coalescer on it."""
+    remoting = Remoting()
+    yield remoting.broker(f"127.0.0.1:{broker.port}")
+    await remoting.close()
+
+
+@pytest.fixture
+async def make_coalescer(client):
+    made: list[PullCoalescer] = []
+
+    def make(suspend_ms: int) -> PullCoalescer:
+        made.append(PullCoalescer(client, "GroupA", suspend_ms=suspend_ms,
+                                  timeout_s=suspend_ms / 1000 + 15))
+        return made[-1]
+
+    yield make
+    for coalescer in made:
+        await coalescer.close()
+
+
+def queue_pull(queue_id: int, offset: int = 0, max_messages: int = 32,
+               topic: str = "TopicA") -> QueuePull:
+    return QueuePull(queue=MessageQueue(topic, "b", queue_id), offset=offset,
+                     max_messages=max_messages)
+
+
+async def test_the_client_turns_each_result_into_a_reply_a_refusal_or_none(stub, client,
                                                                           monkeypatch):
     await create_topic(stub)
     await send(stub, record(queue_id=0, body=b"a0"))
-    remoting = Remoting()
-    try:
-        client = remoting.broker(f"127.0.0.1:{broker.port}")
-        pulls = [QueuePull(queue=MessageQueue("TopicA", "b", 0), offset=0, max_messages=32),
-                 QueuePull(queue=MessageQueue("Gone", "b", 0), offset=0, max_messages=32)]
-        first, second = await client.pull_batch(group="GroupA", pulls=pulls, suspend_ms=0,
-                                                timeout_s=5)
-        assert isinstance(first, PullReply) and first.status is PullStatus.FOUND
-        assert isinstance(second, NotFoundError) and second.reason == "TOPIC_NOT_EXIST"
-        assert "Gone" in str(second)
-        monkeypatch.setattr(pull_service, "PULL_BATCH_REPLY_BYTES", 1)
-        replies = await client.pull_batch(group="GroupA", pulls=pulls[:1] * 3, suspend_ms=0,
-                                          timeout_s=5)
-        assert sum(r is None for r in replies) == 2
-    finally:
-        await remoting.close()
+    pulls = [queue_pull(0), queue_pull(0, topic="Gone")]
+    first, second = await client.pull_batch(group="GroupA", pulls=pulls, suspend_ms=0,
+                                            timeout_s=5)
+    assert isinstance(first, PullReply) and first.status is PullStatus.FOUND
+    assert isinstance(second, NotFoundError) and second.reason == "TOPIC_NOT_EXIST"
+    assert "Gone" in str(second)
+    monkeypatch.setattr(pull_service, "PULL_BATCH_REPLY_BYTES", 1)
+    replies = await client.pull_batch(group="GroupA", pulls=pulls[:1] * 3, suspend_ms=0,
+                                      timeout_s=5)
+    assert sum(r is None for r in replies) == 2
 
 
-async def test_pulls_started_together_share_one_call_and_each_gets_its_reply(broker, stub):
+async def test_pulls_started_together_share_one_call_and_each_gets_its_reply(stub,
+                                                                            make_coalescer):
     await create_topic(stub)
     await send(stub, *(record(queue_id=q, body=f"q{q}".encode()) for q in range(4)))
-    remoting = Remoting()
-    try:
-        coalescer = PullCoalescer(remoting.broker(f"127.0.0.1:{broker.port}"), "GroupA",
-                                  suspend_ms=1000, timeout_s=10)
-        replies = await asyncio.gather(*(coalescer.pull(QueuePull(
-            queue=MessageQueue("TopicA", "b", q), offset=0, max_messages=32))
-            for q in range(4)))
-        assert (coalescer.calls_total, coalescer.pulls_total) == (1, 4)
-        assert [[m.body for m in iter_records(r.records)] for r in replies] == [
-            [b"q0"], [b"q1"], [b"q2"], [b"q3"]]
-        await coalescer.close()
-    finally:
-        await remoting.close()
+    coalescer = make_coalescer(1000)
+    replies = await asyncio.gather(*(coalescer.pull(queue_pull(q)) for q in range(4)))
+    assert (coalescer.calls_total, coalescer.pulls_total) == (1, 4)
+    assert [[m.body for m in iter_records(r.records)] for r in replies] == [
+        [b"q0"], [b"q1"], [b"q2"], [b"q3"]]
 
 
-async def test_a_backlog_is_read_ahead_and_the_next_pull_is_answered_by_it(broker, stub):
+async def test_a_backlog_is_read_ahead_and_the_next_pull_is_answered_by_it(stub,
+                                                                          make_coalescer):
     await create_topic(stub, queues=2)
     await send(stub, *(record(queue_id=q, body=f"{q}-{i}".encode())
                        for i in range(10) for q in range(2)))
-    remoting = Remoting()
-    try:
-        coalescer = PullCoalescer(remoting.broker(f"127.0.0.1:{broker.port}"), "GroupA",
-                                  suspend_ms=200, timeout_s=10)
-        got: dict[int, list[bytes]] = {0: [], 1: []}
-        offsets = {0: 0, 1: 0}
+    coalescer = make_coalescer(200)
+    got: dict[int, list[bytes]] = {0: [], 1: []}
+    offsets = {0: 0, 1: 0}
 
-        async def loop(q: int) -> None:
-            while len(got[q]) < 10:
-                reply = await coalescer.pull(QueuePull(
-                    queue=MessageQueue("TopicA", "b", q), offset=offsets[q], max_messages=3))
-                if reply is not None:
-                    got[q] += [m.body for m in iter_records(reply.records)]
-                    offsets[q] = reply.next_begin_offset
+    async def loop(q: int) -> None:
+        while len(got[q]) < 10:
+            reply = await coalescer.pull(queue_pull(q, offsets[q], max_messages=3))
+            if reply is not None:
+                got[q] += [m.body for m in iter_records(reply.records)]
+                offsets[q] = reply.next_begin_offset
 
-        await asyncio.wait_for(asyncio.gather(loop(0), loop(1)), 10)
-        assert got == {q: [f"{q}-{i}".encode() for i in range(10)] for q in range(2)}
-        assert coalescer.prefetch_hits >= 4, "pulls 2..4 of each queue were read ahead"
-        await coalescer.close()
-    finally:
-        await remoting.close()
+    await asyncio.wait_for(asyncio.gather(loop(0), loop(1)), 10)
+    assert got == {q: [f"{q}-{i}".encode() for i in range(10)] for q in range(2)}
+    assert coalescer.prefetch_hits >= 4, "pulls 2..4 of each queue were read ahead"
 
 
-async def test_a_read_ahead_the_loop_no_longer_wants_is_dropped(broker, stub):
+async def test_a_read_ahead_the_loop_no_longer_wants_is_dropped(stub, make_coalescer):
     await create_topic(stub, queues=1)
     await send(stub, *(record(queue_id=0, body=f"m{i}".encode()) for i in range(6)))
-    remoting = Remoting()
-    try:
-        coalescer = PullCoalescer(remoting.broker(f"127.0.0.1:{broker.port}"), "GroupA",
-                                  suspend_ms=200, timeout_s=10)
-        mq = MessageQueue("TopicA", "b", 0)
-        first = await coalescer.pull(QueuePull(queue=mq, offset=0, max_messages=2))
-        assert first is not None and first.next_begin_offset == 2
-        # The loop was moved (a seek, an admin reset) to offset 5: the read-ahead of 2 is
-        # not what it asks for, so it is not used.
-        moved = await coalescer.pull(QueuePull(queue=mq, offset=5, max_messages=2))
-        assert moved is not None
-        assert [m.body for m in iter_records(moved.records)] == [b"m5"]
-        assert coalescer.prefetch_hits == 0
-        coalescer.forget(mq)
-        await coalescer.close()
-    finally:
-        await remoting.close()
+    coalescer = make_coalescer(200)
+    first = await coalescer.pull(queue_pull(0, 0, max_messages=2))
+    assert first is not None and first.next_begin_offset == 2
+    # The loop was moved (a seek, an admin reset) to offset 5: the read-ahead of 2 is not
+    # what it asks for, so it is not used.
+    moved = await coalescer.pull(queue_pull(0, 5, max_messages=2))
+    assert moved is not None
+    assert [m.body for m in iter_records(moved.records)] == [b"m5"]
+    assert coalescer.prefetch_hits == 0
 
 
-async def test_a_call_nobody_waits_for_is_cancelled_and_the_broker_lets_it_go(broker, stub,
-                                                                              eventually):
+async def test_a_call_nobody_waits_for_is_cancelled_and_the_broker_lets_it_go(
+        broker, stub, make_coalescer, eventually):
     await create_topic(stub)
-    remoting = Remoting()
-    try:
-        coalescer = PullCoalescer(remoting.broker(f"127.0.0.1:{broker.port}"), "GroupA",
-                                  suspend_ms=30_000, timeout_s=45)
-        loops = [asyncio.ensure_future(coalescer.pull(QueuePull(
-            queue=MessageQueue("TopicA", "b", q), offset=0, max_messages=32)))
-            for q in range(2)]
-        await eventually(lambda: broker.hold.parked_count == 2, what="parked")
-        loops[0].cancel()
-        await asyncio.sleep(0.2)
-        assert broker.hold.parked_count == 2, "one loop still waits on the call"
-        loops[1].cancel()
-        await eventually(lambda: broker.hold.parked_count == 0, timeout_s=3,
-                         what="the broker to release the abandoned call")
-        await coalescer.close()
-    finally:
-        await remoting.close()
+    coalescer = make_coalescer(30_000)
+    loops = [asyncio.ensure_future(coalescer.pull(queue_pull(q))) for q in range(2)]
+    await eventually(lambda: broker.hold.parked_count == 2, what="parked")
+    loops[0].cancel()
+    await asyncio.sleep(0.2)
+    assert broker.hold.parked_count == 2, "one loop still waits on the call"
+    loops[1].cancel()
+    await eventually(lambda: broker.hold.parked_count == 0, timeout_s=3,
+                     what="the broker to release the abandoned call")
 
 
-async def test_calls_that_drifted_apart_are_merged_once_one_waits_at_the_broker(broker, stub,
-                                                                               eventually):
+async def test_calls_that_drifted_apart_are_merged_once_one_waits_at_the_broker(
+        broker, stub, make_coalescer, eventually):
     await create_topic(stub)
-    remoting = Remoting()
-    try:
-        coalescer = PullCoalescer(remoting.broker(f"127.0.0.1:{broker.port}"), "GroupA",
-                                  suspend_ms=30_000, timeout_s=45)
-        first = asyncio.ensure_future(coalescer.pull(QueuePull(
-            queue=MessageQueue("TopicA", "b", 0), offset=0, max_messages=32)))
-        await eventually(lambda: broker.hold.parked_count == 1, what="first call parked")
-        second = asyncio.ensure_future(coalescer.pull(QueuePull(
-            queue=MessageQueue("TopicA", "b", 1), offset=0, max_messages=32)))
-        await eventually(lambda: coalescer.merges_total == 1, what="a merge")
-        await eventually(lambda: broker.hold.parked_count == 2, what="one call on both queues")
-        await send(stub, record(queue_id=0, body=b"for-first"))
-        reply = await asyncio.wait_for(first, 5)
-        assert [m.body for m in iter_records(reply.records)] == [b"for-first"]
-        assert (await asyncio.wait_for(second, 5)).status is PullStatus.NO_NEW_MSG
-        assert coalescer.calls_total == 2
-        await coalescer.close()
-    finally:
-        await remoting.close()
+    coalescer = make_coalescer(30_000)
+    first = asyncio.ensure_future(coalescer.pull(queue_pull(0)))
+    await eventually(lambda: broker.hold.parked_count == 1, what="first call parked")
+    second = asyncio.ensure_future(coalescer.pull(queue_pull(1)))
+    await eventually(lambda: coalescer.merges_total == 1, what="a merge")
+    await eventually(lambda: broker.hold.parked_count == 2, what="one call on both queues")
+    await send(stub, record(queue_id=0, body=b"for-first"))
+    reply = await asyncio.wait_for(first, 5)
+    assert [m.body for m in iter_records(reply.records)] == [b"for-first"]
+    assert (await asyncio.wait_for(second, 5)).status is PullStatus.NO_NEW_MSG
+    assert coalescer.calls_total == 2
 
 
 ACL = """
@@ -325,8 +297,7 @@ async def test_with_the_acl_on_a_queue_of_a_topic_without_sub_is_refused_alone(t
     remoting = Remoting(Transport(Credentials("app", "app-secret")))
     try:
         client = remoting.broker(f"127.0.0.1:{broker.port}")
-        pulls = [QueuePull(queue=MessageQueue(t, "b", 0), offset=0, max_messages=32)
-                 for t in ("orders", "secret")]
+        pulls = [queue_pull(0, topic=t) for t in ("orders", "secret")]
         allowed, denied = await client.pull_batch(group="billing", pulls=pulls, suspend_ms=0,
                                                   timeout_s=5)
         assert isinstance(allowed, PullReply)

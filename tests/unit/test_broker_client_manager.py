@@ -109,13 +109,29 @@ async def test_channel_streams_commands_until_closed():
     assert m.channel("c1") is None
 
 
+async def test_a_client_whose_channel_closes_leaves_every_group_and_the_rest_are_told():
+    m = ClientManager(broker_name="broker-a", clock=ManualClock())
+    m.heartbeat("c1", producer_groups=["pg"], consumers=[consumer()])
+    m.heartbeat("c2", consumers=[consumer()])
+    gone, stays = m.open_channel("c1"), m.open_channel("c2")
+    m.close_channel(gone)                     # c1's process was killed: its stream ended
+    assert m.consumer_ids("GroupA") == ["c2"]
+    assert m.producer_ids("pg") == []
+    assert pending(stays)[-1] == NotifyConsumerIdsChanged("GroupA")
+    assert m.run_once() == [], "nothing left to expire later"
+    m.heartbeat("c1", consumers=[consumer()])  # alive after all: its next heartbeat is back
+    assert m.consumer_ids("GroupA") == ["c1", "c2"]
+
+
 async def test_a_new_channel_replaces_the_old_one():
     m = ClientManager(broker_name="broker-a", clock=ManualClock())
     old = m.open_channel("c1")
     new = m.open_channel("c1")
     assert old.closed and not new.closed
+    m.heartbeat("c1", consumers=[consumer()])
     m.close_channel(old)   # the old stream ending must not drop the new one
     assert m.channel("c1") is new
+    assert m.consumer_ids("GroupA") == ["c1"]
 
 
 async def test_an_unread_channel_drops_commands_past_its_bound():

@@ -220,8 +220,8 @@ def _corrupt(rec: bytes, pos: int, value: bytes) -> bytes:
     (record(body=b"x" * 2048), "MESSAGE_BODY_TOO_LARGE",
      "message body is 2048 bytes; this broker accepts at most 1024 (max_message_size)"),
     (record(topic="bad topic"), "MESSAGE_ILLEGAL", "contains"),
-    (record(queue_id=8), "MESSAGE_ILLEGAL", "queue id 8 is out of range"),
-    (record(queue_id=-1), "MESSAGE_ILLEGAL", "queue id -1 is out of range"),
+    (record(queue_id=8), "QUEUE_OUT_OF_RANGE", "queue id 8 is out of range"),
+    (record(queue_id=-1), "QUEUE_OUT_OF_RANGE", "queue id -1 is out of range"),
 ])
 async def test_each_malformed_send_gets_its_own_refusal_and_stores_nothing(env, blob, reason,
                                                                            words):

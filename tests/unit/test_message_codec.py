@@ -141,3 +141,11 @@ def test_unique_ids_are_distinct_and_32_hex_chars():
     ids = {gen.next_id() for _ in range(10_000)}
     assert len(ids) == 10_000
     assert all(len(i) == 32 for i in ids)
+
+
+def test_ids_made_per_batch_are_distinct_from_each_other_and_from_single_ones():
+    gen = UniqueIdGenerator()
+    ids = [gen.next_id(), *gen.next_ids(5_000), gen.next_id(), *gen.next_ids(3)]
+    assert len(set(ids)) == len(ids) == 5_005
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    assert {i[:20] for i in ids} == {ids[0][:20]}, "ip, pid and random prefix shared"

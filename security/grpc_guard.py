@@ -10,9 +10,9 @@ decoding lenient and answers such a request itself::
                      └─ fails ────▶ INVALID_ARGUMENT "... is not a valid
                                     pocketmq.v1.PullMessageRequest: <why>"
 
-Hand-written, beside the generated stubs it serves: the nameserver and the
-broker both install it first in their interceptor list. It only looks at
-decoding and composes with any other interceptor.
+The nameserver, the broker and the broker's RocketMQ 5 endpoint all install it
+first in their interceptor list. It only looks at decoding and composes with
+any other interceptor.
 """
 
 from __future__ import annotations
