@@ -37,7 +37,8 @@ class StoreConfig:
     store_host: tuple[str, int] = field(default=("127.0.0.1", 10911), metadata=_help(
         "address written into each record's STOREHOST and offset message ids"))
     check_crc_on_recover: bool = field(default=True, metadata=_help(
-        "reserved: recovery checks every body CRC from the checkpoint on, whatever this says"))
+        "recovery checks the body CRC of every record from the checkpoint on; off, it checks "
+        "only each record's framing (faster, misses a torn body)"))
     # -- flush ---------------------------------------------------------------------
     flush_disk_type: FlushDiskType = field(default=FlushDiskType.ASYNC_FLUSH, metadata=_help(
         "'async' acknowledges after the page-cache write, 'sync' after fsync"))

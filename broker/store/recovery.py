@@ -105,7 +105,8 @@ def _verify_and_truncate(store: DefaultMessageStore, verify_from: int,
                          ) -> tuple[int, int | None, str, int, int]:
     """Return (end of the valid log, bad offset, reason, bytes cut, queue units trimmed)."""
     commitlog = store.commitlog
-    end, bad_offset, reason, _ = _scan(commitlog, verify_from, check_crc=True,
+    end, bad_offset, reason, _ = _scan(commitlog, verify_from,
+                                       check_crc=store.config.check_crc_on_recover,
                                        progress=progress)
     truncated = _garbage_extent(commitlog, end)
     commitlog.queue.truncate(end)

@@ -76,6 +76,28 @@ def test_recovery_report_names_the_bad_offset_and_bytes_cut(tmp_path):
     assert verify_store(str(tmp_path)).ok
 
 
+def test_with_check_crc_on_recover_off_a_flipped_body_byte_is_kept_and_framing_still_checked(
+        tmp_path):
+    store = open_store(small_config(tmp_path))
+    offsets = fill(store, 10)
+    end = store.commitlog.max_offset
+    crash(store)
+    with open(segment(tmp_path, offsets[6], 64 * 1024), "r+b") as f:
+        f.seek(offsets[6] + 88)  # first body byte of record 6: only its CRC can tell
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+        f.seek(end)
+        f.write(record(body=b"x" * 500)[:300])   # a torn tail: its framing is wrong
+    config = small_config(tmp_path, check_crc_on_recover=False)
+    store, report = start_store(config)
+    try:
+        assert (report.first_bad_offset, report.truncated_bytes) == (end, 300)
+        assert store.max_offset("orders", 0) == 10, "record 6 kept: its CRC was not read"
+    finally:
+        store.shutdown()
+
+
 def test_flipped_bytes_in_the_last_segment_cut_the_log_there(tmp_path):
     config = small_config(tmp_path)
     store = open_store(config)
