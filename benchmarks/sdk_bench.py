@@ -4,7 +4,7 @@ Starts ``pocketmq standalone`` (a nameserver and a broker, one process) in a
 temporary directory, then, with 1 KiB bodies:
 
 1. ``send`` from 256 concurrent tasks (coalesced into SendBatch calls);
-2. ``send_batch`` of 64 messages from 8 concurrent tasks, and of 512 from 2;
+2. ``send_batch`` of 64 messages from 8 concurrent tasks, and of 512 from 2 and from 4;
 3. a PushConsumer reading everything from the first offset, 32 messages a pull
    (RocketMQ's default), and again pulling ``--max-pull-messages`` (msgs/s through
    the listener);
@@ -241,7 +241,7 @@ async def run(namesrv: str, messages: int, seconds: float, max_pull: int,
     await wait_for_broker(namesrv)
     if "send" in parts:
         await bench_send(namesrv, "bench-send", messages)
-    shapes = ((64, 8), (512, 2))    # (batch, concurrent tasks)
+    shapes = ((64, 8), (512, 2), (512, 4))    # (batch, concurrent tasks)
     if "batch" in parts or "consume" in parts:
         for batch, tasks in shapes:
             await bench_send_batch(namesrv, "bench-batch", messages * 2, batch=batch,
