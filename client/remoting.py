@@ -41,7 +41,13 @@ from pocketmq.client.errors import (
     UnavailableError,
     UnsupportedError,
 )
-from pocketmq.client.model import MessageQueue, SendResult, SendStatus, _new_send_result
+from pocketmq.client.model import (
+    MessageQueue,
+    SendResult,
+    SendStatus,
+    _new_send_result,
+    _positional_builder,
+)
 from pocketmq.client.route import QueueData, TopicRoute
 from pocketmq.common.auth import Credentials, signed_metadata
 from pocketmq.common.runtime import tune_malloc
@@ -198,11 +204,15 @@ _CONSUME_FROM = {"last": bpb.CONSUME_FROM_LAST_OFFSET, "first": bpb.CONSUME_FROM
                  "timestamp": bpb.CONSUME_FROM_TIMESTAMP}
 
 
+_new_receipt = _positional_builder(SendReceipt, ("status", "msg_id", "offset_msg_id", "topic",
+                                                 "queue_id", "queue_offset"))
+
+
 def _receipts(resp: bpb.SendMessageResponse) -> list[SendReceipt]:
     """One receipt per record sent; the reply comes in columns (see broker.proto)."""
     status = _SEND_STATUS.get(resp.status, SendStatus.SEND_OK)
     prefix = resp.offset_msg_id_prefix
-    return [SendReceipt(status, msg_id, f"{prefix}{phys:016X}", "", queue_id, queue_offset)
+    return [_new_receipt(status, msg_id, f"{prefix}{phys:016X}", "", queue_id, queue_offset)
             for msg_id, queue_id, queue_offset, phys in zip(
                 resp.msg_ids, resp.queue_ids, resp.queue_offsets, resp.phys_offsets,
                 strict=True)]
