@@ -17,7 +17,11 @@ zero pages without changing a byte of the file, so it may run beside the
 writer, in any order, without a lock; the writer's fault then only maps a
 cached page. The read releases the GIL, so the work moves to another core.
 The writer calls :meth:`notify` after each append; the service sleeps until
-the writer comes within half of ``ahead_bytes`` of what is warm.
+what is warm is a step (1 MiB) short of ``ahead_bytes`` ahead of the writer,
+then reads that step. Small steps keep the work smooth: at 2.3 µs per KiB, a
+16 MiB burst took a core for 40 ms, and on a two-core machine that was a 40 ms
+stall of the broker or its clients every few seconds at 5 MB/s (measured as
+the send-to-handler p99).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ class WarmMappedFileService(ServiceThread):
         super().__init__(interval_s=1.0)
         self._queue = log_queue
         self._ahead = ahead_bytes
+        # wake when what is warm is less than this ahead of the writer: one step short
+        self._due_ahead = max(ahead_bytes - STEP_BYTES, ahead_bytes // 2)
         self._buf = bytearray(min(STEP_BYTES, ahead_bytes))
         self._file: MappedFile | None = None
         self.warmed = 0                  # file-relative end of what was read in _file
@@ -45,7 +51,7 @@ class WarmMappedFileService(ServiceThread):
 
     def notify(self, mf: MappedFile) -> None:
         """The writer appended to *mf* (cheap: one comparison, a wake-up when due)."""
-        if mf is not self._file or mf.wrote_position + self._ahead // 2 > self.warmed:
+        if mf is not self._file or mf.wrote_position + self._due_ahead > self.warmed:
             self._wakeup.set()
 
     def run_once(self, *, final: bool = False) -> None:
@@ -54,7 +60,7 @@ class WarmMappedFileService(ServiceThread):
             return
         if mf is not self._file:
             self._file, self.warmed = mf, mf.wrote_position
-        if self.warmed >= min(mf.wrote_position + self._ahead // 2, mf.file_size):
+        if self.warmed >= min(mf.wrote_position + self._due_ahead, mf.file_size):
             return                                    # not due yet
         while not self._stopped and self.warmed < min(mf.wrote_position + self._ahead,
                                                       mf.file_size):

@@ -8,7 +8,7 @@ import random
 from storekit import record, small_config, start_store
 
 from pocketmq.broker.store.mapped_file_queue import MappedFileQueue
-from pocketmq.broker.store.warm import WarmMappedFileService
+from pocketmq.broker.store.warm import STEP_BYTES, WarmMappedFileService
 
 SEGMENT = 4 * 1024 * 1024
 AHEAD = 1024 * 1024
@@ -53,6 +53,25 @@ def test_notify_wakes_the_thread_only_when_the_writer_nears_the_warm_edge(tmp_pa
     mf.append(b"z" * (AHEAD // 2 + 1))
     warm.notify(mf)
     assert warm._wakeup.is_set()
+    queue.close()
+
+
+def test_the_writer_s_progress_is_warmed_a_step_at_a_time_not_in_bursts(tmp_path):
+    queue = MappedFileQueue(str(tmp_path), 4 * SEGMENT)
+    mf = queue.last_file()
+    warm = WarmMappedFileService(queue, ahead_bytes=8 * STEP_BYTES)
+    warm.run_once()
+    assert warm.bytes_warmed == 8 * STEP_BYTES
+    mf.append(b"w" * (STEP_BYTES // 2))
+    warm.notify(mf)
+    assert not warm._wakeup.is_set(), "less than a step behind: not due"
+    mf.append(b"w" * (STEP_BYTES // 2 + 1))
+    warm.notify(mf)
+    assert warm._wakeup.is_set()
+    before = warm.bytes_warmed
+    warm.run_once()
+    assert 0 < warm.bytes_warmed - before <= 2 * STEP_BYTES, "one step, not half of ahead"
+    assert warm.warmed >= mf.wrote_position + 8 * STEP_BYTES
     queue.close()
 
 
