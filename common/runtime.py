@@ -12,9 +12,10 @@ pulled 1 KiB message (7.0 µs → 3.9 µs with the thresholds below, PushConsume
 81k → 114k msgs/s).
 
 :func:`tune_malloc` raises the mmap threshold to 32 MiB (glibc's maximum on
-64-bit) and the trim threshold to 256 MiB: buffers are recycled from the heap,
-and up to 256 MiB of free heap stays with the process. Servers call it at
-start, clients when their first connection is made. It does nothing when the
+64-bit) and the trim threshold to 64 MiB: buffers are recycled from the heap,
+and up to 64 MiB of free heap stays with the process (32 MiB did as well as
+256 MiB here; 64 leaves room for 4 MiB PullBatch replies and their copies).
+Servers call it at start, clients when their first connection is made. It does nothing when the
 process set its own malloc tunables (``GLIBC_TUNABLES`` or ``MALLOC_*_``), off
 Linux/glibc, or with ``POCKETMQ_MALLOC_TUNING=0``.
 
@@ -39,7 +40,7 @@ __all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "freeze_startup_objects", "tune_m
 log = logging.getLogger(__name__)
 
 MMAP_THRESHOLD = 32 * 1024 * 1024     # DEFAULT_MMAP_THRESHOLD_MAX on 64-bit glibc
-TRIM_THRESHOLD = 256 * 1024 * 1024
+TRIM_THRESHOLD = 64 * 1024 * 1024
 _M_TRIM_THRESHOLD = -1                # <malloc.h>
 _M_MMAP_THRESHOLD = -3
 
