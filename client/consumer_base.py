@@ -213,8 +213,10 @@ class ConsumerBase:
             await self._offsets.persist()
         await self._release_queues(list(self._pqs.values()))
         if self._heartbeat is not None:
-            await self._heartbeat.stop()
+            # Leave first, then close the command streams (a closed stream would
+            # also make the broker drop this client, but logged as a vanished one).
             await self._heartbeat.unregister(consumer_group=self.group)
+            await self._heartbeat.stop()
         if self._routes is not None:
             await self._routes.stop()
         if self._remoting is not None:

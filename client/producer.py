@@ -151,8 +151,10 @@ class Producer:
         if self._accumulator is not None:
             await self._accumulator.close(timeout_s)
         if self._heartbeat is not None:
-            await self._heartbeat.stop()
+            # Leave first, then close the command streams (a closed stream would
+            # also make the broker drop this client, but logged as a vanished one).
             await self._heartbeat.unregister(producer_group=self.group)
+            await self._heartbeat.stop()
         if self._routes is not None:
             await self._routes.stop()
         if self._remoting is not None:
