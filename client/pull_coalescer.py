@@ -28,11 +28,14 @@ trickle of messages still costs one call per arrival. A prefetch is at most one
 batch per queue beyond the consumer's flow-control limit; one the loop does not
 want (its queue was dropped or moved to another offset) is cancelled.
 
-Queues whose calls drifted apart (a backlog ended on one queue before the
-others) come back together: a call about to go out takes over the pulls of
-any other call that has waited at the broker for :data:`MERGE_AFTER_S`
-(parked: no message yet), cancelling it. Rebalance starts its new queues'
-loops in one turn, so their first pulls already share a call.
+A call carries at most :data:`MAX_QUEUES_PER_CALL` (16) queues, so that a
+consumer of hundreds of queues, one of them busy, does not read and answer all
+of them for each message of the busy one. Queues whose calls drifted apart (a
+backlog ended on one queue before the others) come back together: a call about
+to go out takes over the pulls of any other call that has waited at the broker
+for :data:`MERGE_AFTER_S` (parked: no message yet), cancelling it, as long as
+the merged call stays within that size. Rebalance starts its new queues' loops
+in one turn, so their first pulls already share a call.
 
 If every loop waiting on a call stops (its queue was rebalanced away, the
 consumer shuts down), the call is cancelled, so the broker releases the parked
@@ -53,7 +56,11 @@ __all__ = ["MAX_QUEUES_PER_CALL", "MERGE_AFTER_S", "PullCoalescer"]
 
 log = logging.getLogger(__name__)
 
-MAX_QUEUES_PER_CALL = 1_000   # the broker's limit for one PullBatch
+# Queues per call. A call is answered when any of its queues has a message, and then
+# every one of its queues is read, answered and pulled again: with hundreds of queues
+# and one busy, each message would cost that work hundreds of times. Calls of at most
+# 16 queues bound it near the cost of the one RPC a per-queue pull would make.
+MAX_QUEUES_PER_CALL = 16
 MERGE_AFTER_S = 0.002         # a call unanswered this long is parked; merge it into the next
 
 _Waiter = tuple[QueuePull, "asyncio.Future[PullReply | None]"]
@@ -104,13 +111,18 @@ class PullCoalescer:
             return
         now = asyncio.get_running_loop().time()
         for call in list(self._calls):
-            if not call.prefetch and not call.merged and now - call.started >= MERGE_AFTER_S:
-                live = [w for w in call.waiters if not w[1].done()]
-                call.merged = True
-                call.task.cancel()
-                self._calls.discard(call)
-                self.merges_total += 1
-                waiters.extend(live)
+            if len(waiters) >= MAX_QUEUES_PER_CALL:
+                break
+            if call.prefetch or call.merged or now - call.started < MERGE_AFTER_S:
+                continue
+            live = [w for w in call.waiters if not w[1].done()]
+            if len(waiters) + len(live) > MAX_QUEUES_PER_CALL:
+                continue          # merging would only split it again
+            call.merged = True
+            call.task.cancel()
+            self._calls.discard(call)
+            self.merges_total += 1
+            waiters.extend(live)
         self._start(waiters, prefetch=False)
 
     def _start(self, waiters: list[_Waiter], *, prefetch: bool) -> None:

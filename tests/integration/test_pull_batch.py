@@ -210,6 +210,15 @@ async def test_pulls_started_together_share_one_call_and_each_gets_its_reply(stu
         [b"q0"], [b"q1"], [b"q2"], [b"q3"]]
 
 
+async def test_a_call_carries_at_most_sixteen_queues(stub, make_coalescer):
+    await create_topic(stub, queues=40)
+    await send(stub, record(queue_id=39, body=b"last"))
+    coalescer = make_coalescer(0)
+    replies = await asyncio.gather(*(coalescer.pull(queue_pull(q)) for q in range(40)))
+    assert (coalescer.calls_total, coalescer.pulls_total) == (3, 40)   # 16 + 16 + 8
+    assert [m.body for m in iter_records(replies[39].records)] == [b"last"]
+
+
 async def test_a_backlog_is_read_ahead_and_the_next_pull_is_answered_by_it(stub,
                                                                           make_coalescer):
     await create_topic(stub, queues=2)
@@ -273,6 +282,19 @@ async def test_calls_that_drifted_apart_are_merged_once_one_waits_at_the_broker(
     assert [m.body for m in iter_records(reply.records)] == [b"for-first"]
     assert (await asyncio.wait_for(second, 5)).status is PullStatus.NO_NEW_MSG
     assert coalescer.calls_total == 2
+
+
+async def test_a_parked_call_is_not_merged_past_sixteen_queues(broker, stub, make_coalescer,
+                                                              eventually):
+    await create_topic(stub, queues=17)
+    coalescer = make_coalescer(30_000)
+    full = [asyncio.ensure_future(coalescer.pull(queue_pull(q))) for q in range(16)]
+    await eventually(lambda: broker.hold.parked_count == 16, what="a full call parked")
+    extra = asyncio.ensure_future(coalescer.pull(queue_pull(16)))
+    await eventually(lambda: broker.hold.parked_count == 17, what="a second call parked")
+    assert (coalescer.calls_total, coalescer.merges_total) == (2, 0)
+    for loop in (*full, extra):
+        loop.cancel()
 
 
 ACL = """
