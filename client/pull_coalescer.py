@@ -23,8 +23,11 @@ the client decodes while the broker waits. When a reply shows a backlog (a
 queue answered FOUND has more beyond ``next_begin_offset``), the coalescer
 therefore sends that queue's next pull at once, before the loops even see the
 reply, and the loop's next pull from that offset is answered by it (a
-prefetch, as Kafka's fetcher does). With no backlog nothing is prefetched, so a
-trickle of messages still costs one call per arrival. A prefetch is at most one
+prefetch, as Kafka's fetcher does). While no other read-ahead is in flight,
+one is split over two calls, so that the broker reads one while the other
+travels or is decoded (measured: a backlog of 8 queues at 32 a pull went from
+90k to 165-180k msgs/s). With no backlog nothing is prefetched, so a trickle of
+messages still costs one call per arrival. A prefetch is at most one
 batch per queue beyond the consumer's flow-control limit; one the loop does not
 want (its queue was dropped or moved to another offset) is cancelled.
 
@@ -46,15 +49,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 
 from pocketmq.client.errors import ClientError
 from pocketmq.client.model import MessageQueue
 from pocketmq.client.remoting import BrokerClient, PullReply, PullStatus, QueuePull
 
 __all__ = ["MAX_QUEUES_PER_CALL", "MERGE_AFTER_S", "PullCoalescer"]
-
-log = logging.getLogger(__name__)
 
 # Queues per call. A call is answered when any of its queues has a message, and then
 # every one of its queues is read, answered and pulled again: with hundreds of queues
