@@ -15,6 +15,10 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from pocketmq.common.runtime import grpc_fork_exec_only
+
+grpc_fork_exec_only()   # before any command module imports grpc (common/runtime.py says why)
+
 __all__ = ["loop_factory", "main"]
 
 # Modules that contribute sub-commands, in the order `--help` lists them.

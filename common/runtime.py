@@ -19,6 +19,17 @@ Servers call it at start, clients when their first connection is made. It does n
 process set its own malloc tunables (``GLIBC_TUNABLES`` or ``MALLOC_*_``), off
 Linux/glibc, or with ``POCKETMQ_MALLOC_TUNING=0``.
 
+**Fork only to exec, as far as gRPC knows.** grpcio installs fork handlers
+that run on every ``fork()`` of a process with live gRPC threads; they are
+for children that go on using gRPC, which no PocketMQ process has. With them,
+the launch of Spark's JVM from a process serving gRPC (``Popen`` with a
+``preexec_fn``, a real fork) died before its ``exec`` in 2 of 7 test-suite
+runs, after ``skipping fork() handlers`` and ``epoll_wait ... Bad file
+descriptor`` in the log. :func:`grpc_fork_exec_only` sets
+``GRPC_ENABLE_FORK_SUPPORT=false``, gRPC's own advice for processes that fork
+only to exec, unless the environment already says; the ``pocketmq`` command
+and the test suite call it before gRPC is imported.
+
 **Leave startup objects out of garbage collection.** A server builds its
 long-lived objects (modules, configs, topic and offset tables) before it takes
 traffic; :func:`freeze_startup_objects` moves them to the collector's
@@ -35,7 +46,8 @@ import logging
 import os
 import sys
 
-__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "freeze_startup_objects", "tune_malloc"]
+__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "freeze_startup_objects", "grpc_fork_exec_only",
+           "tune_malloc"]
 
 log = logging.getLogger(__name__)
 
@@ -87,3 +99,8 @@ def freeze_startup_objects() -> int:
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
+
+
+def grpc_fork_exec_only() -> None:
+    """``GRPC_ENABLE_FORK_SUPPORT=false`` unless set; call before ``grpc`` is imported."""
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")

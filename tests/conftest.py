@@ -10,7 +10,11 @@ from typing import Any
 
 import pytest
 
-from pocketmq.common.clock import ManualClock
+from pocketmq.common.runtime import grpc_fork_exec_only
+
+grpc_fork_exec_only()   # before any test module imports grpc (common/runtime.py says why)
+
+from pocketmq.common.clock import ManualClock  # noqa: E402
 
 Eventually = Callable[..., Awaitable[Any]]
 
