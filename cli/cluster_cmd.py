@@ -1,6 +1,7 @@
 """``pocketmq cluster up`` and ``pocketmq cluster list``.
 
-``cluster up [--brokers 2] [--data-dir DIR] [--namesrv-port 9876] [--broker-port 10911]``
+``cluster up [--brokers 2] [--data-dir DIR] [--namesrv-port 9876] [--broker-port 10911]
+[--config FILE]``
 runs one nameserver and N brokers (``broker-a``, ``broker-b``, ...; broker i
 on ``--broker-port`` + i, data in ``DIR/broker-x``) as child processes, each
 the very ``pocketmq nameserver`` / ``pocketmq broker ...`` command that
@@ -75,14 +76,17 @@ def nameserver_command(*, port: int, host: str) -> list[str]:
 
 def broker_command(index: int, *, port: int, v2_port: int, namesrv: str, data_dir: str,
                    host: str, broker_ip: str | None = None,
-                   acl_file: str | None = None) -> list[str]:
+                   acl_file: str | None = None, config_file: str | None = None) -> list[str]:
     """Broker *index* of the cluster; *broker_ip* when *host* listens on every interface.
 
     *v2_port* serves RocketMQ 5 clients (-1 = off); each broker on a host needs its own.
+    *config_file*: a TOML of broker keys for every broker; the flags here win over it.
     """
     command = ["broker", "--cluster", CLUSTER_NAME, "--name", broker_name(index),
                "--host", host, "--port", str(port), "--grpc-v2-port", str(v2_port),
                "--namesrv", namesrv, "--data-dir", data_dir]
+    if config_file:
+        command += ["--config", config_file]
     if broker_ip:
         command += ["--broker-ip", broker_ip]
     return [*command, "--acl-enable", "--acl-file", acl_file] if acl_file else command
@@ -108,6 +112,9 @@ def register(subparsers: Any) -> None:
     up.add_argument("--v2-port", type=int, default=8081,
                     help="RocketMQ 5 gRPC port of the first broker (the proxy's 8081); broker "
                          "i gets this + i; -1 = off")
+    up.add_argument("--config", metavar="FILE", default=None,
+                    help="TOML file of broker keys (docs/configuration.md) for every broker; "
+                         "the cluster's own flags win over it")
     up.set_defaults(func=_run_up)
     listing = actions.add_parser("list", parents=[_common()], help="the cluster's brokers",
                                  description="Every live broker with its role, version "
@@ -238,7 +245,9 @@ class LocalCluster:
             _Child(broker_name(i), "broker", f"{args.host}:{args.broker_port + i}",
                    broker_command(i, port=args.broker_port + i, namesrv=self.namesrv,
                                   v2_port=-1 if args.v2_port == -1 else args.v2_port + i,
-                                  data_dir=str(self.data_dir / broker_name(i)), host=args.host),
+                                  data_dir=str(self.data_dir / broker_name(i)), host=args.host,
+                                  config_file=str(Path(args.config).resolve()) if args.config
+                                  else None),
                    logs / f"{broker_name(i)}.log")
             for i in range(args.brokers)]
         self._stop = asyncio.Event()

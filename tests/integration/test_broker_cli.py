@@ -34,9 +34,11 @@ async def registered_route(stub, topic: str, timeout_s: float = 10.0):
 
 async def test_standalone_serves_and_stops_gracefully_on_sigterm(tmp_path):
     data_dir = tmp_path / "data"
+    small = tmp_path / "small-segments.toml"   # 16 MiB, not 1 GiB, of disk
+    small.write_text("commitlog_file_size_bytes = 16777216\n")
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "pocketmq", "standalone", "--data-dir", str(data_dir),
-        "--namesrv-port", "0", "--broker-port", "0",
+        "--namesrv-port", "0", "--broker-port", "0", "--config", str(small),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
     try:
         log = b""

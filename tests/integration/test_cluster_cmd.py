@@ -47,10 +47,12 @@ def free_port_run(count: int) -> int:
 
 async def start_cluster_up(data_dir: Path, *, namesrv_port: int, broker_port: int,
                            v2_port: int) -> asyncio.subprocess.Process:
+    small = data_dir.parent / "small-segments.toml"   # 16 MiB, not 1 GiB, of disk a broker
+    small.write_text("commitlog_file_size_bytes = 16777216\n")
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "pocketmq", "cluster", "up", "--brokers", "2",
         "--data-dir", str(data_dir), "--namesrv-port", str(namesrv_port),
-        "--broker-port", str(broker_port), "--v2-port", str(v2_port),
+        "--broker-port", str(broker_port), "--v2-port", str(v2_port), "--config", str(small),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "POCKETMQ_NAMESRV": "127.0.0.1:1"})  # flags must win over it
 
@@ -122,6 +124,9 @@ async def test_cluster_up_serves_two_brokers_and_stops_every_child_on_sigint(
     data = tmp_path / "cluster"
     assert not list(data.glob("*/abort")), "a broker did not shut down cleanly"
     assert (data / "broker-a" / "commitlog").is_dir() and (data / "logs" / "broker-b.log").exists()
+    segments = list(data.glob("broker-*/commitlog/*"))
+    assert segments and {s.stat().st_size for s in segments} == {16 * 1024 * 1024}, \
+        "--config reaches every broker"
 
 
 async def test_cluster_up_reports_a_broker_that_dies_and_stops_the_rest(tmp_path,
