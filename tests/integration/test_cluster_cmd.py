@@ -17,7 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from pocketmq.client import ConsumeResult, Message, MessageExt, Producer, PushConsumer
+from pocketmq.client import (
+    ClientError,
+    ConsumeResult,
+    Message,
+    MessageExt,
+    Producer,
+    PushConsumer,
+)
+from pocketmq.client.remoting import Remoting
 
 UP_TIMEOUT_S = 60.0
 
@@ -55,6 +63,17 @@ async def start_cluster_up(data_dir: Path, *, namesrv_port: int, broker_port: in
         "--broker-port", str(broker_port), "--v2-port", str(v2_port), "--config", str(small),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "POCKETMQ_NAMESRV": "127.0.0.1:1"})  # flags must win over it
+
+
+async def routed(namesrv: str, topic: str, brokers: set[str]) -> bool:
+    remoting = Remoting()
+    try:
+        route = await remoting.nameserver([namesrv]).get_route(topic)
+    except ClientError:
+        return False
+    finally:
+        await remoting.close()
+    return brokers <= {q.broker_name for q in route.queue_datas}
 
 
 async def read_until(stream: asyncio.StreamReader, marker: str, timeout_s: float) -> str:
@@ -109,7 +128,13 @@ async def test_cluster_up_serves_two_brokers_and_stops_every_child_on_sigint(
         results = await asyncio.gather(*(producer.send(Message(topic="up-topic",
                                                                body=f"m{i}".encode()))
                                          for i in range(20)))
-    assert {r.queue.broker_name for r in results} <= {"broker-a", "broker-b"}
+    brokers = {r.queue.broker_name for r in results}
+    assert brokers <= {"broker-a", "broker-b"}
+    # Each broker registers the topic it auto-created; a consumer that read the route
+    # before the second did would see that broker's queues only at its next route
+    # refresh (30 s, RocketMQ's too), so the route is awaited first.
+    await eventually(lambda: routed(namesrv, "up-topic", brokers), timeout_s=20,
+                     what="the route of up-topic on every broker that stored some")
     await consumer.start()
     try:
         await eventually(lambda: len(received) == 20, timeout_s=30, what="20 messages consumed")
