@@ -23,7 +23,8 @@ from the advanced offset when what arrived does not match its tags.
 
 A ``PullBatch`` (:meth:`PullMessageService.pull_batch`) reads several queues
 of one group the same way and parks one future under all of them: the first
-arrival on any wakes it, and then every queue is read and answered. A consumer
+arrival on any wakes it, and then every queue is read and answered. A
+``PullMessage`` is a batch of one. A consumer
 with eight queues on a broker thus waits in one call rather than eight, and
 one arrival of a batch that touched five queues is answered in one reply.
 """
@@ -31,7 +32,7 @@ one arrival of a batch that touched five queues is answered in one reply.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
@@ -168,40 +169,13 @@ class PullMessageService:
         self._rotation = 0
 
     async def pull(self, request: PullRequest) -> PullOutcome:
-        max_count, suspend_ms, tag_codes = self._check(request)
-        if request.commit_offset is not None:
-            self._offsets.commit(request.consumer_group, request.topic, request.queue_id,
-                                 request.commit_offset)
-        topic, queue_id = request.topic, request.queue_id
-
-        def read(offset: int) -> GetResult:
-            return self._store.get_messages(topic, queue_id, offset, max_count=max_count,
-                                            max_bytes=self._max_bytes, tag_codes=tag_codes)
-
-        result = read(request.queue_offset)
-        if suspend_ms > 0 and self._long_polling:
-            result = await self._hold_until_found(request, result, suspend_ms / 1000, read)
-        self._stats.on_get(topic, result.records)
-        return PullOutcome(status=pull_status(result, request.queue_offset),
-                           get_status=result.status,
-                           next_begin_offset=result.next_begin_offset,
-                           min_offset=result.min_offset, max_offset=result.max_offset,
-                           records=result.records)
-
-    async def _hold_until_found(self, request: PullRequest, result: GetResult,
-                                suspend_s: float,
-                                read: Callable[[int], GetResult]) -> GetResult:
-        deadline = self._clock.monotonic() + suspend_s
-        while True:
-            park_offset = self._park_offset(result, request.queue_offset)
-            remaining = deadline - self._clock.monotonic()
-            if park_offset is None or remaining <= 0:
-                return result
-            outcome = await self._hold.wait_for_arrival(request.topic, request.queue_id,
-                                                        park_offset, remaining)
-            if outcome is not HoldOutcome.ARRIVED:
-                return result
-            result = read(park_offset)
+        """One queue: a :meth:`pull_batch` of one, its refusal raised."""
+        (result,) = await self.pull_batch(request.consumer_group, [request],
+                                          request.suspend_timeout_ms)
+        if result.error is not None:
+            raise result.error
+        assert result.outcome is not None   # the first queue is always read
+        return result.outcome
 
     @staticmethod
     def _park_offset(result: GetResult, requested_offset: int) -> int | None:
@@ -298,14 +272,6 @@ class PullMessageService:
                                        max_offset=result.max_offset, records=result.records)
 
     # -- validation ---------------------------------------------------------------------
-    def _check(self, request: PullRequest) -> tuple[int, int, frozenset[int] | None]:
-        """(max messages, suspend ms, tag codes) after checking every field."""
-        problem = check_group(request.consumer_group)
-        if problem:
-            raise InvalidRequestError(problem)
-        max_count, tag_codes = self._check_queue(request)
-        return max_count, self._suspend_ms(request.suspend_timeout_ms), tag_codes
-
     def _check_queue(self, request: PullRequest) -> tuple[int, frozenset[int] | None]:
         """(max messages, tag codes) after checking the fields that name one queue."""
         problem = check_topic(request.topic)
