@@ -76,18 +76,15 @@ class UniqueIdGenerator:
         self._ms_prefix = ""    # prefix and the hex of _ms, reused within one millisecond
 
     def next_id(self) -> str:
-        now = time.time()
-        if now >= self._next_month_start:
-            self._month_start, self._next_month_start = _month_bounds(now)
-        ms = int((now - self._month_start) * 1000) & 0xFFFFFFFF
-        n = next(self._counter) & 0xFFFF
-        if ms != self._ms:
-            self._ms_prefix = f"{self._prefix_hex}{ms:08X}"
-            self._ms = ms
-        return f"{self._ms_prefix}{n:04X}"
+        return f"{self._prefix_now()}{next(self._counter) & 0xFFFF:04X}"
 
     def next_ids(self, count: int) -> list[str]:
         """*count* ids at once (a batch): one clock read, the counter advanced *count*."""
+        prefix, counter = self._prefix_now(), self._counter
+        return [f"{prefix}{next(counter) & 0xFFFF:04X}" for _ in range(count)]
+
+    def _prefix_now(self) -> str:
+        """IP, pid, random and the ms-in-month of now: all of an id but its counter."""
         now = time.time()
         if now >= self._next_month_start:
             self._month_start, self._next_month_start = _month_bounds(now)
@@ -95,8 +92,7 @@ class UniqueIdGenerator:
         if ms != self._ms:
             self._ms_prefix = f"{self._prefix_hex}{ms:08X}"
             self._ms = ms
-        prefix, counter = self._ms_prefix, self._counter
-        return [f"{prefix}{next(counter) & 0xFFFF:04X}" for _ in range(count)]
+        return self._ms_prefix
 
 
 def _month_bounds(now: float) -> tuple[float, float]:
