@@ -17,7 +17,6 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,18 +24,13 @@ import time
 
 import grpc
 import uvloop
+from benchkit import free_port, wait_port
 
 from pocketmq.common.message import encode_record, pack_host
 from pocketmq.v1 import broker_pb2, broker_pb2_grpc
 
 BODY = os.urandom(1024)
 ECHO_METHOD = "/bench.Echo/Echo"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def machine() -> str:
@@ -49,16 +43,6 @@ def records(n: int, topic: str = "bench", queues: int = 8, start: int = 0) -> li
     return [encode_record(topic=topic, body=BODY, queue_id=(start + i) % queues,
                           born_host=host, properties={"UNIQ_KEY": f"{start + i:032X}"})
             for i in range(n)]
-
-
-def wait_port(port: int, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on port {port} after {timeout_s} s")
 
 
 async def run_concurrently(n_calls: int, concurrency: int, call) -> list[float]:  # type: ignore[no-untyped-def]

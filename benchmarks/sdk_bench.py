@@ -30,23 +30,15 @@ import asyncio
 import os
 import platform
 import resource
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
+
+from benchkit import standalone
 
 from pocketmq.client import ConsumeResult, Message, MessageExt, Producer, PushConsumer
 
 BODY = os.urandom(1024)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 BROKER_PID = 0  # set by main(): the standalone server whose CPU time is reported
@@ -274,26 +266,13 @@ def main() -> int:
     if not parts or parts - set(PARTS):
         parser.error(f"--only takes parts of {', '.join(PARTS)}")
     print(f"machine: {machine()}")
-    data_dir = tempfile.mkdtemp(prefix="pocketmq-bench-")
-    broker_toml = os.path.join(data_dir, "broker.toml")
-    with open(broker_toml, "w") as f:
-        f.write(f"max_pull_messages = {args.max_pull_messages}\n")
-    namesrv_port, broker_port = free_port(), free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from pocketmq.cli import main; sys.exit(main())",
-         "--log-level", "WARNING", "standalone", "--data-dir", data_dir,
-         "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
-         "--config", broker_toml])
-    BROKER_PID = server.pid
-    try:
+    with standalone("pocketmq-bench-",
+                    broker_toml=f"max_pull_messages = {args.max_pull_messages}\n") as server:
+        BROKER_PID = server.pid
         import uvloop
 
-        uvloop.run(run(f"127.0.0.1:{namesrv_port}", args.messages, args.seconds,
-                       args.max_pull_messages, parts))
-    finally:
-        server.terminate()
-        server.wait(30)
-        shutil.rmtree(data_dir, ignore_errors=True)
+        uvloop.run(run(server.namesrv, args.messages, args.seconds, args.max_pull_messages,
+                       parts))
     return 0
 
 

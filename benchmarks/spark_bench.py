@@ -15,16 +15,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 
 import grpc
 
 sys.path.insert(0, os.path.dirname(__file__))
-from broker_bench import free_port, records, wait_port
+from benchkit import standalone
+from broker_bench import records
 
 from pocketmq.v1 import broker_pb2, broker_pb2_grpc
 
@@ -59,16 +57,9 @@ def main() -> int:
     args = parser.parse_args()
     total = args.messages - args.messages % BATCH
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    data_dir = tempfile.mkdtemp(prefix="pocketmq-spark-bench-")
-    ns_port, broker_port = free_port(), free_port()
-    server = subprocess.Popen([sys.executable, "-m", "pocketmq", "--log-level", "WARNING",
-                               "standalone", "--data-dir", data_dir, "--namesrv-port",
-                               str(ns_port), "--broker-port", str(broker_port),
-                               "--grpc-v2-port", "-1"])
-    try:
-        wait_port(broker_port)
+    with standalone("pocketmq-spark-bench-") as server:
         print(f"filling topic bench with {total:,} messages of 1 KiB ...")
-        asyncio.run(fill(broker_port, total))
+        asyncio.run(fill(server.broker_port, total))
         from pyspark.sql import SparkSession
         from pyspark.sql import functions as F
 
@@ -80,7 +71,7 @@ def main() -> int:
                  .config("spark.sql.shuffle.partitions", "4").getOrCreate())
         spark.sparkContext.setLogLevel("WARN")
         register(spark)
-        namesrv = f"127.0.0.1:{ns_port}"
+        namesrv, data_dir = server.namesrv, server.data_dir
 
         def broker_read() -> int:
             df = (spark.read.format("pocketmq").option("namesrv", namesrv)
@@ -106,10 +97,6 @@ def main() -> int:
         timed("read from store files (pocketmq-store)", total, store_read)
         timed("write to a topic (SendBatch)", args.write, write)
         spark.stop()
-    finally:
-        server.terminate()
-        server.wait(30)
-        shutil.rmtree(data_dir, ignore_errors=True)
     return 0
 
 

@@ -1,0 +1,72 @@
+"""What the benchmarks share: free ports, and a ``pocketmq standalone`` to measure against.
+
+Not a test helper: imported by the scripts in this folder (run as scripts, so
+this folder is on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+__all__ = ["Standalone", "free_port", "standalone", "wait_port"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout_s} s")
+
+
+@dataclass(frozen=True)
+class Standalone:
+    namesrv: str              # "127.0.0.1:port"
+    broker_port: int
+    data_dir: str
+    pid: int                  # the server process, whose CPU time a benchmark may report
+
+
+@contextlib.contextmanager
+def standalone(prefix: str, *, broker_toml: str = "") -> Iterator[Standalone]:
+    """A nameserver and a broker (one process, RocketMQ 5 port off) in a temporary
+    directory, given the broker keys of *broker_toml*; stopped and removed after."""
+    data_dir = tempfile.mkdtemp(prefix=prefix)
+    config = []
+    if broker_toml:
+        path = os.path.join(data_dir, "broker.toml")
+        with open(path, "w") as f:
+            f.write(broker_toml)
+        config = ["--config", path]
+    namesrv_port, broker_port = free_port(), free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "pocketmq", "--log-level", "WARNING", "standalone",
+         "--data-dir", data_dir, "--namesrv-port", str(namesrv_port),
+         "--broker-port", str(broker_port), "--grpc-v2-port", "-1", *config])
+    try:
+        wait_port(broker_port)
+        yield Standalone(f"127.0.0.1:{namesrv_port}", broker_port, data_dir, server.pid)
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        shutil.rmtree(data_dir, ignore_errors=True)
