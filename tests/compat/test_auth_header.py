@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pocketmq.broker.broker import Broker
@@ -11,10 +13,24 @@ from pocketmq.broker.grpc_v2.auth import HeaderAuthenticator, sign
 from pocketmq.broker.grpc_v2.convert import V2Error
 from pocketmq.rmqv2 import definition_pb2 as d
 
-from .conftest import SMALL, AgentError
+from .conftest import SMALL, Agent, AgentError
 
 USERS = {"rocketmq2": "12345678"}
 DATE = "20261122T053045Z"
+
+
+async def signed_send_works_and_guessed_fails(agent: Any, endpoints: str) -> tuple[Agent, Any]:
+    """Two official producers of topic Secured, one with the user's secret, one with a
+    guess: the first sends (returned with what it sent), the second is refused."""
+    good, bad = await agent(), await agent()
+    await good.call("producer", name="p", endpoints=endpoints, topics=["Secured"],
+                    ak="rocketmq2", sk="12345678")
+    await bad.call("producer", name="p", endpoints=endpoints, topics=["Secured"],
+                   ak="rocketmq2", sk="guessed")
+    sent = await good.call("send", producer="p", topic="Secured", body="signed")
+    with pytest.raises(AgentError, match="failed to fetch topic"):
+        await bad.call("send", producer="p", topic="Secured", body="unsigned")
+    return good, sent
 
 
 def headers(authorization: str, date_time: str = DATE) -> dict[str, str]:
@@ -66,16 +82,7 @@ async def test_the_official_client_works_with_its_credentials_and_not_without(
                     v2_authenticator=HeaderAuthenticator(USERS.get, authorize=authorize))
     await broker.start()
     try:
-        endpoints = broker.grpc_v2.address
-        good, bad = await agent(), await agent()
-        await good.call("producer", name="p", endpoints=endpoints, topics=["Secured"],
-                        ak="rocketmq2", sk="12345678")
-        await bad.call("producer", name="p", endpoints=endpoints, topics=["Secured"],
-                       ak="rocketmq2", sk="guessed")
-
-        sent = await good.call("send", producer="p", topic="Secured", body="signed")
-        with pytest.raises(AgentError, match="failed to fetch topic"):
-            await bad.call("send", producer="p", topic="Secured", body="unsigned")
+        good, sent = await signed_send_works_and_guessed_fails(agent, broker.grpc_v2.address)
         with pytest.raises(AgentError, match="failed to fetch topic:Closed"):
             await good.call("send", producer="p", topic="Closed", body="no entry")
     finally:
@@ -94,15 +101,7 @@ async def test_the_official_client_is_held_to_the_brokers_acl_file(tmp_path, nam
                                  acl_file=str(acl)))
     await broker.start()
     try:
-        endpoints = broker.grpc_v2.address
-        good, bad = await agent(), await agent()
-        await good.call("producer", name="p", endpoints=endpoints, topics=["Secured"],
-                        ak="rocketmq2", sk="12345678")
-        await bad.call("producer", name="p", endpoints=endpoints, topics=["Secured"],
-                       ak="rocketmq2", sk="guessed")
-        sent = await good.call("send", producer="p", topic="Secured", body="signed")
-        with pytest.raises(AgentError, match="failed to fetch topic"):
-            await bad.call("send", producer="p", topic="Secured", body="unsigned")
+        good, sent = await signed_send_works_and_guessed_fails(agent, broker.grpc_v2.address)
         before = broker.store.runtime_info()["put_messages_total"]
         with pytest.raises(AgentError):
             await good.call("send", producer="p", topic="Closed", body="no PUB here")

@@ -20,10 +20,18 @@ import time
 from collections import Counter
 
 import pytest
-from faultkit import SendLoad, check_acks, create_topic, read_topic, routed_brokers, wait_for
+from faultkit import (
+    SendLoad,
+    check_acks,
+    create_topic,
+    read_topic,
+    recording_consumer,
+    routed_brokers,
+    wait_for,
+)
 from processkit import free_port
 
-from pocketmq.client import ConsumeResult, Producer, PushConsumer
+from pocketmq.client import Producer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -50,16 +58,9 @@ async def test_clients_ride_through_a_nameserver_restart(kit, fault_report):
     namesrv = await kit.nameserver(port=port)
     brokers = await two_brokers(kit, namesrv.addr, "TopicOld")
     consumed: Counter[str] = Counter()
-    consumer = PushConsumer(group="ns-restart", namesrv=namesrv.addr, consume_from="first",
-                            rebalance_interval_s=1, **FAST_CLIENT)
-    consumer.subscribe("TopicOld", "*")
-    consumer.subscribe("TopicNew", "*")   # created only after the restart
-
-    @consumer.listener
-    async def handle(messages):
-        consumed.update(m.msg_id for m in messages)
-        return ConsumeResult.CONSUME_SUCCESS
-
+    consumer = recording_consumer(group="ns-restart", namesrv=namesrv.addr,
+                                  topics=["TopicOld", "TopicNew"],   # New: made after the restart
+                                  into=consumed, rebalance_interval_s=1, **FAST_CLIENT)
     await consumer.start()
     try:
         async with Producer(group="ns-restart", namesrv=namesrv.addr, **FAST_CLIENT) as producer:

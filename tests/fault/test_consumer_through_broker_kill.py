@@ -13,10 +13,10 @@ import signal
 import time
 
 import pytest
-from faultkit import SendLoad, create_topic, routed_brokers, wait_for
+from faultkit import SendLoad, create_topic, recording_consumer, routed_brokers, wait_for
 from processkit import ProcessKit
 
-from pocketmq.client import ConsumeResult, Producer, PushConsumer
+from pocketmq.client import Producer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -32,14 +32,8 @@ async def test_a_consumer_parked_on_a_killed_broker_resumes_and_misses_nothing(
     await create_topic(broker.addr, TOPIC, QUEUES)
     await wait_for(lambda: routed_brokers(namesrv.addr, TOPIC), timeout_s=20, what="the route")
     consumed: set[str] = set()
-    consumer = PushConsumer(group=GROUP, namesrv=namesrv.addr, consume_from="first", **FAST)
-    consumer.subscribe(TOPIC)
-
-    @consumer.listener
-    async def handle(messages):
-        consumed.update(m.msg_id for m in messages)
-        return ConsumeResult.CONSUME_SUCCESS
-
+    consumer = recording_consumer(group=GROUP, namesrv=namesrv.addr, topics=[TOPIC],
+                                  into=consumed, **FAST)
     await consumer.start()
     try:
         await wait_for(lambda: len(consumer.assigned_queues()) >= QUEUES, timeout_s=20,

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import grpc
 
-from pocketmq.client import ClientError, Message, Producer
+from pocketmq.client import ClientError, ConsumeResult, Message, Producer, PushConsumer
 from pocketmq.common.message import StoredMessage, iter_records
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2, nameserver_pb2, nameserver_pb2_grpc
@@ -119,6 +119,22 @@ def check_acks(acks: list[Ack], stored: dict[tuple[int, int], str]) -> AckCheck:
             misplaced.append(ack)
     before = [a for a in lost if a.queue_offset < highest_kept.get(a.queue_id, -1)]
     return AckCheck(kept, lost, misplaced, before)
+
+
+def recording_consumer(*, group: str, namesrv: str, topics: list[str],
+                       into: Any, **options: Any) -> PushConsumer:
+    """A push consumer of *topics* from their first offset; its listener adds the
+    msg_id of every message to *into* (a set, or a Counter to see redeliveries)."""
+    consumer = PushConsumer(group=group, namesrv=namesrv, consume_from="first", **options)
+    for topic in topics:
+        consumer.subscribe(topic, "*")
+
+    @consumer.listener
+    async def handle(messages: list[Any]) -> ConsumeResult:
+        into.update(m.msg_id for m in messages)
+        return ConsumeResult.CONSUME_SUCCESS
+
+    return consumer
 
 
 class SendLoad:
