@@ -56,11 +56,6 @@ class PullRequestHoldService:
     def parked_count(self) -> int:
         return self._count
 
-    async def wait_for_arrival(self, topic: str, queue_id: int, offset: int,
-                               timeout_s: float) -> HoldOutcome:
-        """Wait until the queue holds an offset >= *offset* + 1, or *timeout_s* passes."""
-        return await self.wait_for_any(((topic, queue_id, offset),), timeout_s)
-
     async def wait_for_any(self, targets: Sequence[tuple[str, int, int]],
                            timeout_s: float) -> HoldOutcome:
         """Wait until any ``(topic, queue_id, offset)`` queue grows past its offset.

@@ -21,7 +21,7 @@ async def parked(hold: PullRequestHoldService, count: int) -> None:
 
 async def test_an_arrival_past_the_offset_wakes_the_pull():
     hold = PullRequestHoldService()
-    waiter = asyncio.create_task(hold.wait_for_arrival("T", 0, 5, timeout_s=30))
+    waiter = asyncio.create_task(hold.wait_for_any([("T", 0, 5)], 30))
     await parked(hold, 1)
     hold.on_arrival("T", 0, 6)
     assert await waiter is HoldOutcome.ARRIVED
@@ -30,7 +30,7 @@ async def test_an_arrival_past_the_offset_wakes_the_pull():
 
 async def test_arrivals_elsewhere_or_not_past_the_offset_do_not_wake():
     hold = PullRequestHoldService()
-    waiter = asyncio.create_task(hold.wait_for_arrival("T", 0, 5, timeout_s=30))
+    waiter = asyncio.create_task(hold.wait_for_any([("T", 0, 5)], 30))
     await parked(hold, 1)
     hold.on_arrival("T", 1, 100)     # another queue
     hold.on_arrival("U", 0, 100)     # another topic
@@ -43,7 +43,7 @@ async def test_arrivals_elsewhere_or_not_past_the_offset_do_not_wake():
 
 async def test_one_arrival_wakes_every_pull_it_satisfies():
     hold = PullRequestHoldService()
-    waiters = [asyncio.create_task(hold.wait_for_arrival("T", 0, off, timeout_s=30))
+    waiters = [asyncio.create_task(hold.wait_for_any([("T", 0, off)], 30))
                for off in (3, 3, 9)]
     await parked(hold, 3)
     hold.on_arrival("T", 0, 4)
@@ -58,25 +58,25 @@ async def test_a_pull_times_out_at_its_suspend_time():
     hold = PullRequestHoldService()
     loop = asyncio.get_running_loop()
     started = loop.time()
-    assert await hold.wait_for_arrival("T", 0, 0, timeout_s=0.05) is HoldOutcome.TIMED_OUT
+    assert await hold.wait_for_any([("T", 0, 0)], 0.05) is HoldOutcome.TIMED_OUT
     assert 0.045 <= loop.time() - started < 0.5
     assert hold.parked_count == 0
 
 
 async def test_parked_pulls_are_bounded():
     hold = PullRequestHoldService(max_parked=2)
-    waiters = [asyncio.create_task(hold.wait_for_arrival("T", 0, 0, timeout_s=30))
+    waiters = [asyncio.create_task(hold.wait_for_any([("T", 0, 0)], 30))
                for _ in range(2)]
     await parked(hold, 2)
     with pytest.raises(BusyError, match="max_parked_pulls = 2"):
-        await hold.wait_for_arrival("T", 0, 0, timeout_s=30)
+        await hold.wait_for_any([("T", 0, 0)], 30)
     hold.release_all()
     await asyncio.gather(*waiters)
 
 
 async def test_a_cancelled_pull_leaves_no_entry_behind():
     hold = PullRequestHoldService()
-    waiter = asyncio.create_task(hold.wait_for_arrival("T", 0, 0, timeout_s=30))
+    waiter = asyncio.create_task(hold.wait_for_any([("T", 0, 0)], 30))
     await parked(hold, 1)
     waiter.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -87,4 +87,4 @@ async def test_a_cancelled_pull_leaves_no_entry_behind():
 async def test_after_release_no_pull_parks():
     hold = PullRequestHoldService()
     hold.release_all()
-    assert await hold.wait_for_arrival("T", 0, 0, timeout_s=30) is HoldOutcome.RELEASED
+    assert await hold.wait_for_any([("T", 0, 0)], 30) is HoldOutcome.RELEASED
