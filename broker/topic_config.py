@@ -38,6 +38,7 @@ from pocketmq.common.validation import check_topic
 
 __all__ = [
     "AUTO_CREATE_TOPIC_KEY_TOPIC",
+    "NOT_ALLOWED_READ_TOPICS",
     "NOT_ALLOWED_SEND_TOPICS",
     "SCHEDULE_TOPIC",
     "TIMER_TOPIC",
@@ -66,6 +67,9 @@ NOT_ALLOWED_SEND_TOPICS = frozenset({
     SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
     TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT,
 })
+# Topics no client reads (admin tools excepted), with or without the ACL: the delayed,
+# timed and uncommitted messages of every topic live in them.
+NOT_ALLOWED_READ_TOPICS = NOT_ALLOWED_SEND_TOPICS
 
 
 class Perm:
