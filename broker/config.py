@@ -85,6 +85,9 @@ class BrokerConfig:
         "hours of day expired files are deleted, ';'-separated (deleteWhen)"))
     clean_resource_interval_ms: int = field(default=10_000, metadata=_help(
         "ms between retention and disk-space checks"))
+    disk_min_free_bytes: int = field(default=64 * MiB, metadata=_help(
+        "bytes that must stay available to the broker's user (statvfs f_bavail) on the "
+        "data directory's filesystem; below it sends are refused with DISK_FULL"))
     max_message_size_bytes: int = field(default=4 * MiB, metadata=_help(
         "largest message body accepted (maxMessageSize)"))
     max_batch_size_bytes: int = field(default=4 * MiB, metadata=_help(
@@ -94,6 +97,11 @@ class BrokerConfig:
         "create unknown topics on first send (autoCreateTopicEnable)"))
     default_topic_queue_nums: int = field(default=8, metadata=_help(
         "queues of an auto-created topic (defaultTopicQueueNums)"))
+    max_queues_total: int = field(default=32_768, metadata=_help(
+        "queues the broker serves at most, over all topics (each topic counts the larger "
+        "of its read and write queue numbers); CreateTopic, UpdateTopic and auto-create "
+        "beyond it are refused. Each queue with messages maps a file, and Linux allows "
+        "65,530 mappings a process by default (vm.max_map_count): raise both together"))
     # -- pulls ------------------------------------------------------------------------
     max_pull_messages: int = field(default=32, metadata=_help(
         "messages one pull returns at most (maxTransferCountOnMessageInMemory)"))
@@ -242,6 +250,7 @@ class BrokerConfig:
         positive = (
             "sync_flush_timeout_ms", "commitlog_file_size_bytes", "consume_queue_units_per_file",
             "index_slots", "index_entries", "clean_resource_interval_ms",
+            "disk_min_free_bytes", "max_queues_total",
             "max_message_size_bytes", "max_batch_size_bytes", "default_topic_queue_nums",
             "max_pull_messages", "max_pull_bytes", "default_query_max", "pull_suspend_max_ms",
             "max_parked_pulls", "client_channel_expire_seconds", "client_scan_interval_seconds",
@@ -343,6 +352,7 @@ class BrokerConfig:
                 file_reserved_hours=self.file_reserved_hours,
                 delete_when=self.delete_when,
                 clean_resource_interval_ms=self.clean_resource_interval_ms,
+                disk_min_free_bytes=self.disk_min_free_bytes,
             )
         except ConfigError as exc:
             # The store names its own keys; point at ours where they differ.

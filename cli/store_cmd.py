@@ -28,6 +28,9 @@ def register(subparsers: Any) -> None:
     verify = sub.add_parser("verify", help="check every record, consume queue and index entry")
     verify.add_argument("data_dir", metavar="DIR")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.add_argument("--index-slots", type=int, default=None, metavar="N",
+                        help="the broker's index_slots (default: what the store recorded "
+                             "in storeGeometry.json, else the default geometry)")
     verify.add_argument("--progress", action="store_true",
                         help="show progress on stderr even when it is not a terminal "
                              "(on a terminal it is always shown)")
@@ -58,7 +61,8 @@ def _verify(args: argparse.Namespace) -> int:
     if args.progress or sys.stderr.isatty():
         progress = Progress("verifying the commit log", sink=stream_sink(sys.stderr),
                             interval_s=VERIFY_PROGRESS_INTERVAL_S)
-    report = verify_store(args.data_dir, progress=progress.update if progress else None)
+    report = verify_store(args.data_dir, index_slots=args.index_slots,
+                          progress=progress.update if progress else None)
     if progress is not None:
         progress.done = report.log_end_offset - report.log_min_offset
         progress.finish()

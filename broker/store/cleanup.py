@@ -9,8 +9,11 @@ RocketMQ's rules, checked every ``clean_resource_interval_ms``:
   the disk is more than ``disk_max_used_space_ratio`` full;
 - above ``disk_space_clean_forcibly_ratio`` the oldest segments go even if
   unexpired;
-- above ``disk_space_warning_level_ratio`` writes are refused ("disk full")
-  while reads go on; they are accepted again once usage falls below it;
+- above ``disk_space_warning_level_ratio``, or with less than
+  ``disk_min_free_bytes`` available, writes are refused ("disk full") while
+  reads go on; they are accepted again once both are fine. "Used" and
+  "available" are what the broker's user can write (``statvfs`` ``f_bavail``):
+  blocks reserved for root count as used;
 - at most ``delete_files_batch_max`` segments go per run, never the last one;
   consume-queue and index files wholly below the log's new minimum go too.
 """
@@ -35,21 +38,24 @@ class CleanupService:
     def __init__(self, store: DefaultMessageStore) -> None:
         self._store = store
         self.last_disk_ratio = 0.0
+        self.last_available_bytes = -1
         self.deleted_segments = 0
 
     def run_once(self) -> int:
         """One check; returns the number of commit-log segments deleted."""
         store, cfg = self._store, self._store.config
         ratio = store.io.disk_used_ratio(store.dirs.commitlog)
-        self.last_disk_ratio = ratio
+        available = store.io.available_bytes(store.dirs.commitlog)
+        self.last_disk_ratio, self.last_available_bytes = ratio, available
         was_full = store.health.disk_full
-        store.health.disk_full = ratio >= cfg.disk_space_warning_level_ratio
-        store.health.disk_full_reason = ""   # from here on the ratio is the reason
+        store.health.disk_full = (ratio >= cfg.disk_space_warning_level_ratio
+                                  or available < cfg.disk_min_free_bytes)
+        store.health.disk_full_reason = ""   # from here on the figures are the reason
         if store.health.disk_full and not was_full:
             log.error("%s", self.disk_full_message())
         elif was_full and not store.health.disk_full:
-            log.warning("disk use is %.1f%%, below %.0f%%; accepting writes again",
-                        ratio * 100, cfg.disk_space_warning_level_ratio * 100)
+            log.warning("disk use is %.1f%% (%d bytes available); accepting writes again",
+                        ratio * 100, available)
         now_ms = store.clock.now_ms()
         forcibly = ratio >= cfg.disk_space_clean_forcibly_ratio
         hour_ok = time.localtime(now_ms / 1000).tm_hour in cfg.delete_hours
@@ -76,7 +82,12 @@ class CleanupService:
 
     def disk_full_message(self) -> str:
         cfg = self._store.config
-        return (f"disk full: {self.last_disk_ratio * 100:.1f}% of the filesystem holding "
-                f"{self._store.dirs.commitlog} is used; writes are refused above "
+        where = f"the filesystem holding {self._store.dirs.commitlog}"
+        if 0 <= self.last_available_bytes < cfg.disk_min_free_bytes:
+            return (f"disk full: {self.last_available_bytes} bytes are available on {where}; "
+                    f"writes are refused below {cfg.disk_min_free_bytes} "
+                    "(disk_min_free_bytes) until space is freed")
+        return (f"disk full: {self.last_disk_ratio * 100:.1f}% of {where} is used "
+                f"({self.last_available_bytes} bytes available); writes are refused above "
                 f"{cfg.disk_space_warning_level_ratio * 100:.0f}% "
                 "(disk_space_warning_level_ratio) until space is freed")

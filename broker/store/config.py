@@ -87,6 +87,10 @@ class StoreConfig:
         "disk use above which the oldest segments go even if unexpired"))
     disk_space_warning_level_ratio: float = field(default=0.90, metadata=_help(
         "disk use above which writes are refused as disk full, until space is freed"))
+    disk_min_free_bytes: int = field(default=64 * MiB, metadata=_help(
+        "bytes that must stay available to the broker's user on the data directory's "
+        "filesystem (statvfs f_bavail); below it writes are refused as disk full, whatever "
+        "the used ratio"))
 
     def __post_init__(self) -> None:
         def positive(name: str) -> None:

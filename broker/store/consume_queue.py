@@ -89,7 +89,9 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.directory = directory
         self.units_per_file = units_per_file
-        self._mfq = MappedFileQueue(directory, units_per_file * CQ_UNIT_SIZE, io=io)
+        # Sparse: a queue's files get disk blocks a page or so ahead of its units.
+        self._mfq = MappedFileQueue(directory, units_per_file * CQ_UNIT_SIZE, io=io,
+                                    sparse=True)
         self._min_offset = 0       # first queue offset a reader may ask for
         self._max_phys_end = -1    # phys_offset + size of the newest real unit
         #: Set by :meth:`load` when segments are short or missing: units may be lost
@@ -206,10 +208,23 @@ class ConsumeQueue:
             self._start_at(queue_offset, max_offset)
         mf = self._mfq.last_file()
         assert mf is not None
+        mf.reserve(mf.wrote_position + CQ_UNIT_SIZE)
         CQ_UNIT.pack_into(mf.buffer, mf.wrote_position, phys_offset, size, tags_code)
         mf.wrote_position += CQ_UNIT_SIZE
         self._max_phys_end = phys_offset + size
         return True
+
+    def prepare(self, first_queue_offset: int, count: int) -> None:
+        """Create the files and reserve the blocks that *count* units from
+        *first_queue_offset* need, before their records go into the commit log.
+
+        Raises ``OSError`` (ENOSPC on a full disk) and writes no unit: the put is
+        then refused whole, and the dispatch that follows a successful put has
+        nothing left that can run out of space.
+        """
+        start = max(first_queue_offset, self.max_offset) if self._mfq.files \
+            else first_queue_offset
+        self._mfq.prepare(start * CQ_UNIT_SIZE, (start + count) * CQ_UNIT_SIZE)
 
     def append_many(self, first_queue_offset: int, units: bytes | memoryview) -> int:
         """Write packed units for consecutive queue offsets; return how many were new.
@@ -254,8 +269,13 @@ class ConsumeQueue:
             raise StoreError(
                 f"consume queue {self._name}: unit for queue offset {queue_offset} would "
                 f"leave a gap after max offset {max_offset}")
-        self._mfq.destroy()  # empty segments only (a crash right after creating one)
         byte_offset = queue_offset * CQ_UNIT_SIZE
+        files = self._mfq.files
+        prepared = (len(files) == 1 and files[0].wrote_position == 0
+                    and files[0].file_from_offset == byte_offset - byte_offset
+                    % self._mfq.file_size)
+        if not prepared:   # keep the segment prepare() made for this very unit
+            self._mfq.destroy()  # empty segments only (a crash right after creating one)
         mf = self._mfq.last_file(byte_offset)
         assert mf is not None
         blanks = (byte_offset - mf.file_from_offset) // CQ_UNIT_SIZE

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 
 from pocketmq.common.errors import StoreLockedError
@@ -25,6 +26,8 @@ class DataDirectory:
         self.index = os.path.join(self.root, "index")
         self.config = os.path.join(self.root, "config")
         self.checkpoint = os.path.join(self.root, "checkpoint")
+        self.deleted_queues = os.path.join(self.root, "deletedQueues.json")
+        self.geometry = os.path.join(self.root, "storeGeometry.json")
         self.abort = os.path.join(self.root, "abort")
         self.lock = os.path.join(self.root, "lock")
         self._lock_fd: int | None = None
@@ -53,6 +56,29 @@ class DataDirectory:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)
             self._lock_fd = None
+
+    def record_geometry(self, geometry: dict[str, int]) -> None:
+        """Keep the file sizes the store runs with in ``storeGeometry.json``, so offline
+        tools (``store verify``) read index files without guessing; rewritten
+        (atomically) only when they change."""
+        if self.read_geometry() == geometry:
+            return
+        tmp = self.geometry + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(geometry, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.geometry)
+
+    def read_geometry(self) -> dict[str, int]:
+        """What :meth:`record_geometry` kept; {} when there is none (or it is unreadable)."""
+        try:
+            with open(self.geometry) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            return {}
+        return {k: v for k, v in data.items() if isinstance(v, int)} \
+            if isinstance(data, dict) else {}
 
     def was_clean_shutdown(self) -> bool:
         return not os.path.exists(self.abort)

@@ -113,11 +113,12 @@ def py_insert_entries(mm: mmap.mmap | bytearray, slots: int, entry_base: int, co
 insert_entries = speedups.pick("insert_entries", py_insert_entries)
 
 
-def iter_index_entries(path: str, *, slots: int | None = None) -> Iterator[tuple[int, int]]:
+def iter_index_entries(path: str, *, slots: int) -> Iterator[tuple[int, int]]:
     """``(keyHash, phyOffset)`` of every entry of the file at *path*, oldest first, read-only.
 
-    For offline tools (``store verify``). Without *slots*, the slot count is
-    found from the file itself (:func:`_infer_slots`).
+    For offline tools (``store verify``). *slots* is the store's ``index_slots``:
+    the contents cannot tell it (a file whose only key is at phys offset 0 looks
+    like many geometries), so it is never guessed.
     """
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -128,8 +129,6 @@ def iter_index_entries(path: str, *, slots: int | None = None) -> Iterator[tuple
             count = header[5]
             if count <= 1:
                 return
-            if slots is None:
-                slots = _infer_slots(path, mm, header)
             base = INDEX_HEADER.size + slots * HASH_SLOT.size
             if base + count * INDEX_ENTRY.size > size:
                 raise StoreError(f"index file {path}: indexCount {count} with {slots} slots "
@@ -137,37 +136,6 @@ def iter_index_entries(path: str, *, slots: int | None = None) -> Iterator[tuple
             entries = mm[base + INDEX_ENTRY.size:base + count * INDEX_ENTRY.size]
     for key_hash, phys_offset, _time_diff_s, _prev in INDEX_ENTRY.iter_unpack(entries):
         yield key_hash, phys_offset
-
-
-def _infer_slots(path: str, mm: mmap.mmap, header: tuple[int, ...]) -> int:
-    """The slot count of a file with entries, found from where its last entry lies.
-
-    The last entry (number ``indexCount - 1``) holds ``endPhyOffset`` and only
-    zeros follow it, so the last occurrence of those 8 bytes places the entry
-    area. A candidate must leave whole entries to the end of the file, an
-    all-zero entry 0, entry 1 at ``beginPhyOffset``, and the last entry's slot
-    pointing at it.
-    """
-    begin_phys, end_phys, count = header[2], header[3], header[5]
-    pattern = end_phys.to_bytes(8, "big", signed=True)
-    search_end = len(mm)
-    while any(pattern):  # a zero end offset cannot be told from the zeros after the entries
-        pos = mm.rfind(pattern, 0, search_end)
-        if pos < 0:
-            break
-        search_end = pos + len(pattern) - 1
-        base = pos - 4 - (count - 1) * INDEX_ENTRY.size  # entry 0; phyOffset is at +4
-        slot_bytes = base - INDEX_HEADER.size
-        if slot_bytes <= 0 or slot_bytes % HASH_SLOT.size or (len(mm) - base) % INDEX_ENTRY.size:
-            continue
-        slots = slot_bytes // HASH_SLOT.size
-        last_hash = INDEX_ENTRY.unpack_from(mm, pos - 4)[0]
-        slot_pos = INDEX_HEADER.size + (last_hash % slots) * HASH_SLOT.size
-        if (mm[base:base + INDEX_ENTRY.size] == bytes(INDEX_ENTRY.size)
-                and INDEX_ENTRY.unpack_from(mm, base + INDEX_ENTRY.size)[1] == begin_phys
-                and HASH_SLOT.unpack_from(mm, slot_pos)[0] == count - 1):
-            return slots
-    raise StoreError(f"cannot tell the slot count of index file {path}; pass it")
 
 
 class IndexFile:
@@ -291,6 +259,13 @@ class IndexFile:
         self.end_timestamp_ms = store_timestamp_ms
         self._write_header()
         return todo
+
+    def reserve_entries(self, count: int) -> None:
+        """Give the next *count* entries (at most what the file has left) disk blocks now."""
+        count = min(count, self.max_entries - self.index_count)
+        end = self._entry_base + (self.index_count + count) * INDEX_ENTRY.size
+        if count > 0 and end > self._reserved_end:
+            self._reserve(end)
 
     def _write_header(self) -> None:
         INDEX_HEADER.pack_into(self._mm, 0, self.begin_timestamp_ms, self.end_timestamp_ms,

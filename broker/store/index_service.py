@@ -211,6 +211,20 @@ class IndexService:
         if entry_phys:
             self._last_indexed_phys = entry_phys[-1]
 
+    def prepare(self, key_count: int) -> None:
+        """Create and reserve what indexing *key_count* more keys needs, before their
+        records go into the commit log; raises ``OSError`` (ENOSPC) when the disk is full.
+
+        When the keys do not fit the current file, the next one is started now and
+        the current one keeps its unused entries (a batch's keys then share one file).
+        """
+        if key_count <= 0:
+            return
+        f = self._files[-1] if self._files and not self._files[-1].is_full else self._roll()
+        if key_count > f.max_entries - f.index_count and f.index_count > 1:
+            f = self._roll()
+        f.reserve_entries(key_count)
+
     def _roll(self) -> IndexFile:
         """Create the next file; it starts where the previous one ended (RocketMQ)."""
         previous = self._files[-1] if self._files else None

@@ -9,7 +9,6 @@ store can turn read-only on the first write failure instead of limping on.
 from __future__ import annotations
 
 import os
-import shutil
 
 __all__ = ["StoreIO"]
 
@@ -31,11 +30,33 @@ class StoreIO:
                 raise
             os.ftruncate(fd, size)
 
+    def reserve(self, fd: int, end: int) -> None:
+        """Give bytes ``[0, end)`` of a sparse file disk blocks before they are written.
+
+        Through :meth:`allocate` (so fault tests see one call); its ``ftruncate``
+        fallback may shrink the file, which is then re-extended to its size.
+        """
+        size = os.fstat(fd).st_size
+        self.allocate(fd, end)
+        if os.fstat(fd).st_size < size:
+            os.ftruncate(fd, size)
+
     def sync(self, fd: int) -> None:
         """Make every write to *fd*, through ``write`` or a shared mapping, durable."""
         os.fdatasync(fd)
 
+    def available_bytes(self, path: str) -> int:
+        """Bytes the broker's user may still write on the filesystem holding *path*
+        (``f_bavail``: what is reserved for root on ext4 does not count)."""
+        st = os.statvfs(path)
+        return st.f_bavail * st.f_frsize
+
     def disk_used_ratio(self, path: str) -> float:
-        """Fraction of the filesystem holding *path* that is in use (0.0 .. 1.0)."""
-        usage = shutil.disk_usage(path)
-        return usage.used / usage.total if usage.total else 0.0
+        """Share of the filesystem holding *path* that the broker cannot write (0.0 .. 1.0).
+
+        ``1 - available / total``: blocks reserved for root count as used, so a
+        filesystem whose "used" is 40 % but whose available space is gone reads full.
+        """
+        st = os.statvfs(path)
+        total = st.f_blocks * st.f_frsize
+        return 1.0 - st.f_bavail * st.f_frsize / total if total else 0.0

@@ -1,8 +1,13 @@
 """MappedFile: one fixed-size, memory-mapped segment of an append-only log.
 
 A segment is named by the 20-digit, zero-padded log offset of its first byte
-(``00000000001073741824``) and always has its full size on disk (blocks are
-reserved when it is created). Three positions describe it::
+(``00000000001073741824``) and has its full size. A commit-log segment has
+its blocks reserved when it is created (``fallocate``); a *sparse* one (consume
+queues) is created with ``ftruncate`` and gets blocks a few pages ahead of the
+writer (:meth:`MappedFile.reserve`), as RocketMQ's mapped files do, so that a
+thousand quiet queues take a page each and not 6 MB each. Either way a full
+disk is an ``OSError(ENOSPC)`` and never a ``SIGBUS`` from a store into an
+unbacked page. Three positions describe it::
 
     0                 flushed            wrote                       file_size
     |==== durable ====|=== in page cache ===|......... unused ..........|
@@ -30,6 +35,9 @@ __all__ = ["MappedFile", "offset_to_file_name"]
 
 log = logging.getLogger(__name__)
 
+_PAGE = 4096
+_MAX_RESERVE_STEP = 1 << 20
+
 
 def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
@@ -40,8 +48,11 @@ class MappedFile:
     may run in a worker thread at the same time."""
 
     def __init__(self, path: str, file_size: int, *, io: StoreIO, create: bool,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, sparse: bool = False) -> None:
         self.path = path
+        self.sparse = sparse
+        #: file bytes known to have disk blocks; a sparse file gets them ahead of the writer
+        self.reserved_end = 0 if sparse else file_size
         self.file_size = file_size
         self.file_from_offset = int(os.path.basename(path))
         self.read_only = read_only
@@ -64,7 +75,9 @@ class MappedFile:
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self._fd = os.open(path, flags, 0o644)
         try:
-            if create:
+            if create and sparse:
+                os.ftruncate(self._fd, file_size)
+            elif create:
                 io.allocate(self._fd, file_size)
             else:
                 actual = os.fstat(self._fd).st_size
@@ -98,12 +111,29 @@ class MappedFile:
     def is_full(self) -> bool:
         return self.wrote_position >= self.file_size
 
+    def reserve(self, end: int) -> None:
+        """Make sure bytes ``[0, end)`` have disk blocks (a no-op unless sparse).
+
+        The reservation grows by doubling (4 KiB, 8 KiB, ... at most 1 MiB a step),
+        so a quiet file holds one page and a busy one few system calls. Raises
+        ``OSError(ENOSPC)`` on a full disk, never a ``SIGBUS`` later.
+        """
+        if end <= self.reserved_end:
+            return
+        step = min(max(self.reserved_end, _PAGE), _MAX_RESERVE_STEP)
+        target = max(end, self.reserved_end + step)
+        target = min(self.file_size, -(-target // _PAGE) * _PAGE)
+        self._io.reserve(self._fd, target)
+        self.reserved_end = target
+
     def append(self, data: bytes | bytearray | memoryview) -> int:
         """Copy *data* at the write position; return the file-relative position."""
         pos = self.wrote_position
         end = pos + len(data)
         if end > self.file_size:
             raise ValueError(f"{len(data)} bytes do not fit segment {self.path} at {pos}")
+        if end > self.reserved_end:
+            self.reserve(end)
         self._mm[pos:end] = data
         self.wrote_position = end
         return pos
@@ -146,7 +176,10 @@ class MappedFile:
         with self._flush_lock:
             os.ftruncate(self._fd, pos)
             os.ftruncate(self._fd, self.file_size)
-            self._io.allocate(self._fd, self.file_size)
+            if self.sparse:
+                self.reserved_end = min(self.reserved_end, pos)
+            else:
+                self._io.allocate(self._fd, self.file_size)
             self._io.sync(self._fd)
             self.wrote_position = pos
             self.flushed_position = min(self.flushed_position, pos)

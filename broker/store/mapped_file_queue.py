@@ -24,13 +24,18 @@ _SEGMENT_NAME = re.compile(r"^\d{20}$")
 
 
 class MappedFileQueue:
-    def __init__(self, directory: str, file_size: int, *, io: StoreIO | None = None) -> None:
+    def __init__(self, directory: str, file_size: int, *, io: StoreIO | None = None,
+                 sparse: bool = False) -> None:
         if file_size <= 0:
             raise ValueError(f"segment size must be positive, got {file_size}")
         self.directory = directory
         self.file_size = file_size
         self.io = io or StoreIO()
+        self.sparse = sparse
         self.files: list[MappedFile] = []
+        # The next segment, created ahead of need by prepare(); not in files until used,
+        # so positions never see it. After a crash it loads as an empty last segment.
+        self._next: MappedFile | None = None
 
     # -- lifecycle -------------------------------------------------------------
     def load(self, *, read_only: bool = False) -> None:
@@ -54,7 +59,7 @@ class MappedFileQueue:
                 raise StoreError(f"segments in {self.directory} are not contiguous: "
                                  f"{offset_to_file_name(expected)} is missing before {name}")
             mf = MappedFile(os.path.join(self.directory, name), self.file_size, io=self.io,
-                            create=False, read_only=read_only)
+                            create=False, read_only=read_only, sparse=self.sparse)
             # Until recovery says otherwise every loaded segment counts as full.
             mf.wrote_position = mf.flushed_position = mf.file_size
             self.files.append(mf)
@@ -63,11 +68,16 @@ class MappedFileQueue:
     def close(self) -> None:
         for mf in self.files:
             mf.close()
+        if self._next is not None:
+            self._next.close()
 
     def destroy(self) -> None:
         for mf in self.files:
             mf.destroy()
         self.files.clear()
+        if self._next is not None:
+            self._next.destroy()
+            self._next = None
 
     # -- positions -------------------------------------------------------------
     @property
@@ -107,14 +117,41 @@ class MappedFileQueue:
             return last
         if not create:
             return last
+        mf = self._next if self._next is not None and last is not None else None
+        if mf is None:
+            mf = self._create(self._next_start(start_offset))
+        self._next = None
+        self.files.append(mf)
+        return mf
+
+    def prepare(self, start_offset: int, end_offset: int) -> None:
+        """Create and reserve what appending log bytes up to *end_offset* needs, now.
+
+        *start_offset* places the first segment of an empty queue. At most the
+        last segment and the one after it are prepared (a put never spans more).
+        Raises ``OSError`` (ENOSPC) and changes no position when the disk is full.
+        """
+        last = self.files[-1] if self.files else None
+        if last is None or last.is_full:
+            last = self.last_file(start_offset)
+            assert last is not None
+        last.reserve(min(end_offset - last.file_from_offset, last.file_size))
+        if end_offset > last.file_from_offset + last.file_size:
+            if self._next is None:
+                self._next = self._create(last.file_from_offset + self.file_size)
+            self._next.reserve(min(end_offset - self._next.file_from_offset,
+                                   self._next.file_size))
+
+    def _next_start(self, start_offset: int) -> int:
+        last = self.files[-1] if self.files else None
         if last is None:
-            start = start_offset - start_offset % self.file_size
-        else:
-            start = last.file_from_offset + self.file_size
+            return start_offset - start_offset % self.file_size
+        return last.file_from_offset + self.file_size
+
+    def _create(self, start: int) -> MappedFile:
         path = os.path.join(self.directory, offset_to_file_name(start))
         os.makedirs(self.directory, exist_ok=True)
-        mf = MappedFile(path, self.file_size, io=self.io, create=True)
-        self.files.append(mf)
+        mf = MappedFile(path, self.file_size, io=self.io, create=True, sparse=self.sparse)
         log.info("created segment %s", path)
         return mf
 
@@ -140,6 +177,9 @@ class MappedFileQueue:
 
     def truncate(self, offset: int) -> int:
         """Discard everything from log *offset* on; return the bytes discarded."""
+        if self._next is not None:
+            self._next.destroy()
+            self._next = None
         discarded = 0
         for mf in list(self.files):
             end = mf.file_from_offset + self.file_size

@@ -40,6 +40,8 @@ from pocketmq.broker.store.config import FlushDiskType, StoreConfig
 from pocketmq.broker.store.consume_queue import CQ_UNIT_SIZE
 from pocketmq.broker.store.consume_queue_store import ConsumeQueueStore
 from pocketmq.broker.store.data_dir import DataDirectory
+from pocketmq.broker.store.deleted_queues import DeletedQueues
+from pocketmq.broker.store.dispatch import DispatchCatchUp, prepare_batch
 from pocketmq.broker.store.flush import (
     DurationHistogram,
     FlushConsumeQueueService,
@@ -86,8 +88,10 @@ class DefaultMessageStore:
         self.index = IndexService(self.dirs.index, slots=config.index_slots,
                                   entries=config.index_entries, io=self.io)
         self.checkpoint = StoreCheckpoint(self.dirs.checkpoint)
+        self.deleted = DeletedQueues(self.dirs.deleted_queues)
         self.reader = StoreReader(self)
         self.cleanup = CleanupService(self)
+        self.catch_up = DispatchCatchUp(self)
         self.health = _Health()
         self._listeners: list[ArrivalListener] = []
         self._services: list[ServiceThread] = []
@@ -111,6 +115,11 @@ class DefaultMessageStore:
         self.dirs.create()
         self.dirs.acquire_lock()
         try:
+            cfg = self.config
+            self.dirs.record_geometry({
+                "commitlog_file_size": cfg.commitlog_file_size,
+                "consume_queue_units_per_file": cfg.consume_queue_units_per_file,
+                "index_slots": cfg.index_slots, "index_entries": cfg.index_entries})
             report = recover(self, progress=progress)
         except BaseException:
             self.dirs.release_lock()
@@ -194,6 +203,15 @@ class DefaultMessageStore:
             self._flushed_checkpoint = cp
 
     def _on_io_error(self, exc: OSError) -> None:
+        if exc.errno == errno.ENOSPC:
+            # A full disk is not a broken one: refuse writes until the disk check sees
+            # space again, instead of turning read-only for good.
+            self.health.disk_full = True
+            self.health.disk_full_reason = (f"disk full: a flush in {self.dirs.root} failed "
+                                            f"({exc.strerror}); writes resume once space "
+                                            "is freed")
+            log.error("%s", self.health.disk_full_reason)
+            return
         if not self.health.read_only_reason:
             self.health.read_only_reason = f"{exc.strerror or exc} (errno {exc.errno})"
             log.error("store %s is read-only after an I/O error: %s", self.dirs.root,
@@ -262,27 +280,41 @@ class DefaultMessageStore:
         if self.health.disk_full:
             return PutResult(status=PutStatus.DISK_FULL, error=self.health.disk_full_reason
                              or self.cleanup.disk_full_message())
+        if self.catch_up.behind and not self.catch_up.run_once():
+            return PutResult(status=PutStatus.DISK_FULL, error=self.catch_up.behind_reason)
         return None
+
+    def _disk_full(self, reason: str) -> PutResult:
+        self.health.disk_full = True
+        self.health.disk_full_reason = f"{reason}; writes resume once space is freed"
+        log.error("store %s: %s", self.dirs.root, self.health.disk_full_reason)
+        return PutResult(status=PutStatus.DISK_FULL, error=self.health.disk_full_reason)
 
     def _append(self, blob: bytes | bytearray | memoryview, batch: ScannedBatch) -> PutResult:
         now = self.clock.now_ms()
         try:
+            # Space for the dispatch first: a full disk refuses the batch whole.
+            unprepared = prepare_batch(self, batch)
+            if unprepared is not None:
+                return self._disk_full(unprepared)
             appended = self.commitlog.append_batch(blob, batch, now)
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
-                self.health.disk_full = True
-                self.health.disk_full_reason = (
-                    f"disk full: cannot create a commit-log segment in {self.dirs.commitlog} "
-                    f"({exc.strerror}); writes resume once space is freed")
-                return PutResult(status=PutStatus.DISK_FULL,
-                                 error=self.health.disk_full_reason)
+                return self._disk_full(f"disk full: cannot create a commit-log segment in "
+                                       f"{self.dirs.commitlog} ({exc.strerror})")
             self._on_io_error(exc)
             return PutResult(status=PutStatus.SERVICE_NOT_AVAILABLE, error=str(exc))
         self.last_store_timestamp_ms = now
         if SCHEDULE_TOPIC in batch.topics:
             apply_schedule_tags_codes(batch)
-        self._dispatch(batch, appended.phys_offsets, appended.queue_offsets, now)
-        self.dispatched_offset = appended.wrote_end
+        try:
+            self._dispatch(batch, appended.phys_offsets, appended.queue_offsets, now)
+        except OSError as exc:
+            # The batch is whole in the commit log: acknowledged, and readable once the
+            # catch-up has dispatched it; no later put is accepted before that.
+            self.catch_up.stopped(exc)
+        else:
+            self.dispatched_offset = appended.wrote_end
         self.stats_put_messages += len(batch)
         self.stats_put_bytes += len(blob)
         flush_future = None
@@ -312,14 +344,15 @@ class DefaultMessageStore:
         for topic, queue_id, first_offset, units in runs:
             cq = self.consume_queues.find_or_create(topic, queue_id)
             cq.append_many(first_offset, units)
-            if not listeners:
-                continue
-            max_offset = cq.max_offset
-            for listener in listeners:
-                try:
-                    listener(topic, queue_id, max_offset)
-                except Exception:
-                    log.exception("arrival listener failed for %s:%d", topic, queue_id)
+            if listeners:
+                self.notify_arrival(topic, queue_id, cq.max_offset)
+
+    def notify_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
+        for listener in self._listeners:
+            try:
+                listener(topic, queue_id, max_offset)
+            except Exception:
+                log.exception("arrival listener failed for %s:%d", topic, queue_id)
 
     def _index_dispatched(self, batch: ScannedBatch, phys_offsets: list[int],
                           store_timestamp_ms: int) -> None:
@@ -373,10 +406,28 @@ class DefaultMessageStore:
         return self.consume_queues.topics()
 
     def delete_topics(self, topics: Iterable[str]) -> None:
+        """Delete the topics' queues; their records stay dead in the commit log.
+
+        The deletion is recorded durably first (:mod:`.deleted_queues`), so that no
+        crash afterwards lets recovery dispatch the records again. Raises
+        ``OSError`` (ENOSPC on a full disk) when it cannot be recorded; then
+        nothing was deleted.
+        """
         for topic in topics:
+            self.deleted.delete_topic(topic, self.commitlog.max_offset)
             self.consume_queues.delete_topic(topic)
             for key in [k for k in self.commitlog.queue_offsets if k[0] == topic]:
                 del self.commitlog.queue_offsets[key]
+
+    def delete_queues(self, topic: str, queue_ids: Iterable[int]) -> None:
+        """Delete some queues of a topic (UpdateTopic to fewer queues), as delete_topics."""
+        queue_ids = sorted(set(queue_ids))
+        if not queue_ids:
+            return
+        self.deleted.delete_queues(topic, queue_ids, self.commitlog.max_offset)
+        for queue_id in queue_ids:
+            self.consume_queues.delete_queue(topic, queue_id)
+            self.commitlog.queue_offsets.pop((topic, queue_id), None)
 
     # -- housekeeping ---------------------------------------------------------------------
     def run_cleanup_once(self) -> int:
@@ -384,6 +435,7 @@ class DefaultMessageStore:
 
         Returns the number of commit-log segments deleted.
         """
+        self.catch_up.run_once(force=True)
         return self.cleanup.run_once()
 
     @property

@@ -136,6 +136,8 @@ class StoreReader:
                 msg = decode_record(raw, check_crc=False)
             except CorruptRecordError:
                 continue
+            if self._store.deleted.is_dead(msg.topic, msg.queue_id, phys):
+                continue   # a record of the topic before it was deleted (and created again)
             if msg.topic == topic and (key in msg.keys or msg.uniq_key == key):
                 out.append(raw)
                 if len(out) >= limit:

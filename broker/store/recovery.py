@@ -55,9 +55,11 @@ def recover(store: DefaultMessageStore, *,
     clean = store.dirs.was_clean_shutdown()
     cp = store.checkpoint.read()
     commitlog = store.commitlog
+    store.deleted.load()
     commitlog.queue.load()
     store.consume_queues.load()
     store.consume_queues.recover()
+    _drop_deleted_queues(store)
     store.index.load(clean_shutdown=clean and cp is not None,
                      checkpoint_timestamp_ms=cp.index_msg_timestamp_ms if cp else 0)
     log_min = commitlog.min_offset
@@ -132,6 +134,27 @@ def _redispatch_and_rebuild(store: DefaultMessageStore, start: int, end: int,
         count += _redispatch(store, store.commitlog.min_offset, end, set(), False,
                              only=damaged)
     return count
+
+
+def redispatch_range(store: DefaultMessageStore, start: int, end: int) -> int:
+    """Dispatch what is missing of [start, end) again (after a failed dispatch)."""
+    start = _record_boundary_at_or_before(store.commitlog, start)
+    return _redispatch(store, start, end, set(), store.config.message_index_enable)
+
+
+def _drop_deleted_queues(store: DefaultMessageStore) -> None:
+    """Delete queues still holding units of records deleted with their topic (a crash
+    between recording a deletion and removing the queue's files)."""
+    deleted = store.deleted
+    if not deleted:
+        return
+    for cq in store.consume_queues.all_queues():
+        dead_below = deleted.dead_below(cq.topic, cq.queue_id)
+        unit = cq.get(cq.min_offset) if dead_below else None
+        if unit is not None and unit[0] < dead_below:
+            log.warning("consume queue %s:%d holds records of before its deletion (commit-log "
+                        "offset %d); deleting it", cq.topic, cq.queue_id, dead_below)
+            store.consume_queues.delete_queue(cq.topic, cq.queue_id)
 
 
 def _index_progress(store: DefaultMessageStore, log_min: int) -> int:
@@ -241,11 +264,14 @@ def _redispatch(store: DefaultMessageStore, start: int, end: int,
     """
     count = 0
     from_head = start <= store.commitlog.min_offset
+    deleted = store.deleted
     for rec in _reported(store.commitlog.scan(start, check_crc=False, stop=end), progress,
                          PHASE_REDISPATCH, start, end):
         key = (rec.topic, rec.queue_id)
         if only is not None and key not in only:
             continue
+        if deleted and deleted.is_dead(rec.topic, rec.queue_id, rec.phys_offset):
+            continue   # its topic (or queue) was deleted after it was written
         count += 1
         if not is_dispatched_to_queue(rec.sysflag):
             continue  # prepared and rolled-back transaction records: no unit, no index entry

@@ -11,6 +11,13 @@ the verdict is about the files exactly as they lie. The checks:
   dispatched record of the log has its unit;
 - every index entry points at a record of the log holding a key with the
   entry's hash.
+
+Records of deleted topics and queues (``deletedQueues.json``, see
+:mod:`.deleted_queues`) are in the log but have no unit, and need none. The
+slot count of index files is never guessed from their contents: it comes
+from the caller (the broker's ``index_slots``), else from the geometry the
+store recorded (``storeGeometry.json``), else from the file's size with the
+default geometry.
 """
 
 from __future__ import annotations
@@ -24,11 +31,13 @@ from dataclasses import dataclass, field
 
 from pocketmq.broker.store.batch import consume_queue_tags_code
 from pocketmq.broker.store.commitlog import CommitLog, ScannedRecord, is_dispatched_to_queue
+from pocketmq.broker.store.config import StoreConfig
 from pocketmq.broker.store.consume_queue import CQ_UNIT
 from pocketmq.broker.store.data_dir import DataDirectory
-from pocketmq.broker.store.index_file import iter_index_entries
+from pocketmq.broker.store.deleted_queues import DeletedQueues
+from pocketmq.broker.store.index_file import IndexFile, iter_index_entries
 from pocketmq.broker.store.io import StoreIO
-from pocketmq.common.errors import CorruptRecordError
+from pocketmq.common.errors import CorruptRecordError, StoreError
 from pocketmq.common.hashing import java_string_hash
 from pocketmq.common.message import decode_properties, decode_record
 
@@ -136,19 +145,28 @@ def _load_queues(root: str) -> dict[tuple[str, int], _QueueFiles]:
     return queues
 
 
-def verify_store(data_dir: str, *,
+def verify_store(data_dir: str, *, index_slots: int | None = None,
                  progress: Callable[[int, int], None] | None = None) -> VerifyReport:
-    """Check *data_dir* as described in the module docstring; never writes."""
+    """Check *data_dir* as described in the module docstring; never writes.
+
+    *index_slots* is the broker's ``index_slots``, when the caller knows it.
+    """
     report = VerifyReport()
     dirs = DataDirectory(data_dir)
+    try:
+        deleted = DeletedQueues(dirs.deleted_queues).load()
+    except StoreError as exc:
+        report.problem(str(exc))
+        deleted = DeletedQueues(dirs.deleted_queues)
     commitlog = open_commitlog_read_only(data_dir)
     queues = _load_queues(dirs.consumequeue)
     matched: dict[tuple[str, int], int] = {}
+    slots = index_slots or dirs.read_geometry().get("index_slots")
     try:
         report.log_min_offset = commitlog.min_offset
-        _verify_log(commitlog, queues, matched, report, progress)
+        _verify_log(commitlog, queues, matched, report, progress, deleted)
         _verify_units(commitlog, queues, matched, report)
-        _verify_index(dirs.index, commitlog, report)
+        _verify_index(dirs.index, commitlog, report, slots)
     finally:
         for q in queues.values():
             q.close()
@@ -159,7 +177,7 @@ def verify_store(data_dir: str, *,
 
 def _verify_log(commitlog: CommitLog, queues: dict[tuple[str, int], _QueueFiles],
                 matched: dict[tuple[str, int], int], report: VerifyReport,
-                progress: Callable[[int, int], None] | None) -> None:
+                progress: Callable[[int, int], None] | None, deleted: DeletedQueues) -> None:
     end = commitlog.min_offset
     extent = commitlog.queue.max_offset
     try:
@@ -171,6 +189,8 @@ def _verify_log(commitlog: CommitLog, queues: dict[tuple[str, int], _QueueFiles]
                 progress(end - commitlog.min_offset, extent - commitlog.min_offset)
             if not is_dispatched_to_queue(rec.sysflag):
                 continue
+            if deleted and deleted.is_dead(rec.topic, rec.queue_id, rec.phys_offset):
+                continue   # of a topic (or queue) deleted since: no unit, by design
             key = (rec.topic, rec.queue_id)
             q = queues.get(key)
             unit = q.unit(rec.queue_offset) if q is not None else None
@@ -221,12 +241,35 @@ def _verify_units(commitlog: CommitLog, queues: dict[tuple[str, int], _QueueFile
                            f"{matched.get((topic, queue_id), 0)} match records of the log")
 
 
-def _verify_index(index_dir: str, commitlog: CommitLog, report: VerifyReport) -> None:
+def _slots_by_size(size: int) -> int | None:
+    """The slot count of an index file of *size* bytes under the default geometry
+    (default slots and entries, or default entries and any slots), else None."""
+    defaults = StoreConfig(data_dir=".")
+    if size == IndexFile.size_for(defaults.index_slots, defaults.index_entries):
+        return defaults.index_slots
+    slot_bytes = size - IndexFile.size_for(0, defaults.index_entries)
+    return slot_bytes // 4 if slot_bytes > 0 and slot_bytes % 4 == 0 else None
+
+
+def _verify_index(index_dir: str, commitlog: CommitLog, report: VerifyReport,
+                  slots: int | None) -> None:
     if not os.path.isdir(index_dir):
         return
     for name in sorted(os.listdir(index_dir)):
         path = os.path.join(index_dir, name)
-        for key_hash, phys_offset in iter_index_entries(path):
+        file_slots = slots or _slots_by_size(os.path.getsize(path))
+        if file_slots is None:
+            report.problem(f"index {name}: cannot tell its slot count from its size "
+                           f"({os.path.getsize(path)} bytes) and the store recorded none "
+                           "(storeGeometry.json); pass the broker's index_slots "
+                           "(--index-slots)")
+            continue
+        try:
+            entries = list(iter_index_entries(path, slots=file_slots))
+        except StoreError as exc:
+            report.problem(f"index {name}: {exc}")
+            continue
+        for key_hash, phys_offset in entries:
             report.index_entries += 1
             if phys_offset < commitlog.min_offset:
                 continue
