@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import errno
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +34,7 @@ from pocketmq.broker.client_manager import (
     ResetConsumerClientOffset,
 )
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
-from pocketmq.broker.errors import InvalidRequestError, NotFoundError
+from pocketmq.broker.errors import DiskFullError, InvalidRequestError, NotFoundError
 from pocketmq.broker.long_polling import PullRequestHoldService
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.topic_config import DataVersion, TopicConfig, TopicConfigManager
@@ -126,13 +127,51 @@ class AdminService:
         return self._topics.create(config)
 
     def update_topic(self, config: TopicConfig) -> TopicConfig:
-        return self._topics.update(config)
+        """Change a topic; queues it no longer has are deleted as a deleted topic's are."""
+        old = self._topics.get(config.topic_name)
+        dropped: set[int] = set()
+        if (old is not None and config.problem() is None
+                and not self._topics.is_system_topic(config.topic_name)):
+            kept = max(config.read_queue_nums, config.write_queue_nums)
+            dropped = set(range(kept, max(old.read_queue_nums, old.write_queue_nums)))
+        if dropped:
+            # Recorded before topics.json changes: no crash can leave the dropped queues'
+            # old messages to come back when the topic grows again.
+            self._store_deletion(lambda: self._store.delete_queues(config.topic_name,
+                                                                   dropped))
+        updated = self._topics.update(config)
+        if dropped:
+            self._offsets.remove_queues(config.topic_name, dropped)
+            self._persist_offsets()
+        return updated
 
     def delete_topic(self, topic: str) -> None:
-        """Remove the topic, its consume queues and every group's offsets of it."""
+        """Remove the topic, its consume queues and every group's offsets of it.
+
+        The store records the deletion durably first, so that no crash afterwards
+        revives the topic's messages; then topics.json and the offsets are saved.
+        """
+        self._topics.check_delete(topic)
+        self._store_deletion(lambda: self._store.delete_topics([topic]))
         self._topics.delete(topic)
-        self._store.delete_topics([topic])
         self._offsets.remove_topic(topic)
+        self._persist_offsets()
+
+    @staticmethod
+    def _store_deletion(delete: Any) -> None:
+        try:
+            delete()
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise DiskFullError(f"disk full: cannot record the deletion ({exc.strerror}); "
+                                    "nothing was deleted; retry once space is freed") from None
+            raise
+
+    def _persist_offsets(self) -> None:
+        try:
+            self._offsets.persist()
+        except OSError as exc:   # the periodic save tries again
+            log.error("cannot save consumer offsets after a deletion: %s", exc)
 
     def all_topics(self) -> tuple[list[TopicConfig], DataVersion]:
         return self._topics.all(), self._topics.data_version
@@ -221,9 +260,10 @@ class AdminService:
             else:
                 offset = self._store.offset_by_timestamp(topic, queue_id, timestamp_ms)
             previous = self._offsets.query(group, topic, queue_id)
-            self._offsets.commit(group, topic, queue_id, offset)
             moves.append(OffsetReset(queue_id=queue_id, offset=offset,
                                      previous_offset=-1 if previous is None else previous))
+        # Saved before the answer: a crash right after must not undo the reset.
+        self._offsets.commit_durably(group, topic, {m.queue_id: m.offset for m in moves})
         now = self._clock.monotonic()
         self._fences = {key: f for key, f in self._fences.items() if f[1] >= now}  # lapsed
         if self._clients.consumer_ids(group):

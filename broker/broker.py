@@ -204,7 +204,8 @@ class Broker:
             cfg.config_dir, broker_name=cfg.broker_name, cluster_name=cfg.cluster_name,
             default_queue_nums=cfg.default_topic_queue_nums,
             auto_create_enable=cfg.auto_create_topic_enable,
-            schedule_queue_nums=levels.max_level, clock=self.clock)
+            schedule_queue_nums=levels.max_level, max_queues_total=cfg.max_queues_total,
+            clock=self.clock)
         self.topics.load()
         self.offsets = ConsumerOffsetManager(
             cfg.config_dir,

@@ -11,7 +11,9 @@ every ``consumer_offset_persist_interval_seconds`` (5 s) when something
 changed, and at shutdown, through :class:`~pocketmq.broker.json_file.JsonFile`
 (temp file, fsync, rename, previous version kept as ``.bak`` and read when
 the main file is unreadable). An offset committed less than one interval
-before a crash may be lost; consumption is at-least-once.
+before a crash may be lost; consumption is at-least-once. An admin's reset
+(:meth:`ConsumerOffsetManager.commit_durably`) and the offsets of a deleted
+topic or queue are saved before the request is answered.
 
 Commits are not required to move forward: a rebalance or an admin reset may
 move a group back, and RocketMQ accepts that too.
@@ -118,6 +120,36 @@ class ConsumerOffsetManager:
             if previous is not None and offset < previous:
                 log.debug("group %s moved back on %s:%d from %d to %d", group, topic, queue_id,
                           previous, offset)
+
+    def commit_durably(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        """Commit *offsets* (queue id -> offset) and save the table before returning.
+
+        When the file cannot be written the commits are undone and the request's
+        error raised (:class:`~pocketmq.broker.errors.DiskFullError` on ENOSPC).
+        """
+        key = f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
+        before = dict(self._table.get(key, {}))
+        had_key = key in self._table
+        for queue_id, offset in offsets.items():
+            self.commit(group, topic, queue_id, offset)
+        try:
+            self.persist()
+        except OSError as exc:
+            if had_key:
+                self._table[key] = before
+            else:
+                self._table.pop(key, None)
+            self._dirty = True
+            raise self._file.refusal(exc) from None
+
+    def remove_queues(self, topic: str, queue_ids: set[int]) -> None:
+        """Forget every group's offsets of the given queues of *topic* (deleted queues)."""
+        prefix = f"{topic}{TOPIC_GROUP_SEPARATOR}"
+        for key, queues in self._table.items():
+            if key.startswith(prefix):
+                for queue_id in queue_ids & queues.keys():
+                    del queues[queue_id]
+                    self._dirty = True
 
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         queues = self._table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}")

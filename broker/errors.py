@@ -7,6 +7,8 @@
           ├── AlreadyExistsError      CreateTopic of an existing topic
           ├── PermissionDeniedError   a system topic, a topic without the needed perm bit
           ├── BusyError               a bounded resource is full now; retry later
+          ├── DiskFullError           a metadata file (topics.json, offsets) cannot be
+          │                           written: no space left (reason DISK_FULL)
           ├── FailedPreconditionError the state forbids it (a transaction resolved the
           │                           other way)
           └── PutRejectedError        the store refused a put; carries its PutStatus
@@ -28,6 +30,7 @@ __all__ = [
     "AlreadyExistsError",
     "BrokerError",
     "BusyError",
+    "DiskFullError",
     "FailedPreconditionError",
     "InvalidRequestError",
     "MetadataError",
@@ -70,6 +73,13 @@ class PermissionDeniedError(BrokerError):
 
 class BusyError(BrokerError):
     default_reason = "SYSTEM_BUSY"
+    retriable = True
+
+
+class DiskFullError(BrokerError):
+    """No space left for a file the request must write; nothing was changed."""
+
+    default_reason = "DISK_FULL"
     retriable = True
 
 

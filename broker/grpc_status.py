@@ -14,6 +14,7 @@ from pocketmq.broker.errors import (
     AlreadyExistsError,
     BrokerError,
     BusyError,
+    DiskFullError,
     FailedPreconditionError,
     InvalidRequestError,
     NotFoundError,
@@ -36,6 +37,7 @@ GRPC_CODES: dict[type[BrokerError] | PutStatus | GetStatus, grpc.StatusCode] = {
     AlreadyExistsError: Code.ALREADY_EXISTS,
     PermissionDeniedError: Code.PERMISSION_DENIED,
     BusyError: Code.RESOURCE_EXHAUSTED,
+    DiskFullError: Code.RESOURCE_EXHAUSTED,
     FailedPreconditionError: Code.FAILED_PRECONDITION,
     # put statuses (PutRejectedError carries one)
     PutStatus.PUT_OK: Code.OK,

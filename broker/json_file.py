@@ -13,12 +13,14 @@ with a warning naming the file and the reason.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import os
 from typing import Any
 
-from pocketmq.broker.errors import MetadataError
+from pocketmq.broker.errors import BrokerError, DiskFullError, MetadataError
 
 __all__ = ["JsonFile"]
 
@@ -69,15 +71,28 @@ class JsonFile:
             return None, f"top level is a {type(data).__name__}, expected an object"
         return data, ""
 
+    def refusal(self, exc: OSError) -> BrokerError:
+        """The error a request gets when :meth:`save` failed with *exc* (nothing changed)."""
+        if exc.errno == errno.ENOSPC:
+            return DiskFullError(f"disk full: cannot write {self.path} ({exc.strerror}); "
+                                 "nothing was changed; retry once space is freed")
+        return BrokerError(f"cannot write {self.path}: {exc.strerror or exc} (errno "
+                           f"{exc.errno}); nothing was changed")
+
     def save(self, data: dict[str, Any]) -> None:
         """Replace the file atomically, keeping the previous one as ``.bak``."""
         directory = os.path.dirname(self.path) or "."
         os.makedirs(directory, exist_ok=True)
         raw = json.dumps(data, indent=2, sort_keys=True).encode()
-        with open(self.tmp_path, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(self.tmp_path, "wb") as f:
+                f.write(raw)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:
+            with contextlib.suppress(OSError):   # a partial temp file only takes space
+                os.unlink(self.tmp_path)
+            raise
         if os.path.exists(self.path):
             os.replace(self.path, self.bak_path)
         os.replace(self.tmp_path, self.path)

@@ -11,7 +11,13 @@ unchanged registration from a new one cheaply. The file has RocketMQ's shape::
                                      "topicSysFlag": 0}, ...}}
 
 and is saved through :class:`~pocketmq.broker.json_file.JsonFile` (temp file,
-fsync, rename, previous version kept as ``.bak``) after every change.
+fsync, rename, previous version kept as ``.bak``) after every change, before
+the change is answered. A save that fails (``ENOSPC``: DISK_FULL) undoes the
+change in memory too, so the table never holds what the file does not.
+
+The broker serves at most ``max_queues_total`` queues over all its topics (a
+topic counts the larger of its read and write queue numbers); a create,
+update or auto-create beyond it is refused, naming the key and the numbers.
 
 System topics are created at load and can be neither deleted nor sent to by
 producers (RocketMQ's ``TopicValidator``); unknown topics are created on first
@@ -28,6 +34,7 @@ from typing import Any
 
 from pocketmq.broker.errors import (
     AlreadyExistsError,
+    FailedPreconditionError,
     InvalidRequestError,
     NotFoundError,
     PermissionDeniedError,
@@ -51,6 +58,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_QUEUE_NUMS = 1024
+DEFAULT_MAX_QUEUES_TOTAL = 32_768   # under Linux's 65,530 mappings a process, with room
 
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
@@ -151,7 +159,9 @@ class TopicConfigManager:
     def __init__(self, config_dir: str, *, broker_name: str, cluster_name: str,
                  default_queue_nums: int = 8, auto_create_enable: bool = True,
                  schedule_queue_nums: int = SCHEDULE_DELAY_LEVELS,
+                 max_queues_total: int = DEFAULT_MAX_QUEUES_TOTAL,
                  clock: Clock | None = None) -> None:
+        self._max_queues_total = max_queues_total
         self._file = JsonFile(os.path.join(config_dir, "topics.json"))
         self._broker_name = broker_name
         self._cluster_name = cluster_name
@@ -190,7 +200,7 @@ class TopicConfigManager:
             self._table[SCHEDULE_TOPIC] = schedule
             missing.append(schedule)
         if missing or data is None:
-            self._changed()
+            self._changed(dict(self._table))
         log.info("loaded %d topics from %s (data version %d)", len(self._table),
                  self._file.path, self.data_version.counter)
 
@@ -241,8 +251,10 @@ class TopicConfigManager:
         if config.topic_name in self._table:
             raise AlreadyExistsError(f"topic {config.topic_name!r} already exists on broker "
                                      f"{self._broker_name}; use UpdateTopic to change it")
+        self._check_capacity(config)
+        previous = dict(self._table)
         self._table[config.topic_name] = config
-        self._changed()
+        self._changed(previous)
         log.info("created topic %s: %d read / %d write queues, perm %s", config.topic_name,
                  config.read_queue_nums, config.write_queue_nums, Perm.describe(config.perm))
         return config
@@ -255,20 +267,29 @@ class TopicConfigManager:
                                 f"{self._broker_name}; use CreateTopic to create it",
                                 reason="TOPIC_NOT_EXIST")
         if old != config:
+            self._check_capacity(config)
+            previous = dict(self._table)
             self._table[config.topic_name] = config
-            self._changed()
+            self._changed(previous)
             log.info("updated topic %s: %s -> %s", config.topic_name, old, config)
         return config
 
-    def delete(self, topic: str) -> TopicConfig:
+    def check_delete(self, topic: str) -> TopicConfig:
+        """The config of *topic*, which :meth:`delete` would delete; raises why not."""
         if topic in self._system:
             raise PermissionDeniedError(f"topic {topic!r} is a system topic of broker "
                                         f"{self._broker_name} and cannot be deleted")
-        old = self._table.pop(topic, None)
+        old = self._table.get(topic)
         if old is None:
             raise NotFoundError(f"topic {topic!r} does not exist on broker {self._broker_name}",
                                 reason="TOPIC_NOT_EXIST")
-        self._changed()
+        return old
+
+    def delete(self, topic: str) -> TopicConfig:
+        old = self.check_delete(topic)
+        previous = dict(self._table)
+        del self._table[topic]
+        self._changed(previous)
         log.info("deleted topic %s", topic)
         return old
 
@@ -292,8 +313,10 @@ class TopicConfigManager:
         config = TopicConfig(topic_name=topic, read_queue_nums=template.read_queue_nums,
                              write_queue_nums=template.write_queue_nums,
                              perm=template.perm & ~Perm.INHERIT)
+        self._check_capacity(config)
+        previous = dict(self._table)
         self._table[topic] = config
-        self._changed()
+        self._changed(previous)
         log.info("auto-created topic %s with %d queues", topic, config.write_queue_nums)
         return config
 
@@ -310,8 +333,10 @@ class TopicConfigManager:
         problem = config.problem()
         if problem:
             raise InvalidRequestError(problem)
+        self._check_capacity(config)
+        previous = dict(self._table)
         self._table[config.topic_name] = config
-        self._changed()
+        self._changed(previous)
         log.info("created topic %s with %d queues", config.topic_name, config.write_queue_nums)
         return config
 
@@ -323,9 +348,32 @@ class TopicConfigManager:
             raise PermissionDeniedError(f"topic {config.topic_name!r} is a system topic of "
                                         f"broker {self._broker_name} and cannot be changed")
 
-    def _changed(self) -> None:
+    def queues_total(self, *, without: str = "") -> int:
+        """Queues of every topic (the larger of read and write), *without* one topic."""
+        return sum(max(tc.read_queue_nums, tc.write_queue_nums)
+                   for name, tc in self._table.items() if name != without)
+
+    def _check_capacity(self, config: TopicConfig) -> None:
+        others = self.queues_total(without=config.topic_name)
+        wanted = max(config.read_queue_nums, config.write_queue_nums)
+        if others + wanted > self._max_queues_total:
+            raise FailedPreconditionError(
+                f"topic {config.topic_name!r} with {wanted} queues would make "
+                f"{others + wanted} queues on broker {self._broker_name}; it serves at most "
+                f"{self._max_queues_total} (max_queues_total), and its other topics have "
+                f"{others}", reason="QUEUE_LIMIT_EXCEEDED")
+
+    def _changed(self, previous: dict[str, TopicConfig]) -> None:
+        """Persist the changed table (undone, with a refusal, when the file cannot be
+        written), then tell the listeners."""
+        old_version = self.data_version
         self.data_version = self.data_version.next(self._clock.now_ms())
-        self.persist()
+        try:
+            self.persist()
+        except OSError as exc:
+            self._table, self.data_version = previous, old_version
+            log.error("cannot save %s: %s; the change is undone", self._file.path, exc)
+            raise self._file.refusal(exc) from None
         for listener in self._listeners:
             try:
                 listener()
