@@ -66,3 +66,34 @@ def test_dump_prints_records_filtered_by_topic_and_queue(tmp_path):
 def test_store_commands_refuse_a_directory_that_is_not_a_store(tmp_path):
     result = pocketmq("store", "verify", str(tmp_path))
     assert result.returncode == 2 and "not a PocketMQ data directory" in result.stderr
+
+
+def test_verify_reads_a_store_whose_only_indexed_record_is_at_offset_0(tmp_path):
+    make_store(tmp_path, n=1)
+    result = pocketmq("store", "verify", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 records" in result.stdout and "index        2 entries" in result.stdout
+
+
+def test_verify_takes_the_index_slot_count_from_the_option_when_the_store_recorded_none(
+        tmp_path):
+    make_store(tmp_path, n=1)
+    (tmp_path / "storeGeometry.json").unlink()   # a store written before it was recorded
+    unknown = pocketmq("store", "verify", str(tmp_path))
+    assert unknown.returncode == 1 and "--index-slots" in unknown.stdout, unknown.stdout
+    assert "Traceback" not in unknown.stderr, unknown.stderr
+    told = pocketmq("store", "verify", "--index-slots", str(small_config(tmp_path).index_slots),
+                    str(tmp_path))
+    assert told.returncode == 0, told.stdout + told.stderr
+
+
+def test_verify_passes_a_store_with_a_deleted_topic(tmp_path):
+    store = open_store(small_config(tmp_path))
+    for i in range(6):
+        store.put_batch(record(topic="gone", body=b"x", queue_id=i % 2, keys=f"g{i}"))
+    store.delete_topics(["gone"])
+    store.put_batch(record(topic="gone", body=b"y", keys="g-new"))   # created again
+    store.shutdown()
+    result = pocketmq("store", "verify", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "7 records" in result.stdout

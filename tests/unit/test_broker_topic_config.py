@@ -8,6 +8,8 @@ import pytest
 
 from pocketmq.broker.errors import (
     AlreadyExistsError,
+    DiskFullError,
+    FailedPreconditionError,
     InvalidRequestError,
     NotFoundError,
     PermissionDeniedError,
@@ -109,3 +111,37 @@ def test_table_survives_a_restart_and_a_damaged_file(tmp_path):
     assert reloaded.get("TopicA") == m.get("TopicA")
     assert reloaded.get("TopicB") is None
     assert reloaded.data_version.counter < version.counter
+
+
+def test_topics_beyond_max_queues_total_are_refused_naming_the_key_and_numbers(tmp_path):
+    m = manager(tmp_path, max_queues_total=100)
+    system = m.queues_total()
+    m.create(TopicConfig(topic_name="Fits", read_queue_nums=100 - system - 4,
+                         write_queue_nums=100 - system - 4))
+    for attempt in (lambda: m.create(TopicConfig(topic_name="TooMany", read_queue_nums=16,
+                                                 write_queue_nums=16)),
+                    lambda: m.update(TopicConfig(topic_name="Fits", read_queue_nums=100,
+                                                 write_queue_nums=100)),
+                    lambda: m.get_or_auto_create("AutoTooMany")):
+        with pytest.raises(FailedPreconditionError) as refused:
+            attempt()
+        assert "max_queues_total" in refused.value.message and "100" in refused.value.message
+        assert refused.value.reason == "QUEUE_LIMIT_EXCEEDED"
+    assert m.get("TooMany") is None and m.get("AutoTooMany") is None
+    assert m.queues_total() == 100 - 4
+
+
+def test_a_topic_change_that_cannot_be_saved_is_undone(tmp_path, monkeypatch):
+    import errno
+
+    m = manager(tmp_path)
+    version = m.data_version
+
+    def full_disk(data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(m._file, "save", full_disk)
+    with pytest.raises(DiskFullError) as refused:
+        m.create(TopicConfig(topic_name="NotSaved"))
+    assert refused.value.reason == "DISK_FULL" and "topics.json" in refused.value.message
+    assert m.get("NotSaved") is None and m.data_version == version
