@@ -132,3 +132,23 @@ def test_the_disk_check_counts_space_reserved_for_root_as_used(tmp_path):
     expected = 1 - st.f_bavail / st.f_blocks
     assert abs(StoreIO().disk_used_ratio(str(tmp_path)) - expected) < 0.01
     assert StoreIO().available_bytes(str(tmp_path)) <= st.f_bfree * st.f_frsize
+
+
+def test_enospc_writing_the_checkpoint_refuses_writes_until_space_is_back(tmp_path,
+                                                                        monkeypatch):
+    store = open_store(small_config(tmp_path))
+    assert store.put_batch(record(body=b"before")).ok
+
+    def full_disk(cp):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store.checkpoint, "write", full_disk)
+    store._services[-1].run_once()   # FlushConsumeQueueService: syncs, then the checkpoint
+    refused = store.put_batch(record(body=b"during"))
+    assert refused.status is PutStatus.DISK_FULL, refused
+    assert not store.is_read_only, "a full disk is not a broken one"
+    monkeypatch.undo()
+    store.run_cleanup_once()
+    assert store.put_batch(record(body=b"after")).ok
+    store.shutdown()
+    assert verify_store(str(tmp_path)).ok
