@@ -28,6 +28,7 @@ class DataDirectory:
         self.checkpoint = os.path.join(self.root, "checkpoint")
         self.deleted_queues = os.path.join(self.root, "deletedQueues.json")
         self.geometry = os.path.join(self.root, "storeGeometry.json")
+        self.epochs = os.path.join(self.root, "epochs")
         self.abort = os.path.join(self.root, "abort")
         self.lock = os.path.join(self.root, "lock")
         self._lock_fd: int | None = None

@@ -42,6 +42,7 @@ from pocketmq.broker.store.consume_queue_store import ConsumeQueueStore
 from pocketmq.broker.store.data_dir import DataDirectory
 from pocketmq.broker.store.deleted_queues import DeletedQueues
 from pocketmq.broker.store.dispatch import DispatchCatchUp, prepare_batch
+from pocketmq.broker.store.epochs import EpochFile
 from pocketmq.broker.store.flush import (
     DurationHistogram,
     FlushConsumeQueueService,
@@ -53,6 +54,12 @@ from pocketmq.broker.store.index_service import IndexService
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.broker.store.reads import StoreReader
 from pocketmq.broker.store.recovery import recover
+from pocketmq.broker.store.replication import (
+    ReplicationError,
+    append_replicated,
+    read_for_replica,
+    truncate_to,
+)
 from pocketmq.broker.store.results import GetResult, PutResult, PutStatus, RecoveryReport
 from pocketmq.broker.store.warm import WarmMappedFileService
 from pocketmq.common.clock import Clock, SystemClock
@@ -89,6 +96,7 @@ class DefaultMessageStore:
                                   entries=config.index_entries, io=self.io)
         self.checkpoint = StoreCheckpoint(self.dirs.checkpoint)
         self.deleted = DeletedQueues(self.dirs.deleted_queues)
+        self.epochs = EpochFile(self.dirs.epochs)
         self.reader = StoreReader(self)
         self.cleanup = CleanupService(self)
         self.catch_up = DispatchCatchUp(self)
@@ -120,7 +128,9 @@ class DefaultMessageStore:
                 "commitlog_file_size": cfg.commitlog_file_size,
                 "consume_queue_units_per_file": cfg.consume_queue_units_per_file,
                 "index_slots": cfg.index_slots, "index_entries": cfg.index_entries})
+            self.epochs.load()
             report = recover(self, progress=progress)
+            self.epochs.truncate(self.commitlog.max_offset + 1)   # terms whose bytes were cut
         except BaseException:
             self.dirs.release_lock()
             raise
@@ -428,6 +438,21 @@ class DefaultMessageStore:
         for queue_id in queue_ids:
             self.consume_queues.delete_queue(topic, queue_id)
             self.commitlog.queue_offsets.pop((topic, queue_id), None)
+
+    # -- replication (see replication.py) -------------------------------------------------
+    def read_for_replica(self, offset: int, max_bytes: int, stop: int | None = None) -> bytes:
+        return read_for_replica(self, offset, max_bytes, stop)
+
+    def append_replicated(self, offset: int, data: bytes) -> int:
+        """Append a master's frame of whole records at *offset* (a replica's write path)."""
+        refused = self._refuse_writes()
+        if refused is not None and refused.status is not PutStatus.DISK_FULL:
+            raise ReplicationError(refused.error or "the store refuses writes")
+        return append_replicated(self, offset, data)
+
+    def truncate_to(self, point: int) -> int:
+        """Cut the log back to record boundary *point*; return the bytes cut."""
+        return truncate_to(self, point)
 
     # -- housekeeping ---------------------------------------------------------------------
     def run_cleanup_once(self) -> int:

@@ -39,7 +39,7 @@ from pocketmq.common.progress import ProgressCallback
 if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
 
-__all__ = ["recover"]
+__all__ = ["parse_props", "record_boundary_at_or_before", "recover", "redispatch_range"]
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def recover(store: DefaultMessageStore, *,
     # 2-3. verify from what the checkpoint vouches for, truncate at the first bad record
     trusted = min(max(cp.physic_flushed_offset, log_min), _log_extent(commitlog)) if cp \
         else log_min
-    verify_from = _record_boundary_at_or_before(commitlog, trusted)
+    verify_from = record_boundary_at_or_before(commitlog, trusted)
     end, bad_offset, reason, truncated, trimmed = _verify_and_truncate(store, verify_from,
                                                                        progress)
 
@@ -77,7 +77,7 @@ def recover(store: DefaultMessageStore, *,
     index_enabled = store.config.message_index_enable
     if index_enabled:
         dispatch_from = min(dispatch_from, _index_progress(store, log_min))
-    start = _record_boundary_at_or_before(commitlog, min(max(dispatch_from, log_min), end))
+    start = record_boundary_at_or_before(commitlog, min(max(dispatch_from, log_min), end))
     redispatched = _redispatch_and_rebuild(store, start, end, index_enabled, progress)
 
     # 6. sync; the queue-offset table comes from the consume queues
@@ -138,7 +138,7 @@ def _redispatch_and_rebuild(store: DefaultMessageStore, start: int, end: int,
 
 def redispatch_range(store: DefaultMessageStore, start: int, end: int) -> int:
     """Dispatch what is missing of [start, end) again (after a failed dispatch)."""
-    start = _record_boundary_at_or_before(store.commitlog, start)
+    start = record_boundary_at_or_before(store.commitlog, start)
     return _redispatch(store, start, end, set(), store.config.message_index_enable)
 
 
@@ -172,7 +172,7 @@ def _log_extent(commitlog: CommitLog) -> int:
     return files[-1].file_from_offset + files[-1].file_size if files else 0
 
 
-def _record_boundary_at_or_before(commitlog: CommitLog, offset: int) -> int:
+def record_boundary_at_or_before(commitlog: CommitLog, offset: int) -> int:
     """*offset* if the record chain of its segment lands on it, else the segment start."""
     mf = commitlog.queue.find(offset)
     if mf is None:
@@ -239,7 +239,7 @@ def _garbage_extent(commitlog: CommitLog, offset: int) -> int:
     return total
 
 
-def _parse_props(raw: bytes) -> tuple[dict[str, str], list[str]]:
+def parse_props(raw: bytes) -> tuple[dict[str, str], list[str]]:
     """The property map and the index keys (KEYS split, then UNIQ_KEY)."""
     props = decode_properties(raw.decode("utf-8", "replace"))
     keys = [k for k in props.get("KEYS", "").split(" ") if k]
@@ -275,7 +275,7 @@ def _redispatch(store: DefaultMessageStore, start: int, end: int,
         count += 1
         if not is_dispatched_to_queue(rec.sysflag):
             continue  # prepared and rolled-back transaction records: no unit, no index entry
-        props, keys = _parse_props(rec.properties)
+        props, keys = parse_props(rec.properties)
         if key not in damaged:
             cq = store.consume_queues.find_or_create(rec.topic, rec.queue_id)
             expected = cq.max_offset

@@ -1,0 +1,198 @@
+"""The store's side of replication: whole records out to a replica, appended verbatim, tails cut.
+
+A master sends its commit log as it lies on disk, in frames of whole records::
+
+    master log   ...|rec|rec|rec|rec|BLANK......|  next segment: |rec|rec|...
+    frame 1          [rec rec rec]                 never crosses a segment end,
+    frame 2                      [rec BLANK.....]  an epoch end or max_bytes
+    frame 3                                         [rec rec]     (one record at least)
+
+and the replica appends each frame at the very same offset. Every record
+already carries its QUEUEOFFSET and PHYSICALOFFSET, so the replica's consume
+queues and index, built from the appended bytes by recovery's dispatch, hold
+the master's queue offsets: a consumer moves between the two without any
+translation. A frame is checked (framing, CRC, PHYSICALOFFSET) after it is
+copied and before anything is dispatched; a bad one is cut off again and
+refused, so a replica's log never holds a record it did not verify.
+
+:func:`truncate_to` cuts a log back to a record boundary (a replica whose
+tail diverged from its new master's, found by epoch): the same steps as
+recovery's truncation, and the epoch file forgets the terms that were cut.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from pocketmq.broker.store.batch import consume_queue_tags_code
+from pocketmq.broker.store.commitlog import (
+    END_FILE_MIN_BLANK_LENGTH,
+    ScannedRecord,
+    is_dispatched_to_queue,
+)
+from pocketmq.broker.store.consume_queue import ConsumeQueue
+from pocketmq.broker.store.recovery import (
+    parse_props,
+    record_boundary_at_or_before,
+    redispatch_range,
+)
+from pocketmq.common.errors import CorruptRecordError
+from pocketmq.common.message import BLANK_HEAD, BLANK_MAGIC_CODE
+
+if TYPE_CHECKING:
+    from pocketmq.broker.store.message_store import DefaultMessageStore
+
+__all__ = ["ReplicationError", "append_replicated", "read_for_replica", "record_aligned_end",
+           "truncate_to"]
+
+log = logging.getLogger(__name__)
+
+
+class ReplicationError(Exception):
+    """A frame that cannot be appended: wrong offset, damaged, or no room."""
+
+
+def read_for_replica(store: DefaultMessageStore, offset: int, max_bytes: int,
+                     stop: int | None = None) -> bytes:
+    """Whole records from *offset* (a record boundary): at most *max_bytes* (but at least
+    one record), never past the segment end, *stop* or the log's end. ``b""`` when
+    there is nothing to send yet."""
+    commitlog = store.commitlog
+    end = commitlog.max_offset if stop is None else min(stop, commitlog.max_offset)
+    if offset >= end:
+        return b""
+    mf = commitlog.queue.find(offset)
+    if mf is None:
+        raise ReplicationError(f"commit-log offset {offset} is not in this log "
+                               f"[{commitlog.min_offset}, {commitlog.max_offset})")
+    seg_end = mf.file_from_offset + mf.file_size
+    limit = min(end, seg_end)
+    buf = mf.buffer
+    pos = offset
+    while pos < limit:
+        rel = pos - mf.file_from_offset
+        if mf.file_size - rel < END_FILE_MIN_BLANK_LENGTH:
+            nxt = seg_end                       # too little left for a head: all filler
+        else:
+            total, magic = BLANK_HEAD.unpack_from(buf, rel)
+            if magic == BLANK_MAGIC_CODE:
+                nxt = seg_end
+            elif total <= 0:
+                break                            # written position reached mid-segment
+            else:
+                nxt = pos + total
+        if nxt > limit and not (nxt == seg_end and limit == seg_end):
+            break
+        if nxt - offset > max_bytes and pos > offset:
+            break
+        pos = nxt
+    if pos == offset:
+        return b""
+    return mf.read(offset - mf.file_from_offset, pos - offset)
+
+
+def record_aligned_end(store: DefaultMessageStore) -> int:
+    """The end of the last whole record (the log's max offset, which is always aligned)."""
+    return store.commitlog.max_offset
+
+
+def append_replicated(store: DefaultMessageStore, offset: int, data: bytes) -> int:
+    """Append a master's frame at *offset*; dispatch it; return the new max offset."""
+    commitlog = store.commitlog
+    if offset != commitlog.max_offset:
+        raise ReplicationError(f"frame starts at commit-log offset {offset}, but this log "
+                               f"ends at {commitlog.max_offset}")
+    if not data:
+        return offset
+    queue = commitlog.queue
+    last = queue.files[-1] if queue.files else None
+    if last is None or last.is_full:
+        last = queue.last_file(offset)
+        assert last is not None
+    if last.file_from_offset + last.wrote_position != offset:
+        raise ReplicationError(f"frame at {offset} does not continue segment "
+                               f"{last.path} (written to {last.wrote_position})")
+    if len(data) > last.remaining:
+        raise ReplicationError(f"frame of {len(data)} bytes at {offset} crosses the end of "
+                               f"segment {last.path} ({last.remaining} bytes left)")
+    last.append(data)       # a frame that ends a segment carries its filler: now full
+    end = offset + len(data)
+    try:
+        records = list(commitlog.scan(offset, check_crc=True, stop=end))
+    except CorruptRecordError as exc:
+        queue.truncate(offset)
+        queue.set_write_position(offset)
+        raise ReplicationError(f"frame at {offset} holds a damaged record at {exc.offset}: "
+                               f"{exc.reason}; nothing of it was kept") from None
+    if records and records[-1].phys_offset + records[-1].size != end \
+            and not last.is_full:
+        queue.truncate(offset)
+        queue.set_write_position(offset)
+        raise ReplicationError(f"frame at {offset} of {len(data)} bytes ends inside a record")
+    _dispatch(store, records, end)
+    return commitlog.max_offset
+
+
+def _dispatch(store: DefaultMessageStore, records: list[ScannedRecord], end: int) -> None:
+    """Consume-queue units and index entries of appended records, as the master made them.
+
+    The queue offset is the record's own; an empty queue starts wherever its first
+    record says (the master's earlier records of it may be gone by retention).
+    """
+    index_enabled = store.config.message_index_enable
+    deleted = store.deleted
+    touched: dict[tuple[str, int], ConsumeQueue] = {}
+    last_ts = 0
+    for rec in records:
+        last_ts = rec.store_timestamp_ms
+        if deleted and deleted.is_dead(rec.topic, rec.queue_id, rec.phys_offset):
+            continue
+        if not is_dispatched_to_queue(rec.sysflag):
+            continue
+        props, keys = parse_props(rec.properties)
+        key = (rec.topic, rec.queue_id)
+        cq = touched.get(key)
+        if cq is None:
+            cq = touched[key] = store.consume_queues.find_or_create(rec.topic, rec.queue_id)
+        cq.append(rec.queue_offset, rec.phys_offset, rec.size,
+                  consume_queue_tags_code(rec.topic, props))
+        if index_enabled and keys:
+            store.index.put(rec.topic, keys, rec.phys_offset, rec.store_timestamp_ms)
+    store.dispatched_offset = end
+    if last_ts:
+        store.last_store_timestamp_ms = last_ts
+    store.stats_put_messages += len(records)
+    queue_offsets = store.commitlog.queue_offsets
+    for (topic, queue_id), cq in touched.items():
+        queue_offsets[(topic, queue_id)] = cq.max_offset
+        store.notify_arrival(topic, queue_id, cq.max_offset)
+
+
+def truncate_to(store: DefaultMessageStore, point: int) -> int:
+    """Cut the log back to *point* (a record boundary); return the bytes cut."""
+    commitlog = store.commitlog
+    end = commitlog.max_offset
+    if point >= end:
+        return 0
+    if point < commitlog.min_offset:
+        raise ReplicationError(f"cannot cut the log to {point}: it begins at "
+                               f"{commitlog.min_offset}")
+    if record_boundary_at_or_before(commitlog, point) != point:
+        raise ReplicationError(f"commit-log offset {point} is not a record boundary")
+    cut = end - point
+    commitlog.queue.truncate(point)
+    commitlog.queue.set_write_position(point)
+    store.consume_queues.truncate_phys(point)
+    store.index.truncate_phys(point)
+    # index files past the point went whole; index what lies before the point again
+    redispatch_range(store, max(commitlog.min_offset, store.index.last_indexed_phys), point)
+    commitlog.queue_offsets = {(cq.topic, cq.queue_id): cq.max_offset
+                               for cq in store.consume_queues.all_queues()}
+    store.dispatched_offset = point
+    store.epochs.truncate(point)
+    commitlog.queue.flush()
+    store.flush_round()
+    log.warning("store %s: cut the commit log back from %d to %d (%d bytes) to match the "
+                "master's log", store.dirs.root, end, point, cut)
+    return cut
