@@ -7,6 +7,13 @@ reply's ``Status`` (gRPC itself answers OK): a refusal becomes the status
 :func:`~.convert.status_of` gives it, a bug ``INTERNAL_SERVER_ERROR`` with the
 traceback in the log, never a dead stream.
 
+Every handler gets its :class:`~.auth.Caller` (authenticated first) and asks
+it about each topic and group the request names or touches before acting:
+all the topics of a send before anything is stored, the stored half
+message's real topic of an ``EndTransaction``, the group and topic a receipt
+handle is looked up under. ``Heartbeat``, ``NotifyClientTermination`` and
+``Telemetry`` also check that the client id is the caller's own.
+
 The official clients' quirks handled here (``../shared/research/v2_compat.md``):
 a ``ReceiveMessage`` stream answers ``status`` (OK, or MESSAGE_NOT_FOUND when
 empty), the messages, then a ``delivery_timestamp`` frame, and closes a second
