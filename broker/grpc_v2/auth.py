@@ -16,8 +16,10 @@ regard to hex case. The date-time is held to the v1 API's clock window
 in UTC): the official Python client (5.1.2) writes ``datetime.now()``, its
 *local* time, with a literal ``Z``, so it must run on a UTC clock. Only the
 date is signed, so a captured header can be replayed for the window's length:
-TLS keeps it from being captured. A ``Telemetry`` stream is checked once,
-when it opens. A refusal is ``UNAUTHORIZED`` (40100) with the reason.
+TLS keeps it from being captured. An account's ``white_remote_address``
+restricts where its key is used from, as on the broker's own port. A
+``Telemetry`` stream is checked once, when it opens. A refusal is
+``UNAUTHORIZED`` (40100) with the reason.
 
 **Authorization**: every call is served for a :class:`Caller`, and the
 servicer asks it about each topic and group the call names or touches
@@ -157,6 +159,13 @@ def date_time_ms(value: str) -> int:
     return calendar.timegm(parsed) * 1000
 
 
+def peer_ip(peer: str) -> str:
+    """``ipv4:10.0.0.7:52344`` -> ``10.0.0.7``; ``ipv6:[::1]:5`` -> ``::1``."""
+    kind, _, rest = peer.partition(":")
+    address = rest.rsplit(":", 1)[0]
+    return address.strip("[]") if kind == "ipv6" else address
+
+
 def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
@@ -166,15 +175,23 @@ class HeaderAuthenticator:
 
     def __init__(self, secret_of: SecretLookup, *, authorize: Authorize | None = None,
                  admin_of: Callable[[str], bool] | None = None,
+                 allowed_from: Callable[[str, str], bool] | None = None,
                  clock_ms: Callable[[], int] = _wall_clock_ms) -> None:
         self._secret_of = secret_of
+        self._allowed_from = allowed_from      # (access key, peer ip) -> may it call from there
         self._authorize = authorize
         self._admin_of = admin_of
         self._clock_ms = clock_ms
 
     def authenticate(self, context: grpc.aio.ServicerContext) -> str:
         headers = {k: str(v) for k, v in context.invocation_metadata() or ()}
-        return self.check(headers)
+        access_key = self.check(headers)
+        if self._allowed_from is not None:
+            ip = peer_ip(context.peer() or "")
+            if not self._allowed_from(access_key, ip):
+                raise _unauthorized(f"access key {access_key[:64]!r} may not be used from "
+                                    f"{ip} (its white_remote_address)")
+        return access_key
 
     def authorize(self, access_key: str, method: str, topic: str, group: str) -> None:
         if self._authorize is not None:
@@ -246,6 +263,10 @@ def acl_authenticator(store: AclStore, *,
         account = store.acl.accounts.get(access_key)
         return account is not None and account.admin
 
+    def allowed_from(access_key: str, ip: str) -> bool:
+        account = store.acl.accounts.get(access_key)
+        return account is not None and account.may_connect_from(ip)
+
     def authorize(access_key: str, method: str, topic: str, group: str) -> None:
         account = store.acl.accounts.get(access_key)
         if account is None:
@@ -266,4 +287,4 @@ def acl_authenticator(store: AclStore, *,
                 f"access key {access_key!r} has no SUB permission on group {group!r}")
 
     return HeaderAuthenticator(secret_of, authorize=authorize, admin_of=admin_of,
-                               clock_ms=clock_ms)
+                               allowed_from=allowed_from, clock_ms=clock_ms)

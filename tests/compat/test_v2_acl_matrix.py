@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -537,6 +538,28 @@ async def test_the_official_producer_declaring_a_denied_topic_still_sends_to_its
     with pytest.raises(AgentError):
         await producer.call("send", producer="p", topic="secret", body="theirs")
     assert env.puts() == before
+
+
+async def test_a_key_restricted_to_other_addresses_is_refused_from_this_one(tmp_path):
+    namesrv, broker = await start_acl_broker(tmp_path)
+    acl = tmp_path / "acl.toml"
+    acl.write_text(ACL.replace('secret_key = "outsider-secret"',
+                               'secret_key = "outsider-secret"\n'
+                               'white_remote_address = "10.9.9.0/24"'))
+    later = acl.stat().st_mtime + 1          # a new mtime however fast the two writes were
+    os.utime(acl, (later, later))
+    assert broker.acl.reload_if_changed()
+    try:
+        async with grpc.aio.insecure_channel(broker.grpc_v2.address) as channel:
+            outsider = V2User(channel, "outsider", "outsider-secret")
+            owner = V2User(channel, "owner", "owner-secret")
+            refused = (await outsider.send("outsider_topic")).status
+            assert (await owner.send("secret")).status.code == d.OK
+    finally:
+        await broker.stop(0)
+        await namesrv.stop(0)
+    assert refused.code == d.UNAUTHORIZED
+    assert "may not be used from 127.0.0.1" in refused.message
 
 
 # -- system topics --------------------------------------------------------------------------
