@@ -11,7 +11,8 @@ transactions, send-back to the DLQ, the timer, offsets) never see a v2 type.
     telemetry     TelemetryService: client settings, producers, transaction checks
     pop_service   PopService: POP consumption (receive, ack, invisible time, FIFO, DLQ)
     pop_journal   PopJournal: the POP state, durable in DATA/pop/popJournal
-    auth          HeaderAuthenticator: the MQv2-HMAC-SHA1 ``authorization`` header
+    auth          HeaderAuthenticator: the MQv2-HMAC-SHA1 ``authorization`` header and
+                  its clock window; Caller: what a call may touch (ACL, system topics)
 """
 
 from pocketmq.broker.grpc_v2.auth import HeaderAuthenticator

@@ -192,6 +192,9 @@ def message_type_of(msg: d.Message) -> int:
 
 def _check_type(msg: d.Message, kind: int, accepted: tuple[int, ...]) -> None:
     sp = msg.system_properties
+    if kind not in d.MessageType.values():
+        raise V2Error(d.BAD_REQUEST, f"message_type is {kind}; it is one of "
+                                     f"{dict(d.MessageType.items())}")
     name = d.MessageType.Name(kind)
     if kind not in accepted:
         raise V2Error(d.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,

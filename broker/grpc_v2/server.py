@@ -5,7 +5,9 @@ negative (:attr:`BrokerConfig.v2_port`: 8081 unless set, any free port when the
 broker's own port is 0). Two steps, because the broker registers its v2 address with the
 nameservers before it serves::
 
-    bind()    create the server, listen on grpc_v2_port (0 = any) -> the port
+    bind()    create the server, listen on grpc_v2_port (0 = any) -> the port; with
+              the broker's tls_* options over TLS, as its own port (client
+              certificates required when tls_require_client_auth)
     start()   replay DATA/pop/popJournal, build the servicer, serve
     stop()    answer waiting receives, stop taking calls and let those in
               flight finish (grace), compact and close the journal
@@ -37,6 +39,7 @@ from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.broker.transaction import TransactionalMessageService
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.security.grpc_guard import MalformedRequestInterceptor
+from pocketmq.security.tls import server_credentials
 
 __all__ = ["BrokerParts", "GrpcV2Server"]
 
@@ -89,8 +92,14 @@ class GrpcV2Server:
             ("grpc.max_send_message_length", -1),
             ("grpc.so_reuseport", 0),
         ])
+        address = f"{cfg.host}:{cfg.v2_port}"
         try:
-            self.port = self._server.add_insecure_port(f"{cfg.host}:{cfg.v2_port}")
+            if cfg.tls_enabled:
+                self.port = self._server.add_secure_port(address, server_credentials(
+                    cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_ca_file,
+                    cfg.tls_require_client_auth))
+            else:
+                self.port = self._server.add_insecure_port(address)
         except RuntimeError as exc:
             raise OSError(f"cannot listen on {cfg.host}:{cfg.v2_port} (grpc_v2_port) for "
                           f"RocketMQ 5 clients: {exc}; pick another port, 0 for any, or -1 to "

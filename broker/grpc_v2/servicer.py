@@ -7,6 +7,13 @@ reply's ``Status`` (gRPC itself answers OK): a refusal becomes the status
 :func:`~.convert.status_of` gives it, a bug ``INTERNAL_SERVER_ERROR`` with the
 traceback in the log, never a dead stream.
 
+Every handler gets its :class:`~.auth.Caller` (authenticated first) and asks
+it about each topic and group the request names or touches before acting:
+all the topics of a send before anything is stored, the stored half
+message's real topic of an ``EndTransaction``, the group and topic a receipt
+handle is looked up under. ``Heartbeat``, ``NotifyClientTermination`` and
+``Telemetry`` also check that the client id is the caller's own.
+
 The official clients' quirks handled here (``../shared/research/v2_compat.md``):
 a ``ReceiveMessage`` stream answers ``status`` (OK, or MESSAGE_NOT_FOUND when
 empty), the messages, then a ``delivery_timestamp`` frame, and closes a second
@@ -26,20 +33,22 @@ from typing import Any, TypeVar
 
 import grpc
 
-from pocketmq.broker.errors import BrokerError
+from pocketmq.broker.errors import BrokerError, PermissionDeniedError
+from pocketmq.broker.grpc_v2.auth import Authenticator, Caller
 from pocketmq.broker.grpc_v2.convert import (
     V2Error,
     accepted_types,
     duration_ms,
     encode_message,
     message_pb,
+    message_type_of,
     status,
     status_of,
     timestamp_pb,
 )
 from pocketmq.broker.grpc_v2.pop_service import Delivery, PopService, ReceiveRequest
 from pocketmq.broker.grpc_v2.route import BrokerRoute, RouteResolver
-from pocketmq.broker.grpc_v2.telemetry import TelemetryService
+from pocketmq.broker.grpc_v2.telemetry import PROPERTY_REAL_TOPIC, TelemetryService
 from pocketmq.broker.send_service import SendMessageService, SendStatus
 from pocketmq.broker.topic_config import AUTO_CREATE_TOPIC_KEY_TOPIC, Perm, TopicConfigManager
 from pocketmq.broker.transaction import EndTransactionRequest, TransactionalMessageService
@@ -65,30 +74,29 @@ MAX_POLL_MS = 30_000                        # grpcClientConsumerMaxLongPollingTi
 DEADLINE_MARGIN_S = 1.0                     # answer this long before the client gives up
 
 Resp = TypeVar("Resp")
-#: (call, method, topic, group) -> None; raises V2Error (UNAUTHORIZED) or a BrokerError
-#: (PermissionDeniedError: FORBIDDEN) to refuse the call. Topic and group are "" when the
-#: request names none.
-Authenticator = Callable[[grpc.aio.ServicerContext, str, str, str], None]
 
 _RESOLUTIONS = {d.COMMIT: Resolution.COMMIT, d.ROLLBACK: Resolution.ROLLBACK}
 _PERMISSIONS = {(True, True): d.READ_WRITE, (True, False): d.READ, (False, True): d.WRITE,
                 (False, False): d.NONE}
 
 
-def _unary(response: Callable[..., Resp]) -> Callable[..., Callable[..., Awaitable[Resp]]]:
-    """Answer a refusal or a bug with ``response(status=...)`` instead of raising."""
+def _unary(response: Callable[..., Resp], rpc: str = "",
+           ) -> Callable[..., Callable[..., Awaitable[Resp]]]:
+    """Authenticate the caller of *rpc* (default: the method's name) and pass it on;
+    answer a refusal or a bug with ``response(status=...)`` instead of raising."""
 
     def decorate(method: Callable[..., Awaitable[Resp]]) -> Callable[..., Awaitable[Resp]]:
+        name = rpc or method.__name__
+
         @functools.wraps(method)
         async def wrapper(self: MessagingServicer, request: Any,
                           context: grpc.aio.ServicerContext) -> Resp:
             try:
-                self._authenticate(context, method.__name__, request)
-                return await method(self, request, context)
+                return await method(self, request, context, self._caller(context, name))
             except (V2Error, BrokerError) as exc:
                 return response(status=status_of(exc))
             except Exception as exc:
-                log.exception("v2 %s failed on an unexpected error", method.__name__)
+                log.exception("v2 %s failed on an unexpected error", name)
                 return response(status=status_of(exc))
 
         return wrapper
@@ -101,21 +109,6 @@ def _check(topic: str | None = None, group: str | None = None) -> None:
         raise V2Error(d.ILLEGAL_TOPIC, problem)
     if group is not None and (problem := check_group(group)):
         raise V2Error(d.ILLEGAL_CONSUMER_GROUP, problem)
-
-
-def _resources(request: Any) -> tuple[str, str]:
-    """(topic, group) a request names, for the authenticator; "" where it names none."""
-    if request is None:
-        return "", ""
-    fields = request.DESCRIPTOR.fields_by_name
-    topic = ""
-    if "topic" in fields:
-        topic = request.topic.name
-    elif "message_queue" in fields:
-        topic = request.message_queue.topic.name
-    elif "messages" in fields and request.messages:
-        topic = request.messages[0].topic.name
-    return topic, request.group.name if "group" in fields else ""
 
 
 def _endpoints(host: str, port: int) -> d.Endpoints:
@@ -169,10 +162,11 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         self._round_robin = itertools.count()
         self._store_host = store_host
 
-    def _authenticate(self, context: grpc.aio.ServicerContext, method: str,
-                      request: Any) -> None:
-        if self._auth is not None:
-            self._auth(context, method, *_resources(request))
+    def _caller(self, context: grpc.aio.ServicerContext, method: str) -> Caller:
+        """Who calls (V2Error UNAUTHORIZED when the signature does not hold)."""
+        if self._auth is None:
+            return Caller("", method)
+        return Caller(self._auth.authenticate(context), method, self._auth)
 
     @staticmethod
     def _client_id(context: grpc.aio.ServicerContext) -> str:
@@ -184,10 +178,11 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
 
     # -- routes -------------------------------------------------------------------------
     @_unary(s.QueryRouteResponse)
-    async def QueryRoute(self, request: s.QueryRouteRequest,
-                         context: grpc.aio.ServicerContext) -> s.QueryRouteResponse:
+    async def QueryRoute(self, request: s.QueryRouteRequest, context: grpc.aio.ServicerContext,
+                         caller: Caller) -> s.QueryRouteResponse:
         topic = request.topic.name
         _check(topic=topic)
+        caller.read(topic)       # a route is for sending or consuming: no system topic
         queues = []
         for route in await self._routes.route(topic):
             readable, writable = bool(route.perm & Perm.READ), bool(route.perm & Perm.WRITE)
@@ -199,10 +194,11 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
 
     @_unary(s.QueryAssignmentResponse)
     async def QueryAssignment(self, request: s.QueryAssignmentRequest,
-                              context: grpc.aio.ServicerContext,
+                              context: grpc.aio.ServicerContext, caller: Caller,
                               ) -> s.QueryAssignmentResponse:
         topic = request.topic.name
         _check(topic=topic, group=request.group.name)
+        caller.read(topic, request.group.name)
         # Every consumer pops from every readable broker (queue id -1: any of its queues).
         assignments = [d.Assignment(message_queue=_queue(topic, -1, d.READ_WRITE, route))
                        for route in await self._routes.route(topic)
@@ -211,42 +207,59 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
 
     # -- clients ------------------------------------------------------------------------
     @_unary(s.HeartbeatResponse)
-    async def Heartbeat(self, request: s.HeartbeatRequest,
-                        context: grpc.aio.ServicerContext) -> s.HeartbeatResponse:
-        self._telemetry.heartbeat(self._client_id(context), request.client_type,
-                                  request.group.name)
+    async def Heartbeat(self, request: s.HeartbeatRequest, context: grpc.aio.ServicerContext,
+                        caller: Caller) -> s.HeartbeatResponse:
+        client_id, group = self._client_id(context), request.group.name
+        if group:
+            _check(group=group)
+            caller.need(group=group)
+        self._telemetry.bind(client_id, caller.access_key)
+        self._telemetry.heartbeat(client_id, request.client_type, group)
         return s.HeartbeatResponse(status=status())
 
     @_unary(s.NotifyClientTerminationResponse)
     async def NotifyClientTermination(self, request: s.NotifyClientTerminationRequest,
-                                      context: grpc.aio.ServicerContext,
+                                      context: grpc.aio.ServicerContext, caller: Caller,
                                       ) -> s.NotifyClientTerminationResponse:
-        self._telemetry.terminate(self._client_id(context))
+        client_id = self._client_id(context)
+        if request.group.name:
+            _check(group=request.group.name)
+            caller.need(group=request.group.name)
+        self._telemetry.check_owner(client_id, caller.access_key)
+        self._telemetry.terminate(client_id)
         return s.NotifyClientTerminationResponse(status=status())
 
     async def Telemetry(self, request_iterator: AsyncIterator[s.TelemetryCommand],
                         context: grpc.aio.ServicerContext) -> AsyncIterator[s.TelemetryCommand]:
         try:
-            self._authenticate(context, "Telemetry", None)
+            caller = self._caller(context, "Telemetry")
             client_id = self._client_id(context)
-        except V2Error as exc:
+            self._telemetry.bind(client_id, caller.access_key)
+        except (V2Error, BrokerError) as exc:
             yield s.TelemetryCommand(status=status_of(exc))
             return
-        async for command in self._telemetry.stream(client_id, request_iterator):
+        async for command in self._telemetry.stream(client_id, request_iterator, caller):
             yield command
 
     # -- sending ------------------------------------------------------------------------
     @_unary(s.SendMessageResponse)
     async def SendMessage(self, request: s.SendMessageRequest,
-                          context: grpc.aio.ServicerContext) -> s.SendMessageResponse:
+                          context: grpc.aio.ServicerContext,
+                          caller: Caller) -> s.SendMessageResponse:
         if not request.messages:
             raise V2Error(d.BAD_REQUEST, "SendMessageRequest carries no message")
         client_id = self._client_id(context)
-        entries = [await self._send_one(msg, client_id) for msg in request.messages]
+        # Every topic before anything is stored: one refused topic refuses the request.
+        for topic in dict.fromkeys(msg.topic.name for msg in request.messages):
+            caller.write(topic)
+        if any(message_type_of(msg) == d.TRANSACTION for msg in request.messages):
+            self._telemetry.check_owner(client_id, caller.access_key)
+        entries = [await self._send_one(msg, client_id, caller) for msg in request.messages]
         return s.SendMessageResponse(status=_overall([e.status for e in entries]),
                                      entries=entries)
 
-    async def _send_one(self, msg: d.Message, client_id: str) -> s.SendResultEntry:
+    async def _send_one(self, msg: d.Message, client_id: str,
+                        caller: Caller) -> s.SendResultEntry:
         topic = msg.topic.name
         try:
             _check(topic=topic)
@@ -267,7 +280,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             message_id=msg.system_properties.message_id, offset=outcome.queue_offsets[0])
         if transactional:
             entry.transaction_id = outcome.offset_msg_ids[0]
-            self._telemetry.note_publisher(client_id, topic)
+            self._telemetry.note_publisher(client_id, topic, caller.access_key)
         return entry
 
     def _queue_for(self, msg: d.Message) -> int:
@@ -284,9 +297,11 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
 
     @_unary(s.EndTransactionResponse)
     async def EndTransaction(self, request: s.EndTransactionRequest,
-                             context: grpc.aio.ServicerContext) -> s.EndTransactionResponse:
-        topic = request.topic.name
+                             context: grpc.aio.ServicerContext,
+                             caller: Caller) -> s.EndTransactionResponse:
+        topic = request.topic.name        # the v2 API's producer group: the topic
         _check(topic=topic)
+        caller.write(topic)
         resolution = _RESOLUTIONS.get(request.resolution)
         if resolution is None:
             raise V2Error(d.BAD_REQUEST, f"resolution is {request.resolution}; a transaction "
@@ -297,19 +312,37 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             raise V2Error(d.INVALID_TRANSACTION_ID,
                           f"transaction id {request.transaction_id[:64]!r} is not one this "
                           "broker gave; pass the transaction_id of the send's result") from None
+        self._authorize_half(caller, topic, phys_offset)
         await self._transactions.end_transaction(EndTransactionRequest(
             producer_group=topic, commit_log_offset=phys_offset, resolution=resolution,
             msg_id=request.message_id,
             from_transaction_check=request.source == d.SOURCE_SERVER_CHECK))
         return s.EndTransactionResponse(status=status())
 
+    def _authorize_half(self, caller: Caller, topic: str, phys_offset: int) -> None:
+        """PUB on the topic the half message at *phys_offset* will be committed to."""
+        half = self._transactions.half_message(phys_offset) if phys_offset >= 0 else None
+        if half is None:
+            return          # end_transaction says what is wrong with the offset
+        real_topic = half.properties.get(PROPERTY_REAL_TOPIC, "")
+        try:
+            caller.write(real_topic)
+        except PermissionDeniedError:
+            # Name the half's topic only to one who named it.
+            shown = repr(real_topic) if real_topic == topic else "its topic"
+            raise PermissionDeniedError(
+                f"access key {caller.access_key!r} may not end the transaction of this half "
+                f"message: it has no PUB permission on {shown}") from None
+
     # -- consuming ----------------------------------------------------------------------
     async def ReceiveMessage(self, request: s.ReceiveMessageRequest,
                              context: grpc.aio.ServicerContext,
                              ) -> AsyncIterator[s.ReceiveMessageResponse]:
         try:
-            self._authenticate(context, "ReceiveMessage", request)
-            deliveries = await self._pop.receive(self._receive_request(request, context))
+            caller = self._caller(context, "ReceiveMessage")
+            receive = self._receive_request(request, context)
+            caller.read(receive.topic, receive.group)
+            deliveries = await self._pop.receive(receive)
         except (V2Error, BrokerError) as exc:
             yield s.ReceiveMessageResponse(status=status_of(exc))
             return
@@ -355,11 +388,14 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         return message_pb(msg, receipt_handle=delivery.receipt_handle, attempt=delivery.attempt,
                           invisible_ms=delivery.invisible_ms, message_id=message_id)
 
+    # A receipt handle names a message of the request's group and topic (PopService finds
+    # it under that pair only), so authorizing the pair authorizes the message.
     @_unary(s.AckMessageResponse)
-    async def AckMessage(self, request: s.AckMessageRequest,
-                         context: grpc.aio.ServicerContext) -> s.AckMessageResponse:
+    async def AckMessage(self, request: s.AckMessageRequest, context: grpc.aio.ServicerContext,
+                         caller: Caller) -> s.AckMessageResponse:
         topic, group = request.topic.name, request.group.name
         _check(topic=topic, group=group)
+        caller.read(topic, group)
         if not request.entries:
             raise V2Error(d.BAD_REQUEST, "AckMessageRequest carries no entry")
         results = []
@@ -385,12 +421,13 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             reply.receipt_handle = request.receipt_handle
         return reply
 
-    @_unary(s.ChangeInvisibleDurationResponse)
+    @_unary(s.ChangeInvisibleDurationResponse, "ChangeInvisibleDuration")
     async def _change_invisible(self, request: s.ChangeInvisibleDurationRequest,
-                                context: grpc.aio.ServicerContext,
+                                context: grpc.aio.ServicerContext, caller: Caller,
                                 ) -> s.ChangeInvisibleDurationResponse:
         topic, group = request.topic.name, request.group.name
         _check(topic=topic, group=group)
+        caller.read(topic, group)
         handle = await self._pop.change_invisible_duration(
             group=group, topic=topic, receipt_handle=request.receipt_handle,
             invisible_ms=_invisible_ms(request.invisible_duration, floor_ms=0))
@@ -399,18 +436,65 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     @_unary(s.ForwardMessageToDeadLetterQueueResponse)
     async def ForwardMessageToDeadLetterQueue(
             self, request: s.ForwardMessageToDeadLetterQueueRequest,
-            context: grpc.aio.ServicerContext) -> s.ForwardMessageToDeadLetterQueueResponse:
+            context: grpc.aio.ServicerContext,
+            caller: Caller) -> s.ForwardMessageToDeadLetterQueueResponse:
         topic, group = request.topic.name, request.group.name
         _check(topic=topic, group=group)
+        caller.read(topic, group)
         await self._pop.forward_to_dead_letter_queue(group=group, topic=topic,
                                                      receipt_handle=request.receipt_handle)
         return s.ForwardMessageToDeadLetterQueueResponse(status=status())
 
-    # -- not served ---------------------------------------------------------------------
+    # -- not served: refused after the same checks as a served call ---------------------
     @_unary(s.RecallMessageResponse)
     async def RecallMessage(self, request: s.RecallMessageRequest,
-                            context: grpc.aio.ServicerContext) -> s.RecallMessageResponse:
+                            context: grpc.aio.ServicerContext,
+                            caller: Caller) -> s.RecallMessageResponse:
+        caller.write(request.topic.name)
         raise V2Error(d.NOT_IMPLEMENTED, "PocketMQ does not recall messages")
+
+    @_unary(s.UpdateOffsetResponse)
+    async def UpdateOffset(self, request: s.UpdateOffsetRequest,
+                           context: grpc.aio.ServicerContext,
+                           caller: Caller) -> s.UpdateOffsetResponse:
+        caller.read(request.message_queue.topic.name, request.group.name)
+        raise _not_served("UpdateOffset")
+
+    @_unary(s.GetOffsetResponse)
+    async def GetOffset(self, request: s.GetOffsetRequest, context: grpc.aio.ServicerContext,
+                        caller: Caller) -> s.GetOffsetResponse:
+        caller.read(request.message_queue.topic.name, request.group.name)
+        raise _not_served("GetOffset")
+
+    @_unary(s.QueryOffsetResponse)
+    async def QueryOffset(self, request: s.QueryOffsetRequest,
+                          context: grpc.aio.ServicerContext,
+                          caller: Caller) -> s.QueryOffsetResponse:
+        caller.read(request.message_queue.topic.name)
+        raise _not_served("QueryOffset")
+
+    @_unary(s.SyncLiteSubscriptionResponse)
+    async def SyncLiteSubscription(self, request: s.SyncLiteSubscriptionRequest,
+                                   context: grpc.aio.ServicerContext,
+                                   caller: Caller) -> s.SyncLiteSubscriptionResponse:
+        caller.read(request.topic.name, request.group.name)
+        raise V2Error(d.NOT_IMPLEMENTED, "PocketMQ has no lite topics")
+
+    async def PullMessage(self, request: s.PullMessageRequest,
+                          context: grpc.aio.ServicerContext,
+                          ) -> AsyncIterator[s.PullMessageResponse]:
+        try:
+            caller = self._caller(context, "PullMessage")
+            caller.read(request.message_queue.topic.name, request.group.name)
+            raise _not_served("PullMessage")
+        except (V2Error, BrokerError) as exc:
+            yield s.PullMessageResponse(status=status_of(exc))
+
+
+def _not_served(rpc: str) -> V2Error:
+    return V2Error(d.NOT_IMPLEMENTED, f"PocketMQ does not serve {rpc}; RocketMQ 5 clients "
+                                      "consume with ReceiveMessage (SimpleConsumer, "
+                                      "PushConsumer)")
 
 
 def add_to_server(servicer: MessagingServicer, server: grpc.aio.Server) -> None:

@@ -27,6 +27,16 @@ on each settings and ``Heartbeat``, and its stream carries the
 ``recover_orphaned_transaction_command``; the client answers with
 ``EndTransaction``. Writes to a stream go through a bounded queue: a client
 that stops reading loses commands, never the broker's memory.
+
+Who may declare what (the caller's :class:`~.auth.Caller`): a publishing
+topic needs what sending to it needs (PUB, and no system topic); a
+subscription's group and topics need SUB. Denied topics and subscriptions are
+dropped and the reply's status (OK, which is all the official clients read)
+says which; a denied group refuses the settings (``FORBIDDEN``). A check
+reaches a stream only when its caller may end that half's transaction (PUB on
+its real topic). A client id belongs to the access key that first used it
+(:meth:`TelemetryService.bind`): no other key may heartbeat, terminate or open
+a stream with it.
 """
 
 from __future__ import annotations
@@ -39,7 +49,9 @@ from dataclasses import dataclass
 
 from pocketmq.broker.client_manager import CheckTransactionState, ClientManager
 from pocketmq.broker.delay_levels import DelayLevels
-from pocketmq.broker.grpc_v2.convert import duration_pb, message_pb, status
+from pocketmq.broker.errors import BrokerError, PermissionDeniedError
+from pocketmq.broker.grpc_v2.auth import Caller
+from pocketmq.broker.grpc_v2.convert import duration_pb, message_pb, status, status_of
 from pocketmq.broker.send_back import FIRST_RETRY_DELAY_LEVEL
 from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.common.errors import CorruptRecordError
@@ -65,6 +77,7 @@ class ClientSession:
     client_type: int = d.CLIENT_TYPE_UNSPECIFIED
     topics: tuple[str, ...] = ()     # a producer's topics: its producer groups
     group: str = ""                  # a consumer's group
+    owner: str | None = None         # the access key that first used the client id
 
 
 class TelemetryService:
@@ -83,8 +96,15 @@ class TelemetryService:
         self._streams: set[asyncio.Queue[s.TelemetryCommand | None]] = set()
 
     # -- settings -----------------------------------------------------------------------
-    def on_settings(self, client_id: str, settings: d.Settings) -> s.TelemetryCommand:
-        session = self.sessions.setdefault(client_id, ClientSession(client_id))
+    def on_settings(self, client_id: str, settings: d.Settings,
+                    caller: Caller | None = None) -> s.TelemetryCommand:
+        caller = caller or Caller("", "Telemetry")
+        try:
+            settings, dropped = _permitted(settings, caller)
+        except BrokerError as exc:
+            return s.TelemetryCommand(status=status_of(exc))
+        session = self.sessions.setdefault(client_id,
+                                           ClientSession(client_id, owner=caller.access_key))
         if settings.HasField("client_type"):
             session.client_type = settings.client_type
         if settings.HasField("publishing"):
@@ -92,7 +112,8 @@ class TelemetryService:
         if settings.HasField("subscription") and settings.subscription.HasField("group"):
             session.group = settings.subscription.group.name
         self._register(session)
-        return s.TelemetryCommand(status=status(), settings=self._reply(settings))
+        message = ("; ".join(dropped) + "; the rest of the settings apply") if dropped else "OK"
+        return s.TelemetryCommand(status=status(d.OK, message), settings=self._reply(settings))
 
     def _reply(self, settings: d.Settings) -> d.Settings:
         reply = d.Settings()
@@ -122,19 +143,34 @@ class TelemetryService:
         return config is not None and config.order
 
     # -- liveness -----------------------------------------------------------------------
+    def bind(self, client_id: str, access_key: str) -> None:
+        """*client_id* is *access_key*'s from now on; PermissionDeniedError if another's."""
+        self.check_owner(client_id, access_key)
+        session = self.sessions.setdefault(client_id, ClientSession(client_id))
+        session.owner = access_key
+
+    def check_owner(self, client_id: str, access_key: str) -> None:
+        """PermissionDeniedError when *client_id* belongs to another access key."""
+        session = self.sessions.get(client_id)
+        if session is not None and session.owner not in (None, access_key):
+            raise PermissionDeniedError(
+                f"client id {client_id[:80]!r} is in use by another access key; every client "
+                "instance has an id of its own (x-mq-client-id)")
+
     def heartbeat(self, client_id: str, client_type: int, group: str) -> None:
         session = self.sessions.setdefault(client_id, ClientSession(client_id))
         session.client_type = client_type or session.client_type
         session.group = group or session.group
         self._register(session)
 
-    def note_publisher(self, client_id: str, topic: str) -> None:
+    def note_publisher(self, client_id: str, topic: str, access_key: str = "") -> None:
         """A producer sent a half message to *topic*: it answers checks of that topic.
 
         Its settings name only the topics it was created with; one it sent to
         since would otherwise wait for the next settings (5 minutes).
         """
-        session = self.sessions.setdefault(client_id, ClientSession(client_id, d.PRODUCER))
+        session = self.sessions.setdefault(
+            client_id, ClientSession(client_id, d.PRODUCER, owner=access_key))
         if topic not in session.topics:
             session.topics += (topic,)
         self._register(session)
@@ -155,8 +191,10 @@ class TelemetryService:
 
     # -- the stream ---------------------------------------------------------------------
     async def stream(self, client_id: str, commands: AsyncIterator[s.TelemetryCommand],
-                     ) -> AsyncIterator[s.TelemetryCommand]:
-        """Answer *commands* until the client closes; carry transaction checks."""
+                     caller: Caller | None = None) -> AsyncIterator[s.TelemetryCommand]:
+        """Answer *commands* until the client closes; carry the transaction checks
+        *caller* may answer."""
+        caller = caller or Caller("", "Telemetry")
         out: asyncio.Queue[s.TelemetryCommand | None] = asyncio.Queue(MAX_PENDING_COMMANDS + 1)
         put = _bounded_put(out, client_id)
         loop = asyncio.get_running_loop()
@@ -168,9 +206,10 @@ class TelemetryService:
                 async for command in commands:
                     if not command.HasField("settings"):
                         continue
-                    put(self.on_settings(client_id, command.settings))
+                    put(self.on_settings(client_id, command.settings, caller))
                     if command.settings.client_type == d.PRODUCER and forwarder is None:
-                        forwarder = loop.create_task(self._forward_checks(client_id, put),
+                        forwarder = loop.create_task(self._forward_checks(client_id, put,
+                                                                          caller),
                                                      name=f"TelemetryChecks-{client_id}")
             finally:
                 _end(out)
@@ -193,28 +232,75 @@ class TelemetryService:
         for out in self._streams:
             _end(out)
 
-    async def _forward_checks(self, client_id: str,
-                              put: Callable[[s.TelemetryCommand], None]) -> None:
+    async def _forward_checks(self, client_id: str, put: Callable[[s.TelemetryCommand], None],
+                              caller: Caller) -> None:
         channel = self._clients.open_channel(client_id)
         try:
             async for command in channel.commands():
                 if isinstance(command, CheckTransactionState):
-                    check = _check_command(command)
+                    check = _check_command(command, caller)
                     if check is not None:
                         put(check)
         finally:
             self._clients.close_channel(channel, client_gone=False)
 
 
-def _check_command(command: CheckTransactionState) -> s.TelemetryCommand | None:
+def _permitted(settings: d.Settings, caller: Caller) -> tuple[d.Settings, list[str]]:
+    """*settings* without what *caller* may not declare, and what was dropped.
+
+    PermissionDeniedError when the subscription's group is denied: a consumer
+    of a group it may not use has nothing left to do.
+    """
+    out, dropped = d.Settings(), []
+    out.CopyFrom(settings)
+    if settings.HasField("publishing"):
+        denied = [t.name for t in settings.publishing.topics
+                  if not _may(caller.write, t.name, as_method="SendMessage")]
+        if denied:
+            del out.publishing.topics[:]
+            out.publishing.topics.extend(t for t in settings.publishing.topics
+                                         if t.name not in denied)
+            dropped.append(f"publishing topics {denied} dropped: access key "
+                           f"{caller.access_key!r} may not send to them")
+    if settings.HasField("subscription"):
+        group = settings.subscription.group.name
+        if group:
+            caller.need(group=group, as_method="ReceiveMessage")
+        entries = settings.subscription.subscriptions
+        denied = [e.topic.name for e in entries
+                  if not _may(caller.read, e.topic.name, group, as_method="ReceiveMessage")]
+        if denied:
+            del out.subscription.subscriptions[:]
+            out.subscription.subscriptions.extend(e for e in entries
+                                                  if e.topic.name not in denied)
+            dropped.append(f"subscriptions of topics {denied} dropped: access key "
+                           f"{caller.access_key!r} may not consume them")
+    return out, dropped
+
+
+def _may(check: Callable[..., None], *args: str, as_method: str) -> bool:
+    try:
+        check(*args, as_method=as_method)
+    except PermissionDeniedError:
+        return False
+    return True
+
+
+def _check_command(command: CheckTransactionState,
+                   caller: Caller) -> s.TelemetryCommand | None:
     try:
         half = decode_record(command.record, check_crc=False)
     except CorruptRecordError as exc:
         log.error("transaction check of %s: the half message is damaged: %s", command.msg_id,
                   exc)
         return None
-    message = message_pb(half, topic=half.properties.get(PROPERTY_REAL_TOPIC, half.topic),
-                         message_id=command.msg_id or command.offset_msg_id)
+    topic = half.properties.get(PROPERTY_REAL_TOPIC, half.topic)
+    if not _may(caller.write, topic, as_method="EndTransaction"):
+        log.warning("transaction check of %s (topic %s) not sent to access key %r: it may "
+                    "not end that topic's transactions", command.msg_id, topic,
+                    caller.access_key)
+        return None
+    message = message_pb(half, topic=topic, message_id=command.msg_id or command.offset_msg_id)
     return s.TelemetryCommand(
         status=status(),
         recover_orphaned_transaction_command=s.RecoverOrphanedTransactionCommand(

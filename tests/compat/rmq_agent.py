@@ -8,7 +8,8 @@ command per line on stdin and writes one JSON answer per line on stdout:
 
 Commands (``op`` and its fields)::
 
-    producer   name, endpoints, topics, checker ("commit" | "rollback" | null), ak, sk
+    producer   name, endpoints, topics, checker ("commit" | "rollback" | null), ak, sk,
+               tls (true: over TLS, trusting GRPC_DEFAULT_SSL_ROOTS_FILE_PATH)
     send       producer, topic, body, tag, keys, props, group, delivery_ms,
                delivery_raw (put as is into the client's field), transaction
                ("commit" | "rollback" | "open"; absent = not transactional)
@@ -108,7 +109,8 @@ def run(cmd: dict[str, Any]) -> Any:
     op = cmd["op"]
     if op == "producer":
         checker = _Checker(cmd["checker"]) if cmd.get("checker") else None
-        producer = Producer(_config(cmd), cmd.get("topics"), checker=checker)
+        producer = Producer(_config(cmd), cmd.get("topics"), checker=checker,
+                            tls_enable=cmd.get("tls", False))
         producer.startup()
         clients[cmd["name"]] = producer
         return None

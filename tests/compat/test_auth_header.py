@@ -17,6 +17,12 @@ from .conftest import SMALL, Agent, AgentError
 
 USERS = {"rocketmq2": "12345678"}
 DATE = "20261122T053045Z"
+DATE_MS = 1795325445000         # DATE as ms since the epoch: the signing client's clock
+
+
+def authenticator() -> HeaderAuthenticator:
+    """Signatures of USERS, checked on a clock that reads DATE."""
+    return HeaderAuthenticator(USERS.get, clock_ms=lambda: DATE_MS)
 
 
 async def signed_send_works_and_guessed_fails(agent: Any, endpoints: str) -> tuple[Agent, Any]:
@@ -38,7 +44,7 @@ def headers(authorization: str, date_time: str = DATE) -> dict[str, str]:
 
 
 def test_a_signature_made_with_the_users_secret_names_the_user():
-    check = HeaderAuthenticator(USERS.get).check
+    check = authenticator().check
     signature = sign("12345678", DATE)
     good = f"MQv2-HMAC-SHA1 Credential=rocketmq2, SignedHeaders=x-mq-date-time, " \
            f"Signature={signature}"
@@ -63,7 +69,7 @@ def test_a_signature_made_with_the_users_secret_names_the_user():
         "non-ascii-signature", "no-credential"])
 def test_anything_else_is_unauthorized_with_the_reason(authorization):
     with pytest.raises(V2Error) as refused:
-        HeaderAuthenticator(USERS.get).check(headers(authorization))
+        authenticator().check(headers(authorization))
     assert refused.value.code == d.UNAUTHORIZED
     assert "sign requests with the access key" in refused.value.message
 

@@ -119,7 +119,7 @@ def test_rocketmq5_signatures_and_permissions_come_from_the_same_acl(tmp_path):
 
     path = tmp_path / "acl.toml"
     path.write_text(ACL)
-    auth = acl_authenticator(AclStore(str(path)))
+    auth = acl_authenticator(AclStore(str(path)), clock_ms=lambda: 1795325445000)  # = date
     date = "20261122T053045Z"
     headers = {"x-mq-date-time": date,
                "authorization": f"MQv2-HMAC-SHA1 Credential=app, SignedHeaders=x-mq-date-time, "
