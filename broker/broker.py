@@ -66,6 +66,7 @@ from pocketmq.security.interceptor import AclInterceptor
 from pocketmq.security.tls import server_credentials
 
 if TYPE_CHECKING:
+    from pocketmq.broker.ha.role import HaController
     from pocketmq.common.metrics_http import MetricsHttpServer
 
 __all__ = ["Broker"]
@@ -116,6 +117,8 @@ class Broker:
         self._stopping = False
         self.stats = BrokerStatsManager(clock=self.clock)   # put/get counts, TPS, latency
         self.metrics: MetricsHttpServer | None = None       # Prometheus, on metrics_port
+        self.ha: HaController | None = None                 # role and replication (broker/ha)
+        self._acl_interceptor: AclInterceptor | None = None
 
     @property
     def address(self) -> str:
@@ -140,7 +143,8 @@ class Broker:
         interceptors: list[grpc.aio.ServerInterceptor] = [MalformedRequestInterceptor()]
         if cfg.acl_enable:
             self.acl = AclStore(cfg.acl_path)
-            interceptors.append(AclInterceptor(self.acl, clock_ms=self.clock.now_ms))
+            self._acl_interceptor = AclInterceptor(self.acl, clock_ms=self.clock.now_ms)
+            interceptors.append(self._acl_interceptor)
             if self._v2_authenticator is None:
                 self._v2_authenticator = v2_acl_authenticator(self.acl)
         interceptors.append(self.flow_control)
@@ -166,6 +170,7 @@ class Broker:
                 self.grpc_v2.bind()
             servicer = self._open_store_and_services()
             add_to_server(servicer, server)
+            await self._start_ha()
             await server.start()
             if self.grpc_v2 is not None:
                 await self.grpc_v2.start(self._v2_parts())
@@ -177,14 +182,16 @@ class Broker:
             await server.stop(None)
             if self.grpc_v2 is not None:
                 await self.grpc_v2.stop(None)
+            if self.ha is not None:
+                await self.ha.stop()
             if self.store is not None:
                 self.store.shutdown()
             raise
         self._server = server
         self._start_background()
-        log.info("broker %s (cluster %s, id %d) serving on %s, data in %s, %s flush",
-                 cfg.broker_name, cfg.cluster_name, cfg.broker_id, self.address, cfg.data_dir,
-                 cfg.flush_disk_type)
+        log.info("broker %s (cluster %s, id %d, %s) serving on %s, data in %s, %s flush",
+                 cfg.broker_name, cfg.cluster_name, self.broker_id, self.role, self.address,
+                 cfg.data_dir, cfg.flush_disk_type)
         assert self.registration is not None
         await self.registration.start()
 
@@ -223,6 +230,7 @@ class Broker:
         self.schedule.load()
         store.add_arrival_listener(self.schedule.on_arrival)
         self._build_timer(store)
+        self._build_ha(store)
         self.locks = RebalanceLockManager(max_live_time_ms=cfg.rebalance_lock_max_live_time_ms,
                                           clock=self.clock)
         self._build_transactions(store, store_host)
@@ -235,14 +243,17 @@ class Broker:
                 credentials=cfg.credentials)
         self.registration = RegisterBrokerService(
             cfg.namesrv_addr_list, self.topics, cluster_name=cfg.cluster_name,
-            broker_name=cfg.broker_name, broker_addr=self.address, broker_id=cfg.broker_id,
+            broker_name=cfg.broker_name, broker_addr=self.address, broker_id=self.broker_id,
             interval_s=cfg.register_interval_seconds, timeout_s=cfg.register_timeout_seconds,
             grpc_v2_addr=self.grpc_v2.address if self.grpc_v2 is not None else "",
+            on_reply=self.ha.on_register_reply if self.ha is not None else None,
             **registration_kwargs)
         self.send = SendMessageService(store, self.topics, store_host=store_host,
                                        delay_levels=levels, clock=self.clock, stats=self.stats,
                                        timer=TimerPolicy(enabled=cfg.timer_wheel_enable,
-                                                         max_delay_ms=cfg.timer_max_delay_ms))
+                                                         max_delay_ms=cfg.timer_max_delay_ms),
+                                       replica_wait=(self.ha.wait_replicated
+                                                     if self.ha is not None else None))
         self.send_back = SendBackService(store, self.topics, levels, store_host=store_host,
                                          clock=self.clock)
         return BrokerServicer(
@@ -261,7 +272,9 @@ class Broker:
                                clock=self.clock, config=cfg),
             default_topic_queue_nums=cfg.default_topic_queue_nums,
             figures=[*([self.flow_control.figures] if self.flow_control is not None else []),
-                     self.stats.figures])   # put_tps, get_tps, ... (broker/stats.py)
+                     self.stats.figures,    # put_tps, get_tps, ... (broker/stats.py)
+                     *([self.ha.runtime_info] if self.ha is not None else [])],
+            promote=self.ha.promote if self.ha is not None else None)
 
     def _v2_parts(self) -> BrokerParts:
         assert (self.store and self.topics and self.offsets and self.clients and self.send
@@ -297,16 +310,56 @@ class Broker:
         self.timer.load(clean_shutdown=self.recovery.clean_shutdown)
         store.add_arrival_listener(self.timer.on_arrival)
 
-    def _start_background(self) -> None:
-        assert self.offsets is not None and self.clients is not None
-        self.offsets.start()
-        self.clients.start()
+    def _build_ha(self, store: MessageStore) -> None:
+        """Replication, for a store that keeps an epoch file (the file-backed one)."""
+        from pocketmq.broker.ha.role import HaController
+        from pocketmq.broker.store.message_store import DefaultMessageStore
+
+        cfg = self.config
+        if not isinstance(store, DefaultMessageStore):
+            return
+        assert self.topics is not None and self.offsets is not None
+        credentials = None
+        if cfg.tls_enabled:
+            credentials = server_credentials(cfg.tls_cert_file, cfg.tls_key_file,
+                                             cfg.tls_ca_file, cfg.tls_require_client_auth)
+        self.ha = HaController(cfg, store, topics=self.topics, offsets=self.offsets,
+                               schedule=self.schedule, replica_addr=self.address,
+                               acl=self._acl_interceptor, server_credentials=credentials)
+        self.ha.on_become_master(self._start_master_services)
+
+    async def _start_ha(self) -> None:
+        if self.ha is None:
+            return
+        await self.ha.start()
+        assert self.registration is not None
+        self.registration.set_ha_address(self.ha.ha_address)
+        self.registration.set_role(self.ha.broker_id, self.ha.epoch)
+        self.ha.on_role_change(self.registration.set_role)
+
+    @property
+    def role(self) -> str:
+        return self.ha.role if self.ha is not None else self.config.broker_role
+
+    @property
+    def broker_id(self) -> int:
+        return self.ha.broker_id if self.ha is not None else self.config.broker_id
+
+    def _start_master_services(self) -> None:
+        """Delayed delivery, timers and transaction checks write to the store: a master's."""
         if self.schedule is not None:
             self.schedule.start()
         if self.timer is not None:
             self.timer.start()
         if self.transaction_check is not None:
             self.transaction_check.start()
+
+    def _start_background(self) -> None:
+        assert self.offsets is not None and self.clients is not None
+        self.offsets.start()
+        self.clients.start()
+        if self.role != "SLAVE":
+            self._start_master_services()
         self._tasks.append(asyncio.get_running_loop().create_task(
             self._store_cleanup(), name="StoreCleanupService"))
 
@@ -362,6 +415,8 @@ class Broker:
             await self.timer.stop()
         if self.transaction_check is not None:
             await self.transaction_check.stop()
+        if self.ha is not None:
+            await self.ha.stop()
         await self._persist_metadata()
         if self.store is not None:
             self.store.shutdown()

@@ -29,6 +29,7 @@ KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
 DEFAULT_GRPC_V2_PORT = 8081   # RocketMQ proxy's grpcServerPort
+BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 
 _WILDCARD_HOSTS = ("0.0.0.0", "::", "[::]")
 TIMER_BLANK_SLOTS = 60   # wheel slots kept free beyond the roll window (RocketMQ's)
@@ -169,6 +170,31 @@ class BrokerConfig:
         "seconds between registrations with each nameserver"))
     register_timeout_seconds: float = field(default=6, metadata=_help(
         "seconds one registration may take"))
+    # -- replication (broker/ha) -------------------------------------------------------
+    broker_role: str = field(default="ASYNC_MASTER", metadata=_help(
+        "ASYNC_MASTER (acknowledge after the local write), SYNC_MASTER (after "
+        "min_sync_replicas replicas hold the message too) or SLAVE (brokerRole)"))
+    ha_port: int | None = field(default=None, metadata=_help(
+        "port of the replication service a master serves its replicas on (haListenPort); "
+        "unset = port + 1, or any free port when port is 0; -1 = off"))
+    ha_master_address: str = field(default="", metadata=_help(
+        "a replica's master HA address 'host:port' (haMasterAddress); empty = learned from "
+        "the nameserver"))
+    min_sync_replicas: int = field(default=1, metadata=_help(
+        "replicas that must hold a message before a SYNC_MASTER acknowledges it"))
+    slave_timeout_ms: int = field(default=3_000, metadata=_help(
+        "ms a SYNC_MASTER send waits for its replicas before answering FLUSH_SLAVE_TIMEOUT "
+        "(slaveTimeout)"))
+    ha_transfer_batch_bytes: int = field(default=256 * KiB, metadata=_help(
+        "bytes of whole records a master sends a replica in one frame (haTransferBatchSize)"))
+    ha_heartbeat_interval_ms: int = field(default=1_000, metadata=_help(
+        "ms between a master's empty frames and a replica's acks when idle "
+        "(haSendHeartbeatInterval)"))
+    ha_housekeeping_interval_ms: int = field(default=10_000, metadata=_help(
+        "ms without a frame after which either side drops a replication stream "
+        "(haHousekeepingInterval)"))
+    ha_slave_fallbehind_max_bytes: int = field(default=256 * MiB, metadata=_help(
+        "a replica this many bytes behind does not count as in sync (haSlaveFallbehindMax)"))
     # -- RocketMQ 5 clients (broker/grpc_v2) ----------------------------------------------
     grpc_v2_port: int | None = field(default=None, metadata=_help(
         "port of RocketMQ 5's gRPC MessagingService, for the official 5.x clients "
@@ -237,6 +263,19 @@ class BrokerConfig:
                               f"port ({self.port}), 0 for any free port or -1 for off")
         if self.broker_id < 0:
             raise ConfigError(f"broker_id must be >= 0 (0 = master), got {self.broker_id}")
+        if self.broker_role not in BROKER_ROLES:
+            raise ConfigError(f"broker_role is {self.broker_role!r}; give one of "
+                              f"{', '.join(BROKER_ROLES)}")
+        if (self.broker_role == "SLAVE") != (self.broker_id > 0):
+            raise ConfigError(f"broker_role {self.broker_role} with broker_id {self.broker_id}: "
+                              "a master has broker_id 0 and a SLAVE a broker_id above 0")
+        if self.ha_listen_port >= 65536 or (self.ha_listen_port == self.port != 0):
+            raise ConfigError(f"ha_port is {self.ha_listen_port}; give 1..65535 other than "
+                              f"port ({self.port}), 0 for any free port or -1 for off")
+        if self.min_sync_replicas < 0:
+            raise ConfigError(f"min_sync_replicas must be >= 0, got {self.min_sync_replicas}")
+        if self.ha_master_address:
+            parse_namesrv_addrs(self.ha_master_address)
         if not self.broker_ip and self.host in _WILDCARD_HOSTS:
             raise ConfigError(f"host {self.host!r} listens on every interface; set broker_ip "
                               "to the address clients should use")
@@ -260,7 +299,9 @@ class BrokerConfig:
             "rebalance_lock_max_live_time_ms", "transaction_timeout_ms",
             "transaction_check_interval_ms", "transaction_check_max", "timer_max_delay_ms",
             "timer_roll_window_s", "timer_wheel_slots", "timer_log_file_size_bytes",
-            "timer_flush_interval_ms", "grpc_v2_max_delivery_attempts")
+            "timer_flush_interval_ms", "grpc_v2_max_delivery_attempts", "slave_timeout_ms",
+            "ha_transfer_batch_bytes", "ha_heartbeat_interval_ms", "ha_housekeeping_interval_ms",
+            "ha_slave_fallbehind_max_bytes")
         for key in positive:
             value = getattr(self, key)
             if value <= 0:
@@ -301,6 +342,13 @@ class BrokerConfig:
         if self.grpc_v2_port is not None:
             return self.grpc_v2_port
         return 0 if self.port == 0 else DEFAULT_GRPC_V2_PORT
+
+    @property
+    def ha_listen_port(self) -> int:
+        """ha_port as applied: port + 1 unless set (any free port when port is 0)."""
+        if self.ha_port is not None:
+            return self.ha_port
+        return 0 if self.port == 0 else self.port + 1
 
     @property
     def namesrv_addr_list(self) -> list[str]:

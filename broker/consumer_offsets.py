@@ -170,6 +170,28 @@ class ConsumerOffsetManager:
             out.setdefault(group, []).append(topic)
         return out
 
+    def entries(self) -> list[tuple[str, str, int, int]]:
+        """Every stored offset as (group, topic, queue id, offset)."""
+        out = []
+        for key, queues in self._table.items():
+            topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
+            out.extend((group, topic, q, o) for q, o in queues.items())
+        return out
+
+    def merge_max(self, entries: list[tuple[str, str, int, int]]) -> int:
+        """Take a master's offsets where they are ahead (a replica's sync): an offset
+        never moves back, so a consumer that committed to the replica keeps its
+        place. Returns how many moved."""
+        moved = 0
+        for group, topic, queue_id, offset in entries:
+            queues = self._table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})
+            if offset > queues.get(queue_id, -1):
+                queues[queue_id] = offset
+                moved += 1
+        if moved:
+            self._dirty = True
+        return moved
+
     def remove_topic(self, topic: str) -> None:
         """Forget every group's offsets of a deleted topic."""
         prefix = f"{topic}{TOPIC_GROUP_SEPARATOR}"

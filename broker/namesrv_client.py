@@ -16,7 +16,7 @@ from pocketmq.broker.topic_config import DataVersion, TopicConfig
 from pocketmq.common.auth import Credentials, signed_metadata
 from pocketmq.v1 import common_pb2, nameserver_pb2, nameserver_pb2_grpc
 
-__all__ = ["BrokerRegistration", "GrpcNameserverClient", "NameserverError"]
+__all__ = ["BrokerRegistration", "GrpcNameserverClient", "NameserverError", "RegisterReply"]
 
 
 class NameserverError(Exception):
@@ -33,6 +33,19 @@ class BrokerRegistration:
     data_version: DataVersion = field(default_factory=DataVersion)
     heartbeat_timeout_ms: int = 0    # 0 = the nameserver's default
     grpc_v2_addr: str = ""           # "host:port" of RocketMQ 5's MessagingService; "" = none
+    ha_addr: str = ""                # "host:port" of the replication service; "" = none
+    master_epoch: int = 0            # the master term this broker holds or follows
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterReply:
+    """A nameserver's answer to a registration."""
+
+    topic_configs_accepted: bool = False
+    master_addr: str = ""            # for a replica: its live master
+    master_ha_addr: str = ""         # for a replica: where to replicate from
+    master_epoch: int = 0            # the highest master epoch the nameserver knows
+    stale_master: bool = False       # refused: a master of an older epoch (fenced)
 
 
 def _topic_config_pb(tc: TopicConfig) -> common_pb2.TopicConfig:
@@ -63,22 +76,28 @@ class GrpcNameserverClient:
         self._channel = namesrv_channel(addr, tls_ca_file)
         self._stub = nameserver_pb2_grpc.NameServerStub(self._channel)
 
-    async def register(self, reg: BrokerRegistration, *, timeout_s: float) -> bool:
-        """Register; True when the nameserver took the topic configs (a new version)."""
+    async def register(self, reg: BrokerRegistration, *, timeout_s: float) -> RegisterReply:
+        """Register; the reply says whether the topic configs were taken (a new version)
+        and, for a replica, where its master is."""
         request = nameserver_pb2.RegisterBrokerRequest(
             cluster_name=reg.cluster_name, broker_name=reg.broker_name,
             broker_addr=reg.broker_addr, broker_id=reg.broker_id,
             topic_configs=[_topic_config_pb(tc) for tc in reg.topic_configs],
             data_version=common_pb2.DataVersion(timestamp_ms=reg.data_version.timestamp_ms,
                                                 counter=reg.data_version.counter),
-            heartbeat_timeout_ms=reg.heartbeat_timeout_ms, grpc_v2_addr=reg.grpc_v2_addr)
+            heartbeat_timeout_ms=reg.heartbeat_timeout_ms, grpc_v2_addr=reg.grpc_v2_addr,
+            ha_addr=reg.ha_addr, master_epoch=reg.master_epoch)
         try:
             response = await self._stub.RegisterBroker(request, timeout=timeout_s, metadata=signed(
                 self._credentials, "/pocketmq.v1.NameServer/RegisterBroker", request))
         except grpc.aio.AioRpcError as exc:
             raise NameserverError(f"nameserver {self.addr}: {exc.code().name}: "
                                   f"{exc.details()}") from None
-        return bool(response.topic_configs_accepted)
+        return RegisterReply(topic_configs_accepted=response.topic_configs_accepted,
+                             master_addr=response.master_addr,
+                             master_ha_addr=response.master_ha_addr,
+                             master_epoch=response.master_epoch,
+                             stale_master=response.stale_master)
 
     async def unregister(self, reg: BrokerRegistration, *, timeout_s: float) -> bool:
         """Unregister; True when the nameserver knew this broker."""

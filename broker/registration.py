@@ -17,7 +17,11 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from pocketmq.broker.namesrv_client import BrokerRegistration, GrpcNameserverClient
+from pocketmq.broker.namesrv_client import (
+    BrokerRegistration,
+    GrpcNameserverClient,
+    RegisterReply,
+)
 from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.common.aio import cancel_and_wait, wait_event
 
@@ -29,7 +33,8 @@ log = logging.getLogger(__name__)
 class NameserverClient(Protocol):
     addr: str
 
-    async def register(self, reg: BrokerRegistration, *, timeout_s: float) -> bool: ...
+    async def register(self, reg: BrokerRegistration, *,
+                       timeout_s: float) -> RegisterReply: ...
     async def unregister(self, reg: BrokerRegistration, *, timeout_s: float) -> bool: ...
     async def close(self) -> None: ...
 
@@ -39,11 +44,15 @@ class RegisterBrokerService:
                  cluster_name: str, broker_name: str, broker_addr: str, broker_id: int = 0,
                  interval_s: float = 30.0, timeout_s: float = 6.0,
                  client_factory: Callable[[str], NameserverClient] = GrpcNameserverClient,
-                 grpc_v2_addr: str = "") -> None:
+                 grpc_v2_addr: str = "", ha_addr: str = "",
+                 on_reply: Callable[[RegisterReply], None] | None = None) -> None:
         self._clients = [client_factory(addr) for addr in namesrv_addrs]
         self._topics = topics
         self._identity = (cluster_name, broker_name, broker_addr, broker_id)
         self._grpc_v2_addr = grpc_v2_addr   # where RocketMQ 5 clients reach it; "" = nowhere
+        self._ha_addr = ha_addr             # where its replicas replicate from; "" = nowhere
+        self.master_epoch = 0
+        self._on_reply = on_reply           # the broker learns its master's HA address here
         self._interval_s = interval_s
         self._timeout_s = timeout_s
         self._task: asyncio.Task[None] | None = None
@@ -57,7 +66,18 @@ class RegisterBrokerService:
         return BrokerRegistration(cluster_name=cluster, broker_name=name, broker_addr=addr,
                                   broker_id=broker_id, topic_configs=self._topics.all(),
                                   data_version=self._topics.data_version,
-                                  grpc_v2_addr=self._grpc_v2_addr)
+                                  grpc_v2_addr=self._grpc_v2_addr, ha_addr=self._ha_addr,
+                                  master_epoch=self.master_epoch)
+
+    def set_ha_address(self, ha_addr: str) -> None:
+        self._ha_addr = ha_addr
+
+    def set_role(self, broker_id: int, master_epoch: int) -> None:
+        """A promotion or a step-down: register under the new id and epoch from now on."""
+        cluster, name, addr, _old = self._identity
+        self._identity = (cluster, name, addr, broker_id)
+        self.master_epoch = master_epoch
+        self._changed.set()
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -94,7 +114,7 @@ class RegisterBrokerService:
 
     async def _register_one(self, client: NameserverClient, reg: BrokerRegistration) -> bool:
         try:
-            accepted = await client.register(reg, timeout_s=self._timeout_s)
+            reply = await client.register(reg, timeout_s=self._timeout_s)
         except Exception as exc:
             if self.registered.get(client.addr) is not False:
                 log.warning("cannot register with nameserver %s: %s; retrying every %.0f s",
@@ -105,10 +125,12 @@ class RegisterBrokerService:
             log.info("registered %s (%s) with nameserver %s: %d topics, data version %d",
                      reg.broker_name, reg.broker_addr, client.addr, len(reg.topic_configs),
                      reg.data_version.counter)
-        elif accepted:
+        elif reply.topic_configs_accepted:
             log.debug("nameserver %s took topic data version %d", client.addr,
                       reg.data_version.counter)
         self.registered[client.addr] = True
+        if self._on_reply is not None:
+            self._on_reply(reply)
         return True
 
     async def unregister_all(self) -> None:

@@ -35,7 +35,9 @@ from __future__ import annotations
 import asyncio
 import enum
 import struct
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pocketmq.broker.delay_levels import PROPERTY_DELAY, DelayLevels, rewrite_delayed
 from pocketmq.broker.errors import (
@@ -77,6 +79,13 @@ _BATCH_REASONS = {"properties": "PROPERTIES_SIZE_EXCEEDED",
 class SendStatus(enum.Enum):
     SEND_OK = "SEND_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"    # SYNC_MASTER: replicas did not ack in time
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"    # SYNC_MASTER: too few replicas in sync
+
+
+#: after a put on a SYNC_MASTER: wait until replicas hold the log up to the offset given;
+#: answers "OK", "FLUSH_SLAVE_TIMEOUT" or "SLAVE_NOT_AVAILABLE"
+ReplicaWait = Callable[[int], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,8 +142,10 @@ class SendMessageService:
     def __init__(self, store: MessageStore, topics: TopicConfigManager, *,
                  store_host: tuple[str, int],
                  delay_levels: DelayLevels | None = None, timer: TimerPolicy | None = None,
-                 clock: Clock | None = None, stats: BrokerStatsManager | None = None) -> None:
+                 clock: Clock | None = None, stats: BrokerStatsManager | None = None,
+                 replica_wait: ReplicaWait | None = None) -> None:
         self._store = store
+        self._replica_wait = replica_wait
         self._topics = topics
         self._store_host = store_host
         self._delay_levels = delay_levels or DelayLevels.parse()
@@ -192,6 +203,11 @@ class SendMessageService:
             flushed = await asyncio.wrap_future(result.flush_future)
             if flushed is not PutStatus.PUT_OK:
                 status = SendStatus.FLUSH_DISK_TIMEOUT
+        if self._replica_wait is not None and status is SendStatus.SEND_OK:
+            end = max(p + n for p, n in zip(result.phys_offsets, result.sizes, strict=True))
+            replicated = await self._replica_wait(end)
+            if replicated.value != "OK":
+                status = SendStatus(replicated.value)
         self._stats.on_put(scanned, started_s)
         return SendOutcome(status=status, store_timestamp_ms=result.store_timestamp_ms,
                            msg_ids=result.uniq_keys,

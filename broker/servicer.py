@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 Handler = Callable[[Any, Req, grpc.aio.ServicerContext], Awaitable[Resp]]
+Promote = Callable[..., Awaitable[tuple[int, int, str]]]
 
 MAX_CLIENT_ID_LENGTH = 255
 MAX_LOCK_QUEUES = 10_000     # queues one LockBatchMQ / UnlockBatchMQ may name
@@ -134,7 +135,9 @@ def _queue_refs(queues: list[MessageQueue]) -> list[pb.MessageQueueRef]:
 
 
 _SEND_STATUS = {SendStatus.SEND_OK: pb.SEND_OK,
-                SendStatus.FLUSH_DISK_TIMEOUT: pb.FLUSH_DISK_TIMEOUT}
+                SendStatus.FLUSH_DISK_TIMEOUT: pb.FLUSH_DISK_TIMEOUT,
+                SendStatus.FLUSH_SLAVE_TIMEOUT: pb.FLUSH_SLAVE_TIMEOUT,
+                SendStatus.SLAVE_NOT_AVAILABLE: pb.SLAVE_NOT_AVAILABLE}
 
 
 def _send_response(outcome: SendOutcome) -> pb.SendMessageResponse:
@@ -255,7 +258,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                  send_back: SendBackService, locks: RebalanceLockManager,
                  transactions: TransactionalMessageService,
                  default_topic_queue_nums: int,
-                 figures: Sequence[Callable[[], dict[str, str]]] = ()) -> None:
+                 figures: Sequence[Callable[[], dict[str, str]]] = (),
+                 promote: Promote | None = None) -> None:
+        self._promote = promote   # the broker's HaController.promote (manual failover)
         self._send = send
         self._transactions = transactions
         self._send_back = send_back
@@ -580,6 +585,18 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         return pb.ResetConsumerOffsetResponse(notified_client_ids=notified, queues=[
             pb.QueueOffsetReset(queue_id=m.queue_id, previous_offset=m.previous_offset,
                                 offset=m.offset) for m in moves])
+
+    @_rpc
+    async def PromoteToMaster(self, request: pb.PromoteToMasterRequest,
+                              context: grpc.aio.ServicerContext) -> pb.PromoteToMasterResponse:
+        if self._promote is None:
+            raise InvalidRequestError("this broker has no replication (ha_port is -1); it "
+                                      "cannot be promoted")
+        if request.epoch < 0:
+            raise InvalidRequestError(f"epoch is {request.epoch}; give 0 (one above every "
+                                      "epoch seen) or a larger epoch")
+        epoch, start, role = await self._promote(epoch=request.epoch, role=request.role)
+        return pb.PromoteToMasterResponse(epoch=epoch, start_offset=start, role=role)
 
 
 def add_to_server(servicer: BrokerServicer, server: grpc.aio.Server) -> None:

@@ -380,6 +380,29 @@ class TopicConfigManager:
             except Exception:
                 log.exception("topic change listener failed")
 
+    def replace_all(self, configs: list[TopicConfig], data_version: DataVersion) -> bool:
+        """Take a master's topic table and version (a replica's sync); False when the
+        version is the one held. The broker's own system topics stay."""
+        if data_version == self.data_version:
+            return False
+        previous = dict(self._table)
+        table = {tc.topic_name: tc for tc in configs}
+        for name in self._system:
+            table.setdefault(name, previous[name])
+        self._table = table
+        old_version, self.data_version = self.data_version, data_version
+        try:
+            self.persist()
+        except OSError as exc:
+            self._table, self.data_version = previous, old_version
+            raise self._file.refusal(exc) from None
+        for listener in self._listeners:
+            try:
+                listener()
+            except Exception:
+                log.exception("topic change listener failed")
+        return True
+
     def persist(self) -> None:
         self._file.save({
             "dataVersion": {"timestamp": self.data_version.timestamp_ms,

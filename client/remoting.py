@@ -199,7 +199,9 @@ class ResetConsumerOffset:
 ServerCommand = ChannelOpened | ConsumerIdsChanged | CheckTransactionState | ResetConsumerOffset
 
 _SEND_STATUS = {bpb.SEND_OK: SendStatus.SEND_OK,
-                bpb.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT}
+                bpb.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+                bpb.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+                bpb.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE}
 _CONSUME_FROM = {"last": bpb.CONSUME_FROM_LAST_OFFSET, "first": bpb.CONSUME_FROM_FIRST_OFFSET,
                  "timestamp": bpb.CONSUME_FROM_TIMESTAMP}
 

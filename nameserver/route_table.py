@@ -145,6 +145,9 @@ class BrokerLiveInfo:
 class RegisterResult:
     master_addr: str              # live master of the same broker name, for a slave; else ""
     topic_configs_accepted: bool  # False: the data version was unchanged, only liveness refreshed
+    master_ha_addr: str = ""      # that master's replication service, for a slave
+    master_epoch: int = 0         # the highest master epoch known for the broker name
+    stale_master: bool = False    # a master of an older epoch: refused, not routed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,6 +192,8 @@ class RouteTable:
         self._cluster_addr_table: dict[str, set[str]] = {}
         self._broker_live_table: dict[str, BrokerLiveInfo] = {}
         self._grpc_v2_addrs: dict[str, str] = {}  # broker address -> its v2 MessagingService
+        self._ha_addrs: dict[str, str] = {}       # broker address -> its replication service
+        self._master_epochs: dict[str, int] = {}  # broker name -> highest master epoch seen
         self.counters = RouteTableCounters()
 
     # ---------------------------------------------------------------- registration
@@ -196,7 +201,8 @@ class RouteTable:
     def register_broker(self, broker: BrokerIdentity, data_version: DataVersion,
                         topic_configs: Iterable[TopicConfig], *,
                         heartbeat_timeout_ms: int | None = None,
-                        grpc_v2_addr: str = "") -> RegisterResult:
+                        grpc_v2_addr: str = "", ha_addr: str = "",
+                        master_epoch: int = 0) -> RegisterResult:
         """Record a broker's registration (REGISTER_BROKER).
 
         *topic_configs* is iterated only when the configs are taken (a master's
@@ -206,6 +212,11 @@ class RouteTable:
         in another cluster.
         """
         addr = broker.broker_addr
+        known_epoch = self._master_epochs.get(broker.broker_name, 0)
+        if broker.broker_id == MASTER_ID and master_epoch < known_epoch:
+            return self._refuse_stale_master(broker, master_epoch, known_epoch)
+        if broker.broker_id == MASTER_ID:
+            self._master_epochs[broker.broker_name] = master_epoch
         live = self._broker_live_table.get(addr)
         known = live is not None and live.broker == broker
         version_changed = live is None or live.data_version != data_version
@@ -241,9 +252,32 @@ class RouteTable:
             self._grpc_v2_addrs[addr] = grpc_v2_addr
         else:
             self._grpc_v2_addrs.pop(addr, None)
+        if ha_addr:
+            self._ha_addrs[addr] = ha_addr
+        else:
+            self._ha_addrs.pop(addr, None)
         self.counters.registrations += 1
-        return RegisterResult(master_addr=self._live_master_of(broker),
-                              topic_configs_accepted=take_configs)
+        master = self._live_master_of(broker)
+        return RegisterResult(master_addr=master, topic_configs_accepted=take_configs,
+                              master_ha_addr=self._ha_addrs.get(master, "") if master else "",
+                              master_epoch=self._master_epochs.get(broker.broker_name, 0))
+
+    def _refuse_stale_master(self, broker: BrokerIdentity, epoch: int,
+                             known_epoch: int) -> RegisterResult:
+        """A master of an older term (replaced by a promotion): not routed any more."""
+        live = self._broker_live_table.get(broker.broker_addr)
+        if live is not None and live.broker.broker_name == broker.broker_name:
+            self._remove(live.broker)
+        logger.warning("refused broker %s as master of %s/%s: its epoch %d is older than %d; "
+                       "it was replaced and must rejoin as a replica", broker.broker_addr,
+                       broker.cluster, broker.broker_name, epoch, known_epoch)
+        entry = self._broker_addr_table.get(broker.broker_name)
+        master = entry.addrs.get(MASTER_ID, "") if entry is not None else ""
+        if master not in self._broker_live_table:
+            master = ""
+        return RegisterResult(master_addr=master, topic_configs_accepted=False,
+                              master_ha_addr=self._ha_addrs.get(master, "") if master else "",
+                              master_epoch=known_epoch, stale_master=True)
 
     def unregister_broker(self, broker: BrokerIdentity) -> bool:
         """Remove a broker at once (UNREGISTER_BROKER); False if it was not known."""
@@ -345,6 +379,7 @@ class RouteTable:
                 and live.broker.broker_id == broker.broker_id):
             del self._broker_live_table[addr]
             self._grpc_v2_addrs.pop(addr, None)
+            self._ha_addrs.pop(addr, None)
             removed = True
         entry = self._broker_addr_table.get(broker.broker_name)
         if entry is None or entry.addrs.get(broker.broker_id) != addr:

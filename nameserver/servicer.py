@@ -192,12 +192,16 @@ class NameServerServicer(nameserver_pb2_grpc.NameServerServicer):
         data_version = _data_version(request)
         timeout_ms = _check_non_negative("heartbeat_timeout_ms", request.heartbeat_timeout_ms)
         v2_addr = request.grpc_v2_addr and _check_addr("grpc_v2_addr", request.grpc_v2_addr)
+        ha_addr = request.ha_addr and _check_addr("ha_addr", request.ha_addr)
         result = self._route_table.register_broker(
             broker, data_version, _topic_configs(request),
-            heartbeat_timeout_ms=timeout_ms or None, grpc_v2_addr=v2_addr)
+            heartbeat_timeout_ms=timeout_ms or None, grpc_v2_addr=v2_addr, ha_addr=ha_addr,
+            master_epoch=_check_non_negative("master_epoch", request.master_epoch))
         return nameserver_pb2.RegisterBrokerResponse(
             master_addr=result.master_addr,
-            topic_configs_accepted=result.topic_configs_accepted)
+            topic_configs_accepted=result.topic_configs_accepted,
+            master_ha_addr=result.master_ha_addr, master_epoch=result.master_epoch,
+            stale_master=result.stale_master)
 
     @_rpc
     async def UnregisterBroker(self, request: nameserver_pb2.UnregisterBrokerRequest,

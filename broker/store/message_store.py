@@ -21,7 +21,7 @@ from __future__ import annotations
 import errno
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pocketmq.broker.store.api import ArrivalListener
@@ -59,6 +59,7 @@ from pocketmq.broker.store.replication import (
     append_replicated,
     read_for_replica,
     truncate_to,
+    wipe,
 )
 from pocketmq.broker.store.results import GetResult, PutResult, PutStatus, RecoveryReport
 from pocketmq.broker.store.warm import WarmMappedFileService
@@ -102,6 +103,10 @@ class DefaultMessageStore:
         self.catch_up = DispatchCatchUp(self)
         self.health = _Health()
         self._listeners: list[ArrivalListener] = []
+        # told the new end of the commit log after every put (the replication service)
+        self._append_listeners: list[Callable[[int], None]] = []
+        #: set while this store is a replica's: puts are refused, frames appended
+        self.replica_of = ""
         self._services: list[ServiceThread] = []
         self._group_commit: GroupCommitService | None = None
         self.dispatched_offset = 0           # commit-log offset dispatched so far
@@ -283,6 +288,10 @@ class DefaultMessageStore:
         if not self.health.running:
             return PutResult(status=PutStatus.SERVICE_NOT_AVAILABLE,
                              error="the message store is not running")
+        if self.replica_of:
+            return PutResult(status=PutStatus.SERVICE_NOT_AVAILABLE,
+                             error=f"this broker is a replica (SLAVE) of {self.replica_of} and "
+                                   "takes no writes; send to the master of its broker name")
         if self.health.read_only_reason:
             return PutResult(status=PutStatus.SERVICE_NOT_AVAILABLE,
                              error=f"the message store is read-only after an I/O error: "
@@ -330,6 +339,8 @@ class DefaultMessageStore:
         flush_future = None
         if self._group_commit is not None:
             flush_future = self._group_commit.request(appended.wrote_end)
+        for listener in self._append_listeners:
+            listener(appended.wrote_end)
         return PutResult(status=PutStatus.PUT_OK, store_timestamp_ms=now,
                          topics=batch.topics, queue_ids=batch.queue_ids,
                          queue_offsets=appended.queue_offsets,
@@ -374,6 +385,10 @@ class DefaultMessageStore:
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self._listeners.append(listener)
+
+    def add_append_listener(self, listener: Callable[[int], None]) -> None:
+        """*listener(end)* after every put, with the commit log's new end (replication)."""
+        self._append_listeners.append(listener)
 
     # -- reads (delegated; see reads.py) -------------------------------------------------
     def get_messages(self, topic: str, queue_id: int, offset: int, *,
@@ -445,14 +460,18 @@ class DefaultMessageStore:
 
     def append_replicated(self, offset: int, data: bytes) -> int:
         """Append a master's frame of whole records at *offset* (a replica's write path)."""
-        refused = self._refuse_writes()
-        if refused is not None and refused.status is not PutStatus.DISK_FULL:
-            raise ReplicationError(refused.error or "the store refuses writes")
+        if not self.health.running or self.health.read_only_reason:
+            raise ReplicationError(f"the message store takes no writes: "
+                                   f"{self.health.read_only_reason or 'not running'}")
         return append_replicated(self, offset, data)
 
     def truncate_to(self, point: int) -> int:
         """Cut the log back to record boundary *point*; return the bytes cut."""
         return truncate_to(self, point)
+
+    def wipe(self) -> int:
+        """Drop the whole log (no history in common with the master); the bytes dropped."""
+        return wipe(self)
 
     # -- housekeeping ---------------------------------------------------------------------
     def run_cleanup_once(self) -> int:

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
 
 __all__ = ["ReplicationError", "append_replicated", "read_for_replica", "record_aligned_end",
-           "truncate_to"]
+           "truncate_to", "wipe"]
 
 log = logging.getLogger(__name__)
 
@@ -100,12 +100,16 @@ def record_aligned_end(store: DefaultMessageStore) -> int:
 def append_replicated(store: DefaultMessageStore, offset: int, data: bytes) -> int:
     """Append a master's frame at *offset*; dispatch it; return the new max offset."""
     commitlog = store.commitlog
-    if offset != commitlog.max_offset:
+    queue = commitlog.queue
+    empty = not queue.files or commitlog.max_offset == commitlog.min_offset == 0
+    if empty and offset % commitlog.file_size == 0 and offset > 0:
+        queue.truncate(0)     # an empty replica starts at the master's first segment
+        queue.last_file(offset)
+    elif offset != commitlog.max_offset:
         raise ReplicationError(f"frame starts at commit-log offset {offset}, but this log "
                                f"ends at {commitlog.max_offset}")
     if not data:
         return offset
-    queue = commitlog.queue
     last = queue.files[-1] if queue.files else None
     if last is None or last.is_full:
         last = queue.last_file(offset)
@@ -196,3 +200,21 @@ def truncate_to(store: DefaultMessageStore, point: int) -> int:
     log.warning("store %s: cut the commit log back from %d to %d (%d bytes) to match the "
                 "master's log", store.dirs.root, end, point, cut)
     return cut
+
+
+def wipe(store: DefaultMessageStore) -> int:
+    """Drop the whole log, its queues, index and epochs (a replica with no history in
+    common with its master copies it afresh); return the bytes dropped."""
+    commitlog = store.commitlog
+    dropped = commitlog.max_offset - commitlog.min_offset
+    commitlog.queue.truncate(commitlog.min_offset)
+    for cq in list(store.consume_queues.all_queues()):
+        store.consume_queues.delete_queue(cq.topic, cq.queue_id)
+    store.index.truncate_phys(0)
+    commitlog.queue_offsets = {}
+    store.dispatched_offset = 0
+    store.epochs.replace([])
+    store.flush_round()
+    log.warning("store %s: dropped the whole commit log (%d bytes): it shares no history with "
+                "the master's", store.dirs.root, dropped)
+    return dropped

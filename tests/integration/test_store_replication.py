@@ -157,3 +157,25 @@ def test_truncate_survives_a_restart(tmp_path):
     assert sum(store.max_offset("orders", q) for q in range(3)) == 40
     assert os.path.exists(store.dirs.epochs) is False or store.epochs.entries == []
     store.shutdown()
+
+
+def test_a_wiped_replica_copies_a_master_whose_log_starts_past_zero(tmp_path):
+    master = open_store(small_config(tmp_path / "m"))
+    replica = open_store(small_config(tmp_path / "r"))
+    put(master, 300)
+    put(replica, 20, topic="other")                 # history the master does not share
+    master.commitlog.queue.delete_head(lambda mf: True, max_files=2)   # retention
+    start = master.commitlog.min_offset
+    assert start > 0
+    replica.wipe()
+    assert replica.commitlog.max_offset == 0 and replica.topics() == []
+    offset = start
+    while offset < master.commitlog.max_offset:
+        data = master.read_for_replica(offset, 8192)
+        offset = replica.append_replicated(offset, data)
+    assert replica.commitlog.min_offset == start
+    assert log_bytes(replica) == log_bytes(master)
+    for q in range(3):
+        assert replica.max_offset("orders", q) == master.max_offset("orders", q)
+    master.shutdown()
+    replica.shutdown()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from pocketmq.broker.namesrv_client import BrokerRegistration, NameserverError
+from pocketmq.broker.namesrv_client import BrokerRegistration, NameserverError, RegisterReply
 from pocketmq.broker.registration import RegisterBrokerService
 from pocketmq.broker.topic_config import TopicConfig, TopicConfigManager
 from pocketmq.common.clock import ManualClock
@@ -25,7 +25,7 @@ class FakeNameserver:
             raise NameserverError(f"nameserver {self.addr}: UNAVAILABLE: connection refused")
         self.registrations.append(reg)
         self.registered_event.set()
-        return True
+        return RegisterReply(topic_configs_accepted=True)
 
     async def unregister(self, reg, *, timeout_s):
         if self.down:

@@ -13,6 +13,8 @@ class SendStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SEND_STATUS_UNSPECIFIED: _ClassVar[SendStatus]
     SEND_OK: _ClassVar[SendStatus]
     FLUSH_DISK_TIMEOUT: _ClassVar[SendStatus]
+    FLUSH_SLAVE_TIMEOUT: _ClassVar[SendStatus]
+    SLAVE_NOT_AVAILABLE: _ClassVar[SendStatus]
 
 class PullStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -70,6 +72,8 @@ class ResetPosition(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 SEND_STATUS_UNSPECIFIED: SendStatus
 SEND_OK: SendStatus
 FLUSH_DISK_TIMEOUT: SendStatus
+FLUSH_SLAVE_TIMEOUT: SendStatus
+SLAVE_NOT_AVAILABLE: SendStatus
 PULL_STATUS_UNSPECIFIED: PullStatus
 FOUND: PullStatus
 NO_NEW_MSG: PullStatus
@@ -635,6 +639,24 @@ class GetBrokerRuntimeInfoResponse(_message.Message):
     TABLE_FIELD_NUMBER: _ClassVar[int]
     table: _containers.ScalarMap[str, str]
     def __init__(self, table: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class PromoteToMasterRequest(_message.Message):
+    __slots__ = ("epoch", "role")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    role: str
+    def __init__(self, epoch: _Optional[int] = ..., role: _Optional[str] = ...) -> None: ...
+
+class PromoteToMasterResponse(_message.Message):
+    __slots__ = ("epoch", "start_offset", "role")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    start_offset: int
+    role: str
+    def __init__(self, epoch: _Optional[int] = ..., start_offset: _Optional[int] = ..., role: _Optional[str] = ...) -> None: ...
 
 class GetBrokerConfigRequest(_message.Message):
     __slots__ = ()

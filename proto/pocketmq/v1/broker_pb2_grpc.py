@@ -164,6 +164,11 @@ class BrokerStub:
                 request_serializer=pocketmq_dot_v1_dot_broker__pb2.GetBrokerRuntimeInfoRequest.SerializeToString,
                 response_deserializer=pocketmq_dot_v1_dot_broker__pb2.GetBrokerRuntimeInfoResponse.FromString,
                 _registered_method=True)
+        self.PromoteToMaster = channel.unary_unary(
+                '/pocketmq.v1.Broker/PromoteToMaster',
+                request_serializer=pocketmq_dot_v1_dot_broker__pb2.PromoteToMasterRequest.SerializeToString,
+                response_deserializer=pocketmq_dot_v1_dot_broker__pb2.PromoteToMasterResponse.FromString,
+                _registered_method=True)
         self.GetBrokerConfig = channel.unary_unary(
                 '/pocketmq.v1.Broker/GetBrokerConfig',
                 request_serializer=pocketmq_dot_v1_dot_broker__pb2.GetBrokerConfigRequest.SerializeToString,
@@ -364,6 +369,13 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PromoteToMaster(self, request, context):
+        """Make this replica the master of its broker name, in a new epoch (manual failover).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetBrokerConfig(self, request, context):
         """The broker's configuration, every key as text (GET_BROKER_CONFIG).
         """
@@ -520,6 +532,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.GetBrokerRuntimeInfo,
                     request_deserializer=pocketmq_dot_v1_dot_broker__pb2.GetBrokerRuntimeInfoRequest.FromString,
                     response_serializer=pocketmq_dot_v1_dot_broker__pb2.GetBrokerRuntimeInfoResponse.SerializeToString,
+            ),
+            'PromoteToMaster': grpc.unary_unary_rpc_method_handler(
+                    servicer.PromoteToMaster,
+                    request_deserializer=pocketmq_dot_v1_dot_broker__pb2.PromoteToMasterRequest.FromString,
+                    response_serializer=pocketmq_dot_v1_dot_broker__pb2.PromoteToMasterResponse.SerializeToString,
             ),
             'GetBrokerConfig': grpc.unary_unary_rpc_method_handler(
                     servicer.GetBrokerConfig,
@@ -1239,6 +1256,33 @@ class Broker:
             '/pocketmq.v1.Broker/GetBrokerRuntimeInfo',
             pocketmq_dot_v1_dot_broker__pb2.GetBrokerRuntimeInfoRequest.SerializeToString,
             pocketmq_dot_v1_dot_broker__pb2.GetBrokerRuntimeInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PromoteToMaster(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pocketmq.v1.Broker/PromoteToMaster',
+            pocketmq_dot_v1_dot_broker__pb2.PromoteToMasterRequest.SerializeToString,
+            pocketmq_dot_v1_dot_broker__pb2.PromoteToMasterResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from pocketmq.v1 import common_pb2 as pocketmq_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cpocketmq/v1/nameserver.proto\x12\x0bpocketmq.v1\x1a\x18pocketmq/v1/common.proto\"\xff\x01\n\x15RegisterBrokerRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x13\n\x0b\x62roker_addr\x18\x03 \x01(\t\x12\x11\n\tbroker_id\x18\x04 \x01(\x03\x12/\n\rtopic_configs\x18\x05 \x03(\x0b\x32\x18.pocketmq.v1.TopicConfig\x12.\n\x0c\x64\x61ta_version\x18\x06 \x01(\x0b\x32\x18.pocketmq.v1.DataVersion\x12\x1c\n\x14heartbeat_timeout_ms\x18\x07 \x01(\x03\x12\x14\n\x0cgrpc_v2_addr\x18\x08 \x01(\t\"M\n\x16RegisterBrokerResponse\x12\x13\n\x0bmaster_addr\x18\x01 \x01(\t\x12\x1e\n\x16topic_configs_accepted\x18\x02 \x01(\x08\"l\n\x17UnregisterBrokerRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x13\n\x0b\x62roker_addr\x18\x03 \x01(\t\x12\x11\n\tbroker_id\x18\x04 \x01(\x03\"2\n\x18UnregisterBrokerResponse\x12\x16\n\x0ewas_registered\x18\x01 \x01(\x08\"+\n\x1aGetRouteInfoByTopicRequest\x12\r\n\x05topic\x18\x01 \x01(\t\"\xcf\x01\n\x1bGetRouteInfoByTopicResponse\x12*\n\x05route\x18\x01 \x01(\x0b\x32\x1b.pocketmq.v1.TopicRouteData\x12P\n\rgrpc_v2_addrs\x18\x02 \x03(\x0b\x32\x39.pocketmq.v1.GetRouteInfoByTopicResponse.GrpcV2AddrsEntry\x1a\x32\n\x10GrpcV2AddrsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x18\n\x16GetAllTopicListRequest\")\n\x17GetAllTopicListResponse\x12\x0e\n\x06topics\x18\x01 \x03(\t\"\x1d\n\x1bGetBrokerClusterInfoRequest\"*\n\x12\x43lusterBrokerNames\x12\x14\n\x0c\x62roker_names\x18\x01 \x03(\t\"\xd3\x01\n\x0e\x42rokerLiveInfo\x12\x13\n\x0b\x62roker_addr\x18\x01 \x01(\t\x12\x14\n\x0c\x63luster_name\x18\x02 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x03 \x01(\t\x12\x11\n\tbroker_id\x18\x04 \x01(\x03\x12 \n\x18last_update_timestamp_ms\x18\x05 \x01(\x03\x12\x1c\n\x14heartbeat_timeout_ms\x18\x06 \x01(\x03\x12.\n\x0c\x64\x61ta_version\x18\x07 \x01(\x0b\x32\x18.pocketmq.v1.DataVersion\"\xb4\x03\n\x1cGetBrokerClusterInfoResponse\x12Y\n\x11\x62roker_addr_table\x18\x01 \x03(\x0b\x32>.pocketmq.v1.GetBrokerClusterInfoResponse.BrokerAddrTableEntry\x12[\n\x12\x63luster_addr_table\x18\x02 \x03(\x0b\x32?.pocketmq.v1.GetBrokerClusterInfoResponse.ClusterAddrTableEntry\x12\x31\n\x0clive_brokers\x18\x03 \x03(\x0b\x32\x1b.pocketmq.v1.BrokerLiveInfo\x1aO\n\x14\x42rokerAddrTableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12&\n\x05value\x18\x02 \x01(\x0b\x32\x17.pocketmq.v1.BrokerData:\x02\x38\x01\x1aX\n\x15\x43lusterAddrTableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12.\n\x05value\x18\x02 \x01(\x0b\x32\x1f.pocketmq.v1.ClusterBrokerNames:\x02\x38\x01\x32\xfd\x03\n\nNameServer\x12Y\n\x0eRegisterBroker\x12\".pocketmq.v1.RegisterBrokerRequest\x1a#.pocketmq.v1.RegisterBrokerResponse\x12_\n\x10UnregisterBroker\x12$.pocketmq.v1.UnregisterBrokerRequest\x1a%.pocketmq.v1.UnregisterBrokerResponse\x12h\n\x13GetRouteInfoByTopic\x12\'.pocketmq.v1.GetRouteInfoByTopicRequest\x1a(.pocketmq.v1.GetRouteInfoByTopicResponse\x12\\\n\x0fGetAllTopicList\x12#.pocketmq.v1.GetAllTopicListRequest\x1a$.pocketmq.v1.GetAllTopicListResponse\x12k\n\x14GetBrokerClusterInfo\x12(.pocketmq.v1.GetBrokerClusterInfoRequest\x1a).pocketmq.v1.GetBrokerClusterInfoResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cpocketmq/v1/nameserver.proto\x12\x0bpocketmq.v1\x1a\x18pocketmq/v1/common.proto\"\xa6\x02\n\x15RegisterBrokerRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x13\n\x0b\x62roker_addr\x18\x03 \x01(\t\x12\x11\n\tbroker_id\x18\x04 \x01(\x03\x12/\n\rtopic_configs\x18\x05 \x03(\x0b\x32\x18.pocketmq.v1.TopicConfig\x12.\n\x0c\x64\x61ta_version\x18\x06 \x01(\x0b\x32\x18.pocketmq.v1.DataVersion\x12\x1c\n\x14heartbeat_timeout_ms\x18\x07 \x01(\x03\x12\x14\n\x0cgrpc_v2_addr\x18\x08 \x01(\t\x12\x0f\n\x07ha_addr\x18\t \x01(\t\x12\x14\n\x0cmaster_epoch\x18\n \x01(\x03\"\x91\x01\n\x16RegisterBrokerResponse\x12\x13\n\x0bmaster_addr\x18\x01 \x01(\t\x12\x1e\n\x16topic_configs_accepted\x18\x02 \x01(\x08\x12\x16\n\x0emaster_ha_addr\x18\x03 \x01(\t\x12\x14\n\x0cmaster_epoch\x18\x04 \x01(\x03\x12\x14\n\x0cstale_master\x18\x05 \x01(\x08\"l\n\x17UnregisterBrokerRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x13\n\x0b\x62roker_addr\x18\x03 \x01(\t\x12\x11\n\tbroker_id\x18\x04 \x01(\x03\"2\n\x18UnregisterBrokerResponse\x12\x16\n\x0ewas_registered\x18\x01 \x01(\x08\"+\n\x1aGetRouteInfoByTopicRequest\x12\r\n\x05topic\x18\x01 \x01(\t\"\xcf\x01\n\x1bGetRouteInfoByTopicResponse\x12*\n\x05route\x18\x01 \x01(\x0b\x32\x1b.pocketmq.v1.TopicRouteData\x12P\n\rgrpc_v2_addrs\x18\x02 \x03(\x0b\x32\x39.pocketmq.v1.GetRouteInfoByTopicResponse.GrpcV2AddrsEntry\x1a\x32\n\x10GrpcV2AddrsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x18\n\x16GetAllTopicListRequest\")\n\x17GetAllTopicListResponse\x12\x0e\n\x06topics\x18\x01 \x03(\t\"\x1d\n\x1bGetBrokerClusterInfoRequest\"*\n\x12\x43lusterBrokerNames\x12\x14\n\x0c\x62roker_names\x18\x01 \x03(\t\"\xd3\x01\n\x0e\x42rokerLiveInfo\x12\x13\n\x0b\x62roker_addr\x18\x01 \x01(\t\x12\x14\n\x0c\x63luster_name\x18\x02 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x03 \x01(\t\x12\x11\n\tbroker_id\x18\x04 \x01(\x03\x12 \n\x18last_update_timestamp_ms\x18\x05 \x01(\x03\x12\x1c\n\x14heartbeat_timeout_ms\x18\x06 \x01(\x03\x12.\n\x0c\x64\x61ta_version\x18\x07 \x01(\x0b\x32\x18.pocketmq.v1.DataVersion\"\xb4\x03\n\x1cGetBrokerClusterInfoResponse\x12Y\n\x11\x62roker_addr_table\x18\x01 \x03(\x0b\x32>.pocketmq.v1.GetBrokerClusterInfoResponse.BrokerAddrTableEntry\x12[\n\x12\x63luster_addr_table\x18\x02 \x03(\x0b\x32?.pocketmq.v1.GetBrokerClusterInfoResponse.ClusterAddrTableEntry\x12\x31\n\x0clive_brokers\x18\x03 \x03(\x0b\x32\x1b.pocketmq.v1.BrokerLiveInfo\x1aO\n\x14\x42rokerAddrTableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12&\n\x05value\x18\x02 \x01(\x0b\x32\x17.pocketmq.v1.BrokerData:\x02\x38\x01\x1aX\n\x15\x43lusterAddrTableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12.\n\x05value\x18\x02 \x01(\x0b\x32\x1f.pocketmq.v1.ClusterBrokerNames:\x02\x38\x01\x32\xfd\x03\n\nNameServer\x12Y\n\x0eRegisterBroker\x12\".pocketmq.v1.RegisterBrokerRequest\x1a#.pocketmq.v1.RegisterBrokerResponse\x12_\n\x10UnregisterBroker\x12$.pocketmq.v1.UnregisterBrokerRequest\x1a%.pocketmq.v1.UnregisterBrokerResponse\x12h\n\x13GetRouteInfoByTopic\x12\'.pocketmq.v1.GetRouteInfoByTopicRequest\x1a(.pocketmq.v1.GetRouteInfoByTopicResponse\x12\\\n\x0fGetAllTopicList\x12#.pocketmq.v1.GetAllTopicListRequest\x1a$.pocketmq.v1.GetAllTopicListResponse\x12k\n\x14GetBrokerClusterInfo\x12(.pocketmq.v1.GetBrokerClusterInfoRequest\x1a).pocketmq.v1.GetBrokerClusterInfoResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,35 +39,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETBROKERCLUSTERINFORESPONSE_CLUSTERADDRTABLEENTRY']._loaded_options = None
   _globals['_GETBROKERCLUSTERINFORESPONSE_CLUSTERADDRTABLEENTRY']._serialized_options = b'8\001'
   _globals['_REGISTERBROKERREQUEST']._serialized_start=72
-  _globals['_REGISTERBROKERREQUEST']._serialized_end=327
-  _globals['_REGISTERBROKERRESPONSE']._serialized_start=329
-  _globals['_REGISTERBROKERRESPONSE']._serialized_end=406
-  _globals['_UNREGISTERBROKERREQUEST']._serialized_start=408
-  _globals['_UNREGISTERBROKERREQUEST']._serialized_end=516
-  _globals['_UNREGISTERBROKERRESPONSE']._serialized_start=518
-  _globals['_UNREGISTERBROKERRESPONSE']._serialized_end=568
-  _globals['_GETROUTEINFOBYTOPICREQUEST']._serialized_start=570
-  _globals['_GETROUTEINFOBYTOPICREQUEST']._serialized_end=613
-  _globals['_GETROUTEINFOBYTOPICRESPONSE']._serialized_start=616
-  _globals['_GETROUTEINFOBYTOPICRESPONSE']._serialized_end=823
-  _globals['_GETROUTEINFOBYTOPICRESPONSE_GRPCV2ADDRSENTRY']._serialized_start=773
-  _globals['_GETROUTEINFOBYTOPICRESPONSE_GRPCV2ADDRSENTRY']._serialized_end=823
-  _globals['_GETALLTOPICLISTREQUEST']._serialized_start=825
-  _globals['_GETALLTOPICLISTREQUEST']._serialized_end=849
-  _globals['_GETALLTOPICLISTRESPONSE']._serialized_start=851
-  _globals['_GETALLTOPICLISTRESPONSE']._serialized_end=892
-  _globals['_GETBROKERCLUSTERINFOREQUEST']._serialized_start=894
-  _globals['_GETBROKERCLUSTERINFOREQUEST']._serialized_end=923
-  _globals['_CLUSTERBROKERNAMES']._serialized_start=925
-  _globals['_CLUSTERBROKERNAMES']._serialized_end=967
-  _globals['_BROKERLIVEINFO']._serialized_start=970
-  _globals['_BROKERLIVEINFO']._serialized_end=1181
-  _globals['_GETBROKERCLUSTERINFORESPONSE']._serialized_start=1184
-  _globals['_GETBROKERCLUSTERINFORESPONSE']._serialized_end=1620
-  _globals['_GETBROKERCLUSTERINFORESPONSE_BROKERADDRTABLEENTRY']._serialized_start=1451
-  _globals['_GETBROKERCLUSTERINFORESPONSE_BROKERADDRTABLEENTRY']._serialized_end=1530
-  _globals['_GETBROKERCLUSTERINFORESPONSE_CLUSTERADDRTABLEENTRY']._serialized_start=1532
-  _globals['_GETBROKERCLUSTERINFORESPONSE_CLUSTERADDRTABLEENTRY']._serialized_end=1620
-  _globals['_NAMESERVER']._serialized_start=1623
-  _globals['_NAMESERVER']._serialized_end=2132
+  _globals['_REGISTERBROKERREQUEST']._serialized_end=366
+  _globals['_REGISTERBROKERRESPONSE']._serialized_start=369
+  _globals['_REGISTERBROKERRESPONSE']._serialized_end=514
+  _globals['_UNREGISTERBROKERREQUEST']._serialized_start=516
+  _globals['_UNREGISTERBROKERREQUEST']._serialized_end=624
+  _globals['_UNREGISTERBROKERRESPONSE']._serialized_start=626
+  _globals['_UNREGISTERBROKERRESPONSE']._serialized_end=676
+  _globals['_GETROUTEINFOBYTOPICREQUEST']._serialized_start=678
+  _globals['_GETROUTEINFOBYTOPICREQUEST']._serialized_end=721
+  _globals['_GETROUTEINFOBYTOPICRESPONSE']._serialized_start=724
+  _globals['_GETROUTEINFOBYTOPICRESPONSE']._serialized_end=931
+  _globals['_GETROUTEINFOBYTOPICRESPONSE_GRPCV2ADDRSENTRY']._serialized_start=881
+  _globals['_GETROUTEINFOBYTOPICRESPONSE_GRPCV2ADDRSENTRY']._serialized_end=931
+  _globals['_GETALLTOPICLISTREQUEST']._serialized_start=933
+  _globals['_GETALLTOPICLISTREQUEST']._serialized_end=957
+  _globals['_GETALLTOPICLISTRESPONSE']._serialized_start=959
+  _globals['_GETALLTOPICLISTRESPONSE']._serialized_end=1000
+  _globals['_GETBROKERCLUSTERINFOREQUEST']._serialized_start=1002
+  _globals['_GETBROKERCLUSTERINFOREQUEST']._serialized_end=1031
+  _globals['_CLUSTERBROKERNAMES']._serialized_start=1033
+  _globals['_CLUSTERBROKERNAMES']._serialized_end=1075
+  _globals['_BROKERLIVEINFO']._serialized_start=1078
+  _globals['_BROKERLIVEINFO']._serialized_end=1289
+  _globals['_GETBROKERCLUSTERINFORESPONSE']._serialized_start=1292
+  _globals['_GETBROKERCLUSTERINFORESPONSE']._serialized_end=1728
+  _globals['_GETBROKERCLUSTERINFORESPONSE_BROKERADDRTABLEENTRY']._serialized_start=1559
+  _globals['_GETBROKERCLUSTERINFORESPONSE_BROKERADDRTABLEENTRY']._serialized_end=1638
+  _globals['_GETBROKERCLUSTERINFORESPONSE_CLUSTERADDRTABLEENTRY']._serialized_start=1640
+  _globals['_GETBROKERCLUSTERINFORESPONSE_CLUSTERADDRTABLEENTRY']._serialized_end=1728
+  _globals['_NAMESERVER']._serialized_start=1731
+  _globals['_NAMESERVER']._serialized_end=2240
 # @@protoc_insertion_point(module_scope)

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_addr", "broker_id", "topic_configs", "data_version", "heartbeat_timeout_ms", "grpc_v2_addr")
+    __slots__ = ("cluster_name", "broker_name", "broker_addr", "broker_id", "topic_configs", "data_version", "heartbeat_timeout_ms", "grpc_v2_addr", "ha_addr", "master_epoch")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ADDR_FIELD_NUMBER: _ClassVar[int]
@@ -17,6 +17,8 @@ class RegisterBrokerRequest(_message.Message):
     DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     GRPC_V2_ADDR_FIELD_NUMBER: _ClassVar[int]
+    HA_ADDR_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_addr: str
@@ -25,15 +27,23 @@ class RegisterBrokerRequest(_message.Message):
     data_version: _common_pb2.DataVersion
     heartbeat_timeout_ms: int
     grpc_v2_addr: str
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_addr: _Optional[str] = ..., broker_id: _Optional[int] = ..., topic_configs: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., data_version: _Optional[_Union[_common_pb2.DataVersion, _Mapping]] = ..., heartbeat_timeout_ms: _Optional[int] = ..., grpc_v2_addr: _Optional[str] = ...) -> None: ...
+    ha_addr: str
+    master_epoch: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_addr: _Optional[str] = ..., broker_id: _Optional[int] = ..., topic_configs: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., data_version: _Optional[_Union[_common_pb2.DataVersion, _Mapping]] = ..., heartbeat_timeout_ms: _Optional[int] = ..., grpc_v2_addr: _Optional[str] = ..., ha_addr: _Optional[str] = ..., master_epoch: _Optional[int] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
-    __slots__ = ("master_addr", "topic_configs_accepted")
+    __slots__ = ("master_addr", "topic_configs_accepted", "master_ha_addr", "master_epoch", "stale_master")
     MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
     TOPIC_CONFIGS_ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    MASTER_HA_ADDR_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STALE_MASTER_FIELD_NUMBER: _ClassVar[int]
     master_addr: str
     topic_configs_accepted: bool
-    def __init__(self, master_addr: _Optional[str] = ..., topic_configs_accepted: _Optional[bool] = ...) -> None: ...
+    master_ha_addr: str
+    master_epoch: int
+    stale_master: bool
+    def __init__(self, master_addr: _Optional[str] = ..., topic_configs_accepted: _Optional[bool] = ..., master_ha_addr: _Optional[str] = ..., master_epoch: _Optional[int] = ..., stale_master: _Optional[bool] = ...) -> None: ...
 
 class UnregisterBrokerRequest(_message.Message):
     __slots__ = ("cluster_name", "broker_name", "broker_addr", "broker_id")

@@ -1,0 +1,262 @@
+"""ReplicationService: a master's side of replication (RocketMQ's HAService and HAConnection).
+
+Each replica keeps one ``Replicate`` stream open. The master answers its Hello
+with where the replica's log must end (:func:`~pocketmq.broker.store.epochs.consistent_point`)
+and then sends the log from there in frames of whole records, one sender per
+stream, woken by every put and at least every heartbeat interval::
+
+    replica ─ Hello{epochs, max} ─▶ handshake ─ Welcome{truncate_to, start} ─▶ replica
+                                    sender: read_for_replica(offset, batch, epoch end)
+    replica ─ Ack{max, flushed} ──▶ ack_offset of the replica ─▶ SYNC waiters
+
+A SYNC_MASTER send waits (:meth:`ReplicationService.wait_replicated`) until
+``min_sync_replicas`` replicas acknowledged an offset at or past the end of
+its records: one heap of waiters ordered by offset, released by each ack up
+to the *commit point* (the k-th largest acknowledged offset). Too few
+replicas in sync (connected, and less than ``ha_slave_fallbehind_max_bytes``
+behind) is answered at once, as RocketMQ's ``SLAVE_NOT_AVAILABLE``.
+
+No gRPC here: the servicer (:mod:`.servicer`) turns frames into these calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from pocketmq.broker.store.epochs import EpochEntry, consistent_point
+
+if TYPE_CHECKING:
+    from pocketmq.broker.store.message_store import DefaultMessageStore
+
+__all__ = ["HandshakeRefused", "ReplicaState", "ReplicationService", "SyncOutcome",
+           "Welcome"]
+
+log = logging.getLogger(__name__)
+
+
+class SyncOutcome(Enum):
+    OK = "OK"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+class HandshakeRefused(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason     # the Refuse.Reason name
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Welcome:
+    truncate_to: int       # -1 = drop the whole log
+    start_offset: int
+    master_epoch: int
+    epochs: list[EpochEntry]
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    """What the master knows of one connected replica."""
+
+    replica_id: int
+    addr: str
+    ack_offset: int
+    flushed_offset: int = 0
+    connected_at: float = field(default_factory=time.monotonic)
+    last_frame_at: float = field(default_factory=time.monotonic)
+
+    def lag(self, master_max: int) -> int:
+        return max(0, master_max - self.ack_offset)
+
+
+class ReplicationService:
+    def __init__(self, store: DefaultMessageStore, *, broker_name: str, batch_bytes: int,
+                 heartbeat_s: float, housekeeping_s: float, fallbehind_max_bytes: int,
+                 min_sync_replicas: int, is_master: Callable[[], bool]) -> None:
+        self._store = store
+        self.store = store
+        self.broker_name = broker_name
+        self._batch_bytes = batch_bytes
+        self._heartbeat_s = heartbeat_s
+        self._housekeeping_s = housekeeping_s
+        self._fallbehind_max = fallbehind_max_bytes
+        self._is_master = is_master
+        self.min_sync_replicas = min_sync_replicas
+        self.replicas: dict[int, ReplicaState] = {}
+        self._wake = asyncio.Event()
+        self._waiters: list[tuple[int, int, asyncio.Future[SyncOutcome]]] = []
+        self._seq = itertools.count()
+        self.closed = False
+
+    # -- the store's side ---------------------------------------------------------------
+    @property
+    def _epochs(self) -> list[EpochEntry]:
+        return list(self._store.epochs.entries)
+
+    @property
+    def current_epoch(self) -> int:
+        return self._store.epochs.last_epoch
+
+    def on_append(self, end: int) -> None:
+        """The commit log grew to *end* (an append listener of the store)."""
+        self._wake.set()
+
+    def handshake(self, *, broker_name: str, replica_id: int, max_offset: int,
+                  epochs: list[EpochEntry], highest_epoch_seen: int) -> Welcome:
+        """Where a joining replica's log must end, and where its copy starts."""
+        store = self._store
+        if broker_name != self.broker_name:
+            raise HandshakeRefused("WRONG_BROKER_NAME",
+                                   f"this master serves broker name {self.broker_name!r}, not "
+                                   f"{broker_name!r}")
+        if not self._is_master():
+            raise HandshakeRefused("NOT_MASTER", f"this broker of {self.broker_name!r} is not "
+                                                 "its master any more")
+        mine = self._epochs
+        my_epoch = mine[-1].epoch if mine else 0
+        if highest_epoch_seen > my_epoch:
+            raise HandshakeRefused("STALE_EPOCH",
+                                   f"the replica knows master epoch {highest_epoch_seen}; this "
+                                   f"master holds epoch {my_epoch} and was replaced")
+        old = self.replicas.get(replica_id)
+        if old is not None and time.monotonic() - old.last_frame_at < self._housekeeping_s:
+            raise HandshakeRefused("DUPLICATE_REPLICA",
+                                   f"replica id {replica_id} of {self.broker_name!r} is already "
+                                   f"connected from {old.addr}; give each replica its own "
+                                   "broker_id")
+        my_min = store.commitlog.min_offset
+        my_max = store.commitlog.max_offset
+        point = consistent_point(epochs, max_offset, mine, my_max)
+        if point is None or point < my_min:
+            truncate, start = -1, my_min
+        else:
+            truncate, start = point, point
+        if truncate != -1 and truncate < max_offset:
+            log.warning("replica %d of %s diverged: its log ends at %d, the shared history at "
+                        "%d; it cuts %d bytes", replica_id, self.broker_name, max_offset,
+                        point, max_offset - truncate)
+        return Welcome(truncate_to=truncate, start_offset=start, master_epoch=my_epoch,
+                       epochs=mine, min_offset=my_min, max_offset=my_max)
+
+    # -- a stream -----------------------------------------------------------------------
+    def connected(self, replica_id: int, addr: str, start_offset: int) -> ReplicaState:
+        state = ReplicaState(replica_id=replica_id, addr=addr, ack_offset=start_offset)
+        self.replicas[replica_id] = state
+        log.info("replica %d of %s connected from %s, copying from offset %d", replica_id,
+                 self.broker_name, addr, start_offset)
+        self._release()
+        return state
+
+    def disconnected(self, state: ReplicaState) -> None:
+        if self.replicas.get(state.replica_id) is state:
+            del self.replicas[state.replica_id]
+            log.info("replica %d of %s disconnected at offset %d", state.replica_id,
+                     self.broker_name, state.ack_offset)
+
+    def on_ack(self, state: ReplicaState, max_offset: int, flushed_offset: int) -> None:
+        state.last_frame_at = time.monotonic()
+        if max_offset > state.ack_offset:
+            state.ack_offset = max_offset
+        state.flushed_offset = max(state.flushed_offset, flushed_offset)
+        self._release()
+
+    async def frames(self, state: ReplicaState, start_offset: int,
+                     ) -> AsyncIterator[tuple[int, int, int, bytes]]:
+        """(offset, epoch, epoch start, records) to send, heartbeats as empty records."""
+        store = self._store
+        offset = start_offset
+        while not self.closed:
+            entries = self._epochs
+            epoch, start, stop = _epoch_at(entries, offset)
+            data = store.read_for_replica(offset, self._batch_bytes, stop)
+            if data:
+                yield offset, epoch, start, data
+                offset += len(data)
+                continue
+            if time.monotonic() - state.last_frame_at > self._housekeeping_s:
+                raise TimeoutError(f"replica {state.replica_id} of {self.broker_name} sent "
+                                   f"nothing for {self._housekeeping_s:.0f} s")
+            self._wake.clear()
+            if store.commitlog.max_offset > offset:
+                continue
+            try:
+                await asyncio.wait_for(self._wake.wait(), self._heartbeat_s)
+            except TimeoutError:
+                yield offset, epoch, start, b""
+
+    # -- SYNC_MASTER ----------------------------------------------------------------------
+    def in_sync(self) -> int:
+        master_max = self._store.commitlog.max_offset
+        return sum(1 for r in self.replicas.values() if r.lag(master_max) < self._fallbehind_max)
+
+    def commit_point(self, need: int) -> int:
+        """The offset *need* replicas have all acknowledged (-1 when fewer are connected)."""
+        if need <= 0:
+            return 1 << 62
+        acks = sorted((r.ack_offset for r in self.replicas.values()), reverse=True)
+        return acks[need - 1] if len(acks) >= need else -1
+
+    async def wait_replicated(self, end_offset: int, timeout_s: float) -> SyncOutcome:
+        """Until min_sync_replicas replicas hold the log up to *end_offset*, or the timeout."""
+        need = self.min_sync_replicas
+        if need <= 0:
+            return SyncOutcome.OK
+        if self.in_sync() < need:
+            return SyncOutcome.SLAVE_NOT_AVAILABLE
+        if self.commit_point(need) >= end_offset:
+            return SyncOutcome.OK
+        future: asyncio.Future[SyncOutcome] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (end_offset, next(self._seq), future))
+        self._wake.set()
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        except TimeoutError:
+            return SyncOutcome.FLUSH_SLAVE_TIMEOUT
+        finally:
+            if not future.done():
+                future.cancel()
+
+    def _release(self) -> None:
+        waiters = self._waiters
+        if not waiters:
+            return
+        point = self.commit_point(self.min_sync_replicas)
+        while waiters and waiters[0][0] <= point:
+            _end, _seq, future = heapq.heappop(waiters)
+            if not future.done():
+                future.set_result(SyncOutcome.OK)
+        while waiters and waiters[0][2].done():
+            heapq.heappop(waiters)
+
+    def close(self) -> None:
+        """Stop every sender and fail every waiter (the broker stops or steps down)."""
+        self.closed = True
+        self._wake.set()
+        for _end, _seq, future in self._waiters:
+            if not future.done():
+                future.set_result(SyncOutcome.FLUSH_SLAVE_TIMEOUT)
+        self._waiters.clear()
+
+    def lag_table(self) -> dict[int, int]:
+        master_max = self._store.commitlog.max_offset
+        return {rid: r.lag(master_max) for rid, r in sorted(self.replicas.items())}
+
+
+def _epoch_at(entries: list[EpochEntry], offset: int) -> tuple[int, int, int | None]:
+    """(epoch, its start, the next term's start or None) of the term holding *offset*."""
+    for i in range(len(entries) - 1, -1, -1):
+        if entries[i].start_offset <= offset:
+            nxt = entries[i + 1].start_offset if i + 1 < len(entries) else None
+            return entries[i].epoch, entries[i].start_offset, nxt
+    return 0, 0, entries[0].start_offset if entries else None

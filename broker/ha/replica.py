@@ -1,0 +1,271 @@
+"""HaClient: a replica's side of replication (RocketMQ's HAClient and SlaveSynchronize).
+
+One task keeps a ``Replicate`` stream open to the master of the broker name
+and reconnects with a back-off when it breaks::
+
+    master address? ─ no ─▶ wait for it (the nameserver tells, or ha_master_address)
+    Hello{epochs, max, highest epoch seen} ─▶ Welcome{truncate_to, start}
+        truncate_to < max ─▶ store.truncate_to (a diverged tail, cut by epoch; logged)
+        truncate_to = -1  ─▶ store.wipe (no history in common)
+    Data{offset, epoch, records} ─▶ a new epoch goes into the epoch file first,
+        then store.append_replicated (checked, dispatched) ─▶ Ack{max, flushed}
+
+A Refuse ends the session: STALE_EPOCH means the address is a replaced master,
+and the client waits for a newer one. Every ``metadata_interval_s`` (and once
+per session) it copies the master's topic configs, consumer offsets and
+delay-level progress (:class:`MetadataSync` applies them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from pocketmq.broker.store.epochs import EpochEntry
+from pocketmq.broker.store.replication import ReplicationError
+from pocketmq.v1 import ha_pb2, ha_pb2_grpc
+
+if TYPE_CHECKING:
+    from pocketmq.broker.store.message_store import DefaultMessageStore
+
+__all__ = ["HaClient", "ReplicaStatus"]
+
+log = logging.getLogger(__name__)
+
+REPLICATE = "/pocketmq.v1.HaService/Replicate"
+GET_METADATA = "/pocketmq.v1.HaService/GetMetadata"
+_BACKOFF_S = (0.05, 0.2, 0.5, 1.0, 2.0)
+
+
+@dataclass(slots=True)
+class ReplicaStatus:
+    """What ``cluster list`` and the runtime info show of a replica."""
+
+    master_ha_addr: str = ""
+    connected: bool = False
+    master_epoch: int = 0
+    master_max_offset: int = 0
+    last_error: str = ""
+    sessions: int = 0
+    truncated_bytes: int = 0
+
+    def lag(self, my_max: int) -> int:
+        return max(0, self.master_max_offset - my_max)
+
+
+class HaClient:
+    def __init__(self, store: DefaultMessageStore, *, cluster_name: str, broker_name: str,
+                 replica_id: int, replica_addr: str, master_ha_addr: Callable[[], str],
+                 channel_factory: Callable[[str], grpc.aio.Channel],
+                 sign: Callable[[str, Any], Any],
+                 heartbeat_s: float, housekeeping_s: float,
+                 on_metadata: Callable[[ha_pb2.MetadataSnapshot], None],
+                 metadata_interval_s: float = 5.0, max_receive_bytes: int = 64 << 20) -> None:
+        self._store = store
+        self._cluster = cluster_name
+        self._broker_name = broker_name
+        self.replica_id = replica_id
+        self._replica_addr = replica_addr
+        self._master_ha_addr = master_ha_addr
+        self._channel_factory = channel_factory
+        self._sign = sign
+        self._heartbeat_s = heartbeat_s
+        self._housekeeping_s = housekeeping_s
+        self._on_metadata = on_metadata
+        self._metadata_interval_s = metadata_interval_s
+        self._max_receive = max_receive_bytes
+        self.highest_epoch_seen = store.epochs.last_epoch
+        self.status = ReplicaStatus()
+        self._task: asyncio.Task[None] | None = None
+        self._address_known = asyncio.Event()
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="HaClient")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self.status.connected = False
+
+    def master_changed(self) -> None:
+        """The master's address may have changed (a registration reply): look again."""
+        self._address_known.set()
+
+    def saw_epoch(self, epoch: int) -> None:
+        self.highest_epoch_seen = max(self.highest_epoch_seen, epoch)
+
+    async def _run(self) -> None:
+        failures = 0
+        while True:
+            addr = self._master_ha_addr()
+            if not addr:
+                self._address_known.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._address_known.wait(), 1.0)
+                continue
+            started = time.monotonic()
+            try:
+                await self._session(addr)
+                self.status.last_error = ""
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:   # every failure is retried; the reason is kept and logged
+                why = (f"{exc.code().name}: {exc.details()}"
+                       if isinstance(exc, grpc.aio.AioRpcError)
+                       else f"{type(exc).__name__}: {exc}")
+                if why != self.status.last_error:
+                    log.warning("replication from %s stopped: %s; retrying", addr, why)
+                self.status.last_error = why
+            finally:
+                self.status.connected = False
+            failures = 0 if time.monotonic() - started > 5 else failures + 1
+            self._address_known.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._address_known.wait(),
+                                       _BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)])
+
+    # -- one session --------------------------------------------------------------------
+    async def _session(self, addr: str) -> None:
+        channel = self._channel_factory(addr)
+        try:
+            stub = ha_pb2_grpc.HaServiceStub(channel)
+            await self._sync_metadata(stub)
+            call = stub.Replicate(metadata=self._sign(REPLICATE, ha_pb2.ReplicaFrame()))
+            await self._replicate(stub, call, addr)
+        finally:
+            await channel.close()
+
+    async def _replicate(self, stub: ha_pb2_grpc.HaServiceStub, call: Any, addr: str) -> None:
+        store = self._store
+        await call.write(ha_pb2.ReplicaFrame(hello=ha_pb2.Hello(
+            cluster_name=self._cluster, broker_name=self._broker_name,
+            replica_id=self.replica_id, replica_addr=self._replica_addr,
+            max_offset=store.commitlog.max_offset,
+            epochs=[ha_pb2.EpochEntry(epoch=e.epoch, start_offset=e.start_offset)
+                    for e in store.epochs.entries],
+            highest_epoch_seen=self.highest_epoch_seen)))
+        first = await self._read(call)
+        if first.HasField("refuse"):
+            refuse = first.refuse
+            if refuse.reason != ha_pb2.Refuse.STALE_EPOCH:
+                self.saw_epoch(refuse.master_epoch)
+            raise ReplicationError(f"master {addr} refused: "
+                                   f"{ha_pb2.Refuse.Reason.Name(refuse.reason)}: {refuse.message}")
+        if not first.HasField("welcome"):
+            raise ReplicationError(f"master {addr} did not start with a Welcome")
+        welcome = first.welcome
+        self._apply_welcome(welcome)
+        self.status.connected = True
+        self.status.master_ha_addr = addr
+        self.status.sessions += 1
+        log.info("replicating %s from %s (epoch %d) at offset %d, master at %d",
+                 self._broker_name, addr, welcome.master_epoch, store.commitlog.max_offset,
+                 welcome.master_max_offset)
+        self._acked = asyncio.Event()
+        acker = asyncio.get_running_loop().create_task(self._ack_loop(call))
+        syncer = asyncio.get_running_loop().create_task(self._metadata_loop(stub))
+        try:
+            async for frame in self._frames(call):
+                self._apply_data(frame)
+                self._acked.set()
+        finally:
+            for task in (acker, syncer):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            call.cancel()
+
+    async def _read(self, call: Any) -> ha_pb2.MasterFrame:
+        try:
+            frame = await asyncio.wait_for(call.read(), self._housekeeping_s)
+        except TimeoutError:
+            raise ReplicationError(f"the master sent nothing for {self._housekeeping_s:.0f} s") \
+                from None
+        if frame is grpc.aio.EOF:
+            raise ReplicationError("the master closed the stream")
+        return frame
+
+    async def _frames(self, call: Any) -> AsyncIterator[ha_pb2.Data]:
+        while True:
+            frame = await self._read(call)
+            if frame.HasField("refuse"):
+                raise ReplicationError(f"master refused: {frame.refuse.message}")
+            if frame.HasField("data"):
+                yield frame.data
+
+    def _apply_welcome(self, welcome: ha_pb2.Welcome) -> None:
+        store = self._store
+        self.saw_epoch(welcome.master_epoch)
+        self.status.master_epoch = welcome.master_epoch
+        self.status.master_max_offset = welcome.master_max_offset
+        mine = store.commitlog.max_offset
+        if welcome.truncate_to == -1:
+            dropped = store.wipe()
+            self.status.truncated_bytes += dropped
+            log.warning("replica %s/%d shares no history with its master: dropped its log "
+                        "(%d bytes) and copies from %d", self._broker_name, self.replica_id,
+                        dropped, welcome.start_offset)
+        elif welcome.truncate_to < mine:
+            cut = store.truncate_to(welcome.truncate_to)
+            self.status.truncated_bytes += cut
+            log.warning("replica %s/%d: cut %d bytes of its log ([%d, %d)) that diverged from "
+                        "the master's, by epoch", self._broker_name, self.replica_id, cut,
+                        welcome.truncate_to, mine)
+        # the master's epochs up to where the copy starts become ours
+        shared = [EpochEntry(e.epoch, e.start_offset) for e in welcome.epochs
+                  if e.start_offset <= welcome.start_offset]
+        if shared != store.epochs.entries[:len(shared)] or \
+                len(store.epochs.entries) > len(shared):
+            store.epochs.replace(shared)
+
+    def _apply_data(self, data: ha_pb2.Data) -> None:
+        store = self._store
+        self.status.master_max_offset = data.master_max_offset
+        if not data.records:
+            return
+        epochs = store.epochs
+        if data.epoch > epochs.last_epoch:
+            epochs.begin(data.epoch, data.epoch_start_offset)
+            self.saw_epoch(data.epoch)
+            self.status.master_epoch = max(self.status.master_epoch, data.epoch)
+        store.append_replicated(data.offset, data.records)
+
+    _acked: asyncio.Event
+
+    async def _ack_loop(self, call: Any) -> None:
+        """An Ack after each applied frame (at most one in flight), and when idle."""
+        store = self._store
+        while True:
+            await call.write(ha_pb2.ReplicaFrame(ack=ha_pb2.Ack(
+                max_offset=store.commitlog.max_offset,
+                flushed_offset=store.commitlog.queue.flushed_offset)))
+            # frames applied while that write was under way are covered by the next one
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._acked.wait(), self._heartbeat_s)
+            self._acked.clear()
+
+    # -- metadata (SlaveSynchronize) --------------------------------------------------------
+    async def _sync_metadata(self, stub: ha_pb2_grpc.HaServiceStub) -> None:
+        request = ha_pb2.GetMetadataRequest(broker_name=self._broker_name)
+        snapshot = await stub.GetMetadata(request, timeout=self._housekeeping_s,
+                                          metadata=self._sign(GET_METADATA, request))
+        self._on_metadata(snapshot)
+
+    async def _metadata_loop(self, stub: ha_pb2_grpc.HaServiceStub) -> None:
+        while True:
+            await asyncio.sleep(self._metadata_interval_s)
+            try:
+                await self._sync_metadata(stub)
+            except grpc.aio.AioRpcError as exc:
+                log.warning("metadata sync from the master failed: %s", exc.details())

@@ -1,0 +1,131 @@
+"""HaServicer: the ``pocketmq.v1.HaService`` gRPC adapter of a master's replication.
+
+The only replication module that sees the HA protobuf on the master's side.
+With the ACL on, both calls must be signed by an **admin** account (replicas
+authenticate as admins; RocketMQ 4's HA port had no authentication at all).
+A bidirectional stream is not covered by the broker's ACL interceptor, so the
+servicer checks the signature itself, on the stream's opening metadata, with
+the same rules (clock window, replayed signatures) as every other request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+
+from pocketmq.broker.ha.master import HandshakeRefused, ReplicationService
+from pocketmq.broker.store.epochs import EpochEntry
+from pocketmq.security.interceptor import AclError, AclInterceptor
+from pocketmq.v1 import ha_pb2, ha_pb2_grpc
+
+__all__ = ["HaServicer"]
+
+log = logging.getLogger(__name__)
+
+REPLICATE = "/pocketmq.v1.HaService/Replicate"
+GET_METADATA = "/pocketmq.v1.HaService/GetMetadata"
+
+
+def _peer_ip(peer: str) -> str:
+    kind, _, rest = peer.partition(":")
+    return rest.rsplit(":", 1)[0].strip("[]") if kind == "ipv6" else rest.rsplit(":", 1)[0]
+
+
+class HaServicer(ha_pb2_grpc.HaServiceServicer):
+    def __init__(self, service: ReplicationService, *,
+                 metadata: Callable[[], ha_pb2.MetadataSnapshot],
+                 acl: AclInterceptor | None = None) -> None:
+        self._service = service
+        self._metadata = metadata
+        self._acl = acl
+
+    async def _authorize(self, method: str, request: Any,
+                         context: grpc.aio.ServicerContext) -> None:
+        if self._acl is None:
+            return
+        try:
+            account = self._acl.check(method, request, dict(context.invocation_metadata() or ()),
+                                      _peer_ip(context.peer() or ""))
+        except AclError as exc:
+            await context.abort(exc.code, exc.message)
+            return
+        if account is not None and not account.admin:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"replication needs an admin account; access key "
+                                f"{account.access_key!r} is not one (admin = true in the ACL)")
+
+    async def GetMetadata(self, request: ha_pb2.GetMetadataRequest,
+                          context: grpc.aio.ServicerContext) -> ha_pb2.MetadataSnapshot:
+        await self._authorize(GET_METADATA, request, context)
+        if request.broker_name != self._service.broker_name:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"this master serves broker name {self._service.broker_name!r}, "
+                                f"not {request.broker_name!r}")
+        return self._metadata()
+
+    async def Replicate(self, request_iterator: AsyncIterator[ha_pb2.ReplicaFrame],
+                        context: grpc.aio.ServicerContext) -> AsyncIterator[ha_pb2.MasterFrame]:
+        await self._authorize(REPLICATE, ha_pb2.ReplicaFrame(), context)
+        service = self._service
+        frames = request_iterator.__aiter__()
+        try:
+            first = await frames.__anext__()
+        except StopAsyncIteration:
+            return
+        if not first.HasField("hello"):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                "the first frame of a replication stream is a Hello")
+        hello = first.hello
+        if hello.replica_id <= 0:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"replica_id is {hello.replica_id}; a replica's broker_id is "
+                                "above 0")
+        try:
+            welcome = service.handshake(
+                broker_name=hello.broker_name, replica_id=hello.replica_id,
+                max_offset=hello.max_offset,
+                epochs=[EpochEntry(e.epoch, e.start_offset) for e in hello.epochs],
+                highest_epoch_seen=hello.highest_epoch_seen)
+        except HandshakeRefused as exc:
+            log.warning("refused replica %d of %s from %s: %s", hello.replica_id,
+                        hello.broker_name, context.peer(), exc.message)
+            yield ha_pb2.MasterFrame(refuse=ha_pb2.Refuse(
+                reason=ha_pb2.Refuse.Reason.Value(exc.reason), message=exc.message,
+                master_epoch=service.current_epoch))
+            return
+        yield ha_pb2.MasterFrame(welcome=ha_pb2.Welcome(
+            master_epoch=welcome.master_epoch,
+            epochs=[ha_pb2.EpochEntry(epoch=e.epoch, start_offset=e.start_offset)
+                    for e in welcome.epochs],
+            master_min_offset=welcome.min_offset, master_max_offset=welcome.max_offset,
+            truncate_to=welcome.truncate_to, start_offset=welcome.start_offset))
+        state = service.connected(hello.replica_id, hello.replica_addr or context.peer(),
+                                  welcome.start_offset)
+        reader = asyncio.get_running_loop().create_task(self._read_acks(frames, state))
+        try:
+            async for offset, epoch, start, records in service.frames(state,
+                                                                      welcome.start_offset):
+                if reader.done():
+                    break
+                store = service.store
+                yield ha_pb2.MasterFrame(data=ha_pb2.Data(
+                    offset=offset, epoch=epoch, epoch_start_offset=start,
+                    master_max_offset=store.commitlog.max_offset,
+                    master_min_offset=store.commitlog.min_offset, records=records))
+        except TimeoutError as exc:
+            log.warning("%s; dropping its stream", exc)
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+            service.disconnected(state)
+
+    async def _read_acks(self, frames: AsyncIterator[ha_pb2.ReplicaFrame], state: Any) -> None:
+        async for frame in frames:
+            if frame.HasField("ack"):
+                self._service.on_ack(state, frame.ack.max_offset, frame.ack.flushed_offset)

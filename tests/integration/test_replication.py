@@ -1,0 +1,132 @@
+"""Master and replica brokers in one process: copy, SYNC acks, refusal, promotion, fencing."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.client import Message, Producer, SendStatus
+from pocketmq.common.message import encode_record, pack_host
+from pocketmq.v1 import broker_pb2 as pb
+from pocketmq.v1 import broker_pb2_grpc
+
+TOPIC = "orders"
+
+
+@pytest.fixture
+async def namesrv(nameserver):
+    return nameserver
+
+
+@pytest.fixture
+def pair_config(broker_config, namesrv):
+    """(master config, replica config) of broker name broker-a, on ports 0."""
+    def make(role="SYNC_MASTER", **overrides):
+        common = dict(broker_name="broker-a", port=0, ha_port=0, namesrv_addrs=namesrv.address,
+                      grpc_v2_port=-1, register_interval_seconds=0.2, **overrides)
+        master = broker_config("master", broker_role=role, broker_id=0, **common)
+        replica = broker_config("replica", broker_role="SLAVE", broker_id=1, **common)
+        return master, replica
+    return make
+
+
+async def send(namesrv, n, *, start=0, group="pg"):
+    async with Producer(group=group, namesrv=namesrv.address) as producer:
+        results = [await producer.send(Message(topic=TOPIC, body=b"m%05d" % i, keys=[f"k{i}"]))
+                   for i in range(start, start + n)]
+    return results
+
+
+async def create_topic(namesrv, broker, eventually, queues):
+    broker.topics.create(TopicConfig(topic_name=TOPIC, read_queue_nums=queues,
+                                     write_queue_nums=queues))
+
+    def routed():
+        route = namesrv.route_table.get_route(TOPIC)
+        return route is not None and route.queue_datas[0].write_queue_nums == queues
+
+    await eventually(routed, what="the topic's route")
+
+
+def log_bytes(store):
+    out = bytearray()
+    for mf in store.commitlog.queue.files:
+        out += mf.read(0, mf.wrote_position)
+    return bytes(out)
+
+
+async def test_a_replica_copies_its_master_and_a_sync_send_waits_for_it(
+        namesrv, pair_config, start_broker, eventually):
+    master_cfg, replica_cfg = pair_config("SYNC_MASTER")
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 2)
+    replica = await start_broker(replica_cfg)
+    await eventually(lambda: master.ha.replication.in_sync() == 1, what="replica in sync")
+    results = await send(namesrv, 40)
+    assert {r.status for r in results} == {SendStatus.SEND_OK}
+    # acknowledged by a SYNC_MASTER: already on the replica, byte for byte
+    assert replica.store.commitlog.max_offset >= max(
+        int(r.offset_msg_id[-16:], 16) for r in results)
+    await eventually(lambda: log_bytes(replica.store) == log_bytes(master.store),
+                     what="identical logs")
+    for q in range(2):
+        assert replica.store.max_offset(TOPIC, q) == master.store.max_offset(TOPIC, q)
+    # topic configs and consumer offsets follow the master
+    await eventually(lambda: replica.topics.get(TOPIC) is not None, what="topic on replica")
+    info = replica.ha.runtime_info()
+    assert info["broker_role"] == "SLAVE" and info["ha_connected"] == "true"
+
+
+async def test_a_replica_refuses_sends_with_a_clear_status(namesrv, pair_config, start_broker):
+    master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
+    await start_broker(master_cfg)
+    replica = await start_broker(replica_cfg)
+    record = encode_record(topic=TOPIC, body=b"x", queue_id=0, properties={},
+                           born_timestamp_ms=1, born_host=pack_host(("127.0.0.1", 1)))
+    async with grpc.aio.insecure_channel(replica.address) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.SendMessage(pb.SendMessageRequest(producer_group="pg", record=record))
+    assert err.value.code() is grpc.StatusCode.UNAVAILABLE
+    assert "replica (SLAVE)" in err.value.details()
+
+
+async def test_a_sync_master_without_replicas_answers_slave_not_available(
+        namesrv, pair_config, start_broker, eventually):
+    master_cfg, _ = pair_config("SYNC_MASTER")
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 1)
+    async with Producer(group="pg", namesrv=namesrv.address, retry_times_when_send_failed=0,
+                        ) as producer:
+        result = await producer.send(Message(topic=TOPIC, body=b"x"))
+    assert result.status is SendStatus.SLAVE_NOT_AVAILABLE
+    # the message is stored all the same (RocketMQ's meaning of the status)
+    assert master.store.max_offset(TOPIC, 0) == 1
+
+
+async def test_promotion_makes_the_replica_master_and_fences_the_old_one(
+        namesrv, pair_config, start_broker, eventually):
+    master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 1)
+    replica = await start_broker(replica_cfg)
+    await send(namesrv, 10)
+    await eventually(lambda: replica.store.commitlog.max_offset
+                     == master.store.commitlog.max_offset, what="caught up")
+    end = replica.store.commitlog.max_offset
+    epoch, start, role = await replica.ha.promote()
+    assert (epoch, start, role) == (2, end, "ASYNC_MASTER")
+    assert replica.store.epochs.entries[-1] == (2, end)
+    await replica.registration.run_once()
+    route = namesrv.route_table.get_route(TOPIC)
+    assert route is not None
+    assert route.broker_datas[0].broker_addrs[0] == replica.address
+    # the old master registers again: refused as stale, and it stops taking writes
+    await master.registration.run_once()
+    assert master.ha.fenced
+    assert master.store.put_message(topic=TOPIC, queue_id=0, body=b"late").status.value \
+        == "SERVICE_NOT_AVAILABLE"
+    results = await send(namesrv, 5, start=10)
+    assert {r.status for r in results} == {SendStatus.SEND_OK}
+    assert replica.store.max_offset(TOPIC, 0) == 15
