@@ -178,6 +178,9 @@ class BrokerConfig:
         "require signed requests and check them against acl_file (aclEnable)"))
     acl_file: str = field(default="", metadata=_help(
         "the ACL (TOML, README 'Security'); empty = {data_dir}/config/acl.toml"))
+    max_auto_retry_topics: int = field(default=10_000, metadata=_help(
+        "retry topics (%RETRY%group) consumer heartbeats may create in all; past it a new "
+        "group's heartbeat is refused (RESOURCE_EXHAUSTED)"))
     tls_cert_file: str = field(default="", metadata=_help(
         "PEM certificate chain of the broker; with tls_key_file turns TLS on"))
     tls_key_file: str = field(default="", metadata=_help("PEM private key of tls_cert_file"))
@@ -251,7 +254,7 @@ class BrokerConfig:
             "rebalance_lock_max_live_time_ms", "transaction_timeout_ms",
             "transaction_check_interval_ms", "transaction_check_max", "timer_max_delay_ms",
             "timer_roll_window_s", "timer_wheel_slots", "timer_log_file_size_bytes",
-            "timer_flush_interval_ms", "grpc_v2_max_delivery_attempts")
+            "timer_flush_interval_ms", "grpc_v2_max_delivery_attempts", "max_auto_retry_topics")
         for key in positive:
             value = getattr(self, key)
             if value <= 0:
