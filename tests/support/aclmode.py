@@ -78,7 +78,12 @@ def broker_options(directory: Path) -> dict[str, Any]:
             "secret_key": ADMIN.secret_key}
 
 
-class _AioSigner(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):
+def signers(credentials: Credentials) -> list[Any]:
+    """Interceptors signing unary and server-streaming calls (grpc.aio wants one of each)."""
+    return [AioSignerUnary(credentials), AioSignerStream(credentials)]
+
+
+class _SigningBase:
     def __init__(self, credentials: Credentials) -> None:
         self._credentials = credentials
 
@@ -90,10 +95,14 @@ class _AioSigner(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClien
         return grpc.aio.ClientCallDetails(details.method, details.timeout, metadata,
                                           details.credentials, details.wait_for_ready)
 
+
+class AioSignerUnary(_SigningBase, grpc.aio.UnaryUnaryClientInterceptor):
     async def intercept_unary_unary(self, continuation: Any, details: Any,
                                     request: Any) -> Any:
         return await continuation(self._signed(details, request), request)
 
+
+class AioSignerStream(_SigningBase, grpc.aio.UnaryStreamClientInterceptor):
     async def intercept_unary_stream(self, continuation: Any, details: Any,
                                      request: Any) -> Any:
         return await continuation(self._signed(details, request), request)
@@ -180,7 +189,7 @@ def install(patch: Callable[[Any, str, Any], None], directory: Path | None = Non
     def insecure_channel(target: str, options: Any = None, compression: Any = None,
                          interceptors: Any = None) -> Any:
         return raw_channel(target, options=options, compression=compression,
-                           interceptors=interceptors or [_AioSigner(ADMIN)])
+                           interceptors=interceptors or signers(ADMIN))
 
     patch(grpc.aio, "insecure_channel", insecure_channel)
 
