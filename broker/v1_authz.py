@@ -83,7 +83,7 @@ def check_readable(topic: str) -> None:
     raise PermissionDeniedError(
         f"topic {topic!r} is a broker system topic (it holds the delayed, timed or "
         "uncommitted messages of every topic); no client reads it. An admin account may; "
-        "offline, `pocketmq store` prints it", reason="SYSTEM_TOPIC")
+        "offline, `pocketmq store dump` prints it", reason="SYSTEM_TOPIC")
 
 
 def check_subscribe(topic: str) -> None:
