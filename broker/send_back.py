@@ -44,6 +44,7 @@ from pocketmq.broker.delay_levels import (
     schedule_properties,
 )
 from pocketmq.broker.errors import (
+    BusyError,
     InvalidRequestError,
     NotFoundError,
     PermissionDeniedError,
@@ -148,8 +149,21 @@ class SendBackService:
         self._clock = clock or SystemClock()
         self._random = random.Random()
 
-    def ensure_retry_topic(self, group: str) -> TopicConfig:
-        """``%RETRY%{group}``, created with one read-write queue if missing."""
+    def ensure_retry_topic(self, group: str, *, max_topics: int | None = None,
+                           requester: str | None = None) -> TopicConfig:
+        """``%RETRY%{group}``, created with one read-write queue if missing.
+
+        With *max_topics*, a new one is refused (BusyError naming the *requester*'s
+        access key) once the broker has that many retry topics.
+        """
+        if max_topics is not None and not self.has_retry_topic(group):
+            count = self.retry_topic_count()
+            if count >= max_topics:
+                raise BusyError(
+                    f"the heartbeat of access key {requester!r} would create "
+                    f"{retry_topic(group)!r}, but this broker already has {count} retry "
+                    f"topics (limit {max_topics}, max_auto_retry_topics); delete unused "
+                    "groups' retry topics or raise the limit", reason="TOO_MANY_RETRY_TOPICS")
         return self._topics.get_or_create(TopicConfig(
             topic_name=retry_topic(group), read_queue_nums=RETRY_QUEUE_NUMS,
             write_queue_nums=RETRY_QUEUE_NUMS, perm=Perm.READ_WRITE))

@@ -31,16 +31,11 @@ from pocketmq.broker.client_manager import (
     ServerCommand,
 )
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
-from pocketmq.broker.errors import (
-    BrokerError,
-    BusyError,
-    InvalidRequestError,
-    PermissionDeniedError,
-)
+from pocketmq.broker.errors import BrokerError, InvalidRequestError, PermissionDeniedError
 from pocketmq.broker.grpc_status import REASON_METADATA_KEY, grpc_code
 from pocketmq.broker.pull_service import PullMessageService, PullOutcome, PullRequest
 from pocketmq.broker.rebalance_lock import MessageQueue, RebalanceLockManager
-from pocketmq.broker.send_back import SendBackService, retry_topic
+from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.send_service import SendMessageService, SendOutcome, SendStatus
 from pocketmq.broker.topic_config import Perm, TopicConfig
 from pocketmq.broker.transaction import EndTransactionRequest, TransactionalMessageService
@@ -49,11 +44,10 @@ from pocketmq.broker.v1_authz import (
     authorize_end_transaction,
     authorize_heartbeat,
     check_readable,
+    check_record_readable,
     check_subscribe,
     send_back_guard,
 )
-from pocketmq.common.errors import CorruptRecordError
-from pocketmq.common.message import decode_record
 from pocketmq.common.msgid import decode_offset_msg_id
 from pocketmq.common.validation import check_group, check_topic
 from pocketmq.security import grpc_guard
@@ -440,11 +434,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     async def ViewMessage(self, request: pb.ViewMessageRequest,
                           context: grpc.aio.ServicerContext) -> pb.ViewMessageResponse:
         record = self._admin.view_message(request.offset_msg_id)
-        try:
-            topic = decode_record(record, check_crc=False).topic
-        except CorruptRecordError:
-            topic = ""        # the admin service answered it; nothing to hide by topic
-        check_readable(topic)
+        check_record_readable(record)
         return pb.ViewMessageResponse(record=record)
 
     @_rpc
@@ -468,8 +458,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         _check_names(group=request.group)
         _check_client_id(request.client_id)
         queues = _queues(request.queues)
-        for topic in sorted({q.topic for q in queues}):
-            check_subscribe(topic)
+        check_subscribe(*{q.topic for q in queues})
         locked = self._locks.try_lock_batch(request.group, request.client_id, queues)
         return pb.LockBatchMQResponse(locked=_queue_refs(locked))
 
@@ -479,8 +468,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         _check_names(group=request.group)
         _check_client_id(request.client_id)
         queues = _queues(request.queues)
-        for topic in sorted({q.topic for q in queues}):
-            check_subscribe(topic)
+        check_subscribe(*{q.topic for q in queues})
         self._locks.unlock_batch(request.group, request.client_id, queues)
         return pb.UnlockBatchMQResponse()
 
@@ -498,7 +486,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         for consumer in consumers:
             if consumer.message_model is MessageModel.CLUSTERING:
                 # Its retry topic exists before anything fails, as RocketMQ's heartbeat does.
-                self._ensure_retry_topic(consumer.group, owner)
+                self._send_back.ensure_retry_topic(
+                    consumer.group, max_topics=self._max_auto_retry_topics, requester=owner)
         self._clients.heartbeat(request.client_id, producer_groups=request.producer_groups,
                                 consumers=consumers, owner=owner)
         return pb.HeartBeatResponse()
@@ -534,20 +523,6 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                 yield _command_pb(command)
         finally:
             self._clients.close_channel(channel)
-
-    def _ensure_retry_topic(self, group: str, owner: str | None) -> None:
-        """The group's retry topic, within :attr:`_max_auto_retry_topics` retry topics in all."""
-        if self._send_back.has_retry_topic(group):
-            return
-        name = retry_topic(group)
-        count = self._send_back.retry_topic_count()
-        if count >= self._max_auto_retry_topics:
-            raise BusyError(f"the heartbeat of access key {owner!r} would create {name!r}, but "
-                            f"this broker already has {count} retry topics (limit "
-                            f"{self._max_auto_retry_topics}, max_auto_retry_topics); delete "
-                            "unused groups' retry topics or raise the limit",
-                            reason="TOO_MANY_RETRY_TOPICS")
-        self._send_back.ensure_retry_topic(group)
 
     # -- admin --------------------------------------------------------------------------
     @_rpc

@@ -59,6 +59,7 @@ __all__ = [
     "authorize_end_transaction",
     "authorize_heartbeat",
     "check_readable",
+    "check_record_readable",
     "check_subscribe",
     "denied",
     "send_back_guard",
@@ -86,13 +87,23 @@ def check_readable(topic: str) -> None:
         "offline, `pocketmq store dump` prints it", reason="SYSTEM_TOPIC")
 
 
-def check_subscribe(topic: str) -> None:
-    """SUB on *topic* and not a system topic: PermissionDeniedError otherwise."""
-    check_readable(topic)
+def check_record_readable(record: bytes) -> None:
+    """A stored record (ViewMessage) of a system topic is refused like its topic."""
     try:
-        authorize_subscribe(topic)
-    except AclError as exc:
-        raise denied(exc) from None
+        topic = decode_record(record, check_crc=False).topic
+    except CorruptRecordError:
+        return        # the store answered it; there is no topic to hide
+    check_readable(topic)
+
+
+def check_subscribe(*topics: str) -> None:
+    """SUB on each topic and none a system topic: PermissionDeniedError otherwise."""
+    for topic in sorted(topics):
+        check_readable(topic)
+        try:
+            authorize_subscribe(topic)
+        except AclError as exc:
+            raise denied(exc) from None
 
 
 def send_back_guard(group: str, phys_offset: int, clients: ClientManager,
