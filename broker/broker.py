@@ -58,6 +58,7 @@ from pocketmq.broker.timer_service import TimerService
 from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.broker.transaction import TransactionalMessageService
 from pocketmq.broker.transaction_check import TransactionalMessageCheckService
+from pocketmq.broker.v1_authz import transaction_check_filter
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.progress import log_sink, phase_progress
 from pocketmq.common.runtime import tune_malloc
@@ -222,6 +223,9 @@ class Broker:
                                      expire_seconds=cfg.client_channel_expire_seconds,
                                      scan_interval_seconds=cfg.client_scan_interval_seconds,
                                      clock=self.clock)
+        if self.acl is not None:
+            # A transaction check carries the uncommitted record: only to keys that may PUB it.
+            self.clients.command_filter = transaction_check_filter(self.acl)
         self.hold = PullRequestHoldService(max_parked=cfg.max_parked_pulls)
         store.add_arrival_listener(self.hold.on_arrival)
         self.schedule = ScheduleMessageService(
@@ -271,6 +275,7 @@ class Broker:
                                store_host=store_host, default_query_max=cfg.default_query_max,
                                clock=self.clock, config=cfg),
             default_topic_queue_nums=cfg.default_topic_queue_nums,
+            max_auto_retry_topics=cfg.max_auto_retry_topics,
             figures=[*([self.flow_control.figures] if self.flow_control is not None else []),
                      self.stats.figures,    # put_tps, get_tps, ... (broker/stats.py)
                      *([self.ha.runtime_info] if self.ha is not None else [])],

@@ -19,6 +19,15 @@ It owns RocketMQ's ``ProducerManager``, ``ConsumerManager`` and
   hands to one live producer of a group, taking the group's producers in turn,
   and ``ResetConsumerClientOffset``, which :meth:`ClientManager.send_to_consumers`
   hands to every online member of a group after an admin moved its offsets.
+
+With the ACL on, each client id belongs to the access key that first
+registered it (heartbeat or channel; the *owner* argument). Another key
+cannot heartbeat, unregister or open a channel under that id
+(:class:`ClientOwnershipError`) until the client is gone (expired, or its
+channel closed). ``owner=None`` means the ACL is off or the caller is a trusted
+host: it neither binds nor is refused. :attr:`ClientManager.command_filter`
+decides which owners may receive a command (a transaction check goes only to
+producers whose key may publish to the half's topic).
 """
 
 from __future__ import annotations
@@ -26,9 +35,10 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 
+from pocketmq.broker.errors import PermissionDeniedError
 from pocketmq.common.aio import cancel_and_wait
 from pocketmq.common.clock import Clock, SystemClock
 
@@ -37,6 +47,7 @@ __all__ = [
     "CheckTransactionState",
     "ClientChannel",
     "ClientManager",
+    "ClientOwnershipError",
     "ConsumeFromWhere",
     "ConsumeType",
     "ConsumerRegistration",
@@ -113,6 +124,15 @@ ServerCommand = (ChannelOpened | NotifyConsumerIdsChanged | CheckTransactionStat
                  | ResetConsumerClientOffset)
 
 
+class ClientOwnershipError(PermissionDeniedError):
+    """A client id registered by one access key, used by another."""
+
+    def __init__(self, client_id: str, owner: str) -> None:
+        super().__init__(f"client id {client_id!r} is registered by another access key; access "
+                         f"key {owner!r} may only act for the client ids it registered (give "
+                         "each client its own id)", reason="CLIENT_ID_OWNED")
+
+
 class ClientChannel:
     """One client's stream of commands; iterate :meth:`commands` until it closes.
 
@@ -169,6 +189,9 @@ class ClientManager:
         self._last_seen_s: dict[str, float] = {}                # client -> last heartbeat
         self._channels: dict[str, ClientChannel] = {}
         self._producer_turn: dict[str, int] = {}                # group -> next producer
+        self._owners: dict[str, str] = {}                       # client -> access key
+        # (owner or None, command) -> may this owner's client receive it; None = everyone
+        self.command_filter: Callable[[str | None, ServerCommand], bool] | None = None
         self._task: asyncio.Task[None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -188,9 +211,28 @@ class ClientManager:
             await asyncio.sleep(self._scan_interval_s)
             self.run_once()
 
-    # -- heartbeats ---------------------------------------------------------------------
+    # -- ownership ----------------------------------------------------------------------
+    def check_owner(self, client_id: str, owner: str | None) -> None:
+        """ClientOwnershipError when *client_id* belongs to another access key."""
+        if owner is None:
+            return
+        bound = self._owners.get(client_id)
+        if bound is not None and bound != owner:
+            raise ClientOwnershipError(client_id, owner)
+
+    def _bind(self, client_id: str, owner: str | None) -> None:
+        self.check_owner(client_id, owner)
+        if owner is not None:
+            self._owners.setdefault(client_id, owner)
+
+    def owner(self, client_id: str) -> str | None:
+        """The access key that registered *client_id*; None without ACL or when unknown."""
+        return self._owners.get(client_id)
+
     def heartbeat(self, client_id: str, *, producer_groups: Iterable[str] = (),
-                  consumers: Iterable[ConsumerRegistration] = ()) -> None:
+                  consumers: Iterable[ConsumerRegistration] = (),
+                  owner: str | None = None) -> None:
+        self._bind(client_id, owner)
         now = self._clock.monotonic()
         self._last_seen_s[client_id] = now
         for group in producer_groups:
@@ -209,7 +251,8 @@ class ClientManager:
                 self._notify_group(registration.group)
 
     def unregister(self, client_id: str, *, producer_group: str = "",
-                   consumer_group: str = "") -> None:
+                   consumer_group: str = "", owner: str | None = None) -> None:
+        self.check_owner(client_id, owner)
         if producer_group:
             self._remove_producer(producer_group, client_id)
         if consumer_group:
@@ -232,6 +275,7 @@ class ClientManager:
     def _forget(self, client_id: str, *, why: str) -> None:
         """Remove *client_id* from every group (telling the rest) and close its channel."""
         self._last_seen_s.pop(client_id, None)
+        self._owners.pop(client_id, None)
         for group in [g for g, m in self._producers.items() if client_id in m]:
             self._remove_producer(group, client_id)
         for group in [g for g, m in self._consumers.items() if client_id in m]:
@@ -281,8 +325,9 @@ class ClientManager:
         return len(self._producers), len(self._consumers)
 
     # -- channels -----------------------------------------------------------------------
-    def open_channel(self, client_id: str) -> ClientChannel:
-        """A new command stream for *client_id*, replacing any older one."""
+    def open_channel(self, client_id: str, *, owner: str | None = None) -> ClientChannel:
+        """A new command stream for *client_id*, replacing any older one of the same owner."""
+        self._bind(client_id, owner)
         old = self._channels.pop(client_id, None)
         if old is not None:
             old.close()
@@ -319,10 +364,13 @@ class ClientManager:
         """Hand *command* to one live producer of *group* with an open channel.
 
         The group's producers take turns; returns the client id, or None when no
-        producer of the group is connected (or every channel is full).
+        producer of the group is connected (or every channel is full, or no producer's
+        owner passes :attr:`command_filter`).
         """
+        allowed = self.command_filter
         live = [client_id for client_id in sorted(self._producers.get(group, {}))
-                if (ch := self._channels.get(client_id)) is not None and not ch.closed]
+                if (ch := self._channels.get(client_id)) is not None and not ch.closed
+                and (allowed is None or allowed(self._owners.get(client_id), command))]
         turn = self._producer_turn.get(group, 0)
         for i in range(len(live)):
             client_id = live[(turn + i) % len(live)]

@@ -212,6 +212,9 @@ class BrokerConfig:
         "require signed requests and check them against acl_file (aclEnable)"))
     acl_file: str = field(default="", metadata=_help(
         "the ACL (TOML, README 'Security'); empty = {data_dir}/config/acl.toml"))
+    max_auto_retry_topics: int = field(default=10_000, metadata=_help(
+        "retry topics (%RETRY%group) consumer heartbeats may create in all; past it a new "
+        "group's heartbeat is refused (RESOURCE_EXHAUSTED)"))
     tls_cert_file: str = field(default="", metadata=_help(
         "PEM certificate chain of the broker; with tls_key_file turns TLS on"))
     tls_key_file: str = field(default="", metadata=_help("PEM private key of tls_cert_file"))
@@ -301,7 +304,7 @@ class BrokerConfig:
             "timer_roll_window_s", "timer_wheel_slots", "timer_log_file_size_bytes",
             "timer_flush_interval_ms", "grpc_v2_max_delivery_attempts", "slave_timeout_ms",
             "ha_transfer_batch_bytes", "ha_heartbeat_interval_ms", "ha_housekeeping_interval_ms",
-            "ha_slave_fallbehind_max_bytes")
+            "ha_slave_fallbehind_max_bytes", "max_auto_retry_topics")
         for key in positive:
             value = getattr(self, key)
             if value <= 0:

@@ -31,6 +31,7 @@ import asyncio
 import enum
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pocketmq.broker.delay_levels import (
@@ -43,6 +44,7 @@ from pocketmq.broker.delay_levels import (
     schedule_properties,
 )
 from pocketmq.broker.errors import (
+    BusyError,
     InvalidRequestError,
     NotFoundError,
     PermissionDeniedError,
@@ -51,7 +53,12 @@ from pocketmq.broker.errors import (
 from pocketmq.broker.reput import reput
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import PutResult, PutStatus
-from pocketmq.broker.topic_config import Perm, TopicConfig, TopicConfigManager
+from pocketmq.broker.topic_config import (
+    NOT_ALLOWED_READ_TOPICS,
+    Perm,
+    TopicConfig,
+    TopicConfigManager,
+)
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.message import StoredMessage, decode_record
@@ -67,6 +74,7 @@ __all__ = [
     "SendBackTarget",
     "decide_send_back",
     "dlq_topic",
+    "refused_send_back",
     "retry_topic",
 ]
 
@@ -85,6 +93,13 @@ PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
 PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
 PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+
+
+def refused_send_back(phys_offset: int, group: str) -> str:
+    """The one refusal for a record a group may not hand back, whatever the reason."""
+    return (f"the message at commit-log offset {phys_offset} is not one consumer group "
+            f"{group!r} may hand back: it must be of a topic the group subscribes to (or of "
+            f"%RETRY%{group}) and one its caller may read (SUB)")
 
 
 def retry_topic(group: str) -> str:
@@ -134,11 +149,32 @@ class SendBackService:
         self._clock = clock or SystemClock()
         self._random = random.Random()
 
-    def ensure_retry_topic(self, group: str) -> TopicConfig:
-        """``%RETRY%{group}``, created with one read-write queue if missing."""
+    def ensure_retry_topic(self, group: str, *, max_topics: int | None = None,
+                           requester: str | None = None) -> TopicConfig:
+        """``%RETRY%{group}``, created with one read-write queue if missing.
+
+        With *max_topics*, a new one is refused (BusyError naming the *requester*'s
+        access key) once the broker has that many retry topics.
+        """
+        if max_topics is not None and not self.has_retry_topic(group):
+            count = self.retry_topic_count()
+            if count >= max_topics:
+                raise BusyError(
+                    f"the heartbeat of access key {requester!r} would create "
+                    f"{retry_topic(group)!r}, but this broker already has {count} retry "
+                    f"topics (limit {max_topics}, max_auto_retry_topics); delete unused "
+                    "groups' retry topics or raise the limit", reason="TOO_MANY_RETRY_TOPICS")
         return self._topics.get_or_create(TopicConfig(
             topic_name=retry_topic(group), read_queue_nums=RETRY_QUEUE_NUMS,
             write_queue_nums=RETRY_QUEUE_NUMS, perm=Perm.READ_WRITE))
+
+    def has_retry_topic(self, group: str) -> bool:
+        return self._topics.get(retry_topic(group)) is not None
+
+    def retry_topic_count(self) -> int:
+        """Retry topics on this broker (a scan: call it only before creating one)."""
+        return sum(1 for tc in self._topics.all()
+                   if tc.topic_name.startswith(RETRY_GROUP_TOPIC_PREFIX))
 
     def _ensure_dlq_topic(self, group: str) -> TopicConfig:
         return self._topics.get_or_create(TopicConfig(
@@ -147,12 +183,25 @@ class SendBackService:
 
     async def send_back(self, *, group: str, phys_offset: int, delay_level: int,
                         origin_topic: str = "", origin_msg_id: str = "",
-                        max_reconsume_times: int = 0) -> SendBackDecision:
-        """Store the retry or dead-letter copy of the message at *phys_offset*."""
+                        max_reconsume_times: int = 0,
+                        authorize: Callable[[StoredMessage], None] | None = None,
+                        ) -> SendBackDecision:
+        """Store the retry or dead-letter copy of the message at *phys_offset*.
+
+        *authorize* sees the record before anything else does and raises to refuse
+        it; the origin topic is compared only after, so that a refusal's status
+        cannot tell a caller whether its guess of the record's topic was right.
+        """
         problem = check_group(group)
         if problem:
             raise InvalidRequestError(f"ConsumerSendMsgBack: {problem}")
-        msg = self._read(phys_offset, origin_topic)
+        msg = self._read(phys_offset)
+        if msg.topic in NOT_ALLOWED_READ_TOPICS:
+            raise PermissionDeniedError(refused_send_back(phys_offset, group),
+                                        reason="SEND_BACK_NOT_ALLOWED")
+        if authorize is not None:
+            authorize(msg)
+        self._check_origin(msg, origin_topic)
         decision = decide_send_back(group=group, reconsume_times=msg.reconsume_times,
                                     delay_level=delay_level,
                                     max_reconsume_times=max_reconsume_times)
@@ -177,7 +226,7 @@ class SendBackService:
                   decision.reconsume_times, decision.delay_level)
         return decision
 
-    def _read(self, phys_offset: int, origin_topic: str) -> StoredMessage:
+    def _read(self, phys_offset: int) -> StoredMessage:
         if phys_offset < 0:
             raise InvalidRequestError(f"phys_offset is {phys_offset}; a commit-log offset is "
                                       ">= 0 (MessageExt.phys_offset of the consumed message)")
@@ -192,12 +241,16 @@ class SendBackService:
             raise NotFoundError(f"no message starts at commit-log offset {phys_offset} on this "
                                 "broker; send it back to the broker it was pulled from (it may "
                                 "also have been deleted by retention)", reason="NO_MESSAGE")
+        return msg
+
+    @staticmethod
+    def _check_origin(msg: StoredMessage, origin_topic: str) -> None:
         first_topic = msg.properties.get(PROPERTY_RETRY_TOPIC, msg.topic)
         if origin_topic and origin_topic not in (msg.topic, first_topic):
-            raise NotFoundError(f"the message at commit-log offset {phys_offset} is of topic "
-                                f"{first_topic!r}, not {origin_topic!r}; was the offset taken "
-                                "from another broker's message?", reason="NO_MESSAGE")
-        return msg
+            # Name only what the caller named: the record's topic may be none of its business.
+            raise NotFoundError(f"the message at commit-log offset {msg.phys_offset} is not of "
+                                f"topic {origin_topic!r}; was the offset taken from another "
+                                "broker's message?", reason="NO_MESSAGE")
 
     def _copy_properties(self, msg: StoredMessage, decision: SendBackDecision,
                          origin_msg_id: str, phys_offset: int) -> dict[str, str]:

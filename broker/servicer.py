@@ -40,10 +40,18 @@ from pocketmq.broker.send_service import SendMessageService, SendOutcome, SendSt
 from pocketmq.broker.topic_config import Perm, TopicConfig
 from pocketmq.broker.transaction import EndTransactionRequest, TransactionalMessageService
 from pocketmq.broker.transaction_ops import Resolution
+from pocketmq.broker.v1_authz import (
+    authorize_end_transaction,
+    authorize_heartbeat,
+    check_readable,
+    check_record_readable,
+    check_subscribe,
+    send_back_guard,
+)
 from pocketmq.common.msgid import decode_offset_msg_id
 from pocketmq.common.validation import check_group, check_topic
 from pocketmq.security import grpc_guard
-from pocketmq.security.interceptor import AclError, authorize_subscribe
+from pocketmq.security.interceptor import AclError, current_owner
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2
 
@@ -72,6 +80,8 @@ def _rpc(method: Handler[Req, Resp]) -> Handler[Req, Resp]:
             return await method(self, request, context)
         except BrokerError as exc:
             await _abort(context, exc)
+        except AclError as exc:
+            await context.abort(exc.code, exc.message)
         except Exception as exc:
             log.exception("%s failed on an unexpected error", method.__name__)
             await context.abort(grpc.StatusCode.INTERNAL,
@@ -259,6 +269,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                  transactions: TransactionalMessageService,
                  default_topic_queue_nums: int,
                  figures: Sequence[Callable[[], dict[str, str]]] = (),
+                 max_auto_retry_topics: int = 10_000,
                  promote: Promote | None = None) -> None:
         self._promote = promote   # the broker's HaController.promote (manual failover)
         self._send = send
@@ -271,6 +282,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self._admin = admin
         self._default_queue_nums = default_topic_queue_nums
         self._figures = figures   # more GetBrokerRuntimeInfo rows (flow control, ...)
+        self._max_auto_retry_topics = max_auto_retry_topics
 
     # -- messages -----------------------------------------------------------------------
     @_rpc
@@ -290,12 +302,16 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     @_rpc
     async def EndTransaction(self, request: pb.EndTransactionRequest,
                              context: grpc.aio.ServicerContext) -> pb.EndTransactionResponse:
-        outcome = await self._transactions.end_transaction(_end_transaction(request))
+        end = _end_transaction(request)
+        authorize_end_transaction(self._transactions.half_message(end.commit_log_offset),
+                                  end.producer_group)
+        outcome = await self._transactions.end_transaction(end)
         return pb.EndTransactionResponse(already_resolved=outcome.already_resolved)
 
     @_rpc
     async def PullMessage(self, request: pb.PullMessageRequest,
                           context: grpc.aio.ServicerContext) -> pb.PullMessageResponse:
+        check_readable(request.topic)
         commit_offset = request.commit_offset if request.HasField("commit_offset") else None
         fenced, commit_offset = self._reset_fence(request.consumer_group, request,
                                                   commit_offset)
@@ -318,9 +334,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         queued: list[tuple[int, PullRequest]] = []
         for index, pull in enumerate(request.pulls):
             try:
-                authorize_subscribe(pull.topic)
-            except AclError as exc:
-                answered.append(_refusal(index, PermissionDeniedError(exc.message)))
+                check_subscribe(pull.topic)
+            except PermissionDeniedError as exc:
+                answered.append(_refusal(index, exc))
                 continue
             commit_offset = pull.commit_offset if pull.HasField("commit_offset") else None
             fenced, commit_offset = self._reset_fence(group, pull, commit_offset)
@@ -375,6 +391,12 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                                    ) -> pb.UpdateConsumerOffsetResponse:
         _check_names(topic=request.topic, group=request.consumer_group)
         self._admin.check_queue(request.topic, request.queue_id)
+        max_offset = self._admin.max_offset(request.topic, request.queue_id)
+        if request.offset > max_offset:
+            raise InvalidRequestError(
+                f"offset {request.offset} of {request.topic}:{request.queue_id} is past the "
+                f"queue's max offset {max_offset}; commit the next offset to consume, at most "
+                "the max offset", reason="OFFSET_PAST_MAX")
         if self._admin.reset_fence(request.consumer_group, request.topic,
                                    request.queue_id) is not None:
             log.debug("offset %d of %s:%d for group %s predates an offset reset; ignored",
@@ -406,6 +428,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     @_rpc
     async def QueryMessage(self, request: pb.QueryMessageRequest,
                            context: grpc.aio.ServicerContext) -> pb.QueryMessageResponse:
+        check_readable(request.topic)
         records = self._admin.query_by_key(
             request.topic, request.key, max_num=request.max_num,
             begin_timestamp_ms=request.begin_timestamp_ms,
@@ -415,7 +438,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     @_rpc
     async def ViewMessage(self, request: pb.ViewMessageRequest,
                           context: grpc.aio.ServicerContext) -> pb.ViewMessageResponse:
-        return pb.ViewMessageResponse(record=self._admin.view_message(request.offset_msg_id))
+        record = self._admin.view_message(request.offset_msg_id)
+        check_record_readable(record)
+        return pb.ViewMessageResponse(record=record)
 
     @_rpc
     async def ConsumerSendMsgBack(self, request: pb.ConsumerSendMsgBackRequest,
@@ -426,7 +451,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
             group=request.group, phys_offset=request.phys_offset,
             delay_level=request.delay_level, origin_topic=request.origin_topic,
             origin_msg_id=request.origin_msg_id,
-            max_reconsume_times=request.max_reconsume_times)
+            max_reconsume_times=request.max_reconsume_times,
+            authorize=send_back_guard(request.group, request.phys_offset, self._clients,
+                                      self._offsets))
         return pb.ConsumerSendMsgBackResponse()
 
     # -- orderly consumption ------------------------------------------------------------
@@ -435,8 +462,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                           context: grpc.aio.ServicerContext) -> pb.LockBatchMQResponse:
         _check_names(group=request.group)
         _check_client_id(request.client_id)
-        locked = self._locks.try_lock_batch(request.group, request.client_id,
-                                            _queues(request.queues))
+        queues = _queues(request.queues)
+        check_subscribe(*{q.topic for q in queues})
+        locked = self._locks.try_lock_batch(request.group, request.client_id, queues)
         return pb.LockBatchMQResponse(locked=_queue_refs(locked))
 
     @_rpc
@@ -444,7 +472,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                             context: grpc.aio.ServicerContext) -> pb.UnlockBatchMQResponse:
         _check_names(group=request.group)
         _check_client_id(request.client_id)
-        self._locks.unlock_batch(request.group, request.client_id, _queues(request.queues))
+        queues = _queues(request.queues)
+        check_subscribe(*{q.topic for q in queues})
+        self._locks.unlock_batch(request.group, request.client_id, queues)
         return pb.UnlockBatchMQResponse()
 
     # -- clients ------------------------------------------------------------------------
@@ -455,12 +485,16 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         for group in request.producer_groups:
             _check_names(group=group)
         consumers = [_consumer(c) for c in request.consumers]
+        authorize_heartbeat(request.producer_groups, consumers)
+        owner = current_owner()
+        self._clients.check_owner(request.client_id, owner)
         for consumer in consumers:
             if consumer.message_model is MessageModel.CLUSTERING:
                 # Its retry topic exists before anything fails, as RocketMQ's heartbeat does.
-                self._send_back.ensure_retry_topic(consumer.group)
+                self._send_back.ensure_retry_topic(
+                    consumer.group, max_topics=self._max_auto_retry_topics, requester=owner)
         self._clients.heartbeat(request.client_id, producer_groups=request.producer_groups,
-                                consumers=consumers)
+                                consumers=consumers, owner=owner)
         return pb.HeartBeatResponse()
 
     @_rpc
@@ -470,7 +504,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         _check_client_id(request.client_id)
         _check_given(groups=(request.producer_group, request.consumer_group))
         self._clients.unregister(request.client_id, producer_group=request.producer_group,
-                                 consumer_group=request.consumer_group)
+                                 consumer_group=request.consumer_group, owner=current_owner())
         return pb.UnregisterClientResponse()
 
     @_rpc
@@ -485,9 +519,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                             context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ServerCommand]:
         try:
             _check_client_id(request.client_id)
+            channel = self._clients.open_channel(request.client_id, owner=current_owner())
         except BrokerError as exc:
             await _abort(context, exc)
-        channel = self._clients.open_channel(request.client_id)
+            raise AssertionError("context.abort returned") from None  # pragma: no cover
         try:
             async for command in channel.commands():
                 yield _command_pb(command)

@@ -44,6 +44,7 @@ from pocketmq.broker.errors import (
     FailedPreconditionError,
     InvalidRequestError,
     NotFoundError,
+    PermissionDeniedError,
     PutRejectedError,
 )
 from pocketmq.broker.json_file import JsonFile
@@ -345,15 +346,16 @@ class TransactionalMessageService:
         except CorruptRecordError as exc:
             raise NotFoundError(f"the record at commit-log offset {offset} is damaged: "
                                 f"{exc.reason}", reason="TRANSACTION_NOT_FOUND") from None
+        # Refusals name only what the request named: the record may be another group's.
         if half.topic != TRANS_HALF_TOPIC:
-            raise NotFoundError(f"the message at commit-log offset {offset} is a message of "
-                                f"topic {half.topic!r}, not a half message",
-                                reason="TRANSACTION_NOT_FOUND")
+            raise NotFoundError(f"the message at commit-log offset {offset} is not a half "
+                                "message", reason="TRANSACTION_NOT_FOUND")
         group = half.properties.get(PROPERTY_PRODUCER_GROUP, "")
         if group != request.producer_group:
-            raise InvalidRequestError(f"half message at commit-log offset {offset} belongs to "
-                                      f"producer group {group!r}, not "
-                                      f"{request.producer_group!r}")
+            raise PermissionDeniedError(f"the half message at commit-log offset {offset} is not "
+                                        f"one of producer group {request.producer_group!r}; a "
+                                        "producer ends only its own group's transactions",
+                                        reason="TRANSACTION_OF_ANOTHER_GROUP")
         if request.msg_id and request.msg_id != half.uniq_key:
             raise InvalidRequestError(f"half message at commit-log offset {offset} has msg id "
                                       f"{half.uniq_key!r}, not {request.msg_id!r}")

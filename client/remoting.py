@@ -625,8 +625,17 @@ def _queue_ref(queue: MessageQueue) -> object:
         topic=queue.topic, broker_name=queue.broker_name, queue_id=queue.queue_id)
 
 
-class _Signer(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):
-    """Adds the ACL signature (common/auth.py) to every call: one HMAC per RPC."""
+def signers(credentials: Credentials) -> list[Any]:
+    """The interceptors that sign every unary and server-streaming call with *credentials*."""
+    return [_SignerUnary(credentials), _SignerStream(credentials)]
+
+
+class _SigningBase:
+    """Adds the ACL signature (common/auth.py) to every call: one HMAC per RPC.
+
+    grpc.aio files an interceptor under the first call kind it implements only, so
+    unary and server-streaming calls each need an object of their own (:func:`signers`).
+    """
 
     def __init__(self, credentials: Credentials) -> None:
         self._credentials = credentials
@@ -639,10 +648,14 @@ class _Signer(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientIn
         return grpc.aio.ClientCallDetails(details.method, details.timeout, metadata,
                                           details.credentials, details.wait_for_ready)
 
+
+class _SignerUnary(_SigningBase, grpc.aio.UnaryUnaryClientInterceptor):
     async def intercept_unary_unary(self, continuation: Any, details: Any,
                                     request: Any) -> Any:
         return await continuation(self._signed(details, request), request)
 
+
+class _SignerStream(_SigningBase, grpc.aio.UnaryStreamClientInterceptor):
     async def intercept_unary_stream(self, continuation: Any, details: Any,
                                      request: Any) -> Any:
         return await continuation(self._signed(details, request), request)
@@ -665,7 +678,7 @@ class Remoting:
         self._brokers: dict[str, BrokerClient] = {}
         self._transport = transport or Transport()
         creds = self._transport.credentials
-        self._interceptors = [_Signer(creds)] if creds is not None else None
+        self._interceptors = signers(creds) if creds is not None else None
         self._tls: grpc.ChannelCredentials | None = None
         t = self._transport
         if t.tls_ca_file or t.tls_cert_file:

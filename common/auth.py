@@ -1,25 +1,32 @@
 """Request signatures: who sends a request, proven with a shared secret (RocketMQ's ACL).
 
 A user holds an access key (public, names the user) and a secret key (shared
-with the broker's ACL file, never sent). Each RPC carries three gRPC metadata
+with the broker's ACL file, never sent). Each RPC carries four gRPC metadata
 entries::
 
     x-pocketmq-access-key:  AK123
     x-pocketmq-timestamp:   1763800000123                   (ms since the epoch)
+    x-pocketmq-nonce:       9f1c0a7e5b2d4c3a8e6f1b0d2c4a6e8f (16 random bytes, hex)
     x-pocketmq-signature:   base64(HMAC-SHA256(secret key, canonical string))
 
     canonical string = "\\n".join([full method name, timestamp, access key,
-                                   *identifying fields of the request])
+                                   *identifying fields of the request,
+                                   nonce, hex(SHA-256(request body))])
 
-    e.g. "/pocketmq.v1.Broker/PullMessage\\n1763800000123\\nAK123\\norders\\nbilling"
+    e.g. "/pocketmq.v1.Broker/PullMessage\\n1763800000123\\nAK123\\norders\\nbilling
+          \\n9f1c...\\n5e88..."
 
-The identifying fields are the names the permission check reads (topic,
-consumer group, producer group; :data:`SIGNED_FIELDS`), so a signature cannot
-be replayed against another topic or group, nor after the replay window
-(:data:`REPLAY_WINDOW_MS` either side of the broker's clock). Bodies are not
-signed: RocketMQ 5's own scheme signs only a date header, and a payload's
-integrity on the wire is TLS's job. SHA-256 rather than RocketMQ 4's SHA-1:
-same cost here, no known weakness.
+The request body is the message serialized with ``deterministic=True`` on both
+sides (:func:`body_digest`; the broker re-serializes what it deserialized,
+which gives the same bytes for a message the same protobuf library wrote), so
+a signature covers every field: the records of a send, the offset of a commit,
+the queues of a batch pull. The identifying fields (:data:`SIGNED_FIELDS`) are
+in the digest as well; they stay in the string so that a mismatch is easy to
+read in a log. A signature holds for :data:`REPLAY_WINDOW_MS` either side of the
+verifier's clock, and the verifier refuses the same signature twice within it
+(``security/interceptor.py``); the nonce keeps two identical requests signed in
+the same millisecond distinct. SHA-256 rather than RocketMQ 4's SHA-1: same
+cost here, no known weakness.
 
 Pure Python, no gRPC: the client signs with it, the broker verifies with it.
 """
@@ -29,6 +36,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,20 +44,24 @@ from typing import Any
 
 __all__ = [
     "ACCESS_KEY_HEADER",
+    "NONCE_HEADER",
     "REPLAY_WINDOW_MS",
     "SIGNATURE_HEADER",
     "SIGNED_FIELDS",
     "TIMESTAMP_HEADER",
     "Credentials",
+    "body_digest",
     "canonical_string",
     "identifying_fields",
     "sign",
+    "signed_fields",
     "signed_metadata",
 ]
 
 ACCESS_KEY_HEADER = "x-pocketmq-access-key"
 TIMESTAMP_HEADER = "x-pocketmq-timestamp"
 SIGNATURE_HEADER = "x-pocketmq-signature"
+NONCE_HEADER = "x-pocketmq-nonce"
 REPLAY_WINDOW_MS = 300_000
 
 #: request fields, in signing order, that name what a request touches
@@ -78,6 +90,19 @@ def identifying_fields(request: Any) -> list[str]:
     return out
 
 
+def body_digest(request: Any) -> str:
+    """Hex SHA-256 of the request's deterministic serialization ("" for a non-message)."""
+    serialize = getattr(request, "SerializeToString", None)
+    if serialize is None:
+        return ""
+    return hashlib.sha256(serialize(deterministic=True)).hexdigest()
+
+
+def signed_fields(request: Any, nonce: str) -> list[str]:
+    """What follows method, timestamp and access key in the canonical string."""
+    return [*identifying_fields(request), nonce, body_digest(request)]
+
+
 def canonical_string(method: str, timestamp_ms: int, access_key: str,
                      fields: Sequence[str]) -> bytes:
     return "\n".join([method, str(timestamp_ms), access_key, *fields]).encode()
@@ -92,9 +117,10 @@ def sign(secret_key: str, method: str, timestamp_ms: int, access_key: str,
 
 def signed_metadata(credentials: Credentials, method: str, request: Any,
                     now_ms: int | None = None) -> tuple[tuple[str, str], ...]:
-    """The three metadata entries that sign *request* for *method*."""
+    """The four metadata entries that sign *request* (its whole body) for *method*."""
     ts = int(time.time() * 1000) if now_ms is None else now_ms
+    nonce = os.urandom(16).hex()
     signature = sign(credentials.secret_key, method, ts, credentials.access_key,
-                     identifying_fields(request))
+                     signed_fields(request, nonce))
     return ((ACCESS_KEY_HEADER, credentials.access_key), (TIMESTAMP_HEADER, str(ts)),
-            (SIGNATURE_HEADER, signature))
+            (NONCE_HEADER, nonce), (SIGNATURE_HEADER, signature))

@@ -6,16 +6,20 @@ Per call (unary and server-streaming)::
     x-pocketmq-access-key known?                no ─▶ UNAUTHENTICATED  "access key ... is unknown"
     account allowed from this ip?               no ─▶ PERMISSION_DENIED naming the address
     timestamp within ±300 s of the broker?      no ─▶ UNAUTHENTICATED  "... 412 s off"
-    signature = HMAC(secret, canonical string)? no ─▶ UNAUTHENTICATED  (common/auth.py)
+    signature = HMAC(secret, canonical string)? no ─▶ UNAUTHENTICATED  (common/auth.py; it
+                                                                        covers the whole body)
+    signature not seen in the last 300 s?       no ─▶ UNAUTHENTICATED  "... a replay"
     the method's rule (RULES) holds?            no ─▶ PERMISSION_DENIED naming user, resource,
                                                                         permission
-    ──▶ served, with the account in :data:`current_account` for the send path
+    ──▶ served, with the account in :data:`current_account` for the servicer's own checks
 
-Sends carry their topics inside the batch blob, so PUB on each topic is checked
-by the broker's send path after its scan (:func:`authorize_publish`), not here;
-a PullBatch names a topic per queue, each checked for SUB by the servicer
-(:func:`authorize_subscribe`), a denied queue refused alone.
-An admin account may do everything. Methods not in :data:`RULES` need admin.
+RULES check what the request's own fields name. What a request names inside
+(the topics of a send's records, of each queue of a PullBatch or LockBatchMQ,
+the record at a send-back's or EndTransaction's offset, the groups and
+subscriptions of a heartbeat, the client id a caller registered) is checked by
+the broker's servicer with :func:`authorize_publish`, :func:`authorize_subscribe`
+and :func:`authorize_group` once it has read them. An admin account may do
+everything. Methods not in :data:`RULES` need admin.
 """
 
 from __future__ import annotations
@@ -30,26 +34,31 @@ import grpc
 
 from pocketmq.common.auth import (
     ACCESS_KEY_HEADER,
+    NONCE_HEADER,
     REPLAY_WINDOW_MS,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
-    identifying_fields,
     sign,
+    signed_fields,
 )
 from pocketmq.security.acl import PUB, SUB, Account, AclStore
+from pocketmq.security.replay import DEFAULT_MAX_SIGNATURES, RecentSignatures
 
-__all__ = ["RULES", "AclError", "AclInterceptor", "authorize_publish", "authorize_subscribe",
-           "current_account"]
+__all__ = ["ANY", "RULES", "AclError", "AclInterceptor", "authorize_group",
+           "authorize_publish", "authorize_subscribe", "current_account", "current_owner"]
 
 #: the account of the call being served; None when the ACL is off or the peer is trusted
 current_account: contextvars.ContextVar[Account | None] = contextvars.ContextVar(
     "pocketmq_acl_account", default=None)
 
 AUTH = "authenticated"      # any known user
+GROUP = "GROUP"             # PUB or SUB on the group (a producer group's own)
+ANY = PUB | SUB
 # method name -> (what it needs, the topic field, the group field)
 RULES: dict[str, tuple[str, str, str]] = {
     "SendMessage": (AUTH, "", ""), "SendBatch": (AUTH, "", ""),   # PUB: authorize_publish
-    "EndTransaction": (AUTH, "", ""),
+    # PUB on the half's topic: the servicer, once it has read the half
+    "EndTransaction": (GROUP, "", "producer_group"),
     "PullMessage": ("SUB", "topic", "consumer_group"),
     "PullBatch": ("SUB", "", "consumer_group"),   # each queue's topic: authorize_subscribe
     "QueryConsumerOffset": ("SUB", "topic", "consumer_group"),
@@ -57,9 +66,12 @@ RULES: dict[str, tuple[str, str, str]] = {
     "GetMinOffset": ("SUB", "topic", ""), "GetMaxOffset": ("SUB", "topic", ""),
     "SearchOffsetByTimestamp": ("SUB", "topic", ""),
     "QueryMessage": ("SUB", "topic", ""),
+    # the record's topics: the servicer, once it has read the record
     "ConsumerSendMsgBack": ("SUB", "", "group"),
+    # each queue's topic: the servicer
     "LockBatchMQ": ("SUB", "", "group"), "UnlockBatchMQ": ("SUB", "", "group"),
     "GetConsumerListByGroup": ("SUB", "", "consumer_group"),
+    # groups, subscriptions and the client id's owner: the servicer
     "HeartBeat": (AUTH, "", ""), "UnregisterClient": (AUTH, "", ""),
     "ClientChannel": (AUTH, "", ""),
     # the nameserver: routes are for any user; RegisterBroker/UnregisterBroker need admin
@@ -84,13 +96,28 @@ def _peer_ip(peer: str) -> str:
 
 
 def _perm_name(perm: int) -> str:
-    return {PUB: "PUB", SUB: "SUB"}.get(perm, "PUB|SUB")
+    return {PUB: "PUB", SUB: "SUB"}.get(perm, "PUB or SUB")
 
 
 def _denied(account: Account, what: str, name: str, perm: int) -> AclError:
     return AclError(grpc.StatusCode.PERMISSION_DENIED,
                     f"access key {account.access_key!r} has no {_perm_name(perm)} permission on "
                     f"{what} {name!r}; grant it in the ACL file (topic_perms / group_perms)")
+
+
+def current_owner() -> str | None:
+    """The access key of the call being served; None without an ACL or from a trusted host."""
+    account = current_account.get()
+    return None if account is None else account.access_key
+
+
+def authorize_group(group: str, perm: int = SUB) -> None:
+    """*perm* on *group* (:data:`ANY`: either permission) for the account being served."""
+    account = current_account.get()
+    if account is None or account.admin:
+        return
+    if not account.group_perm(group) & perm:
+        raise _denied(account, "group", group, perm)
 
 
 def authorize_publish(topics: Iterable[str]) -> None:
@@ -113,9 +140,11 @@ def authorize_subscribe(topic: str) -> None:
 
 
 class AclInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, store: AclStore, *, clock_ms: Callable[[], int] | None = None) -> None:
+    def __init__(self, store: AclStore, *, clock_ms: Callable[[], int] | None = None,
+                 max_signatures: int = DEFAULT_MAX_SIGNATURES) -> None:
         self._store = store
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self._seen = RecentSignatures(REPLAY_WINDOW_MS, max_entries=max_signatures)
         self._wrapped: dict[str, tuple[Any, Any]] = {}
         self.refused_total = 0
 
@@ -199,17 +228,31 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
         except ValueError:
             raise AclError(grpc.StatusCode.UNAUTHENTICATED,
                            f"{TIMESTAMP_HEADER} is missing or not milliseconds") from None
-        skew_ms = ts - self._clock_ms()
+        now_ms = self._clock_ms()
+        skew_ms = ts - now_ms
         if abs(skew_ms) > REPLAY_WINDOW_MS:
             raise AclError(grpc.StatusCode.UNAUTHENTICATED,
                            f"the request was signed {abs(skew_ms) / 1000:.0f} s "
                            f"{'ahead of' if skew_ms > 0 else 'behind'} this broker's clock; "
                            f"at most {REPLAY_WINDOW_MS // 1000} s are accepted (check NTP)")
-        expected = sign(account.secret_key, method, ts, access_key, identifying_fields(request))
-        if not hmac.compare_digest(expected, str(headers.get(SIGNATURE_HEADER, ""))):
+        nonce = str(headers.get(NONCE_HEADER, ""))
+        if not nonce:
+            raise AclError(grpc.StatusCode.UNAUTHENTICATED,
+                           f"{method} carries no {NONCE_HEADER}; the client signs with an older "
+                           "scheme than this server's (upgrade the client)")
+        signature = str(headers.get(SIGNATURE_HEADER, ""))
+        expected = sign(account.secret_key, method, ts, access_key,
+                        signed_fields(request, nonce[:64]))
+        if not hmac.compare_digest(expected, signature):
             raise AclError(grpc.StatusCode.UNAUTHENTICATED,
                            f"the signature of access key {access_key!r} does not match; the "
                            "secret key differs from the ACL's, or the request was altered")
+        if not self._seen.admit(signature, ts, now_ms):
+            raise AclError(grpc.StatusCode.UNAUTHENTICATED,
+                           f"this request of access key {access_key!r} was already received "
+                           f"with the same signature; a replay is refused (each request is "
+                           f"signed anew, and a signature is accepted once within "
+                           f"{REPLAY_WINDOW_MS // 1000} s)")
         self._authorize(account, method.rsplit("/", 1)[-1], request)
         return account
 
@@ -229,5 +272,6 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
         if topic and not account.topic_perm(topic) & SUB:
             raise _denied(account, "topic", topic, SUB)
         group = getattr(request, group_field, "") if group_field else ""
-        if group and not account.group_perm(group) & SUB:
-            raise _denied(account, "group", group, SUB)
+        group_need = ANY if need == GROUP else SUB
+        if group and not account.group_perm(group) & group_need:
+            raise _denied(account, "group", group, group_need)

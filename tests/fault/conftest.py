@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import aclmode
 import pytest
 from processkit import ProcessKit
 
@@ -32,6 +33,12 @@ class FaultReport:
     def add(self, fault: str, *, acknowledged: int, lost: int, promised: str = "0",
             recover_s: float | None = None) -> None:
         _ROWS.append(FaultRow(fault, acknowledged, lost, promised, recover_s))
+
+
+@pytest.fixture(autouse=True)
+def _acl_mode(monkeypatch, tmp_path) -> None:
+    """POCKETMQ_TEST_ACL=1: servers with the ACL on, clients signing (tests/support/aclmode)."""
+    aclmode.install(monkeypatch.setattr, tmp_path)
 
 
 @pytest.fixture

@@ -9,11 +9,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
+import aclmode
 import pytest
 from fuzzkit import QUEUES, TOPIC, Servers
 from processkit import ProcessKit
 
 from pocketmq.v1 import broker_pb2, common_pb2
+
+
+@pytest.fixture(autouse=True)
+def _acl_mode(monkeypatch, tmp_path) -> None:
+    """POCKETMQ_TEST_ACL=1: servers with the ACL on, clients signing (tests/support/aclmode)."""
+    aclmode.install(monkeypatch.setattr, tmp_path)
 
 
 @pytest.fixture(scope="session")

@@ -77,8 +77,8 @@ async def test_a_corrupted_offsets_file_falls_back_to_the_previous_version(tmp_p
     broker = Broker(broker_config(consumer_offset_persist_interval_seconds=3600))
     await broker.start()
     try:
-        await with_stub(broker, lambda stub: stub.SendMessage(
-            pb.SendMessageRequest(record=record())))
+        await with_stub(broker, lambda stub: stub.SendBatch(   # offsets up to 9 exist
+            pb.SendBatchRequest(records=record() * 9)))
         await with_stub(broker, lambda stub: commit(stub, 0, 5))
         await broker.offsets.run_once()             # consumerOffset.json: 5
         await with_stub(broker, lambda stub: commit(stub, 0, 9))

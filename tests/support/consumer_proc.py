@@ -14,11 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))   # aclmode, run as a script
+
+import aclmode
 
 from pocketmq.client import ConsumeResult, PushConsumer
 
 
 async def main(namesrv: str, group: str, topic: str) -> None:
+    aclmode.install(setattr)        # POCKETMQ_TEST_ACL=1: sign as the test user
     consumer = PushConsumer(group=group, namesrv=namesrv, consume_from="first",
                             commit_interval_s=1, rebalance_interval_s=1,
                             route_refresh_interval_s=1, heartbeat_interval_s=1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import aclmode
 import grpc
 from processkit import ServerProcess
 
@@ -52,6 +53,11 @@ class Servers:
         self.processes = {"broker": broker, "nameserver": namesrv}
         self.channels = {name: grpc.insecure_channel(p.addr)
                          for name, p in self.processes.items()}
+        if aclmode.enabled():      # the fuzz input signed as an admin: it must pass the ACL
+            signer = aclmode.RawBytesSigner(aclmode.ADMIN,
+                                            {m.path: m.input for m in methods()})
+            self.channels = {name: grpc.intercept_channel(channel, signer)
+                             for name, channel in self.channels.items()}
 
     def call(self, method: Method, payload: bytes) -> tuple[grpc.StatusCode, str]:
         """Send *payload* as the request of *method*; (status, details). Streams: first reply."""

@@ -8,6 +8,8 @@ whatever a test left running. Signals go to one process by its PID.
     ns = await kit.nameserver()
     broker = await kit.broker("broker-a", namesrv=ns.addr, flush_disk_type="sync")
     broker.signal(signal.SIGKILL); await broker.wait()
+
+With ``POCKETMQ_TEST_ACL=1`` (``aclmode``) every server starts with its ACL on.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import aclmode
 
 MiB = 1024 * 1024
 
@@ -137,6 +141,7 @@ class ProcessKit:
 
     async def nameserver(self, *, port: int = 0, timeout_s: float = 30.0,
                          **options: Any) -> ServerProcess:
+        options = {**aclmode.server_options(self.work_dir), **options}
         return await self._spawn("nameserver", ["nameserver", "--host", "127.0.0.1",
                                                 "--port", str(port), *config_flags(options)],
                                  _NAMESRV_LISTENING, timeout_s)
@@ -146,8 +151,8 @@ class ProcessKit:
                      **options: Any) -> ServerProcess:
         """A broker with SMALL_BROKER settings; *options* are BrokerConfig keys."""
         data_dir = data_dir or self.work_dir / name
-        settings = {**SMALL_BROKER, "broker_name": name, "port": port,
-                    "data_dir": str(data_dir), **options}
+        settings = {**SMALL_BROKER, **aclmode.broker_options(self.work_dir),
+                    "broker_name": name, "port": port, "data_dir": str(data_dir), **options}
         if namesrv:
             settings["namesrv_addrs"] = namesrv
         return await self._spawn(name, ["broker", *config_flags(settings)], _BROKER_SERVING,

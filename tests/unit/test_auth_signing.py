@@ -7,6 +7,7 @@ import pytest
 
 from pocketmq.common.auth import (
     ACCESS_KEY_HEADER,
+    NONCE_HEADER,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     Credentials,
@@ -131,3 +132,25 @@ def test_rocketmq5_signatures_and_permissions_come_from_the_same_acl(tmp_path):
         auth._authorize("app", "SendMessage", "payments", "")
     with pytest.raises(PermissionDeniedError, match="no SUB permission on group 'other'"):
         auth._authorize("app", "AckMessage", "orders", "other")
+
+
+def test_the_signature_covers_every_field_of_the_body(interceptor):
+    signed = pb.PullMessageRequest(topic="orders", consumer_group="billing", queue_offset=5)
+    altered = pb.PullMessageRequest(topic="orders", consumer_group="billing", queue_offset=6)
+    with pytest.raises(AclError, match="does not match"):
+        interceptor.check(PULL, altered, headers(signed), "127.0.0.1")
+
+
+def test_the_same_signed_request_twice_is_a_refused_replay(interceptor):
+    once = headers(pull())
+    interceptor.check(PULL, pull(), once, "127.0.0.1")
+    with pytest.raises(AclError, match="a replay is refused") as refused:
+        interceptor.check(PULL, pull(), once, "127.0.0.1")
+    assert refused.value.code is grpc.StatusCode.UNAUTHENTICATED
+    interceptor.check(PULL, pull(), headers(pull()), "127.0.0.1")   # signed anew: fine
+
+
+def test_a_request_without_a_nonce_is_refused_as_an_older_scheme(interceptor):
+    old = {k: v for k, v in headers(pull()).items() if k != NONCE_HEADER}
+    with pytest.raises(AclError, match="older scheme"):
+        interceptor.check(PULL, pull(), old, "127.0.0.1")

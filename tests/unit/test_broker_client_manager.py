@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from pocketmq.broker.client_manager import (
     ChannelOpened,
     ClientManager,
+    ClientOwnershipError,
     ConsumerRegistration,
     NotifyConsumerIdsChanged,
 )
@@ -150,3 +153,50 @@ async def test_expiry_closes_the_clients_channel():
     clock.advance(121)
     m.run_once()
     assert channel.closed and m.channel("c1") is None
+
+
+# -- client ids belong to the access key that registered them ------------------------------
+def test_a_client_id_is_bound_to_the_key_that_first_registered_it():
+    m = ClientManager(broker_name="broker-a", clock=ManualClock())
+    m.heartbeat("c1", consumers=[consumer()], owner="alice")
+    m.heartbeat("c1", consumers=[consumer()], owner="alice")        # its own again: fine
+    with pytest.raises(ClientOwnershipError, match="'c1' is registered by another access key"):
+        m.heartbeat("c1", producer_groups=["PG"], owner="mallory")
+    with pytest.raises(ClientOwnershipError):
+        m.unregister("c1", consumer_group="GroupA", owner="mallory")
+    with pytest.raises(ClientOwnershipError):
+        m.open_channel("c1", owner="mallory")
+    assert m.consumer_ids("GroupA") == ["c1"] and m.producer_ids("PG") == []
+    assert m.owner("c1") == "alice"
+
+
+def test_without_an_owner_nothing_is_bound_or_refused():
+    m = ClientManager(broker_name="broker-a", clock=ManualClock())
+    m.heartbeat("c1", producer_groups=["PG"])          # the call forms of grpc_v2/telemetry.py
+    m.open_channel("c1")
+    m.unregister("c1", producer_group="PG")
+    assert m.owner("c1") is None
+    m.heartbeat("c2", consumers=[consumer()], owner="alice")
+    m.unregister("c2", consumer_group="GroupA")        # a trusted host may
+    assert m.consumer_ids("GroupA") == []
+
+
+def test_a_client_gone_releases_its_id():
+    clock = ManualClock()
+    m = ClientManager(broker_name="broker-a", expire_seconds=120, clock=clock)
+    m.heartbeat("c1", consumers=[consumer()], owner="alice")
+    clock.advance(121)
+    m.run_once()
+    m.heartbeat("c1", consumers=[consumer()], owner="bob")
+    assert m.owner("c1") == "bob"
+
+
+def test_the_command_filter_picks_which_producers_get_a_check():
+    m = ClientManager(broker_name="broker-a", clock=ManualClock())
+    for client_id, owner in (("p1", "auditor"), ("p2", "writer")):
+        m.heartbeat(client_id, producer_groups=["PG"], owner=owner)
+        m.open_channel(client_id, owner=owner)
+    m.command_filter = lambda owner, command: owner == "writer"
+    assert [m.send_to_producer("PG", ChannelOpened("x")) for _ in range(3)] == ["p2"] * 3
+    m.command_filter = lambda owner, command: False
+    assert m.send_to_producer("PG", ChannelOpened("x")) is None

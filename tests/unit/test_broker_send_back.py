@@ -147,7 +147,7 @@ async def test_a_message_without_uniq_key_is_named_by_its_offset_message_id(env)
     ({"phys_offset": -1}, InvalidRequestError, "phys_offset is -1"),
     ({"phys_offset": 10**9}, NotFoundError, "no message starts at commit-log offset 1000000000"),
     ({"phys_offset": 3}, NotFoundError, "no message starts at commit-log offset 3"),
-    ({"origin_topic": "TopicB"}, NotFoundError, "is of topic 'TopicA', not 'TopicB'"),
+    ({"origin_topic": "TopicB"}, NotFoundError, "is not of topic 'TopicB'"),
 ])
 async def test_send_back_refusals_say_what_is_wrong(env, kwargs, error, words):
     request = {"group": "G", "phys_offset": env.sent(), "delay_level": 0, **kwargs}

@@ -8,7 +8,12 @@ import json
 import pytest
 from storekit import crash, open_store, small_config
 
-from pocketmq.broker.errors import FailedPreconditionError, InvalidRequestError, NotFoundError
+from pocketmq.broker.errors import (
+    FailedPreconditionError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+)
 from pocketmq.broker.send_service import SendMessageService
 from pocketmq.broker.store.results import GetStatus
 from pocketmq.broker.topic_config import TopicConfig, TopicConfigManager
@@ -121,7 +126,7 @@ async def test_a_rollback_never_delivers(env):
 
 async def test_requests_naming_the_wrong_message_are_refused(env):
     offset = env.send_half("A")
-    with pytest.raises(InvalidRequestError, match="belongs to producer group 'pg'"):
+    with pytest.raises(PermissionDeniedError, match="not one of producer group 'other'"):
         await env.end(offset, Resolution.COMMIT, group="other")
     with pytest.raises(InvalidRequestError, match="msg id"):
         await env.end(offset, Resolution.COMMIT, msg_id="B")
