@@ -5,7 +5,9 @@ A real gRPC client reads every response it asks for. These do not:
 (``SETTINGS_INITIAL_WINDOW_SIZE = 0``, never a ``WINDOW_UPDATE``) and fires
 unary calls on it; the server may answer with headers and trailers (a refusal
 needs no DATA frame) but can never send a response body. It reads the socket
-and answers pings as a live peer would, so the connection stays open::
+and answers pings as a live peer would, so the connection stays open.
+``StuckReader.connect(..., read=False)`` is a client that stops reading its
+socket altogether: it answers no ping, and TCP's buffers fill::
 
     client = await StuckReader.connect("127.0.0.1", port)
     await client.call_many("/pocketmq.v1.Broker/PullMessage", request_bytes, count=5_000)
@@ -21,6 +23,7 @@ import asyncio
 import contextlib
 import struct
 from collections import Counter
+from urllib.parse import unquote
 
 import h2.config
 import h2.connection
@@ -49,7 +52,7 @@ class StuckReader:
         self._conn = h2.connection.H2Connection(h2.config.H2Configuration(
             client_side=True, header_encoding="utf-8"))
         self.statuses: Counter[str] = Counter()   # grpc-status of ended calls
-        self.messages: Counter[str] = Counter()   # grpc-message of ended calls (first 80 chars)
+        self.messages: Counter[str] = Counter()   # grpc-message of ended calls
         self.ended = 0
         self.opened = 0
         self.closed_by_server = False
@@ -57,17 +60,19 @@ class StuckReader:
         self._changed = asyncio.Event()
 
     @classmethod
-    async def connect(cls, host: str, port: int) -> StuckReader:
+    async def connect(cls, host: str, port: int, *, read: bool = True) -> StuckReader:
         reader, writer = await asyncio.open_connection(host, port)
         client = cls(reader, writer, f"{host}:{port}")
         conn = client._conn
         conn.local_settings = h2.settings.Settings(client=True, initial_values={
-            h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0,
+            # Not reading at all: let the server write until the socket's buffers are full.
+            h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0 if read else 2 ** 31 - 1,
             h2.settings.SettingCodes.ENABLE_PUSH: 0,
             h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 2 ** 31 - 1})
         conn.initiate_connection()
         client._flush()
-        client._pump = asyncio.get_running_loop().create_task(client._read_loop())
+        if read:
+            client._pump = asyncio.get_running_loop().create_task(client._read_loop())
         return client
 
     def _flush(self) -> None:
@@ -98,7 +103,7 @@ class StuckReader:
             fields = dict(headers)
             if "grpc-status" in fields:
                 self.statuses[fields["grpc-status"]] += 1
-                self.messages[fields.get("grpc-message", "")[:80]] += 1
+                self.messages[unquote(fields.get("grpc-message", ""))] += 1
         elif isinstance(event, h2.events.StreamReset):
             self.statuses[f"RST_STREAM {event.error_code!s}"] += 1
         if isinstance(event, h2.events.StreamEnded | h2.events.StreamReset):
@@ -121,6 +126,8 @@ class StuckReader:
             open_now = conn.open_outbound_streams
             if open_now >= conn.remote_settings.max_concurrent_streams \
                     or conn.outbound_flow_control_window < len(body):
+                if self._pump is None:
+                    return   # not reading: no window update will ever come in
                 await self._wait_change(0.5)
                 continue
             stream_id = conn.get_next_available_stream_id()
