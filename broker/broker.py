@@ -105,6 +105,9 @@ def server_limits(cfg: BrokerConfig) -> list[tuple[str, int]]:
         # stopped reading its socket) is closed and its calls end, freeing their bytes.
         ("grpc.keepalive_time_ms", cfg.keepalive_time_ms),
         ("grpc.keepalive_timeout_ms", cfg.keepalive_timeout_ms),
+        # A ping stuck behind unwritten bytes is never sent, so keepalive's own timer
+        # never starts: this one counts from when the ping was queued (60 s unless set).
+        ("grpc.http2.ping_timeout_ms", cfg.keepalive_timeout_ms),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.max_pings_without_data", 0),
     ]

@@ -120,7 +120,7 @@ async def _drained(stub) -> bool:
 
 @pytest.mark.timeout(120)
 async def test_a_connection_that_stops_reading_its_socket_is_closed_by_keepalive(kit):
-    broker = await kit.broker(keepalive_time_ms=1_000, keepalive_timeout_ms=1_000)
+    broker = await kit.broker(keepalive_time_ms=2_000, keepalive_timeout_ms=2_000)
     async with grpc.aio.insecure_channel(broker.addr) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
         await create_topic(stub, "TopicDeaf", 1)
@@ -139,7 +139,7 @@ async def test_a_connection_that_stops_reading_its_socket_is_closed_by_keepalive
             await deaf.close()
     print(f"\n{deaf.opened} pulls from a client that reads nothing; "
           f"{held['response_bytes_queued']} response bytes queued, released "
-          f"{closed_after_s:.1f} s later when keepalive (1 s + 1 s) closed the connection")
+          f"{closed_after_s:.1f} s later when keepalive (2 s + 2 s) closed the connection")
     assert await broker.stop() == 0
 
 
