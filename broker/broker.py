@@ -84,6 +84,37 @@ def _default_store(config: StoreConfig, clock: Clock) -> MessageStore:
     return DefaultMessageStore(config, clock=clock)
 
 
+def server_limits(cfg: BrokerConfig) -> list[tuple[str, int]]:
+    """grpc server options that keep hostile or slow connections bounded.
+
+    grpc core queues a call that arrives while the server has no request for
+    it outstanding (grpc.aio asks for one call per method at a time and asks
+    again once it took one). Past ``grpc.server.max_pending_requests`` (1,000)
+    queued calls core refuses new ones at random, more as the queue nears the
+    hard limit (3,000), by killing them unseen: the client gets ``CANCELLED``.
+    A burst of 10,500 long polls thus lost about half of them before the
+    broker could count them. The queue may hold what the broker itself bounds,
+    requests in flight and parked pulls, so that refusals are the broker's
+    (SYSTEM_BUSY, naming the key) and never core's.
+    """
+    pending = cfg.max_in_flight_requests + cfg.max_parked_pulls
+    return [
+        ("grpc.server.max_pending_requests", pending),
+        ("grpc.server.max_pending_requests_hard_limit", 2 * pending),
+        # A stream that never sends its request is counted nowhere else.
+        ("grpc.max_concurrent_streams", cfg.streams_per_connection),
+        # Ping every connection, idle or not; one that leaves a ping unanswered (it
+        # stopped reading its socket) is closed and its calls end, freeing their bytes.
+        ("grpc.keepalive_time_ms", cfg.keepalive_time_ms),
+        ("grpc.keepalive_timeout_ms", cfg.keepalive_timeout_ms),
+        # A ping stuck behind unwritten bytes is never sent, so keepalive's own timer
+        # never starts: this one counts from when the ping was queued (60 s unless set).
+        ("grpc.http2.ping_timeout_ms", cfg.keepalive_timeout_ms),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, *, clock: Clock | None = None,
                  store_factory: StoreFactory = _default_store,
@@ -140,7 +171,9 @@ class Broker:
         # Interceptors run in list order; each one is independent of the others.
         self.flow_control = FlowControlInterceptor(
             max_per_connection=cfg.max_in_flight_requests_per_connection,
-            max_total=cfg.max_in_flight_requests)
+            max_total=cfg.max_in_flight_requests,
+            max_bytes_per_connection=cfg.max_queued_response_bytes_per_connection,
+            max_bytes_total=cfg.max_queued_response_bytes)
         interceptors: list[grpc.aio.ServerInterceptor] = [MalformedRequestInterceptor()]
         if cfg.acl_enable:
             self.acl = AclStore(cfg.acl_path)
@@ -153,6 +186,7 @@ class Broker:
             ("grpc.max_receive_message_length", max_receive),
             ("grpc.max_send_message_length", -1),
             ("grpc.so_reuseport", 0),
+            *server_limits(cfg),
         ])
         try:
             if cfg.tls_enabled:

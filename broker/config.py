@@ -33,6 +33,11 @@ BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 
 _WILDCARD_HOSTS = ("0.0.0.0", "::", "[::]")
 TIMER_BLANK_SLOTS = 60   # wheel slots kept free beyond the roll window (RocketMQ's)
+# Room around the largest body in one record: fixed fields (~100 bytes), topic (<= 255)
+# and properties (<= 32767), rounded up; the default batch limit leaves this much.
+RECORD_HEADROOM_BYTES = 64 * KiB
+# The least room a configuration may leave: fixed fields, topic and a few properties.
+MIN_RECORD_HEADROOM_BYTES = 4 * KiB
 
 
 def _help(text: str) -> dict[str, str]:
@@ -91,8 +96,9 @@ class BrokerConfig:
         "data directory's filesystem; below it sends are refused with DISK_FULL"))
     max_message_size_bytes: int = field(default=4 * MiB, metadata=_help(
         "largest message body accepted (maxMessageSize)"))
-    max_batch_size_bytes: int = field(default=4 * MiB, metadata=_help(
-        "largest SendBatch blob accepted"))
+    max_batch_size_bytes: int = field(default=4 * MiB + RECORD_HEADROOM_BYTES, metadata=_help(
+        "largest SendBatch blob accepted; at least max_message_size_bytes + 4 KiB, so that "
+        "one record of the largest body fits with its header, topic and properties"))
     # -- topics -----------------------------------------------------------------------
     auto_create_topic_enable: bool = field(default=True, metadata=_help(
         "create unknown topics on first send (autoCreateTopicEnable)"))
@@ -125,6 +131,22 @@ class BrokerConfig:
     max_in_flight_requests: int = field(default=10_000, metadata=_help(
         "requests in progress at once over every connection (sendThreadPoolQueueCapacity); "
         "more are answered SYSTEM_BUSY"))
+    max_queued_response_bytes_per_connection: int = field(default=16 * MiB, metadata=_help(
+        "response bytes one connection may have waiting to be sent (a client that does not "
+        "read); past it its new requests are answered SYSTEM_BUSY"))
+    max_queued_response_bytes: int = field(default=128 * MiB, metadata=_help(
+        "response bytes waiting to be sent over every connection; past it new requests are "
+        "answered SYSTEM_BUSY"))
+    max_concurrent_streams_per_connection: int = field(default=0, metadata=_help(
+        "calls one connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS, "
+        "grpc.max_concurrent_streams); more are reset (REFUSED_STREAM, UNAVAILABLE to the "
+        "caller); 0 = max_parked_pulls + max_in_flight_requests_per_connection, all a "
+        "connection can use"))
+    keepalive_time_ms: int = field(default=30_000, metadata=_help(
+        "ms between the broker's HTTP/2 pings on a connection (grpc.keepalive_time_ms)"))
+    keepalive_timeout_ms: int = field(default=20_000, metadata=_help(
+        "ms a ping may go unanswered before the connection is closed and its calls ended: "
+        "a client that stopped reading its socket (grpc.keepalive_timeout_ms)"))
     # -- delayed messages, retries, orderly consumption ---------------------------------
     message_delay_level: str = field(default=DEFAULT_MESSAGE_DELAY_LEVEL, metadata=_help(
         "delay of each level 1, 2, ...; units ms, s, m, h, d (messageDelayLevel)"))
@@ -297,6 +319,8 @@ class BrokerConfig:
             "max_pull_messages", "max_pull_bytes", "default_query_max", "pull_suspend_max_ms",
             "max_parked_pulls", "client_channel_expire_seconds", "client_scan_interval_seconds",
             "max_in_flight_requests_per_connection", "max_in_flight_requests",
+            "max_queued_response_bytes_per_connection", "max_queued_response_bytes",
+            "keepalive_time_ms", "keepalive_timeout_ms",
             "consumer_offset_persist_interval_seconds", "register_interval_seconds",
             "register_timeout_seconds", "flush_delay_offset_interval_ms",
             "rebalance_lock_max_live_time_ms", "transaction_timeout_ms",
@@ -309,9 +333,19 @@ class BrokerConfig:
             value = getattr(self, key)
             if value <= 0:
                 raise ConfigError(f"{key} must be positive, got {value}")
+        if self.max_concurrent_streams_per_connection < 0:
+            raise ConfigError(f"max_concurrent_streams_per_connection must be >= 0 (0 = derived), "
+                              f"got {self.max_concurrent_streams_per_connection}")
         if self.pull_suspend_default_ms < 0:
             raise ConfigError(f"pull_suspend_default_ms must be >= 0, got "
                               f"{self.pull_suspend_default_ms}")
+        least = self.max_message_size_bytes + MIN_RECORD_HEADROOM_BYTES
+        if self.max_batch_size_bytes < least:
+            raise ConfigError(
+                f"max_batch_size_bytes is {self.max_batch_size_bytes} but max_message_size_bytes "
+                f"is {self.max_message_size_bytes}: a record of the largest body would not fit "
+                f"a batch; give max_batch_size_bytes >= {least} (max_message_size_bytes + "
+                f"{MIN_RECORD_HEADROOM_BYTES} for the record's header, topic and properties)")
         if self.default_topic_queue_nums > 1024:
             raise ConfigError(f"default_topic_queue_nums is {self.default_topic_queue_nums}; "
                               "at most 1024 queues per topic are allowed")
@@ -352,6 +386,12 @@ class BrokerConfig:
         if self.ha_port is not None:
             return self.ha_port
         return 0 if self.port == 0 else self.port + 1
+
+    @property
+    def streams_per_connection(self) -> int:
+        """max_concurrent_streams_per_connection as applied (0 = derived)."""
+        return (self.max_concurrent_streams_per_connection
+                or self.max_parked_pulls + self.max_in_flight_requests_per_connection)
 
     @property
     def namesrv_addr_list(self) -> list[str]:

@@ -1,4 +1,5 @@
-"""Flow control: a bounded number of requests in progress, per connection and in all.
+"""Flow control: bounded requests in progress and response bytes queued, per connection
+and in all.
 
 RocketMQ bounds each request kind with a thread pool and a queue of fixed
 capacity (``sendThreadPoolQueueCapacity`` 10,000 ...) and answers a request it
@@ -12,6 +13,22 @@ Here every request is a task on one event loop, so the bound is a count::
              │      → counted, served, uncounted when it ends
              └─ else → RESOURCE_EXHAUSTED, reason SYSTEM_BUSY, at once, the message
                        naming the limit and its config key
+
+A request is in progress until its call has ended: until grpc has handed its
+response to the transport and sent its status (``context.add_done_callback``),
+not merely until the servicer returned. A client that never reads its
+responses (an HTTP/2 window of zero, a socket never read) thus keeps its
+requests counted, and their responses' bytes too::
+
+    servicer returns ─▶ response serialized here (its size known) ─▶ grpc sends it
+                        bytes counted per connection and in all  ◀── uncounted when the
+                                                                     call ends (sent,
+                                                                     cancelled, closed)
+
+and new requests on that connection are refused once it has
+``max_queued_response_bytes_per_connection`` waiting to be sent, or once all
+connections together have ``max_queued_response_bytes``. One response is
+always admitted whatever its size: the bound is checked before a request runs.
 
 A connection is a client's channel (``context.peer()``: ``ipv4:10.0.0.7:52344``).
 A pull parked by long polling waits for a message without working, as a
@@ -45,14 +62,23 @@ LOG_EVERY_REFUSALS = 1_000   # a warning for the first refusal and every 1,000th
 
 
 class _Slot:
-    """One admitted request: the connection it came on and whether it is counted now."""
+    """One admitted request: its connection, whether it is counted now, its response bytes."""
 
-    __slots__ = ("counted", "limiter", "peer")
+    __slots__ = ("counted", "limiter", "peer", "queued_bytes")
 
     def __init__(self, limiter: FlowControlInterceptor, peer: str) -> None:
         self.limiter = limiter
         self.peer = peer
         self.counted = True
+        self.queued_bytes = 0
+
+    def call_ended(self, _context: object) -> None:
+        """grpc's done callback: the response is sent, or the call is over anyway."""
+        limiter = self.limiter
+        if self.counted:
+            limiter._release(self)
+        if self.queued_bytes:
+            limiter._unqueue(self)
 
 
 _current: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar(
@@ -76,14 +102,22 @@ def parked() -> Iterator[None]:
 class FlowControlInterceptor(grpc.aio.ServerInterceptor):
     """Refuses requests beyond the per-connection and total in-progress limits."""
 
-    def __init__(self, *, max_per_connection: int, max_total: int) -> None:
-        if max_per_connection <= 0 or max_total <= 0:
-            raise ValueError(f"limits must be positive, got {max_per_connection} per "
-                             f"connection and {max_total} in all")
+    def __init__(self, *, max_per_connection: int, max_total: int,
+                 max_bytes_per_connection: int = 64 * 1024 * 1024,
+                 max_bytes_total: int = 256 * 1024 * 1024) -> None:
+        limits = (max_per_connection, max_total, max_bytes_per_connection, max_bytes_total)
+        if min(limits) <= 0:
+            raise ValueError(f"limits must be positive, got {max_per_connection} requests per "
+                             f"connection, {max_total} in all, {max_bytes_per_connection} "
+                             f"response bytes per connection, {max_bytes_total} in all")
         self.max_per_connection = max_per_connection
         self.max_total = max_total
+        self.max_bytes_per_connection = max_bytes_per_connection
+        self.max_bytes_total = max_bytes_total
         self._by_peer: dict[str, int] = {}
         self._total = 0
+        self._bytes_by_peer: dict[str, int] = {}
+        self._bytes_total = 0
         self.refused_total = 0   # requests answered SYSTEM_BUSY since start
         # method -> (handler seen, handler wrapped): one wrapping per method, redone only
         # when the continuation hands out another handler (another interceptor's doing).
@@ -97,12 +131,20 @@ class FlowControlInterceptor(grpc.aio.ServerInterceptor):
     def in_flight_on(self, peer: str) -> int:
         return self._by_peer.get(peer, 0)
 
+    @property
+    def queued_bytes(self) -> int:
+        """Response bytes produced but not yet sent, over every connection."""
+        return self._bytes_total
+
     def figures(self) -> dict[str, str]:
         """Rows of GetBrokerRuntimeInfo."""
         return {"requests_in_flight": str(self._total),
                 "requests_refused_busy_total": str(self.refused_total),
+                "response_bytes_queued": str(self._bytes_total),
                 "max_in_flight_requests": str(self.max_total),
-                "max_in_flight_requests_per_connection": str(self.max_per_connection)}
+                "max_in_flight_requests_per_connection": str(self.max_per_connection),
+                "max_queued_response_bytes": str(self.max_bytes_total),
+                "max_queued_response_bytes_per_connection": str(self.max_bytes_per_connection)}
 
     async def intercept_service(
             self, continuation: Callable[[grpc.HandlerCallDetails],
@@ -115,14 +157,16 @@ class FlowControlInterceptor(grpc.aio.ServerInterceptor):
         cached = self._wrapped.get(method)
         if cached is not None and cached[0] is handler:
             return cached[1]
+        # The response is serialized here, to count its bytes; grpc sends them as they are.
         wrapped = grpc.unary_unary_rpc_method_handler(
-            self._guard(handler.unary_unary),
+            self._guard(handler.unary_unary, handler.response_serializer),
             request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer)
+            response_serializer=None)
         self._wrapped[method] = (handler, wrapped)
         return wrapped
 
-    def _guard(self, behavior: Behavior) -> Behavior:
+    def _guard(self, behavior: Behavior,
+               serialize: Callable[[Any], bytes] | None) -> Behavior:
         async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
             peer = context.peer() or "unknown"
             refusal = self._refusal(peer)
@@ -135,13 +179,18 @@ class FlowControlInterceptor(grpc.aio.ServerInterceptor):
                 await context.abort(grpc_code(refusal), refusal.message)
             slot = _Slot(self, peer)
             self._admit_again(slot)
+            # Uncounted when the call ends, its response sent: not when this returns.
+            context.add_done_callback(slot.call_ended)
             token = _current.set(slot)
             try:
-                return await behavior(request, context)
+                response = await behavior(request, context)
             finally:
                 _current.reset(token)
-                if slot.counted:
-                    self._release(slot)
+            if response is None or serialize is None:
+                return response
+            raw = serialize(response)
+            self._queue(slot, len(raw))
+            return raw
 
         return guarded
 
@@ -157,12 +206,38 @@ class FlowControlInterceptor(grpc.aio.ServerInterceptor):
                 f"[TOO_MANY_REQUESTS] broker busy: {self._total} requests are already in "
                 f"progress on this broker; the limit is {self.max_total} "
                 "(max_in_flight_requests); back off and retry")
+        queued = self._bytes_by_peer.get(peer, 0)
+        if queued >= self.max_bytes_per_connection:
+            return BusyError(
+                f"[TOO_MANY_REQUESTS] broker busy: {queued} response bytes wait to be sent on "
+                f"this connection ({peer}), which reads slower than it asks; the limit is "
+                f"{self.max_bytes_per_connection} (max_queued_response_bytes_per_connection); "
+                "read the responses, back off and retry")
+        if self._bytes_total >= self.max_bytes_total:
+            return BusyError(
+                f"[TOO_MANY_REQUESTS] broker busy: {self._bytes_total} response bytes wait to "
+                f"be sent on this broker; the limit is {self.max_bytes_total} "
+                "(max_queued_response_bytes); back off and retry")
         return None
 
     def _admit_again(self, slot: _Slot) -> None:
         self._by_peer[slot.peer] = self._by_peer.get(slot.peer, 0) + 1
         self._total += 1
         slot.counted = True
+
+    def _queue(self, slot: _Slot, size: int) -> None:
+        slot.queued_bytes = size
+        self._bytes_by_peer[slot.peer] = self._bytes_by_peer.get(slot.peer, 0) + size
+        self._bytes_total += size
+
+    def _unqueue(self, slot: _Slot) -> None:
+        self._bytes_total -= slot.queued_bytes
+        left = self._bytes_by_peer[slot.peer] - slot.queued_bytes
+        slot.queued_bytes = 0
+        if left:
+            self._bytes_by_peer[slot.peer] = left
+        else:
+            del self._bytes_by_peer[slot.peer]
 
     def _release(self, slot: _Slot) -> None:
         slot.counted = False

@@ -117,6 +117,12 @@ class SendOutcome:
 QUEUE_OUT_OF_RANGE = "QUEUE_OUT_OF_RANGE"
 
 
+def _broker_keys(message: str) -> str:
+    """The store names its own config keys; a producer configures the broker's."""
+    return message.replace("(max_message_size)", "(max_message_size_bytes)").replace(
+        "(max_batch_size)", "(max_batch_size_bytes)")
+
+
 def _illegal(pos: int, what: str, reason: str = "MESSAGE_ILLEGAL") -> InvalidRequestError:
     return InvalidRequestError(f"record at batch offset {pos}: {what}", reason=reason)
 
@@ -166,7 +172,7 @@ class SendMessageService:
         try:
             scanned = self._store.scan(blob, allow_empty_body=False)
         except BatchError as exc:
-            raise InvalidRequestError(str(exc), reason=_BATCH_REASONS.get(
+            raise InvalidRequestError(_broker_keys(str(exc)), reason=_BATCH_REASONS.get(
                 exc.kind, "MESSAGE_ILLEGAL")) from None
         if single and len(scanned) != 1:
             raise InvalidRequestError(f"SendMessage carries one record; this request carries "
@@ -197,7 +203,8 @@ class SendMessageService:
         result = (self._store.put_batch(blob, scanned=scanned) if rewritten is None
                   else self._store.put_batch(rewritten))
         if result.status is not PutStatus.PUT_OK:
-            raise PutRejectedError(result.status, result.error or result.status.value)
+            raise PutRejectedError(result.status,
+                                   _broker_keys(result.error or result.status.value))
         status = SendStatus.SEND_OK
         if result.flush_future is not None:
             flushed = await asyncio.wrap_future(result.flush_future)

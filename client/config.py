@@ -142,7 +142,7 @@ class ProducerConfig(_ClientCommon):
         "SendBatch calls in progress to one broker at once"))
     max_message_size_bytes: int = field(default=4 * MiB, metadata=_help(
         "largest body accepted, checked before sending"))
-    max_batch_size_bytes: int = field(default=4 * MiB, metadata=_help(
+    max_batch_size_bytes: int = field(default=4 * MiB + 64 * 1024, metadata=_help(
         "largest send_batch() blob; keep it at the broker's max_batch_size_bytes"))
     compress_over_bytes: int = field(default=4096, metadata=_help(
         "bodies longer than this are zlib-compressed"))

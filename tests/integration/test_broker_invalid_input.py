@@ -56,7 +56,8 @@ SENDS = [
      "MESSAGE_ILLEGAL", "CRC"),
     ("body too large", record(body=b"x" * (MiB + 1)), Code.INVALID_ARGUMENT,
      "MESSAGE_BODY_TOO_LARGE",
-     f"message body is {MiB + 1} bytes; this broker accepts at most {MiB} (max_message_size)"),
+     f"message body is {MiB + 1} bytes; this broker accepts at most {MiB} "
+     "(max_message_size_bytes)"),
     ("empty body", record(body=b""), Code.INVALID_ARGUMENT, "MESSAGE_ILLEGAL", "body is empty"),
     ("bad topic name", record(topic="a/b"), Code.INVALID_ARGUMENT, "MESSAGE_ILLEGAL",
      "contains '/'"),

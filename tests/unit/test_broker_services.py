@@ -218,7 +218,7 @@ def _corrupt(rec: bytes, pos: int, value: bytes) -> bytes:
     (record()[:-1], "MESSAGE_ILLEGAL", "TOTALSIZE"),
     (record(body=b""), "MESSAGE_ILLEGAL", "body is empty"),
     (record(body=b"x" * 2048), "MESSAGE_BODY_TOO_LARGE",
-     "message body is 2048 bytes; this broker accepts at most 1024 (max_message_size)"),
+     "message body is 2048 bytes; this broker accepts at most 1024 (max_message_size_bytes)"),
     (record(topic="bad topic"), "MESSAGE_ILLEGAL", "contains"),
     (record(queue_id=8), "QUEUE_OUT_OF_RANGE", "queue id 8 is out of range"),
     (record(queue_id=-1), "QUEUE_OUT_OF_RANGE", "queue id -1 is out of range"),
