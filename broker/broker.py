@@ -35,7 +35,7 @@ from pocketmq.broker.admin_service import AdminService
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
-from pocketmq.broker.flow_control import FlowControlInterceptor
+from pocketmq.broker.flow_control import FlowControlInterceptor, server_limits
 from pocketmq.broker.grpc_v2.auth import acl_authenticator as v2_acl_authenticator
 from pocketmq.broker.grpc_v2.server import BrokerParts, GrpcV2Server
 from pocketmq.broker.grpc_v2.servicer import Authenticator
@@ -82,37 +82,6 @@ def _default_store(config: StoreConfig, clock: Clock) -> MessageStore:
     from pocketmq.broker.store.message_store import DefaultMessageStore
 
     return DefaultMessageStore(config, clock=clock)
-
-
-def server_limits(cfg: BrokerConfig) -> list[tuple[str, int]]:
-    """grpc server options that keep hostile or slow connections bounded.
-
-    grpc core queues a call that arrives while the server has no request for
-    it outstanding (grpc.aio asks for one call per method at a time and asks
-    again once it took one). Past ``grpc.server.max_pending_requests`` (1,000)
-    queued calls core refuses new ones at random, more as the queue nears the
-    hard limit (3,000), by killing them unseen: the client gets ``CANCELLED``.
-    A burst of 10,500 long polls thus lost about half of them before the
-    broker could count them. The queue may hold what the broker itself bounds,
-    requests in flight and parked pulls, so that refusals are the broker's
-    (SYSTEM_BUSY, naming the key) and never core's.
-    """
-    pending = cfg.max_in_flight_requests + cfg.max_parked_pulls
-    return [
-        ("grpc.server.max_pending_requests", pending),
-        ("grpc.server.max_pending_requests_hard_limit", 2 * pending),
-        # A stream that never sends its request is counted nowhere else.
-        ("grpc.max_concurrent_streams", cfg.streams_per_connection),
-        # Ping every connection, idle or not; one that leaves a ping unanswered (it
-        # stopped reading its socket) is closed and its calls end, freeing their bytes.
-        ("grpc.keepalive_time_ms", cfg.keepalive_time_ms),
-        ("grpc.keepalive_timeout_ms", cfg.keepalive_timeout_ms),
-        # A ping stuck behind unwritten bytes is never sent, so keepalive's own timer
-        # never starts: this one counts from when the ping was queued (60 s unless set).
-        ("grpc.http2.ping_timeout_ms", cfg.keepalive_timeout_ms),
-        ("grpc.keepalive_permit_without_calls", 1),
-        ("grpc.http2.max_pings_without_data", 0),
-    ]
 
 
 class Broker:

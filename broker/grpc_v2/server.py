@@ -27,6 +27,7 @@ import grpc
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
+from pocketmq.broker.flow_control import server_limits
 from pocketmq.broker.grpc_v2.pop_journal import PopJournal
 from pocketmq.broker.grpc_v2.pop_service import PopService
 from pocketmq.broker.grpc_v2.route import RouteResolver
@@ -91,6 +92,7 @@ class GrpcV2Server:
             ("grpc.max_receive_message_length", cfg.max_message_size_bytes + 1024 * 1024),
             ("grpc.max_send_message_length", -1),
             ("grpc.so_reuseport", 0),
+            *server_limits(cfg),     # the v1 port's bounds on slow and hostile connections
         ])
         address = f"{cfg.host}:{cfg.v2_port}"
         try:
