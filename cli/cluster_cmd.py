@@ -383,15 +383,33 @@ class LocalCluster:
                 loop.remove_signal_handler(sig)
 
     async def _start_all(self) -> _Child | None:
-        """Start the nameserver, then the brokers; the child that died, if one did.
+        """Start the nameserver, the masters, then the replicas; the child that died, if
+        one did.
 
-        Every child is started before this process opens a gRPC channel: forking
-        while gRPC runs threads is what gRPC warns against.
+        The replicas start once every master listens on its ha port (its store is open
+        and it registers next): a replica learns its master's ha address from its
+        registrations, and one registering before its master would wait for its next
+        round (30 s) to start copying. Every child is started before this process opens
+        a gRPC channel (the checks until then are bare TCP connects): forking while
+        gRPC runs threads is what gRPC warns against.
         """
         await self.nameserver.start()
         if (died := await self._until(lambda: _listening(self.namesrv))) is not None:
             return died
-        for broker in self.brokers:
+        masters = [b for b in self.brokers if b.member is None or b.member.broker_id == 0]
+        replicas = [b for b in self.brokers if b not in masters]
+        for broker in masters:
+            await broker.start()
+        if replicas:
+            ha_addrs = [f"{b.addr.rpartition(':')[0]}:{b.member.ha_port}" for b in masters
+                        if b.member is not None]
+
+            async def masters_up() -> bool:
+                return all([await _listening(addr) for addr in ha_addrs])
+
+            if (died := await self._until(masters_up)) is not None or self._stop.is_set():
+                return died
+        for broker in replicas:
             await broker.start()
         wanted = {(b.member.broker_name, b.member.broker_id, b.addr)
                   for b in self.brokers if b.member is not None}
