@@ -282,6 +282,8 @@ class _Child:
                  log_path: Path, member: Member | None = None) -> None:
         self.name, self.role, self.addr = name, role, addr
         self.member = member
+        self.broker_id = member.broker_id if member is not None else None  # as registered
+        self.fenced = ""       # why the nameserver refused this master, when it did
         self.command = list(command)
         self.log_path = log_path
         self.proc: asyncio.subprocess.Process | None = None
@@ -411,16 +413,35 @@ class LocalCluster:
                 return died
         for broker in replicas:
             await broker.start()
-        wanted = {(b.member.broker_name, b.member.broker_id, b.addr)
-                  for b in self.brokers if b.member is not None}
         async with AdminClient(self.namesrv, timeout_s=1.0) as admin:
 
             async def registered() -> bool:
+                """Every broker registered under its name (a promoted replica as id 0), or
+                fenced: an old master the nameserver refuses after a promotion."""
                 info = await admin.cluster_info()
-                return wanted <= {(b.broker_name, b.broker_id, b.addr) for b in info.brokers
-                                  if b.cluster == CLUSTER_NAME}
+                live = {(b.broker_name, b.addr) for b in info.brokers
+                        if b.cluster == CLUSTER_NAME}
+                for child in self.brokers:
+                    if child.member is None or (child.member.broker_name, child.addr) in live:
+                        continue
+                    child.fenced = (await admin.broker_runtime_info(child.addr)).get("fenced",
+                                                                                    "")
+                    if not child.fenced:
+                        return False
+                return True
 
-            return await self._until(registered)
+            died = await self._until(registered)
+            if died is None:
+                await self._learn_roles(admin)
+            return died
+
+    async def _learn_roles(self, admin: AdminClient) -> None:
+        """Each broker's role and id as it runs: a promotion outlives the command line."""
+        for child in self.brokers:
+            with contextlib.suppress(ClientError, ValueError):
+                table = await admin.broker_runtime_info(child.addr)
+                child.role = table.get("broker_role", child.role)
+                child.broker_id = int(table.get("broker_id", child.broker_id))
 
     async def _until(self, ready: Callable[[], Awaitable[bool]]) -> _Child | None:
         """Poll *ready* until it holds; the child that exited meanwhile, if one did."""
@@ -443,11 +464,13 @@ class LocalCluster:
         return None
 
     def _print_up(self) -> None:
-        rows = [[c.role, c.member.broker_name if c.member else None,
-                 c.member.broker_id if c.member else None, c.addr,
+        rows = [[f"{c.role} (fenced)" if c.fenced else c.role,
+                 c.member.broker_name if c.member else None, c.broker_id, c.addr,
                  c.proc.pid if c.proc else None, c.log_path] for c in self.children]
+        fenced = "".join(f"\n{c.name} at {c.addr} takes no writes: {c.fenced}"
+                         for c in self.brokers if c.fenced)
         print(f"PocketMQ cluster {CLUSTER_NAME} is up, data in {self.data_dir}:\n"
-              f"{render(['ROLE', 'NAME', 'ID', 'ADDRESS', 'PID', 'LOG'], rows)}\n\n"
+              f"{render(['ROLE', 'NAME', 'ID', 'ADDRESS', 'PID', 'LOG'], rows)}\n{fenced}\n"
               f"export POCKETMQ_NAMESRV={self.namesrv}\n"
               "Ctrl-C stops the cluster.", flush=True)
 

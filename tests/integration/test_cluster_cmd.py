@@ -270,3 +270,18 @@ async def test_cluster_up_with_a_replica_copies_the_master_and_promote_fails_ove
     assert proc.returncode == 0, err.decode()
     for name in ("broker-a", "broker-a-1", "nameserver"):
         assert f"{name} exited with code 0" in out.decode()
+
+    # Up again on the same data: the promotion holds, and the old master is fenced.
+    proc = await start_cluster_up(tmp_path / "cluster", namesrv_port=namesrv_port,
+                                  broker_port=broker_port, v2_port=-1, brokers=1, replicas=1,
+                                  extra_config="register_interval_seconds = 1\n")
+    stop_on_teardown(proc)
+    assert proc.stdout is not None
+    banner = await read_until(proc.stdout, "Ctrl-C stops the cluster.", UP_TIMEOUT_S)
+    assert re.search(rf"ASYNC_MASTER\s+broker-a\s+0\s+{re.escape(replica)}\s", banner), banner
+    assert re.search(rf"SYNC_MASTER \(fenced\)\s+broker-a\s+0\s+{re.escape(master)}\s",
+                     banner), banner
+    assert f"broker-a at {master} takes no writes" in banner
+    proc.send_signal(signal.SIGINT)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
