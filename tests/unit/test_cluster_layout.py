@@ -77,3 +77,24 @@ def test_broker_help_prints_although_a_key_mentions_a_percent_sign(capsys):
     assert exited.value.code == 0
     out = capsys.readouterr().out
     assert "%RETRY%group" in out and "brokerRole" in out and "haListenPort" in out
+
+
+def _readme_commands(section: str) -> list[list[str]]:
+    """The `pocketmq ...` commands of the first bash block under *section* in README.md."""
+    import shlex
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = text.split(f"## {section}\n", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [shlex.split(line)[1:] for line in block.replace("\\\n", " ").splitlines()
+            if line.startswith(".venv/bin/pocketmq ")]
+
+
+@pytest.mark.parametrize("section", ["Running a cluster by hand", "Replication"])
+def test_the_readme_brokers_by_hand_have_ports_of_their_own(section):
+    configs = [load_config(BrokerConfig, args=build_parser().parse_args(command))
+               for command in _readme_commands(section) if command[0] == "broker"]
+    assert len(configs) == 2
+    ports = [p for c in configs for p in (c.port, c.ha_listen_port, c.v2_port)]
+    assert len(set(ports)) == len(ports), ports
+    assert len({c.data_dir for c in configs}) == 2
