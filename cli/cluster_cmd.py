@@ -35,6 +35,10 @@ addresses are printed::
     SYNC_MASTER  broker-a   0  127.0.0.1:10911  4243  pocketmq-cluster/logs/broker-a.log
     SLAVE        broker-a   1  127.0.0.1:10913  4244  pocketmq-cluster/logs/broker-a-1.log
 
+The banner shows each broker's role and id as it runs: after a failover
+(``pocketmq broker promote``) a ``cluster up`` on the same data shows the
+promoted replica as id 0 and the old master as ``(fenced)``, which counts as up.
+
 Ctrl-C (SIGINT) or SIGTERM stops the cluster gracefully: SIGTERM to the
 brokers (they flush, write their checkpoint, remove ``abort`` and unregister),
 then to the nameserver, each given :data:`STOP_GRACE_S` before SIGKILL; the
