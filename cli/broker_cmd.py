@@ -39,22 +39,36 @@ SHUTDOWN_GRACE_S = 5.0
 
 # Short flag -> BrokerConfig key, as `mqbroker -n` / the issue's command line.
 _ALIASES = {"--namesrv": "namesrv_addrs", "--name": "broker_name",
-            "--cluster": "cluster_name", "--flush": "flush_disk_type"}
+            "--cluster": "cluster_name", "--flush": "flush_disk_type",
+            "--role": "broker_role"}
+_ALIAS_CHOICES: dict[str, tuple[str, ...]] = {
+    "--flush": ("async", "sync"), "--role": ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")}
+_ALIAS_NOTES = {"--role": " (RocketMQ's brokerRole; a SLAVE needs --broker-id 1 or above)"}
+
+_REPLICATION_HELP = (
+    "Replication (RocketMQ's master/slave): the brokers of one --name are a master "
+    "(--broker-id 0, brokerId; --role ASYNC_MASTER or SYNC_MASTER, brokerRole) and replicas "
+    "(--broker-id 1.., --role SLAVE) that copy its commit log. A master serves its replicas "
+    "on --ha-port (haListenPort; default --port + 1, -1 = off); a replica finds it through "
+    "the nameserver. `pocketmq broker promote HOST:PORT` makes a replica the master.")
 
 
 def register(subparsers: Any) -> None:
     broker = subparsers.add_parser(
         "broker", help="run a broker (commit log, queues, gRPC service)",
         description="Run a PocketMQ broker. It registers with every nameserver in --namesrv "
-                    "and stops gracefully on SIGTERM/SIGINT.")
+                    "and stops gracefully on SIGTERM/SIGINT. " + _REPLICATION_HELP)
     broker.add_argument("--config", metavar="FILE",
                         help="TOML file of broker keys, top level or [broker] (flags override)")
     for flag, key in _ALIASES.items():
-        extra: dict[str, Any] = {"choices": ("async", "sync")} if flag == "--flush" else {}
-        env_note = f" (default: ${NAMESRV_ENV})" if key == "namesrv_addrs" else ""
+        extra: dict[str, Any] = ({"choices": _ALIAS_CHOICES[flag]} if flag in _ALIAS_CHOICES
+                                 else {})
+        note = f" (default: ${NAMESRV_ENV})" if key == "namesrv_addrs" else ""
         broker.add_argument(flag, dest=key, default=None, metavar=key.upper(),
-                            help=f"same as --{key.replace('_', '-')}{env_note}", **extra)
+                            help=f"same as --{key.replace('_', '-')}{note}"
+                                 f"{_ALIAS_NOTES.get(flag, '')}", **extra)
     add_config_flags(broker, BrokerConfig)
+    _escape_percent(broker)
     broker.set_defaults(func=_run_broker)
 
     standalone = subparsers.add_parser(
@@ -79,12 +93,18 @@ def register(subparsers: Any) -> None:
                                  "-1 = off (default: off, or metrics_port of --config)")
     standalone.add_argument("--config", metavar="FILE",
                             help="TOML file of broker keys, top level or [broker], for what "
-                                 "the flags above do not set (max_pull_messages, ...)")
+                                 "the flags above do not set (max_pull_messages, ...); "
+                                 "replication is off (ha_port = -1) unless it sets ha_port")
     standalone.add_argument("--demo", action="store_true",
                             help="once up, send and consume a few messages and show how")
     standalone.set_defaults(func=_run_standalone)
 
 
+def _escape_percent(parser: argparse.ArgumentParser) -> None:
+    """argparse %-formats help texts: a key's literal ``%RETRY%`` broke ``--help``."""
+    for action in parser._actions:
+        if action.help and "%" in action.help and "%(" not in action.help:
+            action.help = action.help.replace("%", "%%")
 
 
 def _section(path: str | None) -> str | None:
@@ -127,10 +147,32 @@ def _run_standalone(args: argparse.Namespace) -> int:
         return runner.run(_serve_standalone(args, namesrv_config))
 
 
+def _config_sets(path: str | None, key: str) -> bool:
+    """Whether the TOML file at *path* gives *key* (in ``[broker]`` or at the top level)."""
+    if path is None:
+        return False
+    import tomllib
+
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError):
+        return False  # load_config reports the problem with the file's name
+    section = data.get("broker")
+    return key in (section if isinstance(section, dict) else data)
+
+
 def _standalone_broker_config(args: argparse.Namespace, *, namesrv_addrs: str) -> BrokerConfig:
-    """``--config``'s broker keys, under the standalone flags (which always win)."""
+    """``--config``'s broker keys, under the standalone flags (which always win).
+
+    A standalone broker has no replicas, so it serves no replication port unless
+    the file asks for one: the default (port + 1 = 10912) is the port of the second
+    broker of the README's cluster by hand.
+    """
     flags = {"host": args.host, "port": args.broker_port, "data_dir": args.data_dir,
              "flush_disk_type": args.flush, "namesrv_addrs": namesrv_addrs}
+    if not _config_sets(args.config, "ha_port"):
+        flags["ha_port"] = -1
     if args.grpc_v2_port is not None:
         flags["grpc_v2_port"] = args.grpc_v2_port
     if args.metrics_port is not None:

@@ -1,19 +1,43 @@
 """``pocketmq cluster up`` and ``pocketmq cluster list``.
 
-``cluster up [--brokers 2] [--data-dir DIR] [--namesrv-port 9876] [--broker-port 10911]
+``cluster up [--brokers 2] [--replicas 0] [--master-role SYNC_MASTER|ASYNC_MASTER]
+[--data-dir DIR] [--namesrv-port 9876] [--broker-port 10911] [--v2-port 8081]
 [--config FILE]``
-runs one nameserver and N brokers (``broker-a``, ``broker-b``, ...; broker i
-on ``--broker-port`` + i, data in ``DIR/broker-x``) as child processes, each
-the very ``pocketmq nameserver`` / ``pocketmq broker ...`` command that
-``docker-compose.yml`` runs: :func:`nameserver_command` and
-:func:`broker_command` are the one definition of both, and
-``tests/unit/test_docker_compose.py`` holds the compose file to them. Each
-child writes its log to ``DIR/logs/{name}.log``. Once every broker has
-registered with the nameserver the addresses are printed::
+runs one nameserver and N broker names (``broker-a``, ``broker-b``, ...), each a
+master (broker id 0) plus ``--replicas`` replicas (broker ids 1.., role SLAVE),
+as child processes. Each child is the very ``pocketmq nameserver`` /
+``pocketmq broker ...`` command that ``docker-compose.yml`` runs:
+:func:`nameserver_command`, :func:`broker_command` and :func:`cluster_layout`
+are the one definition of both, and ``tests/unit/test_docker_compose.py``
+holds the compose file to them. Each child writes its log to
+``DIR/logs/{member}.log``.
 
-    ROLE        NAME      ADDRESS          PID    LOG
-    nameserver  -         127.0.0.1:9876   4242   pocketmq-cluster/logs/nameserver.log
-    broker      broker-a  127.0.0.1:10911  4243   pocketmq-cluster/logs/broker-a.log
+Port layout: the members are numbered in order, ``k = i * (R + 1) + id`` for
+broker name *i*, broker id *id* and R replicas (``broker-a``, ``broker-a-1``,
+``broker-b``, ``broker-b-1`` ...). Member *k* listens on ``--broker-port`` + 2k
+and serves replication on the port above it (RocketMQ's haListenPort =
+listenPort + 1), and serves RocketMQ 5 clients on ``--v2-port`` + k; its data
+is in ``DIR/{member}`` (``broker-a``, ``broker-a-1``)::
+
+    --brokers 2 --replicas 1   port   ha port  v2 port  data
+    broker-a    (SYNC_MASTER)  10911  10912    8081     DIR/broker-a
+    broker-a-1  (SLAVE, id 1)  10913  10914    8082     DIR/broker-a-1
+    broker-b    (SYNC_MASTER)  10915  10916    8083     DIR/broker-b
+    broker-b-1  (SLAVE, id 1)  10917  10918    8084     DIR/broker-b-1
+
+Masters are SYNC_MASTER when there are replicas (``--master-role
+ASYNC_MASTER`` to acknowledge before the replicas have the message), else
+ASYNC_MASTER. Once every member has registered with the nameserver the
+addresses are printed::
+
+    ROLE         NAME      ID  ADDRESS          PID   LOG
+    nameserver   -          -  127.0.0.1:9876   4242  pocketmq-cluster/logs/nameserver.log
+    SYNC_MASTER  broker-a   0  127.0.0.1:10911  4243  pocketmq-cluster/logs/broker-a.log
+    SLAVE        broker-a   1  127.0.0.1:10913  4244  pocketmq-cluster/logs/broker-a-1.log
+
+The banner shows each broker's role and id as it runs: after a failover
+(``pocketmq broker promote``) a ``cluster up`` on the same data shows the
+promoted replica as id 0 and the old master as ``(fenced)``, which counts as up.
 
 Ctrl-C (SIGINT) or SIGTERM stops the cluster gracefully: SIGTERM to the
 brokers (they flush, write their checkpoint, remove ``abort`` and unregister),
@@ -23,8 +47,10 @@ the end of its log, and the rest are stopped. The children run in sessions of
 their own so that a terminal's Ctrl-C reaches only this process, which stops
 them in that order; on Linux they also get SIGTERM should this process die.
 
-``cluster list`` prints every live broker: cluster, name, id, role, address,
-version, put and get TPS (``-`` where the broker does not report one).
+``cluster list`` prints every live broker: cluster, name, id, role (the
+broker's own: SYNC_MASTER, ASYNC_MASTER, SLAVE), address, master epoch,
+replication lag in bytes (replicas) or replicas in sync (masters), version,
+put and get TPS (``-`` where the broker does not report one).
 Exit codes: 0 done (every child exited 0), 1 a child failed or a server could
 not be reached, 2 bad usage.
 """
@@ -38,6 +64,7 @@ import signal
 import string
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -49,8 +76,10 @@ from pocketmq.client import AdminClient, ClientError
 __all__ = [
     "CLUSTER_NAME",
     "DEFAULT_DATA_DIR",
+    "Member",
     "broker_command",
     "broker_name",
+    "cluster_layout",
     "nameserver_command",
     "register",
 ]
@@ -62,6 +91,8 @@ STOP_GRACE_S = 20.0        # per child, after SIGTERM, before SIGKILL
 POLL_S = 0.2
 LOG_TAIL_LINES = 15
 POCKETMQ = (sys.executable, "-m", "pocketmq")   # the `pocketmq` command of this install
+MASTER_ROLES = ("SYNC_MASTER", "ASYNC_MASTER")
+PORTS_PER_MEMBER = 2   # the broker's port and, above it, its replication (ha) port
 
 
 # -- the topology: one definition for `cluster up` and docker-compose.yml --------------------
@@ -74,17 +105,59 @@ def nameserver_command(*, port: int, host: str) -> list[str]:
     return ["nameserver", "--host", host, "--port", str(port)]
 
 
-def broker_command(index: int, *, port: int, v2_port: int, namesrv: str, data_dir: str,
-                   host: str, broker_ip: str | None = None,
-                   acl_file: str | None = None, config_file: str | None = None) -> list[str]:
-    """Broker *index* of the cluster; *broker_ip* when *host* listens on every interface.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Member:
+    """One broker process of ``cluster up``: broker name *index*, broker id *broker_id*."""
 
-    *v2_port* serves RocketMQ 5 clients (-1 = off); each broker on a host needs its own.
-    *config_file*: a TOML of broker keys for every broker; the flags here win over it.
+    index: int
+    broker_id: int          # 0 = the master, 1.. the replicas
+    role: str               # SYNC_MASTER, ASYNC_MASTER or SLAVE
+    port: int
+    ha_port: int
+    v2_port: int            # -1 = off
+
+    @property
+    def broker_name(self) -> str:
+        return broker_name(self.index)
+
+    @property
+    def label(self) -> str:
+        """``broker-a`` for a master, ``broker-a-1`` for its replica id 1: log and data dir."""
+        return self.broker_name if self.broker_id == 0 else f"{self.broker_name}-{self.broker_id}"
+
+
+def cluster_layout(brokers: int, replicas: int = 0, *, broker_port: int, v2_port: int,
+                   master_role: str | None = None) -> list[Member]:
+    """Every member, masters before their replicas: member k = index * (replicas + 1) + id
+    on *broker_port* + 2k (ha port + 1 above it) and *v2_port* + k (-1: off)."""
+    role = master_role or ("SYNC_MASTER" if replicas else "ASYNC_MASTER")
+    members = []
+    for index in range(brokers):
+        for broker_id in range(replicas + 1):
+            k = index * (replicas + 1) + broker_id
+            port = broker_port + PORTS_PER_MEMBER * k
+            members.append(Member(index=index, broker_id=broker_id,
+                                  role=role if broker_id == 0 else "SLAVE", port=port,
+                                  ha_port=port + 1, v2_port=-1 if v2_port == -1 else v2_port + k))
+    return members
+
+
+def broker_command(index: int, *, port: int, ha_port: int, v2_port: int, namesrv: str,
+                   data_dir: str, host: str, broker_id: int = 0, role: str = "ASYNC_MASTER",
+                   broker_ip: str | None = None, acl_file: str | None = None,
+                   config_file: str | None = None) -> list[str]:
+    """Broker *index* of the cluster (id *broker_id*); *broker_ip* when *host* listens on
+    every interface.
+
+    *ha_port* serves the master's replicas (a replica serves one too, for when it is
+    promoted); *v2_port* serves RocketMQ 5 clients (-1 = off); each broker on a host
+    needs ports of its own. *config_file*: a TOML of broker keys for every broker; the
+    flags here win over it.
     """
     command = ["broker", "--cluster", CLUSTER_NAME, "--name", broker_name(index),
-               "--host", host, "--port", str(port), "--grpc-v2-port", str(v2_port),
-               "--namesrv", namesrv, "--data-dir", data_dir]
+               "--broker-id", str(broker_id), "--role", role,
+               "--host", host, "--port", str(port), "--ha-port", str(ha_port),
+               "--grpc-v2-port", str(v2_port), "--namesrv", namesrv, "--data-dir", data_dir]
     if config_file:
         command += ["--config", config_file]
     if broker_ip:
@@ -93,32 +166,54 @@ def broker_command(index: int, *, port: int, v2_port: int, namesrv: str, data_di
 
 
 # -- commands --------------------------------------------------------------------------------
+_LAYOUT_HELP = """\
+port layout: the members are numbered k = 0, 1, ... in the order broker-a, its
+replicas broker-a-1 .. broker-a-R, broker-b, ...; member k listens on
+--broker-port + 2k, serves its replicas on the port above (haListenPort), and
+serves RocketMQ 5 clients on --v2-port + k. With --brokers 2 --replicas 1:
+
+  member      role            port   ha port  v2 port  data and log
+  broker-a    SYNC_MASTER, 0  10911  10912    8081     DIR/broker-a
+  broker-a-1  SLAVE, id 1     10913  10914    8082     DIR/broker-a-1
+  broker-b    SYNC_MASTER, 0  10915  10916    8083     DIR/broker-b
+  broker-b-1  SLAVE, id 1     10917  10918    8084     DIR/broker-b-1"""
+
 def register(subparsers: Any) -> None:
     cluster = subparsers.add_parser("cluster", help="run or list a cluster",
                                     description="Run a local cluster, or list a cluster's "
                                                 "brokers.")
     actions = cluster.add_subparsers(dest="cluster_action", metavar="ACTION", required=True)
     up = actions.add_parser(
-        "up", help="one nameserver and N brokers as local processes",
-        description="Run one nameserver and N brokers as child processes (the commands "
-                    "docker-compose.yml runs) until Ctrl-C.")
-    up.add_argument("--brokers", type=int, default=2, help="how many brokers (default 2)")
+        "up", help="one nameserver and N brokers (and their replicas) as local processes",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run one nameserver and N brokers, each with --replicas replicas, as child\n"
+                    "processes (the commands docker-compose.yml runs) until Ctrl-C.\n\n"
+                    + _LAYOUT_HELP)
+    up.add_argument("--brokers", type=int, default=2,
+                    help="how many broker names (default 2)")
+    up.add_argument("--replicas", type=int, default=0,
+                    help="replicas (role SLAVE, broker ids 1..N) per broker name (default 0)")
+    up.add_argument("--master-role", choices=MASTER_ROLES, default=None,
+                    help="role of the masters (default SYNC_MASTER with --replicas >= 1, "
+                         "else ASYNC_MASTER)")
     up.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
                     help=f"brokers' data and the logs (default {DEFAULT_DATA_DIR})")
     up.add_argument("--host", default="127.0.0.1", help="address every server listens on")
     up.add_argument("--namesrv-port", type=int, default=9876, help="default 9876")
     up.add_argument("--broker-port", type=int, default=10911,
-                    help="port of the first broker; broker i gets this + i (default 10911)")
+                    help="port of the first broker; member k gets this + 2k and its "
+                         "replication port this + 2k + 1 (default 10911)")
     up.add_argument("--v2-port", type=int, default=8081,
-                    help="RocketMQ 5 gRPC port of the first broker (the proxy's 8081); broker "
-                         "i gets this + i; -1 = off")
+                    help="RocketMQ 5 gRPC port of the first broker (the proxy's 8081); member "
+                         "k gets this + k; -1 = off")
     up.add_argument("--config", metavar="FILE", default=None,
                     help="TOML file of broker keys (docs/configuration.md) for every broker; "
                          "the cluster's own flags win over it")
     up.set_defaults(func=_run_up)
     listing = actions.add_parser("list", parents=[_common()], help="the cluster's brokers",
-                                 description="Every live broker with its role, version "
-                                             "and put/get TPS.")
+                                 description="Every live broker with its role, master epoch, "
+                                             "replication lag (replicas) or replicas in sync "
+                                             "(masters), version and put/get TPS.")
     listing.set_defaults(func=lambda args: run_admin(_cluster_list, args))
 
 
@@ -139,25 +234,42 @@ async def _cluster_list(admin: AdminClient, args: argparse.Namespace) -> int:
 
     tables = await asyncio.gather(*(runtime(b.addr) for b in info.brokers))
     rows = [{"cluster": b.cluster, "broker_name": b.broker_name, "broker_id": b.broker_id,
-             "role": b.role, "addr": b.addr, "version": t.get("version"),
-             "put_tps": t.get("put_tps"), "get_tps": t.get("get_tps"), "reachable": bool(t)}
+             "role": b.role, "broker_role": t.get("broker_role"), "addr": b.addr,
+             "master_epoch": _int(t.get("master_epoch")),
+             "replication_lag_bytes": _int(t.get("replication_lag_bytes")),
+             "in_sync_replicas": _int(t.get("in_sync_replicas")),
+             "version": t.get("version"), "put_tps": t.get("put_tps"),
+             "get_tps": t.get("get_tps"), "reachable": bool(t)}
             for b, t in zip(info.brokers, tables, strict=True)]
-    keys = ("cluster", "broker_name", "broker_id", "role", "addr", "version", "put_tps",
-            "get_tps")
     print(dump_json(rows) if args.json else render(
-        ["CLUSTER", "BROKER", "ID", "ROLE", "ADDRESS", "VERSION", "PUT TPS", "GET TPS"],
-        [[r[k] for k in keys] for r in rows]))
+        ["CLUSTER", "BROKER", "ID", "ROLE", "ADDRESS", "EPOCH", "LAG BYTES", "IN SYNC",
+         "VERSION", "PUT TPS", "GET TPS"],
+        [[r["cluster"], r["broker_name"], r["broker_id"], r["broker_role"] or r["role"],
+          r["addr"], r["master_epoch"], r["replication_lag_bytes"], r["in_sync_replicas"],
+          r["version"], r["put_tps"], r["get_tps"]] for r in rows]))
     return 0
+
+
+def _int(text: str | None) -> int | None:
+    """A runtime-info figure as a number; None where the broker does not report it."""
+    try:
+        return int(text) if text else None
+    except ValueError:
+        return None
 
 
 def _run_up(args: argparse.Namespace) -> int:
     if not 1 <= args.brokers <= 64:
         print(f"pocketmq cluster up: --brokers is {args.brokers}; give 1..64", file=sys.stderr)
         return 2
-    ranges = [("--namesrv-port", args.namesrv_port, 1), ("--broker-port", args.broker_port,
-                                                          args.brokers)]
+    if not 0 <= args.replicas <= 8:
+        print(f"pocketmq cluster up: --replicas is {args.replicas}; give 0..8", file=sys.stderr)
+        return 2
+    members = args.brokers * (args.replicas + 1)
+    ranges = [("--namesrv-port", args.namesrv_port, 1),
+              ("--broker-port", args.broker_port, PORTS_PER_MEMBER * members)]
     if args.v2_port != -1:
-        ranges.append(("--v2-port", args.v2_port, args.brokers))
+        ranges.append(("--v2-port", args.v2_port, members))
     for flag, first, count in ranges:
         if first <= 0 or first + count > 65536:
             print(f"pocketmq cluster up: {flag} {first} leaves no room for {count} port(s) "
@@ -171,8 +283,11 @@ class _Child:
     """One server process and its log file."""
 
     def __init__(self, name: str, role: str, addr: str, command: Sequence[str],
-                 log_path: Path) -> None:
+                 log_path: Path, member: Member | None = None) -> None:
         self.name, self.role, self.addr = name, role, addr
+        self.member = member
+        self.broker_id = member.broker_id if member is not None else None  # as registered
+        self.fenced = ""       # why the nameserver refused this master, when it did
         self.command = list(command)
         self.log_path = log_path
         self.proc: asyncio.subprocess.Process | None = None
@@ -241,15 +356,16 @@ class LocalCluster:
         self.nameserver = _Child("nameserver", "nameserver", self.namesrv,
                                  nameserver_command(port=args.namesrv_port, host=args.host),
                                  logs / "nameserver.log")
+        config_file = str(Path(args.config).resolve()) if args.config else None
         self.brokers = [
-            _Child(broker_name(i), "broker", f"{args.host}:{args.broker_port + i}",
-                   broker_command(i, port=args.broker_port + i, namesrv=self.namesrv,
-                                  v2_port=-1 if args.v2_port == -1 else args.v2_port + i,
-                                  data_dir=str(self.data_dir / broker_name(i)), host=args.host,
-                                  config_file=str(Path(args.config).resolve()) if args.config
-                                  else None),
-                   logs / f"{broker_name(i)}.log")
-            for i in range(args.brokers)]
+            _Child(m.label, m.role, f"{args.host}:{m.port}",
+                   broker_command(m.index, broker_id=m.broker_id, role=m.role, port=m.port,
+                                  ha_port=m.ha_port, v2_port=m.v2_port, namesrv=self.namesrv,
+                                  data_dir=str(self.data_dir / m.label), host=args.host,
+                                  config_file=config_file),
+                   logs / f"{m.label}.log", member=m)
+            for m in cluster_layout(args.brokers, args.replicas, broker_port=args.broker_port,
+                                    v2_port=args.v2_port, master_role=args.master_role)]
         self._stop = asyncio.Event()
 
     @property
@@ -273,24 +389,63 @@ class LocalCluster:
                 loop.remove_signal_handler(sig)
 
     async def _start_all(self) -> _Child | None:
-        """Start the nameserver, then the brokers; the child that died, if one did.
+        """Start the nameserver, the masters, then the replicas; the child that died, if
+        one did.
 
-        Every child is started before this process opens a gRPC channel: forking
-        while gRPC runs threads is what gRPC warns against.
+        The replicas start once every master listens on its ha port (its store is open
+        and it registers next): a replica learns its master's ha address from its
+        registrations, and one registering before its master would wait for its next
+        round (30 s) to start copying. Every child is started before this process opens
+        a gRPC channel (the checks until then are bare TCP connects): forking while
+        gRPC runs threads is what gRPC warns against.
         """
         await self.nameserver.start()
         if (died := await self._until(lambda: _listening(self.namesrv))) is not None:
             return died
-        for broker in self.brokers:
+        masters = [b for b in self.brokers if b.member is None or b.member.broker_id == 0]
+        replicas = [b for b in self.brokers if b not in masters]
+        for broker in masters:
             await broker.start()
-        wanted = {b.name: b.addr for b in self.brokers}
+        if replicas:
+            ha_addrs = [f"{b.addr.rpartition(':')[0]}:{b.member.ha_port}" for b in masters
+                        if b.member is not None]
+
+            async def masters_up() -> bool:
+                return all([await _listening(addr) for addr in ha_addrs])
+
+            if (died := await self._until(masters_up)) is not None or self._stop.is_set():
+                return died
+        for broker in replicas:
+            await broker.start()
         async with AdminClient(self.namesrv, timeout_s=1.0) as admin:
 
             async def registered() -> bool:
+                """Every broker registered under its name (a promoted replica as id 0), or
+                fenced: an old master the nameserver refuses after a promotion."""
                 info = await admin.cluster_info()
-                return wanted.items() <= info.masters(CLUSTER_NAME).items()
+                live = {(b.broker_name, b.addr) for b in info.brokers
+                        if b.cluster == CLUSTER_NAME}
+                for child in self.brokers:
+                    if child.member is None or (child.member.broker_name, child.addr) in live:
+                        continue
+                    child.fenced = (await admin.broker_runtime_info(child.addr)).get("fenced",
+                                                                                    "")
+                    if not child.fenced:
+                        return False
+                return True
 
-            return await self._until(registered)
+            died = await self._until(registered)
+            if died is None:
+                await self._learn_roles(admin)
+            return died
+
+    async def _learn_roles(self, admin: AdminClient) -> None:
+        """Each broker's role and id as it runs: a promotion outlives the command line."""
+        for child in self.brokers:
+            with contextlib.suppress(ClientError, ValueError):
+                table = await admin.broker_runtime_info(child.addr)
+                child.role = table.get("broker_role", child.role)
+                child.broker_id = int(table.get("broker_id", child.broker_id))
 
     async def _until(self, ready: Callable[[], Awaitable[bool]]) -> _Child | None:
         """Poll *ready* until it holds; the child that exited meanwhile, if one did."""
@@ -313,10 +468,13 @@ class LocalCluster:
         return None
 
     def _print_up(self) -> None:
-        rows = [[c.role, c.name if c.role == "broker" else None, c.addr,
+        rows = [[f"{c.role} (fenced)" if c.fenced else c.role,
+                 c.member.broker_name if c.member else None, c.broker_id, c.addr,
                  c.proc.pid if c.proc else None, c.log_path] for c in self.children]
+        fenced = "".join(f"\n{c.name} at {c.addr} takes no writes: {c.fenced}"
+                         for c in self.brokers if c.fenced)
         print(f"PocketMQ cluster {CLUSTER_NAME} is up, data in {self.data_dir}:\n"
-              f"{render(['ROLE', 'NAME', 'ADDRESS', 'PID', 'LOG'], rows)}\n\n"
+              f"{render(['ROLE', 'NAME', 'ID', 'ADDRESS', 'PID', 'LOG'], rows)}\n{fenced}\n"
               f"export POCKETMQ_NAMESRV={self.namesrv}\n"
               "Ctrl-C stops the cluster.", flush=True)
 

@@ -1,7 +1,9 @@
 """The plain values :class:`~pocketmq.client.admin.AdminClient` returns.
 
 They mirror the rows of RocketMQ's admin tools (``clusterList``, ``topicStatus``,
-``consumerProgress``, ``resetOffsetByTime``): one frozen dataclass per row,
+``consumerProgress``, ``resetOffsetByTime``, and the replication ones: a broker
+name's members as promotion compares them, a promotion's outcome): one frozen
+dataclass per row,
 with the broker it came from, so that a caller can print, sort or sum them
 without knowing the wire. :mod:`.remoting` builds them from the protobuf replies.
 """
@@ -14,9 +16,11 @@ __all__ = [
     "BrokerInfo",
     "ClusterInfo",
     "ConsumerGroup",
+    "PromoteResult",
     "QueueProgress",
     "QueueReset",
     "QueueStatus",
+    "ReplicaPosition",
     "ResetResult",
     "TopicConfig",
 ]
@@ -117,3 +121,53 @@ class ResetResult:
     group: str
     queues: list[QueueReset]
     notified_client_ids: list[str]    # over every broker, sorted, without repeats
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicaPosition:
+    """How far one member of a broker name has its commit log (from its runtime info).
+
+    Logs are compared by (``master_epoch``, ``max_offset``): a later epoch wins
+    whatever its length, since a replica cuts whatever it holds beyond the
+    point where its epoch history parts from the master's.
+    """
+
+    broker_name: str
+    broker_id: int            # as the broker reports it (a promoted replica: 0); -1 unknown
+    addr: str
+    role: str                 # SYNC_MASTER, ASYNC_MASTER or SLAVE; "" when unreachable
+    master_epoch: int         # the last epoch in its log; -1 when unreachable
+    max_offset: int           # its commit log's max offset; -1 when unreachable
+    fenced: bool = False      # a master the nameserver refused: a newer one replaced it
+    error: str = ""           # why its runtime info could not be read
+
+    @property
+    def reachable(self) -> bool:
+        return not self.error
+
+    def ahead_of(self, other: ReplicaPosition) -> bool:
+        """Whether this log goes further than *other*'s: a higher epoch, then more bytes."""
+        return (self.master_epoch, self.max_offset) > (other.master_epoch, other.max_offset)
+
+    def describe(self) -> str:
+        where = f"{self.broker_name} id {self.broker_id} at {self.addr}"
+        if not self.reachable:
+            return f"{where}: unreachable ({self.error})"
+        fenced = ", fenced" if self.fenced else ""
+        return (f"{where} ({self.role}{fenced}): epoch {self.master_epoch}, commit-log offset "
+                f"{self.max_offset}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromoteResult:
+    """``PromoteToMaster``: the replica at ``addr`` is now the master of its broker name."""
+
+    broker_name: str
+    addr: str
+    epoch: int                # the new master epoch
+    start_offset: int         # commit-log offset where the new epoch begins
+    role: str                 # SYNC_MASTER or ASYNC_MASTER
+    previous: ReplicaPosition                 # the target before the promotion
+    members: list[ReplicaPosition]            # the others of the broker name, as compared
+    forced: bool = False                      # promoted although a member was ahead
+    namesrv_error: str = ""                   # the nameserver could not list the members

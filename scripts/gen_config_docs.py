@@ -110,6 +110,13 @@ ROCKETMQ_NAMES: dict[type, dict[str, str]] = {
         "register_timeout_seconds": "registerBrokerTimeoutMills (ms)",
         "grpc_v2_port": "grpcServerPort (proxy)", "metrics_port": "metricsPromExporterPort",
         "acl_enable": "aclEnable", **_SERVER_TLS_NAMES,
+        "broker_role": "brokerRole", "ha_port": "haListenPort",
+        "ha_master_address": "haMasterAddress",
+        "min_sync_replicas": "inSyncReplicas (5.x; 4.x waits for one slave)",
+        "slave_timeout_ms": "slaveTimeout", "ha_transfer_batch_bytes": "haTransferBatchSize",
+        "ha_heartbeat_interval_ms": "haSendHeartbeatInterval",
+        "ha_housekeeping_interval_ms": "haHousekeepingInterval",
+        "ha_slave_fallbehind_max_bytes": "haSlaveFallbehindMax",
     },
     StoreConfig: {
         "check_crc_on_recover": "checkCRCOnRecover",

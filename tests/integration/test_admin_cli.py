@@ -400,14 +400,17 @@ async def test_broker_status_config_and_cluster_list(cluster, pocketmq):
 
     code, brokers, err = await pocketmq("cluster", "list", json_out=True)
     assert code == 0, err
-    assert [(b["broker_name"], b["role"], b["addr"]) for b in brokers] == [
-        ("broker-a", "master", broker_addr(cluster, 0)),
-        ("broker-b", "master", broker_addr(cluster, 1))]
+    assert [(b["broker_name"], b["role"], b["broker_role"], b["master_epoch"], b["addr"])
+            for b in brokers] == [
+        ("broker-a", "master", "ASYNC_MASTER", 1, broker_addr(cluster, 0)),
+        ("broker-b", "master", "ASYNC_MASTER", 1, broker_addr(cluster, 1))]
+    assert {b["replication_lag_bytes"] for b in brokers} == {None}     # no replicas
     code, out, _ = await pocketmq("cluster", "list")
     header, *lines = out.splitlines()
-    assert header.split() == ["CLUSTER", "BROKER", "ID", "ROLE", "ADDRESS", "VERSION", "PUT",
-                              "TPS", "GET", "TPS"]
-    assert len(lines) == 2 and all("DefaultCluster" in line for line in lines)
+    assert header.split() == ["CLUSTER", "BROKER", "ID", "ROLE", "ADDRESS", "EPOCH", "LAG",
+                              "BYTES", "IN", "SYNC", "VERSION", "PUT", "TPS", "GET", "TPS"]
+    assert len(lines) == 2 and all("DefaultCluster" in line and "ASYNC_MASTER" in line
+                                   for line in lines)
 
 
 async def test_a_remote_error_exits_1_and_bad_usage_exits_2(cluster, pocketmq):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from pocketmq.cli import main
 from pocketmq.client import (
     ClientError,
     ConsumeResult,
@@ -24,8 +26,10 @@ from pocketmq.client import (
     MessageExt,
     Producer,
     PushConsumer,
+    SendStatus,
 )
 from pocketmq.client.remoting import Remoting
+from pocketmq.common.msgid import decode_offset_msg_id
 
 UP_TIMEOUT_S = 60.0
 
@@ -54,11 +58,13 @@ def free_port_run(count: int) -> int:
 
 
 async def start_cluster_up(data_dir: Path, *, namesrv_port: int, broker_port: int,
-                           v2_port: int) -> asyncio.subprocess.Process:
+                           v2_port: int, brokers: int = 2, replicas: int = 0,
+                           extra_config: str = "") -> asyncio.subprocess.Process:
     small = data_dir.parent / "small-segments.toml"   # 16 MiB, not 1 GiB, of disk a broker
-    small.write_text("commitlog_file_size_bytes = 16777216\n")
+    small.write_text(f"commitlog_file_size_bytes = 16777216\n{extra_config}")
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pocketmq", "cluster", "up", "--brokers", "2",
+        sys.executable, "-m", "pocketmq", "cluster", "up", "--brokers", str(brokers),
+        "--replicas", str(replicas),
         "--data-dir", str(data_dir), "--namesrv-port", str(namesrv_port),
         "--broker-port", str(broker_port), "--v2-port", str(v2_port), "--config", str(small),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -87,6 +93,21 @@ async def read_until(stream: asyncio.StreamReader, marker: str, timeout_s: float
     return text
 
 
+async def cli(capsys, *args: str) -> tuple[int, str, str]:
+    """``pocketmq ARGS`` in this process (on a thread: it runs a loop of its own)."""
+    capsys.readouterr()
+
+    def call() -> int:
+        try:
+            return main(["--log-level", "WARNING", *args])
+        except SystemExit as exc:
+            return int(exc.code or 0)
+
+    code = await asyncio.to_thread(call)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 @pytest.fixture
 async def stop_on_teardown():
     procs: list[asyncio.subprocess.Process] = []
@@ -101,7 +122,7 @@ async def stop_on_teardown():
 
 async def test_cluster_up_serves_two_brokers_and_stops_every_child_on_sigint(
         tmp_path, stop_on_teardown, eventually):
-    namesrv_port, broker_port, v2_port = (free_port_run(1), free_port_run(2),
+    namesrv_port, broker_port, v2_port = (free_port_run(1), free_port_run(4),
                                           free_port_run(2))
     proc = await start_cluster_up(tmp_path / "cluster", namesrv_port=namesrv_port,
                                   broker_port=broker_port, v2_port=v2_port)
@@ -109,9 +130,11 @@ async def test_cluster_up_serves_two_brokers_and_stops_every_child_on_sigint(
     assert proc.stdout is not None and proc.stderr is not None
     banner = await read_until(proc.stdout, "Ctrl-C stops the cluster.", UP_TIMEOUT_S)
     namesrv = f"127.0.0.1:{namesrv_port}"
-    for name, addr in (("-", namesrv), ("broker-a", f"127.0.0.1:{broker_port}"),
-                       ("broker-b", f"127.0.0.1:{broker_port + 1}")):
-        assert re.search(rf"\s{re.escape(name)}\s+{re.escape(addr)}\s", banner), banner
+    for role, name, addr in (("nameserver", "-", namesrv),
+                             ("ASYNC_MASTER", "broker-a", f"127.0.0.1:{broker_port}"),
+                             ("ASYNC_MASTER", "broker-b", f"127.0.0.1:{broker_port + 2}")):
+        assert re.search(rf"{role}\s+{re.escape(name)}\s+(-|0)\s+{re.escape(addr)}\s",
+                         banner), banner
     assert f"export POCKETMQ_NAMESRV={namesrv}" in banner
 
     received: set[bytes] = set()
@@ -156,7 +179,7 @@ async def test_cluster_up_serves_two_brokers_and_stops_every_child_on_sigint(
 
 async def test_cluster_up_reports_a_broker_that_dies_and_stops_the_rest(tmp_path,
                                                                       stop_on_teardown):
-    namesrv_port, broker_port = free_port_run(1), free_port_run(2)
+    namesrv_port, broker_port = free_port_run(1), free_port_run(4)
     with socket.socket() as squatter:   # broker-a's port is taken
         squatter.bind(("127.0.0.1", broker_port))
         squatter.listen()
@@ -168,3 +191,97 @@ async def test_cluster_up_reports_a_broker_that_dies_and_stops_the_rest(tmp_path
     assert "broker-a exited with code 1" in err.decode()
     assert f"127.0.0.1:{broker_port}" in err.decode()           # the end of its log
     assert "nameserver exited with code 0" in out.decode()
+
+
+async def test_cluster_up_with_a_replica_copies_the_master_and_promote_fails_over_to_it(
+        tmp_path, stop_on_teardown, eventually, capsys):
+    namesrv_port, broker_port = free_port_run(1), free_port_run(4)
+    proc = await start_cluster_up(tmp_path / "cluster", namesrv_port=namesrv_port,
+                                  broker_port=broker_port, v2_port=-1, brokers=1, replicas=1,
+                                  extra_config="register_interval_seconds = 1\n")
+    stop_on_teardown(proc)
+    assert proc.stdout is not None
+    banner = await read_until(proc.stdout, "Ctrl-C stops the cluster.", UP_TIMEOUT_S)
+    namesrv = f"127.0.0.1:{namesrv_port}"
+    master, replica = f"127.0.0.1:{broker_port}", f"127.0.0.1:{broker_port + 2}"
+    assert re.search(rf"SYNC_MASTER\s+broker-a\s+0\s+{re.escape(master)}\s", banner), banner
+    assert re.search(rf"SLAVE\s+broker-a\s+1\s+{re.escape(replica)}\s", banner), banner
+
+    async def listing() -> dict[tuple[int, str], dict]:
+        code, out, err = await cli(capsys, "cluster", "list", "--namesrv", namesrv, "--json")
+        assert code == 0, err
+        return {(b["broker_id"], b["addr"]): b for b in json.loads(out)}
+
+    async def replica_in_sync() -> bool:
+        rows = await listing()
+        m, r = rows.get((0, master)), rows.get((1, replica))
+        return bool(m and r and m["in_sync_replicas"] == 1 and r["replication_lag_bytes"] == 0)
+
+    await eventually(replica_in_sync, timeout_s=20, interval_s=0.2, what="the replica in sync")
+    async with Producer(group="ha-pg", namesrv=namesrv) as producer:
+        results = [await producer.send(Message(topic="ha-topic", body=f"m{i}".encode()))
+                   for i in range(10)]
+    assert {r.status for r in results} == {SendStatus.SEND_OK}   # the replica has them too
+
+    async def caught_up() -> dict | None:
+        rows = await listing()
+        r = rows.get((1, replica))
+        return rows if r and r["replication_lag_bytes"] == 0 else None
+
+    rows = await eventually(caught_up, timeout_s=10, interval_s=0.2, what="no lag")
+    assert [(b["broker_id"], b["broker_role"], b["master_epoch"]) for b in rows.values()] == [
+        (0, "SYNC_MASTER", 1), (1, "SLAVE", 1)]
+    code, table, _ = await cli(capsys, "cluster", "list", "--namesrv", namesrv)
+    assert code == 0
+    assert table.splitlines()[0].split()[:9] == [
+        "CLUSTER", "BROKER", "ID", "ROLE", "ADDRESS", "EPOCH", "LAG", "BYTES", "IN"]
+    assert re.search(rf"broker-a\s+1\s+SLAVE\s+{re.escape(replica)}\s+1\s+0\s", table), table
+
+    code, out, err = await cli(capsys, "broker", "promote", replica, "--namesrv", namesrv)
+    assert code == 0, err
+    promoted = re.search(r"promoted broker-a at \S+ to ASYNC_MASTER: master epoch 2, starting "
+                         r"at commit-log offset (\d+)", out)
+    assert promoted and int(promoted.group(1)) > 0, out
+
+    async def replica_is_master() -> dict | None:
+        rows = await listing()
+        r = rows.get((0, replica))
+        return rows if r and (r["broker_role"], r["master_epoch"]) == ("ASYNC_MASTER", 2) \
+            else None
+
+    rows = await eventually(replica_is_master, timeout_s=10, interval_s=0.2,
+                            what="the replica listed as master")
+    assert (0, master) not in rows, "the old master is no longer routed"
+    async with Producer(group="ha-pg", namesrv=namesrv) as producer:
+        after = await producer.send(Message(topic="ha-topic", body=b"after the failover"))
+    assert after.status is SendStatus.SEND_OK
+    assert decode_offset_msg_id(after.offset_msg_id).port == broker_port + 2
+
+    async def old_master_fenced() -> bool:
+        code, out, _ = await cli(capsys, "broker", "status", master, "--namesrv", namesrv,
+                                 "--json")
+        return code == 0 and "fenced" in json.loads(out)[master]
+
+    await eventually(old_master_fenced, timeout_s=10, interval_s=0.2,
+                     what="the old master fenced by the nameserver")
+
+    proc.send_signal(signal.SIGINT)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    for name in ("broker-a", "broker-a-1", "nameserver"):
+        assert f"{name} exited with code 0" in out.decode()
+
+    # Up again on the same data: the promotion holds, and the old master is fenced.
+    proc = await start_cluster_up(tmp_path / "cluster", namesrv_port=namesrv_port,
+                                  broker_port=broker_port, v2_port=-1, brokers=1, replicas=1,
+                                  extra_config="register_interval_seconds = 1\n")
+    stop_on_teardown(proc)
+    assert proc.stdout is not None
+    banner = await read_until(proc.stdout, "Ctrl-C stops the cluster.", UP_TIMEOUT_S)
+    assert re.search(rf"ASYNC_MASTER\s+broker-a\s+0\s+{re.escape(replica)}\s", banner), banner
+    assert re.search(rf"SYNC_MASTER \(fenced\)\s+broker-a\s+0\s+{re.escape(master)}\s",
+                     banner), banner
+    assert f"broker-a at {master} takes no writes" in banner
+    proc.send_signal(signal.SIGINT)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()

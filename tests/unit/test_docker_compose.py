@@ -16,14 +16,18 @@ import yaml
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.cli import build_parser
-from pocketmq.cli.cluster_cmd import broker_command, broker_name, nameserver_command
+from pocketmq.cli.cluster_cmd import broker_command, cluster_layout, nameserver_command
 from pocketmq.common.configfile import load_config
 from pocketmq.nameserver import NamesrvConfig
 from pocketmq.security.acl import AclStore
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVERS = ("nameserver", "broker-a", "broker-b")
+# The compose topology is `cluster up --brokers 2 --replicas 1` with the default ports.
+LAYOUT = cluster_layout(2, 1, broker_port=10911, v2_port=8081)
+BROKERS = tuple(m.label for m in LAYOUT)      # broker-a, broker-a-1, broker-b, broker-b-1
+SERVERS = ("nameserver", *BROKERS)
 ACL_IN_CONTAINER = "/etc/pocketmq/acl.toml"
+KEYS_IN_CONTAINER = "/etc/pocketmq/broker.toml"
 
 
 @pytest.fixture(scope="module")
@@ -74,20 +78,43 @@ def test_every_service_command_and_healthcheck_parses_with_the_cli(services):
 def test_server_commands_equal_the_commands_cluster_up_runs(services):
     ns = parse(services["nameserver"]["command"])
     assert services["nameserver"]["command"] == nameserver_command(port=ns.port, host="0.0.0.0")
-    for index in (0, 1):
-        name = broker_name(index)
-        service = services[name]
-        args = parse(service["command"])
+    for member in LAYOUT:
+        service = services[member.label]
         assert service["command"] == broker_command(
-            index, port=args.port, v2_port=args.grpc_v2_port,
-            namesrv=f"nameserver:{ns.port}", data_dir="/data", host="0.0.0.0",
-            broker_ip=service["networks"]["pocketmq"]["ipv4_address"], acl_file=ACL_IN_CONTAINER)
+            member.index, broker_id=member.broker_id, role=member.role, port=member.port,
+            ha_port=member.ha_port, v2_port=member.v2_port, namesrv=f"nameserver:{ns.port}",
+            data_dir="/data", host="0.0.0.0",
+            broker_ip=service["networks"]["pocketmq"]["ipv4_address"],
+            acl_file=ACL_IN_CONTAINER, config_file=KEYS_IN_CONTAINER), member.label
+
+
+def test_each_broker_name_is_a_sync_master_and_a_replica_that_parse_as_such(services):
+    for member in LAYOUT:
+        config = load_config(BrokerConfig, toml_path=str(ROOT / "config" / "broker.toml"),
+                             section="broker", args=parse(services[member.label]["command"]))
+        assert (config.broker_name, config.broker_id, config.broker_role) == (
+            member.broker_name, member.broker_id, member.role)
+        assert config.broker_role == ("SYNC_MASTER" if member.broker_id == 0 else "SLAVE")
+        assert config.ha_listen_port == config.port + 1
+    assert {(m.broker_name, m.broker_id) for m in LAYOUT} == {
+        ("broker-a", 0), ("broker-a", 1), ("broker-b", 0), ("broker-b", 1)}
+
+
+def test_replicas_sign_replication_with_an_admin_account_of_the_shipped_acl(services):
+    acl = AclStore(str(ROOT / "config" / "acl.toml")).acl
+    for name in BROKERS:
+        service = services[name]
+        assert f"./config/broker.toml:{KEYS_IN_CONTAINER}:ro" in service["volumes"], name
+        config = load_config(BrokerConfig, toml_path=str(ROOT / "config" / "broker.toml"),
+                             section="broker", args=parse(service["command"]))
+        account = acl.accounts[config.access_key]
+        assert account.admin and account.secret_key == config.secret_key, name
 
 
 def test_the_brokers_enforce_the_shipped_acl_and_every_client_has_keys_of_it(services):
     acl = AclStore(str(ROOT / "config" / "acl.toml")).acl
     for name, service in services.items():
-        if name in ("broker-a", "broker-b"):
+        if name in BROKERS:
             config = load_config(BrokerConfig, args=parse(service["command"]))
             assert config.acl_enable and config.acl_path == ACL_IN_CONTAINER
             assert f"./config/acl.toml:{ACL_IN_CONTAINER}:ro" in service["volumes"]
@@ -103,21 +130,23 @@ def test_ports_and_addresses_agree_between_services(services):
     assert published(services["nameserver"]) == {namesrv.port: namesrv.port}
     assert healthcheck_command(services["nameserver"])[-1] == f"127.0.0.1:{namesrv.port}"
     broker_ports = set()
-    for name in ("broker-a", "broker-b"):
-        service = services[name]
+    for member in LAYOUT:
+        service = services[member.label]
         config = load_config(BrokerConfig, args=parse(service["command"]))
-        assert config.broker_name == name
+        assert config.broker_name == member.broker_name
+        assert (config.port, config.ha_listen_port, config.v2_port) == (
+            member.port, member.ha_port, member.v2_port), member.label
         assert config.namesrv_addr_list == [f"nameserver:{namesrv.port}"]
         assert config.advertised_ip == service["networks"]["pocketmq"]["ipv4_address"]
         assert published(service) == {config.port: config.port, config.v2_port: config.v2_port}
         assert healthcheck_command(service)[-1] == f"127.0.0.1:{config.port}"
-        broker_ports |= {config.port, config.v2_port}
+        broker_ports |= {config.port, config.ha_listen_port, config.v2_port}
         assert service["depends_on"]["nameserver"]["condition"] == "service_healthy"
-    assert len(broker_ports) == 4, "each broker needs ports of its own"
+    assert len(broker_ports) == 3 * len(LAYOUT), "each broker needs ports of its own"
     for name in ("demo-producer", "demo-consumer"):
         command = services[name]["command"]
         assert command[command.index("--namesrv") + 1] == f"nameserver:{namesrv.port}"
-        assert set(services[name]["depends_on"]) == {"broker-a", "broker-b"}
+        assert set(services[name]["depends_on"]) == set(BROKERS)
 
 
 def test_broker_ips_are_distinct_and_inside_the_network(compose, services):
@@ -138,7 +167,7 @@ def test_every_named_volume_is_declared_and_holds_the_broker_data_dir(compose, s
             if name.startswith("broker-") and not source.startswith("."):
                 config = load_config(BrokerConfig, args=parse(service["command"]))
                 assert target == config.data_dir
-    assert {"broker-a-data", "broker-b-data"} <= declared
+    assert {f"{name}-data" for name in BROKERS} <= declared
 
 
 def test_servers_restart_unless_stopped_and_have_healthchecks(services):
