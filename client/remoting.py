@@ -712,7 +712,11 @@ class Remoting:
                        # A broker back after an outage is reconnected to within 2 s
                        # (gRPC's default backoff grows to 120 s), so reads return to it.
                        ("grpc.initial_reconnect_backoff_ms", 500),
-                       ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS)]
+                       ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS),
+                       # Connections of their own: a fresh client must not inherit the
+                       # reconnect backoff of another client's failed connection to the
+                       # same address (gRPC shares subchannels process-wide otherwise).
+                       ("grpc.use_local_subchannel_pool", 1)]
             if self._tls is not None:
                 channel = grpc.aio.secure_channel(addr, self._tls, options=options,
                                                   interceptors=self._interceptors)
