@@ -23,6 +23,7 @@ import pytest
 
 from pocketmq.broker.topic_config import TopicConfig
 from pocketmq.client import ConsumeResult, Message, MessageExt, Producer, PullConsumer, PushConsumer
+from pocketmq.client.errors import UnavailableError
 
 TOPIC = "orders"
 QUEUES = 2
@@ -234,3 +235,34 @@ async def test_orderly_consumer_pauses_while_the_master_is_away_and_never_reads_
                          what="the rest, from the master")
         check_exactly_once_in_order(seen, pair.ends(pair.master))
         assert pulls_from(consumer, replica_addr) == 0
+
+
+async def test_a_producer_refused_by_a_replica_sends_to_another_broker_name(
+        pair, start_broker, broker_config, eventually):
+    other = await start_broker(broker_config("other", broker_name="broker-b", port=0,
+                                             namesrv_addrs=pair.namesrv.address,
+                                             grpc_v2_port=-1, register_interval_seconds=0.2))
+    other.topics.create(TopicConfig(topic_name=TOPIC, read_queue_nums=1, write_queue_nums=1))
+
+    def routed():
+        route = pair.namesrv.route_table.get_route(TOPIC)
+        return route is not None and len(route.broker_datas) == 2
+
+    await eventually(routed, what="the topic on both broker names")
+    async with Producer(group="pg", namesrv=pair.namesrv.address,
+                        latency_fault_enable=True) as producer:
+        queues = await producer.fetch_publish_queues(TOPIC)
+        assert {q.broker_name for q in queues} == {"broker-a", "broker-b"}
+        # a stale view: broker-a's id 0 is at the replica (as after a promotion the
+        # client has not seen); the replica refuses with UNAVAILABLE and a reason
+        producer._routes.members.update({"broker-a": {0: pair.replica.address}})
+        a_queue = next(q for q in queues if q.broker_name == "broker-a")
+        with pytest.raises(UnavailableError, match=r"replica \(SLAVE\)") as refused:
+            await producer.send(Message(topic=TOPIC, body=b"x"), queue=a_queue)
+        assert not refused.value.unreachable
+        producer._routes.members.update({"broker-a": {0: pair.replica.address}})
+        results = [await producer.send(Message(topic=TOPIC, body=b"y%d" % i))
+                   for i in range(6)]
+    # round robin over three queues: at least one first attempt met the replica's
+    # refusal, and was retried on another broker (name) instead of failing the send
+    assert {r.status.name for r in results} == {"SEND_OK"}
