@@ -6,10 +6,12 @@ import asyncio
 
 import pytest
 
+from pocketmq.client.allocate import allocate_averagely
 from pocketmq.client.errors import UnavailableError
 from pocketmq.client.members import MemberTable
 from pocketmq.client.model import MessageQueue
 from pocketmq.client.offset_store import RemoteBrokerOffsetStore
+from pocketmq.client.rebalance import Rebalancer
 from pocketmq.client.route import QueueData, RouteService, TopicRoute
 
 MASTER, REPLICA, REPLICA2 = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"
@@ -167,3 +169,26 @@ async def test_offsets_committed_to_the_replica_are_committed_again_to_the_retur
     assert await store.persist() == 1
     assert master.commits == [(mq, 25)]
     assert await store.persist() == 0
+
+
+class MembersBroker:
+    addr = REPLICA
+
+    def __init__(self, ids: list[str]) -> None:
+        self.ids = ids
+
+    async def consumer_ids(self, group, *, timeout_s):
+        return self.ids
+
+
+@pytest.mark.parametrize("ids", [[], ["other-member"]])
+async def test_a_member_list_that_lacks_this_client_keeps_its_current_queues(manual_clock, ids):
+    ns = Nameserver({1: REPLICA})
+    routes = RouteService(ns.fetch, clock=manual_clock)
+    rebalancer = Rebalancer(group="cg", client_id="me", routes=routes,
+                            broker_of=lambda name: MembersBroker(ids),
+                            strategy=allocate_averagely)
+    # a replica (or a restarted master) that has not had this member's heartbeat yet
+    assert await rebalancer.target("t") is None
+    rebalancer._broker_of = lambda name: MembersBroker(["me", *ids])
+    assert len(await rebalancer.target("t")) == (2 if not ids else 1)
