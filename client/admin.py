@@ -20,7 +20,9 @@ every broker that serves the topic, and comes back as the rows of
   from the broker it names (``ViewMessage``);
 * a unique id (``UNIQ_KEY``, made by the producer) and a key are found through
   the index of every broker serving the topic (``QueryMessage``), which is why
-  a unique id needs its topic.
+  a unique id needs its topic. Each broker name is asked at its master, or, when
+  the route lists none or it does not answer, at its replicas (lowest id first):
+  they hold the same index.
 
 Manual failover: :meth:`AdminClient.promote` makes a replica the master of its
 broker name (``PromoteToMaster``), after comparing it with the other live
@@ -49,7 +51,7 @@ from pocketmq.client.admin_model import (
     TopicConfig,
 )
 from pocketmq.client.config import parse_namesrv, transport
-from pocketmq.client.errors import ClientError, ClientStateError, NotFoundError
+from pocketmq.client.errors import ClientError, ClientStateError, NotFoundError, UnavailableError
 from pocketmq.client.message_codec import decode_messages
 from pocketmq.client.model import MessageExt, MessageQueue
 from pocketmq.client.remoting import BrokerClient, NameserverClient, PullStatus, Remoting
@@ -250,13 +252,29 @@ class AdminClient:
 
     async def _query_index(self, topic: str, key: str, max_num: int, begin_ms: int,
                            end_ms: int) -> list[MessageExt]:
-        async def one(name: str, broker: BrokerClient) -> list[MessageExt]:
-            records = await broker.query_message(
-                topic, key, max_num=max_num, begin_timestamp_ms=begin_ms,
-                end_timestamp_ms=end_ms, timeout_s=self.timeout_s)
-            return decode_messages(records, name)
+        route = await self.topic_route(topic)
 
-        rows = await self._each(await self._route_masters(topic), one)
+        async def one(name: str) -> list[MessageExt]:
+            members = route.broker_addrs.get(name, {})
+            last: UnavailableError | None = None
+            for broker_id in sorted(members):    # the master (id 0) first
+                try:
+                    records = await self.broker(members[broker_id]).query_message(
+                        topic, key, max_num=max_num, begin_timestamp_ms=begin_ms,
+                        end_timestamp_ms=end_ms, timeout_s=self.timeout_s)
+                except UnavailableError as exc:
+                    if not exc.unreachable:
+                        raise
+                    last = exc
+                    continue
+                return decode_messages(records, name)
+            if last is not None:
+                raise last
+            return []
+
+        names = sorted({qd.broker_name for qd in route.queue_datas
+                        if route.broker_addrs.get(qd.broker_name)})
+        rows = await asyncio.gather(*(one(n) for n in names))
         found = [m for per_broker in rows for m in per_broker]
         return sorted(found, key=lambda m: m.store_timestamp_ms, reverse=True)[:max_num]
 

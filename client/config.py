@@ -187,6 +187,10 @@ class _ConsumerCommon(_ClientCommon):
         "broadcasting only: offsets are kept in {dir}/{group}/offsets.json"))
     rpc_timeout_s: float = field(default=3.0, metadata=_help(
         "seconds an offset, lock or admin call to a broker may take"))
+    unreachable_suspect_s: float = field(default=5.0, metadata=_help(
+        "seconds reads avoid a broker address that did not answer (refused, reset, timed "
+        "out); a replica of its broker name serves them meanwhile, then the master is tried "
+        "again"))
 
     def __post_init__(self) -> None:
         for name, kind in (("message_model", MessageModel), ("consume_from", ConsumeFrom)):
@@ -203,7 +207,7 @@ class _ConsumerCommon(_ClientCommon):
                   "pull_threshold_size_for_queue_bytes", "rebalance_interval_s",
                   "commit_interval_s", "heartbeat_interval_s", "route_refresh_interval_s",
                   "rpc_timeout_s")
-        _non_negative(self, "pull_suspend_ms", "pull_delay_on_error_s")
+        _non_negative(self, "pull_suspend_ms", "pull_delay_on_error_s", "unreachable_suspect_s")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

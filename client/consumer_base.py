@@ -14,6 +14,16 @@ A consumer owns, and cancels in :meth:`ConsumerBase.shutdown`:
   The loops' pulls to one broker that start together travel as one
   ``PullBatch`` (:class:`~pocketmq.client.pull_coalescer.PullCoalescer`).
 
+Reads follow :meth:`RouteService.read_addr`: a broker name's master while it
+answers, else a replica (lowest id first). A call that finds the master
+unreachable marks it suspect (``unreachable_suspect_s``) through the
+:class:`~pocketmq.client.remoting.Remoting` hook, so the very next pull goes to
+the replica; when the suspicion ends and the master answers, reads return.
+Queue offsets are the same on every member, so a queue keeps its next offset
+across the switch; a replica that has not yet got as far as the consumer
+(``OFFSET_ILLEGAL`` from a replica) moves nothing: the pull is simply tried
+again a moment later. Writes (send-back) and queue locks go to the master only.
+
 The queue table maps each assigned :class:`MessageQueue` to its process
 queue. A rebalance adds queues (starting at the stored offset or the
 consume-from policy) and drops queues (their pull loop stops, their committed
@@ -33,7 +43,7 @@ from typing import Any
 from pocketmq.client.allocate import resolve_strategy
 from pocketmq.client.config import _ConsumerCommon as ConsumerCommonConfig
 from pocketmq.client.config import parse_namesrv, transport
-from pocketmq.client.errors import BusyError, ClientError, ClientStateError
+from pocketmq.client.errors import BusyError, ClientError, ClientStateError, UnavailableError
 from pocketmq.client.heartbeat import HeartbeatService, make_client_id
 from pocketmq.client.message_codec import decode_messages
 from pocketmq.client.model import (
@@ -69,6 +79,7 @@ __all__ = ["ConsumerBase", "parse_subscription"]
 log = logging.getLogger(__name__)
 
 PULL_RPC_MARGIN_S = 15.0      # a long poll's RPC deadline beyond its suspend time
+REPLICA_BEHIND_RETRY_S = 0.1  # pause before asking a replica that is behind the consumer again
 DEFAULT_TIMESTAMP_LOOKBACK_MS = 30 * 60 * 1000
 
 
@@ -152,7 +163,11 @@ class ConsumerBase:
 
     def pull_stats(self) -> dict[str, tuple[int, int]]:
         """Broker address -> (PullBatch calls made, queue pulls they carried)."""
-        return {addr: (c.calls_total, c.pulls_total) for addr, c in self._coalescers.items()}
+        out: dict[str, tuple[int, int]] = {}
+        for c in self._coalescers.values():
+            calls, pulls = out.get(c.broker.addr, (0, 0))
+            out[c.broker.addr] = (calls + c.calls_total, pulls + c.pulls_total)
+        return out
 
     # -- lifecycle ----------------------------------------------------------------------
     async def _start_services(self) -> None:
@@ -163,7 +178,8 @@ class ConsumerBase:
         self._remoting = Remoting(transport(self.config))
         self._routes = RouteService(self._remoting.nameserver(self.namesrv).get_route,
                                     refresh_interval_s=cfg.route_refresh_interval_s,
-                                    clock=self._clock)
+                                    clock=self._clock, suspect_s=cfg.unreachable_suspect_s)
+        self._remoting.on_unreachable = self._routes.mark_unreachable
         if self.broadcasting:
             self._offsets = LocalFileOffsetStore(
                 self.group, os.path.expanduser(cfg.offset_store_dir))
@@ -180,7 +196,7 @@ class ConsumerBase:
         self._heartbeat = HeartbeatService(
             self._remoting, self._routes, self.client_id, consumers=self._consumer_infos,
             interval_s=cfg.heartbeat_interval_s, on_command=self._on_command,
-            timeout_s=cfg.rpc_timeout_s)
+            timeout_s=cfg.rpc_timeout_s, replicas=True)
         for topic in self._all_subscriptions():
             with contextlib.suppress(ClientError):
                 await self._routes.get(topic)
@@ -230,10 +246,22 @@ class ConsumerBase:
                                    "first")
 
     def _broker(self, broker_name: str) -> BrokerClient | None:
+        """The member reads of *broker_name* go to now: its master, or a replica."""
+        if self._routes is None or self._remoting is None:
+            return None
+        addr = self._routes.read_addr(broker_name)
+        return self._remoting.broker(addr) if addr else None
+
+    def _master(self, broker_name: str) -> BrokerClient | None:
+        """*broker_name*'s master, for writes and locks; None while the route has none."""
         if self._routes is None or self._remoting is None:
             return None
         addr = self._routes.addr_of(broker_name)
         return self._remoting.broker(addr) if addr else None
+
+    def _pull_broker(self, broker_name: str) -> BrokerClient | None:
+        """Hook: where this consumer's pulls go (orderly consumers: the master only)."""
+        return self._broker(broker_name)
 
     def _consumer_infos(self) -> list[ConsumerInfo]:
         return [ConsumerInfo(group=self.group, push=self._push, broadcasting=self.broadcasting,
@@ -389,11 +417,17 @@ class ConsumerBase:
     async def _pull_loop(self, pq: ProcessQueue) -> None:
         mq = pq.queue
         cfg = self.config
+        last: PullCoalescer | None = None
         while not pq.dropped:
             await pq.wait_for_room()
             if pq.dropped or not await self._ready_to_pull(pq):
                 continue
             coalescer = self._coalescer(mq.broker_name)
+            if last is not None and coalescer is not last:
+                last.forget(mq)     # moved to another member: its read-ahead is not ours
+                log.info("group %s: %s now reads from %s", self.group, mq,
+                         coalescer.broker.addr if coalescer else "nowhere")
+            last = coalescer
             try:
                 if coalescer is None:
                     raise ClientError(f"no address for broker {mq.broker_name}")
@@ -407,20 +441,44 @@ class ConsumerBase:
                     return
                 await self._pull_failed(pq, exc)
                 continue
-            if reply is not None and not pq.dropped:
-                self._on_pull_reply(pq, reply)
+            if reply is None or pq.dropped:
+                continue
+            if self._replica_behind(mq, coalescer.broker.addr, reply):
+                await asyncio.sleep(REPLICA_BEHIND_RETRY_S)
+                continue
+            self._on_pull_reply(pq, reply)
+
+    def _replica_behind(self, mq: MessageQueue, addr: str, reply: PullReply) -> bool:
+        """A replica's OFFSET_ILLEGAL moves nothing: it has not got as far as the consumer
+        (or never corrects offsets, as RocketMQ's offsetCheckInSlave=false); only the
+        master's answer may move a queue (4.x PULL_OFFSET_MOVED -> PULL_RETRY_IMMEDIATELY)."""
+        if reply.status is not PullStatus.OFFSET_ILLEGAL or self._routes is None:
+            return False
+        if self._routes.addr_of(mq.broker_name) == addr:
+            return False
+        log.debug("replica %s answered OFFSET_ILLEGAL for %s (its range [%d, %d]); asking "
+                  "again", addr, mq, reply.min_offset, reply.max_offset)
+        return True
 
     def _coalescer(self, broker_name: str) -> PullCoalescer | None:
-        """The PullBatch merger for this group on *broker_name*'s current address."""
-        broker = self._broker(broker_name)
-        if broker is None:
+        """The PullBatch merger for this group on *broker_name*'s current address.
+
+        A replica's long polls are held no longer than ``unreachable_suspect_s``:
+        a loop parked there looks for the master again at least that often.
+        """
+        broker = self._pull_broker(broker_name)
+        if broker is None or self._routes is None:
             return None
-        coalescer = self._coalescers.get(broker.addr)
+        cfg = self.config
+        suspend_ms = cfg.pull_suspend_ms
+        if self._routes.addr_of(broker_name) != broker.addr:
+            suspend_ms = min(suspend_ms, int(cfg.unreachable_suspect_s * 1000))
+        key = f"{broker.addr}/{suspend_ms}"
+        coalescer = self._coalescers.get(key)
         if coalescer is None or coalescer.broker is not broker:
-            cfg = self.config
-            coalescer = self._coalescers[broker.addr] = PullCoalescer(
-                broker, self.group, suspend_ms=cfg.pull_suspend_ms,
-                timeout_s=cfg.pull_suspend_ms / 1000 + PULL_RPC_MARGIN_S)
+            coalescer = self._coalescers[key] = PullCoalescer(
+                broker, self.group, suspend_ms=suspend_ms,
+                timeout_s=suspend_ms / 1000 + PULL_RPC_MARGIN_S)
         return coalescer
 
     async def _pull_failed(self, pq: ProcessQueue, exc: ClientError) -> None:
@@ -430,6 +488,13 @@ class ConsumerBase:
         a random part so that the loops it refused do not come back together.
         """
         delay_s = self.config.pull_delay_on_error_s
+        if (isinstance(exc, UnavailableError) and exc.unreachable and self._routes is not None
+                and self._routes.read_addr(pq.queue.broker_name) not in (None, exc.addr)):
+            # The member did not answer and another serves the queue: go there now.
+            log.info("pull from %s at %s failed (%s); continuing at offset %d on %s",
+                     pq.queue, exc.addr, exc.code, pq.next_offset,
+                     self._routes.read_addr(pq.queue.broker_name))
+            return
         if isinstance(exc, BusyError) and exc.flow_control:
             delay_s *= 0.75 + random.random() / 2
             log.info("broker busy for a pull from %s: %s; retrying in %.1f s", pq.queue, exc,
@@ -437,7 +502,8 @@ class ConsumerBase:
         else:
             log.warning("pull from %s at offset %d failed: %s; retrying in %.1f s", pq.queue,
                         pq.next_offset, exc, delay_s)
-            if self._routes is not None:
+            unreachable = isinstance(exc, UnavailableError) and exc.unreachable
+            if self._routes is not None and not unreachable:   # unreachable: already refetching
                 self._routes.invalidate(pq.queue.topic)
         await asyncio.sleep(delay_s)
 

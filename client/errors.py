@@ -86,6 +86,15 @@ class RemoteError(ClientError):
 class UnavailableError(RemoteError):
     retriable = True
 
+    @property
+    def unreachable(self) -> bool:
+        """The server did not answer (connection refused or reset, no reply in time).
+
+        A broker that answers UNAVAILABLE on purpose (a replica refusing a write, a
+        store gone read-only) names its reason; that broker is alive.
+        """
+        return not self.reason
+
 
 class BusyError(RemoteError):
     retriable = True

@@ -3,7 +3,10 @@
 Every ``heartbeat_interval_s`` (30 s), and at once when a route names a
 broker not heard of before, the client sends ``HeartBeat`` to the master of
 every broker in its routes: its producer group and its consumer groups with
-their subscriptions (the broker's group membership is built from these).
+their subscriptions (the broker's group membership is built from these). A
+consumer (``replicas=True``) tells the replicas too, as RocketMQ's
+``sendHeartbeatToAllBroker`` does: while a master is away its replica answers
+the group's member list, and a rebalance must find this member in it.
 
 A client that consumes, or answers transaction checks, also keeps one
 ``ClientChannel`` stream open per broker; the broker pushes
@@ -57,7 +60,7 @@ class HeartbeatService:
                  consumers: Callable[[], list[ConsumerInfo]] = list,
                  interval_s: float = 30.0,
                  on_command: Callable[[ServerCommand], None] | None = None,
-                 timeout_s: float = 3.0) -> None:
+                 timeout_s: float = 3.0, replicas: bool = False) -> None:
         self._remoting = remoting
         self._routes = routes
         self.client_id = client_id
@@ -66,6 +69,7 @@ class HeartbeatService:
         self._interval_s = interval_s
         self._on_command = on_command
         self._timeout_s = timeout_s
+        self._replicas = replicas
         self._task: asyncio.Task[None] | None = None
         self._streams: dict[str, asyncio.Task[None]] = {}
         self._known: set[str] = set()
@@ -99,14 +103,21 @@ class HeartbeatService:
             await self.run_once()
 
     def _route_fetched(self, route: TopicRoute) -> None:
-        addrs = {m.get(0) for m in route.broker_addrs.values()} - {None}
+        addrs = {a for m in route.broker_addrs.values()
+                 for broker_id, a in m.items() if broker_id == 0 or self._replicas}
         if not addrs <= self._known:
             self._wake.set()
+
+    def _addrs(self) -> list[str]:
+        """The brokers this client tells: every master, and every replica if asked to."""
+        if self._replicas:
+            return sorted(self._routes.member_addrs())
+        return sorted(set(self._routes.broker_addrs().values()))
 
     # -- rounds -------------------------------------------------------------------------
     async def run_once(self) -> int:
         """Heartbeat every known broker; returns how many answered."""
-        addrs = sorted(set(self._routes.broker_addrs().values()))
+        addrs = self._addrs()
         self._known.update(addrs)
         consumers = self._consumers()
 
@@ -136,7 +147,7 @@ class HeartbeatService:
             except ClientError as exc:
                 log.debug("unregister from %s failed: %s", addr, exc)
 
-        await asyncio.gather(*(one(a) for a in sorted(set(self._routes.broker_addrs().values()))))
+        await asyncio.gather(*(one(a) for a in self._addrs()))
 
     # -- command streams ----------------------------------------------------------------
     def _open_streams(self, addrs: list[str]) -> None:

@@ -2,7 +2,13 @@
 
 * :class:`RemoteBrokerOffsetStore` (clustering): the group shares offsets, so
   they live on the broker that owns each queue (``UpdateConsumerOffset``,
-  ``QueryConsumerOffset``), as RocketMQ's ``RemoteBrokerOffsetStore``.
+  ``QueryConsumerOffset``), as RocketMQ's ``RemoteBrokerOffsetStore``: on its
+  master, or on the replica that serves reads while the master is away (a
+  replica accepts commits). An offset counts as written only where it was
+  written: once the master is back, the offsets committed to the replica meanwhile
+  are sent to the master too (it never learns a replica's commits otherwise,
+  apache/rocketmq#1094), so a rebalance there re-delivers no more than the
+  last uncommitted window.
 * :class:`LocalFileOffsetStore` (broadcasting): every member has its own
   progress, kept in ``{dir}/{group}/offsets.json`` (written to a temporary
   file, fsynced, renamed over the old one).
@@ -70,9 +76,10 @@ class RemoteBrokerOffsetStore:
     def __init__(self, group: str, broker_of: Callable[[str], BrokerClient | None], *,
                  timeout_s: float = 3.0) -> None:
         self._group = group
-        self._broker_of = broker_of   # broker name -> client of its master, or None
+        self._broker_of = broker_of   # broker name -> the member serving reads, or None
         self._timeout_s = timeout_s
         self._table = _Table()
+        self._written_to: dict[MessageQueue, str] = {}   # where table.written[q] went
 
     async def load(self) -> None:
         return None
@@ -94,16 +101,31 @@ class RemoteBrokerOffsetStore:
         if offset is not None:
             self._table.update(queue, offset, increase_only=False)
             self._table.written[queue] = offset
+            self._written_to[queue] = broker.addr
         return offset
+
+    def _dirty(self, queues: Iterable[MessageQueue] | None,
+               ) -> list[tuple[MessageQueue, int, BrokerClient]]:
+        """Offsets not yet held by the member that serves their queue now: changed
+        ones, and any written to another member (the replica, while the master was
+        away)."""
+        table = self._table
+        pick = table.offsets if queues is None else {
+            q: table.offsets[q] for q in queues if q in table.offsets}
+        out = []
+        for queue, offset in pick.items():
+            broker = self._broker_of(queue.broker_name)
+            if broker is None:
+                continue
+            if table.written.get(queue) != offset or self._written_to.get(queue) != broker.addr:
+                out.append((queue, offset, broker))
+        return out
 
     async def persist(self, queues: Iterable[MessageQueue] | None = None) -> int:
         """Send changed offsets to their brokers; returns how many were written."""
-        dirty = self._table.dirty(queues)
+        dirty = self._dirty(queues)
 
-        async def one(queue: MessageQueue, offset: int) -> bool:
-            broker = self._broker_of(queue.broker_name)
-            if broker is None:
-                return False
+        async def one(queue: MessageQueue, offset: int, broker: BrokerClient) -> bool:
             try:
                 await broker.update_consumer_offset(self._group, queue, offset,
                                                     timeout_s=self._timeout_s)
@@ -112,16 +134,21 @@ class RemoteBrokerOffsetStore:
                             self._group, exc)
                 return False
             self._table.written[queue] = offset
+            self._written_to[queue] = broker.addr
             return True
 
-        return sum(await asyncio.gather(*(one(q, o) for q, o in dirty)))
+        return sum(await asyncio.gather(*(one(q, o, b) for q, o, b in dirty)))
 
     def remove(self, queue: MessageQueue) -> None:
         self._table.remove(queue)
+        self._written_to.pop(queue, None)
 
     def reset(self, queue: MessageQueue, offset: int) -> None:
         self._table.update(queue, offset, increase_only=False)
         self._table.written[queue] = offset   # the broker stored it with the reset
+        broker = self._broker_of(queue.broker_name)
+        if broker is not None:
+            self._written_to[queue] = broker.addr
 
 
 class LocalFileOffsetStore:

@@ -18,6 +18,11 @@ messages go to a :mod:`.consume_service`, concurrent by default or orderly
 (``orderly=True``: the queue is locked on its broker, renewed every 20 s,
 and its messages are handled one batch at a time, in offset order).
 Offsets are committed every 5 s and at shutdown.
+
+While a broker name's master is away, reads go to a replica
+(:mod:`.consumer_base`). Locks exist only on the master, so an orderly
+consumer pauses that broker's queues — no pull, no handler call — until the
+master answers again and the lock is taken anew (RocketMQ 4's behaviour).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from pocketmq.client.consumer_base import ConsumerBase, _cancel
 from pocketmq.client.errors import ClientError, ClientStateError, UnsupportedError
 from pocketmq.client.model import MessageExt, MessageQueue
 from pocketmq.client.process_queue import ProcessQueue
+from pocketmq.client.remoting import BrokerClient
 from pocketmq.common.clock import Clock
 
 __all__ = ["PushConsumer"]
@@ -146,7 +152,7 @@ class PushConsumer(ConsumerBase):
             self._offsets.update(pq.queue, committed)
 
     async def _send_back(self, pq: ProcessQueue, msg: MessageExt) -> bool:
-        broker = self._broker(pq.queue.broker_name)
+        broker = self._master(pq.queue.broker_name)   # a write: never to a replica
         if broker is None:
             return False
         cfg = self.config
@@ -183,7 +189,16 @@ class PushConsumer(ConsumerBase):
     def _is_locked(self, pq: ProcessQueue) -> bool:
         if not self._needs_locks:
             return True
-        return pq.locked and time.monotonic() < pq.lock_expires_at_s
+        return (pq.locked and time.monotonic() < pq.lock_expires_at_s
+                and self._master_usable(pq.queue.broker_name))
+
+    def _master_usable(self, broker_name: str) -> bool:
+        return self._routes is not None and self._routes.members.master_usable(broker_name)
+
+    def _pull_broker(self, broker_name: str) -> BrokerClient | None:
+        if self._needs_locks:
+            return self._master(broker_name)   # the lock holder reads where it locked
+        return self._broker(broker_name)
 
     async def _may_add(self, mq: MessageQueue) -> bool:
         if not self._needs_locks:
@@ -204,11 +219,19 @@ class PushConsumer(ConsumerBase):
     async def _ready_to_pull(self, pq: ProcessQueue) -> bool:
         if self._is_locked(pq):
             return True
+        if self._master_usable(pq.queue.broker_name):
+            # The master is back (or the lock lapsed): take the lock again now rather
+            # than at the next renewal round.
+            locked = pq.queue in await self._lock(pq.queue.broker_name, [pq.queue])
+            if locked and not pq.dropped:
+                pq.locked = True
+                pq.lock_expires_at_s = time.monotonic() + LOCK_TTL_S
+                return True
         await asyncio.sleep(self.config.suspend_current_queue_ms / 1000)
         return False
 
     async def _lock(self, broker_name: str, queues: list[MessageQueue]) -> set[MessageQueue]:
-        broker = self._broker(broker_name)
+        broker = self._master(broker_name)
         if broker is None:
             return set()
         try:
@@ -262,7 +285,7 @@ class PushConsumer(ConsumerBase):
             await self._unlock(broker_name, queues)
 
     async def _unlock(self, broker_name: str, queues: list[MessageQueue]) -> None:
-        broker = self._broker(broker_name)
+        broker = self._master(broker_name)
         if broker is None:
             return
         try:

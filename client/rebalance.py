@@ -68,6 +68,12 @@ class Rebalancer:
         ids = await self.consumer_ids(sorted({q.broker_name for q in all_queues}))
         if ids is None:
             return None
+        if self.client_id not in ids:
+            # The broker has not heard this member yet (it restarted, or it is the
+            # replica that took over the reads): keep what it reads until it has.
+            log.info("group %s: the broker's member list lacks %s; keeping its queues "
+                     "until its heartbeat arrives", self.group, self.client_id)
+            return None
         mine = self._strategy(self.group, self.client_id, all_queues, sorted(ids))
         return set(mine)
 

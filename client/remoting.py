@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +74,7 @@ log = logging.getLogger(__name__)
 
 REASON_METADATA_KEY = "pocketmq-reason"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+MAX_RECONNECT_BACKOFF_MS = 2000
 
 Code = grpc.StatusCode
 STATUS_ERRORS: dict[grpc.StatusCode, type[RemoteError]] = {
@@ -297,12 +298,22 @@ class NameserverClient:
 
 
 class BrokerClient:
-    """Typed calls to one broker."""
+    """Typed calls to one broker. A call that finds it unreachable is reported to
+    *on_unreachable* (the route cache stops reading from it for a while)."""
 
-    def __init__(self, addr: str, channel: grpc.aio.Channel) -> None:
+    def __init__(self, addr: str, channel: grpc.aio.Channel, *,
+                 on_unreachable: Callable[[str], None] | None = None) -> None:
         self.addr = addr
         self._stub = broker_pb2_grpc.BrokerStub(channel)
         self._channel = channel
+        self._on_unreachable = on_unreachable
+
+    def _failed(self, exc: grpc.aio.AioRpcError, rpc: str) -> RemoteError:
+        error = _remote_error(exc, self.addr, rpc)
+        if (self._on_unreachable is not None and isinstance(error, UnavailableError)
+                and error.unreachable):
+            self._on_unreachable(self.addr)
+        return error
 
     async def _call(self, rpc: str, request: object, timeout_s: float | None) -> Any:
         method = getattr(self._stub, rpc, None)
@@ -313,7 +324,7 @@ class BrokerClient:
         try:
             return await method(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as exc:
-            raise _remote_error(exc, self.addr, rpc) from None
+            raise self._failed(exc, rpc) from None
 
     # -- messages -----------------------------------------------------------------------
     async def send_message(self, record: bytes, *, producer_group: str = "",
@@ -466,7 +477,7 @@ class BrokerClient:
             if task is not None and task.cancelling():
                 raise asyncio.CancelledError
         except grpc.aio.AioRpcError as exc:
-            raise _remote_error(exc, self.addr, "ClientChannel") from None
+            raise self._failed(exc, "ClientChannel") from None
         finally:
             call.cancel()
 
@@ -670,10 +681,15 @@ def _read_pem(path: str) -> bytes:
 
 
 class Remoting:
-    """One gRPC channel per address, shared by every call of one client."""
+    """One gRPC channel per address, shared by every call of one client.
+
+    ``on_unreachable(addr)``, when set, hears of every broker call that got no
+    answer (consumers point it at their route cache's suspect marking).
+    """
 
     def __init__(self, transport: Transport | None = None) -> None:
         tune_malloc()   # big replies recycled from the heap, not mmap'd each time
+        self.on_unreachable: Callable[[str], None] | None = None
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._brokers: dict[str, BrokerClient] = {}
         self._transport = transport or Transport()
@@ -692,7 +708,15 @@ class Remoting:
         if channel is None:
             options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                       ("grpc.enable_retries", 0)]
+                       ("grpc.enable_retries", 0),
+                       # A broker back after an outage is reconnected to within 2 s
+                       # (gRPC's default backoff grows to 120 s), so reads return to it.
+                       ("grpc.initial_reconnect_backoff_ms", 500),
+                       ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS),
+                       # Connections of their own: a fresh client must not inherit the
+                       # reconnect backoff of another client's failed connection to the
+                       # same address (gRPC shares subchannels process-wide otherwise).
+                       ("grpc.use_local_subchannel_pool", 1)]
             if self._tls is not None:
                 channel = grpc.aio.secure_channel(addr, self._tls, options=options,
                                                   interceptors=self._interceptors)
@@ -705,8 +729,13 @@ class Remoting:
     def broker(self, addr: str) -> BrokerClient:
         client = self._brokers.get(addr)
         if client is None:
-            client = self._brokers[addr] = BrokerClient(addr, self.channel(addr))
+            client = self._brokers[addr] = BrokerClient(addr, self.channel(addr),
+                                                        on_unreachable=self._unreachable)
         return client
+
+    def _unreachable(self, addr: str) -> None:
+        if self.on_unreachable is not None:
+            self.on_unreachable(addr)
 
     def nameserver(self, addrs: Sequence[str], *, timeout_s: float = 3.0) -> NameserverClient:
         return NameserverClient(self, addrs, timeout_s=timeout_s)

@@ -5,8 +5,13 @@ the writable queues a producer round-robins over and the readable queues a
 consumer group divides. :class:`RouteService` caches routes per topic,
 refreshes every cached topic every ``refresh_interval_s`` (30 s) in its
 background task (``run_once()`` steps it), refetches a topic at once after a
-failed call (:meth:`RouteService.invalidate`), and knows every broker address
-any route mentioned.
+failed call (:meth:`RouteService.invalidate`), and knows every member of
+every broker name any route mentioned (:class:`~pocketmq.client.members.MemberTable`):
+writes go to a name's master (:meth:`RouteService.addr_of`), reads to its
+master while live, else to a replica (:meth:`RouteService.read_addr`). A call
+that finds an address unreachable reports it (:meth:`RouteService.mark_unreachable`):
+reads avoid it for ``suspect_s`` and the routes naming it are refetched at
+once, at most once per ``failure_refresh_interval_s`` per broker name.
 
 A topic no broker knows yet may still be sent to: the route of the broker's
 auto-create template topic ``TBW102`` stands in for it (as RocketMQ's
@@ -23,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from pocketmq.client.errors import ClientError, RouteNotFoundError
+from pocketmq.client.members import DEFAULT_SUSPECT_S, MASTER_ID, MemberTable
 from pocketmq.client.model import MessageQueue
 from pocketmq.client.tasks import cancel_and_wait
 from pocketmq.common.clock import Clock, SystemClock
@@ -41,7 +47,7 @@ log = logging.getLogger(__name__)
 AUTO_CREATE_TOPIC = "TBW102"
 PERM_WRITE = 2
 PERM_READ = 4
-MASTER_ID = 0
+FAILURE_REFRESH_INTERVAL_S = 1.0   # least time between two failure-driven route refetches
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +76,11 @@ class TopicRoute:
                 for i in range(qd.write_queue_nums)]
 
     def read_queues(self) -> list[MessageQueue]:
-        """Queues a consumer group divides among its members, sorted."""
+        """Queues a consumer group divides among its members, sorted: those of every
+        broker name with a live member (a replica serves reads while the master is away)."""
         return sorted(MessageQueue(self.topic, qd.broker_name, i)
                       for qd in self.queue_datas
-                      if qd.perm & PERM_READ and self.master_addr(qd.broker_name)
+                      if qd.perm & PERM_READ and self.broker_addrs.get(qd.broker_name)
                       for i in range(qd.read_queue_nums))
 
     def for_topic(self, topic: str) -> TopicRoute:
@@ -97,16 +104,21 @@ class RouteService:
     """Per-topic route cache with periodic and on-failure refresh."""
 
     def __init__(self, fetch: RouteFetcher, *, refresh_interval_s: float = 30.0,
-                 provisional_ttl_s: float = 1.0, clock: Clock | None = None) -> None:
+                 provisional_ttl_s: float = 1.0, clock: Clock | None = None,
+                 suspect_s: float = DEFAULT_SUSPECT_S,
+                 failure_refresh_interval_s: float = FAILURE_REFRESH_INTERVAL_S) -> None:
         self._fetch = fetch
         self._refresh_interval_s = refresh_interval_s
         self._provisional_ttl_s = provisional_ttl_s
         self._clock = clock or SystemClock()
+        self.members = MemberTable(suspect_s=suspect_s, clock=self._clock)
+        self._failure_refresh_interval_s = failure_refresh_interval_s
+        self._failure_refreshed_at: dict[str, float] = {}   # broker name -> monotonic s
+        self._refreshes: set[asyncio.Task[None]] = set()
         self._routes: dict[str, _Entry] = {}
         self._inflight: dict[str, asyncio.Future[TopicRoute]] = {}
         self._task: asyncio.Task[None] | None = None
         self._listeners: list[Callable[[TopicRoute], None]] = []
-        self._addrs: dict[str, str] = {}   # broker name -> master address, every route
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
@@ -115,13 +127,29 @@ class RouteService:
                 self._run(), name="RouteRefreshService")
 
     async def stop(self) -> None:
-        await cancel_and_wait(self._task)
+        await cancel_and_wait(self._task, *self._refreshes)
         self._task = None
+        self._refreshes.clear()
 
     async def _run(self) -> None:
+        """Every cached topic each ``refresh_interval_s``; more often (every suspect
+        period) the topics of a broker name read from a replica, so that reads return
+        to the master soon after the route shows it again."""
+        tick_s = min(self._refresh_interval_s,
+                     max(self.members.suspect_s, self._failure_refresh_interval_s))
+        last_full_s = self._clock.monotonic()
         while True:
-            await asyncio.sleep(self._refresh_interval_s)
-            await self.run_once()
+            await asyncio.sleep(tick_s)
+            if self._clock.monotonic() - last_full_s >= self._refresh_interval_s - tick_s / 2:
+                last_full_s = self._clock.monotonic()
+                await self.run_once()
+            else:
+                await self._refresh_quietly(self.degraded_topics())
+
+    def degraded_topics(self) -> list[str]:
+        """Cached topics with a broker name whose master is absent or suspect."""
+        return [t for t, e in self._routes.items()
+                if any(not self.members.master_usable(name) for name in e.route.broker_addrs)]
 
     async def run_once(self) -> None:
         """Refetch every cached topic; failures keep the old route."""
@@ -142,10 +170,53 @@ class RouteService:
 
     def broker_addrs(self) -> dict[str, str]:
         """Broker name -> master address over every route fetched so far."""
-        return dict(self._addrs)
+        return self.members.masters()
 
     def addr_of(self, broker_name: str) -> str | None:
-        return self._addrs.get(broker_name)
+        """The master's address: where writes (and queue locks) go."""
+        return self.members.master(broker_name)
+
+    def read_addr(self, broker_name: str) -> str | None:
+        """Where a read goes now: the master, or a replica while it is away."""
+        return self.members.read_addr(broker_name)
+
+    def member_addrs(self) -> set[str]:
+        """Every master and replica address over every route fetched so far."""
+        return self.members.all_addrs()
+
+    # -- failures -----------------------------------------------------------------------
+    def mark_unreachable(self, addr: str) -> None:
+        """A call found *addr* unreachable: reads avoid it for a while, and the routes
+        naming it are refetched now (a promotion or expiry shows at once)."""
+        if self.members.mark_suspect(addr):
+            log.info("broker %s did not answer; reads avoid it for %.1f s", addr,
+                     self.members.suspect_s)
+        now = self._clock.monotonic()
+        names = set()
+        for name in self.members.names_at(addr):
+            last = self._failure_refreshed_at.get(name)
+            if last is None or now - last >= self._failure_refresh_interval_s:
+                self._failure_refreshed_at[name] = now
+                names.add(name)
+        topics = [t for t, e in self._routes.items() if names & e.route.broker_addrs.keys()]
+        if not topics:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:   # no loop (a unit test's plain call): refetch on next use
+            for topic in topics:
+                self.invalidate(topic)
+            return
+        task = loop.create_task(self._refresh_quietly(topics), name="RouteRefreshOnFailure")
+        self._refreshes.add(task)
+        task.add_done_callback(self._refreshes.discard)
+
+    async def _refresh_quietly(self, topics: list[str]) -> None:
+        for topic in topics:
+            try:
+                await self.refresh(topic)
+            except ClientError as exc:
+                log.debug("route refresh for %s after a failure failed: %s", topic, exc)
 
     async def get(self, topic: str, *, allow_template: bool = False) -> TopicRoute:
         """The route, fetched when missing, stale or expired."""
@@ -210,9 +281,7 @@ class RouteService:
                                                 "topics; create it first") from None
         self._routes[topic] = _Entry(route, self._clock.monotonic(),
                                      write_queues=route.write_queues())
-        for name, members in route.broker_addrs.items():
-            if MASTER_ID in members:
-                self._addrs[name] = members[MASTER_ID]
+        self.members.update(route.broker_addrs)
         for listener in self._listeners:
             listener(route)
         return route
