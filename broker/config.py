@@ -62,7 +62,8 @@ class BrokerConfig:
         "broker name (brokerName); a master and its slaves share it"))
     cluster_name: str = field(default="DefaultCluster", metadata=_help(
         "cluster the broker belongs to (brokerClusterName)"))
-    broker_id: int = field(default=0, metadata=_help("0 = master, > 0 = slave"))
+    broker_id: int = field(default=0, metadata=_help(
+        "0 = master, > 0 = a replica (SLAVE) of the same broker name (brokerId)"))
     host: str = field(default="127.0.0.1", metadata=_help(
         "address the gRPC server listens on"))
     broker_ip: str = field(default="", metadata=_help(

@@ -68,7 +68,6 @@ def register(subparsers: Any) -> None:
                             help=f"same as --{key.replace('_', '-')}{note}"
                                  f"{_ALIAS_NOTES.get(flag, '')}", **extra)
     add_config_flags(broker, BrokerConfig)
-    _escape_percent(broker)
     broker.set_defaults(func=_run_broker)
 
     standalone = subparsers.add_parser(
@@ -98,13 +97,6 @@ def register(subparsers: Any) -> None:
     standalone.add_argument("--demo", action="store_true",
                             help="once up, send and consume a few messages and show how")
     standalone.set_defaults(func=_run_standalone)
-
-
-def _escape_percent(parser: argparse.ArgumentParser) -> None:
-    """argparse %-formats help texts: a key's literal ``%RETRY%`` broke ``--help``."""
-    for action in parser._actions:
-        if action.help and "%" in action.help and "%(" not in action.help:
-            action.help = action.help.replace("%", "%%")
 
 
 def _section(path: str | None) -> str | None:

@@ -227,6 +227,7 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, *,
         dest = (prefix + f.name).replace("-", "_")
         help_text = f.metadata.get("help", "")
         help_text = f"{help_text} ({_default_text(f)})" if help_text else f"({_default_text(f)})"
+        help_text = help_text.replace("%", "%%")   # argparse %-formats help ("%RETRY%g")
         inner, _ = _unwrap_optional(tp)
         if inner is bool:
             parser.add_argument(flag, dest=dest, default=None,
