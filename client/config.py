@@ -131,6 +131,10 @@ class ProducerConfig(_ClientCommon):
         "ms one send may take, retries included"))
     retry_times_when_send_failed: int = field(default=2, metadata=_help(
         "attempts after the first, each to another broker when there is one"))
+    retry_another_broker_when_not_store_ok: bool = field(default=False, metadata=_help(
+        "send again to another broker when the answer is FLUSH_DISK_TIMEOUT, "
+        "FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE (stored, but not as promised); the "
+        "message may then be stored twice (RocketMQ's retryAnotherBrokerWhenNotStoreOK)"))
     linger_ms: float = field(default=0.0, metadata=_help(
         "ms a send waits for others to share its SendBatch call; 0 = batch only what is "
         "already waiting"))

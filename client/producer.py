@@ -52,7 +52,7 @@ from pocketmq.client.message_codec import (
     encode_message,
     set_queue_id,
 )
-from pocketmq.client.model import Message, MessageQueue, SendResult, _new_send_result
+from pocketmq.client.model import Message, MessageQueue, SendResult, SendStatus, _new_send_result
 from pocketmq.client.remoting import Remoting, SendReceipt
 from pocketmq.client.route import RouteService
 from pocketmq.common.clock import Clock, SystemClock
@@ -222,7 +222,18 @@ class Producer:
                 after_first=(self._attempt_failed(topic, mq, started, exc, 1), mq.broker_name,
                              record))
         self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
-        return _result(receipt, mq)
+        result = _result(receipt, mq)
+        if (cfg.retry_another_broker_when_not_store_ok and cfg.retry_times_when_send_failed
+                and result.status is not SendStatus.SEND_OK):
+            try:
+                again = await self._send_with_retries(
+                    topic, deadline, budget_s, lambda mq, rec: self._attempt(mq, rec, deadline),
+                    lambda mq: self._encode(msg, mq.queue_id, uniq_key),
+                    after_first=(_NotStoredOk(result), mq.broker_name, record))
+            except ClientError:
+                return result      # stored once already: that answer stands
+            return again if again.status is SendStatus.SEND_OK else result
+        return result
 
     async def _send_to_queue(self, msg: Message, uniq_key: str, deadline: float,
                              queue: MessageQueue | None, selector: MessageQueueSelector | None,
@@ -274,6 +285,7 @@ class Producer:
             first = 2
         tried = first - 1
         busy = 0
+        not_ok: Any = None
         while True:
             if _flow_controlled(last_error):
                 busy += 1
@@ -302,7 +314,15 @@ class Producer:
                 last_broker = mq.broker_name
                 continue
             self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
+            if (self.config.retry_another_broker_when_not_store_ok and tried < attempts
+                    and not _stored_ok(result)):
+                # RocketMQ's retryAnotherBrokerWhenNotStoreOK: stored there, but not as the
+                # status promises (a SYNC_MASTER's replicas did not ack); store it elsewhere too
+                not_ok, last_broker = result, mq.broker_name
+                continue
             return result
+        if not_ok is not None:
+            return not_ok          # attempts ran out: the last stored-but-not-OK answer
         if isinstance(last_error, RouteNotFoundError | PermissionDeniedError):
             raise last_error       # says more than "attempts ran out" (a refusal, no route)
         raise SendTimeoutError(
@@ -413,6 +433,21 @@ class Producer:
             return {}
         return {addr: (b.calls, b.records_sent)
                 for addr, b in self._accumulator.batchers().items()}
+
+
+class _NotStoredOk(ClientError):
+    """A first attempt that stored the message, but not as its status promises."""
+
+    def __init__(self, result: SendResult) -> None:
+        super().__init__(f"{result.queue.broker_name} answered {result.status.value}")
+        self.result = result
+
+
+def _stored_ok(result: Any) -> bool:
+    """SEND_OK for a send, or for every record of a batch."""
+    if isinstance(result, list):
+        return all(r.status is SendStatus.SEND_OK for r in result)
+    return bool(result.status is SendStatus.SEND_OK)
 
 
 def _retry_elsewhere(exc: ClientError) -> bool:

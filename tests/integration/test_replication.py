@@ -130,3 +130,33 @@ async def test_promotion_makes_the_replica_master_and_fences_the_old_one(
     results = await send(namesrv, 5, start=10)
     assert {r.status for r in results} == {SendStatus.SEND_OK}
     assert replica.store.max_offset(TOPIC, 0) == 15
+
+
+async def test_a_producer_may_send_again_elsewhere_when_not_stored_ok(
+        namesrv, broker_config, start_broker, eventually):
+    """RocketMQ's retryAnotherBrokerWhenNotStoreOK: off, the status is the answer; on,
+    the message goes to another broker name too."""
+    common = dict(port=0, ha_port=0, namesrv_addrs=namesrv.address, grpc_v2_port=-1,
+                  register_interval_seconds=0.2)
+    sync = await start_broker(broker_config("a", broker_name="broker-a",
+                                            broker_role="SYNC_MASTER", **common))
+    plain = await start_broker(broker_config("b", broker_name="broker-b", **common))
+    for broker in (sync, plain):
+        broker.topics.create(TopicConfig(topic_name=TOPIC, read_queue_nums=1,
+                                         write_queue_nums=1))
+
+    def routed():
+        route = namesrv.route_table.get_route(TOPIC)
+        return route is not None and {q.write_queue_nums for q in route.queue_datas} == {1} \
+            and len(route.queue_datas) == 2
+
+    await eventually(routed, what="the topic on both brokers")
+    async with Producer(group="pg", namesrv=namesrv.address) as producer:
+        plain_results = [await producer.send(Message(topic=TOPIC, body=b"x"))
+                         for _ in range(4)]
+    assert SendStatus.SLAVE_NOT_AVAILABLE in {r.status for r in plain_results}
+    async with Producer(group="pg", namesrv=namesrv.address,
+                        retry_another_broker_when_not_store_ok=True) as producer:
+        again = [await producer.send(Message(topic=TOPIC, body=b"y")) for _ in range(4)]
+    assert {r.status for r in again} == {SendStatus.SEND_OK}
+    assert {r.queue.broker_name for r in again} == {"broker-b"}
