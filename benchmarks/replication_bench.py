@@ -40,7 +40,7 @@ from benchkit import free_port, wait_port
 
 from pocketmq.common.message import encode_record, pack_host
 from pocketmq.v1 import broker_pb2 as pb
-from pocketmq.v1 import broker_pb2_grpc
+from pocketmq.v1 import broker_pb2_grpc, common_pb2
 
 BODY = os.urandom(1024)
 MiB = 1 << 20
@@ -79,7 +79,7 @@ class Brokers:
         ha_port = free_port() if ha_port == 0 else ha_port
         args = [sys.executable, "-m", "pocketmq", "--log-level", "WARNING", "broker",
                 "--data-dir", os.path.join(self.root, name), "--port", str(port),
-                "--namesrv", "", "--grpc-v2-port", "-1", "--broker-name", "bench",
+                "--namesrv", "", "--grpc-v2-port", "-1", "--broker-name", "broker-b",
                 "--broker-role", role, "--broker-id", str(broker_id),
                 "--ha-port", str(ha_port), "--ha-heartbeat-interval-ms", "200",
                 "--commitlog-file-size-bytes", str(256 * MiB)]
@@ -143,7 +143,11 @@ async def send_batches(port: int, total: int, concurrency: int = 4) -> float:
     todo = iter(range(len(blobs)))
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=OPTIONS) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
-        await stub.SendMessage(pb.SendMessageRequest(record=records(1)[0]))   # topic, warm-up
+        for topic in ("bench", "single"):
+            with contextlib.suppress(grpc.aio.AioRpcError):     # ALREADY_EXISTS
+                await stub.CreateTopic(pb.CreateTopicRequest(topic_config=common_pb2.TopicConfig(
+                    topic_name=topic, read_queue_nums=8, write_queue_nums=8, perm=6)))
+        await stub.SendMessage(pb.SendMessageRequest(record=records(1)[0]))   # warm-up
 
         async def worker() -> None:
             for i in todo:
@@ -201,17 +205,20 @@ async def run(args: argparse.Namespace) -> None:
         print(f"SendMessage c=1 SYNC_MASTER+replica  p50 {pct(lat, 0.5):.2f} ms  "
               f"p99 {pct(lat, 0.99):.2f} ms  (target p99 <= 2.5 ms)")
         # failover: kill -9 the master; the replica serves pulls; promote; it takes sends
-        group.kill(0)
-        killed = time.perf_counter()
-
         async def pulls() -> bool:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{replica}") as channel:
-                reply = await broker_pb2_grpc.BrokerStub(channel).PullMessage(
-                    pb.PullMessageRequest(consumer_group="bench", topic="bench", queue_id=0,
-                                          queue_offset=0, max_msg_nums=32,
-                                          suspend_timeout_ms=0), timeout=2)
+                try:
+                    reply = await broker_pb2_grpc.BrokerStub(channel).PullMessage(
+                        pb.PullMessageRequest(consumer_group="bench", topic="bench",
+                                              queue_id=0, queue_offset=0, max_msg_nums=32,
+                                              suspend_timeout_ms=0), timeout=2)
+                except grpc.aio.AioRpcError:
+                    return False
             return reply.status == pb.FOUND
 
+        await until(pulls, 30, 0.05)     # the replica has the topic (metadata sync, 5 s)
+        group.kill(0)
+        killed = time.perf_counter()
         served = await until(pulls, 10) - killed
         async with grpc.aio.insecure_channel(f"127.0.0.1:{replica}") as channel:
             stub = broker_pb2_grpc.BrokerStub(channel)
