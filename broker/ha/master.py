@@ -83,7 +83,8 @@ class ReplicaState:
 class ReplicationService:
     def __init__(self, store: DefaultMessageStore, *, broker_name: str, batch_bytes: int,
                  heartbeat_s: float, housekeeping_s: float, fallbehind_max_bytes: int,
-                 min_sync_replicas: int, is_master: Callable[[], bool]) -> None:
+                 min_sync_replicas: int, is_master: Callable[[], bool],
+                 on_replica_ahead: Callable[[str], None] | None = None) -> None:
         self._store = store
         self.store = store
         self.broker_name = broker_name
@@ -92,6 +93,7 @@ class ReplicationService:
         self._housekeeping_s = housekeeping_s
         self._fallbehind_max = fallbehind_max_bytes
         self._is_master = is_master
+        self._on_replica_ahead = on_replica_ahead
         self.min_sync_replicas = min_sync_replicas
         self.replicas: dict[int, ReplicaState] = {}
         self._wake = asyncio.Event()
@@ -137,6 +139,19 @@ class ReplicationService:
                                    "broker_id")
         my_min = store.commitlog.min_offset
         my_max = store.commitlog.max_offset
+        if mine and max_offset > my_max and mine[-1] in epochs:
+            # The replica holds records of this master's own term past its end: this
+            # master lost them (a power loss under ASYNC_FLUSH) and, SYNC, may have
+            # acknowledged them. Cutting them from the replica would lose them for
+            # good, and writing on would give one term two different tails: refuse
+            # and stop taking writes (RocketMQ #2706); promote the replica instead.
+            why = (f"replica {replica_id} of {self.broker_name} holds epoch {my_epoch} up to "
+                   f"commit-log offset {max_offset}, past this master's end {my_max}: this "
+                   f"master lost {max_offset - my_max} bytes it wrote; promote that replica "
+                   "and restart this broker as its replica")
+            if self._on_replica_ahead is not None:
+                self._on_replica_ahead(why)
+            raise HandshakeRefused("REPLICA_AHEAD", why)
         point = consistent_point(epochs, max_offset, mine, my_max)
         if point is None or point < my_min:
             truncate, start = -1, my_min
@@ -178,15 +193,15 @@ class ReplicationService:
         offset = start_offset
         while not self.closed:
             entries = self._epochs
+            if time.monotonic() - state.last_frame_at > self._housekeeping_s:
+                raise TimeoutError(f"replica {state.replica_id} of {self.broker_name} sent "
+                                   f"nothing for {self._housekeeping_s:.0f} s")
             epoch, start, stop = _epoch_at(entries, offset)
             data = store.read_for_replica(offset, self._batch_bytes, stop)
             if data:
                 yield offset, epoch, start, data
                 offset += len(data)
                 continue
-            if time.monotonic() - state.last_frame_at > self._housekeeping_s:
-                raise TimeoutError(f"replica {state.replica_id} of {self.broker_name} sent "
-                                   f"nothing for {self._housekeeping_s:.0f} s")
             self._wake.clear()
             if store.commitlog.max_offset > offset:
                 continue
@@ -196,15 +211,22 @@ class ReplicationService:
                 yield offset, epoch, start, b""
 
     # -- SYNC_MASTER ----------------------------------------------------------------------
+    def _live(self) -> list[ReplicaState]:
+        """Replicas heard from within the housekeeping interval: a stream whose peer went
+        silent (a partition, a frozen process) counts for nothing, even before it is
+        dropped, so SYNC sends answer SLAVE_NOT_AVAILABLE at once instead of timing out."""
+        since = time.monotonic() - self._housekeeping_s
+        return [r for r in self.replicas.values() if r.last_frame_at >= since]
+
     def in_sync(self) -> int:
         master_max = self._store.commitlog.max_offset
-        return sum(1 for r in self.replicas.values() if r.lag(master_max) < self._fallbehind_max)
+        return sum(1 for r in self._live() if r.lag(master_max) < self._fallbehind_max)
 
     def commit_point(self, need: int) -> int:
         """The offset *need* replicas have all acknowledged (-1 when fewer are connected)."""
         if need <= 0:
             return 1 << 62
-        acks = sorted((r.ack_offset for r in self.replicas.values()), reverse=True)
+        acks = sorted((r.ack_offset for r in self._live()), reverse=True)
         return acks[need - 1] if len(acks) >= need else -1
 
     async def wait_replicated(self, end_offset: int, timeout_s: float) -> SyncOutcome:

@@ -88,7 +88,8 @@ class HaController:
             heartbeat_s=config.ha_heartbeat_interval_ms / 1000,
             housekeeping_s=config.ha_housekeeping_interval_ms / 1000,
             fallbehind_max_bytes=config.ha_slave_fallbehind_max_bytes,
-            min_sync_replicas=config.min_sync_replicas, is_master=self.is_master)
+            min_sync_replicas=config.min_sync_replicas, is_master=self.is_master,
+            on_replica_ahead=self.fence)
         store.add_append_listener(self.replication.on_append)
         self.client: HaClient | None = None
         self._server: grpc.aio.Server | None = None
@@ -228,13 +229,21 @@ class HaController:
             if self.client is not None:
                 self.client.saw_epoch(reply.master_epoch)
         elif reply.stale_master and not self.fenced:
-            self.fenced = (f"this broker was master of {self._config.broker_name} in epoch "
-                           f"{self.epoch}, and the nameserver knows epoch {reply.master_epoch} "
-                           f"(master {reply.master_addr or 'unknown'}); restart it as a replica "
-                           "(--role SLAVE --broker-id N) to rejoin")
-            self._store.replica_of = f"{reply.master_addr or 'a newer master'} (fenced)"
-            self.replication.close()
-            log.error("%s", self.fenced)
+            self.fence(f"this broker was master of {self._config.broker_name} in epoch "
+                       f"{self.epoch}, and the nameserver knows epoch {reply.master_epoch} "
+                       f"(master {reply.master_addr or 'unknown'}); restart it as a replica "
+                       "(--broker-role SLAVE --broker-id N) to rejoin",
+                       by=reply.master_addr or "a newer master")
+
+    def fence(self, why: str, *, by: str = "") -> None:
+        """Stop taking writes as master, for good in this process (a stale epoch, or a
+        replica that holds records of this term this master lost)."""
+        if self.fenced:
+            return
+        self.fenced = why
+        self._store.replica_of = f"{by or self._config.broker_name} (fenced)"
+        self.replication.close()
+        log.error("%s", why)
 
     # -- sends ------------------------------------------------------------------------------
     async def wait_replicated(self, end_offset: int) -> SyncOutcome:

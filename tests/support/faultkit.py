@@ -11,13 +11,21 @@ import asyncio
 import contextlib
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import grpc
 
-from pocketmq.client import ClientError, ConsumeResult, Message, Producer, PushConsumer
+from pocketmq.client import (
+    ClientError,
+    ConsumeResult,
+    Message,
+    Producer,
+    PushConsumer,
+    SendStatus,
+)
 from pocketmq.common.message import StoredMessage, iter_records
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2, nameserver_pb2, nameserver_pb2_grpc
@@ -138,7 +146,12 @@ def recording_consumer(*, group: str, namesrv: str, topics: list[str],
 
 
 class SendLoad:
-    """*tasks* coroutines sending through one producer until :meth:`stop`."""
+    """*tasks* coroutines sending through one producer until :meth:`stop`.
+
+    Only ``SEND_OK`` answers count as acknowledgements (``acks``); every answer's
+    status is counted in ``statuses`` (a SYNC_MASTER may store a message and still
+    answer ``FLUSH_SLAVE_TIMEOUT`` or ``SLAVE_NOT_AVAILABLE``: not acknowledged).
+    """
 
     def __init__(self, producer: Producer, topic: str, *, tasks: int = 8,
                  body_bytes: tuple[int, int] = (100, 1000), seed: int = 7,
@@ -148,6 +161,8 @@ class SendLoad:
         self.pause_s = pause_s   # between two sends of one task: a steady, modest rate
         self.acks: list[Ack] = []
         self.failures = 0
+        self.statuses: Counter[str] = Counter()
+        self.status_at: list[tuple[float, str]] = []   # (monotonic time, status) per answer
         self._bodies = body_bytes
         self._rng = random.Random(seed)
         self._stopped = asyncio.Event()
@@ -164,8 +179,12 @@ class SendLoad:
                 self.failures += 1
                 await asyncio.sleep(0.01)   # a dead broker answers at once: do not spin
                 continue
-            self.acks.append(Ack(result.queue.broker_name, result.queue.queue_id,
-                                 result.queue_offset, result.msg_id))
+            status = result.status.value
+            self.statuses[status] += 1
+            self.status_at.append((time.monotonic(), status))
+            if result.status is SendStatus.SEND_OK:
+                self.acks.append(Ack(result.queue.broker_name, result.queue.queue_id,
+                                     result.queue_offset, result.msg_id))
             if self.pause_s:
                 await asyncio.sleep(self.pause_s)
 

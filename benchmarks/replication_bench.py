@@ -1,0 +1,261 @@
+"""Replication figures beside a single broker, measured in the same run.
+
+    .venv/bin/python benchmarks/replication_bench.py [--messages 100000] [--catchup-mib 512]
+
+Brokers run as ``pocketmq broker`` subprocesses on free ports (no nameserver:
+the replica dials ``--ha-master-address``); the client runs here on uvloop.
+1 KiB bodies. Prints:
+
+* SendBatch x512 msgs/s, 4 concurrent calls: one broker, ASYNC_MASTER + 1
+  replica, SYNC_MASTER + 1 replica, and each as a share of the single broker;
+* SendMessage one at a time (c=1) on SYNC_MASTER + replica: p50 / p99;
+* catch-up: a replica started empty against a master holding --catchup-mib
+  MiB, MB/s from its first copied byte to the master's end (producers idle);
+* failover: kill -9 of a SYNC_MASTER, time until its replica answers a pull
+  with messages, and until the replica, promoted over PromoteToMaster, acks a
+  send. (The SDK does not fall back to replicas for reads yet in this branch,
+  so this is the broker's side of the read fallback, not a consumer's.)
+
+Not a test; the machine it ran on is printed first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+
+import grpc
+import uvloop
+from benchkit import free_port, wait_port
+
+from pocketmq.common.message import encode_record, pack_host
+from pocketmq.v1 import broker_pb2 as pb
+from pocketmq.v1 import broker_pb2_grpc, common_pb2
+
+BODY = os.urandom(1024)
+MiB = 1 << 20
+BATCH = 512
+OPTIONS = [("grpc.max_receive_message_length", 64 * MiB),
+           ("grpc.max_send_message_length", 64 * MiB)]
+
+
+def machine() -> str:
+    return (f"{platform.node()} · {os.cpu_count()} cpu · {platform.machine()} · "
+            f"Python {platform.python_version()} · grpcio {grpc.__version__}")
+
+
+def records(n: int, topic: str = "bench", queues: int = 8, start: int = 0) -> list[bytes]:
+    host = pack_host(("127.0.0.1", 1))
+    return [encode_record(topic=topic, body=BODY, queue_id=(start + i) % queues,
+                          born_host=host, properties={"UNIQ_KEY": f"{start + i:032X}"})
+            for i in range(n)]
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+class Brokers:
+    """Broker processes in one temporary directory; all stopped and removed at the end."""
+
+    def __init__(self) -> None:
+        self.root = tempfile.mkdtemp(prefix="pocketmq-repl-bench-")
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, name: str, *, role: str = "ASYNC_MASTER", broker_id: int = 0,
+              ha_port: int = -1, master_ha: str = "", **extra: str) -> tuple[int, int]:
+        port = free_port()
+        ha_port = free_port() if ha_port == 0 else ha_port
+        args = [sys.executable, "-m", "pocketmq", "--log-level", "WARNING", "broker",
+                "--data-dir", os.path.join(self.root, name), "--port", str(port),
+                "--namesrv", "", "--grpc-v2-port", "-1", "--broker-name", "broker-b",
+                "--broker-role", role, "--broker-id", str(broker_id),
+                "--ha-port", str(ha_port), "--ha-heartbeat-interval-ms", "200",
+                "--commitlog-file-size-bytes", str(256 * MiB)]
+        if master_ha:
+            args += ["--ha-master-address", master_ha]
+        for key, value in extra.items():
+            args += [f"--{key.replace('_', '-')}", value]
+        self.procs.append(subprocess.Popen(args))
+        wait_port(port)
+        return port, ha_port
+
+    def kill(self, index: int) -> None:
+        self.procs[index].send_signal(signal.SIGKILL)
+        self.procs[index].wait()
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def brokers() -> Iterator[Brokers]:
+    group = Brokers()
+    try:
+        yield group
+    finally:
+        group.close()
+
+
+async def info(port: int) -> dict[str, str]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        reply = await broker_pb2_grpc.BrokerStub(channel).GetBrokerRuntimeInfo(
+            pb.GetBrokerRuntimeInfoRequest(), timeout=10)
+    return dict(reply.table)
+
+
+async def until(predicate, timeout_s: float = 120, every_s: float = 0.005) -> float:  # type: ignore[no-untyped-def]
+    started = time.perf_counter()
+    while not await predicate():
+        if time.perf_counter() - started > timeout_s:
+            raise RuntimeError(f"not done within {timeout_s} s")
+        await asyncio.sleep(every_s)
+    return time.perf_counter()
+
+
+async def caught_up(master: int, replica: int) -> bool:
+    m, r = await asyncio.gather(info(master), info(replica))
+    return r.get("ha_connected") == "true" and \
+        r["commitlog_max_offset"] == m["commitlog_max_offset"]
+
+
+async def send_batches(port: int, total: int, concurrency: int = 4) -> float:
+    blobs = [b"".join(records(BATCH, start=i * BATCH)) for i in range(max(1, total // BATCH))]
+    todo = iter(range(len(blobs)))
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=OPTIONS) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        for topic in ("bench", "single"):
+            with contextlib.suppress(grpc.aio.AioRpcError):     # ALREADY_EXISTS
+                await stub.CreateTopic(pb.CreateTopicRequest(topic_config=common_pb2.TopicConfig(
+                    topic_name=topic, read_queue_nums=8, write_queue_nums=8, perm=6)))
+        await stub.SendMessage(pb.SendMessageRequest(record=records(1)[0]))   # warm-up
+
+        async def worker() -> None:
+            for i in todo:
+                reply = await stub.SendBatch(pb.SendBatchRequest(records=blobs[i]))
+                assert reply.status == pb.SEND_OK, pb.SendStatus.Name(reply.status)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return len(blobs) * BATCH / (time.perf_counter() - t0)
+
+
+async def single_latency(port: int, n: int) -> list[float]:
+    recs = records(n, topic="single")
+    out = []
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        for rec in recs[:200]:                                               # warm-up
+            await stub.SendMessage(pb.SendMessageRequest(record=rec))
+        for rec in recs:
+            t0 = time.perf_counter()
+            reply = await stub.SendMessage(pb.SendMessageRequest(record=rec))
+            out.append(time.perf_counter() - t0)
+            assert reply.status == pb.SEND_OK, pb.SendStatus.Name(reply.status)
+    return out
+
+
+async def pair(group: Brokers, role: str) -> tuple[int, int]:
+    master, ha = group.start("m", role=role, ha_port=0)
+    replica, _ = group.start("r", role="SLAVE", broker_id=1, ha_port=0,
+                             master_ha=f"127.0.0.1:{ha}")
+    await until(lambda: caught_up(master, replica), 30)
+    return master, replica
+
+
+async def run(args: argparse.Namespace) -> None:
+    n = args.messages
+    with brokers() as group:
+        port, _ = group.start("single")
+        single = await send_batches(port, n)
+    print(f"SendBatch x{BATCH} 1 KiB, 4 calls  single broker        {single:>10,.0f} msg/s "
+          f"({single * len(BODY) / 1e6:,.0f} MB/s)")
+    with brokers() as group:
+        master, replica = await pair(group, "ASYNC_MASTER")
+        rate = await send_batches(master, n)
+        t_end = await until(lambda: caught_up(master, replica))
+        print(f"SendBatch x{BATCH} 1 KiB, 4 calls  ASYNC_MASTER+replica {rate:>10,.0f} msg/s "
+              f"= {rate / single:.0%} of single (target >= 70%)")
+        del t_end
+    with brokers() as group:
+        master, replica = await pair(group, "SYNC_MASTER")
+        rate = await send_batches(master, n)
+        print(f"SendBatch x{BATCH} 1 KiB, 4 calls  SYNC_MASTER+replica  {rate:>10,.0f} msg/s "
+              f"= {rate / single:.0%} of single (target >= 60%)")
+        lat = await single_latency(master, args.singles)
+        print(f"SendMessage c=1 SYNC_MASTER+replica  p50 {pct(lat, 0.5):.2f} ms  "
+              f"p99 {pct(lat, 0.99):.2f} ms  (target p99 <= 2.5 ms)")
+        # failover: kill -9 the master; the replica serves pulls; promote; it takes sends
+        async def pulls() -> bool:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{replica}") as channel:
+                try:
+                    reply = await broker_pb2_grpc.BrokerStub(channel).PullMessage(
+                        pb.PullMessageRequest(consumer_group="bench", topic="bench",
+                                              queue_id=0, queue_offset=0, max_msg_nums=32,
+                                              suspend_timeout_ms=0), timeout=2)
+                except grpc.aio.AioRpcError:
+                    return False
+            return reply.status == pb.FOUND
+
+        await until(pulls, 30, 0.05)     # the replica has the topic (metadata sync, 5 s)
+        group.kill(0)
+        killed = time.perf_counter()
+        served = await until(pulls, 10) - killed
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{replica}") as channel:
+            stub = broker_pb2_grpc.BrokerStub(channel)
+            await stub.PromoteToMaster(pb.PromoteToMasterRequest(role="ASYNC_MASTER"))
+            reply = await stub.SendMessage(pb.SendMessageRequest(record=records(1)[0]))
+            assert reply.status == pb.SEND_OK
+        writable = time.perf_counter() - killed
+        print(f"failover after kill -9 of SYNC_MASTER: replica serves a pull after "
+              f"{served * 1000:.0f} ms (target <= 2 s); promoted and acking sends after "
+              f"{writable * 1000:.0f} ms")
+    with brokers() as group:
+        master, ha = group.start("m", role="ASYNC_MASTER", ha_port=0)
+        await send_batches(master, args.catchup_mib * MiB // (len(BODY) + 150))
+        end = int((await info(master))["commitlog_max_offset"])
+        replica, _ = group.start("r", role="SLAVE", broker_id=1, ha_port=0,
+                                 master_ha=f"127.0.0.1:{ha}")
+
+        async def moving() -> bool:
+            return int((await info(replica))["commitlog_max_offset"]) > 0
+
+        first = await until(moving, 60, 0.002)
+        done = await until(lambda: caught_up(master, replica), 600, 0.01)
+        speed = end / (done - first) / 1e6
+        print(f"catch-up of {end / MiB:,.0f} MiB from empty, producers idle: "
+              f"{done - first:.2f} s = {speed:,.0f} MB/s (target >= 150)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--singles", type=int, default=2000)
+    parser.add_argument("--catchup-mib", type=int, default=512)
+    args = parser.parse_args()
+    print(f"machine: {machine()}\n{args.messages} messages per SendBatch run · "
+          f"{args.singles} single sends · catch-up of {args.catchup_mib} MiB")
+    uvloop.run(run(args))
+
+
+if __name__ == "__main__":
+    main()
