@@ -442,10 +442,15 @@ class LocalCluster:
     async def _learn_roles(self, admin: AdminClient) -> None:
         """Each broker's role and id as it runs: a promotion outlives the command line."""
         for child in self.brokers:
-            with contextlib.suppress(ClientError, ValueError):
-                table = await admin.broker_runtime_info(child.addr)
-                child.role = table.get("broker_role", child.role)
-                child.broker_id = int(table.get("broker_id", child.broker_id))
+            for _attempt in range(10):      # a loaded machine may miss the 1 s timeout
+                try:
+                    table = await admin.broker_runtime_info(child.addr)
+                except ClientError:
+                    continue
+                with contextlib.suppress(ValueError):
+                    child.role = table.get("broker_role", child.role)
+                    child.broker_id = int(table.get("broker_id", child.broker_id))
+                break
 
     async def _until(self, ready: Callable[[], Awaitable[bool]]) -> _Child | None:
         """Poll *ready* until it holds; the child that exited meanwhile, if one did."""

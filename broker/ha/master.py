@@ -96,7 +96,8 @@ class ReplicationService:
         self._on_replica_ahead = on_replica_ahead
         self.min_sync_replicas = min_sync_replicas
         self.replicas: dict[int, ReplicaState] = {}
-        self._wake = asyncio.Event()
+        # one event per sender: a sender that clears its own cannot swallow another's wake-up
+        self._wakes: set[asyncio.Event] = set()
         self._waiters: list[tuple[int, int, asyncio.Future[SyncOutcome]]] = []
         self._seq = itertools.count()
         self.closed = False
@@ -112,7 +113,7 @@ class ReplicationService:
 
     def on_append(self, end: int) -> None:
         """The commit log grew to *end* (an append listener of the store)."""
-        self._wake.set()
+        self._wake_senders()
 
     def handshake(self, *, broker_name: str, replica_id: int, max_offset: int,
                   epochs: list[EpochEntry], highest_epoch_seen: int) -> Welcome:
@@ -189,6 +190,16 @@ class ReplicationService:
     async def frames(self, state: ReplicaState, start_offset: int,
                      ) -> AsyncIterator[tuple[int, int, int, bytes]]:
         """(offset, epoch, epoch start, records) to send, heartbeats as empty records."""
+        wake = asyncio.Event()
+        self._wakes.add(wake)
+        try:
+            async for frame in self._frames(state, start_offset, wake):
+                yield frame
+        finally:
+            self._wakes.discard(wake)
+
+    async def _frames(self, state: ReplicaState, start_offset: int, wake: asyncio.Event,
+                      ) -> AsyncIterator[tuple[int, int, int, bytes]]:
         store = self._store
         offset = start_offset
         while not self.closed:
@@ -202,11 +213,11 @@ class ReplicationService:
                 yield offset, epoch, start, data
                 offset += len(data)
                 continue
-            self._wake.clear()
+            wake.clear()
             if store.commitlog.max_offset > offset:
                 continue
             try:
-                await asyncio.wait_for(self._wake.wait(), self._heartbeat_s)
+                await asyncio.wait_for(wake.wait(), self._heartbeat_s)
             except TimeoutError:
                 yield offset, epoch, start, b""
 
@@ -240,7 +251,7 @@ class ReplicationService:
             return SyncOutcome.OK
         future: asyncio.Future[SyncOutcome] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (end_offset, next(self._seq), future))
-        self._wake.set()
+        self._wake_senders()
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout_s)
         except TimeoutError:
@@ -261,10 +272,14 @@ class ReplicationService:
         while waiters and waiters[0][2].done():
             heapq.heappop(waiters)
 
+    def _wake_senders(self) -> None:
+        for wake in self._wakes:
+            wake.set()
+
     def close(self) -> None:
         """Stop every sender and fail every waiter (the broker stops or steps down)."""
         self.closed = True
-        self._wake.set()
+        self._wake_senders()
         for _end, _seq, future in self._waiters:
             if not future.done():
                 future.set_result(SyncOutcome.FLUSH_SLAVE_TIMEOUT)

@@ -145,9 +145,11 @@ async def test_the_sdk_backs_off_on_busy_and_delivers_every_message(tmp_path):
     await namesrv.start()
     kit = ProcessKit(tmp_path)
     try:
+        # Each client has connections of its own: three producers with calls in flight
+        # pass a total of 2 (a producer coalesces its tasks' sends into few calls).
         broker = await kit.broker(namesrv=namesrv.address, flush_disk_type="sync",
                                   max_in_flight_requests_per_connection=2,
-                                  max_in_flight_requests=4)
+                                  max_in_flight_requests=2)
         received: Counter[str] = Counter()
         consumer = PushConsumer(group="bp-consumer", namesrv=namesrv.address,
                                 consume_from="first", pull_delay_on_error_s=0.2)
