@@ -441,11 +441,15 @@ class LocalCluster:
 
     async def _learn_roles(self, admin: AdminClient) -> None:
         """Each broker's role and id as it runs: a promotion outlives the command line."""
+        deadline = asyncio.get_running_loop().time() + STARTUP_TIMEOUT_S
         for child in self.brokers:
-            for _attempt in range(10):      # a loaded machine may miss the 1 s timeout
+            while True:          # a loaded machine may miss a call's 1 s timeout: ask again
                 try:
                     table = await admin.broker_runtime_info(child.addr)
                 except ClientError:
+                    if asyncio.get_running_loop().time() > deadline:
+                        break
+                    await asyncio.sleep(POLL_S)
                     continue
                 with contextlib.suppress(ValueError):
                     child.role = table.get("broker_role", child.role)

@@ -30,6 +30,7 @@ import grpc
 
 from pocketmq.broker.store.epochs import EpochEntry
 from pocketmq.broker.store.replication import ReplicationError
+from pocketmq.common.aio import cancel_and_wait
 from pocketmq.v1 import ha_pb2, ha_pb2_grpc
 
 if TYPE_CHECKING:
@@ -91,11 +92,8 @@ class HaClient:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="HaClient")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         self.status.connected = False
 
     def master_changed(self) -> None:
@@ -180,11 +178,10 @@ class HaClient:
                 self._apply_data(frame)
                 self._acked.set()
         finally:
-            for task in (acker, syncer):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            # never `suppress(CancelledError)` around an await here: it would swallow the
+            # cancellation of this task itself (stop()), and the copy loop would go on
             call.cancel()
+            await cancel_and_wait(acker, syncer)
 
     async def _read(self, call: Any) -> ha_pb2.MasterFrame:
         try:

@@ -11,7 +11,6 @@ the same rules (clock window, replayed signatures) as every other request.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -20,6 +19,7 @@ import grpc
 
 from pocketmq.broker.ha.master import HandshakeRefused, ReplicationService
 from pocketmq.broker.store.epochs import EpochEntry
+from pocketmq.common.aio import cancel_and_wait
 from pocketmq.security.interceptor import AclError, AclInterceptor
 from pocketmq.v1 import ha_pb2, ha_pb2_grpc
 
@@ -120,10 +120,8 @@ class HaServicer(ha_pb2_grpc.HaServiceServicer):
         except TimeoutError as exc:
             log.warning("%s; dropping its stream", exc)
         finally:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await reader
             service.disconnected(state)
+            await cancel_and_wait(reader)
 
     async def _read_acks(self, frames: AsyncIterator[ha_pb2.ReplicaFrame], state: Any) -> None:
         async for frame in frames:
