@@ -37,7 +37,7 @@
 
 /* Bumped whenever a signature or a behaviour changes; message_codec.py refuses
  * a stale build (an editable install keeps the old .so until it is rebuilt). */
-#define CODEC_VERSION 1
+#define CODEC_VERSION 2
 
 #define HEAD_SIZE 48
 #define HOST_V4_SIZE 8
@@ -538,6 +538,25 @@ corrupt(Py_ssize_t pos, PyObject *reason)   /* steals reason */
     return NULL;
 }
 
+/* A property name: the interned str for the names the SDK sets on every message
+ * (no decoding, and a hash computed once), else decoded with "replace". */
+static PyObject *
+known_key(const unsigned char *p, Py_ssize_t n)
+{
+    PyObject *known = NULL;
+    if (n == 8 && memcmp(p, "UNIQ_KEY", 8) == 0)
+        known = s_prop_uniq_key;
+    else if (n == 4 && memcmp(p, "TAGS", 4) == 0)
+        known = s_prop_tags;
+    else if (n == 4 && memcmp(p, "KEYS", 4) == 0)
+        known = s_prop_keys;
+    if (known != NULL) {
+        Py_INCREF(known);
+        return known;
+    }
+    return PyUnicode_DecodeUTF8((const char *)p, n, "replace");
+}
+
 /* {k: v} from "k\x01v\x02" pairs (common.message.decode_properties of the text
  * decoded with "replace"; \x01 and \x02 never occur inside a UTF-8 sequence, so
  * splitting the bytes first gives the same strings). */
@@ -554,7 +573,7 @@ decode_props(const unsigned char *p, Py_ssize_t n)
             pair_end = end;
         const unsigned char *sep = memchr(p, 0x01, (size_t)(pair_end - p));
         if (sep != NULL && sep > p && pair_end - sep > 1) {
-            PyObject *key = PyUnicode_DecodeUTF8((const char *)p, sep - p, "replace");
+            PyObject *key = known_key(p, sep - p);
             PyObject *value = key == NULL ? NULL :
                 PyUnicode_DecodeUTF8((const char *)sep + 1, pair_end - sep - 1, "replace");
             if (value == NULL || PyDict_SetItem(out, key, value) < 0) {
@@ -600,6 +619,9 @@ offset_msg_id(const unsigned char *host, Py_ssize_t host_size, int64_t phys)
 }
 
 typedef struct {
+    PyObject *last_entry;   /* (str, is_retry) of the previous record's topic, borrowed */
+    const unsigned char *last_topic;   /* its bytes in the buffer */
+    Py_ssize_t last_topic_len;
     PyObject *topics;       /* raw topic bytes -> (str, is_retry) */
     PyObject *broker_name;
     int check_crc;
@@ -653,10 +675,16 @@ build_ext(Reply *r, const unsigned char *raw, Py_ssize_t pos, Py_ssize_t p, int3
         corrupt(pos, PyUnicode_FromFormat("properties length lies past TOTALSIZE %d", total));
         goto fail;
     }
+    PyObject *entry;
+    if (r->last_entry != NULL && r->last_topic_len == topic_len
+        && memcmp(r->last_topic, raw + p, (size_t)topic_len) == 0) {
+        entry = r->last_entry;   /* a reply is mostly one topic: no lookup */
+        goto have_entry;
+    }
     PyObject *raw_topic = PyBytes_FromStringAndSize((const char *)raw + p, topic_len);
     if (raw_topic == NULL)
         goto fail;
-    PyObject *entry = PyDict_GetItemWithError(r->topics, raw_topic);  /* borrowed */
+    entry = PyDict_GetItemWithError(r->topics, raw_topic);  /* borrowed */
     if (entry == NULL) {
         if (PyErr_Occurred()) {
             Py_DECREF(raw_topic);
@@ -682,6 +710,10 @@ build_ext(Reply *r, const unsigned char *raw, Py_ssize_t pos, Py_ssize_t p, int3
         Py_DECREF(entry);   /* the dict holds it */
     }
     Py_DECREF(raw_topic);
+    r->last_entry = entry;       /* the dict keeps it alive for the call */
+    r->last_topic = raw + p;
+    r->last_topic_len = topic_len;
+have_entry:
     topic = PyTuple_GET_ITEM(entry, 0);
     Py_INCREF(topic);
     int is_retry = PyTuple_GET_ITEM(entry, 1) == Py_True;
@@ -831,7 +863,7 @@ decode_messages(PyObject *self, PyObject *args)
         return NULL;
     if (!PyArg_ParseTuple(args, "y*Up:decode_messages", &view, &broker_name, &check_crc))
         return NULL;
-    Reply r = {PyDict_New(), broker_name, check_crc};
+    Reply r = {NULL, NULL, 0, PyDict_New(), broker_name, check_crc};
     PyObject *out = PyList_New(0);
     if (out == NULL || r.topics == NULL)
         goto fail;

@@ -422,7 +422,7 @@ def _decode_one(raw: bytes, pos: int, total: int, magic: int, crc: int, queue_id
 #: Set to anything but "" or "0" to run the pure-Python references.
 DISABLE_ENV: Final = "POCKETMQ_NO_SPEEDUPS"
 #: ``_codec.VERSION`` this source was written with; another build is stale.
-_EXPECTED_VERSION: Final = 1
+_EXPECTED_VERSION: Final = 2
 
 
 def _load() -> tuple[ModuleType | None, str]:

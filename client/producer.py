@@ -200,9 +200,8 @@ class Producer:
         queues = routes.cached_write_queues(topic) or \
             await routes.write_queues(topic)  # RouteNotFoundError ends the send
         mq = self._selector.select(queues)
-        record = encode_message(msg, queue_id=mq.queue_id, uniq_key=uniq_key,
-                                born_host=self._born_host, born_timestamp_ms=self._clock.now_ms(),
-                                compress_over_bytes=cfg.compress_over_bytes)
+        record = encode_messages((msg,), (uniq_key,), mq.queue_id, self._born_host,
+                                 self._clock.now_ms(), cfg.compress_over_bytes, 0)
         started = time.monotonic()
         try:
             if self._state != "running":
