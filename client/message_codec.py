@@ -12,14 +12,29 @@ Receiving: :func:`decode_messages` walks a pull reply (records back to back)
 once, straight from the buffer into :class:`MessageExt` values, without an
 intermediate object per record. A message redelivered from a group's retry
 topic gets back the topic its producer sent it to (property ``RETRY_TOPIC``).
+
+Both directions work on blocks: :func:`encode_messages` turns a list of
+messages into one blob of records in one call, :func:`decode_messages` a
+pulled blob into a list of messages. Each exists twice: the pure-Python
+reference here (``py_encode_messages``, ``py_decode_messages``), which defines
+the result byte for byte and error for error, and the compiled ``_codec.c``,
+an optional extension that ``pip install`` builds when a C compiler is there
+(``tests/unit/test_client_codec.py`` checks that the two agree). The compiled
+one is used when it is built and is the version this source expects, unless
+``POCKETMQ_NO_SPEEDUPS=1``; :data:`IMPLEMENTATION` says which runs.
 """
 
 from __future__ import annotations
 
+import importlib
+import logging
+import os
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
+from types import ModuleType
+from typing import Final
 
 from pocketmq.client.errors import InvalidMessageError
 from pocketmq.client.model import (
@@ -55,11 +70,15 @@ from pocketmq.common.validation import check_topic
 __all__ = [
     "COMPRESS_OVER_BYTES",
     "DEFAULT_MAX_BODY_BYTES",
+    "IMPLEMENTATION",
     "check_message",
     "decode_messages",
     "encode_message",
+    "encode_messages",
     "message_properties",
 ]
+
+log = logging.getLogger(__name__)
 
 COMPRESS_OVER_BYTES = 4 * 1024          # compressMsgBodyOverHowmuch
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024  # maxMessageSize
@@ -179,12 +198,30 @@ def _shape(topic: str, tags: str, keys: tuple[str, ...],
 def encode_message(msg: Message, *, queue_id: int, uniq_key: str, born_host: bytes,
                    born_timestamp_ms: int, compress_over_bytes: int = COMPRESS_OVER_BYTES,
                    reconsume_times: int = 0) -> bytes:
-    """One record for *msg* in queue *queue_id*; call :func:`check_message` first.
+    """One record for *msg* in queue *queue_id*; call :func:`check_message` first."""
+    return encode_messages((msg,), (uniq_key,), queue_id, born_host, born_timestamp_ms,
+                           compress_over_bytes, reconsume_times)
 
-    The same bytes as :func:`~pocketmq.common.message.encode_record` with
-    :func:`message_properties`, built with one struct call and the per-shape
-    parts cached (the producer's hot path).
-    """
+
+def py_encode_messages(msgs: Sequence[Message], uniq_keys: Sequence[str], queue_id: int,
+                       born_host: bytes, born_timestamp_ms: int,
+                       compress_over_bytes: int = COMPRESS_OVER_BYTES,
+                       reconsume_times: int = 0) -> bytes:
+    """The records of *msgs* (checked with :func:`check_message`) back to back, the
+    i-th with ``uniq_keys[i]``, all in queue *queue_id* (a SendBatch payload)."""
+    if len(msgs) != len(uniq_keys):
+        raise ValueError(f"{len(msgs)} messages but {len(uniq_keys)} unique keys")
+    return b"".join([_py_encode_one(m, queue_id, k, born_host, born_timestamp_ms,
+                                    compress_over_bytes, reconsume_times)
+                     for m, k in zip(msgs, uniq_keys, strict=True)])
+
+
+def _py_encode_one(msg: Message, queue_id: int, uniq_key: str, born_host: bytes,
+                   born_timestamp_ms: int, compress_over_bytes: int,
+                   reconsume_times: int) -> bytes:
+    """One record: the same bytes as :func:`~pocketmq.common.message.encode_record`
+    with :func:`message_properties`, built with one struct call and the per-shape
+    parts cached."""
     body = msg.body
     if type(body) is not bytes:
         body = bytes(body)
@@ -232,9 +269,15 @@ def decode_messages(buf: bytes | memoryview, broker_name: str, *,
     """Decode a pull reply into messages; BLANK records are skipped.
 
     Raises :class:`CorruptRecordError` naming the offset of a damaged record.
-    A record with IPv4 hosts (all but a few) is read with one struct call up
-    to BODY; topic names and store-host hex are decoded once per reply.
     """
+    return _decode_messages(buf, broker_name, check_crc)
+
+
+def py_decode_messages(buf: bytes | memoryview, broker_name: str,
+                       check_crc: bool = False) -> list[MessageExt]:
+    """The reference of :func:`decode_messages`. A record with IPv4 hosts (all but a
+    few) is read with one struct call up to BODY; topic names and store-host hex
+    are decoded once per reply."""
     raw = bytes(buf)
     out: list[MessageExt] = []
     append = out.append
@@ -289,12 +332,16 @@ def _decode_tail(raw: bytes, pos: int, p: int, record_end: int, total: int, magi
     p += body_len
     if sysflag & SysFlag.COMPRESSED:
         body = _inflate(body, pos)
+    if p + (1 if magic == MESSAGE_MAGIC_CODE else 2) > record_end:
+        raise CorruptRecordError(pos, f"topic length lies past TOTALSIZE {total}")
     if magic == MESSAGE_MAGIC_CODE:
         topic_len = raw[p]
         p += 1
     else:
         topic_len = _U16.unpack_from(raw, p)[0]
         p += 2
+    if p + topic_len + 2 > record_end:
+        raise CorruptRecordError(pos, f"properties length lies past TOTALSIZE {total}")
     raw_topic = raw[p:p + topic_len]
     topic_entry = topics.get(raw_topic)
     if topic_entry is None:
@@ -347,9 +394,13 @@ def _decode_one(raw: bytes, pos: int, total: int, magic: int, crc: int, queue_id
                 broker_name: str, topics: dict[bytes, tuple[str, bool]],
                 check_crc: bool) -> MessageExt:
     p = pos + _HEAD_SIZE + (20 if sysflag & SysFlag.BORNHOST_V6 else 8)
+    store_size = 20 if sysflag & SysFlag.STOREHOST_V6 else 8
+    body_pos = p + 8 + store_size + _TAIL.size + 4
+    if body_pos > pos + total:
+        raise CorruptRecordError(pos, f"TOTALSIZE is {total}; the fields before BODY need "
+                                      f"{body_pos - pos}")
     store_ts = _I64.unpack_from(raw, p)[0]
     p += 8
-    store_size = 20 if sysflag & SysFlag.STOREHOST_V6 else 8
     store_host = raw[p:p + store_size]
     p += store_size
     reconsume, _prepared, body_len = _TAIL.unpack_from(raw, p)
@@ -365,3 +416,40 @@ def _decode_one(raw: bytes, pos: int, total: int, magic: int, crc: int, queue_id
         (store_host + phys_offset.to_bytes(8, "big", signed=True)).hex().upper(),
         broker_name, queue_id, queue_offset, store_ts, born_ts, reconsume, phys_offset, flag,
         sysflag, total)
+
+
+# -- which implementation runs ---------------------------------------------------------
+#: Set to anything but "" or "0" to run the pure-Python references.
+DISABLE_ENV: Final = "POCKETMQ_NO_SPEEDUPS"
+#: ``_codec.VERSION`` this source was written with; another build is stale.
+_EXPECTED_VERSION: Final = 2
+
+
+def _load() -> tuple[ModuleType | None, str]:
+    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
+        return None, f"{DISABLE_ENV} is set"
+    try:
+        codec = importlib.import_module("pocketmq.client._codec")
+    except ImportError as exc:
+        return None, f"the extension is not built ({exc})"
+    version = getattr(codec, "VERSION", None)
+    if version != _EXPECTED_VERSION:
+        log.warning("ignoring %s: it is version %s, this source needs %s; rebuild it with "
+                    "pip install -e .", codec.__file__, version, _EXPECTED_VERSION)
+        return None, f"the built extension is stale (version {version})"
+    codec.setup(MessageExt, CorruptRecordError, InvalidMessageError, _inflate)
+    return codec, f"compiled, {codec.__file__}"
+
+
+#: The compiled module in use, or None when the pure-Python references run.
+NATIVE, _REASON = _load()
+#: ``"c"`` or ``"python"``: what the client's codec runs on.
+IMPLEMENTATION: Final[str] = "c" if NATIVE is not None else "python"
+log.debug("client codec: %s (%s)", IMPLEMENTATION, _REASON)
+
+#: ``encode_messages(msgs, uniq_keys, queue_id, born_host, born_timestamp_ms,
+#: compress_over_bytes, reconsume_times) -> bytes``: the records of *msgs* in one blob.
+encode_messages: Callable[..., bytes] = (
+    py_encode_messages if NATIVE is None else NATIVE.encode_messages)
+_decode_messages: Callable[[bytes | memoryview, str, bool], list[MessageExt]] = (
+    py_decode_messages if NATIVE is None else NATIVE.decode_messages)

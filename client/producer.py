@@ -50,6 +50,7 @@ from pocketmq.client.message_codec import (
     check_message,
     check_topic_of,
     encode_message,
+    encode_messages,
     set_queue_id,
 )
 from pocketmq.client.model import Message, MessageQueue, SendResult, SendStatus, _new_send_result
@@ -199,9 +200,8 @@ class Producer:
         queues = routes.cached_write_queues(topic) or \
             await routes.write_queues(topic)  # RouteNotFoundError ends the send
         mq = self._selector.select(queues)
-        record = encode_message(msg, queue_id=mq.queue_id, uniq_key=uniq_key,
-                                born_host=self._born_host, born_timestamp_ms=self._clock.now_ms(),
-                                compress_over_bytes=cfg.compress_over_bytes)
+        record = encode_messages((msg,), (uniq_key,), mq.queue_id, self._born_host,
+                                 self._clock.now_ms(), cfg.compress_over_bytes, 0)
         started = time.monotonic()
         try:
             if self._state != "running":
@@ -266,13 +266,16 @@ class Producer:
     async def _send_with_retries(self, topic: str, deadline: float, budget_s: float,
                                  attempt: Callable[[MessageQueue, Any], Any],
                                  encode: Callable[[MessageQueue], Any], *,
-                                 after_first: tuple[ClientError, str, Any] | None = None) -> Any:
+                                 after_first: tuple[ClientError, str, Any] | None = None,
+                                 retarget: Callable[[Any, int], Any] | None = None) -> Any:
         """Attempts until one succeeds, the attempts or the time run out.
 
         *after_first* is (error, broker name, payload) of a first attempt that
         already failed (:meth:`_send_fast`); the attempts continue from the second.
         A broker's SYSTEM_BUSY is no failed attempt: the next try waits an
         exponential back-off first, and only the time budget bounds them.
+        *retarget* (payload, queue id) aims a payload at another queue (default:
+        :func:`set_queue_id` on the one record).
         """
         routes, _acc = self._running()
         attempts = 1 + self.config.retry_times_when_send_failed
@@ -303,7 +306,8 @@ class Producer:
                 last_error = exc
                 break
             mq = self._selector.select(queues, last_broker_name=last_broker)
-            payload = encode(mq) if payload is None else _retarget(payload, mq.queue_id)
+            payload = encode(mq) if payload is None else (retarget or set_queue_id)(
+                payload, mq.queue_id)
             started = time.monotonic()
             try:
                 result = await attempt(mq, payload)
@@ -363,29 +367,26 @@ class Producer:
         deadline = time.monotonic() + budget_s
         keys = self._ids.next_ids(len(msgs))
 
-        def encode(mq: MessageQueue) -> list[bytes]:
-            queue_id, born_host = mq.queue_id, self._born_host
-            born_ms, compress_over = self._clock.now_ms(), self.config.compress_over_bytes
-            records = [encode_message(m, queue_id=queue_id, uniq_key=k, born_host=born_host,
-                                      born_timestamp_ms=born_ms,
-                                      compress_over_bytes=compress_over)
-                       for m, k in zip(msgs, keys, strict=True)]
-            size = sum(map(len, records))
-            if size > self.config.max_batch_size_bytes:
+        def encode(queue_id: int) -> bytes:
+            # The whole batch in one call (the compiled codec: no Python per message).
+            records = encode_messages(msgs, keys, queue_id, self._born_host,
+                                      self._clock.now_ms(), self.config.compress_over_bytes, 0)
+            if len(records) > self.config.max_batch_size_bytes:
                 raise InvalidMessageError(
-                    f"batch of {len(msgs)} messages is {size} bytes; the limit is "
+                    f"batch of {len(msgs)} messages is {len(records)} bytes; the limit is "
                     f"{self.config.max_batch_size_bytes} (max_batch_size_bytes); split it")
             return records
 
         if queue is not None:
-            records = encode(queue)
+            records = encode(queue.queue_id)
             return await _retry_while_busy(
                 lambda: self._attempt_batch(queue, records, deadline), deadline)
         return await self._send_with_retries(
             topic, deadline, budget_s,
-            lambda mq, recs: self._attempt_batch(mq, recs, deadline), encode)
+            lambda mq, recs: self._attempt_batch(mq, recs, deadline),
+            lambda mq: encode(mq.queue_id), retarget=lambda _records, queue_id: encode(queue_id))
 
-    async def _attempt_batch(self, mq: MessageQueue, records: list[bytes],
+    async def _attempt_batch(self, mq: MessageQueue, records: bytes,
                              deadline: float) -> list[SendResult]:
         routes, _acc = self._running()
         assert self._remoting is not None
@@ -396,7 +397,7 @@ class Producer:
         if remaining <= 0:
             raise SendTimeoutError(f"no time left to send to {mq}")
         return await self._remoting.broker(addr).send_batch_to(
-            b"".join(records), mq, producer_group=self.group, timeout_s=remaining)
+            records, mq, producer_group=self.group, timeout_s=remaining)
 
     async def send_oneway(self, msg: Message) -> None:
         """Hand the message to the sender and return; failures are only logged."""
@@ -488,12 +489,6 @@ async def _retry_while_busy(call: Callable[[], Awaitable[T]], deadline: float) -
             busy += 1
             if not exc.flow_control or not await _back_off(busy, deadline):
                 raise
-
-
-def _retarget(payload: Any, queue_id: int) -> Any:
-    if isinstance(payload, list):
-        return [set_queue_id(r, queue_id) for r in payload]
-    return set_queue_id(payload, queue_id)
 
 
 def _result(receipt: SendReceipt, mq: MessageQueue) -> SendResult:

@@ -1,0 +1,974 @@
+/*
+ * pocketmq.client._codec: the client's message codec, compiled.
+ *
+ * Optional. Each function has a pure-Python reference in
+ * client/message_codec.py that defines what it does, byte for byte and error
+ * message for error message; message_codec.py picks one or the other, and
+ * tests/unit/test_client_codec.py checks that they agree (Hypothesis):
+ *
+ *   encode_messages   py_encode_messages   a list of Messages -> one blob of records
+ *   decode_messages   py_decode_messages   a pulled blob -> a list of MessageExt
+ *
+ * The record layout is the one drawn in common/message.py (all integers
+ * big-endian; B and S are the born and store host sizes, 8 or 20):
+ *
+ *      0 TOTALSIZE i32     4 MAGICCODE u32    8 BODYCRC i32    12 QUEUEID i32
+ *     16 FLAG i32         20 QUEUEOFFSET i64  28 PHYSICALOFFSET i64
+ *     36 SYSFLAG i32      40 BORNTIMESTAMP i64
+ *     48 BORNHOST B       48+B STORETIMESTAMP i64      56+B STOREHOST S
+ *     56+B+S RECONSUMETIMES i32   60+B+S PREPAREDTRANSACTIONOFFSET i64
+ *     68+B+S BODYLEN i32, BODY    TOPICLEN u8 (V1) | u16 (V2), TOPIC
+ *     PROPLEN u16, PROPERTIES ("k\x01v\x02" pairs, UTF-8)
+ *
+ * A pulled blob comes from the network: every length read from it is checked
+ * against what is left of the record and of the buffer before anything is read
+ * through it. The classes and the rare paths (inflating a compressed body)
+ * come from Python through setup(), so that both implementations share them.
+ * The GIL is held throughout.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <stdint.h>
+#include <string.h>
+#include <zlib.h>
+
+/* Bumped whenever a signature or a behaviour changes; message_codec.py refuses
+ * a stale build (an editable install keeps the old .so until it is rebuilt). */
+#define CODEC_VERSION 2
+
+#define HEAD_SIZE 48
+#define HOST_V4_SIZE 8
+#define HOST_V6_SIZE 20
+#define STORE_HOST_PLACEHOLDER_SIZE 8
+#define MESSAGE_MAGIC_CODE 0xDAA320A7u
+#define MESSAGE_MAGIC_CODE_V2 0xDAA320ABu
+#define BLANK_MAGIC_CODE 0xCBD43194u
+#define SYSFLAG_COMPRESSED 0x1
+#define SYSFLAG_BORNHOST_V6 0x10
+#define SYSFLAG_STOREHOST_V6 0x20
+#define MAX_PROPERTIES_LENGTH 32767
+#define MAX_TOPIC_LENGTH 127
+#define ZLIB_LEVEL 5
+/* TOTALSIZE .. BODYLEN with IPv4 hosts: HEAD, 8, 8, 8, RECONSUMETIMES,
+ * PREPAREDTRANSACTIONOFFSET, BODYLEN (message_codec._FIXED_V4). */
+#define FIXED_V4_SIZE (HEAD_SIZE + HOST_V4_SIZE + 8 + HOST_V4_SIZE + 4 + 8 + 4)
+
+/* -- big-endian access ------------------------------------------------------------- */
+
+static inline uint32_t
+rd_u32(const unsigned char *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline int32_t
+rd_i32(const unsigned char *p)
+{
+    return (int32_t)rd_u32(p);
+}
+
+static inline int64_t
+rd_i64(const unsigned char *p)
+{
+    return (int64_t)(((uint64_t)rd_u32(p) << 32) | rd_u32(p + 4));
+}
+
+static inline void
+wr_u32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+static inline void
+wr_i64(unsigned char *p, int64_t v)
+{
+    wr_u32(p, (uint32_t)((uint64_t)v >> 32));
+    wr_u32(p + 4, (uint32_t)v);
+}
+
+/* -- what setup() hands over -------------------------------------------------------- */
+
+static PyObject *message_ext_cls;      /* pocketmq.client.model.MessageExt */
+static Py_ssize_t ext_offsets[17];     /* slot offsets of its fields, in EXT_FIELDS order */
+static PyObject *corrupt_record_error; /* pocketmq.common.errors.CorruptRecordError */
+static PyObject *invalid_message_error;/* pocketmq.client.errors.InvalidMessageError */
+static PyObject *inflate_fn;           /* message_codec._inflate(body, pos) */
+static PyObject *struct_error;         /* struct.error */
+
+static const char *EXT_FIELDS[17] = {
+    "topic", "body", "tags", "keys", "properties", "msg_id", "offset_msg_id",
+    "broker_name", "queue_id", "queue_offset", "store_timestamp_ms", "born_timestamp_ms",
+    "reconsume_times", "phys_offset", "flag", "sysflag", "store_size_bytes",
+};
+
+/* interned names and constants */
+static PyObject *s_topic, *s_body, *s_tags, *s_keys, *s_properties, *s_delay_level, *s_flag,
+    *s_deliver_at_ms, *s_delay_ms, *s_empty, *s_space, *s_prop_tags, *s_prop_keys,
+    *s_prop_uniq_key, *s_prop_retry_topic;
+
+static int
+ready(void)
+{
+    if (message_ext_cls == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "pocketmq.client._codec.setup() was not called");
+        return 0;
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(setup_doc,
+"setup(message_ext_cls, corrupt_record_error, invalid_message_error, inflate)\n\n"
+"Hand over the classes and the inflate helper (message_codec.py calls it once).");
+
+static PyObject *
+setup(PyObject *self, PyObject *args)
+{
+    PyObject *cls, *corrupt, *invalid, *inflate;
+    if (!PyArg_ParseTuple(args, "O!OOO:setup", &PyType_Type, &cls, &corrupt, &invalid,
+                          &inflate))
+        return NULL;
+    PyObject *dict = ((PyTypeObject *)cls)->tp_dict;
+    for (int i = 0; i < 17; i++) {
+        PyObject *descr = PyDict_GetItemString(dict, EXT_FIELDS[i]);  /* borrowed */
+        if (descr == NULL || !PyObject_TypeCheck(descr, &PyMemberDescr_Type)) {
+            PyErr_Format(PyExc_TypeError, "%s has no slot %s", ((PyTypeObject *)cls)->tp_name,
+                         EXT_FIELDS[i]);
+            return NULL;
+        }
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type != T_OBJECT_EX) {
+            PyErr_Format(PyExc_TypeError, "slot %s is not an object slot", EXT_FIELDS[i]);
+            return NULL;
+        }
+        ext_offsets[i] = member->offset;
+    }
+    Py_INCREF(cls);
+    Py_INCREF(corrupt);
+    Py_INCREF(invalid);
+    Py_INCREF(inflate);
+    Py_XSETREF(message_ext_cls, cls);
+    Py_XSETREF(corrupt_record_error, corrupt);
+    Py_XSETREF(invalid_message_error, invalid);
+    Py_XSETREF(inflate_fn, inflate);
+    Py_RETURN_NONE;
+}
+
+/* -- encoding ------------------------------------------------------------------------- */
+
+/* A growable byte buffer. */
+typedef struct {
+    unsigned char *data;
+    Py_ssize_t len, cap;
+} Buf;
+
+static int
+buf_reserve(Buf *b, Py_ssize_t extra)
+{
+    if (b->len + extra <= b->cap)
+        return 1;
+    Py_ssize_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra)
+        cap *= 2;
+    unsigned char *data = PyMem_Realloc(b->data, (size_t)cap);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return 0;
+    }
+    b->data = data;
+    b->cap = cap;
+    return 1;
+}
+
+static int
+buf_put(Buf *b, const void *src, Py_ssize_t n)
+{
+    if (!buf_reserve(b, n))
+        return 0;
+    memcpy(b->data + b->len, src, (size_t)n);
+    b->len += n;
+    return 1;
+}
+
+/* str(obj) as an f-string formats it ("{obj}"), UTF-8 encoded (strict), appended. */
+static int
+buf_put_formatted(Buf *b, PyObject *obj)
+{
+    Py_ssize_t n;
+    const char *utf8;
+    if (PyUnicode_CheckExact(obj)) {
+        utf8 = PyUnicode_AsUTF8AndSize(obj, &n);
+        return utf8 != NULL && buf_put(b, utf8, n);
+    }
+    PyObject *text = PyObject_Format(obj, s_empty);
+    if (text == NULL)
+        return 0;
+    utf8 = PyUnicode_AsUTF8AndSize(text, &n);
+    int ok = utf8 != NULL && buf_put(b, utf8, n);
+    Py_DECREF(text);
+    return ok;
+}
+
+/* "name\x01{value}\x02" */
+static int
+buf_put_pair(Buf *b, const char *name, PyObject *value)
+{
+    return buf_put(b, name, (Py_ssize_t)strlen(name)) && buf_put(b, "\x01", 1)
+           && buf_put_formatted(b, value) && buf_put(b, "\x02", 1);
+}
+
+/* The properties of one message, as message_codec.message_properties lays them out,
+ * less the UNIQ_KEY value: user pairs, the timer pair, TAGS, KEYS, DELAY, "UNIQ_KEY\x01".
+ * Leaves the topic's UTF-8 in *topic_utf8 / *topic_len (checked, in the reference's order). */
+static int
+put_properties(Buf *props, PyObject *msg, const char **topic_utf8, Py_ssize_t *topic_len)
+{
+    int ok = 0;
+    PyObject *user = NULL, *items = NULL, *deliver = NULL, *delay = NULL, *topic = NULL,
+             *tags = NULL, *keys = NULL, *delay_level = NULL, *joined = NULL;
+    user = PyObject_GetAttr(msg, s_properties);
+    if (user == NULL)
+        goto done;
+    int has_user = PyObject_IsTrue(user);
+    if (has_user < 0)
+        goto done;
+    if (has_user) {
+        items = PyMapping_Items(user);
+        if (items == NULL)
+            goto done;
+        Py_ssize_t n = PyList_GET_SIZE(items);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *kv = PyList_GET_ITEM(items, i);
+            if (!PyTuple_Check(kv) || PyTuple_GET_SIZE(kv) != 2) {
+                PyErr_SetString(PyExc_TypeError, "properties.items() gave a non-pair");
+                goto done;
+            }
+            if (!buf_put_formatted(props, PyTuple_GET_ITEM(kv, 0)) || !buf_put(props, "\x01", 1)
+                || !buf_put_formatted(props, PyTuple_GET_ITEM(kv, 1))
+                || !buf_put(props, "\x02", 1))
+                goto done;
+        }
+    }
+    deliver = PyObject_GetAttr(msg, s_deliver_at_ms);
+    if (deliver == NULL)
+        goto done;
+    int t = PyObject_IsTrue(deliver);
+    if (t < 0)
+        goto done;
+    if (t) {
+        if (!buf_put_pair(props, "TIMER_DELIVER_MS", deliver))
+            goto done;
+    }
+    else {
+        delay = PyObject_GetAttr(msg, s_delay_ms);
+        if (delay == NULL)
+            goto done;
+        t = PyObject_IsTrue(delay);
+        if (t < 0)
+            goto done;
+        if (t && !buf_put_pair(props, "TIMER_DELAY_MS", delay))
+            goto done;
+    }
+    topic = PyObject_GetAttr(msg, s_topic);
+    if (topic == NULL)
+        goto done;
+    if (!PyUnicode_Check(topic)) {
+        PyErr_Format(PyExc_TypeError, "topic must be str, not %.100s", Py_TYPE(topic)->tp_name);
+        goto done;
+    }
+    *topic_utf8 = PyUnicode_AsUTF8AndSize(topic, topic_len);  /* cached on the str */
+    if (*topic_utf8 == NULL)
+        goto done;
+    if (*topic_len > MAX_TOPIC_LENGTH) {
+        PyErr_Format(invalid_message_error, "topic is %zd bytes; at most %d fit a record",
+                     *topic_len, MAX_TOPIC_LENGTH);
+        goto done;
+    }
+    tags = PyObject_GetAttr(msg, s_tags);
+    if (tags == NULL)
+        goto done;
+    keys = PyObject_GetAttr(msg, s_keys);
+    if (keys == NULL)
+        goto done;
+    delay_level = PyObject_GetAttr(msg, s_delay_level);
+    if (delay_level == NULL)
+        goto done;
+    t = PyObject_IsTrue(tags);
+    if (t < 0 || (t && !buf_put_pair(props, "TAGS", tags)))
+        goto done;
+    if (PyTuple_CheckExact(keys) || PyList_CheckExact(keys))
+        t = PySequence_Fast_GET_SIZE(keys) > 0;
+    else {
+        PyObject *as_tuple = PySequence_Tuple(keys);
+        if (as_tuple == NULL)
+            goto done;
+        Py_SETREF(keys, as_tuple);
+        t = PyTuple_GET_SIZE(keys) > 0;
+    }
+    if (t) {
+        joined = PyUnicode_Join(s_space, keys);
+        if (joined == NULL || !buf_put_pair(props, "KEYS", joined))
+            goto done;
+    }
+    t = PyObject_IsTrue(delay_level);
+    if (t < 0 || (t && !buf_put_pair(props, "DELAY", delay_level)))
+        goto done;
+    ok = buf_put(props, "UNIQ_KEY\x01", 9);
+done:
+    Py_XDECREF(user);
+    Py_XDECREF(items);
+    Py_XDECREF(deliver);
+    Py_XDECREF(delay);
+    Py_XDECREF(topic);   /* the UTF-8 stays valid: the message still holds the str */
+    Py_XDECREF(tags);
+    Py_XDECREF(keys);
+    Py_XDECREF(delay_level);
+    Py_XDECREF(joined);
+    return ok;
+}
+
+/* An int field packed as struct's ">i" would: struct.error past 32 bits. */
+static int
+as_i32(PyObject *obj, int32_t *out)
+{
+    long long v = PyLong_AsLongLong(obj);
+    if (v == -1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError))
+            goto range;
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_SetString(struct_error, "required argument is not an integer");
+        }
+        return 0;
+    }
+    if (v < INT32_MIN || v > INT32_MAX)
+        goto range;
+    *out = (int32_t)v;
+    return 1;
+range:
+    PyErr_Clear();
+    PyErr_SetString(struct_error, "'i' format requires -2147483648 <= number <= 2147483647");
+    return 0;
+}
+
+static int
+encode_one(Buf *out, Buf *props, PyObject *msg, PyObject *uniq_key, int32_t queue_id,
+           const unsigned char *born_host, Py_ssize_t born_size, int64_t born_ts,
+           Py_ssize_t compress_over, int32_t reconsume)
+{
+    int ok = 0;
+    PyObject *body = NULL, *flag_obj = NULL;
+    unsigned char *packed = NULL;
+    body = PyObject_GetAttr(msg, s_body);
+    if (body == NULL)
+        goto done;
+    if (!PyBytes_CheckExact(body)) {
+        PyObject *as_bytes = PyObject_CallOneArg((PyObject *)&PyBytes_Type, body);
+        if (as_bytes == NULL)
+            goto done;
+        Py_SETREF(body, as_bytes);
+    }
+    const unsigned char *body_ptr = (const unsigned char *)PyBytes_AS_STRING(body);
+    Py_ssize_t body_len = PyBytes_GET_SIZE(body);
+    int32_t sysflag = 0;
+    if (body_len > compress_over) {
+        uLongf packed_len = compressBound((uLong)body_len);
+        packed = PyMem_Malloc(packed_len);
+        if (packed == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        int rc = compress2(packed, &packed_len, body_ptr, (uLong)body_len, ZLIB_LEVEL);
+        if (rc != Z_OK) {
+            PyErr_Format(PyExc_RuntimeError, "zlib compress2 failed: %d", rc);
+            goto done;
+        }
+        if ((Py_ssize_t)packed_len < body_len) {
+            body_ptr = packed;
+            body_len = (Py_ssize_t)packed_len;
+            sysflag = SYSFLAG_COMPRESSED;
+        }
+    }
+    props->len = 0;
+    const char *topic_utf8;
+    Py_ssize_t topic_len;
+    if (!put_properties(props, msg, &topic_utf8, &topic_len))
+        goto done;
+    Py_ssize_t uniq_len;
+    const char *uniq = PyUnicode_AsUTF8AndSize(uniq_key, &uniq_len);
+    if (uniq == NULL)
+        goto done;
+    Py_ssize_t props_len = props->len + uniq_len + 1;
+    if (props_len > MAX_PROPERTIES_LENGTH) {
+        PyErr_Format(invalid_message_error, "properties are %zd bytes; at most %d fit a record",
+                     props_len, MAX_PROPERTIES_LENGTH);
+        goto done;
+    }
+    if (born_size == HOST_V6_SIZE)
+        sysflag |= SYSFLAG_BORNHOST_V6;
+    flag_obj = PyObject_GetAttr(msg, s_flag);
+    int32_t flag;
+    if (flag_obj == NULL || !as_i32(flag_obj, &flag))
+        goto done;
+    Py_ssize_t fixed = HEAD_SIZE + born_size + 8 + STORE_HOST_PLACEHOLDER_SIZE + 4 + 8 + 4;
+    Py_ssize_t total = fixed + body_len + 1 + topic_len + 2 + props_len;
+    if (total > INT32_MAX) {
+        PyErr_SetString(struct_error, "'i' format requires -2147483648 <= number <= 2147483647");
+        goto done;
+    }
+    if (!buf_reserve(out, total))
+        goto done;
+    unsigned char *p = out->data + out->len;
+    wr_u32(p, (uint32_t)total);
+    wr_u32(p + 4, MESSAGE_MAGIC_CODE);
+    wr_u32(p + 8, (uint32_t)(crc32(0L, body_ptr, (uInt)body_len) & 0x7FFFFFFF));
+    wr_u32(p + 12, (uint32_t)queue_id);
+    wr_u32(p + 16, (uint32_t)flag);
+    wr_i64(p + 20, 0);                      /* QUEUEOFFSET, patched by the broker */
+    wr_i64(p + 28, 0);                      /* PHYSICALOFFSET, patched by the broker */
+    wr_u32(p + 36, (uint32_t)sysflag);
+    wr_i64(p + 40, born_ts);
+    p += HEAD_SIZE;
+    memcpy(p, born_host, (size_t)born_size);
+    p += born_size;
+    wr_i64(p, 0);                           /* STORETIMESTAMP */
+    memset(p + 8, 0, STORE_HOST_PLACEHOLDER_SIZE);
+    p += 8 + STORE_HOST_PLACEHOLDER_SIZE;
+    wr_u32(p, (uint32_t)reconsume);
+    wr_i64(p + 4, 0);                       /* PREPAREDTRANSACTIONOFFSET */
+    wr_u32(p + 12, (uint32_t)body_len);
+    p += 16;
+    memcpy(p, body_ptr, (size_t)body_len);
+    p += body_len;
+    *p++ = (unsigned char)topic_len;
+    memcpy(p, topic_utf8, (size_t)topic_len);
+    p += topic_len;
+    p[0] = (unsigned char)(props_len >> 8);
+    p[1] = (unsigned char)props_len;
+    p += 2;
+    memcpy(p, props->data, (size_t)props->len);
+    p += props->len;
+    memcpy(p, uniq, (size_t)uniq_len);
+    p += uniq_len;
+    *p = 0x02;
+    out->len += total;
+    ok = 1;
+done:
+    Py_XDECREF(body);
+    Py_XDECREF(flag_obj);
+    PyMem_Free(packed);
+    return ok;
+}
+
+PyDoc_STRVAR(encode_messages_doc,
+"encode_messages(msgs, uniq_keys, queue_id, born_host, born_timestamp_ms,\n"
+"                compress_over_bytes, reconsume_times) -> bytes\n\n"
+"The records of *msgs* back to back, each with its unique key, as\n"
+"message_codec.py_encode_messages builds them.");
+
+static PyObject *
+encode_messages(PyObject *self, PyObject *args)
+{
+    PyObject *msgs, *keys;
+    int queue_id_obj_ok;
+    PyObject *queue_id_obj, *reconsume_obj;
+    Py_buffer born = {0};
+    long long born_ts;
+    Py_ssize_t compress_over;
+    if (!ready())
+        return NULL;
+    if (!PyArg_ParseTuple(args, "OOOy*LnO:encode_messages", &msgs, &keys, &queue_id_obj, &born,
+                          &born_ts, &compress_over, &reconsume_obj))
+        return NULL;
+    PyObject *result = NULL, *msgs_fast = NULL, *keys_fast = NULL;
+    Buf out = {0}, props = {0};
+    int32_t queue_id, reconsume;
+    queue_id_obj_ok = as_i32(queue_id_obj, &queue_id) && as_i32(reconsume_obj, &reconsume);
+    if (!queue_id_obj_ok)
+        goto done;
+    msgs_fast = PySequence_Fast(msgs, "msgs must be a sequence");
+    keys_fast = msgs_fast ? PySequence_Fast(keys, "uniq_keys must be a sequence") : NULL;
+    if (keys_fast == NULL)
+        goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(msgs_fast);
+    if (PySequence_Fast_GET_SIZE(keys_fast) != n) {
+        PyErr_Format(PyExc_ValueError, "%zd messages but %zd unique keys", n,
+                     PySequence_Fast_GET_SIZE(keys_fast));
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PySequence_Fast_GET_ITEM(keys_fast, i);
+        if (!PyUnicode_Check(key)) {
+            PyErr_Format(PyExc_TypeError, "unique key must be str, not %.100s",
+                         Py_TYPE(key)->tp_name);
+            goto done;
+        }
+        if (!encode_one(&out, &props, PySequence_Fast_GET_ITEM(msgs_fast, i), key, queue_id,
+                        born.buf, born.len, (int64_t)born_ts, compress_over, reconsume))
+            goto done;
+    }
+    result = PyBytes_FromStringAndSize((const char *)out.data, out.len);
+done:
+    Py_XDECREF(msgs_fast);
+    Py_XDECREF(keys_fast);
+    PyMem_Free(out.data);
+    PyMem_Free(props.data);
+    PyBuffer_Release(&born);
+    return result;
+}
+
+/* -- decoding ------------------------------------------------------------------------- */
+
+static PyObject *
+corrupt(Py_ssize_t pos, PyObject *reason)   /* steals reason */
+{
+    if (reason == NULL)
+        return NULL;
+    PyObject *exc = PyObject_CallFunction(corrupt_record_error, "nO", pos, reason);
+    Py_DECREF(reason);
+    if (exc != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+    }
+    return NULL;
+}
+
+/* A property name: the interned str for the names the SDK sets on every message
+ * (no decoding, and a hash computed once), else decoded with "replace". */
+static PyObject *
+known_key(const unsigned char *p, Py_ssize_t n)
+{
+    PyObject *known = NULL;
+    if (n == 8 && memcmp(p, "UNIQ_KEY", 8) == 0)
+        known = s_prop_uniq_key;
+    else if (n == 4 && memcmp(p, "TAGS", 4) == 0)
+        known = s_prop_tags;
+    else if (n == 4 && memcmp(p, "KEYS", 4) == 0)
+        known = s_prop_keys;
+    if (known != NULL) {
+        Py_INCREF(known);
+        return known;
+    }
+    return PyUnicode_DecodeUTF8((const char *)p, n, "replace");
+}
+
+/* {k: v} from "k\x01v\x02" pairs (common.message.decode_properties of the text
+ * decoded with "replace"; \x01 and \x02 never occur inside a UTF-8 sequence, so
+ * splitting the bytes first gives the same strings). */
+static PyObject *
+decode_props(const unsigned char *p, Py_ssize_t n)
+{
+    PyObject *out = PyDict_New();
+    if (out == NULL)
+        return NULL;
+    const unsigned char *end = p + n;
+    while (p <= end) {
+        const unsigned char *pair_end = memchr(p, 0x02, (size_t)(end - p));
+        if (pair_end == NULL)
+            pair_end = end;
+        const unsigned char *sep = memchr(p, 0x01, (size_t)(pair_end - p));
+        if (sep != NULL && sep > p && pair_end - sep > 1) {
+            PyObject *key = known_key(p, sep - p);
+            PyObject *value = key == NULL ? NULL :
+                PyUnicode_DecodeUTF8((const char *)sep + 1, pair_end - sep - 1, "replace");
+            if (value == NULL || PyDict_SetItem(out, key, value) < 0) {
+                Py_XDECREF(key);
+                Py_XDECREF(value);
+                Py_DECREF(out);
+                return NULL;
+            }
+            Py_DECREF(key);
+            Py_DECREF(value);
+        }
+        p = pair_end + 1;
+    }
+    return out;
+}
+
+static const char HEX[] = "0123456789ABCDEF";
+
+/* "magic code is 0x%08X" (PyUnicode_FromFormat has no width for %X) */
+static PyObject *
+magic_text(uint32_t magic)
+{
+    char text[40];
+    snprintf(text, sizeof text, "magic code is 0x%08X", (unsigned int)magic);
+    return PyUnicode_FromString(text);
+}
+
+/* Store host hex (cached per reply) followed by PHYSICALOFFSET as 16 hex digits
+ * (two's complement: the bytes of the i64, as the reference's to_bytes(signed)). */
+static PyObject *
+offset_msg_id(const unsigned char *host, Py_ssize_t host_size, int64_t phys)
+{
+    char text[2 * HOST_V6_SIZE + 16];
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < host_size; i++) {
+        text[k++] = HEX[host[i] >> 4];
+        text[k++] = HEX[host[i] & 0xF];
+    }
+    uint64_t u = (uint64_t)phys;
+    for (int shift = 60; shift >= 0; shift -= 4)
+        text[k++] = HEX[(u >> shift) & 0xF];
+    return PyUnicode_DecodeASCII(text, k, NULL);
+}
+
+typedef struct {
+    PyObject *last_entry;   /* (str, is_retry) of the previous record's topic, borrowed */
+    const unsigned char *last_topic;   /* its bytes in the buffer */
+    Py_ssize_t last_topic_len;
+    PyObject *topics;       /* raw topic bytes -> (str, is_retry) */
+    PyObject *broker_name;
+    int check_crc;
+} Reply;
+
+/* One MessageExt from the record at pos whose fixed part is parsed; p is where BODY
+ * starts. Every length is checked against TOTALSIZE. */
+static PyObject *
+build_ext(Reply *r, const unsigned char *raw, Py_ssize_t pos, Py_ssize_t p, int32_t total,
+          uint32_t magic, int32_t crc, int32_t queue_id, int32_t flag, int64_t queue_offset,
+          int64_t phys_offset, int32_t sysflag, int64_t born_ts, int64_t store_ts,
+          const unsigned char *store_host, Py_ssize_t store_size, int32_t reconsume,
+          int32_t body_len)
+{
+    Py_ssize_t record_end = pos + total;
+    PyObject *body = NULL, *topic = NULL, *props = NULL, *ext = NULL, *keys = NULL,
+             *msg_id = NULL;
+    if (body_len < 0 || p + body_len > record_end) {
+        corrupt(pos, PyUnicode_FromFormat("BODYLEN %d does not fit TOTALSIZE %d", body_len,
+                                          total));
+        goto fail;
+    }
+    if (r->check_crc
+        && (int32_t)(crc32(0L, raw + p, (uInt)body_len) & 0x7FFFFFFF) != crc) {
+        corrupt(pos, PyUnicode_FromString("body CRC mismatch"));
+        goto fail;
+    }
+    body = PyBytes_FromStringAndSize((const char *)raw + p, body_len);
+    if (body == NULL)
+        goto fail;
+    p += body_len;
+    if (sysflag & SYSFLAG_COMPRESSED) {
+        Py_SETREF(body, PyObject_CallFunction(inflate_fn, "On", body, pos));
+        if (body == NULL)
+            goto fail;
+    }
+    Py_ssize_t topic_len;
+    if (magic == MESSAGE_MAGIC_CODE) {
+        if (p + 1 > record_end)
+            goto topic_past;
+        topic_len = raw[p];
+        p += 1;
+    }
+    else {
+        if (p + 2 > record_end)
+            goto topic_past;
+        topic_len = ((Py_ssize_t)raw[p] << 8) | raw[p + 1];
+        p += 2;
+    }
+    if (p + topic_len + 2 > record_end) {
+        corrupt(pos, PyUnicode_FromFormat("properties length lies past TOTALSIZE %d", total));
+        goto fail;
+    }
+    PyObject *entry;
+    if (r->last_entry != NULL && r->last_topic_len == topic_len
+        && memcmp(r->last_topic, raw + p, (size_t)topic_len) == 0) {
+        entry = r->last_entry;   /* a reply is mostly one topic: no lookup */
+        goto have_entry;
+    }
+    PyObject *raw_topic = PyBytes_FromStringAndSize((const char *)raw + p, topic_len);
+    if (raw_topic == NULL)
+        goto fail;
+    entry = PyDict_GetItemWithError(r->topics, raw_topic);  /* borrowed */
+    if (entry == NULL) {
+        if (PyErr_Occurred()) {
+            Py_DECREF(raw_topic);
+            goto fail;
+        }
+        PyObject *name = PyUnicode_DecodeUTF8((const char *)raw + p, topic_len, "replace");
+        if (name == NULL) {
+            Py_DECREF(raw_topic);
+            goto fail;
+        }
+        PyObject *prefix = PyUnicode_FromString("%RETRY%");
+        Py_ssize_t starts = prefix ? PyUnicode_Tailmatch(name, prefix, 0, PY_SSIZE_T_MAX, -1)
+                                   : -1;
+        Py_XDECREF(prefix);
+        entry = starts < 0 ? NULL : Py_BuildValue("(NO)", name, starts ? Py_True : Py_False);
+        if (entry == NULL || PyDict_SetItem(r->topics, raw_topic, entry) < 0) {
+            if (entry == NULL && starts < 0)
+                Py_DECREF(name);
+            Py_XDECREF(entry);
+            Py_DECREF(raw_topic);
+            goto fail;
+        }
+        Py_DECREF(entry);   /* the dict holds it */
+    }
+    Py_DECREF(raw_topic);
+    r->last_entry = entry;       /* the dict keeps it alive for the call */
+    r->last_topic = raw + p;
+    r->last_topic_len = topic_len;
+have_entry:
+    topic = PyTuple_GET_ITEM(entry, 0);
+    Py_INCREF(topic);
+    int is_retry = PyTuple_GET_ITEM(entry, 1) == Py_True;
+    p += topic_len;
+    Py_ssize_t props_len = ((Py_ssize_t)raw[p] << 8) | raw[p + 1];
+    p += 2;
+    if (p + props_len != record_end) {
+        corrupt(pos, PyUnicode_FromFormat("TOTALSIZE is %d but the parts add up to %zd", total,
+                                          p + props_len - pos));
+        goto fail;
+    }
+    props = props_len ? decode_props(raw + p, props_len) : PyDict_New();
+    if (props == NULL)
+        goto fail;
+    if (is_retry) {
+        PyObject *origin = PyDict_GetItemWithError(props, s_prop_retry_topic);
+        if (origin != NULL) {
+            Py_INCREF(origin);
+            Py_SETREF(topic, origin);
+        }
+        else if (PyErr_Occurred())
+            goto fail;
+    }
+    PyObject *tags = PyDict_GetItemWithError(props, s_prop_tags);
+    if (tags == NULL && PyErr_Occurred())
+        goto fail;
+    PyObject *raw_keys = PyDict_GetItemWithError(props, s_prop_keys);
+    if (raw_keys == NULL && PyErr_Occurred())
+        goto fail;
+    if (raw_keys != NULL && PyUnicode_GET_LENGTH(raw_keys) > 0)
+        keys = PyUnicode_Split(raw_keys, s_space, -1);
+    else
+        keys = PyList_New(0);
+    if (keys == NULL)
+        goto fail;
+    msg_id = PyDict_GetItemWithError(props, s_prop_uniq_key);
+    if (msg_id == NULL && PyErr_Occurred())
+        goto fail;
+    ext = ((PyTypeObject *)message_ext_cls)->tp_alloc((PyTypeObject *)message_ext_cls, 0);
+    if (ext == NULL)
+        goto fail;
+    PyObject *values[17];
+    values[0] = topic;
+    values[1] = body;
+    values[2] = tags ? tags : s_empty;
+    Py_INCREF(values[2]);
+    values[3] = keys;
+    values[4] = props;
+    values[5] = msg_id ? msg_id : s_empty;
+    Py_INCREF(values[5]);
+    values[6] = offset_msg_id(store_host, store_size, phys_offset);
+    values[7] = r->broker_name;
+    Py_INCREF(values[7]);
+    values[8] = PyLong_FromLong(queue_id);
+    values[9] = PyLong_FromLongLong(queue_offset);
+    values[10] = PyLong_FromLongLong(store_ts);
+    values[11] = PyLong_FromLongLong(born_ts);
+    values[12] = PyLong_FromLong(reconsume);
+    values[13] = PyLong_FromLongLong(phys_offset);
+    values[14] = PyLong_FromLong(flag);
+    values[15] = PyLong_FromLong(sysflag);
+    values[16] = PyLong_FromLong(total);
+    topic = body = keys = props = NULL;   /* now owned by values[] */
+    int failed = 0;
+    for (int i = 0; i < 17; i++) {
+        if (values[i] == NULL)
+            failed = 1;
+        /* the slot owns the reference; tp_dealloc of a slotted object clears it */
+        *(PyObject **)((char *)ext + ext_offsets[i]) = values[i];
+    }
+    if (failed) {
+        Py_DECREF(ext);
+        return NULL;
+    }
+    return ext;
+topic_past:
+    corrupt(pos, PyUnicode_FromFormat("topic length lies past TOTALSIZE %d", total));
+fail:
+    Py_XDECREF(body);
+    Py_XDECREF(topic);
+    Py_XDECREF(props);
+    Py_XDECREF(keys);
+    return NULL;
+}
+
+/* A record of any host size, a BLANK or a damaged tail: appends it (unless BLANK)
+ * and returns the next position, or -1 with an exception set. */
+static Py_ssize_t
+decode_general(Reply *r, const unsigned char *raw, Py_ssize_t pos, Py_ssize_t end,
+               PyObject *out)
+{
+    if (end - pos < HEAD_SIZE) {
+        corrupt(pos, PyUnicode_FromFormat("%zd bytes left; a record head is %d", end - pos,
+                                          HEAD_SIZE));
+        return -1;
+    }
+    const unsigned char *h = raw + pos;
+    int32_t total = rd_i32(h);
+    uint32_t magic = rd_u32(h + 4);
+    if (magic == BLANK_MAGIC_CODE && total > 0)
+        return pos + total;
+    if (magic != MESSAGE_MAGIC_CODE && magic != MESSAGE_MAGIC_CODE_V2) {
+        corrupt(pos, magic_text(magic));
+        return -1;
+    }
+    if (total < HEAD_SIZE || pos + total > end) {
+        corrupt(pos, PyUnicode_FromFormat("TOTALSIZE is %d; %zd bytes are left", total,
+                                          end - pos));
+        return -1;
+    }
+    int32_t sysflag = rd_i32(h + 36);
+    Py_ssize_t born_size = sysflag & SYSFLAG_BORNHOST_V6 ? HOST_V6_SIZE : HOST_V4_SIZE;
+    Py_ssize_t store_size = sysflag & SYSFLAG_STOREHOST_V6 ? HOST_V6_SIZE : HOST_V4_SIZE;
+    Py_ssize_t p = pos + HEAD_SIZE + born_size;
+    Py_ssize_t body_pos = p + 8 + store_size + 16;
+    if (body_pos > pos + total) {
+        corrupt(pos, PyUnicode_FromFormat("TOTALSIZE is %d; the fields before BODY need %zd",
+                                          total, body_pos - pos));
+        return -1;
+    }
+    int64_t store_ts = rd_i64(raw + p);
+    const unsigned char *store_host = raw + p + 8;
+    p += 8 + store_size;
+    PyObject *ext = build_ext(
+        r, raw, pos, body_pos, total, magic, rd_i32(h + 8), rd_i32(h + 12), rd_i32(h + 16),
+        rd_i64(h + 20), rd_i64(h + 28), sysflag, rd_i64(h + 40), store_ts, store_host,
+        store_size, rd_i32(raw + p), rd_i32(raw + p + 12));
+    if (ext == NULL)
+        return -1;
+    int rc = PyList_Append(out, ext);
+    Py_DECREF(ext);
+    return rc < 0 ? -1 : pos + total;
+}
+
+PyDoc_STRVAR(decode_messages_doc,
+"decode_messages(buf, broker_name, check_crc) -> list[MessageExt]\n\n"
+"The records of a pull reply as messages, BLANK records skipped, as\n"
+"message_codec.py_decode_messages decodes them.");
+
+static PyObject *
+decode_messages(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    PyObject *broker_name;
+    int check_crc;
+    if (!ready())
+        return NULL;
+    if (!PyArg_ParseTuple(args, "y*Up:decode_messages", &view, &broker_name, &check_crc))
+        return NULL;
+    Reply r = {NULL, NULL, 0, PyDict_New(), broker_name, check_crc};
+    PyObject *out = PyList_New(0);
+    if (out == NULL || r.topics == NULL)
+        goto fail;
+    const unsigned char *raw = view.buf;
+    Py_ssize_t pos = 0, end = view.len;
+    while (pos < end) {
+        if (end - pos < FIXED_V4_SIZE) {
+            pos = decode_general(&r, raw, pos, end, out);
+            if (pos < 0)
+                goto fail;
+            continue;
+        }
+        const unsigned char *h = raw + pos;
+        int32_t total = rd_i32(h);
+        uint32_t magic = rd_u32(h + 4);
+        int32_t sysflag = rd_i32(h + 36);
+        if ((sysflag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)) || magic == BLANK_MAGIC_CODE
+            || total < FIXED_V4_SIZE) {
+            pos = decode_general(&r, raw, pos, end, out);
+            if (pos < 0)
+                goto fail;
+            continue;
+        }
+        if (magic != MESSAGE_MAGIC_CODE && magic != MESSAGE_MAGIC_CODE_V2) {
+            corrupt(pos, magic_text(magic));
+            goto fail;
+        }
+        if (pos + total > end) {
+            corrupt(pos, PyUnicode_FromFormat("TOTALSIZE is %d; %zd bytes are left", total,
+                                              end - pos));
+            goto fail;
+        }
+        const unsigned char *t = h + HEAD_SIZE + HOST_V4_SIZE;   /* STORETIMESTAMP */
+        PyObject *ext = build_ext(
+            &r, raw, pos, pos + FIXED_V4_SIZE, total, magic, rd_i32(h + 8), rd_i32(h + 12),
+            rd_i32(h + 16), rd_i64(h + 20), rd_i64(h + 28), sysflag, rd_i64(h + 40),
+            rd_i64(t), t + 8, HOST_V4_SIZE, rd_i32(t + 16), rd_i32(t + 28));
+        if (ext == NULL)
+            goto fail;
+        int rc = PyList_Append(out, ext);
+        Py_DECREF(ext);
+        if (rc < 0)
+            goto fail;
+        pos += total;
+    }
+    Py_DECREF(r.topics);
+    PyBuffer_Release(&view);
+    return out;
+fail:
+    Py_XDECREF(r.topics);
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* -- module --------------------------------------------------------------------------- */
+
+static PyMethodDef codec_methods[] = {
+    {"setup", setup, METH_VARARGS, setup_doc},
+    {"encode_messages", encode_messages, METH_VARARGS, encode_messages_doc},
+    {"decode_messages", decode_messages, METH_VARARGS, decode_messages_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(module_doc,
+"The client's message codec, compiled (client/message_codec.py has the references).");
+
+static struct PyModuleDef codec_module = {
+    PyModuleDef_HEAD_INIT, "pocketmq.client._codec", module_doc, -1, codec_methods,
+};
+
+#define INTERN(var, text) \
+    if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
+
+PyMODINIT_FUNC
+PyInit__codec(void)
+{
+    INTERN(s_topic, "topic");
+    INTERN(s_body, "body");
+    INTERN(s_tags, "tags");
+    INTERN(s_keys, "keys");
+    INTERN(s_properties, "properties");
+    INTERN(s_delay_level, "delay_level");
+    INTERN(s_flag, "flag");
+    INTERN(s_deliver_at_ms, "deliver_at_ms");
+    INTERN(s_delay_ms, "delay_ms");
+    INTERN(s_empty, "");
+    INTERN(s_space, " ");
+    INTERN(s_prop_tags, "TAGS");
+    INTERN(s_prop_keys, "KEYS");
+    INTERN(s_prop_uniq_key, "UNIQ_KEY");
+    INTERN(s_prop_retry_topic, "RETRY_TOPIC");
+    PyObject *struct_mod = PyImport_ImportModule("struct");
+    if (struct_mod == NULL)
+        return NULL;
+    struct_error = PyObject_GetAttrString(struct_mod, "error");
+    Py_DECREF(struct_mod);
+    if (struct_error == NULL)
+        return NULL;
+    PyObject *m = PyModule_Create(&codec_module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "VERSION", CODEC_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
