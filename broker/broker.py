@@ -67,6 +67,7 @@ from pocketmq.security.interceptor import AclInterceptor
 from pocketmq.security.tls import server_credentials
 
 if TYPE_CHECKING:
+    from pocketmq.broker.ha.controller_client import ControllerClient
     from pocketmq.broker.ha.role import HaController
     from pocketmq.common.metrics_http import MetricsHttpServer
 
@@ -119,6 +120,7 @@ class Broker:
         self.stats = BrokerStatsManager(clock=self.clock)   # put/get counts, TPS, latency
         self.metrics: MetricsHttpServer | None = None       # Prometheus, on metrics_port
         self.ha: HaController | None = None                 # role and replication (broker/ha)
+        self.controller_client: ControllerClient | None = None   # controller mode
         self._acl_interceptor: AclInterceptor | None = None
 
     @property
@@ -281,8 +283,13 @@ class Broker:
             max_auto_retry_topics=cfg.max_auto_retry_topics,
             figures=[*([self.flow_control.figures] if self.flow_control is not None else []),
                      self.stats.figures,    # put_tps, get_tps, ... (broker/stats.py)
-                     *([self.ha.runtime_info] if self.ha is not None else [])],
+                     *([self.ha.runtime_info] if self.ha is not None else []),
+                     self._controller_figures],
             promote=self.ha.promote if self.ha is not None else None)
+
+    def _controller_figures(self) -> dict[str, str]:
+        client = self.controller_client
+        return client.runtime_info() if client is not None else {}
 
     def _v2_parts(self) -> BrokerParts:
         assert (self.store and self.topics and self.offsets and self.clients and self.send
@@ -344,6 +351,13 @@ class Broker:
         self.registration.set_ha_address(self.ha.ha_address)
         self.registration.set_role(self.ha.broker_id, self.ha.epoch)
         self.ha.on_role_change(self.registration.set_role)
+        if self.config.controller_mode:
+            from pocketmq.broker.ha.controller_client import ControllerClient
+
+            self.registration.paused = True     # until the controller names the role
+            self.controller_client = ControllerClient(self.config, self.ha,
+                                                      broker_addr=self.address)
+            self.controller_client.start()
 
     @property
     def role(self) -> str:
@@ -423,6 +437,8 @@ class Broker:
             await self.timer.stop()
         if self.transaction_check is not None:
             await self.transaction_check.stop()
+        if self.controller_client is not None:
+            await self.controller_client.stop()
         if self.ha is not None:
             await self.ha.stop()
         await self._persist_metadata()

@@ -218,6 +218,21 @@ class BrokerConfig:
         "(haHousekeepingInterval)"))
     ha_slave_fallbehind_max_bytes: int = field(default=256 * MiB, metadata=_help(
         "a replica this many bytes behind does not count as in sync (haSlaveFallbehindMax)"))
+    # -- controller mode (broker/ha/controller_client.py) ---------------------------------
+    controller_mode: bool = field(default=False, metadata=_help(
+        "let the controller (controller_addr) choose this broker's role: it is master when "
+        "elected, with broker_role (ASYNC_MASTER or SYNC_MASTER), else a replica "
+        "(enableControllerMode)"))
+    controller_addr: str = field(default="", metadata=_help(
+        "the controllers, 'host:port[,host:port]' (their nameservers' addresses; "
+        "controllerAddr)"))
+    controller_heartbeat_interval_ms: int = field(default=1_000, metadata=_help(
+        "ms between heartbeats to the controller (brokerHeartbeatInterval)"))
+    election_priority: int = field(default=0, metadata=_help(
+        "among equally up-to-date replicas the lowest is elected (brokerElectionPriority)"))
+    ha_max_time_replica_not_catchup_ms: int = field(default=10_000, metadata=_help(
+        "ms a replica of the in-sync set may go without catching up before its master asks "
+        "the controller to drop it (haMaxTimeSlaveNotCatchup)"))
     # -- RocketMQ 5 clients (broker/grpc_v2) ----------------------------------------------
     grpc_v2_port: int | None = field(default=None, metadata=_help(
         "port of RocketMQ 5's gRPC MessagingService, for the official 5.x clients "
@@ -292,7 +307,18 @@ class BrokerConfig:
         if self.broker_role not in BROKER_ROLES:
             raise ConfigError(f"broker_role is {self.broker_role!r}; give one of "
                               f"{', '.join(BROKER_ROLES)}")
-        if (self.broker_role == "SLAVE") != (self.broker_id > 0):
+        if self.controller_mode:
+            if not self.controller_addr:
+                raise ConfigError("controller_mode needs controller_addr (--controller "
+                                  "host:port of a nameserver running --controller)")
+            if self.broker_role == "SLAVE":
+                raise ConfigError("with controller_mode, broker_role is the role taken when "
+                                  "elected: give ASYNC_MASTER or SYNC_MASTER")
+            if self.controller_heartbeat_interval_ms <= 0 or \
+                    self.ha_max_time_replica_not_catchup_ms <= 0:
+                raise ConfigError("controller_heartbeat_interval_ms and "
+                                  "ha_max_time_replica_not_catchup_ms must be positive")
+        elif (self.broker_role == "SLAVE") != (self.broker_id > 0):
             raise ConfigError(f"broker_role {self.broker_role} with broker_id {self.broker_id}: "
                               "a master has broker_id 0 and a SLAVE a broker_id above 0")
         if self.ha_listen_port >= 65536 or (self.ha_listen_port == self.port != 0):

@@ -52,6 +52,7 @@ class RegisterBrokerService:
         self._grpc_v2_addr = grpc_v2_addr   # where RocketMQ 5 clients reach it; "" = nowhere
         self._ha_addr = ha_addr             # where its replicas replicate from; "" = nowhere
         self.master_epoch = 0
+        self.paused = False
         self._on_reply = on_reply           # the broker learns its master's HA address here
         self._interval_s = interval_s
         self._timeout_s = timeout_s
@@ -77,6 +78,7 @@ class RegisterBrokerService:
         cluster, name, addr, _old = self._identity
         self._identity = (cluster, name, addr, broker_id)
         self.master_epoch = master_epoch
+        self.paused = False
         self._changed.set()
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -106,8 +108,11 @@ class RegisterBrokerService:
 
     # -- rounds -------------------------------------------------------------------------
     async def run_once(self) -> int:
-        """Register with every nameserver; returns how many accepted."""
+        """Register with every nameserver; returns how many accepted (none while paused:
+        a broker in controller mode whose role the controller has not named yet)."""
         self._changed.clear()
+        if self.paused:
+            return 0
         reg = self._registration()
         results = await asyncio.gather(*(self._register_one(c, reg) for c in self._clients))
         return sum(results)

@@ -40,7 +40,7 @@ SHUTDOWN_GRACE_S = 5.0
 # Short flag -> BrokerConfig key, as `mqbroker -n` / the command line.
 _ALIASES = {"--namesrv": "namesrv_addrs", "--name": "broker_name",
             "--cluster": "cluster_name", "--flush": "flush_disk_type",
-            "--role": "broker_role"}
+            "--role": "broker_role", "--controller": "controller_addr"}
 _ALIAS_CHOICES: dict[str, tuple[str, ...]] = {
     "--flush": ("async", "sync"), "--role": ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")}
 _ALIAS_NOTES = {"--role": " (RocketMQ's brokerRole; a SLAVE needs --broker-id 1 or above)"}

@@ -33,6 +33,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--config", metavar="FILE",
                         help="TOML file of nameserver keys (flags override it)")
     add_config_flags(parser, NamesrvConfig)
+    parser.add_argument("--controller", dest="controller_enable", action="store_const",
+                        const=True, default=None,
+                        help="run the controller here (same as --controller-enable)")
     parser.set_defaults(func=_run)
 
 

@@ -56,7 +56,37 @@ class NamesrvConfig:
     tls_require_client_auth: bool = field(default=False, metadata=_help(
         "refuse clients without a certificate signed by tls_ca_file"))
 
+    # Controller (pocketmq/controller): automatic failover (RocketMQ's enableControllerInNamesrv).
+    controller_enable: bool = field(default=False, metadata=_help(
+        "run the controller in this nameserver: it elects a new master when one stops "
+        "heartbeating (enableControllerInNamesrv)"))
+    controller_etcd: str = field(default="", metadata=_help(
+        "keep the controller's state in etcd (http://h1:2379,h2:2379); several nameservers "
+        "then run it, one active at a time; empty = a file in controller_data_dir"))
+    controller_etcd_prefix: str = field(default="/pocketmq/default/controller", metadata=_help(
+        "etcd key prefix of this deployment's controller state"))
+    controller_data_dir: str = field(default="./pocketmq-controller", metadata=_help(
+        "directory of the file-backed controller state (controller.json)"))
+    controller_broker_inactive_ms: int = field(default=3000, metadata=_help(
+        "ms without a heartbeat after which the controller replaces a master"))
+    controller_scan_interval_ms: int = field(default=1000, metadata=_help(
+        "ms between the controller's scans for silent masters"))
+    controller_lease_ttl_s: int = field(default=3, metadata=_help(
+        "seconds of the etcd lease that makes one controller the active one"))
+    controller_elect_unclean_master: bool = field(default=False, metadata=_help(
+        "allow electing a replica outside the in-sync set (can lose acknowledged "
+        "messages; enableElectUncleanMaster)"))
+    controller_advertise_addr: str = field(default="", metadata=_help(
+        "host:port brokers reach this controller at, told to them by standbys; empty = "
+        "the nameserver's listen address (loopback for a wildcard host)"))
+
     def __post_init__(self) -> None:
+        for name in ("controller_broker_inactive_ms", "controller_scan_interval_ms",
+                     "controller_lease_ttl_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.controller_etcd and not self.controller_enable:
+            raise ConfigError("controller_etcd needs controller_enable (--controller)")
         if not self.host or self.host != self.host.strip():
             raise ConfigError(f"host must be an interface name or address, got {self.host!r}")
         if not 0 <= self.port <= 65535:

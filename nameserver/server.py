@@ -31,6 +31,7 @@ from pocketmq.v1 import nameserver_pb2_grpc
 
 if TYPE_CHECKING:
     from pocketmq.common.metrics_http import MetricsHttpServer
+    from pocketmq.controller.service import ControllerService
 
 __all__ = ["NameServer"]
 
@@ -56,6 +57,7 @@ class NameServer:
         self._server: grpc.aio.Server | None = None
         self._port: int | None = None
         self._metrics: MetricsHttpServer | None = None
+        self.controller: ControllerService | None = None
 
     @property
     def config(self) -> NamesrvConfig:
@@ -89,6 +91,8 @@ class NameServer:
             NameServerServicer(self.route_table), server)
         listen = _join_host_port(self._config.host, self._config.port)
         cfg = self._config
+        if cfg.controller_enable:
+            self._build_controller(server)
         try:
             if cfg.tls_cert_file or cfg.tls_key_file:
                 port = server.add_secure_port(listen, server_credentials(
@@ -115,6 +119,9 @@ class NameServer:
                 raise ServerBindError(str(exc)) from None
         self._server, self._port = server, port
         self._liveness.start()
+        if self.controller is not None:
+            self.controller.set_address(cfg.controller_advertise_addr or self.address)
+            await self.controller.start()
         logger.info("nameserver listening on %s (broker expiry %.1f s, scan every %.1f s)",
                     _join_host_port(self._config.host, port),
                     self._config.broker_expire_seconds, self._config.scan_interval_seconds)
@@ -126,11 +133,33 @@ class NameServer:
             await self._metrics.stop()
             self._metrics = None
         await self._liveness.stop()
+        if self.controller is not None:
+            await self.controller.stop()
+            self.controller = None
         if server is None:
             return
         grace_s = self._config.shutdown_grace_seconds if grace is None else grace
         await server.stop(grace_s)
         logger.info("nameserver on port %s stopped", self._port)
+
+    def _build_controller(self, server: grpc.aio.Server) -> None:
+        from pocketmq.controller.etcd import parse_endpoints
+        from pocketmq.controller.service import ControllerService
+        from pocketmq.v1 import controller_pb2_grpc
+
+        cfg = self._config
+        try:
+            endpoints = parse_endpoints(cfg.controller_etcd) if cfg.controller_etcd else None
+        except ValueError as exc:
+            raise ConfigError(f"controller_etcd: {exc}") from None
+        self.controller = ControllerService(
+            data_dir=cfg.controller_data_dir, etcd_endpoints=endpoints,
+            etcd_prefix=cfg.controller_etcd_prefix,
+            broker_inactive_ms=cfg.controller_broker_inactive_ms,
+            scan_interval_ms=cfg.controller_scan_interval_ms,
+            lease_ttl_s=cfg.controller_lease_ttl_s,
+            elect_unclean_master=cfg.controller_elect_unclean_master)
+        controller_pb2_grpc.add_ControllerServicer_to_server(self.controller.build(), server)
 
     @property
     def metrics_port(self) -> int | None:

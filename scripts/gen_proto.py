@@ -6,8 +6,9 @@ The one command, from the repository root::
     .venv/bin/python scripts/gen_proto.py --check    # exit 1 and list stale files
 
 For every ``.proto`` of the packages in :data:`PACKAGE_DIRS` (our own API,
-``pocketmq/v1``, and RocketMQ 5's ``apache.rocketmq.v2`` kept in
-``pocketmq/rmqv2``) it runs ``grpc_tools.protoc -I proto`` and writes
+``pocketmq/v1``, RocketMQ 5's ``apache.rocketmq.v2`` kept in
+``pocketmq/rmqv2``, and etcd's v3 API kept in ``pocketmq/etcd`` by
+``scripts/vendor_etcd_proto.py``) it runs ``grpc_tools.protoc -I proto`` and writes
 ``*_pb2.py``, ``*_pb2.pyi`` and ``*_pb2_grpc.py`` next to the ``.proto``.
 With ``-I proto`` the imports come out as ``from pocketmq.v1 import
 common_pb2`` (``from pocketmq.rmqv2 import definition_pb2``), which resolve
@@ -30,7 +31,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = REPO_ROOT / "proto"
-PACKAGE_DIRS = (Path("pocketmq") / "v1", Path("pocketmq") / "rmqv2")
+PACKAGE_DIRS = (Path("pocketmq") / "v1", Path("pocketmq") / "rmqv2", Path("pocketmq") / "etcd")
 GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
 
 

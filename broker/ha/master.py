@@ -75,6 +75,9 @@ class ReplicaState:
     flushed_offset: int = 0
     connected_at: float = field(default_factory=time.monotonic)
     last_frame_at: float = field(default_factory=time.monotonic)
+    sent_offset: int = 0              # end of the last frame sent
+    caught_up_target: int = 0         # an ack at or past this means caught up
+    last_caught_up_at: float = 0.0    # monotonic s (0 = never)
 
     def lag(self, master_max: int) -> int:
         return max(0, master_max - self.ack_offset)
@@ -96,6 +99,12 @@ class ReplicationService:
         self._on_replica_ahead = on_replica_ahead
         self.min_sync_replicas = min_sync_replicas
         self.replicas: dict[int, ReplicaState] = {}
+        # Controller mode: the replica ids of the in-sync set the controller holds, and
+        # of a change asked for and not yet confirmed. A SYNC send waits for all of both
+        # (the union); None = no controller, min_sync_replicas of the live replicas.
+        self.sync_state_set: frozenset[int] | None = None
+        self.pending_set: frozenset[int] = frozenset()
+        self.gated = False     # SYNC in controller mode: reads stop at the confirm offset
         # one event per sender: a sender that clears its own cannot swallow another's wake-up
         self._wakes: set[asyncio.Event] = set()
         self._waiters: list[tuple[int, int, asyncio.Future[SyncOutcome]]] = []
@@ -167,7 +176,8 @@ class ReplicationService:
 
     # -- a stream -----------------------------------------------------------------------
     def connected(self, replica_id: int, addr: str, start_offset: int) -> ReplicaState:
-        state = ReplicaState(replica_id=replica_id, addr=addr, ack_offset=start_offset)
+        state = ReplicaState(replica_id=replica_id, addr=addr, ack_offset=start_offset,
+                             sent_offset=start_offset, caught_up_target=start_offset)
         self.replicas[replica_id] = state
         log.info("replica %d of %s connected from %s, copying from offset %d", replica_id,
                  self.broker_name, addr, start_offset)
@@ -184,6 +194,10 @@ class ReplicationService:
         state.last_frame_at = time.monotonic()
         if max_offset > state.ack_offset:
             state.ack_offset = max_offset
+        if state.ack_offset >= state.caught_up_target:
+            # caught up with what was sent before: RocketMQ's lastCaughtUpTime
+            state.last_caught_up_at = state.last_frame_at
+            state.caught_up_target = state.sent_offset
         state.flushed_offset = max(state.flushed_offset, flushed_offset)
         self._release()
 
@@ -212,6 +226,7 @@ class ReplicationService:
             if data:
                 yield offset, epoch, start, data
                 offset += len(data)
+                state.sent_offset = offset
                 continue
             wake.clear()
             if store.commitlog.max_offset > offset:
@@ -233,8 +248,21 @@ class ReplicationService:
         master_max = self._store.commitlog.max_offset
         return sum(1 for r in self._live() if r.lag(master_max) < self._fallbehind_max)
 
+    def members(self) -> frozenset[int]:
+        """Replica ids a SYNC send waits for in controller mode: the set and a pending change."""
+        return (self.sync_state_set or frozenset()) | self.pending_set
+
     def commit_point(self, need: int) -> int:
-        """The offset *need* replicas have all acknowledged (-1 when fewer are connected)."""
+        """The offset *need* replicas have all acknowledged (-1 when fewer are connected);
+        in controller mode the offset every member of the in-sync set acknowledged."""
+        if self.sync_state_set is not None:
+            point = self._store.commitlog.max_offset
+            for member in self.members():
+                state = self.replicas.get(member)
+                if state is None:
+                    return -1      # a member away: nothing more is committed (#6662)
+                point = min(point, state.ack_offset)
+            return point
         if need <= 0:
             return 1 << 62
         acks = sorted((r.ack_offset for r in self._live()), reverse=True)
@@ -245,7 +273,10 @@ class ReplicationService:
         need = self.min_sync_replicas
         if need <= 0:
             return SyncOutcome.OK
-        if self.in_sync() < need:
+        if self.sync_state_set is not None:
+            if len(self.members()) < need:
+                return SyncOutcome.SLAVE_NOT_AVAILABLE
+        elif self.in_sync() < need:
             return SyncOutcome.SLAVE_NOT_AVAILABLE
         if self.commit_point(need) >= end_offset:
             return SyncOutcome.OK
@@ -262,6 +293,8 @@ class ReplicationService:
 
     def _release(self) -> None:
         waiters = self._waiters
+        if self.gated:
+            self.update_confirm()
         if not waiters:
             return
         point = self.commit_point(self.min_sync_replicas)
@@ -271,6 +304,25 @@ class ReplicationService:
                 future.set_result(SyncOutcome.OK)
         while waiters and waiters[0][2].done():
             heapq.heappop(waiters)
+
+    def set_sync_state_set(self, members: frozenset[int] | None, *, gated: bool) -> None:
+        """The controller's in-sync set (replica ids); *gated*: reads stop at the
+        confirm offset (SYNC with replicas in the set), else everything is visible."""
+        self.sync_state_set = members
+        gate = self._store.gate
+        self.gated = gated and bool(members)
+        if self.gated:
+            gate.turn_on(gate.confirm_offset if gate.on else self._store.commitlog.max_offset)
+            self.update_confirm()
+        else:
+            gate.turn_off()
+        self._release()
+
+    def update_confirm(self) -> None:
+        """Move the confirm offset to what every member of the set acknowledged."""
+        point = self.commit_point(self.min_sync_replicas)
+        if point >= 0:
+            self._store.gate.advance(point)
 
     def _wake_senders(self) -> None:
         for wake in self._wakes:

@@ -229,8 +229,18 @@ class HaClient:
     def _apply_data(self, data: ha_pb2.Data) -> None:
         store = self._store
         self.status.master_max_offset = data.master_max_offset
-        if not data.records:
-            return
+        if data.records:
+            self._append(data)
+        gate = store.gate
+        if data.HasField("confirm_offset"):
+            confirm = min(data.confirm_offset, store.commitlog.max_offset)
+            gate.turn_on(confirm)
+            gate.advance(confirm)
+        else:
+            gate.turn_off()
+
+    def _append(self, data: ha_pb2.Data) -> None:
+        store = self._store
         epochs = store.epochs
         if data.epoch > epochs.last_epoch:
             epochs.begin(data.epoch, data.epoch_start_offset)

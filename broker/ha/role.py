@@ -80,8 +80,15 @@ class HaController:
         self._acl = acl
         self._server_credentials = server_credentials
         self._role_file = os.path.join(config.config_dir, "role.json")
-        self.role, self.broker_id = self._load_role()
+        self.controller_mode = config.controller_mode
+        if self.controller_mode:
+            # The controller names the master; until it has spoken this broker takes no
+            # writes, whatever it was before a restart (RocketMQ's controller mode).
+            self.role, self.broker_id = "SLAVE", 0
+        else:
+            self.role, self.broker_id = self._load_role()
         self.fenced = ""                      # why this master stopped taking writes
+        self.redirect: tuple[str, int] = ("", 0)  # (master address, epoch) when not master
         self._master_ha_addr = config.ha_master_address
         self.replication = ReplicationService(
             store, broker_name=config.broker_name, batch_bytes=config.ha_transfer_batch_bytes,
@@ -127,6 +134,14 @@ class HaController:
             os.fsync(f.fileno())
         os.replace(tmp, self._role_file)
 
+    @property
+    def store(self) -> DefaultMessageStore:
+        return self._store
+
+    @property
+    def master_ha_address(self) -> str:
+        return self._master_ha_addr
+
     def is_master(self) -> bool:
         return self.role in MASTER_ROLES and not self.fenced
 
@@ -145,6 +160,11 @@ class HaController:
     async def start(self) -> None:
         cfg = self._config
         store = self._store
+        if self.controller_mode:
+            store.replica_of = f"{cfg.broker_name} (waiting for the controller to name a master)"
+            if cfg.ha_listen_port >= 0:
+                await self._serve()
+            return
         if self.role in MASTER_ROLES and not store.epochs.entries:
             store.epochs.begin(1, store.commitlog.min_offset)
             log.info("broker %s starts master epoch 1 at commit-log offset %d",
@@ -183,6 +203,8 @@ class HaController:
     def _become_replica(self) -> None:
         cfg = self._config
         self._store.replica_of = f"{cfg.broker_name} id 0"
+        if self.client is not None:
+            return
         self.client = HaClient(
             self._store, cluster_name=cfg.cluster_name, broker_name=cfg.broker_name,
             replica_id=self.broker_id, replica_addr=self._replica_addr,
@@ -245,6 +267,32 @@ class HaController:
         self.replication.close()
         log.error("%s", why)
 
+    async def follow(self, *, broker_id: int, master_ha_addr: str, master_epoch: int,
+                     master_addr: str) -> None:
+        """Controller mode: be a replica (id *broker_id*) of the master at *master_ha_addr*;
+        a master steps down first (its log is cut by epoch at the first handshake)."""
+        was_master = self.role in MASTER_ROLES
+        if was_master:
+            self.replication.close()
+            log.warning("broker %s steps down: the controller named %s master in epoch %d",
+                        self._config.broker_name, master_addr, master_epoch)
+        self.role, self.broker_id = "SLAVE", broker_id
+        self.fenced = ""
+        self.redirect = (master_addr, master_epoch)
+        changed = master_ha_addr != self._master_ha_addr
+        self._master_ha_addr = master_ha_addr
+        if self.client is not None and (changed or was_master):
+            await self.client.stop()
+            self.client = None
+        self._become_replica()
+        self._store.replica_of = f"{self._config.broker_name} master {master_addr}"
+        assert self.client is not None
+        self.client.saw_epoch(master_epoch)
+        self.client.master_changed()
+        if was_master or changed:
+            for callback in self._on_role_change:
+                callback(broker_id, master_epoch)
+
     # -- sends ------------------------------------------------------------------------------
     async def wait_replicated(self, end_offset: int) -> SyncOutcome:
         if self.role != "SYNC_MASTER":
@@ -253,8 +301,12 @@ class HaController:
             end_offset, self._config.slave_timeout_ms / 1000)
 
     # -- manual failover ---------------------------------------------------------------------
-    async def promote(self, *, epoch: int = 0, role: str = "") -> tuple[int, int, str]:
-        """Make this replica the master of its broker name; (epoch, start offset, role)."""
+    async def promote(self, *, epoch: int = 0, role: str = "",
+                      resume: bool = False) -> tuple[int, int, str]:
+        """Make this replica the master of its broker name; (epoch, start offset, role).
+
+        *resume* (controller mode): the controller names this broker master of the
+        epoch its epoch file already ends with — it was, before a restart."""
         if self.role in MASTER_ROLES and not self.fenced:
             raise RoleError(f"broker {self._config.broker_name} is already its master "
                             f"({self.role}, epoch {self.epoch})")
@@ -265,7 +317,7 @@ class HaController:
                             "ASYNC_MASTER")
         seen = max(self.epoch, self.client.highest_epoch_seen if self.client else 0)
         new_epoch = epoch or seen + 1
-        if new_epoch <= seen:
+        if new_epoch <= seen and not (resume and new_epoch == self.epoch == seen):
             raise RoleError(f"epoch {new_epoch} is not above {seen}, the highest this broker "
                             "has seen")
         if self.client is not None:
@@ -273,12 +325,15 @@ class HaController:
             self.client = None
         store = self._store
         start = store.commitlog.max_offset
-        store.epochs.begin(new_epoch, start)
+        if not (resume and new_epoch == self.epoch):
+            store.epochs.begin(new_epoch, start)
         store.replica_of = ""
         self.fenced = ""
         self.replication.closed = False
         self.role, self.broker_id = role, 0
-        self._save_role()
+        self.redirect = ("", 0)
+        if not self.controller_mode:
+            self._save_role()
         log.warning("broker %s promoted to %s in epoch %d at commit-log offset %d",
                     self._config.broker_name, role, new_epoch, start)
         for callback in self._on_role_change:

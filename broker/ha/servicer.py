@@ -113,10 +113,13 @@ class HaServicer(ha_pb2_grpc.HaServiceServicer):
                 if reader.done():
                     break
                 store = service.store
-                yield ha_pb2.MasterFrame(data=ha_pb2.Data(
+                data = ha_pb2.Data(
                     offset=offset, epoch=epoch, epoch_start_offset=start,
                     master_max_offset=store.commitlog.max_offset,
-                    master_min_offset=store.commitlog.min_offset, records=records))
+                    master_min_offset=store.commitlog.min_offset, records=records)
+                if store.gate.on:
+                    data.confirm_offset = store.gate.confirm_offset
+                yield ha_pb2.MasterFrame(data=data)
         except TimeoutError as exc:
             log.warning("%s; dropping its stream", exc)
         finally:

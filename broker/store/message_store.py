@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ from pocketmq.broker.store.replication import (
     wipe,
 )
 from pocketmq.broker.store.results import GetResult, PutResult, PutStatus, RecoveryReport
+from pocketmq.broker.store.visibility import VisibilityGate
 from pocketmq.broker.store.warm import WarmMappedFileService
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.message import encode_record, pack_host
@@ -98,6 +100,9 @@ class DefaultMessageStore:
         self.checkpoint = StoreCheckpoint(self.dirs.checkpoint)
         self.deleted = DeletedQueues(self.dirs.deleted_queues)
         self.epochs = EpochFile(self.dirs.epochs)
+        # reads stop at the confirm offset (replication with a controller; off = -1)
+        self.gate = VisibilityGate(os.path.join(self.dirs.root, "confirm_offset"),
+                                   self._notify_now)
         self.reader = StoreReader(self)
         self.cleanup = CleanupService(self)
         self.catch_up = DispatchCatchUp(self)
@@ -216,6 +221,7 @@ class DefaultMessageStore:
         if cp != prev:
             self.checkpoint.write(cp)
             self._flushed_checkpoint = cp
+        self.gate.save()
 
     def _on_io_error(self, exc: OSError) -> None:
         if exc.errno == errno.ENOSPC:
@@ -369,6 +375,14 @@ class DefaultMessageStore:
                 self.notify_arrival(topic, queue_id, cq.max_offset)
 
     def notify_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """New records in a queue: listeners hear it now, or once the gate passes them."""
+        if self.gate.on:
+            cq = self.consume_queues.get(topic, queue_id)
+            if cq is not None and not self.gate.arrived(topic, queue_id, cq):
+                return
+        self._notify_now(topic, queue_id, max_offset)
+
+    def _notify_now(self, topic: str, queue_id: int, max_offset: int) -> None:
         for listener in self._listeners:
             try:
                 listener(topic, queue_id, max_offset)
@@ -412,8 +426,9 @@ class DefaultMessageStore:
         return cq.min_offset if cq is not None else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
+        """The queue's max offset a consumer may read to (below the confirm offset)."""
         cq = self.consume_queues.get(topic, queue_id)
-        return cq.max_offset if cq is not None else 0
+        return self.gate.visible_max(cq) if cq is not None else 0
 
     def store_timestamp(self, topic: str, queue_id: int, offset: int) -> int | None:
         return self.reader.store_timestamp(topic, queue_id, offset)

@@ -46,7 +46,8 @@ class StoreReader:
         if cq is None:
             return GetResult(status=GetStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0,
                              min_offset=0, max_offset=0)
-        min_offset, max_offset = cq.min_offset, cq.max_offset
+        min_offset = cq.min_offset
+        max_offset = self._store.gate.visible_max(cq)   # units below the confirm offset
 
         def answer(status: GetStatus, next_offset: int) -> GetResult:
             return GetResult(status=status, next_begin_offset=next_offset,

@@ -354,6 +354,7 @@ def truncate_to(store: DefaultMessageStore, point: int) -> int:
                                for cq in store.consume_queues.all_queues()}
     store.dispatched_offset = point
     store.epochs.truncate(point)
+    store.gate.cut(point)
     commitlog.queue.flush()
     store.flush_round()
     log.warning("store %s: cut the commit log back from %d to %d (%d bytes) to match the "
@@ -373,6 +374,7 @@ def wipe(store: DefaultMessageStore) -> int:
     commitlog.queue_offsets = {}
     store.dispatched_offset = 0
     store.epochs.replace([])
+    store.gate.cut(0)
     store.flush_round()
     log.warning("store %s: dropped the whole commit log (%d bytes): it shares no history with "
                 "the master's", store.dirs.root, dropped)

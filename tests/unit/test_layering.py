@@ -17,7 +17,9 @@ CONTRACT = {
                "pocketmq.rmqv2", "pocketmq.security"),
     "security": ("pocketmq.common", "pocketmq.security"),
     "client": ("pocketmq.common", "pocketmq.client", "pocketmq.v1"),
-    "nameserver": ("pocketmq.common", "pocketmq.nameserver", "pocketmq.v1", "pocketmq.security"),
+    "nameserver": ("pocketmq.common", "pocketmq.nameserver", "pocketmq.v1", "pocketmq.security",
+                   "pocketmq.controller"),
+    "controller": ("pocketmq.common", "pocketmq.controller", "pocketmq.v1", "pocketmq.etcd"),
 }
 FORBIDDEN_THIRD_PARTY = {
     "broker/store": ("grpc", "google.protobuf", "asyncio", "uvloop"),

@@ -75,20 +75,22 @@ class Refuse(_message.Message):
     def __init__(self, reason: _Optional[_Union[Refuse.Reason, str]] = ..., message: _Optional[str] = ..., master_epoch: _Optional[int] = ...) -> None: ...
 
 class Data(_message.Message):
-    __slots__ = ("offset", "epoch", "epoch_start_offset", "master_max_offset", "master_min_offset", "records")
+    __slots__ = ("offset", "epoch", "epoch_start_offset", "master_max_offset", "master_min_offset", "records", "confirm_offset")
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     EPOCH_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MASTER_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MASTER_MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
+    CONFIRM_OFFSET_FIELD_NUMBER: _ClassVar[int]
     offset: int
     epoch: int
     epoch_start_offset: int
     master_max_offset: int
     master_min_offset: int
     records: bytes
-    def __init__(self, offset: _Optional[int] = ..., epoch: _Optional[int] = ..., epoch_start_offset: _Optional[int] = ..., master_max_offset: _Optional[int] = ..., master_min_offset: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...
+    confirm_offset: int
+    def __init__(self, offset: _Optional[int] = ..., epoch: _Optional[int] = ..., epoch_start_offset: _Optional[int] = ..., master_max_offset: _Optional[int] = ..., master_min_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., confirm_offset: _Optional[int] = ...) -> None: ...
 
 class Ack(_message.Message):
     __slots__ = ("max_offset", "flushed_offset")

@@ -1,0 +1,295 @@
+"""ControllerClient: a broker in controller mode (RocketMQ 5's ReplicasManager).
+
+::
+
+    every controller_heartbeat_interval_ms        WatchReplicaInfo stream
+    Heartbeat{id, epoch, max, confirm} ──▶ controller ◀── (role changes at once)
+                  │ ReplicaInfo                         │ ReplicaInfo
+                  └────────────────▶ take(info) ◀───────┘
+       master_id == me, epoch newer   ─▶ HaController.promote(epoch)   (new term)
+       master_id == me, same epoch    ─▶ promote(resume=True)         (after a restart)
+       master_id == other             ─▶ HaController.follow(master)  (step down / repoint)
+       master_id == 0                 ─▶ nothing: wait for an election
+
+A master also keeps its in-sync set (RocketMQ's maybeShrink/ExpandSyncStateSet)
+each round: a member not connected, or not caught up for
+``ha_max_time_replica_not_catchup_ms``, is dropped; a connected replica whose
+ack reached the confirm offset and the current epoch's start is added. The
+change goes to the controller (CAS on both epochs); until it answers, SYNC
+sends wait for the union of the old and the new set, so a shrink takes
+effect only once the controller holds it — a master cut off from the
+controller cannot drop its replicas and acknowledge alone.
+
+The broker's id comes from the controller at the first heartbeat and is kept
+in ``config/controller_identity.json``. Controllers are tried in order; a
+standby's answer names the active one (trailing ``pocketmq-controller-leader``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from pocketmq.common.aio import cancel_and_wait
+from pocketmq.v1 import controller_pb2 as cpb
+from pocketmq.v1 import controller_pb2_grpc
+
+if TYPE_CHECKING:
+    from pocketmq.broker.config import BrokerConfig
+    from pocketmq.broker.ha.role import HaController
+
+__all__ = ["ControllerClient"]
+
+log = logging.getLogger(__name__)
+
+LEADER_KEY = "pocketmq-controller-leader"
+
+
+class ControllerClient:
+    def __init__(self, config: BrokerConfig, ha: HaController, *, broker_addr: str) -> None:
+        self._config = config
+        self._ha = ha
+        self._broker_addr = broker_addr
+        self._addrs = [a.strip() for a in config.controller_addr.split(",") if a.strip()]
+        self._current = self._addrs[0] if self._addrs else ""
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._identity_file = os.path.join(config.config_dir, "controller_identity.json")
+        self.broker_id = self._load_identity()
+        self.incarnation = uuid.uuid4().hex
+        self.info: cpb.ReplicaInfo | None = None
+        self._lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._altering = False
+        self.last_error = ""
+
+    # -- identity ---------------------------------------------------------------------------
+    def _load_identity(self) -> int:
+        try:
+            with open(self._identity_file, encoding="utf-8") as f:
+                return int(json.load(f)["broker_id"])
+        except FileNotFoundError:
+            return self._config.broker_id
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.error("ignoring %s (%s); asking the controller for an id", self._identity_file,
+                      exc)
+            return 0
+
+    def _save_identity(self, broker_id: int) -> None:
+        os.makedirs(os.path.dirname(self._identity_file), exist_ok=True)
+        tmp = self._identity_file + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"broker_id": broker_id}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._identity_file)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._heartbeat_loop(), name="ControllerHeartbeat"),
+                       loop.create_task(self._watch_loop(), name="ControllerWatch")]
+
+    async def stop(self) -> None:
+        await cancel_and_wait(*self._tasks)
+        self._tasks = []
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
+
+    def _stub(self, addr: str) -> controller_pb2_grpc.ControllerStub:
+        channel = self._channels.get(addr)
+        if channel is None:
+            channel = self._channels[addr] = grpc.aio.insecure_channel(addr)
+        return controller_pb2_grpc.ControllerStub(channel)
+
+    def _sign(self, method: str, request: Any) -> Any:
+        from pocketmq.common.auth import signed_metadata
+
+        credentials = self._config.credentials
+        return None if credentials is None else signed_metadata(credentials, method, request)
+
+    async def call(self, method: str, request: Any, timeout_s: float = 2.0) -> Any:
+        """*method* on the active controller: the current one, a standby's hint, the rest."""
+        tried: list[str] = []
+        addr = self._current
+        last: Exception | None = None
+        while addr and addr not in tried:
+            tried.append(addr)
+            try:
+                reply = await getattr(self._stub(addr), method)(
+                    request, timeout=timeout_s,
+                    metadata=self._sign(f"/pocketmq.v1.Controller/{method}", request))
+                self._current = addr
+                return reply
+            except grpc.aio.AioRpcError as exc:
+                last = exc
+                if exc.code() != grpc.StatusCode.UNAVAILABLE and \
+                        exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                    raise
+                hint = dict(exc.trailing_metadata() or ()).get(LEADER_KEY, "")
+                rest = [a for a in self._addrs if a not in tried]
+                addr = hint if hint and hint not in tried else (rest[0] if rest else "")
+        raise last if last is not None else RuntimeError("no controller address configured")
+
+    # -- heartbeats ---------------------------------------------------------------------------
+    def _heartbeat(self) -> cpb.ControllerHeartbeat:
+        store = self._ha.store
+        cfg = self._config
+        return cpb.ControllerHeartbeat(
+            cluster_name=cfg.cluster_name, broker_name=cfg.broker_name,
+            broker_id=self.broker_id, broker_addr=self._broker_addr,
+            ha_addr=self._ha.ha_address, incarnation=self.incarnation,
+            epoch=self._ha.epoch, max_offset=store.commitlog.max_offset,
+            confirm_offset=max(0, store.gate.confirm_offset),
+            election_priority=cfg.election_priority)
+
+    async def run_once(self) -> None:
+        """One heartbeat, the role it implies, and (a master) one in-sync-set check."""
+        info = await self.call("Heartbeat", self._heartbeat())
+        if info.your_broker_id and info.your_broker_id != self.broker_id:
+            self.broker_id = int(info.your_broker_id)
+            self._save_identity(self.broker_id)
+            log.info("the controller gave %s broker id %d", self._config.broker_name,
+                     self.broker_id)
+        await self.take(info)
+        await self._check_sync_state_set()
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self._config.controller_heartbeat_interval_ms / 1000
+        while True:
+            started = time.monotonic()
+            try:
+                await self.run_once()
+                self.last_error = ""
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                why = (f"{exc.code().name}: {exc.details()}"
+                       if isinstance(exc, grpc.aio.AioRpcError) else repr(exc))
+                if why != self.last_error:
+                    log.warning("controller heartbeat of %s failed: %s", self._config.broker_name,
+                                why)
+                self.last_error = why
+            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+    async def _watch_loop(self) -> None:
+        request = cpb.GetReplicaInfoRequest(broker_name=self._config.broker_name)
+        while True:
+            addr = self._current
+            try:
+                stream = self._stub(addr).WatchReplicaInfo(
+                    request, metadata=self._sign("/pocketmq.v1.Controller/WatchReplicaInfo",
+                                                 request))
+                async for info in stream:
+                    if self.broker_id:
+                        await self.take(info)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.debug("controller watch on %s ended: %s", addr, exc)
+            # the heartbeat loop finds the active controller; wait for it or a moment
+            for _ in range(20):
+                if self._current != addr:
+                    break
+                await asyncio.sleep(0.05)
+
+    # -- roles --------------------------------------------------------------------------------
+    async def take(self, info: cpb.ReplicaInfo) -> None:
+        async with self._lock:
+            if self.info is not None and info.master_epoch < self.info.master_epoch:
+                return          # an older word than one already taken
+            self.info = info
+            ha = self._ha
+            me = self.broker_id
+            if not me or not info.master_id:
+                return
+            if info.master_id == me:
+                if not ha.is_master() or ha.epoch < info.master_epoch:
+                    resume = info.master_epoch == ha.epoch
+                    await ha.promote(epoch=info.master_epoch, role=self._master_role(),
+                                     resume=resume)
+                self._apply_sync_state_set(info)
+            else:
+                master = next((m for m in info.members if m.broker_id == info.master_id), None)
+                ha_addr = info.master_ha_addr or (master.ha_addr if master else "")
+                if ha.role == "SLAVE" and ha.client is not None and \
+                        ha.master_ha_address == ha_addr and ha.broker_id == me:
+                    ha.client.saw_epoch(info.master_epoch)
+                    ha.redirect = (info.master_addr, info.master_epoch)
+                    return
+                await ha.follow(broker_id=me, master_ha_addr=ha_addr,
+                                master_epoch=info.master_epoch, master_addr=info.master_addr)
+
+    def _master_role(self) -> str:
+        role = self._config.broker_role
+        return role if role in ("ASYNC_MASTER", "SYNC_MASTER") else "SYNC_MASTER"
+
+    def _apply_sync_state_set(self, info: cpb.ReplicaInfo) -> None:
+        members = frozenset(info.sync_state_set) - {self.broker_id}
+        replication = self._ha.replication
+        sync = self._ha.role == "SYNC_MASTER"
+        if replication.sync_state_set != members or replication.gated != (sync and bool(members)):
+            replication.set_sync_state_set(members, gated=sync)
+
+    async def _check_sync_state_set(self) -> None:
+        """Shrink or expand the in-sync set through the controller (a master only)."""
+        info = self.info
+        ha = self._ha
+        if info is None or info.master_id != self.broker_id or not ha.is_master() \
+                or self._altering:
+            return
+        replication = ha.replication
+        current = frozenset(info.sync_state_set) - {self.broker_id}
+        now = time.monotonic()
+        limit = self._config.ha_max_time_replica_not_catchup_ms / 1000
+        wanted = set(current)
+        for member in current:
+            state = replication.replicas.get(member)
+            if state is None or now - max(state.last_caught_up_at, state.connected_at) > limit:
+                wanted.discard(member)
+        gate = ha.store.gate
+        confirm = gate.confirm_offset if gate.on else ha.store.commitlog.max_offset
+        epoch_start = ha.store.epochs.entries[-1].start_offset if ha.store.epochs.entries else 0
+        for rid, state in replication.replicas.items():
+            if rid not in current and state.ack_offset >= max(confirm, epoch_start) \
+                    and now - state.last_frame_at < limit:
+                wanted.add(rid)
+        if wanted == current:
+            return
+        self._altering = True
+        replication.pending_set = frozenset(wanted - current)   # wait for the union
+        request = cpb.AlterSyncStateSetRequest(
+            broker_name=self._config.broker_name, master_id=self.broker_id,
+            master_epoch=info.master_epoch, sync_state_set_epoch=info.sync_state_set_epoch,
+            new_sync_state_set=sorted(wanted | {self.broker_id}))
+        try:
+            reply = await self.call("AlterSyncStateSet", request)
+            log.info("in-sync set of %s: %s -> %s", self._config.broker_name, sorted(current),
+                     sorted(wanted))
+            await self.take(reply)
+        except grpc.aio.AioRpcError as exc:
+            log.warning("in-sync set change of %s to %s refused: %s",
+                        self._config.broker_name, sorted(wanted), exc.details())
+        finally:
+            replication.pending_set = frozenset()
+            self._altering = False
+
+    def runtime_info(self) -> dict[str, str]:
+        info = self.info
+        out = {"controller": self._current, "controller_broker_id": str(self.broker_id)}
+        if info is not None:
+            out["sync_state_set"] = " ".join(str(i) for i in info.sync_state_set)
+            out["sync_state_set_epoch"] = str(info.sync_state_set_epoch)
+        if self.last_error:
+            out["controller_last_error"] = self.last_error
+        with contextlib.suppress(Exception):
+            out["confirm_offset"] = str(self._ha.store.gate.confirm_offset)
+        return out
