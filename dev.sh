@@ -18,8 +18,9 @@ setup() {
         "$PYTHON" -m venv "$VENV"
     fi
     local stamp="$VENV/.pocketmq-installed" want
-    # Reinstall when the dependencies or the compiled accelerator's source change.
-    want=$(cat pyproject.toml broker/store/_speedups.c | sha256sum | cut -d' ' -f1)
+    # Reinstall when the dependencies or a compiled accelerator's source change.
+    want=$(cat pyproject.toml $(git ls-files '*.c' 2>/dev/null || ls broker/store/*.c client/*.c) \
+           | sha256sum | cut -d' ' -f1)
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         echo "==> installing PocketMQ and its dependencies into $VENV"
         local log="$VENV/install.log"
