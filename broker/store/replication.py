@@ -161,6 +161,8 @@ def append_replicated(store: DefaultMessageStore, offset: int, data: bytes) -> i
         store.dispatched_offset = offset + len(data)
         return commitlog.max_offset
     last.append(data)       # a frame that ends a segment carries its filler: now full
+    if commitlog.warm is not None:
+        commitlog.warm.notify(last)   # fault the next pages in ahead of the next frame
     _dispatch_batch(store, checked, offset, offset + len(data))
     return commitlog.max_offset
 
@@ -230,8 +232,11 @@ def _check_frame(data: bytes, offset: int, ends_segment: bool) -> ScannedBatch |
     except BatchError as exc:
         raise ReplicationError(f"frame at {offset} holds a damaged record: {exc}; nothing "
                                "of it was kept") from None
+    # The scan proved the records lie back to back from the frame's start; the first
+    # and last PHYSICALOFFSET then prove the frame is the master's bytes for this place.
     unpack = QUEUE_AND_PHYS_OFFSET.unpack_from
-    for pos in batch.positions:
+    positions = batch.positions
+    for pos in {positions[0], positions[-1]}:
         phys = unpack(view, pos + POS_QUEUEOFFSET)[1]
         if phys != offset + pos:
             raise ReplicationError(f"frame at {offset}: the record at {offset + pos} says "
@@ -275,7 +280,7 @@ def _dispatch_batch(store: DefaultMessageStore, batch: ScannedBatch, offset: int
               for pos, ts_pos in zip(positions, batch.store_ts_positions, strict=True)]
     if store.config.message_index_enable:
         topics, keys = batch.topics, batch.keys
-        if any(not is_dispatched_to_queue(flag) for flag in batch.sysflags):
+        if not all(is_dispatched_to_queue(flag) for flag in set(batch.sysflags)):
             keys = [k if is_dispatched_to_queue(flag) else [] for k, flag in
                     zip(keys, batch.sysflags, strict=True)]
         cuts = [i for i in range(1, len(stamps)) if stamps[i] != stamps[i - 1]]
