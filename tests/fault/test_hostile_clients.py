@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aclmode
 import grpc
 import pytest
 from h2kit import StuckReader, open_idle_connections
@@ -25,6 +26,11 @@ from pocketmq.broker.grpc_status import REASON_METADATA_KEY
 from pocketmq.common.message import encode_record, pack_host
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2
+
+# Raw HTTP/2 clients send unsigned calls: with the ACL on they are refused before flow
+# control (UNAUTHENTICATED), so the busy answers these tests count never come.
+RAW_UNSIGNED = pytest.mark.skipif(aclmode.enabled(), reason="raw HTTP/2 calls are unsigned; "
+                                  "the ACL refuses them before flow control")
 
 MiB = 1024 * 1024
 RSS_BOUND = 400 * MiB
@@ -81,6 +87,7 @@ def pull(topic: str, queue_id: int = 0, suspend_ms: int = 0) -> pb.PullMessageRe
 
 
 @pytest.mark.timeout(180)
+@RAW_UNSIGNED
 async def test_a_client_that_never_reads_its_responses_is_answered_busy_in_bounded_memory(kit):
     broker = await kit.broker()
     async with grpc.aio.insecure_channel(broker.addr) as channel:
@@ -119,6 +126,7 @@ async def _drained(stub) -> bool:
 
 
 @pytest.mark.timeout(120)
+@RAW_UNSIGNED
 async def test_a_connection_that_stops_reading_its_socket_is_closed_by_keepalive(kit):
     broker = await kit.broker(keepalive_time_ms=2_000, keepalive_timeout_ms=2_000)
     async with grpc.aio.insecure_channel(broker.addr) as channel:
