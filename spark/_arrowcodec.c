@@ -52,6 +52,8 @@
 #define MAX_TOPIC_LENGTH_V1 127
 #define MAX_PROPERTIES_LENGTH 32767
 #define ZLIB_LEVEL 5
+/* ms that fit Arrow's timestamp[us] (int64 microseconds) */
+#define MAX_TIMESTAMP_MS (INT64_MAX / 1000)
 
 /* decode_block's modes and stops (spark/arrowcodec.py mirrors them) */
 #define MODE_SEGMENT 1          /* BLANK/zeros end the block; PHYSICALOFFSET must match */
@@ -555,6 +557,13 @@ static PyObject *decode_block(PyObject *self, PyObject *args) {
         if ((mode & MODE_SEGMENT) && lay.phys != base_phys + pos) {
             snprintf(reason, sizeof(reason), "PHYSICALOFFSET says %lld (unfinished or stale "
                      "record)", (long long)lay.phys);
+            stop = STOP_DAMAGED;
+            break;
+        }
+        if (lay.store_ms > MAX_TIMESTAMP_MS || lay.store_ms < -MAX_TIMESTAMP_MS
+                || lay.born_ms > MAX_TIMESTAMP_MS || lay.born_ms < -MAX_TIMESTAMP_MS) {
+            snprintf(reason, sizeof(reason), "a timestamp is out of range (%lld, %lld ms)",
+                     (long long)lay.born_ms, (long long)lay.store_ms);
             stop = STOP_DAMAGED;
             break;
         }

@@ -30,6 +30,7 @@ import enum
 import importlib
 import logging
 import os
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -58,6 +59,7 @@ log = logging.getLogger(__name__)
 DISABLE_ENV: Final = "POCKETMQ_NO_SPEEDUPS"   # the store's switch turns this one off too
 _EXPECTED_VERSION: Final = 1
 MAX_QUEUE_OFFSET: Final = 2**63 - 1
+_MAX_TIMESTAMP_MS: Final = (2**63 - 1) // 1000   # what fits Arrow's timestamp[us]
 
 MODE_SEGMENT: Final = 1      # a segment: BLANK or zeros end it; PHYSICALOFFSET is checked
 MODE_DISPATCHED: Final = 2   # leave out prepared and rolled-back transaction records
@@ -219,6 +221,14 @@ def py_decode_block(buf: Any, pos: int, limit: int, *, broker: str | None, mode:
             (m,) = decode_messages(view[pos:pos + total], broker or "", check_crc=check_crc)
         except CorruptRecordError as exc:
             stop, reason = Stop.DAMAGED, exc.reason
+            break
+        except (struct.error, IndexError) as exc:   # the SDK trips on some bad lengths
+            stop, reason = Stop.DAMAGED, f"the record does not parse: {exc}"
+            break
+        if not (abs(m.born_timestamp_ms) <= _MAX_TIMESTAMP_MS
+                and abs(m.store_timestamp_ms) <= _MAX_TIMESTAMP_MS):
+            stop, reason = Stop.DAMAGED, (f"a timestamp is out of range ({m.born_timestamp_ms}, "
+                                          f"{m.store_timestamp_ms} ms)")
             break
         pos += total
         kind = sysflag & 0xC
