@@ -10,6 +10,7 @@
  *   encode_chunks  Arrow columns of the sink (via the Arrow C data interface,
  *                  __arrow_c_array__) -> SendBatch blobs of records
  *   set_queue_id   a blob aimed at another queue (a retry)
+ *   record_starts  record boundaries of a segment every N bytes (its read split in parts)
  *
  * The record layout is the one drawn in common/message.py (all integers
  * big-endian; B and S are the born and store host sizes, 8 or 20):
@@ -35,7 +36,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#define ARROWCODEC_VERSION 1
+#define ARROWCODEC_VERSION 2
 
 #define HEAD_SIZE 48
 #define HOST_V4_SIZE 8
@@ -492,20 +493,21 @@ static PyObject *build_result(columns *c, Py_ssize_t stop_pos, int stop, const c
 }
 
 PyDoc_STRVAR(decode_block_doc,
-"decode_block(buf, pos, limit, mode, base_phys, max_queue_offset, check_crc, max_rows,\n"
-"             max_bytes, topic_filter) -> (rows, stop_pos, stop, reason, buffers,\n"
+"decode_block(buf, pos, limit, end_pos, mode, base_phys, max_queue_offset, check_crc,\n"
+"             max_rows, max_bytes, topic_filter) -> (rows, stop_pos, stop, reason, buffers,\n"
 "                                          tags_validity, msg_id_validity)\n\n"
 "Decode the records of buf[pos:limit] into the Arrow buffers of the source's\n"
 "columns; spark/arrowcodec.py documents the arguments and assembles the batch.");
 
 static PyObject *decode_block(PyObject *self, PyObject *args) {
     Py_buffer view;
-    Py_ssize_t pos, limit, max_rows, max_bytes;
+    Py_ssize_t pos, limit, end_pos, max_rows, max_bytes;
     int mode, check_crc;
     long long base_phys, max_qo;
     PyObject *filter_fn;
-    if (!PyArg_ParseTuple(args, "y*nniLLpnnO:decode_block", &view, &pos, &limit, &mode,
-                          &base_phys, &max_qo, &check_crc, &max_rows, &max_bytes, &filter_fn))
+    if (!PyArg_ParseTuple(args, "y*nnniLLpnnO:decode_block", &view, &pos, &limit, &end_pos,
+                          &mode, &base_phys, &max_qo, &check_crc, &max_rows, &max_bytes,
+                          &filter_fn))
         return NULL;
     PyObject *result = NULL;
     columns c;
@@ -531,7 +533,7 @@ static PyObject *decode_block(PyObject *self, PyObject *args) {
         if (cols_init(&c, est, bytes + 64) < 0) { cols_free(&c); goto fail_early; }
     }
     const unsigned char *buf = view.buf;
-    while (pos < limit) {
+    while (pos < limit && pos < end_pos) {
         if (c.n >= max_rows || c.body.data.len >= max_bytes) { stop = STOP_FULL; break; }
         Py_ssize_t left = limit - pos;
         if (left < HEAD_SIZE) {
@@ -984,7 +986,50 @@ static PyObject *set_queue_id(PyObject *self, PyObject *args) {
     return out;
 }
 
+PyDoc_STRVAR(record_starts_doc,
+"record_starts(buf, limit, base_phys, every) -> list[int]\n\n"
+"Where a segment's records start, one every `every` bytes or more: 0, then the first\n"
+"record start at or past each mark, until the records end (BLANK, zeros, damage).");
+
+static PyObject *record_starts(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t limit, every;
+    long long base_phys;
+    if (!PyArg_ParseTuple(args, "y*nLn:record_starts", &view, &limit, &base_phys, &every))
+        return NULL;
+    if (limit > view.len) limit = view.len;
+    if (every < 1) every = 1;
+    PyObject *out = PyList_New(0);
+    PyObject *zero = PyLong_FromLong(0);
+    if (out == NULL || zero == NULL || PyList_Append(out, zero) < 0) {
+        Py_XDECREF(out); Py_XDECREF(zero); PyBuffer_Release(&view); return NULL;
+    }
+    Py_DECREF(zero);
+    const unsigned char *buf = view.buf;
+    Py_ssize_t pos = 0, mark = every;
+    while (limit - pos >= HEAD_SIZE) {
+        int32_t total = rd_i32(buf + pos);
+        uint32_t magic = rd_u32(buf + pos + 4);
+        if ((magic != MESSAGE_MAGIC_CODE && magic != MESSAGE_MAGIC_CODE_V2)
+                || total < HEAD_SIZE || total > limit - pos
+                || rd_i64(buf + pos + 28) != base_phys + pos)
+            break;                        /* the end, or damage: the last part reports it */
+        pos += total;
+        if (pos >= mark) {
+            PyObject *v = PyLong_FromSsize_t(pos);
+            if (v == NULL || PyList_Append(out, v) < 0) {
+                Py_XDECREF(v); Py_DECREF(out); PyBuffer_Release(&view); return NULL;
+            }
+            Py_DECREF(v);
+            mark = pos + every;
+        }
+    }
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"record_starts", record_starts, METH_VARARGS, record_starts_doc},
     {"decode_block", decode_block, METH_VARARGS, decode_block_doc},
     {"encode_chunks", encode_chunks, METH_VARARGS, encode_chunks_doc},
     {"set_queue_id", set_queue_id, METH_VARARGS, set_queue_id_doc},

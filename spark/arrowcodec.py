@@ -52,12 +52,12 @@ from pocketmq.spark.schema import ARROW_SCHEMA, record_batch
 
 __all__ = ["IMPLEMENTATION", "MODE_DISPATCHED", "MODE_SEGMENT", "NATIVE", "Block", "Stop",
            "decode_block", "encode_chunks", "py_decode_block", "py_encode_chunks",
-           "py_set_queue_id", "set_queue_id"]
+           "py_record_starts", "py_set_queue_id", "record_starts", "set_queue_id"]
 
 log = logging.getLogger(__name__)
 
 DISABLE_ENV: Final = "POCKETMQ_NO_SPEEDUPS"   # the store's switch turns this one off too
-_EXPECTED_VERSION: Final = 1
+_EXPECTED_VERSION: Final = 2
 MAX_QUEUE_OFFSET: Final = 2**63 - 1
 _MAX_TIMESTAMP_MS: Final = (2**63 - 1) // 1000   # what fits Arrow's timestamp[us]
 
@@ -162,20 +162,23 @@ def _count_bits(bitmap: bytes, n: int) -> int:
     return count
 
 
-def _native_decode_block(buf: Any, pos: int, limit: int, *, broker: str | None, mode: int = 0,
+def _native_decode_block(buf: Any, pos: int, limit: int, *, broker: str | None,
+                         end_pos: int | None = None, mode: int = 0,
                          base_phys: int = 0, max_queue_offset: int = MAX_QUEUE_OFFSET,
                          check_crc: bool = False, max_rows: int = 8192,
                          max_bytes: int = 64 << 20,
                          topic_filter: TopicFilter | None = None) -> Block:
     assert NATIVE is not None
     n, stop_pos, stop, reason, buffers, tags_valid, mid_valid = NATIVE.decode_block(
-        buf, pos, limit, mode, base_phys, max_queue_offset, check_crc, max_rows, max_bytes,
+        buf, pos, limit, limit if end_pos is None else end_pos, mode, base_phys, max_queue_offset,
+        check_crc, max_rows, max_bytes,
         topic_filter)
     return Block(_assemble(n, buffers, tags_valid, mid_valid, broker), stop_pos, Stop(stop),
                  reason)
 
 
-def py_decode_block(buf: Any, pos: int, limit: int, *, broker: str | None, mode: int = 0,
+def py_decode_block(buf: Any, pos: int, limit: int, *, broker: str | None,
+                    end_pos: int | None = None, mode: int = 0,
                     base_phys: int = 0, max_queue_offset: int = MAX_QUEUE_OFFSET,
                     check_crc: bool = False, max_rows: int = 8192, max_bytes: int = 64 << 20,
                     topic_filter: TopicFilter | None = None) -> Block:
@@ -187,7 +190,8 @@ def py_decode_block(buf: Any, pos: int, limit: int, *, broker: str | None, mode:
     stop, reason = Stop.LIMIT, ""
     cache: dict[str, bool] = {}
     segment = bool(mode & MODE_SEGMENT)
-    while pos < limit:
+    end_pos = limit if end_pos is None else end_pos
+    while pos < limit and pos < end_pos:
         if len(messages) >= max(max_rows, 1) or body_bytes >= max_bytes:
             stop = Stop.FULL
             break
@@ -243,6 +247,24 @@ def py_decode_block(buf: Any, pos: int, limit: int, *, broker: str | None, mode:
         messages.append(m)
         body_bytes += len(m.body)
     return Block(record_batch(messages, broker), pos, stop, reason)
+
+
+def py_record_starts(buf: Any, limit: int, base_phys: int, every: int) -> list[int]:
+    """Where a segment's records start, one every *every* bytes or more: 0, then the first
+    start at or past each mark, until the records end (BLANK, zeros or damage)."""
+    view = memoryview(buf)
+    limit = min(limit, len(view))
+    out, pos, mark = [0], 0, max(every, 1)
+    while limit - pos >= HEAD.size:
+        total, magic, _c, _q, _f, _qo, phys, _s, _b = HEAD.unpack_from(view, pos)
+        if (magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) or total < HEAD.size
+                or total > limit - pos or phys != base_phys + pos):
+            break
+        pos += total
+        if pos >= mark:
+            out.append(pos)
+            mark = pos + max(every, 1)
+    return out
 
 
 # -- encoding ---------------------------------------------------------------------------------
@@ -347,3 +369,5 @@ decode_block = _native_decode_block if NATIVE is not None else py_decode_block
 encode_chunks = _native_encode_chunks if NATIVE is not None else py_encode_chunks
 set_queue_id: Callable[[bytes, int], bytes] = (NATIVE.set_queue_id if NATIVE is not None
                                                else py_set_queue_id)
+record_starts: Callable[[Any, int, int, int], list[int]] = (
+    NATIVE.record_starts if NATIVE is not None else py_record_starts)

@@ -4,10 +4,13 @@ For audit, export and analytics without a broker: the reader maps commit-log
 segments read-only (:class:`~pocketmq.broker.store.mapped_file.MappedFile` in
 its read-only mode, as ``pocketmq store verify`` does), never opens the store,
 never takes its ``lock`` and never runs recovery, so it works on a stopped
-broker's directory and on a live one's alike. One Spark partition per segment::
+broker's directory and on a live one's alike. Each segment is read by one
+Spark partition per ``maxBytesPerPartition`` (128 MiB) of its records: the
+driver walks the segment's records by TOTALSIZE (8 bytes read per record) to
+find where each part's first record starts::
 
-    DATA/commitlog/00000000000000000000   -> partition 0
-    DATA/commitlog/00000000001073741824   -> partition 1   ...
+    DATA/commitlog/00000000000000000000   -> partitions 0..7 (128 MiB of records each)
+    DATA/commitlog/00000000001073741824   -> partitions 8..   ...
 
 A task maps its segment and decodes it in blocks of up to
 :data:`~pocketmq.spark.pull.ROWS_PER_BATCH` rows straight into Arrow buffers
@@ -68,6 +71,8 @@ class SegmentPart(InputPartition):
     file_size: int
     last: bool                 # the newest segment at planning time: its tail may be in flight
     opts: StoreOptions
+    start: int = 0             # the part's first record, a byte position in the segment
+    end: int | None = None     # records starting here or later are the next part's
 
 
 def _segments(opts: StoreOptions) -> list[SegmentPart]:
@@ -75,13 +80,21 @@ def _segments(opts: StoreOptions) -> list[SegmentPart]:
         raise OptionError(f"path {opts.data_dir!r} is not a PocketMQ data directory (it has no "
                           "commitlog/ folder); give the broker's --data-dir")
     commitlog = open_commitlog_read_only(opts.data_dir)
+    parts: list[SegmentPart] = []
     try:
-        files = [(mf.path, mf.file_from_offset, commitlog.file_size)
-                 for mf in commitlog.queue.files]
+        files = commitlog.queue.files
+        for i, mf in enumerate(files):
+            last = i == len(files) - 1
+            starts = ([0] if mf.buffer is None else arrowcodec.record_starts(
+                mf.buffer, commitlog.file_size, mf.file_from_offset,
+                opts.max_bytes_per_partition))
+            ends: list[int | None] = [*starts[1:], None]
+            parts.extend(SegmentPart(mf.path, mf.file_from_offset, commitlog.file_size, last,
+                                     opts, start, end)
+                         for start, end in zip(starts, ends, strict=True))
     finally:
         commitlog.queue.close()
-    return [SegmentPart(path, start, size, i == len(files) - 1, opts)
-            for i, (path, start, size) in enumerate(files)]
+    return parts
 
 
 def topic_filter(opts: StoreOptions) -> Callable[[bytes], bool] | None:
@@ -110,10 +123,11 @@ def read_segment(part: SegmentPart) -> Iterator[pa.RecordBatch]:
                   opts.fail_on_data_loss)
         return
     try:
-        buf, limit, pos = mf.buffer, mf.file_size, 0
+        buf, limit, pos = mf.buffer, mf.file_size, part.start
         while buf is not None:
             block = arrowcodec.decode_block(
-                buf, pos, limit, broker=opts.broker_name, mode=MODE_SEGMENT | MODE_DISPATCHED,
+                buf, pos, limit, end_pos=part.end, broker=opts.broker_name,
+                mode=MODE_SEGMENT | MODE_DISPATCHED,
                 base_phys=part.file_from_offset, check_crc=True, max_rows=ROWS_PER_BATCH,
                 topic_filter=wanted)
             batch = block.batch if tags is None else keep_tags(block.batch, tags)

@@ -137,6 +137,36 @@ def test_segment_mode_skips_transaction_halves_checks_offsets_and_ends_at_a_blan
         assert "PHYSICALOFFSET says 1000" in moved.reason
 
 
+@given(st.lists(st.binary(max_size=300), min_size=1, max_size=40), st.integers(1, 2000))
+@settings(max_examples=100, deadline=None)
+def test_a_segment_read_in_parts_gives_each_record_once(bodies, every):
+    recs: list[bytes] = []
+    for i, body in enumerate(bodies):
+        recs.append(encode_record(topic="t", body=body, queue_offset=i,
+                                  phys_offset=5000 + sum(map(len, recs))))
+    segment = b"".join(recs) + b"\0" * 100
+    starts = arrowcodec.record_starts(segment, len(segment), 5000, every)
+    assert starts == arrowcodec.py_record_starts(segment, len(segment), 5000, every)
+    ends = [*starts[1:], None]
+    parts = [arrowcodec.decode_block(segment, a, len(segment), end_pos=b, broker=None,
+                                     mode=MODE_SEGMENT, base_phys=5000, max_rows=7)
+             for a, b in zip(starts, ends, strict=True)]
+    whole = py_decode_block(segment, 0, len(segment), broker=None, mode=MODE_SEGMENT,
+                            base_phys=5000, max_rows=1000)
+    assert all(p.stop in (Stop.LIMIT, Stop.END, Stop.FULL) for p in parts)
+    got = []
+    for a, b in zip(starts, ends, strict=True):
+        pos = a
+        while True:
+            block = arrowcodec.decode_block(segment, pos, len(segment), end_pos=b, broker=None,
+                                            mode=MODE_SEGMENT, base_phys=5000, max_rows=7)
+            got.append(block.batch)
+            if block.stop is not Stop.FULL:
+                break
+            pos = block.stop_pos
+    assert pa.Table.from_batches(got).equals(pa.Table.from_batches([whole.batch]))
+
+
 def test_topic_filter_is_asked_once_per_topic_and_sees_the_retry_topic():
     blob = b"".join(encode_record(topic=t, body=b"x", properties=p) for t, p in [
         ("a", {}), ("b", {}), ("a", {}), ("%RETRY%g", {"RETRY_TOPIC": "b"})])
