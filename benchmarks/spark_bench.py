@@ -81,6 +81,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", default="broker,store,write")
     parser.add_argument("--broker-toml", default="")
+    parser.add_argument("--send-batch-size", type=int, default=None,
+                        help="the sink's sendBatchSize (its default when not given)")
     args = parser.parse_args()
     only = set(args.only.split(","))
     total = args.messages - args.messages % BATCH
@@ -112,8 +114,11 @@ def main() -> int:
         def write() -> int:
             df = (spark.range(args.write).select(
                 F.expr("repeat('x', 1024)").alias("body")).repartition(2))
-            (df.write.format("pocketmq").option("namesrv", namesrv)
-             .option("topic", "bench-write").mode("append").save())
+            writer = (df.write.format("pocketmq").option("namesrv", namesrv)
+                      .option("topic", "bench-write").mode("append"))
+            if args.send_batch_size:
+                writer = writer.option("sendBatchSize", args.send_batch_size)
+            writer.save()
             return args.write
 
         from pocketmq.spark import arrowcodec
@@ -121,7 +126,8 @@ def main() -> int:
         print(f"machine: {os.cpu_count()} cpu, load average {os.getloadavg()[0]:.1f}; "
               f"Spark local[2]; arrow codec: {arrowcodec.IMPLEMENTATION}"
               + (f"; broker: {args.broker_toml}" if args.broker_toml else ""))
-        broker_read()                                    # warm up the Python workers
+        actions = {"broker": broker_read, "store": store_read, "write": write}
+        actions[next(a for a in ("broker", "store", "write") if a in only)]()  # warm-up run
         if "broker" in only:
             timed("read from the broker (PullBatch)", total, broker_read, args.repeat)
         if "store" in only:
