@@ -49,14 +49,30 @@ async def fill(port: int, total: int) -> None:
         await asyncio.gather(*(one() for _ in range(total // BATCH)))
 
 
-def timed(label: str, rows_expected: int, action, repeat: int) -> None:  # type: ignore[no-untyped-def]
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU seconds used by *pid*, or by the whole machine (every core, all processes)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    if pid is None:
+        with open("/proc/stat") as f:
+            user, nice, system = f.readline().split()[1:4]
+        return (int(user) + int(nice) + int(system)) / tick
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / tick
+
+
+def timed(label: str, rows_expected: int, action, repeat: int,  # type: ignore[no-untyped-def]
+          broker_pid: int) -> None:
     rates = []
     for _ in range(repeat):
+        machine, broker = cpu_seconds(), cpu_seconds(broker_pid)
         started = time.perf_counter()
         rows = action()
         elapsed = time.perf_counter() - started
+        machine, broker = cpu_seconds() - machine, cpu_seconds(broker_pid) - broker
         rates.append(rows / elapsed)
         print(f"  {label:<38} {rows:>10,} rows in {elapsed:6.2f} s = {rates[-1]:>10,.0f} rows/s"
+              f"  (cores busy: machine {machine / elapsed:.1f}, broker {broker / elapsed:.2f})"
               + ("" if rows == rows_expected else f"  (expected {rows_expected:,})"),
               flush=True)
     print(f"  {label:<38} range {min(rates):,.0f} .. {max(rates):,.0f} rows/s over "
@@ -121,19 +137,22 @@ def main() -> int:
             writer.save()
             return args.write
 
-        from pocketmq.spark import arrowcodec
-
+        try:
+            from pocketmq.spark.arrowcodec import IMPLEMENTATION as codec
+        except ImportError:   # a connector from before the Arrow codec
+            codec = "none"
         print(f"machine: {os.cpu_count()} cpu, load average {os.getloadavg()[0]:.1f}; "
-              f"Spark local[2]; arrow codec: {arrowcodec.IMPLEMENTATION}"
+              f"Spark local[2]; arrow codec: {codec}"
               + (f"; broker: {args.broker_toml}" if args.broker_toml else ""))
         actions = {"broker": broker_read, "store": store_read, "write": write}
         actions[next(a for a in ("broker", "store", "write") if a in only)]()  # warm-up run
         if "broker" in only:
-            timed("read from the broker (PullBatch)", total, broker_read, args.repeat)
+            timed("read from the broker (PullBatch)", total, broker_read, args.repeat, server.pid)
         if "store" in only:
-            timed("read from store files (pocketmq-store)", total, store_read, args.repeat)
+            timed("read from store files (pocketmq-store)", total, store_read, args.repeat,
+                  server.pid)
         if "write" in only:
-            timed("write to a topic (SendBatch)", args.write, write, args.repeat)
+            timed("write to a topic (SendBatch)", args.write, write, args.repeat, server.pid)
         print(f"load average after: {os.getloadavg()[0]:.1f}")
         spark.stop()
     return 0
