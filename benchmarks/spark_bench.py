@@ -1,13 +1,18 @@
 """Spark figures: rows/s read from a broker, from store files, and written to a topic.
 
     .venv/bin/python benchmarks/spark_bench.py [--messages 1000000] [--write 200000]
-        [--repeat 3] [--only broker,store,write] [--broker-toml 'max_pull_messages = 1024']
+        [--repeat 3] [--only broker,store,ceiling,write] [--send-batch-size N]
+        [--broker-toml 'max_pull_messages = 1024']
 
 Starts ``pocketmq standalone`` in a temporary directory, fills topic ``bench``
 (8 queues) with 1 KiB messages through SendBatch, then in Spark ``local[2]``:
 a batch read of the topic through the brokers (``format("pocketmq")``), the
-same read from the commit-log files (``format("pocketmq-store")``), and a
-write of ``--write`` rows (``df.write.format("pocketmq")``). Each read
+same read from the commit-log files (``format("pocketmq-store")``), Spark's
+ceiling (a data source yielding one prebuilt Arrow batch of the same rows over
+and over: no I/O, no decoding; what any Python data source can reach on the
+machine), and a write of ``--write`` rows (``df.write.format("pocketmq")``).
+Each run also prints the cores busy on the whole machine and in the broker.
+Each read
 materializes every column: a sum over the length of every column (nested ones
 through ``size``), computed in the JVM, so every value crosses from the
 Python worker. Each figure is measured ``--repeat`` times after a warm-up run
@@ -90,12 +95,51 @@ def materialize(df) -> int:  # type: ignore[no-untyped-def]
     return int(df.agg(F.count("*").alias("n"), *sizes).first().n)
 
 
+def ceiling_source(rows: int):  # type: ignore[no-untyped-def]
+    """A data source that yields one prebuilt batch of 1 KiB rows again and again: what
+    Spark's Python data source path carries here with no I/O and no decoding at all."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from pocketmq.spark.schema import SCHEMA
+
+    class CeilingReader(DataSourceReader):
+        def partitions(self):  # type: ignore[no-untyped-def]
+            return [InputPartition(i) for i in range(4)]
+
+        def read(self, partition):  # type: ignore[no-untyped-def]
+            from pocketmq.client.message_codec import encode_message
+            from pocketmq.client.model import Message
+            from pocketmq.spark import arrowcodec
+
+            record = encode_message(Message(topic="bench", body=b"x" * 1024, tags="T",
+                                            keys=["k"], properties={"p": "1"}),
+                                    queue_id=1, uniq_key="0" * 32, born_host=b"\0" * 8,
+                                    born_timestamp_ms=1)
+            blob = record * 8192
+            batch = arrowcodec.decode_block(blob, 0, len(blob), broker="b").batch
+            for _ in range(rows // 4 // 8192):
+                yield batch
+
+    class CeilingSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "pocketmq-bench-ceiling"
+
+        def schema(self):  # type: ignore[no-untyped-def]
+            return SCHEMA
+
+        def reader(self, schema):  # type: ignore[no-untyped-def]
+            return CeilingReader()
+
+    return CeilingSource
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--write", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--only", default="broker,store,write")
+    parser.add_argument("--only", default="broker,store,ceiling,write")
     parser.add_argument("--broker-toml", default="")
     parser.add_argument("--send-batch-size", type=int, default=None,
                         help="the sink's sendBatchSize (its default when not given)")
@@ -144,13 +188,22 @@ def main() -> int:
         print(f"machine: {os.cpu_count()} cpu, load average {os.getloadavg()[0]:.1f}; "
               f"Spark local[2]; arrow codec: {codec}"
               + (f"; broker: {args.broker_toml}" if args.broker_toml else ""))
-        actions = {"broker": broker_read, "store": store_read, "write": write}
-        actions[next(a for a in ("broker", "store", "write") if a in only)]()  # warm-up run
+        spark.dataSource.register(ceiling_source(total))
+
+        def ceiling() -> int:
+            return materialize(spark.read.format("pocketmq-bench-ceiling").load())
+
+        actions = {"broker": broker_read, "store": store_read, "write": write,
+                   "ceiling": ceiling}
+        actions[next(a for a in actions if a in only)]()  # warm-up run
         if "broker" in only:
             timed("read from the broker (PullBatch)", total, broker_read, args.repeat, server.pid)
         if "store" in only:
             timed("read from store files (pocketmq-store)", total, store_read, args.repeat,
                   server.pid)
+        if "ceiling" in only:
+            timed("Spark's ceiling (prebuilt batches)", total - total % 32768, ceiling,
+                  args.repeat, server.pid)
         if "write" in only:
             timed("write to a topic (SendBatch)", args.write, write, args.repeat, server.pid)
         print(f"load average after: {os.getloadavg()[0]:.1f}")
