@@ -29,9 +29,10 @@ last segment) or a BLANK (the unusable tail of a full one). A record that fails
 its checks in the last segment is taken for a write in progress and ends the
 read quietly; anywhere else it is damage, reported as data loss (an error
 unless ``failOnDataLoss`` is false, then a warning and the rest of that
-segment is skipped). Options: ``subscribe`` or ``subscribePattern`` (topics to
+part is skipped). Options: ``subscribe`` or ``subscribePattern`` (topics to
 keep; default all), ``tagExpression``, ``brokerName`` (the ``broker`` column,
 null by default: a data directory does not record its broker's name),
+``maxBytesPerPartition`` (bytes of a segment per task, 128 MiB),
 ``failOnDataLoss``.
 """
 
