@@ -1,13 +1,25 @@
 """Spark figures: rows/s read from a broker, from store files, and written to a topic.
 
     .venv/bin/python benchmarks/spark_bench.py [--messages 1000000] [--write 200000]
+        [--repeat 3] [--only broker,store,ceiling,write] [--send-batch-size N]
+        [--broker-toml 'max_pull_messages = 1024']
 
 Starts ``pocketmq standalone`` in a temporary directory, fills topic ``bench``
 (8 queues) with 1 KiB messages through SendBatch, then in Spark ``local[2]``:
 a batch read of the topic through the brokers (``format("pocketmq")``), the
-same read from the commit-log files (``format("pocketmq-store")``), and a
-write of ``--write`` rows (``df.write.format("pocketmq")``). Each read
-materializes every column (a sum over the body lengths). Not a test.
+same read from the commit-log files (``format("pocketmq-store")``), Spark's
+ceiling (a data source yielding one prebuilt Arrow batch of the same rows over
+and over: no I/O, no decoding; what any Python data source can reach on the
+machine), and a write of ``--write`` rows (``df.write.format("pocketmq")``).
+Each run also prints the cores busy on the whole machine and in the broker.
+Each read
+materializes every column: a sum over the length of every column (nested ones
+through ``size``), computed in the JVM, so every value crosses from the
+Python worker. Each figure is measured ``--repeat`` times after a warm-up run
+and printed with its range; on a shared machine, read the range, not one run.
+``--broker-toml`` passes broker settings (e.g. the pull caps
+``max_pull_messages``/``max_pull_bytes``, 32 and 256 KiB by default). Not a
+test.
 """
 
 from __future__ import annotations
@@ -42,22 +54,100 @@ async def fill(port: int, total: int) -> None:
         await asyncio.gather(*(one() for _ in range(total // BATCH)))
 
 
-def timed(label: str, rows_expected: int, action) -> None:  # type: ignore[no-untyped-def]
-    started = time.perf_counter()
-    rows = action()
-    elapsed = time.perf_counter() - started
-    print(f"  {label:<38} {rows:>10,} rows in {elapsed:6.2f} s = {rows / elapsed:>10,.0f} rows/s"
-          + ("" if rows == rows_expected else f"  (expected {rows_expected:,})"))
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU seconds used by *pid*, or by the whole machine (every core, all processes)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    if pid is None:
+        with open("/proc/stat") as f:
+            user, nice, system = f.readline().split()[1:4]
+        return (int(user) + int(nice) + int(system)) / tick
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / tick
+
+
+def timed(label: str, rows_expected: int, action, repeat: int,  # type: ignore[no-untyped-def]
+          broker_pid: int) -> None:
+    rates = []
+    for _ in range(repeat):
+        machine, broker = cpu_seconds(), cpu_seconds(broker_pid)
+        started = time.perf_counter()
+        rows = action()
+        elapsed = time.perf_counter() - started
+        machine, broker = cpu_seconds() - machine, cpu_seconds(broker_pid) - broker
+        rates.append(rows / elapsed)
+        print(f"  {label:<38} {rows:>10,} rows in {elapsed:6.2f} s = {rates[-1]:>10,.0f} rows/s"
+              f"  (cores busy: machine {machine / elapsed:.1f}, broker {broker / elapsed:.2f})"
+              + ("" if rows == rows_expected else f"  (expected {rows_expected:,})"),
+              flush=True)
+    print(f"  {label:<38} range {min(rates):,.0f} .. {max(rates):,.0f} rows/s over "
+          f"{repeat} runs", flush=True)
+
+
+def materialize(df) -> int:  # type: ignore[no-untyped-def]
+    """Rows of *df*, every column of every row computed on (in the JVM)."""
+    from pyspark.sql import functions as F
+
+    sizes = [F.sum(F.length(c)) for c in ("topic", "broker", "body", "tags", "msg_id")]
+    sizes += [F.sum(F.size(c)) for c in ("keys", "properties")]
+    sizes += [F.sum(c) for c in ("queue_id", "queue_offset")]
+    sizes += [F.max(c) for c in ("store_timestamp", "born_timestamp")]
+    return int(df.agg(F.count("*").alias("n"), *sizes).first().n)
+
+
+def ceiling_source(rows: int):  # type: ignore[no-untyped-def]
+    """A data source that yields one prebuilt batch of 1 KiB rows again and again: what
+    Spark's Python data source path carries here with no I/O and no decoding at all."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from pocketmq.spark.schema import SCHEMA
+
+    class CeilingReader(DataSourceReader):
+        def partitions(self):  # type: ignore[no-untyped-def]
+            return [InputPartition(i) for i in range(4)]
+
+        def read(self, partition):  # type: ignore[no-untyped-def]
+            from pocketmq.client.message_codec import encode_message
+            from pocketmq.client.model import Message
+            from pocketmq.spark import arrowcodec
+
+            record = encode_message(Message(topic="bench", body=b"x" * 1024, tags="T",
+                                            keys=["k"], properties={"p": "1"}),
+                                    queue_id=1, uniq_key="0" * 32, born_host=b"\0" * 8,
+                                    born_timestamp_ms=1)
+            blob = record * 8192
+            batch = arrowcodec.decode_block(blob, 0, len(blob), broker="b").batch
+            for _ in range(rows // 4 // 8192):
+                yield batch
+
+    class CeilingSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "pocketmq-bench-ceiling"
+
+        def schema(self):  # type: ignore[no-untyped-def]
+            return SCHEMA
+
+        def reader(self, schema):  # type: ignore[no-untyped-def]
+            return CeilingReader()
+
+    return CeilingSource
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--write", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", default="broker,store,ceiling,write")
+    parser.add_argument("--broker-toml", default="")
+    parser.add_argument("--send-batch-size", type=int, default=None,
+                        help="the sink's sendBatchSize (its default when not given)")
     args = parser.parse_args()
+    only = set(args.only.split(","))
     total = args.messages - args.messages % BATCH
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    with standalone("pocketmq-spark-bench-") as server:
+    with standalone("pocketmq-spark-bench-", broker_toml=args.broker_toml) as server:
         print(f"filling topic bench with {total:,} messages of 1 KiB ...")
         asyncio.run(fill(server.broker_port, total))
         from pyspark.sql import SparkSession
@@ -74,28 +164,49 @@ def main() -> int:
         namesrv, data_dir = server.namesrv, server.data_dir
 
         def broker_read() -> int:
-            df = (spark.read.format("pocketmq").option("namesrv", namesrv)
-                  .option("subscribe", "bench").load())
-            row = df.agg(F.count("*").alias("n"), F.sum(F.length("body")).alias("b")).first()
-            return int(row.n)
+            return materialize(spark.read.format("pocketmq").option("namesrv", namesrv)
+                               .option("subscribe", "bench").load())
 
         def store_read() -> int:
-            df = spark.read.format("pocketmq-store").option("subscribe", "bench").load(data_dir)
-            row = df.agg(F.count("*").alias("n"), F.sum(F.length("body")).alias("b")).first()
-            return int(row.n)
+            return materialize(spark.read.format("pocketmq-store").option("subscribe", "bench")
+                               .load(data_dir))
 
         def write() -> int:
             df = (spark.range(args.write).select(
                 F.expr("repeat('x', 1024)").alias("body")).repartition(2))
-            (df.write.format("pocketmq").option("namesrv", namesrv)
-             .option("topic", "bench-write").mode("append").save())
+            writer = (df.write.format("pocketmq").option("namesrv", namesrv)
+                      .option("topic", "bench-write").mode("append"))
+            if args.send_batch_size:
+                writer = writer.option("sendBatchSize", args.send_batch_size)
+            writer.save()
             return args.write
 
-        print(f"machine: {os.cpu_count()} cpu; Spark local[2]")
-        broker_read()                                    # warm up the Python workers
-        timed("read from the broker (PullMessage)", total, broker_read)
-        timed("read from store files (pocketmq-store)", total, store_read)
-        timed("write to a topic (SendBatch)", args.write, write)
+        try:
+            from pocketmq.spark.arrowcodec import IMPLEMENTATION as codec
+        except ImportError:   # a connector from before the Arrow codec
+            codec = "none"
+        print(f"machine: {os.cpu_count()} cpu, load average {os.getloadavg()[0]:.1f}; "
+              f"Spark local[2]; arrow codec: {codec}"
+              + (f"; broker: {args.broker_toml}" if args.broker_toml else ""))
+        spark.dataSource.register(ceiling_source(total))
+
+        def ceiling() -> int:
+            return materialize(spark.read.format("pocketmq-bench-ceiling").load())
+
+        actions = {"broker": broker_read, "store": store_read, "write": write,
+                   "ceiling": ceiling}
+        actions[next(a for a in actions if a in only)]()  # warm-up run
+        if "broker" in only:
+            timed("read from the broker (PullBatch)", total, broker_read, args.repeat, server.pid)
+        if "store" in only:
+            timed("read from store files (pocketmq-store)", total, store_read, args.repeat,
+                  server.pid)
+        if "ceiling" in only:
+            timed("Spark's ceiling (prebuilt batches)", total - total % 32768, ceiling,
+                  args.repeat, server.pid)
+        if "write" in only:
+            timed("write to a topic (SendBatch)", args.write, write, args.repeat, server.pid)
+        print(f"load average after: {os.getloadavg()[0]:.1f}")
         spark.stop()
     return 0
 

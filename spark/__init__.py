@@ -3,7 +3,7 @@
 Three formats, all pure Python (Spark's Python data source API, pyspark >= 4.2,
 pyarrow; no JAR)::
 
-    spark.read.format("pocketmq")          batch read from brokers (PullMessage)
+    spark.read.format("pocketmq")          batch read from brokers (pipelined PullBatch)
     spark.readStream.format("pocketmq")    Structured Streaming read, offsets in the checkpoint
     df.write.format("pocketmq")            batch write (SendBatch), mode("append")
     df.writeStream.format("pocketmq")      streaming write
@@ -66,16 +66,26 @@ Source options, named and behaving as the Kafka source's (:mod:`.options`)::
     maxRecordsPerPartition   maxRecordsPerPartition     split longer ranges (default 1000000)
     tagExpression            (none)                     "TagA || TagB", filtered at the
                                                         broker on tag codes
-    pullBatchSize            (fetch sizes)              messages asked per PullMessage (1024;
-                                                        the broker caps it)
+    pullBatchSize            (fetch sizes)              messages asked per queue and pull
+                                                        (1024; the broker caps it at its
+                                                        max_pull_messages/max_pull_bytes)
     pullTimeoutMs            kafkaConsumer.pollTimeoutMs  deadline of one pull (30000)
     consumerGroup            groupIdPrefix              group named in pulls (no offsets
                                                         are committed)
 
 Sink options: ``namesrv``, ``topic`` (wins over a ``topic`` column, as
 Kafka's), ``producerGroup``, ``sendBatchSize`` (messages per SendBatch, 256),
-``sendTimeoutMs``; its columns are drawn in :mod:`.sink`. Unknown options are
-refused with the nearest known name. Errors are drawn in :mod:`.errors`.
+``sendTimeoutMs``; its columns are drawn in :mod:`.sink`. Store-reader
+options are in :mod:`.store_source` (``maxBytesPerPartition``: 128 MiB of a
+segment per task). Unknown options are refused with the nearest known name.
+Errors are drawn in :mod:`.errors`.
+
+No Python object per row: both readers decode records straight into Arrow
+buffers and the sink encodes Arrow columns straight into records, in
+``_arrowcodec.c`` (an optional extension; :mod:`.arrowcodec` picks it or its
+pure-Python references, which give the same results). A broker read pulls
+windows of each queue in pipelined ``PullBatch`` calls (:mod:`.pull`); the sink
+keeps several ``SendBatch`` calls in flight (:mod:`.sender`).
 
 Triggers: ``trigger(availableNow=True)`` reads what the queues hold when the
 query starts (in several batches under ``maxOffsetsPerTrigger``) and stops;

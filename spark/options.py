@@ -59,6 +59,7 @@ DEFAULT_PULL_TIMEOUT_MS = 30_000
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
 DEFAULT_SEND_BATCH_SIZE = 256        # messages per SendBatch call of the sink
 DEFAULT_SEND_TIMEOUT_MS = 10_000
+DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024  # of a segment, per store-reader task
 
 _SELECTION = ("subscribe", "subscribePattern", "assign")
 _SOURCE = (*_SELECTION, "namesrv", "tagExpression", "startingOffsets", "endingOffsets",
@@ -66,7 +67,7 @@ _SOURCE = (*_SELECTION, "namesrv", "tagExpression", "startingOffsets", "endingOf
            "maxRecordsPerPartition", "pullBatchSize", "pullTimeoutMs", "consumerGroup",
            "accessKey", "secretKey")
 _STORE = ("path", "subscribe", "subscribePattern", "tagExpression", "brokerName",
-          "failOnDataLoss")
+          "failOnDataLoss", "maxBytesPerPartition")
 _SINK = ("namesrv", "topic", "producerGroup", "sendBatchSize", "sendTimeoutMs", "accessKey",
          "secretKey")
 # Keys Spark itself may add to a sink's options.
@@ -134,6 +135,7 @@ class StoreOptions:
     tag_expression: str
     broker_name: str | None
     fail_on_data_loss: bool
+    max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -422,7 +424,9 @@ def parse_store_options(options: Mapping[str, str]) -> StoreOptions:
         pattern=_pattern(raw_pattern, "subscribePattern") if raw_pattern else "",
         tag_expression=tag_expression,
         broker_name=(opts.get("brokerName") or "").strip() or None,
-        fail_on_data_loss=opts.boolean("failOnDataLoss", True))
+        fail_on_data_loss=opts.boolean("failOnDataLoss", True),
+        max_bytes_per_partition=opts.integer("maxBytesPerPartition",
+                                             DEFAULT_MAX_BYTES_PER_PARTITION, minimum=1))
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:

@@ -17,13 +17,13 @@ Columns of the DataFrame (matched by name, case-insensitively; others ignored)::
                                           needed when several brokers
                                           serve the topic
 
-Each Spark task owns one :class:`~pocketmq.client.producer.Producer` and hands
-it the rows in chunks of ``sendBatchSize`` messages (each chunk one SendBatch
-call, to one queue: the one named, or the next in the producer's round robin
-over every broker's queues), up to :data:`MAX_IN_FLIGHT` chunks at a time. A
-task reports what it sent in a :class:`SendCommitMessage`; the driver logs the
-totals of each write or micro-batch. Like the Kafka sink, it is at-least-once:
-a task Spark retries sends its rows again.
+Each Spark task encodes its Arrow batches straight into SendBatch blobs of
+``sendBatchSize`` messages (compiled, no Python object per row; each blob to
+one queue: the one named, or the next in a round robin over every broker's
+queues) and keeps several calls in flight (:mod:`.sender` draws it). A task
+reports what it sent in a :class:`SendCommitMessage`; the driver logs the
+totals of each write or micro-batch. Like the Kafka sink, it is
+at-least-once: a task Spark retries sends its rows again.
 
 Only ``mode("append")`` is accepted for a batch write (Spark refuses the
 default ``errorifexists`` for Python data sources; ``overwrite`` cannot
@@ -33,10 +33,9 @@ replace what a topic holds).
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -57,34 +56,20 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from pocketmq.client.model import Message, MessageQueue, SendResult
-from pocketmq.client.producer import Producer
 from pocketmq.spark.errors import ColumnError, OptionError
 from pocketmq.spark.options import SinkOptions
-from pocketmq.spark.remote import run, submit
+from pocketmq.spark.sender import Columns, send_arrow
 
 __all__ = ["PocketMQStreamWriter", "PocketMQWriter", "SendCommitMessage", "SinkColumns",
-           "sink_columns"]
+           "send_batches", "sink_columns"]
 
 log = logging.getLogger(__name__)
-
-MAX_IN_FLIGHT = 4                   # SendBatch calls of one task at a time
-MAX_CHUNK_BODY_BYTES = 2 * 1024 * 1024  # under the broker's 4 MiB max_batch_size_bytes
 
 _INTEGERS = (ByteType, ShortType, IntegerType, LongType)
 
 
-@dataclass(frozen=True, slots=True)
-class SinkColumns:
-    """Which columns the input has, by their names in the DataFrame (None: absent)."""
-
-    body: str
-    topic: str | None = None
-    tags: str | None = None
-    keys: str | None = None
-    properties: str | None = None
-    queue_id: str | None = None
-    broker: str | None = None
+#: Which columns the input has, by their names in the DataFrame (None: absent).
+SinkColumns: TypeAlias = Columns
 
 
 def _type_name(dtype: DataType) -> str:
@@ -151,121 +136,11 @@ class SendCommitMessage(WriterCommitMessage):
 
 
 # -- the task side ----------------------------------------------------------------------------
-_Target = tuple[str, str | None, int | None]   # topic, broker, queue id (None: any)
-
-
-def _column(batch: pa.RecordBatch, name: str | None) -> list | None:  # type: ignore[type-arg]
-    return None if name is None else batch.column(name).to_pylist()
-
-
-def _rows(batch: pa.RecordBatch, cols: SinkColumns,
-          opts: SinkOptions) -> Iterator[tuple[_Target, Message]]:
-    n = batch.num_rows
-    bodies = batch.column(cols.body).to_pylist()
-    topics = [opts.topic] * n if opts.topic is not None else _column(batch, cols.topic)
-    assert topics is not None
-    tags = _column(batch, cols.tags) or [None] * n
-    keys = _column(batch, cols.keys) or [None] * n
-    props = _column(batch, cols.properties) or [None] * n
-    queue_ids = _column(batch, cols.queue_id) or [None] * n
-    brokers = _column(batch, cols.broker) or [None] * n
-    for i in range(n):
-        body, topic = bodies[i], topics[i]
-        if body is None:
-            raise ColumnError(f"column {cols.body!r} is null in row {i} of a batch; every "
-                              "message needs a body")
-        if topic is None:
-            raise ColumnError(f"column {cols.topic!r} is null in row {i} of a batch and the "
-                              "option topic is not set")
-        key = keys[i]
-        message = Message(
-            topic=topic, body=body.encode() if isinstance(body, str) else body,
-            tags=tags[i] or "",
-            keys=() if key is None else (key.split(" ") if isinstance(key, str) else key),
-            properties=dict(props[i]) if props[i] else {})
-        qid = queue_ids[i]
-        yield (topic, brokers[i] if qid is not None else None, qid), message
-
-
-class _TaskSender:
-    """One task's producer and its chunks in flight."""
-
-    def __init__(self, opts: SinkOptions) -> None:
-        self.opts = opts
-        self.producer: Producer = run(self._start())
-        self.in_flight: deque[Future[list[SendResult]]] = deque()
-        self.sent = self.body_bytes = self.calls = 0
-        self._queues: dict[str, list[MessageQueue]] = {}
-
-    async def _start(self) -> Producer:
-        opts = self.opts
-        access_key, secret_key = opts.credentials or ("", "")
-        producer = Producer(group=opts.producer_group, namesrv=list(opts.namesrv),
-                            send_timeout_ms=opts.send_timeout_ms, access_key=access_key,
-                            secret_key=secret_key)
-        await producer.start()
-        return producer
-
-    def _queue(self, target: _Target) -> MessageQueue | None:
-        """The queue *target* names, checked against the topic's writable queues."""
-        topic, broker, qid = target
-        if qid is None:
-            return None
-        queues = self._queues.get(topic)
-        if queues is None:   # also teaches the producer the brokers' addresses
-            queues = self._queues[topic] = run(self.producer.fetch_publish_queues(topic))
-        if broker is None:
-            brokers = sorted({q.broker_name for q in queues})
-            if len(brokers) != 1:
-                raise ColumnError(f"queue_id {qid} of topic {topic!r} is ambiguous: brokers "
-                                  f"{', '.join(brokers)} serve it; add a string column 'broker'")
-            broker = brokers[0]
-        queue = MessageQueue(topic, broker, qid)
-        if queue not in queues:
-            raise ColumnError(f"columns broker and queue_id name {queue}, which is not a "
-                              f"writable queue of {topic!r} (writable: "
-                              f"{', '.join(map(str, queues))})")
-        return queue
-
-    def send(self, target: _Target, chunk: list[Message]) -> None:
-        self.in_flight.append(submit(self.producer.send_batch(chunk,
-                                                              queue=self._queue(target))))
-        self.calls += 1
-        self.body_bytes += sum(len(m.body) for m in chunk)
-        while len(self.in_flight) >= MAX_IN_FLIGHT:
-            self.sent += len(self.in_flight.popleft().result())
-
-    def finish(self) -> SendCommitMessage:
-        while self.in_flight:
-            self.sent += len(self.in_flight.popleft().result())
-        return SendCommitMessage(self.sent, self.body_bytes, self.calls)
-
-    def close(self) -> None:
-        for future in self.in_flight:
-            future.cancel()
-        run(self.producer.shutdown())
-
-
 def send_batches(batches: Iterator[pa.RecordBatch], cols: SinkColumns,
                  opts: SinkOptions) -> SendCommitMessage:
     """Send every row of *batches*; the body of a writer's ``write()``."""
-    sender = _TaskSender(opts)
-    try:
-        chunks: dict[_Target, list[Message]] = {}
-        sizes: dict[_Target, int] = {}
-        for batch in batches:
-            for target, message in _rows(batch, cols, opts):
-                chunk = chunks.setdefault(target, [])
-                chunk.append(message)
-                sizes[target] = sizes.get(target, 0) + len(message.body)
-                if len(chunk) >= opts.send_batch_size or sizes[target] >= MAX_CHUNK_BODY_BYTES:
-                    sender.send(target, chunks.pop(target))
-                    sizes.pop(target)
-        for target, chunk in chunks.items():
-            sender.send(target, chunk)
-        return sender.finish()
-    finally:
-        sender.close()
+    totals = send_arrow(batches, cols, opts)
+    return SendCommitMessage(totals.messages, totals.body_bytes, totals.calls)
 
 
 def _totals(messages: Sequence[WriterCommitMessage | None]) -> tuple[int, int, int, int]:

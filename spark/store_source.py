@@ -4,66 +4,63 @@ For audit, export and analytics without a broker: the reader maps commit-log
 segments read-only (:class:`~pocketmq.broker.store.mapped_file.MappedFile` in
 its read-only mode, as ``pocketmq store verify`` does), never opens the store,
 never takes its ``lock`` and never runs recovery, so it works on a stopped
-broker's directory and on a live one's alike. One Spark partition per segment::
+broker's directory and on a live one's alike. Each segment is read by one
+Spark partition per ``maxBytesPerPartition`` (128 MiB) of its records: the
+driver walks the segment's records by TOTALSIZE (8 bytes read per record) to
+find where each part's first record starts::
 
-    DATA/commitlog/00000000000000000000   -> partition 0
-    DATA/commitlog/00000000001073741824   -> partition 1   ...
+    DATA/commitlog/00000000000000000000   -> partitions 0..7 (128 MiB of records each)
+    DATA/commitlog/00000000001073741824   -> partitions 8..   ...
 
-A task walks its segment's records by TOTALSIZE, checking magic, size and
-PHYSICALOFFSET (a record whose PHYSICALOFFSET is not where it lies is not
-finished yet), and decodes runs of whole records with the SDK's
-:func:`~pocketmq.client.message_codec.decode_messages` (body CRC checked), so the rows are the
-ones a pull would return, in the same schema. It skips what a consume queue
-would not show: BLANK fillers and prepared or rolled-back transaction halves.
+A task maps its segment and decodes it in blocks of up to
+:data:`~pocketmq.spark.pull.ROWS_PER_BATCH` rows straight into Arrow buffers
+(:func:`~pocketmq.spark.arrowcodec.decode_block`, compiled when the extension
+is built), one record batch per block, with no Python object per record. The
+decoder walks the records by TOTALSIZE, checking magic, size, PHYSICALOFFSET (a
+record whose PHYSICALOFFSET is not where it lies is not finished yet) and the
+body CRC; the rows are the ones a pull would return, in the same schema, and
+equal to what the SDK's ``decode_messages`` makes of the records. It skips
+what a consume queue would not show: BLANK fillers and prepared or rolled-back
+transaction halves. Topics are filtered in the decoder (the filter is asked
+once per distinct topic), tags on the batch (``pyarrow.compute``).
 
 Where the records end: at the first zero TOTALSIZE (the unwritten rest of the
 last segment) or a BLANK (the unusable tail of a full one). A record that fails
 its checks in the last segment is taken for a write in progress and ends the
 read quietly; anywhere else it is damage, reported as data loss (an error
 unless ``failOnDataLoss`` is false, then a warning and the rest of that
-segment is skipped). Options: ``subscribe`` or ``subscribePattern`` (topics to
+part is skipped). Options: ``subscribe`` or ``subscribePattern`` (topics to
 keep; default all), ``tagExpression``, ``brokerName`` (the ``broker`` column,
 null by default: a data directory does not record its broker's name),
+``maxBytesPerPartition`` (bytes of a segment per task, 128 MiB),
 ``failOnDataLoss``.
 """
 
 from __future__ import annotations
 
 import logging
-import mmap
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from pocketmq.broker.store.commitlog import is_dispatched_to_queue
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.broker.store.mapped_file import MappedFile
 from pocketmq.broker.store.verify import open_commitlog_read_only
-from pocketmq.client.message_codec import decode_messages
-from pocketmq.client.model import MessageExt
-from pocketmq.common.errors import CorruptRecordError
-from pocketmq.common.message import (
-    BLANK_MAGIC_CODE,
-    HEAD,
-    MESSAGE_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE_V2,
-)
+from pocketmq.spark import arrowcodec
+from pocketmq.spark.arrowcodec import MODE_DISPATCHED, MODE_SEGMENT, Stop
 from pocketmq.spark.errors import OptionError
 from pocketmq.spark.options import StoreOptions, parse_store_options, tag_set
-from pocketmq.spark.pull import ROWS_PER_BATCH, data_loss
-from pocketmq.spark.schema import SCHEMA, check_read_schema, record_batch
+from pocketmq.spark.pull import ROWS_PER_BATCH, data_loss, keep_tags
+from pocketmq.spark.schema import SCHEMA, check_read_schema
 
 __all__ = ["PocketMQStoreDataSource", "SegmentPart", "read_segment"]
 
 log = logging.getLogger(__name__)
-
-CHUNK_BYTES = 4 * 1024 * 1024   # records decoded per decode_messages call, at most
-_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 
 
 @dataclass(frozen=True)
@@ -75,6 +72,8 @@ class SegmentPart(InputPartition):
     file_size: int
     last: bool                 # the newest segment at planning time: its tail may be in flight
     opts: StoreOptions
+    start: int = 0             # the part's first record, a byte position in the segment
+    end: int | None = None     # records starting here or later are the next part's
 
 
 def _segments(opts: StoreOptions) -> list[SegmentPart]:
@@ -82,57 +81,42 @@ def _segments(opts: StoreOptions) -> list[SegmentPart]:
         raise OptionError(f"path {opts.data_dir!r} is not a PocketMQ data directory (it has no "
                           "commitlog/ folder); give the broker's --data-dir")
     commitlog = open_commitlog_read_only(opts.data_dir)
+    parts: list[SegmentPart] = []
     try:
-        files = [(mf.path, mf.file_from_offset, commitlog.file_size)
-                 for mf in commitlog.queue.files]
+        files = commitlog.queue.files
+        for i, mf in enumerate(files):
+            last = i == len(files) - 1
+            starts = ([0] if mf.buffer is None else arrowcodec.record_starts(
+                mf.buffer, commitlog.file_size, mf.file_from_offset,
+                opts.max_bytes_per_partition))
+            ends: list[int | None] = [*starts[1:], None]
+            parts.extend(SegmentPart(mf.path, mf.file_from_offset, commitlog.file_size, last,
+                                     opts, start, end)
+                         for start, end in zip(starts, ends, strict=True))
     finally:
         commitlog.queue.close()
-    return [SegmentPart(path, start, size, i == len(files) - 1, opts)
-            for i, (path, start, size) in enumerate(files)]
+    return parts
 
 
-def _run_end(buf: mmap.mmap, pos: int, base: int, limit: int) -> tuple[int, str]:
-    """End of the run of checked records from *pos* (at most CHUNK_BYTES), and why it ends:
-    ``""`` (more follows), ``"end"`` (log end or BLANK) or a description of a bad record."""
-    start = pos
-    unpack = HEAD.unpack_from
-    while pos - start < CHUNK_BYTES:
-        if limit - pos < HEAD.size:
-            return pos, "end"
-        total, magic, _crc, _qid, _flag, _qo, phys, _sysflag, _born = unpack(buf, pos)
-        if magic == BLANK_MAGIC_CODE or (total == 0 and magic == 0):
-            return pos, "end"
-        if magic not in _MAGICS:
-            return pos, f"magic code is 0x{magic:08X}"
-        if total < HEAD.size or pos + total > limit:
-            return pos, f"TOTALSIZE {total} does not fit the {limit - pos} bytes left"
-        if phys != base + pos:
-            return pos, f"PHYSICALOFFSET says {phys} (unfinished or stale record)"
-        pos += total
-    return pos, ""
+def topic_filter(opts: StoreOptions) -> Callable[[bytes], bool] | None:
+    """The decoder's topic test (UTF-8 topic bytes -> keep?), or None: every topic."""
+    topics = frozenset(opts.topics)
+    pattern = re.compile(opts.pattern) if opts.pattern else None
+    if not topics and pattern is None:
+        return None
 
-
-def _decode(raw: bytes, broker: str) -> tuple[list[MessageExt], int, str]:
-    """Decode a run of records: (messages, bytes decoded, why it stopped early or "")."""
-    try:
-        return decode_messages(raw, broker, check_crc=True), len(raw), ""
-    except CorruptRecordError as exc:  # a body CRC: keep the records before it
-        return decode_messages(raw[:exc.offset], broker, check_crc=True), exc.offset, exc.reason
+    def wanted(raw: bytes) -> bool:
+        topic = raw.decode()
+        return ((not topics or topic in topics)
+                and (pattern is None or pattern.fullmatch(topic) is not None))
+    return wanted
 
 
 def read_segment(part: SegmentPart) -> Iterator[pa.RecordBatch]:
-    """The rows of one segment (Spark's ``read(partition)``)."""
+    """The rows of one segment (Spark's ``read(partition)``), a batch per decoded block."""
     opts = part.opts
-    topics = set(opts.topics)
-    pattern = re.compile(opts.pattern) if opts.pattern else None
     tags = tag_set(opts.tag_expression)
-    broker = opts.broker_name or ""
-
-    def wanted(m: MessageExt) -> bool:
-        return (is_dispatched_to_queue(m.sysflag) and (not topics or m.topic in topics)
-                and (pattern is None or pattern.fullmatch(m.topic) is not None)
-                and (tags is None or m.tags in tags))
-
+    wanted = topic_filter(opts)
     try:
         mf = MappedFile(part.path, part.file_size, io=StoreIO(), create=False, read_only=True)
     except FileNotFoundError:
@@ -140,23 +124,21 @@ def read_segment(part: SegmentPart) -> Iterator[pa.RecordBatch]:
                   opts.fail_on_data_loss)
         return
     try:
-        buf, limit = mf.buffer, mf.file_size
-        pos, pending = 0, []
+        buf, limit, pos = mf.buffer, mf.file_size, part.start
         while buf is not None:
-            end, stop = _run_end(buf, pos, part.file_from_offset, limit)
-            messages, done, bad = _decode(buf[pos:end], broker)
-            pending.extend(filter(wanted, messages))
-            if len(pending) >= ROWS_PER_BATCH:
-                yield record_batch(pending, opts.broker_name)
-                pending = []
-            if bad or stop not in ("", "end"):
-                _damaged(part, part.file_from_offset + pos + done, bad or stop)
+            block = arrowcodec.decode_block(
+                buf, pos, limit, end_pos=part.end, broker=opts.broker_name,
+                mode=MODE_SEGMENT | MODE_DISPATCHED,
+                base_phys=part.file_from_offset, check_crc=True, max_rows=ROWS_PER_BATCH,
+                topic_filter=wanted)
+            batch = block.batch if tags is None else keep_tags(block.batch, tags)
+            if batch.num_rows:
+                yield batch
+            if block.stop is Stop.DAMAGED:
+                _damaged(part, part.file_from_offset + block.stop_pos, block.reason)
+            if block.stop is not Stop.FULL:
                 break
-            if stop == "end":
-                break
-            pos = end
-        if pending:
-            yield record_batch(pending, opts.broker_name)
+            pos = block.stop_pos
     finally:
         mf.close()
 

@@ -95,6 +95,16 @@ def test_one_partition_per_segment_and_damage_is_reported_as_data_loss(store_spa
     assert {r.body for r in survivors} <= set(bodies)
 
 
+def test_segments_split_into_parts_read_every_record_exactly_once(store_spark, tmp_path):
+    spark = store_spark
+    bodies, _offsets, segments = _small_store(tmp_path / "data")
+    df = store_read(spark, tmp_path / "data", maxBytesPerPartition="10000")
+    assert df.rdd.getNumPartitions() > 3 * segments        # 64 KiB segments, ~10 KB parts
+    rows = df.collect()
+    assert sorted(r.body for r in rows) == sorted(bodies)
+    assert len({r.msg_id for r in rows}) == 300
+
+
 def test_store_reader_errors_name_the_path_or_option(store_spark, tmp_path):
     spark = store_spark
     with pytest.raises(AnalysisException, match="is not a PocketMQ data directory"):
