@@ -262,7 +262,9 @@ class Broker:
                                        timer=TimerPolicy(enabled=cfg.timer_wheel_enable,
                                                          max_delay_ms=cfg.timer_max_delay_ms),
                                        replica_wait=(self.ha.wait_replicated
-                                                     if self.ha is not None else None))
+                                                     if self.ha is not None else None),
+                                       not_master=(self.ha.not_master
+                                                   if self.ha is not None else None))
         self.send_back = SendBackService(store, self.topics, levels, store_host=store_host,
                                          clock=self.clock)
         return BrokerServicer(
