@@ -228,6 +228,30 @@ class ControllerClient:
                 await ha.follow(broker_id=me, master_ha_addr=ha_addr,
                                 master_epoch=info.master_epoch, master_addr=info.master_addr)
 
+    async def elect_me(self) -> tuple[int, int, str]:
+        """``broker promote`` in controller mode: ask the controller to elect this broker
+        (ElectMaster with its id) and take the answer; (epoch, start offset, role).
+        Refused (RoleError) when the controller will not: not live, not in sync."""
+        from pocketmq.broker.ha.role import RoleError
+
+        if not self.broker_id:
+            raise RoleError(f"{self._config.broker_name} has no broker id from the controller "
+                            "yet; retry once it has heartbeated")
+        request = cpb.ElectMasterRequest(broker_name=self._config.broker_name,
+                                         broker_id=self.broker_id)
+        try:
+            info = await self.call("ElectMaster", request)
+        except grpc.aio.AioRpcError as exc:
+            raise RoleError(f"the controller refused to elect {self._config.broker_name} id "
+                            f"{self.broker_id}: {exc.details()}") from None
+        await self.take(info)
+        ha = self._ha
+        if not ha.is_master():
+            raise RoleError(f"the controller elected id {info.master_id}, not this broker "
+                            f"(id {self.broker_id})")
+        entries = ha.store.epochs.entries
+        return ha.epoch, entries[-1].start_offset if entries else 0, ha.role
+
     def _master_role(self) -> str:
         role = self._config.broker_role
         return role if role in ("ASYNC_MASTER", "SYNC_MASTER") else "SYNC_MASTER"
