@@ -102,12 +102,14 @@ def broker_name(index: int) -> str:
 
 
 def nameserver_command(*, port: int, host: str, controller_dir: str | None = None,
-                       controller_etcd: str | None = None) -> list[str]:
+                       controller_etcd: str | None = None,
+                       advertise: str | None = None) -> list[str]:
     """The nameserver; with *controller_dir* (file store) or *controller_etcd* it runs the
-    controller too."""
+    controller too (*advertise*: the address standbys name it by, for a wildcard host)."""
     command = ["nameserver", "--host", host, "--port", str(port)]
     if controller_etcd:
-        return [*command, "--controller", "--controller-etcd", controller_etcd]
+        command += ["--controller", "--controller-etcd", controller_etcd]
+        return [*command, "--controller-advertise-addr", advertise] if advertise else command
     if controller_dir:
         return [*command, "--controller", "--controller-data-dir", controller_dir]
     return command
