@@ -21,7 +21,10 @@ effect only once the controller holds it — a master cut off from the
 controller cannot drop its replicas and acknowledge alone.
 
 The broker's id comes from the controller at the first heartbeat and is kept
-in ``config/controller_identity.json``. Controllers are tried in order; a
+in ``config/controller_identity.json``. The channel to the controller uses TLS
+when ``namesrv_tls_ca_file`` is set (the controller runs in a nameserver) and
+every call is signed with the broker's keys (the controller's methods need an
+admin account when the nameserver's ACL is on). Controllers are tried in order; a
 standby's answer names the active one (trailing ``pocketmq-controller-leader``).
 """
 
@@ -107,7 +110,15 @@ class ControllerClient:
     def _stub(self, addr: str) -> controller_pb2_grpc.ControllerStub:
         channel = self._channels.get(addr)
         if channel is None:
-            channel = self._channels[addr] = grpc.aio.insecure_channel(addr)
+            # The controller runs in a nameserver: TLS to it as to the nameservers.
+            ca_file = self._config.namesrv_tls_ca_file
+            if ca_file:
+                with open(ca_file, "rb") as f:
+                    creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+                channel = grpc.aio.secure_channel(addr, creds)
+            else:
+                channel = grpc.aio.insecure_channel(addr)
+            self._channels[addr] = channel
         return controller_pb2_grpc.ControllerStub(channel)
 
     def _sign(self, method: str, request: Any) -> Any:

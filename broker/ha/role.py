@@ -211,6 +211,8 @@ class HaController:
     def ha_address(self) -> str:
         if self._server is None:
             return ""
+        if self._config.ha_advertise_addr:
+            return self._config.ha_advertise_addr
         ip = self._config.advertised_ip
         return f"[{ip}]:{self.ha_port}" if ":" in ip else f"{ip}:{self.ha_port}"
 
