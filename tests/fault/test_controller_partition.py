@@ -131,10 +131,11 @@ async def test_with_etcd_down_nothing_switches_and_sends_continue_then_switching
         await group.start("a")
         master = await group.wait_master()
         await group.start("b")
+        await group.start("c")      # a SYNC master needs a replica left after the kill
         await create_topic(group.procs[master].addr, TOPIC, QUEUES)
         await wait_for(lambda: routed_brokers(ns.addr, TOPIC), timeout_s=20, what="the route")
-        await wait_for(lambda: _sss_is(group, master, 2), timeout_s=30,
-                       what="the replica in the in-sync set")
+        await wait_for(lambda: _sss_is(group, master, 3), timeout_s=30,
+                       what="both replicas in the in-sync set")
         epoch = (await group.roles())[master]["master_epoch"]
         async with Producer(group="etcd-down", namesrv=ns.addr,
                             retry_times_when_send_failed=2) as producer:
