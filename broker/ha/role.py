@@ -153,7 +153,7 @@ class HaController:
         name = self._config.broker_name
         addr, epoch = self.redirect
         why = (f"fenced: {self.fenced}" if self.fenced else
-               f"it is a replica (id {self.broker_id})")
+               f"it is a replica (SLAVE), id {self.broker_id}")
         where = (f"the master is {addr} in epoch {epoch}" if addr else
                  "no master is known yet; refresh the route and retry")
         return NotMasterError(f"this broker is not the master of {name} ({why}); {where}",
