@@ -262,7 +262,9 @@ class Broker:
                                        timer=TimerPolicy(enabled=cfg.timer_wheel_enable,
                                                          max_delay_ms=cfg.timer_max_delay_ms),
                                        replica_wait=(self.ha.wait_replicated
-                                                     if self.ha is not None else None))
+                                                     if self.ha is not None else None),
+                                       not_master=(self.ha.not_master
+                                                   if self.ha is not None else None))
         self.send_back = SendBackService(store, self.topics, levels, store_host=store_host,
                                          clock=self.clock)
         return BrokerServicer(
@@ -285,7 +287,15 @@ class Broker:
                      self.stats.figures,    # put_tps, get_tps, ... (broker/stats.py)
                      *([self.ha.runtime_info] if self.ha is not None else []),
                      self._controller_figures],
-            promote=self.ha.promote if self.ha is not None else None)
+            promote=self._promote if self.ha is not None else None)
+
+    async def _promote(self, *, epoch: int = 0, role: str = "") -> tuple[int, int, str]:
+        """PromoteToMaster: a manual promotion, or in controller mode a forced election
+        of this broker (the controller names masters; see ControllerClient.elect_me)."""
+        assert self.ha is not None
+        if self.controller_client is not None:
+            return await self.controller_client.elect_me()
+        return await self.ha.promote(epoch=epoch, role=role)
 
     def _controller_figures(self) -> dict[str, str]:
         client = self.controller_client

@@ -203,6 +203,9 @@ class BrokerConfig:
     ha_master_address: str = field(default="", metadata=_help(
         "a replica's master HA address 'host:port' (haMasterAddress); empty = learned from "
         "the nameserver"))
+    ha_advertise_addr: str = field(default="", metadata=_help(
+        "'host:port' replicas reach this broker's replication service at, when it is not "
+        "broker_ip:ha_port (port mapping, NAT, a proxy); empty = broker_ip:ha_port"))
     min_sync_replicas: int = field(default=1, metadata=_help(
         "replicas that must hold a message before a SYNC_MASTER acknowledges it"))
     slave_timeout_ms: int = field(default=3_000, metadata=_help(

@@ -11,6 +11,8 @@
           │                           written: no space left (reason DISK_FULL)
           ├── FailedPreconditionError the state forbids it (a transaction resolved the
           │                           other way)
+          │    └── NotMasterError     a write to a replica, a demoted or fenced master;
+          │                           names the current master and its epoch (NOT_MASTER)
           └── PutRejectedError        the store refused a put; carries its PutStatus
      └── MetadataError                topics.json / consumerOffset.json and their .bak
                                       are both unreadable: the broker will not start
@@ -35,6 +37,7 @@ __all__ = [
     "InvalidRequestError",
     "MetadataError",
     "NotFoundError",
+    "NotMasterError",
     "PermissionDeniedError",
     "PutRejectedError",
 ]
@@ -85,6 +88,22 @@ class DiskFullError(BrokerError):
 
 class FailedPreconditionError(BrokerError):
     default_reason = "FAILED_PRECONDITION"
+
+
+class NotMasterError(FailedPreconditionError):
+    """A write this broker does not take: it is not the master of *broker_name* (a
+    replica, or a master demoted or fenced). *master_addr* / *master_epoch* name the
+    master it knows ("" / 0 when none is known yet); the servicer sends them as the
+    ``pocketmq-not-master-bin`` trailer so clients redirect without a route refresh."""
+
+    default_reason = "NOT_MASTER"
+
+    def __init__(self, message: str, *, broker_name: str, master_addr: str = "",
+                 master_epoch: int = 0) -> None:
+        super().__init__(message)
+        self.broker_name = broker_name
+        self.master_addr = master_addr
+        self.master_epoch = master_epoch
 
 
 class PutRejectedError(BrokerError):

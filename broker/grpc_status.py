@@ -18,15 +18,20 @@ from pocketmq.broker.errors import (
     FailedPreconditionError,
     InvalidRequestError,
     NotFoundError,
+    NotMasterError,
     PermissionDeniedError,
     PutRejectedError,
 )
 from pocketmq.broker.store.results import GetStatus, PutStatus
 
-__all__ = ["GRPC_CODES", "REASON_METADATA_KEY", "grpc_code"]
+__all__ = ["GRPC_CODES", "NOT_MASTER_METADATA_KEY", "REASON_METADATA_KEY", "grpc_code",
+           "not_master_detail"]
 
 # Trailing metadata key carrying BrokerError.reason (e.g. "MESSAGE_BODY_TOO_LARGE").
 REASON_METADATA_KEY = "pocketmq-reason"
+# With reason NOT_MASTER: a serialized pocketmq.v1.NotMaster (controller.proto), where the
+# master of the broker name is now and in which epoch.
+NOT_MASTER_METADATA_KEY = "pocketmq-not-master-bin"
 
 Code = grpc.StatusCode
 
@@ -39,6 +44,7 @@ GRPC_CODES: dict[type[BrokerError] | PutStatus | GetStatus, grpc.StatusCode] = {
     BusyError: Code.RESOURCE_EXHAUSTED,
     DiskFullError: Code.RESOURCE_EXHAUSTED,
     FailedPreconditionError: Code.FAILED_PRECONDITION,
+    NotMasterError: Code.FAILED_PRECONDITION,
     # put statuses (PutRejectedError carries one)
     PutStatus.PUT_OK: Code.OK,
     PutStatus.FLUSH_DISK_TIMEOUT: Code.OK,  # stored; the reply says FLUSH_DISK_TIMEOUT
@@ -59,3 +65,12 @@ def grpc_code(error: BrokerError) -> grpc.StatusCode:
         if code is not None:
             return code
     return Code.INTERNAL
+
+
+def not_master_detail(error: NotMasterError) -> bytes:
+    """The ``pocketmq-not-master-bin`` trailer of a NOT_MASTER answer."""
+    from pocketmq.v1 import controller_pb2
+
+    return controller_pb2.NotMaster(broker_name=error.broker_name,
+                                    master_addr=error.master_addr,
+                                    master_epoch=error.master_epoch).SerializeToString()

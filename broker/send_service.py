@@ -43,6 +43,7 @@ from pocketmq.broker.delay_levels import PROPERTY_DELAY, DelayLevels, rewrite_de
 from pocketmq.broker.errors import (
     InvalidRequestError,
     NotFoundError,
+    NotMasterError,
     PermissionDeniedError,
     PutRejectedError,
 )
@@ -149,8 +150,10 @@ class SendMessageService:
                  store_host: tuple[str, int],
                  delay_levels: DelayLevels | None = None, timer: TimerPolicy | None = None,
                  clock: Clock | None = None, stats: BrokerStatsManager | None = None,
-                 replica_wait: ReplicaWait | None = None) -> None:
+                 replica_wait: ReplicaWait | None = None,
+                 not_master: Callable[[], NotMasterError | None] | None = None) -> None:
         self._store = store
+        self._not_master = not_master
         self._replica_wait = replica_wait
         self._topics = topics
         self._store_host = store_host
@@ -169,6 +172,10 @@ class SendMessageService:
         *producer_group* is the group of a half message that lacks ``PGROUP``.
         """
         started_s = self._clock.monotonic()
+        if self._not_master is not None:
+            refusal = self._not_master()
+            if refusal is not None:
+                raise refusal
         try:
             scanned = self._store.scan(blob, allow_empty_body=False)
         except BatchError as exc:

@@ -31,8 +31,18 @@ from pocketmq.broker.client_manager import (
     ServerCommand,
 )
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
-from pocketmq.broker.errors import BrokerError, InvalidRequestError, PermissionDeniedError
-from pocketmq.broker.grpc_status import REASON_METADATA_KEY, grpc_code
+from pocketmq.broker.errors import (
+    BrokerError,
+    InvalidRequestError,
+    NotMasterError,
+    PermissionDeniedError,
+)
+from pocketmq.broker.grpc_status import (
+    NOT_MASTER_METADATA_KEY,
+    REASON_METADATA_KEY,
+    grpc_code,
+    not_master_detail,
+)
 from pocketmq.broker.pull_service import PullMessageService, PullOutcome, PullRequest
 from pocketmq.broker.rebalance_lock import MessageQueue, RebalanceLockManager
 from pocketmq.broker.send_back import SendBackService
@@ -93,6 +103,10 @@ def _rpc(method: Handler[Req, Resp]) -> Handler[Req, Resp]:
 
 
 async def _abort(context: grpc.aio.ServicerContext, error: BrokerError) -> None:
+    if isinstance(error, NotMasterError):
+        context.set_trailing_metadata(((REASON_METADATA_KEY, error.reason),
+                                       (NOT_MASTER_METADATA_KEY, not_master_detail(error))))
+        await context.abort(grpc_code(error), error.message)
     context.set_trailing_metadata(((REASON_METADATA_KEY, error.reason),))
     await context.abort(grpc_code(error), error.message)
 

@@ -10,6 +10,7 @@
     pocketmq message by-key TOPIC KEY | by-id MSGID [--topic T] | by-offset TOPIC QUEUE OFFSET
     pocketmq broker status|config [ADDR]
     pocketmq broker promote ADDR [--epoch N] [--role ROLE] [--force]   (cli/promote_cmd.py)
+    pocketmq broker elect NAME [--broker-id N] [--controller ADDR]     (cli/elect_cmd.py)
 
 ``topic create`` and ``topic update`` act on every master of ``--cluster``
 (default: every cluster) or on the one ``--broker``; ``update`` is RocketMQ's
@@ -120,9 +121,11 @@ def register(subparsers: Any) -> None:
         leaf(actions, name, fn, text).add_argument(
             "addr", nargs="?", metavar="ADDR",
             help="this broker only, host:port (default: every live broker)")
+    from pocketmq.cli.elect_cmd import add_elect
     from pocketmq.cli.promote_cmd import add_promote
 
     add_promote(actions, leaf)
+    add_elect(actions, leaf)
 
 
 def _register_topic(actions: Any, leaf: Any) -> None:

@@ -94,6 +94,10 @@ def register(subparsers: Any) -> None:
                             help="TOML file of broker keys, top level or [broker], for what "
                                  "the flags above do not set (max_pull_messages, ...); "
                                  "replication is off (ha_port = -1) unless it sets ha_port")
+    standalone.add_argument("--controller", action=argparse.BooleanOptionalAction, default=True,
+                            help="run the controller in the nameserver and the broker in "
+                                 "controller mode (default on; its state is in "
+                                 "DATA_DIR/controller)")
     standalone.add_argument("--demo", action="store_true",
                             help="once up, send and consume a few messages and show how")
     standalone.set_defaults(func=_run_standalone)
@@ -130,7 +134,9 @@ def _run_standalone(args: argparse.Namespace) -> int:
     from pocketmq.nameserver import NamesrvConfig
 
     try:
-        namesrv_config = NamesrvConfig(host=args.host, port=args.namesrv_port)
+        namesrv_config = NamesrvConfig(
+            host=args.host, port=args.namesrv_port, controller_enable=args.controller,
+            controller_data_dir=os.path.join(args.data_dir, "controller"))
         _standalone_broker_config(args, namesrv_addrs="")
     except ConfigError as exc:
         print(f"pocketmq standalone: {exc}", file=sys.stderr)
@@ -161,8 +167,12 @@ def _standalone_broker_config(args: argparse.Namespace, *, namesrv_addrs: str) -
     the file asks for one: the default (port + 1 = 10912) is the port of the second
     broker of the README's cluster by hand.
     """
-    flags = {"host": args.host, "port": args.broker_port, "data_dir": args.data_dir,
-             "flush_disk_type": args.flush, "namesrv_addrs": namesrv_addrs}
+    flags: dict[str, Any] = {"host": args.host, "port": args.broker_port,
+                             "data_dir": args.data_dir, "flush_disk_type": args.flush,
+                             "namesrv_addrs": namesrv_addrs}
+    if getattr(args, "controller", False):
+        # Controller mode: the nameserver's controller names this broker master.
+        flags.update(controller_mode=True, controller_addr=namesrv_addrs or "127.0.0.1:1")
     if not _config_sets(args.config, "ha_port"):
         flags["ha_port"] = -1
     if args.grpc_v2_port is not None:

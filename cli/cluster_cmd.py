@@ -101,8 +101,24 @@ def broker_name(index: int) -> str:
     return f"broker-{string.ascii_lowercase[index] if index < 26 else index}"
 
 
-def nameserver_command(*, port: int, host: str) -> list[str]:
-    return ["nameserver", "--host", host, "--port", str(port)]
+def nameserver_command(*, port: int, host: str, controller_dir: str | None = None,
+                       controller_etcd: str | None = None,
+                       advertise: str | None = None) -> list[str]:
+    """The nameserver; with *controller_dir* (file store) or *controller_etcd* it runs the
+    controller too (*advertise*: the address standbys name it by, for a wildcard host)."""
+    command = ["nameserver", "--host", host, "--port", str(port)]
+    if controller_etcd:
+        command += ["--controller", "--controller-etcd", controller_etcd]
+        return [*command, "--controller-advertise-addr", advertise] if advertise else command
+    if controller_dir:
+        return [*command, "--controller", "--controller-data-dir", controller_dir]
+    return command
+
+
+def controller_id(member_id: int) -> int:
+    """The id a member asks the controller for: the controller numbers replicas from 1
+    (0 means "assign one"), so member id N (0 = the first master) is controller id N + 1."""
+    return member_id + 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,15 +161,20 @@ def cluster_layout(brokers: int, replicas: int = 0, *, broker_port: int, v2_port
 def broker_command(index: int, *, port: int, ha_port: int, v2_port: int, namesrv: str,
                    data_dir: str, host: str, broker_id: int = 0, role: str = "ASYNC_MASTER",
                    broker_ip: str | None = None, acl_file: str | None = None,
-                   config_file: str | None = None) -> list[str]:
+                   config_file: str | None = None, controller: str | None = None) -> list[str]:
     """Broker *index* of the cluster (id *broker_id*); *broker_ip* when *host* listens on
     every interface.
 
     *ha_port* serves the master's replicas (a replica serves one too, for when it is
     promoted); *v2_port* serves RocketMQ 5 clients (-1 = off); each broker on a host
     needs ports of its own. *config_file*: a TOML of broker keys for every broker; the
-    flags here win over it.
+    flags here win over it. *controller* (the controllers' addresses): controller mode,
+    where the controller names the master; *role* is then the role taken when elected
+    and the broker id the controller id (:func:`controller_id`).
     """
+    if controller:
+        broker_id, role = controller_id(broker_id), role if role in MASTER_ROLES else \
+            "SYNC_MASTER"
     command = ["broker", "--cluster", CLUSTER_NAME, "--name", broker_name(index),
                "--broker-id", str(broker_id), "--role", role,
                "--host", host, "--port", str(port), "--ha-port", str(ha_port),
@@ -162,6 +183,8 @@ def broker_command(index: int, *, port: int, ha_port: int, v2_port: int, namesrv
         command += ["--config", config_file]
     if broker_ip:
         command += ["--broker-ip", broker_ip]
+    if controller:
+        command += ["--controller-mode", "--controller", controller]
     return [*command, "--acl-enable", "--acl-file", acl_file] if acl_file else command
 
 
@@ -206,6 +229,10 @@ def register(subparsers: Any) -> None:
     up.add_argument("--v2-port", type=int, default=8081,
                     help="RocketMQ 5 gRPC port of the first broker (the proxy's 8081); member "
                          "k gets this + k; -1 = off")
+    up.add_argument("--controller", action=argparse.BooleanOptionalAction, default=None,
+                    help="run the controller in the nameserver and the brokers in controller "
+                         "mode: a dead master is replaced automatically (default: on with "
+                         "--replicas >= 1; --no-controller for manual `broker promote`)")
     up.add_argument("--config", metavar="FILE", default=None,
                     help="TOML file of broker keys (docs/configuration.md) for every broker; "
                          "the cluster's own flags win over it")
@@ -239,14 +266,17 @@ async def _cluster_list(admin: AdminClient, args: argparse.Namespace) -> int:
              "replication_lag_bytes": _int(t.get("replication_lag_bytes")),
              "in_sync_replicas": _int(t.get("in_sync_replicas")),
              "version": t.get("version"), "put_tps": t.get("put_tps"),
-             "get_tps": t.get("get_tps"), "reachable": bool(t)}
+             "get_tps": t.get("get_tps"), "reachable": bool(t),
+             "controller_broker_id": _int(t.get("controller_broker_id")),
+             "sync_state_set": t.get("sync_state_set")}
             for b, t in zip(info.brokers, tables, strict=True)]
     print(dump_json(rows) if args.json else render(
         ["CLUSTER", "BROKER", "ID", "ROLE", "ADDRESS", "EPOCH", "LAG BYTES", "IN SYNC",
-         "VERSION", "PUT TPS", "GET TPS"],
+         "VERSION", "PUT TPS", "GET TPS", "CONTROLLER ID", "IN-SYNC SET"],
         [[r["cluster"], r["broker_name"], r["broker_id"], r["broker_role"] or r["role"],
           r["addr"], r["master_epoch"], r["replication_lag_bytes"], r["in_sync_replicas"],
-          r["version"], r["put_tps"], r["get_tps"]] for r in rows]))
+          r["version"], r["put_tps"], r["get_tps"], r["controller_broker_id"],
+          r["sync_state_set"]] for r in rows]))
     return 0
 
 
@@ -336,6 +366,17 @@ async def _listening(addr: str) -> bool:
     return True
 
 
+def _controller_has_masters(path: Path, names: set[str]) -> bool:
+    """Whether the controller's state file names a master for every broker name in *names*."""
+    import json
+
+    try:
+        groups = json.loads(path.read_text(encoding="utf-8")).get("groups", {})
+    except (OSError, ValueError):
+        return False
+    return all(groups.get(n, {}).get("state", {}).get("master_id", 0) for n in names)
+
+
 def _die_with_parent() -> None:
     """In the child: receive SIGTERM when the parent dies (Linux), not to outlive it."""
     if sys.platform.startswith("linux"):
@@ -353,19 +394,27 @@ class LocalCluster:
         self.data_dir = Path(args.data_dir).resolve()
         self.namesrv = f"{args.host}:{args.namesrv_port}"
         logs = self.data_dir / "logs"
-        self.nameserver = _Child("nameserver", "nameserver", self.namesrv,
-                                 nameserver_command(port=args.namesrv_port, host=args.host),
+        use_controller = args.replicas > 0 if args.controller is None else args.controller
+        # The controller's state file: `cluster up` reads it (no gRPC before forking).
+        self.controller_file = (self.data_dir / "controller" / "controller.json"
+                                if use_controller else None)
+        self.nameserver = _Child("nameserver", "nameserver", self.namesrv, nameserver_command(
+            port=args.namesrv_port, host=args.host,
+            controller_dir=str(self.data_dir / "controller") if use_controller else None),
                                  logs / "nameserver.log")
         config_file = str(Path(args.config).resolve()) if args.config else None
+        layout = cluster_layout(args.brokers, args.replicas, broker_port=args.broker_port,
+                                v2_port=args.v2_port, master_role=args.master_role)
         self.brokers = [
             _Child(m.label, m.role, f"{args.host}:{m.port}",
-                   broker_command(m.index, broker_id=m.broker_id, role=m.role, port=m.port,
-                                  ha_port=m.ha_port, v2_port=m.v2_port, namesrv=self.namesrv,
-                                  data_dir=str(self.data_dir / m.label), host=args.host,
-                                  config_file=config_file),
+                   broker_command(m.index, broker_id=m.broker_id,
+                                  role=layout[0].role if use_controller else m.role,
+                                  port=m.port, ha_port=m.ha_port, v2_port=m.v2_port,
+                                  namesrv=self.namesrv, data_dir=str(self.data_dir / m.label),
+                                  host=args.host, config_file=config_file,
+                                  controller=self.namesrv if use_controller else None),
                    logs / f"{m.label}.log", member=m)
-            for m in cluster_layout(args.brokers, args.replicas, broker_port=args.broker_port,
-                                    v2_port=args.v2_port, master_role=args.master_role)]
+            for m in layout]
         self._stop = asyncio.Event()
 
     @property
@@ -409,8 +458,13 @@ class LocalCluster:
         if replicas:
             ha_addrs = [f"{b.addr.rpartition(':')[0]}:{b.member.ha_port}" for b in masters
                         if b.member is not None]
+            names = {b.member.broker_name for b in masters if b.member is not None}
 
             async def masters_up() -> bool:
+                if self.controller_file is not None:
+                    # The first broker of a name to heartbeat becomes its master: start the
+                    # replicas once the controller holds one for every name.
+                    return _controller_has_masters(self.controller_file, names)
                 return all([await _listening(addr) for addr in ha_addrs])
 
             if (died := await self._until(masters_up)) is not None or self._stop.is_set():

@@ -51,6 +51,7 @@ from pocketmq.client.admin_model import (
     TopicConfig,
 )
 from pocketmq.client.config import parse_namesrv, transport
+from pocketmq.client.controller_admin import ControllerView
 from pocketmq.client.errors import ClientError, ClientStateError, NotFoundError, UnavailableError
 from pocketmq.client.message_codec import decode_messages
 from pocketmq.client.model import MessageExt, MessageQueue
@@ -120,6 +121,31 @@ class AdminClient:
         if self._remoting is None:
             raise ClientStateError("the admin client is not started; call start() first")
         return self._remoting.broker(addr)
+
+    async def elect_master(self, broker_name: str, *, broker_id: int = 0,
+                           controllers: Sequence[str] | None = None) -> ControllerView:
+        """Force an election for *broker_name* (controller mode; ``broker elect``):
+        *broker_id* 0 lets the controller pick the best in-sync replica.
+        *controllers* default to the nameservers (the controller runs in them)."""
+        from pocketmq.client.controller_admin import elect_master
+
+        return await elect_master(self._started(), broker_name, broker_id=broker_id,
+                                  controllers=list(controllers or self.namesrv),
+                                  timeout_s=self.timeout_s)
+
+    async def controller_view(self, broker_name: str, *,
+                              controllers: Sequence[str] | None = None) -> ControllerView:
+        """The controller's master, epoch and in-sync set of *broker_name*."""
+        from pocketmq.client.controller_admin import replica_info
+
+        return await replica_info(self._started(), broker_name,
+                                  controllers=list(controllers or self.namesrv),
+                                  timeout_s=self.timeout_s)
+
+    def _started(self) -> Remoting:
+        if self._remoting is None:
+            raise ClientStateError("the admin client is not started; call start() first")
+        return self._remoting
 
     @property
     def _namesrv(self) -> NameserverClient:

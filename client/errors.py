@@ -14,6 +14,9 @@
                ├── NotFoundError       NOT_FOUND: the server does not have that topic    (retriable)
                ├── PermissionDeniedError  PERMISSION_DENIED: a topic without the needed perm
                ├── InvalidRequestError INVALID_ARGUMENT, ALREADY_EXISTS: the request is wrong
+               ├── NotMasterError      FAILED_PRECONDITION / NOT_MASTER: a write reached a
+               │                       replica or a demoted master; names the master it
+               │                       knows and its epoch (the producer redirects)     (retriable)
                ├── UnsupportedError    UNIMPLEMENTED: the server lacks that RPC
                └── ServerError         INTERNAL and anything else                        (retriable)
 
@@ -33,6 +36,7 @@ __all__ = [
     "InvalidMessageError",
     "InvalidRequestError",
     "NotFoundError",
+    "NotMasterError",
     "PermissionDeniedError",
     "RemoteError",
     "RouteNotFoundError",
@@ -120,6 +124,21 @@ class PermissionDeniedError(RemoteError):
 
 class InvalidRequestError(RemoteError):
     pass
+
+
+class NotMasterError(RemoteError):
+    """The broker is not the master of *broker_name* any more (or never was): the
+    master it knows is *master_addr* in *master_epoch* ("" / 0: none known)."""
+
+    retriable = True
+
+    def __init__(self, message: str, *, addr: str = "", code: str = "",
+                 reason: str = "NOT_MASTER", broker_name: str = "", master_addr: str = "",
+                 master_epoch: int = 0) -> None:
+        super().__init__(message, addr=addr, code=code, reason=reason)
+        self.broker_name = broker_name
+        self.master_addr = master_addr
+        self.master_epoch = master_epoch
 
 
 class UnsupportedError(RemoteError):

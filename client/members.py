@@ -20,6 +20,17 @@ reads move at the next pull rather than after the nameserver's 120 s expiry
 (apache/rocketmq#3482, PR #95). When the period ends the master is tried
 again; if it answers, reads stay there, else it is suspect once more.
 
+*Master epochs* (controller mode): each broker name's master serves a numbered
+term. The table keeps the highest epoch it has seen per name and ignores
+members from a route with a lower one (a nameserver that has not heard of the
+election yet); a NOT_MASTER answer naming a newer master moves id 0 there at
+once (:meth:`MemberTable.redirect`)::
+
+    held epoch  route / redirect epoch     effect
+    3           2                          ignored (older news)
+    3           3 or 0 (no epoch known)    members taken (a route); nothing (redirect)
+    3           4                          taken; held epoch becomes 4
+
 The table is pure: no I/O and an injected clock, so the choice is unit-tested.
 """
 
@@ -46,13 +57,42 @@ class MemberTable:
         self._clock = clock or SystemClock()
         self._members: dict[str, dict[int, str]] = {}
         self._suspect_until: dict[str, float] = {}   # address -> monotonic seconds
+        self._epochs: dict[str, int] = {}            # broker name -> highest master epoch
 
     # -- membership -------------------------------------------------------------------
-    def update(self, broker_addrs: Mapping[str, Mapping[int, str]]) -> None:
-        """Take the members a fresh route lists; names it does not list are kept (other
-        topics' routes may still name them)."""
+    def update(self, broker_addrs: Mapping[str, Mapping[int, str]],
+               master_epochs: Mapping[str, int] | None = None) -> list[str]:
+        """Take the members a fresh route lists, except for a name whose route carries
+        an older master epoch than one seen; names it does not list are kept (other
+        topics' routes may still name them). Returns the names ignored as stale."""
+        stale = []
+        epochs = master_epochs or {}
         for name, members in broker_addrs.items():
+            epoch = epochs.get(name, 0)
+            held = self._epochs.get(name, 0)
+            if epoch and epoch < held:
+                stale.append(name)
+                continue
+            if epoch > held:
+                self._epochs[name] = epoch
             self._members[name] = dict(members)
+        return stale
+
+    def master_epoch(self, broker_name: str) -> int:
+        return self._epochs.get(broker_name, 0)
+
+    def redirect(self, broker_name: str, master_addr: str, master_epoch: int) -> bool:
+        """A NOT_MASTER answer named *master_addr* master of *broker_name* in
+        *master_epoch*: take it if that epoch is newer than the one held; True if taken."""
+        if not master_addr or master_epoch <= self._epochs.get(broker_name, 0):
+            return False
+        members = {i: a for i, a in self._members.get(broker_name, {}).items()
+                   if a != master_addr and i != MASTER_ID}
+        members[MASTER_ID] = master_addr
+        self._members[broker_name] = members
+        self._epochs[broker_name] = master_epoch
+        self.clear_suspect(master_addr)
+        return True
 
     def members(self, broker_name: str) -> dict[int, str]:
         return dict(self._members.get(broker_name, {}))

@@ -40,6 +40,7 @@ from pocketmq.client.errors import (
     ClientStateError,
     InvalidMessageError,
     InvalidRequestError,
+    NotMasterError,
     PermissionDeniedError,
     RouteNotFoundError,
     SendTimeoutError,
@@ -219,8 +220,7 @@ class Producer:
             return await self._send_with_retries(
                 topic, deadline, budget_s, lambda mq, rec: self._attempt(mq, rec, deadline),
                 lambda mq: self._encode(msg, mq.queue_id, uniq_key),
-                after_first=(self._attempt_failed(topic, mq, started, exc, 1), mq.broker_name,
-                             record))
+                after_first=(self._attempt_failed(topic, mq, started, exc, 1), mq, record))
         self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
         result = _result(receipt, mq)
         if (cfg.retry_another_broker_when_not_store_ok and cfg.retry_times_when_send_failed
@@ -229,7 +229,7 @@ class Producer:
                 again = await self._send_with_retries(
                     topic, deadline, budget_s, lambda mq, rec: self._attempt(mq, rec, deadline),
                     lambda mq: self._encode(msg, mq.queue_id, uniq_key),
-                    after_first=(_NotStoredOk(result), mq.broker_name, record))
+                    after_first=(_NotStoredOk(result), mq, record))
             except ClientError:
                 return result      # stored once already: that answer stands
             return again if again.status is SendStatus.SEND_OK else result
@@ -253,6 +253,14 @@ class Producer:
     def _attempt_failed(self, topic: str, mq: MessageQueue, started: float, exc: ClientError,
                         tried: int) -> ClientError:
         assert self._routes is not None
+        if isinstance(exc, NotMasterError):
+            self._routes.redirect(exc.broker_name or mq.broker_name, exc.master_addr,
+                                  exc.master_epoch)
+            if _redirected(exc, self._routes, mq):
+                # The broker name lives on at a newer master: nothing to avoid.
+                log.debug("send to %s: %s; retrying at %s", mq, exc,
+                          self._routes.addr_of(mq.broker_name))
+                return exc
         if _flow_controlled(exc):
             # A busy broker is alive and routed: keep both, only back off (see below).
             self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
@@ -266,12 +274,14 @@ class Producer:
     async def _send_with_retries(self, topic: str, deadline: float, budget_s: float,
                                  attempt: Callable[[MessageQueue, Any], Any],
                                  encode: Callable[[MessageQueue], Any], *,
-                                 after_first: tuple[ClientError, str, Any] | None = None,
+                                 after_first: tuple[ClientError, MessageQueue, Any] | None = None,
                                  retarget: Callable[[Any, int], Any] | None = None) -> Any:
         """Attempts until one succeeds, the attempts or the time run out.
 
-        *after_first* is (error, broker name, payload) of a first attempt that
+        *after_first* is (error, queue, payload) of a first attempt that
         already failed (:meth:`_send_fast`); the attempts continue from the second.
+        A NOT_MASTER answer that moved the broker name's master (a newer epoch) is
+        retried on the same queue at the new master, within the same budget.
         A broker's SYSTEM_BUSY is no failed attempt: the next try waits an
         exponential back-off first, and only the time budget bounds them.
         *retarget* (payload, queue id) aims a payload at another queue (default:
@@ -281,10 +291,12 @@ class Producer:
         attempts = 1 + self.config.retry_times_when_send_failed
         last_error: ClientError | None = None
         last_broker: str | None = None
+        last_mq: MessageQueue | None = None
         payload: Any = None
         first = 1
         if after_first is not None:
-            last_error, last_broker, payload = after_first
+            last_error, last_mq, payload = after_first
+            last_broker = last_mq.broker_name
             first = 2
         tried = first - 1
         busy = 0
@@ -305,7 +317,9 @@ class Producer:
             except RouteNotFoundError as exc:
                 last_error = exc
                 break
-            mq = self._selector.select(queues, last_broker_name=last_broker)
+            mq = (last_mq if last_mq is not None and _redirected(last_error, routes, last_mq)
+                  and last_mq in queues
+                  else self._selector.select(queues, last_broker_name=last_broker))
             payload = encode(mq) if payload is None else (retarget or set_queue_id)(
                 payload, mq.queue_id)
             started = time.monotonic()
@@ -315,7 +329,7 @@ class Producer:
                 if not _retry_elsewhere(exc):
                     raise
                 last_error = self._attempt_failed(topic, mq, started, exc, tried)
-                last_broker = mq.broker_name
+                last_broker, last_mq = mq.broker_name, mq
                 continue
             self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
             if (self.config.retry_another_broker_when_not_store_ok and tried < attempts
@@ -459,6 +473,14 @@ def _retry_elsewhere(exc: ClientError) -> bool:
     (RocketMQ answers that SYSTEM_ERROR, which its producer retries)."""
     return (exc.retriable or isinstance(exc, PermissionDeniedError)
             or (isinstance(exc, InvalidRequestError) and exc.reason == "QUEUE_OUT_OF_RANGE"))
+
+
+def _redirected(exc: BaseException | None, routes: RouteService, mq: MessageQueue) -> bool:
+    """A NOT_MASTER answer after which *mq*'s broker name has another master address."""
+    if not isinstance(exc, NotMasterError):
+        return False
+    addr = routes.addr_of(mq.broker_name)
+    return addr is not None and addr != exc.addr
 
 
 def _flow_controlled(exc: BaseException | None) -> bool:

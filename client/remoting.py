@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from pocketmq.client.admin_model import (
     BrokerInfo,
@@ -34,6 +35,7 @@ from pocketmq.client.errors import (
     ClientError,
     InvalidRequestError,
     NotFoundError,
+    NotMasterError,
     PermissionDeniedError,
     RemoteError,
     RouteNotFoundError,
@@ -52,7 +54,13 @@ from pocketmq.client.route import QueueData, TopicRoute
 from pocketmq.common.auth import Credentials, signed_metadata
 from pocketmq.common.runtime import tune_malloc
 from pocketmq.v1 import broker_pb2 as bpb
-from pocketmq.v1 import broker_pb2_grpc, common_pb2, nameserver_pb2, nameserver_pb2_grpc
+from pocketmq.v1 import (
+    broker_pb2_grpc,
+    common_pb2,
+    controller_pb2,
+    nameserver_pb2,
+    nameserver_pb2_grpc,
+)
 
 __all__ = [
     "STATUS_ERRORS",
@@ -73,6 +81,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 REASON_METADATA_KEY = "pocketmq-reason"
+NOT_MASTER_METADATA_KEY = "pocketmq-not-master-bin"   # a pocketmq.v1.NotMaster, with NOT_MASTER
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 MAX_RECONNECT_BACKOFF_MS = 2000
 
@@ -100,13 +109,30 @@ def _remote_error(exc: grpc.aio.AioRpcError, addr: str, rpc: str) -> RemoteError
     if code is Code.CANCELLED and task is not None and task.cancelling():
         raise asyncio.CancelledError
     reason = ""
+    not_master = b""
     for key, value in exc.trailing_metadata() or ():
         if key == REASON_METADATA_KEY:
             reason = str(value)
-    cls = STATUS_ERRORS.get(code, ServerError)
+        elif key == NOT_MASTER_METADATA_KEY:
+            not_master = value if isinstance(value, bytes) else str(value).encode()
     details = exc.details() or "no details"
+    if reason == "NOT_MASTER":
+        return _not_master_error(f"{rpc} to {addr} failed: {code.name}: {details}", addr,
+                                 code.name, not_master)
+    cls = STATUS_ERRORS.get(code, ServerError)
     return cls(f"{rpc} to {addr} failed: {code.name}: {details}", addr=addr, code=code.name,
                reason=reason)
+
+
+def _not_master_error(message: str, addr: str, code: str, detail: bytes) -> NotMasterError:
+    """NOT_MASTER with its detail; a detail that does not parse redirects nowhere."""
+    hint = controller_pb2.NotMaster()
+    try:
+        hint.ParseFromString(detail)
+    except DecodeError:
+        hint = controller_pb2.NotMaster()
+    return NotMasterError(message, addr=addr, code=code, broker_name=hint.broker_name,
+                          master_addr=hint.master_addr, master_epoch=hint.master_epoch)
 
 
 # -- plain values ------------------------------------------------------------------------------
@@ -227,7 +253,9 @@ def _route(topic: str, pb_route: Any) -> TopicRoute:
         queue_datas=tuple(QueueData(q.broker_name, q.read_queue_nums, q.write_queue_nums,
                                     q.perm) for q in pb_route.queue_datas),
         broker_addrs={b.broker_name: dict(b.broker_addrs)
-                      for b in pb_route.broker_datas})
+                      for b in pb_route.broker_datas},
+        master_epochs={b.broker_name: b.master_epoch for b in pb_route.broker_datas
+                       if b.master_epoch})
 
 
 # -- clients ------------------------------------------------------------------------------------

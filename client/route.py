@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pocketmq.client.errors import ClientError, RouteNotFoundError
 from pocketmq.client.members import DEFAULT_SUSPECT_S, MASTER_ID, MemberTable
@@ -64,6 +64,7 @@ class TopicRoute:
     queue_datas: tuple[QueueData, ...]
     broker_addrs: dict[str, dict[int, str]] = field(default_factory=dict)  # name -> id -> addr
     provisional: bool = False   # borrowed from the auto-create template topic
+    master_epochs: dict[str, int] = field(default_factory=dict)  # name -> master epoch (if known)
 
     def master_addr(self, broker_name: str) -> str | None:
         return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
@@ -86,7 +87,14 @@ class TopicRoute:
     def for_topic(self, topic: str) -> TopicRoute:
         """This route lent to another topic (the auto-create template case)."""
         return TopicRoute(topic=topic, queue_datas=self.queue_datas,
-                          broker_addrs=self.broker_addrs, provisional=True)
+                          broker_addrs=self.broker_addrs, provisional=True,
+                          master_epochs=self.master_epochs)
+
+    def with_members(self, broker_name: str, members: dict[int, str],
+                     master_epoch: int) -> TopicRoute:
+        """This route with *broker_name*'s members (and epoch) replaced."""
+        return replace(self, broker_addrs={**self.broker_addrs, broker_name: members},
+                       master_epochs={**self.master_epochs, broker_name: master_epoch})
 
 
 RouteFetcher = Callable[[str], Awaitable[TopicRoute]]
@@ -211,6 +219,21 @@ class RouteService:
         self._refreshes.add(task)
         task.add_done_callback(self._refreshes.discard)
 
+    def redirect(self, broker_name: str, master_addr: str, master_epoch: int) -> bool:
+        """A NOT_MASTER answer: *master_addr* is *broker_name*'s master in *master_epoch*.
+        Taken (True) only for an epoch newer than the one held; every cached route naming
+        the broker name then sends there at once."""
+        if not self.members.redirect(broker_name, master_addr, master_epoch):
+            return False
+        log.info("broker %s: master is now %s (epoch %d), told by a NOT_MASTER answer",
+                 broker_name, master_addr, master_epoch)
+        members = self.members.members(broker_name)
+        for entry in self._routes.values():
+            if broker_name in entry.route.broker_addrs:
+                entry.route = entry.route.with_members(broker_name, members, master_epoch)
+                entry.write_queues = entry.route.write_queues()
+        return True
+
     async def _refresh_quietly(self, topics: list[str]) -> None:
         for topic in topics:
             try:
@@ -279,9 +302,16 @@ class RouteService:
             except RouteNotFoundError:
                 raise RouteNotFoundError(topic, "no broker serves it and none auto-creates "
                                                 "topics; create it first") from None
+        stale = self.members.update(route.broker_addrs, route.master_epochs)
+        for name in stale:
+            # An older master term than one already seen (a lagging nameserver): keep ours.
+            log.info("route of %s names master epoch %d for %s, older than %d; kept the newer",
+                     topic, route.master_epochs.get(name, 0), name,
+                     self.members.master_epoch(name))
+            route = route.with_members(name, self.members.members(name),
+                                       self.members.master_epoch(name))
         self._routes[topic] = _Entry(route, self._clock.monotonic(),
                                      write_queues=route.write_queues())
-        self.members.update(route.broker_addrs)
         for listener in self._listeners:
             listener(route)
         return route

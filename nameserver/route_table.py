@@ -114,6 +114,7 @@ class BrokerData:
     cluster: str
     broker_name: str
     broker_addrs: Mapping[int, str]  # broker id -> "host:port", sorted by id
+    master_epoch: int = 0            # the highest master epoch known for the name (0: none)
 
     @property
     def master_addr(self) -> str | None:
@@ -417,7 +418,8 @@ class RouteTable:
     def _broker_data(self, broker_name: str) -> BrokerData:
         entry = self._broker_addr_table[broker_name]
         return BrokerData(cluster=entry.cluster, broker_name=broker_name,
-                          broker_addrs=dict(sorted(entry.addrs.items())))
+                          broker_addrs=dict(sorted(entry.addrs.items())),
+                          master_epoch=self._master_epochs.get(broker_name, 0))
 
     def _live_master_of(self, broker: BrokerIdentity) -> str:
         if broker.broker_id == MASTER_ID:

@@ -162,7 +162,8 @@ def _topic_configs(request: nameserver_pb2.RegisterBrokerRequest) -> Iterator[To
 
 def _broker_data_pb(data: BrokerData) -> common_pb2.BrokerData:
     return common_pb2.BrokerData(cluster=data.cluster, broker_name=data.broker_name,
-                                 broker_addrs=dict(data.broker_addrs))
+                                 broker_addrs=dict(data.broker_addrs),
+                                 master_epoch=data.master_epoch)
 
 
 def _live_info_pb(info: BrokerLiveInfo) -> nameserver_pb2.BrokerLiveInfo:

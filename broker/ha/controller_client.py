@@ -21,7 +21,10 @@ effect only once the controller holds it — a master cut off from the
 controller cannot drop its replicas and acknowledge alone.
 
 The broker's id comes from the controller at the first heartbeat and is kept
-in ``config/controller_identity.json``. Controllers are tried in order; a
+in ``config/controller_identity.json``. The channel to the controller uses TLS
+when ``namesrv_tls_ca_file`` is set (the controller runs in a nameserver) and
+every call is signed with the broker's keys (the controller's methods need an
+admin account when the nameserver's ACL is on). Controllers are tried in order; a
 standby's answer names the active one (trailing ``pocketmq-controller-leader``).
 """
 
@@ -107,7 +110,15 @@ class ControllerClient:
     def _stub(self, addr: str) -> controller_pb2_grpc.ControllerStub:
         channel = self._channels.get(addr)
         if channel is None:
-            channel = self._channels[addr] = grpc.aio.insecure_channel(addr)
+            # The controller runs in a nameserver: TLS to it as to the nameservers.
+            ca_file = self._config.namesrv_tls_ca_file
+            if ca_file:
+                with open(ca_file, "rb") as f:
+                    creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+                channel = grpc.aio.secure_channel(addr, creds)
+            else:
+                channel = grpc.aio.insecure_channel(addr)
+            self._channels[addr] = channel
         return controller_pb2_grpc.ControllerStub(channel)
 
     def _sign(self, method: str, request: Any) -> Any:
@@ -227,6 +238,30 @@ class ControllerClient:
                     return
                 await ha.follow(broker_id=me, master_ha_addr=ha_addr,
                                 master_epoch=info.master_epoch, master_addr=info.master_addr)
+
+    async def elect_me(self) -> tuple[int, int, str]:
+        """``broker promote`` in controller mode: ask the controller to elect this broker
+        (ElectMaster with its id) and take the answer; (epoch, start offset, role).
+        Refused (RoleError) when the controller will not: not live, not in sync."""
+        from pocketmq.broker.ha.role import RoleError
+
+        if not self.broker_id:
+            raise RoleError(f"{self._config.broker_name} has no broker id from the controller "
+                            "yet; retry once it has heartbeated")
+        request = cpb.ElectMasterRequest(broker_name=self._config.broker_name,
+                                         broker_id=self.broker_id)
+        try:
+            info = await self.call("ElectMaster", request)
+        except grpc.aio.AioRpcError as exc:
+            raise RoleError(f"the controller refused to elect {self._config.broker_name} id "
+                            f"{self.broker_id}: {exc.details()}") from None
+        await self.take(info)
+        ha = self._ha
+        if not ha.is_master():
+            raise RoleError(f"the controller elected id {info.master_id}, not this broker "
+                            f"(id {self.broker_id})")
+        entries = ha.store.epochs.entries
+        return ha.epoch, entries[-1].start_offset if entries else 0, ha.role
 
     def _master_role(self) -> str:
         role = self._config.broker_role

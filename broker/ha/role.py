@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from pocketmq.broker.errors import FailedPreconditionError
+from pocketmq.broker.errors import FailedPreconditionError, NotMasterError
 from pocketmq.broker.ha.master import ReplicationService, SyncOutcome
 from pocketmq.broker.ha.replica import HaClient
 from pocketmq.broker.ha.servicer import HaServicer
@@ -145,6 +145,20 @@ class HaController:
     def is_master(self) -> bool:
         return self.role in MASTER_ROLES and not self.fenced
 
+    def not_master(self) -> NotMasterError | None:
+        """None while this broker takes writes; else the NOT_MASTER refusal of a send,
+        naming the master it knows (the controller's or the nameserver's word)."""
+        if self.role in MASTER_ROLES and not self.fenced:
+            return None
+        name = self._config.broker_name
+        addr, epoch = self.redirect
+        why = (f"fenced: {self.fenced}" if self.fenced else
+               f"it is a replica (SLAVE), id {self.broker_id}")
+        where = (f"the master is {addr} in epoch {epoch}" if addr else
+                 "no master is known yet; refresh the route and retry")
+        return NotMasterError(f"this broker is not the master of {name} ({why}); {where}",
+                              broker_name=name, master_addr=addr, master_epoch=epoch)
+
     @property
     def epoch(self) -> int:
         return self._store.epochs.last_epoch
@@ -197,6 +211,8 @@ class HaController:
     def ha_address(self) -> str:
         if self._server is None:
             return ""
+        if self._config.ha_advertise_addr:
+            return self._config.ha_advertise_addr
         ip = self._config.advertised_ip
         return f"[{ip}]:{self.ha_port}" if ":" in ip else f"{ip}:{self.ha_port}"
 
@@ -250,7 +266,11 @@ class HaController:
                     self.client.master_changed()
             if self.client is not None:
                 self.client.saw_epoch(reply.master_epoch)
+            if reply.master_addr and reply.master_epoch >= self.redirect[1]:
+                self.redirect = (reply.master_addr, reply.master_epoch)
         elif reply.stale_master and not self.fenced:
+            if reply.master_addr:
+                self.redirect = (reply.master_addr, reply.master_epoch)
             self.fence(f"this broker was master of {self._config.broker_name} in epoch "
                        f"{self.epoch}, and the nameserver knows epoch {reply.master_epoch} "
                        f"(master {reply.master_addr or 'unknown'}); restart it as a replica "

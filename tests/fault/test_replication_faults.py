@@ -208,7 +208,8 @@ async def test_old_master_is_fenced_then_rejoins_and_cuts_its_diverged_tail(kit,
                    what="the old master fenced")
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await send_raw(fenced.addr, TOPIC, 0, [b"zombie"], uniq_prefix="zombie")
-    assert refused.value.code() is grpc.StatusCode.UNAVAILABLE, refused.value.details()
+    assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION, refused.value.details()
+    assert dict(refused.value.trailing_metadata())["pocketmq-reason"] == "NOT_MASTER"
     assert await fenced.stop() == 0
     # restarted as a replica of the new master: its handshake cuts the diverged tail
     rejoined = await group.start("m", broker_id=2, role="SLAVE")

@@ -59,12 +59,14 @@ def free_port_run(count: int) -> int:
 
 async def start_cluster_up(data_dir: Path, *, namesrv_port: int, broker_port: int,
                            v2_port: int, brokers: int = 2, replicas: int = 0,
-                           extra_config: str = "") -> asyncio.subprocess.Process:
+                           extra_config: str = "", controller: bool | None = None,
+                           ) -> asyncio.subprocess.Process:
     small = data_dir.parent / "small-segments.toml"   # 16 MiB, not 1 GiB, of disk a broker
     small.write_text(f"commitlog_file_size_bytes = 16777216\n{extra_config}")
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "pocketmq", "cluster", "up", "--brokers", str(brokers),
-        "--replicas", str(replicas),
+        "--replicas", str(replicas), *([] if controller is None else
+                                       ["--controller" if controller else "--no-controller"]),
         "--data-dir", str(data_dir), "--namesrv-port", str(namesrv_port),
         "--broker-port", str(broker_port), "--v2-port", str(v2_port), "--config", str(small),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -198,7 +200,8 @@ async def test_cluster_up_with_a_replica_copies_the_master_and_promote_fails_ove
     namesrv_port, broker_port = free_port_run(1), free_port_run(4)
     proc = await start_cluster_up(tmp_path / "cluster", namesrv_port=namesrv_port,
                                   broker_port=broker_port, v2_port=-1, brokers=1, replicas=1,
-                                  extra_config="register_interval_seconds = 1\n")
+                                  extra_config="register_interval_seconds = 1\n",
+                                  controller=False)
     stop_on_teardown(proc)
     assert proc.stdout is not None
     banner = await read_until(proc.stdout, "Ctrl-C stops the cluster.", UP_TIMEOUT_S)
@@ -274,7 +277,8 @@ async def test_cluster_up_with_a_replica_copies_the_master_and_promote_fails_ove
     # Up again on the same data: the promotion holds, and the old master is fenced.
     proc = await start_cluster_up(tmp_path / "cluster", namesrv_port=namesrv_port,
                                   broker_port=broker_port, v2_port=-1, brokers=1, replicas=1,
-                                  extra_config="register_interval_seconds = 1\n")
+                                  extra_config="register_interval_seconds = 1\n",
+                                  controller=False)
     stop_on_teardown(proc)
     assert proc.stdout is not None
     banner = await read_until(proc.stdout, "Ctrl-C stops the cluster.", UP_TIMEOUT_S)
@@ -285,3 +289,64 @@ async def test_cluster_up_with_a_replica_copies_the_master_and_promote_fails_ove
     proc.send_signal(signal.SIGINT)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
+
+
+async def test_cluster_up_with_replicas_runs_the_controller_and_broker_elect_moves_the_master(
+        tmp_path, stop_on_teardown, eventually, capsys):
+    namesrv_port, broker_port = free_port_run(1), free_port_run(4)
+    proc = await start_cluster_up(tmp_path / "cluster", namesrv_port=namesrv_port,
+                                  broker_port=broker_port, v2_port=-1, brokers=1, replicas=1,
+                                  extra_config="register_interval_seconds = 1\n"
+                                               "ha_max_time_replica_not_catchup_ms = 3000\n")
+    stop_on_teardown(proc)
+    assert proc.stdout is not None
+    banner = await read_until(proc.stdout, "Ctrl-C stops the cluster.", UP_TIMEOUT_S)
+    namesrv = f"127.0.0.1:{namesrv_port}"
+    first, second = f"127.0.0.1:{broker_port}", f"127.0.0.1:{broker_port + 2}"
+    # The controller named the first member master; the other is its replica (id 2).
+    assert re.search(rf"SYNC_MASTER\s+broker-a\s+0\s+{re.escape(first)}\s", banner), banner
+    assert re.search(rf"SLAVE\s+broker-a\s+2\s+{re.escape(second)}\s", banner), banner
+
+    async def listing() -> dict[str, dict]:
+        code, out, err = await cli(capsys, "cluster", "list", "--namesrv", namesrv, "--json")
+        assert code == 0, err
+        return {b["addr"]: b for b in json.loads(out)}
+
+    async def both_in_sync() -> dict | None:
+        rows = await listing()
+        m = rows.get(first)
+        return rows if m and m["sync_state_set"] == "1 2" else None
+
+    rows = await eventually(both_in_sync, timeout_s=30, interval_s=0.3,
+                            what="the replica in the controller's in-sync set")
+    assert rows[first]["controller_broker_id"] == 1 and rows[second]["controller_broker_id"] == 2
+
+    code, out, err = await cli(capsys, "broker", "elect", "broker-a", "--broker-id", "2",
+                               "--namesrv", namesrv)
+    assert code == 0, err
+    assert re.search(rf"elected broker-a id 2 at {re.escape(second)} master in epoch 2", out), out
+
+    async def second_is_master() -> bool:
+        rows = await listing()
+        r = rows.get(second)
+        return bool(r and r["broker_role"] == "SYNC_MASTER" and r["broker_id"] == 0
+                    and r["master_epoch"] == 2)
+
+    await eventually(second_is_master, timeout_s=15, interval_s=0.3,
+                     what="the elected broker listed as master")
+    async with Producer(group="elect-pg", namesrv=namesrv) as producer:
+        sent = await producer.send(Message(topic="elect-topic", body=b"after the election"))
+    assert decode_offset_msg_id(sent.offset_msg_id).port == broker_port + 2
+
+    # Refusals: an id the controller does not know, a name it does not know, bad usage.
+    code, _, err = await cli(capsys, "broker", "elect", "broker-a", "--broker-id", "9",
+                             "--namesrv", namesrv)
+    assert code == 1 and "NOT_ELIGIBLE" in err, err
+    code, _, err = await cli(capsys, "broker", "elect", "broker-z", "--namesrv", namesrv)
+    assert code == 1 and "UNKNOWN_BROKER_NAME" in err, err
+    code, _, err = await cli(capsys, "broker", "elect", "broker-a", "--broker-id", "x")
+    assert code == 2 and "broker id" in err
+
+    proc.send_signal(signal.SIGINT)
+    _out, err_b = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err_b.decode()

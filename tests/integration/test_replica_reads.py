@@ -23,7 +23,7 @@ import pytest
 
 from pocketmq.broker.topic_config import TopicConfig
 from pocketmq.client import ConsumeResult, Message, MessageExt, Producer, PullConsumer, PushConsumer
-from pocketmq.client.errors import UnavailableError
+from pocketmq.client.errors import NotMasterError
 
 TOPIC = "orders"
 QUEUES = 2
@@ -254,12 +254,12 @@ async def test_a_producer_refused_by_a_replica_sends_to_another_broker_name(
         queues = await producer.fetch_publish_queues(TOPIC)
         assert {q.broker_name for q in queues} == {"broker-a", "broker-b"}
         # a stale view: broker-a's id 0 is at the replica (as after a promotion the
-        # client has not seen); the replica refuses with UNAVAILABLE and a reason
+        # client has not seen); the replica refuses with NOT_MASTER naming the master
         producer._routes.members.update({"broker-a": {0: pair.replica.address}})
         a_queue = next(q for q in queues if q.broker_name == "broker-a")
-        with pytest.raises(UnavailableError, match=r"replica \(SLAVE\)") as refused:
+        with pytest.raises(NotMasterError, match=r"replica \(SLAVE\)") as refused:
             await producer.send(Message(topic=TOPIC, body=b"x"), queue=a_queue)
-        assert not refused.value.unreachable
+        assert refused.value.master_addr == pair.master.address
         producer._routes.members.update({"broker-a": {0: pair.replica.address}})
         results = [await producer.send(Message(topic=TOPIC, body=b"y%d" % i))
                    for i in range(6)]

@@ -88,8 +88,12 @@ async def test_a_replica_refuses_sends_with_a_clear_status(namesrv, pair_config,
         stub = broker_pb2_grpc.BrokerStub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.SendMessage(pb.SendMessageRequest(producer_group="pg", record=record))
-    assert err.value.code() is grpc.StatusCode.UNAVAILABLE
+    # NOT_MASTER: FAILED_PRECONDITION naming the master (the SDK redirects on it)
+    assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
     assert "replica (SLAVE)" in err.value.details()
+    trailer = dict(err.value.trailing_metadata())
+    assert trailer["pocketmq-reason"] == "NOT_MASTER"
+    assert "pocketmq-not-master-bin" in trailer
 
 
 async def test_a_sync_master_without_replicas_answers_slave_not_available(

@@ -151,10 +151,12 @@ class ControllerGroup:
         if name not in self.ports:
             self.ports[name] = (free_port(), free_port())
         port, ha_port = self.ports[name]
+        # *options* win over the group's (a broker reaching the controller via a proxy).
+        settings = {"controller_addr": self.controller_addrs, **self.options, **options}
+        namesrv = settings.pop("namesrv_addrs", self.namesrv_addrs)
         proc = await self.kit.broker(
-            self.broker_name, namesrv=self.namesrv_addrs, port=port, data_dir=self.dir(name),
-            broker_role=self.master_role, ha_port=ha_port, controller_mode=True,
-            controller_addr=self.controller_addrs, **{**self.options, **options})
+            self.broker_name, namesrv=namesrv, port=port, data_dir=self.dir(name),
+            broker_role=self.master_role, ha_port=ha_port, controller_mode=True, **settings)
         self.procs[name] = proc
         return proc
 

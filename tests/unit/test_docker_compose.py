@@ -16,16 +16,26 @@ import yaml
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.cli import build_parser
-from pocketmq.cli.cluster_cmd import broker_command, cluster_layout, nameserver_command
+from pocketmq.cli.cluster_cmd import (
+    broker_command,
+    cluster_layout,
+    controller_id,
+    nameserver_command,
+)
 from pocketmq.common.configfile import load_config
 from pocketmq.nameserver import NamesrvConfig
 from pocketmq.security.acl import AclStore
 
 ROOT = Path(__file__).resolve().parents[2]
-# The compose topology is `cluster up --brokers 2 --replicas 1` with the default ports.
+# The compose topology is `cluster up --brokers 2 --replicas 1` with the default ports, its
+# controller on etcd in three nameservers instead of a file in one.
 LAYOUT = cluster_layout(2, 1, broker_port=10911, v2_port=8081)
 BROKERS = tuple(m.label for m in LAYOUT)      # broker-a, broker-a-1, broker-b, broker-b-1
-SERVERS = ("nameserver", *BROKERS)
+NAMESERVERS = ("nameserver", "nameserver-2", "nameserver-3")
+SERVERS = (*NAMESERVERS, *BROKERS)
+ETCD = "http://etcd:2379"
+NAMESRV = ";".join(f"{n}:9876" for n in NAMESERVERS)      # every client's --namesrv
+CONTROLLERS = ",".join(f"{n}:9876" for n in NAMESERVERS)  # every broker's --controller
 ACL_IN_CONTAINER = "/etc/pocketmq/acl.toml"
 KEYS_IN_CONTAINER = "/etc/pocketmq/broker.toml"
 
@@ -67,35 +77,57 @@ def test_the_image_runs_pocketmq_so_service_commands_are_its_arguments():
     assert ".venv" in ignored and ".git" in ignored
 
 
+def pocketmq_services(services: dict) -> dict:
+    """The services that run the PocketMQ image (etcd runs its own)."""
+    return {n: s for n, s in services.items() if s.get("image") == "pocketmq:latest"}
+
+
 def test_every_service_command_and_healthcheck_parses_with_the_cli(services):
     assert set(SERVERS) | {"demo-producer", "demo-consumer"} <= set(services)
-    for name, service in services.items():
+    assert set(services) - set(pocketmq_services(services)) == {"etcd"}
+    for name, service in pocketmq_services(services).items():
         assert callable(getattr(parse(service["command"]), "func", None)), name
         if "healthcheck" in service:
             assert callable(getattr(parse(healthcheck_command(service)), "func", None)), name
 
 
 def test_server_commands_equal_the_commands_cluster_up_runs(services):
-    ns = parse(services["nameserver"]["command"])
-    assert services["nameserver"]["command"] == nameserver_command(port=ns.port, host="0.0.0.0")
+    for name in NAMESERVERS:
+        ns = parse(services[name]["command"])
+        assert services[name]["command"] == nameserver_command(
+            port=ns.port, host="0.0.0.0", controller_etcd=ETCD, advertise=f"{name}:{ns.port}")
     for member in LAYOUT:
         service = services[member.label]
         assert service["command"] == broker_command(
-            member.index, broker_id=member.broker_id, role=member.role, port=member.port,
-            ha_port=member.ha_port, v2_port=member.v2_port, namesrv=f"nameserver:{ns.port}",
+            member.index, broker_id=member.broker_id, role=LAYOUT[0].role, port=member.port,
+            ha_port=member.ha_port, v2_port=member.v2_port, namesrv=NAMESRV,
             data_dir="/data", host="0.0.0.0",
             broker_ip=service["networks"]["pocketmq"]["ipv4_address"],
-            acl_file=ACL_IN_CONTAINER, config_file=KEYS_IN_CONTAINER), member.label
+            acl_file=ACL_IN_CONTAINER, config_file=KEYS_IN_CONTAINER,
+            controller=CONTROLLERS), member.label
 
 
-def test_each_broker_name_is_a_sync_master_and_a_replica_that_parse_as_such(services):
+def test_every_nameserver_runs_the_controller_on_etcd_and_names_itself_to_brokers(services):
+    assert services["etcd"]["restart"] == "unless-stopped"
+    assert "http://0.0.0.0:2379" in services["etcd"]["command"]
+    for name in NAMESERVERS:
+        config = load_config(NamesrvConfig, args=parse(services[name]["command"]))
+        assert config.controller_enable and config.controller_etcd == ETCD, name
+        assert config.controller_advertise_addr == f"{name}:{config.port}", name
+        assert "etcd" in services[name]["depends_on"], name
+
+
+def test_each_broker_name_is_two_controller_mode_members_that_parse_as_such(services):
     for member in LAYOUT:
         config = load_config(BrokerConfig, toml_path=str(ROOT / "config" / "broker.toml"),
                              section="broker", args=parse(services[member.label]["command"]))
         assert (config.broker_name, config.broker_id, config.broker_role) == (
-            member.broker_name, member.broker_id, member.role)
-        assert config.broker_role == ("SYNC_MASTER" if member.broker_id == 0 else "SLAVE")
+            member.broker_name, controller_id(member.broker_id), "SYNC_MASTER")
+        assert config.controller_mode and config.controller_addr == CONTROLLERS
         assert config.ha_listen_port == config.port + 1
+        if member.broker_id:   # the replica starts once the first member is up
+            master = services[member.label]["depends_on"][member.broker_name]
+            assert master["condition"] == "service_healthy"
     assert {(m.broker_name, m.broker_id) for m in LAYOUT} == {
         ("broker-a", 0), ("broker-a", 1), ("broker-b", 0), ("broker-b", 1)}
 
@@ -113,7 +145,7 @@ def test_replicas_sign_replication_with_an_admin_account_of_the_shipped_acl(serv
 
 def test_the_brokers_enforce_the_shipped_acl_and_every_client_has_keys_of_it(services):
     acl = AclStore(str(ROOT / "config" / "acl.toml")).acl
-    for name, service in services.items():
+    for name, service in pocketmq_services(services).items():
         if name in BROKERS:
             config = load_config(BrokerConfig, args=parse(service["command"]))
             assert config.acl_enable and config.acl_path == ACL_IN_CONTAINER
@@ -136,16 +168,17 @@ def test_ports_and_addresses_agree_between_services(services):
         assert config.broker_name == member.broker_name
         assert (config.port, config.ha_listen_port, config.v2_port) == (
             member.port, member.ha_port, member.v2_port), member.label
-        assert config.namesrv_addr_list == [f"nameserver:{namesrv.port}"]
+        assert config.namesrv_addr_list == NAMESRV.split(";")
         assert config.advertised_ip == service["networks"]["pocketmq"]["ipv4_address"]
         assert published(service) == {config.port: config.port, config.v2_port: config.v2_port}
         assert healthcheck_command(service)[-1] == f"127.0.0.1:{config.port}"
         broker_ports |= {config.port, config.ha_listen_port, config.v2_port}
-        assert service["depends_on"]["nameserver"]["condition"] == "service_healthy"
+        for name in NAMESERVERS:
+            assert service["depends_on"][name]["condition"] == "service_healthy"
     assert len(broker_ports) == 3 * len(LAYOUT), "each broker needs ports of its own"
     for name in ("demo-producer", "demo-consumer"):
         command = services[name]["command"]
-        assert command[command.index("--namesrv") + 1] == f"nameserver:{namesrv.port}"
+        assert command[command.index("--namesrv") + 1] == NAMESRV
         assert set(services[name]["depends_on"]) == set(BROKERS)
 
 
@@ -171,7 +204,7 @@ def test_every_named_volume_is_declared_and_holds_the_broker_data_dir(compose, s
 
 
 def test_servers_restart_unless_stopped_and_have_healthchecks(services):
-    for name in (*SERVERS, "demo-consumer"):
+    for name in (*SERVERS, "etcd", "demo-consumer"):
         assert services[name]["restart"] == "unless-stopped", name
     for name in SERVERS:
         assert services[name]["healthcheck"]["test"], name

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18pocketmq/v1/common.proto\x12\x0bpocketmq.v1\"\x89\x01\n\x0bTopicConfig\x12\x12\n\ntopic_name\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\x12\r\n\x05order\x18\x05 \x01(\x08\x12\x16\n\x0etopic_sys_flag\x18\x06 \x01(\x05\"4\n\x0b\x44\x61taVersion\x12\x14\n\x0ctimestamp_ms\x18\x01 \x01(\x03\x12\x0f\n\x07\x63ounter\x18\x02 \x01(\x03\"a\n\tQueueData\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\"\xa6\x01\n\nBrokerData\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12>\n\x0c\x62roker_addrs\x18\x03 \x03(\x0b\x32(.pocketmq.v1.BrokerData.BrokerAddrsEntry\x1a\x32\n\x10\x42rokerAddrsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"l\n\x0eTopicRouteData\x12+\n\x0bqueue_datas\x18\x01 \x03(\x0b\x32\x16.pocketmq.v1.QueueData\x12-\n\x0c\x62roker_datas\x18\x02 \x03(\x0b\x32\x17.pocketmq.v1.BrokerData*Y\n\x04Perm\x12\r\n\tPERM_NONE\x10\x00\x12\x10\n\x0cPERM_INHERIT\x10\x01\x12\x0e\n\nPERM_WRITE\x10\x02\x12\r\n\tPERM_READ\x10\x04\x12\x11\n\rPERM_PRIORITY\x10\x08\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18pocketmq/v1/common.proto\x12\x0bpocketmq.v1\"\x89\x01\n\x0bTopicConfig\x12\x12\n\ntopic_name\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\x12\r\n\x05order\x18\x05 \x01(\x08\x12\x16\n\x0etopic_sys_flag\x18\x06 \x01(\x05\"4\n\x0b\x44\x61taVersion\x12\x14\n\x0ctimestamp_ms\x18\x01 \x01(\x03\x12\x0f\n\x07\x63ounter\x18\x02 \x01(\x03\"a\n\tQueueData\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\"\xbc\x01\n\nBrokerData\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12>\n\x0c\x62roker_addrs\x18\x03 \x03(\x0b\x32(.pocketmq.v1.BrokerData.BrokerAddrsEntry\x12\x14\n\x0cmaster_epoch\x18\x04 \x01(\x03\x1a\x32\n\x10\x42rokerAddrsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"l\n\x0eTopicRouteData\x12+\n\x0bqueue_datas\x18\x01 \x03(\x0b\x32\x16.pocketmq.v1.QueueData\x12-\n\x0c\x62roker_datas\x18\x02 \x03(\x0b\x32\x17.pocketmq.v1.BrokerData*Y\n\x04Perm\x12\r\n\tPERM_NONE\x10\x00\x12\x10\n\x0cPERM_INHERIT\x10\x01\x12\x0e\n\nPERM_WRITE\x10\x02\x12\r\n\tPERM_READ\x10\x04\x12\x11\n\rPERM_PRIORITY\x10\x08\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,8 +33,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_BROKERDATA_BROKERADDRSENTRY']._loaded_options = None
   _globals['_BROKERDATA_BROKERADDRSENTRY']._serialized_options = b'8\001'
-  _globals['_PERM']._serialized_start=613
-  _globals['_PERM']._serialized_end=702
+  _globals['_PERM']._serialized_start=635
+  _globals['_PERM']._serialized_end=724
   _globals['_TOPICCONFIG']._serialized_start=42
   _globals['_TOPICCONFIG']._serialized_end=179
   _globals['_DATAVERSION']._serialized_start=181
@@ -42,9 +42,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_QUEUEDATA']._serialized_start=235
   _globals['_QUEUEDATA']._serialized_end=332
   _globals['_BROKERDATA']._serialized_start=335
-  _globals['_BROKERDATA']._serialized_end=501
-  _globals['_BROKERDATA_BROKERADDRSENTRY']._serialized_start=451
-  _globals['_BROKERDATA_BROKERADDRSENTRY']._serialized_end=501
-  _globals['_TOPICROUTEDATA']._serialized_start=503
-  _globals['_TOPICROUTEDATA']._serialized_end=611
+  _globals['_BROKERDATA']._serialized_end=523
+  _globals['_BROKERDATA_BROKERADDRSENTRY']._serialized_start=473
+  _globals['_BROKERDATA_BROKERADDRSENTRY']._serialized_end=523
+  _globals['_TOPICROUTEDATA']._serialized_start=525
+  _globals['_TOPICROUTEDATA']._serialized_end=633
 # @@protoc_insertion_point(module_scope)
