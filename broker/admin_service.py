@@ -357,7 +357,7 @@ class AdminService:
             "broker_address": f"{self._store_host[0]}:{self._store_host[1]}",
             "version": __version__,
             "boot_timestamp_ms": str(self._boot_timestamp_ms),
-            "topic_count": str(len(self._topics.all())),
+            "topic_count": str(len(self._topics)),
             "topic_data_version": str(self._topics.data_version.counter),
             "producer_groups_online": str(producer_groups),
             "consumer_groups_online": str(consumer_groups),

@@ -456,6 +456,6 @@ class Broker:
                 log.error("cannot persist consumer offsets at shutdown: %s", exc)
         if self.topics is not None:
             try:
-                self.topics.persist()
+                await self.topics.stop()
             except OSError as exc:
                 log.error("cannot persist topics at shutdown: %s", exc)
