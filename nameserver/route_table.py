@@ -218,7 +218,8 @@ class RouteTable:
         self._grpc_v2_addrs: dict[str, str] = {}  # broker address -> its v2 MessagingService
         self._ha_addrs: dict[str, str] = {}       # broker address -> its replication service
         self._master_epochs: dict[str, int] = {}  # broker name -> highest master epoch seen
-        self._staged: dict[str, tuple[DataVersion, int, list[TopicConfig]]] = {}  # chunks
+        # broker address -> (version, next chunk index, chunk count, configs so far)
+        self._staged: dict[str, tuple[DataVersion, int, int, list[TopicConfig]]] = {}
         self._sorted_topics: list[str] | None = None   # topics() index; None = rebuild
         self.counters = RouteTableCounters()
 
@@ -318,17 +319,18 @@ class RouteTable:
         if update.chunk_count <= 1:
             return "full", tuple(topic_configs)
         # One chunk of a full table: staged until the last one arrives.
+        expected = (version, update.chunk_index, update.chunk_count)
         staged = self._staged.get(broker.broker_addr)
-        if update.chunk_index == 0 or staged is None or staged[0] != version \
-                or staged[1] != update.chunk_index:
-            if update.chunk_index != 0:
-                self._staged.pop(broker.broker_addr, None)
-                return "need_full", ()       # a chunk out of order: start again
-            staged = (version, 0, [])
-        configs = staged[2]
+        if update.chunk_index == 0:
+            staged = (version, 0, update.chunk_count, [])
+        elif staged is None or staged[:3] != expected:
+            self._staged.pop(broker.broker_addr, None)
+            return "need_full", ()           # a chunk out of order or of another table
+        configs = staged[3]
         configs.extend(topic_configs)
         if update.chunk_index < update.chunk_count - 1:
-            self._staged[broker.broker_addr] = (version, update.chunk_index + 1, configs)
+            self._staged[broker.broker_addr] = (version, update.chunk_index + 1,
+                                                update.chunk_count, configs)
             return "none", ()
         self._staged.pop(broker.broker_addr, None)
         return "full", tuple(configs)
