@@ -37,7 +37,12 @@ from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.errors import DiskFullError, InvalidRequestError, NotFoundError
 from pocketmq.broker.long_polling import PullRequestHoldService
 from pocketmq.broker.store.api import MessageStore
-from pocketmq.broker.topic_config import DataVersion, TopicConfig, TopicConfigManager
+from pocketmq.broker.topic_config import (
+    DataVersion,
+    TopicBatchResult,
+    TopicConfig,
+    TopicConfigManager,
+)
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.msgid import decode_offset_msg_id
 from pocketmq.common.validation import check_group, check_topic
@@ -157,6 +162,42 @@ class AdminService:
         self._offsets.remove_topic(topic)
         self._persist_offsets()
 
+    def create_topics(self, configs: list[TopicConfig], *,
+                      update_existing: bool = False) -> TopicBatchResult:
+        """Create (or update) many topics as one change of the table: all or none.
+        Queues an updated topic no longer has are deleted first, as in update_topic."""
+        self._topics.check_create_many(configs, update_existing=update_existing)
+        dropped: dict[str, set[int]] = {}
+        for config in configs:
+            old = self._topics.get(config.topic_name)
+            if old is not None:
+                kept = max(config.read_queue_nums, config.write_queue_nums)
+                gone = set(range(kept, max(old.read_queue_nums, old.write_queue_nums)))
+                if gone:
+                    dropped[config.topic_name] = gone
+        for topic, queues in dropped.items():
+            self._store_deletion(lambda t=topic, q=queues: self._store.delete_queues(t, q))
+        result = self._topics.create_many(configs, update_existing=update_existing)
+        if dropped:
+            for topic, queues in dropped.items():
+                self._offsets.remove_queues(topic, queues)
+            self._persist_offsets()
+        return result
+
+    def delete_topics(self, topics: list[str], *, ignore_missing: bool = False) -> int:
+        """Delete many topics, their queues and offsets, as one change: all or none.
+        The store records the deletion durably first (one write), as in delete_topic."""
+        olds = self._topics.check_delete_many(topics, ignore_missing=ignore_missing)
+        if not olds:
+            return 0
+        names = [tc.topic_name for tc in olds]
+        self._store_deletion(lambda: self._store.delete_topics(names))
+        self._topics.delete_many(names)
+        for name in names:
+            self._offsets.remove_topic(name)
+        self._persist_offsets()
+        return len(names)
+
     @staticmethod
     def _store_deletion(delete: Any) -> None:
         try:
@@ -175,6 +216,10 @@ class AdminService:
 
     def all_topics(self) -> tuple[list[TopicConfig], DataVersion]:
         return self._topics.all(), self._topics.data_version
+
+    @property
+    def topic_data_version(self) -> DataVersion:
+        return self._topics.data_version
 
     # -- queues -------------------------------------------------------------------------
     def topic_status(self, topic: str) -> list[QueueStatus]:
@@ -357,7 +402,7 @@ class AdminService:
             "broker_address": f"{self._store_host[0]}:{self._store_host[1]}",
             "version": __version__,
             "boot_timestamp_ms": str(self._boot_timestamp_ms),
-            "topic_count": str(len(self._topics.all())),
+            "topic_count": str(len(self._topics)),
             "topic_data_version": str(self._topics.data_version.counter),
             "producer_groups_online": str(producer_groups),
             "consumer_groups_online": str(consumer_groups),

@@ -39,6 +39,7 @@ from pocketmq.broker.flow_control import FlowControlInterceptor, server_limits
 from pocketmq.broker.grpc_v2.auth import acl_authenticator as v2_acl_authenticator
 from pocketmq.broker.grpc_v2.server import BrokerParts, GrpcV2Server
 from pocketmq.broker.grpc_v2.servicer import Authenticator
+from pocketmq.broker.limits import warn_if_low
 from pocketmq.broker.long_polling import PullRequestHoldService
 from pocketmq.broker.namesrv_client import GrpcNameserverClient
 from pocketmq.broker.pull_service import PullMessageService
@@ -138,6 +139,7 @@ class Broker:
     async def start(self) -> None:
         cfg = self.config
         tune_malloc()
+        warn_if_low(cfg.max_queues_total)   # ulimit -n, vm.max_map_count vs the queue count
         max_receive = cfg.max_batch_size_bytes + cfg.max_message_size_bytes + 1024 * 1024
         # Interceptors run in list order; each one is independent of the others.
         self.flow_control = FlowControlInterceptor(
@@ -466,6 +468,6 @@ class Broker:
                 log.error("cannot persist consumer offsets at shutdown: %s", exc)
         if self.topics is not None:
             try:
-                self.topics.persist()
+                await self.topics.stop()
             except OSError as exc:
                 log.error("cannot persist topics at shutdown: %s", exc)

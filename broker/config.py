@@ -108,8 +108,9 @@ class BrokerConfig:
     max_queues_total: int = field(default=32_768, metadata=_help(
         "queues the broker serves at most, over all topics (each topic counts the larger "
         "of its read and write queue numbers); CreateTopic, UpdateTopic and auto-create "
-        "beyond it are refused. Each queue with messages maps a file, and Linux allows "
-        "65,530 mappings a process by default (vm.max_map_count): raise both together"))
+        "beyond it are refused. Each queue with messages keeps a file open and mapped; "
+        "the broker checks ulimit -n and vm.max_map_count (Linux default 65,530) against "
+        "it at start and warns, with the command to raise each, when they are lower"))
     # -- pulls ------------------------------------------------------------------------
     max_pull_messages: int = field(default=32, metadata=_help(
         "messages one pull returns at most (maxTransferCountOnMessageInMemory)"))

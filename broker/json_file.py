@@ -79,11 +79,15 @@ class JsonFile:
         return BrokerError(f"cannot write {self.path}: {exc.strerror or exc} (errno "
                            f"{exc.errno}); nothing was changed")
 
-    def save(self, data: dict[str, Any]) -> None:
-        """Replace the file atomically, keeping the previous one as ``.bak``."""
+    def save(self, data: dict[str, Any], *, indent: int | None = 2) -> None:
+        """Replace the file atomically, keeping the previous one as ``.bak``. With
+        ``indent=None`` the JSON is compact and keys keep their order (large tables)."""
         directory = os.path.dirname(self.path) or "."
         os.makedirs(directory, exist_ok=True)
-        raw = json.dumps(data, indent=2, sort_keys=True).encode()
+        if indent is None:
+            raw = json.dumps(data, separators=(",", ":")).encode()
+        else:
+            raw = json.dumps(data, indent=indent, sort_keys=True).encode()
         try:
             with open(self.tmp_path, "wb") as f:
                 f.write(raw)

@@ -35,6 +35,12 @@ class BrokerRegistration:
     grpc_v2_addr: str = ""           # "host:port" of RocketMQ 5's MessagingService; "" = none
     ha_addr: str = ""                # "host:port" of the replication service; "" = none
     master_epoch: int = 0            # the master term this broker holds or follows
+    # None: topic_configs is the whole table (chunk chunk_index of chunk_count);
+    # a version: a delta on it (topic_configs changed, deleted_topics deleted since)
+    base_version: DataVersion | None = None
+    deleted_topics: list[str] = field(default_factory=list)
+    chunk_index: int = 0
+    chunk_count: int = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,6 +52,8 @@ class RegisterReply:
     master_ha_addr: str = ""         # for a replica: where to replicate from
     master_epoch: int = 0            # the highest master epoch the nameserver knows
     stale_master: bool = False       # refused: a master of an older epoch (fenced)
+    full_table_needed: bool = False  # a delta on a base it does not hold: send the table
+    request_bytes: int = 0           # size of the registration sent (for stats)
 
 
 def _topic_config_pb(tc: TopicConfig) -> common_pb2.TopicConfig:
@@ -86,7 +94,13 @@ class GrpcNameserverClient:
             data_version=common_pb2.DataVersion(timestamp_ms=reg.data_version.timestamp_ms,
                                                 counter=reg.data_version.counter),
             heartbeat_timeout_ms=reg.heartbeat_timeout_ms, grpc_v2_addr=reg.grpc_v2_addr,
-            ha_addr=reg.ha_addr, master_epoch=reg.master_epoch)
+            ha_addr=reg.ha_addr, master_epoch=reg.master_epoch,
+            deleted_topics=reg.deleted_topics, chunk_index=reg.chunk_index,
+            chunk_count=reg.chunk_count if reg.chunk_count > 1 else 0)
+        if reg.base_version is not None:
+            request.topic_table_kind = nameserver_pb2.TOPIC_TABLE_DELTA
+            request.base_version.timestamp_ms = reg.base_version.timestamp_ms
+            request.base_version.counter = reg.base_version.counter
         try:
             response = await self._stub.RegisterBroker(request, timeout=timeout_s, metadata=signed(
                 self._credentials, "/pocketmq.v1.NameServer/RegisterBroker", request))
@@ -97,7 +111,9 @@ class GrpcNameserverClient:
                              master_addr=response.master_addr,
                              master_ha_addr=response.master_ha_addr,
                              master_epoch=response.master_epoch,
-                             stale_master=response.stale_master)
+                             stale_master=response.stale_master,
+                             full_table_needed=response.full_table_needed,
+                             request_bytes=request.ByteSize())
 
     async def unregister(self, reg: BrokerRegistration, *, timeout_s: float) -> bool:
         """Unregister; True when the nameserver knew this broker."""

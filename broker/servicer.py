@@ -565,6 +565,29 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         return pb.DeleteTopicResponse()
 
     @_rpc
+    async def CreateTopics(self, request: pb.CreateTopicsRequest,
+                           context: grpc.aio.ServicerContext) -> pb.CreateTopicsResponse:
+        result = self._admin.create_topics(
+            [_topic_config(tc, default_queue_nums=self._default_queue_nums)
+             for tc in request.topic_configs], update_existing=request.update_existing)
+        version = self._admin.topic_data_version
+        return pb.CreateTopicsResponse(
+            created=len(result.created), updated=len(result.updated),
+            unchanged=len(result.unchanged), data_version=common_pb2.DataVersion(
+                timestamp_ms=version.timestamp_ms, counter=version.counter))
+
+    @_rpc
+    async def DeleteTopics(self, request: pb.DeleteTopicsRequest,
+                           context: grpc.aio.ServicerContext) -> pb.DeleteTopicsResponse:
+        for topic in request.topics:
+            _check_names(topic=topic)
+        deleted = self._admin.delete_topics(list(request.topics),
+                                            ignore_missing=request.ignore_missing)
+        version = self._admin.topic_data_version
+        return pb.DeleteTopicsResponse(deleted=deleted, data_version=common_pb2.DataVersion(
+            timestamp_ms=version.timestamp_ms, counter=version.counter))
+
+    @_rpc
     async def GetAllTopicConfig(self, request: pb.GetAllTopicConfigRequest,
                                 context: grpc.aio.ServicerContext,
                                 ) -> pb.GetAllTopicConfigResponse:

@@ -10,10 +10,12 @@ unchanged registration from a new one cheaply. The file has RocketMQ's shape::
                                      "writeQueueNums": 8, "perm": 6, "order": false,
                                      "topicSysFlag": 0}, ...}}
 
-and is saved through :class:`~pocketmq.broker.json_file.JsonFile` (temp file,
-fsync, rename, previous version kept as ``.bak``) after every change, before
-the change is answered. A save that fails (``ENOSPC``: DISK_FULL) undoes the
-change in memory too, so the table never holds what the file does not.
+and is the snapshot half of :class:`~pocketmq.broker.topic_store.TopicTableStore`:
+each change (one topic, or a batch of up to :data:`MAX_BATCH_TOPICS`) is one
+record appended and fsynced to ``config/topics.log`` before it is answered, and
+the snapshot is rewritten in the background once the log is as large as it. A
+change that cannot be appended (``ENOSPC``: DISK_FULL) is refused with nothing
+changed, so the table never holds what the disk does not.
 
 The broker serves at most ``max_queues_total`` queues over all its topics (a
 topic counts the larger of its read and write queue numbers); a create,
@@ -26,33 +28,40 @@ send when ``auto_create_topic_enable`` is on, from the ``TBW102`` template.
 
 from __future__ import annotations
 
+import errno
 import logging
-import os
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pocketmq.broker.errors import (
     AlreadyExistsError,
+    BrokerError,
+    DiskFullError,
     FailedPreconditionError,
     InvalidRequestError,
     NotFoundError,
     PermissionDeniedError,
 )
-from pocketmq.broker.json_file import JsonFile
+from pocketmq.broker.topic_log import LogRecord
+from pocketmq.broker.topic_store import DEFAULT_MIN_COMPACT_BYTES, TopicTableStore
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.validation import check_topic
 
 __all__ = [
     "AUTO_CREATE_TOPIC_KEY_TOPIC",
+    "MAX_BATCH_TOPICS",
     "NOT_ALLOWED_READ_TOPICS",
     "NOT_ALLOWED_SEND_TOPICS",
     "SCHEDULE_TOPIC",
     "TIMER_TOPIC",
     "DataVersion",
     "Perm",
+    "TopicBatchResult",
     "TopicConfig",
     "TopicConfigManager",
+    "TopicDelta",
 ]
 
 log = logging.getLogger(__name__)
@@ -152,17 +161,47 @@ class DataVersion:
 
 TopicChangeListener = Callable[[], None]
 
+#: Topics in one batch call at most (a request of this many stays far below gRPC's 4 MiB).
+MAX_BATCH_TOPICS = 20_000
+#: Changes remembered for registration deltas (topic names over all remembered records).
+JOURNAL_MAX_NAMES = 200_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicBatchResult:
+    """What one batch create-or-update did, by topic name."""
+
+    created: list[str]
+    updated: list[str]
+    unchanged: list[str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicDelta:
+    """The changes between two data versions: topics now as they are, topics gone."""
+
+    put: list[TopicConfig]
+    deleted: list[str]
+
 
 class TopicConfigManager:
-    """The topic table. Called on the event-loop thread only."""
+    """The topic table. Called on the event-loop thread only.
+
+    Every change, one topic or a batch, is one record of ``topics.log`` (see
+    :mod:`.topic_store`), so its cost does not grow with the table; the data
+    version's counter moves by one per change, and the last changes are kept in
+    memory (:meth:`changes_since`) so that registration can send deltas.
+    """
 
     def __init__(self, config_dir: str, *, broker_name: str, cluster_name: str,
                  default_queue_nums: int = 8, auto_create_enable: bool = True,
                  schedule_queue_nums: int = SCHEDULE_DELAY_LEVELS,
                  max_queues_total: int = DEFAULT_MAX_QUEUES_TOTAL,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None,
+                 min_compact_bytes: int = DEFAULT_MIN_COMPACT_BYTES) -> None:
         self._max_queues_total = max_queues_total
-        self._file = JsonFile(os.path.join(config_dir, "topics.json"))
+        self._store = TopicTableStore(config_dir, min_compact_bytes=min_compact_bytes)
+        self._file = self._store.snapshot
         self._broker_name = broker_name
         self._cluster_name = cluster_name
         self._default_queue_nums = default_queue_nums
@@ -170,39 +209,46 @@ class TopicConfigManager:
         self._schedule_queue_nums = schedule_queue_nums  # one queue per delay level
         self._clock = clock or SystemClock()
         self._table: dict[str, TopicConfig] = {}
+        self._queues_total = 0
         self._system: frozenset[str] = frozenset()
         self.data_version = DataVersion()
         self._listeners: list[TopicChangeListener] = []
+        # (counter, names changed) of the last changes, oldest first
+        self._journal: deque[tuple[int, tuple[str, ...]]] = deque()
+        self._journal_names = 0
 
     # -- lifecycle ----------------------------------------------------------------------
     def load(self) -> None:
-        """Read topics.json (or its .bak) and add the system topics that are missing."""
-        data = self._file.load()
-        if data is not None:
-            version = data.get("dataVersion", {})
-            self.data_version = DataVersion(int(version.get("timestamp", 0)),
-                                            int(version.get("counter", 0)))
-            for name, raw in data.get("topicConfigTable", {}).items():
-                try:
-                    self._table[name] = TopicConfig.from_json(raw)
-                except (KeyError, TypeError, ValueError) as exc:
-                    log.warning("skipping topic %r in %s: %r is not a topic config (%s)",
-                                name, self._file.path, raw, exc)
+        """Read topics.json (or its .bak) and replay topics.log over it, then add the
+        system topics that are missing."""
+        loaded = self._store.load()
+        self.data_version = DataVersion(loaded.timestamp_ms, loaded.counter)
+        for name, raw in loaded.table.items():
+            try:
+                self._table[name] = TopicConfig.from_json(raw)
+            except (KeyError, TypeError, ValueError) as exc:
+                log.warning("skipping topic %r in %s: %r is not a topic config (%s)",
+                            name, self._file.path, raw, exc)
+        self._queues_total = sum(_queues(tc) for tc in self._table.values())
+        if loaded.cut_bytes:
+            log.warning("topics.log had a torn or damaged tail: %d bytes cut; the topic "
+                        "table is at data version %d", loaded.cut_bytes, loaded.counter)
+        self.last_load = loaded
         system = self._system_topics()
         self._system = frozenset(tc.topic_name for tc in system)
-        missing = [tc for tc in system if tc.topic_name not in self._table]
-        for tc in missing:
-            self._table[tc.topic_name] = tc
+        puts = {tc.topic_name: tc for tc in system if tc.topic_name not in self._table}
         schedule = next(tc for tc in system if tc.topic_name == SCHEDULE_TOPIC)
-        if self._table[SCHEDULE_TOPIC] != schedule:  # the delay levels were reconfigured
+        if self._table.get(SCHEDULE_TOPIC, schedule) != schedule:  # delay levels changed
             log.info("topic %s now has %d queues, one per delay level", SCHEDULE_TOPIC,
                      schedule.write_queue_nums)
-            self._table[SCHEDULE_TOPIC] = schedule
-            missing.append(schedule)
-        if missing or data is None:
-            self._changed(dict(self._table))
-        log.info("loaded %d topics from %s (data version %d)", len(self._table),
-                 self._file.path, self.data_version.counter)
+            puts[SCHEDULE_TOPIC] = schedule
+        if puts or not loaded.snapshot_found:
+            self._commit(puts, [])
+        if not loaded.snapshot_found or self._store.log.compacting:
+            self.persist()          # a first snapshot, or the one a crash interrupted
+        log.info("loaded %d topics from %s and %d changes from %s (data version %d)",
+                 len(self._table), self._file.path, loaded.replayed, self._store.log.path,
+                 self.data_version.counter)
 
     def _system_topics(self) -> list[TopicConfig]:
         topics = [
@@ -231,12 +277,21 @@ class TopicConfigManager:
         """Called after each persisted change (registration re-registers on it)."""
         self._listeners.append(listener)
 
+    async def stop(self) -> None:
+        """Let a background compaction finish, then compact what is left."""
+        await self._store.wait_compacted()
+        self.persist()
+        self._store.close()
+
     # -- reads --------------------------------------------------------------------------
     def get(self, topic: str) -> TopicConfig | None:
         return self._table.get(topic)
 
     def all(self) -> list[TopicConfig]:
         return sorted(self._table.values(), key=lambda tc: tc.topic_name)
+
+    def __len__(self) -> int:
+        return len(self._table)
 
     def is_system_topic(self, topic: str) -> bool:
         return topic in self._system
@@ -245,16 +300,34 @@ class TopicConfigManager:
     def auto_create_enable(self) -> bool:
         return self._auto_create_enable
 
+    @property
+    def store(self) -> TopicTableStore:
+        return self._store
+
+    def changes_since(self, counter: int) -> TopicDelta | None:
+        """What changed after data version *counter*, or None when the journal no longer
+        reaches back that far (send the whole table)."""
+        if counter == self.data_version.counter:
+            return TopicDelta(put=[], deleted=[])
+        if (counter > self.data_version.counter or not self._journal
+                or self._journal[0][0] > counter + 1):
+            return None
+        names: set[str] = set()
+        for record_counter, changed in reversed(self._journal):
+            if record_counter <= counter:
+                break
+            names.update(changed)
+        put = [self._table[n] for n in sorted(names) if n in self._table]
+        return TopicDelta(put=put, deleted=sorted(n for n in names if n not in self._table))
+
     # -- writes -------------------------------------------------------------------------
     def create(self, config: TopicConfig) -> TopicConfig:
         self._check(config)
         if config.topic_name in self._table:
             raise AlreadyExistsError(f"topic {config.topic_name!r} already exists on broker "
                                      f"{self._broker_name}; use UpdateTopic to change it")
-        self._check_capacity(config)
-        previous = dict(self._table)
-        self._table[config.topic_name] = config
-        self._changed(previous)
+        self._check_capacity([config])
+        self._commit({config.topic_name: config}, [])
         log.info("created topic %s: %d read / %d write queues, perm %s", config.topic_name,
                  config.read_queue_nums, config.write_queue_nums, Perm.describe(config.perm))
         return config
@@ -267,12 +340,57 @@ class TopicConfigManager:
                                 f"{self._broker_name}; use CreateTopic to create it",
                                 reason="TOPIC_NOT_EXIST")
         if old != config:
-            self._check_capacity(config)
-            previous = dict(self._table)
-            self._table[config.topic_name] = config
-            self._changed(previous)
+            self._check_capacity([config])
+            self._commit({config.topic_name: config}, [])
             log.info("updated topic %s: %s -> %s", config.topic_name, old, config)
         return config
+
+    def check_create_many(self, configs: list[TopicConfig], *,
+                          update_existing: bool = False) -> TopicBatchResult:
+        """What :meth:`create_many` would do; raises the first refusal, naming the entry."""
+        if len(configs) > MAX_BATCH_TOPICS:
+            raise InvalidRequestError(f"{len(configs)} topics in one batch; send at most "
+                                      f"{MAX_BATCH_TOPICS} per call")
+        seen: dict[str, int] = {}
+        created, updated, unchanged = [], [], []
+        for i, config in enumerate(configs):
+            where = f"topic_configs[{i}] ({config.topic_name!r})"
+            problem = config.problem()
+            if problem:
+                raise InvalidRequestError(f"{where}: {problem}")
+            name = config.topic_name
+            if name in self._system:
+                raise PermissionDeniedError(f"{where} is a system topic of broker "
+                                            f"{self._broker_name} and cannot be changed")
+            if name in seen:
+                raise InvalidRequestError(f"{where} is also topic_configs[{seen[name]}]; "
+                                          "give each topic once")
+            seen[name] = i
+            old = self._table.get(name)
+            if old is None:
+                created.append(name)
+            elif not update_existing:
+                raise AlreadyExistsError(f"{where} already exists on broker "
+                                         f"{self._broker_name}; leave it out, or ask for "
+                                         "existing topics to be updated")
+            elif old == config:
+                unchanged.append(name)
+            else:
+                updated.append(name)
+        self._check_capacity(configs)
+        return TopicBatchResult(created=created, updated=updated, unchanged=unchanged)
+
+    def create_many(self, configs: list[TopicConfig], *,
+                    update_existing: bool = False) -> TopicBatchResult:
+        """Create (and with *update_existing*, update) many topics as one change: all of
+        them or, on any refusal, none."""
+        result = self.check_create_many(configs, update_existing=update_existing)
+        puts = {tc.topic_name: tc for tc in configs if tc.topic_name not in result.unchanged}
+        if puts:
+            self._commit(puts, [])
+        log.info("batch: created %d topics, updated %d, %d unchanged", len(result.created),
+                 len(result.updated), len(result.unchanged))
+        return result
 
     def check_delete(self, topic: str) -> TopicConfig:
         """The config of *topic*, which :meth:`delete` would delete; raises why not."""
@@ -285,13 +403,33 @@ class TopicConfigManager:
                                 reason="TOPIC_NOT_EXIST")
         return old
 
+    def check_delete_many(self, topics: list[str], *,
+                          ignore_missing: bool = False) -> list[TopicConfig]:
+        """The configs :meth:`delete_many` would delete; raises the first refusal."""
+        if len(topics) > MAX_BATCH_TOPICS:
+            raise InvalidRequestError(f"{len(topics)} topics in one batch; send at most "
+                                      f"{MAX_BATCH_TOPICS} per call")
+        out: dict[str, TopicConfig] = {}
+        for topic in topics:
+            if ignore_missing and topic not in self._table and topic not in self._system:
+                continue
+            out[topic] = self.check_delete(topic)
+        return list(out.values())
+
     def delete(self, topic: str) -> TopicConfig:
         old = self.check_delete(topic)
-        previous = dict(self._table)
-        del self._table[topic]
-        self._changed(previous)
+        self._commit({}, [topic])
         log.info("deleted topic %s", topic)
         return old
+
+    def delete_many(self, topics: list[str], *,
+                    ignore_missing: bool = False) -> list[TopicConfig]:
+        """Delete many topics as one change: all of them or none."""
+        olds = self.check_delete_many(topics, ignore_missing=ignore_missing)
+        if olds:
+            self._commit({}, [tc.topic_name for tc in olds])
+        log.info("batch: deleted %d topics", len(olds))
+        return olds
 
     def get_or_auto_create(self, topic: str) -> TopicConfig:
         """The topic's config, creating it from the template when auto-create is on.
@@ -313,10 +451,8 @@ class TopicConfigManager:
         config = TopicConfig(topic_name=topic, read_queue_nums=template.read_queue_nums,
                              write_queue_nums=template.write_queue_nums,
                              perm=template.perm & ~Perm.INHERIT)
-        self._check_capacity(config)
-        previous = dict(self._table)
-        self._table[topic] = config
-        self._changed(previous)
+        self._check_capacity([config])
+        self._commit({topic: config}, [])
         log.info("auto-created topic %s with %d queues", topic, config.write_queue_nums)
         return config
 
@@ -333,10 +469,8 @@ class TopicConfigManager:
         problem = config.problem()
         if problem:
             raise InvalidRequestError(problem)
-        self._check_capacity(config)
-        previous = dict(self._table)
-        self._table[config.topic_name] = config
-        self._changed(previous)
+        self._check_capacity([config])
+        self._commit({config.topic_name: config}, [])
         log.info("created topic %s with %d queues", config.topic_name, config.write_queue_nums)
         return config
 
@@ -350,30 +484,65 @@ class TopicConfigManager:
 
     def queues_total(self, *, without: str = "") -> int:
         """Queues of every topic (the larger of read and write), *without* one topic."""
-        return sum(max(tc.read_queue_nums, tc.write_queue_nums)
-                   for name, tc in self._table.items() if name != without)
+        old = self._table.get(without) if without else None
+        return self._queues_total - (_queues(old) if old is not None else 0)
 
-    def _check_capacity(self, config: TopicConfig) -> None:
-        others = self.queues_total(without=config.topic_name)
-        wanted = max(config.read_queue_nums, config.write_queue_nums)
-        if others + wanted > self._max_queues_total:
+    def _check_capacity(self, configs: list[TopicConfig]) -> None:
+        grow = 0
+        for config in configs:
+            old = self._table.get(config.topic_name)
+            grow += _queues(config) - (_queues(old) if old is not None else 0)
+        if self._queues_total + grow <= self._max_queues_total:
+            return
+        if len(configs) == 1:
+            config = configs[0]
+            others = self.queues_total(without=config.topic_name)
             raise FailedPreconditionError(
-                f"topic {config.topic_name!r} with {wanted} queues would make "
-                f"{others + wanted} queues on broker {self._broker_name}; it serves at most "
-                f"{self._max_queues_total} (max_queues_total), and its other topics have "
-                f"{others}", reason="QUEUE_LIMIT_EXCEEDED")
+                f"topic {config.topic_name!r} with {_queues(config)} queues would make "
+                f"{others + _queues(config)} queues on broker {self._broker_name}; it serves "
+                f"at most {self._max_queues_total} (max_queues_total), and its other topics "
+                f"have {others}", reason="QUEUE_LIMIT_EXCEEDED")
+        raise FailedPreconditionError(
+            f"these {len(configs)} topics would make {self._queues_total + grow} queues on "
+            f"broker {self._broker_name}; it serves at most {self._max_queues_total} "
+            f"(max_queues_total) and has {self._queues_total} now; none was created",
+            reason="QUEUE_LIMIT_EXCEEDED")
 
-    def _changed(self, previous: dict[str, TopicConfig]) -> None:
-        """Persist the changed table (undone, with a refusal, when the file cannot be
-        written), then tell the listeners."""
-        old_version = self.data_version
-        self.data_version = self.data_version.next(self._clock.now_ms())
+    def _commit(self, puts: dict[str, TopicConfig], deletes: list[str]) -> None:
+        """Append the change to topics.log (refused, with nothing changed, when it cannot
+        be written), apply it, then tell the listeners."""
+        version = self.data_version.next(self._clock.now_ms())
         try:
-            self.persist()
+            self._store.append(LogRecord(timestamp_ms=version.timestamp_ms,
+                                         counter=version.counter,
+                                         put=[tc.to_json() for tc in puts.values()],
+                                         delete=deletes))
         except OSError as exc:
-            self._table, self.data_version = previous, old_version
-            log.error("cannot save %s: %s; the change is undone", self._file.path, exc)
-            raise self._file.refusal(exc) from None
+            log.error("cannot append to %s: %s; the change is refused", self._store.log.path,
+                      exc)
+            raise _refusal(self._store.log.path, exc) from None
+        for name, config in puts.items():
+            old = self._table.get(name)
+            self._queues_total += _queues(config) - (_queues(old) if old is not None else 0)
+            self._table[name] = config
+        for name in deletes:
+            old = self._table.pop(name, None)
+            if old is not None:
+                self._queues_total -= _queues(old)
+        self.data_version = version
+        self._remember(version.counter, (*puts, *deletes))
+        if self._store.needs_compaction:
+            self._store.compact_in_background(dict(self._table), version.timestamp_ms,
+                                              version.counter)
+        self._notify()
+
+    def _remember(self, counter: int, names: tuple[str, ...]) -> None:
+        self._journal.append((counter, names))
+        self._journal_names += len(names)
+        while self._journal_names > JOURNAL_MAX_NAMES and len(self._journal) > 1:
+            self._journal_names -= len(self._journal.popleft()[1])
+
+    def _notify(self) -> None:
         for listener in self._listeners:
             try:
                 listener()
@@ -385,27 +554,38 @@ class TopicConfigManager:
         version is the one held. The broker's own system topics stay."""
         if data_version == self.data_version:
             return False
-        previous = dict(self._table)
         table = {tc.topic_name: tc for tc in configs}
         for name in self._system:
-            table.setdefault(name, previous[name])
-        self._table = table
-        old_version, self.data_version = self.data_version, data_version
+            table.setdefault(name, self._table[name])
         try:
-            self.persist()
+            self._store.replace(table, data_version.timestamp_ms, data_version.counter)
         except OSError as exc:
-            self._table, self.data_version = previous, old_version
             raise self._file.refusal(exc) from None
-        for listener in self._listeners:
-            try:
-                listener()
-            except Exception:
-                log.exception("topic change listener failed")
+        self._table, self.data_version = table, data_version
+        self._queues_total = sum(_queues(tc) for tc in table.values())
+        self._journal.clear()      # deltas from before are meaningless now: full table
+        self._journal_names = 0
+        self._notify()
         return True
 
     def persist(self) -> None:
-        self._file.save({
-            "dataVersion": {"timestamp": self.data_version.timestamp_ms,
-                            "counter": self.data_version.counter},
-            "topicConfigTable": {name: tc.to_json() for name, tc in sorted(self._table.items())},
-        })
+        """Compact now (topics.json at the current version, topics.log emptied), unless
+        a background compaction is under way."""
+        if self._store.compacting:
+            return
+        self._store.compact(dict(self._table), self.data_version.timestamp_ms,
+                            self.data_version.counter)
+
+
+def _queues(config: TopicConfig) -> int:
+    return max(config.read_queue_nums, config.write_queue_nums)
+
+
+def _refusal(path: str, exc: OSError) -> BrokerError:
+    """The error a change gets when its record cannot be appended (nothing changed)."""
+    what = f"{path} (the change log of topics.json)"
+    if exc.errno == errno.ENOSPC:
+        return DiskFullError(f"disk full: cannot write {what} ({exc.strerror}); nothing was "
+                             "changed; retry once space is freed")
+    return BrokerError(f"cannot write {what}: {exc.strerror or exc} (errno {exc.errno}); "
+                       "nothing was changed")

@@ -3,7 +3,8 @@
 ::
 
     pocketmq topic create|update TOPIC [--cluster C | --broker ADDR] [-r N] [-w N] [-p PERM]
-    pocketmq topic delete TOPIC [--cluster C | --broker ADDR]
+    pocketmq topic create --from-file FILE [--update-existing] [--cluster C | --broker ADDR]
+    pocketmq topic delete TOPIC... | --from-file FILE [--ignore-missing] [--cluster C | ...]
     pocketmq topic list | route TOPIC | status TOPIC
     pocketmq group list | progress GROUP [--topic T]
     pocketmq group reset-offset GROUP TOPIC --to earliest|latest|TIMESTAMP
@@ -15,7 +16,9 @@
 ``topic create`` and ``topic update`` act on every master of ``--cluster``
 (default: every cluster) or on the one ``--broker``; ``update`` is RocketMQ's
 ``updateTopic``: the fields given replace the broker's, the others are kept,
-and a broker without the topic gets it. A TIMESTAMP is ms since the epoch or
+and a broker without the topic gets it. ``--from-file`` (one topic a line, or
+JSON, or TOML: see :mod:`pocketmq.cli.topic_batch`) creates many topics in
+batches of one call each, every batch all or none. A TIMESTAMP is ms since the epoch or
 ISO-8601 (``2024-05-01T10:00:00``, local time unless it names a zone).
 
 Every command takes ``--namesrv`` (default ``$POCKETMQ_NAMESRV``, then
@@ -36,6 +39,12 @@ from typing import Any
 from pocketmq.cli import loop_factory
 from pocketmq.cli.credentials import add_security_options, security_kwargs
 from pocketmq.cli.table import dump_json, render, render_mapping, time_ms
+from pocketmq.cli.topic_batch import (
+    read_topic_file,
+    topic_create_many,
+    topic_delete_many,
+    topic_list,
+)
 from pocketmq.client import AdminClient, ClientError, MessageExt, MessageQueue, TopicConfig
 from pocketmq.client.config import DEFAULT_NAMESRV, NAMESRV_ENV, parse_namesrv
 from pocketmq.client.errors import NotFoundError
@@ -132,7 +141,14 @@ def _register_topic(actions: Any, leaf: Any) -> None:
     for name, fn, text in (("create", _topic_create, "create a topic on brokers"),
                            ("update", _topic_update, "change (or add) a topic on brokers")):
         parser = leaf(actions, name, fn, text)
-        parser.add_argument("topic")
+        if name == "create":
+            parser.add_argument("topic", nargs="?")
+            parser.add_argument("--from-file", metavar="FILE",
+                                help="create every topic of FILE (lines, .json or .toml)")
+            parser.add_argument("--update-existing", action="store_true",
+                                help="with --from-file: existing topics take the file's config")
+        else:
+            parser.add_argument("topic")
         _target_options(parser)
         parser.add_argument("-r", "--read-queues", type=_queue_count, metavar="N",
                             help="read queue count (create default: the broker's, 8)")
@@ -142,8 +158,11 @@ def _register_topic(actions: Any, leaf: Any) -> None:
                             help="permission: 6 = read+write (default), 4 read, 2 write")
         parser.add_argument("--order", action=argparse.BooleanOptionalAction, default=None,
                             help="ordered topic")
-    delete = leaf(actions, "delete", _topic_delete, "delete a topic from brokers")
-    delete.add_argument("topic")
+    delete = leaf(actions, "delete", _topic_delete, "delete topics from brokers")
+    delete.add_argument("topics", nargs="*", metavar="TOPIC")
+    delete.add_argument("--from-file", metavar="FILE", help="delete every topic of FILE")
+    delete.add_argument("--ignore-missing", action="store_true",
+                        help="skip topics that do not exist instead of failing")
     _target_options(delete, default="every broker serving the topic")
     leaf(actions, "list", _topic_list, "every topic with its brokers and queues")
     leaf(actions, "route", _topic_route, "a topic's route").add_argument("topic")
@@ -206,7 +225,7 @@ def run_admin(fn: AdminCommand, args: argparse.Namespace) -> int:
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             return runner.run(main())
-    except (UsageError, ValueError) as exc:
+    except (UsageError, ValueError, ConfigError) as exc:
         print(f"{command}: {exc}", file=sys.stderr)
         return 2
     except ClientError as exc:
@@ -262,6 +281,13 @@ def _given_config(args: argparse.Namespace, base: TopicConfig | None) -> TopicCo
 
 
 async def _topic_create(admin: AdminClient, args: argparse.Namespace) -> int:
+    if bool(args.topic) == bool(args.from_file):
+        raise UsageError("give a TOPIC or --from-file FILE (one of them)")
+    if args.from_file:
+        configs = read_topic_file(args.from_file, {
+            "read_queue_nums": args.read_queues, "write_queue_nums": args.write_queues,
+            "perm": args.perm, "order": args.order})
+        return await topic_create_many(admin, args, configs, await _targets(admin, args), _out)
     config = _given_config(args, None)
 
     async def act(addr: str) -> str:
@@ -286,6 +312,15 @@ async def _topic_update(admin: AdminClient, args: argparse.Namespace) -> int:
 
 
 async def _topic_delete(admin: AdminClient, args: argparse.Namespace) -> int:
+    topics = list(args.topics)
+    if args.from_file:
+        topics += [c.topic for c in read_topic_file(args.from_file)]
+    if not topics:
+        raise UsageError("give the TOPICs to delete, or --from-file FILE")
+    if len(topics) > 1 or args.ignore_missing:
+        targets = await _targets(admin, args) if args.broker or args.cluster else None
+        return await topic_delete_many(admin, args, topics, targets, _out)
+    args.topic = topics[0]
     if args.broker or args.cluster:
         targets = await _targets(admin, args)
     else:
@@ -301,26 +336,7 @@ async def _topic_delete(admin: AdminClient, args: argparse.Namespace) -> int:
 
 
 async def _topic_list(admin: AdminClient, args: argparse.Namespace) -> int:
-    topics = await admin.topic_list()
-    routes = await asyncio.gather(*(admin.topic_route(t) for t in topics),
-                                  return_exceptions=True)
-    rows = []
-    for topic, route in zip(topics, routes, strict=True):
-        if isinstance(route, BaseException):
-            if not isinstance(route, ClientError):
-                raise route
-            continue  # deleted since the list was made
-        qds = sorted(route.queue_datas, key=lambda q: q.broker_name)
-        rows.append({"topic": topic, "brokers": [
-            {"broker_name": q.broker_name, "read_queue_nums": q.read_queue_nums,
-             "write_queue_nums": q.write_queue_nums, "perm": q.perm} for q in qds]})
-    _out(args, rows, lambda: render(
-        ["TOPIC", "BROKERS", "READ", "WRITE", "PERM"],
-        [[r["topic"], [b["broker_name"] for b in r["brokers"]],
-          sum(b["read_queue_nums"] for b in r["brokers"]),
-          sum(b["write_queue_nums"] for b in r["brokers"]),
-          sorted({b["perm"] for b in r["brokers"]})] for r in rows]))
-    return 0
+    return await topic_list(admin, args, _out)
 
 
 async def _topic_route(admin: AdminClient, args: argparse.Namespace) -> int:

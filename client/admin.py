@@ -48,6 +48,7 @@ from pocketmq.client.admin_model import (
     QueueStatus,
     ReplicaPosition,
     ResetResult,
+    TopicBatchOutcome,
     TopicConfig,
 )
 from pocketmq.client.config import parse_namesrv, transport
@@ -56,7 +57,7 @@ from pocketmq.client.errors import ClientError, ClientStateError, NotFoundError,
 from pocketmq.client.message_codec import decode_messages
 from pocketmq.client.model import MessageExt, MessageQueue
 from pocketmq.client.remoting import BrokerClient, NameserverClient, PullStatus, Remoting
-from pocketmq.client.route import TopicRoute
+from pocketmq.client.route import QueueData, TopicRoute
 from pocketmq.common.msgid import decode_offset_msg_id
 from pocketmq.v1 import broker_pb2 as bpb
 
@@ -66,6 +67,7 @@ log = logging.getLogger(__name__)
 
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"   # RocketMQ's group for reads by admin tools
 DEFAULT_QUERY_MAX = 32
+DEFAULT_TOPIC_BATCH = 5_000   # topics per CreateTopics/DeleteTopics call (~250 KB)
 
 MASTER_ROLES = ("SYNC_MASTER", "ASYNC_MASTER")
 
@@ -161,6 +163,17 @@ class AdminClient:
     async def topic_list(self) -> list[str]:
         return await self._namesrv.topic_list()
 
+    async def topic_routes(self, *, page_size: int = 0) -> list[tuple[str, list[QueueData]]]:
+        """Every routable topic with its queue data per broker, sorted, one nameserver
+        call per page (10,000 topics by default), never one per topic."""
+        rows: list[tuple[str, list[QueueData]]] = []
+        after = ""
+        while True:
+            page, after = await self._namesrv.topic_routes_page(after, page_size)
+            rows.extend(page)
+            if not after:
+                return rows
+
     async def topic_route(self, topic: str) -> TopicRoute:
         """Raises RouteNotFoundError when no live broker serves *topic*."""
         return await self._namesrv.get_route(topic)
@@ -190,6 +203,32 @@ class AdminClient:
 
     async def delete_topic(self, addr: str, topic: str) -> None:
         await self.broker(addr).delete_topic(topic, timeout_s=self.timeout_s)
+
+    async def create_topics(self, addr: str, configs: Sequence[TopicConfig], *,
+                            update_existing: bool = False,
+                            batch_size: int = DEFAULT_TOPIC_BATCH) -> TopicBatchOutcome:
+        """Create (or with *update_existing*, also update) many topics on one broker,
+        *batch_size* per call; each call is all or none. A refused call raises, naming
+        the entry; the batches before it stay done."""
+        created = updated = unchanged = 0
+        for start in range(0, len(configs), batch_size):
+            c, u, n = await self.broker(addr).create_topics(
+                configs[start:start + batch_size], update_existing=update_existing,
+                timeout_s=max(self.timeout_s, 30))
+            created, updated, unchanged = created + c, updated + u, unchanged + n
+        return TopicBatchOutcome(created=created, updated=updated, unchanged=unchanged,
+                                 deleted=0)
+
+    async def delete_topics(self, addr: str, topics: Sequence[str], *,
+                            ignore_missing: bool = False,
+                            batch_size: int = DEFAULT_TOPIC_BATCH) -> TopicBatchOutcome:
+        """Delete many topics on one broker, *batch_size* per call, each call all or none."""
+        deleted = 0
+        for start in range(0, len(topics), batch_size):
+            deleted += await self.broker(addr).delete_topics(
+                topics[start:start + batch_size], ignore_missing=ignore_missing,
+                timeout_s=max(self.timeout_s, 30))
+        return TopicBatchOutcome(created=0, updated=0, unchanged=0, deleted=deleted)
 
     async def topic_status(self, topic: str) -> list[QueueStatus]:
         """Min/max offset and last store time of every queue (``topicStatus``)."""

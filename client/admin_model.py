@@ -22,10 +22,21 @@ __all__ = [
     "QueueStatus",
     "ReplicaPosition",
     "ResetResult",
+    "TopicBatchOutcome",
     "TopicConfig",
 ]
 
 PERM_READ_WRITE = 6
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicBatchOutcome:
+    """What a batch of topic creates or deletes did on one broker, in topics."""
+
+    created: int
+    updated: int
+    unchanged: int
+    deleted: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

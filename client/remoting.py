@@ -324,6 +324,16 @@ class NameserverClient:
         resp = await self._ask("GetAllTopicList", nameserver_pb2.GetAllTopicListRequest())
         return list(resp.topics)
 
+    async def topic_routes_page(self, start_after: str = "", limit: int = 0,
+                                ) -> tuple[list[tuple[str, list[QueueData]]], str]:
+        """One page of topics with their queue data (GetTopicRoutes), and the name to
+        continue after ("" after the last page)."""
+        resp = await self._ask("GetTopicRoutes", nameserver_pb2.GetTopicRoutesRequest(
+            start_after=start_after, limit=limit))
+        return ([(t.topic, [QueueData(q.broker_name, q.read_queue_nums, q.write_queue_nums,
+                                      q.perm) for q in t.queue_datas]) for t in resp.topics],
+                resp.next_start_after)
+
 
 class BrokerClient:
     """Typed calls to one broker. A call that finds it unreachable is reported to
@@ -570,6 +580,22 @@ class BrokerClient:
 
     async def delete_topic(self, topic: str, *, timeout_s: float = 5.0) -> None:
         await self._call("DeleteTopic", bpb.DeleteTopicRequest(topic=topic), timeout_s)
+
+    async def create_topics(self, configs: Sequence[TopicConfig], *,
+                            update_existing: bool = False,
+                            timeout_s: float = 30.0) -> tuple[int, int, int]:
+        """Create many topics in one call, all or none; (created, updated, unchanged)."""
+        resp = await self._call("CreateTopics", bpb.CreateTopicsRequest(
+            topic_configs=[_topic_config_pb(c) for c in configs],
+            update_existing=update_existing), timeout_s)
+        return resp.created, resp.updated, resp.unchanged
+
+    async def delete_topics(self, topics: Sequence[str], *, ignore_missing: bool = False,
+                            timeout_s: float = 30.0) -> int:
+        """Delete many topics in one call, all or none; how many were deleted."""
+        resp = await self._call("DeleteTopics", bpb.DeleteTopicsRequest(
+            topics=list(topics), ignore_missing=ignore_missing), timeout_s)
+        return int(resp.deleted)
 
     async def topic_configs(self, *, timeout_s: float = 5.0) -> dict[str, TopicConfig]:
         resp = await self._call("GetAllTopicConfig", bpb.GetAllTopicConfigRequest(), timeout_s)

@@ -27,6 +27,7 @@ Rules, as in RocketMQ:
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ __all__ = [
     "RouteTableCounters",
     "TopicConfig",
     "TopicRouteData",
+    "TopicUpdate",
 ]
 
 logger = logging.getLogger(__name__)
@@ -149,6 +151,28 @@ class RegisterResult:
     master_ha_addr: str = ""      # that master's replication service, for a slave
     master_epoch: int = 0         # the highest master epoch known for the broker name
     stale_master: bool = False    # a master of an older epoch: refused, not routed
+    full_table_needed: bool = False  # a delta on a base the table does not hold: send it all
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicUpdate:
+    """How a registration's topic configs are meant (see :meth:`RouteTable.register_broker`).
+
+    ``base_version=None``: the whole table (``chunk_count > 1``: chunk
+    ``chunk_index`` of it); otherwise a delta on ``base_version``: the configs
+    are topics created or changed since, ``deleted`` the topics deleted since.
+    """
+
+    base_version: DataVersion | None = None
+    deleted: tuple[str, ...] = ()
+    chunk_index: int = 0
+    chunk_count: int = 1
+
+
+FULL_TABLE = TopicUpdate()
+# Held for a broker whose routes this table does not have (it registered without
+# them): never equal to a broker's version, so its next full table is taken.
+_NO_VERSION = DataVersion(-1, -1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,6 +219,9 @@ class RouteTable:
         self._grpc_v2_addrs: dict[str, str] = {}  # broker address -> its v2 MessagingService
         self._ha_addrs: dict[str, str] = {}       # broker address -> its replication service
         self._master_epochs: dict[str, int] = {}  # broker name -> highest master epoch seen
+        # broker address -> (version, next chunk index, chunk count, configs so far)
+        self._staged: dict[str, tuple[DataVersion, int, int, list[TopicConfig]]] = {}
+        self._sorted_topics: list[str] | None = None   # topics() index; None = rebuild
         self.counters = RouteTableCounters()
 
     # ---------------------------------------------------------------- registration
@@ -203,14 +230,17 @@ class RouteTable:
                         topic_configs: Iterable[TopicConfig], *,
                         heartbeat_timeout_ms: int | None = None,
                         grpc_v2_addr: str = "", ha_addr: str = "",
-                        master_epoch: int = 0) -> RegisterResult:
+                        master_epoch: int = 0,
+                        update: TopicUpdate = FULL_TABLE) -> RegisterResult:
         """Record a broker's registration (REGISTER_BROKER).
 
         *topic_configs* is iterated only when the configs are taken (a master's
         first registration or a new *data_version*), and completely before
         anything changes: an exception it raises leaves the table untouched.
         Raises :class:`RegistrationConflictError` when the broker name is live
-        in another cluster.
+        in another cluster. *update* says whether *topic_configs* is the whole
+        table (or a chunk of it) or a delta; a delta on a version other than the
+        one held changes no route and answers ``full_table_needed``.
         """
         addr = broker.broker_addr
         known_epoch = self._master_epochs.get(broker.broker_name, 0)
@@ -220,9 +250,13 @@ class RouteTable:
             self._master_epochs[broker.broker_name] = master_epoch
         live = self._broker_live_table.get(addr)
         known = live is not None and live.broker == broker
-        version_changed = live is None or live.data_version != data_version
-        take_configs = broker.broker_id == MASTER_ID and (not known or version_changed)
-        configs = tuple(topic_configs) if take_configs else ()
+        held = live.data_version if known and live is not None else _NO_VERSION
+        mode, configs = self._topic_mode(broker, held, data_version, topic_configs, update)
+        take_configs = mode in ("full", "delta")
+        full_needed = mode == "need_full"
+        if mode in ("none", "need_full") and broker.broker_id == MASTER_ID \
+                and data_version != held:
+            data_version = held         # what it holds stays what it says it holds
         self._check_cluster(broker)
 
         if live is not None and not known:
@@ -231,7 +265,13 @@ class RouteTable:
                         live.broker.cluster, live.broker.broker_name, live.broker.broker_id)
             self._remove(live.broker)
         self._add_member(broker)
-        if take_configs:
+        if mode == "delta":
+            self._apply_delta(broker.broker_name, configs, update.deleted)
+            self.counters.topic_config_updates += 1
+            logger.debug("broker %s (%s/%s) changed %d topics and deleted %d, data version %s",
+                         addr, broker.cluster, broker.broker_name, len(configs),
+                         len(update.deleted), tuple(data_version))
+        elif take_configs:
             self._replace_routes(broker.broker_name, configs)
             self.counters.topic_config_updates += 1
             logger.info("broker %s (%s/%s id %d) registered %d topics, data version %s",
@@ -261,7 +301,40 @@ class RouteTable:
         master = self._live_master_of(broker)
         return RegisterResult(master_addr=master, topic_configs_accepted=take_configs,
                               master_ha_addr=self._ha_addrs.get(master, "") if master else "",
-                              master_epoch=self._master_epochs.get(broker.broker_name, 0))
+                              master_epoch=self._master_epochs.get(broker.broker_name, 0),
+                              full_table_needed=full_needed)
+
+    def _topic_mode(self, broker: BrokerIdentity, held: DataVersion, version: DataVersion,
+                    topic_configs: Iterable[TopicConfig],
+                    update: TopicUpdate) -> tuple[str, tuple[TopicConfig, ...]]:
+        """What a registration does to the broker name's routes: "full" (replace them),
+        "delta" (apply changes), "none", or "need_full" (a delta on another base). The
+        configs are read completely before anything changes."""
+        if broker.broker_id != MASTER_ID or held == version:
+            self._staged.pop(broker.broker_addr, None)
+            return "none", ()
+        if update.base_version is not None:
+            if held != update.base_version:
+                return "need_full", ()
+            return "delta", tuple(topic_configs)
+        if update.chunk_count <= 1:
+            return "full", tuple(topic_configs)
+        # One chunk of a full table: staged until the last one arrives.
+        expected = (version, update.chunk_index, update.chunk_count)
+        staged = self._staged.get(broker.broker_addr)
+        if update.chunk_index == 0:
+            staged = (version, 0, update.chunk_count, [])
+        elif staged is None or staged[:3] != expected:
+            self._staged.pop(broker.broker_addr, None)
+            return "need_full", ()           # a chunk out of order or of another table
+        configs = staged[3]
+        configs.extend(topic_configs)
+        if update.chunk_index < update.chunk_count - 1:
+            self._staged[broker.broker_addr] = (version, update.chunk_index + 1,
+                                                update.chunk_count, configs)
+            return "none", ()
+        self._staged.pop(broker.broker_addr, None)
+        return "full", tuple(configs)
 
     def _refuse_stale_master(self, broker: BrokerIdentity, epoch: int,
                              known_epoch: int) -> RegisterResult:
@@ -322,7 +395,35 @@ class RouteTable:
 
     def topics(self) -> list[str]:
         """Every routable topic, sorted (GET_ALL_TOPIC_LIST_FROM_NAMESERVER)."""
-        return sorted(self._topic_queue_table)
+        return list(self._topic_index())
+
+    def topic_page(self, start_after: str, limit: int,
+                   ) -> tuple[list[tuple[str, tuple[QueueData, ...]]], dict[str, BrokerData], str]:
+        """Up to *limit* topics after *start_after*, each with its queue data, the
+        brokers they name, and the name to continue after ("" at the end). Costs the
+        page, plus one sort of the names after the table changed."""
+        index = self._topic_index()
+        start = bisect.bisect_right(index, start_after) if start_after else 0
+        names = index[start:start + limit]
+        rows = []
+        brokers: dict[str, BrokerData] = {}
+        for topic in names:
+            queue_map = self._topic_queue_table[topic]
+            rows.append((topic, tuple(queue_map[n] for n in sorted(queue_map))))
+            for name in queue_map:
+                if name not in brokers and name in self._broker_addr_table:
+                    brokers[name] = self._broker_data(name)
+        more = start + limit < len(index)
+        return rows, brokers, names[-1] if more and names else ""
+
+    def _topic_index(self) -> list[str]:
+        if self._sorted_topics is None:
+            self._sorted_topics = sorted(self._topic_queue_table)
+        return self._sorted_topics
+
+    @property
+    def topic_count(self) -> int:
+        return len(self._topic_queue_table)
 
     def cluster_info(self) -> ClusterInfo:
         """Brokers by name, broker names by cluster, and liveness (GET_BROKER_CLUSTER_INFO)."""
@@ -379,6 +480,7 @@ class RouteTable:
         if (live is not None and live.broker.broker_name == broker.broker_name
                 and live.broker.broker_id == broker.broker_id):
             del self._broker_live_table[addr]
+            self._staged.pop(addr, None)
             self._grpc_v2_addrs.pop(addr, None)
             self._ha_addrs.pop(addr, None)
             removed = True
@@ -410,10 +512,35 @@ class RouteTable:
             del queue_map[broker_name]
             if not queue_map:
                 del self._topic_queue_table[topic]
+                self._sorted_topics = None
         for topic, queue_data in new.items():
+            if topic not in self._topic_queue_table:
+                self._sorted_topics = None
             self._topic_queue_table.setdefault(topic, {})[broker_name] = queue_data
         if new:
             self._topics_by_broker_name[broker_name] = set(new)
+
+    def _apply_delta(self, broker_name: str, configs: Iterable[TopicConfig],
+                     deleted: Iterable[str]) -> None:
+        """Routes of *broker_name*: *configs* added or changed, *deleted* removed."""
+        mine = self._topics_by_broker_name.setdefault(broker_name, set())
+        for topic in deleted:
+            if topic in mine:
+                mine.discard(topic)
+                queue_map = self._topic_queue_table[topic]
+                del queue_map[broker_name]
+                if not queue_map:
+                    del self._topic_queue_table[topic]
+                    self._sorted_topics = None
+        for c in configs:
+            if c.topic_name not in self._topic_queue_table:
+                self._sorted_topics = None
+            self._topic_queue_table.setdefault(c.topic_name, {})[broker_name] = QueueData(
+                broker_name=broker_name, read_queue_nums=c.read_queue_nums,
+                write_queue_nums=c.write_queue_nums, perm=c.perm)
+            mine.add(c.topic_name)
+        if not mine:
+            del self._topics_by_broker_name[broker_name]
 
     def _broker_data(self, broker_name: str) -> BrokerData:
         entry = self._broker_addr_table[broker_name]

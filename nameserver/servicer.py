@@ -35,6 +35,7 @@ from pocketmq.nameserver.route_table import (
     DataVersion,
     RouteTable,
     TopicConfig,
+    TopicUpdate,
 )
 from pocketmq.v1 import common_pb2, nameserver_pb2, nameserver_pb2_grpc
 
@@ -49,6 +50,8 @@ _STATUS_BY_ERROR: tuple[tuple[type[NameServerError], grpc.StatusCode], ...] = (
 )
 _ALL_PERM_BITS = PERM_PRIORITY | PERM_READ | PERM_WRITE | PERM_INHERIT
 _MAX_NAME_LENGTH = 255
+TOPIC_PAGE_SIZE = 10_000     # GetTopicRoutes page when the request gives no limit
+MAX_TOPIC_PAGE_SIZE = 50_000
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -157,6 +160,30 @@ def _topic_configs(request: nameserver_pb2.RegisterBrokerRequest) -> Iterator[To
                           order=pb.order, topic_sys_flag=pb.topic_sys_flag)
 
 
+def _topic_update(request: nameserver_pb2.RegisterBrokerRequest) -> TopicUpdate:
+    if request.topic_table_kind == nameserver_pb2.TOPIC_TABLE_DELTA:
+        if not request.HasField("base_version"):
+            raise InvalidRequestError(
+                "base_version", "is missing; a DELTA registration names the data version "
+                                "its changes apply to")
+        for i, name in enumerate(request.deleted_topics):
+            problem = check_topic(name)
+            if problem is not None:
+                raise InvalidRequestError(f"deleted_topics[{i}]", problem)
+        base = request.base_version
+        return TopicUpdate(base_version=DataVersion(timestamp_ms=base.timestamp_ms,
+                                                    counter=base.counter),
+                           deleted=tuple(request.deleted_topics))
+    if request.deleted_topics:
+        raise InvalidRequestError("deleted_topics", "is only meaningful in a DELTA "
+                                                    "registration; a FULL table has none")
+    count = _check_non_negative("chunk_count", request.chunk_count) or 1
+    if not 0 <= request.chunk_index < count:
+        raise InvalidRequestError("chunk_index", f"is {request.chunk_index}; with chunk_count "
+                                                 f"{count} it must be 0..{count - 1}")
+    return TopicUpdate(chunk_index=request.chunk_index, chunk_count=count)
+
+
 # ---------------------------------------------------------------------- conversion
 
 
@@ -197,12 +224,13 @@ class NameServerServicer(nameserver_pb2_grpc.NameServerServicer):
         result = self._route_table.register_broker(
             broker, data_version, _topic_configs(request),
             heartbeat_timeout_ms=timeout_ms or None, grpc_v2_addr=v2_addr, ha_addr=ha_addr,
-            master_epoch=_check_non_negative("master_epoch", request.master_epoch))
+            master_epoch=_check_non_negative("master_epoch", request.master_epoch),
+            update=_topic_update(request))
         return nameserver_pb2.RegisterBrokerResponse(
             master_addr=result.master_addr,
             topic_configs_accepted=result.topic_configs_accepted,
             master_ha_addr=result.master_ha_addr, master_epoch=result.master_epoch,
-            stale_master=result.stale_master)
+            stale_master=result.stale_master, full_table_needed=result.full_table_needed)
 
     @_rpc
     async def UnregisterBroker(self, request: nameserver_pb2.UnregisterBrokerRequest,
@@ -233,6 +261,23 @@ class NameServerServicer(nameserver_pb2_grpc.NameServerServicer):
                               context: grpc.aio.ServicerContext,
                               ) -> nameserver_pb2.GetAllTopicListResponse:
         return nameserver_pb2.GetAllTopicListResponse(topics=self._route_table.topics())
+
+    @_rpc
+    async def GetTopicRoutes(self, request: nameserver_pb2.GetTopicRoutesRequest,
+                             context: grpc.aio.ServicerContext,
+                             ) -> nameserver_pb2.GetTopicRoutesResponse:
+        limit = _check_non_negative("limit", request.limit) or TOPIC_PAGE_SIZE
+        if limit > MAX_TOPIC_PAGE_SIZE:
+            raise InvalidRequestError("limit", f"is {limit}; ask for at most "
+                                               f"{MAX_TOPIC_PAGE_SIZE} topics per page")
+        rows, brokers, next_after = self._route_table.topic_page(request.start_after, limit)
+        return nameserver_pb2.GetTopicRoutesResponse(
+            topics=[nameserver_pb2.TopicQueues(topic=topic, queue_datas=[common_pb2.QueueData(
+                broker_name=q.broker_name, read_queue_nums=q.read_queue_nums,
+                write_queue_nums=q.write_queue_nums, perm=q.perm) for q in queues])
+                for topic, queues in rows],
+            brokers={n: _broker_data_pb(b) for n, b in brokers.items()},
+            next_start_after=next_after, total_topics=self._route_table.topic_count)
 
     @_rpc
     async def GetBrokerClusterInfo(self, request: nameserver_pb2.GetBrokerClusterInfoRequest,

@@ -76,7 +76,7 @@ RULES: dict[str, tuple[str, str, str]] = {
     "ClientChannel": (AUTH, "", ""),
     # the nameserver: routes are for any user; RegisterBroker/UnregisterBroker need admin
     "GetRouteInfoByTopic": (AUTH, "", ""), "GetAllTopicList": (AUTH, "", ""),
-    "GetBrokerClusterInfo": (AUTH, "", ""),
+    "GetBrokerClusterInfo": (AUTH, "", ""), "GetTopicRoutes": (AUTH, "", ""),
 }
 
 

@@ -432,8 +432,7 @@ class ConsumeQueue:
         pos = byte_offset - last.file_from_offset
         if pos >= last.file_size:
             return
-        tail = last.buffer[pos:last.file_size]
-        if tail.count(0) == len(tail):
+        if last.is_zero_from(pos):
             # Already clean: spare the ftruncate + fsync of MappedFile.truncate.
             last.wrote_position = pos
             last.flushed_position = min(last.flushed_position, pos)

@@ -81,9 +81,16 @@ class DeletedQueues:
     # -- recording -------------------------------------------------------------------
     def delete_topic(self, topic: str, offset: int) -> None:
         """Record, durably, that *topic*'s records below *offset* are deleted."""
+        self.delete_topics([topic], offset)
+
+    def delete_topics(self, topics: Iterable[str], offset: int) -> None:
+        """Record, durably and in one write, that the records of *topics* below *offset*
+        are deleted (a batch delete)."""
+        doomed = set(topics)
         topic_offsets = dict(self._topic_offsets)
-        topic_offsets[topic] = max(offset, topic_offsets.get(topic, 0))
-        queue_offsets = {t: q for t, q in self._queue_offsets.items() if t != topic}
+        for topic in doomed:
+            topic_offsets[topic] = max(offset, topic_offsets.get(topic, 0))
+        queue_offsets = {t: q for t, q in self._queue_offsets.items() if t not in doomed}
         self._save(topic_offsets, queue_offsets)
 
     def delete_queues(self, topic: str, queue_ids: Iterable[int], offset: int) -> None:
@@ -120,4 +127,4 @@ class DeletedQueues:
         finally:
             os.close(dir_fd)
         self._topic_offsets, self._queue_offsets = topic_offsets, queue_offsets
-        log.info("recorded deleted queues in %s: %s", self.path, data["topics"])
+        log.info("recorded deleted queues in %s: %d topics", self.path, len(data["topics"]))

@@ -24,6 +24,7 @@ of the log can never mistake an old record for a new one.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import mmap
 import os
@@ -183,6 +184,30 @@ class MappedFile:
             self._io.sync(self._fd)
             self.wrote_position = pos
             self.flushed_position = min(self.flushed_position, pos)
+
+    def is_zero_from(self, pos: int) -> bool:
+        """Whether every byte from *pos* to the end is zero, reading only the extents
+        that hold data: the holes of a sparse file are zeros without touching a page
+        (a recovery that read whole sparse segments filled the page cache with them)."""
+        end = self.file_size
+        while pos < end:
+            try:
+                data = os.lseek(self._fd, pos, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:
+                    return True                  # nothing but holes past pos
+                data = pos                       # no SEEK_DATA here: read it all
+            if data >= end:
+                return True
+            try:
+                hole = min(os.lseek(self._fd, data, os.SEEK_HOLE), end)
+            except OSError:
+                hole = end
+            chunk = self._mm[data:hole]
+            if chunk.count(0) != len(chunk):
+                return False
+            pos = hole
+        return True
 
     def close(self) -> None:
         with self._flush_lock:

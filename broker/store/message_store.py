@@ -453,11 +453,14 @@ class DefaultMessageStore:
         ``OSError`` (ENOSPC on a full disk) when it cannot be recorded; then
         nothing was deleted.
         """
-        for topic in topics:
-            self.deleted.delete_topic(topic, self.commitlog.max_offset)
+        doomed = set(topics)
+        if not doomed:
+            return
+        self.deleted.delete_topics(doomed, self.commitlog.max_offset)   # one durable write
+        for topic in doomed:
             self.consume_queues.delete_topic(topic)
-            for key in [k for k in self.commitlog.queue_offsets if k[0] == topic]:
-                del self.commitlog.queue_offsets[key]
+        for key in [k for k in self.commitlog.queue_offsets if k[0] in doomed]:
+            del self.commitlog.queue_offsets[key]
 
     def delete_queues(self, topic: str, queue_ids: Iterable[int]) -> None:
         """Delete some queues of a topic (UpdateTopic to fewer queues), as delete_topics."""

@@ -269,11 +269,18 @@ async def test_topics_json_on_a_full_disk_refuses_the_change_and_keeps_the_table
         await create_topic(stub, "TopicKept", 2)
         assert await send(stub, batch("TopicKept", "k", 4, queues=2))
         filler = fill(small_disk)
-        for change in (create_topic(stub, "TopicNew", 2),
-                       stub.UpdateTopic(pb.UpdateTopicRequest(
-                           topic_config=common_pb2.TopicConfig(
+        # A change is one record appended to topics.log; a small one may still fit in
+        # the log's last allocated page (and is then durable), so each change here is a
+        # batch whose record needs new pages.
+        padding = [common_pb2.TopicConfig(topic_name=f"Pad{i:04d}", read_queue_nums=1,
+                                          write_queue_nums=1, perm=6) for i in range(300)]
+        for change in (stub.CreateTopics(pb.CreateTopicsRequest(topic_configs=[
+                           common_pb2.TopicConfig(topic_name="TopicNew", read_queue_nums=2,
+                                                  write_queue_nums=2, perm=6), *padding])),
+                       stub.CreateTopics(pb.CreateTopicsRequest(update_existing=True,
+                           topic_configs=[common_pb2.TopicConfig(
                                topic_name="TopicKept", read_queue_nums=4,
-                               write_queue_nums=4, perm=6)))):
+                               write_queue_nums=4, perm=6), *padding]))):
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await change
             assert_disk_full(refused.value)
@@ -281,6 +288,7 @@ async def test_topics_json_on_a_full_disk_refuses_the_change_and_keeps_the_table
         topics = {tc.topic_name: tc for tc in
                   (await stub.GetAllTopicConfig(pb.GetAllTopicConfigRequest())).topic_configs}
         assert "TopicNew" not in topics and topics["TopicKept"].write_queue_nums == 2
+        assert "Pad0000" not in topics
         await space_back(broker, filler)
         await create_topic(stub, "TopicNew", 2)
         assert await send(stub, batch("TopicNew", "n", 4, queues=2))

@@ -427,4 +427,4 @@ async def test_a_remote_error_exits_1_and_bad_usage_exits_2(cluster, pocketmq):
         stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 1 and out == b""
-    assert b"pocketmq topic list: GetAllTopicList to 127.0.0.1:1 failed: UNAVAILABLE" in err
+    assert b"pocketmq topic list: GetTopicRoutes to 127.0.0.1:1 failed: UNAVAILABLE" in err

@@ -100,17 +100,20 @@ def test_change_listeners_run_after_each_change(tmp_path):
     assert len(calls) == 2 and calls[0] < calls[1]
 
 
-def test_table_survives_a_restart_and_a_damaged_file(tmp_path):
+def test_table_survives_a_restart_and_a_damaged_snapshot(tmp_path):
     m = manager(tmp_path)
     m.create(TopicConfig(topic_name="TopicA", read_queue_nums=2, write_queue_nums=2, order=True))
-    m.create(TopicConfig(topic_name="TopicB"))
+    m.persist()       # compacted: TopicA is in topics.json, the first snapshot is its .bak
+    m.create(TopicConfig(topic_name="TopicB"))   # only in topics.log
     version = m.data_version
-    assert manager(tmp_path).get("TopicA") == m.get("TopicA")
+    again = manager(tmp_path)
+    assert again.get("TopicA") == m.get("TopicA") and again.get("TopicB") == m.get("TopicB")
+    assert again.data_version == version
     (tmp_path / "config" / "topics.json").write_text("{ torn")
-    reloaded = manager(tmp_path)   # falls back to .bak: the table before TopicB
-    assert reloaded.get("TopicA") == m.get("TopicA")
-    assert reloaded.get("TopicB") is None
-    assert reloaded.data_version.counter < version.counter
+    reloaded = manager(tmp_path)   # the .bak (before TopicA), then the log (TopicB)
+    assert reloaded.get("TopicA") is None
+    assert reloaded.get("TopicB") == m.get("TopicB")
+    assert reloaded.data_version == version
 
 
 def test_topics_beyond_max_queues_total_are_refused_naming_the_key_and_numbers(tmp_path):
@@ -137,10 +140,10 @@ def test_a_topic_change_that_cannot_be_saved_is_undone(tmp_path, monkeypatch):
     m = manager(tmp_path)
     version = m.data_version
 
-    def full_disk(data):
+    def full_disk(record):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(m._file, "save", full_disk)
+    monkeypatch.setattr(m.store.log, "append", full_disk)
     with pytest.raises(DiskFullError) as refused:
         m.create(TopicConfig(topic_name="NotSaved"))
     assert refused.value.reason == "DISK_FULL" and "topics.json" in refused.value.message

@@ -555,6 +555,42 @@ class DeleteTopicResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class CreateTopicsRequest(_message.Message):
+    __slots__ = ("topic_configs", "update_existing")
+    TOPIC_CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_EXISTING_FIELD_NUMBER: _ClassVar[int]
+    topic_configs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicConfig]
+    update_existing: bool
+    def __init__(self, topic_configs: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., update_existing: _Optional[bool] = ...) -> None: ...
+
+class CreateTopicsResponse(_message.Message):
+    __slots__ = ("created", "updated", "unchanged", "data_version")
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_FIELD_NUMBER: _ClassVar[int]
+    DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    created: int
+    updated: int
+    unchanged: int
+    data_version: _common_pb2.DataVersion
+    def __init__(self, created: _Optional[int] = ..., updated: _Optional[int] = ..., unchanged: _Optional[int] = ..., data_version: _Optional[_Union[_common_pb2.DataVersion, _Mapping]] = ...) -> None: ...
+
+class DeleteTopicsRequest(_message.Message):
+    __slots__ = ("topics", "ignore_missing")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    IGNORE_MISSING_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    ignore_missing: bool
+    def __init__(self, topics: _Optional[_Iterable[str]] = ..., ignore_missing: _Optional[bool] = ...) -> None: ...
+
+class DeleteTopicsResponse(_message.Message):
+    __slots__ = ("deleted", "data_version")
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    deleted: int
+    data_version: _common_pb2.DataVersion
+    def __init__(self, deleted: _Optional[int] = ..., data_version: _Optional[_Union[_common_pb2.DataVersion, _Mapping]] = ...) -> None: ...
+
 class GetAllTopicConfigRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -149,6 +149,16 @@ class BrokerStub:
                 request_serializer=pocketmq_dot_v1_dot_broker__pb2.GetAllTopicConfigRequest.SerializeToString,
                 response_deserializer=pocketmq_dot_v1_dot_broker__pb2.GetAllTopicConfigResponse.FromString,
                 _registered_method=True)
+        self.CreateTopics = channel.unary_unary(
+                '/pocketmq.v1.Broker/CreateTopics',
+                request_serializer=pocketmq_dot_v1_dot_broker__pb2.CreateTopicsRequest.SerializeToString,
+                response_deserializer=pocketmq_dot_v1_dot_broker__pb2.CreateTopicsResponse.FromString,
+                _registered_method=True)
+        self.DeleteTopics = channel.unary_unary(
+                '/pocketmq.v1.Broker/DeleteTopics',
+                request_serializer=pocketmq_dot_v1_dot_broker__pb2.DeleteTopicsRequest.SerializeToString,
+                response_deserializer=pocketmq_dot_v1_dot_broker__pb2.DeleteTopicsResponse.FromString,
+                _registered_method=True)
         self.GetTopicStatus = channel.unary_unary(
                 '/pocketmq.v1.Broker/GetTopicStatus',
                 request_serializer=pocketmq_dot_v1_dot_broker__pb2.GetTopicStatusRequest.SerializeToString,
@@ -349,6 +359,21 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateTopics(self, request, context):
+        """Many topics in one call, as one change of the topic table (RocketMQ 5's
+        UPDATE_AND_CREATE_TOPIC_LIST): all of them are created, or none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteTopics(self, request, context):
+        """Many topics deleted in one call, as one change: all of them, or none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetTopicStatus(self, request, context):
         """Min/max offset and last store time per queue (GET_TOPIC_STATS_INFO).
         """
@@ -517,6 +542,16 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.GetAllTopicConfig,
                     request_deserializer=pocketmq_dot_v1_dot_broker__pb2.GetAllTopicConfigRequest.FromString,
                     response_serializer=pocketmq_dot_v1_dot_broker__pb2.GetAllTopicConfigResponse.SerializeToString,
+            ),
+            'CreateTopics': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateTopics,
+                    request_deserializer=pocketmq_dot_v1_dot_broker__pb2.CreateTopicsRequest.FromString,
+                    response_serializer=pocketmq_dot_v1_dot_broker__pb2.CreateTopicsResponse.SerializeToString,
+            ),
+            'DeleteTopics': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTopics,
+                    request_deserializer=pocketmq_dot_v1_dot_broker__pb2.DeleteTopicsRequest.FromString,
+                    response_serializer=pocketmq_dot_v1_dot_broker__pb2.DeleteTopicsResponse.SerializeToString,
             ),
             'GetTopicStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTopicStatus,
@@ -1175,6 +1210,60 @@ class Broker:
             '/pocketmq.v1.Broker/GetAllTopicConfig',
             pocketmq_dot_v1_dot_broker__pb2.GetAllTopicConfigRequest.SerializeToString,
             pocketmq_dot_v1_dot_broker__pb2.GetAllTopicConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateTopics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pocketmq.v1.Broker/CreateTopics',
+            pocketmq_dot_v1_dot_broker__pb2.CreateTopicsRequest.SerializeToString,
+            pocketmq_dot_v1_dot_broker__pb2.CreateTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTopics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pocketmq.v1.Broker/DeleteTopics',
+            pocketmq_dot_v1_dot_broker__pb2.DeleteTopicsRequest.SerializeToString,
+            pocketmq_dot_v1_dot_broker__pb2.DeleteTopicsResponse.FromString,
             options,
             channel_credentials,
             insecure,

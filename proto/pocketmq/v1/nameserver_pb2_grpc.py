@@ -54,6 +54,11 @@ class NameServerStub:
                 request_serializer=pocketmq_dot_v1_dot_nameserver__pb2.GetAllTopicListRequest.SerializeToString,
                 response_deserializer=pocketmq_dot_v1_dot_nameserver__pb2.GetAllTopicListResponse.FromString,
                 _registered_method=True)
+        self.GetTopicRoutes = channel.unary_unary(
+                '/pocketmq.v1.NameServer/GetTopicRoutes',
+                request_serializer=pocketmq_dot_v1_dot_nameserver__pb2.GetTopicRoutesRequest.SerializeToString,
+                response_deserializer=pocketmq_dot_v1_dot_nameserver__pb2.GetTopicRoutesResponse.FromString,
+                _registered_method=True)
         self.GetBrokerClusterInfo = channel.unary_unary(
                 '/pocketmq.v1.NameServer/GetBrokerClusterInfo',
                 request_serializer=pocketmq_dot_v1_dot_nameserver__pb2.GetBrokerClusterInfoRequest.SerializeToString,
@@ -94,6 +99,14 @@ class NameServerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetTopicRoutes(self, request, context):
+        """Topics with their queue data, in name order, a page at a time: what
+        `topic list` shows, in one call per page instead of one route lookup per topic.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetBrokerClusterInfo(self, request, context):
         """GET_BROKER_CLUSTER_INFO: brokers by name, broker names by cluster, liveness.
         """
@@ -123,6 +136,11 @@ def add_NameServerServicer_to_server(servicer, server):
                     servicer.GetAllTopicList,
                     request_deserializer=pocketmq_dot_v1_dot_nameserver__pb2.GetAllTopicListRequest.FromString,
                     response_serializer=pocketmq_dot_v1_dot_nameserver__pb2.GetAllTopicListResponse.SerializeToString,
+            ),
+            'GetTopicRoutes': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTopicRoutes,
+                    request_deserializer=pocketmq_dot_v1_dot_nameserver__pb2.GetTopicRoutesRequest.FromString,
+                    response_serializer=pocketmq_dot_v1_dot_nameserver__pb2.GetTopicRoutesResponse.SerializeToString,
             ),
             'GetBrokerClusterInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.GetBrokerClusterInfo,
@@ -238,6 +256,33 @@ class NameServer:
             '/pocketmq.v1.NameServer/GetAllTopicList',
             pocketmq_dot_v1_dot_nameserver__pb2.GetAllTopicListRequest.SerializeToString,
             pocketmq_dot_v1_dot_nameserver__pb2.GetAllTopicListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTopicRoutes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pocketmq.v1.NameServer/GetTopicRoutes',
+            pocketmq_dot_v1_dot_nameserver__pb2.GetTopicRoutesRequest.SerializeToString,
+            pocketmq_dot_v1_dot_nameserver__pb2.GetTopicRoutesResponse.FromString,
             options,
             channel_credentials,
             insecure,
