@@ -24,8 +24,7 @@ from pocketmq.broker.errors import (
 )
 from pocketmq.broker.store.results import GetStatus, PutStatus
 
-__all__ = ["GRPC_CODES", "NOT_MASTER_METADATA_KEY", "REASON_METADATA_KEY", "grpc_code",
-           "not_master_detail"]
+__all__ = ["GRPC_CODES", "NOT_MASTER_METADATA_KEY", "REASON_METADATA_KEY", "grpc_code"]
 
 # Trailing metadata key carrying BrokerError.reason (e.g. "MESSAGE_BODY_TOO_LARGE").
 REASON_METADATA_KEY = "pocketmq-reason"
@@ -65,12 +64,3 @@ def grpc_code(error: BrokerError) -> grpc.StatusCode:
         if code is not None:
             return code
     return Code.INTERNAL
-
-
-def not_master_detail(error: NotMasterError) -> bytes:
-    """The ``pocketmq-not-master-bin`` trailer of a NOT_MASTER answer."""
-    from pocketmq.v1 import controller_pb2
-
-    return controller_pb2.NotMaster(broker_name=error.broker_name,
-                                    master_addr=error.master_addr,
-                                    master_epoch=error.master_epoch).SerializeToString()

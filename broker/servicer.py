@@ -41,7 +41,6 @@ from pocketmq.broker.grpc_status import (
     NOT_MASTER_METADATA_KEY,
     REASON_METADATA_KEY,
     grpc_code,
-    not_master_detail,
 )
 from pocketmq.broker.pull_service import PullMessageService, PullOutcome, PullRequest
 from pocketmq.broker.rebalance_lock import MessageQueue, RebalanceLockManager
@@ -63,7 +62,7 @@ from pocketmq.common.validation import check_group, check_topic
 from pocketmq.security import grpc_guard
 from pocketmq.security.interceptor import AclError, current_owner
 from pocketmq.v1 import broker_pb2 as pb
-from pocketmq.v1 import broker_pb2_grpc, common_pb2
+from pocketmq.v1 import broker_pb2_grpc, common_pb2, controller_pb2
 
 __all__ = ["BrokerServicer", "MalformedRequestInterceptor", "add_to_server"]
 
@@ -274,6 +273,13 @@ def _end_transaction(request: pb.EndTransactionRequest) -> EndTransactionRequest
                                  commit_log_offset=offset, resolution=resolution,
                                  msg_id=request.msg_id,
                                  from_transaction_check=request.from_transaction_check)
+
+
+def not_master_detail(error: NotMasterError) -> bytes:
+    """The ``pocketmq-not-master-bin`` trailer of a NOT_MASTER answer."""
+    return controller_pb2.NotMaster(broker_name=error.broker_name,
+                                    master_addr=error.master_addr,
+                                    master_epoch=error.master_epoch).SerializeToString()
 
 
 class BrokerServicer(broker_pb2_grpc.BrokerServicer):

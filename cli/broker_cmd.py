@@ -199,6 +199,21 @@ async def _serve_standalone(args: argparse.Namespace, namesrv_config: Any) -> in
         await nameserver.stop()
 
 
+async def _until_master(broker: Any, timeout_s: float = 15.0) -> None:
+    """In controller mode the embedded controller names the broker master within a
+    heartbeat or two; "ready" (and the demo) wait for that, so a send made at once is
+    not refused NOT_MASTER."""
+    ha = broker.ha
+    if ha is None or not broker.config.controller_mode:
+        return
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not ha.is_master() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
+    if not ha.is_master():
+        log.warning("the controller has not named this broker master within %.0f s; sends "
+                    "are refused until it does", timeout_s)
+
+
 async def _serve(config: BrokerConfig, *, namesrv: Any, demo: bool = False) -> int:
     from pocketmq.broker.broker import Broker
 
@@ -211,9 +226,9 @@ async def _serve(config: BrokerConfig, *, namesrv: Any, demo: bool = False) -> i
         return 1
     import gc
     gc.freeze()
-    pass
     demo_task = None
     if namesrv is not None:
+        await _until_master(broker)
         log.info("standalone: nameserver on %s, broker %s on %s", namesrv.address,
                  config.broker_name, broker.address)
         if demo:

@@ -97,7 +97,8 @@ INT_RANGES = {F.TYPE_INT32: (-(2 ** 31), 2 ** 31 - 1), F.TYPE_SINT32: (-(2 ** 31
               F.TYPE_UINT64: (0, 2 ** 64 - 1), F.TYPE_FIXED64: (0, 2 ** 64 - 1),
               F.TYPE_ENUM: (-(2 ** 31), 2 ** 31 - 1)}
 # Requests that could legitimately change what the tests rely on never name FuzzTopic.
-TOPIC_SAFE = {"DeleteTopic", "UpdateTopic", "ResetConsumerOffset", "UnregisterBroker",
+TOPIC_SAFE = {"DeleteTopic", "DeleteTopics", "CreateTopics", "UpdateTopic", "ResetConsumerOffset",
+              "UnregisterBroker",
               "RegisterBroker"}
 
 

@@ -353,6 +353,11 @@ MATRIX: dict[str, list[Row]] = {
         topic_config=common_pb2.TopicConfig(topic_name="public", read_queue_nums=1,
                                             write_queue_nums=1, perm=6))),
     "DeleteTopic": admin_only(lambda e: pb.DeleteTopicRequest(topic="hidden")),
+    "CreateTopics": admin_only(lambda e: pb.CreateTopicsRequest(topic_configs=[
+        common_pb2.TopicConfig(topic_name="fresh-many", read_queue_nums=1, write_queue_nums=1,
+                               perm=6)])),
+    "DeleteTopics": admin_only(lambda e: pb.DeleteTopicsRequest(topics=["nothing-here"],
+                                                                ignore_missing=True)),
     "GetAllTopicConfig": admin_only(lambda e: pb.GetAllTopicConfigRequest()),
     "GetTopicStatus": admin_only(lambda e: pb.GetTopicStatusRequest(topic="public")),
     "GetConsumeProgress": admin_only(lambda e: pb.GetConsumeProgressRequest(

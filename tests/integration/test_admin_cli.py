@@ -408,7 +408,8 @@ async def test_broker_status_config_and_cluster_list(cluster, pocketmq):
     code, out, _ = await pocketmq("cluster", "list")
     header, *lines = out.splitlines()
     assert header.split() == ["CLUSTER", "BROKER", "ID", "ROLE", "ADDRESS", "EPOCH", "LAG",
-                              "BYTES", "IN", "SYNC", "VERSION", "PUT", "TPS", "GET", "TPS"]
+                              "BYTES", "IN", "SYNC", "VERSION", "PUT", "TPS", "GET", "TPS",
+                              "CONTROLLER", "ID", "IN-SYNC", "SET"]
     assert len(lines) == 2 and all("DefaultCluster" in line and "ASYNC_MASTER" in line
                                    for line in lines)
 
