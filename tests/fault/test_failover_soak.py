@@ -257,8 +257,12 @@ async def _inject(soak: Soak, rng: random.Random, log: FaultLog, t0: float) -> N
             await _hold(hold_s)
         finally:
             proxies[target].heal()
-    await wait_for(soak.whole, timeout_s=WHOLE_TIMEOUT_S, interval_s=0.1,
-                   what=f"the group whole again after {kind} of {target}")
+    try:
+        await wait_for(soak.whole, timeout_s=WHOLE_TIMEOUT_S, interval_s=0.1,
+                       what=f"the group whole again after {kind} of {target}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc} (seed schedule so far: {log.schedule}); brokers: "
+                             f"{await soak.infos()}") from None
 
 
 async def _hold(seconds: float) -> None:
