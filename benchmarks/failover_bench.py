@@ -96,11 +96,10 @@ async def one_run(work: Path) -> tuple[float, float, float]:
                 after = asyncio.ensure_future(_send_after(producer, marker))
                 await group.wait_master(other_than=master, timeout_s=30)
                 to_master = time.monotonic() - killed
-                await wait_for(lambda: any(t > killed and s == "SEND_OK"
-                                           for t, s in load.status_at),
+                # a send issued after the kill (one in flight before it does not count)
+                await wait_for(lambda: load.first_ok_issued_after(killed) is not None,
                                timeout_s=30, interval_s=0.01, what="a SEND_OK after the kill")
-                first_ok = min(t for t, s in load.status_at
-                               if t > killed and s == "SEND_OK") - killed
+                first_ok = load.first_ok_issued_after(killed) - killed
                 await wait_for(lambda: any(b.startswith(marker) for _t, b in consumed),
                                timeout_s=30, interval_s=0.01,
                                what="the consumer reading a message sent after the kill")

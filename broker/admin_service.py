@@ -346,6 +346,11 @@ class AdminService:
         self.check_queue(topic, queue_id)
         return self._store.max_offset(topic, queue_id)
 
+    def end_offset(self, topic: str, queue_id: int) -> int:
+        """The queue's real end (past the confirm offset): what an offset commit may name."""
+        self.check_queue(topic, queue_id)
+        return self._store.end_offset(topic, queue_id)
+
     def offset_by_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         self.check_queue(topic, queue_id)
         if timestamp_ms < 0:

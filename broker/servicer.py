@@ -411,7 +411,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                                    ) -> pb.UpdateConsumerOffsetResponse:
         _check_names(topic=request.topic, group=request.consumer_group)
         self._admin.check_queue(request.topic, request.queue_id)
-        max_offset = self._admin.max_offset(request.topic, request.queue_id)
+        # The real end, not the visible max: a new SYNC master's gate may stand below an
+        # offset the consumer read (and the master held) before the election.
+        max_offset = self._admin.end_offset(request.topic, request.queue_id)
         if request.offset > max_offset:
             raise InvalidRequestError(
                 f"offset {request.offset} of {request.topic}:{request.queue_id} is past the "

@@ -119,7 +119,8 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
                     yield self._info(state)
             while self._is_active():
                 try:
-                    state = await asyncio.wait_for(queue.get(), 1.0)
+                    async with asyncio.timeout(1.0):     # wait_for may swallow a cancel
+                        state = await queue.get()
                 except TimeoutError:
                     continue
                 if request.broker_name in ("", state.broker_name):

@@ -225,6 +225,11 @@ class ControllerClient:
             if info.master_id == me:
                 if not ha.is_master() or ha.epoch < info.master_epoch:
                     resume = info.master_epoch == ha.epoch
+                    # The set first: an elected master is alone in it, so its gate opens
+                    # to its whole log before it answers anything as master; left at the
+                    # replica's (lagging) confirm offset, the queues' max offsets would
+                    # drop below what consumers read on the old master.
+                    self._apply_sync_state_set(info)
                     await ha.promote(epoch=info.master_epoch, role=self._master_role(),
                                      resume=resume)
                 self._apply_sync_state_set(info)

@@ -232,7 +232,8 @@ class ReplicationService:
             if store.commitlog.max_offset > offset:
                 continue
             try:
-                await asyncio.wait_for(wake.wait(), self._heartbeat_s)
+                async with asyncio.timeout(self._heartbeat_s):   # never swallows a cancel
+                    await wake.wait()
             except TimeoutError:
                 yield offset, epoch, start, b""
 

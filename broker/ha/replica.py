@@ -19,7 +19,6 @@ delay-level progress (:class:`MetadataSync` applies them).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -30,7 +29,7 @@ import grpc
 
 from pocketmq.broker.store.epochs import EpochEntry
 from pocketmq.broker.store.replication import ReplicationError
-from pocketmq.common.aio import cancel_and_wait
+from pocketmq.common.aio import cancel_and_wait, wait_event
 from pocketmq.v1 import ha_pb2, ha_pb2_grpc
 
 if TYPE_CHECKING:
@@ -109,8 +108,7 @@ class HaClient:
             addr = self._master_ha_addr()
             if not addr:
                 self._address_known.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._address_known.wait(), 1.0)
+                await wait_event(self._address_known, 1.0)
                 continue
             started = time.monotonic()
             try:
@@ -129,9 +127,11 @@ class HaClient:
                 self.status.connected = False
             failures = 0 if time.monotonic() - started > 5 else failures + 1
             self._address_known.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._address_known.wait(),
-                                       _BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)])
+            # wait_event, not wait_for: on Python 3.11 wait_for swallows a cancel that
+            # comes as the event is set (a registration reply and a follow() at once),
+            # and this loop went on copying beside the new client (DUPLICATE_REPLICA)
+            await wait_event(self._address_known,
+                             _BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)])
 
     # -- one session --------------------------------------------------------------------
     async def _session(self, addr: str) -> None:
@@ -185,7 +185,8 @@ class HaClient:
 
     async def _read(self, call: Any) -> ha_pb2.MasterFrame:
         try:
-            frame = await asyncio.wait_for(call.read(), self._housekeeping_s)
+            async with asyncio.timeout(self._housekeeping_s):   # never swallows a cancel
+                frame = await call.read()
         except TimeoutError:
             raise ReplicationError(f"the master sent nothing for {self._housekeeping_s:.0f} s") \
                 from None
@@ -258,8 +259,7 @@ class HaClient:
                 max_offset=store.commitlog.max_offset,
                 flushed_offset=store.commitlog.queue.flushed_offset)))
             # frames applied while that write was under way are covered by the next one
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._acked.wait(), self._heartbeat_s)
+            await wait_event(self._acked, self._heartbeat_s)
             self._acked.clear()
 
     # -- metadata (SlaveSynchronize) --------------------------------------------------------

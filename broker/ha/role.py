@@ -257,8 +257,11 @@ class HaController:
     # -- the nameserver's word ------------------------------------------------------------
     def on_register_reply(self, reply: RegisterReply) -> None:
         if self.role == "SLAVE":
+            # In controller mode the controller names the master: a nameserver that has
+            # not heard of the last election yet would point this replica back at the
+            # replaced master (its registration reply lags by one register interval).
             if reply.master_ha_addr and reply.master_ha_addr != self._master_ha_addr \
-                    and not self._config.ha_master_address:
+                    and not self._config.ha_master_address and not self.controller_mode:
                 self._master_ha_addr = reply.master_ha_addr
                 log.info("master of %s replicates from %s (epoch %d)",
                          self._config.broker_name, reply.master_ha_addr, reply.master_epoch)

@@ -430,6 +430,13 @@ class DefaultMessageStore:
         cq = self.consume_queues.get(topic, queue_id)
         return self.gate.visible_max(cq) if cq is not None else 0
 
+    def end_offset(self, topic: str, queue_id: int) -> int:
+        """The queue's real end, records above the confirm offset included (a bound for
+        offset commits: right after an election the gate may stand below what a consumer
+        read on the old master, which this broker holds)."""
+        cq = self.consume_queues.get(topic, queue_id)
+        return cq.max_offset if cq is not None else 0
+
     def store_timestamp(self, topic: str, queue_id: int, offset: int) -> int | None:
         return self.reader.store_timestamp(topic, queue_id, offset)
 

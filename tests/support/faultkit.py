@@ -163,6 +163,9 @@ class SendLoad:
         self.failures = 0
         self.statuses: Counter[str] = Counter()
         self.status_at: list[tuple[float, str]] = []   # (monotonic time, status) per answer
+        # (issued, answered, status) per answer, monotonic seconds: "the first SEND_OK of a
+        # send issued after the kill" must not count a send that was in flight before it
+        self.answers: list[tuple[float, float, str]] = []
         self._bodies = body_bytes
         self._rng = random.Random(seed)
         self._stopped = asyncio.Event()
@@ -173,6 +176,7 @@ class SendLoad:
         while not self._stopped.is_set():
             body = f"{n}-{i}:".encode() + b"x" * self._rng.randint(*self._bodies)
             i += 1
+            issued = time.monotonic()
             try:
                 result = await self.producer.send(Message(topic=self.topic, body=body))
             except ClientError:
@@ -181,12 +185,19 @@ class SendLoad:
                 continue
             status = result.status.value
             self.statuses[status] += 1
-            self.status_at.append((time.monotonic(), status))
+            answered = time.monotonic()
+            self.status_at.append((answered, status))
+            self.answers.append((issued, answered, status))
             if result.status is SendStatus.SEND_OK:
                 self.acks.append(Ack(result.queue.broker_name, result.queue.queue_id,
                                      result.queue_offset, result.msg_id))
             if self.pause_s:
                 await asyncio.sleep(self.pause_s)
+
+    def first_ok_issued_after(self, t: float) -> float | None:
+        """When the first SEND_OK of a send *issued* after *t* was answered (None: none yet)."""
+        return min((answered for issued, answered, s in self.answers
+                    if issued > t and s == "SEND_OK"), default=None)
 
     def acked_by(self, broker: str) -> int:
         return sum(1 for a in self.acks if a.broker == broker)

@@ -131,6 +131,9 @@ class FakeStore:
     def max_offset(self, topic, queue_id):
         return len(self.queues.get((topic, queue_id), []))
 
+    def end_offset(self, topic, queue_id):
+        return self.max_offset(topic, queue_id)
+
     def store_timestamp(self, topic, queue_id, offset):
         queue = self.queues.get((topic, queue_id), [])
         return queue[offset][2] if 0 <= offset < len(queue) else None
