@@ -139,7 +139,8 @@ class Broker:
     async def start(self) -> None:
         cfg = self.config
         tune_malloc()
-        warn_if_low(cfg.max_queues_total)   # ulimit -n, vm.max_map_count vs the queue count
+        # ulimit -n and vm.max_map_count against the mapped consume queues
+        warn_if_low(cfg.max_queues_total, cfg.max_open_consume_queue_files)
         max_receive = cfg.max_batch_size_bytes + cfg.max_message_size_bytes + 1024 * 1024
         # Interceptors run in list order; each one is independent of the others.
         self.flow_control = FlowControlInterceptor(

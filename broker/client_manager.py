@@ -5,6 +5,11 @@ It owns RocketMQ's ``ProducerManager``, ``ConsumerManager`` and
 
 * Heartbeats (every 30 s from each client) register a client id in its
   producer groups and consumer groups, with each consumer's subscriptions.
+  A registration carries the client's fingerprint of it; a client whose
+  subscriptions did not change sends only the fingerprint, which
+  :meth:`ClientManager.heartbeat` checks against what it holds (answering the
+  groups it does not know, so the client sends those whole), so that a
+  consumer of thousands of topics costs a few bytes a heartbeat.
 * A client silent for ``client_channel_expire_seconds`` (120 s) is dropped
   from every group by :meth:`ClientManager.run_once`, which the housekeeping
   task calls every ``client_scan_interval_seconds`` (tests call it with a
@@ -85,6 +90,7 @@ class ConsumerRegistration:
     message_model: MessageModel = MessageModel.CLUSTERING
     consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
     subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> tag expression
+    fingerprint: str = ""     # the client's digest of the fields above; "" from old clients
 
 
 # -- commands pushed to clients -------------------------------------------------------------
@@ -231,15 +237,26 @@ class ClientManager:
 
     def heartbeat(self, client_id: str, *, producer_groups: Iterable[str] = (),
                   consumers: Iterable[ConsumerRegistration] = (),
-                  owner: str | None = None) -> None:
+                  unchanged: Iterable[tuple[str, str]] = (),
+                  owner: str | None = None) -> list[str]:
+        """Register the client; *unchanged* are ``(group, fingerprint)`` sent without
+        their data. Returns those groups whose fingerprint is not held here (the
+        client then sends them whole); the client stays registered in the rest."""
         self._bind(client_id, owner)
         now = self._clock.monotonic()
         self._last_seen_s[client_id] = now
         for group in producer_groups:
             self._producers.setdefault(group, {})[client_id] = now
+        unknown = []
+        for group, fingerprint in unchanged:
+            held = self._consumers.get(group, {}).get(client_id)
+            if held is None or not fingerprint or held.fingerprint != fingerprint:
+                unknown.append(group)
         for registration in consumers:
             members = self._consumers.setdefault(registration.group, {})
             old = members.get(client_id)
+            if old == registration:
+                continue
             topics_before = self._subscribed_topics(members)
             members[client_id] = registration
             if old is None:
@@ -249,6 +266,7 @@ class ClientManager:
                 log.info("group %s now subscribes to %s", registration.group,
                          sorted(self._subscribed_topics(members)))
                 self._notify_group(registration.group)
+        return unknown
 
     def unregister(self, client_id: str, *, producer_group: str = "",
                    consumer_group: str = "", owner: str | None = None) -> None:

@@ -82,6 +82,11 @@ class BrokerConfig:
         "bytes per commit-log segment (mappedFileSizeCommitLog)"))
     consume_queue_units_per_file: int = field(default=300_000, metadata=_help(
         "20-byte units per consume-queue file"))
+    max_open_consume_queue_files: int = field(default=16_384, metadata=_help(
+        "consume-queue files kept open and mapped at most; the least recently used queues "
+        "are closed past it and reopened on their next read or write, so open files and "
+        "mappings stay bounded whatever the queue count (keep it well under "
+        "vm.max_map_count, Linux default 65,530, and ulimit -n)"))
     index_slots: int = field(default=5_000_000, metadata=_help(
         "hash slots per index file (maxHashSlotNum)"))
     index_entries: int = field(default=20_000_000, metadata=_help(
@@ -344,6 +349,7 @@ class BrokerConfig:
     def _check_numbers(self) -> None:
         positive = (
             "sync_flush_timeout_ms", "commitlog_file_size_bytes", "consume_queue_units_per_file",
+            "max_open_consume_queue_files",
             "index_slots", "index_entries", "clean_resource_interval_ms",
             "disk_min_free_bytes", "max_queues_total",
             "max_message_size_bytes", "max_batch_size_bytes", "default_topic_queue_nums",
@@ -466,6 +472,7 @@ class BrokerConfig:
                 flush_disk_type=self.flush,
                 sync_flush_timeout_ms=self.sync_flush_timeout_ms,
                 consume_queue_units_per_file=self.consume_queue_units_per_file,
+                max_open_consume_queue_files=self.max_open_consume_queue_files,
                 index_slots=self.index_slots,
                 index_entries=self.index_entries,
                 default_query_max=self.default_query_max,

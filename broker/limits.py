@@ -1,12 +1,14 @@
 """Process limits a broker's queue count needs: open files and memory mappings.
 
-A consume queue that holds messages keeps its segment file open and mapped
-(one descriptor and one mapping per segment), so a broker configured for
-``max_queues_total`` queues may need that many of each, plus its commit log,
-index files and sockets. Linux defaults (``ulimit -n`` 1,024 soft,
-``vm.max_map_count`` 65,530) are far below a million queues; the broker checks
-at start and warns with the numbers and the command that raises each limit,
-instead of failing with EMFILE / ENOMEM at the first busy queue.
+A consume queue in use keeps its segment mapped (one mapping, and the one
+descriptor the mapping holds); the store keeps at most
+``max_open_consume_queue_files`` of them mapped and unmaps the least recently
+used past that. A broker therefore needs ``min(max_queues_total,
+max_open_consume_queue_files)`` of each, plus its commit log, index files and
+sockets. Linux defaults (``ulimit -n`` 1,024 soft, ``vm.max_map_count``
+65,530) may be below that; the broker checks at start and warns with the
+numbers and the command that raises each limit (or the key that lowers the
+need), instead of failing with EMFILE / ENOMEM at the first busy queue.
 """
 
 from __future__ import annotations
@@ -35,25 +37,32 @@ def read_limits() -> tuple[int | None, int | None]:
 
 
 def limit_warnings(max_queues_total: int, nofile: int | None,
-                   max_map_count: int | None) -> list[str]:
+                   max_map_count: int | None, *,
+                   max_open_consume_queue_files: int | None = None) -> list[str]:
     """What is too low for *max_queues_total* queues, each with how to raise it (pure)."""
-    need = max_queues_total + HEADROOM
+    mapped = max_queues_total if not max_open_consume_queue_files else min(
+        max_queues_total, max_open_consume_queue_files)
+    need = mapped + HEADROOM
+    what = (f"max_queues_total {max_queues_total}" if mapped == max_queues_total else
+            f"max_open_consume_queue_files {mapped}")
+    lower = ("lower max_queues_total" if mapped == max_queues_total else
+             "lower max_open_consume_queue_files")
     out = []
     if nofile is not None and nofile < need:
-        out.append(f"open files limit (ulimit -n) is {nofile}; max_queues_total "
-                   f"{max_queues_total} may need {need} when every queue holds messages: "
-                   f"raise it (ulimit -n {need}, LimitNOFILE= in a systemd unit) or lower "
-                   "max_queues_total")
+        out.append(f"open files limit (ulimit -n) is {nofile}; {what} may need {need} when "
+                   f"that many queues are in use: raise it (ulimit -n {need}, LimitNOFILE= "
+                   f"in a systemd unit) or {lower}")
     if max_map_count is not None and max_map_count < need:
-        out.append(f"vm.max_map_count is {max_map_count}; max_queues_total "
-                   f"{max_queues_total} may need {need} mappings when every queue holds "
-                   f"messages: raise it (sysctl -w vm.max_map_count={need}) or lower "
-                   "max_queues_total")
+        out.append(f"vm.max_map_count is {max_map_count}; {what} may need {need} mappings "
+                   f"when that many queues are in use: raise it (sysctl -w "
+                   f"vm.max_map_count={need}) or {lower}")
     return out
 
 
-def warn_if_low(max_queues_total: int) -> list[str]:
-    warnings = limit_warnings(max_queues_total, *read_limits())
+def warn_if_low(max_queues_total: int, max_open_consume_queue_files: int | None = None
+                ) -> list[str]:
+    warnings = limit_warnings(max_queues_total, *read_limits(),
+                              max_open_consume_queue_files=max_open_consume_queue_files)
     for text in warnings:
         log.warning("%s", text)
     return warnings

@@ -222,7 +222,8 @@ def _consumer(msg: pb.ConsumerData) -> ConsumerRegistration:
                 raise InvalidRequestError(
                     f"consumer {msg.group!r}: {field} {value} is unknown; this broker knows "
                     f"{', '.join(m.name for m in enum_cls)}") from None
-    return ConsumerRegistration(group=msg.group, subscriptions=subscriptions, **kwargs)
+    return ConsumerRegistration(group=msg.group, subscriptions=subscriptions,
+                                fingerprint=msg.fingerprint, **kwargs)
 
 
 def _command_pb(command: ServerCommand) -> pb.ServerCommand:
@@ -506,8 +507,14 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         _check_client_id(request.client_id)
         for group in request.producer_groups:
             _check_names(group=group)
-        consumers = [_consumer(c) for c in request.consumers]
-        authorize_heartbeat(request.producer_groups, consumers)
+        consumers = [_consumer(c) for c in request.consumers if not c.unchanged]
+        # Sent as a fingerprint only: its topics were checked when it was sent whole,
+        # by the same owner (check_owner); the group is checked again here.
+        unchanged = [(c.group, c.fingerprint) for c in request.consumers if c.unchanged]
+        for group, _fingerprint in unchanged:
+            _check_names(group=group)
+        authorize_heartbeat(request.producer_groups,
+                            [*consumers, *(ConsumerRegistration(group=g) for g, _ in unchanged)])
         owner = current_owner()
         self._clients.check_owner(request.client_id, owner)
         for consumer in consumers:
@@ -515,9 +522,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                 # Its retry topic exists before anything fails, as RocketMQ's heartbeat does.
                 self._send_back.ensure_retry_topic(
                     consumer.group, max_topics=self._max_auto_retry_topics, requester=owner)
-        self._clients.heartbeat(request.client_id, producer_groups=request.producer_groups,
-                                consumers=consumers, owner=owner)
-        return pb.HeartBeatResponse()
+        unknown = self._clients.heartbeat(
+            request.client_id, producer_groups=request.producer_groups, consumers=consumers,
+            unchanged=unchanged, owner=owner)
+        return pb.HeartBeatResponse(unknown_groups=unknown, keeps_fingerprints=True)
 
     @_rpc
     async def UnregisterClient(self, request: pb.UnregisterClientRequest,

@@ -122,6 +122,8 @@ class ConsumerBase:
         self._offsets: OffsetStore | None = None
         self._commit_task: asyncio.Task[None] | None = None
         self._rebalance_lock = asyncio.Lock()
+        # topic -> the Rebalancer's assignment last applied whole (see rebalance_once)
+        self._applied: dict[str, frozenset[MessageQueue]] = {}
         self._state: str = "created"
 
     # -- configuration ------------------------------------------------------------------
@@ -238,6 +240,7 @@ class ConsumerBase:
         if self._remoting is not None:
             await self._remoting.close()
         self._pqs.clear()
+        self._applied.clear()
 
     def _running(self) -> None:
         state: str = self._state
@@ -319,12 +322,19 @@ class ConsumerBase:
         if self._state != "running" or self._rebalancer is None:
             return
         async with self._rebalance_lock:
-            for topic in self._all_subscriptions():
-                target = await self._rebalancer.target(topic)
-                if target is not None:
-                    await self._apply(topic, target)
+            self._rebalancer.begin_round()
+            try:
+                for topic in self._all_subscriptions():
+                    target = await self._rebalancer.target(topic)
+                    # The same assignment object as the one applied whole: nothing to do.
+                    if target is not None and target is not self._applied.get(topic):
+                        await self._apply(topic, target)
+            finally:
+                self._rebalancer.end_round()
 
-    async def _apply(self, topic: str, target: set[MessageQueue]) -> None:
+    async def _apply(self, topic: str,
+                     target: set[MessageQueue] | frozenset[MessageQueue]) -> None:
+        self._applied.pop(topic, None)
         current = {mq for mq in self._pqs if mq.topic == topic}
         removed = sorted(current - target)
         added = sorted(target - current)
@@ -340,6 +350,8 @@ class ConsumerBase:
             for pq in starts:
                 if not pq.dropped:
                     self._start_pulling(pq)
+        if {mq for mq in self._pqs if mq.topic == topic} == target:
+            self._applied[topic] = frozenset(target) if isinstance(target, set) else target
         if removed or added:
             log.info("group %s member %s: topic %s now %s (+%d -%d)", self.group,
                      self.client_id, topic, sorted(f"{q.broker_name}#{q.queue_id}" for q in target),
@@ -374,6 +386,7 @@ class ConsumerBase:
         return True
 
     async def _remove_queue(self, mq: MessageQueue) -> None:
+        self._applied.pop(mq.topic, None)
         pq = self._pqs.pop(mq, None)
         if pq is None:
             return

@@ -16,12 +16,22 @@ consumer rebalances at once instead of at its next 20 s round) and
 is reopened after a short pause, and every broker is sent a heartbeat when a
 stream opens: a broker forgets a client whose stream closed.
 
+A consumer group's data (subscriptions, model, where it starts) goes whole
+only when it changed: each heartbeat carries :func:`consumer_fingerprint` of
+it, and once a broker has taken that fingerprint (and said it keeps
+fingerprints) the next heartbeats send the fingerprint alone, a few dozen
+bytes however many topics the group reads. A broker that does not hold it (it
+restarted, or dropped the client) names the group in its answer and is sent
+the whole data again at once; a broker that never said it keeps fingerprints
+gets the whole data every time, as before.
+
 :func:`make_client_id` names a client as RocketMQ does: ``ip@pid#nonce``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import socket
@@ -33,7 +43,7 @@ from pocketmq.client.remoting import ChannelOpened, ConsumerInfo, Remoting, Serv
 from pocketmq.client.route import RouteService, TopicRoute
 from pocketmq.client.tasks import cancel_and_wait, raise_if_cancelling, wait_event
 
-__all__ = ["HeartbeatService", "local_ip", "make_client_id"]
+__all__ = ["HeartbeatService", "consumer_fingerprint", "local_ip", "make_client_id"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +62,16 @@ def local_ip() -> str:
 
 def make_client_id(instance_name: str | None = None) -> str:
     return f"{local_ip()}@{instance_name or os.getpid()}#{uuid.uuid4().hex[:12]}"
+
+
+def consumer_fingerprint(consumer: ConsumerInfo) -> str:
+    """A digest of everything a heartbeat says about *consumer* (pure, order-free)."""
+    digest = hashlib.blake2b(digest_size=12)
+    digest.update(f"{consumer.group}\0{consumer.push:d}{consumer.broadcasting:d}"
+                  f"\0{consumer.consume_from}".encode())
+    for topic, expression in sorted(consumer.subscriptions.items()):
+        digest.update(f"\0{topic}\1{expression}".encode())
+    return digest.hexdigest()
 
 
 class HeartbeatService:
@@ -73,6 +93,11 @@ class HeartbeatService:
         self._task: asyncio.Task[None] | None = None
         self._streams: dict[str, asyncio.Task[None]] = {}
         self._known: set[str] = set()
+        # broker address -> group -> fingerprint that broker holds (it said it keeps them)
+        self._held: dict[str, dict[str, str]] = {}
+        #: request bytes of the last heartbeat to each broker, and full sends so far
+        self.last_request_bytes: dict[str, int] = {}
+        self.full_sends = 0
         self._wake = asyncio.Event()
         routes.add_listener(self._route_fetched)
 
@@ -120,12 +145,11 @@ class HeartbeatService:
         addrs = self._addrs()
         self._known.update(addrs)
         consumers = self._consumers()
+        fingerprints = {c.group: consumer_fingerprint(c) for c in consumers}
 
         async def one(addr: str) -> bool:
             try:
-                await self._remoting.broker(addr).heartbeat(
-                    self.client_id, producer_groups=self._producer_groups,
-                    consumers=consumers, timeout_s=self._timeout_s)
+                await self._heartbeat(addr, consumers, fingerprints)
                 return True
             except ClientError as exc:
                 log.debug("heartbeat to %s failed: %s", addr, exc)
@@ -135,6 +159,33 @@ class HeartbeatService:
         if self._on_command is not None:
             self._open_streams(addrs)
         return answered
+
+    async def _heartbeat(self, addr: str, consumers: list[ConsumerInfo],
+                         fingerprints: dict[str, str]) -> None:
+        held = self._held.get(addr, {})
+        unchanged = {g for g, f in fingerprints.items() if held.get(g) == f}
+        broker = self._remoting.broker(addr)
+        answer = await broker.heartbeat(
+            self.client_id, producer_groups=self._producer_groups, consumers=consumers,
+            fingerprints=fingerprints, unchanged=unchanged, timeout_s=self._timeout_s)
+        self.last_request_bytes[addr] = answer.request_bytes
+        if len(unchanged) < len(consumers):
+            self.full_sends += 1
+        if answer.unknown_groups:
+            # The broker lost them (restart, expiry): send those groups whole, now.
+            log.info("broker %s does not hold the subscriptions of %s; sending them whole",
+                     addr, ", ".join(answer.unknown_groups))
+            unknown = set(answer.unknown_groups)
+            answer = await broker.heartbeat(
+                self.client_id, producer_groups=self._producer_groups, consumers=consumers,
+                fingerprints=fingerprints, unchanged=unchanged - unknown,
+                timeout_s=self._timeout_s)
+            self.last_request_bytes[addr] = answer.request_bytes
+            self.full_sends += 1
+        if answer.keeps_fingerprints and not answer.unknown_groups:
+            self._held[addr] = dict(fingerprints)
+        else:
+            self._held.pop(addr, None)
 
     async def unregister(self, *, producer_group: str = "", consumer_group: str = "") -> None:
         """Leave the groups on every broker, so the others rebalance at once."""

@@ -6,6 +6,13 @@ topic's readable queues (from the route) and all the group's member ids
 to the allocation strategy — or every queue when broadcasting. Members need
 no coordinator; they agree because they see the same inputs.
 
+:class:`Rebalancer` stays flat with many topics: within one round
+(:meth:`Rebalancer.begin_round`) it asks each broker for the group's members
+once, not once per topic, and a topic whose readable queues and member list
+are what they were last round gets the same assignment object back without
+running the strategy again, so the consumer skips applying it
+(:attr:`Rebalancer.recomputed` counts the topics that were allocated anew).
+
 :class:`RebalanceService` runs a consumer's rebalance every
 ``interval_s`` (20 s) and at once on :meth:`RebalanceService.wakeup` (the
 broker's membership push); ``run_once()`` steps it.
@@ -50,21 +57,36 @@ class Rebalancer:
         self._strategy = strategy
         self._broadcasting = broadcasting
         self._timeout_s = timeout_s
+        # topic -> (readable queues, member ids, this member's queues) of its last allocation
+        self._last: dict[str, tuple[tuple[MessageQueue, ...], tuple[str, ...],
+                                    frozenset[MessageQueue]]] = {}
+        # broker name -> member ids, between begin_round and end_round
+        self._ids_this_round: dict[str, list[str]] | None = None
+        #: topics allocated anew (inputs changed); member-list calls made
+        self.recomputed = 0
+        self.member_list_calls = 0
 
-    async def target(self, topic: str) -> set[MessageQueue] | None:
+    def begin_round(self) -> None:
+        """Ask each broker for the member list once until :meth:`end_round`."""
+        self._ids_this_round = {}
+
+    def end_round(self) -> None:
+        self._ids_this_round = None
+
+    async def target(self, topic: str) -> frozenset[MessageQueue] | None:
         """This member's queues of *topic*; None when it cannot be known now."""
         try:
             route = await self._routes.get(topic)
         except RouteNotFoundError:
             if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 log.info("group %s: no route for topic %s yet", self.group, topic)
-            return set()
+            return frozenset()
         except ClientError as exc:
             log.warning("group %s: cannot fetch the route of %s: %s", self.group, topic, exc)
             return None
         all_queues = route.read_queues()
         if self._broadcasting:
-            return set(all_queues)
+            return self._allocated(topic, all_queues, ())
         ids = await self.consumer_ids(sorted({q.broker_name for q in all_queues}))
         if ids is None:
             return None
@@ -74,17 +96,37 @@ class Rebalancer:
             log.info("group %s: the broker's member list lacks %s; keeping its queues "
                      "until its heartbeat arrives", self.group, self.client_id)
             return None
-        mine = self._strategy(self.group, self.client_id, all_queues, sorted(ids))
-        return set(mine)
+        return self._allocated(topic, all_queues, sorted(ids))
+
+    def _allocated(self, topic: str, all_queues: list[MessageQueue],
+                   ids: list[str] | tuple[()]) -> frozenset[MessageQueue]:
+        """This member's queues; the very object of last round when nothing changed."""
+        queues_key, ids_key = tuple(all_queues), tuple(ids)
+        last = self._last.get(topic)
+        if last is not None and last[0] == queues_key and last[1] == ids_key:
+            return last[2]
+        self.recomputed += 1
+        mine = frozenset(all_queues if self._broadcasting else
+                         self._strategy(self.group, self.client_id, all_queues, list(ids)))
+        self._last[topic] = (queues_key, ids_key, mine)
+        return mine
 
     async def consumer_ids(self, broker_names: list[str]) -> list[str] | None:
         """The group's members as one broker of the topic knows them."""
         for name in broker_names:
+            cache = self._ids_this_round
+            known = cache.get(name) if cache is not None else None
+            if known is not None:
+                return known
             broker = self._broker_of(name)
             if broker is None:
                 continue
             try:
-                return await broker.consumer_ids(self.group, timeout_s=self._timeout_s)
+                self.member_list_calls += 1
+                ids = await broker.consumer_ids(self.group, timeout_s=self._timeout_s)
+                if cache is not None:
+                    cache[name] = ids
+                return ids
             except ClientError as exc:
                 log.debug("group %s: member list from %s failed: %s", self.group, name, exc)
         log.warning("group %s: no broker answered for its member list", self.group)

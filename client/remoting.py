@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +69,7 @@ __all__ = [
     "CheckTransactionState",
     "ConsumerIdsChanged",
     "ConsumerInfo",
+    "HeartbeatAnswer",
     "NameserverClient",
     "PullReply",
     "PullStatus",
@@ -188,6 +189,15 @@ class ConsumerInfo:
     broadcasting: bool = False
     consume_from: str = "last"
     subscriptions: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeartbeatAnswer:
+    """What a broker answered a heartbeat, and the request's size."""
+
+    unknown_groups: tuple[str, ...] = ()   # sent as a fingerprint, not known there
+    keeps_fingerprints: bool = False       # False from brokers before fingerprints
+    request_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,18 +475,35 @@ class BrokerClient:
 
     # -- clients ------------------------------------------------------------------------
     async def heartbeat(self, client_id: str, *, producer_groups: Iterable[str] = (),
-                        consumers: Iterable[ConsumerInfo] = (), timeout_s: float = 3.0) -> None:
-        await self._call("HeartBeat", bpb.HeartBeatRequest(
-            client_id=client_id, producer_groups=list(producer_groups),
-            consumers=[bpb.ConsumerData(
+                        consumers: Iterable[ConsumerInfo] = (),
+                        fingerprints: Mapping[str, str] | None = None,
+                        unchanged: Collection[str] = (),
+                        timeout_s: float = 3.0) -> HeartbeatAnswer:
+        """Register the client; groups in *unchanged* (with a fingerprint) go as
+        their fingerprint only, the rest whole with theirs."""
+        fingerprints = fingerprints or {}
+        data = []
+        for c in consumers:
+            fingerprint = fingerprints.get(c.group, "")
+            if fingerprint and c.group in unchanged:
+                data.append(bpb.ConsumerData(group=c.group, fingerprint=fingerprint,
+                                             unchanged=True))
+                continue
+            data.append(bpb.ConsumerData(
                 group=c.group,
                 consume_type=bpb.CONSUME_PASSIVELY if c.push else bpb.CONSUME_ACTIVELY,
                 message_model=bpb.BROADCASTING if c.broadcasting else bpb.CLUSTERING,
                 consume_from_where=_CONSUME_FROM.get(c.consume_from,
                                                      bpb.CONSUME_FROM_LAST_OFFSET),
                 subscriptions=[bpb.Subscription(topic=t, expression=e)
-                               for t, e in sorted(c.subscriptions.items())])
-                for c in consumers]), timeout_s)
+                               for t, e in sorted(c.subscriptions.items())],
+                fingerprint=fingerprint))
+        request = bpb.HeartBeatRequest(client_id=client_id,
+                                       producer_groups=list(producer_groups), consumers=data)
+        resp = await self._call("HeartBeat", request, timeout_s)
+        return HeartbeatAnswer(unknown_groups=tuple(resp.unknown_groups),
+                               keeps_fingerprints=resp.keeps_fingerprints,
+                               request_bytes=request.ByteSize())
 
     async def unregister_client(self, client_id: str, *, producer_group: str = "",
                                 consumer_group: str = "", timeout_s: float = 3.0) -> None:

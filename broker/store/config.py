@@ -61,6 +61,11 @@ class StoreConfig:
     # -- consume queue and index ------------------------------------------------------
     consume_queue_units_per_file: int = field(default=300_000, metadata=_help(
         "20-byte units per consume-queue file"))
+    max_open_consume_queue_files: int = field(default=16_384, metadata=_help(
+        "consume-queue segments kept mapped at most (one mapping and one open file each); "
+        "the least recently used queues are unmapped past it and mapped again on their next "
+        "read or write. Keep it well under vm.max_map_count (Linux default 65,530) and "
+        "ulimit -n"))
     message_index_enable: bool = field(default=True, metadata=_help(
         "index messages by key and unique id (queries by key need it)"))
     index_slots: int = field(default=5_000_000, metadata=_help("hash slots per index file"))

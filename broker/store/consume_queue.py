@@ -33,6 +33,14 @@ the units before it in its first segment filled with :data:`BLANK_UNIT`
 Units of a queue are in commit-log order, so ``phys_offset`` never decreases
 along the queue (blank units have 0); truncation and head correction binary
 search on that.
+
+Segments are mapped on use: every entry point that reads or writes units calls
+:attr:`ConsumeQueue.on_use` first (the store's LRU of open queues, which may
+unmap idle ones), and a segment that was unmapped maps itself again. Positions
+live in memory, so an unmapped queue still answers ``min_offset``,
+``max_offset`` and ``dirty_bytes``, and the store-wide sweeps (truncation,
+head deletion) skip a queue whose cached bounds show there is nothing to do
+without mapping it.
 """
 
 from __future__ import annotations
@@ -82,7 +90,8 @@ class ConsumeQueue:
     """
 
     def __init__(self, topic: str, queue_id: int, directory: str, *,
-                 units_per_file: int = 300_000, io: StoreIO | None = None) -> None:
+                 units_per_file: int = 300_000, io: StoreIO | None = None,
+                 on_use: Callable[[ConsumeQueue], None] | None = None) -> None:
         if units_per_file <= 0:
             raise ValueError(f"units_per_file must be positive, got {units_per_file}")
         self.topic = topic
@@ -94,6 +103,11 @@ class ConsumeQueue:
                                     sparse=True)
         self._min_offset = 0       # first queue offset a reader may ask for
         self._max_phys_end = -1    # phys_offset + size of the newest real unit
+        # phys_offset of the unit at min_offset while min_offset < max_offset (None:
+        # unknown); lets delete_expired skip a live queue without mapping it.
+        self._min_phys: int | None = None
+        #: Called with the queue before its segments are used (owner thread only).
+        self.on_use = on_use
         #: Set by :meth:`load` when segments are short or missing: units may be lost
         #: anywhere, so the owner rebuilds the queue from the commit log.
         self.damaged = False
@@ -130,6 +144,24 @@ class ConsumeQueue:
     def dirty_bytes(self) -> int:
         return self._mfq.dirty_bytes()
 
+    @property
+    def segment_count(self) -> int:
+        """Segments of the queue, the one prepared ahead included (what it may map)."""
+        return self._mfq.segment_count()
+
+    @property
+    def mapped_count(self) -> int:
+        return self._mfq.mapped_count()
+
+    def unmap(self) -> bool:
+        """Unmap the queue's segments, keeping its positions (owner thread; the LRU).
+        Written bytes stay dirty in the page cache until the next flush syncs them."""
+        return self._mfq.unmap()
+
+    def _touch(self) -> None:
+        if self.on_use is not None:
+            self.on_use(self)
+
     # -- lifecycle -------------------------------------------------------------------
     def load(self) -> None:
         """Map the queue's segments; :meth:`recover` then finds where the units end.
@@ -161,10 +193,12 @@ class ConsumeQueue:
         with ``phys_offset < 0 or size <= 0``. Later segments are deleted and stale
         bytes after the end are zeroed, so that a second crash cannot revive them.
         """
+        self._min_phys = None
         files = self._mfq.files
         if not files:
             self._min_offset, self._max_phys_end = 0, -1
             return
+        self._touch()
         end_byte = files[max(0, len(files) - 3)].file_from_offset
         for mf in files[max(0, len(files) - 3):]:
             valid_units = _count_valid_units(mf)
@@ -188,7 +222,7 @@ class ConsumeQueue:
     def destroy(self) -> None:
         """Close and delete every segment and the queue's directory."""
         self._mfq.destroy()
-        self._min_offset, self._max_phys_end = 0, -1
+        self._min_offset, self._max_phys_end, self._min_phys = 0, -1, None
         # Already gone, or holding foreign files: those are left to a person.
         with contextlib.suppress(OSError):
             os.rmdir(self.directory)
@@ -205,7 +239,10 @@ class ConsumeQueue:
         if queue_offset != max_offset:
             if queue_offset < max_offset:
                 return False
+            self._touch()
             self._start_at(queue_offset, max_offset)
+        else:
+            self._touch()
         mf = self._mfq.last_file()
         assert mf is not None
         mf.reserve(mf.wrote_position + CQ_UNIT_SIZE)
@@ -222,6 +259,7 @@ class ConsumeQueue:
         then refused whole, and the dispatch that follows a successful put has
         nothing left that can run out of space.
         """
+        self._touch()
         start = max(first_queue_offset, self.max_offset) if self._mfq.files \
             else first_queue_offset
         self._mfq.prepare(start * CQ_UNIT_SIZE, (start + count) * CQ_UNIT_SIZE)
@@ -239,6 +277,7 @@ class ConsumeQueue:
         skip = max_offset - first_queue_offset
         if skip >= count:
             return 0
+        self._touch()
         if skip < 0:
             self._start_at(first_queue_offset, max_offset)
             skip = 0
@@ -276,6 +315,7 @@ class ConsumeQueue:
                     % self._mfq.file_size)
         if not prepared:   # keep the segment prepare() made for this very unit
             self._mfq.destroy()  # empty segments only (a crash right after creating one)
+        self._min_phys = None
         mf = self._mfq.last_file(byte_offset)
         assert mf is not None
         blanks = (byte_offset - mf.file_from_offset) // CQ_UNIT_SIZE
@@ -290,6 +330,7 @@ class ConsumeQueue:
         """``(phys_offset, size, tags_code)`` of *queue_offset*, None outside [min, max)."""
         if not self._min_offset <= queue_offset < self.max_offset:
             return None
+        self._touch()
         byte_offset = queue_offset * CQ_UNIT_SIZE
         mf = self._mfq.find(byte_offset)
         if mf is None:
@@ -304,6 +345,7 @@ class ConsumeQueue:
         """
         if max_units <= 0 or not self._min_offset <= queue_offset < self.max_offset:
             return b""
+        self._touch()
         byte_offset = queue_offset * CQ_UNIT_SIZE
         mf = self._mfq.find(byte_offset)
         if mf is None:
@@ -334,6 +376,10 @@ class ConsumeQueue:
     def truncate_phys(self, phys_offset: int) -> int:
         """Remove every unit pointing at or past commit-log *phys_offset*; return how many."""
         max_offset = self.max_offset
+        if 0 <= self._max_phys_end <= phys_offset or max_offset == self._mfq.min_offset \
+                // CQ_UNIT_SIZE:
+            return 0    # the newest unit ends before the cut (or there is none): unmapped
+        self._touch()
         cut = self._first_offset_with_phys_at_least(self._mfq.min_offset // CQ_UNIT_SIZE,
                                                     phys_offset)
         if cut >= max_offset:
@@ -353,6 +399,11 @@ class ConsumeQueue:
         unit that points at a live record (max_offset when none does), as
         RocketMQ's ``correctMinOffset``. Returns the segments deleted.
         """
+        if len(self._mfq.files) <= 1 and (self._min_offset >= self.max_offset or (
+                self._min_phys is not None and self._min_phys >= commitlog_min_phys)):
+            return 0     # nothing below the head, known without mapping the queue
+        self._touch()
+
         def expired(mf: MappedFile) -> bool:
             if mf.wrote_position < CQ_UNIT_SIZE:
                 return True
@@ -367,6 +418,7 @@ class ConsumeQueue:
                      "%d -> %d", self._name, len(deleted), commitlog_min_phys,
                      self._min_offset, first_live)
         self._min_offset = first_live
+        self._min_phys = self._unit_at(first_live)[0] if first_live < self.max_offset else None
         return len(deleted)
 
     # -- internals ---------------------------------------------------------------------
@@ -422,6 +474,7 @@ class ConsumeQueue:
         """Drop every unit from *byte_offset* on: later segments are deleted, the one
         holding it is cut there with its tail zeroed. The first segment always stays,
         so that max_offset keeps the queue's position when no unit is left."""
+        self._min_phys = None
         files = self._mfq.files
         while len(files) > 1 and files[-1].file_from_offset >= byte_offset:
             mf = files.pop()

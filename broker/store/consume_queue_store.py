@@ -6,6 +6,17 @@ first dispatch, and fans the store-wide operations out to each queue: recovery,
 truncation after the commit log was cut, deletion below the commit log's head,
 flush, and topic deletion. Topic names (``[%|a-zA-Z0-9_-]``) are the directory
 names as they are.
+
+It also bounds what the queues hold open: a least-recently-used list of the
+queues whose segments are mapped, at most ``max_open_files`` segments in all
+(one mapping and one descriptor each). A queue's use (append, read, recovery,
+truncation, head deletion) moves it to the front; past the bound the queues
+used longest ago are unmapped. Unmapping never syncs and never closes a
+descriptor another thread uses: segments hold no descriptor of their own (the
+mapping's), and the flush service syncs an unmapped segment by opening its
+path, so an idle queue's last units become durable in the next flush round
+like a mapped queue's. The LRU is the owner thread's only; the flush thread
+never touches it.
 """
 
 from __future__ import annotations
@@ -14,6 +25,7 @@ import logging
 import os
 import re
 import shutil
+from collections import OrderedDict
 
 from pocketmq.broker.store.consume_queue import ConsumeQueue
 from pocketmq.broker.store.io import StoreIO
@@ -31,11 +43,20 @@ class ConsumeQueueStore:
     :meth:`flush` and :attr:`dirty_bytes`, which a worker thread may call."""
 
     def __init__(self, root_dir: str, *, units_per_file: int = 300_000,
-                 io: StoreIO | None = None) -> None:
+                 io: StoreIO | None = None, max_open_files: int = 0) -> None:
+        if max_open_files < 0:
+            raise ValueError(f"max_open_files must be >= 0 (0: no bound), got {max_open_files}")
         self.root_dir = root_dir
         self.units_per_file = units_per_file
         self._io = io or StoreIO()
         self._queues: dict[str, dict[int, ConsumeQueue]] = {}
+        #: segments the mapped queues may hold in all; 0 keeps every used queue mapped
+        self.max_open_files = max_open_files
+        # queue -> its segment count when last used, least recently used first
+        self._open: OrderedDict[ConsumeQueue, int] = OrderedDict()
+        self._open_files = 0
+        #: queues unmapped by the LRU since start (a metric)
+        self.evictions = 0
 
     # -- lifecycle -------------------------------------------------------------------
     def load(self) -> None:
@@ -77,6 +98,51 @@ class ConsumeQueueStore:
     def close(self) -> None:
         for cq in self.all_queues():
             cq.close()
+        self._open.clear()
+        self._open_files = 0
+
+    # -- the LRU of mapped queues ------------------------------------------------------
+    @property
+    def open_files(self) -> int:
+        """Segments of the queues in the LRU, as counted at their last use."""
+        return self._open_files
+
+    def _on_use(self, cq: ConsumeQueue) -> None:
+        """Move *cq* to the front; unmap the least recently used queues past the bound."""
+        count = max(1, cq.segment_count)
+        previous = self._open.get(cq)
+        if previous is None:
+            self._open[cq] = count
+        else:
+            self._open.move_to_end(cq)
+            if previous == count:
+                return
+            self._open[cq] = count
+        self._open_files += count - (previous or 0)
+        if self.max_open_files and self._open_files > self.max_open_files:
+            self._evict(keep=cq)
+
+    def _evict(self, *, keep: ConsumeQueue) -> None:
+        skipped: list[tuple[ConsumeQueue, int]] = []
+        for _ in range(len(self._open)):
+            if self._open_files <= self.max_open_files:
+                break
+            victim, count = self._open.popitem(last=False)
+            if victim is not keep and victim.unmap():
+                self._open_files -= count
+                self.evictions += 1
+            elif victim is not keep:   # a buffer of it is in use: leave it mapped
+                skipped.append((victim, count))
+            else:
+                self._open[victim] = count     # back to the front: it is being used
+        for victim, count in reversed(skipped):
+            self._open[victim] = count
+            self._open.move_to_end(victim, last=False)
+
+    def _forget(self, cq: ConsumeQueue) -> None:
+        count = self._open.pop(cq, None)
+        if count is not None:
+            self._open_files -= count
 
     # -- queues ----------------------------------------------------------------------
     def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
@@ -117,6 +183,7 @@ class ConsumeQueueStore:
             self._queues.pop(topic, None)
         queue_dir = os.path.join(self.root_dir, topic, str(queue_id))
         if cq is not None:
+            self._forget(cq)
             cq.destroy()
         shutil.rmtree(queue_dir, ignore_errors=True)
         log.info("deleted consume queue %s:%d (%s)", topic, queue_id, queue_dir)
@@ -127,6 +194,7 @@ class ConsumeQueueStore:
             raise ValueError(f"topic {topic!r} is not a valid directory name")
         queues = self._queues.pop(topic, {})
         for cq in queues.values():
+            self._forget(cq)
             cq.destroy()
         topic_dir = os.path.join(self.root_dir, topic)
         shutil.rmtree(topic_dir, ignore_errors=True)
@@ -145,5 +213,6 @@ class ConsumeQueueStore:
     def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         return ConsumeQueue(topic, queue_id,
                             os.path.join(self.root_dir, topic, str(queue_id)),
-                            units_per_file=self.units_per_file, io=self._io)
+                            units_per_file=self.units_per_file, io=self._io,
+                            on_use=self._on_use)
 

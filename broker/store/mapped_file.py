@@ -19,6 +19,15 @@ loop that appends never waits on the disk.
 Bytes past ``wrote`` may be stale after a crash; :meth:`truncate` discards
 them (the file is cut and re-extended, so they read as zeros) so that a scan
 of the log can never mistake an old record for a new one.
+
+A sparse segment (consume queues, by the hundred thousand) holds no file
+descriptor: CPython's ``mmap`` keeps a ``dup`` of the descriptor it maps, so a
+segment that kept its own as well cost two per mapping (3,000 busy queues held
+6,027 descriptors). Its rare file calls (reserve, truncate, sync) open the path
+for the call. It may also be *unmapped* while idle (:meth:`unmap`, chosen by
+the consume-queue store's LRU) and is mapped again on its next use; the
+positions stay in memory, and a sync of an unmapped segment opens the path, so
+bytes written before the unmap become durable at the next flush like any other.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import logging
 import mmap
 import os
 import threading
+from collections.abc import Iterator
 
 from pocketmq.broker.store.io import StoreIO
 
@@ -49,7 +59,7 @@ class MappedFile:
     may run in a worker thread at the same time."""
 
     def __init__(self, path: str, file_size: int, *, io: StoreIO, create: bool,
-                 read_only: bool = False, sparse: bool = False) -> None:
+                 read_only: bool = False, sparse: bool = False, mapped: bool = True) -> None:
         self.path = path
         self.sparse = sparse
         #: file bytes known to have disk blocks; a sparse file gets them ahead of the writer
@@ -86,13 +96,18 @@ class MappedFile:
                     log.warning("segment %s is %d bytes, expected %d; resizing (recovery "
                                 "checks what it holds)", path, actual, file_size)
                     os.ftruncate(self._fd, file_size)
-            self._mm = mmap.mmap(self._fd, file_size, mmap.MAP_SHARED,
-                                 mmap.PROT_READ | mmap.PROT_WRITE)
+            self._mm: mmap.mmap | None = None
+            if mapped or not sparse:
+                self._mm = mmap.mmap(self._fd, file_size, mmap.MAP_SHARED,
+                                     mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(self._fd)
             if create:
                 os.unlink(path)
             raise
+        if sparse:   # the mapping holds its own descriptor; see the module docstring
+            os.close(self._fd)
+            self._fd = -1
         self.wrote_position = 0
         self.flushed_position = 0
         self._flush_lock = threading.Lock()
@@ -101,8 +116,54 @@ class MappedFile:
     # -- writing -------------------------------------------------------------
     @property
     def buffer(self) -> mmap.mmap:
-        """The writable mapping, for in-place patching by the owner."""
+        """The writable mapping, for in-place patching by the owner (mapped on demand)."""
+        mm = self._mm
+        return mm if mm is not None else self._map()
+
+    @property
+    def mapped(self) -> bool:
+        return self._mm is not None
+
+    def _map(self) -> mmap.mmap:
+        """Map an unmapped sparse segment again (owner thread)."""
+        if self.closed:
+            raise ValueError(f"segment {self.path} is closed")
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            self._mm = mmap.mmap(fd, self.file_size, mmap.MAP_SHARED,
+                                 mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
         return self._mm
+
+    def unmap(self) -> bool:
+        """Drop the mapping of a sparse segment, keeping its positions (owner thread).
+
+        Nothing is synced here: the written pages stay dirty in the page cache
+        and the next :meth:`flush` syncs them through the path. False when the
+        segment cannot be unmapped (not sparse, or a buffer of it is in use).
+        """
+        mm = self._mm
+        if mm is None or not self.sparse:
+            return mm is None
+        try:
+            mm.close()
+        except BufferError:      # a memoryview of it is alive: try again later
+            return False
+        self._mm = None
+        return True
+
+    @contextlib.contextmanager
+    def _file(self) -> Iterator[int]:
+        """The segment's descriptor: its own, or one opened for the call (sparse)."""
+        if self._fd >= 0:
+            yield self._fd
+            return
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
 
     @property
     def remaining(self) -> int:
@@ -124,7 +185,8 @@ class MappedFile:
         step = min(max(self.reserved_end, _PAGE), _MAX_RESERVE_STEP)
         target = max(end, self.reserved_end + step)
         target = min(self.file_size, -(-target // _PAGE) * _PAGE)
-        self._io.reserve(self._fd, target)
+        with self._file() as fd:
+            self._io.reserve(fd, target)
         self.reserved_end = target
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
@@ -135,7 +197,7 @@ class MappedFile:
             raise ValueError(f"{len(data)} bytes do not fit segment {self.path} at {pos}")
         if end > self.reserved_end:
             self.reserve(end)
-        self._mm[pos:end] = data
+        (self._mm if self._mm is not None else self._map())[pos:end] = data
         self.wrote_position = end
         return pos
 
@@ -158,7 +220,9 @@ class MappedFile:
     def read(self, pos: int, size: int) -> bytes:
         """Copy *size* bytes at file-relative *pos* (never past the write position)."""
         end = min(pos + size, self.wrote_position)
-        return self._mm[pos:end] if pos < end else b""
+        if pos >= end:
+            return b""
+        return (self._mm if self._mm is not None else self._map())[pos:end]
 
     # -- durability ------------------------------------------------------------
     def flush(self) -> int:
@@ -168,20 +232,21 @@ class MappedFile:
                 return self.flushed_position
             target = self.wrote_position
             if target > self.flushed_position:
-                self._io.sync(self._fd)
+                with self._file() as fd:
+                    self._io.sync(fd)
                 self.flushed_position = target
             return self.flushed_position
 
     def truncate(self, pos: int) -> None:
         """Discard everything from file-relative *pos* on; it reads as zeros after."""
-        with self._flush_lock:
-            os.ftruncate(self._fd, pos)
-            os.ftruncate(self._fd, self.file_size)
+        with self._flush_lock, self._file() as fd:
+            os.ftruncate(fd, pos)
+            os.ftruncate(fd, self.file_size)
             if self.sparse:
                 self.reserved_end = min(self.reserved_end, pos)
             else:
-                self._io.allocate(self._fd, self.file_size)
-            self._io.sync(self._fd)
+                self._io.allocate(fd, self.file_size)
+            self._io.sync(fd)
             self.wrote_position = pos
             self.flushed_position = min(self.flushed_position, pos)
 
@@ -189,10 +254,15 @@ class MappedFile:
         """Whether every byte from *pos* to the end is zero, reading only the extents
         that hold data: the holes of a sparse file are zeros without touching a page
         (a recovery that read whole sparse segments filled the page cache with them)."""
+        with self._file() as fd:
+            return self._is_zero_from(fd, pos)
+
+    def _is_zero_from(self, fd: int, pos: int) -> bool:
         end = self.file_size
+        mm = self.buffer
         while pos < end:
             try:
-                data = os.lseek(self._fd, pos, os.SEEK_DATA)
+                data = os.lseek(fd, pos, os.SEEK_DATA)
             except OSError as exc:
                 if exc.errno == errno.ENXIO:
                     return True                  # nothing but holes past pos
@@ -200,10 +270,10 @@ class MappedFile:
             if data >= end:
                 return True
             try:
-                hole = min(os.lseek(self._fd, data, os.SEEK_HOLE), end)
+                hole = min(os.lseek(fd, data, os.SEEK_HOLE), end)
             except OSError:
                 hole = end
-            chunk = self._mm[data:hole]
+            chunk = mm[data:hole]
             if chunk.count(0) != len(chunk):
                 return False
             pos = hole
@@ -216,7 +286,10 @@ class MappedFile:
             self.closed = True
             if self._mm is not None:
                 self._mm.close()
-            os.close(self._fd)
+                self._mm = None
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
 
     def destroy(self) -> None:
         """Close and delete the segment file."""

@@ -58,8 +58,10 @@ class MappedFileQueue:
             if expected is not None and start != expected:
                 raise StoreError(f"segments in {self.directory} are not contiguous: "
                                  f"{offset_to_file_name(expected)} is missing before {name}")
+            # A sparse segment is mapped on its first use (consume queues: most stay idle).
             mf = MappedFile(os.path.join(self.directory, name), self.file_size, io=self.io,
-                            create=False, read_only=read_only, sparse=self.sparse)
+                            create=False, read_only=read_only, sparse=self.sparse,
+                            mapped=read_only or not self.sparse)
             # Until recovery says otherwise every loaded segment counts as full.
             mf.wrote_position = mf.flushed_position = mf.file_size
             self.files.append(mf)
@@ -70,6 +72,20 @@ class MappedFileQueue:
             mf.close()
         if self._next is not None:
             self._next.close()
+
+    def unmap(self) -> bool:
+        """Unmap every sparse segment, keeping positions; False if one is in use."""
+        done = True
+        for mf in [*self.files, *([self._next] if self._next is not None else [])]:
+            done = mf.unmap() and done
+        return done
+
+    def segment_count(self) -> int:
+        return len(self.files) + (1 if self._next is not None else 0)
+
+    def mapped_count(self) -> int:
+        count = sum(1 for mf in self.files if mf.mapped)
+        return count + (1 if self._next is not None and self._next.mapped else 0)
 
     def destroy(self) -> None:
         for mf in self.files:

@@ -94,7 +94,7 @@ class DefaultMessageStore:
                                    store_host=pack_host(config.store_host))
         self.consume_queues = ConsumeQueueStore(
             self.dirs.consumequeue, units_per_file=config.consume_queue_units_per_file,
-            io=self.io)
+            io=self.io, max_open_files=config.max_open_consume_queue_files)
         self.index = IndexService(self.dirs.index, slots=config.index_slots,
                                   entries=config.index_entries, io=self.io)
         self.checkpoint = StoreCheckpoint(self.dirs.checkpoint)

@@ -21,3 +21,13 @@ def test_enough_or_unknown_limits_give_no_warning():
 def test_read_limits_reads_this_process():
     nofile, _max_map_count = read_limits()
     assert nofile is None or nofile > 0
+
+
+def test_the_open_file_bound_caps_what_the_limits_must_allow():
+    # a million queues, but at most 16,384 consume-queue files mapped at once
+    assert limit_warnings(1_000_000, 1_048_576, 65_530,
+                          max_open_consume_queue_files=16_384) == []
+    warnings = limit_warnings(1_000_000, 1024, 65_530, max_open_consume_queue_files=16_384)
+    assert len(warnings) == 1
+    assert f"ulimit -n {16_384 + HEADROOM}" in warnings[0]
+    assert "max_open_consume_queue_files" in warnings[0]

@@ -407,18 +407,22 @@ class Subscription(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., expression: _Optional[str] = ...) -> None: ...
 
 class ConsumerData(_message.Message):
-    __slots__ = ("group", "consume_type", "message_model", "consume_from_where", "subscriptions")
+    __slots__ = ("group", "consume_type", "message_model", "consume_from_where", "subscriptions", "fingerprint", "unchanged")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     CONSUME_TYPE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_MODEL_FIELD_NUMBER: _ClassVar[int]
     CONSUME_FROM_WHERE_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_FIELD_NUMBER: _ClassVar[int]
     group: str
     consume_type: ConsumeType
     message_model: MessageModel
     consume_from_where: ConsumeFromWhere
     subscriptions: _containers.RepeatedCompositeFieldContainer[Subscription]
-    def __init__(self, group: _Optional[str] = ..., consume_type: _Optional[_Union[ConsumeType, str]] = ..., message_model: _Optional[_Union[MessageModel, str]] = ..., consume_from_where: _Optional[_Union[ConsumeFromWhere, str]] = ..., subscriptions: _Optional[_Iterable[_Union[Subscription, _Mapping]]] = ...) -> None: ...
+    fingerprint: str
+    unchanged: bool
+    def __init__(self, group: _Optional[str] = ..., consume_type: _Optional[_Union[ConsumeType, str]] = ..., message_model: _Optional[_Union[MessageModel, str]] = ..., consume_from_where: _Optional[_Union[ConsumeFromWhere, str]] = ..., subscriptions: _Optional[_Iterable[_Union[Subscription, _Mapping]]] = ..., fingerprint: _Optional[str] = ..., unchanged: _Optional[bool] = ...) -> None: ...
 
 class HeartBeatRequest(_message.Message):
     __slots__ = ("client_id", "producer_groups", "consumers")
@@ -431,8 +435,12 @@ class HeartBeatRequest(_message.Message):
     def __init__(self, client_id: _Optional[str] = ..., producer_groups: _Optional[_Iterable[str]] = ..., consumers: _Optional[_Iterable[_Union[ConsumerData, _Mapping]]] = ...) -> None: ...
 
 class HeartBeatResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("unknown_groups", "keeps_fingerprints")
+    UNKNOWN_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    KEEPS_FINGERPRINTS_FIELD_NUMBER: _ClassVar[int]
+    unknown_groups: _containers.RepeatedScalarFieldContainer[str]
+    keeps_fingerprints: bool
+    def __init__(self, unknown_groups: _Optional[_Iterable[str]] = ..., keeps_fingerprints: _Optional[bool] = ...) -> None: ...
 
 class UnregisterClientRequest(_message.Message):
     __slots__ = ("client_id", "producer_group", "consumer_group")
