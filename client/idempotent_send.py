@@ -83,6 +83,8 @@ async def send_idempotent(producer: Producer, topic: str, encode: Encode, call: 
     tried = 0
     last_broker: str | None = None
     last_error: ClientError | None = None
+    if queue is not None and routes.addr_of(queue.broker_name) is None:
+        await routes.write_queues(topic)     # a queue named before this producer routed it
     while tried < attempts and time.monotonic() < deadline:
         tried += 1
         mq = queue
