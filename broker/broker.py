@@ -39,6 +39,7 @@ from pocketmq.broker.flow_control import FlowControlInterceptor, server_limits
 from pocketmq.broker.grpc_v2.auth import acl_authenticator as v2_acl_authenticator
 from pocketmq.broker.grpc_v2.server import BrokerParts, GrpcV2Server
 from pocketmq.broker.grpc_v2.servicer import Authenticator
+from pocketmq.broker.idempotence import IdempotenceService
 from pocketmq.broker.limits import warn_if_low
 from pocketmq.broker.long_polling import PullRequestHoldService
 from pocketmq.broker.namesrv_client import GrpcNameserverClient
@@ -260,6 +261,8 @@ class Broker:
             grpc_v2_addr=self.grpc_v2.address if self.grpc_v2 is not None else "",
             on_reply=self.ha.on_register_reply if self.ha is not None else None,
             **registration_kwargs)
+        self.idempotence = IdempotenceService(
+            store, clock=self.clock, not_master=self.ha.not_master if self.ha is not None else None)
         self.send = SendMessageService(store, self.topics, store_host=store_host,
                                        delay_levels=levels, clock=self.clock, stats=self.stats,
                                        timer=TimerPolicy(enabled=cfg.timer_wheel_enable,
@@ -267,7 +270,8 @@ class Broker:
                                        replica_wait=(self.ha.wait_replicated
                                                      if self.ha is not None else None),
                                        not_master=(self.ha.not_master
-                                                   if self.ha is not None else None))
+                                                   if self.ha is not None else None),
+                                       idempotence=self.idempotence)
         self.send_back = SendBackService(store, self.topics, levels, store_host=store_host,
                                          clock=self.clock)
         return BrokerServicer(
@@ -290,7 +294,8 @@ class Broker:
                      self.stats.figures,    # put_tps, get_tps, ... (broker/stats.py)
                      *([self.ha.runtime_info] if self.ha is not None else []),
                      self._controller_figures],
-            promote=self._promote if self.ha is not None else None)
+            promote=self._promote if self.ha is not None else None,
+            idempotence=self.idempotence)
 
     async def _promote(self, *, epoch: int = 0, role: str = "") -> tuple[int, int, str]:
         """PromoteToMaster: a manual promotion, or in controller mode a forced election

@@ -100,6 +100,16 @@ class BrokerConfig:
     disk_min_free_bytes: int = field(default=64 * MiB, metadata=_help(
         "bytes that must stay available to the broker's user (statvfs f_bavail) on the "
         "data directory's filesystem; below it sends are refused with DISK_FULL"))
+    max_producer_ids: int = field(default=10_000, metadata=_help(
+        "idempotent producer ids whose de-duplication state is kept; InitProducerId (and a "
+        "send from an unknown id) is refused with RESOURCE_EXHAUSTED / PRODUCER_ID_LIMIT "
+        "while every kept id is younger than producer_id_expiration_ms"))
+    producer_id_expiration_ms: int = field(default=86_400_000, metadata=_help(
+        "ms an idempotent producer id may stay idle before its state is dropped"))
+    producer_dedup_window: int = field(default=256, metadata=_help(
+        "newest records per producer id and queue whose original results answer a retry"))
+    producer_snapshot_interval_bytes: int = field(default=64 * MiB, metadata=_help(
+        "commit-log bytes between snapshots of the producer state (bounds its rebuild)"))
     max_message_size_bytes: int = field(default=4 * MiB, metadata=_help(
         "largest message body accepted (maxMessageSize)"))
     max_batch_size_bytes: int = field(default=4 * MiB + RECORD_HEADROOM_BYTES, metadata=_help(
@@ -351,7 +361,9 @@ class BrokerConfig:
             "sync_flush_timeout_ms", "commitlog_file_size_bytes", "consume_queue_units_per_file",
             "max_open_consume_queue_files",
             "index_slots", "index_entries", "clean_resource_interval_ms",
-            "disk_min_free_bytes", "max_queues_total",
+            "disk_min_free_bytes", "max_queues_total", "max_producer_ids",
+            "producer_id_expiration_ms", "producer_dedup_window",
+            "producer_snapshot_interval_bytes",
             "max_message_size_bytes", "max_batch_size_bytes", "default_topic_queue_nums",
             "max_pull_messages", "max_pull_bytes", "default_query_max", "pull_suspend_max_ms",
             "max_parked_pulls", "client_channel_expire_seconds", "client_scan_interval_seconds",
@@ -482,6 +494,10 @@ class BrokerConfig:
                 delete_when=self.delete_when,
                 clean_resource_interval_ms=self.clean_resource_interval_ms,
                 disk_min_free_bytes=self.disk_min_free_bytes,
+                max_producer_ids=self.max_producer_ids,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
+                producer_dedup_window=self.producer_dedup_window,
+                producer_snapshot_interval_bytes=self.producer_snapshot_interval_bytes,
             )
         except ConfigError as exc:
             # The store names its own keys; point at ours where they differ.

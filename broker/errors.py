@@ -10,9 +10,12 @@
           ├── DiskFullError           a metadata file (topics.json, offsets) cannot be
           │                           written: no space left (reason DISK_FULL)
           ├── FailedPreconditionError the state forbids it (a transaction resolved the
-          │                           other way)
+          │                           other way; an idempotent producer fenced by a newer
+          │                           epoch: PRODUCER_FENCED)
           │    └── NotMasterError     a write to a replica, a demoted or fenced master;
           │                           names the current master and its epoch (NOT_MASTER)
+          ├── OutOfOrderSequenceError an idempotent producer's record leaves a gap in its
+          │                           queue's sequence (OUT_OF_ORDER_SEQUENCE)
           └── PutRejectedError        the store refused a put; carries its PutStatus
      └── MetadataError                topics.json / consumerOffset.json and their .bak
                                       are both unreadable: the broker will not start
@@ -38,6 +41,7 @@ __all__ = [
     "MetadataError",
     "NotFoundError",
     "NotMasterError",
+    "OutOfOrderSequenceError",
     "PermissionDeniedError",
     "PutRejectedError",
 ]
@@ -104,6 +108,12 @@ class NotMasterError(FailedPreconditionError):
         self.broker_name = broker_name
         self.master_addr = master_addr
         self.master_epoch = master_epoch
+
+
+class OutOfOrderSequenceError(BrokerError):
+    """A record's sequence leaves a gap; the producer retries the missing ones first."""
+
+    default_reason = "OUT_OF_ORDER_SEQUENCE"
 
 
 class PutRejectedError(BrokerError):

@@ -19,6 +19,7 @@ from pocketmq.broker.errors import (
     InvalidRequestError,
     NotFoundError,
     NotMasterError,
+    OutOfOrderSequenceError,
     PermissionDeniedError,
     PutRejectedError,
 )
@@ -44,6 +45,7 @@ GRPC_CODES: dict[type[BrokerError] | PutStatus | GetStatus, grpc.StatusCode] = {
     DiskFullError: Code.RESOURCE_EXHAUSTED,
     FailedPreconditionError: Code.FAILED_PRECONDITION,
     NotMasterError: Code.FAILED_PRECONDITION,
+    OutOfOrderSequenceError: Code.OUT_OF_RANGE,
     # put statuses (PutRejectedError carries one)
     PutStatus.PUT_OK: Code.OK,
     PutStatus.FLUSH_DISK_TIMEOUT: Code.OK,  # stored; the reply says FLUSH_DISK_TIMEOUT

@@ -61,7 +61,7 @@ from pocketmq.broker.topic_config import (
 )
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.errors import CorruptRecordError
-from pocketmq.common.message import StoredMessage, decode_record
+from pocketmq.common.message import PROPERTY_IDEMPOTENCE, StoredMessage, decode_record
 from pocketmq.common.msgid import encode_offset_msg_id
 from pocketmq.common.validation import check_group
 
@@ -256,7 +256,7 @@ class SendBackService:
                          origin_msg_id: str, phys_offset: int) -> dict[str, str]:
         props = {k: v for k, v in msg.properties.items()
                  if k not in (PROPERTY_DELAY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID,
-                              PROPERTY_TIMER_DELIVER_MS)}
+                              PROPERTY_TIMER_DELIVER_MS, PROPERTY_IDEMPOTENCE)}
         first_topic = props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
         origin_id = (props.get(PROPERTY_ORIGIN_MESSAGE_ID) or origin_msg_id
                      or props.get(PROPERTY_UNIQ_KEY)

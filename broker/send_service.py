@@ -36,7 +36,7 @@ import asyncio
 import enum
 import struct
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pocketmq.broker.delay_levels import PROPERTY_DELAY, DelayLevels, rewrite_delayed
@@ -47,6 +47,7 @@ from pocketmq.broker.errors import (
     PermissionDeniedError,
     PutRejectedError,
 )
+from pocketmq.broker.idempotence import DuplicateAnswer, IdempotenceService
 from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.batch import MARK_DELAY, MARK_TIMER, BatchError, ScannedBatch
@@ -104,6 +105,8 @@ class SendOutcome:
     queue_offsets: list[int]
     phys_offsets: list[int]
     offset_msg_id_prefix: str   # store host + port; + 16 hex digits of phys = offset msg id
+    # empty, or per record: answered from an idempotent producer's state (a retry)
+    duplicates: list[bool] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.msg_ids)
@@ -151,8 +154,10 @@ class SendMessageService:
                  delay_levels: DelayLevels | None = None, timer: TimerPolicy | None = None,
                  clock: Clock | None = None, stats: BrokerStatsManager | None = None,
                  replica_wait: ReplicaWait | None = None,
-                 not_master: Callable[[], NotMasterError | None] | None = None) -> None:
+                 not_master: Callable[[], NotMasterError | None] | None = None,
+                 idempotence: IdempotenceService | None = None) -> None:
         self._store = store
+        self._idempotence = idempotence
         self._not_master = not_master
         self._replica_wait = replica_wait
         self._topics = topics
@@ -193,6 +198,11 @@ class SendMessageService:
                 raise PermissionDeniedError(exc.message) from None
         if scanned.markers:
             _refuse_delayed_half_messages(scanned)
+        # From here to the put nothing awaits: the check and the put see one state.
+        if self._idempotence is not None:
+            dups = self._idempotence.check(blob, scanned)
+            if dups:
+                return await self._send_rest(blob, scanned, dups, producer_group)
         # Each rewrite returns a new blob, or None when no record of it needed one.
         now_ms = self._clock.now_ms()
         rewritten = None
@@ -230,6 +240,38 @@ class SendMessageService:
                            queue_offsets=result.queue_offsets,
                            phys_offsets=result.phys_offsets,
                            offset_msg_id_prefix=self._msg_id_prefix)
+
+    async def _send_rest(self, blob: bytes | bytearray | memoryview, scanned: ScannedBatch,
+                         dups: dict[int, DuplicateAnswer],
+                         producer_group: str) -> SendOutcome:
+        """Store the records that are not retries; answer the retries as first stored."""
+        fresh = [i for i in range(len(scanned)) if i not in dups]
+        outcome = None
+        if fresh:
+            view = memoryview(blob)
+            rest = b"".join([view[scanned.positions[i]:scanned.positions[i] + scanned.sizes[i]]
+                             for i in fresh])
+            outcome = await self.send(rest, producer_group=producer_group)
+        at = {i: j for j, i in enumerate(fresh)}
+        queue_offsets, phys_offsets = [], []
+        stamp = 0
+        for i in range(len(scanned)):
+            dup = dups.get(i)
+            if dup is not None:
+                queue_offsets.append(dup.queue_offset)
+                phys_offsets.append(dup.phys_offset)
+                stamp = stamp or dup.store_timestamp_ms
+            else:
+                assert outcome is not None
+                queue_offsets.append(outcome.queue_offsets[at[i]])
+                phys_offsets.append(outcome.phys_offsets[at[i]])
+        return SendOutcome(
+            status=outcome.status if outcome is not None else SendStatus.SEND_OK,
+            store_timestamp_ms=outcome.store_timestamp_ms if outcome is not None else stamp,
+            msg_ids=list(scanned.uniq_keys), topics=list(scanned.topics),
+            queue_ids=list(scanned.queue_ids), queue_offsets=queue_offsets,
+            phys_offsets=phys_offsets, offset_msg_id_prefix=self._msg_id_prefix,
+            duplicates=[i in dups for i in range(len(scanned))])
 
     def _check_queues(self, scanned: ScannedBatch) -> None:
         """Topic permissions and queue ranges; creates unknown topics last."""

@@ -33,6 +33,7 @@ from pocketmq.broker.client_manager import (
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.errors import (
     BrokerError,
+    FailedPreconditionError,
     InvalidRequestError,
     NotMasterError,
     PermissionDeniedError,
@@ -42,6 +43,7 @@ from pocketmq.broker.grpc_status import (
     REASON_METADATA_KEY,
     grpc_code,
 )
+from pocketmq.broker.idempotence import IdempotenceService
 from pocketmq.broker.pull_service import PullMessageService, PullOutcome, PullRequest
 from pocketmq.broker.rebalance_lock import MessageQueue, RebalanceLockManager
 from pocketmq.broker.send_back import SendBackService
@@ -168,7 +170,7 @@ def _send_response(outcome: SendOutcome) -> pb.SendMessageResponse:
         status=_SEND_STATUS[outcome.status], store_timestamp_ms=outcome.store_timestamp_ms,
         msg_ids=outcome.msg_ids, queue_ids=outcome.queue_ids,
         queue_offsets=outcome.queue_offsets, phys_offsets=outcome.phys_offsets,
-        offset_msg_id_prefix=outcome.offset_msg_id_prefix)
+        offset_msg_id_prefix=outcome.offset_msg_id_prefix, duplicates=outcome.duplicates)
 
 
 def _pull_response(outcome: PullOutcome) -> pb.PullMessageResponse:
@@ -291,7 +293,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                  default_topic_queue_nums: int,
                  figures: Sequence[Callable[[], dict[str, str]]] = (),
                  max_auto_retry_topics: int = 10_000,
-                 promote: Promote | None = None) -> None:
+                 promote: Promote | None = None,
+                 idempotence: IdempotenceService | None = None) -> None:
+        self._idempotence = idempotence
         self._promote = promote   # the broker's HaController.promote (manual failover)
         self._send = send
         self._transactions = transactions
@@ -319,6 +323,20 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         _check_given(groups=(request.producer_group,))
         return _send_response(await self._send.send(request.records,
                                                     producer_group=request.producer_group))
+
+    @_rpc
+    async def InitProducerId(self, request: pb.InitProducerIdRequest,
+                             context: grpc.aio.ServicerContext) -> pb.InitProducerIdResponse:
+        if self._idempotence is None:
+            raise FailedPreconditionError("this broker hands out no producer ids",
+                                          reason="UNSUPPORTED")
+        init = self._idempotence.init_producer_id(producer_group=request.producer_group,
+                                                  identity=request.identity,
+                                                  topics=list(request.topics))
+        return pb.InitProducerIdResponse(
+            producer_id=init.producer_id, epoch=init.epoch,
+            sequences=[pb.QueueSequence(topic=t, queue_id=q, last_seq=s)
+                       for t, q, s in init.sequences])
 
     @_rpc
     async def EndTransaction(self, request: pb.EndTransactionRequest,

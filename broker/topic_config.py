@@ -54,6 +54,7 @@ __all__ = [
     "MAX_BATCH_TOPICS",
     "NOT_ALLOWED_READ_TOPICS",
     "NOT_ALLOWED_SEND_TOPICS",
+    "PRODUCER_EPOCH_TOPIC",
     "SCHEDULE_TOPIC",
     "TIMER_TOPIC",
     "DataVersion",
@@ -74,6 +75,7 @@ SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TIMER_TOPIC = "rmq_sys_wheel_timer"   # messages with a delivery time wait here (one queue)
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+PRODUCER_EPOCH_TOPIC = "rmq_sys_producer_epochs"   # raised epochs of named producers
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
@@ -83,6 +85,7 @@ SCHEDULE_DELAY_LEVELS = 18
 NOT_ALLOWED_SEND_TOPICS = frozenset({
     SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
     TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT,
+    PRODUCER_EPOCH_TOPIC,
 })
 # Topics no client reads (admin tools excepted), with or without the ACL: the delayed,
 # timed and uncommitted messages of every topic live in them.

@@ -14,6 +14,10 @@
                ├── NotFoundError       NOT_FOUND: the server does not have that topic    (retriable)
                ├── PermissionDeniedError  PERMISSION_DENIED: a topic without the needed perm
                ├── InvalidRequestError INVALID_ARGUMENT, ALREADY_EXISTS: the request is wrong
+               │    ├── ProducerFencedError  PRODUCER_FENCED: a newer instance of this
+               │    │                   idempotent producer's identity took over
+               │    └── OutOfOrderSequenceError  OUT_OF_ORDER_SEQUENCE: an earlier record of
+               │                        the queue is not stored yet                    (retriable)
                ├── NotMasterError      FAILED_PRECONDITION / NOT_MASTER: a write reached a
                │                       replica or a demoted master; names the master it
                │                       knows and its epoch (the producer redirects)     (retriable)
@@ -37,7 +41,9 @@ __all__ = [
     "InvalidRequestError",
     "NotFoundError",
     "NotMasterError",
+    "OutOfOrderSequenceError",
     "PermissionDeniedError",
+    "ProducerFencedError",
     "RemoteError",
     "RouteNotFoundError",
     "SendTimeoutError",
@@ -124,6 +130,18 @@ class PermissionDeniedError(RemoteError):
 
 class InvalidRequestError(RemoteError):
     pass
+
+
+class ProducerFencedError(InvalidRequestError):
+    """PRODUCER_FENCED: the broker knows a newer epoch of this producer id; this
+    instance may not write any more (another one with the same identity started)."""
+
+
+class OutOfOrderSequenceError(InvalidRequestError):
+    """OUT_OF_ORDER_SEQUENCE: an earlier record of the queue has not reached the broker;
+    once it has (it is in flight, or retried), this one is taken."""
+
+    retriable = True
 
 
 class NotMasterError(RemoteError):

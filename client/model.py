@@ -40,8 +40,11 @@ PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
 PROPERTY_PRODUCER_GROUP = "PGROUP"
 PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"  # RocketMQ 5's names, read by the broker
 PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
+#: an idempotent producer's producer id, epoch and sequence (client/idempotence.py)
+PROPERTY_IDEMPOTENCE = "PMQ_IDEM"
 SYSTEM_PROPERTIES = frozenset({PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY,
-                               PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_MS})
+                               PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_MS,
+                               PROPERTY_IDEMPOTENCE})
 
 
 def retry_topic(group: str) -> str:

@@ -47,6 +47,8 @@ from pocketmq.client.errors import (
 )
 from pocketmq.client.fault_strategy import LatencyFaultTolerance, QueueSelector
 from pocketmq.client.heartbeat import HeartbeatService, local_ip, make_client_id
+from pocketmq.client.idempotence import ProducerSession, SessionManager
+from pocketmq.client.idempotent_send import send_idempotent
 from pocketmq.client.message_codec import (
     check_message,
     check_topic_of,
@@ -97,6 +99,8 @@ class Producer:
         self._heartbeat: HeartbeatService | None = None
         self._accumulator: RecordAccumulator | None = None
         self._oneway: set[asyncio.Future[SendReceipt]] = set()
+        #: idempotent: the producer id, epoch and numbering per broker name
+        self._sessions: SessionManager | None = None
         self._state = "created"
 
     @property
@@ -118,6 +122,9 @@ class Producer:
                                            producer_groups=[self.group],
                                            interval_s=cfg.heartbeat_interval_s)
         self._accumulator = RecordAccumulator(self._new_batcher)
+        if cfg.idempotent:
+            self._sessions = SessionManager(self._init_producer_id,
+                                            identity=cfg.producer_identity)
         self._routes.start()
         await self._heartbeat.start()
         self._state = "running"
@@ -141,7 +148,15 @@ class Producer:
                              max_messages=cfg.batch_max_messages,
                              max_bytes=cfg.batch_max_bytes,
                              max_in_flight=cfg.max_in_flight_per_broker,
-                             call_timeout_s=cfg.send_timeout_ms / 1000)
+                             call_timeout_s=(cfg.request_timeout_ms if cfg.idempotent
+                                             else cfg.send_timeout_ms) / 1000)
+
+    async def _init_producer_id(self, addr: str, identity: str, topics: list[str],
+                                ) -> tuple[int, int, list[tuple[str, int, int]]]:
+        assert self._remoting is not None
+        return await self._remoting.broker(addr).init_producer_id(
+            identity=identity, topics=topics, producer_group=self.group,
+            timeout_s=self.config.request_timeout_ms / 1000)
 
     async def shutdown(self) -> None:
         """Send what is pending (up to send_timeout_ms), leave the brokers, close."""
@@ -188,6 +203,9 @@ class Producer:
         budget_s = (timeout_ms or cfg.send_timeout_ms) / 1000
         deadline = time.monotonic() + budget_s
         uniq_key = self._ids.next_id()
+        if self._sessions is not None:
+            return await self._send_one_idempotent(msg, uniq_key, deadline, budget_s, queue,
+                                                   selector, arg)
         if queue is not None or selector is not None:
             return await self._send_to_queue(msg, uniq_key, deadline, queue, selector, arg)
         # The first attempt runs inline, in this one coroutine: the same steps as the
@@ -234,6 +252,34 @@ class Producer:
                 return result      # stored once already: that answer stands
             return again if again.status is SendStatus.SEND_OK else result
         return result
+
+    async def _send_one_idempotent(self, msg: Message, uniq_key: str, deadline: float,
+                                   budget_s: float, queue: MessageQueue | None,
+                                   selector: MessageQueueSelector | None,
+                                   arg: Any) -> SendResult:
+        if selector is not None and queue is None:
+            routes, _acc = self._running()
+            queue = selector(list(await routes.write_queues(msg.topic)), msg, arg)
+        if queue is not None and queue.topic != msg.topic:
+            raise InvalidMessageError(f"queue {queue} belongs to topic {queue.topic!r}, "
+                                      f"the message to {msg.topic!r}")
+
+        def encode(mq: MessageQueue, session: ProducerSession) -> bytes:
+            return self._encode(msg, mq.queue_id, session.stamp(uniq_key, mq.topic,
+                                                                mq.queue_id))
+
+        return await send_idempotent(self, msg.topic, encode, self._attempt_idempotent,
+                                     deadline, budget_s, queue=queue)
+
+    async def _attempt_idempotent(self, mq: MessageQueue, record: bytes,
+                                  deadline: float) -> SendResult:
+        routes, accumulator = self._running()
+        addr = routes.addr_of(mq.broker_name)
+        if addr is None:
+            raise RouteNotFoundError(mq.topic, f"broker {mq.broker_name} has no known address")
+        if deadline <= time.monotonic():
+            raise SendTimeoutError(f"no time left to send to {mq}")
+        return _result(await accumulator.add(addr, record, deadline), mq)
 
     async def _send_to_queue(self, msg: Message, uniq_key: str, deadline: float,
                              queue: MessageQueue | None, selector: MessageQueueSelector | None,
@@ -381,9 +427,9 @@ class Producer:
         deadline = time.monotonic() + budget_s
         keys = self._ids.next_ids(len(msgs))
 
-        def encode(queue_id: int) -> bytes:
+        def encode(queue_id: int, slots: list[str] = keys) -> bytes:
             # The whole batch in one call (the compiled codec: no Python per message).
-            records = encode_messages(msgs, keys, queue_id, self._born_host,
+            records = encode_messages(msgs, slots, queue_id, self._born_host,
                                       self._clock.now_ms(), self.config.compress_over_bytes, 0)
             if len(records) > self.config.max_batch_size_bytes:
                 raise InvalidMessageError(
@@ -391,6 +437,13 @@ class Producer:
                     f"{self.config.max_batch_size_bytes} (max_batch_size_bytes); split it")
             return records
 
+        if self._sessions is not None:
+            return await send_idempotent(
+                self, topic,
+                lambda mq, session: encode(mq.queue_id,
+                                           session.stamps(keys, mq.topic, mq.queue_id)),
+                lambda mq, recs, dl: self._attempt_batch(mq, recs, dl, idempotent=True),
+                deadline, budget_s, queue=queue)
         if queue is not None:
             records = encode(queue.queue_id)
             return await _retry_while_busy(
@@ -400,8 +453,8 @@ class Producer:
             lambda mq, recs: self._attempt_batch(mq, recs, deadline),
             lambda mq: encode(mq.queue_id), retarget=lambda _records, queue_id: encode(queue_id))
 
-    async def _attempt_batch(self, mq: MessageQueue, records: bytes,
-                             deadline: float) -> list[SendResult]:
+    async def _attempt_batch(self, mq: MessageQueue, records: bytes, deadline: float, *,
+                             idempotent: bool = False) -> list[SendResult]:
         routes, _acc = self._running()
         assert self._remoting is not None
         addr = routes.addr_of(mq.broker_name)
@@ -410,6 +463,8 @@ class Producer:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise SendTimeoutError(f"no time left to send to {mq}")
+        if idempotent:
+            remaining = min(remaining, self.config.request_timeout_ms / 1000)
         return await self._remoting.broker(addr).send_batch_to(
             records, mq, producer_group=self.group, timeout_s=remaining)
 
@@ -421,10 +476,20 @@ class Producer:
         addr = routes.addr_of(mq.broker_name)
         if addr is None:
             raise RouteNotFoundError(msg.topic, f"broker {mq.broker_name} has no known address")
-        future = accumulator.add(addr, self._encode(msg, mq.queue_id, self._ids.next_id()),
+        uniq_key = self._ids.next_id()
+        session = None
+        if self._sessions is not None:
+            session = await self._sessions.get(mq.broker_name, addr, mq.topic)
+            uniq_key = session.stamp(uniq_key, mq.topic, mq.queue_id)
+        future = accumulator.add(addr, self._encode(msg, mq.queue_id, uniq_key),
                                  time.monotonic() + self.config.send_timeout_ms / 1000)
         self._oneway.add(future)
         future.add_done_callback(self._oneway_done)
+        if session is not None:
+            sessions = self._sessions
+            future.add_done_callback(
+                lambda f: None if not f.cancelled() and f.exception() is None
+                else sessions.retire(session))  # type: ignore[union-attr]
 
     def _oneway_done(self, future: asyncio.Future[SendReceipt]) -> None:
         self._oneway.discard(future)

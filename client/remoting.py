@@ -36,7 +36,9 @@ from pocketmq.client.errors import (
     InvalidRequestError,
     NotFoundError,
     NotMasterError,
+    OutOfOrderSequenceError,
     PermissionDeniedError,
+    ProducerFencedError,
     RemoteError,
     RouteNotFoundError,
     ServerError,
@@ -103,6 +105,13 @@ STATUS_ERRORS: dict[grpc.StatusCode, type[RemoteError]] = {
 }
 
 
+#: refusals told apart by the broker's reason rather than the status code
+REASON_ERRORS: dict[str, type[RemoteError]] = {
+    "PRODUCER_FENCED": ProducerFencedError,
+    "OUT_OF_ORDER_SEQUENCE": OutOfOrderSequenceError,
+}
+
+
 def _remote_error(exc: grpc.aio.AioRpcError, addr: str, rpc: str) -> RemoteError:
     """The client error for a failed call; a call cancelled with its task stays a cancellation."""
     code = exc.code()
@@ -120,7 +129,7 @@ def _remote_error(exc: grpc.aio.AioRpcError, addr: str, rpc: str) -> RemoteError
     if reason == "NOT_MASTER":
         return _not_master_error(f"{rpc} to {addr} failed: {code.name}: {details}", addr,
                                  code.name, not_master)
-    cls = STATUS_ERRORS.get(code, ServerError)
+    cls = REASON_ERRORS.get(reason) or STATUS_ERRORS.get(code, ServerError)
     return cls(f"{rpc} to {addr} failed: {code.name}: {details}", addr=addr, code=code.name,
                reason=reason)
 
@@ -386,6 +395,16 @@ class BrokerClient:
         resp = await self._call("SendBatch", bpb.SendBatchRequest(
             records=records, producer_group=producer_group), timeout_s)
         return _receipts(resp)
+
+    async def init_producer_id(self, *, identity: str, topics: list[str],
+                               producer_group: str = "", timeout_s: float = 3.0,
+                               ) -> tuple[int, int, list[tuple[str, int, int]]]:
+        """(producer id, epoch, [(topic, queue id, last sequence)]) for an idempotent
+        producer; *identity* "" asks for a fresh id."""
+        resp = await self._call("InitProducerId", bpb.InitProducerIdRequest(
+            producer_group=producer_group, identity=identity, topics=topics), timeout_s)
+        return resp.producer_id, resp.epoch, [(q.topic, q.queue_id, q.last_seq)
+                                              for q in resp.sequences]
 
     async def send_batch_to(self, records: bytes, queue: MessageQueue, *,
                             producer_group: str = "", timeout_s: float = 3.0,

@@ -53,6 +53,7 @@ from typing import Any
 
 from pocketmq.client.config import ProducerConfig
 from pocketmq.client.errors import ClientError, InvalidMessageError
+from pocketmq.client.idempotent_send import send_idempotent
 from pocketmq.client.message_codec import check_message, decode_messages
 from pocketmq.client.model import Message, MessageExt, MessageQueue, SendResult, SendStatus
 from pocketmq.client.producer import Producer
@@ -180,10 +181,19 @@ class TransactionProducer(Producer):
         budget_s = (timeout_ms or self.config.send_timeout_ms) / 1000
         deadline = time.monotonic() + budget_s
         uniq_key = self._ids.next_id()
-        send_result: SendResult = await self._send_with_retries(
-            msg.topic, deadline, budget_s,
-            lambda mq, record: self._attempt(mq, record, deadline),
-            lambda mq: _prepared(self._encode(half, mq.queue_id, uniq_key)))
+        send_result: SendResult
+        if self._sessions is not None:
+            # numbered: a retried half is stored once (and answered with its offsets)
+            send_result = await send_idempotent(
+                self, msg.topic,
+                lambda mq, session: _prepared(self._encode(
+                    half, mq.queue_id, session.stamp(uniq_key, mq.topic, mq.queue_id))),
+                self._attempt_idempotent, deadline, budget_s)
+        else:
+            send_result = await self._send_with_retries(
+                msg.topic, deadline, budget_s,
+                lambda mq, record: self._attempt(mq, record, deadline),
+                lambda mq: _prepared(self._encode(half, mq.queue_id, uniq_key)))
         if send_result.status is SendStatus.SEND_OK:
             state = await _ask(execute_local, "execute_local", send_result.msg_id, msg, arg)
         else:

@@ -175,9 +175,18 @@ def store_timestamp_pos(sysflag: int) -> int:
     return POS_BORNHOST + (HOST_V6_SIZE if sysflag & SysFlag.BORNHOST_V6 else HOST_V4_SIZE)
 
 
+#: an idempotent producer's id, epoch and sequence: always a record's last property
+#: (broker/store/producer_state.py)
+PROPERTY_IDEMPOTENCE = "PMQ_IDEM"
+
+
 def encode_properties(properties: Mapping[str, str]) -> str:
     """``k\\x01v\\x02`` pairs with RocketMQ's trailing separator; empty pairs dropped."""
-    return "".join(f"{k}\x01{v}\x02" for k, v in properties.items() if k and v)
+    text = "".join(f"{k}\x01{v}\x02" for k, v in properties.items()
+                   if k and v and k != PROPERTY_IDEMPOTENCE)
+    idem = properties.get(PROPERTY_IDEMPOTENCE)
+    # an idempotent producer's stamp stays last, where the broker reads it
+    return f"{text}{PROPERTY_IDEMPOTENCE}\x01{idem}\x02" if idem else text
 
 
 def decode_properties(text: str) -> dict[str, str]:

@@ -57,6 +57,7 @@ ANY = PUB | SUB
 # method name -> (what it needs, the topic field, the group field)
 RULES: dict[str, tuple[str, str, str]] = {
     "SendMessage": (AUTH, "", ""), "SendBatch": (AUTH, "", ""),   # PUB: authorize_publish
+    "InitProducerId": (AUTH, "", ""),       # PUB on each topic named: authorize_publish
     # PUB on the half's topic: the servicer, once it has read the half
     "EndTransaction": (GROUP, "", "producer_group"),
     "PullMessage": ("SUB", "topic", "consumer_group"),

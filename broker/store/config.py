@@ -72,6 +72,20 @@ class StoreConfig:
     index_entries: int = field(default=20_000_000, metadata=_help("entries per index file"))
     default_query_max: int = field(default=32, metadata=_help(
         "messages a key query returns when the caller does not say"))
+    # -- idempotent producers (producer_state.py) ---------------------------------------
+    max_producer_ids: int = field(default=10_000, metadata=_help(
+        "idempotent producer ids whose de-duplication state the broker keeps; a new id is "
+        "refused (RESOURCE_EXHAUSTED) while all of them are younger than "
+        "producer_id_expiration_ms"))
+    producer_id_expiration_ms: int = field(default=86_400_000, metadata=_help(
+        "ms an idempotent producer id may stay idle before its state is dropped (then a "
+        "retry of its older records is no longer recognised)"))
+    producer_dedup_window: int = field(default=256, metadata=_help(
+        "newest records per producer id and queue whose results a retry is answered with; "
+        "older retries are still refused as duplicates, answered with offset -1"))
+    producer_snapshot_interval_bytes: int = field(default=64 * MiB, metadata=_help(
+        "commit-log bytes between two snapshots of the producer state; recovery replays at "
+        "most about this much log to rebuild it"))
     # -- reads -----------------------------------------------------------------------
     max_transfer_count: int = field(default=32, metadata=_help(
         "messages one read returns at most"))

@@ -29,6 +29,7 @@ class DataDirectory:
         self.deleted_queues = os.path.join(self.root, "deletedQueues.json")
         self.geometry = os.path.join(self.root, "storeGeometry.json")
         self.epochs = os.path.join(self.root, "epochs")
+        self.producers = os.path.join(self.root, "producers")
         self.abort = os.path.join(self.root, "abort")
         self.lock = os.path.join(self.root, "lock")
         self._lock_fd: int | None = None

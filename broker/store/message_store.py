@@ -53,6 +53,8 @@ from pocketmq.broker.store.flush import (
 )
 from pocketmq.broker.store.index_service import IndexService
 from pocketmq.broker.store.io import StoreIO
+from pocketmq.broker.store.producer_snapshot import write_snapshot
+from pocketmq.broker.store.producer_state import ProducerStateTable
 from pocketmq.broker.store.reads import StoreReader
 from pocketmq.broker.store.recovery import recover
 from pocketmq.broker.store.replication import (
@@ -106,6 +108,12 @@ class DefaultMessageStore:
         self.reader = StoreReader(self)
         self.cleanup = CleanupService(self)
         self.catch_up = DispatchCatchUp(self)
+        #: idempotent producers' de-duplication state, a function of the log (recovery
+        #: rebuilds it; every append, a put's or a replica frame's, goes through observe)
+        self.producers = ProducerStateTable(window=config.producer_dedup_window,
+                                            max_producers=config.max_producer_ids,
+                                            expiration_ms=config.producer_id_expiration_ms)
+        self.producers_snapshot_offset = 0   # log offset of the newest producer snapshot
         self.health = _Health()
         self._listeners: list[ArrivalListener] = []
         # told the new end of the commit log after every put (the replication service)
@@ -190,6 +198,8 @@ class DefaultMessageStore:
         except OSError as exc:
             log.error("final flush failed: %s; the next start will recover", exc)
             clean = False
+        if clean:
+            self.snapshot_producers(self.commitlog.max_offset)
         self.commitlog.queue.close()
         self.consume_queues.close()
         self.index.close()
@@ -330,6 +340,9 @@ class DefaultMessageStore:
             self._on_io_error(exc)
             return PutResult(status=PutStatus.SERVICE_NOT_AVAILABLE, error=str(exc))
         self.last_store_timestamp_ms = now
+        self.producers.observe_batch(blob, batch.positions, batch.sizes, batch.topics,
+                                     batch.queue_ids, appended.phys_offsets, now)
+        self.after_producer_records(appended.wrote_end)
         if SCHEDULE_TOPIC in batch.topics:
             apply_schedule_tags_codes(batch)
         try:
@@ -352,6 +365,20 @@ class DefaultMessageStore:
                          queue_offsets=appended.queue_offsets,
                          phys_offsets=appended.phys_offsets, sizes=batch.sizes,
                          uniq_keys=batch.uniq_keys, flush_future=flush_future)
+
+    def after_producer_records(self, end: int) -> None:
+        """Snapshot the producer state every producer_snapshot_interval_bytes of log."""
+        if end - self.producers_snapshot_offset >= self.config.producer_snapshot_interval_bytes:
+            self.snapshot_producers(end)
+
+    def snapshot_producers(self, end: int) -> None:
+        """Write the producer state as of log offset *end* (all records before it seen)."""
+        try:
+            write_snapshot(self.dirs.producers, self.producers, end)
+        except OSError as exc:
+            log.error("cannot write a producer-state snapshot at log offset %d in %s: %s; "
+                      "recovery will replay more log", end, self.dirs.producers, exc)
+        self.producers_snapshot_offset = end
 
     def _dispatch(self, batch: ScannedBatch, phys_offsets: list[int],
                   queue_offsets: list[int], store_timestamp_ms: int) -> None:

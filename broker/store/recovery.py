@@ -15,6 +15,8 @@ Runs at every start, clean or not::
     5. a queue whose units cannot line up with the log (a damaged or deleted
        consume-queue file) is rebuilt from the start of the log
     6. sync everything; the queue-offset table comes from the consume queues
+    7. the idempotent producers' state: the newest snapshot the log still
+       reaches, then the records after it (:mod:`.producer_snapshot`)
 
 Without a checkpoint (first start, or a damaged one) the whole log is verified.
 The :class:`RecoveryReport` says what was cut and rebuilt, and is logged. Steps
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from pocketmq.broker.store.batch import consume_queue_tags_code
 from pocketmq.broker.store.commitlog import CommitLog, ScannedRecord, is_dispatched_to_queue
+from pocketmq.broker.store.producer_snapshot import rebuild as rebuild_producers
 from pocketmq.broker.store.results import RecoveryReport
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.message import decode_properties
@@ -88,6 +91,8 @@ def recover(store: DefaultMessageStore, *,
                                for cq in store.consume_queues.all_queues()}
     store.dispatched_offset = end
     store.flush_round()
+    # 7. the idempotent producers' state: the newest snapshot, then the log after it
+    rebuild_producers(store, end)
 
     report = RecoveryReport(
         clean_shutdown=clean, scanned_from=verify_from, max_phys_offset=end,

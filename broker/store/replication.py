@@ -42,6 +42,12 @@ from pocketmq.broker.store.commitlog import (
 )
 from pocketmq.broker.store.consume_queue import CQ_UNIT_SIZE, ConsumeQueue
 from pocketmq.broker.store.mapped_file import MappedFile
+from pocketmq.broker.store.producer_snapshot import rebuild as rebuild_producers
+from pocketmq.broker.store.producer_state import (
+    PARKING_TOPICS,
+    idempotence_of_props,
+    sent_queue,
+)
 from pocketmq.broker.store.recovery import (
     parse_props,
     record_boundary_at_or_before,
@@ -278,6 +284,11 @@ def _dispatch_batch(store: DefaultMessageStore, batch: ScannedBatch, offset: int
         runs = queue_units(batch, phys_offsets, queue_offsets)
     stamps = [unpack_ts(view, pos + ts_pos)[0]
               for pos, ts_pos in zip(positions, batch.store_ts_positions, strict=True)]
+    if stamps:
+        # the master observed these records at its put, with its store time
+        store.producers.observe_batch(view, positions, batch.sizes, batch.topics,
+                                      batch.queue_ids, phys_offsets, stamps[-1])
+        store.after_producer_records(end)
     if store.config.message_index_enable:
         topics, keys = batch.topics, batch.keys
         if not all(is_dispatched_to_queue(flag) for flag in set(batch.sysflags)):
@@ -312,8 +323,14 @@ def _dispatch(store: DefaultMessageStore, records: list[ScannedRecord], end: int
     deleted = store.deleted
     touched: dict[tuple[str, int], ConsumeQueue] = {}
     last_ts = 0
+    observe = store.producers.observe
     for rec in records:
         last_ts = rec.store_timestamp_ms
+        ident = idempotence_of_props(rec.properties)
+        if ident is not None:
+            topic, queue_id = (sent_queue(rec.topic, rec.queue_id, rec.properties)
+                               if rec.topic in PARKING_TOPICS else (rec.topic, rec.queue_id))
+            observe(ident, topic, queue_id, rec.phys_offset, rec.store_timestamp_ms)
         if deleted and deleted.is_dead(rec.topic, rec.queue_id, rec.phys_offset):
             continue
         if not is_dispatched_to_queue(rec.sysflag):
@@ -328,6 +345,7 @@ def _dispatch(store: DefaultMessageStore, records: list[ScannedRecord], end: int
         if index_enabled and keys:
             store.index.put(rec.topic, keys, rec.phys_offset, rec.store_timestamp_ms)
     store.dispatched_offset = end
+    store.after_producer_records(end)
     if last_ts:
         store.last_store_timestamp_ms = last_ts
     store.stats_put_messages += len(records)
@@ -362,6 +380,7 @@ def truncate_to(store: DefaultMessageStore, point: int) -> int:
     store.gate.cut(point)
     commitlog.queue.flush()
     store.flush_round()
+    rebuild_producers(store, point)    # the cut records may have advanced sequences
     log.warning("store %s: cut the commit log back from %d to %d (%d bytes) to match the "
                 "master's log", store.dirs.root, end, point, cut)
     return cut
@@ -381,6 +400,7 @@ def wipe(store: DefaultMessageStore) -> int:
     store.epochs.replace([])
     store.gate.cut(0)
     store.flush_round()
+    rebuild_producers(store, 0)
     log.warning("store %s: dropped the whole commit log (%d bytes): it shares no history with "
                 "the master's", store.dirs.root, dropped)
     return dropped

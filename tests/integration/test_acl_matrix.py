@@ -184,6 +184,14 @@ MATRIX: dict[str, list[Row]] = {
         Row("topics: one another user's", "outsider", lambda e: pb.SendBatchRequest(
             records=record("public") + record("secret")), DENIED),
     ],
+    "InitProducerId": [
+        Row("topics: allowed", "outsider", lambda e: pb.InitProducerIdRequest(
+            topics=["public"]), OK, lambda e, r: r.producer_id > 0),
+        Row("topics: one denied", "outsider", lambda e: pb.InitProducerIdRequest(
+            topics=["public", "hidden"]), DENIED),
+        Row("topics: one another user's", "outsider", lambda e: pb.InitProducerIdRequest(
+            topics=["public", "secret"], identity="writer"), DENIED),
+    ],
     "PullMessage": [
         Row("topic and group: allowed", "outsider", pull("public"), OK,
             lambda e, r: r.message_count == 1),

@@ -9,11 +9,16 @@ broker), it makes network partitions a line of test code::
     proxy.stall()    # silent partition: connections stay open, no byte moves either way
     proxy.cut()      # reset every connection; new ones are closed at once
     proxy.heal()     # bytes flow again (held bytes first); new connections pass
+    proxy.drop_answers()  # requests reach the server, its answers are thrown away
 
 A stall holds bytes instead of dropping them, as a real partition does
 (TCP retransmits once the path is back): a connection that outlives the
 stall resumes where it stopped. A cut is a peer reset: both sides see the
-connection end.
+connection end. Dropping answers passes client bytes and discards the
+server's: the server does the work, the client never hears of it (a lost
+acknowledgement). A byte stream with a hole in it is broken, so :meth:`heal`
+after dropping resets the connections that lost bytes: the client reconnects,
+as it would after a real loss of the path.
 """
 
 from __future__ import annotations
@@ -53,10 +58,13 @@ class PartitionProxy:
         self._flowing = asyncio.Event()
         self._flowing.set()
         self._cut = False
+        self._dropping = False
+        self._holed: set[_Link] = set()      # lost answer bytes while dropping
         self._links: set[_Link] = set()
         self.port = 0
         self.accepted = 0          # connections accepted (and relayed) so far
         self.bytes_relayed = 0
+        self.answer_bytes_dropped = 0
 
     @property
     def addr(self) -> str:
@@ -64,6 +72,8 @@ class PartitionProxy:
 
     @property
     def mode(self) -> str:
+        if self._dropping:
+            return "drop answers"
         return "cut" if self._cut else "pass" if self._flowing.is_set() else "stall"
 
     async def start(self) -> PartitionProxy:
@@ -102,9 +112,20 @@ class PartitionProxy:
         self._cut = False
         self._flowing.clear()
 
-    def heal(self) -> None:
-        """Pass bytes again; bytes held by a stall go first."""
+    def drop_answers(self) -> None:
+        """Relay client bytes; discard every byte the server sends back."""
         self._cut = False
+        self._dropping = True
+        self._flowing.set()
+
+    def heal(self) -> None:
+        """Pass bytes again; bytes held by a stall go first. Connections that lost
+        answers are reset (their streams have a hole)."""
+        self._cut = False
+        self._dropping = False
+        for link in list(self._holed):
+            link.abort()
+        self._holed.clear()
         self._flowing.set()
 
     # -- relaying ------------------------------------------------------------------------------
@@ -122,7 +143,7 @@ class PartitionProxy:
         self.accepted += 1
         loop = asyncio.get_running_loop()
         link.tasks = [loop.create_task(self._pump(reader, upstream[1])),
-                      loop.create_task(self._pump(upstream[0], writer))]
+                      loop.create_task(self._pump(upstream[0], writer, answers_of=link))]
         try:
             await asyncio.wait(link.tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -131,7 +152,8 @@ class PartitionProxy:
                 task.cancel()
             self._links.discard(link)
 
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    answers_of: _Link | None = None) -> None:
         with contextlib.suppress(ConnectionError, OSError, asyncio.IncompleteReadError):
             while True:
                 chunk = await reader.read(_CHUNK)
@@ -141,6 +163,10 @@ class PartitionProxy:
                     await self._flowing.wait()
                 if self._cut:
                     return
+                if answers_of is not None and self._dropping:
+                    self._holed.add(answers_of)
+                    self.answer_bytes_dropped += len(chunk)
+                    continue
                 writer.write(chunk)
                 self.bytes_relayed += len(chunk)
                 await writer.drain()

@@ -125,7 +125,7 @@ class SendBatchRequest(_message.Message):
     def __init__(self, records: _Optional[bytes] = ..., producer_group: _Optional[str] = ...) -> None: ...
 
 class SendMessageResponse(_message.Message):
-    __slots__ = ("status", "store_timestamp_ms", "msg_ids", "queue_ids", "queue_offsets", "phys_offsets", "offset_msg_id_prefix")
+    __slots__ = ("status", "store_timestamp_ms", "msg_ids", "queue_ids", "queue_offsets", "phys_offsets", "offset_msg_id_prefix", "duplicates")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     STORE_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     MSG_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -133,6 +133,7 @@ class SendMessageResponse(_message.Message):
     QUEUE_OFFSETS_FIELD_NUMBER: _ClassVar[int]
     PHYS_OFFSETS_FIELD_NUMBER: _ClassVar[int]
     OFFSET_MSG_ID_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATES_FIELD_NUMBER: _ClassVar[int]
     status: SendStatus
     store_timestamp_ms: int
     msg_ids: _containers.RepeatedScalarFieldContainer[str]
@@ -140,7 +141,38 @@ class SendMessageResponse(_message.Message):
     queue_offsets: _containers.RepeatedScalarFieldContainer[int]
     phys_offsets: _containers.RepeatedScalarFieldContainer[int]
     offset_msg_id_prefix: str
-    def __init__(self, status: _Optional[_Union[SendStatus, str]] = ..., store_timestamp_ms: _Optional[int] = ..., msg_ids: _Optional[_Iterable[str]] = ..., queue_ids: _Optional[_Iterable[int]] = ..., queue_offsets: _Optional[_Iterable[int]] = ..., phys_offsets: _Optional[_Iterable[int]] = ..., offset_msg_id_prefix: _Optional[str] = ...) -> None: ...
+    duplicates: _containers.RepeatedScalarFieldContainer[bool]
+    def __init__(self, status: _Optional[_Union[SendStatus, str]] = ..., store_timestamp_ms: _Optional[int] = ..., msg_ids: _Optional[_Iterable[str]] = ..., queue_ids: _Optional[_Iterable[int]] = ..., queue_offsets: _Optional[_Iterable[int]] = ..., phys_offsets: _Optional[_Iterable[int]] = ..., offset_msg_id_prefix: _Optional[str] = ..., duplicates: _Optional[_Iterable[bool]] = ...) -> None: ...
+
+class InitProducerIdRequest(_message.Message):
+    __slots__ = ("producer_group", "identity", "topics")
+    PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    producer_group: str
+    identity: str
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, producer_group: _Optional[str] = ..., identity: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class QueueSequence(_message.Message):
+    __slots__ = ("topic", "queue_id", "last_seq")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    last_seq: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., last_seq: _Optional[int] = ...) -> None: ...
+
+class InitProducerIdResponse(_message.Message):
+    __slots__ = ("producer_id", "epoch", "sequences")
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCES_FIELD_NUMBER: _ClassVar[int]
+    producer_id: int
+    epoch: int
+    sequences: _containers.RepeatedCompositeFieldContainer[QueueSequence]
+    def __init__(self, producer_id: _Optional[int] = ..., epoch: _Optional[int] = ..., sequences: _Optional[_Iterable[_Union[QueueSequence, _Mapping]]] = ...) -> None: ...
 
 class PullMessageRequest(_message.Message):
     __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_msg_nums", "subscription", "suspend_timeout_ms", "commit_offset")

@@ -44,6 +44,11 @@ class BrokerStub:
                 request_serializer=pocketmq_dot_v1_dot_broker__pb2.SendBatchRequest.SerializeToString,
                 response_deserializer=pocketmq_dot_v1_dot_broker__pb2.SendMessageResponse.FromString,
                 _registered_method=True)
+        self.InitProducerId = channel.unary_unary(
+                '/pocketmq.v1.Broker/InitProducerId',
+                request_serializer=pocketmq_dot_v1_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
+                response_deserializer=pocketmq_dot_v1_dot_broker__pb2.InitProducerIdResponse.FromString,
+                _registered_method=True)
         self.PullMessage = channel.unary_unary(
                 '/pocketmq.v1.Broker/PullMessage',
                 request_serializer=pocketmq_dot_v1_dot_broker__pb2.PullMessageRequest.SerializeToString,
@@ -210,6 +215,13 @@ class BrokerServicer:
     def SendBatch(self, request, context):
         """Concatenated records; one batch may feed several topics and queues. Stored
         whole or not at all.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def InitProducerId(self, request, context):
+        """A producer id (and epoch) for an idempotent producer; see InitProducerIdRequest.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -438,6 +450,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     request_deserializer=pocketmq_dot_v1_dot_broker__pb2.SendBatchRequest.FromString,
                     response_serializer=pocketmq_dot_v1_dot_broker__pb2.SendMessageResponse.SerializeToString,
             ),
+            'InitProducerId': grpc.unary_unary_rpc_method_handler(
+                    servicer.InitProducerId,
+                    request_deserializer=pocketmq_dot_v1_dot_broker__pb2.InitProducerIdRequest.FromString,
+                    response_serializer=pocketmq_dot_v1_dot_broker__pb2.InitProducerIdResponse.SerializeToString,
+            ),
             'PullMessage': grpc.unary_unary_rpc_method_handler(
                     servicer.PullMessage,
                     request_deserializer=pocketmq_dot_v1_dot_broker__pb2.PullMessageRequest.FromString,
@@ -643,6 +660,33 @@ class Broker:
             '/pocketmq.v1.Broker/SendBatch',
             pocketmq_dot_v1_dot_broker__pb2.SendBatchRequest.SerializeToString,
             pocketmq_dot_v1_dot_broker__pb2.SendMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InitProducerId(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pocketmq.v1.Broker/InitProducerId',
+            pocketmq_dot_v1_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
+            pocketmq_dot_v1_dot_broker__pb2.InitProducerIdResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,178 @@
+"""Idempotent producers against a real broker: lost answers, fencing, retried raw sends."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import grpc
+import pytest
+from partition_proxy import PartitionProxy
+
+from pocketmq.broker.broker import Broker
+from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.topic_config import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TopicConfig
+from pocketmq.client import Message, Producer
+from pocketmq.client.errors import ProducerFencedError
+from pocketmq.client.idempotence import stamp
+from pocketmq.client.message_codec import decode_messages, encode_message
+from pocketmq.client.transaction_producer import _prepared
+from pocketmq.nameserver import NameServer, NamesrvConfig
+from pocketmq.v1 import broker_pb2 as pb
+from pocketmq.v1 import broker_pb2_grpc
+
+TOPIC, QUEUES = "TopicIdem", 4
+HOST = b"\x7f\0\0\1\0\0\0\0"
+
+
+@pytest.fixture
+async def cluster(tmp_path, eventually) -> AsyncIterator[tuple[NameServer, Broker]]:
+    namesrv = NameServer(NamesrvConfig(host="127.0.0.1", port=0))
+    await namesrv.start()
+    broker = Broker(BrokerConfig(
+        broker_name="broker-a", port=0, data_dir=str(tmp_path / "a"), grpc_v2_port=-1,
+        namesrv_addrs=namesrv.address, commitlog_file_size_bytes=16 * 1024 * 1024,
+        index_slots=1000, index_entries=4000, default_topic_queue_nums=QUEUES))
+    await broker.start()
+    broker.topics.create(TopicConfig(topic_name=TOPIC, read_queue_nums=QUEUES,
+                                     write_queue_nums=QUEUES))
+    await eventually(lambda: namesrv.route_table.get_route(TOPIC) is not None,
+                     what=f"route of {TOPIC}")
+    try:
+        yield namesrv, broker
+    finally:
+        await broker.stop(0)
+        await namesrv.stop(0)
+
+
+def stored_bodies(broker: Broker, topic: str = TOPIC, queues: int = QUEUES) -> dict[int, list]:
+    out = {}
+    for queue_id in range(queues):
+        got = broker.store.get_messages(topic, queue_id, 0, max_count=1000)
+        out[queue_id] = [m.body for m in decode_messages(b"".join(got.records), "broker-a")]
+    return out
+
+
+def through(producer: Producer, proxy: PartitionProxy) -> None:
+    """Route the producer's calls to broker-a through *proxy*."""
+    routes = producer._routes
+    assert routes is not None
+    routes.addr_of = lambda name: proxy.addr  # type: ignore[method-assign]
+
+
+async def test_lost_answers_are_retried_and_each_message_is_stored_once_in_order_per_queue(
+        cluster, eventually) -> None:
+    namesrv, broker = cluster
+    async with PartitionProxy("127.0.0.1", int(broker.address.rsplit(":", 1)[1])) as proxy, \
+            Producer(group="idem-pg", namesrv=namesrv.address, request_timeout_ms=300,
+                     send_timeout_ms=20_000) as producer:
+        through(producer, proxy)
+        await producer.send(Message(topic=TOPIC, body=b"warm-up"))   # opens the session
+        proxy.drop_answers()
+        sends = [asyncio.create_task(producer.send(Message(topic=TOPIC, body=b"m%03d" % i)))
+                 for i in range(40)]
+        await eventually(lambda: sum(map(len, stored_bodies(broker).values())) >= 41,
+                         timeout_s=15, what="every message stored while answers are lost")
+        await eventually(lambda: proxy.answer_bytes_dropped > 0, what="answers dropped")
+        proxy.heal()
+        results = await asyncio.gather(*sends)
+    stored = stored_bodies(broker)
+    everything = [body for bodies in stored.values() for body in bodies]
+    assert sorted(everything) == sorted([b"warm-up"] + [b"m%03d" % i for i in range(40)])
+    for bodies in stored.values():
+        assert bodies == sorted(bodies, key=lambda b: (b != b"warm-up", b)), "order per queue"
+    for i, result in enumerate(results):          # each answer names where it really is
+        assert stored[result.queue.queue_id][result.queue_offset] == b"m%03d" % i
+
+
+async def test_a_restarted_producer_with_the_same_identity_fences_the_older_one(
+        cluster) -> None:
+    namesrv, broker = cluster
+    async with Producer(group="idem-pg", namesrv=namesrv.address,
+                        producer_identity="orders-writer") as older:
+        queue = (await older.fetch_publish_queues(TOPIC))[0]
+        await older.send(Message(topic=TOPIC, body=b"old-1"), queue=queue)
+        async with Producer(group="idem-pg", namesrv=namesrv.address,
+                            producer_identity="orders-writer") as newer:
+            await newer.send(Message(topic=TOPIC, body=b"new-1"), queue=queue)
+            with pytest.raises(ProducerFencedError, match="newer instance"):
+                await older.send(Message(topic=TOPIC, body=b"old-2"), queue=queue)
+            await newer.send(Message(topic=TOPIC, body=b"new-2"), queue=queue)
+    assert stored_bodies(broker)[queue.queue_id] == [b"old-1", b"new-1", b"new-2"]
+
+
+@pytest.fixture
+async def stub(cluster) -> AsyncIterator[broker_pb2_grpc.BrokerStub]:
+    _namesrv, broker = cluster
+    async with grpc.aio.insecure_channel(broker.address) as channel:
+        yield broker_pb2_grpc.BrokerStub(channel)
+
+
+async def producer_id(stub: broker_pb2_grpc.BrokerStub) -> int:
+    return (await stub.InitProducerId(pb.InitProducerIdRequest(topics=[TOPIC]))).producer_id
+
+
+def numbered(pid: int, seq: int, body: bytes, **fields: int) -> bytes:
+    return encode_message(Message(topic=TOPIC, body=body, **fields), queue_id=1,
+                          uniq_key=stamp(f"K{seq}", pid, 0, seq), born_host=HOST,
+                          born_timestamp_ms=1)
+
+
+async def test_a_resent_request_is_answered_with_the_original_offsets(stub, cluster) -> None:
+    pid = await producer_id(stub)
+    records = numbered(pid, 0, b"a") + numbered(pid, 1, b"b")
+    first = await stub.SendBatch(pb.SendBatchRequest(records=records))
+    again = await stub.SendBatch(pb.SendBatchRequest(records=records + numbered(pid, 2, b"c")))
+    assert list(again.duplicates) == [True, True, False]
+    assert list(again.queue_offsets)[:2] == list(first.queue_offsets)
+    assert list(again.phys_offsets)[:2] == list(first.phys_offsets)
+    assert list(again.msg_ids) == ["K0", "K1", "K2"]
+    assert stored_bodies(cluster[1])[1] == [b"a", b"b", b"c"]
+
+
+async def test_a_gap_in_the_sequence_is_refused_out_of_range(stub) -> None:
+    pid = await producer_id(stub)
+    await stub.SendMessage(pb.SendMessageRequest(record=numbered(pid, 0, b"a")))
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await stub.SendMessage(pb.SendMessageRequest(record=numbered(pid, 2, b"c")))
+    assert err.value.code() is grpc.StatusCode.OUT_OF_RANGE
+    assert "next one there is 1" in err.value.details()
+    assert dict(err.value.trailing_metadata())["pocketmq-reason"] == "OUT_OF_ORDER_SEQUENCE"
+
+
+async def test_retried_delayed_and_half_sends_are_stored_once(stub, cluster) -> None:
+    _namesrv, broker = cluster
+    pid = await producer_id(stub)
+    delayed = numbered(pid, 0, b"later", delay_level=3)
+    half = _prepared(numbered(pid, 1, b"half"))
+    for record in (delayed, half):
+        first = await stub.SendMessage(pb.SendMessageRequest(record=record,
+                                                             producer_group="idem-pg"))
+        again = await stub.SendMessage(pb.SendMessageRequest(record=record,
+                                                             producer_group="idem-pg"))
+        assert list(again.duplicates) == [True]
+        assert again.phys_offsets == first.phys_offsets
+    assert broker.store.max_offset(SCHEDULE_TOPIC, 2) == 1
+    assert broker.store.max_offset(TRANS_HALF_TOPIC, 0) == 1
+
+
+async def test_the_dedup_state_survives_a_broker_restart(tmp_path, eventually) -> None:
+    config = BrokerConfig(broker_name="broker-a", port=0, data_dir=str(tmp_path / "a"),
+                          grpc_v2_port=-1, default_topic_queue_nums=QUEUES,
+                          commitlog_file_size_bytes=16 * 1024 * 1024, index_slots=1000,
+                          index_entries=4000)
+    answers = []
+    for _run in range(2):
+        broker = Broker(config)
+        await broker.start()
+        try:
+            async with grpc.aio.insecure_channel(broker.address) as channel:
+                stub = broker_pb2_grpc.BrokerStub(channel)
+                if not answers:
+                    pid = await producer_id(stub)
+                answers.append(await stub.SendMessage(pb.SendMessageRequest(
+                    record=numbered(pid, 0, b"once"))))
+        finally:
+            await broker.stop(0)
+    assert list(answers[1].duplicates) == [True]
+    assert answers[1].phys_offsets == answers[0].phys_offsets
