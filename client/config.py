@@ -152,10 +152,11 @@ class ProducerConfig(_ClientCommon):
         "bodies longer than this are zlib-compressed"))
     latency_fault_enable: bool = field(default=True, metadata=_help(
         "avoid a broker for a while after it was slow or failed"))
-    idempotent: bool = field(default=True, metadata=_help(
+    idempotent: bool = field(default=False, metadata=_help(
         "number each record per queue under a producer id from the broker, so that a retry "
         "(a lost answer, a timeout) is stored once; a send whose outcome is unknown is "
-        "retried on the same queue, never moved to another broker"))
+        "retried on the same queue, never moved to another broker (off by default until "
+        "coalesced sends keep their order under load and consumers hide PMQ_IDEM)"))
     producer_identity: str = field(default="", metadata=_help(
         "idempotent only: a stable name; a new producer with the same name (and ACL user) "
         "fences the older one (its later sends are refused, PRODUCER_FENCED); '' = a fresh "

@@ -64,8 +64,8 @@ async def test_lost_answers_are_retried_and_each_message_is_stored_once_in_order
         cluster, eventually) -> None:
     namesrv, broker = cluster
     async with PartitionProxy("127.0.0.1", int(broker.address.rsplit(":", 1)[1])) as proxy, \
-            Producer(group="idem-pg", namesrv=namesrv.address, request_timeout_ms=300,
-                     send_timeout_ms=20_000) as producer:
+            Producer(group="idem-pg", namesrv=namesrv.address, idempotent=True,
+                     request_timeout_ms=300, send_timeout_ms=20_000) as producer:
         through(producer, proxy)
         await producer.send(Message(topic=TOPIC, body=b"warm-up"))   # opens the session
         proxy.drop_answers()
@@ -88,11 +88,11 @@ async def test_lost_answers_are_retried_and_each_message_is_stored_once_in_order
 async def test_a_restarted_producer_with_the_same_identity_fences_the_older_one(
         cluster) -> None:
     namesrv, broker = cluster
-    async with Producer(group="idem-pg", namesrv=namesrv.address,
+    async with Producer(group="idem-pg", namesrv=namesrv.address, idempotent=True,
                         producer_identity="orders-writer") as older:
         queue = (await older.fetch_publish_queues(TOPIC))[0]
         await older.send(Message(topic=TOPIC, body=b"old-1"), queue=queue)
-        async with Producer(group="idem-pg", namesrv=namesrv.address,
+        async with Producer(group="idem-pg", namesrv=namesrv.address, idempotent=True,
                             producer_identity="orders-writer") as newer:
             await newer.send(Message(topic=TOPIC, body=b"new-1"), queue=queue)
             with pytest.raises(ProducerFencedError, match="newer instance"):
