@@ -411,6 +411,12 @@ class DefaultMessageStore:
         return self.reader.get_messages(topic, queue_id, offset, max_count=max_count,
                                         max_bytes=max_bytes, tag_codes=tag_codes)
 
+    def get_message_blob(self, topic: str, queue_id: int, offset: int, *,
+                         max_count: int | None = None, max_bytes: int | None = None,
+                         tag_codes: frozenset[int] | None = None) -> GetResult:
+        return self.reader.get_messages(topic, queue_id, offset, max_count=max_count,
+                                        max_bytes=max_bytes, tag_codes=tag_codes, as_blob=True)
+
     def read_record(self, phys_offset: int) -> bytes | None:
         return self.commitlog.read_record(phys_offset)
 

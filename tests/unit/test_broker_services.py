@@ -118,6 +118,9 @@ class FakeStore:
             i += 1
         return result(GetStatus.FOUND if found else GetStatus.NO_MATCHED_MESSAGE, i, found)
 
+    def get_message_blob(self, topic, queue_id, offset, **kwargs):
+        return self.get_messages(topic, queue_id, offset, **kwargs)   # the list form is allowed
+
     def read_record(self, phys_offset):
         return self.by_phys.get(phys_offset)
 
