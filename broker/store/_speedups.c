@@ -13,6 +13,7 @@
  *   insert_entries     index_file.py     py_insert_entries
  *   java_string_hash   common/hashing.py java_string_hash (used by the others)
  *   gather_records     reads.py          py_gather_records  (the read path)
+ *   populate_write     mapped_file.py    MappedFile.prefault's pread (the page warmer)
  *
  * The record layout is the one drawn in common/message.py (all integers
  * big-endian; B and S are the born and store host sizes, 8 or 20):
@@ -39,6 +40,13 @@
 #include <stdint.h>
 #include <string.h>
 #include <zlib.h>
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
+#define MADV_POPULATE_WRITE 23     /* Linux 5.14; older kernels answer EINVAL */
+#endif
 
 /* Bumped whenever a signature or a behaviour changes; speedups.py refuses a
  * stale build (an editable install keeps the old .so until it is rebuilt). */
@@ -1390,6 +1398,52 @@ done:
     return result;
 }
 
+/* -- populate_write (mapped_file.py, MappedFile.prefault) ---------------------------------- */
+
+PyDoc_STRVAR(populate_write_doc,
+"populate_write(mm, pos, size, /)\n--\n\n"
+"Fault bytes [pos, pos + size) of the shared mapping *mm* in writable, as a\n"
+"first store would, without reading or storing a byte (Linux's\n"
+"MADV_POPULATE_WRITE), with the GIL released. Returns the bytes populated,\n"
+"0 when the range is no longer backed (truncated meanwhile), or -1 where\n"
+"the kernel cannot (older than 5.14): the caller falls back to reading.");
+
+static PyObject *
+populate_write(PyObject *module, PyObject *args)
+{
+#ifdef MADV_POPULATE_WRITE
+    Py_buffer mm;
+    Py_ssize_t pos, size;
+    if (!PyArg_ParseTuple(args, "w*nn:populate_write", &mm, &pos, &size)) {
+        return NULL;
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    if (pos < 0 || size < 0 || pos > mm.len || size > mm.len - pos || page <= 0) {
+        PyBuffer_Release(&mm);
+        PyErr_Format(PyExc_ValueError, "%zd bytes at %zd are outside a mapping of %zd bytes",
+                     size, pos, mm.len);
+        return NULL;
+    }
+    /* madvise wants a page-aligned start; the mapping itself is page-aligned. */
+    Py_ssize_t start = pos - pos % page;
+    Py_ssize_t length = pos + size - start;
+    int rc, err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    rc = length > 0 ? madvise((char *)mm.buf + start, (size_t)length, MADV_POPULATE_WRITE) : 0;
+    err = rc != 0 ? errno : 0;
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&mm);
+    if (rc != 0) {
+        /* EINVAL: a kernel without it. EFAULT/ENOMEM: the range stopped being
+         * backed (a truncation meanwhile): nothing populated, nothing broken. */
+        return PyLong_FromLong(err == EINVAL || err == ENOSYS ? -1 : 0);
+    }
+    return PyLong_FromSsize_t(size);
+#else
+    return PyLong_FromLong(-1);
+#endif
+}
+
 static PyMethodDef speedups_methods[] = {
     {"scan_batch", (PyCFunction)(void (*)(void))scan_batch, METH_VARARGS | METH_KEYWORDS,
      scan_batch_doc},
@@ -1399,6 +1453,7 @@ static PyMethodDef speedups_methods[] = {
     {"insert_entries", insert_entries, METH_VARARGS, insert_entries_doc},
     {"java_string_hash", java_string_hash, METH_O, java_string_hash_doc},
     {"gather_records", gather_records, METH_VARARGS, gather_records_doc},
+    {"populate_write", populate_write, METH_VARARGS, populate_write_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import random
 
+import pytest
 from storekit import record, small_config, start_store
 
+from pocketmq.broker.store import mapped_file as mapped_file_module
 from pocketmq.broker.store.mapped_file_queue import MappedFileQueue
 from pocketmq.broker.store.warm import STEP_BYTES, WarmMappedFileService
 
@@ -110,3 +112,26 @@ def test_the_store_warms_its_commit_log_unless_disabled(tmp_path):
             assert (store.commitlog.warm is not None) is enabled
         finally:
             store.shutdown()
+
+
+def test_warming_by_reading_ahead_where_the_kernel_cannot_populate_leaves_what_was_written(
+        tmp_path, monkeypatch):
+    """The fallback strategy (a read through the file) keeps the writer's bytes too."""
+    monkeypatch.setattr(mapped_file_module, "_populate_write", None)
+    test_warming_beside_a_writer_leaves_exactly_what_was_written(tmp_path)
+
+
+@pytest.mark.skipif(mapped_file_module._populate_write is None,
+                    reason="the compiled populate_write is not built")
+def test_populating_written_pages_changes_no_byte_and_refuses_ranges_outside_the_mapping(
+        tmp_path):
+    queue = MappedFileQueue(str(tmp_path), SEGMENT)
+    mf = queue.last_file()
+    data = os.urandom(3 * 4096 + 123)
+    mf.append(data)
+    assert mf.prefault(100, bytearray(AHEAD)) == AHEAD    # starts mid-page, over written bytes
+    assert mf.read(0, len(data)) == data
+    with pytest.raises(ValueError, match="outside a mapping"):
+        mapped_file_module._populate_write(mf.buffer, SEGMENT - 10, 20)
+    queue.close()
+    assert mf.prefault(0, bytearray(AHEAD)) == 0          # closed: nothing, no crash
