@@ -163,8 +163,9 @@ class DefaultMessageStore:
                 thorough_interval_s=cfg.flush_commitlog_thorough_interval_ms / 1000,
                 on_io_error=self._on_io_error, durations=self.flush_durations["commitlog"]))
         if cfg.warm_mapped_file_enable:
-            self.commitlog.warm = WarmMappedFileService(self.commitlog.queue,
-                                                        ahead_bytes=cfg.warm_ahead_bytes)
+            self.commitlog.warm = WarmMappedFileService(
+                self.commitlog.queue, ahead_bytes=cfg.warm_ahead_bytes,
+                populate_write=cfg.warm_populate_write)
             self._services.append(self.commitlog.warm)
         self._services.append(FlushConsumeQueueService(
             self.flush_round, interval_s=cfg.flush_interval_consume_queue_ms / 1000,
