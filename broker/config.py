@@ -95,6 +95,10 @@ class BrokerConfig:
     disk_min_free_bytes: int = field(default=64 * MiB, metadata=_help(
         "bytes that must stay available to the broker's user (statvfs f_bavail) on the "
         "data directory's filesystem; below it sends are refused with DISK_FULL"))
+    warm_populate_write: bool = field(default=False, metadata=_help(
+        "the commit log's page warmer faults pages in writable (Linux 5.14+) instead of "
+        "reading them: less CPU per message on the event loop, about a third more bytes "
+        "written to the disk (pages are flushed as zeros before they are filled)"))
     max_message_size_bytes: int = field(default=4 * MiB, metadata=_help(
         "largest message body accepted (maxMessageSize)"))
     max_batch_size_bytes: int = field(default=4 * MiB + RECORD_HEADROOM_BYTES, metadata=_help(
@@ -475,6 +479,7 @@ class BrokerConfig:
                 delete_when=self.delete_when,
                 clean_resource_interval_ms=self.clean_resource_interval_ms,
                 disk_min_free_bytes=self.disk_min_free_bytes,
+                warm_populate_write=self.warm_populate_write,
             )
         except ConfigError as exc:
             # The store names its own keys; point at ours where they differ.
