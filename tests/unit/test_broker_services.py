@@ -235,6 +235,20 @@ async def test_each_malformed_send_gets_its_own_refusal_and_stores_nothing(env, 
     assert env.store.puts == 0
 
 
+async def test_a_mixed_batch_refusal_names_its_first_bad_record_and_creates_no_topic(env):
+    good, other_topic = record(), record(topic="TopicNew", queue_id=1)
+    bad_queue, system = record(queue_id=8), record(topic="SCHEDULE_TOPIC_XXXX")
+    with pytest.raises(InvalidRequestError) as info:
+        await env.send.send(good + other_topic + bad_queue + system)
+    assert info.value.reason == "QUEUE_OUT_OF_RANGE"
+    assert info.value.message.startswith(
+        f"record at batch offset {len(good) + len(other_topic)}: queue id 8 is out of range")
+    with pytest.raises(PermissionDeniedError, match="written by the broker only"):
+        await env.send.send(good + system + bad_queue)
+    assert env.store.puts == 0
+    assert env.topics.get("TopicNew") is None
+
+
 async def test_send_refuses_system_topics_and_unwritable_topics(env):
     with pytest.raises(PermissionDeniedError, match="written by the broker only"):
         await env.send.send(record(topic="SCHEDULE_TOPIC_XXXX"))
