@@ -97,8 +97,8 @@ INT_RANGES = {F.TYPE_INT32: (-(2 ** 31), 2 ** 31 - 1), F.TYPE_SINT32: (-(2 ** 31
               F.TYPE_UINT64: (0, 2 ** 64 - 1), F.TYPE_FIXED64: (0, 2 ** 64 - 1),
               F.TYPE_ENUM: (-(2 ** 31), 2 ** 31 - 1)}
 # Requests that could legitimately change what the tests rely on never name FuzzTopic.
-TOPIC_SAFE = {"DeleteTopic", "UpdateTopic", "ResetConsumerOffset", "UnregisterBroker",
-              "RegisterBroker"}
+TOPIC_SAFE = {"DeleteTopic", "DeleteTopics", "UpdateTopic", "ResetConsumerOffset",
+              "UnregisterBroker", "RegisterBroker"}
 
 
 def integers(low: int, high: int) -> st.SearchStrategy[int]:
