@@ -182,7 +182,7 @@ def main() -> None:
     # of 32 messages is raised to --max-pull-messages so one pull can carry a full batch.
     broker = subprocess.Popen([sys.executable, "-m", "pocketmq", "--log-level", "WARNING",
                                "broker", "--data-dir", data, "--port", str(broker_port),
-                               "--namesrv", "", "--flush", args.flush,
+                               "--namesrv", "", "--grpc-v2-port", "-1", "--flush", args.flush,
                                "--max-pull-messages", str(args.max_pull_messages)])
     echo = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(echo_port)])
     try:

@@ -110,6 +110,10 @@ class BrokerConfig:
         "newest records per producer id and queue whose original results answer a retry"))
     producer_snapshot_interval_bytes: int = field(default=64 * MiB, metadata=_help(
         "commit-log bytes between snapshots of the producer state (bounds its rebuild)"))
+    warm_populate_write: bool = field(default=False, metadata=_help(
+        "the commit log's page warmer faults pages in writable (Linux 5.14+) instead of "
+        "reading them: less CPU per message on the event loop, about a third more bytes "
+        "written to the disk (pages are flushed as zeros before they are filled)"))
     max_message_size_bytes: int = field(default=4 * MiB, metadata=_help(
         "largest message body accepted (maxMessageSize)"))
     max_batch_size_bytes: int = field(default=4 * MiB + RECORD_HEADROOM_BYTES, metadata=_help(
@@ -498,6 +502,7 @@ class BrokerConfig:
                 producer_id_expiration_ms=self.producer_id_expiration_ms,
                 producer_dedup_window=self.producer_dedup_window,
                 producer_snapshot_interval_bytes=self.producer_snapshot_interval_bytes,
+                warm_populate_write=self.warm_populate_write,
             )
         except ConfigError as exc:
             # The store names its own keys; point at ours where they differ.

@@ -126,7 +126,14 @@ class PullOutcome:
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    records: list[bytes]
+    records: list[bytes]               # empty when the store answered with a blob
+    blob: bytes | None = None          # the records back to back (the usual answer)
+    message_count: int = 0
+
+    @property
+    def records_blob(self) -> bytes:
+        """What the reply carries: the records back to back."""
+        return self.blob if self.blob is not None else b"".join(self.records)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +247,8 @@ class PullMessageService:
             if isinstance(plan, BrokerError):
                 out.append(BatchResult(index, None, plan))
             elif plan.outcome is not None:
-                self._stats.on_get(plan.request.topic, plan.outcome.records)
+                self._stats.on_get_totals(plan.request.topic, plan.outcome.message_count,
+                                          len(plan.outcome.records_blob))
                 out.append(BatchResult(index, plan.outcome, None))
         return out
 
@@ -259,17 +267,18 @@ class PullMessageService:
             req = read.request
             offset = read.park_offset if parked and read.park_offset is not None \
                 else req.queue_offset
-            result = self._store.get_messages(req.topic, req.queue_id, offset,
-                                              max_count=read.max_count,
-                                              max_bytes=self._max_bytes,
-                                              tag_codes=read.tag_codes)
-            budget -= sum(len(r) for r in result.records)
+            result = self._store.get_message_blob(req.topic, req.queue_id, offset,
+                                                  max_count=read.max_count,
+                                                  max_bytes=self._max_bytes,
+                                                  tag_codes=read.tag_codes)
+            budget -= result.total_bytes
             read.park_offset = self._park_offset(result, req.queue_offset)
             read.outcome = PullOutcome(status=pull_status(result, req.queue_offset),
                                        get_status=result.status,
                                        next_begin_offset=result.next_begin_offset,
                                        min_offset=result.min_offset,
-                                       max_offset=result.max_offset, records=result.records)
+                                       max_offset=result.max_offset, records=result.records,
+                                       blob=result.blob, message_count=result.message_count)
 
     # -- validation ---------------------------------------------------------------------
     def _check_queue(self, request: PullRequest) -> tuple[int, frozenset[int] | None]:

@@ -41,6 +41,7 @@ from typing import Any
 
 from pocketmq.broker.delay_levels import PROPERTY_DELAY, DelayLevels, rewrite_delayed
 from pocketmq.broker.errors import (
+    BrokerError,
     InvalidRequestError,
     NotFoundError,
     NotMasterError,
@@ -228,7 +229,8 @@ class SendMessageService:
             if flushed is not PutStatus.PUT_OK:
                 status = SendStatus.FLUSH_DISK_TIMEOUT
         if self._replica_wait is not None and status is SendStatus.SEND_OK:
-            end = max(p + n for p, n in zip(result.phys_offsets, result.sizes, strict=True))
+            # A put is appended whole, in order: its last record ends it.
+            end = result.phys_offsets[-1] + result.sizes[-1]
             replicated = await self._replica_wait(end)
             if replicated.value != "OK":
                 status = SendStatus(replicated.value)
@@ -274,7 +276,32 @@ class SendMessageService:
             duplicates=[i in dups for i in range(len(scanned))])
 
     def _check_queues(self, scanned: ScannedBatch) -> None:
-        """Topic permissions and queue ranges; creates unknown topics last."""
+        """Topic permissions and queue ranges; creates unknown topics last.
+
+        Checked per distinct topic and (topic, queue) pair, with no Python step
+        per record; a batch that fails is checked again record by record, so the
+        refusal names the first bad record.
+        """
+        topics, queue_ids = scanned.topics, scanned.queue_ids
+        to_create: list[str] = []
+        try:
+            limits = {topic: self._write_queue_nums(topic, to_create)
+                      for topic in dict.fromkeys(topics)}
+        except BrokerError:
+            limits = None
+        if limits is not None:
+            if len(limits) == 1:
+                (limit,) = limits.values()
+                fits = min(queue_ids) >= 0 and max(queue_ids) < limit
+            else:
+                fits = all(0 <= q < limits[t] for t, q in set(zip(topics, queue_ids, strict=True)))
+            if fits:
+                for topic in to_create:
+                    self._topics.get_or_auto_create(topic)
+                return
+        self._check_queues_one_by_one(scanned)
+
+    def _check_queues_one_by_one(self, scanned: ScannedBatch) -> None:
         to_create: list[str] = []
         queue_nums: dict[str, int] = {}
         for i, (topic, queue_id) in enumerate(zip(scanned.topics, scanned.queue_ids, strict=True)):

@@ -178,8 +178,8 @@ def _pull_response(outcome: PullOutcome) -> pb.PullMessageResponse:
         status=pb.PullStatus.Value(outcome.status.value),
         get_message_status=pb.GetMessageStatus.Value("GET_" + outcome.get_status.value),
         next_begin_offset=outcome.next_begin_offset, min_offset=outcome.min_offset,
-        max_offset=outcome.max_offset, records=b"".join(outcome.records),
-        message_count=len(outcome.records))
+        max_offset=outcome.max_offset, records=outcome.records_blob,
+        message_count=outcome.message_count)
 
 
 def _refusal(index: int, error: BrokerError) -> pb.QueuePullResult:

@@ -119,13 +119,16 @@ class BrokerStatsManager:
 
     def on_get(self, topic: str, records: Sequence[bytes]) -> None:
         """A pull of *topic* returned *records*."""
-        if not records:
+        self.on_get_totals(topic, len(records), sum(map(len, records)))
+
+    def on_get_totals(self, topic: str, messages: int, size: int) -> None:
+        """A pull of *topic* returned *messages* records of *size* bytes in all."""
+        if not messages:
             return
-        size = sum(map(len, records))
-        self.get_rate.add(len(records))
+        self.get_rate.add(messages)
         self.get_bytes += size
         stats = self._topic(topic)
-        stats.get_messages += len(records)
+        stats.get_messages += messages
         stats.get_bytes += size
 
     # -- readers --------------------------------------------------------------------------

@@ -12,6 +12,8 @@
  *   index_key_hashes   index_service.py  py_index_key_hashes
  *   insert_entries     index_file.py     py_insert_entries
  *   java_string_hash   common/hashing.py java_string_hash (used by the others)
+ *   gather_records     reads.py          py_gather_records  (the read path)
+ *   populate_write     mapped_file.py    MappedFile.prefault's pread (the page warmer)
  *
  * The record layout is the one drawn in common/message.py (all integers
  * big-endian; B and S are the born and store host sizes, 8 or 20):
@@ -38,10 +40,17 @@
 #include <stdint.h>
 #include <string.h>
 #include <zlib.h>
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
+#define MADV_POPULATE_WRITE 23     /* Linux 5.14; older kernels answer EINVAL */
+#endif
 
 /* Bumped whenever a signature or a behaviour changes; speedups.py refuses a
  * stale build (an editable install keeps the old .so until it is rebuilt). */
-#define SPEEDUPS_VERSION 3
+#define SPEEDUPS_VERSION 4
 
 /* -- layout (common/message.py, consume_queue.py, index_file.py; see LAYOUT) -- */
 
@@ -1176,6 +1185,265 @@ done:
 
 /* -- module ---------------------------------------------------------------------------- */
 
+
+/* -- gather_records (reads.py, py_gather_records) ------------------------------------------ */
+
+PyDoc_STRVAR(gather_records_doc,
+"gather_records(units, upos, n_units, first_queue_offset, log, log_base, log_span,\n"
+"               log_wrote, log_min, max_count, max_bytes, have_count, have_bytes,\n"
+"               tag_codes, gate_end, split, /)\n--\n\n"
+"Copy the records named by consume-queue units units[upos:upos + 20 * n_units]\n"
+"out of one commit-log segment (*log*, whose byte 0 is log offset *log_base*,\n"
+"covering log_span bytes of which log_wrote are written) in one pass. Returns\n"
+"(out, queue_offsets, consumed, taken_bytes, removed, stop): *out* is the\n"
+"records back to back (a list of them when *split*), stop is 0 (the units\n"
+"ran out), 1 (a count, byte or gate limit) or 2 (the next unit lies in\n"
+"another segment; it is not consumed). See py_gather_records.");
+
+#define GATHER_UNITS_DONE 0
+#define GATHER_LIMIT 1
+#define GATHER_OTHER_SEGMENT 2
+
+static inline int64_t
+rd_i64(const unsigned char *p)
+{
+    return (int64_t)(((uint64_t)rd_u32(p) << 32) | rd_u32(p + 4));
+}
+
+/* tag_codes (a set of ints, or None) as an array; codes outside int64 can match no unit. */
+static int
+tag_code_array(PyObject *tag_codes, int64_t **codes, Py_ssize_t *n_codes)
+{
+    *codes = NULL;
+    *n_codes = -1;                              /* -1: no filter */
+    if (tag_codes == Py_None) {
+        return 0;
+    }
+    PyObject *it = PyObject_GetIter(tag_codes);
+    if (it == NULL) {
+        return -1;
+    }
+    Py_ssize_t cap = PyObject_Length(tag_codes);
+    if (cap < 0) {
+        PyErr_Clear();
+        cap = 8;
+    }
+    *codes = PyMem_Malloc(sizeof(int64_t) * (size_t)(cap > 0 ? cap : 1));
+    *n_codes = 0;
+    PyObject *item;
+    while (*codes != NULL && (item = PyIter_Next(it)) != NULL) {
+        int overflow = 0;
+        long long value = PyLong_AsLongLongAndOverflow(item, &overflow);
+        Py_DECREF(item);
+        if (value == -1 && PyErr_Occurred()) {
+            Py_DECREF(it);
+            return -1;
+        }
+        if (overflow) {
+            continue;
+        }
+        if (*n_codes == cap) {
+            cap *= 2;
+            int64_t *grown = PyMem_Realloc(*codes, sizeof(int64_t) * (size_t)cap);
+            if (grown == NULL) {
+                PyMem_Free(*codes);
+                *codes = NULL;
+                break;
+            }
+            *codes = grown;
+        }
+        (*codes)[(*n_codes)++] = value;
+    }
+    Py_DECREF(it);
+    if (*codes == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *
+gather_records(PyObject *module, PyObject *args)
+{
+    Py_buffer units, log;
+    Py_ssize_t upos, n_units, max_count, have_count;
+    long long first_queue_offset, log_base, log_span, log_wrote, log_min, max_bytes, have_bytes,
+        gate_end;
+    PyObject *tag_codes;
+    int split;
+    if (!PyArg_ParseTuple(args, "y*nnLy*LLLLnLnLOLp:gather_records", &units, &upos, &n_units,
+                          &first_queue_offset, &log, &log_base, &log_span, &log_wrote,
+                          &log_min, &max_count, &max_bytes, &have_count, &have_bytes,
+                          &tag_codes, &gate_end, &split)) {
+        return NULL;
+    }
+    PyObject *result = NULL, *out = NULL, *offsets = NULL;
+    int64_t *codes = NULL;
+    Py_ssize_t n_codes = -1;
+    int64_t *picked = NULL;                     /* (position in log, size) pairs */
+    if (upos < 0 || n_units < 0 || n_units > (units.len - upos) / CQ_UNIT_SIZE
+        || upos > units.len) {
+        PyErr_Format(PyExc_ValueError, "%zd units at byte %zd do not fit a buffer of %zd bytes",
+                     n_units, upos, units.len);
+        goto done;
+    }
+    if (tag_code_array(tag_codes, &codes, &n_codes) < 0) {
+        goto done;
+    }
+    /* Only bytes both written and inside the buffer are ever read. */
+    int64_t readable = log_wrote < (long long)log.len ? log_wrote : (int64_t)log.len;
+    if (readable < 0) {
+        readable = 0;
+    }
+    if ((offsets = PyList_New(0)) == NULL
+        || (picked = PyMem_Malloc(sizeof(int64_t) * 2 * (size_t)(n_units ? n_units : 1)))
+               == NULL) {
+        if (offsets != NULL) {
+            PyErr_NoMemory();
+        }
+        goto done;
+    }
+    const unsigned char *u = (const unsigned char *)units.buf + upos;
+    Py_ssize_t consumed = 0, taken = 0;
+    int64_t count = have_count, total = have_bytes;
+    int removed = 0, stop = GATHER_UNITS_DONE;
+    for (; consumed < n_units; consumed++, u += CQ_UNIT_SIZE) {
+        int64_t phys = rd_i64(u);
+        int64_t size = rd_i32(u + 8);
+        int64_t tag = rd_i64(u + 12);
+        if (count >= max_count || (count > 0 && total + size > max_bytes)) {
+            stop = GATHER_LIMIT;
+            break;
+        }
+        if (gate_end >= 0 && (__int128)phys + size > gate_end) {
+            stop = GATHER_LIMIT;                /* past the confirm offset */
+            break;
+        }
+        if (phys < log_min) {
+            removed = 1;
+            continue;
+        }
+        if (n_codes >= 0) {
+            int match = 0;
+            for (Py_ssize_t k = 0; k < n_codes && !match; k++) {
+                match = codes[k] == tag;
+            }
+            if (!match) {
+                continue;
+            }
+        }
+        if (phys < log_base || phys - log_base >= log_span) {
+            stop = GATHER_OTHER_SEGMENT;
+            break;
+        }
+        int64_t rel = phys - log_base;
+        if (size <= 0 || rel > readable || size > readable - rel) {
+            removed = 1;                        /* unwritten, cut or damaged: not served */
+            continue;
+        }
+        picked[2 * taken] = rel;
+        picked[2 * taken + 1] = size;
+        taken++;
+        count++;
+        total += size;
+        PyObject *qo = PyLong_FromLongLong(first_queue_offset + consumed);
+        if (qo == NULL || PyList_Append(offsets, qo) < 0) {
+            Py_XDECREF(qo);
+            goto done;
+        }
+        Py_DECREF(qo);
+    }
+    int64_t taken_bytes = 0;
+    for (Py_ssize_t i = 0; i < taken; i++) {
+        taken_bytes += picked[2 * i + 1];
+    }
+    const char *src = (const char *)log.buf;
+    if (split) {
+        if ((out = PyList_New(taken)) == NULL) {
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < taken; i++) {
+            PyObject *rec = PyBytes_FromStringAndSize(src + picked[2 * i],
+                                                      (Py_ssize_t)picked[2 * i + 1]);
+            if (rec == NULL) {
+                goto done;
+            }
+            PyList_SET_ITEM(out, i, rec);
+        }
+    }
+    else {
+        if (taken_bytes > PY_SSIZE_T_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "the records do not fit one bytes object");
+            goto done;
+        }
+        if ((out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)taken_bytes)) == NULL) {
+            goto done;
+        }
+        char *dst = PyBytes_AS_STRING(out);
+        for (Py_ssize_t i = 0; i < taken; i++) {
+            memcpy(dst, src + picked[2 * i], (size_t)picked[2 * i + 1]);
+            dst += picked[2 * i + 1];
+        }
+    }
+    result = Py_BuildValue("OOnLOi", out, offsets, consumed, (long long)taken_bytes,
+                           removed ? Py_True : Py_False, stop);
+
+done:
+    Py_XDECREF(out);
+    Py_XDECREF(offsets);
+    PyMem_Free(picked);
+    PyMem_Free(codes);
+    PyBuffer_Release(&units);
+    PyBuffer_Release(&log);
+    return result;
+}
+
+/* -- populate_write (mapped_file.py, MappedFile.prefault) ---------------------------------- */
+
+PyDoc_STRVAR(populate_write_doc,
+"populate_write(mm, pos, size, /)\n--\n\n"
+"Fault bytes [pos, pos + size) of the shared mapping *mm* in writable, as a\n"
+"first store would, without reading or storing a byte (Linux's\n"
+"MADV_POPULATE_WRITE), with the GIL released. Returns the bytes populated,\n"
+"0 when the range is no longer backed (truncated meanwhile), or -1 where\n"
+"the kernel cannot (older than 5.14): the caller falls back to reading.");
+
+static PyObject *
+populate_write(PyObject *module, PyObject *args)
+{
+#ifdef MADV_POPULATE_WRITE
+    Py_buffer mm;
+    Py_ssize_t pos, size;
+    if (!PyArg_ParseTuple(args, "w*nn:populate_write", &mm, &pos, &size)) {
+        return NULL;
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    if (pos < 0 || size < 0 || pos > mm.len || size > mm.len - pos || page <= 0) {
+        PyBuffer_Release(&mm);
+        PyErr_Format(PyExc_ValueError, "%zd bytes at %zd are outside a mapping of %zd bytes",
+                     size, pos, mm.len);
+        return NULL;
+    }
+    /* madvise wants a page-aligned start; the mapping itself is page-aligned. */
+    Py_ssize_t start = pos - pos % page;
+    Py_ssize_t length = pos + size - start;
+    int rc, err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    rc = length > 0 ? madvise((char *)mm.buf + start, (size_t)length, MADV_POPULATE_WRITE) : 0;
+    err = rc != 0 ? errno : 0;
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&mm);
+    if (rc != 0) {
+        /* EINVAL: a kernel without it. EFAULT/ENOMEM: the range stopped being
+         * backed (a truncation meanwhile): nothing populated, nothing broken. */
+        return PyLong_FromLong(err == EINVAL || err == ENOSYS ? -1 : 0);
+    }
+    return PyLong_FromSsize_t(size);
+#else
+    return PyLong_FromLong(-1);
+#endif
+}
+
 static PyMethodDef speedups_methods[] = {
     {"scan_batch", (PyCFunction)(void (*)(void))scan_batch, METH_VARARGS | METH_KEYWORDS,
      scan_batch_doc},
@@ -1184,6 +1452,8 @@ static PyMethodDef speedups_methods[] = {
     {"index_key_hashes", index_key_hashes, METH_VARARGS, index_key_hashes_doc},
     {"insert_entries", insert_entries, METH_VARARGS, insert_entries_doc},
     {"java_string_hash", java_string_hash, METH_O, java_string_hash_doc},
+    {"gather_records", gather_records, METH_VARARGS, gather_records_doc},
+    {"populate_write", populate_write, METH_VARARGS, populate_write_doc},
     {NULL, NULL, 0, NULL},
 };
 

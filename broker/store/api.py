@@ -64,6 +64,16 @@ class MessageStore(Protocol):
         """Read stored records from queue *offset*; ``tag_codes`` None matches all."""
         ...
 
+    def get_message_blob(self, topic: str, queue_id: int, offset: int, *,
+                         max_count: int | None = None, max_bytes: int | None = None,
+                         tag_codes: frozenset[int] | None = None) -> GetResult:
+        """:meth:`get_messages`, the records back to back in ``GetResult.blob`` (pulls).
+
+        An implementation may answer with ``records`` instead; readers use
+        ``GetResult.records_blob``.
+        """
+        ...
+
     def read_record(self, phys_offset: int) -> bytes | None:
         """The stored record at a commit-log offset (what an offset msg id names)."""
         ...

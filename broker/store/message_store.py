@@ -171,8 +171,9 @@ class DefaultMessageStore:
                 thorough_interval_s=cfg.flush_commitlog_thorough_interval_ms / 1000,
                 on_io_error=self._on_io_error, durations=self.flush_durations["commitlog"]))
         if cfg.warm_mapped_file_enable:
-            self.commitlog.warm = WarmMappedFileService(self.commitlog.queue,
-                                                        ahead_bytes=cfg.warm_ahead_bytes)
+            self.commitlog.warm = WarmMappedFileService(
+                self.commitlog.queue, ahead_bytes=cfg.warm_ahead_bytes,
+                populate_write=cfg.warm_populate_write)
             self._services.append(self.commitlog.warm)
         self._services.append(FlushConsumeQueueService(
             self.flush_round, interval_s=cfg.flush_interval_consume_queue_ms / 1000,
@@ -437,6 +438,12 @@ class DefaultMessageStore:
                      tag_codes: frozenset[int] | None = None) -> GetResult:
         return self.reader.get_messages(topic, queue_id, offset, max_count=max_count,
                                         max_bytes=max_bytes, tag_codes=tag_codes)
+
+    def get_message_blob(self, topic: str, queue_id: int, offset: int, *,
+                         max_count: int | None = None, max_bytes: int | None = None,
+                         tag_codes: frozenset[int] | None = None) -> GetResult:
+        return self.reader.get_messages(topic, queue_id, offset, max_count=max_count,
+                                        max_bytes=max_bytes, tag_codes=tag_codes, as_blob=True)
 
     def read_record(self, phys_offset: int) -> bytes | None:
         return self.commitlog.read_record(phys_offset)

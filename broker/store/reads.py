@@ -17,9 +17,11 @@ non-matching messages cannot hold a pull forever.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import struct
+from typing import TYPE_CHECKING, Any
 
-from pocketmq.broker.store.consume_queue import CQ_UNIT
+from pocketmq.broker.store import speedups
+from pocketmq.broker.store.consume_queue import CQ_UNIT, CQ_UNIT_SIZE
 from pocketmq.broker.store.results import GetResult, GetStatus
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.message import decode_record
@@ -27,9 +29,83 @@ from pocketmq.common.message import decode_record
 if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
 
-__all__ = ["StoreReader"]
+__all__ = ["GATHER_LIMIT", "GATHER_OTHER_SEGMENT", "GATHER_UNITS_DONE", "StoreReader",
+           "gather_records", "py_gather_records"]
 
 MIN_FILTER_UNITS = 800
+_PHYS = struct.Struct(">q")          # a unit's phys_offset, its first field
+
+#: Why :func:`gather_records` returned: its units ran out; a count, byte or gate
+#: limit was reached; the next unit lies in another commit-log segment.
+GATHER_UNITS_DONE, GATHER_LIMIT, GATHER_OTHER_SEGMENT = 0, 1, 2
+
+
+def py_gather_records(units: Any, upos: int, n_units: int, first_queue_offset: int,
+                      log: Any, log_base: int, log_span: int, log_wrote: int, log_min: int,
+                      max_count: int, max_bytes: int, have_count: int, have_bytes: int,
+                      tag_codes: frozenset[int] | None, gate_end: int,
+                      split: bool) -> tuple[Any, list[int], int, int, bool, int]:
+    """Copy the records of consume-queue units out of one commit-log segment.
+
+    The units are ``units[upos:upos + 20 * n_units]``; unit ``i`` has queue
+    offset ``first_queue_offset + i``. *log* is a segment whose byte 0 is log
+    offset *log_base*, spanning *log_span* bytes of which *log_wrote* are
+    written. For each unit, in order:
+
+    1. stop (limit) once *max_count* records are held, counting *have_count*
+       from earlier calls, or when the unit would take the bytes past
+       *max_bytes* (counting *have_bytes*) and a record is held already;
+    2. stop (limit) when the record ends past *gate_end* (the confirm offset;
+       -1: no gate);
+    3. skip it as removed when ``phys < log_min``;
+    4. skip it when *tag_codes* is not None and holds not its tag code;
+    5. stop (other segment), not consuming it, when ``phys`` is outside the segment;
+    6. skip it as removed when ``size <= 0`` or the record is not wholly written
+       (a unit of a damaged store names any bytes; only written bytes are read);
+    7. take it.
+
+    Returns ``(out, queue_offsets, consumed, taken_bytes, removed, stop)``:
+    *out* is the records back to back, or a list of them when *split*.
+    """
+    if upos < 0 or n_units < 0 or upos > len(units) or n_units > (len(units) - upos) // 20:
+        raise ValueError(f"{n_units} units at byte {upos} do not fit a buffer of "
+                         f"{len(units)} bytes")
+    end = min(log_wrote, len(log))
+    taken: list[bytes] = []
+    queue_offsets: list[int] = []
+    count, total, taken_bytes = have_count, have_bytes, 0
+    removed = False
+    stop = GATHER_UNITS_DONE
+    consumed = 0
+    for phys, size, tags in CQ_UNIT.iter_unpack(units[upos:upos + n_units * CQ_UNIT_SIZE]):
+        if count >= max_count or (count > 0 and total + size > max_bytes):
+            stop = GATHER_LIMIT
+            break
+        if gate_end >= 0 and phys + size > gate_end:
+            stop = GATHER_LIMIT
+            break
+        if phys < log_min:
+            removed = True
+        elif tag_codes is not None and tags not in tag_codes:
+            pass
+        elif not log_base <= phys < log_base + log_span:
+            stop = GATHER_OTHER_SEGMENT
+            break
+        elif size <= 0 or phys - log_base + size > end:
+            removed = True
+        else:
+            rel = phys - log_base
+            taken.append(bytes(log[rel:rel + size]))
+            queue_offsets.append(first_queue_offset + consumed)
+            count += 1
+            total += size
+            taken_bytes += size
+        consumed += 1
+    out = taken if split else b"".join(taken)
+    return out, queue_offsets, consumed, taken_bytes, removed, stop
+
+
+gather_records = speedups.pick("gather_records", py_gather_records)
 
 
 class StoreReader:
@@ -38,7 +114,10 @@ class StoreReader:
 
     def get_messages(self, topic: str, queue_id: int, offset: int, *,
                      max_count: int | None = None, max_bytes: int | None = None,
-                     tag_codes: frozenset[int] | None = None) -> GetResult:
+                     tag_codes: frozenset[int] | None = None,
+                     as_blob: bool = False) -> GetResult:
+        """RocketMQ's getMessage. The records come as a list of ``bytes``, or with
+        *as_blob* as one ``bytes`` of them back to back (``GetResult.blob``)."""
         cfg = self._store.config
         max_count = min(max_count or cfg.max_transfer_count, cfg.max_transfer_count * 50)
         max_bytes = max_bytes or cfg.max_transfer_bytes
@@ -62,43 +141,60 @@ class StoreReader:
         if offset > max_offset:
             return answer(GetStatus.OFFSET_OVERFLOW_BADLY, max_offset)
         return self._read_range(cq, offset, min_offset, max_offset, max_count, max_bytes,
-                                tag_codes)
+                                tag_codes, split=not as_blob)
 
     def _read_range(self, cq, offset: int, min_offset: int, max_offset: int,  # type: ignore[no-untyped-def]
-                    max_count: int, max_bytes: int,
-                    tag_codes: frozenset[int] | None) -> GetResult:
+                    max_count: int, max_bytes: int, tag_codes: frozenset[int] | None, *,
+                    split: bool) -> GetResult:
+        """Gather the records of units ``[offset, max_offset)`` a segment at a time.
+
+        The per-unit work is one :func:`gather_records` call per consume-queue
+        segment and commit-log segment crossed (usually one), over the units
+        in the queue's own mapping: no Python object per unit.
+        """
         commitlog = self._store.commitlog
         log_min = commitlog.min_offset
+        gate_end = self._store.gate.confirm_offset
         scan_budget = max(MIN_FILTER_UNITS, max_count * 20) if tag_codes is not None else max_count
+        parts: list[bytes] = []
         records: list[bytes] = []
         queue_offsets: list[int] = []
         total_bytes = 0
         next_offset = offset
         removed = False
-        while len(records) < max_count and next_offset < max_offset and scan_budget > 0:
-            raw = cq.read_units(next_offset, min(scan_budget, max_offset - next_offset))
-            if not raw:
+        segment: tuple[object, int, int, int] | None = None
+        while len(queue_offsets) < max_count and next_offset < max_offset and scan_budget > 0:
+            span = cq.unit_span(next_offset, min(scan_budget, max_offset - next_offset))
+            if span is None:
                 break
-            for phys, size, tags in CQ_UNIT.iter_unpack(raw):
-                if len(records) >= max_count or (records and total_bytes + size > max_bytes):
+            units, upos, n_units = span
+            done = 0
+            while done < n_units:
+                at = upos + done * CQ_UNIT_SIZE
+                if segment is None:
+                    segment = self._segment_of(_PHYS.unpack_from(units, at)[0])
+                log_buf, log_base, log_span, log_wrote = segment
+                out, offsets, consumed, taken, was_removed, stop = gather_records(
+                    units, at, n_units - done, next_offset, log_buf, log_base, log_span,
+                    log_wrote, log_min, max_count, max_bytes, len(queue_offsets), total_bytes,
+                    tag_codes, gate_end, split)
+                if offsets:
+                    if split:
+                        records.extend(out)
+                    else:
+                        parts.append(out)
+                    queue_offsets.extend(offsets)
+                    total_bytes += taken
+                removed = removed or was_removed
+                done += consumed
+                next_offset += consumed
+                scan_budget -= consumed
+                if stop == GATHER_LIMIT:
                     scan_budget = 0
                     break
-                scan_budget -= 1
-                current = next_offset
-                next_offset += 1
-                if phys < log_min:
-                    removed = True
-                    continue
-                if tag_codes is not None and tags not in tag_codes:
-                    continue
-                data = commitlog.read(phys, size)
-                if data is None:
-                    removed = True
-                    continue
-                records.append(data)
-                queue_offsets.append(current)
-                total_bytes += size
-        if records:
+                if stop == GATHER_OTHER_SEGMENT:
+                    segment = None
+        if queue_offsets:
             status = GetStatus.FOUND
         elif next_offset == offset:
             # The unit file of this offset is gone: move to where the queue resumes.
@@ -107,8 +203,22 @@ class StoreReader:
             status = GetStatus.MESSAGE_WAS_REMOVING
         else:
             status = GetStatus.NO_MATCHED_MESSAGE
+        blob = None if split else (parts[0] if len(parts) == 1 else b"".join(parts))
         return GetResult(status=status, next_begin_offset=next_offset, min_offset=min_offset,
-                         max_offset=max_offset, records=records, queue_offsets=queue_offsets)
+                         max_offset=max_offset, records=records, queue_offsets=queue_offsets,
+                         blob=blob)
+
+    def _segment_of(self, phys_offset: int) -> tuple[object, int, int, int]:
+        """``(mapping, base, span, written)`` of the commit-log segment holding *phys_offset*.
+
+        Where there is none (deleted, not yet created, closed), a one-byte span
+        with nothing written, so the unit there reads as removed.
+        """
+        mf = self._store.commitlog.queue.find(phys_offset)
+        if (mf is None or mf.closed
+                or not 0 <= phys_offset - mf.file_from_offset < mf.file_size):
+            return (b"", phys_offset, 1, 0)
+        return (mf.buffer, mf.file_from_offset, mf.file_size, mf.wrote_position)
 
     def store_time_of_unit(self, phys_offset: int, size: int) -> int | None:
         return self._store.commitlog.store_timestamp(phys_offset)

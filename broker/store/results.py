@@ -63,7 +63,10 @@ class PutResult:
 class GetResult:
     """Outcome of a read by queue offset.
 
-    ``records`` are the stored bytes of each matching record, as on disk.
+    ``records`` are the stored bytes of each matching record, as on disk; a
+    read made ``as_blob`` leaves it empty and has them back to back in
+    ``blob`` instead (what a pull sends, with no object per record).
+    ``queue_offsets`` has one entry per record either way.
     ``next_begin_offset`` is where the next read of this queue should start.
     """
 
@@ -73,14 +76,20 @@ class GetResult:
     max_offset: int
     records: list[bytes] = field(default_factory=list)
     queue_offsets: list[int] = field(default_factory=list)
+    blob: bytes | None = None
 
     @property
     def message_count(self) -> int:
-        return len(self.records)
+        return len(self.queue_offsets) if self.blob is not None else len(self.records)
 
     @property
     def total_bytes(self) -> int:
-        return sum(len(r) for r in self.records)
+        return len(self.blob) if self.blob is not None else sum(map(len, self.records))
+
+    @property
+    def records_blob(self) -> bytes:
+        """The records back to back, whichever way they were read."""
+        return self.blob if self.blob is not None else b"".join(self.records)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,6 +13,8 @@ for error message (``tests/unit/test_speedups.py`` checks it)::
     patch_batch        commitlog.py      py_patch_batch      CommitLog.append_batch
     index_key_hashes   index_service.py  py_index_key_hashes IndexService.put_many
     insert_entries     index_file.py     py_insert_entries   IndexFile.put_entries
+    gather_records     reads.py          py_gather_records   StoreReader (every read by
+                                                             queue offset, pulls above all)
 
 This module is the one place that chooses. The compiled functions are used
 when the extension was built (``pip install`` builds it when a C compiler is
@@ -39,7 +41,7 @@ log = logging.getLogger(__name__)
 #: Set to anything but "" or "0" to run the pure-Python references.
 DISABLE_ENV: Final = "POCKETMQ_NO_SPEEDUPS"
 #: ``_speedups.VERSION`` this source was written with; another build is stale.
-_EXPECTED_VERSION: Final = 3
+_EXPECTED_VERSION: Final = 4
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 

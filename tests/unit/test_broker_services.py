@@ -118,6 +118,9 @@ class FakeStore:
             i += 1
         return result(GetStatus.FOUND if found else GetStatus.NO_MATCHED_MESSAGE, i, found)
 
+    def get_message_blob(self, topic, queue_id, offset, **kwargs):
+        return self.get_messages(topic, queue_id, offset, **kwargs)   # the list form is allowed
+
     def read_record(self, phys_offset):
         return self.by_phys.get(phys_offset)
 
@@ -233,6 +236,20 @@ async def test_each_malformed_send_gets_its_own_refusal_and_stores_nothing(env, 
     assert info.value.reason == reason
     assert words in info.value.message
     assert env.store.puts == 0
+
+
+async def test_a_mixed_batch_refusal_names_its_first_bad_record_and_creates_no_topic(env):
+    good, other_topic = record(), record(topic="TopicNew", queue_id=1)
+    bad_queue, system = record(queue_id=8), record(topic="SCHEDULE_TOPIC_XXXX")
+    with pytest.raises(InvalidRequestError) as info:
+        await env.send.send(good + other_topic + bad_queue + system)
+    assert info.value.reason == "QUEUE_OUT_OF_RANGE"
+    assert info.value.message.startswith(
+        f"record at batch offset {len(good) + len(other_topic)}: queue id 8 is out of range")
+    with pytest.raises(PermissionDeniedError, match="written by the broker only"):
+        await env.send.send(good + system + bad_queue)
+    assert env.store.puts == 0
+    assert env.topics.get("TopicNew") is None
 
 
 async def test_send_refuses_system_topics_and_unwritable_topics(env):

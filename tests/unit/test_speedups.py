@@ -451,6 +451,7 @@ def test_the_compiled_functions_run_when_built_and_not_disabled():
         pytest.skip(f"{speedups.DISABLE_ENV} is set in this run")
     assert speedups.IMPLEMENTATION == "c"
     assert {name for _module, name in speedups.picked()} == {
-        "scan_batch", "queue_units", "patch_batch", "index_key_hashes", "insert_entries"}
+        "scan_batch", "queue_units", "patch_batch", "index_key_hashes", "insert_entries",
+        "gather_records"}
     for (_module, name), (_reference, chosen) in speedups.picked().items():
         assert chosen is getattr(native, name)

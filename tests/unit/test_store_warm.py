@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import random
 
+import pytest
 from storekit import record, small_config, start_store
 
+from pocketmq.broker.store import mapped_file as mapped_file_module
 from pocketmq.broker.store.mapped_file_queue import MappedFileQueue
 from pocketmq.broker.store.warm import STEP_BYTES, WarmMappedFileService
 
@@ -110,3 +112,55 @@ def test_the_store_warms_its_commit_log_unless_disabled(tmp_path):
             assert (store.commitlog.warm is not None) is enabled
         finally:
             store.shutdown()
+
+
+@pytest.mark.skipif(mapped_file_module._populate_write is None,
+                    reason="the compiled populate_write is not built")
+def test_warming_by_populating_writable_beside_a_writer_leaves_exactly_what_was_written(
+        tmp_path):
+    queue = MappedFileQueue(str(tmp_path), SEGMENT)
+    mf = queue.last_file()
+    warm = WarmMappedFileService(queue, ahead_bytes=AHEAD, populate_write=True)
+    warm.start()
+    rng = random.Random(11)
+    written = bytearray()
+    try:
+        while len(written) < SEGMENT - 70_000:
+            chunk = rng.randbytes(rng.randrange(1, 65_536))
+            mf.append(chunk)
+            written += chunk
+            warm.notify(mf)
+    finally:
+        warm.stop()
+    assert warm.bytes_warmed > 0
+    queue.flush()
+    with open(mf.path, "rb") as f:
+        on_disk = f.read()
+    assert on_disk[:len(written)] == written
+    assert on_disk[len(written):] == bytes(SEGMENT - len(written))
+    queue.close()
+
+
+def test_populate_write_falls_back_to_reading_where_the_kernel_cannot(tmp_path, monkeypatch):
+    monkeypatch.setattr(mapped_file_module, "_populate_write", None)
+    queue = MappedFileQueue(str(tmp_path), SEGMENT)
+    mf = queue.last_file()
+    assert mf.prefault(0, bytearray(AHEAD), populate_write=True) == AHEAD
+    assert mf.read(0, 10) == b""           # nothing written, nothing changed
+    queue.close()
+
+
+@pytest.mark.skipif(mapped_file_module._populate_write is None,
+                    reason="the compiled populate_write is not built")
+def test_populating_written_pages_changes_no_byte_and_refuses_ranges_outside_the_mapping(
+        tmp_path):
+    queue = MappedFileQueue(str(tmp_path), SEGMENT)
+    mf = queue.last_file()
+    data = os.urandom(3 * 4096 + 123)
+    mf.append(data)
+    assert mf.prefault(100, bytearray(AHEAD), populate_write=True) == AHEAD  # mid-page, written
+    assert mf.read(0, len(data)) == data
+    with pytest.raises(ValueError, match="outside a mapping"):
+        mapped_file_module._populate_write(mf.buffer, SEGMENT - 10, 20)
+    queue.close()
+    assert mf.prefault(0, bytearray(AHEAD), populate_write=True) == 0   # closed: no crash
