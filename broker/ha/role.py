@@ -359,6 +359,7 @@ class HaController:
             self._save_role()
         log.warning("broker %s promoted to %s in epoch %d at commit-log offset %d",
                     self._config.broker_name, role, new_epoch, start)
+        self._adopt_unconfigured_topics()
         for callback in self._on_role_change:
             callback(0, new_epoch)
         for become in self._on_become_master:
@@ -366,6 +367,27 @@ class HaController:
             if result is not None:
                 await result
         return new_epoch, start, role
+
+    def _adopt_unconfigured_topics(self) -> None:
+        """Topics whose records were copied before the metadata sync (every few seconds)
+        brought their config: a new master serves them with as many queues as it holds
+        (RocketMQ 5 rebuilds its topic-queue table on promotion the same way)."""
+        from pocketmq.broker.topic_config import TopicConfig
+
+        queues: dict[str, int] = {}
+        for cq in self._store.consume_queues.all_queues():
+            if self._topics.get(cq.topic) is None:
+                queues[cq.topic] = max(queues.get(cq.topic, 0), cq.queue_id + 1)
+        for topic, count in sorted(queues.items()):
+            try:
+                self._topics.get_or_create(TopicConfig(topic_name=topic, read_queue_nums=count,
+                                                       write_queue_nums=count))
+            except Exception as exc:   # a refusal (queue bound, disk) leaves it unserved
+                log.error("cannot adopt topic %s (%d queues) on promotion: %s", topic, count,
+                          exc)
+                continue
+            log.warning("adopted topic %s with %d queues on promotion: its records were "
+                        "copied before its config", topic, count)
 
     # -- metadata (SlaveSynchronize) ------------------------------------------------------------
     def metadata_snapshot(self) -> ha_pb2.MetadataSnapshot:
