@@ -39,6 +39,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+import aclmode
 import grpc
 import pytest
 from controllerkit import ControllerGroup
@@ -270,6 +271,8 @@ async def _hold(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
+@pytest.mark.skipif(aclmode.enabled(), reason="the controller with the ACL on is "
+                    "test_controller_security.py's; the soak runs once, in the main run")
 async def test_a_seeded_schedule_of_kills_pauses_and_partitions_loses_and_reuses_nothing(
         kit, fault_report):
     seed = soak_seed()
