@@ -251,12 +251,20 @@ class ConsumerConfig(_ConsumerCommon):
         "orderly: seconds between renewals of the held queue locks"))
     shutdown_timeout_s: float = field(default=5.0, metadata=_help(
         "seconds handlers in progress may take to finish when the consumer stops"))
+    dedup_window: float = field(default=0.0, metadata=_help(
+        "seconds: a message whose unique id (UNIQ_KEY) this consumer handled successfully "
+        "this recently is acknowledged without calling the listener; 0 = off unless "
+        "dedup_window_count is set"))
+    dedup_window_count: int = field(default=0, metadata=_help(
+        "unique ids the de-duplication window keeps at most (the oldest are forgotten "
+        "first); 0 = 100000 when dedup_window is set, else off"))
 
     def __post_init__(self) -> None:
         _ConsumerCommon.__post_init__(self)
         _positive(self, "consume_concurrency", "consume_batch_max_size",
                   "consume_concurrently_max_span", "lock_renew_interval_s")
-        _non_negative(self, "suspend_current_queue_ms", "shutdown_timeout_s")
+        _non_negative(self, "suspend_current_queue_ms", "shutdown_timeout_s", "dedup_window",
+                      "dedup_window_count")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

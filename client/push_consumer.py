@@ -40,6 +40,7 @@ from pocketmq.client.consume_service import (
     OrderlyConsumeService,
 )
 from pocketmq.client.consumer_base import ConsumerBase, _cancel
+from pocketmq.client.dedup import DedupWindow, dedup_listener
 from pocketmq.client.errors import ClientError, ClientStateError, UnsupportedError
 from pocketmq.client.model import MessageExt, MessageQueue
 from pocketmq.client.process_queue import ProcessQueue
@@ -68,6 +69,11 @@ class PushConsumer(ConsumerBase):
         self._consume: ConcurrentConsumeService | OrderlyConsumeService | None = None
         self._lock_task: asyncio.Task[None] | None = None
         self._warned: set[str] = set()
+        self.dedup: DedupWindow | None = None
+        if cfg.dedup_window or cfg.dedup_window_count:
+            self.dedup = DedupWindow(window_s=cfg.dedup_window,
+                                     max_ids=cfg.dedup_window_count or 100_000,
+                                     monotonic=self._clock.monotonic)
 
     # -- listener -----------------------------------------------------------------------
     def listener(self, fn: Listener) -> Listener:
@@ -89,16 +95,19 @@ class PushConsumer(ConsumerBase):
             raise ClientStateError(f"consumer {self.group} subscribes to nothing; call "
                                    "subscribe(topic, expression) before start()")
         cfg = self.config
+        listener = self._listener
+        if self.dedup is not None:
+            listener = dedup_listener(listener, self.dedup)
         if cfg.orderly:
             max_reconsume = cfg.max_reconsume_times  # -1: no limit for orderly
             self._consume = OrderlyConsumeService(
-                self._listener, on_done=self._handled, send_back=self._send_back,
+                listener, on_done=self._handled, send_back=self._send_back,
                 batch_max_size=cfg.consume_batch_max_size,
                 suspend_s=cfg.suspend_current_queue_ms / 1000,
                 max_reconsume_times=max_reconsume, is_locked=self._is_locked)
         else:
             self._consume = ConcurrentConsumeService(
-                self._listener, on_done=self._handled, send_back=self._send_back,
+                listener, on_done=self._handled, send_back=self._send_back,
                 concurrency=cfg.consume_concurrency, batch_max_size=cfg.consume_batch_max_size,
                 broadcasting=self.broadcasting)
         self._consume.start()
@@ -134,6 +143,11 @@ class PushConsumer(ConsumerBase):
     def consumed(self) -> int:
         """Messages the listener has handled successfully so far."""
         return self._consume.consumed if self._consume is not None else 0
+
+    @property
+    def deduplicated(self) -> int:
+        """Messages acknowledged from the de-duplication window, listener not called."""
+        return self.dedup.dropped if self.dedup is not None else 0
 
     # -- messages -----------------------------------------------------------------------
     def _new_process_queue(self, mq: MessageQueue, offset: int) -> ProcessQueue:

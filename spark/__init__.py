@@ -75,7 +75,10 @@ Source options, named and behaving as the Kafka source's (:mod:`.options`)::
 
 Sink options: ``namesrv``, ``topic`` (wins over a ``topic`` column, as
 Kafka's), ``producerGroup``, ``sendBatchSize`` (messages per SendBatch, 256),
-``sendTimeoutMs``; its columns are drawn in :mod:`.sink`. Store-reader
+``sendTimeoutMs``, ``idempotent`` (true: each row stored once, see :mod:`.sink`),
+``writeId`` (a batch write's stable name, so a re-run job stores nothing twice),
+``failFirstAttemptAfterRows`` (fault injection for tests); its columns are drawn
+in :mod:`.sink`. Store-reader
 options are in :mod:`.store_source` (``maxBytesPerPartition``: 128 MiB of a
 segment per task). Unknown options are refused with the nearest known name.
 Errors are drawn in :mod:`.errors`.

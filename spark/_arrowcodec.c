@@ -318,7 +318,7 @@ static int inflate_body(strbuf *body, const unsigned char *src, Py_ssize_t n, ch
 #define KEYIS(p, n, lit) ((n) == (Py_ssize_t)(sizeof(lit) - 1) && memcmp((p), lit, (n)) == 0)
 
 /* Properties of one record: the user's pairs onto the map columns (TAGS, KEYS and
- * UNIQ_KEY have columns of their own), deduplicated as a dict would (first position,
+ * UNIQ_KEY have columns of their own; PMQ_IDEM is dropped), deduplicated as a dict would (first position,
  * last value). Sets the system values found. 0 or -1. */
 static int emit_properties(columns *c, const unsigned char *s, Py_ssize_t n, pair *sys,
                            pair **scratch, Py_ssize_t *scratch_cap) {
@@ -356,6 +356,7 @@ static int emit_properties(columns *c, const unsigned char *s, Py_ssize_t n, pai
                     : KEYIS(q->k, q->kn, "UNIQ_KEY") ? 2 : -1;
         if (KEYIS(q->k, q->kn, "RETRY_TOPIC")) sys[3] = *q;
         if (which >= 0) { sys[which] = *q; continue; }
+        if (KEYIS(q->k, q->kn, "PMQ_IDEM")) continue;   /* the idempotence stamp */
         if (sb_add(&c->prop_keys, q->k, q->kn) < 0 || sb_add(&c->prop_values, q->v, q->vn) < 0)
             return -1;
         user++;
@@ -788,10 +789,12 @@ static int row_properties(const sink_cols *sc, int64_t i, gbuf *out) {
 PyDoc_STRVAR(encode_chunks_doc,
 "encode_chunks(body, tags, keys, keys_is_list, properties, start, stop, topic,\n"
 "              born_host, born_timestamp_ms, id_prefix, counter, compress_over,\n"
-"              max_body_bytes, chunk_rows, chunk_bytes, queue_id_of_chunk)\n"
+"              max_body_bytes, chunk_rows, chunk_bytes, queue_id_of_chunk, stamped=0)\n"
 "    -> (chunks: list[(blob, rows)], counter)\n\n"
 "Encode rows start..stop of the sink's columns (capsules of __arrow_c_array__, or\n"
-"None) as encode_message would; see spark/arrowcodec.py.");
+"None) as encode_message would; see spark/arrowcodec.py. stamped: the callback is\n"
+"called with the rows of the previous chunk and returns (queue id, producer id, epoch,\n"
+"first sequence); each record then ends in PMQ_IDEM=<pid>.<epoch>.<seq>.");
 
 static PyObject *encode_chunks(PyObject *self, PyObject *args) {
     PyObject *body_c, *tags_c, *keys_c, *props_c, *next_queue;
@@ -799,10 +802,14 @@ static PyObject *encode_chunks(PyObject *self, PyObject *args) {
     Py_ssize_t start, stop, chunk_rows, chunk_bytes;
     Py_buffer topic, born_host, id_prefix;
     long long born_ms, counter, compress_over, max_body;
-    if (!PyArg_ParseTuple(args, "OOOpOnny*y*Ly*LLLnnO:encode_chunks", &body_c, &tags_c,
+    int stamped = 0;
+    long long pid = 0, epoch = 0, seq = 0;
+    char stamp[64];
+    int stamp_n = 0;
+    if (!PyArg_ParseTuple(args, "OOOpOnny*y*Ly*LLLnnO|p:encode_chunks", &body_c, &tags_c,
                           &keys_c, &keys_is_list, &props_c, &start, &stop, &topic,
                           &born_host, &born_ms, &id_prefix, &counter, &compress_over,
-                          &max_body, &chunk_rows, &chunk_bytes, &next_queue))
+                          &max_body, &chunk_rows, &chunk_bytes, &next_queue, &stamped))
         return NULL;
     PyObject *chunks = NULL, *result = NULL;
     gbuf blob = {0}, props = {0}, packed = {0};
@@ -853,7 +860,7 @@ static PyObject *encode_chunks(PyObject *self, PyObject *args) {
     if (chunks == NULL || gb_init(&props, 256) < 0 || gb_init(&packed, 64) < 0) goto done;
     const Py_ssize_t born_size = born_host.len;
     const Py_ssize_t fixed = HEAD_SIZE + born_size + 8 + HOST_V4_SIZE + 16;
-    Py_ssize_t rows_in_chunk = 0, body_in_chunk = 0;
+    Py_ssize_t rows_in_chunk = 0, body_in_chunk = 0, last_chunk_rows = 0;
     int32_t queue_id = 0;
     for (Py_ssize_t i = start; i < stop; i++) {
         const unsigned char *b;
@@ -872,21 +879,35 @@ static PyObject *encode_chunks(PyObject *self, PyObject *args) {
             PyObject *item = Py_BuildValue("(Nn)", gb_finish(&blob), rows_in_chunk);
             if (item == NULL || PyList_Append(chunks, item) < 0) { Py_XDECREF(item); goto done; }
             Py_DECREF(item);
+            last_chunk_rows = rows_in_chunk;
             rows_in_chunk = body_in_chunk = 0;
         }
         if (rows_in_chunk == 0) {
-            PyObject *q = PyObject_CallNoArgs(next_queue);
-            if (q == NULL) goto done;
-            long v = PyLong_AsLong(q);
-            Py_DECREF(q);
-            if (v == -1 && PyErr_Occurred()) goto done;
-            queue_id = (int32_t)v;
+            if (stamped) {
+                PyObject *q = PyObject_CallFunction(next_queue, "n", last_chunk_rows);
+                if (q == NULL) goto done;
+                long qv;
+                int ok = PyArg_ParseTuple(q, "lLLL", &qv, &pid, &epoch, &seq);
+                Py_DECREF(q);
+                if (!ok) goto done;
+                queue_id = (int32_t)qv;
+            } else {
+                PyObject *q = PyObject_CallNoArgs(next_queue);
+                if (q == NULL) goto done;
+                long v = PyLong_AsLong(q);
+                Py_DECREF(q);
+                if (v == -1 && PyErr_Occurred()) goto done;
+                queue_id = (int32_t)v;
+            }
             Py_ssize_t est = chunk_rows < stop - i ? chunk_rows : stop - i;
             if (gb_init(&blob, est * (fixed + bn + topic.len + 96)) < 0) goto done;
         }
         props.len = 0;
         if (row_properties(&sc, i, &props) < 0) goto done;
-        Py_ssize_t props_len = props.len + 32 + 1;       /* + the id and its \x02 */
+        if (stamped)    /* "\x02PMQ_IDEM\x01<pid>.<epoch>.<seq>" after the id */
+            stamp_n = snprintf(stamp, sizeof(stamp), "\x02PMQ_IDEM\x01%lld.%lld.%lld", pid,
+                               epoch, seq + (long long)rows_in_chunk);
+        Py_ssize_t props_len = props.len + 32 + stamp_n + 1;  /* + the id (stamp), \x02 */
         if (props_len > MAX_PROPERTIES_LENGTH) {
             PyErr_Format(PyExc_ValueError, "row %zd: properties are %zd bytes; at most %d fit "
                          "a record", i, props_len, MAX_PROPERTIES_LENGTH);
@@ -937,6 +958,7 @@ static PyObject *encode_chunks(PyObject *self, PyObject *args) {
         unsigned v = (unsigned)(counter & 0xFFFF);
         *p++ = HEX[(v >> 12) & 15]; *p++ = HEX[(v >> 8) & 15];
         *p++ = HEX[(v >> 4) & 15]; *p++ = HEX[v & 15];
+        if (stamp_n) { memcpy(p, stamp, stamp_n); p += stamp_n; }
         *p++ = 0x02;
         counter++;
         blob.len += total;

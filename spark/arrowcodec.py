@@ -39,6 +39,7 @@ from typing import Any, Final
 import pyarrow as pa
 
 from pocketmq.client.errors import InvalidMessageError
+from pocketmq.client.idempotence import stamp
 from pocketmq.client.message_codec import check_message, decode_messages, encode_message
 from pocketmq.client.model import Message, MessageExt
 from pocketmq.common.errors import CorruptRecordError
@@ -290,6 +291,15 @@ class EncodeSettings:
     max_body_bytes: int
     chunk_rows: int                # records per blob, at most
     chunk_body_bytes: int          # body bytes per blob, at most (one record always fits)
+    stamped: bool = False          # idempotent: see :data:`StampedQueueOf`
+
+
+#: Without stamps the callback of :func:`encode_chunks` takes nothing and returns the next
+#: chunk's queue id; with ``stamped`` it takes the rows of the previous chunk (0 for the
+#: first) and returns (queue id, producer id, epoch, first sequence): the chunk's records
+#: are numbered from there and end in ``PMQ_IDEM=<pid>.<epoch>.<seq>``, as the SDK's
+#: idempotent producer stamps them (:func:`pocketmq.client.idempotence.stamp`).
+StampedQueueOf = Callable[[int], tuple[int, int, int, int]]
 
 
 def _capsule(array: pa.Array | None) -> Any:
@@ -297,7 +307,7 @@ def _capsule(array: pa.Array | None) -> Any:
 
 
 def _native_encode_chunks(cols: SinkArrays, start: int, stop: int, s: EncodeSettings,
-                          counter: int, next_queue_id: Callable[[], int],
+                          counter: int, next_queue_id: Callable[..., Any],
                           ) -> tuple[list[tuple[bytes, int]], int]:
     assert NATIVE is not None
     keys_is_list = cols.keys is not None and pa.types.is_list(cols.keys.type)
@@ -305,12 +315,12 @@ def _native_encode_chunks(cols: SinkArrays, start: int, stop: int, s: EncodeSett
         _capsule(cols.body), _capsule(cols.tags), _capsule(cols.keys), keys_is_list,
         _capsule(cols.properties), start, stop, s.topic.encode(), s.born_host,
         s.born_timestamp_ms, s.id_prefix.encode(), counter, s.compress_over_bytes,
-        s.max_body_bytes, s.chunk_rows, s.chunk_body_bytes, next_queue_id)
+        s.max_body_bytes, s.chunk_rows, s.chunk_body_bytes, next_queue_id, s.stamped)
     return chunks, counter
 
 
 def py_encode_chunks(cols: SinkArrays, start: int, stop: int, s: EncodeSettings, counter: int,
-                     next_queue_id: Callable[[], int]) -> tuple[list[tuple[bytes, int]], int]:
+                     next_queue_id: Callable[..., Any]) -> tuple[list[tuple[bytes, int]], int]:
     """The reference: a :class:`Message` per row, checked and encoded by the SDK."""
     bodies = cols.body.to_pylist()
     tags = cols.tags.to_pylist() if cols.tags is not None else None
@@ -319,7 +329,7 @@ def py_encode_chunks(cols: SinkArrays, start: int, stop: int, s: EncodeSettings,
     chunks: list[tuple[bytes, int]] = []
     records: list[bytes] = []
     body_bytes = 0
-    queue_id = 0
+    queue_id = pid = epoch = seq = 0
     for i in range(start, stop):
         body = bodies[i]
         if body is None:
@@ -340,9 +350,15 @@ def py_encode_chunks(cols: SinkArrays, start: int, stop: int, s: EncodeSettings,
             chunks.append((b"".join(records), len(records)))
             records, body_bytes = [], 0
         if not records:
-            queue_id = next_queue_id()
+            if s.stamped:
+                queue_id, pid, epoch, seq = next_queue_id(chunks[-1][1] if chunks else 0)
+            else:
+                queue_id = next_queue_id()
+        uniq_key = f"{s.id_prefix}{counter & 0xFFFF:04X}"
+        if s.stamped:
+            uniq_key = stamp(uniq_key, pid, epoch, seq + len(records))
         records.append(encode_message(
-            msg, queue_id=queue_id, uniq_key=f"{s.id_prefix}{counter & 0xFFFF:04X}",
+            msg, queue_id=queue_id, uniq_key=uniq_key,
             born_host=s.born_host, born_timestamp_ms=s.born_timestamp_ms,
             compress_over_bytes=s.compress_over_bytes))
         counter += 1

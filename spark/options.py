@@ -69,7 +69,7 @@ _SOURCE = (*_SELECTION, "namesrv", "tagExpression", "startingOffsets", "endingOf
 _STORE = ("path", "subscribe", "subscribePattern", "tagExpression", "brokerName",
           "failOnDataLoss", "maxBytesPerPartition")
 _SINK = ("namesrv", "topic", "producerGroup", "sendBatchSize", "sendTimeoutMs", "accessKey",
-         "secretKey")
+         "secretKey", "idempotent", "writeId", "failFirstAttemptAfterRows")
 # Keys Spark itself may add to a sink's options.
 _SPARK_SINK_KEYS = ("path", "checkpointLocation", "queryName")
 
@@ -146,6 +146,9 @@ class SinkOptions:
     send_batch_size: int
     send_timeout_ms: int
     credentials: tuple[str, str] | None = field(default=None, repr=False)  # ACL keys
+    idempotent: bool = True      # each task a named idempotent producer (exactly once)
+    write_id: str | None = None  # batch writes: the identities' stable part (else per job)
+    fail_first_attempt_after_rows: int | None = None   # fault injection, for tests only
 
 
 # -- parsing --------------------------------------------------------------------------------
@@ -446,4 +449,17 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
                                      minimum=1),
         send_timeout_ms=opts.integer("sendTimeoutMs", DEFAULT_SEND_TIMEOUT_MS,
                                      minimum=1),
-        credentials=opts.credentials())
+        credentials=opts.credentials(),
+        idempotent=opts.boolean("idempotent", True),
+        write_id=_write_id(opts.get("writeId")),
+        fail_first_attempt_after_rows=opts.optional_integer("failFirstAttemptAfterRows",
+                                                            minimum=0))
+
+
+def _write_id(raw: str | None) -> str | None:
+    if raw is None:
+        return None
+    value = raw.strip()
+    if len(value) > 128:
+        raise OptionError(f"option writeId is {len(value)} characters; at most 128 are allowed")
+    return value

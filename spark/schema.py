@@ -12,7 +12,8 @@ One schema for the broker source and the store reader, in RocketMQ's words::
     keys             ARRAY<STRING>         keys                         key (one, binary)
     tags             STRING                tags ('' -> null)            (none)
     properties       MAP<STRING,STRING>    properties less TAGS, KEYS,  headers
-                                           UNIQ_KEY (own columns)
+                                           UNIQ_KEY (own columns) and
+                                           PMQ_IDEM (idempotence stamp)
     store_timestamp  TIMESTAMP             store_timestamp_ms           timestamp
                                                                         (LogAppendTime)
     born_timestamp   TIMESTAMP             born_timestamp_ms            (CreateTime)
@@ -44,7 +45,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pocketmq.client.model import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, MessageExt
+from pocketmq.client.model import (
+    PROPERTY_IDEMPOTENCE,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+    MessageExt,
+)
 
 __all__ = ["ARROW_SCHEMA", "COLUMNS", "SCHEMA", "check_read_schema", "record_batch"]
 
@@ -64,7 +71,8 @@ SCHEMA = StructType([
 COLUMNS = tuple(f.name for f in SCHEMA.fields)
 ARROW_SCHEMA: pa.Schema = to_arrow_schema(SCHEMA, timezone="UTC")
 
-_OWN_COLUMN_PROPERTIES = frozenset({PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY})
+_OWN_COLUMN_PROPERTIES = frozenset({PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY,
+                                    PROPERTY_IDEMPOTENCE})   # the last: not the user's
 _TYPES = {f.name: f.type for f in ARROW_SCHEMA}
 _TIMESTAMP_MS = pa.timestamp("ms", tz="UTC")
 

@@ -16,6 +16,19 @@ A blob without a named queue goes to the next writable queue of its topic
 (round robin over every broker's queues, from the nameserver's route, as the
 producer picks); one whose call fails in a way another broker may not goes to
 the next queue (its QUEUEID patched), up to :data:`SEND_ATTEMPTS` times.
+
+Exactly once (``idempotent``, the default): the task is a named idempotent
+producer (``identity``: write, batch and partition, made by :mod:`.sink`). It
+asks each broker it writes to for the identity's producer id once
+(``InitProducerId``: a retried attempt of the task gets the next epoch, which
+fences an attempt still running), picks queues in a fixed order (the write
+queues sorted, the round robin starting at the partition id) and numbers the
+records of each queue from 0, so the same rows get the same queues and
+sequences in every attempt. A record the broker already stored is answered as
+a duplicate and not stored again. A blob never moves to another queue: while
+its outcome is unknown, or the broker asks for it again later (busy, an
+earlier sequence still on its way), it is sent again, to the same queue, until
+``sendTimeoutMs``.
 """
 
 from __future__ import annotations
@@ -41,8 +54,10 @@ from pocketmq.client.errors import (
     InvalidRequestError,
     PermissionDeniedError,
     RouteNotFoundError,
+    SendTimeoutError,
 )
 from pocketmq.client.heartbeat import local_ip
+from pocketmq.client.idempotent_send import outcome_unknown, try_again_here
 from pocketmq.client.message_codec import COMPRESS_OVER_BYTES, DEFAULT_MAX_BODY_BYTES
 from pocketmq.client.model import RETRY_GROUP_TOPIC_PREFIX, MessageQueue
 from pocketmq.client.route import RouteService
@@ -116,8 +131,13 @@ def _retry_elsewhere(exc: ClientError) -> bool:
 class ArrowSender:
     """One task's routes, ids and SendBatch calls in flight."""
 
-    def __init__(self, opts: SinkOptions, cols: Columns) -> None:
+    def __init__(self, opts: SinkOptions, cols: Columns, *, identity: str | None = None,
+                 first_queue: int = 0) -> None:
         self.opts, self.cols = opts, cols
+        self.identity = identity           # None: not idempotent
+        self.first_queue = first_queue     # where each topic's round robin starts
+        self.sessions: dict[str, tuple[int, int]] = {}      # broker -> (pid, epoch)
+        self.next_seq: dict[MessageQueue, int] = {}
         self.remoting = remoting(opts.credentials)
         self.routes = RouteService(self.remoting.nameserver(list(opts.namesrv)).get_route)
         ip = local_ip()
@@ -133,12 +153,34 @@ class ArrowSender:
     def queues(self, topic: str) -> list[MessageQueue]:
         found = self._queues.get(topic)
         if found is None:
-            found = self._queues[topic] = run(self.routes.write_queues(topic))
+            found = self._queues[topic] = sorted(run(self.routes.write_queues(topic)))
         return found
+
+    def session(self, queue: MessageQueue) -> tuple[int, int]:
+        """(producer id, epoch) of this task's identity on the queue's broker."""
+        found = self.sessions.get(queue.broker_name)
+        if found is None:
+            assert self.identity is not None
+            addr = self.routes.addr_of(queue.broker_name)
+            if addr is None:
+                raise RouteNotFoundError(queue.topic, f"broker {queue.broker_name} has no "
+                                         "known address")
+            pid, epoch = run(self._init_producer_id(addr, queue.topic))
+            found = self.sessions[queue.broker_name] = (pid, epoch)
+            log.info("pocketmq sink: %s is producer id %d epoch %d on %s", self.identity, pid,
+                     epoch, queue.broker_name)
+        return found
+
+    async def _init_producer_id(self, addr: str, topic: str) -> tuple[int, int]:
+        assert self.identity is not None    # the channel is made here, on the loop thread
+        pid, epoch, _seqs = await self.remoting.broker(addr).init_producer_id(
+            identity=self.identity, topics=[topic], producer_group=self.opts.producer_group,
+            timeout_s=self.opts.send_timeout_ms / 1000)
+        return pid, epoch
 
     def round_robin(self, topic: str) -> MessageQueue:
         queues = self.queues(topic)
-        i = self._next.get(topic, 0)
+        i = self._next.get(topic, self.first_queue)
         self._next[topic] = i + 1
         return queues[i % len(queues)]
 
@@ -169,7 +211,42 @@ class ArrowSender:
         self._checked.add(topic)
 
     # -- sending --------------------------------------------------------------------------
+    async def _send_stamped(self, queue: MessageQueue, blob: bytes) -> int:
+        """The same records to the same queue until stored (or answered as duplicates)."""
+        from pocketmq.client.producer import _back_off
+
+        timeout_s = self.opts.send_timeout_ms / 1000
+        deadline = time.monotonic() + timeout_s
+        tries = 0
+        while True:
+            addr = self.routes.addr_of(queue.broker_name)
+            try:
+                if addr is None:
+                    raise RouteNotFoundError(queue.topic, f"broker {queue.broker_name} has no "
+                                             "known address")
+                results = await self.remoting.broker(addr).send_batch_to(
+                    blob, queue, producer_group=self.opts.producer_group,
+                    timeout_s=max(0.001, min(timeout_s, deadline - time.monotonic())))
+                return len(results)
+            except ClientError as exc:
+                if not (outcome_unknown(exc) or try_again_here(exc)
+                        or isinstance(exc, BusyError | RouteNotFoundError)):
+                    raise
+                tries += 1
+                log.debug("SendBatch to %s: %s; the same records again (try %d)", queue, exc,
+                          tries + 1)
+                if isinstance(exc, RouteNotFoundError):
+                    self.routes.invalidate(queue.topic)
+                    await self.routes.write_queues(queue.topic)
+                if not await _back_off(tries, deadline):
+                    raise SendTimeoutError(
+                        f"SendBatch to {queue} got no answer storing its records within "
+                        f"{self.opts.send_timeout_ms} ms (sendTimeoutMs) after {tries} tries; "
+                        f"last error: {exc}") from exc
+
     async def _send(self, queue: MessageQueue, blob: bytes, named: bool) -> int:
+        if self.identity is not None:
+            return await self._send_stamped(queue, blob)
         opts = self.opts
         for attempt in range(1, SEND_ATTEMPTS + 1):
             addr = self.routes.addr_of(queue.broker_name)
@@ -237,16 +314,27 @@ class ArrowSender:
             picked.append(queue if queue is not None else self.round_robin(topic))
             return picked[-1].queue_id
 
+        def next_stamped_queue(previous_rows: int) -> tuple[int, int, int, int]:
+            if picked:
+                self.next_seq[picked[-1]] += previous_rows
+            target = queue if queue is not None else self.round_robin(topic)
+            picked.append(target)
+            pid, epoch = self.session(target)
+            return target.queue_id, pid, epoch, self.next_seq.setdefault(target, 0)
+
         settings = EncodeSettings(
             topic=topic, born_host=self.born_host, born_timestamp_ms=int(time.time() * 1000),
             id_prefix=self.ids.prefix(), compress_over_bytes=COMPRESS_OVER_BYTES,
             max_body_bytes=DEFAULT_MAX_BODY_BYTES, chunk_rows=self.opts.send_batch_size,
-            chunk_body_bytes=MAX_CHUNK_BODY_BYTES)
+            chunk_body_bytes=MAX_CHUNK_BODY_BYTES, stamped=self.identity is not None)
         try:
             chunks, self.ids.counter = arrowcodec.encode_chunks(
-                arrays, 0, part.num_rows, settings, self.ids.counter, next_queue_id)
+                arrays, 0, part.num_rows, settings, self.ids.counter,
+                next_stamped_queue if settings.stamped else next_queue_id)
         except ValueError as exc:
             raise ColumnError(f"cannot send a row of this batch: {exc}") from None
+        if settings.stamped and chunks:
+            self.next_seq[picked[-1]] += chunks[-1][1]
         sizes = _chunk_body_bytes(body, [rows for _blob, rows in chunks])
         for (blob, rows), target, nbytes in zip(chunks, picked, sizes, strict=True):
             self.send(target, blob, rows, nbytes, queue is not None)
@@ -296,10 +384,11 @@ def _targets(batch: pa.RecordBatch, cols: Columns, opts: SinkOptions,
         yield topic, named, part
 
 
-def send_arrow(batches: Iterator[pa.RecordBatch], cols: Columns,
-               opts: SinkOptions) -> SendTotals:
-    """Send every row of *batches*; the body of a writer's ``write()``."""
-    sender = ArrowSender(opts, cols)
+def send_arrow(batches: Iterator[pa.RecordBatch], cols: Columns, opts: SinkOptions, *,
+               identity: str | None = None, first_queue: int = 0) -> SendTotals:
+    """Send every row of *batches*; the body of a writer's ``write()``. With an
+    *identity*, as the named idempotent producer of that name (exactly once)."""
+    sender = ArrowSender(opts, cols, identity=identity, first_queue=first_queue)
     try:
         for batch in batches:
             if batch.num_rows:

@@ -22,8 +22,18 @@ Each Spark task encodes its Arrow batches straight into SendBatch blobs of
 one queue: the one named, or the next in a round robin over every broker's
 queues) and keeps several calls in flight (:mod:`.sender` draws it). A task
 reports what it sent in a :class:`SendCommitMessage`; the driver logs the
-totals of each write or micro-batch. Like the Kafka sink, it is
-at-least-once: a task Spark retries sends its rows again.
+totals of each write or micro-batch.
+
+Exactly once (option ``idempotent``, on by default): each task writes as the
+named idempotent producer :func:`task_identity` (``spark/<write>/<batch>/
+<partition>``), where *write* is the streaming query's id (stable across
+restarts from the checkpoint) or, for a batch write, the option ``writeId`` or
+an id the driver makes per job; *batch* is the micro-batch id (0 for a batch
+write). Rows go to queues and get sequence numbers deterministically, so a
+retried task, or a micro-batch re-run after a restart, sends the same records
+under the same identity and the brokers store none of them twice (README,
+"Spark": what exactly is guaranteed). ``idempotent=false`` is the Kafka sink's
+at-least-once.
 
 Only ``mode("append")`` is accepted for a batch write (Spark refuses the
 default ``errorifexists`` for Python data sources; ``overwrite`` cannot
@@ -33,6 +43,7 @@ replace what a topic holds).
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
@@ -60,8 +71,12 @@ from pocketmq.spark.errors import ColumnError, OptionError
 from pocketmq.spark.options import SinkOptions
 from pocketmq.spark.sender import Columns, send_arrow
 
+#: Local properties Spark's MicroBatchExecution sets for the tasks of a micro-batch.
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
 __all__ = ["PocketMQStreamWriter", "PocketMQWriter", "SendCommitMessage", "SinkColumns",
-           "send_batches", "sink_columns"]
+           "send_batches", "sink_columns", "task_identity"]
 
 log = logging.getLogger(__name__)
 
@@ -136,10 +151,50 @@ class SendCommitMessage(WriterCommitMessage):
 
 
 # -- the task side ----------------------------------------------------------------------------
-def send_batches(batches: Iterator[pa.RecordBatch], cols: SinkColumns,
-                 opts: SinkOptions) -> SendCommitMessage:
-    """Send every row of *batches*; the body of a writer's ``write()``."""
-    totals = send_arrow(batches, cols, opts)
+def task_identity(write_id: str | None) -> tuple[str | None, int]:
+    """(producer identity, partition id) of the running task; identity None when
+    *write_id* is None (not idempotent) or outside a Spark task."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return None, 0
+    partition = ctx.partitionId()
+    if write_id is None:
+        return None, partition
+    query = ctx.getLocalProperty(QUERY_ID_PROPERTY)
+    batch = ctx.getLocalProperty(BATCH_ID_PROPERTY) if query else None
+    return f"spark/{query or write_id}/{batch or 0}/{partition}", partition
+
+
+def _fail_first_attempt(batches: Iterator[pa.RecordBatch],
+                        limit: int) -> Iterator[pa.RecordBatch]:
+    """Fault injection (option failFirstAttemptAfterRows): the first attempt of a task
+    fails once at least *limit* of its rows were handed on to be sent."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None or ctx.attemptNumber() > 0:
+        yield from batches
+        return
+    rows = 0
+    for batch in batches:
+        if rows >= limit:
+            break
+        yield batch
+        rows += batch.num_rows
+    raise RuntimeError(f"failFirstAttemptAfterRows: attempt 0 of partition "
+                       f"{ctx.partitionId()} fails after {rows} rows")
+
+
+def send_batches(batches: Iterator[pa.RecordBatch], cols: SinkColumns, opts: SinkOptions,
+                 write_id: str | None = None) -> SendCommitMessage:
+    """Send every row of *batches*; the body of a writer's ``write()``. *write_id*: the
+    write's part of the task's producer identity (None: not idempotent)."""
+    identity, partition = task_identity(write_id if opts.idempotent else None)
+    if opts.fail_first_attempt_after_rows is not None:
+        batches = _fail_first_attempt(batches, opts.fail_first_attempt_after_rows)
+    totals = send_arrow(batches, cols, opts, identity=identity, first_queue=partition)
     return SendCommitMessage(totals.messages, totals.body_bytes, totals.calls)
 
 
@@ -159,9 +214,11 @@ class PocketMQWriter(DataSourceArrowWriter):
                               "topic is append-only: use mode('append')")
         self._opts = opts
         self._cols = cols
+        # Made here, on the driver, once per job; every task of the job shares it.
+        self._write_id = opts.write_id or f"job-{uuid.uuid4().hex}"
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SendCommitMessage:
-        return send_batches(iterator, self._cols, self._opts)
+        return send_batches(iterator, self._cols, self._opts, self._write_id)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         tasks, sent, nbytes, calls = _totals(messages)
@@ -171,7 +228,7 @@ class PocketMQWriter(DataSourceArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         tasks, sent, _nbytes, _calls = _totals(messages)
         log.warning("pocketmq sink: the write failed; %d task(s) had sent %d messages, which "
-                    "stay in their topics (at-least-once)", tasks, sent)
+                    "stay in their topics", tasks, sent)
 
 
 class PocketMQStreamWriter(DataSourceStreamArrowWriter):
@@ -180,9 +237,11 @@ class PocketMQStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: SinkOptions, cols: SinkColumns) -> None:
         self._opts = opts
         self._cols = cols
+        # The query id (a task-local property) names the write; this is the fallback.
+        self._write_id = opts.write_id or f"stream-{uuid.uuid4().hex}"
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SendCommitMessage:
-        return send_batches(iterator, self._cols, self._opts)
+        return send_batches(iterator, self._cols, self._opts, self._write_id)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
         tasks, sent, nbytes, calls = _totals(messages)
@@ -192,4 +251,4 @@ class PocketMQStreamWriter(DataSourceStreamArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
         tasks, sent, _nbytes, _calls = _totals(messages)
         log.warning("pocketmq sink: batch %d failed; %d task(s) had sent %d messages, which "
-                    "stay in their topics (at-least-once)", batchId, tasks, sent)
+                    "stay in their topics", batchId, tasks, sent)

@@ -1,4 +1,5 @@
-"""Idempotent producers against a real broker: lost answers, fencing, retried raw sends."""
+"""Idempotent producers against a real broker: lost answers, fencing, retried raw sends;
+and the consumer half, ``PushConsumer(dedup_window=…)``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from partition_proxy import PartitionProxy
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.topic_config import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TopicConfig
-from pocketmq.client import Message, Producer
+from pocketmq.client import ConsumeResult, Message, MessageExt, Producer, PushConsumer
 from pocketmq.client.errors import ProducerFencedError
 from pocketmq.client.idempotence import stamp
 from pocketmq.client.message_codec import decode_messages, encode_message
@@ -176,3 +177,40 @@ async def test_the_dedup_state_survives_a_broker_restart(tmp_path, eventually) -
             await broker.stop(0)
     assert list(answers[1].duplicates) == [True]
     assert answers[1].phys_offsets == answers[0].phys_offsets
+
+
+async def consume_all(namesrv: NameServer, group: str, expected: int, eventually,
+                      **options) -> tuple[list[bytes], PushConsumer]:
+    handled: list[bytes] = []
+    consumer = PushConsumer(group=group, namesrv=namesrv.address, consume_from="first",
+                            rebalance_interval_s=1.0, pull_suspend_ms=500, **options)
+    consumer.subscribe(TOPIC, "*")
+
+    @consumer.listener
+    async def handle(messages: list[MessageExt]) -> ConsumeResult:
+        handled.extend(m.body for m in messages)
+        return ConsumeResult.CONSUME_SUCCESS
+
+    async with consumer:
+        await eventually(lambda: consumer.consumed >= expected, timeout_s=10,
+                         what=f"{expected} messages consumed by {group}")
+    return handled, consumer
+
+
+async def test_a_message_stored_twice_by_a_plain_producer_is_handled_once_within_the_window(
+        stub, cluster, eventually) -> None:
+    namesrv, broker = cluster
+    # A non-idempotent producer's retry after a lost answer: the same bytes, same UNIQ_KEY.
+    twice = encode_message(Message(topic=TOPIC, body=b"pay-42"), queue_id=1,
+                           uniq_key="UNIQ-PAY-42", born_host=HOST, born_timestamp_ms=1)
+    other = encode_message(Message(topic=TOPIC, body=b"pay-43"), queue_id=2,
+                           uniq_key="UNIQ-PAY-43", born_host=HOST, born_timestamp_ms=1)
+    for record in (twice, other, twice):
+        await stub.SendMessage(pb.SendMessageRequest(record=record))
+    assert stored_bodies(broker)[1] == [b"pay-42", b"pay-42"]
+    plain, _ = await consume_all(namesrv, "cg-plain", 3, eventually)
+    assert sorted(plain) == [b"pay-42", b"pay-42", b"pay-43"]
+    deduped, consumer = await consume_all(namesrv, "cg-dedup", 3, eventually,
+                                          dedup_window=60.0)
+    assert sorted(deduped) == [b"pay-42", b"pay-43"]
+    assert consumer.deduplicated == 1

@@ -1,4 +1,5 @@
-"""One SparkSession (``local[2]``) and one cluster for every Spark test.
+"""One SparkSession (``local[2,2]``: 2 threads, 2 attempts a task) and one cluster for
+every Spark test.
 
 Starting Spark costs 5-10 s on a small machine, so the session is
 session-scoped and shared; so is the cluster, a nameserver and two brokers
@@ -110,7 +111,8 @@ def spark_fixture() -> Iterator[SparkFixture]:
     from pocketmq.spark import QUIET_CONF
 
     os.environ["PYSPARK_PYTHON"] = sys.executable   # workers must have pyarrow and pocketmq
-    builder = SparkSession.builder.master("local[2]").appName("pocketmq-spark-tests")
+    # local[2,2]: two threads, and a failed task is retried once (the sink's retry tests)
+    builder = SparkSession.builder.master("local[2,2]").appName("pocketmq-spark-tests")
     for key, value in QUIET_CONF.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

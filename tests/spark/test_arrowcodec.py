@@ -3,6 +3,7 @@ the SDK's codec, record for record and byte for byte. No Spark session needed.""
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 
 import pyarrow as pa
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from pocketmq.broker.store.producer_state import idempotence_of
 from pocketmq.client.message_codec import decode_messages, encode_message
 from pocketmq.client.model import Message
 from pocketmq.common.message import (
@@ -233,6 +235,41 @@ def test_arrow_encode_equals_the_sdk_encode_byte_for_byte(rows, counter):
     blob = b"".join(chunk for chunk, _rows in native[0])
     assert len(decode_messages(blob, "b", check_crc=True)) == n
     assert py_set_queue_id(blob, 7) == arrowcodec.set_queue_id(blob, 7)
+
+
+def _stamped_queues():
+    """(queue id, pid, epoch, first seq) per chunk, numbering each of 4 queues from 0."""
+    picked: list[int] = []
+    next_seq = [0] * 4
+
+    def next_queue(previous_rows: int) -> tuple[int, int, int, int]:
+        if picked:
+            next_seq[picked[-1]] += previous_rows
+        picked.append(len(picked) % 4)
+        return picked[-1], (1 << 62) + 5, 3, next_seq[picked[-1]]
+    return next_queue
+
+
+@needs_native
+@settings(max_examples=100, deadline=None)
+@given(sink_rows(), st.integers(0, 0xFFFF + 5))
+def test_stamped_encode_numbers_each_queue_without_gaps_in_both_encoders(rows, counter):
+    arrays, n = rows
+    stamped = dataclasses.replace(SETTINGS, stamped=True)
+    native = arrowcodec.encode_chunks(arrays, 0, n, stamped, counter, _stamped_queues())
+    assert native == py_encode_chunks(arrays, 0, n, stamped, counter, _stamped_queues())
+    seqs: dict[int, list[int]] = {}
+    for blob, _rows in native[0]:
+        pos = 0
+        while pos < len(blob):
+            size = int.from_bytes(blob[pos:pos + 4], "big")
+            pid, epoch, seq = idempotence_of(blob, pos + size)
+            assert (pid, epoch) == ((1 << 62) + 5, 3)
+            seqs.setdefault(int.from_bytes(blob[pos + 12:pos + 16], "big"), []).append(seq)
+            pos += size
+    assert all(s == list(range(len(s))) for s in seqs.values())
+    messages = decode_messages(b"".join(c for c, _ in native[0]), "b", check_crc=True)
+    assert len(messages) == n and all(len(m.msg_id) == 32 for m in messages)
 
 
 @pytest.mark.parametrize(("column", "value", "says"), [

@@ -133,3 +133,29 @@ def test_a_round_trip_through_a_topic_keeps_every_column(spark, cluster, topic):
         offline += (spark.read.format("pocketmq-store").option("subscribe", topic)
                     .option("brokerName", name).load(cluster.data_dir(name)).collect())
     assert sorted(map(tuple, offline)) == sorted(map(tuple, back))
+
+
+def stored_bodies(spark, cluster, topic) -> list[bytes]:
+    return sorted(r.body for r in read(spark, cluster, topic).collect())
+
+
+@pytest.mark.parametrize("idempotent", ["true", "false"])
+def test_a_task_retried_after_writing_part_of_its_rows_stores_each_row_once(
+        spark, cluster, topic, idempotent):
+    """Each task's first attempt fails after handing on its first Arrow batch (some of its
+    SendBatch calls answered, others cut off); Spark retries it (local[2,2]). Exactly once
+    by default; the at-least-once sink (idempotent=false) stores the retried rows twice."""
+    rows = [(f"row-{i:04d}",) for i in range(600)]
+    df = spark.createDataFrame(rows, "body string").repartition(2)
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
+    try:
+        write(df, cluster, topic=topic, sendBatchSize="10", failFirstAttemptAfterRows="200",
+              idempotent=idempotent)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    stored = stored_bodies(spark, cluster, topic)
+    expected = sorted(r[0].encode() for r in rows)
+    if idempotent == "true":
+        assert stored == expected
+    else:
+        assert sorted(set(stored)) == expected and len(stored) > len(expected)
