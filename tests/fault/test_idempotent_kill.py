@@ -40,7 +40,8 @@ async def test_a_send_whose_answer_died_with_the_broker_is_stored_once_after_res
                    what=f"the route of {TOPIC}")
     data_dir = kit.work_dir / "broker-a"
     async with PartitionProxy("127.0.0.1", port) as proxy, \
-            Producer(group="idem-kill", namesrv=namesrv.addr, request_timeout_ms=500,
+            Producer(group="idem-kill", namesrv=namesrv.addr, idempotent=True,
+                     request_timeout_ms=500,
                      send_timeout_ms=60_000) as producer:
         routes = producer._routes
         assert routes is not None
