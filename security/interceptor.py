@@ -45,7 +45,8 @@ from pocketmq.security.acl import PUB, SUB, Account, AclStore
 from pocketmq.security.replay import DEFAULT_MAX_SIGNATURES, RecentSignatures
 
 __all__ = ["ANY", "RULES", "AclError", "AclInterceptor", "authorize_group",
-           "authorize_publish", "authorize_subscribe", "current_account", "current_owner"]
+           "authorize_publish", "authorize_subscribe", "current_account", "current_owner",
+           "peer_ip"]
 
 #: the account of the call being served; None when the ACL is off or the peer is trusted
 current_account: contextvars.ContextVar[Account | None] = contextvars.ContextVar(
@@ -88,7 +89,7 @@ class AclError(Exception):
         self.message = message
 
 
-def _peer_ip(peer: str) -> str:
+def peer_ip(peer: str) -> str:
     """``ipv4:10.0.0.7:52344`` -> ``10.0.0.7``; ``ipv6:[::1]:5`` -> ``::1``."""
     kind, _, rest = peer.partition(":")
     if kind == "ipv6":
@@ -199,7 +200,7 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
                      context: grpc.aio.ServicerContext) -> contextvars.Token[Account | None]:
         try:
             account = self.check(method, request, dict(context.invocation_metadata() or ()),
-                                 _peer_ip(context.peer() or ""))
+                                 peer_ip(context.peer() or ""))
         except AclError as exc:
             self.refused_total += 1
             await context.abort(exc.code, exc.message)

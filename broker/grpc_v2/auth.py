@@ -53,6 +53,7 @@ from pocketmq.broker.topic_config import NOT_ALLOWED_READ_TOPICS, NOT_ALLOWED_SE
 from pocketmq.common.auth import REPLAY_WINDOW_MS
 from pocketmq.rmqv2 import definition_pb2 as d
 from pocketmq.security.acl import PUB, SUB, AclStore
+from pocketmq.security.interceptor import peer_ip
 
 __all__ = ["ALGORITHM", "V2_RULES", "Authenticator", "Caller", "HeaderAuthenticator",
            "acl_authenticator", "parse_authorization", "sign"]
@@ -157,13 +158,6 @@ def date_time_ms(value: str) -> int:
         raise V2Error(d.UNAUTHORIZED, f"{DATE_TIME_HEADER} is {value[:40]!r}, not a UTC time "
                                       "as yyyyMMddTHHmmssZ") from None
     return calendar.timegm(parsed) * 1000
-
-
-def peer_ip(peer: str) -> str:
-    """``ipv4:10.0.0.7:52344`` -> ``10.0.0.7``; ``ipv6:[::1]:5`` -> ``::1``."""
-    kind, _, rest = peer.partition(":")
-    address = rest.rsplit(":", 1)[0]
-    return address.strip("[]") if kind == "ipv6" else address
 
 
 def _wall_clock_ms() -> int:

@@ -20,7 +20,7 @@ import grpc
 from pocketmq.broker.ha.master import HandshakeRefused, ReplicationService
 from pocketmq.broker.store.epochs import EpochEntry
 from pocketmq.common.aio import cancel_and_wait
-from pocketmq.security.interceptor import AclError, AclInterceptor
+from pocketmq.security.interceptor import AclError, AclInterceptor, peer_ip
 from pocketmq.v1 import ha_pb2, ha_pb2_grpc
 
 __all__ = ["HaServicer"]
@@ -29,11 +29,6 @@ log = logging.getLogger(__name__)
 
 REPLICATE = "/pocketmq.v1.HaService/Replicate"
 GET_METADATA = "/pocketmq.v1.HaService/GetMetadata"
-
-
-def _peer_ip(peer: str) -> str:
-    kind, _, rest = peer.partition(":")
-    return rest.rsplit(":", 1)[0].strip("[]") if kind == "ipv6" else rest.rsplit(":", 1)[0]
 
 
 class HaServicer(ha_pb2_grpc.HaServiceServicer):
@@ -50,7 +45,7 @@ class HaServicer(ha_pb2_grpc.HaServiceServicer):
             return
         try:
             account = self._acl.check(method, request, dict(context.invocation_metadata() or ()),
-                                      _peer_ip(context.peer() or ""))
+                                      peer_ip(context.peer() or ""))
         except AclError as exc:
             await context.abort(exc.code, exc.message)
             return

@@ -31,6 +31,7 @@ from typing import Any
 import grpc
 from google.protobuf import message_factory
 
+from pocketmq.client.remoting import signers
 from pocketmq.common.auth import Credentials, signed_metadata
 
 ENV = "POCKETMQ_TEST_ACL"
@@ -76,36 +77,6 @@ def broker_options(directory: Path) -> dict[str, Any]:
         return {}
     return {**server_options(directory), "access_key": ADMIN.access_key,
             "secret_key": ADMIN.secret_key}
-
-
-def signers(credentials: Credentials) -> list[Any]:
-    """Interceptors signing unary and server-streaming calls (grpc.aio wants one of each)."""
-    return [AioSignerUnary(credentials), AioSignerStream(credentials)]
-
-
-class _SigningBase:
-    def __init__(self, credentials: Credentials) -> None:
-        self._credentials = credentials
-
-    def _signed(self, details: Any, request: Any) -> Any:
-        method = details.method.decode() if isinstance(details.method, bytes) else \
-            details.method
-        metadata = grpc.aio.Metadata(*(details.metadata or ()),
-                                     *signed_metadata(self._credentials, method, request))
-        return grpc.aio.ClientCallDetails(details.method, details.timeout, metadata,
-                                          details.credentials, details.wait_for_ready)
-
-
-class AioSignerUnary(_SigningBase, grpc.aio.UnaryUnaryClientInterceptor):
-    async def intercept_unary_unary(self, continuation: Any, details: Any,
-                                    request: Any) -> Any:
-        return await continuation(self._signed(details, request), request)
-
-
-class AioSignerStream(_SigningBase, grpc.aio.UnaryStreamClientInterceptor):
-    async def intercept_unary_stream(self, continuation: Any, details: Any,
-                                     request: Any) -> Any:
-        return await continuation(self._signed(details, request), request)
 
 
 class _SyncCallDetails(grpc.ClientCallDetails):  # type: ignore[misc]
