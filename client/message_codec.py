@@ -26,9 +26,7 @@ one is used when it is built and is the version this source expects, unless
 
 from __future__ import annotations
 
-import importlib
 import logging
-import os
 import struct
 import zlib
 from collections.abc import Callable, Sequence
@@ -52,6 +50,7 @@ from pocketmq.client.model import (
     _new_message_ext,
 )
 from pocketmq.common.errors import CorruptRecordError
+from pocketmq.common.extensions import load_extension
 from pocketmq.common.message import (
     BLANK_MAGIC_CODE,
     HEAD,
@@ -419,26 +418,15 @@ def _decode_one(raw: bytes, pos: int, total: int, magic: int, crc: int, queue_id
 
 
 # -- which implementation runs ---------------------------------------------------------
-#: Set to anything but "" or "0" to run the pure-Python references.
-DISABLE_ENV: Final = "POCKETMQ_NO_SPEEDUPS"
 #: ``_codec.VERSION`` this source was written with; another build is stale.
 _EXPECTED_VERSION: Final = 2
 
 
 def _load() -> tuple[ModuleType | None, str]:
-    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
-        return None, f"{DISABLE_ENV} is set"
-    try:
-        codec = importlib.import_module("pocketmq.client._codec")
-    except ImportError as exc:
-        return None, f"the extension is not built ({exc})"
-    version = getattr(codec, "VERSION", None)
-    if version != _EXPECTED_VERSION:
-        log.warning("ignoring %s: it is version %s, this source needs %s; rebuild it with "
-                    "pip install -e .", codec.__file__, version, _EXPECTED_VERSION)
-        return None, f"the built extension is stale (version {version})"
-    codec.setup(MessageExt, CorruptRecordError, InvalidMessageError, _inflate)
-    return codec, f"compiled, {codec.__file__}"
+    module, reason = load_extension("pocketmq.client._codec", _EXPECTED_VERSION)
+    if module is not None:
+        module.setup(MessageExt, CorruptRecordError, InvalidMessageError, _inflate)
+    return module, reason
 
 
 #: The compiled module in use, or None when the pure-Python references run.

@@ -27,9 +27,7 @@ reason; the rows before it are in the batch).
 from __future__ import annotations
 
 import enum
-import importlib
 import logging
-import os
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +41,7 @@ from pocketmq.client.idempotence import stamp
 from pocketmq.client.message_codec import check_message, decode_messages, encode_message
 from pocketmq.client.model import Message, MessageExt
 from pocketmq.common.errors import CorruptRecordError
+from pocketmq.common.extensions import load_extension
 from pocketmq.common.message import (
     BLANK_MAGIC_CODE,
     HEAD,
@@ -57,7 +56,6 @@ __all__ = ["IMPLEMENTATION", "MODE_DISPATCHED", "MODE_SEGMENT", "NATIVE", "Block
 
 log = logging.getLogger(__name__)
 
-DISABLE_ENV: Final = "POCKETMQ_NO_SPEEDUPS"   # the store's switch turns this one off too
 _EXPECTED_VERSION: Final = 2
 MAX_QUEUE_OFFSET: Final = 2**63 - 1
 _MAX_TIMESTAMP_MS: Final = (2**63 - 1) // 1000   # what fits Arrow's timestamp[us]
@@ -87,18 +85,7 @@ TopicFilter = Callable[[bytes], bool]
 
 
 def _load() -> tuple[ModuleType | None, str]:
-    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
-        return None, f"{DISABLE_ENV} is set"
-    try:
-        module = importlib.import_module("pocketmq.spark._arrowcodec")
-    except ImportError as exc:
-        return None, f"the extension is not built ({exc})"
-    version = getattr(module, "VERSION", None)
-    if version != _EXPECTED_VERSION:
-        log.warning("ignoring %s: it is version %s, this source needs %s; rebuild it with "
-                    "pip install -e .", module.__file__, version, _EXPECTED_VERSION)
-        return None, f"the built extension is stale (version {version})"
-    return module, f"compiled, {module.__file__}"
+    return load_extension("pocketmq.spark._arrowcodec", _EXPECTED_VERSION)
 
 
 #: The compiled module in use, or None when the pure-Python references run.

@@ -27,19 +27,17 @@ implementation (see :func:`picked`).
 
 from __future__ import annotations
 
-import importlib
 import logging
-import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Final, TypeVar
+
+from pocketmq.common.extensions import DISABLE_ENV, load_extension
 
 __all__ = ["DISABLE_ENV", "IMPLEMENTATION", "NATIVE", "pick", "picked"]
 
 log = logging.getLogger(__name__)
 
-#: Set to anything but "" or "0" to run the pure-Python references.
-DISABLE_ENV: Final = "POCKETMQ_NO_SPEEDUPS"
 #: ``_speedups.VERSION`` this source was written with; another build is stale.
 _EXPECTED_VERSION: Final = 4
 
@@ -47,19 +45,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _load() -> tuple[ModuleType | None, str]:
-    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
-        return None, f"{DISABLE_ENV} is set"
-    try:
-        _speedups = importlib.import_module("pocketmq.broker.store._speedups")
-    except ImportError as exc:
-        return None, f"the extension is not built ({exc})"
-    version = getattr(_speedups, "VERSION", None)
-    if version != _EXPECTED_VERSION:
-        # An editable install keeps an old .so until pip builds it again.
-        log.warning("ignoring %s: it is version %s, this source needs %s; rebuild it with "
-                    "pip install -e .", _speedups.__file__, version, _EXPECTED_VERSION)
-        return None, f"the built extension is stale (version {version})"
-    return _speedups, f"compiled, {_speedups.__file__}"
+    return load_extension("pocketmq.broker.store._speedups", _EXPECTED_VERSION)
 
 
 #: The compiled module in use, or None when the pure-Python references run.
