@@ -172,7 +172,7 @@ class ConsumerOffsetManager:
 
     def entries(self) -> list[tuple[str, str, int, int]]:
         """Every stored offset as (group, topic, queue id, offset)."""
-        out = []
+        out: list[tuple[str, str, int, int]] = []
         for key, queues in self._table.items():
             topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
             out.extend((group, topic, q, o) for q, o in queues.items())

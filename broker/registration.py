@@ -87,7 +87,7 @@ class RegisterBrokerService:
         return BrokerRegistration(cluster_name=cluster, broker_name=name, broker_addr=addr,
                                   broker_id=broker_id, grpc_v2_addr=self._grpc_v2_addr,
                                   ha_addr=self._ha_addr, master_epoch=self.master_epoch,
-                                  **topics)  # type: ignore[arg-type]
+                                  **topics)
 
     def _full_table(self) -> list[BrokerRegistration]:
         """The whole table at one version, in chunks of at most chunk_topics topics."""

@@ -160,7 +160,7 @@ def _positional_builder(cls: type, names: tuple[str, ...]) -> Callable[..., Any]
     body = "".join(f"    _set_{n}(obj, {n})\n" for n in names)
     exec(f"def build({args}):\n    obj = _new(_cls)\n{body}    return obj\n",
          namespace)
-    return namespace["build"]  # type: ignore[no-any-return]
+    return namespace["build"]
 
 
 _new_send_result = _positional_builder(

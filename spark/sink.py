@@ -220,12 +220,12 @@ class PocketMQWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SendCommitMessage:
         return send_batches(iterator, self._cols, self._opts, self._write_id)
 
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         tasks, sent, nbytes, calls = _totals(messages)
         log.info("pocketmq sink: %d task(s) sent %d messages (%d body bytes) in %d SendBatch "
                  "calls", tasks, sent, nbytes, calls)
 
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         tasks, sent, _nbytes, _calls = _totals(messages)
         log.warning("pocketmq sink: the write failed; %d task(s) had sent %d messages, which "
                     "stay in their topics", tasks, sent)
@@ -243,12 +243,12 @@ class PocketMQStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SendCommitMessage:
         return send_batches(iterator, self._cols, self._opts, self._write_id)
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         tasks, sent, nbytes, calls = _totals(messages)
         log.info("pocketmq sink: batch %d: %d task(s) sent %d messages (%d body bytes) in %d "
                  "SendBatch calls", batchId, tasks, sent, nbytes, calls)
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         tasks, sent, _nbytes, _calls = _totals(messages)
         log.warning("pocketmq sink: batch %d failed; %d task(s) had sent %d messages, which "
                     "stay in their topics", batchId, tasks, sent)

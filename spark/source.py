@@ -110,7 +110,7 @@ class PocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                  credentials=self._opts.pull.credentials)) if queues else {}
 
     # -- Spark's calls ---------------------------------------------------------------------
-    def initialOffset(self) -> dict:  # type: ignore[type-arg]
+    def initialOffset(self) -> dict:
         queues = self._discover()
         start = run(resolve_offsets(self._opts.starting, queues, option="startingOffsets",
                                     default="latest", strict=False,
@@ -125,7 +125,7 @@ class PocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         limit = self._opts.max_offsets_per_trigger
         return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # type: ignore[type-arg]
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = offsets_from_json(start, "the checkpoint's offsets")
         if self._target is not None:
             latest = dict(self._target)
@@ -149,10 +149,10 @@ class PocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             merged[mq] = offset
         return start if merged == begin else offsets_to_json(merged)
 
-    def reportLatestOffset(self) -> dict | None:  # type: ignore[type-arg]
+    def reportLatestOffset(self) -> dict | None:
         return offsets_to_json(self._latest) if self._latest is not None else None
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:  # type: ignore[type-arg]
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin = offsets_from_json(start, "the checkpoint's offsets")
         stop = offsets_from_json(end, "the checkpoint's offsets")
         new = [mq for mq in stop if mq not in begin]
@@ -169,7 +169,7 @@ class PocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition)
 
-    def commit(self, end: dict) -> None:  # type: ignore[type-arg]
+    def commit(self, end: dict) -> None:
         log.debug("pocketmq source: offsets up to %s are processed", end)
 
 

@@ -78,7 +78,7 @@ class MappedFile:
                 actual = os.fstat(self._fd).st_size
                 self.file_size = min(actual, file_size)
                 self._mm = mmap.mmap(self._fd, self.file_size, mmap.MAP_SHARED,
-                                     mmap.PROT_READ) if self.file_size else None  # type: ignore[assignment]
+                                     mmap.PROT_READ) if self.file_size else None
             except BaseException:
                 os.close(self._fd)
                 raise

@@ -143,7 +143,7 @@ class StoreReader:
         return self._read_range(cq, offset, min_offset, max_offset, max_count, max_bytes,
                                 tag_codes, split=not as_blob)
 
-    def _read_range(self, cq, offset: int, min_offset: int, max_offset: int,  # type: ignore[no-untyped-def]
+    def _read_range(self, cq, offset: int, min_offset: int, max_offset: int,
                     max_count: int, max_bytes: int, tag_codes: frozenset[int] | None, *,
                     split: bool) -> GetResult:
         """Gather the records of units ``[offset, max_offset)`` a segment at a time.
