@@ -54,6 +54,9 @@ __all__ = ["ControllerClient"]
 log = logging.getLogger(__name__)
 
 LEADER_KEY = "pocketmq-controller-leader"
+# A live replica this close to the master's end is held for the in-sync set (see
+# ControllerClient._check_sync_state_set): it reaches a held gate within milliseconds.
+_JOIN_LAG_BYTES = 4 << 20
 
 
 class ControllerClient:
@@ -71,6 +74,7 @@ class ControllerClient:
         self._lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self._altering = False
+        self._unsettled = False    # an in-sync set change went unanswered (see _settle_pending)
         self.last_error = ""
 
     # -- identity ---------------------------------------------------------------------------
@@ -171,6 +175,8 @@ class ControllerClient:
             log.info("the controller gave %s broker id %d", self._config.broker_name,
                      self.broker_id)
         await self.take(info)
+        self._unsettled = False
+        self._settle_pending()
         await self._check_sync_state_set()
 
     async def _heartbeat_loop(self) -> None:
@@ -276,15 +282,24 @@ class ControllerClient:
         members = frozenset(info.sync_state_set) - {self.broker_id}
         replication = self._ha.replication
         sync = self._ha.role == "SYNC_MASTER"
-        if replication.sync_state_set != members or replication.gated != (sync and bool(members)):
+        gated = sync and bool(members | replication.pending_set)
+        if replication.sync_state_set != members or replication.gated != gated:
             replication.set_sync_state_set(members, gated=sync)
 
     async def _check_sync_state_set(self) -> None:
-        """Shrink or expand the in-sync set through the controller (a master only)."""
+        """Shrink or expand the in-sync set through the controller (a master only).
+
+        A replica joins in two steps. First it is *held*: a live replica within
+        ``_JOIN_LAG_BYTES`` of the end becomes a pending member, so SYNC sends wait
+        for it and (a SYNC master) reads are gated where it already is. Once it
+        holds everything readable, the master asks the controller to add it. Holding
+        first gives the joiner a fixed point to reach instead of a moving end, and
+        nothing read on the master is missing from a joiner the controller may elect.
+        """
         info = self.info
         ha = self._ha
         if info is None or info.master_id != self.broker_id or not ha.is_master() \
-                or self._altering:
+                or self._altering or self._unsettled:
             return
         replication = ha.replication
         current = frozenset(info.sync_state_set) - {self.broker_id}
@@ -295,32 +310,67 @@ class ControllerClient:
             state = replication.replicas.get(member)
             if state is None or now - max(state.last_caught_up_at, state.connected_at) > limit:
                 wanted.discard(member)
-        gate = ha.store.gate
-        confirm = gate.confirm_offset if gate.on else ha.store.commitlog.max_offset
-        epoch_start = ha.store.epochs.entries[-1].start_offset if ha.store.epochs.entries else 0
-        for rid, state in replication.replicas.items():
-            if rid not in current and state.ack_offset >= max(confirm, epoch_start) \
-                    and now - state.last_frame_at < limit:
-                wanted.add(rid)
+        store = ha.store
+        end = store.commitlog.max_offset
+        epoch_start = store.epochs.entries[-1].start_offset if store.epochs.entries else 0
+        joining = frozenset(
+            rid for rid, state in replication.replicas.items()
+            if rid not in current and now - state.last_frame_at < limit
+            and state.ack_offset >= epoch_start and end - state.ack_offset <= _JOIN_LAG_BYTES)
+        sync = ha.role == "SYNC_MASTER"
+        gate = store.gate
+        confirm = gate.confirm_offset if gate.on else end
+        if joining != replication.pending_set:
+            # (no await since *confirm* was read: nothing past it has been served)
+            replication.set_pending(joining, gated=sync, gate_at=confirm)
+            confirm = gate.confirm_offset if gate.on else store.commitlog.max_offset
+        wanted |= {rid for rid in joining
+                   if replication.replicas[rid].ack_offset >= max(confirm, epoch_start)}
         if wanted == current:
             return
         self._altering = True
-        replication.pending_set = frozenset(wanted - current)   # wait for the union
         request = cpb.AlterSyncStateSetRequest(
             broker_name=self._config.broker_name, master_id=self.broker_id,
             master_epoch=info.master_epoch, sync_state_set_epoch=info.sync_state_set_epoch,
             new_sync_state_set=sorted(wanted | {self.broker_id}))
+        settled = True
         try:
             reply = await self.call("AlterSyncStateSet", request)
             log.info("in-sync set of %s: %s -> %s", self._config.broker_name, sorted(current),
                      sorted(wanted))
             await self.take(reply)
         except grpc.aio.AioRpcError as exc:
-            log.warning("in-sync set change of %s to %s refused: %s",
-                        self._config.broker_name, sorted(wanted), exc.details())
+            # No answer is no "no": the controller may have written the change. Keep
+            # waiting for the joiners until a heartbeat's answer says what it holds.
+            settled = exc.code() not in (grpc.StatusCode.UNAVAILABLE,
+                                         grpc.StatusCode.DEADLINE_EXCEEDED,
+                                         grpc.StatusCode.CANCELLED)
+            log.warning("in-sync set change of %s to %s %s: %s", self._config.broker_name,
+                        sorted(wanted), "refused" if settled else "unanswered", exc.details())
         finally:
-            replication.pending_set = frozenset()
             self._altering = False
+            self._unsettled = not settled
+            if settled:
+                self._settle_pending()
+
+    def _settle_pending(self) -> None:
+        """Joiners that made it into the set stop being pending (the change was answered,
+        or a heartbeat answered after it went unanswered carried the set the controller
+        holds, already taken); the rest stay held until the next check drops or asks for
+        them. A broker that stepped down meanwhile only forgets them: its gate follows
+        its new master's frames now."""
+        if self._unsettled:
+            return
+        ha = self._ha
+        replication = ha.replication
+        if not replication.pending_set:
+            return
+        if ha.is_master() and not replication.closed:
+            left = replication.pending_set - (replication.sync_state_set or frozenset())
+            if left != replication.pending_set:
+                replication.set_pending(left, gated=ha.role == "SYNC_MASTER")
+        else:
+            replication.pending_set = frozenset()
 
     def runtime_info(self) -> dict[str, str]:
         info = self.info

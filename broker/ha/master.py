@@ -306,18 +306,32 @@ class ReplicationService:
         while waiters and waiters[0][2].done():
             heapq.heappop(waiters)
 
-    def set_sync_state_set(self, members: frozenset[int] | None, *, gated: bool) -> None:
+    def set_sync_state_set(self, members: frozenset[int] | None, *, gated: bool,
+                           gate_at: int = -1) -> None:
         """The controller's in-sync set (replica ids); *gated*: reads stop at the
-        confirm offset (SYNC with replicas in the set), else everything is visible."""
+        confirm offset (SYNC with replicas in the set or joining it), else everything
+        is visible. A closed gate opens at *gate_at* (default: the log's end)."""
         self.sync_state_set = members
         gate = self._store.gate
-        self.gated = gated and bool(members)
+        self.gated = gated and bool(self.members())
         if self.gated:
-            gate.turn_on(gate.confirm_offset if gate.on else self._store.commitlog.max_offset)
+            if not gate.on:
+                gate.turn_on(gate_at if gate_at >= 0 else self._store.commitlog.max_offset)
             self.update_confirm()
         else:
             gate.turn_off()
         self._release()
+
+    def set_pending(self, joining: frozenset[int], *, gated: bool, gate_at: int = -1) -> None:
+        """An in-sync set change adding *joining* is asked of the controller (or settled,
+        with an empty *joining*). Until it is settled a SYNC send waits for them too, and
+        a SYNC master alone in its set gates its reads at *gate_at* (the offset every
+        joiner already holds): the controller may write the change before this broker
+        hears of it, and from then on may elect a joiner, so a record appended meanwhile
+        must stay unread until the joiners hold it, or its queue offset could be given
+        to another message after a failover."""
+        self.pending_set = joining
+        self.set_sync_state_set(self.sync_state_set, gated=gated, gate_at=gate_at)
 
     def update_confirm(self) -> None:
         """Move the confirm offset to what every member of the set acknowledged."""
@@ -332,6 +346,7 @@ class ReplicationService:
     def close(self) -> None:
         """Stop every sender and fail every waiter (the broker stops or steps down)."""
         self.closed = True
+        self.pending_set = frozenset()
         self._wake_senders()
         for _end, _seq, future in self._waiters:
             if not future.done():

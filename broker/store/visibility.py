@@ -97,9 +97,13 @@ class VisibilityGate:
             self._notify(key[0], key[1], visible)
 
     def turn_on(self, offset: int) -> None:
-        """Gate reads at *offset* from now (a SYNC master with replicas in its set)."""
+        """Gate reads at *offset* from now (a SYNC master with replicas in its set).
+
+        Saved at once, not with the next flush round: a broker killed in between would
+        come back ungated and show records its replicas never got."""
         if not self.on:
             self.confirm_offset = offset
+            self.save()
             log.info("reads are gated at commit-log offset %d (the confirm offset)", offset)
 
     def turn_off(self) -> None:

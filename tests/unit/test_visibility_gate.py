@@ -129,3 +129,47 @@ def test_the_queue_end_for_offset_commits_stays_at_the_real_tail_while_the_gate_
     store.gate.turn_on(end0)
     assert store.max_offset(TOPIC, 0) == 1          # reads still stop at the gate
     assert store.end_offset(TOPIC, 0) == 3          # commits may name the real tail
+
+
+def _master(store):
+    from pocketmq.broker.ha.master import ReplicationService
+
+    return ReplicationService(store, broker_name="b", batch_bytes=1 << 16, heartbeat_s=1,
+                              housekeeping_s=1, fallbehind_max_bytes=1 << 20,
+                              min_sync_replicas=1, is_master=lambda: True)
+
+
+def test_a_sync_master_alone_gates_reads_while_a_replica_joining_its_set_lacks_new_records(store):
+    # The controller may write an expansion before the master hears of it and then elect
+    # the joiner: what the master appends meanwhile must stay unread until the joiner has it.
+    master = _master(store)
+    master.set_sync_state_set(frozenset(), gated=True)
+    assert not store.gate.on                          # alone in its set: no gate
+    _q0, end0 = put(store, b"held-by-both")
+    joiner = master.connected(2, "replica", end0)     # caught up to end0
+    master.set_pending(frozenset({2}), gated=True, gate_at=end0)
+    put(store, b"appended-while-the-controller-decides")
+    assert store.max_offset(TOPIC, 0) == 1 and read_bodies(store) == [0]
+    master.on_ack(joiner, store.commitlog.max_offset, store.commitlog.max_offset)
+    assert store.max_offset(TOPIC, 0) == 2
+
+
+def test_an_unanswered_expansion_keeps_the_gate_until_it_is_settled_then_refusal_reopens_it(store):
+    master = _master(store)
+    master.set_sync_state_set(frozenset(), gated=True)
+    _q0, end0 = put(store, b"a")
+    master.connected(2, "replica", end0)
+    master.set_pending(frozenset({2}), gated=True, gate_at=end0)
+    put(store, b"b")
+    master.set_sync_state_set(frozenset(), gated=True)     # a watch update meanwhile
+    assert store.max_offset(TOPIC, 0) == 1, "the gate must hold while the change is pending"
+    master.set_pending(frozenset(), gated=True)            # the controller kept {master}
+    assert not store.gate.on and store.max_offset(TOPIC, 0) == 2
+
+
+def test_turning_the_gate_on_is_saved_at_once(tmp_path):
+    from pocketmq.broker.store.visibility import VisibilityGate
+
+    path = str(tmp_path / "confirm_offset")
+    VisibilityGate(path, lambda *_: None).turn_on(1234)
+    assert VisibilityGate(path, lambda *_: None).confirm_offset == 1234
