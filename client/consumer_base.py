@@ -178,7 +178,8 @@ class ConsumerBase:
         cfg = self.config
         self._state = "starting"
         self._remoting = Remoting(transport(self.config))
-        self._routes = RouteService(self._remoting.nameserver(self.namesrv).get_route,
+        nameserver = self._remoting.nameserver(self.namesrv)
+        self._routes = RouteService(nameserver.get_route, fetch_many=nameserver.get_routes,
                                     refresh_interval_s=cfg.route_refresh_interval_s,
                                     clock=self._clock, suspect_s=cfg.unreachable_suspect_s)
         self._remoting.on_unreachable = self._routes.mark_unreachable

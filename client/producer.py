@@ -115,7 +115,7 @@ class Producer:
         cfg = self.config
         self._remoting = Remoting(self._transport)
         nameserver = self._remoting.nameserver(self.namesrv)
-        self._routes = RouteService(nameserver.get_route,
+        self._routes = RouteService(nameserver.get_route, fetch_many=nameserver.get_routes,
                                     refresh_interval_s=cfg.route_refresh_interval_s,
                                     clock=self._clock)
         self._heartbeat = HeartbeatService(self._remoting, self._routes, self.client_id,

@@ -310,6 +310,25 @@ class NameserverClient:
         assert last is not None
         raise last
 
+    async def get_routes(self, topics: Sequence[str]) -> tuple[dict[str, TopicRoute], list[str]]:
+        """The routes of up to 1,000 *topics* in one call (GetTopicRoutes by names), and
+        the topics nobody serves."""
+        resp = await self._ask("GetTopicRoutes",
+                               nameserver_pb2.GetTopicRoutesRequest(names=list(topics)))
+        brokers = resp.brokers
+        routes = {}
+        for row in resp.topics:
+            names = [q.broker_name for q in row.queue_datas]
+            routes[row.topic] = TopicRoute(
+                topic=row.topic,
+                queue_datas=tuple(QueueData(q.broker_name, q.read_queue_nums,
+                                            q.write_queue_nums, q.perm)
+                                  for q in row.queue_datas),
+                broker_addrs={n: dict(brokers[n].broker_addrs) for n in names if n in brokers},
+                master_epochs={n: brokers[n].master_epoch for n in names
+                               if n in brokers and brokers[n].master_epoch})
+        return routes, list(resp.missing)
+
     async def _ask(self, rpc: str, request: object) -> Any:
         """*rpc* answered by the first nameserver that answers."""
         last: ClientError | None = None

@@ -98,6 +98,9 @@ class TopicRoute:
 
 
 RouteFetcher = Callable[[str], Awaitable[TopicRoute]]
+# Many routes in one call: (routes found, topics nobody serves).
+ManyRouteFetcher = Callable[[list[str]], Awaitable[tuple[dict[str, TopicRoute], list[str]]]]
+ROUTES_PER_CALL = 1_000        # the nameserver's bound on GetTopicRoutes by names
 
 
 @dataclass(slots=True)
@@ -114,8 +117,10 @@ class RouteService:
     def __init__(self, fetch: RouteFetcher, *, refresh_interval_s: float = 30.0,
                  provisional_ttl_s: float = 1.0, clock: Clock | None = None,
                  suspect_s: float = DEFAULT_SUSPECT_S,
-                 failure_refresh_interval_s: float = FAILURE_REFRESH_INTERVAL_S) -> None:
+                 failure_refresh_interval_s: float = FAILURE_REFRESH_INTERVAL_S,
+                 fetch_many: ManyRouteFetcher | None = None) -> None:
         self._fetch = fetch
+        self._fetch_many = fetch_many
         self._refresh_interval_s = refresh_interval_s
         self._provisional_ttl_s = provisional_ttl_s
         self._clock = clock or SystemClock()
@@ -160,8 +165,26 @@ class RouteService:
                 if any(not self.members.master_usable(name) for name in e.route.broker_addrs)]
 
     async def run_once(self) -> None:
-        """Refetch every cached topic; failures keep the old route."""
-        for topic in list(self._routes):
+        """Refetch every cached topic, a thousand a call when the fetcher can (a client of
+        thousands of topics costs the nameserver a few calls, not one per topic); failures
+        keep the old route. A topic nobody serves any more is asked alone (a template
+        route may stand for it)."""
+        topics = list(self._routes)
+        alone = topics
+        if self._fetch_many is not None:
+            alone = []
+            for i in range(0, len(topics), ROUTES_PER_CALL):
+                chunk = topics[i:i + ROUTES_PER_CALL]
+                try:
+                    routes, missing = await self._fetch_many(chunk)
+                except ClientError as exc:
+                    log.debug("route refresh of %d topics failed: %s", len(chunk), exc)
+                    continue
+                for topic, route in routes.items():
+                    if topic in self._routes:
+                        self._keep(route)
+                alone.extend(missing)
+        for topic in alone:
             try:
                 await self.refresh(topic)
             except ClientError as exc:
@@ -302,6 +325,11 @@ class RouteService:
             except RouteNotFoundError:
                 raise RouteNotFoundError(topic, "no broker serves it and none auto-creates "
                                                 "topics; create it first") from None
+        return self._keep(route)
+
+    def _keep(self, route: TopicRoute) -> TopicRoute:
+        """Cache a fetched route (its members merged with newer ones already seen)."""
+        topic = route.topic
         stale = self.members.update(route.broker_addrs, route.master_epochs)
         for name in stale:
             # An older master term than one already seen (a lagging nameserver): keep ours.

@@ -416,6 +416,27 @@ class RouteTable:
         more = start + limit < len(index)
         return rows, brokers, names[-1] if more and names else ""
 
+    def routes_of(self, names: Iterable[str],
+                  ) -> tuple[list[tuple[str, tuple[QueueData, ...]]], dict[str, BrokerData],
+                             list[str]]:
+        """The queue data of each topic in *names* that a live broker serves, the brokers
+        they name, and the names nobody serves. Costs the names asked, not the table."""
+        rows = []
+        brokers: dict[str, BrokerData] = {}
+        missing = []
+        for topic in names:
+            queue_map = self._topic_queue_table.get(topic)
+            served = [n for n in queue_map if n in self._broker_addr_table] if queue_map else []
+            if not served:
+                missing.append(topic)
+                continue
+            served.sort()
+            rows.append((topic, tuple(queue_map[n] for n in served)))
+            for name in served:
+                if name not in brokers:
+                    brokers[name] = self._broker_data(name)
+        return rows, brokers, missing
+
     def _topic_index(self) -> list[str]:
         if self._sorted_topics is None:
             self._sorted_topics = sorted(self._topic_queue_table)

@@ -52,6 +52,7 @@ _ALL_PERM_BITS = PERM_PRIORITY | PERM_READ | PERM_WRITE | PERM_INHERIT
 _MAX_NAME_LENGTH = 255
 TOPIC_PAGE_SIZE = 10_000     # GetTopicRoutes page when the request gives no limit
 MAX_TOPIC_PAGE_SIZE = 50_000
+MAX_ROUTES_PER_CALL = 1_000   # GetTopicRoutes by names
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -266,18 +267,31 @@ class NameServerServicer(nameserver_pb2_grpc.NameServerServicer):
     async def GetTopicRoutes(self, request: nameserver_pb2.GetTopicRoutesRequest,
                              context: grpc.aio.ServicerContext,
                              ) -> nameserver_pb2.GetTopicRoutesResponse:
-        limit = _check_non_negative("limit", request.limit) or TOPIC_PAGE_SIZE
-        if limit > MAX_TOPIC_PAGE_SIZE:
-            raise InvalidRequestError("limit", f"is {limit}; ask for at most "
-                                               f"{MAX_TOPIC_PAGE_SIZE} topics per page")
-        rows, brokers, next_after = self._route_table.topic_page(request.start_after, limit)
+        missing: list[str] = []
+        next_after = ""
+        if request.names:
+            if len(request.names) > MAX_ROUTES_PER_CALL:
+                raise InvalidRequestError("names", f"has {len(request.names)} topics; ask for "
+                                                   f"at most {MAX_ROUTES_PER_CALL} a call")
+            for name in request.names:
+                problem = check_topic(name)
+                if problem is not None:
+                    raise InvalidRequestError("names", f"topic {name[:80]!r}: {problem}")
+            rows, brokers, missing = self._route_table.routes_of(request.names)
+        else:
+            limit = _check_non_negative("limit", request.limit) or TOPIC_PAGE_SIZE
+            if limit > MAX_TOPIC_PAGE_SIZE:
+                raise InvalidRequestError("limit", f"is {limit}; ask for at most "
+                                                   f"{MAX_TOPIC_PAGE_SIZE} topics per page")
+            rows, brokers, next_after = self._route_table.topic_page(request.start_after, limit)
         return nameserver_pb2.GetTopicRoutesResponse(
             topics=[nameserver_pb2.TopicQueues(topic=topic, queue_datas=[common_pb2.QueueData(
                 broker_name=q.broker_name, read_queue_nums=q.read_queue_nums,
                 write_queue_nums=q.write_queue_nums, perm=q.perm) for q in queues])
                 for topic, queues in rows],
             brokers={n: _broker_data_pb(b) for n, b in brokers.items()},
-            next_start_after=next_after, total_topics=self._route_table.topic_count)
+            next_start_after=next_after, total_topics=self._route_table.topic_count,
+            missing=missing)
 
     @_rpc
     async def GetBrokerClusterInfo(self, request: nameserver_pb2.GetBrokerClusterInfoRequest,

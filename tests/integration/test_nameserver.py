@@ -97,6 +97,62 @@ async def test_topic_nobody_serves_is_not_found_with_its_name(stub) -> None:
     assert "'payments'" in error.details()
 
 
+async def test_routes_of_named_topics_come_in_one_call_with_the_missing_listed(stub) -> None:
+    await stub.RegisterBroker(registration(topics={"orders": (8, 4), "payments": (2, 2)}))
+    await stub.RegisterBroker(registration(name="broker-b", addr="127.0.0.1:10921",
+                                           topics={"orders": (4, 4)}))
+
+    reply = await stub.GetTopicRoutes(pb.GetTopicRoutesRequest(
+        names=["payments", "nobody-serves-this", "orders"]))
+
+    rows = {t.topic: [(q.broker_name, q.write_queue_nums) for q in t.queue_datas]
+            for t in reply.topics}
+    assert rows == {"payments": [("broker-a", 2)],
+                    "orders": [("broker-a", 4), ("broker-b", 4)]}
+    assert list(reply.missing) == ["nobody-serves-this"]
+    assert dict(reply.brokers["broker-b"].broker_addrs) == {0: "127.0.0.1:10921"}
+
+
+async def test_routes_of_more_than_a_thousand_names_or_a_bad_name_are_refused(stub) -> None:
+    too_many = await status_of(stub.GetTopicRoutes(pb.GetTopicRoutesRequest(
+        names=[f"t{i}" for i in range(1001)])))
+    bad = await status_of(stub.GetTopicRoutes(pb.GetTopicRoutesRequest(names=["ok", "a b"])))
+
+    assert too_many.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "1001" in too_many.details() and "1000" in too_many.details()
+    assert bad.code() == grpc.StatusCode.INVALID_ARGUMENT and "'a b'" in bad.details()
+
+
+async def test_a_client_refreshes_all_its_routes_in_one_call_per_thousand_topics(
+        stub, nameserver) -> None:
+    from pocketmq.client.remoting import Remoting
+    from pocketmq.client.route import RouteService
+
+    await stub.RegisterBroker(registration(topics={f"t{i:04d}": (2, 2) for i in range(1500)}))
+    remoting = Remoting()
+    try:
+        ns = remoting.nameserver([nameserver.address])
+        asked: list[int] = []
+
+        async def fetch_many(topics):
+            asked.append(len(topics))
+            return await ns.get_routes(topics)
+
+        routes = RouteService(ns.get_route, fetch_many=fetch_many)
+        for i in range(1500):
+            await routes.get(f"t{i:04d}")
+        await stub.RegisterBroker(registration(
+            topics={f"t{i:04d}": (4, 4) for i in range(1500)}, version=(1_700_000_000_000, 2)))
+
+        await routes.run_once()
+
+        assert asked == [1000, 500]
+        assert all(routes.cached(f"t{i:04d}").queue_datas[0].write_queue_nums == 4
+                   for i in range(1500))
+    finally:
+        await remoting.close()
+
+
 async def test_unchanged_data_version_only_refreshes_liveness(stub, nameserver, manual_clock):
     counters = nameserver.route_table.counters
     await stub.RegisterBroker(registration(topics={"orders": (8, 8)}, version=(1000, 7)))

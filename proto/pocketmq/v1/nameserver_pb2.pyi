@@ -115,12 +115,14 @@ class GetAllTopicListResponse(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetTopicRoutesRequest(_message.Message):
-    __slots__ = ("start_after", "limit")
+    __slots__ = ("start_after", "limit", "names")
     START_AFTER_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    NAMES_FIELD_NUMBER: _ClassVar[int]
     start_after: str
     limit: int
-    def __init__(self, start_after: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, start_after: _Optional[str] = ..., limit: _Optional[int] = ..., names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TopicQueues(_message.Message):
     __slots__ = ("topic", "queue_datas")
@@ -131,7 +133,7 @@ class TopicQueues(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., queue_datas: _Optional[_Iterable[_Union[_common_pb2.QueueData, _Mapping]]] = ...) -> None: ...
 
 class GetTopicRoutesResponse(_message.Message):
-    __slots__ = ("topics", "brokers", "next_start_after", "total_topics")
+    __slots__ = ("topics", "brokers", "next_start_after", "total_topics", "missing")
     class BrokersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -143,11 +145,13 @@ class GetTopicRoutesResponse(_message.Message):
     BROKERS_FIELD_NUMBER: _ClassVar[int]
     NEXT_START_AFTER_FIELD_NUMBER: _ClassVar[int]
     TOTAL_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[TopicQueues]
     brokers: _containers.MessageMap[str, _common_pb2.BrokerData]
     next_start_after: str
     total_topics: int
-    def __init__(self, topics: _Optional[_Iterable[_Union[TopicQueues, _Mapping]]] = ..., brokers: _Optional[_Mapping[str, _common_pb2.BrokerData]] = ..., next_start_after: _Optional[str] = ..., total_topics: _Optional[int] = ...) -> None: ...
+    missing: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicQueues, _Mapping]]] = ..., brokers: _Optional[_Mapping[str, _common_pb2.BrokerData]] = ..., next_start_after: _Optional[str] = ..., total_topics: _Optional[int] = ..., missing: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetBrokerClusterInfoRequest(_message.Message):
     __slots__ = ()
