@@ -359,7 +359,8 @@ class ConsumerBase:
                      len(added), len(removed))
             self._queues_changed(topic, target)
 
-    def _queues_changed(self, topic: str, target: set[MessageQueue]) -> None:
+    def _queues_changed(self, topic: str, target: set[MessageQueue] | frozenset[MessageQueue],
+                        ) -> None:
         """Hook: the assignment of *topic* changed."""
 
     async def _add_queue(self, mq: MessageQueue) -> bool:

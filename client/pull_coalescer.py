@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 
 from pocketmq.client.errors import ClientError
 from pocketmq.client.model import MessageQueue
@@ -125,6 +126,9 @@ class PullCoalescer:
             waiters.extend(live)
         self._start(waiters, prefetch=False)
 
+    def _forget(self, call: _Call, _task: asyncio.Task[None]) -> None:
+        self._calls.discard(call)
+
     def _start(self, waiters: list[_Waiter], *, prefetch: bool) -> None:
         loop = asyncio.get_running_loop()
         for start in range(0, len(waiters), MAX_QUEUES_PER_CALL):
@@ -132,7 +136,7 @@ class PullCoalescer:
             call.task = loop.create_task(self._call(call),
                                          name=f"PullBatch {self.broker.addr} {self._group}")
             self._calls.add(call)
-            call.task.add_done_callback(lambda _t, c=call: self._calls.discard(c))
+            call.task.add_done_callback(functools.partial(self._forget, call))
             for _, future in call.waiters:
                 future.add_done_callback(call.one_done)
 

@@ -162,6 +162,7 @@ class EtcdClient:
     async def lease_keepalive(self, lease: int) -> int:
         """Refresh *lease* once; its remaining TTL in seconds (0 = it expired)."""
         async def once(c: EtcdClient) -> Any:
+            assert c._lease is not None
             call = c._lease.LeaseKeepAlive(timeout=self._timeout_s)
             await call.write(rpc.LeaseKeepAliveRequest(ID=lease))
             resp = await call.read()

@@ -425,12 +425,11 @@ class RouteTable:
         brokers: dict[str, BrokerData] = {}
         missing = []
         for topic in names:
-            queue_map = self._topic_queue_table.get(topic)
-            served = [n for n in queue_map if n in self._broker_addr_table] if queue_map else []
+            queue_map = self._topic_queue_table.get(topic) or {}
+            served = sorted(n for n in queue_map if n in self._broker_addr_table)
             if not served:
                 missing.append(topic)
                 continue
-            served.sort()
             rows.append((topic, tuple(queue_map[n] for n in served)))
             for name in served:
                 if name not in brokers:

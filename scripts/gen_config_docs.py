@@ -183,9 +183,11 @@ def broker_store_keys() -> dict[str, str]:
     out = {}
     for kw in call.keywords:
         value = kw.value
-        direct = (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)
-                  and value.value.id == "self" and value.attr in broker_keys)
-        out[str(kw.arg)] = value.attr if direct else "derived"
+        if (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)
+                and value.value.id == "self" and value.attr in broker_keys):
+            out[str(kw.arg)] = value.attr
+        else:
+            out[str(kw.arg)] = "derived"
     return out
 
 

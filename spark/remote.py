@@ -58,7 +58,7 @@ class _Loop:
     def __init__(self) -> None:
         try:
             import uvloop
-            self.loop = uvloop.new_event_loop()
+            self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
         except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
             self.loop = asyncio.new_event_loop()
         self.pid = os.getpid()

@@ -68,6 +68,7 @@ class MappedFile:
         #: file bytes known to have disk blocks; a sparse file gets them ahead of the writer
         self.reserved_end = 0 if sparse else file_size
         self.file_size = file_size
+        self._mm: mmap.mmap | None = None
         self.file_from_offset = int(os.path.basename(path))
         self.read_only = read_only
         self._io = io
@@ -100,7 +101,7 @@ class MappedFile:
                     log.warning("segment %s is %d bytes, expected %d; resizing (recovery "
                                 "checks what it holds)", path, actual, file_size)
                     os.ftruncate(self._fd, file_size)
-            self._mm: mmap.mmap | None = None
+            self._mm = None
             if mapped or not sparse:
                 self._mm = mmap.mmap(self._fd, file_size, mmap.MAP_SHARED,
                                      mmap.PROT_READ | mmap.PROT_WRITE)

@@ -56,7 +56,8 @@ class WarmMappedFileService(ServiceThread):
 
     def notify(self, mf: MappedFile) -> None:
         """The writer appended to *mf* (cheap: one comparison, a wake-up when due)."""
-        if mf is not self._file or mf.wrote_position + self._due_ahead > self.warmed:
+        warm = self._file
+        if warm is None or mf is not warm or mf.wrote_position + self._due_ahead > self.warmed:
             self._wakeup.set()
 
     def run_once(self, *, final: bool = False) -> None:
