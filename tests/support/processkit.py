@@ -169,5 +169,10 @@ async def store_verify(data_dir: Path) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "pocketmq", "store", "verify", str(data_dir),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    try:   # a GiB store takes seconds on a quiet machine; minutes on a loaded one
+        out, _ = await asyncio.wait_for(proc.communicate(), 240)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise AssertionError(f"store verify {data_dir} still running after 240 s") from None
     return proc.returncode or 0, out.decode(errors="replace")
