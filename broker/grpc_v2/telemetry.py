@@ -254,6 +254,10 @@ class TelemetryService:
         self._again[client_id] = loop.call_later(
             SETTINGS_AGAIN_AFTER_ROUTE_S, self._settings_again_after_route, client_id, now)
 
+    def settings_again_pending(self, client_id: str) -> bool:
+        """Whether *client_id*'s settings are to be sent again after a route answer."""
+        return client_id in self._again
+
     def _settings_again_after_route(self, client_id: str, route_answered_at: float) -> None:
         self._again.pop(client_id, None)
         now = asyncio.get_running_loop().time()
