@@ -112,7 +112,7 @@ class _Stream:
     answer: s.TelemetryCommand | None = None   # the last settings answer, to send again
     answered_at: float = float("-inf")         # loop time of that answer
     sent_at: float = float("-inf")             # loop time it (or its copy) last went out
-    heartbeat_seen: bool = False               # the client heartbeat since the stream opened
+    heartbeat_seen: bool = False               # a heartbeat came since the stream opened
 
     def send_settings(self, now: float) -> None:
         assert self.answer is not None
