@@ -307,6 +307,26 @@ async def test_clients_declaring_several_topics_start(v2_cluster, agent, eventua
     assert sorted(m["body"] for m in by_push) == ["ManyB", "ManyC"]
 
 
+async def test_a_push_consumer_gets_its_tag_only_and_a_failed_message_again(
+        v2_cluster, agent, eventually):
+    await v2_cluster.create_topic("PushTag", eventually)
+    producer, consumer = await agent(), await agent()
+    ep = v2_cluster.endpoints
+    await producer.call("producer", name="p", endpoints=ep, topics=["PushTag"])
+    await consumer.call("push", name="c", endpoints=ep, group="tagged", topic="PushTag",
+                        expr="TagA", behaviour="fail_once")
+    await producer.call("send", producer="p", topic="PushTag", body="skipped", tag="TagB")
+    await producer.call("send", producer="p", topic="PushTag", body="wanted", tag="TagA")
+
+    async def consumed() -> list[dict[str, Any]]:
+        got = await consumer.call("consumed", name="c")
+        return got if len(got) >= 2 else []
+
+    got = await eventually(consumed, timeout_s=20, interval_s=0.2, what="a retry")
+
+    assert [(m["body"], m["attempt"]) for m in got] == [("wanted", 1), ("wanted", 2)]
+
+
 # -- SQL92 filters (#20) ------------------------------------------------------------------
 
 SQL = "region = 'eu' AND amount > 100"
