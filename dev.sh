@@ -34,6 +34,29 @@ setup() {
     fi
 }
 
+# The official Node.js RocketMQ client that tests/compat/test_node_client.py drives,
+# pinned by tests/compat/node/package-lock.json. Without npm those tests fail and say so.
+setup_node_client() {
+    local dir=tests/compat/node
+    local stamp="$dir/node_modules/.pocketmq-installed" want
+    if ! command -v npm > /dev/null 2>&1; then
+        echo "==> npm not found: the Node.js client tests (tests/compat/test_node_client.py)" \
+             "will fail; install Node.js >= 18 with npm" >&2
+        return 0
+    fi
+    want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+        echo "==> installing the Node.js client for tests/compat into $dir/node_modules"
+        local log="$VENV/npm-install.log"
+        if ! (cd "$dir" && npm ci --no-audit --no-fund) > "$log" 2>&1; then
+            tail -n 40 "$log" >&2
+            echo "==> npm ci failed; the whole log is in $log" >&2
+            exit 1
+        fi
+        echo "$want" > "$stamp"
+    fi
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -43,6 +66,7 @@ case "$cmd" in
         ;;
     test)
         setup
+        setup_node_client
         "$VENV/bin/python" -m ruff check .
         if [ $# -gt 0 ]; then
             exec "$VENV/bin/python" -m pytest -q "$@"

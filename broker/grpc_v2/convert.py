@@ -28,7 +28,9 @@ the broker's own errors (:mod:`pocketmq.broker.errors`) to codes in one table.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import ipaddress
+import struct
 import zlib
 from collections.abc import Mapping
 
@@ -325,14 +327,55 @@ def user_properties(properties: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in properties.items() if k not in SYSTEM_PROPERTIES}
 
 
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"   # RFC 1952: deflate, no name, OS unknown
+
+
+def body_for_clients(msg: StoredMessage) -> tuple[bytes, int]:
+    """The stored body as the v2 clients read it, and its ``body_encoding``.
+
+    A compressed body is stored the way RocketMQ compresses, as a zlib stream
+    (RFC 1950); the v2 API's GZIP is a gzip member (RFC 1952), the only form
+    the Node.js client inflates. The deflate data are re-framed, never
+    recompressed::
+
+        zlib   | 78 9c | deflate data | Adler-32 |
+        gzip   | GZIP_HEADER (10 B) | deflate data | CRC-32 (LE) | size mod 2^32 (LE) |
+
+    A body that is no complete zlib stream goes out as stored.
+    """
+    body = msg.body
+    if not msg.sysflag & SysFlag.COMPRESSED:
+        return body, d.IDENTITY
+    if body[:2] == GZIP_HEADER[:2]:
+        return body, d.GZIP
+    inflater = zlib.decompressobj()
+    try:
+        plain = inflater.decompress(body)
+    except zlib.error:
+        return body, d.GZIP          # the client finds it corrupted, as before
+    if not inflater.eof or inflater.unused_data:
+        return body, d.GZIP
+    trailer = struct.pack("<II", zlib.crc32(plain), len(plain) & 0xFFFFFFFF)
+    return GZIP_HEADER + body[2:-4] + trailer, d.GZIP
+
+
 def message_pb(msg: StoredMessage, *, topic: str | None = None, receipt_handle: str = "",
                attempt: int = 0, invisible_ms: int = 0, message_id: str = "") -> d.Message:
-    """The v2 Message for a stored record (CRC32 digest of the body as sent)."""
+    """The v2 Message for a stored record.
+
+    Its body digest is the MD5 of the body as sent, in uppercase hex, like
+    RocketMQ's proxy: the clients agree on MD5, not on CRC32 (the Node.js
+    client writes a CRC32 in decimal, the Python client in hex, and each takes
+    the other form for a corrupted body).
+    """
     props = msg.properties
+    body, encoding = body_for_clients(msg)
     sp = d.SystemProperties(
         message_id=message_id or msg.uniq_key,
-        body_digest=d.Digest(type=d.CRC32, checksum=f"{zlib.crc32(msg.body) & 0xFFFFFFFF:08X}"),
-        body_encoding=d.GZIP if msg.sysflag & SysFlag.COMPRESSED else d.IDENTITY,
+        body_digest=d.Digest(type=d.MD5,
+                             checksum=hashlib.md5(body, usedforsecurity=False).hexdigest()
+                             .upper()),
+        body_encoding=encoding,
         message_type=received_type(msg),
         born_timestamp=timestamp_pb(msg.born_timestamp_ms),
         born_host=_host_text(msg.born_host, False),
@@ -353,4 +396,4 @@ def message_pb(msg: StoredMessage, *, topic: str | None = None, receipt_handle: 
         sp.invisible_duration.CopyFrom(duration_pb(invisible_ms))
     return d.Message(topic=d.Resource(name=topic or msg.topic),
                      user_properties=user_properties(props), system_properties=sp,
-                     body=msg.body)
+                     body=body)

@@ -169,10 +169,16 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         return Caller(self._auth.authenticate(context), method, self._auth)
 
     @staticmethod
-    def _client_id(context: grpc.aio.ServicerContext) -> str:
+    def _client_id_or_none(context: grpc.aio.ServicerContext) -> str | None:
         for key, value in context.invocation_metadata() or ():
             if key == CLIENT_ID_HEADER:
                 return str(value)
+        return None
+
+    @classmethod
+    def _client_id(cls, context: grpc.aio.ServicerContext) -> str:
+        if (client_id := cls._client_id_or_none(context)) is not None:
+            return client_id
         raise V2Error(d.CLIENT_ID_REQUIRED, f"the {CLIENT_ID_HEADER} header is missing; "
                                             "RocketMQ 5 clients send it on every call")
 
@@ -180,7 +186,15 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     @_unary(s.QueryRouteResponse)
     async def QueryRoute(self, request: s.QueryRouteRequest, context: grpc.aio.ServicerContext,
                          caller: Caller) -> s.QueryRouteResponse:
-        topic = request.topic.name
+        try:
+            return await self._query_route(request.topic.name, caller)
+        finally:
+            # answered (a refusal too): settings sent before now are sent again
+            client_id = self._client_id_or_none(context)
+            if client_id is not None:
+                self._telemetry.route_answered(client_id, caller.access_key)
+
+    async def _query_route(self, topic: str, caller: Caller) -> s.QueryRouteResponse:
         _check(topic=topic)
         caller.read(topic)       # a route is for sending or consuming: no system topic
         queues = []

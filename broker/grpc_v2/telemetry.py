@@ -37,6 +37,25 @@ reaches a stream only when its caller may end that half's transaction (PUB on
 its real topic). A client id belongs to the access key that first used it
 (:meth:`TelemetryService.bind`): no other key may heartbeat, terminate or open
 a stream with it.
+
+Settings sent again. A client opens its stream once its first route query is
+answered, and some clients (the Node.js client 1.0.8) only start listening
+for the answer after their *last* start-up route query: an answer that came
+in between is dropped and the client waits for its 5-minute sync. So a
+settings answer that went out before one of the client's route queries was
+answered is sent again on the same stream; timeline of a client with topics
+A and B::
+
+    client   QueryRoute A ─ opens stream, Settings ─ QueryRoute B ─ waits ─────────
+    broker        answer A ─ settings answer (lost) ─ answer B ─┬─ again (kept)
+                                                                 └ 0.2 s
+
+and, once, on the client's first ``Heartbeat`` on this broker when its answer
+is not known to have come after the client's last route query here (a client
+that queried routes elsewhere, or one too slow for the 0.2 s). A stream
+answered after the client's last route query, the ordinary case, sees nothing
+more; the settings sent again are the same answer, which every client takes
+at any time.
 """
 
 from __future__ import annotations
@@ -44,6 +63,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -68,6 +88,9 @@ RECEIVE_BATCH_SIZE = 32             # the proxy's grpcClientConsumerMaxBatchSize
 LONG_POLLING_TIMEOUT_MS = 20_000    # the proxy's default for push consumers
 SEND_MAX_ATTEMPTS = 3               # producer retries, as the clients' default
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+SETTINGS_AGAIN_AFTER_ROUTE_S = 0.2  # after a route answer: the client has taken it in
+ROUTE_ANSWERS_KEPT = 10_000         # clients whose last route answer time is remembered
+ROUTE_ANSWER_ID_CHARS = 255         # longer client ids are not remembered (the v1 port's limit)
 _CONSUMERS = (d.PUSH_CONSUMER, d.SIMPLE_CONSUMER, d.PULL_CONSUMER)
 
 
@@ -78,6 +101,23 @@ class ClientSession:
     topics: tuple[str, ...] = ()     # a producer's topics: its producer groups
     group: str = ""                  # a consumer's group
     owner: str | None = None         # the access key that first used the client id
+
+
+@dataclass(slots=True, eq=False)
+class _Stream:
+    """One open Telemetry stream and the settings answer it may send again."""
+
+    out: asyncio.Queue[s.TelemetryCommand | None]
+    put: Callable[[s.TelemetryCommand], None]
+    answer: s.TelemetryCommand | None = None   # the last settings answer, to send again
+    answered_at: float = float("-inf")         # loop time of that answer
+    sent_at: float = float("-inf")             # loop time it (or its copy) last went out
+    heartbeat_seen: bool = False               # a heartbeat came since the stream opened
+
+    def send_settings(self, now: float) -> None:
+        assert self.answer is not None
+        self.sent_at = now
+        self.put(self.answer)
 
 
 class TelemetryService:
@@ -93,7 +133,9 @@ class TelemetryService:
         self._backoff = [delay_levels.delay_ms(level) for level in
                          range(FIRST_RETRY_DELAY_LEVEL, delay_levels.max_level + 1)] or [1000]
         self.sessions: dict[str, ClientSession] = {}
-        self._streams: set[asyncio.Queue[s.TelemetryCommand | None]] = set()
+        self._streams: dict[str, list[_Stream]] = {}           # by client id
+        self._route_answers: OrderedDict[str, float] = OrderedDict()  # client id -> loop time
+        self._again: dict[str, asyncio.TimerHandle] = {}        # settings to send again
 
     # -- settings -----------------------------------------------------------------------
     def on_settings(self, client_id: str, settings: d.Settings,
@@ -162,6 +204,7 @@ class TelemetryService:
         session.client_type = client_type or session.client_type
         session.group = group or session.group
         self._register(session)
+        self._settings_again_on_heartbeat(client_id)
 
     def note_publisher(self, client_id: str, topic: str, access_key: str = "") -> None:
         """A producer sent a half message to *topic*: it answers checks of that topic.
@@ -189,6 +232,54 @@ class TelemetryService:
         if channel is not None:
             self._clients.close_channel(channel, client_gone=False)
 
+    # -- settings sent again (the module docstring's timeline) ---------------------------
+    def route_answered(self, client_id: str, access_key: str = "") -> None:
+        """The broker answered a QueryRoute of *client_id*: a settings answer its
+        streams sent before now goes out again shortly."""
+        session = self.sessions.get(client_id)
+        if (session is not None and session.owner not in (None, access_key)) \
+                or len(client_id) > ROUTE_ANSWER_ID_CHARS:
+            return                       # not the client's own call: nothing for it
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        self._route_answers[client_id] = now
+        self._route_answers.move_to_end(client_id)
+        while len(self._route_answers) > ROUTE_ANSWERS_KEPT:
+            self._route_answers.popitem(last=False)
+        if not any(st.answer is not None and not st.heartbeat_seen
+                   for st in self._streams.get(client_id, ())):
+            return     # no answer yet: the one to come follows this route answer
+        if (pending := self._again.pop(client_id, None)) is not None:
+            pending.cancel()             # one timer per client: the latest route answer's
+        self._again[client_id] = loop.call_later(
+            SETTINGS_AGAIN_AFTER_ROUTE_S, self._settings_again_after_route, client_id, now)
+
+    def settings_again_pending(self, client_id: str) -> bool:
+        """Whether *client_id*'s settings are to be sent again after a route answer."""
+        return client_id in self._again
+
+    def _settings_again_after_route(self, client_id: str, route_answered_at: float) -> None:
+        self._again.pop(client_id, None)
+        now = asyncio.get_running_loop().time()
+        for st in self._streams.get(client_id, ()):
+            # only before the client's first heartbeat: its start-up route queries
+            if st.answer is not None and not st.heartbeat_seen \
+                    and st.sent_at <= route_answered_at:
+                st.send_settings(now)
+
+    def _settings_again_on_heartbeat(self, client_id: str) -> None:
+        route_answered_at = self._route_answers.get(client_id)
+        now = asyncio.get_running_loop().time()
+        for st in self._streams.get(client_id, ()):
+            if st.heartbeat_seen:
+                continue
+            st.heartbeat_seen = True
+            if st.answer is None:
+                continue      # the answer to come follows a heartbeat: the client listens
+            if route_answered_at is not None and st.answered_at > route_answered_at:
+                continue      # answered after the client's last route query here
+            st.send_settings(now)
+
     # -- the stream ---------------------------------------------------------------------
     async def stream(self, client_id: str, commands: AsyncIterator[s.TelemetryCommand],
                      caller: Caller | None = None) -> AsyncIterator[s.TelemetryCommand]:
@@ -196,7 +287,7 @@ class TelemetryService:
         *caller* may answer."""
         caller = caller or Caller("", "Telemetry")
         out: asyncio.Queue[s.TelemetryCommand | None] = asyncio.Queue(MAX_PENDING_COMMANDS + 1)
-        put = _bounded_put(out, client_id)
+        st = _Stream(out, _bounded_put(out, client_id))
         loop = asyncio.get_running_loop()
         forwarder: asyncio.Task[None] | None = None
 
@@ -206,31 +297,49 @@ class TelemetryService:
                 async for command in commands:
                     if not command.HasField("settings"):
                         continue
-                    put(self.on_settings(client_id, command.settings, caller))
+                    answer = self.on_settings(client_id, command.settings, caller)
+                    if answer.HasField("settings"):
+                        st.answer, st.answered_at = answer, loop.time()
+                        st.send_settings(st.answered_at)
+                    else:
+                        st.put(answer)   # a refusal is said once
                     if command.settings.client_type == d.PRODUCER and forwarder is None:
-                        forwarder = loop.create_task(self._forward_checks(client_id, put,
+                        forwarder = loop.create_task(self._forward_checks(client_id, st.put,
                                                                           caller),
                                                      name=f"TelemetryChecks-{client_id}")
             finally:
                 _end(out)
 
         reader = loop.create_task(read(), name=f"TelemetryReader-{client_id}")
-        self._streams.add(out)
+        self._streams.setdefault(client_id, []).append(st)
         try:
             while (reply := await out.get()) is not None:
                 yield reply
         finally:
-            self._streams.discard(out)
+            self._forget(client_id, st)
             for task in (reader, forwarder):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await task
 
+    def _forget(self, client_id: str, st: _Stream) -> None:
+        streams = self._streams.get(client_id, [])
+        if st in streams:
+            streams.remove(st)
+        if not streams:
+            self._streams.pop(client_id, None)
+            if (pending := self._again.pop(client_id, None)) is not None:
+                pending.cancel()
+
     def release_all(self) -> None:
         """End every open stream (the broker is stopping)."""
-        for out in self._streams:
-            _end(out)
+        for pending in self._again.values():
+            pending.cancel()
+        self._again.clear()
+        for streams in self._streams.values():
+            for st in streams:
+                _end(st.out)
 
     async def _forward_checks(self, client_id: str, put: Callable[[s.TelemetryCommand], None],
                               caller: Caller) -> None:

@@ -5,6 +5,9 @@ real files in ``tmp_path``); the official client runs in a subprocess, the
 agent of ``rmq_agent.py``, since the two cannot share a process (both own
 the ``apache.rocketmq.v2`` protobuf names). ``await agent()`` starts one;
 ``await a.call("send", ...)`` runs one command there with a bounded wait.
+``await node_agent()`` starts the official Node.js client's agent
+(``node/agent.js``), which takes the same commands; ``./dev.sh`` installs that
+client (``npm ci`` in ``node/``, pinned by its ``package-lock.json``).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,6 +31,9 @@ from pocketmq.broker.topic_config import TopicConfig
 from pocketmq.nameserver import NameServer, NamesrvConfig
 
 AGENT = Path(__file__).with_name("rmq_agent.py")
+NODE_DIR = Path(__file__).with_name("node")
+NODE_AGENT = NODE_DIR / "agent.js"
+NODE_CLIENT = "rocketmq-client-nodejs"
 MiB = 1024 * 1024
 CALL_TIMEOUT_S = 40.0
 QUEUES = 2
@@ -47,9 +54,9 @@ class AgentError(AssertionError):
 class Agent:
     """One subprocess running the official client."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, home: Path) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, log: Path) -> None:
         self.proc = proc
-        self.home = home
+        self.log = log      # the client's own log file
 
     async def call(self, op: str, *, timeout_s: float = CALL_TIMEOUT_S, **fields: Any) -> Any:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -68,9 +75,8 @@ class Agent:
         return answer["result"]
 
     def client_log(self, lines: int = 30) -> str:
-        path = self.home / "logs" / "rocketmq_python" / "rocketmq_client.log"
         try:
-            tail = path.read_text(errors="replace").splitlines()[-lines:]
+            tail = self.log.read_text(errors="replace").splitlines()[-lines:]
         except OSError:
             return "(no client log)"
         return "client log:\n" + "\n".join(tail)
@@ -86,22 +92,63 @@ class Agent:
                 await self.proc.wait()
 
 
-@pytest.fixture
-async def agent(tmp_path) -> AsyncIterator[Callable[[], Awaitable[Agent]]]:
+async def _agents(tmp_path: Path, name: str, argv: list[str], log: str,
+                  ) -> AsyncIterator[Callable[[], Awaitable[Agent]]]:
+    """Start agents with ``argv``, each with a HOME of its own (the clients log there)."""
     started: list[Agent] = []
 
     async def start() -> Agent:
-        home = tmp_path / f"agent-{len(started)}"
+        home = tmp_path / f"{name}-{len(started)}"
         home.mkdir()
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(AGENT), stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-            env={**os.environ, "HOME": str(home)})
-        started.append(Agent(proc, home))
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL, env={**os.environ, "HOME": str(home)})
+        started.append(Agent(proc, home / log))
         return started[-1]
 
     yield start
     await asyncio.gather(*(a.close() for a in started))
+
+
+@pytest.fixture
+async def agent(tmp_path) -> AsyncIterator[Callable[[], Awaitable[Agent]]]:
+    """Agents of the official Python client (rmq_agent.py)."""
+    async for start in _agents(tmp_path, "agent", [sys.executable, str(AGENT)],
+                               "logs/rocketmq_python/rocketmq_client.log"):
+        yield start
+
+
+@pytest.fixture(scope="session")
+def node_executable() -> str:
+    """node, with the pinned Node.js client installed in node/node_modules.
+
+    Fails (never skips) when either is missing: the Node.js client's tests are
+    part of the suite.
+    """
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is not on PATH: the official Node.js client's tests "
+                    "(tests/compat/test_node_client.py) need Node.js >= 18 and npm; install "
+                    "them, then ./dev.sh test installs the client", pytrace=False)
+    pinned = json.loads((NODE_DIR / "package.json").read_text())["dependencies"][NODE_CLIENT]
+    try:
+        installed = json.loads((NODE_DIR / "node_modules" / NODE_CLIENT /
+                                "package.json").read_text())["version"]
+    except OSError:
+        installed = None
+    if installed != pinned:
+        pytest.fail(f"{NODE_CLIENT} {pinned} is not installed in {NODE_DIR} (found "
+                    f"{installed}): ./dev.sh test installs it, or run `npm ci` there",
+                    pytrace=False)
+    return node
+
+
+@pytest.fixture
+async def node_agent(tmp_path, node_executable) -> AsyncIterator[Callable[[], Awaitable[Agent]]]:
+    """Agents of the official Node.js client (node/agent.js)."""
+    async for start in _agents(tmp_path, "node", [node_executable, str(NODE_AGENT)],
+                               "logs/rocketmq/rocketmq_client_nodejs.log"):
+        yield start
 
 
 @dataclass

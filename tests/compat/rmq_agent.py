@@ -13,12 +13,13 @@ Commands (``op`` and its fields)::
     send       producer, topic, body, tag, keys, props, group, delivery_ms,
                delivery_raw (put as is into the client's field), transaction
                ("commit" | "rollback" | "open"; absent = not transactional)
-    simple     name, endpoints, group, topic, expr, await_s, ak, sk
+    simple     name, endpoints, group, topic (or topics: a list), expr (for each topic), sql
+               (true: expr is SQL92), await_s, ak, sk
     receive    consumer, max, invisible_s -> [message]
     ack        consumer, message_id          (of the last receive that had it)
     change     consumer, message_id, invisible_s -> new receipt handle
-    push       name, endpoints, group, topic, expr, behaviour ("success" | "fail" |
-               "fail_once": the first consumption of each message fails), delay_s
+    push       name, endpoints, group, topic (or topics), expr, sql, behaviour ("success" |
+               "fail" | "fail_once": the first consumption of each message fails), delay_s
                (time each consume takes)
     consumed   name -> [message] consumed so far (each call, in consumption order)
     schema     -> the schema of the client's own apache.rocketmq.v2 protos (v2_schema.py)
@@ -50,6 +51,7 @@ from rocketmq import (
     TransactionChecker,
     TransactionResolution,
 )
+from rocketmq.grpc_protocol import FilterType
 
 clients: dict[str, Any] = {}
 received: dict[tuple[str, str], Any] = {}      # (consumer, message id) -> Message
@@ -61,6 +63,12 @@ def _config(cmd: dict[str, Any]) -> ClientConfiguration:
     return ClientConfiguration(cmd["endpoints"], Credentials(cmd.get("ak", ""),
                                                               cmd.get("sk", "")),
                                request_timeout=cmd.get("request_timeout", 3))
+
+
+def _subscriptions(cmd: dict[str, Any]) -> dict[str, FilterExpression]:
+    expression = FilterExpression(cmd.get("expr", "*"),
+                                  FilterType.SQL if cmd.get("sql") else FilterType.TAG)
+    return {topic: expression for topic in cmd.get("topics") or [cmd["topic"]]}
 
 
 def _view(msg: Message) -> dict[str, Any]:
@@ -117,8 +125,7 @@ def run(cmd: dict[str, Any]) -> Any:
     if op == "send":
         return _send(cmd)
     if op == "simple":
-        consumer = SimpleConsumer(_config(cmd), cmd["group"],
-                                  {cmd["topic"]: FilterExpression(cmd.get("expr", "*"))},
+        consumer = SimpleConsumer(_config(cmd), cmd["group"], _subscriptions(cmd),
                                   await_duration=cmd.get("await_s", 3))
         consumer.startup()
         clients[cmd["name"]] = consumer
@@ -139,8 +146,7 @@ def run(cmd: dict[str, Any]) -> Any:
     if op == "push":
         listener = _Listener(cmd["name"], cmd.get("behaviour", "success"),
                              cmd.get("delay_s", 0))
-        consumer = PushConsumer(_config(cmd), cmd["group"], listener,
-                                {cmd["topic"]: FilterExpression(cmd.get("expr", "*"))})
+        consumer = PushConsumer(_config(cmd), cmd["group"], listener, _subscriptions(cmd))
         consumer.startup()
         clients[cmd["name"]] = consumer
         return None

@@ -1,10 +1,12 @@
 """RocketMQ's official Python client (5.1.2, from PyPI) against a PocketMQ broker.
 
-Every flow of the official client: sending (tags, keys, properties, delivery
-times, FIFO, transactions), SimpleConsumer (receive, ack, invisible time,
-redelivery, dead letters, a restart between receive and ack) and PushConsumer
-(nack, FIFO, dead letters). The client runs in agent subprocesses
-(``rmq_agent.py``); the broker in this process, so tests read its store.
+Every flow of the official client: clients declaring several topics, sending
+(tags, keys, properties, delivery times, FIFO, transactions), SimpleConsumer
+(receive, ack, invisible time, redelivery, dead letters, a restart between
+receive and ack), PushConsumer (nack, FIFO, dead letters) and SQL92
+subscriptions; test_node_client.py proves the same with the Node.js client.
+The client runs in agent subprocesses (``rmq_agent.py``); the broker in this
+process, so tests read its store.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import time
 from typing import Any
+
+import pytest
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
@@ -278,3 +282,96 @@ async def test_a_fifo_push_consumer_retries_in_order_then_forwards_to_the_dlq(
     assert [m["body"] for m in got] == [f"G-{i}" for i in range(3) for _ in range(MAX_ATTEMPTS)]
     assert sorted(m.body for m in dead) == [b"G-0", b"G-1", b"G-2"]
     assert all(m["type"] == definition_pb2.FIFO and m["group"] == "G" for m in got)
+
+
+async def test_clients_declaring_several_topics_start(v2_cluster, agent, eventually):
+    for topic in ("ManyA", "ManyB", "ManyC"):
+        await v2_cluster.create_topic(topic, eventually)
+    a = await agent()
+    ep = v2_cluster.endpoints
+    await a.call("producer", name="p", endpoints=ep, topics=["ManyA", "ManyB", "ManyC"])
+    await a.call("simple", name="s", endpoints=ep, group="simple", topics=["ManyA", "ManyB"],
+                 await_s=1)
+    await a.call("push", name="q", endpoints=ep, group="push", topics=["ManyB", "ManyC"])
+    for topic in ("ManyA", "ManyB", "ManyC"):
+        await a.call("send", producer="p", topic=topic, body=topic)
+
+    async def consumed() -> list[dict[str, Any]]:
+        got = await a.call("consumed", name="q")
+        return got if len(got) >= 2 else []
+
+    by_simple = await receive_until(a, "s", 2)
+    by_push = await eventually(consumed, timeout_s=15, interval_s=0.2,
+                               what="the push consumer's messages")
+    assert sorted(m["body"] for m in by_simple) == ["ManyA", "ManyB"]
+    assert sorted(m["body"] for m in by_push) == ["ManyB", "ManyC"]
+
+
+async def test_a_push_consumer_gets_its_tag_only_and_a_failed_message_again(
+        v2_cluster, agent, eventually):
+    await v2_cluster.create_topic("PushTag", eventually)
+    producer, consumer = await agent(), await agent()
+    ep = v2_cluster.endpoints
+    await producer.call("producer", name="p", endpoints=ep, topics=["PushTag"])
+    await consumer.call("push", name="c", endpoints=ep, group="tagged", topic="PushTag",
+                        expr="TagA", behaviour="fail_once")
+    await producer.call("send", producer="p", topic="PushTag", body="skipped", tag="TagB")
+    await producer.call("send", producer="p", topic="PushTag", body="wanted", tag="TagA")
+
+    async def consumed() -> list[dict[str, Any]]:
+        got = await consumer.call("consumed", name="c")
+        return got if len(got) >= 2 else []
+
+    got = await eventually(consumed, timeout_s=20, interval_s=0.2, what="a retry")
+
+    assert [(m["body"], m["attempt"]) for m in got] == [("wanted", 1), ("wanted", 2)]
+
+
+# -- SQL92 filters (#20) ------------------------------------------------------------------
+
+SQL = "region = 'eu' AND amount > 100"
+SQL_MESSAGES = [("eu-big", {"region": "eu", "amount": "150"}),
+                ("us-big", {"region": "us", "amount": "500"}),
+                ("eu-small", {"region": "eu", "amount": "20"}),
+                ("no-properties", {})]
+
+
+@pytest.mark.xfail(reason="SQL92 filters land with #20", strict=True)
+async def test_a_simple_consumer_with_a_sql92_subscription_receives_only_matching_messages(
+        v2_cluster, agent, eventually):
+    await v2_cluster.create_topic("Sql", eventually)
+    a = await agent()
+    ep = v2_cluster.endpoints
+    await a.call("producer", name="p", endpoints=ep, topics=["Sql"])
+    for body, props in SQL_MESSAGES:
+        await a.call("send", producer="p", topic="Sql", body=body, props=props)
+    await a.call("simple", name="c", endpoints=ep, group="sql", topic="Sql", expr=SQL,
+                 sql=True, await_s=1)
+
+    got = await receive_until(a, "c", 1)
+    for msg in got:
+        await a.call("ack", consumer="c", message_id=msg["message_id"])
+
+    assert [m["body"] for m in got] == ["eu-big"]
+    assert await receive_until(a, "c", 1, timeout_s=2) == []
+
+
+@pytest.mark.xfail(reason="SQL92 filters land with #20", strict=True)
+async def test_a_push_consumer_with_a_sql92_subscription_consumes_only_matching_messages(
+        v2_cluster, agent, eventually):
+    await v2_cluster.create_topic("SqlPush", eventually)
+    producer, consumer = await agent(), await agent()
+    ep = v2_cluster.endpoints
+    await producer.call("producer", name="p", endpoints=ep, topics=["SqlPush"])
+    await consumer.call("push", name="c", endpoints=ep, group="sql-push", topic="SqlPush",
+                        expr=SQL, sql=True)
+    for body, props in [*SQL_MESSAGES, ("eu-last", {"region": "eu", "amount": "101"})]:
+        await producer.call("send", producer="p", topic="SqlPush", body=body, props=props)
+
+    async def consumed() -> list[dict[str, Any]]:
+        got = await consumer.call("consumed", name="c")
+        return got if len(got) >= 2 else []
+
+    got = await eventually(consumed, timeout_s=20, interval_s=0.2, what="two consumed messages")
+
+    assert sorted(m["body"] for m in got) == ["eu-big", "eu-last"]
