@@ -13,7 +13,7 @@ default). The types are RocketMQ's (``TraceType``), plus the broker's own::
     Store           broker: stored it (store time, queue, offset; delayed ones parked)
     Delivered       broker: a delayed (or timed, or retry) message came due and was
                     put into its topic
-    EndTransaction  (broker) the commit or rollback the broker applied
+    EndTransaction  also written by the broker (source "broker"): what it applied
 
 One trace message::
 
@@ -169,11 +169,11 @@ def pack_trace_messages(records: Iterable[TraceRecord], *,
 def decode_trace_body(body: bytes) -> list[TraceRecord]:
     """The records of one trace message; lines that are not records are skipped."""
     out = []
-    for line in body.decode("utf-8", errors="replace").splitlines():
+    for line in body.split(b"\n"):    # not splitlines(): JSON leaves U+0085, U+2028 raw
         if not line.strip():
             continue
         try:
-            raw = json.loads(line)
+            raw = json.loads(line.decode("utf-8", errors="replace"))
             if isinstance(raw, dict):
                 out.append(TraceRecord.from_json(raw))
         except (ValueError, TypeError):
