@@ -19,11 +19,13 @@ from pocketmq.cli import main
 from pocketmq.client import (
     AdminClient,
     ConsumeResult,
+    LocalTransactionState,
     Message,
     MessageExt,
     Producer,
     PullConsumer,
     PushConsumer,
+    TransactionProducer,
     dlq_topic,
 )
 from pocketmq.client.trace_view import message_life, query_trace
@@ -266,3 +268,27 @@ async def test_message_trace_cli_prints_the_life_as_text_and_json(
     code, out, err = await run_cli(capsys, "message", "trace", "0" * 32,
                                    "--namesrv", nameserver.address)
     assert code == 1 and "no trace of message" in err
+
+
+async def test_a_transactional_message_traces_its_half_commit_and_rollback(
+        traced_broker, nameserver, admin, eventually):
+    async with TransactionProducer("pg-tx", nameserver.address, enable_trace=True,
+                                   checker=lambda msg: LocalTransactionState.COMMIT) as tx:
+        committed = await tx.send_in_transaction(Message(topic="orders", body=b"paid"),
+                                                 lambda msg, arg: LocalTransactionState.COMMIT)
+        rolled = await tx.send_in_transaction(Message(topic="orders", body=b"no"),
+                                              lambda msg, arg: LocalTransactionState.ROLLBACK)
+    for result, state in ((committed, "COMMIT"), (rolled, "ROLLBACK")):
+        life = await life_when(admin, result.msg_id, eventually,
+                               lambda life: life["transactions"] and any(
+                                   b["type"] == TraceType.END_TRANSACTION
+                                   for b in life["broker"]), f"the {state} traced")
+        [half] = life["produced"]
+        assert half["msg_type"] == "Trans_Half" and half["status"] == "SEND_OK"
+        [ended] = life["transactions"]
+        assert ended["group"] == "pg-tx" and ended["transaction_state"] == state
+        assert not ended["from_transaction_check"]
+        [applied] = [b for b in life["broker"] if b["type"] == TraceType.END_TRANSACTION]
+        assert applied["status"] == state and applied["topic"] == "orders"
+        [stored] = [b for b in life["broker"] if b["type"] == TraceType.STORE]
+        assert stored["msg_type"] == "Trans_Half"
