@@ -40,7 +40,13 @@ from pocketmq.client.heartbeat import local_ip
 from pocketmq.client.model import ConsumeResult, Message, MessageExt, SendResult
 from pocketmq.common.aio import cancel_and_wait, wait_event
 from pocketmq.common.msgid import decode_offset_msg_id
-from pocketmq.common.trace import TraceRecord, TraceType, pack_trace_messages
+from pocketmq.common.trace import (
+    TraceRecord,
+    TraceType,
+    encode_trace_line,
+    json_string,
+    pack_trace_lines,
+)
 from pocketmq.common.validation import MAX_GROUP_LENGTH
 
 __all__ = ["TRACE_PRODUCER_GROUP_PREFIX", "TraceDispatcher", "install_producer_trace",
@@ -51,8 +57,10 @@ log = logging.getLogger(__name__)
 TRACE_PRODUCER_GROUP_PREFIX = "_INNER_TRACE_PRODUCER-"   # RocketMQ's TraceConstants
 DEFAULT_MAX_RECONSUME_TIMES = 16
 
+# What a builder makes: (JSON line, index keys) per record (common/trace.py).
+Lines = list[tuple[str, list[str]]]
 # A queued entry: (builder, its arguments); the dispatcher calls builder(*args).
-_Entry = tuple[Callable[..., list[TraceRecord]], tuple[Any, ...]]
+_Entry = tuple[Callable[..., Lines], tuple[Any, ...]]
 
 
 class TraceDispatcher:
@@ -63,6 +71,10 @@ class TraceDispatcher:
         self.group = group
         self.client_id = client_id
         self.client_host = local_ip()
+        # the fields every record of this client carries, formatted once for Pub lines
+        self.identity = (f',"group":{json_string(group)},"client_id":{json_string(client_id)}'
+                         f',"client_host":{json_string(self.client_host)}')
+        self.store_hosts: dict[str, str] = {}     # offset msg id prefix -> "host:port"
         self.topic: str = config.trace_topic
         self._config = config
         self._namesrv = list(namesrv)
@@ -109,7 +121,7 @@ class TraceDispatcher:
             await self._producer.shutdown()
 
     # -- queueing (the traced paths) ----------------------------------------------------
-    def add(self, builder: Callable[..., list[TraceRecord]], *args: Any) -> None:
+    def add(self, builder: Callable[..., Lines], *args: Any) -> None:
         """Queue ``builder(*args)``; never blocks: a full queue drops it and counts it."""
         if len(self._queue) >= self._capacity:
             self.dropped += 1
@@ -146,8 +158,8 @@ class TraceDispatcher:
         entries = [self._queue.popleft() for _ in range(min(self._batch_max, len(self._queue)))]
         if not entries:
             return 0
-        records = [r for builder, args in entries for r in builder(*args)]
-        messages = list(pack_trace_messages(records))
+        lines = [line for builder, args in entries for line in builder(*args)]
+        messages = list(pack_trace_lines(lines))
         results = await asyncio.gather(
             *(self._producer.send(Message(topic=self.topic, body=body, keys=keys))
               for body, keys in messages), return_exceptions=True)
@@ -256,22 +268,29 @@ def trace_end_transaction(dispatcher: TraceDispatcher | None, *, msg_id: str,
     """A transactional producer ended (or left UNKNOWN) a transaction."""
     if dispatcher is None:
         return
-    dispatcher.add(lambda: [TraceRecord(
+    dispatcher.add(lambda: [encode_trace_line(TraceRecord(
         type=TraceType.END_TRANSACTION, ts=time.time_ns() // 1_000_000, msg_id=msg_id,
         offset_msg_id=offset_msg_id, topic=topic, tags=tags, keys=list(keys),
         group=dispatcher.group, client_id=dispatcher.client_id,
         client_host=dispatcher.client_host, broker=broker, transaction_state=state,
         status=state, from_transaction_check=from_check,
-        msg_type=f"Trans_{state.capitalize()}")])
+        msg_type=f"Trans_{state.capitalize()}"))])
 
 
-def _store_host(offset_msg_id: str) -> str:
-    try:
-        decoded = decode_offset_msg_id(offset_msg_id)
-    except ValueError:
-        return ""
-    host = f"[{decoded.host}]" if ":" in decoded.host else decoded.host
-    return f"{host}:{decoded.port}"
+def _store_host(d: TraceDispatcher, offset_msg_id: str) -> str:
+    """"host:port" of an offset message id, cached by its host part."""
+    prefix = offset_msg_id[:-16]
+    host = d.store_hosts.get(prefix)
+    if host is None:
+        try:
+            decoded = decode_offset_msg_id(offset_msg_id)
+        except ValueError:
+            return ""
+        ip = f"[{decoded.host}]" if ":" in decoded.host else decoded.host
+        host = f"{ip}:{decoded.port}"
+        if len(d.store_hosts) < 1024:
+            d.store_hosts[prefix] = host
+    return host
 
 
 def _msg_type(msg: Message) -> str:
@@ -280,31 +299,39 @@ def _msg_type(msg: Message) -> str:
 
 def _published(d: TraceDispatcher, msgs: tuple[Message, ...],
                results: tuple[SendResult, ...] | None, born_ms: int, cost_ms: float,
-               error: BaseException | None, msg_type: str = "") -> list[TraceRecord]:
+               error: BaseException | None, msg_type: str = "") -> Lines:
+    """The Pub lines of one send: formatted here, not by json.dumps, as they are the
+    most frequent records (the same fields :meth:`TraceRecord.to_json` would give)."""
     out = []
     for i, msg in enumerate(msgs):
-        record = TraceRecord(
-            type=TraceType.PUB, ts=born_ms, topic=msg.topic, tags=msg.tags,
-            keys=list(msg.keys), group=d.group, client_id=d.client_id,
-            client_host=d.client_host, born_time=born_ms, cost_ms=round(cost_ms, 3),
-            body_bytes=len(msg.body), msg_type=msg_type or _msg_type(msg))
-        if results is not None:
-            result = results[i]
-            record.msg_id, record.offset_msg_id = result.msg_id, result.offset_msg_id
-            record.broker, record.queue_id = result.queue.broker_name, result.queue.queue_id
-            record.queue_offset = result.queue_offset
-            record.store_host = _store_host(result.offset_msg_id)
-            record.status = result.status.value
-        else:
-            record.status = f"FAILED: {type(error).__name__}: {error}"[:500]
-        out.append(record)
+        head = f'{{"type":"Pub","ts":{born_ms}'
+        tail = (f',"topic":{json_string(msg.topic)}'
+                + (f',"tags":{json_string(msg.tags)}' if msg.tags else "")
+                + (f',"keys":[{",".join(map(json_string, msg.keys))}]' if msg.keys else "")
+                + d.identity
+                + f',"born_time":{born_ms},"cost_ms":{cost_ms:.3f}'
+                + f',"body_bytes":{len(msg.body)},"msg_type":"{msg_type or _msg_type(msg)}"')
+        keys = [k for k in msg.keys if k and " " not in k]
+        if results is None:
+            status = f"FAILED: {type(error).__name__}: {error}"[:500]
+            out.append((f"{head}{tail},\"status\":{json_string(status)}}}", keys))
+            continue
+        result = results[i]
+        q = result.queue
+        out.append((
+            f'{head},"msg_id":"{result.msg_id}","offset_msg_id":"{result.offset_msg_id}"{tail}'
+            f',"broker":{json_string(q.broker_name)},"queue_id":{q.queue_id}'
+            f',"queue_offset":{result.queue_offset}'
+            f',"store_host":"{_store_host(d, result.offset_msg_id)}"'
+            f',"status":"{result.status.value}"}}',
+            [result.msg_id, *keys]))
     return out
 
 
 # -- consumers -----------------------------------------------------------------------------
 def _consumed(d: TraceDispatcher, msgs: list[MessageExt], status: str, cost_ms: float,
               started_ms: int, request_id: str,
-              dead_letter: Callable[[MessageExt], bool] | None = None) -> list[TraceRecord]:
+              dead_letter: Callable[[MessageExt], bool] | None = None) -> Lines:
     """SubBefore and SubAfter of each message of one listener call; a failure that
     *dead_letter* says sends the message to its DLQ has status ``dlq``."""
     out = []
@@ -324,7 +351,7 @@ def _consumed(d: TraceDispatcher, msgs: list[MessageExt], status: str, cost_ms: 
         out.append(TraceRecord(
             type=TraceType.SUB_AFTER, ts=started_ms + int(cost_ms), cost_ms=round(cost_ms, 3),
             status=after_status, **common))  # type: ignore[arg-type]
-    return out
+    return [encode_trace_line(r) for r in out]
 
 
 def _status(result: Any) -> str:

@@ -12,8 +12,9 @@ into the message's life::
                   (group, client, attempt = reconsume times, cost, status)
     dead_lettered the consume attempts that sent it to %DLQ%{group}
 
-An offset message id is accepted too: its records name the unique id, which is
-then looked up as well (retries keep the unique id, not the offset id).
+An offset message id is accepted too: trace messages are indexed by unique id
+(as RocketMQ's), so one that finds nothing is read from its broker
+(``ViewMessage``) and its unique id looked up instead.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from pocketmq.client.admin import AdminClient
+from pocketmq.client.errors import NotFoundError
 from pocketmq.client.model import MessageExt, dlq_topic
 from pocketmq.common.trace import DEFAULT_TRACE_TOPIC, TraceRecord, TraceType, decode_trace_body
 
@@ -49,22 +51,24 @@ async def _trace_messages(admin: AdminClient, topic: str, key: str) -> list[Mess
 async def query_trace(admin: AdminClient, msg_id: str, *,
                       trace_topic: str = DEFAULT_TRACE_TOPIC) -> list[TraceRecord]:
     """The trace records of message *msg_id* (unique or offset id), oldest first."""
-    wanted = {msg_id}
-    records: list[TraceRecord] = []
-    looked_up: set[str] = set()
-    while wanted - looked_up:
-        key = sorted(wanted - looked_up)[0]
-        looked_up.add(key)
-        for msg in await _trace_messages(admin, trace_topic, key):
-            for record in decode_trace_body(msg.body):
-                if record.msg_id in wanted or record.offset_msg_id in wanted:
-                    records.append(record)
-                    if record.msg_id:
-                        wanted.add(record.msg_id)
-    unique: dict[str, TraceRecord] = {}
-    for record in records:   # one trace message may be found under two of its keys
-        unique.setdefault(repr(record.to_json()), record)
-    return sorted(unique.values(), key=lambda r: (r.ts, _ORDER.get(r.type, 9)))
+    records = await _records_of(admin, msg_id, trace_topic)
+    if not records and await admin.offset_msg_id_broker(msg_id) is not None:
+        try:
+            unique = (await admin.view_message(msg_id)).msg_id
+        except NotFoundError:
+            unique = ""
+        if unique:
+            records = await _records_of(admin, unique, trace_topic)
+    return records
+
+
+async def _records_of(admin: AdminClient, msg_id: str, trace_topic: str) -> list[TraceRecord]:
+    records: dict[str, TraceRecord] = {}
+    for msg in await _trace_messages(admin, trace_topic, msg_id):
+        for record in decode_trace_body(msg.body):
+            if msg_id in (record.msg_id, record.offset_msg_id):
+                records.setdefault(repr(record.to_json()), record)
+    return sorted(records.values(), key=lambda r: (r.ts, _ORDER.get(r.type, 9)))
 
 
 _ORDER = {TraceType.PUB: 0, TraceType.STORE: 1, TraceType.END_TRANSACTION: 2,

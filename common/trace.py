@@ -20,8 +20,8 @@ One trace message::
     body        one JSON object per line, UTF-8:
                 {"type":"Pub","ts":1700000000000,"msg_id":"7F00...","topic":"orders",...}
                 {"type":"SubBefore",...}
-    KEYS        every traced message id (unique and offset id) and user key of the
-                records in the body, space separated: the broker's index finds a
+    KEYS        the unique id (UNIQ_KEY) and the user keys of every message the records
+                in the body trace, space separated: the broker's index finds a
                 message's trace records by its id (QueryMessage on the trace topic)
 
 RocketMQ encodes the same fields with \\u0001/\\u0002 delimiters; JSON keeps each
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import json.encoder as _json_encoder
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,9 @@ __all__ = [
     "TraceRecord",
     "TraceType",
     "decode_trace_body",
+    "encode_trace_line",
+    "json_string",
+    "pack_trace_lines",
     "pack_trace_messages",
 ]
 
@@ -101,19 +105,19 @@ class TraceRecord:
     source: str = "client"
 
     def index_keys(self) -> list[str]:
-        """What the trace message's KEYS carry for this record."""
-        out = [k for k in (self.msg_id, self.offset_msg_id) if k]
+        """What the trace message's KEYS carry for this record: its unique id and keys,
+        as RocketMQ's (not the offset id: a reader resolves that to the unique id)."""
+        out = [self.msg_id] if self.msg_id else []
         out.extend(k for k in self.keys if k and " " not in k)
         return out
 
     def to_json(self) -> dict[str, Any]:
         """The record as a dict without its empty fields."""
         out: dict[str, Any] = {"type": self.type, "ts": self.ts}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name in out or value == _DEFAULTS[f.name]:
-                continue
-            out[f.name] = value
+        for name, default in _OPTIONAL:
+            value = getattr(self, name)
+            if value != default:
+                out[name] = value
         return out
 
     @classmethod
@@ -132,38 +136,62 @@ _DEFAULTS: dict[str, Any] = {
     f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING  # type: ignore[misc]
              else f.default if f.default is not dataclasses.MISSING else None)
     for f in dataclasses.fields(TraceRecord)}
+_OPTIONAL = tuple((name, default) for name, default in _DEFAULTS.items()
+                  if name not in ("type", "ts"))
+
+
+def encode_trace_line(record: TraceRecord) -> tuple[str, list[str]]:
+    """(the JSON line of *record*, its index keys): what :func:`pack_trace_lines` packs.
+
+    Hot paths may format their lines themselves (client/trace.py formats Pub
+    records with :func:`json_string`); the line must decode to the same record.
+    """
+    return (json.dumps(record.to_json(), separators=(",", ":"), ensure_ascii=False),
+            record.index_keys())
+
+
+#: a str as a JSON string literal, quotes included (the C encoder json.dumps uses)
+json_string = _json_encoder.encode_basestring
+
+
+def pack_trace_lines(lines: Iterable[tuple[str, list[str]]], *,
+                     max_body_bytes: int = MAX_TRACE_BODY_BYTES,
+                     max_keys_chars: int = MAX_TRACE_KEYS_CHARS,
+                     ) -> Iterator[tuple[bytes, list[str]]]:
+    """(body, KEYS) of the trace messages that carry *lines* ((line, keys) pairs), in order.
+
+    A message is closed before a line would take its body past *max_body_bytes*
+    or its KEYS past *max_keys_chars*; a line larger than that alone still
+    travels, alone.
+    """
+    parts: list[bytes] = []
+    keys: dict[str, None] = {}
+    size = keys_chars = 0
+    for text, line_keys in lines:
+        line = text.encode()
+        fresh = [k for k in dict.fromkeys(line_keys) if k not in keys]
+        fresh_chars = sum(len(k) + 1 for k in fresh)
+        if parts and (size + len(line) + 1 > max_body_bytes
+                      or keys_chars + fresh_chars > max_keys_chars):
+            yield b"\n".join(parts), list(keys)
+            parts, keys, size, keys_chars = [], {}, 0, 0
+            fresh = list(dict.fromkeys(line_keys))
+            fresh_chars = sum(len(k) + 1 for k in fresh)
+        parts.append(line)
+        size += len(line) + 1
+        keys.update(dict.fromkeys(fresh))
+        keys_chars += fresh_chars
+    if parts:
+        yield b"\n".join(parts), list(keys)
 
 
 def pack_trace_messages(records: Iterable[TraceRecord], *,
                         max_body_bytes: int = MAX_TRACE_BODY_BYTES,
                         max_keys_chars: int = MAX_TRACE_KEYS_CHARS,
                         ) -> Iterator[tuple[bytes, list[str]]]:
-    """(body, KEYS) of the trace messages that carry *records*, in order.
-
-    A message is closed before a record would take its body past *max_body_bytes*
-    or its KEYS past *max_keys_chars*; a record larger than that alone still
-    travels, alone.
-    """
-    lines: list[bytes] = []
-    keys: dict[str, None] = {}
-    size = keys_chars = 0
-    for record in records:
-        line = json.dumps(record.to_json(), separators=(",", ":"),
-                          ensure_ascii=False).encode()
-        fresh = [k for k in record.index_keys() if k not in keys]
-        fresh_chars = sum(len(k) + 1 for k in fresh)
-        if lines and (size + len(line) + 1 > max_body_bytes
-                      or keys_chars + fresh_chars > max_keys_chars):
-            yield b"\n".join(lines), list(keys)
-            lines, keys, size, keys_chars = [], {}, 0, 0
-            fresh = list(dict.fromkeys(record.index_keys()))
-            fresh_chars = sum(len(k) + 1 for k in fresh)
-        lines.append(line)
-        size += len(line) + 1
-        keys.update(dict.fromkeys(fresh))
-        keys_chars += fresh_chars
-    if lines:
-        yield b"\n".join(lines), list(keys)
+    """:func:`pack_trace_lines` of *records*."""
+    return pack_trace_lines((encode_trace_line(r) for r in records),
+                            max_body_bytes=max_body_bytes, max_keys_chars=max_keys_chars)
 
 
 def decode_trace_body(body: bytes) -> list[TraceRecord]:

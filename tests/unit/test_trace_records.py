@@ -18,6 +18,7 @@ from pocketmq.common.trace import (
     TraceRecord,
     TraceType,
     decode_trace_body,
+    pack_trace_lines,
     pack_trace_messages,
 )
 
@@ -81,11 +82,12 @@ def _dispatcher(capacity: int = 100) -> TraceDispatcher:
 
 
 def _drain(d: TraceDispatcher) -> list[TraceRecord]:
-    out = []
+    """The records of what *d* holds, through the same packing as a real write."""
+    lines = []
     while d.queued:
         builder, args = d._queue.popleft()
-        out.extend(builder(*args))
-    return out
+        lines.extend(builder(*args))
+    return [r for body, _keys in pack_trace_lines(lines) for r in decode_trace_body(body)]
 
 
 def test_a_traced_listener_records_before_and_after_with_status_and_dlq():
@@ -133,3 +135,33 @@ def test_message_life_pairs_each_attempt_and_names_the_dead_letter_queue():
 async def _call(listener, *batches):
     for batch in batches:
         listener(batch)
+
+
+@given(st.text(min_size=1, max_size=30), st.text(max_size=10),
+       st.lists(st.text(max_size=8), max_size=3), st.floats(0, 1e5, allow_nan=False),
+       st.booleans())
+def test_the_fast_pub_line_decodes_to_the_record_json_dumps_would_write(
+        topic, tags, keys, cost_ms, failed):
+    from pocketmq.client.model import Message, MessageQueue, SendResult, SendStatus
+    from pocketmq.client.trace import _published
+    from pocketmq.common.trace import encode_trace_line
+
+    d = _dispatcher()
+    msg = Message(topic=topic, body=b"abc", tags=tags, keys=keys)
+    result = SendResult(status=SendStatus.SEND_OK, msg_id="C0A80001" + "0" * 24,
+                        offset_msg_id="7F00000100002A0B000000000000ABCD",
+                        queue=MessageQueue(topic, "broker-\u00e9", 3), queue_offset=42)
+    [(line, line_keys)] = _published(d, (msg,), None if failed else (result,), 1700, cost_ms,
+                                     RuntimeError("no \"route\"\n") if failed else None)
+    expected = TraceRecord(
+        type=TraceType.PUB, ts=1700, topic=topic, tags=tags, keys=list(keys), group="cg",
+        client_id="c1", client_host=d.client_host, born_time=1700,
+        cost_ms=float(f"{cost_ms:.3f}"), body_bytes=3, msg_type="Normal")
+    if failed:
+        expected.status = 'FAILED: RuntimeError: no "route"\n'
+    else:
+        expected.msg_id, expected.offset_msg_id = result.msg_id, result.offset_msg_id
+        expected.broker, expected.queue_id, expected.queue_offset = "broker-\u00e9", 3, 42
+        expected.store_host, expected.status = "127.0.0.1:10763", "SEND_OK"
+    assert TraceRecord.from_json(json.loads(line)) == expected
+    assert line_keys == encode_trace_line(expected)[1]
