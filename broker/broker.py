@@ -295,6 +295,7 @@ class Broker:
             max_auto_retry_topics=cfg.max_auto_retry_topics,
             figures=[*([self.flow_control.figures] if self.flow_control is not None else []),
                      self.stats.figures,    # put_tps, get_tps, ... (broker/stats.py)
+                     *([self.trace.figures] if self.trace is not None else []),
                      *([self.ha.runtime_info] if self.ha is not None else []),
                      self._controller_figures],
             promote=self._promote if self.ha is not None else None,

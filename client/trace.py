@@ -304,6 +304,8 @@ def _published(d: TraceDispatcher, msgs: tuple[Message, ...],
     most frequent records (the same fields :meth:`TraceRecord.to_json` would give)."""
     out = []
     for i, msg in enumerate(msgs):
+        if msg.topic == d.topic:
+            continue        # traces of traces would feed on themselves
         head = f'{{"type":"Pub","ts":{born_ms}'
         tail = (f',"topic":{json_string(msg.topic)}'
                 + (f',"tags":{json_string(msg.tags)}' if msg.tags else "")
@@ -336,6 +338,8 @@ def _consumed(d: TraceDispatcher, msgs: list[MessageExt], status: str, cost_ms: 
     *dead_letter* says sends the message to its DLQ has status ``dlq``."""
     out = []
     for msg in msgs:
+        if msg.topic == d.topic:
+            continue        # a consumer of the trace topic would trace its own traces
         common = dict(msg_id=msg.msg_id, offset_msg_id=msg.offset_msg_id, topic=msg.topic,
                       tags=msg.tags, keys=list(msg.keys), group=d.group, client_id=d.client_id,
                       client_host=d.client_host, retry_times=msg.reconsume_times,
@@ -344,13 +348,13 @@ def _consumed(d: TraceDispatcher, msgs: list[MessageExt], status: str, cost_ms: 
             type=TraceType.SUB_BEFORE, ts=started_ms, broker=msg.broker_name,
             queue_id=msg.queue_id, queue_offset=msg.queue_offset,
             store_time=msg.store_timestamp_ms, born_time=msg.born_timestamp_ms,
-            body_bytes=len(msg.body), **common))  # type: ignore[arg-type]
+            body_bytes=len(msg.body), **common))
         after_status = status
         if status != "success" and dead_letter is not None and dead_letter(msg):
             after_status = "dlq"
         out.append(TraceRecord(
             type=TraceType.SUB_AFTER, ts=started_ms + int(cost_ms), cost_ms=round(cost_ms, 3),
-            status=after_status, **common))  # type: ignore[arg-type]
+            status=after_status, **common))
     return [encode_trace_line(r) for r in out]
 
 
@@ -394,7 +398,7 @@ def trace_listener(listener: Listener, dispatcher: TraceDispatcher,
             started_ms, started = time.time_ns() // 1_000_000, time.perf_counter()
             request_id, result = uuid.uuid4().hex, "failed"
             try:
-                result = await listener(batch)  # type: ignore[misc]
+                result = await listener(batch)
                 return result
             finally:
                 finish(batch, result, started_ms, started, request_id)

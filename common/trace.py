@@ -133,7 +133,7 @@ class TraceRecord:
 
 
 _DEFAULTS: dict[str, Any] = {
-    f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING  # type: ignore[misc]
+    f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING
              else f.default if f.default is not dataclasses.MISSING else None)
     for f in dataclasses.fields(TraceRecord)}
 _OPTIONAL = tuple((name, default) for name, default in _DEFAULTS.items()

@@ -150,6 +150,9 @@ async def test_the_broker_traces_a_delayed_message_parked_then_delivered(
     assert delivered["status"] == "delivered after delay level 2"
     assert delivered["store_time"] - stored["store_time"] >= 200 - 5
     assert not life["produced"]          # the producer itself was not traced
+    figures = traced_broker.trace.figures()
+    assert int(figures["trace_written_total"]) >= 2
+    assert figures["trace_dropped_total"] == "0"
 
 
 async def test_a_pull_consumer_traces_what_each_poll_hands_over(

@@ -4,6 +4,7 @@ consume-side rules (client/trace.py) that need no server."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 
 import pytest
@@ -165,3 +166,14 @@ def test_the_fast_pub_line_decodes_to_the_record_json_dumps_would_write(
         expected.store_host, expected.status = "127.0.0.1:10763", "SEND_OK"
     assert TraceRecord.from_json(json.loads(line)) == expected
     assert line_keys == encode_trace_line(expected)[1]
+
+
+def test_messages_of_the_trace_topic_itself_are_never_traced():
+    from pocketmq.client.model import Message
+    from pocketmq.client.trace import _published
+
+    d = _dispatcher()
+    assert _published(d, (Message(topic=d.topic, body=b"x"),), None, 1, 0.1, None) == []
+    trace_listener(lambda batch: ConsumeResult.CONSUME_SUCCESS, d, lambda m: False)(
+        [dataclasses.replace(_msg(0), topic=d.topic), _msg(0, "kept")])
+    assert {r.msg_id for r in _drain(d)} == {"kept"}
