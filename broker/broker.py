@@ -343,7 +343,8 @@ class Broker:
         self.trace = BrokerTraceService(store, topic=cfg.msg_trace_topic_name,
                                         broker_name=cfg.broker_name, store_host=store_host,
                                         clock=self.clock)
-        for service in (self.send, self.schedule, self.timer, self.transactions):
+        for service in (self.send, self.send_back, self.schedule, self.timer,
+                        self.transactions):
             if service is not None:
                 service.trace = self.trace
 

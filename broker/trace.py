@@ -12,6 +12,8 @@ With ``trace_topic_enable`` (off by default) the broker
   ``Delivered``       a delayed, timed or retried message came due and was put into
                       its topic (from :mod:`.schedule` and :mod:`.timer_service`)
   ``EndTransaction``  a half message was committed or rolled back (:mod:`.transaction`)
+  ``SendBack``        a consumer handed it back (:mod:`.send_back`): a retry copy parked
+                      for ``%RETRY%{group}``, or its copy stored in ``%DLQ%{group}``
 
 The hooks only append to a bounded deque (``MAX_QUEUED``; a full deque drops
 and counts); the service writes what is queued every ``FLUSH_INTERVAL_S`` as
@@ -182,6 +184,19 @@ class BrokerTraceService:
             keys=half.keys, group=producer_group, transaction_state=resolution,
             status=resolution, from_transaction_check=from_check,
             stored_topic=half.topic, msg_type=f"Trans_{resolution.capitalize()}"))
+
+    def on_sent_back(self, msg: StoredMessage, *, group: str, to_topic: str, dead: bool,
+                     reconsume_times: int, result: PutResult) -> None:
+        """A consumer of *group* handed *msg* back: a retry copy, or one for its DLQ."""
+        if msg.topic == self.topic or not result.phys_offsets:
+            return
+        self._add(self._record(
+            TraceType.SEND_BACK, result.store_timestamp_ms, msg_id=msg.uniq_key,
+            offset_msg_id=self._offset_msg_id(result.phys_offsets[0]), topic=to_topic,
+            tags=msg.tags, keys=msg.keys, group=group, queue_offset=result.queue_offsets[0],
+            store_time=result.store_timestamp_ms, retry_times=reconsume_times,
+            stored_topic=result.topics[0] if result.topics else "",
+            status="dead-lettered" if dead else "to retry", msg_type="Normal"))
 
     @property
     def queued(self) -> int:

@@ -84,7 +84,8 @@ def render_life(life: dict[str, Any]) -> str:
         parts.append("Consumed: no traced consumption yet")
     for dead in life["dead_lettered"]:
         parts.append(f"Dead-lettered: group {dead['group']} moved it to {dead['dlq_topic']} "
-                     f"at {time_ms(dead['ts'])}")
+                     f"at {time_ms(dead['ts'])}"
+                     + (" (the broker stored the copy)" if dead["broker_confirmed"] else ""))
     return "\n\n".join(parts)
 
 

@@ -10,7 +10,8 @@ into the message's life::
     transactions  EndTransaction records of transactional producers
     consumed      one row per listener call: SubBefore + SubAfter paired by request id
                   (group, client, attempt = reconsume times, cost, status)
-    dead_lettered the consume attempts that sent it to %DLQ%{group}
+    dead_lettered the consume attempts that sent it to %DLQ%{group}, and whether the
+                  broker traced the dead-letter copy
 
 An offset message id is accepted too: trace messages are indexed by unique id
 (as RocketMQ's), so one that finds nothing is read from its broker
@@ -97,11 +98,28 @@ def message_life(msg_id: str, records: list[TraceRecord]) -> dict[str, Any]:
                          if r.type == TraceType.END_TRANSACTION and r.source == "client"],
         "consumed": _attempts(records),
     }
-    life["dead_lettered"] = [{"group": a["group"], "client_id": a["client_id"], "ts": a["ts"],
-                              "dlq_topic": dlq_topic(a["group"])}
-                             for a in life["consumed"] if a["status"] == "dlq"]
+    life["dead_lettered"] = _dead_lettered(life["consumed"], records)
     life["records"] = [r.to_json() for r in records]
     return life
+
+
+def _dead_lettered(consumed: list[dict[str, Any]],
+                   records: list[TraceRecord]) -> list[dict[str, Any]]:
+    """Each group that sent the message to its DLQ: from the consumer's ``dlq`` attempt,
+    ``broker_confirmed`` when the broker traced the dead-letter copy (SendBack)."""
+    stored = {r.topic: r for r in records
+              if r.type == TraceType.SEND_BACK and r.status == "dead-lettered"}
+    out = []
+    for attempt in consumed:
+        if attempt["status"] == "dlq":
+            topic = dlq_topic(attempt["group"])
+            out.append({"group": attempt["group"], "client_id": attempt["client_id"],
+                        "ts": attempt["ts"], "dlq_topic": topic,
+                        "broker_confirmed": stored.pop(topic, None) is not None})
+    for topic, record in stored.items():   # traced by the broker alone
+        out.append({"group": record.group, "client_id": "", "ts": record.ts,
+                    "dlq_topic": topic, "broker_confirmed": True})
+    return out
 
 
 def _row(record: TraceRecord, *names: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ default). The types are RocketMQ's (``TraceType``), plus the broker's own::
     Store           broker: stored it (store time, queue, offset; delayed ones parked)
     Delivered       broker: a delayed (or timed, or retry) message came due and was
                     put into its topic
+    SendBack        broker: a consumer group handed it back: to retry, or dead-lettered
     EndTransaction  also written by the broker (source "broker"): what it applied
 
 One trace message::
@@ -65,6 +66,7 @@ class TraceType:
     END_TRANSACTION = "EndTransaction"
     STORE = "Store"
     DELIVERED = "Delivered"
+    SEND_BACK = "SendBack"
 
 
 @dataclass(slots=True, kw_only=True)

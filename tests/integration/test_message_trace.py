@@ -128,11 +128,20 @@ async def test_a_message_retried_until_dead_lettered_traces_every_attempt_and_th
     assert [(r["attempt"], r["status"]) for r in rows] == [
         (0, "retry_later"), (1, "retry_later"), (2, "dlq")]
     assert all(r["client_id"] == consumer.client_id and r["cost_ms"] is not None for r in rows)
-    assert life["dead_lettered"] == [{"group": "cg-poison", "client_id": consumer.client_id,
-                                      "ts": rows[-1]["ts"], "dlq_topic": "%DLQ%cg-poison"}]
-    # the broker traced each retry copy coming due in the group's retry topic
+    # the broker traced each retry copy coming due in the group's retry topic, and the
+    # hand-backs: two to retry, the last to the DLQ
     retries = [b for b in life["broker"] if b["type"] == TraceType.DELIVERED]
     assert [b["topic"] for b in retries] == ["%RETRY%cg-poison"] * 2
+    life = await life_when(admin, sent.msg_id, eventually,
+                           lambda life: life["dead_lettered"][0]["broker_confirmed"],
+                           "the broker's record of the dead-letter copy")
+    assert life["dead_lettered"] == [{"group": "cg-poison", "client_id": consumer.client_id,
+                                      "ts": rows[-1]["ts"], "dlq_topic": "%DLQ%cg-poison",
+                                      "broker_confirmed": True}]
+    sent_back = [(b["topic"], b["status"]) for b in life["broker"]
+                 if b["type"] == TraceType.SEND_BACK]
+    assert sent_back == [("%RETRY%cg-poison", "to retry")] * 2 + [
+        ("%DLQ%cg-poison", "dead-lettered")]
 
 
 async def test_the_broker_traces_a_delayed_message_parked_then_delivered(
@@ -246,8 +255,9 @@ async def test_message_trace_cli_prints_the_life_as_text_and_json(
     consumer.subscribe("orders")
     consumer.listener(lambda msgs: ConsumeResult.RECONSUME_LATER)
     async with consumer:
-        await life_when(admin, sent.msg_id, eventually, lambda life: life["dead_lettered"],
-                        "the dead-lettering traced")
+        await life_when(admin, sent.msg_id, eventually,
+                        lambda life: [d["broker_confirmed"] for d in life["dead_lettered"]]
+                        == [True], "the dead-lettering traced by consumer and broker")
 
     code, out, err = await run_cli(capsys, "message", "trace", sent.msg_id,
                                    "--namesrv", nameserver.address)
@@ -255,7 +265,9 @@ async def test_message_trace_cli_prints_the_life_as_text_and_json(
     assert f"Message ID  {sent.msg_id}" in out
     assert "Produced" in out and "pg-cli" in out and "SEND_OK" in out
     assert "Consumed" in out and "retry_later" in out and "dlq" in out
-    assert "Dead-lettered: group cg-cli moved it to %DLQ%cg-cli" in out
+    assert ("Dead-lettered: group cg-cli moved it to %DLQ%cg-cli at " in out
+            and "(the broker stored the copy)" in out)
+    assert "SendBack" in out and "dead-lettered" in out
     consumed_lines = [line for line in out.splitlines() if "cg-cli" in line
                       and consumer.client_id in line]
     assert len(consumed_lines) == 2                      # attempt 1 and 2
