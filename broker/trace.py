@@ -193,9 +193,10 @@ class BrokerTraceService:
         self._add(self._record(
             TraceType.SEND_BACK, result.store_timestamp_ms, msg_id=msg.uniq_key,
             offset_msg_id=self._offset_msg_id(result.phys_offsets[0]), topic=to_topic,
-            tags=msg.tags, keys=msg.keys, group=group, queue_offset=result.queue_offsets[0],
-            store_time=result.store_timestamp_ms, retry_times=reconsume_times,
-            stored_topic=result.topics[0] if result.topics else "",
+            tags=msg.tags, keys=msg.keys, group=group, queue_id=result.queue_ids[0],
+            queue_offset=result.queue_offsets[0], store_time=result.store_timestamp_ms,
+            retry_times=reconsume_times,
+            stored_topic=result.topics[0] if result.topics[0] != to_topic else "",
             status="dead-lettered" if dead else "to retry", msg_type="Normal"))
 
     @property

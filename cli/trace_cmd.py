@@ -75,10 +75,10 @@ def render_life(life: dict[str, Any]) -> str:
               t["from_transaction_check"]] for t in life["transactions"]]))
     if life["consumed"]:
         parts.append("Consumed\n" + render(
-            ["TIME", "GROUP", "CLIENT", "ATTEMPT", "COST MS", "STATUS", "BROKER", "QUEUE",
-             "OFFSET"],
+            ["TIME", "GROUP", "CLIENT", "ATTEMPT", "COST MS", "STATUS", "READ FROM", "BROKER",
+             "QUEUE", "OFFSET"],
             [[time_ms(c["ts"]), c["group"], c["client_id"], c["attempt"] + 1,
-              _ms(c["cost_ms"]), c["status"], c["broker"] or None,
+              _ms(c["cost_ms"]), c["status"], c["read_from"], c["broker"] or None,
               _num(c["queue_id"]), _num(c["queue_offset"])] for c in life["consumed"]]))
     else:
         parts.append("Consumed: no traced consumption yet")

@@ -37,7 +37,14 @@ from typing import Any
 from pocketmq.client.consume_service import Listener
 from pocketmq.client.errors import ClientError, PermissionDeniedError, RouteNotFoundError
 from pocketmq.client.heartbeat import local_ip
-from pocketmq.client.model import ConsumeResult, Message, MessageExt, SendResult
+from pocketmq.client.model import (
+    PROPERTY_RETRY_TOPIC,
+    ConsumeResult,
+    Message,
+    MessageExt,
+    SendResult,
+    retry_topic,
+)
 from pocketmq.common.aio import cancel_and_wait, wait_event
 from pocketmq.common.msgid import decode_offset_msg_id
 from pocketmq.common.trace import (
@@ -344,8 +351,11 @@ def _consumed(d: TraceDispatcher, msgs: list[MessageExt], status: str, cost_ms: 
                       tags=msg.tags, keys=list(msg.keys), group=d.group, client_id=d.client_id,
                       client_host=d.client_host, retry_times=msg.reconsume_times,
                       request_id=request_id)
+        # a redelivery is read from the group's retry topic, its topic is the original
+        read_from = retry_topic(d.group) if PROPERTY_RETRY_TOPIC in msg.properties else ""
         out.append(TraceRecord(
             type=TraceType.SUB_BEFORE, ts=started_ms, broker=msg.broker_name,
+            stored_topic=read_from,
             queue_id=msg.queue_id, queue_offset=msg.queue_offset,
             store_time=msg.store_timestamp_ms, born_time=msg.born_timestamp_ms,
             body_bytes=len(msg.body), **common))

@@ -135,11 +135,12 @@ def _attempts(records: list[TraceRecord]) -> list[dict[str, Any]]:
         row = rows.setdefault((r.request_id, r.offset_msg_id), {
             "group": r.group, "client_id": r.client_id, "client_host": r.client_host,
             "ts": r.ts, "attempt": r.retry_times, "broker": "", "queue_id": -1,
-            "queue_offset": -1, "topic": r.topic, "offset_msg_id": r.offset_msg_id,
+            "queue_offset": -1, "topic": r.topic, "read_from": r.topic,
+            "offset_msg_id": r.offset_msg_id,
             "cost_ms": None, "status": "in progress"})
         if r.type == TraceType.SUB_BEFORE:
             row.update(ts=r.ts, broker=r.broker, queue_id=r.queue_id,
-                       queue_offset=r.queue_offset)
+                       queue_offset=r.queue_offset, read_from=r.stored_topic or r.topic)
         else:
             row.update(cost_ms=r.cost_ms, status=r.status)
     return sorted(rows.values(), key=lambda row: (row["ts"], row["attempt"]))
