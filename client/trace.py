@@ -56,8 +56,9 @@ from pocketmq.common.trace import (
 )
 from pocketmq.common.validation import MAX_GROUP_LENGTH
 
-__all__ = ["TRACE_PRODUCER_GROUP_PREFIX", "TraceDispatcher", "install_producer_trace",
-           "start_trace", "trace_listener"]
+__all__ = ["TRACE_PRODUCER_GROUP_PREFIX", "TraceDispatcher", "close_trace", "dead_letter_rule",
+           "install_producer_trace", "start_trace", "trace_end_transaction",
+           "trace_half_message", "trace_listener"]
 
 log = logging.getLogger(__name__)
 
