@@ -58,6 +58,7 @@ from pocketmq.broker.store.timer_store import TimerMessageStore
 from pocketmq.broker.timer_messages import TimerPolicy
 from pocketmq.broker.timer_service import TimerService
 from pocketmq.broker.topic_config import TopicConfigManager
+from pocketmq.broker.trace import BrokerTraceService
 from pocketmq.broker.transaction import TransactionalMessageService
 from pocketmq.broker.transaction_check import TransactionalMessageCheckService
 from pocketmq.broker.v1_authz import transaction_check_filter
@@ -118,6 +119,7 @@ class Broker:
         self.locks: RebalanceLockManager | None = None
         self.transactions: TransactionalMessageService | None = None
         self.transaction_check: TransactionalMessageCheckService | None = None
+        self.trace: BrokerTraceService | None = None        # trace_topic_enable
         self._stopping = False
         self.stats = BrokerStatsManager(clock=self.clock)   # put/get counts, TPS, latency
         self.metrics: MetricsHttpServer | None = None       # Prometheus, on metrics_port
@@ -274,6 +276,7 @@ class Broker:
                                        idempotence=self.idempotence)
         self.send_back = SendBackService(store, self.topics, levels, store_host=store_host,
                                          clock=self.clock)
+        self._build_trace(store, store_host)
         return BrokerServicer(
             send=self.send, send_back=self.send_back,
             locks=self.locks, transactions=self.transactions,
@@ -292,6 +295,7 @@ class Broker:
             max_auto_retry_topics=cfg.max_auto_retry_topics,
             figures=[*([self.flow_control.figures] if self.flow_control is not None else []),
                      self.stats.figures,    # put_tps, get_tps, ... (broker/stats.py)
+                     *([self.trace.figures] if self.trace is not None else []),
                      *([self.ha.runtime_info] if self.ha is not None else []),
                      self._controller_figures],
             promote=self._promote if self.ha is not None else None,
@@ -330,6 +334,19 @@ class Broker:
             check_interval_ms=cfg.transaction_check_interval_ms,
             check_max=cfg.transaction_check_max, clock=self.clock)
         store.add_arrival_listener(self.transaction_check.on_arrival)
+
+    def _build_trace(self, store: MessageStore, store_host: tuple[str, int]) -> None:
+        """The broker's side of message trace: the services' hooks write to it."""
+        cfg = self.config
+        if not cfg.trace_topic_enable:
+            return
+        self.trace = BrokerTraceService(store, topic=cfg.msg_trace_topic_name,
+                                        broker_name=cfg.broker_name, store_host=store_host,
+                                        clock=self.clock)
+        for service in (self.send, self.send_back, self.schedule, self.timer,
+                        self.transactions):
+            if service is not None:
+                service.trace = self.trace
 
     def _build_timer(self, store: MessageStore) -> None:
         """Messages with a delivery time: recover DATA/timerlog, timerwheel, timercheck."""
@@ -393,6 +410,9 @@ class Broker:
             self.timer.start()
         if self.transaction_check is not None:
             self.transaction_check.start()
+        if self.trace is not None and self.topics is not None:
+            self.trace.ensure_topic(self.topics)    # RocketMQ creates it at start too
+            self.trace.start()
 
     def _start_background(self) -> None:
         assert self.offsets is not None and self.clients is not None
@@ -455,6 +475,8 @@ class Broker:
             await self.timer.stop()
         if self.transaction_check is not None:
             await self.transaction_check.stop()
+        if self.trace is not None:
+            await self.trace.stop()
         if self.controller_client is not None:
             await self.controller_client.stop()
         if self.ha is not None:

@@ -21,6 +21,7 @@ from pocketmq.broker.delay_levels import (
 from pocketmq.broker.store.config import FlushDiskType, StoreConfig
 from pocketmq.common.auth import Credentials
 from pocketmq.common.errors import ConfigError
+from pocketmq.common.trace import DEFAULT_TRACE_TOPIC
 from pocketmq.common.validation import check_topic
 
 __all__ = ["BrokerConfig", "parse_namesrv_addrs"]
@@ -201,6 +202,12 @@ class BrokerConfig:
     transaction_check_max: int = field(default=15, metadata=_help(
         "checks of one half message before it is discarded as rolled back "
         "(transactionCheckMax)"))
+    # -- message trace (broker/trace.py) -------------------------------------------------
+    trace_topic_enable: bool = field(default=False, metadata=_help(
+        "create the trace topic at start and trace the broker's side of each message: "
+        "store time, delayed delivery, transaction commit/rollback (traceTopicEnable)"))
+    msg_trace_topic_name: str = field(default=DEFAULT_TRACE_TOPIC, metadata=_help(
+        "the trace topic (msgTraceTopicName)"))
     # -- clients and offsets ----------------------------------------------------------
     client_channel_expire_seconds: float = field(default=120, metadata=_help(
         "seconds without a heartbeat before a client is dropped"))
@@ -313,6 +320,9 @@ class BrokerConfig:
             problem = check_topic(getattr(self, key))  # RocketMQ makes topics of both
             if problem:
                 raise ConfigError(f"{key}: {problem.replace('topic name', 'name')}")
+        problem = check_topic(self.msg_trace_topic_name)
+        if problem:
+            raise ConfigError(f"msg_trace_topic_name: {problem}")
         if not self.data_dir:
             raise ConfigError("data_dir is empty; give the directory the broker stores into")
 

@@ -43,6 +43,7 @@ import logging
 import os
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.delay_levels import (
     PROPERTY_TIMER_DELIVER_MS,
@@ -58,6 +59,9 @@ from pocketmq.common.aio import wait_event
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.message import StoredMessage, decode_record
+
+if TYPE_CHECKING:
+    from pocketmq.broker.trace import BrokerTraceService
 
 __all__ = ["DelayOffsetTable", "ScheduleMessageService"]
 
@@ -144,6 +148,7 @@ class ScheduleMessageService:
         self._states = {level: _LevelState(level) for level in range(1, levels.max_level + 1)}
         self._tasks: list[asyncio.Task[None]] = []
         self.delivered_total = 0
+        self.trace: BrokerTraceService | None = None   # trace_topic_enable (broker/trace.py)
 
     # -- lifecycle ----------------------------------------------------------------------
     def load(self) -> None:
@@ -306,6 +311,9 @@ class ScheduleMessageService:
                        properties=properties)
         if result.status is PutStatus.PUT_OK:
             self.delivered_total += 1
+            if self.trace is not None:
+                self.trace.on_delivered(msg, topic=topic, queue_id=queue_id, result=result,
+                                        via=f"delivered after delay level {level}")
             if result.flush_future is not None:
                 self._states[level].flush = result.flush_future
             return None

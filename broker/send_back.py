@@ -33,6 +33,7 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.delay_levels import (
     PROPERTY_DELAY,
@@ -64,6 +65,9 @@ from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.message import PROPERTY_IDEMPOTENCE, StoredMessage, decode_record
 from pocketmq.common.msgid import encode_offset_msg_id
 from pocketmq.common.validation import check_group
+
+if TYPE_CHECKING:
+    from pocketmq.broker.trace import BrokerTraceService
 
 __all__ = [
     "DEFAULT_MAX_RECONSUME_TIMES",
@@ -148,6 +152,7 @@ class SendBackService:
         self._store_host = store_host
         self._clock = clock or SystemClock()
         self._random = random.Random()
+        self.trace: BrokerTraceService | None = None   # trace_topic_enable (broker/trace.py)
 
     def ensure_retry_topic(self, group: str, *, max_topics: int | None = None,
                            requester: str | None = None) -> TopicConfig:
@@ -219,6 +224,10 @@ class SendBackService:
         if result.status is not PutStatus.PUT_OK:
             raise PutRejectedError(result.status, f"cannot store the {decision.target.value} "
                                                   f"copy: {result.error or result.status.value}")
+        if self.trace is not None:
+            self.trace.on_sent_back(msg, group=group, to_topic=decision.topic,
+                                    dead=decision.target is SendBackTarget.DLQ,
+                                    reconsume_times=decision.reconsume_times, result=result)
         if result.flush_future is not None:
             await asyncio.wrap_future(result.flush_future)
         log.debug("message at commit-log offset %d of group %s -> %s (reconsume times %d, "

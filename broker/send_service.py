@@ -37,7 +37,7 @@ import enum
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pocketmq.broker.delay_levels import PROPERTY_DELAY, DelayLevels, rewrite_delayed
 from pocketmq.broker.errors import (
@@ -65,6 +65,9 @@ from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.message import SysFlag
 from pocketmq.common.msgid import encode_offset_msg_id
 from pocketmq.security.interceptor import AclError, authorize_publish, current_account
+
+if TYPE_CHECKING:
+    from pocketmq.broker.trace import BrokerTraceService
 
 __all__ = ["SendMessageService", "SendOutcome", "SendStatus"]
 
@@ -169,6 +172,7 @@ class SendMessageService:
         self._stats = stats or BrokerStatsManager(clock=self._clock)
         # Every offset msg id of this broker starts with the same IP and port.
         self._msg_id_prefix = encode_offset_msg_id(store_host[0], store_host[1], 0)[:-16]
+        self.trace: BrokerTraceService | None = None   # trace_topic_enable (broker/trace.py)
 
     async def send(self, blob: bytes | bytearray | memoryview, *,
                    single: bool = False, producer_group: str = "") -> SendOutcome:
@@ -223,6 +227,8 @@ class SendMessageService:
         if result.status is not PutStatus.PUT_OK:
             raise PutRejectedError(result.status,
                                    _broker_keys(result.error or result.status.value))
+        if self.trace is not None:
+            self.trace.on_stored(scanned, result)
         status = SendStatus.SEND_OK
         if result.flush_future is not None:
             flushed = await asyncio.wrap_future(result.flush_future)

@@ -51,6 +51,7 @@ import contextlib
 import logging
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.delay_levels import PROPERTY_TIMER_DELIVER_MS, restore_properties
 from pocketmq.broker.reput import reput
@@ -70,6 +71,9 @@ from pocketmq.common.message import (
     decode_properties,
     decode_record,
 )
+
+if TYPE_CHECKING:
+    from pocketmq.broker.trace import BrokerTraceService
 
 __all__ = ["TimerService"]
 
@@ -120,6 +124,7 @@ class TimerService:
         self.recovery: TimerRecoveryReport | None = None
         self.enqueued_total = self.delivered_total = self.rolled_total = 0
         self.duplicates_skipped_total = self.dropped_total = 0
+        self.trace: BrokerTraceService | None = None   # trace_topic_enable (broker/trace.py)
 
     # -- lifecycle ----------------------------------------------------------------------
     def load(self, *, clean_shutdown: bool) -> TimerRecoveryReport:
@@ -383,6 +388,9 @@ class TimerService:
             return True
         result = reput(self._store, msg, topic=topic, queue_id=queue_id,
                        properties=properties)
+        if self.trace is not None and what == "deliver" and result.status is PutStatus.PUT_OK:
+            self.trace.on_delivered(msg, topic=topic, queue_id=queue_id, result=result,
+                                    via="delivered at its delivery time")
         return self._after_put(result, unit, what, topic, queue_id)
 
     def _after_put(self, result: PutResult, unit: TimerUnit, what: str, topic: str,

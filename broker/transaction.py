@@ -38,6 +38,7 @@ import logging
 import os
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.delay_levels import PROPERTY_REAL_TOPIC
 from pocketmq.broker.errors import (
@@ -65,6 +66,9 @@ from pocketmq.broker.transaction_ops import (
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.message import StoredMessage, decode_record
+
+if TYPE_CHECKING:
+    from pocketmq.broker.trace import BrokerTraceService
 
 __all__ = [
     "EndTransactionOutcome",
@@ -179,6 +183,7 @@ class TransactionalMessageService:
         self.rolled_back_total = 0
         self.discarded_total = 0
         self.checks_total = 0                         # counted by the check service
+        self.trace: BrokerTraceService | None = None   # trace_topic_enable (broker/trace.py)
 
     # -- start ----------------------------------------------------------------------------
     def load(self) -> ReplayReport:
@@ -323,6 +328,10 @@ class TransactionalMessageService:
             return EndTransactionOutcome(resolution=request.resolution, already_resolved=True,
                                          half_queue_offset=half.queue_offset)
         flush = self.resolve(half, request.resolution)
+        if self.trace is not None:
+            self.trace.on_transaction_end(half, resolution=request.resolution.value,
+                                          producer_group=request.producer_group,
+                                          from_check=request.from_transaction_check)
         log.debug("half message %s of %s (commit-log offset %d) %s%s", half.uniq_key,
                   request.producer_group, half.phys_offset, request.resolution.describe(),
                   " on a check" if request.from_transaction_check else "")

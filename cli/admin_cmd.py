@@ -9,6 +9,7 @@
     pocketmq group list | progress GROUP [--topic T]
     pocketmq group reset-offset GROUP TOPIC --to earliest|latest|TIMESTAMP
     pocketmq message by-key TOPIC KEY | by-id MSGID [--topic T] | by-offset TOPIC QUEUE OFFSET
+    pocketmq message trace MSGID [--trace-topic T]                     (cli/trace_cmd.py)
     pocketmq broker status|config [ADDR]
     pocketmq broker promote ADDR [--epoch N] [--role ROLE] [--force]   (cli/promote_cmd.py)
     pocketmq broker elect NAME [--broker-id N] [--controller ADDR]     (cli/elect_cmd.py)
@@ -120,7 +121,8 @@ def register(subparsers: Any) -> None:
 
     _register_topic(group("topic", "create, change and inspect topics"), leaf)
     _register_group(group("group", "consumer groups: progress, lag, offset reset"), leaf)
-    _register_message(group("message", "find messages by key, id or position"), leaf)
+    _register_message(group("message", "find messages by key, id or position; trace them"),
+                      leaf)
     # `pocketmq broker` runs a broker; `pocketmq broker status|config` ask one.
     broker = subparsers.choices.get("broker")
     actions = group("broker", "ask brokers", broker)
@@ -205,6 +207,9 @@ def _register_message(actions: Any, leaf: Any) -> None:
     by_offset.add_argument("offset", type=int)
     by_offset.add_argument("--broker", metavar="NAME",
                            help="broker name (needed when several brokers serve the topic)")
+    from pocketmq.cli.trace_cmd import add_trace
+
+    add_trace(actions, leaf)    # message trace MSGID (cli/trace_cmd.py)
 
 
 # -- running -------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ from pocketmq.client.allocate import AllocateStrategy, resolve_strategy
 from pocketmq.client.model import ConsumeFrom, MessageModel
 from pocketmq.common.auth import Credentials
 from pocketmq.common.errors import ConfigError
-from pocketmq.common.validation import check_group
+from pocketmq.common.trace import DEFAULT_TRACE_TOPIC
+from pocketmq.common.validation import check_group, check_topic
 
 __all__ = [
     "DEFAULT_NAMESRV",
@@ -92,6 +93,14 @@ def _check_group(group: str) -> None:
         raise ConfigError(f"group: {problem}")
 
 
+def _check_trace(config: Any) -> None:
+    problem = check_topic(config.trace_topic)
+    if problem:
+        raise ConfigError(f"trace_topic: {problem}")
+    _positive(config, "trace_queue_capacity", "trace_batch_max_records",
+              "trace_flush_interval_ms")
+
+
 def build(cls: type, config: Any, options: dict[str, Any]) -> Any:
     """*config* with *options* applied; unknown option names are a ConfigError."""
     known = {f.name for f in fields(cls)}
@@ -123,6 +132,19 @@ class _ClientCommon:
     tls_cert_file: str = field(default="", metadata=_help(
         "PEM client certificate, for servers that require one"))
     tls_key_file: str = field(default="", metadata=_help("PEM private key of tls_cert_file"))
+    # -- message trace (client/trace.py) --
+    enable_trace: bool = field(default=False, metadata=_help(
+        "record each send / consume in the trace topic (RocketMQ's enableMsgTrace); "
+        "`pocketmq message trace MSG_ID` reads them back"))
+    trace_topic: str = field(default=DEFAULT_TRACE_TOPIC, metadata=_help(
+        "topic trace records are written to; the client's ACL user needs PUB on it"))
+    trace_queue_capacity: int = field(default=2048, metadata=_help(
+        "trace records waiting to be written at most; more are dropped (counted), never "
+        "slowing a send"))
+    trace_batch_max_records: int = field(default=100, metadata=_help(
+        "trace records written at once (packed into messages of at most 128 kB)"))
+    trace_flush_interval_ms: int = field(default=100, metadata=_help(
+        "ms trace records wait at most before they are written"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -173,6 +195,7 @@ class ProducerConfig(_ClientCommon):
                   "max_in_flight_per_broker", "max_message_size_bytes",
                   "max_batch_size_bytes", "route_refresh_interval_s", "heartbeat_interval_s")
         _non_negative(self, "retry_times_when_send_failed", "linger_ms", "compress_over_bytes")
+        _check_trace(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -227,6 +250,7 @@ class _ConsumerCommon(_ClientCommon):
                   "commit_interval_s", "heartbeat_interval_s", "route_refresh_interval_s",
                   "rpc_timeout_s")
         _non_negative(self, "pull_suspend_ms", "pull_delay_on_error_s", "unreachable_suspect_s")
+        _check_trace(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -59,6 +59,7 @@ from pocketmq.client.message_codec import (
 from pocketmq.client.model import Message, MessageQueue, SendResult, SendStatus, _new_send_result
 from pocketmq.client.remoting import Remoting, SendReceipt
 from pocketmq.client.route import RouteService
+from pocketmq.client.trace import TraceDispatcher, close_trace, install_producer_trace, start_trace
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.message import pack_host
 from pocketmq.common.msgid import UniqueIdGenerator
@@ -101,6 +102,7 @@ class Producer:
         self._oneway: set[asyncio.Future[SendReceipt]] = set()
         #: idempotent: the producer id, epoch and numbering per broker name
         self._sessions: SessionManager | None = None
+        self.trace: TraceDispatcher | None = None   # enable_trace: client/trace.py
         self._state = "created"
 
     @property
@@ -128,6 +130,9 @@ class Producer:
         self._routes.start()
         await self._heartbeat.start()
         self._state = "running"
+        self.trace = await start_trace(self)
+        if self.trace is not None:
+            install_producer_trace(self, self.trace)
         log.info("producer %s (%s) started, nameservers %s", self.group, self.client_id,
                  self.namesrv)
 
@@ -167,6 +172,7 @@ class Producer:
         timeout_s = self.config.send_timeout_ms / 1000
         if self._accumulator is not None:
             await self._accumulator.close(timeout_s)
+        await close_trace(self.trace, timeout_s)    # after the last traced send ended
         if self._heartbeat is not None:
             # Leave first, then close the command streams (a closed stream would
             # also make the broker drop this client, but logged as a vanished one).

@@ -31,6 +31,7 @@ from pocketmq.client.consumer_base import ConsumerBase, _cancel
 from pocketmq.client.errors import ClientError, ClientStateError
 from pocketmq.client.model import MessageExt, MessageQueue
 from pocketmq.client.process_queue import ProcessQueue
+from pocketmq.client.trace import TraceDispatcher, close_trace, start_trace
 from pocketmq.common.aio import wait_event
 from pocketmq.common.clock import Clock
 
@@ -52,6 +53,7 @@ class PullConsumer(ConsumerBase):
         self._assigned: set[MessageQueue] | None = None
         self._ready: deque[tuple[ProcessQueue, list[MessageExt]]] = deque()
         self._has_ready = asyncio.Event()
+        self.trace: TraceDispatcher | None = None   # enable_trace: client/trace.py
 
     # -- assignment ---------------------------------------------------------------------
     def subscribe(self, topic: str, expression: str = "*") -> None:
@@ -94,6 +96,7 @@ class PullConsumer(ConsumerBase):
         if self._assigned is None and not self._subscriptions:
             raise ClientStateError(f"consumer {self.group} has nothing to read; call "
                                    "subscribe() or assign() before start()")
+        self.trace = await start_trace(self)
         await self._start_services()
         log.info("pull consumer %s (%s) started", self.group, self.client_id)
 
@@ -102,6 +105,7 @@ class PullConsumer(ConsumerBase):
             self._state = "shut down"
             return
         await self._stop_services()
+        await close_trace(self.trace, self.config.rpc_timeout_s)
         await self._close_services()
         self._ready.clear()
         self._has_ready.set()
@@ -136,6 +140,8 @@ class PullConsumer(ConsumerBase):
             out = self._take(self.config.max_poll_messages)
             remaining = deadline - loop.time()
             if out or remaining <= 0 or self._state != "running":
+                if out and self.trace is not None:
+                    self.trace.polled(out)
                 return out
             self._has_ready.clear()
             await wait_event(self._has_ready, remaining)

@@ -45,6 +45,13 @@ from pocketmq.client.errors import ClientError, ClientStateError, UnsupportedErr
 from pocketmq.client.model import MessageExt, MessageQueue
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.remoting import BrokerClient
+from pocketmq.client.trace import (
+    TraceDispatcher,
+    close_trace,
+    dead_letter_rule,
+    start_trace,
+    trace_listener,
+)
 from pocketmq.common.clock import Clock
 
 __all__ = ["PushConsumer"]
@@ -69,6 +76,7 @@ class PushConsumer(ConsumerBase):
         self._consume: ConcurrentConsumeService | OrderlyConsumeService | None = None
         self._lock_task: asyncio.Task[None] | None = None
         self._warned: set[str] = set()
+        self.trace: TraceDispatcher | None = None   # enable_trace: client/trace.py
         self.dedup: DedupWindow | None = None
         if cfg.dedup_window or cfg.dedup_window_count:
             self.dedup = DedupWindow(window_s=cfg.dedup_window,
@@ -96,6 +104,9 @@ class PushConsumer(ConsumerBase):
                                    "subscribe(topic, expression) before start()")
         cfg = self.config
         listener = self._listener
+        self.trace = await start_trace(self)
+        if self.trace is not None:
+            listener = trace_listener(listener, self.trace, dead_letter_rule(cfg))
         if self.dedup is not None:
             listener = dedup_listener(listener, self.dedup)
         if cfg.orderly:
@@ -128,6 +139,7 @@ class PushConsumer(ConsumerBase):
         await _cancel(self._lock_task)
         if self._consume is not None:
             await self._consume.stop(self.config.shutdown_timeout_s)
+        await close_trace(self.trace, self.config.rpc_timeout_s)
         await self._close_services()
         self._state = "shut down"
         log.info("push consumer %s (%s) shut down", self.group, self.client_id)

@@ -58,6 +58,7 @@ from pocketmq.client.message_codec import check_message, decode_messages
 from pocketmq.client.model import Message, MessageExt, MessageQueue, SendResult, SendStatus
 from pocketmq.client.producer import Producer
 from pocketmq.client.remoting import ChannelOpened, CheckTransactionState, ServerCommand
+from pocketmq.client.trace import trace_end_transaction, trace_half_message
 from pocketmq.common.clock import Clock
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.message import POS_SYSFLAG, SysFlag
@@ -181,6 +182,7 @@ class TransactionProducer(Producer):
         budget_s = (timeout_ms or self.config.send_timeout_ms) / 1000
         deadline = time.monotonic() + budget_s
         uniq_key = self._ids.next_id()
+        born_ms, started = self._clock.now_ms(), time.perf_counter()
         send_result: SendResult
         if self._sessions is not None:
             # numbered: a retried half is stored once (and answered with its offsets)
@@ -194,6 +196,8 @@ class TransactionProducer(Producer):
                 msg.topic, deadline, budget_s,
                 lambda mq, record: self._attempt(mq, record, deadline),
                 lambda mq: _prepared(self._encode(half, mq.queue_id, uniq_key)))
+        trace_half_message(self.trace, msg, send_result, born_ms,
+                           (time.perf_counter() - started) * 1000)
         if send_result.status is SendStatus.SEND_OK:
             state = await _ask(execute_local, "execute_local", send_result.msg_id, msg, arg)
         else:
@@ -201,6 +205,10 @@ class TransactionProducer(Producer):
                         "the local transaction", send_result.msg_id, send_result.status.value)
             state = LocalTransactionState.ROLLBACK
         await self._end(send_result, state)
+        trace_end_transaction(self.trace, msg_id=send_result.msg_id,
+                              offset_msg_id=send_result.offset_msg_id, topic=msg.topic,
+                              broker=send_result.queue.broker_name, state=state.value,
+                              from_check=False, tags=msg.tags, keys=msg.keys)
         return TransactionSendResult(send_result=send_result, local_state=state)
 
     async def _end(self, send_result: SendResult, state: LocalTransactionState) -> None:
@@ -269,6 +277,10 @@ class TransactionProducer(Producer):
                 commit=state is LocalTransactionState.COMMIT, from_transaction_check=True,
                 timeout_s=END_TRANSACTION_TIMEOUT_S)
             self.checks_answered += 1
+            trace_end_transaction(self.trace, msg_id=command.msg_id,
+                                  offset_msg_id=command.offset_msg_id, topic=msg.topic,
+                                  broker=broker_name, state=state.value, from_check=True,
+                                  tags=msg.tags, keys=msg.keys)
         except ClientError as exc:
             log.warning("answering the check of %s with %s failed: %s", command.msg_id,
                         state.value, exc)
