@@ -70,6 +70,7 @@ from pocketmq.client.transaction_producer import (
     TransactionProducer,
     TransactionSendResult,
 )
+from pocketmq.common.filter import MessageSelector, SqlFilterError
 
 __all__ = [
     "AdminClient",
@@ -87,6 +88,7 @@ __all__ = [
     "MessageModel",
     "MessageQueue",
     "MessageQueueSelector",
+    "MessageSelector",
     "NotFoundError",
     "PermissionDeniedError",
     "Producer",
@@ -100,6 +102,7 @@ __all__ = [
     "SendStatus",
     "SendTimeoutError",
     "ServerError",
+    "SqlFilterError",
     "TopicConfig",
     "TransactionProducer",
     "TransactionSendResult",

@@ -33,6 +33,7 @@ from pocketmq.client.model import MessageExt, MessageQueue
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.common.aio import wait_event
 from pocketmq.common.clock import Clock
+from pocketmq.common.filter import MessageSelector
 
 __all__ = ["PullConsumer"]
 
@@ -54,7 +55,7 @@ class PullConsumer(ConsumerBase):
         self._has_ready = asyncio.Event()
 
     # -- assignment ---------------------------------------------------------------------
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         if self._assigned is not None:
             raise ClientStateError("this consumer uses assign(); subscribe() and assign() "
                                    "do not mix")
