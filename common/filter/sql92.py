@@ -56,6 +56,7 @@ __all__ = ["MAX_EXPRESSION_CHARS", "SqlFilter", "SqlFilterError", "compile_sql92
 
 MAX_EXPRESSION_CHARS = 4096     # longer expressions are refused: compiled per subscription
 _MAX_DEPTH = 100                # nesting of parentheses and NOTs
+_MAX_TERMS = 256                # predicates joined by AND / OR (bounds evaluation depth)
 
 Props = Mapping[str, str]
 Tri = bool | None               # TRUE, FALSE, UNKNOWN
@@ -202,6 +203,7 @@ class _Parser:
         self.tokens = tokenize(text)
         self.i = 0
         self.depth = 0
+        self.terms = 0
 
     @property
     def tok(self) -> Token:
@@ -262,6 +264,9 @@ class _Parser:
 
     def predicate(self) -> Node:
         tok = self.tok
+        self.terms += 1
+        if self.terms > _MAX_TERMS:
+            raise self.fail(f"expression has more than {_MAX_TERMS} predicates")
         if tok.kind == "op" and tok.text == "(":
             self.take()
             node = self.nested(self.or_)
