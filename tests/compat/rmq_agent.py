@@ -50,6 +50,7 @@ from rocketmq import (
     TransactionChecker,
     TransactionResolution,
 )
+from rocketmq.grpc_protocol import FilterType
 
 clients: dict[str, Any] = {}
 received: dict[tuple[str, str], Any] = {}      # (consumer, message id) -> Message
@@ -105,6 +106,13 @@ class _Listener(MessageListener):
         return ConsumeResult.FAILURE if failed else ConsumeResult.SUCCESS
 
 
+def _filter(cmd: dict[str, Any]) -> FilterExpression:
+    """``expr`` as a tag expression, or with ``sql`` set as an SQL92 filter."""
+    if cmd.get("sql"):
+        return FilterExpression(cmd["expr"], FilterType.SQL)
+    return FilterExpression(cmd.get("expr", "*"))
+
+
 def run(cmd: dict[str, Any]) -> Any:
     op = cmd["op"]
     if op == "producer":
@@ -118,7 +126,7 @@ def run(cmd: dict[str, Any]) -> Any:
         return _send(cmd)
     if op == "simple":
         consumer = SimpleConsumer(_config(cmd), cmd["group"],
-                                  {cmd["topic"]: FilterExpression(cmd.get("expr", "*"))},
+                                  {cmd["topic"]: _filter(cmd)},
                                   await_duration=cmd.get("await_s", 3))
         consumer.startup()
         clients[cmd["name"]] = consumer
@@ -140,7 +148,7 @@ def run(cmd: dict[str, Any]) -> Any:
         listener = _Listener(cmd["name"], cmd.get("behaviour", "success"),
                              cmd.get("delay_s", 0))
         consumer = PushConsumer(_config(cmd), cmd["group"], listener,
-                                {cmd["topic"]: FilterExpression(cmd.get("expr", "*"))})
+                                {cmd["topic"]: _filter(cmd)})
         consumer.startup()
         clients[cmd["name"]] = consumer
         return None
