@@ -70,9 +70,11 @@ from pocketmq.client.transaction_producer import (
     TransactionProducer,
     TransactionSendResult,
 )
-from pocketmq.common.filter import MessageSelector, SqlFilterError
+from pocketmq.common.filter import SQL92, TAG, MessageSelector, SqlFilterError
 
 __all__ = [
+    "SQL92",
+    "TAG",
     "AdminClient",
     "BusyError",
     "ClientError",
