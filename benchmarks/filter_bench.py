@@ -31,8 +31,7 @@ from benchkit import standalone
 
 from pocketmq.common.message import encode_record, pack_host
 from pocketmq.v1 import broker_pb2 as pb
-from pocketmq.v1 import broker_pb2_grpc
-from pocketmq.v1 import common_pb2
+from pocketmq.v1 import broker_pb2_grpc, common_pb2
 
 TOPIC = "FilterBench"
 HOST = pack_host(("127.0.0.1", 40000))
