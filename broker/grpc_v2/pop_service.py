@@ -46,7 +46,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.errors import BusyError, InvalidRequestError, NotFoundError
@@ -113,7 +113,7 @@ class ReceiptHandle(NamedTuple):
 
 
 #: what a receive reads: every message (None), these tags, or an SQL92 filter
-Selector = frozenset[str] | SqlFilter | None
+Selector: TypeAlias = frozenset[str] | SqlFilter | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
