@@ -8,7 +8,8 @@
         result = await producer.send(Message(topic="orders", body=b"...", tags="paid"))
 
     consumer = PushConsumer(group="cg", namesrv="127.0.0.1:9876", consume_from="first")
-    consumer.subscribe("orders", "paid || refunded")
+    consumer.subscribe("orders", "paid || refunded")      # tags; or on properties:
+    # consumer.subscribe("orders", MessageSelector.by_sql("region = 'eu' AND amount > 100"))
 
     @consumer.listener
     async def handle(messages: list[MessageExt]) -> ConsumeResult:
