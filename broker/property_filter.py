@@ -55,7 +55,7 @@ class FilterCompiler:
         if kind == TAG:
             return None
         if kind != SQL92:
-            raise InvalidRequestError(f"expression type {expression_type!r} is unknown; give "
+            raise InvalidRequestError(f"expression type {expression_type[:40]!r} is unknown; give "
                                       f"{TAG} or {SQL92}", reason="SUBSCRIPTION_PARSE_FAILED")
         if not self.enabled:
             raise FailedPreconditionError(

@@ -129,9 +129,10 @@ def _error(text: str, pos: int, message: str) -> SqlFilterError:
 def _describe(token: Token) -> str:
     if token.kind == "end":
         return "end of expression"
+    text = token.text if len(token.text) <= 40 else token.text[:40] + "..."
     if token.kind == "string":
-        return f"string '{token.text}'"
-    return f"{token.text!r}"
+        return f"string '{text}'"
+    return f"{text!r}"
 
 
 def parse_number(text: str) -> int | float | None:
