@@ -43,6 +43,7 @@ from pocketmq.broker.idempotence import IdempotenceService
 from pocketmq.broker.limits import warn_if_low
 from pocketmq.broker.long_polling import PullRequestHoldService
 from pocketmq.broker.namesrv_client import GrpcNameserverClient
+from pocketmq.broker.property_filter import FilterCompiler
 from pocketmq.broker.pull_service import PullMessageService
 from pocketmq.broker.rebalance_lock import RebalanceLockManager
 from pocketmq.broker.registration import NameserverClient, RegisterBrokerService
@@ -285,7 +286,8 @@ class Broker:
                 max_pull_messages=cfg.max_pull_messages, max_pull_bytes=cfg.max_pull_bytes,
                 long_polling_enable=cfg.long_polling_enable,
                 suspend_default_ms=cfg.pull_suspend_default_ms,
-                suspend_max_ms=cfg.pull_suspend_max_ms, clock=self.clock, stats=self.stats),
+                suspend_max_ms=cfg.pull_suspend_max_ms, clock=self.clock, stats=self.stats,
+                filters=FilterCompiler(enable_property_filter=cfg.enable_property_filter)),
             offsets=self.offsets, clients=self.clients,
             admin=AdminService(store, self.topics, self.offsets, self.clients, self.hold,
                                broker_name=cfg.broker_name, cluster_name=cfg.cluster_name,

@@ -140,6 +140,9 @@ class BrokerConfig:
         "messages a key query returns when the request does not say"))
     long_polling_enable: bool = field(default=True, metadata=_help(
         "hold empty pulls until a message arrives (longPollingEnable)"))
+    enable_property_filter: bool = field(default=True, metadata=_help(
+        "serve SQL92 filters on message properties; when false, SQL92 subscriptions are "
+        "refused at heartbeat, pull and ReceiveMessage (enablePropertyFilter)"))
     pull_suspend_default_ms: int = field(default=15_000, metadata=_help(
         "ms an empty pull waits when the request does not say"))
     pull_suspend_max_ms: int = field(default=60_000, metadata=_help(

@@ -13,7 +13,10 @@ RocketMQ's client-side :class:`PullStatus`, mapped in :data:`PULL_STATUS`::
 
 Tags are filtered on the consume queue's tag codes (Java ``String.hashCode``),
 never by decoding the commit log; the client re-checks tag strings, since
-codes can collide.
+codes can collide. A subscription of expression type ``SQL92`` is filtered on
+the properties of each record read (:mod:`pocketmq.broker.property_filter`),
+before anything leaves the broker; a pull without one takes the path above
+untouched.
 
 A pull that finds nothing new (``NO_NEW_MSG``, or ``NO_MATCHED_MSG`` having
 read to the end of the queue) is parked in the
@@ -43,11 +46,13 @@ from pocketmq.broker.errors import (
     PermissionDeniedError,
 )
 from pocketmq.broker.long_polling import HoldOutcome, PullRequestHoldService
+from pocketmq.broker.property_filter import FilterCompiler, read_filtered
 from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import GetResult, GetStatus
 from pocketmq.broker.topic_config import TopicConfig, TopicConfigManager
 from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.filter import TAG, SqlFilter
 from pocketmq.common.hashing import tags_code
 from pocketmq.common.validation import check_group, check_topic
 
@@ -116,6 +121,7 @@ class PullRequest:
     max_msg_nums: int = 0              # 0 = the broker's default
     subscription: str = SUB_ALL
     suspend_timeout_ms: int | None = None  # None = the broker's default, 0 = no wait
+    expression_type: str = TAG             # TAG: `subscription` is tags; SQL92: a filter
     commit_offset: int | None = None
 
 
@@ -150,6 +156,7 @@ class _QueueRead:
     request: PullRequest
     max_count: int
     tag_codes: frozenset[int] | None
+    sql: SqlFilter | None = None
     outcome: PullOutcome | None = None
     park_offset: int | None = None
 
@@ -160,8 +167,10 @@ class PullMessageService:
                  max_pull_messages: int = 32, max_pull_bytes: int = 256 * 1024,
                  long_polling_enable: bool = True, suspend_default_ms: int = 15_000,
                  suspend_max_ms: int = 60_000, clock: Clock | None = None,
-                 stats: BrokerStatsManager | None = None) -> None:
+                 stats: BrokerStatsManager | None = None,
+                 filters: FilterCompiler | None = None) -> None:
         self._store = store
+        self.filters = filters or FilterCompiler()
         self._topics = topics
         self._offsets = offsets
         self._hold = hold
@@ -220,11 +229,11 @@ class PullMessageService:
         plans: list[_QueueRead | BrokerError] = []
         for request in requests:
             try:
-                max_count, tag_codes = self._check_queue(request)
+                max_count, tag_codes, sql = self._check_queue(request)
             except BrokerError as exc:
                 plans.append(exc)
                 continue
-            plans.append(_QueueRead(request, max_count, tag_codes))
+            plans.append(_QueueRead(request, max_count, tag_codes, sql))
             if request.commit_offset is not None:
                 self._offsets.commit(group, request.topic, request.queue_id,
                                      request.commit_offset)
@@ -267,10 +276,15 @@ class PullMessageService:
             req = read.request
             offset = read.park_offset if parked and read.park_offset is not None \
                 else req.queue_offset
-            result = self._store.get_message_blob(req.topic, req.queue_id, offset,
-                                                  max_count=read.max_count,
-                                                  max_bytes=self._max_bytes,
-                                                  tag_codes=read.tag_codes)
+            if read.sql is None:
+                result = self._store.get_message_blob(req.topic, req.queue_id, offset,
+                                                      max_count=read.max_count,
+                                                      max_bytes=self._max_bytes,
+                                                      tag_codes=read.tag_codes)
+            else:
+                result = read_filtered(self._store, req.topic, req.queue_id, offset,
+                                       max_count=read.max_count, max_bytes=self._max_bytes,
+                                       tag_codes=None, sql=read.sql)
             budget -= result.total_bytes
             read.park_offset = self._park_offset(result, req.queue_offset)
             read.outcome = PullOutcome(status=pull_status(result, req.queue_offset),
@@ -281,8 +295,9 @@ class PullMessageService:
                                        blob=result.blob, message_count=result.message_count)
 
     # -- validation ---------------------------------------------------------------------
-    def _check_queue(self, request: PullRequest) -> tuple[int, frozenset[int] | None]:
-        """(max messages, tag codes) after checking the fields that name one queue."""
+    def _check_queue(self, request: PullRequest
+                     ) -> tuple[int, frozenset[int] | None, SqlFilter | None]:
+        """(max messages, tag codes, SQL92 filter) after checking the fields of one queue."""
         problem = check_topic(request.topic)
         if problem:
             raise InvalidRequestError(problem)
@@ -300,7 +315,10 @@ class PullMessageService:
             raise InvalidRequestError(f"commit_offset is {request.commit_offset}; offsets are "
                                       ">= 0")
         max_count = min(request.max_msg_nums or self._max_messages, self._max_messages)
-        return max_count, self._codes(request.subscription)
+        sql = self.filters.compile(request.expression_type, request.subscription)
+        if sql is not None:
+            return max_count, None, sql
+        return max_count, self._codes(request.subscription), None
 
     def _suspend_ms(self, suspend_ms: int | None) -> int:
         if suspend_ms is None:

@@ -44,6 +44,7 @@ from pocketmq.broker.grpc_status import (
     grpc_code,
 )
 from pocketmq.broker.idempotence import IdempotenceService
+from pocketmq.broker.property_filter import FilterCompiler
 from pocketmq.broker.pull_service import PullMessageService, PullOutcome, PullRequest
 from pocketmq.broker.rebalance_lock import MessageQueue, RebalanceLockManager
 from pocketmq.broker.send_back import SendBackService
@@ -205,11 +206,13 @@ def _topic_config_pb(tc: TopicConfig) -> common_pb2.TopicConfig:
                                   order=tc.order, topic_sys_flag=tc.topic_sys_flag)
 
 
-def _consumer(msg: pb.ConsumerData) -> ConsumerRegistration:
+def _consumer(msg: pb.ConsumerData, filters: FilterCompiler) -> ConsumerRegistration:
     _check_names(group=msg.group)
     subscriptions = {}
     for sub in msg.subscriptions:
         _check_names(topic=sub.topic)
+        # an SQL92 filter that does not parse is refused here, when the consumer subscribes
+        filters.compile(sub.expression_type, sub.expression)
         subscriptions[sub.topic] = sub.expression or "*"
     kwargs: dict[str, Any] = {}
     for field, pb_enum, enum_cls in (("consume_type", pb.ConsumeType, ConsumeType),
@@ -360,6 +363,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
             consumer_group=request.consumer_group, topic=request.topic,
             queue_id=request.queue_id, queue_offset=request.queue_offset,
             max_msg_nums=request.max_msg_nums, subscription=request.subscription,
+            expression_type=request.expression_type,
             suspend_timeout_ms=(request.suspend_timeout_ms
                                 if request.HasField("suspend_timeout_ms") else None),
             commit_offset=commit_offset))
@@ -385,7 +389,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
             queued.append((index, PullRequest(
                 consumer_group=group, topic=pull.topic, queue_id=pull.queue_id,
                 queue_offset=pull.queue_offset, max_msg_nums=pull.max_msg_nums,
-                subscription=pull.subscription, commit_offset=commit_offset)))
+                subscription=pull.subscription, expression_type=pull.expression_type,
+                commit_offset=commit_offset)))
         suspend_ms = (request.suspend_timeout_ms if request.HasField("suspend_timeout_ms")
                       else None)
         results = await self._pull.pull_batch(
@@ -525,7 +530,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         _check_client_id(request.client_id)
         for group in request.producer_groups:
             _check_names(group=group)
-        consumers = [_consumer(c) for c in request.consumers if not c.unchanged]
+        consumers = [_consumer(c, self._pull.filters) for c in request.consumers
+                     if not c.unchanged]
         # Sent as a fingerprint only: its topics were checked when it was sent whole,
         # by the same owner (check_owner); the group is checked again here.
         unchanged = [(c.group, c.fingerprint) for c in request.consumers if c.unchanged]

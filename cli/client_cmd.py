@@ -29,9 +29,11 @@ from pocketmq.client import (
     Message,
     MessageExt,
     MessageQueue,
+    MessageSelector,
     Producer,
     PullConsumer,
     SendResult,
+    SqlFilterError,
 )
 from pocketmq.client.config import DEFAULT_NAMESRV, NAMESRV_ENV
 from pocketmq.common.errors import ConfigError
@@ -69,7 +71,11 @@ def register(subparsers: Any) -> None:
     _namesrv(consume)
     consume.add_argument("topic")
     consume.add_argument("--group", required=True, help="consumer group")
-    consume.add_argument("--expr", default="*", help='tag expression, "*" or "A || B"')
+    selector = consume.add_mutually_exclusive_group()
+    selector.add_argument("--expr", default="*", help='tag expression, "*" or "A || B"')
+    selector.add_argument("--sql", default=None, metavar="EXPR",
+                          help="SQL92 filter on message properties, e.g. "
+                               "\"region = 'eu' AND amount > 100\"")
     consume.add_argument("--from", dest="consume_from", choices=("first", "last"),
                          default="last", help="where a new group starts (default last)")
     consume.add_argument("-n", type=int, default=0, help="stop after N messages (0 = never)")
@@ -154,6 +160,14 @@ def _consume(args: argparse.Namespace) -> int:
     if args.n < 0:
         print("pocketmq consume: -n must be >= 0", file=sys.stderr)
         return 2
+    if args.sql is not None:
+        try:
+            args.selector = MessageSelector.by_sql(args.sql)
+        except SqlFilterError as exc:
+            print(f"pocketmq consume: --sql {args.sql!r}: {exc}", file=sys.stderr)
+            return 2
+    else:
+        args.selector = args.expr
     return _run(_consume_messages(args), "consume")
 
 
@@ -161,7 +175,7 @@ async def _consume_messages(args: argparse.Namespace) -> int:
     consumer = PullConsumer(group=args.group, namesrv=args.namesrv,
                             consume_from=args.consume_from, auto_commit=False,
                             rebalance_interval_s=5.0, **security_kwargs(args))
-    consumer.subscribe(args.topic, args.expr)
+    consumer.subscribe(args.topic, args.selector)
     await consumer.start()
     printed = 0
     idle_s = 0.0

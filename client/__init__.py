@@ -8,7 +8,8 @@
         result = await producer.send(Message(topic="orders", body=b"...", tags="paid"))
 
     consumer = PushConsumer(group="cg", namesrv="127.0.0.1:9876", consume_from="first")
-    consumer.subscribe("orders", "paid || refunded")
+    consumer.subscribe("orders", "paid || refunded")      # tags; or on properties:
+    # consumer.subscribe("orders", MessageSelector.by_sql("region = 'eu' AND amount > 100"))
 
     @consumer.listener
     async def handle(messages: list[MessageExt]) -> ConsumeResult:
@@ -70,8 +71,11 @@ from pocketmq.client.transaction_producer import (
     TransactionProducer,
     TransactionSendResult,
 )
+from pocketmq.common.filter import SQL92, TAG, MessageSelector, SqlFilterError
 
 __all__ = [
+    "SQL92",
+    "TAG",
     "AdminClient",
     "BusyError",
     "ClientError",
@@ -87,6 +91,7 @@ __all__ = [
     "MessageModel",
     "MessageQueue",
     "MessageQueueSelector",
+    "MessageSelector",
     "NotFoundError",
     "PermissionDeniedError",
     "Producer",
@@ -100,6 +105,7 @@ __all__ = [
     "SendStatus",
     "SendTimeoutError",
     "ServerError",
+    "SqlFilterError",
     "TopicConfig",
     "TransactionProducer",
     "TransactionSendResult",

@@ -72,6 +72,7 @@ from pocketmq.client.remoting import (
 from pocketmq.client.route import RouteService
 from pocketmq.client.tasks import cancel_and_wait, raise_if_cancelling
 from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.filter import MessageSelector
 from pocketmq.common.validation import check_group, check_topic
 
 __all__ = ["ConsumerBase", "parse_subscription"]
@@ -81,6 +82,7 @@ log = logging.getLogger(__name__)
 PULL_RPC_MARGIN_S = 15.0      # a long poll's RPC deadline beyond its suspend time
 REPLICA_BEHIND_RETRY_S = 0.1  # pause before asking a replica that is behind the consumer again
 DEFAULT_TIMESTAMP_LOOKBACK_MS = 30 * 60 * 1000
+_ALL = MessageSelector.by_tag("*")
 
 
 def parse_subscription(expression: str) -> frozenset[str] | None:
@@ -108,7 +110,7 @@ class ConsumerBase:
         self.config = config
         self.client_id = make_client_id(instance_name)
         self._clock = clock or SystemClock()
-        self._subscriptions: dict[str, str] = {}
+        self._subscriptions: dict[str, MessageSelector] = {}
         self._tag_sets: dict[str, frozenset[str] | None] = {}
         self._pqs: dict[MessageQueue, ProcessQueue] = {}
         self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
@@ -136,13 +138,17 @@ class ConsumerBase:
     def broadcasting(self) -> bool:
         return self.config.message_model is MessageModel.BROADCASTING
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Read *topic*'s messages whose tag matches *expression* (``*`` or ``A || B``)."""
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Read *topic*'s messages that *expression* selects: a tag expression (``*`` or
+        ``A || B``, also ``MessageSelector.by_tag``) or ``MessageSelector.by_sql("a > 1")``,
+        an SQL92 filter on the message properties that the broker applies."""
         problem = check_topic(topic)
         if problem:
             raise ValueError(problem)
-        self._tag_sets[topic] = parse_subscription(expression)
-        self._subscriptions[topic] = (expression or "*").strip()
+        selector = MessageSelector.of(expression)
+        self._tag_sets[topic] = None if selector.is_sql else parse_subscription(
+            selector.expression)
+        self._subscriptions[topic] = selector
         if self._rebalance is not None:
             self._rebalance.wakeup()
 
@@ -152,11 +158,11 @@ class ConsumerBase:
         if self._rebalance is not None:
             self._rebalance.wakeup()
 
-    def _all_subscriptions(self) -> dict[str, str]:
+    def _all_subscriptions(self) -> dict[str, MessageSelector]:
         """User subscriptions, plus the group's retry topic when clustering (push)."""
         subs = dict(self._subscriptions)
         if self._push and not self.broadcasting and subs:
-            subs.setdefault(retry_topic(self.group), "*")
+            subs.setdefault(retry_topic(self.group), MessageSelector.by_tag("*"))
         return subs
 
     def assigned_queues(self) -> set[MessageQueue]:
@@ -446,9 +452,10 @@ class ConsumerBase:
             try:
                 if coalescer is None:
                     raise ClientError(f"no address for broker {mq.broker_name}")
+                selector = self._all_subscriptions().get(mq.topic) or _ALL
                 reply = await coalescer.pull(QueuePull(
                     queue=mq, offset=pq.next_offset, max_messages=cfg.pull_batch_size,
-                    subscription=self._all_subscriptions().get(mq.topic, "*"),
+                    subscription=selector.expression, expression_type=selector.type,
                     commit_offset=self._commit_offset(mq)))
             except ClientError as exc:
                 raise_if_cancelling()

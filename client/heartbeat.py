@@ -42,6 +42,7 @@ from pocketmq.client.errors import ClientError
 from pocketmq.client.remoting import ChannelOpened, ConsumerInfo, Remoting, ServerCommand
 from pocketmq.client.route import RouteService, TopicRoute
 from pocketmq.client.tasks import cancel_and_wait, raise_if_cancelling, wait_event
+from pocketmq.common.filter import MessageSelector
 
 __all__ = ["HeartbeatService", "consumer_fingerprint", "local_ip", "make_client_id"]
 
@@ -70,7 +71,8 @@ def consumer_fingerprint(consumer: ConsumerInfo) -> str:
     digest.update(f"{consumer.group}\0{consumer.push:d}{consumer.broadcasting:d}"
                   f"\0{consumer.consume_from}".encode())
     for topic, expression in sorted(consumer.subscriptions.items()):
-        digest.update(f"\0{topic}\1{expression}".encode())
+        # str(): a tag expression as it always was; an SQL92 one as "SQL92(...)"
+        digest.update(f"\0{topic}\1{MessageSelector.of(expression)}".encode())
     return digest.hexdigest()
 
 

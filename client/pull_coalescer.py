@@ -216,7 +216,7 @@ class PullCoalescer:
 
 def _same_read(a: QueuePull, b: QueuePull) -> bool:
     return (a.offset == b.offset and a.max_messages == b.max_messages
-            and a.subscription == b.subscription)
+            and a.subscription == b.subscription and a.expression_type == b.expression_type)
 
 
 def _retrieve(future: asyncio.Future[PullReply | None]) -> None:

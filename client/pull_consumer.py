@@ -34,6 +34,7 @@ from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.trace import TraceDispatcher, close_trace, start_trace
 from pocketmq.common.aio import wait_event
 from pocketmq.common.clock import Clock
+from pocketmq.common.filter import MessageSelector
 
 __all__ = ["PullConsumer"]
 
@@ -56,7 +57,7 @@ class PullConsumer(ConsumerBase):
         self.trace: TraceDispatcher | None = None   # enable_trace: client/trace.py
 
     # -- assignment ---------------------------------------------------------------------
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         if self._assigned is not None:
             raise ClientStateError("this consumer uses assign(); subscribe() and assign() "
                                    "do not mix")

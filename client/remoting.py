@@ -54,6 +54,7 @@ from pocketmq.client.model import (
 )
 from pocketmq.client.route import QueueData, TopicRoute
 from pocketmq.common.auth import Credentials, signed_metadata
+from pocketmq.common.filter import TAG, MessageSelector
 from pocketmq.common.runtime import tune_malloc
 from pocketmq.v1 import broker_pb2 as bpb
 from pocketmq.v1 import (
@@ -181,7 +182,19 @@ class QueuePull:
     offset: int
     max_messages: int
     subscription: str = "*"
+    expression_type: str = "TAG"          # TAG: `subscription` is tags; SQL92: a filter
     commit_offset: int | None = None
+
+
+def _wire_type(expression_type: str) -> str:
+    """"" for tags (what brokers before SQL92 filters expect), else the type."""
+    return "" if expression_type == TAG else expression_type
+
+
+def _subscription_pb(topic: str, expression: str | MessageSelector) -> bpb.Subscription:
+    selector = MessageSelector.of(expression)
+    return bpb.Subscription(topic=topic, expression=selector.expression,
+                            expression_type=_wire_type(selector.type))
 
 
 def _pull_reply(resp: bpb.PullMessageResponse) -> PullReply:
@@ -197,7 +210,8 @@ class ConsumerInfo:
     push: bool = True
     broadcasting: bool = False
     consume_from: str = "last"
-    subscriptions: dict[str, str] = field(default_factory=dict)
+    # topic -> a tag expression, or a MessageSelector (tags or SQL92)
+    subscriptions: dict[str, str | MessageSelector] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -445,11 +459,11 @@ class BrokerClient:
 
     async def pull(self, *, group: str, queue: MessageQueue, offset: int, max_messages: int,
                    subscription: str, suspend_ms: int, commit_offset: int | None = None,
-                   timeout_s: float) -> PullReply:
+                   timeout_s: float, expression_type: str = TAG) -> PullReply:
         request = bpb.PullMessageRequest(
             consumer_group=group, topic=queue.topic, queue_id=queue.queue_id,
             queue_offset=offset, max_msg_nums=max_messages, subscription=subscription,
-            suspend_timeout_ms=suspend_ms)
+            suspend_timeout_ms=suspend_ms, expression_type=_wire_type(expression_type))
         if commit_offset is not None:
             request.commit_offset = commit_offset
         return _pull_reply(await self._call("PullMessage", request, timeout_s))
@@ -463,7 +477,8 @@ class BrokerClient:
         for pull in pulls:
             entry = request.pulls.add(topic=pull.queue.topic, queue_id=pull.queue.queue_id,
                                       queue_offset=pull.offset, max_msg_nums=pull.max_messages,
-                                      subscription=pull.subscription)
+                                      subscription=pull.subscription,
+                                      expression_type=_wire_type(pull.expression_type))
             if pull.commit_offset is not None:
                 entry.commit_offset = pull.commit_offset
         resp = await self._call("PullBatch", request, timeout_s)
@@ -533,8 +548,7 @@ class BrokerClient:
                 message_model=bpb.BROADCASTING if c.broadcasting else bpb.CLUSTERING,
                 consume_from_where=_CONSUME_FROM.get(c.consume_from,
                                                      bpb.CONSUME_FROM_LAST_OFFSET),
-                subscriptions=[bpb.Subscription(topic=t, expression=e)
-                               for t, e in sorted(c.subscriptions.items())],
+                subscriptions=[_subscription_pb(t, e) for t, e in sorted(c.subscriptions.items())],
                 fingerprint=fingerprint))
         request = bpb.HeartBeatRequest(client_id=client_id,
                                        producer_groups=list(producer_groups), consumers=data)

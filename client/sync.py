@@ -41,6 +41,7 @@ from pocketmq.client.transaction_producer import (
     TransactionProducer,
     TransactionSendResult,
 )
+from pocketmq.common.filter import MessageSelector
 
 __all__ = ["SyncProducer", "SyncPullConsumer", "SyncPushConsumer", "SyncTransactionProducer"]
 
@@ -179,7 +180,7 @@ class SyncPullConsumer(_Facade[PullConsumer]):
             self.start()
         return self
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         self._run(_call(self.client.subscribe, topic, expression))
 
     def assign(self, queues: Sequence[MessageQueue]) -> None:
@@ -220,7 +221,7 @@ class SyncPushConsumer(_Facade[PushConsumer]):
         self._pool = concurrent.futures.ThreadPoolExecutor(
             consume_threads, thread_name_prefix=f"pocketmq-consume-{group}")
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         self._run(_call(self.client.subscribe, topic, expression))
 
     def listener(self, fn: Callable[[list[MessageExt]], ConsumeResult]

@@ -94,6 +94,7 @@ ROCKETMQ_NAMES: dict[type, dict[str, str]] = {
         "max_pull_messages": "maxTransferCountOnMessageInMemory",
         "max_pull_bytes": "maxTransferBytesOnMessageInMemory",
         "default_query_max": "defaultQueryMaxNum", "long_polling_enable": "longPollingEnable",
+        "enable_property_filter": "enablePropertyFilter",
         "message_delay_level": "messageDelayLevel",
         "flush_delay_offset_interval_ms": "flushDelayOffsetInterval",
         "timer_wheel_enable": "timerWheelEnable", "timer_max_delay_ms": "timerMaxDelaySec (s)",

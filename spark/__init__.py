@@ -66,6 +66,10 @@ Source options, named and behaving as the Kafka source's (:mod:`.options`)::
     maxRecordsPerPartition   maxRecordsPerPartition     split longer ranges (default 1000000)
     tagExpression            (none)                     "TagA || TagB", filtered at the
                                                         broker on tag codes
+    sqlFilter                (none)                     SQL92 filter on message properties
+                                                        ("region = 'eu' AND amount > 100"),
+                                                        applied by the brokers; not with
+                                                        tagExpression
     pullBatchSize            (fetch sizes)              messages asked per queue and pull
                                                         (1024; the broker caps it at its
                                                         max_pull_messages/max_pull_bytes)

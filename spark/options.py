@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pocketmq.client import MessageSelector, SqlFilterError
 from pocketmq.client.config import parse_namesrv
 from pocketmq.client.model import MessageQueue
 from pocketmq.common.errors import ConfigError
@@ -62,7 +63,7 @@ DEFAULT_SEND_TIMEOUT_MS = 10_000
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024  # of a segment, per store-reader task
 
 _SELECTION = ("subscribe", "subscribePattern", "assign")
-_SOURCE = (*_SELECTION, "namesrv", "tagExpression", "startingOffsets", "endingOffsets",
+_SOURCE = (*_SELECTION, "namesrv", "tagExpression", "sqlFilter", "startingOffsets", "endingOffsets",
            "startingTimestamp", "maxOffsetsPerTrigger", "failOnDataLoss", "minPartitions",
            "maxRecordsPerPartition", "pullBatchSize", "pullTimeoutMs", "consumerGroup",
            "accessKey", "secretKey")
@@ -108,6 +109,7 @@ class PullSettings:
 
     consumer_group: str = DEFAULT_CONSUMER_GROUP
     tag_expression: str = "*"
+    sql_filter: str = ""            # an SQL92 filter on properties, applied by the brokers
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
     pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS
     fail_on_data_loss: bool = True
@@ -386,6 +388,10 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
                                 streaming=streaming)
     tag_expression = (opts.get("tagExpression") or "*").strip()
     tag_set(tag_expression)
+    sql_filter = _sql_filter(opts.get("sqlFilter"))
+    if sql_filter and tag_expression != "*":
+        raise OptionError("give at most one of the options tagExpression and sqlFilter (an "
+                          "SQL92 filter can test tags too: TAGS IN ('TagA', 'TagB'))")
     return SourceOptions(
         namesrv=opts.namesrv(),
         selection=_selection(opts),
@@ -400,12 +406,23 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             credentials=opts.credentials(),
             consumer_group=opts.group("consumerGroup", DEFAULT_CONSUMER_GROUP),
             tag_expression=tag_expression,
+            sql_filter=sql_filter,
             pull_batch_size=opts.integer("pullBatchSize", DEFAULT_PULL_BATCH_SIZE,
                                          minimum=1),
             pull_timeout_ms=opts.integer("pullTimeoutMs", DEFAULT_PULL_TIMEOUT_MS,
                                          minimum=1),
             fail_on_data_loss=opts.boolean("failOnDataLoss", True)),
         streaming=streaming)
+
+
+def _sql_filter(raw: str | None) -> str:
+    """The sqlFilter option, checked here so a typo fails the query before any task."""
+    if raw is None:
+        return ""
+    try:
+        return MessageSelector.by_sql(raw).expression
+    except SqlFilterError as exc:
+        raise OptionError(f"option sqlFilter {raw!r} does not parse: {exc}") from None
 
 
 def parse_store_options(options: Mapping[str, str]) -> StoreOptions:

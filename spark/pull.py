@@ -39,13 +39,14 @@ from typing import TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pocketmq.client import SQL92, TAG
 from pocketmq.client.errors import ClientError, RemoteError
 from pocketmq.client.remoting import PullReply, PullStatus, QueuePull
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.spark import arrowcodec
 from pocketmq.spark.arrowcodec import Stop
 from pocketmq.spark.errors import DataLossError
-from pocketmq.spark.options import tag_set
+from pocketmq.spark.options import PullSettings, tag_set
 from pocketmq.spark.planning import QueueRange
 from pocketmq.spark.remote import remoting, submit
 
@@ -96,18 +97,28 @@ async def _pull(part: QueueRange, offset: int, max_messages: int | None = None) 
     broker = remoting(part.pull.credentials).broker(part.addr)
     settings = part.pull
     count = min(max_messages or settings.pull_batch_size, part.end - offset)
+    subscription, expression_type = _subscription(settings)
     return await _retrying(part, f"pull at {offset}", lambda: broker.pull(
         group=settings.consumer_group, queue=part.queue, offset=offset, max_messages=count,
-        subscription=settings.tag_expression, suspend_ms=0,
+        subscription=subscription, suspend_ms=0, expression_type=expression_type,
         timeout_s=settings.pull_timeout_ms / 1000))
+
+
+def _subscription(settings: PullSettings) -> tuple[str, str]:
+    """(expression, type) the pulls name: the SQL92 filter if given, else the tags."""
+    if settings.sql_filter:
+        return settings.sql_filter, SQL92
+    return settings.tag_expression, TAG
 
 
 async def _pull_windows(part: QueueRange, windows: list[tuple[int, int]],
                         ) -> list[PullReply | RemoteError | None]:
     broker = remoting(part.pull.credentials).broker(part.addr)
     settings = part.pull
+    subscription, expression_type = _subscription(settings)
     pulls = [QueuePull(queue=part.queue, offset=a, max_messages=b - a,
-                       subscription=settings.tag_expression) for a, b in windows]
+                       subscription=subscription, expression_type=expression_type)
+             for a, b in windows]
     return await _retrying(part, f"PullBatch at {windows[0][0]}", lambda: broker.pull_batch(
         group=settings.consumer_group, pulls=pulls, suspend_ms=0,
         timeout_s=settings.pull_timeout_ms / 1000))
@@ -144,7 +155,8 @@ def _rows(part: QueueRange, offset: int, reply: PullReply,
     if reply.status is not PullStatus.FOUND:
         return None
     batch = _decode(part, reply.records)
-    if tags is None and batch.num_rows and batch.column("queue_offset")[0].as_py() > offset:
+    if (tags is None and not part.pull.sql_filter and batch.num_rows
+            and batch.column("queue_offset")[0].as_py() > offset):
         data_loss(f"{part.queue}: offsets {offset}..{batch.column('queue_offset')[0]} are gone",
                   part.pull.fail_on_data_loss)
     if tags is not None:
@@ -231,7 +243,7 @@ def pulled_in_windows(part: QueueRange) -> Iterator[pa.RecordBatch]:
 
 def read_range(part: QueueRange) -> Iterator[pa.RecordBatch]:
     """Arrow record batches of the messages in *part* (Spark's ``read(partition)``)."""
-    if tag_set(part.pull.tag_expression) is None:
+    if tag_set(part.pull.tag_expression) is None and not part.pull.sql_filter:
         batches = pulled_in_windows(part)
     else:
         batches = pulled_one_by_one(part, part.start, part.end)

@@ -46,7 +46,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.errors import BusyError, InvalidRequestError, NotFoundError
@@ -57,6 +57,7 @@ from pocketmq.broker.grpc_v2.pop_journal import (
     QueueState,
     encode_delta,
 )
+from pocketmq.broker.property_filter import CHUNK_UNITS, FilterCompiler, scan_units
 from pocketmq.broker.pull_service import parse_tag_expression
 from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.store.api import MessageStore
@@ -64,6 +65,7 @@ from pocketmq.broker.store.results import GetStatus
 from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.errors import CorruptRecordError
+from pocketmq.common.filter import SqlFilter
 from pocketmq.common.hashing import tags_code
 from pocketmq.common.message import StoredMessage, decode_record
 from pocketmq.common.validation import check_group, check_topic
@@ -110,11 +112,16 @@ class ReceiptHandle(NamedTuple):
         return handle
 
 
+#: what a receive reads: every message (None), these tags, or an SQL92 filter
+Selector: TypeAlias = frozenset[str] | SqlFilter | None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReceiveRequest:
     group: str
     topic: str
-    expression: str = "*"          # tags: "*" or "TagA || TagB"
+    expression: str = "*"          # tags: "*" or "TagA || TagB"; or an SQL92 filter
+    expression_type: str = "TAG"   # TAG or SQL92 (RocketMQ 5's FilterType TAG / SQL)
     batch_size: int = 32
     invisible_ms: int = 60_000
     poll_ms: int = 0               # 0 = answer at once
@@ -146,8 +153,9 @@ class PopService:
                  offsets: ConsumerOffsetManager, send_back: SendBackService,
                  journal: PopJournal, *, broker_name: str, max_delivery_attempts: int = 17,
                  max_batch_bytes: int = 256 * 1024, max_waiting: int = 10_000,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, filters: FilterCompiler | None = None) -> None:
         self._store = store
+        self._filters = filters or FilterCompiler()
         self._topics = topics
         self._offsets = offsets
         self._send_back = send_back
@@ -195,8 +203,10 @@ class PopService:
 
     # -- receive ------------------------------------------------------------------------
     async def receive(self, request: ReceiveRequest) -> list[Delivery]:
-        tags = self._check(request.group, request.topic, request.expression)
-        codes = None if tags is None else frozenset(tags_code(t) for t in tags)
+        tags = self._check(request.group, request.topic, request.expression,
+                           request.expression_type)
+        codes = (None if tags is None or isinstance(tags, SqlFilter)
+                 else frozenset(tags_code(t) for t in tags))
         deadline_s = self._clock.monotonic() + request.poll_ms / 1000
         while True:
             await self._dead_letter_exhausted(request.group, request.topic)
@@ -213,16 +223,18 @@ class PopService:
                 remaining_s = min(remaining_s, max(due_ms - self._clock.now_ms(), 1) / 1000)
             await self._wait(request.topic, remaining_s)
 
-    def _check(self, group: str, topic: str, expression: str) -> frozenset[str] | None:
+    def _check(self, group: str, topic: str, expression: str,
+               expression_type: str) -> Selector:
         for problem in (check_group(group), check_topic(topic)):
             if problem:
                 raise InvalidRequestError(problem)
         if self._topics.get(topic) is None and not self._topics.auto_create_enable:
             raise NotFoundError(f"topic {topic!r} does not exist on this broker; create it "
                                 "first", reason="TOPIC_NOT_EXIST")
-        return parse_tag_expression(expression)
+        return (self._filters.compile(expression_type, expression)
+                or parse_tag_expression(expression))
 
-    def _pop(self, request: ReceiveRequest, tags: frozenset[str] | None,
+    def _pop(self, request: ReceiveRequest, tags: Selector,
              codes: frozenset[int] | None) -> list[Delivery]:
         config = self._topics.get(request.topic)
         if config is None or not config.readable or config.read_queue_nums <= 0:
@@ -240,7 +252,7 @@ class PopService:
                                        request.invisible_ms, now, fifo=config.order))
         return out
 
-    def _pop_queue(self, key: QueueKey, tags: frozenset[str] | None,
+    def _pop_queue(self, key: QueueKey, tags: Selector,
                    codes: frozenset[int] | None, limit: int, invisible_ms: int, now: int, *,
                    fifo: bool) -> list[Delivery]:
         state = self._state(key)
@@ -271,7 +283,7 @@ class PopService:
         return deliveries
 
     def _take_redeliveries(self, key: QueueKey, state: QueueState,
-                           tags: frozenset[str] | None, limit: int, now: int, fifo: bool,
+                           tags: Selector, limit: int, now: int, fifo: bool,
                            picks: list[_Pick], removes: list[int]) -> bool:
         """Pick messages whose invisible time ran out; True if FIFO must stop here."""
         for offset in sorted(o for o, e in state.in_flight.items() if e.deadline_ms <= now):
@@ -292,24 +304,34 @@ class PopService:
         return False
 
     def _take_new(self, key: QueueKey, state: QueueState, codes: frozenset[int] | None,
-                  tags: frozenset[str] | None, limit: int, fifo: bool,
+                  tags: Selector, limit: int, fifo: bool,
                   picks: list[_Pick]) -> int:
         """Pick messages never delivered; returns the queue's new next offset."""
         _, topic, queue_id = key
-        result = self._store.get_messages(topic, queue_id, state.next_offset,
-                                          max_count=limit - len(picks),
-                                          max_bytes=self._max_batch_bytes, tag_codes=codes)
-        if result.status not in _MOVE_ON:
-            return state.next_offset
-        if result.status is not GetStatus.FOUND:
-            return result.next_begin_offset
-        for raw, offset in zip(result.records, result.queue_offsets, strict=True):
-            msg = _decode(raw, key, offset)
-            if msg is not None and _matches(msg, tags):
-                if fifo and picks and message_group(msg) != message_group(picks[0].message):
+        next_offset = state.next_offset
+        # SQL92: read on past what does not match, up to a bound (tags: the store does)
+        budget = scan_units(limit) if isinstance(tags, SqlFilter) else 0
+        while True:
+            want = limit - len(picks)
+            result = self._store.get_messages(
+                topic, queue_id, next_offset,
+                max_count=min(CHUNK_UNITS, budget) if budget else want,
+                max_bytes=self._max_batch_bytes, tag_codes=codes)
+            if result.status not in _MOVE_ON:
+                return next_offset
+            for raw, offset in zip(result.records, result.queue_offsets, strict=True):
+                if len(picks) >= limit:
                     return offset
-                picks.append(_Pick(offset, 1, msg))
-        return result.next_begin_offset
+                msg = _decode(raw, key, offset)
+                if msg is not None and _matches(msg, tags):
+                    if fifo and picks and message_group(msg) != message_group(picks[0].message):
+                        return offset
+                    picks.append(_Pick(offset, 1, msg))
+            if (not budget or len(picks) >= limit or result.next_begin_offset <= next_offset
+                    or result.next_begin_offset >= result.max_offset
+                    or result.next_begin_offset - state.next_offset >= budget):
+                return result.next_begin_offset
+            next_offset = result.next_begin_offset
 
     def _read(self, key: QueueKey, offset: int) -> StoredMessage | None:
         _, topic, queue_id = key
@@ -466,7 +488,9 @@ class PopService:
                 future.set_result(None)
 
 
-def _matches(msg: StoredMessage, tags: frozenset[str] | None) -> bool:
+def _matches(msg: StoredMessage, tags: Selector) -> bool:
+    if isinstance(tags, SqlFilter):
+        return tags.matches(msg.properties)
     return tags is None or msg.tags in tags
 
 

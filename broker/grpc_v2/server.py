@@ -33,6 +33,7 @@ from pocketmq.broker.grpc_v2.pop_service import PopService
 from pocketmq.broker.grpc_v2.route import RouteResolver
 from pocketmq.broker.grpc_v2.servicer import Authenticator, MessagingServicer, add_to_server
 from pocketmq.broker.grpc_v2.telemetry import TelemetryService
+from pocketmq.broker.property_filter import FilterCompiler
 from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.send_service import SendMessageService
 from pocketmq.broker.store.api import MessageStore
@@ -116,7 +117,8 @@ class GrpcV2Server:
             PopJournal(os.path.join(cfg.data_dir, POP_DIR)), broker_name=cfg.broker_name,
             max_delivery_attempts=cfg.grpc_v2_max_delivery_attempts,
             max_batch_bytes=cfg.max_pull_bytes, max_waiting=cfg.max_parked_pulls,
-            clock=self._clock)
+            clock=self._clock,
+            filters=FilterCompiler(enable_property_filter=cfg.enable_property_filter))
         self.pop.load()
         parts.store.add_arrival_listener(self.pop.on_arrival)
         self.telemetry = TelemetryService(

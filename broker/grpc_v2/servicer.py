@@ -54,6 +54,7 @@ from pocketmq.broker.topic_config import AUTO_CREATE_TOPIC_KEY_TOPIC, Perm, Topi
 from pocketmq.broker.transaction import EndTransactionRequest, TransactionalMessageService
 from pocketmq.broker.transaction_ops import Resolution
 from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.filter import SQL92, TAG
 from pocketmq.common.hashing import java_string_hash
 from pocketmq.common.msgid import decode_offset_msg_id, encode_offset_msg_id
 from pocketmq.common.validation import check_group, check_topic
@@ -378,9 +379,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         topic, group = request.message_queue.topic.name, request.group.name
         _check(topic=topic, group=group)
         expression = request.filter_expression
-        if expression.type == d.SQL:
-            raise V2Error(d.ILLEGAL_FILTER_EXPRESSION, "PocketMQ filters by tag only; use a "
-                                                       "TAG expression ('*' or 'A || B')")
+        expression_type = SQL92 if expression.type == d.SQL else TAG
         invisible_ms = DEFAULT_INVISIBLE_MS
         if request.HasField("invisible_duration"):
             invisible_ms = _invisible_ms(request.invisible_duration, floor_ms=MIN_INVISIBLE_MS)
@@ -393,6 +392,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             poll_ms = min(poll_ms, int((remaining_s - DEADLINE_MARGIN_S) * 1000))
         batch = request.batch_size if request.batch_size > 0 else self._max_batch
         return ReceiveRequest(group=group, topic=topic, expression=expression.expression,
+                              expression_type=expression_type,
                               batch_size=min(batch, self._max_batch), invisible_ms=invisible_ms,
                               poll_ms=max(0, min(poll_ms, MAX_POLL_MS)))
 

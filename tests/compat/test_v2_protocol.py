@@ -181,9 +181,10 @@ async def test_an_empty_receive_waits_and_answers_message_not_found(v2):
     assert time.monotonic() - started >= 0.9
 
 
-async def test_a_sql_filter_or_a_bad_invisible_time_is_refused(v2):
-    status, _ = await v2.receive("Filters", expression="a > 1", filter_type=d.SQL)
+async def test_a_bad_sql_filter_or_a_bad_invisible_time_is_refused(v2):
+    status, _ = await v2.receive("Filters", expression="a > 1 AND (b = 2", filter_type=d.SQL)
     assert status.code == d.ILLEGAL_FILTER_EXPRESSION
+    assert "line 1, column 17: expected ')'" in status.message
     status, _ = await v2.receive("Filters", invisible_s=13 * 3600)
     assert status.code == d.ILLEGAL_INVISIBLE_TIME
 

@@ -144,9 +144,17 @@ class Row:
     check: Callable[[Env, Any], bool] | None = None   # on the reply, when OK
 
 
-def pull(topic: str, group: str = "outsider_cg") -> Callable[[Env], Any]:
+def pull(topic: str, group: str = "outsider_cg", sql: str = "") -> Callable[[Env], Any]:
+    """A pull; with *sql* an SQL92 subscription, authorized exactly as a tag one."""
     return lambda e: pb.PullMessageRequest(consumer_group=group, topic=topic, queue_id=0,
-                                           max_msg_nums=8, suspend_timeout_ms=0)
+                                           max_msg_nums=8, suspend_timeout_ms=0,
+                                           subscription=sql or "*",
+                                           expression_type="SQL92" if sql else "")
+
+
+def sql_consumer(group: str, topic: str) -> pb.ConsumerData:
+    return pb.ConsumerData(group=group, subscriptions=[pb.Subscription(
+        topic=topic, expression="TRUE", expression_type="SQL92")])
 
 
 def queues(*topics: str) -> list[pb.MessageQueueRef]:
@@ -200,6 +208,11 @@ MATRIX: dict[str, list[Row]] = {
         Row("group: another user's", "outsider", pull("public", "owner_cg"), DENIED),
         Row("topic: the broker's (delayed)", "outsider", pull(SCHEDULE_TOPIC), DENIED),
         Row("topic: the broker's (half)", "outsider", pull(TRANS_HALF_TOPIC), DENIED),
+        Row("SQL92 filter: allowed", "outsider", pull("public", sql="TRUE"), OK,
+            lambda e, r: r.message_count == 1),
+        Row("SQL92 filter: topic denied", "outsider", pull("hidden", sql="TRUE"), DENIED),
+        Row("SQL92 filter: group another user's", "outsider",
+            pull("public", "owner_cg", sql="TRUE"), DENIED),
     ],
     "PullBatch": [
         Row("queues: allowed", "outsider", lambda e: pb.PullBatchRequest(
@@ -332,6 +345,12 @@ MATRIX: dict[str, list[Row]] = {
             DENIED),
         Row("client id: another user's", "outsider", lambda e: pb.HeartBeatRequest(
             client_id="owner-client", producer_groups=["outsider_pg"]), DENIED),
+        Row("SQL92 subscription: allowed", "outsider", lambda e: pb.HeartBeatRequest(
+            client_id="outsider-client", consumers=[sql_consumer("outsider_cg", "public")]),
+            OK),
+        Row("SQL92 subscription: topic denied", "outsider", lambda e: pb.HeartBeatRequest(
+            client_id="outsider-client", consumers=[sql_consumer("outsider_cg", "hidden")]),
+            DENIED),
     ],
     "UnregisterClient": [
         Row("client: its own", "outsider", lambda e: pb.UnregisterClientRequest(

@@ -19,6 +19,7 @@ from pocketmq.client import (
     LocalTransactionState,
     Message,
     MessageExt,
+    MessageSelector,
     SendStatus,
 )
 from pocketmq.client.sync import (
@@ -58,6 +59,30 @@ async def test_sync_producer_and_pull_consumer_round_trip_every_message(cluster,
     assert all(r.status is SendStatus.SEND_OK for r in results)
     assert sorted(m.body for m in got) == sorted(
         [b"m%d" % i for i in range(20)] + [b"b%d" % i for i in range(10)])
+
+
+async def test_sync_pull_consumer_with_an_sql_selector_polls_only_the_matches(
+        cluster, eventually):
+    await create_topic(cluster, "sync-sql", eventually)
+
+    def script() -> list[bytes]:
+        with SyncProducer(group="pg", namesrv=cluster.addr) as producer:
+            for i in range(30):
+                producer.send(Message(topic="sync-sql", body=b"m%d" % i,
+                                      properties={"n": str(i)}))
+        got: list[bytes] = []
+        consumer = SyncPullConsumer(group="cg-sql", namesrv=cluster.addr,
+                                    consume_from="first")
+        consumer.subscribe("sync-sql", MessageSelector.by_sql("n >= 25 OR n = 3"))
+        with consumer:
+            deadline = time.monotonic() + 20
+            while len(got) < 6 and time.monotonic() < deadline:
+                got += [m.body for m in consumer.poll(timeout_s=1)]
+            got += [m.body for m in consumer.poll(timeout_s=1)]   # nothing else may come
+        return got
+
+    got = await asyncio.to_thread(script)
+    assert sorted(got) == sorted([b"m3"] + [b"m%d" % i for i in range(25, 30)])
 
 
 async def test_sync_producer_is_shared_safely_by_many_threads(cluster, eventually):

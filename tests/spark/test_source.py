@@ -59,6 +59,9 @@ def test_batch_read_options_pick_queues_ranges_tags_and_times(spark, cluster, to
     assert sorted(r.msg_id for r in tagged) == sorted(r.msg_id for r in everything
                                                       if r.tags == "TagB")
 
+    filtered = read(spark, cluster, subscribe=topic, sqlFilter="seq >= 40 OR seq = 3").collect()
+    assert sorted(int(r.properties["seq"]) for r in filtered) == [3, *range(40, 48)]
+
     cut = sorted(r.store_timestamp for r in everything)[30]
     cut_ms = int(cut.timestamp() * 1000)
     later = read(spark, cluster, subscribe=topic, startingTimestamp=str(cut_ms)).collect()
@@ -98,6 +101,10 @@ def test_bad_options_fail_with_errors_that_name_the_option(spark, cluster, topic
         spark, cluster, subscribe=topic, failOnDataLoss="maybe")
     assert "option tagExpression is '||', which names no tag" in error_of(
         spark, cluster, subscribe=topic, tagExpression="||")
+    assert "option sqlFilter 'seq >' does not parse: line 1, column 6" in error_of(
+        spark, cluster, subscribe=topic, sqlFilter="seq >")
+    assert "give at most one of the options tagExpression and sqlFilter" in error_of(
+        spark, cluster, subscribe=topic, sqlFilter="seq > 1", tagExpression="TagA")
     assert "topic 'no-such-topic' does not exist" in error_of(spark, cluster,
                                                               subscribe="no-such-topic")
     assert "option assign names queue 9 of" in error_of(spark, cluster, assign={topic: [9]})

@@ -175,7 +175,7 @@ class InitProducerIdResponse(_message.Message):
     def __init__(self, producer_id: _Optional[int] = ..., epoch: _Optional[int] = ..., sequences: _Optional[_Iterable[_Union[QueueSequence, _Mapping]]] = ...) -> None: ...
 
 class PullMessageRequest(_message.Message):
-    __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_msg_nums", "subscription", "suspend_timeout_ms", "commit_offset")
+    __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_msg_nums", "subscription", "suspend_timeout_ms", "commit_offset", "expression_type")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -184,6 +184,7 @@ class PullMessageRequest(_message.Message):
     SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
     SUSPEND_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     COMMIT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    EXPRESSION_TYPE_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     topic: str
     queue_id: int
@@ -192,7 +193,8 @@ class PullMessageRequest(_message.Message):
     subscription: str
     suspend_timeout_ms: int
     commit_offset: int
-    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_msg_nums: _Optional[int] = ..., subscription: _Optional[str] = ..., suspend_timeout_ms: _Optional[int] = ..., commit_offset: _Optional[int] = ...) -> None: ...
+    expression_type: str
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_msg_nums: _Optional[int] = ..., subscription: _Optional[str] = ..., suspend_timeout_ms: _Optional[int] = ..., commit_offset: _Optional[int] = ..., expression_type: _Optional[str] = ...) -> None: ...
 
 class PullMessageResponse(_message.Message):
     __slots__ = ("status", "get_message_status", "next_begin_offset", "min_offset", "max_offset", "records", "message_count")
@@ -213,20 +215,22 @@ class PullMessageResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[PullStatus, str]] = ..., get_message_status: _Optional[_Union[GetMessageStatus, str]] = ..., next_begin_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., message_count: _Optional[int] = ...) -> None: ...
 
 class QueuePull(_message.Message):
-    __slots__ = ("topic", "queue_id", "queue_offset", "max_msg_nums", "subscription", "commit_offset")
+    __slots__ = ("topic", "queue_id", "queue_offset", "max_msg_nums", "subscription", "commit_offset", "expression_type")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MAX_MSG_NUMS_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
     COMMIT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    EXPRESSION_TYPE_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_id: int
     queue_offset: int
     max_msg_nums: int
     subscription: str
     commit_offset: int
-    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_msg_nums: _Optional[int] = ..., subscription: _Optional[str] = ..., commit_offset: _Optional[int] = ...) -> None: ...
+    expression_type: str
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_msg_nums: _Optional[int] = ..., subscription: _Optional[str] = ..., commit_offset: _Optional[int] = ..., expression_type: _Optional[str] = ...) -> None: ...
 
 class PullBatchRequest(_message.Message):
     __slots__ = ("consumer_group", "pulls", "suspend_timeout_ms")
@@ -431,12 +435,14 @@ class UnlockBatchMQResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class Subscription(_message.Message):
-    __slots__ = ("topic", "expression")
+    __slots__ = ("topic", "expression", "expression_type")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     EXPRESSION_FIELD_NUMBER: _ClassVar[int]
+    EXPRESSION_TYPE_FIELD_NUMBER: _ClassVar[int]
     topic: str
     expression: str
-    def __init__(self, topic: _Optional[str] = ..., expression: _Optional[str] = ...) -> None: ...
+    expression_type: str
+    def __init__(self, topic: _Optional[str] = ..., expression: _Optional[str] = ..., expression_type: _Optional[str] = ...) -> None: ...
 
 class ConsumerData(_message.Message):
     __slots__ = ("group", "consume_type", "message_model", "consume_from_where", "subscriptions", "fingerprint", "unchanged")
