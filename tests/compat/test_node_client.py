@@ -13,8 +13,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pytest
-
 from pocketmq.client import Message, Producer, PullConsumer
 
 from .conftest import Agent
@@ -217,7 +215,6 @@ async def send_sql_messages(a: Agent, topic: str) -> None:
         await a.call("send", producer="p", topic=topic, body=body, props=props)
 
 
-@pytest.mark.xfail(reason="SQL92 filters land with #20", strict=True)
 async def test_a_simple_consumer_with_a_sql92_subscription_receives_only_matching_messages(
         v2_cluster, node_agent, eventually):
     await v2_cluster.create_topic("NodeSql", eventually)
@@ -236,7 +233,6 @@ async def test_a_simple_consumer_with_a_sql92_subscription_receives_only_matchin
     assert await receive_until(a, "c", 1, timeout_s=2) == []
 
 
-@pytest.mark.xfail(reason="SQL92 filters land with #20", strict=True)
 async def test_a_push_consumer_with_a_sql92_subscription_consumes_only_matching_messages(
         v2_cluster, node_agent, eventually):
     await v2_cluster.create_topic("NodeSqlPush", eventually)
