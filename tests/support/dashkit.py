@@ -144,6 +144,8 @@ class ThreadedCluster:
                                         daemon=True)
         self._context: Any = None
         self.cluster: DashCluster | None = None
+        #: the keys a test signs its own calls with (the admin's with the ACL on)
+        self.keys = ADMIN_KEYS if options.get("acl") else ("", "")
 
     def run(self, coro: Coroutine[Any, Any, T], timeout_s: float = 60.0) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
