@@ -53,7 +53,7 @@ async def cluster(request: Request, ctx: Ctx) -> dict[str, Any]:
                                       table.get("commitlog_min_offset")),
                 "replication_lag_bytes": _replication_lag(table),
                 "uptime_s": table.get("uptime_s", ""),
-                "metrics_url": f"http://{host}:{metrics_port}/metrics" if metrics_port else "",
+                "metrics_url": f"http://{host}:{metrics_port}/metrics" if metrics_port > 0 else "",
                 "error": error}
 
     brokers = list(await asyncio.gather(*(row(b) for b in info.brokers)))

@@ -331,9 +331,10 @@ async function groupPage(group) {
                           ...d.queues.map(q => q.topic)])].filter(t => !t.startsWith("%RETRY%"));
     body.appendChild(h("p", {}, `Total lag ${d.total_lag}; model ${g.message_model || "-"}; `,
       `type ${g.consume_type || "-"}; online clients ${(g.client_ids || []).length}`));
-    body.appendChild(lineChart(seriesOf(d.history, "lag", () => "lag"), {title: "lag (messages)"}));
-    body.appendChild(lineChart(seriesOf(d.history, "consume_tps", () => "consumed"),
-      {title: "consume TPS", unit: "msg/s"}));
+    body.appendChild(h("div", {class: "charts"},
+      lineChart(seriesOf(d.history, "lag", () => "lag"), {title: "lag (messages)"}),
+      lineChart(seriesOf(d.history, "consume_tps", () => "consumed"),
+                {title: "consume TPS", unit: "msg/s"})));
     body.appendChild(h("h2", {}, "Lag per queue"));
     body.appendChild(table(["Topic", "Broker", "Queue", "Broker offset", "Consumer offset", "Lag", "Last consumed"],
       d.queues.map(q => [q.topic, q.broker_name, q.queue_id, q.broker_offset, q.consumer_offset,

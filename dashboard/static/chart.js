@@ -66,8 +66,8 @@ function lineChart(series, opts) {
     label.textContent = (Math.round(v * 100) / 100) + (opts.unit ? "" : "");
     svg.appendChild(label);
   }
-  for (const t of [tMin, (tMin + tMax) / 2, tMax]) {   // time labels
-    const label = svgEl("text", {x: x(t), y: H - 8, "text-anchor": "middle", class: "axis"});
+  for (const [t, anchor] of [[tMin, "start"], [(tMin + tMax) / 2, "middle"], [tMax, "end"]]) {
+    const label = svgEl("text", {x: x(t), y: H - 8, "text-anchor": anchor, class: "axis"});
     label.textContent = clock(t);
     svg.appendChild(label);
   }

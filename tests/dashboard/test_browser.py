@@ -58,7 +58,9 @@ def new_browser() -> Any:
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory, pytestconfig) -> Path:
     directory = tmp_path_factory.mktemp("dashboard-screenshots")
-    pytestconfig.get_terminal_writer().line(f"\ndashboard screenshots: {directory}")
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():     # shown even when output is captured
+        print(f"\ndashboard screenshots: {directory}", flush=True)
     return directory
 
 
