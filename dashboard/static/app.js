@@ -159,11 +159,10 @@ async function clusterPage() {
         h("span", {class: "bad"}, n.error), n.brokers]), {id: "nameservers"}));
     body.appendChild(h("h2", {}, "Throughput, last hour"));
     const label = key => key.split("/").slice(1, 3).join("/");
-    const chartSeries = {};
-    for (const [k, v] of Object.entries(seriesOf(d.history, "put_tps", label))) chartSeries[k + " put"] = v;
-    for (const [k, v] of Object.entries(seriesOf(d.history, "get_tps", label))) chartSeries[k + " get"] = v;
-    body.appendChild(lineChart(chartSeries, {title: `put and get TPS per broker (sampled every ${d.interval_s} s)`,
-                                             unit: "msg/s"}));
+    body.appendChild(h("div", {class: "charts", id: "tps-charts"},
+      lineChart(seriesOf(d.history, "put_tps", label), {title: "put TPS per broker", unit: "msg/s"}),
+      lineChart(seriesOf(d.history, "get_tps", label), {title: "get TPS per broker", unit: "msg/s"})));
+    body.appendChild(h("p", {class: "muted"}, `Sampled every ${d.interval_s} s by the dashboard; the last hour is kept in memory.`));
     if (d.prometheus) body.appendChild(h("p", {}, h("a", {href: d.prometheus, target: "_blank", rel: "noopener"}, "Longer history in Prometheus")));
     const errs = Object.entries(d.history_errors || {});
     if (errs.length) body.appendChild(h("p", {class: "bad"}, "Sampling: " + errs.map(([k, v]) => `${k}: ${v}`).join("; ")));

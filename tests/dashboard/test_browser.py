@@ -245,9 +245,11 @@ def test_the_cluster_chart_draws_points_live(browser, cluster, shots):
         return int(charts[0].get_attribute("data-points") or 0) if charts else 0
 
     wait(browser, lambda d: points(d) >= 6, "a chart of several samples")
-    lines = browser.find_elements(By.CSS_SELECTOR, "svg.chart polyline")
-    assert {line.get_attribute("data-series") for line in lines} >= {"broker-a/0 put",
-                                                                     "broker-a/0 get"}
+    charts = browser.find_elements(By.CSS_SELECTOR, "#tps-charts svg.chart")
+    assert [c.get_attribute("aria-label") for c in charts] == ["put TPS per broker",
+                                                               "get TPS per broker"]
+    lines = browser.find_elements(By.CSS_SELECTOR, "#tps-charts svg.chart polyline")
+    assert [line.get_attribute("data-series") for line in lines] == ["broker-a/0"] * 2
     assert all(len(line.get_attribute("points").split()) >= 3 for line in lines)
     assert browser.find_elements(By.CSS_SELECTOR, "svg.chart circle.pt")
     browser.save_screenshot(str(shots / "cluster-chart.png"))
