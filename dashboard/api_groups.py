@@ -92,7 +92,7 @@ def _target(data: dict[str, Any]) -> Literal["earliest", "latest"] | int:
         return to
     text = str_arg(data, "to", max_len=64)
     if text in ("earliest", "latest"):
-        return text  # type: ignore[return-value]
+        return text
     return parse_time_ms(text, "to")
 
 

@@ -78,10 +78,15 @@ class HistoryService:
         self._task: asyncio.Task[None] | None = None
 
     def watch_topic(self, topic: str) -> None:
-        _touch(self._topics, topic, lambda old: self.history.drop_prefix(f"topic/{old}/"))
+        _touch(self._topics, topic, lambda old: self._forget(f"topic/{old}/"))
 
     def watch_group(self, group: str) -> None:
-        _touch(self._groups, group, lambda old: self.history.drop_prefix(f"group/{old}/"))
+        _touch(self._groups, group, lambda old: self._forget(f"group/{old}/"))
+
+    def _forget(self, prefix: str) -> None:
+        self.history.drop_prefix(prefix)
+        for key in [k for k in self._last if k.startswith(prefix)]:
+            del self._last[key]
 
     def start(self) -> None:
         if self._task is None:

@@ -138,11 +138,11 @@ class HttpServer:
         self._connections.add(writer)
         peer = writer.get_extra_info("peername")
         try:
+            request: Request | None = None
             try:
                 request = await self._read(reader, str(peer[0]) if peer else "")
             except HttpError as exc:
                 response = json_response({"error": exc.message}, exc.status)
-                request = None
             else:
                 response = await self._answer(request)
             head = [f"HTTP/1.1 {response.status} {_REASONS.get(response.status, 'Status')}",

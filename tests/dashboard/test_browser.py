@@ -255,6 +255,31 @@ def test_the_cluster_chart_draws_points_live(browser, cluster, shots):
     browser.save_screenshot(str(shots / "cluster-chart.png"))
 
 
+def test_a_topic_is_deleted_only_once_its_name_is_typed(browser, cluster):
+    make_topic(cluster, "short-lived")
+    open_page(browser, cluster, "topics", "#topics")
+    row = wait(browser, lambda d: [r for r in d.find_elements(By.CSS_SELECTOR, "#topics tr")
+                                   if "short-lived" in r.text], "the topic's row")[0]
+    row.find_element(By.CSS_SELECTOR, "[data-action=delete]").click()
+    form = element(browser, "#delete-topic")
+    form.find_element(By.NAME, "confirm").send_keys("short")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    refusal = wait(browser, lambda d: form.find_elements(By.CSS_SELECTOR, ".error"),
+                   "the refusal in the dialog")
+    assert "confirm with its name" in refusal[0].text
+    assert cluster.cluster.broker.topics.get("short-lived") is not None
+    form.find_element(By.NAME, "confirm").send_keys("-lived")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(browser, lambda d: "short-lived" not in d.find_element(By.ID, "topic-list").text,
+         "the topic gone from the list")
+    assert cluster.cluster.broker.topics.get("short-lived") is None
+
+
+def test_a_missing_browser_fails_the_tests_saying_how_to_install_it():
+    with pytest.raises(pytest.fail.Exception, match="apt-get install -y chromium"):
+        _binary("no-such-browser-pocketmq")
+
+
 # -- with the ACL on -----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def acl_cluster(tmp_path_factory) -> Iterator[ThreadedCluster]:
