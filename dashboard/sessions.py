@@ -81,6 +81,7 @@ class SessionManager:
         self._keys = (access_key, secret_key)
         self.acl_on: bool | None = None          # None until the nameserver has answered
         self._shared: Session | None = None
+        self._shared_lock = asyncio.Lock()       # one shared session, however many ask
         self._sessions: dict[str, Session] = {}
 
     def _admin(self, access_key: str, secret_key: str) -> AdminClient:
@@ -104,13 +105,14 @@ class SessionManager:
     async def session_of(self, token: str) -> Session | None:
         """The session a cookie names; the shared one with the ACL off."""
         if not await self.probe():
-            if self._shared is None:
-                admin = self._admin(*self._keys)
-                await admin.start()
-                self._shared = Session(token="", user=self._keys[0], admin=admin,
-                                       can_write=True, access_key=self._keys[0],
-                                       secret_key=self._keys[1])
-            return self._shared
+            async with self._shared_lock:
+                if self._shared is None:
+                    admin = self._admin(*self._keys)
+                    await admin.start()
+                    self._shared = Session(token="", user=self._keys[0], admin=admin,
+                                           can_write=True, access_key=self._keys[0],
+                                           secret_key=self._keys[1])
+                return self._shared
         now = time.monotonic()
         await self._expire(now)
         for known, session in self._sessions.items():

@@ -13,6 +13,7 @@ async def dash_cluster(tmp_path, eventually) -> AsyncIterator[DashCluster]:
     async with started_cluster(tmp_path) as cluster:
         await eventually(lambda: cluster.namesrv.route_table.cluster_info().live_brokers,
                          what="the broker registered")
+        await cluster.dashboard.history.stop()   # the tests step it with run_once()
         yield cluster
 
 
