@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from typing import Any
+from urllib.parse import quote
 
 from pocketmq.client.admin import AdminClient
 from pocketmq.client.admin_model import TopicConfig
@@ -114,8 +115,6 @@ def _prometheus(ctx: Ctx, expr: str) -> str:
     """A link to the Prometheus graph of *expr* (longer history), when one is given."""
     if not ctx.prometheus_url:
         return ""
-    from urllib.parse import quote
-
     return (f"{ctx.prometheus_url.rstrip('/')}/graph?g0.expr={quote(expr)}"
             "&g0.tab=0&g0.range_input=1d")
 

@@ -192,7 +192,9 @@ class HttpServer:
             length = int(headers.get("content-length", "0"))
         except ValueError:
             raise HttpError(400, "Content-Length is not a number") from None
-        if length < 0 or length > MAX_BODY_BYTES:
+        if length < 0:
+            raise HttpError(400, f"Content-Length is {length}")
+        if length > MAX_BODY_BYTES:
             raise HttpError(413, f"request body of {length} bytes; the limit is "
                                  f"{MAX_BODY_BYTES}")
         body = await asyncio.wait_for(reader.readexactly(length), BODY_TIMEOUT_S) \
