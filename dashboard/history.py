@@ -7,6 +7,8 @@ the hour), so memory stays bounded however long it runs. Series keys::
     broker/{name}/{id}/put_tps     the broker's runtime info (10-second TPS)
     broker/{name}/{id}/get_tps
     topic/{topic}/put_tps          sum of the queues' max offsets, per second
+    topic/{topic}/get_tps          the brokers' pocketmq_get_messages_total{topic}, per
+                                   second (brokers with a metrics_port; scrape.py)
     group/{group}/lag              messages behind, over every queue of the group
     group/{group}/consume_tps      sum of the group's consumer offsets, per second
 
@@ -28,6 +30,7 @@ from collections.abc import Callable
 
 from pocketmq.client.admin import AdminClient
 from pocketmq.client.errors import ClientError
+from pocketmq.dashboard.scrape import ScrapeError, topic_totals
 
 __all__ = ["MAX_WATCHED", "History", "HistoryService"]
 
@@ -75,6 +78,7 @@ class HistoryService:
         self._groups: OrderedDict[str, None] = OrderedDict()
         self._last: dict[str, Point] = {}      # counter series -> last (t_ms, total)
         self.errors: dict[str, str] = {}       # what the last round could not sample
+        self._metrics_ports: dict[str, int] = {}   # broker address -> its metrics_port
         self._task: asyncio.Task[None] | None = None
 
     def watch_topic(self, topic: str) -> None:
@@ -133,6 +137,38 @@ class HistoryService:
                                  _number(table.get(figure)))
 
         await asyncio.gather(*(one(b.broker_name, b.broker_id, b.addr) for b in info.brokers))
+        if self._topics:
+            await self._topic_gets([(f"{b.broker_name}/{b.broker_id}", b.addr)
+                                    for b in info.brokers], errors)
+
+    async def _metrics_port(self, addr: str) -> int:
+        """The broker's metrics_port (its configuration, asked once); -1 when it has none."""
+        port = self._metrics_ports.get(addr)
+        if port is None:
+            table = await self.admin.broker_config(addr)
+            port = self._metrics_ports[addr] = int(table.get("metrics_port") or -1)
+        return port
+
+    async def _topic_gets(self, brokers: list[tuple[str, str]],
+                          errors: dict[str, str]) -> None:
+        """Get TPS of the watched topics, from the brokers' Prometheus counters: the one
+        per-topic figure of pulls the brokers have (when they serve /metrics)."""
+        async def one(label: str, addr: str) -> dict[str, float] | None:
+            try:
+                port = await self._metrics_port(addr)
+                if port <= 0:
+                    return None
+                return (await topic_totals(addr.rpartition(":")[0].strip("[]"), port,
+                                           timeout_s=self.admin.timeout_s)).get("get", {})
+            except (ClientError, ScrapeError, ValueError) as exc:
+                errors[f"metrics/{label}"] = str(exc)
+                return None
+
+        found = [t for t in await asyncio.gather(*(one(*b) for b in brokers)) if t is not None]
+        if not found:
+            return
+        for topic in list(self._topics):
+            self._rate(f"topic/{topic}/get_tps", int(sum(t.get(topic, 0) for t in found)))
 
     async def _topic(self, topic: str, errors: dict[str, str]) -> None:
         try:

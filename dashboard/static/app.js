@@ -278,8 +278,10 @@ async function topicPage(topic) {
     const d = await guarded(() => api("GET", `/api/topics/${enc(topic)}`));
     if (!d) return;
     body.textContent = "";
-    body.appendChild(lineChart(seriesOf(d.history, "put_tps", () => "put"),
-      {title: "put TPS (from the queues' max offsets)", unit: "msg/s"}));
+    const tps = {...seriesOf(d.history, "put_tps", () => "put"),
+                 ...seriesOf(d.history, "get_tps", () => "get")};
+    body.appendChild(lineChart(tps, {title: "put TPS (the queues' max offsets) and get TPS " +
+                                            "(the brokers' /metrics, when they serve it)", unit: "msg/s"}));
     if (d.prometheus) body.appendChild(h("p", {}, h("a", {href: d.prometheus, target: "_blank", rel: "noopener"}, "Longer history in Prometheus")));
     body.appendChild(h("h2", {}, "Route"));
     body.appendChild(table(["Broker", "Read queues", "Write queues", "Perm", "Members"],

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import time
 
 import pytest
-from dashkit import Web
+from dashkit import Web, started_cluster
 
 from pocketmq.client import Message, Producer
 from pocketmq.client.admin import AdminClient
@@ -145,6 +146,32 @@ async def test_topic_tps_history_counts_what_was_sent(web, dash_cluster):
     await history.run_once()
     points = history.history.points("topic/busy/put_tps")
     assert points and points[-1][1] > 0
+
+
+async def test_topic_get_tps_comes_from_the_brokers_prometheus_counters(tmp_path,
+                                                                        eventually):
+    with socket.socket() as probe:             # the broker's metrics_port: free now
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    async with started_cluster(tmp_path, metrics_port=port) as cluster:
+        await eventually(lambda: cluster.namesrv.route_table.cluster_info().live_brokers,
+                         what="the broker registered")
+        history = cluster.dashboard.history
+        await history.stop()
+        web = Web(cluster.url)
+        await make_topic(web, "pulled", queues=1)
+        for i in range(3):
+            await send(web, "pulled", f"p{i}")
+        _, body = await web.get("/api/cluster")
+        assert body["brokers"][0]["metrics_url"] == f"http://127.0.0.1:{port}/metrics"
+        await web.get("/api/topics/pulled")                  # watched from now on
+        await history.run_once()
+        _, found = await web.get(f"/api/messages?topic=pulled&begin=0&end={2**42}")
+        assert len(found["messages"]) == 3                   # three messages pulled
+        await history.run_once()
+        points = history.history.points("topic/pulled/get_tps")
+        assert points and points[-1][1] > 0
+        assert not [k for k in history.errors if k.startswith("metrics/")]
 
 
 # -- messages ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 
 import pytest
 
@@ -14,8 +15,10 @@ from pocketmq.dashboard.http import (
     HttpError,
     HttpServer,
     Request,
+    Response,
     json_response,
 )
+from pocketmq.dashboard.scrape import ScrapeError, topic_totals
 from pocketmq.dashboard.views import body_view, parse_time_ms, topic_kind
 
 
@@ -117,3 +120,27 @@ async def test_a_failing_handler_is_a_500_with_the_reason():
     finally:
         await http.stop()
     assert status == 500 and "boom" in json.loads(body)["error"]
+
+
+async def test_a_metrics_port_that_does_not_answer_is_a_scrape_error_naming_it():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]           # closed again: nothing listens there
+    with pytest.raises(ScrapeError, match=f"127.0.0.1:{port}"):
+        await topic_totals("127.0.0.1", port, timeout_s=2)
+
+
+async def test_a_scrape_reads_put_and_get_totals_per_topic():
+    async def metrics(request: Request) -> Response:
+        return Response(body=b'# TYPE pocketmq_put_messages counter\n'
+                             b'pocketmq_put_messages_total{topic="a"} 7.0\n'
+                             b'# TYPE pocketmq_get_messages counter\n'
+                             b'pocketmq_get_messages_total{topic="a"} 2.0\n')
+
+    http = HttpServer(metrics, host="127.0.0.1", port=0)
+    await http.start()
+    try:
+        totals = await topic_totals("127.0.0.1", http.port)
+    finally:
+        await http.stop()
+    assert totals == {"put": {"a": 7.0}, "get": {"a": 2.0}}

@@ -58,8 +58,8 @@ class DashCluster:
 
 
 @asynccontextmanager
-async def started_cluster(data_dir: Path, *, acl: bool = False,
-                          interval_s: float = 0.3) -> AsyncIterator[DashCluster]:
+async def started_cluster(data_dir: Path, *, acl: bool = False, interval_s: float = 0.3,
+                          metrics_port: int = -1) -> AsyncIterator[DashCluster]:
     """Nameserver, broker and dashboard; with *acl*, the ACL on everywhere and the
     dashboard sampling with the admin's keys."""
     acl_options: dict[str, Any] = {}
@@ -74,7 +74,7 @@ async def started_cluster(data_dir: Path, *, acl: bool = False,
         broker_name="broker-a", port=0, data_dir=str(data_dir / "broker-a"),
         namesrv_addrs=namesrv.address, commitlog_file_size_bytes=16 * MiB,
         index_slots=1024, index_entries=4096, default_topic_queue_nums=4,
-        consume_queue_units_per_file=10_000, grpc_v2_port=-1,
+        consume_queue_units_per_file=10_000, grpc_v2_port=-1, metrics_port=metrics_port,
         **({**acl_options, "access_key": ADMIN_KEYS[0], "secret_key": ADMIN_KEYS[1]}
            if acl else {})))
     dashboard = None
