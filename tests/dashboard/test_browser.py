@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -273,6 +274,42 @@ def test_a_topic_is_deleted_only_once_its_name_is_typed(browser, cluster):
     wait(browser, lambda d: "short-lived" not in d.find_element(By.ID, "topic-list").text,
          "the topic gone from the list")
     assert cluster.cluster.broker.topics.get("short-lived") is None
+
+
+def test_a_dead_letter_is_listed_and_resent_to_its_group(browser, cluster, eventually_sync):
+    make_topic(cluster, "poisoned", queues=1)
+    send(cluster, "poisoned", 1)
+
+    async def to_dlq(admin: AdminClient) -> str:
+        (msg,) = await admin.query_message("poisoned", "poisoned-0")
+        await admin.broker(cluster.cluster.broker.address).consumer_send_msg_back(
+            group="poison-eaters", phys_offset=msg.phys_offset, delay_level=-1,
+            origin_topic="", origin_msg_id=msg.msg_id, max_reconsume_times=1)
+        return msg.msg_id
+    msg_id = admin_call(cluster, to_dlq)
+    listed = open_page(browser, cluster, "dlq?group=poison-eaters", "#dlq-messages")
+    assert msg_id in listed.text
+    export = browser.find_element(By.ID, "dlq-export").get_attribute("href")
+    assert export.endswith("/api/dlq/export?group=poison-eaters")
+    listed.find_element(By.CSS_SELECTOR, "input.pick").click()
+    browser.find_element(By.ID, "dlq-resend").click()
+    wait(browser, lambda d: "resent 1 of 1 to poison-eaters" in d.find_element(
+        By.ID, "dlq-result").text, "the resend notice")
+    store = cluster.cluster.broker.store
+    eventually_sync(lambda: store.max_offset("%RETRY%poison-eaters", 0) == 1,
+                    "the dead letter in the group's retry topic")
+
+
+@pytest.fixture
+def eventually_sync() -> Any:
+    """Poll a condition of the cluster's thread with a deadline (these tests are sync)."""
+    def until(predicate: Any, what: str, timeout_s: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what} did not happen within {timeout_s} s")
+            time.sleep(0.05)
+    return until
 
 
 def test_a_missing_browser_fails_the_tests_saying_how_to_install_it():
