@@ -31,6 +31,7 @@ __all__ = ["ROUTES"]
 
 PERMS = {2: "W", 4: "R", 6: "RW", 0: "-"}
 MAX_QUEUES = 1024
+ROUTE_WAIT_S = 5.0      # a created topic reaches the nameserver with the next registration
 
 
 async def cluster(request: Request, ctx: Ctx) -> dict[str, Any]:
@@ -167,7 +168,22 @@ async def create_topic(request: Request, ctx: Ctx) -> dict[str, Any]:
                              f"the cluster has {', '.join(sorted(masters))}")
     for name in wanted:
         await ctx.admin.create_topic(masters[name], config)
-    return {"topic": config.topic, "brokers": wanted}
+    return {"topic": config.topic, "brokers": wanted,
+            "routed": await _routed(ctx, config.topic, set(wanted))}
+
+
+async def _routed(ctx: Ctx, topic: str, brokers: set[str]) -> bool:
+    """Wait (ROUTE_WAIT_S at most) until the nameserver routes *topic* to *brokers*, so
+    that the page's next look finds it; the brokers register it on their own."""
+    deadline = asyncio.get_running_loop().time() + ROUTE_WAIT_S
+    while True:
+        with contextlib.suppress(ClientError):
+            route = await ctx.admin.topic_route(topic)
+            if brokers <= {q.broker_name for q in route.queue_datas}:
+                return True
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.1)
 
 
 async def topic_detail(request: Request, ctx: Ctx, topic: str) -> dict[str, Any]:

@@ -184,7 +184,8 @@ async function topicsPage(params) {
       const r = await api("POST", "/api/topics", {topic: form.topic.value,
         read_queue_nums: Number(form.read.value), write_queue_nums: Number(form.write.value),
         perm: form.perm.value});
-      notice(out, `created ${r.topic} on ${r.brokers.join(", ")}`, true);
+      notice(out, `created ${r.topic} on ${r.brokers.join(", ")}` +
+                  (r.routed ? "" : " (the nameserver lists it after the next registration)"), true);
       await draw();
     } catch (err) { notice(out, err.message, false); }
   }}, h("strong", {}, "New topic "),
@@ -209,6 +210,7 @@ async function topicsPage(params) {
       {id: "topics", empty: "no topic of this kind"}));
   };
   await draw();
+  refreshEvery(draw);
 }
 
 function dialog(title, ...children) {

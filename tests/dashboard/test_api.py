@@ -27,7 +27,7 @@ def web(dash_cluster) -> Web:
 async def make_topic(web: Web, topic: str, queues: int = 2) -> None:
     status, body = await web.post("/api/topics", {"topic": topic, "read_queue_nums": queues,
                                                    "write_queue_nums": queues})
-    assert status == 200, body
+    assert status == 200 and body["routed"] is True, body    # the next look finds it
 
 
 async def send(web: Web, topic: str, body: str, *, keys: str = "", tags: str = "") -> dict:
