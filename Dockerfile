@@ -24,7 +24,7 @@ USER pocketmq
 WORKDIR /data
 # A broker's commit log, queues, index and config; the nameserver keeps nothing.
 VOLUME ["/data"]
-# nameserver, broker (gRPC), RocketMQ 5 clients
-EXPOSE 9876 10911 8081
+# nameserver, broker (gRPC), RocketMQ 5 clients, the dashboard
+EXPOSE 9876 10911 8081 8080
 ENTRYPOINT ["pocketmq"]
 CMD ["--help"]

@@ -57,6 +57,28 @@ setup_node_client() {
     fi
 }
 
+# The dashboard's browser tests (tests/dashboard/test_browser.py) drive Debian's chromium
+# through chromedriver. Installed here when missing and we are root with apt-get (a fresh
+# CI machine); otherwise those tests fail saying how to install them. Idempotent: nothing
+# runs when both are on the PATH.
+ensure_browser() {
+    if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+        return 0
+    fi
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "==> chromium/chromedriver missing: the dashboard's browser tests will fail;" \
+             "install them with: sudo apt-get install -y chromium chromium-driver" >&2
+        return 0
+    fi
+    echo "==> installing chromium and chromium-driver (the dashboard's browser tests)"
+    local log="$VENV/apt.log"
+    if ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y \
+           --no-install-recommends chromium chromium-driver; } > "$log" 2>&1; then
+        tail -n 20 "$log" >&2
+        echo "==> installing chromium failed (whole log: $log); the browser tests will fail" >&2
+    fi
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -67,11 +89,13 @@ case "$cmd" in
     test)
         setup
         setup_node_client
+        ensure_browser
         "$VENV/bin/python" -m ruff check .
         if [ $# -gt 0 ]; then
             exec "$VENV/bin/python" -m pytest -q "$@"
         fi
-        "$VENV/bin/python" -m pytest -q
+        "$VENV/bin/python" -m mypy .
+        "$VENV/bin/python" -m pytest -q --durations=25
         # Once more with the ACL on (tests/support/aclmode.py). pytest's exit 5 (nothing
         # collected) fails here too: a suite that ran nothing proves nothing.
         echo "==> tests/fuzz and tests/fault again with the ACL on (POCKETMQ_TEST_ACL=1)"

@@ -31,6 +31,7 @@ _COMMAND_MODULES = (
     "pocketmq.cli.cluster_cmd",
     "pocketmq.cli.bench_cmd",
     "pocketmq.cli.pipeline_cmd",  # Spark itself is imported only when a pipeline runs
+    "pocketmq.cli.dashboard_cmd",
 )
 
 

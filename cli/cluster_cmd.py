@@ -2,7 +2,7 @@
 
 ``cluster up [--brokers 2] [--replicas 0] [--master-role SYNC_MASTER|ASYNC_MASTER]
 [--data-dir DIR] [--namesrv-port 9876] [--broker-port 10911] [--v2-port 8081]
-[--config FILE]``
+[--dashboard-port PORT] [--config FILE]``
 runs one nameserver and N broker names (``broker-a``, ``broker-b``, ...), each a
 master (broker id 0) plus ``--replicas`` replicas (broker ids 1.., role SLAVE),
 as child processes. Each child is the very ``pocketmq nameserver`` /
@@ -27,7 +27,10 @@ is in ``DIR/{member}`` (``broker-a``, ``broker-a-1``)::
 
 Masters are SYNC_MASTER when there are replicas (``--master-role
 ASYNC_MASTER`` to acknowledge before the replicas have the message), else
-ASYNC_MASTER. Once every member has registered with the nameserver the
+ASYNC_MASTER. ``--dashboard-port PORT`` also runs the web dashboard
+(``pocketmq dashboard``, :func:`dashboard_command`) on that port; it is off by
+default so that a second cluster on the machine, or a test's, never fights over
+one well-known port. Once every member has registered with the nameserver the
 addresses are printed::
 
     ROLE         NAME      ID  ADDRESS          PID   LOG
@@ -80,6 +83,7 @@ __all__ = [
     "broker_command",
     "broker_name",
     "cluster_layout",
+    "dashboard_command",
     "nameserver_command",
     "register",
 ]
@@ -113,6 +117,11 @@ def nameserver_command(*, port: int, host: str, controller_dir: str | None = Non
     if controller_dir:
         return [*command, "--controller", "--controller-data-dir", controller_dir]
     return command
+
+
+def dashboard_command(*, namesrv: str, host: str, port: int) -> list[str]:
+    """The web dashboard of the cluster whose nameservers are *namesrv*."""
+    return ["dashboard", "--namesrv", namesrv, "--host", host, "--port", str(port)]
 
 
 def controller_id(member_id: int) -> int:
@@ -233,6 +242,9 @@ def register(subparsers: Any) -> None:
                     help="run the controller in the nameserver and the brokers in controller "
                          "mode: a dead master is replaced automatically (default: on with "
                          "--replicas >= 1; --no-controller for manual `broker promote`)")
+    up.add_argument("--dashboard-port", type=int, default=-1, metavar="PORT",
+                    help="also run the web dashboard (`pocketmq dashboard`) on this port, "
+                         "e.g. 8080 (default -1: off)")
     up.add_argument("--config", metavar="FILE", default=None,
                     help="TOML file of broker keys (docs/configuration.md) for every broker; "
                          "the cluster's own flags win over it")
@@ -300,6 +312,8 @@ def _run_up(args: argparse.Namespace) -> int:
               ("--broker-port", args.broker_port, PORTS_PER_MEMBER * members)]
     if args.v2_port != -1:
         ranges.append(("--v2-port", args.v2_port, members))
+    if args.dashboard_port != -1:
+        ranges.append(("--dashboard-port", args.dashboard_port, 1))
     for flag, first, count in ranges:
         if first <= 0 or first + count > 65536:
             print(f"pocketmq cluster up: {flag} {first} leaves no room for {count} port(s) "
@@ -415,11 +429,15 @@ class LocalCluster:
                                   controller=self.namesrv if use_controller else None),
                    logs / f"{m.label}.log", member=m)
             for m in layout]
+        self.dashboard = _Child(
+            "dashboard", "dashboard", f"{args.host}:{args.dashboard_port}",
+            dashboard_command(namesrv=self.namesrv, host=args.host, port=args.dashboard_port),
+            logs / "dashboard.log") if args.dashboard_port != -1 else None
         self._stop = asyncio.Event()
 
     @property
     def children(self) -> list[_Child]:
-        return [self.nameserver, *self.brokers]
+        return [self.nameserver, *self.brokers, *([self.dashboard] if self.dashboard else [])]
 
     async def run(self) -> int:
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -471,6 +489,8 @@ class LocalCluster:
                 return died
         for broker in replicas:
             await broker.start()
+        if self.dashboard is not None:      # before any gRPC channel here, as the brokers
+            await self.dashboard.start()
         async with AdminClient(self.namesrv, timeout_s=1.0) as admin:
 
             async def registered() -> bool:
@@ -536,9 +556,10 @@ class LocalCluster:
                  c.proc.pid if c.proc else None, c.log_path] for c in self.children]
         fenced = "".join(f"\n{c.name} at {c.addr} takes no writes: {c.fenced}"
                          for c in self.brokers if c.fenced)
+        dashboard = f"dashboard: http://{self.dashboard.addr}/\n" if self.dashboard else ""
         print(f"PocketMQ cluster {CLUSTER_NAME} is up, data in {self.data_dir}:\n"
               f"{render(['ROLE', 'NAME', 'ID', 'ADDRESS', 'PID', 'LOG'], rows)}\n{fenced}\n"
-              f"export POCKETMQ_NAMESRV={self.namesrv}\n"
+              f"export POCKETMQ_NAMESRV={self.namesrv}\n{dashboard}"
               "Ctrl-C stops the cluster.", flush=True)
 
     async def _watch(self) -> _Child | None:
@@ -556,6 +577,8 @@ class LocalCluster:
             print(f"pocketmq cluster up: {failed.name} exited with code "
                   f"{failed.exited.result()}; the end of {failed.log_path}:\n"
                   f"{failed.log_tail()}", file=sys.stderr, flush=True)
+        if self.dashboard is not None and self.dashboard.proc is not None:
+            await self.dashboard.stop()       # first: it only watches the others
         brokers = [b for b in self.brokers if b.proc is not None]
         print(f"stopping {', '.join([*(b.name for b in brokers), 'then the nameserver'])}",
               flush=True)

@@ -20,6 +20,7 @@ CONTRACT = {
     "nameserver": ("pocketmq.common", "pocketmq.nameserver", "pocketmq.v1", "pocketmq.security",
                    "pocketmq.controller"),
     "controller": ("pocketmq.common", "pocketmq.controller", "pocketmq.v1", "pocketmq.etcd"),
+    "dashboard": ("pocketmq.common", "pocketmq.client", "pocketmq.dashboard"),
 }
 FORBIDDEN_THIRD_PARTY = {
     "broker/store": ("grpc", "google.protobuf", "asyncio", "uvloop"),
