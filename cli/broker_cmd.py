@@ -29,6 +29,7 @@ from pocketmq.broker.config import BrokerConfig
 from pocketmq.cli import loop_factory
 from pocketmq.common.configfile import add_config_flags, load_config
 from pocketmq.common.errors import ConfigError, PocketMQError
+from pocketmq.common.logsetup import server_command
 
 __all__ = ["register"]
 
@@ -116,6 +117,7 @@ def _section(path: str | None) -> str | None:
         return None  # load_config reports the problem with the file's name
 
 
+@server_command
 def _run_broker(args: argparse.Namespace) -> int:
     overrides = {}
     if os.environ.get(NAMESRV_ENV):
@@ -130,6 +132,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         return runner.run(_serve(config, namesrv=None))
 
 
+@server_command
 def _run_standalone(args: argparse.Namespace) -> int:
     from pocketmq.nameserver import NamesrvConfig
 

@@ -72,6 +72,7 @@ from pocketmq.cli import loop_factory
 from pocketmq.cli.admin_cmd import add_common_options, run_admin
 from pocketmq.cli.table import dump_json, render
 from pocketmq.client import AdminClient, ClientError
+from pocketmq.common.logsetup import server_command
 
 __all__ = [
     "CLUSTER_NAME",
@@ -288,6 +289,7 @@ def _int(text: str | None) -> int | None:
         return None
 
 
+@server_command
 def _run_up(args: argparse.Namespace) -> int:
     if not 1 <= args.brokers <= 64:
         print(f"pocketmq cluster up: --brokers is {args.brokers}; give 1..64", file=sys.stderr)
