@@ -128,6 +128,24 @@ class _QueueFiles:
         unit = CQ_UNIT.unpack_from(mm, pos)
         return None if unit[0] < 0 or unit[1] <= 0 else unit
 
+    def last_unit_end(self) -> int:
+        """``phys_offset + size`` of the queue's last unit (0 when it has none): a binary
+        search of its newest file for the first all-zero unit."""
+        if not self.maps:
+            return 0
+        mm = self.maps[max(self.maps)]
+        lo, hi = 0, len(mm) // CQ_UNIT.size        # units [0, lo) are set, [hi, ..) zero
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if CQ_UNIT.unpack_from(mm, mid * CQ_UNIT.size) == (0, 0, 0):
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo == 0:
+            return 0
+        phys_offset, size, _tags = CQ_UNIT.unpack_from(mm, (lo - 1) * CQ_UNIT.size)
+        return phys_offset + size if phys_offset >= 0 and size > 0 else 0
+
     def units(self) -> Iterator[tuple[int, tuple[int, int, int]]]:
         """Every unit up to the first all-zero one of each file (read a slice at a time:
         a file is 6 MB of mostly zeros)."""
@@ -213,7 +231,7 @@ def _verify_log(commitlog: CommitLog, queues: dict[tuple[str, int], _QueueFiles]
                 matched: dict[tuple[str, int], int], report: VerifyReport,
                 progress: Callable[[int, int], None] | None, deleted: DeletedQueues) -> None:
     end = commitlog.min_offset
-    extent = data_extent(commitlog) if progress is not None else 0
+    extent = data_extent(commitlog, queues) if progress is not None else 0
     try:
         for rec in commitlog.scan(commitlog.min_offset, check_crc=True):
             end = rec.phys_offset + rec.size
@@ -301,16 +319,12 @@ def _nonzero_bytes(path: str, buffer: mmap.mmap | memoryview, start: int, end: i
     return 0 if first < 0 else last - first
 
 
-def data_extent(commitlog: CommitLog) -> int:
-    """Bytes of the log that hold data, from its head: whole segments before the last and,
-    of the last, up to its first hole (its unwritten tail); for progress, not for truth."""
-    files = commitlog.queue.files
-    if not files:
-        return 0
-    last = files[-1]
-    regions = _data_regions(last.path, 0, last.file_size)
-    written = next(regions, (0, 0))[1]
-    return last.file_from_offset + written - commitlog.min_offset
+def data_extent(commitlog: CommitLog, queues: dict[tuple[str, int], _QueueFiles]) -> int:
+    """Bytes of the log that hold data, as far as the consume queues know: from its head
+    to the end of the furthest record a unit points at (0 = unknown). Segments are
+    pre-allocated whole, so their size says nothing; for progress, not for truth."""
+    end = max((q.last_unit_end() for q in queues.values()), default=0)
+    return max(end - commitlog.min_offset, 0)
 
 
 def _verify_units(commitlog: CommitLog, queues: dict[tuple[str, int], _QueueFiles],
