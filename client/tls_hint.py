@@ -12,6 +12,7 @@ address).
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
 import time
@@ -32,29 +33,38 @@ HINT_CLIENT_CERT = ("the server speaks TLS and requires a client certificate; pa
 
 
 def speaks_tls(addr: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
-    """Whether ``host:port`` answers a TLS handshake (certificates are not checked)."""
+    """Whether ``host:port`` answers a TLS ClientHello with a TLS record (a ServerHello or
+    an alert). Only the first record's header is read: whether the handshake could go on
+    (a client certificate, the CA) does not matter here."""
     now = time.monotonic()
     known = _probed.get(addr)
     if known is not None and now - known[0] < _REMEMBER_S:
         return known[1]
     host, _, port = addr.rpartition(":")
     host = host.strip("[]")
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
     answer = False
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s) as raw, \
-                context.wrap_socket(raw, server_hostname=host or None) as tls:
-            answer = tls.version() is not None
-    except ssl.SSLError as exc:
-        # The server sent TLS records back (an alert: it wants a client certificate, or
-        # refuses the protocol version) rather than something else or nothing.
-        answer = "ALERT" in str(exc).upper()
+        with socket.create_connection((host, int(port)), timeout=timeout_s) as raw:
+            raw.sendall(_client_hello(host))
+            head = raw.recv(3)
+            # TLS record: content type 22 (handshake) or 21 (alert), version major 3.
+            answer = len(head) >= 2 and head[0] in (21, 22) and head[1] == 3
     except (OSError, ValueError):
         answer = False
     _probed[addr] = (now, answer)
     return answer
+
+
+def _client_hello(host: str) -> bytes:
+    """The bytes of a ClientHello, made by the ssl module without a socket."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context.wrap_bio(incoming, outgoing, server_hostname=host or None)
+    with contextlib.suppress(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
 
 
 def tls_mismatch_hint(details: str, addr: str) -> str:
