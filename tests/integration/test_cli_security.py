@@ -146,7 +146,7 @@ async def test_the_nameserver_refusal_names_the_nameserver(secured):
 
 
 async def test_bench_signs_with_the_access_key_of_the_environment(secured):
-    nameserver, broker = secured
+    nameserver, _ = secured
     args = ("bench", "produce", "--topic", "orders", "--count", "20", "--concurrency", "4",
             "--namesrv", nameserver.address)
     signed = await pocketmq(*args, env=_env(POCKETMQ_ACCESS_KEY="app",
