@@ -103,17 +103,19 @@ def broker_name(index: int) -> str:
 
 
 def nameserver_command(*, port: int, host: str, controller_dir: str | None = None,
-                       controller_etcd: str | None = None,
-                       advertise: str | None = None) -> list[str]:
+                       controller_etcd: str | None = None, advertise: str | None = None,
+                       acl_file: str | None = None) -> list[str]:
     """The nameserver; with *controller_dir* (file store) or *controller_etcd* it runs the
-    controller too (*advertise*: the address standbys name it by, for a wildcard host)."""
+    controller too (*advertise*: the address standbys name it by, for a wildcard host);
+    with *acl_file* it checks every request against that ACL, as the brokers do."""
     command = ["nameserver", "--host", host, "--port", str(port)]
     if controller_etcd:
         command += ["--controller", "--controller-etcd", controller_etcd]
-        return [*command, "--controller-advertise-addr", advertise] if advertise else command
-    if controller_dir:
-        return [*command, "--controller", "--controller-data-dir", controller_dir]
-    return command
+        if advertise:
+            command += ["--controller-advertise-addr", advertise]
+    elif controller_dir:
+        command += ["--controller", "--controller-data-dir", controller_dir]
+    return [*command, "--acl-enable", "--acl-file", acl_file] if acl_file else command
 
 
 def controller_id(member_id: int) -> int:
