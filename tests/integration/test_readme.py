@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -136,6 +137,10 @@ def standalone(tmp_path_factory):
             proc.wait()
 
 
+def _needs_spark(block: Block) -> bool:
+    return "pocketmq.spark" in block.text or "pipeline archive" in block.text
+
+
 def _run(block: Block, cluster: Standalone) -> subprocess.CompletedProcess[str]:
     text = cluster.localize(block.text)
     if block.lang == "bash":
@@ -153,6 +158,9 @@ def _run(block: Block, cluster: Standalone) -> subprocess.CompletedProcess[str]:
 def test_readme_block_runs_as_pasted(block, standalone):
     if block.skip is not None:
         pytest.skip(f"README.md line {block.line}: {block.skip}")
+    if _needs_spark(block) and shutil.which("java") is None:
+        pytest.skip(f"README.md line {block.line}: Spark needs Java, a prerequisite the "
+                    "README names; none on PATH")
     if block.lang == "toml":
         try:
             tomllib.loads(block.text)
