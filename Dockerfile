@@ -22,8 +22,9 @@ COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
 USER pocketmq
 WORKDIR /data
-# A broker's commit log, queues, index and config; the nameserver keeps nothing.
-VOLUME ["/data"]
+# /data holds a broker's commit log, queues, index and config; the nameserver keeps
+# nothing. No VOLUME here: it would give every container (nameservers, clients) an
+# anonymous volume; brokers mount one (`-v broker-a-data:/data`, docker-compose.yml).
 # nameserver, broker (gRPC), RocketMQ 5 clients, the dashboard
 EXPOSE 9876 10911 8081 8080
 ENTRYPOINT ["pocketmq"]

@@ -64,6 +64,7 @@ from pocketmq.broker.transaction import TransactionalMessageService
 from pocketmq.broker.transaction_check import TransactionalMessageCheckService
 from pocketmq.broker.v1_authz import transaction_check_filter
 from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.logsetup import security_summary
 from pocketmq.common.progress import log_sink, phase_progress
 from pocketmq.common.runtime import tune_malloc
 from pocketmq.security.acl import AclStore
@@ -202,9 +203,11 @@ class Broker:
             raise
         self._server = server
         self._start_background()
-        log.info("broker %s (cluster %s, id %d, %s) serving on %s, data in %s, %s flush",
+        log.info("broker %s (cluster %s, id %d, %s) serving on %s, data in %s, %s flush; %s",
                  cfg.broker_name, cfg.cluster_name, self.broker_id, self.role, self.address,
-                 cfg.data_dir, cfg.flush_disk_type)
+                 cfg.data_dir, cfg.flush_disk_type,
+                 security_summary(tls=cfg.tls_enabled, client_auth=cfg.tls_require_client_auth,
+                                  acl_file=cfg.acl_path if cfg.acl_enable else None))
         assert self.registration is not None
         await self.registration.start()
 

@@ -275,6 +275,10 @@ class ClientManager:
             self._remove_producer(producer_group, client_id)
         if consumer_group:
             self._remove_consumer(consumer_group, client_id, why="unregistered")
+        if not (any(client_id in m for m in self._producers.values())
+                or any(client_id in m for m in self._consumers.values())):
+            # Left every group: nothing for the expiry to drop (and log) 120 s later.
+            self._last_seen_s.pop(client_id, None)
 
     def run_once(self) -> list[str]:
         """Drop clients silent for longer than the expiry; returns their ids."""

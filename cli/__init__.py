@@ -10,14 +10,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
 
+from pocketmq.common.logsetup import (
+    add_logging_options,
+    configure_logging,
+    is_server_command,
+    level_from_argv,
+    quiet_grpc_core,
+    resolve_level,
+)
 from pocketmq.common.runtime import grpc_fork_exec_only
 
 grpc_fork_exec_only()   # before any command module imports grpc (common/runtime.py says why)
+quiet_grpc_core(level_from_argv(sys.argv[1:]))   # likewise (common/logsetup.py says why)
 
 __all__ = ["loop_factory", "main"]
 
@@ -47,8 +55,7 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pocketmq", description="PocketMQ: RocketMQ's architecture in Python.")
-    parser.add_argument("--log-level", default=os.environ.get("POCKETMQ_LOG_LEVEL", "INFO"),
-                        help="logging level (default INFO, env POCKETMQ_LOG_LEVEL)")
+    add_logging_options(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
         try:
@@ -64,9 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     func = getattr(args, "func", None)
+    configure_logging(resolve_level(flag=args.log_level, verbose=args.verbose,
+                                    server=is_server_command(func)))
     if func is None:
         parser.print_help(sys.stderr)
         return 2
@@ -74,3 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `pocketmq ... | head`: the reader left. Quietly, like cat: no traceback now, and
+        # none when Python flushes stdout at exit (it would write to the closed pipe again).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141

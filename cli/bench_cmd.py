@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pocketmq.cli import loop_factory
+from pocketmq.cli.credentials import add_security_options, security_kwargs
 from pocketmq.client import (
     AdminClient,
     ClientError,
@@ -227,6 +228,7 @@ def _options(parser: argparse.ArgumentParser, mode: str) -> None:
     parser.add_argument("--interval", type=float, default=5.0, metavar="S",
                         help="seconds between live lines (default 5)")
     parser.add_argument("--json-out", metavar="FILE", help="also write the JSON summary here")
+    add_security_options(parser)
 
 
 def _check(args: argparse.Namespace) -> str | None:
@@ -285,6 +287,7 @@ class Bench:
         self.consume = _Side("consume") if self.mode != "produce" else None
         self._claimed = 0                    # messages handed to senders so far
         self._timer: asyncio.TimerHandle | None = None
+        self.security = security_kwargs(args)  # --access-key, --tls-ca ... (or the env)
 
     def _start_clock(self, side: _Side) -> None:
         """*side* starts now, and --duration counts from here."""
@@ -317,7 +320,8 @@ class Bench:
 
     def _producer(self) -> Producer:
         return Producer(group=self.args.group if self.mode == "produce" and self.args.group
-                        else "benchmark_producer", namesrv=self.args.namesrv)
+                        else "benchmark_producer", namesrv=self.args.namesrv,
+                        **self.security)
 
     # -- live lines -------------------------------------------------------------------
     async def _ticking(self, work: Any) -> None:
@@ -389,7 +393,7 @@ class Bench:
             group=group, namesrv=args.namesrv, consume_from=consume_from,
             consume_concurrency=args.concurrency if self.mode == "consume"
             else CONSUME_CONCURRENCY,
-            consume_batch_max_size=args.consume_batch)
+            consume_batch_max_size=args.consume_batch, **self.security)
         consumer.subscribe(args.topic)
 
         @consumer.listener
@@ -445,7 +449,7 @@ class Bench:
         master first, as ``pocketmq topic create`` does: the consumer must find it
         before the first message is sent."""
         topic = self.args.topic
-        async with AdminClient(self.args.namesrv) as admin:
+        async with AdminClient(self.args.namesrv, **self.security) as admin:
             try:
                 route = await admin.topic_route(topic)
             except RouteNotFoundError:

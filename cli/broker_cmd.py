@@ -29,6 +29,7 @@ from pocketmq.broker.config import BrokerConfig
 from pocketmq.cli import loop_factory
 from pocketmq.common.configfile import add_config_flags, load_config
 from pocketmq.common.errors import ConfigError, PocketMQError
+from pocketmq.common.logsetup import server_command
 
 __all__ = ["register"]
 
@@ -36,6 +37,16 @@ log = logging.getLogger(__name__)
 
 NAMESRV_ENV = "POCKETMQ_NAMESRV"
 SHUTDOWN_GRACE_S = 5.0
+# `pocketmq standalone` is for a laptop: a 64 MiB commit-log segment (pre-allocated
+# whole) rather than RocketMQ's 1 GiB, and index files of 42 MB rather than 420 MB
+# (sparse), so the quick start takes tens of MB, not 1.5 GB. A --config file that
+# sets any of these keys wins; a data directory made with other sizes keeps its own
+# (storeGeometry.json), since a store cannot change them.
+STANDALONE_STORE_DEFAULTS: dict[str, int] = {
+    "commitlog_file_size_bytes": 64 * 1024 * 1024,
+    "index_slots": 500_000,
+    "index_entries": 2_000_000,
+}
 
 # Short flag -> BrokerConfig key, as `mqbroker -n` / the issue's command line.
 _ALIASES = {"--namesrv": "namesrv_addrs", "--name": "broker_name",
@@ -116,6 +127,7 @@ def _section(path: str | None) -> str | None:
         return None  # load_config reports the problem with the file's name
 
 
+@server_command
 def _run_broker(args: argparse.Namespace) -> int:
     overrides = {}
     if os.environ.get(NAMESRV_ENV):
@@ -130,6 +142,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         return runner.run(_serve(config, namesrv=None))
 
 
+@server_command
 def _run_standalone(args: argparse.Namespace) -> int:
     from pocketmq.nameserver import NamesrvConfig
 
@@ -160,12 +173,24 @@ def _config_sets(path: str | None, key: str) -> bool:
     return key in (section if isinstance(section, dict) else data)
 
 
+def _recorded_geometry(data_dir: str) -> dict[str, int]:
+    """The store sizes an existing *data_dir* was made with, as BrokerConfig keys."""
+    from pocketmq.broker.store.data_dir import DataDirectory
+
+    geometry = DataDirectory(data_dir).read_geometry()
+    names = {"commitlog_file_size": "commitlog_file_size_bytes", "index_slots": "index_slots",
+             "index_entries": "index_entries"}
+    return {key: int(geometry[name]) for name, key in names.items()
+            if isinstance(geometry.get(name), int)}
+
+
 def _standalone_broker_config(args: argparse.Namespace, *, namesrv_addrs: str) -> BrokerConfig:
     """``--config``'s broker keys, under the standalone flags (which always win).
 
     A standalone broker has no replicas, so it serves no replication port unless
     the file asks for one: the default (port + 1 = 10912) is the port of the second
-    broker of the README's cluster by hand.
+    broker of the README's cluster by hand. Its store is sized for a laptop
+    (:data:`STANDALONE_STORE_DEFAULTS`) unless the file says otherwise.
     """
     flags: dict[str, Any] = {"host": args.host, "port": args.broker_port,
                              "data_dir": args.data_dir, "flush_disk_type": args.flush,
@@ -175,6 +200,10 @@ def _standalone_broker_config(args: argparse.Namespace, *, namesrv_addrs: str) -
         flags.update(controller_mode=True, controller_addr=namesrv_addrs or "127.0.0.1:1")
     if not _config_sets(args.config, "ha_port"):
         flags["ha_port"] = -1
+    recorded = _recorded_geometry(args.data_dir)
+    for key, value in STANDALONE_STORE_DEFAULTS.items():
+        if not _config_sets(args.config, key):
+            flags[key] = recorded.get(key, value)
     if args.grpc_v2_port is not None:
         flags["grpc_v2_port"] = args.grpc_v2_port
     if args.metrics_port is not None:

@@ -75,6 +75,7 @@ from pocketmq.cli import loop_factory
 from pocketmq.cli.admin_cmd import add_common_options, run_admin
 from pocketmq.cli.table import dump_json, render
 from pocketmq.client import AdminClient, ClientError
+from pocketmq.common.logsetup import server_command
 
 __all__ = [
     "CLUSTER_NAME",
@@ -106,17 +107,19 @@ def broker_name(index: int) -> str:
 
 
 def nameserver_command(*, port: int, host: str, controller_dir: str | None = None,
-                       controller_etcd: str | None = None,
-                       advertise: str | None = None) -> list[str]:
+                       controller_etcd: str | None = None, advertise: str | None = None,
+                       acl_file: str | None = None) -> list[str]:
     """The nameserver; with *controller_dir* (file store) or *controller_etcd* it runs the
-    controller too (*advertise*: the address standbys name it by, for a wildcard host)."""
+    controller too (*advertise*: the address standbys name it by, for a wildcard host);
+    with *acl_file* it checks every request against that ACL, as the brokers do."""
     command = ["nameserver", "--host", host, "--port", str(port)]
     if controller_etcd:
         command += ["--controller", "--controller-etcd", controller_etcd]
-        return [*command, "--controller-advertise-addr", advertise] if advertise else command
-    if controller_dir:
-        return [*command, "--controller", "--controller-data-dir", controller_dir]
-    return command
+        if advertise:
+            command += ["--controller-advertise-addr", advertise]
+    elif controller_dir:
+        command += ["--controller", "--controller-data-dir", controller_dir]
+    return [*command, "--acl-enable", "--acl-file", acl_file] if acl_file else command
 
 
 def dashboard_command(*, namesrv: str, host: str, port: int) -> list[str]:
@@ -300,6 +303,7 @@ def _int(text: str | None) -> int | None:
         return None
 
 
+@server_command
 def _run_up(args: argparse.Namespace) -> int:
     if not 1 <= args.brokers <= 64:
         print(f"pocketmq cluster up: --brokers is {args.brokers}; give 1..64", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""``--access-key`` / ``--secret-key`` / ``--tls-ca``: how a CLI client proves who it is.
+"""``--access-key`` / ``--secret-key`` / ``--tls-ca|cert|key``: how a CLI client proves who it is.
 
 Shared by the client commands (send, produce, consume) and the admin commands.
 The keys default to ``$POCKETMQ_ACCESS_KEY`` and ``$POCKETMQ_SECRET_KEY``, so a
@@ -24,10 +24,16 @@ def add_security_options(parser: argparse.ArgumentParser) -> None:
                         help=f"its secret key (default ${SECRET_KEY_ENV})")
     parser.add_argument("--tls-ca", default="", metavar="PEM",
                         help="CA certificate of the servers; given = TLS")
+    parser.add_argument("--tls-cert", default="", metavar="PEM",
+                        help="client certificate, for servers started with "
+                             "--tls-require-client-auth (with --tls-key)")
+    parser.add_argument("--tls-key", default="", metavar="PEM",
+                        help="private key of --tls-cert")
 
 
 def security_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """Client keyword arguments from the flags, then the environment."""
     return {"access_key": args.access_key or os.environ.get(ACCESS_KEY_ENV, ""),
             "secret_key": args.secret_key or os.environ.get(SECRET_KEY_ENV, ""),
-            "tls_ca_file": args.tls_ca}
+            "tls_ca_file": args.tls_ca, "tls_cert_file": args.tls_cert,
+            "tls_key_file": args.tls_key}

@@ -17,6 +17,7 @@ from typing import Any
 from pocketmq.cli import loop_factory
 from pocketmq.common.configfile import add_config_flags, load_config
 from pocketmq.common.errors import ConfigError
+from pocketmq.common.logsetup import server_command
 from pocketmq.common.runtime import freeze_startup_objects
 from pocketmq.nameserver import NameServer, NamesrvConfig, ServerBindError
 
@@ -41,6 +42,7 @@ def register(subparsers: Any) -> None:
 
 
 
+@server_command
 def _run(args: argparse.Namespace) -> int:
     try:
         config = load_config(NamesrvConfig, toml_path=args.config, args=args)

@@ -21,6 +21,10 @@ redone after a restart, and readers going through Spark
 (``spark.read.parquet(PATH)``) see only committed files. Stopping and starting
 again resumes where the last committed batch ended.
 
+``--access-key``/``--secret-key`` (or ``$POCKETMQ_ACCESS_KEY``...) and
+``--tls-ca``/``--tls-cert``/``--tls-key`` are passed to the source as its
+``accessKey``... options, as for every other client command.
+
 ``--once`` archives what the topic holds now and exits
 (``trigger(availableNow=True)``); without it the query runs every
 ``--interval`` until Ctrl-C or SIGTERM, which stop it between batches. Exit
@@ -37,6 +41,7 @@ import sys
 import threading
 from typing import Any
 
+from pocketmq.cli.credentials import add_security_options, security_kwargs
 from pocketmq.client.config import DEFAULT_NAMESRV, NAMESRV_ENV
 
 __all__ = ["register"]
@@ -78,7 +83,20 @@ def register(subparsers: Any) -> None:
                          help="at most N messages per micro-batch")
     archive.add_argument("--master", help="Spark master URL (default: local[*], or what "
                                           "spark-submit sets)")
+    add_security_options(archive)
     archive.set_defaults(func=_archive)
+
+
+# security_kwargs() key -> the pocketmq source's option (spark/options.py)
+_SOURCE_SECURITY_OPTIONS = {"access_key": "accessKey", "secret_key": "secretKey",
+                            "tls_ca_file": "tlsCaFile", "tls_cert_file": "tlsCertFile",
+                            "tls_key_file": "tlsKeyFile"}
+
+
+def source_security_options(args: argparse.Namespace) -> dict[str, str]:
+    """The source options of ``--access-key``/``--tls-ca``... (or the env), those given."""
+    return {_SOURCE_SECURITY_OPTIONS[key]: value
+            for key, value in security_kwargs(args).items() if value}
 
 
 def _archive(args: argparse.Namespace) -> int:
@@ -104,7 +122,8 @@ def _archive(args: argparse.Namespace) -> int:
         reader = (spark.readStream.format("pocketmq").option("namesrv", args.namesrv)
                   .option("subscribe", args.topic)
                   .option("startingOffsets", args.starting_offsets)
-                  .option("tagExpression", args.tag_expression))
+                  .option("tagExpression", args.tag_expression)
+                  .options(**source_security_options(args)))
         if args.max_offsets_per_trigger is not None:
             reader = reader.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
         rows = reader.load().withColumn("date", functions.expr(DATE_COLUMN))

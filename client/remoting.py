@@ -53,6 +53,7 @@ from pocketmq.client.model import (
     _positional_builder,
 )
 from pocketmq.client.route import QueueData, TopicRoute
+from pocketmq.client.tls_hint import tls_mismatch_hint
 from pocketmq.common.auth import Credentials, signed_metadata
 from pocketmq.common.filter import TAG, MessageSelector
 from pocketmq.common.runtime import tune_malloc
@@ -131,8 +132,9 @@ def _remote_error(exc: grpc.aio.AioRpcError, addr: str, rpc: str) -> RemoteError
         return _not_master_error(f"{rpc} to {addr} failed: {code.name}: {details}", addr,
                                  code.name, not_master)
     cls = REASON_ERRORS.get(reason) or STATUS_ERRORS.get(code, ServerError)
-    return cls(f"{rpc} to {addr} failed: {code.name}: {details}", addr=addr, code=code.name,
-               reason=reason)
+    hint = tls_mismatch_hint(details, addr) if code is Code.UNAVAILABLE else ""
+    return cls(f"{rpc} to {addr} failed: {code.name}: {details}" + (f" ({hint})" if hint else ""),
+               addr=addr, code=code.name, reason=reason)
 
 
 def _not_master_error(message: str, addr: str, code: str, detail: bytes) -> NotMasterError:

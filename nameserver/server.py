@@ -17,6 +17,7 @@ import grpc
 
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.errors import ConfigError
+from pocketmq.common.logsetup import security_summary
 from pocketmq.common.runtime import tune_malloc
 from pocketmq.nameserver.config import NamesrvConfig
 from pocketmq.nameserver.errors import ServerBindError
@@ -85,7 +86,8 @@ class NameServer:
             if not self._config.acl_file:
                 raise ConfigError("acl_enable needs acl_file: the ACL the nameserver checks "
                                   "signatures against")
-            interceptors.append(AclInterceptor(AclStore(self._config.acl_file)))
+            interceptors.append(AclInterceptor(AclStore(self._config.acl_file),
+                                               server_kind="nameserver"))
         server = grpc.aio.server(interceptors=interceptors)
         nameserver_pb2_grpc.add_NameServerServicer_to_server(
             NameServerServicer(self.route_table), server)
@@ -122,9 +124,12 @@ class NameServer:
         if self.controller is not None:
             self.controller.set_address(cfg.controller_advertise_addr or self.address)
             await self.controller.start()
-        logger.info("nameserver listening on %s (broker expiry %.1f s, scan every %.1f s)",
+        logger.info("nameserver listening on %s (broker expiry %.1f s, scan every %.1f s); %s",
                     _join_host_port(self._config.host, port),
-                    self._config.broker_expire_seconds, self._config.scan_interval_seconds)
+                    self._config.broker_expire_seconds, self._config.scan_interval_seconds,
+                    security_summary(tls=bool(cfg.tls_cert_file),
+                                     client_auth=cfg.tls_require_client_auth,
+                                     acl_file=cfg.acl_file if cfg.acl_enable else None))
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop taking requests; in-flight ones get *grace* seconds (default from config)."""

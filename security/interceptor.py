@@ -144,8 +144,10 @@ def authorize_subscribe(topic: str) -> None:
 
 class AclInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, store: AclStore, *, clock_ms: Callable[[], int] | None = None,
-                 max_signatures: int = DEFAULT_MAX_SIGNATURES) -> None:
+                 max_signatures: int = DEFAULT_MAX_SIGNATURES,
+                 server_kind: str = "broker") -> None:
         self._store = store
+        self._kind = server_kind            # "broker" or "nameserver", for the refusals
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self._seen = RecentSignatures(REPLAY_WINDOW_MS, max_entries=max_signatures)
         self._wrapped: dict[str, tuple[Any, Any]] = {}
@@ -219,12 +221,12 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
         access_key = str(headers.get(ACCESS_KEY_HEADER, ""))
         if not access_key:
             raise AclError(grpc.StatusCode.UNAUTHENTICATED,
-                           f"{method} carries no {ACCESS_KEY_HEADER}; this broker requires "
+                           f"{method} carries no {ACCESS_KEY_HEADER}; this {self._kind} requires "
                            "signed requests (give the client access_key and secret_key)")
         account = acl.accounts.get(access_key)
         if account is None:
             raise AclError(grpc.StatusCode.UNAUTHENTICATED,
-                           f"access key {access_key[:64]!r} is unknown to this broker's ACL")
+                           f"access key {access_key[:64]!r} is unknown to this {self._kind}'s ACL")
         if not account.may_connect_from(ip):
             raise AclError(grpc.StatusCode.PERMISSION_DENIED,
                            f"access key {access_key!r} may not be used from {ip}; its "
@@ -239,7 +241,7 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
         if abs(skew_ms) > REPLAY_WINDOW_MS:
             raise AclError(grpc.StatusCode.UNAUTHENTICATED,
                            f"the request was signed {abs(skew_ms) / 1000:.0f} s "
-                           f"{'ahead of' if skew_ms > 0 else 'behind'} this broker's clock; "
+                           f"{'ahead of' if skew_ms > 0 else 'behind'} this {self._kind}'s clock; "
                            f"at most {REPLAY_WINDOW_MS // 1000} s are accepted (check NTP)")
         nonce = str(headers.get(NONCE_HEADER, ""))
         if not nonce:

@@ -76,10 +76,16 @@ Source options, named and behaving as the Kafka source's (:mod:`.options`)::
     pullTimeoutMs            kafkaConsumer.pollTimeoutMs  deadline of one pull (30000)
     consumerGroup            groupIdPrefix              group named in pulls (no offsets
                                                         are committed)
+    accessKey, secretKey     kafka.sasl.*               ACL keys: every call signed
+    tlsCaFile                kafka.ssl.truststore.*     PEM CA of the servers; set = TLS
+    tlsCertFile, tlsKeyFile  kafka.ssl.keystore.*       PEM client certificate and key,
+                                                        for brokers that require one (the
+                                                        files must exist on every executor)
 
 Sink options: ``namesrv``, ``topic`` (wins over a ``topic`` column, as
 Kafka's), ``producerGroup``, ``sendBatchSize`` (messages per SendBatch, 256),
-``sendTimeoutMs``, ``idempotent`` (true: each row stored once, see :mod:`.sink`),
+``sendTimeoutMs``, the source's ``accessKey``/``secretKey`` and ``tls*`` options,
+``idempotent`` (true: each row stored once, see :mod:`.sink`),
 ``writeId`` (a batch write's stable name, so a re-run job stores nothing twice),
 ``failFirstAttemptAfterRows`` (fault injection for tests); its columns are drawn
 in :mod:`.sink`. Store-reader

@@ -36,6 +36,7 @@ from pocketmq.spark.errors import OptionError
 __all__ = [
     "EARLIEST",
     "LATEST",
+    "ClientSecurity",
     "OffsetSpec",
     "PullSettings",
     "SinkOptions",
@@ -66,16 +67,32 @@ _SELECTION = ("subscribe", "subscribePattern", "assign")
 _SOURCE = (*_SELECTION, "namesrv", "tagExpression", "sqlFilter", "startingOffsets", "endingOffsets",
            "startingTimestamp", "maxOffsetsPerTrigger", "failOnDataLoss", "minPartitions",
            "maxRecordsPerPartition", "pullBatchSize", "pullTimeoutMs", "consumerGroup",
-           "accessKey", "secretKey")
+           "accessKey", "secretKey", "tlsCaFile", "tlsCertFile", "tlsKeyFile")
 _STORE = ("path", "subscribe", "subscribePattern", "tagExpression", "brokerName",
           "failOnDataLoss", "maxBytesPerPartition")
 _SINK = ("namesrv", "topic", "producerGroup", "sendBatchSize", "sendTimeoutMs", "accessKey",
-         "secretKey", "idempotent", "writeId", "failFirstAttemptAfterRows")
+         "secretKey", "tlsCaFile", "tlsCertFile", "tlsKeyFile", "idempotent", "writeId",
+         "failFirstAttemptAfterRows")
 # Keys Spark itself may add to a sink's options.
 _SPARK_SINK_KEYS = ("path", "checkpointLocation", "queryName")
 
 
 # -- values ---------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ClientSecurity:
+    """How the source's and sink's calls prove who they are: ACL keys (``accessKey``,
+    ``secretKey``) and TLS (``tlsCaFile``; ``tlsCertFile`` and ``tlsKeyFile`` for servers
+    that require a client certificate). The PEM paths are read where the calls are made,
+    so on a cluster they must exist on every executor. Hashable: it keys the channel
+    cache of :func:`pocketmq.spark.remote.remoting`."""
+
+    access_key: str = ""
+    secret_key: str = field(default="", repr=False)
+    tls_ca_file: str = ""
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicSelection:
     """Which queues to read: exactly one of ``subscribe``, ``subscribePattern``, ``assign``."""
@@ -113,7 +130,7 @@ class PullSettings:
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
     pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS
     fail_on_data_loss: bool = True
-    credentials: tuple[str, str] | None = field(default=None, repr=False)  # ACL keys
+    credentials: ClientSecurity | None = field(default=None, repr=False)  # ACL keys, TLS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,7 +164,7 @@ class SinkOptions:
     producer_group: str
     send_batch_size: int
     send_timeout_ms: int
-    credentials: tuple[str, str] | None = field(default=None, repr=False)  # ACL keys
+    credentials: ClientSecurity | None = field(default=None, repr=False)  # ACL keys, TLS
     idempotent: bool = True      # each task a named idempotent producer (exactly once)
     write_id: str | None = None  # batch writes: the identities' stable part (else per job)
     fail_first_attempt_after_rows: int | None = None   # fault injection, for tests only
@@ -157,13 +174,22 @@ class SinkOptions:
 class _Options:
     """Spark's lower-cased option map, read by documented names."""
 
-    def credentials(self) -> tuple[str, str] | None:
-        """(accessKey, secretKey) when the cluster's ACL is on; both or neither."""
+    def credentials(self) -> ClientSecurity | None:
+        """ACL keys (both or neither) and TLS files, or None for a plain connection."""
         access, secret = self.get("accessKey"), self.get("secretKey")
         if bool(access) != bool(secret):
             raise OptionError("options accessKey and secretKey go together: give both (the "
                               "ACL user and its secret) or neither")
-        return (access, secret) if access and secret else None
+        ca, cert, key = self.get("tlsCaFile"), self.get("tlsCertFile"), self.get("tlsKeyFile")
+        if bool(cert) != bool(key):
+            raise OptionError("options tlsCertFile and tlsKeyFile go together: give both (the "
+                              "client certificate and its key) or neither")
+        if (cert or key) and not ca:
+            raise OptionError("options tlsCertFile and tlsKeyFile need tlsCaFile, the CA of "
+                              "the servers' certificates")
+        if not (access or ca):
+            return None
+        return ClientSecurity(access or "", secret or "", ca or "", cert or "", key or "")
 
     def __init__(self, options: Mapping[str, str], known: Iterable[str], what: str,
                  ignored: Iterable[str] = ()) -> None:

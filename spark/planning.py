@@ -27,7 +27,14 @@ from pyspark.sql.datasource import InputPartition
 
 from pocketmq.client.model import MessageQueue
 from pocketmq.spark.errors import OptionError
-from pocketmq.spark.options import EARLIEST, LATEST, OffsetSpec, PullSettings, SourceOptions
+from pocketmq.spark.options import (
+    EARLIEST,
+    LATEST,
+    ClientSecurity,
+    OffsetSpec,
+    PullSettings,
+    SourceOptions,
+)
 from pocketmq.spark.remote import QueueAddrs, queue_offsets, topic_queues
 
 __all__ = ["QueueRange", "plan_batch", "rate_limit", "resolve_offsets", "split_ranges"]
@@ -102,7 +109,7 @@ def rate_limit(start: Mapping[MessageQueue, int], latest: Mapping[MessageQueue, 
 
 async def resolve_offsets(spec: OffsetSpec, queues: QueueAddrs, *, option: str,
                           default: str, strict: bool,
-                          credentials: tuple[str, str] | None = None,
+                          credentials: ClientSecurity | None = None,
                           ) -> dict[MessageQueue, int]:
     """Concrete offsets for *queues* from *spec*; queues JSON does not name get *default*."""
     if spec.kind == "timestamp":

@@ -40,7 +40,7 @@ from pocketmq.client.model import MessageQueue
 from pocketmq.client.remoting import NameserverClient, Remoting
 from pocketmq.common.auth import Credentials
 from pocketmq.spark.errors import OptionError
-from pocketmq.spark.options import TopicSelection
+from pocketmq.spark.options import ClientSecurity, TopicSelection
 from pocketmq.v1 import nameserver_pb2, nameserver_pb2_grpc
 
 __all__ = ["all_topics", "queue_offsets", "remoting", "run", "submit", "topic_queues"]
@@ -62,7 +62,7 @@ class _Loop:
         except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
             self.loop = asyncio.new_event_loop()
         self.pid = os.getpid()
-        self.remotings: dict[tuple[str, str] | None, Remoting] = {}
+        self.remotings: dict[ClientSecurity | None, Remoting] = {}
         self.thread = threading.Thread(target=self.loop.run_forever, name="pocketmq-spark",
                                        daemon=True)
         self.thread.start()
@@ -90,20 +90,23 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return submit(coro).result()
 
 
-def remoting(credentials: tuple[str, str] | None = None) -> Remoting:
-    """The process's channel cache for *credentials* (accessKey, secretKey: every call
-    signed) or none; use it only in coroutines given to :func:`run`."""
+def remoting(credentials: ClientSecurity | None = None) -> Remoting:
+    """The process's channel cache for *credentials* (ACL keys: every call signed; TLS
+    files: TLS channels) or none; use it only in coroutines given to :func:`run`."""
     cache = _loop().remotings
     found = cache.get(credentials)
     if found is None:
-        signing = Credentials(*credentials) if credentials else None
-        found = cache[credentials] = Remoting(Transport(credentials=signing))
+        sec = credentials or ClientSecurity()
+        signing = Credentials(sec.access_key, sec.secret_key) if sec.access_key else None
+        found = cache[credentials] = Remoting(Transport(
+            credentials=signing, tls_ca_file=sec.tls_ca_file, tls_cert_file=sec.tls_cert_file,
+            tls_key_file=sec.tls_key_file))
     return found
 
 
 # -- planning calls ---------------------------------------------------------------------------
 async def all_topics(namesrv: Sequence[str],
-                     credentials: tuple[str, str] | None = None) -> list[str]:
+                     credentials: ClientSecurity | None = None) -> list[str]:
     """Every topic a nameserver knows (GetAllTopicList), for ``subscribePattern``."""
     last: grpc.aio.AioRpcError | None = None
     for addr in namesrv:
@@ -120,7 +123,7 @@ async def all_topics(namesrv: Sequence[str],
 
 
 async def topic_queues(namesrv: Sequence[str], selection: TopicSelection, *,
-                       strict: bool, credentials: tuple[str, str] | None = None) -> QueueAddrs:
+                       strict: bool, credentials: ClientSecurity | None = None) -> QueueAddrs:
     """The readable queues *selection* names, with their brokers' addresses.
 
     *strict* (batch queries) refuses a subscribed topic no nameserver routes and
@@ -173,7 +176,7 @@ def _assigned(found: QueueAddrs, selection: TopicSelection, *, strict: bool) -> 
 
 async def queue_offsets(queues: Mapping[MessageQueue, str], which: str, *,
                         timestamp_ms: int = 0,
-                        credentials: tuple[str, str] | None = None) -> dict[MessageQueue, int]:
+                        credentials: ClientSecurity | None = None) -> dict[MessageQueue, int]:
     """``min``, ``max`` or ``time`` (first offset stored at or after *timestamp_ms*) offsets."""
     async def one(mq: MessageQueue, addr: str) -> int:
         broker = remoting(credentials).broker(addr)

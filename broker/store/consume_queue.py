@@ -209,7 +209,7 @@ class ConsumeQueue:
         self._discard_from(end_byte)
         self._min_offset = self._first_unit_after_blanks()
         self._max_phys_end = self._unit_end(self.max_offset - 1)
-        log.info("recovered consume queue %s in %s: queue offsets [%d, %d), max phys end %d",
+        log.debug("recovered consume queue %s in %s: queue offsets [%d, %d), max phys end %d",
                  self._name, self.directory, self._min_offset, self.max_offset,
                  self._max_phys_end)
 

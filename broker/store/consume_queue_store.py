@@ -79,11 +79,18 @@ class ConsumeQueueStore:
                  sum(len(q) for q in self._queues.values()), len(self._queues), self.root_dir)
 
     def recover(self) -> int:
-        """Recover every queue; return the greatest ``max_phys_end`` (-1 when none has units)."""
-        max_phys_end = -1
+        """Recover every queue; return the greatest ``max_phys_end`` (-1 when none has units).
+
+        One line sums them up (each queue's own is DEBUG: a broker has thousands)."""
+        max_phys_end, queues, units = -1, 0, 0
         for cq in self.all_queues():
             cq.recover()
             max_phys_end = max(max_phys_end, cq.max_phys_end)
+            queues += 1
+            units += cq.max_offset - cq.min_offset
+        if queues:
+            log.info("recovered %d consume queues: %d units, max phys end %d", queues, units,
+                     max_phys_end)
         return max_phys_end
 
     def flush(self) -> None:

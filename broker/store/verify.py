@@ -22,6 +22,8 @@ default geometry.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import logging
 import mmap
 import os
@@ -41,13 +43,17 @@ from pocketmq.common.errors import CorruptRecordError, StoreError
 from pocketmq.common.hashing import java_string_hash
 from pocketmq.common.message import decode_properties, decode_record
 
-__all__ = ["VerifyReport", "iter_stored_messages", "open_commitlog_read_only", "verify_store"]
+__all__ = ["VerifyReport", "data_extent", "held_by_a_broker", "iter_stored_messages",
+           "open_commitlog_read_only", "verify_store"]
 
 log = logging.getLogger(__name__)
 
 _SEGMENT = re.compile(r"^\d{20}$")
 _BLANK_UNIT = (0, 0x7FFFFFFF, 0)
 MAX_PROBLEMS = 1000
+PROGRESS_EVERY_RECORDS = 4096
+_ZERO_CHUNK_BYTES = 4 << 20
+_ZERO_CHUNK = bytes(_ZERO_CHUNK_BYTES)
 
 
 @dataclass(slots=True)
@@ -122,12 +128,40 @@ class _QueueFiles:
         unit = CQ_UNIT.unpack_from(mm, pos)
         return None if unit[0] < 0 or unit[1] <= 0 else unit
 
+    def last_unit_end(self) -> int:
+        """``phys_offset + size`` of the queue's last unit (0 when it has none): a binary
+        search of its newest file for the first all-zero unit."""
+        if not self.maps:
+            return 0
+        mm = self.maps[max(self.maps)]
+        lo, hi = 0, len(mm) // CQ_UNIT.size        # units [0, lo) are set, [hi, ..) zero
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if CQ_UNIT.unpack_from(mm, mid * CQ_UNIT.size) == (0, 0, 0):
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo == 0:
+            return 0
+        phys_offset, size, _tags = CQ_UNIT.unpack_from(mm, (lo - 1) * CQ_UNIT.size)
+        return phys_offset + size if phys_offset >= 0 and size > 0 else 0
+
     def units(self) -> Iterator[tuple[int, tuple[int, int, int]]]:
+        """Every unit up to the first all-zero one of each file (read a slice at a time:
+        a file is 6 MB of mostly zeros)."""
+        step = CQ_UNIT.size * 4096
         for first, mm in sorted(self.maps.items()):
-            for i, unit in enumerate(CQ_UNIT.iter_unpack(mm[:len(mm) - len(mm) % 20])):
-                if unit[0] == 0 and unit[1] == 0 and unit[2] == 0:
-                    break
-                yield first + i, unit
+            usable = len(mm) - len(mm) % CQ_UNIT.size
+            i = 0
+            for at in range(0, usable, step):
+                for unit in CQ_UNIT.iter_unpack(mm[at:min(at + step, usable)]):
+                    if unit[0] == 0 and unit[1] == 0 and unit[2] == 0:
+                        break
+                    yield first + i, unit
+                    i += 1
+                else:
+                    continue
+                break
 
     def close(self) -> None:
         for mm in self.maps.values():
@@ -143,6 +177,24 @@ def _load_queues(root: str) -> dict[tuple[str, int], _QueueFiles]:
             if qid.isdigit():
                 queues[(topic, int(qid))] = _QueueFiles(os.path.join(root, topic, qid))
     return queues
+
+
+def held_by_a_broker(data_dir: str) -> bool:
+    """Whether a running broker holds *data_dir*'s ``lock`` (see :mod:`.data_dir`)."""
+    path = DataDirectory(data_dir).lock
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)            # closing drops a lock taken here
+    return False
 
 
 def verify_store(data_dir: str, *, index_slots: int | None = None,
@@ -179,14 +231,15 @@ def _verify_log(commitlog: CommitLog, queues: dict[tuple[str, int], _QueueFiles]
                 matched: dict[tuple[str, int], int], report: VerifyReport,
                 progress: Callable[[int, int], None] | None, deleted: DeletedQueues) -> None:
     end = commitlog.min_offset
-    extent = commitlog.queue.max_offset
+    extent = data_extent(commitlog, queues) if progress is not None else 0
     try:
         for rec in commitlog.scan(commitlog.min_offset, check_crc=True):
             end = rec.phys_offset + rec.size
             report.records += 1
             report.bytes += rec.size
-            if progress is not None and report.records % 100_000 == 0:
-                progress(end - commitlog.min_offset, extent - commitlog.min_offset)
+            if progress is not None and report.records % PROGRESS_EVERY_RECORDS == 0:
+                done = end - commitlog.min_offset
+                progress(done, max(extent, done))
             if not is_dispatched_to_queue(rec.sysflag):
                 continue
             if deleted and deleted.is_dead(rec.topic, rec.queue_id, rec.phys_offset):
@@ -216,11 +269,62 @@ def _check_zero_tail(commitlog: CommitLog, end: int, report: VerifyReport) -> No
     if mf is None:
         return
     pos = end - mf.file_from_offset
-    tail = mf.buffer[pos:mf.file_size]
-    stripped = tail.rstrip(b"\0")
-    if stripped:
-        report.problem(f"{len(stripped)} bytes of data follow the end of the log at {end} "
+    nonzero = _nonzero_bytes(mf.path, mf.buffer, pos, mf.file_size)
+    if nonzero:
+        report.problem(f"{nonzero} bytes of data follow the end of the log at {end} "
                        f"in {mf.path}")
+
+
+def _data_regions(path: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """The ``[from, to)`` ranges of ``[start, end)`` that may hold data: the file's holes
+    (sparse, or reserved by ``fallocate`` and never written) are skipped unread."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        yield start, end
+        return
+    try:
+        pos = start
+        while pos < end:
+            try:
+                data = os.lseek(fd, pos, os.SEEK_DATA)
+                hole = os.lseek(fd, data, os.SEEK_HOLE)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:       # no data from pos to the end of the file
+                    return
+                yield pos, end                     # no SEEK_DATA here: read it all
+                return
+            if data >= end:
+                return
+            yield data, min(hole, end)
+            pos = hole
+    finally:
+        os.close(fd)
+
+
+def _nonzero_bytes(path: str, buffer: mmap.mmap | memoryview, start: int, end: int) -> int:
+    """How many bytes of ``buffer[start:end]`` lie from the first non-zero byte to the last;
+    0 when all are zero. Reads only the file's data regions, a chunk at a time (a whole
+    1 GiB segment copied and stripped took seconds for a store of a few KiB)."""
+    first = last = -1
+    for lo, hi in _data_regions(path, start, end):
+        for at in range(lo, hi, _ZERO_CHUNK_BYTES):
+            chunk = buffer[at:min(at + _ZERO_CHUNK_BYTES, hi)]
+            if chunk == _ZERO_CHUNK[:len(chunk)]:
+                continue
+            stripped = bytes(chunk).lstrip(b"\0")
+            if first < 0:
+                first = at + len(chunk) - len(stripped)
+            last = at + len(bytes(chunk).rstrip(b"\0"))
+    return 0 if first < 0 else last - first
+
+
+def data_extent(commitlog: CommitLog, queues: dict[tuple[str, int], _QueueFiles]) -> int:
+    """Bytes of the log that hold data, as far as the consume queues know: from its head
+    to the end of the furthest record a unit points at (0 = unknown). Segments are
+    pre-allocated whole, so their size says nothing; for progress, not for truth."""
+    end = max((q.last_unit_end() for q in queues.values()), default=0)
+    return max(end - commitlog.min_offset, 0)
 
 
 def _verify_units(commitlog: CommitLog, queues: dict[tuple[str, int], _QueueFiles],

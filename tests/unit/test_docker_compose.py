@@ -95,7 +95,8 @@ def test_server_commands_equal_the_commands_cluster_up_runs(services):
     for name in NAMESERVERS:
         ns = parse(services[name]["command"])
         assert services[name]["command"] == nameserver_command(
-            port=ns.port, host="0.0.0.0", controller_etcd=ETCD, advertise=f"{name}:{ns.port}")
+            port=ns.port, host="0.0.0.0", controller_etcd=ETCD, advertise=f"{name}:{ns.port}",
+            acl_file=ACL_IN_CONTAINER)
     for member in LAYOUT:
         service = services[member.label]
         assert service["command"] == broker_command(
@@ -130,6 +131,31 @@ def test_each_broker_name_is_two_controller_mode_members_that_parse_as_such(serv
             assert master["condition"] == "service_healthy"
     assert {(m.broker_name, m.broker_id) for m in LAYOUT} == {
         ("broker-a", 0), ("broker-a", 1), ("broker-b", 0), ("broker-b", 1)}
+
+
+def test_one_service_builds_the_image_and_every_other_runs_it_without_pulling(services):
+    ours = pocketmq_services(services)
+    builders = [name for name, service in ours.items() if "build" in service]
+    assert builders == ["nameserver"], builders
+    for name, service in ours.items():
+        if name not in builders:
+            assert service["pull_policy"] == "never", name   # never a registry's pocketmq
+
+
+def test_no_container_gets_an_anonymous_volume(services):
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert not re.search(r"^\s*VOLUME\b", dockerfile, re.MULTILINE)
+    for name, service in services.items():
+        for mount in service.get("volumes", []):
+            assert ":" in str(mount), f"{name} mounts {mount} anonymously"
+
+
+def test_the_nameservers_enforce_the_same_acl_as_the_brokers(services):
+    for name in NAMESERVERS:
+        service = services[name]
+        config = load_config(NamesrvConfig, args=parse(service["command"]))
+        assert config.acl_enable and config.acl_file == ACL_IN_CONTAINER, name
+        assert f"./config/acl.toml:{ACL_IN_CONTAINER}:ro" in service["volumes"], name
 
 
 def test_replicas_sign_replication_with_an_admin_account_of_the_shipped_acl(services):
