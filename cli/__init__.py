@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from pocketmq.common.runtime import grpc_fork_exec_only
 
@@ -43,9 +44,23 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
+class CliParser(argparse.ArgumentParser):
+    """An ArgumentParser that remembers the innermost sub-command parser it ran, so that
+    a stray argument is reported with that sub-command's usage, not the top level's."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if not hasattr(parsed, "_cli_parser"):
+            parsed._cli_parser = self
+        return parsed, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from pocketmq import __version__
+
+    parser = CliParser(
         prog="pocketmq", description="PocketMQ: RocketMQ's architecture in Python.")
+    parser.add_argument("--version", action="version", version=f"pocketmq {__version__}")
     parser.add_argument("--log-level", default=os.environ.get("POCKETMQ_LOG_LEVEL", "INFO"),
                         help="logging level (default INFO, env POCKETMQ_LOG_LEVEL)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -62,7 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:   # exits 2 with the usage of the sub-command that was given them
+        getattr(args, "_cli_parser", parser).error(
+            f"unrecognized arguments: {' '.join(extras)}")
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     func = getattr(args, "func", None)

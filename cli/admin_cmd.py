@@ -54,6 +54,7 @@ __all__ = ["add_common_options", "parse_reset_target", "register", "run_admin"]
 
 AdminCommand = Callable[[AdminClient, argparse.Namespace], Awaitable[int]]
 _PERM_LETTERS = {"r": 4, "w": 2}
+_VALID_PERMS = (2, 4, 6)   # RocketMQ: PERM_WRITE, PERM_READ, both
 MAX_BODY_CHARS = 4096
 
 
@@ -78,13 +79,14 @@ def parse_reset_target(text: str) -> str | int:
 
 
 def _perm(text: str) -> int:
-    """``6``, or letters ``rw`` / ``r`` / ``w`` / ``-``."""
-    if text.isdigit() and 0 <= int(text) <= 15:
+    """``6``, ``4``, ``2``, or letters ``rw`` / ``r`` / ``w`` (RocketMQ's PermName)."""
+    letters = set(text.lower())
+    if text.isdigit() and int(text) in _VALID_PERMS:
         return int(text)
-    if text == "-" or (text and set(text.lower()) <= set(_PERM_LETTERS)):
-        return sum(_PERM_LETTERS[c] for c in set(text.lower()) if c in _PERM_LETTERS)
-    raise argparse.ArgumentTypeError(f"perm {text!r}: give 6 (read+write), 4 (read), "
-                                     "2 (write), 0, or letters like rw")
+    if text and not text.isdigit() and letters <= set(_PERM_LETTERS) and len(text) <= 2:
+        return sum(_PERM_LETTERS[c] for c in letters)
+    raise argparse.ArgumentTypeError(f"perm {text!r}: give 6 (read+write), 4 (read only), "
+                                     "2 (write only), or letters rw / r / w")
 
 
 def _queue_count(text: str) -> int:
