@@ -50,7 +50,8 @@ def _parse(name: str, text: str, tp: Any) -> Any:
         if inner is float:
             return float(text)
     except ValueError:
-        raise InvalidRequestError(f"{name}: {text!r} is not a {inner.__name__}") from None
+        kind = {bool: "true or false", int: "an integer", float: "a number"}[inner]
+        raise InvalidRequestError(f"{name}: {text!r} is not {kind}") from None
     return text
 
 

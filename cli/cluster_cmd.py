@@ -72,6 +72,7 @@ from pocketmq.cli import loop_factory
 from pocketmq.cli.admin_cmd import add_common_options, run_admin
 from pocketmq.cli.table import dump_json, render
 from pocketmq.client import AdminClient, ClientError
+from pocketmq.client.errors import NotFoundError
 
 __all__ = [
     "CLUSTER_NAME",
@@ -253,6 +254,8 @@ def _common() -> argparse.ArgumentParser:
 
 async def _cluster_list(admin: AdminClient, args: argparse.Namespace) -> int:
     info = await admin.cluster_info()
+    if not info.brokers:
+        raise NotFoundError("no live broker is registered with the nameserver")
 
     async def runtime(addr: str) -> dict[str, str]:
         try:
@@ -278,7 +281,10 @@ async def _cluster_list(admin: AdminClient, args: argparse.Namespace) -> int:
           r["addr"], r["master_epoch"], r["replication_lag_bytes"], r["in_sync_replicas"],
           r["version"], r["put_tps"], r["get_tps"], r["controller_broker_id"],
           r["sync_state_set"]] for r in rows]))
-    return 0
+    unreachable = [r["addr"] for r in rows if not r["reachable"]]
+    for addr in unreachable:
+        print(f"broker {addr} did not answer", file=sys.stderr)
+    return 1 if unreachable else 0
 
 
 def _int(text: str | None) -> int | None:
