@@ -160,7 +160,7 @@ async def test_status_commands_show_the_live_brokers_and_mark_the_dead_one(clust
 
 
 async def test_broker_by_name_and_config_without_unset_values(cluster):
-    namesrv, broker = cluster
+    namesrv, _broker = cluster
     code, out, err = await pocketmq("broker", "config", "broker-a", "--json", "--namesrv",
                                     namesrv.address)
     assert code == 0, err
