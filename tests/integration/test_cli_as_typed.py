@@ -188,3 +188,19 @@ async def test_version_and_sub_command_usage():
 
 def test_cli_entry_point_exists():
     assert os.access(POCKETMQ, os.X_OK)
+
+
+async def test_store_dump_with_bodies(tmp_path):
+    from storekit import open_store, record, small_config
+
+    store = open_store(small_config(tmp_path))
+    store.put_batch(record(body=b"hello", queue_id=0, tags="t", keys="k0", uniq="U0"))
+    store.put_batch(record(body=b"\xff\x00", queue_id=0, tags="t", keys="k1", uniq="U1"))
+    store.shutdown()
+    code, out, err = await pocketmq("store", "dump", str(tmp_path), "--body", "--json")
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["body"], r["body_encoding"]) for r in rows] == [("hello", "utf-8"),
+                                                              ("/wA=", "base64")]
+    code, out, err = await pocketmq("store", "dump", str(tmp_path), "--body", "--limit", "1")
+    assert code == 0 and out.rstrip().endswith("body='hello'"), err
