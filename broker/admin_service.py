@@ -305,9 +305,9 @@ class AdminService:
         if position is ResetPosition.TIMESTAMP and timestamp_ms < 0:
             raise InvalidRequestError(f"timestamp_ms is {timestamp_ms}; give milliseconds "
                                       "since the epoch")
-        queue_ids = range(config.read_queue_nums)
+        queue_ids: list[int] = list(range(config.read_queue_nums))
         if position is ResetPosition.OFFSETS:
-            bad = sorted(q for q in (offsets or {}) if q not in queue_ids)
+            bad = sorted(q for q in (offsets or {}) if not 0 <= q < config.read_queue_nums)
             if not offsets or bad:
                 raise InvalidRequestError(
                     f"RESET_TO_OFFSETS needs offsets of queues 0..{config.read_queue_nums - 1}"

@@ -187,7 +187,8 @@ async def produce_lines(args: argparse.Namespace) -> int:
                 task = asyncio.ensure_future(producer.send(_message(args, body, properties)))
                 in_flight.add(task)
                 task.add_done_callback(tally.done)
-                task.add_done_callback(lambda t: (in_flight.discard(t), window.release()))
+                task.add_done_callback(in_flight.discard)
+                task.add_done_callback(lambda _t: window.release())
             if in_flight:
                 await asyncio.wait(set(in_flight))
     except ClientError as exc:   # the producer could not start
