@@ -174,7 +174,8 @@ class Broker:
             else:
                 self.port = server.add_insecure_port(f"{cfg.host}:{cfg.port}")
         except RuntimeError as exc:
-            raise OSError(f"cannot listen on {cfg.host}:{cfg.port}: {exc}") from None
+            raise OSError(f"cannot listen on {cfg.host}:{cfg.port}: {exc}; is another process "
+                          "using the port? (--port chooses another)") from None
         try:
             if cfg.v2_port >= 0:
                 self.grpc_v2 = GrpcV2Server(
