@@ -363,9 +363,9 @@ async def _topic_status(admin: AdminClient, args: argparse.Namespace) -> int:
     rows = [[q.broker_name, q.queue_id, q.min_offset, q.max_offset,
              time_ms(q.last_store_timestamp_ms)] for q in queues]
     rows += [[f.broker_name, None, None, None, "UNREACHABLE"] for f in failures]
-    _out(args, {"topic": args.topic, "queues": queues, "unreachable": failures}
-         if failures else queues, lambda: render(
-             ["BROKER", "QUEUE", "MIN OFFSET", "MAX OFFSET", "LAST UPDATED"], rows))
+    # JSON: the queues, then one {"broker_name", "addr", "error"} per broker that did not answer
+    _out(args, [*queues, *failures], lambda: render(
+        ["BROKER", "QUEUE", "MIN OFFSET", "MAX OFFSET", "LAST UPDATED"], rows))
     print_failures(failures)
     return 1 if failures else 0
 
