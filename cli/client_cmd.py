@@ -43,8 +43,8 @@ def register(subparsers: Any) -> None:
     add_message_options(send)
     send.add_argument("--queue", type=int, metavar="N", help="this queue id (default: the "
                                                               "producer's round robin)")
-    send.add_argument("--broker", metavar="NAME", help="the broker of --queue, when several "
-                                                        "serve the topic")
+    send.add_argument("--broker", metavar="BROKER", help="the broker of --queue (a name or "
+                                                          "host:port), when several serve it")
     send.add_argument("--json", action="store_true", help="the result as one JSON object")
     send.set_defaults(func=_send)
 
@@ -75,7 +75,8 @@ def register(subparsers: Any) -> None:
                               "ISO-8601); for a group, where it has no offset yet (default "
                               "last; --peek: first)")
     consume.add_argument("--queue", type=int, metavar="N", help="only this queue id")
-    consume.add_argument("--broker", metavar="NAME", help="the broker of --queue")
+    consume.add_argument("--broker", metavar="BROKER",
+                         help="the broker of --queue: a name or host:port")
     consume.add_argument("--offset", type=int, metavar="N",
                          help="start at this queue offset (clamped into each queue)")
     consume.add_argument("-n", type=int, default=0, help="stop after N messages (0 = never)")

@@ -31,7 +31,7 @@ import json
 import sys
 from typing import Any
 
-from pocketmq.cli.credentials import security_kwargs
+from pocketmq.cli.credentials import broker_name_of, security_kwargs
 from pocketmq.client import MessageExt, MessageQueue, PullConsumer
 from pocketmq.client.admin import TOOLS_CONSUMER_GROUP
 
@@ -96,6 +96,7 @@ async def _assign(consumer: PullConsumer, args: argparse.Namespace,
 
     Where each starts: --offset (clamped into the queue), else --from when given (or
     peeking), else the group's stored offset (the consumer's own start rule)."""
+    args.broker = await broker_name_of(args)
     queues = [q for q in await consumer.fetch_message_queues(args.topic)
               if args.queue in (None, q.queue_id) and args.broker in (None, q.broker_name)]
     if not queues:

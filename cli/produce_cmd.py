@@ -23,7 +23,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from pocketmq.cli.credentials import security_kwargs
+from pocketmq.cli.credentials import broker_name_of, security_kwargs
 from pocketmq.client import ClientError, Message, MessageQueue, Producer, SendResult
 
 __all__ = ["add_message_options", "parse_deliver_at", "produce_lines", "send_one"]
@@ -85,6 +85,7 @@ async def _queue_of(producer: Producer, args: argparse.Namespace) -> MessageQueu
     """The queue --queue (and --broker) name, or None to let the producer choose."""
     if args.queue is None:
         return None
+    args.broker = await broker_name_of(args)
     queues = [q for q in await producer.fetch_publish_queues(args.topic)
               if q.queue_id == args.queue and args.broker in (None, q.broker_name)]
     names = sorted({q.broker_name for q in queues})

@@ -163,6 +163,12 @@ async def test_consume_from_a_time_a_queue_and_an_offset_with_a_format(namesrv_a
     code, out, err = await pocketmq("consume", "positions", "--group", "g-pos", "--queue",
                                     "0", "--offset", "2", "-n", "1", "--namesrv", namesrv_addr)
     assert (code, out.strip()) == (0, "new-2"), err
+    code, out, _ = await pocketmq("cluster", "list", "--json", "--namesrv", namesrv_addr)
+    [broker] = json.loads(out)
+    code, out, err = await pocketmq("consume", "positions", "--peek", "--queue", "0",
+                                    "--broker", broker["addr"], "--offset", "1", "--namesrv",
+                                    namesrv_addr)      # --broker as host:port, or a name
+    assert (code, out.split()) == (0, ["new-1", "new-2"]), err
 
 
 async def test_send_with_a_delay_level_and_a_bad_property(namesrv_addr):
