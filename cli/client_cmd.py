@@ -74,6 +74,9 @@ def register(subparsers: Any) -> None:
                          help="where to start: first, last, or a time (ms since the epoch or "
                               "ISO-8601); for a group, where it has no offset yet (default "
                               "last; --peek: first)")
+    consume.add_argument("--until", type=parse_start, default=None, metavar="TIME",
+                         help="with --peek: stop at messages stored at or after TIME (ms "
+                              "since the epoch or ISO-8601)")
     consume.add_argument("--queue", type=int, metavar="N", help="only this queue id")
     consume.add_argument("--broker", metavar="BROKER",
                          help="the broker of --queue: a name or host:port")

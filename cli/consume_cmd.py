@@ -5,8 +5,10 @@ Three ways to read, one output::
     consume TOPIC --group G                   a member of G: rebalanced queues, commits
     consume TOPIC --group G --queue 3 --offset 100
                                               G's offsets of the chosen queues, from there
-    consume TOPIC --peek [--from TIME]        read-only (kcat -C -e): no group, no commit,
-                                              ends at the end of every queue
+    consume TOPIC --peek [--from TIME] [--until TIME]
+                                              read-only (kcat -C -e): no group, no commit,
+                                              ends at the end of every queue (as it was
+                                              at the start), or at --until
 
 Where to start, ``--from``: ``first``, ``last`` or a time (ms since the epoch or
 ISO-8601); for a group it applies where the group has no offset yet, with
@@ -78,6 +80,9 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError("give --json or --format, not both")
     if args.broker and args.queue is None:
         raise UsageError("--broker chooses the broker of --queue; give --queue too")
+    if args.until is not None and (not args.peek or isinstance(args.until, str)):
+        raise UsageError("--until takes a time (ms since the epoch or ISO-8601) and ends a "
+                         "--peek")
 
 
 def _consumer(args: argparse.Namespace) -> PullConsumer:
@@ -106,7 +111,8 @@ async def _assign(consumer: PullConsumer, args: argparse.Namespace,
     ends: dict[MessageQueue, int] = {}
     for queue in queues:
         low, high = await consumer.beginning_offset(queue), await consumer.end_offset(queue)
-        ends[queue] = high
+        ends[queue] = high if args.until is None else min(
+            high, await consumer.offset_for_time(queue, args.until))
         start = args.consume_from
         if args.offset is not None:
             await consumer.seek(queue, min(max(args.offset, low), high))
@@ -158,6 +164,15 @@ class _Printer:
         tags = {t.strip() for t in args.expr.split("||")}
         self._tags = None if "*" in tags or not filter_tags else tags
 
+    def _wanted(self, msg: MessageExt, ends: dict[MessageQueue, int]) -> bool:
+        """Its tag matches, and (peeking) it is before its queue's end."""
+        if self._tags is not None and msg.tags not in self._tags:
+            return False
+        if not self.args.peek:
+            return True
+        end = ends.get(MessageQueue(msg.topic, msg.broker_name, msg.queue_id))
+        return end is None or msg.queue_offset < end
+
     async def run(self, consumer: PullConsumer, ends: dict[MessageQueue, int]) -> None:
         loop = asyncio.get_running_loop()
         idle_s = idle_timeout_of(self.args)
@@ -175,7 +190,7 @@ class _Printer:
             last = loop.time()
             room = limit - self.printed if limit else len(batch)
             for msg in batch[:room]:
-                if self._tags is None or msg.tags in self._tags:
+                if self._wanted(msg, ends):
                     print(format_message(msg, self.args), flush=True)
                     self.printed += 1
             if room < len(batch) and not self.args.peek:  # give back what was not printed

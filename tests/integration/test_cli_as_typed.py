@@ -160,6 +160,9 @@ async def test_consume_from_a_time_a_queue_and_an_offset_with_a_format(namesrv_a
                                     "--namesrv", namesrv_addr)
     assert code == 0, err
     assert out.splitlines() == ["0:1 new-1", "0:2 new-2"]
+    code, out, err = await pocketmq("consume", "positions", "--peek", "--until", str(since),
+                                    "--namesrv", namesrv_addr)
+    assert (code, out.split()) == (0, ["old"]), err
     code, out, err = await pocketmq("consume", "positions", "--group", "g-pos", "--queue",
                                     "0", "--offset", "2", "-n", "1", "--namesrv", namesrv_addr)
     assert (code, out.strip()) == (0, "new-2"), err
