@@ -18,7 +18,8 @@ body (default), ``--json`` (one object per line) or ``--format TEMPLATE``
 {body}``...). When to stop: after ``-n N`` messages; when nothing arrives for
 ``--idle-timeout`` seconds (default 5 with ``-n`` or ``--peek``, like
 kafka-console-consumer's ``--timeout-ms``; otherwise never), printing
-``consumed K message(s)`` on stderr; on Ctrl-C (exit 130). Exit codes: 0
+``consumed K message(s)`` on stderr; on Ctrl-C or SIGTERM (between polls:
+what was printed is committed; exit 130). Exit codes: 0
 done, 1 refused or unreachable (unknown topic, denied group, no nameserver),
 2 bad usage.
 """
@@ -30,6 +31,7 @@ import asyncio
 import base64
 import datetime
 import json
+import signal
 import sys
 from typing import Any
 
@@ -133,6 +135,9 @@ async def consume_messages(args: argparse.Namespace) -> int:
     assigned = args.peek or args.queue is not None or args.offset is not None
     consumer = _consumer(args)
     reader = _Printer(args, filter_tags=assigned)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):   # stop between polls: commit, leave, 130
+        loop.add_signal_handler(sig, reader.stop.set)
     try:
         if assigned:
             await consumer.start()
@@ -144,12 +149,17 @@ async def consume_messages(args: argparse.Namespace) -> int:
             ends = {}
         await reader.run(consumer, ends)
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
         if consumer.state == "running" and not args.peek:
             await consumer.commit()
         await consumer.shutdown()
         if reader.stopped_idle:
             print(f"consumed {reader.printed} message(s); nothing more arrived for "
                   f"{idle_timeout_of(args):g} s", file=sys.stderr)
+    if reader.stop.is_set():
+        print(f"interrupted after {reader.printed} message(s)", file=sys.stderr)
+        return 130
     return 0
 
 
@@ -160,6 +170,7 @@ class _Printer:
         self.args = args
         self.printed = 0
         self.stopped_idle = False
+        self.stop = asyncio.Event()   # Ctrl-C or SIGTERM
         # Assigned queues are pulled without a subscription: --expr is applied here.
         tags = {t.strip() for t in args.expr.split("||")}
         self._tags = None if "*" in tags or not filter_tags else tags
@@ -178,7 +189,7 @@ class _Printer:
         idle_s = idle_timeout_of(self.args)
         last = loop.time()
         limit = self.args.n
-        while not limit or self.printed < limit:
+        while (not limit or self.printed < limit) and not self.stop.is_set():
             if self.args.peek and _at_end(consumer, ends):
                 return
             batch = await consumer.poll(timeout_s=POLL_S)

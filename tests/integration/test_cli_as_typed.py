@@ -68,8 +68,10 @@ async def test_produce_sends_each_line_as_it_arrives_and_ctrl_c_loses_nothing_re
         proc.stdin.write(b"first line\n")
         await proc.stdin.drain()   # stdin stays open, as under `tail -f`
 
-        async def sent() -> list[dict]:
-            return await peek(namesrv_addr, "tail-f")
+        async def sent() -> list[dict]:   # [] until the first send created the topic
+            code, out, _ = await pocketmq("consume", "tail-f", "--peek", "--json",
+                                          "--namesrv", namesrv_addr)
+            return [json.loads(line) for line in out.splitlines()] if code == 0 else []
 
         got = await eventually(sent, timeout_s=30, interval_s=0.5)
         assert [m["body"] for m in got] == ["first line"]
@@ -213,3 +215,25 @@ async def test_store_dump_with_bodies(tmp_path):
                                                               ("/wA=", "base64")]
     code, out, err = await pocketmq("store", "dump", str(tmp_path), "--body", "--limit", "1")
     assert code == 0 and out.rstrip().endswith("body='hello'"), err
+
+
+async def test_ctrl_c_stops_consume_with_what_it_printed_committed(namesrv_addr):
+    assert (await pocketmq("send", "endless", "one", "--namesrv", namesrv_addr))[0] == 0
+    proc = await asyncio.create_subprocess_exec(
+        POCKETMQ, "--log-level", "WARNING", "consume", "endless", "--group", "g-end",
+        "--from", "first", "--namesrv", namesrv_addr,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        assert line == b"one\n"
+        proc.send_signal(signal.SIGINT)
+        _out, err = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert b"interrupted after 1 message(s)" in err and b"Traceback" not in err
+    code, out, err = await pocketmq("group", "progress", "g-end", "--json", "--namesrv",
+                                    namesrv_addr)
+    assert code == 0 and json.loads(out)["total_lag"] == 0, err
