@@ -144,7 +144,7 @@ def _archive(args: argparse.Namespace) -> int:
 def _wait(query: Any, args: argparse.Namespace, path: str, checkpoint: str,
           spark_error: type[Exception]) -> int:
     stop = threading.Event()
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
         # Ctrl-C as SIGTERM: a KeyboardInterrupt raised inside a py4j call would leave
         # the gateway mid-answer and print a traceback per Spark thread.
