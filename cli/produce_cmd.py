@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import json
 import os
@@ -31,6 +32,7 @@ __all__ = ["add_message_options", "parse_deliver_at", "produce_lines", "send_one
 PRODUCE_WINDOW = 256   # sends of `produce` in flight at once
 MAX_REASONS = 5        # distinct failure reasons printed
 READ_CHUNK = 64 * 1024
+STOP_DRAIN_POLL_S = 0.05   # after Ctrl-C, while the reader queues what it read
 
 
 class UsageError(ValueError):
@@ -120,24 +122,61 @@ def _result_line(result: SendResult) -> str:
 
 
 # -- produce ---------------------------------------------------------------------------------
-def _read_stdin(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes | None]) -> None:
-    """Feed stdin's lines into *lines* as they arrive, then None. A daemon thread on the
-    raw descriptor: a read blocked at Ctrl-C must neither keep the process alive nor
-    hold the lock of ``sys.stdin.buffer`` while the interpreter shuts down."""
-    fd = sys.stdin.fileno()
-    pending = b""
-    try:
-        while chunk := os.read(fd, READ_CHUNK):
-            *complete, pending = (pending + chunk).split(b"\n")
-            for line in complete:
-                asyncio.run_coroutine_threadsafe(lines.put(line), loop).result()
-        if pending:
-            asyncio.run_coroutine_threadsafe(lines.put(pending), loop).result()
-    except (OSError, RuntimeError, ValueError):
-        pass   # stdin closed under us, or the loop is gone: the input has ended
-    finally:
-        if not loop.is_closed():
-            asyncio.run_coroutine_threadsafe(lines.put(None), loop)
+class _StdinLines:
+    """Standard input's lines as they arrive, read by a daemon thread on the raw
+    descriptor: a read blocked at Ctrl-C must neither keep the process alive nor hold
+    the lock of ``sys.stdin.buffer`` while the interpreter shuts down. After a stop,
+    :meth:`next` still hands out every complete line the thread had already read."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lines: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=PRODUCE_WINDOW)
+        self._idle = threading.Event()    # the thread holds no line it has read
+        threading.Thread(target=self._read, name="stdin", daemon=True).start()
+
+    def _put(self, line: bytes | None) -> None:
+        asyncio.run_coroutine_threadsafe(self._lines.put(line), self._loop).result()
+
+    def _read(self) -> None:
+        fd = sys.stdin.fileno()
+        pending = b""
+        try:
+            while True:
+                self._idle.set()
+                chunk = os.read(fd, READ_CHUNK)
+                self._idle.clear()
+                if not chunk:
+                    break
+                *complete, pending = (pending + chunk).split(b"\n")
+                for line in complete:
+                    self._put(line)
+            if pending:
+                self._put(pending)
+            self._put(None)
+        except (OSError, RuntimeError, ValueError):
+            pass   # stdin closed under us, or the loop is gone: the input has ended
+        finally:
+            self._idle.set()
+
+    async def next(self, stop: asyncio.Event) -> bytes | None:
+        """The next line; None at end of input, or once *stop* is set and every line
+        already read is handed out."""
+        while True:
+            if not self._lines.empty():
+                return self._lines.get_nowait()
+            if stop.is_set():
+                if self._idle.is_set() and self._lines.empty():
+                    return None
+                with contextlib.suppress(TimeoutError):   # the thread is queueing a chunk
+                    return await asyncio.wait_for(self._lines.get(), STOP_DRAIN_POLL_S)
+                continue
+            getter = asyncio.ensure_future(self._lines.get())
+            stopper = asyncio.ensure_future(stop.wait())
+            await asyncio.wait((getter, stopper), return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            if getter.done():
+                return getter.result()
+            getter.cancel()
 
 
 class _Tally:
@@ -169,18 +208,17 @@ async def produce_lines(args: argparse.Namespace) -> int:
     properties = _properties(args.property)
     _message(args, b"", properties)   # argument errors before anything is read
     loop = asyncio.get_running_loop()
-    lines: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=PRODUCE_WINDOW)
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    threading.Thread(target=_read_stdin, args=(loop, lines), name="stdin", daemon=True).start()
+    lines = _StdinLines(loop)
     tally = _Tally()
     window = asyncio.Semaphore(PRODUCE_WINDOW)
     in_flight: set[asyncio.Task[SendResult]] = set()
     try:
         async with Producer(group=args.group, namesrv=args.namesrv,
                             **security_kwargs(args)) as producer:
-            while (line := await _next_line(lines, stop)) is not None:
+            while (line := await lines.next(stop)) is not None:
                 body = line.rstrip(b"\r\n")
                 if not body:
                     continue
@@ -199,19 +237,3 @@ async def produce_lines(args: argparse.Namespace) -> int:
             loop.remove_signal_handler(sig)
         print(tally.summary(args.topic), file=sys.stderr)
     return 1 if tally.reasons else 0
-
-
-async def _next_line(lines: asyncio.Queue[bytes | None], stop: asyncio.Event) -> bytes | None:
-    """The next line; None at end of input, or once stopped and the lines read are used."""
-    if stop.is_set():
-        return None if lines.empty() else lines.get_nowait()
-    if not lines.empty():
-        return lines.get_nowait()
-    getter = asyncio.ensure_future(lines.get())
-    stopper = asyncio.ensure_future(stop.wait())
-    await asyncio.wait((getter, stopper), return_when=asyncio.FIRST_COMPLETED)
-    stopper.cancel()
-    if getter.done():
-        return getter.result()
-    getter.cancel()
-    return None if lines.empty() else lines.get_nowait()

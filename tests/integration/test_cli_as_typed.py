@@ -237,3 +237,13 @@ async def test_ctrl_c_stops_consume_with_what_it_printed_committed(namesrv_addr)
     code, out, err = await pocketmq("group", "progress", "g-end", "--json", "--namesrv",
                                     namesrv_addr)
     assert code == 0 and json.loads(out)["total_lag"] == 0, err
+
+
+async def test_produce_of_a_few_thousand_piped_lines_sends_each_once(namesrv_addr):
+    lines = b"".join(b"line %d\n" % i for i in range(3000))
+    code, _out, err = await pocketmq("produce", "bulk", "--namesrv", namesrv_addr,
+                                     stdin=lines)
+    assert code == 0, err
+    assert "sent 3000, failed 0" in err
+    bodies = [m["body"] for m in await peek(namesrv_addr, "bulk")]
+    assert sorted(bodies) == sorted(f"line {i}" for i in range(3000))
