@@ -20,7 +20,7 @@ from pocketmq.common.runtime import grpc_fork_exec_only
 
 grpc_fork_exec_only()   # before any command module imports grpc (common/runtime.py says why)
 
-__all__ = ["loop_factory", "main"]
+__all__ = ["loop_factory", "main", "print_usage_of"]
 
 # Modules that contribute sub-commands, in the order `--help` lists them.
 _COMMAND_MODULES = (
@@ -53,6 +53,13 @@ class CliParser(argparse.ArgumentParser):
         if not hasattr(parsed, "_cli_parser"):
             parsed._cli_parser = self
         return parsed, extras
+
+
+def print_usage_of(args: argparse.Namespace) -> None:
+    """The usage line of the sub-command *args* came from (before a usage error)."""
+    parser = getattr(args, "_cli_parser", None)
+    if parser is not None:
+        parser.print_usage(sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -41,7 +41,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pocketmq.cli import loop_factory
+from pocketmq.cli import loop_factory, print_usage_of
 from pocketmq.cli.credentials import add_security_options, security_kwargs
 from pocketmq.cli.group_cmd import print_failures, register_group
 from pocketmq.cli.table import dump_json, render, render_mapping, time_ms
@@ -231,6 +231,7 @@ def run_admin(fn: AdminCommand, args: argparse.Namespace) -> int:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             return runner.run(main())
     except (UsageError, ValueError, ConfigError) as exc:
+        print_usage_of(args)
         print(f"{command}: {exc}", file=sys.stderr)
         return 2
     except ClientError as exc:

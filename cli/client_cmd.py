@@ -6,7 +6,7 @@
 * ``produce TOPIC [--tag T] [--key K]... [--property NAME=VALUE]...`` sends each line of
   standard input as it arrives and reports ``sent N, failed M`` (:mod:`.produce_cmd`).
 * ``consume TOPIC (--group G | --peek) [--expr "A || B"] [--from first|last|TIME]
-  [--queue N [--broker NAME]] [--offset N] [-n N] [--idle-timeout S] [--json |
+  [--until TIME] [--queue N [--broker B]] [--offset N] [-n N] [--idle-timeout S] [--json |
   --format T]`` prints messages (:mod:`.consume_cmd`).
 
 Every command takes ``--namesrv`` (default ``$POCKETMQ_NAMESRV``, then
@@ -21,7 +21,7 @@ import asyncio
 import sys
 from typing import Any
 
-from pocketmq.cli import loop_factory
+from pocketmq.cli import loop_factory, print_usage_of
 from pocketmq.cli.consume_cmd import DEFAULT_IDLE_TIMEOUT_S, consume_messages, parse_start
 from pocketmq.cli.consume_cmd import UsageError as ConsumeUsageError
 from pocketmq.cli.credentials import add_security_options
@@ -101,11 +101,13 @@ def _namesrv(parser: argparse.ArgumentParser) -> None:
     add_security_options(parser)
 
 
-def _run(coro: Any, command: str) -> int:
+def _run(coro: Any, args: argparse.Namespace) -> int:
+    command = args.command
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             return int(runner.run(coro))
     except (ProduceUsageError, ConsumeUsageError) as exc:
+        print_usage_of(args)
         print(f"pocketmq {command}: {exc}", file=sys.stderr)
         return 2
     except (ClientError, ConfigError, ValueError) as exc:
@@ -114,12 +116,12 @@ def _run(coro: Any, command: str) -> int:
 
 
 def _send(args: argparse.Namespace) -> int:
-    return _run(send_one(args), "send")
+    return _run(send_one(args), args)
 
 
 def _produce(args: argparse.Namespace) -> int:
-    return _run(produce_lines(args), "produce")
+    return _run(produce_lines(args), args)
 
 
 def _consume(args: argparse.Namespace) -> int:
-    return _run(consume_messages(args), "consume")
+    return _run(consume_messages(args), args)
