@@ -181,6 +181,11 @@ async def test_send_with_a_delay_level_and_a_bad_property(namesrv_addr):
                                     "--namesrv", namesrv_addr)
     assert code == 0, err
     assert json.loads(out)["status"] == "SEND_OK"
+    in_a_minute = str(int(time.time() * 1000) + 60_000)
+    code, out, err = await pocketmq("send", "later", "y", "--deliver-at", in_a_minute,
+                                    "--namesrv", namesrv_addr)
+    assert code == 0 and out.startswith("SEND_OK"), err
+    assert "y" not in {m["body"] for m in await peek(namesrv_addr, "later")}   # in a minute
     code, _out, err = await pocketmq("send", "later", "x", "--property", "novalue",
                                      "--namesrv", namesrv_addr)
     assert code == 2 and "NAME=VALUE" in err
