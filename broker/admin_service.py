@@ -29,13 +29,20 @@ from typing import Any
 from pocketmq import __version__
 from pocketmq.broker.client_manager import (
     ClientManager,
+    ConsumerRegistration,
     ConsumeType,
     MessageModel,
     ResetConsumerClientOffset,
 )
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
-from pocketmq.broker.errors import DiskFullError, InvalidRequestError, NotFoundError
+from pocketmq.broker.errors import (
+    DiskFullError,
+    FailedPreconditionError,
+    InvalidRequestError,
+    NotFoundError,
+)
 from pocketmq.broker.long_polling import PullRequestHoldService
+from pocketmq.broker.send_back import retry_topic
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.topic_config import (
     DataVersion,
@@ -67,6 +74,7 @@ class ResetPosition(enum.Enum):
     EARLIEST = "EARLIEST"
     LATEST = "LATEST"
     TIMESTAMP = "TIMESTAMP"
+    OFFSETS = "OFFSETS"       # given offsets per queue, each clamped into its queue
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,7 +131,7 @@ class AdminService:
         self._default_query_max = default_query_max
         self._clock = clock or SystemClock()
         self._boot_timestamp_ms = self._clock.now_ms()
-        self._config = config       # the broker's config dataclass, for GetBrokerConfig
+        self.config = config        # the broker's config dataclass, for GetBrokerConfig
         # (group, topic, queue id) -> (reset offset, monotonic deadline of the fence)
         self._fences: dict[tuple[str, str, int], tuple[int, float]] = {}
 
@@ -286,9 +294,10 @@ class AdminService:
         return out
 
     def reset_offset(self, group: str, topic: str, position: ResetPosition,
-                     timestamp_ms: int = 0) -> tuple[list[OffsetReset], list[str]]:
-        """Move *group* on every read queue of *topic*; returns the moves and the
-        online consumers told."""
+                     timestamp_ms: int = 0, offsets: dict[int, int] | None = None,
+                     ) -> tuple[list[OffsetReset], list[str]]:
+        """Move *group* on every read queue of *topic* (OFFSETS: the queues of *offsets*
+        only); returns the moves and the online consumers told."""
         problem = check_group(group)
         if problem:
             raise InvalidRequestError(problem)
@@ -296,9 +305,20 @@ class AdminService:
         if position is ResetPosition.TIMESTAMP and timestamp_ms < 0:
             raise InvalidRequestError(f"timestamp_ms is {timestamp_ms}; give milliseconds "
                                       "since the epoch")
+        queue_ids: list[int] = list(range(config.read_queue_nums))
+        if position is ResetPosition.OFFSETS:
+            bad = sorted(q for q in (offsets or {}) if not 0 <= q < config.read_queue_nums)
+            if not offsets or bad:
+                raise InvalidRequestError(
+                    f"RESET_TO_OFFSETS needs offsets of queues 0..{config.read_queue_nums - 1}"
+                    f" of {topic!r}" + (f"; it has no queue {bad[0]}" if bad else ""))
+            queue_ids = sorted(offsets)
         moves = []
-        for queue_id in range(config.read_queue_nums):
-            if position is ResetPosition.EARLIEST:
+        for queue_id in queue_ids:
+            if position is ResetPosition.OFFSETS:
+                offset = min(max((offsets or {})[queue_id], self._store.min_offset(
+                    topic, queue_id)), self._store.max_offset(topic, queue_id))
+            elif position is ResetPosition.EARLIEST:
                 offset = self._store.min_offset(topic, queue_id)
             elif position is ResetPosition.LATEST:
                 offset = self._store.max_offset(topic, queue_id)
@@ -322,6 +342,46 @@ class AdminService:
                  position.value, f" {timestamp_ms}" if position is ResetPosition.TIMESTAMP
                  else "", {m.queue_id: m.offset for m in moves}, len(notified))
         return moves, notified
+
+    def delete_group(self, group: str) -> tuple[list[str], bool]:
+        """Forget *group*: its offsets and its retry topic (deleteSubGroup with
+        removeOffset). Refused while members are online. Returns the topics whose
+        offsets went and whether a retry topic was deleted; NotFoundError when this
+        broker knows nothing of the group."""
+        problem = check_group(group)
+        if problem:
+            raise InvalidRequestError(problem)
+        members = self._clients.consumer_ids(group)
+        if members:
+            raise FailedPreconditionError(
+                f"consumer group {group!r} has {len(members)} online member(s) on broker "
+                f"{self._broker_name} ({', '.join(members[:3])}); stop them first")
+        topics = self._offsets.topics_of_group(group)
+        retry = retry_topic(group)
+        has_retry = self._topics.get(retry) is not None
+        if not topics and not has_retry:
+            raise NotFoundError(f"broker {self._broker_name} knows no consumer group "
+                                f"{group!r}", reason="SUBSCRIPTION_GROUP_NOT_EXIST")
+        for topic in topics:
+            self._offsets.remove_group(group, topic)
+        self._persist_offsets()
+        if has_retry:
+            self.delete_topic(retry)
+        log.info("consumer group %s deleted: offsets of %s%s", group, topics or "no topic",
+                 ", and its retry topic" if has_retry else "")
+        return topics, has_retry
+
+    def consumer_connections(self, group: str) -> list[tuple[str, ConsumerRegistration, float]]:
+        """The online members of *group*: (client id, registration, seconds silent)."""
+        problem = check_group(group)
+        if problem:
+            raise InvalidRequestError(problem)
+        out = []
+        for client_id in self._clients.consumer_ids(group):
+            registration = self._clients.consumer_registration(group, client_id)
+            if registration is not None:
+                out.append((client_id, registration, self._clients.silent_seconds(client_id)))
+        return out
 
     def reset_fence(self, group: str, topic: str, queue_id: int) -> int | None:
         """The offset a reset moved this queue to while its consumer has not pulled
@@ -416,15 +476,25 @@ class AdminService:
         return info
 
     def config_table(self) -> dict[str, str]:
-        """The broker's configuration as text, secrets masked."""
-        if self._config is None:
+        """The broker's configuration as text: unset keys (None, or an empty secret) left
+        out, a secret that is set shown as ``***``."""
+        if self.config is None:
             return {}
+
         def text(value: Any) -> str:
             return str(value).lower() if isinstance(value, bool) else str(value)
 
-        return {f.name: "***" if any(w in f.name for w in _SECRET_WORDS)
-                else text(getattr(self._config, f.name))
-                for f in dataclasses.fields(self._config)}
+        table = {}
+        for f in dataclasses.fields(self.config):
+            value = getattr(self.config, f.name)
+            if value is None:
+                continue
+            if any(w in f.name for w in _SECRET_WORDS):
+                if value in ("", None):
+                    continue
+                value = "***"
+            table[f.name] = text(value)
+        return table
 
     # -- checks -------------------------------------------------------------------------
     def _existing_topic(self, topic: str) -> TopicConfig:

@@ -47,6 +47,7 @@ from pocketmq.broker.property_filter import FilterCompiler
 from pocketmq.broker.pull_service import PullMessageService
 from pocketmq.broker.rebalance_lock import RebalanceLockManager
 from pocketmq.broker.registration import NameserverClient, RegisterBrokerService
+from pocketmq.broker.runtime_config import RuntimeConfig
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.send_service import SendMessageService
@@ -111,6 +112,8 @@ class Broker:
         self.clients: ClientManager | None = None
         self.hold: PullRequestHoldService | None = None
         self.flow_control: FlowControlInterceptor | None = None
+        self.admin: AdminService | None = None
+        self.pull_service: PullMessageService | None = None
         self.acl: AclStore | None = None                   # when acl_enable
         self.registration: RegisterBrokerService | None = None
         self.send: SendMessageService | None = None
@@ -175,7 +178,8 @@ class Broker:
             else:
                 self.port = server.add_insecure_port(f"{cfg.host}:{cfg.port}")
         except RuntimeError as exc:
-            raise OSError(f"cannot listen on {cfg.host}:{cfg.port}: {exc}") from None
+            raise OSError(f"cannot listen on {cfg.host}:{cfg.port}: {exc}; is another process "
+                          "using the port? (--port chooses another)") from None
         try:
             if cfg.v2_port >= 0:
                 self.grpc_v2 = GrpcV2Server(
@@ -281,21 +285,21 @@ class Broker:
         self.send_back = SendBackService(store, self.topics, levels, store_host=store_host,
                                          clock=self.clock)
         self._build_trace(store, store_host)
+        self.pull_service = PullMessageService(
+            store, self.topics, self.offsets, self.hold,
+            max_pull_messages=cfg.max_pull_messages, max_pull_bytes=cfg.max_pull_bytes,
+            long_polling_enable=cfg.long_polling_enable,
+            suspend_default_ms=cfg.pull_suspend_default_ms,
+            suspend_max_ms=cfg.pull_suspend_max_ms, clock=self.clock, stats=self.stats,
+            filters=FilterCompiler(enable_property_filter=cfg.enable_property_filter))
+        self.admin = AdminService(store, self.topics, self.offsets, self.clients, self.hold,
+                                  broker_name=cfg.broker_name, cluster_name=cfg.cluster_name,
+                                  store_host=store_host, default_query_max=cfg.default_query_max,
+                                  clock=self.clock, config=cfg)
         return BrokerServicer(
             send=self.send, send_back=self.send_back,
-            locks=self.locks, transactions=self.transactions,
-            pull=PullMessageService(
-                store, self.topics, self.offsets, self.hold,
-                max_pull_messages=cfg.max_pull_messages, max_pull_bytes=cfg.max_pull_bytes,
-                long_polling_enable=cfg.long_polling_enable,
-                suspend_default_ms=cfg.pull_suspend_default_ms,
-                suspend_max_ms=cfg.pull_suspend_max_ms, clock=self.clock, stats=self.stats,
-                filters=FilterCompiler(enable_property_filter=cfg.enable_property_filter)),
-            offsets=self.offsets, clients=self.clients,
-            admin=AdminService(store, self.topics, self.offsets, self.clients, self.hold,
-                               broker_name=cfg.broker_name, cluster_name=cfg.cluster_name,
-                               store_host=store_host, default_query_max=cfg.default_query_max,
-                               clock=self.clock, config=cfg),
+            locks=self.locks, transactions=self.transactions, pull=self.pull_service,
+            offsets=self.offsets, clients=self.clients, admin=self.admin,
             default_topic_queue_nums=cfg.default_topic_queue_nums,
             max_auto_retry_topics=cfg.max_auto_retry_topics,
             figures=[*([self.flow_control.figures] if self.flow_control is not None else []),
@@ -304,7 +308,15 @@ class Broker:
                      *([self.ha.runtime_info] if self.ha is not None else []),
                      self._controller_figures],
             promote=self._promote if self.ha is not None else None,
-            idempotence=self.idempotence)
+            idempotence=self.idempotence,
+            update_config=RuntimeConfig(lambda: self.config, self._config_changed,
+                                        lambda name: getattr(self, name, None)).update)
+
+    def _config_changed(self, config: BrokerConfig) -> None:
+        """UpdateBrokerConfig applied: GetBrokerConfig shows the running values."""
+        self.config = config
+        if self.admin is not None:
+            self.admin.config = config
 
     async def _promote(self, *, epoch: int = 0, role: str = "") -> tuple[int, int, str]:
         """PromoteToMaster: a manual promotion, or in controller mode a forced election

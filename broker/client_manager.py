@@ -288,6 +288,11 @@ class ClientManager:
             self._drop_client(client_id)
         return expired
 
+    def silent_seconds(self, client_id: str) -> float:
+        """Seconds since *client_id*'s last heartbeat (0 for an unknown client)."""
+        seen = self._last_seen_s.get(client_id)
+        return 0.0 if seen is None else max(0.0, self._clock.monotonic() - seen)
+
     def _drop_client(self, client_id: str) -> None:
         silent_s = self._clock.monotonic() - self._last_seen_s[client_id]
         log.info("client %s silent for %.0f s (limit %.0f s); dropping it", client_id,

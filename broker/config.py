@@ -30,6 +30,7 @@ KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
 DEFAULT_GRPC_V2_PORT = 8081   # RocketMQ proxy's grpcServerPort
+DEFAULT_BROKER_PORT = 10911   # RocketMQ broker's listenPort
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 
 _WILDCARD_HOSTS = ("0.0.0.0", "::", "[::]")
@@ -269,8 +270,9 @@ class BrokerConfig:
     # -- RocketMQ 5 clients (broker/grpc_v2) ----------------------------------------------
     grpc_v2_port: int | None = field(default=None, metadata=_help(
         "port of RocketMQ 5's gRPC MessagingService, for the official 5.x clients "
-        "(the proxy's grpcServerPort); 0 = any free port, -1 = off; unset = 8081, or any "
-        "free port when port is 0"))
+        "(the proxy's grpcServerPort); 0 = any free port, -1 = off; unset = 8081 shifted "
+        "by as much as port is from 10911 (port 10921 -> 8091), so brokers sharing a "
+        "machine do not collide; any free port when port is 0"))
     grpc_v2_max_delivery_attempts: int = field(default=17, metadata=_help(
         "deliveries of a message to a RocketMQ 5 consumer group before it goes to the "
         "group's dead-letter topic (retryMaxTimes 16 + 1)"))
@@ -441,10 +443,15 @@ class BrokerConfig:
 
     @property
     def v2_port(self) -> int:
-        """grpc_v2_port as applied: RocketMQ's 8081 unless set; -1 (or below) = off."""
+        """grpc_v2_port as applied; -1 (or below) = off. Unset: RocketMQ's 8081 for its
+        default port 10911, shifted as the port is (10921 -> 8091), so two brokers of
+        one machine get two ports; a port that shifts below 1024 takes port + 2."""
         if self.grpc_v2_port is not None:
             return self.grpc_v2_port
-        return 0 if self.port == 0 else DEFAULT_GRPC_V2_PORT
+        if self.port == 0:
+            return 0
+        derived = DEFAULT_GRPC_V2_PORT + (self.port - DEFAULT_BROKER_PORT)
+        return derived if derived >= 1024 else self.port + 2
 
     @property
     def ha_listen_port(self) -> int:

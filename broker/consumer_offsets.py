@@ -192,6 +192,11 @@ class ConsumerOffsetManager:
             self._dirty = True
         return moved
 
+    def remove_group(self, group: str, topic: str) -> None:
+        """Forget *group*'s offsets of *topic* (a deleted consumer group)."""
+        if self._table.pop(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", None) is not None:
+            self._dirty = True
+
     def remove_topic(self, topic: str) -> None:
         """Forget every group's offsets of a deleted topic."""
         prefix = f"{topic}{TOPIC_GROUP_SEPARATOR}"

@@ -252,7 +252,8 @@ def _command_pb(command: ServerCommand) -> pb.ServerCommand:
 _RESOLUTIONS = {pb.COMMIT: Resolution.COMMIT, pb.ROLLBACK: Resolution.ROLLBACK}
 _RESET_POSITIONS = {pb.RESET_TO_EARLIEST: ResetPosition.EARLIEST,
                     pb.RESET_TO_LATEST: ResetPosition.LATEST,
-                    pb.RESET_TO_TIMESTAMP: ResetPosition.TIMESTAMP}
+                    pb.RESET_TO_TIMESTAMP: ResetPosition.TIMESTAMP,
+                    pb.RESET_TO_OFFSETS: ResetPosition.OFFSETS}
 _CONSUME_TYPES = {ConsumeType.CONSUME_ACTIVELY: pb.CONSUME_ACTIVELY,
                   ConsumeType.CONSUME_PASSIVELY: pb.CONSUME_PASSIVELY}
 _MESSAGE_MODELS = {MessageModel.CLUSTERING: pb.CLUSTERING,
@@ -297,8 +298,11 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                  figures: Sequence[Callable[[], dict[str, str]]] = (),
                  max_auto_retry_topics: int = 10_000,
                  promote: Promote | None = None,
-                 idempotence: IdempotenceService | None = None) -> None:
+                 idempotence: IdempotenceService | None = None,
+                 update_config: Callable[[dict[str, str]], dict[str, str]] | None = None,
+                 ) -> None:
         self._idempotence = idempotence
+        self._update_config = update_config   # UpdateBrokerConfig (broker/runtime_config.py)
         self._promote = promote   # the broker's HaController.promote (manual failover)
         self._send = send
         self._transactions = transactions
@@ -691,12 +695,44 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         position = _RESET_POSITIONS.get(request.position)
         if position is None:
             raise InvalidRequestError(f"position is {request.position}; give RESET_TO_EARLIEST "
-                                      "(1), RESET_TO_LATEST (2) or RESET_TO_TIMESTAMP (3)")
+                                      "(1), RESET_TO_LATEST (2), RESET_TO_TIMESTAMP (3) or "
+                                      "RESET_TO_OFFSETS (4)")
         moves, notified = self._admin.reset_offset(request.consumer_group, request.topic,
-                                                   position, request.timestamp_ms)
+                                                   position, request.timestamp_ms,
+                                                   dict(request.offsets))
         return pb.ResetConsumerOffsetResponse(notified_client_ids=notified, queues=[
             pb.QueueOffsetReset(queue_id=m.queue_id, previous_offset=m.previous_offset,
                                 offset=m.offset) for m in moves])
+
+    @_rpc
+    async def DeleteConsumerGroup(self, request: pb.DeleteConsumerGroupRequest,
+                                  context: grpc.aio.ServicerContext,
+                                  ) -> pb.DeleteConsumerGroupResponse:
+        topics, retry_deleted = self._admin.delete_group(request.consumer_group)
+        return pb.DeleteConsumerGroupResponse(offset_topics=topics,
+                                              retry_topic_deleted=retry_deleted)
+
+    @_rpc
+    async def UpdateBrokerConfig(self, request: pb.UpdateBrokerConfigRequest,
+                                 context: grpc.aio.ServicerContext,
+                                 ) -> pb.UpdateBrokerConfigResponse:
+        if self._update_config is None:
+            raise InvalidRequestError("this broker cannot change its configuration at runtime")
+        return pb.UpdateBrokerConfigResponse(previous=self._update_config(dict(request.updates)))
+
+    @_rpc
+    async def GetConsumerConnections(self, request: pb.GetConsumerConnectionsRequest,
+                                     context: grpc.aio.ServicerContext,
+                                     ) -> pb.GetConsumerConnectionsResponse:
+        return pb.GetConsumerConnectionsResponse(connections=[
+            pb.ConsumerConnection(
+                client_id=client_id, silent_ms=int(silent_s * 1000),
+                subscriptions=[f"{t}: {e}" for t, e in sorted(reg.subscriptions.items())],
+                consume_type=_CONSUME_TYPES.get(reg.consume_type, pb.CONSUME_TYPE_UNSPECIFIED),
+                message_model=_MESSAGE_MODELS.get(reg.message_model,
+                                                  pb.MESSAGE_MODEL_UNSPECIFIED))
+            for client_id, reg, silent_s in self._admin.consumer_connections(
+                request.consumer_group)])
 
     @_rpc
     async def PromoteToMaster(self, request: pb.PromoteToMasterRequest,

@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from pocketmq.common.logsetup import (
     add_logging_options,
@@ -27,7 +28,7 @@ from pocketmq.common.runtime import grpc_fork_exec_only
 grpc_fork_exec_only()   # before any command module imports grpc (common/runtime.py says why)
 quiet_grpc_core(level_from_argv(sys.argv[1:]))   # likewise (common/logsetup.py says why)
 
-__all__ = ["loop_factory", "main"]
+__all__ = ["loop_factory", "main", "print_usage_of"]
 
 # Modules that contribute sub-commands, in the order `--help` lists them.
 _COMMAND_MODULES = (
@@ -52,9 +53,30 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
+class CliParser(argparse.ArgumentParser):
+    """An ArgumentParser that remembers the innermost sub-command parser it ran, so that
+    a stray argument is reported with that sub-command's usage, not the top level's."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if not hasattr(parsed, "_cli_parser"):
+            parsed._cli_parser = self
+        return parsed, extras
+
+
+def print_usage_of(args: argparse.Namespace) -> None:
+    """The usage line of the sub-command *args* came from (before a usage error)."""
+    parser = getattr(args, "_cli_parser", None)
+    if parser is not None:
+        parser.print_usage(sys.stderr)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from pocketmq import __version__
+
+    parser = CliParser(
         prog="pocketmq", description="PocketMQ: RocketMQ's architecture in Python.")
+    parser.add_argument("--version", action="version", version=f"pocketmq {__version__}")
     add_logging_options(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
@@ -70,7 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:   # exits 2 with the usage of the sub-command that was given them
+        getattr(args, "_cli_parser", parser).error(
+            f"unrecognized arguments: {' '.join(extras)}")
     func = getattr(args, "func", None)
     configure_logging(resolve_level(flag=args.log_level, verbose=args.verbose,
                                     server=is_server_command(func)))

@@ -5,26 +5,31 @@
     pocketmq topic create|update TOPIC [--cluster C | --broker ADDR] [-r N] [-w N] [-p PERM]
     pocketmq topic create --from-file FILE [--update-existing] [--cluster C | --broker ADDR]
     pocketmq topic delete TOPIC... | --from-file FILE [--ignore-missing] [--cluster C | ...]
-    pocketmq topic list | route TOPIC | status TOPIC
-    pocketmq group list | progress GROUP [--topic T]
-    pocketmq group reset-offset GROUP TOPIC --to earliest|latest|TIMESTAMP
+    pocketmq topic list [--all] | route TOPIC | status TOPIC
+    pocketmq group ...                                                  (cli/group_cmd.py)
     pocketmq message by-key TOPIC KEY | by-id MSGID [--topic T] | by-offset TOPIC QUEUE OFFSET
     pocketmq message trace MSGID [--trace-topic T]                     (cli/trace_cmd.py)
-    pocketmq broker status|config [ADDR]
+    pocketmq broker status|config [BROKER]
+    pocketmq broker update-config BROKER KEY=VALUE...
     pocketmq broker promote ADDR [--epoch N] [--role ROLE] [--force]   (cli/promote_cmd.py)
     pocketmq broker elect NAME [--broker-id N] [--controller ADDR]     (cli/elect_cmd.py)
 
-``topic create`` and ``topic update`` act on every master of ``--cluster``
-(default: every cluster) or on the one ``--broker``; ``update`` is RocketMQ's
+A BROKER (``--broker`` or the argument) is a broker name, resolved through
+the nameserver to its master, or a ``host:port``. ``topic create`` and
+``topic update`` act on every master of ``--cluster`` (default: every
+cluster) or on the one ``--broker``; ``update`` is RocketMQ's
 ``updateTopic``: the fields given replace the broker's, the others are kept,
 and a broker without the topic gets it. ``--from-file`` (one topic a line, or
 JSON, or TOML: see :mod:`pocketmq.cli.topic_batch`) creates many topics in
 batches of one call each, every batch all or none. A TIMESTAMP is ms since the epoch or
 ISO-8601 (``2024-05-01T10:00:00``, local time unless it names a zone).
 
-Every command takes ``--namesrv`` (default ``$POCKETMQ_NAMESRV``, then
-127.0.0.1:9876) and ``--json``; tables otherwise. Exit codes: 0 done, 1 a
-server refused or could not be reached (message on stderr), 2 bad usage.
+Questions to several brokers (``broker status|config``, ``topic status``,
+``group progress``) print what the live brokers answered, mark each broker
+that did not, and exit 1. Every command takes ``--namesrv`` (default
+``$POCKETMQ_NAMESRV``, then 127.0.0.1:9876) and ``--json`` (numbers as
+numbers); tables otherwise. Exit codes: 0 done, 1 a server refused or could
+not be reached, or nothing was found (message on stderr), 2 bad usage.
 """
 
 from __future__ import annotations
@@ -37,8 +42,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pocketmq.cli import loop_factory
+from pocketmq.cli import loop_factory, print_usage_of
 from pocketmq.cli.credentials import add_security_options, security_kwargs
+from pocketmq.cli.group_cmd import print_failures, register_group
 from pocketmq.cli.table import dump_json, render, render_mapping, time_ms
 from pocketmq.cli.topic_batch import (
     read_topic_file,
@@ -47,6 +53,7 @@ from pocketmq.cli.topic_batch import (
     topic_list,
 )
 from pocketmq.client import AdminClient, ClientError, MessageExt, MessageQueue, TopicConfig
+from pocketmq.client.admin_model import BrokerFailure
 from pocketmq.client.config import DEFAULT_NAMESRV, NAMESRV_ENV, parse_namesrv
 from pocketmq.client.errors import NotFoundError
 from pocketmq.common.errors import ConfigError
@@ -55,6 +62,7 @@ __all__ = ["add_common_options", "parse_reset_target", "register", "run_admin"]
 
 AdminCommand = Callable[[AdminClient, argparse.Namespace], Awaitable[int]]
 _PERM_LETTERS = {"r": 4, "w": 2}
+_VALID_PERMS = (2, 4, 6)   # RocketMQ: PERM_WRITE, PERM_READ, both
 MAX_BODY_CHARS = 4096
 
 
@@ -79,13 +87,14 @@ def parse_reset_target(text: str) -> str | int:
 
 
 def _perm(text: str) -> int:
-    """``6``, or letters ``rw`` / ``r`` / ``w`` / ``-``."""
-    if text.isdigit() and 0 <= int(text) <= 15:
+    """``6``, ``4``, ``2``, or letters ``rw`` / ``r`` / ``w`` (RocketMQ's PermName)."""
+    letters = set(text.lower())
+    if text.isdigit() and int(text) in _VALID_PERMS:
         return int(text)
-    if text == "-" or (text and set(text.lower()) <= set(_PERM_LETTERS)):
-        return sum(_PERM_LETTERS[c] for c in set(text.lower()) if c in _PERM_LETTERS)
-    raise argparse.ArgumentTypeError(f"perm {text!r}: give 6 (read+write), 4 (read), "
-                                     "2 (write), 0, or letters like rw")
+    if text and not text.isdigit() and letters <= set(_PERM_LETTERS) and len(text) <= 2:
+        return sum(_PERM_LETTERS[c] for c in letters)
+    raise argparse.ArgumentTypeError(f"perm {text!r}: give 6 (read+write), 4 (read only), "
+                                     "2 (write only), or letters rw / r / w")
 
 
 def _queue_count(text: str) -> int:
@@ -120,7 +129,8 @@ def register(subparsers: Any) -> None:
         return parser
 
     _register_topic(group("topic", "create, change and inspect topics"), leaf)
-    _register_group(group("group", "consumer groups: progress, lag, offset reset"), leaf)
+    register_group(group("group", "consumer groups: progress, lag, members, offset reset, "
+                               "delete"), leaf, parse_reset_target)
     _register_message(group("message", "find messages by key, id or position; trace them"),
                       leaf)
     # `pocketmq broker` runs a broker; `pocketmq broker status|config` ask one.
@@ -130,8 +140,13 @@ def register(subparsers: Any) -> None:
                            ("config", _broker_config, "configuration of brokers")):
         # A positional: an option here would clash with the broker's own (--broker-name ...).
         leaf(actions, name, fn, text).add_argument(
-            "addr", nargs="?", metavar="ADDR",
-            help="this broker only, host:port (default: every live broker)")
+            "addr", nargs="?", metavar="BROKER",
+            help="this broker only: a name or host:port (default: every live broker)")
+    update = leaf(actions, "update-config", _broker_update_config,
+                  "change settings of a running broker (updateBrokerConfig; admin only)")
+    update.add_argument("addr", metavar="BROKER", help="a broker name (its master) or host:port")
+    update.add_argument("settings", nargs="+", metavar="KEY=VALUE",
+                        help="e.g. max_pull_messages=64 (the broker lists the keys it takes)")
     from pocketmq.cli.elect_cmd import add_elect
     from pocketmq.cli.promote_cmd import add_promote
 
@@ -166,7 +181,10 @@ def _register_topic(actions: Any, leaf: Any) -> None:
     delete.add_argument("--ignore-missing", action="store_true",
                         help="skip topics that do not exist instead of failing")
     _target_options(delete, default="every broker serving the topic")
-    leaf(actions, "list", _topic_list, "every topic with its brokers and queues")
+    leaf(actions, "list", _topic_list, "every topic with its brokers and queues").add_argument(
+        "--all", action="store_true",
+        help="also the system topics (TBW102, SCHEDULE_TOPIC_XXXX, %%RETRY%%..., broker and "
+             "cluster names)")
     leaf(actions, "route", _topic_route, "a topic's route").add_argument("topic")
     leaf(actions, "status", _topic_status, "min/max offset of each queue").add_argument("topic")
 
@@ -174,22 +192,8 @@ def _register_topic(actions: Any, leaf: Any) -> None:
 def _target_options(parser: argparse.ArgumentParser, default: str = "every cluster") -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--cluster", help=f"every master of this cluster (default: {default})")
-    where.add_argument("--broker", metavar="ADDR", help="this broker only (host:port)")
-
-
-def _register_group(actions: Any, leaf: Any) -> None:
-    leaf(actions, "list", _group_list, "consumer groups the brokers know")
-    progress = leaf(actions, "progress", _group_progress,
-                    "broker offset, consumer offset and lag per queue")
-    progress.add_argument("group")
-    progress.add_argument("--topic", help="this topic only (default: all of the group's)")
-    reset = leaf(actions, "reset-offset", _group_reset,
-                 "move a group's offsets of a topic (consumers may be running)")
-    reset.add_argument("group")
-    reset.add_argument("topic")
-    reset.add_argument("--to", required=True, type=parse_reset_target,
-                       metavar="earliest|latest|TIMESTAMP",
-                       help="earliest, latest, ms since the epoch or ISO-8601")
+    where.add_argument("--broker", metavar="BROKER",
+                       help="this broker only: a name (its master) or host:port")
 
 
 def _register_message(actions: Any, leaf: Any) -> None:
@@ -205,8 +209,9 @@ def _register_message(actions: Any, leaf: Any) -> None:
     by_offset.add_argument("topic")
     by_offset.add_argument("queue", type=int)
     by_offset.add_argument("offset", type=int)
-    by_offset.add_argument("--broker", metavar="NAME",
-                           help="broker name (needed when several brokers serve the topic)")
+    by_offset.add_argument("--broker", metavar="BROKER",
+                           help="broker name or host:port (needed when several brokers serve "
+                                "the topic)")
     from pocketmq.cli.trace_cmd import add_trace
 
     add_trace(actions, leaf)    # message trace MSGID (cli/trace_cmd.py)
@@ -231,6 +236,7 @@ def run_admin(fn: AdminCommand, args: argparse.Namespace) -> int:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             return runner.run(main())
     except (UsageError, ValueError, ConfigError) as exc:
+        print_usage_of(args)
         print(f"{command}: {exc}", file=sys.stderr)
         return 2
     except ClientError as exc:
@@ -245,9 +251,10 @@ def _out(args: argparse.Namespace, data: Any, table: Callable[[], str]) -> None:
 # -- topics --------------------------------------------------------------------------------
 async def _targets(admin: AdminClient, args: argparse.Namespace) -> dict[str, str]:
     """Broker name -> address to act on: --broker, --cluster, or every master."""
-    info = await admin.cluster_info()
     if args.broker:
-        return {info.name_of(args.broker) or args.broker: args.broker}
+        name, addr = await admin.resolve_broker(args.broker)
+        return {name: addr}
+    info = await admin.cluster_info()
     if args.cluster and args.cluster not in info.clusters:
         raise UsageError(f"no live broker is in cluster {args.cluster!r}; clusters: "
                          f"{', '.join(info.clusters) or 'none'}")
@@ -357,62 +364,20 @@ async def _topic_route(admin: AdminClient, args: argparse.Namespace) -> int:
 
 
 async def _topic_status(admin: AdminClient, args: argparse.Namespace) -> int:
-    queues = await admin.topic_status(args.topic)
-    _out(args, queues, lambda: render(
-        ["BROKER", "QUEUE", "MIN OFFSET", "MAX OFFSET", "LAST UPDATED"],
-        [[q.broker_name, q.queue_id, q.min_offset, q.max_offset,
-          time_ms(q.last_store_timestamp_ms)] for q in queues]))
-    return 0
-
-
-# -- groups --------------------------------------------------------------------------------
-async def _group_list(admin: AdminClient, args: argparse.Namespace) -> int:
-    groups = await admin.consumer_groups()
-
-    async def lag(group: str) -> int | None:
-        try:
-            return sum(q.lag for q in await admin.consume_progress(group))
-        except ClientError:
-            return None
-
-    lags = await asyncio.gather(*(lag(g.group) for g in groups))
-    rows = [{**_as_dict(g), "total_lag": total} for g, total in zip(groups, lags,
-                                                                         strict=True)]
-    _out(args, rows, lambda: render(
-        ["GROUP", "CLIENTS", "TYPE", "MODEL", "TOPICS", "LAG"],
-        [[g.group, len(g.client_ids), g.consume_type or None, g.message_model or None,
-          sorted({*g.subscribed_topics, *g.offset_topics}), total]
-         for g, total in zip(groups, lags, strict=True)]))
-    return 0
+    failures: list[BrokerFailure] = []
+    queues = await admin.topic_status(args.topic, failures=failures)
+    rows = [[q.broker_name, q.queue_id, q.min_offset, q.max_offset,
+             time_ms(q.last_store_timestamp_ms)] for q in queues]
+    rows += [[f.broker_name, None, None, None, "UNREACHABLE"] for f in failures]
+    # JSON: the queues, then one {"broker_name", "addr", "error"} per broker that did not answer
+    _out(args, [*queues, *failures], lambda: render(
+        ["BROKER", "QUEUE", "MIN OFFSET", "MAX OFFSET", "LAST UPDATED"], rows))
+    print_failures(failures)
+    return 1 if failures else 0
 
 
 def _as_dict(value: Any) -> dict[str, Any]:
     return {name: getattr(value, name) for name in value.__dataclass_fields__}
-
-
-async def _group_progress(admin: AdminClient, args: argparse.Namespace) -> int:
-    queues = await admin.consume_progress(args.group, args.topic)
-    total = sum(q.lag for q in queues)
-    _out(args, {"group": args.group, "queues": queues, "total_lag": total}, lambda: "\n".join([
-        render(["TOPIC", "BROKER", "QUEUE", "BROKER OFFSET", "CONSUMER OFFSET", "LAG",
-                "LAST CONSUMED"],
-               [[q.topic, q.broker_name, q.queue_id, q.broker_offset,
-                 q.consumer_offset if q.consumer_offset >= 0 else None, q.lag,
-                 time_ms(q.last_timestamp_ms)] for q in queues]),
-        f"total lag: {total}"]))
-    return 0
-
-
-async def _group_reset(admin: AdminClient, args: argparse.Namespace) -> int:
-    result = await admin.reset_offset(args.group, args.topic, to=args.to)
-    told = (f"told {len(result.notified_client_ids)} online consumer(s): "
-            f"{', '.join(result.notified_client_ids)}" if result.notified_client_ids else
-            f"no consumer of {args.group} is online; the offsets are stored")
-    _out(args, result, lambda: "\n".join([render(
-        ["BROKER", "QUEUE", "PREVIOUS OFFSET", "NEW OFFSET"],
-        [[q.broker_name, q.queue_id, q.previous_offset if q.previous_offset >= 0 else None,
-          q.offset] for q in result.queues]), told]))
-    return 0
 
 
 # -- messages ------------------------------------------------------------------------------
@@ -469,6 +434,8 @@ async def _message_by_id(admin: AdminClient, args: argparse.Namespace) -> int:
 
 async def _message_by_offset(admin: AdminClient, args: argparse.Namespace) -> int:
     broker_name = args.broker
+    if broker_name is not None and ":" in broker_name:
+        broker_name, _ = await admin.resolve_broker(broker_name)
     if broker_name is None:
         names = sorted({qd.broker_name for qd in (await admin.topic_route(args.topic))
                         .queue_datas})
@@ -484,18 +451,35 @@ async def _message_by_offset(admin: AdminClient, args: argparse.Namespace) -> in
 # -- brokers -------------------------------------------------------------------------------
 async def _broker_tables(admin: AdminClient, args: argparse.Namespace,
                          fetch: Callable[[str], Awaitable[dict[str, str]]]) -> int:
-    if args.addr:
-        targets = {args.addr: args.addr}
+    """One column per broker; a broker that does not answer gets a column saying so."""
+    if args.addr:   # the column is headed as the user named the broker
+        targets = {args.addr: (await admin.resolve_broker(args.addr))[1]}
     else:
         info = await admin.cluster_info()
         targets = {(b.broker_name if b.broker_id == 0 else f"{b.broker_name}#{b.broker_id}"):
                    b.addr for b in info.brokers}
         if not targets:
             raise NotFoundError("no live broker is registered with the nameserver")
-    tables = await asyncio.gather(*(fetch(targets[n]) for n in targets))
-    columns = dict(zip(targets, tables, strict=True))
-    _out(args, columns, lambda: render_mapping(columns))
-    return 0
+    answers, failures = await admin.each_alive(targets, lambda _name, b: fetch(b.addr))
+    columns: dict[str, dict[str, Any]] = {
+        n: ({k: _number(v) for k, v in answers[n].items()} if n in answers
+            else {"status": "UNREACHABLE"}) for n in targets}
+    _out(args, {**columns, **({"unreachable": failures} if failures else {})},
+         lambda: render_mapping(columns))
+    print_failures(failures)
+    return 1 if failures else 0
+
+
+def _number(text: str) -> Any:
+    """A figure as a number when it is one ("12" -> 12, "0.5" -> 0.5), else the text."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text) if text.strip().lower() not in ("nan", "inf", "-inf") else text
+    except ValueError:
+        return text
 
 
 async def _broker_status(admin: AdminClient, args: argparse.Namespace) -> int:
@@ -504,3 +488,18 @@ async def _broker_status(admin: AdminClient, args: argparse.Namespace) -> int:
 
 async def _broker_config(admin: AdminClient, args: argparse.Namespace) -> int:
     return await _broker_tables(admin, args, admin.broker_config)
+
+
+async def _broker_update_config(admin: AdminClient, args: argparse.Namespace) -> int:
+    updates: dict[str, str] = {}
+    for item in args.settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{item!r} is not KEY=VALUE")
+        updates[key.replace("-", "_")] = value
+    name, addr = await admin.resolve_broker(args.addr)
+    previous = await admin.update_broker_config(addr, updates)
+    rows = [{"key": k, "previous": previous.get(k), "value": v} for k, v in updates.items()]
+    _out(args, {"broker_name": name, "addr": addr, "changed": rows}, lambda: render(
+        ["KEY", "PREVIOUS", "NOW"], [[r["key"], r["previous"], r["value"]] for r in rows]))
+    return 0

@@ -79,6 +79,8 @@ def register(subparsers: Any) -> None:
                             help=f"same as --{key.replace('_', '-')}{note}"
                                  f"{_ALIAS_NOTES.get(flag, '')}", **extra)
     add_config_flags(broker, BrokerConfig)
+    # `cluster up` once called it --v2-port: kept as a hidden alias, one name in the help.
+    broker.add_argument("--v2-port", dest="grpc_v2_port", type=int, help=argparse.SUPPRESS)
     broker.set_defaults(func=_run_broker)
 
     standalone = subparsers.add_parser(
@@ -96,8 +98,9 @@ def register(subparsers: Any) -> None:
                             help="flush mode of the commit log (default: async)")
     standalone.add_argument("--grpc-v2-port", type=int, default=None,
                             help="port of RocketMQ 5's gRPC API for the official 5.x clients; "
-                                 "0 = any, -1 = off (default: 8081, any when --broker-port "
-                                 "is 0)")
+                                 "0 = any, -1 = off (default: 8081 shifted as --broker-port "
+                                 "is from 10911, any when --broker-port is 0)")
+    standalone.add_argument("--v2-port", dest="grpc_v2_port", type=int, help=argparse.SUPPRESS)
     standalone.add_argument("--metrics-port", type=int, default=None,
                             help="port of the broker's Prometheus /metrics; 0 = any, "
                                  "-1 = off (default: off, or metrics_port of --config)")

@@ -1,7 +1,7 @@
 """``pocketmq cluster up`` and ``pocketmq cluster list``.
 
 ``cluster up [--brokers 2] [--replicas 0] [--master-role SYNC_MASTER|ASYNC_MASTER]
-[--data-dir DIR] [--namesrv-port 9876] [--broker-port 10911] [--v2-port 8081]
+[--data-dir DIR] [--namesrv-port 9876] [--broker-port 10911] [--grpc-v2-port 8081]
 [--dashboard-port PORT] [--config FILE]``
 runs one nameserver and N broker names (``broker-a``, ``broker-b``, ...), each a
 master (broker id 0) plus ``--replicas`` replicas (broker ids 1.., role SLAVE),
@@ -16,7 +16,7 @@ Port layout: the members are numbered in order, ``k = i * (R + 1) + id`` for
 broker name *i*, broker id *id* and R replicas (``broker-a``, ``broker-a-1``,
 ``broker-b``, ``broker-b-1`` ...). Member *k* listens on ``--broker-port`` + 2k
 and serves replication on the port above it (RocketMQ's haListenPort =
-listenPort + 1), and serves RocketMQ 5 clients on ``--v2-port`` + k; its data
+listenPort + 1), and serves RocketMQ 5 clients on ``--grpc-v2-port`` + k; its data
 is in ``DIR/{member}`` (``broker-a``, ``broker-a-1``)::
 
     --brokers 2 --replicas 1   port   ha port  v2 port  data
@@ -75,6 +75,7 @@ from pocketmq.cli import loop_factory
 from pocketmq.cli.admin_cmd import add_common_options, run_admin
 from pocketmq.cli.table import dump_json, render
 from pocketmq.client import AdminClient, ClientError
+from pocketmq.client.errors import NotFoundError
 from pocketmq.common.logsetup import server_command
 
 __all__ = [
@@ -205,7 +206,7 @@ _LAYOUT_HELP = """\
 port layout: the members are numbered k = 0, 1, ... in the order broker-a, its
 replicas broker-a-1 .. broker-a-R, broker-b, ...; member k listens on
 --broker-port + 2k, serves its replicas on the port above (haListenPort), and
-serves RocketMQ 5 clients on --v2-port + k. With --brokers 2 --replicas 1:
+serves RocketMQ 5 clients on --grpc-v2-port + k. With --brokers 2 --replicas 1:
 
   member      role            port   ha port  v2 port  data and log
   broker-a    SYNC_MASTER, 0  10911  10912    8081     DIR/broker-a
@@ -238,9 +239,10 @@ def register(subparsers: Any) -> None:
     up.add_argument("--broker-port", type=int, default=10911,
                     help="port of the first broker; member k gets this + 2k and its "
                          "replication port this + 2k + 1 (default 10911)")
-    up.add_argument("--v2-port", type=int, default=8081,
+    up.add_argument("--grpc-v2-port", dest="v2_port", type=int, default=8081,
                     help="RocketMQ 5 gRPC port of the first broker (the proxy's 8081); member "
                          "k gets this + k; -1 = off")
+    up.add_argument("--v2-port", dest="v2_port", type=int, help=argparse.SUPPRESS)
     up.add_argument("--controller", action=argparse.BooleanOptionalAction, default=None,
                     help="run the controller in the nameserver and the brokers in controller "
                          "mode: a dead master is replaced automatically (default: on with "
@@ -267,6 +269,8 @@ def _common() -> argparse.ArgumentParser:
 
 async def _cluster_list(admin: AdminClient, args: argparse.Namespace) -> int:
     info = await admin.cluster_info()
+    if not info.brokers:
+        raise NotFoundError("no live broker is registered with the nameserver")
 
     async def runtime(addr: str) -> dict[str, str]:
         try:
@@ -292,7 +296,10 @@ async def _cluster_list(admin: AdminClient, args: argparse.Namespace) -> int:
           r["addr"], r["master_epoch"], r["replication_lag_bytes"], r["in_sync_replicas"],
           r["version"], r["put_tps"], r["get_tps"], r["controller_broker_id"],
           r["sync_state_set"]] for r in rows]))
-    return 0
+    unreachable = [r["addr"] for r in rows if not r["reachable"]]
+    for addr in unreachable:
+        print(f"broker {addr} did not answer", file=sys.stderr)
+    return 1 if unreachable else 0
 
 
 def _int(text: str | None) -> int | None:
@@ -315,7 +322,7 @@ def _run_up(args: argparse.Namespace) -> int:
     ranges = [("--namesrv-port", args.namesrv_port, 1),
               ("--broker-port", args.broker_port, PORTS_PER_MEMBER * members)]
     if args.v2_port != -1:
-        ranges.append(("--v2-port", args.v2_port, members))
+        ranges.append(("--grpc-v2-port", args.v2_port, members))
     if args.dashboard_port != -1:
         ranges.append(("--dashboard-port", args.dashboard_port, 1))
     for flag, first, count in ranges:

@@ -11,7 +11,8 @@ import argparse
 import os
 from typing import Any
 
-__all__ = ["ACCESS_KEY_ENV", "SECRET_KEY_ENV", "add_security_options", "security_kwargs"]
+__all__ = ["ACCESS_KEY_ENV", "SECRET_KEY_ENV", "add_security_options", "broker_name_of",
+           "security_kwargs"]
 
 ACCESS_KEY_ENV = "POCKETMQ_ACCESS_KEY"
 SECRET_KEY_ENV = "POCKETMQ_SECRET_KEY"
@@ -37,3 +38,13 @@ def security_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             "secret_key": args.secret_key or os.environ.get(SECRET_KEY_ENV, ""),
             "tls_ca_file": args.tls_ca, "tls_cert_file": args.tls_cert,
             "tls_key_file": args.tls_key}
+
+
+async def broker_name_of(args: argparse.Namespace) -> str | None:
+    """``--broker`` as a broker name: a ``host:port`` is looked up in the nameserver."""
+    if args.broker is None or ":" not in args.broker:
+        return args.broker
+    from pocketmq.client import AdminClient
+
+    async with AdminClient(args.namesrv, **security_kwargs(args)) as admin:
+        return (await admin.resolve_broker(args.broker))[0]

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 import threading
@@ -47,6 +48,25 @@ from pocketmq.client.config import DEFAULT_NAMESRV, NAMESRV_ENV
 __all__ = ["register"]
 
 DEFAULT_INTERVAL = "10 seconds"
+_INTERVAL = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|"
+                       r"minutes?|h|hours?)?\s*", re.IGNORECASE)
+
+
+def parse_interval(text: str) -> str:
+    """``2``, ``2s``, ``500ms``, ``1 minute``... (a bare number is seconds) -> Spark's
+    ``'N milliseconds'`` trigger interval."""
+    match = _INTERVAL.fullmatch(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(
+            f"interval {text!r}: give seconds (2), or a number with a unit: 500ms, 2s, "
+            "1 minute, 1h")
+    unit = (match.group(2) or "s").lower()
+    scale = (0.001 if unit.startswith("mil") or unit == "ms" else 60 if unit.startswith("m")
+             else 3600 if unit.startswith("h") else 1)
+    millis = round(float(match.group(1)) * scale * 1000)
+    if millis < 1:
+        raise argparse.ArgumentTypeError(f"interval {text!r} is shorter than 1 ms")
+    return f"{millis} milliseconds"
 # The UTC day of store_timestamp, whatever spark.sql.session.timeZone says.
 DATE_COLUMN = "date_from_unix_date(CAST(floor(unix_micros(store_timestamp) / 86400000000) AS INT))"
 
@@ -67,9 +87,10 @@ def register(subparsers: Any) -> None:
                          help="the query's checkpoint (default: PATH/_checkpoint)")
     archive.add_argument("--once", action="store_true",
                          help="archive what the topic holds now, then exit")
-    archive.add_argument("--interval", default=DEFAULT_INTERVAL,
-                         help=f"time between micro-batches without --once "
-                              f"(default: {DEFAULT_INTERVAL})")
+    archive.add_argument("--interval", default=parse_interval(DEFAULT_INTERVAL),
+                         type=parse_interval, metavar="SECONDS",
+                         help=f"time between micro-batches without --once: seconds, or with a "
+                              f"unit (500ms, 1 minute) (default: {DEFAULT_INTERVAL})")
     archive.add_argument("--namesrv", default=os.environ.get(NAMESRV_ENV) or DEFAULT_NAMESRV,
                          help=f"nameserver address(es), 'h1:9876;h2:9876' (default: "
                               f"${NAMESRV_ENV}, then {DEFAULT_NAMESRV})")
@@ -142,9 +163,12 @@ def _archive(args: argparse.Namespace) -> int:
 def _wait(query: Any, args: argparse.Namespace, path: str, checkpoint: str,
           spark_error: type[Exception]) -> int:
     stop = threading.Event()
-    previous = None
-    if not args.once and threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    previous: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        # Ctrl-C as SIGTERM: a KeyboardInterrupt raised inside a py4j call would leave
+        # the gateway mid-answer and print a traceback per Spark thread.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
     print(f"archiving topic {args.topic} into {path} (checkpoint {checkpoint}); "
           + ("until it is caught up" if args.once else "Ctrl-C stops"), file=sys.stderr)
     try:
@@ -156,11 +180,21 @@ def _wait(query: Any, args: argparse.Namespace, path: str, checkpoint: str,
         print(f"pocketmq pipeline archive: the query failed: {exc}", file=sys.stderr)
         return 1
     finally:
-        if query.isActive:
-            query.stop()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        _stop_quietly(query, spark_error)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if stop.is_set():
+        print("stopped; the next run resumes from the checkpoint", file=sys.stderr)
     batches = [p for p in query.recentProgress if p["numInputRows"]]
     print(f"archived {sum(p['numInputRows'] for p in batches)} messages of {args.topic} in "
           f"{len(batches)} micro-batch(es) into {path}")
     return 0
+
+
+def _stop_quietly(query: Any, spark_error: type[Exception]) -> None:
+    """Stop the query if it runs; a query that already failed has said why."""
+    try:
+        if query.isActive:
+            query.stop()
+    except (spark_error, OSError) as exc:
+        print(f"pocketmq pipeline archive: stopping the query: {exc}", file=sys.stderr)

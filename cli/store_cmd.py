@@ -1,23 +1,30 @@
 """``pocketmq store verify|dump``: inspect a data directory offline (read-only).
 
-``verify`` shows how far it is on stderr, every second, when stderr is a
-terminal or ``--progress`` is given (:mod:`pocketmq.common.progress`), against
-the bytes the log holds (not the size of its pre-allocated segments). On the
-directory of a running broker (it holds the ``lock`` file) ``verify`` says so
-on stderr first: the files change while they are read, so the newest records may
-show up as problems.
+``dump --body`` adds each record's body. ``verify`` shows how far it is on
+stderr, every second, when stderr is a terminal or ``--progress`` is given
+(:mod:`pocketmq.common.progress`), against the bytes the log holds (not the size
+of its pre-allocated segments). On the directory of a running broker (it holds
+the ``lock`` file) ``verify`` says so on stderr first: the files change while
+they are read, so the newest records may show up as problems.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import sys
 from typing import Any
 
-from pocketmq.broker.store.verify import held_by_a_broker, iter_stored_messages, verify_store
-from pocketmq.common.message import decode_properties
+from pocketmq.broker.store.verify import (
+    held_by_a_broker,
+    iter_stored_messages,
+    iter_stored_records,
+    verify_store,
+)
+from pocketmq.common.errors import CorruptRecordError
+from pocketmq.common.message import decode_properties, decode_record
 from pocketmq.common.progress import Progress, stream_sink
 
 __all__ = ["register"]
@@ -46,6 +53,8 @@ def register(subparsers: Any) -> None:
     dump.add_argument("--queue", type=int, help="only this queue id")
     dump.add_argument("--limit", type=int, default=0, help="stop after N records (0: all)")
     dump.add_argument("--json", action="store_true", help="one JSON object per line")
+    dump.add_argument("--body", action="store_true",
+                      help="with each record's body (UTF-8, or base64 in JSON when it is not)")
     dump.set_defaults(func=_dump)
 
 
@@ -95,28 +104,46 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _body(stored: bytes) -> tuple[str, str]:
+    """(body text, "utf-8") or (base64, "base64") of a stored record."""
+    try:
+        body = decode_record(stored, check_crc=False).body
+    except CorruptRecordError:
+        return "", "unreadable"
+    try:
+        return body.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(body).decode(), "base64"
+
+
 def _dump(args: argparse.Namespace) -> int:
     problem = _check_dir(args.data_dir)
     if problem:
         print(problem, file=sys.stderr)
         return 2
     shown = 0
-    for rec in iter_stored_messages(args.data_dir):
+    records = (iter_stored_records(args.data_dir) if args.body
+               else ((r, b"") for r in iter_stored_messages(args.data_dir)))
+    for rec, stored in records:
         if args.topic is not None and rec.topic != args.topic:
             continue
         if args.queue is not None and rec.queue_id != args.queue:
             continue
         props = decode_properties(rec.properties.decode("utf-8", "replace"))
+        body = _body(stored) if args.body else None
         if args.json:
-            print(json.dumps({"phys_offset": rec.phys_offset, "size": rec.size,
-                              "topic": rec.topic, "queue_id": rec.queue_id,
-                              "queue_offset": rec.queue_offset, "sysflag": rec.sysflag,
-                              "store_timestamp_ms": rec.store_timestamp_ms,
-                              "properties": props}))
+            row = {"phys_offset": rec.phys_offset, "size": rec.size,
+                   "topic": rec.topic, "queue_id": rec.queue_id,
+                   "queue_offset": rec.queue_offset, "sysflag": rec.sysflag,
+                   "store_timestamp_ms": rec.store_timestamp_ms, "properties": props}
+            if body is not None:
+                row["body"], row["body_encoding"] = body
+            print(json.dumps(row, ensure_ascii=False))
         else:
             print(f"{rec.phys_offset:>12} {rec.topic}:{rec.queue_id}@{rec.queue_offset} "
                   f"size={rec.size} tags={props.get('TAGS', '')} "
-                  f"keys={props.get('KEYS', '')} uniq={props.get('UNIQ_KEY', '')}")
+                  f"keys={props.get('KEYS', '')} uniq={props.get('UNIQ_KEY', '')}"
+                  + (f" body={body[0]!r}" if body is not None else ""))
         shown += 1
         if args.limit and shown >= args.limit:
             break

@@ -166,14 +166,33 @@ def _report(args: argparse.Namespace, out: Out, rows: list[dict[str, Any]]) -> i
     return 0 if rows and all(r["ok"] for r in rows) else 1
 
 
+# Topics the brokers make for themselves (RocketMQ's TopicValidator.isSystemTopic), and
+# the retry topics consumer groups get; dead-letter topics (%DLQ%) are listed.
+SYSTEM_TOPICS = frozenset({
+    "TBW102", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "SCHEDULE_TOPIC_XXXX",
+    "TRANS_CHECK_MAX_TIME_TOPIC"})
+SYSTEM_PREFIXES = ("rmq_sys_", "RMQ_SYS_", "%RETRY%")
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_PREFIXES)
+
+
 async def topic_list(admin: AdminClient, args: argparse.Namespace,
                      out: Out) -> int:
     """Every topic with its brokers and queues: one nameserver call per 10,000 topics.
-    A failed page fails the command (exit 1): no row is dropped silently."""
+    A failed page fails the command (exit 1): no row is dropped silently. System
+    topics (:func:`is_system_topic`, and the broker and cluster names) only with --all."""
+    routes = await admin.topic_routes()
+    hidden: set[str] = set()
+    if not getattr(args, "all", False):
+        info = await admin.cluster_info()
+        names = {b.broker_name for b in info.brokers} | set(info.clusters)
+        hidden = {t for t, _ in routes if t in names or is_system_topic(t)}
     rows = [{"topic": topic, "brokers": [
         {"broker_name": q.broker_name, "read_queue_nums": q.read_queue_nums,
          "write_queue_nums": q.write_queue_nums, "perm": q.perm} for q in qds]}
-        for topic, qds in await admin.topic_routes()]
+        for topic, qds in routes if topic not in hidden]
     out(args, rows, lambda: render(
         ["TOPIC", "BROKERS", "READ", "WRITE", "PERM"],
         [[r["topic"], [b["broker_name"] for b in r["brokers"]],

@@ -39,7 +39,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from types import SimpleNamespace
 from typing import Literal, TypeVar
 
+from pocketmq.client.admin_groups import GroupAdmin, ResetTarget
 from pocketmq.client.admin_model import (
+    BrokerFailure,
     ClusterInfo,
     ConsumerGroup,
     PromoteResult,
@@ -61,7 +63,8 @@ from pocketmq.client.route import QueueData, TopicRoute
 from pocketmq.common.msgid import decode_offset_msg_id
 from pocketmq.v1 import broker_pb2 as bpb
 
-__all__ = ["MASTER_ROLES", "TOOLS_CONSUMER_GROUP", "AdminClient", "PromotionRefusedError"]
+__all__ = ["MASTER_ROLES", "TOOLS_CONSUMER_GROUP", "AdminClient", "PromotionRefusedError",
+           "ResetTarget"]
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +88,10 @@ class PromotionRefusedError(ClientError):
         self.ahead = ahead
 
 
-class AdminClient:
-    """Async admin calls to one cluster; ``start()`` first, or ``async with``."""
+class AdminClient(GroupAdmin):
+    """Async admin calls to one cluster; ``start()`` first, or ``async with``.
+
+    Group offsets, members and deletion are in :class:`~.admin_groups.GroupAdmin`."""
 
     def __init__(self, namesrv: str | Sequence[str] | None = None, *,
                  timeout_s: float = 5.0, access_key: str = "", secret_key: str = "",
@@ -230,10 +235,22 @@ class AdminClient:
                 timeout_s=max(self.timeout_s, 30))
         return TopicBatchOutcome(created=0, updated=0, unchanged=0, deleted=deleted)
 
-    async def topic_status(self, topic: str) -> list[QueueStatus]:
-        """Min/max offset and last store time of every queue (``topicStatus``)."""
-        rows = await self._each(await self._route_masters(topic), lambda name, b: b.topic_status(
-            topic, broker_name=name, timeout_s=self.timeout_s))
+    async def topic_status(self, topic: str, *, failures: list[BrokerFailure] | None = None,
+                           ) -> list[QueueStatus]:
+        """Min/max offset and last store time of every queue (``topicStatus``). With a
+        *failures* list, brokers that do not answer are added to it instead of failing
+        the call."""
+        masters = await self._route_masters(topic)
+
+        def ask(name: str, b: BrokerClient) -> Awaitable[list[QueueStatus]]:
+            return b.topic_status(topic, broker_name=name, timeout_s=self.timeout_s)
+
+        if failures is None:
+            rows = await self._each(masters, ask)
+        else:
+            answers, failed = await self.each_alive(masters, ask)
+            failures.extend(failed)
+            rows = [answers[n] for n in sorted(answers)]
         return [q for per_broker in rows for q in per_broker]
 
     # -- consumer groups -------------------------------------------------------------------
@@ -254,12 +271,15 @@ class AdminClient:
                 brokers=[*seen.brokers, *group.brokers])
         return [merged[g] for g in sorted(merged)]
 
-    async def consume_progress(self, group: str, topic: str | None = None,
+    async def consume_progress(self, group: str, topic: str | None = None, *,
+                               failures: list[BrokerFailure] | None = None,
                                ) -> list[QueueProgress]:
         """Broker offset, consumer offset and lag per queue (``consumerProgress``).
 
         Without *topic*, every topic the group has offsets for or subscribes to.
-        NotFoundError when no broker knows the group (for that topic).
+        NotFoundError when no broker knows the group (for that topic). With a
+        *failures* list, brokers that do not answer are added to it instead of
+        failing the call.
         """
         masters = (await self._route_masters(topic) if topic
                    else (await self.cluster_info()).masters())
@@ -271,8 +291,14 @@ class AdminClient:
             except NotFoundError:
                 return []   # this broker does not know the group
 
-        rows = [q for per_broker in await self._each(masters, one) for q in per_broker]
-        if not rows:
+        if failures is None:
+            per_brokers = await self._each(masters, one)
+        else:
+            answers, failed = await self.each_alive(masters, one)
+            failures.extend(failed)
+            per_brokers = [answers[n] for n in sorted(answers)]
+        rows = [q for per_broker in per_brokers for q in per_broker]
+        if not rows and not failures:
             scope = f"topic {topic!r}" if topic else "any topic"
             raise NotFoundError(f"consumer group {group!r} has no offsets and no online "
                                 f"consumers for {scope} on brokers {', '.join(sorted(masters))}")
@@ -404,8 +430,32 @@ class AdminClient:
         return await self.broker(addr).runtime_info(timeout_s=self.timeout_s)
 
     async def broker_config(self, addr: str) -> dict[str, str]:
-        """The broker's configuration (``getBrokerConfig``)."""
+        """The broker's configuration (``getBrokerConfig``); unset keys are left out."""
         return await self.broker(addr).broker_config(timeout_s=self.timeout_s)
+
+    async def update_broker_config(self, addr: str, updates: dict[str, str],
+                                   ) -> dict[str, str]:
+        """Change settings of the running broker at *addr* (``updateBrokerConfig``; an
+        admin request under the ACL); returns their previous values. Keys that need a
+        restart are refused (InvalidRequestError names the keys that may change)."""
+        resp = await self.broker(addr)._call(
+            "UpdateBrokerConfig", bpb.UpdateBrokerConfigRequest(updates=updates),
+            self.timeout_s)
+        return dict(resp.previous)
+
+    async def resolve_broker(self, broker: str) -> tuple[str, str]:
+        """(broker name, address) of *broker*, given as host:port or as a broker name
+        (its master, else its lowest id). NotFoundError naming the live brokers."""
+        info = await self.cluster_info()
+        members = sorted((b for b in info.brokers if broker in (b.addr, b.broker_name)),
+                         key=lambda b: (b.addr != broker, b.broker_id))
+        if members:
+            return members[0].broker_name, members[0].addr
+        if ":" in broker:   # an address the nameserver does not list: ask it anyway
+            return broker, broker
+        live = sorted({b.broker_name for b in info.brokers})
+        raise NotFoundError(f"no live broker is named {broker!r}; live brokers: "
+                            f"{', '.join(live) or 'none'}")
 
     # -- replication (manual failover) -----------------------------------------------------
     async def replica_positions(self, addr: str,

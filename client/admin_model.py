@@ -13,14 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 __all__ = [
+    "BrokerFailure",
     "BrokerInfo",
     "ClusterInfo",
+    "ConsumerConnection",
     "ConsumerGroup",
+    "GroupDeleted",
+    "OffsetMove",
     "PromoteResult",
     "QueueProgress",
     "QueueReset",
     "QueueStatus",
     "ReplicaPosition",
+    "ResetPlan",
     "ResetResult",
     "TopicBatchOutcome",
     "TopicConfig",
@@ -182,3 +187,55 @@ class PromoteResult:
     members: list[ReplicaPosition]            # the others of the broker name, as compared
     forced: bool = False                      # promoted although a member was ahead
     namesrv_error: str = ""                   # the nameserver could not list the members
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerFailure:
+    """A broker that did not answer an admin question another broker answered."""
+
+    broker_name: str
+    addr: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerConnection:
+    """``consumerConnection``: one online member of a group, as one broker sees it."""
+
+    broker_name: str
+    client_id: str
+    consume_type: str                 # "push" or "pull"
+    message_model: str                # "clustering" or "broadcasting"
+    subscriptions: list[str]          # "topic: expression"
+    silent_ms: int                    # since its last heartbeat to that broker
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupDeleted:
+    """``deleteSubGroup``: what one broker forgot of a group."""
+
+    broker_name: str
+    offset_topics: list[str]
+    retry_topic_deleted: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetMove:
+    """One queue of a reset plan: where the group is, and where it would go."""
+
+    broker_name: str
+    queue_id: int
+    current_offset: int               # -1 when the group has none
+    new_offset: int                   # clamped into [min_offset, max_offset]
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResetPlan:
+    """What ``group reset-offset`` would do (shown by default; applied with --execute)."""
+
+    group: str
+    topic: str
+    moves: list[OffsetMove]
+    group_known: bool                 # some broker has offsets or members of the group

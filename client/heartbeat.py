@@ -38,7 +38,7 @@ import socket
 import uuid
 from collections.abc import Callable, Sequence
 
-from pocketmq.client.errors import ClientError
+from pocketmq.client.errors import ClientError, PermissionDeniedError
 from pocketmq.client.remoting import ChannelOpened, ConsumerInfo, Remoting, ServerCommand
 from pocketmq.client.route import RouteService, TopicRoute
 from pocketmq.client.tasks import cancel_and_wait, raise_if_cancelling, wait_event
@@ -100,6 +100,9 @@ class HeartbeatService:
         #: request bytes of the last heartbeat to each broker, and full sends so far
         self.last_request_bytes: dict[str, int] = {}
         self.full_sends = 0
+        #: broker address -> the ACL refusal of the last heartbeat there (cleared on success)
+        self.denied: dict[str, PermissionDeniedError] = {}
+        self.last_answered = 0
         self._wake = asyncio.Event()
         routes.add_listener(self._route_fetched)
 
@@ -108,6 +111,12 @@ class HeartbeatService:
         await self.run_once()
         self._task = asyncio.get_running_loop().create_task(self._run(),
                                                             name="HeartbeatService")
+
+    def refused_everywhere(self) -> PermissionDeniedError | None:
+        """The ACL's refusal when the last round reached brokers and every one refused."""
+        if self.last_answered or not self.denied:
+            return None
+        return next(iter(self.denied.values()))
 
     def listen(self, on_command: Callable[[ServerCommand], None]) -> None:
         """Handle the brokers' commands with *on_command*; streams open at the next round."""
@@ -152,12 +161,18 @@ class HeartbeatService:
         async def one(addr: str) -> bool:
             try:
                 await self._heartbeat(addr, consumers, fingerprints)
+                self.denied.pop(addr, None)
                 return True
+            except PermissionDeniedError as exc:
+                self.denied[addr] = exc
+                log.debug("heartbeat to %s refused: %s", addr, exc)
+                return False
             except ClientError as exc:
                 log.debug("heartbeat to %s failed: %s", addr, exc)
                 return False
 
         answered = sum(await asyncio.gather(*(one(a) for a in addrs)))
+        self.last_answered = answered
         if self._on_command is not None:
             self._open_streams(addrs)
         return answered

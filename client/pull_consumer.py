@@ -4,9 +4,21 @@
 
     consumer = PullConsumer(group="cg", namesrv="127.0.0.1:9876", consume_from="first")
     consumer.subscribe("orders", "*")          # queues divided by rebalance, or:
-    # consumer.assign(await consumer.fetch_message_queues("orders"))
     await consumer.start()
     messages = await consumer.poll(timeout_s=1.0)
+
+    consumer = PullConsumer(group="cg", namesrv="127.0.0.1:9876")   # assigned queues
+    await consumer.start()                     # nothing to read yet: that is fine
+    queues = await consumer.fetch_message_queues("orders")
+    consumer.assign(queues[:2])                # usable at once:
+    await consumer.seek(queues[0], 42)
+    messages = await consumer.poll(timeout_s=1.0)
+
+As in RocketMQ's lite pull consumer and Kafka's consumer, ``start()`` needs
+neither a subscription nor an assignment, ``fetch_message_queues`` works on a
+started consumer, and an assignment takes effect at once: ``seek`` and
+``poll`` right after ``assign`` find the queues there. ``start()`` raises
+PermissionDeniedError when every broker's ACL refuses the group.
 
 Assigned queues are pulled in the background into per-queue buffers (the
 same long-polling loops and flow control as the push consumer); ``poll``
@@ -28,7 +40,7 @@ from typing import Any
 
 from pocketmq.client.config import PullConsumerConfig, build
 from pocketmq.client.consumer_base import ConsumerBase, _cancel
-from pocketmq.client.errors import ClientError, ClientStateError
+from pocketmq.client.errors import ClientError, ClientStateError, PermissionDeniedError
 from pocketmq.client.model import MessageExt, MessageQueue
 from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.trace import TraceDispatcher, close_trace, start_trace
@@ -73,10 +85,19 @@ class PullConsumer(ConsumerBase):
             self._rebalance.wakeup()
 
     async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
-        """Every readable queue of *topic*, sorted."""
+        """Every readable queue of *topic*, sorted (a started consumer; no subscription or
+        assignment needed). RouteNotFoundError when no broker serves the topic."""
         self._running()
         assert self._routes is not None
         return (await self._routes.get(topic)).read_queues()
+
+    async def _take_assignment(self, queue: MessageQueue | None = None) -> None:
+        """Apply a pending assign() now, so that *queue* is pulled before it is used."""
+        if self._assigned is None or (queue is not None and queue in self._pqs):
+            return
+        if queue is None and set(self._pqs) == self._assigned:
+            return
+        await self.rebalance_once()
 
     async def rebalance_once(self) -> None:
         if self._assigned is None:
@@ -94,11 +115,13 @@ class PullConsumer(ConsumerBase):
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
-        if self._assigned is None and not self._subscriptions:
-            raise ClientStateError(f"consumer {self.group} has nothing to read; call "
-                                   "subscribe() or assign() before start()")
         self.trace = await start_trace(self)
         await self._start_services()
+        refused = self._heartbeat.refused_everywhere() if self._heartbeat else None
+        if refused is not None:
+            await self.shutdown()
+            raise PermissionDeniedError(f"consumer group {self.group!r} may not consume here: "
+                                        f"{refused}", code=refused.code)
         log.info("pull consumer %s (%s) started", self.group, self.client_id)
 
     async def shutdown(self) -> None:
@@ -132,9 +155,7 @@ class PullConsumer(ConsumerBase):
     async def poll(self, timeout_s: float = 5.0) -> list[MessageExt]:
         """Up to ``max_poll_messages`` messages; waits up to *timeout_s* for the first."""
         self._running()
-        if self._rebalance is not None and self._assigned is not None and \
-                set(self._pqs) != self._assigned:
-            await self.rebalance_once()
+        await self._take_assignment()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
@@ -178,6 +199,7 @@ class PullConsumer(ConsumerBase):
     async def seek(self, queue: MessageQueue, offset: int) -> None:
         """Continue *queue* at *offset*; messages buffered but not polled are dropped."""
         self._running()
+        await self._take_assignment(queue)
         pq = self._pqs.get(queue)
         if pq is None:
             raise ClientStateError(f"{queue} is not assigned to this consumer")
@@ -196,13 +218,41 @@ class PullConsumer(ConsumerBase):
             self._offsets.update(queue, offset, increase_only=False)
         self._start_pulling(fresh)
 
+    async def beginning_offset(self, queue: MessageQueue) -> int:
+        """The first offset *queue* still holds (Kafka's beginning_offsets)."""
+        return await self._queue_broker(queue).min_offset(
+            queue, timeout_s=self.config.rpc_timeout_s)
+
+    async def end_offset(self, queue: MessageQueue) -> int:
+        """The offset the next message of *queue* will take (Kafka's end_offsets)."""
+        return await self._queue_broker(queue).max_offset(
+            queue, timeout_s=self.config.rpc_timeout_s)
+
+    async def offset_for_time(self, queue: MessageQueue, timestamp_ms: int) -> int:
+        """The offset of the first message of *queue* stored at or after *timestamp_ms*
+        (Kafka's offsets_for_times); the end offset when there is none."""
+        return await self._queue_broker(queue).offset_by_timestamp(
+            queue, timestamp_ms, timeout_s=self.config.rpc_timeout_s)
+
+    def _queue_broker(self, queue: MessageQueue) -> Any:
+        self._running()
+        broker = self._broker(queue.broker_name)
+        if broker is None:
+            raise ClientError(f"no address for broker {queue.broker_name}; is "
+                              f"{queue.topic!r} fetched (fetch_message_queues)?")
+        return broker
+
     async def seek_to_begin(self, queue: MessageQueue) -> None:
+        self._running()
+        await self._take_assignment(queue)
         broker = self._broker(queue.broker_name)
         if broker is None:
             raise ClientError(f"no address for broker {queue.broker_name}")
         await self.seek(queue, await broker.min_offset(queue))
 
     async def seek_to_end(self, queue: MessageQueue) -> None:
+        self._running()
+        await self._take_assignment(queue)
         broker = self._broker(queue.broker_name)
         if broker is None:
             raise ClientError(f"no address for broker {queue.broker_name}")

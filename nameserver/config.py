@@ -22,8 +22,10 @@ def _help(text: str) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NamesrvConfig:
-    # Interface the gRPC server binds; "0.0.0.0" = every IPv4 interface.
-    host: str = field(default="0.0.0.0", metadata=_help("interface to listen on"))
+    # Interface the gRPC server binds, loopback by default like the broker's;
+    # "0.0.0.0" = every IPv4 interface.
+    host: str = field(default="127.0.0.1", metadata=_help(
+        "interface to listen on (0.0.0.0 = every IPv4 interface)"))
     # TCP port, default 9876 (listenPort); 0 binds a free port (tests).
     port: int = field(default=DEFAULT_NAMESRV_PORT,
                       metadata=_help("gRPC port; 0 picks a free one"))

@@ -88,7 +88,8 @@ class NameServer:
                                   "signatures against")
             interceptors.append(AclInterceptor(AclStore(self._config.acl_file),
                                                server_kind="nameserver"))
-        server = grpc.aio.server(interceptors=interceptors)
+        # No SO_REUSEPORT: a second nameserver on a held port must fail, not share it.
+        server = grpc.aio.server(interceptors=interceptors, options=[("grpc.so_reuseport", 0)])
         nameserver_pb2_grpc.add_NameServerServicer_to_server(
             NameServerServicer(self.route_table), server)
         listen = _join_host_port(self._config.host, self._config.port)

@@ -99,6 +99,18 @@ def iter_stored_messages(data_dir: str) -> Iterator[ScannedRecord]:
         commitlog.queue.close()
 
 
+def iter_stored_records(data_dir: str) -> Iterator[tuple[ScannedRecord, bytes]]:
+    """Every valid record of the log with its stored bytes (``store dump --body``)."""
+    commitlog = open_commitlog_read_only(data_dir)
+    try:
+        for record in commitlog.scan(commitlog.min_offset, check_crc=False):
+            yield record, commitlog.read(record.phys_offset, record.size) or b""
+    except CorruptRecordError as exc:
+        log.warning("stopped at damaged record: %s", exc)
+    finally:
+        commitlog.queue.close()
+
+
 class _QueueFiles:
     """The units of one consume queue, read-only, addressed by queue offset."""
 

@@ -394,6 +394,17 @@ MATRIX: dict[str, list[Row]] = {
     "GetAllConsumerGroups": admin_only(lambda e: pb.GetAllConsumerGroupsRequest()),
     "ResetConsumerOffset": admin_only(lambda e: pb.ResetConsumerOffsetRequest(
         consumer_group="outsider_cg", topic="public", position=pb.RESET_TO_EARLIEST)),
+    "GetConsumerConnections": admin_only(lambda e: pb.GetConsumerConnectionsRequest(
+        consumer_group="outsider_cg")),
+    "UpdateBrokerConfig": admin_only(lambda e: pb.UpdateBrokerConfigRequest(
+        updates={"max_pull_messages": "32"})),
+    # past the ACL an admin reaches the broker, which knows no such group
+    "DeleteConsumerGroup": [
+        Row("admin request: a user", "outsider", lambda e: pb.DeleteConsumerGroupRequest(
+            consumer_group="nobody_cg"), DENIED),
+        Row("admin request: an admin", "admin", lambda e: pb.DeleteConsumerGroupRequest(
+            consumer_group="nobody_cg"), grpc.StatusCode.NOT_FOUND),
+    ],
     # past the ACL an admin reaches the broker, which refuses: it is already the master
     "PromoteToMaster": [
         Row("admin request: a user", "outsider", lambda e: pb.PromoteToMasterRequest(), DENIED),

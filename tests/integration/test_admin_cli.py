@@ -214,22 +214,23 @@ async def test_reset_offset_without_consumers_stores_earliest_latest_or_timestam
         return progress["total_lag"]
 
     code, out, err = await pocketmq("group", "reset-offset", "replayers", "events", "--to",
-                                    "latest")
+                                    "latest", "--execute", "--allow-new-group")
     assert code == 0, err
     assert "no consumer of replayers is online; the offsets are stored" in out
     assert await total_lag() == 0
 
     code, result, _ = await pocketmq("group", "reset-offset", "replayers", "events", "--to",
-                                     "earliest", json_out=True)
+                                     "earliest", "--execute", json_out=True)
     assert len(result["queues"]) == 2 * QUEUES and all(q["offset"] == 0 for q in result["queues"])
     assert await total_lag() == 9
 
     iso = datetime.datetime.fromtimestamp(boundary_ms / 1000).isoformat()
-    code, _, err = await pocketmq("group", "reset-offset", "replayers", "events", "--to", iso)
+    code, _, err = await pocketmq("group", "reset-offset", "replayers", "events", "--to", iso,
+                                  "--execute")
     assert code == 0, err
     assert await total_lag() == 3
     code, _, _ = await pocketmq("group", "reset-offset", "replayers", "events", "--to",
-                                str(boundary_ms))
+                                str(boundary_ms), "--execute")
     assert await total_lag() == 3
 
     code, _, err = await pocketmq("group", "reset-offset", "replayers", "events", "--to",
@@ -263,7 +264,7 @@ async def test_reset_offset_while_a_push_consumer_runs_makes_it_consume_again(
         await eventually(lambda: _eq(lag(), 0), timeout_s=10, what="offsets committed")
 
         code, out, err = await pocketmq("group", "reset-offset", "settlement", "payments",
-                                        "--to", "earliest")
+                                        "--to", "earliest", "--execute")
         assert code == 0, err
         assert f"told 1 online consumer(s): {consumer.client_id}" in out
         await eventually(lambda: "an admin reset payments" in caplog.text,
@@ -290,7 +291,7 @@ async def test_reset_offset_moves_a_running_pull_consumer_and_fences_stale_commi
         await eventually(lambda: _poll_into(consumer, first, 6), timeout_s=15)
         await consumer.commit()
         code, _, err = await pocketmq("group", "reset-offset", "auditors", "audit", "--to",
-                                      "earliest")
+                                      "earliest", "--execute")
         assert code == 0, err
         again: list[MessageExt] = []
         await eventually(lambda: _poll_into(consumer, again, 6), timeout_s=15)

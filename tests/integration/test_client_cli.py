@@ -51,7 +51,7 @@ async def test_cli_send_produce_consume_round_trip(namesrv_addr):
     code, _out, err = await pocketmq("produce", "cli-topic", stdin=b"line one\nline two\n",
                                      env={"POCKETMQ_NAMESRV": namesrv_addr})
     assert code == 0, err
-    assert "sent 2 message(s)" in err
+    assert "sent 2, failed 0 message(s)" in err
 
     code, out, err = await pocketmq("consume", "cli-topic", "--group", "cli-g", "--from",
                                     "first", "-n", "2", "--json", "--namesrv", namesrv_addr)

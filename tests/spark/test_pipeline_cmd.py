@@ -34,3 +34,38 @@ def test_archive_refuses_a_max_offsets_per_trigger_below_one(capsys):
     assert main(["pipeline", "archive", "--topic", "t", "--to", "/tmp/x", "--once",
                  "--max-offsets-per-trigger", "0"]) == 2
     assert "--max-offsets-per-trigger must be >= 1" in capsys.readouterr().err
+
+
+def test_archive_takes_an_interval_in_seconds_and_stops_cleanly_on_ctrl_c(cluster, topic,
+                                                                          tmp_path):
+    """As typed: `--interval 2` (seconds) runs, and Ctrl-C ends it between batches with
+    exit 0 and no traceback."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    cluster.send(topic, 5)
+    out = tmp_path / "archive"
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("pocketmq")), "--log-level", "ERROR", "pipeline",
+         "archive", "--topic", topic, "--to", str(out), "--interval", "2", "--namesrv",
+         cluster.namesrv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    try:
+        deadline = time.monotonic() + 240
+        while not list(out.glob("date=*/*.parquet")):   # the first batch is committed
+            assert proc.poll() is None, proc.communicate()[1].decode()[-3000:]
+            assert time.monotonic() < deadline, "no batch archived within 240 s"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr.decode()[-3000:]
+    assert b"Traceback" not in stderr, stderr.decode()[-3000:]
+    assert f"messages of {topic}".encode() in stdout      # the summary line
+    assert b"the next run resumes from the checkpoint" in stderr

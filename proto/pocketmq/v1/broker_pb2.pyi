@@ -69,6 +69,7 @@ class ResetPosition(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RESET_TO_EARLIEST: _ClassVar[ResetPosition]
     RESET_TO_LATEST: _ClassVar[ResetPosition]
     RESET_TO_TIMESTAMP: _ClassVar[ResetPosition]
+    RESET_TO_OFFSETS: _ClassVar[ResetPosition]
 SEND_STATUS_UNSPECIFIED: SendStatus
 SEND_OK: SendStatus
 FLUSH_DISK_TIMEOUT: SendStatus
@@ -107,6 +108,7 @@ RESET_POSITION_UNSPECIFIED: ResetPosition
 RESET_TO_EARLIEST: ResetPosition
 RESET_TO_LATEST: ResetPosition
 RESET_TO_TIMESTAMP: ResetPosition
+RESET_TO_OFFSETS: ResetPosition
 
 class SendMessageRequest(_message.Message):
     __slots__ = ("record", "producer_group")
@@ -784,16 +786,25 @@ class GetAllConsumerGroupsResponse(_message.Message):
     def __init__(self, groups: _Optional[_Iterable[_Union[ConsumerGroupInfo, _Mapping]]] = ...) -> None: ...
 
 class ResetConsumerOffsetRequest(_message.Message):
-    __slots__ = ("consumer_group", "topic", "position", "timestamp_ms")
+    __slots__ = ("consumer_group", "topic", "position", "timestamp_ms", "offsets")
+    class OffsetsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     topic: str
     position: ResetPosition
     timestamp_ms: int
-    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., position: _Optional[_Union[ResetPosition, str]] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+    offsets: _containers.ScalarMap[int, int]
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., position: _Optional[_Union[ResetPosition, str]] = ..., timestamp_ms: _Optional[int] = ..., offsets: _Optional[_Mapping[int, int]] = ...) -> None: ...
 
 class QueueOffsetReset(_message.Message):
     __slots__ = ("queue_id", "previous_offset", "offset")
@@ -812,3 +823,69 @@ class ResetConsumerOffsetResponse(_message.Message):
     queues: _containers.RepeatedCompositeFieldContainer[QueueOffsetReset]
     notified_client_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, queues: _Optional[_Iterable[_Union[QueueOffsetReset, _Mapping]]] = ..., notified_client_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteConsumerGroupRequest(_message.Message):
+    __slots__ = ("consumer_group",)
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    def __init__(self, consumer_group: _Optional[str] = ...) -> None: ...
+
+class DeleteConsumerGroupResponse(_message.Message):
+    __slots__ = ("offset_topics", "retry_topic_deleted")
+    OFFSET_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    RETRY_TOPIC_DELETED_FIELD_NUMBER: _ClassVar[int]
+    offset_topics: _containers.RepeatedScalarFieldContainer[str]
+    retry_topic_deleted: bool
+    def __init__(self, offset_topics: _Optional[_Iterable[str]] = ..., retry_topic_deleted: _Optional[bool] = ...) -> None: ...
+
+class UpdateBrokerConfigRequest(_message.Message):
+    __slots__ = ("updates",)
+    class UpdatesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    UPDATES_FIELD_NUMBER: _ClassVar[int]
+    updates: _containers.ScalarMap[str, str]
+    def __init__(self, updates: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class UpdateBrokerConfigResponse(_message.Message):
+    __slots__ = ("previous",)
+    class PreviousEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PREVIOUS_FIELD_NUMBER: _ClassVar[int]
+    previous: _containers.ScalarMap[str, str]
+    def __init__(self, previous: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class GetConsumerConnectionsRequest(_message.Message):
+    __slots__ = ("consumer_group",)
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    def __init__(self, consumer_group: _Optional[str] = ...) -> None: ...
+
+class ConsumerConnection(_message.Message):
+    __slots__ = ("client_id", "subscriptions", "consume_type", "message_model", "silent_ms")
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_MODEL_FIELD_NUMBER: _ClassVar[int]
+    SILENT_MS_FIELD_NUMBER: _ClassVar[int]
+    client_id: str
+    subscriptions: _containers.RepeatedScalarFieldContainer[str]
+    consume_type: ConsumeType
+    message_model: MessageModel
+    silent_ms: int
+    def __init__(self, client_id: _Optional[str] = ..., subscriptions: _Optional[_Iterable[str]] = ..., consume_type: _Optional[_Union[ConsumeType, str]] = ..., message_model: _Optional[_Union[MessageModel, str]] = ..., silent_ms: _Optional[int] = ...) -> None: ...
+
+class GetConsumerConnectionsResponse(_message.Message):
+    __slots__ = ("connections",)
+    CONNECTIONS_FIELD_NUMBER: _ClassVar[int]
+    connections: _containers.RepeatedCompositeFieldContainer[ConsumerConnection]
+    def __init__(self, connections: _Optional[_Iterable[_Union[ConsumerConnection, _Mapping]]] = ...) -> None: ...

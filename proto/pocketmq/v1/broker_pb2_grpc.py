@@ -199,6 +199,21 @@ class BrokerStub:
                 request_serializer=pocketmq_dot_v1_dot_broker__pb2.ResetConsumerOffsetRequest.SerializeToString,
                 response_deserializer=pocketmq_dot_v1_dot_broker__pb2.ResetConsumerOffsetResponse.FromString,
                 _registered_method=True)
+        self.DeleteConsumerGroup = channel.unary_unary(
+                '/pocketmq.v1.Broker/DeleteConsumerGroup',
+                request_serializer=pocketmq_dot_v1_dot_broker__pb2.DeleteConsumerGroupRequest.SerializeToString,
+                response_deserializer=pocketmq_dot_v1_dot_broker__pb2.DeleteConsumerGroupResponse.FromString,
+                _registered_method=True)
+        self.UpdateBrokerConfig = channel.unary_unary(
+                '/pocketmq.v1.Broker/UpdateBrokerConfig',
+                request_serializer=pocketmq_dot_v1_dot_broker__pb2.UpdateBrokerConfigRequest.SerializeToString,
+                response_deserializer=pocketmq_dot_v1_dot_broker__pb2.UpdateBrokerConfigResponse.FromString,
+                _registered_method=True)
+        self.GetConsumerConnections = channel.unary_unary(
+                '/pocketmq.v1.Broker/GetConsumerConnections',
+                request_serializer=pocketmq_dot_v1_dot_broker__pb2.GetConsumerConnectionsRequest.SerializeToString,
+                response_deserializer=pocketmq_dot_v1_dot_broker__pb2.GetConsumerConnectionsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -437,6 +452,30 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteConsumerGroup(self, request, context):
+        """Forget a consumer group: its stored offsets and its retry topic on this broker
+        (deleteSubGroup with removeOffset); refused while members are online. Admin only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateBrokerConfig(self, request, context):
+        """Change settings that take effect at once (UPDATE_BROKER_CONFIG); the others are
+        refused, naming the keys that may change. Admin only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetConsumerConnections(self, request, context):
+        """The online members of a group: client id, address, subscriptions
+        (GET_CONSUMER_CONNECTION_LIST).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -604,6 +643,21 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.ResetConsumerOffset,
                     request_deserializer=pocketmq_dot_v1_dot_broker__pb2.ResetConsumerOffsetRequest.FromString,
                     response_serializer=pocketmq_dot_v1_dot_broker__pb2.ResetConsumerOffsetResponse.SerializeToString,
+            ),
+            'DeleteConsumerGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteConsumerGroup,
+                    request_deserializer=pocketmq_dot_v1_dot_broker__pb2.DeleteConsumerGroupRequest.FromString,
+                    response_serializer=pocketmq_dot_v1_dot_broker__pb2.DeleteConsumerGroupResponse.SerializeToString,
+            ),
+            'UpdateBrokerConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateBrokerConfig,
+                    request_deserializer=pocketmq_dot_v1_dot_broker__pb2.UpdateBrokerConfigRequest.FromString,
+                    response_serializer=pocketmq_dot_v1_dot_broker__pb2.UpdateBrokerConfigResponse.SerializeToString,
+            ),
+            'GetConsumerConnections': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConsumerConnections,
+                    request_deserializer=pocketmq_dot_v1_dot_broker__pb2.GetConsumerConnectionsRequest.FromString,
+                    response_serializer=pocketmq_dot_v1_dot_broker__pb2.GetConsumerConnectionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1497,6 +1551,87 @@ class Broker:
             '/pocketmq.v1.Broker/ResetConsumerOffset',
             pocketmq_dot_v1_dot_broker__pb2.ResetConsumerOffsetRequest.SerializeToString,
             pocketmq_dot_v1_dot_broker__pb2.ResetConsumerOffsetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteConsumerGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pocketmq.v1.Broker/DeleteConsumerGroup',
+            pocketmq_dot_v1_dot_broker__pb2.DeleteConsumerGroupRequest.SerializeToString,
+            pocketmq_dot_v1_dot_broker__pb2.DeleteConsumerGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateBrokerConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pocketmq.v1.Broker/UpdateBrokerConfig',
+            pocketmq_dot_v1_dot_broker__pb2.UpdateBrokerConfigRequest.SerializeToString,
+            pocketmq_dot_v1_dot_broker__pb2.UpdateBrokerConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetConsumerConnections(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pocketmq.v1.Broker/GetConsumerConnections',
+            pocketmq_dot_v1_dot_broker__pb2.GetConsumerConnectionsRequest.SerializeToString,
+            pocketmq_dot_v1_dot_broker__pb2.GetConsumerConnectionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
