@@ -7,6 +7,8 @@
     POST /api/groups/{group}/reset/preview   {topic, to}: per queue, from where to where
     POST /api/groups/{group}/reset           {topic, to}: move the group (and tell its
                                              online consumers)
+    POST /api/groups/{group}/delete          {confirm: group}: forget its offsets and retry
+                                             topic on every broker (refused while online)
 
 ``to`` is ``earliest``, ``latest``, ms since the epoch or an ISO 8601 time. The
 preview asks the same brokers the reset will (min/max offsets, offset by time)
@@ -22,7 +24,7 @@ from pocketmq.client.admin_model import ConsumerGroup, QueueProgress
 from pocketmq.client.errors import ClientError, NotFoundError
 from pocketmq.client.model import MessageQueue
 from pocketmq.dashboard.history import MAX_WATCHED
-from pocketmq.dashboard.http import Request
+from pocketmq.dashboard.http import HttpError, Request
 from pocketmq.dashboard.views import Ctx, parse_time_ms, str_arg
 
 __all__ = ["ROUTES"]
@@ -140,10 +142,21 @@ async def reset(request: Request, ctx: Ctx, group: str) -> dict[str, Any]:
             "notified_client_ids": result.notified_client_ids}
 
 
+async def delete(request: Request, ctx: Ctx, group: str) -> dict[str, Any]:
+    if request.json().get("confirm") != group:
+        raise HttpError(400, f"to delete consumer group {group!r}, confirm with its name")
+    deleted, failures = await ctx.admin.delete_group(group)
+    return {"group": group,
+            "brokers": [{"broker_name": d.broker_name, "offset_topics": d.offset_topics,
+                         "retry_topic_deleted": d.retry_topic_deleted} for d in deleted],
+            "failed": [{"broker_name": f.broker_name, "error": f.error} for f in failures]}
+
+
 _GROUP = r"/api/groups/(?P<group>[^/]+)"
 ROUTES = [
     ("GET", r"/api/groups", groups, False),
     ("GET", _GROUP, group_detail, False),
     ("POST", _GROUP + "/reset/preview", reset_preview, False),
     ("POST", _GROUP + "/reset", reset, True),
+    ("POST", _GROUP + "/delete", delete, True),
 ]

@@ -257,6 +257,22 @@ function deleteTopic(topic, done) {
   const box = dialog(`Delete ${topic}?`, form);
 }
 
+function deleteGroup(group) {
+  const out = h("div");
+  const form = h("form", {id: "delete-group-form", onsubmit: async e => {
+    e.preventDefault();
+    try {
+      await api("POST", `/api/groups/${enc(group)}/delete`, {confirm: form.confirm.value});
+      box.close(); location.hash = "#/groups";
+    } catch (err) { notice(out, err.message, false); }
+  }},
+    h("p", {}, `Deleting ${group} forgets its offsets and its retry topic on every broker; brokers refuse while its consumers are online. Type its name to confirm.`),
+    h("input", {name: "confirm", id: "confirm-delete-group", placeholder: group, autocomplete: "off"}),
+    h("button", {type: "submit", class: "danger"}, "Delete"), " ",
+    h("button", {type: "button", onclick: () => box.close()}, "Cancel"), out);
+  const box = dialog(`Delete ${group}?`, form);
+}
+
 async function topicPage(topic) {
   const body = h("div", {id: "topic"});
   const out = h("div", {id: "send-result"});
@@ -323,7 +339,9 @@ async function groupsPage() {
 async function groupPage(group) {
   const body = h("div", {id: "group"});
   const reset = writeOnly(h("div", {id: "reset-box", class: "card"}));
-  page(`Consumer group ${group}`, body, reset);
+  const remove = writeOnly(h("p", {}, h("button", {class: "small danger", id: "delete-group",
+    onclick: () => deleteGroup(group)}, "Delete group")));
+  page(`Consumer group ${group}`, body, reset, remove);
   let topics = [];
   const draw = async () => {
     const d = await guarded(() => api("GET", `/api/groups/${enc(group)}`));

@@ -339,6 +339,22 @@ async def test_reset_to_a_time_before_everything_plans_the_earliest_offsets(web,
     assert status == 400 and "ISO 8601" in body["error"]
 
 
+async def test_deleting_a_group_needs_its_name_then_forgets_its_offsets(web, dash_cluster):
+    await make_topic(web, "old-work", queues=1)
+    await send(web, "old-work", "job")
+    await commit_offsets(dash_cluster, "retired", "old-work", 0)
+    status, body = await web.post("/api/groups/retired/delete", {"confirm": "retire"})
+    assert status == 400 and "confirm" in body["error"]
+
+    status, body = await web.post("/api/groups/retired/delete", {"confirm": "retired"})
+
+    assert status == 200 and [b["offset_topics"] for b in body["brokers"]] == [["old-work"]]
+    _, listed = await web.get("/api/groups")
+    assert "retired" not in {g["group"] for g in listed["groups"]}
+    status, body = await web.post("/api/groups/retired/delete", {"confirm": "retired"})
+    assert status == 404 and "retired" in body["error"]
+
+
 # -- the server itself --------------------------------------------------------------------------
 async def test_pages_and_assets_are_served_and_nothing_outside_them(web):
     status, page = await web.raw("GET", "/")

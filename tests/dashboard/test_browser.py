@@ -276,6 +276,20 @@ def test_a_topic_is_deleted_only_once_its_name_is_typed(browser, cluster):
     assert cluster.cluster.broker.topics.get("short-lived") is None
 
 
+def test_a_group_is_deleted_from_its_page_once_its_name_is_typed(browser, cluster):
+    make_topic(cluster, "finished", queues=1)
+    send(cluster, "finished", 1)
+    commit_to_end(cluster, "leavers", "finished")
+    open_page(browser, cluster, "group/leavers", "#progress")
+    browser.find_element(By.ID, "delete-group").click()
+    form = element(browser, "#delete-group-form")
+    form.find_element(By.NAME, "confirm").send_keys("leavers")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(browser, lambda d: d.current_url.endswith("#/groups"), "the groups page after delete")
+    groups = admin_call(cluster, lambda a: a.consumer_groups())
+    assert "leavers" not in {g.group for g in groups}
+
+
 def test_a_dead_letter_is_listed_and_resent_to_its_group(browser, cluster, eventually_sync):
     make_topic(cluster, "poisoned", queues=1)
     send(cluster, "poisoned", 1)
