@@ -87,7 +87,7 @@ def _readme_commands(section: str) -> list[list[str]]:
     text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = text.split(f"## {section}\n", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     return [shlex.split(line)[1:] for line in block.replace("\\\n", " ").splitlines()
-            if line.startswith(".venv/bin/pocketmq ")]
+            if line.startswith(("pocketmq ", ".venv/bin/pocketmq "))]
 
 
 @pytest.mark.parametrize("section", ["Running a cluster by hand", "Replication"])
