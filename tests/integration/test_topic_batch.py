@@ -87,8 +87,14 @@ async def test_topic_list_with_20000_topics_returns_every_row(cluster, pocketmq,
         for broker in cluster.brokers:
             done = await admin.create_topics(broker.address, configs)
             assert done.created == 20_000
-    await eventually(lambda: len(routed_topics(cluster, "Many")) == 20_000, timeout_s=30,
-                     what="20,000 topics routed")
+    table = cluster.namesrv.route_table
+
+    def both_route_all() -> bool:   # the second broker's registration may come later
+        names = routed_topics(cluster, "Many")
+        return len(names) == 20_000 and all(
+            len(table.get_route(t).queue_datas) == 2 for t in names)
+
+    await eventually(both_route_all, timeout_s=60, what="20,000 topics routed by both")
     code, rows, err = await pocketmq("topic", "list", json_out=True)
     assert code == 0, err
     many = [r for r in rows if r["topic"].startswith("Many")]
