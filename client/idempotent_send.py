@@ -116,7 +116,7 @@ async def send_idempotent(producer: Producer, topic: str, encode: Encode, call: 
     """Send what *encode* makes (*count* records) for a queue (*queue*, or one picked
     from the route); *max_in_flight* > 0: at most that many of a queue's requests
     in flight at once (see the module docstring)."""
-    from pocketmq.client.producer import _retry_elsewhere
+    from pocketmq.client.producer import _retry_elsewhere, _stored_ok
 
     routes, _acc = producer._running()
     sessions = producer._sessions
@@ -125,6 +125,7 @@ async def send_idempotent(producer: Producer, topic: str, encode: Encode, call: 
     tried = 0
     last_broker: str | None = None
     last_error: ClientError | None = None
+    not_ok: Any = None
     if queue is not None and routes.addr_of(queue.broker_name) is None:
         await routes.write_queues(topic)     # a queue named before this producer routed it
     while tried < attempts and time.monotonic() < deadline:
@@ -149,12 +150,21 @@ async def send_idempotent(producer: Producer, topic: str, encode: Encode, call: 
         try:
             req = _Request(sessions, mq, session.open(mq.topic, mq.queue_id, count),
                            encode, call)
-            return await _on_queue(producer, req, deadline, budget_s, max_in_flight, tried)
+            result = await _on_queue(producer, req, deadline, budget_s, max_in_flight, tried)
         except _Elsewhere as refused:
             last_error = refused.error
-    if isinstance(last_error, RouteNotFoundError) or (
-            last_error is not None and not last_error.retriable):
-        raise last_error
+            continue
+        if not (queue is None and producer.config.retry_another_broker_when_not_store_ok
+                and tried < attempts and not _stored_ok(result)):
+            return result
+        # RocketMQ's retryAnotherBrokerWhenNotStoreOK, asked for: stored here, but not as
+        # the status promises; store it on another broker too (numbered there afresh)
+        not_ok = result
+    if not_ok is not None:
+        return not_ok
+    if isinstance(last_error, RouteNotFoundError) or (last_error is not None and (
+            not last_error.retriable or queue is not None)):
+        raise last_error       # a named queue has one attempt: its error, as a plain send
     raise SendTimeoutError(f"send to topic {topic!r} failed after {tried} attempt(s) within "
                            f"{budget_s * 1000:.0f} ms (send_timeout_ms); last error: "
                            f"{last_error}") from last_error
