@@ -213,6 +213,8 @@ class SessionManager:
         self._sessions: dict[str, ProducerSession] = {}
         self._opening: dict[str, asyncio.Future[ProducerSession]] = {}
         self.opened = 0
+        self.out_of_order = 0    # OUT_OF_ORDER_SEQUENCE answers met (each made good)
+        self.renumbered = 0      # requests numbered afresh after a gap
 
     def current(self, broker_name: str) -> ProducerSession | None:
         return self._sessions.get(broker_name)

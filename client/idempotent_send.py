@@ -56,12 +56,12 @@ from pocketmq.client.errors import (
     UnavailableError,
 )
 from pocketmq.client.idempotence import ProducerSession, SessionManager, Ticket
-from pocketmq.client.model import MessageQueue
+from pocketmq.client.model import MessageQueue, SendResult
 
 if TYPE_CHECKING:
     from pocketmq.client.producer import Producer
 
-__all__ = ["send_idempotent"]
+__all__ = ["send_coalesced", "send_idempotent"]
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,8 @@ class _Elsewhere(Exception):
 async def send_idempotent(producer: Producer, topic: str, encode: Encode, call: Call,
                           deadline: float, budget_s: float, *,
                           queue: MessageQueue | None = None, count: int = 1,
-                          max_in_flight: int = 0) -> Any:
+                          max_in_flight: int = 0, avoid: ClientError | None = None,
+                          avoid_broker: str | None = None) -> Any:
     """Send what *encode* makes (*count* records) for a queue (*queue*, or one picked
     from the route); *max_in_flight* > 0: at most that many of a queue's requests
     in flight at once (see the module docstring)."""
@@ -122,9 +123,10 @@ async def send_idempotent(producer: Producer, topic: str, encode: Encode, call: 
     sessions = producer._sessions
     assert sessions is not None
     attempts = 1 + (0 if queue is not None else producer.config.retry_times_when_send_failed)
-    tried = 0
-    last_broker: str | None = None
-    last_error: ClientError | None = None
+    # *avoid*: a first try on *avoid_broker* was refused (send_coalesced): one try less
+    tried = 0 if avoid is None else 1
+    last_broker: str | None = avoid_broker
+    last_error: ClientError | None = avoid
     not_ok: Any = None
     if queue is not None and routes.addr_of(queue.broker_name) is None:
         await routes.write_queues(topic)     # a queue named before this producer routed it
@@ -199,51 +201,122 @@ class _Request:
 
 
 async def _on_queue(producer: Producer, req: _Request, deadline: float, budget_s: float,
-                    max_in_flight: int, tried: int) -> Any:
-    """The request's calls on its queue until an answer, or it is refused or given up."""
-    from pocketmq.client.producer import _back_off, _retry_elsewhere
-
-    routes, _acc = producer._running()
-    sessions = producer._sessions
-    assert sessions is not None
+                    max_in_flight: int, tried: int, *,
+                    first_error: ClientError | None = None,
+                    started: float | None = None) -> Any:
+    """The request's calls on its queue until an answer, or it is refused or given up;
+    *first_error*: the answer of a first call already made (:func:`send_coalesced`)."""
     mq = req.mq
-    started = time.monotonic()
-    busy = 0
-    uncertain = False     # once it may be stored, the record never leaves its queue
+    if started is None:
+        started = time.monotonic()
+    state = _Tries()
     try:
-        if max_in_flight and len(req.ticket.earlier()) >= max_in_flight:
+        if max_in_flight and first_error is None and \
+                len(req.ticket.earlier()) >= max_in_flight:
             await _until(req.ticket.admitted(max_in_flight), deadline)
+        exc = first_error
         while True:
-            try:
-                result = await req.call(mq, req.record, deadline)
-            except ClientError as exc:
-                if isinstance(exc, OutOfOrderSequenceError) and \
-                        await _out_of_order(producer, req, exc, deadline):
-                    continue
-                if isinstance(exc, NotMasterError):
-                    producer._attempt_failed(mq.topic, mq, started, exc, tried)
-                    if _moved(routes, mq, exc):
-                        continue     # the same record at the broker name's new master
-                uncertain = uncertain or outcome_unknown(exc)
-                if uncertain or try_again_here(exc) or \
-                        isinstance(exc, OutOfOrderSequenceError):
-                    busy += 1
-                    if await _back_off(busy, deadline):
-                        continue
-                    sessions.retire(req.ticket.session)
-                    raise SendTimeoutError(
-                        f"send to {mq} gave no answer within {budget_s * 1000:.0f} ms "
-                        f"(send_timeout_ms) after {busy} tries of the same record; it may or "
-                        f"may not be stored; last error: {exc}") from exc
-                sessions.retire(req.ticket.session)
-                if not _retry_elsewhere(exc):
-                    raise
-                producer._attempt_failed(mq.topic, mq, started, exc, tried)
-                raise _Elsewhere(exc) from exc
-            producer.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
-            return result
+            if exc is None:
+                try:
+                    result = await req.call(mq, req.record, deadline)
+                except ClientError as failed:
+                    exc = failed
+                else:
+                    producer.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
+                    return result
+            await _after_failure(producer, req, exc, state, deadline, budget_s, started, tried)
+            exc = None
     finally:
         req.ticket.close()
+
+
+class _Tries:
+    __slots__ = ("busy", "uncertain")
+
+    def __init__(self) -> None:
+        self.busy = 0
+        self.uncertain = False    # once it may be stored, the record never leaves its queue
+
+
+async def _after_failure(producer: Producer, req: _Request, exc: ClientError, state: _Tries,
+                         deadline: float, budget_s: float, started: float, tried: int) -> None:
+    """Returns when the request is to be sent again; raises when it is given up
+    (:class:`SendTimeoutError`, the broker's refusal) or refused here (:class:`_Elsewhere`)."""
+    from pocketmq.client.producer import _back_off, _retry_elsewhere
+
+    mq = req.mq
+    sessions = req.sessions
+    if isinstance(exc, OutOfOrderSequenceError) and \
+            await _out_of_order(producer, req, exc, deadline):
+        return
+    if isinstance(exc, NotMasterError):
+        producer._attempt_failed(mq.topic, mq, started, exc, tried)
+        if _moved(producer._running()[0], mq, exc):
+            return         # the same record at the broker name's new master
+    state.uncertain = state.uncertain or outcome_unknown(exc)
+    if state.uncertain or try_again_here(exc) or isinstance(exc, OutOfOrderSequenceError):
+        state.busy += 1
+        if await _back_off(state.busy, deadline):
+            return
+        sessions.retire(req.ticket.session)
+        raise SendTimeoutError(
+            f"send to {mq} gave no answer within {budget_s * 1000:.0f} ms "
+            f"(send_timeout_ms) after {state.busy} tries of the same record; it may or "
+            f"may not be stored; last error: {exc}") from exc
+    sessions.retire(req.ticket.session)
+    if not _retry_elsewhere(exc):
+        raise exc
+    producer._attempt_failed(mq.topic, mq, started, exc, tried)
+    raise _Elsewhere(exc) from exc
+
+
+async def send_coalesced(producer: Producer, topic: str, encode: Encode, deadline: float,
+                         budget_s: float) -> SendResult:
+    """:func:`send_idempotent` of one record to a queue of the route's choosing, through
+    the accumulator, its first try inline (no coroutine layers while all goes well)."""
+    from pocketmq.client.producer import _result, _retry_elsewhere
+
+    routes, accumulator = producer._running()
+    sessions = producer._sessions
+    assert sessions is not None
+    queues = routes.cached_write_queues(topic)
+    if not queues or time.monotonic() >= deadline:
+        return await send_idempotent(producer, topic, encode, producer._attempt_idempotent,
+                                     deadline, budget_s)
+    mq = producer._selector.select(queues)
+    session = sessions.current(mq.broker_name)
+    addr = routes.addr_of(mq.broker_name)
+    started = time.monotonic()
+    if session is None or addr is None:
+        try:
+            session = await _session(producer, sessions, mq, deadline)
+        except ClientError as exc:
+            if not _retry_elsewhere(exc):
+                raise
+            producer._attempt_failed(topic, mq, started, exc, 1)
+            return await send_idempotent(producer, topic, encode, producer._attempt_idempotent,
+                                         deadline, budget_s, avoid=exc,
+                                         avoid_broker=mq.broker_name)
+        addr = routes.addr_of(mq.broker_name)
+        if addr is None:
+            raise RouteNotFoundError(topic, f"broker {mq.broker_name} has no known address")
+    req = _Request(sessions, mq, session.open(topic, mq.queue_id), encode,
+                   producer._attempt_idempotent)
+    try:
+        receipt = await accumulator.add(addr, req.record, deadline)
+    except ClientError as exc:
+        try:
+            result: SendResult = await _on_queue(producer, req, deadline, budget_s, 0, 1,
+                                                 first_error=exc, started=started)
+            return result
+        except _Elsewhere as refused:
+            return await send_idempotent(producer, topic, encode, producer._attempt_idempotent,
+                                         deadline, budget_s, avoid=refused.error,
+                                         avoid_broker=mq.broker_name)
+    finally:
+        req.ticket.close()
+    producer.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
+    return _result(receipt, mq)
 
 
 async def _out_of_order(producer: Producer, req: _Request, exc: OutOfOrderSequenceError,
@@ -254,6 +327,8 @@ async def _out_of_order(producer: Producer, req: _Request, exc: OutOfOrderSequen
         return False
     ticket = req.ticket
     session = ticket.session
+    sessions = req.sessions
+    sessions.out_of_order += 1
     subject = out_of_order_subject(exc)
     if subject is not None and (
             subject[:3] != (session.producer_id, req.mq.topic, req.mq.queue_id)
@@ -272,9 +347,8 @@ async def _out_of_order(producer: Producer, req: _Request, exc: OutOfOrderSequen
     # Nothing earlier is open: an earlier request was given up and left a gap nothing
     # will fill. This one is not stored (the broker stores nothing of a refused
     # request): number it afresh in a new session, on the same queue.
-    sessions = producer._sessions
-    assert sessions is not None
     sessions.retire(session)
+    sessions.renumbered += 1
     try:
         fresh = await _session(producer, sessions, req.mq, deadline)
     except ClientError:

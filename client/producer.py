@@ -48,7 +48,7 @@ from pocketmq.client.errors import (
 from pocketmq.client.fault_strategy import LatencyFaultTolerance, QueueSelector
 from pocketmq.client.heartbeat import HeartbeatService, local_ip, make_client_id
 from pocketmq.client.idempotence import SessionManager, Ticket
-from pocketmq.client.idempotent_send import send_idempotent
+from pocketmq.client.idempotent_send import send_coalesced, send_idempotent
 from pocketmq.client.message_codec import (
     check_message,
     check_topic_of,
@@ -265,8 +265,12 @@ class Producer:
                                       f"the message to {msg.topic!r}")
 
         def encode(mq: MessageQueue, ticket: Ticket) -> bytes:
-            return self._encode(msg, mq.queue_id, ticket.stamp(uniq_key))
+            return encode_messages((msg,), (ticket.stamp(uniq_key),), mq.queue_id,
+                                   self._born_host, self._clock.now_ms(),
+                                   self.config.compress_over_bytes, 0)
 
+        if queue is None:
+            return await send_coalesced(self, msg.topic, encode, deadline, budget_s)
         return await send_idempotent(self, msg.topic, encode, self._attempt_idempotent,
                                      deadline, budget_s, queue=queue)
 
