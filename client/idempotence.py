@@ -35,6 +35,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 
+from pocketmq.client.errors import InvalidRequestError, UnsupportedError
 from pocketmq.client.model import PROPERTY_IDEMPOTENCE, PROPERTY_UNIQ_KEY
 
 __all__ = ["PROPERTY_IDEMPOTENCE", "Lane", "ProducerSession", "SessionManager", "Ticket", "stamp"]
@@ -75,6 +76,8 @@ class Ticket:
     def stamp(self, uniq_key: str) -> str:
         """The ``UNIQ_KEY`` slot of the ticket's one record."""
         session = self.lane.session
+        if not session.producer_id:
+            return uniq_key
         return stamp(uniq_key, session.producer_id, session.epoch, self.first)
 
     def stamps(self, uniq_keys: list[str]) -> list[str]:
@@ -82,6 +85,8 @@ class Ticket:
         if len(uniq_keys) != self.count:
             raise ValueError(f"ticket numbers {self.count} records, got {len(uniq_keys)} keys")
         session = self.lane.session
+        if not session.producer_id:
+            return uniq_keys
         head = f"{_SLOT_SUFFIX}{session.producer_id}.{session.epoch}."
         first = self.first
         return [f"{key}{head}{first + i}" for i, key in enumerate(uniq_keys)]
@@ -161,7 +166,8 @@ class Lane:
 
 
 class ProducerSession:
-    """One producer id at one epoch on one broker name, and its queues' numbering."""
+    """One producer id at one epoch on one broker name, and its queues' numbering;
+    producer id 0: the broker hands out none, and records go unstamped."""
 
     __slots__ = ("broker_name", "epoch", "lanes", "producer_id", "retired")
 
@@ -195,9 +201,13 @@ class ProducerSession:
         return first
 
     def stamp(self, uniq_key: str, topic: str, queue_id: int) -> str:
+        if not self.producer_id:
+            return uniq_key
         return stamp(uniq_key, self.producer_id, self.epoch, self.take(topic, queue_id))
 
     def stamps(self, uniq_keys: list[str], topic: str, queue_id: int) -> list[str]:
+        if not self.producer_id:
+            return uniq_keys
         first = self.take(topic, queue_id, len(uniq_keys))
         pid, epoch = self.producer_id, self.epoch
         return [f"{key}{_SLOT_SUFFIX}{pid}.{epoch}.{first + i}" for i, key in
@@ -229,7 +239,18 @@ class SessionManager:
         future: asyncio.Future[ProducerSession] = asyncio.get_running_loop().create_future()
         self._opening[broker_name] = future
         try:
-            pid, epoch, sequences = await self._init(addr, self.identity, [topic])
+            try:
+                pid, epoch, sequences = await self._init(addr, self.identity, [topic])
+            except (UnsupportedError, InvalidRequestError) as exc:
+                if self.identity or not (isinstance(exc, UnsupportedError)
+                                         or exc.reason == "UNSUPPORTED"):
+                    raise
+                # A broker without producer ids (an older build, or idempotence off there):
+                # on by default must not mean "cannot send"; its records go unstamped.
+                log.warning("broker %s (%s) hands out no producer ids (%s); sends to it are "
+                            "not idempotent (a retry may store a message twice)",
+                            broker_name, addr, exc)
+                pid, epoch, sequences = 0, 0, []
             session = ProducerSession(broker_name, pid, epoch, sequences)
             self._sessions[broker_name] = session
             self.opened += 1
