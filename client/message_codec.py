@@ -400,7 +400,7 @@ def _decode_one(raw: bytes, pos: int, total: int, magic: int, crc: int, queue_id
                 check_crc: bool) -> MessageExt:
     p = pos + _HEAD_SIZE + (20 if sysflag & SysFlag.BORNHOST_V6 else 8)
     store_size = 20 if sysflag & SysFlag.STOREHOST_V6 else 8
-    body_pos = p + 8 + store_size + _TAIL.size + 4
+    body_pos = p + 8 + store_size + _TAIL.size      # STORETIMESTAMP STOREHOST, _TAIL
     if body_pos > pos + total:
         raise CorruptRecordError(pos, f"TOTALSIZE is {total}; the fields before BODY need "
                                       f"{body_pos - pos}")
