@@ -13,7 +13,15 @@ from partition_proxy import PartitionProxy
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.topic_config import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TopicConfig
-from pocketmq.client import ConsumeResult, Message, MessageExt, Producer, PushConsumer
+from pocketmq.client import (
+    ConsumeResult,
+    LocalTransactionState,
+    Message,
+    MessageExt,
+    Producer,
+    PushConsumer,
+    TransactionProducer,
+)
 from pocketmq.client.errors import ProducerFencedError
 from pocketmq.client.idempotence import stamp
 from pocketmq.client.message_codec import decode_messages, encode_message
@@ -156,6 +164,48 @@ async def test_a_send_refused_out_of_order_waits_for_the_earlier_request_of_its_
     assert (earlier_result.queue_offset, later_result.queue_offset) == (1, 2)
     assert [body for body, _stamp in stored_stamps(broker, queue.queue_id)] == [
         b"first", b"earlier", b"later"]
+
+
+async def test_a_delayed_send_and_a_half_message_whose_answers_were_lost_are_stored_once(
+        cluster, eventually) -> None:
+    """Through the SDK: the retries of a delayed send and of a transaction's half
+    message, after their answers were lost, are answered from the first stores."""
+    namesrv, broker = cluster
+    states: list[LocalTransactionState] = []
+
+    async def commit(msg: Message, arg: object) -> LocalTransactionState:
+        states.append(LocalTransactionState.COMMIT)
+        return LocalTransactionState.COMMIT
+
+    async with PartitionProxy("127.0.0.1", int(broker.address.rsplit(":", 1)[1])) as proxy, \
+            Producer(group="idem-pg", namesrv=namesrv.address, request_timeout_ms=300,
+                     send_timeout_ms=20_000) as producer, \
+            TransactionProducer("idem-tx", namesrv.address,
+                                checker=lambda ext: LocalTransactionState.COMMIT,
+                                request_timeout_ms=300, send_timeout_ms=20_000) as tx:
+        through(producer, proxy)
+        through(tx, proxy)
+        queue = (await producer.fetch_publish_queues(TOPIC))[0]
+        await producer.send(Message(topic=TOPIC, body=b"warm-up"), queue=queue)
+        await tx.fetch_publish_queues(TOPIC)
+        assert tx._sessions is not None       # its producer id and channel, before answers
+        await tx._sessions.get("broker-a", proxy.addr, TOPIC)     # are lost
+        proxy.drop_answers()
+        delayed = asyncio.create_task(producer.send(
+            Message(topic=TOPIC, body=b"later", delay_level=3), queue=queue))
+        half = asyncio.create_task(tx.send_in_transaction(
+            Message(topic=TOPIC, body=b"in a transaction"), commit))
+        await eventually(lambda: broker.store.max_offset(SCHEDULE_TOPIC, 2) >= 1
+                         and broker.store.max_offset(TRANS_HALF_TOPIC, 0) >= 1,
+                         timeout_s=15, what="the delayed and the half message stored")
+        await eventually(lambda: proxy.answer_bytes_dropped > 0, what="answers dropped")
+        proxy.heal()
+        await delayed
+        outcome = await half
+    assert outcome.local_state is LocalTransactionState.COMMIT and states == [
+        LocalTransactionState.COMMIT]
+    assert broker.store.max_offset(SCHEDULE_TOPIC, 2) == 1
+    assert broker.store.max_offset(TRANS_HALF_TOPIC, 0) == 1
 
 
 async def test_a_restarted_producer_with_the_same_identity_fences_the_older_one(
