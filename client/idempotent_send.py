@@ -56,7 +56,7 @@ from pocketmq.client.errors import (
     UnavailableError,
 )
 from pocketmq.client.idempotence import ProducerSession, SessionManager, Ticket
-from pocketmq.client.model import MessageQueue, SendResult
+from pocketmq.client.model import MessageQueue, SendResult, SendStatus
 
 if TYPE_CHECKING:
     from pocketmq.client.producer import Producer
@@ -113,7 +113,7 @@ async def send_idempotent(producer: Producer, topic: str, encode: Encode, call: 
                           deadline: float, budget_s: float, *,
                           queue: MessageQueue | None = None, count: int = 1,
                           max_in_flight: int = 0, avoid: ClientError | None = None,
-                          avoid_broker: str | None = None) -> Any:
+                          avoid_broker: str | None = None, not_ok: Any = None) -> Any:
     """Send what *encode* makes (*count* records) for a queue (*queue*, or one picked
     from the route); *max_in_flight* > 0: at most that many of a queue's requests
     in flight at once (see the module docstring)."""
@@ -123,11 +123,11 @@ async def send_idempotent(producer: Producer, topic: str, encode: Encode, call: 
     sessions = producer._sessions
     assert sessions is not None
     attempts = 1 + (0 if queue is not None else producer.config.retry_times_when_send_failed)
-    # *avoid*: a first try on *avoid_broker* was refused (send_coalesced): one try less
-    tried = 0 if avoid is None else 1
+    # *avoid* / *not_ok*: a first try on *avoid_broker* was refused, or stored but not as
+    # its status promises (send_coalesced): one try less
+    tried = 0 if avoid is None and not_ok is None else 1
     last_broker: str | None = avoid_broker
     last_error: ClientError | None = avoid
-    not_ok: Any = None
     if queue is not None and routes.addr_of(queue.broker_name) is None:
         await routes.write_queues(topic)     # a queue named before this producer routed it
     while tried < attempts and time.monotonic() < deadline:
@@ -316,7 +316,14 @@ async def send_coalesced(producer: Producer, topic: str, encode: Encode, deadlin
     finally:
         req.ticket.close()
     producer.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
-    return _result(receipt, mq)
+    result = _result(receipt, mq)
+    cfg = producer.config
+    if (cfg.retry_another_broker_when_not_store_ok and cfg.retry_times_when_send_failed
+            and result.status is not SendStatus.SEND_OK):
+        return await send_idempotent(producer, topic, encode, producer._attempt_idempotent,
+                                     deadline, budget_s, avoid_broker=mq.broker_name,
+                                     not_ok=result)
+    return result
 
 
 async def _out_of_order(producer: Producer, req: _Request, exc: OutOfOrderSequenceError,
