@@ -124,6 +124,18 @@ class Ticket:
             out.append(ticket)
         return out
 
+    def behind(self, n: int) -> bool:
+        """Whether at least *n* of the lane's open tickets are numbered before this one
+        (looks at no more than *n* of them)."""
+        if n <= 0:
+            return True
+        for count, ticket in enumerate(self.lane.open, 1):
+            if ticket is self or ticket.first > self.first:
+                return False
+            if count >= n:
+                return True
+        return False
+
     async def settled(self) -> None:
         if self.closed:
             return

@@ -211,8 +211,7 @@ async def _on_queue(producer: Producer, req: _Request, deadline: float, budget_s
         started = time.monotonic()
     state = _Tries()
     try:
-        if max_in_flight and first_error is None and \
-                len(req.ticket.earlier()) >= max_in_flight:
+        if max_in_flight and first_error is None and req.ticket.behind(max_in_flight):
             await _until(req.ticket.admitted(max_in_flight), deadline)
         exc = first_error
         while True:

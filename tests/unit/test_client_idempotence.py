@@ -29,6 +29,7 @@ def test_tickets_number_a_queue_in_order_and_stamp_their_records() -> None:
     with pytest.raises(ValueError, match="3 records"):
         batch.stamps(["a"])
     assert batch.earlier() == [one] and other.earlier() == []
+    assert batch.behind(1) and not batch.behind(2) and not one.behind(1) and one.behind(0)
 
 
 def test_a_withdrawn_ticket_hands_its_numbers_back_only_when_nothing_follows() -> None:
