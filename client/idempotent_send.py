@@ -335,20 +335,21 @@ async def _out_of_order(producer: Producer, req: _Request, exc: OutOfOrderSequen
     session = ticket.session
     sessions = req.sessions
     sessions.out_of_order += 1
-    subject = out_of_order_subject(exc)
-    if subject is not None and (
-            subject[:3] != (session.producer_id, req.mq.topic, req.mq.queue_id)
-            or subject[3] >= ticket.first + ticket.count):
-        # A coalesced call mixes queues and requests: another one's record held this
-        # one back, which is in order itself.
-        await asyncio.sleep(0)
-        return True
     if ticket.earlier():
-        # Sent ahead of an earlier request of its queue: wait for that one's outcome.
+        # Sent ahead of an earlier request of its queue (or held back with others in a
+        # coalesced call): wait for the earlier ones' outcome, so as not to overtake them.
         try:
             await _until(ticket.wait_earlier(), deadline)
         except SendTimeoutError:
             return False
+        return True
+    subject = out_of_order_subject(exc)
+    if subject is not None and (
+            subject[:3] != (session.producer_id, req.mq.topic, req.mq.queue_id)
+            or subject[3] >= ticket.first + ticket.count):
+        # A coalesced call mixes queues and requests: another one's record held this one
+        # back, which is in order itself.
+        await asyncio.sleep(0)
         return True
     # Nothing earlier is open: an earlier request was given up and left a gap nothing
     # will fill. This one is not stored (the broker stores nothing of a refused
