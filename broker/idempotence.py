@@ -61,6 +61,7 @@ MAX_IDENTITY_LENGTH = 255
 MAX_INIT_TOPICS = 1024
 _NAMED_BIT = 1 << 62
 _QUEUE_OFFSET = struct.Struct(">q")
+_TOTAL_SIZE = struct.Struct(">i")     # TOTALSIZE, a record's first field
 _QUEUE_OFFSET_POS = 20      # TOTALSIZE MAGIC BODYCRC QUEUEID FLAG | QUEUEOFFSET
 
 
@@ -86,6 +87,7 @@ class DuplicateAnswer:
     queue_offset: int
     phys_offset: int
     store_timestamp_ms: int
+    end_phys_offset: int = -1   # where the stored record ends: what a replica must hold
 
 
 def named_producer_id(owner: str, identity: str) -> int:
@@ -167,7 +169,8 @@ class IdempotenceService:
             return DuplicateAnswer(queue_offset=-1, phys_offset=-1, store_timestamp_ms=0)
         return DuplicateAnswer(
             queue_offset=_QUEUE_OFFSET.unpack_from(head, _QUEUE_OFFSET_POS)[0],
-            phys_offset=phys, store_timestamp_ms=commitlog.store_timestamp(phys) or 0)
+            phys_offset=phys, store_timestamp_ms=commitlog.store_timestamp(phys) or 0,
+            end_phys_offset=phys + _TOTAL_SIZE.unpack_from(head, 0)[0])
 
 
 def _check_init(producer_group: str, identity: str, topics: list[str]) -> None:

@@ -202,3 +202,26 @@ async def test_a_promoted_replica_answers_an_idempotent_retry_as_the_old_master_
     assert list(again.queue_offsets) == [0, 1, 2]
     assert replica.store.max_offset(TOPIC, 0) == 3
     assert gap.value.code() is grpc.StatusCode.OUT_OF_RANGE, "the sequence, too, carried over"
+
+
+async def test_a_sync_master_answers_an_idempotent_retry_as_unreplicated_as_its_original(
+        namesrv, pair_config, start_broker, eventually):
+    """A retry is answered from the first store, but not SEND_OK while no replica holds
+    it: an isolated master's tail (truncated when it rejoins) is never acknowledged."""
+    from pocketmq.client.idempotence import stamp
+    from pocketmq.client.message_codec import encode_message
+
+    master_cfg, _ = pair_config("SYNC_MASTER")
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 1)
+    async with grpc.aio.insecure_channel(master.address) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        pid = (await stub.InitProducerId(pb.InitProducerIdRequest(topics=[TOPIC]))).producer_id
+        record = encode_message(Message(topic=TOPIC, body=b"x"), queue_id=0,
+                                uniq_key=stamp("K0", pid, 0, 0),
+                                born_host=pack_host(("127.0.0.1", 1)), born_timestamp_ms=1)
+        first = await stub.SendMessage(pb.SendMessageRequest(record=record))
+        again = await stub.SendMessage(pb.SendMessageRequest(record=record))
+    assert first.status == again.status == pb.SLAVE_NOT_AVAILABLE
+    assert list(again.duplicates) == [True]
+    assert master.store.max_offset(TOPIC, 0) == 1
