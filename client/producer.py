@@ -21,6 +21,10 @@
 
 Concurrent ``send`` calls to one broker are coalesced into SendBatch calls
 (:mod:`.accumulator`); every caller still gets its own :class:`SendResult`.
+
+Idempotent by default (``idempotent=False``: RocketMQ's plain producer): records
+are numbered per queue under a producer id from each broker, kept in order per
+queue, and a retry is stored once (:mod:`.idempotence`, :mod:`.idempotent_send`).
 """
 
 from __future__ import annotations
