@@ -107,3 +107,14 @@ def test_decoded_messages_never_show_the_idempotence_stamp(decode) -> None:
         {"color": "red", "TAGS": "t", "UNIQ_KEY": "U1"}, {"UNIQ_KEY": "U2"},
         {"UNIQ_KEY": "U3", "k": "v"}]
     assert [m.msg_id for m in msgs] == ["U1", "U2", "U3"]
+
+
+def test_the_rocketmq5_endpoint_never_shows_the_stamp_nor_takes_it_from_a_client() -> None:
+    from pocketmq.broker.grpc_v2.convert import SYSTEM_PROPERTIES, message_pb, user_properties
+    from pocketmq.common.message import decode_record
+
+    stored = decode_record(encode_record(topic="orders", body=b"a", queue_id=1, properties={
+        "UNIQ_KEY": "U1", "color": "red", "PMQ_IDEM": "7.0.3"}))
+    assert dict(message_pb(stored).user_properties) == {"color": "red"}
+    assert user_properties({"PMQ_IDEM": "7.0.3", "k": "v"}) == {"k": "v"}
+    assert "PMQ_IDEM" in SYSTEM_PROPERTIES     # a v2 user property of that name is refused
