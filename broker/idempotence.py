@@ -150,11 +150,11 @@ class IdempotenceService:
         """None for a request without producer ids (one look at its first and last
         record); else the records already stored, each with its original answer."""
         positions, sizes = scanned.positions, scanned.sizes
-        if idempotence_of(blob, positions[0] + sizes[0]) is None and \
-                idempotence_of(blob, positions[-1] + sizes[-1]) is None:
+        first = idempotence_of(blob, positions[0] + sizes[0])
+        if first is None and idempotence_of(blob, positions[-1] + sizes[-1]) is None:
             return None
-        idents = [idempotence_of(blob, pos + size)
-                  for pos, size in zip(positions, sizes, strict=True)]
+        idents = [first] + [idempotence_of(blob, positions[i] + sizes[i])
+                            for i in range(1, len(positions))]
         queues = list(zip(scanned.topics, scanned.queue_ids, strict=True))
         try:
             dups = self._table.check(idents, queues, self._clock.now_ms())
