@@ -2,13 +2,16 @@
 of the broker's de-duplication state.
 
     .venv/bin/python benchmarks/idempotence_bench.py [--seconds 5] [--rounds 3]
-                                                     [--log-mib 256]
+                                                     [--log-mib 256 (0: skip)]
 
 1. Throughput, side by side in one run against one ``pocketmq standalone``: 256
    tasks calling ``send`` (one message each call), then 256 tasks calling
    ``send_batch`` (32 messages a call), each by an idempotent producer and by one
    with ``idempotent=False``, alternating A/B for ``--rounds`` rounds of
-   ``--seconds`` each (the best round of each is kept, as noise only slows).
+   ``--seconds`` each (the best round of each is kept, as noise only slows), with
+   the CPU time one message cost the client and the broker process (the least of
+   the rounds; steadier than the rates on a shared machine), and how many
+   OUT_OF_ORDER_SEQUENCE answers the idempotent producer met.
 2. Recovery: a child process appends ``--log-mib`` MiB of stamped 1 KiB records
    (1,000 producer ids x 8 queues, batches of 64) to a store and dies (``os._exit``,
    abort file left); the parent times ``start()`` (the crash recovery that rebuilds
@@ -53,9 +56,29 @@ def machine() -> str:
 FAILURES: dict[str, int] = {}
 
 
-async def run_for(producer: Producer, seconds: float, batch: bool) -> float:
-    """Messages per second from TASKS tasks, each sending in a loop for *seconds*
-    (a send that raises is counted in FAILURES under its error, and not as sent)."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process *pid* so far (Linux /proc), 0 elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Round:
+    """Messages per second, and the CPU µs one message cost the client and the broker:
+    on a shared, loaded machine the CPU per message varies far less than the rate."""
+
+    def __init__(self, rate: float, client_us: float, broker_us: float) -> None:
+        self.rate, self.client_us, self.broker_us = rate, client_us, broker_us
+
+
+async def run_for(producer: Producer, seconds: float, batch: bool,
+                  broker_pid: int = 0) -> Round:
+    """TASKS tasks, each sending in a loop for *seconds* (a send that raises is counted
+    in FAILURES under its error, and not as sent)."""
+    client_cpu, broker_cpu = time.process_time(), cpu_seconds(broker_pid)
     stop_at = time.monotonic() + seconds
     counts = [0] * TASKS
 
@@ -74,34 +97,61 @@ async def run_for(producer: Producer, seconds: float, batch: bool) -> float:
 
     started = time.monotonic()
     await asyncio.gather(*(task(i) for i in range(TASKS)))
-    return sum(counts) / (time.monotonic() - started)
+    sent = max(sum(counts), 1)
+    return Round(sent / (time.monotonic() - started),
+                 (time.process_time() - client_cpu) / sent * 1e6,
+                 (cpu_seconds(broker_pid) - broker_cpu) / sent * 1e6)
 
 
-async def throughput(namesrv: str, broker: str, seconds: float, rounds: int) -> None:
+async def throughput(namesrv: str, broker: str, seconds: float, rounds: int,
+                     broker_pid: int, in_flight: int) -> None:
     async with AdminClient(namesrv=namesrv) as admin:
         await admin.create_topic(broker, TopicConfig(topic=TOPIC, read_queue_nums=8,
                                                      write_queue_nums=8))
     print(f"\nthroughput: {TASKS} tasks, {len(BODY)} B bodies, best of {rounds} rounds of "
           f"{seconds:g} s, idempotent and not alternating")
-    print(f"{'call':<24}{'idempotent msg/s':>18}{'plain msg/s':>14}{'overhead':>10}")
+    print(f"{'call':<24}{'idempotent msg/s':>18}{'plain msg/s':>14}{'overhead':>10}"
+          f"{'client CPU µs/msg':>22}{'broker CPU µs/msg':>22}")
     # send_timeout_ms 10 s: 256 tasks queue behind one broker; the default 3 s gives
     # up on calls that are only waiting, which is not what is measured here.
     async with Producer(group="bench-idem", namesrv=namesrv, idempotent=True,
-                        send_timeout_ms=10_000) as idem, \
+                        send_timeout_ms=10_000,
+                        max_in_flight_requests_per_queue=in_flight) as idem, \
             Producer(group="bench-plain", namesrv=namesrv, idempotent=False,
                      send_timeout_ms=10_000) as plain:
         for batch in (False, True):
             await run_for(idem, 1.0, batch)        # warm-up: routes, sessions, channels
             await run_for(plain, 1.0, batch)
             best = {True: 0.0, False: 0.0}
+            client = {True: float("inf"), False: float("inf")}
+            broker_us = {True: float("inf"), False: float("inf")}
+            before = _idempotence_counts(idem)
             for _ in range(rounds):
                 for flag, producer in ((True, idem), (False, plain)):
-                    best[flag] = max(best[flag], await run_for(producer, seconds, batch))
+                    got = await run_for(producer, seconds, batch, broker_pid)
+                    best[flag] = max(best[flag], got.rate)
+                    client[flag] = min(client[flag], got.client_us)
+                    broker_us[flag] = min(broker_us[flag], got.broker_us)
             name = f"send_batch ({BATCH}/call)" if batch else "send"
             overhead = (best[False] - best[True]) / best[False] * 100
-            print(f"{name:<24}{best[True]:>18,.0f}{best[False]:>14,.0f}{overhead:>9.1f}%")
+            print(f"{name:<24}{best[True]:>18,.0f}{best[False]:>14,.0f}{overhead:>9.1f}%"
+                  f"{f'{client[True]:.1f} vs {client[False]:.1f}':>22}"
+                  f"{f'{broker_us[True]:.1f} vs {broker_us[False]:.1f}':>22}")
+            opened, out_of_order, renumbered = (
+                after - was for after, was in zip(_idempotence_counts(idem), before,
+                                                  strict=True))
+            print(f"  idempotent: {opened} session(s) opened, {out_of_order} out-of-order "
+                  f"answer(s) met (each waits for the earlier request), {renumbered} "
+                  "renumbered after a gap")
     for what, count in sorted(FAILURES.items()):
         print(f"  failed {count}x  {what}")
+
+
+def _idempotence_counts(producer: Producer) -> tuple[int, int, int]:
+    sessions = producer._sessions
+    if sessions is None:
+        return 0, 0, 0
+    return sessions.opened, sessions.out_of_order, sessions.renumbered
 
 
 # -- recovery ---------------------------------------------------------------------------------
@@ -168,6 +218,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--log-mib", type=int, default=256)
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--max-in-flight-requests-per-queue", type=int, default=5,
+                        help="the idempotent producer's (send_batch)")
     parser.add_argument("--fill", help=argparse.SUPPRESS)
     parser.add_argument("--interval", type=int, default=64 * MiB, help=argparse.SUPPRESS)
     parser.add_argument("--stamped", action="store_true", help=argparse.SUPPRESS)
@@ -179,8 +231,10 @@ def main() -> None:
     if not args.skip_throughput:
         with standalone("idem-bench-") as server:
             asyncio.run(throughput(server.namesrv, f"127.0.0.1:{server.broker_port}",
-                                   args.seconds, args.rounds))
-    recovery(args.log_mib)
+                                   args.seconds, args.rounds, server.pid,
+                                   args.max_in_flight_requests_per_queue))
+    if args.log_mib > 0:
+        recovery(args.log_mib)
 
 
 if __name__ == "__main__":

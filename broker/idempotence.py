@@ -61,6 +61,7 @@ MAX_IDENTITY_LENGTH = 255
 MAX_INIT_TOPICS = 1024
 _NAMED_BIT = 1 << 62
 _QUEUE_OFFSET = struct.Struct(">q")
+_TOTAL_SIZE = struct.Struct(">i")     # TOTALSIZE, a record's first field
 _QUEUE_OFFSET_POS = 20      # TOTALSIZE MAGIC BODYCRC QUEUEID FLAG | QUEUEOFFSET
 
 
@@ -86,6 +87,7 @@ class DuplicateAnswer:
     queue_offset: int
     phys_offset: int
     store_timestamp_ms: int
+    end_phys_offset: int = -1   # where the stored record ends: what a replica must hold
 
 
 def named_producer_id(owner: str, identity: str) -> int:
@@ -148,11 +150,11 @@ class IdempotenceService:
         """None for a request without producer ids (one look at its first and last
         record); else the records already stored, each with its original answer."""
         positions, sizes = scanned.positions, scanned.sizes
-        if idempotence_of(blob, positions[0] + sizes[0]) is None and \
-                idempotence_of(blob, positions[-1] + sizes[-1]) is None:
+        first = idempotence_of(blob, positions[0] + sizes[0])
+        if first is None and idempotence_of(blob, positions[-1] + sizes[-1]) is None:
             return None
-        idents = [idempotence_of(blob, pos + size)
-                  for pos, size in zip(positions, sizes, strict=True)]
+        idents = [first] + [idempotence_of(blob, positions[i] + sizes[i])
+                            for i in range(1, len(positions))]
         queues = list(zip(scanned.topics, scanned.queue_ids, strict=True))
         try:
             dups = self._table.check(idents, queues, self._clock.now_ms())
@@ -167,7 +169,8 @@ class IdempotenceService:
             return DuplicateAnswer(queue_offset=-1, phys_offset=-1, store_timestamp_ms=0)
         return DuplicateAnswer(
             queue_offset=_QUEUE_OFFSET.unpack_from(head, _QUEUE_OFFSET_POS)[0],
-            phys_offset=phys, store_timestamp_ms=commitlog.store_timestamp(phys) or 0)
+            phys_offset=phys, store_timestamp_ms=commitlog.store_timestamp(phys) or 0,
+            end_phys_offset=phys + _TOTAL_SIZE.unpack_from(head, 0)[0])
 
 
 def _check_init(producer_group: str, identity: str, topics: list[str]) -> None:

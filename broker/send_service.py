@@ -273,8 +273,16 @@ class SendMessageService:
                 assert outcome is not None
                 queue_offsets.append(outcome.queue_offsets[at[i]])
                 phys_offsets.append(outcome.phys_offsets[at[i]])
+        status = outcome.status if outcome is not None else SendStatus.SEND_OK
+        end = max(d.end_phys_offset for d in dups.values())
+        if self._replica_wait is not None and status is SendStatus.SEND_OK and end > 0:
+            # A retry is answered as its original would be now: on a SYNC_MASTER only
+            # once the replicas hold it (an isolated master's tail is not SEND_OK).
+            replicated = await self._replica_wait(end)
+            if replicated.value != "OK":
+                status = SendStatus(replicated.value)
         return SendOutcome(
-            status=outcome.status if outcome is not None else SendStatus.SEND_OK,
+            status=status,
             store_timestamp_ms=outcome.store_timestamp_ms if outcome is not None else stamp,
             msg_ids=list(scanned.uniq_keys), topics=list(scanned.topics),
             queue_ids=list(scanned.queue_ids), queue_offsets=queue_offsets,

@@ -37,7 +37,7 @@
 
 /* Bumped whenever a signature or a behaviour changes; message_codec.py refuses
  * a stale build (an editable install keeps the old .so until it is rebuilt). */
-#define CODEC_VERSION 2
+#define CODEC_VERSION 3
 
 #define HEAD_SIZE 48
 #define HOST_V4_SIZE 8
@@ -557,7 +557,7 @@ known_key(const unsigned char *p, Py_ssize_t n)
     return PyUnicode_DecodeUTF8((const char *)p, n, "replace");
 }
 
-/* {k: v} from "k\x01v\x02" pairs (common.message.decode_properties of the text
+/* {k: v} from "k\x01v\x02" pairs but PMQ_IDEM (common.message.decode_properties of the text
  * decoded with "replace"; \x01 and \x02 never occur inside a UTF-8 sequence, so
  * splitting the bytes first gives the same strings). */
 static PyObject *
@@ -572,7 +572,9 @@ decode_props(const unsigned char *p, Py_ssize_t n)
         if (pair_end == NULL)
             pair_end = end;
         const unsigned char *sep = memchr(p, 0x01, (size_t)(pair_end - p));
-        if (sep != NULL && sep > p && pair_end - sep > 1) {
+        /* PMQ_IDEM (an idempotent producer's stamp) is the broker's, never shown */
+        if (sep != NULL && sep > p && pair_end - sep > 1
+            && !(sep - p == 8 && memcmp(p, "PMQ_IDEM", 8) == 0)) {
             PyObject *key = known_key(p, sep - p);
             PyObject *value = key == NULL ? NULL :
                 PyUnicode_DecodeUTF8((const char *)sep + 1, pair_end - sep - 1, "replace");

@@ -174,15 +174,19 @@ class ProducerConfig(_ClientCommon):
         "bodies longer than this are zlib-compressed"))
     latency_fault_enable: bool = field(default=True, metadata=_help(
         "avoid a broker for a while after it was slow or failed"))
-    idempotent: bool = field(default=False, metadata=_help(
+    idempotent: bool = field(default=True, metadata=_help(
         "number each record per queue under a producer id from the broker, so that a retry "
         "(a lost answer, a timeout) is stored once; a send whose outcome is unknown is "
-        "retried on the same queue, never moved to another broker (off by default until "
-        "coalesced sends keep their order under load and consumers hide PMQ_IDEM)"))
+        "retried on the same queue, never moved to another broker (on by default, as in "
+        "Kafka 3; False: RocketMQ's plain producer)"))
     producer_identity: str = field(default="", metadata=_help(
         "idempotent only: a stable name; a new producer with the same name (and ACL user) "
         "fences the older one (its later sends are refused, PRODUCER_FENCED); '' = a fresh "
         "producer id per broker"))
+    max_in_flight_requests_per_queue: int = field(default=5, metadata=_help(
+        "idempotent only: send_batch() requests to one queue in flight at once; later ones "
+        "wait, so that a queue's requests reach the broker in order (Kafka's "
+        "max.in.flight.requests.per.connection)"))
     request_timeout_ms: int = field(default=1000, metadata=_help(
         "idempotent only: ms one SendMessage/SendBatch call may take before the same "
         "records are sent again (within send_timeout_ms)"))
@@ -190,7 +194,7 @@ class ProducerConfig(_ClientCommon):
     def __post_init__(self) -> None:
         if self.producer_identity and not self.idempotent:
             raise ConfigError("producer_identity needs idempotent=True")
-        _positive(self, "request_timeout_ms")
+        _positive(self, "request_timeout_ms", "max_in_flight_requests_per_queue")
         _positive(self, "send_timeout_ms", "batch_max_messages", "batch_max_bytes",
                   "max_in_flight_per_broker", "max_message_size_bytes",
                   "max_batch_size_bytes", "route_refresh_interval_s", "heartbeat_interval_s")

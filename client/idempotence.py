@@ -14,17 +14,31 @@ next record to that broker opens a new session: a fresh producer id, or, for
 a named identity, the same id at the next epoch (which fences records still in
 flight from the retired one). Records already numbered in a retired session
 keep their numbers; the broker still de-duplicates them.
+
+Each queue of a session is a :class:`Lane`: its next sequence and the
+:class:`Ticket` of every request numbered there that is not settled yet, in
+sequence order. A sender opens a ticket when it numbers its records and closes
+it once it knows the outcome (or gives up); a request refused as out of order
+waits for the tickets before its own (:meth:`Ticket.wait_earlier`) instead of
+backing off blindly, and a sender that issues its own calls keeps at most *n*
+of a lane's requests in flight (:meth:`Ticket.admitted`, Kafka's
+``max.in.flight.requests.per.connection``)::
+
+    lane (orders, 3):  next_seq 42
+        open: [seq 30..31] [32..39] [40..41]     <- oldest first; closed ones leave
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 
+from pocketmq.client.errors import InvalidRequestError, UnsupportedError
 from pocketmq.client.model import PROPERTY_IDEMPOTENCE, PROPERTY_UNIQ_KEY
 
-__all__ = ["PROPERTY_IDEMPOTENCE", "ProducerSession", "SessionManager", "stamp"]
+__all__ = ["PROPERTY_IDEMPOTENCE", "Lane", "ProducerSession", "SessionManager", "Ticket", "stamp"]
 
 log = logging.getLogger(__name__)
 
@@ -44,31 +58,168 @@ def stamp(uniq_key: str, producer_id: int, epoch: int, seq: int) -> str:
 assert PROPERTY_UNIQ_KEY == "UNIQ_KEY"
 
 
-class ProducerSession:
-    """One producer id at one epoch on one broker name, and its queues' numbering."""
+class Ticket:
+    """*count* records numbered from *first* in one lane, until their outcome is known."""
 
-    __slots__ = ("broker_name", "epoch", "next_seq", "producer_id", "retired")
+    __slots__ = ("_settled", "count", "first", "lane")
+
+    def __init__(self, lane: Lane, first: int, count: int) -> None:
+        self.lane = lane
+        self.first = first
+        self.count = count
+        self._settled: asyncio.Future[None] | None = None   # made when someone waits
+
+    @property
+    def session(self) -> ProducerSession:
+        return self.lane.session
+
+    def stamp(self, uniq_key: str) -> str:
+        """The ``UNIQ_KEY`` slot of the ticket's one record."""
+        session = self.lane.session
+        if not session.producer_id:
+            return uniq_key
+        return stamp(uniq_key, session.producer_id, session.epoch, self.first)
+
+    def stamps(self, uniq_keys: list[str]) -> list[str]:
+        """The slots of the ticket's records, in order."""
+        if len(uniq_keys) != self.count:
+            raise ValueError(f"ticket numbers {self.count} records, got {len(uniq_keys)} keys")
+        session = self.lane.session
+        if not session.producer_id:
+            return uniq_keys
+        head = f"{_SLOT_SUFFIX}{session.producer_id}.{session.epoch}."
+        first = self.first
+        return [f"{key}{head}{first + i}" for i, key in enumerate(uniq_keys)]
+
+    @property
+    def closed(self) -> bool:
+        return self not in self.lane.open
+
+    def close(self) -> None:
+        """The outcome is known (or given up): later tickets stop waiting for this one."""
+        lane = self.lane
+        try:
+            lane.open.remove(self)
+        except ValueError:
+            return        # closed already
+        if self._settled is not None and not self._settled.done():
+            self._settled.set_result(None)
+
+    def withdraw(self) -> bool:
+        """Close a ticket whose records were never sent; True if its numbers were handed
+        back (nothing was numbered after them), False if they leave a gap."""
+        lane = self.lane
+        self.close()
+        if lane.next_seq == self.first + self.count:
+            lane.next_seq = self.first
+            return True
+        return False
+
+    def earlier(self) -> list[Ticket]:
+        """The lane's open tickets numbered before this one, oldest first."""
+        out = []
+        for ticket in self.lane.open:
+            if ticket is self or ticket.first > self.first:
+                break
+            out.append(ticket)
+        return out
+
+    def behind(self, n: int) -> bool:
+        """Whether at least *n* of the lane's open tickets are numbered before this one
+        (looks at no more than *n* of them)."""
+        if n <= 0:
+            return True
+        for count, ticket in enumerate(self.lane.open, 1):
+            if ticket is self or ticket.first > self.first:
+                return False
+            if count >= n:
+                return True
+        return False
+
+    async def settled(self) -> None:
+        if self.closed:
+            return
+        if self._settled is None:
+            self._settled = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._settled)
+
+    async def wait_earlier(self) -> None:
+        """Until every ticket numbered before this one in its lane is closed."""
+        while True:
+            earlier = self.earlier()
+            if not earlier:
+                return
+            await earlier[-1].settled()
+
+    async def admitted(self, max_in_flight: int) -> None:
+        """Until fewer than *max_in_flight* tickets before this one are open."""
+        while True:
+            earlier = self.earlier()
+            if len(earlier) < max_in_flight:
+                return
+            await earlier[len(earlier) - max_in_flight].settled()
+
+
+class Lane:
+    """One queue of a session: its next sequence and its open tickets, oldest first."""
+
+    __slots__ = ("next_seq", "open", "session")
+
+    def __init__(self, session: ProducerSession, next_seq: int) -> None:
+        self.session = session
+        self.next_seq = next_seq
+        self.open: deque[Ticket] = deque()
+
+    def take(self, count: int) -> Ticket:
+        ticket = Ticket(self, self.next_seq, count)
+        self.next_seq += count
+        self.open.append(ticket)
+        return ticket
+
+
+class ProducerSession:
+    """One producer id at one epoch on one broker name, and its queues' numbering;
+    producer id 0: the broker hands out none, and records go unstamped."""
+
+    __slots__ = ("broker_name", "epoch", "lanes", "producer_id", "retired")
 
     def __init__(self, broker_name: str, producer_id: int, epoch: int,
                  sequences: Iterable[tuple[str, int, int]] = ()) -> None:
         self.broker_name = broker_name
         self.producer_id = producer_id
         self.epoch = epoch
-        #: (topic, queue id) -> the sequence the next record there gets
-        self.next_seq: dict[tuple[str, int], int] = {(t, q): s + 1 for t, q, s in sequences}
+        #: (topic, queue id) -> its lane (the sequence the next record there gets)
+        self.lanes: dict[tuple[str, int], Lane] = {
+            (t, q): Lane(self, s + 1) for t, q, s in sequences}
         self.retired = False
 
-    def take(self, topic: str, queue_id: int, count: int = 1) -> int:
-        """The first of *count* consecutive sequences for the queue."""
+    def lane(self, topic: str, queue_id: int) -> Lane:
         key = (topic, queue_id)
-        first = self.next_seq.get(key, 0)
-        self.next_seq[key] = first + count
+        lane = self.lanes.get(key)
+        if lane is None:
+            lane = self.lanes[key] = Lane(self, 0)
+        return lane
+
+    def open(self, topic: str, queue_id: int, count: int = 1) -> Ticket:
+        """A ticket for the next *count* sequences of the queue; close it when settled."""
+        return self.lane(topic, queue_id).take(count)
+
+    def take(self, topic: str, queue_id: int, count: int = 1) -> int:
+        """The first of *count* consecutive sequences for the queue, tracked by no
+        ticket (one-way sends, whose outcome nobody waits for)."""
+        lane = self.lane(topic, queue_id)
+        first = lane.next_seq
+        lane.next_seq = first + count
         return first
 
     def stamp(self, uniq_key: str, topic: str, queue_id: int) -> str:
+        if not self.producer_id:
+            return uniq_key
         return stamp(uniq_key, self.producer_id, self.epoch, self.take(topic, queue_id))
 
     def stamps(self, uniq_keys: list[str], topic: str, queue_id: int) -> list[str]:
+        if not self.producer_id:
+            return uniq_keys
         first = self.take(topic, queue_id, len(uniq_keys))
         pid, epoch = self.producer_id, self.epoch
         return [f"{key}{_SLOT_SUFFIX}{pid}.{epoch}.{first + i}" for i, key in
@@ -84,6 +235,8 @@ class SessionManager:
         self._sessions: dict[str, ProducerSession] = {}
         self._opening: dict[str, asyncio.Future[ProducerSession]] = {}
         self.opened = 0
+        self.out_of_order = 0    # OUT_OF_ORDER_SEQUENCE answers met (each made good)
+        self.renumbered = 0      # requests numbered afresh after a gap
 
     def current(self, broker_name: str) -> ProducerSession | None:
         return self._sessions.get(broker_name)
@@ -98,7 +251,18 @@ class SessionManager:
         future: asyncio.Future[ProducerSession] = asyncio.get_running_loop().create_future()
         self._opening[broker_name] = future
         try:
-            pid, epoch, sequences = await self._init(addr, self.identity, [topic])
+            try:
+                pid, epoch, sequences = await self._init(addr, self.identity, [topic])
+            except (UnsupportedError, InvalidRequestError) as exc:
+                if self.identity or not (isinstance(exc, UnsupportedError)
+                                         or exc.reason == "UNSUPPORTED"):
+                    raise
+                # A broker without producer ids (an older build, or idempotence off there):
+                # on by default must not mean "cannot send"; its records go unstamped.
+                log.warning("broker %s (%s) hands out no producer ids (%s); sends to it are "
+                            "not idempotent (a retry may store a message twice)",
+                            broker_name, addr, exc)
+                pid, epoch, sequences = 0, 0, []
             session = ProducerSession(broker_name, pid, epoch, sequences)
             self._sessions[broker_name] = session
             self.opened += 1

@@ -1,28 +1,46 @@
 """The sends of an idempotent :class:`~pocketmq.client.producer.Producer`.
 
-A record is numbered in its broker's :class:`~.idempotence.ProducerSession`
-when it is encoded for a queue; from then on it is retried as those very bytes
-on that very queue for as long as its outcome is unknown::
+A request is numbered in its broker's :class:`~.idempotence.ProducerSession`
+when it is encoded for a queue (a :class:`~.idempotence.Ticket` of that
+queue's lane); from then on it is retried as those very bytes on that very
+queue for as long as its outcome is unknown::
 
-    encode for mq (pid, epoch, seq) ──► call ──► answer ─────────────► result
-                                         │   (a retry the broker had stored is
-                                         │    answered with the original offsets)
-        unknown outcome: no answer in request_timeout_ms, connection lost, the
-        broker's INTERNAL, SYSTEM_BUSY, OUT_OF_ORDER_SEQUENCE (an earlier record
-        still on its way), NOT_MASTER naming the new master
-                                         └──► back off, the same record again, until
-                                              send_timeout_ms runs out
-        refused, not stored (no permission, a queue the broker lacks, a broker that
-        says it cannot store now): retire the session, number the record afresh
-        for another queue (RocketMQ's retry on another broker), up to
-        retry_times_when_send_failed times
+    encode for mq (pid, epoch, seq) ──► [admitted] ──► call ──► answer ───► result
+                                                        │  (a retry the broker had stored
+                                                        │   is answered with the original
+                                                        │   offsets)
+        OUT_OF_ORDER_SEQUENCE, an earlier request of the queue still open: wait for its
+        outcome, then the same bytes again at once (no back-off)
+        OUT_OF_ORDER_SEQUENCE, nothing earlier open (an earlier one was given up, a gap
+        nothing will fill): not stored; retire the session, number the request afresh
+        in a new one (a new producer id, or the next epoch), the same queue
+        OUT_OF_ORDER_SEQUENCE naming another queue (a coalesced call mixes queues): the
+        same bytes again at once
+        unknown outcome: no answer in request_timeout_ms, connection lost, the broker's
+        INTERNAL, SYSTEM_BUSY, NOT_MASTER naming the new master
+                                                        └──► back off, the same bytes again,
+                                                             until send_timeout_ms runs out
+        refused, not stored (no permission, a queue the broker lacks, a broker that says
+        it cannot store now): retire the session, number the request afresh for another
+        queue (RocketMQ's retry on another broker), up to retry_times_when_send_failed
+        times
 
-A record given up retires its session (:meth:`SessionManager.retire`), so that
+*admitted*: a caller that issues its own calls (``send_batch``) passes
+``max_in_flight``: a request waits until fewer than that many of its queue's
+earlier requests are open, so that a queue's requests leave in sequence order,
+a bounded number at a time (Kafka's ``max.in.flight.requests.per.connection``
+= 5). Coalesced sends need no gate: the accumulator keeps at most
+``max_in_flight_per_broker`` calls to a broker in flight and fills them in order.
+
+A request given up retires its session (:meth:`SessionManager.retire`), so that
 its possible gap does not block the queue.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -37,16 +55,18 @@ from pocketmq.client.errors import (
     ServerError,
     UnavailableError,
 )
-from pocketmq.client.idempotence import ProducerSession, SessionManager
-from pocketmq.client.model import MessageQueue
+from pocketmq.client.idempotence import ProducerSession, SessionManager, Ticket
+from pocketmq.client.model import MessageQueue, SendResult, SendStatus
 
 if TYPE_CHECKING:
     from pocketmq.client.producer import Producer
 
-__all__ = ["send_idempotent"]
+__all__ = ["send_coalesced", "send_idempotent"]
 
-#: (queue, the UNIQ_KEY slot, or the slots of a batch) -> the record(s) to send
-Encode = Callable[[MessageQueue, ProducerSession], bytes]
+log = logging.getLogger(__name__)
+
+#: (queue, the ticket numbering the record(s)) -> the record(s) to send
+Encode = Callable[[MessageQueue, Ticket], bytes]
 #: (queue, records, deadline) -> the result(s) of one call
 Call = Callable[[MessageQueue, bytes, float], Awaitable[Any]]
 
@@ -66,23 +86,48 @@ def outcome_unknown(exc: ClientError) -> bool:
 
 def try_again_here(exc: ClientError) -> bool:
     """Not stored, and the broker asks for the same records again later."""
-    return (isinstance(exc, BusyError) and exc.flow_control) or \
-        isinstance(exc, OutOfOrderSequenceError | NotMasterError)
+    return (isinstance(exc, BusyError) and exc.flow_control) or isinstance(exc, NotMasterError)
+
+
+_OUT_OF_ORDER = re.compile(r"producer id (\d+) sent sequence (-?\d+) to (\S+):(\d+),")
+
+
+def out_of_order_subject(exc: OutOfOrderSequenceError) -> tuple[int, str, int, int] | None:
+    """(producer id, topic, queue id, sequence) of the record the broker named as out
+    of order (the first of the request), if it named one."""
+    match = _OUT_OF_ORDER.search(str(exc))
+    if match is None:
+        return None
+    return int(match.group(1)), match.group(3), int(match.group(4)), int(match.group(2))
+
+
+class _Elsewhere(Exception):
+    """The request was refused, not stored: number it afresh on another queue."""
+
+    def __init__(self, error: ClientError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 async def send_idempotent(producer: Producer, topic: str, encode: Encode, call: Call,
                           deadline: float, budget_s: float, *,
-                          queue: MessageQueue | None = None) -> Any:
-    """Send what *encode* makes for a queue (*queue*, or one picked from the route)."""
-    from pocketmq.client.producer import _back_off, _retry_elsewhere
+                          queue: MessageQueue | None = None, count: int = 1,
+                          max_in_flight: int = 0, avoid: ClientError | None = None,
+                          avoid_broker: str | None = None, not_ok: Any = None) -> Any:
+    """Send what *encode* makes (*count* records) for a queue (*queue*, or one picked
+    from the route); *max_in_flight* > 0: at most that many of a queue's requests
+    in flight at once (see the module docstring)."""
+    from pocketmq.client.producer import _retry_elsewhere, _stored_ok
 
     routes, _acc = producer._running()
     sessions = producer._sessions
     assert sessions is not None
     attempts = 1 + (0 if queue is not None else producer.config.retry_times_when_send_failed)
-    tried = 0
-    last_broker: str | None = None
-    last_error: ClientError | None = None
+    # *avoid* / *not_ok*: a first try on *avoid_broker* was refused, or stored but not as
+    # its status promises (send_coalesced): one try less
+    tried = 0 if avoid is None and not_ok is None else 1
+    last_broker: str | None = avoid_broker
+    last_error: ClientError | None = avoid
     if queue is not None and routes.addr_of(queue.broker_name) is None:
         await routes.write_queues(topic)     # a queue named before this producer routed it
     while tried < attempts and time.monotonic() < deadline:
@@ -104,42 +149,231 @@ async def send_idempotent(producer: Producer, topic: str, encode: Encode, call: 
             producer._attempt_failed(topic, mq, time.monotonic(), exc, tried)
             last_error = exc
             continue
-        record = encode(mq, session)
-        started = time.monotonic()
-        busy = 0
-        uncertain = False     # once it may be stored, the record never leaves its queue
-        while True:
-            try:
-                result = await call(mq, record, deadline)
-            except ClientError as exc:
-                last_error = exc
-                if isinstance(exc, NotMasterError):
-                    producer._attempt_failed(topic, mq, started, exc, tried)
-                    if _moved(routes, mq, exc):
-                        continue     # the same record at the broker name's new master
-                uncertain = uncertain or outcome_unknown(exc)
-                if uncertain or try_again_here(exc):
-                    busy += 1
-                    if await _back_off(busy, deadline):
-                        continue
-                    sessions.retire(session)
-                    raise SendTimeoutError(
-                        f"send to {mq} gave no answer within {budget_s * 1000:.0f} ms "
-                        f"(send_timeout_ms) after {busy} tries of the same record; it may or "
-                        f"may not be stored; last error: {exc}") from exc
-                sessions.retire(session)
-                if not _retry_elsewhere(exc):
-                    raise
-                producer._attempt_failed(topic, mq, started, exc, tried)
-                break
-            producer.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
+        try:
+            req = _Request(sessions, mq, session.open(mq.topic, mq.queue_id, count),
+                           encode, call)
+            result = await _on_queue(producer, req, deadline, budget_s, max_in_flight, tried)
+        except _Elsewhere as refused:
+            last_error = refused.error
+            continue
+        if not (queue is None and producer.config.retry_another_broker_when_not_store_ok
+                and tried < attempts and not _stored_ok(result)):
             return result
-    if isinstance(last_error, RouteNotFoundError) or (
-            last_error is not None and not last_error.retriable):
-        raise last_error
+        # RocketMQ's retryAnotherBrokerWhenNotStoreOK, asked for: stored here, but not as
+        # the status promises; store it on another broker too (numbered there afresh)
+        not_ok = result
+    if not_ok is not None:
+        return not_ok
+    if isinstance(last_error, RouteNotFoundError) or (last_error is not None and (
+            not last_error.retriable or queue is not None)):
+        raise last_error       # a named queue has one attempt: its error, as a plain send
     raise SendTimeoutError(f"send to topic {topic!r} failed after {tried} attempt(s) within "
                            f"{budget_s * 1000:.0f} ms (send_timeout_ms); last error: "
                            f"{last_error}") from last_error
+
+
+class _Request:
+    """One request on its queue: its ticket and its bytes (re-made when renumbered)."""
+
+    __slots__ = ("call", "encode", "mq", "record", "sessions", "ticket")
+
+    def __init__(self, sessions: SessionManager, mq: MessageQueue, ticket: Ticket,
+                 encode: Encode, call: Call) -> None:
+        self.sessions = sessions
+        self.mq = mq
+        self.encode = encode
+        self.call = call
+        self.ticket = ticket
+        self.record = self._encode(ticket)
+
+    def _encode(self, ticket: Ticket) -> bytes:
+        try:
+            return self.encode(self.mq, ticket)
+        except BaseException:
+            if not ticket.withdraw():     # numbered, never sent: a gap unless handed back
+                self.sessions.retire(ticket.session)
+            raise
+
+    def renumber(self, session: ProducerSession) -> None:
+        self.ticket.close()
+        self.ticket = session.open(self.mq.topic, self.mq.queue_id, self.ticket.count)
+        self.record = self._encode(self.ticket)
+
+
+async def _on_queue(producer: Producer, req: _Request, deadline: float, budget_s: float,
+                    max_in_flight: int, tried: int, *,
+                    first_error: ClientError | None = None,
+                    started: float | None = None) -> Any:
+    """The request's calls on its queue until an answer, or it is refused or given up;
+    *first_error*: the answer of a first call already made (:func:`send_coalesced`)."""
+    mq = req.mq
+    if started is None:
+        started = time.monotonic()
+    state = _Tries()
+    try:
+        if max_in_flight and first_error is None and req.ticket.behind(max_in_flight):
+            await _until(req.ticket.admitted(max_in_flight), deadline)
+        exc = first_error
+        while True:
+            if exc is None:
+                try:
+                    result = await req.call(mq, req.record, deadline)
+                except ClientError as failed:
+                    exc = failed
+                else:
+                    producer.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
+                    return result
+            await _after_failure(producer, req, exc, state, deadline, budget_s, started, tried)
+            exc = None
+    finally:
+        req.ticket.close()
+
+
+class _Tries:
+    __slots__ = ("busy", "uncertain")
+
+    def __init__(self) -> None:
+        self.busy = 0
+        self.uncertain = False    # once it may be stored, the record never leaves its queue
+
+
+async def _after_failure(producer: Producer, req: _Request, exc: ClientError, state: _Tries,
+                         deadline: float, budget_s: float, started: float, tried: int) -> None:
+    """Returns when the request is to be sent again; raises when it is given up
+    (:class:`SendTimeoutError`, the broker's refusal) or refused here (:class:`_Elsewhere`)."""
+    from pocketmq.client.producer import _back_off, _retry_elsewhere
+
+    mq = req.mq
+    sessions = req.sessions
+    if isinstance(exc, OutOfOrderSequenceError) and \
+            await _out_of_order(producer, req, exc, deadline):
+        return
+    if isinstance(exc, NotMasterError):
+        producer._attempt_failed(mq.topic, mq, started, exc, tried)
+        if _moved(producer._running()[0], mq, exc):
+            return         # the same record at the broker name's new master
+    state.uncertain = state.uncertain or outcome_unknown(exc)
+    if state.uncertain or try_again_here(exc) or isinstance(exc, OutOfOrderSequenceError):
+        state.busy += 1
+        if await _back_off(state.busy, deadline):
+            return
+        sessions.retire(req.ticket.session)
+        raise SendTimeoutError(
+            f"send to {mq} gave no answer within {budget_s * 1000:.0f} ms "
+            f"(send_timeout_ms) after {state.busy} tries of the same record; it may or "
+            f"may not be stored; last error: {exc}") from exc
+    sessions.retire(req.ticket.session)
+    if not _retry_elsewhere(exc):
+        raise exc
+    producer._attempt_failed(mq.topic, mq, started, exc, tried)
+    raise _Elsewhere(exc) from exc
+
+
+async def send_coalesced(producer: Producer, topic: str, encode: Encode, deadline: float,
+                         budget_s: float) -> SendResult:
+    """:func:`send_idempotent` of one record to a queue of the route's choosing, through
+    the accumulator, its first try inline (no coroutine layers while all goes well)."""
+    from pocketmq.client.producer import _result, _retry_elsewhere
+
+    routes, accumulator = producer._running()
+    sessions = producer._sessions
+    assert sessions is not None
+    queues = routes.cached_write_queues(topic)
+    if not queues or time.monotonic() >= deadline:
+        return await send_idempotent(producer, topic, encode, producer._attempt_idempotent,
+                                     deadline, budget_s)
+    mq = producer._selector.select(queues)
+    session = sessions.current(mq.broker_name)
+    addr = routes.addr_of(mq.broker_name)
+    started = time.monotonic()
+    if session is None or addr is None:
+        try:
+            session = await _session(producer, sessions, mq, deadline)
+        except ClientError as exc:
+            if not _retry_elsewhere(exc):
+                raise
+            producer._attempt_failed(topic, mq, started, exc, 1)
+            return await send_idempotent(producer, topic, encode, producer._attempt_idempotent,
+                                         deadline, budget_s, avoid=exc,
+                                         avoid_broker=mq.broker_name)
+        addr = routes.addr_of(mq.broker_name)
+        if addr is None:
+            raise RouteNotFoundError(topic, f"broker {mq.broker_name} has no known address")
+    req = _Request(sessions, mq, session.open(topic, mq.queue_id), encode,
+                   producer._attempt_idempotent)
+    try:
+        receipt = await accumulator.add(addr, req.record, deadline)
+    except ClientError as exc:
+        try:
+            result: SendResult = await _on_queue(producer, req, deadline, budget_s, 0, 1,
+                                                 first_error=exc, started=started)
+            return result
+        except _Elsewhere as refused:
+            return await send_idempotent(producer, topic, encode, producer._attempt_idempotent,
+                                         deadline, budget_s, avoid=refused.error,
+                                         avoid_broker=mq.broker_name)
+    finally:
+        req.ticket.close()
+    producer.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
+    result = _result(receipt, mq)
+    cfg = producer.config
+    if (cfg.retry_another_broker_when_not_store_ok and cfg.retry_times_when_send_failed
+            and result.status is not SendStatus.SEND_OK):
+        return await send_idempotent(producer, topic, encode, producer._attempt_idempotent,
+                                     deadline, budget_s, avoid_broker=mq.broker_name,
+                                     not_ok=result)
+    return result
+
+
+async def _out_of_order(producer: Producer, req: _Request, exc: OutOfOrderSequenceError,
+                        deadline: float) -> bool:
+    """Make an out-of-order refusal good; True: send the (same or renumbered) request
+    again now; False: no time left (the caller gives up)."""
+    if time.monotonic() >= deadline:
+        return False
+    ticket = req.ticket
+    session = ticket.session
+    sessions = req.sessions
+    sessions.out_of_order += 1
+    if ticket.earlier():
+        # Sent ahead of an earlier request of its queue (or held back with others in a
+        # coalesced call): wait for the earlier ones' outcome, so as not to overtake them.
+        try:
+            await _until(ticket.wait_earlier(), deadline)
+        except SendTimeoutError:
+            return False
+        return True
+    subject = out_of_order_subject(exc)
+    if subject is not None and (
+            subject[:3] != (session.producer_id, req.mq.topic, req.mq.queue_id)
+            or subject[3] >= ticket.first + ticket.count):
+        # A coalesced call mixes queues and requests: another one's record held this one
+        # back, which is in order itself.
+        await asyncio.sleep(0)
+        return True
+    # Nothing earlier is open: an earlier request was given up and left a gap nothing
+    # will fill. This one is not stored (the broker stores nothing of a refused
+    # request): number it afresh in a new session, on the same queue.
+    sessions.retire(session)
+    sessions.renumbered += 1
+    try:
+        fresh = await _session(producer, sessions, req.mq, deadline)
+    except ClientError:
+        return False
+    log.debug("%s: a gap before sequence %d of producer id %d; renumbered in producer id "
+              "%d epoch %d", req.mq, ticket.first, session.producer_id, fresh.producer_id,
+              fresh.epoch)
+    req.renumber(fresh)
+    return True
+
+
+async def _until(waiting: Awaitable[None], deadline: float) -> None:
+    remaining = deadline - time.monotonic()
+    try:
+        await asyncio.wait_for(waiting, max(remaining, 0))
+    except TimeoutError:
+        raise SendTimeoutError("no time left (send_timeout_ms) while waiting for the "
+                               "queue's earlier requests") from None
 
 
 async def _session(producer: Producer, sessions: SessionManager, mq: MessageQueue,

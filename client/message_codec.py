@@ -12,6 +12,8 @@ Receiving: :func:`decode_messages` walks a pull reply (records back to back)
 once, straight from the buffer into :class:`MessageExt` values, without an
 intermediate object per record. A message redelivered from a group's retry
 topic gets back the topic its producer sent it to (property ``RETRY_TOPIC``).
+An idempotent producer's stamp (``PMQ_IDEM``) is the broker's business: a
+decoded message's properties never show it.
 
 Both directions work on blocks: :func:`encode_messages` turns a list of
 messages into one blob of records in one call, :func:`decode_messages` a
@@ -37,6 +39,7 @@ from typing import Final
 from pocketmq.client.errors import InvalidMessageError
 from pocketmq.client.model import (
     PROPERTY_DELAY,
+    PROPERTY_IDEMPOTENCE,
     PROPERTY_KEYS,
     PROPERTY_RETRY_TOPIC,
     PROPERTY_TAGS,
@@ -351,8 +354,11 @@ def _decode_tail(raw: bytes, pos: int, p: int, record_end: int, total: int, magi
     if p + props_len != record_end:
         raise CorruptRecordError(pos, f"TOTALSIZE is {total} but the parts add up to "
                                       f"{p + props_len - pos}")
-    props = decode_properties(raw[p:p + props_len].decode("utf-8", "replace")) \
-        if props_len else {}
+    if props_len:
+        props = decode_properties(raw[p:p + props_len].decode("utf-8", "replace"))
+        props.pop(PROPERTY_IDEMPOTENCE, None)    # the broker's business, not the user's
+    else:
+        props = {}
     return body, topic_entry, props
 
 
@@ -394,7 +400,7 @@ def _decode_one(raw: bytes, pos: int, total: int, magic: int, crc: int, queue_id
                 check_crc: bool) -> MessageExt:
     p = pos + _HEAD_SIZE + (20 if sysflag & SysFlag.BORNHOST_V6 else 8)
     store_size = 20 if sysflag & SysFlag.STOREHOST_V6 else 8
-    body_pos = p + 8 + store_size + _TAIL.size + 4
+    body_pos = p + 8 + store_size + _TAIL.size      # STORETIMESTAMP STOREHOST, _TAIL
     if body_pos > pos + total:
         raise CorruptRecordError(pos, f"TOTALSIZE is {total}; the fields before BODY need "
                                       f"{body_pos - pos}")
@@ -419,7 +425,7 @@ def _decode_one(raw: bytes, pos: int, total: int, magic: int, crc: int, queue_id
 
 # -- which implementation runs ---------------------------------------------------------
 #: ``_codec.VERSION`` this source was written with; another build is stale.
-_EXPECTED_VERSION: Final = 2
+_EXPECTED_VERSION: Final = 3
 
 
 def _load() -> tuple[ModuleType | None, str]:

@@ -21,6 +21,10 @@
 
 Concurrent ``send`` calls to one broker are coalesced into SendBatch calls
 (:mod:`.accumulator`); every caller still gets its own :class:`SendResult`.
+
+Idempotent by default (``idempotent=False``: RocketMQ's plain producer): records
+are numbered per queue under a producer id from each broker, kept in order per
+queue, and a retry is stored once (:mod:`.idempotence`, :mod:`.idempotent_send`).
 """
 
 from __future__ import annotations
@@ -47,8 +51,8 @@ from pocketmq.client.errors import (
 )
 from pocketmq.client.fault_strategy import LatencyFaultTolerance, QueueSelector
 from pocketmq.client.heartbeat import HeartbeatService, local_ip, make_client_id
-from pocketmq.client.idempotence import ProducerSession, SessionManager
-from pocketmq.client.idempotent_send import send_idempotent
+from pocketmq.client.idempotence import SessionManager, Ticket
+from pocketmq.client.idempotent_send import send_coalesced, send_idempotent
 from pocketmq.client.message_codec import (
     check_message,
     check_topic_of,
@@ -270,10 +274,13 @@ class Producer:
             raise InvalidMessageError(f"queue {queue} belongs to topic {queue.topic!r}, "
                                       f"the message to {msg.topic!r}")
 
-        def encode(mq: MessageQueue, session: ProducerSession) -> bytes:
-            return self._encode(msg, mq.queue_id, session.stamp(uniq_key, mq.topic,
-                                                                mq.queue_id))
+        def encode(mq: MessageQueue, ticket: Ticket) -> bytes:
+            return encode_messages((msg,), (ticket.stamp(uniq_key),), mq.queue_id,
+                                   self._born_host, self._clock.now_ms(),
+                                   self.config.compress_over_bytes, 0)
 
+        if queue is None:
+            return await send_coalesced(self, msg.topic, encode, deadline, budget_s)
         return await send_idempotent(self, msg.topic, encode, self._attempt_idempotent,
                                      deadline, budget_s, queue=queue)
 
@@ -445,11 +452,10 @@ class Producer:
 
         if self._sessions is not None:
             return await send_idempotent(
-                self, topic,
-                lambda mq, session: encode(mq.queue_id,
-                                           session.stamps(keys, mq.topic, mq.queue_id)),
+                self, topic, lambda mq, ticket: encode(mq.queue_id, ticket.stamps(keys)),
                 lambda mq, recs, dl: self._attempt_batch(mq, recs, dl, idempotent=True),
-                deadline, budget_s, queue=queue)
+                deadline, budget_s, queue=queue, count=len(msgs),
+                max_in_flight=self.config.max_in_flight_requests_per_queue)
         if queue is not None:
             records = encode(queue.queue_id)
             return await _retry_while_busy(

@@ -188,8 +188,8 @@ class TransactionProducer(Producer):
             # numbered: a retried half is stored once (and answered with its offsets)
             send_result = await send_idempotent(
                 self, msg.topic,
-                lambda mq, session: _prepared(self._encode(
-                    half, mq.queue_id, session.stamp(uniq_key, mq.topic, mq.queue_id))),
+                lambda mq, ticket: _prepared(self._encode(half, mq.queue_id,
+                                                           ticket.stamp(uniq_key))),
                 self._attempt_idempotent, deadline, budget_s)
         else:
             send_result = await self._send_with_retries(

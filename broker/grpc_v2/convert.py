@@ -48,7 +48,13 @@ from pocketmq.broker.errors import (
 )
 from pocketmq.broker.grpc_v2.pop_service import PROPERTY_MESSAGE_GROUP
 from pocketmq.broker.store.results import PutStatus
-from pocketmq.common.message import StoredMessage, SysFlag, encode_record, pack_host
+from pocketmq.common.message import (
+    PROPERTY_IDEMPOTENCE,
+    StoredMessage,
+    SysFlag,
+    encode_record,
+    pack_host,
+)
 from pocketmq.common.validation import check_topic
 from pocketmq.rmqv2 import definition_pb2 as d
 
@@ -78,8 +84,10 @@ PROPERTY_CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 PROPERTY_DELAY = "DELAY"
 
 # RocketMQ's reserved property names (MessageConst.STRING_HASH_SET, those PocketMQ
-# writes): never user properties, in either direction.
+# writes) and PocketMQ's own (PMQ_IDEM, an idempotent producer's stamp): never user
+# properties, in either direction.
 SYSTEM_PROPERTIES = frozenset({
+    PROPERTY_IDEMPOTENCE,
     PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY, "WAIT", PROPERTY_DELAY, "RETRY_TOPIC",
     "REAL_TOPIC", "REAL_QID", PROPERTY_TRANSACTION_PREPARED, PROPERTY_PRODUCER_GROUP,
     "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG",

@@ -13,11 +13,20 @@ from partition_proxy import PartitionProxy
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.topic_config import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TopicConfig
-from pocketmq.client import ConsumeResult, Message, MessageExt, Producer, PushConsumer
+from pocketmq.client import (
+    ConsumeResult,
+    LocalTransactionState,
+    Message,
+    MessageExt,
+    Producer,
+    PushConsumer,
+    TransactionProducer,
+)
 from pocketmq.client.errors import ProducerFencedError
 from pocketmq.client.idempotence import stamp
 from pocketmq.client.message_codec import decode_messages, encode_message
 from pocketmq.client.transaction_producer import _prepared
+from pocketmq.common.message import iter_records
 from pocketmq.nameserver import NameServer, NamesrvConfig
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc
@@ -84,6 +93,119 @@ async def test_lost_answers_are_retried_and_each_message_is_stored_once_in_order
         assert bodies == sorted(bodies, key=lambda b: (b != b"warm-up", b)), "order per queue"
     for i, result in enumerate(results):          # each answer names where it really is
         assert stored[result.queue.queue_id][result.queue_offset] == b"m%03d" % i
+
+
+def stored_stamps(broker: Broker, queue_id: int) -> list[tuple[bytes, str]]:
+    """(body, PMQ_IDEM) of each record of the queue, in queue order (as the broker has it)."""
+    got = broker.store.get_messages(TOPIC, queue_id, 0, max_count=10_000)
+    return [(m.body, m.properties.get("PMQ_IDEM", "")) for m in
+            iter_records(b"".join(got.records))]
+
+
+async def test_concurrent_send_batches_reach_their_queue_in_sequence_order(cluster) -> None:
+    namesrv, broker = cluster
+    async with Producer(group="idem-pg", namesrv=namesrv.address) as producer:
+        assert producer.config.idempotent, "on by default"
+        queue = (await producer.fetch_publish_queues(TOPIC))[2]
+        batches = [[Message(topic=TOPIC, body=b"b%02d-%d" % (i, j)) for j in range(8)]
+                   for i in range(48)]
+        results = await asyncio.gather(*(producer.send_batch(batch, queue=queue)
+                                         for batch in batches))
+        sessions = producer._sessions
+        assert sessions is not None and sessions.opened == 1
+    stored = stored_stamps(broker, queue.queue_id)
+    assert len(stored) == 48 * 8
+    pid = stored[0][1].split(".")[0]
+    assert [stamp for _body, stamp in stored] == [f"{pid}.0.{seq}" for seq in range(48 * 8)]
+    by_body = {body: offset for offset, (body, _stamp) in enumerate(stored)}
+    for batch, answers in zip(batches, results, strict=True):
+        assert [by_body[m.body] for m in batch] == [r.queue_offset for r in answers]
+
+
+async def test_a_gap_left_by_a_given_up_record_is_renumbered_in_a_new_session(cluster) -> None:
+    namesrv, broker = cluster
+    async with Producer(group="idem-pg", namesrv=namesrv.address) as producer:
+        queue = (await producer.fetch_publish_queues(TOPIC))[1]
+        await producer.send(Message(topic=TOPIC, body=b"first"), queue=queue)
+        sessions = producer._sessions
+        assert sessions is not None
+        old = sessions.current("broker-a")
+        assert old is not None
+        old.take(TOPIC, queue.queue_id)      # numbered, never sent: as if given up
+        result = await producer.send(Message(topic=TOPIC, body=b"after the gap"), queue=queue)
+        new = sessions.current("broker-a")
+        assert new is not None and new.producer_id != old.producer_id and old.retired
+    assert result.queue_offset == 1
+    assert [body for body, _stamp in stored_stamps(broker, queue.queue_id)] == [
+        b"first", b"after the gap"]
+
+
+async def test_a_send_refused_out_of_order_waits_for_the_earlier_request_of_its_queue(
+        cluster, eventually) -> None:
+    namesrv, broker = cluster
+    async with Producer(group="idem-pg", namesrv=namesrv.address) as producer:
+        queue = (await producer.fetch_publish_queues(TOPIC))[3]
+        await producer.send(Message(topic=TOPIC, body=b"first"), queue=queue)
+        sessions = producer._sessions
+        assert sessions is not None
+        session = sessions.current("broker-a")
+        assert session is not None
+        earlier = session.open(TOPIC, queue.queue_id)     # an earlier request, still on its way
+        later = asyncio.create_task(producer.send(Message(topic=TOPIC, body=b"later"),
+                                                  queue=queue))
+        await eventually(lambda: earlier._settled is not None,
+                         what="the later send, refused out of order, waiting for the earlier")
+        record = producer._encode(Message(topic=TOPIC, body=b"earlier"), queue.queue_id,
+                                  earlier.stamp("EARLIER"))
+        earlier_result = await producer._attempt_idempotent(queue, record, float("inf"))
+        earlier.close()
+        later_result = await later
+        assert sessions.opened == 1, "no renumbering: the gap was only a request in flight"
+    assert (earlier_result.queue_offset, later_result.queue_offset) == (1, 2)
+    assert [body for body, _stamp in stored_stamps(broker, queue.queue_id)] == [
+        b"first", b"earlier", b"later"]
+
+
+async def test_a_delayed_send_and_a_half_message_whose_answers_were_lost_are_stored_once(
+        cluster, eventually) -> None:
+    """Through the SDK: the retries of a delayed send and of a transaction's half
+    message, after their answers were lost, are answered from the first stores."""
+    namesrv, broker = cluster
+    states: list[LocalTransactionState] = []
+
+    async def commit(msg: Message, arg: object) -> LocalTransactionState:
+        states.append(LocalTransactionState.COMMIT)
+        return LocalTransactionState.COMMIT
+
+    async with PartitionProxy("127.0.0.1", int(broker.address.rsplit(":", 1)[1])) as proxy, \
+            Producer(group="idem-pg", namesrv=namesrv.address, request_timeout_ms=300,
+                     send_timeout_ms=20_000) as producer, \
+            TransactionProducer("idem-tx", namesrv.address,
+                                checker=lambda ext: LocalTransactionState.COMMIT,
+                                request_timeout_ms=300, send_timeout_ms=20_000) as tx:
+        through(producer, proxy)
+        through(tx, proxy)
+        queue = (await producer.fetch_publish_queues(TOPIC))[0]
+        await producer.send(Message(topic=TOPIC, body=b"warm-up"), queue=queue)
+        await tx.fetch_publish_queues(TOPIC)
+        assert tx._sessions is not None       # its producer id and channel, before answers
+        await tx._sessions.get("broker-a", proxy.addr, TOPIC)     # are lost
+        proxy.drop_answers()
+        delayed = asyncio.create_task(producer.send(
+            Message(topic=TOPIC, body=b"later", delay_level=3), queue=queue))
+        half = asyncio.create_task(tx.send_in_transaction(
+            Message(topic=TOPIC, body=b"in a transaction"), commit))
+        await eventually(lambda: broker.store.max_offset(SCHEDULE_TOPIC, 2) >= 1
+                         and broker.store.max_offset(TRANS_HALF_TOPIC, 0) >= 1,
+                         timeout_s=15, what="the delayed and the half message stored")
+        await eventually(lambda: proxy.answer_bytes_dropped > 0, what="answers dropped")
+        proxy.heal()
+        await delayed
+        outcome = await half
+    assert outcome.local_state is LocalTransactionState.COMMIT and states == [
+        LocalTransactionState.COMMIT]
+    assert broker.store.max_offset(SCHEDULE_TOPIC, 2) == 1
+    assert broker.store.max_offset(TRANS_HALF_TOPIC, 0) == 1
 
 
 async def test_a_restarted_producer_with_the_same_identity_fences_the_older_one(

@@ -164,3 +164,64 @@ async def test_a_producer_may_send_again_elsewhere_when_not_stored_ok(
         again = [await producer.send(Message(topic=TOPIC, body=b"y")) for _ in range(4)]
     assert {r.status for r in again} == {SendStatus.SEND_OK}
     assert {r.queue.broker_name for r in again} == {"broker-b"}
+
+
+async def test_a_promoted_replica_answers_an_idempotent_retry_as_the_old_master_stored_it(
+        namesrv, pair_config, start_broker, eventually):
+    """The producers' de-duplication state travels with the log: a send whose answer was
+    lost in a failover, retried at the new master, is not stored a second time."""
+    from pocketmq.client.idempotence import stamp
+    from pocketmq.client.message_codec import encode_message
+
+    master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 1)
+    replica = await start_broker(replica_cfg)
+
+    def numbered(pid, seq, body):
+        return encode_message(Message(topic=TOPIC, body=body), queue_id=0,
+                              uniq_key=stamp(f"K{seq}", pid, 0, seq),
+                              born_host=pack_host(("127.0.0.1", 1)), born_timestamp_ms=1)
+
+    async with grpc.aio.insecure_channel(master.address) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        pid = (await stub.InitProducerId(pb.InitProducerIdRequest(topics=[TOPIC]))).producer_id
+        first = await stub.SendBatch(pb.SendBatchRequest(
+            records=numbered(pid, 0, b"a") + numbered(pid, 1, b"b")))
+    await eventually(lambda: replica.store.commitlog.max_offset
+                     == master.store.commitlog.max_offset, what="caught up")
+    await replica.ha.promote()
+    async with grpc.aio.insecure_channel(replica.address) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        again = await stub.SendBatch(pb.SendBatchRequest(
+            records=numbered(pid, 0, b"a") + numbered(pid, 1, b"b") + numbered(pid, 2, b"c")))
+        with pytest.raises(grpc.aio.AioRpcError) as gap:
+            await stub.SendMessage(pb.SendMessageRequest(record=numbered(pid, 4, b"e")))
+    assert list(again.duplicates) == [True, True, False]
+    assert list(again.phys_offsets)[:2] == list(first.phys_offsets)
+    assert list(again.queue_offsets) == [0, 1, 2]
+    assert replica.store.max_offset(TOPIC, 0) == 3
+    assert gap.value.code() is grpc.StatusCode.OUT_OF_RANGE, "the sequence, too, carried over"
+
+
+async def test_a_sync_master_answers_an_idempotent_retry_as_unreplicated_as_its_original(
+        namesrv, pair_config, start_broker, eventually):
+    """A retry is answered from the first store, but not SEND_OK while no replica holds
+    it: an isolated master's tail (truncated when it rejoins) is never acknowledged."""
+    from pocketmq.client.idempotence import stamp
+    from pocketmq.client.message_codec import encode_message
+
+    master_cfg, _ = pair_config("SYNC_MASTER")
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 1)
+    async with grpc.aio.insecure_channel(master.address) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        pid = (await stub.InitProducerId(pb.InitProducerIdRequest(topics=[TOPIC]))).producer_id
+        record = encode_message(Message(topic=TOPIC, body=b"x"), queue_id=0,
+                                uniq_key=stamp("K0", pid, 0, 0),
+                                born_host=pack_host(("127.0.0.1", 1)), born_timestamp_ms=1)
+        first = await stub.SendMessage(pb.SendMessageRequest(record=record))
+        again = await stub.SendMessage(pb.SendMessageRequest(record=record))
+    assert first.status == again.status == pb.SLAVE_NOT_AVAILABLE
+    assert list(again.duplicates) == [True]
+    assert master.store.max_offset(TOPIC, 0) == 1

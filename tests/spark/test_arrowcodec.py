@@ -183,6 +183,14 @@ def test_topic_filter_is_asked_once_per_topic_and_sees_the_retry_topic():
         assert sorted(asked) == [b"a", b"b"]
 
 
+def test_the_properties_column_never_shows_the_idempotence_stamp():
+    blob = b"".join(encode_record(topic="a", body=b"x", properties=p) for p in [
+        {"UNIQ_KEY": "U1", "PMQ_IDEM": "7.0.0"}, {"k": "v", "PMQ_IDEM": "7.0.1"}, {}])
+    for decode in (arrowcodec.decode_block, py_decode_block):
+        block = decode(blob, 0, len(blob), broker="x")
+        assert block.batch.column("properties").to_pylist() == [[], [("k", "v")], []]
+
+
 # -- encoding --------------------------------------------------------------------------------
 SETTINGS = EncodeSettings(topic="orders", born_host=pack_host(("10.1.2.3", 0)),
                           born_timestamp_ms=1_700_000_000_123, id_prefix="0A010203" + "1" * 20,

@@ -178,6 +178,12 @@ async def test_producer_follows_a_not_master_redirect_within_one_send(servers):
         result = await producer.send(Message(topic="orders", body=b"hello"))
         assert result.status is SendStatus.SEND_OK
         assert (demoted.sends, master.sends) == (1, 1)
+        # These fakes hand out no producer ids (InitProducerId UNIMPLEMENTED, as an older
+        # broker): idempotent by default, the producer still sends, unstamped.
+        sessions = producer._sessions
+        assert sessions is not None
+        session = sessions.current("broker-a")
+        assert session is not None and session.producer_id == 0
         # The route refetched after the redirect still names epoch 1: the newer master stays.
         assert producer._routes is not None
         await producer._routes.refresh("orders")
