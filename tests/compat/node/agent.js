@@ -211,7 +211,7 @@ async function main() {
   // shut down what started (a client whose startup hung is not in `clients`); a push
   // consumer waits for its long polls, so the wait is bounded
   const down = Promise.allSettled([ ...clients.values() ].map(c => c.shutdown()));
-  await Promise.race([ down, new Promise(resolve => setTimeout(resolve, 10000)) ]);
+  await Promise.race([ down, new Promise(resolve => setTimeout(resolve, 2000)) ]);
   answer({ ok: true, result: 'bye' });
   process.exit(0);
 }
