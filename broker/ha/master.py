@@ -9,6 +9,12 @@ stream, woken by every put and at least every heartbeat interval::
                                     sender: read_for_replica(offset, batch, epoch end)
     replica ─ Ack{max, flushed} ──▶ ack_offset of the replica ─▶ SYNC waiters
 
+Acks cost both sides a gRPC message each. A frame says ``lazy_ack`` when no
+SYNC send waits (and no read gate): the replica then acknowledges on a short
+timer or every few MiB instead of after each frame. A SYNC send that comes to
+wait for records already sent lazily gets them acknowledged at once: the
+sender follows up with an empty frame without ``lazy_ack``.
+
 A SYNC_MASTER send waits (:meth:`ReplicationService.wait_replicated`) until
 ``min_sync_replicas`` replicas acknowledged an offset at or past the end of
 its records: one heap of waiters ordered by offset, released by each ack up
@@ -29,9 +35,10 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pocketmq.broker.store.epochs import EpochEntry, consistent_point
+from pocketmq.broker.store.replication import replica_frame
 
 if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
@@ -40,6 +47,8 @@ __all__ = ["HandshakeRefused", "ReplicaState", "ReplicationService", "SyncOutcom
            "Welcome"]
 
 log = logging.getLogger(__name__)
+
+_Frame = TypeVar("_Frame")
 
 
 class SyncOutcome(Enum):
@@ -76,6 +85,7 @@ class ReplicaState:
     connected_at: float = field(default_factory=time.monotonic)
     last_frame_at: float = field(default_factory=time.monotonic)
     sent_offset: int = 0              # end of the last frame sent
+    prompt_offset: int = 0            # end of the last frame sent without lazy_ack
     caught_up_target: int = 0         # an ack at or past this means caught up
     last_caught_up_at: float = 0.0    # monotonic s (0 = never)
 
@@ -177,7 +187,8 @@ class ReplicationService:
     # -- a stream -----------------------------------------------------------------------
     def connected(self, replica_id: int, addr: str, start_offset: int) -> ReplicaState:
         state = ReplicaState(replica_id=replica_id, addr=addr, ack_offset=start_offset,
-                             sent_offset=start_offset, caught_up_target=start_offset)
+                             sent_offset=start_offset, prompt_offset=start_offset,
+                             caught_up_target=start_offset)
         self.replicas[replica_id] = state
         log.info("replica %d of %s connected from %s, copying from offset %d", replica_id,
                  self.broker_name, addr, start_offset)
@@ -202,18 +213,22 @@ class ReplicationService:
         self._release()
 
     async def frames(self, state: ReplicaState, start_offset: int,
-                     ) -> AsyncIterator[tuple[int, int, int, bytes]]:
-        """(offset, epoch, epoch start, records) to send, heartbeats as empty records."""
+                     encode: Callable[[int, int, int, memoryview | bytes, bool], _Frame],
+                     ) -> AsyncIterator[_Frame]:
+        """The frames to send, as *encode* (offset, epoch, epoch start, records, lazy_ack)
+        makes them; heartbeats have no records. *records* is a view into the mapped
+        log, valid only during the call: *encode* copies it."""
         wake = asyncio.Event()
         self._wakes.add(wake)
         try:
-            async for frame in self._frames(state, start_offset, wake):
+            async for frame in self._frames(state, start_offset, wake, encode):
                 yield frame
         finally:
             self._wakes.discard(wake)
 
     async def _frames(self, state: ReplicaState, start_offset: int, wake: asyncio.Event,
-                      ) -> AsyncIterator[tuple[int, int, int, bytes]]:
+                      encode: Callable[[int, int, int, memoryview | bytes, bool], _Frame],
+                      ) -> AsyncIterator[_Frame]:
         store = self._store
         offset = start_offset
         while not self.closed:
@@ -222,11 +237,22 @@ class ReplicationService:
                 raise TimeoutError(f"replica {state.replica_id} of {self.broker_name} sent "
                                    f"nothing for {self._housekeeping_s:.0f} s")
             epoch, start, stop = _epoch_at(entries, offset)
-            data = store.read_for_replica(offset, self._batch_bytes, stop)
-            if data:
-                yield offset, epoch, start, data
-                offset += len(data)
+            span = replica_frame(store, offset, self._batch_bytes, stop)
+            if span is not None:
+                segment, lo, hi = span
+                prompt = self.acks_wanted()
+                with memoryview(segment.buffer) as whole, whole[lo:hi] as records:
+                    frame = encode(offset, epoch, start, records, not prompt)
+                offset += hi - lo
                 state.sent_offset = offset
+                if prompt:
+                    state.prompt_offset = offset
+                yield frame
+                continue
+            if state.prompt_offset < state.sent_offset and self.acks_wanted():
+                # a SYNC send waits for records that went out as lazy_ack: ask for the Ack
+                state.prompt_offset = state.sent_offset
+                yield encode(offset, epoch, start, b"", False)
                 continue
             wake.clear()
             if store.commitlog.max_offset > offset:
@@ -235,7 +261,13 @@ class ReplicationService:
                 async with asyncio.timeout(self._heartbeat_s):   # never swallows a cancel
                     await wake.wait()
             except TimeoutError:
-                yield offset, epoch, start, b""
+                yield encode(offset, epoch, start, b"", False)
+
+    def acks_wanted(self) -> bool:
+        """Whether a replica should acknowledge at once what it is sent: a SYNC send
+        waits, or reads on this master stop at the confirm offset. Else frames go out
+        as ``lazy_ack`` and a replica acknowledges on a timer or every few MiB."""
+        return bool(self._waiters) or self.gated
 
     # -- SYNC_MASTER ----------------------------------------------------------------------
     def _live(self) -> list[ReplicaState]:
