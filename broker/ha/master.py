@@ -9,11 +9,12 @@ stream, woken by every put and at least every heartbeat interval::
                                     sender: read_for_replica(offset, batch, epoch end)
     replica ─ Ack{max, flushed} ──▶ ack_offset of the replica ─▶ SYNC waiters
 
-Acks cost both sides a gRPC message each. A frame says ``lazy_ack`` when no
-SYNC send waits (and no read gate): the replica then acknowledges on a short
-timer or every few MiB instead of after each frame. A SYNC send that comes to
-wait for records already sent lazily gets them acknowledged at once: the
-sender follows up with an empty frame without ``lazy_ack``.
+Acks cost both sides a gRPC message each. A frame says ``lazy_ack`` unless it
+completes what a SYNC send waits for (or reads are gated): the replica then
+acknowledges on a short timer or every few MiB instead of after each frame.
+A SYNC send that comes to wait for records already sent lazily gets them
+acknowledged at once: the sender follows up with an empty frame without
+``lazy_ack``.
 
 A SYNC_MASTER send waits (:meth:`ReplicationService.wait_replicated`) until
 ``min_sync_replicas`` replicas acknowledged an offset at or past the end of
@@ -240,7 +241,7 @@ class ReplicationService:
             span = replica_frame(store, offset, self._batch_bytes, stop)
             if span is not None:
                 segment, lo, hi = span
-                prompt = self.acks_wanted()
+                prompt = self.ack_wanted_by(offset + hi - lo)
                 with memoryview(segment.buffer) as whole, whole[lo:hi] as records:
                     frame = encode(offset, epoch, start, records, not prompt)
                 offset += hi - lo
@@ -249,7 +250,8 @@ class ReplicationService:
                     state.prompt_offset = offset
                 yield frame
                 continue
-            if state.prompt_offset < state.sent_offset and self.acks_wanted():
+            if state.prompt_offset < state.sent_offset and \
+                    self.ack_wanted_by(state.sent_offset):
                 # a SYNC send waits for records that went out as lazy_ack: ask for the Ack
                 state.prompt_offset = state.sent_offset
                 yield encode(offset, epoch, start, b"", False)
@@ -263,11 +265,18 @@ class ReplicationService:
             except TimeoutError:
                 yield encode(offset, epoch, start, b"", False)
 
-    def acks_wanted(self) -> bool:
-        """Whether a replica should acknowledge at once what it is sent: a SYNC send
-        waits, or reads on this master stop at the confirm offset. Else frames go out
-        as ``lazy_ack`` and a replica acknowledges on a timer or every few MiB."""
-        return bool(self._waiters) or self.gated
+    def ack_wanted_by(self, end: int) -> bool:
+        """Whether a replica should acknowledge at once a frame that ends at *end*: it
+        completes what a SYNC send waits for (the waiter with the lowest end offset is
+        at the heap's top), or reads on this master stop at the confirm offset. Else
+        the frame goes out as ``lazy_ack``: a frame with the first part of a large
+        batch releases nobody, and the one that ends the batch asks for the Ack."""
+        if self.gated:
+            return True
+        waiters = self._waiters
+        while waiters and waiters[0][2].done():
+            heapq.heappop(waiters)
+        return bool(waiters) and waiters[0][0] <= end
 
     # -- SYNC_MASTER ----------------------------------------------------------------------
     def _live(self) -> list[ReplicaState]:

@@ -1,7 +1,7 @@
 """Fewer acknowledgements, never a SYNC send left waiting for one.
 
-A master marks a frame ``lazy_ack`` when no SYNC send waits (and reads are not
-gated): the replica's :class:`AckDue` then acknowledges on a timer or every
+A master marks a frame ``lazy_ack`` unless it completes what a SYNC send waits
+for (or reads are gated): the replica's :class:`AckDue` then acknowledges on a timer or every
 few MiB instead of after each frame. A SYNC send that comes to wait for
 records already sent lazily gets an empty frame without ``lazy_ack`` at once,
 so the replica acknowledges them without waiting for its timer. Real store,
@@ -75,7 +75,7 @@ async def test_records_sent_while_a_sync_send_waits_are_not_lazy(master):
     first_end = put(store)
     waiting = asyncio.ensure_future(service.wait_replicated(first_end, 30))
     await asyncio.sleep(0)          # one loop step: the send registers as a waiter
-    assert service.acks_wanted()
+    assert service.ack_wanted_by(first_end)
     offset, records, lazy = await asyncio.wait_for(anext(frames), 5)
     assert (offset, len(records), lazy) == (0, first_end, False)
     service.on_ack(state, first_end, 0)
@@ -86,11 +86,34 @@ async def test_records_sent_while_a_sync_send_waits_are_not_lazy(master):
     await frames.aclose()
 
 
+async def test_only_the_frame_that_completes_a_waiting_send_asks_for_an_ack(tmp_path):
+    store = open_store(small_config(tmp_path / "m"))
+    # frames of one record each: a put of three records goes out in three frames
+    service = ReplicationService(store, broker_name="b", batch_bytes=1, heartbeat_s=30,
+                                 housekeeping_s=60, fallbehind_max_bytes=1 << 30,
+                                 min_sync_replicas=1, is_master=lambda: True)
+    try:
+        state = service.connected(1, "replica", 0)
+        frames = service.frames(state, 0, encode)
+        end = put(store, 3)
+        waiting = asyncio.ensure_future(service.wait_replicated(end, 30))
+        await asyncio.sleep(0)          # one loop step: the send registers as a waiter
+        sent = [await asyncio.wait_for(anext(frames), 5) for _ in range(3)]
+        assert [lazy for _offset, _records, lazy in sent] == [True, True, False]
+        assert sent[-1][0] + len(sent[-1][1]) == end
+        service.on_ack(state, end, 0)
+        assert await asyncio.wait_for(waiting, 5) is SyncOutcome.OK
+        await frames.aclose()
+    finally:
+        service.close()
+        store.shutdown()
+
+
 async def test_gated_reads_want_every_frame_acked_at_once(master):
     _store, service = master
-    assert not service.acks_wanted()
+    assert not service.ack_wanted_by(1 << 40)
     service.gated = True
-    assert service.acks_wanted()
+    assert service.ack_wanted_by(0)
 
 
 async def test_ack_due_at_once_for_a_frame_without_lazy_ack():
