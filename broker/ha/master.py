@@ -10,7 +10,8 @@ stream, woken by every put and at least every heartbeat interval::
     replica ─ Ack{max, flushed} ──▶ ack_offset of the replica ─▶ SYNC waiters
 
 Acks cost both sides a gRPC message each. A frame says ``lazy_ack`` unless it
-completes what a SYNC send waits for (or reads are gated): the replica then
+completes what a SYNC send waits for (or reads are gated, or, in controller
+mode, the replica is not in the in-sync set yet): the replica then
 acknowledges on a short timer or every few MiB instead of after each frame.
 A SYNC send that comes to wait for records already sent lazily gets them
 acknowledged at once: the sender follows up with an empty frame without
@@ -241,7 +242,7 @@ class ReplicationService:
             span = replica_frame(store, offset, self._batch_bytes, stop)
             if span is not None:
                 segment, lo, hi = span
-                prompt = self.ack_wanted_by(offset + hi - lo)
+                prompt = self.ack_wanted_by(state, offset + hi - lo)
                 with memoryview(segment.buffer) as whole, whole[lo:hi] as records:
                     frame = encode(offset, epoch, start, records, not prompt)
                 offset += hi - lo
@@ -251,7 +252,7 @@ class ReplicationService:
                 yield frame
                 continue
             if state.prompt_offset < state.sent_offset and \
-                    self.ack_wanted_by(state.sent_offset):
+                    self.ack_wanted_by(state, state.sent_offset):
                 # a SYNC send waits for records that went out as lazy_ack: ask for the Ack
                 state.prompt_offset = state.sent_offset
                 yield encode(offset, epoch, start, b"", False)
@@ -265,13 +266,16 @@ class ReplicationService:
             except TimeoutError:
                 yield encode(offset, epoch, start, b"", False)
 
-    def ack_wanted_by(self, end: int) -> bool:
-        """Whether a replica should acknowledge at once a frame that ends at *end*: it
-        completes what a SYNC send waits for (the waiter with the lowest end offset is
-        at the heap's top), or reads on this master stop at the confirm offset. Else
-        the frame goes out as ``lazy_ack``: a frame with the first part of a large
-        batch releases nobody, and the one that ends the batch asks for the Ack."""
-        if self.gated:
+    def ack_wanted_by(self, state: ReplicaState, end: int) -> bool:
+        """Whether the replica of *state* should acknowledge at once a frame that ends
+        at *end*: it completes what a SYNC send waits for (the waiter with the lowest
+        end offset is at the heap's top), or reads on this master stop at the confirm
+        offset, or (controller mode) the replica is outside the in-sync set, which it
+        joins once an Ack of it reaches the master's end. Else the frame goes out as
+        ``lazy_ack``: a frame with the first part of a large batch releases nobody,
+        and the one that ends the batch asks for the Ack."""
+        if self.gated or (self.sync_state_set is not None
+                          and state.replica_id not in self.sync_state_set):
             return True
         waiters = self._waiters
         while waiters and waiters[0][2].done():

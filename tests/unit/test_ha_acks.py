@@ -75,7 +75,7 @@ async def test_records_sent_while_a_sync_send_waits_are_not_lazy(master):
     first_end = put(store)
     waiting = asyncio.ensure_future(service.wait_replicated(first_end, 30))
     await asyncio.sleep(0)          # one loop step: the send registers as a waiter
-    assert service.ack_wanted_by(first_end)
+    assert service.ack_wanted_by(state, first_end)
     offset, records, lazy = await asyncio.wait_for(anext(frames), 5)
     assert (offset, len(records), lazy) == (0, first_end, False)
     service.on_ack(state, first_end, 0)
@@ -111,9 +111,21 @@ async def test_only_the_frame_that_completes_a_waiting_send_asks_for_an_ack(tmp_
 
 async def test_gated_reads_want_every_frame_acked_at_once(master):
     _store, service = master
-    assert not service.ack_wanted_by(1 << 40)
+    state = service.connected(1, "replica", 0)
+    assert not service.ack_wanted_by(state, 1 << 40)
     service.gated = True
-    assert service.ack_wanted_by(0)
+    assert service.ack_wanted_by(state, 0)
+
+
+async def test_a_replica_outside_the_in_sync_set_acks_every_frame_at_once(master):
+    """It joins the set once an Ack of it reaches the master's end (controller mode):
+    an Ack held back would trail a master under load and never get there."""
+    _store, service = master
+    outside = service.connected(1, "replica-1", 0)
+    inside = service.connected(2, "replica-2", 0)
+    service.sync_state_set = frozenset({2})
+    assert service.ack_wanted_by(outside, 1 << 40)
+    assert not service.ack_wanted_by(inside, 1 << 40)
 
 
 async def test_ack_due_at_once_for_a_frame_without_lazy_ack():
