@@ -9,6 +9,14 @@ stream, woken by every put and at least every heartbeat interval::
                                     sender: read_for_replica(offset, batch, epoch end)
     replica ─ Ack{max, flushed} ──▶ ack_offset of the replica ─▶ SYNC waiters
 
+Acks cost both sides a gRPC message each. A frame says ``lazy_ack`` unless it
+completes what a SYNC send waits for (or reads are gated, or, in controller
+mode, the replica is not in the in-sync set yet): the replica then
+acknowledges on a short timer or every few MiB instead of after each frame.
+A SYNC send that comes to wait for records already sent lazily gets them
+acknowledged at once: the sender follows up with an empty frame without
+``lazy_ack``.
+
 A SYNC_MASTER send waits (:meth:`ReplicationService.wait_replicated`) until
 ``min_sync_replicas`` replicas acknowledged an offset at or past the end of
 its records: one heap of waiters ordered by offset, released by each ack up
@@ -29,9 +37,10 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pocketmq.broker.store.epochs import EpochEntry, consistent_point
+from pocketmq.broker.store.replication import replica_frame
 
 if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
@@ -40,6 +49,8 @@ __all__ = ["HandshakeRefused", "ReplicaState", "ReplicationService", "SyncOutcom
            "Welcome"]
 
 log = logging.getLogger(__name__)
+
+_Frame = TypeVar("_Frame")
 
 
 class SyncOutcome(Enum):
@@ -76,6 +87,7 @@ class ReplicaState:
     connected_at: float = field(default_factory=time.monotonic)
     last_frame_at: float = field(default_factory=time.monotonic)
     sent_offset: int = 0              # end of the last frame sent
+    prompt_offset: int = 0            # end of the last frame sent without lazy_ack
     caught_up_target: int = 0         # an ack at or past this means caught up
     last_caught_up_at: float = 0.0    # monotonic s (0 = never)
 
@@ -177,7 +189,8 @@ class ReplicationService:
     # -- a stream -----------------------------------------------------------------------
     def connected(self, replica_id: int, addr: str, start_offset: int) -> ReplicaState:
         state = ReplicaState(replica_id=replica_id, addr=addr, ack_offset=start_offset,
-                             sent_offset=start_offset, caught_up_target=start_offset)
+                             sent_offset=start_offset, prompt_offset=start_offset,
+                             caught_up_target=start_offset)
         self.replicas[replica_id] = state
         log.info("replica %d of %s connected from %s, copying from offset %d", replica_id,
                  self.broker_name, addr, start_offset)
@@ -202,18 +215,22 @@ class ReplicationService:
         self._release()
 
     async def frames(self, state: ReplicaState, start_offset: int,
-                     ) -> AsyncIterator[tuple[int, int, int, bytes]]:
-        """(offset, epoch, epoch start, records) to send, heartbeats as empty records."""
+                     encode: Callable[[int, int, int, memoryview | bytes, bool], _Frame],
+                     ) -> AsyncIterator[_Frame]:
+        """The frames to send, as *encode* (offset, epoch, epoch start, records, lazy_ack)
+        makes them; heartbeats have no records. *records* is a view into the mapped
+        log, valid only during the call: *encode* copies it."""
         wake = asyncio.Event()
         self._wakes.add(wake)
         try:
-            async for frame in self._frames(state, start_offset, wake):
+            async for frame in self._frames(state, start_offset, wake, encode):
                 yield frame
         finally:
             self._wakes.discard(wake)
 
     async def _frames(self, state: ReplicaState, start_offset: int, wake: asyncio.Event,
-                      ) -> AsyncIterator[tuple[int, int, int, bytes]]:
+                      encode: Callable[[int, int, int, memoryview | bytes, bool], _Frame],
+                      ) -> AsyncIterator[_Frame]:
         store = self._store
         offset = start_offset
         while not self.closed:
@@ -222,11 +239,23 @@ class ReplicationService:
                 raise TimeoutError(f"replica {state.replica_id} of {self.broker_name} sent "
                                    f"nothing for {self._housekeeping_s:.0f} s")
             epoch, start, stop = _epoch_at(entries, offset)
-            data = store.read_for_replica(offset, self._batch_bytes, stop)
-            if data:
-                yield offset, epoch, start, data
-                offset += len(data)
+            span = replica_frame(store, offset, self._batch_bytes, stop)
+            if span is not None:
+                segment, lo, hi = span
+                prompt = self.ack_wanted_by(state, offset + hi - lo)
+                with memoryview(segment.buffer) as whole, whole[lo:hi] as records:
+                    frame = encode(offset, epoch, start, records, not prompt)
+                offset += hi - lo
                 state.sent_offset = offset
+                if prompt:
+                    state.prompt_offset = offset
+                yield frame
+                continue
+            if state.prompt_offset < state.sent_offset and \
+                    self.ack_wanted_by(state, state.sent_offset):
+                # a SYNC send waits for records that went out as lazy_ack: ask for the Ack
+                state.prompt_offset = state.sent_offset
+                yield encode(offset, epoch, start, b"", False)
                 continue
             wake.clear()
             if store.commitlog.max_offset > offset:
@@ -235,7 +264,23 @@ class ReplicationService:
                 async with asyncio.timeout(self._heartbeat_s):   # never swallows a cancel
                     await wake.wait()
             except TimeoutError:
-                yield offset, epoch, start, b""
+                yield encode(offset, epoch, start, b"", False)
+
+    def ack_wanted_by(self, state: ReplicaState, end: int) -> bool:
+        """Whether the replica of *state* should acknowledge at once a frame that ends
+        at *end*: it completes what a SYNC send waits for (the waiter with the lowest
+        end offset is at the heap's top), or reads on this master stop at the confirm
+        offset, or (controller mode) the replica is outside the in-sync set, which it
+        joins once an Ack of it reaches the master's end. Else the frame goes out as
+        ``lazy_ack``: a frame with the first part of a large batch releases nobody,
+        and the one that ends the batch asks for the Ack."""
+        if self.gated or (self.sync_state_set is not None
+                          and state.replica_id not in self.sync_state_set):
+            return True
+        waiters = self._waiters
+        while waiters and waiters[0][2].done():
+            heapq.heappop(waiters)
+        return bool(waiters) and waiters[0][0] <= end
 
     # -- SYNC_MASTER ----------------------------------------------------------------------
     def _live(self) -> list[ReplicaState]:

@@ -9,6 +9,7 @@ and reconnects with a back-off when it breaks::
         truncate_to = -1  ─▶ store.wipe (no history in common)
     Data{offset, epoch, records} ─▶ a new epoch goes into the epoch file first,
         then store.append_replicated (checked, dispatched) ─▶ Ack{max, flushed}
+        (at once, or, for frames the master marks lazy_ack, on a timer: AckDue)
 
 A Refuse ends the session: STALE_EPOCH means the address is a replaced master,
 and the client waits for a newer one. Every ``metadata_interval_s`` (and once
@@ -27,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from pocketmq.broker.ha import wire
+from pocketmq.broker.ha.wire import DataFrame
 from pocketmq.broker.store.epochs import EpochEntry
 from pocketmq.broker.store.replication import ReplicationError
 from pocketmq.common.aio import cancel_and_wait, wait_event
@@ -35,13 +38,52 @@ from pocketmq.v1 import ha_pb2, ha_pb2_grpc
 if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
 
-__all__ = ["HaClient", "ReplicaStatus"]
+__all__ = ["AckDue", "HaClient", "ReplicaStatus"]
 
 log = logging.getLogger(__name__)
 
 REPLICATE = "/pocketmq.v1.HaService/Replicate"
 GET_METADATA = "/pocketmq.v1.HaService/GetMetadata"
 _BACKOFF_S = (0.05, 0.2, 0.5, 1.0, 2.0)
+LAZY_ACK_S = 0.05            # a lazy_ack frame is acknowledged within this long
+LAZY_ACK_BYTES = 4 << 20     # or once this many bytes of them are applied
+
+
+class AckDue:
+    """When a replica's next Ack is due (an Ack costs both sides a gRPC message).
+
+    ``applied`` after each frame: a frame without ``lazy_ack`` (a SYNC send waits,
+    a heartbeat, a master that never sets the flag) makes it due at once; lazy ones
+    after *interval_s* or *max_bytes* of them. ``sent`` when an Ack goes out::
+
+        frame (not lazy) ─────────────────────────▶ due()
+        frame (lazy) ─ unacked += len ─ >= max_bytes ─▶ due()
+                                      └ first since sent: timer(interval_s) ─▶ due()
+    """
+
+    def __init__(self, due: Callable[[], None], *, interval_s: float = LAZY_ACK_S,
+                 max_bytes: int = LAZY_ACK_BYTES) -> None:
+        self._due = due
+        self._interval_s = interval_s
+        self._max_bytes = max_bytes
+        self.unacked_bytes = 0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def applied(self, size: int, *, lazy: bool) -> None:
+        if not lazy:
+            self._due()
+            return
+        self.unacked_bytes += size
+        if self.unacked_bytes >= self._max_bytes:
+            self._due()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._interval_s, self._due)
+
+    def sent(self) -> None:
+        self.unacked_bytes = 0
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 @dataclass(slots=True)
@@ -139,7 +181,11 @@ class HaClient:
         try:
             stub = ha_pb2_grpc.HaServiceStub(channel)
             await self._sync_metadata(stub)
-            call = stub.Replicate(metadata=self._sign(REPLICATE, ha_pb2.ReplicaFrame()))
+            # Data frames decoded by hand: the records are a view into the received frame
+            replicate = channel.stream_stream(
+                REPLICATE, request_serializer=ha_pb2.ReplicaFrame.SerializeToString,
+                response_deserializer=wire.decode_master_frame)
+            call = replicate(metadata=self._sign(REPLICATE, ha_pb2.ReplicaFrame()))
             await self._replicate(stub, call, addr)
         finally:
             await channel.close()
@@ -154,6 +200,8 @@ class HaClient:
                     for e in store.epochs.entries],
             highest_epoch_seen=self.highest_epoch_seen)))
         first = await self._read(call)
+        if isinstance(first, DataFrame):
+            raise ReplicationError(f"master {addr} did not start with a Welcome")
         if first.HasField("refuse"):
             refuse = first.refuse
             if refuse.reason != ha_pb2.Refuse.STALE_EPOCH:
@@ -171,19 +219,21 @@ class HaClient:
                  self._broker_name, addr, welcome.master_epoch, store.commitlog.max_offset,
                  welcome.master_max_offset)
         self._acked = asyncio.Event()
+        self._ack_due = AckDue(self._acked.set)
         acker = asyncio.get_running_loop().create_task(self._ack_loop(call))
         syncer = asyncio.get_running_loop().create_task(self._metadata_loop(stub))
         try:
             async for frame in self._frames(call):
                 self._apply_data(frame)
-                self._acked.set()
+                self._ack_due.applied(len(frame.records), lazy=frame.lazy_ack)
         finally:
             # never `suppress(CancelledError)` around an await here: it would swallow the
             # cancellation of this task itself (stop()), and the copy loop would go on
             call.cancel()
+            self._ack_due.sent()
             await cancel_and_wait(acker, syncer)
 
-    async def _read(self, call: Any) -> ha_pb2.MasterFrame:
+    async def _read(self, call: Any) -> DataFrame | ha_pb2.MasterFrame:
         try:
             async with asyncio.timeout(self._housekeeping_s):   # never swallows a cancel
                 frame = await call.read()
@@ -194,13 +244,13 @@ class HaClient:
             raise ReplicationError("the master closed the stream")
         return frame
 
-    async def _frames(self, call: Any) -> AsyncIterator[ha_pb2.Data]:
+    async def _frames(self, call: Any) -> AsyncIterator[DataFrame]:
         while True:
             frame = await self._read(call)
-            if frame.HasField("refuse"):
+            if isinstance(frame, DataFrame):
+                yield frame
+            elif frame.HasField("refuse"):
                 raise ReplicationError(f"master refused: {frame.refuse.message}")
-            if frame.HasField("data"):
-                yield frame.data
 
     def _apply_welcome(self, welcome: ha_pb2.Welcome) -> None:
         store = self._store
@@ -227,20 +277,20 @@ class HaClient:
                 len(store.epochs.entries) > len(shared):
             store.epochs.replace(shared)
 
-    def _apply_data(self, data: ha_pb2.Data) -> None:
+    def _apply_data(self, data: DataFrame) -> None:
         store = self._store
         self.status.master_max_offset = data.master_max_offset
         if data.records:
             self._append(data)
         gate = store.gate
-        if data.HasField("confirm_offset"):
+        if data.confirm_offset is not None:
             confirm = min(data.confirm_offset, store.commitlog.max_offset)
             gate.turn_on(confirm)
             gate.advance(confirm)
         else:
             gate.turn_off()
 
-    def _append(self, data: ha_pb2.Data) -> None:
+    def _append(self, data: DataFrame) -> None:
         store = self._store
         epochs = store.epochs
         if data.epoch > epochs.last_epoch:
@@ -250,11 +300,13 @@ class HaClient:
         store.append_replicated(data.offset, data.records)
 
     _acked: asyncio.Event
+    _ack_due: AckDue
 
     async def _ack_loop(self, call: Any) -> None:
-        """An Ack after each applied frame (at most one in flight), and when idle."""
+        """An Ack when one is due (:class:`AckDue`; at most one in flight), and when idle."""
         store = self._store
         while True:
+            self._ack_due.sent()
             await call.write(ha_pb2.ReplicaFrame(ack=ha_pb2.Ack(
                 max_offset=store.commitlog.max_offset,
                 flushed_offset=store.commitlog.queue.flushed_offset)))

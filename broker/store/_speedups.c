@@ -14,6 +14,8 @@
  *   java_string_hash   common/hashing.py java_string_hash (used by the others)
  *   gather_records     reads.py          py_gather_records  (the read path)
  *   populate_write     mapped_file.py    MappedFile.prefault's pread (the page warmer)
+ *   frame_end          replication.py    py_frame_end       (a master's replication frames)
+ *   frame_columns      replication.py    py_frame_columns   (a replica's dispatch)
  *
  * The record layout is the one drawn in common/message.py (all integers
  * big-endian; B and S are the born and store host sizes, 8 or 20):
@@ -1444,6 +1446,148 @@ populate_write(PyObject *module, PyObject *args)
 #endif
 }
 
+/* -- replication (replication.py: py_frame_end, py_frame_columns) --------------------- */
+
+#define BLANK_MAGIC_CODE 0xCBD43194u    /* common/message.py: a segment's end filler */
+#define END_FILE_MIN_BLANK_LENGTH 8     /* commitlog.py: TOTALSIZE i32 + MAGICCODE u32 */
+
+PyDoc_STRVAR(frame_end_doc,
+"frame_end(segment, start, limit, max_bytes, /)\n--\n\n"
+"Where a master's replication frame that begins at record boundary *start* of\n"
+"a commit-log *segment* (the whole segment's buffer; positions are relative to\n"
+"it) ends: whole records, at most *max_bytes* of them (one record at least),\n"
+"never past *limit*; the segment's end when its BLANK filler is reached.\n"
+"*start* when nothing can be sent.");
+
+static PyObject *
+frame_end(PyObject *module, PyObject *args)
+{
+    PyObject *segment;
+    Py_ssize_t start, limit, max_bytes;
+    if (!PyArg_ParseTuple(args, "Onnn:frame_end", &segment, &start, &limit, &max_bytes)) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(segment, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    Py_ssize_t size = view.len;
+    if (start < 0 || start > limit || limit > size) {
+        PyBuffer_Release(&view);
+        PyErr_Format(PyExc_ValueError, "frame [%zd, %zd) is not inside a segment of %zd bytes",
+                     start, limit, size);
+        return NULL;
+    }
+    Py_ssize_t pos = start;
+    while (pos < limit) {
+        Py_ssize_t next;
+        if (size - pos < END_FILE_MIN_BLANK_LENGTH) {
+            next = size;                        /* too little left for a head: all filler */
+        }
+        else {
+            int32_t total = rd_i32(buf + pos);
+            if (rd_u32(buf + pos + 4) == BLANK_MAGIC_CODE) {
+                next = size;
+            }
+            else if (total <= 0) {
+                break;                          /* the written position, mid-segment */
+            }
+            else {
+                next = pos + total;
+            }
+        }
+        if (next > limit && !(next == size && limit == size)) {
+            break;
+        }
+        if (next - start > max_bytes && pos > start) {
+            break;
+        }
+        pos = next;
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(pos);
+}
+
+PyDoc_STRVAR(frame_columns_doc,
+"frame_columns(frame, positions, store_ts_positions, base_offset, /)\n--\n\n"
+"What a replica's dispatch reads of each record of a checked frame, as lists:\n"
+"(phys_offsets, queue_offsets, store_timestamps_ms, cuts). phys_offsets[i] is\n"
+"base_offset + positions[i]; queue_offsets and store timestamps are read from\n"
+"the records (store_ts_positions are in-record); cuts are the indices i > 0\n"
+"whose store timestamp differs from record i - 1's.");
+
+static PyObject *
+frame_columns(PyObject *module, PyObject *args)
+{
+    PyObject *frame, *positions, *ts_positions;
+    long long base;
+    if (!PyArg_ParseTuple(args, "OO!O!L:frame_columns", &frame, &PyList_Type, &positions,
+                          &PyList_Type, &ts_positions, &base)) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(positions);
+    if (PyList_GET_SIZE(ts_positions) != n) {
+        PyErr_Format(PyExc_ValueError, "%zd positions but %zd store timestamp positions", n,
+                     PyList_GET_SIZE(ts_positions));
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    PyObject *phys = PyList_New(n), *queue = PyList_New(n), *stamps = PyList_New(n);
+    PyObject *cuts = PyList_New(0), *result = NULL;
+    if (phys == NULL || queue == NULL || stamps == NULL || cuts == NULL) {
+        goto done;
+    }
+    int64_t previous = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t pos = PyLong_AsSsize_t(PyList_GET_ITEM(positions, i));
+        Py_ssize_t ts = PyLong_AsSsize_t(PyList_GET_ITEM(ts_positions, i));
+        if ((pos == -1 || ts == -1) && PyErr_Occurred()) {
+            goto done;
+        }
+        if (pos < 0 || ts < 0 || pos > view.len - (POS_QUEUEOFFSET + 8)
+                || ts > view.len - 8 - pos) {
+            PyErr_Format(PyExc_ValueError, "record %zd at %zd (store timestamp at +%zd) is not "
+                         "inside the frame of %zd bytes", i, pos, ts, view.len);
+            goto done;
+        }
+        int64_t stamp = rd_i64(buf + pos + ts);
+        PyObject *p = PyLong_FromLongLong(base + (long long)pos);
+        PyObject *q = p ? PyLong_FromLongLong(rd_i64(buf + pos + POS_QUEUEOFFSET)) : NULL;
+        PyObject *t = q ? PyLong_FromLongLong(stamp) : NULL;
+        if (t == NULL) {
+            Py_XDECREF(p);
+            Py_XDECREF(q);
+            goto done;
+        }
+        PyList_SET_ITEM(phys, i, p);
+        PyList_SET_ITEM(queue, i, q);
+        PyList_SET_ITEM(stamps, i, t);
+        if (i > 0 && stamp != previous) {
+            PyObject *cut = PyLong_FromSsize_t(i);
+            int rc = cut ? PyList_Append(cuts, cut) : -1;
+            Py_XDECREF(cut);
+            if (rc < 0) {
+                goto done;
+            }
+        }
+        previous = stamp;
+    }
+    result = PyTuple_Pack(4, phys, queue, stamps, cuts);
+
+done:
+    PyBuffer_Release(&view);
+    Py_XDECREF(phys);
+    Py_XDECREF(queue);
+    Py_XDECREF(stamps);
+    Py_XDECREF(cuts);
+    return result;
+}
+
 static PyMethodDef speedups_methods[] = {
     {"scan_batch", (PyCFunction)(void (*)(void))scan_batch, METH_VARARGS | METH_KEYWORDS,
      scan_batch_doc},
@@ -1454,6 +1598,8 @@ static PyMethodDef speedups_methods[] = {
     {"java_string_hash", java_string_hash, METH_O, java_string_hash_doc},
     {"gather_records", gather_records, METH_VARARGS, gather_records_doc},
     {"populate_write", populate_write, METH_VARARGS, populate_write_doc},
+    {"frame_end", frame_end, METH_VARARGS, frame_end_doc},
+    {"frame_columns", frame_columns, METH_VARARGS, frame_columns_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -23,9 +23,11 @@ recovery's truncation, and the epoch file forgets the terms that were cut.
 from __future__ import annotations
 
 import logging
+import mmap
 import struct
 from typing import TYPE_CHECKING
 
+from pocketmq.broker.store import speedups
 from pocketmq.broker.store.batch import (
     SCHEDULE_TOPIC,
     BatchError,
@@ -68,8 +70,9 @@ from pocketmq.common.message import (
 if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
 
-__all__ = ["ReplicationError", "append_replicated", "read_for_replica", "record_aligned_end",
-           "truncate_to", "wipe"]
+__all__ = ["ReplicationError", "append_replicated", "frame_columns", "frame_end",
+           "py_frame_columns", "py_frame_end", "read_for_replica", "record_aligned_end",
+           "replica_frame", "truncate_to", "wipe"]
 
 log = logging.getLogger(__name__)
 
@@ -87,38 +90,99 @@ def read_for_replica(store: DefaultMessageStore, offset: int, max_bytes: int,
     """Whole records from *offset* (a record boundary): at most *max_bytes* (but at least
     one record), never past the segment end, *stop* or the log's end. ``b""`` when
     there is nothing to send yet."""
+    span = replica_frame(store, offset, max_bytes, stop)
+    if span is None:
+        return b""
+    segment, start, end = span
+    return segment.read(start, end - start)
+
+
+def replica_frame(store: DefaultMessageStore, offset: int, max_bytes: int,
+                  stop: int | None = None) -> tuple[MappedFile, int, int] | None:
+    """Where :func:`read_for_replica`'s frame lies: (segment, file-relative start, end),
+    for a sender that copies it straight from the mapping; None when there is nothing
+    to send yet."""
     commitlog = store.commitlog
     end = commitlog.max_offset if stop is None else min(stop, commitlog.max_offset)
     if offset >= end:
-        return b""
+        return None
     mf = commitlog.queue.find(offset)
     if mf is None:
         raise ReplicationError(f"commit-log offset {offset} is not in this log "
                                f"[{commitlog.min_offset}, {commitlog.max_offset})")
-    seg_end = mf.file_from_offset + mf.file_size
-    limit = min(end, seg_end)
-    buf = mf.buffer
-    pos = offset
+    base = mf.file_from_offset
+    limit = min(end, base + mf.file_size)
+    if limit - offset <= max_bytes:
+        # the usual frame of a replica that keeps up: all there is, no walk. The limit
+        # is a record boundary: the log's end, an epoch's start, or a segment's end
+        # (past its BLANK filler, which the frame then carries)
+        frame_stop = limit - base
+    else:
+        frame_stop = frame_end(mf.buffer, offset - base, limit - base, max_bytes)
+    frame_stop = min(frame_stop, mf.wrote_position)
+    if frame_stop <= offset - base:
+        return None
+    return mf, offset - base, frame_stop
+
+
+def py_frame_end(segment: bytes | bytearray | memoryview | mmap.mmap, start: int, limit: int,
+                 max_bytes: int) -> int:
+    """Where a frame of whole records from record boundary *start* of a *segment*
+    (the whole segment's buffer; positions relative to it) ends: at most
+    *max_bytes* (one record at least), never past *limit*, and the segment's end
+    once its BLANK filler is reached; *start* when nothing can be sent. The
+    reference of the compiled ``frame_end``."""
+    size = len(segment)
+    if not 0 <= start <= limit <= size:
+        raise ValueError(f"frame [{start}, {limit}) is not inside a segment of {size} bytes")
+    pos = start
     while pos < limit:
-        rel = pos - mf.file_from_offset
-        if mf.file_size - rel < END_FILE_MIN_BLANK_LENGTH:
-            nxt = seg_end                       # too little left for a head: all filler
+        if size - pos < END_FILE_MIN_BLANK_LENGTH:
+            nxt = size                           # too little left for a head: all filler
         else:
-            total, magic = BLANK_HEAD.unpack_from(buf, rel)
+            total, magic = BLANK_HEAD.unpack_from(segment, pos)
             if magic == BLANK_MAGIC_CODE:
-                nxt = seg_end
+                nxt = size
             elif total <= 0:
                 break                            # written position reached mid-segment
             else:
                 nxt = pos + total
-        if nxt > limit and not (nxt == seg_end and limit == seg_end):
+        if nxt > limit and not (nxt == size and limit == size):
             break
-        if nxt - offset > max_bytes and pos > offset:
+        if nxt - start > max_bytes and pos > start:
             break
         pos = nxt
-    if pos == offset:
-        return b""
-    return mf.read(offset - mf.file_from_offset, pos - offset)
+    return pos
+
+
+def py_frame_columns(frame: bytes | bytearray | memoryview, positions: list[int],
+                     store_ts_positions: list[int], base_offset: int,
+                     ) -> tuple[list[int], list[int], list[int], list[int]]:
+    """What a replica's dispatch reads of each record of a checked frame:
+    (phys_offsets, queue_offsets, store_timestamps_ms, cuts), *cuts* being the
+    indices i > 0 whose store timestamp differs from record i - 1's (one index
+    ``put_many`` per run). The reference of the compiled ``frame_columns``."""
+    if len(positions) != len(store_ts_positions):
+        raise ValueError(f"{len(positions)} positions but {len(store_ts_positions)} store "
+                         "timestamp positions")
+    size = len(frame)
+    for i, (pos, ts) in enumerate(zip(positions, store_ts_positions, strict=True)):
+        if pos < 0 or ts < 0 or pos > size - (POS_QUEUEOFFSET + 8) or ts > size - 8 - pos:
+            raise ValueError(f"record {i} at {pos} (store timestamp at +{ts}) is not inside "
+                             f"the frame of {size} bytes")
+    unpack = _I64.unpack_from
+    phys_offsets = [base_offset + pos for pos in positions]
+    queue_offsets = [unpack(frame, pos + POS_QUEUEOFFSET)[0] for pos in positions]
+    stamps = [unpack(frame, pos + ts)[0]
+              for pos, ts in zip(positions, store_ts_positions, strict=True)]
+    cuts = [i for i in range(1, len(stamps)) if stamps[i] != stamps[i - 1]]
+    return phys_offsets, queue_offsets, stamps, cuts
+
+
+# The compiled twins when the store's extension is built and has them (an older build
+# of the same VERSION lacks them and runs the references).
+frame_end = getattr(speedups.NATIVE, "frame_end", None) or py_frame_end
+frame_columns = getattr(speedups.NATIVE, "frame_columns", None) or py_frame_columns
 
 
 def record_aligned_end(store: DefaultMessageStore) -> int:
@@ -263,12 +327,8 @@ def _dispatch_batch(store: DefaultMessageStore, batch: ScannedBatch, offset: int
     Rare frames go the reference way: records of deleted queues, or a queue whose
     offsets in the frame are not one consecutive run (deleted and created again).
     """
-    view = batch.blob
-    positions = batch.positions
-    unpack_qp = QUEUE_AND_PHYS_OFFSET.unpack_from
-    unpack_ts = _I64.unpack_from
-    phys_offsets = [offset + pos for pos in positions]
-    queue_offsets = [unpack_qp(view, pos + POS_QUEUEOFFSET)[0] for pos in positions]
+    phys_offsets, queue_offsets, stamps, cuts = frame_columns(
+        batch.blob, batch.positions, batch.store_ts_positions, offset)
     runs = queue_units(batch, phys_offsets, queue_offsets) if not store.deleted else None
     if runs is not None:
         last = dict(zip(zip(batch.topics, batch.queue_ids, strict=True), queue_offsets,
@@ -282,11 +342,9 @@ def _dispatch_batch(store: DefaultMessageStore, batch: ScannedBatch, offset: int
     if SCHEDULE_TOPIC in batch.topics:
         apply_schedule_tags_codes(batch)
         runs = queue_units(batch, phys_offsets, queue_offsets)
-    stamps = [unpack_ts(view, pos + ts_pos)[0]
-              for pos, ts_pos in zip(positions, batch.store_ts_positions, strict=True)]
     if stamps:
         # the master observed these records at its put, with its store time
-        store.producers.observe_batch(view, positions, batch.sizes, batch.topics,
+        store.producers.observe_batch(batch.blob, batch.positions, batch.sizes, batch.topics,
                                       batch.queue_ids, phys_offsets, stamps[-1])
         store.after_producer_records(end)
     if store.config.message_index_enable:
@@ -294,7 +352,6 @@ def _dispatch_batch(store: DefaultMessageStore, batch: ScannedBatch, offset: int
         if not all(is_dispatched_to_queue(flag) for flag in set(batch.sysflags)):
             keys = [k if is_dispatched_to_queue(flag) else [] for k, flag in
                     zip(keys, batch.sysflags, strict=True)]
-        cuts = [i for i in range(1, len(stamps)) if stamps[i] != stamps[i - 1]]
         for lo, hi in zip([0, *cuts], [*cuts, len(stamps)], strict=True):
             store.index.put_many(topics[lo:hi], keys[lo:hi], phys_offsets[lo:hi], stamps[lo])
     touched = []

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from pocketmq.v1 import common_pb2 as pocketmq_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14pocketmq/v1/ha.proto\x12\x0bpocketmq.v1\x1a\x18pocketmq/v1/common.proto\"1\n\nEpochEntry\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\x12\x14\n\x0cstart_offset\x18\x02 \x01(\x03\"\xb5\x01\n\x05Hello\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x12\n\nreplica_id\x18\x03 \x01(\x03\x12\x14\n\x0creplica_addr\x18\x04 \x01(\t\x12\x12\n\nmax_offset\x18\x05 \x01(\x03\x12\'\n\x06\x65pochs\x18\x06 \x03(\x0b\x32\x17.pocketmq.v1.EpochEntry\x12\x1a\n\x12highest_epoch_seen\x18\x07 \x01(\x03\"\xa9\x01\n\x07Welcome\x12\x14\n\x0cmaster_epoch\x18\x01 \x01(\x03\x12\'\n\x06\x65pochs\x18\x02 \x03(\x0b\x32\x17.pocketmq.v1.EpochEntry\x12\x19\n\x11master_min_offset\x18\x03 \x01(\x03\x12\x19\n\x11master_max_offset\x18\x04 \x01(\x03\x12\x13\n\x0btruncate_to\x18\x05 \x01(\x03\x12\x14\n\x0cstart_offset\x18\x06 \x01(\x03\"\xe0\x01\n\x06Refuse\x12*\n\x06reason\x18\x01 \x01(\x0e\x32\x1a.pocketmq.v1.Refuse.Reason\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x14\n\x0cmaster_epoch\x18\x03 \x01(\x03\"\x82\x01\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x15\n\x11WRONG_BROKER_NAME\x10\x01\x12\x0e\n\nNOT_MASTER\x10\x02\x12\x0f\n\x0bSTALE_EPOCH\x10\x03\x12\x11\n\rREPLICA_AHEAD\x10\x04\x12\x15\n\x11\x44UPLICATE_REPLICA\x10\x05\"\xb8\x01\n\x04\x44\x61ta\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x1a\n\x12\x65poch_start_offset\x18\x03 \x01(\x03\x12\x19\n\x11master_max_offset\x18\x04 \x01(\x03\x12\x19\n\x11master_min_offset\x18\x05 \x01(\x03\x12\x0f\n\x07records\x18\x06 \x01(\x0c\x12\x1b\n\x0e\x63onfirm_offset\x18\x07 \x01(\x03H\x00\x88\x01\x01\x42\x11\n\x0f_confirm_offset\"1\n\x03\x41\x63k\x12\x12\n\nmax_offset\x18\x01 \x01(\x03\x12\x16\n\x0e\x66lushed_offset\x18\x02 \x01(\x03\"\\\n\x0cReplicaFrame\x12#\n\x05hello\x18\x01 \x01(\x0b\x32\x12.pocketmq.v1.HelloH\x00\x12\x1f\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x10.pocketmq.v1.AckH\x00\x42\x06\n\x04kind\"\x88\x01\n\x0bMasterFrame\x12\'\n\x07welcome\x18\x01 \x01(\x0b\x32\x14.pocketmq.v1.WelcomeH\x00\x12!\n\x04\x64\x61ta\x18\x02 \x01(\x0b\x32\x11.pocketmq.v1.DataH\x00\x12%\n\x06refuse\x18\x03 \x01(\x0b\x32\x13.pocketmq.v1.RefuseH\x00\x42\x06\n\x04kind\")\n\x12GetMetadataRequest\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\"M\n\x0bOffsetEntry\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x10\n\x08queue_id\x18\x03 \x01(\x05\x12\x0e\n\x06offset\x18\x04 \x01(\x03\"\xba\x02\n\x10MetadataSnapshot\x12/\n\rtopic_configs\x18\x01 \x03(\x0b\x32\x18.pocketmq.v1.TopicConfig\x12.\n\x0c\x64\x61ta_version\x18\x02 \x01(\x0b\x32\x18.pocketmq.v1.DataVersion\x12\x32\n\x10\x63onsumer_offsets\x18\x03 \x03(\x0b\x32\x18.pocketmq.v1.OffsetEntry\x12\x46\n\rdelay_offsets\x18\x04 \x03(\x0b\x32/.pocketmq.v1.MetadataSnapshot.DelayOffsetsEntry\x12\x14\n\x0cmaster_epoch\x18\x05 \x01(\x03\x1a\x33\n\x11\x44\x65layOffsetsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x32\xa0\x01\n\tHaService\x12\x44\n\tReplicate\x12\x19.pocketmq.v1.ReplicaFrame\x1a\x18.pocketmq.v1.MasterFrame(\x01\x30\x01\x12M\n\x0bGetMetadata\x12\x1f.pocketmq.v1.GetMetadataRequest\x1a\x1d.pocketmq.v1.MetadataSnapshotb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14pocketmq/v1/ha.proto\x12\x0bpocketmq.v1\x1a\x18pocketmq/v1/common.proto\"1\n\nEpochEntry\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\x12\x14\n\x0cstart_offset\x18\x02 \x01(\x03\"\xb5\x01\n\x05Hello\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x12\n\nreplica_id\x18\x03 \x01(\x03\x12\x14\n\x0creplica_addr\x18\x04 \x01(\t\x12\x12\n\nmax_offset\x18\x05 \x01(\x03\x12\'\n\x06\x65pochs\x18\x06 \x03(\x0b\x32\x17.pocketmq.v1.EpochEntry\x12\x1a\n\x12highest_epoch_seen\x18\x07 \x01(\x03\"\xa9\x01\n\x07Welcome\x12\x14\n\x0cmaster_epoch\x18\x01 \x01(\x03\x12\'\n\x06\x65pochs\x18\x02 \x03(\x0b\x32\x17.pocketmq.v1.EpochEntry\x12\x19\n\x11master_min_offset\x18\x03 \x01(\x03\x12\x19\n\x11master_max_offset\x18\x04 \x01(\x03\x12\x13\n\x0btruncate_to\x18\x05 \x01(\x03\x12\x14\n\x0cstart_offset\x18\x06 \x01(\x03\"\xe0\x01\n\x06Refuse\x12*\n\x06reason\x18\x01 \x01(\x0e\x32\x1a.pocketmq.v1.Refuse.Reason\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x14\n\x0cmaster_epoch\x18\x03 \x01(\x03\"\x82\x01\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x15\n\x11WRONG_BROKER_NAME\x10\x01\x12\x0e\n\nNOT_MASTER\x10\x02\x12\x0f\n\x0bSTALE_EPOCH\x10\x03\x12\x11\n\rREPLICA_AHEAD\x10\x04\x12\x15\n\x11\x44UPLICATE_REPLICA\x10\x05\"\xca\x01\n\x04\x44\x61ta\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x1a\n\x12\x65poch_start_offset\x18\x03 \x01(\x03\x12\x19\n\x11master_max_offset\x18\x04 \x01(\x03\x12\x19\n\x11master_min_offset\x18\x05 \x01(\x03\x12\x0f\n\x07records\x18\x06 \x01(\x0c\x12\x1b\n\x0e\x63onfirm_offset\x18\x07 \x01(\x03H\x00\x88\x01\x01\x12\x10\n\x08lazy_ack\x18\x08 \x01(\x08\x42\x11\n\x0f_confirm_offset\"1\n\x03\x41\x63k\x12\x12\n\nmax_offset\x18\x01 \x01(\x03\x12\x16\n\x0e\x66lushed_offset\x18\x02 \x01(\x03\"\\\n\x0cReplicaFrame\x12#\n\x05hello\x18\x01 \x01(\x0b\x32\x12.pocketmq.v1.HelloH\x00\x12\x1f\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x10.pocketmq.v1.AckH\x00\x42\x06\n\x04kind\"\x88\x01\n\x0bMasterFrame\x12\'\n\x07welcome\x18\x01 \x01(\x0b\x32\x14.pocketmq.v1.WelcomeH\x00\x12!\n\x04\x64\x61ta\x18\x02 \x01(\x0b\x32\x11.pocketmq.v1.DataH\x00\x12%\n\x06refuse\x18\x03 \x01(\x0b\x32\x13.pocketmq.v1.RefuseH\x00\x42\x06\n\x04kind\")\n\x12GetMetadataRequest\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\"M\n\x0bOffsetEntry\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x10\n\x08queue_id\x18\x03 \x01(\x05\x12\x0e\n\x06offset\x18\x04 \x01(\x03\"\xba\x02\n\x10MetadataSnapshot\x12/\n\rtopic_configs\x18\x01 \x03(\x0b\x32\x18.pocketmq.v1.TopicConfig\x12.\n\x0c\x64\x61ta_version\x18\x02 \x01(\x0b\x32\x18.pocketmq.v1.DataVersion\x12\x32\n\x10\x63onsumer_offsets\x18\x03 \x03(\x0b\x32\x18.pocketmq.v1.OffsetEntry\x12\x46\n\rdelay_offsets\x18\x04 \x03(\x0b\x32/.pocketmq.v1.MetadataSnapshot.DelayOffsetsEntry\x12\x14\n\x0cmaster_epoch\x18\x05 \x01(\x03\x1a\x33\n\x11\x44\x65layOffsetsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x32\xa0\x01\n\tHaService\x12\x44\n\tReplicate\x12\x19.pocketmq.v1.ReplicaFrame\x1a\x18.pocketmq.v1.MasterFrame(\x01\x30\x01\x12M\n\x0bGetMetadata\x12\x1f.pocketmq.v1.GetMetadataRequest\x1a\x1d.pocketmq.v1.MetadataSnapshotb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,21 +45,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REFUSE_REASON']._serialized_start=565
   _globals['_REFUSE_REASON']._serialized_end=695
   _globals['_DATA']._serialized_start=698
-  _globals['_DATA']._serialized_end=882
-  _globals['_ACK']._serialized_start=884
-  _globals['_ACK']._serialized_end=933
-  _globals['_REPLICAFRAME']._serialized_start=935
-  _globals['_REPLICAFRAME']._serialized_end=1027
-  _globals['_MASTERFRAME']._serialized_start=1030
-  _globals['_MASTERFRAME']._serialized_end=1166
-  _globals['_GETMETADATAREQUEST']._serialized_start=1168
-  _globals['_GETMETADATAREQUEST']._serialized_end=1209
-  _globals['_OFFSETENTRY']._serialized_start=1211
-  _globals['_OFFSETENTRY']._serialized_end=1288
-  _globals['_METADATASNAPSHOT']._serialized_start=1291
-  _globals['_METADATASNAPSHOT']._serialized_end=1605
-  _globals['_METADATASNAPSHOT_DELAYOFFSETSENTRY']._serialized_start=1554
-  _globals['_METADATASNAPSHOT_DELAYOFFSETSENTRY']._serialized_end=1605
-  _globals['_HASERVICE']._serialized_start=1608
-  _globals['_HASERVICE']._serialized_end=1768
+  _globals['_DATA']._serialized_end=900
+  _globals['_ACK']._serialized_start=902
+  _globals['_ACK']._serialized_end=951
+  _globals['_REPLICAFRAME']._serialized_start=953
+  _globals['_REPLICAFRAME']._serialized_end=1045
+  _globals['_MASTERFRAME']._serialized_start=1048
+  _globals['_MASTERFRAME']._serialized_end=1184
+  _globals['_GETMETADATAREQUEST']._serialized_start=1186
+  _globals['_GETMETADATAREQUEST']._serialized_end=1227
+  _globals['_OFFSETENTRY']._serialized_start=1229
+  _globals['_OFFSETENTRY']._serialized_end=1306
+  _globals['_METADATASNAPSHOT']._serialized_start=1309
+  _globals['_METADATASNAPSHOT']._serialized_end=1623
+  _globals['_METADATASNAPSHOT_DELAYOFFSETSENTRY']._serialized_start=1572
+  _globals['_METADATASNAPSHOT_DELAYOFFSETSENTRY']._serialized_end=1623
+  _globals['_HASERVICE']._serialized_start=1626
+  _globals['_HASERVICE']._serialized_end=1786
 # @@protoc_insertion_point(module_scope)

@@ -75,7 +75,7 @@ class Refuse(_message.Message):
     def __init__(self, reason: _Optional[_Union[Refuse.Reason, str]] = ..., message: _Optional[str] = ..., master_epoch: _Optional[int] = ...) -> None: ...
 
 class Data(_message.Message):
-    __slots__ = ("offset", "epoch", "epoch_start_offset", "master_max_offset", "master_min_offset", "records", "confirm_offset")
+    __slots__ = ("offset", "epoch", "epoch_start_offset", "master_max_offset", "master_min_offset", "records", "confirm_offset", "lazy_ack")
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     EPOCH_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
@@ -83,6 +83,7 @@ class Data(_message.Message):
     MASTER_MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     CONFIRM_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAZY_ACK_FIELD_NUMBER: _ClassVar[int]
     offset: int
     epoch: int
     epoch_start_offset: int
@@ -90,7 +91,8 @@ class Data(_message.Message):
     master_min_offset: int
     records: bytes
     confirm_offset: int
-    def __init__(self, offset: _Optional[int] = ..., epoch: _Optional[int] = ..., epoch_start_offset: _Optional[int] = ..., master_max_offset: _Optional[int] = ..., master_min_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., confirm_offset: _Optional[int] = ...) -> None: ...
+    lazy_ack: bool
+    def __init__(self, offset: _Optional[int] = ..., epoch: _Optional[int] = ..., epoch_start_offset: _Optional[int] = ..., master_max_offset: _Optional[int] = ..., master_min_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., confirm_offset: _Optional[int] = ..., lazy_ack: _Optional[bool] = ...) -> None: ...
 
 class Ack(_message.Message):
     __slots__ = ("max_offset", "flushed_offset")
