@@ -37,7 +37,7 @@ from pocketmq.broker.ha.replica import HaClient
 from pocketmq.broker.ha.servicer import HaServicer
 from pocketmq.broker.namesrv_client import RegisterReply
 from pocketmq.common.auth import signed_metadata
-from pocketmq.v1 import common_pb2, ha_pb2, ha_pb2_grpc
+from pocketmq.v1 import common_pb2, ha_pb2
 
 if TYPE_CHECKING:
     from pocketmq.broker.config import BrokerConfig
@@ -194,8 +194,8 @@ class HaController:
             ("grpc.max_receive_message_length", 4 << 20),
             ("grpc.max_send_message_length", -1),
             ("grpc.so_reuseport", 0)])
-        ha_pb2_grpc.add_HaServiceServicer_to_server(HaServicer(
-            self.replication, metadata=self.metadata_snapshot, acl=self._acl), server)
+        HaServicer(self.replication, metadata=self.metadata_snapshot,
+                   acl=self._acl).add_to_server(server)
         where = f"{cfg.host}:{cfg.ha_listen_port}"
         try:
             self.ha_port = (server.add_secure_port(where, self._server_credentials)
