@@ -12,9 +12,10 @@ and reconnects with a back-off when it breaks::
         (at once, or, for frames the master marks lazy_ack, on a timer: AckDue)
 
 A Refuse ends the session: STALE_EPOCH means the address is a replaced master,
-and the client waits for a newer one. Every ``metadata_interval_s`` (and once
-per session) it copies the master's topic configs, consumer offsets and
-delay-level progress (:class:`MetadataSync` applies them).
+and the client waits for a newer one. Every ``metadata_interval_s``, once per
+session, and soon after records of a topic it had no queue of (at most every
+``METADATA_MIN_GAP_S``) it copies the master's topic configs, consumer offsets
+and delay-level progress (:class:`MetadataSync` applies them).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 __all__ = ["AckDue", "HaClient", "ReplicaStatus"]
 
 log = logging.getLogger(__name__)
+
+METADATA_MIN_GAP_S = 0.2     # between metadata syncs a new topic asks for
 
 REPLICATE = "/pocketmq.v1.HaService/Replicate"
 GET_METADATA = "/pocketmq.v1.HaService/GetMetadata"
@@ -220,6 +223,7 @@ class HaClient:
                  welcome.master_max_offset)
         self._acked = asyncio.Event()
         self._ack_due = AckDue(self._acked.set)
+        self._metadata_wanted = asyncio.Event()
         acker = asyncio.get_running_loop().create_task(self._ack_loop(call))
         syncer = asyncio.get_running_loop().create_task(self._metadata_loop(stub))
         try:
@@ -297,9 +301,15 @@ class HaClient:
             epochs.begin(data.epoch, data.epoch_start_offset)
             self.saw_epoch(data.epoch)
             self.status.master_epoch = max(self.status.master_epoch, data.epoch)
+        topics = store.consume_queues.topic_count
         store.append_replicated(data.offset, data.records)
+        if store.consume_queues.topic_count != topics:
+            # a topic new here: its config now, not at the next round, or the replica (and
+            # a master elected from it) refuses its pulls and offset commits meanwhile
+            self._metadata_wanted.set()
 
     _acked: asyncio.Event
+    _metadata_wanted: asyncio.Event
     _ack_due: AckDue
 
     async def _ack_loop(self, call: Any) -> None:
@@ -322,8 +332,11 @@ class HaClient:
         self._on_metadata(snapshot)
 
     async def _metadata_loop(self, stub: ha_pb2_grpc.HaServiceStub) -> None:
+        """Every ``metadata_interval_s``, and soon after records of a topic new here."""
         while True:
-            await asyncio.sleep(self._metadata_interval_s)
+            await wait_event(self._metadata_wanted, self._metadata_interval_s)
+            self._metadata_wanted.clear()
+            await asyncio.sleep(METADATA_MIN_GAP_S)   # a burst of new topics: one sync
             try:
                 await self._sync_metadata(stub)
             except grpc.aio.AioRpcError as exc:

@@ -173,6 +173,10 @@ class ConsumeQueueStore:
     def topics(self) -> list[str]:
         return sorted(self._queues)
 
+    @property
+    def topic_count(self) -> int:
+        return len(self._queues)
+
     def queue_ids(self, topic: str) -> list[int]:
         return sorted(self._queues.get(topic, ()))
 

@@ -78,6 +78,31 @@ async def test_a_replica_copies_its_master_and_a_sync_send_waits_for_it(
     assert info["broker_role"] == "SLAVE" and info["ha_connected"] == "true"
 
 
+async def test_a_replica_fetches_the_config_of_a_topic_new_to_it_without_waiting_a_round(
+        namesrv, pair_config, start_broker, eventually):
+    # A master elected from a replica that lacks a topic's config refuses its pulls and
+    # offset commits until the next metadata round; the first record of it asks for one.
+    master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 1)
+    replica = await start_broker(replica_cfg)
+    await eventually(lambda: replica.topics.get(TOPIC) is not None, what="first sync")
+    client = replica.ha.client
+    client._metadata_interval_s = 3600.0          # no periodic round during the test
+    client._metadata_wanted.set()                 # (the loop takes the new interval)
+    master.topics.create(TopicConfig(topic_name="fresh", read_queue_nums=1,
+                                     write_queue_nums=1))
+    record = encode_record(topic="fresh", body=b"first", queue_id=0, properties={},
+                           born_timestamp_ms=1, born_host=pack_host(("127.0.0.1", 1)))
+    async with grpc.aio.insecure_channel(master.address) as channel:
+        reply = await broker_pb2_grpc.BrokerStub(channel).SendMessage(
+            pb.SendMessageRequest(record=record))
+    assert reply.status == pb.SEND_OK
+
+    await eventually(lambda: replica.topics.get("fresh") is not None, timeout_s=30,
+                     what="the new topic's config on the replica")
+
+
 async def test_a_replica_refuses_sends_with_a_clear_status(namesrv, pair_config, start_broker):
     master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
     await start_broker(master_cfg)
