@@ -32,6 +32,7 @@ from pocketmq.client.errors import ClientError, NotFoundError, RouteNotFoundErro
 from pocketmq.client.message_codec import decode_messages
 from pocketmq.client.model import MessageExt, MessageQueue, dlq_topic, retry_topic
 from pocketmq.client.remoting import PullStatus
+from pocketmq.client.trace_view import message_life, query_trace
 from pocketmq.dashboard.http import HttpError, Request, Response, json_response
 from pocketmq.dashboard.views import (
     Ctx,
@@ -233,12 +234,21 @@ def _trace_fields(text: str) -> list[list[str]]:
 
 
 async def traces(request: Request, ctx: Ctx) -> dict[str, Any]:
+    """PocketMQ's trace records of a message (``enable_trace``, ``trace_topic_enable``)
+    folded into its life as ``pocketmq message trace`` shows it; failing those, the
+    trace topic's messages keyed by the id as they are (RocketMQ's delimited format)."""
     msg_id = str_arg(request.query, "id", max_len=128)
     try:
-        found = await ctx.admin.query_message(TRACE_TOPIC, msg_id, max_num=MAX_LIST)
+        ours = await query_trace(ctx.admin, msg_id, trace_topic=TRACE_TOPIC)
     except RouteNotFoundError:
         return {"id": msg_id, "enabled": False, "records": [],
                 "note": f"no broker serves {TRACE_TOPIC}: message trace is off"}
+    if ours:
+        life = message_life(msg_id, ours)
+        return {"id": msg_id, "enabled": True, "note": "", "life": life,
+                "records": [{"store_timestamp_ms": r.ts, "broker_name": r.broker,
+                             "text": None, "parsed": r.to_json()} for r in ours]}
+    found = await ctx.admin.query_message(TRACE_TOPIC, msg_id, max_num=MAX_LIST)
     records = []
     for m in sorted(found, key=lambda m: m.store_timestamp_ms):
         view = body_view(m.body)

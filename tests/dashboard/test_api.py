@@ -268,6 +268,25 @@ async def test_traces_say_when_message_trace_is_off_and_render_records_when_on(w
     assert found["parsed"][0][:2] == ["Pub", "1700000000000"]
 
 
+async def test_the_trace_of_a_traced_producers_message_shows_its_life(web, dash_cluster,
+                                                                      eventually):
+    await make_topic(web, "RMQ_SYS_TRACE_TOPIC", queues=1)
+    await make_topic(web, "traced", queues=1)
+    async with Producer(group="pg-dash-trace", namesrv=dash_cluster.namesrv_addr,
+                        enable_trace=True) as producer:
+        sent = await producer.send(Message(topic="traced", body=b"x", keys=["t-1"]))
+
+    async def traced() -> dict | None:
+        status, body = await web.get(f"/api/traces?id={sent.msg_id}")
+        return body if status == 200 and body.get("records") else None
+
+    body = await eventually(traced, timeout_s=20, what="the producer's trace record")
+    assert body["enabled"] is True
+    [pub] = body["life"]["produced"]
+    assert pub["group"] == "pg-dash-trace" and pub["status"] == "SEND_OK"
+    assert body["records"][0]["parsed"]["type"] == "Pub"
+
+
 # -- consumer groups -------------------------------------------------------------------------
 async def test_groups_list_lag_and_detail_per_queue(web, dash_cluster):
     await make_topic(web, "work", queues=2)
