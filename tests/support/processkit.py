@@ -151,7 +151,9 @@ class ProcessKit:
                      **options: Any) -> ServerProcess:
         """A broker with SMALL_BROKER settings; *options* are BrokerConfig keys."""
         data_dir = data_dir or self.work_dir / name
-        settings = {**SMALL_BROKER, **aclmode.broker_options(self.work_dir),
+        # ha_port 0: any free port. Left to derive from a fixed --port (port + 1), it
+        # may be a port another process holds, and the broker refuses to start.
+        settings = {**SMALL_BROKER, **aclmode.broker_options(self.work_dir), "ha_port": 0,
                     "broker_name": name, "port": port, "data_dir": str(data_dir), **options}
         if namesrv:
             settings["namesrv_addrs"] = namesrv
