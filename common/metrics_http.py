@@ -15,11 +15,12 @@ One request per connection (``Connection: close``); anything but ``GET`` or
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
+
+from pocketmq.common.small_server import SmallServer
 
 __all__ = ["MetricsHttpServer"]
 
@@ -29,19 +30,16 @@ HEADER_TIMEOUT_S = 5.0        # a client gets this long to send its request head
 MAX_HEADER_BYTES = 16 * 1024
 
 
-class MetricsHttpServer:
+class MetricsHttpServer(SmallServer):
     """``await start()`` binds *host*:*port* (0 = any free port, read back from
     :attr:`port`); ``await stop()`` closes it and any open connection."""
 
     def __init__(self, registry: CollectorRegistry, *, host: str, port: int,
                  name: str = "metrics") -> None:
+        super().__init__(host=host, port=port, limit=MAX_HEADER_BYTES)
         self._registry = registry
-        self._host = host
-        self._requested_port = port
         self._name = name
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.StreamWriter] = set()
-        self.port = 0
+        self._bind_error = (name, "serve /metrics", "metrics_port")
 
     @property
     def address(self) -> str:
@@ -49,26 +47,8 @@ class MetricsHttpServer:
         return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
 
     async def start(self) -> None:
-        try:
-            self._server = await asyncio.start_server(
-                self._serve, self._host, self._requested_port, limit=MAX_HEADER_BYTES)
-        except OSError as exc:
-            raise OSError(exc.errno, f"{self._name} cannot serve /metrics on "
-                                     f"{self._host}:{self._requested_port}: {exc.strerror}; "
-                                     "is another process using the port? (metrics_port)"
-                          ) from None
-        self.port = self._server.sockets[0].getsockname()[1]
+        await super().start()
         log.info("%s serving Prometheus metrics on http://%s/metrics", self._name, self.address)
-
-    async def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.close()
-        for writer in list(self._connections):
-            writer.close()
-        with contextlib.suppress(Exception):
-            await server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._connections.add(writer)

@@ -17,13 +17,14 @@ anything else a 500 with the same shape (logged), never a dropped connection.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
+
+from pocketmq.common.small_server import SmallServer
 
 __all__ = ["HttpError", "HttpServer", "Request", "Response", "json_response"]
 
@@ -97,42 +98,20 @@ def json_response(value: Any, status: int = 200, **headers: str) -> Response:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-class HttpServer:
+class HttpServer(SmallServer):
     """``await start()`` binds *host*:*port* (0 = any free port, read back from
     :attr:`port`); ``await stop()`` closes it and every open connection."""
 
+    _bind_error = ("the dashboard", "listen", "--port")
+
     def __init__(self, handler: Handler, *, host: str, port: int) -> None:
+        super().__init__(host=host, port=port, limit=MAX_HEADER_BYTES)
         self._handler = handler
-        self._host = host
-        self._requested_port = port
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.StreamWriter] = set()
-        self.port = 0
 
     @property
     def url(self) -> str:
         host = f"[{self._host}]" if ":" in self._host else self._host
         return f"http://{host}:{self.port}"
-
-    async def start(self) -> None:
-        try:
-            self._server = await asyncio.start_server(
-                self._serve, self._host, self._requested_port, limit=MAX_HEADER_BYTES)
-        except OSError as exc:
-            raise OSError(exc.errno, f"the dashboard cannot listen on {self._host}:"
-                                     f"{self._requested_port}: {exc.strerror}; is another "
-                                     "process using the port? (--port)") from None
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.close()
-        for writer in list(self._connections):
-            writer.close()
-        with contextlib.suppress(Exception):
-            await server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._connections.add(writer)
