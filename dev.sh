@@ -103,6 +103,7 @@ case "$cmd" in
         setup_node_client
         ensure_browser
         "$VENV/bin/python" -m ruff check .
+        "$VENV/bin/python" -m ruff format --check .
         if [ $# -gt 0 ]; then
             exec "$VENV/bin/python" -m pytest -q "$@"
         fi

@@ -42,8 +42,10 @@ SERVING = re.compile(rb"serving on (\S+),")
 
 
 def machine() -> str:
-    return (f"{platform.node()} · {os.cpu_count()} cpu · Python {platform.python_version()} · "
-            f"grpcio {grpc.__version__}")
+    return (
+        f"{platform.node()} · {os.cpu_count()} cpu · Python {platform.python_version()} · "
+        f"grpcio {grpc.__version__}"
+    )
 
 
 def rss_mib(pid: int) -> tuple[float, float]:
@@ -59,21 +61,42 @@ def rss_mib(pid: int) -> tuple[float, float]:
             if key in ("RssAnon", "RssFile", "RssShmem"):
                 fields[key] = int(value.split()[0]) / 1024
     return fields.get("RssAnon", float("nan")), fields.get("RssFile", 0.0) + fields.get(
-        "RssShmem", 0.0)
+        "RssShmem", 0.0
+    )
 
 
 def start_broker(data_dir: str, args: argparse.Namespace) -> tuple[subprocess.Popen[bytes], str]:
-    per_connection, total = ((1_000_000, 1_000_000) if args.unlimited
-                             else (args.per_connection, args.total))
+    per_connection, total = (
+        (1_000_000, 1_000_000) if args.unlimited else (args.per_connection, args.total)
+    )
     log_path = os.path.join(data_dir, "broker.log")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pocketmq", "broker", "--port", "0", "--data-dir",
-             os.path.join(data_dir, "store"), "--flush", args.flush,
-             "--commitlog-file-size-bytes", str(64 * MiB), "--index-slots", "100000",
-             "--index-entries", "400000",
-             "--max-in-flight-requests-per-connection", str(per_connection),
-             "--max-in-flight-requests", str(total)], stdout=log, stderr=log)
+            [
+                sys.executable,
+                "-m",
+                "pocketmq",
+                "broker",
+                "--port",
+                "0",
+                "--data-dir",
+                os.path.join(data_dir, "store"),
+                "--flush",
+                args.flush,
+                "--commitlog-file-size-bytes",
+                str(64 * MiB),
+                "--index-slots",
+                "100000",
+                "--index-entries",
+                "400000",
+                "--max-in-flight-requests-per-connection",
+                str(per_connection),
+                "--max-in-flight-requests",
+                str(total),
+            ],
+            stdout=log,
+            stderr=log,
+        )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         with open(log_path, "rb") as log:
@@ -93,8 +116,9 @@ class Counts:
         self.other = 0
 
 
-async def sender(stub: broker_pb2_grpc.BrokerStub, record: bytes, counts: Counts,
-                 stop: asyncio.Event) -> None:
+async def sender(
+    stub: broker_pb2_grpc.BrokerStub, record: bytes, counts: Counts, stop: asyncio.Event
+) -> None:
     request = broker_pb2.SendMessageRequest(record=record)
     while not stop.is_set():
         try:
@@ -111,24 +135,29 @@ async def sender(stub: broker_pb2_grpc.BrokerStub, record: bytes, counts: Counts
 
 async def runtime_info(stub: broker_pb2_grpc.BrokerStub) -> dict[str, str]:
     try:
-        reply = await stub.GetBrokerRuntimeInfo(broker_pb2.GetBrokerRuntimeInfoRequest(),
-                                                timeout=5)
+        reply = await stub.GetBrokerRuntimeInfo(broker_pb2.GetBrokerRuntimeInfoRequest(), timeout=5)
         return dict(reply.table)
-    except grpc.aio.AioRpcError:   # the admin call itself may be refused as busy
+    except grpc.aio.AioRpcError:  # the admin call itself may be refused as busy
         return {"requests_in_flight": "busy"}
 
 
 async def run(args: argparse.Namespace, pid: int, addr: str) -> None:
-    record = encode_record(topic="bench", body=os.urandom(args.body_bytes),
-                           born_host=pack_host(("127.0.0.1", 1)))
+    record = encode_record(
+        topic="bench", body=os.urandom(args.body_bytes), born_host=pack_host(("127.0.0.1", 1))
+    )
     channels = [grpc.aio.insecure_channel(addr) for _ in range(args.connections)]
     admin = grpc.aio.insecure_channel(addr)
     counts, stop = Counts(), asyncio.Event()
-    tasks = [asyncio.ensure_future(sender(broker_pb2_grpc.BrokerStub(c), record, counts, stop))
-             for c in channels for _ in range(args.concurrency)]
+    tasks = [
+        asyncio.ensure_future(sender(broker_pb2_grpc.BrokerStub(c), record, counts, stop))
+        for c in channels
+        for _ in range(args.concurrency)
+    ]
     admin_stub = broker_pb2_grpc.BrokerStub(admin)
-    print(f"{'s':>3} {'RSS anon MiB':>13} {'files MiB':>10} {'stored/s':>9} {'busy/s':>9} "
-          f"{'cancelled/s':>12} {'in flight':>10} {'refused total':>14}")
+    print(
+        f"{'s':>3} {'RSS anon MiB':>13} {'files MiB':>10} {'stored/s':>9} {'busy/s':>9} "
+        f"{'cancelled/s':>12} {'in flight':>10} {'refused total':>14}"
+    )
     rss: list[tuple[float, float]] = []
     last = (0, 0, 0)
     start = time.monotonic()
@@ -139,42 +168,56 @@ async def run(args: argparse.Namespace, pid: int, addr: str) -> None:
         now = (counts.ok, counts.busy, counts.cancelled)
         ok, busy, cancelled = (a - b for a, b in zip(now, last, strict=True))
         last = now
-        print(f"{second:>3} {rss[-1][0]:>13.1f} {rss[-1][1]:>10.1f} {ok:>9} {busy:>9} "
-              f"{cancelled:>12} "
-              f"{info.get('requests_in_flight', '?'):>10} "
-              f"{info.get('requests_refused_busy_total', '?'):>14}", flush=True)
+        print(
+            f"{second:>3} {rss[-1][0]:>13.1f} {rss[-1][1]:>10.1f} {ok:>9} {busy:>9} "
+            f"{cancelled:>12} "
+            f"{info.get('requests_in_flight', '?'):>10} "
+            f"{info.get('requests_refused_busy_total', '?'):>14}",
+            flush=True,
+        )
     stop.set()
     await asyncio.gather(*tasks)
     for channel in [*channels, admin]:
         await channel.close()
     anon = [a for a, _files in rss]
     half = len(anon) // 2
-    print(f"\n{counts.ok} stored, {counts.busy} refused busy, {counts.cancelled} cancelled, "
-          f"{counts.other} other errors in {args.seconds} s; broker anonymous RSS first "
-          f"{anon[0]:.1f} MiB, max {max(anon):.1f} MiB, last {anon[-1]:.1f} MiB; growth over "
-          f"the second half {anon[-1] - anon[half]:+.1f} MiB (mapped files: "
-          f"{rss[-1][1]:.1f} MiB, the data stored)")
+    print(
+        f"\n{counts.ok} stored, {counts.busy} refused busy, {counts.cancelled} cancelled, "
+        f"{counts.other} other errors in {args.seconds} s; broker anonymous RSS first "
+        f"{anon[0]:.1f} MiB, max {max(anon):.1f} MiB, last {anon[-1]:.1f} MiB; growth over "
+        f"the second half {anon[-1] - anon[half]:+.1f} MiB (mapped files: "
+        f"{rss[-1][1]:.1f} MiB, the data stored)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--connections", type=int, default=8)
-    parser.add_argument("--concurrency", type=int, default=64, help="calls kept going per "
-                        "connection")
-    parser.add_argument("--per-connection", type=int, default=16,
-                        help="max_in_flight_requests_per_connection of the broker")
+    parser.add_argument(
+        "--concurrency", type=int, default=64, help="calls kept going per connection"
+    )
+    parser.add_argument(
+        "--per-connection",
+        type=int,
+        default=16,
+        help="max_in_flight_requests_per_connection of the broker",
+    )
     parser.add_argument("--total", type=int, default=64, help="max_in_flight_requests")
     parser.add_argument("--flush", choices=("async", "sync"), default="sync")
     parser.add_argument("--body-bytes", type=int, default=256)
-    parser.add_argument("--unlimited", action="store_true",
-                        help="lift both limits (to compare)")
+    parser.add_argument("--unlimited", action="store_true", help="lift both limits (to compare)")
     args = parser.parse_args()
     print(machine())
-    print(f"{args.connections} connections x {args.concurrency} calls at once against "
-          + ("no limits" if args.unlimited else
-             f"{args.per_connection} per connection / {args.total} in all")
-          + f", {args.flush} flush, {args.body_bytes} B bodies\n")
+    print(
+        f"{args.connections} connections x {args.concurrency} calls at once against "
+        + (
+            "no limits"
+            if args.unlimited
+            else f"{args.per_connection} per connection / {args.total} in all"
+        )
+        + f", {args.flush} flush, {args.body_bytes} B bodies\n"
+    )
     data_dir = tempfile.mkdtemp(prefix="pocketmq-bp-")
     proc, addr = start_broker(data_dir, args)
     try:

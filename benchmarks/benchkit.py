@@ -38,10 +38,10 @@ def wait_port(port: int, timeout_s: float = 30) -> None:
 
 @dataclass(frozen=True)
 class Standalone:
-    namesrv: str              # "127.0.0.1:port"
+    namesrv: str  # "127.0.0.1:port"
     broker_port: int
     data_dir: str
-    pid: int                  # the server process, whose CPU time a benchmark may report
+    pid: int  # the server process, whose CPU time a benchmark may report
 
 
 @contextlib.contextmanager
@@ -57,9 +57,24 @@ def standalone(prefix: str, *, broker_toml: str = "") -> Iterator[Standalone]:
         config = ["--config", path]
     namesrv_port, broker_port = free_port(), free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "pocketmq", "--log-level", "WARNING", "standalone",
-         "--data-dir", data_dir, "--namesrv-port", str(namesrv_port),
-         "--broker-port", str(broker_port), "--grpc-v2-port", "-1", *config])
+        [
+            sys.executable,
+            "-m",
+            "pocketmq",
+            "--log-level",
+            "WARNING",
+            "standalone",
+            "--data-dir",
+            data_dir,
+            "--namesrv-port",
+            str(namesrv_port),
+            "--broker-port",
+            str(broker_port),
+            "--grpc-v2-port",
+            "-1",
+            *config,
+        ]
+    )
     try:
         wait_port(broker_port)
         yield Standalone(f"127.0.0.1:{namesrv_port}", broker_port, data_dir, server.pid)

@@ -34,15 +34,24 @@ ECHO_METHOD = "/bench.Echo/Echo"
 
 
 def machine() -> str:
-    return (f"{platform.node()} · {os.cpu_count()} cpu · Python {platform.python_version()} · "
-            f"grpcio {grpc.__version__}")
+    return (
+        f"{platform.node()} · {os.cpu_count()} cpu · Python {platform.python_version()} · "
+        f"grpcio {grpc.__version__}"
+    )
 
 
 def records(n: int, topic: str = "bench", queues: int = 8, start: int = 0) -> list[bytes]:
     host = pack_host(("127.0.0.1", 1))
-    return [encode_record(topic=topic, body=BODY, queue_id=(start + i) % queues,
-                          born_host=host, properties={"UNIQ_KEY": f"{start + i:032X}"})
-            for i in range(n)]
+    return [
+        encode_record(
+            topic=topic,
+            body=BODY,
+            queue_id=(start + i) % queues,
+            born_host=host,
+            properties={"UNIQ_KEY": f"{start + i:032X}"},
+        )
+        for i in range(n)
+    ]
 
 
 async def run_concurrently(n_calls: int, concurrency: int, call) -> list[float]:  # type: ignore[no-untyped-def]
@@ -71,16 +80,20 @@ def pct(values: list[float], q: float) -> float:
 async def bench_send_batch(stub, total: int, batch: int) -> float:  # type: ignore[no-untyped-def]
     blobs = [b"".join(records(batch, start=i * batch)) for i in range(total // batch)]
     t0 = time.perf_counter()
-    await run_concurrently(len(blobs), 4, lambda i: stub.SendBatch(
-        broker_pb2.SendBatchRequest(records=blobs[i])))
+    await run_concurrently(
+        len(blobs), 4, lambda i: stub.SendBatch(broker_pb2.SendBatchRequest(records=blobs[i]))
+    )
     return len(blobs) * batch / (time.perf_counter() - t0)
 
 
 async def bench_send_single(stub, total: int, concurrency: int) -> tuple[float, list[float]]:  # type: ignore[no-untyped-def]
     recs = records(total, topic="single")
     t0 = time.perf_counter()
-    lat = await run_concurrently(total, concurrency, lambda i: stub.SendMessage(
-        broker_pb2.SendMessageRequest(record=recs[i])))
+    lat = await run_concurrently(
+        total,
+        concurrency,
+        lambda i: stub.SendMessage(broker_pb2.SendMessageRequest(record=recs[i])),
+    )
     return total / (time.perf_counter() - t0), lat
 
 
@@ -91,9 +104,16 @@ async def bench_pull(stub, queues: int = 8) -> float:  # type: ignore[no-untyped
         nonlocal got
         offset = 0
         while True:
-            reply = await stub.PullMessage(broker_pb2.PullMessageRequest(
-                consumer_group="bench", topic="bench", queue_id=queue_id, queue_offset=offset,
-                max_msg_nums=256, suspend_timeout_ms=0))
+            reply = await stub.PullMessage(
+                broker_pb2.PullMessageRequest(
+                    consumer_group="bench",
+                    topic="bench",
+                    queue_id=queue_id,
+                    queue_offset=offset,
+                    max_msg_nums=256,
+                    suspend_timeout_ms=0,
+                )
+            )
             if reply.status != broker_pb2.FOUND:
                 return
             got += reply.message_count
@@ -142,9 +162,13 @@ uvloop.run(main(int(sys.argv[1])))
 
 
 async def main_async(args: argparse.Namespace, broker_port: int, echo_port: int) -> None:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{broker_port}", options=[
+    async with grpc.aio.insecure_channel(
+        f"127.0.0.1:{broker_port}",
+        options=[
             ("grpc.max_receive_message_length", 64 << 20),
-            ("grpc.max_send_message_length", 64 << 20)]) as channel:
+            ("grpc.max_send_message_length", 64 << 20),
+        ],
+    ) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
         await stub.SendMessage(broker_pb2.SendMessageRequest(record=records(1)[0]))  # warm up
         echo = await echo_ceiling(echo_port, args.messages // 2)
@@ -152,38 +176,67 @@ async def main_async(args: argparse.Namespace, broker_port: int, echo_port: int)
         for batch in (32, 128, 512):
             rate = await bench_send_batch(stub, args.messages, batch)
             ceiling = echo[f"batch{batch}"]
-            print(f"SendBatch x{batch:<4} 1 KiB msgs/s   {rate:>14,.0f}{ceiling:>16,.0f}"
-                  f"{rate / ceiling:>8.0%}   ({rate * len(BODY) / 1e6:,.0f} MB/s)")
+            print(
+                f"SendBatch x{batch:<4} 1 KiB msgs/s   {rate:>14,.0f}{ceiling:>16,.0f}"
+                f"{rate / ceiling:>8.0%}   ({rate * len(BODY) / 1e6:,.0f} MB/s)"
+            )
         for concurrency, n in ((1, 3000), (64, 20000)):
             rate, lat = await bench_send_single(stub, n, concurrency)
-            print(f"SendMessage c={concurrency:<3} msgs/s       {rate:>14,.0f}"
-                  f"{echo[f'single{concurrency}']:>16,.0f}"
-                  f"{rate / echo[f'single{concurrency}']:>8.0%}   p50 {pct(lat, 0.5):.2f} ms "
-                  f"p99 {pct(lat, 0.99):.2f} ms (echo p50 "
-                  f"{echo[f'single{concurrency}_p50']:.2f} p99 "
-                  f"{echo[f'single{concurrency}_p99']:.2f})")
+            print(
+                f"SendMessage c={concurrency:<3} msgs/s       {rate:>14,.0f}"
+                f"{echo[f'single{concurrency}']:>16,.0f}"
+                f"{rate / echo[f'single{concurrency}']:>8.0%}   p50 {pct(lat, 0.5):.2f} ms "
+                f"p99 {pct(lat, 0.99):.2f} ms (echo p50 "
+                f"{echo[f'single{concurrency}_p50']:.2f} p99 "
+                f"{echo[f'single{concurrency}_p99']:.2f})"
+            )
         rate = await bench_pull(stub)
-        print(f"PullMessage (8 queues) msgs/s  {rate:>14,.0f}   "
-              f"({rate * len(BODY) / 1e6:,.0f} MB/s)")
+        print(
+            f"PullMessage (8 queues) msgs/s  {rate:>14,.0f}   ({rate * len(BODY) / 1e6:,.0f} MB/s)"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--flush", choices=["async", "sync"], default="async")
-    parser.add_argument("--max-pull-messages", type=int, default=256,
-                        help="the broker's max_pull_messages (RocketMQ's default is 32)")
+    parser.add_argument(
+        "--max-pull-messages",
+        type=int,
+        default=256,
+        help="the broker's max_pull_messages (RocketMQ's default is 32)",
+    )
     args = parser.parse_args()
     data = tempfile.mkdtemp(prefix="pocketmq-broker-bench-")
     broker_port, echo_port = free_port(), free_port()
-    print(f"machine: {machine()}\nflush: {args.flush} · {args.messages} messages per batch run · "
-          f"max_pull_messages {args.max_pull_messages}")
+    print(
+        f"machine: {machine()}\nflush: {args.flush} · {args.messages} messages per batch run · "
+        f"max_pull_messages {args.max_pull_messages}"
+    )
     # A broker on its own (no nameserver needed to measure it): RocketMQ's pull default
     # of 32 messages is raised to --max-pull-messages so one pull can carry a full batch.
-    broker = subprocess.Popen([sys.executable, "-m", "pocketmq", "--log-level", "WARNING",
-                               "broker", "--data-dir", data, "--port", str(broker_port),
-                               "--namesrv", "", "--grpc-v2-port", "-1", "--flush", args.flush,
-                               "--max-pull-messages", str(args.max_pull_messages)])
+    broker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pocketmq",
+            "--log-level",
+            "WARNING",
+            "broker",
+            "--data-dir",
+            data,
+            "--port",
+            str(broker_port),
+            "--namesrv",
+            "",
+            "--grpc-v2-port",
+            "-1",
+            "--flush",
+            args.flush,
+            "--max-pull-messages",
+            str(args.max_pull_messages),
+        ]
+    )
     echo = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(echo_port)])
     try:
         wait_port(broker_port)

@@ -43,14 +43,17 @@ from pocketmq.client import ConsumeResult, Producer, PushConsumer
 
 TOPIC, QUEUES = "TopicFailoverBench", 4
 # Production timers (the controller's and the broker's defaults), not the tests' fast ones.
-NAMESRV = dict(controller_broker_inactive_ms=3000, controller_scan_interval_ms=1000,
-               controller_lease_ttl_s=3)
+NAMESRV = dict(
+    controller_broker_inactive_ms=3000, controller_scan_interval_ms=1000, controller_lease_ttl_s=3
+)
 BROKER = dict(controller_heartbeat_interval_ms=1000, ha_max_time_replica_not_catchup_ms=10_000)
 
 
 def machine() -> str:
-    return (f"{platform.node()} · {os.cpu_count()} cpu · {platform.machine()} · "
-            f"{platform.system()} {platform.release()} · Python {platform.python_version()}")
+    return (
+        f"{platform.node()} · {os.cpu_count()} cpu · {platform.machine()} · "
+        f"{platform.system()} {platform.release()} · Python {platform.python_version()}"
+    )
 
 
 async def one_run(work: Path) -> tuple[float, float, float]:
@@ -84,11 +87,16 @@ async def one_run(work: Path) -> tuple[float, float, float]:
 
         await consumer.start()
         try:
-            async with Producer(group="bench-failover-pg", namesrv=ns,
-                                retry_times_when_send_failed=2) as producer:
+            async with Producer(
+                group="bench-failover-pg", namesrv=ns, retry_times_when_send_failed=2
+            ) as producer:
                 load = SendLoad(producer, TOPIC, tasks=2, pause_s=0.01)
-                await wait_for(lambda: len(load.acks) >= 300 and len(consumed) >= 100,
-                               timeout_s=40, interval_s=0.01, what="steady sends and reads")
+                await wait_for(
+                    lambda: len(load.acks) >= 300 and len(consumed) >= 100,
+                    timeout_s=40,
+                    interval_s=0.01,
+                    what="steady sends and reads",
+                )
                 marker = b"after-kill:"
                 group.procs[master].signal(signal.SIGKILL)
                 killed = time.monotonic()
@@ -97,12 +105,19 @@ async def one_run(work: Path) -> tuple[float, float, float]:
                 await group.wait_master(other_than=master, timeout_s=30)
                 to_master = time.monotonic() - killed
                 # a send issued after the kill (one in flight before it does not count)
-                await wait_for(lambda: load.first_ok_issued_after(killed) is not None,
-                               timeout_s=30, interval_s=0.01, what="a SEND_OK after the kill")
+                await wait_for(
+                    lambda: load.first_ok_issued_after(killed) is not None,
+                    timeout_s=30,
+                    interval_s=0.01,
+                    what="a SEND_OK after the kill",
+                )
                 first_ok = load.first_ok_issued_after(killed) - killed
-                await wait_for(lambda: any(b.startswith(marker) for _t, b in consumed),
-                               timeout_s=30, interval_s=0.01,
-                               what="the consumer reading a message sent after the kill")
+                await wait_for(
+                    lambda: any(b.startswith(marker) for _t, b in consumed),
+                    timeout_s=30,
+                    interval_s=0.01,
+                    what="the consumer reading a message sent after the kill",
+                )
                 read_again = min(t for t, b in consumed if b.startswith(marker)) - killed
                 after.cancel()
                 await load.stop()
@@ -135,11 +150,16 @@ async def main(runs: int) -> None:
         with tempfile.TemporaryDirectory(prefix="pocketmq-failover-bench-") as tmp:
             to_master, first_ok, read_again = await one_run(Path(tmp))
         rows.append((to_master, first_ok, read_again))
-        print(f"run {n}: kill -9 -> new master {to_master:.2f} s, first SEND_OK "
-              f"{first_ok:.2f} s, consumer reads again {read_again:.2f} s", flush=True)
+        print(
+            f"run {n}: kill -9 -> new master {to_master:.2f} s, first SEND_OK "
+            f"{first_ok:.2f} s, consumer reads again {read_again:.2f} s",
+            flush=True,
+        )
     med = [statistics.median(col) for col in zip(*rows, strict=True)]
-    print(f"median of {runs}: new master {med[0]:.2f} s, first SEND_OK {med[1]:.2f} s "
-          f"(target <= 5 s), consumer reads again {med[2]:.2f} s (target <= 5 s)")
+    print(
+        f"median of {runs}: new master {med[0]:.2f} s, first SEND_OK {med[1]:.2f} s "
+        f"(target <= 5 s), consumer reads again {med[2]:.2f} s (target <= 5 s)"
+    )
 
 
 if __name__ == "__main__":

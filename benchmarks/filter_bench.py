@@ -35,13 +35,18 @@ from pocketmq.v1 import broker_pb2_grpc, common_pb2
 
 TOPIC = "FilterBench"
 HOST = pack_host(("127.0.0.1", 40000))
-CASES = [("unfiltered", "*", ""), ("pct < 50 (50 %)", "pct < 50", "SQL92"),
-         ("pct < 1 (1 %)", "pct < 1", "SQL92")]
+CASES = [
+    ("unfiltered", "*", ""),
+    ("pct < 50 (50 %)", "pct < 50", "SQL92"),
+    ("pct < 1 (1 %)", "pct < 1", "SQL92"),
+]
 
 
 def machine() -> str:
-    return (f"{platform.node()} · {os.cpu_count()} cpu · {platform.machine()} · "
-            f"Python {platform.python_version()}")
+    return (
+        f"{platform.node()} · {os.cpu_count()} cpu · {platform.machine()} · "
+        f"Python {platform.python_version()}"
+    )
 
 
 def cpu_seconds(pid: int) -> float:
@@ -51,28 +56,50 @@ def cpu_seconds(pid: int) -> float:
 
 
 async def fill(stub, messages: int, queues: int, body: bytes) -> None:
-    await stub.CreateTopic(pb.CreateTopicRequest(topic_config=common_pb2.TopicConfig(
-        topic_name=TOPIC, read_queue_nums=queues, write_queue_nums=queues, perm=6)))
+    await stub.CreateTopic(
+        pb.CreateTopicRequest(
+            topic_config=common_pb2.TopicConfig(
+                topic_name=TOPIC, read_queue_nums=queues, write_queue_nums=queues, perm=6
+            )
+        )
+    )
     now = int(time.time() * 1000)
     batch: list[bytes] = []
     for i in range(messages):
-        batch.append(encode_record(
-            topic=TOPIC, body=body, queue_id=i % queues, born_timestamp_ms=now,
-            born_host=HOST, store_host=pack_host(("127.0.0.1", 0)),
-            properties={"pct": str(i % 100), "region": ("eu", "us")[i % 2],
-                        "UNIQ_KEY": f"K{i:012d}"}))
+        batch.append(
+            encode_record(
+                topic=TOPIC,
+                body=body,
+                queue_id=i % queues,
+                born_timestamp_ms=now,
+                born_host=HOST,
+                store_host=pack_host(("127.0.0.1", 0)),
+                properties={
+                    "pct": str(i % 100),
+                    "region": ("eu", "us")[i % 2],
+                    "UNIQ_KEY": f"K{i:012d}",
+                },
+            )
+        )
         if len(batch) == 512 or i == messages - 1:
             await stub.SendBatch(pb.SendBatchRequest(records=b"".join(batch)))
             batch.clear()
 
 
-async def read_queue(stub, queue_id: int, end: int, expression: str,
-                     expression_type: str) -> int:
+async def read_queue(stub, queue_id: int, end: int, expression: str, expression_type: str) -> int:
     offset = delivered = 0
     while offset < end:
-        reply = await stub.PullMessage(pb.PullMessageRequest(
-            consumer_group="bench", topic=TOPIC, queue_id=queue_id, queue_offset=offset,
-            subscription=expression, expression_type=expression_type, suspend_timeout_ms=0))
+        reply = await stub.PullMessage(
+            pb.PullMessageRequest(
+                consumer_group="bench",
+                topic=TOPIC,
+                queue_id=queue_id,
+                queue_offset=offset,
+                subscription=expression,
+                expression_type=expression_type,
+                suspend_timeout_ms=0,
+            )
+        )
         delivered += reply.message_count
         if reply.next_begin_offset <= offset:
             raise RuntimeError(f"queue {queue_id} stuck at {offset}: {reply.status}")
@@ -80,13 +107,16 @@ async def read_queue(stub, queue_id: int, end: int, expression: str,
     return delivered
 
 
-async def measure(stub, pid: int, queues: int, per_queue: list[int], expression: str,
-                  expression_type: str) -> tuple[float, int, float]:
+async def measure(
+    stub, pid: int, queues: int, per_queue: list[int], expression: str, expression_type: str
+) -> tuple[float, int, float]:
     cpu = cpu_seconds(pid)
     started = time.perf_counter()
-    delivered = sum(await asyncio.gather(*(
-        read_queue(stub, q, per_queue[q], expression, expression_type)
-        for q in range(queues))))
+    delivered = sum(
+        await asyncio.gather(
+            *(read_queue(stub, q, per_queue[q], expression, expression_type) for q in range(queues))
+        )
+    )
     return time.perf_counter() - started, delivered, cpu_seconds(pid) - cpu
 
 
@@ -95,26 +125,32 @@ async def run(args: argparse.Namespace) -> None:
     with standalone("pocketmq-filter-bench-") as server:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{server.broker_port}") as channel:
             stub = broker_pb2_grpc.BrokerStub(channel)
-            print(f"filling {args.messages:,} records of {args.body} B over {args.queues} "
-                  "queues ...", flush=True)
+            print(
+                f"filling {args.messages:,} records of {args.body} B over {args.queues} queues ...",
+                flush=True,
+            )
             await fill(stub, args.messages, args.queues, body)
             per_queue = [len(range(q, args.messages, args.queues)) for q in range(args.queues)]
             best: dict[str, tuple[float, int, float]] = {}
             for _round in range(args.rounds):
                 for name, expression, kind in CASES:
-                    took, delivered, cpu = await measure(stub, server.pid, args.queues,
-                                                         per_queue, expression, kind)
+                    took, delivered, cpu = await measure(
+                        stub, server.pid, args.queues, per_queue, expression, kind
+                    )
                     if name not in best or took < best[name][0]:
                         best[name] = (took, delivered, cpu)
     print(f"\n{machine()}")
-    print(f"{args.messages:,} records, {args.queues} queues, 32 per pull, best of "
-          f"{args.rounds}\n")
-    print(f"{'subscription':<18}{'scanned/s':>12}{'delivered/s':>14}{'delivered':>11}"
-          f"{'broker CPU s/M scanned':>25}")
+    print(f"{args.messages:,} records, {args.queues} queues, 32 per pull, best of {args.rounds}\n")
+    print(
+        f"{'subscription':<18}{'scanned/s':>12}{'delivered/s':>14}{'delivered':>11}"
+        f"{'broker CPU s/M scanned':>25}"
+    )
     for name, _expression, _kind in CASES:
         took, delivered, cpu = best[name]
-        print(f"{name:<18}{args.messages / took:>12,.0f}{delivered / took:>14,.0f}"
-              f"{delivered:>11,}{cpu / args.messages * 1e6:>25.2f}")
+        print(
+            f"{name:<18}{args.messages / took:>12,.0f}{delivered / took:>14,.0f}"
+            f"{delivered:>11,}{cpu / args.messages * 1e6:>25.2f}"
+        )
 
 
 def main() -> None:

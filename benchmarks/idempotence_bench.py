@@ -48,8 +48,10 @@ MiB = 1024 * 1024
 
 
 def machine() -> str:
-    return (f"{platform.node()} · {os.cpu_count()} cpu · {platform.machine()} · "
-            f"Python {platform.python_version()}")
+    return (
+        f"{platform.node()} · {os.cpu_count()} cpu · {platform.machine()} · "
+        f"Python {platform.python_version()}"
+    )
 
 
 # -- throughput -------------------------------------------------------------------------------
@@ -74,8 +76,7 @@ class Round:
         self.rate, self.client_us, self.broker_us = rate, client_us, broker_us
 
 
-async def run_for(producer: Producer, seconds: float, batch: bool,
-                  broker_pid: int = 0) -> Round:
+async def run_for(producer: Producer, seconds: float, batch: bool, broker_pid: int = 0) -> Round:
     """TASKS tasks, each sending in a loop for *seconds* (a send that raises is counted
     in FAILURES under its error, and not as sent)."""
     client_cpu, broker_cpu = time.process_time(), cpu_seconds(broker_pid)
@@ -98,29 +99,44 @@ async def run_for(producer: Producer, seconds: float, batch: bool,
     started = time.monotonic()
     await asyncio.gather(*(task(i) for i in range(TASKS)))
     sent = max(sum(counts), 1)
-    return Round(sent / (time.monotonic() - started),
-                 (time.process_time() - client_cpu) / sent * 1e6,
-                 (cpu_seconds(broker_pid) - broker_cpu) / sent * 1e6)
+    return Round(
+        sent / (time.monotonic() - started),
+        (time.process_time() - client_cpu) / sent * 1e6,
+        (cpu_seconds(broker_pid) - broker_cpu) / sent * 1e6,
+    )
 
 
-async def throughput(namesrv: str, broker: str, seconds: float, rounds: int,
-                     broker_pid: int, in_flight: int) -> None:
+async def throughput(
+    namesrv: str, broker: str, seconds: float, rounds: int, broker_pid: int, in_flight: int
+) -> None:
     async with AdminClient(namesrv=namesrv) as admin:
-        await admin.create_topic(broker, TopicConfig(topic=TOPIC, read_queue_nums=8,
-                                                     write_queue_nums=8))
-    print(f"\nthroughput: {TASKS} tasks, {len(BODY)} B bodies, best of {rounds} rounds of "
-          f"{seconds:g} s, idempotent and not alternating")
-    print(f"{'call':<24}{'idempotent msg/s':>18}{'plain msg/s':>14}{'overhead':>10}"
-          f"{'client CPU µs/msg':>22}{'broker CPU µs/msg':>22}")
+        await admin.create_topic(
+            broker, TopicConfig(topic=TOPIC, read_queue_nums=8, write_queue_nums=8)
+        )
+    print(
+        f"\nthroughput: {TASKS} tasks, {len(BODY)} B bodies, best of {rounds} rounds of "
+        f"{seconds:g} s, idempotent and not alternating"
+    )
+    print(
+        f"{'call':<24}{'idempotent msg/s':>18}{'plain msg/s':>14}{'overhead':>10}"
+        f"{'client CPU µs/msg':>22}{'broker CPU µs/msg':>22}"
+    )
     # send_timeout_ms 10 s: 256 tasks queue behind one broker; the default 3 s gives
     # up on calls that are only waiting, which is not what is measured here.
-    async with Producer(group="bench-idem", namesrv=namesrv, idempotent=True,
-                        send_timeout_ms=10_000,
-                        max_in_flight_requests_per_queue=in_flight) as idem, \
-            Producer(group="bench-plain", namesrv=namesrv, idempotent=False,
-                     send_timeout_ms=10_000) as plain:
+    async with (
+        Producer(
+            group="bench-idem",
+            namesrv=namesrv,
+            idempotent=True,
+            send_timeout_ms=10_000,
+            max_in_flight_requests_per_queue=in_flight,
+        ) as idem,
+        Producer(
+            group="bench-plain", namesrv=namesrv, idempotent=False, send_timeout_ms=10_000
+        ) as plain,
+    ):
         for batch in (False, True):
-            await run_for(idem, 1.0, batch)        # warm-up: routes, sessions, channels
+            await run_for(idem, 1.0, batch)  # warm-up: routes, sessions, channels
             await run_for(plain, 1.0, batch)
             best = {True: 0.0, False: 0.0}
             client = {True: float("inf"), False: float("inf")}
@@ -134,15 +150,19 @@ async def throughput(namesrv: str, broker: str, seconds: float, rounds: int,
                     broker_us[flag] = min(broker_us[flag], got.broker_us)
             name = f"send_batch ({BATCH}/call)" if batch else "send"
             overhead = (best[False] - best[True]) / best[False] * 100
-            print(f"{name:<24}{best[True]:>18,.0f}{best[False]:>14,.0f}{overhead:>9.1f}%"
-                  f"{f'{client[True]:.1f} vs {client[False]:.1f}':>22}"
-                  f"{f'{broker_us[True]:.1f} vs {broker_us[False]:.1f}':>22}")
+            print(
+                f"{name:<24}{best[True]:>18,.0f}{best[False]:>14,.0f}{overhead:>9.1f}%"
+                f"{f'{client[True]:.1f} vs {client[False]:.1f}':>22}"
+                f"{f'{broker_us[True]:.1f} vs {broker_us[False]:.1f}':>22}"
+            )
             opened, out_of_order, renumbered = (
-                after - was for after, was in zip(_idempotence_counts(idem), before,
-                                                  strict=True))
-            print(f"  idempotent: {opened} session(s) opened, {out_of_order} out-of-order "
-                  f"answer(s) met (each waits for the earlier request), {renumbered} "
-                  "renumbered after a gap")
+                after - was for after, was in zip(_idempotence_counts(idem), before, strict=True)
+            )
+            print(
+                f"  idempotent: {opened} session(s) opened, {out_of_order} out-of-order "
+                f"answer(s) met (each waits for the earlier request), {renumbered} "
+                "renumbered after a gap"
+            )
     for what, count in sorted(FAILURES.items()):
         print(f"  failed {count}x  {what}")
 
@@ -156,8 +176,11 @@ def _idempotence_counts(producer: Producer) -> tuple[int, int, int]:
 
 # -- recovery ---------------------------------------------------------------------------------
 def store_config(data_dir: str, snapshot_interval: int) -> StoreConfig:
-    return StoreConfig(data_dir=data_dir, commitlog_file_size=256 * MiB,
-                       producer_snapshot_interval_bytes=snapshot_interval)
+    return StoreConfig(
+        data_dir=data_dir,
+        commitlog_file_size=256 * MiB,
+        producer_snapshot_interval_bytes=snapshot_interval,
+    )
 
 
 def fill(data_dir: str, log_mib: int, stamped: bool, snapshot_interval: int) -> None:
@@ -171,15 +194,22 @@ def fill(data_dir: str, log_mib: int, stamped: bool, snapshot_interval: int) -> 
     while store.commitlog.max_offset < log_mib * MiB:
         pid, queue_id = n % producers, (n // producers) % queues
         first = seqs[pid][queue_id]
-        records = b"".join(encode_message(
-            Message(topic="orders", body=body), queue_id=queue_id,
-            uniq_key=stamp(f"K{pid}-{first + i}", (1 << 40) + pid, 0, first + i)
-            if stamped else f"K{pid}-{first + i}",
-            born_host=HOST, born_timestamp_ms=int(time.time() * 1000)) for i in range(64))
+        records = b"".join(
+            encode_message(
+                Message(topic="orders", body=body),
+                queue_id=queue_id,
+                uniq_key=stamp(f"K{pid}-{first + i}", (1 << 40) + pid, 0, first + i)
+                if stamped
+                else f"K{pid}-{first + i}",
+                born_host=HOST,
+                born_timestamp_ms=int(time.time() * 1000),
+            )
+            for i in range(64)
+        )
         seqs[pid][queue_id] += 64
         store.put_batch(records)
         n += 1
-    os._exit(0)      # as kill -9: mapped pages stay in the page cache, no checkpoint
+    os._exit(0)  # as kill -9: mapped pages stay in the page cache, no checkpoint
 
 
 def recover(data_dir: str, snapshot_interval: int) -> tuple[float, int, int]:
@@ -194,18 +224,33 @@ def recover(data_dir: str, snapshot_interval: int) -> tuple[float, int, int]:
 
 
 def recovery(log_mib: int) -> None:
-    print(f"\nrecovery after a crash (os._exit, abort file left), {log_mib} MiB of 1 KiB "
-          "records, 1,000 producer ids x 8 queues")
+    print(
+        f"\nrecovery after a crash (os._exit, abort file left), {log_mib} MiB of 1 KiB "
+        "records, 1,000 producer ids x 8 queues"
+    )
     print(f"{'log':<34}{'start() s':>11}{'ids':>7}{'bytes rescanned':>18}")
-    cases = (("stamped, snapshots every 64 MiB", True, 64 * MiB),
-             ("stamped, no snapshot", True, 1 << 50),
-             ("unstamped (baseline)", False, 64 * MiB))
+    cases = (
+        ("stamped, snapshots every 64 MiB", True, 64 * MiB),
+        ("stamped, no snapshot", True, 1 << 50),
+        ("unstamped (baseline)", False, 64 * MiB),
+    )
     for name, stamped, interval in cases:
         data_dir = tempfile.mkdtemp(prefix="idem-bench-")
         try:
-            subprocess.run([sys.executable, __file__, "--fill", data_dir, "--log-mib",
-                            str(log_mib), "--interval", str(interval)]
-                           + (["--stamped"] if stamped else []), check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--fill",
+                    data_dir,
+                    "--log-mib",
+                    str(log_mib),
+                    "--interval",
+                    str(interval),
+                ]
+                + (["--stamped"] if stamped else []),
+                check=True,
+            )
             seconds, ids, scanned = recover(data_dir, interval)
             print(f"{name:<34}{seconds:>11.2f}{ids:>7}{scanned:>18,}")
         finally:
@@ -218,8 +263,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--log-mib", type=int, default=256)
     parser.add_argument("--skip-throughput", action="store_true")
-    parser.add_argument("--max-in-flight-requests-per-queue", type=int, default=5,
-                        help="the idempotent producer's (send_batch)")
+    parser.add_argument(
+        "--max-in-flight-requests-per-queue",
+        type=int,
+        default=5,
+        help="the idempotent producer's (send_batch)",
+    )
     parser.add_argument("--fill", help=argparse.SUPPRESS)
     parser.add_argument("--interval", type=int, default=64 * MiB, help=argparse.SUPPRESS)
     parser.add_argument("--stamped", action="store_true", help=argparse.SUPPRESS)
@@ -230,9 +279,16 @@ def main() -> None:
     print(f"idempotence_bench on {machine()}")
     if not args.skip_throughput:
         with standalone("idem-bench-") as server:
-            asyncio.run(throughput(server.namesrv, f"127.0.0.1:{server.broker_port}",
-                                   args.seconds, args.rounds, server.pid,
-                                   args.max_in_flight_requests_per_queue))
+            asyncio.run(
+                throughput(
+                    server.namesrv,
+                    f"127.0.0.1:{server.broker_port}",
+                    args.seconds,
+                    args.rounds,
+                    server.pid,
+                    args.max_in_flight_requests_per_queue,
+                )
+            )
     if args.log_mib > 0:
         recovery(args.log_mib)
 

@@ -50,8 +50,12 @@ class Proc:
     def __init__(self, args: list[str], log_path: str) -> None:
         self.log_path = log_path
         with open(log_path, "ab") as log:
-            self.p = subprocess.Popen([sys.executable, "-m", "pocketmq", *args],
-                                      stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+            self.p = subprocess.Popen(
+                [sys.executable, "-m", "pocketmq", *args],
+                stdout=log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+            )
 
     def wait_log(self, pattern: re.Pattern[bytes], start: int = 0, timeout_s: float = 120):
         deadline = time.monotonic() + timeout_s
@@ -105,22 +109,45 @@ class Proc:
 
 def start_broker(work: str, name: str, namesrv: str, port: int, max_queues: int) -> Proc:
     data = os.path.join(work, name)
-    args = ["--log-level", "INFO", "broker", "--broker-name", name, "--port", str(port),
-            "--data-dir", data, "--namesrv-addrs", namesrv, "--grpc-v2-port", "-1",
-            "--max-queues-total", str(max_queues), "--consume-queue-units-per-file", "10000",
-            "--commitlog-file-size-bytes", str(64 * 1024 * 1024)]
+    args = [
+        "--log-level",
+        "INFO",
+        "broker",
+        "--broker-name",
+        name,
+        "--port",
+        str(port),
+        "--data-dir",
+        data,
+        "--namesrv-addrs",
+        namesrv,
+        "--grpc-v2-port",
+        "-1",
+        "--max-queues-total",
+        str(max_queues),
+        "--consume-queue-units-per-file",
+        "10000",
+        "--commitlog-file-size-bytes",
+        str(64 * 1024 * 1024),
+    ]
     return Proc(args, os.path.join(work, f"{name}.log"))
 
 
-async def create_batched(admin: AdminClient, addr: str, prefix: str, start: int, end: int,
-                         batch: int = 1_000) -> float:
+async def create_batched(
+    admin: AdminClient, addr: str, prefix: str, start: int, end: int, batch: int = 1_000
+) -> float:
     began = time.perf_counter()
     for lo in range(start, end, batch):
-        await admin.create_topics(addr, [TopicConfig(topic=f"{prefix}{i:06d}",
-                                                     read_queue_nums=QUEUES,
-                                                     write_queue_nums=QUEUES)
-                                         for i in range(lo, min(end, lo + batch))],
-                                  batch_size=batch)
+        await admin.create_topics(
+            addr,
+            [
+                TopicConfig(
+                    topic=f"{prefix}{i:06d}", read_queue_nums=QUEUES, write_queue_nums=QUEUES
+                )
+                for i in range(lo, min(end, lo + batch))
+            ],
+            batch_size=batch,
+        )
     return (end - start) / (time.perf_counter() - began)
 
 
@@ -129,9 +156,12 @@ async def single_creates(admin: AdminClient, addr: str, tag: str, n: int = 400) 
 
     async def worker() -> None:
         for i in names:
-            await admin.create_topic(addr, TopicConfig(topic=f"Single{tag}_{i}",
-                                                       read_queue_nums=QUEUES,
-                                                       write_queue_nums=QUEUES))
+            await admin.create_topic(
+                addr,
+                TopicConfig(
+                    topic=f"Single{tag}_{i}", read_queue_nums=QUEUES, write_queue_nums=QUEUES
+                ),
+            )
 
     began = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(32)))
@@ -155,8 +185,9 @@ async def grpc_lookups(admin: AdminClient, topics: int, seconds: float = 3.0) ->
     return done / (time.perf_counter() - began)
 
 
-async def grpc_batched_lookups(namesrv: str, topics: int, seconds: float = 3.0,
-                               per_call: int = 100) -> float:
+async def grpc_batched_lookups(
+    namesrv: str, topics: int, seconds: float = 3.0, per_call: int = 100
+) -> float:
     """Routes per second through GetTopicRoutes by names (*per_call* a call, 8 tasks):
     how a client refreshes the routes it holds (one call per thousand topics)."""
     from pocketmq.client.remoting import Remoting
@@ -187,10 +218,15 @@ def table_lookups(topics: int) -> float:
     table = RouteTable(clock=ManualClock(), default_heartbeat_timeout_ms=120_000)
     for b in range(2):
         table.register_broker(
-            BrokerIdentity(cluster="C", broker_name=f"b{b}", broker_addr=f"127.0.0.1:{b + 1}",
-                           broker_id=0), DataVersion(1, 1),
-            [NsTopic(topic_name=f"T{i:06d}", read_queue_nums=8, write_queue_nums=8)
-             for i in range(topics)])
+            BrokerIdentity(
+                cluster="C", broker_name=f"b{b}", broker_addr=f"127.0.0.1:{b + 1}", broker_id=0
+            ),
+            DataVersion(1, 1),
+            [
+                NsTopic(topic_name=f"T{i:06d}", read_queue_nums=8, write_queue_nums=8)
+                for i in range(topics)
+            ],
+        )
     n = 200_000
     began = time.perf_counter()
     for i in range(n):
@@ -202,15 +238,22 @@ async def registration_bytes(work: str, namesrv: str, topics: int) -> tuple[int,
     """(bytes of the full table, bytes after a one-topic change, seconds of the full
     registration) for a broker of *topics* topics registering with the nameserver."""
     directory = tempfile.mkdtemp(dir=work)
-    manager = TopicConfigManager(directory, broker_name=f"reg{topics}",
-                                 cluster_name="RegBench", max_queues_total=10_000_000)
+    manager = TopicConfigManager(
+        directory, broker_name=f"reg{topics}", cluster_name="RegBench", max_queues_total=10_000_000
+    )
     manager.load()
     for lo in range(0, topics, 20_000):
-        manager.create_many([BrokerTopic(topic_name=f"R{i:06d}")
-                             for i in range(lo, min(topics, lo + 20_000))])
-    service = RegisterBrokerService([namesrv], manager, cluster_name="RegBench",
-                                    broker_name=f"reg{topics}", broker_addr="127.0.0.1:1",
-                                    client_factory=GrpcNameserverClient)
+        manager.create_many(
+            [BrokerTopic(topic_name=f"R{i:06d}") for i in range(lo, min(topics, lo + 20_000))]
+        )
+    service = RegisterBrokerService(
+        [namesrv],
+        manager,
+        cluster_name="RegBench",
+        broker_name=f"reg{topics}",
+        broker_addr="127.0.0.1:1",
+        client_factory=GrpcNameserverClient,
+    )
     began = time.perf_counter()
     await service.run_once()
     full_s = time.perf_counter() - began
@@ -224,8 +267,9 @@ async def registration_bytes(work: str, namesrv: str, topics: int) -> tuple[int,
     return full, delta, full_s
 
 
-async def restart_time(broker: Proc, work: str, namesrv: str, port: int,
-                       max_queues: int) -> tuple[float, Proc]:
+async def restart_time(
+    broker: Proc, work: str, namesrv: str, port: int, max_queues: int
+) -> tuple[float, Proc]:
     broker.stop()
     size = os.path.getsize(broker.log_path)
     began = time.perf_counter()
@@ -249,13 +293,17 @@ async def routes_back(namesrv: str, topics: int, began: float) -> float:
 
 async def main(args: argparse.Namespace) -> None:
     work = tempfile.mkdtemp(prefix="pmq-metadata-")
-    print(f"# metadata_bench on {platform.node()}: {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}, {platform.platform()}")
+    print(
+        f"# metadata_bench on {platform.node()}: {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, {platform.platform()}"
+    )
     print(f"# figures are noisy (shared machine); run it several times. dir {work}")
     ns_port, port = free_port(), free_port()
     namesrv = f"127.0.0.1:{ns_port}"
-    ns = Proc(["--log-level", "WARNING", "nameserver", "--host", "127.0.0.1", "--port",
-               str(ns_port)], os.path.join(work, "ns.log"))
+    ns = Proc(
+        ["--log-level", "WARNING", "nameserver", "--host", "127.0.0.1", "--port", str(ns_port)],
+        os.path.join(work, "ns.log"),
+    )
     max_queues = args.topics * QUEUES + 100_000
     procs = [ns]
     try:
@@ -274,13 +322,13 @@ async def main(args: argparse.Namespace) -> None:
                     rate = await create_batched(admin, addr, "T", made, made + step)
                     made += step
                     print(f"  {made - step:>7,}..{made:>7,}: {rate:>8,.0f} topics/s", flush=True)
-                await asyncio.sleep(1.0)        # let registration settle before measuring
+                await asyncio.sleep(1.0)  # let registration settle before measuring
                 row = rows[mark] = {}
                 row["single creates/s"] = f"{await single_creates(admin, addr, str(mark)):,.0f}"
-                row["route lookups/s (gRPC, 32 tasks)"] = \
-                    f"{await grpc_lookups(admin, mark):,.0f}"
-                row["route lookups/s (gRPC, 100 names a call)"] = \
+                row["route lookups/s (gRPC, 32 tasks)"] = f"{await grpc_lookups(admin, mark):,.0f}"
+                row["route lookups/s (gRPC, 100 names a call)"] = (
                     f"{await grpc_batched_lookups(namesrv, mark):,.0f}"
+                )
                 row["route lookups/s (RouteTable)"] = f"{table_lookups(mark):,.0f}"
                 full, delta, full_s = await registration_bytes(work, namesrv, mark)
                 row["registration: full table bytes"] = f"{full:,}"
@@ -313,31 +361,42 @@ async def main(args: argparse.Namespace) -> None:
             seconds, broker = await restart_time(broker, work, namesrv, port, max_queues)
             procs.append(broker)
             routed_s = await routes_back(namesrv, made, began)
-            print(f"  restart {attempt + 1}: serving after {seconds:.2f} s, all routes back "
-                  f"at the nameserver after {routed_s:.2f} s; RSS {broker.rss_mib():,.0f} MiB, "
-                  f"{broker.fds()} open files, {broker.maps()} mappings")
+            print(
+                f"  restart {attempt + 1}: serving after {seconds:.2f} s, all routes back "
+                f"at the nameserver after {routed_s:.2f} s; RSS {broker.rss_mib():,.0f} MiB, "
+                f"{broker.fds()} open files, {broker.maps()} mappings"
+            )
             cq_fds, cq_maps = broker.cq_files()
-            print(f"    consume-queue files of the {hot:,} queues with messages: {cq_fds} open, "
-                  f"{cq_maps} mapped (one descriptor per mapping; 6,027 / 3,336 for 3,000 "
-                  "before the LRU)")
+            print(
+                f"    consume-queue files of the {hot:,} queues with messages: {cq_fds} open, "
+                f"{cq_maps} mapped (one descriptor per mapping; 6,027 / 3,336 for 3,000 "
+                "before the LRU)"
+            )
 
         if args.extra_brokers:
             extra_topics = max(0, (1_000_000 - made * QUEUES) // QUEUES // args.extra_brokers)
-            print(f"\n## a million queues: {args.extra_brokers} more broker(s) with "
-                  f"{extra_topics:,} topics of 8 queues each")
+            print(
+                f"\n## a million queues: {args.extra_brokers} more broker(s) with "
+                f"{extra_topics:,} topics of 8 queues each"
+            )
             async with AdminClient(namesrv, timeout_s=60) as admin:
                 for b in range(args.extra_brokers):
-                    extra = start_broker(work, f"broker-x{b}", namesrv, free_port(),
-                                         extra_topics * QUEUES + 100_000)
+                    extra = start_broker(
+                        work, f"broker-x{b}", namesrv, free_port(), extra_topics * QUEUES + 100_000
+                    )
                     procs.append(extra)
                     extra_addr = extra.wait_log(SERVING).group(1).decode()
                     rate = await create_batched(admin, extra_addr, f"X{b}_", 0, extra_topics)
-                    print(f"  broker-x{b}: {rate:,.0f} topics/s; RSS {extra.rss_mib():,.0f} MiB,"
-                          f" {extra.fds()} open files, {extra.maps()} mappings")
+                    print(
+                        f"  broker-x{b}: {rate:,.0f} topics/s; RSS {extra.rss_mib():,.0f} MiB,"
+                        f" {extra.fds()} open files, {extra.maps()} mappings"
+                    )
                 routes = await admin.topic_routes()
                 queues = sum(q.write_queue_nums for _t, qds in routes for q in qds)
-                print(f"  cluster: {len(routes):,} topics, {queues:,} queues; broker-a "
-                      f"{broker.fds()} open files, {broker.maps()} mappings")
+                print(
+                    f"  cluster: {len(routes):,} topics, {queues:,} queues; broker-a "
+                    f"{broker.fds()} open files, {broker.maps()} mappings"
+                )
         du = subprocess.run(["du", "-sh", work], capture_output=True, text=True).stdout.split()
         print(f"\n## disk used: {du[0] if du else '?'} (sparse consume-queue files)")
     finally:

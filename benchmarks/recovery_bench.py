@@ -40,14 +40,22 @@ def fill(path: str, gib: float, body_size: int) -> int:
     n = 0
     started = time.perf_counter()
     while store.commitlog.max_offset < target:
-        blob = b"".join(encode_record(topic="bench", body=body, queue_id=(n + i) % 8,
-                                      born_host=host,
-                                      properties={"UNIQ_KEY": f"{n + i:032X}"})
-                        for i in range(256))
+        blob = b"".join(
+            encode_record(
+                topic="bench",
+                body=body,
+                queue_id=(n + i) % 8,
+                born_host=host,
+                properties={"UNIQ_KEY": f"{n + i:032X}"},
+            )
+            for i in range(256)
+        )
         assert store.put_batch(blob).ok
         n += 256
-    print(f"wrote {n:,} messages, {store.commitlog.max_offset / 2**30:.2f} GiB in "
-          f"{time.perf_counter() - started:.1f} s")
+    print(
+        f"wrote {n:,} messages, {store.commitlog.max_offset / 2**30:.2f} GiB in "
+        f"{time.perf_counter() - started:.1f} s"
+    )
     store.shutdown()
     return n
 
@@ -57,8 +65,10 @@ def timed_start(path: str, label: str, *, then_crash: bool = False) -> None:
     started = time.perf_counter()
     report = store.start()
     elapsed = time.perf_counter() - started
-    print(f"{label:<38} {elapsed:7.2f} s  verified from {report.scanned_from:,}, "
-          f"re-dispatched {report.redispatched:,}, truncated {report.truncated_bytes}")
+    print(
+        f"{label:<38} {elapsed:7.2f} s  verified from {report.scanned_from:,}, "
+        f"re-dispatched {report.redispatched:,}, truncated {report.truncated_bytes}"
+    )
     if then_crash:
         crash(store)
     else:

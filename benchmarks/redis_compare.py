@@ -55,8 +55,8 @@ REDIS_PIPELINE = 100
 REDIS_READ_COUNT = 1000
 SEND_TASKS = 256
 REDIS_CONNECTIONS = 64
-PULL_BATCH = 256              # PullConsumer messages per pull (Redis reads 1000 a call)
-PULL_THRESHOLD = 1000         # the consumer's per-queue buffer limit, messages (the default)
+PULL_BATCH = 256  # PullConsumer messages per pull (Redis reads 1000 a call)
+PULL_THRESHOLD = 1000  # the consumer's per-queue buffer limit, messages (the default)
 PARTS = ("produce", "consume", "send", "latency", "memory")
 
 
@@ -69,10 +69,27 @@ def redis_server() -> Iterator[tuple[int, int]]:
     data_dir = tempfile.mkdtemp(prefix="pocketmq-redis-")
     port = free_port()
     proc = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", data_dir,
-         "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
-         "--daemonize", "no", "--loglevel", "warning"],
-        stdout=subprocess.DEVNULL)
+        [
+            exe,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            data_dir,
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     try:
         wait_port(port)
         yield port, proc.pid
@@ -116,15 +133,17 @@ class Meter:
         elapsed = time.perf_counter() - self.started
         client = (self_cpu_s() - self.cpu0[0]) / count * 1e6
         server = (proc_cpu_s(self.server_pid) - self.cpu0[1]) / count * 1e6
-        return count / elapsed, (f"{count} msgs in {elapsed:.2f} s [CPU/msg: client "
-                                 f"{client:.1f} us, server {server:.1f} us]")
+        return count / elapsed, (
+            f"{count} msgs in {elapsed:.2f} s [CPU/msg: client "
+            f"{client:.1f} us, server {server:.1f} us]"
+        )
 
 
 # -- PocketMQ ---------------------------------------------------------------------------
 async def pmq_produce(namesrv: str, topic: str, total: int, broker_pid: int) -> float:
     async with Producer(group="cmp-produce", namesrv=namesrv) as producer:
         msgs = [Message(topic=topic, body=BODY) for _ in range(BATCH)]
-        await producer.send_batch(msgs)          # route and queue files, not timed
+        await producer.send_batch(msgs)  # route and queue files, not timed
         meter = Meter(broker_pid)
         for _ in range(total // BATCH):
             await producer.send_batch(msgs)
@@ -134,9 +153,13 @@ async def pmq_produce(namesrv: str, topic: str, total: int, broker_pid: int) -> 
 
 
 async def pmq_consume(namesrv: str, topic: str, expected: int, broker_pid: int) -> float:
-    consumer = PullConsumer(group=f"cmp-consume-{topic}", namesrv=namesrv,
-                            consume_from="first", pull_batch_size=PULL_BATCH,
-                            max_poll_messages=PULL_BATCH)
+    consumer = PullConsumer(
+        group=f"cmp-consume-{topic}",
+        namesrv=namesrv,
+        consume_from="first",
+        pull_batch_size=PULL_BATCH,
+        max_poll_messages=PULL_BATCH,
+    )
     consumer.subscribe(topic)
     meter = Meter(broker_pid)
     await consumer.start()
@@ -179,8 +202,10 @@ async def pmq_single_send(namesrv: str, topic: str, count: int = 5000) -> tuple[
             lat.append((time.perf_counter() - t0) * 1000)
     lat.sort()
     p50, p99 = statistics.median(lat), lat[int(len(lat) * 0.99) - 1]
-    print(f"    PocketMQ single send at concurrency 1: {count} sends, p50 {p50:.2f} ms, "
-          f"p99 {p99:.2f} ms, max {lat[-1]:.2f} ms")
+    print(
+        f"    PocketMQ single send at concurrency 1: {count} sends, p50 {p50:.2f} ms, "
+        f"p99 {p99:.2f} ms, max {lat[-1]:.2f} ms"
+    )
     return p50, p99
 
 
@@ -212,8 +237,9 @@ async def redis_consume(port: int, stream: str, expected: int, redis_pid: int) -
         meter = Meter(redis_pid)
         count = 0
         while count < expected:
-            reply = await client.xreadgroup("cmp", "c1", {stream: ">"}, count=REDIS_READ_COUNT,
-                                            block=10_000)
+            reply = await client.xreadgroup(
+                "cmp", "c1", {stream: ">"}, count=REDIS_READ_COUNT, block=10_000
+            )
             entries = reply[0][1] if reply else []
             if not entries:
                 raise RuntimeError(f"XREADGROUP returned nothing after {count} of {expected}")
@@ -245,8 +271,10 @@ async def redis_send(port: int, stream: str, total: int, redis_pid: int) -> floa
     finally:
         await client.aclose()
         await pool.aclose()
-    print(f"    Redis XADD x{SEND_TASKS} tasks over {REDIS_CONNECTIONS} connections: "
-          f"{rate:,.0f} msgs/s, {detail}")
+    print(
+        f"    Redis XADD x{SEND_TASKS} tasks over {REDIS_CONNECTIONS} connections: "
+        f"{rate:,.0f} msgs/s, {detail}"
+    )
     return rate
 
 
@@ -262,8 +290,13 @@ def rss_mib() -> float:
 async def memory_probe(namesrv: str, topic: str, seconds: float) -> None:
     """Child process: a consumer on a big backlog that never polls; print its RSS."""
     base = rss_mib()
-    consumer = PullConsumer(group=f"cmp-memory-{topic}", namesrv=namesrv, consume_from="first",
-                            pull_batch_size=PULL_BATCH, pull_threshold_for_queue=PULL_THRESHOLD)
+    consumer = PullConsumer(
+        group=f"cmp-memory-{topic}",
+        namesrv=namesrv,
+        consume_from="first",
+        pull_batch_size=PULL_BATCH,
+        pull_threshold_for_queue=PULL_THRESHOLD,
+    )
     consumer.subscribe(topic)
     await consumer.start()
     peak = rss_mib()
@@ -275,9 +308,11 @@ async def memory_probe(namesrv: str, topic: str, seconds: float) -> None:
     queues = len(consumer._pqs)
     first = await consumer.poll(timeout_s=5)
     await consumer.shutdown()
-    print(f"    consumer RSS: {base:.0f} MiB before start, peak {peak:.0f} MiB over "
-          f"{seconds:.0f} s; {buffered} messages buffered in {queues} queues (limit "
-          f"{PULL_THRESHOLD} a queue + one pull ahead), {len(first)} polled at the end")
+    print(
+        f"    consumer RSS: {base:.0f} MiB before start, peak {peak:.0f} MiB over "
+        f"{seconds:.0f} s; {buffered} messages buffered in {queues} queues (limit "
+        f"{PULL_THRESHOLD} a queue + one pull ahead), {len(first)} polled at the end"
+    )
 
 
 async def pmq_memory(namesrv: str, topic: str, backlog: int) -> None:
@@ -285,26 +320,39 @@ async def pmq_memory(namesrv: str, topic: str, backlog: int) -> None:
         msgs = [Message(topic=topic, body=BODY) for _ in range(BATCH)]
         for _ in range(backlog // BATCH):
             await producer.send_batch(msgs)
-    print(f"    backlog: {backlog // BATCH * BATCH} messages of 1 KiB "
-          f"({backlog // BATCH * BATCH * 1024 / 2**20:.0f} MiB of bodies)")
+    print(
+        f"    backlog: {backlog // BATCH * BATCH} messages of 1 KiB "
+        f"({backlog // BATCH * BATCH * 1024 / 2**20:.0f} MiB of bodies)"
+    )
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--memory-probe", namesrv, topic)
+        sys.executable, __file__, "--memory-probe", namesrv, topic
+    )
     await proc.wait()
 
 
 # -- driver -----------------------------------------------------------------------------
 def summary(name: str, ours: list[float], theirs: list[float], target: float) -> None:
     ratios = [a / b for a, b in zip(ours, theirs, strict=True)]
-    print(f"  {name:8s} PocketMQ {min(ours):,.0f}-{max(ours):,.0f} msgs/s, Redis "
-          f"{min(theirs):,.0f}-{max(theirs):,.0f} msgs/s, ratio {min(ratios):.2f}-"
-          f"{max(ratios):.2f}x (target >= {target}x)")
+    print(
+        f"  {name:8s} PocketMQ {min(ours):,.0f}-{max(ours):,.0f} msgs/s, Redis "
+        f"{min(theirs):,.0f}-{max(theirs):,.0f} msgs/s, ratio {min(ratios):.2f}-"
+        f"{max(ratios):.2f}x (target >= {target}x)"
+    )
 
 
-async def run(namesrv: str, broker_pid: int, redis_port: int, redis_pid: int, messages: int,
-              runs: int, parts: set[str]) -> None:
+async def run(
+    namesrv: str,
+    broker_pid: int,
+    redis_port: int,
+    redis_pid: int,
+    messages: int,
+    runs: int,
+    parts: set[str],
+) -> None:
     await sdk_bench.wait_for_broker(namesrv)
     figures: dict[str, tuple[list[float], list[float]]] = {
-        p: ([], []) for p in ("produce", "consume", "send")}
+        p: ([], []) for p in ("produce", "consume", "send")
+    }
     for run_no in range(1, runs + 1):
         print(f"  run {run_no} of {runs}")
         topic = f"cmp-batch-{run_no}"
@@ -313,20 +361,25 @@ async def run(namesrv: str, broker_pid: int, redis_port: int, redis_pid: int, me
             figures["produce"][0].append(await pmq_produce(namesrv, topic, messages, broker_pid))
             if redis_port:
                 figures["produce"][1].append(
-                    await redis_produce(redis_port, stream, messages, redis_pid))
+                    await redis_produce(redis_port, stream, messages, redis_pid)
+                )
         if "consume" in parts:
             expected = messages // BATCH * BATCH
             figures["consume"][0].append(await pmq_consume(namesrv, topic, expected, broker_pid))
             if redis_port:
                 figures["consume"][1].append(
-                    await redis_consume(redis_port, stream, messages // REDIS_PIPELINE
-                                        * REDIS_PIPELINE, redis_pid))
+                    await redis_consume(
+                        redis_port, stream, messages // REDIS_PIPELINE * REDIS_PIPELINE, redis_pid
+                    )
+                )
         if "send" in parts:
             figures["send"][0].append(
-                await pmq_send(namesrv, f"cmp-send-{run_no}", messages // 2, broker_pid))
+                await pmq_send(namesrv, f"cmp-send-{run_no}", messages // 2, broker_pid)
+            )
             if redis_port:
                 figures["send"][1].append(
-                    await redis_send(redis_port, f"cmp-send-{run_no}", messages // 2, redis_pid))
+                    await redis_send(redis_port, f"cmp-send-{run_no}", messages // 2, redis_pid)
+                )
     print("summary (PocketMQ / Redis Streams, same run):")
     for name, target in (("produce", 3), ("consume", 1.5), ("send", 3)):
         ours, theirs = figures[name]
@@ -335,7 +388,7 @@ async def run(namesrv: str, broker_pid: int, redis_port: int, redis_pid: int, me
     if "latency" in parts:
         print("  latency (targets: single send p99 <= 2 ms; send-to-listener p99 <= 10 ms):")
         await pmq_single_send(namesrv, "cmp-single")
-        await asyncio.sleep(3.0)            # let the broker flush what the phases above wrote
+        await asyncio.sleep(3.0)  # let the broker flush what the phases above wrote
         await sdk_bench.bench_latency(namesrv, "cmp-latency", 5000, 5.0)
     if "memory" in parts:
         print("  memory (a consumer's RSS is bounded by its pull buffers, whatever the backlog):")
@@ -346,12 +399,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--only", default=",".join(PARTS),
-                        help=f"comma-separated parts of {', '.join(PARTS)}")
-    parser.add_argument("--no-redis", action="store_true",
-                        help="PocketMQ only (to profile the client with py-spy)")
-    parser.add_argument("--memory-probe", nargs=2, metavar=("NAMESRV", "TOPIC"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--only", default=",".join(PARTS), help=f"comma-separated parts of {', '.join(PARTS)}"
+    )
+    parser.add_argument(
+        "--no-redis", action="store_true", help="PocketMQ only (to profile the client with py-spy)"
+    )
+    parser.add_argument(
+        "--memory-probe", nargs=2, metavar=("NAMESRV", "TOPIC"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     import uvloop
 
@@ -363,15 +419,21 @@ def main() -> int:
         parser.error(f"--only takes parts of {', '.join(PARTS)}")
     from pocketmq.client import message_codec
 
-    print(f"machine: {sdk_bench.machine()}; Redis {redis_version()}; client codec: "
-          f"{getattr(message_codec, 'IMPLEMENTATION', 'python')}")
-    with standalone("pocketmq-cmp-",
-                    broker_toml=f"max_pull_messages = {PULL_BATCH}\n") as server, \
-            (contextlib.nullcontext((0, 0)) if args.no_redis else redis_server()) as (
-                redis_port, redis_pid):
+    print(
+        f"machine: {sdk_bench.machine()}; Redis {redis_version()}; client codec: "
+        f"{getattr(message_codec, 'IMPLEMENTATION', 'python')}"
+    )
+    with (
+        standalone("pocketmq-cmp-", broker_toml=f"max_pull_messages = {PULL_BATCH}\n") as server,
+        contextlib.nullcontext((0, 0)) if args.no_redis else redis_server() as (
+            redis_port,
+            redis_pid,
+        ),
+    ):
         sdk_bench.BROKER_PID = server.pid
-        uvloop.run(run(server.namesrv, server.pid, redis_port, redis_pid, args.messages,
-                       args.runs, parts))
+        uvloop.run(
+            run(server.namesrv, server.pid, redis_port, redis_pid, args.messages, args.runs, parts)
+        )
     return 0
 
 

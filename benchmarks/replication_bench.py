@@ -52,20 +52,31 @@ from pocketmq.v1 import broker_pb2_grpc, common_pb2
 BODY = os.urandom(1024)
 MiB = 1 << 20
 BATCH = 512
-OPTIONS = [("grpc.max_receive_message_length", 64 * MiB),
-           ("grpc.max_send_message_length", 64 * MiB)]
+OPTIONS = [
+    ("grpc.max_receive_message_length", 64 * MiB),
+    ("grpc.max_send_message_length", 64 * MiB),
+]
 
 
 def machine() -> str:
-    return (f"{platform.node()} · {os.cpu_count()} cpu · {platform.machine()} · "
-            f"Python {platform.python_version()} · grpcio {grpc.__version__}")
+    return (
+        f"{platform.node()} · {os.cpu_count()} cpu · {platform.machine()} · "
+        f"Python {platform.python_version()} · grpcio {grpc.__version__}"
+    )
 
 
 def records(n: int, topic: str = "bench", queues: int = 8, start: int = 0) -> list[bytes]:
     host = pack_host(("127.0.0.1", 1))
-    return [encode_record(topic=topic, body=BODY, queue_id=(start + i) % queues,
-                          born_host=host, properties={"UNIQ_KEY": f"{start + i:032X}"})
-            for i in range(n)]
+    return [
+        encode_record(
+            topic=topic,
+            body=BODY,
+            queue_id=(start + i) % queues,
+            born_host=host,
+            properties={"UNIQ_KEY": f"{start + i:032X}"},
+        )
+        for i in range(n)
+    ]
 
 
 _TICK_S = 1 / os.sysconf("SC_CLK_TCK")
@@ -90,9 +101,11 @@ async def measured_send(group: Brokers, port: int, n: int) -> tuple[float, str]:
     rate = await send_batches(port, n)
     after = [cpu_s(pid) for pid in pids] + [own_cpu_s()]
     sent = max(1, n // BATCH) * BATCH
-    names = ["master", "replica"][:len(pids)] if len(pids) > 1 else ["broker"]
-    cpu = "  ".join(f"{name} {(b - a) * 1e6 / sent:4.1f}" for name, a, b in
-                    zip([*names, "client"], before, after, strict=True))
+    names = ["master", "replica"][: len(pids)] if len(pids) > 1 else ["broker"]
+    cpu = "  ".join(
+        f"{name} {(b - a) * 1e6 / sent:4.1f}"
+        for name, a, b in zip([*names, "client"], before, after, strict=True)
+    )
     return rate, f"CPU us/msg: {cpu}"
 
 
@@ -108,16 +121,46 @@ class Brokers:
         self.root = tempfile.mkdtemp(prefix="pocketmq-repl-bench-")
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self, name: str, *, role: str = "ASYNC_MASTER", broker_id: int = 0,
-              ha_port: int = -1, master_ha: str = "", **extra: str) -> tuple[int, int]:
+    def start(
+        self,
+        name: str,
+        *,
+        role: str = "ASYNC_MASTER",
+        broker_id: int = 0,
+        ha_port: int = -1,
+        master_ha: str = "",
+        **extra: str,
+    ) -> tuple[int, int]:
         port = free_port()
         ha_port = free_port() if ha_port == 0 else ha_port
-        args = [sys.executable, "-m", "pocketmq", "--log-level", "WARNING", "broker",
-                "--data-dir", os.path.join(self.root, name), "--port", str(port),
-                "--namesrv", "", "--grpc-v2-port", "-1", "--broker-name", "broker-b",
-                "--broker-role", role, "--broker-id", str(broker_id),
-                "--ha-port", str(ha_port), "--ha-heartbeat-interval-ms", "200",
-                "--commitlog-file-size-bytes", str(256 * MiB)]
+        args = [
+            sys.executable,
+            "-m",
+            "pocketmq",
+            "--log-level",
+            "WARNING",
+            "broker",
+            "--data-dir",
+            os.path.join(self.root, name),
+            "--port",
+            str(port),
+            "--namesrv",
+            "",
+            "--grpc-v2-port",
+            "-1",
+            "--broker-name",
+            "broker-b",
+            "--broker-role",
+            role,
+            "--broker-id",
+            str(broker_id),
+            "--ha-port",
+            str(ha_port),
+            "--ha-heartbeat-interval-ms",
+            "200",
+            "--commitlog-file-size-bytes",
+            str(256 * MiB),
+        ]
         if master_ha:
             args += ["--ha-master-address", master_ha]
         for key, value in extra.items():
@@ -154,7 +197,8 @@ def brokers() -> Iterator[Brokers]:
 async def info(port: int) -> dict[str, str]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         reply = await broker_pb2_grpc.BrokerStub(channel).GetBrokerRuntimeInfo(
-            pb.GetBrokerRuntimeInfoRequest(), timeout=10)
+            pb.GetBrokerRuntimeInfoRequest(), timeout=10
+        )
     return dict(reply.table)
 
 
@@ -169,8 +213,9 @@ async def until(predicate, timeout_s: float = 120, every_s: float = 0.005) -> fl
 
 async def caught_up(master: int, replica: int) -> bool:
     m, r = await asyncio.gather(info(master), info(replica))
-    return r.get("ha_connected") == "true" and \
-        r["commitlog_max_offset"] == m["commitlog_max_offset"]
+    return (
+        r.get("ha_connected") == "true" and r["commitlog_max_offset"] == m["commitlog_max_offset"]
+    )
 
 
 async def send_batches(port: int, total: int, concurrency: int = 4) -> float:
@@ -179,10 +224,15 @@ async def send_batches(port: int, total: int, concurrency: int = 4) -> float:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=OPTIONS) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
         for topic in ("bench", "single"):
-            with contextlib.suppress(grpc.aio.AioRpcError):     # ALREADY_EXISTS
-                await stub.CreateTopic(pb.CreateTopicRequest(topic_config=common_pb2.TopicConfig(
-                    topic_name=topic, read_queue_nums=8, write_queue_nums=8, perm=6)))
-        await stub.SendMessage(pb.SendMessageRequest(record=records(1)[0]))   # warm-up
+            with contextlib.suppress(grpc.aio.AioRpcError):  # ALREADY_EXISTS
+                await stub.CreateTopic(
+                    pb.CreateTopicRequest(
+                        topic_config=common_pb2.TopicConfig(
+                            topic_name=topic, read_queue_nums=8, write_queue_nums=8, perm=6
+                        )
+                    )
+                )
+        await stub.SendMessage(pb.SendMessageRequest(record=records(1)[0]))  # warm-up
 
         async def worker() -> None:
             for i in todo:
@@ -199,7 +249,7 @@ async def single_latency(port: int, n: int) -> list[float]:
     out = []
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
-        for rec in recs[:200]:                                               # warm-up
+        for rec in recs[:200]:  # warm-up
             await stub.SendMessage(pb.SendMessageRequest(record=rec))
         for rec in recs:
             t0 = time.perf_counter()
@@ -211,8 +261,7 @@ async def single_latency(port: int, n: int) -> list[float]:
 
 async def pair(group: Brokers, role: str) -> tuple[int, int]:
     master, ha = group.start("m", role=role, ha_port=0)
-    replica, _ = group.start("r", role="SLAVE", broker_id=1, ha_port=0,
-                             master_ha=f"127.0.0.1:{ha}")
+    replica, _ = group.start("r", role="SLAVE", broker_id=1, ha_port=0, master_ha=f"127.0.0.1:{ha}")
     await until(lambda: caught_up(master, replica), 30)
     return master, replica
 
@@ -222,16 +271,20 @@ async def throughput_round(n: int, shares: dict[str, list[float]]) -> None:
     with brokers() as group:
         port, _ = group.start("single")
         single, cpu = await measured_send(group, port, n)
-    print(f"SendBatch x{BATCH} 1 KiB, 4 calls  single broker        {single:>10,.0f} msg/s "
-          f"({single * len(BODY) / 1e6:,.0f} MB/s)            {cpu}")
+    print(
+        f"SendBatch x{BATCH} 1 KiB, 4 calls  single broker        {single:>10,.0f} msg/s "
+        f"({single * len(BODY) / 1e6:,.0f} MB/s)            {cpu}"
+    )
     for role, target in (("ASYNC_MASTER", 0.7), ("SYNC_MASTER", 0.6)):
         with brokers() as group:
             master, replica = await pair(group, role)
             rate, cpu = await measured_send(group, master, n)
             await until(lambda m=master, r=replica: caught_up(m, r))
         shares[role].append(rate / single)
-        print(f"SendBatch x{BATCH} 1 KiB, 4 calls  {role}+replica {rate:>10,.0f} msg/s "
-              f"= {rate / single:4.0%} of single (target >= {target:.0%})  {cpu}")
+        print(
+            f"SendBatch x{BATCH} 1 KiB, 4 calls  {role}+replica {rate:>10,.0f} msg/s "
+            f"= {rate / single:4.0%} of single (target >= {target:.0%})  {cpu}"
+        )
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -240,28 +293,40 @@ async def run(args: argparse.Namespace) -> None:
     for _ in range(args.runs):
         await throughput_round(n, shares)
     if args.runs > 1:
-        print(f"median of {args.runs} rounds: ASYNC_MASTER+replica "
-              f"{statistics.median(shares['ASYNC_MASTER']):.0%}, SYNC_MASTER+replica "
-              f"{statistics.median(shares['SYNC_MASTER']):.0%} of single")
+        print(
+            f"median of {args.runs} rounds: ASYNC_MASTER+replica "
+            f"{statistics.median(shares['ASYNC_MASTER']):.0%}, SYNC_MASTER+replica "
+            f"{statistics.median(shares['SYNC_MASTER']):.0%} of single"
+        )
     with brokers() as group:
         master, replica = await pair(group, "SYNC_MASTER")
-        await send_batches(master, 20 * BATCH)     # the topics, and records to pull below
+        await send_batches(master, 20 * BATCH)  # the topics, and records to pull below
         lat = await single_latency(master, args.singles)
-        print(f"SendMessage c=1 SYNC_MASTER+replica  p50 {pct(lat, 0.5):.2f} ms  "
-              f"p99 {pct(lat, 0.99):.2f} ms  (target p99 <= 2.5 ms)")
+        print(
+            f"SendMessage c=1 SYNC_MASTER+replica  p50 {pct(lat, 0.5):.2f} ms  "
+            f"p99 {pct(lat, 0.99):.2f} ms  (target p99 <= 2.5 ms)"
+        )
+
         # failover: kill -9 the master; the replica serves pulls; promote; it takes sends
         async def pulls() -> bool:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{replica}") as channel:
                 try:
                     reply = await broker_pb2_grpc.BrokerStub(channel).PullMessage(
-                        pb.PullMessageRequest(consumer_group="bench", topic="bench",
-                                              queue_id=0, queue_offset=0, max_msg_nums=32,
-                                              suspend_timeout_ms=0), timeout=2)
+                        pb.PullMessageRequest(
+                            consumer_group="bench",
+                            topic="bench",
+                            queue_id=0,
+                            queue_offset=0,
+                            max_msg_nums=32,
+                            suspend_timeout_ms=0,
+                        ),
+                        timeout=2,
+                    )
                 except grpc.aio.AioRpcError:
                     return False
             return reply.status == pb.FOUND
 
-        await until(pulls, 30, 0.05)     # the replica has the topic (metadata sync, 5 s)
+        await until(pulls, 30, 0.05)  # the replica has the topic (metadata sync, 5 s)
         group.kill(0)
         killed = time.perf_counter()
         served = await until(pulls, 10) - killed
@@ -271,15 +336,18 @@ async def run(args: argparse.Namespace) -> None:
             reply = await stub.SendMessage(pb.SendMessageRequest(record=records(1)[0]))
             assert reply.status == pb.SEND_OK
         writable = time.perf_counter() - killed
-        print(f"failover after kill -9 of SYNC_MASTER: replica serves a pull after "
-              f"{served * 1000:.0f} ms (target <= 2 s); promoted and acking sends after "
-              f"{writable * 1000:.0f} ms")
+        print(
+            f"failover after kill -9 of SYNC_MASTER: replica serves a pull after "
+            f"{served * 1000:.0f} ms (target <= 2 s); promoted and acking sends after "
+            f"{writable * 1000:.0f} ms"
+        )
     with brokers() as group:
         master, ha = group.start("m", role="ASYNC_MASTER", ha_port=0)
         await send_batches(master, args.catchup_mib * MiB // (len(BODY) + 150))
         end = int((await info(master))["commitlog_max_offset"])
-        replica, _ = group.start("r", role="SLAVE", broker_id=1, ha_port=0,
-                                 master_ha=f"127.0.0.1:{ha}")
+        replica, _ = group.start(
+            "r", role="SLAVE", broker_id=1, ha_port=0, master_ha=f"127.0.0.1:{ha}"
+        )
 
         async def moving() -> bool:
             return int((await info(replica))["commitlog_max_offset"]) > 0
@@ -287,8 +355,10 @@ async def run(args: argparse.Namespace) -> None:
         first = await until(moving, 60, 0.002)
         done = await until(lambda: caught_up(master, replica), 600, 0.01)
         speed = end / (done - first) / 1e6
-        print(f"catch-up of {end / MiB:,.0f} MiB from empty, producers idle: "
-              f"{done - first:.2f} s = {speed:,.0f} MB/s (target >= 150)")
+        print(
+            f"catch-up of {end / MiB:,.0f} MiB from empty, producers idle: "
+            f"{done - first:.2f} s = {speed:,.0f} MB/s (target >= 150)"
+        )
 
 
 def main() -> None:
@@ -296,12 +366,18 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--singles", type=int, default=2000)
     parser.add_argument("--catchup-mib", type=int, default=512)
-    parser.add_argument("--runs", type=int, default=1,
-                        help="rounds of the three SendBatch runs (the median share is printed)")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="rounds of the three SendBatch runs (the median share is printed)",
+    )
     args = parser.parse_args()
     print(f"machine: {machine()} · load average {os.getloadavg()[0]:.1f}")
-    print(f"{args.messages} messages per SendBatch run · "
-          f"{args.singles} single sends · catch-up of {args.catchup_mib} MiB")
+    print(
+        f"{args.messages} messages per SendBatch run · "
+        f"{args.singles} single sends · catch-up of {args.catchup_mib} MiB"
+    )
     uvloop.run(run(args))
     print(f"load average at the end: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cpu)")
 

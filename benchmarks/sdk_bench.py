@@ -60,20 +60,25 @@ def cpu_s() -> tuple[float, float]:
 def cpu_per_msg(before: tuple[float, float], count: int) -> str:
     client, broker = cpu_s()
     n = max(count, 1)
-    return (f"[CPU/msg: client {(client - before[0]) / n * 1e6:.1f} us, "
-            f"broker {(broker - before[1]) / n * 1e6:.1f} us]")
+    return (
+        f"[CPU/msg: client {(client - before[0]) / n * 1e6:.1f} us, "
+        f"broker {(broker - before[1]) / n * 1e6:.1f} us]"
+    )
 
 
 def machine() -> str:
     model = ""
     try:
         with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f
-                          if line.startswith("model name")), "")
+            model = next(
+                (line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), ""
+            )
     except OSError:
         pass
-    return (f"{platform.system()} {platform.release()}, {os.cpu_count()} CPU(s) {model}, "
-            f"Python {platform.python_version()}")
+    return (
+        f"{platform.system()} {platform.release()}, {os.cpu_count()} CPU(s) {model}, "
+        f"Python {platform.python_version()}"
+    )
 
 
 async def wait_for_broker(namesrv: str, deadline_s: float = 30.0) -> None:
@@ -104,14 +109,17 @@ async def bench_send(namesrv: str, topic: str, total: int, concurrency: int = 25
         elapsed = time.perf_counter() - started
         calls = sum(c for c, _ in producer.batch_stats().values())
     sent = per_task * concurrency
-    print(f"  send x{concurrency} tasks: {sent} msgs in {elapsed:.2f} s = "
-          f"{sent / elapsed:,.0f} msgs/s ({sent / max(calls, 1):.1f} msgs per SendBatch call) "
-          f"{cpu_per_msg(cpu0, sent)}")
+    print(
+        f"  send x{concurrency} tasks: {sent} msgs in {elapsed:.2f} s = "
+        f"{sent / elapsed:,.0f} msgs/s ({sent / max(calls, 1):.1f} msgs per SendBatch call) "
+        f"{cpu_per_msg(cpu0, sent)}"
+    )
     return sent / elapsed
 
 
-async def bench_send_batch(namesrv: str, topic: str, total: int, batch: int = 64,
-                           concurrency: int = 8) -> float:
+async def bench_send_batch(
+    namesrv: str, topic: str, total: int, batch: int = 64, concurrency: int = 8
+) -> float:
     async with Producer(group="bench-batch", namesrv=namesrv) as producer:
         msgs = [Message(topic=topic, body=BODY) for _ in range(batch)]
         rounds = total // (batch * concurrency)
@@ -125,8 +133,10 @@ async def bench_send_batch(namesrv: str, topic: str, total: int, batch: int = 64
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         elapsed = time.perf_counter() - started
     sent = rounds * batch * concurrency
-    print(f"  send_batch({batch}) x{concurrency} tasks: {sent} msgs in {elapsed:.2f} s = "
-          f"{sent / elapsed:,.0f} msgs/s {cpu_per_msg(cpu0, sent)}")
+    print(
+        f"  send_batch({batch}) x{concurrency} tasks: {sent} msgs in {elapsed:.2f} s = "
+        f"{sent / elapsed:,.0f} msgs/s {cpu_per_msg(cpu0, sent)}"
+    )
     return sent / elapsed
 
 
@@ -144,9 +154,13 @@ async def bench_consume(namesrv: str, topic: str, expected: int, pull_batch: int
             done.set()
         return ConsumeResult.CONSUME_SUCCESS
 
-    consumer = PushConsumer(group=f"bench-consume-{pull_batch}", namesrv=namesrv,
-                            consume_from="first", consume_batch_max_size=32,
-                            pull_batch_size=pull_batch)
+    consumer = PushConsumer(
+        group=f"bench-consume-{pull_batch}",
+        namesrv=namesrv,
+        consume_from="first",
+        consume_batch_max_size=32,
+        pull_batch_size=pull_batch,
+    )
     consumer.subscribe(topic)
     consumer.listener(handle)
     cpu0 = cpu_s()
@@ -156,14 +170,17 @@ async def bench_consume(namesrv: str, topic: str, expected: int, pull_batch: int
     elapsed = time.perf_counter() - started
     cpu = cpu_per_msg(cpu0, count)
     await consumer.shutdown()
-    print(f"  PushConsumer (pull {pull_batch}): {count} msgs in {elapsed:.2f} s = "
-          f"{count / elapsed:,.0f} msgs/s "
-          f"through the listener {cpu}")
+    print(
+        f"  PushConsumer (pull {pull_batch}): {count} msgs in {elapsed:.2f} s = "
+        f"{count / elapsed:,.0f} msgs/s "
+        f"through the listener {cpu}"
+    )
     return count / elapsed
 
 
-async def send_paced(producer: Producer, topic: str, rate: int, seconds: float,
-                     measured: bool) -> int:
+async def send_paced(
+    producer: Producer, topic: str, rate: int, seconds: float, measured: bool
+) -> int:
     """Send *rate* msgs/s for *seconds* in 1 ms ticks; each carries its send time."""
     tick_s = 0.001
     total = int(rate * seconds)
@@ -174,8 +191,13 @@ async def send_paced(producer: Producer, topic: str, rate: int, seconds: float,
     while sent < total:
         due = int((time.perf_counter() - started) * rate) + 1
         while sent < min(due, total):
-            task = asyncio.ensure_future(producer.send(Message(
-                topic=topic, body=BODY, properties={"t0": str(time.time_ns()), "m": mark})))
+            task = asyncio.ensure_future(
+                producer.send(
+                    Message(
+                        topic=topic, body=BODY, properties={"t0": str(time.time_ns()), "m": mark}
+                    )
+                )
+            )
             pending.add(task)
             task.add_done_callback(pending.discard)
             sent += 1
@@ -188,8 +210,9 @@ async def bench_latency(namesrv: str, topic: str, rate: int, seconds: float) -> 
     """Send-to-listener latency at a steady *rate*: one second of warm-up at that rate
     (the topic's queue files are created, the consumer's pulls settle) is not counted."""
     latencies_ms: list[float] = []
-    consumer = PushConsumer(group="bench-latency", namesrv=namesrv, consume_from="last",
-                            consume_batch_max_size=32)
+    consumer = PushConsumer(
+        group="bench-latency", namesrv=namesrv, consume_from="last", consume_batch_max_size=32
+    )
     consumer.subscribe(topic)
 
     def handle(messages: list[MessageExt]) -> ConsumeResult:
@@ -206,8 +229,10 @@ async def bench_latency(namesrv: str, topic: str, rate: int, seconds: float) -> 
         await asyncio.sleep(1.0)  # let the consumer's long polls park
         await send_paced(producer, topic, rate, 1.0, measured=False)
         cpu0 = cpu_s()
-        calls0 = (sum(c for c, _ in producer.batch_stats().values()),
-                  sum(c for c, _ in consumer.pull_stats().values()))
+        calls0 = (
+            sum(c for c, _ in producer.batch_stats().values()),
+            sum(c for c, _ in consumer.pull_stats().values()),
+        )
         total = await send_paced(producer, topic, rate, seconds, measured=True)
         end = time.monotonic() + 10
         while len(latencies_ms) < total and time.monotonic() < end:
@@ -219,34 +244,35 @@ async def bench_latency(namesrv: str, topic: str, rate: int, seconds: float) -> 
     lat = sorted(latencies_ms)
     p50 = statistics.median(lat)
     p99 = lat[int(len(lat) * 0.99) - 1]
-    print(f"  latency at {rate} msgs/s for {seconds:.0f} s (after 1 s of warm-up): {len(lat)} "
-          f"msgs, p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {lat[-1]:.2f} ms; "
-          f"{sends / seconds:,.0f} SendBatch and {pulls / seconds:,.0f} PullBatch calls/s {cpu}")
+    print(
+        f"  latency at {rate} msgs/s for {seconds:.0f} s (after 1 s of warm-up): {len(lat)} "
+        f"msgs, p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {lat[-1]:.2f} ms; "
+        f"{sends / seconds:,.0f} SendBatch and {pulls / seconds:,.0f} PullBatch calls/s {cpu}"
+    )
 
 
 PARTS = ("send", "batch", "consume", "latency")
 SETTLE_S = 3.0
 
 
-async def run(namesrv: str, messages: int, seconds: float, max_pull: int,
-              parts: set[str]) -> None:
+async def run(namesrv: str, messages: int, seconds: float, max_pull: int, parts: set[str]) -> None:
     await wait_for_broker(namesrv)
     if "send" in parts:
         await bench_send(namesrv, "bench-send", messages)
-    shapes = ((64, 8), (512, 2), (512, 4))    # (batch, concurrent tasks)
+    shapes = ((64, 8), (512, 2), (512, 4))  # (batch, concurrent tasks)
     if "batch" in parts or "consume" in parts:
         for batch, tasks in shapes:
-            await bench_send_batch(namesrv, "bench-batch", messages * 2, batch=batch,
-                                   concurrency=tasks)
+            await bench_send_batch(
+                namesrv, "bench-batch", messages * 2, batch=batch, concurrency=tasks
+            )
     if "consume" in parts:
-        expected = sum(messages * 2 // (batch * tasks) * batch * tasks
-                       for batch, tasks in shapes)
+        expected = sum(messages * 2 // (batch * tasks) * batch * tasks for batch, tasks in shapes)
         await bench_consume(namesrv, "bench-batch", expected)
         if max_pull != 32:
             await bench_consume(namesrv, "bench-batch", expected, pull_batch=max_pull)
     if "latency" in parts:
         if parts != {"latency"}:
-            await asyncio.sleep(SETTLE_S)   # the broker flushes what the phases above wrote
+            await asyncio.sleep(SETTLE_S)  # the broker flushes what the phases above wrote
         await bench_latency(namesrv, "bench-latency", 5000, seconds)
 
 
@@ -255,24 +281,31 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--max-pull-messages", type=int, default=32,
-                        help="the broker's max_pull_messages; above 32 (RocketMQ's default), "
-                             "the consumer is measured again pulling that many at a time")
-    parser.add_argument("--only", default=",".join(PARTS),
-                        help=f"comma-separated parts to run, of {', '.join(PARTS)} "
-                             "(consume sends its messages with the batch part first)")
+    parser.add_argument(
+        "--max-pull-messages",
+        type=int,
+        default=32,
+        help="the broker's max_pull_messages; above 32 (RocketMQ's default), "
+        "the consumer is measured again pulling that many at a time",
+    )
+    parser.add_argument(
+        "--only",
+        default=",".join(PARTS),
+        help=f"comma-separated parts to run, of {', '.join(PARTS)} "
+        "(consume sends its messages with the batch part first)",
+    )
     args = parser.parse_args()
     parts = {p.strip() for p in args.only.split(",") if p.strip()}
     if not parts or parts - set(PARTS):
         parser.error(f"--only takes parts of {', '.join(PARTS)}")
     print(f"machine: {machine()}")
-    with standalone("pocketmq-bench-",
-                    broker_toml=f"max_pull_messages = {args.max_pull_messages}\n") as server:
+    with standalone(
+        "pocketmq-bench-", broker_toml=f"max_pull_messages = {args.max_pull_messages}\n"
+    ) as server:
         BROKER_PID = server.pid
         import uvloop
 
-        uvloop.run(run(server.namesrv, args.messages, args.seconds, args.max_pull_messages,
-                       parts))
+        uvloop.run(run(server.namesrv, args.messages, args.seconds, args.max_pull_messages, parts))
     return 0
 
 

@@ -29,10 +29,13 @@ USER = Credentials("bench", "bench-secret")
 
 
 def batch(records: int, body_bytes: int) -> broker_pb2.SendBatchRequest:
-    record = encode_record(topic="BenchTopic", body=os.urandom(body_bytes),
-                           properties={"UNIQ_KEY": "0" * 32},
-                           born_host=pack_host(("127.0.0.1", 1)),
-                           store_host=pack_host(("127.0.0.1", 2)))
+    record = encode_record(
+        topic="BenchTopic",
+        body=os.urandom(body_bytes),
+        properties={"UNIQ_KEY": "0" * 32},
+        born_host=pack_host(("127.0.0.1", 1)),
+        store_host=pack_host(("127.0.0.1", 2)),
+    )
     return broker_pb2.SendBatchRequest(records=record * records, producer_group="pg")
 
 
@@ -56,8 +59,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "acl.toml")
         with open(path, "w") as f:
-            f.write('[[accounts]]\naccess_key = "bench"\nsecret_key = "bench-secret"\n'
-                    'default_topic_perm = "PUB|SUB"\n')
+            f.write(
+                '[[accounts]]\naccess_key = "bench"\nsecret_key = "bench-secret"\n'
+                'default_topic_perm = "PUB|SUB"\n'
+            )
         interceptor = AclInterceptor(AclStore(path))
         headers = []
 
@@ -74,8 +79,10 @@ def main() -> None:
         check_p50, check_p99 = per_call_us(broker, args.rounds)
         old_p50, _ = per_call_us(names_only, args.rounds)
     size = request.ByteSize()
-    print(f"machine: {platform.machine()} {platform.processor() or ''}, "
-          f"{os.cpu_count()} cpus, Python {platform.python_version()}")
+    print(
+        f"machine: {platform.machine()} {platform.processor() or ''}, "
+        f"{os.cpu_count()} cpus, Python {platform.python_version()}"
+    )
     print(f"SendBatch of {args.records} x {args.body} B = {size / 1024:.0f} KiB serialized")
     print(f"client sign (whole body)  p50 {sign_p50:8.1f} us   p99 {sign_p99:8.1f} us")
     print(f"broker check (whole body) p50 {check_p50:8.1f} us   p99 {check_p99:8.1f} us")

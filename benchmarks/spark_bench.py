@@ -66,8 +66,13 @@ def cpu_seconds(pid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / tick
 
 
-def timed(label: str, rows_expected: int, action, repeat: int,  # type: ignore[no-untyped-def]
-          broker_pid: int) -> None:
+def timed(
+    label: str,
+    rows_expected: int,
+    action,
+    repeat: int,  # type: ignore[no-untyped-def]
+    broker_pid: int,
+) -> None:
     rates = []
     for _ in range(repeat):
         machine, broker = cpu_seconds(), cpu_seconds(broker_pid)
@@ -76,12 +81,16 @@ def timed(label: str, rows_expected: int, action, repeat: int,  # type: ignore[n
         elapsed = time.perf_counter() - started
         machine, broker = cpu_seconds() - machine, cpu_seconds(broker_pid) - broker
         rates.append(rows / elapsed)
-        print(f"  {label:<38} {rows:>10,} rows in {elapsed:6.2f} s = {rates[-1]:>10,.0f} rows/s"
-              f"  (cores busy: machine {machine / elapsed:.1f}, broker {broker / elapsed:.2f})"
-              + ("" if rows == rows_expected else f"  (expected {rows_expected:,})"),
-              flush=True)
-    print(f"  {label:<38} range {min(rates):,.0f} .. {max(rates):,.0f} rows/s over "
-          f"{repeat} runs", flush=True)
+        print(
+            f"  {label:<38} {rows:>10,} rows in {elapsed:6.2f} s = {rates[-1]:>10,.0f} rows/s"
+            f"  (cores busy: machine {machine / elapsed:.1f}, broker {broker / elapsed:.2f})"
+            + ("" if rows == rows_expected else f"  (expected {rows_expected:,})"),
+            flush=True,
+        )
+    print(
+        f"  {label:<38} range {min(rates):,.0f} .. {max(rates):,.0f} rows/s over {repeat} runs",
+        flush=True,
+    )
 
 
 def materialize(df) -> int:  # type: ignore[no-untyped-def]
@@ -111,10 +120,15 @@ def ceiling_source(rows: int):  # type: ignore[no-untyped-def]
             from pocketmq.client.model import Message
             from pocketmq.spark import arrowcodec
 
-            record = encode_message(Message(topic="bench", body=b"x" * 1024, tags="T",
-                                            keys=["k"], properties={"p": "1"}),
-                                    queue_id=1, uniq_key="0" * 32, born_host=b"\0" * 8,
-                                    born_timestamp_ms=1)
+            record = encode_message(
+                Message(
+                    topic="bench", body=b"x" * 1024, tags="T", keys=["k"], properties={"p": "1"}
+                ),
+                queue_id=1,
+                uniq_key="0" * 32,
+                born_host=b"\0" * 8,
+                born_timestamp_ms=1,
+            )
             blob = record * 8192
             batch = arrowcodec.decode_block(blob, 0, len(blob), broker="b").batch
             for _ in range(rows // 4 // 8192):
@@ -141,8 +155,12 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", default="broker,store,ceiling,write")
     parser.add_argument("--broker-toml", default="")
-    parser.add_argument("--send-batch-size", type=int, default=None,
-                        help="the sink's sendBatchSize (its default when not given)")
+    parser.add_argument(
+        "--send-batch-size",
+        type=int,
+        default=None,
+        help="the sink's sendBatchSize (its default when not given)",
+    )
     args = parser.parse_args()
     only = set(args.only.split(","))
     total = args.messages - args.messages % BATCH
@@ -155,27 +173,43 @@ def main() -> int:
 
         from pocketmq.spark import register
 
-        spark = (SparkSession.builder.master("local[2]").appName("pocketmq-bench")
-                 .config("spark.ui.enabled", "false")
-                 .config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .appName("pocketmq-bench")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "4")
+            .getOrCreate()
+        )
         spark.sparkContext.setLogLevel("WARN")
         register(spark)
         namesrv, data_dir = server.namesrv, server.data_dir
 
         def broker_read() -> int:
-            return materialize(spark.read.format("pocketmq").option("namesrv", namesrv)
-                               .option("subscribe", "bench").load())
+            return materialize(
+                spark.read.format("pocketmq")
+                .option("namesrv", namesrv)
+                .option("subscribe", "bench")
+                .load()
+            )
 
         def store_read() -> int:
-            return materialize(spark.read.format("pocketmq-store").option("subscribe", "bench")
-                               .load(data_dir))
+            return materialize(
+                spark.read.format("pocketmq-store").option("subscribe", "bench").load(data_dir)
+            )
 
         def write() -> int:
-            df = (spark.range(args.write).select(
-                F.expr("repeat('x', 1024)").alias("body")).repartition(2))
-            writer = (df.write.format("pocketmq").option("namesrv", namesrv)
-                      .option("topic", "bench-write").mode("append"))
+            df = (
+                spark.range(args.write)
+                .select(F.expr("repeat('x', 1024)").alias("body"))
+                .repartition(2)
+            )
+            writer = (
+                df.write.format("pocketmq")
+                .option("namesrv", namesrv)
+                .option("topic", "bench-write")
+                .mode("append")
+            )
             if args.send_batch_size:
                 writer = writer.option("sendBatchSize", args.send_batch_size)
             writer.save()
@@ -183,27 +217,34 @@ def main() -> int:
 
         try:
             from pocketmq.spark.arrowcodec import IMPLEMENTATION as codec
-        except ImportError:   # a connector from before the Arrow codec
+        except ImportError:  # a connector from before the Arrow codec
             codec = "none"
-        print(f"machine: {os.cpu_count()} cpu, load average {os.getloadavg()[0]:.1f}; "
-              f"Spark local[2]; arrow codec: {codec}"
-              + (f"; broker: {args.broker_toml}" if args.broker_toml else ""))
+        print(
+            f"machine: {os.cpu_count()} cpu, load average {os.getloadavg()[0]:.1f}; "
+            f"Spark local[2]; arrow codec: {codec}"
+            + (f"; broker: {args.broker_toml}" if args.broker_toml else "")
+        )
         spark.dataSource.register(ceiling_source(total))
 
         def ceiling() -> int:
             return materialize(spark.read.format("pocketmq-bench-ceiling").load())
 
-        actions = {"broker": broker_read, "store": store_read, "write": write,
-                   "ceiling": ceiling}
+        actions = {"broker": broker_read, "store": store_read, "write": write, "ceiling": ceiling}
         actions[next(a for a in actions if a in only)]()  # warm-up run
         if "broker" in only:
             timed("read from the broker (PullBatch)", total, broker_read, args.repeat, server.pid)
         if "store" in only:
-            timed("read from store files (pocketmq-store)", total, store_read, args.repeat,
-                  server.pid)
+            timed(
+                "read from store files (pocketmq-store)", total, store_read, args.repeat, server.pid
+            )
         if "ceiling" in only:
-            timed("Spark's ceiling (prebuilt batches)", total - total % 32768, ceiling,
-                  args.repeat, server.pid)
+            timed(
+                "Spark's ceiling (prebuilt batches)",
+                total - total % 32768,
+                ceiling,
+                args.repeat,
+                server.pid,
+            )
         if "write" in only:
             timed("write to a topic (SendBatch)", args.write, write, args.repeat, server.pid)
         print(f"load average after: {os.getloadavg()[0]:.1f}")

@@ -40,8 +40,10 @@ def machine() -> str:
             cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return (f"{platform.node()} · {os.cpu_count()} cpu ({cpu}) · Python "
-            f"{platform.python_version()} · {platform.system()} {platform.release()}")
+    return (
+        f"{platform.node()} · {os.cpu_count()} cpu ({cpu}) · Python "
+        f"{platform.python_version()} · {platform.system()} {platform.release()}"
+    )
 
 
 def rss_anon_kib() -> int:
@@ -55,9 +57,17 @@ def rss_anon_kib() -> int:
 def make_records(count: int, size: int) -> list[bytes]:
     body = os.urandom(size)
     host = pack_host(("10.0.0.1", 5000))
-    return [encode_record(topic="bench", body=body, queue_id=i % 8, born_host=host,
-                          properties={"TAGS": "t", "UNIQ_KEY": f"{i:032X}"},
-                          born_timestamp_ms=1_700_000_000_000) for i in range(count)]
+    return [
+        encode_record(
+            topic="bench",
+            body=body,
+            queue_id=i % 8,
+            born_host=host,
+            properties={"TAGS": "t", "UNIQ_KEY": f"{i:032X}"},
+            born_timestamp_ms=1_700_000_000_000,
+        )
+        for i in range(count)
+    ]
 
 
 def timed(fn: Callable[[], int]) -> tuple[float, int]:
@@ -77,8 +87,8 @@ def raw_mmap(records: list[bytes], directory: str) -> float:
     crc32 = zlib.crc32
     for r in records:
         n = len(r)
-        mm[pos:pos + n] = r
-        crc32(memoryview(r)[88:n - 40])
+        mm[pos : pos + n] = r
+        crc32(memoryview(r)[88 : n - 40])
         pos += n
     elapsed = time.perf_counter() - start
     mm.close()
@@ -89,8 +99,11 @@ def raw_mmap(records: list[bytes], directory: str) -> float:
 
 def open_store(directory: str, flush: FlushDiskType) -> DefaultMessageStore:
     shutil.rmtree(directory, ignore_errors=True)
-    store = DefaultMessageStore(StoreConfig(data_dir=directory, flush_disk_type=flush,
-                                            index_slots=500_000, index_entries=2_000_000))
+    store = DefaultMessageStore(
+        StoreConfig(
+            data_dir=directory, flush_disk_type=flush, index_slots=500_000, index_entries=2_000_000
+        )
+    )
     store.start()
     return store
 
@@ -115,7 +128,7 @@ def single_put(store: DefaultMessageStore, records: list[bytes], sync: bool) -> 
 
 
 def batches(records: list[bytes]) -> list[bytes]:
-    return [b"".join(records[i:i + BATCH]) for i in range(0, len(records), BATCH)]
+    return [b"".join(records[i : i + BATCH]) for i in range(0, len(records), BATCH)]
 
 
 def batch_put(store: DefaultMessageStore, blobs: list[bytes], sync: bool) -> int:
@@ -150,8 +163,11 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=200_000)
     parser.add_argument("--sizes", default="100,1024")
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
-    parser.add_argument("--both", action="store_true",
-                        help=f"then run again on the pure-Python path ({speedups.DISABLE_ENV}=1)")
+    parser.add_argument(
+        "--both",
+        action="store_true",
+        help=f"then run again on the pure-Python path ({speedups.DISABLE_ENV}=1)",
+    )
     args = parser.parse_args()
     base = args.dir or tempfile.mkdtemp(prefix="pocketmq-bench-")
     print(f"machine: {machine()}")
@@ -170,25 +186,33 @@ def main() -> None:
         print(f"  raw mmap write + crc32    {raw_rate:>11,.0f} msgs/s {mb / raw:>8.1f} MB/s")
         for flush in (FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH):
             sync = flush is FlushDiskType.SYNC_FLUSH
-            for name, fn, data in (("single put", single_put, records),
-                                   ("batch put", batch_put, blobs)):
+            for name, fn, data in (
+                ("single put", single_put, records),
+                ("batch put", batch_put, blobs),
+            ):
                 store = open_store(os.path.join(base, "store"), flush)
                 anon_before = rss_anon_kib()
                 elapsed, n = timed(lambda s=store, f=fn, d=data, y=sync: f(s, d, y))
                 anon_after = rss_anon_kib()
                 if name == "batch put" and not sync:
                     r_elapsed, r_n = timed(lambda s=store: read_all(s))
-                    read_line = (f"  read (get_messages)       {r_n / r_elapsed:>11,.0f} msgs/s "
-                                 f"{mb / r_elapsed:>8.1f} MB/s")
+                    read_line = (
+                        f"  read (get_messages)       {r_n / r_elapsed:>11,.0f} msgs/s "
+                        f"{mb / r_elapsed:>8.1f} MB/s"
+                    )
                 store.shutdown()
                 rate = n / elapsed
-                print(f"  {name:<10} {flush.value:<5} flush   {rate:>11,.0f} msgs/s "
-                      f"{mb / elapsed:>8.1f} MB/s  {rate / raw_rate:6.1%} of raw  "
-                      f"anon +{(anon_after - anon_before) / 1024:.1f} MiB")
+                print(
+                    f"  {name:<10} {flush.value:<5} flush   {rate:>11,.0f} msgs/s "
+                    f"{mb / elapsed:>8.1f} MB/s  {rate / raw_rate:6.1%} of raw  "
+                    f"anon +{(anon_after - anon_before) / 1024:.1f} MiB"
+                )
         print(read_line)
         del records, blobs
-    print(f"\nanonymous memory: {anon_start / 1024:.1f} MiB at start, "
-          f"{rss_anon_kib() / 1024:.1f} MiB at end")
+    print(
+        f"\nanonymous memory: {anon_start / 1024:.1f} MiB at start, "
+        f"{rss_anon_kib() / 1024:.1f} MiB at end"
+    )
     if not args.dir:
         shutil.rmtree(base, ignore_errors=True)
     if args.both and speedups.IMPLEMENTATION != "python":

@@ -36,8 +36,10 @@ BLOCK = 100
 
 
 def machine() -> str:
-    return (f"{platform.node()} · {os.cpu_count()} cpu · {platform.machine()} · "
-            f"Python {platform.python_version()}")
+    return (
+        f"{platform.node()} · {os.cpu_count()} cpu · {platform.machine()} · "
+        f"Python {platform.python_version()}"
+    )
 
 
 def proc_cpu_s(pid: int) -> float:
@@ -47,8 +49,9 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def run_for(producer: Producer, seconds: float, tasks: int,
-                  server_pid: int = 0) -> tuple[float, float, float]:
+async def run_for(
+    producer: Producer, seconds: float, tasks: int, server_pid: int = 0
+) -> tuple[float, float, float]:
     """(messages per second, client and server CPU µs per message) of *tasks* tasks
     sending in a loop for *seconds*."""
     stop_at = time.monotonic() + seconds
@@ -68,7 +71,7 @@ async def run_for(producer: Producer, seconds: float, tasks: int,
     server = proc_cpu_s(server_pid) if server_pid else 0.0
     await asyncio.gather(*(task(i) for i in range(tasks)))
     if producer.trace is not None:
-        await producer.trace.run_once()     # its cost belongs to these messages
+        await producer.trace.run_once()  # its cost belongs to these messages
     cpu = time.process_time() - cpu
     server = (proc_cpu_s(server_pid) - server) if server_pid else 0.0
     if failures:
@@ -81,15 +84,20 @@ def figures(producer: Producer) -> str:
     t = producer.trace
     if t is None:
         return "untraced"
-    return (f"trace records written {t.written:,}, dropped (queue full) {t.dropped:,}, "
-            f"failed {t.failed:,}, queued {t.queued:,}")
+    return (
+        f"trace records written {t.written:,}, dropped (queue full) {t.dropped:,}, "
+        f"failed {t.failed:,}, queued {t.queued:,}"
+    )
 
 
-async def throughput(traced: Producer, plain: Producer, seconds: float, rounds: int,
-                     tasks: int, server_pid: int) -> None:
-    print(f"\n1. throughput: {tasks} tasks, {len(BODY)} B bodies, best of {rounds} rounds of "
-          f"{seconds:g} s, traced and untraced alternating")
-    await run_for(traced, 1.0, tasks)       # warm-up: routes, channels, the trace topic
+async def throughput(
+    traced: Producer, plain: Producer, seconds: float, rounds: int, tasks: int, server_pid: int
+) -> None:
+    print(
+        f"\n1. throughput: {tasks} tasks, {len(BODY)} B bodies, best of {rounds} rounds of "
+        f"{seconds:g} s, traced and untraced alternating"
+    )
+    await run_for(traced, 1.0, tasks)  # warm-up: routes, channels, the trace topic
     await run_for(plain, 1.0, tasks)
     best = {True: 0.0, False: 0.0}
     cpu: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
@@ -128,11 +136,15 @@ async def latency(traced: Producer, plain: Producer, sends: int) -> None:
 async def bench(namesrv: str, broker: str, server_pid: int, args: argparse.Namespace) -> None:
     async with AdminClient(namesrv=namesrv) as admin:
         for topic, queues in ((TOPIC, 8), (DEFAULT_TRACE_TOPIC, 1)):
-            await admin.create_topic(broker, TopicConfig(topic=topic, read_queue_nums=queues,
-                                                         write_queue_nums=queues))
-    async with Producer(group="bench-traced", namesrv=namesrv, enable_trace=True,
-                        send_timeout_ms=10_000) as traced, \
-            Producer(group="bench-plain", namesrv=namesrv, send_timeout_ms=10_000) as plain:
+            await admin.create_topic(
+                broker, TopicConfig(topic=topic, read_queue_nums=queues, write_queue_nums=queues)
+            )
+    async with (
+        Producer(
+            group="bench-traced", namesrv=namesrv, enable_trace=True, send_timeout_ms=10_000
+        ) as traced,
+        Producer(group="bench-plain", namesrv=namesrv, send_timeout_ms=10_000) as plain,
+    ):
         await throughput(traced, plain, args.seconds, args.rounds, args.tasks, server_pid)
         await latency(traced, plain, args.sends)
     print(f"\nafter shutdown (flushed): {figures(traced)}")
@@ -147,8 +159,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"trace_bench on {machine()}")
     with standalone("pmq-trace-bench-") as server:
-        asyncio.run(bench(server.namesrv, f"127.0.0.1:{server.broker_port}", server.pid,
-                          args))
+        asyncio.run(bench(server.namesrv, f"127.0.0.1:{server.broker_port}", server.pid, args))
 
 
 if __name__ == "__main__":

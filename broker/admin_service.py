@@ -66,15 +66,15 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_QUERY_MESSAGES = 64  # maxMsgsNumBatch: cap on one key query
-RESET_FENCE_S = 120.0    # a reset's fence lapses after this (the client expiry)
-_SECRET_WORDS = ("secret", "password", "token")   # config keys shown masked
+RESET_FENCE_S = 120.0  # a reset's fence lapses after this (the client expiry)
+_SECRET_WORDS = ("secret", "password", "token")  # config keys shown masked
 
 
 class ResetPosition(enum.Enum):
     EARLIEST = "EARLIEST"
     LATEST = "LATEST"
     TIMESTAMP = "TIMESTAMP"
-    OFFSETS = "OFFSETS"       # given offsets per queue, each clamped into its queue
+    OFFSETS = "OFFSETS"  # given offsets per queue, each clamped into its queue
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,18 +82,18 @@ class OffsetReset:
     """One queue moved by :meth:`AdminService.reset_offset`."""
 
     queue_id: int
-    previous_offset: int          # -1 when the group had none
+    previous_offset: int  # -1 when the group had none
     offset: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerGroupInfo:
     group: str
-    client_ids: list[str]                 # online members, sorted
-    consume_type: ConsumeType | None      # None when no member is online
+    client_ids: list[str]  # online members, sorted
+    consume_type: ConsumeType | None  # None when no member is online
     message_model: MessageModel | None
     subscribed_topics: list[str]
-    offset_topics: list[str]              # topics with stored offsets
+    offset_topics: list[str]  # topics with stored offsets
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,17 +109,27 @@ class QueueProgress:
     topic: str
     queue_id: int
     broker_offset: int
-    consumer_offset: int          # -1 when the group has none for this queue
+    consumer_offset: int  # -1 when the group has none for this queue
     lag: int
-    last_timestamp_ms: int        # store time of the last consumed message, 0 if none
+    last_timestamp_ms: int  # store time of the last consumed message, 0 if none
 
 
 class AdminService:
-    def __init__(self, store: MessageStore, topics: TopicConfigManager,
-                 offsets: ConsumerOffsetManager, clients: ClientManager,
-                 hold: PullRequestHoldService, *, broker_name: str, cluster_name: str,
-                 store_host: tuple[str, int], default_query_max: int = 32,
-                 clock: Clock | None = None, config: Any = None) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        offsets: ConsumerOffsetManager,
+        clients: ClientManager,
+        hold: PullRequestHoldService,
+        *,
+        broker_name: str,
+        cluster_name: str,
+        store_host: tuple[str, int],
+        default_query_max: int = 32,
+        clock: Clock | None = None,
+        config: Any = None,
+    ) -> None:
         self._store = store
         self._topics = topics
         self._offsets = offsets
@@ -131,7 +141,7 @@ class AdminService:
         self._default_query_max = default_query_max
         self._clock = clock or SystemClock()
         self._boot_timestamp_ms = self._clock.now_ms()
-        self.config = config        # the broker's config dataclass, for GetBrokerConfig
+        self.config = config  # the broker's config dataclass, for GetBrokerConfig
         # (group, topic, queue id) -> (reset offset, monotonic deadline of the fence)
         self._fences: dict[tuple[str, str, int], tuple[int, float]] = {}
 
@@ -143,15 +153,17 @@ class AdminService:
         """Change a topic; queues it no longer has are deleted as a deleted topic's are."""
         old = self._topics.get(config.topic_name)
         dropped: set[int] = set()
-        if (old is not None and config.problem() is None
-                and not self._topics.is_system_topic(config.topic_name)):
+        if (
+            old is not None
+            and config.problem() is None
+            and not self._topics.is_system_topic(config.topic_name)
+        ):
             kept = max(config.read_queue_nums, config.write_queue_nums)
             dropped = set(range(kept, max(old.read_queue_nums, old.write_queue_nums)))
         if dropped:
             # Recorded before topics.json changes: no crash can leave the dropped queues'
             # old messages to come back when the topic grows again.
-            self._store_deletion(lambda: self._store.delete_queues(config.topic_name,
-                                                                   dropped))
+            self._store_deletion(lambda: self._store.delete_queues(config.topic_name, dropped))
         updated = self._topics.update(config)
         if dropped:
             self._offsets.remove_queues(config.topic_name, dropped)
@@ -170,8 +182,9 @@ class AdminService:
         self._offsets.remove_topic(topic)
         self._persist_offsets()
 
-    def create_topics(self, configs: list[TopicConfig], *,
-                      update_existing: bool = False) -> TopicBatchResult:
+    def create_topics(
+        self, configs: list[TopicConfig], *, update_existing: bool = False
+    ) -> TopicBatchResult:
         """Create (or update) many topics as one change of the table: all or none.
         Queues an updated topic no longer has are deleted first, as in update_topic."""
         self._topics.check_create_many(configs, update_existing=update_existing)
@@ -212,14 +225,16 @@ class AdminService:
             delete()
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
-                raise DiskFullError(f"disk full: cannot record the deletion ({exc.strerror}); "
-                                    "nothing was deleted; retry once space is freed") from None
+                raise DiskFullError(
+                    f"disk full: cannot record the deletion ({exc.strerror}); "
+                    "nothing was deleted; retry once space is freed"
+                ) from None
             raise
 
     def _persist_offsets(self) -> None:
         try:
             self._offsets.persist()
-        except OSError as exc:   # the periodic save tries again
+        except OSError as exc:  # the periodic save tries again
             log.error("cannot save consumer offsets after a deletion: %s", exc)
 
     def all_topics(self) -> tuple[list[TopicConfig], DataVersion]:
@@ -235,11 +250,19 @@ class AdminService:
         out = []
         for queue_id in range(max(config.read_queue_nums, config.write_queue_nums)):
             max_offset = self._store.max_offset(topic, queue_id)
-            last = self._store.store_timestamp(topic, queue_id, max_offset - 1) \
-                if max_offset > 0 else None
-            out.append(QueueStatus(queue_id=queue_id,
-                                   min_offset=self._store.min_offset(topic, queue_id),
-                                   max_offset=max_offset, last_store_timestamp_ms=last or 0))
+            last = (
+                self._store.store_timestamp(topic, queue_id, max_offset - 1)
+                if max_offset > 0
+                else None
+            )
+            out.append(
+                QueueStatus(
+                    queue_id=queue_id,
+                    min_offset=self._store.min_offset(topic, queue_id),
+                    max_offset=max_offset,
+                    last_store_timestamp_ms=last or 0,
+                )
+            )
         return out
 
     def consume_progress(self, group: str, topic: str = "") -> list[QueueProgress]:
@@ -250,12 +273,16 @@ class AdminService:
             self._existing_topic(topic)
             topics = [topic]
         else:
-            topics = sorted(set(self._offsets.topics_of_group(group))
-                            | self._clients.subscribed_topics(group))
+            topics = sorted(
+                set(self._offsets.topics_of_group(group)) | self._clients.subscribed_topics(group)
+            )
             topics = [t for t in topics if self._topics.get(t) is not None]
             if not topics:
-                raise NotFoundError(f"consumer group {group!r} has no offsets and no online "
-                                    "consumers on this broker", reason="CONSUMER_NOT_ONLINE")
+                raise NotFoundError(
+                    f"consumer group {group!r} has no offsets and no online "
+                    "consumers on this broker",
+                    reason="CONSUMER_NOT_ONLINE",
+                )
         return [p for t in topics for p in self._topic_progress(group, t)]
 
     def _topic_progress(self, group: str, topic: str) -> list[QueueProgress]:
@@ -269,11 +296,16 @@ class AdminService:
             last = 0
             if consumer_offset > 0:
                 last = self._store.store_timestamp(topic, queue_id, consumer_offset - 1) or 0
-            out.append(QueueProgress(topic=topic, queue_id=queue_id,
-                                     broker_offset=broker_offset,
-                                     consumer_offset=consumer_offset,
-                                     lag=max(0, broker_offset - max(consumer_offset, 0)),
-                                     last_timestamp_ms=last))
+            out.append(
+                QueueProgress(
+                    topic=topic,
+                    queue_id=queue_id,
+                    broker_offset=broker_offset,
+                    consumer_offset=consumer_offset,
+                    lag=max(0, broker_offset - max(consumer_offset, 0)),
+                    last_timestamp_ms=last,
+                )
+            )
         return out
 
     # -- consumer groups and offset resets ----------------------------------------------
@@ -285,17 +317,28 @@ class AdminService:
         for group in sorted(online.keys() | stored.keys()):
             members = online.get(group, {})
             first = next(iter(members.values()), None)
-            out.append(ConsumerGroupInfo(
-                group=group, client_ids=sorted(members),
-                consume_type=first.consume_type if first else None,
-                message_model=first.message_model if first else None,
-                subscribed_topics=sorted({t for r in members.values() for t in r.subscriptions}),
-                offset_topics=stored.get(group, [])))
+            out.append(
+                ConsumerGroupInfo(
+                    group=group,
+                    client_ids=sorted(members),
+                    consume_type=first.consume_type if first else None,
+                    message_model=first.message_model if first else None,
+                    subscribed_topics=sorted(
+                        {t for r in members.values() for t in r.subscriptions}
+                    ),
+                    offset_topics=stored.get(group, []),
+                )
+            )
         return out
 
-    def reset_offset(self, group: str, topic: str, position: ResetPosition,
-                     timestamp_ms: int = 0, offsets: dict[int, int] | None = None,
-                     ) -> tuple[list[OffsetReset], list[str]]:
+    def reset_offset(
+        self,
+        group: str,
+        topic: str,
+        position: ResetPosition,
+        timestamp_ms: int = 0,
+        offsets: dict[int, int] | None = None,
+    ) -> tuple[list[OffsetReset], list[str]]:
         """Move *group* on every read queue of *topic* (OFFSETS: the queues of *offsets*
         only); returns the moves and the online consumers told."""
         problem = check_group(group)
@@ -303,21 +346,25 @@ class AdminService:
             raise InvalidRequestError(problem)
         config = self._existing_topic(topic)
         if position is ResetPosition.TIMESTAMP and timestamp_ms < 0:
-            raise InvalidRequestError(f"timestamp_ms is {timestamp_ms}; give milliseconds "
-                                      "since the epoch")
+            raise InvalidRequestError(
+                f"timestamp_ms is {timestamp_ms}; give milliseconds since the epoch"
+            )
         queue_ids: list[int] = list(range(config.read_queue_nums))
         if position is ResetPosition.OFFSETS:
             bad = sorted(q for q in (offsets or {}) if not 0 <= q < config.read_queue_nums)
             if not offsets or bad:
                 raise InvalidRequestError(
                     f"RESET_TO_OFFSETS needs offsets of queues 0..{config.read_queue_nums - 1}"
-                    f" of {topic!r}" + (f"; it has no queue {bad[0]}" if bad else ""))
+                    f" of {topic!r}" + (f"; it has no queue {bad[0]}" if bad else "")
+                )
             queue_ids = sorted(offsets)
         moves = []
         for queue_id in queue_ids:
             if position is ResetPosition.OFFSETS:
-                offset = min(max((offsets or {})[queue_id], self._store.min_offset(
-                    topic, queue_id)), self._store.max_offset(topic, queue_id))
+                offset = min(
+                    max((offsets or {})[queue_id], self._store.min_offset(topic, queue_id)),
+                    self._store.max_offset(topic, queue_id),
+                )
             elif position is ResetPosition.EARLIEST:
                 offset = self._store.min_offset(topic, queue_id)
             elif position is ResetPosition.LATEST:
@@ -325,8 +372,13 @@ class AdminService:
             else:
                 offset = self._store.offset_by_timestamp(topic, queue_id, timestamp_ms)
             previous = self._offsets.query(group, topic, queue_id)
-            moves.append(OffsetReset(queue_id=queue_id, offset=offset,
-                                     previous_offset=-1 if previous is None else previous))
+            moves.append(
+                OffsetReset(
+                    queue_id=queue_id,
+                    offset=offset,
+                    previous_offset=-1 if previous is None else previous,
+                )
+            )
         # Saved before the answer: a crash right after must not undo the reset.
         self._offsets.commit_durably(group, topic, {m.queue_id: m.offset for m in moves})
         now = self._clock.monotonic()
@@ -335,12 +387,24 @@ class AdminService:
             deadline = now + RESET_FENCE_S
             for move in moves:
                 self._fences[(group, topic, move.queue_id)] = (move.offset, deadline)
-        notified = self._clients.send_to_consumers(group, ResetConsumerClientOffset(
-            consumer_group=group, topic=topic, broker_name=self._broker_name,
-            offsets={m.queue_id: m.offset for m in moves}))
-        log.info("group %s reset on %s to %s%s: %s; told %d online consumer(s)", group, topic,
-                 position.value, f" {timestamp_ms}" if position is ResetPosition.TIMESTAMP
-                 else "", {m.queue_id: m.offset for m in moves}, len(notified))
+        notified = self._clients.send_to_consumers(
+            group,
+            ResetConsumerClientOffset(
+                consumer_group=group,
+                topic=topic,
+                broker_name=self._broker_name,
+                offsets={m.queue_id: m.offset for m in moves},
+            ),
+        )
+        log.info(
+            "group %s reset on %s to %s%s: %s; told %d online consumer(s)",
+            group,
+            topic,
+            position.value,
+            f" {timestamp_ms}" if position is ResetPosition.TIMESTAMP else "",
+            {m.queue_id: m.offset for m in moves},
+            len(notified),
+        )
         return moves, notified
 
     def delete_group(self, group: str) -> tuple[list[str], bool]:
@@ -355,20 +419,27 @@ class AdminService:
         if members:
             raise FailedPreconditionError(
                 f"consumer group {group!r} has {len(members)} online member(s) on broker "
-                f"{self._broker_name} ({', '.join(members[:3])}); stop them first")
+                f"{self._broker_name} ({', '.join(members[:3])}); stop them first"
+            )
         topics = self._offsets.topics_of_group(group)
         retry = retry_topic(group)
         has_retry = self._topics.get(retry) is not None
         if not topics and not has_retry:
-            raise NotFoundError(f"broker {self._broker_name} knows no consumer group "
-                                f"{group!r}", reason="SUBSCRIPTION_GROUP_NOT_EXIST")
+            raise NotFoundError(
+                f"broker {self._broker_name} knows no consumer group {group!r}",
+                reason="SUBSCRIPTION_GROUP_NOT_EXIST",
+            )
         for topic in topics:
             self._offsets.remove_group(group, topic)
         self._persist_offsets()
         if has_retry:
             self.delete_topic(retry)
-        log.info("consumer group %s deleted: offsets of %s%s", group, topics or "no topic",
-                 ", and its retry topic" if has_retry else "")
+        log.info(
+            "consumer group %s deleted: offsets of %s%s",
+            group,
+            topics or "no topic",
+            ", and its retry topic" if has_retry else "",
+        )
         return topics, has_retry
 
     def consumer_connections(self, group: str) -> list[tuple[str, ConsumerRegistration, float]]:
@@ -414,31 +485,48 @@ class AdminService:
     def offset_by_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         self.check_queue(topic, queue_id)
         if timestamp_ms < 0:
-            raise InvalidRequestError(f"timestamp_ms is {timestamp_ms}; give milliseconds since "
-                                      "the epoch")
+            raise InvalidRequestError(
+                f"timestamp_ms is {timestamp_ms}; give milliseconds since the epoch"
+            )
         return self._store.offset_by_timestamp(topic, queue_id, timestamp_ms)
 
     # -- messages -----------------------------------------------------------------------
-    def query_by_key(self, topic: str, key: str, *, max_num: int = 0,
-                     begin_timestamp_ms: int = 0, end_timestamp_ms: int = 0) -> list[bytes]:
+    def query_by_key(
+        self,
+        topic: str,
+        key: str,
+        *,
+        max_num: int = 0,
+        begin_timestamp_ms: int = 0,
+        end_timestamp_ms: int = 0,
+    ) -> list[bytes]:
         problem = check_topic(topic)
         if problem:
             raise InvalidRequestError(problem)
         if not key:
             raise InvalidRequestError("key is empty; give a KEYS entry or a UNIQ_KEY")
         if max_num < 0:
-            raise InvalidRequestError(f"max_num is {max_num}; give 1..{MAX_QUERY_MESSAGES}, or "
-                                      "0 for the default")
+            raise InvalidRequestError(
+                f"max_num is {max_num}; give 1..{MAX_QUERY_MESSAGES}, or 0 for the default"
+            )
         if begin_timestamp_ms < 0 or end_timestamp_ms < 0:
-            raise InvalidRequestError(f"time range {begin_timestamp_ms}..{end_timestamp_ms} "
-                                      "must be milliseconds since the epoch")
+            raise InvalidRequestError(
+                f"time range {begin_timestamp_ms}..{end_timestamp_ms} "
+                "must be milliseconds since the epoch"
+            )
         if end_timestamp_ms and begin_timestamp_ms > end_timestamp_ms:
-            raise InvalidRequestError(f"begin_timestamp_ms {begin_timestamp_ms} is after "
-                                      f"end_timestamp_ms {end_timestamp_ms}")
+            raise InvalidRequestError(
+                f"begin_timestamp_ms {begin_timestamp_ms} is after "
+                f"end_timestamp_ms {end_timestamp_ms}"
+            )
         count = min(max_num or self._default_query_max, MAX_QUERY_MESSAGES)
-        return self._store.query_by_key(topic, key, max_count=count,
-                                        begin_timestamp_ms=begin_timestamp_ms,
-                                        end_timestamp_ms=end_timestamp_ms or None)
+        return self._store.query_by_key(
+            topic,
+            key,
+            max_count=count,
+            begin_timestamp_ms=begin_timestamp_ms,
+            end_timestamp_ms=end_timestamp_ms or None,
+        )
 
     def view_message(self, offset_msg_id: str) -> bytes:
         try:
@@ -449,30 +537,36 @@ class AdminService:
         if (msg_id.host, msg_id.port) != (host, port):
             raise InvalidRequestError(
                 f"offset message id {offset_msg_id} names broker {msg_id.host}:{msg_id.port}; "
-                f"this is {host}:{port}; ask that broker")
+                f"this is {host}:{port}; ask that broker"
+            )
         record = self._store.read_record(msg_id.phys_offset) if msg_id.phys_offset >= 0 else None
         if record is None:
-            raise NotFoundError(f"no message at commit-log offset {msg_id.phys_offset} "
-                                f"(offset message id {offset_msg_id}); it may have been deleted "
-                                "by retention", reason="MESSAGE_NOT_FOUND")
+            raise NotFoundError(
+                f"no message at commit-log offset {msg_id.phys_offset} "
+                f"(offset message id {offset_msg_id}); it may have been deleted "
+                "by retention",
+                reason="MESSAGE_NOT_FOUND",
+            )
         return record
 
     # -- broker -------------------------------------------------------------------------
     def runtime_info(self) -> dict[str, str]:
         info = dict(self._store.runtime_info())
         producer_groups, consumer_groups = self._clients.counts()
-        info.update({
-            "broker_name": self._broker_name,
-            "cluster_name": self._cluster_name,
-            "broker_address": f"{self._store_host[0]}:{self._store_host[1]}",
-            "version": __version__,
-            "boot_timestamp_ms": str(self._boot_timestamp_ms),
-            "topic_count": str(len(self._topics)),
-            "topic_data_version": str(self._topics.data_version.counter),
-            "producer_groups_online": str(producer_groups),
-            "consumer_groups_online": str(consumer_groups),
-            "pulls_parked": str(self._hold.parked_count),
-        })
+        info.update(
+            {
+                "broker_name": self._broker_name,
+                "cluster_name": self._cluster_name,
+                "broker_address": f"{self._store_host[0]}:{self._store_host[1]}",
+                "version": __version__,
+                "boot_timestamp_ms": str(self._boot_timestamp_ms),
+                "topic_count": str(len(self._topics)),
+                "topic_data_version": str(self._topics.data_version.counter),
+                "producer_groups_online": str(producer_groups),
+                "consumer_groups_online": str(consumer_groups),
+                "pulls_parked": str(self._hold.parked_count),
+            }
+        )
         return info
 
     def config_table(self) -> dict[str, str]:
@@ -503,8 +597,10 @@ class AdminService:
             raise InvalidRequestError(problem)
         config = self._topics.get(topic)
         if config is None:
-            raise NotFoundError(f"topic {topic!r} does not exist on broker {self._broker_name}",
-                                reason="TOPIC_NOT_EXIST")
+            raise NotFoundError(
+                f"topic {topic!r} does not exist on broker {self._broker_name}",
+                reason="TOPIC_NOT_EXIST",
+            )
         return config
 
     def check_queue(self, topic: str, queue_id: int) -> None:
@@ -512,5 +608,7 @@ class AdminService:
         config = self._existing_topic(topic)
         queue_nums = max(config.read_queue_nums, config.write_queue_nums)
         if not 0 <= queue_id < queue_nums:
-            raise InvalidRequestError(f"queue id {queue_id} is out of range; topic {topic!r} "
-                                      f"has {queue_nums} queues (0..{queue_nums - 1})")
+            raise InvalidRequestError(
+                f"queue id {queue_id} is out of range; topic {topic!r} "
+                f"has {queue_nums} queues (0..{queue_nums - 1})"
+            )

@@ -82,7 +82,7 @@ __all__ = ["Broker"]
 log = logging.getLogger(__name__)
 
 StoreFactory = Callable[[StoreConfig, Clock], MessageStore]
-RECOVERY_PROGRESS_INTERVAL_S = 5.0   # a long recovery logs how far it is this often
+RECOVERY_PROGRESS_INTERVAL_S = 5.0  # a long recovery logs how far it is this often
 
 
 def _default_store(config: StoreConfig, clock: Clock) -> MessageStore:
@@ -92,13 +92,17 @@ def _default_store(config: StoreConfig, clock: Clock) -> MessageStore:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, *, clock: Clock | None = None,
-                 store_factory: StoreFactory = _default_store,
-                 namesrv_client_factory: Callable[[str], NameserverClient] | None = None,
-                 v2_authenticator: Authenticator | None = None,
-                 ) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        clock: Clock | None = None,
+        store_factory: StoreFactory = _default_store,
+        namesrv_client_factory: Callable[[str], NameserverClient] | None = None,
+        v2_authenticator: Authenticator | None = None,
+    ) -> None:
         self.config = config
-        self._v2_authenticator = v2_authenticator   # checks RocketMQ 5 clients' signatures
+        self._v2_authenticator = v2_authenticator  # checks RocketMQ 5 clients' signatures
         self.clock = clock or SystemClock()
         self._store_factory = store_factory
         self._namesrv_client_factory = namesrv_client_factory
@@ -114,22 +118,22 @@ class Broker:
         self.flow_control: FlowControlInterceptor | None = None
         self.admin: AdminService | None = None
         self.pull_service: PullMessageService | None = None
-        self.acl: AclStore | None = None                   # when acl_enable
+        self.acl: AclStore | None = None  # when acl_enable
         self.registration: RegisterBrokerService | None = None
         self.send: SendMessageService | None = None
         self.send_back: SendBackService | None = None
-        self.grpc_v2: GrpcV2Server | None = None    # RocketMQ 5's MessagingService
+        self.grpc_v2: GrpcV2Server | None = None  # RocketMQ 5's MessagingService
         self.schedule: ScheduleMessageService | None = None
         self.timer: TimerService | None = None
         self.locks: RebalanceLockManager | None = None
         self.transactions: TransactionalMessageService | None = None
         self.transaction_check: TransactionalMessageCheckService | None = None
-        self.trace: BrokerTraceService | None = None        # trace_topic_enable
+        self.trace: BrokerTraceService | None = None  # trace_topic_enable
         self._stopping = False
-        self.stats = BrokerStatsManager(clock=self.clock)   # put/get counts, TPS, latency
-        self.metrics: MetricsHttpServer | None = None       # Prometheus, on metrics_port
-        self.ha: HaController | None = None                 # role and replication (broker/ha)
-        self.controller_client: ControllerClient | None = None   # controller mode
+        self.stats = BrokerStatsManager(clock=self.clock)  # put/get counts, TPS, latency
+        self.metrics: MetricsHttpServer | None = None  # Prometheus, on metrics_port
+        self.ha: HaController | None = None  # role and replication (broker/ha)
+        self.controller_client: ControllerClient | None = None  # controller mode
         self._acl_interceptor: AclInterceptor | None = None
 
     @property
@@ -155,7 +159,8 @@ class Broker:
             max_per_connection=cfg.max_in_flight_requests_per_connection,
             max_total=cfg.max_in_flight_requests,
             max_bytes_per_connection=cfg.max_queued_response_bytes_per_connection,
-            max_bytes_total=cfg.max_queued_response_bytes)
+            max_bytes_total=cfg.max_queued_response_bytes,
+        )
         interceptors: list[grpc.aio.ServerInterceptor] = [MalformedRequestInterceptor()]
         if cfg.acl_enable:
             self.acl = AclStore(cfg.acl_path)
@@ -164,27 +169,41 @@ class Broker:
             if self._v2_authenticator is None:
                 self._v2_authenticator = v2_acl_authenticator(self.acl)
         interceptors.append(self.flow_control)
-        server = grpc.aio.server(interceptors=interceptors, options=[
-            ("grpc.max_receive_message_length", max_receive),
-            ("grpc.max_send_message_length", -1),
-            ("grpc.so_reuseport", 0),
-            *server_limits(cfg),
-        ])
+        server = grpc.aio.server(
+            interceptors=interceptors,
+            options=[
+                ("grpc.max_receive_message_length", max_receive),
+                ("grpc.max_send_message_length", -1),
+                ("grpc.so_reuseport", 0),
+                *server_limits(cfg),
+            ],
+        )
         try:
             if cfg.tls_enabled:
-                self.port = server.add_secure_port(f"{cfg.host}:{cfg.port}", server_credentials(
-                    cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_ca_file,
-                    cfg.tls_require_client_auth))
+                self.port = server.add_secure_port(
+                    f"{cfg.host}:{cfg.port}",
+                    server_credentials(
+                        cfg.tls_cert_file,
+                        cfg.tls_key_file,
+                        cfg.tls_ca_file,
+                        cfg.tls_require_client_auth,
+                    ),
+                )
             else:
                 self.port = server.add_insecure_port(f"{cfg.host}:{cfg.port}")
         except RuntimeError as exc:
-            raise OSError(f"cannot listen on {cfg.host}:{cfg.port}: {exc}; is another process "
-                          "using the port? (--port chooses another)") from None
+            raise OSError(
+                f"cannot listen on {cfg.host}:{cfg.port}: {exc}; is another process "
+                "using the port? (--port chooses another)"
+            ) from None
         try:
             if cfg.v2_port >= 0:
                 self.grpc_v2 = GrpcV2Server(
-                    cfg, authenticate=self._v2_authenticator, clock=self.clock,
-                    interceptors=[MalformedRequestInterceptor(), self.flow_control])
+                    cfg,
+                    authenticate=self._v2_authenticator,
+                    clock=self.clock,
+                    interceptors=[MalformedRequestInterceptor(), self.flow_control],
+                )
                 self.grpc_v2.bind()
             servicer = self._open_store_and_services()
             add_to_server(servicer, server)
@@ -207,18 +226,31 @@ class Broker:
             raise
         self._server = server
         self._start_background()
-        log.info("broker %s (cluster %s, id %d, %s) serving on %s, data in %s, %s flush; %s",
-                 cfg.broker_name, cfg.cluster_name, self.broker_id, self.role, self.address,
-                 cfg.data_dir, cfg.flush_disk_type,
-                 security_summary(tls=cfg.tls_enabled, client_auth=cfg.tls_require_client_auth,
-                                  acl_file=cfg.acl_path if cfg.acl_enable else None))
+        log.info(
+            "broker %s (cluster %s, id %d, %s) serving on %s, data in %s, %s flush; %s",
+            cfg.broker_name,
+            cfg.cluster_name,
+            self.broker_id,
+            self.role,
+            self.address,
+            cfg.data_dir,
+            cfg.flush_disk_type,
+            security_summary(
+                tls=cfg.tls_enabled,
+                client_auth=cfg.tls_require_client_auth,
+                acl_file=cfg.acl_path if cfg.acl_enable else None,
+            ),
+        )
         assert self.registration is not None
         await self.registration.start()
 
     def _open_store_and_services(self) -> BrokerServicer:
         store = self._store_factory(self.config.store_config(self.port), self.clock)
-        self.recovery = store.start(progress=phase_progress(
-            log_sink(log), what="store recovery: ", interval_s=RECOVERY_PROGRESS_INTERVAL_S))
+        self.recovery = store.start(
+            progress=phase_progress(
+                log_sink(log), what="store recovery: ", interval_s=RECOVERY_PROGRESS_INTERVAL_S
+            )
+        )
         self.store = store
         self._log_recovery(self.recovery)
         return self._build_services(store)
@@ -228,89 +260,138 @@ class Broker:
         store_host = (cfg.advertised_ip, self.port)
         levels = cfg.delay_levels
         self.topics = TopicConfigManager(
-            cfg.config_dir, broker_name=cfg.broker_name, cluster_name=cfg.cluster_name,
+            cfg.config_dir,
+            broker_name=cfg.broker_name,
+            cluster_name=cfg.cluster_name,
             default_queue_nums=cfg.default_topic_queue_nums,
             auto_create_enable=cfg.auto_create_topic_enable,
-            schedule_queue_nums=levels.max_level, max_queues_total=cfg.max_queues_total,
-            clock=self.clock)
+            schedule_queue_nums=levels.max_level,
+            max_queues_total=cfg.max_queues_total,
+            clock=self.clock,
+        )
         self.topics.load()
         self.offsets = ConsumerOffsetManager(
-            cfg.config_dir,
-            persist_interval_seconds=cfg.consumer_offset_persist_interval_seconds)
+            cfg.config_dir, persist_interval_seconds=cfg.consumer_offset_persist_interval_seconds
+        )
         self.offsets.load()
-        self.clients = ClientManager(broker_name=cfg.broker_name,
-                                     expire_seconds=cfg.client_channel_expire_seconds,
-                                     scan_interval_seconds=cfg.client_scan_interval_seconds,
-                                     clock=self.clock)
+        self.clients = ClientManager(
+            broker_name=cfg.broker_name,
+            expire_seconds=cfg.client_channel_expire_seconds,
+            scan_interval_seconds=cfg.client_scan_interval_seconds,
+            clock=self.clock,
+        )
         if self.acl is not None:
             # A transaction check carries the uncommitted record: only to keys that may PUB it.
             self.clients.command_filter = transaction_check_filter(self.acl)
         self.hold = PullRequestHoldService(max_parked=cfg.max_parked_pulls)
         store.add_arrival_listener(self.hold.on_arrival)
         self.schedule = ScheduleMessageService(
-            store, levels, cfg.config_dir,
-            persist_interval_s=cfg.flush_delay_offset_interval_ms / 1000, clock=self.clock)
+            store,
+            levels,
+            cfg.config_dir,
+            persist_interval_s=cfg.flush_delay_offset_interval_ms / 1000,
+            clock=self.clock,
+        )
         self.schedule.load()
         store.add_arrival_listener(self.schedule.on_arrival)
         self._build_timer(store)
         self._build_ha(store)
-        self.locks = RebalanceLockManager(max_live_time_ms=cfg.rebalance_lock_max_live_time_ms,
-                                          clock=self.clock)
+        self.locks = RebalanceLockManager(
+            max_live_time_ms=cfg.rebalance_lock_max_live_time_ms, clock=self.clock
+        )
         self._build_transactions(store, store_host)
         registration_kwargs = {}
         if self._namesrv_client_factory is not None:
             registration_kwargs["client_factory"] = self._namesrv_client_factory
         elif cfg.namesrv_tls_ca_file or cfg.credentials is not None:
             registration_kwargs["client_factory"] = functools.partial(
-                GrpcNameserverClient, tls_ca_file=cfg.namesrv_tls_ca_file,
-                credentials=cfg.credentials)
+                GrpcNameserverClient,
+                tls_ca_file=cfg.namesrv_tls_ca_file,
+                credentials=cfg.credentials,
+            )
         self.registration = RegisterBrokerService(
-            cfg.namesrv_addr_list, self.topics, cluster_name=cfg.cluster_name,
-            broker_name=cfg.broker_name, broker_addr=self.address, broker_id=self.broker_id,
-            interval_s=cfg.register_interval_seconds, timeout_s=cfg.register_timeout_seconds,
+            cfg.namesrv_addr_list,
+            self.topics,
+            cluster_name=cfg.cluster_name,
+            broker_name=cfg.broker_name,
+            broker_addr=self.address,
+            broker_id=self.broker_id,
+            interval_s=cfg.register_interval_seconds,
+            timeout_s=cfg.register_timeout_seconds,
             grpc_v2_addr=self.grpc_v2.address if self.grpc_v2 is not None else "",
             on_reply=self.ha.on_register_reply if self.ha is not None else None,
-            **registration_kwargs)
+            **registration_kwargs,
+        )
         self.idempotence = IdempotenceService(
-            store, clock=self.clock, not_master=self.ha.not_master if self.ha is not None else None)
-        self.send = SendMessageService(store, self.topics, store_host=store_host,
-                                       delay_levels=levels, clock=self.clock, stats=self.stats,
-                                       timer=TimerPolicy(enabled=cfg.timer_wheel_enable,
-                                                         max_delay_ms=cfg.timer_max_delay_ms),
-                                       replica_wait=(self.ha.wait_replicated
-                                                     if self.ha is not None else None),
-                                       not_master=(self.ha.not_master
-                                                   if self.ha is not None else None),
-                                       idempotence=self.idempotence)
-        self.send_back = SendBackService(store, self.topics, levels, store_host=store_host,
-                                         clock=self.clock)
+            store, clock=self.clock, not_master=self.ha.not_master if self.ha is not None else None
+        )
+        self.send = SendMessageService(
+            store,
+            self.topics,
+            store_host=store_host,
+            delay_levels=levels,
+            clock=self.clock,
+            stats=self.stats,
+            timer=TimerPolicy(enabled=cfg.timer_wheel_enable, max_delay_ms=cfg.timer_max_delay_ms),
+            replica_wait=(self.ha.wait_replicated if self.ha is not None else None),
+            not_master=(self.ha.not_master if self.ha is not None else None),
+            idempotence=self.idempotence,
+        )
+        self.send_back = SendBackService(
+            store, self.topics, levels, store_host=store_host, clock=self.clock
+        )
         self._build_trace(store, store_host)
         self.pull_service = PullMessageService(
-            store, self.topics, self.offsets, self.hold,
-            max_pull_messages=cfg.max_pull_messages, max_pull_bytes=cfg.max_pull_bytes,
+            store,
+            self.topics,
+            self.offsets,
+            self.hold,
+            max_pull_messages=cfg.max_pull_messages,
+            max_pull_bytes=cfg.max_pull_bytes,
             long_polling_enable=cfg.long_polling_enable,
             suspend_default_ms=cfg.pull_suspend_default_ms,
-            suspend_max_ms=cfg.pull_suspend_max_ms, clock=self.clock, stats=self.stats,
-            filters=FilterCompiler(enable_property_filter=cfg.enable_property_filter))
-        self.admin = AdminService(store, self.topics, self.offsets, self.clients, self.hold,
-                                  broker_name=cfg.broker_name, cluster_name=cfg.cluster_name,
-                                  store_host=store_host, default_query_max=cfg.default_query_max,
-                                  clock=self.clock, config=cfg)
+            suspend_max_ms=cfg.pull_suspend_max_ms,
+            clock=self.clock,
+            stats=self.stats,
+            filters=FilterCompiler(enable_property_filter=cfg.enable_property_filter),
+        )
+        self.admin = AdminService(
+            store,
+            self.topics,
+            self.offsets,
+            self.clients,
+            self.hold,
+            broker_name=cfg.broker_name,
+            cluster_name=cfg.cluster_name,
+            store_host=store_host,
+            default_query_max=cfg.default_query_max,
+            clock=self.clock,
+            config=cfg,
+        )
         return BrokerServicer(
-            send=self.send, send_back=self.send_back,
-            locks=self.locks, transactions=self.transactions, pull=self.pull_service,
-            offsets=self.offsets, clients=self.clients, admin=self.admin,
+            send=self.send,
+            send_back=self.send_back,
+            locks=self.locks,
+            transactions=self.transactions,
+            pull=self.pull_service,
+            offsets=self.offsets,
+            clients=self.clients,
+            admin=self.admin,
             default_topic_queue_nums=cfg.default_topic_queue_nums,
             max_auto_retry_topics=cfg.max_auto_retry_topics,
-            figures=[*([self.flow_control.figures] if self.flow_control is not None else []),
-                     self.stats.figures,    # put_tps, get_tps, ... (broker/stats.py)
-                     *([self.trace.figures] if self.trace is not None else []),
-                     *([self.ha.runtime_info] if self.ha is not None else []),
-                     self._controller_figures],
+            figures=[
+                *([self.flow_control.figures] if self.flow_control is not None else []),
+                self.stats.figures,  # put_tps, get_tps, ... (broker/stats.py)
+                *([self.trace.figures] if self.trace is not None else []),
+                *([self.ha.runtime_info] if self.ha is not None else []),
+                self._controller_figures,
+            ],
             promote=self._promote if self.ha is not None else None,
             idempotence=self.idempotence,
-            update_config=RuntimeConfig(lambda: self.config, self._config_changed,
-                                        lambda name: getattr(self, name, None)).update)
+            update_config=RuntimeConfig(
+                lambda: self.config, self._config_changed, lambda name: getattr(self, name, None)
+            ).update,
+        )
 
     def _config_changed(self, config: BrokerConfig) -> None:
         """UpdateBrokerConfig applied: GetBrokerConfig shows the running values."""
@@ -331,25 +412,47 @@ class Broker:
         return client.runtime_info() if client is not None else {}
 
     def _v2_parts(self) -> BrokerParts:
-        assert (self.store and self.topics and self.offsets and self.clients and self.send
-                and self.send_back and self.transactions)
-        return BrokerParts(store=self.store, topics=self.topics, offsets=self.offsets,
-                           clients=self.clients, send=self.send, send_back=self.send_back,
-                           transactions=self.transactions,
-                           store_host=(self.config.advertised_ip, self.port))
+        assert (
+            self.store
+            and self.topics
+            and self.offsets
+            and self.clients
+            and self.send
+            and self.send_back
+            and self.transactions
+        )
+        return BrokerParts(
+            store=self.store,
+            topics=self.topics,
+            offsets=self.offsets,
+            clients=self.clients,
+            send=self.send,
+            send_back=self.send_back,
+            transactions=self.transactions,
+            store_host=(self.config.advertised_ip, self.port),
+        )
 
     def _build_transactions(self, store: MessageStore, store_host: tuple[str, int]) -> None:
         cfg = self.config
         assert self.clients is not None
         self.transactions = TransactionalMessageService(
-            store, cfg.config_dir, store_host=store_host,
-            max_batch_size_bytes=cfg.max_batch_size_bytes, clock=self.clock)
+            store,
+            cfg.config_dir,
+            store_host=store_host,
+            max_batch_size_bytes=cfg.max_batch_size_bytes,
+            clock=self.clock,
+        )
         self.transactions.load()
         self.transaction_check = TransactionalMessageCheckService(
-            self.transactions, store, send_check=self.clients.send_to_producer,
-            store_host=store_host, timeout_ms=cfg.transaction_timeout_ms,
+            self.transactions,
+            store,
+            send_check=self.clients.send_to_producer,
+            store_host=store_host,
+            timeout_ms=cfg.transaction_timeout_ms,
             check_interval_ms=cfg.transaction_check_interval_ms,
-            check_max=cfg.transaction_check_max, clock=self.clock)
+            check_max=cfg.transaction_check_max,
+            clock=self.clock,
+        )
         store.add_arrival_listener(self.transaction_check.on_arrival)
 
     def _build_trace(self, store: MessageStore, store_host: tuple[str, int]) -> None:
@@ -357,11 +460,14 @@ class Broker:
         cfg = self.config
         if not cfg.trace_topic_enable:
             return
-        self.trace = BrokerTraceService(store, topic=cfg.msg_trace_topic_name,
-                                        broker_name=cfg.broker_name, store_host=store_host,
-                                        clock=self.clock)
-        for service in (self.send, self.send_back, self.schedule, self.timer,
-                        self.transactions):
+        self.trace = BrokerTraceService(
+            store,
+            topic=cfg.msg_trace_topic_name,
+            broker_name=cfg.broker_name,
+            store_host=store_host,
+            clock=self.clock,
+        )
+        for service in (self.send, self.send_back, self.schedule, self.timer, self.transactions):
             if service is not None:
                 service.trace = self.trace
 
@@ -370,10 +476,16 @@ class Broker:
         cfg = self.config
         assert self.recovery is not None
         self.timer = TimerService(
-            store, TimerMessageStore(cfg.data_dir, wheel_slots=cfg.timer_wheel_slots,
-                                     log_file_size=cfg.timer_log_file_size_bytes),
+            store,
+            TimerMessageStore(
+                cfg.data_dir,
+                wheel_slots=cfg.timer_wheel_slots,
+                log_file_size=cfg.timer_log_file_size_bytes,
+            ),
             roll_window_s=cfg.timer_roll_window_s,
-            flush_interval_s=cfg.timer_flush_interval_ms / 1000, clock=self.clock)
+            flush_interval_s=cfg.timer_flush_interval_ms / 1000,
+            clock=self.clock,
+        )
         self.timer.load(clean_shutdown=self.recovery.clean_shutdown)
         store.add_arrival_listener(self.timer.on_arrival)
 
@@ -388,11 +500,19 @@ class Broker:
         assert self.topics is not None and self.offsets is not None
         credentials = None
         if cfg.tls_enabled:
-            credentials = server_credentials(cfg.tls_cert_file, cfg.tls_key_file,
-                                             cfg.tls_ca_file, cfg.tls_require_client_auth)
-        self.ha = HaController(cfg, store, topics=self.topics, offsets=self.offsets,
-                               schedule=self.schedule, replica_addr=self.address,
-                               acl=self._acl_interceptor, server_credentials=credentials)
+            credentials = server_credentials(
+                cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_ca_file, cfg.tls_require_client_auth
+            )
+        self.ha = HaController(
+            cfg,
+            store,
+            topics=self.topics,
+            offsets=self.offsets,
+            schedule=self.schedule,
+            replica_addr=self.address,
+            acl=self._acl_interceptor,
+            server_credentials=credentials,
+        )
         self.ha.on_become_master(self._start_master_services)
 
     async def _start_ha(self) -> None:
@@ -406,9 +526,10 @@ class Broker:
         if self.config.controller_mode:
             from pocketmq.broker.ha.controller_client import ControllerClient
 
-            self.registration.paused = True     # until the controller names the role
-            self.controller_client = ControllerClient(self.config, self.ha,
-                                                      broker_addr=self.address)
+            self.registration.paused = True  # until the controller names the role
+            self.controller_client = ControllerClient(
+                self.config, self.ha, broker_addr=self.address
+            )
             self.controller_client.start()
 
     @property
@@ -428,7 +549,7 @@ class Broker:
         if self.transaction_check is not None:
             self.transaction_check.start()
         if self.trace is not None and self.topics is not None:
-            self.trace.ensure_topic(self.topics)    # RocketMQ creates it at start too
+            self.trace.ensure_topic(self.topics)  # RocketMQ creates it at start too
             self.trace.start()
 
     def _start_background(self) -> None:
@@ -437,8 +558,11 @@ class Broker:
         self.clients.start()
         if self.role != "SLAVE":
             self._start_master_services()
-        self._tasks.append(asyncio.get_running_loop().create_task(
-            self._store_cleanup(), name="StoreCleanupService"))
+        self._tasks.append(
+            asyncio.get_running_loop().create_task(
+                self._store_cleanup(), name="StoreCleanupService"
+            )
+        )
 
     async def _store_cleanup(self) -> None:
         """Retention and disk-space checks, on the loop thread as the store requires."""
@@ -455,14 +579,23 @@ class Broker:
 
     @staticmethod
     def _log_recovery(report: RecoveryReport) -> None:
-        log.info("store recovered in %.3f s: %s shutdown, commit log scanned from %d to %d, "
-                 "%d records re-dispatched, %d consume-queue units trimmed",
-                 report.seconds, "clean" if report.clean_shutdown else "ABNORMAL",
-                 report.scanned_from, report.max_phys_offset, report.redispatched,
-                 report.consume_queue_units_trimmed)
+        log.info(
+            "store recovered in %.3f s: %s shutdown, commit log scanned from %d to %d, "
+            "%d records re-dispatched, %d consume-queue units trimmed",
+            report.seconds,
+            "clean" if report.clean_shutdown else "ABNORMAL",
+            report.scanned_from,
+            report.max_phys_offset,
+            report.redispatched,
+            report.consume_queue_units_trimmed,
+        )
         if report.truncated_bytes:
-            log.warning("recovery cut %d bytes of the commit log at offset %s: %s",
-                        report.truncated_bytes, report.first_bad_offset, report.reason)
+            log.warning(
+                "recovery cut %d bytes of the commit log at offset %s: %s",
+                report.truncated_bytes,
+                report.first_bad_offset,
+                report.reason,
+            )
 
     # -- stop ---------------------------------------------------------------------------
     async def stop(self, grace_s: float | None = 5.0) -> None:

@@ -66,7 +66,7 @@ log = logging.getLogger(__name__)
 
 
 class ConsumeType(enum.Enum):
-    CONSUME_ACTIVELY = "CONSUME_ACTIVELY"    # pull
+    CONSUME_ACTIVELY = "CONSUME_ACTIVELY"  # pull
     CONSUME_PASSIVELY = "CONSUME_PASSIVELY"  # push
 
 
@@ -90,7 +90,7 @@ class ConsumerRegistration:
     message_model: MessageModel = MessageModel.CLUSTERING
     consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
     subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> tag expression
-    fingerprint: str = ""     # the client's digest of the fields above; "" from old clients
+    fingerprint: str = ""  # the client's digest of the fields above; "" from old clients
 
 
 # -- commands pushed to clients -------------------------------------------------------------
@@ -109,11 +109,11 @@ class CheckTransactionState:
     """Ask a producer how the local transaction of a half message ended."""
 
     producer_group: str
-    record: bytes               # the half message as stored
+    record: bytes  # the half message as stored
     commit_log_offset: int
     offset_msg_id: str
-    msg_id: str                 # its UNIQ_KEY
-    check_times: int            # 1 on the first check
+    msg_id: str  # its UNIQ_KEY
+    check_times: int  # 1 on the first check
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,20 +123,24 @@ class ResetConsumerClientOffset:
     consumer_group: str
     topic: str
     broker_name: str
-    offsets: dict[int, int]     # queue id -> next offset to consume
+    offsets: dict[int, int]  # queue id -> next offset to consume
 
 
-ServerCommand = (ChannelOpened | NotifyConsumerIdsChanged | CheckTransactionState
-                 | ResetConsumerClientOffset)
+ServerCommand = (
+    ChannelOpened | NotifyConsumerIdsChanged | CheckTransactionState | ResetConsumerClientOffset
+)
 
 
 class ClientOwnershipError(PermissionDeniedError):
     """A client id registered by one access key, used by another."""
 
     def __init__(self, client_id: str, owner: str) -> None:
-        super().__init__(f"client id {client_id!r} is registered by another access key; access "
-                         f"key {owner!r} may only act for the client ids it registered (give "
-                         "each client its own id)", reason="CLIENT_ID_OWNED")
+        super().__init__(
+            f"client id {client_id!r} is registered by another access key; access "
+            f"key {owner!r} may only act for the client ids it registered (give "
+            "each client its own id)",
+            reason="CLIENT_ID_OWNED",
+        )
 
 
 class ClientChannel:
@@ -158,8 +162,12 @@ class ClientChannel:
         if self._closed:
             return False
         if self._queue.qsize() >= self.MAX_PENDING:
-            log.warning("client %s has %d unread commands; dropping %s", self.client_id,
-                        self.MAX_PENDING, command)
+            log.warning(
+                "client %s has %d unread commands; dropping %s",
+                self.client_id,
+                self.MAX_PENDING,
+                command,
+            )
             return False
         self._queue.put_nowait(command)
         return True
@@ -184,18 +192,24 @@ class ClientChannel:
 class ClientManager:
     """Producer and consumer groups of live clients. Event-loop thread only."""
 
-    def __init__(self, *, broker_name: str, expire_seconds: float = 120.0,
-                 scan_interval_seconds: float = 10.0, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        broker_name: str,
+        expire_seconds: float = 120.0,
+        scan_interval_seconds: float = 10.0,
+        clock: Clock | None = None,
+    ) -> None:
         self._broker_name = broker_name
         self._expire_s = expire_seconds
         self._scan_interval_s = scan_interval_seconds
         self._clock = clock or SystemClock()
-        self._producers: dict[str, dict[str, float]] = {}       # group -> client -> last seen
+        self._producers: dict[str, dict[str, float]] = {}  # group -> client -> last seen
         self._consumers: dict[str, dict[str, ConsumerRegistration]] = {}  # group -> client
-        self._last_seen_s: dict[str, float] = {}                # client -> last heartbeat
+        self._last_seen_s: dict[str, float] = {}  # client -> last heartbeat
         self._channels: dict[str, ClientChannel] = {}
-        self._producer_turn: dict[str, int] = {}                # group -> next producer
-        self._owners: dict[str, str] = {}                       # client -> access key
+        self._producer_turn: dict[str, int] = {}  # group -> next producer
+        self._owners: dict[str, str] = {}  # client -> access key
         # (owner or None, command) -> may this owner's client receive it; None = everyone
         self.command_filter: Callable[[str | None, ServerCommand], bool] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -203,7 +217,8 @@ class ClientManager:
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(
-            self._run(), name="ClientHousekeepingService")
+            self._run(), name="ClientHousekeepingService"
+        )
 
     async def stop(self) -> None:
         await cancel_and_wait(self._task)
@@ -235,10 +250,15 @@ class ClientManager:
         """The access key that registered *client_id*; None without ACL or when unknown."""
         return self._owners.get(client_id)
 
-    def heartbeat(self, client_id: str, *, producer_groups: Iterable[str] = (),
-                  consumers: Iterable[ConsumerRegistration] = (),
-                  unchanged: Iterable[tuple[str, str]] = (),
-                  owner: str | None = None) -> list[str]:
+    def heartbeat(
+        self,
+        client_id: str,
+        *,
+        producer_groups: Iterable[str] = (),
+        consumers: Iterable[ConsumerRegistration] = (),
+        unchanged: Iterable[tuple[str, str]] = (),
+        owner: str | None = None,
+    ) -> list[str]:
         """Register the client; *unchanged* are ``(group, fingerprint)`` sent without
         their data. Returns those groups whose fingerprint is not held here (the
         client then sends them whole); the client stays registered in the rest."""
@@ -263,20 +283,31 @@ class ClientManager:
                 log.info("consumer %s joined group %s", client_id, registration.group)
                 self._notify_group(registration.group)
             elif self._subscribed_topics(members) != topics_before:
-                log.info("group %s now subscribes to %s", registration.group,
-                         sorted(self._subscribed_topics(members)))
+                log.info(
+                    "group %s now subscribes to %s",
+                    registration.group,
+                    sorted(self._subscribed_topics(members)),
+                )
                 self._notify_group(registration.group)
         return unknown
 
-    def unregister(self, client_id: str, *, producer_group: str = "",
-                   consumer_group: str = "", owner: str | None = None) -> None:
+    def unregister(
+        self,
+        client_id: str,
+        *,
+        producer_group: str = "",
+        consumer_group: str = "",
+        owner: str | None = None,
+    ) -> None:
         self.check_owner(client_id, owner)
         if producer_group:
             self._remove_producer(producer_group, client_id)
         if consumer_group:
             self._remove_consumer(consumer_group, client_id, why="unregistered")
-        if not (any(client_id in m for m in self._producers.values())
-                or any(client_id in m for m in self._consumers.values())):
+        if not (
+            any(client_id in m for m in self._producers.values())
+            or any(client_id in m for m in self._consumers.values())
+        ):
             # Left every group: nothing for the expiry to drop (and log) 120 s later.
             self._last_seen_s.pop(client_id, None)
 
@@ -295,8 +326,12 @@ class ClientManager:
 
     def _drop_client(self, client_id: str) -> None:
         silent_s = self._clock.monotonic() - self._last_seen_s[client_id]
-        log.info("client %s silent for %.0f s (limit %.0f s); dropping it", client_id,
-                 silent_s, self._expire_s)
+        log.info(
+            "client %s silent for %.0f s (limit %.0f s); dropping it",
+            client_id,
+            silent_s,
+            self._expire_s,
+        )
         self._forget(client_id, why="expired")
 
     def _forget(self, client_id: str, *, why: str) -> None:
@@ -395,9 +430,13 @@ class ClientManager:
         owner passes :attr:`command_filter`).
         """
         allowed = self.command_filter
-        live = [client_id for client_id in sorted(self._producers.get(group, {}))
-                if (ch := self._channels.get(client_id)) is not None and not ch.closed
-                and (allowed is None or allowed(self._owners.get(client_id), command))]
+        live = [
+            client_id
+            for client_id in sorted(self._producers.get(group, {}))
+            if (ch := self._channels.get(client_id)) is not None
+            and not ch.closed
+            and (allowed is None or allowed(self._owners.get(client_id), command))
+        ]
         turn = self._producer_turn.get(group, 0)
         for i in range(len(live)):
             client_id = live[(turn + i) % len(live)]
@@ -408,8 +447,11 @@ class ClientManager:
 
     def send_to_consumers(self, group: str, command: ServerCommand) -> list[str]:
         """Hand *command* to every online consumer of *group*; returns those reached."""
-        return [client_id for client_id in sorted(self._consumers.get(group, {}))
-                if (ch := self._channels.get(client_id)) is not None and ch.send(command)]
+        return [
+            client_id
+            for client_id in sorted(self._consumers.get(group, {}))
+            if (ch := self._channels.get(client_id)) is not None and ch.send(command)
+        ]
 
     def _notify_group(self, group: str) -> None:
         for client_id in self._consumers.get(group, {}):

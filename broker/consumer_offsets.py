@@ -58,14 +58,20 @@ class ConsumerOffsetManager:
             try:
                 self._table[key] = {int(qid): int(off) for qid, off in queues.items()}
             except (AttributeError, TypeError, ValueError):
-                log.warning("skipping %r in %s: %r is not a queue -> offset map", key,
-                            self._file.path, queues)
-        log.info("loaded offsets of %d topic@group pairs from %s", len(self._table),
-                 self._file.path)
+                log.warning(
+                    "skipping %r in %s: %r is not a queue -> offset map",
+                    key,
+                    self._file.path,
+                    queues,
+                )
+        log.info(
+            "loaded offsets of %d topic@group pairs from %s", len(self._table), self._file.path
+        )
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(
-            self._run(), name="ConsumerOffsetPersistService")
+            self._run(), name="ConsumerOffsetPersistService"
+        )
 
     async def stop(self) -> None:
         """Cancel the periodic save and write the table one last time."""
@@ -79,8 +85,12 @@ class ConsumerOffsetManager:
             try:
                 await self.run_once()
             except OSError as exc:
-                log.error("cannot persist consumer offsets to %s: %s; retrying in %.0f s",
-                          self._file.path, exc, self._interval_s)
+                log.error(
+                    "cannot persist consumer offsets to %s: %s; retrying in %.0f s",
+                    self._file.path,
+                    exc,
+                    self._interval_s,
+                )
 
     async def run_once(self) -> bool:
         """Save the table if it changed since the last save; True if it did."""
@@ -101,8 +111,12 @@ class ConsumerOffsetManager:
         self._dirty = False
 
     def _snapshot(self) -> dict[str, Any]:
-        return {"offsetTable": {key: {str(q): o for q, o in sorted(queues.items())}
-                                for key, queues in sorted(self._table.items())}}
+        return {
+            "offsetTable": {
+                key: {str(q): o for q, o in sorted(queues.items())}
+                for key, queues in sorted(self._table.items())
+            }
+        }
 
     def _save(self, snapshot: dict[str, Any]) -> None:
         with self._save_lock:
@@ -118,8 +132,14 @@ class ConsumerOffsetManager:
             queues[queue_id] = offset
             self._dirty = True
             if previous is not None and offset < previous:
-                log.debug("group %s moved back on %s:%d from %d to %d", group, topic, queue_id,
-                          previous, offset)
+                log.debug(
+                    "group %s moved back on %s:%d from %d to %d",
+                    group,
+                    topic,
+                    queue_id,
+                    previous,
+                    offset,
+                )
 
     def commit_durably(self, group: str, topic: str, offsets: dict[int, int]) -> None:
         """Commit *offsets* (queue id -> offset) and save the table before returning.
@@ -160,7 +180,7 @@ class ConsumerOffsetManager:
 
     def topics_of_group(self, group: str) -> list[str]:
         suffix = f"{TOPIC_GROUP_SEPARATOR}{group}"
-        return sorted(key[:-len(suffix)] for key in self._table if key.endswith(suffix))
+        return sorted(key[: -len(suffix)] for key in self._table if key.endswith(suffix))
 
     def group_topics(self) -> dict[str, list[str]]:
         """Every group with stored offsets -> its topics, sorted."""

@@ -70,8 +70,12 @@ PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 PROPERTY_REAL_QUEUE_ID = "REAL_QID"
 PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 
-_SCHEDULE_ONLY = (PROPERTY_DELAY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID,
-                  PROPERTY_TIMER_DELIVER_MS)
+_SCHEDULE_ONLY = (
+    PROPERTY_DELAY,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_TIMER_DELIVER_MS,
+)
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _DELAY_TOKEN = re.compile(r"^(\d+)(ms|s|m|h|d)$")
 _DELAY_MARKER = (PROPERTY_DELAY + "\x01").encode()
@@ -84,15 +88,19 @@ def parse_delay_levels(text: str) -> tuple[int, ...]:
     if not tokens:
         raise ValueError("message_delay_level is empty; give delays such as '1s 5s 10s 30s 1m'")
     if len(tokens) > MAX_LEVELS:
-        raise ValueError(f"message_delay_level lists {len(tokens)} delays; at most "
-                         f"{MAX_LEVELS} levels are allowed")
+        raise ValueError(
+            f"message_delay_level lists {len(tokens)} delays; at most "
+            f"{MAX_LEVELS} levels are allowed"
+        )
     delays = []
     for number, token in enumerate(tokens, 1):
         match = _DELAY_TOKEN.match(token)
         if match is None or int(match.group(1)) == 0:
-            raise ValueError(f"message_delay_level: level {number} is {token!r}; write a "
-                             f"positive whole number with a unit of ms, s, m, h or d "
-                             f"(e.g. '500ms', '10s', '2h')")
+            raise ValueError(
+                f"message_delay_level: level {number} is {token!r}; write a "
+                f"positive whole number with a unit of ms, s, m, h or d "
+                f"(e.g. '500ms', '10s', '2h')"
+            )
         delays.append(int(match.group(1)) * _UNIT_MS[match.group(2)])
     return tuple(delays)
 
@@ -127,8 +135,14 @@ def delay_level_of(properties: Mapping[str, str]) -> int:
     return int(raw.strip())
 
 
-def schedule_properties(properties: Mapping[str, str], *, real_topic: str, real_queue_id: int,
-                        level: int, deliver_ms: int) -> dict[str, str]:
+def schedule_properties(
+    properties: Mapping[str, str],
+    *,
+    real_topic: str,
+    real_queue_id: int,
+    level: int,
+    deliver_ms: int,
+) -> dict[str, str]:
     """The properties of a message parked in the schedule topic (``level`` already clamped)."""
     out = dict(properties)
     out[PROPERTY_DELAY] = str(level)
@@ -157,9 +171,14 @@ def wants_delay(sysflag: int) -> bool:
     return kind in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT)
 
 
-def rewrite_delayed(blob: bytes | bytearray | memoryview, positions: list[int],
-                    levels: DelayLevels, *, now_ms: int,
-                    store_host: tuple[str, int]) -> bytes | None:
+def rewrite_delayed(
+    blob: bytes | bytearray | memoryview,
+    positions: list[int],
+    levels: DelayLevels,
+    *,
+    now_ms: int,
+    store_host: tuple[str, int],
+) -> bytes | None:
     """*blob* with every delayed record moved to the schedule topic; None if none is.
 
     *positions* are where the records start (already walked and checked by the
@@ -184,21 +203,30 @@ def rewrite_delayed(blob: bytes | bytearray | memoryview, positions: list[int],
     return b"".join(parts) if changed else None
 
 
-def _rewrite_one(raw: bytes | bytearray, pos: int, end: int, levels: DelayLevels,
-                 now_ms: int, packed_store_host: bytes) -> bytes | None:
+def _rewrite_one(
+    raw: bytes | bytearray,
+    pos: int,
+    end: int,
+    levels: DelayLevels,
+    now_ms: int,
+    packed_store_host: bytes,
+) -> bytes | None:
     try:
         layout = check_record(raw, pos, end, check_crc=False)
     except CorruptRecordError as exc:
         raise _illegal(pos, exc.reason) from None
-    props_raw = bytes(raw[layout.props_pos:layout.props_pos + layout.props_len])
+    props_raw = bytes(raw[layout.props_pos : layout.props_pos + layout.props_len])
     if _DELAY_MARKER not in props_raw:
         return None
     properties = decode_properties(props_raw.decode("utf-8", "replace"))
     try:
         level = delay_level_of(properties)
     except ValueError:
-        raise _illegal(pos, f"DELAY property is {properties[PROPERTY_DELAY]!r}; give a delay "
-                            f"level 1..{levels.max_level}") from None
+        raise _illegal(
+            pos,
+            f"DELAY property is {properties[PROPERTY_DELAY]!r}; give a delay "
+            f"level 1..{levels.max_level}",
+        ) from None
     if level <= 0 or not wants_delay(layout.sysflag):
         return None
     try:
@@ -206,19 +234,32 @@ def _rewrite_one(raw: bytes | bytearray, pos: int, end: int, levels: DelayLevels
     except CorruptRecordError as exc:
         raise _illegal(pos, exc.reason) from None
     level = levels.clamp(level)
-    props = schedule_properties(msg.properties, real_topic=msg.topic,
-                                real_queue_id=msg.queue_id, level=level,
-                                deliver_ms=now_ms + levels.delay_ms(level))
+    props = schedule_properties(
+        msg.properties,
+        real_topic=msg.topic,
+        real_queue_id=msg.queue_id,
+        level=level,
+        deliver_ms=now_ms + levels.delay_ms(level),
+    )
     try:
         return encode_record(
-            topic=SCHEDULE_TOPIC, body=msg.body, queue_id=level - 1, flag=msg.flag,
-            properties=props, sysflag=msg.sysflag, born_timestamp_ms=msg.born_timestamp_ms,
-            born_host=pack_host(msg.born_host), store_host=packed_store_host,
+            topic=SCHEDULE_TOPIC,
+            body=msg.body,
+            queue_id=level - 1,
+            flag=msg.flag,
+            properties=props,
+            sysflag=msg.sysflag,
+            born_timestamp_ms=msg.born_timestamp_ms,
+            born_host=pack_host(msg.born_host),
+            store_host=packed_store_host,
             reconsume_times=msg.reconsume_times,
-            prepared_transaction_offset=msg.prepared_transaction_offset)
+            prepared_transaction_offset=msg.prepared_transaction_offset,
+        )
     except ValueError as exc:
-        raise InvalidRequestError(f"record at batch offset {pos}: cannot delay it: {exc}",
-                                  reason="PROPERTIES_SIZE_EXCEEDED") from None
+        raise InvalidRequestError(
+            f"record at batch offset {pos}: cannot delay it: {exc}",
+            reason="PROPERTIES_SIZE_EXCEEDED",
+        ) from None
 
 
 def _illegal(pos: int, what: str) -> InvalidRequestError:

@@ -102,8 +102,9 @@ class NotMasterError(FailedPreconditionError):
 
     default_reason = "NOT_MASTER"
 
-    def __init__(self, message: str, *, broker_name: str, master_addr: str = "",
-                 master_epoch: int = 0) -> None:
+    def __init__(
+        self, message: str, *, broker_name: str, master_addr: str = "", master_epoch: int = 0
+    ) -> None:
         super().__init__(message)
         self.broker_name = broker_name
         self.master_addr = master_addr

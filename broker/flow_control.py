@@ -61,7 +61,7 @@ __all__ = ["FlowControlInterceptor", "parked", "server_limits"]
 log = logging.getLogger(__name__)
 
 Behavior = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
-LOG_EVERY_REFUSALS = 1_000   # a warning for the first refusal and every 1,000th after it
+LOG_EVERY_REFUSALS = 1_000  # a warning for the first refusal and every 1,000th after it
 
 
 class _Slot:
@@ -85,7 +85,8 @@ class _Slot:
 
 
 _current: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar(
-    "pocketmq_flow_control_slot", default=None)
+    "pocketmq_flow_control_slot", default=None
+)
 
 
 @contextlib.contextmanager
@@ -105,14 +106,21 @@ def parked() -> Iterator[None]:
 class FlowControlInterceptor(grpc.aio.ServerInterceptor):
     """Refuses requests beyond the per-connection and total in-progress limits."""
 
-    def __init__(self, *, max_per_connection: int, max_total: int,
-                 max_bytes_per_connection: int = 64 * 1024 * 1024,
-                 max_bytes_total: int = 256 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        *,
+        max_per_connection: int,
+        max_total: int,
+        max_bytes_per_connection: int = 64 * 1024 * 1024,
+        max_bytes_total: int = 256 * 1024 * 1024,
+    ) -> None:
         limits = (max_per_connection, max_total, max_bytes_per_connection, max_bytes_total)
         if min(limits) <= 0:
-            raise ValueError(f"limits must be positive, got {max_per_connection} requests per "
-                             f"connection, {max_total} in all, {max_bytes_per_connection} "
-                             f"response bytes per connection, {max_bytes_total} in all")
+            raise ValueError(
+                f"limits must be positive, got {max_per_connection} requests per "
+                f"connection, {max_total} in all, {max_bytes_per_connection} "
+                f"response bytes per connection, {max_bytes_total} in all"
+            )
         self.max_per_connection = max_per_connection
         self.max_total = max_total
         self.max_bytes_per_connection = max_bytes_per_connection
@@ -121,7 +129,7 @@ class FlowControlInterceptor(grpc.aio.ServerInterceptor):
         self._total = 0
         self._bytes_by_peer: dict[str, int] = {}
         self._bytes_total = 0
-        self.refused_total = 0   # requests answered SYSTEM_BUSY since start
+        self.refused_total = 0  # requests answered SYSTEM_BUSY since start
         # method -> (handler seen, handler wrapped): one wrapping per method, redone only
         # when the continuation hands out another handler (another interceptor's doing).
         self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
@@ -141,21 +149,24 @@ class FlowControlInterceptor(grpc.aio.ServerInterceptor):
 
     def figures(self) -> dict[str, str]:
         """Rows of GetBrokerRuntimeInfo."""
-        return {"requests_in_flight": str(self._total),
-                "requests_refused_busy_total": str(self.refused_total),
-                "response_bytes_queued": str(self._bytes_total),
-                "max_in_flight_requests": str(self.max_total),
-                "max_in_flight_requests_per_connection": str(self.max_per_connection),
-                "max_queued_response_bytes": str(self.max_bytes_total),
-                "max_queued_response_bytes_per_connection": str(self.max_bytes_per_connection)}
+        return {
+            "requests_in_flight": str(self._total),
+            "requests_refused_busy_total": str(self.refused_total),
+            "response_bytes_queued": str(self._bytes_total),
+            "max_in_flight_requests": str(self.max_total),
+            "max_in_flight_requests_per_connection": str(self.max_per_connection),
+            "max_queued_response_bytes": str(self.max_bytes_total),
+            "max_queued_response_bytes_per_connection": str(self.max_bytes_per_connection),
+        }
 
     async def intercept_service(
-            self, continuation: Callable[[grpc.HandlerCallDetails],
-                                         Awaitable[grpc.RpcMethodHandler]],
-            handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
         handler = await continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
-            return handler   # unknown methods and streams pass as they are
+            return handler  # unknown methods and streams pass as they are
         method = handler_call_details.method
         cached = self._wrapped.get(method)
         if cached is not None and cached[0] is handler:
@@ -164,20 +175,23 @@ class FlowControlInterceptor(grpc.aio.ServerInterceptor):
         wrapped = grpc.unary_unary_rpc_method_handler(
             self._guard(handler.unary_unary, handler.response_serializer),
             request_deserializer=handler.request_deserializer,
-            response_serializer=None)
+            response_serializer=None,
+        )
         self._wrapped[method] = (handler, wrapped)
         return wrapped
 
-    def _guard(self, behavior: Behavior,
-               serialize: Callable[[Any], bytes] | None) -> Behavior:
+    def _guard(self, behavior: Behavior, serialize: Callable[[Any], bytes] | None) -> Behavior:
         async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
             peer = context.peer() or "unknown"
             refusal = self._refusal(peer)
             if refusal is not None:
                 self.refused_total += 1
                 if self.refused_total % LOG_EVERY_REFUSALS == 1:
-                    log.warning("%s (%d requests refused busy since start)", refusal.message,
-                                self.refused_total)
+                    log.warning(
+                        "%s (%d requests refused busy since start)",
+                        refusal.message,
+                        self.refused_total,
+                    )
                 context.set_trailing_metadata(((REASON_METADATA_KEY, refusal.reason),))
                 await context.abort(grpc_code(refusal), refusal.message)
             slot = _Slot(self, peer)
@@ -203,24 +217,28 @@ class FlowControlInterceptor(grpc.aio.ServerInterceptor):
             return BusyError(
                 f"[TOO_MANY_REQUESTS] broker busy: {on_peer} requests are already in progress "
                 f"on this connection ({peer}); the limit is {self.max_per_connection} "
-                "(max_in_flight_requests_per_connection); back off and retry")
+                "(max_in_flight_requests_per_connection); back off and retry"
+            )
         if self._total >= self.max_total:
             return BusyError(
                 f"[TOO_MANY_REQUESTS] broker busy: {self._total} requests are already in "
                 f"progress on this broker; the limit is {self.max_total} "
-                "(max_in_flight_requests); back off and retry")
+                "(max_in_flight_requests); back off and retry"
+            )
         queued = self._bytes_by_peer.get(peer, 0)
         if queued >= self.max_bytes_per_connection:
             return BusyError(
                 f"[TOO_MANY_REQUESTS] broker busy: {queued} response bytes wait to be sent on "
                 f"this connection ({peer}), which reads slower than it asks; the limit is "
                 f"{self.max_bytes_per_connection} (max_queued_response_bytes_per_connection); "
-                "read the responses, back off and retry")
+                "read the responses, back off and retry"
+            )
         if self._bytes_total >= self.max_bytes_total:
             return BusyError(
                 f"[TOO_MANY_REQUESTS] broker busy: {self._bytes_total} response bytes wait to "
                 f"be sent on this broker; the limit is {self.max_bytes_total} "
-                "(max_queued_response_bytes); back off and retry")
+                "(max_queued_response_bytes); back off and retry"
+            )
         return None
 
     def _admit_again(self, slot: _Slot) -> None:

@@ -54,15 +54,20 @@ from pocketmq.common.message import HEAD
 from pocketmq.common.validation import check_group, check_topic
 from pocketmq.security.interceptor import AclError, authorize_publish, current_owner
 
-__all__ = ["PRODUCER_EPOCH_TOPIC", "DuplicateAnswer", "IdempotenceService", "ProducerInit",
-           "named_producer_id"]
+__all__ = [
+    "PRODUCER_EPOCH_TOPIC",
+    "DuplicateAnswer",
+    "IdempotenceService",
+    "ProducerInit",
+    "named_producer_id",
+]
 
 MAX_IDENTITY_LENGTH = 255
 MAX_INIT_TOPICS = 1024
 _NAMED_BIT = 1 << 62
 _QUEUE_OFFSET = struct.Struct(">q")
-_TOTAL_SIZE = struct.Struct(">i")     # TOTALSIZE, a record's first field
-_QUEUE_OFFSET_POS = 20      # TOTALSIZE MAGIC BODYCRC QUEUEID FLAG | QUEUEOFFSET
+_TOTAL_SIZE = struct.Struct(">i")  # TOTALSIZE, a record's first field
+_QUEUE_OFFSET_POS = 20  # TOTALSIZE MAGIC BODYCRC QUEUEID FLAG | QUEUEOFFSET
 
 
 _ERRORS: dict[StateErrorKind, Callable[[str], BrokerError]] = {
@@ -77,7 +82,7 @@ _ERRORS: dict[StateErrorKind, Callable[[str], BrokerError]] = {
 class ProducerInit:
     producer_id: int
     epoch: int
-    sequences: list[tuple[str, int, int]]   # (topic, queue id, last seq) of a named id
+    sequences: list[tuple[str, int, int]]  # (topic, queue id, last seq) of a named id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,7 +92,7 @@ class DuplicateAnswer:
     queue_offset: int
     phys_offset: int
     store_timestamp_ms: int
-    end_phys_offset: int = -1   # where the stored record ends: what a replica must hold
+    end_phys_offset: int = -1  # where the stored record ends: what a replica must hold
 
 
 def named_producer_id(owner: str, identity: str) -> int:
@@ -96,16 +101,22 @@ def named_producer_id(owner: str, identity: str) -> int:
 
 
 class IdempotenceService:
-    def __init__(self, store: object, *, clock: Clock | None = None,
-                 not_master: Callable[[], NotMasterError | None] | None = None) -> None:
+    def __init__(
+        self,
+        store: object,
+        *,
+        clock: Clock | None = None,
+        not_master: Callable[[], NotMasterError | None] | None = None,
+    ) -> None:
         self._store = store
         self._table: ProducerStateTable = store.producers  # type: ignore[attr-defined]
         self._clock = clock or SystemClock()
         self._not_master = not_master
 
     # -- InitProducerId -----------------------------------------------------------------
-    def init_producer_id(self, *, producer_group: str, identity: str,
-                         topics: list[str]) -> ProducerInit:
+    def init_producer_id(
+        self, *, producer_group: str, identity: str, topics: list[str]
+    ) -> ProducerInit:
         if self._not_master is not None:
             refusal = self._not_master()
             if refusal is not None:
@@ -130,13 +141,21 @@ class IdempotenceService:
             self._admit(now)
         epoch = 0 if entry is None else entry.epoch + 1
         result = self._store.put_message(  # type: ignore[attr-defined]
-            topic=PRODUCER_EPOCH_TOPIC, queue_id=0, body=identity.encode(),
-            properties={PROPERTY_IDEMPOTENCE: f"{pid}.{epoch}.-1"})
+            topic=PRODUCER_EPOCH_TOPIC,
+            queue_id=0,
+            body=identity.encode(),
+            properties={PROPERTY_IDEMPOTENCE: f"{pid}.{epoch}.-1"},
+        )
         if result.status is not PutStatus.PUT_OK:
             raise PutRejectedError(result.status, result.error or result.status.value)
         entry = table.register(pid, epoch, now)
-        return ProducerInit(producer_id=pid, epoch=epoch, sequences=sorted(
-            (topic, queue_id, q.last_seq) for (topic, queue_id), q in entry.queues.items()))
+        return ProducerInit(
+            producer_id=pid,
+            epoch=epoch,
+            sequences=sorted(
+                (topic, queue_id, q.last_seq) for (topic, queue_id), q in entry.queues.items()
+            ),
+        )
 
     def _admit(self, now_ms: int) -> None:
         try:
@@ -145,16 +164,18 @@ class IdempotenceService:
             raise _ERRORS[exc.kind](exc.message) from None
 
     # -- the send path ---------------------------------------------------------------------
-    def check(self, blob: bytes | bytearray | memoryview,
-              scanned: ScannedBatch) -> dict[int, DuplicateAnswer] | None:
+    def check(
+        self, blob: bytes | bytearray | memoryview, scanned: ScannedBatch
+    ) -> dict[int, DuplicateAnswer] | None:
         """None for a request without producer ids (one look at its first and last
         record); else the records already stored, each with its original answer."""
         positions, sizes = scanned.positions, scanned.sizes
         first = idempotence_of(blob, positions[0] + sizes[0])
         if first is None and idempotence_of(blob, positions[-1] + sizes[-1]) is None:
             return None
-        idents = [first] + [idempotence_of(blob, positions[i] + sizes[i])
-                            for i in range(1, len(positions))]
+        idents = [first] + [
+            idempotence_of(blob, positions[i] + sizes[i]) for i in range(1, len(positions))
+        ]
         queues = list(zip(scanned.topics, scanned.queue_ids, strict=True))
         try:
             dups = self._table.check(idents, queues, self._clock.now_ms())
@@ -169,8 +190,10 @@ class IdempotenceService:
             return DuplicateAnswer(queue_offset=-1, phys_offset=-1, store_timestamp_ms=0)
         return DuplicateAnswer(
             queue_offset=_QUEUE_OFFSET.unpack_from(head, _QUEUE_OFFSET_POS)[0],
-            phys_offset=phys, store_timestamp_ms=commitlog.store_timestamp(phys) or 0,
-            end_phys_offset=phys + _TOTAL_SIZE.unpack_from(head, 0)[0])
+            phys_offset=phys,
+            store_timestamp_ms=commitlog.store_timestamp(phys) or 0,
+            end_phys_offset=phys + _TOTAL_SIZE.unpack_from(head, 0)[0],
+        )
 
 
 def _check_init(producer_group: str, identity: str, topics: list[str]) -> None:
@@ -179,14 +202,18 @@ def _check_init(producer_group: str, identity: str, topics: list[str]) -> None:
         if problem:
             raise InvalidRequestError(f"producer_group: {problem}")
     if len(identity) > MAX_IDENTITY_LENGTH:
-        raise InvalidRequestError(f"identity is {len(identity)} characters; at most "
-                                  f"{MAX_IDENTITY_LENGTH} are allowed")
+        raise InvalidRequestError(
+            f"identity is {len(identity)} characters; at most {MAX_IDENTITY_LENGTH} are allowed"
+        )
     if not topics:
-        raise InvalidRequestError("InitProducerId names no topic; give the topics the "
-                                  "producer writes to (the ACL checks PUB on each)")
+        raise InvalidRequestError(
+            "InitProducerId names no topic; give the topics the "
+            "producer writes to (the ACL checks PUB on each)"
+        )
     if len(topics) > MAX_INIT_TOPICS:
-        raise InvalidRequestError(f"InitProducerId names {len(topics)} topics; at most "
-                                  f"{MAX_INIT_TOPICS} are allowed")
+        raise InvalidRequestError(
+            f"InitProducerId names {len(topics)} topics; at most {MAX_INIT_TOPICS} are allowed"
+        )
     for topic in topics:
         problem = check_topic(topic)
         if problem:

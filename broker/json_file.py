@@ -41,17 +41,24 @@ class JsonFile:
         bak, bak_problem = self._read(self.bak_path)
         if bak is not None:
             if problem:
-                log.warning("%s is unreadable (%s); loaded the previous version from %s",
-                            self.path, problem, self.bak_path)
+                log.warning(
+                    "%s is unreadable (%s); loaded the previous version from %s",
+                    self.path,
+                    problem,
+                    self.bak_path,
+                )
             else:
-                log.warning("%s is missing; loaded the previous version from %s",
-                            self.path, self.bak_path)
+                log.warning(
+                    "%s is missing; loaded the previous version from %s", self.path, self.bak_path
+                )
             return bak
         if problem or bak_problem:
             # Both exist and both are damaged: refuse to start on an empty table silently.
-            raise MetadataError(f"cannot read {self.path} ({problem or 'missing'}) nor "
-                             f"{self.bak_path} ({bak_problem or 'missing'}); repair or remove "
-                             "them to start with an empty table")
+            raise MetadataError(
+                f"cannot read {self.path} ({problem or 'missing'}) nor "
+                f"{self.bak_path} ({bak_problem or 'missing'}); repair or remove "
+                "them to start with an empty table"
+            )
         return None
 
     @staticmethod
@@ -74,10 +81,14 @@ class JsonFile:
     def refusal(self, exc: OSError) -> BrokerError:
         """The error a request gets when :meth:`save` failed with *exc* (nothing changed)."""
         if exc.errno == errno.ENOSPC:
-            return DiskFullError(f"disk full: cannot write {self.path} ({exc.strerror}); "
-                                 "nothing was changed; retry once space is freed")
-        return BrokerError(f"cannot write {self.path}: {exc.strerror or exc} (errno "
-                           f"{exc.errno}); nothing was changed")
+            return DiskFullError(
+                f"disk full: cannot write {self.path} ({exc.strerror}); "
+                "nothing was changed; retry once space is freed"
+            )
+        return BrokerError(
+            f"cannot write {self.path}: {exc.strerror or exc} (errno "
+            f"{exc.errno}); nothing was changed"
+        )
 
     def save(self, data: dict[str, Any], *, indent: int | None = 2) -> None:
         """Replace the file atomically, keeping the previous one as ``.bak``. With
@@ -94,7 +105,7 @@ class JsonFile:
                 f.flush()
                 os.fsync(f.fileno())
         except OSError:
-            with contextlib.suppress(OSError):   # a partial temp file only takes space
+            with contextlib.suppress(OSError):  # a partial temp file only takes space
                 os.unlink(self.tmp_path)
             raise
         if os.path.exists(self.path):

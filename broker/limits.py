@@ -20,7 +20,7 @@ __all__ = ["HEADROOM", "limit_warnings", "read_limits", "warn_if_low"]
 
 log = logging.getLogger(__name__)
 
-HEADROOM = 4_096   # descriptors and mappings besides consume queues (commit log, index, sockets)
+HEADROOM = 4_096  # descriptors and mappings besides consume queues (commit log, index, sockets)
 _MAX_MAP_COUNT = "/proc/sys/vm/max_map_count"
 
 
@@ -36,33 +36,52 @@ def read_limits() -> tuple[int | None, int | None]:
     return nofile, max_map_count
 
 
-def limit_warnings(max_queues_total: int, nofile: int | None,
-                   max_map_count: int | None, *,
-                   max_open_consume_queue_files: int | None = None) -> list[str]:
+def limit_warnings(
+    max_queues_total: int,
+    nofile: int | None,
+    max_map_count: int | None,
+    *,
+    max_open_consume_queue_files: int | None = None,
+) -> list[str]:
     """What is too low for *max_queues_total* queues, each with how to raise it (pure)."""
-    mapped = max_queues_total if not max_open_consume_queue_files else min(
-        max_queues_total, max_open_consume_queue_files)
+    mapped = (
+        max_queues_total
+        if not max_open_consume_queue_files
+        else min(max_queues_total, max_open_consume_queue_files)
+    )
     need = mapped + HEADROOM
-    what = (f"max_queues_total {max_queues_total}" if mapped == max_queues_total else
-            f"max_open_consume_queue_files {mapped}")
-    lower = ("lower max_queues_total" if mapped == max_queues_total else
-             "lower max_open_consume_queue_files")
+    what = (
+        f"max_queues_total {max_queues_total}"
+        if mapped == max_queues_total
+        else f"max_open_consume_queue_files {mapped}"
+    )
+    lower = (
+        "lower max_queues_total"
+        if mapped == max_queues_total
+        else "lower max_open_consume_queue_files"
+    )
     out = []
     if nofile is not None and nofile < need:
-        out.append(f"open files limit (ulimit -n) is {nofile}; {what} may need {need} when "
-                   f"that many queues are in use: raise it (ulimit -n {need}, LimitNOFILE= "
-                   f"in a systemd unit) or {lower}")
+        out.append(
+            f"open files limit (ulimit -n) is {nofile}; {what} may need {need} when "
+            f"that many queues are in use: raise it (ulimit -n {need}, LimitNOFILE= "
+            f"in a systemd unit) or {lower}"
+        )
     if max_map_count is not None and max_map_count < need:
-        out.append(f"vm.max_map_count is {max_map_count}; {what} may need {need} mappings "
-                   f"when that many queues are in use: raise it (sysctl -w "
-                   f"vm.max_map_count={need}) or {lower}")
+        out.append(
+            f"vm.max_map_count is {max_map_count}; {what} may need {need} mappings "
+            f"when that many queues are in use: raise it (sysctl -w "
+            f"vm.max_map_count={need}) or {lower}"
+        )
     return out
 
 
-def warn_if_low(max_queues_total: int, max_open_consume_queue_files: int | None = None
-                ) -> list[str]:
-    warnings = limit_warnings(max_queues_total, *read_limits(),
-                              max_open_consume_queue_files=max_open_consume_queue_files)
+def warn_if_low(
+    max_queues_total: int, max_open_consume_queue_files: int | None = None
+) -> list[str]:
+    warnings = limit_warnings(
+        max_queues_total, *read_limits(), max_open_consume_queue_files=max_open_consume_queue_files
+    )
     for text in warnings:
         log.warning("%s", text)
     return warnings

@@ -30,9 +30,9 @@ log = logging.getLogger(__name__)
 
 
 class HoldOutcome(enum.Enum):
-    ARRIVED = "ARRIVED"      # the queue grew past the offset waited on
+    ARRIVED = "ARRIVED"  # the queue grew past the offset waited on
     TIMED_OUT = "TIMED_OUT"  # the suspend time ran out
-    RELEASED = "RELEASED"    # the broker is stopping; answer with what there is
+    RELEASED = "RELEASED"  # the broker is stopping; answer with what there is
 
 
 class _Parked:
@@ -56,8 +56,9 @@ class PullRequestHoldService:
     def parked_count(self) -> int:
         return self._count
 
-    async def wait_for_any(self, targets: Sequence[tuple[str, int, int]],
-                           timeout_s: float) -> HoldOutcome:
+    async def wait_for_any(
+        self, targets: Sequence[tuple[str, int, int]], timeout_s: float
+    ) -> HoldOutcome:
         """Wait until any ``(topic, queue_id, offset)`` queue grows past its offset.
 
         One future is filed under every queue named (a PullBatch waits on all
@@ -66,9 +67,11 @@ class PullRequestHoldService:
         if self._released:
             return HoldOutcome.RELEASED
         if self._count + len(targets) > self._max_parked:
-            raise BusyError(f"{self._count} pulls are already waiting for messages on this "
-                            f"broker and this call would add {len(targets)} "
-                            f"(max_parked_pulls = {self._max_parked}); retry later")
+            raise BusyError(
+                f"{self._count} pulls are already waiting for messages on this "
+                f"broker and this call would add {len(targets)} "
+                f"(max_parked_pulls = {self._max_parked}); retry later"
+            )
         loop = asyncio.get_running_loop()
         future: asyncio.Future[HoldOutcome] = loop.create_future()
         filed = []
@@ -80,7 +83,7 @@ class PullRequestHoldService:
         self._count += len(filed)
         timer = loop.call_later(timeout_s, _resolve, future, HoldOutcome.TIMED_OUT)
         try:
-            with flow_control.parked():   # no work while waiting: not counted in flight
+            with flow_control.parked():  # no work while waiting: not counted in flight
                 return await future
         finally:
             timer.cancel()

@@ -57,8 +57,10 @@ __all__ = ["BrokerCollector", "histogram_buckets", "start_broker_metrics"]
 
 def histogram_buckets(histogram: DurationHistogram) -> list[tuple[str, float]]:
     """Prometheus' cumulative ``(le, count)`` pairs of a DurationHistogram."""
-    return [("+Inf" if bound == float("inf") else repr(bound), count)
-            for bound, count in histogram.cumulative()]
+    return [
+        ("+Inf" if bound == float("inf") else repr(bound), count)
+        for bound, count in histogram.cumulative()
+    ]
 
 
 def _disk_used_ratio(path: str) -> float:
@@ -77,44 +79,66 @@ class BrokerCollector:
     def collect(self) -> Iterator[Metric]:
         broker = self._broker
         cfg = broker.config
-        yield InfoMetricFamily("pocketmq_broker", "the broker's identity and version", value={
-            "broker_name": cfg.broker_name, "cluster": cfg.cluster_name,
-            "broker_id": str(cfg.broker_id), "address": broker.address,
-            "version": __version__})
+        yield InfoMetricFamily(
+            "pocketmq_broker",
+            "the broker's identity and version",
+            value={
+                "broker_name": cfg.broker_name,
+                "cluster": cfg.cluster_name,
+                "broker_id": str(cfg.broker_id),
+                "address": broker.address,
+                "version": __version__,
+            },
+        )
         yield from self._traffic()
         yield from self._store()
         if broker.hold is not None:
-            yield GaugeMetricFamily("pocketmq_parked_pulls",
-                                    "long polls waiting for a message (max_parked_pulls)",
-                                    value=broker.hold.parked_count)
+            yield GaugeMetricFamily(
+                "pocketmq_parked_pulls",
+                "long polls waiting for a message (max_parked_pulls)",
+                value=broker.hold.parked_count,
+            )
         if broker.flow_control is not None:
             flow = broker.flow_control
-            yield GaugeMetricFamily("pocketmq_requests_in_flight",
-                                    "requests being served now (max_in_flight_requests)",
-                                    value=flow.in_flight)
-            yield CounterMetricFamily("pocketmq_requests_refused_busy",
-                                      "requests refused with SYSTEM_BUSY over the in-flight "
-                                      "limits", value=flow.refused_total)
+            yield GaugeMetricFamily(
+                "pocketmq_requests_in_flight",
+                "requests being served now (max_in_flight_requests)",
+                value=flow.in_flight,
+            )
+            yield CounterMetricFamily(
+                "pocketmq_requests_refused_busy",
+                "requests refused with SYSTEM_BUSY over the in-flight limits",
+                value=flow.refused_total,
+            )
         yield self._consumer_lag()
 
     def _traffic(self) -> Iterator[Metric]:
         stats = self._broker.stats
         families = {
             name: CounterMetricFamily(f"pocketmq_{name}", text, labels=["topic"])
-            for name, text in (("put_messages", "messages stored for producers"),
-                               ("put_bytes", "record bytes stored for producers"),
-                               ("get_messages", "messages returned to pulling consumers"),
-                               ("get_bytes", "record bytes returned to pulling consumers"))}
+            for name, text in (
+                ("put_messages", "messages stored for producers"),
+                ("put_bytes", "record bytes stored for producers"),
+                ("get_messages", "messages returned to pulling consumers"),
+                ("get_bytes", "record bytes returned to pulling consumers"),
+            )
+        }
         for topic, t in sorted(stats.topics.items()):
-            for name, value in (("put_messages", t.put_messages), ("put_bytes", t.put_bytes),
-                                ("get_messages", t.get_messages), ("get_bytes", t.get_bytes)):
+            for name, value in (
+                ("put_messages", t.put_messages),
+                ("put_bytes", t.put_bytes),
+                ("get_messages", t.get_messages),
+                ("get_bytes", t.get_bytes),
+            ):
                 families[name].add_metric([topic], value)
         yield from families.values()
         latency = stats.put_latency
         yield HistogramMetricFamily(
             "pocketmq_put_latency_seconds",
             "time from a send's arrival to its acknowledgement (sync flush included)",
-            buckets=histogram_buckets(latency), sum_value=latency.sum_s)
+            buckets=histogram_buckets(latency),
+            sum_value=latency.sum_s,
+        )
 
     def _store(self) -> Iterator[Metric]:
         store = self._broker.store
@@ -123,30 +147,47 @@ class BrokerCollector:
         flush = HistogramMetricFamily(
             "pocketmq_flush_latency_seconds",
             "duration of one sync: kind=commitlog (group commit or the flush service), "
-            "kind=consume_queue (consume queues, index and checkpoint)", labels=["kind"])
+            "kind=consume_queue (consume queues, index and checkpoint)",
+            labels=["kind"],
+        )
         for kind, histogram in sorted(getattr(store, "flush_durations", {}).items()):
             flush.add_metric([kind], histogram_buckets(histogram), histogram.sum_s)
         yield flush
         info = store.runtime_info()
         max_offset = int(info["commitlog_max_offset"])
         for name, text, value in (
-                ("store_size_bytes", "commit-log bytes held (max offset - min offset)",
-                 max_offset - int(info["commitlog_min_offset"])),
-                ("store_disk_used_ratio", "used share of the filesystem holding the data "
-                 "directory", _disk_used_ratio(self._broker.config.data_dir)),
-                ("flush_lag_bytes", "commit-log bytes written but not yet synced to disk",
-                 max_offset - int(info["commitlog_flushed_offset"])),
-                ("dispatch_lag_bytes", "commit-log bytes not yet dispatched to consume "
-                 "queues and index (reput)", max_offset - int(info["dispatched_offset"]))):
+            (
+                "store_size_bytes",
+                "commit-log bytes held (max offset - min offset)",
+                max_offset - int(info["commitlog_min_offset"]),
+            ),
+            (
+                "store_disk_used_ratio",
+                "used share of the filesystem holding the data directory",
+                _disk_used_ratio(self._broker.config.data_dir),
+            ),
+            (
+                "flush_lag_bytes",
+                "commit-log bytes written but not yet synced to disk",
+                max_offset - int(info["commitlog_flushed_offset"]),
+            ),
+            (
+                "dispatch_lag_bytes",
+                "commit-log bytes not yet dispatched to consume queues and index (reput)",
+                max_offset - int(info["dispatched_offset"]),
+            ),
+        ):
             yield GaugeMetricFamily(f"pocketmq_{name}", text, value=value)
 
     def _consumer_lag(self) -> Metric:
         """Per group and topic with stored offsets: broker max offset - consumer offset,
         summed over the topic's read queues (a queue without an offset counts whole),
         as ``pocketmq group progress`` shows it."""
-        family = GaugeMetricFamily("pocketmq_consumer_lag_messages",
-                                   "messages not yet consumed by the group",
-                                   labels=["group", "topic"])
+        family = GaugeMetricFamily(
+            "pocketmq_consumer_lag_messages",
+            "messages not yet consumed by the group",
+            labels=["group", "topic"],
+        )
         broker = self._broker
         store, offsets, topics = broker.store, broker.offsets, broker.topics
         if store is None or offsets is None or topics is None:
@@ -169,7 +210,8 @@ async def start_broker_metrics(broker: Broker, port: int) -> MetricsHttpServer:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BrokerCollector(broker))
     ProcessCollector(registry=registry)
-    server = MetricsHttpServer(registry, host=broker.config.host, port=port,
-                               name=f"broker {broker.config.broker_name}")
+    server = MetricsHttpServer(
+        registry, host=broker.config.host, port=port, name=f"broker {broker.config.broker_name}"
+    )
     await server.start()
     return server

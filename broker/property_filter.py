@@ -33,12 +33,16 @@ __all__ = ["FilterCompiler", "read_filtered", "record_properties", "scan_units"]
 
 log = logging.getLogger(__name__)
 
-CHUNK_UNITS = 256                  # units one store read covers
-CHUNK_BYTES = 1024 * 1024          # bytes one store read gathers (at least one record)
-MIN_SCAN_UNITS = 800               # as the store's tag filtering: RocketMQ's 16,000 bytes
-_CACHE_LIMIT = 10_000              # compiled expressions kept (distinct texts)
-_SCANNING = (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING,
-             GetStatus.OFFSET_FOUND_NULL)
+CHUNK_UNITS = 256  # units one store read covers
+CHUNK_BYTES = 1024 * 1024  # bytes one store read gathers (at least one record)
+MIN_SCAN_UNITS = 800  # as the store's tag filtering: RocketMQ's 16,000 bytes
+_CACHE_LIMIT = 10_000  # compiled expressions kept (distinct texts)
+_SCANNING = (
+    GetStatus.FOUND,
+    GetStatus.NO_MATCHED_MESSAGE,
+    GetStatus.MESSAGE_WAS_REMOVING,
+    GetStatus.OFFSET_FOUND_NULL,
+)
 
 
 class FilterCompiler:
@@ -55,21 +59,26 @@ class FilterCompiler:
         if kind == TAG:
             return None
         if kind != SQL92:
-            raise InvalidRequestError(f"expression type {expression_type[:40]!r} is unknown; give "
-                                      f"{TAG} or {SQL92}", reason="SUBSCRIPTION_PARSE_FAILED")
+            raise InvalidRequestError(
+                f"expression type {expression_type[:40]!r} is unknown; give {TAG} or {SQL92}",
+                reason="SUBSCRIPTION_PARSE_FAILED",
+            )
         if not self.enabled:
             raise FailedPreconditionError(
                 "this broker does not filter by SQL92 (enable_property_filter = false); "
                 "subscribe by tag, or set enable_property_filter = true on the broker",
-                reason="FILTER_NOT_SUPPORTED")
+                reason="FILTER_NOT_SUPPORTED",
+            )
         cached = self._cache.get(expression)
         if cached is not None:
             return cached
         try:
             compiled = compile_sql92(expression)
         except SqlFilterError as exc:
-            raise InvalidRequestError(f"SQL92 filter {expression[:200]!r} does not parse: "
-                                      f"{exc}", reason="SUBSCRIPTION_PARSE_FAILED") from None
+            raise InvalidRequestError(
+                f"SQL92 filter {expression[:200]!r} does not parse: {exc}",
+                reason="SUBSCRIPTION_PARSE_FAILED",
+            ) from None
         if len(self._cache) < _CACHE_LIMIT:
             self._cache[expression] = compiled
         return compiled
@@ -81,8 +90,9 @@ def record_properties(raw: bytes) -> dict[str, str] | None:
         lay = check_record(raw, 0, len(raw), check_crc=False)
     except CorruptRecordError:
         return None
-    return decode_properties(raw[lay.props_pos:lay.props_pos + lay.props_len]
-                             .decode("utf-8", "replace"))
+    return decode_properties(
+        raw[lay.props_pos : lay.props_pos + lay.props_len].decode("utf-8", "replace")
+    )
 
 
 def scan_units(max_count: int) -> int:
@@ -90,9 +100,17 @@ def scan_units(max_count: int) -> int:
     return max(MIN_SCAN_UNITS, 20 * max_count)
 
 
-def read_filtered(store: MessageStore, topic: str, queue_id: int, offset: int, *,
-                  max_count: int, max_bytes: int, tag_codes: frozenset[int] | None,
-                  sql: SqlFilter) -> GetResult:
+def read_filtered(
+    store: MessageStore,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    *,
+    max_count: int,
+    max_bytes: int,
+    tag_codes: frozenset[int] | None,
+    sql: SqlFilter,
+) -> GetResult:
     """A read of ``[offset, ...)`` keeping the records *sql* matches; ``blob`` holds them."""
     budget = scan_units(max_count)
     kept: list[bytes] = []
@@ -103,9 +121,14 @@ def read_filtered(store: MessageStore, topic: str, queue_id: int, offset: int, *
     last: GetResult | None = None
     full = False
     while not full and next_offset - offset < budget:
-        result = store.get_messages(topic, queue_id, next_offset,
-                                    max_count=min(CHUNK_UNITS, budget - (next_offset - offset)),
-                                    max_bytes=CHUNK_BYTES, tag_codes=tag_codes)
+        result = store.get_messages(
+            topic,
+            queue_id,
+            next_offset,
+            max_count=min(CHUNK_UNITS, budget - (next_offset - offset)),
+            max_bytes=CHUNK_BYTES,
+            tag_codes=tag_codes,
+        )
         first = first or result
         last = result
         if result.status not in _SCANNING:
@@ -118,7 +141,7 @@ def read_filtered(store: MessageStore, topic: str, queue_id: int, offset: int, *
         for raw, queue_offset in zip(result.records, result.queue_offsets, strict=True):
             if len(kept) >= max_count or (kept and kept_bytes + len(raw) > max_bytes):
                 full = True
-                next_offset = queue_offset          # not examined: the next pull's first
+                next_offset = queue_offset  # not examined: the next pull's first
                 break
             props = record_properties(raw)
             if props is not None and sql.matches(props):
@@ -131,8 +154,13 @@ def read_filtered(store: MessageStore, topic: str, queue_id: int, offset: int, *
             break
     assert first is not None and last is not None
     if first.status not in _SCANNING:
-        return first                                 # offset errors, empty queue: as read
+        return first  # offset errors, empty queue: as read
     status = GetStatus.FOUND if kept else GetStatus.NO_MATCHED_MESSAGE
-    return GetResult(status=status, next_begin_offset=next_offset,
-                     min_offset=last.min_offset, max_offset=last.max_offset,
-                     queue_offsets=kept_offsets, blob=b"".join(kept))
+    return GetResult(
+        status=status,
+        next_begin_offset=next_offset,
+        min_offset=last.min_offset,
+        max_offset=last.max_offset,
+        queue_offsets=kept_offsets,
+        blob=b"".join(kept),
+    )

@@ -69,7 +69,7 @@ __all__ = [
 ]
 
 SUB_ALL = "*"
-MAX_BATCH_QUEUES = 1_000                # queues one PullBatch may name
+MAX_BATCH_QUEUES = 1_000  # queues one PullBatch may name
 PULL_BATCH_REPLY_BYTES = 4 * 1024 * 1024  # a PullBatch stops reading queues past this
 
 
@@ -86,7 +86,7 @@ PULL_STATUS: dict[GetStatus, PullStatus] = {
     GetStatus.MESSAGE_WAS_REMOVING: PullStatus.NO_MATCHED_MSG,
     GetStatus.OFFSET_OVERFLOW_ONE: PullStatus.NO_NEW_MSG,
     GetStatus.OFFSET_FOUND_NULL: PullStatus.NO_NEW_MSG,
-    GetStatus.NO_MESSAGE_IN_QUEUE: PullStatus.OFFSET_ILLEGAL,     # NO_NEW_MSG at offset 0
+    GetStatus.NO_MESSAGE_IN_QUEUE: PullStatus.OFFSET_ILLEGAL,  # NO_NEW_MSG at offset 0
     GetStatus.NO_MATCHED_LOGIC_QUEUE: PullStatus.OFFSET_ILLEGAL,  # NO_NEW_MSG at offset 0
     GetStatus.OFFSET_TOO_SMALL: PullStatus.OFFSET_ILLEGAL,
     GetStatus.OFFSET_OVERFLOW_BADLY: PullStatus.OFFSET_ILLEGAL,
@@ -94,8 +94,10 @@ PULL_STATUS: dict[GetStatus, PullStatus] = {
 
 
 def pull_status(result: GetResult, requested_offset: int) -> PullStatus:
-    if (result.status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE)
-            and requested_offset == 0):
+    if (
+        result.status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE)
+        and requested_offset == 0
+    ):
         return PullStatus.NO_NEW_MSG
     return PULL_STATUS[result.status]
 
@@ -107,8 +109,11 @@ def parse_tag_expression(expression: str) -> frozenset[str] | None:
         return None
     tags = frozenset(t.strip() for t in text.split("||") if t.strip())
     if not tags:
-        raise InvalidRequestError(f"subscription {expression!r} names no tags; use '*' for all "
-                                  "messages or 'TagA || TagB'", reason="SUBSCRIPTION_PARSE_FAILED")
+        raise InvalidRequestError(
+            f"subscription {expression!r} names no tags; use '*' for all "
+            "messages or 'TagA || TagB'",
+            reason="SUBSCRIPTION_PARSE_FAILED",
+        )
     return tags
 
 
@@ -118,10 +123,10 @@ class PullRequest:
     topic: str
     queue_id: int
     queue_offset: int
-    max_msg_nums: int = 0              # 0 = the broker's default
+    max_msg_nums: int = 0  # 0 = the broker's default
     subscription: str = SUB_ALL
     suspend_timeout_ms: int | None = None  # None = the broker's default, 0 = no wait
-    expression_type: str = TAG             # TAG: `subscription` is tags; SQL92: a filter
+    expression_type: str = TAG  # TAG: `subscription` is tags; SQL92: a filter
     commit_offset: int | None = None
 
 
@@ -132,8 +137,8 @@ class PullOutcome:
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    records: list[bytes]               # empty when the store answered with a blob
-    blob: bytes | None = None          # the records back to back (the usual answer)
+    records: list[bytes]  # empty when the store answered with a blob
+    blob: bytes | None = None  # the records back to back (the usual answer)
     message_count: int = 0
 
     @property
@@ -146,7 +151,7 @@ class PullOutcome:
 class BatchResult:
     """One queue of a PullBatch: its outcome, or why it was refused."""
 
-    index: int                      # position in the request
+    index: int  # position in the request
     outcome: PullOutcome | None
     error: BrokerError | None
 
@@ -162,13 +167,22 @@ class _QueueRead:
 
 
 class PullMessageService:
-    def __init__(self, store: MessageStore, topics: TopicConfigManager,
-                 offsets: ConsumerOffsetManager, hold: PullRequestHoldService, *,
-                 max_pull_messages: int = 32, max_pull_bytes: int = 256 * 1024,
-                 long_polling_enable: bool = True, suspend_default_ms: int = 15_000,
-                 suspend_max_ms: int = 60_000, clock: Clock | None = None,
-                 stats: BrokerStatsManager | None = None,
-                 filters: FilterCompiler | None = None) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        offsets: ConsumerOffsetManager,
+        hold: PullRequestHoldService,
+        *,
+        max_pull_messages: int = 32,
+        max_pull_bytes: int = 256 * 1024,
+        long_polling_enable: bool = True,
+        suspend_default_ms: int = 15_000,
+        suspend_max_ms: int = 60_000,
+        clock: Clock | None = None,
+        stats: BrokerStatsManager | None = None,
+        filters: FilterCompiler | None = None,
+    ) -> None:
         self._store = store
         self.filters = filters or FilterCompiler()
         self._topics = topics
@@ -186,11 +200,12 @@ class PullMessageService:
 
     async def pull(self, request: PullRequest) -> PullOutcome:
         """One queue: a :meth:`pull_batch` of one, its refusal raised."""
-        (result,) = await self.pull_batch(request.consumer_group, [request],
-                                          request.suspend_timeout_ms)
+        (result,) = await self.pull_batch(
+            request.consumer_group, [request], request.suspend_timeout_ms
+        )
         if result.error is not None:
             raise result.error
-        assert result.outcome is not None   # the first queue is always read
+        assert result.outcome is not None  # the first queue is always read
         return result.outcome
 
     @staticmethod
@@ -199,17 +214,19 @@ class PullMessageService:
         status = result.status
         if status is GetStatus.OFFSET_OVERFLOW_ONE:
             return result.next_begin_offset
-        if (status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE)
-                and requested_offset == 0):
+        if (
+            status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE)
+            and requested_offset == 0
+        ):
             return 0
-        if (status is GetStatus.NO_MATCHED_MESSAGE
-                and result.next_begin_offset >= result.max_offset):
+        if status is GetStatus.NO_MATCHED_MESSAGE and result.next_begin_offset >= result.max_offset:
             return result.next_begin_offset
         return None
 
     # -- several queues -----------------------------------------------------------------
-    async def pull_batch(self, group: str, requests: Sequence[PullRequest],
-                         suspend_timeout_ms: int | None) -> list[BatchResult]:
+    async def pull_batch(
+        self, group: str, requests: Sequence[PullRequest], suspend_timeout_ms: int | None
+    ) -> list[BatchResult]:
         """Read several queues of *group*, waiting while every one is at its end.
 
         Each request's own ``consumer_group`` and ``suspend_timeout_ms`` are
@@ -223,8 +240,10 @@ class PullMessageService:
         if problem:
             raise InvalidRequestError(problem)
         if len(requests) > MAX_BATCH_QUEUES:
-            raise InvalidRequestError(f"PullBatch names {len(requests)} queues; at most "
-                                      f"{MAX_BATCH_QUEUES} are allowed per call")
+            raise InvalidRequestError(
+                f"PullBatch names {len(requests)} queues; at most "
+                f"{MAX_BATCH_QUEUES} are allowed per call"
+            )
         suspend_ms = self._suspend_ms(suspend_timeout_ms)
         plans: list[_QueueRead | BrokerError] = []
         for request in requests:
@@ -235,16 +254,18 @@ class PullMessageService:
                 continue
             plans.append(_QueueRead(request, max_count, tag_codes, sql))
             if request.commit_offset is not None:
-                self._offsets.commit(group, request.topic, request.queue_id,
-                                     request.commit_offset)
+                self._offsets.commit(group, request.topic, request.queue_id, request.commit_offset)
         reads = [p for p in plans if isinstance(p, _QueueRead)]
         refused = len(reads) < len(plans)
         self._read_all(reads)
         if suspend_ms > 0 and self._long_polling and not refused:
             deadline = self._clock.monotonic() + suspend_ms / 1000
             while True:
-                targets = [(r.request.topic, r.request.queue_id, r.park_offset)
-                           for r in reads if r.park_offset is not None]
+                targets = [
+                    (r.request.topic, r.request.queue_id, r.park_offset)
+                    for r in reads
+                    if r.park_offset is not None
+                ]
                 remaining = deadline - self._clock.monotonic()
                 if len(targets) < len(reads) or not targets or remaining <= 0:
                     break
@@ -256,14 +277,15 @@ class PullMessageService:
             if isinstance(plan, BrokerError):
                 out.append(BatchResult(index, None, plan))
             elif plan.outcome is not None:
-                self._stats.on_get_totals(plan.request.topic, plan.outcome.message_count,
-                                          len(plan.outcome.records_blob))
+                self._stats.on_get_totals(
+                    plan.request.topic, plan.outcome.message_count, len(plan.outcome.records_blob)
+                )
                 out.append(BatchResult(index, plan.outcome, None))
         return out
 
     def _read_all(self, reads: list[_QueueRead], *, parked: bool = False) -> None:
         """Read each queue (from its park offset when *parked*) within the byte budget."""
-        budget = PULL_BATCH_REPLY_BYTES     # the first queue is read whatever its size
+        budget = PULL_BATCH_REPLY_BYTES  # the first queue is read whatever its size
         if not reads:
             return
         start = self._rotation % len(reads)
@@ -271,32 +293,49 @@ class PullMessageService:
         for read in reads[start:] + reads[:start]:
             if budget <= 0:
                 read.outcome = None
-                read.park_offset = None   # not read: answered by its absence
+                read.park_offset = None  # not read: answered by its absence
                 continue
             req = read.request
-            offset = read.park_offset if parked and read.park_offset is not None \
-                else req.queue_offset
+            offset = (
+                read.park_offset if parked and read.park_offset is not None else req.queue_offset
+            )
             if read.sql is None:
-                result = self._store.get_message_blob(req.topic, req.queue_id, offset,
-                                                      max_count=read.max_count,
-                                                      max_bytes=self._max_bytes,
-                                                      tag_codes=read.tag_codes)
+                result = self._store.get_message_blob(
+                    req.topic,
+                    req.queue_id,
+                    offset,
+                    max_count=read.max_count,
+                    max_bytes=self._max_bytes,
+                    tag_codes=read.tag_codes,
+                )
             else:
-                result = read_filtered(self._store, req.topic, req.queue_id, offset,
-                                       max_count=read.max_count, max_bytes=self._max_bytes,
-                                       tag_codes=None, sql=read.sql)
+                result = read_filtered(
+                    self._store,
+                    req.topic,
+                    req.queue_id,
+                    offset,
+                    max_count=read.max_count,
+                    max_bytes=self._max_bytes,
+                    tag_codes=None,
+                    sql=read.sql,
+                )
             budget -= result.total_bytes
             read.park_offset = self._park_offset(result, req.queue_offset)
-            read.outcome = PullOutcome(status=pull_status(result, req.queue_offset),
-                                       get_status=result.status,
-                                       next_begin_offset=result.next_begin_offset,
-                                       min_offset=result.min_offset,
-                                       max_offset=result.max_offset, records=result.records,
-                                       blob=result.blob, message_count=result.message_count)
+            read.outcome = PullOutcome(
+                status=pull_status(result, req.queue_offset),
+                get_status=result.status,
+                next_begin_offset=result.next_begin_offset,
+                min_offset=result.min_offset,
+                max_offset=result.max_offset,
+                records=result.records,
+                blob=result.blob,
+                message_count=result.message_count,
+            )
 
     # -- validation ---------------------------------------------------------------------
-    def _check_queue(self, request: PullRequest
-                     ) -> tuple[int, frozenset[int] | None, SqlFilter | None]:
+    def _check_queue(
+        self, request: PullRequest
+    ) -> tuple[int, frozenset[int] | None, SqlFilter | None]:
         """(max messages, tag codes, SQL92 filter) after checking the fields of one queue."""
         problem = check_topic(request.topic)
         if problem:
@@ -305,15 +344,17 @@ class PullMessageService:
         if not 0 <= request.queue_id < config.read_queue_nums:
             raise InvalidRequestError(
                 f"queue id {request.queue_id} is out of range; topic {request.topic!r} has "
-                f"{config.read_queue_nums} read queues (0..{config.read_queue_nums - 1})")
+                f"{config.read_queue_nums} read queues (0..{config.read_queue_nums - 1})"
+            )
         if request.queue_offset < 0:
             raise InvalidRequestError(f"queue_offset is {request.queue_offset}; offsets are >= 0")
         if request.max_msg_nums < 0:
-            raise InvalidRequestError(f"max_msg_nums is {request.max_msg_nums}; give 1.."
-                                      f"{self._max_messages}, or 0 for the default")
+            raise InvalidRequestError(
+                f"max_msg_nums is {request.max_msg_nums}; give 1.."
+                f"{self._max_messages}, or 0 for the default"
+            )
         if request.commit_offset is not None and request.commit_offset < 0:
-            raise InvalidRequestError(f"commit_offset is {request.commit_offset}; offsets are "
-                                      ">= 0")
+            raise InvalidRequestError(f"commit_offset is {request.commit_offset}; offsets are >= 0")
         max_count = min(request.max_msg_nums or self._max_messages, self._max_messages)
         sql = self.filters.compile(request.expression_type, request.subscription)
         if sql is not None:
@@ -324,18 +365,23 @@ class PullMessageService:
         if suspend_ms is None:
             return self._suspend_default_ms
         if suspend_ms < 0:
-            raise InvalidRequestError(f"suspend_timeout_ms is {suspend_ms}; give 0 (answer at "
-                                      f"once) .. {self._suspend_max_ms}")
+            raise InvalidRequestError(
+                f"suspend_timeout_ms is {suspend_ms}; give 0 (answer at "
+                f"once) .. {self._suspend_max_ms}"
+            )
         return min(suspend_ms, self._suspend_max_ms)
 
     def _readable_topic(self, topic: str) -> TopicConfig:
         config = self._topics.get(topic)
         if config is None:
-            raise NotFoundError(f"topic {topic!r} does not exist on this broker; send to it or "
-                                "create it first", reason="TOPIC_NOT_EXIST")
+            raise NotFoundError(
+                f"topic {topic!r} does not exist on this broker; send to it or create it first",
+                reason="TOPIC_NOT_EXIST",
+            )
         if not config.readable:
-            raise PermissionDeniedError(f"topic {topic!r} is not readable on this broker "
-                                        f"(perm {config.perm})")
+            raise PermissionDeniedError(
+                f"topic {topic!r} is not readable on this broker (perm {config.perm})"
+            )
         return config
 
     def _codes(self, expression: str) -> frozenset[int] | None:

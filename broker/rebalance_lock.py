@@ -54,8 +54,9 @@ class RebalanceLockManager:
         self._clock = clock or SystemClock()
         self._groups: dict[str, dict[MessageQueue, _LockEntry]] = {}
 
-    def try_lock_batch(self, group: str, client_id: str,
-                       queues: Iterable[MessageQueue]) -> list[MessageQueue]:
+    def try_lock_batch(
+        self, group: str, client_id: str, queues: Iterable[MessageQueue]
+    ) -> list[MessageQueue]:
         """Lock what can be locked for *client_id*; the queues it holds now, in request order."""
         now = self._clock.monotonic()
         table = self._groups.setdefault(group, {})
@@ -85,8 +86,13 @@ class RebalanceLockManager:
             if entry is None:
                 continue
             if entry.client_id != client_id:
-                log.warning("group %s: client %s asked to unlock %s, held by %s; kept", group,
-                            client_id, mq, entry.client_id)
+                log.warning(
+                    "group %s: client %s asked to unlock %s, held by %s; kept",
+                    group,
+                    client_id,
+                    mq,
+                    entry.client_id,
+                )
                 continue
             del table[mq]
             released += 1
@@ -107,13 +113,17 @@ class RebalanceLockManager:
     def _expired(self, entry: _LockEntry, now: float) -> bool:
         return now - entry.renewed_at_s > self._max_live_s
 
-    def _drop_expired(self, group: str, table: dict[MessageQueue, _LockEntry],
-                      now: float) -> None:
+    def _drop_expired(self, group: str, table: dict[MessageQueue, _LockEntry], now: float) -> None:
         expired = [mq for mq, entry in table.items() if self._expired(entry, now)]
         if not expired:
             return
         clients = sorted({table[mq].client_id for mq in expired})
         for mq in expired:
             del table[mq]
-        log.info("group %s: %d queue locks of %s expired (not renewed for %.0f s)", group,
-                 len(expired), ", ".join(clients), self._max_live_s)
+        log.info(
+            "group %s: %d queue locks of %s expired (not renewed for %.0f s)",
+            group,
+            len(expired),
+            ", ".join(clients),
+            self._max_live_s,
+        )

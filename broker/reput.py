@@ -14,11 +14,25 @@ from pocketmq.common.message import StoredMessage
 __all__ = ["reput"]
 
 
-def reput(store: MessageStore, msg: StoredMessage, *, topic: str, queue_id: int,
-          properties: dict[str, str], reconsume_times: int | None = None) -> PutResult:
+def reput(
+    store: MessageStore,
+    msg: StoredMessage,
+    *,
+    topic: str,
+    queue_id: int,
+    properties: dict[str, str],
+    reconsume_times: int | None = None,
+) -> PutResult:
     """Store *msg* again in *topic*/*queue_id* with *properties*."""
     return store.put_message(
-        topic=topic, queue_id=queue_id, body=msg.body, properties=properties, flag=msg.flag,
-        sysflag=msg.sysflag, born_timestamp_ms=msg.born_timestamp_ms, born_host=msg.born_host,
+        topic=topic,
+        queue_id=queue_id,
+        body=msg.body,
+        properties=properties,
+        flag=msg.flag,
+        sysflag=msg.sysflag,
+        born_timestamp_ms=msg.born_timestamp_ms,
+        born_host=msg.born_host,
         reconsume_times=msg.reconsume_times if reconsume_times is None else reconsume_times,
-        prepared_transaction_offset=msg.prepared_transaction_offset)
+        prepared_transaction_offset=msg.prepared_transaction_offset,
+    )

@@ -58,9 +58,12 @@ def _parse(name: str, text: str, tp: Any) -> Any:
 class RuntimeConfig:
     """Applies UpdateBrokerConfig to a running broker's components."""
 
-    def __init__(self, get_config: Callable[[], BrokerConfig],
-                 set_config: Callable[[BrokerConfig], None],
-                 component: Callable[[str], Any]) -> None:
+    def __init__(
+        self,
+        get_config: Callable[[], BrokerConfig],
+        set_config: Callable[[BrokerConfig], None],
+        component: Callable[[str], Any],
+    ) -> None:
         self._get = get_config
         self._set = set_config
         self._component = component
@@ -68,13 +71,15 @@ class RuntimeConfig:
     def update(self, updates: dict[str, str]) -> dict[str, str]:
         """Apply *updates* (key -> text); returns the changed keys' previous values."""
         if not updates:
-            raise InvalidRequestError("no setting given; updatable keys: "
-                                      + ", ".join(sorted(UPDATABLE)))
+            raise InvalidRequestError(
+                "no setting given; updatable keys: " + ", ".join(sorted(UPDATABLE))
+            )
         refused = sorted(set(updates) - set(UPDATABLE))
         if refused:
             raise InvalidRequestError(
                 f"{', '.join(refused)} cannot change while the broker runs (restart it with "
-                f"the new value); updatable keys: {', '.join(sorted(UPDATABLE))}")
+                f"the new value); updatable keys: {', '.join(sorted(UPDATABLE))}"
+            )
         config = self._get()
         hints = typing.get_type_hints(BrokerConfig)
         values = {k: _parse(k, v, hints[k]) for k, v in updates.items()}
@@ -89,6 +94,8 @@ class RuntimeConfig:
             if owner is not None:
                 setattr(owner, attribute, value)
         self._set(new)
-        log.info("configuration changed at runtime: %s",
-                 ", ".join(f"{k} {previous[k]} -> {v}" for k, v in values.items()))
+        log.info(
+            "configuration changed at runtime: %s",
+            ", ".join(f"{k} {previous[k]} -> {v}" for k, v in values.items()),
+        )
         return previous

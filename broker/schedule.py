@@ -67,14 +67,17 @@ __all__ = ["DelayOffsetTable", "ScheduleMessageService"]
 
 log = logging.getLogger(__name__)
 
-MAX_SLEEP_S = 1.0             # longest sleep while a message waits; catches clock steps
-PUT_RETRY_DELAY_MS = 1_000    # after the store refused a re-put for the moment
-READ_BATCH = 32               # records read per store call
-MAX_PER_ROUND = 512           # re-puts before a level's task yields to the loop
+MAX_SLEEP_S = 1.0  # longest sleep while a message waits; catches clock steps
+PUT_RETRY_DELAY_MS = 1_000  # after the store refused a re-put for the moment
+READ_BATCH = 32  # records read per store call
+MAX_PER_ROUND = 512  # re-puts before a level's task yields to the loop
 
 _RETRY_LATER = (PutStatus.DISK_FULL, PutStatus.SERVICE_NOT_AVAILABLE)
-_END_OF_QUEUE = (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.NO_MESSAGE_IN_QUEUE,
-                 GetStatus.NO_MATCHED_LOGIC_QUEUE)
+_END_OF_QUEUE = (
+    GetStatus.OFFSET_OVERFLOW_ONE,
+    GetStatus.NO_MESSAGE_IN_QUEUE,
+    GetStatus.NO_MATCHED_LOGIC_QUEUE,
+)
 
 
 class DelayOffsetTable:
@@ -93,15 +96,23 @@ class DelayOffsetTable:
         data = self._file.load() or {}
         table = data.get("offsetTable", {})
         if not isinstance(table, dict):
-            log.warning("%s: offsetTable is a %s, not an object; starting every delay level "
-                        "from its queue's first message", self.path, type(table).__name__)
+            log.warning(
+                "%s: offsetTable is a %s, not an object; starting every delay level "
+                "from its queue's first message",
+                self.path,
+                type(table).__name__,
+            )
             return
         for raw_level, raw_offset in table.items():
             try:
                 level, offset = int(raw_level), int(raw_offset)
             except (TypeError, ValueError):
-                log.warning("%s: skipping entry %r: %r (not a level and an offset)",
-                            self.path, raw_level, raw_offset)
+                log.warning(
+                    "%s: skipping entry %r: %r (not a level and an offset)",
+                    self.path,
+                    raw_level,
+                    raw_offset,
+                )
                 continue
             if level >= 1 and offset >= 0:
                 self._offsets[level] = offset
@@ -120,8 +131,13 @@ class DelayOffsetTable:
     def persist(self) -> None:
         self.dirty = False
         try:
-            self._file.save({"offsetTable": {str(level): offset
-                                             for level, offset in sorted(self._offsets.items())}})
+            self._file.save(
+                {
+                    "offsetTable": {
+                        str(level): offset for level, offset in sorted(self._offsets.items())
+                    }
+                }
+            )
         except OSError:
             self.dirty = True
             raise
@@ -131,15 +147,22 @@ class DelayOffsetTable:
 class _LevelState:
     level: int
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    next_due_ms: int | None = None   # of the head message; None = queue drained
-    busy: bool = False               # inside a delivery round
-    offset: int = 0                  # progress within the current round
+    next_due_ms: int | None = None  # of the head message; None = queue drained
+    busy: bool = False  # inside a delivery round
+    offset: int = 0  # progress within the current round
     flush: Future[PutStatus] | None = None  # of the last re-put, sync flush only
 
 
 class ScheduleMessageService:
-    def __init__(self, store: MessageStore, levels: DelayLevels, config_dir: str, *,
-                 persist_interval_s: float = 10.0, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        levels: DelayLevels,
+        config_dir: str,
+        *,
+        persist_interval_s: float = 10.0,
+        clock: Clock | None = None,
+    ) -> None:
         self._store = store
         self._levels = levels
         self._clock = clock or SystemClock()
@@ -148,24 +171,31 @@ class ScheduleMessageService:
         self._states = {level: _LevelState(level) for level in range(1, levels.max_level + 1)}
         self._tasks: list[asyncio.Task[None]] = []
         self.delivered_total = 0
-        self.trace: BrokerTraceService | None = None   # trace_topic_enable (broker/trace.py)
+        self.trace: BrokerTraceService | None = None  # trace_topic_enable (broker/trace.py)
 
     # -- lifecycle ----------------------------------------------------------------------
     def load(self) -> None:
         """Read delayOffset.json (or its .bak)."""
         self.offsets.load()
-        log.info("delay levels %s; progress from %s: %s",
-                 " ".join(f"{ms}ms" for ms in self._levels.delays_ms), self.offsets.path,
-                 self.offsets.as_dict() or "none yet")
+        log.info(
+            "delay levels %s; progress from %s: %s",
+            " ".join(f"{ms}ms" for ms in self._levels.delays_ms),
+            self.offsets.path,
+            self.offsets.as_dict() or "none yet",
+        )
 
     def start(self) -> None:
         """One task per delay level, and one saving progress."""
         loop = asyncio.get_running_loop()
         for state in self._states.values():
-            self._tasks.append(loop.create_task(self._run_level(state),
-                                                name=f"ScheduleMessageService-level-{state.level}"))
-        self._tasks.append(loop.create_task(self._persist_periodically(),
-                                            name="ScheduleMessageService-persist"))
+            self._tasks.append(
+                loop.create_task(
+                    self._run_level(state), name=f"ScheduleMessageService-level-{state.level}"
+                )
+            )
+        self._tasks.append(
+            loop.create_task(self._persist_periodically(), name="ScheduleMessageService-persist")
+        )
 
     async def stop(self) -> None:
         """Cancel the tasks and save progress."""
@@ -184,8 +214,13 @@ class ScheduleMessageService:
         try:
             self.offsets.persist()
         except OSError as exc:
-            log.error("cannot save delay progress to %s: %s (errno %s); retrying in %.0f s",
-                      self.offsets.path, exc.strerror, exc.errno, self._persist_interval_s)
+            log.error(
+                "cannot save delay progress to %s: %s (errno %s); retrying in %.0f s",
+                self.offsets.path,
+                exc.strerror,
+                exc.errno,
+                self._persist_interval_s,
+            )
 
     # -- notifications ------------------------------------------------------------------
     def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
@@ -213,8 +248,11 @@ class ScheduleMessageService:
             try:
                 due_ms = await self._deliver(state.level)
             except Exception:
-                log.exception("delay level %d: delivery round failed; retrying in %d ms",
-                              state.level, PUT_RETRY_DELAY_MS)
+                log.exception(
+                    "delay level %d: delivery round failed; retrying in %d ms",
+                    state.level,
+                    PUT_RETRY_DELAY_MS,
+                )
                 due_ms = self._clock.now_ms() + PUT_RETRY_DELAY_MS
             if due_ms is None:
                 await state.wake.wait()
@@ -242,8 +280,12 @@ class ScheduleMessageService:
             flush, state.flush = state.flush, None
             try:
                 if flush is not None and await asyncio.wrap_future(flush) is not PutStatus.PUT_OK:
-                    log.warning("delay level %d: re-puts up to queue offset %d are stored but "
-                                "not yet flushed", level, state.offset)
+                    log.warning(
+                        "delay level %d: re-puts up to queue offset %d are stored but "
+                        "not yet flushed",
+                        level,
+                        state.offset,
+                    )
             finally:
                 # Progress moves only now: past re-puts that are stored (and flushed).
                 self.offsets.set(level, state.offset)
@@ -253,8 +295,9 @@ class ScheduleMessageService:
         """Re-put what is due from ``state.offset`` on; the head's due time, or None."""
         level, budget = state.level, MAX_PER_ROUND
         while budget > 0:
-            result = self._store.get_messages(SCHEDULE_TOPIC, level - 1, state.offset,
-                                              max_count=min(READ_BATCH, budget))
+            result = self._store.get_messages(
+                SCHEDULE_TOPIC, level - 1, state.offset, max_count=min(READ_BATCH, budget)
+            )
             if result.status is GetStatus.FOUND:
                 for raw, queue_offset in zip(result.records, result.queue_offsets, strict=True):
                     wait_until_ms = self._deliver_record(level, queue_offset, raw)
@@ -268,10 +311,16 @@ class ScheduleMessageService:
                 return None
             else:
                 corrected = result.next_begin_offset
-                log.warning("delay level %d: progress offset %d is unusable (%s; the queue "
-                            "holds [%d, %d)); continuing at %d", level, state.offset,
-                            result.status.value, result.min_offset, result.max_offset,
-                            corrected)
+                log.warning(
+                    "delay level %d: progress offset %d is unusable (%s; the queue "
+                    "holds [%d, %d)); continuing at %d",
+                    level,
+                    state.offset,
+                    result.status.value,
+                    result.min_offset,
+                    result.max_offset,
+                    corrected,
+                )
                 if corrected == state.offset:
                     return self._clock.now_ms() + PUT_RETRY_DELAY_MS
                 state.offset = corrected
@@ -283,8 +332,12 @@ class ScheduleMessageService:
         try:
             msg = decode_record(raw, check_crc=False)
         except CorruptRecordError as exc:
-            log.error("delay level %d: skipping the damaged record at queue offset %d: %s",
-                      level, queue_offset, exc)
+            log.error(
+                "delay level %d: skipping the damaged record at queue offset %d: %s",
+                level,
+                queue_offset,
+                exc,
+            )
             return None
         now_ms = self._clock.now_ms()
         due_ms = self.due_ms(msg, level, now_ms)
@@ -299,32 +352,57 @@ class ScheduleMessageService:
         deliver_ms = int(raw) if raw.isdigit() else msg.store_timestamp_ms + delay_ms
         return min(deliver_ms, now_ms + delay_ms)
 
-    def _reput(self, level: int, queue_offset: int, msg: StoredMessage,
-               now_ms: int) -> int | None:
+    def _reput(self, level: int, queue_offset: int, msg: StoredMessage, now_ms: int) -> int | None:
         try:
             topic, queue_id, properties = restore_properties(msg.properties)
         except ValueError as exc:
-            log.error("delay level %d: skipping the message at queue offset %d (commit-log "
-                      "offset %d): %s", level, queue_offset, msg.phys_offset, exc)
+            log.error(
+                "delay level %d: skipping the message at queue offset %d (commit-log "
+                "offset %d): %s",
+                level,
+                queue_offset,
+                msg.phys_offset,
+                exc,
+            )
             return None
-        result = reput(self._store, msg, topic=topic, queue_id=queue_id,
-                       properties=properties)
+        result = reput(self._store, msg, topic=topic, queue_id=queue_id, properties=properties)
         if result.status is PutStatus.PUT_OK:
             self.delivered_total += 1
             if self.trace is not None:
-                self.trace.on_delivered(msg, topic=topic, queue_id=queue_id, result=result,
-                                        via=f"delivered after delay level {level}")
+                self.trace.on_delivered(
+                    msg,
+                    topic=topic,
+                    queue_id=queue_id,
+                    result=result,
+                    via=f"delivered after delay level {level}",
+                )
             if result.flush_future is not None:
                 self._states[level].flush = result.flush_future
             return None
         if result.status in _RETRY_LATER:
-            log.warning("delay level %d: cannot deliver the message at queue offset %d to "
-                        "%s:%d yet (%s: %s); retrying in %d ms", level, queue_offset, topic,
-                        queue_id, result.status.value, result.error, PUT_RETRY_DELAY_MS)
+            log.warning(
+                "delay level %d: cannot deliver the message at queue offset %d to "
+                "%s:%d yet (%s: %s); retrying in %d ms",
+                level,
+                queue_offset,
+                topic,
+                queue_id,
+                result.status.value,
+                result.error,
+                PUT_RETRY_DELAY_MS,
+            )
             return now_ms + PUT_RETRY_DELAY_MS
-        log.error("delay level %d: dropping the message at queue offset %d (commit-log offset "
-                  "%d) for %s:%d: the store refused it (%s: %s)", level, queue_offset,
-                  msg.phys_offset, topic, queue_id, result.status.value, result.error)
+        log.error(
+            "delay level %d: dropping the message at queue offset %d (commit-log offset "
+            "%d) for %s:%d: the store refused it (%s: %s)",
+            level,
+            queue_offset,
+            msg.phys_offset,
+            topic,
+            queue_id,
+            result.status.value,
+            result.error,
+        )
         return None
 
     # -- figures ------------------------------------------------------------------------

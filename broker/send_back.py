@@ -86,10 +86,10 @@ log = logging.getLogger(__name__)
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-DEFAULT_MAX_RECONSUME_TIMES = 16     # SubscriptionGroupConfig.retryMaxTimes
-RETRY_QUEUE_NUMS = 1                 # SubscriptionGroupConfig.retryQueueNums
-DLQ_QUEUE_NUMS = 1                   # MixAll.DLQ_NUMS_PER_GROUP
-FIRST_RETRY_DELAY_LEVEL = 3          # delay level = 3 + reconsume times
+DEFAULT_MAX_RECONSUME_TIMES = 16  # SubscriptionGroupConfig.retryMaxTimes
+RETRY_QUEUE_NUMS = 1  # SubscriptionGroupConfig.retryQueueNums
+DLQ_QUEUE_NUMS = 1  # MixAll.DLQ_NUMS_PER_GROUP
+FIRST_RETRY_DELAY_LEVEL = 3  # delay level = 3 + reconsume times
 
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
@@ -101,9 +101,11 @@ PROPERTY_UNIQ_KEY = "UNIQ_KEY"
 
 def refused_send_back(phys_offset: int, group: str) -> str:
     """The one refusal for a record a group may not hand back, whatever the reason."""
-    return (f"the message at commit-log offset {phys_offset} is not one consumer group "
-            f"{group!r} may hand back: it must be of a topic the group subscribes to (or of "
-            f"%RETRY%{group}) and one its caller may read (SUB)")
+    return (
+        f"the message at commit-log offset {phys_offset} is not one consumer group "
+        f"{group!r} may hand back: it must be of a topic the group subscribes to (or of "
+        f"%RETRY%{group}) and one its caller may read (SUB)"
+    )
 
 
 def retry_topic(group: str) -> str:
@@ -123,39 +125,56 @@ class SendBackTarget(enum.Enum):
 class SendBackDecision:
     target: SendBackTarget
     topic: str
-    reconsume_times: int       # the copy's count: the original's + 1
-    delay_level: int           # 0 for the DLQ
-    max_reconsume_times: int   # as applied (0 in the request means 16)
+    reconsume_times: int  # the copy's count: the original's + 1
+    delay_level: int  # 0 for the DLQ
+    max_reconsume_times: int  # as applied (0 in the request means 16)
 
 
-def decide_send_back(*, group: str, reconsume_times: int, delay_level: int,
-                     max_reconsume_times: int) -> SendBackDecision:
+def decide_send_back(
+    *, group: str, reconsume_times: int, delay_level: int, max_reconsume_times: int
+) -> SendBackDecision:
     """Where a message handed back after *reconsume_times* earlier retries goes."""
     max_times = max_reconsume_times if max_reconsume_times > 0 else DEFAULT_MAX_RECONSUME_TIMES
     count = reconsume_times + 1
     if count > max_times or delay_level < 0:
-        return SendBackDecision(target=SendBackTarget.DLQ, topic=dlq_topic(group),
-                                reconsume_times=count, delay_level=0,
-                                max_reconsume_times=max_times)
+        return SendBackDecision(
+            target=SendBackTarget.DLQ,
+            topic=dlq_topic(group),
+            reconsume_times=count,
+            delay_level=0,
+            max_reconsume_times=max_times,
+        )
     level = delay_level or FIRST_RETRY_DELAY_LEVEL + reconsume_times
-    return SendBackDecision(target=SendBackTarget.RETRY, topic=retry_topic(group),
-                            reconsume_times=count, delay_level=level,
-                            max_reconsume_times=max_times)
+    return SendBackDecision(
+        target=SendBackTarget.RETRY,
+        topic=retry_topic(group),
+        reconsume_times=count,
+        delay_level=level,
+        max_reconsume_times=max_times,
+    )
 
 
 class SendBackService:
-    def __init__(self, store: MessageStore, topics: TopicConfigManager, levels: DelayLevels, *,
-                 store_host: tuple[str, int], clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        levels: DelayLevels,
+        *,
+        store_host: tuple[str, int],
+        clock: Clock | None = None,
+    ) -> None:
         self._store = store
         self._topics = topics
         self._levels = levels
         self._store_host = store_host
         self._clock = clock or SystemClock()
         self._random = random.Random()
-        self.trace: BrokerTraceService | None = None   # trace_topic_enable (broker/trace.py)
+        self.trace: BrokerTraceService | None = None  # trace_topic_enable (broker/trace.py)
 
-    def ensure_retry_topic(self, group: str, *, max_topics: int | None = None,
-                           requester: str | None = None) -> TopicConfig:
+    def ensure_retry_topic(
+        self, group: str, *, max_topics: int | None = None, requester: str | None = None
+    ) -> TopicConfig:
         """``%RETRY%{group}``, created with one read-write queue if missing.
 
         With *max_topics*, a new one is refused (BusyError naming the *requester*'s
@@ -168,29 +187,48 @@ class SendBackService:
                     f"the heartbeat of access key {requester!r} would create "
                     f"{retry_topic(group)!r}, but this broker already has {count} retry "
                     f"topics (limit {max_topics}, max_auto_retry_topics); delete unused "
-                    "groups' retry topics or raise the limit", reason="TOO_MANY_RETRY_TOPICS")
-        return self._topics.get_or_create(TopicConfig(
-            topic_name=retry_topic(group), read_queue_nums=RETRY_QUEUE_NUMS,
-            write_queue_nums=RETRY_QUEUE_NUMS, perm=Perm.READ_WRITE))
+                    "groups' retry topics or raise the limit",
+                    reason="TOO_MANY_RETRY_TOPICS",
+                )
+        return self._topics.get_or_create(
+            TopicConfig(
+                topic_name=retry_topic(group),
+                read_queue_nums=RETRY_QUEUE_NUMS,
+                write_queue_nums=RETRY_QUEUE_NUMS,
+                perm=Perm.READ_WRITE,
+            )
+        )
 
     def has_retry_topic(self, group: str) -> bool:
         return self._topics.get(retry_topic(group)) is not None
 
     def retry_topic_count(self) -> int:
         """Retry topics on this broker (a scan: call it only before creating one)."""
-        return sum(1 for tc in self._topics.all()
-                   if tc.topic_name.startswith(RETRY_GROUP_TOPIC_PREFIX))
+        return sum(
+            1 for tc in self._topics.all() if tc.topic_name.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        )
 
     def _ensure_dlq_topic(self, group: str) -> TopicConfig:
-        return self._topics.get_or_create(TopicConfig(
-            topic_name=dlq_topic(group), read_queue_nums=DLQ_QUEUE_NUMS,
-            write_queue_nums=DLQ_QUEUE_NUMS, perm=Perm.READ_WRITE))
+        return self._topics.get_or_create(
+            TopicConfig(
+                topic_name=dlq_topic(group),
+                read_queue_nums=DLQ_QUEUE_NUMS,
+                write_queue_nums=DLQ_QUEUE_NUMS,
+                perm=Perm.READ_WRITE,
+            )
+        )
 
-    async def send_back(self, *, group: str, phys_offset: int, delay_level: int,
-                        origin_topic: str = "", origin_msg_id: str = "",
-                        max_reconsume_times: int = 0,
-                        authorize: Callable[[StoredMessage], None] | None = None,
-                        ) -> SendBackDecision:
+    async def send_back(
+        self,
+        *,
+        group: str,
+        phys_offset: int,
+        delay_level: int,
+        origin_topic: str = "",
+        origin_msg_id: str = "",
+        max_reconsume_times: int = 0,
+        authorize: Callable[[StoredMessage], None] | None = None,
+    ) -> SendBackDecision:
         """Store the retry or dead-letter copy of the message at *phys_offset*.
 
         *authorize* sees the record before anything else does and raises to refuse
@@ -202,43 +240,65 @@ class SendBackService:
             raise InvalidRequestError(f"ConsumerSendMsgBack: {problem}")
         msg = self._read(phys_offset)
         if msg.topic in NOT_ALLOWED_READ_TOPICS:
-            raise PermissionDeniedError(refused_send_back(phys_offset, group),
-                                        reason="SEND_BACK_NOT_ALLOWED")
+            raise PermissionDeniedError(
+                refused_send_back(phys_offset, group), reason="SEND_BACK_NOT_ALLOWED"
+            )
         if authorize is not None:
             authorize(msg)
         self._check_origin(msg, origin_topic)
-        decision = decide_send_back(group=group, reconsume_times=msg.reconsume_times,
-                                    delay_level=delay_level,
-                                    max_reconsume_times=max_reconsume_times)
+        decision = decide_send_back(
+            group=group,
+            reconsume_times=msg.reconsume_times,
+            delay_level=delay_level,
+            max_reconsume_times=max_reconsume_times,
+        )
         if decision.target is SendBackTarget.DLQ:
             config = self._ensure_dlq_topic(group)
         else:
             config = self.ensure_retry_topic(group)
         if not config.writable:
-            raise PermissionDeniedError(f"topic {config.topic_name!r} is not writable on this "
-                                        f"broker (perm {config.perm}); UpdateTopic with perm 6 "
-                                        "so that failed messages can be handed back")
+            raise PermissionDeniedError(
+                f"topic {config.topic_name!r} is not writable on this "
+                f"broker (perm {config.perm}); UpdateTopic with perm 6 "
+                "so that failed messages can be handed back"
+            )
         queue_id = self._random.randrange(config.write_queue_nums)
         properties = self._copy_properties(msg, decision, origin_msg_id, phys_offset)
         result = self._put(msg, decision, queue_id, properties)
         if result.status is not PutStatus.PUT_OK:
-            raise PutRejectedError(result.status, f"cannot store the {decision.target.value} "
-                                                  f"copy: {result.error or result.status.value}")
+            raise PutRejectedError(
+                result.status,
+                f"cannot store the {decision.target.value} "
+                f"copy: {result.error or result.status.value}",
+            )
         if self.trace is not None:
-            self.trace.on_sent_back(msg, group=group, to_topic=decision.topic,
-                                    dead=decision.target is SendBackTarget.DLQ,
-                                    reconsume_times=decision.reconsume_times, result=result)
+            self.trace.on_sent_back(
+                msg,
+                group=group,
+                to_topic=decision.topic,
+                dead=decision.target is SendBackTarget.DLQ,
+                reconsume_times=decision.reconsume_times,
+                result=result,
+            )
         if result.flush_future is not None:
             await asyncio.wrap_future(result.flush_future)
-        log.debug("message at commit-log offset %d of group %s -> %s (reconsume times %d, "
-                  "delay level %d)", phys_offset, group, decision.topic,
-                  decision.reconsume_times, decision.delay_level)
+        log.debug(
+            "message at commit-log offset %d of group %s -> %s (reconsume times %d, "
+            "delay level %d)",
+            phys_offset,
+            group,
+            decision.topic,
+            decision.reconsume_times,
+            decision.delay_level,
+        )
         return decision
 
     def _read(self, phys_offset: int) -> StoredMessage:
         if phys_offset < 0:
-            raise InvalidRequestError(f"phys_offset is {phys_offset}; a commit-log offset is "
-                                      ">= 0 (MessageExt.phys_offset of the consumed message)")
+            raise InvalidRequestError(
+                f"phys_offset is {phys_offset}; a commit-log offset is "
+                ">= 0 (MessageExt.phys_offset of the consumed message)"
+            )
         raw = self._store.read_record(phys_offset)
         msg = None
         if raw is not None:
@@ -247,9 +307,12 @@ class SendBackService:
             except CorruptRecordError:
                 msg = None
         if msg is None or msg.phys_offset != phys_offset:
-            raise NotFoundError(f"no message starts at commit-log offset {phys_offset} on this "
-                                "broker; send it back to the broker it was pulled from (it may "
-                                "also have been deleted by retention)", reason="NO_MESSAGE")
+            raise NotFoundError(
+                f"no message starts at commit-log offset {phys_offset} on this "
+                "broker; send it back to the broker it was pulled from (it may "
+                "also have been deleted by retention)",
+                reason="NO_MESSAGE",
+            )
         return msg
 
     @staticmethod
@@ -257,20 +320,35 @@ class SendBackService:
         first_topic = msg.properties.get(PROPERTY_RETRY_TOPIC, msg.topic)
         if origin_topic and origin_topic not in (msg.topic, first_topic):
             # Name only what the caller named: the record's topic may be none of its business.
-            raise NotFoundError(f"the message at commit-log offset {msg.phys_offset} is not of "
-                                f"topic {origin_topic!r}; was the offset taken from another "
-                                "broker's message?", reason="NO_MESSAGE")
+            raise NotFoundError(
+                f"the message at commit-log offset {msg.phys_offset} is not of "
+                f"topic {origin_topic!r}; was the offset taken from another "
+                "broker's message?",
+                reason="NO_MESSAGE",
+            )
 
-    def _copy_properties(self, msg: StoredMessage, decision: SendBackDecision,
-                         origin_msg_id: str, phys_offset: int) -> dict[str, str]:
-        props = {k: v for k, v in msg.properties.items()
-                 if k not in (PROPERTY_DELAY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID,
-                              PROPERTY_TIMER_DELIVER_MS, PROPERTY_IDEMPOTENCE)}
+    def _copy_properties(
+        self, msg: StoredMessage, decision: SendBackDecision, origin_msg_id: str, phys_offset: int
+    ) -> dict[str, str]:
+        props = {
+            k: v
+            for k, v in msg.properties.items()
+            if k
+            not in (
+                PROPERTY_DELAY,
+                PROPERTY_REAL_TOPIC,
+                PROPERTY_REAL_QUEUE_ID,
+                PROPERTY_TIMER_DELIVER_MS,
+                PROPERTY_IDEMPOTENCE,
+            )
+        }
         first_topic = props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
-        origin_id = (props.get(PROPERTY_ORIGIN_MESSAGE_ID) or origin_msg_id
-                     or props.get(PROPERTY_UNIQ_KEY)
-                     or encode_offset_msg_id(self._store_host[0], self._store_host[1],
-                                             phys_offset))
+        origin_id = (
+            props.get(PROPERTY_ORIGIN_MESSAGE_ID)
+            or origin_msg_id
+            or props.get(PROPERTY_UNIQ_KEY)
+            or encode_offset_msg_id(self._store_host[0], self._store_host[1], phys_offset)
+        )
         props[PROPERTY_ORIGIN_MESSAGE_ID] = origin_id
         props[PROPERTY_MAX_RECONSUME_TIMES] = str(decision.max_reconsume_times)
         if decision.target is SendBackTarget.DLQ:
@@ -278,14 +356,29 @@ class SendBackService:
             props[PROPERTY_DLQ_ORIGIN_MESSAGE_ID] = origin_id
         return props
 
-    def _put(self, msg: StoredMessage, decision: SendBackDecision, queue_id: int,
-             properties: dict[str, str]) -> PutResult:
+    def _put(
+        self,
+        msg: StoredMessage,
+        decision: SendBackDecision,
+        queue_id: int,
+        properties: dict[str, str],
+    ) -> PutResult:
         topic = decision.topic
         if decision.target is SendBackTarget.RETRY:
             level = self._levels.clamp(decision.delay_level)
             properties = schedule_properties(
-                properties, real_topic=topic, real_queue_id=queue_id, level=level,
-                deliver_ms=self._clock.now_ms() + self._levels.delay_ms(level))
+                properties,
+                real_topic=topic,
+                real_queue_id=queue_id,
+                level=level,
+                deliver_ms=self._clock.now_ms() + self._levels.delay_ms(level),
+            )
             topic, queue_id = SCHEDULE_TOPIC, level - 1
-        return reput(self._store, msg, topic=topic, queue_id=queue_id, properties=properties,
-                     reconsume_times=decision.reconsume_times)
+        return reput(
+            self._store,
+            msg,
+            topic=topic,
+            queue_id=queue_id,
+            properties=properties,
+            reconsume_times=decision.reconsume_times,
+        )

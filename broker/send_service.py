@@ -78,15 +78,17 @@ _AFTER_STOREHOST = 4 + 8
 
 
 # BatchError kinds of the store's scan -> the reason a refusal carries.
-_BATCH_REASONS = {"properties": "PROPERTIES_SIZE_EXCEEDED",
-                  "body_too_large": "MESSAGE_BODY_TOO_LARGE"}
+_BATCH_REASONS = {
+    "properties": "PROPERTIES_SIZE_EXCEEDED",
+    "body_too_large": "MESSAGE_BODY_TOO_LARGE",
+}
 
 
 class SendStatus(enum.Enum):
     SEND_OK = "SEND_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
-    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"    # SYNC_MASTER: replicas did not ack in time
-    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"    # SYNC_MASTER: too few replicas in sync
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"  # SYNC_MASTER: replicas did not ack in time
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"  # SYNC_MASTER: too few replicas in sync
 
 
 #: after a put on a SYNC_MASTER: wait until replicas hold the log up to the offset given;
@@ -103,12 +105,12 @@ class SendOutcome:
 
     status: SendStatus
     store_timestamp_ms: int
-    msg_ids: list[str]          # UNIQ_KEY, made by the client ("" if none)
+    msg_ids: list[str]  # UNIQ_KEY, made by the client ("" if none)
     topics: list[str]
     queue_ids: list[int]
     queue_offsets: list[int]
     phys_offsets: list[int]
-    offset_msg_id_prefix: str   # store host + port; + 16 hex digits of phys = offset msg id
+    offset_msg_id_prefix: str  # store host + port; + 16 hex digits of phys = offset msg id
     # empty, or per record: answered from an idempotent producer's state (a retry)
     duplicates: list[bool] = field(default_factory=list)
 
@@ -128,7 +130,8 @@ QUEUE_OUT_OF_RANGE = "QUEUE_OUT_OF_RANGE"
 def _broker_keys(message: str) -> str:
     """The store names its own config keys; a producer configures the broker's."""
     return message.replace("(max_message_size)", "(max_message_size_bytes)").replace(
-        "(max_batch_size)", "(max_batch_size_bytes)")
+        "(max_batch_size)", "(max_batch_size_bytes)"
+    )
 
 
 def _illegal(pos: int, what: str, reason: str = "MESSAGE_ILLEGAL") -> InvalidRequestError:
@@ -138,28 +141,42 @@ def _illegal(pos: int, what: str, reason: str = "MESSAGE_ILLEGAL") -> InvalidReq
 def _refuse_delayed_half_messages(scanned: ScannedBatch) -> None:
     """A half message may not ask for a later delivery: its commit would silently
     deliver it at once (RocketMQ does not delay transactional messages either)."""
-    prepared = [i for i, flag in enumerate(scanned.sysflags)
-                if SysFlag.transaction_type(flag) == SysFlag.TRANSACTION_PREPARED]
+    prepared = [
+        i
+        for i, flag in enumerate(scanned.sysflags)
+        if SysFlag.transaction_type(flag) == SysFlag.TRANSACTION_PREPARED
+    ]
     if not prepared:
         return
     properties = scanned.properties
     for i in prepared:
-        timed = sorted(name for name in properties[i]
-                       if name == PROPERTY_DELAY or name.startswith("TIMER_DEL"))
+        timed = sorted(
+            name for name in properties[i] if name == PROPERTY_DELAY or name.startswith("TIMER_DEL")
+        )
         if timed:
-            raise _illegal(scanned.positions[i], f"a transactional (prepared) message cannot "
-                                                 f"be delayed, but it carries {timed}; send it "
-                                                 "without a delay or delivery time")
+            raise _illegal(
+                scanned.positions[i],
+                f"a transactional (prepared) message cannot "
+                f"be delayed, but it carries {timed}; send it "
+                "without a delay or delivery time",
+            )
 
 
 class SendMessageService:
-    def __init__(self, store: MessageStore, topics: TopicConfigManager, *,
-                 store_host: tuple[str, int],
-                 delay_levels: DelayLevels | None = None, timer: TimerPolicy | None = None,
-                 clock: Clock | None = None, stats: BrokerStatsManager | None = None,
-                 replica_wait: ReplicaWait | None = None,
-                 not_master: Callable[[], NotMasterError | None] | None = None,
-                 idempotence: IdempotenceService | None = None) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        *,
+        store_host: tuple[str, int],
+        delay_levels: DelayLevels | None = None,
+        timer: TimerPolicy | None = None,
+        clock: Clock | None = None,
+        stats: BrokerStatsManager | None = None,
+        replica_wait: ReplicaWait | None = None,
+        not_master: Callable[[], NotMasterError | None] | None = None,
+        idempotence: IdempotenceService | None = None,
+    ) -> None:
         self._store = store
         self._idempotence = idempotence
         self._not_master = not_master
@@ -172,10 +189,15 @@ class SendMessageService:
         self._stats = stats or BrokerStatsManager(clock=self._clock)
         # Every offset msg id of this broker starts with the same IP and port.
         self._msg_id_prefix = encode_offset_msg_id(store_host[0], store_host[1], 0)[:-16]
-        self.trace: BrokerTraceService | None = None   # trace_topic_enable (broker/trace.py)
+        self.trace: BrokerTraceService | None = None  # trace_topic_enable (broker/trace.py)
 
-    async def send(self, blob: bytes | bytearray | memoryview, *,
-                   single: bool = False, producer_group: str = "") -> SendOutcome:
+    async def send(
+        self,
+        blob: bytes | bytearray | memoryview,
+        *,
+        single: bool = False,
+        producer_group: str = "",
+    ) -> SendOutcome:
         """Store the records of *blob* and say where each went.
 
         *single* refuses a blob of more than one record (SEND_MESSAGE);
@@ -189,12 +211,15 @@ class SendMessageService:
         try:
             scanned = self._store.scan(blob, allow_empty_body=False)
         except BatchError as exc:
-            raise InvalidRequestError(_broker_keys(str(exc)), reason=_BATCH_REASONS.get(
-                exc.kind, "MESSAGE_ILLEGAL")) from None
+            raise InvalidRequestError(
+                _broker_keys(str(exc)), reason=_BATCH_REASONS.get(exc.kind, "MESSAGE_ILLEGAL")
+            ) from None
         if single and len(scanned) != 1:
-            raise InvalidRequestError(f"SendMessage carries one record; this request carries "
-                                      f"{len(scanned)}; send them with SendBatch",
-                                      reason="MESSAGE_ILLEGAL")
+            raise InvalidRequestError(
+                f"SendMessage carries one record; this request carries "
+                f"{len(scanned)}; send them with SendBatch",
+                reason="MESSAGE_ILLEGAL",
+            )
         self._check_queues(scanned)
         if current_account.get() is not None:
             try:
@@ -212,21 +237,41 @@ class SendMessageService:
         now_ms = self._clock.now_ms()
         rewritten = None
         if scanned.markers & MARK_DELAY:
-            rewritten = rewrite_delayed(blob, scanned.positions, self._delay_levels,
-                                        now_ms=now_ms, store_host=self._store_host)
+            rewritten = rewrite_delayed(
+                blob,
+                scanned.positions,
+                self._delay_levels,
+                now_ms=now_ms,
+                store_host=self._store_host,
+            )
         if scanned.markers & MARK_TIMER or rewritten is not None:
-            rewritten = rewrite_timed(rewritten or blob, policy=self._timer, now_ms=now_ms,
-                                      store_host=self._store_host) or rewritten
+            rewritten = (
+                rewrite_timed(
+                    rewritten or blob,
+                    policy=self._timer,
+                    now_ms=now_ms,
+                    store_host=self._store_host,
+                )
+                or rewritten
+            )
         # Last: the delay and timer rewrites leave prepared records alone, and a half
         # message waits in the half topic whatever delivery time it carries.
-        rewritten = rewrite_half_messages(rewritten or blob, scanned.sysflags,
-                                          producer_group=producer_group,
-                                          store_host=self._store_host) or rewritten
-        result = (self._store.put_batch(blob, scanned=scanned) if rewritten is None
-                  else self._store.put_batch(rewritten))
+        rewritten = (
+            rewrite_half_messages(
+                rewritten or blob,
+                scanned.sysflags,
+                producer_group=producer_group,
+                store_host=self._store_host,
+            )
+            or rewritten
+        )
+        result = (
+            self._store.put_batch(blob, scanned=scanned)
+            if rewritten is None
+            else self._store.put_batch(rewritten)
+        )
         if result.status is not PutStatus.PUT_OK:
-            raise PutRejectedError(result.status,
-                                   _broker_keys(result.error or result.status.value))
+            raise PutRejectedError(result.status, _broker_keys(result.error or result.status.value))
         if self.trace is not None:
             self.trace.on_stored(scanned, result)
         status = SendStatus.SEND_OK
@@ -241,24 +286,36 @@ class SendMessageService:
             if replicated.value != "OK":
                 status = SendStatus(replicated.value)
         self._stats.on_put(scanned, started_s)
-        return SendOutcome(status=status, store_timestamp_ms=result.store_timestamp_ms,
-                           msg_ids=result.uniq_keys,
-                           # as sent: a delayed record is stored under a system topic
-                           topics=scanned.topics, queue_ids=scanned.queue_ids,
-                           queue_offsets=result.queue_offsets,
-                           phys_offsets=result.phys_offsets,
-                           offset_msg_id_prefix=self._msg_id_prefix)
+        return SendOutcome(
+            status=status,
+            store_timestamp_ms=result.store_timestamp_ms,
+            msg_ids=result.uniq_keys,
+            # as sent: a delayed record is stored under a system topic
+            topics=scanned.topics,
+            queue_ids=scanned.queue_ids,
+            queue_offsets=result.queue_offsets,
+            phys_offsets=result.phys_offsets,
+            offset_msg_id_prefix=self._msg_id_prefix,
+        )
 
-    async def _send_rest(self, blob: bytes | bytearray | memoryview, scanned: ScannedBatch,
-                         dups: dict[int, DuplicateAnswer],
-                         producer_group: str) -> SendOutcome:
+    async def _send_rest(
+        self,
+        blob: bytes | bytearray | memoryview,
+        scanned: ScannedBatch,
+        dups: dict[int, DuplicateAnswer],
+        producer_group: str,
+    ) -> SendOutcome:
         """Store the records that are not retries; answer the retries as first stored."""
         fresh = [i for i in range(len(scanned)) if i not in dups]
         outcome = None
         if fresh:
             view = memoryview(blob)
-            rest = b"".join([view[scanned.positions[i]:scanned.positions[i] + scanned.sizes[i]]
-                             for i in fresh])
+            rest = b"".join(
+                [
+                    view[scanned.positions[i] : scanned.positions[i] + scanned.sizes[i]]
+                    for i in fresh
+                ]
+            )
             outcome = await self.send(rest, producer_group=producer_group)
         at = {i: j for j, i in enumerate(fresh)}
         queue_offsets, phys_offsets = [], []
@@ -284,10 +341,14 @@ class SendMessageService:
         return SendOutcome(
             status=status,
             store_timestamp_ms=outcome.store_timestamp_ms if outcome is not None else stamp,
-            msg_ids=list(scanned.uniq_keys), topics=list(scanned.topics),
-            queue_ids=list(scanned.queue_ids), queue_offsets=queue_offsets,
-            phys_offsets=phys_offsets, offset_msg_id_prefix=self._msg_id_prefix,
-            duplicates=[i in dups for i in range(len(scanned))])
+            msg_ids=list(scanned.uniq_keys),
+            topics=list(scanned.topics),
+            queue_ids=list(scanned.queue_ids),
+            queue_offsets=queue_offsets,
+            phys_offsets=phys_offsets,
+            offset_msg_id_prefix=self._msg_id_prefix,
+            duplicates=[i in dups for i in range(len(scanned))],
+        )
 
     def _check_queues(self, scanned: ScannedBatch) -> None:
         """Topic permissions and queue ranges; creates unknown topics last.
@@ -299,8 +360,9 @@ class SendMessageService:
         topics, queue_ids = scanned.topics, scanned.queue_ids
         to_create: list[str] = []
         try:
-            limits = {topic: self._write_queue_nums(topic, to_create)
-                      for topic in dict.fromkeys(topics)}
+            limits = {
+                topic: self._write_queue_nums(topic, to_create) for topic in dict.fromkeys(topics)
+            }
         except BrokerError:
             limits = None
         if limits is not None:
@@ -323,10 +385,13 @@ class SendMessageService:
             if limit is None:
                 limit = queue_nums[topic] = self._write_queue_nums(topic, to_create)
             if not 0 <= queue_id < limit:
-                raise _illegal(scanned.positions[i], f"queue id {queue_id} is out of range; "
-                                                    f"topic {topic!r} has {limit} write queues "
-                                                    f"(0..{limit - 1})",
-                               reason=QUEUE_OUT_OF_RANGE)
+                raise _illegal(
+                    scanned.positions[i],
+                    f"queue id {queue_id} is out of range; "
+                    f"topic {topic!r} has {limit} write queues "
+                    f"(0..{limit - 1})",
+                    reason=QUEUE_OUT_OF_RANGE,
+                )
         for topic in to_create:
             self._topics.get_or_auto_create(topic)
 
@@ -336,8 +401,9 @@ class SendMessageService:
 
     def _check_topic(self, topic: str, to_create: list[str]) -> TopicConfig | None:
         if topic in NOT_ALLOWED_SEND_TOPICS:
-            raise PermissionDeniedError(f"topic {topic!r} is written by the broker only; "
-                                        "producers may not send to it")
+            raise PermissionDeniedError(
+                f"topic {topic!r} is written by the broker only; producers may not send to it"
+            )
         config = self._topics.get(topic)
         if config is None:
             if not self._topics.auto_create_enable:
@@ -346,15 +412,19 @@ class SendMessageService:
             to_create.append(topic)
             return None
         if not config.writable:
-            raise PermissionDeniedError(f"topic {topic!r} is not writable on this broker "
-                                        f"(perm {config.perm}); UpdateTopic with perm 6 to "
-                                        "allow sends")
+            raise PermissionDeniedError(
+                f"topic {topic!r} is not writable on this broker "
+                f"(perm {config.perm}); UpdateTopic with perm 6 to "
+                "allow sends"
+            )
         return config
 
     def _auto_create_queue_nums(self) -> int:
         template = self._topics.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
         if template is None:
-            raise NotFoundError(f"the auto-create template topic {AUTO_CREATE_TOPIC_KEY_TOPIC} "
-                                "is missing from topics.json",
-                                reason="TOPIC_NOT_EXIST")
+            raise NotFoundError(
+                f"the auto-create template topic {AUTO_CREATE_TOPIC_KEY_TOPIC} "
+                "is missing from topics.json",
+                reason="TOPIC_NOT_EXIST",
+            )
         return template.write_queue_nums

@@ -29,8 +29,8 @@ from pocketmq.common.clock import Clock, SystemClock
 
 __all__ = ["BrokerStatsManager", "MovingRate", "TopicStats"]
 
-TPS_WINDOW_S = 10           # put_tps / get_tps: RocketMQ's 10-second figure
-TPS_WINDOW_LONG_S = 60      # put_tps_1m / get_tps_1m
+TPS_WINDOW_S = 10  # put_tps / get_tps: RocketMQ's 10-second figure
+TPS_WINDOW_LONG_S = 60  # put_tps_1m / get_tps_1m
 
 
 class MovingRate:
@@ -41,7 +41,7 @@ class MovingRate:
 
     def __init__(self, clock: Clock, *, horizon_s: int = TPS_WINDOW_LONG_S) -> None:
         self._clock = clock
-        self._buckets = [0] * (horizon_s + 1)     # + the second being filled
+        self._buckets = [0] * (horizon_s + 1)  # + the second being filled
         self._second = self._born = int(clock.monotonic())
         self.total = 0
 
@@ -77,7 +77,7 @@ class MovingRate:
 @dataclass(slots=True)
 class TopicStats:
     put_messages: int = 0
-    put_bytes: int = 0           # stored record bytes, as sent
+    put_bytes: int = 0  # stored record bytes, as sent
     get_messages: int = 0
     get_bytes: int = 0
 
@@ -86,11 +86,11 @@ class BrokerStatsManager:
     def __init__(self, *, clock: Clock | None = None) -> None:
         self._clock = clock or SystemClock()
         self.topics: dict[str, TopicStats] = {}
-        self.put_rate = MovingRate(self._clock)       # messages
+        self.put_rate = MovingRate(self._clock)  # messages
         self.get_rate = MovingRate(self._clock)
         self.put_bytes = 0
         self.get_bytes = 0
-        self.put_latency = DurationHistogram()     # send received -> acknowledged (flush incl.)
+        self.put_latency = DurationHistogram()  # send received -> acknowledged (flush incl.)
 
     def _topic(self, topic: str) -> TopicStats:
         stats = self.topics.get(topic)
@@ -107,7 +107,7 @@ class BrokerStatsManager:
         count, size = len(topics), len(scanned.blob)
         self.put_rate.add(count, now)
         self.put_bytes += size
-        if topics.count(topics[0]) == count:     # one topic: the usual batch
+        if topics.count(topics[0]) == count:  # one topic: the usual batch
             stats = self._topic(topics[0])
             stats.put_messages += count
             stats.put_bytes += size

@@ -71,18 +71,18 @@ __all__ = [
 PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
 PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
 PROPERTY_TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
-DEFAULT_TIMER_MAX_DELAY_MS = 3 * 86_400_000   # timerMaxDelaySec = 3 days
+DEFAULT_TIMER_MAX_DELAY_MS = 3 * 86_400_000  # timerMaxDelaySec = 3 days
 
 _UNIQ_KEY = "UNIQ_KEY"
-_uniq_ids: dict[str, UniqueIdGenerator] = {}   # per store IP: ids for keyless timer messages
-_TIMER_MARKER = b"TIMER_DEL"     # starts TIMER_DELIVER_MS, TIMER_DELAY_MS and TIMER_DELAY_SEC
+_uniq_ids: dict[str, UniqueIdGenerator] = {}  # per store IP: ids for keyless timer messages
+_TIMER_MARKER = b"TIMER_DEL"  # starts TIMER_DELIVER_MS, TIMER_DELAY_MS and TIMER_DELAY_SEC
 _I32 = struct.Struct(">i")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TimerPolicy:
-    enabled: bool = True                              # timer_wheel_enable
-    max_delay_ms: int = DEFAULT_TIMER_MAX_DELAY_MS    # timer_max_delay_ms
+    enabled: bool = True  # timer_wheel_enable
+    max_delay_ms: int = DEFAULT_TIMER_MAX_DELAY_MS  # timer_max_delay_ms
 
 
 def deliver_time_ms(properties: dict[str, str], now_ms: int) -> int | None:
@@ -91,20 +91,28 @@ def deliver_time_ms(properties: dict[str, str], now_ms: int) -> int | None:
         raw = properties.get(name)
         if raw is not None:
             if not raw.isdigit():
-                raise ValueError(f"{name} is {raw!r}; give a whole number of "
-                                 f"{'seconds' if unit_ms == 1000 else 'ms'} >= 0")
+                raise ValueError(
+                    f"{name} is {raw!r}; give a whole number of "
+                    f"{'seconds' if unit_ms == 1000 else 'ms'} >= 0"
+                )
             return now_ms + int(raw) * unit_ms
     raw = properties.get(PROPERTY_TIMER_DELIVER_MS)
     if raw is None:
         return None
     if not raw.isdigit():
-        raise ValueError(f"{PROPERTY_TIMER_DELIVER_MS} is {raw!r}; give the delivery time in "
-                         f"ms since the epoch")
+        raise ValueError(
+            f"{PROPERTY_TIMER_DELIVER_MS} is {raw!r}; give the delivery time in ms since the epoch"
+        )
     return int(raw)
 
 
-def rewrite_timed(blob: bytes | bytearray | memoryview, *, policy: TimerPolicy, now_ms: int,
-                  store_host: tuple[str, int]) -> bytes | None:
+def rewrite_timed(
+    blob: bytes | bytearray | memoryview,
+    *,
+    policy: TimerPolicy,
+    now_ms: int,
+    store_host: tuple[str, int],
+) -> bytes | None:
     """*blob* with every record due later than *now_ms* moved to the timer topic; None if none is.
 
     The records were checked by the send path's scan. The common case, no
@@ -126,20 +134,27 @@ def rewrite_timed(blob: bytes | bytearray | memoryview, *, policy: TimerPolicy, 
     return b"".join(parts) if changed else None
 
 
-def _park_one(raw: bytes | bytearray, pos: int, end: int, policy: TimerPolicy, now_ms: int,
-              store_ip: str, packed_store_host: bytes) -> bytes | None:
+def _park_one(
+    raw: bytes | bytearray,
+    pos: int,
+    end: int,
+    policy: TimerPolicy,
+    now_ms: int,
+    store_ip: str,
+    packed_store_host: bytes,
+) -> bytes | None:
     try:
         layout = check_record(raw, pos, end, check_crc=False)
     except CorruptRecordError as exc:
         raise _illegal(pos, exc.reason, "MESSAGE_ILLEGAL") from None
-    props_raw = bytes(raw[layout.props_pos:layout.props_pos + layout.props_len])
-    topic = bytes(raw[layout.topic_pos:layout.topic_pos + layout.topic_len])
+    props_raw = bytes(raw[layout.props_pos : layout.props_pos + layout.props_len])
+    topic = bytes(raw[layout.topic_pos : layout.topic_pos + layout.topic_len])
     if _TIMER_MARKER not in props_raw or topic == SCHEDULE_TOPIC.encode():
         return None
     properties = decode_properties(props_raw.decode("utf-8", "replace"))
     delay_level = properties.get(PROPERTY_DELAY, "0").strip()
     if (delay_level.isdigit() and int(delay_level) > 0) or not wants_delay(layout.sysflag):
-        return None   # the delay-level path's, or a transaction record's
+        return None  # the delay-level path's, or a transaction record's
     try:
         deliver_ms = deliver_time_ms(properties, now_ms)
     except ValueError as exc:
@@ -147,33 +162,50 @@ def _park_one(raw: bytes | bytearray, pos: int, end: int, policy: TimerPolicy, n
     if deliver_ms is None or deliver_ms <= now_ms:
         return None
     if not policy.enabled:
-        raise _illegal(pos, "asks for a delivery time, but timer messages are off on this "
-                            "broker (timer_wheel_enable)", "WHEEL_TIMER_NOT_ENABLE")
+        raise _illegal(
+            pos,
+            "asks for a delivery time, but timer messages are off on this "
+            "broker (timer_wheel_enable)",
+            "WHEEL_TIMER_NOT_ENABLE",
+        )
     if deliver_ms - now_ms > policy.max_delay_ms:
-        raise _illegal(pos, f"delivery time {deliver_ms} is {deliver_ms - now_ms} ms ahead; "
-                            f"this broker delivers at most {policy.max_delay_ms} ms ahead "
-                            f"(timer_max_delay_ms)")
+        raise _illegal(
+            pos,
+            f"delivery time {deliver_ms} is {deliver_ms - now_ms} ms ahead; "
+            f"this broker delivers at most {policy.max_delay_ms} ms ahead "
+            f"(timer_max_delay_ms)",
+        )
     msg = decode_record(raw, pos, limit=end, check_crc=True)
-    parked = {k: v for k, v in msg.properties.items()
-              if k not in (PROPERTY_TIMER_DELAY_MS, PROPERTY_TIMER_DELAY_SEC)}
+    parked = {
+        k: v
+        for k, v in msg.properties.items()
+        if k not in (PROPERTY_TIMER_DELAY_MS, PROPERTY_TIMER_DELAY_SEC)
+    }
     parked[PROPERTY_REAL_TOPIC] = msg.topic
     parked[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
     parked[PROPERTY_TIMER_DELIVER_MS] = str(deliver_ms)
     if not parked.get(_UNIQ_KEY):
         # Delivery is recognised by UNIQ_KEY after a crash (TimerService._already_put).
-        ids = _uniq_ids.get(store_ip) or _uniq_ids.setdefault(store_ip,
-                                                               UniqueIdGenerator(store_ip))
+        ids = _uniq_ids.get(store_ip) or _uniq_ids.setdefault(store_ip, UniqueIdGenerator(store_ip))
         parked[_UNIQ_KEY] = ids.next_id()
     try:
         return encode_record(
-            topic=TIMER_TOPIC, body=msg.body, queue_id=0, flag=msg.flag, properties=parked,
-            sysflag=msg.sysflag, born_timestamp_ms=msg.born_timestamp_ms,
-            born_host=pack_host(msg.born_host), store_host=packed_store_host,
+            topic=TIMER_TOPIC,
+            body=msg.body,
+            queue_id=0,
+            flag=msg.flag,
+            properties=parked,
+            sysflag=msg.sysflag,
+            born_timestamp_ms=msg.born_timestamp_ms,
+            born_host=pack_host(msg.born_host),
+            store_host=packed_store_host,
             reconsume_times=msg.reconsume_times,
-            prepared_transaction_offset=msg.prepared_transaction_offset)
+            prepared_transaction_offset=msg.prepared_transaction_offset,
+        )
     except ValueError as exc:
-        raise _illegal(pos, f"cannot park it for its delivery time: {exc}",
-                       "PROPERTIES_SIZE_EXCEEDED") from None
+        raise _illegal(
+            pos, f"cannot park it for its delivery time: {exc}", "PROPERTIES_SIZE_EXCEEDED"
+        ) from None
 
 
 def _illegal(pos: int, what: str, reason: str = "WHEEL_TIMER_MSG_ILLEGAL") -> InvalidRequestError:

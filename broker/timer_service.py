@@ -79,17 +79,20 @@ __all__ = ["TimerService"]
 
 log = logging.getLogger(__name__)
 
-MAX_SLEEP_S = 1.0            # longest sleep while messages wait: notices clock steps
-PUT_RETRY_DELAY_MS = 1_000   # after the store refused a re-put for the moment
-READ_BATCH = 1_024           # timer-topic records read per store call
+MAX_SLEEP_S = 1.0  # longest sleep while messages wait: notices clock steps
+PUT_RETRY_DELAY_MS = 1_000  # after the store refused a re-put for the moment
+READ_BATCH = 1_024  # timer-topic records read per store call
 READ_BYTES = 4 * 1024 * 1024
-MAX_PER_ROUND = 2_048        # units enqueued, or messages re-put, before yielding
-CLEANUP_EVERY = 60           # checkpoints between timer-log cleanups
-DEDUP_QUERY_MAX = 64         # index hits read when checking for an earlier delivery
+MAX_PER_ROUND = 2_048  # units enqueued, or messages re-put, before yielding
+CLEANUP_EVERY = 60  # checkpoints between timer-log cleanups
+DEDUP_QUERY_MAX = 64  # index hits read when checking for an earlier delivery
 
 _RETRY_LATER = (PutStatus.DISK_FULL, PutStatus.SERVICE_NOT_AVAILABLE)
-_END_OF_QUEUE = (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.NO_MESSAGE_IN_QUEUE,
-                 GetStatus.NO_MATCHED_LOGIC_QUEUE)
+_END_OF_QUEUE = (
+    GetStatus.OFFSET_OVERFLOW_ONE,
+    GetStatus.NO_MESSAGE_IN_QUEUE,
+    GetStatus.NO_MATCHED_LOGIC_QUEUE,
+)
 
 
 # -- the service --------------------------------------------------------------------------
@@ -98,15 +101,21 @@ class _OpenSecond:
     """The second being delivered: units read from its chain and not yet delivered."""
 
     second: int
-    read_down_to: int = NO_PREV                           # chain positions above were read
+    read_down_to: int = NO_PREV  # chain positions above were read
     waiting: list[TimerUnit] = field(default_factory=list)  # by (deliver_ms, pos)
-    fired: int = 0                                        # units delivered or re-parked
+    fired: int = 0  # units delivered or re-parked
 
 
 class TimerService:
-    def __init__(self, store: MessageStore, timer: TimerMessageStore, *,
-                 roll_window_s: int = 2 * 86_400, flush_interval_s: float = 1.0,
-                 clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        timer: TimerMessageStore,
+        *,
+        roll_window_s: int = 2 * 86_400,
+        flush_interval_s: float = 1.0,
+        clock: Clock | None = None,
+    ) -> None:
         self._store = store
         self.timer = timer
         self._roll_window_s = roll_window_s
@@ -115,24 +124,26 @@ class TimerService:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._open: _OpenSecond | None = None
-        self._flush: Future[PutStatus] | None = None   # of the last re-put (sync flush)
-        self._committed_cursor = 0   # cursor whose re-puts are stored (and flushed)
-        self._suspect_until = -1     # seconds up to this one may have gone out before a stop
+        self._flush: Future[PutStatus] | None = None  # of the last re-put (sync flush)
+        self._committed_cursor = 0  # cursor whose re-puts are stored (and flushed)
+        self._suspect_until = -1  # seconds up to this one may have gone out before a stop
         self._dirty = False
         self._last_checkpoint = 0.0
         self._checkpoints = 0
         self.recovery: TimerRecoveryReport | None = None
         self.enqueued_total = self.delivered_total = self.rolled_total = 0
         self.duplicates_skipped_total = self.dropped_total = 0
-        self.trace: BrokerTraceService | None = None   # trace_topic_enable (broker/trace.py)
+        self.trace: BrokerTraceService | None = None  # trace_topic_enable (broker/trace.py)
 
     # -- lifecycle ----------------------------------------------------------------------
     def load(self, *, clean_shutdown: bool) -> TimerRecoveryReport:
         """Recover the timer files; *clean_shutdown* is the message store's verdict."""
         now_ms = self._clock.now_ms()
-        report = self.timer.load(now_ms=now_ms,
-                                 queue_min_offset=self._store.min_offset(TIMER_TOPIC, 0),
-                                 queue_max_offset=self._store.max_offset(TIMER_TOPIC, 0))
+        report = self.timer.load(
+            now_ms=now_ms,
+            queue_min_offset=self._store.min_offset(TIMER_TOPIC, 0),
+            queue_max_offset=self._store.max_offset(TIMER_TOPIC, 0),
+        )
         self.recovery = report
         self._committed_cursor = self.timer.cursor_second
         self._last_checkpoint = self._clock.monotonic()
@@ -140,12 +151,16 @@ class TimerService:
             # The cursor's second may be partly delivered even after a clean stop.
             crashed = not clean_shutdown or not report.checkpoint_found
             self._suspect_until = now_ms // 1000 if crashed else self.timer.cursor_second
-        log.info("timer recovered in %.3f s: cursor at second %d, %d messages waiting, queue "
-                 "offset %d next, %d units replayed past the checkpoint%s", report.seconds,
-                 report.cursor_second, report.pending_units, report.enqueue_queue_offset,
-                 report.replayed_units,
-                 f"; wheel rebuilt because {report.wheel_rebuilt}" if report.wheel_rebuilt
-                 else "")
+        log.info(
+            "timer recovered in %.3f s: cursor at second %d, %d messages waiting, queue "
+            "offset %d next, %d units replayed past the checkpoint%s",
+            report.seconds,
+            report.cursor_second,
+            report.pending_units,
+            report.enqueue_queue_offset,
+            report.replayed_units,
+            f"; wheel rebuilt because {report.wheel_rebuilt}" if report.wheel_rebuilt else "",
+        )
         return report
 
     def start(self) -> None:
@@ -189,18 +204,19 @@ class TimerService:
             except Exception:
                 log.exception("timer round failed; retrying in %d ms", PUT_RETRY_DELAY_MS)
                 next_ms = self._clock.now_ms() + PUT_RETRY_DELAY_MS
-            if self._dirty and self._clock.monotonic() - self._last_checkpoint >= \
-                    self._flush_interval_s:
+            if (
+                self._dirty
+                and self._clock.monotonic() - self._last_checkpoint >= self._flush_interval_s
+            ):
                 await self.checkpoint()
             now_ms = self._clock.now_ms()
             if next_ms is not None and next_ms <= now_ms:
-                await asyncio.sleep(0)   # more is ready: let other work run first
+                await asyncio.sleep(0)  # more is ready: let other work run first
                 continue
             if next_ms is None and not self._dirty:
                 await self._wake.wait()
                 continue
-            wait_s = MAX_SLEEP_S if next_ms is None else min((next_ms - now_ms) / 1000,
-                                                              MAX_SLEEP_S)
+            wait_s = MAX_SLEEP_S if next_ms is None else min((next_ms - now_ms) / 1000, MAX_SLEEP_S)
             if self._dirty:
                 wait_s = min(wait_s, self._flush_interval_s)
             with contextlib.suppress(TimeoutError):
@@ -210,8 +226,7 @@ class TimerService:
         """Sync the timer log and wheel, then record how far they and delivery are durable."""
         if not self._dirty:
             return
-        cp = self.timer.snapshot(cursor_second=self._committed_cursor,
-                                 now_ms=self._clock.now_ms())
+        cp = self.timer.snapshot(cursor_second=self._committed_cursor, now_ms=self._clock.now_ms())
         self._dirty = False
         self._last_checkpoint = self._clock.monotonic()
         if cp is None:
@@ -220,8 +235,13 @@ class TimerService:
             await asyncio.to_thread(self.timer.flush, cp)
         except OSError as exc:
             self._dirty = True
-            log.error("cannot flush the timer files in %s: %s (errno %s); retrying in %.1f s",
-                      self.timer.root_dir, exc.strerror, exc.errno, self._flush_interval_s)
+            log.error(
+                "cannot flush the timer files in %s: %s (errno %s); retrying in %.1f s",
+                self.timer.root_dir,
+                exc.strerror,
+                exc.errno,
+                self._flush_interval_s,
+            )
             return
         self._checkpoints += 1
         if self._checkpoints % CLEANUP_EVERY == 0:
@@ -236,8 +256,10 @@ class TimerService:
             # cancelled wrapper would cancel it for them. Taken only once resolved, so
             # a stop() cancelling this wait commits after it.
             if await asyncio.shield(asyncio.wrap_future(flush)) is not PutStatus.PUT_OK:
-                log.warning("timer: re-puts up to second %d are stored but not yet flushed",
-                            self.timer.cursor_second)
+                log.warning(
+                    "timer: re-puts up to second %d are stored but not yet flushed",
+                    self.timer.cursor_second,
+                )
             if self._flush is flush:
                 self._flush = None
         self.timer.clear_retired()
@@ -251,8 +273,9 @@ class TimerService:
         needs no detour through the roll horizon after an idle spell)."""
         first = self.timer.next_live_second()
         target = now_second if first is None else min(first, now_second)
-        if target > self.timer.cursor_second and (self._open is None
-                                                  or self._open.second >= target):
+        if target > self.timer.cursor_second and (
+            self._open is None or self._open.second >= target
+        ):
             self._move_cursor(target)
 
     def _enqueue(self, now_ms: int) -> bool:
@@ -260,25 +283,33 @@ class TimerService:
         budget = MAX_PER_ROUND
         while budget > 0:
             offset = self.timer.enqueue_queue_offset
-            result = self._store.get_messages(TIMER_TOPIC, 0, offset,
-                                              max_count=min(READ_BATCH, budget),
-                                              max_bytes=READ_BYTES)
+            result = self._store.get_messages(
+                TIMER_TOPIC, 0, offset, max_count=min(READ_BATCH, budget), max_bytes=READ_BYTES
+            )
             if result.status is GetStatus.FOUND:
                 for raw, queue_offset in zip(result.records, result.queue_offsets, strict=True):
                     self._enqueue_record(raw, queue_offset, now_ms)
-                self.timer.enqueue_queue_offset = max(self.timer.enqueue_queue_offset,
-                                                      result.next_begin_offset)
+                self.timer.enqueue_queue_offset = max(
+                    self.timer.enqueue_queue_offset, result.next_begin_offset
+                )
                 budget -= max(len(result.records), 1)
                 continue
             if result.status in _END_OF_QUEUE:
                 return False
             if result.status is GetStatus.OFFSET_TOO_SMALL:
-                log.error("timer: parked messages at queue offsets %d..%d were deleted before "
-                          "the timer read them; they are lost", offset,
-                          result.next_begin_offset - 1)
+                log.error(
+                    "timer: parked messages at queue offsets %d..%d were deleted before "
+                    "the timer read them; they are lost",
+                    offset,
+                    result.next_begin_offset - 1,
+                )
             else:
-                log.warning("timer: reading the timer topic at offset %d gave %s; going on "
-                            "at %d", offset, result.status.value, result.next_begin_offset)
+                log.warning(
+                    "timer: reading the timer topic at offset %d gave %s; going on at %d",
+                    offset,
+                    result.status.value,
+                    result.next_begin_offset,
+                )
             if result.next_begin_offset <= offset:
                 return False
             self.timer.enqueue_queue_offset = result.next_begin_offset
@@ -289,24 +320,37 @@ class TimerService:
         try:
             layout = check_record(raw, 0, len(raw), check_crc=False)
         except CorruptRecordError as exc:
-            log.error("timer: skipping the damaged parked record at queue offset %d: %s",
-                      queue_offset, exc)
+            log.error(
+                "timer: skipping the damaged parked record at queue offset %d: %s",
+                queue_offset,
+                exc,
+            )
             return
-        props = decode_properties(raw[layout.props_pos:layout.props_pos + layout.props_len]
-                                  .decode("utf-8", "replace"))
+        props = decode_properties(
+            raw[layout.props_pos : layout.props_pos + layout.props_len].decode("utf-8", "replace")
+        )
         deliver_raw = props.get(PROPERTY_TIMER_DELIVER_MS, "")
         if deliver_raw.isdigit():
             deliver_ms = int(deliver_raw)
         else:
-            log.warning("timer: the parked record at queue offset %d has TIMER_DELIVER_MS %r; "
-                        "delivering it now", queue_offset, deliver_raw)
+            log.warning(
+                "timer: the parked record at queue offset %d has TIMER_DELIVER_MS %r; "
+                "delivering it now",
+                queue_offset,
+                deliver_raw,
+            )
             deliver_ms = now_ms
         rolls = props.get(PROPERTY_TIMER_ROLL_TIMES, "0")
         _queue_offset, phys_offset = QUEUE_AND_PHYS_OFFSET.unpack_from(raw, POS_QUEUEOFFSET)
-        self.timer.append(second=self.timer.place(deliver_ms, self._roll_window_s),
-                          deliver_ms=deliver_ms, enqueue_ms=now_ms, phys_offset=phys_offset,
-                          size=len(raw), queue_offset=queue_offset,
-                          roll_times=int(rolls) if rolls.isdigit() else 0)
+        self.timer.append(
+            second=self.timer.place(deliver_ms, self._roll_window_s),
+            deliver_ms=deliver_ms,
+            enqueue_ms=now_ms,
+            phys_offset=phys_offset,
+            size=len(raw),
+            queue_offset=queue_offset,
+            roll_times=int(rolls) if rolls.isdigit() else 0,
+        )
         self.timer.enqueue_queue_offset = queue_offset + 1
         self.enqueued_total += 1
         self._dirty = True
@@ -325,11 +369,11 @@ class TimerService:
             second = self.timer.next_live_second()
             if second is None or second > now_second:
                 return None if second is None else second * 1000
-            self._move_cursor(second)          # the seconds before it hold nothing
+            self._move_cursor(second)  # the seconds before it hold nothing
             wait_ms = self._deliver_second(second, now_ms, budget)
             if wait_ms is not None:
                 return wait_ms
-            if second == now_second:           # done for now; more may be linked into it
+            if second == now_second:  # done for now; more may be linked into it
                 return (second + 1) * 1000
             self.timer.retire(second)
             self._open = None
@@ -376,8 +420,11 @@ class TimerService:
             try:
                 topic, queue_id, properties = restore_properties(msg.properties)
             except ValueError as exc:
-                log.error("timer: dropping the message parked at commit-log offset %d: %s",
-                          unit.phys_offset, exc)
+                log.error(
+                    "timer: dropping the message parked at commit-log offset %d: %s",
+                    unit.phys_offset,
+                    exc,
+                )
                 self.dropped_total += 1
                 return True
             properties[PROPERTY_TIMER_DELIVER_MS] = str(unit.deliver_ms)
@@ -386,15 +433,20 @@ class TimerService:
         if unit.second <= self._suspect_until and self._already_put(topic, msg, unit):
             self.duplicates_skipped_total += 1
             return True
-        result = reput(self._store, msg, topic=topic, queue_id=queue_id,
-                       properties=properties)
+        result = reput(self._store, msg, topic=topic, queue_id=queue_id, properties=properties)
         if self.trace is not None and what == "deliver" and result.status is PutStatus.PUT_OK:
-            self.trace.on_delivered(msg, topic=topic, queue_id=queue_id, result=result,
-                                    via="delivered at its delivery time")
+            self.trace.on_delivered(
+                msg,
+                topic=topic,
+                queue_id=queue_id,
+                result=result,
+                via="delivered at its delivery time",
+            )
         return self._after_put(result, unit, what, topic, queue_id)
 
-    def _after_put(self, result: PutResult, unit: TimerUnit, what: str, topic: str,
-                   queue_id: int) -> bool:
+    def _after_put(
+        self, result: PutResult, unit: TimerUnit, what: str, topic: str, queue_id: int
+    ) -> bool:
         if result.status is PutStatus.PUT_OK:
             if result.flush_future is not None:
                 self._flush = result.flush_future
@@ -404,13 +456,27 @@ class TimerService:
                 self.delivered_total += 1
             return True
         if result.status in _RETRY_LATER:
-            log.warning("timer: cannot %s the message parked at commit-log offset %d to %s:%d "
-                        "yet (%s: %s); retrying in %d ms", what, unit.phys_offset, topic,
-                        queue_id, result.status.value, result.error, PUT_RETRY_DELAY_MS)
+            log.warning(
+                "timer: cannot %s the message parked at commit-log offset %d to %s:%d "
+                "yet (%s: %s); retrying in %d ms",
+                what,
+                unit.phys_offset,
+                topic,
+                queue_id,
+                result.status.value,
+                result.error,
+                PUT_RETRY_DELAY_MS,
+            )
             return False
-        log.error("timer: dropping the message parked at commit-log offset %d for %s:%d: the "
-                  "store refused it (%s: %s)", unit.phys_offset, topic, queue_id,
-                  result.status.value, result.error)
+        log.error(
+            "timer: dropping the message parked at commit-log offset %d for %s:%d: the "
+            "store refused it (%s: %s)",
+            unit.phys_offset,
+            topic,
+            queue_id,
+            result.status.value,
+            result.error,
+        )
         self.dropped_total += 1
         return True
 
@@ -427,11 +493,17 @@ class TimerService:
                 problem = f"is damaged: {exc}"
             else:
                 if msg.topic != TIMER_TOPIC or msg.queue_offset != unit.queue_offset:
-                    problem = (f"is now {msg.topic}@{msg.queue_offset}, not the parked record "
-                               f"at queue offset {unit.queue_offset}")
+                    problem = (
+                        f"is now {msg.topic}@{msg.queue_offset}, not the parked record "
+                        f"at queue offset {unit.queue_offset}"
+                    )
         if problem:
-            log.error("timer: the message due at %d parked at commit-log offset %d %s; it is "
-                      "lost", unit.deliver_ms, unit.phys_offset, problem)
+            log.error(
+                "timer: the message due at %d parked at commit-log offset %d %s; it is lost",
+                unit.deliver_ms,
+                unit.phys_offset,
+                problem,
+            )
             return None
         return msg
 
@@ -447,13 +519,20 @@ class TimerService:
                 found = decode_record(raw, check_crc=False)
             except CorruptRecordError:
                 continue
-            if (found.phys_offset > unit.phys_offset and found.uniq_key == uniq
-                    and found.properties.get(PROPERTY_TIMER_DELIVER_MS) == deliver
-                    and (not unit.parked
-                         or found.properties.get(PROPERTY_TIMER_ROLL_TIMES) == rolls)):
-                log.info("timer: %s (due %d) was already put into %s at commit-log offset %d "
-                         "before the restart; not again", uniq, unit.deliver_ms, topic,
-                         found.phys_offset)
+            if (
+                found.phys_offset > unit.phys_offset
+                and found.uniq_key == uniq
+                and found.properties.get(PROPERTY_TIMER_DELIVER_MS) == deliver
+                and (not unit.parked or found.properties.get(PROPERTY_TIMER_ROLL_TIMES) == rolls)
+            ):
+                log.info(
+                    "timer: %s (due %d) was already put into %s at commit-log offset %d "
+                    "before the restart; not again",
+                    uniq,
+                    unit.deliver_ms,
+                    topic,
+                    found.phys_offset,
+                )
                 return True
         return False
 

@@ -68,25 +68,32 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_QUEUE_NUMS = 1024
-DEFAULT_MAX_QUEUES_TOTAL = 32_768   # under Linux's 65,530 mappings a process, with room
+DEFAULT_MAX_QUEUES_TOTAL = 32_768  # under Linux's 65,530 mappings a process, with room
 
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TIMER_TOPIC = "rmq_sys_wheel_timer"   # messages with a delivery time wait here (one queue)
+TIMER_TOPIC = "rmq_sys_wheel_timer"  # messages with a delivery time wait here (one queue)
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-PRODUCER_EPOCH_TOPIC = "rmq_sys_producer_epochs"   # raised epochs of named producers
+PRODUCER_EPOCH_TOPIC = "rmq_sys_producer_epochs"  # raised epochs of named producers
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 SCHEDULE_DELAY_LEVELS = 18
 
 # Topics only the broker itself writes (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
-NOT_ALLOWED_SEND_TOPICS = frozenset({
-    SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
-    TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT,
-    PRODUCER_EPOCH_TOPIC,
-})
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        TIMER_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+        PRODUCER_EPOCH_TOPIC,
+    }
+)
 # Topics no client reads (admin tools excepted), with or without the ACL: the delayed,
 # timed and uncommitted messages of every topic live in them.
 NOT_ALLOWED_READ_TOPICS = NOT_ALLOWED_SEND_TOPICS
@@ -103,8 +110,11 @@ class Perm:
 
     @staticmethod
     def describe(perm: int) -> str:
-        return ("R" if perm & Perm.READ else "-") + ("W" if perm & Perm.WRITE else "-") + (
-            "X" if perm & Perm.INHERIT else "-")
+        return (
+            ("R" if perm & Perm.READ else "-")
+            + ("W" if perm & Perm.WRITE else "-")
+            + ("X" if perm & Perm.INHERIT else "-")
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,21 +144,32 @@ class TopicConfig:
             if not 1 <= value <= MAX_QUEUE_NUMS:
                 return f"{key} is {value}; it must be 1..{MAX_QUEUE_NUMS}"
         if not 0 <= self.perm <= 15:
-            return f"perm is {self.perm}; it is a sum of 8 (priority), 4 (read), 2 (write), " \
-                   "1 (inherit)"
+            return (
+                f"perm is {self.perm}; it is a sum of 8 (priority), 4 (read), 2 (write), "
+                "1 (inherit)"
+            )
         return None
 
     def to_json(self) -> dict[str, Any]:
-        return {"topicName": self.topic_name, "readQueueNums": self.read_queue_nums,
-                "writeQueueNums": self.write_queue_nums, "perm": self.perm,
-                "order": self.order, "topicSysFlag": self.topic_sys_flag}
+        return {
+            "topicName": self.topic_name,
+            "readQueueNums": self.read_queue_nums,
+            "writeQueueNums": self.write_queue_nums,
+            "perm": self.perm,
+            "order": self.order,
+            "topicSysFlag": self.topic_sys_flag,
+        }
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> TopicConfig:
-        return cls(topic_name=str(raw["topicName"]), read_queue_nums=int(raw["readQueueNums"]),
-                   write_queue_nums=int(raw["writeQueueNums"]), perm=int(raw["perm"]),
-                   order=bool(raw.get("order", False)),
-                   topic_sys_flag=int(raw.get("topicSysFlag", 0)))
+        return cls(
+            topic_name=str(raw["topicName"]),
+            read_queue_nums=int(raw["readQueueNums"]),
+            write_queue_nums=int(raw["writeQueueNums"]),
+            perm=int(raw["perm"]),
+            order=bool(raw.get("order", False)),
+            topic_sys_flag=int(raw.get("topicSysFlag", 0)),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,12 +217,19 @@ class TopicConfigManager:
     memory (:meth:`changes_since`) so that registration can send deltas.
     """
 
-    def __init__(self, config_dir: str, *, broker_name: str, cluster_name: str,
-                 default_queue_nums: int = 8, auto_create_enable: bool = True,
-                 schedule_queue_nums: int = SCHEDULE_DELAY_LEVELS,
-                 max_queues_total: int = DEFAULT_MAX_QUEUES_TOTAL,
-                 clock: Clock | None = None,
-                 min_compact_bytes: int = DEFAULT_MIN_COMPACT_BYTES) -> None:
+    def __init__(
+        self,
+        config_dir: str,
+        *,
+        broker_name: str,
+        cluster_name: str,
+        default_queue_nums: int = 8,
+        auto_create_enable: bool = True,
+        schedule_queue_nums: int = SCHEDULE_DELAY_LEVELS,
+        max_queues_total: int = DEFAULT_MAX_QUEUES_TOTAL,
+        clock: Clock | None = None,
+        min_compact_bytes: int = DEFAULT_MIN_COMPACT_BYTES,
+    ) -> None:
         self._max_queues_total = max_queues_total
         self._store = TopicTableStore(config_dir, min_compact_bytes=min_compact_bytes)
         self._file = self._store.snapshot
@@ -230,50 +258,84 @@ class TopicConfigManager:
             try:
                 self._table[name] = TopicConfig.from_json(raw)
             except (KeyError, TypeError, ValueError) as exc:
-                log.warning("skipping topic %r in %s: %r is not a topic config (%s)",
-                            name, self._file.path, raw, exc)
+                log.warning(
+                    "skipping topic %r in %s: %r is not a topic config (%s)",
+                    name,
+                    self._file.path,
+                    raw,
+                    exc,
+                )
         self._queues_total = sum(_queues(tc) for tc in self._table.values())
         if loaded.cut_bytes:
-            log.warning("topics.log had a torn or damaged tail: %d bytes cut; the topic "
-                        "table is at data version %d", loaded.cut_bytes, loaded.counter)
+            log.warning(
+                "topics.log had a torn or damaged tail: %d bytes cut; the topic "
+                "table is at data version %d",
+                loaded.cut_bytes,
+                loaded.counter,
+            )
         self.last_load = loaded
         system = self._system_topics()
         self._system = frozenset(tc.topic_name for tc in system)
         puts = {tc.topic_name: tc for tc in system if tc.topic_name not in self._table}
         schedule = next(tc for tc in system if tc.topic_name == SCHEDULE_TOPIC)
         if self._table.get(SCHEDULE_TOPIC, schedule) != schedule:  # delay levels changed
-            log.info("topic %s now has %d queues, one per delay level", SCHEDULE_TOPIC,
-                     schedule.write_queue_nums)
+            log.info(
+                "topic %s now has %d queues, one per delay level",
+                SCHEDULE_TOPIC,
+                schedule.write_queue_nums,
+            )
             puts[SCHEDULE_TOPIC] = schedule
         if puts or not loaded.snapshot_found:
             self._commit(puts, [])
         if not loaded.snapshot_found or self._store.log.compacting:
-            self.persist()          # a first snapshot, or the one a crash interrupted
-        log.info("loaded %d topics from %s and %d changes from %s (data version %d)",
-                 len(self._table), self._file.path, loaded.replayed, self._store.log.path,
-                 self.data_version.counter)
+            self.persist()  # a first snapshot, or the one a crash interrupted
+        log.info(
+            "loaded %d topics from %s and %d changes from %s (data version %d)",
+            len(self._table),
+            self._file.path,
+            loaded.replayed,
+            self._store.log.path,
+            self.data_version.counter,
+        )
 
     def _system_topics(self) -> list[TopicConfig]:
         topics = [
             TopicConfig(topic_name=SELF_TEST_TOPIC, read_queue_nums=1, write_queue_nums=1),
-            TopicConfig(topic_name=self._cluster_name, read_queue_nums=16, write_queue_nums=16,
-                        perm=Perm.READ_WRITE),
-            TopicConfig(topic_name=self._broker_name, read_queue_nums=1, write_queue_nums=1,
-                        perm=Perm.READ_WRITE),
+            TopicConfig(
+                topic_name=self._cluster_name,
+                read_queue_nums=16,
+                write_queue_nums=16,
+                perm=Perm.READ_WRITE,
+            ),
+            TopicConfig(
+                topic_name=self._broker_name,
+                read_queue_nums=1,
+                write_queue_nums=1,
+                perm=Perm.READ_WRITE,
+            ),
             TopicConfig(topic_name=OFFSET_MOVED_EVENT, read_queue_nums=1, write_queue_nums=1),
-            TopicConfig(topic_name=SCHEDULE_TOPIC, read_queue_nums=self._schedule_queue_nums,
-                        write_queue_nums=self._schedule_queue_nums),
+            TopicConfig(
+                topic_name=SCHEDULE_TOPIC,
+                read_queue_nums=self._schedule_queue_nums,
+                write_queue_nums=self._schedule_queue_nums,
+            ),
             TopicConfig(topic_name=TIMER_TOPIC, read_queue_nums=1, write_queue_nums=1),
             TopicConfig(topic_name=TRANS_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1),
             TopicConfig(topic_name=TRANS_OP_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1),
-            TopicConfig(topic_name=TRANS_CHECK_MAX_TIME_TOPIC, read_queue_nums=1,
-                        write_queue_nums=1),
+            TopicConfig(
+                topic_name=TRANS_CHECK_MAX_TIME_TOPIC, read_queue_nums=1, write_queue_nums=1
+            ),
         ]
         if self._auto_create_enable:
             n = self._default_queue_nums
-            topics.append(TopicConfig(topic_name=AUTO_CREATE_TOPIC_KEY_TOPIC,
-                                      read_queue_nums=n, write_queue_nums=n,
-                                      perm=Perm.READ_WRITE | Perm.INHERIT))
+            topics.append(
+                TopicConfig(
+                    topic_name=AUTO_CREATE_TOPIC_KEY_TOPIC,
+                    read_queue_nums=n,
+                    write_queue_nums=n,
+                    perm=Perm.READ_WRITE | Perm.INHERIT,
+                )
+            )
         return topics
 
     def add_change_listener(self, listener: TopicChangeListener) -> None:
@@ -312,8 +374,11 @@ class TopicConfigManager:
         reaches back that far (send the whole table)."""
         if counter == self.data_version.counter:
             return TopicDelta(put=[], deleted=[])
-        if (counter > self.data_version.counter or not self._journal
-                or self._journal[0][0] > counter + 1):
+        if (
+            counter > self.data_version.counter
+            or not self._journal
+            or self._journal[0][0] > counter + 1
+        ):
             return None
         names: set[str] = set()
         for record_counter, changed in reversed(self._journal):
@@ -327,33 +392,44 @@ class TopicConfigManager:
     def create(self, config: TopicConfig) -> TopicConfig:
         self._check(config)
         if config.topic_name in self._table:
-            raise AlreadyExistsError(f"topic {config.topic_name!r} already exists on broker "
-                                     f"{self._broker_name}; use UpdateTopic to change it")
+            raise AlreadyExistsError(
+                f"topic {config.topic_name!r} already exists on broker "
+                f"{self._broker_name}; use UpdateTopic to change it"
+            )
         self._check_capacity([config])
         self._commit({config.topic_name: config}, [])
-        log.info("created topic %s: %d read / %d write queues, perm %s", config.topic_name,
-                 config.read_queue_nums, config.write_queue_nums, Perm.describe(config.perm))
+        log.info(
+            "created topic %s: %d read / %d write queues, perm %s",
+            config.topic_name,
+            config.read_queue_nums,
+            config.write_queue_nums,
+            Perm.describe(config.perm),
+        )
         return config
 
     def update(self, config: TopicConfig) -> TopicConfig:
         self._check(config)
         old = self._table.get(config.topic_name)
         if old is None:
-            raise NotFoundError(f"topic {config.topic_name!r} does not exist on broker "
-                                f"{self._broker_name}; use CreateTopic to create it",
-                                reason="TOPIC_NOT_EXIST")
+            raise NotFoundError(
+                f"topic {config.topic_name!r} does not exist on broker "
+                f"{self._broker_name}; use CreateTopic to create it",
+                reason="TOPIC_NOT_EXIST",
+            )
         if old != config:
             self._check_capacity([config])
             self._commit({config.topic_name: config}, [])
             log.info("updated topic %s: %s -> %s", config.topic_name, old, config)
         return config
 
-    def check_create_many(self, configs: list[TopicConfig], *,
-                          update_existing: bool = False) -> TopicBatchResult:
+    def check_create_many(
+        self, configs: list[TopicConfig], *, update_existing: bool = False
+    ) -> TopicBatchResult:
         """What :meth:`create_many` would do; raises the first refusal, naming the entry."""
         if len(configs) > MAX_BATCH_TOPICS:
-            raise InvalidRequestError(f"{len(configs)} topics in one batch; send at most "
-                                      f"{MAX_BATCH_TOPICS} per call")
+            raise InvalidRequestError(
+                f"{len(configs)} topics in one batch; send at most {MAX_BATCH_TOPICS} per call"
+            )
         seen: dict[str, int] = {}
         created, updated, unchanged = [], [], []
         for i, config in enumerate(configs):
@@ -363,19 +439,23 @@ class TopicConfigManager:
                 raise InvalidRequestError(f"{where}: {problem}")
             name = config.topic_name
             if name in self._system:
-                raise PermissionDeniedError(f"{where} is a system topic of broker "
-                                            f"{self._broker_name} and cannot be changed")
+                raise PermissionDeniedError(
+                    f"{where} is a system topic of broker {self._broker_name} and cannot be changed"
+                )
             if name in seen:
-                raise InvalidRequestError(f"{where} is also topic_configs[{seen[name]}]; "
-                                          "give each topic once")
+                raise InvalidRequestError(
+                    f"{where} is also topic_configs[{seen[name]}]; give each topic once"
+                )
             seen[name] = i
             old = self._table.get(name)
             if old is None:
                 created.append(name)
             elif not update_existing:
-                raise AlreadyExistsError(f"{where} already exists on broker "
-                                         f"{self._broker_name}; leave it out, or ask for "
-                                         "existing topics to be updated")
+                raise AlreadyExistsError(
+                    f"{where} already exists on broker "
+                    f"{self._broker_name}; leave it out, or ask for "
+                    "existing topics to be updated"
+                )
             elif old == config:
                 unchanged.append(name)
             else:
@@ -383,35 +463,46 @@ class TopicConfigManager:
         self._check_capacity(configs)
         return TopicBatchResult(created=created, updated=updated, unchanged=unchanged)
 
-    def create_many(self, configs: list[TopicConfig], *,
-                    update_existing: bool = False) -> TopicBatchResult:
+    def create_many(
+        self, configs: list[TopicConfig], *, update_existing: bool = False
+    ) -> TopicBatchResult:
         """Create (and with *update_existing*, update) many topics as one change: all of
         them or, on any refusal, none."""
         result = self.check_create_many(configs, update_existing=update_existing)
         puts = {tc.topic_name: tc for tc in configs if tc.topic_name not in result.unchanged}
         if puts:
             self._commit(puts, [])
-        log.info("batch: created %d topics, updated %d, %d unchanged", len(result.created),
-                 len(result.updated), len(result.unchanged))
+        log.info(
+            "batch: created %d topics, updated %d, %d unchanged",
+            len(result.created),
+            len(result.updated),
+            len(result.unchanged),
+        )
         return result
 
     def check_delete(self, topic: str) -> TopicConfig:
         """The config of *topic*, which :meth:`delete` would delete; raises why not."""
         if topic in self._system:
-            raise PermissionDeniedError(f"topic {topic!r} is a system topic of broker "
-                                        f"{self._broker_name} and cannot be deleted")
+            raise PermissionDeniedError(
+                f"topic {topic!r} is a system topic of broker "
+                f"{self._broker_name} and cannot be deleted"
+            )
         old = self._table.get(topic)
         if old is None:
-            raise NotFoundError(f"topic {topic!r} does not exist on broker {self._broker_name}",
-                                reason="TOPIC_NOT_EXIST")
+            raise NotFoundError(
+                f"topic {topic!r} does not exist on broker {self._broker_name}",
+                reason="TOPIC_NOT_EXIST",
+            )
         return old
 
-    def check_delete_many(self, topics: list[str], *,
-                          ignore_missing: bool = False) -> list[TopicConfig]:
+    def check_delete_many(
+        self, topics: list[str], *, ignore_missing: bool = False
+    ) -> list[TopicConfig]:
         """The configs :meth:`delete_many` would delete; raises the first refusal."""
         if len(topics) > MAX_BATCH_TOPICS:
-            raise InvalidRequestError(f"{len(topics)} topics in one batch; send at most "
-                                      f"{MAX_BATCH_TOPICS} per call")
+            raise InvalidRequestError(
+                f"{len(topics)} topics in one batch; send at most {MAX_BATCH_TOPICS} per call"
+            )
         out: dict[str, TopicConfig] = {}
         for topic in topics:
             if ignore_missing and topic not in self._table and topic not in self._system:
@@ -425,8 +516,7 @@ class TopicConfigManager:
         log.info("deleted topic %s", topic)
         return old
 
-    def delete_many(self, topics: list[str], *,
-                    ignore_missing: bool = False) -> list[TopicConfig]:
+    def delete_many(self, topics: list[str], *, ignore_missing: bool = False) -> list[TopicConfig]:
         """Delete many topics as one change: all of them or none."""
         olds = self.check_delete_many(topics, ignore_missing=ignore_missing)
         if olds:
@@ -447,13 +537,18 @@ class TopicConfigManager:
             raise NotFoundError(
                 f"topic {topic!r} does not exist on broker {self._broker_name} and "
                 f"auto_create_topic_enable is off; create it first with the CreateTopic "
-                f"RPC", reason="TOPIC_NOT_EXIST")
+                f"RPC",
+                reason="TOPIC_NOT_EXIST",
+            )
         problem = check_topic(topic)
         if problem:
             raise InvalidRequestError(problem, reason="MESSAGE_ILLEGAL")
-        config = TopicConfig(topic_name=topic, read_queue_nums=template.read_queue_nums,
-                             write_queue_nums=template.write_queue_nums,
-                             perm=template.perm & ~Perm.INHERIT)
+        config = TopicConfig(
+            topic_name=topic,
+            read_queue_nums=template.read_queue_nums,
+            write_queue_nums=template.write_queue_nums,
+            perm=template.perm & ~Perm.INHERIT,
+        )
         self._check_capacity([config])
         self._commit({topic: config}, [])
         log.info("auto-created topic %s with %d queues", topic, config.write_queue_nums)
@@ -482,8 +577,10 @@ class TopicConfigManager:
         if problem:
             raise InvalidRequestError(problem)
         if config.topic_name in self._system:
-            raise PermissionDeniedError(f"topic {config.topic_name!r} is a system topic of "
-                                        f"broker {self._broker_name} and cannot be changed")
+            raise PermissionDeniedError(
+                f"topic {config.topic_name!r} is a system topic of "
+                f"broker {self._broker_name} and cannot be changed"
+            )
 
     def queues_total(self, *, without: str = "") -> int:
         """Queues of every topic (the larger of read and write), *without* one topic."""
@@ -504,25 +601,31 @@ class TopicConfigManager:
                 f"topic {config.topic_name!r} with {_queues(config)} queues would make "
                 f"{others + _queues(config)} queues on broker {self._broker_name}; it serves "
                 f"at most {self._max_queues_total} (max_queues_total), and its other topics "
-                f"have {others}", reason="QUEUE_LIMIT_EXCEEDED")
+                f"have {others}",
+                reason="QUEUE_LIMIT_EXCEEDED",
+            )
         raise FailedPreconditionError(
             f"these {len(configs)} topics would make {self._queues_total + grow} queues on "
             f"broker {self._broker_name}; it serves at most {self._max_queues_total} "
             f"(max_queues_total) and has {self._queues_total} now; none was created",
-            reason="QUEUE_LIMIT_EXCEEDED")
+            reason="QUEUE_LIMIT_EXCEEDED",
+        )
 
     def _commit(self, puts: dict[str, TopicConfig], deletes: list[str]) -> None:
         """Append the change to topics.log (refused, with nothing changed, when it cannot
         be written), apply it, then tell the listeners."""
         version = self.data_version.next(self._clock.now_ms())
         try:
-            self._store.append(LogRecord(timestamp_ms=version.timestamp_ms,
-                                         counter=version.counter,
-                                         put=[tc.to_json() for tc in puts.values()],
-                                         delete=deletes))
+            self._store.append(
+                LogRecord(
+                    timestamp_ms=version.timestamp_ms,
+                    counter=version.counter,
+                    put=[tc.to_json() for tc in puts.values()],
+                    delete=deletes,
+                )
+            )
         except OSError as exc:
-            log.error("cannot append to %s: %s; the change is refused", self._store.log.path,
-                      exc)
+            log.error("cannot append to %s: %s; the change is refused", self._store.log.path, exc)
             raise _refusal(self._store.log.path, exc) from None
         for name, config in puts.items():
             old = self._table.get(name)
@@ -535,8 +638,9 @@ class TopicConfigManager:
         self.data_version = version
         self._remember(version.counter, (*puts, *deletes))
         if self._store.needs_compaction:
-            self._store.compact_in_background(dict(self._table), version.timestamp_ms,
-                                              version.counter)
+            self._store.compact_in_background(
+                dict(self._table), version.timestamp_ms, version.counter
+            )
         self._notify()
 
     def _remember(self, counter: int, names: tuple[str, ...]) -> None:
@@ -566,7 +670,7 @@ class TopicConfigManager:
             raise self._file.refusal(exc) from None
         self._table, self.data_version = table, data_version
         self._queues_total = sum(_queues(tc) for tc in table.values())
-        self._journal.clear()      # deltas from before are meaningless now: full table
+        self._journal.clear()  # deltas from before are meaningless now: full table
         self._journal_names = 0
         self._notify()
         return True
@@ -576,8 +680,9 @@ class TopicConfigManager:
         a background compaction is under way."""
         if self._store.compacting:
             return
-        self._store.compact(dict(self._table), self.data_version.timestamp_ms,
-                            self.data_version.counter)
+        self._store.compact(
+            dict(self._table), self.data_version.timestamp_ms, self.data_version.counter
+        )
 
 
 def _queues(config: TopicConfig) -> int:
@@ -588,7 +693,10 @@ def _refusal(path: str, exc: OSError) -> BrokerError:
     """The error a change gets when its record cannot be appended (nothing changed)."""
     what = f"{path} (the change log of topics.json)"
     if exc.errno == errno.ENOSPC:
-        return DiskFullError(f"disk full: cannot write {what} ({exc.strerror}); nothing was "
-                             "changed; retry once space is freed")
-    return BrokerError(f"cannot write {what}: {exc.strerror or exc} (errno {exc.errno}); "
-                       "nothing was changed")
+        return DiskFullError(
+            f"disk full: cannot write {what} ({exc.strerror}); nothing was "
+            "changed; retry once space is freed"
+        )
+    return BrokerError(
+        f"cannot write {what}: {exc.strerror or exc} (errno {exc.errno}); nothing was changed"
+    )

@@ -62,22 +62,27 @@ class LogRecord:
 
     timestamp_ms: int
     counter: int
-    put: list[dict[str, Any]] = field(default_factory=list)   # TopicConfig.to_json() dicts
+    put: list[dict[str, Any]] = field(default_factory=list)  # TopicConfig.to_json() dicts
     delete: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LogLoad:
     records: list[LogRecord]
-    valid_bytes: int        # where the last good record ends
-    cut_bytes: int          # bytes past it, removed (0 when the file was whole)
-    problem: str = ""       # why reading stopped early ("" when it did not)
+    valid_bytes: int  # where the last good record ends
+    cut_bytes: int  # bytes past it, removed (0 when the file was whole)
+    problem: str = ""  # why reading stopped early ("" when it did not)
 
 
 def encode_record(record: LogRecord) -> bytes:
-    payload = json.dumps({"version": [record.timestamp_ms, record.counter],
-                          "put": record.put, "delete": record.delete},
-                         separators=(",", ":")).encode()
+    payload = json.dumps(
+        {
+            "version": [record.timestamp_ms, record.counter],
+            "put": record.put,
+            "delete": record.delete,
+        },
+        separators=(",", ":"),
+    ).encode()
     return HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
 
@@ -95,16 +100,21 @@ def decode_records(data: bytes) -> LogLoad:
         if length > MAX_RECORD_BYTES or pos + HEADER_SIZE + length > end:
             problem = f"a record of {length} bytes with {end - pos - HEADER_SIZE} left"
             break
-        payload = view[pos + HEADER_SIZE:pos + HEADER_SIZE + length]
+        payload = view[pos + HEADER_SIZE : pos + HEADER_SIZE + length]
         if zlib.crc32(payload) != crc:
             problem = f"a record whose CRC does not match (stored {crc:#010x})"
             break
         try:
             raw = json.loads(bytes(payload))
             ts, counter = raw["version"]
-            records.append(LogRecord(timestamp_ms=int(ts), counter=int(counter),
-                                     put=list(raw.get("put", ())),
-                                     delete=[str(n) for n in raw.get("delete", ())]))
+            records.append(
+                LogRecord(
+                    timestamp_ms=int(ts),
+                    counter=int(counter),
+                    put=list(raw.get("put", ())),
+                    delete=[str(n) for n in raw.get("delete", ())],
+                )
+            )
         except (ValueError, KeyError, TypeError) as exc:
             problem = f"a record that is not a topic change ({exc})"
             break
@@ -119,7 +129,7 @@ class TopicLog:
         self.path = path
         self.compacting_path = path + ".compacting"
         self._fd: int | None = None
-        self.size_bytes = 0          # bytes of topics.log (records appended since the rotation)
+        self.size_bytes = 0  # bytes of topics.log (records appended since the rotation)
 
     # -- load --------------------------------------------------------------------------
     def load(self) -> tuple[list[LogRecord], int]:
@@ -143,10 +153,15 @@ class TopicLog:
             return LogLoad(records=[], valid_bytes=0, cut_bytes=0)
         loaded = decode_records(data)
         if loaded.cut_bytes:
-            log.warning("%s: cut %d bytes at offset %d (%s): a change torn by a crash or a "
-                        "damaged record; the %d whole records before it are kept", path,
-                        loaded.cut_bytes, loaded.valid_bytes, loaded.problem,
-                        len(loaded.records))
+            log.warning(
+                "%s: cut %d bytes at offset %d (%s): a change torn by a crash or a "
+                "damaged record; the %d whole records before it are kept",
+                path,
+                loaded.cut_bytes,
+                loaded.valid_bytes,
+                loaded.problem,
+                len(loaded.records),
+            )
             with open(path, "r+b") as f:
                 f.truncate(loaded.valid_bytes)
                 f.flush()

@@ -38,17 +38,18 @@ Snapshot = Mapping[str, Any]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LoadedTable:
-    table: dict[str, dict[str, Any]]   # topic -> TopicConfig JSON, snapshot + log applied
+    table: dict[str, dict[str, Any]]  # topic -> TopicConfig JSON, snapshot + log applied
     timestamp_ms: int
     counter: int
-    snapshot_found: bool               # False: neither topics.json nor its .bak existed
-    replayed: int                      # log records applied over the snapshot
-    cut_bytes: int                     # torn or damaged log bytes removed
+    snapshot_found: bool  # False: neither topics.json nor its .bak existed
+    replayed: int  # log records applied over the snapshot
+    cut_bytes: int  # torn or damaged log bytes removed
 
 
 class TopicTableStore:
-    def __init__(self, config_dir: str, *,
-                 min_compact_bytes: int = DEFAULT_MIN_COMPACT_BYTES) -> None:
+    def __init__(
+        self, config_dir: str, *, min_compact_bytes: int = DEFAULT_MIN_COMPACT_BYTES
+    ) -> None:
         self.snapshot = JsonFile(os.path.join(config_dir, "topics.json"))
         self.log = TopicLog(os.path.join(config_dir, "topics.log"))
         self._min_compact_bytes = min_compact_bytes
@@ -67,19 +68,30 @@ class TopicTableStore:
         replayed = 0
         for record in records:
             if record.counter <= counter:
-                continue           # already in the snapshot (a crash mid-compaction)
+                continue  # already in the snapshot (a crash mid-compaction)
             if record.counter != counter + 1:
-                log.warning("%s: changes of data versions %d..%d are missing (the snapshot "
-                            "came from %s); topics they made are lost", self.log.path,
-                            counter + 1, record.counter - 1, self.snapshot.bak_path)
+                log.warning(
+                    "%s: changes of data versions %d..%d are missing (the snapshot "
+                    "came from %s); topics they made are lost",
+                    self.log.path,
+                    counter + 1,
+                    record.counter - 1,
+                    self.snapshot.bak_path,
+                )
             for raw in record.put:
                 table[str(raw["topicName"])] = raw
             for name in record.delete:
                 table.pop(name, None)
             ts, counter = record.timestamp_ms, record.counter
             replayed += 1
-        return LoadedTable(table=table, timestamp_ms=ts, counter=counter,
-                           snapshot_found=data is not None, replayed=replayed, cut_bytes=cut)
+        return LoadedTable(
+            table=table,
+            timestamp_ms=ts,
+            counter=counter,
+            snapshot_found=data is not None,
+            replayed=replayed,
+            cut_bytes=cut,
+        )
 
     # -- changes -----------------------------------------------------------------------
     def append(self, record: LogRecord) -> int:
@@ -88,8 +100,9 @@ class TopicTableStore:
 
     @property
     def needs_compaction(self) -> bool:
-        return (self._task is None
-                and self.log.size_bytes >= max(self._min_compact_bytes, self._snapshot_bytes))
+        return self._task is None and self.log.size_bytes >= max(
+            self._min_compact_bytes, self._snapshot_bytes
+        )
 
     @property
     def compacting(self) -> bool:
@@ -98,15 +111,20 @@ class TopicTableStore:
     # -- compaction ----------------------------------------------------------------------
     def compact(self, table: Snapshot, timestamp_ms: int, counter: int) -> None:
         """Compact now, on this thread (load, shutdown, tests)."""
-        if self.log.compacting:     # left by a crash: *table* holds both logs' records
+        if self.log.compacting:  # left by a crash: *table* holds both logs' records
             self.replace(table, timestamp_ms, counter)
             return
         self.log.rotate()
         self._write(table, timestamp_ms, counter)
         self.log.finish_compaction()
 
-    def compact_in_background(self, table: Snapshot, timestamp_ms: int, counter: int,
-                              on_error: Callable[[Exception], None] | None = None) -> None:
+    def compact_in_background(
+        self,
+        table: Snapshot,
+        timestamp_ms: int,
+        counter: int,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
         """Rotate the log now and write the snapshot in a worker thread; without a
         running event loop, compact on this thread."""
         try:
@@ -120,9 +138,13 @@ class TopicTableStore:
             try:
                 await asyncio.to_thread(self._write, table, timestamp_ms, counter)
                 self.log.finish_compaction()
-            except Exception as exc:   # the log still holds every change: nothing is lost
-                log.error("compaction of %s failed: %s; the change log keeps growing and the "
-                          "next compaction retries", self.snapshot.path, exc)
+            except Exception as exc:  # the log still holds every change: nothing is lost
+                log.error(
+                    "compaction of %s failed: %s; the change log keeps growing and the "
+                    "next compaction retries",
+                    self.snapshot.path,
+                    exc,
+                )
                 if on_error is not None:
                     on_error(exc)
             finally:
@@ -142,14 +164,22 @@ class TopicTableStore:
         self.log.reset()
 
     def _write(self, table: Snapshot, timestamp_ms: int, counter: int) -> None:
-        self.snapshot.save({
-            "dataVersion": {"timestamp": timestamp_ms, "counter": counter},
-            "topicConfigTable": {name: table[name].to_json() for name in sorted(table)},
-        }, indent=None)
+        self.snapshot.save(
+            {
+                "dataVersion": {"timestamp": timestamp_ms, "counter": counter},
+                "topicConfigTable": {name: table[name].to_json() for name in sorted(table)},
+            },
+            indent=None,
+        )
         self._snapshot_bytes = _size(self.snapshot.path)
         self.compactions += 1
-        log.info("compacted the topic table into %s: %d topics, %d bytes, data version %d",
-                 self.snapshot.path, len(table), self._snapshot_bytes, counter)
+        log.info(
+            "compacted the topic table into %s: %d topics, %d bytes, data version %d",
+            self.snapshot.path,
+            len(table),
+            self._snapshot_bytes,
+            counter,
+        )
 
     def close(self) -> None:
         self.log.close()

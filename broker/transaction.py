@@ -80,23 +80,23 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-READ_BATCH = 256      # op records read per store call during the replay
-KEY_QUERY_MAX = 64    # records a key lookup reads
+READ_BATCH = 256  # op records read per store call during the replay
+KEY_QUERY_MAX = 64  # records a key lookup reads
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EndTransactionRequest:
     producer_group: str
-    commit_log_offset: int          # of the half message
-    resolution: Resolution          # COMMIT or ROLLBACK
-    msg_id: str = ""                # the half's UNIQ_KEY; "" = unchecked
+    commit_log_offset: int  # of the half message
+    resolution: Resolution  # COMMIT or ROLLBACK
+    msg_id: str = ""  # the half's UNIQ_KEY; "" = unchecked
     from_transaction_check: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EndTransactionOutcome:
     resolution: Resolution
-    already_resolved: bool          # the same decision came before; nothing was done
+    already_resolved: bool  # the same decision came before; nothing was done
     half_queue_offset: int
 
 
@@ -107,7 +107,7 @@ class ReplayReport:
     half_offset: int
     op_offset_from: int
     op_offset_to: int
-    resolved: int                   # halves at or past half_offset with an op
+    resolved: int  # halves at or past half_offset with an op
     repaired_commits: int
 
 
@@ -139,16 +139,24 @@ class TransactionProgress:
             raw_times = data.get("checkTimes", {})
             self.check_times = {int(k): int(v) for k, v in dict(raw_times).items()}
         except (TypeError, ValueError) as exc:
-            log.warning("%s: unreadable progress (%s); replaying every op and checking every "
-                        "half message from the start", self.path, exc)
+            log.warning(
+                "%s: unreadable progress (%s); replaying every op and checking every "
+                "half message from the start",
+                self.path,
+                exc,
+            )
             self.half_offset, self.op_offset, self.check_times = 0, 0, {}
 
     def persist(self) -> None:
         self.dirty = False
         try:
-            self._file.save({"halfOffset": self.half_offset, "opOffset": self.op_offset,
-                             "checkTimes": {str(k): v
-                                            for k, v in sorted(self.check_times.items())}})
+            self._file.save(
+                {
+                    "halfOffset": self.half_offset,
+                    "opOffset": self.op_offset,
+                    "checkTimes": {str(k): v for k, v in sorted(self.check_times.items())},
+                }
+            )
         except OSError:
             self.dirty = True
             raise
@@ -165,25 +173,30 @@ class _Repair:
 class TransactionalMessageService:
     """Resolutions of half messages. Event-loop thread only."""
 
-    def __init__(self, store: MessageStore, config_dir: str, *, store_host: tuple[str, int],
-                 max_batch_size_bytes: int = 4 * 1024 * 1024,
-                 clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        config_dir: str,
+        *,
+        store_host: tuple[str, int],
+        max_batch_size_bytes: int = 4 * 1024 * 1024,
+        clock: Clock | None = None,
+    ) -> None:
         self._store = store
         self._store_host = store_host
         self._max_batch = max_batch_size_bytes
         self._clock = clock or SystemClock()
-        self.progress = TransactionProgress(os.path.join(config_dir,
-                                                         "transactionProgress.json"))
+        self.progress = TransactionProgress(os.path.join(config_dir, "transactionProgress.json"))
         # half queue offset -> how; inserted in op order, so the first entry has the
         # smallest op offset; the heap finds the entries progress leaves behind.
         self._resolved: dict[int, _Resolved] = {}
         self._resolved_heap: list[int] = []
-        self._repairs: dict[int, _Repair] = {}        # half queue offset -> unfinished commit
+        self._repairs: dict[int, _Repair] = {}  # half queue offset -> unfinished commit
         self.committed_total = 0
         self.rolled_back_total = 0
         self.discarded_total = 0
-        self.checks_total = 0                         # counted by the check service
-        self.trace: BrokerTraceService | None = None   # trace_topic_enable (broker/trace.py)
+        self.checks_total = 0  # counted by the check service
+        self.trace: BrokerTraceService | None = None  # trace_topic_enable (broker/trace.py)
 
     # -- start ----------------------------------------------------------------------------
     def load(self) -> ReplayReport:
@@ -195,32 +208,49 @@ class TransactionalMessageService:
         op_max = self._store.max_offset(TRANS_OP_HALF_TOPIC, 0)
         if progress.half_offset > half_max or progress.op_offset > op_max:
             # The log lost its tail (a power loss with async flush): never skip new halves.
-            log.warning("%s says half offset %d / op offset %d, but the queues end at %d / %d; "
-                        "using the queue ends", progress.path, progress.half_offset,
-                        progress.op_offset, half_max, op_max)
+            log.warning(
+                "%s says half offset %d / op offset %d, but the queues end at %d / %d; "
+                "using the queue ends",
+                progress.path,
+                progress.half_offset,
+                progress.op_offset,
+                half_max,
+                op_max,
+            )
             progress.half_offset = min(progress.half_offset, half_max)
             progress.op_offset = min(progress.op_offset, op_max)
         start = max(progress.op_offset, op_min)
         repaired = self._replay(start)
-        progress.check_times = {k: v for k, v in progress.check_times.items()
-                                if k >= progress.half_offset}
-        report = ReplayReport(half_offset=progress.half_offset, op_offset_from=start,
-                              op_offset_to=self._store.max_offset(TRANS_OP_HALF_TOPIC, 0),
-                              resolved=len(self._resolved), repaired_commits=repaired)
-        log.info("transactions: half messages resolved below queue offset %d; replayed ops "
-                 "%d..%d: %d later halves already resolved%s", report.half_offset,
-                 report.op_offset_from, report.op_offset_to, report.resolved,
-                 f", {repaired} commits repaired" if repaired else "")
+        progress.check_times = {
+            k: v for k, v in progress.check_times.items() if k >= progress.half_offset
+        }
+        report = ReplayReport(
+            half_offset=progress.half_offset,
+            op_offset_from=start,
+            op_offset_to=self._store.max_offset(TRANS_OP_HALF_TOPIC, 0),
+            resolved=len(self._resolved),
+            repaired_commits=repaired,
+        )
+        log.info(
+            "transactions: half messages resolved below queue offset %d; replayed ops "
+            "%d..%d: %d later halves already resolved%s",
+            report.half_offset,
+            report.op_offset_from,
+            report.op_offset_to,
+            report.resolved,
+            f", {repaired} commits repaired" if repaired else "",
+        )
         return report
 
     def _replay(self, offset: int) -> int:
         repaired = 0
         while True:
-            result = self._store.get_messages(TRANS_OP_HALF_TOPIC, 0, offset,
-                                              max_count=READ_BATCH)
+            result = self._store.get_messages(TRANS_OP_HALF_TOPIC, 0, offset, max_count=READ_BATCH)
             if result.status is not GetStatus.FOUND:
-                if result.status is GetStatus.OFFSET_TOO_SMALL and \
-                        result.next_begin_offset > offset:
+                if (
+                    result.status is GetStatus.OFFSET_TOO_SMALL
+                    and result.next_begin_offset > offset
+                ):
                     offset = result.next_begin_offset
                     continue
                 return repaired
@@ -232,13 +262,16 @@ class TransactionalMessageService:
         try:
             msg = decode_record(raw, check_crc=False)
         except CorruptRecordError as exc:
-            log.error("transactions: skipping the damaged op at queue offset %d: %s",
-                      op_queue_offset, exc)
+            log.error(
+                "transactions: skipping the damaged op at queue offset %d: %s", op_queue_offset, exc
+            )
             return 0
         entry = parse_op(msg)
         if entry is None:
-            log.warning("transactions: the record at op queue offset %d is not an op; "
-                        "skipped", op_queue_offset)
+            log.warning(
+                "transactions: the record at op queue offset %d is not an op; skipped",
+                op_queue_offset,
+            )
             return 0
         for half_queue_offset in entry.half_queue_offsets:
             if half_queue_offset >= self.progress.half_offset:
@@ -254,22 +287,26 @@ class TransactionalMessageService:
             return 0
         half = self._half_at(half_phys_offset)
         if half is None:
-            return 0            # cleaned up with its commit, if any
+            return 0  # cleaned up with its commit, if any
         uniq_key = half.uniq_key
         topic = half.properties.get(PROPERTY_REAL_TOPIC, "")
         if uniq_key and topic:
             for raw in self._store.query_by_key(topic, uniq_key, max_count=KEY_QUERY_MAX):
                 if is_commit_of(raw, half_phys_offset):
                     return 0
-        log.warning("transactions: the commit of half message %s (commit-log offset %d) was "
-                    "recorded but its message is missing (a crash cut the log); putting it "
-                    "again", uniq_key or "?", half_phys_offset)
+        log.warning(
+            "transactions: the commit of half message %s (commit-log offset %d) was "
+            "recorded but its message is missing (a crash cut the log); putting it "
+            "again",
+            uniq_key or "?",
+            half_phys_offset,
+        )
         self._repairs[half.queue_offset] = _Repair(half)
         self.run_repairs()
         return 1
 
     def _remember(self, half_queue_offset: int, resolved: _Resolved) -> None:
-        if half_queue_offset not in self._resolved:   # the first op of a half counts
+        if half_queue_offset not in self._resolved:  # the first op of a half counts
             self._resolved[half_queue_offset] = resolved
             heapq.heappush(self._resolved_heap, half_queue_offset)
 
@@ -310,8 +347,9 @@ class TransactionalMessageService:
     async def end_transaction(self, request: EndTransactionRequest) -> EndTransactionOutcome:
         """Commit or roll back; idempotent; waits for the flush with synchronous flush."""
         if request.resolution not in (Resolution.COMMIT, Resolution.ROLLBACK):
-            raise InvalidRequestError(f"a transaction ends with COMMIT or ROLLBACK, not "
-                                      f"{request.resolution.value}")
+            raise InvalidRequestError(
+                f"a transaction ends with COMMIT or ROLLBACK, not {request.resolution.value}"
+            )
         half = self._find_half(request)
         earlier = self._earlier(half)
         verdict = judge(earlier, request.resolution)
@@ -321,25 +359,46 @@ class TransactionalMessageService:
                 f"half message {half.uniq_key or '?'} (commit-log offset {half.phys_offset}) "
                 f"was already {earlier.describe()}; it cannot be "
                 f"{request.resolution.describe()} now",
-                reason=f"TRANSACTION_{earlier.value}")
+                reason=f"TRANSACTION_{earlier.value}",
+            )
         if verdict is Verdict.ALREADY:
-            log.debug("half message at %d: %s again; already done", half.phys_offset,
-                      request.resolution.value)
-            return EndTransactionOutcome(resolution=request.resolution, already_resolved=True,
-                                         half_queue_offset=half.queue_offset)
+            log.debug(
+                "half message at %d: %s again; already done",
+                half.phys_offset,
+                request.resolution.value,
+            )
+            return EndTransactionOutcome(
+                resolution=request.resolution,
+                already_resolved=True,
+                half_queue_offset=half.queue_offset,
+            )
         flush = self.resolve(half, request.resolution)
         if self.trace is not None:
-            self.trace.on_transaction_end(half, resolution=request.resolution.value,
-                                          producer_group=request.producer_group,
-                                          from_check=request.from_transaction_check)
-        log.debug("half message %s of %s (commit-log offset %d) %s%s", half.uniq_key,
-                  request.producer_group, half.phys_offset, request.resolution.describe(),
-                  " on a check" if request.from_transaction_check else "")
+            self.trace.on_transaction_end(
+                half,
+                resolution=request.resolution.value,
+                producer_group=request.producer_group,
+                from_check=request.from_transaction_check,
+            )
+        log.debug(
+            "half message %s of %s (commit-log offset %d) %s%s",
+            half.uniq_key,
+            request.producer_group,
+            half.phys_offset,
+            request.resolution.describe(),
+            " on a check" if request.from_transaction_check else "",
+        )
         if flush is not None and await asyncio.wrap_future(flush) is not PutStatus.PUT_OK:
-            log.warning("the %s of half message at %d is stored but not yet flushed",
-                        request.resolution.value, half.phys_offset)
-        return EndTransactionOutcome(resolution=request.resolution, already_resolved=False,
-                                     half_queue_offset=half.queue_offset)
+            log.warning(
+                "the %s of half message at %d is stored but not yet flushed",
+                request.resolution.value,
+                half.phys_offset,
+            )
+        return EndTransactionOutcome(
+            resolution=request.resolution,
+            already_resolved=False,
+            half_queue_offset=half.queue_offset,
+        )
 
     def _find_half(self, request: EndTransactionRequest) -> StoredMessage:
         offset = request.commit_log_offset
@@ -347,27 +406,38 @@ class TransactionalMessageService:
             raise InvalidRequestError(f"commit_log_offset is {offset}; offsets are >= 0")
         raw = self._store.read_record(offset)
         if raw is None:
-            raise NotFoundError(f"no message starts at commit-log offset {offset} on this "
-                                "broker; give the offset (or offset_msg_id) the half "
-                                "message's send answered", reason="TRANSACTION_NOT_FOUND")
+            raise NotFoundError(
+                f"no message starts at commit-log offset {offset} on this "
+                "broker; give the offset (or offset_msg_id) the half "
+                "message's send answered",
+                reason="TRANSACTION_NOT_FOUND",
+            )
         try:
             half = decode_record(raw, check_crc=False)
         except CorruptRecordError as exc:
-            raise NotFoundError(f"the record at commit-log offset {offset} is damaged: "
-                                f"{exc.reason}", reason="TRANSACTION_NOT_FOUND") from None
+            raise NotFoundError(
+                f"the record at commit-log offset {offset} is damaged: {exc.reason}",
+                reason="TRANSACTION_NOT_FOUND",
+            ) from None
         # Refusals name only what the request named: the record may be another group's.
         if half.topic != TRANS_HALF_TOPIC:
-            raise NotFoundError(f"the message at commit-log offset {offset} is not a half "
-                                "message", reason="TRANSACTION_NOT_FOUND")
+            raise NotFoundError(
+                f"the message at commit-log offset {offset} is not a half message",
+                reason="TRANSACTION_NOT_FOUND",
+            )
         group = half.properties.get(PROPERTY_PRODUCER_GROUP, "")
         if group != request.producer_group:
-            raise PermissionDeniedError(f"the half message at commit-log offset {offset} is not "
-                                        f"one of producer group {request.producer_group!r}; a "
-                                        "producer ends only its own group's transactions",
-                                        reason="TRANSACTION_OF_ANOTHER_GROUP")
+            raise PermissionDeniedError(
+                f"the half message at commit-log offset {offset} is not "
+                f"one of producer group {request.producer_group!r}; a "
+                "producer ends only its own group's transactions",
+                reason="TRANSACTION_OF_ANOTHER_GROUP",
+            )
         if request.msg_id and request.msg_id != half.uniq_key:
-            raise InvalidRequestError(f"half message at commit-log offset {offset} has msg id "
-                                      f"{half.uniq_key!r}, not {request.msg_id!r}")
+            raise InvalidRequestError(
+                f"half message at commit-log offset {offset} has msg id "
+                f"{half.uniq_key!r}, not {request.msg_id!r}"
+            )
         return half
 
     # -- writing resolutions ----------------------------------------------------------------
@@ -377,16 +447,23 @@ class TransactionalMessageService:
         Returns the flush future with synchronous flush. Raises PutRejectedError
         when the store refuses; then nothing is remembered.
         """
-        op = op_record(half_queue_offset=half.queue_offset, half_phys_offset=half.phys_offset,
-                       resolution=resolution, now_ms=self._clock.now_ms(),
-                       store_host=self._store_host)
+        op = op_record(
+            half_queue_offset=half.queue_offset,
+            half_phys_offset=half.phys_offset,
+            resolution=resolution,
+            now_ms=self._clock.now_ms(),
+            store_host=self._store_host,
+        )
         extra = self._companion(half, resolution)
         together = extra is not None and len(op) + len(extra) <= self._max_batch
         result = self._store.put_batch(op + extra if together and extra else op)
         if result.status is not PutStatus.PUT_OK:
-            raise PutRejectedError(result.status, f"cannot record the {resolution.value} of "
-                                                  f"half message at {half.phys_offset}: "
-                                                  f"{result.error or result.status.value}")
+            raise PutRejectedError(
+                result.status,
+                f"cannot record the {resolution.value} of "
+                f"half message at {half.phys_offset}: "
+                f"{result.error or result.status.value}",
+            )
         self._remember(half.queue_offset, _Resolved(resolution, result.queue_offsets[0]))
         self.progress.check_times.pop(half.queue_offset, None)
         self._count(resolution)
@@ -404,9 +481,11 @@ class TransactionalMessageService:
                 return discard_record(half, store_host=self._store_host)
         except ValueError as exc:
             if resolution is Resolution.COMMIT:
-                raise InvalidRequestError(f"half message at commit-log offset "
-                                          f"{half.phys_offset} cannot be committed: {exc}",
-                                          reason="MESSAGE_ILLEGAL") from None
+                raise InvalidRequestError(
+                    f"half message at commit-log offset "
+                    f"{half.phys_offset} cannot be committed: {exc}",
+                    reason="MESSAGE_ILLEGAL",
+                ) from None
             log.error("cannot copy discarded half message at %d: %s", half.phys_offset, exc)
         return None
 
@@ -432,9 +511,13 @@ class TransactionalMessageService:
                 continue
             repair.attempts += 1
             if repair.attempts in (1, 10, 100) or repair.attempts % 1000 == 0:
-                log.error("cannot put the committed message of half message at %d (attempt "
-                          "%d): %s; retrying", repair.half.phys_offset, repair.attempts,
-                          result.error or result.status.value)
+                log.error(
+                    "cannot put the committed message of half message at %d (attempt "
+                    "%d): %s; retrying",
+                    repair.half.phys_offset,
+                    repair.attempts,
+                    result.error or result.status.value,
+                )
         return len(self._repairs)
 
     # -- progress -------------------------------------------------------------------------
@@ -449,8 +532,11 @@ class TransactionalMessageService:
             for key in [k for k in progress.check_times if k < half_offset]:
                 del progress.check_times[key]
             progress.dirty = True
-        op_offset = (next(iter(self._resolved.values())).op_queue_offset if self._resolved
-                     else self._store.max_offset(TRANS_OP_HALF_TOPIC, 0))
+        op_offset = (
+            next(iter(self._resolved.values())).op_queue_offset
+            if self._resolved
+            else self._store.max_offset(TRANS_OP_HALF_TOPIC, 0)
+        )
         if op_offset > progress.op_offset:
             progress.op_offset = op_offset
             progress.dirty = True
@@ -462,14 +548,19 @@ class TransactionalMessageService:
         try:
             self.progress.persist()
         except OSError as exc:
-            log.error("cannot save transaction progress to %s: %s (errno %s)",
-                      self.progress.path, exc.strerror, exc.errno)
+            log.error(
+                "cannot save transaction progress to %s: %s (errno %s)",
+                self.progress.path,
+                exc.strerror,
+                exc.errno,
+            )
 
     def figures(self) -> dict[str, str]:
-        return {"transaction_committed_total": str(self.committed_total),
-                "transaction_rolled_back_total": str(self.rolled_back_total),
-                "transaction_discarded_total": str(self.discarded_total),
-                "transaction_checks_total": str(self.checks_total),
-                "transaction_half_offset": str(self.progress.half_offset),
-                "transaction_op_offset": str(self.progress.op_offset)}
-
+        return {
+            "transaction_committed_total": str(self.committed_total),
+            "transaction_rolled_back_total": str(self.rolled_back_total),
+            "transaction_discarded_total": str(self.discarded_total),
+            "transaction_checks_total": str(self.checks_total),
+            "transaction_half_offset": str(self.progress.half_offset),
+            "transaction_op_offset": str(self.progress.op_offset),
+        }

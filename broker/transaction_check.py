@@ -59,13 +59,13 @@ __all__ = ["CheckRound", "SendCheck", "TransactionalMessageCheckService"]
 
 log = logging.getLogger(__name__)
 
-READ_BATCH = 64            # half records read per store call
+READ_BATCH = 64  # half records read per store call
 MAX_LOAD_PER_ROUND = 4096  # halves taken into pending per round before checking
-MAX_SLEEP_S = 1.0          # longest sleep while something waits; catches clock steps
-MIN_SLEEP_S = 0.05         # shortest: halves falling due one by one share a round
-IDLE_SLEEP_S = 10.0        # with nothing to wait for (an arrival wakes the task sooner)
-PERSIST_INTERVAL_S = 5.0   # between saves of the progress when it changed
-RETRY_DELAY_MS = 1_000     # after a round failed
+MAX_SLEEP_S = 1.0  # longest sleep while something waits; catches clock steps
+MIN_SLEEP_S = 0.05  # shortest: halves falling due one by one share a round
+IDLE_SLEEP_S = 10.0  # with nothing to wait for (an arrival wakes the task sooner)
+PERSIST_INTERVAL_S = 5.0  # between saves of the progress when it changed
+RETRY_DELAY_MS = 1_000  # after a round failed
 
 #: (producer group, command) -> the client id it went to, or None if no producer is there.
 SendCheck = Callable[[str, ServerCommand], "str | None"]
@@ -75,11 +75,11 @@ SendCheck = Callable[[str, ServerCommand], "str | None"]
 class CheckRound:
     """What one :meth:`TransactionalMessageCheckService.run_once` did."""
 
-    checked: int              # commands handed to a producer
-    unanswerable: int         # checks due while no producer of the group was connected
+    checked: int  # commands handed to a producer
+    unanswerable: int  # checks due while no producer of the group was connected
     discarded: int
-    pending: int              # unresolved halves taken in, after the round
-    next_due_ms: int | None   # when the next check falls due; None = nothing waits
+    pending: int  # unresolved halves taken in, after the round
+    next_due_ms: int | None  # when the next check falls due; None = nothing waits
 
 
 @dataclass(slots=True)
@@ -91,10 +91,18 @@ class _Pending:
 
 
 class TransactionalMessageCheckService:
-    def __init__(self, service: TransactionalMessageService, store: MessageStore, *,
-                 send_check: SendCheck, store_host: tuple[str, int],
-                 timeout_ms: int = 6_000, check_interval_ms: int = 30_000,
-                 check_max: int = 15, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        service: TransactionalMessageService,
+        store: MessageStore,
+        *,
+        send_check: SendCheck,
+        store_host: tuple[str, int],
+        timeout_ms: int = 6_000,
+        check_interval_ms: int = 30_000,
+        check_max: int = 15,
+        clock: Clock | None = None,
+    ) -> None:
         self._service = service
         self._store = store
         self._send_check = send_check
@@ -103,10 +111,10 @@ class TransactionalMessageCheckService:
         self._check_max = check_max
         self._clock = clock or SystemClock()
         self._msg_id_prefix = encode_offset_msg_id(store_host[0], store_host[1], 0)[:-16]
-        self._pending: dict[int, _Pending] = {}     # half queue offset -> state
+        self._pending: dict[int, _Pending] = {}  # half queue offset -> state
         self._scan_offset = service.progress.half_offset
-        self._head_due_ms: int | None = None         # first half not taken in yet
-        self._behind = False                         # a round stopped at its budget
+        self._head_due_ms: int | None = None  # first half not taken in yet
+        self._behind = False  # a round stopped at its budget
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._last_persist_s = self._clock.monotonic()
@@ -115,7 +123,8 @@ class TransactionalMessageCheckService:
     def start(self) -> None:
         self._scan_offset = max(self._scan_offset, self._service.progress.half_offset)
         self._task = asyncio.get_running_loop().create_task(
-            self._run(), name="TransactionalMessageCheckService")
+            self._run(), name="TransactionalMessageCheckService"
+        )
 
     async def stop(self) -> None:
         """Cancel the task and save progress."""
@@ -134,8 +143,7 @@ class TransactionalMessageCheckService:
             try:
                 due_ms = (await self.run_once()).next_due_ms
             except Exception:
-                log.exception("transaction check round failed; retrying in %d ms",
-                              RETRY_DELAY_MS)
+                log.exception("transaction check round failed; retrying in %d ms", RETRY_DELAY_MS)
                 due_ms = self._clock.now_ms() + RETRY_DELAY_MS
             if self._clock.monotonic() - self._last_persist_s >= PERSIST_INTERVAL_S:
                 self._last_persist_s = self._clock.monotonic()
@@ -145,7 +153,7 @@ class TransactionalMessageCheckService:
                 continue
             wait_s = min(max(due_ms - self._clock.now_ms(), 0) / 1000, MAX_SLEEP_S)
             if wait_s <= 0 and self._behind:
-                await asyncio.sleep(0)   # more is due than a round takes; let others run
+                await asyncio.sleep(0)  # more is due than a round takes; let others run
                 continue
             await wait_event(self._wake, max(wait_s, MIN_SLEEP_S))
 
@@ -158,8 +166,13 @@ class TransactionalMessageCheckService:
         checked, unanswerable, discarded, next_check = self._check_due(now)
         self._service.advance(min(self._pending) if self._pending else self._scan_offset)
         due = [t for t in (self._head_due_ms, next_check) if t is not None]
-        return CheckRound(checked=checked, unanswerable=unanswerable, discarded=discarded,
-                          pending=len(self._pending), next_due_ms=min(due) if due else None)
+        return CheckRound(
+            checked=checked,
+            unanswerable=unanswerable,
+            discarded=discarded,
+            pending=len(self._pending),
+            next_due_ms=min(due) if due else None,
+        )
 
     def _take_in(self, now: int) -> None:
         """Walk the half queue from the scan offset up to the first half not yet due."""
@@ -167,14 +180,20 @@ class TransactionalMessageCheckService:
         self._behind = False
         budget = MAX_LOAD_PER_ROUND
         while budget > 0:
-            result = self._store.get_messages(TRANS_HALF_TOPIC, 0, self._scan_offset,
-                                              max_count=min(READ_BATCH, budget))
+            result = self._store.get_messages(
+                TRANS_HALF_TOPIC, 0, self._scan_offset, max_count=min(READ_BATCH, budget)
+            )
             if result.status is not GetStatus.FOUND:
                 if result.next_begin_offset > self._scan_offset and result.status in (
-                        GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_FOUND_NULL):
-                    log.warning("transactions: half messages %d..%d are gone (cleaned up); "
-                                "they are no longer checked", self._scan_offset,
-                                result.next_begin_offset - 1)
+                    GetStatus.OFFSET_TOO_SMALL,
+                    GetStatus.OFFSET_FOUND_NULL,
+                ):
+                    log.warning(
+                        "transactions: half messages %d..%d are gone (cleaned up); "
+                        "they are no longer checked",
+                        self._scan_offset,
+                        result.next_begin_offset - 1,
+                    )
                     self._scan_offset = result.next_begin_offset
                     continue
                 return
@@ -186,7 +205,7 @@ class TransactionalMessageCheckService:
                 self._scan_offset = queue_offset + 1
             self._scan_offset = max(self._scan_offset, result.next_begin_offset)
             budget -= len(result.records)
-        self._head_due_ms = now     # more to take in than one round takes
+        self._head_due_ms = now  # more to take in than one round takes
         self._behind = True
 
     def _take(self, raw: bytes, queue_offset: int, now: int) -> int | None:
@@ -196,16 +215,22 @@ class TransactionalMessageCheckService:
         try:
             half = decode_record(raw, check_crc=False)
         except CorruptRecordError as exc:
-            log.error("transactions: skipping the damaged half message at queue offset %d: "
-                      "%s", queue_offset, exc)
+            log.error(
+                "transactions: skipping the damaged half message at queue offset %d: %s",
+                queue_offset,
+                exc,
+            )
             return None
         first_check_ms = half.store_timestamp_ms + self._first_check_delay_ms(half)
         if first_check_ms > now:
             return first_check_ms
         checks = self._service.progress.check_times.get(queue_offset, 0)
         self._pending[queue_offset] = _Pending(
-            phys_offset=half.phys_offset, group=half.properties.get(PROPERTY_PRODUCER_GROUP, ""),
-            next_check_ms=first_check_ms if checks == 0 else now, checks=checks)
+            phys_offset=half.phys_offset,
+            group=half.properties.get(PROPERTY_PRODUCER_GROUP, ""),
+            next_check_ms=first_check_ms if checks == 0 else now,
+            checks=checks,
+        )
         return None
 
     def _first_check_delay_ms(self, half: StoredMessage) -> int:
@@ -225,8 +250,11 @@ class TransactionalMessageCheckService:
                 continue
             half = self._service.half_message(pending.phys_offset)
             if half is None:
-                log.warning("transactions: half message at commit-log offset %d is gone "
-                            "(cleaned up); no longer checked", pending.phys_offset)
+                log.warning(
+                    "transactions: half message at commit-log offset %d is gone "
+                    "(cleaned up); no longer checked",
+                    pending.phys_offset,
+                )
                 del self._pending[queue_offset]
                 continue
             if pending.checks >= self._check_max:
@@ -243,10 +271,14 @@ class TransactionalMessageCheckService:
                 unanswerable += 1
                 missing[pending.group] = missing.get(pending.group, 0) + 1
         for group, count in sorted(missing.items()):
-            log.warning("transactions: %d half message(s) of producer group %r are due for a "
-                        "check, but no producer of the group is connected; the checks count "
-                        "(at most %d before a half message is discarded)", count, group,
-                        self._check_max)
+            log.warning(
+                "transactions: %d half message(s) of producer group %r are due for a "
+                "check, but no producer of the group is connected; the checks count "
+                "(at most %d before a half message is discarded)",
+                count,
+                group,
+                self._check_max,
+            )
         return checked, unanswerable, discarded, next_check
 
     def _check(self, half: StoredMessage, pending: _Pending) -> bool:
@@ -254,32 +286,47 @@ class TransactionalMessageCheckService:
         if raw is None:
             return False
         command = CheckTransactionState(
-            producer_group=pending.group, record=raw, commit_log_offset=pending.phys_offset,
+            producer_group=pending.group,
+            record=raw,
+            commit_log_offset=pending.phys_offset,
             offset_msg_id=f"{self._msg_id_prefix}{pending.phys_offset:016X}",
-            msg_id=half.uniq_key, check_times=pending.checks)
+            msg_id=half.uniq_key,
+            check_times=pending.checks,
+        )
         client_id = self._send_check(pending.group, command)
         if client_id is None:
             return False
         self._service.checks_total += 1
-        log.debug("transactions: check %d of half message %s sent to %s", pending.checks,
-                  half.uniq_key, client_id)
+        log.debug(
+            "transactions: check %d of half message %s sent to %s",
+            pending.checks,
+            half.uniq_key,
+            client_id,
+        )
         return True
 
-    def _discard(self, queue_offset: int, half: StoredMessage, pending: _Pending,
-                 now: int) -> int:
+    def _discard(self, queue_offset: int, half: StoredMessage, pending: _Pending, now: int) -> int:
         try:
             self._service.resolve(half, Resolution.DISCARD)
         except BrokerError as exc:
-            log.error("transactions: cannot discard half message at %d yet: %s",
-                      pending.phys_offset, exc.message)
+            log.error(
+                "transactions: cannot discard half message at %d yet: %s",
+                pending.phys_offset,
+                exc.message,
+            )
             pending.next_check_ms = now + RETRY_DELAY_MS
             return 0
         del self._pending[queue_offset]
-        log.warning("transactions: half message %s of producer group %r for topic %s "
-                    "(commit-log offset %d) is still unresolved after %d checks; discarded "
-                    "as rolled back, a copy is in TRANS_CHECK_MAX_TIME_TOPIC", half.uniq_key,
-                    pending.group, half.properties.get(PROPERTY_REAL_TOPIC, "?"),
-                    pending.phys_offset, pending.checks)
+        log.warning(
+            "transactions: half message %s of producer group %r for topic %s "
+            "(commit-log offset %d) is still unresolved after %d checks; discarded "
+            "as rolled back, a copy is in TRANS_CHECK_MAX_TIME_TOPIC",
+            half.uniq_key,
+            pending.group,
+            half.properties.get(PROPERTY_REAL_TOPIC, "?"),
+            pending.phys_offset,
+            pending.checks,
+        )
         return 1
 
     # -- figures ------------------------------------------------------------------------

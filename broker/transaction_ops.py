@@ -87,23 +87,25 @@ PROPERTY_RESOLUTION = "TRAN_RESOLUTION"
 OP_TAG = "d"
 
 
-
 class Resolution(enum.Enum):
     COMMIT = "COMMIT"
     ROLLBACK = "ROLLBACK"
-    DISCARD = "DISCARD"      # checked transaction_check_max times without an answer
-    RESOLVED = "RESOLVED"    # resolved long ago; the op that said how is gone
+    DISCARD = "DISCARD"  # checked transaction_check_max times without an answer
+    RESOLVED = "RESOLVED"  # resolved long ago; the op that said how is gone
 
     def describe(self) -> str:
-        return {Resolution.COMMIT: "committed", Resolution.ROLLBACK: "rolled back",
-                Resolution.DISCARD: "discarded after too many unanswered checks",
-                Resolution.RESOLVED: "resolved earlier (how is no longer recorded)"}[self]
+        return {
+            Resolution.COMMIT: "committed",
+            Resolution.ROLLBACK: "rolled back",
+            Resolution.DISCARD: "discarded after too many unanswered checks",
+            Resolution.RESOLVED: "resolved earlier (how is no longer recorded)",
+        }[self]
 
 
 class Verdict(enum.Enum):
-    APPLY = "APPLY"          # first decision: write it
-    ALREADY = "ALREADY"      # the same decision again: acknowledge, do nothing
-    CONFLICT = "CONFLICT"    # the other decision: refuse, naming the earlier one
+    APPLY = "APPLY"  # first decision: write it
+    ALREADY = "ALREADY"  # the same decision again: acknowledge, do nothing
+    CONFLICT = "CONFLICT"  # the other decision: refuse, naming the earlier one
 
 
 def judge(earlier: Resolution | None, requested: Resolution) -> Verdict:
@@ -132,8 +134,13 @@ def judge(earlier: Resolution | None, requested: Resolution) -> Verdict:
 
 
 # -- the send path ---------------------------------------------------------------------------
-def rewrite_half_messages(blob: bytes | bytearray | memoryview, sysflags: Iterable[int], *,
-                          producer_group: str, store_host: tuple[str, int]) -> bytes | None:
+def rewrite_half_messages(
+    blob: bytes | bytearray | memoryview,
+    sysflags: Iterable[int],
+    *,
+    producer_group: str,
+    store_host: tuple[str, int],
+) -> bytes | None:
     """*blob* with every prepared record moved to the half topic; None if there is none.
 
     *sysflags* are the records' SYSFLAGs from the send path's scan; the common
@@ -167,8 +174,9 @@ def _is_prepared(sysflag: int) -> bool:
     return SysFlag.transaction_type(sysflag) == SysFlag.TRANSACTION_PREPARED
 
 
-def _half_record(raw: bytes | bytearray, pos: int, end: int, producer_group: str,
-                 packed_store_host: bytes) -> bytes:
+def _half_record(
+    raw: bytes | bytearray, pos: int, end: int, producer_group: str, packed_store_host: bytes
+) -> bytes:
     try:
         msg = decode_record(raw, pos, limit=end, check_crc=True)
     except CorruptRecordError as exc:
@@ -176,22 +184,34 @@ def _half_record(raw: bytes | bytearray, pos: int, end: int, producer_group: str
     props = dict(msg.properties)
     group = props.get(PROPERTY_PRODUCER_GROUP) or producer_group
     if not group:
-        raise _illegal(pos, "a transactional (prepared) message needs its producer group, in "
-                            "property PGROUP or the request's producer_group, so the broker "
-                            "knows whom to ask about it")
+        raise _illegal(
+            pos,
+            "a transactional (prepared) message needs its producer group, in "
+            "property PGROUP or the request's producer_group, so the broker "
+            "knows whom to ask about it",
+        )
     props[PROPERTY_PRODUCER_GROUP] = group
     props[PROPERTY_TRANSACTION_PREPARED] = "true"
     props[PROPERTY_REAL_TOPIC] = msg.topic
     props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
     try:
         return encode_record(
-            topic=TRANS_HALF_TOPIC, body=msg.body, queue_id=0, flag=msg.flag, properties=props,
+            topic=TRANS_HALF_TOPIC,
+            body=msg.body,
+            queue_id=0,
+            flag=msg.flag,
+            properties=props,
             sysflag=_with_transaction_type(msg.sysflag, SysFlag.TRANSACTION_NOT_TYPE),
-            born_timestamp_ms=msg.born_timestamp_ms, born_host=pack_host(msg.born_host),
-            store_host=packed_store_host, reconsume_times=msg.reconsume_times)
+            born_timestamp_ms=msg.born_timestamp_ms,
+            born_host=pack_host(msg.born_host),
+            store_host=packed_store_host,
+            reconsume_times=msg.reconsume_times,
+        )
     except ValueError as exc:
-        raise InvalidRequestError(f"record at batch offset {pos}: cannot store it as a half "
-                                  f"message: {exc}", reason="PROPERTIES_SIZE_EXCEEDED") from None
+        raise InvalidRequestError(
+            f"record at batch offset {pos}: cannot store it as a half message: {exc}",
+            reason="PROPERTIES_SIZE_EXCEEDED",
+        ) from None
 
 
 def _with_transaction_type(sysflag: int, kind: int) -> int:
@@ -203,15 +223,29 @@ def _illegal(pos: int, what: str) -> InvalidRequestError:
 
 
 # -- what a resolution writes --------------------------------------------------------------
-def op_record(*, half_queue_offset: int, half_phys_offset: int, resolution: Resolution,
-              now_ms: int, store_host: tuple[str, int]) -> bytes:
+def op_record(
+    *,
+    half_queue_offset: int,
+    half_phys_offset: int,
+    resolution: Resolution,
+    now_ms: int,
+    store_host: tuple[str, int],
+) -> bytes:
     """The op record saying how the half at these offsets was resolved."""
     host = pack_host(store_host)
     return encode_record(
-        topic=TRANS_OP_HALF_TOPIC, body=str(half_queue_offset).encode(), queue_id=0,
-        properties={"TAGS": OP_TAG, "KEYS": str(half_phys_offset),
-                    PROPERTY_RESOLUTION: resolution.value},
-        born_timestamp_ms=now_ms, born_host=host, store_host=host)
+        topic=TRANS_OP_HALF_TOPIC,
+        body=str(half_queue_offset).encode(),
+        queue_id=0,
+        properties={
+            "TAGS": OP_TAG,
+            "KEYS": str(half_phys_offset),
+            PROPERTY_RESOLUTION: resolution.value,
+        },
+        born_timestamp_ms=now_ms,
+        born_host=host,
+        store_host=host,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,8 +253,8 @@ class OpEntry:
     """One op record, parsed: the halves it resolves and how."""
 
     half_queue_offsets: tuple[int, ...]
-    half_phys_offset: int | None         # None in an op written by another broker build
-    resolution: Resolution               # RESOLVED when the op does not say
+    half_phys_offset: int | None  # None in an op written by another broker build
+    resolution: Resolution  # RESOLVED when the op does not say
 
 
 def parse_op(msg: StoredMessage) -> OpEntry | None:
@@ -248,11 +282,18 @@ def commit_record(half: StoredMessage, *, store_host: tuple[str, int]) -> bytes:
     """
     topic, queue_id, properties = restore_properties(half.properties)
     return encode_record(
-        topic=topic, body=half.body, queue_id=queue_id, flag=half.flag, properties=properties,
+        topic=topic,
+        body=half.body,
+        queue_id=queue_id,
+        flag=half.flag,
+        properties=properties,
         sysflag=_with_transaction_type(half.sysflag, SysFlag.TRANSACTION_COMMIT),
-        born_timestamp_ms=half.born_timestamp_ms, born_host=pack_host(half.born_host),
-        store_host=pack_host(store_host), reconsume_times=half.reconsume_times,
-        prepared_transaction_offset=half.phys_offset)
+        born_timestamp_ms=half.born_timestamp_ms,
+        born_host=pack_host(half.born_host),
+        store_host=pack_host(store_host),
+        reconsume_times=half.reconsume_times,
+        prepared_transaction_offset=half.phys_offset,
+    )
 
 
 def is_commit_of(raw: bytes, half_phys_offset: int) -> bool:
@@ -261,15 +302,24 @@ def is_commit_of(raw: bytes, half_phys_offset: int) -> bool:
         msg = decode_record(raw, check_crc=False)
     except CorruptRecordError:
         return False
-    return (SysFlag.transaction_type(msg.sysflag) == SysFlag.TRANSACTION_COMMIT
-            and msg.prepared_transaction_offset == half_phys_offset)
+    return (
+        SysFlag.transaction_type(msg.sysflag) == SysFlag.TRANSACTION_COMMIT
+        and msg.prepared_transaction_offset == half_phys_offset
+    )
 
 
 def discard_record(half: StoredMessage, *, store_host: tuple[str, int]) -> bytes:
     """A copy of a discarded half in TRANS_CHECK_MAX_TIME_TOPIC, properties as stored."""
     return encode_record(
-        topic=TRANS_CHECK_MAX_TIME_TOPIC, body=half.body, queue_id=0, flag=half.flag,
-        properties=half.properties, sysflag=half.sysflag,
-        born_timestamp_ms=half.born_timestamp_ms, born_host=pack_host(half.born_host),
-        store_host=pack_host(store_host), reconsume_times=half.reconsume_times,
-        prepared_transaction_offset=half.phys_offset)
+        topic=TRANS_CHECK_MAX_TIME_TOPIC,
+        body=half.body,
+        queue_id=0,
+        flag=half.flag,
+        properties=half.properties,
+        sysflag=half.sysflag,
+        born_timestamp_ms=half.born_timestamp_ms,
+        born_host=pack_host(half.born_host),
+        store_host=pack_host(store_host),
+        reconsume_times=half.reconsume_times,
+        prepared_transaction_offset=half.phys_offset,
+    )

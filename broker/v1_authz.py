@@ -66,8 +66,8 @@ __all__ = [
     "transaction_check_filter",
 ]
 
-MAX_HEARTBEAT_GROUPS = 256           # producer + consumer groups one heartbeat may name
-MAX_HEARTBEAT_SUBSCRIPTIONS = 1024   # subscriptions of all its consumer groups together
+MAX_HEARTBEAT_GROUPS = 256  # producer + consumer groups one heartbeat may name
+MAX_HEARTBEAT_SUBSCRIPTIONS = 1024  # subscriptions of all its consumer groups together
 
 
 def denied(exc: AclError) -> PermissionDeniedError:
@@ -84,7 +84,9 @@ def check_readable(topic: str) -> None:
     raise PermissionDeniedError(
         f"topic {topic!r} is a broker system topic (it holds the delayed, timed or "
         "uncommitted messages of every topic); no client reads it. An admin account may; "
-        "offline, `pocketmq store dump` prints it", reason="SYSTEM_TOPIC")
+        "offline, `pocketmq store dump` prints it",
+        reason="SYSTEM_TOPIC",
+    )
 
 
 def check_record_readable(record: bytes) -> None:
@@ -92,7 +94,7 @@ def check_record_readable(record: bytes) -> None:
     try:
         topic = decode_record(record, check_crc=False).topic
     except CorruptRecordError:
-        return        # the store answered it; there is no topic to hide
+        return  # the store answered it; there is no topic to hide
     check_readable(topic)
 
 
@@ -106,21 +108,29 @@ def check_subscribe(*topics: str) -> None:
             raise denied(exc) from None
 
 
-def send_back_guard(group: str, phys_offset: int, clients: ClientManager,
-                    offsets: ConsumerOffsetManager) -> Callable[[StoredMessage], None] | None:
+def send_back_guard(
+    group: str, phys_offset: int, clients: ClientManager, offsets: ConsumerOffsetManager
+) -> Callable[[StoredMessage], None] | None:
     """What a record handed back by *group* must pass (None: nothing, no ACL or an admin)."""
     account = current_account.get()
     if account is None or account.admin:
         return None
 
     def check(msg: StoredMessage) -> None:
-        consumed = (msg.topic == retry_topic(group) or msg.topic in clients.subscribed_topics(group)
-                    or msg.topic in offsets.topics_of_group(group))
-        topics = {msg.topic, msg.properties.get(PROPERTY_RETRY_TOPIC, msg.topic),
-                  msg.properties.get(PROPERTY_REAL_TOPIC, msg.topic)}
+        consumed = (
+            msg.topic == retry_topic(group)
+            or msg.topic in clients.subscribed_topics(group)
+            or msg.topic in offsets.topics_of_group(group)
+        )
+        topics = {
+            msg.topic,
+            msg.properties.get(PROPERTY_RETRY_TOPIC, msg.topic),
+            msg.properties.get(PROPERTY_REAL_TOPIC, msg.topic),
+        }
         if not consumed or not all(account.topic_perm(t) & SUB for t in topics):
-            raise PermissionDeniedError(refused_send_back(phys_offset, group),
-                                        reason="SEND_BACK_NOT_ALLOWED")
+            raise PermissionDeniedError(
+                refused_send_back(phys_offset, group), reason="SEND_BACK_NOT_ALLOWED"
+            )
 
     return check
 
@@ -136,18 +146,23 @@ def authorize_end_transaction(half: StoredMessage | None, producer_group: str) -
         raise denied(exc) from None
 
 
-def authorize_heartbeat(producer_groups: Iterable[str],
-                        consumers: list[ConsumerRegistration]) -> None:
+def authorize_heartbeat(
+    producer_groups: Iterable[str], consumers: list[ConsumerRegistration]
+) -> None:
     """Bounds first (they hold with or without the ACL), then each group and topic."""
     producer_groups = list(producer_groups)
     groups = len(producer_groups) + len(consumers)
     if groups > MAX_HEARTBEAT_GROUPS:
-        raise InvalidRequestError(f"the heartbeat names {groups} groups; at most "
-                                  f"{MAX_HEARTBEAT_GROUPS} are allowed per heartbeat")
+        raise InvalidRequestError(
+            f"the heartbeat names {groups} groups; at most "
+            f"{MAX_HEARTBEAT_GROUPS} are allowed per heartbeat"
+        )
     subscriptions = sum(len(c.subscriptions) for c in consumers)
     if subscriptions > MAX_HEARTBEAT_SUBSCRIPTIONS:
-        raise InvalidRequestError(f"the heartbeat carries {subscriptions} subscriptions; at "
-                                  f"most {MAX_HEARTBEAT_SUBSCRIPTIONS} are allowed")
+        raise InvalidRequestError(
+            f"the heartbeat carries {subscriptions} subscriptions; at "
+            f"most {MAX_HEARTBEAT_SUBSCRIPTIONS} are allowed"
+        )
     try:
         for group in producer_groups:
             authorize_group(group, ANY)
@@ -172,7 +187,8 @@ def transaction_check_filter(acl: AclStore) -> Callable[[str | None, ServerComma
             return True
         try:
             topic = decode_record(command.record, check_crc=False).properties.get(
-                PROPERTY_REAL_TOPIC, "")
+                PROPERTY_REAL_TOPIC, ""
+            )
         except CorruptRecordError:
             return False
         return bool(topic) and bool(account.topic_perm(topic) & PUB)

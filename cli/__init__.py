@@ -25,8 +25,8 @@ from pocketmq.common.logsetup import (
 )
 from pocketmq.common.runtime import grpc_fork_exec_only
 
-grpc_fork_exec_only()   # before any command module imports grpc (common/runtime.py says why)
-quiet_grpc_core(level_from_argv(sys.argv[1:]))   # likewise (common/logsetup.py says why)
+grpc_fork_exec_only()  # before any command module imports grpc (common/runtime.py says why)
+quiet_grpc_core(level_from_argv(sys.argv[1:]))  # likewise (common/logsetup.py says why)
 
 __all__ = ["loop_factory", "main", "print_usage_of"]
 
@@ -36,7 +36,7 @@ _COMMAND_MODULES = (
     "pocketmq.cli.broker_cmd",
     "pocketmq.cli.store_cmd",
     "pocketmq.cli.client_cmd",
-    "pocketmq.cli.admin_cmd",     # after broker_cmd: adds `pocketmq broker status|config`
+    "pocketmq.cli.admin_cmd",  # after broker_cmd: adds `pocketmq broker status|config`
     "pocketmq.cli.cluster_cmd",
     "pocketmq.cli.bench_cmd",
     "pocketmq.cli.pipeline_cmd",  # Spark itself is imported only when a pipeline runs
@@ -74,8 +74,7 @@ def print_usage_of(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from pocketmq import __version__
 
-    parser = CliParser(
-        prog="pocketmq", description="PocketMQ: RocketMQ's architecture in Python.")
+    parser = CliParser(prog="pocketmq", description="PocketMQ: RocketMQ's architecture in Python.")
     parser.add_argument("--version", action="version", version=f"pocketmq {__version__}")
     add_logging_options(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -93,12 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extras = parser.parse_known_args(argv)
-    if extras:   # exits 2 with the usage of the sub-command that was given them
-        getattr(args, "_cli_parser", parser).error(
-            f"unrecognized arguments: {' '.join(extras)}")
+    if extras:  # exits 2 with the usage of the sub-command that was given them
+        getattr(args, "_cli_parser", parser).error(f"unrecognized arguments: {' '.join(extras)}")
     func = getattr(args, "func", None)
-    configure_logging(resolve_level(flag=args.log_level, verbose=args.verbose,
-                                    server=is_server_command(func)))
+    configure_logging(
+        resolve_level(flag=args.log_level, verbose=args.verbose, server=is_server_command(func))
+    )
     if func is None:
         parser.print_help(sys.stderr)
         return 2

@@ -63,12 +63,12 @@ from pocketmq.common.progress import Progress, stream_sink
 
 __all__ = ["LatencyHistogram", "register"]
 
-DEFAULT_TOPIC = "BenchmarkTest"               # RocketMQ's benchmark topic
+DEFAULT_TOPIC = "BenchmarkTest"  # RocketMQ's benchmark topic
 DEFAULT_DURATION_S = 10.0
-SEND_CONCURRENCY = 64                         # producer.sh's default threads
-CONSUME_CONCURRENCY = 20                      # consumeThreadMin
-FAILURE_PAUSE_S = 0.05                        # after a failed send, before the next
-ASSIGNMENT_TIMEOUT_S = 30.0                   # e2e: the consumer must hold every queue by then
+SEND_CONCURRENCY = 64  # producer.sh's default threads
+CONSUME_CONCURRENCY = 20  # consumeThreadMin
+FAILURE_PAUSE_S = 0.05  # after a failed send, before the next
+ASSIGNMENT_TIMEOUT_S = 30.0  # e2e: the consumer must hold every queue by then
 MAX_ERRORS_KEPT = 5
 
 
@@ -86,7 +86,7 @@ class LatencyHistogram:
     def _index(us: int) -> int:
         if us < 64:
             return us
-        shift = us.bit_length() - 6              # us >> shift lies in 32..63
+        shift = us.bit_length() - 6  # us >> shift lies in 32..63
         return 64 + (shift - 1) * 32 + ((us >> shift) - 32)
 
     @staticmethod
@@ -125,10 +125,12 @@ class LatencyHistogram:
         return self.max_s
 
     def summary_ms(self) -> dict[str, float]:
-        return {"avg": round(self.mean_s() * 1000, 3),
-                "p50": round(self.percentile_s(50) * 1000, 3),
-                "p99": round(self.percentile_s(99) * 1000, 3),
-                "max": round(self.max_s * 1000, 3)}
+        return {
+            "avg": round(self.mean_s() * 1000, 3),
+            "p50": round(self.percentile_s(50) * 1000, 3),
+            "p99": round(self.percentile_s(99) * 1000, 3),
+            "max": round(self.max_s * 1000, 3),
+        }
 
 
 class _Side:
@@ -165,68 +167,118 @@ class _Side:
         interval, self._interval = self._interval, LatencyHistogram()
         self.latency.merge(interval)
         self._tick_at, self._tick_bytes = now, self.bytes
-        text = (f"{mb_per_s:.1f} MB/s  RT avg {interval.mean_s() * 1000:.2f} ms  "
-                f"p99 {interval.percentile_s(99) * 1000:.2f} ms")
+        text = (
+            f"{mb_per_s:.1f} MB/s  RT avg {interval.mean_s() * 1000:.2f} ms  "
+            f"p99 {interval.percentile_s(99) * 1000:.2f} ms"
+        )
         return text + (f"  failed {self.failed:,}" if self.failed else "")
 
     def summary(self) -> dict[str, Any]:
         self.latency.merge(self._interval)
         self._interval = LatencyHistogram()
         elapsed = max(self.last_at - self.started_at, 1e-9)
-        return {"messages": self.messages, "bytes": self.bytes,
-                "elapsed_s": round(elapsed, 3), "tps": round(self.messages / elapsed, 1),
-                "mb_per_s": round(self.bytes / 1e6 / elapsed, 3),
-                "rt_ms": self.latency.summary_ms()}
+        return {
+            "messages": self.messages,
+            "bytes": self.bytes,
+            "elapsed_s": round(elapsed, 3),
+            "tps": round(self.messages / elapsed, 1),
+            "mb_per_s": round(self.bytes / 1e6 / elapsed, 3),
+            "rt_ms": self.latency.summary_ms(),
+        }
 
 
 # -- command line -----------------------------------------------------------------------------
 def register(subparsers: Any) -> None:
     bench = subparsers.add_parser(
-        "bench", help="benchmark a cluster: produce, consume, end to end",
+        "bench",
+        help="benchmark a cluster: produce, consume, end to end",
         description="RocketMQ's benchmark tools on the PocketMQ SDK: live TPS, MB/s and RT "
-                    "every --interval seconds, a JSON summary at the end.")
+        "every --interval seconds, a JSON summary at the end.",
+    )
     modes = bench.add_subparsers(dest="bench_mode", metavar="MODE", required=True)
-    for mode, text in (("produce", "send messages as fast as the cluster takes them"),
-                       ("consume", "consume a topic as fast as the cluster serves it"),
-                       ("e2e", "produce and consume at once; latency born -> handler")):
+    for mode, text in (
+        ("produce", "send messages as fast as the cluster takes them"),
+        ("consume", "consume a topic as fast as the cluster serves it"),
+        ("e2e", "produce and consume at once; latency born -> handler"),
+    ):
         parser = modes.add_parser(mode, help=text, description=text)
         _options(parser, mode)
         parser.set_defaults(func=_run)
 
 
 def _options(parser: argparse.ArgumentParser, mode: str) -> None:
-    parser.add_argument("--namesrv", default=None,
-                        help=f"nameserver(s) 'host:port;host:port' (default ${NAMESRV_ENV}, "
-                             f"then {DEFAULT_NAMESRV})")
+    parser.add_argument(
+        "--namesrv",
+        default=None,
+        help=f"nameserver(s) 'host:port;host:port' (default ${NAMESRV_ENV}, "
+        f"then {DEFAULT_NAMESRV})",
+    )
     parser.add_argument("--topic", default=DEFAULT_TOPIC, help=f"(default {DEFAULT_TOPIC})")
-    parser.add_argument("--group", default=None,
-                        help="producer group for produce; consumer group for consume "
-                             "(default benchmark_consumer) and e2e (default: a new one)")
-    parser.add_argument("--concurrency", type=int, default=None,
-                        help="concurrent sends (default 64), or handler calls of consume "
-                             "(default 20)")
+    parser.add_argument(
+        "--group",
+        default=None,
+        help="producer group for produce; consumer group for consume "
+        "(default benchmark_consumer) and e2e (default: a new one)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="concurrent sends (default 64), or handler calls of consume (default 20)",
+    )
     if mode != "consume":
-        parser.add_argument("--size", type=int, default=128,
-                            help="body bytes of each message (default 128)")
-        parser.add_argument("--batch", type=int, default=1,
-                            help="messages per send_batch call; 1 = single sends (default)")
+        parser.add_argument(
+            "--size", type=int, default=128, help="body bytes of each message (default 128)"
+        )
+        parser.add_argument(
+            "--batch",
+            type=int,
+            default=1,
+            help="messages per send_batch call; 1 = single sends (default)",
+        )
     if mode == "consume":
-        parser.add_argument("--from", dest="consume_from", choices=("first", "last"),
-                            default="first", help="where a group without offsets starts "
-                                                  "(default first)")
+        parser.add_argument(
+            "--from",
+            dest="consume_from",
+            choices=("first", "last"),
+            default="first",
+            help="where a group without offsets starts (default first)",
+        )
     if mode != "produce":
-        parser.add_argument("--consume-batch", type=int, default=1,
-                            help="messages per handler call (default 1, RocketMQ's)")
-        parser.add_argument("--idle-timeout", type=float, default=10.0, metavar="S",
-                            help="stop consuming after S seconds without a message "
-                                 "(default 10; 0 = never)")
-    parser.add_argument("--count", type=int, default=0, metavar="N",
-                        help="stop after N messages (produce, e2e: sent; consume: consumed)")
-    parser.add_argument("--duration", type=float, default=None, metavar="S",
-                        help=f"stop after S seconds (default {DEFAULT_DURATION_S:g} "
-                             "unless --count is given)")
-    parser.add_argument("--interval", type=float, default=5.0, metavar="S",
-                        help="seconds between live lines (default 5)")
+        parser.add_argument(
+            "--consume-batch",
+            type=int,
+            default=1,
+            help="messages per handler call (default 1, RocketMQ's)",
+        )
+        parser.add_argument(
+            "--idle-timeout",
+            type=float,
+            default=10.0,
+            metavar="S",
+            help="stop consuming after S seconds without a message (default 10; 0 = never)",
+        )
+    parser.add_argument(
+        "--count",
+        type=int,
+        default=0,
+        metavar="N",
+        help="stop after N messages (produce, e2e: sent; consume: consumed)",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        metavar="S",
+        help=f"stop after S seconds (default {DEFAULT_DURATION_S:g} unless --count is given)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds between live lines (default 5)",
+    )
     parser.add_argument("--json-out", metavar="FILE", help="also write the JSON summary here")
     add_security_options(parser)
 
@@ -255,8 +307,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.duration is None and not args.count:
         args.duration = DEFAULT_DURATION_S
     if args.concurrency is None:
-        args.concurrency = CONSUME_CONCURRENCY if args.bench_mode == "consume" \
-            else SEND_CONCURRENCY
+        args.concurrency = CONSUME_CONCURRENCY if args.bench_mode == "consume" else SEND_CONCURRENCY
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             summary = runner.run(Bench(args).run())
@@ -271,9 +322,8 @@ def _run(args: argparse.Namespace) -> int:
     produce, consume = summary.get("produce"), summary.get("consume")
     failed = bool(produce and produce["failed"])
     lost = bool(produce and consume and consume["consumed"] < produce["acknowledged"])
-    if summary.get("interrupted"):   # the figures are printed, but the run did not finish
-        print("pocketmq bench: interrupted; the figures cover the part that ran",
-              file=sys.stderr)
+    if summary.get("interrupted"):  # the figures are printed, but the run did not finish
+        print("pocketmq bench: interrupted; the figures cover the part that ran", file=sys.stderr)
         return 130
     return 1 if failed or lost else 0
 
@@ -285,11 +335,11 @@ class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.mode: str = args.bench_mode
-        self.stop = asyncio.Event()          # stop sending (or consuming, in consume mode)
-        self.interrupts = 0                  # Ctrl-C: the first stops, a second ends a drain
+        self.stop = asyncio.Event()  # stop sending (or consuming, in consume mode)
+        self.interrupts = 0  # Ctrl-C: the first stops, a second ends a drain
         self.produce = _Side("produce") if self.mode != "consume" else None
         self.consume = _Side("consume") if self.mode != "produce" else None
-        self._claimed = 0                    # messages handed to senders so far
+        self._claimed = 0  # messages handed to senders so far
         self._timer: asyncio.TimerHandle | None = None
         self.security = security_kwargs(args)  # --access-key, --tls-ca ... (or the env)
 
@@ -297,8 +347,7 @@ class Bench:
         """*side* starts now, and --duration counts from here."""
         side.started_at = side.last_at = time.monotonic()
         if self.args.duration and self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self.args.duration,
-                                                                self.stop.set)
+            self._timer = asyncio.get_running_loop().call_later(self.args.duration, self.stop.set)
 
     async def run(self) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
@@ -323,17 +372,29 @@ class Bench:
         self.stop.set()
 
     def _producer(self) -> Producer:
-        return Producer(group=self.args.group if self.mode == "produce" and self.args.group
-                        else "benchmark_producer", namesrv=self.args.namesrv,
-                        **self.security)
+        return Producer(
+            group=self.args.group
+            if self.mode == "produce" and self.args.group
+            else "benchmark_producer",
+            namesrv=self.args.namesrv,
+            **self.security,
+        )
 
     # -- live lines -------------------------------------------------------------------
     async def _ticking(self, work: Any) -> None:
         args = self.args
-        progress = [Progress(side.name, sink=stream_sink(sys.stdout, tty=False), unit="msgs",
-                             total=args.count, time_budget_s=args.duration,
-                             detail=side.detail)
-                    for side in (self.produce, self.consume) if side is not None]
+        progress = [
+            Progress(
+                side.name,
+                sink=stream_sink(sys.stdout, tty=False),
+                unit="msgs",
+                total=args.count,
+                time_budget_s=args.duration,
+                detail=side.detail,
+            )
+            for side in (self.produce, self.consume)
+            if side is not None
+        ]
         sides = [side for side in (self.produce, self.consume) if side is not None]
 
         async def tick() -> None:
@@ -370,8 +431,9 @@ class Bench:
         assert side is not None
         messages = [Message(topic=args.topic, body=os.urandom(args.size))] * args.batch
         self._start_clock(side)
-        await asyncio.gather(*(self._send_loop(producer, messages)
-                               for _ in range(args.concurrency)))
+        await asyncio.gather(
+            *(self._send_loop(producer, messages) for _ in range(args.concurrency))
+        )
 
     async def _send_loop(self, producer: Producer, messages: list[Message]) -> None:
         side, size = self.produce, self.args.size
@@ -394,17 +456,23 @@ class Bench:
         args, side = self.args, self.consume
         assert side is not None
         consumer = PushConsumer(
-            group=group, namesrv=args.namesrv, consume_from=consume_from,
-            consume_concurrency=args.concurrency if self.mode == "consume"
-            else CONSUME_CONCURRENCY,
-            consume_batch_max_size=args.consume_batch, **self.security)
+            group=group,
+            namesrv=args.namesrv,
+            consume_from=consume_from,
+            consume_concurrency=args.concurrency if self.mode == "consume" else CONSUME_CONCURRENCY,
+            consume_batch_max_size=args.consume_batch,
+            **self.security,
+        )
         consumer.subscribe(args.topic)
 
         @consumer.listener
         async def handle(batch: list[MessageExt]) -> ConsumeResult:
             now_ms = time.time() * 1000
-            side.record(len(batch), sum(len(m.body) for m in batch),
-                        [(now_ms - m.born_timestamp_ms) / 1000 for m in batch])
+            side.record(
+                len(batch),
+                sum(len(m.body) for m in batch),
+                [(now_ms - m.born_timestamp_ms) / 1000 for m in batch],
+            )
             if self.mode == "consume" and self.args.count and side.messages >= self.args.count:
                 self.stop.set()
             return ConsumeResult.CONSUME_SUCCESS
@@ -412,8 +480,7 @@ class Bench:
         return consumer
 
     async def _consume_only(self) -> None:
-        consumer = self._consumer(self.args.group or "benchmark_consumer",
-                                  self.args.consume_from)
+        consumer = self._consumer(self.args.group or "benchmark_consumer", self.args.consume_from)
         assert self.consume is not None
         self._start_clock(self.consume)
         await consumer.start()
@@ -435,7 +502,8 @@ class Bench:
                 consume.started_at = consume.last_at = time.monotonic()
                 await self._send_all(producer)
                 await self._consumed_until(
-                    lambda: self.interrupts > 1 or consume.messages >= produce.messages)
+                    lambda: self.interrupts > 1 or consume.messages >= produce.messages
+                )
             finally:
                 await consumer.shutdown()
 
@@ -478,24 +546,36 @@ class Bench:
         deadline = time.monotonic() + ASSIGNMENT_TIMEOUT_S
         while not queues <= consumer.assigned_queues():
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the consumer did not get every queue of "
-                                   f"{self.args.topic} in {ASSIGNMENT_TIMEOUT_S:.0f} s "
-                                   f"({len(consumer.assigned_queues())} of {len(queues)})")
+                raise TimeoutError(
+                    f"the consumer did not get every queue of "
+                    f"{self.args.topic} in {ASSIGNMENT_TIMEOUT_S:.0f} s "
+                    f"({len(consumer.assigned_queues())} of {len(queues)})"
+                )
             await asyncio.sleep(0.05)
 
     # -- summary ----------------------------------------------------------------------
     def _summary(self, elapsed_s: float) -> dict[str, Any]:
         args = self.args
         out: dict[str, Any] = {
-            "mode": self.mode, "topic": args.topic, "elapsed_s": round(elapsed_s, 3),
+            "mode": self.mode,
+            "topic": args.topic,
+            "elapsed_s": round(elapsed_s, 3),
             "interrupted": self.interrupts > 0,
-            "config": {key: getattr(args, key, None) for key in
-                       ("concurrency", "size", "batch", "consume_batch", "count", "duration")}}
+            "config": {
+                key: getattr(args, key, None)
+                for key in ("concurrency", "size", "batch", "consume_batch", "count", "duration")
+            },
+        }
         if self.produce is not None:
             side = self.produce
             figures = side.summary()
-            out["produce"] = {"sent": side.messages + side.failed, "acknowledged": side.messages,
-                              "failed": side.failed, **figures, "errors": side.errors}
+            out["produce"] = {
+                "sent": side.messages + side.failed,
+                "acknowledged": side.messages,
+                "failed": side.failed,
+                **figures,
+                "errors": side.errors,
+            }
             self._print_total(side, figures)
         if self.consume is not None:
             figures = self.consume.summary()
@@ -506,8 +586,10 @@ class Bench:
     @staticmethod
     def _print_total(side: _Side, figures: dict[str, Any]) -> None:
         rt = figures["rt_ms"]
-        print(f"{side.name} total: {side.messages:,} msgs in {figures['elapsed_s']:.1f} s, "
-              f"{figures['tps']:,.0f} msgs/s, {figures['mb_per_s']:.2f} MB/s, RT avg "
-              f"{rt['avg']:.2f} ms p50 {rt['p50']:.2f} ms p99 {rt['p99']:.2f} ms max "
-              f"{rt['max']:.2f} ms" + (f", {side.failed:,} failed" if side.failed else ""),
-              flush=True)
+        print(
+            f"{side.name} total: {side.messages:,} msgs in {figures['elapsed_s']:.1f} s, "
+            f"{figures['tps']:,.0f} msgs/s, {figures['mb_per_s']:.2f} MB/s, RT avg "
+            f"{rt['avg']:.2f} ms p50 {rt['p50']:.2f} ms p99 {rt['p99']:.2f} ms max "
+            f"{rt['max']:.2f} ms" + (f", {side.failed:,} failed" if side.failed else ""),
+            flush=True,
+        )

@@ -49,11 +49,18 @@ STANDALONE_STORE_DEFAULTS: dict[str, int] = {
 }
 
 # Short flag -> BrokerConfig key, as `mqbroker -n` / the issue's command line.
-_ALIASES = {"--namesrv": "namesrv_addrs", "--name": "broker_name",
-            "--cluster": "cluster_name", "--flush": "flush_disk_type",
-            "--role": "broker_role", "--controller": "controller_addr"}
+_ALIASES = {
+    "--namesrv": "namesrv_addrs",
+    "--name": "broker_name",
+    "--cluster": "cluster_name",
+    "--flush": "flush_disk_type",
+    "--role": "broker_role",
+    "--controller": "controller_addr",
+}
 _ALIAS_CHOICES: dict[str, tuple[str, ...]] = {
-    "--flush": ("async", "sync"), "--role": ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")}
+    "--flush": ("async", "sync"),
+    "--role": ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"),
+}
 _ALIAS_NOTES = {"--role": " (RocketMQ's brokerRole; a SLAVE needs --broker-id 1 or above)"}
 
 _REPLICATION_HELP = (
@@ -61,59 +68,97 @@ _REPLICATION_HELP = (
     "(--broker-id 0, brokerId; --role ASYNC_MASTER or SYNC_MASTER, brokerRole) and replicas "
     "(--broker-id 1.., --role SLAVE) that copy its commit log. A master serves its replicas "
     "on --ha-port (haListenPort; default --port + 1, -1 = off); a replica finds it through "
-    "the nameserver. `pocketmq broker promote HOST:PORT` makes a replica the master.")
+    "the nameserver. `pocketmq broker promote HOST:PORT` makes a replica the master."
+)
 
 
 def register(subparsers: Any) -> None:
     broker = subparsers.add_parser(
-        "broker", help="run a broker (commit log, queues, gRPC service)",
+        "broker",
+        help="run a broker (commit log, queues, gRPC service)",
         description="Run a PocketMQ broker. It registers with every nameserver in --namesrv "
-                    "and stops gracefully on SIGTERM/SIGINT. " + _REPLICATION_HELP)
-    broker.add_argument("--config", metavar="FILE",
-                        help="TOML file of broker keys, top level or [broker] (flags override)")
+        "and stops gracefully on SIGTERM/SIGINT. " + _REPLICATION_HELP,
+    )
+    broker.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML file of broker keys, top level or [broker] (flags override)",
+    )
     for flag, key in _ALIASES.items():
-        extra: dict[str, Any] = ({"choices": _ALIAS_CHOICES[flag]} if flag in _ALIAS_CHOICES
-                                 else {})
+        extra: dict[str, Any] = {"choices": _ALIAS_CHOICES[flag]} if flag in _ALIAS_CHOICES else {}
         note = f" (default: ${NAMESRV_ENV})" if key == "namesrv_addrs" else ""
-        broker.add_argument(flag, dest=key, default=None, metavar=key.upper(),
-                            help=f"same as --{key.replace('_', '-')}{note}"
-                                 f"{_ALIAS_NOTES.get(flag, '')}", **extra)
+        broker.add_argument(
+            flag,
+            dest=key,
+            default=None,
+            metavar=key.upper(),
+            help=f"same as --{key.replace('_', '-')}{note}{_ALIAS_NOTES.get(flag, '')}",
+            **extra,
+        )
     add_config_flags(broker, BrokerConfig)
     # `cluster up` once called it --v2-port: kept as a hidden alias, one name in the help.
     broker.add_argument("--v2-port", dest="grpc_v2_port", type=int, help=argparse.SUPPRESS)
     broker.set_defaults(func=_run_broker)
 
     standalone = subparsers.add_parser(
-        "standalone", help="run a nameserver and a broker in one process",
-        description="Run a nameserver and one broker registered with it, in one process.")
-    standalone.add_argument("--data-dir", default="./pocketmq-data",
-                            help="broker data directory (default: ./pocketmq-data)")
-    standalone.add_argument("--host", default="127.0.0.1",
-                            help="address both servers listen on (default: 127.0.0.1)")
-    standalone.add_argument("--namesrv-port", type=int, default=9876,
-                            help="nameserver port (default: 9876)")
-    standalone.add_argument("--broker-port", type=int, default=10911,
-                            help="broker port (default: 10911)")
-    standalone.add_argument("--flush", choices=("async", "sync"), default="async",
-                            help="flush mode of the commit log (default: async)")
-    standalone.add_argument("--grpc-v2-port", type=int, default=None,
-                            help="port of RocketMQ 5's gRPC API for the official 5.x clients; "
-                                 "0 = any, -1 = off (default: 8081 shifted as --broker-port "
-                                 "is from 10911, any when --broker-port is 0)")
+        "standalone",
+        help="run a nameserver and a broker in one process",
+        description="Run a nameserver and one broker registered with it, in one process.",
+    )
+    standalone.add_argument(
+        "--data-dir",
+        default="./pocketmq-data",
+        help="broker data directory (default: ./pocketmq-data)",
+    )
+    standalone.add_argument(
+        "--host", default="127.0.0.1", help="address both servers listen on (default: 127.0.0.1)"
+    )
+    standalone.add_argument(
+        "--namesrv-port", type=int, default=9876, help="nameserver port (default: 9876)"
+    )
+    standalone.add_argument(
+        "--broker-port", type=int, default=10911, help="broker port (default: 10911)"
+    )
+    standalone.add_argument(
+        "--flush",
+        choices=("async", "sync"),
+        default="async",
+        help="flush mode of the commit log (default: async)",
+    )
+    standalone.add_argument(
+        "--grpc-v2-port",
+        type=int,
+        default=None,
+        help="port of RocketMQ 5's gRPC API for the official 5.x clients; "
+        "0 = any, -1 = off (default: 8081 shifted as --broker-port "
+        "is from 10911, any when --broker-port is 0)",
+    )
     standalone.add_argument("--v2-port", dest="grpc_v2_port", type=int, help=argparse.SUPPRESS)
-    standalone.add_argument("--metrics-port", type=int, default=None,
-                            help="port of the broker's Prometheus /metrics; 0 = any, "
-                                 "-1 = off (default: off, or metrics_port of --config)")
-    standalone.add_argument("--config", metavar="FILE",
-                            help="TOML file of broker keys, top level or [broker], for what "
-                                 "the flags above do not set (max_pull_messages, ...); "
-                                 "replication is off (ha_port = -1) unless it sets ha_port")
-    standalone.add_argument("--controller", action=argparse.BooleanOptionalAction, default=True,
-                            help="run the controller in the nameserver and the broker in "
-                                 "controller mode (default on; its state is in "
-                                 "DATA_DIR/controller)")
-    standalone.add_argument("--demo", action="store_true",
-                            help="once up, send and consume a few messages and show how")
+    standalone.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="port of the broker's Prometheus /metrics; 0 = any, "
+        "-1 = off (default: off, or metrics_port of --config)",
+    )
+    standalone.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML file of broker keys, top level or [broker], for what "
+        "the flags above do not set (max_pull_messages, ...); "
+        "replication is off (ha_port = -1) unless it sets ha_port",
+    )
+    standalone.add_argument(
+        "--controller",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the controller in the nameserver and the broker in "
+        "controller mode (default on; its state is in "
+        "DATA_DIR/controller)",
+    )
+    standalone.add_argument(
+        "--demo", action="store_true", help="once up, send and consume a few messages and show how"
+    )
     standalone.set_defaults(func=_run_standalone)
 
 
@@ -136,8 +181,13 @@ def _run_broker(args: argparse.Namespace) -> int:
     if os.environ.get(NAMESRV_ENV):
         overrides["namesrv_addrs"] = os.environ[NAMESRV_ENV]
     try:
-        config = load_config(BrokerConfig, toml_path=args.config, args=args,
-                             section=_section(args.config), overrides=overrides)
+        config = load_config(
+            BrokerConfig,
+            toml_path=args.config,
+            args=args,
+            section=_section(args.config),
+            overrides=overrides,
+        )
     except ConfigError as exc:
         print(f"pocketmq broker: {exc}", file=sys.stderr)
         return 2
@@ -151,8 +201,11 @@ def _run_standalone(args: argparse.Namespace) -> int:
 
     try:
         namesrv_config = NamesrvConfig(
-            host=args.host, port=args.namesrv_port, controller_enable=args.controller,
-            controller_data_dir=os.path.join(args.data_dir, "controller"))
+            host=args.host,
+            port=args.namesrv_port,
+            controller_enable=args.controller,
+            controller_data_dir=os.path.join(args.data_dir, "controller"),
+        )
         _standalone_broker_config(args, namesrv_addrs="")
     except ConfigError as exc:
         print(f"pocketmq standalone: {exc}", file=sys.stderr)
@@ -181,10 +234,16 @@ def _recorded_geometry(data_dir: str) -> dict[str, int]:
     from pocketmq.broker.store.data_dir import DataDirectory
 
     geometry = DataDirectory(data_dir).read_geometry()
-    names = {"commitlog_file_size": "commitlog_file_size_bytes", "index_slots": "index_slots",
-             "index_entries": "index_entries"}
-    return {key: int(geometry[name]) for name, key in names.items()
-            if isinstance(geometry.get(name), int)}
+    names = {
+        "commitlog_file_size": "commitlog_file_size_bytes",
+        "index_slots": "index_slots",
+        "index_entries": "index_entries",
+    }
+    return {
+        key: int(geometry[name])
+        for name, key in names.items()
+        if isinstance(geometry.get(name), int)
+    }
 
 
 def _standalone_broker_config(args: argparse.Namespace, *, namesrv_addrs: str) -> BrokerConfig:
@@ -195,9 +254,13 @@ def _standalone_broker_config(args: argparse.Namespace, *, namesrv_addrs: str) -
     broker of the README's cluster by hand. Its store is sized for a laptop
     (:data:`STANDALONE_STORE_DEFAULTS`) unless the file says otherwise.
     """
-    flags: dict[str, Any] = {"host": args.host, "port": args.broker_port,
-                             "data_dir": args.data_dir, "flush_disk_type": args.flush,
-                             "namesrv_addrs": namesrv_addrs}
+    flags: dict[str, Any] = {
+        "host": args.host,
+        "port": args.broker_port,
+        "data_dir": args.data_dir,
+        "flush_disk_type": args.flush,
+        "namesrv_addrs": namesrv_addrs,
+    }
     if getattr(args, "controller", False):
         # Controller mode: the nameserver's controller names this broker master.
         flags.update(controller_mode=True, controller_addr=namesrv_addrs or "127.0.0.1:1")
@@ -211,8 +274,9 @@ def _standalone_broker_config(args: argparse.Namespace, *, namesrv_addrs: str) -
         flags["grpc_v2_port"] = args.grpc_v2_port
     if args.metrics_port is not None:
         flags["metrics_port"] = args.metrics_port
-    return load_config(BrokerConfig, toml_path=args.config, section=_section(args.config),
-                       overrides=flags)
+    return load_config(
+        BrokerConfig, toml_path=args.config, section=_section(args.config), overrides=flags
+    )
 
 
 async def _serve_standalone(args: argparse.Namespace, namesrv_config: Any) -> int:
@@ -242,8 +306,11 @@ async def _until_master(broker: Any, timeout_s: float = 15.0) -> None:
     while not ha.is_master() and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.05)
     if not ha.is_master():
-        log.warning("the controller has not named this broker master within %.0f s; sends "
-                    "are refused until it does", timeout_s)
+        log.warning(
+            "the controller has not named this broker master within %.0f s; sends "
+            "are refused until it does",
+            timeout_s,
+        )
 
 
 async def _serve(config: BrokerConfig, *, namesrv: Any, demo: bool = False) -> int:
@@ -257,17 +324,23 @@ async def _serve(config: BrokerConfig, *, namesrv: Any, demo: bool = False) -> i
         await broker.stop(0)
         return 1
     import gc
+
     gc.freeze()
     demo_task = None
     if namesrv is not None:
         await _until_master(broker)
-        log.info("standalone: nameserver on %s, broker %s on %s", namesrv.address,
-                 config.broker_name, broker.address)
+        log.info(
+            "standalone: nameserver on %s, broker %s on %s",
+            namesrv.address,
+            config.broker_name,
+            broker.address,
+        )
         if demo:
             from pocketmq.cli.demo import run_demo
 
-            demo_task = asyncio.get_running_loop().create_task(run_demo(
-                namesrv.address, broker_address=broker.address, data_dir=config.data_dir))
+            demo_task = asyncio.get_running_loop().create_task(
+                run_demo(namesrv.address, broker_address=broker.address, data_dir=config.data_dir)
+            )
     stop_requested = asyncio.Event()
     loop = asyncio.get_running_loop()
     signals = (signal.SIGTERM, signal.SIGINT)
@@ -275,8 +348,7 @@ async def _serve(config: BrokerConfig, *, namesrv: Any, demo: bool = False) -> i
         loop.add_signal_handler(sig, stop_requested.set)
     try:
         await stop_requested.wait()
-        log.info("stop requested; finishing in-flight requests (grace %.1f s)",
-                 SHUTDOWN_GRACE_S)
+        log.info("stop requested; finishing in-flight requests (grace %.1f s)", SHUTDOWN_GRACE_S)
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)

@@ -35,73 +35,114 @@ __all__ = ["register"]
 
 
 def register(subparsers: Any) -> None:
-    send = subparsers.add_parser("send", help="send one message",
-                                 description="Send one message and print its result.")
+    send = subparsers.add_parser(
+        "send", help="send one message", description="Send one message and print its result."
+    )
     _namesrv(send)
     send.add_argument("topic")
     send.add_argument("body", help="message body (UTF-8)")
     add_message_options(send)
-    send.add_argument("--queue", type=int, metavar="N", help="this queue id (default: the "
-                                                              "producer's round robin)")
-    send.add_argument("--broker", metavar="BROKER", help="the broker of --queue (a name or "
-                                                          "host:port), when several serve it")
+    send.add_argument(
+        "--queue", type=int, metavar="N", help="this queue id (default: the producer's round robin)"
+    )
+    send.add_argument(
+        "--broker",
+        metavar="BROKER",
+        help="the broker of --queue (a name or host:port), when several serve it",
+    )
     send.add_argument("--json", action="store_true", help="the result as one JSON object")
     send.set_defaults(func=_send)
 
     produce = subparsers.add_parser(
-        "produce", help="send one message per stdin line, as lines arrive",
+        "produce",
+        help="send one message per stdin line, as lines arrive",
         description="Send each line of standard input as one message (without its line "
-                    "break) as soon as it is read; Ctrl-C ends the input, sends what was "
-                    "read, and prints 'sent N, failed M'.")
+        "break) as soon as it is read; Ctrl-C ends the input, sends what was "
+        "read, and prints 'sent N, failed M'.",
+    )
     _namesrv(produce)
     produce.add_argument("topic")
     add_message_options(produce, every=" of every message")
     produce.set_defaults(func=_produce)
 
     consume = subparsers.add_parser(
-        "consume", help="print a topic's messages",
+        "consume",
+        help="print a topic's messages",
         description="Print messages of a topic as a member of a consumer group (commits "
-                    "what it printed), or read-only with --peek.")
+        "what it printed), or read-only with --peek.",
+    )
     _namesrv(consume)
     consume.add_argument("topic")
     consume.add_argument("--group", default=None, help="consumer group (or --peek)")
-    consume.add_argument("--peek", action="store_true",
-                         help="read without a group and commit nothing; stops at the end of "
-                              "every queue (kcat -C -e)")
+    consume.add_argument(
+        "--peek",
+        action="store_true",
+        help="read without a group and commit nothing; stops at the end of "
+        "every queue (kcat -C -e)",
+    )
     selector = consume.add_mutually_exclusive_group()
     selector.add_argument("--expr", default="*", help='tag expression, "*" or "A || B"')
-    selector.add_argument("--sql", default=None, metavar="EXPR",
-                          help="SQL92 filter on message properties, e.g. "
-                               "\"region = 'eu' AND amount > 100\"")
-    consume.add_argument("--from", dest="consume_from", type=parse_start, default=None,
-                         metavar="first|last|TIME",
-                         help="where to start: first, last, or a time (ms since the epoch or "
-                              "ISO-8601); for a group, where it has no offset yet (default "
-                              "last; --peek: first)")
-    consume.add_argument("--until", type=parse_start, default=None, metavar="TIME",
-                         help="with --peek: stop at messages stored at or after TIME (ms "
-                              "since the epoch or ISO-8601)")
+    selector.add_argument(
+        "--sql",
+        default=None,
+        metavar="EXPR",
+        help="SQL92 filter on message properties, e.g. \"region = 'eu' AND amount > 100\"",
+    )
+    consume.add_argument(
+        "--from",
+        dest="consume_from",
+        type=parse_start,
+        default=None,
+        metavar="first|last|TIME",
+        help="where to start: first, last, or a time (ms since the epoch or "
+        "ISO-8601); for a group, where it has no offset yet (default "
+        "last; --peek: first)",
+    )
+    consume.add_argument(
+        "--until",
+        type=parse_start,
+        default=None,
+        metavar="TIME",
+        help="with --peek: stop at messages stored at or after TIME (ms "
+        "since the epoch or ISO-8601)",
+    )
     consume.add_argument("--queue", type=int, metavar="N", help="only this queue id")
-    consume.add_argument("--broker", metavar="BROKER",
-                         help="the broker of --queue: a name or host:port")
-    consume.add_argument("--offset", type=int, metavar="N",
-                         help="start at this queue offset (clamped into each queue)")
+    consume.add_argument(
+        "--broker", metavar="BROKER", help="the broker of --queue: a name or host:port"
+    )
+    consume.add_argument(
+        "--offset",
+        type=int,
+        metavar="N",
+        help="start at this queue offset (clamped into each queue)",
+    )
     consume.add_argument("-n", type=int, default=0, help="stop after N messages (0 = never)")
     consume.add_argument("--json", action="store_true", help="one JSON object per message")
-    consume.add_argument("--format", metavar="TEMPLATE",
-                         help="one line per message from a template: {topic} {broker_name} "
-                              "{queue_id} {queue_offset} {msg_id} {keys} {tags} {store_time} "
-                              "{store_timestamp_ms} {properties} {body}")
-    consume.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS",
-                         help=f"stop when nothing arrives for this long; 0 = never (default "
-                              f"{DEFAULT_IDLE_TIMEOUT_S:g} with -n or --peek, else never)")
+    consume.add_argument(
+        "--format",
+        metavar="TEMPLATE",
+        help="one line per message from a template: {topic} {broker_name} "
+        "{queue_id} {queue_offset} {msg_id} {keys} {tags} {store_time} "
+        "{store_timestamp_ms} {properties} {body}",
+    )
+    consume.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=f"stop when nothing arrives for this long; 0 = never (default "
+        f"{DEFAULT_IDLE_TIMEOUT_S:g} with -n or --peek, else never)",
+    )
     consume.set_defaults(func=_consume)
 
 
 def _namesrv(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--namesrv", default=None,
-                        help=f"nameserver(s) 'host:port;host:port' (default ${NAMESRV_ENV}, "
-                             f"then {DEFAULT_NAMESRV})")
+    parser.add_argument(
+        "--namesrv",
+        default=None,
+        help=f"nameserver(s) 'host:port;host:port' (default ${NAMESRV_ENV}, "
+        f"then {DEFAULT_NAMESRV})",
+    )
     add_security_options(parser)
 
 

@@ -92,13 +92,13 @@ __all__ = [
 
 CLUSTER_NAME = "DefaultCluster"
 DEFAULT_DATA_DIR = "./pocketmq-cluster"
-STARTUP_TIMEOUT_S = 60.0   # until every broker has registered
-STOP_GRACE_S = 20.0        # per child, after SIGTERM, before SIGKILL
+STARTUP_TIMEOUT_S = 60.0  # until every broker has registered
+STOP_GRACE_S = 20.0  # per child, after SIGTERM, before SIGKILL
 POLL_S = 0.2
 LOG_TAIL_LINES = 15
-POCKETMQ = (sys.executable, "-m", "pocketmq")   # the `pocketmq` command of this install
+POCKETMQ = (sys.executable, "-m", "pocketmq")  # the `pocketmq` command of this install
 MASTER_ROLES = ("SYNC_MASTER", "ASYNC_MASTER")
-PORTS_PER_MEMBER = 2   # the broker's port and, above it, its replication (ha) port
+PORTS_PER_MEMBER = 2  # the broker's port and, above it, its replication (ha) port
 
 
 # -- the topology: one definition for `cluster up` and docker-compose.yml --------------------
@@ -107,9 +107,15 @@ def broker_name(index: int) -> str:
     return f"broker-{string.ascii_lowercase[index] if index < 26 else index}"
 
 
-def nameserver_command(*, port: int, host: str, controller_dir: str | None = None,
-                       controller_etcd: str | None = None, advertise: str | None = None,
-                       acl_file: str | None = None) -> list[str]:
+def nameserver_command(
+    *,
+    port: int,
+    host: str,
+    controller_dir: str | None = None,
+    controller_etcd: str | None = None,
+    advertise: str | None = None,
+    acl_file: str | None = None,
+) -> list[str]:
     """The nameserver; with *controller_dir* (file store) or *controller_etcd* it runs the
     controller too (*advertise*: the address standbys name it by, for a wildcard host);
     with *acl_file* it checks every request against that ACL, as the brokers do."""
@@ -139,11 +145,11 @@ class Member:
     """One broker process of ``cluster up``: broker name *index*, broker id *broker_id*."""
 
     index: int
-    broker_id: int          # 0 = the master, 1.. the replicas
-    role: str               # SYNC_MASTER, ASYNC_MASTER or SLAVE
+    broker_id: int  # 0 = the master, 1.. the replicas
+    role: str  # SYNC_MASTER, ASYNC_MASTER or SLAVE
     port: int
     ha_port: int
-    v2_port: int            # -1 = off
+    v2_port: int  # -1 = off
 
     @property
     def broker_name(self) -> str:
@@ -155,8 +161,14 @@ class Member:
         return self.broker_name if self.broker_id == 0 else f"{self.broker_name}-{self.broker_id}"
 
 
-def cluster_layout(brokers: int, replicas: int = 0, *, broker_port: int, v2_port: int,
-                   master_role: str | None = None) -> list[Member]:
+def cluster_layout(
+    brokers: int,
+    replicas: int = 0,
+    *,
+    broker_port: int,
+    v2_port: int,
+    master_role: str | None = None,
+) -> list[Member]:
     """Every member, masters before their replicas: member k = index * (replicas + 1) + id
     on *broker_port* + 2k (ha port + 1 above it) and *v2_port* + k (-1: off)."""
     role = master_role or ("SYNC_MASTER" if replicas else "ASYNC_MASTER")
@@ -165,16 +177,35 @@ def cluster_layout(brokers: int, replicas: int = 0, *, broker_port: int, v2_port
         for broker_id in range(replicas + 1):
             k = index * (replicas + 1) + broker_id
             port = broker_port + PORTS_PER_MEMBER * k
-            members.append(Member(index=index, broker_id=broker_id,
-                                  role=role if broker_id == 0 else "SLAVE", port=port,
-                                  ha_port=port + 1, v2_port=-1 if v2_port == -1 else v2_port + k))
+            members.append(
+                Member(
+                    index=index,
+                    broker_id=broker_id,
+                    role=role if broker_id == 0 else "SLAVE",
+                    port=port,
+                    ha_port=port + 1,
+                    v2_port=-1 if v2_port == -1 else v2_port + k,
+                )
+            )
     return members
 
 
-def broker_command(index: int, *, port: int, ha_port: int, v2_port: int, namesrv: str,
-                   data_dir: str, host: str, broker_id: int = 0, role: str = "ASYNC_MASTER",
-                   broker_ip: str | None = None, acl_file: str | None = None,
-                   config_file: str | None = None, controller: str | None = None) -> list[str]:
+def broker_command(
+    index: int,
+    *,
+    port: int,
+    ha_port: int,
+    v2_port: int,
+    namesrv: str,
+    data_dir: str,
+    host: str,
+    broker_id: int = 0,
+    role: str = "ASYNC_MASTER",
+    broker_ip: str | None = None,
+    acl_file: str | None = None,
+    config_file: str | None = None,
+    controller: str | None = None,
+) -> list[str]:
     """Broker *index* of the cluster (id *broker_id*); *broker_ip* when *host* listens on
     every interface.
 
@@ -186,12 +217,30 @@ def broker_command(index: int, *, port: int, ha_port: int, v2_port: int, namesrv
     and the broker id the controller id (:func:`controller_id`).
     """
     if controller:
-        broker_id, role = controller_id(broker_id), role if role in MASTER_ROLES else \
-            "SYNC_MASTER"
-    command = ["broker", "--cluster", CLUSTER_NAME, "--name", broker_name(index),
-               "--broker-id", str(broker_id), "--role", role,
-               "--host", host, "--port", str(port), "--ha-port", str(ha_port),
-               "--grpc-v2-port", str(v2_port), "--namesrv", namesrv, "--data-dir", data_dir]
+        broker_id, role = controller_id(broker_id), role if role in MASTER_ROLES else "SYNC_MASTER"
+    command = [
+        "broker",
+        "--cluster",
+        CLUSTER_NAME,
+        "--name",
+        broker_name(index),
+        "--broker-id",
+        str(broker_id),
+        "--role",
+        role,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--ha-port",
+        str(ha_port),
+        "--grpc-v2-port",
+        str(v2_port),
+        "--namesrv",
+        namesrv,
+        "--data-dir",
+        data_dir,
+    ]
     if config_file:
         command += ["--config", config_file]
     if broker_ip:
@@ -214,50 +263,89 @@ serves RocketMQ 5 clients on --grpc-v2-port + k. With --brokers 2 --replicas 1:
   broker-b    SYNC_MASTER, 0  10915  10916    8083     DIR/broker-b
   broker-b-1  SLAVE, id 1     10917  10918    8084     DIR/broker-b-1"""
 
+
 def register(subparsers: Any) -> None:
-    cluster = subparsers.add_parser("cluster", help="run or list a cluster",
-                                    description="Run a local cluster, or list a cluster's "
-                                                "brokers.")
+    cluster = subparsers.add_parser(
+        "cluster",
+        help="run or list a cluster",
+        description="Run a local cluster, or list a cluster's brokers.",
+    )
     actions = cluster.add_subparsers(dest="cluster_action", metavar="ACTION", required=True)
     up = actions.add_parser(
-        "up", help="one nameserver and N brokers (and their replicas) as local processes",
+        "up",
+        help="one nameserver and N brokers (and their replicas) as local processes",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run one nameserver and N brokers, each with --replicas replicas, as child\n"
-                    "processes (the commands docker-compose.yml runs) until Ctrl-C.\n\n"
-                    + _LAYOUT_HELP)
-    up.add_argument("--brokers", type=int, default=2,
-                    help="how many broker names (default 2)")
-    up.add_argument("--replicas", type=int, default=0,
-                    help="replicas (role SLAVE, broker ids 1..N) per broker name (default 0)")
-    up.add_argument("--master-role", choices=MASTER_ROLES, default=None,
-                    help="role of the masters (default SYNC_MASTER with --replicas >= 1, "
-                         "else ASYNC_MASTER)")
-    up.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
-                    help=f"brokers' data and the logs (default {DEFAULT_DATA_DIR})")
+        "processes (the commands docker-compose.yml runs) until Ctrl-C.\n\n" + _LAYOUT_HELP,
+    )
+    up.add_argument("--brokers", type=int, default=2, help="how many broker names (default 2)")
+    up.add_argument(
+        "--replicas",
+        type=int,
+        default=0,
+        help="replicas (role SLAVE, broker ids 1..N) per broker name (default 0)",
+    )
+    up.add_argument(
+        "--master-role",
+        choices=MASTER_ROLES,
+        default=None,
+        help="role of the masters (default SYNC_MASTER with --replicas >= 1, else ASYNC_MASTER)",
+    )
+    up.add_argument(
+        "--data-dir",
+        default=DEFAULT_DATA_DIR,
+        help=f"brokers' data and the logs (default {DEFAULT_DATA_DIR})",
+    )
     up.add_argument("--host", default="127.0.0.1", help="address every server listens on")
     up.add_argument("--namesrv-port", type=int, default=9876, help="default 9876")
-    up.add_argument("--broker-port", type=int, default=10911,
-                    help="port of the first broker; member k gets this + 2k and its "
-                         "replication port this + 2k + 1 (default 10911)")
-    up.add_argument("--grpc-v2-port", dest="v2_port", type=int, default=8081,
-                    help="RocketMQ 5 gRPC port of the first broker (the proxy's 8081); member "
-                         "k gets this + k; -1 = off")
+    up.add_argument(
+        "--broker-port",
+        type=int,
+        default=10911,
+        help="port of the first broker; member k gets this + 2k and its "
+        "replication port this + 2k + 1 (default 10911)",
+    )
+    up.add_argument(
+        "--grpc-v2-port",
+        dest="v2_port",
+        type=int,
+        default=8081,
+        help="RocketMQ 5 gRPC port of the first broker (the proxy's 8081); member "
+        "k gets this + k; -1 = off",
+    )
     up.add_argument("--v2-port", dest="v2_port", type=int, help=argparse.SUPPRESS)
-    up.add_argument("--controller", action=argparse.BooleanOptionalAction, default=None,
-                    help="run the controller in the nameserver and the brokers in controller "
-                         "mode: a dead master is replaced automatically (default: on with "
-                         "--replicas >= 1; --no-controller for manual `broker promote`)")
-    up.add_argument("--dashboard-port", type=int, default=-1, metavar="PORT",
-                    help="also run the web dashboard (`pocketmq dashboard`) on this port, "
-                         "e.g. 8080 (default -1: off)")
-    up.add_argument("--config", metavar="FILE", default=None,
-                    help="TOML file of broker keys (docs/configuration.md) for every broker; "
-                         "the cluster's own flags win over it")
+    up.add_argument(
+        "--controller",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run the controller in the nameserver and the brokers in controller "
+        "mode: a dead master is replaced automatically (default: on with "
+        "--replicas >= 1; --no-controller for manual `broker promote`)",
+    )
+    up.add_argument(
+        "--dashboard-port",
+        type=int,
+        default=-1,
+        metavar="PORT",
+        help="also run the web dashboard (`pocketmq dashboard`) on this port, "
+        "e.g. 8080 (default -1: off)",
+    )
+    up.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help="TOML file of broker keys (docs/configuration.md) for every broker; "
+        "the cluster's own flags win over it",
+    )
     up.set_defaults(func=_run_up)
-    listing = actions.add_parser("list", parents=[_common()], help="the cluster's brokers",
-                                 description="Every live broker with its role, master epoch, "
-                                             "replication lag (replicas) or replicas in sync "
-                                             "(masters), version and put/get TPS.")
+    listing = actions.add_parser(
+        "list",
+        parents=[_common()],
+        help="the cluster's brokers",
+        description="Every live broker with its role, master epoch, "
+        "replication lag (replicas) or replicas in sync "
+        "(masters), version and put/get TPS.",
+    )
     listing.set_defaults(func=lambda args: run_admin(_cluster_list, args))
 
 
@@ -279,23 +367,65 @@ async def _cluster_list(admin: AdminClient, args: argparse.Namespace) -> int:
             return {}
 
     tables = await asyncio.gather(*(runtime(b.addr) for b in info.brokers))
-    rows = [{"cluster": b.cluster, "broker_name": b.broker_name, "broker_id": b.broker_id,
-             "role": b.role, "broker_role": t.get("broker_role"), "addr": b.addr,
-             "master_epoch": _int(t.get("master_epoch")),
-             "replication_lag_bytes": _int(t.get("replication_lag_bytes")),
-             "in_sync_replicas": _int(t.get("in_sync_replicas")),
-             "version": t.get("version"), "put_tps": t.get("put_tps"),
-             "get_tps": t.get("get_tps"), "reachable": bool(t),
-             "controller_broker_id": _int(t.get("controller_broker_id")),
-             "sync_state_set": t.get("sync_state_set")}
-            for b, t in zip(info.brokers, tables, strict=True)]
-    print(dump_json(rows) if args.json else render(
-        ["CLUSTER", "BROKER", "ID", "ROLE", "ADDRESS", "EPOCH", "LAG BYTES", "IN SYNC",
-         "VERSION", "PUT TPS", "GET TPS", "CONTROLLER ID", "IN-SYNC SET"],
-        [[r["cluster"], r["broker_name"], r["broker_id"], r["broker_role"] or r["role"],
-          r["addr"], r["master_epoch"], r["replication_lag_bytes"], r["in_sync_replicas"],
-          r["version"], r["put_tps"], r["get_tps"], r["controller_broker_id"],
-          r["sync_state_set"]] for r in rows]))
+    rows = [
+        {
+            "cluster": b.cluster,
+            "broker_name": b.broker_name,
+            "broker_id": b.broker_id,
+            "role": b.role,
+            "broker_role": t.get("broker_role"),
+            "addr": b.addr,
+            "master_epoch": _int(t.get("master_epoch")),
+            "replication_lag_bytes": _int(t.get("replication_lag_bytes")),
+            "in_sync_replicas": _int(t.get("in_sync_replicas")),
+            "version": t.get("version"),
+            "put_tps": t.get("put_tps"),
+            "get_tps": t.get("get_tps"),
+            "reachable": bool(t),
+            "controller_broker_id": _int(t.get("controller_broker_id")),
+            "sync_state_set": t.get("sync_state_set"),
+        }
+        for b, t in zip(info.brokers, tables, strict=True)
+    ]
+    print(
+        dump_json(rows)
+        if args.json
+        else render(
+            [
+                "CLUSTER",
+                "BROKER",
+                "ID",
+                "ROLE",
+                "ADDRESS",
+                "EPOCH",
+                "LAG BYTES",
+                "IN SYNC",
+                "VERSION",
+                "PUT TPS",
+                "GET TPS",
+                "CONTROLLER ID",
+                "IN-SYNC SET",
+            ],
+            [
+                [
+                    r["cluster"],
+                    r["broker_name"],
+                    r["broker_id"],
+                    r["broker_role"] or r["role"],
+                    r["addr"],
+                    r["master_epoch"],
+                    r["replication_lag_bytes"],
+                    r["in_sync_replicas"],
+                    r["version"],
+                    r["put_tps"],
+                    r["get_tps"],
+                    r["controller_broker_id"],
+                    r["sync_state_set"],
+                ]
+                for r in rows
+            ],
+        )
+    )
     unreachable = [r["addr"] for r in rows if not r["reachable"]]
     for addr in unreachable:
         print(f"broker {addr} did not answer", file=sys.stderr)
@@ -319,16 +449,21 @@ def _run_up(args: argparse.Namespace) -> int:
         print(f"pocketmq cluster up: --replicas is {args.replicas}; give 0..8", file=sys.stderr)
         return 2
     members = args.brokers * (args.replicas + 1)
-    ranges = [("--namesrv-port", args.namesrv_port, 1),
-              ("--broker-port", args.broker_port, PORTS_PER_MEMBER * members)]
+    ranges = [
+        ("--namesrv-port", args.namesrv_port, 1),
+        ("--broker-port", args.broker_port, PORTS_PER_MEMBER * members),
+    ]
     if args.v2_port != -1:
         ranges.append(("--grpc-v2-port", args.v2_port, members))
     if args.dashboard_port != -1:
         ranges.append(("--dashboard-port", args.dashboard_port, 1))
     for flag, first, count in ranges:
         if first <= 0 or first + count > 65536:
-            print(f"pocketmq cluster up: {flag} {first} leaves no room for {count} port(s) "
-                  "below 65536", file=sys.stderr)
+            print(
+                f"pocketmq cluster up: {flag} {first} leaves no room for {count} port(s) "
+                "below 65536",
+                file=sys.stderr,
+            )
             return 2
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(LocalCluster(args).run())
@@ -337,12 +472,19 @@ def _run_up(args: argparse.Namespace) -> int:
 class _Child:
     """One server process and its log file."""
 
-    def __init__(self, name: str, role: str, addr: str, command: Sequence[str],
-                 log_path: Path, member: Member | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        role: str,
+        addr: str,
+        command: Sequence[str],
+        log_path: Path,
+        member: Member | None = None,
+    ) -> None:
         self.name, self.role, self.addr = name, role, addr
         self.member = member
         self.broker_id = member.broker_id if member is not None else None  # as registered
-        self.fenced = ""       # why the nameserver refused this master, when it did
+        self.fenced = ""  # why the nameserver refused this master, when it did
         self.command = list(command)
         self.log_path = log_path
         self.proc: asyncio.subprocess.Process | None = None
@@ -352,9 +494,14 @@ class _Child:
     async def start(self) -> None:
         self._log = open(self.log_path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
         self.proc = await asyncio.create_subprocess_exec(
-            *POCKETMQ, *self.command, stdin=asyncio.subprocess.DEVNULL, stdout=self._log,
-            stderr=asyncio.subprocess.STDOUT, start_new_session=True,
-            preexec_fn=_die_with_parent)
+            *POCKETMQ,
+            *self.command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
         self.exited = asyncio.get_running_loop().create_task(self.proc.wait())
 
     async def stop(self) -> int | None:
@@ -367,8 +514,10 @@ class _Child:
             try:
                 await asyncio.wait_for(asyncio.shield(self.exited), STOP_GRACE_S)
             except TimeoutError:
-                print(f"{self.name} did not stop within {STOP_GRACE_S:.0f} s; killing it",
-                      file=sys.stderr)
+                print(
+                    f"{self.name} did not stop within {STOP_GRACE_S:.0f} s; killing it",
+                    file=sys.stderr,
+                )
                 with contextlib.suppress(ProcessLookupError):
                     self.proc.kill()
         code = await self.exited
@@ -421,29 +570,62 @@ class LocalCluster:
         logs = self.data_dir / "logs"
         use_controller = args.replicas > 0 if args.controller is None else args.controller
         # The controller's state file: `cluster up` reads it (no gRPC before forking).
-        self.controller_file = (self.data_dir / "controller" / "controller.json"
-                                if use_controller else None)
-        self.nameserver = _Child("nameserver", "nameserver", self.namesrv, nameserver_command(
-            port=args.namesrv_port, host=args.host,
-            controller_dir=str(self.data_dir / "controller") if use_controller else None),
-                                 logs / "nameserver.log")
+        self.controller_file = (
+            self.data_dir / "controller" / "controller.json" if use_controller else None
+        )
+        self.nameserver = _Child(
+            "nameserver",
+            "nameserver",
+            self.namesrv,
+            nameserver_command(
+                port=args.namesrv_port,
+                host=args.host,
+                controller_dir=str(self.data_dir / "controller") if use_controller else None,
+            ),
+            logs / "nameserver.log",
+        )
         config_file = str(Path(args.config).resolve()) if args.config else None
-        layout = cluster_layout(args.brokers, args.replicas, broker_port=args.broker_port,
-                                v2_port=args.v2_port, master_role=args.master_role)
+        layout = cluster_layout(
+            args.brokers,
+            args.replicas,
+            broker_port=args.broker_port,
+            v2_port=args.v2_port,
+            master_role=args.master_role,
+        )
         self.brokers = [
-            _Child(m.label, m.role, f"{args.host}:{m.port}",
-                   broker_command(m.index, broker_id=m.broker_id,
-                                  role=layout[0].role if use_controller else m.role,
-                                  port=m.port, ha_port=m.ha_port, v2_port=m.v2_port,
-                                  namesrv=self.namesrv, data_dir=str(self.data_dir / m.label),
-                                  host=args.host, config_file=config_file,
-                                  controller=self.namesrv if use_controller else None),
-                   logs / f"{m.label}.log", member=m)
-            for m in layout]
-        self.dashboard = _Child(
-            "dashboard", "dashboard", f"{args.host}:{args.dashboard_port}",
-            dashboard_command(namesrv=self.namesrv, host=args.host, port=args.dashboard_port),
-            logs / "dashboard.log") if args.dashboard_port != -1 else None
+            _Child(
+                m.label,
+                m.role,
+                f"{args.host}:{m.port}",
+                broker_command(
+                    m.index,
+                    broker_id=m.broker_id,
+                    role=layout[0].role if use_controller else m.role,
+                    port=m.port,
+                    ha_port=m.ha_port,
+                    v2_port=m.v2_port,
+                    namesrv=self.namesrv,
+                    data_dir=str(self.data_dir / m.label),
+                    host=args.host,
+                    config_file=config_file,
+                    controller=self.namesrv if use_controller else None,
+                ),
+                logs / f"{m.label}.log",
+                member=m,
+            )
+            for m in layout
+        ]
+        self.dashboard = (
+            _Child(
+                "dashboard",
+                "dashboard",
+                f"{args.host}:{args.dashboard_port}",
+                dashboard_command(namesrv=self.namesrv, host=args.host, port=args.dashboard_port),
+                logs / "dashboard.log",
+            )
+            if args.dashboard_port != -1
+            else None
+        )
         self._stop = asyncio.Event()
 
     @property
@@ -485,8 +667,11 @@ class LocalCluster:
         for broker in masters:
             await broker.start()
         if replicas:
-            ha_addrs = [f"{b.addr.rpartition(':')[0]}:{b.member.ha_port}" for b in masters
-                        if b.member is not None]
+            ha_addrs = [
+                f"{b.addr.rpartition(':')[0]}:{b.member.ha_port}"
+                for b in masters
+                if b.member is not None
+            ]
             names = {b.member.broker_name for b in masters if b.member is not None}
 
             async def masters_up() -> bool:
@@ -500,7 +685,7 @@ class LocalCluster:
                 return died
         for broker in replicas:
             await broker.start()
-        if self.dashboard is not None:      # before any gRPC channel here, as the brokers
+        if self.dashboard is not None:  # before any gRPC channel here, as the brokers
             await self.dashboard.start()
         async with AdminClient(self.namesrv, timeout_s=1.0) as admin:
 
@@ -508,13 +693,11 @@ class LocalCluster:
                 """Every broker registered under its name (a promoted replica as id 0), or
                 fenced: an old master the nameserver refuses after a promotion."""
                 info = await admin.cluster_info()
-                live = {(b.broker_name, b.addr) for b in info.brokers
-                        if b.cluster == CLUSTER_NAME}
+                live = {(b.broker_name, b.addr) for b in info.brokers if b.cluster == CLUSTER_NAME}
                 for child in self.brokers:
                     if child.member is None or (child.member.broker_name, child.addr) in live:
                         continue
-                    child.fenced = (await admin.broker_runtime_info(child.addr)).get("fenced",
-                                                                                    "")
+                    child.fenced = (await admin.broker_runtime_info(child.addr)).get("fenced", "")
                     if not child.fenced:
                         return False
                 return True
@@ -528,7 +711,7 @@ class LocalCluster:
         """Each broker's role and id as it runs: a promotion outlives the command line."""
         deadline = asyncio.get_running_loop().time() + STARTUP_TIMEOUT_S
         for child in self.brokers:
-            while True:          # a loaded machine may miss a call's 1 s timeout: ask again
+            while True:  # a loaded machine may miss a call's 1 s timeout: ask again
                 try:
                     table = await admin.broker_runtime_info(child.addr)
                 except ClientError:
@@ -552,9 +735,11 @@ class LocalCluster:
                 if await ready():
                     return None
             if asyncio.get_running_loop().time() > deadline:
-                print(f"pocketmq cluster up: the cluster did not come up within "
-                      f"{STARTUP_TIMEOUT_S:.0f} s; see the logs in {self.data_dir / 'logs'}",
-                      file=sys.stderr)
+                print(
+                    f"pocketmq cluster up: the cluster did not come up within "
+                    f"{STARTUP_TIMEOUT_S:.0f} s; see the logs in {self.data_dir / 'logs'}",
+                    file=sys.stderr,
+                )
                 self._stop.set()
                 return self.nameserver
             with contextlib.suppress(TimeoutError):
@@ -562,16 +747,28 @@ class LocalCluster:
         return None
 
     def _print_up(self) -> None:
-        rows = [[f"{c.role} (fenced)" if c.fenced else c.role,
-                 c.member.broker_name if c.member else None, c.broker_id, c.addr,
-                 c.proc.pid if c.proc else None, c.log_path] for c in self.children]
-        fenced = "".join(f"\n{c.name} at {c.addr} takes no writes: {c.fenced}"
-                         for c in self.brokers if c.fenced)
+        rows = [
+            [
+                f"{c.role} (fenced)" if c.fenced else c.role,
+                c.member.broker_name if c.member else None,
+                c.broker_id,
+                c.addr,
+                c.proc.pid if c.proc else None,
+                c.log_path,
+            ]
+            for c in self.children
+        ]
+        fenced = "".join(
+            f"\n{c.name} at {c.addr} takes no writes: {c.fenced}" for c in self.brokers if c.fenced
+        )
         dashboard = f"dashboard: http://{self.dashboard.addr}/\n" if self.dashboard else ""
-        print(f"PocketMQ cluster {CLUSTER_NAME} is up, data in {self.data_dir}:\n"
-              f"{render(['ROLE', 'NAME', 'ID', 'ADDRESS', 'PID', 'LOG'], rows)}\n{fenced}\n"
-              f"export POCKETMQ_NAMESRV={self.namesrv}\n{dashboard}"
-              "Ctrl-C stops the cluster.", flush=True)
+        print(
+            f"PocketMQ cluster {CLUSTER_NAME} is up, data in {self.data_dir}:\n"
+            f"{render(['ROLE', 'NAME', 'ID', 'ADDRESS', 'PID', 'LOG'], rows)}\n{fenced}\n"
+            f"export POCKETMQ_NAMESRV={self.namesrv}\n{dashboard}"
+            "Ctrl-C stops the cluster.",
+            flush=True,
+        )
 
     async def _watch(self) -> _Child | None:
         """Until a stop is asked for (None) or a child exits on its own (that child)."""
@@ -585,20 +782,29 @@ class LocalCluster:
 
     async def _stop_all(self, failed: _Child | None) -> int:
         if failed is not None and failed.exited is not None and failed.exited.done():
-            print(f"pocketmq cluster up: {failed.name} exited with code "
-                  f"{failed.exited.result()}; the end of {failed.log_path}:\n"
-                  f"{failed.log_tail()}", file=sys.stderr, flush=True)
+            print(
+                f"pocketmq cluster up: {failed.name} exited with code "
+                f"{failed.exited.result()}; the end of {failed.log_path}:\n"
+                f"{failed.log_tail()}",
+                file=sys.stderr,
+                flush=True,
+            )
         if self.dashboard is not None and self.dashboard.proc is not None:
-            await self.dashboard.stop()       # first: it only watches the others
+            await self.dashboard.stop()  # first: it only watches the others
         brokers = [b for b in self.brokers if b.proc is not None]
-        print(f"stopping {', '.join([*(b.name for b in brokers), 'then the nameserver'])}",
-              flush=True)
-        codes = dict(zip((b.name for b in brokers),
-                         await asyncio.gather(*(b.stop() for b in brokers)), strict=True))
+        print(
+            f"stopping {', '.join([*(b.name for b in brokers), 'then the nameserver'])}", flush=True
+        )
+        codes = dict(
+            zip(
+                (b.name for b in brokers),
+                await asyncio.gather(*(b.stop() for b in brokers)),
+                strict=True,
+            )
+        )
         codes[self.nameserver.name] = await self.nameserver.stop()
         for name, code in codes.items():
             if code is not None:
                 print(f"{name} exited with code {code}", flush=True)
         clean = failed is None and all(code in (0, None) for code in codes.values())
         return 0 if clean else 1
-

@@ -61,7 +61,8 @@ def parse_start(text: str) -> str | int:
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"--from {text!r}: give first, last, ms since the epoch or an ISO-8601 time "
-            "(e.g. 2024-05-01T10:00:00)") from None
+            "(e.g. 2024-05-01T10:00:00)"
+        ) from None
 
 
 def idle_timeout_of(args: argparse.Namespace) -> float:
@@ -89,8 +90,7 @@ def check_args(args: argparse.Namespace) -> None:
         except SqlFilterError as exc:
             raise UsageError(f"--sql {args.sql!r}: {exc}") from None
     if args.until is not None and (not args.peek or isinstance(args.until, str)):
-        raise UsageError("--until takes a time (ms since the epoch or ISO-8601) and ends a "
-                         "--peek")
+        raise UsageError("--until takes a time (ms since the epoch or ISO-8601) and ends a --peek")
 
 
 def _consumer(args: argparse.Namespace) -> PullConsumer:
@@ -98,29 +98,43 @@ def _consumer(args: argparse.Namespace) -> PullConsumer:
     options: dict[str, Any] = {"consume_from": start if isinstance(start, str) else "timestamp"}
     if isinstance(start, int):
         options["consume_timestamp_ms"] = start
-    return PullConsumer(group=args.group or TOOLS_CONSUMER_GROUP, namesrv=args.namesrv,
-                        auto_commit=False, rebalance_interval_s=5.0, **options,
-                        **security_kwargs(args))
+    return PullConsumer(
+        group=args.group or TOOLS_CONSUMER_GROUP,
+        namesrv=args.namesrv,
+        auto_commit=False,
+        rebalance_interval_s=5.0,
+        **options,
+        **security_kwargs(args),
+    )
 
 
-async def _assign(consumer: PullConsumer, args: argparse.Namespace,
-                  from_given: bool) -> dict[MessageQueue, int]:
+async def _assign(
+    consumer: PullConsumer, args: argparse.Namespace, from_given: bool
+) -> dict[MessageQueue, int]:
     """Assign the chosen queues and seek them; returns each queue's end (peek stops there).
 
     Where each starts: --offset (clamped into the queue), else --from when given (or
     peeking), else the group's stored offset (the consumer's own start rule)."""
     args.broker = await broker_name_of(args)
-    queues = [q for q in await consumer.fetch_message_queues(args.topic)
-              if args.queue in (None, q.queue_id) and args.broker in (None, q.broker_name)]
+    queues = [
+        q
+        for q in await consumer.fetch_message_queues(args.topic)
+        if args.queue in (None, q.queue_id) and args.broker in (None, q.broker_name)
+    ]
     if not queues:
-        raise UsageError(f"topic {args.topic!r} has no queue {args.queue}"
-                         + (f" on broker {args.broker!r}" if args.broker else ""))
+        raise UsageError(
+            f"topic {args.topic!r} has no queue {args.queue}"
+            + (f" on broker {args.broker!r}" if args.broker else "")
+        )
     consumer.assign(queues)
     ends: dict[MessageQueue, int] = {}
     for queue in queues:
         low, high = await consumer.beginning_offset(queue), await consumer.end_offset(queue)
-        ends[queue] = high if args.until is None else min(
-            high, await consumer.offset_for_time(queue, args.until))
+        ends[queue] = (
+            high
+            if args.until is None
+            else min(high, await consumer.offset_for_time(queue, args.until))
+        )
         start = args.consume_from
         if args.offset is not None:
             await consumer.seek(queue, min(max(args.offset, low), high))
@@ -142,17 +156,18 @@ async def consume_messages(args: argparse.Namespace) -> int:
     consumer = _consumer(args)
     reader = _Printer(args, filter_tags=assigned)
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):   # stop between polls: commit, leave, 130
+    for sig in (signal.SIGINT, signal.SIGTERM):  # stop between polls: commit, leave, 130
         loop.add_signal_handler(sig, reader.stop.set)
     try:
         if assigned:
             await consumer.start()
             ends = await _assign(consumer, args, from_given)
         else:
-            consumer.subscribe(args.topic, args.expr if args.sql is None
-                               else MessageSelector.by_sql(args.sql))
+            consumer.subscribe(
+                args.topic, args.expr if args.sql is None else MessageSelector.by_sql(args.sql)
+            )
             await consumer.start()
-            await consumer.fetch_message_queues(args.topic)   # unknown topic: exit 1
+            await consumer.fetch_message_queues(args.topic)  # unknown topic: exit 1
             ends = {}
         await reader.run(consumer, ends)
     finally:
@@ -162,8 +177,11 @@ async def consume_messages(args: argparse.Namespace) -> int:
             await consumer.commit()
         await consumer.shutdown()
         if reader.stopped_idle:
-            print(f"consumed {reader.printed} message(s); nothing more arrived for "
-                  f"{idle_timeout_of(args):g} s", file=sys.stderr)
+            print(
+                f"consumed {reader.printed} message(s); nothing more arrived for "
+                f"{idle_timeout_of(args):g} s",
+                file=sys.stderr,
+            )
     if reader.stop.is_set():
         print(f"interrupted after {reader.printed} message(s)", file=sys.stderr)
         return 130
@@ -177,7 +195,7 @@ class _Printer:
         self.args = args
         self.printed = 0
         self.stopped_idle = False
-        self.stop = asyncio.Event()   # Ctrl-C or SIGTERM
+        self.stop = asyncio.Event()  # Ctrl-C or SIGTERM
         # Assigned queues are pulled without a subscription: --expr / --sql apply here.
         tags = {t.strip() for t in args.expr.split("||")}
         self._tags = None if "*" in tags or not filter_tags else tags
@@ -243,13 +261,21 @@ def message_fields(msg: MessageExt) -> dict[str, Any]:
         body, encoding = base64.b64encode(msg.body).decode(), "base64"
     stored = datetime.datetime.fromtimestamp(msg.store_timestamp_ms / 1000)
     return {
-        "topic": msg.topic, "tags": msg.tags, "keys": msg.keys, "msg_id": msg.msg_id,
-        "offset_msg_id": msg.offset_msg_id, "broker_name": msg.broker_name,
-        "queue_id": msg.queue_id, "queue_offset": msg.queue_offset,
+        "topic": msg.topic,
+        "tags": msg.tags,
+        "keys": msg.keys,
+        "msg_id": msg.msg_id,
+        "offset_msg_id": msg.offset_msg_id,
+        "broker_name": msg.broker_name,
+        "queue_id": msg.queue_id,
+        "queue_offset": msg.queue_offset,
         "store_timestamp_ms": msg.store_timestamp_ms,
         "store_time": stored.isoformat(timespec="milliseconds"),
-        "born_timestamp_ms": msg.born_timestamp_ms, "reconsume_times": msg.reconsume_times,
-        "properties": msg.properties, "body": body, "body_encoding": encoding,
+        "born_timestamp_ms": msg.born_timestamp_ms,
+        "reconsume_times": msg.reconsume_times,
+        "properties": msg.properties,
+        "body": body,
+        "body_encoding": encoding,
     }
 
 

@@ -30,24 +30,45 @@ __all__ = ["register"]
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "dashboard", help="serve the web dashboard (cluster, topics, groups, messages)",
+        "dashboard",
+        help="serve the web dashboard (cluster, topics, groups, messages)",
         description="Serve PocketMQ's web dashboard: brokers, topics, consumer groups and "
-                    "their lag, messages, dead letters and traces, with live charts of the "
-                    "last hour. Stops on SIGTERM/SIGINT.")
-    parser.add_argument("--namesrv", default=None,
-                        help=f"nameserver(s) 'host:port;host:port' (default ${NAMESRV_ENV}, "
-                             f"then {DEFAULT_NAMESRV})")
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="address the web server listens on (default 127.0.0.1; "
-                             "0.0.0.0 for every interface)")
+        "their lag, messages, dead letters and traces, with live charts of the "
+        "last hour. Stops on SIGTERM/SIGINT.",
+    )
+    parser.add_argument(
+        "--namesrv",
+        default=None,
+        help=f"nameserver(s) 'host:port;host:port' (default ${NAMESRV_ENV}, "
+        f"then {DEFAULT_NAMESRV})",
+    )
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address the web server listens on (default 127.0.0.1; 0.0.0.0 for every interface)",
+    )
     parser.add_argument("--port", type=int, default=8080, help="web port (default 8080)")
-    parser.add_argument("--interval", type=float, default=5.0, metavar="SECONDS",
-                        help="between two samples of the charts (default 5)")
-    parser.add_argument("--prometheus-url", default="", metavar="URL",
-                        help="a Prometheus server scraping the brokers: the charts link "
-                             "to it for more than the last hour")
-    parser.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
-                        help="deadline of each admin call (default 5)")
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="between two samples of the charts (default 5)",
+    )
+    parser.add_argument(
+        "--prometheus-url",
+        default="",
+        metavar="URL",
+        help="a Prometheus server scraping the brokers: the charts link "
+        "to it for more than the last hour",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="deadline of each admin call (default 5)",
+    )
     add_security_options(parser)
     parser.set_defaults(func=_run)
 
@@ -59,10 +80,15 @@ def _run(args: argparse.Namespace) -> int:
     try:
         config = DashboardConfig(
             namesrv=args.namesrv or os.environ.get(NAMESRV_ENV, DEFAULT_NAMESRV),
-            host=args.host, port=args.port, access_key=keys["access_key"],
-            secret_key=keys["secret_key"], tls_ca=keys["tls_ca_file"],
-            timeout_s=args.timeout, interval_s=args.interval,
-            prometheus_url=args.prometheus_url)
+            host=args.host,
+            port=args.port,
+            access_key=keys["access_key"],
+            secret_key=keys["secret_key"],
+            tls_ca=keys["tls_ca_file"],
+            timeout_s=args.timeout,
+            interval_s=args.interval,
+            prometheus_url=args.prometheus_url,
+        )
     except ConfigError as exc:
         print(f"pocketmq dashboard: {exc}", file=sys.stderr)
         return 2
@@ -77,8 +103,11 @@ async def _serve(dashboard: Any) -> int:
         print(f"pocketmq dashboard: {exc}", file=sys.stderr)
         await dashboard.stop()
         return 1
-    print(f"PocketMQ dashboard on {dashboard.url}/ (nameservers "
-          f"{';'.join(dashboard.namesrv)}); Ctrl-C stops it.", flush=True)
+    print(
+        f"PocketMQ dashboard on {dashboard.url}/ (nameservers "
+        f"{';'.join(dashboard.namesrv)}); Ctrl-C stops it.",
+        flush=True,
+    )
     stop_requested = asyncio.Event()
     loop = asyncio.get_running_loop()
     signals = (signal.SIGTERM, signal.SIGINT)

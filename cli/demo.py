@@ -19,15 +19,19 @@ TOPIC = "demo-orders"
 COUNT = 10
 
 
-async def run_demo(namesrv: str, *, broker_address: str, data_dir: str,
-                   timeout_s: float = 30.0) -> bool:
+async def run_demo(
+    namesrv: str, *, broker_address: str, data_dir: str, timeout_s: float = 30.0
+) -> bool:
     """Send and receive COUNT messages; print what happened. True on success."""
-    print(f"\nPocketMQ standalone is up: nameserver {namesrv}, broker {broker_address}, "
-          f"data in {data_dir}")
+    print(
+        f"\nPocketMQ standalone is up: nameserver {namesrv}, broker {broker_address}, "
+        f"data in {data_dir}"
+    )
     received: dict[str, MessageExt] = {}
     done = asyncio.Event()
-    consumer = PushConsumer(group=f"demo-consumer-{int(time.time())}", namesrv=namesrv,
-                            consume_from="first")
+    consumer = PushConsumer(
+        group=f"demo-consumer-{int(time.time())}", namesrv=namesrv, consume_from="first"
+    )
     consumer.subscribe(TOPIC, "paid || refunded")
 
     @consumer.listener
@@ -42,12 +46,19 @@ async def run_demo(namesrv: str, *, broker_address: str, data_dir: str,
     sent_ids = []
     async with Producer(group="demo-producer", namesrv=namesrv) as producer:
         for i in range(COUNT):
-            result = await producer.send(Message(
-                topic=TOPIC, body=f"order {i}: 3 items, 42.00 EUR".encode(),
-                tags="paid" if i % 2 == 0 else "refunded", keys=[f"order-{i}"]))
+            result = await producer.send(
+                Message(
+                    topic=TOPIC,
+                    body=f"order {i}: 3 items, 42.00 EUR".encode(),
+                    tags="paid" if i % 2 == 0 else "refunded",
+                    keys=[f"order-{i}"],
+                )
+            )
             sent_ids.append(result.msg_id)
-        print(f"demo: sent {COUNT} messages to {TOPIC!r} "
-              f"({time.perf_counter() - started:.3f} s), e.g. msg_id {sent_ids[0]}")
+        print(
+            f"demo: sent {COUNT} messages to {TOPIC!r} "
+            f"({time.perf_counter() - started:.3f} s), e.g. msg_id {sent_ids[0]}"
+        )
     await consumer.start()
     try:
         await asyncio.wait_for(done.wait(), timeout_s)
@@ -57,14 +68,21 @@ async def run_demo(namesrv: str, *, broker_address: str, data_dir: str,
     finally:
         await consumer.shutdown()
     mine = [received[i] for i in sent_ids if i in received]
-    print(f"demo: received {len(mine)}/{COUNT} of them through a push consumer "
-          f"({time.perf_counter() - started:.3f} s in all)")
+    print(
+        f"demo: received {len(mine)}/{COUNT} of them through a push consumer "
+        f"({time.perf_counter() - started:.3f} s in all)"
+    )
     for msg in mine[:3]:
-        print(f"      {msg.topic}:{msg.queue_id}@{msg.queue_offset} tags={msg.tags} "
-              f"keys={list(msg.keys)} body={msg.body.decode()!r}")
-    print("\nTry, in another terminal:\n"
-          f"  .venv/bin/pocketmq send {TOPIC} 'hello' --tag paid --key order-99\n"
-          f"  .venv/bin/pocketmq consume {TOPIC} --group try-it --from first -n 5\n"
-          f"  .venv/bin/pocketmq store verify {data_dir}   (after Ctrl-C)\n"
-          "Ctrl-C stops the servers gracefully.\n", flush=True)
+        print(
+            f"      {msg.topic}:{msg.queue_id}@{msg.queue_offset} tags={msg.tags} "
+            f"keys={list(msg.keys)} body={msg.body.decode()!r}"
+        )
+    print(
+        "\nTry, in another terminal:\n"
+        f"  .venv/bin/pocketmq send {TOPIC} 'hello' --tag paid --key order-99\n"
+        f"  .venv/bin/pocketmq consume {TOPIC} --group try-it --from first -n 5\n"
+        f"  .venv/bin/pocketmq store verify {data_dir}   (after Ctrl-C)\n"
+        "Ctrl-C stops the servers gracefully.\n",
+        flush=True,
+    )
     return ok and len(mine) == COUNT

@@ -37,20 +37,35 @@ COMMAND = "pocketmq broker elect"
 
 def _broker_id(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a broker id >= 1 (the id the "
-                                         "controller assigned; see `pocketmq cluster list`)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give a broker id >= 1 (the id the "
+            "controller assigned; see `pocketmq cluster list`)"
+        )
     return int(text)
 
 
 def add_elect(actions: Any, leaf: Any) -> None:
     """Add ``elect`` to ``pocketmq broker``'s actions (*leaf* as in admin_cmd)."""
-    parser = leaf(actions, "elect", _broker_elect,
-                  "force a master election for a broker name (controller mode)")
+    parser = leaf(
+        actions,
+        "elect",
+        _broker_elect,
+        "force a master election for a broker name (controller mode)",
+    )
     parser.add_argument("broker_name", metavar="BROKER_NAME", help="e.g. broker-a")
-    parser.add_argument("--broker-id", type=_broker_id, default=0, metavar="N",
-                        help="elect this broker (live and in sync), not the best one")
-    parser.add_argument("--controller", default="", metavar="HOST:PORT[,HOST:PORT]",
-                        help="controller address(es) (default: the nameservers)")
+    parser.add_argument(
+        "--broker-id",
+        type=_broker_id,
+        default=0,
+        metavar="N",
+        help="elect this broker (live and in sync), not the best one",
+    )
+    parser.add_argument(
+        "--controller",
+        default="",
+        metavar="HOST:PORT[,HOST:PORT]",
+        help="controller address(es) (default: the nameservers)",
+    )
 
 
 async def _broker_elect(admin: AdminClient, args: argparse.Namespace) -> int:
@@ -65,16 +80,23 @@ async def _broker_elect(admin: AdminClient, args: argparse.Namespace) -> int:
         print(f"{COMMAND}: give a broker name, e.g. broker-a", file=sys.stderr)
         return 2
     try:
-        view = await admin.elect_master(args.broker_name, broker_id=args.broker_id,
-                                        controllers=controllers or None)
+        view = await admin.elect_master(
+            args.broker_name, broker_id=args.broker_id, controllers=controllers or None
+        )
     except UnavailableError as exc:
-        print(f"{COMMAND}: no active controller answered ({exc}); is a nameserver running "
-              "with --controller?", file=sys.stderr)
+        print(
+            f"{COMMAND}: no active controller answered ({exc}); is a nameserver running "
+            "with --controller?",
+            file=sys.stderr,
+        )
         return 1
     except RemoteError as exc:
         rule = f" ({exc.reason})" if exc.reason else ""
-        print(f"{COMMAND}: the controller refused to elect a master of "
-              f"{args.broker_name}{rule}: {exc}", file=sys.stderr)
+        print(
+            f"{COMMAND}: the controller refused to elect a master of "
+            f"{args.broker_name}{rule}: {exc}",
+            file=sys.stderr,
+        )
         return 1
     except ClientError as exc:
         print(f"{COMMAND}: {exc}", file=sys.stderr)
@@ -83,14 +105,25 @@ async def _broker_elect(admin: AdminClient, args: argparse.Namespace) -> int:
         print(dump_json(view))
         return 0
     print(render_view(view))
-    print(f"elected {view.broker_name} id {view.master_id} at {view.master_addr} master in "
-          f"epoch {view.master_epoch} (controller {view.controller})")
+    print(
+        f"elected {view.broker_name} id {view.master_id} at {view.master_addr} master in "
+        f"epoch {view.master_epoch} (controller {view.controller})"
+    )
     return 0
 
 
 def render_view(view: ControllerView) -> str:
-    return render(["BROKER", "ID", "ADDRESS", "ROLE", "IN SYNC", "ALIVE"],
-                  [[view.broker_name, m.broker_id, m.addr,
-                    "master" if m.broker_id == view.master_id else "replica",
-                    "yes" if m.in_sync else "no", "yes" if m.alive else "no"]
-                   for m in view.members])
+    return render(
+        ["BROKER", "ID", "ADDRESS", "ROLE", "IN SYNC", "ALIVE"],
+        [
+            [
+                view.broker_name,
+                m.broker_id,
+                m.addr,
+                "master" if m.broker_id == view.master_id else "replica",
+                "yes" if m.in_sync else "no",
+                "yes" if m.alive else "no",
+            ]
+            for m in view.members
+        ],
+    )

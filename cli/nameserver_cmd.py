@@ -28,18 +28,24 @@ logger = logging.getLogger(__name__)
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "nameserver", help="run a nameserver (topic routes and broker liveness)",
+        "nameserver",
+        help="run a nameserver (topic routes and broker liveness)",
         description="Run a PocketMQ nameserver. Brokers register with every nameserver; "
-                    "clients ask any one for routes. Stops gracefully on SIGTERM/SIGINT.")
-    parser.add_argument("--config", metavar="FILE",
-                        help="TOML file of nameserver keys (flags override it)")
+        "clients ask any one for routes. Stops gracefully on SIGTERM/SIGINT.",
+    )
+    parser.add_argument(
+        "--config", metavar="FILE", help="TOML file of nameserver keys (flags override it)"
+    )
     add_config_flags(parser, NamesrvConfig)
-    parser.add_argument("--controller", dest="controller_enable", action="store_const",
-                        const=True, default=None,
-                        help="run the controller here (same as --controller-enable)")
+    parser.add_argument(
+        "--controller",
+        dest="controller_enable",
+        action="store_const",
+        const=True,
+        default=None,
+        help="run the controller here (same as --controller-enable)",
+    )
     parser.set_defaults(func=_run)
-
-
 
 
 @server_command
@@ -68,8 +74,10 @@ async def _serve(config: NamesrvConfig) -> int:
         loop.add_signal_handler(sig, stop_requested.set)
     try:
         await stop_requested.wait()
-        logger.info("stop requested; finishing in-flight requests (grace %.1f s)",
-                    config.shutdown_grace_seconds)
+        logger.info(
+            "stop requested; finishing in-flight requests (grace %.1f s)",
+            config.shutdown_grace_seconds,
+        )
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)

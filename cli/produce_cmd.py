@@ -29,10 +29,10 @@ from pocketmq.client import ClientError, Message, MessageQueue, Producer, SendRe
 
 __all__ = ["add_message_options", "parse_deliver_at", "produce_lines", "send_one"]
 
-PRODUCE_WINDOW = 256   # sends of `produce` in flight at once
-MAX_REASONS = 5        # distinct failure reasons printed
+PRODUCE_WINDOW = 256  # sends of `produce` in flight at once
+MAX_REASONS = 5  # distinct failure reasons printed
 READ_CHUNK = 64 * 1024
-STOP_DRAIN_POLL_S = 0.05   # after Ctrl-C, while the reader queues what it read
+STOP_DRAIN_POLL_S = 0.05  # after Ctrl-C, while the reader queues what it read
 
 
 class UsageError(ValueError):
@@ -47,22 +47,36 @@ def parse_deliver_at(text: str) -> int:
         return int(datetime.datetime.fromisoformat(text).timestamp() * 1000)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not ms since the epoch or an ISO-8601 time "
-            "(e.g. 2024-05-01T10:00:00)") from None
+            f"{text!r} is not ms since the epoch or an ISO-8601 time (e.g. 2024-05-01T10:00:00)"
+        ) from None
 
 
 def add_message_options(parser: argparse.ArgumentParser, *, every: str = "") -> None:
     """--tag, --key, --property (shared by send and produce)."""
     parser.add_argument("--tag", default="", help=f"the tag{every}")
-    parser.add_argument("--key", action="append", default=[],
-                        help=f"a key{every} (repeatable)")
-    parser.add_argument("--property", action="append", default=[], metavar="NAME=VALUE",
-                        help=f"a user property{every} (repeatable)")
+    parser.add_argument("--key", action="append", default=[], help=f"a key{every} (repeatable)")
+    parser.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help=f"a user property{every} (repeatable)",
+    )
     parser.add_argument("--group", default="pocketmq-cli", help="producer group")
-    parser.add_argument("--delay-level", type=int, default=0, metavar="N",
-                        help="RocketMQ delay level 1..18 (1 s .. 2 h); 0 = none")
-    parser.add_argument("--deliver-at", type=parse_deliver_at, default=0, metavar="TIME",
-                        help="deliver at this time: ms since the epoch or ISO-8601")
+    parser.add_argument(
+        "--delay-level",
+        type=int,
+        default=0,
+        metavar="N",
+        help="RocketMQ delay level 1..18 (1 s .. 2 h); 0 = none",
+    )
+    parser.add_argument(
+        "--deliver-at",
+        type=parse_deliver_at,
+        default=0,
+        metavar="TIME",
+        help="deliver at this time: ms since the epoch or ISO-8601",
+    )
 
 
 def _properties(items: list[str]) -> dict[str, str]:
@@ -78,9 +92,15 @@ def _properties(items: list[str]) -> dict[str, str]:
 def _message(args: argparse.Namespace, body: bytes, properties: dict[str, str]) -> Message:
     if args.delay_level and args.deliver_at:
         raise UsageError("give --delay-level or --deliver-at, not both")
-    return Message(topic=args.topic, body=body, tags=args.tag, keys=args.key,
-                   properties=properties, delay_level=args.delay_level,
-                   deliver_at_ms=args.deliver_at)
+    return Message(
+        topic=args.topic,
+        body=body,
+        tags=args.tag,
+        keys=args.key,
+        properties=properties,
+        delay_level=args.delay_level,
+        deliver_at_ms=args.deliver_at,
+    )
 
 
 async def _queue_of(producer: Producer, args: argparse.Namespace) -> MessageQueue | None:
@@ -88,37 +108,52 @@ async def _queue_of(producer: Producer, args: argparse.Namespace) -> MessageQueu
     if args.queue is None:
         return None
     args.broker = await broker_name_of(args)
-    queues = [q for q in await producer.fetch_publish_queues(args.topic)
-              if q.queue_id == args.queue and args.broker in (None, q.broker_name)]
+    queues = [
+        q
+        for q in await producer.fetch_publish_queues(args.topic)
+        if q.queue_id == args.queue and args.broker in (None, q.broker_name)
+    ]
     names = sorted({q.broker_name for q in queues})
     if not queues:
-        raise UsageError(f"topic {args.topic!r} has no writable queue {args.queue}"
-                         + (f" on broker {args.broker!r}" if args.broker else ""))
+        raise UsageError(
+            f"topic {args.topic!r} has no writable queue {args.queue}"
+            + (f" on broker {args.broker!r}" if args.broker else "")
+        )
     if len(names) > 1:
-        raise UsageError(f"queue {args.queue} of {args.topic!r} is on brokers "
-                         f"{', '.join(names)}; choose one with --broker NAME")
+        raise UsageError(
+            f"queue {args.queue} of {args.topic!r} is on brokers "
+            f"{', '.join(names)}; choose one with --broker NAME"
+        )
     return queues[0]
 
 
 async def send_one(args: argparse.Namespace) -> int:
     msg = _message(args, args.body.encode(), _properties(args.property))
-    async with Producer(group=args.group, namesrv=args.namesrv,
-                        **security_kwargs(args)) as producer:
+    async with Producer(
+        group=args.group, namesrv=args.namesrv, **security_kwargs(args)
+    ) as producer:
         result = await producer.send(msg, queue=await _queue_of(producer, args))
     print(json.dumps(_result_json(result)) if args.json else _result_line(result))
     return 0
 
 
 def _result_json(result: SendResult) -> dict[str, Any]:
-    return {"status": result.status.value, "msg_id": result.msg_id,
-            "offset_msg_id": result.offset_msg_id, "topic": result.queue.topic,
-            "broker_name": result.queue.broker_name, "queue_id": result.queue.queue_id,
-            "queue_offset": result.queue_offset}
+    return {
+        "status": result.status.value,
+        "msg_id": result.msg_id,
+        "offset_msg_id": result.offset_msg_id,
+        "topic": result.queue.topic,
+        "broker_name": result.queue.broker_name,
+        "queue_id": result.queue.queue_id,
+        "queue_offset": result.queue_offset,
+    }
 
 
 def _result_line(result: SendResult) -> str:
-    return (f"{result.status.value} msg_id={result.msg_id} offset_msg_id={result.offset_msg_id} "
-            f"queue={result.queue} queue_offset={result.queue_offset}")
+    return (
+        f"{result.status.value} msg_id={result.msg_id} offset_msg_id={result.offset_msg_id} "
+        f"queue={result.queue} queue_offset={result.queue_offset}"
+    )
 
 
 # -- produce ---------------------------------------------------------------------------------
@@ -131,7 +166,7 @@ class _StdinLines:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._lines: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=PRODUCE_WINDOW)
-        self._idle = threading.Event()    # the thread holds no line it has read
+        self._idle = threading.Event()  # the thread holds no line it has read
         threading.Thread(target=self._read, name="stdin", daemon=True).start()
 
     def _put(self, line: bytes | None) -> None:
@@ -154,7 +189,7 @@ class _StdinLines:
                 self._put(pending)
             self._put(None)
         except (OSError, RuntimeError, ValueError):
-            pass   # stdin closed under us, or the loop is gone: the input has ended
+            pass  # stdin closed under us, or the loop is gone: the input has ended
         finally:
             self._idle.set()
 
@@ -167,7 +202,7 @@ class _StdinLines:
             if stop.is_set():
                 if self._idle.is_set() and self._lines.empty():
                     return None
-                with contextlib.suppress(TimeoutError):   # the thread is queueing a chunk
+                with contextlib.suppress(TimeoutError):  # the thread is queueing a chunk
                     return await asyncio.wait_for(self._lines.get(), STOP_DRAIN_POLL_S)
                 continue
             getter = asyncio.ensure_future(self._lines.get())
@@ -206,7 +241,7 @@ class _Tally:
 
 async def produce_lines(args: argparse.Namespace) -> int:
     properties = _properties(args.property)
-    _message(args, b"", properties)   # argument errors before anything is read
+    _message(args, b"", properties)  # argument errors before anything is read
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -216,8 +251,9 @@ async def produce_lines(args: argparse.Namespace) -> int:
     window = asyncio.Semaphore(PRODUCE_WINDOW)
     in_flight: set[asyncio.Task[SendResult]] = set()
     try:
-        async with Producer(group=args.group, namesrv=args.namesrv,
-                            **security_kwargs(args)) as producer:
+        async with Producer(
+            group=args.group, namesrv=args.namesrv, **security_kwargs(args)
+        ) as producer:
             while (line := await lines.next(stop)) is not None:
                 body = line.rstrip(b"\r\n")
                 if not body:
@@ -230,7 +266,7 @@ async def produce_lines(args: argparse.Namespace) -> int:
                 task.add_done_callback(lambda _t: window.release())
             if in_flight:
                 await asyncio.wait(set(in_flight))
-    except ClientError as exc:   # the producer could not start
+    except ClientError as exc:  # the producer could not start
         tally.reasons[str(exc)] += 1
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):

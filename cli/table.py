@@ -46,8 +46,9 @@ def render(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     right = [bool(cells) and all(_numeric(r[i]) for r in cells) for i in range(len(headers))]
 
     def line(values: Sequence[str]) -> str:
-        parts = [v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right,
-                                                                      strict=True)]
+        parts = [
+            v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True)
+        ]
         return "  ".join(parts).rstrip()
 
     return "\n".join([line(headers), *(line(r) for r in cells)])
@@ -56,8 +57,9 @@ def render(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 def render_mapping(columns: Mapping[str, Mapping[str, Any]], *, key_header: str = "KEY") -> str:
     """Keys down, one column per source (``{"broker-a": {...}, "broker-b": {...}}``)."""
     keys = sorted({k for table in columns.values() for k in table})
-    return render([key_header, *columns],
-                  [[k, *(table.get(k) for table in columns.values())] for k in keys])
+    return render(
+        [key_header, *columns], [[k, *(table.get(k) for table in columns.values())] for k in keys]
+    )
 
 
 def time_ms(ms: int) -> str | None:

@@ -30,17 +30,26 @@ from pocketmq.common.errors import ConfigError
 
 __all__ = ["read_topic_file", "topic_create_many", "topic_delete_many", "topic_list"]
 
-_KEYS = {"topic": "topic", "name": "topic", "read_queue_nums": "read_queue_nums",
-         "read": "read_queue_nums", "write_queue_nums": "write_queue_nums",
-         "write": "write_queue_nums", "perm": "perm", "order": "order"}
+_KEYS = {
+    "topic": "topic",
+    "name": "topic",
+    "read_queue_nums": "read_queue_nums",
+    "read": "read_queue_nums",
+    "write_queue_nums": "write_queue_nums",
+    "write": "write_queue_nums",
+    "perm": "perm",
+    "order": "order",
+}
 
 
 def _config(fields: dict[str, Any], defaults: dict[str, Any], where: str) -> TopicConfig:
     merged = {**defaults}
     for key, value in fields.items():
         if key not in _KEYS:
-            raise ConfigError(f"{where}: unknown key {key!r}; use topic (or name), "
-                              "read_queue_nums, write_queue_nums, perm, order")
+            raise ConfigError(
+                f"{where}: unknown key {key!r}; use topic (or name), "
+                "read_queue_nums, write_queue_nums, perm, order"
+            )
         merged[_KEYS[key]] = value
     if not isinstance(merged.get("topic"), str) or not merged["topic"]:
         raise ConfigError(f"{where}: no topic name")
@@ -50,9 +59,14 @@ def _config(fields: dict[str, Any], defaults: dict[str, Any], where: str) -> Top
         perm = int(merged.get("perm") or 6)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    read, write = read or write, write or read    # one given count serves for both
-    return TopicConfig(topic=merged["topic"], read_queue_nums=read, write_queue_nums=write,
-                       perm=perm, order=bool(merged.get("order", False)))
+    read, write = read or write, write or read  # one given count serves for both
+    return TopicConfig(
+        topic=merged["topic"],
+        read_queue_nums=read,
+        write_queue_nums=write,
+        perm=perm,
+        order=bool(merged.get("order", False)),
+    )
 
 
 def read_topic_file(path: str, defaults: dict[str, Any] | None = None) -> list[TopicConfig]:
@@ -95,10 +109,13 @@ def _read_lines(path: str, text: str, defaults: dict[str, Any]) -> list[TopicCon
         if not words:
             continue
         if len(words) > 4:
-            raise ConfigError(f"{path}:{number}: {line.strip()!r} has {len(words)} fields; "
-                              "a line is NAME [READ [WRITE [PERM]]]")
-        fields = dict(zip(("topic", "read_queue_nums", "write_queue_nums", "perm"), words,
-                          strict=False))
+            raise ConfigError(
+                f"{path}:{number}: {line.strip()!r} has {len(words)} fields; "
+                "a line is NAME [READ [WRITE [PERM]]]"
+            )
+        fields = dict(
+            zip(("topic", "read_queue_nums", "write_queue_nums", "perm"), words, strict=False)
+        )
         out.append(_config(fields, defaults, f"{path}:{number}"))
     return out
 
@@ -106,26 +123,38 @@ def _read_lines(path: str, text: str, defaults: dict[str, Any]) -> list[TopicCon
 Out = Callable[[argparse.Namespace, Any, Callable[[], str]], None]
 
 
-async def topic_create_many(admin: AdminClient, args: argparse.Namespace,
-                            configs: list[TopicConfig], targets: dict[str, str],
-                            out: Out) -> int:
+async def topic_create_many(
+    admin: AdminClient,
+    args: argparse.Namespace,
+    configs: list[TopicConfig],
+    targets: dict[str, str],
+    out: Out,
+) -> int:
     """Create the file's topics on every target broker, in batches of one call each."""
+
     async def one(name: str) -> dict[str, Any]:
         addr = targets[name]
         try:
-            done = await admin.create_topics(addr, configs,
-                                             update_existing=args.update_existing)
+            done = await admin.create_topics(addr, configs, update_existing=args.update_existing)
         except ClientError as exc:
             return {"broker_name": name, "addr": addr, "ok": False, "result": str(exc)}
-        return {"broker_name": name, "addr": addr, "ok": True,
-                "result": f"created {done.created}, updated {done.updated}, "
-                          f"unchanged {done.unchanged}"}
+        return {
+            "broker_name": name,
+            "addr": addr,
+            "ok": True,
+            "result": f"created {done.created}, updated {done.updated}, unchanged {done.unchanged}",
+        }
 
     return _report(args, out, [await one(n) for n in sorted(targets)])
 
 
-async def topic_delete_many(admin: AdminClient, args: argparse.Namespace, topics: list[str],
-                            targets: dict[str, str] | None, out: Out) -> int:
+async def topic_delete_many(
+    admin: AdminClient,
+    args: argparse.Namespace,
+    topics: list[str],
+    targets: dict[str, str] | None,
+    out: Out,
+) -> int:
     """Delete *topics* from *targets*, or, without targets, from every broker that
     serves each of them (read from the nameserver a page at a time)."""
     by_broker: dict[str, list[str]] = {}
@@ -140,37 +169,63 @@ async def topic_delete_many(admin: AdminClient, args: argparse.Namespace, topics
         for topic in topics:
             queue_datas = routes.get(topic)
             if not queue_datas and not args.ignore_missing:
-                rows.append({"broker_name": "-", "addr": "-", "ok": False,
-                             "result": f"topic {topic!r}: no live broker serves it"})
+                rows.append(
+                    {
+                        "broker_name": "-",
+                        "addr": "-",
+                        "ok": False,
+                        "result": f"topic {topic!r}: no live broker serves it",
+                    }
+                )
             for qd in queue_datas or ():
                 by_broker.setdefault(qd.broker_name, []).append(topic)
     for name in sorted(by_broker):
         addr = addrs.get(name)
         if addr is None:
-            rows.append({"broker_name": name, "addr": "-", "ok": False,
-                         "result": "no live master to delete from"})
+            rows.append(
+                {
+                    "broker_name": name,
+                    "addr": "-",
+                    "ok": False,
+                    "result": "no live master to delete from",
+                }
+            )
             continue
         try:
-            done = await admin.delete_topics(addr, by_broker[name],
-                                             ignore_missing=args.ignore_missing)
-            rows.append({"broker_name": name, "addr": addr, "ok": True,
-                         "result": f"deleted {done.deleted}"})
+            done = await admin.delete_topics(
+                addr, by_broker[name], ignore_missing=args.ignore_missing
+            )
+            rows.append(
+                {"broker_name": name, "addr": addr, "ok": True, "result": f"deleted {done.deleted}"}
+            )
         except ClientError as exc:
             rows.append({"broker_name": name, "addr": addr, "ok": False, "result": str(exc)})
     return _report(args, out, rows)
 
 
 def _report(args: argparse.Namespace, out: Out, rows: list[dict[str, Any]]) -> int:
-    out(args, rows, lambda: render(["BROKER", "ADDRESS", "RESULT"],
-                                   [[r["broker_name"], r["addr"], r["result"]] for r in rows]))
+    out(
+        args,
+        rows,
+        lambda: render(
+            ["BROKER", "ADDRESS", "RESULT"],
+            [[r["broker_name"], r["addr"], r["result"]] for r in rows],
+        ),
+    )
     return 0 if rows and all(r["ok"] for r in rows) else 1
 
 
 # Topics the brokers make for themselves (RocketMQ's TopicValidator.isSystemTopic), and
 # the retry topics consumer groups get; dead-letter topics (%DLQ%) are listed.
-SYSTEM_TOPICS = frozenset({
-    "TBW102", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "SCHEDULE_TOPIC_XXXX",
-    "TRANS_CHECK_MAX_TIME_TOPIC"})
+SYSTEM_TOPICS = frozenset(
+    {
+        "TBW102",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        "SCHEDULE_TOPIC_XXXX",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+    }
+)
 SYSTEM_PREFIXES = ("rmq_sys_", "RMQ_SYS_", "%RETRY%")
 
 
@@ -178,8 +233,7 @@ def is_system_topic(topic: str) -> bool:
     return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_PREFIXES)
 
 
-async def topic_list(admin: AdminClient, args: argparse.Namespace,
-                     out: Out) -> int:
+async def topic_list(admin: AdminClient, args: argparse.Namespace, out: Out) -> int:
     """Every topic with its brokers and queues: one nameserver call per 10,000 topics.
     A failed page fails the command (exit 1): no row is dropped silently. System
     topics (:func:`is_system_topic`, and the broker and cluster names) only with --all."""
@@ -189,14 +243,37 @@ async def topic_list(admin: AdminClient, args: argparse.Namespace,
         info = await admin.cluster_info()
         names = {b.broker_name for b in info.brokers} | set(info.clusters)
         hidden = {t for t, _ in routes if t in names or is_system_topic(t)}
-    rows = [{"topic": topic, "brokers": [
-        {"broker_name": q.broker_name, "read_queue_nums": q.read_queue_nums,
-         "write_queue_nums": q.write_queue_nums, "perm": q.perm} for q in qds]}
-        for topic, qds in routes if topic not in hidden]
-    out(args, rows, lambda: render(
-        ["TOPIC", "BROKERS", "READ", "WRITE", "PERM"],
-        [[r["topic"], [b["broker_name"] for b in r["brokers"]],
-          sum(b["read_queue_nums"] for b in r["brokers"]),
-          sum(b["write_queue_nums"] for b in r["brokers"]),
-          sorted({b["perm"] for b in r["brokers"]})] for r in rows]))
+    rows = [
+        {
+            "topic": topic,
+            "brokers": [
+                {
+                    "broker_name": q.broker_name,
+                    "read_queue_nums": q.read_queue_nums,
+                    "write_queue_nums": q.write_queue_nums,
+                    "perm": q.perm,
+                }
+                for q in qds
+            ],
+        }
+        for topic, qds in routes
+        if topic not in hidden
+    ]
+    out(
+        args,
+        rows,
+        lambda: render(
+            ["TOPIC", "BROKERS", "READ", "WRITE", "PERM"],
+            [
+                [
+                    r["topic"],
+                    [b["broker_name"] for b in r["brokers"]],
+                    sum(b["read_queue_nums"] for b in r["brokers"]),
+                    sum(b["write_queue_nums"] for b in r["brokers"]),
+                    sorted({b["perm"] for b in r["brokers"]}),
+                ]
+                for r in rows
+            ],
+        ),
+    )
     return 0

@@ -27,20 +27,28 @@ __all__ = ["add_trace", "render_life"]
 
 def add_trace(actions: Any, leaf: Any) -> None:
     """Add ``trace`` to ``pocketmq message``'s actions (*leaf* as in admin_cmd)."""
-    parser = leaf(actions, "trace", _message_trace,
-                  "a message's life from the trace topic: produced, stored, consumed, "
-                  "retried, dead-lettered")
+    parser = leaf(
+        actions,
+        "trace",
+        _message_trace,
+        "a message's life from the trace topic: produced, stored, consumed, retried, dead-lettered",
+    )
     parser.add_argument("msg_id", metavar="MSGID", help="unique id (or offset message id)")
-    parser.add_argument("--trace-topic", default=DEFAULT_TRACE_TOPIC,
-                        help=f"where traces are written (default {DEFAULT_TRACE_TOPIC})")
+    parser.add_argument(
+        "--trace-topic",
+        default=DEFAULT_TRACE_TOPIC,
+        help=f"where traces are written (default {DEFAULT_TRACE_TOPIC})",
+    )
 
 
 async def _message_trace(admin: AdminClient, args: argparse.Namespace) -> int:
     records = await query_trace(admin, args.msg_id, trace_topic=args.trace_topic)
     if not records:
-        raise NotFoundError(f"no trace of message {args.msg_id!r} in {args.trace_topic!r}; "
-                            "was it sent or consumed with enable_trace=True (or through a "
-                            "broker with trace_topic_enable)?")
+        raise NotFoundError(
+            f"no trace of message {args.msg_id!r} in {args.trace_topic!r}; "
+            "was it sent or consumed with enable_trace=True (or through a "
+            "broker with trace_topic_enable)?"
+        )
     life = message_life(args.msg_id, records)
     print(dump_json(life) if args.json else render_life(life))
     return 0
@@ -52,40 +60,128 @@ def _ms(value: float | None) -> str | None:
 
 def render_life(life: dict[str, Any]) -> str:
     """The text form of :func:`~pocketmq.client.trace_view.message_life`'s result."""
-    parts = [render(["FIELD", "VALUE"], [
-        ["Message ID", life["msg_id"]], ["Topic", life["topic"] or None],
-        ["Tags", life["tags"] or None], ["Keys", life["keys"]]])]
+    parts = [
+        render(
+            ["FIELD", "VALUE"],
+            [
+                ["Message ID", life["msg_id"]],
+                ["Topic", life["topic"] or None],
+                ["Tags", life["tags"] or None],
+                ["Keys", life["keys"]],
+            ],
+        )
+    ]
     if life["produced"]:
-        parts.append("Produced\n" + render(
-            ["TIME", "GROUP", "CLIENT", "COST MS", "STATUS", "TYPE", "BROKER", "QUEUE",
-             "OFFSET", "STORE HOST"],
-            [[time_ms(p["ts"]), p["group"], p["client_id"], _ms(p["cost_ms"]), p["status"],
-              p["msg_type"], p["broker"] or None, _num(p["queue_id"]), _num(p["queue_offset"]),
-              p["store_host"] or None] for p in life["produced"]]))
+        parts.append(
+            "Produced\n"
+            + render(
+                [
+                    "TIME",
+                    "GROUP",
+                    "CLIENT",
+                    "COST MS",
+                    "STATUS",
+                    "TYPE",
+                    "BROKER",
+                    "QUEUE",
+                    "OFFSET",
+                    "STORE HOST",
+                ],
+                [
+                    [
+                        time_ms(p["ts"]),
+                        p["group"],
+                        p["client_id"],
+                        _ms(p["cost_ms"]),
+                        p["status"],
+                        p["msg_type"],
+                        p["broker"] or None,
+                        _num(p["queue_id"]),
+                        _num(p["queue_offset"]),
+                        p["store_host"] or None,
+                    ]
+                    for p in life["produced"]
+                ],
+            )
+        )
     if life["broker"]:
-        parts.append("Broker\n" + render(
-            ["TIME", "EVENT", "BROKER", "TOPIC", "STORED IN", "QUEUE", "OFFSET", "STATUS"],
-            [[time_ms(b["store_time"] or b["ts"]), b["type"], b["broker"], b["topic"],
-              b["stored_topic"] or None, _num(b["queue_id"]), _num(b["queue_offset"]),
-              b["status"] or None] for b in life["broker"]]))
+        parts.append(
+            "Broker\n"
+            + render(
+                ["TIME", "EVENT", "BROKER", "TOPIC", "STORED IN", "QUEUE", "OFFSET", "STATUS"],
+                [
+                    [
+                        time_ms(b["store_time"] or b["ts"]),
+                        b["type"],
+                        b["broker"],
+                        b["topic"],
+                        b["stored_topic"] or None,
+                        _num(b["queue_id"]),
+                        _num(b["queue_offset"]),
+                        b["status"] or None,
+                    ]
+                    for b in life["broker"]
+                ],
+            )
+        )
     if life["transactions"]:
-        parts.append("Transaction\n" + render(
-            ["TIME", "GROUP", "CLIENT", "STATE", "FROM CHECK"],
-            [[time_ms(t["ts"]), t["group"], t["client_id"], t["transaction_state"],
-              t["from_transaction_check"]] for t in life["transactions"]]))
+        parts.append(
+            "Transaction\n"
+            + render(
+                ["TIME", "GROUP", "CLIENT", "STATE", "FROM CHECK"],
+                [
+                    [
+                        time_ms(t["ts"]),
+                        t["group"],
+                        t["client_id"],
+                        t["transaction_state"],
+                        t["from_transaction_check"],
+                    ]
+                    for t in life["transactions"]
+                ],
+            )
+        )
     if life["consumed"]:
-        parts.append("Consumed\n" + render(
-            ["TIME", "GROUP", "CLIENT", "ATTEMPT", "COST MS", "STATUS", "READ FROM", "BROKER",
-             "QUEUE", "OFFSET"],
-            [[time_ms(c["ts"]), c["group"], c["client_id"], c["attempt"] + 1,
-              _ms(c["cost_ms"]), c["status"], c["read_from"], c["broker"] or None,
-              _num(c["queue_id"]), _num(c["queue_offset"])] for c in life["consumed"]]))
+        parts.append(
+            "Consumed\n"
+            + render(
+                [
+                    "TIME",
+                    "GROUP",
+                    "CLIENT",
+                    "ATTEMPT",
+                    "COST MS",
+                    "STATUS",
+                    "READ FROM",
+                    "BROKER",
+                    "QUEUE",
+                    "OFFSET",
+                ],
+                [
+                    [
+                        time_ms(c["ts"]),
+                        c["group"],
+                        c["client_id"],
+                        c["attempt"] + 1,
+                        _ms(c["cost_ms"]),
+                        c["status"],
+                        c["read_from"],
+                        c["broker"] or None,
+                        _num(c["queue_id"]),
+                        _num(c["queue_offset"]),
+                    ]
+                    for c in life["consumed"]
+                ],
+            )
+        )
     else:
         parts.append("Consumed: no traced consumption yet")
     for dead in life["dead_lettered"]:
-        parts.append(f"Dead-lettered: group {dead['group']} moved it to {dead['dlq_topic']} "
-                     f"at {time_ms(dead['ts'])}"
-                     + (" (the broker stored the copy)" if dead["broker_confirmed"] else ""))
+        parts.append(
+            f"Dead-lettered: group {dead['group']} moved it to {dead['dlq_topic']} "
+            f"at {time_ms(dead['ts'])}"
+            + (" (the broker stored the copy)" if dead["broker_confirmed"] else "")
+        )
     return "\n\n".join(parts)
 
 

@@ -40,9 +40,18 @@ SPLIT_MIN_RECORDS = 128  # smallest share when pending records are split over fr
 
 
 class BrokerBatcher:
-    def __init__(self, name: str, send_one: SendFn, send_batch: SendFn, *,
-                 linger_s: float = 0.0, max_messages: int = 512, max_bytes: int = 1 << 20,
-                 max_in_flight: int = 4, call_timeout_s: float = 3.0) -> None:
+    def __init__(
+        self,
+        name: str,
+        send_one: SendFn,
+        send_batch: SendFn,
+        *,
+        linger_s: float = 0.0,
+        max_messages: int = 512,
+        max_bytes: int = 1 << 20,
+        max_in_flight: int = 4,
+        call_timeout_s: float = 3.0,
+    ) -> None:
         self.name = name
         self._call_timeout_s = call_timeout_s
         self._send_one = send_one
@@ -61,7 +70,7 @@ class BrokerBatcher:
         self._max_in_flight = max_in_flight
         self._calls_in_flight = 0
         self._closed = False
-        self.calls = 0          # SendMessage/SendBatch calls made
+        self.calls = 0  # SendMessage/SendBatch calls made
         self.records_sent = 0
 
     def add(self, record: bytes, deadline: float = float("inf")) -> asyncio.Future[SendReceipt]:
@@ -103,9 +112,12 @@ class BrokerBatcher:
         # Split what is pending over the free call slots (at least SPLIT_MIN_RECORDS a
         # call): with one call the producers and the broker take turns; with two or more
         # the broker works on one while the callers of the other make the next batch.
-        batch = self._take(max(-(-len(self._pending) // (self._max_in_flight
-                                                           - self._calls_in_flight)),
-                               SPLIT_MIN_RECORDS))
+        batch = self._take(
+            max(
+                -(-len(self._pending) // (self._max_in_flight - self._calls_in_flight)),
+                SPLIT_MIN_RECORDS,
+            )
+        )
         if not batch:
             self._slots.release()
             return
@@ -145,8 +157,9 @@ class BrokerBatcher:
             if future.done():  # the caller gave up (cancellation)
                 continue
             if item[2] <= now:
-                future.set_exception(SendTimeoutError(
-                    f"record waited past its deadline to be sent to {self.name}"))
+                future.set_exception(
+                    SendTimeoutError(f"record waited past its deadline to be sent to {self.name}")
+                )
                 continue
             batch.append(item)
             size += n
@@ -167,19 +180,25 @@ class BrokerBatcher:
     async def _deliver(self, batch: list[_Pending]) -> None:
         try:
             self.calls += 1
-            timeout_s = min(max(max(p[2] for p in batch) - time.monotonic(), 0.001),
-                            self._call_timeout_s)
+            timeout_s = min(
+                max(max(p[2] for p in batch) - time.monotonic(), 0.001), self._call_timeout_s
+            )
             if len(batch) == 1:
                 receipts = await self._send_one(batch[0][0], timeout_s)
             else:
                 receipts = await self._send_batch(b"".join(p[0] for p in batch), timeout_s)
             if len(receipts) != len(batch):
-                raise ClientError(f"broker {self.name} answered {len(receipts)} receipts for "
-                                  f"{len(batch)} records")
+                raise ClientError(
+                    f"broker {self.name} answered {len(receipts)} receipts for {len(batch)} records"
+                )
         except ClientError as exc:
             if len(batch) > 1 and not exc.retriable:
-                log.info("batch of %d records refused by %s (%s); sending them one by one",
-                         len(batch), self.name, exc)
+                log.info(
+                    "batch of %d records refused by %s (%s); sending them one by one",
+                    len(batch),
+                    self.name,
+                    exc,
+                )
                 await asyncio.gather(*(self._deliver([p]) for p in batch))
                 return
             for _record, future, _deadline in batch:
@@ -204,13 +223,19 @@ class BrokerBatcher:
             waiting = [p[1] for p in self._pending] + list(self._inflight)
             if not waiting:
                 break
-            await asyncio.wait(waiting, timeout=max(deadline - asyncio.get_running_loop().time(),
-                                                    0), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                waiting,
+                timeout=max(deadline - asyncio.get_running_loop().time(), 0),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
         await cancel_and_wait(self._task, *self._inflight)
         for _record, future, _deadline in self._pending:
             if not future.done():
-                future.set_exception(ClientStateError(
-                    f"the producer shut down before this record was sent to {self.name}"))
+                future.set_exception(
+                    ClientStateError(
+                        f"the producer shut down before this record was sent to {self.name}"
+                    )
+                )
         self._pending.clear()
 
 
@@ -222,8 +247,9 @@ class RecordAccumulator:
         self._batchers: dict[str, BrokerBatcher] = {}
         self._closed = False
 
-    def add(self, addr: str, record: bytes,
-            deadline: float = float("inf")) -> asyncio.Future[SendReceipt]:
+    def add(
+        self, addr: str, record: bytes, deadline: float = float("inf")
+    ) -> asyncio.Future[SendReceipt]:
         batcher = self._batchers.get(addr)
         if batcher is None:
             if self._closed:

@@ -59,8 +59,9 @@ class ResetTarget:
         if len(given) != 1:
             raise ValueError("give one reset target: --to, --to-offset or --shift-by")
         if isinstance(self.to, str) and self.to not in ("earliest", "latest"):
-            raise ValueError(f"reset target {self.to!r}: give 'earliest', 'latest' or a "
-                             "timestamp in ms")
+            raise ValueError(
+                f"reset target {self.to!r}: give 'earliest', 'latest' or a timestamp in ms"
+            )
         if isinstance(self.to, int) and self.to < 0:
             raise ValueError(f"timestamp {self.to} is negative; give ms since the epoch")
         if self.to_offset is not None and self.to_offset < 0:
@@ -76,9 +77,11 @@ class GroupAdmin:
     cluster_info: Callable[[], Awaitable[Any]]
     _route_masters: Callable[[str], Awaitable[dict[str, str]]]
 
-    async def each_alive(self, masters: dict[str, str],
-                         call: Callable[[str, BrokerClient], Awaitable[T]],
-                         ) -> tuple[dict[str, T], list[BrokerFailure]]:
+    async def each_alive(
+        self,
+        masters: dict[str, str],
+        call: Callable[[str, BrokerClient], Awaitable[T]],
+    ) -> tuple[dict[str, T], list[BrokerFailure]]:
         """``call(name, client)`` on every broker at once: the answers by broker name,
         and one failure per broker that did not answer (unreachable or refused)."""
         names = sorted(masters)
@@ -90,15 +93,17 @@ class GroupAdmin:
                 return BrokerFailure(broker_name=name, addr=masters[name], error=str(exc))
 
         results = await asyncio.gather(*(one(n) for n in names))
-        answers = {n: r for n, r in zip(names, results, strict=True)
-                   if not isinstance(r, BrokerFailure)}
+        answers = {
+            n: r for n, r in zip(names, results, strict=True) if not isinstance(r, BrokerFailure)
+        }
         return answers, [r for r in results if isinstance(r, BrokerFailure)]
 
     # -- groups ----------------------------------------------------------------------
     async def group_known(self, group: str, masters: dict[str, str]) -> bool:
         """Whether a broker of *masters* has offsets or online members of *group*."""
-        answers, _ = await self.each_alive(masters, lambda name, b: b.consumer_groups(
-            broker_name=name, timeout_s=self.timeout_s))
+        answers, _ = await self.each_alive(
+            masters, lambda name, b: b.consumer_groups(broker_name=name, timeout_s=self.timeout_s)
+        )
         return any(g.group == group for groups in answers.values() for g in groups)
 
     async def delete_group(self, group: str) -> tuple[list[GroupDeleted], list[BrokerFailure]]:
@@ -108,79 +113,119 @@ class GroupAdmin:
 
         async def one(name: str, broker: BrokerClient) -> GroupDeleted | None:
             try:
-                resp = await broker._call("DeleteConsumerGroup", bpb.DeleteConsumerGroupRequest(
-                    consumer_group=group), self.timeout_s)
+                resp = await broker._call(
+                    "DeleteConsumerGroup",
+                    bpb.DeleteConsumerGroupRequest(consumer_group=group),
+                    self.timeout_s,
+                )
             except NotFoundError:
                 return None
-            return GroupDeleted(broker_name=name, offset_topics=list(resp.offset_topics),
-                                retry_topic_deleted=resp.retry_topic_deleted)
+            return GroupDeleted(
+                broker_name=name,
+                offset_topics=list(resp.offset_topics),
+                retry_topic_deleted=resp.retry_topic_deleted,
+            )
 
         answers, failures = await self.each_alive(masters, one)
         deleted = [d for d in answers.values() if d is not None]
         if not deleted and not failures:
-            raise NotFoundError(f"no broker knows consumer group {group!r} (brokers "
-                                f"{', '.join(sorted(masters)) or 'none'})")
+            raise NotFoundError(
+                f"no broker knows consumer group {group!r} (brokers "
+                f"{', '.join(sorted(masters)) or 'none'})"
+            )
         return deleted, failures
 
-    async def consumer_connections(self, group: str,
-                                   ) -> tuple[list[ConsumerConnection], list[BrokerFailure]]:
+    async def consumer_connections(
+        self,
+        group: str,
+    ) -> tuple[list[ConsumerConnection], list[BrokerFailure]]:
         """The online members of *group* on every master (``consumerConnection``)."""
         masters = (await self.cluster_info()).masters()
 
         async def one(name: str, broker: BrokerClient) -> list[ConsumerConnection]:
-            resp = await broker._call("GetConsumerConnections", bpb.GetConsumerConnectionsRequest(
-                consumer_group=group), self.timeout_s)
-            return [ConsumerConnection(
-                broker_name=name, client_id=c.client_id,
-                consume_type=_CONSUME_TYPES.get(c.consume_type, ""),
-                message_model=_MESSAGE_MODELS.get(c.message_model, ""),
-                subscriptions=list(c.subscriptions), silent_ms=c.silent_ms)
-                for c in resp.connections]
+            resp = await broker._call(
+                "GetConsumerConnections",
+                bpb.GetConsumerConnectionsRequest(consumer_group=group),
+                self.timeout_s,
+            )
+            return [
+                ConsumerConnection(
+                    broker_name=name,
+                    client_id=c.client_id,
+                    consume_type=_CONSUME_TYPES.get(c.consume_type, ""),
+                    message_model=_MESSAGE_MODELS.get(c.message_model, ""),
+                    subscriptions=list(c.subscriptions),
+                    silent_ms=c.silent_ms,
+                )
+                for c in resp.connections
+            ]
 
         answers, failures = await self.each_alive(masters, one)
         rows = [c for name in sorted(answers) for c in answers[name]]
         return rows, failures
 
     # -- reset ---------------------------------------------------------------------------
-    async def plan_reset(self, group: str, topic: str, target: ResetTarget, *,
-                         queue_id: int | None = None, broker_name: str | None = None,
-                         ) -> ResetPlan:
+    async def plan_reset(
+        self,
+        group: str,
+        topic: str,
+        target: ResetTarget,
+        *,
+        queue_id: int | None = None,
+        broker_name: str | None = None,
+    ) -> ResetPlan:
         """Where each queue of *topic* (or the one *queue_id*) would move; reads only."""
         masters = await self._route_masters(topic)
         if broker_name is not None:
             if broker_name not in masters:
-                raise NotFoundError(f"broker {broker_name!r} does not serve {topic!r}; it is "
-                                    f"on {', '.join(sorted(masters))}")
+                raise NotFoundError(
+                    f"broker {broker_name!r} does not serve {topic!r}; it is "
+                    f"on {', '.join(sorted(masters))}"
+                )
             masters = {broker_name: masters[broker_name]}
 
         async def one(name: str, broker: BrokerClient) -> list[OffsetMove]:
-            queues = await broker.topic_status(topic, broker_name=name,
-                                               timeout_s=self.timeout_s)
+            queues = await broker.topic_status(topic, broker_name=name, timeout_s=self.timeout_s)
             moves = []
             for q in queues:
                 if queue_id is not None and q.queue_id != queue_id:
                     continue
                 mq = MessageQueue(topic, name, q.queue_id)
-                stored = await broker.query_consumer_offset(group, mq,
-                                                            timeout_s=self.timeout_s)
+                stored = await broker.query_consumer_offset(group, mq, timeout_s=self.timeout_s)
                 current = -1 if stored is None else stored
-                wanted = await self._target(broker, mq, target, current, q.min_offset,
-                                            q.max_offset)
-                moves.append(OffsetMove(
-                    broker_name=name, queue_id=q.queue_id, current_offset=current,
-                    new_offset=min(max(wanted, q.min_offset), q.max_offset),
-                    min_offset=q.min_offset, max_offset=q.max_offset))
+                wanted = await self._target(broker, mq, target, current, q.min_offset, q.max_offset)
+                moves.append(
+                    OffsetMove(
+                        broker_name=name,
+                        queue_id=q.queue_id,
+                        current_offset=current,
+                        new_offset=min(max(wanted, q.min_offset), q.max_offset),
+                        min_offset=q.min_offset,
+                        max_offset=q.max_offset,
+                    )
+                )
             return moves
 
         rows = await asyncio.gather(*(one(n, self.broker(masters[n])) for n in sorted(masters)))
         moves = [m for per_broker in rows for m in per_broker]
         if queue_id is not None and not moves:
             raise NotFoundError(f"topic {topic!r} has no queue {queue_id}")
-        return ResetPlan(group=group, topic=topic, moves=moves,
-                         group_known=await self.group_known(group, masters))
+        return ResetPlan(
+            group=group,
+            topic=topic,
+            moves=moves,
+            group_known=await self.group_known(group, masters),
+        )
 
-    async def _target(self, broker: BrokerClient, mq: MessageQueue, target: ResetTarget,
-                      current: int, low: int, high: int) -> int:
+    async def _target(
+        self,
+        broker: BrokerClient,
+        mq: MessageQueue,
+        target: ResetTarget,
+        current: int,
+        low: int,
+        high: int,
+    ) -> int:
         if target.to_offset is not None:
             return target.to_offset
         if target.shift_by is not None:
@@ -201,14 +246,32 @@ class GroupAdmin:
 
         async def one(name: str) -> tuple[list[QueueReset], list[str]]:
             resp = await self.broker(masters[name])._call(
-                "ResetConsumerOffset", bpb.ResetConsumerOffsetRequest(
-                    consumer_group=plan.group, topic=plan.topic,
-                    position=bpb.RESET_TO_OFFSETS, offsets=by_broker[name]), self.timeout_s)
-            return ([QueueReset(broker_name=name, queue_id=q.queue_id,
-                                previous_offset=q.previous_offset, offset=q.offset)
-                     for q in resp.queues], list(resp.notified_client_ids))
+                "ResetConsumerOffset",
+                bpb.ResetConsumerOffsetRequest(
+                    consumer_group=plan.group,
+                    topic=plan.topic,
+                    position=bpb.RESET_TO_OFFSETS,
+                    offsets=by_broker[name],
+                ),
+                self.timeout_s,
+            )
+            return (
+                [
+                    QueueReset(
+                        broker_name=name,
+                        queue_id=q.queue_id,
+                        previous_offset=q.previous_offset,
+                        offset=q.offset,
+                    )
+                    for q in resp.queues
+                ],
+                list(resp.notified_client_ids),
+            )
 
         rows = await asyncio.gather(*(one(n) for n in sorted(by_broker)))
-        return ResetResult(topic=plan.topic, group=plan.group,
-                           queues=[q for moved, _ in rows for q in moved],
-                           notified_client_ids=sorted({c for _, told in rows for c in told}))
+        return ResetResult(
+            topic=plan.topic,
+            group=plan.group,
+            queues=[q for moved, _ in rows for q in moved],
+            notified_client_ids=sorted({c for _, told in rows for c in told}),
+        )

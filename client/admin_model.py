@@ -61,7 +61,7 @@ class BrokerInfo:
 
     cluster: str
     broker_name: str
-    broker_id: int            # 0 = master
+    broker_id: int  # 0 = master
     addr: str
     last_update_timestamp_ms: int = 0
 
@@ -72,13 +72,16 @@ class BrokerInfo:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClusterInfo:
-    brokers: list[BrokerInfo]                                   # by cluster, name, id
+    brokers: list[BrokerInfo]  # by cluster, name, id
     clusters: dict[str, list[str]] = field(default_factory=dict)  # cluster -> broker names
 
     def masters(self, cluster: str | None = None) -> dict[str, str]:
         """Broker name -> master address, of *cluster* or of every cluster."""
-        return {b.broker_name: b.addr for b in self.brokers
-                if b.broker_id == 0 and cluster in (None, b.cluster)}
+        return {
+            b.broker_name: b.addr
+            for b in self.brokers
+            if b.broker_id == 0 and cluster in (None, b.cluster)
+        }
 
     def name_of(self, addr: str) -> str | None:
         return next((b.broker_name for b in self.brokers if b.addr == addr), None)
@@ -92,7 +95,7 @@ class QueueStatus:
     queue_id: int
     min_offset: int
     max_offset: int
-    last_store_timestamp_ms: int      # 0 when the queue is empty
+    last_store_timestamp_ms: int  # 0 when the queue is empty
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,10 +105,10 @@ class QueueProgress:
     topic: str
     broker_name: str
     queue_id: int
-    broker_offset: int                # the queue's max offset
-    consumer_offset: int              # -1 when the group has none
+    broker_offset: int  # the queue's max offset
+    consumer_offset: int  # -1 when the group has none
     lag: int
-    last_timestamp_ms: int            # store time of the last consumed message, 0 if none
+    last_timestamp_ms: int  # store time of the last consumed message, 0 if none
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,19 +116,19 @@ class ConsumerGroup:
     """A consumer group as the brokers know it, merged over every broker."""
 
     group: str
-    client_ids: list[str]             # online members
-    consume_type: str                 # "push", "pull" or "" when offline
-    message_model: str                # "clustering", "broadcasting" or "" when offline
+    client_ids: list[str]  # online members
+    consume_type: str  # "push", "pull" or "" when offline
+    message_model: str  # "clustering", "broadcasting" or "" when offline
     subscribed_topics: list[str]
-    offset_topics: list[str]          # topics with stored offsets
-    brokers: list[str] = field(default_factory=list)   # broker names that know the group
+    offset_topics: list[str]  # topics with stored offsets
+    brokers: list[str] = field(default_factory=list)  # broker names that know the group
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueReset:
     broker_name: str
     queue_id: int
-    previous_offset: int              # -1 when the group had none
+    previous_offset: int  # -1 when the group had none
     offset: int
 
 
@@ -136,7 +139,7 @@ class ResetResult:
     topic: str
     group: str
     queues: list[QueueReset]
-    notified_client_ids: list[str]    # over every broker, sorted, without repeats
+    notified_client_ids: list[str]  # over every broker, sorted, without repeats
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,13 +152,13 @@ class ReplicaPosition:
     """
 
     broker_name: str
-    broker_id: int            # as the broker reports it (a promoted replica: 0); -1 unknown
+    broker_id: int  # as the broker reports it (a promoted replica: 0); -1 unknown
     addr: str
-    role: str                 # SYNC_MASTER, ASYNC_MASTER or SLAVE; "" when unreachable
-    master_epoch: int         # the last epoch in its log; -1 when unreachable
-    max_offset: int           # its commit log's max offset; -1 when unreachable
-    fenced: bool = False      # a master the nameserver refused: a newer one replaced it
-    error: str = ""           # why its runtime info could not be read
+    role: str  # SYNC_MASTER, ASYNC_MASTER or SLAVE; "" when unreachable
+    master_epoch: int  # the last epoch in its log; -1 when unreachable
+    max_offset: int  # its commit log's max offset; -1 when unreachable
+    fenced: bool = False  # a master the nameserver refused: a newer one replaced it
+    error: str = ""  # why its runtime info could not be read
 
     @property
     def reachable(self) -> bool:
@@ -170,8 +173,10 @@ class ReplicaPosition:
         if not self.reachable:
             return f"{where}: unreachable ({self.error})"
         fenced = ", fenced" if self.fenced else ""
-        return (f"{where} ({self.role}{fenced}): epoch {self.master_epoch}, commit-log offset "
-                f"{self.max_offset}")
+        return (
+            f"{where} ({self.role}{fenced}): epoch {self.master_epoch}, commit-log offset "
+            f"{self.max_offset}"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,13 +185,13 @@ class PromoteResult:
 
     broker_name: str
     addr: str
-    epoch: int                # the new master epoch
-    start_offset: int         # commit-log offset where the new epoch begins
-    role: str                 # SYNC_MASTER or ASYNC_MASTER
-    previous: ReplicaPosition                 # the target before the promotion
-    members: list[ReplicaPosition]            # the others of the broker name, as compared
-    forced: bool = False                      # promoted although a member was ahead
-    namesrv_error: str = ""                   # the nameserver could not list the members
+    epoch: int  # the new master epoch
+    start_offset: int  # commit-log offset where the new epoch begins
+    role: str  # SYNC_MASTER or ASYNC_MASTER
+    previous: ReplicaPosition  # the target before the promotion
+    members: list[ReplicaPosition]  # the others of the broker name, as compared
+    forced: bool = False  # promoted although a member was ahead
+    namesrv_error: str = ""  # the nameserver could not list the members
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,10 +209,10 @@ class ConsumerConnection:
 
     broker_name: str
     client_id: str
-    consume_type: str                 # "push" or "pull"
-    message_model: str                # "clustering" or "broadcasting"
-    subscriptions: list[str]          # "topic: expression"
-    silent_ms: int                    # since its last heartbeat to that broker
+    consume_type: str  # "push" or "pull"
+    message_model: str  # "clustering" or "broadcasting"
+    subscriptions: list[str]  # "topic: expression"
+    silent_ms: int  # since its last heartbeat to that broker
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -225,8 +230,8 @@ class OffsetMove:
 
     broker_name: str
     queue_id: int
-    current_offset: int               # -1 when the group has none
-    new_offset: int                   # clamped into [min_offset, max_offset]
+    current_offset: int  # -1 when the group has none
+    new_offset: int  # clamped into [min_offset, max_offset]
     min_offset: int
     max_offset: int
 
@@ -238,4 +243,4 @@ class ResetPlan:
     group: str
     topic: str
     moves: list[OffsetMove]
-    group_known: bool                 # some broker has offsets or members of the group
+    group_known: bool  # some broker has offsets or members of the group

@@ -44,8 +44,9 @@ def _index_of(client_id: str, all_client_ids: Sequence[str]) -> int | None:
         return None  # not yet registered with the broker: take nothing this round
 
 
-def allocate_averagely(group: str, client_id: str, all_queues: Sequence[MessageQueue],
-                       all_client_ids: Sequence[str]) -> list[MessageQueue]:
+def allocate_averagely(
+    group: str, client_id: str, all_queues: Sequence[MessageQueue], all_client_ids: Sequence[str]
+) -> list[MessageQueue]:
     index = _index_of(client_id, all_client_ids)
     if index is None or not all_queues:
         return []
@@ -62,12 +63,13 @@ def allocate_averagely(group: str, client_id: str, all_queues: Sequence[MessageQ
     return [all_queues[(start + i) % n_queues] for i in range(max(count, 0))]
 
 
-def allocate_by_circle(group: str, client_id: str, all_queues: Sequence[MessageQueue],
-                       all_client_ids: Sequence[str]) -> list[MessageQueue]:
+def allocate_by_circle(
+    group: str, client_id: str, all_queues: Sequence[MessageQueue], all_client_ids: Sequence[str]
+) -> list[MessageQueue]:
     index = _index_of(client_id, all_client_ids)
     if index is None:
         return []
-    return list(all_queues[index::len(all_client_ids)])
+    return list(all_queues[index :: len(all_client_ids)])
 
 
 def _md5_hash(key: str) -> int:
@@ -79,14 +81,18 @@ def _queue_key(mq: MessageQueue) -> str:
     return f"MessageQueue [topic={mq.topic}, brokerName={mq.broker_name}, queueId={mq.queue_id}]"
 
 
-def allocate_consistent_hash(group: str, client_id: str, all_queues: Sequence[MessageQueue],
-                             all_client_ids: Sequence[str],
-                             virtual_nodes: int = CONSISTENT_HASH_VIRTUAL_NODES,
-                             ) -> list[MessageQueue]:
+def allocate_consistent_hash(
+    group: str,
+    client_id: str,
+    all_queues: Sequence[MessageQueue],
+    all_client_ids: Sequence[str],
+    virtual_nodes: int = CONSISTENT_HASH_VIRTUAL_NODES,
+) -> list[MessageQueue]:
     if client_id not in all_client_ids:
         return []
-    ring = sorted((_md5_hash(f"{cid}-{i}"), cid) for cid in all_client_ids
-                  for i in range(virtual_nodes))
+    ring = sorted(
+        (_md5_hash(f"{cid}-{i}"), cid) for cid in all_client_ids for i in range(virtual_nodes)
+    )
     points = [h for h, _ in ring]
     mine = []
     for mq in all_queues:
@@ -110,5 +116,7 @@ def resolve_strategy(strategy: str | AllocateStrategy) -> AllocateStrategy:
     try:
         return ALLOCATE_STRATEGIES[strategy]
     except KeyError:
-        raise ValueError(f"allocation strategy {strategy!r} is unknown; use one of "
-                         f"{sorted(ALLOCATE_STRATEGIES)} or a callable") from None
+        raise ValueError(
+            f"allocation strategy {strategy!r} is unknown; use one of "
+            f"{sorted(ALLOCATE_STRATEGIES)} or a callable"
+        ) from None

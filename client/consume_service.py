@@ -58,14 +58,20 @@ async def call_listener(listener: Listener, batch: list[MessageExt]) -> ConsumeR
     except asyncio.CancelledError:
         raise
     except Exception:
-        log.exception("listener failed on %d message(s) from %s#%d at offset %d", len(batch),
-                      batch[0].broker_name, batch[0].queue_id, batch[0].queue_offset)
+        log.exception(
+            "listener failed on %d message(s) from %s#%d at offset %d",
+            len(batch),
+            batch[0].broker_name,
+            batch[0].queue_id,
+            batch[0].queue_offset,
+        )
         return ConsumeResult.RECONSUME_LATER
     if result is None:
         return ConsumeResult.CONSUME_SUCCESS
     if not isinstance(result, ConsumeResult):
-        log.error("listener returned %r; expected a ConsumeResult, treating it as a failure",
-                  result)
+        log.error(
+            "listener returned %r; expected a ConsumeResult, treating it as a failure", result
+        )
         return ConsumeResult.RECONSUME_LATER
     return result
 
@@ -75,9 +81,16 @@ def _bump(msg: MessageExt) -> MessageExt:
 
 
 class ConcurrentConsumeService:
-    def __init__(self, listener: Listener, *, on_done: DoneCallback, send_back: SendBack,
-                 concurrency: int = 20, batch_max_size: int = 1,
-                 broadcasting: bool = False) -> None:
+    def __init__(
+        self,
+        listener: Listener,
+        *,
+        on_done: DoneCallback,
+        send_back: SendBack,
+        concurrency: int = 20,
+        batch_max_size: int = 1,
+        broadcasting: bool = False,
+    ) -> None:
         self._listener = listener
         self._on_done = on_done
         self._send_back = send_back
@@ -94,13 +107,15 @@ class ConcurrentConsumeService:
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._workers = [loop.create_task(self._work(), name=f"ConsumeWorker-{i}")
-                         for i in range(self._concurrency if not self._inline else 0)]
+        self._workers = [
+            loop.create_task(self._work(), name=f"ConsumeWorker-{i}")
+            for i in range(self._concurrency if not self._inline else 0)
+        ]
 
     def submit(self, pq: ProcessQueue, messages: list[MessageExt]) -> None:
         step = self._batch_max
         for i in range(0, len(messages), step):
-            batch = messages[i:i + step]
+            batch = messages[i : i + step]
             if self._inline:
                 self._consume_inline(pq, batch)
             else:
@@ -149,8 +164,12 @@ class ConcurrentConsumeService:
 
     async def _failed(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
         if self._broadcasting:
-            log.warning("broadcasting: %d message(s) of %s failed and are dropped (no retry "
-                        "in broadcasting mode)", len(batch), pq.queue)
+            log.warning(
+                "broadcasting: %d message(s) of %s failed and are dropped (no retry "
+                "in broadcasting mode)",
+                len(batch),
+                pq.queue,
+            )
             self._on_done(pq, [m.queue_offset for m in batch])
             return
         sent: list[MessageExt] = []
@@ -164,7 +183,8 @@ class ConcurrentConsumeService:
             for msg in bumped:
                 pq.replace(msg)
             handle = asyncio.get_running_loop().call_later(
-                LOCAL_RETRY_DELAY_S, self._resubmit, pq, bumped)
+                LOCAL_RETRY_DELAY_S, self._resubmit, pq, bumped
+            )
             self._later.add(handle)
 
     def _resubmit(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
@@ -189,10 +209,17 @@ class ConcurrentConsumeService:
 
 
 class OrderlyConsumeService:
-    def __init__(self, listener: Listener, *, on_done: DoneCallback, send_back: SendBack,
-                 batch_max_size: int = 1, suspend_s: float = 1.0,
-                 max_reconsume_times: int = -1,
-                 is_locked: Callable[[ProcessQueue], bool] = lambda pq: True) -> None:
+    def __init__(
+        self,
+        listener: Listener,
+        *,
+        on_done: DoneCallback,
+        send_back: SendBack,
+        batch_max_size: int = 1,
+        suspend_s: float = 1.0,
+        max_reconsume_times: int = -1,
+        is_locked: Callable[[ProcessQueue], bool] = lambda pq: True,
+    ) -> None:
         self._listener = listener
         self._on_done = on_done
         self._send_back = send_back
@@ -210,7 +237,8 @@ class OrderlyConsumeService:
         task = self._tasks.get(pq)
         if task is None or task.done():
             self._tasks[pq] = asyncio.get_running_loop().create_task(
-                self._consume_queue(pq), name=f"OrderlyConsume {pq.queue}")
+                self._consume_queue(pq), name=f"OrderlyConsume {pq.queue}"
+            )
 
     async def _consume_queue(self, pq: ProcessQueue) -> None:
         while not pq.dropped:
@@ -236,7 +264,8 @@ class OrderlyConsumeService:
 
     async def _suspend(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
         if self._max_reconsume >= 0 and any(
-                m.reconsume_times >= self._max_reconsume for m in batch):
+            m.reconsume_times >= self._max_reconsume for m in batch
+        ):
             done = [m for m in batch if await self._send_back(pq, m)]
             if len(done) == len(batch):
                 self._on_done(pq, [m.queue_offset for m in batch])

@@ -79,7 +79,7 @@ __all__ = ["ConsumerBase", "parse_subscription"]
 
 log = logging.getLogger(__name__)
 
-PULL_RPC_MARGIN_S = 15.0      # a long poll's RPC deadline beyond its suspend time
+PULL_RPC_MARGIN_S = 15.0  # a long poll's RPC deadline beyond its suspend time
 REPLICA_BEHIND_RETRY_S = 0.1  # pause before asking a replica that is behind the consumer again
 DEFAULT_TIMESTAMP_LOOKBACK_MS = 30 * 60 * 1000
 _ALL = MessageSelector.by_tag("*")
@@ -99,9 +99,15 @@ def parse_subscription(expression: str) -> frozenset[str] | None:
 class ConsumerBase:
     _push = True
 
-    def __init__(self, *, group: str, namesrv: str | Sequence[str] | None,
-                 config: ConsumerCommonConfig, clock: Clock | None,
-                 instance_name: str | None) -> None:
+    def __init__(
+        self,
+        *,
+        group: str,
+        namesrv: str | Sequence[str] | None,
+        config: ConsumerCommonConfig,
+        clock: Clock | None,
+        instance_name: str | None,
+    ) -> None:
         problem = check_group(group)
         if problem:
             raise ValueError(f"consumer group: {problem}")
@@ -146,8 +152,7 @@ class ConsumerBase:
         if problem:
             raise ValueError(problem)
         selector = MessageSelector.of(expression)
-        self._tag_sets[topic] = None if selector.is_sql else parse_subscription(
-            selector.expression)
+        self._tag_sets[topic] = None if selector.is_sql else parse_subscription(selector.expression)
         self._subscriptions[topic] = selector
         if self._rebalance is not None:
             self._rebalance.wakeup()
@@ -185,27 +190,43 @@ class ConsumerBase:
         self._state = "starting"
         self._remoting = Remoting(transport(self.config))
         nameserver = self._remoting.nameserver(self.namesrv)
-        self._routes = RouteService(nameserver.get_route, fetch_many=nameserver.get_routes,
-                                    refresh_interval_s=cfg.route_refresh_interval_s,
-                                    clock=self._clock, suspect_s=cfg.unreachable_suspect_s)
+        self._routes = RouteService(
+            nameserver.get_route,
+            fetch_many=nameserver.get_routes,
+            refresh_interval_s=cfg.route_refresh_interval_s,
+            clock=self._clock,
+            suspect_s=cfg.unreachable_suspect_s,
+        )
         self._remoting.on_unreachable = self._routes.mark_unreachable
         if self.broadcasting:
             self._offsets = LocalFileOffsetStore(
-                self.group, os.path.expanduser(cfg.offset_store_dir))
+                self.group, os.path.expanduser(cfg.offset_store_dir)
+            )
         else:
-            self._offsets = RemoteBrokerOffsetStore(self.group, self._broker,
-                                                    timeout_s=cfg.rpc_timeout_s)
+            self._offsets = RemoteBrokerOffsetStore(
+                self.group, self._broker, timeout_s=cfg.rpc_timeout_s
+            )
         await self._offsets.load()
         self._rebalancer = Rebalancer(
-            group=self.group, client_id=self.client_id, routes=self._routes,
-            broker_of=self._broker, strategy=resolve_strategy(cfg.allocate),
-            broadcasting=self.broadcasting, timeout_s=cfg.rpc_timeout_s)
-        self._rebalance = RebalanceService(self.rebalance_once,
-                                           interval_s=cfg.rebalance_interval_s)
+            group=self.group,
+            client_id=self.client_id,
+            routes=self._routes,
+            broker_of=self._broker,
+            strategy=resolve_strategy(cfg.allocate),
+            broadcasting=self.broadcasting,
+            timeout_s=cfg.rpc_timeout_s,
+        )
+        self._rebalance = RebalanceService(self.rebalance_once, interval_s=cfg.rebalance_interval_s)
         self._heartbeat = HeartbeatService(
-            self._remoting, self._routes, self.client_id, consumers=self._consumer_infos,
-            interval_s=cfg.heartbeat_interval_s, on_command=self._on_command,
-            timeout_s=cfg.rpc_timeout_s, replicas=True)
+            self._remoting,
+            self._routes,
+            self.client_id,
+            consumers=self._consumer_infos,
+            interval_s=cfg.heartbeat_interval_s,
+            on_command=self._on_command,
+            timeout_s=cfg.rpc_timeout_s,
+            replicas=True,
+        )
         for topic in self._all_subscriptions():
             with contextlib.suppress(ClientError):
                 await self._routes.get(topic)
@@ -216,7 +237,8 @@ class ConsumerBase:
         self._rebalance.start()
         if self._auto_commit:
             self._commit_task = asyncio.get_running_loop().create_task(
-                self._commit_loop(), name=f"OffsetCommitService {self.group}")
+                self._commit_loop(), name=f"OffsetCommitService {self.group}"
+            )
 
     async def _stop_services(self) -> None:
         """Stop rebalancing and pulling; handlers in progress may still finish."""
@@ -252,8 +274,7 @@ class ConsumerBase:
     def _running(self) -> None:
         state: str = self._state
         if state != "running":
-            raise ClientStateError(f"consumer {self.group} is {self._state}; call start() "
-                                   "first")
+            raise ClientStateError(f"consumer {self.group} is {self._state}; call start() first")
 
     def _broker(self, broker_name: str) -> BrokerClient | None:
         """The member reads of *broker_name* go to now: its master, or a replica."""
@@ -274,9 +295,15 @@ class ConsumerBase:
         return self._broker(broker_name)
 
     def _consumer_infos(self) -> list[ConsumerInfo]:
-        return [ConsumerInfo(group=self.group, push=self._push, broadcasting=self.broadcasting,
-                             consume_from=str(self.config.consume_from),
-                             subscriptions=self._all_subscriptions())]
+        return [
+            ConsumerInfo(
+                group=self.group,
+                push=self._push,
+                broadcasting=self.broadcasting,
+                consume_from=str(self.config.consume_from),
+                subscriptions=self._all_subscriptions(),
+            )
+        ]
 
     def _on_command(self, command: ServerCommand) -> None:
         if self._rebalance is None:
@@ -301,15 +328,20 @@ class ConsumerBase:
                 self._offsets.reset(pq.queue, offset)
                 self._restart_queue(pq, offset)
                 moved[queue_id] = offset
-        log.info("group %s: an admin reset %s on %s; this member continues at %s", self.group,
-                 command.topic, command.broker_name, moved or "no queue it reads")
+        log.info(
+            "group %s: an admin reset %s on %s; this member continues at %s",
+            self.group,
+            command.topic,
+            command.broker_name,
+            moved or "no queue it reads",
+        )
 
     def _restart_queue(self, pq: ProcessQueue, offset: int) -> ProcessQueue:
         """Replace *pq* by an empty process queue reading from *offset*."""
         pq.drop()
         fresh = self._new_process_queue(pq.queue, offset)
         self._pqs[pq.queue] = fresh
-        self._start_pulling(fresh)   # cancels the old pull loop
+        self._start_pulling(fresh)  # cancels the old pull loop
         return fresh
 
     async def _commit_loop(self) -> None:
@@ -339,8 +371,7 @@ class ConsumerBase:
             finally:
                 self._rebalancer.end_round()
 
-    async def _apply(self, topic: str,
-                     target: set[MessageQueue] | frozenset[MessageQueue]) -> None:
+    async def _apply(self, topic: str, target: set[MessageQueue] | frozenset[MessageQueue]) -> None:
         self._applied.pop(topic, None)
         current = {mq for mq in self._pqs if mq.topic == topic}
         removed = sorted(current - target)
@@ -360,13 +391,22 @@ class ConsumerBase:
         if {mq for mq in self._pqs if mq.topic == topic} == target:
             self._applied[topic] = frozenset(target) if isinstance(target, set) else target
         if removed or added:
-            log.info("group %s member %s: topic %s now %s (+%d -%d)", self.group,
-                     self.client_id, topic, sorted(f"{q.broker_name}#{q.queue_id}" for q in target),
-                     len(added), len(removed))
+            log.info(
+                "group %s member %s: topic %s now %s (+%d -%d)",
+                self.group,
+                self.client_id,
+                topic,
+                sorted(f"{q.broker_name}#{q.queue_id}" for q in target),
+                len(added),
+                len(removed),
+            )
             self._queues_changed(topic, target)
 
-    def _queues_changed(self, topic: str, target: set[MessageQueue] | frozenset[MessageQueue],
-                        ) -> None:
+    def _queues_changed(
+        self,
+        topic: str,
+        target: set[MessageQueue] | frozenset[MessageQueue],
+    ) -> None:
         """Hook: the assignment of *topic* changed."""
 
     async def _add_queue(self, mq: MessageQueue) -> bool:
@@ -377,11 +417,20 @@ class ConsumerBase:
             return False
         try:
             offset = await resolve_start_offset(
-                mq, broker, self._offsets, ConsumeFrom(self.config.consume_from),
-                timestamp_ms=self._consume_timestamp_ms(), timeout_s=self.config.rpc_timeout_s)
+                mq,
+                broker,
+                self._offsets,
+                ConsumeFrom(self.config.consume_from),
+                timestamp_ms=self._consume_timestamp_ms(),
+                timeout_s=self.config.rpc_timeout_s,
+            )
         except ClientError as exc:
-            log.warning("group %s: cannot find where %s starts: %s; next rebalance retries",
-                        self.group, mq, exc)
+            log.warning(
+                "group %s: cannot find where %s starts: %s; next rebalance retries",
+                self.group,
+                mq,
+                exc,
+            )
             return False
         self._offsets.update(mq, offset, increase_only=False)
         pq = self._new_process_queue(mq, offset)
@@ -421,8 +470,13 @@ class ConsumerBase:
 
     def _new_process_queue(self, mq: MessageQueue, offset: int) -> ProcessQueue:
         cfg = self.config
-        return ProcessQueue(mq, next_offset=offset, max_messages=cfg.pull_threshold_for_queue,
-                            max_bytes=cfg.pull_threshold_size_for_queue_bytes, max_span=None)
+        return ProcessQueue(
+            mq,
+            next_offset=offset,
+            max_messages=cfg.pull_threshold_for_queue,
+            max_bytes=cfg.pull_threshold_size_for_queue_bytes,
+            max_span=None,
+        )
 
     def _start_pulling(self, pq: ProcessQueue) -> None:
         if self._deferred_starts is not None:
@@ -432,7 +486,8 @@ class ConsumerBase:
         if old is not None:
             old.cancel()
         self._pull_tasks[pq.queue] = asyncio.get_running_loop().create_task(
-            self._pull_loop(pq), name=f"PullService {pq.queue}")
+            self._pull_loop(pq), name=f"PullService {pq.queue}"
+        )
 
     # -- pulling ------------------------------------------------------------------------
     async def _pull_loop(self, pq: ProcessQueue) -> None:
@@ -445,18 +500,28 @@ class ConsumerBase:
                 continue
             coalescer = self._coalescer(mq.broker_name)
             if last is not None and coalescer is not last:
-                last.forget(mq)     # moved to another member: its read-ahead is not ours
-                log.info("group %s: %s now reads from %s", self.group, mq,
-                         coalescer.broker.addr if coalescer else "nowhere")
+                last.forget(mq)  # moved to another member: its read-ahead is not ours
+                log.info(
+                    "group %s: %s now reads from %s",
+                    self.group,
+                    mq,
+                    coalescer.broker.addr if coalescer else "nowhere",
+                )
             last = coalescer
             try:
                 if coalescer is None:
                     raise ClientError(f"no address for broker {mq.broker_name}")
                 selector = self._all_subscriptions().get(mq.topic) or _ALL
-                reply = await coalescer.pull(QueuePull(
-                    queue=mq, offset=pq.next_offset, max_messages=cfg.pull_batch_size,
-                    subscription=selector.expression, expression_type=selector.type,
-                    commit_offset=self._commit_offset(mq)))
+                reply = await coalescer.pull(
+                    QueuePull(
+                        queue=mq,
+                        offset=pq.next_offset,
+                        max_messages=cfg.pull_batch_size,
+                        subscription=selector.expression,
+                        expression_type=selector.type,
+                        commit_offset=self._commit_offset(mq),
+                    )
+                )
             except ClientError as exc:
                 raise_if_cancelling()
                 if pq.dropped:
@@ -478,8 +543,13 @@ class ConsumerBase:
             return False
         if self._routes.addr_of(mq.broker_name) == addr:
             return False
-        log.debug("replica %s answered OFFSET_ILLEGAL for %s (its range [%d, %d]); asking "
-                  "again", addr, mq, reply.min_offset, reply.max_offset)
+        log.debug(
+            "replica %s answered OFFSET_ILLEGAL for %s (its range [%d, %d]); asking again",
+            addr,
+            mq,
+            reply.min_offset,
+            reply.max_offset,
+        )
         return True
 
     def _coalescer(self, broker_name: str) -> PullCoalescer | None:
@@ -499,8 +569,11 @@ class ConsumerBase:
         coalescer = self._coalescers.get(key)
         if coalescer is None or coalescer.broker is not broker:
             coalescer = self._coalescers[key] = PullCoalescer(
-                broker, self.group, suspend_ms=suspend_ms,
-                timeout_s=suspend_ms / 1000 + PULL_RPC_MARGIN_S)
+                broker,
+                self.group,
+                suspend_ms=suspend_ms,
+                timeout_s=suspend_ms / 1000 + PULL_RPC_MARGIN_S,
+            )
         return coalescer
 
     async def _pull_failed(self, pq: ProcessQueue, exc: ClientError) -> None:
@@ -510,22 +583,37 @@ class ConsumerBase:
         a random part so that the loops it refused do not come back together.
         """
         delay_s = self.config.pull_delay_on_error_s
-        if (isinstance(exc, UnavailableError) and exc.unreachable and self._routes is not None
-                and self._routes.read_addr(pq.queue.broker_name) not in (None, exc.addr)):
+        if (
+            isinstance(exc, UnavailableError)
+            and exc.unreachable
+            and self._routes is not None
+            and self._routes.read_addr(pq.queue.broker_name) not in (None, exc.addr)
+        ):
             # The member did not answer and another serves the queue: go there now.
-            log.info("pull from %s at %s failed (%s); continuing at offset %d on %s",
-                     pq.queue, exc.addr, exc.code, pq.next_offset,
-                     self._routes.read_addr(pq.queue.broker_name))
+            log.info(
+                "pull from %s at %s failed (%s); continuing at offset %d on %s",
+                pq.queue,
+                exc.addr,
+                exc.code,
+                pq.next_offset,
+                self._routes.read_addr(pq.queue.broker_name),
+            )
             return
         if isinstance(exc, BusyError) and exc.flow_control:
             delay_s *= 0.75 + random.random() / 2
-            log.info("broker busy for a pull from %s: %s; retrying in %.1f s", pq.queue, exc,
-                     delay_s)
+            log.info(
+                "broker busy for a pull from %s: %s; retrying in %.1f s", pq.queue, exc, delay_s
+            )
         else:
-            log.warning("pull from %s at offset %d failed: %s; retrying in %.1f s", pq.queue,
-                        pq.next_offset, exc, delay_s)
+            log.warning(
+                "pull from %s at offset %d failed: %s; retrying in %.1f s",
+                pq.queue,
+                pq.next_offset,
+                exc,
+                delay_s,
+            )
             unreachable = isinstance(exc, UnavailableError) and exc.unreachable
-            if self._routes is not None and not unreachable:   # unreachable: already refetching
+            if self._routes is not None and not unreachable:  # unreachable: already refetching
                 self._routes.invalidate(pq.queue.topic)
         await asyncio.sleep(delay_s)
 
@@ -555,9 +643,14 @@ class ConsumerBase:
                 self._on_messages(pq, messages)
                 return
         elif reply.status is PullStatus.OFFSET_ILLEGAL:
-            log.warning("offset %d of %s is outside [%d, %d]; continuing at %d",
-                        pq.next_offset, mq, reply.min_offset, reply.max_offset,
-                        reply.next_begin_offset)
+            log.warning(
+                "offset %d of %s is outside [%d, %d]; continuing at %d",
+                pq.next_offset,
+                mq,
+                reply.min_offset,
+                reply.max_offset,
+                reply.next_begin_offset,
+            )
             pq.next_offset = reply.next_begin_offset
             if not len(pq) and self._offsets is not None:
                 self._offsets.update(mq, reply.next_begin_offset, increase_only=False)

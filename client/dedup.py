@@ -34,17 +34,23 @@ __all__ = ["DedupWindow", "dedup_listener"]
 class DedupWindow:
     """Ids consumed successfully, time-ordered; bounded by age and by count."""
 
-    def __init__(self, *, window_s: float = 0.0, max_ids: int = 100_000,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        window_s: float = 0.0,
+        max_ids: int = 100_000,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         if window_s < 0 or max_ids <= 0:
-            raise ValueError(f"window_s must be >= 0 (got {window_s}) and max_ids > 0 "
-                             f"(got {max_ids})")
-        self.window_s = window_s        # 0: no age limit, only the count
+            raise ValueError(
+                f"window_s must be >= 0 (got {window_s}) and max_ids > 0 (got {max_ids})"
+            )
+        self.window_s = window_s  # 0: no age limit, only the count
         self.max_ids = max_ids
         self._now = monotonic
-        self._seen: OrderedDict[str, float] = OrderedDict()   # id -> consumed at (s)
+        self._seen: OrderedDict[str, float] = OrderedDict()  # id -> consumed at (s)
         self._in_flight: dict[str, asyncio.Future[bool]] = {}
-        self.dropped = 0                # messages answered from the window
+        self.dropped = 0  # messages answered from the window
 
     def __len__(self) -> int:
         return len(self._seen)
@@ -111,6 +117,7 @@ class DedupWindow:
 def dedup_listener(listener: Listener, window: DedupWindow) -> Listener:
     """*listener* behind *window*; a coroutine function if *listener* is one."""
     if inspect.iscoroutinefunction(listener):
+
         async def deduplicated(batch: list[MessageExt]) -> ConsumeResult:
             fresh = await window.admit(batch)
             if not fresh:
@@ -121,6 +128,7 @@ def dedup_listener(listener: Listener, window: DedupWindow) -> Listener:
             finally:
                 window.done(fresh, result is ConsumeResult.CONSUME_SUCCESS)
             return result
+
         return deduplicated
 
     def deduplicated_inline(batch: list[MessageExt]) -> Any:
@@ -130,4 +138,5 @@ def dedup_listener(listener: Listener, window: DedupWindow) -> Listener:
         result = listener(fresh)
         window.done(fresh, result is None or result is ConsumeResult.CONSUME_SUCCESS)
         return result
+
     return deduplicated_inline

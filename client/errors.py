@@ -150,9 +150,17 @@ class NotMasterError(RemoteError):
 
     retriable = True
 
-    def __init__(self, message: str, *, addr: str = "", code: str = "",
-                 reason: str = "NOT_MASTER", broker_name: str = "", master_addr: str = "",
-                 master_epoch: int = 0) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        addr: str = "",
+        code: str = "",
+        reason: str = "NOT_MASTER",
+        broker_name: str = "",
+        master_addr: str = "",
+        master_epoch: int = 0,
+    ) -> None:
         super().__init__(message, addr=addr, code=code, reason=reason)
         self.broker_name = broker_name
         self.master_addr = master_addr

@@ -38,8 +38,9 @@ __all__ = [
 LATENCY_MAX_MS = (50, 100, 550, 1800, 3000, 5000, 15000)
 NOT_AVAILABLE_DURATION_MS = (0, 0, 2000, 5000, 6000, 10000, 30000)
 ISOLATION_LATENCY_MS = 10_000
-_FIRST_AVOIDING_LATENCY_MS = LATENCY_MAX_MS[NOT_AVAILABLE_DURATION_MS.index(
-    next(d for d in NOT_AVAILABLE_DURATION_MS if d))]  # 550
+_FIRST_AVOIDING_LATENCY_MS = LATENCY_MAX_MS[
+    NOT_AVAILABLE_DURATION_MS.index(next(d for d in NOT_AVAILABLE_DURATION_MS if d))
+]  # 550
 
 
 def not_available_duration_ms(latency_ms: float) -> int:
@@ -54,7 +55,7 @@ def not_available_duration_ms(latency_ms: float) -> int:
 class FaultItem:
     broker_name: str
     latency_ms: float
-    available_at_s: float   # monotonic seconds from which the broker may be used again
+    available_at_s: float  # monotonic seconds from which the broker may be used again
 
 
 class LatencyFaultTolerance:
@@ -74,8 +75,9 @@ class LatencyFaultTolerance:
         latency = ISOLATION_LATENCY_MS if isolation else latency_ms
         # Below the first threshold that avoids a broker (the common case) there is no
         # table to walk.
-        duration_ms = 0 if latency < _FIRST_AVOIDING_LATENCY_MS else \
-            not_available_duration_ms(latency)
+        duration_ms = (
+            0 if latency < _FIRST_AVOIDING_LATENCY_MS else not_available_duration_ms(latency)
+        )
         self._items[broker_name] = (latency, self._clock.monotonic() + duration_ms / 1000)
 
     def is_available(self, broker_name: str) -> bool:
@@ -116,8 +118,9 @@ class QueueSelector:
         # A random start so that many producers do not all hit queue 0 first.
         self._counter = itertools.count(random.randrange(1 << 16))
 
-    def select(self, queues: Sequence[MessageQueue], *,
-               last_broker_name: str | None = None) -> MessageQueue:
+    def select(
+        self, queues: Sequence[MessageQueue], *, last_broker_name: str | None = None
+    ) -> MessageQueue:
         if not queues:
             raise ValueError("no queue to select from")
         if last_broker_name is None:  # a first attempt: the per-message path
@@ -129,8 +132,12 @@ class QueueSelector:
             return queues[start % len(queues)]
         available: QueueFilter = lambda mq: self._fault.is_available(mq.broker_name)  # noqa: E731
         other: QueueFilter = lambda mq: mq.broker_name != last_broker_name  # noqa: E731
-        filter_sets: list[tuple[QueueFilter, ...]] = [(available, other), (available,),
-                                                      (other,), ()]
+        filter_sets: list[tuple[QueueFilter, ...]] = [
+            (available, other),
+            (available,),
+            (other,),
+            (),
+        ]
         if not self._fault.enabled:
             filter_sets = [f for f in filter_sets if available not in f]
         start = next(self._counter)

@@ -68,8 +68,10 @@ def make_client_id(instance_name: str | None = None) -> str:
 def consumer_fingerprint(consumer: ConsumerInfo) -> str:
     """A digest of everything a heartbeat says about *consumer* (pure, order-free)."""
     digest = hashlib.blake2b(digest_size=12)
-    digest.update(f"{consumer.group}\0{consumer.push:d}{consumer.broadcasting:d}"
-                  f"\0{consumer.consume_from}".encode())
+    digest.update(
+        f"{consumer.group}\0{consumer.push:d}{consumer.broadcasting:d}"
+        f"\0{consumer.consume_from}".encode()
+    )
     for topic, expression in sorted(consumer.subscriptions.items()):
         # str(): a tag expression as it always was; an SQL92 one as "SQL92(...)"
         digest.update(f"\0{topic}\1{MessageSelector.of(expression)}".encode())
@@ -77,12 +79,19 @@ def consumer_fingerprint(consumer: ConsumerInfo) -> str:
 
 
 class HeartbeatService:
-    def __init__(self, remoting: Remoting, routes: RouteService, client_id: str, *,
-                 producer_groups: Sequence[str] = (),
-                 consumers: Callable[[], list[ConsumerInfo]] = list,
-                 interval_s: float = 30.0,
-                 on_command: Callable[[ServerCommand], None] | None = None,
-                 timeout_s: float = 3.0, replicas: bool = False) -> None:
+    def __init__(
+        self,
+        remoting: Remoting,
+        routes: RouteService,
+        client_id: str,
+        *,
+        producer_groups: Sequence[str] = (),
+        consumers: Callable[[], list[ConsumerInfo]] = list,
+        interval_s: float = 30.0,
+        on_command: Callable[[ServerCommand], None] | None = None,
+        timeout_s: float = 3.0,
+        replicas: bool = False,
+    ) -> None:
         self._remoting = remoting
         self._routes = routes
         self.client_id = client_id
@@ -109,8 +118,7 @@ class HeartbeatService:
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
         await self.run_once()
-        self._task = asyncio.get_running_loop().create_task(self._run(),
-                                                            name="HeartbeatService")
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="HeartbeatService")
 
     def refused_everywhere(self) -> PermissionDeniedError | None:
         """The ACL's refusal when the last round reached brokers and every one refused."""
@@ -139,8 +147,12 @@ class HeartbeatService:
             await self.run_once()
 
     def _route_fetched(self, route: TopicRoute) -> None:
-        addrs = {a for m in route.broker_addrs.values()
-                 for broker_id, a in m.items() if broker_id == 0 or self._replicas}
+        addrs = {
+            a
+            for m in route.broker_addrs.values()
+            for broker_id, a in m.items()
+            if broker_id == 0 or self._replicas
+        }
         if not addrs <= self._known:
             self._wake.set()
 
@@ -177,26 +189,39 @@ class HeartbeatService:
             self._open_streams(addrs)
         return answered
 
-    async def _heartbeat(self, addr: str, consumers: list[ConsumerInfo],
-                         fingerprints: dict[str, str]) -> None:
+    async def _heartbeat(
+        self, addr: str, consumers: list[ConsumerInfo], fingerprints: dict[str, str]
+    ) -> None:
         held = self._held.get(addr, {})
         unchanged = {g for g, f in fingerprints.items() if held.get(g) == f}
         broker = self._remoting.broker(addr)
         answer = await broker.heartbeat(
-            self.client_id, producer_groups=self._producer_groups, consumers=consumers,
-            fingerprints=fingerprints, unchanged=unchanged, timeout_s=self._timeout_s)
+            self.client_id,
+            producer_groups=self._producer_groups,
+            consumers=consumers,
+            fingerprints=fingerprints,
+            unchanged=unchanged,
+            timeout_s=self._timeout_s,
+        )
         self.last_request_bytes[addr] = answer.request_bytes
         if len(unchanged) < len(consumers):
             self.full_sends += 1
         if answer.unknown_groups:
             # The broker lost them (restart, expiry): send those groups whole, now.
-            log.info("broker %s does not hold the subscriptions of %s; sending them whole",
-                     addr, ", ".join(answer.unknown_groups))
+            log.info(
+                "broker %s does not hold the subscriptions of %s; sending them whole",
+                addr,
+                ", ".join(answer.unknown_groups),
+            )
             unknown = set(answer.unknown_groups)
             answer = await broker.heartbeat(
-                self.client_id, producer_groups=self._producer_groups, consumers=consumers,
-                fingerprints=fingerprints, unchanged=unchanged - unknown,
-                timeout_s=self._timeout_s)
+                self.client_id,
+                producer_groups=self._producer_groups,
+                consumers=consumers,
+                fingerprints=fingerprints,
+                unchanged=unchanged - unknown,
+                timeout_s=self._timeout_s,
+            )
             self.last_request_bytes[addr] = answer.request_bytes
             self.full_sends += 1
         if answer.keeps_fingerprints and not answer.unknown_groups:
@@ -210,8 +235,11 @@ class HeartbeatService:
         async def one(addr: str) -> None:
             try:
                 await self._remoting.broker(addr).unregister_client(
-                    self.client_id, producer_group=producer_group,
-                    consumer_group=consumer_group, timeout_s=self._timeout_s)
+                    self.client_id,
+                    producer_group=producer_group,
+                    consumer_group=consumer_group,
+                    timeout_s=self._timeout_s,
+                )
             except ClientError as exc:
                 log.debug("unregister from %s failed: %s", addr, exc)
 
@@ -223,8 +251,9 @@ class HeartbeatService:
         for addr in addrs:
             task = self._streams.get(addr)
             if task is None or task.done():
-                self._streams[addr] = loop.create_task(self._stream(addr),
-                                                       name=f"ClientChannel {addr}")
+                self._streams[addr] = loop.create_task(
+                    self._stream(addr), name=f"ClientChannel {addr}"
+                )
 
     async def _stream(self, addr: str) -> None:
         assert self._on_command is not None

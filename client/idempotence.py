@@ -67,7 +67,7 @@ class Ticket:
         self.lane = lane
         self.first = first
         self.count = count
-        self._settled: asyncio.Future[None] | None = None   # made when someone waits
+        self._settled: asyncio.Future[None] | None = None  # made when someone waits
 
     @property
     def session(self) -> ProducerSession:
@@ -101,7 +101,7 @@ class Ticket:
         try:
             lane.open.remove(self)
         except ValueError:
-            return        # closed already
+            return  # closed already
         if self._settled is not None and not self._settled.done():
             self._settled.set_result(None)
 
@@ -183,14 +183,20 @@ class ProducerSession:
 
     __slots__ = ("broker_name", "epoch", "lanes", "producer_id", "retired")
 
-    def __init__(self, broker_name: str, producer_id: int, epoch: int,
-                 sequences: Iterable[tuple[str, int, int]] = ()) -> None:
+    def __init__(
+        self,
+        broker_name: str,
+        producer_id: int,
+        epoch: int,
+        sequences: Iterable[tuple[str, int, int]] = (),
+    ) -> None:
         self.broker_name = broker_name
         self.producer_id = producer_id
         self.epoch = epoch
         #: (topic, queue id) -> its lane (the sequence the next record there gets)
         self.lanes: dict[tuple[str, int], Lane] = {
-            (t, q): Lane(self, s + 1) for t, q, s in sequences}
+            (t, q): Lane(self, s + 1) for t, q, s in sequences
+        }
         self.retired = False
 
     def lane(self, topic: str, queue_id: int) -> Lane:
@@ -222,8 +228,7 @@ class ProducerSession:
             return uniq_keys
         first = self.take(topic, queue_id, len(uniq_keys))
         pid, epoch = self.producer_id, self.epoch
-        return [f"{key}{_SLOT_SUFFIX}{pid}.{epoch}.{first + i}" for i, key in
-                enumerate(uniq_keys)]
+        return [f"{key}{_SLOT_SUFFIX}{pid}.{epoch}.{first + i}" for i, key in enumerate(uniq_keys)]
 
 
 class SessionManager:
@@ -235,8 +240,8 @@ class SessionManager:
         self._sessions: dict[str, ProducerSession] = {}
         self._opening: dict[str, asyncio.Future[ProducerSession]] = {}
         self.opened = 0
-        self.out_of_order = 0    # OUT_OF_ORDER_SEQUENCE answers met (each made good)
-        self.renumbered = 0      # requests numbered afresh after a gap
+        self.out_of_order = 0  # OUT_OF_ORDER_SEQUENCE answers met (each made good)
+        self.renumbered = 0  # requests numbered afresh after a gap
 
     def current(self, broker_name: str) -> ProducerSession | None:
         return self._sessions.get(broker_name)
@@ -254,14 +259,19 @@ class SessionManager:
             try:
                 pid, epoch, sequences = await self._init(addr, self.identity, [topic])
             except (UnsupportedError, InvalidRequestError) as exc:
-                if self.identity or not (isinstance(exc, UnsupportedError)
-                                         or exc.reason == "UNSUPPORTED"):
+                if self.identity or not (
+                    isinstance(exc, UnsupportedError) or exc.reason == "UNSUPPORTED"
+                ):
                     raise
                 # A broker without producer ids (an older build, or idempotence off there):
                 # on by default must not mean "cannot send"; its records go unstamped.
-                log.warning("broker %s (%s) hands out no producer ids (%s); sends to it are "
-                            "not idempotent (a retry may store a message twice)",
-                            broker_name, addr, exc)
+                log.warning(
+                    "broker %s (%s) hands out no producer ids (%s); sends to it are "
+                    "not idempotent (a retry may store a message twice)",
+                    broker_name,
+                    addr,
+                    exc,
+                )
                 pid, epoch, sequences = 0, 0, []
             session = ProducerSession(broker_name, pid, epoch, sequences)
             self._sessions[broker_name] = session
@@ -271,7 +281,7 @@ class SessionManager:
             return session
         except BaseException as exc:
             future.set_exception(exc)
-            future.exception()   # retrieved: waiters re-raise it, nobody logs it unretrieved
+            future.exception()  # retrieved: waiters re-raise it, nobody logs it unretrieved
             raise
         finally:
             del self._opening[broker_name]
@@ -283,5 +293,9 @@ class SessionManager:
         session.retired = True
         if self._sessions.get(session.broker_name) is session:
             del self._sessions[session.broker_name]
-            log.debug("retired producer id %d epoch %d on %s", session.producer_id,
-                      session.epoch, session.broker_name)
+            log.debug(
+                "retired producer id %d epoch %d on %s",
+                session.producer_id,
+                session.epoch,
+                session.broker_name,
+            )

@@ -73,14 +73,17 @@ Call = Callable[[MessageQueue, bytes, float], Awaitable[Any]]
 
 def never_sent(exc: ClientError) -> bool:
     """No connection could be made: the broker did not see the call."""
-    return isinstance(exc, UnavailableError) and exc.unreachable and (
-        "failed to connect" in str(exc) or "Connection refused" in str(exc))
+    return (
+        isinstance(exc, UnavailableError)
+        and exc.unreachable
+        and ("failed to connect" in str(exc) or "Connection refused" in str(exc))
+    )
 
 
 def outcome_unknown(exc: ClientError) -> bool:
     """The records may or may not be stored (no answer, the connection lost)."""
     if isinstance(exc, UnavailableError):
-        return exc.unreachable and not never_sent(exc)   # a reason: refused on purpose
+        return exc.unreachable and not never_sent(exc)  # a reason: refused on purpose
     return isinstance(exc, ServerError)
 
 
@@ -109,11 +112,21 @@ class _Elsewhere(Exception):
         self.error = error
 
 
-async def send_idempotent(producer: Producer, topic: str, encode: Encode, call: Call,
-                          deadline: float, budget_s: float, *,
-                          queue: MessageQueue | None = None, count: int = 1,
-                          max_in_flight: int = 0, avoid: ClientError | None = None,
-                          avoid_broker: str | None = None, not_ok: Any = None) -> Any:
+async def send_idempotent(
+    producer: Producer,
+    topic: str,
+    encode: Encode,
+    call: Call,
+    deadline: float,
+    budget_s: float,
+    *,
+    queue: MessageQueue | None = None,
+    count: int = 1,
+    max_in_flight: int = 0,
+    avoid: ClientError | None = None,
+    avoid_broker: str | None = None,
+    not_ok: Any = None,
+) -> Any:
     """Send what *encode* makes (*count* records) for a queue (*queue*, or one picked
     from the route); *max_in_flight* > 0: at most that many of a queue's requests
     in flight at once (see the module docstring)."""
@@ -129,7 +142,7 @@ async def send_idempotent(producer: Producer, topic: str, encode: Encode, call: 
     last_broker: str | None = avoid_broker
     last_error: ClientError | None = avoid
     if queue is not None and routes.addr_of(queue.broker_name) is None:
-        await routes.write_queues(topic)     # a queue named before this producer routed it
+        await routes.write_queues(topic)  # a queue named before this producer routed it
     while tried < attempts and time.monotonic() < deadline:
         tried += 1
         mq = queue
@@ -150,26 +163,32 @@ async def send_idempotent(producer: Producer, topic: str, encode: Encode, call: 
             last_error = exc
             continue
         try:
-            req = _Request(sessions, mq, session.open(mq.topic, mq.queue_id, count),
-                           encode, call)
+            req = _Request(sessions, mq, session.open(mq.topic, mq.queue_id, count), encode, call)
             result = await _on_queue(producer, req, deadline, budget_s, max_in_flight, tried)
         except _Elsewhere as refused:
             last_error = refused.error
             continue
-        if not (queue is None and producer.config.retry_another_broker_when_not_store_ok
-                and tried < attempts and not _stored_ok(result)):
+        if not (
+            queue is None
+            and producer.config.retry_another_broker_when_not_store_ok
+            and tried < attempts
+            and not _stored_ok(result)
+        ):
             return result
         # RocketMQ's retryAnotherBrokerWhenNotStoreOK, asked for: stored here, but not as
         # the status promises; store it on another broker too (numbered there afresh)
         not_ok = result
     if not_ok is not None:
         return not_ok
-    if isinstance(last_error, RouteNotFoundError) or (last_error is not None and (
-            not last_error.retriable or queue is not None)):
-        raise last_error       # a named queue has one attempt: its error, as a plain send
-    raise SendTimeoutError(f"send to topic {topic!r} failed after {tried} attempt(s) within "
-                           f"{budget_s * 1000:.0f} ms (send_timeout_ms); last error: "
-                           f"{last_error}") from last_error
+    if isinstance(last_error, RouteNotFoundError) or (
+        last_error is not None and (not last_error.retriable or queue is not None)
+    ):
+        raise last_error  # a named queue has one attempt: its error, as a plain send
+    raise SendTimeoutError(
+        f"send to topic {topic!r} failed after {tried} attempt(s) within "
+        f"{budget_s * 1000:.0f} ms (send_timeout_ms); last error: "
+        f"{last_error}"
+    ) from last_error
 
 
 class _Request:
@@ -177,8 +196,9 @@ class _Request:
 
     __slots__ = ("call", "encode", "mq", "record", "sessions", "ticket")
 
-    def __init__(self, sessions: SessionManager, mq: MessageQueue, ticket: Ticket,
-                 encode: Encode, call: Call) -> None:
+    def __init__(
+        self, sessions: SessionManager, mq: MessageQueue, ticket: Ticket, encode: Encode, call: Call
+    ) -> None:
         self.sessions = sessions
         self.mq = mq
         self.encode = encode
@@ -190,7 +210,7 @@ class _Request:
         try:
             return self.encode(self.mq, ticket)
         except BaseException:
-            if not ticket.withdraw():     # numbered, never sent: a gap unless handed back
+            if not ticket.withdraw():  # numbered, never sent: a gap unless handed back
                 self.sessions.retire(ticket.session)
             raise
 
@@ -200,10 +220,17 @@ class _Request:
         self.record = self._encode(self.ticket)
 
 
-async def _on_queue(producer: Producer, req: _Request, deadline: float, budget_s: float,
-                    max_in_flight: int, tried: int, *,
-                    first_error: ClientError | None = None,
-                    started: float | None = None) -> Any:
+async def _on_queue(
+    producer: Producer,
+    req: _Request,
+    deadline: float,
+    budget_s: float,
+    max_in_flight: int,
+    tried: int,
+    *,
+    first_error: ClientError | None = None,
+    started: float | None = None,
+) -> Any:
     """The request's calls on its queue until an answer, or it is refused or given up;
     *first_error*: the answer of a first call already made (:func:`send_coalesced`)."""
     mq = req.mq
@@ -234,24 +261,33 @@ class _Tries:
 
     def __init__(self) -> None:
         self.busy = 0
-        self.uncertain = False    # once it may be stored, the record never leaves its queue
+        self.uncertain = False  # once it may be stored, the record never leaves its queue
 
 
-async def _after_failure(producer: Producer, req: _Request, exc: ClientError, state: _Tries,
-                         deadline: float, budget_s: float, started: float, tried: int) -> None:
+async def _after_failure(
+    producer: Producer,
+    req: _Request,
+    exc: ClientError,
+    state: _Tries,
+    deadline: float,
+    budget_s: float,
+    started: float,
+    tried: int,
+) -> None:
     """Returns when the request is to be sent again; raises when it is given up
     (:class:`SendTimeoutError`, the broker's refusal) or refused here (:class:`_Elsewhere`)."""
     from pocketmq.client.producer import _back_off, _retry_elsewhere
 
     mq = req.mq
     sessions = req.sessions
-    if isinstance(exc, OutOfOrderSequenceError) and \
-            await _out_of_order(producer, req, exc, deadline):
+    if isinstance(exc, OutOfOrderSequenceError) and await _out_of_order(
+        producer, req, exc, deadline
+    ):
         return
     if isinstance(exc, NotMasterError):
         producer._attempt_failed(mq.topic, mq, started, exc, tried)
         if _moved(producer._running()[0], mq, exc):
-            return         # the same record at the broker name's new master
+            return  # the same record at the broker name's new master
     state.uncertain = state.uncertain or outcome_unknown(exc)
     if state.uncertain or try_again_here(exc) or isinstance(exc, OutOfOrderSequenceError):
         state.busy += 1
@@ -261,7 +297,8 @@ async def _after_failure(producer: Producer, req: _Request, exc: ClientError, st
         raise SendTimeoutError(
             f"send to {mq} gave no answer within {budget_s * 1000:.0f} ms "
             f"(send_timeout_ms) after {state.busy} tries of the same record; it may or "
-            f"may not be stored; last error: {exc}") from exc
+            f"may not be stored; last error: {exc}"
+        ) from exc
     sessions.retire(req.ticket.session)
     if not _retry_elsewhere(exc):
         raise exc
@@ -269,8 +306,9 @@ async def _after_failure(producer: Producer, req: _Request, exc: ClientError, st
     raise _Elsewhere(exc) from exc
 
 
-async def send_coalesced(producer: Producer, topic: str, encode: Encode, deadline: float,
-                         budget_s: float) -> SendResult:
+async def send_coalesced(
+    producer: Producer, topic: str, encode: Encode, deadline: float, budget_s: float
+) -> SendResult:
     """:func:`send_idempotent` of one record to a queue of the route's choosing, through
     the accumulator, its first try inline (no coroutine layers while all goes well)."""
     from pocketmq.client.producer import _result, _retry_elsewhere
@@ -280,8 +318,9 @@ async def send_coalesced(producer: Producer, topic: str, encode: Encode, deadlin
     assert sessions is not None
     queues = routes.cached_write_queues(topic)
     if not queues or time.monotonic() >= deadline:
-        return await send_idempotent(producer, topic, encode, producer._attempt_idempotent,
-                                     deadline, budget_s)
+        return await send_idempotent(
+            producer, topic, encode, producer._attempt_idempotent, deadline, budget_s
+        )
     mq = producer._selector.select(queues)
     session = sessions.current(mq.broker_name)
     addr = routes.addr_of(mq.broker_name)
@@ -293,40 +332,67 @@ async def send_coalesced(producer: Producer, topic: str, encode: Encode, deadlin
             if not _retry_elsewhere(exc):
                 raise
             producer._attempt_failed(topic, mq, started, exc, 1)
-            return await send_idempotent(producer, topic, encode, producer._attempt_idempotent,
-                                         deadline, budget_s, avoid=exc,
-                                         avoid_broker=mq.broker_name)
+            return await send_idempotent(
+                producer,
+                topic,
+                encode,
+                producer._attempt_idempotent,
+                deadline,
+                budget_s,
+                avoid=exc,
+                avoid_broker=mq.broker_name,
+            )
         addr = routes.addr_of(mq.broker_name)
         if addr is None:
             raise RouteNotFoundError(topic, f"broker {mq.broker_name} has no known address")
-    req = _Request(sessions, mq, session.open(topic, mq.queue_id), encode,
-                   producer._attempt_idempotent)
+    req = _Request(
+        sessions, mq, session.open(topic, mq.queue_id), encode, producer._attempt_idempotent
+    )
     try:
         receipt = await accumulator.add(addr, req.record, deadline)
     except ClientError as exc:
         try:
-            result: SendResult = await _on_queue(producer, req, deadline, budget_s, 0, 1,
-                                                 first_error=exc, started=started)
+            result: SendResult = await _on_queue(
+                producer, req, deadline, budget_s, 0, 1, first_error=exc, started=started
+            )
             return result
         except _Elsewhere as refused:
-            return await send_idempotent(producer, topic, encode, producer._attempt_idempotent,
-                                         deadline, budget_s, avoid=refused.error,
-                                         avoid_broker=mq.broker_name)
+            return await send_idempotent(
+                producer,
+                topic,
+                encode,
+                producer._attempt_idempotent,
+                deadline,
+                budget_s,
+                avoid=refused.error,
+                avoid_broker=mq.broker_name,
+            )
     finally:
         req.ticket.close()
     producer.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
     result = _result(receipt, mq)
     cfg = producer.config
-    if (cfg.retry_another_broker_when_not_store_ok and cfg.retry_times_when_send_failed
-            and result.status is not SendStatus.SEND_OK):
-        return await send_idempotent(producer, topic, encode, producer._attempt_idempotent,
-                                     deadline, budget_s, avoid_broker=mq.broker_name,
-                                     not_ok=result)
+    if (
+        cfg.retry_another_broker_when_not_store_ok
+        and cfg.retry_times_when_send_failed
+        and result.status is not SendStatus.SEND_OK
+    ):
+        return await send_idempotent(
+            producer,
+            topic,
+            encode,
+            producer._attempt_idempotent,
+            deadline,
+            budget_s,
+            avoid_broker=mq.broker_name,
+            not_ok=result,
+        )
     return result
 
 
-async def _out_of_order(producer: Producer, req: _Request, exc: OutOfOrderSequenceError,
-                        deadline: float) -> bool:
+async def _out_of_order(
+    producer: Producer, req: _Request, exc: OutOfOrderSequenceError, deadline: float
+) -> bool:
     """Make an out-of-order refusal good; True: send the (same or renumbered) request
     again now; False: no time left (the caller gives up)."""
     if time.monotonic() >= deadline:
@@ -345,8 +411,9 @@ async def _out_of_order(producer: Producer, req: _Request, exc: OutOfOrderSequen
         return True
     subject = out_of_order_subject(exc)
     if subject is not None and (
-            subject[:3] != (session.producer_id, req.mq.topic, req.mq.queue_id)
-            or subject[3] >= ticket.first + ticket.count):
+        subject[:3] != (session.producer_id, req.mq.topic, req.mq.queue_id)
+        or subject[3] >= ticket.first + ticket.count
+    ):
         # A coalesced call mixes queues and requests: another one's record held this one
         # back, which is in order itself.
         await asyncio.sleep(0)
@@ -360,9 +427,14 @@ async def _out_of_order(producer: Producer, req: _Request, exc: OutOfOrderSequen
         fresh = await _session(producer, sessions, req.mq, deadline)
     except ClientError:
         return False
-    log.debug("%s: a gap before sequence %d of producer id %d; renumbered in producer id "
-              "%d epoch %d", req.mq, ticket.first, session.producer_id, fresh.producer_id,
-              fresh.epoch)
+    log.debug(
+        "%s: a gap before sequence %d of producer id %d; renumbered in producer id %d epoch %d",
+        req.mq,
+        ticket.first,
+        session.producer_id,
+        fresh.producer_id,
+        fresh.epoch,
+    )
     req.renumber(fresh)
     return True
 
@@ -372,12 +444,14 @@ async def _until(waiting: Awaitable[None], deadline: float) -> None:
     try:
         await asyncio.wait_for(waiting, max(remaining, 0))
     except TimeoutError:
-        raise SendTimeoutError("no time left (send_timeout_ms) while waiting for the "
-                               "queue's earlier requests") from None
+        raise SendTimeoutError(
+            "no time left (send_timeout_ms) while waiting for the queue's earlier requests"
+        ) from None
 
 
-async def _session(producer: Producer, sessions: SessionManager, mq: MessageQueue,
-                   deadline: float) -> ProducerSession:
+async def _session(
+    producer: Producer, sessions: SessionManager, mq: MessageQueue, deadline: float
+) -> ProducerSession:
     session = sessions.current(mq.broker_name)
     if session is not None:
         return session

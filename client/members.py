@@ -49,19 +49,21 @@ DEFAULT_SUSPECT_S = 5.0
 class MemberTable:
     """Broker name -> {broker id -> address}, with the addresses suspected unreachable."""
 
-    def __init__(self, *, suspect_s: float = DEFAULT_SUSPECT_S,
-                 clock: Clock | None = None) -> None:
+    def __init__(self, *, suspect_s: float = DEFAULT_SUSPECT_S, clock: Clock | None = None) -> None:
         if suspect_s < 0:
             raise ValueError(f"suspect_s must be >= 0, got {suspect_s}")
         self.suspect_s = suspect_s
         self._clock = clock or SystemClock()
         self._members: dict[str, dict[int, str]] = {}
-        self._suspect_until: dict[str, float] = {}   # address -> monotonic seconds
-        self._epochs: dict[str, int] = {}            # broker name -> highest master epoch
+        self._suspect_until: dict[str, float] = {}  # address -> monotonic seconds
+        self._epochs: dict[str, int] = {}  # broker name -> highest master epoch
 
     # -- membership -------------------------------------------------------------------
-    def update(self, broker_addrs: Mapping[str, Mapping[int, str]],
-               master_epochs: Mapping[str, int] | None = None) -> list[str]:
+    def update(
+        self,
+        broker_addrs: Mapping[str, Mapping[int, str]],
+        master_epochs: Mapping[str, int] | None = None,
+    ) -> list[str]:
         """Take the members a fresh route lists, except for a name whose route carries
         an older master epoch than one seen; names it does not list are kept (other
         topics' routes may still name them). Returns the names ignored as stale."""
@@ -86,8 +88,11 @@ class MemberTable:
         *master_epoch*: take it if that epoch is newer than the one held; True if taken."""
         if not master_addr or master_epoch <= self._epochs.get(broker_name, 0):
             return False
-        members = {i: a for i, a in self._members.get(broker_name, {}).items()
-                   if a != master_addr and i != MASTER_ID}
+        members = {
+            i: a
+            for i, a in self._members.get(broker_name, {}).items()
+            if a != master_addr and i != MASTER_ID
+        }
         members[MASTER_ID] = master_addr
         self._members[broker_name] = members
         self._epochs[broker_name] = master_epoch

@@ -82,11 +82,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-COMPRESS_OVER_BYTES = 4 * 1024          # compressMsgBodyOverHowmuch
+COMPRESS_OVER_BYTES = 4 * 1024  # compressMsgBodyOverHowmuch
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024  # maxMessageSize
-ZLIB_LEVEL = 5                          # RocketMQ's default zlib level
+ZLIB_LEVEL = 5  # RocketMQ's default zlib level
 MAX_DELAY_LEVEL = 18
-STORE_HOST_PLACEHOLDER = b"\0" * 8      # IPv4 STOREHOST, patched by the broker
+STORE_HOST_PLACEHOLDER = b"\0" * 8  # IPv4 STOREHOST, patched by the broker
 
 _I64 = struct.Struct(">q")
 _TAIL = struct.Struct(">iqi")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLEN
@@ -100,8 +100,9 @@ _HOST_V6_BITS = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
 @lru_cache(maxsize=4096)
 def _topic_problem(topic: str) -> str | None:
     if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-        return (f"topic {topic!r} is a consumer group's retry topic; producers send to "
-                "ordinary topics")
+        return (
+            f"topic {topic!r} is a consumer group's retry topic; producers send to ordinary topics"
+        )
     return check_topic(topic)
 
 
@@ -112,8 +113,9 @@ def check_topic_of(msg: Message) -> None:
         raise InvalidMessageError(problem)
 
 
-def check_message(msg: Message, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-                  topic_checked: bool = False) -> None:
+def check_message(
+    msg: Message, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, topic_checked: bool = False
+) -> None:
     """Raise :class:`InvalidMessageError` naming what the broker would refuse.
 
     *topic_checked*: :func:`check_topic_of` passed for this topic already (a batch).
@@ -126,28 +128,35 @@ def check_message(msg: Message, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     if size == 0:
         raise InvalidMessageError("message body is empty; a message needs a body")
     if size > max_body_bytes:
-        raise InvalidMessageError(f"message body is {size} bytes; the limit is "
-                                  f"{max_body_bytes} (max_message_size_bytes)")
+        raise InvalidMessageError(
+            f"message body is {size} bytes; the limit is {max_body_bytes} (max_message_size_bytes)"
+        )
     if not 0 <= msg.delay_level <= MAX_DELAY_LEVEL:
-        raise InvalidMessageError(f"delay_level is {msg.delay_level}; give 0 (none) or "
-                                  f"1..{MAX_DELAY_LEVEL}")
+        raise InvalidMessageError(
+            f"delay_level is {msg.delay_level}; give 0 (none) or 1..{MAX_DELAY_LEVEL}"
+        )
     if msg.deliver_at_ms < 0 or msg.delay_ms < 0:
-        raise InvalidMessageError(f"deliver_at_ms ({msg.deliver_at_ms}) and delay_ms "
-                                  f"({msg.delay_ms}) must be >= 0")
+        raise InvalidMessageError(
+            f"deliver_at_ms ({msg.deliver_at_ms}) and delay_ms ({msg.delay_ms}) must be >= 0"
+        )
     if sum(1 for v in (msg.delay_level, msg.deliver_at_ms, msg.delay_ms) if v) > 1:
         raise InvalidMessageError("give at most one of delay_level, deliver_at_ms and delay_ms")
     for key in msg.keys:
         if not key or " " in key:
-            raise InvalidMessageError(f"message key {key!r} is empty or contains a space; "
-                                      "keys are space-joined on the wire")
+            raise InvalidMessageError(
+                f"message key {key!r} is empty or contains a space; "
+                "keys are space-joined on the wire"
+            )
     for name, value in msg.properties.items():
         bad = next((c for c in f"{name}{value}" if c in "\x01\x02"), None)
         if bad is not None or not name or not value:
-            raise InvalidMessageError(f"property {name!r}={value!r} is empty or contains a "
-                                      "\\x01/\\x02 separator")
+            raise InvalidMessageError(
+                f"property {name!r}={value!r} is empty or contains a \\x01/\\x02 separator"
+            )
         if name in SYSTEM_PROPERTIES:
-            raise InvalidMessageError(f"property {name!r} is set by the client; use "
-                                      "Message.tags / Message.keys")
+            raise InvalidMessageError(
+                f"property {name!r} is set by the client; use Message.tags / Message.keys"
+            )
 
 
 def _timer_properties(msg: Message) -> str:
@@ -182,8 +191,7 @@ def _client_properties(tags: str, keys: tuple[str, ...], delay_level: int) -> st
 
 
 @lru_cache(maxsize=1024)
-def _shape(topic: str, tags: str, keys: tuple[str, ...],
-           delay_level: int) -> tuple[bytes, bytes]:
+def _shape(topic: str, tags: str, keys: tuple[str, ...], delay_level: int) -> tuple[bytes, bytes]:
     """(TOPICLEN + TOPIC, the client's properties then ``UNIQ_KEY\x01``), UTF-8.
 
     Messages of one shape share all of the record after BODY but the unique key,
@@ -191,36 +199,67 @@ def _shape(topic: str, tags: str, keys: tuple[str, ...],
     """
     topic_raw = topic.encode()
     if len(topic_raw) > MAX_TOPIC_LENGTH_V1:
-        raise InvalidMessageError(f"topic is {len(topic_raw)} bytes; at most "
-                                  f"{MAX_TOPIC_LENGTH_V1} fit a record")
+        raise InvalidMessageError(
+            f"topic is {len(topic_raw)} bytes; at most {MAX_TOPIC_LENGTH_V1} fit a record"
+        )
     own = _client_properties(tags, keys, delay_level) + f"{PROPERTY_UNIQ_KEY}\x01"
     return len(topic_raw).to_bytes(1, "big") + topic_raw, own.encode()
 
 
-def encode_message(msg: Message, *, queue_id: int, uniq_key: str, born_host: bytes,
-                   born_timestamp_ms: int, compress_over_bytes: int = COMPRESS_OVER_BYTES,
-                   reconsume_times: int = 0) -> bytes:
+def encode_message(
+    msg: Message,
+    *,
+    queue_id: int,
+    uniq_key: str,
+    born_host: bytes,
+    born_timestamp_ms: int,
+    compress_over_bytes: int = COMPRESS_OVER_BYTES,
+    reconsume_times: int = 0,
+) -> bytes:
     """One record for *msg* in queue *queue_id*; call :func:`check_message` first."""
-    return encode_messages((msg,), (uniq_key,), queue_id, born_host, born_timestamp_ms,
-                           compress_over_bytes, reconsume_times)
+    return encode_messages(
+        (msg,),
+        (uniq_key,),
+        queue_id,
+        born_host,
+        born_timestamp_ms,
+        compress_over_bytes,
+        reconsume_times,
+    )
 
 
-def py_encode_messages(msgs: Sequence[Message], uniq_keys: Sequence[str], queue_id: int,
-                       born_host: bytes, born_timestamp_ms: int,
-                       compress_over_bytes: int = COMPRESS_OVER_BYTES,
-                       reconsume_times: int = 0) -> bytes:
+def py_encode_messages(
+    msgs: Sequence[Message],
+    uniq_keys: Sequence[str],
+    queue_id: int,
+    born_host: bytes,
+    born_timestamp_ms: int,
+    compress_over_bytes: int = COMPRESS_OVER_BYTES,
+    reconsume_times: int = 0,
+) -> bytes:
     """The records of *msgs* (checked with :func:`check_message`) back to back, the
     i-th with ``uniq_keys[i]``, all in queue *queue_id* (a SendBatch payload)."""
     if len(msgs) != len(uniq_keys):
         raise ValueError(f"{len(msgs)} messages but {len(uniq_keys)} unique keys")
-    return b"".join([_py_encode_one(m, queue_id, k, born_host, born_timestamp_ms,
-                                    compress_over_bytes, reconsume_times)
-                     for m, k in zip(msgs, uniq_keys, strict=True)])
+    return b"".join(
+        [
+            _py_encode_one(
+                m, queue_id, k, born_host, born_timestamp_ms, compress_over_bytes, reconsume_times
+            )
+            for m, k in zip(msgs, uniq_keys, strict=True)
+        ]
+    )
 
 
-def _py_encode_one(msg: Message, queue_id: int, uniq_key: str, born_host: bytes,
-                   born_timestamp_ms: int, compress_over_bytes: int,
-                   reconsume_times: int) -> bytes:
+def _py_encode_one(
+    msg: Message,
+    queue_id: int,
+    uniq_key: str,
+    born_host: bytes,
+    born_timestamp_ms: int,
+    compress_over_bytes: int,
+    reconsume_times: int,
+) -> bytes:
     """One record: the same bytes as :func:`~pocketmq.common.message.encode_record`
     with :func:`message_properties`, built with one struct call and the per-shape
     parts cached."""
@@ -240,13 +279,15 @@ def _py_encode_one(msg: Message, queue_id: int, uniq_key: str, born_host: bytes,
     if msg.deliver_at_ms or msg.delay_ms:
         user += _timer_properties(msg).encode()
     keys = msg.keys
-    topic_part, own = _shape(msg.topic, msg.tags, keys if type(keys) is tuple else tuple(keys),
-                             msg.delay_level)
+    topic_part, own = _shape(
+        msg.topic, msg.tags, keys if type(keys) is tuple else tuple(keys), msg.delay_level
+    )
     uniq_raw = uniq_key.encode()
     props_len = len(user) + len(own) + len(uniq_raw) + 1
     if props_len > MAX_PROPERTIES_LENGTH:
-        raise InvalidMessageError(f"properties are {props_len} bytes; at most "
-                                  f"{MAX_PROPERTIES_LENGTH} fit a record")
+        raise InvalidMessageError(
+            f"properties are {props_len} bytes; at most {MAX_PROPERTIES_LENGTH} fit a record"
+        )
     if len(born_host) == HOST_V4_SIZE:
         fixed = _FIXED_V4
     else:
@@ -254,11 +295,34 @@ def _py_encode_one(msg: Message, queue_id: int, uniq_key: str, born_host: bytes,
         if len(born_host) == HOST_V6_SIZE:
             sysflag |= SysFlag.BORNHOST_V6
     total = fixed.size + body_len + len(topic_part) + 2 + props_len
-    return b"".join((
-        fixed.pack(total, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, queue_id,
-                   msg.flag, 0, 0, sysflag, born_timestamp_ms, born_host, 0,
-                   STORE_HOST_PLACEHOLDER, reconsume_times, 0, body_len),
-        body, topic_part, props_len.to_bytes(2, "big"), user, own, uniq_raw, b"\x02"))
+    return b"".join(
+        (
+            fixed.pack(
+                total,
+                MESSAGE_MAGIC_CODE,
+                zlib.crc32(body) & 0x7FFFFFFF,
+                queue_id,
+                msg.flag,
+                0,
+                0,
+                sysflag,
+                born_timestamp_ms,
+                born_host,
+                0,
+                STORE_HOST_PLACEHOLDER,
+                reconsume_times,
+                0,
+                body_len,
+            ),
+            body,
+            topic_part,
+            props_len.to_bytes(2, "big"),
+            user,
+            own,
+            uniq_raw,
+            b"\x02",
+        )
+    )
 
 
 def set_queue_id(record: bytes, queue_id: int) -> bytes:
@@ -266,8 +330,9 @@ def set_queue_id(record: bytes, queue_id: int) -> bytes:
     return record[:12] + queue_id.to_bytes(4, "big", signed=True) + record[16:]
 
 
-def decode_messages(buf: bytes | memoryview, broker_name: str, *,
-                    check_crc: bool = False) -> list[MessageExt]:
+def decode_messages(
+    buf: bytes | memoryview, broker_name: str, *, check_crc: bool = False
+) -> list[MessageExt]:
     """Decode a pull reply into messages; BLANK records are skipped.
 
     Raises :class:`CorruptRecordError` naming the offset of a damaged record.
@@ -275,8 +340,9 @@ def decode_messages(buf: bytes | memoryview, broker_name: str, *,
     return _decode_messages(buf, broker_name, check_crc)
 
 
-def py_decode_messages(buf: bytes | memoryview, broker_name: str,
-                       check_crc: bool = False) -> list[MessageExt]:
+def py_decode_messages(
+    buf: bytes | memoryview, broker_name: str, check_crc: bool = False
+) -> list[MessageExt]:
     """The reference of :func:`decode_messages`. A record with IPv4 hosts (all but a
     few) is read with one struct call up to BODY; topic names and store-host hex
     are decoded once per reply."""
@@ -291,8 +357,23 @@ def py_decode_messages(buf: bytes | memoryview, broker_name: str,
         if end - pos < fixed_size:  # a short tail: the general path says what is wrong
             pos = _decode_general(raw, pos, end, broker_name, topics, check_crc, append)
             continue
-        (total, magic, crc, queue_id, flag, queue_offset, phys_offset, sysflag, born_ts,
-         _born_host, store_ts, store_host, reconsume, _prepared, body_len) = fixed_unpack(raw, pos)
+        (
+            total,
+            magic,
+            crc,
+            queue_id,
+            flag,
+            queue_offset,
+            phys_offset,
+            sysflag,
+            born_ts,
+            _born_host,
+            store_ts,
+            store_host,
+            reconsume,
+            _prepared,
+            body_len,
+        ) = fixed_unpack(raw, pos)
         if sysflag & _HOST_V6_BITS or magic == BLANK_MAGIC_CODE or total < fixed_size:
             pos = _decode_general(raw, pos, end, broker_name, topics, check_crc, append)
             continue
@@ -302,33 +383,69 @@ def py_decode_messages(buf: bytes | memoryview, broker_name: str,
         if record_end > end:
             raise CorruptRecordError(pos, f"TOTALSIZE is {total}; {end - pos} bytes are left")
         body, (topic, is_retry), props = _decode_tail(
-            raw, pos, pos + fixed_size, record_end, total, magic, crc, sysflag, body_len,
-            topics, check_crc)
+            raw,
+            pos,
+            pos + fixed_size,
+            record_end,
+            total,
+            magic,
+            crc,
+            sysflag,
+            body_len,
+            topics,
+            check_crc,
+        )
         if is_retry:
             topic = props.get(PROPERTY_RETRY_TOPIC, topic)
         host_hex = hosts.get(store_host)
         if host_hex is None:
             host_hex = hosts[store_host] = store_host.hex().upper()
         keys = props.get(PROPERTY_KEYS)
-        append(_new_message_ext(
-            topic, body, props.get(PROPERTY_TAGS, ""), keys.split(" ") if keys else [], props,
-            props.get(PROPERTY_UNIQ_KEY, ""),
-            f"{host_hex}{phys_offset:016X}" if phys_offset >= 0 else
-            (store_host + phys_offset.to_bytes(8, "big", signed=True)).hex().upper(),
-            broker_name, queue_id, queue_offset, store_ts, born_ts, reconsume, phys_offset, flag,
-            sysflag, total))
+        append(
+            _new_message_ext(
+                topic,
+                body,
+                props.get(PROPERTY_TAGS, ""),
+                keys.split(" ") if keys else [],
+                props,
+                props.get(PROPERTY_UNIQ_KEY, ""),
+                f"{host_hex}{phys_offset:016X}"
+                if phys_offset >= 0
+                else (store_host + phys_offset.to_bytes(8, "big", signed=True)).hex().upper(),
+                broker_name,
+                queue_id,
+                queue_offset,
+                store_ts,
+                born_ts,
+                reconsume,
+                phys_offset,
+                flag,
+                sysflag,
+                total,
+            )
+        )
         pos = record_end
     return out
 
 
-def _decode_tail(raw: bytes, pos: int, p: int, record_end: int, total: int, magic: int,
-                 crc: int, sysflag: int, body_len: int, topics: dict[bytes, tuple[str, bool]],
-                 check_crc: bool) -> tuple[bytes, tuple[str, bool], dict[str, str]]:
+def _decode_tail(
+    raw: bytes,
+    pos: int,
+    p: int,
+    record_end: int,
+    total: int,
+    magic: int,
+    crc: int,
+    sysflag: int,
+    body_len: int,
+    topics: dict[bytes, tuple[str, bool]],
+    check_crc: bool,
+) -> tuple[bytes, tuple[str, bool], dict[str, str]]:
     """BODY (inflated), the (topic, is-retry) entry and the properties of the record at
     *pos*, whose BODY starts at *p*; every length is checked against TOTALSIZE."""
     if body_len < 0 or p + body_len > record_end:
         raise CorruptRecordError(pos, f"BODYLEN {body_len} does not fit TOTALSIZE {total}")
-    body = raw[p:p + body_len]
+    body = raw[p : p + body_len]
     if check_crc and zlib.crc32(body) & 0x7FFFFFFF != crc:
         raise CorruptRecordError(pos, "body CRC mismatch")
     p += body_len
@@ -344,7 +461,7 @@ def _decode_tail(raw: bytes, pos: int, p: int, record_end: int, total: int, magi
         p += 2
     if p + topic_len + 2 > record_end:
         raise CorruptRecordError(pos, f"properties length lies past TOTALSIZE {total}")
-    raw_topic = raw[p:p + topic_len]
+    raw_topic = raw[p : p + topic_len]
     topic_entry = topics.get(raw_topic)
     if topic_entry is None:
         topic_entry = topics[raw_topic] = _topic_entry(raw_topic)
@@ -352,11 +469,12 @@ def _decode_tail(raw: bytes, pos: int, p: int, record_end: int, total: int, magi
     props_len = _U16.unpack_from(raw, p)[0]
     p += 2
     if p + props_len != record_end:
-        raise CorruptRecordError(pos, f"TOTALSIZE is {total} but the parts add up to "
-                                      f"{p + props_len - pos}")
+        raise CorruptRecordError(
+            pos, f"TOTALSIZE is {total} but the parts add up to {p + props_len - pos}"
+        )
     if props_len:
-        props = decode_properties(raw[p:p + props_len].decode("utf-8", "replace"))
-        props.pop(PROPERTY_IDEMPOTENCE, None)    # the broker's business, not the user's
+        props = decode_properties(raw[p : p + props_len].decode("utf-8", "replace"))
+        props.pop(PROPERTY_IDEMPOTENCE, None)  # the broker's business, not the user's
     else:
         props = {}
     return body, topic_entry, props
@@ -374,53 +492,102 @@ def _inflate(body: bytes, pos: int) -> bytes:
         raise CorruptRecordError(pos, f"compressed body does not inflate: {exc}") from None
 
 
-def _decode_general(raw: bytes, pos: int, end: int, broker_name: str,
-                    topics: dict[bytes, tuple[str, bool]], check_crc: bool,
-                    append: Callable[[MessageExt], None]) -> int:
+def _decode_general(
+    raw: bytes,
+    pos: int,
+    end: int,
+    broker_name: str,
+    topics: dict[bytes, tuple[str, bool]],
+    check_crc: bool,
+    append: Callable[[MessageExt], None],
+) -> int:
     """One record of any host size (or a BLANK, or a damaged tail); returns the next pos."""
     if end - pos < _HEAD_SIZE:
-        raise CorruptRecordError(pos, f"{end - pos} bytes left; a record head is "
-                                      f"{_HEAD_SIZE}")
-    (total, magic, crc, queue_id, flag, queue_offset, phys_offset, sysflag,
-     born_ts) = _HEAD_UNPACK(raw, pos)
+        raise CorruptRecordError(pos, f"{end - pos} bytes left; a record head is {_HEAD_SIZE}")
+    (total, magic, crc, queue_id, flag, queue_offset, phys_offset, sysflag, born_ts) = _HEAD_UNPACK(
+        raw, pos
+    )
     if magic == BLANK_MAGIC_CODE and total > 0:
         return pos + total
     if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
         raise CorruptRecordError(pos, f"magic code is 0x{magic:08X}")
     if total < _HEAD_SIZE or pos + total > end:
         raise CorruptRecordError(pos, f"TOTALSIZE is {total}; {end - pos} bytes are left")
-    append(_decode_one(raw, pos, total, magic, crc, queue_id, flag, queue_offset,
-                       phys_offset, sysflag, born_ts, broker_name, topics, check_crc))
+    append(
+        _decode_one(
+            raw,
+            pos,
+            total,
+            magic,
+            crc,
+            queue_id,
+            flag,
+            queue_offset,
+            phys_offset,
+            sysflag,
+            born_ts,
+            broker_name,
+            topics,
+            check_crc,
+        )
+    )
     return pos + total
 
 
-def _decode_one(raw: bytes, pos: int, total: int, magic: int, crc: int, queue_id: int, flag: int,
-                queue_offset: int, phys_offset: int, sysflag: int, born_ts: int,
-                broker_name: str, topics: dict[bytes, tuple[str, bool]],
-                check_crc: bool) -> MessageExt:
+def _decode_one(
+    raw: bytes,
+    pos: int,
+    total: int,
+    magic: int,
+    crc: int,
+    queue_id: int,
+    flag: int,
+    queue_offset: int,
+    phys_offset: int,
+    sysflag: int,
+    born_ts: int,
+    broker_name: str,
+    topics: dict[bytes, tuple[str, bool]],
+    check_crc: bool,
+) -> MessageExt:
     p = pos + _HEAD_SIZE + (20 if sysflag & SysFlag.BORNHOST_V6 else 8)
     store_size = 20 if sysflag & SysFlag.STOREHOST_V6 else 8
-    body_pos = p + 8 + store_size + _TAIL.size      # STORETIMESTAMP STOREHOST, _TAIL
+    body_pos = p + 8 + store_size + _TAIL.size  # STORETIMESTAMP STOREHOST, _TAIL
     if body_pos > pos + total:
-        raise CorruptRecordError(pos, f"TOTALSIZE is {total}; the fields before BODY need "
-                                      f"{body_pos - pos}")
+        raise CorruptRecordError(
+            pos, f"TOTALSIZE is {total}; the fields before BODY need {body_pos - pos}"
+        )
     store_ts = _I64.unpack_from(raw, p)[0]
     p += 8
-    store_host = raw[p:p + store_size]
+    store_host = raw[p : p + store_size]
     p += store_size
     reconsume, _prepared, body_len = _TAIL.unpack_from(raw, p)
     p += 12 + 4
     body, (topic, is_retry), props = _decode_tail(
-        raw, pos, p, pos + total, total, magic, crc, sysflag, body_len, topics, check_crc)
+        raw, pos, p, pos + total, total, magic, crc, sysflag, body_len, topics, check_crc
+    )
     if is_retry:
         topic = props.get(PROPERTY_RETRY_TOPIC, topic)
     keys = props.get(PROPERTY_KEYS)
     return _new_message_ext(
-        topic, body, props.get(PROPERTY_TAGS, ""), keys.split(" ") if keys else [], props,
+        topic,
+        body,
+        props.get(PROPERTY_TAGS, ""),
+        keys.split(" ") if keys else [],
+        props,
         props.get(PROPERTY_UNIQ_KEY, ""),
         (store_host + phys_offset.to_bytes(8, "big", signed=True)).hex().upper(),
-        broker_name, queue_id, queue_offset, store_ts, born_ts, reconsume, phys_offset, flag,
-        sysflag, total)
+        broker_name,
+        queue_id,
+        queue_offset,
+        store_ts,
+        born_ts,
+        reconsume,
+        phys_offset,
+        flag,
+        sysflag,
+        total,
+    )
 
 
 # -- which implementation runs ---------------------------------------------------------
@@ -444,6 +611,8 @@ log.debug("client codec: %s (%s)", IMPLEMENTATION, _REASON)
 #: ``encode_messages(msgs, uniq_keys, queue_id, born_host, born_timestamp_ms,
 #: compress_over_bytes, reconsume_times) -> bytes``: the records of *msgs* in one blob.
 encode_messages: Callable[..., bytes] = (
-    py_encode_messages if NATIVE is None else NATIVE.encode_messages)
+    py_encode_messages if NATIVE is None else NATIVE.encode_messages
+)
 _decode_messages: Callable[[bytes | memoryview, str, bool], list[MessageExt]] = (
-    py_decode_messages if NATIVE is None else NATIVE.decode_messages)
+    py_decode_messages if NATIVE is None else NATIVE.decode_messages
+)

@@ -42,9 +42,16 @@ PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"  # RocketMQ 5's names, read by th
 PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
 #: an idempotent producer's producer id, epoch and sequence (client/idempotence.py)
 PROPERTY_IDEMPOTENCE = "PMQ_IDEM"
-SYSTEM_PROPERTIES = frozenset({PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY,
-                               PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_MS,
-                               PROPERTY_IDEMPOTENCE})
+SYSTEM_PROPERTIES = frozenset(
+    {
+        PROPERTY_TAGS,
+        PROPERTY_KEYS,
+        PROPERTY_UNIQ_KEY,
+        PROPERTY_TIMER_DELIVER_MS,
+        PROPERTY_TIMER_DELAY_MS,
+        PROPERTY_IDEMPOTENCE,
+    }
+)
 
 
 def retry_topic(group: str) -> str:
@@ -135,8 +142,8 @@ class SendStatus(enum.Enum):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SendResult:
     status: SendStatus
-    msg_id: str          # UNIQ_KEY, made by this client
-    offset_msg_id: str   # store host + port + commit-log offset, made by the broker
+    msg_id: str  # UNIQ_KEY, made by this client
+    offset_msg_id: str  # store host + port + commit-log offset, made by the broker
     queue: MessageQueue
     queue_offset: int
 
@@ -154,22 +161,42 @@ def _positional_builder(cls: type, names: tuple[str, ...]) -> Callable[..., Any]
     slots = cls.__dict__
     setters = [slots[name].__set__ for name in names]
     assert {f.name for f in fields(cls)} == set(names), f"{cls.__name__}: {names}"
-    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls,
-                                 **{f"_set_{n}": fn for n, fn in zip(names, setters, strict=True)}}
+    namespace: dict[str, Any] = {
+        "_new": object.__new__,
+        "_cls": cls,
+        **{f"_set_{n}": fn for n, fn in zip(names, setters, strict=True)},
+    }
     args = ", ".join(names)
     body = "".join(f"    _set_{n}(obj, {n})\n" for n in names)
-    exec(f"def build({args}):\n    obj = _new(_cls)\n{body}    return obj\n",
-         namespace)
+    exec(f"def build({args}):\n    obj = _new(_cls)\n{body}    return obj\n", namespace)
     return namespace["build"]
 
 
 _new_send_result = _positional_builder(
-    SendResult, ("status", "msg_id", "offset_msg_id", "queue", "queue_offset"))
+    SendResult, ("status", "msg_id", "offset_msg_id", "queue", "queue_offset")
+)
 _new_message_ext = _positional_builder(
-    MessageExt, ("topic", "body", "tags", "keys", "properties", "msg_id", "offset_msg_id",
-                 "broker_name", "queue_id", "queue_offset", "store_timestamp_ms",
-                 "born_timestamp_ms", "reconsume_times", "phys_offset", "flag", "sysflag",
-                 "store_size_bytes"))
+    MessageExt,
+    (
+        "topic",
+        "body",
+        "tags",
+        "keys",
+        "properties",
+        "msg_id",
+        "offset_msg_id",
+        "broker_name",
+        "queue_id",
+        "queue_offset",
+        "store_timestamp_ms",
+        "born_timestamp_ms",
+        "reconsume_times",
+        "phys_offset",
+        "flag",
+        "sysflag",
+        "store_size_bytes",
+    ),
+)
 
 
 class ConsumeResult(enum.Enum):
@@ -188,7 +215,7 @@ class ConsumeResult(enum.Enum):
 
 
 class MessageModel(enum.StrEnum):
-    CLUSTERING = "clustering"      # each queue has one owner in the group
+    CLUSTERING = "clustering"  # each queue has one owner in the group
     BROADCASTING = "broadcasting"  # every member reads every queue
 
 

@@ -63,8 +63,11 @@ class _Table:
             self.offsets[queue] = offset
 
     def dirty(self, queues: Iterable[MessageQueue] | None) -> list[tuple[MessageQueue, int]]:
-        pick = self.offsets if queues is None else {
-            q: self.offsets[q] for q in queues if q in self.offsets}
+        pick = (
+            self.offsets
+            if queues is None
+            else {q: self.offsets[q] for q in queues if q in self.offsets}
+        )
         return [(q, o) for q, o in pick.items() if self.written.get(q) != o]
 
     def remove(self, queue: MessageQueue) -> None:
@@ -73,13 +76,14 @@ class _Table:
 
 
 class RemoteBrokerOffsetStore:
-    def __init__(self, group: str, broker_of: Callable[[str], BrokerClient | None], *,
-                 timeout_s: float = 3.0) -> None:
+    def __init__(
+        self, group: str, broker_of: Callable[[str], BrokerClient | None], *, timeout_s: float = 3.0
+    ) -> None:
         self._group = group
-        self._broker_of = broker_of   # broker name -> the member serving reads, or None
+        self._broker_of = broker_of  # broker name -> the member serving reads, or None
         self._timeout_s = timeout_s
         self._table = _Table()
-        self._written_to: dict[MessageQueue, str] = {}   # where table.written[q] went
+        self._written_to: dict[MessageQueue, str] = {}  # where table.written[q] went
 
     async def load(self) -> None:
         return None
@@ -94,24 +98,29 @@ class RemoteBrokerOffsetStore:
         """The broker's offset for *queue* (None when the group has none), cached."""
         broker = self._broker_of(queue.broker_name)
         if broker is None:
-            raise ClientError(f"no address for broker {queue.broker_name}; cannot read the "
-                              f"offset of {queue}")
-        offset = await broker.query_consumer_offset(self._group, queue,
-                                                    timeout_s=self._timeout_s)
+            raise ClientError(
+                f"no address for broker {queue.broker_name}; cannot read the offset of {queue}"
+            )
+        offset = await broker.query_consumer_offset(self._group, queue, timeout_s=self._timeout_s)
         if offset is not None:
             self._table.update(queue, offset, increase_only=False)
             self._table.written[queue] = offset
             self._written_to[queue] = broker.addr
         return offset
 
-    def _dirty(self, queues: Iterable[MessageQueue] | None,
-               ) -> list[tuple[MessageQueue, int, BrokerClient]]:
+    def _dirty(
+        self,
+        queues: Iterable[MessageQueue] | None,
+    ) -> list[tuple[MessageQueue, int, BrokerClient]]:
         """Offsets not yet held by the member that serves their queue now: changed
         ones, and any written to another member (the replica, while the master was
         away)."""
         table = self._table
-        pick = table.offsets if queues is None else {
-            q: table.offsets[q] for q in queues if q in table.offsets}
+        pick = (
+            table.offsets
+            if queues is None
+            else {q: table.offsets[q] for q in queues if q in table.offsets}
+        )
         out = []
         for queue, offset in pick.items():
             broker = self._broker_of(queue.broker_name)
@@ -127,11 +136,17 @@ class RemoteBrokerOffsetStore:
 
         async def one(queue: MessageQueue, offset: int, broker: BrokerClient) -> bool:
             try:
-                await broker.update_consumer_offset(self._group, queue, offset,
-                                                    timeout_s=self._timeout_s)
+                await broker.update_consumer_offset(
+                    self._group, queue, offset, timeout_s=self._timeout_s
+                )
             except ClientError as exc:
-                log.warning("cannot commit offset %d of %s for group %s: %s", offset, queue,
-                            self._group, exc)
+                log.warning(
+                    "cannot commit offset %d of %s for group %s: %s",
+                    offset,
+                    queue,
+                    self._group,
+                    exc,
+                )
                 return False
             self._table.written[queue] = offset
             self._written_to[queue] = broker.addr
@@ -145,7 +160,7 @@ class RemoteBrokerOffsetStore:
 
     def reset(self, queue: MessageQueue, offset: int) -> None:
         self._table.update(queue, offset, increase_only=False)
-        self._table.written[queue] = offset   # the broker stored it with the reset
+        self._table.written[queue] = offset  # the broker stored it with the reset
         broker = self._broker_of(queue.broker_name)
         if broker is not None:
             self._written_to[queue] = broker.addr
@@ -164,8 +179,11 @@ class LocalFileOffsetStore:
         except FileNotFoundError:
             return
         except (OSError, ValueError) as exc:
-            log.error("cannot read offsets from %s (%s); starting from the consume-from "
-                      "policy", self.path, exc)
+            log.error(
+                "cannot read offsets from %s (%s); starting from the consume-from policy",
+                self.path,
+                exc,
+            )
             return
         for entry in raw.get("offsetTable", []):
             queue = MessageQueue(entry["topic"], entry["brokerName"], int(entry["queueId"]))
@@ -203,9 +221,12 @@ class LocalFileOffsetStore:
 
     def _write(self) -> None:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        data = {"offsetTable": [
-            {"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id, "offset": o}
-            for q, o in sorted(self._stored.items())]}
+        data = {
+            "offsetTable": [
+                {"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id, "offset": o}
+                for q, o in sorted(self._stored.items())
+            ]
+        }
         tmp = self.path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=1)

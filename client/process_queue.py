@@ -27,24 +27,30 @@ from pocketmq.client.model import MessageExt, MessageQueue
 
 __all__ = ["ProcessQueue"]
 
-DEFAULT_MAX_MESSAGES = 1000               # pullThresholdForQueue
-DEFAULT_MAX_BYTES = 100 * 1024 * 1024     # pullThresholdSizeForQueue, MiB
-DEFAULT_MAX_SPAN = 2000                   # consumeConcurrentlyMaxSpan
+DEFAULT_MAX_MESSAGES = 1000  # pullThresholdForQueue
+DEFAULT_MAX_BYTES = 100 * 1024 * 1024  # pullThresholdSizeForQueue, MiB
+DEFAULT_MAX_SPAN = 2000  # consumeConcurrentlyMaxSpan
 
 
 class ProcessQueue:
-    def __init__(self, queue: MessageQueue, *, next_offset: int,
-                 max_messages: int = DEFAULT_MAX_MESSAGES, max_bytes: int = DEFAULT_MAX_BYTES,
-                 max_span: int | None = DEFAULT_MAX_SPAN) -> None:
+    def __init__(
+        self,
+        queue: MessageQueue,
+        *,
+        next_offset: int,
+        max_messages: int = DEFAULT_MAX_MESSAGES,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_span: int | None = DEFAULT_MAX_SPAN,
+    ) -> None:
         self.queue = queue
-        self.next_offset = next_offset      # where the next pull starts
+        self.next_offset = next_offset  # where the next pull starts
         self.max_messages = max_messages
         self.max_bytes = max_bytes
-        self.max_span = max_span            # None = no span limit (orderly, lite pull)
+        self.max_span = max_span  # None = no span limit (orderly, lite pull)
         self.dropped = False
-        self.locked = False                 # orderly: the broker lock is held
+        self.locked = False  # orderly: the broker lock is held
         self.lock_expires_at_s = 0.0
-        self.consuming = False              # orderly: a batch is with the handler
+        self.consuming = False  # orderly: a batch is with the handler
         self._msgs: dict[int, MessageExt] = {}
         self._order: deque[int] = deque()
         self._bytes = 0
@@ -81,8 +87,10 @@ class ProcessQueue:
         return self.max_span is not None and self.span() > self.max_span
 
     def full_reason(self) -> str:
-        return (f"{len(self._msgs)} messages / {self._bytes} bytes cached (limits "
-                f"{self.max_messages} / {self.max_bytes}), offset span {self.span()}")
+        return (
+            f"{len(self._msgs)} messages / {self._bytes} bytes cached (limits "
+            f"{self.max_messages} / {self.max_bytes}), offset span {self.span()}"
+        )
 
     # -- changes ------------------------------------------------------------------------
     def add(self, messages: Iterable[MessageExt], next_offset: int) -> int:

@@ -76,25 +76,33 @@ log = logging.getLogger(__name__)
 MessageQueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
 T = TypeVar("T")
 
-BUSY_BACKOFF_INITIAL_S = 0.02   # first pause after a broker's SYSTEM_BUSY; doubles each time
-BUSY_BACKOFF_MAX_S = 1.0        # longest pause between two tries
+BUSY_BACKOFF_INITIAL_S = 0.02  # first pause after a broker's SYSTEM_BUSY; doubles each time
+BUSY_BACKOFF_MAX_S = 1.0  # longest pause between two tries
 
 
 class Producer:
-    def __init__(self, *, group: str, namesrv: str | Sequence[str] | None = None,
-                 config: ProducerConfig | None = None, clock: Clock | None = None,
-                 instance_name: str | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        config: ProducerConfig | None = None,
+        clock: Clock | None = None,
+        instance_name: str | None = None,
+        **options: Any,
+    ) -> None:
         problem = check_group(group)
         if problem:
             raise ValueError(f"producer group: {problem}")
         self.group = group
         self.namesrv = parse_namesrv(namesrv)
         self.config: ProducerConfig = build(ProducerConfig, config, options)
-        self._transport = transport(self.config)   # refuses half a key pair now
+        self._transport = transport(self.config)  # refuses half a key pair now
         self.client_id = make_client_id(instance_name)
         self._clock = clock or SystemClock()
-        self.fault = LatencyFaultTolerance(clock=self._clock,
-                                           enabled=self.config.latency_fault_enable)
+        self.fault = LatencyFaultTolerance(
+            clock=self._clock, enabled=self.config.latency_fault_enable
+        )
         self._selector = QueueSelector(self.fault)
         ip = local_ip()
         self._ids = UniqueIdGenerator(ip)
@@ -106,7 +114,7 @@ class Producer:
         self._oneway: set[asyncio.Future[SendReceipt]] = set()
         #: idempotent: the producer id, epoch and numbering per broker name
         self._sessions: SessionManager | None = None
-        self.trace: TraceDispatcher | None = None   # enable_trace: client/trace.py
+        self.trace: TraceDispatcher | None = None  # enable_trace: client/trace.py
         self._state = "created"
 
     @property
@@ -121,24 +129,31 @@ class Producer:
         cfg = self.config
         self._remoting = Remoting(self._transport)
         nameserver = self._remoting.nameserver(self.namesrv)
-        self._routes = RouteService(nameserver.get_route, fetch_many=nameserver.get_routes,
-                                    refresh_interval_s=cfg.route_refresh_interval_s,
-                                    clock=self._clock)
-        self._heartbeat = HeartbeatService(self._remoting, self._routes, self.client_id,
-                                           producer_groups=[self.group],
-                                           interval_s=cfg.heartbeat_interval_s)
+        self._routes = RouteService(
+            nameserver.get_route,
+            fetch_many=nameserver.get_routes,
+            refresh_interval_s=cfg.route_refresh_interval_s,
+            clock=self._clock,
+        )
+        self._heartbeat = HeartbeatService(
+            self._remoting,
+            self._routes,
+            self.client_id,
+            producer_groups=[self.group],
+            interval_s=cfg.heartbeat_interval_s,
+        )
         self._accumulator = RecordAccumulator(self._new_batcher)
         if cfg.idempotent:
-            self._sessions = SessionManager(self._init_producer_id,
-                                            identity=cfg.producer_identity)
+            self._sessions = SessionManager(self._init_producer_id, identity=cfg.producer_identity)
         self._routes.start()
         await self._heartbeat.start()
         self._state = "running"
         self.trace = await start_trace(self)
         if self.trace is not None:
             install_producer_trace(self, self.trace)
-        log.info("producer %s (%s) started, nameservers %s", self.group, self.client_id,
-                 self.namesrv)
+        log.info(
+            "producer %s (%s) started, nameservers %s", self.group, self.client_id, self.namesrv
+        )
 
     def _new_batcher(self, addr: str) -> BrokerBatcher:
         assert self._remoting is not None
@@ -146,26 +161,36 @@ class Producer:
         cfg = self.config
 
         async def one(record: bytes, timeout_s: float) -> list[SendReceipt]:
-            return await broker.send_message(record, producer_group=self.group,
-                                             timeout_s=timeout_s)
+            return await broker.send_message(record, producer_group=self.group, timeout_s=timeout_s)
 
         async def batch(records: bytes, timeout_s: float) -> list[SendReceipt]:
-            return await broker.send_batch(records, producer_group=self.group,
-                                           timeout_s=timeout_s)
+            return await broker.send_batch(records, producer_group=self.group, timeout_s=timeout_s)
 
-        return BrokerBatcher(addr, one, batch, linger_s=cfg.linger_ms / 1000,
-                             max_messages=cfg.batch_max_messages,
-                             max_bytes=cfg.batch_max_bytes,
-                             max_in_flight=cfg.max_in_flight_per_broker,
-                             call_timeout_s=(cfg.request_timeout_ms if cfg.idempotent
-                                             else cfg.send_timeout_ms) / 1000)
+        return BrokerBatcher(
+            addr,
+            one,
+            batch,
+            linger_s=cfg.linger_ms / 1000,
+            max_messages=cfg.batch_max_messages,
+            max_bytes=cfg.batch_max_bytes,
+            max_in_flight=cfg.max_in_flight_per_broker,
+            call_timeout_s=(cfg.request_timeout_ms if cfg.idempotent else cfg.send_timeout_ms)
+            / 1000,
+        )
 
-    async def _init_producer_id(self, addr: str, identity: str, topics: list[str],
-                                ) -> tuple[int, int, list[tuple[str, int, int]]]:
+    async def _init_producer_id(
+        self,
+        addr: str,
+        identity: str,
+        topics: list[str],
+    ) -> tuple[int, int, list[tuple[str, int, int]]]:
         assert self._remoting is not None
         return await self._remoting.broker(addr).init_producer_id(
-            identity=identity, topics=topics, producer_group=self.group,
-            timeout_s=self.config.request_timeout_ms / 1000)
+            identity=identity,
+            topics=topics,
+            producer_group=self.group,
+            timeout_s=self.config.request_timeout_ms / 1000,
+        )
 
     async def shutdown(self) -> None:
         """Send what is pending (up to send_timeout_ms), leave the brokers, close."""
@@ -176,7 +201,7 @@ class Producer:
         timeout_s = self.config.send_timeout_ms / 1000
         if self._accumulator is not None:
             await self._accumulator.close(timeout_s)
-        await close_trace(self.trace, timeout_s)    # after the last traced send ended
+        await close_trace(self.trace, timeout_s)  # after the last traced send ended
         if self._heartbeat is not None:
             # Leave first, then close the command streams (a closed stream would
             # also make the broker drop this client, but logged as a vanished one).
@@ -198,14 +223,22 @@ class Producer:
 
     def _running(self) -> tuple[RouteService, RecordAccumulator]:
         if self._state != "running" or self._routes is None or self._accumulator is None:
-            raise ClientStateError(f"producer {self.group} is {self._state}; call start() "
-                                   "(or use 'async with') before sending")
+            raise ClientStateError(
+                f"producer {self.group} is {self._state}; call start() "
+                "(or use 'async with') before sending"
+            )
         return self._routes, self._accumulator
 
     # -- sending ------------------------------------------------------------------------
-    async def send(self, msg: Message, *, queue: MessageQueue | None = None,
-                   selector: MessageQueueSelector | None = None, arg: Any = None,
-                   timeout_ms: int | None = None) -> SendResult:
+    async def send(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        timeout_ms: int | None = None,
+    ) -> SendResult:
         """Send one message and wait for the broker's answer."""
         routes, accumulator = self._running()
         cfg = self.config
@@ -214,8 +247,9 @@ class Producer:
         deadline = time.monotonic() + budget_s
         uniq_key = self._ids.next_id()
         if self._sessions is not None:
-            return await self._send_one_idempotent(msg, uniq_key, deadline, budget_s, queue,
-                                                   selector, arg)
+            return await self._send_one_idempotent(
+                msg, uniq_key, deadline, budget_s, queue, selector, arg
+            )
         if queue is not None or selector is not None:
             return await self._send_to_queue(msg, uniq_key, deadline, queue, selector, arg)
         # The first attempt runs inline, in this one coroutine: the same steps as the
@@ -224,13 +258,25 @@ class Producer:
         topic = msg.topic
         if time.monotonic() >= deadline:
             return await self._send_with_retries(
-                topic, deadline, budget_s, lambda mq, rec: self._attempt(mq, rec, deadline),
-                lambda mq: self._encode(msg, mq.queue_id, uniq_key))
-        queues = routes.cached_write_queues(topic) or \
-            await routes.write_queues(topic)  # RouteNotFoundError ends the send
+                topic,
+                deadline,
+                budget_s,
+                lambda mq, rec: self._attempt(mq, rec, deadline),
+                lambda mq: self._encode(msg, mq.queue_id, uniq_key),
+            )
+        queues = routes.cached_write_queues(topic) or await routes.write_queues(
+            topic
+        )  # RouteNotFoundError ends the send
         mq = self._selector.select(queues)
-        record = encode_messages((msg,), (uniq_key,), mq.queue_id, self._born_host,
-                                 self._clock.now_ms(), cfg.compress_over_bytes, 0)
+        record = encode_messages(
+            (msg,),
+            (uniq_key,),
+            mq.queue_id,
+            self._born_host,
+            self._clock.now_ms(),
+            cfg.compress_over_bytes,
+            0,
+        )
         started = time.monotonic()
         try:
             if self._state != "running":
@@ -246,46 +292,72 @@ class Producer:
             if not _retry_elsewhere(exc):
                 raise
             return await self._send_with_retries(
-                topic, deadline, budget_s, lambda mq, rec: self._attempt(mq, rec, deadline),
+                topic,
+                deadline,
+                budget_s,
+                lambda mq, rec: self._attempt(mq, rec, deadline),
                 lambda mq: self._encode(msg, mq.queue_id, uniq_key),
-                after_first=(self._attempt_failed(topic, mq, started, exc, 1), mq, record))
+                after_first=(self._attempt_failed(topic, mq, started, exc, 1), mq, record),
+            )
         self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
         result = _result(receipt, mq)
-        if (cfg.retry_another_broker_when_not_store_ok and cfg.retry_times_when_send_failed
-                and result.status is not SendStatus.SEND_OK):
+        if (
+            cfg.retry_another_broker_when_not_store_ok
+            and cfg.retry_times_when_send_failed
+            and result.status is not SendStatus.SEND_OK
+        ):
             try:
                 again = await self._send_with_retries(
-                    topic, deadline, budget_s, lambda mq, rec: self._attempt(mq, rec, deadline),
+                    topic,
+                    deadline,
+                    budget_s,
+                    lambda mq, rec: self._attempt(mq, rec, deadline),
                     lambda mq: self._encode(msg, mq.queue_id, uniq_key),
-                    after_first=(_NotStoredOk(result), mq, record))
+                    after_first=(_NotStoredOk(result), mq, record),
+                )
             except ClientError:
-                return result      # stored once already: that answer stands
+                return result  # stored once already: that answer stands
             return again if again.status is SendStatus.SEND_OK else result
         return result
 
-    async def _send_one_idempotent(self, msg: Message, uniq_key: str, deadline: float,
-                                   budget_s: float, queue: MessageQueue | None,
-                                   selector: MessageQueueSelector | None,
-                                   arg: Any) -> SendResult:
+    async def _send_one_idempotent(
+        self,
+        msg: Message,
+        uniq_key: str,
+        deadline: float,
+        budget_s: float,
+        queue: MessageQueue | None,
+        selector: MessageQueueSelector | None,
+        arg: Any,
+    ) -> SendResult:
         if selector is not None and queue is None:
             routes, _acc = self._running()
             queue = selector(list(await routes.write_queues(msg.topic)), msg, arg)
         if queue is not None and queue.topic != msg.topic:
-            raise InvalidMessageError(f"queue {queue} belongs to topic {queue.topic!r}, "
-                                      f"the message to {msg.topic!r}")
+            raise InvalidMessageError(
+                f"queue {queue} belongs to topic {queue.topic!r}, the message to {msg.topic!r}"
+            )
 
         def encode(mq: MessageQueue, ticket: Ticket) -> bytes:
-            return encode_messages((msg,), (ticket.stamp(uniq_key),), mq.queue_id,
-                                   self._born_host, self._clock.now_ms(),
-                                   self.config.compress_over_bytes, 0)
+            return encode_messages(
+                (msg,),
+                (ticket.stamp(uniq_key),),
+                mq.queue_id,
+                self._born_host,
+                self._clock.now_ms(),
+                self.config.compress_over_bytes,
+                0,
+            )
 
         if queue is None:
             return await send_coalesced(self, msg.topic, encode, deadline, budget_s)
-        return await send_idempotent(self, msg.topic, encode, self._attempt_idempotent,
-                                     deadline, budget_s, queue=queue)
+        return await send_idempotent(
+            self, msg.topic, encode, self._attempt_idempotent, deadline, budget_s, queue=queue
+        )
 
-    async def _attempt_idempotent(self, mq: MessageQueue, record: bytes,
-                                  deadline: float) -> SendResult:
+    async def _attempt_idempotent(
+        self, mq: MessageQueue, record: bytes, deadline: float
+    ) -> SendResult:
         routes, accumulator = self._running()
         addr = routes.addr_of(mq.broker_name)
         if addr is None:
@@ -294,9 +366,15 @@ class Producer:
             raise SendTimeoutError(f"no time left to send to {mq}")
         return _result(await accumulator.add(addr, record, deadline), mq)
 
-    async def _send_to_queue(self, msg: Message, uniq_key: str, deadline: float,
-                             queue: MessageQueue | None, selector: MessageQueueSelector | None,
-                             arg: Any) -> SendResult:
+    async def _send_to_queue(
+        self,
+        msg: Message,
+        uniq_key: str,
+        deadline: float,
+        queue: MessageQueue | None,
+        selector: MessageQueueSelector | None,
+        arg: Any,
+    ) -> SendResult:
         """One attempt to the queue the caller named or its selector chose."""
         if queue is None:
             assert selector is not None
@@ -304,21 +382,25 @@ class Producer:
             queues = await routes.write_queues(msg.topic)
             queue = selector(list(queues), msg, arg)
         if queue.topic != msg.topic:
-            raise InvalidMessageError(f"queue {queue} belongs to topic {queue.topic!r}, "
-                                      f"the message to {msg.topic!r}")
+            raise InvalidMessageError(
+                f"queue {queue} belongs to topic {queue.topic!r}, the message to {msg.topic!r}"
+            )
         record = self._encode(msg, queue.queue_id, uniq_key)
         return await _retry_while_busy(lambda: self._attempt(queue, record, deadline), deadline)
 
-    def _attempt_failed(self, topic: str, mq: MessageQueue, started: float, exc: ClientError,
-                        tried: int) -> ClientError:
+    def _attempt_failed(
+        self, topic: str, mq: MessageQueue, started: float, exc: ClientError, tried: int
+    ) -> ClientError:
         assert self._routes is not None
         if isinstance(exc, NotMasterError):
-            self._routes.redirect(exc.broker_name or mq.broker_name, exc.master_addr,
-                                  exc.master_epoch)
+            self._routes.redirect(
+                exc.broker_name or mq.broker_name, exc.master_addr, exc.master_epoch
+            )
             if _redirected(exc, self._routes, mq):
                 # The broker name lives on at a newer master: nothing to avoid.
-                log.debug("send to %s: %s; retrying at %s", mq, exc,
-                          self._routes.addr_of(mq.broker_name))
+                log.debug(
+                    "send to %s: %s; retrying at %s", mq, exc, self._routes.addr_of(mq.broker_name)
+                )
                 return exc
         if _flow_controlled(exc):
             # A busy broker is alive and routed: keep both, only back off (see below).
@@ -326,15 +408,26 @@ class Producer:
             return exc
         self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000, isolation=True)
         self._routes.invalidate(topic)
-        log.debug("send to %s failed (attempt %d of %d): %s", mq, tried,
-                  1 + self.config.retry_times_when_send_failed, exc)
+        log.debug(
+            "send to %s failed (attempt %d of %d): %s",
+            mq,
+            tried,
+            1 + self.config.retry_times_when_send_failed,
+            exc,
+        )
         return exc
 
-    async def _send_with_retries(self, topic: str, deadline: float, budget_s: float,
-                                 attempt: Callable[[MessageQueue, Any], Any],
-                                 encode: Callable[[MessageQueue], Any], *,
-                                 after_first: tuple[ClientError, MessageQueue, Any] | None = None,
-                                 retarget: Callable[[Any, int], Any] | None = None) -> Any:
+    async def _send_with_retries(
+        self,
+        topic: str,
+        deadline: float,
+        budget_s: float,
+        attempt: Callable[[MessageQueue, Any], Any],
+        encode: Callable[[MessageQueue], Any],
+        *,
+        after_first: tuple[ClientError, MessageQueue, Any] | None = None,
+        retarget: Callable[[Any, int], Any] | None = None,
+    ) -> Any:
         """Attempts until one succeeds, the attempts or the time run out.
 
         *after_first* is (error, queue, payload) of a first attempt that
@@ -376,11 +469,16 @@ class Producer:
             except RouteNotFoundError as exc:
                 last_error = exc
                 break
-            mq = (last_mq if last_mq is not None and _redirected(last_error, routes, last_mq)
-                  and last_mq in queues
-                  else self._selector.select(queues, last_broker_name=last_broker))
-            payload = encode(mq) if payload is None else (retarget or set_queue_id)(
-                payload, mq.queue_id)
+            mq = (
+                last_mq
+                if last_mq is not None
+                and _redirected(last_error, routes, last_mq)
+                and last_mq in queues
+                else self._selector.select(queues, last_broker_name=last_broker)
+            )
+            payload = (
+                encode(mq) if payload is None else (retarget or set_queue_id)(payload, mq.queue_id)
+            )
             started = time.monotonic()
             try:
                 result = await attempt(mq, payload)
@@ -391,17 +489,20 @@ class Producer:
                 last_broker, last_mq = mq.broker_name, mq
                 continue
             self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
-            if (self.config.retry_another_broker_when_not_store_ok and tried < attempts
-                    and not _stored_ok(result)):
+            if (
+                self.config.retry_another_broker_when_not_store_ok
+                and tried < attempts
+                and not _stored_ok(result)
+            ):
                 # RocketMQ's retryAnotherBrokerWhenNotStoreOK: stored there, but not as the
                 # status promises (a SYNC_MASTER's replicas did not ack); store it elsewhere too
                 not_ok, last_broker = result, mq.broker_name
                 continue
             return result
         if not_ok is not None:
-            return not_ok          # attempts ran out: the last stored-but-not-OK answer
+            return not_ok  # attempts ran out: the last stored-but-not-OK answer
         if isinstance(last_error, RouteNotFoundError | PermissionDeniedError):
-            raise last_error       # says more than "attempts ran out" (a refusal, no route)
+            raise last_error  # says more than "attempts ran out" (a refusal, no route)
         raise SendTimeoutError(
             f"send to topic {topic!r} failed after {tried} attempt(s)"
             f"{f' and {busy} busy answer(s)' if busy else ''} within "
@@ -420,8 +521,13 @@ class Producer:
         receipt = await accumulator.add(addr, record, deadline)
         return _result(receipt, mq)
 
-    async def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None,
-                         timeout_ms: int | None = None) -> list[SendResult]:
+    async def send_batch(
+        self,
+        msgs: Sequence[Message],
+        *,
+        queue: MessageQueue | None = None,
+        timeout_ms: int | None = None,
+    ) -> list[SendResult]:
         """Send messages of one topic to one queue in one call; one result per message."""
         self._running()
         if not msgs:
@@ -431,8 +537,9 @@ class Producer:
         max_body = self.config.max_message_size_bytes
         for msg in msgs:
             if msg.topic != topic:
-                raise InvalidMessageError(f"a batch goes to one topic; got {topic!r} and "
-                                          f"{msg.topic!r}")
+                raise InvalidMessageError(
+                    f"a batch goes to one topic; got {topic!r} and {msg.topic!r}"
+                )
             if msg.delay_level:
                 raise InvalidMessageError("a batch cannot carry delayed messages")
             check_message(msg, max_body_bytes=max_body, topic_checked=True)
@@ -442,31 +549,51 @@ class Producer:
 
         def encode(queue_id: int, slots: list[str] = keys) -> bytes:
             # The whole batch in one call (the compiled codec: no Python per message).
-            records = encode_messages(msgs, slots, queue_id, self._born_host,
-                                      self._clock.now_ms(), self.config.compress_over_bytes, 0)
+            records = encode_messages(
+                msgs,
+                slots,
+                queue_id,
+                self._born_host,
+                self._clock.now_ms(),
+                self.config.compress_over_bytes,
+                0,
+            )
             if len(records) > self.config.max_batch_size_bytes:
                 raise InvalidMessageError(
                     f"batch of {len(msgs)} messages is {len(records)} bytes; the limit is "
-                    f"{self.config.max_batch_size_bytes} (max_batch_size_bytes); split it")
+                    f"{self.config.max_batch_size_bytes} (max_batch_size_bytes); split it"
+                )
             return records
 
         if self._sessions is not None:
             return await send_idempotent(
-                self, topic, lambda mq, ticket: encode(mq.queue_id, ticket.stamps(keys)),
+                self,
+                topic,
+                lambda mq, ticket: encode(mq.queue_id, ticket.stamps(keys)),
                 lambda mq, recs, dl: self._attempt_batch(mq, recs, dl, idempotent=True),
-                deadline, budget_s, queue=queue, count=len(msgs),
-                max_in_flight=self.config.max_in_flight_requests_per_queue)
+                deadline,
+                budget_s,
+                queue=queue,
+                count=len(msgs),
+                max_in_flight=self.config.max_in_flight_requests_per_queue,
+            )
         if queue is not None:
             records = encode(queue.queue_id)
             return await _retry_while_busy(
-                lambda: self._attempt_batch(queue, records, deadline), deadline)
+                lambda: self._attempt_batch(queue, records, deadline), deadline
+            )
         return await self._send_with_retries(
-            topic, deadline, budget_s,
+            topic,
+            deadline,
+            budget_s,
             lambda mq, recs: self._attempt_batch(mq, recs, deadline),
-            lambda mq: encode(mq.queue_id), retarget=lambda _records, queue_id: encode(queue_id))
+            lambda mq: encode(mq.queue_id),
+            retarget=lambda _records, queue_id: encode(queue_id),
+        )
 
-    async def _attempt_batch(self, mq: MessageQueue, records: bytes, deadline: float, *,
-                             idempotent: bool = False) -> list[SendResult]:
+    async def _attempt_batch(
+        self, mq: MessageQueue, records: bytes, deadline: float, *, idempotent: bool = False
+    ) -> list[SendResult]:
         routes, _acc = self._running()
         assert self._remoting is not None
         addr = routes.addr_of(mq.broker_name)
@@ -478,7 +605,8 @@ class Producer:
         if idempotent:
             remaining = min(remaining, self.config.request_timeout_ms / 1000)
         return await self._remoting.broker(addr).send_batch_to(
-            records, mq, producer_group=self.group, timeout_s=remaining)
+            records, mq, producer_group=self.group, timeout_s=remaining
+        )
 
     async def send_oneway(self, msg: Message) -> None:
         """Hand the message to the sender and return; failures are only logged."""
@@ -493,15 +621,22 @@ class Producer:
         if self._sessions is not None:
             session = await self._sessions.get(mq.broker_name, addr, mq.topic)
             uniq_key = session.stamp(uniq_key, mq.topic, mq.queue_id)
-        future = accumulator.add(addr, self._encode(msg, mq.queue_id, uniq_key),
-                                 time.monotonic() + self.config.send_timeout_ms / 1000)
+        future = accumulator.add(
+            addr,
+            self._encode(msg, mq.queue_id, uniq_key),
+            time.monotonic() + self.config.send_timeout_ms / 1000,
+        )
         self._oneway.add(future)
         future.add_done_callback(self._oneway_done)
         if session is not None:
             sessions = self._sessions
             future.add_done_callback(
-                lambda f: None if not f.cancelled() and f.exception() is None
-                else sessions.retire(session))  # type: ignore[union-attr]
+                lambda f: (
+                    None
+                    if not f.cancelled() and f.exception() is None
+                    else sessions.retire(session)  # type: ignore[union-attr]
+                )
+            )
 
     def _oneway_done(self, future: asyncio.Future[SendReceipt]) -> None:
         self._oneway.discard(future)
@@ -509,9 +644,14 @@ class Producer:
             log.debug("one-way send failed: %s", future.exception())
 
     def _encode(self, msg: Message, queue_id: int, uniq_key: str) -> bytes:
-        return encode_message(msg, queue_id=queue_id, uniq_key=uniq_key,
-                              born_host=self._born_host, born_timestamp_ms=self._clock.now_ms(),
-                              compress_over_bytes=self.config.compress_over_bytes)
+        return encode_message(
+            msg,
+            queue_id=queue_id,
+            uniq_key=uniq_key,
+            born_host=self._born_host,
+            born_timestamp_ms=self._clock.now_ms(),
+            compress_over_bytes=self.config.compress_over_bytes,
+        )
 
     # -- introspection ------------------------------------------------------------------
     async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
@@ -523,8 +663,7 @@ class Producer:
         """Broker address -> (calls made, records sent) by the coalescing sender."""
         if self._accumulator is None:
             return {}
-        return {addr: (b.calls, b.records_sent)
-                for addr, b in self._accumulator.batchers().items()}
+        return {addr: (b.calls, b.records_sent) for addr, b in self._accumulator.batchers().items()}
 
 
 class _NotStoredOk(ClientError):
@@ -548,8 +687,11 @@ def _retry_elsewhere(exc: ClientError) -> bool:
     RocketMQ's producer retries NO_PERMISSION on another broker too. So is a queue id
     the broker does not have: the route was stale, and the retry takes a fresh one
     (RocketMQ answers that SYSTEM_ERROR, which its producer retries)."""
-    return (exc.retriable or isinstance(exc, PermissionDeniedError)
-            or (isinstance(exc, InvalidRequestError) and exc.reason == "QUEUE_OUT_OF_RANGE"))
+    return (
+        exc.retriable
+        or isinstance(exc, PermissionDeniedError)
+        or (isinstance(exc, InvalidRequestError) and exc.reason == "QUEUE_OUT_OF_RANGE")
+    )
 
 
 def _redirected(exc: BaseException | None, routes: RouteService, mq: MessageQueue) -> bool:
@@ -594,5 +736,6 @@ def _result(receipt: SendReceipt, mq: MessageQueue) -> SendResult:
     queue = mq
     if (receipt.topic and receipt.topic != mq.topic) or receipt.queue_id != mq.queue_id:
         queue = MessageQueue(receipt.topic or mq.topic, mq.broker_name, receipt.queue_id)
-    return _new_send_result(receipt.status, receipt.msg_id, receipt.offset_msg_id, queue,
-                            receipt.queue_offset)
+    return _new_send_result(
+        receipt.status, receipt.msg_id, receipt.offset_msg_id, queue, receipt.queue_offset
+    )

@@ -62,7 +62,7 @@ __all__ = ["MAX_QUEUES_PER_CALL", "MERGE_AFTER_S", "PullCoalescer"]
 # and one busy, each message would cost that work hundreds of times. Calls of at most
 # 16 queues bound it near the cost of the one RPC a per-queue pull would make.
 MAX_QUEUES_PER_CALL = 16
-MERGE_AFTER_S = 0.002         # a call unanswered this long is parked; merge it into the next
+MERGE_AFTER_S = 0.002  # a call unanswered this long is parked; merge it into the next
 
 _Waiter = tuple[QueuePull, "asyncio.Future[PullReply | None]"]
 
@@ -70,8 +70,9 @@ _Waiter = tuple[QueuePull, "asyncio.Future[PullReply | None]"]
 class PullCoalescer:
     """Merges the pulls of one consumer group to one broker. Event-loop thread only."""
 
-    def __init__(self, broker: BrokerClient, group: str, *, suspend_ms: int,
-                 timeout_s: float) -> None:
+    def __init__(
+        self, broker: BrokerClient, group: str, *, suspend_ms: int, timeout_s: float
+    ) -> None:
         self.broker = broker
         self._group = group
         self._suspend_ms = suspend_ms
@@ -79,10 +80,10 @@ class PullCoalescer:
         self._pending: list[_Waiter] = []
         self._prefetched: dict[MessageQueue, _Waiter] = {}
         self._calls: set[_Call] = set()
-        self.calls_total = 0        # PullBatch calls made
-        self.pulls_total = 0        # queue pulls they carried
-        self.prefetch_hits = 0      # loop pulls answered by a prefetch
-        self.merges_total = 0       # parked calls taken over by a newer one
+        self.calls_total = 0  # PullBatch calls made
+        self.pulls_total = 0  # queue pulls they carried
+        self.prefetch_hits = 0  # loop pulls answered by a prefetch
+        self.merges_total = 0  # parked calls taken over by a newer one
 
     async def pull(self, pull: QueuePull) -> PullReply | None:
         """This queue's reply; raises the call's failure or this queue's refusal."""
@@ -118,7 +119,7 @@ class PullCoalescer:
                 continue
             live = [w for w in call.waiters if not w[1].done()]
             if len(waiters) + len(live) > MAX_QUEUES_PER_CALL:
-                continue          # merging would only split it again
+                continue  # merging would only split it again
             call.merged = True
             call.task.cancel()
             self._calls.discard(call)
@@ -132,23 +133,30 @@ class PullCoalescer:
     def _start(self, waiters: list[_Waiter], *, prefetch: bool) -> None:
         loop = asyncio.get_running_loop()
         for start in range(0, len(waiters), MAX_QUEUES_PER_CALL):
-            call = _Call(waiters[start:start + MAX_QUEUES_PER_CALL], loop.time(), prefetch)
-            call.task = loop.create_task(self._call(call),
-                                         name=f"PullBatch {self.broker.addr} {self._group}")
+            call = _Call(waiters[start : start + MAX_QUEUES_PER_CALL], loop.time(), prefetch)
+            call.task = loop.create_task(
+                self._call(call), name=f"PullBatch {self.broker.addr} {self._group}"
+            )
             self._calls.add(call)
             call.task.add_done_callback(functools.partial(self._forget, call))
             for _, future in call.waiters:
                 future.add_done_callback(call.one_done)
 
-    def _prefetch(self, waiters: list[_Waiter], replies: list[PullReply | ClientError | None],
-                  ) -> None:
+    def _prefetch(
+        self,
+        waiters: list[_Waiter],
+        replies: list[PullReply | ClientError | None],
+    ) -> None:
         """Send the next pull now for each queue whose reply shows a backlog."""
         loop = asyncio.get_running_loop()
         ahead: list[_Waiter] = []
         for (pull, future), reply in zip(waiters, replies, strict=True):
-            if (future.done() or not isinstance(reply, PullReply)
-                    or reply.status is not PullStatus.FOUND
-                    or reply.next_begin_offset >= reply.max_offset):
+            if (
+                future.done()
+                or not isinstance(reply, PullReply)
+                or reply.status is not PullStatus.FOUND
+                or reply.next_begin_offset >= reply.max_offset
+            ):
                 continue
             nxt = dataclasses.replace(pull, offset=reply.next_begin_offset, commit_offset=None)
             fut: asyncio.Future[PullReply | None] = loop.create_future()
@@ -175,8 +183,11 @@ class PullCoalescer:
         waiters = call.waiters
         try:
             replies = await self.broker.pull_batch(
-                group=self._group, pulls=[pull for pull, _ in waiters],
-                suspend_ms=self._suspend_ms, timeout_s=self._timeout_s)
+                group=self._group,
+                pulls=[pull for pull, _ in waiters],
+                suspend_ms=self._suspend_ms,
+                timeout_s=self._timeout_s,
+            )
         except ClientError as exc:
             if not call.merged:
                 for _, future in waiters:
@@ -184,11 +195,11 @@ class PullCoalescer:
                         future.set_exception(exc)
             return
         except BaseException:
-            if not call.merged:     # merged: its waiters wait on the call that took them
+            if not call.merged:  # merged: its waiters wait on the call that took them
                 for _, future in waiters:
                     future.cancel()
             raise
-        if call.merged:             # answered as it was cancelled: the newer call answers
+        if call.merged:  # answered as it was cancelled: the newer call answers
             return
         self._prefetch(waiters, replies)
         for (_, future), reply in zip(waiters, replies, strict=True):
@@ -215,8 +226,12 @@ class PullCoalescer:
 
 
 def _same_read(a: QueuePull, b: QueuePull) -> bool:
-    return (a.offset == b.offset and a.max_messages == b.max_messages
-            and a.subscription == b.subscription and a.expression_type == b.expression_type)
+    return (
+        a.offset == b.offset
+        and a.max_messages == b.max_messages
+        and a.subscription == b.subscription
+        and a.expression_type == b.expression_type
+    )
 
 
 def _retrieve(future: asyncio.Future[PullReply | None]) -> None:

@@ -56,30 +56,40 @@ log = logging.getLogger(__name__)
 class PullConsumer(ConsumerBase):
     _push = False
 
-    def __init__(self, *, group: str, namesrv: str | Sequence[str] | None = None,
-                 config: PullConsumerConfig | None = None, clock: Clock | None = None,
-                 instance_name: str | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        config: PullConsumerConfig | None = None,
+        clock: Clock | None = None,
+        instance_name: str | None = None,
+        **options: Any,
+    ) -> None:
         cfg: PullConsumerConfig = build(PullConsumerConfig, config, options)
-        super().__init__(group=group, namesrv=namesrv, config=cfg, clock=clock,
-                         instance_name=instance_name)
+        super().__init__(
+            group=group, namesrv=namesrv, config=cfg, clock=clock, instance_name=instance_name
+        )
         self.config: PullConsumerConfig = cfg
         self._assigned: set[MessageQueue] | None = None
         self._ready: deque[tuple[ProcessQueue, list[MessageExt]]] = deque()
         self._has_ready = asyncio.Event()
-        self.trace: TraceDispatcher | None = None   # enable_trace: client/trace.py
+        self.trace: TraceDispatcher | None = None  # enable_trace: client/trace.py
 
     # -- assignment ---------------------------------------------------------------------
     def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         if self._assigned is not None:
-            raise ClientStateError("this consumer uses assign(); subscribe() and assign() "
-                                   "do not mix")
+            raise ClientStateError(
+                "this consumer uses assign(); subscribe() and assign() do not mix"
+            )
         super().subscribe(topic, expression)
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:
         """Read exactly these queues (no rebalance); replaces any earlier assignment."""
         if self._subscriptions:
-            raise ClientStateError("this consumer uses subscribe(); subscribe() and assign() "
-                                   "do not mix")
+            raise ClientStateError(
+                "this consumer uses subscribe(); subscribe() and assign() do not mix"
+            )
         self._assigned = set(queues)
         if self._rebalance is not None:
             self._rebalance.wakeup()
@@ -120,8 +130,9 @@ class PullConsumer(ConsumerBase):
         refused = self._heartbeat.refused_everywhere() if self._heartbeat else None
         if refused is not None:
             await self.shutdown()
-            raise PermissionDeniedError(f"consumer group {self.group!r} may not consume here: "
-                                        f"{refused}", code=refused.code)
+            raise PermissionDeniedError(
+                f"consumer group {self.group!r} may not consume here: {refused}", code=refused.code
+            )
         log.info("pull consumer %s (%s) started", self.group, self.client_id)
 
     async def shutdown(self) -> None:
@@ -175,9 +186,9 @@ class PullConsumer(ConsumerBase):
             if pq.dropped or self._pqs.get(pq.queue) is not pq:
                 self._ready.popleft()
                 continue
-            take = msgs[:limit - len(out)]
+            take = msgs[: limit - len(out)]
             if len(take) < len(msgs):
-                self._ready[0] = (pq, msgs[len(take):])
+                self._ready[0] = (pq, msgs[len(take) :])
             else:
                 self._ready.popleft()
             out.extend(take)
@@ -221,25 +232,30 @@ class PullConsumer(ConsumerBase):
     async def beginning_offset(self, queue: MessageQueue) -> int:
         """The first offset *queue* still holds (Kafka's beginning_offsets)."""
         return await self._queue_broker(queue).min_offset(
-            queue, timeout_s=self.config.rpc_timeout_s)
+            queue, timeout_s=self.config.rpc_timeout_s
+        )
 
     async def end_offset(self, queue: MessageQueue) -> int:
         """The offset the next message of *queue* will take (Kafka's end_offsets)."""
         return await self._queue_broker(queue).max_offset(
-            queue, timeout_s=self.config.rpc_timeout_s)
+            queue, timeout_s=self.config.rpc_timeout_s
+        )
 
     async def offset_for_time(self, queue: MessageQueue, timestamp_ms: int) -> int:
         """The offset of the first message of *queue* stored at or after *timestamp_ms*
         (Kafka's offsets_for_times); the end offset when there is none."""
         return await self._queue_broker(queue).offset_by_timestamp(
-            queue, timestamp_ms, timeout_s=self.config.rpc_timeout_s)
+            queue, timestamp_ms, timeout_s=self.config.rpc_timeout_s
+        )
 
     def _queue_broker(self, queue: MessageQueue) -> Any:
         self._running()
         broker = self._broker(queue.broker_name)
         if broker is None:
-            raise ClientError(f"no address for broker {queue.broker_name}; is "
-                              f"{queue.topic!r} fetched (fetch_message_queues)?")
+            raise ClientError(
+                f"no address for broker {queue.broker_name}; is "
+                f"{queue.topic!r} fetched (fetch_message_queues)?"
+            )
         return broker
 
     async def seek_to_begin(self, queue: MessageQueue) -> None:

@@ -58,30 +58,40 @@ __all__ = ["PushConsumer"]
 
 log = logging.getLogger(__name__)
 
-LOCK_TTL_S = 30.0         # a lock the client has not renewed for this long is not trusted
-DEFAULT_MAX_RECONSUME_TIMES = 16   # concurrent consumers, when max_reconsume_times is -1
+LOCK_TTL_S = 30.0  # a lock the client has not renewed for this long is not trusted
+DEFAULT_MAX_RECONSUME_TIMES = 16  # concurrent consumers, when max_reconsume_times is -1
 
 
 class PushConsumer(ConsumerBase):
     _push = True
 
-    def __init__(self, *, group: str, namesrv: str | Sequence[str] | None = None,
-                 config: ConsumerConfig | None = None, clock: Clock | None = None,
-                 instance_name: str | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        config: ConsumerConfig | None = None,
+        clock: Clock | None = None,
+        instance_name: str | None = None,
+        **options: Any,
+    ) -> None:
         cfg: ConsumerConfig = build(ConsumerConfig, config, options)
-        super().__init__(group=group, namesrv=namesrv, config=cfg, clock=clock,
-                         instance_name=instance_name)
+        super().__init__(
+            group=group, namesrv=namesrv, config=cfg, clock=clock, instance_name=instance_name
+        )
         self.config: ConsumerConfig = cfg
         self._listener: Listener | None = None
         self._consume: ConcurrentConsumeService | OrderlyConsumeService | None = None
         self._lock_task: asyncio.Task[None] | None = None
         self._warned: set[str] = set()
-        self.trace: TraceDispatcher | None = None   # enable_trace: client/trace.py
+        self.trace: TraceDispatcher | None = None  # enable_trace: client/trace.py
         self.dedup: DedupWindow | None = None
         if cfg.dedup_window or cfg.dedup_window_count:
-            self.dedup = DedupWindow(window_s=cfg.dedup_window,
-                                     max_ids=cfg.dedup_window_count or 100_000,
-                                     monotonic=self._clock.monotonic)
+            self.dedup = DedupWindow(
+                window_s=cfg.dedup_window,
+                max_ids=cfg.dedup_window_count or 100_000,
+                monotonic=self._clock.monotonic,
+            )
 
     # -- listener -----------------------------------------------------------------------
     def listener(self, fn: Listener) -> Listener:
@@ -97,11 +107,15 @@ class PushConsumer(ConsumerBase):
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
         if self._listener is None:
-            raise ClientStateError(f"consumer {self.group} has no listener; decorate a "
-                                   "handler with @consumer.listener before start()")
+            raise ClientStateError(
+                f"consumer {self.group} has no listener; decorate a "
+                "handler with @consumer.listener before start()"
+            )
         if not self._subscriptions:
-            raise ClientStateError(f"consumer {self.group} subscribes to nothing; call "
-                                   "subscribe(topic, expression) before start()")
+            raise ClientStateError(
+                f"consumer {self.group} subscribes to nothing; call "
+                "subscribe(topic, expression) before start()"
+            )
         cfg = self.config
         listener = self._listener
         self.trace = await start_trace(self)
@@ -112,23 +126,37 @@ class PushConsumer(ConsumerBase):
         if cfg.orderly:
             max_reconsume = cfg.max_reconsume_times  # -1: no limit for orderly
             self._consume = OrderlyConsumeService(
-                listener, on_done=self._handled, send_back=self._send_back,
+                listener,
+                on_done=self._handled,
+                send_back=self._send_back,
                 batch_max_size=cfg.consume_batch_max_size,
                 suspend_s=cfg.suspend_current_queue_ms / 1000,
-                max_reconsume_times=max_reconsume, is_locked=self._is_locked)
+                max_reconsume_times=max_reconsume,
+                is_locked=self._is_locked,
+            )
         else:
             self._consume = ConcurrentConsumeService(
-                listener, on_done=self._handled, send_back=self._send_back,
-                concurrency=cfg.consume_concurrency, batch_max_size=cfg.consume_batch_max_size,
-                broadcasting=self.broadcasting)
+                listener,
+                on_done=self._handled,
+                send_back=self._send_back,
+                concurrency=cfg.consume_concurrency,
+                batch_max_size=cfg.consume_batch_max_size,
+                broadcasting=self.broadcasting,
+            )
         self._consume.start()
         await self._start_services()
         if self._needs_locks:
             self._lock_task = asyncio.get_running_loop().create_task(
-                self._lock_loop(), name=f"LockRenewService {self.group}")
-        log.info("push consumer %s (%s) started: %s, %s, subscriptions %s", self.group,
-                 self.client_id, cfg.message_model, "orderly" if cfg.orderly else "concurrent",
-                 self._subscriptions)
+                self._lock_loop(), name=f"LockRenewService {self.group}"
+            )
+        log.info(
+            "push consumer %s (%s) started: %s, %s, subscriptions %s",
+            self.group,
+            self.client_id,
+            cfg.message_model,
+            "orderly" if cfg.orderly else "concurrent",
+            self._subscriptions,
+        )
 
     async def shutdown(self) -> None:
         """Stop pulling, let handlers finish, commit offsets, leave the group."""
@@ -164,9 +192,13 @@ class PushConsumer(ConsumerBase):
     # -- messages -----------------------------------------------------------------------
     def _new_process_queue(self, mq: MessageQueue, offset: int) -> ProcessQueue:
         cfg = self.config
-        return ProcessQueue(mq, next_offset=offset, max_messages=cfg.pull_threshold_for_queue,
-                            max_bytes=cfg.pull_threshold_size_for_queue_bytes,
-                            max_span=None if cfg.orderly else cfg.consume_concurrently_max_span)
+        return ProcessQueue(
+            mq,
+            next_offset=offset,
+            max_messages=cfg.pull_threshold_for_queue,
+            max_bytes=cfg.pull_threshold_size_for_queue_bytes,
+            max_span=None if cfg.orderly else cfg.consume_concurrently_max_span,
+        )
 
     def _on_messages(self, pq: ProcessQueue, messages: list[MessageExt]) -> None:
         assert self._consume is not None
@@ -178,7 +210,7 @@ class PushConsumer(ConsumerBase):
             self._offsets.update(pq.queue, committed)
 
     async def _send_back(self, pq: ProcessQueue, msg: MessageExt) -> bool:
-        broker = self._master(pq.queue.broker_name)   # a write: never to a replica
+        broker = self._master(pq.queue.broker_name)  # a write: never to a replica
         if broker is None:
             return False
         cfg = self.config
@@ -188,17 +220,28 @@ class PushConsumer(ConsumerBase):
         past_max = cfg.orderly and msg.reconsume_times >= max_times
         try:
             await broker.consumer_send_msg_back(
-                group=self.group, phys_offset=msg.phys_offset,
-                delay_level=-1 if past_max else 0, origin_topic=msg.topic,
-                origin_msg_id=msg.msg_id, max_reconsume_times=max_times,
-                timeout_s=cfg.rpc_timeout_s)
+                group=self.group,
+                phys_offset=msg.phys_offset,
+                delay_level=-1 if past_max else 0,
+                origin_topic=msg.topic,
+                origin_msg_id=msg.msg_id,
+                max_reconsume_times=max_times,
+                timeout_s=cfg.rpc_timeout_s,
+            )
         except UnsupportedError as exc:
-            self._warn_once("send-back", "the broker cannot take messages back (%s); failed "
-                            "messages are retried locally", exc)
+            self._warn_once(
+                "send-back",
+                "the broker cannot take messages back (%s); failed messages are retried locally",
+                exc,
+            )
             return False
         except ClientError as exc:
-            log.warning("cannot send message %s back to %s: %s; retrying it locally",
-                        msg.msg_id, pq.queue.broker_name, exc)
+            log.warning(
+                "cannot send message %s back to %s: %s; retrying it locally",
+                msg.msg_id,
+                pq.queue.broker_name,
+                exc,
+            )
             return False
         return True
 
@@ -215,15 +258,18 @@ class PushConsumer(ConsumerBase):
     def _is_locked(self, pq: ProcessQueue) -> bool:
         if not self._needs_locks:
             return True
-        return (pq.locked and time.monotonic() < pq.lock_expires_at_s
-                and self._master_usable(pq.queue.broker_name))
+        return (
+            pq.locked
+            and time.monotonic() < pq.lock_expires_at_s
+            and self._master_usable(pq.queue.broker_name)
+        )
 
     def _master_usable(self, broker_name: str) -> bool:
         return self._routes is not None and self._routes.members.master_usable(broker_name)
 
     def _pull_broker(self, broker_name: str) -> BrokerClient | None:
         if self._needs_locks:
-            return self._master(broker_name)   # the lock holder reads where it locked
+            return self._master(broker_name)  # the lock holder reads where it locked
         return self._broker(broker_name)
 
     async def _may_add(self, mq: MessageQueue) -> bool:
@@ -231,8 +277,11 @@ class PushConsumer(ConsumerBase):
             return True
         locked = await self._lock(mq.broker_name, [mq])
         if mq not in locked:
-            log.info("group %s: %s is still locked by another member; next rebalance "
-                     "retries", self.group, mq)
+            log.info(
+                "group %s: %s is still locked by another member; next rebalance retries",
+                self.group,
+                mq,
+            )
             return False
         return True
 
@@ -261,11 +310,16 @@ class PushConsumer(ConsumerBase):
         if broker is None:
             return set()
         try:
-            return await broker.lock_batch(self.group, self.client_id, queues,
-                                           timeout_s=self.config.rpc_timeout_s)
+            return await broker.lock_batch(
+                self.group, self.client_id, queues, timeout_s=self.config.rpc_timeout_s
+            )
         except UnsupportedError as exc:
-            self._warn_once("lock", "the broker cannot lock queues (%s); orderly consumption "
-                            "relies on the rebalance alone", exc)
+            self._warn_once(
+                "lock",
+                "the broker cannot lock queues (%s); orderly consumption "
+                "relies on the rebalance alone",
+                exc,
+            )
             return set(queues)
         except ClientError as exc:
             log.warning("group %s: cannot lock queues on %s: %s", self.group, broker_name, exc)
@@ -315,7 +369,8 @@ class PushConsumer(ConsumerBase):
         if broker is None:
             return
         try:
-            await broker.unlock_batch(self.group, self.client_id, queues,
-                                      timeout_s=self.config.rpc_timeout_s)
+            await broker.unlock_batch(
+                self.group, self.client_id, queues, timeout_s=self.config.rpc_timeout_s
+            )
         except ClientError as exc:
             log.debug("unlock of %d queue(s) on %s failed: %s", len(queues), broker_name, exc)

@@ -47,9 +47,17 @@ class _StoredOffsets(Protocol):
 
 
 class Rebalancer:
-    def __init__(self, *, group: str, client_id: str, routes: RouteService,
-                 broker_of: Callable[[str], BrokerClient | None], strategy: AllocateStrategy,
-                 broadcasting: bool = False, timeout_s: float = 3.0) -> None:
+    def __init__(
+        self,
+        *,
+        group: str,
+        client_id: str,
+        routes: RouteService,
+        broker_of: Callable[[str], BrokerClient | None],
+        strategy: AllocateStrategy,
+        broadcasting: bool = False,
+        timeout_s: float = 3.0,
+    ) -> None:
         self.group = group
         self.client_id = client_id
         self._routes = routes
@@ -58,8 +66,9 @@ class Rebalancer:
         self._broadcasting = broadcasting
         self._timeout_s = timeout_s
         # topic -> (readable queues, member ids, this member's queues) of its last allocation
-        self._last: dict[str, tuple[tuple[MessageQueue, ...], tuple[str, ...],
-                                    frozenset[MessageQueue]]] = {}
+        self._last: dict[
+            str, tuple[tuple[MessageQueue, ...], tuple[str, ...], frozenset[MessageQueue]]
+        ] = {}
         # broker name -> member ids, between begin_round and end_round
         self._ids_this_round: dict[str, list[str]] | None = None
         #: topics allocated anew (inputs changed); member-list calls made
@@ -93,21 +102,29 @@ class Rebalancer:
         if self.client_id not in ids:
             # The broker has not heard this member yet (it restarted, or it is the
             # replica that took over the reads): keep what it reads until it has.
-            log.info("group %s: the broker's member list lacks %s; keeping its queues "
-                     "until its heartbeat arrives", self.group, self.client_id)
+            log.info(
+                "group %s: the broker's member list lacks %s; keeping its queues "
+                "until its heartbeat arrives",
+                self.group,
+                self.client_id,
+            )
             return None
         return self._allocated(topic, all_queues, sorted(ids))
 
-    def _allocated(self, topic: str, all_queues: list[MessageQueue],
-                   ids: list[str] | tuple[()]) -> frozenset[MessageQueue]:
+    def _allocated(
+        self, topic: str, all_queues: list[MessageQueue], ids: list[str] | tuple[()]
+    ) -> frozenset[MessageQueue]:
         """This member's queues; the very object of last round when nothing changed."""
         queues_key, ids_key = tuple(all_queues), tuple(ids)
         last = self._last.get(topic)
         if last is not None and last[0] == queues_key and last[1] == ids_key:
             return last[2]
         self.recomputed += 1
-        mine = frozenset(all_queues if self._broadcasting else
-                         self._strategy(self.group, self.client_id, all_queues, list(ids)))
+        mine = frozenset(
+            all_queues
+            if self._broadcasting
+            else self._strategy(self.group, self.client_id, all_queues, list(ids))
+        )
         self._last[topic] = (queues_key, ids_key, mine)
         return mine
 
@@ -136,8 +153,9 @@ class Rebalancer:
 class RebalanceService:
     """Calls *rebalance* every *interval_s* and whenever woken."""
 
-    def __init__(self, rebalance: Callable[[], Awaitable[None]], *,
-                 interval_s: float = 20.0) -> None:
+    def __init__(
+        self, rebalance: Callable[[], Awaitable[None]], *, interval_s: float = 20.0
+    ) -> None:
         self._rebalance = rebalance
         self._interval_s = interval_s
         self._wake = asyncio.Event()
@@ -145,8 +163,7 @@ class RebalanceService:
         self.rounds = 0
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(),
-                                                            name="RebalanceService")
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="RebalanceService")
 
     async def stop(self) -> None:
         await cancel_and_wait(self._task)
@@ -169,9 +186,15 @@ class RebalanceService:
             log.warning("rebalance failed: %s; retrying in %.0f s", exc, self._interval_s)
 
 
-async def resolve_start_offset(queue: MessageQueue, broker: BrokerClient,
-                               offsets: _StoredOffsets, consume_from: ConsumeFrom, *,
-                               timestamp_ms: int, timeout_s: float = 3.0) -> int:
+async def resolve_start_offset(
+    queue: MessageQueue,
+    broker: BrokerClient,
+    offsets: _StoredOffsets,
+    consume_from: ConsumeFrom,
+    *,
+    timestamp_ms: int,
+    timeout_s: float = 3.0,
+) -> int:
     stored = await offsets.read_stored(queue)
     if stored is not None and stored >= 0:
         return stored

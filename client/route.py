@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 AUTO_CREATE_TOPIC = "TBW102"
 PERM_WRITE = 2
 PERM_READ = 4
-FAILURE_REFRESH_INTERVAL_S = 1.0   # least time between two failure-driven route refetches
+FAILURE_REFRESH_INTERVAL_S = 1.0  # least time between two failure-driven route refetches
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ class TopicRoute:
     topic: str
     queue_datas: tuple[QueueData, ...]
     broker_addrs: dict[str, dict[int, str]] = field(default_factory=dict)  # name -> id -> addr
-    provisional: bool = False   # borrowed from the auto-create template topic
+    provisional: bool = False  # borrowed from the auto-create template topic
     master_epochs: dict[str, int] = field(default_factory=dict)  # name -> master epoch (if known)
 
     def master_addr(self, broker_name: str) -> str | None:
@@ -71,36 +71,48 @@ class TopicRoute:
 
     def write_queues(self) -> list[MessageQueue]:
         """Queues a producer may send to: writable, with a live master."""
-        return [MessageQueue(self.topic, qd.broker_name, i)
-                for qd in sorted(self.queue_datas, key=lambda q: q.broker_name)
-                if qd.perm & PERM_WRITE and self.master_addr(qd.broker_name)
-                for i in range(qd.write_queue_nums)]
+        return [
+            MessageQueue(self.topic, qd.broker_name, i)
+            for qd in sorted(self.queue_datas, key=lambda q: q.broker_name)
+            if qd.perm & PERM_WRITE and self.master_addr(qd.broker_name)
+            for i in range(qd.write_queue_nums)
+        ]
 
     def read_queues(self) -> list[MessageQueue]:
         """Queues a consumer group divides among its members, sorted: those of every
         broker name with a live member (a replica serves reads while the master is away)."""
-        return sorted(MessageQueue(self.topic, qd.broker_name, i)
-                      for qd in self.queue_datas
-                      if qd.perm & PERM_READ and self.broker_addrs.get(qd.broker_name)
-                      for i in range(qd.read_queue_nums))
+        return sorted(
+            MessageQueue(self.topic, qd.broker_name, i)
+            for qd in self.queue_datas
+            if qd.perm & PERM_READ and self.broker_addrs.get(qd.broker_name)
+            for i in range(qd.read_queue_nums)
+        )
 
     def for_topic(self, topic: str) -> TopicRoute:
         """This route lent to another topic (the auto-create template case)."""
-        return TopicRoute(topic=topic, queue_datas=self.queue_datas,
-                          broker_addrs=self.broker_addrs, provisional=True,
-                          master_epochs=self.master_epochs)
+        return TopicRoute(
+            topic=topic,
+            queue_datas=self.queue_datas,
+            broker_addrs=self.broker_addrs,
+            provisional=True,
+            master_epochs=self.master_epochs,
+        )
 
-    def with_members(self, broker_name: str, members: dict[int, str],
-                     master_epoch: int) -> TopicRoute:
+    def with_members(
+        self, broker_name: str, members: dict[int, str], master_epoch: int
+    ) -> TopicRoute:
         """This route with *broker_name*'s members (and epoch) replaced."""
-        return replace(self, broker_addrs={**self.broker_addrs, broker_name: members},
-                       master_epochs={**self.master_epochs, broker_name: master_epoch})
+        return replace(
+            self,
+            broker_addrs={**self.broker_addrs, broker_name: members},
+            master_epochs={**self.master_epochs, broker_name: master_epoch},
+        )
 
 
 RouteFetcher = Callable[[str], Awaitable[TopicRoute]]
 # Many routes in one call: (routes found, topics nobody serves).
 ManyRouteFetcher = Callable[[list[str]], Awaitable[tuple[dict[str, TopicRoute], list[str]]]]
-ROUTES_PER_CALL = 1_000        # the nameserver's bound on GetTopicRoutes by names
+ROUTES_PER_CALL = 1_000  # the nameserver's bound on GetTopicRoutes by names
 
 
 @dataclass(slots=True)
@@ -114,11 +126,17 @@ class _Entry:
 class RouteService:
     """Per-topic route cache with periodic and on-failure refresh."""
 
-    def __init__(self, fetch: RouteFetcher, *, refresh_interval_s: float = 30.0,
-                 provisional_ttl_s: float = 1.0, clock: Clock | None = None,
-                 suspect_s: float = DEFAULT_SUSPECT_S,
-                 failure_refresh_interval_s: float = FAILURE_REFRESH_INTERVAL_S,
-                 fetch_many: ManyRouteFetcher | None = None) -> None:
+    def __init__(
+        self,
+        fetch: RouteFetcher,
+        *,
+        refresh_interval_s: float = 30.0,
+        provisional_ttl_s: float = 1.0,
+        clock: Clock | None = None,
+        suspect_s: float = DEFAULT_SUSPECT_S,
+        failure_refresh_interval_s: float = FAILURE_REFRESH_INTERVAL_S,
+        fetch_many: ManyRouteFetcher | None = None,
+    ) -> None:
         self._fetch = fetch
         self._fetch_many = fetch_many
         self._refresh_interval_s = refresh_interval_s
@@ -126,7 +144,7 @@ class RouteService:
         self._clock = clock or SystemClock()
         self.members = MemberTable(suspect_s=suspect_s, clock=self._clock)
         self._failure_refresh_interval_s = failure_refresh_interval_s
-        self._failure_refreshed_at: dict[str, float] = {}   # broker name -> monotonic s
+        self._failure_refreshed_at: dict[str, float] = {}  # broker name -> monotonic s
         self._refreshes: set[asyncio.Task[None]] = set()
         self._routes: dict[str, _Entry] = {}
         self._inflight: dict[str, asyncio.Future[TopicRoute]] = {}
@@ -137,7 +155,8 @@ class RouteService:
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(
-                self._run(), name="RouteRefreshService")
+                self._run(), name="RouteRefreshService"
+            )
 
     async def stop(self) -> None:
         await cancel_and_wait(self._task, *self._refreshes)
@@ -148,8 +167,9 @@ class RouteService:
         """Every cached topic each ``refresh_interval_s``; more often (every suspect
         period) the topics of a broker name read from a replica, so that reads return
         to the master soon after the route shows it again."""
-        tick_s = min(self._refresh_interval_s,
-                     max(self.members.suspect_s, self._failure_refresh_interval_s))
+        tick_s = min(
+            self._refresh_interval_s, max(self.members.suspect_s, self._failure_refresh_interval_s)
+        )
         last_full_s = self._clock.monotonic()
         while True:
             await asyncio.sleep(tick_s)
@@ -161,8 +181,11 @@ class RouteService:
 
     def degraded_topics(self) -> list[str]:
         """Cached topics with a broker name whose master is absent or suspect."""
-        return [t for t, e in self._routes.items()
-                if any(not self.members.master_usable(name) for name in e.route.broker_addrs)]
+        return [
+            t
+            for t, e in self._routes.items()
+            if any(not self.members.master_usable(name) for name in e.route.broker_addrs)
+        ]
 
     async def run_once(self) -> None:
         """Refetch every cached topic, a thousand a call when the fetcher can (a client of
@@ -174,7 +197,7 @@ class RouteService:
         if self._fetch_many is not None:
             alone = []
             for i in range(0, len(topics), ROUTES_PER_CALL):
-                chunk = topics[i:i + ROUTES_PER_CALL]
+                chunk = topics[i : i + ROUTES_PER_CALL]
                 try:
                     routes, missing = await self._fetch_many(chunk)
                 except ClientError as exc:
@@ -220,8 +243,9 @@ class RouteService:
         """A call found *addr* unreachable: reads avoid it for a while, and the routes
         naming it are refetched now (a promotion or expiry shows at once)."""
         if self.members.mark_suspect(addr):
-            log.info("broker %s did not answer; reads avoid it for %.1f s", addr,
-                     self.members.suspect_s)
+            log.info(
+                "broker %s did not answer; reads avoid it for %.1f s", addr, self.members.suspect_s
+            )
         now = self._clock.monotonic()
         names = set()
         for name in self.members.names_at(addr):
@@ -234,7 +258,7 @@ class RouteService:
             return
         try:
             loop = asyncio.get_running_loop()
-        except RuntimeError:   # no loop (a unit test's plain call): refetch on next use
+        except RuntimeError:  # no loop (a unit test's plain call): refetch on next use
             for topic in topics:
                 self.invalidate(topic)
             return
@@ -248,8 +272,12 @@ class RouteService:
         the broker name then sends there at once."""
         if not self.members.redirect(broker_name, master_addr, master_epoch):
             return False
-        log.info("broker %s: master is now %s (epoch %d), told by a NOT_MASTER answer",
-                 broker_name, master_addr, master_epoch)
+        log.info(
+            "broker %s: master is now %s (epoch %d), told by a NOT_MASTER answer",
+            broker_name,
+            master_addr,
+            master_epoch,
+        )
         members = self.members.members(broker_name)
         for entry in self._routes.values():
             if broker_name in entry.route.broker_addrs:
@@ -287,8 +315,11 @@ class RouteService:
     async def write_queues(self, topic: str) -> list[MessageQueue]:
         route = await self.get(topic, allow_template=True)
         entry = self._routes.get(topic)
-        queues = entry.write_queues if entry is not None and entry.route is route else \
-            route.write_queues()
+        queues = (
+            entry.write_queues
+            if entry is not None and entry.route is route
+            else route.write_queues()
+        )
         if not queues:
             raise RouteNotFoundError(topic, "no broker has a writable queue for it")
         return queues
@@ -323,8 +354,9 @@ class RouteService:
             try:
                 route = (await self._fetch(AUTO_CREATE_TOPIC)).for_topic(topic)
             except RouteNotFoundError:
-                raise RouteNotFoundError(topic, "no broker serves it and none auto-creates "
-                                                "topics; create it first") from None
+                raise RouteNotFoundError(
+                    topic, "no broker serves it and none auto-creates topics; create it first"
+                ) from None
         return self._keep(route)
 
     def _keep(self, route: TopicRoute) -> TopicRoute:
@@ -333,13 +365,19 @@ class RouteService:
         stale = self.members.update(route.broker_addrs, route.master_epochs)
         for name in stale:
             # An older master term than one already seen (a lagging nameserver): keep ours.
-            log.info("route of %s names master epoch %d for %s, older than %d; kept the newer",
-                     topic, route.master_epochs.get(name, 0), name,
-                     self.members.master_epoch(name))
-            route = route.with_members(name, self.members.members(name),
-                                       self.members.master_epoch(name))
-        self._routes[topic] = _Entry(route, self._clock.monotonic(),
-                                     write_queues=route.write_queues())
+            log.info(
+                "route of %s names master epoch %d for %s, older than %d; kept the newer",
+                topic,
+                route.master_epochs.get(name, 0),
+                name,
+                self.members.master_epoch(name),
+            )
+            route = route.with_members(
+                name, self.members.members(name), self.members.master_epoch(name)
+            )
+        self._routes[topic] = _Entry(
+            route, self._clock.monotonic(), write_queues=route.write_queues()
+        )
         for listener in self._listeners:
             listener(route)
         return route

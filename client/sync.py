@@ -70,8 +70,10 @@ class _LoopThread:
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         if threading.current_thread() is self._thread:
             coro.close()
-            raise RuntimeError("a blocking PocketMQ call was made on the client's own loop "
-                               "thread (from a listener?); use the asyncio client there")
+            raise RuntimeError(
+                "a blocking PocketMQ call was made on the client's own loop "
+                "thread (from a listener?); use the asyncio client there"
+            )
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
     def close(self) -> None:
@@ -126,19 +128,40 @@ class SyncProducer(_Facade[Producer]):
     """:class:`~pocketmq.client.Producer`, blocking. Started on construction
     unless ``start=False``."""
 
-    def __init__(self, *, group: str, namesrv: str | Sequence[str] | None = None,
-                 start: bool = True, **options: Any) -> None:
-        super().__init__(lambda: Producer(group=group, namesrv=namesrv, **options),
-                         f"pocketmq-producer-{group}", start=start)
+    def __init__(
+        self,
+        *,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        start: bool = True,
+        **options: Any,
+    ) -> None:
+        super().__init__(
+            lambda: Producer(group=group, namesrv=namesrv, **options),
+            f"pocketmq-producer-{group}",
+            start=start,
+        )
 
-    def send(self, msg: Message, *, queue: MessageQueue | None = None,
-             selector: MessageQueueSelector | None = None, arg: Any = None,
-             timeout_ms: int | None = None) -> SendResult:
-        return self._run(self.client.send(msg, queue=queue, selector=selector, arg=arg,
-                                          timeout_ms=timeout_ms))
+    def send(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        timeout_ms: int | None = None,
+    ) -> SendResult:
+        return self._run(
+            self.client.send(msg, queue=queue, selector=selector, arg=arg, timeout_ms=timeout_ms)
+        )
 
-    def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None,
-                   timeout_ms: int | None = None) -> list[SendResult]:
+    def send_batch(
+        self,
+        msgs: Sequence[Message],
+        *,
+        queue: MessageQueue | None = None,
+        timeout_ms: int | None = None,
+    ) -> list[SendResult]:
         return self._run(self.client.send_batch(msgs, queue=queue, timeout_ms=timeout_ms))
 
     def send_oneway(self, msg: Message) -> None:
@@ -153,27 +176,46 @@ class SyncTransactionProducer(_Facade[TransactionProducer]):
     local-transaction functions may be plain functions; they run on the loop thread,
     so keep them short or make them coroutines."""
 
-    def __init__(self, group: str, namesrv: str | Sequence[str] | None = None, *,
-                 checker: Callable[..., Any], start: bool = True, **options: Any) -> None:
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        checker: Callable[..., Any],
+        start: bool = True,
+        **options: Any,
+    ) -> None:
         super().__init__(
             lambda: TransactionProducer(group, namesrv, checker=checker, **options),
-            f"pocketmq-tx-producer-{group}", start=start)
+            f"pocketmq-tx-producer-{group}",
+            start=start,
+        )
 
-    def send_in_transaction(self, msg: Message, execute_local: LocalTransactionExecutor,
-                            arg: Any = None, *,
-                            timeout_ms: int | None = None) -> TransactionSendResult:
-        return self._run(self.client.send_in_transaction(msg, execute_local, arg,
-                                                         timeout_ms=timeout_ms))
+    def send_in_transaction(
+        self,
+        msg: Message,
+        execute_local: LocalTransactionExecutor,
+        arg: Any = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> TransactionSendResult:
+        return self._run(
+            self.client.send_in_transaction(msg, execute_local, arg, timeout_ms=timeout_ms)
+        )
 
 
 class SyncPullConsumer(_Facade[PullConsumer]):
     """:class:`~pocketmq.client.PullConsumer` (lite pull), blocking. Not started
     on construction: subscribe or assign, then :meth:`start` (or ``with``)."""
 
-    def __init__(self, *, group: str, namesrv: str | Sequence[str] | None = None,
-                 **options: Any) -> None:
-        super().__init__(lambda: PullConsumer(group=group, namesrv=namesrv, **options),
-                         f"pocketmq-pull-consumer-{group}", start=False)
+    def __init__(
+        self, *, group: str, namesrv: str | Sequence[str] | None = None, **options: Any
+    ) -> None:
+        super().__init__(
+            lambda: PullConsumer(group=group, namesrv=namesrv, **options),
+            f"pocketmq-pull-consumer-{group}",
+            start=False,
+        )
 
     def __enter__(self) -> SyncPullConsumer:
         if self.client.state == "created":
@@ -212,20 +254,31 @@ class SyncPushConsumer(_Facade[PushConsumer]):
     """:class:`~pocketmq.client.PushConsumer` with a plain-function listener run on
     ``consume_threads`` worker threads. Register the listener, then :meth:`start`."""
 
-    def __init__(self, *, group: str, namesrv: str | Sequence[str] | None = None,
-                 consume_threads: int = DEFAULT_CONSUME_THREADS, **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        consume_threads: int = DEFAULT_CONSUME_THREADS,
+        **options: Any,
+    ) -> None:
         if consume_threads < 1:
             raise ValueError(f"consume_threads must be at least 1, got {consume_threads}")
-        super().__init__(lambda: PushConsumer(group=group, namesrv=namesrv, **options),
-                         f"pocketmq-push-consumer-{group}", start=False)
+        super().__init__(
+            lambda: PushConsumer(group=group, namesrv=namesrv, **options),
+            f"pocketmq-push-consumer-{group}",
+            start=False,
+        )
         self._pool = concurrent.futures.ThreadPoolExecutor(
-            consume_threads, thread_name_prefix=f"pocketmq-consume-{group}")
+            consume_threads, thread_name_prefix=f"pocketmq-consume-{group}"
+        )
 
     def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         self._run(_call(self.client.subscribe, topic, expression))
 
-    def listener(self, fn: Callable[[list[MessageExt]], ConsumeResult]
-                 ) -> Callable[[list[MessageExt]], ConsumeResult]:
+    def listener(
+        self, fn: Callable[[list[MessageExt]], ConsumeResult]
+    ) -> Callable[[list[MessageExt]], ConsumeResult]:
         """Decorator: ``@consumer.listener`` registers a blocking handler."""
         self.register_listener(fn)
         return fn

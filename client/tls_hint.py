@@ -17,19 +17,29 @@ import socket
 import ssl
 import time
 
-__all__ = ["HINT_CLIENT_CERT", "HINT_SERVER_PLAINTEXT", "HINT_SERVER_SPEAKS_TLS", "PROBE_TIMEOUT_S",
-           "speaks_tls", "tls_mismatch_hint"]
+__all__ = [
+    "HINT_CLIENT_CERT",
+    "HINT_SERVER_PLAINTEXT",
+    "HINT_SERVER_SPEAKS_TLS",
+    "PROBE_TIMEOUT_S",
+    "speaks_tls",
+    "tls_mismatch_hint",
+]
 
 PROBE_TIMEOUT_S = 1.0
 _REMEMBER_S = 30.0
 _probed: dict[str, tuple[float, bool]] = {}
 
-HINT_SERVER_SPEAKS_TLS = ("the server speaks TLS; pass --tls-ca with the CA of its certificate "
-                          "(tls_ca_file), and --tls-cert/--tls-key if it requires client "
-                          "certificates")
+HINT_SERVER_SPEAKS_TLS = (
+    "the server speaks TLS; pass --tls-ca with the CA of its certificate "
+    "(tls_ca_file), and --tls-cert/--tls-key if it requires client "
+    "certificates"
+)
 HINT_SERVER_PLAINTEXT = "the server does not speak TLS; drop --tls-ca (tls_ca_file)"
-HINT_CLIENT_CERT = ("the server speaks TLS and requires a client certificate; pass --tls-cert "
-                    "and --tls-key (tls_cert_file, tls_key_file) signed by a CA it trusts")
+HINT_CLIENT_CERT = (
+    "the server speaks TLS and requires a client certificate; pass --tls-cert "
+    "and --tls-key (tls_cert_file, tls_key_file) signed by a CA it trusts"
+)
 
 
 def speaks_tls(addr: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:

@@ -56,13 +56,21 @@ from pocketmq.common.trace import (
 )
 from pocketmq.common.validation import MAX_GROUP_LENGTH
 
-__all__ = ["TRACE_PRODUCER_GROUP_PREFIX", "TraceDispatcher", "close_trace", "dead_letter_rule",
-           "install_producer_trace", "start_trace", "trace_end_transaction",
-           "trace_half_message", "trace_listener"]
+__all__ = [
+    "TRACE_PRODUCER_GROUP_PREFIX",
+    "TraceDispatcher",
+    "close_trace",
+    "dead_letter_rule",
+    "install_producer_trace",
+    "start_trace",
+    "trace_end_transaction",
+    "trace_half_message",
+    "trace_listener",
+]
 
 log = logging.getLogger(__name__)
 
-TRACE_PRODUCER_GROUP_PREFIX = "_INNER_TRACE_PRODUCER-"   # RocketMQ's TraceConstants
+TRACE_PRODUCER_GROUP_PREFIX = "_INNER_TRACE_PRODUCER-"  # RocketMQ's TraceConstants
 DEFAULT_MAX_RECONSUME_TIMES = 16
 
 # What a builder makes: (JSON line, index keys) per record (common/trace.py).
@@ -74,15 +82,16 @@ _Entry = tuple[Callable[..., Lines], tuple[Any, ...]]
 class TraceDispatcher:
     """Queues trace entries and writes them, in batches, to the trace topic."""
 
-    def __init__(self, *, group: str, client_id: str, config: Any,
-                 namesrv: Sequence[str]) -> None:
+    def __init__(self, *, group: str, client_id: str, config: Any, namesrv: Sequence[str]) -> None:
         self.group = group
         self.client_id = client_id
         self.client_host = local_ip()
         # the fields every record of this client carries, formatted once for Pub lines
-        self.identity = (f',"group":{json_string(group)},"client_id":{json_string(client_id)}'
-                         f',"client_host":{json_string(self.client_host)}')
-        self.store_hosts: dict[str, str] = {}     # offset msg id prefix -> "host:port"
+        self.identity = (
+            f',"group":{json_string(group)},"client_id":{json_string(client_id)}'
+            f',"client_host":{json_string(self.client_host)}'
+        )
+        self.store_hosts: dict[str, str] = {}  # offset msg id prefix -> "host:port"
         self.topic: str = config.trace_topic
         self._config = config
         self._namesrv = list(namesrv)
@@ -94,9 +103,9 @@ class TraceDispatcher:
         self._task: asyncio.Task[None] | None = None
         self._producer: Any = None
         self._warned: set[str] = set()
-        self.dropped = 0     # entries refused because the queue was full
-        self.failed = 0      # records whose trace message could not be written
-        self.written = 0     # records written to the trace topic
+        self.dropped = 0  # entries refused because the queue was full
+        self.failed = 0  # records whose trace message could not be written
+        self.written = 0  # records written to the trace topic
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -105,14 +114,23 @@ class TraceDispatcher:
 
         cfg = self._config
         group = (TRACE_PRODUCER_GROUP_PREFIX + self.group)[:MAX_GROUP_LENGTH]
-        self._producer = Producer(group=group, namesrv=self._namesrv, config=ProducerConfig(
-            route_refresh_interval_s=cfg.route_refresh_interval_s,
-            heartbeat_interval_s=cfg.heartbeat_interval_s, access_key=cfg.access_key,
-            secret_key=cfg.secret_key, tls_ca_file=cfg.tls_ca_file,
-            tls_cert_file=cfg.tls_cert_file, tls_key_file=cfg.tls_key_file))
+        self._producer = Producer(
+            group=group,
+            namesrv=self._namesrv,
+            config=ProducerConfig(
+                route_refresh_interval_s=cfg.route_refresh_interval_s,
+                heartbeat_interval_s=cfg.heartbeat_interval_s,
+                access_key=cfg.access_key,
+                secret_key=cfg.secret_key,
+                tls_ca_file=cfg.tls_ca_file,
+                tls_cert_file=cfg.tls_cert_file,
+                tls_key_file=cfg.tls_key_file,
+            ),
+        )
         await self._producer.start()
         self._task = asyncio.get_running_loop().create_task(
-            self._run(), name=f"TraceDispatchService {self.group}")
+            self._run(), name=f"TraceDispatchService {self.group}"
+        )
 
     async def close(self, timeout_s: float = 3.0) -> None:
         """Write what is queued (up to *timeout_s*), then stop."""
@@ -123,8 +141,12 @@ class TraceDispatcher:
                 while self._queue:
                     await self.run_once()
         except TimeoutError:
-            log.warning("trace of %s: %d entries not written within %.1f s of shutdown",
-                        self.group, len(self._queue), timeout_s)
+            log.warning(
+                "trace of %s: %d entries not written within %.1f s of shutdown",
+                self.group,
+                len(self._queue),
+                timeout_s,
+            )
         if self._producer is not None:
             await self._producer.shutdown()
 
@@ -133,9 +155,13 @@ class TraceDispatcher:
         """Queue ``builder(*args)``; never blocks: a full queue drops it and counts it."""
         if len(self._queue) >= self._capacity:
             self.dropped += 1
-            self._warn_once("full", "trace queue of %s is full (%d entries, "
-                            "trace_queue_capacity); dropping traces, sends go on",
-                            self.group, self._capacity)
+            self._warn_once(
+                "full",
+                "trace queue of %s is full (%d entries, "
+                "trace_queue_capacity); dropping traces, sends go on",
+                self.group,
+                self._capacity,
+            )
             return
         self._queue.append((builder, args))
         if len(self._queue) >= self._batch_max:
@@ -147,8 +173,9 @@ class TraceDispatcher:
 
     def polled(self, messages: list[MessageExt]) -> None:
         """A pull consumer's poll handed *messages* to the application: consumed."""
-        self.add(_consumed, self, messages, "success", 0.0, time.time_ns() // 1_000_000,
-                 uuid.uuid4().hex)
+        self.add(
+            _consumed, self, messages, "success", 0.0, time.time_ns() // 1_000_000, uuid.uuid4().hex
+        )
 
     # -- writing ------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -158,7 +185,7 @@ class TraceDispatcher:
                 await wait_event(self._wake, self._interval_s)
             try:
                 await self.run_once()
-            except Exception:   # a bug here must not stop tracing for good
+            except Exception:  # a bug here must not stop tracing for good
                 log.exception("trace of %s: writing a batch failed", self.group)
 
     async def run_once(self) -> int:
@@ -169,8 +196,12 @@ class TraceDispatcher:
         lines = [line for builder, args in entries for line in builder(*args)]
         messages = list(pack_trace_lines(lines))
         results = await asyncio.gather(
-            *(self._producer.send(Message(topic=self.topic, body=body, keys=keys))
-              for body, keys in messages), return_exceptions=True)
+            *(
+                self._producer.send(Message(topic=self.topic, body=body, keys=keys))
+                for body, keys in messages
+            ),
+            return_exceptions=True,
+        )
         written = 0
         for (body, _keys), result in zip(messages, results, strict=True):
             lines = body.count(b"\n") + 1
@@ -184,19 +215,36 @@ class TraceDispatcher:
 
     def _write_failed(self, exc: BaseException) -> None:
         if isinstance(exc, PermissionDeniedError):
-            self._warn_once("acl", "trace of %s: no permission to write trace topic %r (%s); "
-                            "traces are dropped, sends are unaffected: grant this ACL user "
-                            "PUB on %s", self.group, self.topic, exc, self.topic)
+            self._warn_once(
+                "acl",
+                "trace of %s: no permission to write trace topic %r (%s); "
+                "traces are dropped, sends are unaffected: grant this ACL user "
+                "PUB on %s",
+                self.group,
+                self.topic,
+                exc,
+                self.topic,
+            )
         elif isinstance(exc, RouteNotFoundError):
-            self._warn_once("route", "trace of %s: trace topic %r has no route (%s); traces "
-                            "are dropped: create it, or start a broker with "
-                            "trace_topic_enable", self.group, self.topic, exc)
+            self._warn_once(
+                "route",
+                "trace of %s: trace topic %r has no route (%s); traces "
+                "are dropped: create it, or start a broker with "
+                "trace_topic_enable",
+                self.group,
+                self.topic,
+                exc,
+            )
         elif isinstance(exc, ClientError):
-            self._warn_once(type(exc).__name__, "trace of %s: writing to %r failed (%s); "
-                            "those traces are dropped", self.group, self.topic, exc)
+            self._warn_once(
+                type(exc).__name__,
+                "trace of %s: writing to %r failed (%s); those traces are dropped",
+                self.group,
+                self.topic,
+                exc,
+            )
         else:
-            log.error("trace of %s: unexpected error writing traces", self.group,
-                      exc_info=exc)
+            log.error("trace of %s: unexpected error writing traces", self.group, exc_info=exc)
 
     def _warn_once(self, key: str, text: str, *args: object) -> None:
         if key in self._warned:
@@ -214,8 +262,9 @@ async def start_trace(client: Any) -> TraceDispatcher | None:
     cfg = client.config
     if not cfg.enable_trace:
         return None
-    dispatcher = TraceDispatcher(group=client.group, client_id=client.client_id, config=cfg,
-                                 namesrv=client.namesrv)
+    dispatcher = TraceDispatcher(
+        group=client.group, client_id=client.client_id, config=cfg, namesrv=client.namesrv
+    )
     try:
         await dispatcher.start()
     except ClientError as exc:
@@ -239,11 +288,25 @@ def install_producer_trace(producer: Any, dispatcher: TraceDispatcher) -> None:
         try:
             result = await send(msg, **kwargs)
         except Exception as exc:
-            dispatcher.add(_published, dispatcher, (msg,), None, born_ms,
-                           (time.perf_counter() - started) * 1000, exc)
+            dispatcher.add(
+                _published,
+                dispatcher,
+                (msg,),
+                None,
+                born_ms,
+                (time.perf_counter() - started) * 1000,
+                exc,
+            )
             raise
-        dispatcher.add(_published, dispatcher, (msg,), (result,), born_ms,
-                       (time.perf_counter() - started) * 1000, None)
+        dispatcher.add(
+            _published,
+            dispatcher,
+            (msg,),
+            (result,),
+            born_ms,
+            (time.perf_counter() - started) * 1000,
+            None,
+        )
         return result
 
     async def traced_send_batch(msgs: Sequence[Message], **kwargs: Any) -> list[SendResult]:
@@ -251,42 +314,87 @@ def install_producer_trace(producer: Any, dispatcher: TraceDispatcher) -> None:
         try:
             results = await send_batch(msgs, **kwargs)
         except Exception as exc:
-            dispatcher.add(_published, dispatcher, tuple(msgs), None, born_ms,
-                           (time.perf_counter() - started) * 1000, exc)
+            dispatcher.add(
+                _published,
+                dispatcher,
+                tuple(msgs),
+                None,
+                born_ms,
+                (time.perf_counter() - started) * 1000,
+                exc,
+            )
             raise
-        dispatcher.add(_published, dispatcher, tuple(msgs), tuple(results), born_ms,
-                       (time.perf_counter() - started) * 1000, None)
+        dispatcher.add(
+            _published,
+            dispatcher,
+            tuple(msgs),
+            tuple(results),
+            born_ms,
+            (time.perf_counter() - started) * 1000,
+            None,
+        )
         return results
 
     producer.send = traced_send
     producer.send_batch = traced_send_batch
 
 
-def trace_half_message(dispatcher: TraceDispatcher | None, msg: Message, result: SendResult,
-                       born_ms: int, cost_ms: float) -> None:
+def trace_half_message(
+    dispatcher: TraceDispatcher | None,
+    msg: Message,
+    result: SendResult,
+    born_ms: int,
+    cost_ms: float,
+) -> None:
     """A transactional producer stored its half message."""
     if dispatcher is not None:
-        dispatcher.add(_published, dispatcher, (msg,), (result,), born_ms, cost_ms, None,
-                       "Trans_Half")
+        dispatcher.add(
+            _published, dispatcher, (msg,), (result,), born_ms, cost_ms, None, "Trans_Half"
+        )
 
 
-def trace_end_transaction(dispatcher: TraceDispatcher | None, *, msg_id: str,
-                          offset_msg_id: str, topic: str, broker: str, state: str,
-                          from_check: bool, tags: str = "", keys: Sequence[str] = ()) -> None:
+def trace_end_transaction(
+    dispatcher: TraceDispatcher | None,
+    *,
+    msg_id: str,
+    offset_msg_id: str,
+    topic: str,
+    broker: str,
+    state: str,
+    from_check: bool,
+    tags: str = "",
+    keys: Sequence[str] = (),
+) -> None:
     """A transactional producer ended (or left UNKNOWN) a transaction."""
     if dispatcher is None:
         return
-    dispatcher.add(lambda: [encode_trace_line(TraceRecord(
-        type=TraceType.END_TRANSACTION, ts=time.time_ns() // 1_000_000, msg_id=msg_id,
-        offset_msg_id=offset_msg_id, topic=topic, tags=tags, keys=list(keys),
-        group=dispatcher.group, client_id=dispatcher.client_id,
-        client_host=dispatcher.client_host, broker=broker, transaction_state=state,
-        status=state, from_transaction_check=from_check,
-        msg_type=f"Trans_{state.capitalize()}"))])
+    dispatcher.add(
+        lambda: [
+            encode_trace_line(
+                TraceRecord(
+                    type=TraceType.END_TRANSACTION,
+                    ts=time.time_ns() // 1_000_000,
+                    msg_id=msg_id,
+                    offset_msg_id=offset_msg_id,
+                    topic=topic,
+                    tags=tags,
+                    keys=list(keys),
+                    group=dispatcher.group,
+                    client_id=dispatcher.client_id,
+                    client_host=dispatcher.client_host,
+                    broker=broker,
+                    transaction_state=state,
+                    status=state,
+                    from_transaction_check=from_check,
+                    msg_type=f"Trans_{state.capitalize()}",
+                )
+            )
+        ]
+    )
 
 
 def _store_host(d: TraceDispatcher, offset_msg_id: str) -> str:
-    """"host:port" of an offset message id, cached by its host part."""
+    """ "host:port" of an offset message id, cached by its host part."""
     prefix = offset_msg_id[:-16]
     host = d.store_hosts.get(prefix)
     if host is None:
@@ -305,67 +413,106 @@ def _msg_type(msg: Message) -> str:
     return "Delay" if msg.delay_level or msg.deliver_at_ms or msg.delay_ms else "Normal"
 
 
-def _published(d: TraceDispatcher, msgs: tuple[Message, ...],
-               results: tuple[SendResult, ...] | None, born_ms: int, cost_ms: float,
-               error: BaseException | None, msg_type: str = "") -> Lines:
+def _published(
+    d: TraceDispatcher,
+    msgs: tuple[Message, ...],
+    results: tuple[SendResult, ...] | None,
+    born_ms: int,
+    cost_ms: float,
+    error: BaseException | None,
+    msg_type: str = "",
+) -> Lines:
     """The Pub lines of one send: formatted here, not by json.dumps, as they are the
     most frequent records (the same fields :meth:`TraceRecord.to_json` would give)."""
     out = []
     for i, msg in enumerate(msgs):
         if msg.topic == d.topic:
-            continue        # traces of traces would feed on themselves
+            continue  # traces of traces would feed on themselves
         head = f'{{"type":"Pub","ts":{born_ms}'
-        tail = (f',"topic":{json_string(msg.topic)}'
-                + (f',"tags":{json_string(msg.tags)}' if msg.tags else "")
-                + (f',"keys":[{",".join(map(json_string, msg.keys))}]' if msg.keys else "")
-                + d.identity
-                + f',"born_time":{born_ms},"cost_ms":{cost_ms:.3f}'
-                + f',"body_bytes":{len(msg.body)},"msg_type":"{msg_type or _msg_type(msg)}"')
+        tail = (
+            f',"topic":{json_string(msg.topic)}'
+            + (f',"tags":{json_string(msg.tags)}' if msg.tags else "")
+            + (f',"keys":[{",".join(map(json_string, msg.keys))}]' if msg.keys else "")
+            + d.identity
+            + f',"born_time":{born_ms},"cost_ms":{cost_ms:.3f}'
+            + f',"body_bytes":{len(msg.body)},"msg_type":"{msg_type or _msg_type(msg)}"'
+        )
         keys = [k for k in msg.keys if k and " " not in k]
         if results is None:
             status = f"FAILED: {type(error).__name__}: {error}"[:500]
-            out.append((f"{head}{tail},\"status\":{json_string(status)}}}", keys))
+            out.append((f'{head}{tail},"status":{json_string(status)}}}', keys))
             continue
         result = results[i]
         q = result.queue
-        out.append((
-            f'{head},"msg_id":"{result.msg_id}","offset_msg_id":"{result.offset_msg_id}"{tail}'
-            f',"broker":{json_string(q.broker_name)},"queue_id":{q.queue_id}'
-            f',"queue_offset":{result.queue_offset}'
-            f',"store_host":"{_store_host(d, result.offset_msg_id)}"'
-            f',"status":"{result.status.value}"}}',
-            [result.msg_id, *keys]))
+        out.append(
+            (
+                f'{head},"msg_id":"{result.msg_id}","offset_msg_id":"{result.offset_msg_id}"{tail}'
+                f',"broker":{json_string(q.broker_name)},"queue_id":{q.queue_id}'
+                f',"queue_offset":{result.queue_offset}'
+                f',"store_host":"{_store_host(d, result.offset_msg_id)}"'
+                f',"status":"{result.status.value}"}}',
+                [result.msg_id, *keys],
+            )
+        )
     return out
 
 
 # -- consumers -----------------------------------------------------------------------------
-def _consumed(d: TraceDispatcher, msgs: list[MessageExt], status: str, cost_ms: float,
-              started_ms: int, request_id: str,
-              dead_letter: Callable[[MessageExt], bool] | None = None) -> Lines:
+def _consumed(
+    d: TraceDispatcher,
+    msgs: list[MessageExt],
+    status: str,
+    cost_ms: float,
+    started_ms: int,
+    request_id: str,
+    dead_letter: Callable[[MessageExt], bool] | None = None,
+) -> Lines:
     """SubBefore and SubAfter of each message of one listener call; a failure that
     *dead_letter* says sends the message to its DLQ has status ``dlq``."""
     out = []
     for msg in msgs:
         if msg.topic == d.topic:
-            continue        # a consumer of the trace topic would trace its own traces
-        common = dict(msg_id=msg.msg_id, offset_msg_id=msg.offset_msg_id, topic=msg.topic,
-                      tags=msg.tags, keys=list(msg.keys), group=d.group, client_id=d.client_id,
-                      client_host=d.client_host, retry_times=msg.reconsume_times,
-                      request_id=request_id)
+            continue  # a consumer of the trace topic would trace its own traces
+        common = dict(
+            msg_id=msg.msg_id,
+            offset_msg_id=msg.offset_msg_id,
+            topic=msg.topic,
+            tags=msg.tags,
+            keys=list(msg.keys),
+            group=d.group,
+            client_id=d.client_id,
+            client_host=d.client_host,
+            retry_times=msg.reconsume_times,
+            request_id=request_id,
+        )
         # a redelivery is read from the group's retry topic, its topic is the original
         read_from = retry_topic(d.group) if PROPERTY_RETRY_TOPIC in msg.properties else ""
-        out.append(TraceRecord(
-            type=TraceType.SUB_BEFORE, ts=started_ms, broker=msg.broker_name,
-            stored_topic=read_from,
-            queue_id=msg.queue_id, queue_offset=msg.queue_offset,
-            store_time=msg.store_timestamp_ms, born_time=msg.born_timestamp_ms,
-            body_bytes=len(msg.body), **common))
+        out.append(
+            TraceRecord(
+                type=TraceType.SUB_BEFORE,
+                ts=started_ms,
+                broker=msg.broker_name,
+                stored_topic=read_from,
+                queue_id=msg.queue_id,
+                queue_offset=msg.queue_offset,
+                store_time=msg.store_timestamp_ms,
+                born_time=msg.born_timestamp_ms,
+                body_bytes=len(msg.body),
+                **common,
+            )
+        )
         after_status = status
         if status != "success" and dead_letter is not None and dead_letter(msg):
             after_status = "dlq"
-        out.append(TraceRecord(
-            type=TraceType.SUB_AFTER, ts=started_ms + int(cost_ms), cost_ms=round(cost_ms, 3),
-            status=after_status, **common))
+        out.append(
+            TraceRecord(
+                type=TraceType.SUB_AFTER,
+                ts=started_ms + int(cost_ms),
+                cost_ms=round(cost_ms, 3),
+                status=after_status,
+                **common,
+            )
+        )
     return [encode_trace_line(r) for r in out]
 
 
@@ -392,19 +539,29 @@ def dead_letter_rule(config: Any) -> Callable[[MessageExt], bool]:
     return lambda msg: msg.reconsume_times + 1 > max_times
 
 
-def trace_listener(listener: Listener, dispatcher: TraceDispatcher,
-                   dead_letter: Callable[[MessageExt], bool]) -> Listener:
+def trace_listener(
+    listener: Listener, dispatcher: TraceDispatcher, dead_letter: Callable[[MessageExt], bool]
+) -> Listener:
     """*listener* recording SubBefore/SubAfter per message; a coroutine function if
     *listener* is one. A failed attempt that sends a message to its dead-letter
     queue is recorded with status ``dlq``."""
 
-    def finish(batch: list[MessageExt], result: Any, started_ms: int, started: float,
-               request_id: str) -> None:
-        dispatcher.add(_consumed, dispatcher, batch, _status(result),
-                       (time.perf_counter() - started) * 1000, started_ms, request_id,
-                       dead_letter)
+    def finish(
+        batch: list[MessageExt], result: Any, started_ms: int, started: float, request_id: str
+    ) -> None:
+        dispatcher.add(
+            _consumed,
+            dispatcher,
+            batch,
+            _status(result),
+            (time.perf_counter() - started) * 1000,
+            started_ms,
+            request_id,
+            dead_letter,
+        )
 
     if inspect.iscoroutinefunction(listener):
+
         async def traced(batch: list[MessageExt]) -> Any:
             started_ms, started = time.time_ns() // 1_000_000, time.perf_counter()
             request_id, result = uuid.uuid4().hex, "failed"
@@ -413,6 +570,7 @@ def trace_listener(listener: Listener, dispatcher: TraceDispatcher,
                 return result
             finally:
                 finish(batch, result, started_ms, started, request_id)
+
         return traced
 
     def traced_inline(batch: list[MessageExt]) -> Any:
@@ -424,4 +582,5 @@ def trace_listener(listener: Listener, dispatcher: TraceDispatcher,
         finally:
             if not inspect.isawaitable(result):
                 finish(batch, result, started_ms, started, request_id)
+
     return traced_inline

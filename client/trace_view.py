@@ -29,8 +29,8 @@ from pocketmq.common.trace import DEFAULT_TRACE_TOPIC, TraceRecord, TraceType, d
 
 __all__ = ["message_life", "query_trace"]
 
-PAGE_MESSAGES = 64     # the broker's cap on one key query (MAX_QUERY_MESSAGES)
-MAX_PAGES = 16         # trace messages read per id at most: 16 x 64
+PAGE_MESSAGES = 64  # the broker's cap on one key query (MAX_QUERY_MESSAGES)
+MAX_PAGES = 16  # trace messages read per id at most: 16 x 64
 
 
 async def _trace_messages(admin: AdminClient, topic: str, key: str) -> list[MessageExt]:
@@ -38,8 +38,7 @@ async def _trace_messages(admin: AdminClient, topic: str, key: str) -> list[Mess
     seen: dict[str, MessageExt] = {}
     end_ms = 0
     for _ in range(MAX_PAGES):
-        page = await admin.query_message(topic, key, max_num=PAGE_MESSAGES,
-                                         end_timestamp_ms=end_ms)
+        page = await admin.query_message(topic, key, max_num=PAGE_MESSAGES, end_timestamp_ms=end_ms)
         fresh = [m for m in page if m.offset_msg_id not in seen]
         for msg in fresh:
             seen[msg.offset_msg_id] = msg
@@ -49,8 +48,9 @@ async def _trace_messages(admin: AdminClient, topic: str, key: str) -> list[Mess
     return list(seen.values())
 
 
-async def query_trace(admin: AdminClient, msg_id: str, *,
-                      trace_topic: str = DEFAULT_TRACE_TOPIC) -> list[TraceRecord]:
+async def query_trace(
+    admin: AdminClient, msg_id: str, *, trace_topic: str = DEFAULT_TRACE_TOPIC
+) -> list[TraceRecord]:
     """The trace records of message *msg_id* (unique or offset id), oldest first."""
     records = await _records_of(admin, msg_id, trace_topic)
     if not records and await admin.offset_msg_id_broker(msg_id) is not None:
@@ -72,8 +72,14 @@ async def _records_of(admin: AdminClient, msg_id: str, trace_topic: str) -> list
     return sorted(records.values(), key=lambda r: (r.ts, _ORDER.get(r.type, 9)))
 
 
-_ORDER = {TraceType.PUB: 0, TraceType.STORE: 1, TraceType.END_TRANSACTION: 2,
-          TraceType.DELIVERED: 3, TraceType.SUB_BEFORE: 4, TraceType.SUB_AFTER: 5}
+_ORDER = {
+    TraceType.PUB: 0,
+    TraceType.STORE: 1,
+    TraceType.END_TRANSACTION: 2,
+    TraceType.DELIVERED: 3,
+    TraceType.SUB_BEFORE: 4,
+    TraceType.SUB_AFTER: 5,
+}
 
 
 def message_life(msg_id: str, records: list[TraceRecord]) -> dict[str, Any]:
@@ -85,17 +91,49 @@ def message_life(msg_id: str, records: list[TraceRecord]) -> dict[str, Any]:
         "topic": first.topic if first else "",
         "tags": first.tags if first else "",
         "keys": first.keys if first else [],
-        "produced": [_row(r, "group", "client_id", "client_host", "ts", "cost_ms", "status",
-                          "broker", "queue_id", "queue_offset", "store_host", "offset_msg_id",
-                          "msg_type") for r in produced],
-        "broker": [_row(r, "type", "ts", "broker", "store_host", "topic", "stored_topic",
-                        "queue_id", "queue_offset", "store_time", "status", "msg_type",
-                        "offset_msg_id", "retry_times")
-                   for r in records if r.source == "broker"],
-        "transactions": [_row(r, "group", "client_id", "ts", "transaction_state",
-                              "from_transaction_check")
-                         for r in records
-                         if r.type == TraceType.END_TRANSACTION and r.source == "client"],
+        "produced": [
+            _row(
+                r,
+                "group",
+                "client_id",
+                "client_host",
+                "ts",
+                "cost_ms",
+                "status",
+                "broker",
+                "queue_id",
+                "queue_offset",
+                "store_host",
+                "offset_msg_id",
+                "msg_type",
+            )
+            for r in produced
+        ],
+        "broker": [
+            _row(
+                r,
+                "type",
+                "ts",
+                "broker",
+                "store_host",
+                "topic",
+                "stored_topic",
+                "queue_id",
+                "queue_offset",
+                "store_time",
+                "status",
+                "msg_type",
+                "offset_msg_id",
+                "retry_times",
+            )
+            for r in records
+            if r.source == "broker"
+        ],
+        "transactions": [
+            _row(r, "group", "client_id", "ts", "transaction_state", "from_transaction_check")
+            for r in records
+            if r.type == TraceType.END_TRANSACTION and r.source == "client"
+        ],
         "consumed": _attempts(records),
     }
     life["dead_lettered"] = _dead_lettered(life["consumed"], records)
@@ -103,22 +141,37 @@ def message_life(msg_id: str, records: list[TraceRecord]) -> dict[str, Any]:
     return life
 
 
-def _dead_lettered(consumed: list[dict[str, Any]],
-                   records: list[TraceRecord]) -> list[dict[str, Any]]:
+def _dead_lettered(
+    consumed: list[dict[str, Any]], records: list[TraceRecord]
+) -> list[dict[str, Any]]:
     """Each group that sent the message to its DLQ: from the consumer's ``dlq`` attempt,
     ``broker_confirmed`` when the broker traced the dead-letter copy (SendBack)."""
-    stored = {r.topic: r for r in records
-              if r.type == TraceType.SEND_BACK and r.status == "dead-lettered"}
+    stored = {
+        r.topic: r for r in records if r.type == TraceType.SEND_BACK and r.status == "dead-lettered"
+    }
     out = []
     for attempt in consumed:
         if attempt["status"] == "dlq":
             topic = dlq_topic(attempt["group"])
-            out.append({"group": attempt["group"], "client_id": attempt["client_id"],
-                        "ts": attempt["ts"], "dlq_topic": topic,
-                        "broker_confirmed": stored.pop(topic, None) is not None})
-    for topic, record in stored.items():   # traced by the broker alone
-        out.append({"group": record.group, "client_id": "", "ts": record.ts,
-                    "dlq_topic": topic, "broker_confirmed": True})
+            out.append(
+                {
+                    "group": attempt["group"],
+                    "client_id": attempt["client_id"],
+                    "ts": attempt["ts"],
+                    "dlq_topic": topic,
+                    "broker_confirmed": stored.pop(topic, None) is not None,
+                }
+            )
+    for topic, record in stored.items():  # traced by the broker alone
+        out.append(
+            {
+                "group": record.group,
+                "client_id": "",
+                "ts": record.ts,
+                "dlq_topic": topic,
+                "broker_confirmed": True,
+            }
+        )
     return out
 
 
@@ -132,15 +185,32 @@ def _attempts(records: list[TraceRecord]) -> list[dict[str, Any]]:
     for r in records:
         if r.type not in (TraceType.SUB_BEFORE, TraceType.SUB_AFTER) or r.source != "client":
             continue
-        row = rows.setdefault((r.request_id, r.offset_msg_id), {
-            "group": r.group, "client_id": r.client_id, "client_host": r.client_host,
-            "ts": r.ts, "attempt": r.retry_times, "broker": "", "queue_id": -1,
-            "queue_offset": -1, "topic": r.topic, "read_from": r.topic,
-            "offset_msg_id": r.offset_msg_id,
-            "cost_ms": None, "status": "in progress"})
+        row = rows.setdefault(
+            (r.request_id, r.offset_msg_id),
+            {
+                "group": r.group,
+                "client_id": r.client_id,
+                "client_host": r.client_host,
+                "ts": r.ts,
+                "attempt": r.retry_times,
+                "broker": "",
+                "queue_id": -1,
+                "queue_offset": -1,
+                "topic": r.topic,
+                "read_from": r.topic,
+                "offset_msg_id": r.offset_msg_id,
+                "cost_ms": None,
+                "status": "in progress",
+            },
+        )
         if r.type == TraceType.SUB_BEFORE:
-            row.update(ts=r.ts, broker=r.broker, queue_id=r.queue_id,
-                       queue_offset=r.queue_offset, read_from=r.stored_topic or r.topic)
+            row.update(
+                ts=r.ts,
+                broker=r.broker,
+                queue_id=r.queue_id,
+                queue_offset=r.queue_offset,
+                read_from=r.stored_topic or r.topic,
+            )
         else:
             row.update(cost_ms=r.cost_ms, status=r.status)
     return sorted(rows.values(), key=lambda row: (row["ts"], row["attempt"]))

@@ -78,7 +78,7 @@ PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
 PROPERTY_PRODUCER_GROUP = "PGROUP"
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 PROPERTY_REAL_QUEUE_ID = "REAL_QID"
-MAX_CHECKS_IN_FLIGHT = 1000   # more are dropped; the broker asks again later
+MAX_CHECKS_IN_FLIGHT = 1000  # more are dropped; the broker asks again later
 END_TRANSACTION_TIMEOUT_S = 3.0
 
 _I32 = struct.Struct(">i")
@@ -93,9 +93,11 @@ class LocalTransactionState(enum.Enum):
 
 
 LocalTransactionExecutor = Callable[
-    [Message, Any], "LocalTransactionState | Awaitable[LocalTransactionState]"]
+    [Message, Any], "LocalTransactionState | Awaitable[LocalTransactionState]"
+]
 LocalTransactionChecker = Callable[
-    [MessageExt], "LocalTransactionState | Awaitable[LocalTransactionState]"]
+    [MessageExt], "LocalTransactionState | Awaitable[LocalTransactionState]"
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,12 +126,26 @@ class TransactionSendResult:
 
 
 class TransactionProducer(Producer):
-    def __init__(self, group: str, namesrv: str | Sequence[str] | None = None, *,
-                 checker: LocalTransactionChecker, topics: Sequence[str] = (),
-                 config: ProducerConfig | None = None, clock: Clock | None = None,
-                 instance_name: str | None = None, **options: Any) -> None:
-        super().__init__(group=group, namesrv=namesrv, config=config, clock=clock,
-                         instance_name=instance_name, **options)
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        checker: LocalTransactionChecker,
+        topics: Sequence[str] = (),
+        config: ProducerConfig | None = None,
+        clock: Clock | None = None,
+        instance_name: str | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(
+            group=group,
+            namesrv=namesrv,
+            config=config,
+            clock=clock,
+            instance_name=instance_name,
+            **options,
+        )
         if not callable(checker):
             raise TypeError(f"checker must be callable, got {checker!r}")
         self._checker = checker
@@ -145,11 +161,15 @@ class TransactionProducer(Producer):
             try:
                 await self._routes.get(topic)
             except ClientError as exc:
-                log.warning("transaction producer %s: no route for topic %s yet (%s); checks "
-                            "for it arrive once this producer sends to it", self.group, topic,
-                            exc)
+                log.warning(
+                    "transaction producer %s: no route for topic %s yet (%s); checks "
+                    "for it arrive once this producer sends to it",
+                    self.group,
+                    topic,
+                    exc,
+                )
         self._heartbeat.listen(self._on_command)
-        await self._heartbeat.run_once()     # opens the command streams now
+        await self._heartbeat.run_once()  # opens the command streams now
 
     async def shutdown(self) -> None:
         checks = list(self._checks.values())
@@ -165,20 +185,31 @@ class TransactionProducer(Producer):
         return self
 
     # -- sending ------------------------------------------------------------------------
-    async def send_in_transaction(self, msg: Message, execute_local: LocalTransactionExecutor,
-                                  arg: Any = None, *,
-                                  timeout_ms: int | None = None) -> TransactionSendResult:
+    async def send_in_transaction(
+        self,
+        msg: Message,
+        execute_local: LocalTransactionExecutor,
+        arg: Any = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> TransactionSendResult:
         """Send *msg* as a half message, run the local transaction, commit or roll back."""
         self._running()
         if msg.delay_level or msg.deliver_at_ms or msg.delay_ms:
             raise InvalidMessageError(
                 "a transactional message cannot be delayed (delay_level "
                 f"{msg.delay_level}, deliver_at_ms {msg.deliver_at_ms}, delay_ms "
-                f"{msg.delay_ms}); send it without a delay or delivery time")
+                f"{msg.delay_ms}); send it without a delay or delivery time"
+            )
         check_message(msg, max_body_bytes=self.config.max_message_size_bytes)
-        half = dataclasses.replace(msg, properties={
-            **msg.properties, PROPERTY_TRANSACTION_PREPARED: "true",
-            PROPERTY_PRODUCER_GROUP: self.group})
+        half = dataclasses.replace(
+            msg,
+            properties={
+                **msg.properties,
+                PROPERTY_TRANSACTION_PREPARED: "true",
+                PROPERTY_PRODUCER_GROUP: self.group,
+            },
+        )
         budget_s = (timeout_ms or self.config.send_timeout_ms) / 1000
         deadline = time.monotonic() + budget_s
         uniq_key = self._ids.next_id()
@@ -187,51 +218,82 @@ class TransactionProducer(Producer):
         if self._sessions is not None:
             # numbered: a retried half is stored once (and answered with its offsets)
             send_result = await send_idempotent(
-                self, msg.topic,
-                lambda mq, ticket: _prepared(self._encode(half, mq.queue_id,
-                                                           ticket.stamp(uniq_key))),
-                self._attempt_idempotent, deadline, budget_s)
+                self,
+                msg.topic,
+                lambda mq, ticket: _prepared(
+                    self._encode(half, mq.queue_id, ticket.stamp(uniq_key))
+                ),
+                self._attempt_idempotent,
+                deadline,
+                budget_s,
+            )
         else:
             send_result = await self._send_with_retries(
-                msg.topic, deadline, budget_s,
+                msg.topic,
+                deadline,
+                budget_s,
                 lambda mq, record: self._attempt(mq, record, deadline),
-                lambda mq: _prepared(self._encode(half, mq.queue_id, uniq_key)))
-        trace_half_message(self.trace, msg, send_result, born_ms,
-                           (time.perf_counter() - started) * 1000)
+                lambda mq: _prepared(self._encode(half, mq.queue_id, uniq_key)),
+            )
+        trace_half_message(
+            self.trace, msg, send_result, born_ms, (time.perf_counter() - started) * 1000
+        )
         if send_result.status is SendStatus.SEND_OK:
             state = await _ask(execute_local, "execute_local", send_result.msg_id, msg, arg)
         else:
-            log.warning("half message %s was stored with %s; rolling it back without running "
-                        "the local transaction", send_result.msg_id, send_result.status.value)
+            log.warning(
+                "half message %s was stored with %s; rolling it back without running "
+                "the local transaction",
+                send_result.msg_id,
+                send_result.status.value,
+            )
             state = LocalTransactionState.ROLLBACK
         await self._end(send_result, state)
-        trace_end_transaction(self.trace, msg_id=send_result.msg_id,
-                              offset_msg_id=send_result.offset_msg_id, topic=msg.topic,
-                              broker=send_result.queue.broker_name, state=state.value,
-                              from_check=False, tags=msg.tags, keys=msg.keys)
+        trace_end_transaction(
+            self.trace,
+            msg_id=send_result.msg_id,
+            offset_msg_id=send_result.offset_msg_id,
+            topic=msg.topic,
+            broker=send_result.queue.broker_name,
+            state=state.value,
+            from_check=False,
+            tags=msg.tags,
+            keys=msg.keys,
+        )
         return TransactionSendResult(send_result=send_result, local_state=state)
 
     async def _end(self, send_result: SendResult, state: LocalTransactionState) -> None:
         if state is LocalTransactionState.UNKNOWN:
-            log.info("local transaction of %s is UNKNOWN; the broker will check it",
-                     send_result.msg_id)
+            log.info(
+                "local transaction of %s is UNKNOWN; the broker will check it", send_result.msg_id
+            )
             return
         assert self._routes is not None and self._remoting is not None
         addr = self._routes.addr_of(send_result.queue.broker_name)
         if addr is None:
-            log.warning("cannot end transaction %s: broker %s has no known address; its check "
-                        "will resolve it", send_result.msg_id, send_result.queue.broker_name)
+            log.warning(
+                "cannot end transaction %s: broker %s has no known address; its check "
+                "will resolve it",
+                send_result.msg_id,
+                send_result.queue.broker_name,
+            )
             return
         try:
             await self._remoting.broker(addr).end_transaction(
                 producer_group=self.group,
                 commit_log_offset=decode_offset_msg_id(send_result.offset_msg_id).phys_offset,
-                offset_msg_id=send_result.offset_msg_id, msg_id=send_result.msg_id,
+                offset_msg_id=send_result.offset_msg_id,
+                msg_id=send_result.msg_id,
                 commit=state is LocalTransactionState.COMMIT,
-                timeout_s=END_TRANSACTION_TIMEOUT_S)
+                timeout_s=END_TRANSACTION_TIMEOUT_S,
+            )
         except (ClientError, ValueError) as exc:
-            log.warning("EndTransaction %s of %s failed: %s; the broker's check will resolve "
-                        "it", state.value, send_result.msg_id, exc)
+            log.warning(
+                "EndTransaction %s of %s failed: %s; the broker's check will resolve it",
+                state.value,
+                send_result.msg_id,
+                exc,
+            )
 
     # -- checks -------------------------------------------------------------------------
     def _on_command(self, command: ServerCommand) -> None:
@@ -243,24 +305,42 @@ class TransactionProducer(Producer):
 
     def _schedule_check(self, command: CheckTransactionState) -> None:
         if command.producer_group != self.group:
-            log.warning("check for producer group %r reached producer %s of %r; ignored",
-                        command.producer_group, self.client_id, self.group)
+            log.warning(
+                "check for producer group %r reached producer %s of %r; ignored",
+                command.producer_group,
+                self.client_id,
+                self.group,
+            )
             return
         key = (command.broker_addr, command.commit_log_offset)
         if key in self._checks:
             return
         if len(self._checks) >= MAX_CHECKS_IN_FLIGHT:
-            log.warning("%d transaction checks in flight; dropping the check of %s (the broker "
-                        "asks again)", len(self._checks), command.msg_id)
+            log.warning(
+                "%d transaction checks in flight; dropping the check of %s (the broker asks again)",
+                len(self._checks),
+                command.msg_id,
+            )
             return
-        task = asyncio.get_running_loop().create_task(self._answer(command),
-                                                      name=f"check {command.msg_id}")
+        task = asyncio.get_running_loop().create_task(
+            self._answer(command), name=f"check {command.msg_id}"
+        )
         self._checks[key] = task
         task.add_done_callback(lambda _t: self._checks.pop(key, None))
 
     async def _answer(self, command: CheckTransactionState) -> None:
-        broker_name = next((name for name, addr in self._routes.broker_addrs().items()
-                            if addr == command.broker_addr), "") if self._routes else ""
+        broker_name = (
+            next(
+                (
+                    name
+                    for name, addr in self._routes.broker_addrs().items()
+                    if addr == command.broker_addr
+                ),
+                "",
+            )
+            if self._routes
+            else ""
+        )
         msg = _check_message(command, broker_name)
         if msg is None:
             return
@@ -272,25 +352,37 @@ class TransactionProducer(Producer):
             return
         try:
             await self._remoting.broker(command.broker_addr).end_transaction(
-                producer_group=self.group, commit_log_offset=command.commit_log_offset,
-                offset_msg_id=command.offset_msg_id, msg_id=command.msg_id,
-                commit=state is LocalTransactionState.COMMIT, from_transaction_check=True,
-                timeout_s=END_TRANSACTION_TIMEOUT_S)
+                producer_group=self.group,
+                commit_log_offset=command.commit_log_offset,
+                offset_msg_id=command.offset_msg_id,
+                msg_id=command.msg_id,
+                commit=state is LocalTransactionState.COMMIT,
+                from_transaction_check=True,
+                timeout_s=END_TRANSACTION_TIMEOUT_S,
+            )
             self.checks_answered += 1
-            trace_end_transaction(self.trace, msg_id=command.msg_id,
-                                  offset_msg_id=command.offset_msg_id, topic=msg.topic,
-                                  broker=broker_name, state=state.value, from_check=True,
-                                  tags=msg.tags, keys=msg.keys)
+            trace_end_transaction(
+                self.trace,
+                msg_id=command.msg_id,
+                offset_msg_id=command.offset_msg_id,
+                topic=msg.topic,
+                broker=broker_name,
+                state=state.value,
+                from_check=True,
+                tags=msg.tags,
+                keys=msg.keys,
+            )
         except ClientError as exc:
-            log.warning("answering the check of %s with %s failed: %s", command.msg_id,
-                        state.value, exc)
+            log.warning(
+                "answering the check of %s with %s failed: %s", command.msg_id, state.value, exc
+            )
 
 
 def _prepared(record: bytes) -> bytes:
     """*record* with SYSFLAG marked TRANSACTION_PREPARED."""
     sysflag = _I32.unpack_from(record, POS_SYSFLAG)[0]
     sysflag = (sysflag & ~SysFlag.TRANSACTION_MASK) | SysFlag.TRANSACTION_PREPARED
-    return record[:POS_SYSFLAG] + _I32.pack(sysflag) + record[POS_SYSFLAG + 4:]
+    return record[:POS_SYSFLAG] + _I32.pack(sysflag) + record[POS_SYSFLAG + 4 :]
 
 
 def _check_message(command: CheckTransactionState, broker_name: str) -> MessageExt | None:
@@ -306,13 +398,14 @@ def _check_message(command: CheckTransactionState, broker_name: str) -> MessageE
     msg = decoded[0]
     raw_queue_id = msg.properties.get(PROPERTY_REAL_QUEUE_ID, "")
     return dataclasses.replace(
-        msg, topic=msg.properties.get(PROPERTY_REAL_TOPIC, msg.topic),
+        msg,
+        topic=msg.properties.get(PROPERTY_REAL_TOPIC, msg.topic),
         queue_id=int(raw_queue_id) if raw_queue_id.isdigit() else msg.queue_id,
-        offset_msg_id=command.offset_msg_id)
+        offset_msg_id=command.offset_msg_id,
+    )
 
 
-async def _ask(fn: Callable[..., Any], what: str, msg_id: str,
-               *args: Any) -> LocalTransactionState:
+async def _ask(fn: Callable[..., Any], what: str, msg_id: str, *args: Any) -> LocalTransactionState:
     """Call a user callback (sync or async); failures and odd answers are UNKNOWN."""
     try:
         state = fn(*args)
@@ -324,7 +417,12 @@ async def _ask(fn: Callable[..., Any], what: str, msg_id: str,
         log.exception("%s failed for transaction %s; treating it as UNKNOWN", what, msg_id)
         return LocalTransactionState.UNKNOWN
     if not isinstance(state, LocalTransactionState):
-        log.error("%s returned %r for transaction %s; expected a LocalTransactionState, "
-                  "treating it as UNKNOWN", what, state, msg_id)
+        log.error(
+            "%s returned %r for transaction %s; expected a LocalTransactionState, "
+            "treating it as UNKNOWN",
+            what,
+            state,
+            msg_id,
+        )
         return LocalTransactionState.UNKNOWN
     return state

@@ -27,8 +27,9 @@ async def wait_event(event: asyncio.Event, timeout_s: float) -> None:
             await event.wait()
 
 
-async def cancel_and_wait(*tasks: asyncio.Task[Any] | None,
-                          timeout_s: float = CANCEL_WAIT_S) -> None:
+async def cancel_and_wait(
+    *tasks: asyncio.Task[Any] | None, timeout_s: float = CANCEL_WAIT_S
+) -> None:
     """Cancel *tasks* and wait up to *timeout_s* for them to end."""
     live = [t for t in tasks if t is not None and not t.done()]
     if not live:
@@ -37,8 +38,9 @@ async def cancel_and_wait(*tasks: asyncio.Task[Any] | None,
         task.cancel()
     done, stuck = await asyncio.wait(live, timeout=timeout_s)
     for task in stuck:
-        log.error("task %s did not stop within %.0f s of being cancelled", task.get_name(),
-                  timeout_s)
+        log.error(
+            "task %s did not stop within %.0f s of being cancelled", task.get_name(), timeout_s
+        )
     for task in done:
         if not task.cancelled() and task.exception() is not None:
             log.warning("task %s ended with %r", task.get_name(), task.exception())

@@ -103,24 +103,35 @@ def signed_fields(request: Any, nonce: str) -> list[str]:
     return [*identifying_fields(request), nonce, body_digest(request)]
 
 
-def canonical_string(method: str, timestamp_ms: int, access_key: str,
-                     fields: Sequence[str]) -> bytes:
+def canonical_string(
+    method: str, timestamp_ms: int, access_key: str, fields: Sequence[str]
+) -> bytes:
     return "\n".join([method, str(timestamp_ms), access_key, *fields]).encode()
 
 
-def sign(secret_key: str, method: str, timestamp_ms: int, access_key: str,
-         fields: Sequence[str]) -> str:
-    digest = hmac.new(secret_key.encode(), canonical_string(method, timestamp_ms, access_key,
-                                                            fields), hashlib.sha256).digest()
+def sign(
+    secret_key: str, method: str, timestamp_ms: int, access_key: str, fields: Sequence[str]
+) -> str:
+    digest = hmac.new(
+        secret_key.encode(),
+        canonical_string(method, timestamp_ms, access_key, fields),
+        hashlib.sha256,
+    ).digest()
     return base64.b64encode(digest).decode()
 
 
-def signed_metadata(credentials: Credentials, method: str, request: Any,
-                    now_ms: int | None = None) -> tuple[tuple[str, str], ...]:
+def signed_metadata(
+    credentials: Credentials, method: str, request: Any, now_ms: int | None = None
+) -> tuple[tuple[str, str], ...]:
     """The four metadata entries that sign *request* (its whole body) for *method*."""
     ts = int(time.time() * 1000) if now_ms is None else now_ms
     nonce = os.urandom(16).hex()
-    signature = sign(credentials.secret_key, method, ts, credentials.access_key,
-                     signed_fields(request, nonce))
-    return ((ACCESS_KEY_HEADER, credentials.access_key), (TIMESTAMP_HEADER, str(ts)),
-            (NONCE_HEADER, nonce), (SIGNATURE_HEADER, signature))
+    signature = sign(
+        credentials.secret_key, method, ts, credentials.access_key, signed_fields(request, nonce)
+    )
+    return (
+        (ACCESS_KEY_HEADER, credentials.access_key),
+        (TIMESTAMP_HEADER, str(ts)),
+        (NONCE_HEADER, nonce),
+        (SIGNATURE_HEADER, signature),
+    )

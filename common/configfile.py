@@ -142,8 +142,12 @@ def _convert(value: Any, tp: Any) -> Any:
     elif _is_host_port(inner):
         if isinstance(value, str):
             return parse_host_port(value)
-        if (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str)
-                and isinstance(value[1], int)):
+        if (
+            isinstance(value, tuple)
+            and len(value) == 2
+            and isinstance(value[0], str)
+            and isinstance(value[1], int)
+        ):
             return value
     elif isinstance(inner, type) and issubclass(inner, enum.Enum):
         return _convert_enum(value, inner)
@@ -172,7 +176,8 @@ def _flag_converter(name: str, tp: Any) -> Callable[[str], Any]:
                 return float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"{text!r} is not a valid {name}: expected {_type_name(tp)}") from None
+                f"{text!r} is not a valid {name}: expected {_type_name(tp)}"
+            ) from None
         try:
             if inner is pathlib.Path:
                 return pathlib.Path(text)
@@ -207,8 +212,13 @@ def _default_text(f: dataclasses.Field[Any]) -> str:
     return f"default: {default}"
 
 
-def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, *,
-                     skip: Collection[str] = (), prefix: str = "") -> None:
+def add_config_flags(
+    parser: argparse.ArgumentParser,
+    config_cls: type,
+    *,
+    skip: Collection[str] = (),
+    prefix: str = "",
+) -> None:
     """Add one ``--{prefix}{field-name}`` flag per field of *config_cls*.
 
     Every flag defaults to ``None`` so :func:`load_config` can tell "not given"
@@ -227,15 +237,20 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, *,
         dest = (prefix + f.name).replace("-", "_")
         help_text = f.metadata.get("help", "")
         help_text = f"{help_text} ({_default_text(f)})" if help_text else f"({_default_text(f)})"
-        help_text = help_text.replace("%", "%%")   # argparse %-formats help ("%RETRY%g")
+        help_text = help_text.replace("%", "%%")  # argparse %-formats help ("%RETRY%g")
         inner, _ = _unwrap_optional(tp)
         if inner is bool:
-            parser.add_argument(flag, dest=dest, default=None,
-                                action=argparse.BooleanOptionalAction, help=help_text)
+            parser.add_argument(
+                flag, dest=dest, default=None, action=argparse.BooleanOptionalAction, help=help_text
+            )
             dests[f.name] = dest
             continue
-        kwargs: dict[str, Any] = {"dest": dest, "default": None, "help": help_text,
-                                  "type": _flag_converter(f.name, tp)}
+        kwargs: dict[str, Any] = {
+            "dest": dest,
+            "default": None,
+            "help": help_text,
+            "type": _flag_converter(f.name, tp),
+        }
         if _is_host_port(inner):
             kwargs["metavar"] = "HOST:PORT"
         elif isinstance(inner, type) and issubclass(inner, enum.Enum):
@@ -274,8 +289,10 @@ def _read_toml(toml_path: str, section: str | None) -> dict[str, Any]:
         return data
     table = data.get(section, {})
     if not isinstance(table, dict):
-        raise ConfigError(f"config file {toml_path}: [{section}] must be a table, "
-                          f"found {type(table).__name__} {table!r}")
+        raise ConfigError(
+            f"config file {toml_path}: [{section}] must be a table, "
+            f"found {type(table).__name__} {table!r}"
+        )
     return table
 
 
@@ -293,13 +310,17 @@ def _suggestions(key: str, valid: Collection[str]) -> list[str]:
 
 def _unknown_key_error(key: str, where: str, valid: Collection[str]) -> ConfigError:
     near = _suggestions(key, valid)
-    hint = (f"did you mean {' or '.join(repr(n) for n in near)}?" if near
-            else f"valid keys: {', '.join(sorted(valid))}")
+    hint = (
+        f"did you mean {' or '.join(repr(n) for n in near)}?"
+        if near
+        else f"valid keys: {', '.join(sorted(valid))}"
+    )
     return ConfigError(f"unknown key {key!r} in {where}; {hint}")
 
 
-def _typed_values(raw: Mapping[str, Any], hints: Mapping[str, Any], where: str,
-                  valid: Collection[str]) -> dict[str, Any]:
+def _typed_values(
+    raw: Mapping[str, Any], hints: Mapping[str, Any], where: str, valid: Collection[str]
+) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in valid:
@@ -308,16 +329,22 @@ def _typed_values(raw: Mapping[str, Any], hints: Mapping[str, Any], where: str,
             values[key] = _convert(value, hints[key])
         except ValueError as exc:
             raise ConfigError(
-                f"{key} in {where}: {exc}; got {type(value).__name__} {value!r}") from None
+                f"{key} in {where}: {exc}; got {type(value).__name__} {value!r}"
+            ) from None
     return values
 
 
 # ------------------------------------------------------------------------ loading
 
 
-def load_config(config_cls: type[T], *, toml_path: str | None = None,
-                args: argparse.Namespace | None = None, section: str | None = None,
-                overrides: Mapping[str, Any] | None = None) -> T:
+def load_config(
+    config_cls: type[T],
+    *,
+    toml_path: str | None = None,
+    args: argparse.Namespace | None = None,
+    section: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> T:
     """Build *config_cls* from its defaults, a TOML file, overrides and flags.
 
     *section* selects one ``[table]`` of the file (a missing table is empty).
@@ -336,13 +363,24 @@ def load_config(config_cls: type[T], *, toml_path: str | None = None,
         values.update(_typed_values(overrides, hints, "overrides", valid))
     dests = _flag_dests(config_cls, args)
     if args is not None:
-        values.update({name: getattr(args, dest) for name, dest in dests.items()
-                       if getattr(args, dest, None) is not None})
-    missing = [f.name for f in field_list if f.name not in values
-               and f.default is dataclasses.MISSING
-               and f.default_factory is dataclasses.MISSING]
+        values.update(
+            {
+                name: getattr(args, dest)
+                for name, dest in dests.items()
+                if getattr(args, dest, None) is not None
+            }
+        )
+    missing = [
+        f.name
+        for f in field_list
+        if f.name not in values
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
     if missing:
         flags = ", ".join("--" + dests.get(m, m).replace("_", "-") for m in missing)
-        raise ConfigError(f"{config_cls.__name__} needs {', '.join(missing)}: set it in the "
-                          f"config file or with {flags}")
+        raise ConfigError(
+            f"{config_cls.__name__} needs {', '.join(missing)}: set it in the "
+            f"config file or with {flags}"
+        )
     return config_cls(**values)

@@ -33,7 +33,11 @@ def load_extension(name: str, expected_version: int) -> tuple[ModuleType | None,
         return None, f"the extension is not built ({exc})"
     version = getattr(module, "VERSION", None)
     if version != expected_version:
-        log.warning("ignoring %s: it is version %s, this source needs %s; rebuild it with "
-                    "pip install -e .", module.__file__, version, expected_version)
+        log.warning(
+            "ignoring %s: it is version %s, this source needs %s; rebuild it with pip install -e .",
+            module.__file__,
+            version,
+            expected_version,
+        )
         return None, f"the built extension is stale (version {version})"
     return module, f"compiled, {module.__file__}"

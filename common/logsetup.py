@@ -29,9 +29,17 @@ from typing import Any, TypeVar
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-__all__ = ["LOG_LEVEL_ENV", "add_logging_options", "configure_logging", "is_server_command",
-           "level_from_argv", "quiet_grpc_core", "resolve_level", "security_summary",
-           "server_command"]
+__all__ = [
+    "LOG_LEVEL_ENV",
+    "add_logging_options",
+    "configure_logging",
+    "is_server_command",
+    "level_from_argv",
+    "quiet_grpc_core",
+    "resolve_level",
+    "security_summary",
+    "server_command",
+]
 
 LOG_LEVEL_ENV = "POCKETMQ_LOG_LEVEL"
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -52,16 +60,20 @@ def is_server_command(func: Callable[..., Any] | None) -> bool:
 def add_logging_options(parser: object) -> None:
     """``--log-level`` and ``-v/--verbose`` on the top-level parser."""
     parser.add_argument(  # type: ignore[attr-defined]
-        "--log-level", default=None, type=str.upper, choices=_LEVELS, metavar="LEVEL",
+        "--log-level",
+        default=None,
+        type=str.upper,
+        choices=_LEVELS,
+        metavar="LEVEL",
         help=f"logging level: {', '.join(_LEVELS)} (default: INFO for servers, WARNING "
-             f"for clients; env {LOG_LEVEL_ENV})")
+        f"for clients; env {LOG_LEVEL_ENV})",
+    )
     parser.add_argument(  # type: ignore[attr-defined]
-        "-v", "--verbose", action="count", default=0,
-        help="more log lines: -v INFO, -vv DEBUG")
+        "-v", "--verbose", action="count", default=0, help="more log lines: -v INFO, -vv DEBUG"
+    )
 
 
-def resolve_level(*, flag: str | None, verbose: int, server: bool,
-                  env: str | None = None) -> int:
+def resolve_level(*, flag: str | None, verbose: int, server: bool, env: str | None = None) -> int:
     """The logging level: ``--log-level``, then ``-v``, then the env, then the default."""
     if flag:
         return int(logging.getLevelName(flag.upper()))
@@ -103,6 +115,11 @@ def configure_logging(level: int) -> None:
 def security_summary(*, tls: bool, client_auth: bool, acl_file: str | None) -> str:
     """How a server admits clients, for its start-up line: ``"TLS on (client certificates
     required), ACL on (conf/acl.toml)"`` or ``"TLS off, ACL off"``."""
-    tls_text = ("TLS on (client certificates required)" if tls and client_auth
-                else "TLS on" if tls else "TLS off")
+    tls_text = (
+        "TLS on (client certificates required)"
+        if tls and client_auth
+        else "TLS on"
+        if tls
+        else "TLS off"
+    )
     return f"{tls_text}, " + (f"ACL on ({acl_file})" if acl_file is not None else "ACL off")

@@ -160,14 +160,29 @@ def host_sizes(sysflag: int) -> tuple[int, int]:
     return born, store
 
 
-def record_size(body_len: int, topic_len: int, props_len: int, *,
-                born_host_size: int = HOST_V4_SIZE,
-                store_host_size: int = HOST_V4_SIZE, magic: int = MESSAGE_MAGIC_CODE) -> int:
+def record_size(
+    body_len: int,
+    topic_len: int,
+    props_len: int,
+    *,
+    born_host_size: int = HOST_V4_SIZE,
+    store_host_size: int = HOST_V4_SIZE,
+    magic: int = MESSAGE_MAGIC_CODE,
+) -> int:
     """TOTALSIZE of a record with these variable parts (RocketMQ's calMsgLength)."""
     topic_len_size = 2 if magic == MESSAGE_MAGIC_CODE_V2 else 1
-    return (HEAD.size + born_host_size + 8 + store_host_size
-            + _TAIL_AFTER_STOREHOST.size + body_len
-            + topic_len_size + topic_len + 2 + props_len)
+    return (
+        HEAD.size
+        + born_host_size
+        + 8
+        + store_host_size
+        + _TAIL_AFTER_STOREHOST.size
+        + body_len
+        + topic_len_size
+        + topic_len
+        + 2
+        + props_len
+    )
 
 
 def store_timestamp_pos(sysflag: int) -> int:
@@ -182,8 +197,9 @@ PROPERTY_IDEMPOTENCE = "PMQ_IDEM"
 
 def encode_properties(properties: Mapping[str, str]) -> str:
     """``k\\x01v\\x02`` pairs with RocketMQ's trailing separator; empty pairs dropped."""
-    text = "".join(f"{k}\x01{v}\x02" for k, v in properties.items()
-                   if k and v and k != PROPERTY_IDEMPOTENCE)
+    text = "".join(
+        f"{k}\x01{v}\x02" for k, v in properties.items() if k and v and k != PROPERTY_IDEMPOTENCE
+    )
     idem = properties.get(PROPERTY_IDEMPOTENCE)
     # an idempotent producer's stamp stays last, where the broker reads it
     return f"{text}{PROPERTY_IDEMPOTENCE}\x01{idem}\x02" if idem else text
@@ -207,8 +223,9 @@ def fixed_part(born_host_size: int, store_host_size: int) -> struct.Struct:
     PREPAREDTRANSACTIONOFFSET and BODYLEN: everything before BODY, so that an
     encoder packs it with one call instead of six.
     """
-    return struct.Struct(f"{HEAD.format}{born_host_size}sq{store_host_size}s"
-                         f"{_TAIL_AFTER_STOREHOST.format[1:]}")
+    return struct.Struct(
+        f"{HEAD.format}{born_host_size}sq{store_host_size}s{_TAIL_AFTER_STOREHOST.format[1:]}"
+    )
 
 
 _FIXED_V4 = fixed_part(HOST_V4_SIZE, HOST_V4_SIZE)
@@ -219,12 +236,23 @@ _PROPS_LEN_SIZE = _U16.size
 FIXED_SIZE_V4 = _FIXED_V4.size + _TOPIC_LEN_SIZE_V1 + _PROPS_LEN_SIZE
 
 
-def encode_record(*, topic: str, body: bytes, queue_id: int = 0, flag: int = 0,
-                  properties: str | Mapping[str, str] = "", sysflag: int = 0,
-                  born_timestamp_ms: int = 0, born_host: bytes = b"\0" * 8,
-                  store_timestamp_ms: int = 0, store_host: bytes = b"\0" * 8,
-                  reconsume_times: int = 0, prepared_transaction_offset: int = 0,
-                  queue_offset: int = 0, phys_offset: int = 0) -> bytes:
+def encode_record(
+    *,
+    topic: str,
+    body: bytes,
+    queue_id: int = 0,
+    flag: int = 0,
+    properties: str | Mapping[str, str] = "",
+    sysflag: int = 0,
+    born_timestamp_ms: int = 0,
+    born_host: bytes = b"\0" * 8,
+    store_timestamp_ms: int = 0,
+    store_host: bytes = b"\0" * 8,
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
+    queue_offset: int = 0,
+    phys_offset: int = 0,
+) -> bytes:
     """Build one record in the commit-log layout.
 
     *born_host* and *store_host* are already packed (see :func:`pack_host`);
@@ -238,30 +266,50 @@ def encode_record(*, topic: str, body: bytes, queue_id: int = 0, flag: int = 0,
     topic_len = len(topic_raw)
     props_len = len(props_raw)
     if topic_len > MAX_TOPIC_LENGTH_V1:
-        raise ValueError(f"topic is {topic_len} bytes; a record holds at most "
-                         f"{MAX_TOPIC_LENGTH_V1}")
+        raise ValueError(
+            f"topic is {topic_len} bytes; a record holds at most {MAX_TOPIC_LENGTH_V1}"
+        )
     if props_len > MAX_PROPERTIES_LENGTH:
-        raise ValueError(f"properties are {props_len} bytes; a record holds at most "
-                         f"{MAX_PROPERTIES_LENGTH}")
+        raise ValueError(
+            f"properties are {props_len} bytes; a record holds at most {MAX_PROPERTIES_LENGTH}"
+        )
     born_size, store_size = len(born_host), len(store_host)
     sysflag &= ~_HOST_BITS
     if born_size == HOST_V6_SIZE:
         sysflag |= SysFlag.BORNHOST_V6
     if store_size == HOST_V6_SIZE:
         sysflag |= SysFlag.STOREHOST_V6
-    fixed = (_FIXED_V4 if born_size == HOST_V4_SIZE and store_size == HOST_V4_SIZE
-             else fixed_part(born_size, store_size))
+    fixed = (
+        _FIXED_V4
+        if born_size == HOST_V4_SIZE and store_size == HOST_V4_SIZE
+        else fixed_part(born_size, store_size)
+    )
     body_len = len(body)
     total = fixed.size + body_len + _TOPIC_LEN_SIZE_V1 + topic_len + _PROPS_LEN_SIZE + props_len
-    return b"".join((
-        fixed.pack(total, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag,
-                   queue_offset, phys_offset, sysflag, born_timestamp_ms, born_host,
-                   store_timestamp_ms, store_host, reconsume_times,
-                   prepared_transaction_offset, body_len),
-        body,
-        topic_len.to_bytes(1, "big") + topic_raw + props_len.to_bytes(2, "big"),
-        props_raw,
-    ))
+    return b"".join(
+        (
+            fixed.pack(
+                total,
+                MESSAGE_MAGIC_CODE,
+                zlib.crc32(body) & 0x7FFFFFFF,
+                queue_id,
+                flag,
+                queue_offset,
+                phys_offset,
+                sysflag,
+                born_timestamp_ms,
+                born_host,
+                store_timestamp_ms,
+                store_host,
+                reconsume_times,
+                prepared_transaction_offset,
+                body_len,
+            ),
+            body,
+            topic_len.to_bytes(1, "big") + topic_raw + props_len.to_bytes(2, "big"),
+            props_raw,
+        )
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -314,8 +362,9 @@ class RecordLayout:
     props_len: int
 
 
-def check_record(buf: bytes | bytearray | memoryview, pos: int, limit: int, *,
-                 check_crc: bool = True) -> RecordLayout:
+def check_record(
+    buf: bytes | bytearray | memoryview, pos: int, limit: int, *, check_crc: bool = True
+) -> RecordLayout:
     """Validate the record at *pos* (not BLANK) and return where its parts lie.
 
     Raises :class:`CorruptRecordError` naming the offset and what is wrong:
@@ -323,12 +372,14 @@ def check_record(buf: bytes | bytearray | memoryview, pos: int, limit: int, *,
     with TOTALSIZE, or a body CRC mismatch.
     """
     if limit - pos < HEAD.size:
-        raise CorruptRecordError(pos, f"only {limit - pos} bytes left; a record head is "
-                                      f"{HEAD.size}")
+        raise CorruptRecordError(
+            pos, f"only {limit - pos} bytes left; a record head is {HEAD.size}"
+        )
     total, magic, crc, queue_id, _flag, _qo, _po, sysflag, _born = HEAD.unpack_from(buf, pos)
     if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
-        raise CorruptRecordError(pos, f"magic code is 0x{magic:08X}, expected 0x"
-                                      f"{MESSAGE_MAGIC_CODE:08X}")
+        raise CorruptRecordError(
+            pos, f"magic code is 0x{magic:08X}, expected 0x{MESSAGE_MAGIC_CODE:08X}"
+        )
     if total < HEAD.size or total > limit - pos:
         raise CorruptRecordError(pos, f"TOTALSIZE is {total}; {limit - pos} bytes are left")
     born_size, store_size = host_sizes(sysflag)
@@ -356,48 +407,65 @@ def check_record(buf: bytes | bytearray | memoryview, pos: int, limit: int, *,
     props_pos = p + 2
     if props_pos + props_len != end:
         raise CorruptRecordError(
-            pos, f"TOTALSIZE is {total} but the parts add up to {props_pos + props_len - pos}")
+            pos, f"TOTALSIZE is {total} but the parts add up to {props_pos + props_len - pos}"
+        )
     if check_crc:
-        actual = zlib.crc32(memoryview(buf)[body_pos:body_pos + body_len]) & 0x7FFFFFFF
+        actual = zlib.crc32(memoryview(buf)[body_pos : body_pos + body_len]) & 0x7FFFFFFF
         if actual != crc:
             raise CorruptRecordError(pos, f"body CRC is {actual}, the record says {crc}")
-    return RecordLayout(total, sysflag, queue_id, body_pos, body_len, topic_pos, topic_len,
-                        props_pos, props_len)
+    return RecordLayout(
+        total, sysflag, queue_id, body_pos, body_len, topic_pos, topic_len, props_pos, props_len
+    )
 
 
-def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *,
-                  check_crc: bool = True, limit: int | None = None) -> StoredMessage:
+def decode_record(
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    check_crc: bool = True,
+    limit: int | None = None,
+) -> StoredMessage:
     """Decode the record at *pos*; raises :class:`CorruptRecordError` if it is damaged."""
     limit = len(buf) if limit is None else limit
     lay = check_record(buf, pos, limit, check_crc=check_crc)
     total, _magic, crc, queue_id, flag, queue_offset, phys_offset, sysflag, born_ts = (
-        HEAD.unpack_from(buf, pos))
+        HEAD.unpack_from(buf, pos)
+    )
     born_size, store_size = host_sizes(sysflag)
     p = pos + POS_BORNHOST
-    born_host = unpack_host(bytes(buf[p:p + born_size]))
+    born_host = unpack_host(bytes(buf[p : p + born_size]))
     p += born_size
     store_ts = _I64.unpack_from(buf, p)[0]
     p += 8
-    store_host = unpack_host(bytes(buf[p:p + store_size]))
+    store_host = unpack_host(bytes(buf[p : p + store_size]))
     p += store_size
     reconsume, prepared, _body_len = _TAIL_AFTER_STOREHOST.unpack_from(buf, p)
     mv = memoryview(buf)
     return StoredMessage(
-        total_size=total, queue_id=queue_id, flag=flag, queue_offset=queue_offset,
-        phys_offset=phys_offset, sysflag=sysflag, born_timestamp_ms=born_ts,
-        born_host=born_host, store_timestamp_ms=store_ts, store_host=store_host,
-        reconsume_times=reconsume, prepared_transaction_offset=prepared,
-        body=bytes(mv[lay.body_pos:lay.body_pos + lay.body_len]),
-        topic=bytes(mv[lay.topic_pos:lay.topic_pos + lay.topic_len]).decode(
-            "utf-8", "replace"),
-        properties=decode_properties(bytes(mv[lay.props_pos:lay.props_pos + lay.props_len])
-                                     .decode("utf-8", "replace")),
+        total_size=total,
+        queue_id=queue_id,
+        flag=flag,
+        queue_offset=queue_offset,
+        phys_offset=phys_offset,
+        sysflag=sysflag,
+        born_timestamp_ms=born_ts,
+        born_host=born_host,
+        store_timestamp_ms=store_ts,
+        store_host=store_host,
+        reconsume_times=reconsume,
+        prepared_transaction_offset=prepared,
+        body=bytes(mv[lay.body_pos : lay.body_pos + lay.body_len]),
+        topic=bytes(mv[lay.topic_pos : lay.topic_pos + lay.topic_len]).decode("utf-8", "replace"),
+        properties=decode_properties(
+            bytes(mv[lay.props_pos : lay.props_pos + lay.props_len]).decode("utf-8", "replace")
+        ),
         body_crc=crc,
     )
 
 
-def iter_records(buf: bytes | bytearray | memoryview, *,
-                 check_crc: bool = True) -> Iterator[StoredMessage]:
+def iter_records(
+    buf: bytes | bytearray | memoryview, *, check_crc: bool = True
+) -> Iterator[StoredMessage]:
     """Decode concatenated records (a pull reply or a batch); BLANK records are skipped."""
     pos, end = 0, len(buf)
     while pos < end:

@@ -26,7 +26,7 @@ __all__ = ["MetricsHttpServer"]
 
 log = logging.getLogger(__name__)
 
-HEADER_TIMEOUT_S = 5.0        # a client gets this long to send its request head
+HEADER_TIMEOUT_S = 5.0  # a client gets this long to send its request head
 MAX_HEADER_BYTES = 16 * 1024
 
 
@@ -34,8 +34,9 @@ class MetricsHttpServer(SmallServer):
     """``await start()`` binds *host*:*port* (0 = any free port, read back from
     :attr:`port`); ``await stop()`` closes it and any open connection."""
 
-    def __init__(self, registry: CollectorRegistry, *, host: str, port: int,
-                 name: str = "metrics") -> None:
+    def __init__(
+        self, registry: CollectorRegistry, *, host: str, port: int, name: str = "metrics"
+    ) -> None:
         super().__init__(host=host, port=port, limit=MAX_HEADER_BYTES)
         self._registry = registry
         self._name = name
@@ -55,15 +56,20 @@ class MetricsHttpServer(SmallServer):
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEADER_TIMEOUT_S)
             status, content_type, body = self._answer(head.decode("latin-1"))
-            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
-                         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-                         .encode("latin-1"))
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode("latin-1")
+            )
             if not head.startswith(b"HEAD "):
                 writer.write(body)
             await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
-                ConnectionError):
-            pass   # the client went away or sent no request head in time
+        except (
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            TimeoutError,
+            ConnectionError,
+        ):
+            pass  # the client went away or sent no request head in time
         finally:
             self._connections.discard(writer)
             writer.close()

@@ -23,8 +23,7 @@ import struct
 import time
 from dataclasses import dataclass
 
-__all__ = ["OffsetMessageId", "UniqueIdGenerator", "decode_offset_msg_id",
-           "encode_offset_msg_id"]
+__all__ = ["OffsetMessageId", "UniqueIdGenerator", "decode_offset_msg_id", "encode_offset_msg_id"]
 
 _PORT_OFFSET = struct.Struct(">iq")
 
@@ -43,8 +42,10 @@ def encode_offset_msg_id(host: str, port: int, phys_offset: int) -> str:
 def decode_offset_msg_id(msg_id: str) -> OffsetMessageId:
     """Decode an offset message id; ``ValueError`` says why one is not."""
     if len(msg_id) not in (32, 56):
-        raise ValueError(f"offset message id {msg_id!r} has {len(msg_id)} characters; "
-                         "expected 32 (IPv4) or 56 (IPv6)")
+        raise ValueError(
+            f"offset message id {msg_id!r} has {len(msg_id)} characters; "
+            "expected 32 (IPv4) or 56 (IPv6)"
+        )
     try:
         raw = bytes.fromhex(msg_id)
     except ValueError:
@@ -66,14 +67,15 @@ class UniqueIdGenerator:
             ip_raw = ipaddress.ip_address(ip).packed[-4:]
         except ValueError:
             ip_raw = b"\x7f\0\0\1"
-        self._prefix = ip_raw + struct.pack(">HI", os.getpid() & 0xFFFF,
-                                            int.from_bytes(os.urandom(4), "big"))
+        self._prefix = ip_raw + struct.pack(
+            ">HI", os.getpid() & 0xFFFF, int.from_bytes(os.urandom(4), "big")
+        )
         self._prefix_hex = self._prefix.hex().upper()
         # next() on itertools.count is one C call, atomic under the GIL: no lock needed.
         self._counter = itertools.count()
         self._month_start, self._next_month_start = _month_bounds(time.time())
         self._ms = -1
-        self._ms_prefix = ""    # prefix and the hex of _ms, reused within one millisecond
+        self._ms_prefix = ""  # prefix and the hex of _ms, reused within one millisecond
 
     def next_id(self) -> str:
         return f"{self._prefix_now()}{next(self._counter) & 0xFFFF:04X}"

@@ -25,8 +25,15 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-__all__ = ["Progress", "ProgressCallback", "Sink", "format_bytes", "log_sink",
-           "phase_progress", "stream_sink"]
+__all__ = [
+    "Progress",
+    "ProgressCallback",
+    "Sink",
+    "format_bytes",
+    "log_sink",
+    "phase_progress",
+    "stream_sink",
+]
 
 # (phase, done, total): how far a phase of some long work is; total 0 = unknown.
 ProgressCallback = Callable[[str, int, int], None]
@@ -64,15 +71,23 @@ class Progress:
     and appended after ``|``.
     """
 
-    def __init__(self, what: str, *, sink: Sink, total: int = 0, unit: str = "bytes",
-                 interval_s: float = 5.0, time_budget_s: float | None = None,
-                 detail: Callable[[], str] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        what: str,
+        *,
+        sink: Sink,
+        total: int = 0,
+        unit: str = "bytes",
+        interval_s: float = 5.0,
+        time_budget_s: float | None = None,
+        detail: Callable[[], str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.what = what
         self.total = total
         self.unit = unit
         self.done = 0
-        self.lines = 0                  # lines handed to the sink so far
+        self.lines = 0  # lines handed to the sink so far
         self._sink = sink
         self._interval_s = interval_s
         self._time_budget_s = time_budget_s
@@ -107,8 +122,11 @@ class Progress:
             return
         elapsed = self._clock() - self._started
         rate = self.done / elapsed if elapsed > 0 else 0.0
-        self._sink(f"{self.what}: done, {self._amount(self.done)} in "
-                   f"{_format_seconds(elapsed)} ({self._rate(rate)})", True)
+        self._sink(
+            f"{self.what}: done, {self._amount(self.done)} in "
+            f"{_format_seconds(elapsed)} ({self._rate(rate)})",
+            True,
+        )
 
     def _line(self, now: float, rate: float) -> str:
         parts = [f"{self.what}", self._amount(self.done)]
@@ -139,9 +157,14 @@ class Progress:
         return f"{format_bytes(per_s)}/s" if self.unit == "bytes" else f"{per_s:,.0f} {self.unit}/s"
 
 
-def phase_progress(sink: Sink, *, what: str = "", unit: str = "bytes",
-                   interval_s: float = 5.0,
-                   clock: Callable[[], float] = time.monotonic) -> ProgressCallback:
+def phase_progress(
+    sink: Sink,
+    *,
+    what: str = "",
+    unit: str = "bytes",
+    interval_s: float = 5.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> ProgressCallback:
     """A :data:`ProgressCallback` showing each phase as a :class:`Progress` of its own.
 
     A new phase finishes the previous one; ``total`` 0 means unknown.
@@ -152,8 +175,16 @@ def phase_progress(sink: Sink, *, what: str = "", unit: str = "bytes",
         if not current or current[0].what != f"{what}{phase}":
             if current:
                 current.pop().finish()
-            current.append(Progress(f"{what}{phase}", sink=sink, total=total, unit=unit,
-                                    interval_s=interval_s, clock=clock))
+            current.append(
+                Progress(
+                    f"{what}{phase}",
+                    sink=sink,
+                    total=total,
+                    unit=unit,
+                    interval_s=interval_s,
+                    clock=clock,
+                )
+            )
         current[0].update(done, total)
         if total and done >= total:
             current.pop().finish()

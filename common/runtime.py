@@ -46,14 +46,19 @@ import logging
 import os
 import sys
 
-__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "freeze_startup_objects", "grpc_fork_exec_only",
-           "tune_malloc"]
+__all__ = [
+    "MMAP_THRESHOLD",
+    "TRIM_THRESHOLD",
+    "freeze_startup_objects",
+    "grpc_fork_exec_only",
+    "tune_malloc",
+]
 
 log = logging.getLogger(__name__)
 
-MMAP_THRESHOLD = 32 * 1024 * 1024     # DEFAULT_MMAP_THRESHOLD_MAX on 64-bit glibc
+MMAP_THRESHOLD = 32 * 1024 * 1024  # DEFAULT_MMAP_THRESHOLD_MAX on 64-bit glibc
 TRIM_THRESHOLD = 64 * 1024 * 1024
-_M_TRIM_THRESHOLD = -1                # <malloc.h>
+_M_TRIM_THRESHOLD = -1  # <malloc.h>
 _M_MMAP_THRESHOLD = -3
 
 _tuned: bool | None = None
@@ -70,24 +75,31 @@ def tune_malloc() -> bool:
     if os.environ.get("POCKETMQ_MALLOC_TUNING", "1").strip() == "0":
         log.debug("malloc tuning is off (POCKETMQ_MALLOC_TUNING=0)")
         return False
-    if "GLIBC_TUNABLES" in os.environ or any(k.startswith("MALLOC_") and k.endswith("_")
-                                             for k in os.environ):
+    if "GLIBC_TUNABLES" in os.environ or any(
+        k.startswith("MALLOC_") and k.endswith("_") for k in os.environ
+    ):
         log.debug("malloc tunables come from the environment; leaving them")
         return False
     try:
         libc = ctypes.CDLL(None)
         mallopt = libc.mallopt
-        gnu_version = libc.gnu_get_libc_version   # glibc only (musl's mallopt is a no-op)
+        gnu_version = libc.gnu_get_libc_version  # glibc only (musl's mallopt is a no-op)
     except (OSError, AttributeError):
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
     gnu_version.restype = ctypes.c_char_p
-    _tuned = (mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
-              and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1)
-    log.debug("glibc %s malloc: mmap threshold %d MiB, trim threshold %d MiB: %s",
-              gnu_version().decode(), MMAP_THRESHOLD >> 20, TRIM_THRESHOLD >> 20,
-              "set" if _tuned else "refused")
+    _tuned = (
+        mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+        and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
+    )
+    log.debug(
+        "glibc %s malloc: mmap threshold %d MiB, trim threshold %d MiB: %s",
+        gnu_version().decode(),
+        MMAP_THRESHOLD >> 20,
+        TRIM_THRESHOLD >> 20,
+        "set" if _tuned else "refused",
+    )
     return _tuned
 
 

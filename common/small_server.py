@@ -30,19 +30,22 @@ class SmallServer:
         self._connections: set[asyncio.StreamWriter] = set()
         self.port = 0
 
-    async def _serve(self, reader: asyncio.StreamReader,
-                     writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         raise NotImplementedError
 
     async def start(self) -> None:
         who, what, flag = self._bind_error
         try:
             self._server = await asyncio.start_server(
-                self._serve, self._host, self._requested_port, limit=self._limit)
+                self._serve, self._host, self._requested_port, limit=self._limit
+            )
         except OSError as exc:
-            raise OSError(exc.errno, f"{who} cannot {what} on {self._host}:"
-                                     f"{self._requested_port}: {exc.strerror}; is another "
-                                     f"process using the port? ({flag})") from None
+            raise OSError(
+                exc.errno,
+                f"{who} cannot {what} on {self._host}:"
+                f"{self._requested_port}: {exc.strerror}; is another "
+                f"process using the port? ({flag})",
+            ) from None
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:

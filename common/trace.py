@@ -52,9 +52,9 @@ __all__ = [
     "pack_trace_messages",
 ]
 
-DEFAULT_TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"   # RocketMQ's TopicValidator.RMQ_SYS_TRACE_TOPIC
-MAX_TRACE_BODY_BYTES = 128_000                # RocketMQ's trace maxMsgSize
-MAX_TRACE_KEYS_CHARS = 16_000                 # well under the 32767-byte properties limit
+DEFAULT_TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"  # RocketMQ's TopicValidator.RMQ_SYS_TRACE_TOPIC
+MAX_TRACE_BODY_BYTES = 128_000  # RocketMQ's trace maxMsgSize
+MAX_TRACE_KEYS_CHARS = 16_000  # well under the 32767-byte properties limit
 
 
 class TraceType:
@@ -99,11 +99,11 @@ class TraceRecord:
     status: str = ""
     retry_times: int = 0
     body_bytes: int = 0
-    msg_type: str = ""             # Normal, Delay, Trans_Half, Trans_Commit, Trans_Rollback
-    request_id: str = ""           # pairs a SubBefore with its SubAfter
-    transaction_state: str = ""    # EndTransaction: COMMIT, ROLLBACK, UNKNOWN
+    msg_type: str = ""  # Normal, Delay, Trans_Half, Trans_Commit, Trans_Rollback
+    request_id: str = ""  # pairs a SubBefore with its SubAfter
+    transaction_state: str = ""  # EndTransaction: COMMIT, ROLLBACK, UNKNOWN
     from_transaction_check: bool = False
-    stored_topic: str = ""         # Store/Delivered: where it lies (SCHEDULE_TOPIC_XXXX ...)
+    stored_topic: str = ""  # Store/Delivered: where it lies (SCHEDULE_TOPIC_XXXX ...)
     source: str = "client"
 
     def index_keys(self) -> list[str]:
@@ -135,11 +135,18 @@ class TraceRecord:
 
 
 _DEFAULTS: dict[str, Any] = {
-    f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING
-             else f.default if f.default is not dataclasses.MISSING else None)
-    for f in dataclasses.fields(TraceRecord)}
-_OPTIONAL = tuple((name, default) for name, default in _DEFAULTS.items()
-                  if name not in ("type", "ts"))
+    f.name: (
+        f.default_factory()
+        if f.default_factory is not dataclasses.MISSING
+        else f.default
+        if f.default is not dataclasses.MISSING
+        else None
+    )
+    for f in dataclasses.fields(TraceRecord)
+}
+_OPTIONAL = tuple(
+    (name, default) for name, default in _DEFAULTS.items() if name not in ("type", "ts")
+)
 
 
 def encode_trace_line(record: TraceRecord) -> tuple[str, list[str]]:
@@ -148,18 +155,22 @@ def encode_trace_line(record: TraceRecord) -> tuple[str, list[str]]:
     Hot paths may format their lines themselves (client/trace.py formats Pub
     records with :func:`json_string`); the line must decode to the same record.
     """
-    return (json.dumps(record.to_json(), separators=(",", ":"), ensure_ascii=False),
-            record.index_keys())
+    return (
+        json.dumps(record.to_json(), separators=(",", ":"), ensure_ascii=False),
+        record.index_keys(),
+    )
 
 
 #: a str as a JSON string literal, quotes included (the C encoder json.dumps uses)
 json_string = _json_encoder.encode_basestring
 
 
-def pack_trace_lines(lines: Iterable[tuple[str, list[str]]], *,
-                     max_body_bytes: int = MAX_TRACE_BODY_BYTES,
-                     max_keys_chars: int = MAX_TRACE_KEYS_CHARS,
-                     ) -> Iterator[tuple[bytes, list[str]]]:
+def pack_trace_lines(
+    lines: Iterable[tuple[str, list[str]]],
+    *,
+    max_body_bytes: int = MAX_TRACE_BODY_BYTES,
+    max_keys_chars: int = MAX_TRACE_KEYS_CHARS,
+) -> Iterator[tuple[bytes, list[str]]]:
     """(body, KEYS) of the trace messages that carry *lines* ((line, keys) pairs), in order.
 
     A message is closed before a line would take its body past *max_body_bytes*
@@ -173,8 +184,9 @@ def pack_trace_lines(lines: Iterable[tuple[str, list[str]]], *,
         line = text.encode()
         fresh = [k for k in dict.fromkeys(line_keys) if k not in keys]
         fresh_chars = sum(len(k) + 1 for k in fresh)
-        if parts and (size + len(line) + 1 > max_body_bytes
-                      or keys_chars + fresh_chars > max_keys_chars):
+        if parts and (
+            size + len(line) + 1 > max_body_bytes or keys_chars + fresh_chars > max_keys_chars
+        ):
             yield b"\n".join(parts), list(keys)
             parts, keys, size, keys_chars = [], {}, 0, 0
             fresh = list(dict.fromkeys(line_keys))
@@ -187,19 +199,24 @@ def pack_trace_lines(lines: Iterable[tuple[str, list[str]]], *,
         yield b"\n".join(parts), list(keys)
 
 
-def pack_trace_messages(records: Iterable[TraceRecord], *,
-                        max_body_bytes: int = MAX_TRACE_BODY_BYTES,
-                        max_keys_chars: int = MAX_TRACE_KEYS_CHARS,
-                        ) -> Iterator[tuple[bytes, list[str]]]:
+def pack_trace_messages(
+    records: Iterable[TraceRecord],
+    *,
+    max_body_bytes: int = MAX_TRACE_BODY_BYTES,
+    max_keys_chars: int = MAX_TRACE_KEYS_CHARS,
+) -> Iterator[tuple[bytes, list[str]]]:
     """:func:`pack_trace_lines` of *records*."""
-    return pack_trace_lines((encode_trace_line(r) for r in records),
-                            max_body_bytes=max_body_bytes, max_keys_chars=max_keys_chars)
+    return pack_trace_lines(
+        (encode_trace_line(r) for r in records),
+        max_body_bytes=max_body_bytes,
+        max_keys_chars=max_keys_chars,
+    )
 
 
 def decode_trace_body(body: bytes) -> list[TraceRecord]:
     """The records of one trace message; lines that are not records are skipped."""
     out = []
-    for line in body.split(b"\n"):    # not splitlines(): JSON leaves U+0085, U+2028 raw
+    for line in body.split(b"\n"):  # not splitlines(): JSON leaves U+0085, U+2028 raw
         if not line.strip():
             continue
         try:

@@ -29,8 +29,10 @@ def _check_name(kind: str, name: str, limit: int) -> str | None:
         return f"{kind} name is {len(name)} characters; at most {limit} are allowed"
     if not _NAME.match(name):
         bad = sorted({c for c in name if not _NAME.match(c)})
-        return (f"{kind} name {name!r} contains {''.join(bad)!r}; only letters, digits "
-                f"and %|_- are allowed")
+        return (
+            f"{kind} name {name!r} contains {''.join(bad)!r}; only letters, digits "
+            f"and %|_- are allowed"
+        )
     return None
 
 

@@ -13,6 +13,15 @@ from pocketmq.controller.service import ControllerService
 from pocketmq.controller.state import BrokerLive, GroupState, Refusal
 from pocketmq.controller.store import ControllerStore, FileControllerStore, StoreUnavailable
 
-__all__ = ["BrokerLive", "ControllerConfigView", "ControllerService", "ControllerStore",
-           "FileControllerStore", "GroupState", "Heartbeat", "Refusal", "ReplicasManager",
-           "StoreUnavailable"]
+__all__ = [
+    "BrokerLive",
+    "ControllerConfigView",
+    "ControllerService",
+    "ControllerStore",
+    "FileControllerStore",
+    "GroupState",
+    "Heartbeat",
+    "Refusal",
+    "ReplicasManager",
+    "StoreUnavailable",
+]

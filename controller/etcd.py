@@ -45,13 +45,15 @@ def parse_endpoints(spec: str) -> list[str]:
         if not part:
             continue
         if part.startswith("https://"):
-            raise ValueError(f"etcd endpoint {part!r}: TLS to etcd is not supported; give "
-                             "http://host:port")
+            raise ValueError(
+                f"etcd endpoint {part!r}: TLS to etcd is not supported; give http://host:port"
+            )
         part = part.removeprefix("http://").rstrip("/")
         host, sep, port = part.rpartition(":")
         if not sep or not host or not port.isdigit():
-            raise ValueError(f"etcd endpoint {part!r} is not host:port (e.g. "
-                             "http://127.0.0.1:2379)")
+            raise ValueError(
+                f"etcd endpoint {part!r} is not host:port (e.g. http://127.0.0.1:2379)"
+            )
         out.append(part)
     if not out:
         raise ValueError(f"no etcd endpoint in {spec!r}; give http://host:port[,...]")
@@ -97,44 +99,67 @@ class EtcdClient:
                 log.debug("etcd %s on %s failed: %s", what, self.endpoint, exc.details())
                 await self._rotate()
         assert last is not None
-        raise StoreUnavailable(f"etcd {what} failed on every endpoint "
-                               f"({', '.join(self.endpoints)}): {last.code().name} "
-                               f"{last.details()}")
+        raise StoreUnavailable(
+            f"etcd {what} failed on every endpoint "
+            f"({', '.join(self.endpoints)}): {last.code().name} "
+            f"{last.details()}"
+        )
 
     # -- KV -----------------------------------------------------------------------------
     async def get(self, key: bytes) -> tuple[bytes, int] | None:
-        resp = await self._call("get", lambda c: c._kv.Range(
-            rpc.RangeRequest(key=key), timeout=self._timeout_s))
+        resp = await self._call(
+            "get", lambda c: c._kv.Range(rpc.RangeRequest(key=key), timeout=self._timeout_s)
+        )
         if not resp.kvs:
             return None
         return resp.kvs[0].value, resp.kvs[0].mod_revision
 
     async def get_prefix(self, prefix: bytes) -> dict[bytes, tuple[bytes, int]]:
         end = prefix[:-1] + bytes([prefix[-1] + 1])
-        resp = await self._call("get", lambda c: c._kv.Range(
-            rpc.RangeRequest(key=prefix, range_end=end), timeout=self._timeout_s))
+        resp = await self._call(
+            "get",
+            lambda c: c._kv.Range(
+                rpc.RangeRequest(key=prefix, range_end=end), timeout=self._timeout_s
+            ),
+        )
         return {kv.key: (kv.value, kv.mod_revision) for kv in resp.kvs}
 
-    async def put_if(self, key: bytes, value: bytes, mod_revision: int, *,
-                     guard: tuple[bytes, int] | None = None) -> int | None:
-        compare = [rpc.Compare(key=key, target=rpc.Compare.MOD,
-                               result=rpc.Compare.EQUAL, mod_revision=mod_revision)]
+    async def put_if(
+        self, key: bytes, value: bytes, mod_revision: int, *, guard: tuple[bytes, int] | None = None
+    ) -> int | None:
+        compare = [
+            rpc.Compare(
+                key=key, target=rpc.Compare.MOD, result=rpc.Compare.EQUAL, mod_revision=mod_revision
+            )
+        ]
         if guard is not None:
-            compare.append(rpc.Compare(key=guard[0], target=rpc.Compare.CREATE,
-                                       result=rpc.Compare.EQUAL, create_revision=guard[1]))
-        txn = rpc.TxnRequest(compare=compare, success=[rpc.RequestOp(
-            request_put=rpc.PutRequest(key=key, value=value))])
+            compare.append(
+                rpc.Compare(
+                    key=guard[0],
+                    target=rpc.Compare.CREATE,
+                    result=rpc.Compare.EQUAL,
+                    create_revision=guard[1],
+                )
+            )
+        txn = rpc.TxnRequest(
+            compare=compare,
+            success=[rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=value))],
+        )
         resp = await self._call("txn", lambda c: c._kv.Txn(txn, timeout=self._timeout_s))
         return resp.header.revision if resp.succeeded else None
 
-    async def create_if_absent(self, key: bytes, value: bytes,
-                               lease: int) -> tuple[bool, int, bytes]:
+    async def create_if_absent(
+        self, key: bytes, value: bytes, lease: int
+    ) -> tuple[bool, int, bytes]:
         txn = rpc.TxnRequest(
-            compare=[rpc.Compare(key=key, target=rpc.Compare.CREATE,
-                                 result=rpc.Compare.EQUAL, create_revision=0)],
-            success=[rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=value,
-                                                              lease=lease))],
-            failure=[rpc.RequestOp(request_range=rpc.RangeRequest(key=key))])
+            compare=[
+                rpc.Compare(
+                    key=key, target=rpc.Compare.CREATE, result=rpc.Compare.EQUAL, create_revision=0
+                )
+            ],
+            success=[rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=value, lease=lease))],
+            failure=[rpc.RequestOp(request_range=rpc.RangeRequest(key=key))],
+        )
         resp = await self._call("txn", lambda c: c._kv.Txn(txn, timeout=self._timeout_s))
         if resp.succeeded:
             return True, resp.header.revision, value
@@ -145,22 +170,34 @@ class EtcdClient:
 
     async def delete_if(self, key: bytes, create_revision: int) -> bool:
         txn = rpc.TxnRequest(
-            compare=[rpc.Compare(key=key, target=rpc.Compare.CREATE,
-                                 result=rpc.Compare.EQUAL, create_revision=create_revision)],
-            success=[rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=key))])
+            compare=[
+                rpc.Compare(
+                    key=key,
+                    target=rpc.Compare.CREATE,
+                    result=rpc.Compare.EQUAL,
+                    create_revision=create_revision,
+                )
+            ],
+            success=[rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=key))],
+        )
         resp = await self._call("txn", lambda c: c._kv.Txn(txn, timeout=self._timeout_s))
         return bool(resp.succeeded)
 
     # -- leases -------------------------------------------------------------------------
     async def lease_grant(self, ttl_s: int) -> int:
-        resp = await self._call("lease grant", lambda c: c._lease.LeaseGrant(
-            rpc.LeaseGrantRequest(TTL=ttl_s), timeout=self._timeout_s))
+        resp = await self._call(
+            "lease grant",
+            lambda c: c._lease.LeaseGrant(
+                rpc.LeaseGrantRequest(TTL=ttl_s), timeout=self._timeout_s
+            ),
+        )
         if resp.error:
             raise StoreUnavailable(f"etcd refused a lease: {resp.error}")
         return int(resp.ID)
 
     async def lease_keepalive(self, lease: int) -> int:
         """Refresh *lease* once; its remaining TTL in seconds (0 = it expired)."""
+
         async def once(c: EtcdClient) -> Any:
             assert c._lease is not None
             call = c._lease.LeaseKeepAlive(timeout=self._timeout_s)
@@ -169,6 +206,7 @@ class EtcdClient:
             await call.done_writing()
             call.cancel()
             return resp
+
         resp = await self._call("lease keepalive", once)
         if resp is grpc.aio.EOF:
             raise StoreUnavailable("etcd closed the keepalive stream")
@@ -176,8 +214,12 @@ class EtcdClient:
 
     async def lease_revoke(self, lease: int) -> None:
         try:
-            await self._call("lease revoke", lambda c: c._lease.LeaseRevoke(
-                rpc.LeaseRevokeRequest(ID=lease), timeout=self._timeout_s))
+            await self._call(
+                "lease revoke",
+                lambda c: c._lease.LeaseRevoke(
+                    rpc.LeaseRevokeRequest(ID=lease), timeout=self._timeout_s
+                ),
+            )
         except StoreUnavailable as exc:
             log.info("could not revoke etcd lease %x (it expires by itself): %s", lease, exc)
 

@@ -39,8 +39,15 @@ log = logging.getLogger(__name__)
 class EtcdLeadership:
     """Campaigns for the active-controller role; :attr:`active` while it holds the lease."""
 
-    def __init__(self, client: EtcdClient, *, prefix: str, address: str, ttl_s: int = 3,
-                 on_change: Callable[[bool], None] | None = None) -> None:
+    def __init__(
+        self,
+        client: EtcdClient,
+        *,
+        prefix: str,
+        address: str,
+        ttl_s: int = 3,
+        on_change: Callable[[bool], None] | None = None,
+    ) -> None:
         self._client = client
         self.key = f"{prefix}/leader".encode()
         self.address = address
@@ -48,7 +55,7 @@ class EtcdLeadership:
         self._on_change = on_change
         self.active = False
         self.leader_addr = ""
-        self.create_revision = 0          # of the leader key while we hold it (the guard)
+        self.create_revision = 0  # of the leader key while we hold it (the guard)
         self._lease = 0
         self._task: asyncio.Task[None] | None = None
 
@@ -68,8 +75,11 @@ class EtcdLeadership:
     def _set(self, active: bool) -> None:
         if active != self.active:
             self.active = active
-            log.warning("controller at %s is %s", self.address,
-                        "now the ACTIVE controller" if active else "no longer active (standby)")
+            log.warning(
+                "controller at %s is %s",
+                self.address,
+                "now the ACTIVE controller" if active else "no longer active (standby)",
+            )
             if self._on_change is not None:
                 self._on_change(active)
 
@@ -86,7 +96,8 @@ class EtcdLeadership:
         """One campaign, then keep the lease (active) or watch the key (standby)."""
         self._lease = await self._client.lease_grant(self._ttl_s)
         won, revision, holder = await self._client.create_if_absent(
-            self.key, self.address.encode(), self._lease)
+            self.key, self.address.encode(), self._lease
+        )
         self.leader_addr = holder.decode()
         if won:
             self.create_revision = revision
@@ -97,7 +108,7 @@ class EtcdLeadership:
         await self._client.lease_revoke(self._lease)
         self._lease = 0
         if revision == 0:
-            return          # it vanished between the two calls: campaign again
+            return  # it vanished between the two calls: campaign again
         async for kind, value in self._client.watch(self.key):
             if kind == "DELETE":
                 return
@@ -122,8 +133,9 @@ class EtcdLeadership:
 
 
 class EtcdControllerStore:
-    def __init__(self, client: EtcdClient, *, prefix: str,
-                 leadership: EtcdLeadership | None = None) -> None:
+    def __init__(
+        self, client: EtcdClient, *, prefix: str, leadership: EtcdLeadership | None = None
+    ) -> None:
         self._client = client
         self._prefix = f"{prefix}/groups/".encode()
         self._leadership = leadership
@@ -131,18 +143,20 @@ class EtcdControllerStore:
     async def load_all(self) -> dict[str, tuple[GroupState, int]]:
         out = {}
         for key, (value, revision) in (await self._client.get_prefix(self._prefix)).items():
-            out[key[len(self._prefix):].decode()] = (GroupState.from_json(value), revision)
+            out[key[len(self._prefix) :].decode()] = (GroupState.from_json(value), revision)
         return out
 
-    async def compare_and_set(self, broker_name: str, state: GroupState,
-                              version: int) -> int | None:
+    async def compare_and_set(
+        self, broker_name: str, state: GroupState, version: int
+    ) -> int | None:
         guard = None
         if self._leadership is not None:
             if not self._leadership.active:
                 raise StoreUnavailable("this controller is not the active one any more")
             guard = (self._leadership.key, self._leadership.create_revision)
-        return await self._client.put_if(self._prefix + broker_name.encode(), state.to_json(),
-                                         version, guard=guard)
+        return await self._client.put_if(
+            self._prefix + broker_name.encode(), state.to_json(), version, guard=guard
+        )
 
     async def close(self) -> None:
         await self._client.close()

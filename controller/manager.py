@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ControllerConfigView:
-    broker_inactive_ms: int = 3000      # a master silent this long is replaced
+    broker_inactive_ms: int = 3000  # a master silent this long is replaced
     elect_unclean_master: bool = False  # elect outside the in-sync set (may lose data)
 
 
@@ -60,8 +60,9 @@ class Heartbeat:
 
 
 class ReplicasManager:
-    def __init__(self, store: ControllerStore, config: ControllerConfigView, *,
-                 now_ms: Callable[[], int]) -> None:
+    def __init__(
+        self, store: ControllerStore, config: ControllerConfigView, *, now_ms: Callable[[], int]
+    ) -> None:
         self._store = store
         self._config = config
         self._now_ms = now_ms
@@ -77,10 +78,13 @@ class ReplicasManager:
         async with self._lock:
             self._groups = await self._store.load_all()
             now = self._now_ms()
-            self._live = {name: {i: BrokerLive(last_heartbeat_ms=now, incarnation="",
-                                               epoch=0, max_offset=0)
-                                 for i in state.replicas}
-                          for name, (state, _v) in self._groups.items()}
+            self._live = {
+                name: {
+                    i: BrokerLive(last_heartbeat_ms=now, incarnation="", epoch=0, max_offset=0)
+                    for i in state.replicas
+                }
+                for name, (state, _v) in self._groups.items()
+            }
         for state, _v in self._groups.values():
             self._tell(state)
 
@@ -94,8 +98,9 @@ class ReplicasManager:
     def live(self, broker_name: str) -> dict[int, BrokerLive]:
         """Brokers of *broker_name* heard from within broker_inactive_ms."""
         since = self._now_ms() - self._config.broker_inactive_ms
-        return {i: b for i, b in self._live.get(broker_name, {}).items()
-                if b.last_heartbeat_ms >= since}
+        return {
+            i: b for i, b in self._live.get(broker_name, {}).items() if b.last_heartbeat_ms >= since
+        }
 
     async def _write(self, name: str, state: GroupState) -> GroupState:
         """CAS *state* over the version we hold; on a lost race reload and refuse."""
@@ -105,8 +110,9 @@ class ReplicasManager:
         version = await self._store.compare_and_set(name, state, held[1] if held else 0)
         if version is None:
             self._groups = await self._store.load_all()
-            raise Refusal("CONCURRENT_UPDATE",
-                          f"the state of {name} changed under this controller; retry")
+            raise Refusal(
+                "CONCURRENT_UPDATE", f"the state of {name} changed under this controller; retry"
+            )
         self._groups[name] = (state, version)
         self._tell(state)
         return state
@@ -122,7 +128,7 @@ class ReplicasManager:
 
     def _tell(self, state: GroupState) -> None:
         for queue in list(self._watchers):
-            if queue.full():       # a watcher that does not read: drop it, it reconnects
+            if queue.full():  # a watcher that does not read: drop it, it reconnects
                 self._watchers.discard(queue)
                 continue
             queue.put_nowait(state)
@@ -133,29 +139,53 @@ class ReplicasManager:
         async with self._lock:
             name = hb.broker_name
             held = self.get(name)
-            state, broker_id = register(held, cluster_name=hb.cluster_name, broker_name=name,
-                                        broker_id=hb.broker_id, addr=hb.broker_addr,
-                                        ha_addr=hb.ha_addr)
+            state, broker_id = register(
+                held,
+                cluster_name=hb.cluster_name,
+                broker_name=name,
+                broker_id=hb.broker_id,
+                addr=hb.broker_addr,
+                ha_addr=hb.ha_addr,
+            )
             before = self._live.setdefault(name, {}).get(broker_id)
             self._live[name][broker_id] = BrokerLive(
-                last_heartbeat_ms=self._now_ms(), incarnation=hb.incarnation, epoch=hb.epoch,
-                max_offset=hb.max_offset, confirm_offset=hb.confirm_offset,
-                priority=hb.priority)
+                last_heartbeat_ms=self._now_ms(),
+                incarnation=hb.incarnation,
+                epoch=hb.epoch,
+                max_offset=hb.max_offset,
+                confirm_offset=hb.confirm_offset,
+                priority=hb.priority,
+            )
             if state.master_id == 0 and not state.sync_state_set:
                 # The first broker of a new group is its master at once.
                 epoch = max(state.master_epoch, hb.epoch) + 1
-                state = replace(state, master_id=broker_id, master_epoch=epoch,
-                                sync_state_set=frozenset({broker_id}),
-                                sss_epoch=state.sss_epoch + 1)
-                log.warning("controller: %s id %d at %s is the first master of %s (epoch %d)",
-                            name, broker_id, hb.broker_addr, name, epoch)
+                state = replace(
+                    state,
+                    master_id=broker_id,
+                    master_epoch=epoch,
+                    sync_state_set=frozenset({broker_id}),
+                    sss_epoch=state.sss_epoch + 1,
+                )
+                log.warning(
+                    "controller: %s id %d at %s is the first master of %s (epoch %d)",
+                    name,
+                    broker_id,
+                    hb.broker_addr,
+                    name,
+                    epoch,
+                )
             state = await self._write(name, state)
-            restarted = (state.master_id == broker_id and before is not None
-                         and before.incarnation and before.incarnation != hb.incarnation)
+            restarted = (
+                state.master_id == broker_id
+                and before is not None
+                and before.incarnation
+                and before.incarnation != hb.incarnation
+            )
             if restarted or state.master_id == 0:
-                why = ("its master restarted" if restarted else "it has no master")
-                state = await self._elect_locked(name, why, exclude=broker_id if restarted
-                                                 else 0, quiet=state.master_id == 0)
+                why = "its master restarted" if restarted else "it has no master"
+                state = await self._elect_locked(
+                    name, why, exclude=broker_id if restarted else 0, quiet=state.master_id == 0
+                )
             return state, broker_id
 
     async def run_once(self) -> list[str]:
@@ -165,8 +195,9 @@ class ReplicasManager:
             for name, (state, _v) in list(self._groups.items()):
                 if state.master_id and state.master_id not in self.live(name):
                     try:
-                        await self._elect_locked(name, f"master id {state.master_id} stopped "
-                                                 "heartbeating")
+                        await self._elect_locked(
+                            name, f"master id {state.master_id} stopped heartbeating"
+                        )
                         elected.append(name)
                     except Refusal as exc:
                         log.debug("controller: %s", exc)
@@ -175,19 +206,26 @@ class ReplicasManager:
     async def elect_master(self, broker_name: str, designated: int = 0) -> GroupState:
         async with self._lock:
             if self.get(broker_name) is None:
-                raise Refusal("UNKNOWN_BROKER_NAME",
-                              f"the controller knows no broker name {broker_name!r}; known: "
-                              f"{sorted(self._groups) or 'none'}")
-            return await self._elect_locked(broker_name, "an admin asked",
-                                            designated=designated)
+                raise Refusal(
+                    "UNKNOWN_BROKER_NAME",
+                    f"the controller knows no broker name {broker_name!r}; known: "
+                    f"{sorted(self._groups) or 'none'}",
+                )
+            return await self._elect_locked(broker_name, "an admin asked", designated=designated)
 
-    async def _elect_locked(self, name: str, why: str, *, designated: int = 0,
-                            exclude: int = 0, quiet: bool = False) -> GroupState:
+    async def _elect_locked(
+        self, name: str, why: str, *, designated: int = 0, exclude: int = 0, quiet: bool = False
+    ) -> GroupState:
         state = self.get(name)
         assert state is not None
         try:
-            new = elect(state, self.live(name), unclean=self._config.elect_unclean_master,
-                        designated=designated, exclude=exclude)
+            new = elect(
+                state,
+                self.live(name),
+                unclean=self._config.elect_unclean_master,
+                designated=designated,
+                exclude=exclude,
+            )
         except Refusal:
             if state.master_id and state.master_id not in self.live(name):
                 # No replacement: the group has no master until one returns.
@@ -197,23 +235,45 @@ class ReplicasManager:
             raise
         new = await self._write(name, new)
         self.elections += 1
-        log.warning("controller: %s elected id %d (%s) master of %s in epoch %d: %s",
-                    name, new.master_id, new.replicas[new.master_id].addr, name,
-                    new.master_epoch, why)
+        log.warning(
+            "controller: %s elected id %d (%s) master of %s in epoch %d: %s",
+            name,
+            new.master_id,
+            new.replicas[new.master_id].addr,
+            name,
+            new.master_epoch,
+            why,
+        )
         return new
 
-    async def alter_sync_state_set(self, broker_name: str, *, master_id: int,
-                                   master_epoch: int, sss_epoch: int,
-                                   new_set: frozenset[int]) -> GroupState:
+    async def alter_sync_state_set(
+        self,
+        broker_name: str,
+        *,
+        master_id: int,
+        master_epoch: int,
+        sss_epoch: int,
+        new_set: frozenset[int],
+    ) -> GroupState:
         async with self._lock:
             state = self.get(broker_name)
             if state is None:
-                raise Refusal("UNKNOWN_BROKER_NAME",
-                              f"the controller knows no broker name {broker_name!r}")
-            new = alter_sync_state_set(state, self.live(broker_name), master_id=master_id,
-                                       master_epoch=master_epoch, sss_epoch=sss_epoch,
-                                       new_set=new_set)
+                raise Refusal(
+                    "UNKNOWN_BROKER_NAME", f"the controller knows no broker name {broker_name!r}"
+                )
+            new = alter_sync_state_set(
+                state,
+                self.live(broker_name),
+                master_id=master_id,
+                master_epoch=master_epoch,
+                sss_epoch=sss_epoch,
+                new_set=new_set,
+            )
             if new != state:
-                log.info("controller: in-sync set of %s is now %s (epoch %d)", broker_name,
-                         sorted(new.sync_state_set), new.sss_epoch)
+                log.info(
+                    "controller: in-sync set of %s is now %s (epoch %d)",
+                    broker_name,
+                    sorted(new.sync_state_set),
+                    new.sss_epoch,
+                )
             return await self._write(broker_name, new)

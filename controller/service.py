@@ -29,10 +29,18 @@ log = logging.getLogger(__name__)
 
 
 class ControllerService:
-    def __init__(self, *, data_dir: str, etcd_endpoints: list[str] | None = None,
-                 etcd_prefix: str = "/pocketmq/default/controller", address: str = "",
-                 broker_inactive_ms: int = 3000, scan_interval_ms: int = 1000,
-                 lease_ttl_s: int = 3, elect_unclean_master: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        data_dir: str,
+        etcd_endpoints: list[str] | None = None,
+        etcd_prefix: str = "/pocketmq/default/controller",
+        address: str = "",
+        broker_inactive_ms: int = 3000,
+        scan_interval_ms: int = 1000,
+        lease_ttl_s: int = 3,
+        elect_unclean_master: bool = False,
+    ) -> None:
         self._scan_s = scan_interval_ms / 1000
         self._address = address
         self._etcd_endpoints = etcd_endpoints
@@ -42,8 +50,9 @@ class ControllerService:
         self.leadership = None
         self._store: ControllerStore | None = None
         self.manager: ReplicasManager | None = None
-        self._view = ControllerConfigView(broker_inactive_ms=broker_inactive_ms,
-                                          elect_unclean_master=elect_unclean_master)
+        self._view = ControllerConfigView(
+            broker_inactive_ms=broker_inactive_ms, elect_unclean_master=elect_unclean_master
+        )
         self._task: asyncio.Task[None] | None = None
         self._resetting: asyncio.Task[None] | None = None
         self._ready = False
@@ -62,17 +71,24 @@ class ControllerService:
             from pocketmq.controller.etcd_store import EtcdControllerStore, EtcdLeadership
 
             client = EtcdClient(self._etcd_endpoints)
-            self.leadership = EtcdLeadership(client, prefix=self._etcd_prefix, address=address,
-                                             ttl_s=self._lease_ttl_s,
-                                             on_change=self._leadership_changed)
-            self._store = EtcdControllerStore(client, prefix=self._etcd_prefix,
-                                              leadership=self.leadership)
+            self.leadership = EtcdLeadership(
+                client,
+                prefix=self._etcd_prefix,
+                address=address,
+                ttl_s=self._lease_ttl_s,
+                on_change=self._leadership_changed,
+            )
+            self._store = EtcdControllerStore(
+                client, prefix=self._etcd_prefix, leadership=self.leadership
+            )
         else:
             self._store = FileControllerStore(os.path.join(self._data_dir, "controller.json"))
-        self.manager = ReplicasManager(self._store, self._view,
-                                       now_ms=lambda: int(time.monotonic() * 1000))
-        return ControllerServicer(self.manager, is_active=self.is_active,
-                                  leader_addr=self.leader_addr)
+        self.manager = ReplicasManager(
+            self._store, self._view, now_ms=lambda: int(time.monotonic() * 1000)
+        )
+        return ControllerServicer(
+            self.manager, is_active=self.is_active, leader_addr=self.leader_addr
+        )
 
     def is_active(self) -> bool:
         if not self._ready:
@@ -99,8 +115,9 @@ class ControllerService:
                 await asyncio.sleep(0.5)
                 continue
             self._ready = True
-            log.info("controller at %s serves %d broker names", self._address,
-                     len(self.manager.groups()))
+            log.info(
+                "controller at %s serves %d broker names", self._address, len(self.manager.groups())
+            )
             return
 
     async def start(self) -> None:
@@ -109,8 +126,9 @@ class ControllerService:
             await self._reset()
         else:
             self.leadership.start()
-        self._task = asyncio.get_running_loop().create_task(self._run(),
-                                                            name="ControllerScanService")
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name="ControllerScanService"
+        )
 
     async def _run(self) -> None:
         while True:

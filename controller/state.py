@@ -30,8 +30,15 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-__all__ = ["BrokerLive", "GroupState", "Refusal", "ReplicaAddr", "alter_sync_state_set",
-           "elect", "register"]
+__all__ = [
+    "BrokerLive",
+    "GroupState",
+    "Refusal",
+    "ReplicaAddr",
+    "alter_sync_state_set",
+    "elect",
+    "register",
+]
 
 
 class Refusal(Exception):
@@ -44,15 +51,15 @@ class Refusal(Exception):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplicaAddr:
-    addr: str                  # where clients reach the broker
-    ha_addr: str = ""          # its replication service
+    addr: str  # where clients reach the broker
+    ha_addr: str = ""  # its replication service
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerLive:
     """What the active controller heard last from one broker (memory only)."""
 
-    last_heartbeat_ms: int     # monotonic ms of the controller
+    last_heartbeat_ms: int  # monotonic ms of the controller
     incarnation: str
     epoch: int
     max_offset: int
@@ -64,7 +71,7 @@ class BrokerLive:
 class GroupState:
     cluster_name: str
     broker_name: str
-    master_id: int = 0                         # 0 = no master
+    master_id: int = 0  # 0 = no master
     master_epoch: int = 0
     sync_state_set: frozenset[int] = frozenset()
     sss_epoch: int = 0
@@ -76,46 +83,74 @@ class GroupState:
         return self.replicas.get(self.master_id) if self.master_id else None
 
     def to_json(self) -> bytes:
-        return json.dumps({
-            "cluster_name": self.cluster_name, "broker_name": self.broker_name,
-            "master_id": self.master_id, "master_epoch": self.master_epoch,
-            "sync_state_set": sorted(self.sync_state_set), "sss_epoch": self.sss_epoch,
-            "replicas": {str(i): {"addr": r.addr, "ha_addr": r.ha_addr}
-                         for i, r in sorted(self.replicas.items())},
-            "next_id": self.next_id}, sort_keys=True).encode()
+        return json.dumps(
+            {
+                "cluster_name": self.cluster_name,
+                "broker_name": self.broker_name,
+                "master_id": self.master_id,
+                "master_epoch": self.master_epoch,
+                "sync_state_set": sorted(self.sync_state_set),
+                "sss_epoch": self.sss_epoch,
+                "replicas": {
+                    str(i): {"addr": r.addr, "ha_addr": r.ha_addr}
+                    for i, r in sorted(self.replicas.items())
+                },
+                "next_id": self.next_id,
+            },
+            sort_keys=True,
+        ).encode()
 
     @classmethod
     def from_json(cls, raw: bytes | str) -> GroupState:
         d = json.loads(raw)
-        return cls(cluster_name=d["cluster_name"], broker_name=d["broker_name"],
-                   master_id=int(d["master_id"]), master_epoch=int(d["master_epoch"]),
-                   sync_state_set=frozenset(int(i) for i in d["sync_state_set"]),
-                   sss_epoch=int(d["sss_epoch"]),
-                   replicas={int(i): ReplicaAddr(addr=r["addr"], ha_addr=r.get("ha_addr", ""))
-                             for i, r in d["replicas"].items()},
-                   next_id=int(d["next_id"]))
+        return cls(
+            cluster_name=d["cluster_name"],
+            broker_name=d["broker_name"],
+            master_id=int(d["master_id"]),
+            master_epoch=int(d["master_epoch"]),
+            sync_state_set=frozenset(int(i) for i in d["sync_state_set"]),
+            sss_epoch=int(d["sss_epoch"]),
+            replicas={
+                int(i): ReplicaAddr(addr=r["addr"], ha_addr=r.get("ha_addr", ""))
+                for i, r in d["replicas"].items()
+            },
+            next_id=int(d["next_id"]),
+        )
 
 
-def register(state: GroupState | None, *, cluster_name: str, broker_name: str,
-             broker_id: int, addr: str, ha_addr: str) -> tuple[GroupState, int]:
+def register(
+    state: GroupState | None,
+    *,
+    cluster_name: str,
+    broker_name: str,
+    broker_id: int,
+    addr: str,
+    ha_addr: str,
+) -> tuple[GroupState, int]:
     """*state* knowing the broker at *addr* (a new id when *broker_id* is 0 or unknown
     to a fresh state); returns (state, the broker's id). Unchanged when nothing is new."""
     if state is None:
         state = GroupState(cluster_name=cluster_name, broker_name=broker_name)
     if broker_id <= 0:
-        broker_id = next((i for i, r in state.replicas.items() if r.addr == addr), 0) \
-            or state.next_id
+        broker_id = (
+            next((i for i, r in state.replicas.items() if r.addr == addr), 0) or state.next_id
+        )
     known = state.replicas.get(broker_id)
     if known == ReplicaAddr(addr=addr, ha_addr=ha_addr):
         return state, broker_id
     replicas = dict(state.replicas)
     replicas[broker_id] = ReplicaAddr(addr=addr, ha_addr=ha_addr)
-    return replace(state, replicas=replicas,
-                   next_id=max(state.next_id, broker_id + 1)), broker_id
+    return replace(state, replicas=replicas, next_id=max(state.next_id, broker_id + 1)), broker_id
 
 
-def elect(state: GroupState, live: Mapping[int, BrokerLive], *, unclean: bool = False,
-          designated: int = 0, exclude: int = 0) -> GroupState:
+def elect(
+    state: GroupState,
+    live: Mapping[int, BrokerLive],
+    *,
+    unclean: bool = False,
+    designated: int = 0,
+    exclude: int = 0,
+) -> GroupState:
     """A new master term, among the live in-sync replicas (:class:`Refusal` if none).
 
     *live* holds only brokers heard from within the inactivity timeout; *exclude*
@@ -124,53 +159,79 @@ def elect(state: GroupState, live: Mapping[int, BrokerLive], *, unclean: bool = 
     candidates = [i for i in pool if i in live and i in state.replicas]
     if designated:
         if designated not in candidates:
-            raise Refusal("NOT_ELIGIBLE",
-                          f"broker id {designated} of {state.broker_name} cannot be master: "
-                          + ("it is not live" if designated not in live else
-                             f"it is not in the in-sync replica set "
-                             f"{sorted(state.sync_state_set)}"))
+            raise Refusal(
+                "NOT_ELIGIBLE",
+                f"broker id {designated} of {state.broker_name} cannot be master: "
+                + (
+                    "it is not live"
+                    if designated not in live
+                    else f"it is not in the in-sync replica set {sorted(state.sync_state_set)}"
+                ),
+            )
         winner = designated
     else:
         if not candidates:
-            raise Refusal("NO_ELIGIBLE_REPLICA",
-                          f"no live in-sync replica of {state.broker_name} can be master "
-                          f"(in-sync set {sorted(state.sync_state_set)}, live "
-                          f"{sorted(live)}); it stays without one until one returns")
+            raise Refusal(
+                "NO_ELIGIBLE_REPLICA",
+                f"no live in-sync replica of {state.broker_name} can be master "
+                f"(in-sync set {sorted(state.sync_state_set)}, live "
+                f"{sorted(live)}); it stays without one until one returns",
+            )
         others = [i for i in candidates if i != exclude] or candidates
-        winner = min(others, key=lambda i: (-live[i].epoch, -live[i].max_offset,
-                                            live[i].priority, i))
+        winner = min(
+            others, key=lambda i: (-live[i].epoch, -live[i].max_offset, live[i].priority, i)
+        )
     epoch = max(state.master_epoch, max((b.epoch for b in live.values()), default=0)) + 1
-    return replace(state, master_id=winner, master_epoch=epoch,
-                   sync_state_set=frozenset({winner}), sss_epoch=state.sss_epoch + 1)
+    return replace(
+        state,
+        master_id=winner,
+        master_epoch=epoch,
+        sync_state_set=frozenset({winner}),
+        sss_epoch=state.sss_epoch + 1,
+    )
 
 
-def alter_sync_state_set(state: GroupState, live: Mapping[int, BrokerLive], *,
-                         master_id: int, master_epoch: int, sss_epoch: int,
-                         new_set: frozenset[int]) -> GroupState:
+def alter_sync_state_set(
+    state: GroupState,
+    live: Mapping[int, BrokerLive],
+    *,
+    master_id: int,
+    master_epoch: int,
+    sss_epoch: int,
+    new_set: frozenset[int],
+) -> GroupState:
     """The master's shrink or expand of its in-sync set, checked (CAS on epochs)."""
     name = state.broker_name
     if master_id != state.master_id or master_epoch != state.master_epoch:
-        raise Refusal("FENCED_MASTER_EPOCH",
-                      f"broker id {master_id} in epoch {master_epoch} is not the master of "
-                      f"{name}; the master is id {state.master_id} in epoch "
-                      f"{state.master_epoch}")
+        raise Refusal(
+            "FENCED_MASTER_EPOCH",
+            f"broker id {master_id} in epoch {master_epoch} is not the master of "
+            f"{name}; the master is id {state.master_id} in epoch "
+            f"{state.master_epoch}",
+        )
     if sss_epoch != state.sss_epoch:
-        raise Refusal("FENCED_SYNC_STATE_SET_EPOCH",
-                      f"in-sync set epoch {sss_epoch} of {name} is stale; the controller "
-                      f"holds {state.sss_epoch}")
+        raise Refusal(
+            "FENCED_SYNC_STATE_SET_EPOCH",
+            f"in-sync set epoch {sss_epoch} of {name} is stale; the controller "
+            f"holds {state.sss_epoch}",
+        )
     if master_id not in new_set:
-        raise Refusal("MASTER_NOT_IN_SET",
-                      f"the new in-sync set {sorted(new_set)} of {name} lacks its master "
-                      f"{master_id}")
+        raise Refusal(
+            "MASTER_NOT_IN_SET",
+            f"the new in-sync set {sorted(new_set)} of {name} lacks its master {master_id}",
+        )
     unknown = sorted(new_set - set(state.replicas))
     if unknown:
-        raise Refusal("UNKNOWN_REPLICA",
-                      f"broker ids {unknown} are not registered members of {name}")
+        raise Refusal(
+            "UNKNOWN_REPLICA", f"broker ids {unknown} are not registered members of {name}"
+        )
     dead = sorted(i for i in new_set - state.sync_state_set if i not in live)
     if dead:
-        raise Refusal("REPLICA_NOT_LIVE",
-                      f"broker ids {dead} of {name} have not heartbeated the controller "
-                      "recently; they cannot join the in-sync set")
+        raise Refusal(
+            "REPLICA_NOT_LIVE",
+            f"broker ids {dead} of {name} have not heartbeated the controller "
+            "recently; they cannot join the in-sync set",
+        )
     if new_set == state.sync_state_set:
         return state
     return replace(state, sync_state_set=frozenset(new_set), sss_epoch=state.sss_epoch + 1)

@@ -39,8 +39,9 @@ class StoreUnavailable(Exception):
 
 class ControllerStore(Protocol):
     async def load_all(self) -> dict[str, tuple[GroupState, int]]: ...
-    async def compare_and_set(self, broker_name: str, state: GroupState,
-                              version: int) -> int | None: ...
+    async def compare_and_set(
+        self, broker_name: str, state: GroupState, version: int
+    ) -> int | None: ...
     async def close(self) -> None: ...
 
 
@@ -58,20 +59,24 @@ class FileControllerStore:
         except FileNotFoundError:
             return
         except (OSError, ValueError) as exc:
-            raise RuntimeError(f"cannot read the controller's state from {self.path}: {exc}; "
-                               "fix or move the file (its .bak, if any, is the previous "
-                               "version)") from None
+            raise RuntimeError(
+                f"cannot read the controller's state from {self.path}: {exc}; "
+                "fix or move the file (its .bak, if any, is the previous "
+                "version)"
+            ) from None
         for name, entry in raw.get("groups", {}).items():
-            self._groups[name] = (GroupState.from_json(json.dumps(entry["state"])),
-                                  int(entry["version"]))
-        log.info("controller state of %d broker names loaded from %s", len(self._groups),
-                 self.path)
+            self._groups[name] = (
+                GroupState.from_json(json.dumps(entry["state"])),
+                int(entry["version"]),
+            )
+        log.info("controller state of %d broker names loaded from %s", len(self._groups), self.path)
 
     async def load_all(self) -> dict[str, tuple[GroupState, int]]:
         return dict(self._groups)
 
-    async def compare_and_set(self, broker_name: str, state: GroupState,
-                              version: int) -> int | None:
+    async def compare_and_set(
+        self, broker_name: str, state: GroupState, version: int
+    ) -> int | None:
         async with self._lock:
             held = self._groups.get(broker_name)
             if (held[1] if held else 0) != version:
@@ -83,8 +88,12 @@ class FileControllerStore:
             return version + 1
 
     def _write(self, groups: dict[str, tuple[GroupState, int]]) -> None:
-        doc = {"groups": {name: {"version": v, "state": json.loads(s.to_json())}
-                          for name, (s, v) in sorted(groups.items())}}
+        doc = {
+            "groups": {
+                name: {"version": v, "state": json.loads(s.to_json())}
+                for name, (s, v) in sorted(groups.items())
+            }
+        }
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         tmp = self.path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:

@@ -29,15 +29,21 @@ from pocketmq.dashboard.views import Ctx, parse_time_ms, str_arg
 
 __all__ = ["ROUTES"]
 
-MAX_LAG_GROUPS = 200          # the list computes lag for this many groups, then stops
+MAX_LAG_GROUPS = 200  # the list computes lag for this many groups, then stops
 LAG_CONCURRENCY = 8
 
 
 def _group_row(g: ConsumerGroup) -> dict[str, Any]:
-    return {"group": g.group, "online": len(g.client_ids), "client_ids": g.client_ids,
-            "consume_type": g.consume_type, "message_model": g.message_model,
-            "subscribed_topics": g.subscribed_topics, "offset_topics": g.offset_topics,
-            "brokers": g.brokers}
+    return {
+        "group": g.group,
+        "online": len(g.client_ids),
+        "client_ids": g.client_ids,
+        "consume_type": g.consume_type,
+        "message_model": g.message_model,
+        "subscribed_topics": g.subscribed_topics,
+        "offset_topics": g.offset_topics,
+        "brokers": g.brokers,
+    }
 
 
 def _last(points: list[tuple[int, float]]) -> float | None:
@@ -58,7 +64,7 @@ async def groups(request: Request, ctx: Ctx) -> dict[str, Any]:
     lags = await asyncio.gather(*(lag(g.group) for g in found[:MAX_LAG_GROUPS]))
     rows = []
     for g in found[:MAX_WATCHED]:
-        ctx.history.watch_group(g.group)     # their TPS from the next sample on
+        ctx.history.watch_group(g.group)  # their TPS from the next sample on
     for i, g in enumerate(found):
         row = _group_row(g)
         row["lag"] = lags[i] if i < len(lags) else None
@@ -76,16 +82,24 @@ async def group_detail(request: Request, ctx: Ctx, group: str) -> dict[str, Any]
         if known is None:
             raise
         progress = []
-    return {"group": _group_row(known) if known else {"group": group},
-            "queues": [_progress_row(q) for q in progress],
-            "total_lag": sum(q.lag for q in progress),
-            "history": ctx.history.history.with_prefix(f"group/{group}/")}
+    return {
+        "group": _group_row(known) if known else {"group": group},
+        "queues": [_progress_row(q) for q in progress],
+        "total_lag": sum(q.lag for q in progress),
+        "history": ctx.history.history.with_prefix(f"group/{group}/"),
+    }
 
 
 def _progress_row(q: QueueProgress) -> dict[str, Any]:
-    return {"topic": q.topic, "broker_name": q.broker_name, "queue_id": q.queue_id,
-            "broker_offset": q.broker_offset, "consumer_offset": q.consumer_offset,
-            "lag": q.lag, "last_timestamp_ms": q.last_timestamp_ms}
+    return {
+        "topic": q.topic,
+        "broker_name": q.broker_name,
+        "queue_id": q.queue_id,
+        "broker_offset": q.broker_offset,
+        "consumer_offset": q.consumer_offset,
+        "lag": q.lag,
+        "last_timestamp_ms": q.last_timestamp_ms,
+    }
 
 
 def _target(data: dict[str, Any]) -> Literal["earliest", "latest"] | int:
@@ -106,8 +120,10 @@ async def reset_preview(request: Request, ctx: Ctx, group: str) -> dict[str, Any
     route = await admin.topic_route(topic)
     status = {(q.broker_name, q.queue_id): q for q in await admin.topic_status(topic)}
     try:
-        current = {(q.broker_name, q.queue_id): q.consumer_offset
-                   for q in await admin.consume_progress(group, topic)}
+        current = {
+            (q.broker_name, q.queue_id): q.consumer_offset
+            for q in await admin.consume_progress(group, topic)
+        }
     except NotFoundError:
         current = {}
 
@@ -120,36 +136,64 @@ async def reset_preview(request: Request, ctx: Ctx, group: str) -> dict[str, Any
         else:
             addr = route.master_addr(broker_name) or ""
             new = await admin.broker(addr).offset_by_timestamp(
-                MessageQueue(topic, broker_name, queue_id), to, timeout_s=admin.timeout_s)
+                MessageQueue(topic, broker_name, queue_id), to, timeout_s=admin.timeout_s
+            )
         now = current.get((broker_name, queue_id), -1)
-        return {"broker_name": broker_name, "queue_id": queue_id, "current_offset": now,
-                "new_offset": new, "moves_by": new - max(now, 0),
-                "to_consume": q.max_offset - new}
+        return {
+            "broker_name": broker_name,
+            "queue_id": queue_id,
+            "current_offset": now,
+            "new_offset": new,
+            "moves_by": new - max(now, 0),
+            "to_consume": q.max_offset - new,
+        }
 
     rows = await asyncio.gather(*(plan(*key) for key in sorted(status)))
-    return {"group": group, "topic": topic, "to": to, "queues": list(rows),
-            "to_consume": sum(r["to_consume"] for r in rows)}
+    return {
+        "group": group,
+        "topic": topic,
+        "to": to,
+        "queues": list(rows),
+        "to_consume": sum(r["to_consume"] for r in rows),
+    }
 
 
 async def reset(request: Request, ctx: Ctx, group: str) -> dict[str, Any]:
     data = request.json()
     topic = str_arg(data, "topic", max_len=255)
     result = await ctx.admin.reset_offset(group, topic, to=_target(data))
-    return {"group": group, "topic": topic,
-            "queues": [{"broker_name": q.broker_name, "queue_id": q.queue_id,
-                        "previous_offset": q.previous_offset, "offset": q.offset}
-                       for q in result.queues],
-            "notified_client_ids": result.notified_client_ids}
+    return {
+        "group": group,
+        "topic": topic,
+        "queues": [
+            {
+                "broker_name": q.broker_name,
+                "queue_id": q.queue_id,
+                "previous_offset": q.previous_offset,
+                "offset": q.offset,
+            }
+            for q in result.queues
+        ],
+        "notified_client_ids": result.notified_client_ids,
+    }
 
 
 async def delete(request: Request, ctx: Ctx, group: str) -> dict[str, Any]:
     if request.json().get("confirm") != group:
         raise HttpError(400, f"to delete consumer group {group!r}, confirm with its name")
     deleted, failures = await ctx.admin.delete_group(group)
-    return {"group": group,
-            "brokers": [{"broker_name": d.broker_name, "offset_topics": d.offset_topics,
-                         "retry_topic_deleted": d.retry_topic_deleted} for d in deleted],
-            "failed": [{"broker_name": f.broker_name, "error": f.error} for f in failures]}
+    return {
+        "group": group,
+        "brokers": [
+            {
+                "broker_name": d.broker_name,
+                "offset_topics": d.offset_topics,
+                "retry_topic_deleted": d.retry_topic_deleted,
+            }
+            for d in deleted
+        ],
+        "failed": [{"broker_name": f.broker_name, "error": f.error} for f in failures],
+    }
 
 
 _GROUP = r"/api/groups/(?P<group>[^/]+)"

@@ -48,7 +48,7 @@ __all__ = ["ROUTES", "TRACE_TOPIC"]
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 MAX_LIST = 1000
 PULL_BATCH = 32
-RESEND_DELAY_LEVEL = 1     # RocketMQ's first delay level: 1 s
+RESEND_DELAY_LEVEL = 1  # RocketMQ's first delay level: 1 s
 
 
 async def search(request: Request, ctx: Ctx) -> dict[str, Any]:
@@ -58,8 +58,9 @@ async def search(request: Request, ctx: Ctx) -> dict[str, Any]:
     if q.get("id"):
         found = await ctx.admin.messages_by_id(str_arg(q, "id", max_len=128), topic or None)
     elif q.get("key"):
-        found = await ctx.admin.query_message(str_arg(q, "topic", max_len=255),
-                                              str_arg(q, "key", max_len=255), max_num=max_num)
+        found = await ctx.admin.query_message(
+            str_arg(q, "topic", max_len=255), str_arg(q, "key", max_len=255), max_num=max_num
+        )
     elif topic:
         now_ms = int(time.time() * 1000)
         begin = parse_time_ms(q["begin"], "begin") if q.get("begin") else now_ms - 3600_000
@@ -72,20 +73,26 @@ async def search(request: Request, ctx: Ctx) -> dict[str, Any]:
     return {"messages": [message_row(m) for m in found]}
 
 
-async def _read_queue(ctx: Ctx, addr: str, queue: MessageQueue, start: int, stop: int,
-                      limit: int) -> list[MessageExt]:
+async def _read_queue(
+    ctx: Ctx, addr: str, queue: MessageQueue, start: int, stop: int, limit: int
+) -> list[MessageExt]:
     """Messages of *queue* at offsets start..stop-1, at most *limit*."""
     out: list[MessageExt] = []
     offset = start
     broker = ctx.admin.broker(addr)
     while offset < stop and len(out) < limit:
-        reply = await broker.pull(group=TOOLS_CONSUMER_GROUP, queue=queue, offset=offset,
-                                  max_messages=min(PULL_BATCH, stop - offset),
-                                  subscription="*", suspend_ms=0,
-                                  timeout_s=ctx.admin.timeout_s)
+        reply = await broker.pull(
+            group=TOOLS_CONSUMER_GROUP,
+            queue=queue,
+            offset=offset,
+            max_messages=min(PULL_BATCH, stop - offset),
+            subscription="*",
+            suspend_ms=0,
+            timeout_s=ctx.admin.timeout_s,
+        )
         if reply.status is not PullStatus.FOUND:
             if reply.status.name.startswith("OFFSET") and reply.next_begin_offset > offset:
-                offset = reply.next_begin_offset     # retention removed the start
+                offset = reply.next_begin_offset  # retention removed the start
                 continue
             break
         batch = decode_messages(reply.records, queue.broker_name)
@@ -96,22 +103,32 @@ async def _read_queue(ctx: Ctx, addr: str, queue: MessageQueue, start: int, stop
     return out[:limit]
 
 
-async def _by_time(ctx: Ctx, topic: str, begin: int, end: int, max_num: int,
-                   ) -> list[MessageExt]:
+async def _by_time(
+    ctx: Ctx,
+    topic: str,
+    begin: int,
+    end: int,
+    max_num: int,
+) -> list[MessageExt]:
     route = await ctx.admin.topic_route(topic)
 
     async def one(queue: MessageQueue) -> list[MessageExt]:
         addr = route.master_addr(queue.broker_name) or next(
-            iter(route.broker_addrs.get(queue.broker_name, {}).values()), "")
+            iter(route.broker_addrs.get(queue.broker_name, {}).values()), ""
+        )
         broker = ctx.admin.broker(addr)
         start, stop = await asyncio.gather(
             broker.offset_by_timestamp(queue, begin, timeout_s=ctx.admin.timeout_s),
-            broker.offset_by_timestamp(queue, end + 1, timeout_s=ctx.admin.timeout_s))
+            broker.offset_by_timestamp(queue, end + 1, timeout_s=ctx.admin.timeout_s),
+        )
         stop = max(stop, start)
         if stop == start:
             stop = await broker.max_offset(queue, timeout_s=ctx.admin.timeout_s)
-        return [m for m in await _read_queue(ctx, addr, queue, start, stop, max_num)
-                if begin <= m.store_timestamp_ms <= end]
+        return [
+            m
+            for m in await _read_queue(ctx, addr, queue, start, stop, max_num)
+            if begin <= m.store_timestamp_ms <= end
+        ]
 
     rows = await asyncio.gather(*(one(q) for q in route.read_queues()))
     found = [m for per_queue in rows for m in per_queue]
@@ -124,28 +141,41 @@ async def detail(request: Request, ctx: Ctx) -> dict[str, Any]:
     found = await ctx.admin.messages_by_id(msg_id, topic or None)
     msg = found[0]
     located = await ctx.admin.offset_msg_id_broker(msg.offset_msg_id)
-    return {**message_row(msg), "properties": dict(sorted(msg.properties.items())),
-            "body": body_view(msg.body), "phys_offset": msg.phys_offset,
-            "store_addr": located[1] if located else "",
-            "consumed_by": await _consumed_by(ctx, msg)}
+    return {
+        **message_row(msg),
+        "properties": dict(sorted(msg.properties.items())),
+        "body": body_view(msg.body),
+        "phys_offset": msg.phys_offset,
+        "store_addr": located[1] if located else "",
+        "consumed_by": await _consumed_by(ctx, msg),
+    }
 
 
 async def _consumed_by(ctx: Ctx, msg: MessageExt) -> list[dict[str, Any]]:
     """Every group with offsets in or a subscription to the message's topic: whether its
     offset on the message's queue has passed the message."""
-    groups = [g for g in await ctx.admin.consumer_groups()
-              if msg.topic in g.offset_topics or msg.topic in g.subscribed_topics]
+    groups = [
+        g
+        for g in await ctx.admin.consumer_groups()
+        if msg.topic in g.offset_topics or msg.topic in g.subscribed_topics
+    ]
 
     async def one(group: str) -> dict[str, Any]:
         try:
             progress = await ctx.admin.consume_progress(group, msg.topic)
         except ClientError as exc:
             return {"group": group, "consumed": None, "error": str(exc)}
-        row = next((q for q in progress if (q.broker_name, q.queue_id)
-                    == (msg.broker_name, msg.queue_id)), None)
+        row = next(
+            (q for q in progress if (q.broker_name, q.queue_id) == (msg.broker_name, msg.queue_id)),
+            None,
+        )
         offset = row.consumer_offset if row else -1
-        return {"group": group, "consumed": offset > msg.queue_offset,
-                "consumer_offset": offset, "error": ""}
+        return {
+            "group": group,
+            "consumed": offset > msg.queue_offset,
+            "consumer_offset": offset,
+            "error": "",
+        }
 
     return list(await asyncio.gather(*(one(g.group) for g in groups)))
 
@@ -159,12 +189,21 @@ async def _resend(ctx: Ctx, msg: MessageExt, group: str) -> dict[str, Any]:
     if located is None:
         raise HttpError(404, f"message {msg.offset_msg_id} is on no live broker")
     await ctx.admin.broker(located[1]).consumer_send_msg_back(
-        group=group, phys_offset=msg.phys_offset, delay_level=RESEND_DELAY_LEVEL,
-        origin_topic="", origin_msg_id=msg.msg_id,
-        max_reconsume_times=msg.reconsume_times + 2,     # not straight to the DLQ again
-        timeout_s=ctx.admin.timeout_s)
-    return {"msg_id": msg.msg_id, "offset_msg_id": msg.offset_msg_id, "group": group,
-            "status": "SEND_OK", "retry_topic": retry_topic(group)}
+        group=group,
+        phys_offset=msg.phys_offset,
+        delay_level=RESEND_DELAY_LEVEL,
+        origin_topic="",
+        origin_msg_id=msg.msg_id,
+        max_reconsume_times=msg.reconsume_times + 2,  # not straight to the DLQ again
+        timeout_s=ctx.admin.timeout_s,
+    )
+    return {
+        "msg_id": msg.msg_id,
+        "offset_msg_id": msg.offset_msg_id,
+        "group": group,
+        "status": "SEND_OK",
+        "retry_topic": retry_topic(group),
+    }
 
 
 async def resend(request: Request, ctx: Ctx) -> dict[str, Any]:
@@ -183,11 +222,20 @@ async def _dlq_messages(ctx: Ctx, group: str, max_num: int) -> list[MessageExt]:
         route = await ctx.admin.topic_route(topic)
     except (RouteNotFoundError, NotFoundError):
         return []
-    rows = await asyncio.gather(*(
-        _read_queue(ctx, route.master_addr(q.broker_name) or "",
-                    MessageQueue(topic, q.broker_name, q.queue_id),
-                    max(q.min_offset, q.max_offset - max_num), q.max_offset, max_num)
-        for q in queues if route.master_addr(q.broker_name)))
+    rows = await asyncio.gather(
+        *(
+            _read_queue(
+                ctx,
+                route.master_addr(q.broker_name) or "",
+                MessageQueue(topic, q.broker_name, q.queue_id),
+                max(q.min_offset, q.max_offset - max_num),
+                q.max_offset,
+                max_num,
+            )
+            for q in queues
+            if route.master_addr(q.broker_name)
+        )
+    )
     found = [m for per_queue in rows for m in per_queue]
     return sorted(found, key=lambda m: m.store_timestamp_ms, reverse=True)[:max_num]
 
@@ -195,15 +243,19 @@ async def _dlq_messages(ctx: Ctx, group: str, max_num: int) -> list[MessageExt]:
 async def dlq(request: Request, ctx: Ctx) -> dict[str, Any]:
     group = str_arg(request.query, "group", max_len=255)
     max_num = int_arg(request.query, "max", default=64, low=1, high=MAX_LIST)
-    return {"group": group, "topic": dlq_topic(group),
-            "messages": [message_row(m) for m in await _dlq_messages(ctx, group, max_num)]}
+    return {
+        "group": group,
+        "topic": dlq_topic(group),
+        "messages": [message_row(m) for m in await _dlq_messages(ctx, group, max_num)],
+    }
 
 
 async def dlq_export(request: Request, ctx: Ctx) -> Response:
     group = str_arg(request.query, "group", max_len=255)
-    rows = [{**message_row(m), "properties": m.properties,
-             "body_base64": body_view(m.body)["base64"]}
-            for m in await _dlq_messages(ctx, group, MAX_LIST)]
+    rows = [
+        {**message_row(m), "properties": m.properties, "body_base64": body_view(m.body)["base64"]}
+        for m in await _dlq_messages(ctx, group, MAX_LIST)
+    ]
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in group)
     response = json_response({"group": group, "topic": dlq_topic(group), "messages": rows})
     response.body = json.dumps(json.loads(response.body), indent=2).encode()
@@ -241,13 +293,29 @@ async def traces(request: Request, ctx: Ctx) -> dict[str, Any]:
     try:
         ours = await query_trace(ctx.admin, msg_id, trace_topic=TRACE_TOPIC)
     except RouteNotFoundError:
-        return {"id": msg_id, "enabled": False, "records": [],
-                "note": f"no broker serves {TRACE_TOPIC}: message trace is off"}
+        return {
+            "id": msg_id,
+            "enabled": False,
+            "records": [],
+            "note": f"no broker serves {TRACE_TOPIC}: message trace is off",
+        }
     if ours:
         life = message_life(msg_id, ours)
-        return {"id": msg_id, "enabled": True, "note": "", "life": life,
-                "records": [{"store_timestamp_ms": r.ts, "broker_name": r.broker,
-                             "text": None, "parsed": r.to_json()} for r in ours]}
+        return {
+            "id": msg_id,
+            "enabled": True,
+            "note": "",
+            "life": life,
+            "records": [
+                {
+                    "store_timestamp_ms": r.ts,
+                    "broker_name": r.broker,
+                    "text": None,
+                    "parsed": r.to_json(),
+                }
+                for r in ours
+            ],
+        }
     found = await ctx.admin.query_message(TRACE_TOPIC, msg_id, max_num=MAX_LIST)
     records = []
     for m in sorted(found, key=lambda m: m.store_timestamp_ms):
@@ -257,8 +325,9 @@ async def traces(request: Request, ctx: Ctx) -> dict[str, Any]:
             parsed = json.loads(view["text"])
         elif view["text"] is not None:
             parsed = _trace_fields(view["text"])
-        records.append({**message_row(m), "text": view["text"], "parsed": parsed,
-                        "properties": m.properties})
+        records.append(
+            {**message_row(m), "text": view["text"], "parsed": parsed, "properties": m.properties}
+        )
     return {"id": msg_id, "enabled": True, "records": records, "note": ""}
 
 

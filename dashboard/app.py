@@ -51,29 +51,35 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 _STATIC_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _ROUTES: list[tuple[str, re.Pattern[str], View, bool]] = [
     (method, re.compile(f"^{pattern}$"), view, write)
-    for method, pattern, view, write in (*api_cluster.ROUTES, *api_groups.ROUTES,
-                                         *api_messages.ROUTES)]
+    for method, pattern, view, write in (
+        *api_cluster.ROUTES,
+        *api_groups.ROUTES,
+        *api_messages.ROUTES,
+    )
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DashboardConfig:
-    namesrv: str                    # "host:port;host:port"
-    host: str = "127.0.0.1"         # where the web server listens
-    port: int = 8080                # 0 = any free port
-    access_key: str = ""            # the dashboard's own keys: the charts' sampling, and
-    secret_key: str = ""            # every request with the ACL off
-    tls_ca: str = ""                # CA of the servers; given = TLS
-    timeout_s: float = 5.0          # per admin call
-    interval_s: float = 5.0         # between two samples of the charts
-    retention_s: float = 3600.0     # history kept in memory
-    prometheus_url: str = ""        # a Prometheus server the charts link to
+    namesrv: str  # "host:port;host:port"
+    host: str = "127.0.0.1"  # where the web server listens
+    port: int = 8080  # 0 = any free port
+    access_key: str = ""  # the dashboard's own keys: the charts' sampling, and
+    secret_key: str = ""  # every request with the ACL off
+    tls_ca: str = ""  # CA of the servers; given = TLS
+    timeout_s: float = 5.0  # per admin call
+    interval_s: float = 5.0  # between two samples of the charts
+    retention_s: float = 3600.0  # history kept in memory
+    prometheus_url: str = ""  # a Prometheus server the charts link to
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port {self.port}: give 0..65535")
         if self.interval_s <= 0 or self.retention_s < self.interval_s:
-            raise ConfigError(f"interval {self.interval_s} s and retention "
-                              f"{self.retention_s} s: give 0 < interval <= retention")
+            raise ConfigError(
+                f"interval {self.interval_s} s and retention "
+                f"{self.retention_s} s: give 0 < interval <= retention"
+            )
         if bool(self.access_key) != bool(self.secret_key):
             raise ConfigError("give both --access-key and --secret-key (or neither)")
 
@@ -84,15 +90,24 @@ class Dashboard:
     def __init__(self, config: DashboardConfig) -> None:
         self.config = config
         self.namesrv = parse_namesrv(config.namesrv)
-        self.sessions = SessionManager(self.namesrv, access_key=config.access_key,
-                                       secret_key=config.secret_key, tls_ca=config.tls_ca,
-                                       timeout_s=config.timeout_s)
-        self._sampler_admin = AdminClient(self.namesrv, timeout_s=config.timeout_s,
-                                          access_key=config.access_key,
-                                          secret_key=config.secret_key,
-                                          tls_ca_file=config.tls_ca)
-        self.history = HistoryService(self._sampler_admin, History(
-            retention_s=config.retention_s, interval_s=config.interval_s))
+        self.sessions = SessionManager(
+            self.namesrv,
+            access_key=config.access_key,
+            secret_key=config.secret_key,
+            tls_ca=config.tls_ca,
+            timeout_s=config.timeout_s,
+        )
+        self._sampler_admin = AdminClient(
+            self.namesrv,
+            timeout_s=config.timeout_s,
+            access_key=config.access_key,
+            secret_key=config.secret_key,
+            tls_ca_file=config.tls_ca,
+        )
+        self.history = HistoryService(
+            self._sampler_admin,
+            History(retention_s=config.retention_s, interval_s=config.interval_s),
+        )
         self._server = HttpServer(self.handle, host=config.host, port=config.port)
         self._brokers_config: dict[str, dict[str, str]] = {}
 
@@ -139,22 +154,31 @@ class Dashboard:
     def _static(self, request: Request) -> Response:
         if request.method not in ("GET", "HEAD"):
             raise HttpError(405, "pages are read with GET")
-        name = "index.html" if request.path in ("/", "/index.html") else \
-            request.path.removeprefix("/static/")
+        name = (
+            "index.html"
+            if request.path in ("/", "/index.html")
+            else request.path.removeprefix("/static/")
+        )
         path = STATIC_DIR / name
         if not _STATIC_NAME.match(name) or not path.is_file():
             raise HttpError(404, f"no page {request.path}")
         kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
         if kind.startswith("text/") or kind.endswith("javascript"):
             kind += "; charset=utf-8"
-        return Response(body=path.read_bytes(), content_type=kind,
-                        headers={"Cache-Control": "no-cache",
-                                 "Content-Security-Policy": "default-src 'self'; "
-                                 "img-src 'self' data:; frame-ancestors 'none'"})
+        return Response(
+            body=path.read_bytes(),
+            content_type=kind,
+            headers={
+                "Cache-Control": "no-cache",
+                "Content-Security-Policy": "default-src 'self'; "
+                "img-src 'self' data:; frame-ancestors 'none'",
+            },
+        )
 
     async def _api(self, request: Request) -> Response:
-        if request.method == "POST" and not request.headers.get(
-                "content-type", "").startswith("application/json"):
+        if request.method == "POST" and not request.headers.get("content-type", "").startswith(
+            "application/json"
+        ):
             raise HttpError(400, "POST /api/ takes Content-Type: application/json")
         token = request.cookies.get(COOKIE, "")
         if request.path == "/api/session":
@@ -163,22 +187,30 @@ class Dashboard:
             return await self._login(request)
         if request.path == "/api/logout" and request.method == "POST":
             await self.sessions.logout(token)
-            return json_response({"logged_in": False},
-                                 **{"Set-Cookie": _cookie("", max_age=0)})
+            return json_response({"logged_in": False}, **{"Set-Cookie": _cookie("", max_age=0)})
         session = await self.sessions.session_of(token)
         if session is None:
-            raise HttpError(401, "log in with an access key and secret key: the cluster's "
-                                 "ACL is on")
+            raise HttpError(
+                401, "log in with an access key and secret key: the cluster's ACL is on"
+            )
         for method, pattern, view, write in _ROUTES:
             match = pattern.match(request.path)
             if match is None or method != request.method:
                 continue
             if write and not session.can_write:
-                raise HttpError(403, f"user {session.user!r} is read-only here (not an "
-                                     "admin account of the cluster's ACL)")
-            ctx = Ctx(session=session, history=self.history, namesrv=self.namesrv,
-                      tls_ca=self.config.tls_ca, prometheus_url=self.config.prometheus_url,
-                      brokers_config=self._brokers_config)
+                raise HttpError(
+                    403,
+                    f"user {session.user!r} is read-only here (not an "
+                    "admin account of the cluster's ACL)",
+                )
+            ctx = Ctx(
+                session=session,
+                history=self.history,
+                namesrv=self.namesrv,
+                tls_ca=self.config.tls_ca,
+                prometheus_url=self.config.prometheus_url,
+                brokers_config=self._brokers_config,
+            )
             result: Any = await view(request, ctx, **match.groupdict())
             return result if isinstance(result, Response) else json_response(result)
         raise HttpError(404, f"no API {request.method} {request.path}")
@@ -186,10 +218,15 @@ class Dashboard:
     async def _session_info(self, token: str) -> Response:
         acl = await self.sessions.probe()
         session = await self.sessions.session_of(token)
-        return json_response({"acl": acl, "logged_in": session is not None,
-                              "user": session.user if session else "",
-                              "can_write": bool(session and session.can_write),
-                              "namesrv": ";".join(self.namesrv)})
+        return json_response(
+            {
+                "acl": acl,
+                "logged_in": session is not None,
+                "user": session.user if session else "",
+                "can_write": bool(session and session.can_write),
+                "namesrv": ";".join(self.namesrv),
+            }
+        )
 
     async def _login(self, request: Request) -> Response:
         data = request.json()
@@ -198,11 +235,11 @@ class Dashboard:
         try:
             session = await self.sessions.login(access_key, secret_key)
         except PermissionDeniedError as exc:
-            raise HttpError(401, f"the cluster refused access key {access_key!r}: {exc}") \
-                from None
-        return json_response({"logged_in": True, "user": session.user,
-                              "can_write": session.can_write},
-                             **{"Set-Cookie": _cookie(session.token)})
+            raise HttpError(401, f"the cluster refused access key {access_key!r}: {exc}") from None
+        return json_response(
+            {"logged_in": True, "user": session.user, "can_write": session.can_write},
+            **{"Set-Cookie": _cookie(session.token)},
+        )
 
 
 def _cookie(token: str, *, max_age: int | None = None) -> str:

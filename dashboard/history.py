@@ -37,7 +37,7 @@ __all__ = ["MAX_WATCHED", "History", "HistoryService"]
 log = logging.getLogger(__name__)
 
 MAX_WATCHED = 32
-Point = tuple[int, float]     # (wall-clock ms, value)
+Point = tuple[int, float]  # (wall-clock ms, value)
 
 
 class History:
@@ -69,16 +69,17 @@ class History:
 class HistoryService:
     """Samples the cluster into a :class:`History`; ``run_once()`` is one round."""
 
-    def __init__(self, admin: AdminClient, history: History, *,
-                 now_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self, admin: AdminClient, history: History, *, now_ms: Callable[[], int] | None = None
+    ) -> None:
         self.admin = admin
         self.history = history
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
         self._topics: OrderedDict[str, None] = OrderedDict()
         self._groups: OrderedDict[str, None] = OrderedDict()
-        self._last: dict[str, Point] = {}      # counter series -> last (t_ms, total)
-        self.errors: dict[str, str] = {}       # what the last round could not sample
-        self._metrics_ports: dict[str, int] = {}   # broker address -> its metrics_port
+        self._last: dict[str, Point] = {}  # counter series -> last (t_ms, total)
+        self.errors: dict[str, str] = {}  # what the last round could not sample
+        self._metrics_ports: dict[str, int] = {}  # broker address -> its metrics_port
         self._task: asyncio.Task[None] | None = None
 
     def watch_topic(self, topic: str) -> None:
@@ -107,15 +108,17 @@ class HistoryService:
         while True:
             try:
                 await self.run_once()
-            except Exception:     # one bad round must not end the charts
+            except Exception:  # one bad round must not end the charts
                 log.exception("dashboard: sampling failed")
             await asyncio.sleep(self.history.interval_s)
 
     async def run_once(self) -> None:
         errors: dict[str, str] = {}
-        await asyncio.gather(self._brokers(errors),
-                             *(self._topic(t, errors) for t in list(self._topics)),
-                             *(self._group(g, errors) for g in list(self._groups)))
+        await asyncio.gather(
+            self._brokers(errors),
+            *(self._topic(t, errors) for t in list(self._topics)),
+            *(self._group(g, errors) for g in list(self._groups)),
+        )
         self.errors = errors
 
     async def _brokers(self, errors: dict[str, str]) -> None:
@@ -133,13 +136,15 @@ class HistoryService:
                 return
             t_ms = self._now_ms()
             for figure in ("put_tps", "get_tps"):
-                self.history.add(f"broker/{name}/{broker_id}/{figure}", t_ms,
-                                 _number(table.get(figure)))
+                self.history.add(
+                    f"broker/{name}/{broker_id}/{figure}", t_ms, _number(table.get(figure))
+                )
 
         await asyncio.gather(*(one(b.broker_name, b.broker_id, b.addr) for b in info.brokers))
         if self._topics:
-            await self._topic_gets([(f"{b.broker_name}/{b.broker_id}", b.addr)
-                                    for b in info.brokers], errors)
+            await self._topic_gets(
+                [(f"{b.broker_name}/{b.broker_id}", b.addr) for b in info.brokers], errors
+            )
 
     async def _metrics_port(self, addr: str) -> int:
         """The broker's metrics_port (its configuration, asked once); -1 when it has none."""
@@ -149,17 +154,20 @@ class HistoryService:
             port = self._metrics_ports[addr] = int(table.get("metrics_port") or -1)
         return port
 
-    async def _topic_gets(self, brokers: list[tuple[str, str]],
-                          errors: dict[str, str]) -> None:
+    async def _topic_gets(self, brokers: list[tuple[str, str]], errors: dict[str, str]) -> None:
         """Get TPS of the watched topics, from the brokers' Prometheus counters: the one
         per-topic figure of pulls the brokers have (when they serve /metrics)."""
+
         async def one(label: str, addr: str) -> dict[str, float] | None:
             try:
                 port = await self._metrics_port(addr)
                 if port <= 0:
                     return None
-                return (await topic_totals(addr.rpartition(":")[0].strip("[]"), port,
-                                           timeout_s=self.admin.timeout_s)).get("get", {})
+                return (
+                    await topic_totals(
+                        addr.rpartition(":")[0].strip("[]"), port, timeout_s=self.admin.timeout_s
+                    )
+                ).get("get", {})
             except (ClientError, ScrapeError, ValueError) as exc:
                 errors[f"metrics/{label}"] = str(exc)
                 return None
@@ -185,8 +193,7 @@ class HistoryService:
             errors[f"group/{group}"] = str(exc)
             return
         self.history.add(f"group/{group}/lag", self._now_ms(), sum(q.lag for q in progress))
-        self._rate(f"group/{group}/consume_tps",
-                   sum(max(q.consumer_offset, 0) for q in progress))
+        self._rate(f"group/{group}/consume_tps", sum(max(q.consumer_offset, 0) for q in progress))
 
     def _rate(self, key: str, total: int) -> None:
         """A per-second rate from a growing total; a total that fell (offsets reset,
@@ -199,8 +206,7 @@ class HistoryService:
         self.history.add(key, t_ms, max(0, total - last[1]) * 1000 / (t_ms - last[0]))
 
 
-def _touch(watched: OrderedDict[str, None], name: str,
-           dropped: Callable[[str], None]) -> None:
+def _touch(watched: OrderedDict[str, None], name: str, dropped: Callable[[str], None]) -> None:
     watched[name] = None
     watched.move_to_end(name)
     while len(watched) > MAX_WATCHED:

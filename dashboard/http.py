@@ -33,13 +33,24 @@ log = logging.getLogger(__name__)
 HEADER_TIMEOUT_S = 10.0
 BODY_TIMEOUT_S = 30.0
 MAX_HEADER_BYTES = 32 * 1024
-MAX_BODY_BYTES = 8 * 1024 * 1024     # a message body from the send form, base64'd and more
+MAX_BODY_BYTES = 8 * 1024 * 1024  # a message body from the send form, base64'd and more
 
-_REASONS = {200: "OK", 204: "No Content", 302: "Found", 400: "Bad Request",
-            401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-            405: "Method Not Allowed", 409: "Conflict", 411: "Length Required",
-            413: "Payload Too Large", 500: "Internal Server Error", 502: "Bad Gateway",
-            503: "Service Unavailable"}
+_REASONS = {
+    200: "OK",
+    204: "No Content",
+    302: "Found",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    411: "Length Required",
+    413: "Payload Too Large",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
 
 
 class HttpError(Exception):
@@ -54,9 +65,9 @@ class HttpError(Exception):
 @dataclass(slots=True)
 class Request:
     method: str
-    path: str                                   # percent-decoded, without the query
+    path: str  # percent-decoded, without the query
     query: dict[str, str]
-    headers: dict[str, str]                     # lower-case names
+    headers: dict[str, str]  # lower-case names
     body: bytes = b""
     peer: str = ""
 
@@ -91,8 +102,12 @@ class Response:
 
 
 def json_response(value: Any, status: int = 200, **headers: str) -> Response:
-    return Response(status=status, body=json.dumps(value, default=str).encode(),
-                    content_type="application/json", headers=headers)
+    return Response(
+        status=status,
+        body=json.dumps(value, default=str).encode(),
+        content_type="application/json",
+        headers=headers,
+    )
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -124,18 +139,26 @@ class HttpServer(SmallServer):
                 response = json_response({"error": exc.message}, exc.status)
             else:
                 response = await self._answer(request)
-            head = [f"HTTP/1.1 {response.status} {_REASONS.get(response.status, 'Status')}",
-                    f"Content-Type: {response.content_type}",
-                    f"Content-Length: {len(response.body)}", "Connection: close",
-                    "X-Content-Type-Options: nosniff", "Referrer-Policy: no-referrer"]
+            head = [
+                f"HTTP/1.1 {response.status} {_REASONS.get(response.status, 'Status')}",
+                f"Content-Type: {response.content_type}",
+                f"Content-Length: {len(response.body)}",
+                "Connection: close",
+                "X-Content-Type-Options: nosniff",
+                "Referrer-Policy: no-referrer",
+            ]
             head += [f"{k}: {v}" for k, v in response.headers.items()]
             writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
             if request is None or request.method != "HEAD":
                 writer.write(response.body)
             await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
-                ConnectionError):
-            pass   # the client went away or was too slow to send its request
+        except (
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            TimeoutError,
+            ConnectionError,
+        ):
+            pass  # the client went away or was too slow to send its request
         finally:
             self._connections.discard(writer)
             writer.close()
@@ -147,8 +170,9 @@ class HttpServer(SmallServer):
             return json_response({"error": exc.message}, exc.status)
         except Exception as exc:
             log.exception("dashboard: %s %s failed", request.method, request.path)
-            return json_response({"error": f"the dashboard failed: {type(exc).__name__}: "
-                                           f"{exc}"}, 500)
+            return json_response(
+                {"error": f"the dashboard failed: {type(exc).__name__}: {exc}"}, 500
+            )
 
     async def _read(self, reader: asyncio.StreamReader, peer: str) -> Request:
         try:
@@ -174,11 +198,14 @@ class HttpServer(SmallServer):
         if length < 0:
             raise HttpError(400, f"Content-Length is {length}")
         if length > MAX_BODY_BYTES:
-            raise HttpError(413, f"request body of {length} bytes; the limit is "
-                                 f"{MAX_BODY_BYTES}")
-        body = await asyncio.wait_for(reader.readexactly(length), BODY_TIMEOUT_S) \
-            if length else b""
+            raise HttpError(413, f"request body of {length} bytes; the limit is {MAX_BODY_BYTES}")
+        body = await asyncio.wait_for(reader.readexactly(length), BODY_TIMEOUT_S) if length else b""
         url = urlsplit(target)
-        return Request(method=method.upper(), path=unquote(url.path),
-                       query=dict(parse_qsl(url.query, keep_blank_values=True)),
-                       headers=headers, body=body, peer=peer)
+        return Request(
+            method=method.upper(),
+            path=unquote(url.path),
+            query=dict(parse_qsl(url.query, keep_blank_values=True)),
+            headers=headers,
+            body=body,
+            peer=peer,
+        )

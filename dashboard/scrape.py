@@ -28,8 +28,10 @@ class ScrapeError(Exception):
 async def _get(host: str, port: int, timeout_s: float) -> str:
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
     try:
-        writer.write(f"GET /metrics HTTP/1.1\r\nHost: {host}:{port}\r\n"
-                     "Accept: text/plain\r\nConnection: close\r\n\r\n".encode("latin-1"))
+        writer.write(
+            f"GET /metrics HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            "Accept: text/plain\r\nConnection: close\r\n\r\n".encode("latin-1")
+        )
         await writer.drain()
         data = await asyncio.wait_for(reader.read(MAX_SCRAPE_BYTES + 1), timeout_s)
     finally:
@@ -43,8 +45,12 @@ async def _get(host: str, port: int, timeout_s: float) -> str:
     return body.decode("utf-8", "replace")
 
 
-async def topic_totals(host: str, port: int, *, timeout_s: float = 3.0,
-                       ) -> dict[str, dict[str, float]]:
+async def topic_totals(
+    host: str,
+    port: int,
+    *,
+    timeout_s: float = 3.0,
+) -> dict[str, dict[str, float]]:
     """``{"put": {topic: messages}, "get": {topic: messages}}`` from one broker."""
     try:
         text = await _get(host, port, timeout_s)

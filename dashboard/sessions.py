@@ -56,9 +56,14 @@ class Session:
         """The session's producer (the send form, resends), started on first use."""
         async with self._producer_lock:
             if self._producer is None:
-                producer = Producer(group=DASHBOARD_PRODUCER_GROUP, namesrv=namesrv,
-                                    access_key=self.access_key, secret_key=self.secret_key,
-                                    tls_ca_file=tls_ca, retry_times_when_send_failed=1)
+                producer = Producer(
+                    group=DASHBOARD_PRODUCER_GROUP,
+                    namesrv=namesrv,
+                    access_key=self.access_key,
+                    secret_key=self.secret_key,
+                    tls_ca_file=tls_ca,
+                    retry_times_when_send_failed=1,
+                )
                 await producer.start()
                 self._producer = producer
             return self._producer
@@ -73,20 +78,32 @@ class Session:
 class SessionManager:
     """The shared session (ACL off) or the logged-in ones (ACL on)."""
 
-    def __init__(self, namesrv: list[str], *, access_key: str = "", secret_key: str = "",
-                 tls_ca: str = "", timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        namesrv: list[str],
+        *,
+        access_key: str = "",
+        secret_key: str = "",
+        tls_ca: str = "",
+        timeout_s: float = 5.0,
+    ) -> None:
         self.namesrv = namesrv
         self.tls_ca = tls_ca
         self.timeout_s = timeout_s
         self._keys = (access_key, secret_key)
-        self.acl_on: bool | None = None          # None until the nameserver has answered
+        self.acl_on: bool | None = None  # None until the nameserver has answered
         self._shared: Session | None = None
-        self._shared_lock = asyncio.Lock()       # one shared session, however many ask
+        self._shared_lock = asyncio.Lock()  # one shared session, however many ask
         self._sessions: dict[str, Session] = {}
 
     def _admin(self, access_key: str, secret_key: str) -> AdminClient:
-        return AdminClient(self.namesrv, timeout_s=self.timeout_s, access_key=access_key,
-                           secret_key=secret_key, tls_ca_file=self.tls_ca)
+        return AdminClient(
+            self.namesrv,
+            timeout_s=self.timeout_s,
+            access_key=access_key,
+            secret_key=secret_key,
+            tls_ca_file=self.tls_ca,
+        )
 
     async def probe(self) -> bool:
         """Whether the cluster wants signed requests (asked once, then remembered).
@@ -109,9 +126,14 @@ class SessionManager:
                 if self._shared is None:
                     admin = self._admin(*self._keys)
                     await admin.start()
-                    self._shared = Session(token="", user=self._keys[0], admin=admin,
-                                           can_write=True, access_key=self._keys[0],
-                                           secret_key=self._keys[1])
+                    self._shared = Session(
+                        token="",
+                        user=self._keys[0],
+                        admin=admin,
+                        can_write=True,
+                        access_key=self._keys[0],
+                        secret_key=self._keys[1],
+                    )
                 return self._shared
         now = time.monotonic()
         await self._expire(now)
@@ -133,9 +155,15 @@ class SessionManager:
             await admin.shutdown()
             raise
         token = secrets.token_urlsafe(32)
-        session = Session(token=token, user=access_key, admin=admin, can_write=can_write,
-                          access_key=access_key, secret_key=secret_key,
-                          last_used_s=time.monotonic())
+        session = Session(
+            token=token,
+            user=access_key,
+            admin=admin,
+            can_write=can_write,
+            access_key=access_key,
+            secret_key=secret_key,
+            last_used_s=time.monotonic(),
+        )
         self._sessions[token] = session
         while len(self._sessions) > MAX_SESSIONS:
             oldest = min(self._sessions.values(), key=lambda s: s.last_used_s)
@@ -148,8 +176,7 @@ class SessionManager:
             await session.close()
 
     async def _expire(self, now: float) -> None:
-        for token in [t for t, s in self._sessions.items()
-                      if now - s.last_used_s > SESSION_IDLE_S]:
+        for token in [t for t, s in self._sessions.items() if now - s.last_used_s > SESSION_IDLE_S]:
             await self._sessions.pop(token).close()
 
     async def close(self) -> None:
@@ -169,5 +196,5 @@ async def _is_admin(admin: AdminClient, masters: list[str]) -> bool:
         except PermissionDeniedError:
             return False
         except ClientError:
-            continue   # this broker did not answer; ask the next
+            continue  # this broker did not answer; ask the next
     return False

@@ -21,13 +21,28 @@ from pocketmq.dashboard.history import HistoryService
 from pocketmq.dashboard.http import HttpError, Request
 from pocketmq.dashboard.sessions import Session
 
-__all__ = ["Ctx", "View", "body_view", "int_arg", "message_row", "parse_time_ms", "str_arg",
-           "topic_kind"]
+__all__ = [
+    "Ctx",
+    "View",
+    "body_view",
+    "int_arg",
+    "message_row",
+    "parse_time_ms",
+    "str_arg",
+    "topic_kind",
+]
 
-MAX_HEX_BYTES = 64 * 1024       # the hex view of a body shows at most this much
-SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "SELF_TEST_TOPIC",
-                           "TRANS_CHECK_MAX_TIME_TOPIC", "OFFSET_MOVED_EVENT",
-                           "DefaultCluster"})
+MAX_HEX_BYTES = 64 * 1024  # the hex view of a body shows at most this much
+SYSTEM_TOPICS = frozenset(
+    {
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "SELF_TEST_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        "DefaultCluster",
+    }
+)
 
 
 @dataclass(slots=True)
@@ -39,7 +54,7 @@ class Ctx:
     namesrv: list[str]
     tls_ca: str
     prometheus_url: str = ""
-    brokers_config: dict[str, dict[str, str]] | None = None   # addr -> config, cached
+    brokers_config: dict[str, dict[str, str]] | None = None  # addr -> config, cached
 
     @property
     def admin(self) -> AdminClient:
@@ -49,8 +64,14 @@ class Ctx:
 View = Callable[..., Awaitable[Any]]
 
 
-def str_arg(source: dict[str, Any], name: str, *, required: bool = True,
-            default: str = "", max_len: int = 4096) -> str:
+def str_arg(
+    source: dict[str, Any],
+    name: str,
+    *,
+    required: bool = True,
+    default: str = "",
+    max_len: int = 4096,
+) -> str:
     value = source.get(name, default)
     if value is None:
         value = default
@@ -85,8 +106,11 @@ def parse_time_ms(text: str, name: str) -> int:
     try:
         moment = datetime.datetime.fromisoformat(text)
     except ValueError:
-        raise HttpError(400, f"{name} {text!r} is neither ms since the epoch nor an ISO 8601 "
-                             "time such as 2026-11-26T08:30") from None
+        raise HttpError(
+            400,
+            f"{name} {text!r} is neither ms since the epoch nor an ISO 8601 "
+            "time such as 2026-11-26T08:30",
+        ) from None
     return int(moment.timestamp() * 1000)
 
 
@@ -96,21 +120,32 @@ def topic_kind(topic: str, cluster_names: set[str] | None = None) -> str:
         return "retry"
     if topic.startswith("%DLQ%"):
         return "dlq"
-    if (topic in SYSTEM_TOPICS or topic.lower().startswith("rmq_sys_")
-            or topic in (cluster_names or ())):
+    if (
+        topic in SYSTEM_TOPICS
+        or topic.lower().startswith("rmq_sys_")
+        or topic in (cluster_names or ())
+    ):
         return "system"
     return "user"
 
 
 def message_row(msg: MessageExt) -> dict[str, Any]:
     """A message in a list: where it is, when, and its first bytes."""
-    return {"topic": msg.topic, "msg_id": msg.msg_id, "offset_msg_id": msg.offset_msg_id,
-            "tags": msg.tags, "keys": list(msg.keys), "broker_name": msg.broker_name,
-            "queue_id": msg.queue_id, "queue_offset": msg.queue_offset,
-            "store_timestamp_ms": msg.store_timestamp_ms,
-            "born_timestamp_ms": msg.born_timestamp_ms, "size_bytes": len(msg.body),
-            "reconsume_times": msg.reconsume_times,
-            "preview": msg.body[:80].decode("utf-8", "replace")}
+    return {
+        "topic": msg.topic,
+        "msg_id": msg.msg_id,
+        "offset_msg_id": msg.offset_msg_id,
+        "tags": msg.tags,
+        "keys": list(msg.keys),
+        "broker_name": msg.broker_name,
+        "queue_id": msg.queue_id,
+        "queue_offset": msg.queue_offset,
+        "store_timestamp_ms": msg.store_timestamp_ms,
+        "born_timestamp_ms": msg.born_timestamp_ms,
+        "size_bytes": len(msg.body),
+        "reconsume_times": msg.reconsume_times,
+        "preview": msg.body[:80].decode("utf-8", "replace"),
+    }
 
 
 def body_view(body: bytes) -> dict[str, Any]:
@@ -127,12 +162,19 @@ def body_view(body: bytes) -> dict[str, Any]:
         except ValueError:
             pretty = None
     shown = body[:MAX_HEX_BYTES]
-    hex_lines = [f"{i:08x}  {shown[i:i + 16].hex(' '):<47}  "
-                 + "".join(chr(b) if 32 <= b < 127 else "." for b in shown[i:i + 16])
-                 for i in range(0, len(shown), 16)]
-    return {"text": text, "json": pretty, "hex": "\n".join(hex_lines),
-            "hex_truncated": len(body) > MAX_HEX_BYTES, "size_bytes": len(body),
-            "base64": base64.b64encode(body).decode()}
+    hex_lines = [
+        f"{i:08x}  {shown[i : i + 16].hex(' '):<47}  "
+        + "".join(chr(b) if 32 <= b < 127 else "." for b in shown[i : i + 16])
+        for i in range(0, len(shown), 16)
+    ]
+    return {
+        "text": text,
+        "json": pretty,
+        "hex": "\n".join(hex_lines),
+        "hex_truncated": len(body) > MAX_HEX_BYTES,
+        "size_bytes": len(body),
+        "base64": base64.b64encode(body).decode(),
+    }
 
 
 def decode_body(data: dict[str, Any]) -> bytes:

@@ -1,11 +1,11 @@
 """The nameserver's errors; the servicer maps each to one gRPC status code::
 
-    PocketMQError
-     └── NameServerError
-          ├── InvalidRequestError        INVALID_ARGUMENT     a request field is malformed
-          ├── TopicNotFoundError         NOT_FOUND            no live broker serves the topic
-          ├── RegistrationConflictError  FAILED_PRECONDITION  contradicts a live registration
-          └── ServerBindError            (startup)            the listen address cannot be bound
+PocketMQError
+ └── NameServerError
+      ├── InvalidRequestError        INVALID_ARGUMENT     a request field is malformed
+      ├── TopicNotFoundError         NOT_FOUND            no live broker serves the topic
+      ├── RegistrationConflictError  FAILED_PRECONDITION  contradicts a live registration
+      └── ServerBindError            (startup)            the listen address cannot be bound
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ class TopicNotFoundError(NameServerError):
     def __init__(self, topic: str) -> None:
         super().__init__(
             f"no route for topic {topic!r}: no live broker has registered it with this "
-            f"nameserver (create it on a broker, or check the broker registers here)")
+            f"nameserver (create it on a broker, or check the broker registers here)"
+        )
         self.topic = topic
 
 

@@ -37,7 +37,8 @@ class BrokerLivenessService:
         if self._task is not None:
             raise RuntimeError("BrokerLivenessService is already running")
         self._task = asyncio.get_running_loop().create_task(
-            self._run(), name="BrokerLivenessService")
+            self._run(), name="BrokerLivenessService"
+        )
 
     async def stop(self) -> None:
         task, self._task = self._task, None
@@ -54,5 +55,6 @@ class BrokerLivenessService:
                 self.run_once()
             except Exception:
                 # A bug in one scan must not stop every later scan.
-                logger.exception("broker liveness scan failed; retrying in %.1f s",
-                                 self._scan_interval_seconds)
+                logger.exception(
+                    "broker liveness scan failed; retrying in %.1f s", self._scan_interval_seconds
+                )

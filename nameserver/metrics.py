@@ -43,25 +43,29 @@ class NameServerCollector:
 
     def collect(self) -> Iterator[Metric]:
         table = self._nameserver.route_table
-        yield InfoMetricFamily("pocketmq_nameserver", "the nameserver's address and version",
-                               value={"address": self._nameserver.address,
-                                      "version": __version__})
-        brokers = GaugeMetricFamily("pocketmq_registered_brokers",
-                                    "live broker addresses (masters and slaves) per cluster",
-                                    labels=["cluster"])
+        yield InfoMetricFamily(
+            "pocketmq_nameserver",
+            "the nameserver's address and version",
+            value={"address": self._nameserver.address, "version": __version__},
+        )
+        brokers = GaugeMetricFamily(
+            "pocketmq_registered_brokers",
+            "live broker addresses (masters and slaves) per cluster",
+            labels=["cluster"],
+        )
         live = Counter(info.broker.cluster for info in table.cluster_info().live_brokers)
         for cluster, count in sorted(live.items()):
             brokers.add_metric([cluster], count)
         yield brokers
-        yield GaugeMetricFamily("pocketmq_nameserver_topics", "topics with a route",
-                                value=len(table.topics()))
+        yield GaugeMetricFamily(
+            "pocketmq_nameserver_topics", "topics with a route", value=len(table.topics())
+        )
         counters = table.counters
         for name, text, value in (
-                ("registrations", "RegisterBroker calls accepted", counters.registrations),
-                ("unregistrations", "brokers removed by UnregisterBroker",
-                 counters.unregistrations),
-                ("expirations", "brokers dropped after their heartbeat expired",
-                 counters.expirations)):
+            ("registrations", "RegisterBroker calls accepted", counters.registrations),
+            ("unregistrations", "brokers removed by UnregisterBroker", counters.unregistrations),
+            ("expirations", "brokers dropped after their heartbeat expired", counters.expirations),
+        ):
             yield CounterMetricFamily(f"pocketmq_nameserver_{name}", text, value=value)
 
 
@@ -70,7 +74,6 @@ async def start_nameserver_metrics(nameserver: NameServer, port: int) -> Metrics
     registry = CollectorRegistry(auto_describe=False)
     registry.register(NameServerCollector(nameserver))
     ProcessCollector(registry=registry)
-    server = MetricsHttpServer(registry, host=nameserver.config.host, port=port,
-                               name="nameserver")
+    server = MetricsHttpServer(registry, host=nameserver.config.host, port=port, name="nameserver")
     await server.start()
     return server

@@ -96,7 +96,7 @@ class BrokerIdentity:
     cluster: str
     broker_name: str
     broker_addr: str  # "host:port" where clients reach it
-    broker_id: int    # MASTER_ID (0) or a slave id
+    broker_id: int  # MASTER_ID (0) or a slave id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,7 +116,7 @@ class BrokerData:
     cluster: str
     broker_name: str
     broker_addrs: Mapping[int, str]  # broker id -> "host:port", sorted by id
-    master_epoch: int = 0            # the highest master epoch known for the name (0: none)
+    master_epoch: int = 0  # the highest master epoch known for the name (0: none)
 
     @property
     def master_addr(self) -> str | None:
@@ -138,19 +138,19 @@ class BrokerLiveInfo:
     """The last registration heard from one broker address."""
 
     broker: BrokerIdentity
-    last_update_timestamp_ms: int     # wall clock, for people
-    last_update_monotonic_s: float    # monotonic clock, for expiry
+    last_update_timestamp_ms: int  # wall clock, for people
+    last_update_monotonic_s: float  # monotonic clock, for expiry
     heartbeat_timeout_ms: int
     data_version: DataVersion
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RegisterResult:
-    master_addr: str              # live master of the same broker name, for a slave; else ""
+    master_addr: str  # live master of the same broker name, for a slave; else ""
     topic_configs_accepted: bool  # False: the data version was unchanged, only liveness refreshed
-    master_ha_addr: str = ""      # that master's replication service, for a slave
-    master_epoch: int = 0         # the highest master epoch known for the broker name
-    stale_master: bool = False    # a master of an older epoch: refused, not routed
+    master_ha_addr: str = ""  # that master's replication service, for a slave
+    master_epoch: int = 0  # the highest master epoch known for the broker name
+    stale_master: bool = False  # a master of an older epoch: refused, not routed
     full_table_needed: bool = False  # a delta on a base the table does not hold: send it all
 
 
@@ -177,20 +177,20 @@ _NO_VERSION = DataVersion(-1, -1)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClusterInfo:
-    broker_addr_table: Mapping[str, BrokerData]           # broker name -> members
-    cluster_addr_table: Mapping[str, tuple[str, ...]]     # cluster -> sorted broker names
-    live_brokers: tuple[BrokerLiveInfo, ...]              # by cluster, broker name, id
+    broker_addr_table: Mapping[str, BrokerData]  # broker name -> members
+    cluster_addr_table: Mapping[str, tuple[str, ...]]  # cluster -> sorted broker names
+    live_brokers: tuple[BrokerLiveInfo, ...]  # by cluster, broker name, id
 
 
 @dataclass(slots=True)
 class RouteTableCounters:
     """What the table has done, for tests and runtime stats."""
 
-    registrations: int = 0          # RegisterBroker calls accepted
-    topic_config_updates: int = 0   # registrations that rebuilt a broker name's routes
-    liveness_refreshes: int = 0     # registrations that only refreshed liveness
-    unregistrations: int = 0        # brokers removed by UnregisterBroker
-    expirations: int = 0            # brokers removed for silence
+    registrations: int = 0  # RegisterBroker calls accepted
+    topic_config_updates: int = 0  # registrations that rebuilt a broker name's routes
+    liveness_refreshes: int = 0  # registrations that only refreshed liveness
+    unregistrations: int = 0  # brokers removed by UnregisterBroker
+    expirations: int = 0  # brokers removed for silence
 
 
 @dataclass(slots=True)
@@ -207,8 +207,9 @@ class RouteTable:
 
     def __init__(self, *, clock: Clock, default_heartbeat_timeout_ms: int) -> None:
         if default_heartbeat_timeout_ms <= 0:
-            raise ValueError(f"default_heartbeat_timeout_ms must be positive, "
-                             f"got {default_heartbeat_timeout_ms}")
+            raise ValueError(
+                f"default_heartbeat_timeout_ms must be positive, got {default_heartbeat_timeout_ms}"
+            )
         self._clock = clock
         self._default_heartbeat_timeout_ms = default_heartbeat_timeout_ms
         self._topic_queue_table: dict[str, dict[str, QueueData]] = {}
@@ -217,21 +218,27 @@ class RouteTable:
         self._cluster_addr_table: dict[str, set[str]] = {}
         self._broker_live_table: dict[str, BrokerLiveInfo] = {}
         self._grpc_v2_addrs: dict[str, str] = {}  # broker address -> its v2 MessagingService
-        self._ha_addrs: dict[str, str] = {}       # broker address -> its replication service
+        self._ha_addrs: dict[str, str] = {}  # broker address -> its replication service
         self._master_epochs: dict[str, int] = {}  # broker name -> highest master epoch seen
         # broker address -> (version, next chunk index, chunk count, configs so far)
         self._staged: dict[str, tuple[DataVersion, int, int, list[TopicConfig]]] = {}
-        self._sorted_topics: list[str] | None = None   # topics() index; None = rebuild
+        self._sorted_topics: list[str] | None = None  # topics() index; None = rebuild
         self.counters = RouteTableCounters()
 
     # ---------------------------------------------------------------- registration
 
-    def register_broker(self, broker: BrokerIdentity, data_version: DataVersion,
-                        topic_configs: Iterable[TopicConfig], *,
-                        heartbeat_timeout_ms: int | None = None,
-                        grpc_v2_addr: str = "", ha_addr: str = "",
-                        master_epoch: int = 0,
-                        update: TopicUpdate = FULL_TABLE) -> RegisterResult:
+    def register_broker(
+        self,
+        broker: BrokerIdentity,
+        data_version: DataVersion,
+        topic_configs: Iterable[TopicConfig],
+        *,
+        heartbeat_timeout_ms: int | None = None,
+        grpc_v2_addr: str = "",
+        ha_addr: str = "",
+        master_epoch: int = 0,
+        update: TopicUpdate = FULL_TABLE,
+    ) -> RegisterResult:
         """Record a broker's registration (REGISTER_BROKER).
 
         *topic_configs* is iterated only when the configs are taken (a master's
@@ -254,34 +261,57 @@ class RouteTable:
         mode, configs = self._topic_mode(broker, held, data_version, topic_configs, update)
         take_configs = mode in ("full", "delta")
         full_needed = mode == "need_full"
-        if mode in ("none", "need_full") and broker.broker_id == MASTER_ID \
-                and data_version != held:
-            data_version = held         # what it holds stays what it says it holds
+        if mode in ("none", "need_full") and broker.broker_id == MASTER_ID and data_version != held:
+            data_version = held  # what it holds stays what it says it holds
         self._check_cluster(broker)
 
         if live is not None and not known:
-            logger.info("broker %s re-registers as %s/%s id %d (was %s/%s id %d)", addr,
-                        broker.cluster, broker.broker_name, broker.broker_id,
-                        live.broker.cluster, live.broker.broker_name, live.broker.broker_id)
+            logger.info(
+                "broker %s re-registers as %s/%s id %d (was %s/%s id %d)",
+                addr,
+                broker.cluster,
+                broker.broker_name,
+                broker.broker_id,
+                live.broker.cluster,
+                live.broker.broker_name,
+                live.broker.broker_id,
+            )
             self._remove(live.broker)
         self._add_member(broker)
         if mode == "delta":
             self._apply_delta(broker.broker_name, configs, update.deleted)
             self.counters.topic_config_updates += 1
-            logger.debug("broker %s (%s/%s) changed %d topics and deleted %d, data version %s",
-                         addr, broker.cluster, broker.broker_name, len(configs),
-                         len(update.deleted), tuple(data_version))
+            logger.debug(
+                "broker %s (%s/%s) changed %d topics and deleted %d, data version %s",
+                addr,
+                broker.cluster,
+                broker.broker_name,
+                len(configs),
+                len(update.deleted),
+                tuple(data_version),
+            )
         elif take_configs:
             self._replace_routes(broker.broker_name, configs)
             self.counters.topic_config_updates += 1
-            logger.info("broker %s (%s/%s id %d) registered %d topics, data version %s",
-                        addr, broker.cluster, broker.broker_name, broker.broker_id,
-                        len(configs), tuple(data_version))
+            logger.info(
+                "broker %s (%s/%s id %d) registered %d topics, data version %s",
+                addr,
+                broker.cluster,
+                broker.broker_name,
+                broker.broker_id,
+                len(configs),
+                tuple(data_version),
+            )
         else:
             self.counters.liveness_refreshes += 1
             if not known:
-                logger.info("broker %s (%s/%s id %d) registered", addr, broker.cluster,
-                            broker.broker_name, broker.broker_id)
+                logger.info(
+                    "broker %s (%s/%s id %d) registered",
+                    addr,
+                    broker.cluster,
+                    broker.broker_name,
+                    broker.broker_id,
+                )
         self._broker_live_table[addr] = BrokerLiveInfo(
             broker=broker,
             last_update_timestamp_ms=self._clock.now_ms(),
@@ -299,14 +329,22 @@ class RouteTable:
             self._ha_addrs.pop(addr, None)
         self.counters.registrations += 1
         master = self._live_master_of(broker)
-        return RegisterResult(master_addr=master, topic_configs_accepted=take_configs,
-                              master_ha_addr=self._ha_addrs.get(master, "") if master else "",
-                              master_epoch=self._master_epochs.get(broker.broker_name, 0),
-                              full_table_needed=full_needed)
+        return RegisterResult(
+            master_addr=master,
+            topic_configs_accepted=take_configs,
+            master_ha_addr=self._ha_addrs.get(master, "") if master else "",
+            master_epoch=self._master_epochs.get(broker.broker_name, 0),
+            full_table_needed=full_needed,
+        )
 
-    def _topic_mode(self, broker: BrokerIdentity, held: DataVersion, version: DataVersion,
-                    topic_configs: Iterable[TopicConfig],
-                    update: TopicUpdate) -> tuple[str, tuple[TopicConfig, ...]]:
+    def _topic_mode(
+        self,
+        broker: BrokerIdentity,
+        held: DataVersion,
+        version: DataVersion,
+        topic_configs: Iterable[TopicConfig],
+        update: TopicUpdate,
+    ) -> tuple[str, tuple[TopicConfig, ...]]:
         """What a registration does to the broker name's routes: "full" (replace them),
         "delta" (apply changes), "none", or "need_full" (a delta on another base). The
         configs are read completely before anything changes."""
@@ -326,55 +364,82 @@ class RouteTable:
             staged = (version, 0, update.chunk_count, [])
         elif staged is None or staged[:3] != expected:
             self._staged.pop(broker.broker_addr, None)
-            return "need_full", ()           # a chunk out of order or of another table
+            return "need_full", ()  # a chunk out of order or of another table
         configs = staged[3]
         configs.extend(topic_configs)
         if update.chunk_index < update.chunk_count - 1:
-            self._staged[broker.broker_addr] = (version, update.chunk_index + 1,
-                                                update.chunk_count, configs)
+            self._staged[broker.broker_addr] = (
+                version,
+                update.chunk_index + 1,
+                update.chunk_count,
+                configs,
+            )
             return "none", ()
         self._staged.pop(broker.broker_addr, None)
         return "full", tuple(configs)
 
-    def _refuse_stale_master(self, broker: BrokerIdentity, epoch: int,
-                             known_epoch: int) -> RegisterResult:
+    def _refuse_stale_master(
+        self, broker: BrokerIdentity, epoch: int, known_epoch: int
+    ) -> RegisterResult:
         """A master of an older term (replaced by a promotion): not routed any more."""
         live = self._broker_live_table.get(broker.broker_addr)
         if live is not None and live.broker.broker_name == broker.broker_name:
             self._remove(live.broker)
-        logger.warning("refused broker %s as master of %s/%s: its epoch %d is older than %d; "
-                       "it was replaced and must rejoin as a replica", broker.broker_addr,
-                       broker.cluster, broker.broker_name, epoch, known_epoch)
+        logger.warning(
+            "refused broker %s as master of %s/%s: its epoch %d is older than %d; "
+            "it was replaced and must rejoin as a replica",
+            broker.broker_addr,
+            broker.cluster,
+            broker.broker_name,
+            epoch,
+            known_epoch,
+        )
         entry = self._broker_addr_table.get(broker.broker_name)
         master = entry.addrs.get(MASTER_ID, "") if entry is not None else ""
         if master not in self._broker_live_table:
             master = ""
-        return RegisterResult(master_addr=master, topic_configs_accepted=False,
-                              master_ha_addr=self._ha_addrs.get(master, "") if master else "",
-                              master_epoch=known_epoch, stale_master=True)
+        return RegisterResult(
+            master_addr=master,
+            topic_configs_accepted=False,
+            master_ha_addr=self._ha_addrs.get(master, "") if master else "",
+            master_epoch=known_epoch,
+            stale_master=True,
+        )
 
     def unregister_broker(self, broker: BrokerIdentity) -> bool:
         """Remove a broker at once (UNREGISTER_BROKER); False if it was not known."""
         removed = self._remove(broker)
         if removed:
             self.counters.unregistrations += 1
-            logger.info("broker %s (%s/%s id %d) unregistered", broker.broker_addr,
-                        broker.cluster, broker.broker_name, broker.broker_id)
+            logger.info(
+                "broker %s (%s/%s id %d) unregistered",
+                broker.broker_addr,
+                broker.cluster,
+                broker.broker_name,
+                broker.broker_id,
+            )
         return removed
 
     def scan_not_active_brokers(self) -> list[BrokerLiveInfo]:
         """Remove every broker silent past its heartbeat timeout; returns them."""
         now_s = self._clock.monotonic()
-        expired = [info for info in self._broker_live_table.values()
-                   if now_s - info.last_update_monotonic_s > info.heartbeat_timeout_ms / 1000]
+        expired = [
+            info
+            for info in self._broker_live_table.values()
+            if now_s - info.last_update_monotonic_s > info.heartbeat_timeout_ms / 1000
+        ]
         for info in expired:
             self._remove(info.broker)
             self.counters.expirations += 1
             logger.warning(
                 "broker %s (%s/%s id %d) expired: silent for %.1f s, timeout %d ms",
-                info.broker.broker_addr, info.broker.cluster, info.broker.broker_name,
-                info.broker.broker_id, now_s - info.last_update_monotonic_s,
-                info.heartbeat_timeout_ms)
+                info.broker.broker_addr,
+                info.broker.cluster,
+                info.broker.broker_name,
+                info.broker.broker_id,
+                now_s - info.last_update_monotonic_s,
+                info.heartbeat_timeout_ms,
+            )
         return expired
 
     # ---------------------------------------------------------------------- queries
@@ -388,23 +453,33 @@ class RouteTable:
         broker_datas = tuple(self._broker_data(n) for n in names if n in self._broker_addr_table)
         if not broker_datas:
             return None
-        v2_addrs = {a: self._grpc_v2_addrs[a] for b in broker_datas
-                    for a in b.broker_addrs.values() if a in self._grpc_v2_addrs}
-        return TopicRouteData(queue_datas=tuple(queue_map[n] for n in names),
-                              broker_datas=broker_datas, grpc_v2_addrs=v2_addrs)
+        v2_addrs = {
+            a: self._grpc_v2_addrs[a]
+            for b in broker_datas
+            for a in b.broker_addrs.values()
+            if a in self._grpc_v2_addrs
+        }
+        return TopicRouteData(
+            queue_datas=tuple(queue_map[n] for n in names),
+            broker_datas=broker_datas,
+            grpc_v2_addrs=v2_addrs,
+        )
 
     def topics(self) -> list[str]:
         """Every routable topic, sorted (GET_ALL_TOPIC_LIST_FROM_NAMESERVER)."""
         return list(self._topic_index())
 
-    def topic_page(self, start_after: str, limit: int,
-                   ) -> tuple[list[tuple[str, tuple[QueueData, ...]]], dict[str, BrokerData], str]:
+    def topic_page(
+        self,
+        start_after: str,
+        limit: int,
+    ) -> tuple[list[tuple[str, tuple[QueueData, ...]]], dict[str, BrokerData], str]:
         """Up to *limit* topics after *start_after*, each with its queue data, the
         brokers they name, and the name to continue after ("" at the end). Costs the
         page, plus one sort of the names after the table changed."""
         index = self._topic_index()
         start = bisect.bisect_right(index, start_after) if start_after else 0
-        names = index[start:start + limit]
+        names = index[start : start + limit]
         rows = []
         brokers: dict[str, BrokerData] = {}
         for topic in names:
@@ -416,9 +491,10 @@ class RouteTable:
         more = start + limit < len(index)
         return rows, brokers, names[-1] if more and names else ""
 
-    def routes_of(self, names: Iterable[str],
-                  ) -> tuple[list[tuple[str, tuple[QueueData, ...]]], dict[str, BrokerData],
-                             list[str]]:
+    def routes_of(
+        self,
+        names: Iterable[str],
+    ) -> tuple[list[tuple[str, tuple[QueueData, ...]]], dict[str, BrokerData], list[str]]:
         """The queue data of each topic in *names* that a live broker serves, the brokers
         they name, and the names nobody serves. Costs the names asked, not the table."""
         rows = []
@@ -449,11 +525,15 @@ class RouteTable:
         """Brokers by name, broker names by cluster, and liveness (GET_BROKER_CLUSTER_INFO)."""
         return ClusterInfo(
             broker_addr_table={n: self._broker_data(n) for n in sorted(self._broker_addr_table)},
-            cluster_addr_table={c: tuple(sorted(names))
-                                for c, names in sorted(self._cluster_addr_table.items())},
-            live_brokers=tuple(sorted(
-                self._broker_live_table.values(),
-                key=lambda i: (i.broker.cluster, i.broker.broker_name, i.broker.broker_id))),
+            cluster_addr_table={
+                c: tuple(sorted(names)) for c, names in sorted(self._cluster_addr_table.items())
+            },
+            live_brokers=tuple(
+                sorted(
+                    self._broker_live_table.values(),
+                    key=lambda i: (i.broker.cluster, i.broker.broker_name, i.broker.broker_id),
+                )
+            ),
         )
 
     def live_broker(self, broker_addr: str) -> BrokerLiveInfo | None:
@@ -471,7 +551,8 @@ class RouteTable:
             raise RegistrationConflictError(
                 f"broker name {broker.broker_name!r} is registered in cluster "
                 f"{entry.cluster!r} ({members}); {broker.broker_addr} registers it in cluster "
-                f"{broker.cluster!r}. Give this broker another name, or stop the others first")
+                f"{broker.cluster!r}. Give this broker another name, or stop the others first"
+            )
 
     def _add_member(self, broker: BrokerIdentity) -> None:
         name = broker.broker_name
@@ -485,9 +566,15 @@ class RouteTable:
         self._cluster_addr_table.setdefault(broker.cluster, set()).add(name)
         previous = entry.addrs.get(broker.broker_id)
         if previous is not None and previous != broker.broker_addr:
-            logger.warning("broker %s/%s id %d moves from %s to %s; dropping %s",
-                           broker.cluster, name, broker.broker_id, previous,
-                           broker.broker_addr, previous)
+            logger.warning(
+                "broker %s/%s id %d moves from %s to %s; dropping %s",
+                broker.cluster,
+                name,
+                broker.broker_id,
+                previous,
+                broker.broker_addr,
+                previous,
+            )
             self._broker_live_table.pop(previous, None)
         entry.addrs[broker.broker_id] = broker.broker_addr
 
@@ -497,8 +584,11 @@ class RouteTable:
         addr = broker.broker_addr
         live = self._broker_live_table.get(addr)
         removed = False
-        if (live is not None and live.broker.broker_name == broker.broker_name
-                and live.broker.broker_id == broker.broker_id):
+        if (
+            live is not None
+            and live.broker.broker_name == broker.broker_name
+            and live.broker.broker_id == broker.broker_id
+        ):
             del self._broker_live_table[addr]
             self._staged.pop(addr, None)
             self._grpc_v2_addrs.pop(addr, None)
@@ -522,11 +612,15 @@ class RouteTable:
                 del self._cluster_addr_table[cluster]
 
     def _replace_routes(self, broker_name: str, configs: Iterable[TopicConfig]) -> None:
-        new = {c.topic_name: QueueData(broker_name=broker_name,
-                                       read_queue_nums=c.read_queue_nums,
-                                       write_queue_nums=c.write_queue_nums,
-                                       perm=c.perm)
-               for c in configs}
+        new = {
+            c.topic_name: QueueData(
+                broker_name=broker_name,
+                read_queue_nums=c.read_queue_nums,
+                write_queue_nums=c.write_queue_nums,
+                perm=c.perm,
+            )
+            for c in configs
+        }
         for topic in self._topics_by_broker_name.pop(broker_name, set()) - new.keys():
             queue_map = self._topic_queue_table[topic]
             del queue_map[broker_name]
@@ -540,8 +634,9 @@ class RouteTable:
         if new:
             self._topics_by_broker_name[broker_name] = set(new)
 
-    def _apply_delta(self, broker_name: str, configs: Iterable[TopicConfig],
-                     deleted: Iterable[str]) -> None:
+    def _apply_delta(
+        self, broker_name: str, configs: Iterable[TopicConfig], deleted: Iterable[str]
+    ) -> None:
         """Routes of *broker_name*: *configs* added or changed, *deleted* removed."""
         mine = self._topics_by_broker_name.setdefault(broker_name, set())
         for topic in deleted:
@@ -556,17 +651,23 @@ class RouteTable:
             if c.topic_name not in self._topic_queue_table:
                 self._sorted_topics = None
             self._topic_queue_table.setdefault(c.topic_name, {})[broker_name] = QueueData(
-                broker_name=broker_name, read_queue_nums=c.read_queue_nums,
-                write_queue_nums=c.write_queue_nums, perm=c.perm)
+                broker_name=broker_name,
+                read_queue_nums=c.read_queue_nums,
+                write_queue_nums=c.write_queue_nums,
+                perm=c.perm,
+            )
             mine.add(c.topic_name)
         if not mine:
             del self._topics_by_broker_name[broker_name]
 
     def _broker_data(self, broker_name: str) -> BrokerData:
         entry = self._broker_addr_table[broker_name]
-        return BrokerData(cluster=entry.cluster, broker_name=broker_name,
-                          broker_addrs=dict(sorted(entry.addrs.items())),
-                          master_epoch=self._master_epochs.get(broker_name, 0))
+        return BrokerData(
+            cluster=entry.cluster,
+            broker_name=broker_name,
+            broker_addrs=dict(sorted(entry.addrs.items())),
+            master_epoch=self._master_epochs.get(broker_name, 0),
+        )
 
     def _live_master_of(self, broker: BrokerIdentity) -> str:
         if broker.broker_id == MASTER_ID:

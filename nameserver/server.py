@@ -51,10 +51,12 @@ class NameServer:
 
     def __init__(self, config: NamesrvConfig, *, clock: Clock | None = None) -> None:
         self._config = config
-        self.route_table = RouteTable(clock=clock or SystemClock(),
-                                      default_heartbeat_timeout_ms=config.broker_expire_ms)
+        self.route_table = RouteTable(
+            clock=clock or SystemClock(), default_heartbeat_timeout_ms=config.broker_expire_ms
+        )
         self._liveness = BrokerLivenessService(
-            self.route_table, scan_interval_seconds=config.scan_interval_seconds)
+            self.route_table, scan_interval_seconds=config.scan_interval_seconds
+        )
         self._server: grpc.aio.Server | None = None
         self._port: int | None = None
         self._metrics: MetricsHttpServer | None = None
@@ -84,31 +86,42 @@ class NameServer:
         interceptors: list[grpc.aio.ServerInterceptor] = [MalformedRequestInterceptor()]
         if self._config.acl_enable:
             if not self._config.acl_file:
-                raise ConfigError("acl_enable needs acl_file: the ACL the nameserver checks "
-                                  "signatures against")
-            interceptors.append(AclInterceptor(AclStore(self._config.acl_file),
-                                               server_kind="nameserver"))
+                raise ConfigError(
+                    "acl_enable needs acl_file: the ACL the nameserver checks signatures against"
+                )
+            interceptors.append(
+                AclInterceptor(AclStore(self._config.acl_file), server_kind="nameserver")
+            )
         # No SO_REUSEPORT: a second nameserver on a held port must fail, not share it.
         server = grpc.aio.server(interceptors=interceptors, options=[("grpc.so_reuseport", 0)])
         nameserver_pb2_grpc.add_NameServerServicer_to_server(
-            NameServerServicer(self.route_table), server)
+            NameServerServicer(self.route_table), server
+        )
         listen = _join_host_port(self._config.host, self._config.port)
         cfg = self._config
         if cfg.controller_enable:
             self._build_controller(server)
         try:
             if cfg.tls_cert_file or cfg.tls_key_file:
-                port = server.add_secure_port(listen, server_credentials(
-                    cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_ca_file,
-                    cfg.tls_require_client_auth))
+                port = server.add_secure_port(
+                    listen,
+                    server_credentials(
+                        cfg.tls_cert_file,
+                        cfg.tls_key_file,
+                        cfg.tls_ca_file,
+                        cfg.tls_require_client_auth,
+                    ),
+                )
             else:
                 port = server.add_insecure_port(listen)
         except RuntimeError as exc:
-            raise ServerBindError(f"nameserver cannot listen on {listen}: {exc}; is another "
-                                  f"process using the port?") from None
+            raise ServerBindError(
+                f"nameserver cannot listen on {listen}: {exc}; is another process using the port?"
+            ) from None
         if port == 0:  # older grpcio reports a failed bind this way
-            raise ServerBindError(f"nameserver cannot listen on {listen}; is another process "
-                                  f"using the port?")
+            raise ServerBindError(
+                f"nameserver cannot listen on {listen}; is another process using the port?"
+            )
         await server.start()
         if self._config.metrics_port >= 0:
             from pocketmq.nameserver.metrics import start_nameserver_metrics
@@ -125,12 +138,17 @@ class NameServer:
         if self.controller is not None:
             self.controller.set_address(cfg.controller_advertise_addr or self.address)
             await self.controller.start()
-        logger.info("nameserver listening on %s (broker expiry %.1f s, scan every %.1f s); %s",
-                    _join_host_port(self._config.host, port),
-                    self._config.broker_expire_seconds, self._config.scan_interval_seconds,
-                    security_summary(tls=bool(cfg.tls_cert_file),
-                                     client_auth=cfg.tls_require_client_auth,
-                                     acl_file=cfg.acl_file if cfg.acl_enable else None))
+        logger.info(
+            "nameserver listening on %s (broker expiry %.1f s, scan every %.1f s); %s",
+            _join_host_port(self._config.host, port),
+            self._config.broker_expire_seconds,
+            self._config.scan_interval_seconds,
+            security_summary(
+                tls=bool(cfg.tls_cert_file),
+                client_auth=cfg.tls_require_client_auth,
+                acl_file=cfg.acl_file if cfg.acl_enable else None,
+            ),
+        )
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop taking requests; in-flight ones get *grace* seconds (default from config)."""
@@ -159,12 +177,14 @@ class NameServer:
         except ValueError as exc:
             raise ConfigError(f"controller_etcd: {exc}") from None
         self.controller = ControllerService(
-            data_dir=cfg.controller_data_dir, etcd_endpoints=endpoints,
+            data_dir=cfg.controller_data_dir,
+            etcd_endpoints=endpoints,
             etcd_prefix=cfg.controller_etcd_prefix,
             broker_inactive_ms=cfg.controller_broker_inactive_ms,
             scan_interval_ms=cfg.controller_scan_interval_ms,
             lease_ttl_s=cfg.controller_lease_ttl_s,
-            elect_unclean_master=cfg.controller_elect_unclean_master)
+            elect_unclean_master=cfg.controller_elect_unclean_master,
+        )
         controller_pb2_grpc.add_ControllerServicer_to_server(self.controller.build(), server)
 
     @property

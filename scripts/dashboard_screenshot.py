@@ -41,9 +41,12 @@ async def load(namesrv: str, seconds: float) -> None:
         i = 0
         while (elapsed := time.monotonic() - start) < seconds:
             rate = 40 + 35 * math.sin(elapsed / seconds * 2 * math.pi)
-            await asyncio.gather(*(producer.send(Message(topic="orders", body=b"o" * 200,
-                                                         keys=[f"order-{i + n}"]))
-                                   for n in range(max(1, int(rate / 5)))))
+            await asyncio.gather(
+                *(
+                    producer.send(Message(topic="orders", body=b"o" * 200, keys=[f"order-{i + n}"]))
+                    for n in range(max(1, int(rate / 5)))
+                )
+            )
             i += int(rate / 5)
             await asyncio.sleep(0.2)
     await consumer.shutdown()
@@ -56,13 +59,18 @@ def screenshot(url: str, out: Path) -> None:
 
     options = Options()
     options.binary_location = "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                "--window-size=1400,900", "--force-device-scale-factor=1"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,900",
+        "--force-device-scale-factor=1",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
     try:
         driver.get(url + "/#/cluster")
-        time.sleep(3)      # a script, not a test: let the page draw its first refresh
+        time.sleep(3)  # a script, not a test: let the page draw its first refresh
         driver.save_screenshot(str(out))
     finally:
         driver.quit()
@@ -74,20 +82,27 @@ async def main(seconds: float, out: Path) -> None:
         await namesrv.start()
         brokers = []
         for name in ("broker-a", "broker-b"):
-            broker = Broker(BrokerConfig(broker_name=name, port=0, grpc_v2_port=-1,
-                                         data_dir=f"{tmp}/{name}",
-                                         namesrv_addrs=namesrv.address,
-                                         commitlog_file_size_bytes=16 * 1024 * 1024,
-                                         index_slots=1024, index_entries=65536))
+            broker = Broker(
+                BrokerConfig(
+                    broker_name=name,
+                    port=0,
+                    grpc_v2_port=-1,
+                    data_dir=f"{tmp}/{name}",
+                    namesrv_addrs=namesrv.address,
+                    commitlog_file_size_bytes=16 * 1024 * 1024,
+                    index_slots=1024,
+                    index_entries=65536,
+                )
+            )
             await broker.start()
-            broker.topics.create(TopicConfig(topic_name="orders", read_queue_nums=4,
-                                             write_queue_nums=4))
+            broker.topics.create(
+                TopicConfig(topic_name="orders", read_queue_nums=4, write_queue_nums=4)
+            )
             brokers.append(broker)
-        dashboard = Dashboard(DashboardConfig(namesrv=namesrv.address, port=0,
-                                              interval_s=1.0))
+        dashboard = Dashboard(DashboardConfig(namesrv=namesrv.address, port=0, interval_s=1.0))
         await dashboard.start()
         try:
-            await asyncio.sleep(2)      # registration of the new topic
+            await asyncio.sleep(2)  # registration of the new topic
             await load(namesrv.address, seconds)
             await asyncio.to_thread(screenshot, dashboard.url, out)
         finally:

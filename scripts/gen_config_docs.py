@@ -58,9 +58,11 @@ _CLIENT_NAMES = {
 }
 _CONSUMER_NAMES = {
     **_CLIENT_NAMES,
-    "message_model": "messageModel", "consume_from": "consumeFromWhere",
+    "message_model": "messageModel",
+    "consume_from": "consumeFromWhere",
     "consume_timestamp_ms": "consumeTimestamp (yyyyMMddHHmmss)",
-    "allocate": "allocateMessageQueueStrategy", "pull_batch_size": "pullBatchSize",
+    "allocate": "allocateMessageQueueStrategy",
+    "pull_batch_size": "pullBatchSize",
     "pull_delay_on_error_s": "pullTimeDelayMillsWhenException (ms)",
     "pull_threshold_for_queue": "pullThresholdForQueue",
     "pull_threshold_size_for_queue_bytes": "pullThresholdSizeForQueue (MiB)",
@@ -68,36 +70,46 @@ _CONSUMER_NAMES = {
     "offset_store_dir": "rocketmq.client.localOffsetStoreDir",
 }
 _SERVER_TLS_NAMES = {
-    "tls_cert_file": "tls.server.certPath", "tls_key_file": "tls.server.keyPath",
+    "tls_cert_file": "tls.server.certPath",
+    "tls_key_file": "tls.server.keyPath",
     "tls_ca_file": "tls.server.trustCertPath",
     "tls_require_client_auth": "tls.server.need.client.auth (require)",
 }
 ROCKETMQ_NAMES: dict[type, dict[str, str]] = {
     NamesrvConfig: {
         **_SERVER_TLS_NAMES,
-        "port": "listenPort", "broker_expire_seconds": "BROKER_CHANNEL_EXPIRED_TIME (constant, ms)",
+        "port": "listenPort",
+        "broker_expire_seconds": "BROKER_CHANNEL_EXPIRED_TIME (constant, ms)",
         "scan_interval_seconds": "scanNotActiveBrokerInterval (ms)",
     },
     BrokerConfig: {
-        "broker_name": "brokerName", "cluster_name": "brokerClusterName", "broker_id": "brokerId",
-        "broker_ip": "brokerIP1", "port": "listenPort", "namesrv_addrs": "namesrvAddr",
+        "broker_name": "brokerName",
+        "cluster_name": "brokerClusterName",
+        "broker_id": "brokerId",
+        "broker_ip": "brokerIP1",
+        "port": "listenPort",
+        "namesrv_addrs": "namesrvAddr",
         "data_dir": "storePathRootDir",
         "flush_disk_type": "flushDiskType (ASYNC_FLUSH, SYNC_FLUSH)",
         "sync_flush_timeout_ms": "syncFlushTimeout",
         "commitlog_file_size_bytes": "mappedFileSizeCommitLog",
-        "index_slots": "maxHashSlotNum", "index_entries": "maxIndexNum",
-        "file_reserved_hours": "fileReservedTime", "delete_when": "deleteWhen",
+        "index_slots": "maxHashSlotNum",
+        "index_entries": "maxIndexNum",
+        "file_reserved_hours": "fileReservedTime",
+        "delete_when": "deleteWhen",
         "clean_resource_interval_ms": "cleanResourceInterval",
         "max_message_size_bytes": "maxMessageSize",
         "auto_create_topic_enable": "autoCreateTopicEnable",
         "default_topic_queue_nums": "defaultTopicQueueNums",
         "max_pull_messages": "maxTransferCountOnMessageInMemory",
         "max_pull_bytes": "maxTransferBytesOnMessageInMemory",
-        "default_query_max": "defaultQueryMaxNum", "long_polling_enable": "longPollingEnable",
+        "default_query_max": "defaultQueryMaxNum",
+        "long_polling_enable": "longPollingEnable",
         "enable_property_filter": "enablePropertyFilter",
         "message_delay_level": "messageDelayLevel",
         "flush_delay_offset_interval_ms": "flushDelayOffsetInterval",
-        "timer_wheel_enable": "timerWheelEnable", "timer_max_delay_ms": "timerMaxDelaySec (s)",
+        "timer_wheel_enable": "timerWheelEnable",
+        "timer_max_delay_ms": "timerMaxDelaySec (s)",
         "timer_roll_window_s": "timerRollWindowSlot (slots of timerPrecisionMs)",
         "timer_log_file_size_bytes": "mappedFileSizeTimerLog",
         "timer_flush_interval_ms": "timerFlushIntervalMs",
@@ -109,12 +121,16 @@ ROCKETMQ_NAMES: dict[type, dict[str, str]] = {
         "consumer_offset_persist_interval_seconds": "flushConsumerOffsetInterval (ms)",
         "register_interval_seconds": "registerNameServerPeriod (ms)",
         "register_timeout_seconds": "registerBrokerTimeoutMills (ms)",
-        "grpc_v2_port": "grpcServerPort (proxy)", "metrics_port": "metricsPromExporterPort",
-        "acl_enable": "aclEnable", **_SERVER_TLS_NAMES,
-        "broker_role": "brokerRole", "ha_port": "haListenPort",
+        "grpc_v2_port": "grpcServerPort (proxy)",
+        "metrics_port": "metricsPromExporterPort",
+        "acl_enable": "aclEnable",
+        **_SERVER_TLS_NAMES,
+        "broker_role": "brokerRole",
+        "ha_port": "haListenPort",
         "ha_master_address": "haMasterAddress",
         "min_sync_replicas": "inSyncReplicas (5.x; 4.x waits for one slave)",
-        "slave_timeout_ms": "slaveTimeout", "ha_transfer_batch_bytes": "haTransferBatchSize",
+        "slave_timeout_ms": "slaveTimeout",
+        "ha_transfer_batch_bytes": "haTransferBatchSize",
         "ha_heartbeat_interval_ms": "haSendHeartbeatInterval",
         "ha_housekeeping_interval_ms": "haHousekeepingInterval",
         "ha_slave_fallbehind_max_bytes": "haSlaveFallbehindMax",
@@ -168,24 +184,33 @@ ROCKETMQ_NAMES: dict[type, dict[str, str]] = {
 class Component:
     title: str
     cls: type
-    how: str                           # one paragraph: where this component's keys are given
-    command: str | None = None         # `pocketmq COMMAND` has a flag per key
+    how: str  # one paragraph: where this component's keys are given
+    command: str | None = None  # `pocketmq COMMAND` has a flag per key
     example: dict[str, Any] | None = None
-    example_table: str | None = None   # [table] of the example file; None = top level
+    example_table: str | None = None  # [table] of the example file; None = top level
     skip: frozenset[str] = frozenset()  # keys documented under another component
 
 
 def broker_store_keys() -> dict[str, str]:
     """StoreConfig key -> what BrokerConfig.store_config sets it from (a key, or ``derived``)."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(BrokerConfig.store_config)))
-    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call)
-                and isinstance(n.func, ast.Name) and n.func.id == StoreConfig.__name__)
+    call = next(
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Name)
+        and n.func.id == StoreConfig.__name__
+    )
     broker_keys = {f.name for f in dataclasses.fields(BrokerConfig)}
     out = {}
     for kw in call.keywords:
         value = kw.value
-        if (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)
-                and value.value.id == "self" and value.attr in broker_keys):
+        if (
+            isinstance(value, ast.Attribute)
+            and isinstance(value.value, ast.Name)
+            and value.value.id == "self"
+            and value.attr in broker_keys
+        ):
             out[str(kw.arg)] = value.attr
         else:
             out[str(kw.arg)] = "derived"
@@ -193,57 +218,110 @@ def broker_store_keys() -> dict[str, str]:
 
 
 def _store_intro() -> str:
-    renamed = [f"`{ours}` → `{theirs}`" for theirs, ours in broker_store_keys().items()
-               if ours not in ("derived", theirs)]
+    renamed = [
+        f"`{ours}` → `{theirs}`"
+        for theirs, ours in broker_store_keys().items()
+        if ours not in ("derived", theirs)
+    ]
     derived = [f"`{theirs}`" for theirs, ours in broker_store_keys().items() if ours == "derived"]
-    return ("A broker builds its `StoreConfig` from the broker keys above: those of the same "
-            f"name, and {', '.join(renamed)}; it derives {' and '.join(derived)}. The store "
-            "keys below are not broker keys: a broker runs them at their defaults. Code that "
-            "embeds the store sets them: `DefaultMessageStore(StoreConfig(data_dir=..., "
-            "KEY=VALUE))`.")
+    return (
+        "A broker builds its `StoreConfig` from the broker keys above: those of the same "
+        f"name, and {', '.join(renamed)}; it derives {' and '.join(derived)}. The store "
+        "keys below are not broker keys: a broker runs them at their defaults. Code that "
+        "embeds the store sets them: `DefaultMessageStore(StoreConfig(data_dir=..., "
+        "KEY=VALUE))`."
+    )
 
 
-def _sdk(title: str, cls: type, ctor: str, table: str, example: dict[str, Any],
-         also: str = "") -> Component:
-    how = (f"`{ctor}(group=..., namesrv=..., KEY=VALUE)` or `config={cls.__name__}(...)` "
-           f"(keywords win){also}. An SDK client reads no file or flag itself; to keep its "
-           f"keys in TOML, pass a table as keywords: "
-           f"`{ctor}(group=..., **tomllib.load(f)[\"{table}\"])`.")
+def _sdk(
+    title: str, cls: type, ctor: str, table: str, example: dict[str, Any], also: str = ""
+) -> Component:
+    how = (
+        f"`{ctor}(group=..., namesrv=..., KEY=VALUE)` or `config={cls.__name__}(...)` "
+        f"(keywords win){also}. An SDK client reads no file or flag itself; to keep its "
+        f"keys in TOML, pass a table as keywords: "
+        f'`{ctor}(group=..., **tomllib.load(f)["{table}"])`.'
+    )
     return Component(title=title, cls=cls, how=how, example=example, example_table=table)
 
 
 COMPONENTS: list[Component] = [
     Component(
-        title="Nameserver", cls=NamesrvConfig, command="nameserver",
+        title="Nameserver",
+        cls=NamesrvConfig,
+        command="nameserver",
         how="`pocketmq nameserver [--config FILE] [FLAGS]`. The file holds the keys at its "
-            "top level.",
-        example={"host": "0.0.0.0", "port": 9876, "broker_expire_seconds": 120.0,
-                 "metrics_port": 5557}),
+        "top level.",
+        example={
+            "host": "0.0.0.0",
+            "port": 9876,
+            "broker_expire_seconds": 120.0,
+            "metrics_port": 5557,
+        },
+    ),
     Component(
-        title="Broker", cls=BrokerConfig, command="broker", example_table="broker",
+        title="Broker",
+        cls=BrokerConfig,
+        command="broker",
+        example_table="broker",
         how=f"`pocketmq broker [--config FILE] [FLAGS]`. The file holds the keys at its top "
-            f"level or in a `[broker]` table. `${NAMESRV_ENV}`, when set, is `namesrv_addrs` "
-            f"unless a flag gives it. `pocketmq standalone --config FILE` reads the same keys "
-            f"(its own `--host`, `--broker-port`, `--data-dir`, `--flush` and `--grpc-v2-port` "
-            f"win); `pocketmq broker config` shows a running broker's values.",
-        example={"broker_name": "broker-a", "cluster_name": "DefaultCluster",
-                 "namesrv_addrs": "10.0.0.5:9876;10.0.0.6:9876", "host": "0.0.0.0",
-                 "broker_ip": "10.0.0.7", "port": 10911, "data_dir": "/var/lib/pocketmq/broker-a",
-                 "flush_disk_type": "sync", "file_reserved_hours": 120, "delete_when": "04",
-                 "max_pull_messages": 64, "metrics_port": 5557}),
+        f"level or in a `[broker]` table. `${NAMESRV_ENV}`, when set, is `namesrv_addrs` "
+        f"unless a flag gives it. `pocketmq standalone --config FILE` reads the same keys "
+        f"(its own `--host`, `--broker-port`, `--data-dir`, `--flush` and `--grpc-v2-port` "
+        f"win); `pocketmq broker config` shows a running broker's values.",
+        example={
+            "broker_name": "broker-a",
+            "cluster_name": "DefaultCluster",
+            "namesrv_addrs": "10.0.0.5:9876;10.0.0.6:9876",
+            "host": "0.0.0.0",
+            "broker_ip": "10.0.0.7",
+            "port": 10911,
+            "data_dir": "/var/lib/pocketmq/broker-a",
+            "flush_disk_type": "sync",
+            "file_reserved_hours": 120,
+            "delete_when": "04",
+            "max_pull_messages": 64,
+            "metrics_port": 5557,
+        },
+    ),
     Component(
-        title="Message store (embedded)", cls=StoreConfig,
+        title="Message store (embedded)",
+        cls=StoreConfig,
         skip=frozenset(broker_store_keys()),
-        how=_store_intro()),
-    _sdk("Producer", ProducerConfig, "Producer", "producer",
-         {"send_timeout_ms": 3000, "retry_times_when_send_failed": 2, "linger_ms": 2.0,
-          "compress_over_bytes": 4096},
-         also="; `TransactionProducer` takes the same keys"),
-    _sdk("Push consumer", ConsumerConfig, "PushConsumer", "push_consumer",
-         {"consume_from": "first", "consume_concurrency": 32, "max_reconsume_times": 16,
-          "pull_batch_size": 32}),
-    _sdk("Pull consumer", PullConsumerConfig, "PullConsumer", "pull_consumer",
-         {"consume_from": "first", "auto_commit": False, "max_poll_messages": 64}),
+        how=_store_intro(),
+    ),
+    _sdk(
+        "Producer",
+        ProducerConfig,
+        "Producer",
+        "producer",
+        {
+            "send_timeout_ms": 3000,
+            "retry_times_when_send_failed": 2,
+            "linger_ms": 2.0,
+            "compress_over_bytes": 4096,
+        },
+        also="; `TransactionProducer` takes the same keys",
+    ),
+    _sdk(
+        "Push consumer",
+        ConsumerConfig,
+        "PushConsumer",
+        "push_consumer",
+        {
+            "consume_from": "first",
+            "consume_concurrency": 32,
+            "max_reconsume_times": 16,
+            "pull_batch_size": 32,
+        },
+    ),
+    _sdk(
+        "Pull consumer",
+        PullConsumerConfig,
+        "PullConsumer",
+        "pull_consumer",
+        {"consume_from": "first", "auto_commit": False, "max_poll_messages": 64},
+    ),
 ]
 
 _COMMAND_MODULES = {"nameserver": nameserver_cmd, "broker": broker_cmd}
@@ -282,8 +360,11 @@ def _groups(cls: type) -> dict[str, str]:
         if not dataclasses.is_dataclass(klass):
             continue
         lines, start = inspect.getsourcelines(klass)
-        titles = {start + i: m.group(1) for i, line in enumerate(lines)
-                  if (m := re.match(r"\s*# -- (.+?) -+\s*$", line))}
+        titles = {
+            start + i: m.group(1)
+            for i, line in enumerate(lines)
+            if (m := re.match(r"\s*# -- (.+?) -+\s*$", line))
+        }
         for node in ast.parse(textwrap.dedent("".join(lines))).body[0].body:  # type: ignore[attr-defined]
             if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 above = [t for n, t in titles.items() if n < start + node.lineno - 1]
@@ -415,8 +496,12 @@ def _table(comp: Component, fields: list[dataclasses.Field[Any]]) -> list[str]:
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for f in fields:
         cells = [f"`{f.name}`"] + ([_flags_cell(comp, f.name, flags)] if comp.command else [])
-        cells += [type_text(hints[f.name]), default_text(f), _rocketmq(comp.cls, f.name),
-                  _meaning(comp.cls, f)]
+        cells += [
+            type_text(hints[f.name]),
+            default_text(f),
+            _rocketmq(comp.cls, f.name),
+            _meaning(comp.cls, f),
+        ]
         out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return [*out, ""]
 
@@ -444,10 +529,12 @@ def render_component(comp: Component) -> list[str]:
 
 
 def _intro() -> str:
-    sources = sorted({Path(inspect.getfile(c.cls)).resolve().relative_to(ROOT).as_posix()
-                      for c in COMPONENTS})
-    return _INTRO.format(regenerate=REGENERATE, env=NAMESRV_ENV,
-                         sources=", ".join(f"`{s}`" for s in sources))
+    sources = sorted(
+        {Path(inspect.getfile(c.cls)).resolve().relative_to(ROOT).as_posix() for c in COMPONENTS}
+    )
+    return _INTRO.format(
+        regenerate=REGENERATE, env=NAMESRV_ENV, sources=", ".join(f"`{s}`" for s in sources)
+    )
 
 
 _INTRO = """\
@@ -499,8 +586,9 @@ def check() -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="only compare; exit 1 when the file is stale")
+    parser.add_argument(
+        "--check", action="store_true", help="only compare; exit 1 when the file is stale"
+    )
     args = parser.parse_args(argv)
     if args.check:
         problem = check()

@@ -37,8 +37,13 @@ GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
 
 def _package_files(root: Path, select: Callable[[Path], bool]) -> list[Path]:
     """Files of every package folder under *root* that *select* takes, relative, sorted."""
-    return sorted(p.relative_to(root) for package in PACKAGE_DIRS if (root / package).is_dir()
-                  for p in (root / package).iterdir() if select(p))
+    return sorted(
+        p.relative_to(root)
+        for package in PACKAGE_DIRS
+        if (root / package).is_dir()
+        for p in (root / package).iterdir()
+        if select(p)
+    )
 
 
 def _is_generated(path: Path) -> bool:
@@ -63,8 +68,9 @@ def generate(out_root: Path, proto_root: Path = PROTO_ROOT) -> list[Path]:
 
     sources = proto_files(proto_root)
     if not sources:
-        raise RuntimeError(f"no .proto files under {proto_root} in "
-                           f"{', '.join(str(d) for d in PACKAGE_DIRS)}")
+        raise RuntimeError(
+            f"no .proto files under {proto_root} in {', '.join(str(d) for d in PACKAGE_DIRS)}"
+        )
     well_known = Path(grpc_tools.__file__).parent / "_proto"
     out_root.mkdir(parents=True, exist_ok=True)
     argv = [
@@ -125,15 +131,20 @@ def write_in_place(proto_root: Path = PROTO_ROOT) -> list[Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="do not write; exit 1 listing generated files that are stale")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="do not write; exit 1 listing generated files that are stale",
+    )
     args = parser.parse_args(argv)
     try:
         if args.check:
             problems = stale_files()
             if problems:
-                print("generated protobuf code is stale; run `python scripts/gen_proto.py`:",
-                      file=sys.stderr)
+                print(
+                    "generated protobuf code is stale; run `python scripts/gen_proto.py`:",
+                    file=sys.stderr,
+                )
                 for line in problems:
                     print(f"  {line}", file=sys.stderr)
                 return 1

@@ -28,8 +28,11 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 OUT = REPO_ROOT / "proto" / "pocketmq" / "etcd"
-SOURCES = {"api/etcdserverpb/rpc.proto": "rpc.proto", "api/mvccpb/kv.proto": "kv.proto",
-           "api/authpb/auth.proto": "auth.proto"}
+SOURCES = {
+    "api/etcdserverpb/rpc.proto": "rpc.proto",
+    "api/mvccpb/kv.proto": "kv.proto",
+    "api/authpb/auth.proto": "auth.proto",
+}
 DROPPED_IMPORTS = ("gogoproto/", "google/api/", "protoc-gen-openapiv2/", "versionpb/")
 _FIELD_OPTIONS = re.compile(r"\s*\[\s*\([^\]]*\]")
 
@@ -37,7 +40,7 @@ _FIELD_OPTIONS = re.compile(r"\s*\[\s*\([^\]]*\]")
 def strip(text: str) -> str:
     """*text* of one etcd ``.proto`` without the custom options and their imports."""
     out: list[str] = []
-    depth = 0                    # > 0 while inside a dropped `option (...) = {` block
+    depth = 0  # > 0 while inside a dropped `option (...) = {` block
     for line in text.splitlines():
         stripped = line.strip()
         if depth:
@@ -50,8 +53,9 @@ def strip(text: str) -> str:
             continue
         line = _FIELD_OPTIONS.sub("", line)
         line = line.replace('import "etcd/api/mvccpb/kv.proto"', 'import "pocketmq/etcd/kv.proto"')
-        line = line.replace('import "etcd/api/authpb/auth.proto"',
-                            'import "pocketmq/etcd/auth.proto"')
+        line = line.replace(
+            'import "etcd/api/authpb/auth.proto"', 'import "pocketmq/etcd/auth.proto"'
+        )
         out.append(line)
     return "\n".join(out) + "\n"
 
@@ -64,8 +68,10 @@ def main(argv: list[str]) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     for src, name in SOURCES.items():
         text = (checkout / src).read_text(encoding="utf-8")
-        header = (f"// Vendored from etcd-io/etcd {src} by scripts/vendor_etcd_proto.py:\n"
-                  "// custom options (gogoproto, google.api.http, openapiv2, versionpb) removed.\n")
+        header = (
+            f"// Vendored from etcd-io/etcd {src} by scripts/vendor_etcd_proto.py:\n"
+            "// custom options (gogoproto, google.api.http, openapiv2, versionpb) removed.\n"
+        )
         (OUT / name).write_text(header + strip(text), encoding="utf-8")
         print(f"wrote {OUT / name}")
     return 0

@@ -70,8 +70,9 @@ def address_matches(pattern: str, ip: str) -> bool:
         return True
     if "*" in pattern:
         want, got = pattern.split("."), ip.split(".")
-        return len(want) == len(got) == 4 and all(w in ("*", g) for w, g in zip(want, got,
-                                                                               strict=True))
+        return len(want) == len(got) == 4 and all(
+            w in ("*", g) for w, g in zip(want, got, strict=True)
+        )
     if "/" in pattern:
         try:
             return ipaddress.ip_address(ip) in ipaddress.ip_network(pattern, strict=False)
@@ -111,7 +112,7 @@ class Account:
     def topic_perm(self, topic: str) -> int:
         for prefix in (RETRY_PREFIX, DLQ_PREFIX):
             if topic.startswith(prefix):
-                return self.group_perm(topic[len(prefix):])
+                return self.group_perm(topic[len(prefix) :])
         return self.topic_perms.get(topic, self.default_topic_perm)
 
 
@@ -132,8 +133,9 @@ class Acl:
         white = raw.get("global_white_remote_addresses", [])
         if not isinstance(white, list):
             raise ConfigError(f"{where}: global_white_remote_addresses must be a list")
-        patterns = tuple(_check_pattern(p, f"{where}: global_white_remote_addresses")
-                         for p in white)
+        patterns = tuple(
+            _check_pattern(p, f"{where}: global_white_remote_addresses") for p in white
+        )
         accounts_raw = raw.get("accounts", [])
         if not isinstance(accounts_raw, list):
             raise ConfigError(f"{where}: accounts must be an array of tables ([[accounts]])")
@@ -141,14 +143,23 @@ class Acl:
         for i, entry in enumerate(accounts_raw):
             account = _account(entry, f"{where}: accounts[{i}]")
             if account.access_key in accounts:
-                raise ConfigError(f"{where}: accounts[{i}]: access_key "
-                                  f"{account.access_key!r} appears twice")
+                raise ConfigError(
+                    f"{where}: accounts[{i}]: access_key {account.access_key!r} appears twice"
+                )
             accounts[account.access_key] = account
         return cls(accounts, patterns)
 
 
-_ACCOUNT_KEYS = {"access_key", "secret_key", "admin", "white_remote_address",
-                 "default_topic_perm", "default_group_perm", "topic_perms", "group_perms"}
+_ACCOUNT_KEYS = {
+    "access_key",
+    "secret_key",
+    "admin",
+    "white_remote_address",
+    "default_topic_perm",
+    "default_group_perm",
+    "topic_perms",
+    "group_perms",
+}
 
 
 def _account(entry: object, where: str) -> Account:
@@ -170,17 +181,23 @@ def _account(entry: object, where: str) -> Account:
     def perms(key: str) -> dict[str, int]:
         table = entry.get(key, {})
         if not isinstance(table, dict):
-            raise ConfigError(f"{where}: {key} must be a table of name = \"PUB|SUB\"")
+            raise ConfigError(f'{where}: {key} must be a table of name = "PUB|SUB"')
         return {name: parse_perm(p, f"{where}: {key}.{name}") for name, p in table.items()}
 
     return Account(
-        access_key=entry["access_key"], secret_key=entry["secret_key"], admin=admin,
+        access_key=entry["access_key"],
+        secret_key=entry["secret_key"],
+        admin=admin,
         white_remote_address=str(white),
-        default_topic_perm=parse_perm(entry.get("default_topic_perm", "DENY"),
-                                      f"{where}: default_topic_perm"),
-        default_group_perm=parse_perm(entry.get("default_group_perm", "DENY"),
-                                      f"{where}: default_group_perm"),
-        topic_perms=perms("topic_perms"), group_perms=perms("group_perms"))
+        default_topic_perm=parse_perm(
+            entry.get("default_topic_perm", "DENY"), f"{where}: default_topic_perm"
+        ),
+        default_group_perm=parse_perm(
+            entry.get("default_group_perm", "DENY"), f"{where}: default_group_perm"
+        ),
+        topic_perms=perms("topic_perms"),
+        group_perms=perms("group_perms"),
+    )
 
 
 class AclStore:
@@ -191,7 +208,7 @@ class AclStore:
         self._mtime_ns = -1
         self._checked_at = 0.0
         self.reloads = 0
-        self._acl = self._load()          # a broken file at start is a start error
+        self._acl = self._load()  # a broken file at start is a start error
 
     def _load(self) -> Acl:
         try:
@@ -199,8 +216,10 @@ class AclStore:
                 stat = os.fstat(f.fileno())
                 raw = tomllib.load(f)
         except FileNotFoundError:
-            raise ConfigError(f"acl_file {self.path} does not exist; write one (README, "
-                              "Security) or turn acl_enable off") from None
+            raise ConfigError(
+                f"acl_file {self.path} does not exist; write one (README, "
+                "Security) or turn acl_enable off"
+            ) from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"acl_file {self.path} is not valid TOML: {exc}") from None
         acl = Acl.parse(raw, self.path)
@@ -226,7 +245,7 @@ class AclStore:
         try:
             self._acl = self._load()
         except ConfigError as exc:
-            self._mtime_ns = mtime            # report a broken edit once, not every second
+            self._mtime_ns = mtime  # report a broken edit once, not every second
             log.error("acl_file changed but cannot be used: %s; keeping the previous ACL", exc)
             return False
         self.reloads += 1

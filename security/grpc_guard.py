@@ -41,9 +41,10 @@ class MalformedRequestInterceptor(grpc.aio.ServerInterceptor):
         self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(
-            self, continuation: Callable[[grpc.HandlerCallDetails],
-                                         Awaitable[grpc.RpcMethodHandler]],
-            handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
         handler = await continuation(handler_call_details)
         if handler is None or handler.request_deserializer is None or handler.request_streaming:
             return handler
@@ -62,14 +63,16 @@ def _wrap(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
     def lenient(data: bytes) -> Any:
         try:
             return decode(data)
-        except Exception as exc:   # any failure to decode is the sender's
+        except Exception as exc:  # any failure to decode is the sender's
             return _Malformed(exc)
 
     async def refuse(request: _Malformed, context: grpc.aio.ServicerContext) -> None:
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                            f"{method}: the request bytes are not a valid message of this RPC "
-                            f"({request.error}); the client must send what the server's "
-                            ".proto defines")
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"{method}: the request bytes are not a valid message of this RPC "
+            f"({request.error}); the client must send what the server's "
+            ".proto defines",
+        )
 
     if handler.unary_unary is not None:
         unary = handler.unary_unary
@@ -80,21 +83,27 @@ def _wrap(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
             return await unary(request, context)
 
         return grpc.unary_unary_rpc_method_handler(
-            unary_guarded, request_deserializer=lenient,
-            response_serializer=handler.response_serializer)
+            unary_guarded,
+            request_deserializer=lenient,
+            response_serializer=handler.response_serializer,
+        )
     stream = handler.unary_stream
 
-    async def stream_guarded(request: Any, context: grpc.aio.ServicerContext,
-                             ) -> AsyncIterator[Any]:
+    async def stream_guarded(
+        request: Any,
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[Any]:
         if isinstance(request, _Malformed):
             await refuse(request, context)
         replies = stream(request, context)
         if inspect.isasyncgen(replies):
             async for reply in replies:
                 yield reply
-        else:   # a coroutine that writes with context.write()
+        else:  # a coroutine that writes with context.write()
             await replies
 
     return grpc.unary_stream_rpc_method_handler(
-        stream_guarded, request_deserializer=lenient,
-        response_serializer=handler.response_serializer)
+        stream_guarded,
+        request_deserializer=lenient,
+        response_serializer=handler.response_serializer,
+    )

@@ -45,41 +45,57 @@ from pocketmq.common.auth import (
 from pocketmq.security.acl import PUB, SUB, Account, AclStore
 from pocketmq.security.replay import DEFAULT_MAX_SIGNATURES, RecentSignatures
 
-__all__ = ["ANY", "RULES", "AclError", "AclInterceptor", "authorize_group",
-           "authorize_publish", "authorize_subscribe", "current_account", "current_owner",
-           "peer_ip"]
+__all__ = [
+    "ANY",
+    "RULES",
+    "AclError",
+    "AclInterceptor",
+    "authorize_group",
+    "authorize_publish",
+    "authorize_subscribe",
+    "current_account",
+    "current_owner",
+    "peer_ip",
+]
 
 #: the account of the call being served; None when the ACL is off or the peer is trusted
 current_account: contextvars.ContextVar[Account | None] = contextvars.ContextVar(
-    "pocketmq_acl_account", default=None)
+    "pocketmq_acl_account", default=None
+)
 
-AUTH = "authenticated"      # any known user
-GROUP = "GROUP"             # PUB or SUB on the group (a producer group's own)
+AUTH = "authenticated"  # any known user
+GROUP = "GROUP"  # PUB or SUB on the group (a producer group's own)
 ANY = PUB | SUB
 # method name -> (what it needs, the topic field, the group field)
 RULES: dict[str, tuple[str, str, str]] = {
-    "SendMessage": (AUTH, "", ""), "SendBatch": (AUTH, "", ""),   # PUB: authorize_publish
-    "InitProducerId": (AUTH, "", ""),       # PUB on each topic named: authorize_publish
+    "SendMessage": (AUTH, "", ""),
+    "SendBatch": (AUTH, "", ""),  # PUB: authorize_publish
+    "InitProducerId": (AUTH, "", ""),  # PUB on each topic named: authorize_publish
     # PUB on the half's topic: the servicer, once it has read the half
     "EndTransaction": (GROUP, "", "producer_group"),
     "PullMessage": ("SUB", "topic", "consumer_group"),
-    "PullBatch": ("SUB", "", "consumer_group"),   # each queue's topic: authorize_subscribe
+    "PullBatch": ("SUB", "", "consumer_group"),  # each queue's topic: authorize_subscribe
     "QueryConsumerOffset": ("SUB", "topic", "consumer_group"),
     "UpdateConsumerOffset": ("SUB", "topic", "consumer_group"),
-    "GetMinOffset": ("SUB", "topic", ""), "GetMaxOffset": ("SUB", "topic", ""),
+    "GetMinOffset": ("SUB", "topic", ""),
+    "GetMaxOffset": ("SUB", "topic", ""),
     "SearchOffsetByTimestamp": ("SUB", "topic", ""),
     "QueryMessage": ("SUB", "topic", ""),
     # the record's topics: the servicer, once it has read the record
     "ConsumerSendMsgBack": ("SUB", "", "group"),
     # each queue's topic: the servicer
-    "LockBatchMQ": ("SUB", "", "group"), "UnlockBatchMQ": ("SUB", "", "group"),
+    "LockBatchMQ": ("SUB", "", "group"),
+    "UnlockBatchMQ": ("SUB", "", "group"),
     "GetConsumerListByGroup": ("SUB", "", "consumer_group"),
     # groups, subscriptions and the client id's owner: the servicer
-    "HeartBeat": (AUTH, "", ""), "UnregisterClient": (AUTH, "", ""),
+    "HeartBeat": (AUTH, "", ""),
+    "UnregisterClient": (AUTH, "", ""),
     "ClientChannel": (AUTH, "", ""),
     # the nameserver: routes are for any user; RegisterBroker/UnregisterBroker need admin
-    "GetRouteInfoByTopic": (AUTH, "", ""), "GetAllTopicList": (AUTH, "", ""),
-    "GetBrokerClusterInfo": (AUTH, "", ""), "GetTopicRoutes": (AUTH, "", ""),
+    "GetRouteInfoByTopic": (AUTH, "", ""),
+    "GetAllTopicList": (AUTH, "", ""),
+    "GetBrokerClusterInfo": (AUTH, "", ""),
+    "GetTopicRoutes": (AUTH, "", ""),
 }
 
 
@@ -103,9 +119,11 @@ def _perm_name(perm: int) -> str:
 
 
 def _denied(account: Account, what: str, name: str, perm: int) -> AclError:
-    return AclError(grpc.StatusCode.PERMISSION_DENIED,
-                    f"access key {account.access_key!r} has no {_perm_name(perm)} permission on "
-                    f"{what} {name!r}; grant it in the ACL file (topic_perms / group_perms)")
+    return AclError(
+        grpc.StatusCode.PERMISSION_DENIED,
+        f"access key {account.access_key!r} has no {_perm_name(perm)} permission on "
+        f"{what} {name!r}; grant it in the ACL file (topic_perms / group_perms)",
+    )
 
 
 def current_owner() -> str | None:
@@ -143,19 +161,26 @@ def authorize_subscribe(topic: str) -> None:
 
 
 class AclInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, store: AclStore, *, clock_ms: Callable[[], int] | None = None,
-                 max_signatures: int = DEFAULT_MAX_SIGNATURES,
-                 server_kind: str = "broker") -> None:
+    def __init__(
+        self,
+        store: AclStore,
+        *,
+        clock_ms: Callable[[], int] | None = None,
+        max_signatures: int = DEFAULT_MAX_SIGNATURES,
+        server_kind: str = "broker",
+    ) -> None:
         self._store = store
-        self._kind = server_kind            # "broker" or "nameserver", for the refusals
+        self._kind = server_kind  # "broker" or "nameserver", for the refusals
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self._seen = RecentSignatures(REPLAY_WINDOW_MS, max_entries=max_signatures)
         self._wrapped: dict[str, tuple[Any, Any]] = {}
         self.refused_total = 0
 
-    async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails],
-                                                             Awaitable[grpc.RpcMethodHandler]],
-                                details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
         handler = await continuation(details)
         if handler is None:
             return handler
@@ -167,12 +192,14 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
             wrapped = grpc.unary_unary_rpc_method_handler(
                 self._guard_unary(method, handler.unary_unary),
                 request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer)
+                response_serializer=handler.response_serializer,
+            )
         elif handler.unary_stream is not None:
             wrapped = grpc.unary_stream_rpc_method_handler(
                 self._guard_stream(method, handler.unary_stream),
                 request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer)
+                response_serializer=handler.response_serializer,
+            )
         else:
             return handler
         self._wrapped[method] = (handler, wrapped)
@@ -202,11 +229,16 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
 
         return guarded
 
-    async def _admit(self, method: str, request: Any,
-                     context: grpc.aio.ServicerContext) -> contextvars.Token[Account | None]:
+    async def _admit(
+        self, method: str, request: Any, context: grpc.aio.ServicerContext
+    ) -> contextvars.Token[Account | None]:
         try:
-            account = self.check(method, request, dict(context.invocation_metadata() or ()),
-                                 peer_ip(context.peer() or ""))
+            account = self.check(
+                method,
+                request,
+                dict(context.invocation_metadata() or ()),
+                peer_ip(context.peer() or ""),
+            )
         except AclError as exc:
             self.refused_total += 1
             await context.abort(exc.code, exc.message)
@@ -220,47 +252,64 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
             return None
         access_key = str(headers.get(ACCESS_KEY_HEADER, ""))
         if not access_key:
-            raise AclError(grpc.StatusCode.UNAUTHENTICATED,
-                           f"{method} carries no {ACCESS_KEY_HEADER}; this {self._kind} requires "
-                           "signed requests (give the client access_key and secret_key)")
+            raise AclError(
+                grpc.StatusCode.UNAUTHENTICATED,
+                f"{method} carries no {ACCESS_KEY_HEADER}; this {self._kind} requires "
+                "signed requests (give the client access_key and secret_key)",
+            )
         account = acl.accounts.get(access_key)
         if account is None:
-            raise AclError(grpc.StatusCode.UNAUTHENTICATED,
-                           f"access key {access_key[:64]!r} is unknown to this {self._kind}'s ACL")
+            raise AclError(
+                grpc.StatusCode.UNAUTHENTICATED,
+                f"access key {access_key[:64]!r} is unknown to this {self._kind}'s ACL",
+            )
         if not account.may_connect_from(ip):
-            raise AclError(grpc.StatusCode.PERMISSION_DENIED,
-                           f"access key {access_key!r} may not be used from {ip}; its "
-                           f"white_remote_address is {account.white_remote_address!r}")
+            raise AclError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"access key {access_key!r} may not be used from {ip}; its "
+                f"white_remote_address is {account.white_remote_address!r}",
+            )
         try:
             ts = int(str(headers.get(TIMESTAMP_HEADER, "")))
         except ValueError:
-            raise AclError(grpc.StatusCode.UNAUTHENTICATED,
-                           f"{TIMESTAMP_HEADER} is missing or not milliseconds") from None
+            raise AclError(
+                grpc.StatusCode.UNAUTHENTICATED,
+                f"{TIMESTAMP_HEADER} is missing or not milliseconds",
+            ) from None
         now_ms = self._clock_ms()
         skew_ms = ts - now_ms
         if abs(skew_ms) > REPLAY_WINDOW_MS:
-            raise AclError(grpc.StatusCode.UNAUTHENTICATED,
-                           f"the request was signed {abs(skew_ms) / 1000:.0f} s "
-                           f"{'ahead of' if skew_ms > 0 else 'behind'} this {self._kind}'s clock; "
-                           f"at most {REPLAY_WINDOW_MS // 1000} s are accepted (check NTP)")
+            raise AclError(
+                grpc.StatusCode.UNAUTHENTICATED,
+                f"the request was signed {abs(skew_ms) / 1000:.0f} s "
+                f"{'ahead of' if skew_ms > 0 else 'behind'} this {self._kind}'s clock; "
+                f"at most {REPLAY_WINDOW_MS // 1000} s are accepted (check NTP)",
+            )
         nonce = str(headers.get(NONCE_HEADER, ""))
         if not nonce:
-            raise AclError(grpc.StatusCode.UNAUTHENTICATED,
-                           f"{method} carries no {NONCE_HEADER}; the client signs with an older "
-                           "scheme than this server's (upgrade the client)")
+            raise AclError(
+                grpc.StatusCode.UNAUTHENTICATED,
+                f"{method} carries no {NONCE_HEADER}; the client signs with an older "
+                "scheme than this server's (upgrade the client)",
+            )
         signature = str(headers.get(SIGNATURE_HEADER, ""))
-        expected = sign(account.secret_key, method, ts, access_key,
-                        signed_fields(request, nonce[:64]))
+        expected = sign(
+            account.secret_key, method, ts, access_key, signed_fields(request, nonce[:64])
+        )
         if not hmac.compare_digest(expected, signature):
-            raise AclError(grpc.StatusCode.UNAUTHENTICATED,
-                           f"the signature of access key {access_key!r} does not match; the "
-                           "secret key differs from the ACL's, or the request was altered")
+            raise AclError(
+                grpc.StatusCode.UNAUTHENTICATED,
+                f"the signature of access key {access_key!r} does not match; the "
+                "secret key differs from the ACL's, or the request was altered",
+            )
         if not self._seen.admit(signature, ts, now_ms):
-            raise AclError(grpc.StatusCode.UNAUTHENTICATED,
-                           f"this request of access key {access_key!r} was already received "
-                           f"with the same signature; a replay is refused (each request is "
-                           f"signed anew, and a signature is accepted once within "
-                           f"{REPLAY_WINDOW_MS // 1000} s)")
+            raise AclError(
+                grpc.StatusCode.UNAUTHENTICATED,
+                f"this request of access key {access_key!r} was already received "
+                f"with the same signature; a replay is refused (each request is "
+                f"signed anew, and a signature is accepted once within "
+                f"{REPLAY_WINDOW_MS // 1000} s)",
+            )
         self._authorize(account, method.rsplit("/", 1)[-1], request)
         return account
 
@@ -270,9 +319,11 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
             return
         rule = RULES.get(name)
         if rule is None:
-            raise AclError(grpc.StatusCode.PERMISSION_DENIED,
-                           f"{name} is an admin request; access key {account.access_key!r} "
-                           "is not an admin (admin = true in the ACL file)")
+            raise AclError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{name} is an admin request; access key {account.access_key!r} "
+                "is not an admin (admin = true in the ACL file)",
+            )
         need, topic_field, group_field = rule
         if need == AUTH:
             return

@@ -35,7 +35,7 @@ class RecentSignatures:
             raise ValueError(f"max_entries is {max_entries}; it must be >= 1")
         self._window_ms = window_ms
         self._max_entries = max_entries
-        self._expiry_ms: OrderedDict[str, int] = OrderedDict()   # in arrival order
+        self._expiry_ms: OrderedDict[str, int] = OrderedDict()  # in arrival order
         self.evicted_early = 0
         self._logged_eviction_at = -_EVICTION_LOG_INTERVAL_S
 
@@ -67,6 +67,10 @@ class RecentSignatures:
         now = time.monotonic()
         if now - self._logged_eviction_at >= _EVICTION_LOG_INTERVAL_S:
             self._logged_eviction_at = now
-            log.warning("more than %d signed requests within the replay window; the oldest "
-                        "signatures are forgotten early (%d so far), so a replay of them "
-                        "would pass", self._max_entries, self.evicted_early)
+            log.warning(
+                "more than %d signed requests within the replay window; the oldest "
+                "signatures are forgotten early (%d so far), so a replay of them "
+                "would pass",
+                self._max_entries,
+                self.evicted_early,
+            )

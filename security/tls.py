@@ -23,12 +23,16 @@ def _read(path: str, key: str) -> bytes:
         raise ConfigError(f"{key}: cannot read {path}: {exc.strerror}") from None
 
 
-def server_credentials(cert_file: str, key_file: str, ca_file: str = "",
-                       require_client_auth: bool = False) -> grpc.ServerCredentials:
+def server_credentials(
+    cert_file: str, key_file: str, ca_file: str = "", require_client_auth: bool = False
+) -> grpc.ServerCredentials:
     if require_client_auth and not ca_file:
-        raise ConfigError("tls_require_client_auth needs tls_ca_file: the CA that signs the "
-                          "clients' certificates")
+        raise ConfigError(
+            "tls_require_client_auth needs tls_ca_file: the CA that signs the clients' certificates"
+        )
     root = _read(ca_file, "tls_ca_file") if ca_file else None
     return grpc.ssl_server_credentials(
         [(_read(key_file, "tls_key_file"), _read(cert_file, "tls_cert_file"))],
-        root_certificates=root, require_client_auth=require_client_auth)
+        root_certificates=root,
+        require_client_auth=require_client_auth,
+    )

@@ -136,8 +136,13 @@ def register(spark: SparkSession) -> None:
     spark.dataSource.register(PocketMQStoreDataSource)
 
 
-def session(app_name: str = "pocketmq", *, master: str | None = None,
-            conf: Mapping[str, str] | None = None, log_level: str = "WARN") -> SparkSession:
+def session(
+    app_name: str = "pocketmq",
+    *,
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    log_level: str = "WARN",
+) -> SparkSession:
     """A SparkSession with both formats registered (the existing one, if any).
 
     Spark's Python workers run ``$PYSPARK_PYTHON``, else the first ``python3``

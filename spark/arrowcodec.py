@@ -50,25 +50,38 @@ from pocketmq.common.message import (
 )
 from pocketmq.spark.schema import ARROW_SCHEMA, record_batch
 
-__all__ = ["IMPLEMENTATION", "MODE_DISPATCHED", "MODE_SEGMENT", "NATIVE", "Block", "Stop",
-           "decode_block", "encode_chunks", "py_decode_block", "py_encode_chunks",
-           "py_record_starts", "py_set_queue_id", "record_starts", "set_queue_id"]
+__all__ = [
+    "IMPLEMENTATION",
+    "MODE_DISPATCHED",
+    "MODE_SEGMENT",
+    "NATIVE",
+    "Block",
+    "Stop",
+    "decode_block",
+    "encode_chunks",
+    "py_decode_block",
+    "py_encode_chunks",
+    "py_record_starts",
+    "py_set_queue_id",
+    "record_starts",
+    "set_queue_id",
+]
 
 log = logging.getLogger(__name__)
 
 _EXPECTED_VERSION: Final = 2
 MAX_QUEUE_OFFSET: Final = 2**63 - 1
-_MAX_TIMESTAMP_MS: Final = (2**63 - 1) // 1000   # what fits Arrow's timestamp[us]
+_MAX_TIMESTAMP_MS: Final = (2**63 - 1) // 1000  # what fits Arrow's timestamp[us]
 
-MODE_SEGMENT: Final = 1      # a segment: BLANK or zeros end it; PHYSICALOFFSET is checked
-MODE_DISPATCHED: Final = 2   # leave out prepared and rolled-back transaction records
+MODE_SEGMENT: Final = 1  # a segment: BLANK or zeros end it; PHYSICALOFFSET is checked
+MODE_DISPATCHED: Final = 2  # leave out prepared and rolled-back transaction records
 
 
 class Stop(enum.IntEnum):
-    LIMIT = 0      # every byte up to limit was decoded
-    FULL = 1       # max_rows or max_bytes reached; more may follow from stop_pos
-    END = 2        # a BLANK record or zeros: the segment's records end (segment mode)
-    DAMAGED = 3    # the record at stop_pos is damaged (reason)
+    LIMIT = 0  # every byte up to limit was decoded
+    FULL = 1  # max_rows or max_bytes reached; more may follow from stop_pos
+    END = 2  # a BLANK record or zeros: the segment's records end (segment mode)
+    DAMAGED = 3  # the record at stop_pos is damaged (reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,32 +116,73 @@ _STRING = pa.string()
 
 
 # -- decoding ---------------------------------------------------------------------------------
-def _strings(n: int, offsets: bytes, data: bytes, validity: bytes | None = None,
-             null_count: int = 0, kind: pa.DataType = _STRING) -> pa.Array:
-    return pa.Array.from_buffers(kind, n, [None if validity is None else pa.py_buffer(validity),
-                                           pa.py_buffer(offsets), pa.py_buffer(data)],
-                                 null_count=null_count)
+def _strings(
+    n: int,
+    offsets: bytes,
+    data: bytes,
+    validity: bytes | None = None,
+    null_count: int = 0,
+    kind: pa.DataType = _STRING,
+) -> pa.Array:
+    return pa.Array.from_buffers(
+        kind,
+        n,
+        [
+            None if validity is None else pa.py_buffer(validity),
+            pa.py_buffer(offsets),
+            pa.py_buffer(data),
+        ],
+        null_count=null_count,
+    )
 
 
-def _assemble(n: int, b: tuple[bytes, ...], tags_valid: bytes | None,
-              msg_id_valid: bytes | None, broker: str | None) -> pa.RecordBatch:
-    (topic_o, topic_d, queue_id, queue_offset, body_o, body_d, key_lists, key_o, key_d, tags_o,
-     tags_d, prop_lists, pk_o, pk_d, pv_o, pv_d, store_us, born_us, mid_o, mid_d) = b
+def _assemble(
+    n: int,
+    b: tuple[bytes, ...],
+    tags_valid: bytes | None,
+    msg_id_valid: bytes | None,
+    broker: str | None,
+) -> pa.RecordBatch:
+    (
+        topic_o,
+        topic_d,
+        queue_id,
+        queue_offset,
+        body_o,
+        body_d,
+        key_lists,
+        key_o,
+        key_d,
+        tags_o,
+        tags_d,
+        prop_lists,
+        pk_o,
+        pk_d,
+        pv_o,
+        pv_d,
+        store_us,
+        born_us,
+        mid_o,
+        mid_d,
+    ) = b
     n_keys = len(key_o) // 4 - 1
     n_props = len(pk_o) // 4 - 1
-    keys = pa.Array.from_buffers(_KEYS_TYPE, n, [None, pa.py_buffer(key_lists)],
-                                 children=[_strings(n_keys, key_o, key_d)])
-    entries = pa.StructArray.from_arrays([_strings(n_props, pk_o, pk_d),
-                                          _strings(n_props, pv_o, pv_d)],
-                                         fields=_ENTRY_FIELDS)
-    props = pa.Array.from_buffers(_PROPS_TYPE, n, [None, pa.py_buffer(prop_lists)],
-                                  children=[entries])
+    keys = pa.Array.from_buffers(
+        _KEYS_TYPE, n, [None, pa.py_buffer(key_lists)], children=[_strings(n_keys, key_o, key_d)]
+    )
+    entries = pa.StructArray.from_arrays(
+        [_strings(n_props, pk_o, pk_d), _strings(n_props, pv_o, pv_d)], fields=_ENTRY_FIELDS
+    )
+    props = pa.Array.from_buffers(
+        _PROPS_TYPE, n, [None, pa.py_buffer(prop_lists)], children=[entries]
+    )
     tags_nulls = n - _count_bits(tags_valid, n) if tags_valid is not None else 0
     mid_nulls = n - _count_bits(msg_id_valid, n) if msg_id_valid is not None else 0
     columns = [
         _strings(n, topic_o, topic_d),
-        pa.nulls(n, pa.string()) if broker is None else
-        pa.repeat(pa.scalar(broker, pa.string()), n),
+        pa.nulls(n, pa.string())
+        if broker is None
+        else pa.repeat(pa.scalar(broker, pa.string()), n),
         pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(queue_id)]),
         pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(queue_offset)]),
         _strings(n, body_o, body_d, kind=pa.binary()),
@@ -150,26 +204,53 @@ def _count_bits(bitmap: bytes, n: int) -> int:
     return count
 
 
-def _native_decode_block(buf: Any, pos: int, limit: int, *, broker: str | None,
-                         end_pos: int | None = None, mode: int = 0,
-                         base_phys: int = 0, max_queue_offset: int = MAX_QUEUE_OFFSET,
-                         check_crc: bool = False, max_rows: int = 8192,
-                         max_bytes: int = 64 << 20,
-                         topic_filter: TopicFilter | None = None) -> Block:
+def _native_decode_block(
+    buf: Any,
+    pos: int,
+    limit: int,
+    *,
+    broker: str | None,
+    end_pos: int | None = None,
+    mode: int = 0,
+    base_phys: int = 0,
+    max_queue_offset: int = MAX_QUEUE_OFFSET,
+    check_crc: bool = False,
+    max_rows: int = 8192,
+    max_bytes: int = 64 << 20,
+    topic_filter: TopicFilter | None = None,
+) -> Block:
     assert NATIVE is not None
     n, stop_pos, stop, reason, buffers, tags_valid, mid_valid = NATIVE.decode_block(
-        buf, pos, limit, limit if end_pos is None else end_pos, mode, base_phys, max_queue_offset,
-        check_crc, max_rows, max_bytes,
-        topic_filter)
-    return Block(_assemble(n, buffers, tags_valid, mid_valid, broker), stop_pos, Stop(stop),
-                 reason)
+        buf,
+        pos,
+        limit,
+        limit if end_pos is None else end_pos,
+        mode,
+        base_phys,
+        max_queue_offset,
+        check_crc,
+        max_rows,
+        max_bytes,
+        topic_filter,
+    )
+    return Block(_assemble(n, buffers, tags_valid, mid_valid, broker), stop_pos, Stop(stop), reason)
 
 
-def py_decode_block(buf: Any, pos: int, limit: int, *, broker: str | None,
-                    end_pos: int | None = None, mode: int = 0,
-                    base_phys: int = 0, max_queue_offset: int = MAX_QUEUE_OFFSET,
-                    check_crc: bool = False, max_rows: int = 8192, max_bytes: int = 64 << 20,
-                    topic_filter: TopicFilter | None = None) -> Block:
+def py_decode_block(
+    buf: Any,
+    pos: int,
+    limit: int,
+    *,
+    broker: str | None,
+    end_pos: int | None = None,
+    mode: int = 0,
+    base_phys: int = 0,
+    max_queue_offset: int = MAX_QUEUE_OFFSET,
+    check_crc: bool = False,
+    max_rows: int = 8192,
+    max_bytes: int = 64 << 20,
+    topic_filter: TopicFilter | None = None,
+) -> Block:
     """The reference: each record decoded by the SDK, the rows built by ``record_batch``."""
     view = memoryview(buf)
     limit = min(limit, len(view))
@@ -210,17 +291,21 @@ def py_decode_block(buf: Any, pos: int, limit: int, *, broker: str | None,
             stop, reason = Stop.DAMAGED, f"PHYSICALOFFSET says {phys} (unfinished or stale record)"
             break
         try:
-            (m,) = decode_messages(view[pos:pos + total], broker or "", check_crc=check_crc)
+            (m,) = decode_messages(view[pos : pos + total], broker or "", check_crc=check_crc)
         except CorruptRecordError as exc:
             stop, reason = Stop.DAMAGED, exc.reason
             break
-        except (struct.error, IndexError) as exc:   # the SDK trips on some bad lengths
+        except (struct.error, IndexError) as exc:  # the SDK trips on some bad lengths
             stop, reason = Stop.DAMAGED, f"the record does not parse: {exc}"
             break
-        if not (abs(m.born_timestamp_ms) <= _MAX_TIMESTAMP_MS
-                and abs(m.store_timestamp_ms) <= _MAX_TIMESTAMP_MS):
-            stop, reason = Stop.DAMAGED, (f"a timestamp is out of range ({m.born_timestamp_ms}, "
-                                          f"{m.store_timestamp_ms} ms)")
+        if not (
+            abs(m.born_timestamp_ms) <= _MAX_TIMESTAMP_MS
+            and abs(m.store_timestamp_ms) <= _MAX_TIMESTAMP_MS
+        ):
+            stop, reason = (
+                Stop.DAMAGED,
+                (f"a timestamp is out of range ({m.born_timestamp_ms}, {m.store_timestamp_ms} ms)"),
+            )
             break
         pos += total
         kind = sysflag & 0xC
@@ -245,8 +330,12 @@ def py_record_starts(buf: Any, limit: int, base_phys: int, every: int) -> list[i
     out, pos, mark = [0], 0, max(every, 1)
     while limit - pos >= HEAD.size:
         total, magic, _c, _q, _f, _qo, phys, _s, _b = HEAD.unpack_from(view, pos)
-        if (magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) or total < HEAD.size
-                or total > limit - pos or phys != base_phys + pos):
+        if (
+            magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
+            or total < HEAD.size
+            or total > limit - pos
+            or phys != base_phys + pos
+        ):
             break
         pos += total
         if pos >= mark:
@@ -260,10 +349,10 @@ def py_record_starts(buf: Any, limit: int, base_phys: int, every: int) -> list[i
 class SinkArrays:
     """The sink's columns of one batch, as Arrow arrays (None: the DataFrame has none)."""
 
-    body: pa.Array                       # binary or string
-    tags: pa.Array | None = None         # string
-    keys: pa.Array | None = None         # list<string> or string (space-separated)
-    properties: pa.Array | None = None   # map<string, string>
+    body: pa.Array  # binary or string
+    tags: pa.Array | None = None  # string
+    keys: pa.Array | None = None  # list<string> or string (space-separated)
+    properties: pa.Array | None = None  # map<string, string>
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,14 +360,14 @@ class EncodeSettings:
     """What every record of one encode call shares."""
 
     topic: str
-    born_host: bytes               # packed, 8 (IPv4) or 20 (IPv6) bytes
+    born_host: bytes  # packed, 8 (IPv4) or 20 (IPv6) bytes
     born_timestamp_ms: int
-    id_prefix: str                 # 28 hex digits: IP, pid, random, ms in the month
+    id_prefix: str  # 28 hex digits: IP, pid, random, ms in the month
     compress_over_bytes: int
     max_body_bytes: int
-    chunk_rows: int                # records per blob, at most
-    chunk_body_bytes: int          # body bytes per blob, at most (one record always fits)
-    stamped: bool = False          # idempotent: see :data:`StampedQueueOf`
+    chunk_rows: int  # records per blob, at most
+    chunk_body_bytes: int  # body bytes per blob, at most (one record always fits)
+    stamped: bool = False  # idempotent: see :data:`StampedQueueOf`
 
 
 #: Without stamps the callback of :func:`encode_chunks` takes nothing and returns the next
@@ -293,21 +382,47 @@ def _capsule(array: pa.Array | None) -> Any:
     return None if array is None else array.__arrow_c_array__()[1]
 
 
-def _native_encode_chunks(cols: SinkArrays, start: int, stop: int, s: EncodeSettings,
-                          counter: int, next_queue_id: Callable[..., Any],
-                          ) -> tuple[list[tuple[bytes, int]], int]:
+def _native_encode_chunks(
+    cols: SinkArrays,
+    start: int,
+    stop: int,
+    s: EncodeSettings,
+    counter: int,
+    next_queue_id: Callable[..., Any],
+) -> tuple[list[tuple[bytes, int]], int]:
     assert NATIVE is not None
     keys_is_list = cols.keys is not None and pa.types.is_list(cols.keys.type)
     chunks, counter = NATIVE.encode_chunks(
-        _capsule(cols.body), _capsule(cols.tags), _capsule(cols.keys), keys_is_list,
-        _capsule(cols.properties), start, stop, s.topic.encode(), s.born_host,
-        s.born_timestamp_ms, s.id_prefix.encode(), counter, s.compress_over_bytes,
-        s.max_body_bytes, s.chunk_rows, s.chunk_body_bytes, next_queue_id, s.stamped)
+        _capsule(cols.body),
+        _capsule(cols.tags),
+        _capsule(cols.keys),
+        keys_is_list,
+        _capsule(cols.properties),
+        start,
+        stop,
+        s.topic.encode(),
+        s.born_host,
+        s.born_timestamp_ms,
+        s.id_prefix.encode(),
+        counter,
+        s.compress_over_bytes,
+        s.max_body_bytes,
+        s.chunk_rows,
+        s.chunk_body_bytes,
+        next_queue_id,
+        s.stamped,
+    )
     return chunks, counter
 
 
-def py_encode_chunks(cols: SinkArrays, start: int, stop: int, s: EncodeSettings, counter: int,
-                     next_queue_id: Callable[..., Any]) -> tuple[list[tuple[bytes, int]], int]:
+def py_encode_chunks(
+    cols: SinkArrays,
+    start: int,
+    stop: int,
+    s: EncodeSettings,
+    counter: int,
+    next_queue_id: Callable[..., Any],
+) -> tuple[list[tuple[bytes, int]], int]:
     """The reference: a :class:`Message` per row, checked and encoded by the SDK."""
     bodies = cols.body.to_pylist()
     tags = cols.tags.to_pylist() if cols.tags is not None else None
@@ -323,10 +438,13 @@ def py_encode_chunks(cols: SinkArrays, start: int, stop: int, s: EncodeSettings,
             raise ValueError(f"row {i}: the body is null; every message needs a body")
         body = body.encode() if isinstance(body, str) else body
         key = keys[i] if keys is not None else None
-        msg = Message(topic=s.topic, body=body, tags=(tags[i] if tags is not None else None) or "",
-                      keys=() if key is None else (key.split(" ") if isinstance(key, str)
-                                                  else tuple(key)),
-                      properties=dict(props[i]) if props is not None and props[i] else {})
+        msg = Message(
+            topic=s.topic,
+            body=body,
+            tags=(tags[i] if tags is not None else None) or "",
+            keys=() if key is None else (key.split(" ") if isinstance(key, str) else tuple(key)),
+            properties=dict(props[i]) if props is not None and props[i] else {},
+        )
         try:
             if any(k is None for k in msg.keys) or any(v is None for v in msg.properties.values()):
                 raise InvalidMessageError("a key or a property value is null")
@@ -344,10 +462,16 @@ def py_encode_chunks(cols: SinkArrays, start: int, stop: int, s: EncodeSettings,
         uniq_key = f"{s.id_prefix}{counter & 0xFFFF:04X}"
         if s.stamped:
             uniq_key = stamp(uniq_key, pid, epoch, seq + len(records))
-        records.append(encode_message(
-            msg, queue_id=queue_id, uniq_key=uniq_key,
-            born_host=s.born_host, born_timestamp_ms=s.born_timestamp_ms,
-            compress_over_bytes=s.compress_over_bytes))
+        records.append(
+            encode_message(
+                msg,
+                queue_id=queue_id,
+                uniq_key=uniq_key,
+                born_host=s.born_host,
+                born_timestamp_ms=s.born_timestamp_ms,
+                compress_over_bytes=s.compress_over_bytes,
+            )
+        )
         counter += 1
         body_bytes += len(body)
     if records:
@@ -360,17 +484,19 @@ def py_set_queue_id(blob: bytes, queue_id: int) -> bytes:
     out = bytearray(blob)
     pos = 0
     while pos + 16 <= len(out):
-        total = int.from_bytes(out[pos:pos + 4], "big", signed=True)
+        total = int.from_bytes(out[pos : pos + 4], "big", signed=True)
         if total < HEAD.size or pos + total > len(out):
             raise ValueError(f"record at {pos} has TOTALSIZE {total}")
-        out[pos + 12:pos + 16] = queue_id.to_bytes(4, "big", signed=True)
+        out[pos + 12 : pos + 16] = queue_id.to_bytes(4, "big", signed=True)
         pos += total
     return bytes(out)
 
 
 decode_block = _native_decode_block if NATIVE is not None else py_decode_block
 encode_chunks = _native_encode_chunks if NATIVE is not None else py_encode_chunks
-set_queue_id: Callable[[bytes, int], bytes] = (NATIVE.set_queue_id if NATIVE is not None
-                                               else py_set_queue_id)
+set_queue_id: Callable[[bytes, int], bytes] = (
+    NATIVE.set_queue_id if NATIVE is not None else py_set_queue_id
+)
 record_starts: Callable[[Any, int, int, int], list[int]] = (
-    NATIVE.record_starts if NATIVE is not None else py_record_starts)
+    NATIVE.record_starts if NATIVE is not None else py_record_starts
+)

@@ -51,28 +51,64 @@ __all__ = [
     "tag_set",
 ]
 
-EARLIEST = -2   # Kafka's sentinel offsets in JSON
+EARLIEST = -2  # Kafka's sentinel offsets in JSON
 LATEST = -1
 
 DEFAULT_CONSUMER_GROUP = "pocketmq-spark"
 DEFAULT_PRODUCER_GROUP = "pocketmq-spark"
-DEFAULT_PULL_BATCH_SIZE = 1024       # the broker caps it at its max_pull_messages
+DEFAULT_PULL_BATCH_SIZE = 1024  # the broker caps it at its max_pull_messages
 DEFAULT_PULL_TIMEOUT_MS = 30_000
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
-DEFAULT_SEND_BATCH_SIZE = 256        # messages per SendBatch call of the sink
+DEFAULT_SEND_BATCH_SIZE = 256  # messages per SendBatch call of the sink
 DEFAULT_SEND_TIMEOUT_MS = 10_000
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024  # of a segment, per store-reader task
 
 _SELECTION = ("subscribe", "subscribePattern", "assign")
-_SOURCE = (*_SELECTION, "namesrv", "tagExpression", "sqlFilter", "startingOffsets", "endingOffsets",
-           "startingTimestamp", "maxOffsetsPerTrigger", "failOnDataLoss", "minPartitions",
-           "maxRecordsPerPartition", "pullBatchSize", "pullTimeoutMs", "consumerGroup",
-           "accessKey", "secretKey", "tlsCaFile", "tlsCertFile", "tlsKeyFile")
-_STORE = ("path", "subscribe", "subscribePattern", "tagExpression", "brokerName",
-          "failOnDataLoss", "maxBytesPerPartition")
-_SINK = ("namesrv", "topic", "producerGroup", "sendBatchSize", "sendTimeoutMs", "accessKey",
-         "secretKey", "tlsCaFile", "tlsCertFile", "tlsKeyFile", "idempotent", "writeId",
-         "failFirstAttemptAfterRows")
+_SOURCE = (
+    *_SELECTION,
+    "namesrv",
+    "tagExpression",
+    "sqlFilter",
+    "startingOffsets",
+    "endingOffsets",
+    "startingTimestamp",
+    "maxOffsetsPerTrigger",
+    "failOnDataLoss",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "pullBatchSize",
+    "pullTimeoutMs",
+    "consumerGroup",
+    "accessKey",
+    "secretKey",
+    "tlsCaFile",
+    "tlsCertFile",
+    "tlsKeyFile",
+)
+_STORE = (
+    "path",
+    "subscribe",
+    "subscribePattern",
+    "tagExpression",
+    "brokerName",
+    "failOnDataLoss",
+    "maxBytesPerPartition",
+)
+_SINK = (
+    "namesrv",
+    "topic",
+    "producerGroup",
+    "sendBatchSize",
+    "sendTimeoutMs",
+    "accessKey",
+    "secretKey",
+    "tlsCaFile",
+    "tlsCertFile",
+    "tlsKeyFile",
+    "idempotent",
+    "writeId",
+    "failFirstAttemptAfterRows",
+)
 # Keys Spark itself may add to a sink's options.
 _SPARK_SINK_KEYS = ("path", "checkpointLocation", "queryName")
 
@@ -97,8 +133,8 @@ class ClientSecurity:
 class TopicSelection:
     """Which queues to read: exactly one of ``subscribe``, ``subscribePattern``, ``assign``."""
 
-    topics: tuple[str, ...] = ()           # subscribe
-    pattern: str = ""                      # subscribePattern (Python regex, full match)
+    topics: tuple[str, ...] = ()  # subscribe
+    pattern: str = ""  # subscribePattern (Python regex, full match)
     # assign: (topic, broker name or None for every broker, queue ids)
     assigned: tuple[tuple[str, str | None, tuple[int, ...]], ...] = ()
 
@@ -106,8 +142,9 @@ class TopicSelection:
         if self.pattern:
             return f"subscribePattern {self.pattern!r}"
         if self.assigned:
-            return "assign " + ", ".join(f"{t}{'@' + b if b else ''}{list(q)}"
-                                         for t, b, q in self.assigned)
+            return "assign " + ", ".join(
+                f"{t}{'@' + b if b else ''}{list(q)}" for t, b, q in self.assigned
+            )
         return "subscribe " + ",".join(self.topics)
 
 
@@ -115,9 +152,9 @@ class TopicSelection:
 class OffsetSpec:
     """Where reading starts or ends: ``earliest``, ``latest``, per-queue JSON, or a time."""
 
-    kind: str                                              # earliest|latest|specific|timestamp
+    kind: str  # earliest|latest|specific|timestamp
     offsets: Mapping[MessageQueue, int] = field(default_factory=dict)  # specific; may hold -2/-1
-    timestamp_ms: int = 0                                  # timestamp
+    timestamp_ms: int = 0  # timestamp
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,7 +163,7 @@ class PullSettings:
 
     consumer_group: str = DEFAULT_CONSUMER_GROUP
     tag_expression: str = "*"
-    sql_filter: str = ""            # an SQL92 filter on properties, applied by the brokers
+    sql_filter: str = ""  # an SQL92 filter on properties, applied by the brokers
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
     pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS
     fail_on_data_loss: bool = True
@@ -165,9 +202,9 @@ class SinkOptions:
     send_batch_size: int
     send_timeout_ms: int
     credentials: ClientSecurity | None = field(default=None, repr=False)  # ACL keys, TLS
-    idempotent: bool = True      # each task a named idempotent producer (exactly once)
+    idempotent: bool = True  # each task a named idempotent producer (exactly once)
     write_id: str | None = None  # batch writes: the identities' stable part (else per job)
-    fail_first_attempt_after_rows: int | None = None   # fault injection, for tests only
+    fail_first_attempt_after_rows: int | None = None  # fault injection, for tests only
 
 
 # -- parsing --------------------------------------------------------------------------------
@@ -178,21 +215,32 @@ class _Options:
         """ACL keys (both or neither) and TLS files, or None for a plain connection."""
         access, secret = self.get("accessKey"), self.get("secretKey")
         if bool(access) != bool(secret):
-            raise OptionError("options accessKey and secretKey go together: give both (the "
-                              "ACL user and its secret) or neither")
+            raise OptionError(
+                "options accessKey and secretKey go together: give both (the "
+                "ACL user and its secret) or neither"
+            )
         ca, cert, key = self.get("tlsCaFile"), self.get("tlsCertFile"), self.get("tlsKeyFile")
         if bool(cert) != bool(key):
-            raise OptionError("options tlsCertFile and tlsKeyFile go together: give both (the "
-                              "client certificate and its key) or neither")
+            raise OptionError(
+                "options tlsCertFile and tlsKeyFile go together: give both (the "
+                "client certificate and its key) or neither"
+            )
         if (cert or key) and not ca:
-            raise OptionError("options tlsCertFile and tlsKeyFile need tlsCaFile, the CA of "
-                              "the servers' certificates")
+            raise OptionError(
+                "options tlsCertFile and tlsKeyFile need tlsCaFile, the CA of "
+                "the servers' certificates"
+            )
         if not (access or ca):
             return None
         return ClientSecurity(access or "", secret or "", ca or "", cert or "", key or "")
 
-    def __init__(self, options: Mapping[str, str], known: Iterable[str], what: str,
-                 ignored: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        options: Mapping[str, str],
+        known: Iterable[str],
+        what: str,
+        ignored: Iterable[str] = (),
+    ) -> None:
         self._values = {str(k).lower(): str(v) for k, v in options.items()}
         names = {name.lower(): name for name in known}
         skip = {name.lower() for name in ignored}
@@ -202,10 +250,14 @@ class _Options:
             close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
             hint = f"; did you mean {names[close[0]]!r}?" if close else ""
             if key == "path" and what == "pocketmq source":
-                hint = ("; load(PATH) is for format('pocketmq-store'), which reads a data "
-                        "directory; the pocketmq source reads from brokers (option namesrv)")
-            raise OptionError(f"option {key!r} is not an option of the {what}{hint} "
-                              f"(known: {', '.join(sorted(names.values()))})")
+                hint = (
+                    "; load(PATH) is for format('pocketmq-store'), which reads a data "
+                    "directory; the pocketmq source reads from brokers (option namesrv)"
+                )
+            raise OptionError(
+                f"option {key!r} is not an option of the {what}{hint} "
+                f"(known: {', '.join(sorted(names.values()))})"
+            )
 
     def get(self, name: str) -> str | None:
         value = self._values.get(name.lower())
@@ -225,8 +277,9 @@ class _Options:
         try:
             value = int(raw.strip())
         except ValueError:
-            raise OptionError(f"option {name} is {raw!r}; give a whole number >= "
-                              f"{minimum}") from None
+            raise OptionError(
+                f"option {name} is {raw!r}; give a whole number >= {minimum}"
+            ) from None
         if value < minimum:
             raise OptionError(f"option {name} is {value}; it must be >= {minimum}")
         return value
@@ -261,16 +314,16 @@ def tag_set(expression: str, option: str = "tagExpression") -> frozenset[str] | 
         return None
     tags = frozenset(t.strip() for t in text.split("||") if t.strip())
     if not tags:
-        raise OptionError(f"option {option} is {expression!r}, which names no tag; give '*' "
-                          "or 'TagA || TagB'")
+        raise OptionError(
+            f"option {option} is {expression!r}, which names no tag; give '*' or 'TagA || TagB'"
+        )
     return tags
 
 
 def _topics(raw: str, option: str) -> tuple[str, ...]:
     topics = tuple(t.strip() for t in raw.split(",") if t.strip())
     if not topics:
-        raise OptionError(f"option {option} is {raw!r}; give one or more topics, "
-                          "comma-separated")
+        raise OptionError(f"option {option} is {raw!r}; give one or more topics, comma-separated")
     for topic in topics:
         problem = check_topic(topic)
         if problem:
@@ -282,8 +335,7 @@ def _pattern(raw: str, option: str) -> str:
     try:
         re.compile(raw)
     except re.error as exc:
-        raise OptionError(f"option {option} {raw!r} is not a regular expression: "
-                          f"{exc}") from None
+        raise OptionError(f"option {option} {raw!r} is not a regular expression: {exc}") from None
     return raw
 
 
@@ -291,8 +343,9 @@ def _json(raw: str, option: str, example: str) -> Any:
     try:
         return json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise OptionError(f"option {option} is neither a keyword nor JSON ({exc}); give for "
-                          f"example {example}") from None
+        raise OptionError(
+            f"option {option} is neither a keyword nor JSON ({exc}); give for example {example}"
+        ) from None
 
 
 def _assign(raw: str) -> tuple[tuple[str, str | None, tuple[int, ...]], ...]:
@@ -303,11 +356,14 @@ def _assign(raw: str) -> tuple[tuple[str, str | None, tuple[int, ...]], ...]:
     out: list[tuple[str, str | None, tuple[int, ...]]] = []
 
     def queue_ids(ids: Any, where: str) -> tuple[int, ...]:
-        if (not isinstance(ids, list) or not ids
-                or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
-                           for i in ids)):
-            raise OptionError(f"option assign: {where} must be a list of queue ids >= 0, got "
-                              f"{json.dumps(ids)}")
+        if (
+            not isinstance(ids, list)
+            or not ids
+            or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids)
+        ):
+            raise OptionError(
+                f"option assign: {where} must be a list of queue ids >= 0, got {json.dumps(ids)}"
+            )
         return tuple(sorted(set(ids)))
 
     for topic, spec in value.items():
@@ -326,8 +382,9 @@ def _selection(opts: _Options) -> TopicSelection:
     given = [name for name in _SELECTION if opts.has(name)]
     if len(given) != 1:
         got = " and ".join(given) if given else "none"
-        raise OptionError(f"give exactly one of the options subscribe, subscribePattern and "
-                          f"assign; got {got}")
+        raise OptionError(
+            f"give exactly one of the options subscribe, subscribePattern and assign; got {got}"
+        )
     name = given[0]
     raw = opts.get(name) or ""
     if name == "subscribe":
@@ -345,20 +402,27 @@ def offsets_from_json(value: Any, option: str = "offsets") -> dict[MessageQueue,
     out: dict[MessageQueue, int] = {}
     for topic, brokers in value.items():
         if not isinstance(brokers, dict):
-            raise OptionError(f"option {option}: topic {topic!r} must map broker names to "
-                              f"queues, like {example}")
+            raise OptionError(
+                f"option {option}: topic {topic!r} must map broker names to queues, like {example}"
+            )
         for broker, queues in brokers.items():
             if not isinstance(queues, dict):
-                raise OptionError(f"option {option}: {topic}.{broker} must map queue ids to "
-                                  f"offsets, like {example}")
+                raise OptionError(
+                    f"option {option}: {topic}.{broker} must map queue ids to "
+                    f"offsets, like {example}"
+                )
             for qid, offset in queues.items():
                 if not str(qid).isdigit():
-                    raise OptionError(f"option {option}: queue id {qid!r} of {topic}@{broker} "
-                                      "is not a number >= 0")
+                    raise OptionError(
+                        f"option {option}: queue id {qid!r} of {topic}@{broker} "
+                        "is not a number >= 0"
+                    )
                 if isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
-                    raise OptionError(f"option {option}: offset {offset!r} of "
-                                      f"{topic}@{broker}#{qid} must be a number >= 0, or -2 "
-                                      "(earliest) or -1 (latest)")
+                    raise OptionError(
+                        f"option {option}: offset {offset!r} of "
+                        f"{topic}@{broker}#{qid} must be a number >= 0, or -2 "
+                        "(earliest) or -1 (latest)"
+                    )
                 out[MessageQueue(topic, broker, int(qid))] = offset
     return out
 
@@ -367,8 +431,9 @@ def offsets_to_json(offsets: Mapping[MessageQueue, int]) -> dict[str, dict[str, 
     """The checkpoint form of *offsets*, keys sorted so equal offsets give equal JSON."""
     out: dict[str, dict[str, dict[str, int]]] = {}
     for mq in sorted(offsets):
-        out.setdefault(mq.topic, {}).setdefault(mq.broker_name, {})[str(mq.queue_id)] = \
-            int(offsets[mq])
+        out.setdefault(mq.topic, {}).setdefault(mq.broker_name, {})[str(mq.queue_id)] = int(
+            offsets[mq]
+        )
     return out
 
 
@@ -379,20 +444,26 @@ def _offset_spec(opts: _Options, name: str, default: str, *, streaming: bool) ->
     if text.lower() in ("earliest", "latest"):
         kind = text.lower()
         if starting and kind == "latest" and not streaming:
-            raise OptionError("option startingOffsets is 'latest', which a batch query cannot "
-                              "start from (it would read nothing); use 'earliest' or JSON")
+            raise OptionError(
+                "option startingOffsets is 'latest', which a batch query cannot "
+                "start from (it would read nothing); use 'earliest' or JSON"
+            )
         if not starting and kind == "earliest":
-            raise OptionError("option endingOffsets is 'earliest', which would read nothing; "
-                              "use 'latest' or JSON")
+            raise OptionError(
+                "option endingOffsets is 'earliest', which would read nothing; use 'latest' or JSON"
+            )
         return OffsetSpec(kind=kind)
     offsets = offsets_from_json(_json(text, name, '{"orders": {"broker-a": {"0": 23}}}'), name)
     for mq, offset in offsets.items():
         if starting and offset == LATEST and not streaming:
-            raise OptionError(f"option startingOffsets: {mq} is -1 (latest), which a batch "
-                              "query cannot start from")
+            raise OptionError(
+                f"option startingOffsets: {mq} is -1 (latest), which a batch "
+                "query cannot start from"
+            )
         if not starting and offset == EARLIEST:
-            raise OptionError(f"option endingOffsets: {mq} is -2 (earliest), which would read "
-                              "nothing")
+            raise OptionError(
+                f"option endingOffsets: {mq} is -2 (earliest), which would read nothing"
+            )
     return OffsetSpec(kind="specific", offsets=offsets)
 
 
@@ -400,45 +471,56 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     """Options of ``spark.read[Stream].format("pocketmq")``; see the package docstring."""
     opts = _Options(options, _SOURCE, "pocketmq source")
     if streaming and opts.has("endingOffsets"):
-        raise OptionError("option endingOffsets is for batch queries; a streaming query reads "
-                          "on as messages arrive (use trigger(availableNow=True) to stop at "
-                          "what is there now)")
+        raise OptionError(
+            "option endingOffsets is for batch queries; a streaming query reads "
+            "on as messages arrive (use trigger(availableNow=True) to stop at "
+            "what is there now)"
+        )
     if not streaming and opts.has("maxOffsetsPerTrigger"):
-        raise OptionError("option maxOffsetsPerTrigger is for streaming queries; a batch query "
-                          "reads its whole range (limit it with endingOffsets)")
+        raise OptionError(
+            "option maxOffsetsPerTrigger is for streaming queries; a batch query "
+            "reads its whole range (limit it with endingOffsets)"
+        )
     timestamp = opts.optional_integer("startingTimestamp", minimum=0)
     if timestamp is not None:
         starting = OffsetSpec(kind="timestamp", timestamp_ms=timestamp)
     else:
-        starting = _offset_spec(opts, "startingOffsets", "latest" if streaming else "earliest",
-                                streaming=streaming)
+        starting = _offset_spec(
+            opts, "startingOffsets", "latest" if streaming else "earliest", streaming=streaming
+        )
     tag_expression = (opts.get("tagExpression") or "*").strip()
     tag_set(tag_expression)
     sql_filter = _sql_filter(opts.get("sqlFilter"))
     if sql_filter and tag_expression != "*":
-        raise OptionError("give at most one of the options tagExpression and sqlFilter (an "
-                          "SQL92 filter can test tags too: TAGS IN ('TagA', 'TagB'))")
+        raise OptionError(
+            "give at most one of the options tagExpression and sqlFilter (an "
+            "SQL92 filter can test tags too: TAGS IN ('TagA', 'TagB'))"
+        )
     return SourceOptions(
         namesrv=opts.namesrv(),
         selection=_selection(opts),
         starting=starting,
-        ending=(OffsetSpec(kind="latest") if streaming
-                else _offset_spec(opts, "endingOffsets", "latest", streaming=False)),
+        ending=(
+            OffsetSpec(kind="latest")
+            if streaming
+            else _offset_spec(opts, "endingOffsets", "latest", streaming=False)
+        ),
         max_offsets_per_trigger=opts.optional_integer("maxOffsetsPerTrigger", minimum=1),
         min_partitions=opts.optional_integer("minPartitions", minimum=1),
         max_records_per_partition=opts.integer(
-            "maxRecordsPerPartition", DEFAULT_MAX_RECORDS_PER_PARTITION, minimum=1),
+            "maxRecordsPerPartition", DEFAULT_MAX_RECORDS_PER_PARTITION, minimum=1
+        ),
         pull=PullSettings(
             credentials=opts.credentials(),
             consumer_group=opts.group("consumerGroup", DEFAULT_CONSUMER_GROUP),
             tag_expression=tag_expression,
             sql_filter=sql_filter,
-            pull_batch_size=opts.integer("pullBatchSize", DEFAULT_PULL_BATCH_SIZE,
-                                         minimum=1),
-            pull_timeout_ms=opts.integer("pullTimeoutMs", DEFAULT_PULL_TIMEOUT_MS,
-                                         minimum=1),
-            fail_on_data_loss=opts.boolean("failOnDataLoss", True)),
-        streaming=streaming)
+            pull_batch_size=opts.integer("pullBatchSize", DEFAULT_PULL_BATCH_SIZE, minimum=1),
+            pull_timeout_ms=opts.integer("pullTimeoutMs", DEFAULT_PULL_TIMEOUT_MS, minimum=1),
+            fail_on_data_loss=opts.boolean("failOnDataLoss", True),
+        ),
+        streaming=streaming,
+    )
 
 
 def _sql_filter(raw: str | None) -> str:
@@ -456,8 +538,10 @@ def parse_store_options(options: Mapping[str, str]) -> StoreOptions:
     opts = _Options(options, _STORE, "pocketmq-store reader")
     data_dir = opts.get("path")
     if data_dir is None:
-        raise OptionError("the pocketmq-store reader needs a data directory: "
-                          "spark.read.format('pocketmq-store').load('/path/to/data-dir')")
+        raise OptionError(
+            "the pocketmq-store reader needs a data directory: "
+            "spark.read.format('pocketmq-store').load('/path/to/data-dir')"
+        )
     if opts.has("subscribe") and opts.has("subscribePattern"):
         raise OptionError("give at most one of the options subscribe and subscribePattern")
     raw_topics = opts.get("subscribe")
@@ -471,8 +555,10 @@ def parse_store_options(options: Mapping[str, str]) -> StoreOptions:
         tag_expression=tag_expression,
         broker_name=(opts.get("brokerName") or "").strip() or None,
         fail_on_data_loss=opts.boolean("failOnDataLoss", True),
-        max_bytes_per_partition=opts.integer("maxBytesPerPartition",
-                                             DEFAULT_MAX_BYTES_PER_PARTITION, minimum=1))
+        max_bytes_per_partition=opts.integer(
+            "maxBytesPerPartition", DEFAULT_MAX_BYTES_PER_PARTITION, minimum=1
+        ),
+    )
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
@@ -488,15 +574,13 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         namesrv=opts.namesrv(),
         topic=topic,
         producer_group=opts.group("producerGroup", DEFAULT_PRODUCER_GROUP),
-        send_batch_size=opts.integer("sendBatchSize", DEFAULT_SEND_BATCH_SIZE,
-                                     minimum=1),
-        send_timeout_ms=opts.integer("sendTimeoutMs", DEFAULT_SEND_TIMEOUT_MS,
-                                     minimum=1),
+        send_batch_size=opts.integer("sendBatchSize", DEFAULT_SEND_BATCH_SIZE, minimum=1),
+        send_timeout_ms=opts.integer("sendTimeoutMs", DEFAULT_SEND_TIMEOUT_MS, minimum=1),
         credentials=opts.credentials(),
         idempotent=opts.boolean("idempotent", True),
         write_id=_write_id(opts.get("writeId")),
-        fail_first_attempt_after_rows=opts.optional_integer("failFirstAttemptAfterRows",
-                                                            minimum=0))
+        fail_first_attempt_after_rows=opts.optional_integer("failFirstAttemptAfterRows", minimum=0),
+    )
 
 
 def _write_id(raw: str | None) -> str | None:

@@ -55,29 +55,32 @@ __all__ = ["ROWS_PER_BATCH", "data_loss", "keep_tags", "read_range"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-ROWS_PER_BATCH = 8192       # rows per record batch, at most
+ROWS_PER_BATCH = 8192  # rows per record batch, at most
 PULL_ATTEMPTS = 3
 PULL_RETRY_DELAY_S = 0.5
-WINDOWS_PER_CALL = 64       # windows of one queue per PullBatch call, at most
-CALL_BYTES = 3 << 20        # what one PullBatch call should return (the broker stops at 4 MiB)
-CALLS_IN_FLIGHT = 3         # PullBatch calls of one task at a time
+WINDOWS_PER_CALL = 64  # windows of one queue per PullBatch call, at most
+CALL_BYTES = 3 << 20  # what one PullBatch call should return (the broker stops at 4 MiB)
+CALLS_IN_FLIGHT = 3  # PullBatch calls of one task at a time
 
 
 def data_loss(message: str, fail: bool) -> None:
     """Report offsets that are gone, as the ``failOnDataLoss`` option says."""
     if fail:
-        raise DataLossError(f"{message}. Some data may have been lost: it was removed by "
-                            "retention or the queue was truncated or deleted before the query "
-                            "read it. If such loss is acceptable, set the source option "
-                            "failOnDataLoss to false")
+        raise DataLossError(
+            f"{message}. Some data may have been lost: it was removed by "
+            "retention or the queue was truncated or deleted before the query "
+            "read it. If such loss is acceptable, set the source option "
+            "failOnDataLoss to false"
+        )
     log.warning("%s; reading on (failOnDataLoss=false)", message)
 
 
 def keep_tags(batch: pa.RecordBatch, tags: frozenset[str]) -> pa.RecordBatch:
     """The rows of *batch* whose tag is one of *tags* (the broker filters on tag hash
     codes, which may collide; a store has no filter at all)."""
-    return batch.filter(pc.is_in(batch.column("tags"), value_set=pa.array(sorted(tags),
-                                                                          pa.string())))
+    return batch.filter(
+        pc.is_in(batch.column("tags"), value_set=pa.array(sorted(tags), pa.string()))
+    )
 
 
 async def _retrying(part: QueueRange, what: str, call: Callable[[], Awaitable[T]]) -> T:
@@ -87,8 +90,14 @@ async def _retrying(part: QueueRange, what: str, call: Callable[[], Awaitable[T]
         except ClientError as exc:
             if not exc.retriable or attempt == PULL_ATTEMPTS:
                 raise
-            log.warning("%s of %s failed (attempt %d of %d): %s", what, part.queue, attempt,
-                        PULL_ATTEMPTS, exc)
+            log.warning(
+                "%s of %s failed (attempt %d of %d): %s",
+                what,
+                part.queue,
+                attempt,
+                PULL_ATTEMPTS,
+                exc,
+            )
             await asyncio.sleep(PULL_RETRY_DELAY_S * attempt)
     raise AssertionError("unreachable")
 
@@ -98,10 +107,20 @@ async def _pull(part: QueueRange, offset: int, max_messages: int | None = None) 
     settings = part.pull
     count = min(max_messages or settings.pull_batch_size, part.end - offset)
     subscription, expression_type = _subscription(settings)
-    return await _retrying(part, f"pull at {offset}", lambda: broker.pull(
-        group=settings.consumer_group, queue=part.queue, offset=offset, max_messages=count,
-        subscription=subscription, suspend_ms=0, expression_type=expression_type,
-        timeout_s=settings.pull_timeout_ms / 1000))
+    return await _retrying(
+        part,
+        f"pull at {offset}",
+        lambda: broker.pull(
+            group=settings.consumer_group,
+            queue=part.queue,
+            offset=offset,
+            max_messages=count,
+            subscription=subscription,
+            suspend_ms=0,
+            expression_type=expression_type,
+            timeout_s=settings.pull_timeout_ms / 1000,
+        ),
+    )
 
 
 def _subscription(settings: PullSettings) -> tuple[str, str]:
@@ -111,17 +130,33 @@ def _subscription(settings: PullSettings) -> tuple[str, str]:
     return settings.tag_expression, TAG
 
 
-async def _pull_windows(part: QueueRange, windows: list[tuple[int, int]],
-                        ) -> list[PullReply | RemoteError | None]:
+async def _pull_windows(
+    part: QueueRange,
+    windows: list[tuple[int, int]],
+) -> list[PullReply | RemoteError | None]:
     broker = remoting(part.pull.credentials).broker(part.addr)
     settings = part.pull
     subscription, expression_type = _subscription(settings)
-    pulls = [QueuePull(queue=part.queue, offset=a, max_messages=b - a,
-                       subscription=subscription, expression_type=expression_type)
-             for a, b in windows]
-    return await _retrying(part, f"PullBatch at {windows[0][0]}", lambda: broker.pull_batch(
-        group=settings.consumer_group, pulls=pulls, suspend_ms=0,
-        timeout_s=settings.pull_timeout_ms / 1000))
+    pulls = [
+        QueuePull(
+            queue=part.queue,
+            offset=a,
+            max_messages=b - a,
+            subscription=subscription,
+            expression_type=expression_type,
+        )
+        for a, b in windows
+    ]
+    return await _retrying(
+        part,
+        f"PullBatch at {windows[0][0]}",
+        lambda: broker.pull_batch(
+            group=settings.consumer_group,
+            pulls=pulls,
+            suspend_ms=0,
+            timeout_s=settings.pull_timeout_ms / 1000,
+        ),
+    )
 
 
 def _next_offset(part: QueueRange, offset: int, reply: PullReply) -> int:
@@ -142,34 +177,49 @@ def _next_offset(part: QueueRange, offset: int, reply: PullReply) -> int:
 
 def _decode(part: QueueRange, records: bytes) -> pa.RecordBatch:
     """The rows of a reply's records below ``part.end``; a damaged record is an error."""
-    block = arrowcodec.decode_block(records, 0, len(records), broker=part.broker,
-                                    max_queue_offset=part.end, max_rows=1 << 30,
-                                    max_bytes=1 << 40)
+    block = arrowcodec.decode_block(
+        records,
+        0,
+        len(records),
+        broker=part.broker,
+        max_queue_offset=part.end,
+        max_rows=1 << 30,
+        max_bytes=1 << 40,
+    )
     if block.stop is Stop.DAMAGED:
         raise CorruptRecordError(block.stop_pos, f"{part.queue}: {block.reason}")
     return block.batch
 
 
-def _rows(part: QueueRange, offset: int, reply: PullReply,
-          tags: frozenset[str] | None) -> pa.RecordBatch | None:
+def _rows(
+    part: QueueRange, offset: int, reply: PullReply, tags: frozenset[str] | None
+) -> pa.RecordBatch | None:
     if reply.status is not PullStatus.FOUND:
         return None
     batch = _decode(part, reply.records)
-    if (tags is None and not part.pull.sql_filter and batch.num_rows
-            and batch.column("queue_offset")[0].as_py() > offset):
-        data_loss(f"{part.queue}: offsets {offset}..{batch.column('queue_offset')[0]} are gone",
-                  part.pull.fail_on_data_loss)
+    if (
+        tags is None
+        and not part.pull.sql_filter
+        and batch.num_rows
+        and batch.column("queue_offset")[0].as_py() > offset
+    ):
+        data_loss(
+            f"{part.queue}: offsets {offset}..{batch.column('queue_offset')[0]} are gone",
+            part.pull.fail_on_data_loss,
+        )
     if tags is not None:
         batch = keep_tags(batch, tags)
     return batch
 
 
-def pulled_one_by_one(part: QueueRange, start: int, end: int
-                      ) -> Iterator[pa.RecordBatch]:
+def pulled_one_by_one(part: QueueRange, start: int, end: int) -> Iterator[pa.RecordBatch]:
     """Rows of ``[start, end)`` of *part* by PullMessage, the next pull already sent."""
     tags = tag_set(part.pull.tag_expression)
-    piece = part if (start, end) == (part.start, part.end) else \
-        QueueRange(part.topic, part.broker, part.addr, part.queue_id, start, end, part.pull)
+    piece = (
+        part
+        if (start, end) == (part.start, part.end)
+        else QueueRange(part.topic, part.broker, part.addr, part.queue_id, start, end, part.pull)
+    )
     offset = start
     future = submit(_pull(piece, offset)) if offset < end else None
     while future is not None:
@@ -190,9 +240,12 @@ class _Call:
 
 def _clean(reply: PullReply | RemoteError | None, a: int, b: int) -> bool:
     """Whether *reply* holds exactly offsets ``a..next_begin_offset`` (no gap, none gone)."""
-    return (isinstance(reply, PullReply) and reply.status is PullStatus.FOUND
-            and a < reply.next_begin_offset <= b
-            and reply.message_count == reply.next_begin_offset - a)
+    return (
+        isinstance(reply, PullReply)
+        and reply.status is PullStatus.FOUND
+        and a < reply.next_begin_offset <= b
+        and reply.message_count == reply.next_begin_offset - a
+    )
 
 
 def pulled_in_windows(part: QueueRange) -> Iterator[pa.RecordBatch]:
@@ -201,10 +254,10 @@ def pulled_in_windows(part: QueueRange) -> Iterator[pa.RecordBatch]:
     if not _clean(first, part.start, part.end):
         yield from pulled_one_by_one(part, part.start, part.end)
         return
-    window = max(first.next_begin_offset - part.start, 1)   # the broker's cap per queue
+    window = max(first.next_begin_offset - part.start, 1)  # the broker's cap per queue
     per_call = max(1, min(WINDOWS_PER_CALL, CALL_BYTES // max(len(first.records), 1)))
     yield _decode(part, first.records)
-    cursor = first.next_begin_offset         # the first offset no call covers yet
+    cursor = first.next_begin_offset  # the first offset no call covers yet
     calls: deque[_Call] = deque()
 
     def send() -> None:
@@ -229,7 +282,7 @@ def pulled_in_windows(part: QueueRange) -> Iterator[pa.RecordBatch]:
                     records.append(reply.records)
                     if reply.next_begin_offset == b:
                         continue
-                    a = reply.next_begin_offset   # short: keep what came, pull the rest now
+                    a = reply.next_begin_offset  # short: keep what came, pull the rest now
                 if records:
                     yield _decode(part, b"".join(records))
                     records = []

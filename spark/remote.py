@@ -58,13 +58,15 @@ class _Loop:
     def __init__(self) -> None:
         try:
             import uvloop
+
             self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
         except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
             self.loop = asyncio.new_event_loop()
         self.pid = os.getpid()
         self.remotings: dict[ClientSecurity | None, Remoting] = {}
-        self.thread = threading.Thread(target=self.loop.run_forever, name="pocketmq-spark",
-                                       daemon=True)
+        self.thread = threading.Thread(
+            target=self.loop.run_forever, name="pocketmq-spark", daemon=True
+        )
         self.thread.start()
 
 
@@ -98,32 +100,46 @@ def remoting(credentials: ClientSecurity | None = None) -> Remoting:
     if found is None:
         sec = credentials or ClientSecurity()
         signing = Credentials(sec.access_key, sec.secret_key) if sec.access_key else None
-        found = cache[credentials] = Remoting(Transport(
-            credentials=signing, tls_ca_file=sec.tls_ca_file, tls_cert_file=sec.tls_cert_file,
-            tls_key_file=sec.tls_key_file))
+        found = cache[credentials] = Remoting(
+            Transport(
+                credentials=signing,
+                tls_ca_file=sec.tls_ca_file,
+                tls_cert_file=sec.tls_cert_file,
+                tls_key_file=sec.tls_key_file,
+            )
+        )
     return found
 
 
 # -- planning calls ---------------------------------------------------------------------------
-async def all_topics(namesrv: Sequence[str],
-                     credentials: ClientSecurity | None = None) -> list[str]:
+async def all_topics(
+    namesrv: Sequence[str], credentials: ClientSecurity | None = None
+) -> list[str]:
     """Every topic a nameserver knows (GetAllTopicList), for ``subscribePattern``."""
     last: grpc.aio.AioRpcError | None = None
     for addr in namesrv:
         stub = nameserver_pb2_grpc.NameServerStub(remoting(credentials).channel(addr))
         try:
-            reply = await stub.GetAllTopicList(nameserver_pb2.GetAllTopicListRequest(),
-                                               timeout=RPC_TIMEOUT_S)
+            reply = await stub.GetAllTopicList(
+                nameserver_pb2.GetAllTopicListRequest(), timeout=RPC_TIMEOUT_S
+            )
         except grpc.aio.AioRpcError as exc:  # try the next nameserver
             last = exc
             continue
         return list(reply.topics)
-    raise OptionError(f"option namesrv: no nameserver of {list(namesrv)} answered "
-                      f"GetAllTopicList: {last.details() if last else 'none given'}")
+    raise OptionError(
+        f"option namesrv: no nameserver of {list(namesrv)} answered "
+        f"GetAllTopicList: {last.details() if last else 'none given'}"
+    )
 
 
-async def topic_queues(namesrv: Sequence[str], selection: TopicSelection, *,
-                       strict: bool, credentials: ClientSecurity | None = None) -> QueueAddrs:
+async def topic_queues(
+    namesrv: Sequence[str],
+    selection: TopicSelection,
+    *,
+    strict: bool,
+    credentials: ClientSecurity | None = None,
+) -> QueueAddrs:
     """The readable queues *selection* names, with their brokers' addresses.
 
     *strict* (batch queries) refuses a subscribed topic no nameserver routes and
@@ -138,14 +154,17 @@ async def topic_queues(namesrv: Sequence[str], selection: TopicSelection, *,
         topics = sorted({t for t, _b, _q in selection.assigned})
     else:
         topics = list(selection.topics)
-    routes = await asyncio.gather(*(nameserver.get_route(t) for t in topics),
-                                  return_exceptions=True)
+    routes = await asyncio.gather(
+        *(nameserver.get_route(t) for t in topics), return_exceptions=True
+    )
     found: QueueAddrs = {}
     for topic, route in zip(topics, routes, strict=True):
         if isinstance(route, RouteNotFoundError):
             if strict and not selection.pattern:
-                raise OptionError(f"{selection.describe()}: topic {topic!r} does not exist "
-                                  f"(no nameserver of {list(namesrv)} routes it)")
+                raise OptionError(
+                    f"{selection.describe()}: topic {topic!r} does not exist "
+                    f"(no nameserver of {list(namesrv)} routes it)"
+                )
             log.info("topic %s has no route yet; its queues are read once it has", topic)
             continue
         if isinstance(route, BaseException):
@@ -163,21 +182,33 @@ def _assigned(found: QueueAddrs, selection: TopicSelection, *, strict: bool) -> 
     out: QueueAddrs = {}
     for topic, broker, queue_ids in selection.assigned:
         for qid in queue_ids:
-            matches = [mq for mq in found if mq.topic == topic and mq.queue_id == qid
-                       and (broker is None or mq.broker_name == broker)]
+            matches = [
+                mq
+                for mq in found
+                if mq.topic == topic
+                and mq.queue_id == qid
+                and (broker is None or mq.broker_name == broker)
+            ]
             if not matches and strict:
                 serving = sorted(str(mq) for mq in found if mq.topic == topic)
-                raise OptionError(f"option assign names queue {qid} of {topic!r}"
-                                  f"{' on ' + broker if broker else ''}, which no broker serves "
-                                  f"(readable queues: {', '.join(serving) or 'none'})")
+                raise OptionError(
+                    f"option assign names queue {qid} of {topic!r}"
+                    f"{' on ' + broker if broker else ''}, which no broker serves "
+                    f"(readable queues: {', '.join(serving) or 'none'})"
+                )
             out.update((mq, found[mq]) for mq in matches)
     return out
 
 
-async def queue_offsets(queues: Mapping[MessageQueue, str], which: str, *,
-                        timestamp_ms: int = 0,
-                        credentials: ClientSecurity | None = None) -> dict[MessageQueue, int]:
+async def queue_offsets(
+    queues: Mapping[MessageQueue, str],
+    which: str,
+    *,
+    timestamp_ms: int = 0,
+    credentials: ClientSecurity | None = None,
+) -> dict[MessageQueue, int]:
     """``min``, ``max`` or ``time`` (first offset stored at or after *timestamp_ms*) offsets."""
+
     async def one(mq: MessageQueue, addr: str) -> int:
         broker = remoting(credentials).broker(addr)
         if which == "min":

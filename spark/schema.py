@@ -55,24 +55,27 @@ from pocketmq.client.model import (
 
 __all__ = ["ARROW_SCHEMA", "COLUMNS", "SCHEMA", "check_read_schema", "record_batch"]
 
-SCHEMA = StructType([
-    StructField("topic", StringType()),
-    StructField("broker", StringType()),
-    StructField("queue_id", IntegerType()),
-    StructField("queue_offset", LongType()),
-    StructField("body", BinaryType()),
-    StructField("keys", ArrayType(StringType())),
-    StructField("tags", StringType()),
-    StructField("properties", MapType(StringType(), StringType())),
-    StructField("store_timestamp", TimestampType()),
-    StructField("born_timestamp", TimestampType()),
-    StructField("msg_id", StringType()),
-])
+SCHEMA = StructType(
+    [
+        StructField("topic", StringType()),
+        StructField("broker", StringType()),
+        StructField("queue_id", IntegerType()),
+        StructField("queue_offset", LongType()),
+        StructField("body", BinaryType()),
+        StructField("keys", ArrayType(StringType())),
+        StructField("tags", StringType()),
+        StructField("properties", MapType(StringType(), StringType())),
+        StructField("store_timestamp", TimestampType()),
+        StructField("born_timestamp", TimestampType()),
+        StructField("msg_id", StringType()),
+    ]
+)
 COLUMNS = tuple(f.name for f in SCHEMA.fields)
 ARROW_SCHEMA: pa.Schema = to_arrow_schema(SCHEMA, timezone="UTC")
 
-_OWN_COLUMN_PROPERTIES = frozenset({PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY,
-                                    PROPERTY_IDEMPOTENCE})   # the last: not the user's
+_OWN_COLUMN_PROPERTIES = frozenset(
+    {PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY, PROPERTY_IDEMPOTENCE}
+)  # the last: not the user's
 _TYPES = {f.name: f.type for f in ARROW_SCHEMA}
 _TIMESTAMP_MS = pa.timestamp("ms", tz="UTC")
 
@@ -80,8 +83,10 @@ _TIMESTAMP_MS = pa.timestamp("ms", tz="UTC")
 def check_read_schema(schema: StructType, fmt: str) -> None:
     """Refuse a user schema (``.schema(...)``) other than the source's own."""
     if schema.simpleString() != SCHEMA.simpleString():
-        raise ValueError(f"the {fmt} source has a fixed schema; drop .schema(...) or give "
-                         f"exactly {SCHEMA.simpleString()} (got {schema.simpleString()})")
+        raise ValueError(
+            f"the {fmt} source has a fixed schema; drop .schema(...) or give "
+            f"exactly {SCHEMA.simpleString()} (got {schema.simpleString()})"
+        )
 
 
 def _timestamps(values_ms: list[int]) -> pa.Array:
@@ -105,12 +110,15 @@ def record_batch(messages: Sequence[MessageExt], broker: str | None) -> pa.Recor
                 prop_keys.append(name)
                 prop_values.append(value)
         prop_offsets.append(len(prop_keys))
-    keys = pa.ListArray.from_arrays(pa.array(key_offsets, pa.int32()),
-                                    pa.array(key_values, pa.string()), type=_TYPES["keys"])
-    properties = pa.MapArray.from_arrays(pa.array(prop_offsets, pa.int32()),
-                                         pa.array(prop_keys, pa.string()),
-                                         pa.array(prop_values, pa.string()),
-                                         type=_TYPES["properties"])
+    keys = pa.ListArray.from_arrays(
+        pa.array(key_offsets, pa.int32()), pa.array(key_values, pa.string()), type=_TYPES["keys"]
+    )
+    properties = pa.MapArray.from_arrays(
+        pa.array(prop_offsets, pa.int32()),
+        pa.array(prop_keys, pa.string()),
+        pa.array(prop_values, pa.string()),
+        type=_TYPES["properties"],
+    )
     columns = [
         pa.array([m.topic for m in messages], pa.string()),
         pa.nulls(n, pa.string()) if broker is None else pa.array([broker] * n, pa.string()),

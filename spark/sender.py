@@ -73,12 +73,12 @@ __all__ = ["MAX_CHUNK_BODY_BYTES", "MAX_IN_FLIGHT", "Columns", "SendTotals", "se
 
 log = logging.getLogger(__name__)
 
-MAX_IN_FLIGHT = 8                       # SendBatch calls of one task at a time
+MAX_IN_FLIGHT = 8  # SendBatch calls of one task at a time
 MAX_CHUNK_BODY_BYTES = 2 * 1024 * 1024  # under the broker's 4 MiB max_batch_size_bytes
 SEND_ATTEMPTS = 3
 BUSY_BACKOFF_S = 0.05
 
-_Named = tuple[str | None, int]     # (broker or None, queue id) named by the columns
+_Named = tuple[str | None, int]  # (broker or None, queue id) named by the columns
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +111,14 @@ class UniqueIds:
             ip_raw = ipaddress.ip_address(ip).packed[-4:]
         except ValueError:
             ip_raw = b"\x7f\0\0\1"
-        self._hex = (ip_raw + struct.pack(">HI", os.getpid() & 0xFFFF,
-                                          int.from_bytes(os.urandom(4), "big"))).hex().upper()
+        self._hex = (
+            (
+                ip_raw
+                + struct.pack(">HI", os.getpid() & 0xFFFF, int.from_bytes(os.urandom(4), "big"))
+            )
+            .hex()
+            .upper()
+        )
         self.counter = int.from_bytes(os.urandom(2), "big")
 
     def prefix(self) -> str:
@@ -124,19 +130,23 @@ class UniqueIds:
 
 def _retry_elsewhere(exc: ClientError) -> bool:
     """As the producer decides: another broker may take what this one refused."""
-    return (exc.retriable or isinstance(exc, PermissionDeniedError)
-            or (isinstance(exc, InvalidRequestError) and exc.reason == "QUEUE_OUT_OF_RANGE"))
+    return (
+        exc.retriable
+        or isinstance(exc, PermissionDeniedError)
+        or (isinstance(exc, InvalidRequestError) and exc.reason == "QUEUE_OUT_OF_RANGE")
+    )
 
 
 class ArrowSender:
     """One task's routes, ids and SendBatch calls in flight."""
 
-    def __init__(self, opts: SinkOptions, cols: Columns, *, identity: str | None = None,
-                 first_queue: int = 0) -> None:
+    def __init__(
+        self, opts: SinkOptions, cols: Columns, *, identity: str | None = None, first_queue: int = 0
+    ) -> None:
         self.opts, self.cols = opts, cols
-        self.identity = identity           # None: not idempotent
-        self.first_queue = first_queue     # where each topic's round robin starts
-        self.sessions: dict[str, tuple[int, int]] = {}      # broker -> (pid, epoch)
+        self.identity = identity  # None: not idempotent
+        self.first_queue = first_queue  # where each topic's round robin starts
+        self.sessions: dict[str, tuple[int, int]] = {}  # broker -> (pid, epoch)
         self.next_seq: dict[MessageQueue, int] = {}
         self.remoting = remoting(opts.credentials)
         self.routes = RouteService(self.remoting.nameserver(list(opts.namesrv)).get_route)
@@ -163,19 +173,28 @@ class ArrowSender:
             assert self.identity is not None
             addr = self.routes.addr_of(queue.broker_name)
             if addr is None:
-                raise RouteNotFoundError(queue.topic, f"broker {queue.broker_name} has no "
-                                         "known address")
+                raise RouteNotFoundError(
+                    queue.topic, f"broker {queue.broker_name} has no known address"
+                )
             pid, epoch = run(self._init_producer_id(addr, queue.topic))
             found = self.sessions[queue.broker_name] = (pid, epoch)
-            log.info("pocketmq sink: %s is producer id %d epoch %d on %s", self.identity, pid,
-                     epoch, queue.broker_name)
+            log.info(
+                "pocketmq sink: %s is producer id %d epoch %d on %s",
+                self.identity,
+                pid,
+                epoch,
+                queue.broker_name,
+            )
         return found
 
     async def _init_producer_id(self, addr: str, topic: str) -> tuple[int, int]:
-        assert self.identity is not None    # the channel is made here, on the loop thread
+        assert self.identity is not None  # the channel is made here, on the loop thread
         pid, epoch, _seqs = await self.remoting.broker(addr).init_producer_id(
-            identity=self.identity, topics=[topic], producer_group=self.opts.producer_group,
-            timeout_s=self.opts.send_timeout_ms / 1000)
+            identity=self.identity,
+            topics=[topic],
+            producer_group=self.opts.producer_group,
+            timeout_s=self.opts.send_timeout_ms / 1000,
+        )
         return pid, epoch
 
     def round_robin(self, topic: str) -> MessageQueue:
@@ -190,14 +209,18 @@ class ArrowSender:
         if broker is None:
             brokers = sorted({q.broker_name for q in queues})
             if len(brokers) != 1:
-                raise ColumnError(f"queue_id {qid} of topic {topic!r} is ambiguous: brokers "
-                                  f"{', '.join(brokers)} serve it; add a string column 'broker'")
+                raise ColumnError(
+                    f"queue_id {qid} of topic {topic!r} is ambiguous: brokers "
+                    f"{', '.join(brokers)} serve it; add a string column 'broker'"
+                )
             broker = brokers[0]
         queue = MessageQueue(topic, broker, qid)
         if queue not in queues:
-            raise ColumnError(f"columns broker and queue_id name {queue}, which is not a "
-                              f"writable queue of {topic!r} (writable: "
-                              f"{', '.join(map(str, queues))})")
+            raise ColumnError(
+                f"columns broker and queue_id name {queue}, which is not a "
+                f"writable queue of {topic!r} (writable: "
+                f"{', '.join(map(str, queues))})"
+            )
         return queue
 
     def check_topic(self, topic: str) -> None:
@@ -222,19 +245,27 @@ class ArrowSender:
             addr = self.routes.addr_of(queue.broker_name)
             try:
                 if addr is None:
-                    raise RouteNotFoundError(queue.topic, f"broker {queue.broker_name} has no "
-                                             "known address")
+                    raise RouteNotFoundError(
+                        queue.topic, f"broker {queue.broker_name} has no known address"
+                    )
                 results = await self.remoting.broker(addr).send_batch_to(
-                    blob, queue, producer_group=self.opts.producer_group,
-                    timeout_s=max(0.001, min(timeout_s, deadline - time.monotonic())))
+                    blob,
+                    queue,
+                    producer_group=self.opts.producer_group,
+                    timeout_s=max(0.001, min(timeout_s, deadline - time.monotonic())),
+                )
                 return len(results)
             except ClientError as exc:
-                if not (outcome_unknown(exc) or try_again_here(exc)
-                        or isinstance(exc, BusyError | RouteNotFoundError)):
+                if not (
+                    outcome_unknown(exc)
+                    or try_again_here(exc)
+                    or isinstance(exc, BusyError | RouteNotFoundError)
+                ):
                     raise
                 tries += 1
-                log.debug("SendBatch to %s: %s; the same records again (try %d)", queue, exc,
-                          tries + 1)
+                log.debug(
+                    "SendBatch to %s: %s; the same records again (try %d)", queue, exc, tries + 1
+                )
                 if isinstance(exc, RouteNotFoundError):
                     self.routes.invalidate(queue.topic)
                     await self.routes.write_queues(queue.topic)
@@ -242,7 +273,8 @@ class ArrowSender:
                     raise SendTimeoutError(
                         f"SendBatch to {queue} got no answer storing its records within "
                         f"{self.opts.send_timeout_ms} ms (sendTimeoutMs) after {tries} tries; "
-                        f"last error: {exc}") from exc
+                        f"last error: {exc}"
+                    ) from exc
 
     async def _send(self, queue: MessageQueue, blob: bytes, named: bool) -> int:
         if self.identity is not None:
@@ -252,30 +284,44 @@ class ArrowSender:
             addr = self.routes.addr_of(queue.broker_name)
             try:
                 if addr is None:
-                    raise RouteNotFoundError(queue.topic, f"broker {queue.broker_name} has no "
-                                             "known address")
+                    raise RouteNotFoundError(
+                        queue.topic, f"broker {queue.broker_name} has no known address"
+                    )
                 results = await self.remoting.broker(addr).send_batch_to(
-                    blob, queue, producer_group=opts.producer_group,
-                    timeout_s=opts.send_timeout_ms / 1000)
+                    blob,
+                    queue,
+                    producer_group=opts.producer_group,
+                    timeout_s=opts.send_timeout_ms / 1000,
+                )
                 return len(results)
             except ClientError as exc:
-                if attempt == SEND_ATTEMPTS or not (_retry_elsewhere(exc)
-                                                    or isinstance(exc, BusyError)):
+                if attempt == SEND_ATTEMPTS or not (
+                    _retry_elsewhere(exc) or isinstance(exc, BusyError)
+                ):
                     raise
-                log.warning("SendBatch to %s failed (attempt %d of %d): %s", queue, attempt,
-                            SEND_ATTEMPTS, exc)
+                log.warning(
+                    "SendBatch to %s failed (attempt %d of %d): %s",
+                    queue,
+                    attempt,
+                    SEND_ATTEMPTS,
+                    exc,
+                )
                 if isinstance(exc, BusyError):
                     await asyncio.sleep(BUSY_BACKOFF_S * attempt)
-                elif not named:            # another queue, on another broker if there is one
+                elif not named:  # another queue, on another broker if there is one
                     self.routes.invalidate(queue.topic)
-                    queues = [q for q in await self.routes.write_queues(queue.topic)
-                              if q.broker_name != queue.broker_name] or [queue]
+                    queues = [
+                        q
+                        for q in await self.routes.write_queues(queue.topic)
+                        if q.broker_name != queue.broker_name
+                    ] or [queue]
                     queue = queues[attempt % len(queues)]
                     blob = arrowcodec.set_queue_id(blob, queue.queue_id)
         raise AssertionError("unreachable")
 
-    def send(self, queue: MessageQueue, blob: bytes, rows: int, body_bytes: int,
-             named: bool) -> None:
+    def send(
+        self, queue: MessageQueue, blob: bytes, rows: int, body_bytes: int, named: bool
+    ) -> None:
         self.in_flight.append((submit(self._send(queue, blob, named)), rows))
         self.totals.calls += 1
         self.totals.body_bytes += body_bytes
@@ -307,7 +353,8 @@ class ArrowSender:
             body=body,
             tags=part.column(cols.tags) if cols.tags else None,
             keys=part.column(cols.keys) if cols.keys else None,
-            properties=part.column(cols.properties) if cols.properties else None)
+            properties=part.column(cols.properties) if cols.properties else None,
+        )
         picked: list[MessageQueue] = []
 
         def next_queue_id() -> int:
@@ -323,14 +370,25 @@ class ArrowSender:
             return target.queue_id, pid, epoch, self.next_seq.setdefault(target, 0)
 
         settings = EncodeSettings(
-            topic=topic, born_host=self.born_host, born_timestamp_ms=int(time.time() * 1000),
-            id_prefix=self.ids.prefix(), compress_over_bytes=COMPRESS_OVER_BYTES,
-            max_body_bytes=DEFAULT_MAX_BODY_BYTES, chunk_rows=self.opts.send_batch_size,
-            chunk_body_bytes=MAX_CHUNK_BODY_BYTES, stamped=self.identity is not None)
+            topic=topic,
+            born_host=self.born_host,
+            born_timestamp_ms=int(time.time() * 1000),
+            id_prefix=self.ids.prefix(),
+            compress_over_bytes=COMPRESS_OVER_BYTES,
+            max_body_bytes=DEFAULT_MAX_BODY_BYTES,
+            chunk_rows=self.opts.send_batch_size,
+            chunk_body_bytes=MAX_CHUNK_BODY_BYTES,
+            stamped=self.identity is not None,
+        )
         try:
             chunks, self.ids.counter = arrowcodec.encode_chunks(
-                arrays, 0, part.num_rows, settings, self.ids.counter,
-                next_stamped_queue if settings.stamped else next_queue_id)
+                arrays,
+                0,
+                part.num_rows,
+                settings,
+                self.ids.counter,
+                next_stamped_queue if settings.stamped else next_queue_id,
+            )
         except ValueError as exc:
             raise ColumnError(f"cannot send a row of this batch: {exc}") from None
         if settings.stamped and chunks:
@@ -349,18 +407,24 @@ def _chunk_body_bytes(body: pa.Array, rows: list[int]) -> list[int]:
     return out
 
 
-def _targets(batch: pa.RecordBatch, cols: Columns, opts: SinkOptions,
-             ) -> Iterator[tuple[str, _Named | None, pa.RecordBatch]]:
+def _targets(
+    batch: pa.RecordBatch,
+    cols: Columns,
+    opts: SinkOptions,
+) -> Iterator[tuple[str, _Named | None, pa.RecordBatch]]:
     """(topic, (broker, queue id) or None, rows) for each target of *batch*."""
     by_topic = opts.topic is None
     if by_topic and cols.topic is not None:
         nulls = batch.column(cols.topic).null_count
         if nulls:
             first = pc.index(pc.is_null(batch.column(cols.topic)), True).as_py()
-            raise ColumnError(f"column {cols.topic!r} is null in row {first} of a batch and "
-                              "the option topic is not set")
+            raise ColumnError(
+                f"column {cols.topic!r} is null in row {first} of a batch and "
+                "the option topic is not set"
+            )
     keys = ([cols.topic] if by_topic and cols.topic else []) + (
-        [cols.queue_id] + ([cols.broker] if cols.broker else []) if cols.queue_id else [])
+        [cols.queue_id] + ([cols.broker] if cols.broker else []) if cols.queue_id else []
+    )
     if not keys:
         assert opts.topic is not None
         yield opts.topic, None, batch
@@ -372,20 +436,28 @@ def _targets(batch: pa.RecordBatch, cols: Columns, opts: SinkOptions,
         for name in keys:
             value = combo[name]
             column = batch.column(name)
-            test = pc.is_null(column) if value is None else pc.fill_null(
-                pc.equal(column, pa.scalar(value, column.type)), False)
+            test = (
+                pc.is_null(column)
+                if value is None
+                else pc.fill_null(pc.equal(column, pa.scalar(value, column.type)), False)
+            )
             mask = test if mask is None else pc.and_(mask, test)
         part = batch if len(combos) == 1 else batch.filter(mask)
         topic = combo[cols.topic] if by_topic and cols.topic else opts.topic
         assert topic is not None
         qid = combo.get(cols.queue_id) if cols.queue_id else None
-        named = None if qid is None else (combo.get(cols.broker) if cols.broker else None,
-                                          int(qid))
+        named = None if qid is None else (combo.get(cols.broker) if cols.broker else None, int(qid))
         yield topic, named, part
 
 
-def send_arrow(batches: Iterator[pa.RecordBatch], cols: Columns, opts: SinkOptions, *,
-               identity: str | None = None, first_queue: int = 0) -> SendTotals:
+def send_arrow(
+    batches: Iterator[pa.RecordBatch],
+    cols: Columns,
+    opts: SinkOptions,
+    *,
+    identity: str | None = None,
+    first_queue: int = 0,
+) -> SendTotals:
     """Send every row of *batches*; the body of a writer's ``write()``. With an
     *identity*, as the named idempotent producer of that name (exactly once)."""
     sender = ArrowSender(opts, cols, identity=identity, first_queue=first_queue)

@@ -75,8 +75,15 @@ from pocketmq.spark.sender import Columns, send_arrow
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 
-__all__ = ["PocketMQStreamWriter", "PocketMQWriter", "SendCommitMessage", "SinkColumns",
-           "send_batches", "sink_columns", "task_identity"]
+__all__ = [
+    "PocketMQStreamWriter",
+    "PocketMQWriter",
+    "SendCommitMessage",
+    "SinkColumns",
+    "send_batches",
+    "sink_columns",
+    "task_identity",
+]
 
 log = logging.getLogger(__name__)
 
@@ -100,44 +107,65 @@ def sink_columns(schema: StructType, opts: SinkOptions) -> SinkColumns:
         if f is None:
             return None
         if not isinstance(f.dataType, allowed):
-            raise ColumnError(f"column {f.name!r} is {_type_name(f.dataType)}; the pocketmq "
-                              f"sink needs {wanted}")
+            raise ColumnError(
+                f"column {f.name!r} is {_type_name(f.dataType)}; the pocketmq sink needs {wanted}"
+            )
         return f.name
 
     bodies = [n for n in ("body", "value") if n in fields]
     if not bodies:
-        raise ColumnError(f"the pocketmq sink needs a column 'body' (or 'value'), binary or "
-                          f"string; the DataFrame has {', '.join(schema.names) or 'no columns'}")
+        raise ColumnError(
+            f"the pocketmq sink needs a column 'body' (or 'value'), binary or "
+            f"string; the DataFrame has {', '.join(schema.names) or 'no columns'}"
+        )
     if len(bodies) == 2:
-        raise ColumnError("the DataFrame has both 'body' and 'value'; give one of them as the "
-                          "message body (drop or rename the other)")
+        raise ColumnError(
+            "the DataFrame has both 'body' and 'value'; give one of them as the "
+            "message body (drop or rename the other)"
+        )
     body = column(bodies[0], (BinaryType, StringType), "binary or string")
     assert body is not None
     topic = column("topic", (StringType,), "string")
     if topic is None and opts.topic is None:
-        raise ColumnError("no topic to send to: add a string column 'topic' or set the option "
-                          "topic")
+        raise ColumnError(
+            "no topic to send to: add a string column 'topic' or set the option topic"
+        )
     keys = fields.get("keys")
-    if keys is not None and not (isinstance(keys.dataType, StringType) or (
+    if keys is not None and not (
+        isinstance(keys.dataType, StringType)
+        or (
             isinstance(keys.dataType, ArrayType)
-            and isinstance(keys.dataType.elementType, StringType))):
-        raise ColumnError(f"column {keys.name!r} is {_type_name(keys.dataType)}; the pocketmq "
-                          "sink needs array<string> or string")
+            and isinstance(keys.dataType.elementType, StringType)
+        )
+    ):
+        raise ColumnError(
+            f"column {keys.name!r} is {_type_name(keys.dataType)}; the pocketmq "
+            "sink needs array<string> or string"
+        )
     props = fields.get("properties")
-    if props is not None and not (isinstance(props.dataType, MapType)
-                                  and isinstance(props.dataType.keyType, StringType)
-                                  and isinstance(props.dataType.valueType, StringType)):
-        raise ColumnError(f"column {props.name!r} is {_type_name(props.dataType)}; the "
-                          "pocketmq sink needs map<string,string>")
+    if props is not None and not (
+        isinstance(props.dataType, MapType)
+        and isinstance(props.dataType.keyType, StringType)
+        and isinstance(props.dataType.valueType, StringType)
+    ):
+        raise ColumnError(
+            f"column {props.name!r} is {_type_name(props.dataType)}; the "
+            "pocketmq sink needs map<string,string>"
+        )
     out = SinkColumns(
-        body=body, topic=topic, tags=column("tags", (StringType,), "string"),
+        body=body,
+        topic=topic,
+        tags=column("tags", (StringType,), "string"),
         keys=keys.name if keys is not None else None,
         properties=props.name if props is not None else None,
         queue_id=column("queue_id", _INTEGERS, "an integer type"),
-        broker=column("broker", (StringType,), "string"))
+        broker=column("broker", (StringType,), "string"),
+    )
     if out.broker is not None and out.queue_id is None:
-        raise ColumnError("column 'broker' names where column 'queue_id' is; without "
-                          "'queue_id' it means nothing (drop it or add 'queue_id')")
+        raise ColumnError(
+            "column 'broker' names where column 'queue_id' is; without "
+            "'queue_id' it means nothing (drop it or add 'queue_id')"
+        )
     return out
 
 
@@ -167,8 +195,7 @@ def task_identity(write_id: str | None) -> tuple[str | None, int]:
     return f"spark/{query or write_id}/{batch or 0}/{partition}", partition
 
 
-def _fail_first_attempt(batches: Iterator[pa.RecordBatch],
-                        limit: int) -> Iterator[pa.RecordBatch]:
+def _fail_first_attempt(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.RecordBatch]:
     """Fault injection (option failFirstAttemptAfterRows): the first attempt of a task
     fails once at least *limit* of its rows were handed on to be sent."""
     from pyspark import TaskContext
@@ -183,12 +210,18 @@ def _fail_first_attempt(batches: Iterator[pa.RecordBatch],
             break
         yield batch
         rows += batch.num_rows
-    raise RuntimeError(f"failFirstAttemptAfterRows: attempt 0 of partition "
-                       f"{ctx.partitionId()} fails after {rows} rows")
+    raise RuntimeError(
+        f"failFirstAttemptAfterRows: attempt 0 of partition "
+        f"{ctx.partitionId()} fails after {rows} rows"
+    )
 
 
-def send_batches(batches: Iterator[pa.RecordBatch], cols: SinkColumns, opts: SinkOptions,
-                 write_id: str | None = None) -> SendCommitMessage:
+def send_batches(
+    batches: Iterator[pa.RecordBatch],
+    cols: SinkColumns,
+    opts: SinkOptions,
+    write_id: str | None = None,
+) -> SendCommitMessage:
     """Send every row of *batches*; the body of a writer's ``write()``. *write_id*: the
     write's part of the task's producer identity (None: not idempotent)."""
     identity, partition = task_identity(write_id if opts.idempotent else None)
@@ -200,8 +233,12 @@ def send_batches(batches: Iterator[pa.RecordBatch], cols: SinkColumns, opts: Sin
 
 def _totals(messages: Sequence[WriterCommitMessage | None]) -> tuple[int, int, int, int]:
     done = [m for m in messages if isinstance(m, SendCommitMessage)]
-    return (len(done), sum(m.messages for m in done), sum(m.body_bytes for m in done),
-            sum(m.send_calls for m in done))
+    return (
+        len(done),
+        sum(m.messages for m in done),
+        sum(m.body_bytes for m in done),
+        sum(m.send_calls for m in done),
+    )
 
 
 # -- the driver side --------------------------------------------------------------------------
@@ -210,8 +247,10 @@ class PocketMQWriter(DataSourceArrowWriter):
 
     def __init__(self, opts: SinkOptions, cols: SinkColumns, overwrite: bool) -> None:
         if overwrite:
-            raise OptionError("mode('overwrite') cannot replace the messages of a topic; a "
-                              "topic is append-only: use mode('append')")
+            raise OptionError(
+                "mode('overwrite') cannot replace the messages of a topic; a "
+                "topic is append-only: use mode('append')"
+            )
         self._opts = opts
         self._cols = cols
         # Made here, on the driver, once per job; every task of the job shares it.
@@ -222,13 +261,22 @@ class PocketMQWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         tasks, sent, nbytes, calls = _totals(messages)
-        log.info("pocketmq sink: %d task(s) sent %d messages (%d body bytes) in %d SendBatch "
-                 "calls", tasks, sent, nbytes, calls)
+        log.info(
+            "pocketmq sink: %d task(s) sent %d messages (%d body bytes) in %d SendBatch calls",
+            tasks,
+            sent,
+            nbytes,
+            calls,
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         tasks, sent, _nbytes, _calls = _totals(messages)
-        log.warning("pocketmq sink: the write failed; %d task(s) had sent %d messages, which "
-                    "stay in their topics", tasks, sent)
+        log.warning(
+            "pocketmq sink: the write failed; %d task(s) had sent %d messages, which "
+            "stay in their topics",
+            tasks,
+            sent,
+        )
 
 
 class PocketMQStreamWriter(DataSourceStreamArrowWriter):
@@ -245,10 +293,22 @@ class PocketMQStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         tasks, sent, nbytes, calls = _totals(messages)
-        log.info("pocketmq sink: batch %d: %d task(s) sent %d messages (%d body bytes) in %d "
-                 "SendBatch calls", batchId, tasks, sent, nbytes, calls)
+        log.info(
+            "pocketmq sink: batch %d: %d task(s) sent %d messages (%d body bytes) in %d "
+            "SendBatch calls",
+            batchId,
+            tasks,
+            sent,
+            nbytes,
+            calls,
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         tasks, sent, _nbytes, _calls = _totals(messages)
-        log.warning("pocketmq sink: batch %d failed; %d task(s) had sent %d messages, which "
-                    "stay in their topics", batchId, tasks, sent)
+        log.warning(
+            "pocketmq sink: batch %d failed; %d task(s) had sent %d messages, which "
+            "stay in their topics",
+            batchId,
+            tasks,
+            sent,
+        )

@@ -85,13 +85,19 @@ class PocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: SourceOptions) -> None:
         self._opts = opts
         self._addrs: QueueAddrs = {}
-        self._target: Offsets | None = None    # trigger(availableNow=True): where to stop
-        self._latest: Offsets | None = None    # for reportLatestOffset
+        self._target: Offsets | None = None  # trigger(availableNow=True): where to stop
+        self._latest: Offsets | None = None  # for reportLatestOffset
 
     # -- helpers (query-runner process) ---------------------------------------------------
     def _discover(self) -> QueueAddrs:
-        queues = run(topic_queues(self._opts.namesrv, self._opts.selection, strict=False,
-                                  credentials=self._opts.pull.credentials))
+        queues = run(
+            topic_queues(
+                self._opts.namesrv,
+                self._opts.selection,
+                strict=False,
+                credentials=self._opts.pull.credentials,
+            )
+        )
         self._addrs.update(queues)
         return queues
 
@@ -100,26 +106,43 @@ class PocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._discover()
         gone = [str(mq) for mq in queues if mq not in self._addrs]
         if gone:
-            raise RuntimeError(f"no broker serves {', '.join(gone)} now (checked with the "
-                               f"nameservers {', '.join(self._opts.namesrv)}); the query "
-                               "resumes from its checkpoint once the broker is back")
+            raise RuntimeError(
+                f"no broker serves {', '.join(gone)} now (checked with the "
+                f"nameservers {', '.join(self._opts.namesrv)}); the query "
+                "resumes from its checkpoint once the broker is back"
+            )
         return {mq: self._addrs[mq] for mq in queues}
 
     def _earliest(self, queues: Sequence[MessageQueue]) -> Offsets:
-        return run(queue_offsets(self._addresses(queues), "min",
-                                 credentials=self._opts.pull.credentials)) if queues else {}
+        return (
+            run(
+                queue_offsets(
+                    self._addresses(queues), "min", credentials=self._opts.pull.credentials
+                )
+            )
+            if queues
+            else {}
+        )
 
     # -- Spark's calls ---------------------------------------------------------------------
     def initialOffset(self) -> dict:
         queues = self._discover()
-        start = run(resolve_offsets(self._opts.starting, queues, option="startingOffsets",
-                                    default="latest", strict=False,
-                                    credentials=self._opts.pull.credentials))
+        start = run(
+            resolve_offsets(
+                self._opts.starting,
+                queues,
+                option="startingOffsets",
+                default="latest",
+                strict=False,
+                credentials=self._opts.pull.credentials,
+            )
+        )
         return offsets_to_json(start)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = run(queue_offsets(self._discover(), "max",
-                                         credentials=self._opts.pull.credentials))
+        self._target = run(
+            queue_offsets(self._discover(), "max", credentials=self._opts.pull.credentials)
+        )
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self._opts.max_offsets_per_trigger
@@ -130,21 +153,26 @@ class PocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._target is not None:
             latest = dict(self._target)
         else:
-            latest = run(queue_offsets(self._discover(), "max",
-                                       credentials=self._opts.pull.credentials))
+            latest = run(
+                queue_offsets(self._discover(), "max", credentials=self._opts.pull.credentials)
+            )
         self._latest = latest
         new = [mq for mq in latest if mq not in begin]
         base = {**begin, **self._earliest(new)}
         # A new queue joins once it holds a message; an empty one would make an empty batch.
         latest = {mq: off for mq, off in latest.items() if mq in begin or off > base[mq]}
-        end = rate_limit(base, latest, limit.max_rows) if isinstance(limit, ReadMaxRows) \
-            else latest
+        end = rate_limit(base, latest, limit.max_rows) if isinstance(limit, ReadMaxRows) else latest
         merged = dict(begin)
         for mq, offset in end.items():
             if offset < begin.get(mq, offset):
-                log.warning("queue %s now ends at %d, before offset %d this query reached (was "
-                            "it truncated?); waiting for it to pass %d", mq, offset, begin[mq],
-                            begin[mq])
+                log.warning(
+                    "queue %s now ends at %d, before offset %d this query reached (was "
+                    "it truncated?); waiting for it to pass %d",
+                    mq,
+                    offset,
+                    begin[mq],
+                    begin[mq],
+                )
                 continue
             merged[mq] = offset
         return start if merged == begin else offsets_to_json(merged)
@@ -158,13 +186,19 @@ class PocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         new = [mq for mq in stop if mq not in begin]
         for mq, first in self._earliest(new).items():
             if first > 0:
-                data_loss(f"{mq} appeared with its first message at offset {first}; offsets "
-                          f"0..{first} are gone", self._opts.pull.fail_on_data_loss)
+                data_loss(
+                    f"{mq} appeared with its first message at offset {first}; offsets "
+                    f"0..{first} are gone",
+                    self._opts.pull.fail_on_data_loss,
+                )
             begin[mq] = first
         queues = self._addresses([mq for mq in stop if stop[mq] > begin[mq]])
         ranges = make_ranges(queues, begin, {mq: stop[mq] for mq in queues}, self._opts.pull)
-        return split_ranges(ranges, min_partitions=self._opts.min_partitions,
-                            max_records=self._opts.max_records_per_partition)
+        return split_ranges(
+            ranges,
+            min_partitions=self._opts.min_partitions,
+            max_records=self._opts.max_records_per_partition,
+        )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition)

@@ -70,29 +70,41 @@ class SegmentPart(InputPartition):
     path: str
     file_from_offset: int
     file_size: int
-    last: bool                 # the newest segment at planning time: its tail may be in flight
+    last: bool  # the newest segment at planning time: its tail may be in flight
     opts: StoreOptions
-    start: int = 0             # the part's first record, a byte position in the segment
-    end: int | None = None     # records starting here or later are the next part's
+    start: int = 0  # the part's first record, a byte position in the segment
+    end: int | None = None  # records starting here or later are the next part's
 
 
 def _segments(opts: StoreOptions) -> list[SegmentPart]:
     if not os.path.isdir(os.path.join(opts.data_dir, "commitlog")):
-        raise OptionError(f"path {opts.data_dir!r} is not a PocketMQ data directory (it has no "
-                          "commitlog/ folder); give the broker's --data-dir")
+        raise OptionError(
+            f"path {opts.data_dir!r} is not a PocketMQ data directory (it has no "
+            "commitlog/ folder); give the broker's --data-dir"
+        )
     commitlog = open_commitlog_read_only(opts.data_dir)
     parts: list[SegmentPart] = []
     try:
         files = commitlog.queue.files
         for i, mf in enumerate(files):
             last = i == len(files) - 1
-            starts = ([0] if mf.buffer is None else arrowcodec.record_starts(
-                mf.buffer, commitlog.file_size, mf.file_from_offset,
-                opts.max_bytes_per_partition))
+            starts = (
+                [0]
+                if mf.buffer is None
+                else arrowcodec.record_starts(
+                    mf.buffer,
+                    commitlog.file_size,
+                    mf.file_from_offset,
+                    opts.max_bytes_per_partition,
+                )
+            )
             ends: list[int | None] = [*starts[1:], None]
-            parts.extend(SegmentPart(mf.path, mf.file_from_offset, commitlog.file_size, last,
-                                     opts, start, end)
-                         for start, end in zip(starts, ends, strict=True))
+            parts.extend(
+                SegmentPart(
+                    mf.path, mf.file_from_offset, commitlog.file_size, last, opts, start, end
+                )
+                for start, end in zip(starts, ends, strict=True)
+            )
     finally:
         commitlog.queue.close()
     return parts
@@ -107,8 +119,10 @@ def topic_filter(opts: StoreOptions) -> Callable[[bytes], bool] | None:
 
     def wanted(raw: bytes) -> bool:
         topic = raw.decode()
-        return ((not topics or topic in topics)
-                and (pattern is None or pattern.fullmatch(topic) is not None))
+        return (not topics or topic in topics) and (
+            pattern is None or pattern.fullmatch(topic) is not None
+        )
+
     return wanted
 
 
@@ -120,17 +134,26 @@ def read_segment(part: SegmentPart) -> Iterator[pa.RecordBatch]:
     try:
         mf = MappedFile(part.path, part.file_size, io=StoreIO(), create=False, read_only=True)
     except FileNotFoundError:
-        data_loss(f"segment {part.path} was deleted (retention) before it was read",
-                  opts.fail_on_data_loss)
+        data_loss(
+            f"segment {part.path} was deleted (retention) before it was read",
+            opts.fail_on_data_loss,
+        )
         return
     try:
         buf, limit, pos = mf.buffer, mf.file_size, part.start
         while buf is not None:
             block = arrowcodec.decode_block(
-                buf, pos, limit, end_pos=part.end, broker=opts.broker_name,
+                buf,
+                pos,
+                limit,
+                end_pos=part.end,
+                broker=opts.broker_name,
                 mode=MODE_SEGMENT | MODE_DISPATCHED,
-                base_phys=part.file_from_offset, check_crc=True, max_rows=ROWS_PER_BATCH,
-                topic_filter=wanted)
+                base_phys=part.file_from_offset,
+                check_crc=True,
+                max_rows=ROWS_PER_BATCH,
+                topic_filter=wanted,
+            )
             batch = block.batch if tags is None else keep_tags(block.batch, tags)
             if batch.num_rows:
                 yield batch
@@ -145,11 +168,15 @@ def read_segment(part: SegmentPart) -> Iterator[pa.RecordBatch]:
 
 def _damaged(part: SegmentPart, offset: int, reason: str) -> None:
     if part.last:
-        log.debug("segment %s: records end at %d (%s): a write in progress", part.path,
-                  offset, reason)
+        log.debug(
+            "segment %s: records end at %d (%s): a write in progress", part.path, offset, reason
+        )
         return
-    data_loss(f"segment {part.path}: the record at commit-log offset {offset} is damaged "
-              f"({reason}); the rest of the segment cannot be read", part.opts.fail_on_data_loss)
+    data_loss(
+        f"segment {part.path}: the record at commit-log offset {offset} is damaged "
+        f"({reason}); the rest of the segment cannot be read",
+        part.opts.fail_on_data_loss,
+    )
 
 
 class _StoreReader(DataSourceReader):

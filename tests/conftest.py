@@ -12,7 +12,7 @@ import pytest
 
 from pocketmq.common.runtime import grpc_fork_exec_only
 
-grpc_fork_exec_only()   # before any test module imports grpc (common/runtime.py says why)
+grpc_fork_exec_only()  # before any test module imports grpc (common/runtime.py says why)
 
 from pocketmq.common.clock import ManualClock  # noqa: E402
 
@@ -34,8 +34,13 @@ def eventually() -> Eventually:
     truthy result is returned. Raises AssertionError naming *what* on timeout.
     """
 
-    async def wait(predicate: Callable[[], Any], *, timeout_s: float = 5.0,
-                   interval_s: float = 0.01, what: str = "condition") -> Any:
+    async def wait(
+        predicate: Callable[[], Any],
+        *,
+        timeout_s: float = 5.0,
+        interval_s: float = 0.01,
+        what: str = "condition",
+    ) -> Any:
         deadline = time.monotonic() + timeout_s
         while True:
             result = predicate()

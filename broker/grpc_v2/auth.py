@@ -55,8 +55,16 @@ from pocketmq.rmqv2 import definition_pb2 as d
 from pocketmq.security.acl import PUB, SUB, AclStore
 from pocketmq.security.interceptor import peer_ip
 
-__all__ = ["ALGORITHM", "V2_RULES", "Authenticator", "Caller", "HeaderAuthenticator",
-           "acl_authenticator", "parse_authorization", "sign"]
+__all__ = [
+    "ALGORITHM",
+    "V2_RULES",
+    "Authenticator",
+    "Caller",
+    "HeaderAuthenticator",
+    "acl_authenticator",
+    "parse_authorization",
+    "sign",
+]
 
 ALGORITHM = "MQv2-HMAC-SHA1"
 AUTHORIZATION_HEADER = "authorization"
@@ -98,8 +106,7 @@ class Caller:
     def need(self, topic: str = "", group: str = "", *, as_method: str = "") -> None:
         """Refuse unless the caller may do *as_method* (this call's RPC) on topic/group."""
         if self.authenticator is not None and (topic or group):
-            self.authenticator.authorize(self.access_key, as_method or self.method, topic,
-                                         group)
+            self.authenticator.authorize(self.access_key, as_method or self.method, topic, group)
 
     def may(self, topic: str = "", group: str = "", *, as_method: str = "") -> bool:
         try:
@@ -111,15 +118,18 @@ class Caller:
     def read(self, topic: str, group: str = "", *, as_method: str = "") -> None:
         """:meth:`need`, and *topic* is not a system topic (unless the caller is an admin)."""
         if topic in NOT_ALLOWED_READ_TOPICS and not self.admin:
-            raise PermissionDeniedError(f"topic {topic!r} is a system topic of the broker; "
-                                        "no client reads it")
+            raise PermissionDeniedError(
+                f"topic {topic!r} is a system topic of the broker; no client reads it"
+            )
         self.need(topic, group, as_method=as_method)
 
     def write(self, topic: str, *, as_method: str = "") -> None:
         """:meth:`need`, and *topic* is not a topic only the broker writes."""
         if topic in NOT_ALLOWED_SEND_TOPICS:
-            raise PermissionDeniedError(f"topic {topic!r} is a system topic only the broker "
-                                        "writes; send to a topic of your own")
+            raise PermissionDeniedError(
+                f"topic {topic!r} is a system topic only the broker "
+                "writes; send to a topic of your own"
+            )
         self.need(topic, as_method=as_method)
 
 
@@ -129,9 +139,12 @@ def sign(secret_key: str, date_time: str) -> str:
 
 
 def _unauthorized(why: str) -> V2Error:
-    return V2Error(d.UNAUTHORIZED, f"{why}; sign requests with the access key and secret key "
-                                   "of a user this broker knows (ClientConfiguration "
-                                   "credentials)")
+    return V2Error(
+        d.UNAUTHORIZED,
+        f"{why}; sign requests with the access key and secret key "
+        "of a user this broker knows (ClientConfiguration "
+        "credentials)",
+    )
 
 
 def parse_authorization(value: str) -> tuple[str, str, str]:
@@ -155,8 +168,10 @@ def date_time_ms(value: str) -> int:
     try:
         parsed = time.strptime(value, DATE_TIME_FORMAT)
     except (ValueError, OverflowError):
-        raise V2Error(d.UNAUTHORIZED, f"{DATE_TIME_HEADER} is {value[:40]!r}, not a UTC time "
-                                      "as yyyyMMddTHHmmssZ") from None
+        raise V2Error(
+            d.UNAUTHORIZED,
+            f"{DATE_TIME_HEADER} is {value[:40]!r}, not a UTC time as yyyyMMddTHHmmssZ",
+        ) from None
     return calendar.timegm(parsed) * 1000
 
 
@@ -167,12 +182,17 @@ def _wall_clock_ms() -> int:
 class HeaderAuthenticator:
     """Checks the signature of every v2 call; *authorize* and *is_admin* from the caller."""
 
-    def __init__(self, secret_of: SecretLookup, *, authorize: Authorize | None = None,
-                 admin_of: Callable[[str], bool] | None = None,
-                 allowed_from: Callable[[str, str], bool] | None = None,
-                 clock_ms: Callable[[], int] = _wall_clock_ms) -> None:
+    def __init__(
+        self,
+        secret_of: SecretLookup,
+        *,
+        authorize: Authorize | None = None,
+        admin_of: Callable[[str], bool] | None = None,
+        allowed_from: Callable[[str, str], bool] | None = None,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+    ) -> None:
         self._secret_of = secret_of
-        self._allowed_from = allowed_from      # (access key, peer ip) -> may it call from there
+        self._allowed_from = allowed_from  # (access key, peer ip) -> may it call from there
         self._authorize = authorize
         self._admin_of = admin_of
         self._clock_ms = clock_ms
@@ -183,8 +203,10 @@ class HeaderAuthenticator:
         if self._allowed_from is not None:
             ip = peer_ip(context.peer() or "")
             if not self._allowed_from(access_key, ip):
-                raise _unauthorized(f"access key {access_key[:64]!r} may not be used from "
-                                    f"{ip} (its white_remote_address)")
+                raise _unauthorized(
+                    f"access key {access_key[:64]!r} may not be used from "
+                    f"{ip} (its white_remote_address)"
+                )
         return access_key
 
     def authorize(self, access_key: str, method: str, topic: str, group: str) -> None:
@@ -201,8 +223,7 @@ class HeaderAuthenticator:
             raise _unauthorized("the authorization header is missing")
         access_key, signed, signature = parse_authorization(value)
         if DATE_TIME_HEADER not in signed.split(";"):
-            raise _unauthorized(f"SignedHeaders is {signed!r}; it must include "
-                                f"{DATE_TIME_HEADER}")
+            raise _unauthorized(f"SignedHeaders is {signed!r}; it must include {DATE_TIME_HEADER}")
         date_time = headers.get(DATE_TIME_HEADER)
         if not date_time:
             raise _unauthorized(f"the {DATE_TIME_HEADER} header is missing")
@@ -210,10 +231,12 @@ class HeaderAuthenticator:
         secret = self._secret_of(access_key)
         if secret is None:
             raise _unauthorized(f"access key {access_key[:64]!r} is unknown")
-        if not signature.isascii() or not hmac.compare_digest(sign(secret, date_time),
-                                                              signature.lower()):
-            raise _unauthorized(f"the signature of access key {access_key[:64]!r} does not "
-                                "match its secret key")
+        if not signature.isascii() or not hmac.compare_digest(
+            sign(secret, date_time), signature.lower()
+        ):
+            raise _unauthorized(
+                f"the signature of access key {access_key[:64]!r} does not match its secret key"
+            )
         return access_key
 
     def _check_clock(self, date_time: str) -> None:
@@ -223,12 +246,15 @@ class HeaderAuthenticator:
         if -REPLAY_WINDOW_MS <= skew_ms <= REPLAY_WINDOW_MS + 999:
             return
         where = "behind" if skew_ms > 0 else "ahead of"
-        raise V2Error(d.UNAUTHORIZED, f"{DATE_TIME_HEADER} {date_time[:40]} is "
-                                      f"{abs(skew_ms) // 1000} s {where} the broker's clock "
-                                      f"(UTC); signatures are accepted within "
-                                      f"±{REPLAY_WINDOW_MS // 1000} s: sync the client's "
-                                      "clock (the official Python client signs with its local "
-                                      "time, so run it in UTC)")
+        raise V2Error(
+            d.UNAUTHORIZED,
+            f"{DATE_TIME_HEADER} {date_time[:40]} is "
+            f"{abs(skew_ms) // 1000} s {where} the broker's clock "
+            f"(UTC); signatures are accepted within "
+            f"±{REPLAY_WINDOW_MS // 1000} s: sync the client's "
+            "clock (the official Python client signs with its local "
+            "time, so run it in UTC)",
+        )
 
 
 # RocketMQ 5 method -> the permission it needs on the topic it touches. A group it touches
@@ -236,17 +262,29 @@ class HeaderAuthenticator:
 # alike: PUB or SUB. Methods not listed need an admin.
 V2_RULES: dict[str, int] = {
     "QueryRoute": PUB | SUB,
-    "SendMessage": PUB, "EndTransaction": PUB, "RecallMessage": PUB,
-    "ReceiveMessage": SUB, "AckMessage": SUB, "ChangeInvisibleDuration": SUB,
-    "ForwardMessageToDeadLetterQueue": SUB, "QueryAssignment": SUB, "PullMessage": SUB,
-    "UpdateOffset": SUB, "GetOffset": SUB, "QueryOffset": SUB, "SyncLiteSubscription": SUB,
-    "Heartbeat": SUB, "NotifyClientTermination": SUB, "Telemetry": SUB,
+    "SendMessage": PUB,
+    "EndTransaction": PUB,
+    "RecallMessage": PUB,
+    "ReceiveMessage": SUB,
+    "AckMessage": SUB,
+    "ChangeInvisibleDuration": SUB,
+    "ForwardMessageToDeadLetterQueue": SUB,
+    "QueryAssignment": SUB,
+    "PullMessage": SUB,
+    "UpdateOffset": SUB,
+    "GetOffset": SUB,
+    "QueryOffset": SUB,
+    "SyncLiteSubscription": SUB,
+    "Heartbeat": SUB,
+    "NotifyClientTermination": SUB,
+    "Telemetry": SUB,
 }
 _PERM_NAMES = {PUB: "PUB", SUB: "SUB", PUB | SUB: "PUB or SUB"}
 
 
-def acl_authenticator(store: AclStore, *,
-                      clock_ms: Callable[[], int] = _wall_clock_ms) -> HeaderAuthenticator:
+def acl_authenticator(
+    store: AclStore, *, clock_ms: Callable[[], int] = _wall_clock_ms
+) -> HeaderAuthenticator:
     """A :class:`HeaderAuthenticator` whose users and permissions are the broker's ACL."""
 
     def secret_of(access_key: str) -> str | None:
@@ -264,21 +302,28 @@ def acl_authenticator(store: AclStore, *,
     def authorize(access_key: str, method: str, topic: str, group: str) -> None:
         account = store.acl.accounts.get(access_key)
         if account is None:
-            raise PermissionDeniedError(f"access key {access_key[:64]!r} is no longer in the "
-                                        "ACL")
+            raise PermissionDeniedError(f"access key {access_key[:64]!r} is no longer in the ACL")
         if account.admin:
             return
         need = V2_RULES.get(method)
         if need is None:
-            raise PermissionDeniedError(f"{method} needs an admin; access key "
-                                        f"{access_key!r} is not one")
+            raise PermissionDeniedError(
+                f"{method} needs an admin; access key {access_key!r} is not one"
+            )
         if topic and not account.topic_perm(topic) & need:
             raise PermissionDeniedError(
                 f"access key {access_key!r} has no {_PERM_NAMES[need]} permission on topic "
-                f"{topic!r}")
+                f"{topic!r}"
+            )
         if group and not account.group_perm(group) & SUB:
             raise PermissionDeniedError(
-                f"access key {access_key!r} has no SUB permission on group {group!r}")
+                f"access key {access_key!r} has no SUB permission on group {group!r}"
+            )
 
-    return HeaderAuthenticator(secret_of, authorize=authorize, admin_of=admin_of,
-                               allowed_from=allowed_from, clock_ms=clock_ms)
+    return HeaderAuthenticator(
+        secret_of,
+        authorize=authorize,
+        admin_of=admin_of,
+        allowed_from=allowed_from,
+        clock_ms=clock_ms,
+    )

@@ -70,8 +70,8 @@ __all__ = [
     "status_of",
 ]
 
-MS_THRESHOLD = 100_000_000_000   # 1e11: as seconds, year 5138; as ms, 1973
-MAX_MESSAGE_GROUP_LENGTH = 64    # RocketMQ proxy's maxMessageGroupSize
+MS_THRESHOLD = 100_000_000_000  # 1e11: as seconds, year 5138; as ms, 1973
+MAX_MESSAGE_GROUP_LENGTH = 64  # RocketMQ proxy's maxMessageGroupSize
 MAX_TAG_LENGTH = 255
 
 PROPERTY_TAGS = "TAGS"
@@ -86,17 +86,43 @@ PROPERTY_DELAY = "DELAY"
 # RocketMQ's reserved property names (MessageConst.STRING_HASH_SET, those PocketMQ
 # writes) and PocketMQ's own (PMQ_IDEM, an idempotent producer's stamp): never user
 # properties, in either direction.
-SYSTEM_PROPERTIES = frozenset({
-    PROPERTY_IDEMPOTENCE,
-    PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY, "WAIT", PROPERTY_DELAY, "RETRY_TOPIC",
-    "REAL_TOPIC", "REAL_QID", PROPERTY_TRANSACTION_PREPARED, PROPERTY_PRODUCER_GROUP,
-    "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG",
-    "CORRECTION_FLAG", "MQ2_FLAG", "RECONSUME_TIME", "MSG_REGION", "TRACE_ON",
-    "MAX_RECONSUME_TIMES", "CONSUME_START_TIME", PROPERTY_MESSAGE_GROUP,
-    PROPERTY_TIMER_DELIVER_MS, "TIMER_DELAY_MS", "TIMER_DELAY_SEC", "TIMER_ROLL_TIMES",
-    PROPERTY_CHECK_IMMUNITY, "TRAN_RESOLUTION", "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID",
-    "CLUSTER",
-})
+SYSTEM_PROPERTIES = frozenset(
+    {
+        PROPERTY_IDEMPOTENCE,
+        PROPERTY_TAGS,
+        PROPERTY_KEYS,
+        PROPERTY_UNIQ_KEY,
+        "WAIT",
+        PROPERTY_DELAY,
+        "RETRY_TOPIC",
+        "REAL_TOPIC",
+        "REAL_QID",
+        PROPERTY_TRANSACTION_PREPARED,
+        PROPERTY_PRODUCER_GROUP,
+        "MIN_OFFSET",
+        "MAX_OFFSET",
+        "BUYER_ID",
+        "ORIGIN_MESSAGE_ID",
+        "TRANSFER_FLAG",
+        "CORRECTION_FLAG",
+        "MQ2_FLAG",
+        "RECONSUME_TIME",
+        "MSG_REGION",
+        "TRACE_ON",
+        "MAX_RECONSUME_TIMES",
+        "CONSUME_START_TIME",
+        PROPERTY_MESSAGE_GROUP,
+        PROPERTY_TIMER_DELIVER_MS,
+        "TIMER_DELAY_MS",
+        "TIMER_DELAY_SEC",
+        "TIMER_ROLL_TIMES",
+        PROPERTY_CHECK_IMMUNITY,
+        "TRAN_RESOLUTION",
+        "DLQ_ORIGIN_TOPIC",
+        "DLQ_ORIGIN_MESSAGE_ID",
+        "CLUSTER",
+    }
+)
 _NORMAL_TYPES = (d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION)
 
 
@@ -130,9 +156,11 @@ _CLASS_CODES: tuple[tuple[type[BrokerError], int], ...] = (
     (BusyError, d.TOO_MANY_REQUESTS),
     (FailedPreconditionError, d.PRECONDITION_FAILED),
 )
-_PUT_CODES = {PutStatus.MESSAGE_ILLEGAL: d.BAD_REQUEST,
-              PutStatus.PROPERTIES_SIZE_EXCEEDED: d.MESSAGE_PROPERTIES_TOO_LARGE,
-              PutStatus.FLUSH_DISK_TIMEOUT: d.MASTER_PERSISTENCE_TIMEOUT}
+_PUT_CODES = {
+    PutStatus.MESSAGE_ILLEGAL: d.BAD_REQUEST,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: d.MESSAGE_PROPERTIES_TOO_LARGE,
+    PutStatus.FLUSH_DISK_TIMEOUT: d.MASTER_PERSISTENCE_TIMEOUT,
+}
 
 
 def status_of(error: Exception) -> d.Status:
@@ -144,11 +172,14 @@ def status_of(error: Exception) -> d.Status:
         if code is None and isinstance(error, PutRejectedError):
             code = _PUT_CODES.get(error.status, d.INTERNAL_SERVER_ERROR)
         if code is None:
-            code = next((c for cls, c in _CLASS_CODES if isinstance(error, cls)),
-                        d.INTERNAL_SERVER_ERROR)
+            code = next(
+                (c for cls, c in _CLASS_CODES if isinstance(error, cls)), d.INTERNAL_SERVER_ERROR
+            )
         return status(code, error.message)
-    return status(d.INTERNAL_SERVER_ERROR, f"internal broker error: {type(error).__name__}: "
-                                           f"{error}; see the broker log")
+    return status(
+        d.INTERNAL_SERVER_ERROR,
+        f"internal broker error: {type(error).__name__}: {error}; see the broker log",
+    )
 
 
 # -- times ---------------------------------------------------------------------------------
@@ -177,15 +208,19 @@ def accepted_types(order: bool) -> tuple[int, ...]:
     return (d.FIFO,) if order else _NORMAL_TYPES
 
 
-def _check_text(value: str, what: str, code: int, *, limit: int = MAX_TAG_LENGTH,
-                spaces: bool = True) -> None:
+def _check_text(
+    value: str, what: str, code: int, *, limit: int = MAX_TAG_LENGTH, spaces: bool = True
+) -> None:
     if not value.strip():
         raise V2Error(code, f"{what} is blank; leave it unset or give a value")
     if len(value) > limit:
         raise V2Error(code, f"{what} is {len(value)} characters; at most {limit} are allowed")
     if any(not c.isprintable() or (not spaces and c.isspace()) for c in value):
-        raise V2Error(code, f"{what} {value[:40]!r} contains "
-                            f"{'control' if spaces else 'whitespace or control'} characters")
+        raise V2Error(
+            code,
+            f"{what} {value[:40]!r} contains "
+            f"{'control' if spaces else 'whitespace or control'} characters",
+        )
 
 
 def message_type_of(msg: d.Message) -> int:
@@ -203,25 +238,34 @@ def message_type_of(msg: d.Message) -> int:
 def _check_type(msg: d.Message, kind: int, accepted: tuple[int, ...]) -> None:
     sp = msg.system_properties
     if kind not in d.MessageType.values():
-        raise V2Error(d.BAD_REQUEST, f"message_type is {kind}; it is one of "
-                                     f"{dict(d.MessageType.items())}")
+        raise V2Error(
+            d.BAD_REQUEST, f"message_type is {kind}; it is one of {dict(d.MessageType.items())}"
+        )
     name = d.MessageType.Name(kind)
     if kind not in accepted:
-        raise V2Error(d.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-                      f"topic {msg.topic.name!r} takes "
-                      f"{', '.join(d.MessageType.Name(t) for t in accepted)} messages, "
-                      f"not {name}; send to another topic or change the message")
+        raise V2Error(
+            d.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            f"topic {msg.topic.name!r} takes "
+            f"{', '.join(d.MessageType.Name(t) for t in accepted)} messages, "
+            f"not {name}; send to another topic or change the message",
+        )
     has_group, has_time = sp.HasField("message_group"), sp.HasField("delivery_timestamp")
-    wanted = {d.FIFO: (True, False), d.DELAY: (False, True),
-              d.NORMAL: (False, False), d.TRANSACTION: (False, False)}.get(kind)
+    wanted = {
+        d.FIFO: (True, False),
+        d.DELAY: (False, True),
+        d.NORMAL: (False, False),
+        d.TRANSACTION: (False, False),
+    }.get(kind)
     if wanted is None:
         raise V2Error(d.UNSUPPORTED, f"message type {name} is not supported by PocketMQ")
     if (has_group, has_time) != wanted:
-        raise V2Error(d.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-                      f"a {name} message {'needs' if wanted[0] else 'has no'} message_group "
-                      f"and {'needs' if wanted[1] else 'has no'} delivery_timestamp; this one "
-                      f"has{'' if has_group else ' no'} message_group and"
-                      f"{'' if has_time else ' no'} delivery_timestamp")
+        raise V2Error(
+            d.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            f"a {name} message {'needs' if wanted[0] else 'has no'} message_group "
+            f"and {'needs' if wanted[1] else 'has no'} delivery_timestamp; this one "
+            f"has{'' if has_group else ' no'} message_group and"
+            f"{'' if has_time else ' no'} delivery_timestamp",
+        )
 
 
 def _properties(msg: d.Message, kind: int) -> dict[str, str]:
@@ -229,19 +273,24 @@ def _properties(msg: d.Message, kind: int) -> dict[str, str]:
     props: dict[str, str] = {}
     for key, value in msg.user_properties.items():
         if key in SYSTEM_PROPERTIES:
-            raise V2Error(d.ILLEGAL_MESSAGE_PROPERTY_KEY,
-                          f"user property {key!r} is a name RocketMQ reserves; rename it")
+            raise V2Error(
+                d.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                f"user property {key!r} is a name RocketMQ reserves; rename it",
+            )
         _check_text(key, "user property name", d.ILLEGAL_MESSAGE_PROPERTY_KEY)
         if "\x01" in value or "\x02" in value:
-            raise V2Error(d.ILLEGAL_MESSAGE_PROPERTY_KEY,
-                          f"user property {key!r} holds \\x01 or \\x02, which separate "
-                          "stored properties")
+            raise V2Error(
+                d.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                f"user property {key!r} holds \\x01 or \\x02, which separate stored properties",
+            )
         props[key] = value
     if sp.HasField("tag"):
         _check_text(sp.tag, "tag", d.ILLEGAL_MESSAGE_TAG)
         if "|" in sp.tag:
-            raise V2Error(d.ILLEGAL_MESSAGE_TAG, f"tag {sp.tag!r} contains '|', which "
-                                                 "separates tags in filter expressions")
+            raise V2Error(
+                d.ILLEGAL_MESSAGE_TAG,
+                f"tag {sp.tag!r} contains '|', which separates tags in filter expressions",
+            )
         props[PROPERTY_TAGS] = sp.tag
     for key in sp.keys:
         _check_text(key, "key", d.ILLEGAL_MESSAGE_KEY, spaces=False)
@@ -249,8 +298,12 @@ def _properties(msg: d.Message, kind: int) -> dict[str, str]:
         props[PROPERTY_KEYS] = " ".join(sp.keys)
     props[PROPERTY_UNIQ_KEY] = sp.message_id
     if sp.HasField("message_group"):
-        _check_text(sp.message_group, "message_group", d.ILLEGAL_MESSAGE_GROUP,
-                    limit=MAX_MESSAGE_GROUP_LENGTH)
+        _check_text(
+            sp.message_group,
+            "message_group",
+            d.ILLEGAL_MESSAGE_GROUP,
+            limit=MAX_MESSAGE_GROUP_LENGTH,
+        )
         props[PROPERTY_MESSAGE_GROUP] = sp.message_group
     if sp.HasField("delivery_timestamp"):
         props[PROPERTY_TIMER_DELIVER_MS] = str(timestamp_ms(sp.delivery_timestamp))
@@ -270,28 +323,36 @@ def _body(msg: d.Message, max_body_bytes: int) -> bytes:
         try:
             body = gzip.decompress(body)
         except (OSError, EOFError, zlib.error) as exc:
-            raise V2Error(d.MESSAGE_CORRUPTED, f"body_encoding is GZIP but the body does "
-                                               f"not decompress: {exc}") from None
+            raise V2Error(
+                d.MESSAGE_CORRUPTED,
+                f"body_encoding is GZIP but the body does not decompress: {exc}",
+            ) from None
     if not body:
-        raise V2Error(d.MESSAGE_BODY_EMPTY, "message body is empty; RocketMQ stores only "
-                                            "messages with a body")
+        raise V2Error(
+            d.MESSAGE_BODY_EMPTY, "message body is empty; RocketMQ stores only messages with a body"
+        )
     if len(body) > max_body_bytes:
-        raise V2Error(d.MESSAGE_BODY_TOO_LARGE,
-                      f"message body is {len(body)} bytes; this broker accepts at most "
-                      f"{max_body_bytes} (max_message_size_bytes)")
+        raise V2Error(
+            d.MESSAGE_BODY_TOO_LARGE,
+            f"message body is {len(body)} bytes; this broker accepts at most "
+            f"{max_body_bytes} (max_message_size_bytes)",
+        )
     return body
 
 
-def encode_message(msg: d.Message, *, queue_id: int, accepted: tuple[int, ...],
-                   max_body_bytes: int) -> tuple[bytes, int]:
+def encode_message(
+    msg: d.Message, *, queue_id: int, accepted: tuple[int, ...], max_body_bytes: int
+) -> tuple[bytes, int]:
     """(the record to store, the message type) for one sent v2 message."""
     problem = check_topic(msg.topic.name)
     if problem:
         raise V2Error(d.ILLEGAL_TOPIC, problem)
     sp = msg.system_properties
     if not sp.message_id:
-        raise V2Error(d.ILLEGAL_MESSAGE_ID, "system_properties.message_id is empty; the "
-                                            "client names each message")
+        raise V2Error(
+            d.ILLEGAL_MESSAGE_ID,
+            "system_properties.message_id is empty; the client names each message",
+        )
     kind = message_type_of(msg)
     _check_type(msg, kind, accepted)
     body = _body(msg, max_body_bytes)
@@ -303,9 +364,15 @@ def encode_message(msg: d.Message, *, queue_id: int, accepted: tuple[int, ...],
         born_host = pack_host(("127.0.0.1", 0))
     sysflag = SysFlag.TRANSACTION_PREPARED if kind == d.TRANSACTION else 0
     try:
-        record = encode_record(topic=msg.topic.name, body=body, queue_id=queue_id,
-                               properties=properties, sysflag=sysflag,
-                               born_timestamp_ms=born_ms, born_host=born_host)
+        record = encode_record(
+            topic=msg.topic.name,
+            body=body,
+            queue_id=queue_id,
+            properties=properties,
+            sysflag=sysflag,
+            born_timestamp_ms=born_ms,
+            born_host=born_host,
+        )
     except ValueError as exc:
         raise V2Error(d.MESSAGE_PROPERTIES_TOO_LARGE, str(exc)) from None
     return record, kind
@@ -314,8 +381,10 @@ def encode_message(msg: d.Message, *, queue_id: int, accepted: tuple[int, ...],
 # -- receiving -----------------------------------------------------------------------------
 def received_type(msg: StoredMessage) -> int:
     props = msg.properties
-    if (props.get(PROPERTY_TRANSACTION_PREPARED) == "true"
-            or SysFlag.transaction_type(msg.sysflag) == SysFlag.TRANSACTION_COMMIT):
+    if (
+        props.get(PROPERTY_TRANSACTION_PREPARED) == "true"
+        or SysFlag.transaction_type(msg.sysflag) == SysFlag.TRANSACTION_COMMIT
+    ):
         return d.TRANSACTION
     if PROPERTY_MESSAGE_GROUP in props:
         return d.FIFO
@@ -335,7 +404,7 @@ def user_properties(properties: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in properties.items() if k not in SYSTEM_PROPERTIES}
 
 
-GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"   # RFC 1952: deflate, no name, OS unknown
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # RFC 1952: deflate, no name, OS unknown
 
 
 def body_for_clients(msg: StoredMessage) -> tuple[bytes, int]:
@@ -360,15 +429,22 @@ def body_for_clients(msg: StoredMessage) -> tuple[bytes, int]:
     try:
         plain = inflater.decompress(body)
     except zlib.error:
-        return body, d.GZIP          # the client finds it corrupted, as before
+        return body, d.GZIP  # the client finds it corrupted, as before
     if not inflater.eof or inflater.unused_data:
         return body, d.GZIP
     trailer = struct.pack("<II", zlib.crc32(plain), len(plain) & 0xFFFFFFFF)
     return GZIP_HEADER + body[2:-4] + trailer, d.GZIP
 
 
-def message_pb(msg: StoredMessage, *, topic: str | None = None, receipt_handle: str = "",
-               attempt: int = 0, invisible_ms: int = 0, message_id: str = "") -> d.Message:
+def message_pb(
+    msg: StoredMessage,
+    *,
+    topic: str | None = None,
+    receipt_handle: str = "",
+    attempt: int = 0,
+    invisible_ms: int = 0,
+    message_id: str = "",
+) -> d.Message:
     """The v2 Message for a stored record.
 
     Its body digest is the MD5 of the body as sent, in uppercase hex, like
@@ -380,17 +456,19 @@ def message_pb(msg: StoredMessage, *, topic: str | None = None, receipt_handle: 
     body, encoding = body_for_clients(msg)
     sp = d.SystemProperties(
         message_id=message_id or msg.uniq_key,
-        body_digest=d.Digest(type=d.MD5,
-                             checksum=hashlib.md5(body, usedforsecurity=False).hexdigest()
-                             .upper()),
+        body_digest=d.Digest(
+            type=d.MD5, checksum=hashlib.md5(body, usedforsecurity=False).hexdigest().upper()
+        ),
         body_encoding=encoding,
         message_type=received_type(msg),
         born_timestamp=timestamp_pb(msg.born_timestamp_ms),
         born_host=_host_text(msg.born_host, False),
         store_timestamp=timestamp_pb(msg.store_timestamp_ms),
         store_host=_host_text(msg.store_host, True),
-        queue_id=msg.queue_id, queue_offset=msg.queue_offset,
-        keys=msg.keys)
+        queue_id=msg.queue_id,
+        queue_offset=msg.queue_offset,
+        keys=msg.keys,
+    )
     if msg.tags:
         sp.tag = msg.tags
     if PROPERTY_MESSAGE_GROUP in props:
@@ -402,6 +480,9 @@ def message_pb(msg: StoredMessage, *, topic: str | None = None, receipt_handle: 
         sp.receipt_handle = receipt_handle
         sp.delivery_attempt = attempt
         sp.invisible_duration.CopyFrom(duration_pb(invisible_ms))
-    return d.Message(topic=d.Resource(name=topic or msg.topic),
-                     user_properties=user_properties(props), system_properties=sp,
-                     body=body)
+    return d.Message(
+        topic=d.Resource(name=topic or msg.topic),
+        user_properties=user_properties(props),
+        system_properties=sp,
+        body=body,
+    )

@@ -74,22 +74,22 @@ KIND_SNAPSHOT = 2
 
 # TOTALSIZE, CRC, KIND, QUEUEID, NEXTOFFSET, GROUPLEN
 _HEAD = struct.Struct(">iIBiqH")
-_CRC_FROM = 8                      # the CRC covers KIND onwards
+_CRC_FROM = 8  # the CRC covers KIND onwards
 _U16 = struct.Struct(">H")
-_COUNTS = struct.Struct(">II")     # NUPSERT, NREMOVE
-_UPSERT = struct.Struct(">qiqq")   # offset, attempt, serial, deadline_ms
+_COUNTS = struct.Struct(">II")  # NUPSERT, NREMOVE
+_UPSERT = struct.Struct(">qiqq")  # offset, attempt, serial, deadline_ms
 _REMOVE = struct.Struct(">q")
 _TOTAL = struct.Struct(">i")
 _CRC = struct.Struct(">I")
 
-QueueKey = tuple[str, str, int]    # (group, topic, queue id)
+QueueKey = tuple[str, str, int]  # (group, topic, queue id)
 
 
 @dataclass(slots=True)
 class InFlight:
-    attempt: int        # 1 on the first delivery
-    serial: int         # of the delivery or change the current receipt handle names
-    deadline_ms: int    # invisible until then
+    attempt: int  # 1 on the first delivery
+    serial: int  # of the delivery or change the current receipt handle names
+    deadline_ms: int  # invisible until then
 
 
 @dataclass(slots=True)
@@ -102,14 +102,18 @@ class QueueState:
         return min(self.in_flight) if self.in_flight else self.next_offset
 
 
-def _encode(kind: int, key: QueueKey, next_offset: int,
-            upserts: Iterable[tuple[int, InFlight]], removes: Iterable[int]) -> bytes:
+def _encode(
+    kind: int,
+    key: QueueKey,
+    next_offset: int,
+    upserts: Iterable[tuple[int, InFlight]],
+    removes: Iterable[int],
+) -> bytes:
     group, topic, queue_id = key
     group_raw, topic_raw = group.encode(), topic.encode()
     ups = [(o, e) for o, e in upserts]
     rems = list(removes)
-    parts = [group_raw, _U16.pack(len(topic_raw)), topic_raw,
-             _COUNTS.pack(len(ups), len(rems))]
+    parts = [group_raw, _U16.pack(len(topic_raw)), topic_raw, _COUNTS.pack(len(ups), len(rems))]
     parts.extend(_UPSERT.pack(o, e.attempt, e.serial, e.deadline_ms) for o, e in ups)
     parts.extend(_REMOVE.pack(o) for o in rems)
     size = _HEAD.size + sum(len(p) for p in parts)
@@ -118,9 +122,13 @@ def _encode(kind: int, key: QueueKey, next_offset: int,
     return _TOTAL.pack(size) + _CRC.pack(zlib.crc32(body)) + body
 
 
-def encode_delta(key: QueueKey, *, next_offset: int = -1,
-                 upserts: Iterable[tuple[int, InFlight]] = (),
-                 removes: Iterable[int] = ()) -> bytes:
+def encode_delta(
+    key: QueueKey,
+    *,
+    next_offset: int = -1,
+    upserts: Iterable[tuple[int, InFlight]] = (),
+    removes: Iterable[int] = (),
+) -> bytes:
     """One DELTA record; *next_offset* -1 leaves it unchanged."""
     return _encode(KIND_DELTA, key, next_offset, upserts, removes)
 
@@ -146,14 +154,14 @@ def _decode(buf: bytes, pos: int) -> tuple[_Record | None, int, str]:
     size, crc, kind, queue_id, next_offset, group_len = _HEAD.unpack_from(buf, pos)
     if size < _HEAD.size or size > left:
         return None, 0, f"TOTALSIZE {size} does not fit the {left} bytes left"
-    if zlib.crc32(memoryview(buf)[pos + _CRC_FROM:pos + size]) != crc:
+    if zlib.crc32(memoryview(buf)[pos + _CRC_FROM : pos + size]) != crc:
         return None, 0, "CRC mismatch"
     try:
         at = pos + _HEAD.size
-        group = buf[at:at + group_len].decode()
+        group = buf[at : at + group_len].decode()
         at += group_len
         (topic_len,) = _U16.unpack_from(buf, at)
-        topic = buf[at + 2:at + 2 + topic_len].decode()
+        topic = buf[at + 2 : at + 2 + topic_len].decode()
         at += 2 + topic_len
         n_up, n_rm = _COUNTS.unpack_from(buf, at)
         at += _COUNTS.size
@@ -188,8 +196,8 @@ class PopJournal:
         self.directory = directory
         self.path = os.path.join(directory, FILE_NAME)
         self._fd = -1
-        self._written = 0          # bytes appended since open
-        self._synced = 0           # of those, bytes known durable
+        self._written = 0  # bytes appended since open
+        self._synced = 0  # of those, bytes known durable
         self._sync_task: asyncio.Task[None] | None = None
         self.size_bytes = 0
 
@@ -207,16 +215,27 @@ class PopJournal:
         end = 0
         for record, pos, why in _records(buf):
             if record is None:
-                log.warning("%s: cut %d bytes at offset %d (%s): a torn tail of a crash; the "
-                            "receives, acks and changes in it were never answered", self.path,
-                            len(buf) - pos, pos, why)
+                log.warning(
+                    "%s: cut %d bytes at offset %d (%s): a torn tail of a crash; the "
+                    "receives, acks and changes in it were never answered",
+                    self.path,
+                    len(buf) - pos,
+                    pos,
+                    why,
+                )
                 break
             max_serial = max(max_serial, _apply(states, record))
             end = pos + _TOTAL.unpack_from(buf, pos)[0]
         self.compact(states)
         in_flight = sum(len(s.in_flight) for s in states.values())
-        log.info("POP state: %d queues of %d groups, %d messages in flight (replayed %d bytes "
-                 "of %s)", len(states), len({k[0] for k in states}), in_flight, end, self.path)
+        log.info(
+            "POP state: %d queues of %d groups, %d messages in flight (replayed %d bytes of %s)",
+            len(states),
+            len({k[0] for k in states}),
+            in_flight,
+            end,
+            self.path,
+        )
         return states, max_serial
 
     def compact(self, states: dict[QueueKey, QueueState]) -> None:
@@ -249,7 +268,7 @@ class PopJournal:
             raise OSError(f"{self.path} is closed; the broker is stopping")
         view = memoryview(record)
         while view:
-            view = view[os.write(self._fd, view):]
+            view = view[os.write(self._fd, view) :]
         self._written += len(record)
         self.size_bytes += len(record)
 
@@ -260,7 +279,8 @@ class PopJournal:
             task = self._sync_task
             if task is None or task.done():
                 task = self._sync_task = asyncio.get_running_loop().create_task(
-                    self._fsync(), name="PopJournalSync")
+                    self._fsync(), name="PopJournalSync"
+                )
             await asyncio.shield(task)
 
     async def _fsync(self) -> None:

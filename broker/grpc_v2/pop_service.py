@@ -80,12 +80,19 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PROPERTY_MESSAGE_GROUP = "__SHARDINGKEY"    # RocketMQ's MessageConst.PROPERTY_SHARDING_KEY
+PROPERTY_MESSAGE_GROUP = "__SHARDINGKEY"  # RocketMQ's MessageConst.PROPERTY_SHARDING_KEY
 INVALID_HANDLE = "INVALID_RECEIPT_HANDLE"
 # Statuses after which a read's next_begin_offset is where the queue goes on.
-_MOVE_ON = frozenset({GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE,
-                      GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_FOUND_NULL,
-                      GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY})
+_MOVE_ON = frozenset(
+    {
+        GetStatus.FOUND,
+        GetStatus.NO_MATCHED_MESSAGE,
+        GetStatus.MESSAGE_WAS_REMOVING,
+        GetStatus.OFFSET_FOUND_NULL,
+        GetStatus.OFFSET_TOO_SMALL,
+        GetStatus.OFFSET_OVERFLOW_BADLY,
+    }
+)
 
 
 class ReceiptHandle(NamedTuple):
@@ -103,12 +110,17 @@ class ReceiptHandle(NamedTuple):
         try:
             handle = cls(int(parts[0]), int(parts[1]), int(parts[2]), parts[3])
         except (ValueError, IndexError):
-            raise InvalidRequestError(f"receipt handle {text[:80]!r} is not one this broker "
-                                      "issued; pass the handle of the received message "
-                                      "unchanged", reason=INVALID_HANDLE) from None
+            raise InvalidRequestError(
+                f"receipt handle {text[:80]!r} is not one this broker "
+                "issued; pass the handle of the received message "
+                "unchanged",
+                reason=INVALID_HANDLE,
+            ) from None
         if handle.queue_id < 0 or handle.queue_offset < 0:
-            raise InvalidRequestError(f"receipt handle {text[:80]!r} names a negative queue "
-                                      "id or offset", reason=INVALID_HANDLE)
+            raise InvalidRequestError(
+                f"receipt handle {text[:80]!r} names a negative queue id or offset",
+                reason=INVALID_HANDLE,
+            )
         return handle
 
 
@@ -120,18 +132,18 @@ Selector: TypeAlias = frozenset[str] | SqlFilter | None
 class ReceiveRequest:
     group: str
     topic: str
-    expression: str = "*"          # tags: "*" or "TagA || TagB"; or an SQL92 filter
-    expression_type: str = "TAG"   # TAG or SQL92 (RocketMQ 5's FilterType TAG / SQL)
+    expression: str = "*"  # tags: "*" or "TagA || TagB"; or an SQL92 filter
+    expression_type: str = "TAG"  # TAG or SQL92 (RocketMQ 5's FilterType TAG / SQL)
     batch_size: int = 32
     invisible_ms: int = 60_000
-    poll_ms: int = 0               # 0 = answer at once
+    poll_ms: int = 0  # 0 = answer at once
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Delivery:
     message: StoredMessage
     receipt_handle: str
-    attempt: int                   # 1 on the first delivery
+    attempt: int  # 1 on the first delivery
     invisible_ms: int
 
 
@@ -149,11 +161,21 @@ def message_group(msg: StoredMessage) -> str:
 class PopService:
     """POP state of every group on this broker. Event-loop thread only."""
 
-    def __init__(self, store: MessageStore, topics: TopicConfigManager,
-                 offsets: ConsumerOffsetManager, send_back: SendBackService,
-                 journal: PopJournal, *, broker_name: str, max_delivery_attempts: int = 17,
-                 max_batch_bytes: int = 256 * 1024, max_waiting: int = 10_000,
-                 clock: Clock | None = None, filters: FilterCompiler | None = None) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        offsets: ConsumerOffsetManager,
+        send_back: SendBackService,
+        journal: PopJournal,
+        *,
+        broker_name: str,
+        max_delivery_attempts: int = 17,
+        max_batch_bytes: int = 256 * 1024,
+        max_waiting: int = 10_000,
+        clock: Clock | None = None,
+        filters: FilterCompiler | None = None,
+    ) -> None:
         self._store = store
         self._filters = filters or FilterCompiler()
         self._topics = topics
@@ -171,7 +193,7 @@ class PopService:
         self._turn: dict[tuple[str, str], int] = {}
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
         self._waiting = 0
-        self._moving: set[tuple[QueueKey, int]] = set()     # being dead-lettered now
+        self._moving: set[tuple[QueueKey, int]] = set()  # being dead-lettered now
         self._stopping = False
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -192,8 +214,11 @@ class PopService:
         try:
             self._journal.compact(self._states)
         except OSError as exc:
-            log.error("cannot compact %s at shutdown: %s; it is replayed as is at start",
-                      self._journal.path, exc)
+            log.error(
+                "cannot compact %s at shutdown: %s; it is replayed as is at start",
+                self._journal.path,
+                exc,
+            )
         self._journal.close()
 
     def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
@@ -203,10 +228,14 @@ class PopService:
 
     # -- receive ------------------------------------------------------------------------
     async def receive(self, request: ReceiveRequest) -> list[Delivery]:
-        tags = self._check(request.group, request.topic, request.expression,
-                           request.expression_type)
-        codes = (None if tags is None or isinstance(tags, SqlFilter)
-                 else frozenset(tags_code(t) for t in tags))
+        tags = self._check(
+            request.group, request.topic, request.expression, request.expression_type
+        )
+        codes = (
+            None
+            if tags is None or isinstance(tags, SqlFilter)
+            else frozenset(tags_code(t) for t in tags)
+        )
         deadline_s = self._clock.monotonic() + request.poll_ms / 1000
         while True:
             await self._dead_letter_exhausted(request.group, request.topic)
@@ -223,19 +252,22 @@ class PopService:
                 remaining_s = min(remaining_s, max(due_ms - self._clock.now_ms(), 1) / 1000)
             await self._wait(request.topic, remaining_s)
 
-    def _check(self, group: str, topic: str, expression: str,
-               expression_type: str) -> Selector:
+    def _check(self, group: str, topic: str, expression: str, expression_type: str) -> Selector:
         for problem in (check_group(group), check_topic(topic)):
             if problem:
                 raise InvalidRequestError(problem)
         if self._topics.get(topic) is None and not self._topics.auto_create_enable:
-            raise NotFoundError(f"topic {topic!r} does not exist on this broker; create it "
-                                "first", reason="TOPIC_NOT_EXIST")
-        return (self._filters.compile(expression_type, expression)
-                or parse_tag_expression(expression))
+            raise NotFoundError(
+                f"topic {topic!r} does not exist on this broker; create it first",
+                reason="TOPIC_NOT_EXIST",
+            )
+        return self._filters.compile(expression_type, expression) or parse_tag_expression(
+            expression
+        )
 
-    def _pop(self, request: ReceiveRequest, tags: Selector,
-             codes: frozenset[int] | None) -> list[Delivery]:
+    def _pop(
+        self, request: ReceiveRequest, tags: Selector, codes: frozenset[int] | None
+    ) -> list[Delivery]:
         config = self._topics.get(request.topic)
         if config is None or not config.readable or config.read_queue_nums <= 0:
             return []
@@ -248,16 +280,33 @@ class PopService:
             if len(out) >= request.batch_size:
                 break
             key = (request.group, request.topic, (start + i) % config.read_queue_nums)
-            out.extend(self._pop_queue(key, tags, codes, request.batch_size - len(out),
-                                       request.invisible_ms, now, fifo=config.order))
+            out.extend(
+                self._pop_queue(
+                    key,
+                    tags,
+                    codes,
+                    request.batch_size - len(out),
+                    request.invisible_ms,
+                    now,
+                    fifo=config.order,
+                )
+            )
         return out
 
-    def _pop_queue(self, key: QueueKey, tags: Selector,
-                   codes: frozenset[int] | None, limit: int, invisible_ms: int, now: int, *,
-                   fifo: bool) -> list[Delivery]:
+    def _pop_queue(
+        self,
+        key: QueueKey,
+        tags: Selector,
+        codes: frozenset[int] | None,
+        limit: int,
+        invisible_ms: int,
+        now: int,
+        *,
+        fifo: bool,
+    ) -> list[Delivery]:
         state = self._state(key)
         if fifo and any(e.deadline_ms > now for e in state.in_flight.values()):
-            return []                                  # the queue is busy for the group
+            return []  # the queue is busy for the group
         picks: list[_Pick] = []
         removes: list[int] = []
         blocked = self._take_redeliveries(key, state, tags, limit, now, fifo, picks, removes)
@@ -273,18 +322,33 @@ class PopService:
             state.in_flight[pick.offset] = entry
             upserts.append((pick.offset, entry))
             handle = ReceiptHandle(key[2], pick.offset, entry.serial, self._broker_name)
-            deliveries.append(Delivery(message=pick.message, receipt_handle=handle.encode(),
-                                       attempt=pick.attempt, invisible_ms=invisible_ms))
+            deliveries.append(
+                Delivery(
+                    message=pick.message,
+                    receipt_handle=handle.encode(),
+                    attempt=pick.attempt,
+                    invisible_ms=invisible_ms,
+                )
+            )
         for offset in removes:
             state.in_flight.pop(offset, None)
         state.next_offset = next_offset
-        self._record(key, state, encode_delta(key, next_offset=next_offset, upserts=upserts,
-                                              removes=removes))
+        self._record(
+            key, state, encode_delta(key, next_offset=next_offset, upserts=upserts, removes=removes)
+        )
         return deliveries
 
-    def _take_redeliveries(self, key: QueueKey, state: QueueState,
-                           tags: Selector, limit: int, now: int, fifo: bool,
-                           picks: list[_Pick], removes: list[int]) -> bool:
+    def _take_redeliveries(
+        self,
+        key: QueueKey,
+        state: QueueState,
+        tags: Selector,
+        limit: int,
+        now: int,
+        fifo: bool,
+        picks: list[_Pick],
+        removes: list[int],
+    ) -> bool:
         """Pick messages whose invisible time ran out; True if FIFO must stop here."""
         for offset in sorted(o for o, e in state.in_flight.items() if e.deadline_ms <= now):
             if len(picks) >= limit:
@@ -292,7 +356,7 @@ class PopService:
             entry = state.in_flight[offset]
             if (key, offset) in self._moving or entry.attempt >= self.max_delivery_attempts:
                 if fifo:
-                    return True        # its dead-lettering comes first
+                    return True  # its dead-lettering comes first
                 continue
             msg = self._read(key, offset)
             if msg is None or not _matches(msg, tags):
@@ -303,9 +367,16 @@ class PopService:
             picks.append(_Pick(offset, entry.attempt + 1, msg))
         return False
 
-    def _take_new(self, key: QueueKey, state: QueueState, codes: frozenset[int] | None,
-                  tags: Selector, limit: int, fifo: bool,
-                  picks: list[_Pick]) -> int:
+    def _take_new(
+        self,
+        key: QueueKey,
+        state: QueueState,
+        codes: frozenset[int] | None,
+        tags: Selector,
+        limit: int,
+        fifo: bool,
+        picks: list[_Pick],
+    ) -> int:
         """Pick messages never delivered; returns the queue's new next offset."""
         _, topic, queue_id = key
         next_offset = state.next_offset
@@ -314,9 +385,13 @@ class PopService:
         while True:
             want = limit - len(picks)
             result = self._store.get_messages(
-                topic, queue_id, next_offset,
+                topic,
+                queue_id,
+                next_offset,
                 max_count=min(CHUNK_UNITS, budget) if budget else want,
-                max_bytes=self._max_batch_bytes, tag_codes=codes)
+                max_bytes=self._max_batch_bytes,
+                tag_codes=codes,
+            )
             if result.status not in _MOVE_ON:
                 return next_offset
             for raw, offset in zip(result.records, result.queue_offsets, strict=True):
@@ -327,9 +402,13 @@ class PopService:
                     if fifo and picks and message_group(msg) != message_group(picks[0].message):
                         return offset
                     picks.append(_Pick(offset, 1, msg))
-            if (not budget or len(picks) >= limit or result.next_begin_offset <= next_offset
-                    or result.next_begin_offset >= result.max_offset
-                    or result.next_begin_offset - state.next_offset >= budget):
+            if (
+                not budget
+                or len(picks) >= limit
+                or result.next_begin_offset <= next_offset
+                or result.next_begin_offset >= result.max_offset
+                or result.next_begin_offset - state.next_offset >= budget
+            ):
                 return result.next_begin_offset
             next_offset = result.next_begin_offset
 
@@ -341,32 +420,41 @@ class PopService:
         return _decode(result.records[0], key, offset)
 
     # -- ack, change, dead letters ------------------------------------------------------
-    def _in_flight(self, group: str, topic: str, receipt_handle: str,
-                   ) -> tuple[QueueKey, QueueState, ReceiptHandle, InFlight | None]:
+    def _in_flight(
+        self,
+        group: str,
+        topic: str,
+        receipt_handle: str,
+    ) -> tuple[QueueKey, QueueState, ReceiptHandle, InFlight | None]:
         """The entry a handle names; None when the message is already done with."""
         for problem in (check_group(group), check_topic(topic)):
             if problem:
                 raise InvalidRequestError(problem)
         handle = ReceiptHandle.decode(receipt_handle)
         if handle.broker_name != self._broker_name:
-            raise InvalidRequestError(f"receipt handle was issued by broker "
-                                      f"{handle.broker_name!r}, not {self._broker_name!r}; "
-                                      "send it to the broker the message came from",
-                                      reason=INVALID_HANDLE)
+            raise InvalidRequestError(
+                f"receipt handle was issued by broker "
+                f"{handle.broker_name!r}, not {self._broker_name!r}; "
+                "send it to the broker the message came from",
+                reason=INVALID_HANDLE,
+            )
         key = (group, topic, handle.queue_id)
         state = self._states.get(key)
         entry = state.in_flight.get(handle.queue_offset) if state is not None else None
         if state is None or (entry is None and handle.queue_offset >= state.next_offset):
-            raise InvalidRequestError(f"group {group!r} was never given message "
-                                      f"{topic}:{handle.queue_id}:{handle.queue_offset}; check "
-                                      "the group and topic of the request",
-                                      reason=INVALID_HANDLE)
+            raise InvalidRequestError(
+                f"group {group!r} was never given message "
+                f"{topic}:{handle.queue_id}:{handle.queue_offset}; check "
+                "the group and topic of the request",
+                reason=INVALID_HANDLE,
+            )
         if entry is not None and entry.serial != handle.serial:
             raise InvalidRequestError(
                 f"receipt handle of {topic}:{handle.queue_id}:{handle.queue_offset} is "
                 f"outdated: the message was delivered again or its invisible time changed "
                 f"since (delivery {handle.serial}, now {entry.serial}); use the newest handle",
-                reason=INVALID_HANDLE)
+                reason=INVALID_HANDLE,
+            )
         return key, state, handle, entry
 
     async def ack(self, *, group: str, topic: str, receipt_handle: str) -> bool:
@@ -378,24 +466,27 @@ class PopService:
         await self._journal.sync()
         return True
 
-    async def change_invisible_duration(self, *, group: str, topic: str, receipt_handle: str,
-                                        invisible_ms: int) -> str:
+    async def change_invisible_duration(
+        self, *, group: str, topic: str, receipt_handle: str, invisible_ms: int
+    ) -> str:
         """Hide the message for *invisible_ms* from now on; returns its new handle."""
         key, state, handle, entry = self._in_flight(group, topic, receipt_handle)
         if entry is None:
-            raise InvalidRequestError(f"message {topic}:{handle.queue_id}:"
-                                      f"{handle.queue_offset} was already acked",
-                                      reason=INVALID_HANDLE)
+            raise InvalidRequestError(
+                f"message {topic}:{handle.queue_id}:{handle.queue_offset} was already acked",
+                reason=INVALID_HANDLE,
+            )
         self._serial += 1
         entry = InFlight(entry.attempt, self._serial, self._clock.now_ms() + invisible_ms)
         state.in_flight[handle.queue_offset] = entry
         self._record(key, state, encode_delta(key, upserts=[(handle.queue_offset, entry)]))
-        self._wake(topic)      # waiting receives re-plan for the new deadline
+        self._wake(topic)  # waiting receives re-plan for the new deadline
         await self._journal.sync()
         return handle._replace(serial=entry.serial).encode()
 
-    async def forward_to_dead_letter_queue(self, *, group: str, topic: str,
-                                           receipt_handle: str) -> None:
+    async def forward_to_dead_letter_queue(
+        self, *, group: str, topic: str, receipt_handle: str
+    ) -> None:
         key, _, handle, entry = self._in_flight(group, topic, receipt_handle)
         if entry is not None:
             await self._dead_letter(key, handle.queue_offset, entry)
@@ -405,8 +496,11 @@ class PopService:
         for queue_id, state in list(self._by_topic.get((group, topic), {}).items()):
             for offset, entry in sorted(state.in_flight.items()):
                 key = (group, topic, queue_id)
-                if (entry.deadline_ms <= now and entry.attempt >= self.max_delivery_attempts
-                        and (key, offset) not in self._moving):
+                if (
+                    entry.deadline_ms <= now
+                    and entry.attempt >= self.max_delivery_attempts
+                    and (key, offset) not in self._moving
+                ):
                     await self._dead_letter(key, offset, entry)
 
     async def _dead_letter(self, key: QueueKey, offset: int, entry: InFlight) -> None:
@@ -417,12 +511,23 @@ class PopService:
             msg = self._read(key, offset)
             if msg is not None:
                 await self._send_back.send_back(
-                    group=group, phys_offset=msg.phys_offset, delay_level=-1,
-                    origin_topic=topic, origin_msg_id=msg.uniq_key,
-                    max_reconsume_times=self.max_delivery_attempts - 1)
-                log.info("message %s (%s:%d:%d) of group %s -> %%DLQ%%%s after %d deliveries",
-                         msg.uniq_key or "?", topic, key[2], offset, group, group,
-                         entry.attempt)
+                    group=group,
+                    phys_offset=msg.phys_offset,
+                    delay_level=-1,
+                    origin_topic=topic,
+                    origin_msg_id=msg.uniq_key,
+                    max_reconsume_times=self.max_delivery_attempts - 1,
+                )
+                log.info(
+                    "message %s (%s:%d:%d) of group %s -> %%DLQ%%%s after %d deliveries",
+                    msg.uniq_key or "?",
+                    topic,
+                    key[2],
+                    offset,
+                    group,
+                    group,
+                    entry.attempt,
+                )
         finally:
             self._moving.discard((key, offset))
         state = self._states.get(key)
@@ -433,7 +538,7 @@ class PopService:
     def _remove(self, key: QueueKey, state: QueueState, offset: int) -> None:
         del state.in_flight[offset]
         self._record(key, state, encode_delta(key, removes=[offset]))
-        self._wake(key[1])     # a FIFO queue may be free again
+        self._wake(key[1])  # a FIFO queue may be free again
 
     # -- state --------------------------------------------------------------------------
     def _state(self, key: QueueKey) -> QueueState:
@@ -441,8 +546,7 @@ class PopService:
         if state is None:
             group, topic, queue_id = key
             committed = self._offsets.query(group, topic, queue_id)
-            start = committed if committed is not None else self._store.min_offset(topic,
-                                                                                   queue_id)
+            start = committed if committed is not None else self._store.min_offset(topic, queue_id)
             state = self._states[key] = QueueState(next_offset=start)
             self._by_topic.setdefault((group, topic), {})[queue_id] = state
         return state
@@ -456,8 +560,11 @@ class PopService:
             self._journal.compact(self._states)
 
     def _next_deadline_ms(self, group: str, topic: str) -> int | None:
-        deadlines = [e.deadline_ms for s in self._by_topic.get((group, topic), {}).values()
-                     for e in s.in_flight.values()]
+        deadlines = [
+            e.deadline_ms
+            for s in self._by_topic.get((group, topic), {}).values()
+            for e in s.in_flight.values()
+        ]
         return min(deadlines) if deadlines else None
 
     def in_flight_count(self, group: str, topic: str) -> int:
@@ -466,8 +573,10 @@ class PopService:
     # -- waiting ------------------------------------------------------------------------
     async def _wait(self, topic: str, timeout_s: float) -> None:
         if self._waiting >= self._max_waiting:
-            raise BusyError(f"{self._waiting} receives already wait for messages on this "
-                            f"broker (max_parked_pulls = {self._max_waiting}); retry later")
+            raise BusyError(
+                f"{self._waiting} receives already wait for messages on this "
+                f"broker (max_parked_pulls = {self._max_waiting}); retry later"
+            )
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waiters = self._waiters.setdefault(topic, set())
         waiters.add(future)
@@ -498,6 +607,12 @@ def _decode(raw: bytes, key: QueueKey, offset: int) -> StoredMessage | None:
     try:
         return decode_record(raw, check_crc=False)
     except CorruptRecordError as exc:
-        log.error("skipping the damaged message at %s:%d:%d for group %s: %s", key[1], key[2],
-                  offset, key[0], exc)
+        log.error(
+            "skipping the damaged message at %s:%d:%d for group %s: %s",
+            key[1],
+            key[2],
+            offset,
+            key[0],
+            exc,
+        )
         return None

@@ -56,14 +56,23 @@ _ROUTE = "/pocketmq.v1.NameServer/GetRouteInfoByTopic"
 
 
 class RouteResolver:
-    def __init__(self, namesrv_addrs: list[str], topics: TopicConfigManager, *,
-                 broker_name: str, v2_host: str, v2_port: int,
-                 timeout_s: float = 3.0, tls_ca_file: str = "",
-                 credentials: Credentials | None = None) -> None:
+    def __init__(
+        self,
+        namesrv_addrs: list[str],
+        topics: TopicConfigManager,
+        *,
+        broker_name: str,
+        v2_host: str,
+        v2_port: int,
+        timeout_s: float = 3.0,
+        tls_ca_file: str = "",
+        credentials: Credentials | None = None,
+    ) -> None:
         self._credentials = credentials
         self._channels = [(addr, namesrv_channel(addr, tls_ca_file)) for addr in namesrv_addrs]
-        self._stubs = [(addr, nameserver_pb2_grpc.NameServerStub(ch))
-                       for addr, ch in self._channels]
+        self._stubs = [
+            (addr, nameserver_pb2_grpc.NameServerStub(ch)) for addr, ch in self._channels
+        ]
         self._topics = topics
         self._broker_name = broker_name
         self._v2 = (v2_host, v2_port)
@@ -80,24 +89,34 @@ class RouteResolver:
             try:
                 response = await self._lookup(stub, topic)
             except grpc.aio.AioRpcError as exc:
-                log.warning("route of %s: nameserver %s answered %s: %s; trying the next",
-                            topic, addr, exc.code().name, exc.details())
+                log.warning(
+                    "route of %s: nameserver %s answered %s: %s; trying the next",
+                    topic,
+                    addr,
+                    exc.code().name,
+                    exc.details(),
+                )
                 continue
             if response is None:
-                break               # no nameserver knows the topic nor the template
+                break  # no nameserver knows the topic nor the template
             routes = _routes(response, order)
             if routes:
                 return routes
         return self._local(topic, order)
 
-    async def _lookup(self, stub: nameserver_pb2_grpc.NameServerStub, topic: str,
-                      ) -> nameserver_pb2.GetRouteInfoByTopicResponse | None:
+    async def _lookup(
+        self,
+        stub: nameserver_pb2_grpc.NameServerStub,
+        topic: str,
+    ) -> nameserver_pb2.GetRouteInfoByTopicResponse | None:
         for name in (topic, AUTO_CREATE_TOPIC_KEY_TOPIC):
             try:
                 request = nameserver_pb2.GetRouteInfoByTopicRequest(topic=name)
-                return await stub.GetRouteInfoByTopic(request, timeout=self._timeout_s,
-                                                      metadata=signed(self._credentials, _ROUTE,
-                                                                      request))
+                return await stub.GetRouteInfoByTopic(
+                    request,
+                    timeout=self._timeout_s,
+                    metadata=signed(self._credentials, _ROUTE, request),
+                )
             except grpc.aio.AioRpcError as exc:
                 if exc.code() != grpc.StatusCode.NOT_FOUND:
                     raise
@@ -112,18 +131,27 @@ class RouteResolver:
         if config is None and self._topics.auto_create_enable:
             config = self._topics.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
         if config is None:
-            raise NotFoundError(f"topic {topic!r} does not exist on any broker; create it "
-                                "first", reason="TOPIC_NOT_EXIST")
-        return [BrokerRoute(broker_name=self._broker_name, host=self._v2[0], port=self._v2[1],
-                            read_queue_nums=config.read_queue_nums,
-                            write_queue_nums=config.write_queue_nums, perm=config.perm,
-                            order=order)]
+            raise NotFoundError(
+                f"topic {topic!r} does not exist on any broker; create it first",
+                reason="TOPIC_NOT_EXIST",
+            )
+        return [
+            BrokerRoute(
+                broker_name=self._broker_name,
+                host=self._v2[0],
+                port=self._v2[1],
+                read_queue_nums=config.read_queue_nums,
+                write_queue_nums=config.write_queue_nums,
+                perm=config.perm,
+                order=order,
+            )
+        ]
 
 
-def _routes(response: nameserver_pb2.GetRouteInfoByTopicResponse,
-            order: bool) -> list[BrokerRoute]:
-    masters = {b.broker_name: b.broker_addrs.get(MASTER_ID, "")
-               for b in response.route.broker_datas}
+def _routes(response: nameserver_pb2.GetRouteInfoByTopicResponse, order: bool) -> list[BrokerRoute]:
+    masters = {
+        b.broker_name: b.broker_addrs.get(MASTER_ID, "") for b in response.route.broker_datas
+    }
     routes = []
     for queue_data in response.route.queue_datas:
         v2_addr = response.grpc_v2_addrs.get(masters.get(queue_data.broker_name, ""), "")
@@ -132,11 +160,21 @@ def _routes(response: nameserver_pb2.GetRouteInfoByTopicResponse,
         try:
             host, port = parse_host_port(v2_addr)
         except ValueError:
-            log.warning("broker %s registered an unusable v2 address %r; left out of routes",
-                        queue_data.broker_name, v2_addr)
+            log.warning(
+                "broker %s registered an unusable v2 address %r; left out of routes",
+                queue_data.broker_name,
+                v2_addr,
+            )
             continue
-        routes.append(BrokerRoute(broker_name=queue_data.broker_name, host=host, port=port,
-                                  read_queue_nums=queue_data.read_queue_nums,
-                                  write_queue_nums=queue_data.write_queue_nums,
-                                  perm=queue_data.perm, order=order))
+        routes.append(
+            BrokerRoute(
+                broker_name=queue_data.broker_name,
+                host=host,
+                port=port,
+                read_queue_nums=queue_data.read_queue_nums,
+                write_queue_nums=queue_data.write_queue_nums,
+                perm=queue_data.perm,
+                order=order,
+            )
+        )
     return sorted(routes, key=lambda r: r.broker_name)

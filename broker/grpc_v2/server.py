@@ -61,18 +61,24 @@ class BrokerParts:
     send: SendMessageService
     send_back: SendBackService
     transactions: TransactionalMessageService
-    store_host: tuple[str, int]      # the broker's own (advertised ip, port)
+    store_host: tuple[str, int]  # the broker's own (advertised ip, port)
 
 
 class GrpcV2Server:
-    def __init__(self, config: BrokerConfig, *, authenticate: Authenticator | None = None,
-                 clock: Clock | None = None,
-                 interceptors: list[grpc.aio.ServerInterceptor] | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        authenticate: Authenticator | None = None,
+        clock: Clock | None = None,
+        interceptors: list[grpc.aio.ServerInterceptor] | None = None,
+    ) -> None:
         self.config = config
         # Before the servicer: malformed bytes answered INVALID_ARGUMENT, and the broker's
         # flow control (one budget for both APIs) unless the caller gives its own list.
-        self._interceptors = ([MalformedRequestInterceptor()] if interceptors is None
-                              else interceptors)
+        self._interceptors = (
+            [MalformedRequestInterceptor()] if interceptors is None else interceptors
+        )
         self._authenticate = authenticate
         self._clock = clock or SystemClock()
         self._server: grpc.aio.Server | None = None
@@ -89,55 +95,89 @@ class GrpcV2Server:
 
     def bind(self) -> int:
         cfg = self.config
-        self._server = grpc.aio.server(interceptors=self._interceptors, options=[
-            ("grpc.max_receive_message_length", cfg.max_message_size_bytes + 1024 * 1024),
-            ("grpc.max_send_message_length", -1),
-            ("grpc.so_reuseport", 0),
-            *server_limits(cfg),     # the v1 port's bounds on slow and hostile connections
-        ])
+        self._server = grpc.aio.server(
+            interceptors=self._interceptors,
+            options=[
+                ("grpc.max_receive_message_length", cfg.max_message_size_bytes + 1024 * 1024),
+                ("grpc.max_send_message_length", -1),
+                ("grpc.so_reuseport", 0),
+                *server_limits(cfg),  # the v1 port's bounds on slow and hostile connections
+            ],
+        )
         address = f"{cfg.host}:{cfg.v2_port}"
         try:
             if cfg.tls_enabled:
-                self.port = self._server.add_secure_port(address, server_credentials(
-                    cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_ca_file,
-                    cfg.tls_require_client_auth))
+                self.port = self._server.add_secure_port(
+                    address,
+                    server_credentials(
+                        cfg.tls_cert_file,
+                        cfg.tls_key_file,
+                        cfg.tls_ca_file,
+                        cfg.tls_require_client_auth,
+                    ),
+                )
             else:
                 self.port = self._server.add_insecure_port(address)
         except RuntimeError as exc:
-            raise OSError(f"cannot listen on {cfg.host}:{cfg.v2_port} (grpc_v2_port) for "
-                          f"RocketMQ 5 clients: {exc}; pick another port, 0 for any, or -1 to "
-                          "turn the v2 API off") from None
+            raise OSError(
+                f"cannot listen on {cfg.host}:{cfg.v2_port} (grpc_v2_port) for "
+                f"RocketMQ 5 clients: {exc}; pick another port, 0 for any, or -1 to "
+                "turn the v2 API off"
+            ) from None
         return self.port
 
     async def start(self, parts: BrokerParts) -> None:
         cfg = self.config
         assert self._server is not None, "bind() first"
         self.pop = PopService(
-            parts.store, parts.topics, parts.offsets, parts.send_back,
-            PopJournal(os.path.join(cfg.data_dir, POP_DIR)), broker_name=cfg.broker_name,
+            parts.store,
+            parts.topics,
+            parts.offsets,
+            parts.send_back,
+            PopJournal(os.path.join(cfg.data_dir, POP_DIR)),
+            broker_name=cfg.broker_name,
             max_delivery_attempts=cfg.grpc_v2_max_delivery_attempts,
-            max_batch_bytes=cfg.max_pull_bytes, max_waiting=cfg.max_parked_pulls,
+            max_batch_bytes=cfg.max_pull_bytes,
+            max_waiting=cfg.max_parked_pulls,
             clock=self._clock,
-            filters=FilterCompiler(enable_property_filter=cfg.enable_property_filter))
+            filters=FilterCompiler(enable_property_filter=cfg.enable_property_filter),
+        )
         self.pop.load()
         parts.store.add_arrival_listener(self.pop.on_arrival)
         self.telemetry = TelemetryService(
-            parts.clients, parts.topics, delay_levels=cfg.delay_levels,
+            parts.clients,
+            parts.topics,
+            delay_levels=cfg.delay_levels,
             max_body_bytes=cfg.max_message_size_bytes,
-            max_delivery_attempts=cfg.grpc_v2_max_delivery_attempts)
-        self._routes = RouteResolver(cfg.namesrv_addr_list, parts.topics,
-                                     broker_name=cfg.broker_name, v2_host=cfg.advertised_ip,
-                                     v2_port=self.port, tls_ca_file=cfg.namesrv_tls_ca_file,
-                                     credentials=cfg.credentials)
-        add_to_server(MessagingServicer(
-            send=parts.send, pop=self.pop, routes=self._routes, telemetry=self.telemetry,
-            transactions=parts.transactions, topics=parts.topics,
-            store_host=parts.store_host,
-            max_body_bytes=cfg.max_message_size_bytes, max_batch=cfg.max_pull_messages,
-            authenticate=self._authenticate, clock=self._clock), self._server)
+            max_delivery_attempts=cfg.grpc_v2_max_delivery_attempts,
+        )
+        self._routes = RouteResolver(
+            cfg.namesrv_addr_list,
+            parts.topics,
+            broker_name=cfg.broker_name,
+            v2_host=cfg.advertised_ip,
+            v2_port=self.port,
+            tls_ca_file=cfg.namesrv_tls_ca_file,
+            credentials=cfg.credentials,
+        )
+        add_to_server(
+            MessagingServicer(
+                send=parts.send,
+                pop=self.pop,
+                routes=self._routes,
+                telemetry=self.telemetry,
+                transactions=parts.transactions,
+                topics=parts.topics,
+                store_host=parts.store_host,
+                max_body_bytes=cfg.max_message_size_bytes,
+                max_batch=cfg.max_pull_messages,
+                authenticate=self._authenticate,
+                clock=self._clock,
+            ),
+            self._server,
+        )
         await self._server.start()
-        log.info("RocketMQ 5 MessagingService of broker %s on %s", cfg.broker_name,
-                 self.address)
+        log.info("RocketMQ 5 MessagingService of broker %s on %s", cfg.broker_name, self.address)
 
     async def stop(self, grace_s: float | None) -> None:
         if self.pop is not None:

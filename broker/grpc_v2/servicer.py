@@ -67,22 +67,28 @@ __all__ = ["Authenticator", "MessagingServicer"]
 log = logging.getLogger(__name__)
 
 CLIENT_ID_HEADER = "x-mq-client-id"
-DEFAULT_INVISIBLE_MS = 60_000               # the proxy's defaultInvisibleTimeMills
+DEFAULT_INVISIBLE_MS = 60_000  # the proxy's defaultInvisibleTimeMills
 MIN_INVISIBLE_MS = 1_000
-MAX_INVISIBLE_MS = 12 * 3600 * 1000         # the proxy's maxInvisibleTimeMills
+MAX_INVISIBLE_MS = 12 * 3600 * 1000  # the proxy's maxInvisibleTimeMills
 DEFAULT_POLL_MS = 20_000
-MAX_POLL_MS = 30_000                        # grpcClientConsumerMaxLongPollingTimeoutMillis
-DEADLINE_MARGIN_S = 1.0                     # answer this long before the client gives up
+MAX_POLL_MS = 30_000  # grpcClientConsumerMaxLongPollingTimeoutMillis
+DEADLINE_MARGIN_S = 1.0  # answer this long before the client gives up
 
 Resp = TypeVar("Resp")
 
 _RESOLUTIONS = {d.COMMIT: Resolution.COMMIT, d.ROLLBACK: Resolution.ROLLBACK}
-_PERMISSIONS = {(True, True): d.READ_WRITE, (True, False): d.READ, (False, True): d.WRITE,
-                (False, False): d.NONE}
+_PERMISSIONS = {
+    (True, True): d.READ_WRITE,
+    (True, False): d.READ,
+    (False, True): d.WRITE,
+    (False, False): d.NONE,
+}
 
 
-def _unary(response: Callable[..., Resp], rpc: str = "",
-           ) -> Callable[..., Callable[..., Awaitable[Resp]]]:
+def _unary(
+    response: Callable[..., Resp],
+    rpc: str = "",
+) -> Callable[..., Callable[..., Awaitable[Resp]]]:
     """Authenticate the caller of *rpc* (default: the method's name) and pass it on;
     answer a refusal or a bug with ``response(status=...)`` instead of raising."""
 
@@ -90,8 +96,9 @@ def _unary(response: Callable[..., Resp], rpc: str = "",
         name = rpc or method.__name__
 
         @functools.wraps(method)
-        async def wrapper(self: MessagingServicer, request: Any,
-                          context: grpc.aio.ServicerContext) -> Resp:
+        async def wrapper(
+            self: MessagingServicer, request: Any, context: grpc.aio.ServicerContext
+        ) -> Resp:
             try:
                 return await method(self, request, context, self._caller(context, name))
             except (V2Error, BrokerError) as exc:
@@ -122,17 +129,21 @@ def _endpoints(host: str, port: int) -> d.Endpoints:
 
 def _queue(topic: str, queue_id: int, permission: int, route: BrokerRoute) -> d.MessageQueue:
     return d.MessageQueue(
-        topic=d.Resource(name=topic), id=queue_id, permission=permission,
-        broker=d.Broker(name=route.broker_name, id=0,
-                        endpoints=_endpoints(route.host, route.port)),
-        accept_message_types=accepted_types(route.order))
+        topic=d.Resource(name=topic),
+        id=queue_id,
+        permission=permission,
+        broker=d.Broker(name=route.broker_name, id=0, endpoints=_endpoints(route.host, route.port)),
+        accept_message_types=accepted_types(route.order),
+    )
 
 
 def _invisible_ms(duration: Any, *, floor_ms: int) -> int:
     ms = duration_ms(duration)
     if not floor_ms <= ms <= MAX_INVISIBLE_MS:
-        raise V2Error(d.ILLEGAL_INVISIBLE_TIME,
-                      f"invisible duration is {ms} ms; give {floor_ms} .. {MAX_INVISIBLE_MS} ms")
+        raise V2Error(
+            d.ILLEGAL_INVISIBLE_TIME,
+            f"invisible duration is {ms} ms; give {floor_ms} .. {MAX_INVISIBLE_MS} ms",
+        )
     return ms
 
 
@@ -140,16 +151,28 @@ def _overall(statuses: list[d.Status]) -> d.Status:
     codes = {st.code for st in statuses}
     if len(codes) == 1:
         return statuses[0]
-    return status(d.MULTIPLE_RESULTS, "; ".join(f"{st.code}: {st.message}"
-                                                for st in statuses if st.code != d.OK))
+    return status(
+        d.MULTIPLE_RESULTS,
+        "; ".join(f"{st.code}: {st.message}" for st in statuses if st.code != d.OK),
+    )
 
 
 class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
-    def __init__(self, *, send: SendMessageService, pop: PopService, routes: RouteResolver,
-                 telemetry: TelemetryService, transactions: TransactionalMessageService,
-                 topics: TopicConfigManager, store_host: tuple[str, int], max_body_bytes: int,
-                 max_batch: int, authenticate: Authenticator | None = None,
-                 clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        send: SendMessageService,
+        pop: PopService,
+        routes: RouteResolver,
+        telemetry: TelemetryService,
+        transactions: TransactionalMessageService,
+        topics: TopicConfigManager,
+        store_host: tuple[str, int],
+        max_body_bytes: int,
+        max_batch: int,
+        authenticate: Authenticator | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self._send = send
         self._pop = pop
         self._routes = routes
@@ -180,13 +203,16 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     def _client_id(cls, context: grpc.aio.ServicerContext) -> str:
         if (client_id := cls._client_id_or_none(context)) is not None:
             return client_id
-        raise V2Error(d.CLIENT_ID_REQUIRED, f"the {CLIENT_ID_HEADER} header is missing; "
-                                            "RocketMQ 5 clients send it on every call")
+        raise V2Error(
+            d.CLIENT_ID_REQUIRED,
+            f"the {CLIENT_ID_HEADER} header is missing; RocketMQ 5 clients send it on every call",
+        )
 
     # -- routes -------------------------------------------------------------------------
     @_unary(s.QueryRouteResponse)
-    async def QueryRoute(self, request: s.QueryRouteRequest, context: grpc.aio.ServicerContext,
-                         caller: Caller) -> s.QueryRouteResponse:
+    async def QueryRoute(
+        self, request: s.QueryRouteRequest, context: grpc.aio.ServicerContext, caller: Caller
+    ) -> s.QueryRouteResponse:
         try:
             return await self._query_route(request.topic.name, caller)
         finally:
@@ -197,33 +223,43 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
 
     async def _query_route(self, topic: str, caller: Caller) -> s.QueryRouteResponse:
         _check(topic=topic)
-        caller.read(topic)       # a route is for sending or consuming: no system topic
+        caller.read(topic)  # a route is for sending or consuming: no system topic
         queues = []
         for route in await self._routes.route(topic):
             readable, writable = bool(route.perm & Perm.READ), bool(route.perm & Perm.WRITE)
             for queue_id in range(max(route.read_queue_nums, route.write_queue_nums)):
-                permission = _PERMISSIONS[(readable and queue_id < route.read_queue_nums,
-                                           writable and queue_id < route.write_queue_nums)]
+                permission = _PERMISSIONS[
+                    (
+                        readable and queue_id < route.read_queue_nums,
+                        writable and queue_id < route.write_queue_nums,
+                    )
+                ]
                 queues.append(_queue(topic, queue_id, permission, route))
         return s.QueryRouteResponse(status=status(), message_queues=queues)
 
     @_unary(s.QueryAssignmentResponse)
-    async def QueryAssignment(self, request: s.QueryAssignmentRequest,
-                              context: grpc.aio.ServicerContext, caller: Caller,
-                              ) -> s.QueryAssignmentResponse:
+    async def QueryAssignment(
+        self,
+        request: s.QueryAssignmentRequest,
+        context: grpc.aio.ServicerContext,
+        caller: Caller,
+    ) -> s.QueryAssignmentResponse:
         topic = request.topic.name
         _check(topic=topic, group=request.group.name)
         caller.read(topic, request.group.name)
         # Every consumer pops from every readable broker (queue id -1: any of its queues).
-        assignments = [d.Assignment(message_queue=_queue(topic, -1, d.READ_WRITE, route))
-                       for route in await self._routes.route(topic)
-                       if route.perm & Perm.READ and route.read_queue_nums > 0]
+        assignments = [
+            d.Assignment(message_queue=_queue(topic, -1, d.READ_WRITE, route))
+            for route in await self._routes.route(topic)
+            if route.perm & Perm.READ and route.read_queue_nums > 0
+        ]
         return s.QueryAssignmentResponse(status=status(), assignments=assignments)
 
     # -- clients ------------------------------------------------------------------------
     @_unary(s.HeartbeatResponse)
-    async def Heartbeat(self, request: s.HeartbeatRequest, context: grpc.aio.ServicerContext,
-                        caller: Caller) -> s.HeartbeatResponse:
+    async def Heartbeat(
+        self, request: s.HeartbeatRequest, context: grpc.aio.ServicerContext, caller: Caller
+    ) -> s.HeartbeatResponse:
         client_id, group = self._client_id(context), request.group.name
         if group:
             _check(group=group)
@@ -233,9 +269,12 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         return s.HeartbeatResponse(status=status())
 
     @_unary(s.NotifyClientTerminationResponse)
-    async def NotifyClientTermination(self, request: s.NotifyClientTerminationRequest,
-                                      context: grpc.aio.ServicerContext, caller: Caller,
-                                      ) -> s.NotifyClientTerminationResponse:
+    async def NotifyClientTermination(
+        self,
+        request: s.NotifyClientTerminationRequest,
+        context: grpc.aio.ServicerContext,
+        caller: Caller,
+    ) -> s.NotifyClientTerminationResponse:
         client_id = self._client_id(context)
         if request.group.name:
             _check(group=request.group.name)
@@ -244,8 +283,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         self._telemetry.terminate(client_id)
         return s.NotifyClientTerminationResponse(status=status())
 
-    async def Telemetry(self, request_iterator: AsyncIterator[s.TelemetryCommand],
-                        context: grpc.aio.ServicerContext) -> AsyncIterator[s.TelemetryCommand]:
+    async def Telemetry(
+        self, request_iterator: AsyncIterator[s.TelemetryCommand], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[s.TelemetryCommand]:
         try:
             caller = self._caller(context, "Telemetry")
             client_id = self._client_id(context)
@@ -258,9 +298,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
 
     # -- sending ------------------------------------------------------------------------
     @_unary(s.SendMessageResponse)
-    async def SendMessage(self, request: s.SendMessageRequest,
-                          context: grpc.aio.ServicerContext,
-                          caller: Caller) -> s.SendMessageResponse:
+    async def SendMessage(
+        self, request: s.SendMessageRequest, context: grpc.aio.ServicerContext, caller: Caller
+    ) -> s.SendMessageResponse:
         if not request.messages:
             raise V2Error(d.BAD_REQUEST, "SendMessageRequest carries no message")
         client_id = self._client_id(context)
@@ -270,29 +310,37 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         if any(message_type_of(msg) == d.TRANSACTION for msg in request.messages):
             self._telemetry.check_owner(client_id, caller.access_key)
         entries = [await self._send_one(msg, client_id, caller) for msg in request.messages]
-        return s.SendMessageResponse(status=_overall([e.status for e in entries]),
-                                     entries=entries)
+        return s.SendMessageResponse(status=_overall([e.status for e in entries]), entries=entries)
 
-    async def _send_one(self, msg: d.Message, client_id: str,
-                        caller: Caller) -> s.SendResultEntry:
+    async def _send_one(self, msg: d.Message, client_id: str, caller: Caller) -> s.SendResultEntry:
         topic = msg.topic.name
         try:
             _check(topic=topic)
             config = self._topics.get(topic) or self._topics.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
             order = config is not None and config.order and config.topic_name == topic
-            record, kind = encode_message(msg, queue_id=self._queue_for(msg), max_body_bytes=
-                                          self._max_body, accepted=accepted_types(order))
+            record, kind = encode_message(
+                msg,
+                queue_id=self._queue_for(msg),
+                max_body_bytes=self._max_body,
+                accepted=accepted_types(order),
+            )
             transactional = kind == d.TRANSACTION
-            outcome = await self._send.send(record, single=True,
-                                            producer_group=topic if transactional else "")
+            outcome = await self._send.send(
+                record, single=True, producer_group=topic if transactional else ""
+            )
         except (V2Error, BrokerError) as exc:
-            return s.SendResultEntry(status=status_of(exc),
-                                     message_id=msg.system_properties.message_id)
+            return s.SendResultEntry(
+                status=status_of(exc), message_id=msg.system_properties.message_id
+            )
         entry = s.SendResultEntry(
-            status=status() if outcome.status is SendStatus.SEND_OK else status(
-                d.MASTER_PERSISTENCE_TIMEOUT, "stored, but not on disk within "
-                                              "sync_flush_timeout_ms"),
-            message_id=msg.system_properties.message_id, offset=outcome.queue_offsets[0])
+            status=status()
+            if outcome.status is SendStatus.SEND_OK
+            else status(
+                d.MASTER_PERSISTENCE_TIMEOUT, "stored, but not on disk within sync_flush_timeout_ms"
+            ),
+            message_id=msg.system_properties.message_id,
+            offset=outcome.queue_offsets[0],
+        )
         if transactional:
             entry.transaction_id = outcome.offset_msg_ids[0]
             self._telemetry.note_publisher(client_id, topic, caller.access_key)
@@ -300,8 +348,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
 
     def _queue_for(self, msg: d.Message) -> int:
         """A message group's queue is fixed by its hash; others go round-robin."""
-        config = (self._topics.get(msg.topic.name)
-                  or self._topics.get(AUTO_CREATE_TOPIC_KEY_TOPIC))
+        config = self._topics.get(msg.topic.name) or self._topics.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
         queues = config.write_queue_nums if config is not None else 1
         if queues <= 0:
             return 0
@@ -311,34 +358,44 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         return next(self._round_robin) % queues
 
     @_unary(s.EndTransactionResponse)
-    async def EndTransaction(self, request: s.EndTransactionRequest,
-                             context: grpc.aio.ServicerContext,
-                             caller: Caller) -> s.EndTransactionResponse:
-        topic = request.topic.name        # the v2 API's producer group: the topic
+    async def EndTransaction(
+        self, request: s.EndTransactionRequest, context: grpc.aio.ServicerContext, caller: Caller
+    ) -> s.EndTransactionResponse:
+        topic = request.topic.name  # the v2 API's producer group: the topic
         _check(topic=topic)
         caller.write(topic)
         resolution = _RESOLUTIONS.get(request.resolution)
         if resolution is None:
-            raise V2Error(d.BAD_REQUEST, f"resolution is {request.resolution}; a transaction "
-                                         "ends with COMMIT (1) or ROLLBACK (2)")
+            raise V2Error(
+                d.BAD_REQUEST,
+                f"resolution is {request.resolution}; a transaction "
+                "ends with COMMIT (1) or ROLLBACK (2)",
+            )
         try:
             phys_offset = decode_offset_msg_id(request.transaction_id).phys_offset
         except ValueError:
-            raise V2Error(d.INVALID_TRANSACTION_ID,
-                          f"transaction id {request.transaction_id[:64]!r} is not one this "
-                          "broker gave; pass the transaction_id of the send's result") from None
+            raise V2Error(
+                d.INVALID_TRANSACTION_ID,
+                f"transaction id {request.transaction_id[:64]!r} is not one this "
+                "broker gave; pass the transaction_id of the send's result",
+            ) from None
         self._authorize_half(caller, topic, phys_offset)
-        await self._transactions.end_transaction(EndTransactionRequest(
-            producer_group=topic, commit_log_offset=phys_offset, resolution=resolution,
-            msg_id=request.message_id,
-            from_transaction_check=request.source == d.SOURCE_SERVER_CHECK))
+        await self._transactions.end_transaction(
+            EndTransactionRequest(
+                producer_group=topic,
+                commit_log_offset=phys_offset,
+                resolution=resolution,
+                msg_id=request.message_id,
+                from_transaction_check=request.source == d.SOURCE_SERVER_CHECK,
+            )
+        )
         return s.EndTransactionResponse(status=status())
 
     def _authorize_half(self, caller: Caller, topic: str, phys_offset: int) -> None:
         """PUB on the topic the half message at *phys_offset* will be committed to."""
         half = self._transactions.half_message(phys_offset) if phys_offset >= 0 else None
         if half is None:
-            return          # end_transaction says what is wrong with the offset
+            return  # end_transaction says what is wrong with the offset
         real_topic = half.properties.get(PROPERTY_REAL_TOPIC, "")
         try:
             caller.write(real_topic)
@@ -347,12 +404,15 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             shown = repr(real_topic) if real_topic == topic else "its topic"
             raise PermissionDeniedError(
                 f"access key {caller.access_key!r} may not end the transaction of this half "
-                f"message: it has no PUB permission on {shown}") from None
+                f"message: it has no PUB permission on {shown}"
+            ) from None
 
     # -- consuming ----------------------------------------------------------------------
-    async def ReceiveMessage(self, request: s.ReceiveMessageRequest,
-                             context: grpc.aio.ServicerContext,
-                             ) -> AsyncIterator[s.ReceiveMessageResponse]:
+    async def ReceiveMessage(
+        self,
+        request: s.ReceiveMessageRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[s.ReceiveMessageResponse]:
         try:
             caller = self._caller(context, "ReceiveMessage")
             receive = self._receive_request(request, context)
@@ -366,16 +426,18 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             yield s.ReceiveMessageResponse(status=status_of(exc))
             return
         if not deliveries:
-            yield s.ReceiveMessageResponse(status=status(d.MESSAGE_NOT_FOUND,
-                                                         "no new message for now"))
+            yield s.ReceiveMessageResponse(
+                status=status(d.MESSAGE_NOT_FOUND, "no new message for now")
+            )
             return
         yield s.ReceiveMessageResponse(status=status())
         for delivery in deliveries:
             yield s.ReceiveMessageResponse(message=self._message(delivery))
         yield s.ReceiveMessageResponse(delivery_timestamp=timestamp_pb(self._clock.now_ms()))
 
-    def _receive_request(self, request: s.ReceiveMessageRequest,
-                         context: grpc.aio.ServicerContext) -> ReceiveRequest:
+    def _receive_request(
+        self, request: s.ReceiveMessageRequest, context: grpc.aio.ServicerContext
+    ) -> ReceiveRequest:
         topic, group = request.message_queue.topic.name, request.group.name
         _check(topic=topic, group=group)
         expression = request.filter_expression
@@ -383,30 +445,44 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         invisible_ms = DEFAULT_INVISIBLE_MS
         if request.HasField("invisible_duration"):
             invisible_ms = _invisible_ms(request.invisible_duration, floor_ms=MIN_INVISIBLE_MS)
-        poll_ms = (duration_ms(request.long_polling_timeout)
-                   if request.HasField("long_polling_timeout") else DEFAULT_POLL_MS)
+        poll_ms = (
+            duration_ms(request.long_polling_timeout)
+            if request.HasField("long_polling_timeout")
+            else DEFAULT_POLL_MS
+        )
         if poll_ms < 0:
             raise V2Error(d.ILLEGAL_POLLING_TIME, f"long polling timeout is {poll_ms} ms")
         remaining_s = context.time_remaining()
         if remaining_s is not None:
             poll_ms = min(poll_ms, int((remaining_s - DEADLINE_MARGIN_S) * 1000))
         batch = request.batch_size if request.batch_size > 0 else self._max_batch
-        return ReceiveRequest(group=group, topic=topic, expression=expression.expression,
-                              expression_type=expression_type,
-                              batch_size=min(batch, self._max_batch), invisible_ms=invisible_ms,
-                              poll_ms=max(0, min(poll_ms, MAX_POLL_MS)))
+        return ReceiveRequest(
+            group=group,
+            topic=topic,
+            expression=expression.expression,
+            expression_type=expression_type,
+            batch_size=min(batch, self._max_batch),
+            invisible_ms=invisible_ms,
+            poll_ms=max(0, min(poll_ms, MAX_POLL_MS)),
+        )
 
     def _message(self, delivery: Delivery) -> d.Message:
         msg = delivery.message
         message_id = msg.uniq_key or encode_offset_msg_id(*self._store_host, msg.phys_offset)
-        return message_pb(msg, receipt_handle=delivery.receipt_handle, attempt=delivery.attempt,
-                          invisible_ms=delivery.invisible_ms, message_id=message_id)
+        return message_pb(
+            msg,
+            receipt_handle=delivery.receipt_handle,
+            attempt=delivery.attempt,
+            invisible_ms=delivery.invisible_ms,
+            message_id=message_id,
+        )
 
     # A receipt handle names a message of the request's group and topic (PopService finds
     # it under that pair only), so authorizing the pair authorizes the message.
     @_unary(s.AckMessageResponse)
-    async def AckMessage(self, request: s.AckMessageRequest, context: grpc.aio.ServicerContext,
-                         caller: Caller) -> s.AckMessageResponse:
+    async def AckMessage(
+        self, request: s.AckMessageRequest, context: grpc.aio.ServicerContext, caller: Caller
+    ) -> s.AckMessageResponse:
         topic, group = request.topic.name, request.group.name
         _check(topic=topic, group=group)
         caller.read(topic, group)
@@ -415,20 +491,22 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         results = []
         for entry in request.entries:
             try:
-                await self._pop.ack(group=group, topic=topic,
-                                    receipt_handle=entry.receipt_handle)
+                await self._pop.ack(group=group, topic=topic, receipt_handle=entry.receipt_handle)
                 outcome = status()
             except (V2Error, BrokerError) as exc:
                 outcome = status_of(exc)
-            results.append(s.AckMessageResultEntry(message_id=entry.message_id,
-                                                   receipt_handle=entry.receipt_handle,
-                                                   status=outcome))
-        return s.AckMessageResponse(status=_overall([r.status for r in results]),
-                                    entries=results)
+            results.append(
+                s.AckMessageResultEntry(
+                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=outcome
+                )
+            )
+        return s.AckMessageResponse(status=_overall([r.status for r in results]), entries=results)
 
-    async def ChangeInvisibleDuration(self, request: s.ChangeInvisibleDurationRequest,
-                                      context: grpc.aio.ServicerContext,
-                                      ) -> s.ChangeInvisibleDurationResponse:
+    async def ChangeInvisibleDuration(
+        self,
+        request: s.ChangeInvisibleDurationRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> s.ChangeInvisibleDurationResponse:
         # Answered with a handle even when refused: the client adopts it unconditionally.
         reply = await self._change_invisible(request, context)
         if not reply.receipt_handle:
@@ -436,67 +514,82 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         return reply
 
     @_unary(s.ChangeInvisibleDurationResponse, "ChangeInvisibleDuration")
-    async def _change_invisible(self, request: s.ChangeInvisibleDurationRequest,
-                                context: grpc.aio.ServicerContext, caller: Caller,
-                                ) -> s.ChangeInvisibleDurationResponse:
+    async def _change_invisible(
+        self,
+        request: s.ChangeInvisibleDurationRequest,
+        context: grpc.aio.ServicerContext,
+        caller: Caller,
+    ) -> s.ChangeInvisibleDurationResponse:
         topic, group = request.topic.name, request.group.name
         _check(topic=topic, group=group)
         caller.read(topic, group)
         handle = await self._pop.change_invisible_duration(
-            group=group, topic=topic, receipt_handle=request.receipt_handle,
-            invisible_ms=_invisible_ms(request.invisible_duration, floor_ms=0))
+            group=group,
+            topic=topic,
+            receipt_handle=request.receipt_handle,
+            invisible_ms=_invisible_ms(request.invisible_duration, floor_ms=0),
+        )
         return s.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle)
 
     @_unary(s.ForwardMessageToDeadLetterQueueResponse)
     async def ForwardMessageToDeadLetterQueue(
-            self, request: s.ForwardMessageToDeadLetterQueueRequest,
-            context: grpc.aio.ServicerContext,
-            caller: Caller) -> s.ForwardMessageToDeadLetterQueueResponse:
+        self,
+        request: s.ForwardMessageToDeadLetterQueueRequest,
+        context: grpc.aio.ServicerContext,
+        caller: Caller,
+    ) -> s.ForwardMessageToDeadLetterQueueResponse:
         topic, group = request.topic.name, request.group.name
         _check(topic=topic, group=group)
         caller.read(topic, group)
-        await self._pop.forward_to_dead_letter_queue(group=group, topic=topic,
-                                                     receipt_handle=request.receipt_handle)
+        await self._pop.forward_to_dead_letter_queue(
+            group=group, topic=topic, receipt_handle=request.receipt_handle
+        )
         return s.ForwardMessageToDeadLetterQueueResponse(status=status())
 
     # -- not served: refused after the same checks as a served call ---------------------
     @_unary(s.RecallMessageResponse)
-    async def RecallMessage(self, request: s.RecallMessageRequest,
-                            context: grpc.aio.ServicerContext,
-                            caller: Caller) -> s.RecallMessageResponse:
+    async def RecallMessage(
+        self, request: s.RecallMessageRequest, context: grpc.aio.ServicerContext, caller: Caller
+    ) -> s.RecallMessageResponse:
         caller.write(request.topic.name)
         raise V2Error(d.NOT_IMPLEMENTED, "PocketMQ does not recall messages")
 
     @_unary(s.UpdateOffsetResponse)
-    async def UpdateOffset(self, request: s.UpdateOffsetRequest,
-                           context: grpc.aio.ServicerContext,
-                           caller: Caller) -> s.UpdateOffsetResponse:
+    async def UpdateOffset(
+        self, request: s.UpdateOffsetRequest, context: grpc.aio.ServicerContext, caller: Caller
+    ) -> s.UpdateOffsetResponse:
         caller.read(request.message_queue.topic.name, request.group.name)
         raise _not_served("UpdateOffset")
 
     @_unary(s.GetOffsetResponse)
-    async def GetOffset(self, request: s.GetOffsetRequest, context: grpc.aio.ServicerContext,
-                        caller: Caller) -> s.GetOffsetResponse:
+    async def GetOffset(
+        self, request: s.GetOffsetRequest, context: grpc.aio.ServicerContext, caller: Caller
+    ) -> s.GetOffsetResponse:
         caller.read(request.message_queue.topic.name, request.group.name)
         raise _not_served("GetOffset")
 
     @_unary(s.QueryOffsetResponse)
-    async def QueryOffset(self, request: s.QueryOffsetRequest,
-                          context: grpc.aio.ServicerContext,
-                          caller: Caller) -> s.QueryOffsetResponse:
+    async def QueryOffset(
+        self, request: s.QueryOffsetRequest, context: grpc.aio.ServicerContext, caller: Caller
+    ) -> s.QueryOffsetResponse:
         caller.read(request.message_queue.topic.name)
         raise _not_served("QueryOffset")
 
     @_unary(s.SyncLiteSubscriptionResponse)
-    async def SyncLiteSubscription(self, request: s.SyncLiteSubscriptionRequest,
-                                   context: grpc.aio.ServicerContext,
-                                   caller: Caller) -> s.SyncLiteSubscriptionResponse:
+    async def SyncLiteSubscription(
+        self,
+        request: s.SyncLiteSubscriptionRequest,
+        context: grpc.aio.ServicerContext,
+        caller: Caller,
+    ) -> s.SyncLiteSubscriptionResponse:
         caller.read(request.topic.name, request.group.name)
         raise V2Error(d.NOT_IMPLEMENTED, "PocketMQ has no lite topics")
 
-    async def PullMessage(self, request: s.PullMessageRequest,
-                          context: grpc.aio.ServicerContext,
-                          ) -> AsyncIterator[s.PullMessageResponse]:
+    async def PullMessage(
+        self,
+        request: s.PullMessageRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[s.PullMessageResponse]:
         try:
             caller = self._caller(context, "PullMessage")
             caller.read(request.message_queue.topic.name, request.group.name)
@@ -506,9 +599,12 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
 
 
 def _not_served(rpc: str) -> V2Error:
-    return V2Error(d.NOT_IMPLEMENTED, f"PocketMQ does not serve {rpc}; RocketMQ 5 clients "
-                                      "consume with ReceiveMessage (SimpleConsumer, "
-                                      "PushConsumer)")
+    return V2Error(
+        d.NOT_IMPLEMENTED,
+        f"PocketMQ does not serve {rpc}; RocketMQ 5 clients "
+        "consume with ReceiveMessage (SimpleConsumer, "
+        "PushConsumer)",
+    )
 
 
 def add_to_server(servicer: MessagingServicer, server: grpc.aio.Server) -> None:

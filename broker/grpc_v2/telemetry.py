@@ -83,14 +83,14 @@ __all__ = ["ClientSession", "TelemetryService"]
 
 log = logging.getLogger(__name__)
 
-MAX_PENDING_COMMANDS = 256          # per stream
-RECEIVE_BATCH_SIZE = 32             # the proxy's grpcClientConsumerMaxBatchSize
-LONG_POLLING_TIMEOUT_MS = 20_000    # the proxy's default for push consumers
-SEND_MAX_ATTEMPTS = 3               # producer retries, as the clients' default
+MAX_PENDING_COMMANDS = 256  # per stream
+RECEIVE_BATCH_SIZE = 32  # the proxy's grpcClientConsumerMaxBatchSize
+LONG_POLLING_TIMEOUT_MS = 20_000  # the proxy's default for push consumers
+SEND_MAX_ATTEMPTS = 3  # producer retries, as the clients' default
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 SETTINGS_AGAIN_AFTER_ROUTE_S = 0.2  # after a route answer: the client has taken it in
-ROUTE_ANSWERS_KEPT = 10_000         # clients whose last route answer time is remembered
-ROUTE_ANSWER_ID_CHARS = 255         # longer client ids are not remembered (the v1 port's limit)
+ROUTE_ANSWERS_KEPT = 10_000  # clients whose last route answer time is remembered
+ROUTE_ANSWER_ID_CHARS = 255  # longer client ids are not remembered (the v1 port's limit)
 _CONSUMERS = (d.PUSH_CONSUMER, d.SIMPLE_CONSUMER, d.PULL_CONSUMER)
 
 
@@ -98,9 +98,9 @@ _CONSUMERS = (d.PUSH_CONSUMER, d.SIMPLE_CONSUMER, d.PULL_CONSUMER)
 class ClientSession:
     client_id: str
     client_type: int = d.CLIENT_TYPE_UNSPECIFIED
-    topics: tuple[str, ...] = ()     # a producer's topics: its producer groups
-    group: str = ""                  # a consumer's group
-    owner: str | None = None         # the access key that first used the client id
+    topics: tuple[str, ...] = ()  # a producer's topics: its producer groups
+    group: str = ""  # a consumer's group
+    owner: str | None = None  # the access key that first used the client id
 
 
 @dataclass(slots=True, eq=False)
@@ -109,10 +109,10 @@ class _Stream:
 
     out: asyncio.Queue[s.TelemetryCommand | None]
     put: Callable[[s.TelemetryCommand], None]
-    answer: s.TelemetryCommand | None = None   # the last settings answer, to send again
-    answered_at: float = float("-inf")         # loop time of that answer
-    sent_at: float = float("-inf")             # loop time it (or its copy) last went out
-    heartbeat_seen: bool = False               # a heartbeat came since the stream opened
+    answer: s.TelemetryCommand | None = None  # the last settings answer, to send again
+    answered_at: float = float("-inf")  # loop time of that answer
+    sent_at: float = float("-inf")  # loop time it (or its copy) last went out
+    heartbeat_seen: bool = False  # a heartbeat came since the stream opened
 
     def send_settings(self, now: float) -> None:
         assert self.answer is not None
@@ -123,30 +123,40 @@ class _Stream:
 class TelemetryService:
     """Settings and sessions of RocketMQ 5 clients. Event-loop thread only."""
 
-    def __init__(self, clients: ClientManager, topics: TopicConfigManager, *,
-                 delay_levels: DelayLevels, max_body_bytes: int,
-                 max_delivery_attempts: int) -> None:
+    def __init__(
+        self,
+        clients: ClientManager,
+        topics: TopicConfigManager,
+        *,
+        delay_levels: DelayLevels,
+        max_body_bytes: int,
+        max_delivery_attempts: int,
+    ) -> None:
         self._clients = clients
         self._topics = topics
         self._max_body = max_body_bytes
         self._max_attempts = max_delivery_attempts
-        self._backoff = [delay_levels.delay_ms(level) for level in
-                         range(FIRST_RETRY_DELAY_LEVEL, delay_levels.max_level + 1)] or [1000]
+        self._backoff = [
+            delay_levels.delay_ms(level)
+            for level in range(FIRST_RETRY_DELAY_LEVEL, delay_levels.max_level + 1)
+        ] or [1000]
         self.sessions: dict[str, ClientSession] = {}
-        self._streams: dict[str, list[_Stream]] = {}           # by client id
+        self._streams: dict[str, list[_Stream]] = {}  # by client id
         self._route_answers: OrderedDict[str, float] = OrderedDict()  # client id -> loop time
-        self._again: dict[str, asyncio.TimerHandle] = {}        # settings to send again
+        self._again: dict[str, asyncio.TimerHandle] = {}  # settings to send again
 
     # -- settings -----------------------------------------------------------------------
-    def on_settings(self, client_id: str, settings: d.Settings,
-                    caller: Caller | None = None) -> s.TelemetryCommand:
+    def on_settings(
+        self, client_id: str, settings: d.Settings, caller: Caller | None = None
+    ) -> s.TelemetryCommand:
         caller = caller or Caller("", "Telemetry")
         try:
             settings, dropped = _permitted(settings, caller)
         except BrokerError as exc:
             return s.TelemetryCommand(status=status_of(exc))
-        session = self.sessions.setdefault(client_id,
-                                           ClientSession(client_id, owner=caller.access_key))
+        session = self.sessions.setdefault(
+            client_id, ClientSession(client_id, owner=caller.access_key)
+        )
         if settings.HasField("client_type"):
             session.client_type = settings.client_type
         if settings.HasField("publishing"):
@@ -167,17 +177,25 @@ class TelemetryService:
             sub.receive_batch_size = RECEIVE_BATCH_SIZE
             if not sub.HasField("long_polling_timeout"):
                 sub.long_polling_timeout.CopyFrom(duration_pb(LONG_POLLING_TIMEOUT_MS))
-            reply.backoff_policy.CopyFrom(d.RetryPolicy(
-                max_attempts=self._max_attempts,
-                customized_backoff=d.CustomizedBackoff(
-                    next=[duration_pb(ms) for ms in self._backoff])))
+            reply.backoff_policy.CopyFrom(
+                d.RetryPolicy(
+                    max_attempts=self._max_attempts,
+                    customized_backoff=d.CustomizedBackoff(
+                        next=[duration_pb(ms) for ms in self._backoff]
+                    ),
+                )
+            )
         else:
             reply.publishing.max_body_size = self._max_body
             reply.publishing.validate_message_type = True
-            reply.backoff_policy.CopyFrom(d.RetryPolicy(
-                max_attempts=SEND_MAX_ATTEMPTS,
-                exponential_backoff=d.ExponentialBackoff(
-                    initial=duration_pb(10), max=duration_pb(1000), multiplier=2.0)))
+            reply.backoff_policy.CopyFrom(
+                d.RetryPolicy(
+                    max_attempts=SEND_MAX_ATTEMPTS,
+                    exponential_backoff=d.ExponentialBackoff(
+                        initial=duration_pb(10), max=duration_pb(1000), multiplier=2.0
+                    ),
+                )
+            )
         return reply
 
     def _is_fifo(self, topic: str) -> bool:
@@ -197,7 +215,8 @@ class TelemetryService:
         if session is not None and session.owner not in (None, access_key):
             raise PermissionDeniedError(
                 f"client id {client_id[:80]!r} is in use by another access key; every client "
-                "instance has an id of its own (x-mq-client-id)")
+                "instance has an id of its own (x-mq-client-id)"
+            )
 
     def heartbeat(self, client_id: str, client_type: int, group: str) -> None:
         session = self.sessions.setdefault(client_id, ClientSession(client_id))
@@ -213,7 +232,8 @@ class TelemetryService:
         since would otherwise wait for the next settings (5 minutes).
         """
         session = self.sessions.setdefault(
-            client_id, ClientSession(client_id, d.PRODUCER, owner=access_key))
+            client_id, ClientSession(client_id, d.PRODUCER, owner=access_key)
+        )
         if topic not in session.topics:
             session.topics += (topic,)
         self._register(session)
@@ -237,22 +257,26 @@ class TelemetryService:
         """The broker answered a QueryRoute of *client_id*: a settings answer its
         streams sent before now goes out again shortly."""
         session = self.sessions.get(client_id)
-        if (session is not None and session.owner not in (None, access_key)) \
-                or len(client_id) > ROUTE_ANSWER_ID_CHARS:
-            return                       # not the client's own call: nothing for it
+        if (session is not None and session.owner not in (None, access_key)) or len(
+            client_id
+        ) > ROUTE_ANSWER_ID_CHARS:
+            return  # not the client's own call: nothing for it
         loop = asyncio.get_running_loop()
         now = loop.time()
         self._route_answers[client_id] = now
         self._route_answers.move_to_end(client_id)
         while len(self._route_answers) > ROUTE_ANSWERS_KEPT:
             self._route_answers.popitem(last=False)
-        if not any(st.answer is not None and not st.heartbeat_seen
-                   for st in self._streams.get(client_id, ())):
-            return     # no answer yet: the one to come follows this route answer
+        if not any(
+            st.answer is not None and not st.heartbeat_seen
+            for st in self._streams.get(client_id, ())
+        ):
+            return  # no answer yet: the one to come follows this route answer
         if (pending := self._again.pop(client_id, None)) is not None:
-            pending.cancel()             # one timer per client: the latest route answer's
+            pending.cancel()  # one timer per client: the latest route answer's
         self._again[client_id] = loop.call_later(
-            SETTINGS_AGAIN_AFTER_ROUTE_S, self._settings_again_after_route, client_id, now)
+            SETTINGS_AGAIN_AFTER_ROUTE_S, self._settings_again_after_route, client_id, now
+        )
 
     def settings_again_pending(self, client_id: str) -> bool:
         """Whether *client_id*'s settings are to be sent again after a route answer."""
@@ -263,8 +287,7 @@ class TelemetryService:
         now = asyncio.get_running_loop().time()
         for st in self._streams.get(client_id, ()):
             # only before the client's first heartbeat: its start-up route queries
-            if st.answer is not None and not st.heartbeat_seen \
-                    and st.sent_at <= route_answered_at:
+            if st.answer is not None and not st.heartbeat_seen and st.sent_at <= route_answered_at:
                 st.send_settings(now)
 
     def _settings_again_on_heartbeat(self, client_id: str) -> None:
@@ -275,14 +298,18 @@ class TelemetryService:
                 continue
             st.heartbeat_seen = True
             if st.answer is None:
-                continue      # the answer to come follows a heartbeat: the client listens
+                continue  # the answer to come follows a heartbeat: the client listens
             if route_answered_at is not None and st.answered_at > route_answered_at:
-                continue      # answered after the client's last route query here
+                continue  # answered after the client's last route query here
             st.send_settings(now)
 
     # -- the stream ---------------------------------------------------------------------
-    async def stream(self, client_id: str, commands: AsyncIterator[s.TelemetryCommand],
-                     caller: Caller | None = None) -> AsyncIterator[s.TelemetryCommand]:
+    async def stream(
+        self,
+        client_id: str,
+        commands: AsyncIterator[s.TelemetryCommand],
+        caller: Caller | None = None,
+    ) -> AsyncIterator[s.TelemetryCommand]:
         """Answer *commands* until the client closes; carry the transaction checks
         *caller* may answer."""
         caller = caller or Caller("", "Telemetry")
@@ -302,11 +329,12 @@ class TelemetryService:
                         st.answer, st.answered_at = answer, loop.time()
                         st.send_settings(st.answered_at)
                     else:
-                        st.put(answer)   # a refusal is said once
+                        st.put(answer)  # a refusal is said once
                     if command.settings.client_type == d.PRODUCER and forwarder is None:
-                        forwarder = loop.create_task(self._forward_checks(client_id, st.put,
-                                                                          caller),
-                                                     name=f"TelemetryChecks-{client_id}")
+                        forwarder = loop.create_task(
+                            self._forward_checks(client_id, st.put, caller),
+                            name=f"TelemetryChecks-{client_id}",
+                        )
             finally:
                 _end(out)
 
@@ -341,8 +369,9 @@ class TelemetryService:
             for st in streams:
                 _end(st.out)
 
-    async def _forward_checks(self, client_id: str, put: Callable[[s.TelemetryCommand], None],
-                              caller: Caller) -> None:
+    async def _forward_checks(
+        self, client_id: str, put: Callable[[s.TelemetryCommand], None], caller: Caller
+    ) -> None:
         channel = self._clients.open_channel(client_id)
         try:
             async for command in channel.commands():
@@ -363,27 +392,37 @@ def _permitted(settings: d.Settings, caller: Caller) -> tuple[d.Settings, list[s
     out, dropped = d.Settings(), []
     out.CopyFrom(settings)
     if settings.HasField("publishing"):
-        denied = [t.name for t in settings.publishing.topics
-                  if not _may(caller.write, t.name, as_method="SendMessage")]
+        denied = [
+            t.name
+            for t in settings.publishing.topics
+            if not _may(caller.write, t.name, as_method="SendMessage")
+        ]
         if denied:
             del out.publishing.topics[:]
-            out.publishing.topics.extend(t for t in settings.publishing.topics
-                                         if t.name not in denied)
-            dropped.append(f"publishing topics {denied} dropped: access key "
-                           f"{caller.access_key!r} may not send to them")
+            out.publishing.topics.extend(
+                t for t in settings.publishing.topics if t.name not in denied
+            )
+            dropped.append(
+                f"publishing topics {denied} dropped: access key "
+                f"{caller.access_key!r} may not send to them"
+            )
     if settings.HasField("subscription"):
         group = settings.subscription.group.name
         if group:
             caller.need(group=group, as_method="ReceiveMessage")
         entries = settings.subscription.subscriptions
-        denied = [e.topic.name for e in entries
-                  if not _may(caller.read, e.topic.name, group, as_method="ReceiveMessage")]
+        denied = [
+            e.topic.name
+            for e in entries
+            if not _may(caller.read, e.topic.name, group, as_method="ReceiveMessage")
+        ]
         if denied:
             del out.subscription.subscriptions[:]
-            out.subscription.subscriptions.extend(e for e in entries
-                                                  if e.topic.name not in denied)
-            dropped.append(f"subscriptions of topics {denied} dropped: access key "
-                           f"{caller.access_key!r} may not consume them")
+            out.subscription.subscriptions.extend(e for e in entries if e.topic.name not in denied)
+            dropped.append(
+                f"subscriptions of topics {denied} dropped: access key "
+                f"{caller.access_key!r} may not consume them"
+            )
     return out, dropped
 
 
@@ -395,38 +434,46 @@ def _may(check: Callable[..., None], *args: str, as_method: str) -> bool:
     return True
 
 
-def _check_command(command: CheckTransactionState,
-                   caller: Caller) -> s.TelemetryCommand | None:
+def _check_command(command: CheckTransactionState, caller: Caller) -> s.TelemetryCommand | None:
     try:
         half = decode_record(command.record, check_crc=False)
     except CorruptRecordError as exc:
-        log.error("transaction check of %s: the half message is damaged: %s", command.msg_id,
-                  exc)
+        log.error("transaction check of %s: the half message is damaged: %s", command.msg_id, exc)
         return None
     topic = half.properties.get(PROPERTY_REAL_TOPIC, half.topic)
     if not _may(caller.write, topic, as_method="EndTransaction"):
-        log.warning("transaction check of %s (topic %s) not sent to access key %r: it may "
-                    "not end that topic's transactions", command.msg_id, topic,
-                    caller.access_key)
+        log.warning(
+            "transaction check of %s (topic %s) not sent to access key %r: it may "
+            "not end that topic's transactions",
+            command.msg_id,
+            topic,
+            caller.access_key,
+        )
         return None
     message = message_pb(half, topic=topic, message_id=command.msg_id or command.offset_msg_id)
     return s.TelemetryCommand(
         status=status(),
         recover_orphaned_transaction_command=s.RecoverOrphanedTransactionCommand(
-            message=message, transaction_id=command.offset_msg_id))
+            message=message, transaction_id=command.offset_msg_id
+        ),
+    )
 
 
 def _end(out: asyncio.Queue[s.TelemetryCommand | None]) -> None:
-    if not out.full():      # put() leaves room for this end marker
+    if not out.full():  # put() leaves room for this end marker
         out.put_nowait(None)
 
 
-def _bounded_put(out: asyncio.Queue[s.TelemetryCommand | None],
-                 client_id: str) -> Callable[[s.TelemetryCommand], None]:
+def _bounded_put(
+    out: asyncio.Queue[s.TelemetryCommand | None], client_id: str
+) -> Callable[[s.TelemetryCommand], None]:
     def put(command: s.TelemetryCommand) -> None:
         if out.qsize() >= MAX_PENDING_COMMANDS:
-            log.warning("client %s has %d unread telemetry commands; dropping one", client_id,
-                        MAX_PENDING_COMMANDS)
+            log.warning(
+                "client %s has %d unread telemetry commands; dropping one",
+                client_id,
+                MAX_PENDING_COMMANDS,
+            )
             return
         out.put_nowait(command)
 

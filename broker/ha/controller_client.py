@@ -74,7 +74,7 @@ class ControllerClient:
         self._lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self._altering = False
-        self._unsettled = False    # an in-sync set change went unanswered (see _settle_pending)
+        self._unsettled = False  # an in-sync set change went unanswered (see _settle_pending)
         self.last_error = ""
 
     # -- identity ---------------------------------------------------------------------------
@@ -85,8 +85,7 @@ class ControllerClient:
         except FileNotFoundError:
             return self._config.broker_id
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.error("ignoring %s (%s); asking the controller for an id", self._identity_file,
-                      exc)
+            log.error("ignoring %s (%s); asking the controller for an id", self._identity_file, exc)
             return 0
 
     def _save_identity(self, broker_id: int) -> None:
@@ -101,8 +100,10 @@ class ControllerClient:
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._heartbeat_loop(), name="ControllerHeartbeat"),
-                       loop.create_task(self._watch_loop(), name="ControllerWatch")]
+        self._tasks = [
+            loop.create_task(self._heartbeat_loop(), name="ControllerHeartbeat"),
+            loop.create_task(self._watch_loop(), name="ControllerWatch"),
+        ]
 
     async def stop(self) -> None:
         await cancel_and_wait(*self._tasks)
@@ -140,14 +141,18 @@ class ControllerClient:
             tried.append(addr)
             try:
                 reply = await getattr(self._stub(addr), method)(
-                    request, timeout=timeout_s,
-                    metadata=self._sign(f"/pocketmq.v1.Controller/{method}", request))
+                    request,
+                    timeout=timeout_s,
+                    metadata=self._sign(f"/pocketmq.v1.Controller/{method}", request),
+                )
                 self._current = addr
                 return reply
             except grpc.aio.AioRpcError as exc:
                 last = exc
-                if exc.code() != grpc.StatusCode.UNAVAILABLE and \
-                        exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                if (
+                    exc.code() != grpc.StatusCode.UNAVAILABLE
+                    and exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED
+                ):
                     raise
                 hint = dict(exc.trailing_metadata() or ()).get(LEADER_KEY, "")
                 rest = [a for a in self._addrs if a not in tried]
@@ -159,12 +164,17 @@ class ControllerClient:
         store = self._ha.store
         cfg = self._config
         return cpb.ControllerHeartbeat(
-            cluster_name=cfg.cluster_name, broker_name=cfg.broker_name,
-            broker_id=self.broker_id, broker_addr=self._broker_addr,
-            ha_addr=self._ha.ha_address, incarnation=self.incarnation,
-            epoch=self._ha.epoch, max_offset=store.commitlog.max_offset,
+            cluster_name=cfg.cluster_name,
+            broker_name=cfg.broker_name,
+            broker_id=self.broker_id,
+            broker_addr=self._broker_addr,
+            ha_addr=self._ha.ha_address,
+            incarnation=self.incarnation,
+            epoch=self._ha.epoch,
+            max_offset=store.commitlog.max_offset,
             confirm_offset=max(0, store.gate.confirm_offset),
-            election_priority=cfg.election_priority)
+            election_priority=cfg.election_priority,
+        )
 
     async def run_once(self) -> None:
         """One heartbeat, the role it implies, and (a master) one in-sync-set check."""
@@ -172,8 +182,9 @@ class ControllerClient:
         if info.your_broker_id and info.your_broker_id != self.broker_id:
             self.broker_id = int(info.your_broker_id)
             self._save_identity(self.broker_id)
-            log.info("the controller gave %s broker id %d", self._config.broker_name,
-                     self.broker_id)
+            log.info(
+                "the controller gave %s broker id %d", self._config.broker_name, self.broker_id
+            )
         await self.take(info)
         self._unsettled = False
         self._settle_pending()
@@ -189,11 +200,15 @@ class ControllerClient:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                why = (f"{exc.code().name}: {exc.details()}"
-                       if isinstance(exc, grpc.aio.AioRpcError) else repr(exc))
+                why = (
+                    f"{exc.code().name}: {exc.details()}"
+                    if isinstance(exc, grpc.aio.AioRpcError)
+                    else repr(exc)
+                )
                 if why != self.last_error:
-                    log.warning("controller heartbeat of %s failed: %s", self._config.broker_name,
-                                why)
+                    log.warning(
+                        "controller heartbeat of %s failed: %s", self._config.broker_name, why
+                    )
                 self.last_error = why
             await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
 
@@ -203,8 +218,9 @@ class ControllerClient:
             addr = self._current
             try:
                 stream = self._stub(addr).WatchReplicaInfo(
-                    request, metadata=self._sign("/pocketmq.v1.Controller/WatchReplicaInfo",
-                                                 request))
+                    request,
+                    metadata=self._sign("/pocketmq.v1.Controller/WatchReplicaInfo", request),
+                )
                 async for info in stream:
                     if self.broker_id:
                         await self.take(info)
@@ -222,7 +238,7 @@ class ControllerClient:
     async def take(self, info: cpb.ReplicaInfo) -> None:
         async with self._lock:
             if self.info is not None and info.master_epoch < self.info.master_epoch:
-                return          # an older word than one already taken
+                return  # an older word than one already taken
             self.info = info
             ha = self._ha
             me = self.broker_id
@@ -236,19 +252,28 @@ class ControllerClient:
                     # replica's (lagging) confirm offset, the queues' max offsets would
                     # drop below what consumers read on the old master.
                     self._apply_sync_state_set(info)
-                    await ha.promote(epoch=info.master_epoch, role=self._master_role(),
-                                     resume=resume)
+                    await ha.promote(
+                        epoch=info.master_epoch, role=self._master_role(), resume=resume
+                    )
                 self._apply_sync_state_set(info)
             else:
                 master = next((m for m in info.members if m.broker_id == info.master_id), None)
                 ha_addr = info.master_ha_addr or (master.ha_addr if master else "")
-                if ha.role == "SLAVE" and ha.client is not None and \
-                        ha.master_ha_address == ha_addr and ha.broker_id == me:
+                if (
+                    ha.role == "SLAVE"
+                    and ha.client is not None
+                    and ha.master_ha_address == ha_addr
+                    and ha.broker_id == me
+                ):
                     ha.client.saw_epoch(info.master_epoch)
                     ha.redirect = (info.master_addr, info.master_epoch)
                     return
-                await ha.follow(broker_id=me, master_ha_addr=ha_addr,
-                                master_epoch=info.master_epoch, master_addr=info.master_addr)
+                await ha.follow(
+                    broker_id=me,
+                    master_ha_addr=ha_addr,
+                    master_epoch=info.master_epoch,
+                    master_addr=info.master_addr,
+                )
 
     async def elect_me(self) -> tuple[int, int, str]:
         """``broker promote`` in controller mode: ask the controller to elect this broker
@@ -257,20 +282,26 @@ class ControllerClient:
         from pocketmq.broker.ha.role import RoleError
 
         if not self.broker_id:
-            raise RoleError(f"{self._config.broker_name} has no broker id from the controller "
-                            "yet; retry once it has heartbeated")
-        request = cpb.ElectMasterRequest(broker_name=self._config.broker_name,
-                                         broker_id=self.broker_id)
+            raise RoleError(
+                f"{self._config.broker_name} has no broker id from the controller "
+                "yet; retry once it has heartbeated"
+            )
+        request = cpb.ElectMasterRequest(
+            broker_name=self._config.broker_name, broker_id=self.broker_id
+        )
         try:
             info = await self.call("ElectMaster", request)
         except grpc.aio.AioRpcError as exc:
-            raise RoleError(f"the controller refused to elect {self._config.broker_name} id "
-                            f"{self.broker_id}: {exc.details()}") from None
+            raise RoleError(
+                f"the controller refused to elect {self._config.broker_name} id "
+                f"{self.broker_id}: {exc.details()}"
+            ) from None
         await self.take(info)
         ha = self._ha
         if not ha.is_master():
-            raise RoleError(f"the controller elected id {info.master_id}, not this broker "
-                            f"(id {self.broker_id})")
+            raise RoleError(
+                f"the controller elected id {info.master_id}, not this broker (id {self.broker_id})"
+            )
         entries = ha.store.epochs.entries
         return ha.epoch, entries[-1].start_offset if entries else 0, ha.role
 
@@ -298,8 +329,13 @@ class ControllerClient:
         """
         info = self.info
         ha = self._ha
-        if info is None or info.master_id != self.broker_id or not ha.is_master() \
-                or self._altering or self._unsettled:
+        if (
+            info is None
+            or info.master_id != self.broker_id
+            or not ha.is_master()
+            or self._altering
+            or self._unsettled
+        ):
             return
         replication = ha.replication
         current = frozenset(info.sync_state_set) - {self.broker_id}
@@ -314,9 +350,13 @@ class ControllerClient:
         end = store.commitlog.max_offset
         epoch_start = store.epochs.entries[-1].start_offset if store.epochs.entries else 0
         joining = frozenset(
-            rid for rid, state in replication.replicas.items()
-            if rid not in current and now - state.last_frame_at < limit
-            and state.ack_offset >= epoch_start and end - state.ack_offset <= _JOIN_LAG_BYTES)
+            rid
+            for rid, state in replication.replicas.items()
+            if rid not in current
+            and now - state.last_frame_at < limit
+            and state.ack_offset >= epoch_start
+            and end - state.ack_offset <= _JOIN_LAG_BYTES
+        )
         sync = ha.role == "SYNC_MASTER"
         gate = store.gate
         confirm = gate.confirm_offset if gate.on else end
@@ -324,29 +364,46 @@ class ControllerClient:
             # (no await since *confirm* was read: nothing past it has been served)
             replication.set_pending(joining, gated=sync, gate_at=confirm)
             confirm = gate.confirm_offset if gate.on else store.commitlog.max_offset
-        wanted |= {rid for rid in joining
-                   if replication.replicas[rid].ack_offset >= max(confirm, epoch_start)}
+        wanted |= {
+            rid
+            for rid in joining
+            if replication.replicas[rid].ack_offset >= max(confirm, epoch_start)
+        }
         if wanted == current:
             return
         self._altering = True
         request = cpb.AlterSyncStateSetRequest(
-            broker_name=self._config.broker_name, master_id=self.broker_id,
-            master_epoch=info.master_epoch, sync_state_set_epoch=info.sync_state_set_epoch,
-            new_sync_state_set=sorted(wanted | {self.broker_id}))
+            broker_name=self._config.broker_name,
+            master_id=self.broker_id,
+            master_epoch=info.master_epoch,
+            sync_state_set_epoch=info.sync_state_set_epoch,
+            new_sync_state_set=sorted(wanted | {self.broker_id}),
+        )
         settled = True
         try:
             reply = await self.call("AlterSyncStateSet", request)
-            log.info("in-sync set of %s: %s -> %s", self._config.broker_name, sorted(current),
-                     sorted(wanted))
+            log.info(
+                "in-sync set of %s: %s -> %s",
+                self._config.broker_name,
+                sorted(current),
+                sorted(wanted),
+            )
             await self.take(reply)
         except grpc.aio.AioRpcError as exc:
             # No answer is no "no": the controller may have written the change. Keep
             # waiting for the joiners until a heartbeat's answer says what it holds.
-            settled = exc.code() not in (grpc.StatusCode.UNAVAILABLE,
-                                         grpc.StatusCode.DEADLINE_EXCEEDED,
-                                         grpc.StatusCode.CANCELLED)
-            log.warning("in-sync set change of %s to %s %s: %s", self._config.broker_name,
-                        sorted(wanted), "refused" if settled else "unanswered", exc.details())
+            settled = exc.code() not in (
+                grpc.StatusCode.UNAVAILABLE,
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                grpc.StatusCode.CANCELLED,
+            )
+            log.warning(
+                "in-sync set change of %s to %s %s: %s",
+                self._config.broker_name,
+                sorted(wanted),
+                "refused" if settled else "unanswered",
+                exc.details(),
+            )
         finally:
             self._altering = False
             self._unsettled = not settled

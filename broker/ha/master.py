@@ -45,8 +45,7 @@ from pocketmq.broker.store.replication import replica_frame
 if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
 
-__all__ = ["HandshakeRefused", "ReplicaState", "ReplicationService", "SyncOutcome",
-           "Welcome"]
+__all__ = ["HandshakeRefused", "ReplicaState", "ReplicationService", "SyncOutcome", "Welcome"]
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +61,13 @@ class SyncOutcome(Enum):
 class HandshakeRefused(Exception):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
-        self.reason = reason     # the Refuse.Reason name
+        self.reason = reason  # the Refuse.Reason name
         self.message = message
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Welcome:
-    truncate_to: int       # -1 = drop the whole log
+    truncate_to: int  # -1 = drop the whole log
     start_offset: int
     master_epoch: int
     epochs: list[EpochEntry]
@@ -86,20 +85,29 @@ class ReplicaState:
     flushed_offset: int = 0
     connected_at: float = field(default_factory=time.monotonic)
     last_frame_at: float = field(default_factory=time.monotonic)
-    sent_offset: int = 0              # end of the last frame sent
-    prompt_offset: int = 0            # end of the last frame sent without lazy_ack
-    caught_up_target: int = 0         # an ack at or past this means caught up
-    last_caught_up_at: float = 0.0    # monotonic s (0 = never)
+    sent_offset: int = 0  # end of the last frame sent
+    prompt_offset: int = 0  # end of the last frame sent without lazy_ack
+    caught_up_target: int = 0  # an ack at or past this means caught up
+    last_caught_up_at: float = 0.0  # monotonic s (0 = never)
 
     def lag(self, master_max: int) -> int:
         return max(0, master_max - self.ack_offset)
 
 
 class ReplicationService:
-    def __init__(self, store: DefaultMessageStore, *, broker_name: str, batch_bytes: int,
-                 heartbeat_s: float, housekeeping_s: float, fallbehind_max_bytes: int,
-                 min_sync_replicas: int, is_master: Callable[[], bool],
-                 on_replica_ahead: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: DefaultMessageStore,
+        *,
+        broker_name: str,
+        batch_bytes: int,
+        heartbeat_s: float,
+        housekeeping_s: float,
+        fallbehind_max_bytes: int,
+        min_sync_replicas: int,
+        is_master: Callable[[], bool],
+        on_replica_ahead: Callable[[str], None] | None = None,
+    ) -> None:
         self._store = store
         self.store = store
         self.broker_name = broker_name
@@ -116,7 +124,7 @@ class ReplicationService:
         # (the union); None = no controller, min_sync_replicas of the live replicas.
         self.sync_state_set: frozenset[int] | None = None
         self.pending_set: frozenset[int] = frozenset()
-        self.gated = False     # SYNC in controller mode: reads stop at the confirm offset
+        self.gated = False  # SYNC in controller mode: reads stop at the confirm offset
         # one event per sender: a sender that clears its own cannot swallow another's wake-up
         self._wakes: set[asyncio.Event] = set()
         self._waiters: list[tuple[int, int, asyncio.Future[SyncOutcome]]] = []
@@ -136,29 +144,42 @@ class ReplicationService:
         """The commit log grew to *end* (an append listener of the store)."""
         self._wake_senders()
 
-    def handshake(self, *, broker_name: str, replica_id: int, max_offset: int,
-                  epochs: list[EpochEntry], highest_epoch_seen: int) -> Welcome:
+    def handshake(
+        self,
+        *,
+        broker_name: str,
+        replica_id: int,
+        max_offset: int,
+        epochs: list[EpochEntry],
+        highest_epoch_seen: int,
+    ) -> Welcome:
         """Where a joining replica's log must end, and where its copy starts."""
         store = self._store
         if broker_name != self.broker_name:
-            raise HandshakeRefused("WRONG_BROKER_NAME",
-                                   f"this master serves broker name {self.broker_name!r}, not "
-                                   f"{broker_name!r}")
+            raise HandshakeRefused(
+                "WRONG_BROKER_NAME",
+                f"this master serves broker name {self.broker_name!r}, not {broker_name!r}",
+            )
         if not self._is_master():
-            raise HandshakeRefused("NOT_MASTER", f"this broker of {self.broker_name!r} is not "
-                                                 "its master any more")
+            raise HandshakeRefused(
+                "NOT_MASTER", f"this broker of {self.broker_name!r} is not its master any more"
+            )
         mine = self._epochs
         my_epoch = mine[-1].epoch if mine else 0
         if highest_epoch_seen > my_epoch:
-            raise HandshakeRefused("STALE_EPOCH",
-                                   f"the replica knows master epoch {highest_epoch_seen}; this "
-                                   f"master holds epoch {my_epoch} and was replaced")
+            raise HandshakeRefused(
+                "STALE_EPOCH",
+                f"the replica knows master epoch {highest_epoch_seen}; this "
+                f"master holds epoch {my_epoch} and was replaced",
+            )
         old = self.replicas.get(replica_id)
         if old is not None and time.monotonic() - old.last_frame_at < self._housekeeping_s:
-            raise HandshakeRefused("DUPLICATE_REPLICA",
-                                   f"replica id {replica_id} of {self.broker_name!r} is already "
-                                   f"connected from {old.addr}; give each replica its own "
-                                   "broker_id")
+            raise HandshakeRefused(
+                "DUPLICATE_REPLICA",
+                f"replica id {replica_id} of {self.broker_name!r} is already "
+                f"connected from {old.addr}; give each replica its own "
+                "broker_id",
+            )
         my_min = store.commitlog.min_offset
         my_max = store.commitlog.max_offset
         if mine and max_offset > my_max and mine[-1] in epochs:
@@ -167,10 +188,12 @@ class ReplicationService:
             # acknowledged them. Cutting them from the replica would lose them for
             # good, and writing on would give one term two different tails: refuse
             # and stop taking writes (RocketMQ #2706); promote the replica instead.
-            why = (f"replica {replica_id} of {self.broker_name} holds epoch {my_epoch} up to "
-                   f"commit-log offset {max_offset}, past this master's end {my_max}: this "
-                   f"master lost {max_offset - my_max} bytes it wrote; promote that replica "
-                   "and restart this broker as its replica")
+            why = (
+                f"replica {replica_id} of {self.broker_name} holds epoch {my_epoch} up to "
+                f"commit-log offset {max_offset}, past this master's end {my_max}: this "
+                f"master lost {max_offset - my_max} bytes it wrote; promote that replica "
+                "and restart this broker as its replica"
+            )
             if self._on_replica_ahead is not None:
                 self._on_replica_ahead(why)
             raise HandshakeRefused("REPLICA_AHEAD", why)
@@ -180,28 +203,54 @@ class ReplicationService:
         else:
             truncate, start = point, point
         if truncate != -1 and truncate < max_offset:
-            log.warning("replica %d of %s diverged: its log ends at %d, the shared history at "
-                        "%d; it cuts %d bytes", replica_id, self.broker_name, max_offset,
-                        point, max_offset - truncate)
-        return Welcome(truncate_to=truncate, start_offset=start, master_epoch=my_epoch,
-                       epochs=mine, min_offset=my_min, max_offset=my_max)
+            log.warning(
+                "replica %d of %s diverged: its log ends at %d, the shared history at "
+                "%d; it cuts %d bytes",
+                replica_id,
+                self.broker_name,
+                max_offset,
+                point,
+                max_offset - truncate,
+            )
+        return Welcome(
+            truncate_to=truncate,
+            start_offset=start,
+            master_epoch=my_epoch,
+            epochs=mine,
+            min_offset=my_min,
+            max_offset=my_max,
+        )
 
     # -- a stream -----------------------------------------------------------------------
     def connected(self, replica_id: int, addr: str, start_offset: int) -> ReplicaState:
-        state = ReplicaState(replica_id=replica_id, addr=addr, ack_offset=start_offset,
-                             sent_offset=start_offset, prompt_offset=start_offset,
-                             caught_up_target=start_offset)
+        state = ReplicaState(
+            replica_id=replica_id,
+            addr=addr,
+            ack_offset=start_offset,
+            sent_offset=start_offset,
+            prompt_offset=start_offset,
+            caught_up_target=start_offset,
+        )
         self.replicas[replica_id] = state
-        log.info("replica %d of %s connected from %s, copying from offset %d", replica_id,
-                 self.broker_name, addr, start_offset)
+        log.info(
+            "replica %d of %s connected from %s, copying from offset %d",
+            replica_id,
+            self.broker_name,
+            addr,
+            start_offset,
+        )
         self._release()
         return state
 
     def disconnected(self, state: ReplicaState) -> None:
         if self.replicas.get(state.replica_id) is state:
             del self.replicas[state.replica_id]
-            log.info("replica %d of %s disconnected at offset %d", state.replica_id,
-                     self.broker_name, state.ack_offset)
+            log.info(
+                "replica %d of %s disconnected at offset %d",
+                state.replica_id,
+                self.broker_name,
+                state.ack_offset,
+            )
 
     def on_ack(self, state: ReplicaState, max_offset: int, flushed_offset: int) -> None:
         state.last_frame_at = time.monotonic()
@@ -214,9 +263,12 @@ class ReplicationService:
         state.flushed_offset = max(state.flushed_offset, flushed_offset)
         self._release()
 
-    async def frames(self, state: ReplicaState, start_offset: int,
-                     encode: Callable[[int, int, int, memoryview | bytes, bool], _Frame],
-                     ) -> AsyncIterator[_Frame]:
+    async def frames(
+        self,
+        state: ReplicaState,
+        start_offset: int,
+        encode: Callable[[int, int, int, memoryview | bytes, bool], _Frame],
+    ) -> AsyncIterator[_Frame]:
         """The frames to send, as *encode* (offset, epoch, epoch start, records, lazy_ack)
         makes them; heartbeats have no records. *records* is a view into the mapped
         log, valid only during the call: *encode* copies it."""
@@ -228,16 +280,22 @@ class ReplicationService:
         finally:
             self._wakes.discard(wake)
 
-    async def _frames(self, state: ReplicaState, start_offset: int, wake: asyncio.Event,
-                      encode: Callable[[int, int, int, memoryview | bytes, bool], _Frame],
-                      ) -> AsyncIterator[_Frame]:
+    async def _frames(
+        self,
+        state: ReplicaState,
+        start_offset: int,
+        wake: asyncio.Event,
+        encode: Callable[[int, int, int, memoryview | bytes, bool], _Frame],
+    ) -> AsyncIterator[_Frame]:
         store = self._store
         offset = start_offset
         while not self.closed:
             entries = self._epochs
             if time.monotonic() - state.last_frame_at > self._housekeeping_s:
-                raise TimeoutError(f"replica {state.replica_id} of {self.broker_name} sent "
-                                   f"nothing for {self._housekeeping_s:.0f} s")
+                raise TimeoutError(
+                    f"replica {state.replica_id} of {self.broker_name} sent "
+                    f"nothing for {self._housekeeping_s:.0f} s"
+                )
             epoch, start, stop = _epoch_at(entries, offset)
             span = replica_frame(store, offset, self._batch_bytes, stop)
             if span is not None:
@@ -251,8 +309,9 @@ class ReplicationService:
                     state.prompt_offset = offset
                 yield frame
                 continue
-            if state.prompt_offset < state.sent_offset and \
-                    self.ack_wanted_by(state, state.sent_offset):
+            if state.prompt_offset < state.sent_offset and self.ack_wanted_by(
+                state, state.sent_offset
+            ):
                 # a SYNC send waits for records that went out as lazy_ack: ask for the Ack
                 state.prompt_offset = state.sent_offset
                 yield encode(offset, epoch, start, b"", False)
@@ -261,7 +320,7 @@ class ReplicationService:
             if store.commitlog.max_offset > offset:
                 continue
             try:
-                async with asyncio.timeout(self._heartbeat_s):   # never swallows a cancel
+                async with asyncio.timeout(self._heartbeat_s):  # never swallows a cancel
                     await wake.wait()
             except TimeoutError:
                 yield encode(offset, epoch, start, b"", False)
@@ -274,8 +333,9 @@ class ReplicationService:
         joins once an Ack of it reaches the master's end. Else the frame goes out as
         ``lazy_ack``: a frame with the first part of a large batch releases nobody,
         and the one that ends the batch asks for the Ack."""
-        if self.gated or (self.sync_state_set is not None
-                          and state.replica_id not in self.sync_state_set):
+        if self.gated or (
+            self.sync_state_set is not None and state.replica_id not in self.sync_state_set
+        ):
             return True
         waiters = self._waiters
         while waiters and waiters[0][2].done():
@@ -306,7 +366,7 @@ class ReplicationService:
             for member in self.members():
                 state = self.replicas.get(member)
                 if state is None:
-                    return -1      # a member away: nothing more is committed (#6662)
+                    return -1  # a member away: nothing more is committed (#6662)
                 point = min(point, state.ack_offset)
             return point
         if need <= 0:
@@ -351,8 +411,9 @@ class ReplicationService:
         while waiters and waiters[0][2].done():
             heapq.heappop(waiters)
 
-    def set_sync_state_set(self, members: frozenset[int] | None, *, gated: bool,
-                           gate_at: int = -1) -> None:
+    def set_sync_state_set(
+        self, members: frozenset[int] | None, *, gated: bool, gate_at: int = -1
+    ) -> None:
         """The controller's in-sync set (replica ids); *gated*: reads stop at the
         confirm offset (SYNC with replicas in the set or joining it), else everything
         is visible. A closed gate opens at *gate_at* (default: the log's end)."""

@@ -43,13 +43,13 @@ __all__ = ["AckDue", "HaClient", "ReplicaStatus"]
 
 log = logging.getLogger(__name__)
 
-METADATA_MIN_GAP_S = 0.2     # between metadata syncs a new topic asks for
+METADATA_MIN_GAP_S = 0.2  # between metadata syncs a new topic asks for
 
 REPLICATE = "/pocketmq.v1.HaService/Replicate"
 GET_METADATA = "/pocketmq.v1.HaService/GetMetadata"
 _BACKOFF_S = (0.05, 0.2, 0.5, 1.0, 2.0)
-LAZY_ACK_S = 0.05            # a lazy_ack frame is acknowledged within this long
-LAZY_ACK_BYTES = 4 << 20     # or once this many bytes of them are applied
+LAZY_ACK_S = 0.05  # a lazy_ack frame is acknowledged within this long
+LAZY_ACK_BYTES = 4 << 20  # or once this many bytes of them are applied
 
 
 class AckDue:
@@ -64,8 +64,13 @@ class AckDue:
                                       └ first since sent: timer(interval_s) ─▶ due()
     """
 
-    def __init__(self, due: Callable[[], None], *, interval_s: float = LAZY_ACK_S,
-                 max_bytes: int = LAZY_ACK_BYTES) -> None:
+    def __init__(
+        self,
+        due: Callable[[], None],
+        *,
+        interval_s: float = LAZY_ACK_S,
+        max_bytes: int = LAZY_ACK_BYTES,
+    ) -> None:
         self._due = due
         self._interval_s = interval_s
         self._max_bytes = max_bytes
@@ -106,13 +111,23 @@ class ReplicaStatus:
 
 
 class HaClient:
-    def __init__(self, store: DefaultMessageStore, *, cluster_name: str, broker_name: str,
-                 replica_id: int, replica_addr: str, master_ha_addr: Callable[[], str],
-                 channel_factory: Callable[[str], grpc.aio.Channel],
-                 sign: Callable[[str, Any], Any],
-                 heartbeat_s: float, housekeeping_s: float,
-                 on_metadata: Callable[[ha_pb2.MetadataSnapshot], None],
-                 metadata_interval_s: float = 5.0, max_receive_bytes: int = 64 << 20) -> None:
+    def __init__(
+        self,
+        store: DefaultMessageStore,
+        *,
+        cluster_name: str,
+        broker_name: str,
+        replica_id: int,
+        replica_addr: str,
+        master_ha_addr: Callable[[], str],
+        channel_factory: Callable[[str], grpc.aio.Channel],
+        sign: Callable[[str, Any], Any],
+        heartbeat_s: float,
+        housekeeping_s: float,
+        on_metadata: Callable[[ha_pb2.MetadataSnapshot], None],
+        metadata_interval_s: float = 5.0,
+        max_receive_bytes: int = 64 << 20,
+    ) -> None:
         self._store = store
         self._cluster = cluster_name
         self._broker_name = broker_name
@@ -161,10 +176,12 @@ class HaClient:
                 self.status.last_error = ""
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:   # every failure is retried; the reason is kept and logged
-                why = (f"{exc.code().name}: {exc.details()}"
-                       if isinstance(exc, grpc.aio.AioRpcError)
-                       else f"{type(exc).__name__}: {exc}")
+            except Exception as exc:  # every failure is retried; the reason is kept and logged
+                why = (
+                    f"{exc.code().name}: {exc.details()}"
+                    if isinstance(exc, grpc.aio.AioRpcError)
+                    else f"{type(exc).__name__}: {exc}"
+                )
                 if why != self.status.last_error:
                     log.warning("replication from %s stopped: %s; retrying", addr, why)
                 self.status.last_error = why
@@ -175,8 +192,7 @@ class HaClient:
             # wait_event, not wait_for: on Python 3.11 wait_for swallows a cancel that
             # comes as the event is set (a registration reply and a follow() at once),
             # and this loop went on copying beside the new client (DUPLICATE_REPLICA)
-            await wait_event(self._address_known,
-                             _BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)])
+            await wait_event(self._address_known, _BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)])
 
     # -- one session --------------------------------------------------------------------
     async def _session(self, addr: str) -> None:
@@ -186,8 +202,10 @@ class HaClient:
             await self._sync_metadata(stub)
             # Data frames decoded by hand: the records are a view into the received frame
             replicate = channel.stream_stream(
-                REPLICATE, request_serializer=ha_pb2.ReplicaFrame.SerializeToString,
-                response_deserializer=wire.decode_master_frame)
+                REPLICATE,
+                request_serializer=ha_pb2.ReplicaFrame.SerializeToString,
+                response_deserializer=wire.decode_master_frame,
+            )
             call = replicate(metadata=self._sign(REPLICATE, ha_pb2.ReplicaFrame()))
             await self._replicate(stub, call, addr)
         finally:
@@ -195,13 +213,22 @@ class HaClient:
 
     async def _replicate(self, stub: ha_pb2_grpc.HaServiceStub, call: Any, addr: str) -> None:
         store = self._store
-        await call.write(ha_pb2.ReplicaFrame(hello=ha_pb2.Hello(
-            cluster_name=self._cluster, broker_name=self._broker_name,
-            replica_id=self.replica_id, replica_addr=self._replica_addr,
-            max_offset=store.commitlog.max_offset,
-            epochs=[ha_pb2.EpochEntry(epoch=e.epoch, start_offset=e.start_offset)
-                    for e in store.epochs.entries],
-            highest_epoch_seen=self.highest_epoch_seen)))
+        await call.write(
+            ha_pb2.ReplicaFrame(
+                hello=ha_pb2.Hello(
+                    cluster_name=self._cluster,
+                    broker_name=self._broker_name,
+                    replica_id=self.replica_id,
+                    replica_addr=self._replica_addr,
+                    max_offset=store.commitlog.max_offset,
+                    epochs=[
+                        ha_pb2.EpochEntry(epoch=e.epoch, start_offset=e.start_offset)
+                        for e in store.epochs.entries
+                    ],
+                    highest_epoch_seen=self.highest_epoch_seen,
+                )
+            )
+        )
         first = await self._read(call)
         if isinstance(first, DataFrame):
             raise ReplicationError(f"master {addr} did not start with a Welcome")
@@ -209,8 +236,10 @@ class HaClient:
             refuse = first.refuse
             if refuse.reason != ha_pb2.Refuse.STALE_EPOCH:
                 self.saw_epoch(refuse.master_epoch)
-            raise ReplicationError(f"master {addr} refused: "
-                                   f"{ha_pb2.Refuse.Reason.Name(refuse.reason)}: {refuse.message}")
+            raise ReplicationError(
+                f"master {addr} refused: "
+                f"{ha_pb2.Refuse.Reason.Name(refuse.reason)}: {refuse.message}"
+            )
         if not first.HasField("welcome"):
             raise ReplicationError(f"master {addr} did not start with a Welcome")
         welcome = first.welcome
@@ -218,9 +247,14 @@ class HaClient:
         self.status.connected = True
         self.status.master_ha_addr = addr
         self.status.sessions += 1
-        log.info("replicating %s from %s (epoch %d) at offset %d, master at %d",
-                 self._broker_name, addr, welcome.master_epoch, store.commitlog.max_offset,
-                 welcome.master_max_offset)
+        log.info(
+            "replicating %s from %s (epoch %d) at offset %d, master at %d",
+            self._broker_name,
+            addr,
+            welcome.master_epoch,
+            store.commitlog.max_offset,
+            welcome.master_max_offset,
+        )
         self._acked = asyncio.Event()
         self._ack_due = AckDue(self._acked.set)
         self._metadata_wanted = asyncio.Event()
@@ -239,11 +273,12 @@ class HaClient:
 
     async def _read(self, call: Any) -> DataFrame | ha_pb2.MasterFrame:
         try:
-            async with asyncio.timeout(self._housekeeping_s):   # never swallows a cancel
+            async with asyncio.timeout(self._housekeeping_s):  # never swallows a cancel
                 frame = await call.read()
         except TimeoutError:
-            raise ReplicationError(f"the master sent nothing for {self._housekeeping_s:.0f} s") \
-                from None
+            raise ReplicationError(
+                f"the master sent nothing for {self._housekeeping_s:.0f} s"
+            ) from None
         if frame is grpc.aio.EOF:
             raise ReplicationError("the master closed the stream")
         return frame
@@ -265,20 +300,33 @@ class HaClient:
         if welcome.truncate_to == -1:
             dropped = store.wipe()
             self.status.truncated_bytes += dropped
-            log.warning("replica %s/%d shares no history with its master: dropped its log "
-                        "(%d bytes) and copies from %d", self._broker_name, self.replica_id,
-                        dropped, welcome.start_offset)
+            log.warning(
+                "replica %s/%d shares no history with its master: dropped its log "
+                "(%d bytes) and copies from %d",
+                self._broker_name,
+                self.replica_id,
+                dropped,
+                welcome.start_offset,
+            )
         elif welcome.truncate_to < mine:
             cut = store.truncate_to(welcome.truncate_to)
             self.status.truncated_bytes += cut
-            log.warning("replica %s/%d: cut %d bytes of its log ([%d, %d)) that diverged from "
-                        "the master's, by epoch", self._broker_name, self.replica_id, cut,
-                        welcome.truncate_to, mine)
+            log.warning(
+                "replica %s/%d: cut %d bytes of its log ([%d, %d)) that diverged from "
+                "the master's, by epoch",
+                self._broker_name,
+                self.replica_id,
+                cut,
+                welcome.truncate_to,
+                mine,
+            )
         # the master's epochs up to where the copy starts become ours
-        shared = [EpochEntry(e.epoch, e.start_offset) for e in welcome.epochs
-                  if e.start_offset <= welcome.start_offset]
-        if shared != store.epochs.entries[:len(shared)] or \
-                len(store.epochs.entries) > len(shared):
+        shared = [
+            EpochEntry(e.epoch, e.start_offset)
+            for e in welcome.epochs
+            if e.start_offset <= welcome.start_offset
+        ]
+        if shared != store.epochs.entries[: len(shared)] or len(store.epochs.entries) > len(shared):
             store.epochs.replace(shared)
 
     def _apply_data(self, data: DataFrame) -> None:
@@ -317,9 +365,14 @@ class HaClient:
         store = self._store
         while True:
             self._ack_due.sent()
-            await call.write(ha_pb2.ReplicaFrame(ack=ha_pb2.Ack(
-                max_offset=store.commitlog.max_offset,
-                flushed_offset=store.commitlog.queue.flushed_offset)))
+            await call.write(
+                ha_pb2.ReplicaFrame(
+                    ack=ha_pb2.Ack(
+                        max_offset=store.commitlog.max_offset,
+                        flushed_offset=store.commitlog.queue.flushed_offset,
+                    )
+                )
+            )
             # frames applied while that write was under way are covered by the next one
             await wait_event(self._acked, self._heartbeat_s)
             self._acked.clear()
@@ -327,8 +380,9 @@ class HaClient:
     # -- metadata (SlaveSynchronize) --------------------------------------------------------
     async def _sync_metadata(self, stub: ha_pb2_grpc.HaServiceStub) -> None:
         request = ha_pb2.GetMetadataRequest(broker_name=self._broker_name)
-        snapshot = await stub.GetMetadata(request, timeout=self._housekeeping_s,
-                                          metadata=self._sign(GET_METADATA, request))
+        snapshot = await stub.GetMetadata(
+            request, timeout=self._housekeeping_s, metadata=self._sign(GET_METADATA, request)
+        )
         self._on_metadata(snapshot)
 
     async def _metadata_loop(self, stub: ha_pb2_grpc.HaServiceStub) -> None:
@@ -336,7 +390,7 @@ class HaClient:
         while True:
             await wait_event(self._metadata_wanted, self._metadata_interval_s)
             self._metadata_wanted.clear()
-            await asyncio.sleep(METADATA_MIN_GAP_S)   # a burst of new topics: one sync
+            await asyncio.sleep(METADATA_MIN_GAP_S)  # a burst of new topics: one sync
             try:
                 await self._sync_metadata(stub)
             except grpc.aio.AioRpcError as exc:

@@ -66,11 +66,18 @@ class RoleError(FailedPreconditionError):
 
 
 class HaController:
-    def __init__(self, config: BrokerConfig, store: DefaultMessageStore, *,
-                 topics: TopicConfigManager, offsets: ConsumerOffsetManager,
-                 schedule: ScheduleMessageService | None, replica_addr: str,
-                 acl: AclInterceptor | None = None,
-                 server_credentials: grpc.ServerCredentials | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: DefaultMessageStore,
+        *,
+        topics: TopicConfigManager,
+        offsets: ConsumerOffsetManager,
+        schedule: ScheduleMessageService | None,
+        replica_addr: str,
+        acl: AclInterceptor | None = None,
+        server_credentials: grpc.ServerCredentials | None = None,
+    ) -> None:
         self._config = config
         self._store = store
         self._topics = topics
@@ -87,16 +94,20 @@ class HaController:
             self.role, self.broker_id = "SLAVE", 0
         else:
             self.role, self.broker_id = self._load_role()
-        self.fenced = ""                      # why this master stopped taking writes
+        self.fenced = ""  # why this master stopped taking writes
         self.redirect: tuple[str, int] = ("", 0)  # (master address, epoch) when not master
         self._master_ha_addr = config.ha_master_address
         self.replication = ReplicationService(
-            store, broker_name=config.broker_name, batch_bytes=config.ha_transfer_batch_bytes,
+            store,
+            broker_name=config.broker_name,
+            batch_bytes=config.ha_transfer_batch_bytes,
             heartbeat_s=config.ha_heartbeat_interval_ms / 1000,
             housekeeping_s=config.ha_housekeeping_interval_ms / 1000,
             fallbehind_max_bytes=config.ha_slave_fallbehind_max_bytes,
-            min_sync_replicas=config.min_sync_replicas, is_master=self.is_master,
-            on_replica_ahead=self.fence)
+            min_sync_replicas=config.min_sync_replicas,
+            is_master=self.is_master,
+            on_replica_ahead=self.fence,
+        )
         store.add_append_listener(self.replication.on_append)
         self.client: HaClient | None = None
         self._server: grpc.aio.Server | None = None
@@ -114,22 +125,38 @@ class HaController:
         except FileNotFoundError:
             return cfg.broker_role, cfg.broker_id
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.error("ignoring %s (%s); using the configured role %s", self._role_file, exc,
-                      cfg.broker_role)
+            log.error(
+                "ignoring %s (%s); using the configured role %s",
+                self._role_file,
+                exc,
+                cfg.broker_role,
+            )
             return cfg.broker_role, cfg.broker_id
         if (role, broker_id) != (cfg.broker_role, cfg.broker_id):
-            log.warning("broker %s runs as %s id %d, the role a promotion or step-down gave it "
-                        "(%s), not the configured %s id %d; delete that file to go back",
-                        cfg.broker_name, role, broker_id, self._role_file, cfg.broker_role,
-                        cfg.broker_id)
+            log.warning(
+                "broker %s runs as %s id %d, the role a promotion or step-down gave it "
+                "(%s), not the configured %s id %d; delete that file to go back",
+                cfg.broker_name,
+                role,
+                broker_id,
+                self._role_file,
+                cfg.broker_role,
+                cfg.broker_id,
+            )
         return role, broker_id
 
     def _save_role(self) -> None:
         tmp = self._role_file + ".tmp"
         os.makedirs(os.path.dirname(self._role_file), exist_ok=True)
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"role": self.role, "broker_id": self.broker_id,
-                       "epoch": self._store.epochs.last_epoch}, f)
+            json.dump(
+                {
+                    "role": self.role,
+                    "broker_id": self.broker_id,
+                    "epoch": self._store.epochs.last_epoch,
+                },
+                f,
+            )
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self._role_file)
@@ -152,12 +179,22 @@ class HaController:
             return None
         name = self._config.broker_name
         addr, epoch = self.redirect
-        why = (f"fenced: {self.fenced}" if self.fenced else
-               f"it is a replica (SLAVE), id {self.broker_id}")
-        where = (f"the master is {addr} in epoch {epoch}" if addr else
-                 "no master is known yet; refresh the route and retry")
-        return NotMasterError(f"this broker is not the master of {name} ({why}); {where}",
-                              broker_name=name, master_addr=addr, master_epoch=epoch)
+        why = (
+            f"fenced: {self.fenced}"
+            if self.fenced
+            else f"it is a replica (SLAVE), id {self.broker_id}"
+        )
+        where = (
+            f"the master is {addr} in epoch {epoch}"
+            if addr
+            else "no master is known yet; refresh the route and retry"
+        )
+        return NotMasterError(
+            f"this broker is not the master of {name} ({why}); {where}",
+            broker_name=name,
+            master_addr=addr,
+            master_epoch=epoch,
+        )
 
     @property
     def epoch(self) -> int:
@@ -181,8 +218,11 @@ class HaController:
             return
         if self.role in MASTER_ROLES and not store.epochs.entries:
             store.epochs.begin(1, store.commitlog.min_offset)
-            log.info("broker %s starts master epoch 1 at commit-log offset %d",
-                     cfg.broker_name, store.commitlog.min_offset)
+            log.info(
+                "broker %s starts master epoch 1 at commit-log offset %d",
+                cfg.broker_name,
+                store.commitlog.min_offset,
+            )
         if cfg.ha_listen_port >= 0:
             await self._serve()
         if self.role == "SLAVE":
@@ -190,17 +230,23 @@ class HaController:
 
     async def _serve(self) -> None:
         cfg = self._config
-        server = grpc.aio.server(options=[
-            ("grpc.max_receive_message_length", 4 << 20),
-            ("grpc.max_send_message_length", -1),
-            ("grpc.so_reuseport", 0)])
-        HaServicer(self.replication, metadata=self.metadata_snapshot,
-                   acl=self._acl).add_to_server(server)
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", 4 << 20),
+                ("grpc.max_send_message_length", -1),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        HaServicer(self.replication, metadata=self.metadata_snapshot, acl=self._acl).add_to_server(
+            server
+        )
         where = f"{cfg.host}:{cfg.ha_listen_port}"
         try:
-            self.ha_port = (server.add_secure_port(where, self._server_credentials)
-                            if self._server_credentials is not None
-                            else server.add_insecure_port(where))
+            self.ha_port = (
+                server.add_secure_port(where, self._server_credentials)
+                if self._server_credentials is not None
+                else server.add_insecure_port(where)
+            )
         except RuntimeError as exc:
             raise OSError(f"cannot listen for replicas on {where} (ha_port): {exc}") from None
         await server.start()
@@ -222,23 +268,38 @@ class HaController:
         if self.client is not None:
             return
         self.client = HaClient(
-            self._store, cluster_name=cfg.cluster_name, broker_name=cfg.broker_name,
-            replica_id=self.broker_id, replica_addr=self._replica_addr,
-            master_ha_addr=lambda: self._master_ha_addr, channel_factory=self._channel,
-            sign=self._sign, heartbeat_s=cfg.ha_heartbeat_interval_ms / 1000,
+            self._store,
+            cluster_name=cfg.cluster_name,
+            broker_name=cfg.broker_name,
+            replica_id=self.broker_id,
+            replica_addr=self._replica_addr,
+            master_ha_addr=lambda: self._master_ha_addr,
+            channel_factory=self._channel,
+            sign=self._sign,
+            heartbeat_s=cfg.ha_heartbeat_interval_ms / 1000,
             housekeeping_s=cfg.ha_housekeeping_interval_ms / 1000,
-            on_metadata=self.apply_metadata)
+            on_metadata=self.apply_metadata,
+        )
         self.client.start()
 
     def _channel(self, addr: str) -> grpc.aio.Channel:
         cfg = self._config
-        options = [("grpc.max_receive_message_length",
-                    cfg.ha_transfer_batch_bytes + cfg.max_message_size_bytes + (1 << 20))]
+        options = [
+            (
+                "grpc.max_receive_message_length",
+                cfg.ha_transfer_batch_bytes + cfg.max_message_size_bytes + (1 << 20),
+            )
+        ]
         if cfg.tls_enabled:
             ca = _read(cfg.tls_ca_file or cfg.tls_cert_file)
             creds = grpc.ssl_channel_credentials(
-                ca, *((_read(cfg.tls_key_file), _read(cfg.tls_cert_file))
-                      if cfg.tls_require_client_auth else ()))
+                ca,
+                *(
+                    (_read(cfg.tls_key_file), _read(cfg.tls_cert_file))
+                    if cfg.tls_require_client_auth
+                    else ()
+                ),
+            )
             return grpc.aio.secure_channel(addr, creds, options=options)
         return grpc.aio.insecure_channel(addr, options=options)
 
@@ -260,11 +321,19 @@ class HaController:
             # In controller mode the controller names the master: a nameserver that has
             # not heard of the last election yet would point this replica back at the
             # replaced master (its registration reply lags by one register interval).
-            if reply.master_ha_addr and reply.master_ha_addr != self._master_ha_addr \
-                    and not self._config.ha_master_address and not self.controller_mode:
+            if (
+                reply.master_ha_addr
+                and reply.master_ha_addr != self._master_ha_addr
+                and not self._config.ha_master_address
+                and not self.controller_mode
+            ):
                 self._master_ha_addr = reply.master_ha_addr
-                log.info("master of %s replicates from %s (epoch %d)",
-                         self._config.broker_name, reply.master_ha_addr, reply.master_epoch)
+                log.info(
+                    "master of %s replicates from %s (epoch %d)",
+                    self._config.broker_name,
+                    reply.master_ha_addr,
+                    reply.master_epoch,
+                )
                 if self.client is not None:
                     self.client.master_changed()
             if self.client is not None:
@@ -274,11 +343,13 @@ class HaController:
         elif reply.stale_master and not self.fenced:
             if reply.master_addr:
                 self.redirect = (reply.master_addr, reply.master_epoch)
-            self.fence(f"this broker was master of {self._config.broker_name} in epoch "
-                       f"{self.epoch}, and the nameserver knows epoch {reply.master_epoch} "
-                       f"(master {reply.master_addr or 'unknown'}); restart it as a replica "
-                       "(--broker-role SLAVE --broker-id N) to rejoin",
-                       by=reply.master_addr or "a newer master")
+            self.fence(
+                f"this broker was master of {self._config.broker_name} in epoch "
+                f"{self.epoch}, and the nameserver knows epoch {reply.master_epoch} "
+                f"(master {reply.master_addr or 'unknown'}); restart it as a replica "
+                "(--broker-role SLAVE --broker-id N) to rejoin",
+                by=reply.master_addr or "a newer master",
+            )
 
     def fence(self, why: str, *, by: str = "") -> None:
         """Stop taking writes as master, for good in this process (a stale epoch, or a
@@ -290,15 +361,20 @@ class HaController:
         self.replication.close()
         log.error("%s", why)
 
-    async def follow(self, *, broker_id: int, master_ha_addr: str, master_epoch: int,
-                     master_addr: str) -> None:
+    async def follow(
+        self, *, broker_id: int, master_ha_addr: str, master_epoch: int, master_addr: str
+    ) -> None:
         """Controller mode: be a replica (id *broker_id*) of the master at *master_ha_addr*;
         a master steps down first (its log is cut by epoch at the first handshake)."""
         was_master = self.role in MASTER_ROLES
         if was_master:
             self.replication.close()
-            log.warning("broker %s steps down: the controller named %s master in epoch %d",
-                        self._config.broker_name, master_addr, master_epoch)
+            log.warning(
+                "broker %s steps down: the controller named %s master in epoch %d",
+                self._config.broker_name,
+                master_addr,
+                master_epoch,
+            )
         self.role, self.broker_id = "SLAVE", broker_id
         self.fenced = ""
         self.redirect = (master_addr, master_epoch)
@@ -321,28 +397,33 @@ class HaController:
         if self.role != "SYNC_MASTER":
             return SyncOutcome.OK
         return await self.replication.wait_replicated(
-            end_offset, self._config.slave_timeout_ms / 1000)
+            end_offset, self._config.slave_timeout_ms / 1000
+        )
 
     # -- manual failover ---------------------------------------------------------------------
-    async def promote(self, *, epoch: int = 0, role: str = "",
-                      resume: bool = False) -> tuple[int, int, str]:
+    async def promote(
+        self, *, epoch: int = 0, role: str = "", resume: bool = False
+    ) -> tuple[int, int, str]:
         """Make this replica the master of its broker name; (epoch, start offset, role).
 
         *resume* (controller mode): the controller names this broker master of the
         epoch its epoch file already ends with — it was, before a restart."""
         if self.role in MASTER_ROLES and not self.fenced:
-            raise RoleError(f"broker {self._config.broker_name} is already its master "
-                            f"({self.role}, epoch {self.epoch})")
-        role = role or (self._config.broker_role if self._config.broker_role in MASTER_ROLES
-                        else "ASYNC_MASTER")
+            raise RoleError(
+                f"broker {self._config.broker_name} is already its master "
+                f"({self.role}, epoch {self.epoch})"
+            )
+        role = role or (
+            self._config.broker_role if self._config.broker_role in MASTER_ROLES else "ASYNC_MASTER"
+        )
         if role not in MASTER_ROLES:
-            raise RoleError(f"role {role!r} is not a master role; give SYNC_MASTER or "
-                            "ASYNC_MASTER")
+            raise RoleError(f"role {role!r} is not a master role; give SYNC_MASTER or ASYNC_MASTER")
         seen = max(self.epoch, self.client.highest_epoch_seen if self.client else 0)
         new_epoch = epoch or seen + 1
         if new_epoch <= seen and not (resume and new_epoch == self.epoch == seen):
-            raise RoleError(f"epoch {new_epoch} is not above {seen}, the highest this broker "
-                            "has seen")
+            raise RoleError(
+                f"epoch {new_epoch} is not above {seen}, the highest this broker has seen"
+            )
         if self.client is not None:
             await self.client.stop()
             self.client = None
@@ -357,8 +438,13 @@ class HaController:
         self.redirect = ("", 0)
         if not self.controller_mode:
             self._save_role()
-        log.warning("broker %s promoted to %s in epoch %d at commit-log offset %d",
-                    self._config.broker_name, role, new_epoch, start)
+        log.warning(
+            "broker %s promoted to %s in epoch %d at commit-log offset %d",
+            self._config.broker_name,
+            role,
+            new_epoch,
+            start,
+        )
         self._adopt_unconfigured_topics()
         for callback in self._on_role_change:
             callback(0, new_epoch)
@@ -380,28 +466,43 @@ class HaController:
                 queues[cq.topic] = max(queues.get(cq.topic, 0), cq.queue_id + 1)
         for topic, count in sorted(queues.items()):
             try:
-                self._topics.get_or_create(TopicConfig(topic_name=topic, read_queue_nums=count,
-                                                       write_queue_nums=count))
-            except Exception as exc:   # a refusal (queue bound, disk) leaves it unserved
-                log.error("cannot adopt topic %s (%d queues) on promotion: %s", topic, count,
-                          exc)
+                self._topics.get_or_create(
+                    TopicConfig(topic_name=topic, read_queue_nums=count, write_queue_nums=count)
+                )
+            except Exception as exc:  # a refusal (queue bound, disk) leaves it unserved
+                log.error("cannot adopt topic %s (%d queues) on promotion: %s", topic, count, exc)
                 continue
-            log.warning("adopted topic %s with %d queues on promotion: its records were "
-                        "copied before its config", topic, count)
+            log.warning(
+                "adopted topic %s with %d queues on promotion: its records were "
+                "copied before its config",
+                topic,
+                count,
+            )
 
     # -- metadata (SlaveSynchronize) ------------------------------------------------------------
     def metadata_snapshot(self) -> ha_pb2.MetadataSnapshot:
         version = self._topics.data_version
         snapshot = ha_pb2.MetadataSnapshot(
-            topic_configs=[common_pb2.TopicConfig(
-                topic_name=tc.topic_name, read_queue_nums=tc.read_queue_nums,
-                write_queue_nums=tc.write_queue_nums, perm=tc.perm, order=tc.order,
-                topic_sys_flag=tc.topic_sys_flag) for tc in self._topics.all()],
-            data_version=common_pb2.DataVersion(timestamp_ms=version.timestamp_ms,
-                                                counter=version.counter),
-            consumer_offsets=[ha_pb2.OffsetEntry(group=g, topic=t, queue_id=q, offset=o)
-                              for g, t, q, o in self._offsets.entries()],
-            master_epoch=self.epoch)
+            topic_configs=[
+                common_pb2.TopicConfig(
+                    topic_name=tc.topic_name,
+                    read_queue_nums=tc.read_queue_nums,
+                    write_queue_nums=tc.write_queue_nums,
+                    perm=tc.perm,
+                    order=tc.order,
+                    topic_sys_flag=tc.topic_sys_flag,
+                )
+                for tc in self._topics.all()
+            ],
+            data_version=common_pb2.DataVersion(
+                timestamp_ms=version.timestamp_ms, counter=version.counter
+            ),
+            consumer_offsets=[
+                ha_pb2.OffsetEntry(group=g, topic=t, queue_id=q, offset=o)
+                for g, t, q, o in self._offsets.entries()
+            ],
+            master_epoch=self.epoch,
+        )
         if self._schedule is not None:
             for level, offset in self._schedule.offsets.as_dict().items():
                 snapshot.delay_offsets[level] = offset
@@ -410,16 +511,27 @@ class HaController:
     def apply_metadata(self, snapshot: ha_pb2.MetadataSnapshot) -> None:
         from pocketmq.broker.topic_config import DataVersion, TopicConfig
 
-        configs = [TopicConfig(topic_name=pb.topic_name, read_queue_nums=pb.read_queue_nums,
-                               write_queue_nums=pb.write_queue_nums, perm=pb.perm,
-                               order=pb.order, topic_sys_flag=pb.topic_sys_flag)
-                   for pb in snapshot.topic_configs]
+        configs = [
+            TopicConfig(
+                topic_name=pb.topic_name,
+                read_queue_nums=pb.read_queue_nums,
+                write_queue_nums=pb.write_queue_nums,
+                perm=pb.perm,
+                order=pb.order,
+                topic_sys_flag=pb.topic_sys_flag,
+            )
+            for pb in snapshot.topic_configs
+        ]
         version = DataVersion(snapshot.data_version.timestamp_ms, snapshot.data_version.counter)
         if self._topics.replace_all(configs, version):
-            log.info("took %d topic configs of data version %d from the master", len(configs),
-                     version.counter)
-        self._offsets.merge_max([(e.group, e.topic, e.queue_id, e.offset)
-                                 for e in snapshot.consumer_offsets])
+            log.info(
+                "took %d topic configs of data version %d from the master",
+                len(configs),
+                version.counter,
+            )
+        self._offsets.merge_max(
+            [(e.group, e.topic, e.queue_id, e.offset) for e in snapshot.consumer_offsets]
+        )
         if self._schedule is not None:
             offsets = self._schedule.offsets
             for level, offset in snapshot.delay_offsets.items():
@@ -428,8 +540,12 @@ class HaController:
 
     # -- what cluster list shows -------------------------------------------------------------------
     def runtime_info(self) -> dict[str, str]:
-        info = {"broker_role": self.role, "broker_id": str(self.broker_id),
-                "master_epoch": str(self.epoch), "ha_address": self.ha_address}
+        info = {
+            "broker_role": self.role,
+            "broker_id": str(self.broker_id),
+            "master_epoch": str(self.epoch),
+            "ha_address": self.ha_address,
+        }
         if self.fenced:
             info["fenced"] = self.fenced
         if self.client is not None:

@@ -38,13 +38,17 @@ GET_METADATA = "/pocketmq.v1.HaService/GetMetadata"
 
 
 class HaServicer(ha_pb2_grpc.HaServiceServicer):
-    def __init__(self, service: ReplicationService, *,
-                 metadata: Callable[[], ha_pb2.MetadataSnapshot],
-                 acl: AclInterceptor | None = None) -> None:
+    def __init__(
+        self,
+        service: ReplicationService,
+        *,
+        metadata: Callable[[], ha_pb2.MetadataSnapshot],
+        acl: AclInterceptor | None = None,
+    ) -> None:
         self._service = service
         self._metadata = metadata
         self._acl = acl
-        self._raw = False      # True once add_to_server registered the hand-encoded frames
+        self._raw = False  # True once add_to_server registered the hand-encoded frames
 
     def add_to_server(self, server: grpc.aio.Server) -> None:
         """Register this servicer, with Data frames encoded by hand (:mod:`.wire`): what
@@ -53,42 +57,58 @@ class HaServicer(ha_pb2_grpc.HaServiceServicer):
         self._raw = True
         handlers = {
             "Replicate": grpc.stream_stream_rpc_method_handler(
-                self.Replicate, request_deserializer=ha_pb2.ReplicaFrame.FromString,
-                response_serializer=wire.serialize),
+                self.Replicate,
+                request_deserializer=ha_pb2.ReplicaFrame.FromString,
+                response_serializer=wire.serialize,
+            ),
             "GetMetadata": grpc.unary_unary_rpc_method_handler(
-                self.GetMetadata, request_deserializer=ha_pb2.GetMetadataRequest.FromString,
-                response_serializer=ha_pb2.MetadataSnapshot.SerializeToString),
+                self.GetMetadata,
+                request_deserializer=ha_pb2.GetMetadataRequest.FromString,
+                response_serializer=ha_pb2.MetadataSnapshot.SerializeToString,
+            ),
         }
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE,
-                                                                              handlers),))
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
         server.add_registered_method_handlers(SERVICE, handlers)
 
-    async def _authorize(self, method: str, request: Any,
-                         context: grpc.aio.ServicerContext) -> None:
+    async def _authorize(
+        self, method: str, request: Any, context: grpc.aio.ServicerContext
+    ) -> None:
         if self._acl is None:
             return
         try:
-            account = self._acl.check(method, request, dict(context.invocation_metadata() or ()),
-                                      peer_ip(context.peer() or ""))
+            account = self._acl.check(
+                method,
+                request,
+                dict(context.invocation_metadata() or ()),
+                peer_ip(context.peer() or ""),
+            )
         except AclError as exc:
             await context.abort(exc.code, exc.message)
             return
         if account is not None and not account.admin:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                f"replication needs an admin account; access key "
-                                f"{account.access_key!r} is not one (admin = true in the ACL)")
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"replication needs an admin account; access key "
+                f"{account.access_key!r} is not one (admin = true in the ACL)",
+            )
 
-    async def GetMetadata(self, request: ha_pb2.GetMetadataRequest,
-                          context: grpc.aio.ServicerContext) -> ha_pb2.MetadataSnapshot:
+    async def GetMetadata(
+        self, request: ha_pb2.GetMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> ha_pb2.MetadataSnapshot:
         await self._authorize(GET_METADATA, request, context)
         if request.broker_name != self._service.broker_name:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                f"this master serves broker name {self._service.broker_name!r}, "
-                                f"not {request.broker_name!r}")
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"this master serves broker name {self._service.broker_name!r}, "
+                f"not {request.broker_name!r}",
+            )
         return self._metadata()
 
-    async def Replicate(self, request_iterator: AsyncIterator[ha_pb2.ReplicaFrame],
-                        context: grpc.aio.ServicerContext) -> AsyncIterator[ha_pb2.MasterFrame]:
+    async def Replicate(
+        self,
+        request_iterator: AsyncIterator[ha_pb2.ReplicaFrame],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[ha_pb2.MasterFrame]:
         await self._authorize(REPLICATE, ha_pb2.ReplicaFrame(), context)
         service = self._service
         frames = request_iterator.__aiter__()
@@ -97,38 +117,61 @@ class HaServicer(ha_pb2_grpc.HaServiceServicer):
         except StopAsyncIteration:
             return
         if not first.HasField("hello"):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                "the first frame of a replication stream is a Hello")
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "the first frame of a replication stream is a Hello",
+            )
         hello = first.hello
         if hello.replica_id <= 0:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"replica_id is {hello.replica_id}; a replica's broker_id is "
-                                "above 0")
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"replica_id is {hello.replica_id}; a replica's broker_id is above 0",
+            )
         try:
             welcome = service.handshake(
-                broker_name=hello.broker_name, replica_id=hello.replica_id,
+                broker_name=hello.broker_name,
+                replica_id=hello.replica_id,
                 max_offset=hello.max_offset,
                 epochs=[EpochEntry(e.epoch, e.start_offset) for e in hello.epochs],
-                highest_epoch_seen=hello.highest_epoch_seen)
+                highest_epoch_seen=hello.highest_epoch_seen,
+            )
         except HandshakeRefused as exc:
-            log.warning("refused replica %d of %s from %s: %s", hello.replica_id,
-                        hello.broker_name, context.peer(), exc.message)
-            yield ha_pb2.MasterFrame(refuse=ha_pb2.Refuse(
-                reason=ha_pb2.Refuse.Reason.Value(exc.reason), message=exc.message,
-                master_epoch=service.current_epoch))
+            log.warning(
+                "refused replica %d of %s from %s: %s",
+                hello.replica_id,
+                hello.broker_name,
+                context.peer(),
+                exc.message,
+            )
+            yield ha_pb2.MasterFrame(
+                refuse=ha_pb2.Refuse(
+                    reason=ha_pb2.Refuse.Reason.Value(exc.reason),
+                    message=exc.message,
+                    master_epoch=service.current_epoch,
+                )
+            )
             return
-        yield ha_pb2.MasterFrame(welcome=ha_pb2.Welcome(
-            master_epoch=welcome.master_epoch,
-            epochs=[ha_pb2.EpochEntry(epoch=e.epoch, start_offset=e.start_offset)
-                    for e in welcome.epochs],
-            master_min_offset=welcome.min_offset, master_max_offset=welcome.max_offset,
-            truncate_to=welcome.truncate_to, start_offset=welcome.start_offset))
-        state = service.connected(hello.replica_id, hello.replica_addr or context.peer(),
-                                  welcome.start_offset)
+        yield ha_pb2.MasterFrame(
+            welcome=ha_pb2.Welcome(
+                master_epoch=welcome.master_epoch,
+                epochs=[
+                    ha_pb2.EpochEntry(epoch=e.epoch, start_offset=e.start_offset)
+                    for e in welcome.epochs
+                ],
+                master_min_offset=welcome.min_offset,
+                master_max_offset=welcome.max_offset,
+                truncate_to=welcome.truncate_to,
+                start_offset=welcome.start_offset,
+            )
+        )
+        state = service.connected(
+            hello.replica_id, hello.replica_addr or context.peer(), welcome.start_offset
+        )
         reader = asyncio.get_running_loop().create_task(self._read_acks(frames, state))
         try:
-            async for frame in service.frames(state, welcome.start_offset,
-                                              self._encode_raw if self._raw else self._encode):
+            async for frame in service.frames(
+                state, welcome.start_offset, self._encode_raw if self._raw else self._encode
+            ):
                 if reader.done():
                     break
                 yield frame
@@ -138,26 +181,37 @@ class HaServicer(ha_pb2_grpc.HaServiceServicer):
             service.disconnected(state)
             await cancel_and_wait(reader)
 
-    def _encode_raw(self, offset: int, epoch: int, start: int, records: memoryview | bytes,
-                    lazy_ack: bool) -> bytes:
+    def _encode_raw(
+        self, offset: int, epoch: int, start: int, records: memoryview | bytes, lazy_ack: bool
+    ) -> bytes:
         """A Data frame, encoded by hand (:mod:`.wire`): the records copied once."""
         store = self._service.store
         gate = store.gate
         return wire.encode_data(
-            offset=offset, epoch=epoch, epoch_start_offset=start,
+            offset=offset,
+            epoch=epoch,
+            epoch_start_offset=start,
             master_max_offset=store.commitlog.max_offset,
-            master_min_offset=store.commitlog.min_offset, records=records,
-            confirm_offset=gate.confirm_offset if gate.on else None, lazy_ack=lazy_ack)
+            master_min_offset=store.commitlog.min_offset,
+            records=records,
+            confirm_offset=gate.confirm_offset if gate.on else None,
+            lazy_ack=lazy_ack,
+        )
 
-    def _encode(self, offset: int, epoch: int, start: int, records: memoryview | bytes,
-                lazy_ack: bool) -> ha_pb2.MasterFrame:
+    def _encode(
+        self, offset: int, epoch: int, start: int, records: memoryview | bytes, lazy_ack: bool
+    ) -> ha_pb2.MasterFrame:
         """A Data frame as a protobuf message (registered by the generated code)."""
         store = self._service.store
         data = ha_pb2.Data(
-            offset=offset, epoch=epoch, epoch_start_offset=start,
+            offset=offset,
+            epoch=epoch,
+            epoch_start_offset=start,
             master_max_offset=store.commitlog.max_offset,
-            master_min_offset=store.commitlog.min_offset, records=bytes(records),
-            lazy_ack=lazy_ack)
+            master_min_offset=store.commitlog.min_offset,
+            records=bytes(records),
+            lazy_ack=lazy_ack,
+        )
         if store.gate.on:
             data.confirm_offset = store.gate.confirm_offset
         return ha_pb2.MasterFrame(data=data)

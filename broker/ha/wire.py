@@ -27,11 +27,18 @@ from pocketmq.v1 import ha_pb2
 __all__ = ["DataFrame", "FrameError", "decode_master_frame", "encode_data", "serialize"]
 
 _U64 = (1 << 64) - 1
-_DATA_TAG = b"\x12"          # MasterFrame.data: field 2, length-delimited
-_RECORDS_TAG = b"\x32"       # Data.records: field 6, length-delimited
+_DATA_TAG = b"\x12"  # MasterFrame.data: field 2, length-delimited
+_RECORDS_TAG = b"\x32"  # Data.records: field 6, length-delimited
 # Data's varint fields by number; 7 is confirm_offset (optional), 8 lazy_ack
-_VARINT_FIELDS = {1: "offset", 2: "epoch", 3: "epoch_start_offset", 4: "master_max_offset",
-                  5: "master_min_offset", 7: "confirm_offset", 8: "lazy_ack"}
+_VARINT_FIELDS = {
+    1: "offset",
+    2: "epoch",
+    3: "epoch_start_offset",
+    4: "master_max_offset",
+    5: "master_min_offset",
+    7: "confirm_offset",
+    8: "lazy_ack",
+}
 
 
 class FrameError(ValueError):
@@ -48,7 +55,7 @@ class DataFrame:
     master_max_offset: int = 0
     master_min_offset: int = 0
     records: bytes | memoryview = b""
-    confirm_offset: int | None = None     # None: the field is absent (no read gate)
+    confirm_offset: int | None = None  # None: the field is absent (no read gate)
     lazy_ack: bool = False
 
 
@@ -62,13 +69,26 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def encode_data(*, offset: int, epoch: int, epoch_start_offset: int, master_max_offset: int,
-                master_min_offset: int, records: bytes | bytearray | memoryview,
-                confirm_offset: int | None = None, lazy_ack: bool = False) -> bytes:
+def encode_data(
+    *,
+    offset: int,
+    epoch: int,
+    epoch_start_offset: int,
+    master_max_offset: int,
+    master_min_offset: int,
+    records: bytes | bytearray | memoryview,
+    confirm_offset: int | None = None,
+    lazy_ack: bool = False,
+) -> bytes:
     """``MasterFrame{data: Data{...}}`` as protobuf serializes it; *records* copied once."""
     head = bytearray()
-    for number, value in ((1, offset), (2, epoch), (3, epoch_start_offset),
-                          (4, master_max_offset), (5, master_min_offset)):
+    for number, value in (
+        (1, offset),
+        (2, epoch),
+        (3, epoch_start_offset),
+        (4, master_max_offset),
+        (5, master_min_offset),
+    ):
         if value:
             head.append(number << 3)
             head += _varint(value)
@@ -142,12 +162,12 @@ def _decode_data(raw: bytes, pos: int, end: int) -> DataFrame | None:
             size, pos = _read_varint(raw, pos, end)
             if pos + size > end:
                 raise FrameError(f"records of {size} bytes run past the end of the frame")
-            frame.records = memoryview(raw)[pos:pos + size]
+            frame.records = memoryview(raw)[pos : pos + size]
             pos += size
         elif number in _VARINT_FIELDS or number == 6:
-            return None                         # a known field in another wire type
+            return None  # a known field in another wire type
         else:
-            pos = _skip(raw, pos, end, wire_type)   # a newer master's field
+            pos = _skip(raw, pos, end, wire_type)  # a newer master's field
     return frame
 
 
@@ -164,10 +184,13 @@ def decode_master_frame(raw: bytes) -> DataFrame | ha_pb2.MasterFrame:
     if message.WhichOneof("kind") != "data":
         return message
     data: Any = message.data
-    return DataFrame(offset=data.offset, epoch=data.epoch,
-                     epoch_start_offset=data.epoch_start_offset,
-                     master_max_offset=data.master_max_offset,
-                     master_min_offset=data.master_min_offset, records=data.records,
-                     confirm_offset=(data.confirm_offset if data.HasField("confirm_offset")
-                                     else None),
-                     lazy_ack=data.lazy_ack)
+    return DataFrame(
+        offset=data.offset,
+        epoch=data.epoch,
+        epoch_start_offset=data.epoch_start_offset,
+        master_max_offset=data.master_max_offset,
+        master_min_offset=data.master_min_offset,
+        records=data.records,
+        confirm_offset=(data.confirm_offset if data.HasField("confirm_offset") else None),
+        lazy_ack=data.lazy_ack,
+    )

@@ -32,13 +32,15 @@ class MessageStore(Protocol):
         ...
 
     # -- writes ----------------------------------------------------------------------
-    def scan(self, blob: bytes | bytearray | memoryview, *,
-             allow_empty_body: bool = True) -> ScannedBatch:
+    def scan(
+        self, blob: bytes | bytearray | memoryview, *, allow_empty_body: bool = True
+    ) -> ScannedBatch:
         """Check every record as put_batch would (raises BatchError); nothing is stored."""
         ...
 
-    def put_batch(self, blob: bytes | bytearray | memoryview, *,
-                  scanned: ScannedBatch | None = None) -> PutResult:
+    def put_batch(
+        self, blob: bytes | bytearray | memoryview, *, scanned: ScannedBatch | None = None
+    ) -> PutResult:
         """Store records already in the commit-log layout (one or many, any queues).
 
         Each record's length and CRC are checked (or were, by :meth:`scan`, when
@@ -48,25 +50,47 @@ class MessageStore(Protocol):
         """
         ...
 
-    def put_message(self, *, topic: str, queue_id: int, body: bytes,
-                    properties: dict[str, str] | None = None, flag: int = 0,
-                    sysflag: int = 0, born_timestamp_ms: int = 0,
-                    born_host: tuple[str, int] = ("127.0.0.1", 0),
-                    reconsume_times: int = 0,
-                    prepared_transaction_offset: int = 0) -> PutResult:
+    def put_message(
+        self,
+        *,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        properties: dict[str, str] | None = None,
+        flag: int = 0,
+        sysflag: int = 0,
+        born_timestamp_ms: int = 0,
+        born_host: tuple[str, int] = ("127.0.0.1", 0),
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+    ) -> PutResult:
         """Encode and store one message (used by broker-internal producers)."""
         ...
 
     # -- reads -----------------------------------------------------------------------
-    def get_messages(self, topic: str, queue_id: int, offset: int, *,
-                     max_count: int | None = None, max_bytes: int | None = None,
-                     tag_codes: frozenset[int] | None = None) -> GetResult:
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_count: int | None = None,
+        max_bytes: int | None = None,
+        tag_codes: frozenset[int] | None = None,
+    ) -> GetResult:
         """Read stored records from queue *offset*; ``tag_codes`` None matches all."""
         ...
 
-    def get_message_blob(self, topic: str, queue_id: int, offset: int, *,
-                         max_count: int | None = None, max_bytes: int | None = None,
-                         tag_codes: frozenset[int] | None = None) -> GetResult:
+    def get_message_blob(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_count: int | None = None,
+        max_bytes: int | None = None,
+        tag_codes: frozenset[int] | None = None,
+    ) -> GetResult:
         """:meth:`get_messages`, the records back to back in ``GetResult.blob`` (pulls).
 
         An implementation may answer with ``records`` instead; readers use
@@ -78,9 +102,15 @@ class MessageStore(Protocol):
         """The stored record at a commit-log offset (what an offset msg id names)."""
         ...
 
-    def query_by_key(self, topic: str, key: str, *, max_count: int | None = None,
-                     begin_timestamp_ms: int = 0,
-                     end_timestamp_ms: int | None = None) -> list[bytes]:
+    def query_by_key(
+        self,
+        topic: str,
+        key: str,
+        *,
+        max_count: int | None = None,
+        begin_timestamp_ms: int = 0,
+        end_timestamp_ms: int | None = None,
+    ) -> list[bytes]:
         """Records of *topic* whose ``KEYS`` or ``UNIQ_KEY`` hold *key*, newest first."""
         ...
 

@@ -36,16 +36,25 @@ from pocketmq.common.message import (
 )
 from pocketmq.common.validation import check_topic
 
-__all__ = ["MARK_DELAY", "MARK_TIMER", "BatchError", "ScannedBatch", "is_dispatched_to_queue",
-           "py_queue_units", "py_scan_batch", "queue_units", "scan_batch"]
+__all__ = [
+    "MARK_DELAY",
+    "MARK_TIMER",
+    "BatchError",
+    "ScannedBatch",
+    "is_dispatched_to_queue",
+    "py_queue_units",
+    "py_scan_batch",
+    "queue_units",
+    "scan_batch",
+]
 
 _I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
 
 # ScannedBatch.markers: which properties the broker acts on appear in the batch, so
 # the send path skips its rewrites for the common batch that has none of them.
-MARK_DELAY = 1      # DELAY: a delay level (broker/delay_levels.py)
-MARK_TIMER = 2      # TIMER_DELIVER_MS / TIMER_DELAY_MS / TIMER_DELAY_SEC (broker/timer_messages.py)
+MARK_DELAY = 1  # DELAY: a delay level (broker/delay_levels.py)
+MARK_TIMER = 2  # TIMER_DELIVER_MS / TIMER_DELAY_MS / TIMER_DELAY_SEC (broker/timer_messages.py)
 
 
 class BatchError(Exception):
@@ -60,17 +69,17 @@ class BatchError(Exception):
 class ScannedBatch:
     """Parallel per-record lists, in blob order."""
 
-    positions: list[int] = field(default_factory=list)     # offset of each record in the blob
+    positions: list[int] = field(default_factory=list)  # offset of each record in the blob
     sizes: list[int] = field(default_factory=list)
     topics: list[str] = field(default_factory=list)
     queue_ids: list[int] = field(default_factory=list)
     sysflags: list[int] = field(default_factory=list)
     store_ts_positions: list[int] = field(default_factory=list)  # STORETIMESTAMP, in-record
     tags_codes: list[int] = field(default_factory=list)
-    keys: list[list[str]] = field(default_factory=list)   # KEYS split, UNIQ_KEY last
+    keys: list[list[str]] = field(default_factory=list)  # KEYS split, UNIQ_KEY last
     uniq_keys: list[str] = field(default_factory=list)
-    blob: bytes | bytearray | memoryview = b""             # what was scanned
-    markers: int = 0    # MARK_* bits: properties the broker acts on, in any record
+    blob: bytes | bytearray | memoryview = b""  # what was scanned
+    markers: int = 0  # MARK_* bits: properties the broker acts on, in any record
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -82,7 +91,7 @@ class ScannedBatch:
         out = []
         for pos in self.positions:
             lay = check_record(self.blob, pos, len(self.blob), check_crc=False)
-            raw = bytes(memoryview(self.blob)[lay.props_pos:lay.props_pos + lay.props_len])
+            raw = bytes(memoryview(self.blob)[lay.props_pos : lay.props_pos + lay.props_len])
             out.append(decode_properties(raw.decode("utf-8")))
         return out
 
@@ -135,9 +144,13 @@ def _check_topic_raw(raw: bytes, offset: int) -> str:
     return topic
 
 
-def py_scan_batch(blob: bytes | bytearray | memoryview, *, max_body_size: int,
-                  store_host_size: int = HOST_V4_SIZE,
-                  allow_empty_body: bool = True) -> ScannedBatch:
+def py_scan_batch(
+    blob: bytes | bytearray | memoryview,
+    *,
+    max_body_size: int,
+    store_host_size: int = HOST_V4_SIZE,
+    allow_empty_body: bool = True,
+) -> ScannedBatch:
     """Check every record of *blob*; raise :class:`BatchError` on the first bad one.
 
     *allow_empty_body* False refuses a record without a body (producers' sends;
@@ -168,39 +181,60 @@ def py_scan_batch(blob: bytes | bytearray | memoryview, *, max_body_size: int,
     pos = 0
     while pos < end:
         if end - pos < HEAD.size:
-            raise BatchError("illegal", f"record at batch offset {pos} is cut short: "
-                                        f"{end - pos} bytes left, a head is {HEAD.size}")
+            raise BatchError(
+                "illegal",
+                f"record at batch offset {pos} is cut short: "
+                f"{end - pos} bytes left, a head is {HEAD.size}",
+            )
         total, magic, crc, queue_id, _flag, _qo, _po, sysflag, _born = unpack_head(mv, pos)
         if magic != MESSAGE_MAGIC_CODE and magic != MESSAGE_MAGIC_CODE_V2:
-            raise BatchError("illegal", f"record at batch offset {pos} has magic code "
-                                        f"0x{magic:08X}; expected 0x{MESSAGE_MAGIC_CODE:08X}")
+            raise BatchError(
+                "illegal",
+                f"record at batch offset {pos} has magic code "
+                f"0x{magic:08X}; expected 0x{MESSAGE_MAGIC_CODE:08X}",
+            )
         if total < HEAD.size or total > end - pos:
-            raise BatchError("illegal", f"record at batch offset {pos} has TOTALSIZE {total}, "
-                                        f"but {end - pos} bytes are left in the batch")
+            raise BatchError(
+                "illegal",
+                f"record at batch offset {pos} has TOTALSIZE {total}, "
+                f"but {end - pos} bytes are left in the batch",
+            )
         if bool(sysflag & SysFlag.STOREHOST_V6) != store_v6:
-            raise BatchError("illegal", f"record at batch offset {pos} reserves "
-                                        f"{HOST_V6_SIZE if not store_v6 else HOST_V4_SIZE} bytes "
-                                        f"for STOREHOST; this broker writes {store_host_size}")
+            raise BatchError(
+                "illegal",
+                f"record at batch offset {pos} reserves "
+                f"{HOST_V6_SIZE if not store_v6 else HOST_V4_SIZE} bytes "
+                f"for STOREHOST; this broker writes {store_host_size}",
+            )
         born_size = HOST_V6_SIZE if sysflag & SysFlag.BORNHOST_V6 else HOST_V4_SIZE
         store_ts_pos = 48 + born_size
         p = pos + store_ts_pos + 8 + store_host_size + 12
         record_end = pos + total
         if p + 4 > record_end:
-            raise BatchError("illegal", f"record at batch offset {pos}: TOTALSIZE {total} is "
-                                        "smaller than its fixed fields")
+            raise BatchError(
+                "illegal",
+                f"record at batch offset {pos}: TOTALSIZE {total} is smaller than its fixed fields",
+            )
         body_len = unpack_i32(mv, p)[0]
         body_pos = p + 4
         p = body_pos + body_len
         if body_len < 0 or p > record_end:
-            raise BatchError("illegal", f"record at batch offset {pos}: BODYLEN {body_len} "
-                                        f"does not fit TOTALSIZE {total}")
+            raise BatchError(
+                "illegal",
+                f"record at batch offset {pos}: BODYLEN {body_len} does not fit TOTALSIZE {total}",
+            )
         if body_len > max_body_size:
-            raise BatchError("body_too_large", f"message body is {body_len} bytes; this "
-                                               f"broker accepts at most {max_body_size} "
-                                               "(max_message_size)")
+            raise BatchError(
+                "body_too_large",
+                f"message body is {body_len} bytes; this "
+                f"broker accepts at most {max_body_size} "
+                "(max_message_size)",
+            )
         if body_len == 0 and not allow_empty_body:
-            raise BatchError("empty_body", f"record at batch offset {pos}: message body is "
-                                           "empty; a message needs a body")
+            raise BatchError(
+                "empty_body",
+                f"record at batch offset {pos}: message body is empty; a message needs a body",
+            )
         if magic == MESSAGE_MAGIC_CODE:
             topic_len = mv[p] if p < record_end else -1
             p += 1
@@ -208,22 +242,32 @@ def py_scan_batch(blob: bytes | bytearray | memoryview, *, max_body_size: int,
             topic_len = unpack_u16(mv, p)[0] if p + 2 <= record_end else -1
             p += 2
         if topic_len < 0 or p + topic_len + 2 > record_end:
-            raise BatchError("illegal", f"record at batch offset {pos}: topic length "
-                                        f"{topic_len} does not fit TOTALSIZE {total}")
-        topic = _check_topic_raw(bytes(mv[p:p + topic_len]), pos)
+            raise BatchError(
+                "illegal",
+                f"record at batch offset {pos}: topic length "
+                f"{topic_len} does not fit TOTALSIZE {total}",
+            )
+        topic = _check_topic_raw(bytes(mv[p : p + topic_len]), pos)
         p += topic_len
         props_len = unpack_u16(mv, p)[0]
         p += 2
         if p + props_len != record_end:
-            raise BatchError("illegal", f"record at batch offset {pos}: TOTALSIZE is {total} "
-                                        f"but its parts add up to {p + props_len - pos}")
+            raise BatchError(
+                "illegal",
+                f"record at batch offset {pos}: TOTALSIZE is {total} "
+                f"but its parts add up to {p + props_len - pos}",
+            )
         if props_len > MAX_PROPERTIES_LENGTH:
-            raise BatchError("properties", f"properties are {props_len} bytes; at most "
-                                           f"{MAX_PROPERTIES_LENGTH} are allowed")
-        actual_crc = crc32(mv[body_pos:body_pos + body_len]) & 0x7FFFFFFF
+            raise BatchError(
+                "properties",
+                f"properties are {props_len} bytes; at most {MAX_PROPERTIES_LENGTH} are allowed",
+            )
+        actual_crc = crc32(mv[body_pos : body_pos + body_len]) & 0x7FFFFFFF
         if actual_crc != crc:
-            raise BatchError("illegal", f"record at batch offset {pos}: body CRC is "
-                                        f"{actual_crc}, the record says {crc}")
+            raise BatchError(
+                "illegal",
+                f"record at batch offset {pos}: body CRC is {actual_crc}, the record says {crc}",
+            )
         tags, keys, uniq, marks = _dispatch_properties(mv[p:record_end], pos)
         markers |= marks
         positions.append(pos)
@@ -236,8 +280,19 @@ def py_scan_batch(blob: bytes | bytearray | memoryview, *, max_body_size: int,
         keys_lists.append(keys)
         uniq_keys.append(uniq)
         pos = record_end
-    return ScannedBatch(positions, sizes, topics, queue_ids, sysflags, store_ts_positions,
-                        tags_codes, keys_lists, uniq_keys, blob, markers)
+    return ScannedBatch(
+        positions,
+        sizes,
+        topics,
+        queue_ids,
+        sysflags,
+        store_ts_positions,
+        tags_codes,
+        keys_lists,
+        uniq_keys,
+        blob,
+        markers,
+    )
 
 
 def _dispatch_properties(raw: memoryview, offset: int) -> tuple[str, list[str], str, int]:
@@ -251,8 +306,11 @@ def _dispatch_properties(raw: memoryview, offset: int) -> tuple[str, list[str], 
     try:
         text = str(raw, "utf-8")
     except UnicodeDecodeError as exc:
-        raise BatchError("illegal", f"record at batch offset {offset}: properties are not "
-                                    f"valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+        raise BatchError(
+            "illegal",
+            f"record at batch offset {offset}: properties are not "
+            f"valid UTF-8 ({exc.reason} at byte {exc.start})",
+        ) from None
     tags = keys = uniq = ""
     markers = 0
     for pair in text.split("\x02"):
@@ -274,8 +332,9 @@ def _dispatch_properties(raw: memoryview, offset: int) -> tuple[str, list[str], 
     return tags, key_list, uniq, markers
 
 
-def py_queue_units(batch: ScannedBatch, phys_offsets: list[int],
-                   queue_offsets: list[int]) -> list[tuple[str, int, int, bytes]]:
+def py_queue_units(
+    batch: ScannedBatch, phys_offsets: list[int], queue_offsets: list[int]
+) -> list[tuple[str, int, int, bytes]]:
     """Consume-queue units of a stored batch: ``(topic, queue_id, first_queue_offset,
     units)`` per queue, in the order the queues first appear.
 
@@ -287,8 +346,15 @@ def py_queue_units(batch: ScannedBatch, phys_offsets: list[int],
     runs: dict[tuple[str, int], tuple[int, list[bytes]]] = {}
     pack = CQ_UNIT.pack
     for topic, queue_id, sysflag, phys, size, tags, queue_offset in zip(
-            batch.topics, batch.queue_ids, batch.sysflags, phys_offsets, batch.sizes,
-            batch.tags_codes, queue_offsets, strict=True):
+        batch.topics,
+        batch.queue_ids,
+        batch.sysflags,
+        phys_offsets,
+        batch.sizes,
+        batch.tags_codes,
+        queue_offsets,
+        strict=True,
+    ):
         if not is_dispatched_to_queue(sysflag):
             continue
         run = runs.get((topic, queue_id))
@@ -296,8 +362,10 @@ def py_queue_units(batch: ScannedBatch, phys_offsets: list[int],
             runs[(topic, queue_id)] = (queue_offset, [pack(phys, size, tags)])
         else:
             run[1].append(pack(phys, size, tags))
-    return [(topic, queue_id, first, b"".join(units))
-            for (topic, queue_id), (first, units) in runs.items()]
+    return [
+        (topic, queue_id, first, b"".join(units))
+        for (topic, queue_id), (first, units) in runs.items()
+    ]
 
 
 scan_batch = speedups.pick("scan_batch", py_scan_batch)

@@ -64,11 +64,12 @@ class CrcPage:
         except FileNotFoundError:
             return None
         if len(raw) < size:
-            log.warning("%s %s is %d bytes, too short; ignoring it", self._what, self.path,
-                        len(raw))
+            log.warning(
+                "%s %s is %d bytes, too short; ignoring it", self._what, self.path, len(raw)
+            )
             return None
         (crc,) = _CRC.unpack_from(raw, self._layout.size)
-        if zlib.crc32(raw[:self._layout.size]) != crc:
+        if zlib.crc32(raw[: self._layout.size]) != crc:
             log.warning("%s %s fails its CRC; ignoring it", self._what, self.path)
             return None
         return tuple(self._layout.unpack_from(raw, 0))
@@ -97,6 +98,10 @@ class StoreCheckpoint:
 
     def write(self, cp: Checkpoint) -> None:
         """Write and sync *cp* in place (the file is one page: a write is atomic)."""
-        self._page.write(cp.physic_msg_timestamp_ms, cp.logics_msg_timestamp_ms,
-                         cp.index_msg_timestamp_ms, cp.physic_flushed_offset,
-                         cp.logics_dispatched_offset)
+        self._page.write(
+            cp.physic_msg_timestamp_ms,
+            cp.logics_msg_timestamp_ms,
+            cp.index_msg_timestamp_ms,
+            cp.physic_flushed_offset,
+            cp.logics_dispatched_offset,
+        )

@@ -48,14 +48,18 @@ class CleanupService:
         available = store.io.available_bytes(store.dirs.commitlog)
         self.last_disk_ratio, self.last_available_bytes = ratio, available
         was_full = store.health.disk_full
-        store.health.disk_full = (ratio >= cfg.disk_space_warning_level_ratio
-                                  or available < cfg.disk_min_free_bytes)
-        store.health.disk_full_reason = ""   # from here on the figures are the reason
+        store.health.disk_full = (
+            ratio >= cfg.disk_space_warning_level_ratio or available < cfg.disk_min_free_bytes
+        )
+        store.health.disk_full_reason = ""  # from here on the figures are the reason
         if store.health.disk_full and not was_full:
             log.error("%s", self.disk_full_message())
         elif was_full and not store.health.disk_full:
-            log.warning("disk use is %.1f%% (%d bytes available); accepting writes again",
-                        ratio * 100, available)
+            log.warning(
+                "disk use is %.1f%% (%d bytes available); accepting writes again",
+                ratio * 100,
+                available,
+            )
         now_ms = store.clock.now_ms()
         forcibly = ratio >= cfg.disk_space_clean_forcibly_ratio
         hour_ok = time.localtime(now_ms / 1000).tm_hour in cfg.delete_hours
@@ -69,13 +73,18 @@ class CleanupService:
             newest = store.commitlog.store_timestamp(mf.file_from_offset + mf.file_size)
             return newest is not None and now_ms - newest > reserved_ms
 
-        deleted = store.commitlog.queue.delete_head(should_delete,
-                                                    max_files=cfg.delete_files_batch_max)
+        deleted = store.commitlog.queue.delete_head(
+            should_delete, max_files=cfg.delete_files_batch_max
+        )
         if deleted:
             self.deleted_segments += len(deleted)
-            log.info("deleted %d commit-log segment(s) up to offset %d (disk %.1f%% used%s)",
-                     len(deleted), store.commitlog.min_offset, ratio * 100,
-                     ", forcibly" if forcibly else "")
+            log.info(
+                "deleted %d commit-log segment(s) up to offset %d (disk %.1f%% used%s)",
+                len(deleted),
+                store.commitlog.min_offset,
+                ratio * 100,
+                ", forcibly" if forcibly else "",
+            )
             store.consume_queues.delete_expired(store.commitlog.min_offset)
             store.index.delete_below(store.commitlog.min_offset)
         return len(deleted)
@@ -84,10 +93,14 @@ class CleanupService:
         cfg = self._store.config
         where = f"the filesystem holding {self._store.dirs.commitlog}"
         if 0 <= self.last_available_bytes < cfg.disk_min_free_bytes:
-            return (f"disk full: {self.last_available_bytes} bytes are available on {where}; "
-                    f"writes are refused below {cfg.disk_min_free_bytes} "
-                    "(disk_min_free_bytes) until space is freed")
-        return (f"disk full: {self.last_disk_ratio * 100:.1f}% of {where} is used "
-                f"({self.last_available_bytes} bytes available); writes are refused above "
-                f"{cfg.disk_space_warning_level_ratio * 100:.0f}% "
-                "(disk_space_warning_level_ratio) until space is freed")
+            return (
+                f"disk full: {self.last_available_bytes} bytes are available on {where}; "
+                f"writes are refused below {cfg.disk_min_free_bytes} "
+                "(disk_min_free_bytes) until space is freed"
+            )
+        return (
+            f"disk full: {self.last_disk_ratio * 100:.1f}% of {where} is used "
+            f"({self.last_available_bytes} bytes available); writes are refused above "
+            f"{cfg.disk_space_warning_level_ratio * 100:.0f}% "
+            "(disk_space_warning_level_ratio) until space is freed"
+        )

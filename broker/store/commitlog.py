@@ -37,8 +37,14 @@ from pocketmq.common.message import (
     store_timestamp_pos,
 )
 
-__all__ = ["AppendResult", "CommitLog", "ScannedRecord", "is_dispatched_to_queue",
-           "patch_batch", "py_patch_batch"]
+__all__ = [
+    "AppendResult",
+    "CommitLog",
+    "ScannedRecord",
+    "is_dispatched_to_queue",
+    "patch_batch",
+    "py_patch_batch",
+]
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +74,15 @@ class ScannedRecord:
     properties: bytes
 
 
-def py_patch_batch(buf: mmap | bytearray | memoryview, rel: int, base: int,
-                   batch: ScannedBatch, table: dict[tuple[str, int], int],
-                   store_timestamp_ms: int,
-                   store_host: bytes) -> tuple[list[int], list[int]]:
+def py_patch_batch(
+    buf: mmap | bytearray | memoryview,
+    rel: int,
+    base: int,
+    batch: ScannedBatch,
+    table: dict[tuple[str, int], int],
+    store_timestamp_ms: int,
+    store_host: bytes,
+) -> tuple[list[int], list[int]]:
     """Assign queue offsets and patch the broker's fields of a batch copied into *buf*.
 
     The batch's records lie in the writable *buf* from *rel* on; *base* is the
@@ -86,8 +97,13 @@ def py_patch_batch(buf: mmap | bytearray | memoryview, rel: int, base: int,
     phys_offsets: list[int] = []
     queue_offsets: list[int] = []
     for pos, topic, queue_id, sysflag, ts_pos in zip(
-            batch.positions, batch.topics, batch.queue_ids, batch.sysflags,
-            batch.store_ts_positions, strict=True):
+        batch.positions,
+        batch.topics,
+        batch.queue_ids,
+        batch.sysflags,
+        batch.store_ts_positions,
+        strict=True,
+    ):
         at = rel + pos
         phys = base + at
         if is_dispatched_to_queue(sysflag):
@@ -98,7 +114,7 @@ def py_patch_batch(buf: mmap | bytearray | memoryview, rel: int, base: int,
             queue_offset = 0
         patch_offsets(buf, at + POS_QUEUEOFFSET, queue_offset, phys)
         patch_timestamp(buf, at + ts_pos, store_timestamp_ms)
-        buf[at + ts_pos + 8:at + ts_pos + 8 + host_size] = store_host
+        buf[at + ts_pos + 8 : at + ts_pos + 8 + host_size] = store_host
         phys_offsets.append(phys)
         queue_offsets.append(queue_offset)
     return phys_offsets, queue_offsets
@@ -108,13 +124,12 @@ patch_batch = speedups.pick("patch_batch", py_patch_batch)
 
 
 class CommitLog:
-    def __init__(self, directory: str, file_size: int, *, io: StoreIO,
-                 store_host: bytes) -> None:
+    def __init__(self, directory: str, file_size: int, *, io: StoreIO, store_host: bytes) -> None:
         self.queue = MappedFileQueue(directory, file_size, io=io)
         self.file_size = file_size
         self.store_host = store_host
         self.queue_offsets: dict[tuple[str, int], int] = {}
-        self.warm: WarmMappedFileService | None = None     # set by the store when enabled
+        self.warm: WarmMappedFileService | None = None  # set by the store when enabled
 
     # -- positions -----------------------------------------------------------------
     @property
@@ -126,8 +141,9 @@ class CommitLog:
         return self.queue.max_offset
 
     # -- append ----------------------------------------------------------------------
-    def append_batch(self, blob: bytes | bytearray | memoryview, batch: ScannedBatch,
-                     store_timestamp_ms: int) -> AppendResult:
+    def append_batch(
+        self, blob: bytes | bytearray | memoryview, batch: ScannedBatch, store_timestamp_ms: int
+    ) -> AppendResult:
         """Append a checked batch; assign queue offsets; patch broker fields in place.
 
         Raises ``OSError`` when a new segment cannot be created (disk full); then
@@ -142,9 +158,9 @@ class CommitLog:
             assert mf is not None
         base = mf.file_from_offset
         rel = mf.append(blob)
-        phys_offsets, queue_offsets = patch_batch(mf.buffer, rel, base, batch,
-                                                  self.queue_offsets, store_timestamp_ms,
-                                                  self.store_host)
+        phys_offsets, queue_offsets = patch_batch(
+            mf.buffer, rel, base, batch, self.queue_offsets, store_timestamp_ms, self.store_host
+        )
         if self.warm is not None:
             self.warm.notify(mf)
         return AppendResult(phys_offsets, queue_offsets, base + rel + size)
@@ -182,8 +198,9 @@ class CommitLog:
         return _I64.unpack_from(head, store_timestamp_pos(sysflag))[0]
 
     # -- scanning (recovery, verify, dump) ---------------------------------------------
-    def scan(self, start: int, *, check_crc: bool = True,
-             stop: int | None = None) -> Iterator[ScannedRecord]:
+    def scan(
+        self, start: int, *, check_crc: bool = True, stop: int | None = None
+    ) -> Iterator[ScannedRecord]:
         """Yield every record from *start* (a record or segment boundary) on.
 
         BLANK records move the scan to the next segment. The scan ends quietly
@@ -207,27 +224,34 @@ class CommitLog:
                 return
             if magic == BLANK_MAGIC_CODE:
                 if total != limit - pos:
-                    raise CorruptRecordError(offset, f"BLANK record of {total} bytes, but "
-                                                     f"{limit - pos} are left in the segment")
+                    raise CorruptRecordError(
+                        offset,
+                        f"BLANK record of {total} bytes, but {limit - pos} are left in the segment",
+                    )
                 offset = mf.file_from_offset + mf.file_size
                 continue
             try:
                 lay = check_record(buf, pos, limit, check_crc=check_crc)
             except CorruptRecordError as exc:  # name the log offset, not the file position
                 raise CorruptRecordError(offset, exc.reason) from None
-            (_t, _m, _c, queue_id, _f, queue_offset, phys, sysflag, _b) = HEAD.unpack_from(
-                buf, pos)
+            (_t, _m, _c, queue_id, _f, queue_offset, phys, sysflag, _b) = HEAD.unpack_from(buf, pos)
             if phys != offset:
-                raise CorruptRecordError(offset, f"PHYSICALOFFSET says {phys}; a stale or "
-                                                 "unfinished record")
+                raise CorruptRecordError(
+                    offset, f"PHYSICALOFFSET says {phys}; a stale or unfinished record"
+                )
             ts = _I64.unpack_from(buf, pos + store_timestamp_pos(sysflag))[0]
             yield ScannedRecord(
-                phys_offset=offset, size=lay.total_size,
-                topic=bytes(buf[lay.topic_pos:lay.topic_pos + lay.topic_len]).decode(
-                    "utf-8", "replace"),
-                queue_id=queue_id, queue_offset=queue_offset, sysflag=sysflag,
+                phys_offset=offset,
+                size=lay.total_size,
+                topic=bytes(buf[lay.topic_pos : lay.topic_pos + lay.topic_len]).decode(
+                    "utf-8", "replace"
+                ),
+                queue_id=queue_id,
+                queue_offset=queue_offset,
+                sysflag=sysflag,
                 store_timestamp_ms=ts,
-                properties=bytes(buf[lay.props_pos:lay.props_pos + lay.props_len]))
+                properties=bytes(buf[lay.props_pos : lay.props_pos + lay.props_len]),
+            )
             offset += lay.total_size
 
     def skip_to(self, start: int, target: int) -> int | None:

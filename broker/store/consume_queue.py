@@ -90,9 +90,16 @@ class ConsumeQueue:
     queue offset; byte positions stay inside.
     """
 
-    def __init__(self, topic: str, queue_id: int, directory: str, *,
-                 units_per_file: int = 300_000, io: StoreIO | None = None,
-                 on_use: Callable[[ConsumeQueue], None] | None = None) -> None:
+    def __init__(
+        self,
+        topic: str,
+        queue_id: int,
+        directory: str,
+        *,
+        units_per_file: int = 300_000,
+        io: StoreIO | None = None,
+        on_use: Callable[[ConsumeQueue], None] | None = None,
+    ) -> None:
         if units_per_file <= 0:
             raise ValueError(f"units_per_file must be positive, got {units_per_file}")
         self.topic = topic
@@ -100,10 +107,9 @@ class ConsumeQueue:
         self.directory = directory
         self.units_per_file = units_per_file
         # Sparse: a queue's files get disk blocks a page or so ahead of its units.
-        self._mfq = MappedFileQueue(directory, units_per_file * CQ_UNIT_SIZE, io=io,
-                                    sparse=True)
-        self._min_offset = 0       # first queue offset a reader may ask for
-        self._max_phys_end = -1    # phys_offset + size of the newest real unit
+        self._mfq = MappedFileQueue(directory, units_per_file * CQ_UNIT_SIZE, io=io, sparse=True)
+        self._min_offset = 0  # first queue offset a reader may ask for
+        self._max_phys_end = -1  # phys_offset + size of the newest real unit
         # phys_offset of the unit at min_offset while min_offset < max_offset (None:
         # unknown); lets delete_expired skip a live queue without mapping it.
         self._min_phys: int | None = None
@@ -114,8 +120,10 @@ class ConsumeQueue:
         self.damaged = False
 
     def __repr__(self) -> str:
-        return (f"ConsumeQueue({self.topic!r}, {self.queue_id}, min={self._min_offset}, "
-                f"max={self.max_offset})")
+        return (
+            f"ConsumeQueue({self.topic!r}, {self.queue_id}, min={self._min_offset}, "
+            f"max={self.max_offset})"
+        )
 
     @property
     def _name(self) -> str:
@@ -183,8 +191,12 @@ class ConsumeQueue:
             return
         if short:
             self.damaged = True
-            log.error("consume queue %s: segments %s are shorter than %d bytes; units were "
-                      "lost", self._name, ", ".join(short), self._mfq.file_size)
+            log.error(
+                "consume queue %s: segments %s are shorter than %d bytes; units were lost",
+                self._name,
+                ", ".join(short),
+                self._mfq.file_size,
+            )
 
     def recover(self) -> None:
         """Find the end of the valid units and discard everything after it.
@@ -201,7 +213,7 @@ class ConsumeQueue:
             return
         self._touch()
         end_byte = files[max(0, len(files) - 3)].file_from_offset
-        for mf in files[max(0, len(files) - 3):]:
+        for mf in files[max(0, len(files) - 3) :]:
             valid_units = _count_valid_units(mf)
             end_byte = mf.file_from_offset + valid_units * CQ_UNIT_SIZE
             if valid_units < self.units_per_file:
@@ -209,9 +221,14 @@ class ConsumeQueue:
         self._discard_from(end_byte)
         self._min_offset = self._first_unit_after_blanks()
         self._max_phys_end = self._unit_end(self.max_offset - 1)
-        log.debug("recovered consume queue %s in %s: queue offsets [%d, %d), max phys end %d",
-                 self._name, self.directory, self._min_offset, self.max_offset,
-                 self._max_phys_end)
+        log.debug(
+            "recovered consume queue %s in %s: queue offsets [%d, %d), max phys end %d",
+            self._name,
+            self.directory,
+            self._min_offset,
+            self.max_offset,
+            self._max_phys_end,
+        )
 
     def flush(self) -> None:
         """Sync written units (safe in a worker thread while the owner appends)."""
@@ -261,8 +278,7 @@ class ConsumeQueue:
         nothing left that can run out of space.
         """
         self._touch()
-        start = max(first_queue_offset, self.max_offset) if self._mfq.files \
-            else first_queue_offset
+        start = max(first_queue_offset, self.max_offset) if self._mfq.files else first_queue_offset
         self._mfq.prepare(start * CQ_UNIT_SIZE, (start + count) * CQ_UNIT_SIZE)
 
     def append_many(self, first_queue_offset: int, units: bytes | memoryview) -> int:
@@ -287,8 +303,9 @@ class ConsumeQueue:
             assert mf is not None
             if mf.remaining >= len(units):  # the common case: one copy, no slicing
                 mf.append(units)
-                phys_offset, size, _tags_code = CQ_UNIT.unpack_from(units, len(units)
-                                                                    - CQ_UNIT_SIZE)
+                phys_offset, size, _tags_code = CQ_UNIT.unpack_from(
+                    units, len(units) - CQ_UNIT_SIZE
+                )
                 self._max_phys_end = phys_offset + size
                 return count
         view = memoryview(units)
@@ -297,7 +314,7 @@ class ConsumeQueue:
             mf = self._mfq.last_file()
             assert mf is not None
             take = min(mf.remaining, total - pos)
-            mf.append(view[pos:pos + take])
+            mf.append(view[pos : pos + take])
             pos += take
         phys_offset, size, _tags_code = CQ_UNIT.unpack_from(view, total - CQ_UNIT_SIZE)
         self._max_phys_end = phys_offset + size
@@ -308,13 +325,16 @@ class ConsumeQueue:
         if self._mfq.max_offset != self._mfq.min_offset:
             raise StoreError(
                 f"consume queue {self._name}: unit for queue offset {queue_offset} would "
-                f"leave a gap after max offset {max_offset}")
+                f"leave a gap after max offset {max_offset}"
+            )
         byte_offset = queue_offset * CQ_UNIT_SIZE
         files = self._mfq.files
-        prepared = (len(files) == 1 and files[0].wrote_position == 0
-                    and files[0].file_from_offset == byte_offset - byte_offset
-                    % self._mfq.file_size)
-        if not prepared:   # keep the segment prepare() made for this very unit
+        prepared = (
+            len(files) == 1
+            and files[0].wrote_position == 0
+            and files[0].file_from_offset == byte_offset - byte_offset % self._mfq.file_size
+        )
+        if not prepared:  # keep the segment prepare() made for this very unit
             self._mfq.destroy()  # empty segments only (a crash right after creating one)
         self._min_phys = None
         mf = self._mfq.last_file(byte_offset)
@@ -323,8 +343,13 @@ class ConsumeQueue:
         if blanks:
             mf.append(BLANK_UNIT * blanks)
         self._min_offset = queue_offset
-        log.info("consume queue %s starts at queue offset %d: %d blank units before it in %s",
-                 self._name, queue_offset, blanks, mf.path)
+        log.info(
+            "consume queue %s starts at queue offset %d: %d blank units before it in %s",
+            self._name,
+            queue_offset,
+            blanks,
+            mf.path,
+        )
 
     # -- reading ---------------------------------------------------------------------
     def get(self, queue_offset: int) -> tuple[int, int, int] | None:
@@ -366,13 +391,14 @@ class ConsumeQueue:
         mf = self._mfq.find(byte_offset)
         if mf is None or mf.closed:
             return None
-        self._touch()        # a read maps the segment: the open-file LRU must know
+        self._touch()  # a read maps the segment: the open-file LRU must know
         pos = byte_offset - mf.file_from_offset
         units = min(max_units, (mf.wrote_position - pos) // CQ_UNIT_SIZE)
         return (mf.buffer, pos, units) if units > 0 else None
 
-    def offset_by_timestamp(self, timestamp_ms: int,
-                            store_time_of: Callable[[int, int], int | None]) -> int:
+    def offset_by_timestamp(
+        self, timestamp_ms: int, store_time_of: Callable[[int, int], int | None]
+    ) -> int:
         """First queue offset whose message was stored at or after *timestamp_ms*.
 
         ``store_time_of(phys_offset, size)`` reads a record's STORETIMESTAMP (None
@@ -395,19 +421,27 @@ class ConsumeQueue:
     def truncate_phys(self, phys_offset: int) -> int:
         """Remove every unit pointing at or past commit-log *phys_offset*; return how many."""
         max_offset = self.max_offset
-        if 0 <= self._max_phys_end <= phys_offset or max_offset == self._mfq.min_offset \
-                // CQ_UNIT_SIZE:
-            return 0    # the newest unit ends before the cut (or there is none): unmapped
+        if (
+            0 <= self._max_phys_end <= phys_offset
+            or max_offset == self._mfq.min_offset // CQ_UNIT_SIZE
+        ):
+            return 0  # the newest unit ends before the cut (or there is none): unmapped
         self._touch()
-        cut = self._first_offset_with_phys_at_least(self._mfq.min_offset // CQ_UNIT_SIZE,
-                                                    phys_offset)
+        cut = self._first_offset_with_phys_at_least(
+            self._mfq.min_offset // CQ_UNIT_SIZE, phys_offset
+        )
         if cut >= max_offset:
             return 0
         self._discard_from(cut * CQ_UNIT_SIZE)
         self._min_offset = min(self._min_offset, cut)
         self._max_phys_end = self._unit_end(cut - 1)
-        log.info("consume queue %s: removed queue offsets [%d, %d) at or past phys offset %d",
-                 self._name, cut, max_offset, phys_offset)
+        log.info(
+            "consume queue %s: removed queue offsets [%d, %d) at or past phys offset %d",
+            self._name,
+            cut,
+            max_offset,
+            phys_offset,
+        )
         return max_offset - cut
 
     def delete_expired(self, commitlog_min_phys: int) -> int:
@@ -418,9 +452,11 @@ class ConsumeQueue:
         unit that points at a live record (max_offset when none does), as
         RocketMQ's ``correctMinOffset``. Returns the segments deleted.
         """
-        if len(self._mfq.files) <= 1 and (self._min_offset >= self.max_offset or (
-                self._min_phys is not None and self._min_phys >= commitlog_min_phys)):
-            return 0     # nothing below the head, known without mapping the queue
+        if len(self._mfq.files) <= 1 and (
+            self._min_offset >= self.max_offset
+            or (self._min_phys is not None and self._min_phys >= commitlog_min_phys)
+        ):
+            return 0  # nothing below the head, known without mapping the queue
         self._touch()
 
         def expired(mf: MappedFile) -> bool:
@@ -433,9 +469,14 @@ class ConsumeQueue:
         first_live = max(self._min_offset, self._mfq.min_offset // CQ_UNIT_SIZE)
         first_live = self._first_offset_with_phys_at_least(first_live, commitlog_min_phys)
         if deleted or first_live != self._min_offset:
-            log.info("consume queue %s: deleted %d segments below phys offset %d; min offset "
-                     "%d -> %d", self._name, len(deleted), commitlog_min_phys,
-                     self._min_offset, first_live)
+            log.info(
+                "consume queue %s: deleted %d segments below phys offset %d; min offset %d -> %d",
+                self._name,
+                len(deleted),
+                commitlog_min_phys,
+                self._min_offset,
+                first_live,
+            )
         self._min_offset = first_live
         self._min_phys = self._unit_at(first_live)[0] if first_live < self.max_offset else None
         return len(deleted)
@@ -448,15 +489,20 @@ class ConsumeQueue:
             return []
         names = sorted(n for n in os.listdir(self.directory) if len(n) == 20 and n.isdigit())
         sizes = [os.path.getsize(os.path.join(self.directory, n)) for n in names]
-        return [name for i, (name, size) in enumerate(zip(names, sizes, strict=True))
-                if size < self._mfq.file_size and not (size == 0 and i == len(names) - 1)]
+        return [
+            name
+            for i, (name, size) in enumerate(zip(names, sizes, strict=True))
+            if size < self._mfq.file_size and not (size == 0 and i == len(names) - 1)
+        ]
 
     def _unit_at(self, queue_offset: int) -> tuple[int, int, int]:
         byte_offset = queue_offset * CQ_UNIT_SIZE
         mf = self._mfq.find(byte_offset)
         if mf is None:
-            raise StoreError(f"consume queue {self._name}: no segment holds queue offset "
-                             f"{queue_offset} (byte {byte_offset}) in {self.directory}")
+            raise StoreError(
+                f"consume queue {self._name}: no segment holds queue offset "
+                f"{queue_offset} (byte {byte_offset}) in {self.directory}"
+            )
         return CQ_UNIT.unpack_from(mf.buffer, byte_offset - mf.file_from_offset)
 
     def _unit_end(self, queue_offset: int) -> int:
@@ -497,8 +543,12 @@ class ConsumeQueue:
         files = self._mfq.files
         while len(files) > 1 and files[-1].file_from_offset >= byte_offset:
             mf = files.pop()
-            log.info("consume queue %s: deleting segment %s, past the end at byte %d",
-                     self._name, mf.path, byte_offset)
+            log.info(
+                "consume queue %s: deleting segment %s, past the end at byte %d",
+                self._name,
+                mf.path,
+                byte_offset,
+            )
             mf.destroy()
         last = files[-1]
         pos = byte_offset - last.file_from_offset

@@ -42,8 +42,14 @@ class ConsumeQueueStore:
     """Consume queues by topic and queue id. Owned by the store's thread, except
     :meth:`flush` and :attr:`dirty_bytes`, which a worker thread may call."""
 
-    def __init__(self, root_dir: str, *, units_per_file: int = 300_000,
-                 io: StoreIO | None = None, max_open_files: int = 0) -> None:
+    def __init__(
+        self,
+        root_dir: str,
+        *,
+        units_per_file: int = 300_000,
+        io: StoreIO | None = None,
+        max_open_files: int = 0,
+    ) -> None:
         if max_open_files < 0:
             raise ValueError(f"max_open_files must be >= 0 (0: no bound), got {max_open_files}")
         self.root_dir = root_dir
@@ -75,8 +81,12 @@ class ConsumeQueueStore:
                 cq = self._new_queue(topic, int(name))
                 cq.load()
                 self._queues.setdefault(topic, {})[cq.queue_id] = cq
-        log.info("loaded %d consume queues of %d topics from %s",
-                 sum(len(q) for q in self._queues.values()), len(self._queues), self.root_dir)
+        log.info(
+            "loaded %d consume queues of %d topics from %s",
+            sum(len(q) for q in self._queues.values()),
+            len(self._queues),
+            self.root_dir,
+        )
 
     def recover(self) -> int:
         """Recover every queue; return the greatest ``max_phys_end`` (-1 when none has units).
@@ -89,8 +99,12 @@ class ConsumeQueueStore:
             queues += 1
             units += cq.max_offset - cq.min_offset
         if queues:
-            log.info("recovered %d consume queues: %d units, max phys end %d", queues, units,
-                     max_phys_end)
+            log.info(
+                "recovered %d consume queues: %d units, max phys end %d",
+                queues,
+                units,
+                max_phys_end,
+            )
         return max_phys_end
 
     def flush(self) -> None:
@@ -138,10 +152,10 @@ class ConsumeQueueStore:
             if victim is not keep and victim.unmap():
                 self._open_files -= count
                 self.evictions += 1
-            elif victim is not keep:   # a buffer of it is in use: leave it mapped
+            elif victim is not keep:  # a buffer of it is in use: leave it mapped
                 skipped.append((victim, count))
             else:
-                self._open[victim] = count     # back to the front: it is being used
+                self._open[victim] = count  # back to the front: it is being used
         for victim, count in reversed(skipped):
             self._open[victim] = count
             self._open.move_to_end(victim, last=False)
@@ -158,8 +172,10 @@ class ConsumeQueueStore:
         cq = queues.get(queue_id) if queues is not None else None
         if cq is None:
             if not _TOPIC_NAME.match(topic):
-                raise ValueError(f"topic {topic!r} is not a valid directory name "
-                                 "(allowed: %, |, letters, digits, _ and -)")
+                raise ValueError(
+                    f"topic {topic!r} is not a valid directory name "
+                    "(allowed: %, |, letters, digits, _ and -)"
+                )
             if queue_id < 0:
                 raise ValueError(f"queue id must be >= 0, got {queue_id}")
             cq = self._new_queue(topic, queue_id)
@@ -222,8 +238,11 @@ class ConsumeQueueStore:
 
     # -- internals ---------------------------------------------------------------------
     def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        return ConsumeQueue(topic, queue_id,
-                            os.path.join(self.root_dir, topic, str(queue_id)),
-                            units_per_file=self.units_per_file, io=self._io,
-                            on_use=self._on_use)
-
+        return ConsumeQueue(
+            topic,
+            queue_id,
+            os.path.join(self.root_dir, topic, str(queue_id)),
+            units_per_file=self.units_per_file,
+            io=self._io,
+            on_use=self._on_use,
+        )

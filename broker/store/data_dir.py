@@ -48,7 +48,8 @@ class DataDirectory:
             os.close(fd)
             raise StoreLockedError(
                 f"data directory {self.root} is in use by another broker (pid {holder}); "
-                "stop it or give this broker its own --data-dir") from None
+                "stop it or give this broker its own --data-dir"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._lock_fd = fd
@@ -79,8 +80,9 @@ class DataDirectory:
                 data = json.load(f)
         except (OSError, ValueError):
             return {}
-        return {k: v for k, v in data.items() if isinstance(v, int)} \
-            if isinstance(data, dict) else {}
+        return (
+            {k: v for k, v in data.items() if isinstance(v, int)} if isinstance(data, dict) else {}
+        )
 
     def was_clean_shutdown(self) -> bool:
         return not os.path.exists(self.abort)

@@ -62,9 +62,11 @@ class DeletedQueues:
                 if queues:
                     self._queue_offsets[topic] = queues
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise StoreError(f"{self.path} is damaged ({exc!r}); it says which deleted "
-                             "topics' records must stay deleted. Restore it from a backup, "
-                             "or remove it to bring every deleted topic back") from None
+            raise StoreError(
+                f"{self.path} is damaged ({exc!r}); it says which deleted "
+                "topics' records must stay deleted. Restore it from a backup, "
+                "or remove it to bring every deleted topic back"
+            ) from None
         return self
 
     def dead_below(self, topic: str, queue_id: int) -> int:
@@ -101,8 +103,11 @@ class DeletedQueues:
             queues[queue_id] = max(offset, queues.get(queue_id, 0))
         self._save(dict(self._topic_offsets), queue_offsets)
 
-    def _save(self, topic_offsets: dict[str, int], queue_offsets: dict[str, dict[int, int]],
-              ) -> None:
+    def _save(
+        self,
+        topic_offsets: dict[str, int],
+        queue_offsets: dict[str, dict[int, int]],
+    ) -> None:
         """Replace the file, then the tables (an OSError leaves both as they were)."""
         data: dict[str, Any] = {"topics": {}}
         for topic in sorted(set(topic_offsets) | set(queue_offsets)):

@@ -45,8 +45,9 @@ def prepare_batch(store: DefaultMessageStore, batch: ScannedBatch) -> str | None
     queue_offsets = store.commitlog.queue_offsets
     what = ""
     try:
-        for (topic, queue_id), count in Counter(zip(batch.topics, batch.queue_ids,
-                                                    strict=True)).items():
+        for (topic, queue_id), count in Counter(
+            zip(batch.topics, batch.queue_ids, strict=True)
+        ).items():
             cq = store.consume_queues.find_or_create(topic, queue_id)
             what = f"consume queue {topic}:{queue_id} in {cq.directory}"
             cq.prepare(queue_offsets.get((topic, queue_id), 0), count)
@@ -65,7 +66,7 @@ class DispatchCatchUp:
 
     def __init__(self, store: DefaultMessageStore) -> None:
         self._store = store
-        self.behind_reason = ""          # why dispatch stopped; "" while it keeps up
+        self.behind_reason = ""  # why dispatch stopped; "" while it keeps up
         self._delay_s = _FIRST_RETRY_S
         self._next_try = 0.0
         self.failures = 0
@@ -77,9 +78,11 @@ class DispatchCatchUp:
     def stopped(self, exc: OSError) -> None:
         """Dispatch failed at the store's dispatched offset; retry from there."""
         store = self._store
-        self.behind_reason = (f"dispatch to consume queues and index stopped at commit-log "
-                              f"offset {store.dispatched_offset}: {exc.strerror or exc} "
-                              f"(errno {exc.errno}); it resumes once space is back")
+        self.behind_reason = (
+            f"dispatch to consume queues and index stopped at commit-log "
+            f"offset {store.dispatched_offset}: {exc.strerror or exc} "
+            f"(errno {exc.errno}); it resumes once space is back"
+        )
         self.failures += 1
         self._delay_s = _FIRST_RETRY_S
         self._next_try = time.monotonic() + self._delay_s
@@ -95,15 +98,17 @@ class DispatchCatchUp:
 
         store = self._store
         start, end = store.dispatched_offset, store.commitlog.max_offset
-        before = {(cq.topic, cq.queue_id): cq.max_offset
-                  for cq in store.consume_queues.all_queues()}
+        before = {
+            (cq.topic, cq.queue_id): cq.max_offset for cq in store.consume_queues.all_queues()
+        }
         try:
             redispatch_range(store, start, end)
         except OSError as exc:
             self._delay_s = min(self._delay_s * 2, _MAX_RETRY_S)
             self._next_try = time.monotonic() + self._delay_s
-            log.warning("dispatch still behind at %d: %s; next try in %.2f s", start, exc,
-                        self._delay_s)
+            log.warning(
+                "dispatch still behind at %d: %s; next try in %.2f s", start, exc, self._delay_s
+            )
             return False
         store.dispatched_offset = end
         self.behind_reason = ""

@@ -43,8 +43,9 @@ def epoch_end(entries: Sequence[EpochEntry], i: int, log_end: int) -> int:
     return entries[i + 1].start_offset if i + 1 < len(entries) else log_end
 
 
-def consistent_point(local: Sequence[EpochEntry], local_end: int,
-                     remote: Sequence[EpochEntry], remote_end: int) -> int | None:
+def consistent_point(
+    local: Sequence[EpochEntry], local_end: int, remote: Sequence[EpochEntry], remote_end: int
+) -> int | None:
     """The offset up to which the *local* and *remote* logs hold the same bytes.
 
     ``None`` when they share no epoch (the local log must be dropped whole). An
@@ -85,12 +86,16 @@ class EpochFile:
                 if len(parts) != 2:
                     raise ValueError
             except (ValueError, IndexError):
-                raise ConfigError(f"{self.path}:{n}: {line!r} is not '<epoch> <start offset>'; "
-                                  "restore the file from a replica or remove it to rejoin "
-                                  "as an empty replica") from None
+                raise ConfigError(
+                    f"{self.path}:{n}: {line!r} is not '<epoch> <start offset>'; "
+                    "restore the file from a replica or remove it to rejoin "
+                    "as an empty replica"
+                ) from None
             if entries and (epoch <= entries[-1].epoch or start < entries[-1].start_offset):
-                raise ConfigError(f"{self.path}:{n}: epoch {epoch} at {start} does not follow "
-                                  f"epoch {entries[-1].epoch} at {entries[-1].start_offset}")
+                raise ConfigError(
+                    f"{self.path}:{n}: epoch {epoch} at {start} does not follow "
+                    f"epoch {entries[-1].epoch} at {entries[-1].start_offset}"
+                )
             entries.append(EpochEntry(epoch, start))
         self.entries = entries
         return list(entries)
@@ -102,14 +107,15 @@ class EpochFile:
     def begin(self, epoch: int, start_offset: int) -> None:
         """Record that *epoch* writes from *start_offset* on (a new master term)."""
         if self.entries and epoch <= self.entries[-1].epoch:
-            raise ValueError(f"epoch {epoch} is not above the last one, "
-                             f"{self.entries[-1].epoch}")
+            raise ValueError(f"epoch {epoch} is not above the last one, {self.entries[-1].epoch}")
         if self.entries and start_offset < self.entries[-1].start_offset:
-            raise ValueError(f"epoch {epoch} cannot start at {start_offset}, before epoch "
-                             f"{self.entries[-1].epoch} at {self.entries[-1].start_offset}")
+            raise ValueError(
+                f"epoch {epoch} cannot start at {start_offset}, before epoch "
+                f"{self.entries[-1].epoch} at {self.entries[-1].start_offset}"
+            )
         entries = list(self.entries)
         if entries and entries[-1].start_offset == start_offset:
-            entries.pop()            # the previous term wrote nothing: it owns no bytes
+            entries.pop()  # the previous term wrote nothing: it owns no bytes
         entries.append(EpochEntry(epoch, start_offset))
         self._write(entries)
 

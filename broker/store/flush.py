@@ -32,8 +32,13 @@ from concurrent.futures import Future
 from pocketmq.broker.store.mapped_file_queue import MappedFileQueue
 from pocketmq.broker.store.results import PutStatus
 
-__all__ = ["DurationHistogram", "FlushConsumeQueueService", "FlushRealTimeService",
-           "GroupCommitService", "ServiceThread"]
+__all__ = [
+    "DurationHistogram",
+    "FlushConsumeQueueService",
+    "FlushRealTimeService",
+    "GroupCommitService",
+    "ServiceThread",
+]
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +54,24 @@ class DurationHistogram:
     the last count is everything above the last bound (Prometheus' ``+Inf``).
     """
 
-    BOUNDS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+    BOUNDS_S = (
+        0.0001,
+        0.00025,
+        0.0005,
+        0.001,
+        0.0025,
+        0.005,
+        0.01,
+        0.025,
+        0.05,
+        0.1,
+        0.25,
+        0.5,
+        1.0,
+        2.5,
+        5.0,
+        10.0,
+    )
 
     __slots__ = ("counts", "sum_s")
 
@@ -131,11 +152,17 @@ class _SharedFlushFuture(Future[PutStatus]):
 class GroupCommitService(ServiceThread):
     name = "GroupCommitService"
 
-    def __init__(self, log_queue: MappedFileQueue, *, timeout_s: float,
-                 on_io_error: IOErrorHandler, durations: DurationHistogram | None = None) -> None:
+    def __init__(
+        self,
+        log_queue: MappedFileQueue,
+        *,
+        timeout_s: float,
+        on_io_error: IOErrorHandler,
+        durations: DurationHistogram | None = None,
+    ) -> None:
         super().__init__(interval_s=0.01)
         self._queue = log_queue
-        self.durations = durations or DurationHistogram()   # of each round's sync
+        self.durations = durations or DurationHistogram()  # of each round's sync
         self._timeout_s = timeout_s
         self._on_io_error = on_io_error
         self._lock = threading.Lock()
@@ -178,8 +205,11 @@ class GroupCommitService(ServiceThread):
             status = PutStatus.SERVICE_NOT_AVAILABLE
         else:
             if time.monotonic() - since > self._timeout_s:
-                log.warning("group commit took %.3f s, over sync_flush_timeout %.3f s",
-                            time.monotonic() - since, self._timeout_s)
+                log.warning(
+                    "group commit took %.3f s, over sync_flush_timeout %.3f s",
+                    time.monotonic() - since,
+                    self._timeout_s,
+                )
                 status = PutStatus.FLUSH_DISK_TIMEOUT
         fut.set_result(status)
 
@@ -187,12 +217,19 @@ class GroupCommitService(ServiceThread):
 class FlushRealTimeService(ServiceThread):
     name = "FlushRealTimeService"
 
-    def __init__(self, log_queue: MappedFileQueue, *, interval_s: float, least_pages: int,
-                 thorough_interval_s: float, on_io_error: IOErrorHandler,
-                 durations: DurationHistogram | None = None) -> None:
+    def __init__(
+        self,
+        log_queue: MappedFileQueue,
+        *,
+        interval_s: float,
+        least_pages: int,
+        thorough_interval_s: float,
+        on_io_error: IOErrorHandler,
+        durations: DurationHistogram | None = None,
+    ) -> None:
         super().__init__(interval_s=interval_s)
         self._queue = log_queue
-        self.durations = durations or DurationHistogram()   # of each sync
+        self.durations = durations or DurationHistogram()  # of each sync
         self._least_bytes = least_pages * PAGE_SIZE
         self._thorough_interval_s = thorough_interval_s
         self._last_thorough = time.monotonic()
@@ -222,12 +259,18 @@ class FlushConsumeQueueService(ServiceThread):
 
     name = "FlushConsumeQueueService"
 
-    def __init__(self, flush_round: Callable[[], None], *, interval_s: float,
-                 on_io_error: IOErrorHandler, durations: DurationHistogram | None = None) -> None:
+    def __init__(
+        self,
+        flush_round: Callable[[], None],
+        *,
+        interval_s: float,
+        on_io_error: IOErrorHandler,
+        durations: DurationHistogram | None = None,
+    ) -> None:
         super().__init__(interval_s=interval_s)
         self._flush_round = flush_round
         self._on_io_error = on_io_error
-        self.durations = durations or DurationHistogram()   # of each round
+        self.durations = durations or DurationHistogram()  # of each round
 
     def run_once(self, *, final: bool = False) -> None:
         started = time.monotonic()

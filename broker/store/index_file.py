@@ -61,8 +61,16 @@ from pocketmq.broker.store import speedups
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.common.errors import StoreError
 
-__all__ = ["HASH_SLOT", "INDEX_ENTRY", "INDEX_HEADER", "IndexFile", "index_key_hash",
-           "insert_entries", "iter_index_entries", "py_insert_entries"]
+__all__ = [
+    "HASH_SLOT",
+    "INDEX_ENTRY",
+    "INDEX_HEADER",
+    "IndexFile",
+    "index_key_hash",
+    "insert_entries",
+    "iter_index_entries",
+    "py_insert_entries",
+]
 
 log = logging.getLogger(__name__)
 
@@ -83,17 +91,28 @@ def index_key_hash(java_hash: int) -> int:
     return 0 if java_hash == _INT32_MIN else abs(java_hash)
 
 
-def py_insert_entries(mm: mmap.mmap | bytearray, slots: int, entry_base: int, count: int,
-                      hashes: list[int], phys_offsets: list[int], first: int,
-                      todo: int, time_diff_s: int) -> int:
+def py_insert_entries(
+    mm: mmap.mmap | bytearray,
+    slots: int,
+    entry_base: int,
+    count: int,
+    hashes: list[int],
+    phys_offsets: list[int],
+    first: int,
+    todo: int,
+    time_diff_s: int,
+) -> int:
     """Write entries ``count, count + 1, ...`` for ``hashes[first:first + todo]``.
 
     Each entry (``phys_offsets`` alongside) is linked in front of its slot's
     chain and the slot points at it. Returns how many of the slots were empty
     before, the increase of ``hashSlotCount``; the header is the caller's.
     """
-    slot_unpack, slot_pack, entry_pack = (HASH_SLOT.unpack_from, HASH_SLOT.pack_into,
-                                          INDEX_ENTRY.pack_into)
+    slot_unpack, slot_pack, entry_pack = (
+        HASH_SLOT.unpack_from,
+        HASH_SLOT.pack_into,
+        INDEX_ENTRY.pack_into,
+    )
     slot_base, slot_size, entry_size = INDEX_HEADER.size, HASH_SLOT.size, INDEX_ENTRY.size
     new_slots = 0
     for i in range(first, first + todo):
@@ -103,8 +122,9 @@ def py_insert_entries(mm: mmap.mmap | bytearray, slots: int, entry_base: int, co
         if prev <= 0 or prev >= count:  # empty, or stale past the entries written
             prev = 0
             new_slots += 1
-        entry_pack(mm, entry_base + count * entry_size, key_hash, phys_offsets[i],
-                   time_diff_s, prev)
+        entry_pack(
+            mm, entry_base + count * entry_size, key_hash, phys_offsets[i], time_diff_s, prev
+        )
         slot_pack(mm, slot_pos, count)
         count += 1
     return new_slots
@@ -131,9 +151,11 @@ def iter_index_entries(path: str, *, slots: int) -> Iterator[tuple[int, int]]:
                 return
             base = INDEX_HEADER.size + slots * HASH_SLOT.size
             if base + count * INDEX_ENTRY.size > size:
-                raise StoreError(f"index file {path}: indexCount {count} with {slots} slots "
-                                 f"needs more than its {size} bytes")
-            entries = mm[base + INDEX_ENTRY.size:base + count * INDEX_ENTRY.size]
+                raise StoreError(
+                    f"index file {path}: indexCount {count} with {slots} slots "
+                    f"needs more than its {size} bytes"
+                )
+            entries = mm[base + INDEX_ENTRY.size : base + count * INDEX_ENTRY.size]
     for key_hash, phys_offset, _time_diff_s, _prev in INDEX_ENTRY.iter_unpack(entries):
         yield key_hash, phys_offset
 
@@ -150,13 +172,17 @@ class IndexFile:
         self._entry_base = INDEX_HEADER.size + slots * HASH_SLOT.size
         self._fd = fd
         self._io = io
-        self._mm = mmap.mmap(fd, self.file_size, mmap.MAP_SHARED,
-                             mmap.PROT_READ | mmap.PROT_WRITE)
-        (self.begin_timestamp_ms, self.end_timestamp_ms, self.begin_phys_offset,
-         self.end_phys_offset, self.hash_slot_count, self.index_count) = (
-            INDEX_HEADER.unpack_from(self._mm, 0))
+        self._mm = mmap.mmap(fd, self.file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        (
+            self.begin_timestamp_ms,
+            self.end_timestamp_ms,
+            self.begin_phys_offset,
+            self.end_phys_offset,
+            self.hash_slot_count,
+            self.index_count,
+        ) = INDEX_HEADER.unpack_from(self._mm, 0)
         self.index_count = max(self.index_count, 1)
-        self._reserved_end = 0       # file bytes known to have disk blocks
+        self._reserved_end = 0  # file bytes known to have disk blocks
         self._flushed_count = self.index_count
         self._lock = threading.Lock()  # flush (worker thread) against close
         self.closed = False
@@ -167,8 +193,16 @@ class IndexFile:
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
-    def create(cls, path: str, *, slots: int, entries: int, io: StoreIO,
-               begin_phys_offset: int = 0, begin_timestamp_ms: int = 0) -> IndexFile:
+    def create(
+        cls,
+        path: str,
+        *,
+        slots: int,
+        entries: int,
+        io: StoreIO,
+        begin_phys_offset: int = 0,
+        begin_timestamp_ms: int = 0,
+    ) -> IndexFile:
         """A new, empty file; a file that follows a full one starts at its end (RocketMQ)."""
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
@@ -197,9 +231,11 @@ class IndexFile:
             expected = cls.size_for(slots, entries)
             actual = os.fstat(fd).st_size
             if actual != expected:
-                raise StoreError(f"index file {path} is {actual} bytes; {slots} slots and "
-                                 f"{entries} entries make {expected} (were index_slots or "
-                                 "index_entries changed?)")
+                raise StoreError(
+                    f"index file {path} is {actual} bytes; {slots} slots and "
+                    f"{entries} entries make {expected} (were index_slots or "
+                    "index_entries changed?)"
+                )
             f = cls(path, fd, slots=slots, entries=entries, io=io)
         except BaseException:
             os.close(fd)
@@ -207,8 +243,10 @@ class IndexFile:
         if not (0 <= f.hash_slot_count <= slots and f.index_count <= entries):
             count, used = f.index_count, f.hash_slot_count
             f.close()
-            raise StoreError(f"index file {path} has a corrupt header: indexCount {count} "
-                             f"(max {entries}), hashSlotCount {used} (max {slots})")
+            raise StoreError(
+                f"index file {path} has a corrupt header: indexCount {count} "
+                f"(max {entries}), hashSlotCount {used} (max {slots})"
+            )
         return f
 
     # -- writing -----------------------------------------------------------------------
@@ -220,14 +258,17 @@ class IndexFile:
     def key_count(self) -> int:
         return self.index_count - 1
 
-    def put_keys(self, key_hashes: Sequence[int], first: int, phys_offset: int,
-                 store_timestamp_ms: int) -> int:
+    def put_keys(
+        self, key_hashes: Sequence[int], first: int, phys_offset: int, store_timestamp_ms: int
+    ) -> int:
         """Add ``key_hashes[first:]`` for one record until the file is full; return how many."""
-        return self.put_entries(list(key_hashes), [phys_offset] * len(key_hashes), first,
-                                store_timestamp_ms)
+        return self.put_entries(
+            list(key_hashes), [phys_offset] * len(key_hashes), first, store_timestamp_ms
+        )
 
-    def put_entries(self, key_hashes: list[int], phys_offsets: list[int], first: int,
-                    store_timestamp_ms: int) -> int:
+    def put_entries(
+        self, key_hashes: list[int], phys_offsets: list[int], first: int, store_timestamp_ms: int
+    ) -> int:
         """Add ``key_hashes[first:]`` (``phys_offsets`` alongside) until the file is full;
         return how many. All were stored at *store_timestamp_ms*.
 
@@ -251,9 +292,17 @@ class IndexFile:
         time_diff_s = (store_timestamp_ms - self.begin_timestamp_ms) // 1000
         if not 0 <= time_diff_s <= _INT32_MAX:
             time_diff_s = 0 if time_diff_s < 0 else _INT32_MAX
-        self.hash_slot_count += insert_entries(self._mm, self.slots, self._entry_base, count,
-                                               key_hashes, phys_offsets, first, todo,
-                                               time_diff_s)
+        self.hash_slot_count += insert_entries(
+            self._mm,
+            self.slots,
+            self._entry_base,
+            count,
+            key_hashes,
+            phys_offsets,
+            first,
+            todo,
+            time_diff_s,
+        )
         self.index_count = count + todo
         self.end_phys_offset = phys_offsets[first + todo - 1]
         self.end_timestamp_ms = store_timestamp_ms
@@ -268,9 +317,16 @@ class IndexFile:
             self._reserve(end)
 
     def _write_header(self) -> None:
-        INDEX_HEADER.pack_into(self._mm, 0, self.begin_timestamp_ms, self.end_timestamp_ms,
-                               self.begin_phys_offset, self.end_phys_offset,
-                               self.hash_slot_count, self.index_count)
+        INDEX_HEADER.pack_into(
+            self._mm,
+            0,
+            self.begin_timestamp_ms,
+            self.end_timestamp_ms,
+            self.begin_phys_offset,
+            self.end_phys_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
 
     def _reserve(self, end: int) -> None:
         """Give bytes ``[0, end)`` (and a chunk beyond) disk blocks before they are written."""
@@ -285,11 +341,19 @@ class IndexFile:
     # -- reading -----------------------------------------------------------------------
     def time_overlaps(self, begin_timestamp_ms: int, end_timestamp_ms: int) -> bool:
         """Whether [begin, end] meets this file's [beginTimestamp, endTimestamp]."""
-        return (begin_timestamp_ms <= self.end_timestamp_ms
-                and end_timestamp_ms >= self.begin_timestamp_ms)
+        return (
+            begin_timestamp_ms <= self.end_timestamp_ms
+            and end_timestamp_ms >= self.begin_timestamp_ms
+        )
 
-    def select(self, key_hash: int, max_count: int, begin_timestamp_ms: int,
-               end_timestamp_ms: int, out: list[int]) -> None:
+    def select(
+        self,
+        key_hash: int,
+        max_count: int,
+        begin_timestamp_ms: int,
+        end_timestamp_ms: int,
+        out: list[int],
+    ) -> None:
         """Append to *out* the phys offsets of entries of *key_hash* in the time range, newest
         first, until *out* holds *max_count*.
 
@@ -305,12 +369,16 @@ class IndexFile:
         index = HASH_SLOT.unpack_from(mm, slot_pos)[0]
         while 0 < index < count and len(out) < max_count:
             hash_read, phys_offset, time_diff_s, prev = INDEX_ENTRY.unpack_from(
-                mm, entry_base + index * INDEX_ENTRY.size)
+                mm, entry_base + index * INDEX_ENTRY.size
+            )
             if time_diff_s < 0:
                 break
             time_ms = begin_ms + time_diff_s * 1000
-            if (hash_read == key_hash and time_ms <= end_timestamp_ms
-                    and time_ms + 999 >= begin_timestamp_ms):
+            if (
+                hash_read == key_hash
+                and time_ms <= end_timestamp_ms
+                and time_ms + 999 >= begin_timestamp_ms
+            ):
                 out.append(phys_offset)
             if time_ms + 999 < begin_timestamp_ms or prev >= index:
                 break  # older entries are older still; a chain only goes back (a loop is damage)
@@ -326,28 +394,36 @@ class IndexFile:
         indexCount - 1`` restores every chain. Returns whether it repaired.
         """
         table = array.array("i")
-        table.frombytes(self._mm[INDEX_HEADER.size:self._entry_base])
+        table.frombytes(self._mm[INDEX_HEADER.size : self._entry_base])
         if sys.byteorder == "little":
             table.byteswap()
         count = self.index_count
         if not table or (max(table) < count and min(table) >= 0):
             return False
         table = array.array("i", bytes(4 * self.slots))
-        entries = self._mm[self._entry_base + INDEX_ENTRY.size:
-                           self._entry_base + count * INDEX_ENTRY.size]
+        entries = self._mm[
+            self._entry_base + INDEX_ENTRY.size : self._entry_base + count * INDEX_ENTRY.size
+        ]
         slots = self.slots
         for number, (key_hash, _phys, _diff, _prev) in enumerate(
-                INDEX_ENTRY.iter_unpack(entries), start=1):
+            INDEX_ENTRY.iter_unpack(entries), start=1
+        ):
             table[key_hash % slots] = number
         used = len(table) - table.count(0)
         if sys.byteorder == "little":
             table.byteswap()
-        self._mm[INDEX_HEADER.size:self._entry_base] = table.tobytes()
+        self._mm[INDEX_HEADER.size : self._entry_base] = table.tobytes()
         self.hash_slot_count = used
         self._write_header()
         self._flushed_count = 0
-        log.warning("index file %s: slots pointed past indexCount %d after a crash; rebuilt "
-                    "%d slots from %d entries", self.path, count, used, count - 1)
+        log.warning(
+            "index file %s: slots pointed past indexCount %d after a crash; rebuilt "
+            "%d slots from %d entries",
+            self.path,
+            count,
+            used,
+            count - 1,
+        )
         return True
 
     # -- durability --------------------------------------------------------------------
@@ -373,10 +449,17 @@ class IndexFile:
         self.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        log.info("deleted index file %s (%d keys, phys offsets %d..%d)", self.path,
-                 self.key_count, self.begin_phys_offset, self.end_phys_offset)
+        log.info(
+            "deleted index file %s (%d keys, phys offsets %d..%d)",
+            self.path,
+            self.key_count,
+            self.begin_phys_offset,
+            self.end_phys_offset,
+        )
 
     def __repr__(self) -> str:
-        return (f"IndexFile({self.path!r}, keys={self.key_count}, phys="
-                f"{self.begin_phys_offset}..{self.end_phys_offset}, time="
-                f"{self.begin_timestamp_ms}..{self.end_timestamp_ms})")
+        return (
+            f"IndexFile({self.path!r}, keys={self.key_count}, phys="
+            f"{self.begin_phys_offset}..{self.end_phys_offset}, time="
+            f"{self.begin_timestamp_ms}..{self.end_timestamp_ms})"
+        )

@@ -65,8 +65,9 @@ def key_hash_of(topic: str, key: str) -> int:
     return index_key_hash(java_hash - (1 << 32) if java_hash & 0x80000000 else java_hash)
 
 
-def py_index_key_hashes(topics: list[str], keys: list[list[str]], phys_offsets: list[int],
-                        after_phys: int) -> tuple[list[int], list[int]]:
+def py_index_key_hashes(
+    topics: list[str], keys: list[list[str]], phys_offsets: list[int], after_phys: int
+) -> tuple[list[int], list[int]]:
     """:func:`key_hash_of` every non-empty key of every record past *after_phys*.
 
     The records are parallel lists; the result is flat, one item per index
@@ -100,11 +101,20 @@ class IndexService:
     """The index files of one store. The owner thread puts, queries and deletes;
     :meth:`flush` may run in a worker thread at the same time."""
 
-    def __init__(self, directory: str, *, slots: int = 5_000_000, entries: int = 20_000_000,
-                 io: StoreIO | None = None, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        directory: str,
+        *,
+        slots: int = 5_000_000,
+        entries: int = 20_000_000,
+        io: StoreIO | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         if slots <= 0 or entries <= 1:
-            raise ValueError(f"an index file needs slots > 0 and entries > 1 (entry 0 is "
-                             f"unused); got slots={slots}, entries={entries}")
+            raise ValueError(
+                f"an index file needs slots > 0 and entries > 1 (entry 0 is "
+                f"unused); got slots={slots}, entries={entries}"
+            )
         self.directory = directory
         self.slots = slots
         self.entries = entries
@@ -130,22 +140,31 @@ class IndexService:
             if _FILE_NAME.match(name):
                 names.append(name)
             else:
-                log.warning("ignoring %s: not an index file name (yyyyMMddHHmmssSSS)",
-                            os.path.join(self.directory, name))
+                log.warning(
+                    "ignoring %s: not an index file name (yyyyMMddHHmmssSSS)",
+                    os.path.join(self.directory, name),
+                )
         for position, name in enumerate(names):
             path = os.path.join(self.directory, name)
             try:
                 f = IndexFile.open(path, slots=self.slots, entries=self.entries, io=self._io)
             except StoreError as exc:
-                log.error("%s; deleting it and the %d newer index files, which re-dispatch "
-                          "rebuilds", exc, len(names) - position - 1)
+                log.error(
+                    "%s; deleting it and the %d newer index files, which re-dispatch rebuilds",
+                    exc,
+                    len(names) - position - 1,
+                )
                 self._delete_names(names[position:])
                 break
             if not clean_shutdown and f.end_timestamp_ms > checkpoint_timestamp_ms:
-                log.warning("index file %s ends at %d ms, past the checkpoint's %d ms, after a "
-                            "crash: deleting it and the %d newer index files", path,
-                            f.end_timestamp_ms, checkpoint_timestamp_ms,
-                            len(names) - position - 1)
+                log.warning(
+                    "index file %s ends at %d ms, past the checkpoint's %d ms, after a "
+                    "crash: deleting it and the %d newer index files",
+                    path,
+                    f.end_timestamp_ms,
+                    checkpoint_timestamp_ms,
+                    len(names) - position - 1,
+                )
                 f.close()
                 self._delete_names(names[position:])
                 break
@@ -153,8 +172,12 @@ class IndexService:
         if not clean_shutdown and self._files:
             self._files[-1].repair_slots()
         self._last_indexed_phys = self._newest_indexed_phys()
-        log.info("loaded %d index files from %s; last indexed phys offset %d",
-                 len(self._files), self.directory, self._last_indexed_phys)
+        log.info(
+            "loaded %d index files from %s; last indexed phys offset %d",
+            len(self._files),
+            self.directory,
+            self._last_indexed_phys,
+        )
 
     def flush(self) -> int:
         """Sync every file; return the timestamp the checkpoint may record.
@@ -188,13 +211,19 @@ class IndexService:
         """Phys offset of the newest indexed record, -1 when none; put skips up to it."""
         return self._last_indexed_phys
 
-    def put(self, topic: str, keys: Iterable[str], phys_offset: int,
-            store_timestamp_ms: int) -> None:
+    def put(
+        self, topic: str, keys: Iterable[str], phys_offset: int, store_timestamp_ms: int
+    ) -> None:
         """Index the record at *phys_offset* under each non-empty key of *keys*."""
         self.put_many([topic], [list(keys)], [phys_offset], store_timestamp_ms)
 
-    def put_many(self, topics: list[str], keys: list[list[str]], phys_offsets: list[int],
-                 store_timestamp_ms: int) -> None:
+    def put_many(
+        self,
+        topics: list[str],
+        keys: list[list[str]],
+        phys_offsets: list[int],
+        store_timestamp_ms: int,
+    ) -> None:
         """Index records stored together: parallel lists, phys offsets increasing.
 
         Records at or below :attr:`last_indexed_phys` are skipped (re-dispatch).
@@ -202,8 +231,7 @@ class IndexService:
         """
         if not phys_offsets or phys_offsets[-1] <= self._last_indexed_phys:
             return
-        hashes, entry_phys = index_key_hashes(topics, keys, phys_offsets,
-                                              self._last_indexed_phys)
+        hashes, entry_phys = index_key_hashes(topics, keys, phys_offsets, self._last_indexed_phys)
         done = 0
         while done < len(hashes):
             f = self._files[-1] if self._files and not self._files[-1].is_full else self._roll()
@@ -230,15 +258,24 @@ class IndexService:
         previous = self._files[-1] if self._files else None
         path = os.path.join(self.directory, self._next_file_name())
         os.makedirs(self.directory, exist_ok=True)
-        f = IndexFile.create(path, slots=self.slots, entries=self.entries, io=self._io,
-                             begin_phys_offset=previous.end_phys_offset if previous else 0,
-                             begin_timestamp_ms=previous.end_timestamp_ms if previous else 0)
+        f = IndexFile.create(
+            path,
+            slots=self.slots,
+            entries=self.entries,
+            io=self._io,
+            begin_phys_offset=previous.end_phys_offset if previous else 0,
+            begin_timestamp_ms=previous.end_timestamp_ms if previous else 0,
+        )
         self._files.append(f)
         if previous is None:
             log.info("created index file %s", path)
         else:
-            log.info("created index file %s: %s is full at phys offset %d", path,
-                     previous.path, previous.end_phys_offset)
+            log.info(
+                "created index file %s: %s is full at phys offset %d",
+                path,
+                previous.path,
+                previous.end_phys_offset,
+            )
         return f
 
     def _next_file_name(self) -> str:
@@ -250,8 +287,15 @@ class IndexService:
         return name
 
     # -- reading -----------------------------------------------------------------------
-    def query(self, topic: str, key: str, *, max_count: int, begin_timestamp_ms: int = 0,
-              end_timestamp_ms: int | None = None) -> list[int]:
+    def query(
+        self,
+        topic: str,
+        key: str,
+        *,
+        max_count: int,
+        begin_timestamp_ms: int = 0,
+        end_timestamp_ms: int | None = None,
+    ) -> list[int]:
         """Phys offsets of records that may carry *key* in *topic*, newest first.
 
         Candidates only: two keys can share a hash, so the caller reads each
@@ -276,12 +320,19 @@ class IndexService:
         Those are the newest files; the records they held below *phys_offset*
         are indexed again by re-dispatch from :attr:`last_indexed_phys`.
         """
-        position = next((i for i, f in enumerate(self._files)
-                         if f.end_phys_offset >= phys_offset), len(self._files))
+        position = next(
+            (i for i, f in enumerate(self._files) if f.end_phys_offset >= phys_offset),
+            len(self._files),
+        )
         doomed, self._files = self._files[position:], self._files[:position]
         for f in doomed:
-            log.info("deleting index file %s: it reaches phys offset %d, past the commit "
-                     "log's truncation at %d", f.path, f.end_phys_offset, phys_offset)
+            log.info(
+                "deleting index file %s: it reaches phys offset %d, past the commit "
+                "log's truncation at %d",
+                f.path,
+                f.end_phys_offset,
+                phys_offset,
+            )
             f.destroy()
         self._last_indexed_phys = self._newest_indexed_phys()
 
@@ -290,8 +341,13 @@ class IndexService:
         deleted = 0
         while len(self._files) > 1 and self._files[0].end_phys_offset < commitlog_min_phys:
             f = self._files.pop(0)
-            log.info("deleting index file %s: it ends at phys offset %d, below the commit "
-                     "log's first offset %d", f.path, f.end_phys_offset, commitlog_min_phys)
+            log.info(
+                "deleting index file %s: it ends at phys offset %d, below the commit "
+                "log's first offset %d",
+                f.path,
+                f.end_phys_offset,
+                commitlog_min_phys,
+            )
             f.destroy()
             deleted += 1
         return deleted

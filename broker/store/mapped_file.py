@@ -61,8 +61,17 @@ class MappedFile:
     """One segment. Appends and reads are made by the owning thread; :meth:`flush`
     may run in a worker thread at the same time."""
 
-    def __init__(self, path: str, file_size: int, *, io: StoreIO, create: bool,
-                 read_only: bool = False, sparse: bool = False, mapped: bool = True) -> None:
+    def __init__(
+        self,
+        path: str,
+        file_size: int,
+        *,
+        io: StoreIO,
+        create: bool,
+        read_only: bool = False,
+        sparse: bool = False,
+        mapped: bool = True,
+    ) -> None:
         self.path = path
         self.sparse = sparse
         #: file bytes known to have disk blocks; a sparse file gets them ahead of the writer
@@ -78,8 +87,11 @@ class MappedFile:
             try:
                 actual = os.fstat(self._fd).st_size
                 self.file_size = min(actual, file_size)
-                self._mm = mmap.mmap(self._fd, self.file_size, mmap.MAP_SHARED,
-                                     mmap.PROT_READ) if self.file_size else None
+                self._mm = (
+                    mmap.mmap(self._fd, self.file_size, mmap.MAP_SHARED, mmap.PROT_READ)
+                    if self.file_size
+                    else None
+                )
             except BaseException:
                 os.close(self._fd)
                 raise
@@ -98,19 +110,25 @@ class MappedFile:
             else:
                 actual = os.fstat(self._fd).st_size
                 if actual != file_size:
-                    log.warning("segment %s is %d bytes, expected %d; resizing (recovery "
-                                "checks what it holds)", path, actual, file_size)
+                    log.warning(
+                        "segment %s is %d bytes, expected %d; resizing (recovery "
+                        "checks what it holds)",
+                        path,
+                        actual,
+                        file_size,
+                    )
                     os.ftruncate(self._fd, file_size)
             self._mm = None
             if mapped or not sparse:
-                self._mm = mmap.mmap(self._fd, file_size, mmap.MAP_SHARED,
-                                     mmap.PROT_READ | mmap.PROT_WRITE)
+                self._mm = mmap.mmap(
+                    self._fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+                )
         except BaseException:
             os.close(self._fd)
             if create:
                 os.unlink(path)
             raise
-        if sparse:   # the mapping holds its own descriptor; see the module docstring
+        if sparse:  # the mapping holds its own descriptor; see the module docstring
             os.close(self._fd)
             self._fd = -1
         self.wrote_position = 0
@@ -136,8 +154,9 @@ class MappedFile:
             raise ValueError(f"segment {self.path} is closed")
         fd = os.open(self.path, os.O_RDWR)
         try:
-            self._mm = mmap.mmap(fd, self.file_size, mmap.MAP_SHARED,
-                                 mmap.PROT_READ | mmap.PROT_WRITE)
+            self._mm = mmap.mmap(
+                fd, self.file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+            )
         finally:
             os.close(fd)
         return self._mm
@@ -154,7 +173,7 @@ class MappedFile:
             return mm is None
         try:
             mm.close()
-        except BufferError:      # a memoryview of it is alive: try again later
+        except BufferError:  # a memoryview of it is alive: try again later
             return False
         self._mm = None
         return True
@@ -229,18 +248,20 @@ class MappedFile:
         if self.closed or size <= 0:
             return 0
         if populate_write and _populate_write is not None and not self.read_only:
-            with self._warm_lock:          # close() waits for it: the mapping stays mapped
+            with self._warm_lock:  # close() waits for it: the mapping stays mapped
                 if self.closed:
                     return 0
                 done = _populate_write(self._mm, pos, size)
             if done >= 0:
                 return done
-            log.info("MADV_POPULATE_WRITE is refused here; the page warmer reads ahead "
-                     "instead (%s)", self.path)
+            log.info(
+                "MADV_POPULATE_WRITE is refused here; the page warmer reads ahead instead (%s)",
+                self.path,
+            )
             _populate_write = None
         try:
             return os.preadv(self._fd, [memoryview(buf)[:size]], pos)
-        except OSError:      # closed by the owner meanwhile
+        except OSError:  # closed by the owner meanwhile
             return 0
 
     # -- reading -------------------------------------------------------------
@@ -292,8 +313,8 @@ class MappedFile:
                 data = os.lseek(fd, pos, os.SEEK_DATA)
             except OSError as exc:
                 if exc.errno == errno.ENXIO:
-                    return True                  # nothing but holes past pos
-                data = pos                       # no SEEK_DATA here: read it all
+                    return True  # nothing but holes past pos
+                data = pos  # no SEEK_DATA here: read it all
             if data >= end:
                 return True
             try:
@@ -326,5 +347,7 @@ class MappedFile:
         log.info("deleted segment %s", self.path)
 
     def __repr__(self) -> str:
-        return (f"MappedFile({self.path!r}, wrote={self.wrote_position}, "
-                f"flushed={self.flushed_position})")
+        return (
+            f"MappedFile({self.path!r}, wrote={self.wrote_position}, "
+            f"flushed={self.flushed_position})"
+        )

@@ -24,8 +24,9 @@ _SEGMENT_NAME = re.compile(r"^\d{20}$")
 
 
 class MappedFileQueue:
-    def __init__(self, directory: str, file_size: int, *, io: StoreIO | None = None,
-                 sparse: bool = False) -> None:
+    def __init__(
+        self, directory: str, file_size: int, *, io: StoreIO | None = None, sparse: bool = False
+    ) -> None:
         if file_size <= 0:
             raise ValueError(f"segment size must be positive, got {file_size}")
         self.directory = directory
@@ -52,16 +53,26 @@ class MappedFileQueue:
         for name in names:
             start = int(name)
             if start % self.file_size:
-                raise StoreError(f"segment {os.path.join(self.directory, name)} starts at "
-                                 f"{start}, not a multiple of the segment size "
-                                 f"{self.file_size}; was the segment size changed?")
+                raise StoreError(
+                    f"segment {os.path.join(self.directory, name)} starts at "
+                    f"{start}, not a multiple of the segment size "
+                    f"{self.file_size}; was the segment size changed?"
+                )
             if expected is not None and start != expected:
-                raise StoreError(f"segments in {self.directory} are not contiguous: "
-                                 f"{offset_to_file_name(expected)} is missing before {name}")
+                raise StoreError(
+                    f"segments in {self.directory} are not contiguous: "
+                    f"{offset_to_file_name(expected)} is missing before {name}"
+                )
             # A sparse segment is mapped on its first use (consume queues: most stay idle).
-            mf = MappedFile(os.path.join(self.directory, name), self.file_size, io=self.io,
-                            create=False, read_only=read_only, sparse=self.sparse,
-                            mapped=read_only or not self.sparse)
+            mf = MappedFile(
+                os.path.join(self.directory, name),
+                self.file_size,
+                io=self.io,
+                create=False,
+                read_only=read_only,
+                sparse=self.sparse,
+                mapped=read_only or not self.sparse,
+            )
             # Until recovery says otherwise every loaded segment counts as full.
             mf.wrote_position = mf.flushed_position = mf.file_size
             self.files.append(mf)
@@ -155,8 +166,7 @@ class MappedFileQueue:
         if end_offset > last.file_from_offset + last.file_size:
             if self._next is None:
                 self._next = self._create(last.file_from_offset + self.file_size)
-            self._next.reserve(min(end_offset - self._next.file_from_offset,
-                                   self._next.file_size))
+            self._next.reserve(min(end_offset - self._next.file_from_offset, self._next.file_size))
 
     def _next_start(self, start_offset: int) -> int:
         last = self.files[-1] if self.files else None
@@ -211,8 +221,9 @@ class MappedFileQueue:
                 mf.truncate(cut)
         return discarded
 
-    def delete_head(self, should_delete: Callable[[MappedFile], bool], *,
-                    max_files: int) -> list[MappedFile]:
+    def delete_head(
+        self, should_delete: Callable[[MappedFile], bool], *, max_files: int
+    ) -> list[MappedFile]:
         """Delete whole segments from the head while *should_delete* says so.
 
         The last segment (being written) is never deleted.

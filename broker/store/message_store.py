@@ -79,41 +79,51 @@ log = logging.getLogger(__name__)
 @dataclass(slots=True)
 class _Health:
     disk_full: bool = False
-    disk_full_reason: str = ""   # what refused the last allocation (ENOSPC), if that did
+    disk_full_reason: str = ""  # what refused the last allocation (ENOSPC), if that did
     read_only_reason: str = ""
     running: bool = False
 
 
 class DefaultMessageStore:
-    def __init__(self, config: StoreConfig, *, clock: Clock | None = None,
-                 io: StoreIO | None = None) -> None:
+    def __init__(
+        self, config: StoreConfig, *, clock: Clock | None = None, io: StoreIO | None = None
+    ) -> None:
         self.config = config
         self.clock = clock or SystemClock()
         self.io = io or StoreIO()
         self.dirs = DataDirectory(config.data_dir)
         self.store_host = config.store_host
-        self.commitlog = CommitLog(self.dirs.commitlog, config.commitlog_file_size, io=self.io,
-                                   store_host=pack_host(config.store_host))
+        self.commitlog = CommitLog(
+            self.dirs.commitlog,
+            config.commitlog_file_size,
+            io=self.io,
+            store_host=pack_host(config.store_host),
+        )
         self.consume_queues = ConsumeQueueStore(
-            self.dirs.consumequeue, units_per_file=config.consume_queue_units_per_file,
-            io=self.io, max_open_files=config.max_open_consume_queue_files)
-        self.index = IndexService(self.dirs.index, slots=config.index_slots,
-                                  entries=config.index_entries, io=self.io)
+            self.dirs.consumequeue,
+            units_per_file=config.consume_queue_units_per_file,
+            io=self.io,
+            max_open_files=config.max_open_consume_queue_files,
+        )
+        self.index = IndexService(
+            self.dirs.index, slots=config.index_slots, entries=config.index_entries, io=self.io
+        )
         self.checkpoint = StoreCheckpoint(self.dirs.checkpoint)
         self.deleted = DeletedQueues(self.dirs.deleted_queues)
         self.epochs = EpochFile(self.dirs.epochs)
         # reads stop at the confirm offset (replication with a controller; off = -1)
-        self.gate = VisibilityGate(os.path.join(self.dirs.root, "confirm_offset"),
-                                   self._notify_now)
+        self.gate = VisibilityGate(os.path.join(self.dirs.root, "confirm_offset"), self._notify_now)
         self.reader = StoreReader(self)
         self.cleanup = CleanupService(self)
         self.catch_up = DispatchCatchUp(self)
         #: idempotent producers' de-duplication state, a function of the log (recovery
         #: rebuilds it; every append, a put's or a replica frame's, goes through observe)
-        self.producers = ProducerStateTable(window=config.producer_dedup_window,
-                                            max_producers=config.max_producer_ids,
-                                            expiration_ms=config.producer_id_expiration_ms)
-        self.producers_snapshot_offset = 0   # log offset of the newest producer snapshot
+        self.producers = ProducerStateTable(
+            window=config.producer_dedup_window,
+            max_producers=config.max_producer_ids,
+            expiration_ms=config.producer_id_expiration_ms,
+        )
+        self.producers_snapshot_offset = 0  # log offset of the newest producer snapshot
         self.health = _Health()
         self._listeners: list[ArrivalListener] = []
         # told the new end of the commit log after every put (the replication service)
@@ -122,13 +132,15 @@ class DefaultMessageStore:
         self.replica_of = ""
         self._services: list[ServiceThread] = []
         self._group_commit: GroupCommitService | None = None
-        self.dispatched_offset = 0           # commit-log offset dispatched so far
-        self.last_store_timestamp_ms = 0     # of the newest record appended
+        self.dispatched_offset = 0  # commit-log offset dispatched so far
+        self.last_store_timestamp_ms = 0  # of the newest record appended
         self._flushed_checkpoint = Checkpoint()
         self.stats_put_messages = 0
         # how long syncs take, filled by the flush services, read by the broker's metrics
-        self.flush_durations = {"commitlog": DurationHistogram(),
-                                "consume_queue": DurationHistogram()}
+        self.flush_durations = {
+            "commitlog": DurationHistogram(),
+            "consume_queue": DurationHistogram(),
+        }
         self._started_at = time.monotonic()
         self.stats_put_bytes = 0
 
@@ -142,13 +154,17 @@ class DefaultMessageStore:
         self.dirs.acquire_lock()
         try:
             cfg = self.config
-            self.dirs.record_geometry({
-                "commitlog_file_size": cfg.commitlog_file_size,
-                "consume_queue_units_per_file": cfg.consume_queue_units_per_file,
-                "index_slots": cfg.index_slots, "index_entries": cfg.index_entries})
+            self.dirs.record_geometry(
+                {
+                    "commitlog_file_size": cfg.commitlog_file_size,
+                    "consume_queue_units_per_file": cfg.consume_queue_units_per_file,
+                    "index_slots": cfg.index_slots,
+                    "index_entries": cfg.index_entries,
+                }
+            )
             self.epochs.load()
             report = recover(self, progress=progress)
-            self.epochs.truncate(self.commitlog.max_offset + 1)   # terms whose bytes were cut
+            self.epochs.truncate(self.commitlog.max_offset + 1)  # terms whose bytes were cut
         except BaseException:
             self.dirs.release_lock()
             raise
@@ -161,23 +177,38 @@ class DefaultMessageStore:
         cfg = self.config
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self._group_commit = GroupCommitService(
-                self.commitlog.queue, timeout_s=cfg.sync_flush_timeout_ms / 1000,
-                on_io_error=self._on_io_error, durations=self.flush_durations["commitlog"])
+                self.commitlog.queue,
+                timeout_s=cfg.sync_flush_timeout_ms / 1000,
+                on_io_error=self._on_io_error,
+                durations=self.flush_durations["commitlog"],
+            )
             self._services.append(self._group_commit)
         else:
-            self._services.append(FlushRealTimeService(
-                self.commitlog.queue, interval_s=cfg.flush_interval_commitlog_ms / 1000,
-                least_pages=cfg.flush_commitlog_least_pages,
-                thorough_interval_s=cfg.flush_commitlog_thorough_interval_ms / 1000,
-                on_io_error=self._on_io_error, durations=self.flush_durations["commitlog"]))
+            self._services.append(
+                FlushRealTimeService(
+                    self.commitlog.queue,
+                    interval_s=cfg.flush_interval_commitlog_ms / 1000,
+                    least_pages=cfg.flush_commitlog_least_pages,
+                    thorough_interval_s=cfg.flush_commitlog_thorough_interval_ms / 1000,
+                    on_io_error=self._on_io_error,
+                    durations=self.flush_durations["commitlog"],
+                )
+            )
         if cfg.warm_mapped_file_enable:
             self.commitlog.warm = WarmMappedFileService(
-                self.commitlog.queue, ahead_bytes=cfg.warm_ahead_bytes,
-                populate_write=cfg.warm_populate_write)
+                self.commitlog.queue,
+                ahead_bytes=cfg.warm_ahead_bytes,
+                populate_write=cfg.warm_populate_write,
+            )
             self._services.append(self.commitlog.warm)
-        self._services.append(FlushConsumeQueueService(
-            self.flush_round, interval_s=cfg.flush_interval_consume_queue_ms / 1000,
-            on_io_error=self._on_io_error, durations=self.flush_durations["consume_queue"]))
+        self._services.append(
+            FlushConsumeQueueService(
+                self.flush_round,
+                interval_s=cfg.flush_interval_consume_queue_ms / 1000,
+                on_io_error=self._on_io_error,
+                durations=self.flush_durations["consume_queue"],
+            )
+        )
         for service in self._services:
             service.start()
         if self.commitlog.warm is not None:
@@ -207,8 +238,12 @@ class DefaultMessageStore:
         if clean:
             self.dirs.mark_clean_shutdown()
         self.dirs.release_lock()
-        log.info("store %s shut down (clean=%s) at commit-log offset %d", self.dirs.root,
-                 clean, self.commitlog.max_offset)
+        log.info(
+            "store %s shut down (clean=%s) at commit-log offset %d",
+            self.dirs.root,
+            clean,
+            self.commitlog.max_offset,
+        )
 
     def flush_round(self) -> None:
         """Sync consume queues and index, then record how far everything is durable.
@@ -223,12 +258,14 @@ class DefaultMessageStore:
         physic = self.commitlog.queue.flushed_offset
         prev = self._flushed_checkpoint
         cp = Checkpoint(
-            physic_msg_timestamp_ms=max(prev.physic_msg_timestamp_ms,
-                                        last_ts if physic >= dispatched else 0),
+            physic_msg_timestamp_ms=max(
+                prev.physic_msg_timestamp_ms, last_ts if physic >= dispatched else 0
+            ),
             logics_msg_timestamp_ms=max(prev.logics_msg_timestamp_ms, last_ts),
             index_msg_timestamp_ms=max(prev.index_msg_timestamp_ms, index_ts),
             physic_flushed_offset=max(prev.physic_flushed_offset, physic),
-            logics_dispatched_offset=max(prev.logics_dispatched_offset, dispatched))
+            logics_dispatched_offset=max(prev.logics_dispatched_offset, dispatched),
+        )
         if cp != prev:
             self.checkpoint.write(cp)
             self._flushed_checkpoint = cp
@@ -239,37 +276,49 @@ class DefaultMessageStore:
             # A full disk is not a broken one: refuse writes until the disk check sees
             # space again, instead of turning read-only for good.
             self.health.disk_full = True
-            self.health.disk_full_reason = (f"disk full: a flush in {self.dirs.root} failed "
-                                            f"({exc.strerror}); writes resume once space "
-                                            "is freed")
+            self.health.disk_full_reason = (
+                f"disk full: a flush in {self.dirs.root} failed "
+                f"({exc.strerror}); writes resume once space "
+                "is freed"
+            )
             log.error("%s", self.health.disk_full_reason)
             return
         if not self.health.read_only_reason:
             self.health.read_only_reason = f"{exc.strerror or exc} (errno {exc.errno})"
-            log.error("store %s is read-only after an I/O error: %s", self.dirs.root,
-                      self.health.read_only_reason)
+            log.error(
+                "store %s is read-only after an I/O error: %s",
+                self.dirs.root,
+                self.health.read_only_reason,
+            )
 
     # -- writes ------------------------------------------------------------------------
-    def scan(self, blob: bytes | bytearray | memoryview, *,
-             allow_empty_body: bool = True) -> ScannedBatch:
+    def scan(
+        self, blob: bytes | bytearray | memoryview, *, allow_empty_body: bool = True
+    ) -> ScannedBatch:
         """Check every record of *blob* as :meth:`put_batch` would; raise BatchError.
 
         A caller that must look at the records before storing them (the broker's
         send path) scans once and hands the result to ``put_batch(scanned=...)``.
         """
-        return scan_batch(blob, max_body_size=self.config.max_message_size,
-                          store_host_size=len(self.commitlog.store_host),
-                          allow_empty_body=allow_empty_body)
+        return scan_batch(
+            blob,
+            max_body_size=self.config.max_message_size,
+            store_host_size=len(self.commitlog.store_host),
+            allow_empty_body=allow_empty_body,
+        )
 
-    def put_batch(self, blob: bytes | bytearray | memoryview, *,
-                  scanned: ScannedBatch | None = None) -> PutResult:
+    def put_batch(
+        self, blob: bytes | bytearray | memoryview, *, scanned: ScannedBatch | None = None
+    ) -> PutResult:
         refused = self._refuse_writes()
         if refused is not None:
             return refused
         if len(blob) > self.config.max_batch_size:
-            return PutResult(status=PutStatus.MESSAGE_ILLEGAL,
-                             error=f"batch is {len(blob)} bytes; this broker accepts at most "
-                                   f"{self.config.max_batch_size} (max_batch_size)")
+            return PutResult(
+                status=PutStatus.MESSAGE_ILLEGAL,
+                error=f"batch is {len(blob)} bytes; this broker accepts at most "
+                f"{self.config.max_batch_size} (max_batch_size)",
+            )
         if scanned is not None:
             if scanned.blob is not blob:
                 raise ValueError("scanned= must be the scan of this very blob")
@@ -278,44 +327,68 @@ class DefaultMessageStore:
             try:
                 batch = self.scan(blob)
             except BatchError as exc:
-                status = (PutStatus.PROPERTIES_SIZE_EXCEEDED if exc.kind == "properties"
-                          else PutStatus.MESSAGE_ILLEGAL)
+                status = (
+                    PutStatus.PROPERTIES_SIZE_EXCEEDED
+                    if exc.kind == "properties"
+                    else PutStatus.MESSAGE_ILLEGAL
+                )
                 return PutResult(status=status, error=str(exc))
         return self._append(blob, batch)
 
-    def put_message(self, *, topic: str, queue_id: int, body: bytes,
-                    properties: dict[str, str] | None = None, flag: int = 0,
-                    sysflag: int = 0, born_timestamp_ms: int = 0,
-                    born_host: tuple[str, int] = ("127.0.0.1", 0),
-                    reconsume_times: int = 0,
-                    prepared_transaction_offset: int = 0) -> PutResult:
+    def put_message(
+        self,
+        *,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        properties: dict[str, str] | None = None,
+        flag: int = 0,
+        sysflag: int = 0,
+        born_timestamp_ms: int = 0,
+        born_host: tuple[str, int] = ("127.0.0.1", 0),
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+    ) -> PutResult:
         try:
             record = encode_record(
-                topic=topic, body=body, queue_id=queue_id, flag=flag,
-                properties=properties or {}, sysflag=sysflag,
+                topic=topic,
+                body=body,
+                queue_id=queue_id,
+                flag=flag,
+                properties=properties or {},
+                sysflag=sysflag,
                 born_timestamp_ms=born_timestamp_ms or self.clock.now_ms(),
-                born_host=pack_host(born_host), store_host=self.commitlog.store_host,
+                born_host=pack_host(born_host),
+                store_host=self.commitlog.store_host,
                 reconsume_times=reconsume_times,
-                prepared_transaction_offset=prepared_transaction_offset)
+                prepared_transaction_offset=prepared_transaction_offset,
+            )
         except ValueError as exc:
             return PutResult(status=PutStatus.MESSAGE_ILLEGAL, error=str(exc))
         return self.put_batch(record)
 
     def _refuse_writes(self) -> PutResult | None:
         if not self.health.running:
-            return PutResult(status=PutStatus.SERVICE_NOT_AVAILABLE,
-                             error="the message store is not running")
+            return PutResult(
+                status=PutStatus.SERVICE_NOT_AVAILABLE, error="the message store is not running"
+            )
         if self.replica_of:
-            return PutResult(status=PutStatus.SERVICE_NOT_AVAILABLE,
-                             error=f"this broker is a replica (SLAVE) of {self.replica_of} and "
-                                   "takes no writes; send to the master of its broker name")
+            return PutResult(
+                status=PutStatus.SERVICE_NOT_AVAILABLE,
+                error=f"this broker is a replica (SLAVE) of {self.replica_of} and "
+                "takes no writes; send to the master of its broker name",
+            )
         if self.health.read_only_reason:
-            return PutResult(status=PutStatus.SERVICE_NOT_AVAILABLE,
-                             error=f"the message store is read-only after an I/O error: "
-                                   f"{self.health.read_only_reason}")
+            return PutResult(
+                status=PutStatus.SERVICE_NOT_AVAILABLE,
+                error=f"the message store is read-only after an I/O error: "
+                f"{self.health.read_only_reason}",
+            )
         if self.health.disk_full:
-            return PutResult(status=PutStatus.DISK_FULL, error=self.health.disk_full_reason
-                             or self.cleanup.disk_full_message())
+            return PutResult(
+                status=PutStatus.DISK_FULL,
+                error=self.health.disk_full_reason or self.cleanup.disk_full_message(),
+            )
         if self.catch_up.behind and not self.catch_up.run_once():
             return PutResult(status=PutStatus.DISK_FULL, error=self.catch_up.behind_reason)
         return None
@@ -336,13 +409,22 @@ class DefaultMessageStore:
             appended = self.commitlog.append_batch(blob, batch, now)
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
-                return self._disk_full(f"disk full: cannot create a commit-log segment in "
-                                       f"{self.dirs.commitlog} ({exc.strerror})")
+                return self._disk_full(
+                    f"disk full: cannot create a commit-log segment in "
+                    f"{self.dirs.commitlog} ({exc.strerror})"
+                )
             self._on_io_error(exc)
             return PutResult(status=PutStatus.SERVICE_NOT_AVAILABLE, error=str(exc))
         self.last_store_timestamp_ms = now
-        self.producers.observe_batch(blob, batch.positions, batch.sizes, batch.topics,
-                                     batch.queue_ids, appended.phys_offsets, now)
+        self.producers.observe_batch(
+            blob,
+            batch.positions,
+            batch.sizes,
+            batch.topics,
+            batch.queue_ids,
+            appended.phys_offsets,
+            now,
+        )
         self.after_producer_records(appended.wrote_end)
         if SCHEDULE_TOPIC in batch.topics:
             apply_schedule_tags_codes(batch)
@@ -361,11 +443,17 @@ class DefaultMessageStore:
             flush_future = self._group_commit.request(appended.wrote_end)
         for listener in self._append_listeners:
             listener(appended.wrote_end)
-        return PutResult(status=PutStatus.PUT_OK, store_timestamp_ms=now,
-                         topics=batch.topics, queue_ids=batch.queue_ids,
-                         queue_offsets=appended.queue_offsets,
-                         phys_offsets=appended.phys_offsets, sizes=batch.sizes,
-                         uniq_keys=batch.uniq_keys, flush_future=flush_future)
+        return PutResult(
+            status=PutStatus.PUT_OK,
+            store_timestamp_ms=now,
+            topics=batch.topics,
+            queue_ids=batch.queue_ids,
+            queue_offsets=appended.queue_offsets,
+            phys_offsets=appended.phys_offsets,
+            sizes=batch.sizes,
+            uniq_keys=batch.uniq_keys,
+            flush_future=flush_future,
+        )
 
     def after_producer_records(self, end: int) -> None:
         """Snapshot the producer state every producer_snapshot_interval_bytes of log."""
@@ -377,12 +465,22 @@ class DefaultMessageStore:
         try:
             write_snapshot(self.dirs.producers, self.producers, end)
         except OSError as exc:
-            log.error("cannot write a producer-state snapshot at log offset %d in %s: %s; "
-                      "recovery will replay more log", end, self.dirs.producers, exc)
+            log.error(
+                "cannot write a producer-state snapshot at log offset %d in %s: %s; "
+                "recovery will replay more log",
+                end,
+                self.dirs.producers,
+                exc,
+            )
         self.producers_snapshot_offset = end
 
-    def _dispatch(self, batch: ScannedBatch, phys_offsets: list[int],
-                  queue_offsets: list[int], store_timestamp_ms: int) -> None:
+    def _dispatch(
+        self,
+        batch: ScannedBatch,
+        phys_offsets: list[int],
+        queue_offsets: list[int],
+        store_timestamp_ms: int,
+    ) -> None:
         """Index entries, consume-queue units (one run per queue), then listeners."""
         runs = queue_units(batch, phys_offsets, queue_offsets)
         if self.config.message_index_enable:
@@ -417,13 +515,18 @@ class DefaultMessageStore:
             except Exception:
                 log.exception("arrival listener failed for %s:%d", topic, queue_id)
 
-    def _index_dispatched(self, batch: ScannedBatch, phys_offsets: list[int],
-                          store_timestamp_ms: int) -> None:
+    def _index_dispatched(
+        self, batch: ScannedBatch, phys_offsets: list[int], store_timestamp_ms: int
+    ) -> None:
         """Index the keys of the records that got a consume-queue unit: prepared and
         rolled-back transaction records did not."""
         kept = [i for i, sysflag in enumerate(batch.sysflags) if is_dispatched_to_queue(sysflag)]
-        self.index.put_many([batch.topics[i] for i in kept], [batch.keys[i] for i in kept],
-                            [phys_offsets[i] for i in kept], store_timestamp_ms)
+        self.index.put_many(
+            [batch.topics[i] for i in kept],
+            [batch.keys[i] for i in kept],
+            [phys_offsets[i] for i in kept],
+            store_timestamp_ms,
+        )
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self._listeners.append(listener)
@@ -433,27 +536,59 @@ class DefaultMessageStore:
         self._append_listeners.append(listener)
 
     # -- reads (delegated; see reads.py) -------------------------------------------------
-    def get_messages(self, topic: str, queue_id: int, offset: int, *,
-                     max_count: int | None = None, max_bytes: int | None = None,
-                     tag_codes: frozenset[int] | None = None) -> GetResult:
-        return self.reader.get_messages(topic, queue_id, offset, max_count=max_count,
-                                        max_bytes=max_bytes, tag_codes=tag_codes)
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_count: int | None = None,
+        max_bytes: int | None = None,
+        tag_codes: frozenset[int] | None = None,
+    ) -> GetResult:
+        return self.reader.get_messages(
+            topic, queue_id, offset, max_count=max_count, max_bytes=max_bytes, tag_codes=tag_codes
+        )
 
-    def get_message_blob(self, topic: str, queue_id: int, offset: int, *,
-                         max_count: int | None = None, max_bytes: int | None = None,
-                         tag_codes: frozenset[int] | None = None) -> GetResult:
-        return self.reader.get_messages(topic, queue_id, offset, max_count=max_count,
-                                        max_bytes=max_bytes, tag_codes=tag_codes, as_blob=True)
+    def get_message_blob(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_count: int | None = None,
+        max_bytes: int | None = None,
+        tag_codes: frozenset[int] | None = None,
+    ) -> GetResult:
+        return self.reader.get_messages(
+            topic,
+            queue_id,
+            offset,
+            max_count=max_count,
+            max_bytes=max_bytes,
+            tag_codes=tag_codes,
+            as_blob=True,
+        )
 
     def read_record(self, phys_offset: int) -> bytes | None:
         return self.commitlog.read_record(phys_offset)
 
-    def query_by_key(self, topic: str, key: str, *, max_count: int | None = None,
-                     begin_timestamp_ms: int = 0,
-                     end_timestamp_ms: int | None = None) -> list[bytes]:
-        return self.reader.query_by_key(topic, key, max_count=max_count,
-                                        begin_timestamp_ms=begin_timestamp_ms,
-                                        end_timestamp_ms=end_timestamp_ms)
+    def query_by_key(
+        self,
+        topic: str,
+        key: str,
+        *,
+        max_count: int | None = None,
+        begin_timestamp_ms: int = 0,
+        end_timestamp_ms: int | None = None,
+    ) -> list[bytes]:
+        return self.reader.query_by_key(
+            topic,
+            key,
+            max_count=max_count,
+            begin_timestamp_ms=begin_timestamp_ms,
+            end_timestamp_ms=end_timestamp_ms,
+        )
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         cq = self.consume_queues.get(topic, queue_id)
@@ -497,7 +632,7 @@ class DefaultMessageStore:
         doomed = set(topics)
         if not doomed:
             return
-        self.deleted.delete_topics(doomed, self.commitlog.max_offset)   # one durable write
+        self.deleted.delete_topics(doomed, self.commitlog.max_offset)  # one durable write
         for topic in doomed:
             self.consume_queues.delete_topic(topic)
         for key in [k for k in self.commitlog.queue_offsets if k[0] in doomed]:
@@ -520,8 +655,10 @@ class DefaultMessageStore:
     def append_replicated(self, offset: int, data: bytes) -> int:
         """Append a master's frame of whole records at *offset* (a replica's write path)."""
         if not self.health.running or self.health.read_only_reason:
-            raise ReplicationError(f"the message store takes no writes: "
-                                   f"{self.health.read_only_reason or 'not running'}")
+            raise ReplicationError(
+                f"the message store takes no writes: "
+                f"{self.health.read_only_reason or 'not running'}"
+            )
         return append_replicated(self, offset, data)
 
     def truncate_to(self, point: int) -> int:

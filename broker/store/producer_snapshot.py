@@ -43,12 +43,11 @@ from pocketmq.broker.store.producer_state import (
 if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
 
-__all__ = ["decode_snapshot", "encode_snapshot", "rebuild", "snapshot_offsets",
-           "write_snapshot"]
+__all__ = ["decode_snapshot", "encode_snapshot", "rebuild", "snapshot_offsets", "write_snapshot"]
 
 log = logging.getLogger(__name__)
 
-MAGIC = 0x504D5150     # "PMQP"
+MAGIC = 0x504D5150  # "PMQP"
 VERSION = 1
 _HEAD = struct.Struct(">IHHqI")
 _PRODUCER = struct.Struct(">qiqI")
@@ -62,8 +61,9 @@ KEEP = 2
 def encode_snapshot(table: ProducerStateTable, log_offset: int) -> bytes:
     parts = [_HEAD.pack(MAGIC, VERSION, 0, log_offset, len(table.producers))]
     for entry in table.producers.values():
-        parts.append(_PRODUCER.pack(entry.pid, entry.epoch, entry.last_active_ms,
-                                    len(entry.queues)))
+        parts.append(
+            _PRODUCER.pack(entry.pid, entry.epoch, entry.last_active_ms, len(entry.queues))
+        )
         for (topic, queue_id), q in entry.queues.items():
             raw = topic.encode()
             parts.append(_QUEUE_HEAD.pack(len(raw)) + raw)
@@ -75,13 +75,15 @@ def encode_snapshot(table: ProducerStateTable, log_offset: int) -> bytes:
 
 def decode_snapshot(raw: bytes, table: ProducerStateTable) -> int:
     """Fill *table* from *raw*; returns the snapshot's log offset. ValueError if damaged."""
-    if len(raw) < _HEAD.size + _CRC.size or \
-            _CRC.unpack_from(raw, len(raw) - _CRC.size)[0] != zlib.crc32(raw[:-_CRC.size]):
+    if len(raw) < _HEAD.size + _CRC.size or _CRC.unpack_from(raw, len(raw) - _CRC.size)[
+        0
+    ] != zlib.crc32(raw[: -_CRC.size]):
         raise ValueError("short, or its CRC does not match")
     magic, version, _r, log_offset, count = _HEAD.unpack_from(raw, 0)
     if magic != MAGIC or version != VERSION:
-        raise ValueError(f"magic 0x{magic:08X} version {version}; expected 0x{MAGIC:08X} "
-                         f"version {VERSION}")
+        raise ValueError(
+            f"magic 0x{magic:08X} version {version}; expected 0x{MAGIC:08X} version {VERSION}"
+        )
     pos = _HEAD.size
     table.clear()
     for _ in range(count):
@@ -91,7 +93,7 @@ def decode_snapshot(raw: bytes, table: ProducerStateTable) -> int:
         for _q in range(queues):
             (n,) = _QUEUE_HEAD.unpack_from(raw, pos)
             pos += _QUEUE_HEAD.size
-            topic = raw[pos:pos + n].decode()
+            topic = raw[pos : pos + n].decode()
             pos += n
             queue_id, last_seq, kept = _QUEUE.unpack_from(raw, pos)
             pos += _QUEUE.size
@@ -109,8 +111,14 @@ def snapshot_offsets(directory: str) -> list[int]:
         names = os.listdir(directory)
     except FileNotFoundError:
         return []
-    return sorted((int(n[:-len(SUFFIX)]) for n in names
-                   if n.endswith(SUFFIX) and n[:-len(SUFFIX)].isdigit()), reverse=True)
+    return sorted(
+        (
+            int(n[: -len(SUFFIX)])
+            for n in names
+            if n.endswith(SUFFIX) and n[: -len(SUFFIX)].isdigit()
+        ),
+        reverse=True,
+    )
 
 
 def _path(directory: str, offset: int) -> str:
@@ -156,12 +164,11 @@ def rebuild(store: DefaultMessageStore, end: int) -> tuple[int, int, float]:
     for offset in snapshot_offsets(directory):
         path = _path(directory, offset)
         if offset > end:
-            log.info("producer snapshot %s lies past the recovered log end %d; deleted",
-                     path, end)
+            log.info("producer snapshot %s lies past the recovered log end %d; deleted", path, end)
             _remove(path)
             continue
         if offset < log_min:
-            break      # the log no longer holds what follows it; older ones neither
+            break  # the log no longer holds what follows it; older ones neither
         try:
             with open(path, "rb") as f:
                 start = decode_snapshot(f.read(), table)
@@ -182,6 +189,12 @@ def rebuild(store: DefaultMessageStore, end: int) -> tuple[int, int, float]:
         count += 1
     store.producers_snapshot_offset = start
     seconds = time.monotonic() - started
-    log.info("producer state: %d ids, rebuilt from log offset %d to %d (%d stamped records) "
-             "in %.3f s", len(table), start, end, count, seconds)
+    log.info(
+        "producer state: %d ids, rebuilt from log offset %d to %d (%d stamped records) in %.3f s",
+        len(table),
+        start,
+        end,
+        count,
+        seconds,
+    )
     return start, count, seconds

@@ -47,9 +47,18 @@ from collections.abc import Sequence
 
 from pocketmq.common.message import check_record
 
-__all__ = ["PROPERTY_IDEMPOTENCE", "TAIL_WINDOW", "ProducerEntry", "ProducerStateError",
-           "ProducerStateTable", "QueueSeq", "StateErrorKind", "idempotence_of",
-           "idempotence_of_props", "sent_queue"]
+__all__ = [
+    "PROPERTY_IDEMPOTENCE",
+    "TAIL_WINDOW",
+    "ProducerEntry",
+    "ProducerStateError",
+    "ProducerStateTable",
+    "QueueSeq",
+    "StateErrorKind",
+    "idempotence_of",
+    "idempotence_of_props",
+    "sent_queue",
+]
 
 log = logging.getLogger(__name__)
 
@@ -60,17 +69,18 @@ TAIL_WINDOW = len(_NEEDLE) + 19 + 1 + 10 + 1 + 20 + 1
 _MAX_PID = (1 << 63) - 1
 _MAX_EPOCH = (1 << 31) - 1
 #: topics where the broker parks a record sent to another queue (REAL_TOPIC / REAL_QID)
-PARKING_TOPICS = frozenset({"SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer",
-                            "RMQ_SYS_TRANS_HALF_TOPIC"})
+PARKING_TOPICS = frozenset(
+    {"SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer", "RMQ_SYS_TRANS_HALF_TOPIC"}
+)
 
-Ident = tuple[int, int, int]   # (pid, epoch, seq)
+Ident = tuple[int, int, int]  # (pid, epoch, seq)
 
 
 class StateErrorKind(enum.Enum):
-    FENCED = "PRODUCER_FENCED"                   # an epoch lower than the id's
-    OUT_OF_ORDER = "OUT_OF_ORDER_SEQUENCE"       # a gap before the record's sequence
-    FULL = "PRODUCER_ID_LIMIT"                   # max_producers ids, none expired
-    REPEATED = "SEQUENCE_REPEATED"               # one request carries a sequence twice
+    FENCED = "PRODUCER_FENCED"  # an epoch lower than the id's
+    OUT_OF_ORDER = "OUT_OF_ORDER_SEQUENCE"  # a gap before the record's sequence
+    FULL = "PRODUCER_ID_LIMIT"  # max_producers ids, none expired
+    REPEATED = "SEQUENCE_REPEATED"  # one request carries a sequence twice
 
 
 class ProducerStateError(Exception):
@@ -95,19 +105,22 @@ def _parse_value(raw: bytes) -> Ident | None:
 
 def idempotence_of(blob: bytes | bytearray | memoryview, end: int) -> Ident | None:
     """(pid, epoch, seq) of the record ending at *end* in *blob*, or None."""
-    tail = bytes(blob[max(end - TAIL_WINDOW, 0):end])
+    tail = bytes(blob[max(end - TAIL_WINDOW, 0) : end])
     if not tail.endswith(b"\x02"):
         return None
     i = tail.rfind(_NEEDLE)
     if i < 0:
         return None
-    return _parse_value(tail[i + len(_NEEDLE):-1])
+    return _parse_value(tail[i + len(_NEEDLE) : -1])
 
 
 def idempotence_of_props(props: bytes) -> Ident | None:
     """The same, from a record's properties (a recovery scan's ScannedRecord)."""
-    return idempotence_of(b"\x02" + props[-TAIL_WINDOW:], TAIL_WINDOW + 1) \
-        if len(props) < TAIL_WINDOW else idempotence_of(props, len(props))
+    return (
+        idempotence_of(b"\x02" + props[-TAIL_WINDOW:], TAIL_WINDOW + 1)
+        if len(props) < TAIL_WINDOW
+        else idempotence_of(props, len(props))
+    )
 
 
 def sent_queue(topic: str, queue_id: int, props: bytes) -> tuple[str, int]:
@@ -131,7 +144,7 @@ class QueueSeq:
 
     def __init__(self, last_seq: int, window: int) -> None:
         self.last_seq = last_seq
-        self.phys: deque[int] = deque(maxlen=window)   # offsets of seqs last-len+1 .. last
+        self.phys: deque[int] = deque(maxlen=window)  # offsets of seqs last-len+1 .. last
 
     def phys_of(self, seq: int) -> int:
         """The commit-log offset of *seq* if still kept, else -1."""
@@ -152,17 +165,20 @@ class ProducerEntry:
 class ProducerStateTable:
     """The state of every producer id, in order of last activity (oldest first)."""
 
-    def __init__(self, *, window: int = 256, max_producers: int = 10_000,
-                 expiration_ms: int = 86_400_000) -> None:
+    def __init__(
+        self, *, window: int = 256, max_producers: int = 10_000, expiration_ms: int = 86_400_000
+    ) -> None:
         if window < 1 or max_producers < 1 or expiration_ms < 1:
-            raise ValueError(f"window ({window}), max_producers ({max_producers}) and "
-                             f"expiration_ms ({expiration_ms}) must be >= 1")
+            raise ValueError(
+                f"window ({window}), max_producers ({max_producers}) and "
+                f"expiration_ms ({expiration_ms}) must be >= 1"
+            )
         self.window = window
         self.max_producers = max_producers
         self.expiration_ms = expiration_ms
         self.producers: OrderedDict[int, ProducerEntry] = OrderedDict()
-        self.evicted = 0     # ids dropped to stay within max_producers
-        self.expired = 0     # ids dropped after expiration_ms idle
+        self.evicted = 0  # ids dropped to stay within max_producers
+        self.expired = 0  # ids dropped after expiration_ms idle
 
     def __len__(self) -> int:
         return len(self.producers)
@@ -171,8 +187,9 @@ class ProducerStateTable:
         self.producers.clear()
 
     # -- the log's side: every appended record, in order -----------------------------------
-    def observe(self, ident: Ident, topic: str, queue_id: int, phys_offset: int,
-                timestamp_ms: int) -> None:
+    def observe(
+        self, ident: Ident, topic: str, queue_id: int, phys_offset: int, timestamp_ms: int
+    ) -> None:
         """Take in an appended record stamped *ident*, sent to (*topic*, *queue_id*)."""
         pid, epoch, seq = ident
         producers = self.producers
@@ -188,7 +205,7 @@ class ProducerStateTable:
             if timestamp_ms > entry.last_active_ms:
                 entry.last_active_ms = timestamp_ms
         if seq < 0:
-            return     # an epoch record
+            return  # an epoch record
         key = (topic, queue_id)
         q = entry.queues.get(key)
         if q is None:
@@ -200,19 +217,29 @@ class ProducerStateTable:
             q.last_seq = seq
             q.phys.clear()
         else:
-            return     # a copy of a stored record (delivered, committed): changes nothing
+            return  # a copy of a stored record (delivered, committed): changes nothing
         q.phys.append(phys_offset)
 
-    def observe_batch(self, blob: bytes | bytearray | memoryview, positions: Sequence[int],
-                      sizes: Sequence[int], topics: Sequence[str], queue_ids: Sequence[int],
-                      phys_offsets: Sequence[int], timestamp_ms: int) -> None:
+    def observe_batch(
+        self,
+        blob: bytes | bytearray | memoryview,
+        positions: Sequence[int],
+        sizes: Sequence[int],
+        topics: Sequence[str],
+        queue_ids: Sequence[int],
+        phys_offsets: Sequence[int],
+        timestamp_ms: int,
+    ) -> None:
         """:meth:`observe` for each stamped record of an appended batch (one look at
         the first record's tail when the batch comes from a producer without ids)."""
-        if not positions or (idempotence_of(blob, positions[0] + sizes[0]) is None \
-                and idempotence_of(blob, positions[-1] + sizes[-1]) is None):
+        if not positions or (
+            idempotence_of(blob, positions[0] + sizes[0]) is None
+            and idempotence_of(blob, positions[-1] + sizes[-1]) is None
+        ):
             return
-        for pos, size, topic, queue_id, phys in zip(positions, sizes, topics, queue_ids,
-                                                    phys_offsets, strict=True):
+        for pos, size, topic, queue_id, phys in zip(
+            positions, sizes, topics, queue_ids, phys_offsets, strict=True
+        ):
             end = pos + size
             ident = idempotence_of(blob, end)
             if ident is None:
@@ -224,9 +251,13 @@ class ProducerStateTable:
     def _evict_oldest(self) -> None:
         pid, entry = self.producers.popitem(last=False)
         self.evicted += 1
-        log.warning("producer id table is full (%d ids, max_producer_ids); dropped id %d, "
-                    "idle since %d ms: its retries are no longer recognised",
-                    self.max_producers, pid, entry.last_active_ms)
+        log.warning(
+            "producer id table is full (%d ids, max_producer_ids); dropped id %d, "
+            "idle since %d ms: its retries are no longer recognised",
+            self.max_producers,
+            pid,
+            entry.last_active_ms,
+        )
 
     def expire(self, now_ms: int) -> int:
         """Drop ids idle for expiration_ms or more; returns how many."""
@@ -241,14 +272,15 @@ class ProducerStateTable:
         return dropped
 
     # -- the send path's side: before a put ------------------------------------------------
-    def check(self, idents: Sequence[Ident | None], queues: Sequence[tuple[str, int]],
-              now_ms: int) -> dict[int, int]:
+    def check(
+        self, idents: Sequence[Ident | None], queues: Sequence[tuple[str, int]], now_ms: int
+    ) -> dict[int, int]:
         """Which records of a request were stored already: {index: phys offset, or -1
         when that result is no longer kept}. Raises :class:`ProducerStateError` for a
         fenced epoch, a gap, a sequence repeated within the request, or a full table."""
         self.expire(now_ms)
         dups: dict[int, int] = {}
-        seen: dict[tuple[int, str, int], int] = {}    # last seq as of this request's records
+        seen: dict[tuple[int, str, int], int] = {}  # last seq as of this request's records
         admitted: set[int] = set()
         for i, ident in enumerate(idents):
             if ident is None:
@@ -259,10 +291,14 @@ class ProducerStateTable:
             q = None
             if entry is not None:
                 if epoch < entry.epoch:
-                    raise ProducerStateError(StateErrorKind.FENCED, (
-                        f"producer id {pid} has epoch {entry.epoch}; this record carries "
-                        f"epoch {epoch}: a newer instance of this producer took over, so this "
-                        "one may not write any more"))
+                    raise ProducerStateError(
+                        StateErrorKind.FENCED,
+                        (
+                            f"producer id {pid} has epoch {entry.epoch}; this record carries "
+                            f"epoch {epoch}: a newer instance of this producer took over, so this "
+                            "one may not write any more"
+                        ),
+                    )
                 q = entry.queues.get((topic, queue_id))
             elif pid not in admitted:
                 self.admit_check(now_ms)
@@ -271,23 +307,31 @@ class ProducerStateTable:
             last = seen.get(key)
             if last is not None:
                 if seq <= last:
-                    raise ProducerStateError(StateErrorKind.REPEATED, (
-                        f"record {i} repeats sequence {seq} of producer id {pid} in "
-                        f"{topic}:{queue_id} within one request"))
+                    raise ProducerStateError(
+                        StateErrorKind.REPEATED,
+                        (
+                            f"record {i} repeats sequence {seq} of producer id {pid} in "
+                            f"{topic}:{queue_id} within one request"
+                        ),
+                    )
             elif q is not None:
                 last = q.last_seq
                 if seq <= last:
                     dups[i] = q.phys_of(seq)
                     continue
             elif entry is not None:
-                last = -1     # a known id, a queue it has not written: starts at 0
+                last = -1  # a known id, a queue it has not written: starts at 0
             else:
-                last = seq - 1     # an unknown (expired, never seen) id starts anywhere
+                last = seq - 1  # an unknown (expired, never seen) id starts anywhere
             if seq != last + 1:
-                raise ProducerStateError(StateErrorKind.OUT_OF_ORDER, (
-                    f"producer id {pid} sent sequence {seq} to {topic}:{queue_id}, but the "
-                    f"next one there is {last + 1}: {seq - last - 1} earlier record(s) are "
-                    "missing (sent out of order, or lost); retry them first"))
+                raise ProducerStateError(
+                    StateErrorKind.OUT_OF_ORDER,
+                    (
+                        f"producer id {pid} sent sequence {seq} to {topic}:{queue_id}, but the "
+                        f"next one there is {last + 1}: {seq - last - 1} earlier record(s) are "
+                        "missing (sent out of order, or lost); retry them first"
+                    ),
+                )
             seen[key] = seq
         return dups
 
@@ -298,12 +342,16 @@ class ProducerStateTable:
         self.expire(now_ms)
         if len(self.producers) >= self.max_producers:
             oldest = next(iter(self.producers.values()))
-            raise ProducerStateError(StateErrorKind.FULL, (
-                f"the broker keeps the state of at most {self.max_producers} idempotent "
-                f"producer ids (max_producer_ids) and none has been idle for "
-                f"{self.expiration_ms} ms (producer_id_expiration_ms; the oldest was active "
-                f"{now_ms - oldest.last_active_ms} ms ago); raise either setting, or send "
-                "with idempotent=False"))
+            raise ProducerStateError(
+                StateErrorKind.FULL,
+                (
+                    f"the broker keeps the state of at most {self.max_producers} idempotent "
+                    f"producer ids (max_producer_ids) and none has been idle for "
+                    f"{self.expiration_ms} ms (producer_id_expiration_ms; the oldest was active "
+                    f"{now_ms - oldest.last_active_ms} ms ago); raise either setting, or send "
+                    "with idempotent=False"
+                ),
+            )
 
     def register(self, pid: int, epoch: int, now_ms: int) -> ProducerEntry:
         """An id handed out by InitProducerId (already admitted)."""
@@ -320,4 +368,4 @@ class ProducerStateTable:
 def _props_of(blob: bytes | bytearray | memoryview, pos: int, end: int) -> bytes:
     """The properties of the (checked) record at [pos, end)."""
     lay = check_record(blob, pos, end, check_crc=False)
-    return bytes(memoryview(blob)[lay.props_pos:lay.props_pos + lay.props_len])
+    return bytes(memoryview(blob)[lay.props_pos : lay.props_pos + lay.props_len])

@@ -29,22 +29,41 @@ from pocketmq.common.message import decode_record
 if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
 
-__all__ = ["GATHER_LIMIT", "GATHER_OTHER_SEGMENT", "GATHER_UNITS_DONE", "StoreReader",
-           "gather_records", "py_gather_records"]
+__all__ = [
+    "GATHER_LIMIT",
+    "GATHER_OTHER_SEGMENT",
+    "GATHER_UNITS_DONE",
+    "StoreReader",
+    "gather_records",
+    "py_gather_records",
+]
 
 MIN_FILTER_UNITS = 800
-_PHYS = struct.Struct(">q")          # a unit's phys_offset, its first field
+_PHYS = struct.Struct(">q")  # a unit's phys_offset, its first field
 
 #: Why :func:`gather_records` returned: its units ran out; a count, byte or gate
 #: limit was reached; the next unit lies in another commit-log segment.
 GATHER_UNITS_DONE, GATHER_LIMIT, GATHER_OTHER_SEGMENT = 0, 1, 2
 
 
-def py_gather_records(units: Any, upos: int, n_units: int, first_queue_offset: int,
-                      log: Any, log_base: int, log_span: int, log_wrote: int, log_min: int,
-                      max_count: int, max_bytes: int, have_count: int, have_bytes: int,
-                      tag_codes: frozenset[int] | None, gate_end: int,
-                      split: bool) -> tuple[Any, list[int], int, int, bool, int]:
+def py_gather_records(
+    units: Any,
+    upos: int,
+    n_units: int,
+    first_queue_offset: int,
+    log: Any,
+    log_base: int,
+    log_span: int,
+    log_wrote: int,
+    log_min: int,
+    max_count: int,
+    max_bytes: int,
+    have_count: int,
+    have_bytes: int,
+    tag_codes: frozenset[int] | None,
+    gate_end: int,
+    split: bool,
+) -> tuple[Any, list[int], int, int, bool, int]:
     """Copy the records of consume-queue units out of one commit-log segment.
 
     The units are ``units[upos:upos + 20 * n_units]``; unit ``i`` has queue
@@ -68,8 +87,9 @@ def py_gather_records(units: Any, upos: int, n_units: int, first_queue_offset: i
     *out* is the records back to back, or a list of them when *split*.
     """
     if upos < 0 or n_units < 0 or upos > len(units) or n_units > (len(units) - upos) // 20:
-        raise ValueError(f"{n_units} units at byte {upos} do not fit a buffer of "
-                         f"{len(units)} bytes")
+        raise ValueError(
+            f"{n_units} units at byte {upos} do not fit a buffer of {len(units)} bytes"
+        )
     end = min(log_wrote, len(log))
     taken: list[bytes] = []
     queue_offsets: list[int] = []
@@ -77,7 +97,7 @@ def py_gather_records(units: Any, upos: int, n_units: int, first_queue_offset: i
     removed = False
     stop = GATHER_UNITS_DONE
     consumed = 0
-    for phys, size, tags in CQ_UNIT.iter_unpack(units[upos:upos + n_units * CQ_UNIT_SIZE]):
+    for phys, size, tags in CQ_UNIT.iter_unpack(units[upos : upos + n_units * CQ_UNIT_SIZE]):
         if count >= max_count or (count > 0 and total + size > max_bytes):
             stop = GATHER_LIMIT
             break
@@ -95,7 +115,7 @@ def py_gather_records(units: Any, upos: int, n_units: int, first_queue_offset: i
             removed = True
         else:
             rel = phys - log_base
-            taken.append(bytes(log[rel:rel + size]))
+            taken.append(bytes(log[rel : rel + size]))
             queue_offsets.append(first_queue_offset + consumed)
             count += 1
             total += size
@@ -112,10 +132,17 @@ class StoreReader:
     def __init__(self, store: DefaultMessageStore) -> None:
         self._store = store
 
-    def get_messages(self, topic: str, queue_id: int, offset: int, *,
-                     max_count: int | None = None, max_bytes: int | None = None,
-                     tag_codes: frozenset[int] | None = None,
-                     as_blob: bool = False) -> GetResult:
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_count: int | None = None,
+        max_bytes: int | None = None,
+        tag_codes: frozenset[int] | None = None,
+        as_blob: bool = False,
+    ) -> GetResult:
         """RocketMQ's getMessage. The records come as a list of ``bytes``, or with
         *as_blob* as one ``bytes`` of them back to back (``GetResult.blob``)."""
         cfg = self._store.config
@@ -123,14 +150,22 @@ class StoreReader:
         max_bytes = max_bytes or cfg.max_transfer_bytes
         cq = self._store.consume_queues.get(topic, queue_id)
         if cq is None:
-            return GetResult(status=GetStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0,
-                             min_offset=0, max_offset=0)
+            return GetResult(
+                status=GetStatus.NO_MATCHED_LOGIC_QUEUE,
+                next_begin_offset=0,
+                min_offset=0,
+                max_offset=0,
+            )
         min_offset = cq.min_offset
-        max_offset = self._store.gate.visible_max(cq)   # units below the confirm offset
+        max_offset = self._store.gate.visible_max(cq)  # units below the confirm offset
 
         def answer(status: GetStatus, next_offset: int) -> GetResult:
-            return GetResult(status=status, next_begin_offset=next_offset,
-                             min_offset=min_offset, max_offset=max_offset)
+            return GetResult(
+                status=status,
+                next_begin_offset=next_offset,
+                min_offset=min_offset,
+                max_offset=max_offset,
+            )
 
         if max_offset == 0:
             return answer(GetStatus.NO_MESSAGE_IN_QUEUE, 0)
@@ -140,12 +175,22 @@ class StoreReader:
             return answer(GetStatus.OFFSET_OVERFLOW_ONE, offset)
         if offset > max_offset:
             return answer(GetStatus.OFFSET_OVERFLOW_BADLY, max_offset)
-        return self._read_range(cq, offset, min_offset, max_offset, max_count, max_bytes,
-                                tag_codes, split=not as_blob)
+        return self._read_range(
+            cq, offset, min_offset, max_offset, max_count, max_bytes, tag_codes, split=not as_blob
+        )
 
-    def _read_range(self, cq, offset: int, min_offset: int, max_offset: int,
-                    max_count: int, max_bytes: int, tag_codes: frozenset[int] | None, *,
-                    split: bool) -> GetResult:
+    def _read_range(
+        self,
+        cq,
+        offset: int,
+        min_offset: int,
+        max_offset: int,
+        max_count: int,
+        max_bytes: int,
+        tag_codes: frozenset[int] | None,
+        *,
+        split: bool,
+    ) -> GetResult:
         """Gather the records of units ``[offset, max_offset)`` a segment at a time.
 
         The per-unit work is one :func:`gather_records` call per consume-queue
@@ -175,9 +220,23 @@ class StoreReader:
                     segment = self._segment_of(_PHYS.unpack_from(units, at)[0])
                 log_buf, log_base, log_span, log_wrote = segment
                 out, offsets, consumed, taken, was_removed, stop = gather_records(
-                    units, at, n_units - done, next_offset, log_buf, log_base, log_span,
-                    log_wrote, log_min, max_count, max_bytes, len(queue_offsets), total_bytes,
-                    tag_codes, gate_end, split)
+                    units,
+                    at,
+                    n_units - done,
+                    next_offset,
+                    log_buf,
+                    log_base,
+                    log_span,
+                    log_wrote,
+                    log_min,
+                    max_count,
+                    max_bytes,
+                    len(queue_offsets),
+                    total_bytes,
+                    tag_codes,
+                    gate_end,
+                    split,
+                )
                 if offsets:
                     if split:
                         records.extend(out)
@@ -204,9 +263,15 @@ class StoreReader:
         else:
             status = GetStatus.NO_MATCHED_MESSAGE
         blob = None if split else (parts[0] if len(parts) == 1 else b"".join(parts))
-        return GetResult(status=status, next_begin_offset=next_offset, min_offset=min_offset,
-                         max_offset=max_offset, records=records, queue_offsets=queue_offsets,
-                         blob=blob)
+        return GetResult(
+            status=status,
+            next_begin_offset=next_offset,
+            min_offset=min_offset,
+            max_offset=max_offset,
+            records=records,
+            queue_offsets=queue_offsets,
+            blob=blob,
+        )
 
     def _segment_of(self, phys_offset: int) -> tuple[object, int, int, int]:
         """``(mapping, base, span, written)`` of the commit-log segment holding *phys_offset*.
@@ -215,8 +280,7 @@ class StoreReader:
         with nothing written, so the unit there reads as removed.
         """
         mf = self._store.commitlog.queue.find(phys_offset)
-        if (mf is None or mf.closed
-                or not 0 <= phys_offset - mf.file_from_offset < mf.file_size):
+        if mf is None or mf.closed or not 0 <= phys_offset - mf.file_from_offset < mf.file_size:
             return (b"", phys_offset, 1, 0)
         return (mf.buffer, mf.file_from_offset, mf.file_size, mf.wrote_position)
 
@@ -230,14 +294,24 @@ class StoreReader:
             return None
         return self._store.commitlog.store_timestamp(unit[0])
 
-    def query_by_key(self, topic: str, key: str, *, max_count: int | None = None,
-                     begin_timestamp_ms: int = 0,
-                     end_timestamp_ms: int | None = None) -> list[bytes]:
+    def query_by_key(
+        self,
+        topic: str,
+        key: str,
+        *,
+        max_count: int | None = None,
+        begin_timestamp_ms: int = 0,
+        end_timestamp_ms: int | None = None,
+    ) -> list[bytes]:
         """Records whose KEYS or UNIQ_KEY hold *key*; index hits are verified."""
         limit = max_count or self._store.config.default_query_max
-        candidates = self._store.index.query(topic, key, max_count=limit * 2,
-                                             begin_timestamp_ms=begin_timestamp_ms,
-                                             end_timestamp_ms=end_timestamp_ms)
+        candidates = self._store.index.query(
+            topic,
+            key,
+            max_count=limit * 2,
+            begin_timestamp_ms=begin_timestamp_ms,
+            end_timestamp_ms=end_timestamp_ms,
+        )
         out: list[bytes] = []
         for phys in candidates:
             raw = self._store.commitlog.read_record(phys)
@@ -248,7 +322,7 @@ class StoreReader:
             except CorruptRecordError:
                 continue
             if self._store.deleted.is_dead(msg.topic, msg.queue_id, phys):
-                continue   # a record of the topic before it was deleted (and created again)
+                continue  # a record of the topic before it was deleted (and created again)
             if msg.topic == topic and (key in msg.keys or msg.uniq_key == key):
                 out.append(raw)
                 if len(out) >= limit:

@@ -47,13 +47,14 @@ __all__ = ["parse_props", "record_boundary_at_or_before", "recover", "redispatch
 log = logging.getLogger(__name__)
 
 _CHUNK = 1 << 20
-_PROGRESS_EVERY = 1 << 14          # records between two progress reports
+_PROGRESS_EVERY = 1 << 14  # records between two progress reports
 PHASE_VERIFY = "verifying the commit log"
 PHASE_REDISPATCH = "re-dispatching to consume queues and index"
 
 
-def recover(store: DefaultMessageStore, *,
-            progress: ProgressCallback | None = None) -> RecoveryReport:
+def recover(
+    store: DefaultMessageStore, *, progress: ProgressCallback | None = None
+) -> RecoveryReport:
     started = time.monotonic()
     clean = store.dirs.was_clean_shutdown()
     cp = store.checkpoint.read()
@@ -63,17 +64,17 @@ def recover(store: DefaultMessageStore, *,
     store.consume_queues.load()
     store.consume_queues.recover()
     _drop_deleted_queues(store)
-    store.index.load(clean_shutdown=clean and cp is not None,
-                     checkpoint_timestamp_ms=cp.index_msg_timestamp_ms if cp else 0)
+    store.index.load(
+        clean_shutdown=clean and cp is not None,
+        checkpoint_timestamp_ms=cp.index_msg_timestamp_ms if cp else 0,
+    )
     log_min = commitlog.min_offset
     store.consume_queues.delete_expired(log_min)
 
     # 2-3. verify from what the checkpoint vouches for, truncate at the first bad record
-    trusted = min(max(cp.physic_flushed_offset, log_min), _log_extent(commitlog)) if cp \
-        else log_min
+    trusted = min(max(cp.physic_flushed_offset, log_min), _log_extent(commitlog)) if cp else log_min
     verify_from = record_boundary_at_or_before(commitlog, trusted)
-    end, bad_offset, reason, truncated, trimmed = _verify_and_truncate(store, verify_from,
-                                                                       progress)
+    end, bad_offset, reason, truncated, trimmed = _verify_and_truncate(store, verify_from, progress)
 
     # 4-5. re-dispatch what the consume queues and index miss; rebuild damaged queues
     dispatch_from = cp.logics_dispatched_offset if cp else log_min
@@ -87,57 +88,84 @@ def recover(store: DefaultMessageStore, *,
     commitlog.queue.flush()
     store.consume_queues.flush()
     store.index.flush()
-    commitlog.queue_offsets = {(cq.topic, cq.queue_id): cq.max_offset
-                               for cq in store.consume_queues.all_queues()}
+    commitlog.queue_offsets = {
+        (cq.topic, cq.queue_id): cq.max_offset for cq in store.consume_queues.all_queues()
+    }
     store.dispatched_offset = end
     store.flush_round()
     # 7. the idempotent producers' state: the newest snapshot, then the log after it
     rebuild_producers(store, end)
 
     report = RecoveryReport(
-        clean_shutdown=clean, scanned_from=verify_from, max_phys_offset=end,
-        truncated_bytes=truncated, first_bad_offset=bad_offset, reason=reason,
-        redispatched=redispatched, consume_queue_units_trimmed=trimmed,
+        clean_shutdown=clean,
+        scanned_from=verify_from,
+        max_phys_offset=end,
+        truncated_bytes=truncated,
+        first_bad_offset=bad_offset,
+        reason=reason,
+        redispatched=redispatched,
+        consume_queue_units_trimmed=trimmed,
         index_rebuilt_from=start if index_enabled and start < end else None,
-        seconds=time.monotonic() - started)
-    log.info("recovered %s: %s shutdown, verified from %d, log ends at %d, truncated %d "
-             "bytes, re-dispatched %d records, trimmed %d queue units, %.3f s",
-             store.dirs.root, "clean" if clean else "unclean", verify_from, end, truncated,
-             redispatched, trimmed, report.seconds)
+        seconds=time.monotonic() - started,
+    )
+    log.info(
+        "recovered %s: %s shutdown, verified from %d, log ends at %d, truncated %d "
+        "bytes, re-dispatched %d records, trimmed %d queue units, %.3f s",
+        store.dirs.root,
+        "clean" if clean else "unclean",
+        verify_from,
+        end,
+        truncated,
+        redispatched,
+        trimmed,
+        report.seconds,
+    )
     return report
 
 
-def _verify_and_truncate(store: DefaultMessageStore, verify_from: int,
-                         progress: ProgressCallback | None = None,
-                         ) -> tuple[int, int | None, str, int, int]:
+def _verify_and_truncate(
+    store: DefaultMessageStore,
+    verify_from: int,
+    progress: ProgressCallback | None = None,
+) -> tuple[int, int | None, str, int, int]:
     """Return (end of the valid log, bad offset, reason, bytes cut, queue units trimmed)."""
     commitlog = store.commitlog
-    end, bad_offset, reason, _ = _scan(commitlog, verify_from,
-                                       check_crc=store.config.check_crc_on_recover,
-                                       progress=progress)
+    end, bad_offset, reason, _ = _scan(
+        commitlog, verify_from, check_crc=store.config.check_crc_on_recover, progress=progress
+    )
     truncated = _garbage_extent(commitlog, end)
     commitlog.queue.truncate(end)
     commitlog.queue.set_write_position(end)
     if bad_offset is not None:
-        log.warning("commit log damaged at offset %d (%s); truncated %d bytes from there",
-                    bad_offset, reason, truncated)
+        log.warning(
+            "commit log damaged at offset %d (%s); truncated %d bytes from there",
+            bad_offset,
+            reason,
+            truncated,
+        )
     trimmed = store.consume_queues.truncate_phys(end)
     store.index.truncate_phys(end)
     return end, bad_offset, reason, truncated, trimmed
 
 
-def _redispatch_and_rebuild(store: DefaultMessageStore, start: int, end: int,
-                            index_enabled: bool,
-                            progress: ProgressCallback | None = None) -> int:
+def _redispatch_and_rebuild(
+    store: DefaultMessageStore,
+    start: int,
+    end: int,
+    index_enabled: bool,
+    progress: ProgressCallback | None = None,
+) -> int:
     damaged = set(_damaged_queues(store))
     count = _redispatch(store, start, end, damaged, index_enabled, progress=progress)
     if damaged:
-        log.warning("rebuilding %d consume queue(s) from the start of the commit log: %s",
-                    len(damaged), ", ".join(f"{t}:{q}" for t, q in sorted(damaged)))
+        log.warning(
+            "rebuilding %d consume queue(s) from the start of the commit log: %s",
+            len(damaged),
+            ", ".join(f"{t}:{q}" for t, q in sorted(damaged)),
+        )
         for topic, queue_id in damaged:
             store.consume_queues.delete_queue(topic, queue_id)
-        count += _redispatch(store, store.commitlog.min_offset, end, set(), False,
-                             only=damaged)
+        count += _redispatch(store, store.commitlog.min_offset, end, set(), False, only=damaged)
     return count
 
 
@@ -157,8 +185,13 @@ def _drop_deleted_queues(store: DefaultMessageStore) -> None:
         dead_below = deleted.dead_below(cq.topic, cq.queue_id)
         unit = cq.get(cq.min_offset) if dead_below else None
         if unit is not None and unit[0] < dead_below:
-            log.warning("consume queue %s:%d holds records of before its deletion (commit-log "
-                        "offset %d); deleting it", cq.topic, cq.queue_id, dead_below)
+            log.warning(
+                "consume queue %s:%d holds records of before its deletion (commit-log "
+                "offset %d); deleting it",
+                cq.topic,
+                cq.queue_id,
+                dead_below,
+            )
             store.consume_queues.delete_queue(cq.topic, cq.queue_id)
 
 
@@ -182,15 +215,23 @@ def record_boundary_at_or_before(commitlog: CommitLog, offset: int) -> int:
     mf = commitlog.queue.find(offset)
     if mf is None:
         files = commitlog.queue.files
-        return files[-1].file_from_offset if files and offset >= _log_extent(commitlog) \
+        return (
+            files[-1].file_from_offset
+            if files and offset >= _log_extent(commitlog)
             else commitlog.min_offset
+        )
     if commitlog.skip_to(mf.file_from_offset, offset) == offset:
         return offset
     return mf.file_from_offset
 
 
-def _reported(records: Iterator[ScannedRecord], progress: ProgressCallback | None,
-              phase: str, start: int, end: int) -> Iterator[ScannedRecord]:
+def _reported(
+    records: Iterator[ScannedRecord],
+    progress: ProgressCallback | None,
+    phase: str,
+    start: int,
+    end: int,
+) -> Iterator[ScannedRecord]:
     """*records*, telling *progress* every few thousand how far past *start* they are
     (the total is *end* - *start*; at most, when *end* is the extent of the files)."""
     if progress is None:
@@ -204,18 +245,24 @@ def _reported(records: Iterator[ScannedRecord], progress: ProgressCallback | Non
             if not n % _PROGRESS_EVERY:
                 progress(phase, done, total)
             yield rec
-        progress(phase, done, done)   # the end: what there was, which *end* may overstate
+        progress(phase, done, done)  # the end: what there was, which *end* may overstate
 
     return reporting()
 
 
-def _scan(commitlog: CommitLog, start: int, *, check_crc: bool,
-          progress: ProgressCallback | None = None) -> tuple[int, int | None, str, int]:
+def _scan(
+    commitlog: CommitLog, start: int, *, check_crc: bool, progress: ProgressCallback | None = None
+) -> tuple[int, int | None, str, int]:
     """Scan from *start*; return (end of valid log, bad offset, reason, records)."""
     end, count = start, 0
     try:
-        for rec in _reported(commitlog.scan(start, check_crc=check_crc), progress,
-                             PHASE_VERIFY, start, _log_extent(commitlog)):
+        for rec in _reported(
+            commitlog.scan(start, check_crc=check_crc),
+            progress,
+            PHASE_VERIFY,
+            start,
+            _log_extent(commitlog),
+        ):
             end = rec.phys_offset + rec.size
             count += 1
     except CorruptRecordError as exc:
@@ -233,7 +280,7 @@ def _garbage_extent(commitlog: CommitLog, offset: int) -> int:
         pos = max(offset - mf.file_from_offset, 0)
         last_nonzero = pos
         while pos < mf.file_size:
-            chunk = mf.buffer[pos:pos + _CHUNK]
+            chunk = mf.buffer[pos : pos + _CHUNK]
             stripped = chunk.rstrip(b"\0")
             if stripped:
                 last_nonzero = pos + len(stripped)
@@ -257,10 +304,16 @@ def _damaged_queues(store: DefaultMessageStore) -> list[tuple[str, int]]:
     return [(cq.topic, cq.queue_id) for cq in store.consume_queues.all_queues() if cq.damaged]
 
 
-def _redispatch(store: DefaultMessageStore, start: int, end: int,
-                damaged: set[tuple[str, int]], index_enabled: bool, *,
-                only: set[tuple[str, int]] | None = None,
-                progress: ProgressCallback | None = None) -> int:
+def _redispatch(
+    store: DefaultMessageStore,
+    start: int,
+    end: int,
+    damaged: set[tuple[str, int]],
+    index_enabled: bool,
+    *,
+    only: set[tuple[str, int]] | None = None,
+    progress: ProgressCallback | None = None,
+) -> int:
     """Dispatch records in [start, end); queues that do not line up go into *damaged*.
 
     A queue does not line up when a record's queue offset lies past the queue's
@@ -270,13 +323,18 @@ def _redispatch(store: DefaultMessageStore, start: int, end: int,
     count = 0
     from_head = start <= store.commitlog.min_offset
     deleted = store.deleted
-    for rec in _reported(store.commitlog.scan(start, check_crc=False, stop=end), progress,
-                         PHASE_REDISPATCH, start, end):
+    for rec in _reported(
+        store.commitlog.scan(start, check_crc=False, stop=end),
+        progress,
+        PHASE_REDISPATCH,
+        start,
+        end,
+    ):
         key = (rec.topic, rec.queue_id)
         if only is not None and key not in only:
             continue
         if deleted and deleted.is_dead(rec.topic, rec.queue_id, rec.phys_offset):
-            continue   # its topic (or queue) was deleted after it was written
+            continue  # its topic (or queue) was deleted after it was written
         count += 1
         if not is_dispatched_to_queue(rec.sysflag):
             continue  # prepared and rolled-back transaction records: no unit, no index entry
@@ -288,8 +346,12 @@ def _redispatch(store: DefaultMessageStore, start: int, end: int,
             if rec.queue_offset > expected and not (empty and from_head):
                 damaged.add(key)
             else:
-                cq.append(rec.queue_offset, rec.phys_offset, rec.size,
-                          consume_queue_tags_code(rec.topic, props))
+                cq.append(
+                    rec.queue_offset,
+                    rec.phys_offset,
+                    rec.size,
+                    consume_queue_tags_code(rec.topic, props),
+                )
         if index_enabled and keys:
             store.index.put(rec.topic, keys, rec.phys_offset, rec.store_timestamp_ms)
     return count

@@ -70,9 +70,19 @@ from pocketmq.common.message import (
 if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
 
-__all__ = ["ReplicationError", "append_replicated", "frame_columns", "frame_end",
-           "py_frame_columns", "py_frame_end", "read_for_replica", "record_aligned_end",
-           "replica_frame", "truncate_to", "wipe"]
+__all__ = [
+    "ReplicationError",
+    "append_replicated",
+    "frame_columns",
+    "frame_end",
+    "py_frame_columns",
+    "py_frame_end",
+    "read_for_replica",
+    "record_aligned_end",
+    "replica_frame",
+    "truncate_to",
+    "wipe",
+]
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +95,9 @@ class ReplicationError(Exception):
     """A frame that cannot be appended: wrong offset, damaged, or no room."""
 
 
-def read_for_replica(store: DefaultMessageStore, offset: int, max_bytes: int,
-                     stop: int | None = None) -> bytes:
+def read_for_replica(
+    store: DefaultMessageStore, offset: int, max_bytes: int, stop: int | None = None
+) -> bytes:
     """Whole records from *offset* (a record boundary): at most *max_bytes* (but at least
     one record), never past the segment end, *stop* or the log's end. ``b""`` when
     there is nothing to send yet."""
@@ -97,8 +108,9 @@ def read_for_replica(store: DefaultMessageStore, offset: int, max_bytes: int,
     return segment.read(start, end - start)
 
 
-def replica_frame(store: DefaultMessageStore, offset: int, max_bytes: int,
-                  stop: int | None = None) -> tuple[MappedFile, int, int] | None:
+def replica_frame(
+    store: DefaultMessageStore, offset: int, max_bytes: int, stop: int | None = None
+) -> tuple[MappedFile, int, int] | None:
     """Where :func:`read_for_replica`'s frame lies: (segment, file-relative start, end),
     for a sender that copies it straight from the mapping; None when there is nothing
     to send yet."""
@@ -108,8 +120,10 @@ def replica_frame(store: DefaultMessageStore, offset: int, max_bytes: int,
         return None
     mf = commitlog.queue.find(offset)
     if mf is None:
-        raise ReplicationError(f"commit-log offset {offset} is not in this log "
-                               f"[{commitlog.min_offset}, {commitlog.max_offset})")
+        raise ReplicationError(
+            f"commit-log offset {offset} is not in this log "
+            f"[{commitlog.min_offset}, {commitlog.max_offset})"
+        )
     base = mf.file_from_offset
     limit = min(end, base + mf.file_size)
     if limit - offset <= max_bytes:
@@ -125,8 +139,9 @@ def replica_frame(store: DefaultMessageStore, offset: int, max_bytes: int,
     return mf, offset - base, frame_stop
 
 
-def py_frame_end(segment: bytes | bytearray | memoryview | mmap.mmap, start: int, limit: int,
-                 max_bytes: int) -> int:
+def py_frame_end(
+    segment: bytes | bytearray | memoryview | mmap.mmap, start: int, limit: int, max_bytes: int
+) -> int:
     """Where a frame of whole records from record boundary *start* of a *segment*
     (the whole segment's buffer; positions relative to it) ends: at most
     *max_bytes* (one record at least), never past *limit*, and the segment's end
@@ -138,13 +153,13 @@ def py_frame_end(segment: bytes | bytearray | memoryview | mmap.mmap, start: int
     pos = start
     while pos < limit:
         if size - pos < END_FILE_MIN_BLANK_LENGTH:
-            nxt = size                           # too little left for a head: all filler
+            nxt = size  # too little left for a head: all filler
         else:
             total, magic = BLANK_HEAD.unpack_from(segment, pos)
             if magic == BLANK_MAGIC_CODE:
                 nxt = size
             elif total <= 0:
-                break                            # written position reached mid-segment
+                break  # written position reached mid-segment
             else:
                 nxt = pos + total
         if nxt > limit and not (nxt == size and limit == size):
@@ -155,26 +170,33 @@ def py_frame_end(segment: bytes | bytearray | memoryview | mmap.mmap, start: int
     return pos
 
 
-def py_frame_columns(frame: bytes | bytearray | memoryview, positions: list[int],
-                     store_ts_positions: list[int], base_offset: int,
-                     ) -> tuple[list[int], list[int], list[int], list[int]]:
+def py_frame_columns(
+    frame: bytes | bytearray | memoryview,
+    positions: list[int],
+    store_ts_positions: list[int],
+    base_offset: int,
+) -> tuple[list[int], list[int], list[int], list[int]]:
     """What a replica's dispatch reads of each record of a checked frame:
     (phys_offsets, queue_offsets, store_timestamps_ms, cuts), *cuts* being the
     indices i > 0 whose store timestamp differs from record i - 1's (one index
     ``put_many`` per run). The reference of the compiled ``frame_columns``."""
     if len(positions) != len(store_ts_positions):
-        raise ValueError(f"{len(positions)} positions but {len(store_ts_positions)} store "
-                         "timestamp positions")
+        raise ValueError(
+            f"{len(positions)} positions but {len(store_ts_positions)} store timestamp positions"
+        )
     size = len(frame)
     for i, (pos, ts) in enumerate(zip(positions, store_ts_positions, strict=True)):
         if pos < 0 or ts < 0 or pos > size - (POS_QUEUEOFFSET + 8) or ts > size - 8 - pos:
-            raise ValueError(f"record {i} at {pos} (store timestamp at +{ts}) is not inside "
-                             f"the frame of {size} bytes")
+            raise ValueError(
+                f"record {i} at {pos} (store timestamp at +{ts}) is not inside "
+                f"the frame of {size} bytes"
+            )
     unpack = _I64.unpack_from
     phys_offsets = [base_offset + pos for pos in positions]
     queue_offsets = [unpack(frame, pos + POS_QUEUEOFFSET)[0] for pos in positions]
-    stamps = [unpack(frame, pos + ts)[0]
-              for pos, ts in zip(positions, store_ts_positions, strict=True)]
+    stamps = [
+        unpack(frame, pos + ts)[0] for pos, ts in zip(positions, store_ts_positions, strict=True)
+    ]
     cuts = [i for i in range(1, len(stamps)) if stamps[i] != stamps[i - 1]]
     return phys_offsets, queue_offsets, stamps, cuts
 
@@ -205,11 +227,13 @@ def append_replicated(store: DefaultMessageStore, offset: int, data: bytes) -> i
     queue = commitlog.queue
     empty = not queue.files or commitlog.max_offset == commitlog.min_offset == 0
     if empty and offset % commitlog.file_size == 0 and offset > 0:
-        queue.truncate(0)     # an empty replica starts at the master's first segment
+        queue.truncate(0)  # an empty replica starts at the master's first segment
         queue.last_file(offset)
     elif offset != commitlog.max_offset:
-        raise ReplicationError(f"frame starts at commit-log offset {offset}, but this log "
-                               f"ends at {commitlog.max_offset}")
+        raise ReplicationError(
+            f"frame starts at commit-log offset {offset}, but this log "
+            f"ends at {commitlog.max_offset}"
+        )
     if not data:
         return offset
     last = queue.files[-1] if queue.files else None
@@ -217,22 +241,26 @@ def append_replicated(store: DefaultMessageStore, offset: int, data: bytes) -> i
         last = queue.last_file(offset)
         assert last is not None
     if last.file_from_offset + last.wrote_position != offset:
-        raise ReplicationError(f"frame at {offset} does not continue segment "
-                               f"{last.path} (written to {last.wrote_position})")
+        raise ReplicationError(
+            f"frame at {offset} does not continue segment "
+            f"{last.path} (written to {last.wrote_position})"
+        )
     if len(data) > last.remaining:
-        raise ReplicationError(f"frame of {len(data)} bytes at {offset} crosses the end of "
-                               f"segment {last.path} ({last.remaining} bytes left)")
+        raise ReplicationError(
+            f"frame of {len(data)} bytes at {offset} crosses the end of "
+            f"segment {last.path} ({last.remaining} bytes left)"
+        )
     ends_segment = len(data) == last.remaining
     if not FAST_DISPATCH:
         return append_checked(store, last, offset, data)
     checked = _check_frame(data, offset, ends_segment)
-    if checked is None:     # a segment's last frame of filler only
+    if checked is None:  # a segment's last frame of filler only
         last.append(data)
         store.dispatched_offset = offset + len(data)
         return commitlog.max_offset
-    last.append(data)       # a frame that ends a segment carries its filler: now full
+    last.append(data)  # a frame that ends a segment carries its filler: now full
     if commitlog.warm is not None:
-        commitlog.warm.notify(last)   # fault the next pages in ahead of the next frame
+        commitlog.warm.notify(last)  # fault the next pages in ahead of the next frame
     _dispatch_batch(store, checked, offset, offset + len(data))
     return commitlog.max_offset
 
@@ -241,8 +269,7 @@ def append_replicated(store: DefaultMessageStore, offset: int, data: bytes) -> i
 FAST_DISPATCH = True
 
 
-def append_checked(store: DefaultMessageStore, last: MappedFile, offset: int,
-                   data: bytes) -> int:
+def append_checked(store: DefaultMessageStore, last: MappedFile, offset: int, data: bytes) -> int:
     """The reference path: append, then check by scanning the log, then dispatch."""
     commitlog = store.commitlog
     queue = commitlog.queue
@@ -253,10 +280,11 @@ def append_checked(store: DefaultMessageStore, last: MappedFile, offset: int,
     except CorruptRecordError as exc:
         queue.truncate(offset)
         queue.set_write_position(offset)
-        raise ReplicationError(f"frame at {offset} holds a damaged record at {exc.offset}: "
-                               f"{exc.reason}; nothing of it was kept") from None
-    if records and records[-1].phys_offset + records[-1].size != end \
-            and not last.is_full:
+        raise ReplicationError(
+            f"frame at {offset} holds a damaged record at {exc.offset}: "
+            f"{exc.reason}; nothing of it was kept"
+        ) from None
+    if records and records[-1].phys_offset + records[-1].size != end and not last.is_full:
         queue.truncate(offset)
         queue.set_write_position(offset)
         raise ReplicationError(f"frame at {offset} of {len(data)} bytes ends inside a record")
@@ -272,7 +300,7 @@ def _records_end(data: bytes, ends_segment: bool) -> int | None:
     pos, size = 0, len(data)
     while pos < size:
         if size - pos < END_FILE_MIN_BLANK_LENGTH:
-            return pos                           # too little left for a head: all filler
+            return pos  # too little left for a head: all filler
         total, magic = BLANK_HEAD.unpack_from(data, pos)
         if magic == BLANK_MAGIC_CODE:
             return pos if total == size - pos else None
@@ -289,19 +317,24 @@ def _check_frame(data: bytes, offset: int, ends_segment: bool) -> ScannedBatch |
     PHYSICALOFFSET that is not where the record lies in this log."""
     records_end = _records_end(data, ends_segment)
     if records_end is None:
-        raise ReplicationError(f"frame at {offset} of {len(data)} bytes does not end with "
-                               "a whole record or a segment's filler; nothing of it was kept")
+        raise ReplicationError(
+            f"frame at {offset} of {len(data)} bytes does not end with "
+            "a whole record or a segment's filler; nothing of it was kept"
+        )
     if records_end == 0:
         return None
     view = memoryview(data)[:records_end]
     sysflag = _I32.unpack_from(view, POS_SYSFLAG)[0]
     try:
-        batch = scan_batch(view, max_body_size=_ANY_SIZE,
-                           store_host_size=HOST_V6_SIZE if sysflag & SysFlag.STOREHOST_V6
-                           else HOST_V4_SIZE)
+        batch = scan_batch(
+            view,
+            max_body_size=_ANY_SIZE,
+            store_host_size=HOST_V6_SIZE if sysflag & SysFlag.STOREHOST_V6 else HOST_V4_SIZE,
+        )
     except BatchError as exc:
-        raise ReplicationError(f"frame at {offset} holds a damaged record: {exc}; nothing "
-                               "of it was kept") from None
+        raise ReplicationError(
+            f"frame at {offset} holds a damaged record: {exc}; nothing of it was kept"
+        ) from None
     # The scan proved the records lie back to back from the frame's start; the first
     # and last PHYSICALOFFSET then prove the frame is the master's bytes for this place.
     unpack = QUEUE_AND_PHYS_OFFSET.unpack_from
@@ -309,17 +342,18 @@ def _check_frame(data: bytes, offset: int, ends_segment: bool) -> ScannedBatch |
     for pos in {positions[0], positions[-1]}:
         phys = unpack(view, pos + POS_QUEUEOFFSET)[1]
         if phys != offset + pos:
-            raise ReplicationError(f"frame at {offset}: the record at {offset + pos} says "
-                                   f"PHYSICALOFFSET {phys}; nothing of it was kept")
+            raise ReplicationError(
+                f"frame at {offset}: the record at {offset + pos} says "
+                f"PHYSICALOFFSET {phys}; nothing of it was kept"
+            )
     batch.blob = view
     return batch
 
 
-_ANY_SIZE = (1 << 31) - 1          # the master checked sizes against its own limits
+_ANY_SIZE = (1 << 31) - 1  # the master checked sizes against its own limits
 
 
-def _dispatch_batch(store: DefaultMessageStore, batch: ScannedBatch, offset: int,
-                    end: int) -> None:
+def _dispatch_batch(store: DefaultMessageStore, batch: ScannedBatch, offset: int, end: int) -> None:
     """Consume-queue units and index entries of a checked, appended frame: what
     :func:`_dispatch` makes record by record, made as a put makes them (one
     ``append_many`` per queue, one ``put_many`` per store timestamp).
@@ -328,13 +362,17 @@ def _dispatch_batch(store: DefaultMessageStore, batch: ScannedBatch, offset: int
     offsets in the frame are not one consecutive run (deleted and created again).
     """
     phys_offsets, queue_offsets, stamps, cuts = frame_columns(
-        batch.blob, batch.positions, batch.store_ts_positions, offset)
+        batch.blob, batch.positions, batch.store_ts_positions, offset
+    )
     runs = queue_units(batch, phys_offsets, queue_offsets) if not store.deleted else None
     if runs is not None:
-        last = dict(zip(zip(batch.topics, batch.queue_ids, strict=True), queue_offsets,
-                        strict=True))
-        if any(last[(topic, queue_id)] != first + len(units) // CQ_UNIT_SIZE - 1
-               for topic, queue_id, first, units in runs):
+        last = dict(
+            zip(zip(batch.topics, batch.queue_ids, strict=True), queue_offsets, strict=True)
+        )
+        if any(
+            last[(topic, queue_id)] != first + len(units) // CQ_UNIT_SIZE - 1
+            for topic, queue_id, first, units in runs
+        ):
             runs = None
     if runs is None:
         _dispatch(store, list(store.commitlog.scan(offset, check_crc=False, stop=end)), end)
@@ -344,14 +382,23 @@ def _dispatch_batch(store: DefaultMessageStore, batch: ScannedBatch, offset: int
         runs = queue_units(batch, phys_offsets, queue_offsets)
     if stamps:
         # the master observed these records at its put, with its store time
-        store.producers.observe_batch(batch.blob, batch.positions, batch.sizes, batch.topics,
-                                      batch.queue_ids, phys_offsets, stamps[-1])
+        store.producers.observe_batch(
+            batch.blob,
+            batch.positions,
+            batch.sizes,
+            batch.topics,
+            batch.queue_ids,
+            phys_offsets,
+            stamps[-1],
+        )
         store.after_producer_records(end)
     if store.config.message_index_enable:
         topics, keys = batch.topics, batch.keys
         if not all(is_dispatched_to_queue(flag) for flag in set(batch.sysflags)):
-            keys = [k if is_dispatched_to_queue(flag) else [] for k, flag in
-                    zip(keys, batch.sysflags, strict=True)]
+            keys = [
+                k if is_dispatched_to_queue(flag) else []
+                for k, flag in zip(keys, batch.sysflags, strict=True)
+            ]
         for lo, hi in zip([0, *cuts], [*cuts, len(stamps)], strict=True):
             store.index.put_many(topics[lo:hi], keys[lo:hi], phys_offsets[lo:hi], stamps[lo])
     touched = []
@@ -385,8 +432,11 @@ def _dispatch(store: DefaultMessageStore, records: list[ScannedRecord], end: int
         last_ts = rec.store_timestamp_ms
         ident = idempotence_of_props(rec.properties)
         if ident is not None:
-            topic, queue_id = (sent_queue(rec.topic, rec.queue_id, rec.properties)
-                               if rec.topic in PARKING_TOPICS else (rec.topic, rec.queue_id))
+            topic, queue_id = (
+                sent_queue(rec.topic, rec.queue_id, rec.properties)
+                if rec.topic in PARKING_TOPICS
+                else (rec.topic, rec.queue_id)
+            )
             observe(ident, topic, queue_id, rec.phys_offset, rec.store_timestamp_ms)
         if deleted and deleted.is_dead(rec.topic, rec.queue_id, rec.phys_offset):
             continue
@@ -397,8 +447,9 @@ def _dispatch(store: DefaultMessageStore, records: list[ScannedRecord], end: int
         cq = touched.get(key)
         if cq is None:
             cq = touched[key] = store.consume_queues.find_or_create(rec.topic, rec.queue_id)
-        cq.append(rec.queue_offset, rec.phys_offset, rec.size,
-                  consume_queue_tags_code(rec.topic, props))
+        cq.append(
+            rec.queue_offset, rec.phys_offset, rec.size, consume_queue_tags_code(rec.topic, props)
+        )
         if index_enabled and keys:
             store.index.put(rec.topic, keys, rec.phys_offset, rec.store_timestamp_ms)
     store.dispatched_offset = end
@@ -419,8 +470,9 @@ def truncate_to(store: DefaultMessageStore, point: int) -> int:
     if point >= end:
         return 0
     if point < commitlog.min_offset:
-        raise ReplicationError(f"cannot cut the log to {point}: it begins at "
-                               f"{commitlog.min_offset}")
+        raise ReplicationError(
+            f"cannot cut the log to {point}: it begins at {commitlog.min_offset}"
+        )
     if record_boundary_at_or_before(commitlog, point) != point:
         raise ReplicationError(f"commit-log offset {point} is not a record boundary")
     cut = end - point
@@ -430,16 +482,22 @@ def truncate_to(store: DefaultMessageStore, point: int) -> int:
     store.index.truncate_phys(point)
     # index files past the point went whole; index what lies before the point again
     redispatch_range(store, max(commitlog.min_offset, store.index.last_indexed_phys), point)
-    commitlog.queue_offsets = {(cq.topic, cq.queue_id): cq.max_offset
-                               for cq in store.consume_queues.all_queues()}
+    commitlog.queue_offsets = {
+        (cq.topic, cq.queue_id): cq.max_offset for cq in store.consume_queues.all_queues()
+    }
     store.dispatched_offset = point
     store.epochs.truncate(point)
     store.gate.cut(point)
     commitlog.queue.flush()
     store.flush_round()
-    rebuild_producers(store, point)    # the cut records may have advanced sequences
-    log.warning("store %s: cut the commit log back from %d to %d (%d bytes) to match the "
-                "master's log", store.dirs.root, end, point, cut)
+    rebuild_producers(store, point)  # the cut records may have advanced sequences
+    log.warning(
+        "store %s: cut the commit log back from %d to %d (%d bytes) to match the master's log",
+        store.dirs.root,
+        end,
+        point,
+        cut,
+    )
     return cut
 
 
@@ -458,6 +516,9 @@ def wipe(store: DefaultMessageStore) -> int:
     store.gate.cut(0)
     store.flush_round()
     rebuild_producers(store, 0)
-    log.warning("store %s: dropped the whole commit log (%d bytes): it shares no history with "
-                "the master's", store.dirs.root, dropped)
+    log.warning(
+        "store %s: dropped the whole commit log (%d bytes): it shares no history with the master's",
+        store.dirs.root,
+        dropped,
+    )
     return dropped

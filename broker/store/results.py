@@ -15,10 +15,10 @@ __all__ = ["GetResult", "GetStatus", "PutResult", "PutStatus", "RecoveryReport"]
 
 class PutStatus(enum.Enum):
     PUT_OK = "PUT_OK"
-    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"        # stored, not yet durable after the timeout
-    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"              # bad size, CRC, topic, layout
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"  # stored, not yet durable after the timeout
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"  # bad size, CRC, topic, layout
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
-    DISK_FULL = "DISK_FULL"                          # above disk_space_warning_level_ratio
+    DISK_FULL = "DISK_FULL"  # above disk_space_warning_level_ratio
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"  # read-only after an I/O error, or stopped
 
 
@@ -97,12 +97,12 @@ class RecoveryReport:
     """What recovery found and did; logged and returned by ``MessageStore.start``."""
 
     clean_shutdown: bool
-    scanned_from: int             # commit-log offset the scan started at
-    max_phys_offset: int          # end of the valid log after recovery
-    truncated_bytes: int          # commit-log bytes cut past the first bad record
+    scanned_from: int  # commit-log offset the scan started at
+    max_phys_offset: int  # end of the valid log after recovery
+    truncated_bytes: int  # commit-log bytes cut past the first bad record
     first_bad_offset: int | None  # where the scan stopped on damage, if it did
-    reason: str                   # why it stopped there ("" when the log simply ended)
-    redispatched: int             # records re-dispatched to consume queues / index
+    reason: str  # why it stopped there ("" when the log simply ended)
+    redispatched: int  # records re-dispatched to consume queues / index
     consume_queue_units_trimmed: int
     index_rebuilt_from: int | None
     seconds: float

@@ -39,7 +39,7 @@ from pocketmq.broker.store.checkpoint import CrcPage
 
 __all__ = ["LAYOUT", "TimerCheckpoint", "TimerCheckpointFile"]
 
-LAYOUT = struct.Struct(">qqqqi")   # the five fields above, before the CRC
+LAYOUT = struct.Struct(">qqqqi")  # the five fields above, before the CRC
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,14 +62,23 @@ class TimerCheckpointFile:
         if fields is None:
             return None
         cursor, flushed, enqueued, written, slots = fields
-        return TimerCheckpoint(cursor_second=cursor, timerlog_flushed_pos=flushed,
-                               enqueue_queue_offset=enqueued, written_ms=written,
-                               wheel_slots=slots)
+        return TimerCheckpoint(
+            cursor_second=cursor,
+            timerlog_flushed_pos=flushed,
+            enqueue_queue_offset=enqueued,
+            written_ms=written,
+            wheel_slots=slots,
+        )
 
     def write(self, cp: TimerCheckpoint) -> None:
         """Write and sync *cp* in place (one page: the write is atomic)."""
-        self._page.write(cp.cursor_second, cp.timerlog_flushed_pos, cp.enqueue_queue_offset,
-                         cp.written_ms, cp.wheel_slots)
+        self._page.write(
+            cp.cursor_second,
+            cp.timerlog_flushed_pos,
+            cp.enqueue_queue_offset,
+            cp.written_ms,
+            cp.wheel_slots,
+        )
 
     def exists(self) -> bool:
         return os.path.exists(self.path)

@@ -61,19 +61,27 @@ from dataclasses import dataclass
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.broker.store.mapped_file_queue import MappedFileQueue
 
-__all__ = ["NO_PREV", "UNIT", "UNIT_MAGIC", "UNIT_SIZE", "TimerLog", "TimerUnit", "decode_unit",
-           "encode_unit"]
+__all__ = [
+    "NO_PREV",
+    "UNIT",
+    "UNIT_MAGIC",
+    "UNIT_SIZE",
+    "TimerLog",
+    "TimerUnit",
+    "decode_unit",
+    "encode_unit",
+]
 
 log = logging.getLogger(__name__)
 
 # magic, crc, prev_pos, second, deliver_ms, enqueue_ms, phys_offset, size, queue_offset,
 # roll_times (the diagram above)
 UNIT = struct.Struct(">iIqqqqqiqi")
-UNIT_SIZE = UNIT.size                       # 64
-_HEAD = struct.Struct(">iI")                # magic, crc
+UNIT_SIZE = UNIT.size  # 64
+_HEAD = struct.Struct(">iI")  # magic, crc
 _BODY = struct.Struct(">" + UNIT.format[3:])  # the fields the CRC covers
-_BODY_POS = _HEAD.size                      # 8
-UNIT_MAGIC = 0x54494D52                     # "TIMR"
+_BODY_POS = _HEAD.size  # 8
+UNIT_MAGIC = 0x54494D52  # "TIMR"
 NO_PREV = -1
 _ZERO_CHUNK = bytes(1 << 20)
 
@@ -100,10 +108,20 @@ class TimerUnit:
         return self.deliver_ms // 1000 > self.second
 
 
-def encode_unit(*, prev_pos: int, second: int, deliver_ms: int, enqueue_ms: int,
-                phys_offset: int, size: int, queue_offset: int, roll_times: int = 0) -> bytes:
-    body = _BODY.pack(prev_pos, second, deliver_ms, enqueue_ms, phys_offset, size,
-                      queue_offset, roll_times)
+def encode_unit(
+    *,
+    prev_pos: int,
+    second: int,
+    deliver_ms: int,
+    enqueue_ms: int,
+    phys_offset: int,
+    size: int,
+    queue_offset: int,
+    roll_times: int = 0,
+) -> bytes:
+    body = _BODY.pack(
+        prev_pos, second, deliver_ms, enqueue_ms, phys_offset, size, queue_offset, roll_times
+    )
     return _HEAD.pack(UNIT_MAGIC, zlib.crc32(body)) + body
 
 
@@ -114,14 +132,23 @@ def decode_unit(buf: bytes | bytearray | memoryview, offset: int, pos: int) -> T
     magic, crc = _HEAD.unpack_from(buf, offset)
     if magic != UNIT_MAGIC:
         return None
-    body = bytes(buf[offset + _BODY_POS:offset + UNIT_SIZE])
+    body = bytes(buf[offset + _BODY_POS : offset + UNIT_SIZE])
     if zlib.crc32(body) != crc:
         return None
-    (prev_pos, second, deliver_ms, enqueue_ms, phys_offset, size, queue_offset,
-     roll_times) = _BODY.unpack(body)
-    return TimerUnit(pos=pos, prev_pos=prev_pos, second=second, deliver_ms=deliver_ms,
-                     enqueue_ms=enqueue_ms, phys_offset=phys_offset, size=size,
-                     queue_offset=queue_offset, roll_times=roll_times)
+    (prev_pos, second, deliver_ms, enqueue_ms, phys_offset, size, queue_offset, roll_times) = (
+        _BODY.unpack(body)
+    )
+    return TimerUnit(
+        pos=pos,
+        prev_pos=prev_pos,
+        second=second,
+        deliver_ms=deliver_ms,
+        enqueue_ms=enqueue_ms,
+        phys_offset=phys_offset,
+        size=size,
+        queue_offset=queue_offset,
+        roll_times=roll_times,
+    )
 
 
 class TimerLog:
@@ -130,8 +157,10 @@ class TimerLog:
 
     def __init__(self, directory: str, file_size: int, *, io: StoreIO | None = None) -> None:
         if file_size < UNIT_SIZE or file_size % UNIT_SIZE:
-            raise ValueError(f"timer-log segment size {file_size} is not a positive multiple "
-                             f"of the {UNIT_SIZE}-byte unit")
+            raise ValueError(
+                f"timer-log segment size {file_size} is not a positive multiple "
+                f"of the {UNIT_SIZE}-byte unit"
+            )
         self.directory = directory
         self.file_size = file_size
         self.queue = MappedFileQueue(directory, file_size, io=io)
@@ -154,8 +183,13 @@ class TimerLog:
             pos += UNIT_SIZE
         zeroed = self._bytes_after(pos)
         if zeroed:
-            log.warning("timer log %s: cutting %d bytes after position %d (a torn or stale "
-                        "unit follows the last valid one)", self.directory, zeroed, pos)
+            log.warning(
+                "timer log %s: cutting %d bytes after position %d (a torn or stale "
+                "unit follows the last valid one)",
+                self.directory,
+                zeroed,
+                pos,
+            )
             self.queue.truncate(pos)
         self.queue.set_write_position(pos)
         return pos, zeroed
@@ -193,7 +227,7 @@ class TimerLog:
         offset = pos - mf.file_from_offset
         if offset % UNIT_SIZE or offset + UNIT_SIZE > mf.wrote_position:
             return None
-        return decode_unit(mf.buffer[offset:offset + UNIT_SIZE], 0, pos)
+        return decode_unit(mf.buffer[offset : offset + UNIT_SIZE], 0, pos)
 
     def align(self, pos: int) -> int:
         """*pos* moved into the files and down to a unit boundary."""
@@ -204,8 +238,9 @@ class TimerLog:
         pos = min(max(pos, first), files_end)
         return pos - (pos - first) % UNIT_SIZE
 
-    def scan(self, start: int, end: int | None = None, *,
-             skip_invalid: bool = False) -> Iterator[TimerUnit]:
+    def scan(
+        self, start: int, end: int | None = None, *, skip_invalid: bool = False
+    ) -> Iterator[TimerUnit]:
         """Valid units from *start* (a unit boundary) to *end*.
 
         The scan stops at the first invalid unit, or with *skip_invalid* steps
@@ -217,8 +252,9 @@ class TimerLog:
             if mf is None:
                 return
             offset = pos - mf.file_from_offset
-            chunk_end = self.file_size if end is None else min(self.file_size,
-                                                                end - mf.file_from_offset)
+            chunk_end = (
+                self.file_size if end is None else min(self.file_size, end - mf.file_from_offset)
+            )
             chunk = mf.buffer[offset:chunk_end]
             for at in range(0, len(chunk) - UNIT_SIZE + 1, UNIT_SIZE):
                 unit = decode_unit(chunk, at, pos + at)
@@ -238,8 +274,11 @@ class TimerLog:
     def delete_below(self, pos: int, *, max_files: int = 10) -> int:
         """Delete head segments lying wholly below *pos*; the last is kept. Returns the count."""
         size = self.file_size
-        return len(self.queue.delete_head(lambda mf: mf.file_from_offset + size <= pos,
-                                          max_files=max_files))
+        return len(
+            self.queue.delete_head(
+                lambda mf: mf.file_from_offset + size <= pos, max_files=max_files
+            )
+        )
 
     def _bytes_after(self, pos: int) -> int:
         """Non-zero bytes from *pos* to the end of the files (0 when the tail is clean)."""
@@ -251,6 +290,6 @@ class TimerLog:
             buf = mf.buffer
             for at in range(begin, self.file_size, len(_ZERO_CHUNK)):
                 stop = min(at + len(_ZERO_CHUNK), self.file_size)
-                if buf[at:stop] != _ZERO_CHUNK[:stop - at]:
+                if buf[at:stop] != _ZERO_CHUNK[: stop - at]:
                     dirty += (stop - at) - buf[at:stop].count(0)
         return dirty

@@ -58,55 +58,65 @@ from pocketmq.broker.store.timer_checkpoint import TimerCheckpoint, TimerCheckpo
 from pocketmq.broker.store.timer_log import NO_PREV, UNIT_SIZE, TimerLog, TimerUnit, encode_unit
 from pocketmq.broker.store.timer_wheel import TimerWheel
 
-__all__ = ["DEFAULT_TIMER_LOG_FILE_SIZE", "DEFAULT_WHEEL_SLOTS", "TimerMessageStore",
-           "TimerRecoveryReport"]
+__all__ = [
+    "DEFAULT_TIMER_LOG_FILE_SIZE",
+    "DEFAULT_WHEEL_SLOTS",
+    "TimerMessageStore",
+    "TimerRecoveryReport",
+]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_WHEEL_SLOTS = 7 * 86_400                  # RocketMQ's TIMER_WHEEL_TTL_DAY at 1 s
-DEFAULT_TIMER_LOG_FILE_SIZE = 100 * 1024 * 1024   # mappedFileSizeTimerLog
+DEFAULT_WHEEL_SLOTS = 7 * 86_400  # RocketMQ's TIMER_WHEEL_TTL_DAY at 1 s
+DEFAULT_TIMER_LOG_FILE_SIZE = 100 * 1024 * 1024  # mappedFileSizeTimerLog
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TimerRecoveryReport:
     """What :meth:`TimerMessageStore.load` found and did."""
 
-    fresh: bool                  # no timer files yet: nothing to recover
+    fresh: bool  # no timer files yet: nothing to recover
     checkpoint_found: bool
     cursor_second: int
     enqueue_queue_offset: int
-    log_end: int                 # timer-log position after recovery
-    replayed_units: int          # valid units past the checkpoint's flushed position
-    cut_bytes: int               # non-zero bytes cut after the last valid unit
-    dropped_units: int           # trailing units whose parked record the commit log lost
-    wheel_rebuilt: str           # why the wheel was rebuilt from the log; "" if it was not
-    pending_units: int           # units waiting in the wheel
+    log_end: int  # timer-log position after recovery
+    replayed_units: int  # valid units past the checkpoint's flushed position
+    cut_bytes: int  # non-zero bytes cut after the last valid unit
+    dropped_units: int  # trailing units whose parked record the commit log lost
+    wheel_rebuilt: str  # why the wheel was rebuilt from the log; "" if it was not
+    pending_units: int  # units waiting in the wheel
     seconds: float
 
 
 class TimerMessageStore:
-    def __init__(self, root_dir: str, *, wheel_slots: int = DEFAULT_WHEEL_SLOTS,
-                 log_file_size: int = DEFAULT_TIMER_LOG_FILE_SIZE,
-                 io: StoreIO | None = None) -> None:
+    def __init__(
+        self,
+        root_dir: str,
+        *,
+        wheel_slots: int = DEFAULT_WHEEL_SLOTS,
+        log_file_size: int = DEFAULT_TIMER_LOG_FILE_SIZE,
+        io: StoreIO | None = None,
+    ) -> None:
         self.root_dir = root_dir
         self.wheel_slots = wheel_slots
         self._io = io or StoreIO()
         self.log = TimerLog(os.path.join(root_dir, "timerlog"), log_file_size, io=self._io)
         self.wheel_path = os.path.join(root_dir, "timerwheel")
         self.checkpoint_file = TimerCheckpointFile(os.path.join(root_dir, "timercheck"))
-        self.wheel: TimerWheel | None = None      # created with the first unit
+        self.wheel: TimerWheel | None = None  # created with the first unit
         self.cursor_second = 0
         self.enqueue_queue_offset = 0
         self.pending_units = 0
-        self._live: dict[int, list[int]] = {}     # second -> [first_pos, count]
-        self._heap: list[int] = []                # live seconds (stale ones popped lazily)
-        self._retired: list[int] = []             # delivered seconds whose entry is not cleared
+        self._live: dict[int, list[int]] = {}  # second -> [first_pos, count]
+        self._heap: list[int] = []  # live seconds (stale ones popped lazily)
+        self._retired: list[int] = []  # delivered seconds whose entry is not cleared
         self._lock = threading.Lock()
         self._closed = False
 
     # -- recovery ---------------------------------------------------------------------
-    def load(self, *, now_ms: int, queue_min_offset: int,
-             queue_max_offset: int) -> TimerRecoveryReport:
+    def load(
+        self, *, now_ms: int, queue_min_offset: int, queue_max_offset: int
+    ) -> TimerRecoveryReport:
         """Open and recover the files; *queue_** are rmq_sys_wheel_timer queue 0's bounds."""
         started = time.monotonic()
         cp = self.checkpoint_file.read()
@@ -124,11 +134,16 @@ class TimerMessageStore:
             self.cursor_second = cp.cursor_second
         else:
             self.cursor_second = min((u.second for u in tail), default=now_ms // 1000)
-            log.warning("timer checkpoint %s is missing or damaged: starting the wheel at "
-                        "second %d, the oldest in the timer log; messages delivered since "
-                        "may be delivered again", self.checkpoint_file.path, self.cursor_second)
-        self.enqueue_queue_offset = self._enqueue_start(cp, tail, queue_min_offset,
-                                                        queue_max_offset)
+            log.warning(
+                "timer checkpoint %s is missing or damaged: starting the wheel at "
+                "second %d, the oldest in the timer log; messages delivered since "
+                "may be delivered again",
+                self.checkpoint_file.path,
+                self.cursor_second,
+            )
+        self.enqueue_queue_offset = self._enqueue_start(
+            cp, tail, queue_min_offset, queue_max_offset
+        )
         self.wheel = TimerWheel(self.wheel_path, self.wheel_slots, io=self._io)
         rebuild = ""
         if self.wheel.reset:
@@ -138,24 +153,51 @@ class TimerMessageStore:
         if not rebuild:
             rebuild = self._relink(tail) or self._read_live(log_end)
         if rebuild:
-            log.warning("timer wheel %s: rebuilding it from the timer log because %s",
-                        self.wheel_path, rebuild)
+            log.warning(
+                "timer wheel %s: rebuilding it from the timer log because %s",
+                self.wheel_path,
+                rebuild,
+            )
             self._rebuild(log_end)
             problem = self._read_live(log_end)
             if problem:
                 raise RuntimeError(f"timer wheel rebuilt from the log is inconsistent: {problem}")
-        return self._report(started, fresh=False, cp=cp, log_end=log_end, replayed=len(tail),
-                            cut=cut, dropped=dropped, rebuilt=rebuild)
+        return self._report(
+            started,
+            fresh=False,
+            cp=cp,
+            log_end=log_end,
+            replayed=len(tail),
+            cut=cut,
+            dropped=dropped,
+            rebuilt=rebuild,
+        )
 
-    def _report(self, started: float, *, fresh: bool, cp: TimerCheckpoint | None,
-                log_end: int = 0, replayed: int = 0, cut: int = 0, dropped: int = 0,
-                rebuilt: str = "") -> TimerRecoveryReport:
+    def _report(
+        self,
+        started: float,
+        *,
+        fresh: bool,
+        cp: TimerCheckpoint | None,
+        log_end: int = 0,
+        replayed: int = 0,
+        cut: int = 0,
+        dropped: int = 0,
+        rebuilt: str = "",
+    ) -> TimerRecoveryReport:
         return TimerRecoveryReport(
-            fresh=fresh, checkpoint_found=cp is not None, cursor_second=self.cursor_second,
-            enqueue_queue_offset=self.enqueue_queue_offset, log_end=log_end,
-            replayed_units=replayed, cut_bytes=cut, dropped_units=dropped,
-            wheel_rebuilt=rebuilt, pending_units=self.pending_units,
-            seconds=time.monotonic() - started)
+            fresh=fresh,
+            checkpoint_found=cp is not None,
+            cursor_second=self.cursor_second,
+            enqueue_queue_offset=self.enqueue_queue_offset,
+            log_end=log_end,
+            replayed_units=replayed,
+            cut_bytes=cut,
+            dropped_units=dropped,
+            wheel_rebuilt=rebuilt,
+            pending_units=self.pending_units,
+            seconds=time.monotonic() - started,
+        )
 
     def _drop_units_past(self, queue_max_offset: int, log_end: int) -> tuple[int, int]:
         """Cut trailing units naming queue offsets the timer topic no longer has."""
@@ -168,26 +210,39 @@ class TimerMessageStore:
         if pos == log_end:
             return log_end, 0
         dropped = (log_end - pos) // UNIT_SIZE
-        log.warning("timer log %s: dropping %d units from position %d: their parked records "
-                    "(queue offsets >= %d) are no longer in the commit log", self.log.directory,
-                    dropped, pos, queue_max_offset)
+        log.warning(
+            "timer log %s: dropping %d units from position %d: their parked records "
+            "(queue offsets >= %d) are no longer in the commit log",
+            self.log.directory,
+            dropped,
+            pos,
+            queue_max_offset,
+        )
         self.log.truncate(pos)
         return pos, dropped
 
-    def _enqueue_start(self, cp: TimerCheckpoint | None, tail: list[TimerUnit],
-                       queue_min: int, queue_max: int) -> int:
+    def _enqueue_start(
+        self, cp: TimerCheckpoint | None, tail: list[TimerUnit], queue_min: int, queue_max: int
+    ) -> int:
         offset = cp.enqueue_queue_offset if cp is not None else queue_min
         if tail:
             offset = max(offset, max(u.queue_offset for u in tail) + 1)
         if offset > queue_max:
-            log.warning("timer: enqueue offset %d is past the end %d of the timer topic's "
-                        "queue (the commit log lost its tail); continuing at %d", offset,
-                        queue_max, queue_max)
+            log.warning(
+                "timer: enqueue offset %d is past the end %d of the timer topic's "
+                "queue (the commit log lost its tail); continuing at %d",
+                offset,
+                queue_max,
+                queue_max,
+            )
             offset = queue_max
         if offset < queue_min:
-            log.error("timer: parked messages at queue offsets %d..%d were deleted from the "
-                      "commit log before the timer read them; they are lost", offset,
-                      queue_min - 1)
+            log.error(
+                "timer: parked messages at queue offsets %d..%d were deleted from the "
+                "commit log before the timer read them; they are lost",
+                offset,
+                queue_min - 1,
+            )
             offset = queue_min
         return offset
 
@@ -230,13 +285,18 @@ class TimerMessageStore:
             if entry.second < self.cursor_second:
                 stale.append(entry.second)
                 continue
-            if (index != self.wheel.index(entry.second) or entry.count <= 0
-                    or not self.log.min_offset <= entry.first_pos <= entry.last_pos < log_end):
-                return (f"wheel entry {index} (second {entry.second}) names timer-log "
-                        f"positions {entry.first_pos}..{entry.last_pos}; the log holds "
-                        f"[{self.log.min_offset}, {log_end})")
+            if (
+                index != self.wheel.index(entry.second)
+                or entry.count <= 0
+                or not self.log.min_offset <= entry.first_pos <= entry.last_pos < log_end
+            ):
+                return (
+                    f"wheel entry {index} (second {entry.second}) names timer-log "
+                    f"positions {entry.first_pos}..{entry.last_pos}; the log holds "
+                    f"[{self.log.min_offset}, {log_end})"
+                )
             self._live[entry.second] = [entry.first_pos, entry.count]
-        for second in stale:          # delivered before the checkpoint; tidy them away
+        for second in stale:  # delivered before the checkpoint; tidy them away
             self.wheel.clear(second)
         self._heap = list(self._live)
         heapq.heapify(self._heap)
@@ -260,30 +320,51 @@ class TimerMessageStore:
                 entry[2] += 1
         expected = (log_end - self.log.min_offset) // UNIT_SIZE
         if scanned != expected:
-            log.error("timer log %s: %d of %d units between %d and %d are damaged and were "
-                      "skipped", self.log.directory, expected - scanned, expected,
-                      self.log.min_offset, log_end)
+            log.error(
+                "timer log %s: %d of %d units between %d and %d are damaged and were skipped",
+                self.log.directory,
+                expected - scanned,
+                expected,
+                self.log.min_offset,
+                log_end,
+            )
         for second, (first, last, count) in seconds.items():
             self.wheel.put(second, first, last, count)
 
     # -- units --------------------------------------------------------------------------
     def place(self, deliver_ms: int, roll_window_s: int) -> int:
         """The wheel second a message due at *deliver_ms* is linked into."""
-        return min(max(deliver_ms // 1000, self.cursor_second),
-                   self.cursor_second + roll_window_s)
+        return min(max(deliver_ms // 1000, self.cursor_second), self.cursor_second + roll_window_s)
 
-    def append(self, *, second: int, deliver_ms: int, enqueue_ms: int, phys_offset: int,
-               size: int, queue_offset: int, roll_times: int = 0) -> int:
+    def append(
+        self,
+        *,
+        second: int,
+        deliver_ms: int,
+        enqueue_ms: int,
+        phys_offset: int,
+        size: int,
+        queue_offset: int,
+        roll_times: int = 0,
+    ) -> int:
         """Write a unit and link it into *second*; return its timer-log position."""
         if second < self.cursor_second:
             raise ValueError(f"second {second} is before the cursor {self.cursor_second}")
         wheel = self._wheel()
         entry = wheel.get(second)
         prev = entry.last_pos if entry is not None else NO_PREV
-        pos = self.log.append(encode_unit(prev_pos=prev, second=second, deliver_ms=deliver_ms,
-                                          enqueue_ms=enqueue_ms, phys_offset=phys_offset,
-                                          size=size, queue_offset=queue_offset,
-                                          roll_times=roll_times))
+        pos = self.log.append(
+            encode_unit(
+                prev_pos=prev,
+                second=second,
+                deliver_ms=deliver_ms,
+                enqueue_ms=enqueue_ms,
+                phys_offset=phys_offset,
+                size=size,
+                queue_offset=queue_offset,
+                roll_times=roll_times,
+            )
+        )
         if entry is None:
             wheel.put(second, pos, pos, 1)
         else:
@@ -308,9 +389,13 @@ class TimerMessageStore:
         while pos > newer_than:
             unit = self.log.read(pos)
             if unit is None or unit.second != second or unit.prev_pos >= pos:
-                log.error("timer log %s: the chain of second %d is broken at position %d; "
-                          "units older than it are not reachable", self.log.directory,
-                          second, pos)
+                log.error(
+                    "timer log %s: the chain of second %d is broken at position %d; "
+                    "units older than it are not reachable",
+                    self.log.directory,
+                    second,
+                    pos,
+                )
                 break
             out.append(unit)
             pos = unit.prev_pos
@@ -359,10 +444,13 @@ class TimerMessageStore:
         """What a checkpoint may claim now (None before the first unit)."""
         if self.wheel is None:
             return None
-        return TimerCheckpoint(cursor_second=cursor_second,
-                               timerlog_flushed_pos=self.log.max_offset,
-                               enqueue_queue_offset=self.enqueue_queue_offset,
-                               written_ms=now_ms, wheel_slots=self.wheel_slots)
+        return TimerCheckpoint(
+            cursor_second=cursor_second,
+            timerlog_flushed_pos=self.log.max_offset,
+            enqueue_queue_offset=self.enqueue_queue_offset,
+            written_ms=now_ms,
+            wheel_slots=self.wheel_slots,
+        )
 
     def flush(self, cp: TimerCheckpoint) -> None:
         """Sync the log, then the wheel, then write *cp* (a :meth:`snapshot`); any thread."""
@@ -379,8 +467,12 @@ class TimerMessageStore:
         floor = min((first for first, _count in self._live.values()), default=below)
         deleted = self.log.delete_below(min(floor, below))
         if deleted:
-            log.info("timer log %s: deleted %d delivered segment(s); it now starts at %d",
-                     self.log.directory, deleted, self.log.min_offset)
+            log.info(
+                "timer log %s: deleted %d delivered segment(s); it now starts at %d",
+                self.log.directory,
+                deleted,
+                self.log.min_offset,
+            )
         return deleted
 
     def close(self) -> None:

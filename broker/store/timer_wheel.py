@@ -46,11 +46,11 @@ __all__ = ["SLOT", "SLOT_SIZE", "Slot", "TimerWheel"]
 
 log = logging.getLogger(__name__)
 
-SLOT = struct.Struct(">qqqiI")   # second, first_pos, last_pos, count, crc (the diagram above)
-SLOT_SIZE = SLOT.size            # 32
+SLOT = struct.Struct(">qqqiI")  # second, first_pos, last_pos, count, crc (the diagram above)
+SLOT_SIZE = SLOT.size  # 32
 _COVERED = struct.Struct(">qqqi")  # what the CRC covers
 _ZERO = bytes(SLOT_SIZE)
-_PAGE = 4096                     # a multiple of SLOT_SIZE
+_PAGE = 4096  # a multiple of SLOT_SIZE
 _ZERO_PAGE = bytes(_PAGE)
 
 assert SLOT_SIZE == 32
@@ -87,14 +87,20 @@ class TimerWheel:
             actual = os.fstat(self._fd).st_size
             if not exists or actual != self.size_bytes:
                 if exists:
-                    log.warning("timer wheel %s is %d bytes, expected %d (%d slots); starting "
-                                "it afresh and rebuilding it from the timer log", path, actual,
-                                self.size_bytes, slots)
+                    log.warning(
+                        "timer wheel %s is %d bytes, expected %d (%d slots); starting "
+                        "it afresh and rebuilding it from the timer log",
+                        path,
+                        actual,
+                        self.size_bytes,
+                        slots,
+                    )
                 os.ftruncate(self._fd, 0)
                 self._io.allocate(self._fd, self.size_bytes)
                 self.reset = True
-            self._mm = mmap.mmap(self._fd, self.size_bytes, mmap.MAP_SHARED,
-                                 mmap.PROT_READ | mmap.PROT_WRITE)
+            self._mm = mmap.mmap(
+                self._fd, self.size_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+            )
         except BaseException:
             os.close(self._fd)
             raise
@@ -107,34 +113,34 @@ class TimerWheel:
         """The entry of *second*, or None when its index holds nothing for it (or is torn)."""
         at = self.index(second) * SLOT_SIZE
         held, first, last, count, crc = SLOT.unpack_from(self._mm, at)
-        if held != second or zlib.crc32(self._mm[at:at + _COVERED.size]) != crc:
+        if held != second or zlib.crc32(self._mm[at : at + _COVERED.size]) != crc:
             return None
         return Slot(held, first, last, count)
 
     def put(self, second: int, first_pos: int, last_pos: int, count: int) -> None:
         at = self.index(second) * SLOT_SIZE
-        self._mm[at:at + SLOT_SIZE] = encode_slot(second, first_pos, last_pos, count)
+        self._mm[at : at + SLOT_SIZE] = encode_slot(second, first_pos, last_pos, count)
 
     def clear(self, second: int) -> None:
         """Empty the entry of *second* (if it still holds that second)."""
         at = self.index(second) * SLOT_SIZE
         if SLOT.unpack_from(self._mm, at)[0] == second:
-            self._mm[at:at + SLOT_SIZE] = _ZERO
+            self._mm[at : at + SLOT_SIZE] = _ZERO
 
     def entries(self) -> Iterator[tuple[int, Slot | None]]:
         """``(index, entry)`` for every non-empty entry; entry None when it fails its CRC."""
-        raw = self._mm[:]   # one copy: the scan never holds a view of the mapping
+        raw = self._mm[:]  # one copy: the scan never holds a view of the mapping
         # Delivered seconds are cleared, so most pages are zero: skip them whole.
         for page in range(0, len(raw), _PAGE):
-            chunk = raw[page:page + _PAGE]
-            if chunk == _ZERO_PAGE[:len(chunk)]:
+            chunk = raw[page : page + _PAGE]
+            if chunk == _ZERO_PAGE[: len(chunk)]:
                 continue
             for i, (second, first, last, count, crc) in enumerate(SLOT.iter_unpack(chunk)):
                 at = i * SLOT_SIZE
-                if chunk[at:at + SLOT_SIZE] == _ZERO:
+                if chunk[at : at + SLOT_SIZE] == _ZERO:
                     continue
                 index = (page + at) // SLOT_SIZE
-                if zlib.crc32(chunk[at:at + _COVERED.size]) != crc:
+                if zlib.crc32(chunk[at : at + _COVERED.size]) != crc:
                     yield index, None
                 else:
                     yield index, Slot(second, first, last, count)
@@ -144,7 +150,7 @@ class TimerWheel:
         chunk = bytes(min(self.size_bytes, 1 << 20))
         for at in range(0, self.size_bytes, len(chunk)):
             stop = min(at + len(chunk), self.size_bytes)
-            self._mm[at:stop] = chunk[:stop - at]
+            self._mm[at:stop] = chunk[: stop - at]
 
     # -- durability ---------------------------------------------------------------------
     def flush(self) -> None:

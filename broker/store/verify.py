@@ -43,8 +43,14 @@ from pocketmq.common.errors import CorruptRecordError, StoreError
 from pocketmq.common.hashing import java_string_hash
 from pocketmq.common.message import decode_properties, decode_record
 
-__all__ = ["VerifyReport", "data_extent", "held_by_a_broker", "iter_stored_messages",
-           "open_commitlog_read_only", "verify_store"]
+__all__ = [
+    "VerifyReport",
+    "data_extent",
+    "held_by_a_broker",
+    "iter_stored_messages",
+    "open_commitlog_read_only",
+    "verify_store",
+]
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +85,11 @@ class VerifyReport:
 def open_commitlog_read_only(data_dir: str) -> CommitLog:
     """The commit log of *data_dir*, mapped read-only (segment size taken from the files)."""
     dirs = DataDirectory(data_dir)
-    names = sorted(n for n in os.listdir(dirs.commitlog) if _SEGMENT.match(n)) \
-        if os.path.isdir(dirs.commitlog) else []
+    names = (
+        sorted(n for n in os.listdir(dirs.commitlog) if _SEGMENT.match(n))
+        if os.path.isdir(dirs.commitlog)
+        else []
+    )
     sizes = sorted({os.path.getsize(os.path.join(dirs.commitlog, n)) for n in names})
     file_size = sizes[-1] if sizes else 1 << 30
     commitlog = CommitLog(dirs.commitlog, file_size, io=StoreIO(), store_host=b"\0" * 8)
@@ -125,8 +134,9 @@ class _QueueFiles:
             if not size:
                 continue
             with open(path, "rb") as f:
-                self.maps[int(name) // CQ_UNIT.size] = mmap.mmap(f.fileno(), size,
-                                                                   access=mmap.ACCESS_READ)
+                self.maps[int(name) // CQ_UNIT.size] = mmap.mmap(
+                    f.fileno(), size, access=mmap.ACCESS_READ
+                )
             self.file_units = max(self.file_units, size // CQ_UNIT.size)
 
     def unit(self, queue_offset: int) -> tuple[int, int, int] | None:
@@ -146,7 +156,7 @@ class _QueueFiles:
         if not self.maps:
             return 0
         mm = self.maps[max(self.maps)]
-        lo, hi = 0, len(mm) // CQ_UNIT.size        # units [0, lo) are set, [hi, ..) zero
+        lo, hi = 0, len(mm) // CQ_UNIT.size  # units [0, lo) are set, [hi, ..) zero
         while lo < hi:
             mid = (lo + hi) // 2
             if CQ_UNIT.unpack_from(mm, mid * CQ_UNIT.size) == (0, 0, 0):
@@ -166,7 +176,7 @@ class _QueueFiles:
             usable = len(mm) - len(mm) % CQ_UNIT.size
             i = 0
             for at in range(0, usable, step):
-                for unit in CQ_UNIT.iter_unpack(mm[at:min(at + step, usable)]):
+                for unit in CQ_UNIT.iter_unpack(mm[at : min(at + step, usable)]):
                     if unit[0] == 0 and unit[1] == 0 and unit[2] == 0:
                         break
                     yield first + i, unit
@@ -205,12 +215,16 @@ def held_by_a_broker(data_dir: str) -> bool:
     except OSError:
         return False
     finally:
-        os.close(fd)            # closing drops a lock taken here
+        os.close(fd)  # closing drops a lock taken here
     return False
 
 
-def verify_store(data_dir: str, *, index_slots: int | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+def verify_store(
+    data_dir: str,
+    *,
+    index_slots: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> VerifyReport:
     """Check *data_dir* as described in the module docstring; never writes.
 
     *index_slots* is the broker's ``index_slots``, when the caller knows it.
@@ -239,9 +253,14 @@ def verify_store(data_dir: str, *, index_slots: int | None = None,
     return report
 
 
-def _verify_log(commitlog: CommitLog, queues: dict[tuple[str, int], _QueueFiles],
-                matched: dict[tuple[str, int], int], report: VerifyReport,
-                progress: Callable[[int, int], None] | None, deleted: DeletedQueues) -> None:
+def _verify_log(
+    commitlog: CommitLog,
+    queues: dict[tuple[str, int], _QueueFiles],
+    matched: dict[tuple[str, int], int],
+    report: VerifyReport,
+    progress: Callable[[int, int], None] | None,
+    deleted: DeletedQueues,
+) -> None:
     end = commitlog.min_offset
     extent = data_extent(commitlog, queues) if progress is not None else 0
     try:
@@ -255,18 +274,22 @@ def _verify_log(commitlog: CommitLog, queues: dict[tuple[str, int], _QueueFiles]
             if not is_dispatched_to_queue(rec.sysflag):
                 continue
             if deleted and deleted.is_dead(rec.topic, rec.queue_id, rec.phys_offset):
-                continue   # of a topic (or queue) deleted since: no unit, by design
+                continue  # of a topic (or queue) deleted since: no unit, by design
             key = (rec.topic, rec.queue_id)
             q = queues.get(key)
             unit = q.unit(rec.queue_offset) if q is not None else None
             props = decode_properties(rec.properties.decode("utf-8", "replace"))
             want = (rec.phys_offset, rec.size, consume_queue_tags_code(rec.topic, props))
             if unit is None:
-                report.problem(f"record at {rec.phys_offset} ({rec.topic}:{rec.queue_id} "
-                               f"offset {rec.queue_offset}) has no consume-queue unit")
+                report.problem(
+                    f"record at {rec.phys_offset} ({rec.topic}:{rec.queue_id} "
+                    f"offset {rec.queue_offset}) has no consume-queue unit"
+                )
             elif unit != want:
-                report.problem(f"unit {rec.topic}:{rec.queue_id}@{rec.queue_offset} is {unit}, "
-                               f"the record at {rec.phys_offset} needs {want}")
+                report.problem(
+                    f"unit {rec.topic}:{rec.queue_id}@{rec.queue_offset} is {unit}, "
+                    f"the record at {rec.phys_offset} needs {want}"
+                )
             else:
                 matched[key] = matched.get(key, 0) + 1
     except CorruptRecordError as exc:
@@ -283,8 +306,7 @@ def _check_zero_tail(commitlog: CommitLog, end: int, report: VerifyReport) -> No
     pos = end - mf.file_from_offset
     nonzero = _nonzero_bytes(mf.path, mf.buffer, pos, mf.file_size)
     if nonzero:
-        report.problem(f"{nonzero} bytes of data follow the end of the log at {end} "
-                       f"in {mf.path}")
+        report.problem(f"{nonzero} bytes of data follow the end of the log at {end} in {mf.path}")
 
 
 def _data_regions(path: str, start: int, end: int) -> Iterator[tuple[int, int]]:
@@ -302,9 +324,9 @@ def _data_regions(path: str, start: int, end: int) -> Iterator[tuple[int, int]]:
                 data = os.lseek(fd, pos, os.SEEK_DATA)
                 hole = os.lseek(fd, data, os.SEEK_HOLE)
             except OSError as exc:
-                if exc.errno == errno.ENXIO:       # no data from pos to the end of the file
+                if exc.errno == errno.ENXIO:  # no data from pos to the end of the file
                     return
-                yield pos, end                     # no SEEK_DATA here: read it all
+                yield pos, end  # no SEEK_DATA here: read it all
                 return
             if data >= end:
                 return
@@ -321,8 +343,8 @@ def _nonzero_bytes(path: str, buffer: mmap.mmap | memoryview, start: int, end: i
     first = last = -1
     for lo, hi in _data_regions(path, start, end):
         for at in range(lo, hi, _ZERO_CHUNK_BYTES):
-            chunk = buffer[at:min(at + _ZERO_CHUNK_BYTES, hi)]
-            if chunk == _ZERO_CHUNK[:len(chunk)]:
+            chunk = buffer[at : min(at + _ZERO_CHUNK_BYTES, hi)]
+            if chunk == _ZERO_CHUNK[: len(chunk)]:
                 continue
             stripped = bytes(chunk).lstrip(b"\0")
             if first < 0:
@@ -339,8 +361,12 @@ def data_extent(commitlog: CommitLog, queues: dict[tuple[str, int], _QueueFiles]
     return max(end - commitlog.min_offset, 0)
 
 
-def _verify_units(commitlog: CommitLog, queues: dict[tuple[str, int], _QueueFiles],
-                  matched: dict[tuple[str, int], int], report: VerifyReport) -> None:
+def _verify_units(
+    commitlog: CommitLog,
+    queues: dict[tuple[str, int], _QueueFiles],
+    matched: dict[tuple[str, int], int],
+    report: VerifyReport,
+) -> None:
     log_min, log_end = commitlog.min_offset, report.log_end_offset
     for (topic, queue_id), q in queues.items():
         live = 0
@@ -350,11 +376,15 @@ def _verify_units(commitlog: CommitLog, queues: dict[tuple[str, int], _QueueFile
                 continue
             live += 1
             if unit[0] + unit[1] > log_end:
-                report.problem(f"unit {topic}:{queue_id}@{queue_offset} points at "
-                               f"{unit[0]}, past the end of the log ({log_end})")
+                report.problem(
+                    f"unit {topic}:{queue_id}@{queue_offset} points at "
+                    f"{unit[0]}, past the end of the log ({log_end})"
+                )
         if live != matched.get((topic, queue_id), 0):
-            report.problem(f"queue {topic}:{queue_id} has {live} live units but "
-                           f"{matched.get((topic, queue_id), 0)} match records of the log")
+            report.problem(
+                f"queue {topic}:{queue_id} has {live} live units but "
+                f"{matched.get((topic, queue_id), 0)} match records of the log"
+            )
 
 
 def _slots_by_size(size: int) -> int | None:
@@ -367,18 +397,21 @@ def _slots_by_size(size: int) -> int | None:
     return slot_bytes // 4 if slot_bytes > 0 and slot_bytes % 4 == 0 else None
 
 
-def _verify_index(index_dir: str, commitlog: CommitLog, report: VerifyReport,
-                  slots: int | None) -> None:
+def _verify_index(
+    index_dir: str, commitlog: CommitLog, report: VerifyReport, slots: int | None
+) -> None:
     if not os.path.isdir(index_dir):
         return
     for name in sorted(os.listdir(index_dir)):
         path = os.path.join(index_dir, name)
         file_slots = slots or _slots_by_size(os.path.getsize(path))
         if file_slots is None:
-            report.problem(f"index {name}: cannot tell its slot count from its size "
-                           f"({os.path.getsize(path)} bytes) and the store recorded none "
-                           "(storeGeometry.json); pass the broker's index_slots "
-                           "(--index-slots)")
+            report.problem(
+                f"index {name}: cannot tell its slot count from its size "
+                f"({os.path.getsize(path)} bytes) and the store recorded none "
+                "(storeGeometry.json); pass the broker's index_slots "
+                "(--index-slots)"
+            )
             continue
         try:
             entries = list(iter_index_entries(path, slots=file_slots))
@@ -390,8 +423,10 @@ def _verify_index(index_dir: str, commitlog: CommitLog, report: VerifyReport,
             if phys_offset < commitlog.min_offset:
                 continue
             if phys_offset >= report.log_end_offset:
-                report.problem(f"index {name}: entry points at {phys_offset}, past the end "
-                               f"of the log ({report.log_end_offset})")
+                report.problem(
+                    f"index {name}: entry points at {phys_offset}, past the end "
+                    f"of the log ({report.log_end_offset})"
+                )
                 continue
             raw = commitlog.read_record(phys_offset)
             try:
@@ -403,5 +438,7 @@ def _verify_index(index_dir: str, commitlog: CommitLog, report: VerifyReport,
             hashes = {abs(java_string_hash(f"{msg.topic}#{k}")) for k in keys if k}
             hashes |= {java_string_hash(f"{msg.topic}#{k}") for k in keys if k}
             if key_hash not in hashes:
-                report.problem(f"index {name}: entry hash {key_hash} matches no key of the "
-                               f"record at {phys_offset}")
+                report.problem(
+                    f"index {name}: entry hash {key_hash} matches no key of the "
+                    f"record at {phys_offset}"
+                )

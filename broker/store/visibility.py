@@ -37,7 +37,7 @@ __all__ = ["VisibilityGate"]
 
 log = logging.getLogger(__name__)
 
-_FILE = struct.Struct(">q")      # the confirm offset; -1 = no gate
+_FILE = struct.Struct(">q")  # the confirm offset; -1 = no gate
 
 
 class VisibilityGate:
@@ -68,7 +68,7 @@ class VisibilityGate:
         last = cq.get(hi - 1)
         if last is None or last[0] + last[1] <= gate:
             return hi
-        lo = cq.min_offset            # binary search: units are in commit-log order
+        lo = cq.min_offset  # binary search: units are in commit-log order
         while lo < hi:
             mid = (lo + hi) // 2
             unit = cq.get(mid)

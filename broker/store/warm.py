@@ -41,8 +41,9 @@ STEP_BYTES = 1024 * 1024
 class WarmMappedFileService(ServiceThread):
     name = "WarmMappedFileService"
 
-    def __init__(self, log_queue: MappedFileQueue, *, ahead_bytes: int,
-                 populate_write: bool = False) -> None:
+    def __init__(
+        self, log_queue: MappedFileQueue, *, ahead_bytes: int, populate_write: bool = False
+    ) -> None:
         super().__init__(interval_s=1.0)
         self._queue = log_queue
         self._ahead = ahead_bytes
@@ -51,8 +52,8 @@ class WarmMappedFileService(ServiceThread):
         self._due_ahead = max(ahead_bytes - STEP_BYTES, ahead_bytes // 2)
         self._buf = bytearray(min(STEP_BYTES, ahead_bytes))
         self._file: MappedFile | None = None
-        self.warmed = 0                  # file-relative end of what was read in _file
-        self.bytes_warmed = 0            # in total, for tests and runtime info
+        self.warmed = 0  # file-relative end of what was read in _file
+        self.bytes_warmed = 0  # in total, for tests and runtime info
 
     def notify(self, mf: MappedFile) -> None:
         """The writer appended to *mf* (cheap: one comparison, a wake-up when due)."""
@@ -67,9 +68,10 @@ class WarmMappedFileService(ServiceThread):
         if mf is not self._file:
             self._file, self.warmed = mf, mf.wrote_position
         if self.warmed >= min(mf.wrote_position + self._due_ahead, mf.file_size):
-            return                                    # not due yet
-        while not self._stopped and self.warmed < min(mf.wrote_position + self._ahead,
-                                                      mf.file_size):
+            return  # not due yet
+        while not self._stopped and self.warmed < min(
+            mf.wrote_position + self._ahead, mf.file_size
+        ):
             read = mf.prefault(self.warmed, self._buf, populate_write=self._populate_write)
             if read <= 0:
                 return

@@ -17,11 +17,18 @@ from pocketmq.common.filter.sql92 import (
     compile_sql92,
 )
 
-__all__ = ["MAX_EXPRESSION_CHARS", "SQL92", "TAG", "MessageSelector", "SqlFilter",
-           "SqlFilterError", "compile_sql92"]
+__all__ = [
+    "MAX_EXPRESSION_CHARS",
+    "SQL92",
+    "TAG",
+    "MessageSelector",
+    "SqlFilter",
+    "SqlFilterError",
+    "compile_sql92",
+]
 
-TAG = "TAG"          # RocketMQ's ExpressionType.TAG
-SQL92 = "SQL92"      # RocketMQ's ExpressionType.SQL92
+TAG = "TAG"  # RocketMQ's ExpressionType.TAG
+SQL92 = "SQL92"  # RocketMQ's ExpressionType.SQL92
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,15 +51,14 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["MAX_EXPRESSION_CHARS", "SqlFilter", "SqlFilterError", "compile_sql92",
-           "parse_number"]
+__all__ = ["MAX_EXPRESSION_CHARS", "SqlFilter", "SqlFilterError", "compile_sql92", "parse_number"]
 
-MAX_EXPRESSION_CHARS = 4096     # longer expressions are refused: compiled per subscription
-_MAX_DEPTH = 100                # nesting of parentheses and NOTs
-_MAX_TERMS = 256                # predicates joined by AND / OR (bounds evaluation depth)
+MAX_EXPRESSION_CHARS = 4096  # longer expressions are refused: compiled per subscription
+_MAX_DEPTH = 100  # nesting of parentheses and NOTs
+_MAX_TERMS = 256  # predicates joined by AND / OR (bounds evaluation depth)
 
 Props = Mapping[str, str]
-Tri = bool | None               # TRUE, FALSE, UNKNOWN
+Tri = bool | None  # TRUE, FALSE, UNKNOWN
 Node = Callable[[Props], Tri]
 Value = Callable[[Props], object]
 
@@ -77,22 +76,25 @@ class SqlFilterError(ValueError):
 # -- tokens -----------------------------------------------------------------------------
 KEYWORDS = frozenset({"AND", "OR", "NOT", "BETWEEN", "IN", "IS", "NULL", "TRUE", "FALSE"})
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<ws>\s+)
   | (?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
   | (?P<string>'(?:[^']|'')*')
   | (?P<ident>[A-Za-z_$][A-Za-z0-9_$.]*)
   | (?P<op><>|>=|<=|!=|[=<>(),+-])
-""", re.VERBOSE)
+""",
+    re.VERBOSE,
+)
 
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 @dataclass(frozen=True, slots=True)
 class Token:
-    kind: str          # number, string, ident, keyword, op, end
-    text: str          # keywords upper-cased; strings unquoted
-    pos: int           # index in the expression
+    kind: str  # number, string, ident, keyword, op, end
+    text: str  # keywords upper-cased; strings unquoted
+    pos: int  # index in the expression
 
 
 def tokenize(text: str) -> list[Token]:
@@ -102,8 +104,9 @@ def tokenize(text: str) -> list[Token]:
         m = _TOKEN.match(text, pos)
         if m is None:
             if text[pos] == "'":
-                raise _error(text, pos, "string literal is not closed; a quote inside a "
-                                        "string is written ''")
+                raise _error(
+                    text, pos, "string literal is not closed; a quote inside a string is written ''"
+                )
             raise _error(text, pos, f"unexpected character {text[pos]!r}")
         kind = m.lastgroup or ""
         raw = m.group()
@@ -180,7 +183,7 @@ def _equal(lv: object, rv: object) -> Tri:
         return lv == rv
     ln, rn = _as_number(lv), _as_number(rv)
     if ln is None or rn is None:
-        return None          # a property that is not a number, against a number
+        return None  # a property that is not a number, against a number
     return ln == rn
 
 
@@ -193,7 +196,10 @@ def _order(lv: object, rv: object) -> int | None:
 
 _COMPARISONS = ("=", "<>", ">", ">=", "<", "<=")
 _ORDER_TESTS: dict[str, Callable[[int], bool]] = {
-    ">": lambda c: c > 0, ">=": lambda c: c >= 0, "<": lambda c: c < 0, "<=": lambda c: c <= 0,
+    ">": lambda c: c > 0,
+    ">=": lambda c: c >= 0,
+    "<": lambda c: c < 0,
+    "<=": lambda c: c <= 0,
 }
 
 
@@ -278,13 +284,14 @@ class _Parser:
         left = self.operand()
         if isinstance(left.value, bool) and not self.starts_comparison():
             value = left.value
-            return lambda props: value   # a bare TRUE or FALSE
+            return lambda props: value  # a bare TRUE or FALSE
         return self.comparison(left)
 
     def starts_comparison(self) -> bool:
         tok = self.tok
-        return ((tok.kind == "op" and tok.text in _COMPARISONS)
-                or (tok.kind == "keyword" and tok.text in ("NOT", "BETWEEN", "IN", "IS")))
+        return (tok.kind == "op" and tok.text in _COMPARISONS) or (
+            tok.kind == "keyword" and tok.text in ("NOT", "BETWEEN", "IN", "IS")
+        )
 
     def comparison(self, left: _Operand) -> Node:
         tok = self.tok
@@ -343,7 +350,7 @@ class _Parser:
 
 def _literal_number(text: str) -> int | float:
     value = parse_number(text)
-    assert value is not None     # the tokenizer matched a number
+    assert value is not None  # the tokenizer matched a number
     return value
 
 
@@ -357,19 +364,24 @@ def _value(operand: _Operand) -> Value:
 def _compare(p: _Parser, op: Token, left: _Operand, right: _Operand) -> Node:
     for side in (left, right):
         if not side.is_property and side.value is None:
-            raise _error(p.text, side.pos, f"NULL cannot be compared with '{op.text}'; write "
-                                           "IS NULL or IS NOT NULL")
-        if op.text not in ("=", "<>") and not side.is_property \
-                and _as_number(side.value) is None:
-            raise _error(p.text, side.pos, f"'{op.text}' compares numbers; "
-                                           f"{_show(side)} cannot be compared")
+            raise _error(
+                p.text,
+                side.pos,
+                f"NULL cannot be compared with '{op.text}'; write IS NULL or IS NOT NULL",
+            )
+        if op.text not in ("=", "<>") and not side.is_property and _as_number(side.value) is None:
+            raise _error(
+                p.text, side.pos, f"'{op.text}' compares numbers; {_show(side)} cannot be compared"
+            )
     lval, rval = _value(left), _value(right)
     if op.text in ("=", "<>"):
+
         def equal(props: Props) -> Tri:
             lv, rv = lval(props), rval(props)
             if lv is None or rv is None:
                 return None
             return _equal(lv, rv)
+
         return equal if op.text == "=" else _not(equal)
     test = _ORDER_TESTS[op.text]
 
@@ -379,6 +391,7 @@ def _compare(p: _Parser, op: Token, left: _Operand, right: _Operand) -> Node:
             return None
         c = _order(lv, rv)
         return None if c is None else test(c)
+
     return order
 
 
@@ -389,21 +402,27 @@ def _show(operand: _Operand) -> str:
     return f"'{v}'" if isinstance(v, str) else str(v)
 
 
-def _between(p: _Parser, tok: Token, value: _Operand, low: _Operand, high: _Operand,
-             negate: bool) -> Node:
+def _between(
+    p: _Parser, tok: Token, value: _Operand, low: _Operand, high: _Operand, negate: bool
+) -> Node:
     for side in (value, low, high):
         if not side.is_property and _as_number(side.value) is None:
-            raise _error(p.text, side.pos, f"BETWEEN compares numbers; {_show(side)} cannot "
-                                           "be compared")
+            raise _error(
+                p.text, side.pos, f"BETWEEN compares numbers; {_show(side)} cannot be compared"
+            )
     if not low.is_property and not high.is_property:
         lo, hi = _as_number(low.value), _as_number(high.value)
         assert lo is not None and hi is not None
         if lo > hi:
-            raise _error(p.text, low.pos, f"BETWEEN {_show(low)} AND {_show(high)} matches "
-                                          "nothing; the lower bound comes first")
+            raise _error(
+                p.text,
+                low.pos,
+                f"BETWEEN {_show(low)} AND {_show(high)} matches "
+                "nothing; the lower bound comes first",
+            )
     ge = _compare(p, Token("op", ">=", tok.pos), value, low)
     le = _compare(p, Token("op", "<=", tok.pos), value, high)
-    if negate:   # RocketMQ: NOT BETWEEN a AND b is value < a OR value > b
+    if negate:  # RocketMQ: NOT BETWEEN a AND b is value < a OR value > b
         return _or(_not(ge), _not(le))
     return _and(ge, le)
 
@@ -418,6 +437,7 @@ def _in(p: _Parser, left: _Operand, values: list[str], negate: bool) -> Node:
     def member(props: Props) -> Tri:
         v = props.get(name)
         return None if v is None else v in allowed
+
     return _not(member) if negate else member
 
 
@@ -436,6 +456,7 @@ def _not(node: Node) -> Node:
     def negated(props: Props) -> Tri:
         v = node(props)
         return None if v is None else not v
+
     return negated
 
 
@@ -448,6 +469,7 @@ def _and(left: Node, right: Node) -> Node:
         if rv is False:
             return False
         return None if lv is None or rv is None else True
+
     return both
 
 
@@ -460,6 +482,7 @@ def _or(left: Node, right: Node) -> Node:
         if rv is True:
             return True
         return None if lv is None or rv is None else False
+
     return either
 
 
@@ -482,9 +505,17 @@ class SqlFilter:
 def compile_sql92(expression: str) -> SqlFilter:
     """Compile *expression* once; raises :class:`SqlFilterError` with its position."""
     if len(expression) > MAX_EXPRESSION_CHARS:
-        raise SqlFilterError(f"expression is {len(expression)} characters; at most "
-                             f"{MAX_EXPRESSION_CHARS} are allowed", 1, 1)
+        raise SqlFilterError(
+            f"expression is {len(expression)} characters; at most "
+            f"{MAX_EXPRESSION_CHARS} are allowed",
+            1,
+            1,
+        )
     if not expression.strip():
-        raise SqlFilterError("expression is empty; an SQL92 filter such as \"a > 1\" is "
-                             "needed (TRUE matches every message)", 1, 1)
+        raise SqlFilterError(
+            'expression is empty; an SQL92 filter such as "a > 1" is '
+            "needed (TRUE matches every message)",
+            1,
+            1,
+        )
     return SqlFilter(expression, _Parser(expression).parse())

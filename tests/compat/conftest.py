@@ -39,12 +39,21 @@ CALL_TIMEOUT_S = 40.0
 QUEUES = 2
 
 SMALL: dict[str, Any] = dict(
-    port=0, grpc_v2_port=0, commitlog_file_size_bytes=16 * MiB, max_message_size_bytes=MiB,
-    index_slots=1024, index_entries=4096, consume_queue_units_per_file=10_000,
-    default_topic_queue_nums=QUEUES, register_interval_seconds=1,
+    port=0,
+    grpc_v2_port=0,
+    commitlog_file_size_bytes=16 * MiB,
+    max_message_size_bytes=MiB,
+    index_slots=1024,
+    index_entries=4096,
+    consume_queue_units_per_file=10_000,
+    default_topic_queue_nums=QUEUES,
+    register_interval_seconds=1,
     # retries and nacks come back after 1 s instead of 10 s, 30 s ...
-    message_delay_level="1s 1s 1s 1s 1s 1s", grpc_v2_max_delivery_attempts=3,
-    transaction_timeout_ms=500, transaction_check_interval_ms=500)
+    message_delay_level="1s 1s 1s 1s 1s 1s",
+    grpc_v2_max_delivery_attempts=3,
+    transaction_timeout_ms=500,
+    transaction_check_interval_ms=500,
+)
 
 
 class AgentError(AssertionError):
@@ -56,7 +65,7 @@ class Agent:
 
     def __init__(self, proc: asyncio.subprocess.Process, log: Path) -> None:
         self.proc = proc
-        self.log = log      # the client's own log file
+        self.log = log  # the client's own log file
 
     async def call(self, op: str, *, timeout_s: float = CALL_TIMEOUT_S, **fields: Any) -> Any:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -65,8 +74,9 @@ class Agent:
         try:
             line = await asyncio.wait_for(self.proc.stdout.readline(), timeout_s)
         except TimeoutError:
-            raise AgentError(f"agent gave no answer to {op} within {timeout_s} s\n"
-                             f"{self.client_log()}") from None
+            raise AgentError(
+                f"agent gave no answer to {op} within {timeout_s} s\n{self.client_log()}"
+            ) from None
         if not line:
             raise AgentError(f"agent died during {op}\n{self.client_log()}")
         answer = json.loads(line)
@@ -92,8 +102,12 @@ class Agent:
                 await self.proc.wait()
 
 
-async def _agents(tmp_path: Path, name: str, argv: list[str], log: str,
-                  ) -> AsyncIterator[Callable[[], Awaitable[Agent]]]:
+async def _agents(
+    tmp_path: Path,
+    name: str,
+    argv: list[str],
+    log: str,
+) -> AsyncIterator[Callable[[], Awaitable[Agent]]]:
     """Start agents with ``argv``, each with a HOME of its own (the clients log there)."""
     started: list[Agent] = []
 
@@ -101,8 +115,12 @@ async def _agents(tmp_path: Path, name: str, argv: list[str], log: str,
         home = tmp_path / f"{name}-{len(started)}"
         home.mkdir()
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, env={**os.environ, "HOME": str(home)})
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env={**os.environ, "HOME": str(home)},
+        )
         started.append(Agent(proc, home / log))
         return started[-1]
 
@@ -113,8 +131,9 @@ async def _agents(tmp_path: Path, name: str, argv: list[str], log: str,
 @pytest.fixture
 async def agent(tmp_path) -> AsyncIterator[Callable[[], Awaitable[Agent]]]:
     """Agents of the official Python client (rmq_agent.py)."""
-    async for start in _agents(tmp_path, "agent", [sys.executable, str(AGENT)],
-                               "logs/rocketmq_python/rocketmq_client.log"):
+    async for start in _agents(
+        tmp_path, "agent", [sys.executable, str(AGENT)], "logs/rocketmq_python/rocketmq_client.log"
+    ):
         yield start
 
 
@@ -127,27 +146,37 @@ def node_executable() -> str:
     """
     node = shutil.which("node")
     if node is None:
-        pytest.fail("node is not on PATH: the official Node.js client's tests "
-                    "(tests/compat/test_node_client.py) need Node.js >= 18 and npm; install "
-                    "them, then ./dev.sh test installs the client", pytrace=False)
+        pytest.fail(
+            "node is not on PATH: the official Node.js client's tests "
+            "(tests/compat/test_node_client.py) need Node.js >= 18 and npm; install "
+            "them, then ./dev.sh test installs the client",
+            pytrace=False,
+        )
     pinned = json.loads((NODE_DIR / "package.json").read_text())["dependencies"][NODE_CLIENT]
     try:
-        installed = json.loads((NODE_DIR / "node_modules" / NODE_CLIENT /
-                                "package.json").read_text())["version"]
+        installed = json.loads(
+            (NODE_DIR / "node_modules" / NODE_CLIENT / "package.json").read_text()
+        )["version"]
     except OSError:
         installed = None
     if installed != pinned:
-        pytest.fail(f"{NODE_CLIENT} {pinned} is not installed in {NODE_DIR} (found "
-                    f"{installed}): ./dev.sh test installs it, or run `npm ci` there",
-                    pytrace=False)
+        pytest.fail(
+            f"{NODE_CLIENT} {pinned} is not installed in {NODE_DIR} (found "
+            f"{installed}): ./dev.sh test installs it, or run `npm ci` there",
+            pytrace=False,
+        )
     return node
 
 
 @pytest.fixture
 async def node_agent(tmp_path, node_executable) -> AsyncIterator[Callable[[], Awaitable[Agent]]]:
     """Agents of the official Node.js client (node/agent.js)."""
-    async for start in _agents(tmp_path, "node", [node_executable, str(NODE_AGENT)],
-                               "logs/rocketmq/rocketmq_client_nodejs.log"):
+    async for start in _agents(
+        tmp_path,
+        "node",
+        [node_executable, str(NODE_AGENT)],
+        "logs/rocketmq/rocketmq_client_nodejs.log",
+    ):
         yield start
 
 
@@ -178,12 +207,16 @@ class V2Cluster:
         self.brokers.append(broker)
         return broker
 
-    async def create_topic(self, topic: str, eventually: Any, *, order: bool = False,
-                           queues: int = QUEUES) -> None:
+    async def create_topic(
+        self, topic: str, eventually: Any, *, order: bool = False, queues: int = QUEUES
+    ) -> None:
         for broker in self.brokers:
             assert broker.topics is not None
-            broker.topics.create(TopicConfig(topic_name=topic, read_queue_nums=queues,
-                                             write_queue_nums=queues, order=order))
+            broker.topics.create(
+                TopicConfig(
+                    topic_name=topic, read_queue_nums=queues, write_queue_nums=queues, order=order
+                )
+            )
 
         def routed() -> bool:
             route = self.namesrv.route_table.get_route(topic)
@@ -208,8 +241,12 @@ async def nameserver() -> AsyncIterator[NameServer]:
 async def v2_cluster(tmp_path) -> AsyncIterator[V2Cluster]:
     namesrv = NameServer(NamesrvConfig(host="127.0.0.1", port=0))
     await namesrv.start()
-    config = BrokerConfig(**SMALL, broker_name="broker-a", data_dir=str(tmp_path / "broker-a"),
-                          namesrv_addrs=namesrv.address)
+    config = BrokerConfig(
+        **SMALL,
+        broker_name="broker-a",
+        data_dir=str(tmp_path / "broker-a"),
+        namesrv_addrs=namesrv.address,
+    )
     cluster = V2Cluster(namesrv, config)
     try:
         broker = Broker(config)

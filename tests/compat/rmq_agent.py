@@ -54,30 +54,41 @@ from rocketmq import (
 from rocketmq.grpc_protocol import FilterType
 
 clients: dict[str, Any] = {}
-received: dict[tuple[str, str], Any] = {}      # (consumer, message id) -> Message
+received: dict[tuple[str, str], Any] = {}  # (consumer, message id) -> Message
 consumed: dict[str, list[dict[str, Any]]] = {}
 _consumed_lock = threading.Lock()
 
 
 def _config(cmd: dict[str, Any]) -> ClientConfiguration:
-    return ClientConfiguration(cmd["endpoints"], Credentials(cmd.get("ak", ""),
-                                                              cmd.get("sk", "")),
-                               request_timeout=cmd.get("request_timeout", 3))
+    return ClientConfiguration(
+        cmd["endpoints"],
+        Credentials(cmd.get("ak", ""), cmd.get("sk", "")),
+        request_timeout=cmd.get("request_timeout", 3),
+    )
 
 
 def _subscriptions(cmd: dict[str, Any]) -> dict[str, FilterExpression]:
-    expression = FilterExpression(cmd.get("expr", "*"),
-                                  FilterType.SQL if cmd.get("sql") else FilterType.TAG)
+    expression = FilterExpression(
+        cmd.get("expr", "*"), FilterType.SQL if cmd.get("sql") else FilterType.TAG
+    )
     return {topic: expression for topic in cmd.get("topics") or [cmd["topic"]]}
 
 
 def _view(msg: Message) -> dict[str, Any]:
-    return {"body": msg.body.decode("utf-8", "replace"), "topic": msg.topic, "tag": msg.tag,
-            "keys": sorted(msg.keys or []), "props": dict(msg.properties or {}),
-            "message_id": msg.message_id, "handle": msg.receipt_handle,
-            "attempt": msg.delivery_attempt, "group": msg.message_group,
-            "type": msg.message_type, "delivery_ms": msg.delivery_timestamp,
-            "corrupted": msg.corrupted}
+    return {
+        "body": msg.body.decode("utf-8", "replace"),
+        "topic": msg.topic,
+        "tag": msg.tag,
+        "keys": sorted(msg.keys or []),
+        "props": dict(msg.properties or {}),
+        "message_id": msg.message_id,
+        "handle": msg.receipt_handle,
+        "attempt": msg.delivery_attempt,
+        "group": msg.message_group,
+        "type": msg.message_type,
+        "delivery_ms": msg.delivery_timestamp,
+        "corrupted": msg.corrupted,
+    }
 
 
 class _Checker(TransactionChecker):
@@ -87,8 +98,11 @@ class _Checker(TransactionChecker):
 
     def check(self, message: Message) -> TransactionResolution:
         self.checked.append(message.message_id)
-        return (TransactionResolution.COMMIT if self.answer == "commit"
-                else TransactionResolution.ROLLBACK)
+        return (
+            TransactionResolution.COMMIT
+            if self.answer == "commit"
+            else TransactionResolution.ROLLBACK
+        )
 
 
 class _Listener(MessageListener):
@@ -107,8 +121,9 @@ class _Listener(MessageListener):
         view["ended"] = time.monotonic()
         with _consumed_lock:
             consumed.setdefault(self.name, []).append(view)
-        failed = self.behaviour == "fail" or (self.behaviour == "fail_once"
-                                              and message.message_id not in self.seen)
+        failed = self.behaviour == "fail" or (
+            self.behaviour == "fail_once" and message.message_id not in self.seen
+        )
         self.seen.add(message.message_id)
         return ConsumeResult.FAILURE if failed else ConsumeResult.SUCCESS
 
@@ -117,22 +132,23 @@ def run(cmd: dict[str, Any]) -> Any:
     op = cmd["op"]
     if op == "producer":
         checker = _Checker(cmd["checker"]) if cmd.get("checker") else None
-        producer = Producer(_config(cmd), cmd.get("topics"), checker=checker,
-                            tls_enable=cmd.get("tls", False))
+        producer = Producer(
+            _config(cmd), cmd.get("topics"), checker=checker, tls_enable=cmd.get("tls", False)
+        )
         producer.startup()
         clients[cmd["name"]] = producer
         return None
     if op == "send":
         return _send(cmd)
     if op == "simple":
-        consumer = SimpleConsumer(_config(cmd), cmd["group"], _subscriptions(cmd),
-                                  await_duration=cmd.get("await_s", 3))
+        consumer = SimpleConsumer(
+            _config(cmd), cmd["group"], _subscriptions(cmd), await_duration=cmd.get("await_s", 3)
+        )
         consumer.startup()
         clients[cmd["name"]] = consumer
         return None
     if op == "receive":
-        messages = clients[cmd["consumer"]].receive(cmd.get("max", 16),
-                                                     cmd.get("invisible_s", 15))
+        messages = clients[cmd["consumer"]].receive(cmd.get("max", 16), cmd.get("invisible_s", 15))
         for msg in messages:
             received[(cmd["consumer"], msg.message_id)] = msg
         return [_view(m) for m in messages]
@@ -144,8 +160,7 @@ def run(cmd: dict[str, Any]) -> Any:
         clients[cmd["consumer"]].change_invisible_duration(msg, cmd["invisible_s"])
         return msg.receipt_handle
     if op == "push":
-        listener = _Listener(cmd["name"], cmd.get("behaviour", "success"),
-                             cmd.get("delay_s", 0))
+        listener = _Listener(cmd["name"], cmd.get("behaviour", "success"), cmd.get("delay_s", 0))
         consumer = PushConsumer(_config(cmd), cmd["group"], listener, _subscriptions(cmd))
         consumer.startup()
         clients[cmd["name"]] = consumer
@@ -187,13 +202,16 @@ def _send(cmd: dict[str, Any]) -> dict[str, Any]:
         transaction.commit()
     elif transaction is not None and cmd["transaction"] == "rollback":
         transaction.rollback()
-    return {"message_id": receipt.message_id, "transaction_id": receipt.transaction_id,
-            "offset": receipt.offset}
+    return {
+        "message_id": receipt.message_id,
+        "transaction_id": receipt.transaction_id,
+        "offset": receipt.offset,
+    }
 
 
 def main() -> None:
     out = sys.stdout
-    sys.stdout = sys.stderr          # nothing but answers on the answer stream
+    sys.stdout = sys.stderr  # nothing but answers on the answer stream
     for line in sys.stdin:
         cmd = json.loads(line)
         if cmd["op"] == "exit":

@@ -19,7 +19,7 @@ from .conftest import Agent
 from .test_interop import _poll
 from .test_official_client import receive_until, stored
 
-STARTUP_S = 15     # > one heartbeat (10 s), the slowest way the settings come again
+STARTUP_S = 15  # > one heartbeat (10 s), the slowest way the settings come again
 
 
 async def consumed(a: Agent, name: str, count: int) -> list[dict[str, Any]]:
@@ -35,41 +35,74 @@ async def test_clients_declaring_several_topics_start(v2_cluster, node_agent, ev
 
     # each answer of the broker's settings can come while the client still fetches the
     # routes of its other topics; startup() waits for one that comes after
-    await a.call("producer", name="p", endpoints=ep, topics=["NodeA", "NodeB", "NodeC"],
-                 startup_s=STARTUP_S)
-    await a.call("simple", name="s", endpoints=ep, group="simple", topics=["NodeA", "NodeB"],
-                 await_s=1, startup_s=STARTUP_S)
-    await a.call("push", name="q", endpoints=ep, group="push", topics=["NodeB", "NodeC"],
-                 startup_s=STARTUP_S)
+    await a.call(
+        "producer", name="p", endpoints=ep, topics=["NodeA", "NodeB", "NodeC"], startup_s=STARTUP_S
+    )
+    await a.call(
+        "simple",
+        name="s",
+        endpoints=ep,
+        group="simple",
+        topics=["NodeA", "NodeB"],
+        await_s=1,
+        startup_s=STARTUP_S,
+    )
+    await a.call(
+        "push", name="q", endpoints=ep, group="push", topics=["NodeB", "NodeC"], startup_s=STARTUP_S
+    )
     for topic in ("NodeA", "NodeB", "NodeC"):
         await a.call("send", producer="p", topic=topic, body=topic)
 
     by_simple = await receive_until(a, "s", 2)
-    by_push = await eventually(lambda: consumed(a, "q", 2), timeout_s=15, interval_s=0.2,
-                               what="the push consumer's messages")
+    by_push = await eventually(
+        lambda: consumed(a, "q", 2),
+        timeout_s=15,
+        interval_s=0.2,
+        what="the push consumer's messages",
+    )
     assert sorted(m["body"] for m in by_simple) == ["NodeA", "NodeB"]
     assert sorted(m["body"] for m in by_push) == ["NodeB", "NodeC"]
 
 
 async def test_a_producer_with_its_topics_sends_tag_keys_and_properties_filtered_by_tag(
-        v2_cluster, node_agent, eventually):
+    v2_cluster, node_agent, eventually
+):
     await v2_cluster.create_topic("NodeOrders", eventually)
     a = await node_agent()
     ep = v2_cluster.endpoints
     await a.call("producer", name="p", endpoints=ep, topics=["NodeOrders"])
-    sent = await a.call("send", producer="p", topic="NodeOrders", body="paid order",
-                        tag="TagA", keys=["order-1", "user-7"], props={"region": "eu"})
+    sent = await a.call(
+        "send",
+        producer="p",
+        topic="NodeOrders",
+        body="paid order",
+        tag="TagA",
+        keys=["order-1", "user-7"],
+        props={"region": "eu"},
+    )
     await a.call("send", producer="p", topic="NodeOrders", body="other tag", tag="TagB")
     await a.call("send", producer="p", topic="NodeOrders", body="no tag")
-    await a.call("simple", name="c", endpoints=ep, group="billing", topic="NodeOrders",
-                 expr="TagA || TagC", await_s=1)
+    await a.call(
+        "simple",
+        name="c",
+        endpoints=ep,
+        group="billing",
+        topic="NodeOrders",
+        expr="TagA || TagC",
+        await_s=1,
+    )
 
     (msg,) = await receive_until(a, "c", 1)
     await a.call("ack", consumer="c", message_id=msg["message_id"])
 
     assert msg["message_id"] == sent["message_id"]
-    assert (msg["body"], msg["tag"], msg["keys"], msg["props"], msg["attempt"]) == \
-        ("paid order", "TagA", ["order-1", "user-7"], {"region": "eu"}, 1)
+    assert (msg["body"], msg["tag"], msg["keys"], msg["props"], msg["attempt"]) == (
+        "paid order",
+        "TagA",
+        ["order-1", "user-7"],
+        {"region": "eu"},
+        1,
+    )
     assert not msg["corrupted"]
     assert await a.call("receive", consumer="c", max=16, invisible_s=5) == []
     (record,) = [m for m in stored(v2_cluster.broker, "NodeOrders") if m.tags == "TagA"]
@@ -77,18 +110,27 @@ async def test_a_producer_with_its_topics_sends_tag_keys_and_properties_filtered
 
 
 async def test_a_push_consumer_gets_its_tag_only_and_a_failed_message_again(
-        v2_cluster, node_agent, eventually):
+    v2_cluster, node_agent, eventually
+):
     await v2_cluster.create_topic("NodePush", eventually)
     producer, consumer = await node_agent(), await node_agent()
     ep = v2_cluster.endpoints
     await producer.call("producer", name="p", endpoints=ep, topics=["NodePush"])
-    await consumer.call("push", name="c", endpoints=ep, group="second-time-lucky",
-                        topic="NodePush", expr="TagA", behaviour="fail_once")
+    await consumer.call(
+        "push",
+        name="c",
+        endpoints=ep,
+        group="second-time-lucky",
+        topic="NodePush",
+        expr="TagA",
+        behaviour="fail_once",
+    )
     await producer.call("send", producer="p", topic="NodePush", body="skipped", tag="TagB")
     await producer.call("send", producer="p", topic="NodePush", body="wanted", tag="TagA")
 
-    got = await eventually(lambda: consumed(consumer, "c", 2), timeout_s=20, interval_s=0.2,
-                           what="a retry")
+    got = await eventually(
+        lambda: consumed(consumer, "c", 2), timeout_s=20, interval_s=0.2, what="a retry"
+    )
 
     # the failed consumption came back after the broker's first retry delay (1 s here)
     assert [(m["body"], m["attempt"]) for m in got] == [("wanted", 1), ("wanted", 2)]
@@ -103,22 +145,27 @@ async def test_fifo_groups_reach_a_push_consumer_in_order(v2_cluster, node_agent
     groups, per_group = ("A", "B", "C"), 6
     for i in range(per_group):
         for g in groups:
-            await producer.call("send", producer="p", topic="NodeFifo", body=f"{g}-{i}",
-                                group=g)
+            await producer.call("send", producer="p", topic="NodeFifo", body=f"{g}-{i}", group=g)
     # the settings say the topic is FIFO: the client then consumes a group in order
     await consumer.call("push", name="c", endpoints=ep, group="node-fifo", topic="NodeFifo")
 
-    got = await eventually(lambda: consumed(consumer, "c", len(groups) * per_group),
-                           timeout_s=30, interval_s=0.2, what="every message")
+    got = await eventually(
+        lambda: consumed(consumer, "c", len(groups) * per_group),
+        timeout_s=30,
+        interval_s=0.2,
+        what="every message",
+    )
 
     assert all(m["group"] == m["body"].split("-")[0] for m in got)
     for g in groups:
-        assert [m["body"] for m in got if m["group"] == g] == [f"{g}-{i}" for i in
-                                                               range(per_group)], g
+        assert [m["body"] for m in got if m["group"] == g] == [
+            f"{g}-{i}" for i in range(per_group)
+        ], g
 
 
 async def test_a_delayed_message_is_not_delivered_before_its_time(
-        v2_cluster, node_agent, eventually):
+    v2_cluster, node_agent, eventually
+):
     await v2_cluster.create_topic("NodeLater", eventually)
     a = await node_agent()
     ep = v2_cluster.endpoints
@@ -129,18 +176,20 @@ async def test_a_delayed_message_is_not_delivered_before_its_time(
 
     (msg,) = await receive_until(a, "c", 1, timeout_s=20)
 
-    assert msg["received_ms"] >= due_ms        # the client's clock: the same machine's
+    assert msg["received_ms"] >= due_ms  # the client's clock: the same machine's
     assert (msg["body"], msg["delivery_ms"]) == ("later", due_ms)
 
 
 async def test_a_committed_transaction_is_delivered_a_rolled_back_one_is_not(
-        v2_cluster, node_agent, eventually):
+    v2_cluster, node_agent, eventually
+):
     await v2_cluster.create_topic("NodeTx", eventually)
     a = await node_agent()
     ep = v2_cluster.endpoints
     await a.call("producer", name="p", endpoints=ep, topics=["NodeTx"], checker="commit")
-    committed = await a.call("send", producer="p", topic="NodeTx", body="commit",
-                             transaction="commit")
+    committed = await a.call(
+        "send", producer="p", topic="NodeTx", body="commit", transaction="commit"
+    )
     await a.call("send", producer="p", topic="NodeTx", body="rollback", transaction="rollback")
     # neither committed nor rolled back: the broker asks the producer over Telemetry
     await a.call("send", producer="p", topic="NodeTx", body="left open", transaction="open")
@@ -156,38 +205,65 @@ async def test_a_committed_transaction_is_delivered_a_rolled_back_one_is_not(
 
 
 async def test_a_message_sent_by_pocketmq_sdk_reaches_the_node_consumer(
-        v2_cluster, node_agent, eventually):
+    v2_cluster, node_agent, eventually
+):
     await v2_cluster.create_topic("SdkToNode", eventually)
-    big = b"z" * 10_000                    # compressed by the SDK: the client gunzips it
+    big = b"z" * 10_000  # compressed by the SDK: the client gunzips it
     async with Producer(group="sdk-producer", namesrv=v2_cluster.namesrv.address) as producer:
-        small = await producer.send(Message(topic="SdkToNode", body=b"from the sdk",
-                                            tags="TagA", keys=["o-1", "o-2"],
-                                            properties={"k": "v"}))
+        small = await producer.send(
+            Message(
+                topic="SdkToNode",
+                body=b"from the sdk",
+                tags="TagA",
+                keys=["o-1", "o-2"],
+                properties={"k": "v"},
+            )
+        )
         await producer.send(Message(topic="SdkToNode", body=big, tags="TagA"))
         await producer.send(Message(topic="SdkToNode", body=b"filtered out", tags="TagB"))
     a = await node_agent()
-    await a.call("simple", name="c", endpoints=v2_cluster.endpoints, group="node",
-                 topic="SdkToNode", expr="TagA", await_s=1)
+    await a.call(
+        "simple",
+        name="c",
+        endpoints=v2_cluster.endpoints,
+        group="node",
+        topic="SdkToNode",
+        expr="TagA",
+        await_s=1,
+    )
 
     got = sorted(await receive_until(a, "c", 2), key=lambda m: len(m["body"]))
 
     assert [len(m["body"]) for m in got] == [len(b"from the sdk"), len(big)]
-    assert (got[0]["message_id"], got[0]["tag"], got[0]["keys"], got[0]["props"]) == \
-        (small.msg_id, "TagA", ["o-1", "o-2"], {"k": "v"})
+    assert (got[0]["message_id"], got[0]["tag"], got[0]["keys"], got[0]["props"]) == (
+        small.msg_id,
+        "TagA",
+        ["o-1", "o-2"],
+        {"k": "v"},
+    )
     assert got[1]["body"] == big.decode() and not got[1]["corrupted"]
 
 
 async def test_a_message_sent_by_the_node_producer_reaches_a_pocketmq_consumer(
-        v2_cluster, node_agent, eventually):
+    v2_cluster, node_agent, eventually
+):
     await v2_cluster.create_topic("NodeToSdk", eventually)
     a = await node_agent()
     await a.call("producer", name="p", endpoints=v2_cluster.endpoints, topics=["NodeToSdk"])
-    sent = [await a.call("send", producer="p", topic="NodeToSdk", body=f"node-{i}",
-                         tag="TagA", keys=[f"k{i}"], props={"origin": "node"})
-            for i in range(3)]
+    sent = [
+        await a.call(
+            "send",
+            producer="p",
+            topic="NodeToSdk",
+            body=f"node-{i}",
+            tag="TagA",
+            keys=[f"k{i}"],
+            props={"origin": "node"},
+        )
+        for i in range(3)
+    ]
     await a.call("send", producer="p", topic="NodeToSdk", body="filtered out", tag="TagB")
-    consumer = PullConsumer(group="sdk", namesrv=v2_cluster.namesrv.address,
-                            consume_from="first")
+    consumer = PullConsumer(group="sdk", namesrv=v2_cluster.namesrv.address, consume_from="first")
     consumer.subscribe("NodeToSdk", "TagA")
     await consumer.start()
     try:
@@ -204,10 +280,12 @@ async def test_a_message_sent_by_the_node_producer_reaches_a_pocketmq_consumer(
 # -- SQL92 filters (#20) ------------------------------------------------------------------
 
 SQL = "region = 'eu' AND amount > 100"
-SQL_MESSAGES = [("eu-big", {"region": "eu", "amount": "150"}),
-                ("us-big", {"region": "us", "amount": "500"}),
-                ("eu-small", {"region": "eu", "amount": "20"}),
-                ("no-properties", {})]
+SQL_MESSAGES = [
+    ("eu-big", {"region": "eu", "amount": "150"}),
+    ("us-big", {"region": "us", "amount": "500"}),
+    ("eu-small", {"region": "eu", "amount": "20"}),
+    ("no-properties", {}),
+]
 
 
 async def send_sql_messages(a: Agent, topic: str) -> None:
@@ -216,14 +294,23 @@ async def send_sql_messages(a: Agent, topic: str) -> None:
 
 
 async def test_a_simple_consumer_with_a_sql92_subscription_receives_only_matching_messages(
-        v2_cluster, node_agent, eventually):
+    v2_cluster, node_agent, eventually
+):
     await v2_cluster.create_topic("NodeSql", eventually)
     a = await node_agent()
     ep = v2_cluster.endpoints
     await a.call("producer", name="p", endpoints=ep, topics=["NodeSql"])
     await send_sql_messages(a, "NodeSql")
-    await a.call("simple", name="c", endpoints=ep, group="sql", topic="NodeSql", expr=SQL,
-                 sql=True, await_s=1)
+    await a.call(
+        "simple",
+        name="c",
+        endpoints=ep,
+        group="sql",
+        topic="NodeSql",
+        expr=SQL,
+        sql=True,
+        await_s=1,
+    )
 
     got = await receive_until(a, "c", 1)
     for msg in got:
@@ -234,18 +321,29 @@ async def test_a_simple_consumer_with_a_sql92_subscription_receives_only_matchin
 
 
 async def test_a_push_consumer_with_a_sql92_subscription_consumes_only_matching_messages(
-        v2_cluster, node_agent, eventually):
+    v2_cluster, node_agent, eventually
+):
     await v2_cluster.create_topic("NodeSqlPush", eventually)
     producer, consumer = await node_agent(), await node_agent()
     ep = v2_cluster.endpoints
     await producer.call("producer", name="p", endpoints=ep, topics=["NodeSqlPush"])
-    await consumer.call("push", name="c", endpoints=ep, group="sql-push", topic="NodeSqlPush",
-                        expr=SQL, sql=True)
+    await consumer.call(
+        "push", name="c", endpoints=ep, group="sql-push", topic="NodeSqlPush", expr=SQL, sql=True
+    )
     await send_sql_messages(producer, "NodeSqlPush")
-    await producer.call("send", producer="p", topic="NodeSqlPush", body="eu-last",
-                        props={"region": "eu", "amount": "101"})
+    await producer.call(
+        "send",
+        producer="p",
+        topic="NodeSqlPush",
+        body="eu-last",
+        props={"region": "eu", "amount": "101"},
+    )
 
-    got = await eventually(lambda: consumed(consumer, "c", 2), timeout_s=20, interval_s=0.2,
-                           what="two consumed messages")
+    got = await eventually(
+        lambda: consumed(consumer, "c", 2),
+        timeout_s=20,
+        interval_s=0.2,
+        what="two consumed messages",
+    )
 
     assert sorted(m["body"] for m in got) == ["eu-big", "eu-last"]

@@ -43,8 +43,7 @@ async def test_a_killed_broker_keeps_acks_and_in_flight_messages(kit, agent, nam
     await a.call("producer", name="p", endpoints=endpoints, topics=["Crash"])
     for i in range(4):
         await a.call("send", producer="p", topic="Crash", body=f"m{i}")
-    await a.call("simple", name="c", endpoints=endpoints, group="g", topic="Crash",
-                 await_s=1)
+    await a.call("simple", name="c", endpoints=endpoints, group="g", topic="Crash", await_s=1)
     got = sorted(await receive_until(a, "c", 4, invisible_s=4), key=lambda m: m["body"])
     assert [m["body"] for m in got] == ["m0", "m1", "m2", "m3"]
     for msg in got[:2]:

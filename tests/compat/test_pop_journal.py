@@ -25,13 +25,21 @@ async def _write(journal: PopJournal, *records: bytes) -> None:
 async def test_replay_restores_next_offsets_and_in_flight_messages(tmp_path):
     journal = PopJournal(str(tmp_path))
     assert journal.load() == ({}, 0)
-    await _write(journal,
-                 encode_delta(KEY, next_offset=3, upserts=[(0, InFlight(1, 1, 1000)),
-                                                           (1, InFlight(1, 2, 1000)),
-                                                           (2, InFlight(1, 3, 1000))]),
-                 encode_delta(KEY, removes=[1]),                       # acked
-                 encode_delta(KEY, upserts=[(2, InFlight(1, 4, 5000))]),  # invisible longer
-                 encode_delta(OTHER, next_offset=7))
+    await _write(
+        journal,
+        encode_delta(
+            KEY,
+            next_offset=3,
+            upserts=[
+                (0, InFlight(1, 1, 1000)),
+                (1, InFlight(1, 2, 1000)),
+                (2, InFlight(1, 3, 1000)),
+            ],
+        ),
+        encode_delta(KEY, removes=[1]),  # acked
+        encode_delta(KEY, upserts=[(2, InFlight(1, 4, 5000))]),  # invisible longer
+        encode_delta(OTHER, next_offset=7),
+    )
     journal.close()
 
     states, max_serial = PopJournal(str(tmp_path)).load()
@@ -46,25 +54,30 @@ async def test_replay_restores_next_offsets_and_in_flight_messages(tmp_path):
 async def test_a_torn_tail_is_cut_and_everything_before_it_replayed(tmp_path):
     journal = PopJournal(str(tmp_path))
     journal.load()
-    await _write(journal, encode_delta(KEY, next_offset=2,
-                                       upserts=[(0, InFlight(1, 1, 9)), (1, InFlight(1, 2, 9))]))
+    await _write(
+        journal,
+        encode_delta(KEY, next_offset=2, upserts=[(0, InFlight(1, 1, 9)), (1, InFlight(1, 2, 9))]),
+    )
     journal.close()
     whole = os.path.getsize(journal.path)
     ack = encode_delta(KEY, removes=[0])
     with open(journal.path, "ab") as f:
-        f.write(ack[:-3])                       # the crash cut the ack's last bytes
+        f.write(ack[:-3])  # the crash cut the ack's last bytes
 
     states, _ = PopJournal(str(tmp_path)).load()
 
-    assert set(states[KEY].in_flight) == {0, 1}    # the unanswered ack did not happen
+    assert set(states[KEY].in_flight) == {0, 1}  # the unanswered ack did not happen
     assert os.path.getsize(journal.path) <= whole  # rewritten without the torn record
 
 
 async def test_a_record_with_a_flipped_byte_ends_the_replay(tmp_path):
     journal = PopJournal(str(tmp_path))
     journal.load()
-    await _write(journal, encode_delta(KEY, next_offset=1, upserts=[(0, InFlight(1, 1, 9))]),
-                 encode_delta(KEY, next_offset=5))
+    await _write(
+        journal,
+        encode_delta(KEY, next_offset=1, upserts=[(0, InFlight(1, 1, 9))]),
+        encode_delta(KEY, next_offset=5),
+    )
     journal.close()
     path = Path(journal.path)
     data = bytearray(path.read_bytes())

@@ -74,13 +74,20 @@ async def start_acl_broker(tmp_path: Any, **overrides: Any) -> tuple[NameServer,
     acl.write_text(ACL)
     namesrv = NameServer(NamesrvConfig(host="127.0.0.1", port=0))
     await namesrv.start()
-    broker = Broker(BrokerConfig(**{**SMALL, **overrides}, data_dir=str(tmp_path / "b"),
-                                 namesrv_addrs=namesrv.address, acl_enable=True,
-                                 acl_file=str(acl)))
+    broker = Broker(
+        BrokerConfig(
+            **{**SMALL, **overrides},
+            data_dir=str(tmp_path / "b"),
+            namesrv_addrs=namesrv.address,
+            acl_enable=True,
+            acl_file=str(acl),
+        )
+    )
     await broker.start()
     for topic in TOPICS:
-        broker.topics.create(TopicConfig(topic_name=topic, read_queue_nums=QUEUES,
-                                         write_queue_nums=QUEUES))
+        broker.topics.create(
+            TopicConfig(topic_name=topic, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+        )
     return namesrv, broker
 
 
@@ -88,9 +95,13 @@ async def _acl_env(tmp_path: Any) -> AsyncIterator[Acl]:
     namesrv, broker = await start_acl_broker(tmp_path)
     try:
         async with grpc.aio.insecure_channel(broker.grpc_v2.address) as channel:
-            yield Acl(broker, channel, V2User(channel, "owner", "owner-secret"),
-                      V2User(channel, "outsider", "outsider-secret"),
-                      V2User(channel, "admin", "admin-secret"))
+            yield Acl(
+                broker,
+                channel,
+                V2User(channel, "owner", "owner-secret"),
+                V2User(channel, "outsider", "outsider-secret"),
+                V2User(channel, "admin", "admin-secret"),
+            )
     finally:
         await broker.stop(0)
         await namesrv.stop(0)
@@ -100,7 +111,7 @@ async def _acl_env(tmp_path: Any) -> AsyncIterator[Acl]:
 async def shared(tmp_path_factory) -> AsyncIterator[Acl]:
     """One broker for the whole matrix; each case makes the messages it needs."""
     async for env in _acl_env(tmp_path_factory.mktemp("acl-matrix")):
-        assert (await env.owner.heartbeat("owner_group")).code == d.OK   # binds its id
+        assert (await env.owner.heartbeat("owner_group")).code == d.OK  # binds its id
         yield env
 
 
@@ -110,8 +121,7 @@ async def env(tmp_path) -> AsyncIterator[Acl]:
         yield env
 
 
-async def poll(predicate: Callable[[], Awaitable[Any]], what: str,
-               timeout_s: float = 10) -> Any:
+async def poll(predicate: Callable[[], Awaitable[Any]], what: str, timeout_s: float = 10) -> Any:
     """The first truthy result of *predicate*, polled until a deadline."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -147,9 +157,9 @@ class Names:
 
     topic: str = "outsider_topic"
     group: str = "outsider_group"
-    handle: str = ""                  # a receipt handle
-    txid: str = ""                    # a half message's transaction id
-    client_id: str = ""               # "" = the caller's own
+    handle: str = ""  # a receipt handle
+    txid: str = ""  # a half message's transaction id
+    client_id: str = ""  # "" = the caller's own
 
 
 Call = Callable[[Acl, Names], Awaitable[d.Status]]
@@ -161,7 +171,8 @@ def _mq(topic: str) -> d.MessageQueue:
 
 async def _unary(env: Acl, n: Names, rpc: str, request: Any) -> d.Status:
     reply = await getattr(env.outsider.stub, rpc)(
-        request, metadata=env.outsider.meta(n.client_id or None), timeout=10)
+        request, metadata=env.outsider.meta(n.client_id or None), timeout=10
+    )
     return reply.status
 
 
@@ -177,9 +188,10 @@ async def _telemetry(env: Acl, n: Names, command: s.TelemetryCommand) -> d.Statu
         await stream.write(command)
         reply = await stream.read()
     assert reply is not None and reply.HasField("status"), reply
-    if reply.status.code == d.OK:       # what was denied is gone from the settings it got
+    if reply.status.code == d.OK:  # what was denied is gone from the settings it got
         declared = {t.name for t in reply.settings.publishing.topics} | {
-            e.topic.name for e in reply.settings.subscription.subscriptions}
+            e.topic.name for e in reply.settings.subscription.subscriptions
+        }
         if n.topic != "outsider_topic":
             assert n.topic not in declared and "dropped" in reply.status.message, reply
             return d.Status(code=d.FORBIDDEN, message=reply.status.message)
@@ -193,6 +205,7 @@ def row(rpc: str, *resources: str) -> Callable[[Call], Call]:
     def register(call: Call) -> Call:
         ROWS[rpc] = {resource: call for resource in resources}
         return call
+
     return register
 
 
@@ -219,8 +232,9 @@ async def _send(env: Acl, n: Names) -> d.Status:
 
 @row("QueryAssignment", "topic", "group")
 async def _query_assignment(env: Acl, n: Names) -> d.Status:
-    return await _unary(env, n, "QueryAssignment", s.QueryAssignmentRequest(
-        topic=R(n.topic), group=R(n.group)))
+    return await _unary(
+        env, n, "QueryAssignment", s.QueryAssignmentRequest(topic=R(n.topic), group=R(n.group))
+    )
 
 
 @row("ReceiveMessage", "topic", "group")
@@ -240,29 +254,52 @@ async def _change(env: Acl, n: Names) -> d.Status:
 
 @row("ForwardMessageToDeadLetterQueue", "topic", "group", "receipt_handle")
 async def _forward(env: Acl, n: Names) -> d.Status:
-    return await _unary(env, n, "ForwardMessageToDeadLetterQueue",
-                        s.ForwardMessageToDeadLetterQueueRequest(
-                            group=R(n.group), topic=R(n.topic), receipt_handle=n.handle,
-                            message_id="m", delivery_attempt=1, max_delivery_attempts=3))
+    return await _unary(
+        env,
+        n,
+        "ForwardMessageToDeadLetterQueue",
+        s.ForwardMessageToDeadLetterQueueRequest(
+            group=R(n.group),
+            topic=R(n.topic),
+            receipt_handle=n.handle,
+            message_id="m",
+            delivery_attempt=1,
+            max_delivery_attempts=3,
+        ),
+    )
 
 
 @row("PullMessage", "topic", "group")
 async def _pull(env: Acl, n: Names) -> d.Status:
-    return await _stream_status(env.outsider.stub.PullMessage(s.PullMessageRequest(
-        group=R(n.group), message_queue=_mq(n.topic), batch_size=1,
-        long_polling_timeout=Duration(seconds=0)), metadata=env.outsider.meta(), timeout=10))
+    return await _stream_status(
+        env.outsider.stub.PullMessage(
+            s.PullMessageRequest(
+                group=R(n.group),
+                message_queue=_mq(n.topic),
+                batch_size=1,
+                long_polling_timeout=Duration(seconds=0),
+            ),
+            metadata=env.outsider.meta(),
+            timeout=10,
+        )
+    )
 
 
 @row("UpdateOffset", "topic", "group")
 async def _update_offset(env: Acl, n: Names) -> d.Status:
-    return await _unary(env, n, "UpdateOffset", s.UpdateOffsetRequest(
-        group=R(n.group), message_queue=_mq(n.topic), offset=0))
+    return await _unary(
+        env,
+        n,
+        "UpdateOffset",
+        s.UpdateOffsetRequest(group=R(n.group), message_queue=_mq(n.topic), offset=0),
+    )
 
 
 @row("GetOffset", "topic", "group")
 async def _get_offset(env: Acl, n: Names) -> d.Status:
-    return await _unary(env, n, "GetOffset", s.GetOffsetRequest(
-        group=R(n.group), message_queue=_mq(n.topic)))
+    return await _unary(
+        env, n, "GetOffset", s.GetOffsetRequest(group=R(n.group), message_queue=_mq(n.topic))
+    )
 
 
 @row("QueryOffset", "topic")
@@ -289,20 +326,29 @@ async def _terminate(env: Acl, n: Names) -> d.Status:
 
 @row("RecallMessage", "topic")
 async def _recall(env: Acl, n: Names) -> d.Status:
-    return await _unary(env, n, "RecallMessage", s.RecallMessageRequest(
-        topic=R(n.topic), recall_handle="h"))
+    return await _unary(
+        env, n, "RecallMessage", s.RecallMessageRequest(topic=R(n.topic), recall_handle="h")
+    )
 
 
 @row("SyncLiteSubscription", "topic", "group")
 async def _sync_lite(env: Acl, n: Names) -> d.Status:
-    return await _unary(env, n, "SyncLiteSubscription", s.SyncLiteSubscriptionRequest(
-        topic=R(n.topic), group=R(n.group)))
+    return await _unary(
+        env,
+        n,
+        "SyncLiteSubscription",
+        s.SyncLiteSubscriptionRequest(topic=R(n.topic), group=R(n.group)),
+    )
 
 
-_PUB_RPCS = {"SendMessage", "EndTransaction", "RecallMessage", "Telemetry"}   # the topic: PUB
+_PUB_RPCS = {"SendMessage", "EndTransaction", "RecallMessage", "Telemetry"}  # the topic: PUB
 CASES = ("allowed", "denied", "another_users")
-MATRIX = [(rpc, resource, case) for rpc, resources in ROWS.items() for resource in resources
-          for case in CASES]
+MATRIX = [
+    (rpc, resource, case)
+    for rpc, resources in ROWS.items()
+    for resource in resources
+    for case in CASES
+]
 
 
 async def names_for(env: Acl, rpc: str, resource: str, case: str) -> Names:
@@ -318,7 +364,7 @@ async def names_for(env: Acl, rpc: str, resource: str, case: str) -> Names:
     if resource == "topic":
         lacking = "sub_only" if rpc in _PUB_RPCS else "pub_only"
         if rpc == "QueryRoute":
-            lacking = "deny_topic"           # a route needs PUB or SUB
+            lacking = "deny_topic"  # a route needs PUB or SUB
         return replace(n, topic="secret" if owners else lacking)
     if resource == "group":
         return replace(n, group="owner_group" if owners else "deny_group")
@@ -326,8 +372,11 @@ async def names_for(env: Acl, rpc: str, resource: str, case: str) -> Names:
         # denied: the owner's message under the owner's names; another user's: the owner's
         # handle under the outsider's own names (it must not reach the owner's message)
         handle = await in_flight(env.owner, "secret", "owner_group")
-        return replace(n, handle=handle) if owners else replace(
-            n, handle=handle, topic="secret", group="owner_group")
+        return (
+            replace(n, handle=handle)
+            if owners
+            else replace(n, handle=handle, topic="secret", group="owner_group")
+        )
     if resource == "record":
         txid = await open_half(env.owner, "secret")
         return replace(n, txid=txid) if owners else replace(n, txid=txid, topic="secret")
@@ -341,8 +390,9 @@ def test_every_rpc_has_a_row():
 
 
 @pytest.mark.asyncio(loop_scope="module")
-@pytest.mark.parametrize(("rpc", "resource", "case"), MATRIX,
-                         ids=[f"{r}-{res}-{c}" for r, res, c in MATRIX])
+@pytest.mark.parametrize(
+    ("rpc", "resource", "case"), MATRIX, ids=[f"{r}-{res}-{c}" for r, res, c in MATRIX]
+)
 async def test_authorization_matrix(shared, rpc, resource, case):
     names = await names_for(shared, rpc, resource, case)
     owner_in_flight = _owner_in_flight(shared.broker)
@@ -354,19 +404,25 @@ async def test_authorization_matrix(shared, rpc, resource, case):
         # Under the outsider's names the handle can only name the outsider's own messages
         # (one at that offset may be done with already: acking it again is fine).
         assert _owner_in_flight(shared.broker) == owner_in_flight, (
-            "the owner's message was acked, changed or dead-lettered", status)
+            "the owner's message was acked, changed or dead-lettered",
+            status,
+        )
     else:
         assert status.code == d.FORBIDDEN, status
         assert status.message, "a refusal says why"
     if case != "allowed":
-        assert _max_offsets(shared.broker, "secret") == secret_puts, \
+        assert _max_offsets(shared.broker, "secret") == secret_puts, (
             "a refused call committed or stored a message of the owner's topic"
+        )
 
 
 def _owner_in_flight(broker: Broker) -> dict[int, dict[int, Any]]:
     """The owner's received messages: queue id -> offset -> (attempt, handle serial, deadline)."""
-    return {key[2]: dict(state.in_flight) for key, state in broker.grpc_v2.pop._states.items()
-            if key[:2] == ("owner_group", "secret")}
+    return {
+        key[2]: dict(state.in_flight)
+        for key, state in broker.grpc_v2.pop._states.items()
+        if key[:2] == ("owner_group", "secret")
+    }
 
 
 def _max_offsets(broker: Broker, topic: str) -> list[int]:
@@ -394,12 +450,18 @@ async def test_send_with_one_denied_topic_stores_nothing(env):
     assert (await env.outsider.send("outsider_topic", "outsider_topic")).status.code == d.OK
 
 
-@pytest.mark.parametrize("skew_s", [-400, 400, -(25 * 365 * 86400)],
-                         ids=["behind", "ahead", "dated-2001"])
+@pytest.mark.parametrize(
+    "skew_s", [-400, 400, -(25 * 365 * 86400)], ids=["behind", "ahead", "dated-2001"]
+)
 async def test_expired_signature_is_refused(env, skew_s):
     at = time.time() + skew_s
-    status = (await env.outsider.stub.QueryRoute(s.QueryRouteRequest(
-        topic=R("outsider_topic")), metadata=env.outsider.meta(at_s=at), timeout=10)).status
+    status = (
+        await env.outsider.stub.QueryRoute(
+            s.QueryRouteRequest(topic=R("outsider_topic")),
+            metadata=env.outsider.meta(at_s=at),
+            timeout=10,
+        )
+    ).status
     assert status.code == d.UNAUTHORIZED
     assert f"{abs(skew_s) - 1} s" in status.message or f"{abs(skew_s)} s" in status.message
     assert "±300 s" in status.message
@@ -409,9 +471,13 @@ async def test_expired_signature_is_refused(env, skew_s):
 
 
 async def test_a_signature_within_the_clock_window_is_accepted(env):
-    status = (await env.outsider.stub.QueryRoute(s.QueryRouteRequest(
-        topic=R("outsider_topic")), metadata=env.outsider.meta(at_s=time.time() - 200),
-        timeout=10)).status
+    status = (
+        await env.outsider.stub.QueryRoute(
+            s.QueryRouteRequest(topic=R("outsider_topic")),
+            metadata=env.outsider.meta(at_s=time.time() - 200),
+            timeout=10,
+        )
+    ).status
     assert status.code == d.OK, status
 
 
@@ -439,8 +505,9 @@ async def test_telemetry_declaring_another_users_topic_receives_no_transaction_c
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
                 await reader
-    assert not [f for f in outsider_frames
-                if f.HasField("recover_orphaned_transaction_command")], outsider_frames
+    assert not [f for f in outsider_frames if f.HasField("recover_orphaned_transaction_command")], (
+        outsider_frames
+    )
     assert env.outsider.client_id not in env.broker.clients.producer_ids("secret")
 
 
@@ -476,8 +543,7 @@ async def test_subscription_of_another_users_group_is_refused_and_denied_topics_
         reply = await stream.read()
     assert reply.status.code == d.OK
     assert "subscriptions of topics ['secret'] dropped" in reply.status.message
-    assert [e.topic.name for e in reply.settings.subscription.subscriptions] == [
-        "outsider_topic"]
+    assert [e.topic.name for e in reply.settings.subscription.subscriptions] == ["outsider_topic"]
 
 
 async def test_end_transaction_of_another_users_half_is_refused(env):
@@ -495,8 +561,12 @@ async def test_end_transaction_of_another_users_half_is_refused(env):
 async def test_another_users_receipt_handle_cannot_be_acked_or_changed(env):
     handle = await in_flight(env.owner, "secret", "owner_group")
     pop = env.broker.grpc_v2.pop
-    for topic, group in (("secret", "owner_group"), ("outsider_topic", "outsider_group"),
-                         ("secret", "outsider_group"), ("outsider_topic", "owner_group")):
+    for topic, group in (
+        ("secret", "owner_group"),
+        ("outsider_topic", "outsider_group"),
+        ("secret", "outsider_group"),
+        ("outsider_topic", "owner_group"),
+    ):
         assert (await env.outsider.ack(topic, group, handle)).code not in (d.OK,)
         assert (await env.outsider.change(topic, group, handle)).code not in (d.OK,)
     assert pop.in_flight_count("owner_group", "secret") == 1
@@ -513,8 +583,10 @@ async def test_change_invisible_duration_is_authorized_like_ack(env):
 async def test_a_client_id_bound_to_one_key_cannot_be_used_by_another(env):
     assert (await env.owner.heartbeat("owner_group")).code == d.OK
     theirs = env.owner.client_id
-    for status in (await env.outsider.heartbeat("outsider_group", client_id=theirs),
-                   await env.outsider.terminate(client_id=theirs)):
+    for status in (
+        await env.outsider.heartbeat("outsider_group", client_id=theirs),
+        await env.outsider.terminate(client_id=theirs),
+    ):
         assert status.code == d.FORBIDDEN
         assert "is in use by another access key" in status.message
     async with env.outsider.telemetry(client_id=theirs) as stream:
@@ -525,13 +597,17 @@ async def test_a_client_id_bound_to_one_key_cannot_be_used_by_another(env):
     assert theirs not in env.broker.grpc_v2.telemetry.sessions
 
 
-async def test_the_official_producer_declaring_a_denied_topic_still_sends_to_its_own(
-        env, agent):
+async def test_the_official_producer_declaring_a_denied_topic_still_sends_to_its_own(env, agent):
     """Denied publishing topics are dropped, not the settings: the official client goes on."""
     producer = await agent()
-    await producer.call("producer", name="p", endpoints=env.broker.grpc_v2.address,
-                        topics=["outsider_topic", "secret"], ak="outsider",
-                        sk="outsider-secret")
+    await producer.call(
+        "producer",
+        name="p",
+        endpoints=env.broker.grpc_v2.address,
+        topics=["outsider_topic", "secret"],
+        ak="outsider",
+        sk="outsider-secret",
+    )
     sent = await producer.call("send", producer="p", topic="outsider_topic", body="mine")
     assert sent["message_id"]
     before = env.puts()
@@ -543,10 +619,13 @@ async def test_the_official_producer_declaring_a_denied_topic_still_sends_to_its
 async def test_a_key_restricted_to_other_addresses_is_refused_from_this_one(tmp_path):
     namesrv, broker = await start_acl_broker(tmp_path)
     acl = tmp_path / "acl.toml"
-    acl.write_text(ACL.replace('secret_key = "outsider-secret"',
-                               'secret_key = "outsider-secret"\n'
-                               'white_remote_address = "10.9.9.0/24"'))
-    later = acl.stat().st_mtime + 1          # a new mtime however fast the two writes were
+    acl.write_text(
+        ACL.replace(
+            'secret_key = "outsider-secret"',
+            'secret_key = "outsider-secret"\nwhite_remote_address = "10.9.9.0/24"',
+        )
+    )
+    later = acl.stat().st_mtime + 1  # a new mtime however fast the two writes were
     os.utime(acl, (later, later))
     assert broker.acl.reload_if_changed()
     try:
@@ -567,16 +646,19 @@ SYSTEM = ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC")
 
 
 @pytest.mark.parametrize("topic", SYSTEM)
-async def test_system_topics_are_not_routed_received_or_sent_without_the_acl(v2_cluster,
-                                                                              topic):
+async def test_system_topics_are_not_routed_received_or_sent_without_the_acl(v2_cluster, topic):
     async with grpc.aio.insecure_channel(v2_cluster.endpoints) as channel:
         anyone = V2User(channel, "", "")
-        route = await anyone.stub.QueryRoute(s.QueryRouteRequest(topic=R(topic)),
-                                             metadata=anyone.meta(), timeout=10)
+        route = await anyone.stub.QueryRoute(
+            s.QueryRouteRequest(topic=R(topic)), metadata=anyone.meta(), timeout=10
+        )
         status, messages = await anyone.receive(topic, "g")
         sent = await anyone.send(topic)
-        assignment = await anyone.stub.QueryAssignment(s.QueryAssignmentRequest(
-            topic=R(topic), group=R("g")), metadata=anyone.meta(), timeout=10)
+        assignment = await anyone.stub.QueryAssignment(
+            s.QueryAssignmentRequest(topic=R(topic), group=R("g")),
+            metadata=anyone.meta(),
+            timeout=10,
+        )
     for refused in (route.status, status, sent.status, assignment.status):
         assert refused.code == d.FORBIDDEN, refused
         assert "system topic" in refused.message
@@ -585,12 +667,12 @@ async def test_system_topics_are_not_routed_received_or_sent_without_the_acl(v2_
 
 @pytest.mark.parametrize("topic", SYSTEM)
 async def test_an_admin_reads_system_topics_but_sends_to_none(env, topic):
-    route = await env.admin.stub.QueryRoute(s.QueryRouteRequest(topic=R(topic)),
-                                            metadata=env.admin.meta(), timeout=10)
+    route = await env.admin.stub.QueryRoute(
+        s.QueryRouteRequest(topic=R(topic)), metadata=env.admin.meta(), timeout=10
+    )
     assert route.status.code != d.FORBIDDEN, route.status
     status, _ = await env.admin.receive(topic, "admin_group")
     assert status.code in (d.OK, d.MESSAGE_NOT_FOUND), status
     assert (await env.admin.send(topic)).status.code == d.FORBIDDEN
     outsider_status, _ = await env.outsider.receive(topic, "outsider_group")
     assert outsider_status.code == d.FORBIDDEN
-

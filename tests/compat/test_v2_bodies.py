@@ -15,11 +15,23 @@ HOST: HostAddress = ("127.0.0.1", 10911)
 
 
 def stored(body: bytes, sysflag: int = 0) -> StoredMessage:
-    return StoredMessage(total_size=0, queue_id=0, flag=0, queue_offset=0, phys_offset=0,
-                         sysflag=sysflag, born_timestamp_ms=0, born_host=HOST,
-                         store_timestamp_ms=0, store_host=HOST, reconsume_times=0,
-                         prepared_transaction_offset=0, body=body, topic="T",
-                         properties={"UNIQ_KEY": "ID1"})
+    return StoredMessage(
+        total_size=0,
+        queue_id=0,
+        flag=0,
+        queue_offset=0,
+        phys_offset=0,
+        sysflag=sysflag,
+        born_timestamp_ms=0,
+        born_host=HOST,
+        store_timestamp_ms=0,
+        store_host=HOST,
+        reconsume_times=0,
+        prepared_transaction_offset=0,
+        body=body,
+        topic="T",
+        properties={"UNIQ_KEY": "ID1"},
+    )
 
 
 def test_a_zlib_compressed_body_goes_out_as_gzip_of_the_same_deflate_data():
@@ -29,7 +41,7 @@ def test_a_zlib_compressed_body_goes_out_as_gzip_of_the_same_deflate_data():
 
     assert encoding == d.GZIP
     assert gzip.decompress(body) == PLAIN
-    assert body[10:-8] == packed[2:-4]          # re-framed, not recompressed
+    assert body[10:-8] == packed[2:-4]  # re-framed, not recompressed
 
 
 def test_a_plain_body_and_a_gzip_body_go_out_as_stored():

@@ -37,21 +37,35 @@ class V2:
     async def send(self, topic: str, body: bytes = b"x", **system: Any) -> s.SendMessageResponse:
         self.sent += 1
         user = system.pop("user_properties", None)
-        sp = d.SystemProperties(message_id=f"ID{self.sent:030d}", body_encoding=d.IDENTITY,
-                                **system)
-        msg = d.Message(topic=d.Resource(name=topic), body=body, system_properties=sp,
-                        user_properties=user or {})
+        sp = d.SystemProperties(
+            message_id=f"ID{self.sent:030d}", body_encoding=d.IDENTITY, **system
+        )
+        msg = d.Message(
+            topic=d.Resource(name=topic),
+            body=body,
+            system_properties=sp,
+            user_properties=user or {},
+        )
         return await self.stub.SendMessage(s.SendMessageRequest(messages=[msg]), metadata=META)
 
-    async def receive(self, topic: str, group: str = "g", *, expression: str = "*",
-                      invisible_s: int = 10, poll_s: int = 0,
-                      filter_type: int = d.TAG) -> tuple[d.Status, list[d.Message]]:
+    async def receive(
+        self,
+        topic: str,
+        group: str = "g",
+        *,
+        expression: str = "*",
+        invisible_s: int = 10,
+        poll_s: int = 0,
+        filter_type: int = d.TAG,
+    ) -> tuple[d.Status, list[d.Message]]:
         request = s.ReceiveMessageRequest(
             group=d.Resource(name=group),
             message_queue=d.MessageQueue(topic=d.Resource(name=topic), id=-1),
             filter_expression=d.FilterExpression(type=filter_type, expression=expression),
-            batch_size=16, invisible_duration=Duration(seconds=invisible_s),
-            long_polling_timeout=Duration(seconds=poll_s))
+            batch_size=16,
+            invisible_duration=Duration(seconds=invisible_s),
+            long_polling_timeout=Duration(seconds=poll_s),
+        )
         status, messages = None, []
         async for frame in self.stub.ReceiveMessage(request, metadata=META, timeout=poll_s + 5):
             if frame.HasField("status"):
@@ -62,16 +76,29 @@ class V2:
         return status, messages
 
     async def ack(self, topic: str, handle: str, group: str = "g") -> d.Status:
-        reply = await self.stub.AckMessage(s.AckMessageRequest(
-            group=d.Resource(name=group), topic=d.Resource(name=topic),
-            entries=[s.AckMessageEntry(message_id="m", receipt_handle=handle)]), metadata=META)
+        reply = await self.stub.AckMessage(
+            s.AckMessageRequest(
+                group=d.Resource(name=group),
+                topic=d.Resource(name=topic),
+                entries=[s.AckMessageEntry(message_id="m", receipt_handle=handle)],
+            ),
+            metadata=META,
+        )
         return reply.status
 
-    async def change(self, topic: str, handle: str, seconds: int,
-                     group: str = "g") -> s.ChangeInvisibleDurationResponse:
-        return await self.stub.ChangeInvisibleDuration(s.ChangeInvisibleDurationRequest(
-            group=d.Resource(name=group), topic=d.Resource(name=topic), receipt_handle=handle,
-            invisible_duration=Duration(seconds=seconds), message_id="m"), metadata=META)
+    async def change(
+        self, topic: str, handle: str, seconds: int, group: str = "g"
+    ) -> s.ChangeInvisibleDurationResponse:
+        return await self.stub.ChangeInvisibleDuration(
+            s.ChangeInvisibleDurationRequest(
+                group=d.Resource(name=group),
+                topic=d.Resource(name=topic),
+                receipt_handle=handle,
+                invisible_duration=Duration(seconds=seconds),
+                message_id="m",
+            ),
+            metadata=META,
+        )
 
 
 @pytest.fixture
@@ -81,17 +108,26 @@ async def v2(v2_cluster: V2Cluster) -> AsyncIterator[V2]:
 
 
 async def test_query_route_lists_every_brokers_queues_at_its_own_v2_endpoint(
-        v2_cluster, v2, tmp_path, eventually):
-    second = Broker(BrokerConfig(**{**SMALL, "broker_name": "broker-b",
-                                    "data_dir": str(tmp_path / "broker-b"),
-                                    "namesrv_addrs": v2_cluster.namesrv.address}))
+    v2_cluster, v2, tmp_path, eventually
+):
+    second = Broker(
+        BrokerConfig(
+            **{
+                **SMALL,
+                "broker_name": "broker-b",
+                "data_dir": str(tmp_path / "broker-b"),
+                "namesrv_addrs": v2_cluster.namesrv.address,
+            }
+        )
+    )
     await second.start()
     v2_cluster.brokers.append(second)
     await v2_cluster.create_topic("Routed", eventually, queues=3)
     await v2_cluster.create_topic("Ordered", eventually, order=True)
 
-    reply = await v2.stub.QueryRoute(s.QueryRouteRequest(topic=d.Resource(name="Routed")),
-                                     metadata=META)
+    reply = await v2.stub.QueryRoute(
+        s.QueryRouteRequest(topic=d.Resource(name="Routed")), metadata=META
+    )
 
     assert reply.status.code == d.OK
     by_broker: dict[str, list[int]] = {}
@@ -104,30 +140,45 @@ async def test_query_route_lists_every_brokers_queues_at_its_own_v2_endpoint(
         assert queue.broker.endpoints.scheme == d.IPv4
         assert f"{address.host}:{address.port}" == broker.grpc_v2.address
     assert by_broker == {"broker-a": [0, 1, 2], "broker-b": [0, 1, 2]}
-    ordered = await v2.stub.QueryRoute(s.QueryRouteRequest(topic=d.Resource(name="Ordered")),
-                                       metadata=META)
+    ordered = await v2.stub.QueryRoute(
+        s.QueryRouteRequest(topic=d.Resource(name="Ordered")), metadata=META
+    )
     assert {tuple(q.accept_message_types) for q in ordered.message_queues} == {(d.FIFO,)}
 
 
 async def test_a_topic_no_broker_has_yet_is_routed_like_the_auto_create_template(v2):
-    reply = await v2.stub.QueryRoute(s.QueryRouteRequest(topic=d.Resource(name="Brandnew")),
-                                     metadata=META)
+    reply = await v2.stub.QueryRoute(
+        s.QueryRouteRequest(topic=d.Resource(name="Brandnew")), metadata=META
+    )
     assert reply.status.code == d.OK
     assert len(reply.message_queues) == SMALL["default_topic_queue_nums"]
     sent = await v2.send("Brandnew", b"first")
     assert sent.status.code == d.OK
 
 
-@pytest.mark.parametrize(("system", "body", "code"), [
-    ({}, b"", d.MESSAGE_BODY_EMPTY),
-    ({"user_properties": {"TAGS": "x"}}, b"x", d.ILLEGAL_MESSAGE_PROPERTY_KEY),
-    ({"tag": "a|b"}, b"x", d.ILLEGAL_MESSAGE_TAG),
-    ({"keys": ["two words"]}, b"x", d.ILLEGAL_MESSAGE_KEY),
-    ({"message_type": d.FIFO}, b"x", d.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
-    ({"delivery_timestamp": Timestamp(seconds=int(time.time()) + 30 * 86_400)}, b"x",
-     d.ILLEGAL_DELIVERY_TIME),
-], ids=["empty-body", "reserved-property", "tag-with-bar", "key-with-space",
-        "fifo-without-group", "delivery-beyond-max"])
+@pytest.mark.parametrize(
+    ("system", "body", "code"),
+    [
+        ({}, b"", d.MESSAGE_BODY_EMPTY),
+        ({"user_properties": {"TAGS": "x"}}, b"x", d.ILLEGAL_MESSAGE_PROPERTY_KEY),
+        ({"tag": "a|b"}, b"x", d.ILLEGAL_MESSAGE_TAG),
+        ({"keys": ["two words"]}, b"x", d.ILLEGAL_MESSAGE_KEY),
+        ({"message_type": d.FIFO}, b"x", d.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
+        (
+            {"delivery_timestamp": Timestamp(seconds=int(time.time()) + 30 * 86_400)},
+            b"x",
+            d.ILLEGAL_DELIVERY_TIME,
+        ),
+    ],
+    ids=[
+        "empty-body",
+        "reserved-property",
+        "tag-with-bar",
+        "key-with-space",
+        "fifo-without-group",
+        "delivery-beyond-max",
+    ],
+)
 async def test_a_bad_send_is_answered_with_the_v2_code_that_names_it(v2, system, body, code):
     reply = await v2.send("Checked", body, **dict(system))
     assert reply.status.code == code, reply.status.message
@@ -150,8 +201,9 @@ async def test_delivery_timestamp_in_seconds_or_in_milliseconds_means_the_same_t
     deadline = time.monotonic() + 10
     while len(messages) < 2 and time.monotonic() < deadline:
         messages += (await v2.receive("Timed", poll_s=2))[1]
-    assert [m.system_properties.delivery_timestamp.seconds for m in messages] == \
-        [due_ms // 1000] * 2
+    assert [m.system_properties.delivery_timestamp.seconds for m in messages] == [
+        due_ms // 1000
+    ] * 2
     assert all(m.system_properties.message_type == d.DELAY for m in messages)
     assert time.time() * 1000 >= due_ms
 
@@ -167,11 +219,11 @@ async def test_a_stale_handle_is_refused_after_its_invisible_time_changed(v2):
     assert changed.status.code == d.OK and changed.receipt_handle != old
     assert (await v2.ack("Handles", old)).code == d.INVALID_RECEIPT_HANDLE
     assert (await v2.ack("Handles", changed.receipt_handle)).code == d.OK
-    assert (await v2.ack("Handles", changed.receipt_handle)).code == d.OK   # twice is fine
+    assert (await v2.ack("Handles", changed.receipt_handle)).code == d.OK  # twice is fine
     assert (await v2.ack("Handles", "not a handle")).code == d.INVALID_RECEIPT_HANDLE
     refused = await v2.change("Handles", "0 99 1 broker-a", 5)
     assert refused.status.code == d.INVALID_RECEIPT_HANDLE
-    assert refused.receipt_handle == "0 99 1 broker-a"   # the client adopts it regardless
+    assert refused.receipt_handle == "0 99 1 broker-a"  # the client adopts it regardless
 
 
 async def test_an_empty_receive_waits_and_answers_message_not_found(v2):
@@ -195,8 +247,12 @@ async def test_calls_without_a_client_id_are_told_to_send_one(v2):
 
 
 async def test_a_producer_registers_under_its_topics_through_telemetry(v2_cluster, v2):
-    settings = d.Settings(client_type=d.PRODUCER, publishing=d.Publishing(
-        topics=[d.Resource(name="TxTopic")], max_body_size=1, validate_message_type=True))
+    settings = d.Settings(
+        client_type=d.PRODUCER,
+        publishing=d.Publishing(
+            topics=[d.Resource(name="TxTopic")], max_body_size=1, validate_message_type=True
+        ),
+    )
 
     async def commands() -> AsyncIterator[s.TelemetryCommand]:
         yield s.TelemetryCommand(settings=settings)
@@ -214,8 +270,11 @@ async def test_a_producer_registers_under_its_topics_through_telemetry(v2_cluste
 
 async def test_bytes_that_are_not_the_rpcs_message_are_refused_as_invalid(v2_cluster):
     async with grpc.aio.insecure_channel(v2_cluster.endpoints) as channel:
-        raw = channel.unary_unary("/apache.rocketmq.v2.MessagingService/QueryRoute",
-                                  request_serializer=None, response_deserializer=None)
+        raw = channel.unary_unary(
+            "/apache.rocketmq.v2.MessagingService/QueryRoute",
+            request_serializer=None,
+            response_deserializer=None,
+        )
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await raw(b"\xff\xff\xff\xff", metadata=META)
     assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT

@@ -26,9 +26,12 @@ READ_TIMEOUT_S = 10.0
 
 
 def producer_settings(*topics: str) -> s.TelemetryCommand:
-    return s.TelemetryCommand(settings=d.Settings(
-        client_type=d.PRODUCER,
-        publishing=d.Publishing(topics=[d.Resource(name=t) for t in topics])))
+    return s.TelemetryCommand(
+        settings=d.Settings(
+            client_type=d.PRODUCER,
+            publishing=d.Publishing(topics=[d.Resource(name=t) for t in topics]),
+        )
+    )
 
 
 def topics_of(command: s.TelemetryCommand) -> list[str]:
@@ -61,8 +64,7 @@ async def stub(v2_cluster: V2Cluster) -> AsyncIterator[service_pb2_grpc.Messagin
 
 
 async def route(stub: service_pb2_grpc.MessagingServiceStub, topic: str) -> None:
-    reply = await stub.QueryRoute(s.QueryRouteRequest(topic=d.Resource(name=topic)),
-                                  metadata=META)
+    reply = await stub.QueryRoute(s.QueryRouteRequest(topic=d.Resource(name=topic)), metadata=META)
     assert reply.status.code == d.OK
 
 
@@ -77,14 +79,13 @@ def pending(cluster: V2Cluster) -> bool:
     return cluster.broker.grpc_v2.telemetry.settings_again_pending(META[0][1])
 
 
-async def test_settings_answered_before_a_route_query_come_again_after_its_answer(
-        v2_cluster, stub):
+async def test_settings_answered_before_a_route_query_come_again_after_its_answer(v2_cluster, stub):
     await route(stub, "First")
     stream = Stream(stub)
     await stream.write(producer_settings("First", "Second"))
     answer = await stream.read()
 
-    await route(stub, "Second")       # the client listens only once this is answered
+    await route(stub, "Second")  # the client listens only once this is answered
 
     again = await stream.read()
     assert again == answer
@@ -92,8 +93,7 @@ async def test_settings_answered_before_a_route_query_come_again_after_its_answe
     stream.call.cancel()
 
 
-async def test_a_stream_answered_after_the_last_route_query_gets_nothing_more(
-        v2_cluster, stub):
+async def test_a_stream_answered_after_the_last_route_query_gets_nothing_more(v2_cluster, stub):
     await route(stub, "Only")
     stream = Stream(stub)
     await stream.write(producer_settings("Only"))
@@ -103,12 +103,13 @@ async def test_a_stream_answered_after_the_last_route_query_gets_nothing_more(
     await heartbeat(stub)
     await stream.write(producer_settings("Only", "Later"))
 
-    assert topics_of(await stream.read()) == ["Only", "Later"]   # nothing came in between
+    assert topics_of(await stream.read()) == ["Only", "Later"]  # nothing came in between
     stream.call.cancel()
 
 
 async def test_a_client_that_queried_no_route_here_gets_its_settings_again_on_its_first_heartbeat(
-        stub):
+    stub,
+):
     stream = Stream(stub)
     await stream.write(producer_settings("Elsewhere"))
     answer = await stream.read()
@@ -119,19 +120,18 @@ async def test_a_client_that_queried_no_route_here_gets_its_settings_again_on_it
     await stream.write(producer_settings("Elsewhere", "Later"))
 
     assert again == answer
-    assert topics_of(await stream.read()) == ["Elsewhere", "Later"]   # once only
+    assert topics_of(await stream.read()) == ["Elsewhere", "Later"]  # once only
     stream.call.cancel()
 
 
-async def test_route_queries_after_the_first_heartbeat_send_no_settings_again(
-        v2_cluster, stub):
+async def test_route_queries_after_the_first_heartbeat_send_no_settings_again(v2_cluster, stub):
     await route(stub, "Steady")
     stream = Stream(stub)
     await stream.write(producer_settings("Steady"))
     await stream.read()
     await heartbeat(stub)
 
-    await route(stub, "Steady")       # the clients refresh routes every 30 s
+    await route(stub, "Steady")  # the clients refresh routes every 30 s
 
     assert not pending(v2_cluster)
     await stream.write(producer_settings("Steady", "Later"))

@@ -19,11 +19,18 @@ def schema_of(files: Iterable[Any]) -> dict[str, list[list[Any]]]:
 
     def message(m: Any) -> None:
         out[m.full_name] = sorted(
-            [f.name, f.number, f.type, f.is_repeated,
-             f.message_type.full_name if f.message_type else "",
-             f.enum_type.full_name if f.enum_type else "",
-             f.containing_oneof.name if f.containing_oneof else "", f.has_presence]
-            for f in m.fields)
+            [
+                f.name,
+                f.number,
+                f.type,
+                f.is_repeated,
+                f.message_type.full_name if f.message_type else "",
+                f.enum_type.full_name if f.enum_type else "",
+                f.containing_oneof.name if f.containing_oneof else "",
+                f.has_presence,
+            ]
+            for f in m.fields
+        )
         for nested in m.nested_types:
             message(nested)
         for nested_enum in m.enum_types:
@@ -36,6 +43,13 @@ def schema_of(files: Iterable[Any]) -> dict[str, list[list[Any]]]:
             enum(e)
         for service in file.services_by_name.values():
             out[service.full_name] = sorted(
-                [m.name, m.input_type.full_name, m.output_type.full_name,
-                 m.client_streaming, m.server_streaming] for m in service.methods)
+                [
+                    m.name,
+                    m.input_type.full_name,
+                    m.output_type.full_name,
+                    m.client_streaming,
+                    m.server_streaming,
+                ]
+                for m in service.methods
+            )
     return out

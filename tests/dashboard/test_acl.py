@@ -30,8 +30,9 @@ async def test_the_api_asks_for_a_login_when_the_acl_is_on(web):
 
 
 async def test_wrong_keys_are_refused_with_the_clusters_reason(web):
-    status, body = await web.post("/api/login", {"access_key": ADMIN_KEYS[0],
-                                                 "secret_key": "wrong"})
+    status, body = await web.post(
+        "/api/login", {"access_key": ADMIN_KEYS[0], "secret_key": "wrong"}
+    )
     assert status == 401 and ADMIN_KEYS[0] in body["error"]
     status, body = await web.post("/api/login", {"access_key": "nobody", "secret_key": "x"})
     assert status == 401
@@ -50,8 +51,9 @@ async def test_an_admin_may_read_and_write_as_itself(web, acl_cluster):
     assert body == {"logged_in": True, "user": ADMIN_KEYS[0], "can_write": True}
     status, cluster = await web.get("/api/cluster")
     assert status == 200 and cluster["brokers"][0]["role"] == "ASYNC_MASTER"
-    status, _ = await web.post("/api/topics", {"topic": "secured", "read_queue_nums": 1,
-                                               "write_queue_nums": 1})
+    status, _ = await web.post(
+        "/api/topics", {"topic": "secured", "read_queue_nums": 1, "write_queue_nums": 1}
+    )
     assert status == 200 and acl_cluster.broker.topics.get("secured") is not None
 
 
@@ -60,15 +62,16 @@ async def test_an_ordinary_user_is_read_only_and_its_writes_are_refused(web, acl
     assert body["can_write"] is False
     status, session = await web.get("/api/session")
     assert session["user"] == READER_KEYS[0] and session["can_write"] is False
-    status, body = await web.post("/api/topics", {"topic": "nope", "read_queue_nums": 1,
-                                                  "write_queue_nums": 1})
+    status, body = await web.post(
+        "/api/topics", {"topic": "nope", "read_queue_nums": 1, "write_queue_nums": 1}
+    )
     assert status == 403 and "read-only" in body["error"]
     assert acl_cluster.broker.topics.get("nope") is None
 
 
 async def test_a_broker_refusal_of_a_read_reaches_the_page_as_a_403(web):
     await login(web, READER_KEYS)
-    status, body = await web.get("/api/topics/TBW102")      # topicStatus is an admin RPC
+    status, body = await web.get("/api/topics/TBW102")  # topicStatus is an admin RPC
     assert status == 403 and body["error"].startswith("refused")
 
 

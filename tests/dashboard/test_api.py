@@ -25,14 +25,16 @@ def web(dash_cluster) -> Web:
 
 
 async def make_topic(web: Web, topic: str, queues: int = 2) -> None:
-    status, body = await web.post("/api/topics", {"topic": topic, "read_queue_nums": queues,
-                                                   "write_queue_nums": queues})
-    assert status == 200 and body["routed"] is True, body    # the next look finds it
+    status, body = await web.post(
+        "/api/topics", {"topic": topic, "read_queue_nums": queues, "write_queue_nums": queues}
+    )
+    assert status == 200 and body["routed"] is True, body  # the next look finds it
 
 
 async def send(web: Web, topic: str, body: str, *, keys: str = "", tags: str = "") -> dict:
-    status, result = await web.post(f"/api/topics/{topic}/send",
-                                    {"body": body, "keys": keys, "tags": tags})
+    status, result = await web.post(
+        f"/api/topics/{topic}/send", {"body": body, "keys": keys, "tags": tags}
+    )
     assert status == 200, result
     return result
 
@@ -55,12 +57,12 @@ async def test_cluster_lists_the_broker_with_role_version_and_figures(web, dash_
     assert broker["addr"] == dash_cluster.broker.address
     assert broker["role"] == "ASYNC_MASTER" and broker["version"]
     assert float(broker["put_tps"]) >= 0 and broker["error"] == ""
-    assert body["nameservers"] == [{"addr": dash_cluster.namesrv_addr, "ok": True,
-                                    "brokers": 1, "error": ""}]
+    assert body["nameservers"] == [
+        {"addr": dash_cluster.namesrv_addr, "ok": True, "brokers": 1, "error": ""}
+    ]
 
 
-async def test_cluster_history_gains_a_point_per_broker_and_figure_each_sample(
-        web, dash_cluster):
+async def test_cluster_history_gains_a_point_per_broker_and_figure_each_sample(web, dash_cluster):
     await dash_cluster.dashboard.history.run_once()
     await dash_cluster.dashboard.history.run_once()
     _, body = await web.get("/api/cluster")
@@ -86,8 +88,14 @@ async def test_created_topic_is_on_the_broker_and_listed_as_a_user_topic(web, da
     status, body = await web.get("/api/topics?kind=user")
     assert status == 200
     row = next(t for t in body["topics"] if t["topic"] == "orders")
-    assert row == {"topic": "orders", "kind": "user", "brokers": ["broker-a"],
-                   "read_queue_nums": 3, "write_queue_nums": 3, "perm": "RW"}
+    assert row == {
+        "topic": "orders",
+        "kind": "user",
+        "brokers": ["broker-a"],
+        "read_queue_nums": 3,
+        "write_queue_nums": 3,
+        "perm": "RW",
+    }
     _, system = await web.get("/api/topics?kind=system")
     names = {t["topic"] for t in system["topics"]}
     assert "orders" not in names and "TBW102" in names
@@ -95,8 +103,9 @@ async def test_created_topic_is_on_the_broker_and_listed_as_a_user_topic(web, da
 
 async def test_update_changes_queue_counts_and_permission(web, dash_cluster):
     await make_topic(web, "resized")
-    status, _ = await web.post("/api/topics/resized/update",
-                               {"read_queue_nums": 6, "write_queue_nums": 5, "perm": "R"})
+    status, _ = await web.post(
+        "/api/topics/resized/update", {"read_queue_nums": 6, "write_queue_nums": 5, "perm": "R"}
+    )
     assert status == 200
     config = dash_cluster.broker.topics.get("resized")
     assert (config.read_queue_nums, config.write_queue_nums, config.perm) == (6, 5, 4)
@@ -112,12 +121,15 @@ async def test_delete_needs_the_topic_name_as_confirmation(web, dash_cluster, ev
     assert dash_cluster.broker.topics.get("doomed") is None
 
 
-@pytest.mark.parametrize("fields, says", [
-    ({"topic": "bad topic!"}, "topic"),
-    ({"topic": "ok", "read_queue_nums": 0}, "read_queue_nums"),
-    ({"topic": "ok", "perm": "X"}, "perm"),
-    ({"read_queue_nums": 1}, "topic"),
-])
+@pytest.mark.parametrize(
+    "fields, says",
+    [
+        ({"topic": "bad topic!"}, "topic"),
+        ({"topic": "ok", "read_queue_nums": 0}, "read_queue_nums"),
+        ({"topic": "ok", "perm": "X"}, "perm"),
+        ({"read_queue_nums": 1}, "topic"),
+    ],
+)
 async def test_bad_topic_input_is_a_400_naming_the_field(web, fields, says):
     status, body = await web.post("/api/topics", fields)
     assert status == 400 and says in body["error"]
@@ -138,7 +150,7 @@ async def test_topic_detail_shows_route_queues_and_groups(web, dash_cluster):
 
 async def test_topic_tps_history_counts_what_was_sent(web, dash_cluster):
     await make_topic(web, "busy")
-    await web.get("/api/topics/busy")                      # the page watches the topic
+    await web.get("/api/topics/busy")  # the page watches the topic
     history = dash_cluster.dashboard.history
     await history.run_once()
     for i in range(5):
@@ -148,14 +160,15 @@ async def test_topic_tps_history_counts_what_was_sent(web, dash_cluster):
     assert points and points[-1][1] > 0
 
 
-async def test_topic_get_tps_comes_from_the_brokers_prometheus_counters(tmp_path,
-                                                                        eventually):
-    with socket.socket() as probe:             # the broker's metrics_port: free now
+async def test_topic_get_tps_comes_from_the_brokers_prometheus_counters(tmp_path, eventually):
+    with socket.socket() as probe:  # the broker's metrics_port: free now
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     async with started_cluster(tmp_path, metrics_port=port) as cluster:
-        await eventually(lambda: cluster.namesrv.route_table.cluster_info().live_brokers,
-                         what="the broker registered")
+        await eventually(
+            lambda: cluster.namesrv.route_table.cluster_info().live_brokers,
+            what="the broker registered",
+        )
         history = cluster.dashboard.history
         await history.stop()
         web = Web(cluster.url)
@@ -164,10 +177,10 @@ async def test_topic_get_tps_comes_from_the_brokers_prometheus_counters(tmp_path
             await send(web, "pulled", f"p{i}")
         _, body = await web.get("/api/cluster")
         assert body["brokers"][0]["metrics_url"] == f"http://127.0.0.1:{port}/metrics"
-        await web.get("/api/topics/pulled")                  # watched from now on
+        await web.get("/api/topics/pulled")  # watched from now on
         await history.run_once()
         _, found = await web.get(f"/api/messages?topic=pulled&begin=0&end={2**42}")
-        assert len(found["messages"]) == 3                   # three messages pulled
+        assert len(found["messages"]) == 3  # three messages pulled
         await history.run_once()
         points = history.history.points("topic/pulled/get_tps")
         assert points and points[-1][1] > 0
@@ -196,7 +209,7 @@ async def test_message_detail_shows_body_views_storage_and_consumers(web, dash_c
     await make_topic(web, "shown", queues=1)
     sent = await send(web, "shown", json.dumps({"amount": 5}), keys="k")
     await send(web, "shown", "second")
-    await commit_offsets(dash_cluster, "done-group", "shown", 1)     # past the first
+    await commit_offsets(dash_cluster, "done-group", "shown", 1)  # past the first
     await commit_offsets(dash_cluster, "new-group", "shown", 0)
     status, body = await web.get(f"/api/message?id={sent['offset_msg_id']}")
     assert status == 200
@@ -212,20 +225,19 @@ async def test_message_detail_shows_body_views_storage_and_consumers(web, dash_c
 
 async def test_a_message_id_nobody_stored_is_a_404_with_the_reason(web):
     await make_topic(web, "empty")
-    status, body = await web.get("/api/messages?id=C0A80001000000000000000000000000"
-                                 "&topic=empty")
+    status, body = await web.get("/api/messages?id=C0A80001000000000000000000000000&topic=empty")
     assert status == 404 and "unique id" in body["error"]
 
 
-async def test_resend_hands_the_message_to_the_groups_retry_topic(web, dash_cluster,
-                                                                 eventually):
+async def test_resend_hands_the_message_to_the_groups_retry_topic(web, dash_cluster, eventually):
     await make_topic(web, "again")
     sent = await send(web, "again", "twice", keys="rk")
-    status, body = await web.post("/api/message/resend",
-                                  {"id": sent["offset_msg_id"], "group": "billing"})
+    status, body = await web.post(
+        "/api/message/resend", {"id": sent["offset_msg_id"], "group": "billing"}
+    )
     assert status == 200 and body["retry_topic"] == "%RETRY%billing"
 
-    async def retried() -> bool:    # delivered to the retry topic after its 1 s delay
+    async def retried() -> bool:  # delivered to the retry topic after its 1 s delay
         store = dash_cluster.broker.store
         return store.max_offset("%RETRY%billing", 0) == 1
 
@@ -238,8 +250,13 @@ async def test_dead_letters_are_listed_exported_and_resent(web, dash_cluster, ev
     async with AdminClient(dash_cluster.namesrv_addr) as admin:
         msg = await admin.view_message(sent["offset_msg_id"])
         await admin.broker(dash_cluster.broker.address).consumer_send_msg_back(
-            group="payments", phys_offset=msg.phys_offset, delay_level=-1,   # straight to DLQ
-            origin_topic="", origin_msg_id=msg.msg_id, max_reconsume_times=1)
+            group="payments",
+            phys_offset=msg.phys_offset,
+            delay_level=-1,  # straight to DLQ
+            origin_topic="",
+            origin_msg_id=msg.msg_id,
+            max_reconsume_times=1,
+        )
     status, body = await web.get("/api/dlq?group=payments")
     assert status == 200 and body["topic"] == "%DLQ%payments"
     (dead,) = body["messages"]
@@ -248,19 +265,42 @@ async def test_dead_letters_are_listed_exported_and_resent(web, dash_cluster, ev
     assert status == 200 and "attachment" in web.last_headers["content-disposition"]
     exported = json.loads(payload)["messages"]
     assert [base64.b64decode(m["body_base64"]) for m in exported] == [b"poison"]
-    status, body = await web.post("/api/dlq/resend", {"group": "payments",
-                                                      "ids": [dead["offset_msg_id"]]})
+    status, body = await web.post(
+        "/api/dlq/resend", {"group": "payments", "ids": [dead["offset_msg_id"]]}
+    )
     assert status == 200 and "error" not in body["results"][0]
-    await eventually(lambda: dash_cluster.broker.store.max_offset("%RETRY%payments", 0) == 1,
-                     timeout_s=15, what="the dead letter back in %RETRY%payments")
+    await eventually(
+        lambda: dash_cluster.broker.store.max_offset("%RETRY%payments", 0) == 1,
+        timeout_s=15,
+        what="the dead letter back in %RETRY%payments",
+    )
 
 
 async def test_traces_say_when_message_trace_is_off_and_render_records_when_on(web):
     status, body = await web.get("/api/traces?id=ABC")
     assert status == 200 and body["enabled"] is False and "RMQ_SYS_TRACE_TOPIC" in body["note"]
     await make_topic(web, "RMQ_SYS_TRACE_TOPIC", queues=1)
-    record = "\x01".join(["Pub", "1700000000000", "r", "pg", "orders", "ABC", "t", "k",
-                          "127.0.0.1:1", "5", "3", "0", "OFF", "true"]) + "\x02"
+    record = (
+        "\x01".join(
+            [
+                "Pub",
+                "1700000000000",
+                "r",
+                "pg",
+                "orders",
+                "ABC",
+                "t",
+                "k",
+                "127.0.0.1:1",
+                "5",
+                "3",
+                "0",
+                "OFF",
+                "true",
+            ]
+        )
+        + "\x02"
+    )
     await send(web, "RMQ_SYS_TRACE_TOPIC", record, keys="ABC")
     status, body = await web.get("/api/traces?id=ABC")
     assert status == 200 and body["enabled"] is True
@@ -268,12 +308,14 @@ async def test_traces_say_when_message_trace_is_off_and_render_records_when_on(w
     assert found["parsed"][0][:2] == ["Pub", "1700000000000"]
 
 
-async def test_the_trace_of_a_traced_producers_message_shows_its_life(web, dash_cluster,
-                                                                      eventually):
+async def test_the_trace_of_a_traced_producers_message_shows_its_life(
+    web, dash_cluster, eventually
+):
     await make_topic(web, "RMQ_SYS_TRACE_TOPIC", queues=1)
     await make_topic(web, "traced", queues=1)
-    async with Producer(group="pg-dash-trace", namesrv=dash_cluster.namesrv_addr,
-                        enable_trace=True) as producer:
+    async with Producer(
+        group="pg-dash-trace", namesrv=dash_cluster.namesrv_addr, enable_trace=True
+    ) as producer:
         sent = await producer.send(Message(topic="traced", body=b"x", keys=["t-1"]))
 
     async def traced() -> dict | None:
@@ -322,20 +364,25 @@ async def test_reset_preview_plans_and_reset_moves_the_group(web, dash_cluster):
         await send(web, "replay", f"r{i}")
     async with AdminClient(dash_cluster.namesrv_addr) as admin:
         queues = (await admin.topic_route("replay")).read_queues()
-        ends = {q.queue_id: await admin.broker(dash_cluster.broker.address).max_offset(q)
-                for q in queues}
+        ends = {
+            q.queue_id: await admin.broker(dash_cluster.broker.address).max_offset(q)
+            for q in queues
+        }
     await commit_offsets(dash_cluster, "replayers", "replay", 0)
-    for q in queues:                                              # caught up
+    for q in queues:  # caught up
         await dash_cluster_commit(dash_cluster, "replayers", q, ends[q.queue_id])
-    status, plan = await web.post("/api/groups/replayers/reset/preview",
-                                  {"topic": "replay", "to": "earliest"})
+    status, plan = await web.post(
+        "/api/groups/replayers/reset/preview", {"topic": "replay", "to": "earliest"}
+    )
     assert status == 200 and plan["to_consume"] == 6
-    assert {q["queue_id"]: (q["current_offset"], q["new_offset"]) for q in plan["queues"]} \
-        == {qid: (end, 0) for qid, end in ends.items()}
+    assert {q["queue_id"]: (q["current_offset"], q["new_offset"]) for q in plan["queues"]} == {
+        qid: (end, 0) for qid, end in ends.items()
+    }
     _, progress = await web.get("/api/groups/replayers")
-    assert progress["total_lag"] == 0                             # the preview changed nothing
-    status, done = await web.post("/api/groups/replayers/reset",
-                                  {"topic": "replay", "to": "earliest"})
+    assert progress["total_lag"] == 0  # the preview changed nothing
+    status, done = await web.post(
+        "/api/groups/replayers/reset", {"topic": "replay", "to": "earliest"}
+    )
     assert status == 200 and {q["offset"] for q in done["queues"]} == {0}
     _, progress = await web.get("/api/groups/replayers")
     assert progress["total_lag"] == 6
@@ -350,11 +397,13 @@ async def test_reset_to_a_time_before_everything_plans_the_earliest_offsets(web,
     await make_topic(web, "timed", queues=1)
     await send(web, "timed", "t0")
     await commit_offsets(dash_cluster, "timers", "timed", 1)
-    status, plan = await web.post("/api/groups/timers/reset/preview",
-                                  {"topic": "timed", "to": "2001-01-01T00:00:00"})
+    status, plan = await web.post(
+        "/api/groups/timers/reset/preview", {"topic": "timed", "to": "2001-01-01T00:00:00"}
+    )
     assert status == 200 and [q["new_offset"] for q in plan["queues"]] == [0]
-    status, body = await web.post("/api/groups/timers/reset/preview",
-                                  {"topic": "timed", "to": "yesterday"})
+    status, body = await web.post(
+        "/api/groups/timers/reset/preview", {"topic": "timed", "to": "yesterday"}
+    )
     assert status == 400 and "ISO 8601" in body["error"]
 
 
@@ -387,13 +436,15 @@ async def test_pages_and_assets_are_served_and_nothing_outside_them(web):
 
 
 async def test_api_refuses_posts_without_json_and_unknown_routes(web):
-    status, body = await web.raw("POST", "/api/topics", b"topic=x",
-                                 {"Content-Type": "application/x-www-form-urlencoded"})
+    status, body = await web.raw(
+        "POST", "/api/topics", b"topic=x", {"Content-Type": "application/x-www-form-urlencoded"}
+    )
     assert status == 400 and b"application/json" in body
     status, body = await web.get("/api/nope")
     assert status == 404 and "no API" in body["error"]
-    status, body = await web.raw("POST", "/api/topics", b"[1]",
-                                 {"Content-Type": "application/json"})
+    status, body = await web.raw(
+        "POST", "/api/topics", b"[1]", {"Content-Type": "application/json"}
+    )
     assert status == 400 and b"JSON object" in body
 
 
@@ -404,13 +455,12 @@ async def test_a_broker_that_stopped_is_an_error_in_the_answer_not_a_crash(web, 
     assert status in (404, 502) and body["error"]
     status, body = await web.get("/api/cluster")
     assert status == 200
-    assert all(b["error"] for b in body["brokers"])         # still listed by the nameserver
+    assert all(b["error"] for b in body["brokers"])  # still listed by the nameserver
 
 
 async def test_without_the_acl_the_session_may_write_without_logging_in(web):
     status, body = await web.get("/api/session")
-    assert status == 200 and body == {**body, "acl": False, "logged_in": True,
-                                      "can_write": True}
+    assert status == 200 and body == {**body, "acl": False, "logged_in": True, "can_write": True}
 
 
 async def test_producer_of_the_sdk_and_the_dashboard_see_the_same_messages(web, dash_cluster):

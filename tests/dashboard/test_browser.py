@@ -30,16 +30,19 @@ from pocketmq.client import Message, Producer
 from pocketmq.client.admin import AdminClient
 from pocketmq.client.admin_model import TopicConfig
 
-WAIT_S = 30           # deadline of each wait for the page (the machine may be loaded)
-INSTALL_HINT = ("the dashboard's browser tests need Debian's chromium and chromedriver: "
-                "run ./dev.sh test as root (it installs them), or "
-                "`apt-get install -y chromium chromium-driver`")
+WAIT_S = 30  # deadline of each wait for the page (the machine may be loaded)
+INSTALL_HINT = (
+    "the dashboard's browser tests need Debian's chromium and chromedriver: "
+    "run ./dev.sh test as root (it installs them), or "
+    "`apt-get install -y chromium chromium-driver`"
+)
 
 
 def _binary(*names: str) -> str:
     for name in names:
-        found = shutil.which(name) or (f"/usr/bin/{name}" if Path(f"/usr/bin/{name}")
-                                       .exists() else None)
+        found = shutil.which(name) or (
+            f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists() else None
+        )
         if found:
             return found
     pytest.fail(f"{' / '.join(names)} not found; {INSTALL_HINT}", pytrace=False)
@@ -48,8 +51,14 @@ def _binary(*names: str) -> str:
 def new_browser() -> Any:
     options = Options()
     options.binary_location = _binary("chromium", "chromium-browser")
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1400,1000", "--force-device-scale-factor=1"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1400,1000",
+        "--force-device-scale-factor=1",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(_binary("chromedriver")), options=options)
     driver.set_page_load_timeout(WAIT_S)
@@ -60,7 +69,7 @@ def new_browser() -> Any:
 def shots(tmp_path_factory, pytestconfig) -> Path:
     directory = tmp_path_factory.mktemp("dashboard-screenshots")
     capture = pytestconfig.pluginmanager.getplugin("capturemanager")
-    with capture.global_and_fixture_disabled():     # shown even when output is captured
+    with capture.global_and_fixture_disabled():  # shown even when output is captured
         print(f"\ndashboard screenshots: {directory}", flush=True)
     return directory
 
@@ -73,8 +82,7 @@ def browser() -> Iterator[Any]:
 
 
 def _running(tmp_path_factory, **options: Any) -> Iterator[ThreadedCluster]:
-    threaded = ThreadedCluster(tmp_path_factory.mktemp("dash-browser"), interval_s=0.5,
-                               **options)
+    threaded = ThreadedCluster(tmp_path_factory.mktemp("dash-browser"), interval_s=0.5, **options)
     threaded.start()
     try:
         yield threaded
@@ -92,13 +100,20 @@ def wait(driver: Any, condition: Any, what: str) -> Any:
         return WebDriverWait(driver, WAIT_S, poll_frequency=0.1).until(lambda d: condition(d))
     except TimeoutException:
         text = driver.find_element(By.TAG_NAME, "body").text
-        raise AssertionError(f"{what} did not happen within {WAIT_S} s; the page at "
-                             f"{driver.current_url} shows:\n{text}") from None
+        raise AssertionError(
+            f"{what} did not happen within {WAIT_S} s; the page at "
+            f"{driver.current_url} shows:\n{text}"
+        ) from None
 
 
 def element(driver: Any, css: str) -> Any:
-    return wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, css)
-                and d.find_elements(By.CSS_SELECTOR, css)[0], f"element {css}")
+    return wait(
+        driver,
+        lambda d: (
+            d.find_elements(By.CSS_SELECTOR, css) and d.find_elements(By.CSS_SELECTOR, css)[0]
+        ),
+        f"element {css}",
+    )
 
 
 def page_errors(driver: Any) -> list[str]:
@@ -115,35 +130,49 @@ def open_page(driver: Any, cluster: ThreadedCluster, route: str, ready_css: str)
 # -- the cluster, as a test prepares it -------------------------------------------------------
 def admin_call(cluster: ThreadedCluster, fn: Any) -> Any:
     async def call() -> Any:
-        async with AdminClient(cluster.cluster.namesrv_addr, access_key=cluster.keys[0],
-                               secret_key=cluster.keys[1]) as admin:
+        async with AdminClient(
+            cluster.cluster.namesrv_addr, access_key=cluster.keys[0], secret_key=cluster.keys[1]
+        ) as admin:
             return await fn(admin)
+
     return cluster.run(call())
 
 
 def make_topic(cluster: ThreadedCluster, topic: str, queues: int = 2) -> None:
     addr = cluster.cluster.broker.address
-    admin_call(cluster, lambda a: a.create_topic(addr, TopicConfig(
-        topic=topic, read_queue_nums=queues, write_queue_nums=queues)))
+    admin_call(
+        cluster,
+        lambda a: a.create_topic(
+            addr, TopicConfig(topic=topic, read_queue_nums=queues, write_queue_nums=queues)
+        ),
+    )
 
-    async def routed() -> None:      # until the nameserver routes it
-        async with AdminClient(cluster.cluster.namesrv_addr, access_key=cluster.keys[0],
-                               secret_key=cluster.keys[1]) as admin:
+    async def routed() -> None:  # until the nameserver routes it
+        async with AdminClient(
+            cluster.cluster.namesrv_addr, access_key=cluster.keys[0], secret_key=cluster.keys[1]
+        ) as admin:
             for _ in range(200):
                 if topic in await admin.topic_list():
                     return
                 await asyncio.sleep(0.05)
             raise AssertionError(f"topic {topic} never routed")
+
     cluster.run(routed())
 
 
 def send(cluster: ThreadedCluster, topic: str, count: int) -> None:
     async def go() -> None:
-        async with Producer(group="browser-test-pg", namesrv=cluster.cluster.namesrv_addr,
-                            access_key=cluster.keys[0], secret_key=cluster.keys[1]) as p:
+        async with Producer(
+            group="browser-test-pg",
+            namesrv=cluster.cluster.namesrv_addr,
+            access_key=cluster.keys[0],
+            secret_key=cluster.keys[1],
+        ) as p:
             for i in range(count):
-                await p.send(Message(topic=topic, body=f"message {i}".encode(),
-                                     keys=[f"{topic}-{i}"]))
+                await p.send(
+                    Message(topic=topic, body=f"message {i}".encode(), keys=[f"{topic}-{i}"])
+                )
+
     cluster.run(go())
 
 
@@ -152,6 +181,7 @@ def commit_to_end(cluster: ThreadedCluster, group: str, topic: str) -> None:
         broker = admin.broker(cluster.cluster.broker.address)
         for queue in (await admin.topic_route(topic)).read_queues():
             await broker.update_consumer_offset(group, queue, await broker.max_offset(queue))
+
     admin_call(cluster, go)
 
 
@@ -161,12 +191,17 @@ def test_every_page_loads_without_an_error(browser, cluster, shots):
     send(cluster, "browse", 3)
     commit_to_end(cluster, "browsers", "browse")
     found = admin_call(cluster, lambda a: a.query_message("browse", "browse-0"))
-    pages = [("cluster", "cluster", "#brokers"), ("topics", "topics", "#topics"),
-             ("topic", "topic/browse", "#queues"), ("groups", "groups", "#groups"),
-             ("group", "group/browsers", "#progress"), ("messages", "messages", "#by-key"),
-             ("message", f"message/{found[0].offset_msg_id}", "#properties"),
-             ("dlq", "dlq?group=browsers", "#dlq-messages"),
-             ("traces", f"traces?id={found[0].msg_id}", "#trace-list p")]
+    pages = [
+        ("cluster", "cluster", "#brokers"),
+        ("topics", "topics", "#topics"),
+        ("topic", "topic/browse", "#queues"),
+        ("groups", "groups", "#groups"),
+        ("group", "group/browsers", "#progress"),
+        ("messages", "messages", "#by-key"),
+        ("message", f"message/{found[0].offset_msg_id}", "#properties"),
+        ("dlq", "dlq?group=browsers", "#dlq-messages"),
+        ("traces", f"traces?id={found[0].msg_id}", "#trace-list p"),
+    ]
     for name, route, ready in pages:
         open_page(browser, cluster, route, ready)
         assert browser.find_element(By.TAG_NAME, "h1").text, name
@@ -183,10 +218,16 @@ def test_a_topic_created_from_the_form_exists_on_the_broker(browser, cluster):
         box.clear()
         box.send_keys("3")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    wait(browser, lambda d: "created made-in-browser" in d.find_element(
-        By.ID, "create-topic-result").text, "the created notice")
-    wait(browser, lambda d: "made-in-browser" in d.find_element(By.ID, "topics").text,
-         "the new topic in the list")
+    wait(
+        browser,
+        lambda d: "created made-in-browser" in d.find_element(By.ID, "create-topic-result").text,
+        "the created notice",
+    )
+    wait(
+        browser,
+        lambda d: "made-in-browser" in d.find_element(By.ID, "topics").text,
+        "the new topic in the list",
+    )
     config = cluster.cluster.broker.topics.get("made-in-browser")
     assert config is not None and config.read_queue_nums == 3
 
@@ -197,20 +238,31 @@ def test_a_message_sent_from_the_form_is_found_by_its_key(browser, cluster, shot
     form.find_element(By.NAME, "body").send_keys("hello from chromium")
     form.find_element(By.NAME, "keys").send_keys("chromium-key-1")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    wait(browser, lambda d: "SEND_OK" in d.find_element(By.ID, "send-result").text,
-         "the send result")
+    wait(
+        browser, lambda d: "SEND_OK" in d.find_element(By.ID, "send-result").text, "the send result"
+    )
     search = open_page(browser, cluster, "messages", "#by-key")
     search.find_element(By.NAME, "topic").send_keys("browser-sends")
     search.find_element(By.NAME, "key").send_keys("chromium-key-1")
     search.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    row = wait(browser, lambda d: [r for r in d.find_elements(By.CSS_SELECTOR, "#messages tr")
-                                   if "chromium-key-1" in r.text], "the message in the results")
+    row = wait(
+        browser,
+        lambda d: [
+            r
+            for r in d.find_elements(By.CSS_SELECTOR, "#messages tr")
+            if "chromium-key-1" in r.text
+        ],
+        "the message in the results",
+    )
     row[0].find_element(By.TAG_NAME, "a").click()
     body = element(browser, "#body-view")
     wait(browser, lambda d: body.text == "hello from chromium", "the body as text")
     browser.find_element(By.CSS_SELECTOR, "#body-tabs [data-view=hex]").click()
-    wait(browser, lambda d: "68 65 6c 6c 6f" in d.find_element(By.ID, "body-view").text,
-         "the body as hex")
+    wait(
+        browser,
+        lambda d: "68 65 6c 6c 6f" in d.find_element(By.ID, "body-view").text,
+        "the body as hex",
+    )
     browser.save_screenshot(str(shots / "message-sent-from-form.png"))
 
 
@@ -219,19 +271,25 @@ def test_a_groups_offset_is_reset_after_a_preview(browser, cluster, shots):
     send(cluster, "replayed", 3)
     commit_to_end(cluster, "replayers", "replayed")
     form = open_page(browser, cluster, "group/replayers", "#reset-form")
-    wait(browser, lambda d: "replayed" in form.find_element(By.NAME, "topic").text,
-         "the group's topic in the reset form")
+    wait(
+        browser,
+        lambda d: "replayed" in form.find_element(By.NAME, "topic").text,
+        "the group's topic in the reset form",
+    )
     Select(form.find_element(By.NAME, "topic")).select_by_visible_text("replayed")
     Select(form.find_element(By.NAME, "kind")).select_by_visible_text("earliest")
-    assert not browser.find_element(By.ID, "reset-apply").is_enabled()   # preview first
+    assert not browser.find_element(By.ID, "reset-apply").is_enabled()  # preview first
     browser.find_element(By.ID, "reset-preview").click()
     plan = element(browser, "#reset-plan")
     assert "3 message(s) to consume" in browser.find_element(By.ID, "reset-result").text
     assert plan.find_elements(By.CSS_SELECTOR, "tbody tr")
     browser.save_screenshot(str(shots / "reset-preview.png"))
     browser.find_element(By.ID, "reset-apply").click()
-    wait(browser, lambda d: "reset 1 queue(s)" in d.find_element(By.ID, "reset-result").text,
-         "the reset notice")
+    wait(
+        browser,
+        lambda d: "reset 1 queue(s)" in d.find_element(By.ID, "reset-result").text,
+        "the reset notice",
+    )
     progress = admin_call(cluster, lambda a: a.consume_progress("replayers", "replayed"))
     assert [(q.consumer_offset, q.lag) for q in progress] == [(0, 3)]
 
@@ -247,8 +305,10 @@ def test_the_cluster_chart_draws_points_live(browser, cluster, shots):
 
     wait(browser, lambda d: points(d) >= 6, "a chart of several samples")
     charts = browser.find_elements(By.CSS_SELECTOR, "#tps-charts svg.chart")
-    assert [c.get_attribute("aria-label") for c in charts] == ["put TPS per broker",
-                                                               "get TPS per broker"]
+    assert [c.get_attribute("aria-label") for c in charts] == [
+        "put TPS per broker",
+        "get TPS per broker",
+    ]
     lines = browser.find_elements(By.CSS_SELECTOR, "#tps-charts svg.chart polyline")
     assert [line.get_attribute("data-series") for line in lines] == ["broker-a/0"] * 2
     assert all(len(line.get_attribute("points").split()) >= 3 for line in lines)
@@ -259,20 +319,31 @@ def test_the_cluster_chart_draws_points_live(browser, cluster, shots):
 def test_a_topic_is_deleted_only_once_its_name_is_typed(browser, cluster):
     make_topic(cluster, "short-lived")
     open_page(browser, cluster, "topics", "#topics")
-    row = wait(browser, lambda d: [r for r in d.find_elements(By.CSS_SELECTOR, "#topics tr")
-                                   if "short-lived" in r.text], "the topic's row")[0]
+    row = wait(
+        browser,
+        lambda d: [
+            r for r in d.find_elements(By.CSS_SELECTOR, "#topics tr") if "short-lived" in r.text
+        ],
+        "the topic's row",
+    )[0]
     row.find_element(By.CSS_SELECTOR, "[data-action=delete]").click()
     form = element(browser, "#delete-topic")
     form.find_element(By.NAME, "confirm").send_keys("short")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    refusal = wait(browser, lambda d: form.find_elements(By.CSS_SELECTOR, ".error"),
-                   "the refusal in the dialog")
+    refusal = wait(
+        browser,
+        lambda d: form.find_elements(By.CSS_SELECTOR, ".error"),
+        "the refusal in the dialog",
+    )
     assert "confirm with its name" in refusal[0].text
     assert cluster.cluster.broker.topics.get("short-lived") is not None
     form.find_element(By.NAME, "confirm").send_keys("-lived")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    wait(browser, lambda d: "short-lived" not in d.find_element(By.ID, "topic-list").text,
-         "the topic gone from the list")
+    wait(
+        browser,
+        lambda d: "short-lived" not in d.find_element(By.ID, "topic-list").text,
+        "the topic gone from the list",
+    )
     assert cluster.cluster.broker.topics.get("short-lived") is None
 
 
@@ -297,9 +368,15 @@ def test_a_dead_letter_is_listed_and_resent_to_its_group(browser, cluster, event
     async def to_dlq(admin: AdminClient) -> str:
         (msg,) = await admin.query_message("poisoned", "poisoned-0")
         await admin.broker(cluster.cluster.broker.address).consumer_send_msg_back(
-            group="poison-eaters", phys_offset=msg.phys_offset, delay_level=-1,
-            origin_topic="", origin_msg_id=msg.msg_id, max_reconsume_times=1)
+            group="poison-eaters",
+            phys_offset=msg.phys_offset,
+            delay_level=-1,
+            origin_topic="",
+            origin_msg_id=msg.msg_id,
+            max_reconsume_times=1,
+        )
         return msg.msg_id
+
     msg_id = admin_call(cluster, to_dlq)
     listed = open_page(browser, cluster, "dlq?group=poison-eaters", "#dlq-messages")
     assert msg_id in listed.text
@@ -307,22 +384,29 @@ def test_a_dead_letter_is_listed_and_resent_to_its_group(browser, cluster, event
     assert export.endswith("/api/dlq/export?group=poison-eaters")
     listed.find_element(By.CSS_SELECTOR, "input.pick").click()
     browser.find_element(By.ID, "dlq-resend").click()
-    wait(browser, lambda d: "resent 1 of 1 to poison-eaters" in d.find_element(
-        By.ID, "dlq-result").text, "the resend notice")
+    wait(
+        browser,
+        lambda d: "resent 1 of 1 to poison-eaters" in d.find_element(By.ID, "dlq-result").text,
+        "the resend notice",
+    )
     store = cluster.cluster.broker.store
-    eventually_sync(lambda: store.max_offset("%RETRY%poison-eaters", 0) == 1,
-                    "the dead letter in the group's retry topic")
+    eventually_sync(
+        lambda: store.max_offset("%RETRY%poison-eaters", 0) == 1,
+        "the dead letter in the group's retry topic",
+    )
 
 
 @pytest.fixture
 def eventually_sync() -> Any:
     """Poll a condition of the cluster's thread with a deadline (these tests are sync)."""
+
     def until(predicate: Any, what: str, timeout_s: float = 20.0) -> None:
         deadline = time.monotonic() + timeout_s
         while not predicate():
             if time.monotonic() > deadline:
                 raise AssertionError(f"{what} did not happen within {timeout_s} s")
             time.sleep(0.05)
+
     return until
 
 
@@ -354,8 +438,7 @@ def test_with_the_acl_a_read_only_user_sees_no_write_buttons(browser, acl_cluste
     open_page(browser, acl_cluster, "cluster", "#login-form")
     browser.save_screenshot(str(shots / "login.png"))
     log_in(browser, acl_cluster, READER_KEYS)
-    wait(browser, lambda d: "guarded" in d.find_element(By.ID, "topic-list").text,
-         "the topic list")
+    wait(browser, lambda d: "guarded" in d.find_element(By.ID, "topic-list").text, "the topic list")
     assert "read-only" in browser.find_element(By.ID, "who").text
     assert not browser.find_elements(By.ID, "create-topic")
     assert not browser.find_elements(By.CSS_SELECTOR, "[data-action=delete]")

@@ -56,11 +56,29 @@ async def test_cluster_up_with_a_dashboard_port_serves_the_dashboard(tmp_path, e
     small = tmp_path / "small.toml"
     small.write_text("commitlog_file_size_bytes = 16777216\n")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pocketmq", "cluster", "up", "--brokers", "1",
-        "--data-dir", str(tmp_path / "cluster"), "--namesrv-port", str(namesrv),
-        "--broker-port", str(broker), "--v2-port", "-1", "--dashboard-port", str(web),
-        "--config", str(small), stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT, env={**os.environ, "POCKETMQ_LOG_LEVEL": "WARNING"})
+        sys.executable,
+        "-m",
+        "pocketmq",
+        "cluster",
+        "up",
+        "--brokers",
+        "1",
+        "--data-dir",
+        str(tmp_path / "cluster"),
+        "--namesrv-port",
+        str(namesrv),
+        "--broker-port",
+        str(broker),
+        "--v2-port",
+        "-1",
+        "--dashboard-port",
+        str(web),
+        "--config",
+        str(small),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, "POCKETMQ_LOG_LEVEL": "WARNING"},
+    )
     try:
         banner = b""
         while b"Ctrl-C stops the cluster" not in banner:
@@ -71,8 +89,9 @@ async def test_cluster_up_with_a_dashboard_port_serves_the_dashboard(tmp_path, e
 
         async def broker_listed() -> bool:
             status, body = await http_get(web, "/api/cluster")
-            return status == 200 and [b["broker_name"] for b in json.loads(body)["brokers"]] \
-                == ["broker-a"]
+            return status == 200 and [b["broker_name"] for b in json.loads(body)["brokers"]] == [
+                "broker-a"
+            ]
 
         await eventually(broker_listed, timeout_s=30, what="broker-a on the dashboard")
         status, page = await http_get(web, "/")
@@ -99,8 +118,12 @@ def test_the_compose_dashboard_runs_the_cluster_up_command_on_every_interface():
     command = dashboard["command"]
     args = build_parser().parse_args(command)
     assert command == dashboard_command(namesrv=args.namesrv, host="0.0.0.0", port=args.port)
-    assert args.namesrv == services["demo-consumer"]["command"][
-        services["demo-consumer"]["command"].index("--namesrv") + 1]
+    assert (
+        args.namesrv
+        == services["demo-consumer"]["command"][
+            services["demo-consumer"]["command"].index("--namesrv") + 1
+        ]
+    )
     assert dashboard["ports"] == [f"{args.port}:{args.port}"]
     assert set(dashboard["depends_on"]) >= {"broker-a", "broker-b"}
-    assert dashboard["environment"]["POCKETMQ_ACCESS_KEY"]        # signs the charts' sampling
+    assert dashboard["environment"]["POCKETMQ_ACCESS_KEY"]  # signs the charts' sampling

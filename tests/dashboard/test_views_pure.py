@@ -22,12 +22,19 @@ from pocketmq.dashboard.scrape import ScrapeError, topic_totals
 from pocketmq.dashboard.views import body_view, parse_time_ms, topic_kind
 
 
-@pytest.mark.parametrize("topic, kind", [
-    ("orders", "user"), ("%RETRY%billing", "retry"), ("%DLQ%billing", "dlq"),
-    ("TBW102", "system"), ("rmq_sys_wheel_timer", "system"),
-    ("RMQ_SYS_TRACE_TOPIC", "system"), ("SCHEDULE_TOPIC_XXXX", "system"),
-    ("broker-a", "system"),
-])
+@pytest.mark.parametrize(
+    "topic, kind",
+    [
+        ("orders", "user"),
+        ("%RETRY%billing", "retry"),
+        ("%DLQ%billing", "dlq"),
+        ("TBW102", "system"),
+        ("rmq_sys_wheel_timer", "system"),
+        ("RMQ_SYS_TRACE_TOPIC", "system"),
+        ("SCHEDULE_TOPIC_XXXX", "system"),
+        ("broker-a", "system"),
+    ],
+)
 def test_topics_are_sorted_into_rocketmq_dashboards_kinds(topic, kind):
     assert topic_kind(topic, {"broker-a"}) == kind
 
@@ -69,8 +76,9 @@ def test_watching_more_topics_than_the_limit_drops_the_oldest_history():
 @pytest.fixture
 async def server():
     async def echo(request: Request):
-        return json_response({"path": request.path, "query": request.query,
-                              "body": request.body.decode()})
+        return json_response(
+            {"path": request.path, "query": request.query, "body": request.body.decode()}
+        )
 
     http = HttpServer(echo, host="127.0.0.1", port=0)
     await http.start()
@@ -89,21 +97,27 @@ async def exchange(server: HttpServer, raw: bytes) -> tuple[int, bytes]:
 
 
 async def test_a_request_is_decoded_path_query_and_body(server):
-    status, body = await exchange(server, b"POST /a%20b?x=1&y= HTTP/1.1\r\n"
-                                          b"Content-Length: 3\r\n\r\nabc")
+    status, body = await exchange(
+        server, b"POST /a%20b?x=1&y= HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"
+    )
     assert status == 200
     assert json.loads(body) == {"path": "/a b", "query": {"x": "1", "y": ""}, "body": "abc"}
 
 
-@pytest.mark.parametrize("raw, status", [
-    (b"GARBAGE\r\n\r\n", 400),
-    (b"GET / HTTP/1.1\r\nX: " + b"a" * 40_000 + b"\r\n\r\n", 413),
-    (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 411),
-    (b"POST / HTTP/1.1\r\nContent-Length: " + str(MAX_BODY_BYTES + 1).encode() + b"\r\n\r\n",
-     413),
-    (b"POST / HTTP/1.1\r\nContent-Length: -4\r\n\r\n", 400),
-    (b"POST / HTTP/1.1\r\nContent-Length: lots\r\n\r\n", 400),
-])
+@pytest.mark.parametrize(
+    "raw, status",
+    [
+        (b"GARBAGE\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nX: " + b"a" * 40_000 + b"\r\n\r\n", 413),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 411),
+        (
+            b"POST / HTTP/1.1\r\nContent-Length: " + str(MAX_BODY_BYTES + 1).encode() + b"\r\n\r\n",
+            413,
+        ),
+        (b"POST / HTTP/1.1\r\nContent-Length: -4\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nContent-Length: lots\r\n\r\n", 400),
+    ],
+)
 async def test_hostile_requests_get_a_status_and_an_error_not_a_hang(server, raw, status):
     got, body = await exchange(server, raw)
     assert got == status and json.loads(body)["error"]
@@ -125,17 +139,19 @@ async def test_a_failing_handler_is_a_500_with_the_reason():
 async def test_a_metrics_port_that_does_not_answer_is_a_scrape_error_naming_it():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]           # closed again: nothing listens there
+        port = probe.getsockname()[1]  # closed again: nothing listens there
     with pytest.raises(ScrapeError, match=f"127.0.0.1:{port}"):
         await topic_totals("127.0.0.1", port, timeout_s=2)
 
 
 async def test_a_scrape_reads_put_and_get_totals_per_topic():
     async def metrics(request: Request) -> Response:
-        return Response(body=b'# TYPE pocketmq_put_messages counter\n'
-                             b'pocketmq_put_messages_total{topic="a"} 7.0\n'
-                             b'# TYPE pocketmq_get_messages counter\n'
-                             b'pocketmq_get_messages_total{topic="a"} 2.0\n')
+        return Response(
+            body=b"# TYPE pocketmq_put_messages counter\n"
+            b'pocketmq_put_messages_total{topic="a"} 7.0\n'
+            b"# TYPE pocketmq_get_messages counter\n"
+            b'pocketmq_get_messages_total{topic="a"} 2.0\n'
+        )
 
     http = HttpServer(metrics, host="127.0.0.1", port=0)
     await http.start()

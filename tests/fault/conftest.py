@@ -22,7 +22,7 @@ class FaultRow:
     fault: str
     acknowledged: int
     lost: int
-    promised: str          # "0" where no acknowledged message may be lost, else what is
+    promised: str  # "0" where no acknowledged message may be lost, else what is
     recover_s: float | None
 
 
@@ -30,8 +30,15 @@ _ROWS: list[FaultRow] = []
 
 
 class FaultReport:
-    def add(self, fault: str, *, acknowledged: int, lost: int, promised: str = "0",
-            recover_s: float | None = None) -> None:
+    def add(
+        self,
+        fault: str,
+        *,
+        acknowledged: int,
+        lost: int,
+        promised: str = "0",
+        recover_s: float | None = None,
+    ) -> None:
         _ROWS.append(FaultRow(fault, acknowledged, lost, promised, recover_s))
 
 
@@ -63,9 +70,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # ty
     terminalreporter.section("fault summary")
     width = max(len(r.fault) for r in _ROWS)
     promised = max(len("promised lost"), *(len(r.promised) for r in _ROWS))
-    write(f"{'fault':<{width}}  {'acked':>7}  {'lost':>6}  {'promised lost':<{promised}}  "
-          "recovered in")
+    write(
+        f"{'fault':<{width}}  {'acked':>7}  {'lost':>6}  {'promised lost':<{promised}}  "
+        "recovered in"
+    )
     for r in _ROWS:
         recovered = "-" if r.recover_s is None else f"{r.recover_s:.2f} s"
-        write(f"{r.fault:<{width}}  {r.acknowledged:>7}  {r.lost:>6}  "
-              f"{r.promised:<{promised}}  {recovered}")
+        write(
+            f"{r.fault:<{width}}  {r.acknowledged:>7}  {r.lost:>6}  "
+            f"{r.promised:<{promised}}  {recovered}"
+        )

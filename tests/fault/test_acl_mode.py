@@ -24,7 +24,8 @@ def unsigned_status(addr: str) -> grpc.StatusCode:
     with grpc.insecure_channel(addr) as channel:
         try:
             channel.unary_unary("/pocketmq.v1.Broker/GetMaxOffset")(
-                pb.GetQueueOffsetRequest(topic=TOPIC).SerializeToString(), timeout=10)
+                pb.GetQueueOffsetRequest(topic=TOPIC).SerializeToString(), timeout=10
+            )
         except grpc.RpcError as exc:
             return exc.code()
     return grpc.StatusCode.OK
@@ -33,9 +34,10 @@ def unsigned_status(addr: str) -> grpc.StatusCode:
 async def test_servers_follow_the_acl_mode_and_the_suites_clients_sign(kit):
     namesrv = await kit.nameserver()
     broker = await kit.broker("broker-a", namesrv=namesrv.addr)
-    await create_topic(broker.addr, TOPIC, 1)         # a raw channel: signed as the admin
-    await wait_for(lambda: routed_brokers(namesrv.addr, TOPIC), timeout_s=10,
-                   what="the topic's route")
+    await create_topic(broker.addr, TOPIC, 1)  # a raw channel: signed as the admin
+    await wait_for(
+        lambda: routed_brokers(namesrv.addr, TOPIC), timeout_s=10, what="the topic's route"
+    )
     expected = grpc.StatusCode.UNAUTHENTICATED if aclmode.enabled() else grpc.StatusCode.OK
     assert await asyncio.to_thread(unsigned_status, broker.addr) is expected
     async with Producer(group="acl-mode", namesrv=namesrv.addr) as producer:

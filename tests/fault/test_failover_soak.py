@@ -56,8 +56,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 TOPIC, QUEUES, GROUP = "TopicSoak", 4, "soak-reader"
 NAMES = ("a", "b", "c")
-FAULT_WINDOW_S = 60.0          # faults are injected for this long, then the group heals
-WHOLE_TIMEOUT_S = 30.0         # a group must be whole again within this after a fault
+FAULT_WINDOW_S = 60.0  # faults are injected for this long, then the group heals
+WHOLE_TIMEOUT_S = 30.0  # a group must be whole again within this after a fault
 FAULTS = ("kill_master", "kill_replica", "pause_master", "pause_replica", "partition_master")
 
 
@@ -80,8 +80,10 @@ class Observations:
     def saw(self, who: str, queue_id: int, offset: int, msg_id: str) -> None:
         held = self.at.setdefault((queue_id, offset), msg_id)
         if held != msg_id:
-            self.clashes.append(f"{who}: queue {queue_id} offset {offset} holds {msg_id}, "
-                                f"{held} was seen there before")
+            self.clashes.append(
+                f"{who}: queue {queue_id} offset {offset} holds {msg_id}, "
+                f"{held} was seen there before"
+            )
 
 
 class Soak:
@@ -91,8 +93,8 @@ class Soak:
         self.paused: set[str] = set()
         self.master = ""
         self.seen = Observations()
-        self.acks: dict[str, tuple[int, int]] = {}      # msg id -> (queue, offset)
-        self.resent: set[str] = set()                   # logical ids sent again after an error
+        self.acks: dict[str, tuple[int, int]] = {}  # msg id -> (queue, offset)
+        self.resent: set[str] = set()  # logical ids sent again after an error
         self.errors = 0
         self.statuses: Counter[str] = Counter()
         self._stop = asyncio.Event()
@@ -105,7 +107,8 @@ class Soak:
         async with grpc.aio.insecure_channel(proc.addr) as channel:
             try:
                 reply = await broker_pb2_grpc.BrokerStub(channel).GetBrokerRuntimeInfo(
-                    pb.GetBrokerRuntimeInfoRequest(), timeout=1)
+                    pb.GetBrokerRuntimeInfoRequest(), timeout=1
+                )
             except grpc.aio.AioRpcError:
                 return {}
         return dict(reply.table)
@@ -116,9 +119,11 @@ class Soak:
 
     async def master_now(self, other_than: str = "") -> str:
         """The unfenced master of the highest epoch ("" when none answers)."""
-        masters = [(int(i.get("master_epoch", 0)), n) for n, i in (await self.infos()).items()
-                   if n != other_than and i.get("broker_role", "").endswith("MASTER")
-                   and "fenced" not in i]
+        masters = [
+            (int(i.get("master_epoch", 0)), n)
+            for n, i in (await self.infos()).items()
+            if n != other_than and i.get("broker_role", "").endswith("MASTER") and "fenced" not in i
+        ]
         if masters:
             self.master = max(masters)[1]
             return self.master
@@ -143,8 +148,8 @@ class Soak:
                 result = await producer.send(Message(topic=TOPIC, body=logical.encode()))
             except ClientError:
                 self.errors += 1
-                self.resent.add(logical)        # sent again, under a new message id
-                await asyncio.sleep(0.02)       # a dead broker answers at once: no spin
+                self.resent.add(logical)  # sent again, under a new message id
+                await asyncio.sleep(0.02)  # a dead broker answers at once: no spin
                 continue
             self.statuses[result.status.value] += 1
             if result.status is SendStatus.SEND_OK:
@@ -171,31 +176,45 @@ class Soak:
                                 await self._consume(stub, name, q, consumer)
             await asyncio.sleep(0.05)
 
-    async def _pull(self, stub: broker_pb2_grpc.BrokerStub, who: str, q: int,
-                    offset: int) -> int:
-        reply = await stub.PullMessage(pb.PullMessageRequest(
-            consumer_group=GROUP, topic=TOPIC, queue_id=q, queue_offset=offset,
-            max_msg_nums=256, suspend_timeout_ms=0), timeout=1)
+    async def _pull(self, stub: broker_pb2_grpc.BrokerStub, who: str, q: int, offset: int) -> int:
+        reply = await stub.PullMessage(
+            pb.PullMessageRequest(
+                consumer_group=GROUP,
+                topic=TOPIC,
+                queue_id=q,
+                queue_offset=offset,
+                max_msg_nums=256,
+                suspend_timeout_ms=0,
+            ),
+            timeout=1,
+        )
         if reply.status == pb.OFFSET_ILLEGAL:
             if who.startswith("consumer@"):
                 # a consumer's offset, read on a master, past the queue of the master now
-                self.seen.clashes.append(f"{who}: queue {q} offset {offset} is past the "
-                                         f"queue's end ({reply.next_begin_offset})")
+                self.seen.clashes.append(
+                    f"{who}: queue {q} offset {offset} is past the "
+                    f"queue's end ({reply.next_begin_offset})"
+                )
                 return reply.next_begin_offset
-            return 0        # a replica cut its unconfirmed tail: audit it again from 0
+            return 0  # a replica cut its unconfirmed tail: audit it again from 0
         if reply.status != pb.FOUND:
             return offset
         for m in iter_records(reply.records):
             self.seen.saw(who, q, m.queue_offset, m.uniq_key)
         return reply.next_begin_offset
 
-    async def _consume(self, stub: broker_pb2_grpc.BrokerStub, who: str, q: int,
-                       cursor: list[int]) -> None:
+    async def _consume(
+        self, stub: broker_pb2_grpc.BrokerStub, who: str, q: int, cursor: list[int]
+    ) -> None:
         """What a consumer does across failovers: read on from its offset, commit it."""
         cursor[q] = await self._pull(stub, f"consumer@{who}", q, cursor[q])
         try:
-            await stub.UpdateConsumerOffset(pb.UpdateConsumerOffsetRequest(
-                consumer_group=GROUP, topic=TOPIC, queue_id=q, offset=cursor[q]), timeout=1)
+            await stub.UpdateConsumerOffset(
+                pb.UpdateConsumerOffsetRequest(
+                    consumer_group=GROUP, topic=TOPIC, queue_id=q, offset=cursor[q]
+                ),
+                timeout=1,
+            )
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 self.seen.refused_commits.append(f"{who}: {exc.details()}")
@@ -215,8 +234,7 @@ async def _start_group(kit) -> tuple[ControllerGroup, dict[str, PartitionProxy]]
     return group, proxies
 
 
-async def _restart(group: ControllerGroup, proxies: dict[str, PartitionProxy],
-                   name: str) -> None:
+async def _restart(group: ControllerGroup, proxies: dict[str, PartitionProxy], name: str) -> None:
     await group.start(name, ha_advertise_addr=proxies[name].addr)
 
 
@@ -235,16 +253,21 @@ async def _inject(soak: Soak, rng: random.Random, log: FaultLog, t0: float) -> N
     target = master if kind.endswith("master") else rng.choice(replicas)
     hold_s = round(rng.uniform(0.5, 2.5), 2)
     log.injected[kind] += 1
-    log.schedule.append(f"{time.monotonic() - t0:5.1f}s {kind} {target}"
-                        + ("" if kind.startswith("kill") else f" {hold_s}s"))
+    log.schedule.append(
+        f"{time.monotonic() - t0:5.1f}s {kind} {target}"
+        + ("" if kind.startswith("kill") else f" {hold_s}s")
+    )
     proc = group.procs[target]
     if kind.startswith("kill"):
         proc.signal(signal.SIGKILL)
         killed = time.monotonic()
         await proc.proc.wait()
         if target == master:
-            await wait_for(lambda: soak.master_now(other_than=target), timeout_s=15,
-                           what=f"a new master after kill -9 of {target}")
+            await wait_for(
+                lambda: soak.master_now(other_than=target),
+                timeout_s=15,
+                what=f"a new master after kill -9 of {target}",
+            )
             log.to_master_s.append(time.monotonic() - killed)
         await _restart(group, proxies, target)
     elif kind.startswith("pause"):
@@ -262,11 +285,16 @@ async def _inject(soak: Soak, rng: random.Random, log: FaultLog, t0: float) -> N
         finally:
             proxies[target].heal()
     try:
-        await wait_for(soak.whole, timeout_s=WHOLE_TIMEOUT_S, interval_s=0.1,
-                       what=f"the group whole again after {kind} of {target}")
+        await wait_for(
+            soak.whole,
+            timeout_s=WHOLE_TIMEOUT_S,
+            interval_s=0.1,
+            what=f"the group whole again after {kind} of {target}",
+        )
     except AssertionError as exc:
-        raise AssertionError(f"{exc} (seed schedule so far: {log.schedule}); brokers: "
-                             f"{await soak.infos()}") from None
+        raise AssertionError(
+            f"{exc} (seed schedule so far: {log.schedule}); brokers: {await soak.infos()}"
+        ) from None
 
 
 async def _hold(seconds: float) -> None:
@@ -274,10 +302,14 @@ async def _hold(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-@pytest.mark.skipif(aclmode.enabled(), reason="the controller with the ACL on is "
-                    "test_controller_security.py's; the soak runs once, in the main run")
+@pytest.mark.skipif(
+    aclmode.enabled(),
+    reason="the controller with the ACL on is "
+    "test_controller_security.py's; the soak runs once, in the main run",
+)
 async def test_a_seeded_schedule_of_kills_pauses_and_partitions_loses_and_reuses_nothing(
-        kit, fault_report):
+    kit, fault_report
+):
     seed = soak_seed()
     print(f"\nsoak seed {seed} (replay: POCKETMQ_SOAK_SEED={seed})")
     rng = random.Random(seed)
@@ -291,28 +323,46 @@ async def test_a_seeded_schedule_of_kills_pauses_and_partitions_loses_and_reuses
         for name in NAMES[1:]:
             await _restart(group, proxies, name)
         await create_topic(group.procs[first].addr, TOPIC, QUEUES)
-        await wait_for(lambda: routed_brokers(group.namesrvs[0].addr, TOPIC), timeout_s=20,
-                       what=f"the route of {TOPIC}")
+        await wait_for(
+            lambda: routed_brokers(group.namesrvs[0].addr, TOPIC),
+            timeout_s=20,
+            what=f"the route of {TOPIC}",
+        )
         await wait_for(soak.whole, timeout_s=30, what="both replicas in the in-sync set")
-        async with Producer(group="soak", namesrv=group.namesrv_addrs,
-                            retry_times_when_send_failed=0, send_timeout_ms=2000) as producer:
+        async with Producer(
+            group="soak",
+            namesrv=group.namesrv_addrs,
+            retry_times_when_send_failed=0,
+            send_timeout_ms=2000,
+        ) as producer:
             loop = asyncio.get_running_loop()
             tasks = [loop.create_task(soak.send_loop(producer, n)) for n in range(3)]
             tasks.append(loop.create_task(soak.read_loop()))
-            await wait_for(lambda: len(soak.acks) >= 200, timeout_s=30, interval_s=0.02,
-                           what="200 acknowledged sends before the first fault")
+            await wait_for(
+                lambda: len(soak.acks) >= 200,
+                timeout_s=30,
+                interval_s=0.02,
+                what="200 acknowledged sends before the first fault",
+            )
             t0 = time.monotonic()
             while time.monotonic() - t0 < FAULT_WINDOW_S:
                 await _inject(soak, rng, log, t0)
-                await _hold(rng.uniform(0.2, 1.5))         # load between two faults
+                await _hold(rng.uniform(0.2, 1.5))  # load between two faults
             acked = len(soak.acks)
-            await wait_for(lambda: len(soak.acks) >= acked + 100, timeout_s=20,
-                           interval_s=0.02, what="100 acknowledged sends after the last fault")
+            await wait_for(
+                lambda: len(soak.acks) >= acked + 100,
+                timeout_s=20,
+                interval_s=0.02,
+                what="100 acknowledged sends after the last fault",
+            )
             soak.stop()
             await asyncio.gather(*tasks)
         final = await soak.master_now()
-        await wait_for(lambda: _confirmed_to_end(soak, final), timeout_s=20,
-                       what="the final master's confirm offset at its log's end")
+        await wait_for(
+            lambda: _confirmed_to_end(soak, final),
+            timeout_s=20,
+            what="the final master's confirm offset at its log's end",
+        )
         stored: Counter[str] = Counter()
         for q in range(QUEUES):
             for m in await read_queue(group.procs[final].addr, TOPIC, q):
@@ -328,9 +378,12 @@ async def test_a_seeded_schedule_of_kills_pauses_and_partitions_loses_and_reuses
     lost = [m for m in soak.acks if stored[m] == 0]
     twice = [m for m, n in stored.items() if n > 1]
     logical_twice = [b for b, n in bodies.items() if n > 1 and b not in soak.resent]
-    fault_report.add(f"soak seed {seed}: {sum(log.injected.values())} faults",
-                     acknowledged=len(soak.acks), lost=len(lost),
-                     recover_s=max(log.to_master_s, default=None))
+    fault_report.add(
+        f"soak seed {seed}: {sum(log.injected.values())} faults",
+        acknowledged=len(soak.acks),
+        lost=len(lost),
+        recover_s=max(log.to_master_s, default=None),
+    )
     _print_summary(seed, log, soak, lost, twice, logical_twice)
     assert not lost, f"{len(lost)} acknowledged messages lost (seed {seed}): {lost[:5]}"
     assert not twice, f"message ids stored twice (seed {seed}): {twice[:5]}"
@@ -356,22 +409,31 @@ async def _logical_ids(addr: str) -> Counter[str]:
     return counts
 
 
-def _print_summary(seed: int, log: FaultLog, soak: Soak, lost: list[str], twice: list[str],
-                   logical_twice: list[str]) -> None:
+def _print_summary(
+    seed: int,
+    log: FaultLog,
+    soak: Soak,
+    lost: list[str],
+    twice: list[str],
+    logical_twice: list[str],
+) -> None:
     print("schedule:\n  " + "\n  ".join(log.schedule))
-    rows = [("seed", str(seed)),
-            *((f"faults: {k}", str(v)) for k, v in sorted(log.injected.items())),
-            ("acknowledged (SEND_OK)", str(len(soak.acks))),
-            ("other statuses", str({k: v for k, v in soak.statuses.items()
-                                     if k != "SEND_OK"})),
-            ("send errors (re-sent)", f"{soak.errors} ({len(soak.resent)} logical ids)"),
-            ("losses (must be 0)", str(len(lost))),
-            ("ids stored twice", str(len(twice))),
-            ("logical dups not re-sent", str(len(logical_twice))),
-            ("(queue, offset) seen", str(len(soak.seen.at))),
-            ("offset clashes", str(len(soak.seen.clashes))),
-            ("refused offset commits", str(len(soak.seen.refused_commits))),
-            ("time to new master per master kill",
-             " ".join(f"{s:.2f}s" for s in log.to_master_s) or "-")]
+    rows = [
+        ("seed", str(seed)),
+        *((f"faults: {k}", str(v)) for k, v in sorted(log.injected.items())),
+        ("acknowledged (SEND_OK)", str(len(soak.acks))),
+        ("other statuses", str({k: v for k, v in soak.statuses.items() if k != "SEND_OK"})),
+        ("send errors (re-sent)", f"{soak.errors} ({len(soak.resent)} logical ids)"),
+        ("losses (must be 0)", str(len(lost))),
+        ("ids stored twice", str(len(twice))),
+        ("logical dups not re-sent", str(len(logical_twice))),
+        ("(queue, offset) seen", str(len(soak.seen.at))),
+        ("offset clashes", str(len(soak.seen.clashes))),
+        ("refused offset commits", str(len(soak.seen.refused_commits))),
+        (
+            "time to new master per master kill",
+            " ".join(f"{s:.2f}s" for s in log.to_master_s) or "-",
+        ),
+    ]
     width = max(len(k) for k, _ in rows)
     print("\n".join(f"{k:<{width}}  {v}" for k, v in rows))

@@ -30,19 +30,27 @@ async def bodies(broker_addr: str) -> list[list[bytes]]:
 
 
 async def test_a_send_whose_answer_died_with_the_broker_is_stored_once_after_restart(
-        kit: ProcessKit) -> None:
+    kit: ProcessKit,
+) -> None:
     namesrv = await kit.nameserver()
     port = free_port()
     options = {"flush_disk_type": "sync", "port": port}
     broker = await kit.broker("broker-a", namesrv=namesrv.addr, **options)
     await create_topic(broker.addr, TOPIC, QUEUES)
-    await wait_for(lambda: routed_brokers(namesrv.addr, TOPIC), timeout_s=20,
-                   what=f"the route of {TOPIC}")
+    await wait_for(
+        lambda: routed_brokers(namesrv.addr, TOPIC), timeout_s=20, what=f"the route of {TOPIC}"
+    )
     data_dir = kit.work_dir / "broker-a"
-    async with PartitionProxy("127.0.0.1", port) as proxy, \
-            Producer(group="idem-kill", namesrv=namesrv.addr, idempotent=True,
-                     request_timeout_ms=500,
-                     send_timeout_ms=60_000) as producer:
+    async with (
+        PartitionProxy("127.0.0.1", port) as proxy,
+        Producer(
+            group="idem-kill",
+            namesrv=namesrv.addr,
+            idempotent=True,
+            request_timeout_ms=500,
+            send_timeout_ms=60_000,
+        ) as producer,
+    ):
         routes = producer._routes
         assert routes is not None
         await producer.fetch_publish_queues(TOPIC)
@@ -51,13 +59,15 @@ async def test_a_send_whose_answer_died_with_the_broker_is_stored_once_after_res
         await producer.send(Message(topic=TOPIC, body=b"warm-up"))
         proxy.drop_answers()
         send = asyncio.create_task(producer.send(Message(topic=TOPIC, body=b"once")))
-        await wait_for(lambda: _has(broker.addr, b"once"), timeout_s=20,
-                       what="the record appended while its answer is dropped")
+        await wait_for(
+            lambda: _has(broker.addr, b"once"),
+            timeout_s=20,
+            what="the record appended while its answer is dropped",
+        )
         assert not send.done()
         broker.signal(signal.SIGKILL)
         await broker.proc.wait()
-        restarted = await kit.broker("broker-a", namesrv=namesrv.addr, data_dir=data_dir,
-                                     **options)
+        restarted = await kit.broker("broker-a", namesrv=namesrv.addr, data_dir=data_dir, **options)
         assert "ABNORMAL" in restarted.log_text(), "the restart did not see a crash"
         proxy.heal()
         result = await asyncio.wait_for(send, 60)

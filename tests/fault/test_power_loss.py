@@ -37,7 +37,7 @@ PAGE = 4096
 SEGMENT = 64 * 1024
 QUEUES = 4
 CQ_UNIT = 20
-NEVER = 600_000   # ms: no background flush during the test; the test syncs by hand
+NEVER = 600_000  # ms: no background flush during the test; the test syncs by hand
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +49,14 @@ class Written:
 
 
 def config(data_dir: Path):
-    return small_config(data_dir, commitlog_file_size=SEGMENT, flush_interval_commitlog_ms=NEVER,
-                        flush_commitlog_thorough_interval_ms=NEVER,
-                        flush_interval_consume_queue_ms=NEVER, consume_queue_units_per_file=64)
+    return small_config(
+        data_dir,
+        commitlog_file_size=SEGMENT,
+        flush_interval_commitlog_ms=NEVER,
+        flush_commitlog_thorough_interval_ms=NEVER,
+        flush_interval_consume_queue_ms=NEVER,
+        consume_queue_units_per_file=64,
+    )
 
 
 def write(store, rng: random.Random, n: int, first: int) -> list[Written]:
@@ -59,12 +64,16 @@ def write(store, rng: random.Random, n: int, first: int) -> list[Written]:
     i = first
     while i < first + n:
         batch = [(f"U{j:06d}", rng.randrange(QUEUES)) for j in range(i, i + rng.randint(1, 6))]
-        blob = b"".join(record(body=rng.randbytes(rng.randint(40, 2500)), queue_id=q, uniq=u,
-                               keys=f"k{u}") for u, q in batch)
+        blob = b"".join(
+            record(body=rng.randbytes(rng.randint(40, 2500)), queue_id=q, uniq=u, keys=f"k{u}")
+            for u, q in batch
+        )
         result = store.put_batch(blob)
         assert result.ok, result.error
-        out += [Written(p, s, u, q) for p, s, (u, q) in zip(result.phys_offsets, result.sizes,
-                                                              batch, strict=True)]
+        out += [
+            Written(p, s, u, q)
+            for p, s, (u, q) in zip(result.phys_offsets, result.sizes, batch, strict=True)
+        ]
         i += len(batch)
     return out
 
@@ -99,13 +108,19 @@ def extents(written: list[Written]) -> list[tuple[int, int]]:
 
 
 def first_damaged_byte(written: list[Written], lost: list[tuple[int, int]]) -> int | None:
-    hits = [max(start, a) for a, b in lost for start, end in extents(written)
-            if start < b and end > a]
+    hits = [
+        max(start, a) for a, b in lost for start, end in extents(written) if start < b and end > a
+    ]
     return min(hits, default=None)
 
 
-def cut_files(data_dir: Path, written: list[Written], synced: int,
-              synced_units: dict[int, int], rng: random.Random) -> list[tuple[int, int]]:
+def cut_files(
+    data_dir: Path,
+    written: list[Written],
+    synced: int,
+    synced_units: dict[int, int],
+    rng: random.Random,
+) -> list[tuple[int, int]]:
     end = written[-1].phys + written[-1].size
     cut = rng.randint(synced, end)
     seg = segment_of(data_dir, cut)
@@ -123,8 +138,13 @@ def cut_files(data_dir: Path, written: list[Written], synced: int,
     return [(cut, 1 << 62)]
 
 
-def drop_pages(data_dir: Path, written: list[Written], synced: int,
-               synced_units: dict[int, int], rng: random.Random) -> list[tuple[int, int]]:
+def drop_pages(
+    data_dir: Path,
+    written: list[Written],
+    synced: int,
+    synced_units: dict[int, int],
+    rng: random.Random,
+) -> list[tuple[int, int]]:
     end = written[-1].phys + written[-1].size
     lost = []
     chance = rng.choice((0.05, 0.2, 0.5))
@@ -169,10 +189,11 @@ def test_power_loss_recovers_a_clean_prefix(tmp_path, seed, damage):
     store = open_store(config(copy))
     try:
         assert stored_in_log_order(store) == [w.uniq for w in survivors]
-        assert all(w.phys + w.size > synced for w in written[len(survivors):])
-        assert store.commitlog.max_offset == (survivors[-1].phys + survivors[-1].size
-                                              if survivors else 0)
-        for w in (survivors[-1:] + written[len(survivors):len(survivors) + 1]):
+        assert all(w.phys + w.size > synced for w in written[len(survivors) :])
+        assert store.commitlog.max_offset == (
+            survivors[-1].phys + survivors[-1].size if survivors else 0
+        )
+        for w in survivors[-1:] + written[len(survivors) : len(survivors) + 1]:
             found = [decode_record(r).uniq_key for r in store.query_by_key("orders", f"k{w.uniq}")]
             assert found == ([w.uniq] if w in survivors else []), w
         next_offsets = {q: sum(1 for w in survivors if w.queue_id == q) for q in range(QUEUES)}

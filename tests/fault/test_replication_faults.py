@@ -40,13 +40,15 @@ TOPIC, QUEUES = "TopicHa", 4
 GiB = 1024 * MiB
 
 
-async def setup(group: HaGroup, *, replica: bool = True
-                ) -> tuple[ServerProcess, ServerProcess | None]:
+async def setup(
+    group: HaGroup, *, replica: bool = True
+) -> tuple[ServerProcess, ServerProcess | None]:
     ns = await group.start_namesrv()
     master = await group.start("m")
     await create_topic(master.addr, TOPIC, QUEUES)
-    await wait_for(lambda: routed_brokers(ns.addr, TOPIC), timeout_s=20,
-                   what=f"the route of {TOPIC}")
+    await wait_for(
+        lambda: routed_brokers(ns.addr, TOPIC), timeout_s=20, what=f"the route of {TOPIC}"
+    )
     rep = await group.start("r", broker_id=1) if replica else None
     return master, rep
 
@@ -68,8 +70,12 @@ async def stop_and_verify(group: HaGroup, brokers: dict[str, ServerProcess]) -> 
 
 async def load_for(producer: Producer, acks: int, *, tasks: int = 8) -> SendLoad:
     load = SendLoad(producer, TOPIC, tasks=tasks)
-    await wait_for(lambda: len(load.acks) >= acks, timeout_s=40, interval_s=0.01,
-                   what=f"{acks} acknowledged sends")
+    await wait_for(
+        lambda: len(load.acks) >= acks,
+        timeout_s=40,
+        interval_s=0.01,
+        what=f"{acks} acknowledged sends",
+    )
     return load
 
 
@@ -80,7 +86,7 @@ async def test_replica_catches_up_from_empty_and_after_its_restart(kit, fault_re
     group = HaGroup(kit, "ASYNC_MASTER")
     master, _ = await setup(group, replica=False)
     written = await bulk_write(master.addr, TOPIC, total_bytes=24 * MiB)
-    replica = await group.start("r", broker_id=1)          # from empty
+    replica = await group.start("r", broker_id=1)  # from empty
     took = await group.wait_caught_up(master, replica)
     # the replica stops; the master writes on; the replica comes back and catches up
     assert await replica.stop() == 0
@@ -98,25 +104,38 @@ async def test_replica_catches_up_from_empty_and_after_its_restart(kit, fault_re
         assert not check.lost and not check.misplaced
     segments = await stop_and_verify(group, {"m": master, "r": replica})
     assert segments >= 3
-    fault_report.add("replica from empty + restart, identical", acknowledged=len(load.acks),
-                     lost=0, recover_s=took)
+    fault_report.add(
+        "replica from empty + restart, identical",
+        acknowledged=len(load.acks),
+        lost=0,
+        recover_s=took,
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-@pytest.mark.skipif(aclmode.enabled(), reason="bulk copy, nothing the ACL changes: the "
-                    "main run covers it, and the ACL re-run stays within the time budget")
+@pytest.mark.skipif(
+    aclmode.enabled(),
+    reason="bulk copy, nothing the ACL changes: the "
+    "main run covers it, and the ACL re-run stays within the time budget",
+)
 async def test_replica_catches_up_from_a_gib_behind(kit, fault_report):
     """1 GiB written while the replica is away, in 64 MiB segments; it catches up at a
     measured speed and ends byte-identical. Data directories are removed at the end."""
-    big = dict(commitlog_file_size_bytes=64 * MiB, max_batch_size_bytes=8 * MiB,
-               index_slots=200_000, index_entries=2_000_000,
-               consume_queue_units_per_file=300_000, ha_transfer_batch_bytes=1 * MiB)
+    big = dict(
+        commitlog_file_size_bytes=64 * MiB,
+        max_batch_size_bytes=8 * MiB,
+        index_slots=200_000,
+        index_entries=2_000_000,
+        consume_queue_units_per_file=300_000,
+        ha_transfer_batch_bytes=1 * MiB,
+    )
     group = HaGroup(kit, "ASYNC_MASTER", **big)
     try:
         master, _ = await setup(group, replica=False)
-        written = await bulk_write(master.addr, TOPIC, total_bytes=GiB + 8 * MiB,
-                                   batch_bytes=4 * MiB)
+        written = await bulk_write(
+            master.addr, TOPIC, total_bytes=GiB + 8 * MiB, batch_bytes=4 * MiB
+        )
         end = int((await runtime_info(master.addr))["commitlog_max_offset"])
         assert end >= GiB
         replica = await group.start("r", broker_id=1)
@@ -133,14 +152,17 @@ async def test_replica_catches_up_from_a_gib_behind(kit, fault_report):
             await asyncio.sleep(0.02)
         took = time.monotonic() - first
         speed = end / took / MiB
-        print(f"\ncatch-up of {end / MiB:.0f} MiB: {took:.2f} s, {speed:.0f} MiB/s "
-              f"({time.monotonic() - started:.2f} s from the replica's start)")
+        print(
+            f"\ncatch-up of {end / MiB:.0f} MiB: {took:.2f} s, {speed:.0f} MiB/s "
+            f"({time.monotonic() - started:.2f} s from the replica's start)"
+        )
         stored = await read_topic(replica.addr, TOPIC, QUEUES)
         assert len(stored) == written
         segments = await stop_and_verify(group, {"m": master, "r": replica})
         assert segments >= 16
-        fault_report.add(f"replica 1 GiB behind, {speed:.0f} MiB/s", acknowledged=written,
-                         lost=0, recover_s=took)
+        fault_report.add(
+            f"replica 1 GiB behind, {speed:.0f} MiB/s", acknowledged=written, lost=0, recover_s=took
+        )
     finally:
         for name in ("m", "r"):
             shutil.rmtree(group.dir(name), ignore_errors=True)
@@ -154,8 +176,9 @@ async def test_kill_9_sync_master_then_promoted_replica_holds_every_ack(kit, fau
     master, replica = await setup(group)
     assert replica is not None
     await group.wait_caught_up(master, replica)
-    async with Producer(group="ha-kill", namesrv=group.namesrv.addr,
-                        retry_times_when_send_failed=0) as producer:
+    async with Producer(
+        group="ha-kill", namesrv=group.namesrv.addr, retry_times_when_send_failed=0
+    ) as producer:
         load = await load_for(producer, 2500)
         master.signal(signal.SIGKILL)
         killed = time.monotonic()
@@ -166,8 +189,12 @@ async def test_kill_9_sync_master_then_promoted_replica_holds_every_ack(kit, fau
     stored = await read_topic(replica.addr, TOPIC, QUEUES)
     served_s = time.monotonic() - killed
     check = check_acks(load.acks, stored)
-    fault_report.add("kill -9 SYNC_MASTER, 8 senders, promote", acknowledged=len(load.acks),
-                     lost=len(check.lost) + len(check.misplaced), recover_s=served_s)
+    fault_report.add(
+        "kill -9 SYNC_MASTER, 8 senders, promote",
+        acknowledged=len(load.acks),
+        lost=len(check.lost) + len(check.misplaced),
+        recover_s=served_s,
+    )
     assert not check.misplaced, check.misplaced[:5]
     assert not check.lost, f"{len(check.lost)} acknowledged messages lost: {check.lost[:5]}"
     assert check.kept == len(load.acks) >= 2500
@@ -191,8 +218,9 @@ async def test_old_master_is_fenced_then_rejoins_and_cuts_its_diverged_tail(kit,
         assert await replica.stop() == 0
         shared_end = int((await runtime_info(master.addr))["commitlog_max_offset"])
         for q in range(QUEUES):
-            reply = await send_raw(master.addr, TOPIC, q, [b"lonely" * 50] * 20,
-                                   uniq_prefix=f"lonely{q}")
+            reply = await send_raw(
+                master.addr, TOPIC, q, [b"lonely" * 50] * 20, uniq_prefix=f"lonely{q}"
+            )
             assert reply.status == pb.SEND_OK
         old_end = int((await runtime_info(master.addr))["commitlog_max_offset"])
         master.signal(signal.SIGKILL)
@@ -201,14 +229,18 @@ async def test_old_master_is_fenced_then_rejoins_and_cuts_its_diverged_tail(kit,
         replica = await group.start("r", broker_id=1)
         reply = await promote(replica.addr)
         assert (reply.epoch, reply.start_offset) == (2, shared_end)
-        await wait_for(lambda: _routed_to(group, replica.addr), timeout_s=20,
-                       what="the route to the new master")
+        await wait_for(
+            lambda: _routed_to(group, replica.addr),
+            timeout_s=20,
+            what="the route to the new master",
+        )
         more = await load_for(producer, 300, tasks=4)
         await more.stop()
     # the old master restarted as master: the nameserver knows epoch 2; it is fenced
     fenced = await group.start("m", broker_id=0)
-    await wait_for(lambda: _info_has(fenced.addr, "fenced"), timeout_s=20,
-                   what="the old master fenced")
+    await wait_for(
+        lambda: _info_has(fenced.addr, "fenced"), timeout_s=20, what="the old master fenced"
+    )
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await send_raw(fenced.addr, TOPIC, 0, [b"zombie"], uniq_prefix="zombie")
     assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION, refused.value.details()
@@ -227,17 +259,22 @@ async def test_old_master_is_fenced_then_rejoins_and_cuts_its_diverged_tail(kit,
             assert not check.lost and not check.misplaced, (check.lost[:3], check.misplaced[:3])
         assert not any(uniq.startswith("lonely") for uniq in stored.values())
     await stop_and_verify(group, {"r": replica, "m": rejoined})
-    fault_report.add("diverged tail cut by epoch on rejoin",
-                     acknowledged=len(load.acks) + len(more.acks), lost=0,
-                     promised=f"{old_end - shared_end} B unreplicated (ASYNC)")
+    fault_report.add(
+        "diverged tail cut by epoch on rejoin",
+        acknowledged=len(load.acks) + len(more.acks),
+        lost=0,
+        promised=f"{old_end - shared_end} B unreplicated (ASYNC)",
+    )
 
 
 async def _routed_to(group: HaGroup, addr: str) -> bool:
     from pocketmq.v1 import nameserver_pb2, nameserver_pb2_grpc
+
     assert group.namesrv is not None
     async with grpc.aio.insecure_channel(group.namesrv.addr) as channel:
         reply = await nameserver_pb2_grpc.NameServerStub(channel).GetRouteInfoByTopic(
-            nameserver_pb2.GetRouteInfoByTopicRequest(topic=TOPIC), timeout=5)
+            nameserver_pb2.GetRouteInfoByTopicRequest(topic=TOPIC), timeout=5
+        )
     return any(b.broker_addrs.get(0) == addr for b in reply.route.broker_datas)
 
 
@@ -258,18 +295,26 @@ async def test_replica_kill_9_and_master_restart_under_load_lose_nothing(kit, fa
         replica.signal(signal.SIGKILL)
         await replica.proc.wait()
         acked = len(load.acks)
-        await wait_for(lambda: load.statuses["SLAVE_NOT_AVAILABLE"]
-                       + load.statuses["FLUSH_SLAVE_TIMEOUT"] > 0, timeout_s=20,
-                       what="a SYNC send refused without its replica")
+        await wait_for(
+            lambda: load.statuses["SLAVE_NOT_AVAILABLE"] + load.statuses["FLUSH_SLAVE_TIMEOUT"] > 0,
+            timeout_s=20,
+            what="a SYNC send refused without its replica",
+        )
         replica = await group.start("r", broker_id=1)
-        await wait_for(lambda: len(load.acks) > acked + 500, timeout_s=30,
-                       what="acks again after the replica's restart")
+        await wait_for(
+            lambda: len(load.acks) > acked + 500,
+            timeout_s=30,
+            what="acks again after the replica's restart",
+        )
         # the master restarts (clean) while the replica runs
         assert await master.stop() == 0
         acked = len(load.acks)
         master = await group.start("m")
-        await wait_for(lambda: len(load.acks) > acked + 500, timeout_s=30,
-                       what="acks again after the master's restart")
+        await wait_for(
+            lambda: len(load.acks) > acked + 500,
+            timeout_s=30,
+            what="acks again after the master's restart",
+        )
         await load.stop()
     await group.wait_caught_up(master, replica)
     for broker in (master, replica):
@@ -278,16 +323,14 @@ async def test_replica_kill_9_and_master_restart_under_load_lose_nothing(kit, fa
         assert not check.misplaced, check.misplaced[:5]
         assert not check.lost, f"{len(check.lost)} acknowledged messages lost: {check.lost[:5]}"
     await stop_and_verify(group, {"m": master, "r": replica})
-    fault_report.add("replica kill -9 + master restart, SYNC", acknowledged=len(load.acks),
-                     lost=0)
+    fault_report.add("replica kill -9 + master restart, SYNC", acknowledged=len(load.acks), lost=0)
 
 
 # -- 5. a network partition between master and replica ------------------------------------------
 
 
 @pytest.mark.parametrize("fault", ["cut", "stall"])
-async def test_partition_refuses_sync_acks_and_heals_to_identical_logs(kit, fault_report,
-                                                                        fault):
+async def test_partition_refuses_sync_acks_and_heals_to_identical_logs(kit, fault_report, fault):
     from partition_proxy import PartitionProxy
 
     group = HaGroup(kit, "SYNC_MASTER", slave_timeout_ms=500)
@@ -295,14 +338,19 @@ async def test_partition_refuses_sync_acks_and_heals_to_identical_logs(kit, faul
     async with PartitionProxy("127.0.0.1", group.ports["m"][1]) as proxy:
         replica = await group.start("r", broker_id=1, ha_master_address=proxy.addr)
         await group.wait_caught_up(master, replica)
-        async with Producer(group="ha-partition", namesrv=group.namesrv.addr,
-                            retry_times_when_send_failed=0) as producer:
+        async with Producer(
+            group="ha-partition", namesrv=group.namesrv.addr, retry_times_when_send_failed=0
+        ) as producer:
             load = await load_for(producer, 500, tasks=4)
             getattr(proxy, fault)()
             parted = time.monotonic()
-            await wait_for(lambda: load.statuses["FLUSH_SLAVE_TIMEOUT"]
-                           + load.statuses["SLAVE_NOT_AVAILABLE"] >= 8, timeout_s=30,
-                           what="SYNC sends refused during the partition")
+            await wait_for(
+                lambda: (
+                    load.statuses["FLUSH_SLAVE_TIMEOUT"] + load.statuses["SLAVE_NOT_AVAILABLE"] >= 8
+                ),
+                timeout_s=30,
+                what="SYNC sends refused during the partition",
+            )
             # nothing appended after the partition began is acknowledged (a send already
             # waiting when it began may still have been acked by the replica)
             late_ok = [t for t, s in load.status_at if s == "SEND_OK" and t > parted + 0.6]
@@ -310,8 +358,11 @@ async def test_partition_refuses_sync_acks_and_heals_to_identical_logs(kit, faul
             proxy.heal()
             healed = time.monotonic()
             acked = len(load.acks)
-            await wait_for(lambda: len(load.acks) > acked + 200, timeout_s=30,
-                           what="SEND_OK again after the heal")
+            await wait_for(
+                lambda: len(load.acks) > acked + 200,
+                timeout_s=30,
+                what="SEND_OK again after the heal",
+            )
             recover_s = time.monotonic() - healed
             await load.stop()
         await group.wait_caught_up(master, replica)
@@ -320,5 +371,10 @@ async def test_partition_refuses_sync_acks_and_heals_to_identical_logs(kit, faul
             check = check_acks(load.acks, stored)
             assert not check.lost and not check.misplaced
         await stop_and_verify(group, {"m": master, "r": replica})
-    fault_report.add(f"partition ({fault}) master-replica, SYNC", acknowledged=len(load.acks),
-                     lost=0, promised=f"{dict(load.statuses)}", recover_s=recover_s)
+    fault_report.add(
+        f"partition ({fault}) master-replica, SYNC",
+        acknowledged=len(load.acks),
+        lost=0,
+        promised=f"{dict(load.statuses)}",
+        recover_s=recover_s,
+    )

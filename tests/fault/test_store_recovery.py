@@ -21,9 +21,12 @@ SUPPORT = Path(__file__).resolve().parents[1] / "support"
 
 def fill(store, n: int, *, pad: int = 0, **kw) -> list[int]:
     """Put n records (one per put); return their phys offsets."""
-    return [store.put_batch(record(body=f"m{i}".encode() + b"." * pad, uniq=f"U{i}",
-                                   **kw)).phys_offsets[0]
-            for i in range(n)]
+    return [
+        store.put_batch(
+            record(body=f"m{i}".encode() + b"." * pad, uniq=f"U{i}", **kw)
+        ).phys_offsets[0]
+        for i in range(n)
+    ]
 
 
 def segment(data_dir: Path, offset: int, file_size: int) -> Path:
@@ -45,7 +48,8 @@ def test_recovery_truncates_torn_tail_record(tmp_path):
         assert not report.clean_shutdown
         assert store.commitlog.max_offset == end
         assert bodies(store.get_messages("orders", 0, 0).records) == [
-            f"m{i}".encode() for i in range(10)]
+            f"m{i}".encode() for i in range(10)
+        ]
         assert store.put_batch(record()).phys_offsets == [end]
     finally:
         store.shutdown()
@@ -65,8 +69,9 @@ def test_recovery_report_names_the_bad_offset_and_bytes_cut(tmp_path):
     try:
         assert report.first_bad_offset == offsets[6]
         assert "CRC" in report.reason
-        assert report.truncated_bytes == offsets[9] + len(record(body=b"m9", uniq="U9")) \
-            - offsets[6]
+        assert (
+            report.truncated_bytes == offsets[9] + len(record(body=b"m9", uniq="U9")) - offsets[6]
+        )
         assert report.consume_queue_units_trimmed >= 0
         assert store.max_offset("orders", 0) == 6
         assert bodies(store.get_messages("orders", 0, 0).records)[-1] == b"m5"
@@ -77,7 +82,8 @@ def test_recovery_report_names_the_bad_offset_and_bytes_cut(tmp_path):
 
 
 def test_with_check_crc_on_recover_off_a_flipped_body_byte_is_kept_and_framing_still_checked(
-        tmp_path):
+    tmp_path,
+):
     store = open_store(small_config(tmp_path))
     offsets = fill(store, 10)
     end = store.commitlog.max_offset
@@ -88,7 +94,7 @@ def test_with_check_crc_on_recover_off_a_flipped_body_byte_is_kept_and_framing_s
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 0xFF]))
         f.seek(end)
-        f.write(record(body=b"x" * 500)[:300])   # a torn tail: its framing is wrong
+        f.write(record(body=b"x" * 500)[:300])  # a torn tail: its framing is wrong
     config = small_config(tmp_path, check_crc_on_recover=False)
     store, report = start_store(config)
     try:
@@ -179,8 +185,12 @@ def test_unclean_restart_without_damage_keeps_everything(tmp_path):
 
 def _run_writer_and_kill(data_dir: Path, mode: str, acks_wanted: int) -> set[str]:
     env = {**os.environ, "PYTHONPATH": str(SUPPORT)}
-    proc = subprocess.Popen([sys.executable, str(SUPPORT / "crashwriter.py"), str(data_dir),
-                             mode], stdout=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(SUPPORT / "crashwriter.py"), str(data_dir), mode],
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     acked: set[str] = set()
     try:
         assert proc.stdout is not None
@@ -241,8 +251,12 @@ def test_schedule_queue_units_keep_the_delivery_time_through_a_rebuild(tmp_path)
 
     config = small_config(tmp_path)
     store = open_store(config)
-    scheduled = encode_record(topic="SCHEDULE_TOPIC_XXXX", body=b"later", queue_id=2,
-                              properties={"TAGS": "t", "TIMER_DELIVER_MS": "1800000000000"})
+    scheduled = encode_record(
+        topic="SCHEDULE_TOPIC_XXXX",
+        body=b"later",
+        queue_id=2,
+        properties={"TAGS": "t", "TIMER_DELIVER_MS": "1800000000000"},
+    )
     store.put_batch(scheduled)
     assert store.consume_queues.get("SCHEDULE_TOPIC_XXXX", 2).get(0)[2] == 1_800_000_000_000
     crash(store)

@@ -25,10 +25,19 @@ from pocketmq.v1 import broker_pb2_grpc
 
 SERVING = re.compile(rb"serving on (\S+),")
 MiB = 1024 * 1024
-SMALL = dict(port=0, commitlog_file_size_bytes=16 * MiB, index_slots=1024, index_entries=4096,
-             consume_queue_units_per_file=10_000)
-TIMER = dict(timer_wheel_slots=3_600, timer_roll_window_s=600,
-             timer_log_file_size_bytes=64 * 1024, timer_flush_interval_ms=600_000)
+SMALL = dict(
+    port=0,
+    commitlog_file_size_bytes=16 * MiB,
+    index_slots=1024,
+    index_entries=4096,
+    consume_queue_units_per_file=10_000,
+)
+TIMER = dict(
+    timer_wheel_slots=3_600,
+    timer_roll_window_s=600,
+    timer_log_file_size_bytes=64 * 1024,
+    timer_flush_interval_ms=600_000,
+)
 WITH_KEY, WITHOUT_KEY = 150, 150
 
 
@@ -38,25 +47,47 @@ def now_ms() -> int:
 
 def record(body: bytes, uniq: str, deliver_ms: int) -> bytes:
     props = {"TIMER_DELIVER_MS": str(deliver_ms), **({"UNIQ_KEY": uniq} if uniq else {})}
-    return encode_record(topic="TopicT", body=body, properties=props, born_timestamp_ms=now_ms(),
-                         born_host=pack_host(("127.0.0.1", 40000)),
-                         store_host=pack_host(("127.0.0.1", 0)))
+    return encode_record(
+        topic="TopicT",
+        body=body,
+        properties=props,
+        born_timestamp_ms=now_ms(),
+        born_host=pack_host(("127.0.0.1", 40000)),
+        store_host=pack_host(("127.0.0.1", 0)),
+    )
 
 
 def flags(config) -> list[str]:
-    out = ["--data-dir", config.data_dir, "--port", "0",
-           "--commitlog-file-size-bytes", str(config.commitlog_file_size_bytes),
-           "--index-slots", "1024", "--index-entries", "4096",
-           "--consume-queue-units-per-file", "10000"]
+    out = [
+        "--data-dir",
+        config.data_dir,
+        "--port",
+        "0",
+        "--commitlog-file-size-bytes",
+        str(config.commitlog_file_size_bytes),
+        "--index-slots",
+        "1024",
+        "--index-entries",
+        "4096",
+        "--consume-queue-units-per-file",
+        "10000",
+    ]
     for key, value in TIMER.items():
         out += ["--" + key.replace("_", "-"), str(value)]
     return out
 
 
 async def pull_all(stub, offset: int, wait_ms: int) -> tuple[list[StoredMessage], int]:
-    reply = await stub.PullMessage(pb.PullMessageRequest(
-        consumer_group="G", topic="TopicT", queue_id=0, queue_offset=offset,
-        max_msg_nums=1_000, suspend_timeout_ms=wait_ms))
+    reply = await stub.PullMessage(
+        pb.PullMessageRequest(
+            consumer_group="G",
+            topic="TopicT",
+            queue_id=0,
+            queue_offset=offset,
+            max_msg_nums=1_000,
+            suspend_timeout_ms=wait_ms,
+        )
+    )
     if reply.status != pb.FOUND:
         return [], offset
     return list(iter_records(reply.records)), reply.next_begin_offset
@@ -67,11 +98,17 @@ async def test_kill_9_with_timer_messages_pending_loses_none(tmp_path, eventuall
     log_path = tmp_path / "broker.log"
     with open(log_path, "wb") as log:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "pocketmq", "broker", *flags(config),
-            stdout=asyncio.subprocess.DEVNULL, stderr=log)
+            sys.executable,
+            "-m",
+            "pocketmq",
+            "broker",
+            *flags(config),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=log,
+        )
     base = now_ms() + 1_000
     # Due over 2.5 s: some go out before the kill, some are still waiting at it.
-    sent: dict[bytes, str] = {}     # body -> UNIQ_KEY; with and without one, interleaved
+    sent: dict[bytes, str] = {}  # body -> UNIQ_KEY; with and without one, interleaved
     for i in range(max(WITH_KEY, WITHOUT_KEY)):
         if i < WITH_KEY:
             sent[f"K{i}".encode()] = f"K{i}"
@@ -79,20 +116,27 @@ async def test_kill_9_with_timer_messages_pending_loses_none(tmp_path, eventuall
             sent[f"N{i}".encode()] = ""
     deliver = {body: base + (i * 2_500) // len(sent) for i, body in enumerate(sent)}
     try:
-        match = await eventually(lambda: SERVING.search(log_path.read_bytes()), timeout_s=30,
-                                 what="the broker process serving")
+        match = await eventually(
+            lambda: SERVING.search(log_path.read_bytes()),
+            timeout_s=30,
+            what="the broker process serving",
+        )
         async with grpc.aio.insecure_channel(match.group(1).decode()) as channel:
             stub = broker_pb2_grpc.BrokerStub(channel)
-            await stub.SendBatch(pb.SendBatchRequest(records=b"".join(
-                record(body, uniq, deliver[body]) for body, uniq in sent.items())))
+            await stub.SendBatch(
+                pb.SendBatchRequest(
+                    records=b"".join(
+                        record(body, uniq, deliver[body]) for body, uniq in sent.items()
+                    )
+                )
+            )
 
             async def a_third_delivered():
                 reply = await stub.GetMaxOffset(pb.GetQueueOffsetRequest(topic="TopicT"))
                 return reply.offset >= len(sent) // 3
 
             await eventually(a_third_delivered, timeout_s=10, what="a third delivered")
-            before_kill = (await stub.GetMaxOffset(pb.GetQueueOffsetRequest(
-                topic="TopicT"))).offset
+            before_kill = (await stub.GetMaxOffset(pb.GetQueueOffsetRequest(topic="TopicT"))).offset
         proc.send_signal(signal.SIGKILL)
         await proc.wait()
     finally:
@@ -110,7 +154,7 @@ async def test_kill_9_with_timer_messages_pending_loses_none(tmp_path, eventuall
 
 async def check_restart(broker, sent, deliver, before_kill, eventually):
     assert not broker.recovery.clean_shutdown
-    assert not broker.timer.recovery.checkpoint_found       # never written: worst case
+    assert not broker.timer.recovery.checkpoint_found  # never written: worst case
     async with grpc.aio.insecure_channel(broker.address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
         seen: collections.Counter[bytes] = collections.Counter()
@@ -125,12 +169,14 @@ async def check_restart(broker, sent, deliver, before_kill, eventually):
             return set(seen) == set(sent)
 
         await eventually(everything_delivered, timeout_s=15, what="every timer message")
-        msgs, offset = await pull_all(stub, offset, 300)     # anything re-put late
+        msgs, offset = await pull_all(stub, offset, 300)  # anything re-put late
         received.extend(msgs)
         seen.update(m.body for m in msgs)
     duplicated = sorted(body.decode() for body, n in seen.items() if n > 1)
-    print(f"\n{before_kill} of {len(sent)} delivered before the kill; duplicates after the "
-          f"restart: {len(duplicated)} ({', '.join(duplicated[:10])})")
-    assert all(m.store_timestamp_ms >= deliver[m.body] for m in received)   # never early
-    assert max(seen.values()) == 1                          # exactly once
+    print(
+        f"\n{before_kill} of {len(sent)} delivered before the kill; duplicates after the "
+        f"restart: {len(duplicated)} ({', '.join(duplicated[:10])})"
+    )
+    assert all(m.store_timestamp_ms >= deliver[m.body] for m in received)  # never early
+    assert max(seen.values()) == 1  # exactly once
     assert broker.timer.duplicates_skipped_total >= before_kill // 2

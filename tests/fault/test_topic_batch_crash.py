@@ -25,9 +25,14 @@ OPTIONS = dict(max_queues_total=1_000_000)
 
 
 def batch(prefix: str) -> pb.CreateTopicsRequest:
-    return pb.CreateTopicsRequest(topic_configs=[
-        common_pb2.TopicConfig(topic_name=f"{prefix}_{i:05d}", read_queue_nums=8,
-                               write_queue_nums=8, perm=6) for i in range(PER_BATCH)])
+    return pb.CreateTopicsRequest(
+        topic_configs=[
+            common_pb2.TopicConfig(
+                topic_name=f"{prefix}_{i:05d}", read_queue_nums=8, write_queue_nums=8, perm=6
+            )
+            for i in range(PER_BATCH)
+        ]
+    )
 
 
 async def topic_names(addr: str) -> set[str]:
@@ -61,7 +66,7 @@ async def fire_and_kill(broker, calls) -> set[int]:
     tasks = [asyncio.create_task(one(i, c)) for i, c in enumerate(calls)]
     await asyncio.wait_for(first.wait(), 60)
     snapshot = set(answered)
-    await broker.kill()                     # SIGKILL, by PID
+    await broker.kill()  # SIGKILL, by PID
     await asyncio.gather(*tasks)
     return snapshot
 
@@ -74,8 +79,9 @@ async def test_kill_during_batch_creates_leaves_each_batch_whole_or_absent(tmp_p
         prefixes = [f"B{n:02d}" for n in range(BATCHES)]
         async with grpc.aio.insecure_channel(broker.addr) as channel:
             stub = broker_pb2_grpc.BrokerStub(channel)
-            answered = await fire_and_kill(broker, [stub.CreateTopics(batch(p), timeout=60)
-                                                    for p in prefixes])
+            answered = await fire_and_kill(
+                broker, [stub.CreateTopics(batch(p), timeout=60) for p in prefixes]
+            )
         broker = await kit.broker("broker-a", data_dir=data_dir, **OPTIONS)
         counts = counts_by_prefix(await topic_names(broker.addr), prefixes)
         assert set(counts.values()) <= {0, PER_BATCH}, counts
@@ -85,8 +91,13 @@ async def test_kill_during_batch_creates_leaves_each_batch_whole_or_absent(tmp_p
         kept = [p for p in prefixes if counts[p]]
         async with grpc.aio.insecure_channel(broker.addr) as channel:
             stub = broker_pb2_grpc.BrokerStub(channel)
-            deletes = [stub.DeleteTopics(pb.DeleteTopicsRequest(
-                topics=[f"{p}_{i:05d}" for i in range(PER_BATCH)]), timeout=60) for p in kept]
+            deletes = [
+                stub.DeleteTopics(
+                    pb.DeleteTopicsRequest(topics=[f"{p}_{i:05d}" for i in range(PER_BATCH)]),
+                    timeout=60,
+                )
+                for p in kept
+            ]
             answered = await fire_and_kill(broker, deletes)
         broker = await kit.broker("broker-a", data_dir=data_dir, **OPTIONS)
         counts = counts_by_prefix(await topic_names(broker.addr), kept)
@@ -110,7 +121,7 @@ async def test_a_torn_topics_log_tail_is_cut_and_reported_at_start(tmp_path):
         log_path = data_dir / "config" / "topics.log"
         size = log_path.stat().st_size
         with open(log_path, "r+b") as f:
-            f.truncate(size - 100)              # the last batch's record, torn
+            f.truncate(size - 100)  # the last batch's record, torn
         broker = await kit.broker("broker-a", data_dir=data_dir, **OPTIONS)
         names = await topic_names(broker.addr)
         assert sum(n.startswith("Whole_") for n in names) == PER_BATCH

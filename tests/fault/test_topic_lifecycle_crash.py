@@ -40,15 +40,22 @@ async def start(kit: ProcessKit, data_dir: Path) -> ServerProcess:
 
 
 def topic_config(topic: str, queues: int) -> common_pb2.TopicConfig:
-    return common_pb2.TopicConfig(topic_name=topic, read_queue_nums=queues,
-                                  write_queue_nums=queues, perm=6)
+    return common_pb2.TopicConfig(
+        topic_name=topic, read_queue_nums=queues, write_queue_nums=queues, perm=6
+    )
 
 
-async def fill_topic(stub: broker_pb2_grpc.BrokerStub, topic: str, queues: int,
-                     prefix: str, per_queue: int = 5) -> list[str]:
+async def fill_topic(
+    stub: broker_pb2_grpc.BrokerStub, topic: str, queues: int, prefix: str, per_queue: int = 5
+) -> list[str]:
     keys = [f"{prefix}-{q}-{i}" for q in range(queues) for i in range(per_queue)]
-    await stub.SendBatch(pb.SendBatchRequest(records=b"".join(
-        record(topic=topic, queue_id=int(k.split("-")[1]), uniq=k, keys=k) for k in keys)))
+    await stub.SendBatch(
+        pb.SendBatchRequest(
+            records=b"".join(
+                record(topic=topic, queue_id=int(k.split("-")[1]), uniq=k, keys=k) for k in keys
+            )
+        )
+    )
     return keys
 
 
@@ -70,8 +77,9 @@ async def stop_and_verify(broker: ServerProcess, data_dir: Path) -> None:
     assert code == 0, output
 
 
-async def assert_recreated_topic_is_empty(broker: ServerProcess, topic: str, queues: int,
-                                          old_key: str) -> None:
+async def assert_recreated_topic_is_empty(
+    broker: ServerProcess, topic: str, queues: int, old_key: str
+) -> None:
     async with stub_of(broker) as stub:
         if topic in await topics_of(stub):
             await stub.DeleteTopic(pb.DeleteTopicRequest(topic=topic))
@@ -96,7 +104,7 @@ async def test_deleted_topic_stays_deleted_after_kill_9_right_after_delete_topic
     async with stub_of(broker) as stub:
         assert topic not in await topics_of(stub)
     await assert_recreated_topic_is_empty(broker, topic, 2, old[0])
-    await broker.kill()   # and a second crash, with the topic created again
+    await broker.kill()  # and a second crash, with the topic created again
 
     broker = await start(kit, data_dir)
     assert len(await topic_keys(broker.addr, topic, 2)) == 4
@@ -110,7 +118,7 @@ async def test_deleted_topic_never_comes_back_after_kill_9_during_delete_topic(k
         await stub.CreateTopic(pb.CreateTopicRequest(topic_config=topic_config(topic, 2)))
         old = await fill_topic(stub, topic, 2, "old")
         deleting = asyncio.ensure_future(stub.DeleteTopic(pb.DeleteTopicRequest(topic=topic)))
-        await asyncio.sleep(0)   # the request is on its way; the kill races it
+        await asyncio.sleep(0)  # the request is on its way; the kill races it
         await broker.kill()
         with contextlib.suppress(grpc.aio.AioRpcError):
             await deleting
@@ -134,12 +142,14 @@ async def test_dropped_queues_stay_empty_after_kill_9_and_growing_again(kit, tmp
     broker = await start(kit, data_dir)
     async with stub_of(broker) as stub:
         assert (await topics_of(stub))[topic].write_queue_nums == 2
-        assert await topic_keys(broker.addr, topic, 2) == sorted(k for k in old
-                                                                if k.split("-")[1] in "01")
+        assert await topic_keys(broker.addr, topic, 2) == sorted(
+            k for k in old if k.split("-")[1] in "01"
+        )
         await stub.UpdateTopic(pb.UpdateTopicRequest(topic_config=topic_config(topic, 4)))
         for queue_id in (2, 3):
-            assert await read_queue(broker.addr, topic, queue_id) == [], \
+            assert await read_queue(broker.addr, topic, queue_id) == [], (
                 f"queue {queue_id} shows messages of before it was dropped"
+            )
     await broker.kill()
 
     broker = await start(kit, data_dir)
@@ -154,15 +164,19 @@ async def test_offset_reset_survives_kill_9_right_after_it_is_answered(kit, tmp_
     async with stub_of(broker) as stub:
         await stub.CreateTopic(pb.CreateTopicRequest(topic_config=topic_config(topic, 2)))
         await fill_topic(stub, topic, 2, "m")
-        await stub.ResetConsumerOffset(pb.ResetConsumerOffsetRequest(
-            consumer_group=group, topic=topic, position=pb.RESET_TO_LATEST))
+        await stub.ResetConsumerOffset(
+            pb.ResetConsumerOffsetRequest(
+                consumer_group=group, topic=topic, position=pb.RESET_TO_LATEST
+            )
+        )
     await broker.kill()
 
     broker = await start(kit, data_dir)
     async with stub_of(broker) as stub:
         for queue_id in (0, 1):
-            reply = await stub.QueryConsumerOffset(pb.QueryConsumerOffsetRequest(
-                consumer_group=group, topic=topic, queue_id=queue_id))
+            reply = await stub.QueryConsumerOffset(
+                pb.QueryConsumerOffsetRequest(consumer_group=group, topic=topic, queue_id=queue_id)
+            )
             assert reply.HasField("offset") and reply.offset == 5, (queue_id, reply)
     await stop_and_verify(broker, data_dir)
 
@@ -170,12 +184,14 @@ async def test_offset_reset_survives_kill_9_right_after_it_is_answered(kit, tmp_
 async def test_topic_changes_survive_kill_9_right_after_they_are_answered(kit, tmp_path):
     data_dir = tmp_path / "broker"
     broker = await start(kit, data_dir)
-    for n in range(3):   # create, then update, each followed by a crash
+    for n in range(3):  # create, then update, each followed by a crash
         async with stub_of(broker) as stub:
-            await stub.CreateTopic(pb.CreateTopicRequest(topic_config=topic_config(
-                f"TopicNew{n}", 2)))
-            await stub.UpdateTopic(pb.UpdateTopicRequest(topic_config=topic_config(
-                f"TopicNew{n}", 3)))
+            await stub.CreateTopic(
+                pb.CreateTopicRequest(topic_config=topic_config(f"TopicNew{n}", 2))
+            )
+            await stub.UpdateTopic(
+                pb.UpdateTopicRequest(topic_config=topic_config(f"TopicNew{n}", 3))
+            )
             await fill_topic(stub, f"TopicNew{n}", 3, f"t{n}", per_queue=1)
         await broker.kill()
         broker = await start(kit, data_dir)

@@ -29,15 +29,24 @@ def servers(tmp_path_factory) -> Iterator[Servers]:
     kit = ProcessKit(tmp_path_factory.mktemp("fuzz"))
     try:
         namesrv = loop.run_until_complete(kit.nameserver())
-        broker = loop.run_until_complete(kit.broker(
-            namesrv=namesrv.addr, auto_create_topic_enable=False, max_message_size_bytes=65536,
-            max_batch_size_bytes=262144))
+        broker = loop.run_until_complete(
+            kit.broker(
+                namesrv=namesrv.addr,
+                auto_create_topic_enable=False,
+                max_message_size_bytes=65536,
+                max_batch_size_bytes=262144,
+            )
+        )
         servers = Servers(broker, namesrv)
         channel = servers.channels["broker"]
         channel.unary_unary("/pocketmq.v1.Broker/CreateTopic")(
-            broker_pb2.CreateTopicRequest(topic_config=common_pb2.TopicConfig(
-                topic_name=TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES, perm=6),
-            ).SerializeToString(), timeout=10)
+            broker_pb2.CreateTopicRequest(
+                topic_config=common_pb2.TopicConfig(
+                    topic_name=TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES, perm=6
+                ),
+            ).SerializeToString(),
+            timeout=10,
+        )
         servers.send_reference()
         yield servers
         servers.close()

@@ -36,8 +36,7 @@ IDS = [str(m) for m in METHODS]
 # The servers are checked once after all examples of a test (the `untouched` fixture).
 HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]
 SCALE = int(os.environ.get("POCKETMQ_FUZZ_SCALE", "1"))
-FUZZ = settings(max_examples=12 * SCALE, deadline=None, database=None,
-                suppress_health_check=HEALTH)
+FUZZ = settings(max_examples=12 * SCALE, deadline=None, database=None, suppress_health_check=HEALTH)
 Code = grpc.StatusCode
 
 
@@ -74,43 +73,73 @@ def wire_field(draw) -> bytes:
     wire_type = draw(st.integers(0, 7))
     tag = varint(number << 3 | wire_type)
     if wire_type == 0:
-        return tag + varint(draw(st.integers(-(2 ** 63), 2 ** 64 - 1)))
+        return tag + varint(draw(st.integers(-(2**63), 2**64 - 1)))
     if wire_type == 1:
         return tag + draw(st.binary(min_size=8, max_size=8))
     if wire_type == 2:
         body = draw(st.binary(max_size=64))
-        length = draw(st.one_of(st.just(len(body)), st.integers(0, 2 ** 32)))
+        length = draw(st.one_of(st.just(len(body)), st.integers(0, 2**32)))
         return tag + varint(length) + body
     if wire_type == 5:
         return tag + draw(st.binary(min_size=4, max_size=4))
-    return tag + draw(st.binary(max_size=8))   # 3, 4 (groups), 6, 7: not valid here
+    return tag + draw(st.binary(max_size=8))  # 3, 4 (groups), 6, 7: not valid here
 
 
 wire_fields = st.lists(wire_field(), max_size=6).map(b"".join)
 
 
 # -- typed messages with extreme values ----------------------------------------------------
-INT_RANGES = {F.TYPE_INT32: (-(2 ** 31), 2 ** 31 - 1), F.TYPE_SINT32: (-(2 ** 31), 2 ** 31 - 1),
-              F.TYPE_SFIXED32: (-(2 ** 31), 2 ** 31 - 1), F.TYPE_UINT32: (0, 2 ** 32 - 1),
-              F.TYPE_FIXED32: (0, 2 ** 32 - 1), F.TYPE_INT64: (-(2 ** 63), 2 ** 63 - 1),
-              F.TYPE_SINT64: (-(2 ** 63), 2 ** 63 - 1), F.TYPE_SFIXED64: (-(2 ** 63), 2 ** 63 - 1),
-              F.TYPE_UINT64: (0, 2 ** 64 - 1), F.TYPE_FIXED64: (0, 2 ** 64 - 1),
-              F.TYPE_ENUM: (-(2 ** 31), 2 ** 31 - 1)}
+INT_RANGES = {
+    F.TYPE_INT32: (-(2**31), 2**31 - 1),
+    F.TYPE_SINT32: (-(2**31), 2**31 - 1),
+    F.TYPE_SFIXED32: (-(2**31), 2**31 - 1),
+    F.TYPE_UINT32: (0, 2**32 - 1),
+    F.TYPE_FIXED32: (0, 2**32 - 1),
+    F.TYPE_INT64: (-(2**63), 2**63 - 1),
+    F.TYPE_SINT64: (-(2**63), 2**63 - 1),
+    F.TYPE_SFIXED64: (-(2**63), 2**63 - 1),
+    F.TYPE_UINT64: (0, 2**64 - 1),
+    F.TYPE_FIXED64: (0, 2**64 - 1),
+    F.TYPE_ENUM: (-(2**31), 2**31 - 1),
+}
 # Requests that could legitimately change what the tests rely on never name FuzzTopic.
-TOPIC_SAFE = {"DeleteTopic", "DeleteTopics", "CreateTopics", "UpdateTopic", "ResetConsumerOffset",
-              "UnregisterBroker",
-              "RegisterBroker"}
+TOPIC_SAFE = {
+    "DeleteTopic",
+    "DeleteTopics",
+    "CreateTopics",
+    "UpdateTopic",
+    "ResetConsumerOffset",
+    "UnregisterBroker",
+    "RegisterBroker",
+}
 
 
 def integers(low: int, high: int) -> st.SearchStrategy[int]:
-    edges = [v for v in (0, 1, -1, QUEUES, 2 ** 31 - 1, -(2 ** 31), 2 ** 32, 2 ** 63 - 1,
-                         -(2 ** 63)) if low <= v <= high]
+    edges = [
+        v
+        for v in (0, 1, -1, QUEUES, 2**31 - 1, -(2**31), 2**32, 2**63 - 1, -(2**63))
+        if low <= v <= high
+    ]
     return st.one_of(st.sampled_from(edges), st.integers(low, high))
 
 
 def names(real_topic: bool) -> st.SearchStrategy[str]:
-    odd = st.sampled_from(["", " ", "a b", "a/b", "%RETRY%", "x" * 128, "x" * 256, "x" * 70_000,
-                           "\u00e9\u4e2d", "SCHEDULE_TOPIC_XXXX", "TBW102", "a\x00b"])
+    odd = st.sampled_from(
+        [
+            "",
+            " ",
+            "a b",
+            "a/b",
+            "%RETRY%",
+            "x" * 128,
+            "x" * 256,
+            "x" * 70_000,
+            "\u00e9\u4e2d",
+            "SCHEDULE_TOPIC_XXXX",
+            "TBW102",
+            "a\x00b",
+        ]
+    )
     choices = [odd, st.text(max_size=40)]
     if real_topic:
         choices.append(st.just(TOPIC))
@@ -123,12 +152,12 @@ def field_strategy(field, method: Method, depth: int) -> st.SearchStrategy:
     elif field.type in INT_RANGES:
         low, high = INT_RANGES[field.type]
         if field.name.startswith("suspend"):
-            high = min(high, 300)   # a valid long poll would only make the test wait
+            high = min(high, 300)  # a valid long poll would only make the test wait
         single = integers(low, high)
         if field.name == "phys_offset":
             # A send-back of the reference message (offset 0) is valid; its redelivery,
             # seconds later, would look like a message stored by a later refused request.
-            single = single.filter(bool)   # and the field is always given (below)
+            single = single.filter(bool)  # and the field is always given (below)
     elif field.type == F.TYPE_STRING:
         single = names(method.name not in TOPIC_SAFE)
     elif field.type == F.TYPE_BYTES:
@@ -144,12 +173,18 @@ def message_strategy(desc, method: Method, depth: int = 0) -> st.SearchStrategy:
     cls = message_factory.GetMessageClass(desc)
     if depth > 2:
         return st.just(cls())
-    fields = {f.name: field_strategy(f, method, depth) for f in desc.fields
-              if not (f.message_type and f.message_type.GetOptions().map_entry)}
+    fields = {
+        f.name: field_strategy(f, method, depth)
+        for f in desc.fields
+        if not (f.message_type and f.message_type.GetOptions().map_entry)
+    }
     # Left out, a pull's suspend time is the broker's default, 15 s, and a phys_offset 0:
     # always give them.
-    required = {name: fields.pop(name) for name in list(fields)
-                if name.startswith("suspend") or name == "phys_offset"}
+    required = {
+        name: fields.pop(name)
+        for name in list(fields)
+        if name.startswith("suspend") or name == "phys_offset"
+    }
     return st.fixed_dictionaries(required, optional=fields).map(lambda kw: cls(**kw))
 
 
@@ -171,8 +206,9 @@ def test_fields_of_the_wrong_wire_type_are_refused_or_ignored(untouched, method,
 STRING_FIELDS = [(m, f) for m in METHODS for f in m.input.fields if f.type == F.TYPE_STRING]
 
 
-@pytest.mark.parametrize(("method", "field"), STRING_FIELDS,
-                         ids=[f"{m}.{f.name}" for m, f in STRING_FIELDS])
+@pytest.mark.parametrize(
+    ("method", "field"), STRING_FIELDS, ids=[f"{m}.{f.name}" for m, f in STRING_FIELDS]
+)
 @settings(max_examples=5 * SCALE, deadline=None, database=None, suppress_health_check=HEALTH)
 @given(junk=st.binary(min_size=1, max_size=40).filter(lambda b: not _is_utf8(b)))
 def test_a_string_that_is_not_utf8_is_refused_as_invalid(untouched, method, field, junk):
@@ -203,28 +239,45 @@ def test_extreme_values_in_well_formed_requests_get_specific_answers(servers, me
 
 
 # Name fields and a valid value of each: a request gets them all but the one made too long.
-VALID_NAMES = {"topic": TOPIC, "origin_topic": TOPIC, "group": "FuzzGroup",
-               "consumer_group": "FuzzGroup", "producer_group": "FuzzGroup",
-               "cluster_name": "FuzzCluster", "broker_name": "fuzz-broker",
-               "client_id": "127.0.0.1@1#fuzz"}
-LONG_NAMED = [(m, f) for m in METHODS for f in m.input.fields
-              if f.type == F.TYPE_STRING and f.name in VALID_NAMES]
+VALID_NAMES = {
+    "topic": TOPIC,
+    "origin_topic": TOPIC,
+    "group": "FuzzGroup",
+    "consumer_group": "FuzzGroup",
+    "producer_group": "FuzzGroup",
+    "cluster_name": "FuzzCluster",
+    "broker_name": "fuzz-broker",
+    "client_id": "127.0.0.1@1#fuzz",
+}
+LONG_NAMED = [
+    (m, f)
+    for m in METHODS
+    for f in m.input.fields
+    if f.type == F.TYPE_STRING and f.name in VALID_NAMES
+]
 # What else a request needs so that only the long name is wrong with it.
 VALID_RECORD = encode_record(topic=TOPIC, body=b"x", store_host=pack_host(("127.0.0.1", 0)))
-BASE = {"SendMessage": {"record": VALID_RECORD}, "SendBatch": {"records": VALID_RECORD},
-        "EndTransaction": {"resolution": 1, "commit_log_offset": 0},
-        "ResetConsumerOffset": {"position": 1},
-        "RegisterBroker": {"broker_addr": "127.0.0.1:1"},
-        "UnregisterBroker": {"broker_addr": "127.0.0.1:1"}}
+BASE = {
+    "SendMessage": {"record": VALID_RECORD},
+    "SendBatch": {"records": VALID_RECORD},
+    "EndTransaction": {"resolution": 1, "commit_log_offset": 0},
+    "ResetConsumerOffset": {"position": 1},
+    "RegisterBroker": {"broker_addr": "127.0.0.1:1"},
+    "UnregisterBroker": {"broker_addr": "127.0.0.1:1"},
+}
 
 
-@pytest.mark.parametrize(("method", "field"), LONG_NAMED,
-                         ids=[f"{m}.{f.name}" for m, f in LONG_NAMED])
+@pytest.mark.parametrize(
+    ("method", "field"), LONG_NAMED, ids=[f"{m}.{f.name}" for m, f in LONG_NAMED]
+)
 @settings(max_examples=3, deadline=None, database=None, suppress_health_check=HEALTH)
 @given(length=st.sampled_from([256, 1_000, 100_000]))
 def test_over_long_topic_and_group_names_are_invalid(untouched, method, field, length):
-    fields = {f.name: VALID_NAMES[f.name] for f in method.input.fields
-              if f.name in VALID_NAMES and f.type == F.TYPE_STRING}
+    fields = {
+        f.name: VALID_NAMES[f.name]
+        for f in method.input.fields
+        if f.name in VALID_NAMES and f.type == F.TYPE_STRING
+    }
     fields.update(BASE.get(method.name, {}))
     fields[field.name] = "t" * length
     request = message_factory.GetMessageClass(method.input)(**fields)

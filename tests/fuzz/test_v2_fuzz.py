@@ -38,8 +38,7 @@ from pocketmq.rmqv2 import service_pb2_grpc
 TOPIC, GROUP = "FuzzV2Topic", "FuzzV2Group"
 SCALE = int(os.environ.get("POCKETMQ_FUZZ_SCALE", "1"))
 HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]
-FUZZ = settings(max_examples=8 * SCALE, deadline=None, database=None,
-                suppress_health_check=HEALTH)
+FUZZ = settings(max_examples=8 * SCALE, deadline=None, database=None, suppress_health_check=HEALTH)
 SERVICE = s.DESCRIPTOR.services_by_name["MessagingService"]
 UNARY = [m for m in SERVICE.methods if not m.client_streaming]
 META = (("x-mq-client-id", "fuzz-host@1@0@1"),)
@@ -51,10 +50,18 @@ def meta() -> tuple[tuple[str, str], ...]:
     if not aclmode.enabled():
         return META
     date = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    return (*META, ("x-mq-date-time", date),
-            ("authorization", f"MQv2-HMAC-SHA1 Credential={aclmode.ADMIN.access_key}, "
-                              f"SignedHeaders=x-mq-date-time, "
-                              f"Signature={sign(aclmode.ADMIN.secret_key, date)}"))
+    return (
+        *META,
+        ("x-mq-date-time", date),
+        (
+            "authorization",
+            f"MQv2-HMAC-SHA1 Credential={aclmode.ADMIN.access_key}, "
+            f"SignedHeaders=x-mq-date-time, "
+            f"Signature={sign(aclmode.ADMIN.secret_key, date)}",
+        ),
+    )
+
+
 Code = grpc.StatusCode
 
 
@@ -81,23 +88,37 @@ class V2Broker:
     def assert_healthy(self) -> None:
         assert self.process.running, f"the broker died; log:\n{self.process.log_text()[-3000:]}"
         log = self.process.log_text()
-        assert "Traceback" not in log, "the broker logged a traceback:\n" + log[
-            log.index("Traceback") - 300:][:3000]
+        assert "Traceback" not in log, (
+            "the broker logged a traceback:\n" + log[log.index("Traceback") - 300 :][:3000]
+        )
         stub = service_pb2_grpc.MessagingServiceStub(self.channel)
         body = f"health {time.monotonic_ns()}".encode()
-        sent = stub.SendMessage(s.SendMessageRequest(messages=[d.Message(
-            topic=d.Resource(name=TOPIC), body=body, system_properties=d.SystemProperties(
-                message_id=f"H{time.monotonic_ns()}", body_encoding=d.IDENTITY))]),
-            metadata=meta(), timeout=10)
+        sent = stub.SendMessage(
+            s.SendMessageRequest(
+                messages=[
+                    d.Message(
+                        topic=d.Resource(name=TOPIC),
+                        body=body,
+                        system_properties=d.SystemProperties(
+                            message_id=f"H{time.monotonic_ns()}", body_encoding=d.IDENTITY
+                        ),
+                    )
+                ]
+            ),
+            metadata=meta(),
+            timeout=10,
+        )
         assert sent.status.code == d.OK, sent.status
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:      # a long poll: the broker answers on arrival
+        while time.monotonic() < deadline:  # a long poll: the broker answers on arrival
             request = s.ReceiveMessageRequest(
-                group=d.Resource(name=GROUP), batch_size=32,
+                group=d.Resource(name=GROUP),
+                batch_size=32,
                 message_queue=d.MessageQueue(topic=d.Resource(name=TOPIC), id=-1),
                 filter_expression=d.FilterExpression(type=d.TAG, expression="*"),
                 invisible_duration=Duration(seconds=60),
-                long_polling_timeout=Duration(seconds=2))
+                long_polling_timeout=Duration(seconds=2),
+            )
             for frame in stub.ReceiveMessage(request, metadata=meta(), timeout=10):
                 if frame.HasField("message") and frame.message.body == body:
                     return
@@ -111,9 +132,14 @@ def v2(tmp_path_factory) -> Iterator[V2Broker]:
     try:
         namesrv = loop.run_until_complete(kit.nameserver())
         port = free_port()
-        broker = loop.run_until_complete(kit.broker(
-            namesrv=namesrv.addr, grpc_v2_port=port, max_message_size_bytes=65536,
-            message_delay_level="1s 1s 1s"))
+        broker = loop.run_until_complete(
+            kit.broker(
+                namesrv=namesrv.addr,
+                grpc_v2_port=port,
+                max_message_size_bytes=65536,
+                message_delay_level="1s 1s 1s",
+            )
+        )
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             grpc.channel_ready_future(channel).result(timeout=20)
             yield V2Broker(broker, f"127.0.0.1:{port}", channel)
@@ -137,16 +163,39 @@ def check(method: Any, answer: tuple[Code, bytes | None]) -> None:
     # every reply (a stream's first frame) carries the outcome
     assert reply.HasField("status"), (method.name, reply)
     assert reply.status.code not in (d.CODE_UNSPECIFIED, d.INTERNAL_SERVER_ERROR), (
-        method.name, reply.status)
+        method.name,
+        reply.status,
+    )
 
 
 # -- random values of the right types -------------------------------------------------------
-INTS = {F.TYPE_INT32: 31, F.TYPE_SINT32: 31, F.TYPE_SFIXED32: 31, F.TYPE_INT64: 63,
-        F.TYPE_SINT64: 63, F.TYPE_SFIXED64: 63, F.TYPE_ENUM: 31}
+INTS = {
+    F.TYPE_INT32: 31,
+    F.TYPE_SINT32: 31,
+    F.TYPE_SFIXED32: 31,
+    F.TYPE_INT64: 63,
+    F.TYPE_SINT64: 63,
+    F.TYPE_SFIXED64: 63,
+    F.TYPE_ENUM: 31,
+}
 UINTS = {F.TYPE_UINT32: 32, F.TYPE_FIXED32: 32, F.TYPE_UINT64: 64, F.TYPE_FIXED64: 64}
-NAMES = st.one_of(st.sampled_from([TOPIC, GROUP, "", " ", "%DLQ%x", "x" * 300,
-                                   "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC",
-                                   "0 0 1 broker-a", "a\x00b"]), st.text(max_size=30))
+NAMES = st.one_of(
+    st.sampled_from(
+        [
+            TOPIC,
+            GROUP,
+            "",
+            " ",
+            "%DLQ%x",
+            "x" * 300,
+            "SCHEDULE_TOPIC_XXXX",
+            "RMQ_SYS_TRANS_HALF_TOPIC",
+            "0 0 1 broker-a",
+            "a\x00b",
+        ]
+    ),
+    st.text(max_size=30),
+)
 # a long poll or a long invisible time would only make the test wait or hide the health
 # check's message
 CAPPED = {"long_polling_timeout", "invisible_duration"}
@@ -159,13 +208,15 @@ def value(field: Any, depth: int) -> st.SearchStrategy[Any]:
         if field.name in CAPPED:
             return st.builds(Duration, seconds=st.integers(-5, 1), nanos=st.integers(0, 10))
         single: st.SearchStrategy[Any] = typed(field.message_type, depth + 1)
-    elif field.type == F.TYPE_ENUM:       # mostly defined values, some not
+    elif field.type == F.TYPE_ENUM:  # mostly defined values, some not
         defined = [v.number for v in field.enum_type.values]
-        single = st.one_of(st.sampled_from(defined), st.integers(-(2 ** 31), 2 ** 31 - 1))
+        single = st.one_of(st.sampled_from(defined), st.integers(-(2**31), 2**31 - 1))
     elif field.type in INTS:
         bits = INTS[field.type]
-        single = st.one_of(st.sampled_from([0, 1, -1, 2 ** bits - 1, -(2 ** bits)]),
-                           st.integers(-(2 ** bits), 2 ** bits - 1))
+        single = st.one_of(
+            st.sampled_from([0, 1, -1, 2**bits - 1, -(2**bits)]),
+            st.integers(-(2**bits), 2**bits - 1),
+        )
     elif field.type in UINTS:
         single = st.integers(0, 2 ** UINTS[field.type] - 1)
     elif field.type == F.TYPE_STRING:
@@ -193,8 +244,10 @@ def _wire_field(number: int, wire_type: int, body: bytes) -> bytes:
     return bytes([number << 3 | wire_type]) + body
 
 
-WIRE = st.lists(st.builds(_wire_field, st.integers(1, 15), st.integers(0, 7),
-                          st.binary(max_size=12)), max_size=6).map(b"".join)
+WIRE = st.lists(
+    st.builds(_wire_field, st.integers(1, 15), st.integers(0, 7), st.binary(max_size=12)),
+    max_size=6,
+).map(b"".join)
 
 
 # -- the tests ------------------------------------------------------------------------------
@@ -226,7 +279,7 @@ def test_a_telemetry_stream_of_random_commands_gets_statuses(healthy, commands):
     stub = service_pb2_grpc.MessagingServiceStub(healthy.channel)
     replies = stub.Telemetry(iter(commands), metadata=meta(), timeout=10)
     try:
-        answered = list(replies)         # the broker ends the stream when the client does
+        answered = list(replies)  # the broker ends the stream when the client does
     except grpc.RpcError as exc:
         assert exc.code() in REFUSALS, exc
         return

@@ -22,9 +22,14 @@ MiB = 1024 * 1024
 
 # Small files so that a test broker starts fast and stays small on disk.
 SMALL_BROKER: dict[str, Any] = dict(
-    port=0, commitlog_file_size_bytes=16 * MiB, max_message_size_bytes=MiB,
-    max_batch_size_bytes=4 * MiB, index_slots=1024, index_entries=4096,
-    consume_queue_units_per_file=10_000)
+    port=0,
+    commitlog_file_size_bytes=16 * MiB,
+    max_message_size_bytes=MiB,
+    max_batch_size_bytes=4 * MiB,
+    index_slots=1024,
+    index_entries=4096,
+    consume_queue_units_per_file=10_000,
+)
 
 BrokerConfigFactory = Callable[..., BrokerConfig]
 BrokerStarter = Callable[..., Awaitable[Broker]]
@@ -35,8 +40,7 @@ def broker_config(tmp_path) -> BrokerConfigFactory:
     """``broker_config(dir_name="data", **overrides)``: data in ``tmp_path / dir_name``."""
 
     def make(dir_name: str = "data", **overrides: Any) -> BrokerConfig:
-        return BrokerConfig(**{**SMALL_BROKER, "data_dir": str(tmp_path / dir_name),
-                               **overrides})
+        return BrokerConfig(**{**SMALL_BROKER, "data_dir": str(tmp_path / dir_name), **overrides})
 
     return make
 
@@ -54,7 +58,7 @@ async def start_broker(broker_config) -> AsyncIterator[BrokerStarter]:
 
     yield start
     for broker in reversed(started):
-        await broker.stop()   # a no-op for one the test stopped itself
+        await broker.stop()  # a no-op for one the test stopped itself
 
 
 @pytest.fixture

@@ -42,13 +42,12 @@ APP = {"access_key": "app", "secret_key": "app-secret"}
 async def secured(tmp_path, start_broker, nameserver, eventually):
     acl = tmp_path / "acl.toml"
     acl.write_text(ACL)
-    broker = await start_broker(namesrv_addrs=nameserver.address, acl_enable=True,
-                                acl_file=str(acl))
+    broker = await start_broker(
+        namesrv_addrs=nameserver.address, acl_enable=True, acl_file=str(acl)
+    )
     for topic in ("orders", "audit"):
-        broker.topics.create(TopicConfig(topic_name=topic, read_queue_nums=2,
-                                         write_queue_nums=2))
-    await eventually(lambda: nameserver.route_table.get_route("audit") is not None,
-                     what="routes")
+        broker.topics.create(TopicConfig(topic_name=topic, read_queue_nums=2, write_queue_nums=2))
+    await eventually(lambda: nameserver.route_table.get_route("audit") is not None, what="routes")
     broker.acl_path = acl
     return broker
 
@@ -56,8 +55,9 @@ async def secured(tmp_path, start_broker, nameserver, eventually):
 async def test_a_signed_producer_and_consumer_move_messages(secured, nameserver):
     async with Producer(group="pg", namesrv=nameserver.address, **APP) as producer:
         sent = await producer.send(Message(topic="orders", body=b"paid"))
-    consumer = PullConsumer(group="billing", namesrv=nameserver.address, consume_from="first",
-                            **APP)
+    consumer = PullConsumer(
+        group="billing", namesrv=nameserver.address, consume_from="first", **APP
+    )
     consumer.subscribe("orders")
     async with consumer:
         got = []
@@ -67,27 +67,35 @@ async def test_a_signed_producer_and_consumer_move_messages(secured, nameserver)
     assert [m.msg_id for m in got] == [sent.msg_id]
 
 
-@pytest.mark.parametrize(("credentials", "words"), [
-    ({}, "requires signed requests"),
-    ({"access_key": "app", "secret_key": "wrong"}, "does not match"),
-    ({"access_key": "ghost", "secret_key": "x"}, "'ghost' is unknown"),
-])
-async def test_unsigned_or_badly_signed_sends_are_refused(secured, nameserver, credentials,
-                                                          words):
+@pytest.mark.parametrize(
+    ("credentials", "words"),
+    [
+        ({}, "requires signed requests"),
+        ({"access_key": "app", "secret_key": "wrong"}, "does not match"),
+        ({"access_key": "ghost", "secret_key": "x"}, "'ghost' is unknown"),
+    ],
+)
+async def test_unsigned_or_badly_signed_sends_are_refused(secured, nameserver, credentials, words):
     before = secured.store.runtime_info()["put_messages_total"]
-    async with Producer(group="pg", namesrv=nameserver.address, retry_times_when_send_failed=0,
-                        send_timeout_ms=1500, **credentials) as producer:
+    async with Producer(
+        group="pg",
+        namesrv=nameserver.address,
+        retry_times_when_send_failed=0,
+        send_timeout_ms=1500,
+        **credentials,
+    ) as producer:
         with pytest.raises(RemoteError, match=words):
             await producer.send(Message(topic="orders", body=b"x"))
     assert secured.store.runtime_info()["put_messages_total"] == before
 
 
-async def test_no_pub_on_a_topic_is_refused_naming_user_topic_and_permission(secured,
-                                                                            nameserver):
-    async with Producer(group="pg", namesrv=nameserver.address, retry_times_when_send_failed=0,
-                        **APP) as producer:
-        with pytest.raises(PermissionDeniedError,
-                           match="'app' has no PUB permission on topic 'audit'"):
+async def test_no_pub_on_a_topic_is_refused_naming_user_topic_and_permission(secured, nameserver):
+    async with Producer(
+        group="pg", namesrv=nameserver.address, retry_times_when_send_failed=0, **APP
+    ) as producer:
+        with pytest.raises(
+            PermissionDeniedError, match="'app' has no PUB permission on topic 'audit'"
+        ):
             await producer.send(Message(topic="audit", body=b"x"))
 
 
@@ -106,15 +114,17 @@ async def test_only_an_admin_creates_topics(secured, nameserver):
     async with AdminClient(nameserver.address, **APP) as admin:
         with pytest.raises(PermissionDeniedError, match="CreateTopic is an admin request"):
             await admin.create_topic(secured.address, config)
-    async with AdminClient(nameserver.address, access_key="admin",
-                           secret_key="admin-secret") as admin:
+    async with AdminClient(
+        nameserver.address, access_key="admin", secret_key="admin-secret"
+    ) as admin:
         await admin.create_topic(secured.address, config)
     assert secured.topics.get("new-topic") is not None
 
 
 async def test_an_edited_acl_file_applies_without_a_restart(secured, nameserver, eventually):
-    async with Producer(group="pg", namesrv=nameserver.address, retry_times_when_send_failed=0,
-                        **APP) as producer:
+    async with Producer(
+        group="pg", namesrv=nameserver.address, retry_times_when_send_failed=0, **APP
+    ) as producer:
         with pytest.raises(PermissionDeniedError):
             await producer.send(Message(topic="audit", body=b"before"))
         secured.acl_path.write_text(ACL.replace('audit = "SUB"', 'audit = "PUB"'))
@@ -131,12 +141,13 @@ async def test_an_edited_acl_file_applies_without_a_restart(secured, nameserver,
         await eventually(sent, what="the new rule")
 
 
-async def test_the_cli_signs_with_keys_from_the_environment(secured, nameserver, monkeypatch,
-                                                            capsys):
+async def test_the_cli_signs_with_keys_from_the_environment(
+    secured, nameserver, monkeypatch, capsys
+):
     from pocketmq.cli import main
 
     argv = ["send", "orders", "from the cli", "--namesrv", nameserver.address]
-    assert await asyncio.to_thread(main, argv) == 1          # unsigned: refused
+    assert await asyncio.to_thread(main, argv) == 1  # unsigned: refused
     assert "requires signed requests" in capsys.readouterr().err
     monkeypatch.setenv("POCKETMQ_ACCESS_KEY", "app")
     monkeypatch.setenv("POCKETMQ_SECRET_KEY", "app-secret")
@@ -144,27 +155,37 @@ async def test_the_cli_signs_with_keys_from_the_environment(secured, nameserver,
 
 
 async def test_an_acl_nameserver_takes_registrations_from_admins_and_routes_for_users(
-        tmp_path, start_broker, eventually):
+    tmp_path, start_broker, eventually
+):
     from pocketmq.client import RouteNotFoundError
     from pocketmq.nameserver import NameServer, NamesrvConfig
 
     acl = tmp_path / "acl.toml"
     acl.write_text(ACL)
-    nameserver = NameServer(NamesrvConfig(host="127.0.0.1", port=0, acl_enable=True,
-                                          acl_file=str(acl)))
+    nameserver = NameServer(
+        NamesrvConfig(host="127.0.0.1", port=0, acl_enable=True, acl_file=str(acl))
+    )
     await nameserver.start()
     try:
-        outsider = await start_broker(dir_name="outsider", broker_name="broker-x",
-                                      namesrv_addrs=nameserver.address)
-        member = await start_broker(dir_name="member", namesrv_addrs=nameserver.address,
-                                    access_key="admin", secret_key="admin-secret")
-        member.topics.create(TopicConfig(topic_name="orders", read_queue_nums=1,
-                                         write_queue_nums=1))
-        await eventually(lambda: nameserver.route_table.get_route("orders") is not None,
-                         what="the signed registration")
+        outsider = await start_broker(
+            dir_name="outsider", broker_name="broker-x", namesrv_addrs=nameserver.address
+        )
+        member = await start_broker(
+            dir_name="member",
+            namesrv_addrs=nameserver.address,
+            access_key="admin",
+            secret_key="admin-secret",
+        )
+        member.topics.create(
+            TopicConfig(topic_name="orders", read_queue_nums=1, write_queue_nums=1)
+        )
+        await eventually(
+            lambda: nameserver.route_table.get_route("orders") is not None,
+            what="the signed registration",
+        )
         assert nameserver.route_table.live_broker(outsider.address) is None
         async with Producer(group="pg", namesrv=nameserver.address, **APP) as producer:
-            assert (await producer.fetch_publish_queues("orders"))
+            assert await producer.fetch_publish_queues("orders")
         async with Producer(group="pg", namesrv=nameserver.address) as anonymous:
             with pytest.raises((RouteNotFoundError, RemoteError)):
                 await anonymous.fetch_publish_queues("orders")

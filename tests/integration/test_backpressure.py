@@ -33,7 +33,7 @@ class SlowSyncIO(StoreIO):
     """A disk whose fdatasync takes 30 ms: every sync-flush send lasts that long."""
 
     def sync(self, fd: int) -> None:
-        time.sleep(0.03)   # runs in the flush thread: a slow disk, not a test waiting
+        time.sleep(0.03)  # runs in the flush thread: a slow disk, not a test waiting
         super().sync(fd)
 
 
@@ -43,8 +43,10 @@ async def slow_broker(broker_config):
 
     async def start(**overrides) -> Broker:
         config = broker_config(flush_disk_type="sync", **overrides)
-        broker = Broker(config, store_factory=lambda cfg, clock: DefaultMessageStore(
-            cfg, clock=clock, io=SlowSyncIO()))
+        broker = Broker(
+            config,
+            store_factory=lambda cfg, clock: DefaultMessageStore(cfg, clock=clock, io=SlowSyncIO()),
+        )
         await broker.start()
         started.append(broker)
         return broker
@@ -55,8 +57,9 @@ async def slow_broker(broker_config):
 
 
 def record(queue_id: int = 0, body: bytes = b"hello") -> bytes:
-    return encode_record(topic="TopicA", body=body, queue_id=queue_id,
-                         store_host=pack_host(("127.0.0.1", 0)))
+    return encode_record(
+        topic="TopicA", body=body, queue_id=queue_id, store_host=pack_host(("127.0.0.1", 0))
+    )
 
 
 def puts(broker: Broker) -> int:
@@ -76,12 +79,14 @@ def reason(error: grpc.aio.AioRpcError) -> str:
 
 
 async def test_requests_beyond_the_connection_limit_are_answered_busy_and_store_nothing(
-        slow_broker):
+    slow_broker,
+):
     broker = await slow_broker(max_in_flight_requests_per_connection=2)
     async with grpc.aio.insecure_channel(broker.address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
         ok, errors = await outcomes(
-            stub.SendMessage(pb.SendMessageRequest(record=record())) for _ in range(20))
+            stub.SendMessage(pb.SendMessageRequest(record=record())) for _ in range(20)
+        )
     assert errors, "20 concurrent 30 ms sends on one connection never exceeded 2 in flight"
     for error in errors:
         assert (error.code(), reason(error)) == (BUSY, "SYSTEM_BUSY")
@@ -93,13 +98,15 @@ async def test_requests_beyond_the_connection_limit_are_answered_busy_and_store_
 
 
 async def test_the_broker_wide_limit_counts_every_connection(slow_broker):
-    broker = await slow_broker(max_in_flight_requests_per_connection=100,
-                               max_in_flight_requests=3)
+    broker = await slow_broker(max_in_flight_requests_per_connection=100, max_in_flight_requests=3)
     channels = [grpc.aio.insecure_channel(broker.address) for _ in range(4)]
     try:
         stubs = [broker_pb2_grpc.BrokerStub(c) for c in channels]
-        ok, errors = await outcomes(stub.SendMessage(pb.SendMessageRequest(record=record()))
-                                    for stub in stubs for _ in range(5))
+        ok, errors = await outcomes(
+            stub.SendMessage(pb.SendMessageRequest(record=record()))
+            for stub in stubs
+            for _ in range(5)
+        )
     finally:
         for channel in channels:
             await channel.close()
@@ -112,13 +119,24 @@ async def test_parked_pulls_are_not_counted_in_flight_but_bounded_on_their_own(s
     broker = await slow_broker(max_in_flight_requests_per_connection=2, max_parked_pulls=3)
     async with grpc.aio.insecure_channel(broker.address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
-        await stub.CreateTopic(pb.CreateTopicRequest(topic_config=common_pb2.TopicConfig(
-            topic_name="TopicA", read_queue_nums=4, write_queue_nums=4)))
+        await stub.CreateTopic(
+            pb.CreateTopicRequest(
+                topic_config=common_pb2.TopicConfig(
+                    topic_name="TopicA", read_queue_nums=4, write_queue_nums=4
+                )
+            )
+        )
 
         def pull(queue_id: int):
-            return stub.PullMessage(pb.PullMessageRequest(
-                consumer_group="G", topic="TopicA", queue_id=queue_id, queue_offset=0,
-                suspend_timeout_ms=20_000))
+            return stub.PullMessage(
+                pb.PullMessageRequest(
+                    consumer_group="G",
+                    topic="TopicA",
+                    queue_id=queue_id,
+                    queue_offset=0,
+                    suspend_timeout_ms=20_000,
+                )
+            )
 
         parked = [asyncio.ensure_future(pull(0)) for _ in range(3)]
         deadline = time.monotonic() + 10
@@ -127,8 +145,7 @@ async def test_parked_pulls_are_not_counted_in_flight_but_bounded_on_their_own(s
             await asyncio.sleep(0.01)
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await pull(1)
-        assert refused.value.code() is BUSY and "(max_parked_pulls = 3)" in \
-            refused.value.details()
+        assert refused.value.code() is BUSY and "(max_parked_pulls = 3)" in refused.value.details()
         # Three pulls wait on this connection, yet a send on it is admitted (limit 2)
         # and wakes them.
         reply = await stub.SendMessage(pb.SendMessageRequest(record=record()))
@@ -147,12 +164,19 @@ async def test_the_sdk_backs_off_on_busy_and_delivers_every_message(tmp_path):
     try:
         # Each client has connections of its own: three producers with calls in flight
         # pass a total of 2 (a producer coalesces its tasks' sends into few calls).
-        broker = await kit.broker(namesrv=namesrv.address, flush_disk_type="sync",
-                                  max_in_flight_requests_per_connection=2,
-                                  max_in_flight_requests=2)
+        broker = await kit.broker(
+            namesrv=namesrv.address,
+            flush_disk_type="sync",
+            max_in_flight_requests_per_connection=2,
+            max_in_flight_requests=2,
+        )
         received: Counter[str] = Counter()
-        consumer = PushConsumer(group="bp-consumer", namesrv=namesrv.address,
-                                consume_from="first", pull_delay_on_error_s=0.2)
+        consumer = PushConsumer(
+            group="bp-consumer",
+            namesrv=namesrv.address,
+            consume_from="first",
+            pull_delay_on_error_s=0.2,
+        )
         consumer.subscribe("TopicBP", "*")
 
         @consumer.listener
@@ -165,15 +189,18 @@ async def test_the_sdk_backs_off_on_busy_and_delivers_every_message(tmp_path):
         try:
             deadline = time.monotonic() + 60
             while not sent <= set(received):
-                assert time.monotonic() < deadline, \
+                assert time.monotonic() < deadline, (
                     f"{len(sent - set(received))} of {len(sent)} messages never consumed"
+                )
                 await asyncio.sleep(0.1)
         finally:
             await consumer.shutdown()
         info = await _runtime_info(broker.addr)
         refused = int(info["requests_refused_busy_total"])
-        print(f"\n{len(sent)} messages sent, {refused} requests refused busy, broker RSS "
-              f"{min(rss) / MiB:.0f}..{max(rss) / MiB:.0f} MiB")
+        print(
+            f"\n{len(sent)} messages sent, {refused} requests refused busy, broker RSS "
+            f"{min(rss) / MiB:.0f}..{max(rss) / MiB:.0f} MiB"
+        )
         assert refused > 0, "the load never reached the limits; the test proves nothing"
         assert max(rss) < 600 * MiB
         assert await broker.stop() == 0
@@ -184,18 +211,21 @@ async def test_the_sdk_backs_off_on_busy_and_delivers_every_message(tmp_path):
 
 async def _push_past_the_limit(namesrv: str, broker) -> tuple[set[str], list[int]]:
     """3 producers x 24 tasks x 25 sends, each producer up to 8 calls in flight."""
-    producers = [Producer(group=f"bp-producer-{i}", namesrv=namesrv,
-                          max_in_flight_per_broker=8) for i in range(3)]
+    producers = [
+        Producer(group=f"bp-producer-{i}", namesrv=namesrv, max_in_flight_per_broker=8)
+        for i in range(3)
+    ]
     sent: set[str] = set()
     rss: list[int] = []
 
     async def task(producer: Producer, n: int) -> None:
         for i in range(25):
-            result = await producer.send(Message(topic="TopicBP", body=b"x" * 200,
-                                                 keys=[f"{n}-{i}"]))
+            result = await producer.send(
+                Message(topic="TopicBP", body=b"x" * 200, keys=[f"{n}-{i}"])
+            )
             sent.add(result.msg_id)
 
-    isolated: list[str] = []   # SYSTEM_BUSY is back-pressure: never a reason to avoid a broker
+    isolated: list[str] = []  # SYSTEM_BUSY is back-pressure: never a reason to avoid a broker
     for producer in producers:
         await producer.start()
         record_isolation(producer, isolated)
@@ -204,7 +234,7 @@ async def _push_past_the_limit(namesrv: str, broker) -> tuple[set[str], list[int
         while not load.done():
             rss.append(broker.rss_bytes())
             await asyncio.wait([load], timeout=0.2)
-        await load   # every send succeeded: SendTimeoutError would surface here
+        await load  # every send succeeded: SendTimeoutError would surface here
     finally:
         for producer in producers:
             await producer.shutdown()
@@ -227,5 +257,6 @@ def record_isolation(producer: Producer, isolated: list[str]) -> None:
 async def _runtime_info(addr: str) -> dict[str, str]:
     async with grpc.aio.insecure_channel(addr) as channel:
         reply = await broker_pb2_grpc.BrokerStub(channel).GetBrokerRuntimeInfo(
-            pb.GetBrokerRuntimeInfoRequest())
+            pb.GetBrokerRuntimeInfoRequest()
+        )
     return dict(reply.table)

@@ -28,9 +28,18 @@ async def cluster(tmp_path):
 
 async def bench(cluster, *args: str) -> tuple[int, list[str], dict]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pocketmq", "--log-level", "WARNING", "bench", *args,
-        "--namesrv", cluster.addr,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "pocketmq",
+        "--log-level",
+        "WARNING",
+        "bench",
+        *args,
+        "--namesrv",
+        cluster.addr,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         out, err = await asyncio.wait_for(process.communicate(), TIMEOUT_S)
     finally:
@@ -43,16 +52,29 @@ async def bench(cluster, *args: str) -> tuple[int, list[str], dict]:
 
 
 def stored(cluster, topic: str) -> int:
-    return sum(broker.store.max_offset(topic, queue_id) for broker in cluster.brokers
-               for queue_id in broker.store.queue_ids(topic))
+    return sum(
+        broker.store.max_offset(topic, queue_id)
+        for broker in cluster.brokers
+        for queue_id in broker.store.queue_ids(topic)
+    )
 
 
 async def test_bench_produce_sends_exactly_count_and_every_send_is_acknowledged(
-        cluster, eventually):
+    cluster, eventually
+):
     await create_topic(cluster, "bench-p", eventually)
-    code, _lines, summary = await bench(cluster, "produce", "--topic", "bench-p",
-                                        "--count", "3000", "--concurrency", "8",
-                                        "--size", "64")
+    code, _lines, summary = await bench(
+        cluster,
+        "produce",
+        "--topic",
+        "bench-p",
+        "--count",
+        "3000",
+        "--concurrency",
+        "8",
+        "--size",
+        "64",
+    )
     produce = summary["produce"]
     assert code == 0, summary
     assert summary["mode"] == "produce"
@@ -69,12 +91,23 @@ async def test_bench_produce_sends_exactly_count_and_every_send_is_acknowledged(
 async def test_bench_produce_in_batches_writes_the_summary_file(cluster, eventually, tmp_path):
     await create_topic(cluster, "bench-b", eventually)
     out = tmp_path / "summary.json"
-    code, _lines, summary = await bench(cluster, "produce", "--topic", "bench-b",
-                                        "--count", "1005", "--batch", "10",
-                                        "--concurrency", "4", "--json-out", str(out))
+    code, _lines, summary = await bench(
+        cluster,
+        "produce",
+        "--topic",
+        "bench-b",
+        "--count",
+        "1005",
+        "--batch",
+        "10",
+        "--concurrency",
+        "4",
+        "--json-out",
+        str(out),
+    )
     assert code == 0, summary
     assert json.loads(out.read_text()) == summary
-    assert summary["produce"]["acknowledged"] == 1005      # the last batch carries 5
+    assert summary["produce"]["acknowledged"] == 1005  # the last batch carries 5
     assert stored(cluster, "bench-b") == 1005
 
 
@@ -83,9 +116,18 @@ async def test_bench_consume_reads_what_is_there(cluster, eventually):
     async with Producer(group="bench-fill", namesrv=cluster.addr) as producer:
         for _ in range(8):
             await producer.send_batch([Message(topic="bench-c", body=b"c" * 50)] * 50)
-    code, _lines, summary = await bench(cluster, "consume", "--topic", "bench-c",
-                                        "--group", "bench-cg", "--count", "400",
-                                        "--idle-timeout", "10")
+    code, _lines, summary = await bench(
+        cluster,
+        "consume",
+        "--topic",
+        "bench-c",
+        "--group",
+        "bench-cg",
+        "--count",
+        "400",
+        "--idle-timeout",
+        "10",
+    )
     assert code == 0, summary
     assert summary["consume"]["consumed"] == 400
     assert summary["consume"]["bytes"] == 400 * 50
@@ -94,9 +136,18 @@ async def test_bench_consume_reads_what_is_there(cluster, eventually):
 
 async def test_bench_e2e_consumes_everything_it_sent_with_live_lines(cluster):
     # an unknown topic: the bench creates it on both brokers before sending
-    code, lines, summary = await bench(cluster, "e2e", "--topic", "bench-e2e",
-                                       "--duration", "1.5", "--interval", "0.4",
-                                       "--concurrency", "4")
+    code, lines, summary = await bench(
+        cluster,
+        "e2e",
+        "--topic",
+        "bench-e2e",
+        "--duration",
+        "1.5",
+        "--interval",
+        "0.4",
+        "--concurrency",
+        "4",
+    )
     produce, consume = summary["produce"], summary["consume"]
     assert code == 0, summary
     assert produce["acknowledged"] > 0 and produce["failed"] == 0
@@ -112,8 +163,15 @@ async def test_bench_e2e_consumes_everything_it_sent_with_live_lines(cluster):
 
 async def test_bench_refuses_bad_arguments(cluster):
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pocketmq", "bench", "produce", "--size", "0",
-        stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "pocketmq",
+        "bench",
+        "produce",
+        "--size",
+        "0",
+        stderr=asyncio.subprocess.PIPE,
+    )
     _out, err = await asyncio.wait_for(process.communicate(), TIMEOUT_S)
     assert process.returncode == 2
     assert b"--size must be positive, got 0" in err
@@ -121,7 +179,7 @@ async def test_bench_refuses_bad_arguments(cluster):
 
 def test_latency_histogram_percentiles_within_the_bucket_width():
     histogram = LatencyHistogram()
-    for us in range(1, 10_001):                  # 1 us .. 10 ms, uniformly
+    for us in range(1, 10_001):  # 1 us .. 10 ms, uniformly
         histogram.record(us / 1_000_000)
     assert histogram.count == 10_000
     assert histogram.percentile_s(50) == pytest.approx(0.005, rel=1 / 32)

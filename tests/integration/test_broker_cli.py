@@ -23,7 +23,8 @@ async def registered_route(stub, topic: str, timeout_s: float = 10.0):
     while True:
         try:
             reply = await stub.GetRouteInfoByTopic(
-                nameserver_pb2.GetRouteInfoByTopicRequest(topic=topic))
+                nameserver_pb2.GetRouteInfoByTopicRequest(topic=topic)
+            )
             return reply.route
         except grpc.aio.AioRpcError as exc:
             if exc.code() is not grpc.StatusCode.NOT_FOUND:
@@ -34,12 +35,24 @@ async def registered_route(stub, topic: str, timeout_s: float = 10.0):
 
 async def test_standalone_serves_and_stops_gracefully_on_sigterm(tmp_path):
     data_dir = tmp_path / "data"
-    small = tmp_path / "small-segments.toml"   # 16 MiB, not 1 GiB, of disk
+    small = tmp_path / "small-segments.toml"  # 16 MiB, not 1 GiB, of disk
     small.write_text("commitlog_file_size_bytes = 16777216\n")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pocketmq", "standalone", "--data-dir", str(data_dir),
-        "--namesrv-port", "0", "--broker-port", "0", "--config", str(small),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "pocketmq",
+        "standalone",
+        "--data-dir",
+        str(data_dir),
+        "--namesrv-port",
+        "0",
+        "--broker-port",
+        "0",
+        "--config",
+        str(small),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         log = b""
         while not (match := READY.search(log)):
@@ -48,10 +61,12 @@ async def test_standalone_serves_and_stops_gracefully_on_sigterm(tmp_path):
             log += line
         namesrv_addr, broker_addr = (m.decode() for m in match.groups())
         async with grpc.aio.insecure_channel(broker_addr) as channel:
-            record = encode_record(topic="CliTopic", body=b"hi",
-                                   store_host=pack_host(("127.0.0.1", 0)))
+            record = encode_record(
+                topic="CliTopic", body=b"hi", store_host=pack_host(("127.0.0.1", 0))
+            )
             reply = await broker_pb2_grpc.BrokerStub(channel).SendMessage(
-                pb.SendMessageRequest(record=record))
+                pb.SendMessageRequest(record=record)
+            )
             assert reply.status == pb.SEND_OK
         async with grpc.aio.insecure_channel(namesrv_addr) as channel:
             stub = nameserver_pb2_grpc.NameServerStub(channel)
@@ -70,9 +85,17 @@ async def test_standalone_serves_and_stops_gracefully_on_sigterm(tmp_path):
 
 async def test_a_bad_flag_value_exits_2_naming_the_key(tmp_path):
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pocketmq", "broker", "--data-dir", str(tmp_path),
-        "--namesrv", "no-port-here", stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "pocketmq",
+        "broker",
+        "--data-dir",
+        str(tmp_path),
+        "--namesrv",
+        "no-port-here",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 2
     assert b"namesrv_addrs" in err
@@ -84,8 +107,17 @@ def test_standalone_takes_broker_keys_from_config_and_its_flags_win(tmp_path):
 
     toml = tmp_path / "broker.toml"
     toml.write_text('[broker]\nmax_pull_messages = 256\nport = 1\ndata_dir = "elsewhere"\n')
-    args = build_parser().parse_args(["standalone", "--config", str(toml), "--broker-port",
-                                      "10999", "--data-dir", str(tmp_path / "d")])
+    args = build_parser().parse_args(
+        [
+            "standalone",
+            "--config",
+            str(toml),
+            "--broker-port",
+            "10999",
+            "--data-dir",
+            str(tmp_path / "d"),
+        ]
+    )
     config = _standalone_broker_config(args, namesrv_addrs="127.0.0.1:9876")
     assert config.max_pull_messages == 256
     assert (config.port, config.data_dir) == (10999, str(tmp_path / "d"))

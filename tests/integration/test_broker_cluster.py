@@ -23,7 +23,8 @@ async def route(ns: NameServer, topic: str):
         stub = nameserver_pb2_grpc.NameServerStub(channel)
         try:
             reply = await stub.GetRouteInfoByTopic(
-                nameserver_pb2.GetRouteInfoByTopicRequest(topic=topic))
+                nameserver_pb2.GetRouteInfoByTopicRequest(topic=topic)
+            )
         except grpc.aio.AioRpcError as exc:
             assert exc.code() is grpc.StatusCode.NOT_FOUND
             return None
@@ -40,8 +41,10 @@ async def live_brokers(ns: NameServer) -> list[str]:
 @pytest.fixture
 async def nameservers():
     clock = ManualClock()
-    servers = [NameServer(NamesrvConfig(host="127.0.0.1", port=0, broker_expire_seconds=120),
-                          clock=clock) for _ in range(2)]
+    servers = [
+        NameServer(NamesrvConfig(host="127.0.0.1", port=0, broker_expire_seconds=120), clock=clock)
+        for _ in range(2)
+    ]
     for ns in servers:
         await ns.start()
     yield servers, clock
@@ -50,7 +53,8 @@ async def nameservers():
 
 
 async def test_broker_registers_with_every_nameserver_and_routes_follow_its_topics(
-        broker_config, eventually, nameservers):
+    broker_config, eventually, nameservers
+):
     servers, _clock = nameservers
     addrs = ";".join(ns.address for ns in servers)
     broker = Broker(broker_config("broker", namesrv_addrs=addrs, broker_name="broker-x"))
@@ -63,10 +67,11 @@ async def test_broker_registers_with_every_nameserver_and_routes_follow_its_topi
             assert dict(tbw.broker_datas[0].broker_addrs) == {0: broker.address}
         async with grpc.aio.insecure_channel(broker.address) as channel:
             stub = broker_pb2_grpc.BrokerStub(channel)
-            record = encode_record(topic="NewTopic", body=b"x", queue_id=0,
-                                   store_host=pack_host(("127.0.0.1", 0)))
+            record = encode_record(
+                topic="NewTopic", body=b"x", queue_id=0, store_host=pack_host(("127.0.0.1", 0))
+            )
             await stub.SendMessage(pb.SendMessageRequest(record=record))
-        for ns in servers:     # the auto-created topic is registered at once, not in 30 s
+        for ns in servers:  # the auto-created topic is registered at once, not in 30 s
             await eventually(lambda ns=ns: route(ns, "NewTopic"))
             new = await route(ns, "NewTopic")
             assert (new.queue_datas[0].write_queue_nums, new.queue_datas[0].perm) == (8, 6)
@@ -85,22 +90,24 @@ async def test_an_expired_broker_comes_back_at_its_next_registration(broker_conf
         assert [b.broker.broker_addr for b in ns.run_once()] == [broker.address]
         assert await live_brokers(ns) == []
         assert await route(ns, "TBW102") is None
-        assert await broker.registration.run_once() == 1   # the 30 s round
+        assert await broker.registration.run_once() == 1  # the 30 s round
         assert await live_brokers(ns) == [broker.address]
         assert await route(ns, "TBW102") is not None
     finally:
         await broker.stop()
 
 
-async def test_a_nameserver_down_at_start_gets_the_broker_when_it_comes_up(broker_config,
-                                                                           eventually):
+async def test_a_nameserver_down_at_start_gets_the_broker_when_it_comes_up(
+    broker_config, eventually
+):
     probe = NameServer(NamesrvConfig(host="127.0.0.1", port=0))
     await probe.start()
     port = probe.port
     await probe.stop(0)
-    broker = Broker(broker_config("broker", namesrv_addrs=f"127.0.0.1:{port}",
-                                  register_timeout_seconds=1))
-    await broker.start()     # the failure is logged, the broker serves anyway
+    broker = Broker(
+        broker_config("broker", namesrv_addrs=f"127.0.0.1:{port}", register_timeout_seconds=1)
+    )
+    await broker.start()  # the failure is logged, the broker serves anyway
     try:
         assert broker.registration.registered == {f"127.0.0.1:{port}": False}
         ns = NameServer(NamesrvConfig(host="127.0.0.1", port=port))
@@ -114,8 +121,9 @@ async def test_a_nameserver_down_at_start_gets_the_broker_when_it_comes_up(broke
         await broker.stop()
 
 
-async def test_graceful_stop_unregisters_and_leaves_no_abort_file(tmp_path, broker_config,
-                                                                  nameservers):
+async def test_graceful_stop_unregisters_and_leaves_no_abort_file(
+    tmp_path, broker_config, nameservers
+):
     servers, _clock = nameservers
     broker = Broker(broker_config("broker", namesrv_addrs=";".join(s.address for s in servers)))
     await broker.start()

@@ -15,8 +15,9 @@ from pocketmq.v1 import broker_pb2_grpc, common_pb2
 
 
 def record(body=b"x", queue_id=0) -> bytes:
-    return encode_record(topic="TopicA", body=body, queue_id=queue_id,
-                         store_host=pack_host(("127.0.0.1", 0)))
+    return encode_record(
+        topic="TopicA", body=body, queue_id=queue_id, store_host=pack_host(("127.0.0.1", 0))
+    )
 
 
 async def with_stub(broker, fn):
@@ -25,15 +26,22 @@ async def with_stub(broker, fn):
 
 
 async def commit(stub, queue_id, offset):
-    await stub.UpdateConsumerOffset(pb.UpdateConsumerOffsetRequest(
-        consumer_group="GroupA", topic="TopicA", queue_id=queue_id, offset=offset))
+    await stub.UpdateConsumerOffset(
+        pb.UpdateConsumerOffsetRequest(
+            consumer_group="GroupA", topic="TopicA", queue_id=queue_id, offset=offset
+        )
+    )
 
 
 async def query(broker, queue_id):
     async def q(stub):
-        reply = await stub.QueryConsumerOffset(pb.QueryConsumerOffsetRequest(
-            consumer_group="GroupA", topic="TopicA", queue_id=queue_id))
+        reply = await stub.QueryConsumerOffset(
+            pb.QueryConsumerOffsetRequest(
+                consumer_group="GroupA", topic="TopicA", queue_id=queue_id
+            )
+        )
         return reply.offset if reply.HasField("offset") else None
+
     return await with_stub(broker, q)
 
 
@@ -42,8 +50,13 @@ async def test_offsets_topics_and_messages_survive_a_restart(tmp_path, broker_co
     await broker.start()
 
     async def load(stub):
-        await stub.CreateTopic(pb.CreateTopicRequest(topic_config=common_pb2.TopicConfig(
-            topic_name="TopicA", read_queue_nums=2, write_queue_nums=2, perm=6)))
+        await stub.CreateTopic(
+            pb.CreateTopicRequest(
+                topic_config=common_pb2.TopicConfig(
+                    topic_name="TopicA", read_queue_nums=2, write_queue_nums=2, perm=6
+                )
+            )
+        )
         await stub.SendBatch(pb.SendBatchRequest(records=record(b"a") + record(b"b")))
         await commit(stub, 0, 1)
         await commit(stub, 1, 0)
@@ -62,9 +75,15 @@ async def test_offsets_topics_and_messages_survive_a_restart(tmp_path, broker_co
         async def read(stub):
             topics = await stub.GetAllTopicConfig(pb.GetAllTopicConfigRequest())
             assert "TopicA" in {tc.topic_name for tc in topics.topic_configs}
-            reply = await stub.PullMessage(pb.PullMessageRequest(
-                consumer_group="GroupA", topic="TopicA", queue_id=0, queue_offset=1,
-                suspend_timeout_ms=0))
+            reply = await stub.PullMessage(
+                pb.PullMessageRequest(
+                    consumer_group="GroupA",
+                    topic="TopicA",
+                    queue_id=0,
+                    queue_offset=1,
+                    suspend_timeout_ms=0,
+                )
+            )
             return [m.body for m in iter_records(reply.records)]
 
         assert await with_stub(broker, read) == [b"b"]
@@ -72,20 +91,25 @@ async def test_offsets_topics_and_messages_survive_a_restart(tmp_path, broker_co
         await broker.stop()
 
 
-async def test_a_corrupted_offsets_file_falls_back_to_the_previous_version(tmp_path, broker_config,
-                                                                          caplog):
+async def test_a_corrupted_offsets_file_falls_back_to_the_previous_version(
+    tmp_path, broker_config, caplog
+):
     broker = Broker(broker_config(consumer_offset_persist_interval_seconds=3600))
     await broker.start()
     try:
-        await with_stub(broker, lambda stub: stub.SendBatch(   # offsets up to 9 exist
-            pb.SendBatchRequest(records=record() * 9)))
+        await with_stub(
+            broker,
+            lambda stub: stub.SendBatch(  # offsets up to 9 exist
+                pb.SendBatchRequest(records=record() * 9)
+            ),
+        )
         await with_stub(broker, lambda stub: commit(stub, 0, 5))
-        await broker.offsets.run_once()             # consumerOffset.json: 5
+        await broker.offsets.run_once()  # consumerOffset.json: 5
         await with_stub(broker, lambda stub: commit(stub, 0, 9))
     finally:
-        await broker.stop()                         # consumerOffset.json: 9, .bak: 5
+        await broker.stop()  # consumerOffset.json: 9, .bak: 5
     path = tmp_path / "data" / "config" / "consumerOffset.json"
-    path.write_bytes(path.read_bytes()[:7])         # torn by a bad disk
+    path.write_bytes(path.read_bytes()[:7])  # torn by a bad disk
     broker = Broker(broker_config())
     await broker.start()
     try:
@@ -101,9 +125,17 @@ async def test_a_stop_answers_parked_pulls_instead_of_dropping_them(tmp_path, br
     channel = grpc.aio.insecure_channel(broker.address)
     stub = broker_pb2_grpc.BrokerStub(channel)
     await stub.SendMessage(pb.SendMessageRequest(record=record()))
-    parked = asyncio.ensure_future(stub.PullMessage(pb.PullMessageRequest(
-        consumer_group="GroupA", topic="TopicA", queue_id=0, queue_offset=1,
-        suspend_timeout_ms=30_000)))
+    parked = asyncio.ensure_future(
+        stub.PullMessage(
+            pb.PullMessageRequest(
+                consumer_group="GroupA",
+                topic="TopicA",
+                queue_id=0,
+                queue_offset=1,
+                suspend_timeout_ms=30_000,
+            )
+        )
+    )
     deadline = asyncio.get_running_loop().time() + 5
     while broker.hold.parked_count == 0:
         assert asyncio.get_running_loop().time() < deadline, "the pull never parked"
@@ -124,7 +156,7 @@ async def test_a_second_broker_on_the_same_directory_is_refused(tmp_path, broker
         second = Broker(broker_config())
         try:
             await second.start()
-        except Exception as exc:   # the store's lock error, raised from start()
+        except Exception as exc:  # the store's lock error, raised from start()
             assert "lock" in str(exc).lower() or "locked" in type(exc).__name__.lower()
         else:
             await second.stop()

@@ -33,10 +33,15 @@ def record(*, topic="TopicA", queue_id=0, body=b"hello", delay=0, uniq="U1") -> 
     props = {"UNIQ_KEY": uniq, "TAGS": "TagA"}
     if delay:
         props["DELAY"] = str(delay)
-    return encode_record(topic=topic, body=body, queue_id=queue_id, properties=props,
-                         born_timestamp_ms=int(time.time() * 1000),
-                         born_host=pack_host(("127.0.0.1", 40000)),
-                         store_host=pack_host(("127.0.0.1", 0)))
+    return encode_record(
+        topic=topic,
+        body=body,
+        queue_id=queue_id,
+        properties=props,
+        born_timestamp_ms=int(time.time() * 1000),
+        born_host=pack_host(("127.0.0.1", 40000)),
+        store_host=pack_host(("127.0.0.1", 0)),
+    )
 
 
 @pytest.fixture
@@ -45,9 +50,15 @@ async def broker(start_broker):
 
 
 async def pull(stub, topic, queue_id=0, offset=0, wait_ms=0):
-    return await stub.PullMessage(pb.PullMessageRequest(
-        consumer_group="G", topic=topic, queue_id=queue_id, queue_offset=offset,
-        suspend_timeout_ms=wait_ms))
+    return await stub.PullMessage(
+        pb.PullMessageRequest(
+            consumer_group="G",
+            topic=topic,
+            queue_id=queue_id,
+            queue_offset=offset,
+            suspend_timeout_ms=wait_ms,
+        )
+    )
 
 
 async def pull_first(stub, topic, queue_id=0, offset=0, timeout_s=5.0):
@@ -69,11 +80,13 @@ async def refusal(call):
 
 async def test_a_delayed_message_is_invisible_until_its_level_delay(stub):
     sent_at = time.monotonic()
-    reply = await stub.SendMessage(pb.SendMessageRequest(
-        record=record(queue_id=1, delay=3, uniq="D1")))
+    reply = await stub.SendMessage(
+        pb.SendMessageRequest(record=record(queue_id=1, delay=3, uniq="D1"))
+    )
     assert (list(reply.queue_ids), list(reply.msg_ids)) == ([1], ["D1"])  # as sent
-    parked = await stub.GetMaxOffset(pb.GetQueueOffsetRequest(topic="SCHEDULE_TOPIC_XXXX",
-                                                              queue_id=2))
+    parked = await stub.GetMaxOffset(
+        pb.GetQueueOffsetRequest(topic="SCHEDULE_TOPIC_XXXX", queue_id=2)
+    )
     assert parked.offset == 1
     assert (await pull(stub, "TopicA", 1)).status == pb.NO_NEW_MSG
     msg = await pull_first(stub, "TopicA", 1)
@@ -94,13 +107,19 @@ async def test_send_back_redelivers_in_the_retry_topic_after_the_level_delay(stu
     await stub.SendMessage(pb.SendMessageRequest(record=record(uniq="R1")))
     consumed = await pull_first(stub, "TopicA")
     sent_back_at = time.monotonic()
-    await stub.ConsumerSendMsgBack(pb.ConsumerSendMsgBackRequest(
-        group="G", phys_offset=consumed.phys_offset, delay_level=0, origin_topic="TopicA",
-        origin_msg_id="R1"))
+    await stub.ConsumerSendMsgBack(
+        pb.ConsumerSendMsgBackRequest(
+            group="G",
+            phys_offset=consumed.phys_offset,
+            delay_level=0,
+            origin_topic="TopicA",
+            origin_msg_id="R1",
+        )
+    )
     assert (await pull(stub, "%RETRY%G")).status == pb.NO_NEW_MSG
     retry = await pull_first(stub, "%RETRY%G")
     elapsed = time.monotonic() - sent_back_at
-    assert 0.3 - MS_ROUNDING_S <= elapsed < 0.3 + LATE_TOLERANCE_S   # level 3 + 0 retries
+    assert 0.3 - MS_ROUNDING_S <= elapsed < 0.3 + LATE_TOLERANCE_S  # level 3 + 0 retries
     assert (retry.body, retry.reconsume_times, retry.uniq_key) == (b"hello", 1, "R1")
     assert retry.properties["RETRY_TOPIC"] == "TopicA"
     assert retry.properties["ORIGIN_MESSAGE_ID"] == "R1"
@@ -110,45 +129,75 @@ async def test_past_max_reconsume_times_the_message_goes_to_the_dlq(stub):
     await stub.SendMessage(pb.SendMessageRequest(record=record(uniq="P1")))
     msg = await pull_first(stub, "TopicA")
     for attempt in range(1, 3):
-        await stub.ConsumerSendMsgBack(pb.ConsumerSendMsgBackRequest(
-            group="G", phys_offset=msg.phys_offset, delay_level=1, origin_topic="TopicA",
-            max_reconsume_times=2))
+        await stub.ConsumerSendMsgBack(
+            pb.ConsumerSendMsgBackRequest(
+                group="G",
+                phys_offset=msg.phys_offset,
+                delay_level=1,
+                origin_topic="TopicA",
+                max_reconsume_times=2,
+            )
+        )
         msg = await pull_first(stub, "%RETRY%G", offset=attempt - 1)
         assert msg.reconsume_times == attempt
-    await stub.ConsumerSendMsgBack(pb.ConsumerSendMsgBackRequest(
-        group="G", phys_offset=msg.phys_offset, delay_level=1, origin_topic="TopicA",
-        max_reconsume_times=2))
+    await stub.ConsumerSendMsgBack(
+        pb.ConsumerSendMsgBackRequest(
+            group="G",
+            phys_offset=msg.phys_offset,
+            delay_level=1,
+            origin_topic="TopicA",
+            max_reconsume_times=2,
+        )
+    )
     dead = await pull_first(stub, "%DLQ%G")
     assert (dead.reconsume_times, dead.uniq_key, dead.body) == (3, "P1", b"hello")
     assert (dead.properties["DLQ_ORIGIN_TOPIC"], dead.properties["DLQ_ORIGIN_MESSAGE_ID"]) == (
-        "TopicA", "P1")
-    configs = {tc.topic_name: tc for tc in
-               (await stub.GetAllTopicConfig(pb.GetAllTopicConfigRequest())).topic_configs}
+        "TopicA",
+        "P1",
+    )
+    configs = {
+        tc.topic_name: tc
+        for tc in (await stub.GetAllTopicConfig(pb.GetAllTopicConfigRequest())).topic_configs
+    }
     assert (configs["%DLQ%G"].write_queue_nums, configs["%RETRY%G"].write_queue_nums) == (1, 1)
 
 
 async def test_send_back_refusals_name_the_problem(stub):
     await stub.SendMessage(pb.SendMessageRequest(record=record()))
-    code, reason, details = await refusal(stub.ConsumerSendMsgBack(
-        pb.ConsumerSendMsgBackRequest(group="G", phys_offset=10**9)))
+    code, reason, details = await refusal(
+        stub.ConsumerSendMsgBack(pb.ConsumerSendMsgBackRequest(group="G", phys_offset=10**9))
+    )
     assert (code, reason) == (grpc.StatusCode.NOT_FOUND, "NO_MESSAGE")
     assert "no message starts at commit-log offset 1000000000" in details
-    code, _, details = await refusal(stub.ConsumerSendMsgBack(
-        pb.ConsumerSendMsgBackRequest(group="bad group!", phys_offset=0)))
+    code, _, details = await refusal(
+        stub.ConsumerSendMsgBack(pb.ConsumerSendMsgBackRequest(group="bad group!", phys_offset=0))
+    )
     assert code is grpc.StatusCode.INVALID_ARGUMENT
     assert "group name 'bad group!' contains" in details
 
 
 async def test_a_clustering_consumers_heartbeat_creates_its_retry_topic(stub):
     def consumer(group, model):
-        return pb.ConsumerData(group=group, consume_type=pb.CONSUME_PASSIVELY,
-                               message_model=model,
-                               subscriptions=[pb.Subscription(topic="TopicA", expression="*")])
+        return pb.ConsumerData(
+            group=group,
+            consume_type=pb.CONSUME_PASSIVELY,
+            message_model=model,
+            subscriptions=[pb.Subscription(topic="TopicA", expression="*")],
+        )
 
-    await stub.HeartBeat(pb.HeartBeatRequest(client_id="c1", consumers=[
-        consumer("Clustered", pb.CLUSTERING), consumer("Broadcast", pb.BROADCASTING)]))
-    names = {tc.topic_name for tc in
-             (await stub.GetAllTopicConfig(pb.GetAllTopicConfigRequest())).topic_configs}
+    await stub.HeartBeat(
+        pb.HeartBeatRequest(
+            client_id="c1",
+            consumers=[
+                consumer("Clustered", pb.CLUSTERING),
+                consumer("Broadcast", pb.BROADCASTING),
+            ],
+        )
+    )
+    names = {
+        tc.topic_name
+        for tc in (await stub.GetAllTopicConfig(pb.GetAllTopicConfigRequest())).topic_configs
+    }
     assert "%RETRY%Clustered" in names
     assert "%RETRY%Broadcast" not in names
 
@@ -161,7 +210,7 @@ async def test_delay_progress_survives_a_restart(start_broker, broker_config, tm
         await stub.SendMessage(pb.SendMessageRequest(record=record(delay=1, uniq="A")))
         await pull_first(stub, "TopicA")
         await stub.SendMessage(pb.SendMessageRequest(record=record(delay=2, uniq="B")))
-    await broker.stop()       # before B is due
+    await broker.stop()  # before B is due
     saved = json.loads((tmp_path / "data" / "config" / "delayOffset.json").read_text())
     assert saved == {"offsetTable": {"1": 1}}
     broker = await start_broker(config)
@@ -175,31 +224,60 @@ async def test_delay_progress_survives_a_restart(start_broker, broker_config, tm
 SERVING = re.compile(rb"serving on (\S+),")
 
 
-async def test_sigkill_of_a_broker_loses_no_delayed_message(tmp_path, start_broker,
-                                                            broker_config, eventually):
+async def test_sigkill_of_a_broker_loses_no_delayed_message(
+    tmp_path, start_broker, broker_config, eventually
+):
     levels = "100ms 200ms 2s"
-    config = broker_config(message_delay_level=levels,
-                           flush_delay_offset_interval_ms=600_000)   # never saved before the kill
-    flags = ["--data-dir", config.data_dir, "--port", "0",
-             "--message-delay-level", levels, "--flush-delay-offset-interval-ms", "600000",
-             "--commitlog-file-size-bytes", str(config.commitlog_file_size_bytes),
-             "--index-slots", "1024", "--index-entries", "4096",
-             "--consume-queue-units-per-file", "10000"]
+    config = broker_config(
+        message_delay_level=levels, flush_delay_offset_interval_ms=600_000
+    )  # never saved before the kill
+    flags = [
+        "--data-dir",
+        config.data_dir,
+        "--port",
+        "0",
+        "--message-delay-level",
+        levels,
+        "--flush-delay-offset-interval-ms",
+        "600000",
+        "--commitlog-file-size-bytes",
+        str(config.commitlog_file_size_bytes),
+        "--index-slots",
+        "1024",
+        "--index-entries",
+        "4096",
+        "--consume-queue-units-per-file",
+        "10000",
+    ]
     log_path = tmp_path / "broker.log"
     with open(log_path, "wb") as log:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "pocketmq", "broker", *flags,
-            stdout=asyncio.subprocess.DEVNULL, stderr=log)
+            sys.executable,
+            "-m",
+            "pocketmq",
+            "broker",
+            *flags,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=log,
+        )
     try:
-        match = await eventually(lambda: SERVING.search(log_path.read_bytes()), timeout_s=30,
-                                 what="the broker process serving")
+        match = await eventually(
+            lambda: SERVING.search(log_path.read_bytes()),
+            timeout_s=30,
+            what="the broker process serving",
+        )
         fast = [f"F{i}" for i in range(100)]
         slow = [f"S{i}" for i in range(100)]
         async with grpc.aio.insecure_channel(match.group(1).decode()) as channel:
             stub = broker_pb2_grpc.BrokerStub(channel)
-            await stub.SendBatch(pb.SendBatchRequest(records=b"".join(
-                [record(delay=1, uniq=u) for u in fast] + [record(delay=3, uniq=u)
-                                                          for u in slow])))
+            await stub.SendBatch(
+                pb.SendBatchRequest(
+                    records=b"".join(
+                        [record(delay=1, uniq=u) for u in fast]
+                        + [record(delay=3, uniq=u) for u in slow]
+                    )
+                )
+            )
 
             async def fast_ones_delivered():
                 reply = await stub.GetMaxOffset(pb.GetQueueOffsetRequest(topic="TopicA"))
@@ -228,5 +306,5 @@ async def test_sigkill_of_a_broker_loses_no_delayed_message(tmp_path, start_brok
             return set(seen) == set(fast) | set(slow)
 
         await eventually(everything_delivered, timeout_s=15, what="every delayed message")
-    assert max(seen.values()) <= 2                     # at least once, never more than twice
-    assert all(seen[u] == 1 for u in slow)             # not yet due at the kill
+    assert max(seen.values()) <= 2  # at least once, never more than twice
+    assert all(seen[u] == 1 for u in slow)  # not yet due at the kill

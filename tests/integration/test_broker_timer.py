@@ -19,8 +19,7 @@ from pocketmq.common.message import StoredMessage, encode_record, iter_records, 
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc
 
-TIMER = dict(timer_wheel_slots=3_600, timer_roll_window_s=600,
-             timer_log_file_size_bytes=64 * 1024)
+TIMER = dict(timer_wheel_slots=3_600, timer_roll_window_s=600, timer_log_file_size_bytes=64 * 1024)
 LATE_TOLERANCE_MS = 1_500
 
 
@@ -29,10 +28,15 @@ def now_ms() -> int:
 
 
 def record(*, topic="TopicT", queue_id=0, body=b"hello", uniq="U1", **props: str) -> bytes:
-    return encode_record(topic=topic, body=body, queue_id=queue_id,
-                         properties={"UNIQ_KEY": uniq, "TAGS": "TagA", **props},
-                         born_timestamp_ms=now_ms(), born_host=pack_host(("127.0.0.1", 40000)),
-                         store_host=pack_host(("127.0.0.1", 0)))
+    return encode_record(
+        topic=topic,
+        body=body,
+        queue_id=queue_id,
+        properties={"UNIQ_KEY": uniq, "TAGS": "TagA", **props},
+        born_timestamp_ms=now_ms(),
+        born_host=pack_host(("127.0.0.1", 40000)),
+        store_host=pack_host(("127.0.0.1", 0)),
+    )
 
 
 @pytest.fixture
@@ -46,15 +50,23 @@ async def stub(timer_broker):
         yield broker_pb2_grpc.BrokerStub(channel)
 
 
-async def receive(stub, count: int, *, topic="TopicT", queue_id=0, timeout_s=8.0,
-                  offset=0) -> list[tuple[StoredMessage, int]]:
+async def receive(
+    stub, count: int, *, topic="TopicT", queue_id=0, timeout_s=8.0, offset=0
+) -> list[tuple[StoredMessage, int]]:
     """The next *count* messages of the queue from *offset*, each with its arrival (ms)."""
     out: list[tuple[StoredMessage, int]] = []
     deadline = time.monotonic() + timeout_s
     while len(out) < count and time.monotonic() < deadline:
-        reply = await stub.PullMessage(pb.PullMessageRequest(
-            consumer_group="G", topic=topic, queue_id=queue_id, queue_offset=offset,
-            suspend_timeout_ms=500, max_msg_nums=1_000))
+        reply = await stub.PullMessage(
+            pb.PullMessageRequest(
+                consumer_group="G",
+                topic=topic,
+                queue_id=queue_id,
+                queue_offset=offset,
+                suspend_timeout_ms=500,
+                max_msg_nums=1_000,
+            )
+        )
         arrived = now_ms()
         if reply.status == pb.FOUND:
             out += [(m, arrived) for m in iter_records(reply.records)]
@@ -68,7 +80,8 @@ def assert_on_time(received: list[tuple[StoredMessage, int]]) -> None:
         deliver = int(msg.properties["TIMER_DELIVER_MS"])
         assert msg.store_timestamp_ms >= deliver, f"{msg.uniq_key} delivered early"
         assert arrived <= deliver + LATE_TOLERANCE_MS, (
-            f"{msg.uniq_key} arrived {arrived - deliver} ms after its time")
+            f"{msg.uniq_key} arrived {arrived - deliver} ms after its time"
+        )
 
 
 async def refusal(call):
@@ -80,15 +93,25 @@ async def refusal(call):
 
 async def test_messages_with_explicit_times_arrive_not_before_and_within_1_5_s(stub):
     sent_at = now_ms()
-    reply = await stub.SendBatch(pb.SendBatchRequest(records=b"".join([
-        record(uniq="AT", queue_id=1, TIMER_DELIVER_MS=str(sent_at + 1_200)),
-        record(uniq="MS", queue_id=1, TIMER_DELAY_MS="2000"),
-        record(uniq="SEC", queue_id=1, TIMER_DELAY_SEC="1"),
-    ])))
+    reply = await stub.SendBatch(
+        pb.SendBatchRequest(
+            records=b"".join(
+                [
+                    record(uniq="AT", queue_id=1, TIMER_DELIVER_MS=str(sent_at + 1_200)),
+                    record(uniq="MS", queue_id=1, TIMER_DELAY_MS="2000"),
+                    record(uniq="SEC", queue_id=1, TIMER_DELAY_SEC="1"),
+                ]
+            )
+        )
+    )
     assert list(reply.msg_ids) == ["AT", "MS", "SEC"]
-    assert list(reply.queue_ids) == [1, 1, 1]             # as sent
-    assert (await stub.PullMessage(pb.PullMessageRequest(
-        consumer_group="G", topic="TopicT", queue_id=1, suspend_timeout_ms=0))
+    assert list(reply.queue_ids) == [1, 1, 1]  # as sent
+    assert (
+        await stub.PullMessage(
+            pb.PullMessageRequest(
+                consumer_group="G", topic="TopicT", queue_id=1, suspend_timeout_ms=0
+            )
+        )
     ).status == pb.NO_NEW_MSG
     received = await receive(stub, 3, queue_id=1)
     assert_on_time(received)
@@ -97,18 +120,25 @@ async def test_messages_with_explicit_times_arrive_not_before_and_within_1_5_s(s
     assert int(by_key["AT"].properties["TIMER_DELIVER_MS"]) == sent_at + 1_200
     assert int(by_key["MS"].properties["TIMER_DELIVER_MS"]) >= sent_at + 2_000
     assert int(by_key["SEC"].properties["TIMER_DELIVER_MS"]) >= sent_at + 1_000
-    assert by_key["MS"].properties == {"UNIQ_KEY": "MS", "TAGS": "TagA",
-                                       "TIMER_DELIVER_MS": by_key["MS"].properties[
-                                           "TIMER_DELIVER_MS"]}
+    assert by_key["MS"].properties == {
+        "UNIQ_KEY": "MS",
+        "TAGS": "TagA",
+        "TIMER_DELIVER_MS": by_key["MS"].properties["TIMER_DELIVER_MS"],
+    }
     assert by_key["AT"].body == b"hello" and by_key["AT"].queue_id == 1
 
 
 async def test_many_messages_due_in_one_second_all_arrive_once_and_on_time(stub):
     base = now_ms() + 1_500
     keys = [f"M{i}" for i in range(600)]
-    await stub.SendBatch(pb.SendBatchRequest(records=b"".join(
-        record(uniq=k, queue_id=i % 2, TIMER_DELIVER_MS=str(base + i))
-        for i, k in enumerate(keys))))
+    await stub.SendBatch(
+        pb.SendBatchRequest(
+            records=b"".join(
+                record(uniq=k, queue_id=i % 2, TIMER_DELIVER_MS=str(base + i))
+                for i, k in enumerate(keys)
+            )
+        )
+    )
     received = await receive(stub, 300, queue_id=0) + await receive(stub, 300, queue_id=1)
     assert_on_time(received)
     counts = collections.Counter(m.uniq_key for m, _ in received)
@@ -120,35 +150,53 @@ async def test_a_far_future_message_is_not_delivered_early(start_broker):
     async with grpc.aio.insecure_channel(broker.address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
         sent_at = now_ms()
-        await stub.SendBatch(pb.SendBatchRequest(records=b"".join([
-            record(uniq="HOUR", TIMER_DELAY_MS=str(3_600_000)),
-            record(uniq="ROLLED", TIMER_DELIVER_MS=str(sent_at + 2_200)),   # past the window
-        ])))
+        await stub.SendBatch(
+            pb.SendBatchRequest(
+                records=b"".join(
+                    [
+                        record(uniq="HOUR", TIMER_DELAY_MS=str(3_600_000)),
+                        record(
+                            uniq="ROLLED", TIMER_DELIVER_MS=str(sent_at + 2_200)
+                        ),  # past the window
+                    ]
+                )
+            )
+        )
         received = await receive(stub, 1)
         assert_on_time(received)
         assert [m.uniq_key for m, _ in received] == ["ROLLED"]
         assert "TIMER_ROLL_TIMES" not in received[0][0].properties
-        late = await stub.PullMessage(pb.PullMessageRequest(
-            consumer_group="G", topic="TopicT", queue_id=0, queue_offset=1,
-            suspend_timeout_ms=500))
+        late = await stub.PullMessage(
+            pb.PullMessageRequest(
+                consumer_group="G",
+                topic="TopicT",
+                queue_id=0,
+                queue_offset=1,
+                suspend_timeout_ms=500,
+            )
+        )
         assert late.status == pb.NO_NEW_MSG
     assert broker.timer.rolled_total >= 2 and broker.timer.pending == 1
 
 
 async def test_refusals_name_the_problem_and_past_times_go_out_at_once(stub):
-    code, reason, details = await refusal(stub.SendMessage(pb.SendMessageRequest(
-        record=record(TIMER_DELAY_MS=str(4 * 86_400_000)))))
+    code, reason, details = await refusal(
+        stub.SendMessage(pb.SendMessageRequest(record=record(TIMER_DELAY_MS=str(4 * 86_400_000))))
+    )
     assert (code, reason) == (grpc.StatusCode.INVALID_ARGUMENT, "WHEEL_TIMER_MSG_ILLEGAL")
     assert "is 345600000 ms ahead" in details and "at most 259200000 ms ahead" in details
-    code, reason, details = await refusal(stub.SendMessage(pb.SendMessageRequest(
-        record=record(TIMER_DELIVER_MS="tomorrow"))))
+    code, reason, details = await refusal(
+        stub.SendMessage(pb.SendMessageRequest(record=record(TIMER_DELIVER_MS="tomorrow")))
+    )
     assert code is grpc.StatusCode.INVALID_ARGUMENT and "'tomorrow'" in details
-    code, _, _ = await refusal(stub.SendMessage(pb.SendMessageRequest(
-        record=record(topic="rmq_sys_wheel_timer"))))
+    code, _, _ = await refusal(
+        stub.SendMessage(pb.SendMessageRequest(record=record(topic="rmq_sys_wheel_timer")))
+    )
     assert code is grpc.StatusCode.PERMISSION_DENIED
     sent_at = now_ms()
-    await stub.SendMessage(pb.SendMessageRequest(
-        record=record(uniq="PAST", TIMER_DELIVER_MS=str(sent_at - 60_000))))
+    await stub.SendMessage(
+        pb.SendMessageRequest(record=record(uniq="PAST", TIMER_DELIVER_MS=str(sent_at - 60_000)))
+    )
     [(msg, arrived)] = await receive(stub, 1, timeout_s=2)
     assert msg.uniq_key == "PAST" and arrived - sent_at < 1_000
 
@@ -158,10 +206,16 @@ async def test_pending_timer_messages_survive_a_graceful_restart(start_broker, b
     broker = await start_broker(config)
     async with grpc.aio.insecure_channel(broker.address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
-        await stub.SendBatch(pb.SendBatchRequest(records=b"".join([
-            record(uniq="SOON", TIMER_DELAY_MS="300"),
-            record(uniq="LATER", TIMER_DELAY_MS="1500"),
-        ])))
+        await stub.SendBatch(
+            pb.SendBatchRequest(
+                records=b"".join(
+                    [
+                        record(uniq="SOON", TIMER_DELAY_MS="300"),
+                        record(uniq="LATER", TIMER_DELAY_MS="1500"),
+                    ]
+                )
+            )
+        )
         assert [m.uniq_key for m, _ in await receive(stub, 1)] == ["SOON"]
     await broker.stop()
     broker = await start_broker(config)
@@ -171,9 +225,15 @@ async def test_pending_timer_messages_survive_a_graceful_restart(start_broker, b
         received = await receive(stub, 1, offset=1)
         assert_on_time(received)
         assert [m.uniq_key for m, _ in received] == ["LATER"]
-        again = await stub.PullMessage(pb.PullMessageRequest(
-            consumer_group="G", topic="TopicT", queue_id=0, queue_offset=2,
-            suspend_timeout_ms=300))
+        again = await stub.PullMessage(
+            pb.PullMessageRequest(
+                consumer_group="G",
+                topic="TopicT",
+                queue_id=0,
+                queue_offset=2,
+                suspend_timeout_ms=300,
+            )
+        )
         assert again.status == pb.NO_NEW_MSG
 
 
@@ -181,8 +241,13 @@ async def test_a_sync_flush_broker_delivers_timer_messages_on_time(start_broker)
     broker = await start_broker(**TIMER, flush_disk_type="sync")
     async with grpc.aio.insecure_channel(broker.address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
-        reply = await stub.SendBatch(pb.SendBatchRequest(records=b"".join(
-            record(uniq=f"S{i}", TIMER_DELAY_MS=str(800 + i * 100)) for i in range(3))))
+        reply = await stub.SendBatch(
+            pb.SendBatchRequest(
+                records=b"".join(
+                    record(uniq=f"S{i}", TIMER_DELAY_MS=str(800 + i * 100)) for i in range(3)
+                )
+            )
+        )
         assert reply.status == pb.SEND_OK
         received = await receive(stub, 3)
     assert_on_time(received)

@@ -20,7 +20,7 @@ from storekit import open_store, record, small_config
 from pocketmq.broker.store.verify import _load_queues, data_extent, open_commitlog_read_only
 from pocketmq.broker.topic_config import TopicConfig
 
-POCKETMQ = str(Path(sys.executable).with_name("pocketmq"))   # .venv/bin/pocketmq
+POCKETMQ = str(Path(sys.executable).with_name("pocketmq"))  # .venv/bin/pocketmq
 
 
 def pocketmq(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
@@ -35,13 +35,16 @@ async def apocketmq(*args: str) -> subprocess.CompletedProcess[str]:
 async def _cluster(nameserver, start_broker, eventually):
     broker = await start_broker(namesrv_addrs=nameserver.address)
     broker.topics.create(TopicConfig(topic_name="quiet", read_queue_nums=2, write_queue_nums=2))
-    await eventually(lambda: nameserver.route_table.get_route("quiet") is not None,
-                     what="the broker registered topic quiet")
+    await eventually(
+        lambda: nameserver.route_table.get_route("quiet") is not None,
+        what="the broker registered topic quiet",
+    )
     return broker
 
 
 async def test_a_client_command_logs_nothing_by_default_and_info_with_v(
-        nameserver, start_broker, eventually):
+    nameserver, start_broker, eventually
+):
     await _cluster(nameserver, start_broker, eventually)
     quiet = await apocketmq("send", "quiet", "hello", "--namesrv", nameserver.address)
     assert quiet.returncode == 0, quiet.stderr
@@ -51,12 +54,12 @@ async def test_a_client_command_logs_nothing_by_default_and_info_with_v(
     assert " INFO " in verbose.stderr and " DEBUG " not in verbose.stderr
 
 
-async def test_a_cli_producer_leaves_the_broker_when_it_exits(
-        nameserver, start_broker, eventually):
+async def test_a_cli_producer_leaves_the_broker_when_it_exits(nameserver, start_broker, eventually):
     broker = await _cluster(nameserver, start_broker, eventually)
     known_before = set(broker.clients._last_seen_s)
-    sent = await apocketmq("send", "quiet", "bye", "--group", "cli-leaves",
-                           "--namesrv", nameserver.address)
+    sent = await apocketmq(
+        "send", "quiet", "bye", "--group", "cli-leaves", "--namesrv", nameserver.address
+    )
     assert sent.returncode == 0, sent.stderr
     assert broker.clients.producer_ids("cli-leaves") == []
     # Nothing is left for the expiry to drop, and log as "silent for 120 s", later.
@@ -95,9 +98,13 @@ def _store_with_records(path: Path, n: int) -> None:
 
 
 def test_store_dump_piped_into_head_ends_without_a_traceback(tmp_path):
-    _store_with_records(tmp_path, 3000)    # ~300 KB of lines: more than a pipe holds
-    result = subprocess.run(["bash", "-c", f"'{POCKETMQ}' store dump '{tmp_path}' | head -n 2"],
-                            capture_output=True, text=True, timeout=120)
+    _store_with_records(tmp_path, 3000)  # ~300 KB of lines: more than a pipe holds
+    result = subprocess.run(
+        ["bash", "-c", f"'{POCKETMQ}' store dump '{tmp_path}' | head -n 2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert len(result.stdout.splitlines()) == 2
     assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr
 

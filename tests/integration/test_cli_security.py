@@ -22,7 +22,7 @@ from pki import HAVE_OPENSSL, make_pki
 from pocketmq.broker.topic_config import TopicConfig
 from pocketmq.nameserver import NameServer, NamesrvConfig
 
-POCKETMQ = str(Path(sys.executable).with_name("pocketmq"))   # .venv/bin/pocketmq
+POCKETMQ = str(Path(sys.executable).with_name("pocketmq"))  # .venv/bin/pocketmq
 needs_openssl = pytest.mark.skipif(not HAVE_OPENSSL, reason="needs openssl")
 
 ACL = """
@@ -45,11 +45,19 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-async def pocketmq(*args: str, env: dict[str, str] | None = None,
-                   ) -> subprocess.CompletedProcess[str]:
+async def pocketmq(
+    *args: str,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     """``.venv/bin/pocketmq ARGS`` in a thread (in-process servers keep answering)."""
-    return await asyncio.to_thread(subprocess.run, [POCKETMQ, *args], capture_output=True,
-                                   text=True, timeout=120, env=env or _env())
+    return await asyncio.to_thread(
+        subprocess.run,
+        [POCKETMQ, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env or _env(),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +69,16 @@ def pki(tmp_path_factory) -> Path:
 
 @pytest.fixture
 async def tls_nameserver(pki):
-    server = NameServer(NamesrvConfig(
-        host="127.0.0.1", port=0, tls_cert_file=str(pki / "server.pem"),
-        tls_key_file=str(pki / "server.key"), tls_ca_file=str(pki / "ca.pem"),
-        tls_require_client_auth=True))
+    server = NameServer(
+        NamesrvConfig(
+            host="127.0.0.1",
+            port=0,
+            tls_cert_file=str(pki / "server.pem"),
+            tls_key_file=str(pki / "server.key"),
+            tls_ca_file=str(pki / "ca.pem"),
+            tls_require_client_auth=True,
+        )
+    )
     await server.start()
     yield server
     await server.stop(0)
@@ -93,8 +107,9 @@ async def test_a_plaintext_client_of_a_tls_server_is_told_to_pass_tls_ca(tls_nam
 
 @needs_openssl
 async def test_a_tls_client_of_a_plaintext_server_is_told_to_drop_tls_ca(pki, nameserver):
-    result = await pocketmq("cluster", "list", "--namesrv", nameserver.address,
-                            "--tls-ca", str(pki / "ca.pem"))
+    result = await pocketmq(
+        "cluster", "list", "--namesrv", nameserver.address, "--tls-ca", str(pki / "ca.pem")
+    )
     assert result.returncode == 1
     assert "the server does not speak TLS; drop --tls-ca" in result.stderr, result.stderr
 
@@ -104,10 +119,22 @@ async def test_a_nameserver_says_at_start_up_that_tls_and_the_acl_are_on(pki, tm
     acl = tmp_path / "acl.toml"
     acl.write_text(ACL)
     proc = await asyncio.create_subprocess_exec(
-        POCKETMQ, "nameserver", "--host", "127.0.0.1", "--port", "0",
-        "--tls-cert-file", str(pki / "server.pem"), "--tls-key-file", str(pki / "server.key"),
-        "--acl-enable", "--acl-file", str(acl),
-        stderr=asyncio.subprocess.PIPE, env=_env())
+        POCKETMQ,
+        "nameserver",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--tls-cert-file",
+        str(pki / "server.pem"),
+        "--tls-key-file",
+        str(pki / "server.key"),
+        "--acl-enable",
+        "--acl-file",
+        str(acl),
+        stderr=asyncio.subprocess.PIPE,
+        env=_env(),
+    )
     try:
         assert proc.stderr is not None
         line = (await asyncio.wait_for(proc.stderr.readline(), 60)).decode()
@@ -123,16 +150,22 @@ async def test_a_nameserver_says_at_start_up_that_tls_and_the_acl_are_on(pki, tm
 async def secured(tmp_path, start_broker, eventually):
     acl = tmp_path / "acl.toml"
     acl.write_text(ACL)
-    nameserver = NameServer(NamesrvConfig(host="127.0.0.1", port=0, acl_enable=True,
-                                          acl_file=str(acl)))
+    nameserver = NameServer(
+        NamesrvConfig(host="127.0.0.1", port=0, acl_enable=True, acl_file=str(acl))
+    )
     await nameserver.start()
-    broker = await start_broker(namesrv_addrs=nameserver.address, acl_enable=True,
-                                acl_file=str(acl), access_key="admin",
-                                secret_key="admin-secret")
-    broker.topics.create(TopicConfig(topic_name="orders", read_queue_nums=2,
-                                     write_queue_nums=2))
-    await eventually(lambda: nameserver.route_table.get_route("orders") is not None,
-                     what="the broker registered topic orders")
+    broker = await start_broker(
+        namesrv_addrs=nameserver.address,
+        acl_enable=True,
+        acl_file=str(acl),
+        access_key="admin",
+        secret_key="admin-secret",
+    )
+    broker.topics.create(TopicConfig(topic_name="orders", read_queue_nums=2, write_queue_nums=2))
+    await eventually(
+        lambda: nameserver.route_table.get_route("orders") is not None,
+        what="the broker registered topic orders",
+    )
     yield nameserver, broker
     await broker.stop(0)
     await nameserver.stop(0)
@@ -148,10 +181,21 @@ async def test_the_nameserver_refusal_names_the_nameserver(secured):
 
 async def test_bench_signs_with_the_access_key_of_the_environment(secured):
     nameserver, _ = secured
-    args = ("bench", "produce", "--topic", "orders", "--count", "20", "--concurrency", "4",
-            "--namesrv", nameserver.address)
-    signed = await pocketmq(*args, env=_env(POCKETMQ_ACCESS_KEY="app",
-                                            POCKETMQ_SECRET_KEY="app-secret"))
+    args = (
+        "bench",
+        "produce",
+        "--topic",
+        "orders",
+        "--count",
+        "20",
+        "--concurrency",
+        "4",
+        "--namesrv",
+        nameserver.address,
+    )
+    signed = await pocketmq(
+        *args, env=_env(POCKETMQ_ACCESS_KEY="app", POCKETMQ_SECRET_KEY="app-secret")
+    )
     assert signed.returncode == 0, signed.stdout + signed.stderr
     summary = json.loads(signed.stdout.splitlines()[-1])
     assert summary["produce"]["acknowledged"] == 20
@@ -161,8 +205,21 @@ async def test_bench_signs_with_the_access_key_of_the_environment(secured):
 
 async def test_bench_takes_the_access_key_flags(secured):
     nameserver, _ = secured
-    result = await pocketmq("bench", "produce", "--topic", "orders", "--count", "5",
-                            "--concurrency", "1", "--namesrv", nameserver.address,
-                            "--access-key", "app", "--secret-key", "app-secret")
+    result = await pocketmq(
+        "bench",
+        "produce",
+        "--topic",
+        "orders",
+        "--count",
+        "5",
+        "--concurrency",
+        "1",
+        "--namesrv",
+        nameserver.address,
+        "--access-key",
+        "app",
+        "--secret-key",
+        "app-secret",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(result.stdout.splitlines()[-1])["produce"]["acknowledged"] == 5

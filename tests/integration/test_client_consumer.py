@@ -26,7 +26,6 @@ from pocketmq.client import (
 FAST = {"rebalance_interval_s": 1.0, "commit_interval_s": 0.2, "pull_suspend_ms": 2000}
 
 
-
 @pytest.fixture
 async def cluster(tmp_path):
     async with two_broker_cluster(tmp_path) as started:
@@ -35,15 +34,20 @@ async def cluster(tmp_path):
 
 async def send_all(cluster: Cluster, topic: str, bodies: list[bytes], **fields) -> None:
     async with Producer(group="pg", namesrv=cluster.addr) as producer:
-        await asyncio.gather(*(producer.send(Message(topic=topic, body=b, **fields))
-                               for b in bodies))
+        await asyncio.gather(
+            *(producer.send(Message(topic=topic, body=b, **fields)) for b in bodies)
+        )
 
 
-def recording_consumer(cluster: Cluster, group: str, topic: str, seen: dict,
-                       expression: str = "*", **options) -> PushConsumer:
-    consumer = PushConsumer(group=group, namesrv=cluster.addr,
-                            consume_from=options.pop("consume_from", "first"),
-                            **{**FAST, **options})
+def recording_consumer(
+    cluster: Cluster, group: str, topic: str, seen: dict, expression: str = "*", **options
+) -> PushConsumer:
+    consumer = PushConsumer(
+        group=group,
+        namesrv=cluster.addr,
+        consume_from=options.pop("consume_from", "first"),
+        **{**FAST, **options},
+    )
     consumer.subscribe(topic, expression)
 
     @consumer.listener
@@ -68,12 +72,16 @@ async def test_three_consumers_share_eight_queues_and_consume_everything(cluster
     for consumer in consumers:
         await consumer.start()
     try:
-        await eventually(lambda: owners_are_exclusive(consumers, 2 * QUEUES, "share"), timeout_s=10,
-                         what="8 queues owned by exactly one member each")
+        await eventually(
+            lambda: owners_are_exclusive(consumers, 2 * QUEUES, "share"),
+            timeout_s=10,
+            what="8 queues owned by exactly one member each",
+        )
         bodies = [b"m%d" % i for i in range(400)]
         await send_all(cluster, "share", bodies)
-        await eventually(lambda: set(bodies) <= set(seen), timeout_s=10,
-                         what="every message consumed")
+        await eventually(
+            lambda: set(bodies) <= set(seen), timeout_s=10, what="every message consumed"
+        )
         assert all(c.assigned_queues() for c in consumers)
         assert owners_are_exclusive(consumers, 2 * QUEUES, "share")
     finally:
@@ -88,15 +96,21 @@ async def test_queues_of_a_member_that_leaves_move_and_nothing_is_lost(cluster, 
     for consumer in consumers:
         await consumer.start()
     try:
-        await eventually(lambda: owners_are_exclusive(consumers, 2 * QUEUES, "leave"), timeout_s=10,
-                         what="initial assignment")
+        await eventually(
+            lambda: owners_are_exclusive(consumers, 2 * QUEUES, "leave"),
+            timeout_s=10,
+            what="initial assignment",
+        )
         first = [b"a%d" % i for i in range(200)]
         await send_all(cluster, "leave", first)
         await eventually(lambda: set(first) <= set(seen), timeout_s=10, what="first half")
         leaving = consumers.pop()
         await leaving.shutdown()
-        await eventually(lambda: owners_are_exclusive(consumers, 2 * QUEUES, "leave"), timeout_s=10,
-                         what="the leaver's queues taken over")
+        await eventually(
+            lambda: owners_are_exclusive(consumers, 2 * QUEUES, "leave"),
+            timeout_s=10,
+            what="the leaver's queues taken over",
+        )
         second = [b"b%d" % i for i in range(200)]
         await send_all(cluster, "leave", second)
         await eventually(lambda: set(second) <= set(seen), timeout_s=10, what="second half")
@@ -122,24 +136,25 @@ async def test_a_restarted_group_resumes_from_its_committed_offset(cluster, even
     restarted = recording_consumer(cluster, "gr", "resume", seen_again)
     await restarted.start()
     try:
-        await eventually(lambda: set(second) <= set(seen_again), timeout_s=10,
-                         what="the new messages")
+        await eventually(
+            lambda: set(second) <= set(seen_again), timeout_s=10, what="the new messages"
+        )
         assert not set(first) & set(seen_again)
     finally:
         await restarted.shutdown()
 
 
-async def test_consume_from_last_skips_what_was_sent_before_the_group_existed(
-        cluster, eventually):
+async def test_consume_from_last_skips_what_was_sent_before_the_group_existed(cluster, eventually):
     await create_topic(cluster, "last", eventually)
     await send_all(cluster, "last", [b"before%d" % i for i in range(20)])
     seen: dict[bytes, list[str]] = {}
     consumer = recording_consumer(cluster, "glast", "last", seen, consume_from="last")
     await consumer.start()
     try:
-        await eventually(lambda: len({q for q in consumer.assigned_queues()
-                                      if q.topic == "last"}) == 2 * QUEUES,
-                         what="all queues assigned")
+        await eventually(
+            lambda: len({q for q in consumer.assigned_queues() if q.topic == "last"}) == 2 * QUEUES,
+            what="all queues assigned",
+        )
         await send_all(cluster, "last", [b"after%d" % i for i in range(20)])
         await eventually(lambda: len(seen) >= 20, what="the new messages")
         assert all(body.startswith(b"after") for body in seen)
@@ -147,22 +162,31 @@ async def test_consume_from_last_skips_what_was_sent_before_the_group_existed(
         await consumer.shutdown()
 
 
-async def test_broadcasting_delivers_every_message_to_every_member(cluster, eventually,
-                                                                   tmp_path):
+async def test_broadcasting_delivers_every_message_to_every_member(cluster, eventually, tmp_path):
     await create_topic(cluster, "bc", eventually)
     seen = [dict(), dict()]
-    consumers = [recording_consumer(cluster, "gb", "bc", seen[i],
-                                    message_model="broadcasting",
-                                    offset_store_dir=str(tmp_path / f"offsets{i}"))
-                 for i in range(2)]
+    consumers = [
+        recording_consumer(
+            cluster,
+            "gb",
+            "bc",
+            seen[i],
+            message_model="broadcasting",
+            offset_store_dir=str(tmp_path / f"offsets{i}"),
+        )
+        for i in range(2)
+    ]
     for consumer in consumers:
         await consumer.start()
     try:
         bodies = [b"all%d" % i for i in range(100)]
         await send_all(cluster, "bc", bodies)
         for i in range(2):
-            await eventually(lambda i=i: set(bodies) <= set(seen[i]), timeout_s=10,
-                             what=f"member {i} got everything")
+            await eventually(
+                lambda i=i: set(bodies) <= set(seen[i]),
+                timeout_s=10,
+                what=f"member {i} got everything",
+            )
     finally:
         for consumer in consumers:
             await consumer.shutdown()
@@ -174,8 +198,14 @@ async def test_broadcasting_delivers_every_message_to_every_member(cluster, even
 async def test_orderly_consumption_keeps_per_queue_order_under_load(cluster, eventually):
     await create_topic(cluster, "fifo", eventually)
     order: dict[str, list[int]] = defaultdict(list)
-    consumer = PushConsumer(group="gfifo", namesrv=cluster.addr, consume_from="first",
-                            orderly=True, consume_batch_max_size=4, **FAST)
+    consumer = PushConsumer(
+        group="gfifo",
+        namesrv=cluster.addr,
+        consume_from="first",
+        orderly=True,
+        consume_batch_max_size=4,
+        **FAST,
+    )
     consumer.subscribe("fifo")
 
     @consumer.listener
@@ -188,18 +218,25 @@ async def test_orderly_consumption_keeps_per_queue_order_under_load(cluster, eve
     await consumer.start()
     try:
         async with Producer(group="pg", namesrv=cluster.addr) as producer:
+
             def by_key(queues, msg, key):
                 return queues[hash(key) % len(queues)]
 
             async def send_key(key: str) -> None:
                 for seq in range(100):
-                    await producer.send(Message(topic="fifo", body=b"%d" % seq, keys=[key]),
-                                        selector=by_key, arg=key)
+                    await producer.send(
+                        Message(topic="fifo", body=b"%d" % seq, keys=[key]),
+                        selector=by_key,
+                        arg=key,
+                    )
 
             keys = [f"order-{i}" for i in range(6)]
             await asyncio.gather(*(send_key(k) for k in keys))
-        await eventually(lambda: all(len(order[k]) >= 100 for k in keys), timeout_s=10,
-                         what="every ordered message")
+        await eventually(
+            lambda: all(len(order[k]) >= 100 for k in keys),
+            timeout_s=10,
+            what="every ordered message",
+        )
         for key in keys:
             assert order[key] == list(range(100)), key
     finally:
@@ -224,11 +261,13 @@ async def test_tag_filters_deliver_only_the_subscribed_tags(cluster, eventually)
 
 
 async def test_reconsume_later_redelivers_with_reconsume_times_then_dead_letters(
-        cluster, eventually):
+    cluster, eventually
+):
     await create_topic(cluster, "retry", eventually)
     attempts: list[int] = []
-    consumer = PushConsumer(group="gretry", namesrv=cluster.addr, consume_from="first",
-                            max_reconsume_times=1, **FAST)
+    consumer = PushConsumer(
+        group="gretry", namesrv=cluster.addr, consume_from="first", max_reconsume_times=1, **FAST
+    )
     consumer.subscribe("retry")
 
     @consumer.listener
@@ -243,8 +282,11 @@ async def test_reconsume_later_redelivers_with_reconsume_times_then_dead_letters
         await send_all(cluster, "retry", [b"poison"])
         await eventually(lambda: len(attempts) >= 2, timeout_s=30, what="a redelivery")
         assert attempts[:2] == [0, 1]
-        await eventually(lambda: cluster.namesrv.route_table.get_route(dlq_topic("gretry")),
-                         timeout_s=30, what="the dead-letter topic")
+        await eventually(
+            lambda: cluster.namesrv.route_table.get_route(dlq_topic("gretry")),
+            timeout_s=30,
+            what="the dead-letter topic",
+        )
     finally:
         await consumer.shutdown()
 
@@ -259,12 +301,19 @@ async def test_orderly_queues_are_locked_by_exactly_one_member(cluster, eventual
         consumers.append(consumer)
         await consumer.start()
     try:
-        await eventually(lambda: owners_are_exclusive(consumers, 2 * QUEUES, "locks"), timeout_s=10,
-                         what="exclusive orderly assignment")
+        await eventually(
+            lambda: owners_are_exclusive(consumers, 2 * QUEUES, "locks"),
+            timeout_s=10,
+            what="exclusive orderly assignment",
+        )
         for consumer in consumers:
             await consumer.lock_all()
-        locked = [pq.queue for c in consumers for pq in c._pqs.values()
-                  if pq.locked and pq.queue.topic == "locks"]
+        locked = [
+            pq.queue
+            for c in consumers
+            for pq in c._pqs.values()
+            if pq.locked and pq.queue.topic == "locks"
+        ]
         assert len(locked) == len(set(locked)) == 2 * QUEUES
     finally:
         for consumer in consumers:
@@ -275,8 +324,9 @@ async def test_pull_consumer_polls_seeks_and_commits(cluster, eventually):
     await create_topic(cluster, "lite", eventually)
     bodies = [b"p%d" % i for i in range(40)]
     await send_all(cluster, "lite", bodies)
-    consumer = PullConsumer(group="glite", namesrv=cluster.addr, consume_from="first",
-                            auto_commit=False, **FAST)
+    consumer = PullConsumer(
+        group="glite", namesrv=cluster.addr, consume_from="first", auto_commit=False, **FAST
+    )
     consumer.assign([])
     await consumer.start()
     try:
@@ -292,8 +342,9 @@ async def test_pull_consumer_polls_seeks_and_commits(cluster, eventually):
         await eventually(polled_all, timeout_s=10, what="every message polled")
         assert sorted(m.body for m in got) == sorted(bodies)
         queue = got[0]
-        mq = next(q for q in queues if (q.broker_name, q.queue_id) ==
-                  (queue.broker_name, queue.queue_id))
+        mq = next(
+            q for q in queues if (q.broker_name, q.queue_id) == (queue.broker_name, queue.queue_id)
+        )
         await consumer.seek_to_begin(mq)
         again: list[MessageExt] = []
 
@@ -317,6 +368,7 @@ async def test_pull_consumer_subscribe_rebalances_and_auto_commits(cluster, even
     await consumer.start()
     got: list[bytes] = []
     try:
+
         async def polled_all():
             got.extend(m.body for m in await consumer.poll(timeout_s=0.2))
             return len(got) >= len(bodies)
@@ -333,19 +385,22 @@ async def test_pull_consumer_subscribe_rebalances_and_auto_commits(cluster, even
         await again.shutdown()
 
 
-async def test_a_consumers_queue_pulls_to_one_broker_share_pull_batch_calls(cluster,
-                                                                            eventually):
+async def test_a_consumers_queue_pulls_to_one_broker_share_pull_batch_calls(cluster, eventually):
     await create_topic(cluster, "merged", eventually)
     seen: dict[bytes, list[str]] = {}
     consumer = recording_consumer(cluster, "gm", "merged", seen)
     await consumer.start()
     try:
-        await eventually(lambda: len(consumer.assigned_queues()) >= 2 * QUEUES, timeout_s=10,
-                         what="every queue assigned")
+        await eventually(
+            lambda: len(consumer.assigned_queues()) >= 2 * QUEUES,
+            timeout_s=10,
+            what="every queue assigned",
+        )
         bodies = [b"m%d" % i for i in range(300)]
         await send_all(cluster, "merged", bodies)
-        await eventually(lambda: set(bodies) <= set(seen), timeout_s=10,
-                         what="every message consumed")
+        await eventually(
+            lambda: set(bodies) <= set(seen), timeout_s=10, what="every message consumed"
+        )
         stats = consumer.pull_stats()
         assert len(stats) == 2, "one coalescer per broker"
         calls = sum(c for c, _ in stats.values())

@@ -9,19 +9,22 @@ import pytest
 from pocketmq.client import InvalidMessageError, Message, MessageExt, Producer, PullConsumer
 
 
-async def test_deliver_at_and_delay_ms_arrive_not_before_their_time(nameserver, start_broker,
-                                                                  eventually):
+async def test_deliver_at_and_delay_ms_arrive_not_before_their_time(
+    nameserver, start_broker, eventually
+):
     await start_broker(namesrv_addrs=nameserver.address)
     received: dict[str, tuple[MessageExt, float]] = {}
     async with Producer(group="timed-producer", namesrv=nameserver.address) as producer:
         await producer.send(Message(topic="Timed", body=b"warm-up"))
         now_ms = time.time() * 1000
-        at = await producer.send(Message(topic="Timed", body=b"at",
-                                         deliver_at_ms=int(now_ms) + 1500))
+        at = await producer.send(
+            Message(topic="Timed", body=b"at", deliver_at_ms=int(now_ms) + 1500)
+        )
         after = await producer.send(Message(topic="Timed", body=b"after", delay_ms=1000))
         due = {at.msg_id: now_ms + 1500, after.msg_id: now_ms + 1000}
-    consumer = PullConsumer(group="timed-consumer", namesrv=nameserver.address,
-                            consume_from="first")
+    consumer = PullConsumer(
+        group="timed-consumer", namesrv=nameserver.address, consume_from="first"
+    )
     consumer.subscribe("Timed", "*")
     async with consumer:
 

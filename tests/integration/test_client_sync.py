@@ -41,10 +41,10 @@ async def test_sync_producer_and_pull_consumer_round_trip_every_message(cluster,
 
     def script() -> tuple[list, list[MessageExt]]:
         with SyncProducer(group="pg", namesrv=cluster.addr) as producer:
-            results = [producer.send(Message(topic="sync-rt", body=b"m%d" % i))
-                       for i in range(20)]
+            results = [producer.send(Message(topic="sync-rt", body=b"m%d" % i)) for i in range(20)]
             results += producer.send_batch(
-                [Message(topic="sync-rt", body=b"b%d" % i) for i in range(10)])
+                [Message(topic="sync-rt", body=b"b%d" % i) for i in range(10)]
+            )
         got: list[MessageExt] = []
         consumer = SyncPullConsumer(group="cg", namesrv=cluster.addr, consume_from="first")
         consumer.subscribe("sync-rt")
@@ -58,27 +58,25 @@ async def test_sync_producer_and_pull_consumer_round_trip_every_message(cluster,
     results, got = await asyncio.to_thread(script)
     assert all(r.status is SendStatus.SEND_OK for r in results)
     assert sorted(m.body for m in got) == sorted(
-        [b"m%d" % i for i in range(20)] + [b"b%d" % i for i in range(10)])
+        [b"m%d" % i for i in range(20)] + [b"b%d" % i for i in range(10)]
+    )
 
 
-async def test_sync_pull_consumer_with_an_sql_selector_polls_only_the_matches(
-        cluster, eventually):
+async def test_sync_pull_consumer_with_an_sql_selector_polls_only_the_matches(cluster, eventually):
     await create_topic(cluster, "sync-sql", eventually)
 
     def script() -> list[bytes]:
         with SyncProducer(group="pg", namesrv=cluster.addr) as producer:
             for i in range(30):
-                producer.send(Message(topic="sync-sql", body=b"m%d" % i,
-                                      properties={"n": str(i)}))
+                producer.send(Message(topic="sync-sql", body=b"m%d" % i, properties={"n": str(i)}))
         got: list[bytes] = []
-        consumer = SyncPullConsumer(group="cg-sql", namesrv=cluster.addr,
-                                    consume_from="first")
+        consumer = SyncPullConsumer(group="cg-sql", namesrv=cluster.addr, consume_from="first")
         consumer.subscribe("sync-sql", MessageSelector.by_sql("n >= 25 OR n = 3"))
         with consumer:
             deadline = time.monotonic() + 20
             while len(got) < 6 and time.monotonic() < deadline:
                 got += [m.body for m in consumer.poll(timeout_s=1)]
-            got += [m.body for m in consumer.poll(timeout_s=1)]   # nothing else may come
+            got += [m.body for m in consumer.poll(timeout_s=1)]  # nothing else may come
         return got
 
     got = await asyncio.to_thread(script)
@@ -92,11 +90,13 @@ async def test_sync_producer_is_shared_safely_by_many_threads(cluster, eventuall
         results: list = []
         lock = threading.Lock()
         with SyncProducer(group="pg", namesrv=cluster.addr) as producer:
+
             def worker(n: int) -> None:
                 for i in range(25):
                     r = producer.send(Message(topic="sync-threads", body=b"%d-%d" % (n, i)))
                     with lock:
                         results.append(r)
+
             threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
             for t in threads:
                 t.start()
@@ -110,21 +110,21 @@ async def test_sync_producer_is_shared_safely_by_many_threads(cluster, eventuall
     assert len({r.queue for r in results}) == 2 * QUEUES
 
 
-async def test_sync_push_consumer_runs_a_blocking_listener_on_worker_threads(
-        cluster, eventually):
+async def test_sync_push_consumer_runs_a_blocking_listener_on_worker_threads(cluster, eventually):
     await create_topic(cluster, "sync-push", eventually)
     seen: list[bytes] = []
     threads: set[str] = set()
     lock = threading.Lock()
 
     def script() -> None:
-        consumer = SyncPushConsumer(group="cg-push", namesrv=cluster.addr,
-                                    consume_from="first", consume_threads=4)
+        consumer = SyncPushConsumer(
+            group="cg-push", namesrv=cluster.addr, consume_from="first", consume_threads=4
+        )
         consumer.subscribe("sync-push")
 
         @consumer.listener
         def handle(messages: list[MessageExt]) -> ConsumeResult:
-            time.sleep(0.01)                    # blocking work is fine here
+            time.sleep(0.01)  # blocking work is fine here
             with lock:
                 seen.extend(m.body for m in messages)
                 threads.add(threading.current_thread().name)
@@ -145,20 +145,23 @@ async def test_sync_push_consumer_runs_a_blocking_listener_on_worker_threads(
 
 
 async def test_sync_transaction_producer_commits_what_the_local_transaction_commits(
-        cluster, eventually):
+    cluster, eventually
+):
     await create_topic(cluster, "sync-tx", eventually)
 
     def script() -> tuple[list, list[MessageExt]]:
         states = []
         with SyncTransactionProducer(
-                "txg", cluster.addr,
-                checker=lambda msg: LocalTransactionState.ROLLBACK) as producer:
+            "txg", cluster.addr, checker=lambda msg: LocalTransactionState.ROLLBACK
+        ) as producer:
             for i in range(4):
-                decision = LocalTransactionState.COMMIT if i % 2 == 0 \
-                    else LocalTransactionState.ROLLBACK
+                decision = (
+                    LocalTransactionState.COMMIT if i % 2 == 0 else LocalTransactionState.ROLLBACK
+                )
                 result = producer.send_in_transaction(
                     Message(topic="sync-tx", body=b"t%d" % i),
-                    lambda msg, arg, decision=decision: decision)
+                    lambda msg, arg, decision=decision: decision,
+                )
                 states.append(result.local_state)
         got: list[MessageExt] = []
         consumer = SyncPullConsumer(group="cg-tx", namesrv=cluster.addr, consume_from="first")
@@ -167,7 +170,7 @@ async def test_sync_transaction_producer_commits_what_the_local_transaction_comm
             deadline = time.monotonic() + 5
             while len(got) < 2 and time.monotonic() < deadline:
                 got += consumer.poll(timeout_s=0.5)
-            got += consumer.poll(timeout_s=0.5)   # nothing more may arrive
+            got += consumer.poll(timeout_s=0.5)  # nothing more may arrive
         return states, got
 
     states, got = await asyncio.to_thread(script)
@@ -183,6 +186,6 @@ async def test_sync_facade_errors_are_the_asyncio_clients_own(cluster):
                 producer.send(Message(topic="t", body=b"x"))
         finally:
             producer.shutdown()
-            producer.shutdown()          # twice is fine
+            producer.shutdown()  # twice is fine
 
     await asyncio.to_thread(script)

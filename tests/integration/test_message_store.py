@@ -94,9 +94,11 @@ def test_records_never_straddle_segments_and_reads_cross_them(store):
 
 
 def test_prepared_and_rolled_back_transaction_records_get_no_queue_unit(store):
-    result = store.put_batch(record(sysflag=SysFlag.TRANSACTION_PREPARED)
-                             + record(sysflag=SysFlag.TRANSACTION_ROLLBACK)
-                             + record(sysflag=SysFlag.TRANSACTION_COMMIT, body=b"c"))
+    result = store.put_batch(
+        record(sysflag=SysFlag.TRANSACTION_PREPARED)
+        + record(sysflag=SysFlag.TRANSACTION_ROLLBACK)
+        + record(sysflag=SysFlag.TRANSACTION_COMMIT, body=b"c")
+    )
     assert result.queue_offsets == [0, 0, 0]
     assert store.max_offset("orders", 0) == 1
     assert bodies(store.get_messages("orders", 0, 0).records) == [b"c"]
@@ -104,9 +106,11 @@ def test_prepared_and_rolled_back_transaction_records_get_no_queue_unit(store):
 
 
 def test_query_by_key_finds_keys_and_unique_ids_and_verifies_hits(store):
-    store.put_batch(record(keys="order-1 order-2", uniq="U1", body=b"a")
-                    + record(keys="order-2", uniq="U2", body=b"b")
-                    + record(topic="other", keys="order-1", body=b"c"))
+    store.put_batch(
+        record(keys="order-1 order-2", uniq="U1", body=b"a")
+        + record(keys="order-2", uniq="U2", body=b"b")
+        + record(topic="other", keys="order-1", body=b"c")
+    )
     assert sorted(bodies(store.query_by_key("orders", "order-2"))) == [b"a", b"b"]
     assert bodies(store.query_by_key("orders", "order-1")) == [b"a"]
     assert bodies(store.query_by_key("orders", "U2")) == [b"b"]
@@ -195,8 +199,9 @@ class SlowSyncIO(StoreIO):
 
 
 def test_sync_flush_slower_than_the_timeout_answers_flush_disk_timeout(tmp_path):
-    config = small_config(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH,
-                          sync_flush_timeout_ms=50)
+    config = small_config(
+        tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout_ms=50
+    )
     store = open_store(config, io=SlowSyncIO(0.2))
     try:
         result = store.put_batch(record())
@@ -305,8 +310,7 @@ def test_above_the_forcible_ratio_unexpired_segments_are_deleted(tmp_path):
     io = FakeDiskIO()
     clock = ManualClock(now_ms=1_700_000_000_000)
     other_hour = (time.localtime(clock.now_ms() / 1000).tm_hour + 12) % 24
-    store = open_store(small_config(tmp_path, delete_when=f"{other_hour:02d}"), io=io,
-                       clock=clock)
+    store = open_store(small_config(tmp_path, delete_when=f"{other_hour:02d}"), io=io, clock=clock)
     try:
         for _ in range(60):
             store.put_batch(record(body=b"x" * 3000))
@@ -315,7 +319,6 @@ def test_above_the_forcible_ratio_unexpired_segments_are_deleted(tmp_path):
         assert store.put_batch(record()).ok  # 86 % is below the 90 % write limit
     finally:
         store.shutdown()
-
 
 
 async def test_one_cancelled_waiter_does_not_cancel_the_others_of_its_flush_round(tmp_path):

@@ -36,8 +36,9 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 def _get(port: int, path: str = "/metrics", accept: str = "") -> tuple[int, str, str]:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
-                                     headers={"Accept": accept} if accept else {})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", headers={"Accept": accept} if accept else {}
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as reply:
             return reply.status, reply.headers["Content-Type"], reply.read().decode()
@@ -48,8 +49,11 @@ def _get(port: int, path: str = "/metrics", accept: str = "") -> tuple[int, str,
 async def scrape(port: int) -> Samples:
     status, _type, text = await asyncio.to_thread(_get, port)
     assert status == 200, text
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:
@@ -65,18 +69,21 @@ async def namesrv():
 
 
 @pytest.fixture
-async def broker(namesrv, start_broker):     # the nameserver outlives the broker
-    broker = await start_broker(namesrv_addrs=namesrv.address, metrics_port=0,
-                                flush_disk_type="sync")
-    broker.topics.create(TopicConfig(topic_name=TOPIC, read_queue_nums=QUEUES,
-                                     write_queue_nums=QUEUES))
+async def broker(namesrv, start_broker):  # the nameserver outlives the broker
+    broker = await start_broker(
+        namesrv_addrs=namesrv.address, metrics_port=0, flush_disk_type="sync"
+    )
+    broker.topics.create(
+        TopicConfig(topic_name=TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+    )
     return broker
 
 
 async def consume_everything(namesrv: NameServer, group: str, expected: int) -> int:
     """Poll *expected* messages of TOPIC as *group*, commit them, leave the group."""
-    consumer = PullConsumer(group=group, namesrv=namesrv.address, consume_from="first",
-                            auto_commit=False)
+    consumer = PullConsumer(
+        group=group, namesrv=namesrv.address, consume_from="first", auto_commit=False
+    )
     consumer.subscribe(TOPIC)
     await consumer.start()
     got = 0
@@ -91,10 +98,11 @@ async def consume_everything(namesrv: NameServer, group: str, expected: int) -> 
 
 
 async def test_broker_metrics_count_what_producers_sent_and_consumers_pulled(
-        broker, namesrv, eventually):
+    broker, namesrv, eventually
+):
     assert broker.metrics_port and broker.metrics_port != broker.port
     async with Producer(group="metrics-pg", namesrv=namesrv.address) as producer:
-        for i in range(12):                       # one request each: awaited one by one
+        for i in range(12):  # one request each: awaited one by one
             await producer.send(Message(topic=TOPIC, body=BODY, keys=[f"k{i}"]))
         await producer.send_batch([Message(topic="metrics-other", body=BODY)] * 5)
     assert await consume_everything(namesrv, "metrics-cg", 12) == 12
@@ -106,15 +114,25 @@ async def test_broker_metrics_count_what_producers_sent_and_consumers_pulled(
     put_bytes = value(samples, "pocketmq_put_bytes_total", topic=TOPIC)
     assert put_bytes > 12 * len(BODY)
     assert value(samples, "pocketmq_get_bytes_total", topic=TOPIC) == put_bytes  # same records
-    assert put_bytes + value(samples, "pocketmq_put_bytes_total", topic="metrics-other") == \
-        int(broker.store.runtime_info()["put_bytes_total"])
-    assert value(samples, "pocketmq_put_latency_seconds_count") == 13   # 12 sends + 1 batch
+    assert put_bytes + value(samples, "pocketmq_put_bytes_total", topic="metrics-other") == int(
+        broker.store.runtime_info()["put_bytes_total"]
+    )
+    assert value(samples, "pocketmq_put_latency_seconds_count") == 13  # 12 sends + 1 batch
     assert value(samples, "pocketmq_put_latency_seconds_bucket", le="+Inf") == 13
     assert value(samples, "pocketmq_put_latency_seconds_sum") > 0
     assert value(samples, "pocketmq_get_messages_total", topic="metrics-other") == 0
-    assert value(samples, "pocketmq_broker_info", broker_name=broker.config.broker_name,
-                 cluster=broker.config.cluster_name, broker_id="0", address=broker.address,
-                 version=__version__) == 1
+    assert (
+        value(
+            samples,
+            "pocketmq_broker_info",
+            broker_name=broker.config.broker_name,
+            cluster=broker.config.cluster_name,
+            broker_id="0",
+            address=broker.address,
+            version=__version__,
+        )
+        == 1
+    )
 
 
 async def test_broker_metrics_show_the_store_and_its_flushes(broker, namesrv, eventually):
@@ -122,16 +140,21 @@ async def test_broker_metrics_show_the_store_and_its_flushes(broker, namesrv, ev
         await producer.send_batch([Message(topic=TOPIC, body=BODY)] * 10)
 
     def consume_queue_flushed(samples: Samples) -> bool:
-        return value(samples, "pocketmq_flush_latency_seconds_count",
-                     kind="consume_queue") > 0
+        return value(samples, "pocketmq_flush_latency_seconds_count", kind="consume_queue") > 0
 
-    samples = await eventually(lambda: _scrape_until(broker.metrics_port, consume_queue_flushed),
-                               timeout_s=10, what="a consume-queue flush round")
+    samples = await eventually(
+        lambda: _scrape_until(broker.metrics_port, consume_queue_flushed),
+        timeout_s=10,
+        what="a consume-queue flush round",
+    )
     info = broker.store.runtime_info()
     max_offset = int(info["commitlog_max_offset"])
-    assert value(samples, "pocketmq_store_size_bytes") == \
-        max_offset - int(info["commitlog_min_offset"]) > 10 * len(BODY)
-    assert value(samples, "pocketmq_flush_lag_bytes") == 0       # sync flush: all durable
+    assert (
+        value(samples, "pocketmq_store_size_bytes")
+        == max_offset - int(info["commitlog_min_offset"])
+        > 10 * len(BODY)
+    )
+    assert value(samples, "pocketmq_flush_lag_bytes") == 0  # sync flush: all durable
     assert value(samples, "pocketmq_dispatch_lag_bytes") == 0
     # sync flush: the send waited for at least one group commit
     assert value(samples, "pocketmq_flush_latency_seconds_count", kind="commitlog") >= 1
@@ -150,52 +173,72 @@ async def test_consumer_lag_equals_the_messages_not_yet_consumed(broker, namesrv
         await producer.send_batch([Message(topic=TOPIC, body=BODY)] * 8)
         assert await consume_everything(namesrv, "metrics-lag", 8) == 8
         samples = await scrape(broker.metrics_port)
-        assert value(samples, "pocketmq_consumer_lag_messages", group="metrics-lag",
-                     topic=TOPIC) == 0
+        assert (
+            value(samples, "pocketmq_consumer_lag_messages", group="metrics-lag", topic=TOPIC) == 0
+        )
         for _ in range(3):
             await producer.send(Message(topic=TOPIC, body=BODY))
         await producer.send_batch([Message(topic=TOPIC, body=BODY)] * 4)
     samples = await scrape(broker.metrics_port)
-    assert value(samples, "pocketmq_consumer_lag_messages", group="metrics-lag",
-                 topic=TOPIC) == 7
+    assert value(samples, "pocketmq_consumer_lag_messages", group="metrics-lag", topic=TOPIC) == 7
 
 
 async def test_parked_pulls_follow_the_waiting_consumer(broker, namesrv, eventually):
-    consumer = PullConsumer(group="metrics-park", namesrv=namesrv.address, consume_from="first",
-                            pull_suspend_ms=30_000)
+    consumer = PullConsumer(
+        group="metrics-park", namesrv=namesrv.address, consume_from="first", pull_suspend_ms=30_000
+    )
     consumer.subscribe(TOPIC)
     async with consumer:
         # the consumer's one pull per empty queue waits at the broker
-        await eventually(lambda: _scrape_until(
-            broker.metrics_port,
-            lambda s: value(s, "pocketmq_parked_pulls") == broker.hold.parked_count == QUEUES),
-            timeout_s=10, what=f"{QUEUES} parked pulls")
-    await eventually(lambda: _scrape_until(
-        broker.metrics_port, lambda s: value(s, "pocketmq_parked_pulls") == 0),
-        what="no parked pull once the consumer left")
+        await eventually(
+            lambda: _scrape_until(
+                broker.metrics_port,
+                lambda s: value(s, "pocketmq_parked_pulls") == broker.hold.parked_count == QUEUES,
+            ),
+            timeout_s=10,
+            what=f"{QUEUES} parked pulls",
+        )
+    await eventually(
+        lambda: _scrape_until(
+            broker.metrics_port, lambda s: value(s, "pocketmq_parked_pulls") == 0
+        ),
+        what="no parked pull once the consumer left",
+    )
 
 
-async def test_nameserver_metrics_count_registered_brokers(broker, namesrv, start_broker,
-                                                         eventually):
+async def test_nameserver_metrics_count_registered_brokers(
+    broker, namesrv, start_broker, eventually
+):
     assert namesrv.metrics_port
     # the fixture's topic reaches the nameserver with the broker's next registration
-    await eventually(lambda: TOPIC in namesrv.route_table.topics() or None,
-                     timeout_s=10, what=f"{TOPIC} registered")
+    await eventually(
+        lambda: TOPIC in namesrv.route_table.topics() or None,
+        timeout_s=10,
+        what=f"{TOPIC} registered",
+    )
     samples = await scrape(namesrv.metrics_port)
     assert value(samples, "pocketmq_registered_brokers", cluster="DefaultCluster") == 1
     assert value(samples, "pocketmq_nameserver_topics") == len(namesrv.route_table.topics())
     assert value(samples, "pocketmq_nameserver_registrations_total") >= 1
-    assert value(samples, "pocketmq_nameserver_info", address=namesrv.address,
-                 version=__version__) == 1
+    assert (
+        value(samples, "pocketmq_nameserver_info", address=namesrv.address, version=__version__)
+        == 1
+    )
 
-    await start_broker(dir_name="b", broker_name="broker-b", cluster_name="OtherCluster",
-                       namesrv_addrs=namesrv.address)
+    await start_broker(
+        dir_name="b",
+        broker_name="broker-b",
+        cluster_name="OtherCluster",
+        namesrv_addrs=namesrv.address,
+    )
     samples = await scrape(namesrv.metrics_port)
     assert value(samples, "pocketmq_registered_brokers", cluster="OtherCluster") == 1
-    await broker.stop()                      # unregisters
+    await broker.stop()  # unregisters
     samples = await scrape(namesrv.metrics_port)
-    assert ("pocketmq_registered_brokers", frozenset({("cluster", "DefaultCluster")})) \
-        not in samples
+    assert (
+        "pocketmq_registered_brokers",
+        frozenset({("cluster", "DefaultCluster")}),
+    ) not in samples
     assert value(samples, "pocketmq_nameserver_unregistrations_total") == 1
 
 
@@ -205,8 +248,11 @@ async def test_two_brokers_in_one_process_serve_their_own_registries(start_broke
     names = set()
     for broker in (a, b):
         samples = await scrape(broker.metrics_port)
-        names |= {dict(labels)["broker_name"] for name, labels in samples
-                  if name == "pocketmq_broker_info"}
+        names |= {
+            dict(labels)["broker_name"]
+            for name, labels in samples
+            if name == "pocketmq_broker_info"
+        }
     assert names == {"broker-a", "broker-b"}
 
 
@@ -217,7 +263,8 @@ async def test_metrics_are_off_by_default_and_closed_at_stop(start_broker):
     status, content_type, _ = await asyncio.to_thread(_get, port, "/nowhere")
     assert status == 404
     status, content_type, text = await asyncio.to_thread(
-        _get, port, "/metrics", "application/openmetrics-text; version=1.0.0")
+        _get, port, "/metrics", "application/openmetrics-text; version=1.0.0"
+    )
     assert status == 200 and content_type.startswith("application/openmetrics-text")
     assert text.rstrip().endswith("# EOF")
     await broker.stop()
@@ -242,27 +289,34 @@ class GatedSyncIO(StoreIO):
         self.gate.set()
 
     def sync(self, fd: int) -> None:
-        self.gate.wait(30)   # in the flush thread: a stalled disk, not the test waiting
+        self.gate.wait(30)  # in the flush thread: a stalled disk, not the test waiting
         super().sync(fd)
 
 
-async def test_in_flight_requests_and_busy_refusals_follow_flow_control(broker_config,
-                                                                         eventually):
+async def test_in_flight_requests_and_busy_refusals_follow_flow_control(broker_config, eventually):
     io = GatedSyncIO()
-    broker = Broker(broker_config(flush_disk_type="sync", metrics_port=0,
-                                  max_in_flight_requests=1),
-                    store_factory=lambda cfg, clock: DefaultMessageStore(cfg, clock=clock, io=io))
+    broker = Broker(
+        broker_config(flush_disk_type="sync", metrics_port=0, max_in_flight_requests=1),
+        store_factory=lambda cfg, clock: DefaultMessageStore(cfg, clock=clock, io=io),
+    )
     await broker.start()
-    request = pb.SendMessageRequest(record=encode_record(
-        topic=TOPIC, body=BODY, queue_id=0, store_host=pack_host(("127.0.0.1", 0))))
+    request = pb.SendMessageRequest(
+        record=encode_record(
+            topic=TOPIC, body=BODY, queue_id=0, store_host=pack_host(("127.0.0.1", 0))
+        )
+    )
     try:
         async with grpc.aio.insecure_channel(broker.address) as channel:
             stub = broker_pb2_grpc.BrokerStub(channel)
             io.gate.clear()
             held = asyncio.ensure_future(stub.SendMessage(request, timeout=30))
-            samples = await eventually(lambda: _scrape_until(
-                broker.metrics_port, lambda s: value(s, "pocketmq_requests_in_flight") == 1),
-                timeout_s=10, what="a send held by the stalled flush")
+            samples = await eventually(
+                lambda: _scrape_until(
+                    broker.metrics_port, lambda s: value(s, "pocketmq_requests_in_flight") == 1
+                ),
+                timeout_s=10,
+                what="a send held by the stalled flush",
+            )
             assert value(samples, "pocketmq_requests_refused_busy_total") == 0
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await stub.SendMessage(request, timeout=10)

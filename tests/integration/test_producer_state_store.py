@@ -16,9 +16,13 @@ HOST = b"\x7f\0\0\1\0\0\0\0"
 
 
 def numbered(pid: int, seq: int, queue_id: int = 0) -> bytes:
-    return encode_message(Message(topic="orders", body=b"x" * 100), queue_id=queue_id,
-                          uniq_key=stamp(f"K{seq}", pid, 0, seq), born_host=HOST,
-                          born_timestamp_ms=1)
+    return encode_message(
+        Message(topic="orders", body=b"x" * 100),
+        queue_id=queue_id,
+        uniq_key=stamp(f"K{seq}", pid, 0, seq),
+        born_host=HOST,
+        born_timestamp_ms=1,
+    )
 
 
 def duplicates(store, record: bytes) -> dict:
@@ -26,8 +30,7 @@ def duplicates(store, record: bytes) -> dict:
     return service.check(record, store.scan(record)) or {}
 
 
-def test_a_crashed_store_rebuilds_the_state_from_the_log_and_refuses_a_duplicate(
-        tmp_path) -> None:
+def test_a_crashed_store_rebuilds_the_state_from_the_log_and_refuses_a_duplicate(tmp_path) -> None:
     config = small_config(tmp_path, producer_snapshot_interval_bytes=4096)
     store, _ = start_store(config)
     phys = [store.put_batch(numbered(7, seq)).phys_offsets[0] for seq in range(100)]
@@ -48,7 +51,7 @@ def test_a_snapshot_past_the_recovered_end_is_dropped(tmp_path) -> None:
     for seq in range(5):
         store.put_batch(numbered(7, seq))
     end = store.commitlog.max_offset
-    store.snapshot_producers(end + 10_000)      # claims records the log will not have
+    store.snapshot_producers(end + 10_000)  # claims records the log will not have
     crash(store)
     store, _ = start_store(config)
     try:
@@ -68,8 +71,9 @@ def test_a_replica_fed_the_masters_frames_refuses_the_same_duplicate(tmp_path) -
         while offset < master.commitlog.max_offset:
             frame = master.read_for_replica(offset, 4096)
             offset = replica.append_replicated(offset, frame)
-        assert duplicates(replica, numbered(9, 9, queue_id=0)) == \
-            duplicates(master, numbered(9, 9, queue_id=0))
+        assert duplicates(replica, numbered(9, 9, queue_id=0)) == duplicates(
+            master, numbered(9, 9, queue_id=0)
+        )
         assert duplicates(replica, numbered(9, 9, queue_id=0))[0].phys_offset >= 0
         assert os.path.isdir(replica.dirs.root)
     finally:

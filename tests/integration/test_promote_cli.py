@@ -33,7 +33,7 @@ def pocketmq(capsys, nameserver):
         def call() -> int:
             try:
                 return main(["--log-level", "WARNING", *args, "--namesrv", nameserver.address])
-            except SystemExit as exc:   # argparse's usage errors
+            except SystemExit as exc:  # argparse's usage errors
                 return int(exc.code or 0)
 
         code = await asyncio.to_thread(call)
@@ -45,27 +45,41 @@ def pocketmq(capsys, nameserver):
 
 async def send(namesrv: str, count: int) -> None:
     async with Producer(group="promote-pg", namesrv=namesrv) as producer:
-        results = [await producer.send(Message(topic=TOPIC, body=b"m%d" % i))
-                   for i in range(count)]
+        results = [await producer.send(Message(topic=TOPIC, body=b"m%d" % i)) for i in range(count)]
     assert {r.status for r in results} == {SendStatus.SEND_OK}
 
 
 @pytest.fixture
 async def trio(nameserver, broker_config, start_broker, eventually):
     """broker-a: an ASYNC_MASTER and replicas 1 and 2, all with the same 10 messages."""
-    common = dict(broker_name="broker-a", port=0, ha_port=0, grpc_v2_port=-1,
-                  namesrv_addrs=nameserver.address, register_interval_seconds=0.2)
-    master = await start_broker(broker_config("master", broker_role="ASYNC_MASTER",
-                                              broker_id=0, **common))
+    common = dict(
+        broker_name="broker-a",
+        port=0,
+        ha_port=0,
+        grpc_v2_port=-1,
+        namesrv_addrs=nameserver.address,
+        register_interval_seconds=0.2,
+    )
+    master = await start_broker(
+        broker_config("master", broker_role="ASYNC_MASTER", broker_id=0, **common)
+    )
     master.topics.create(TopicConfig(topic_name=TOPIC, read_queue_nums=2, write_queue_nums=2))
-    await eventually(lambda: nameserver.route_table.get_route(TOPIC) is not None,
-                     what="the topic's route")
-    replicas = [await start_broker(broker_config(f"replica-{i}", broker_role="SLAVE",
-                                                 broker_id=i, **common)) for i in (1, 2)]
+    await eventually(
+        lambda: nameserver.route_table.get_route(TOPIC) is not None, what="the topic's route"
+    )
+    replicas = [
+        await start_broker(
+            broker_config(f"replica-{i}", broker_role="SLAVE", broker_id=i, **common)
+        )
+        for i in (1, 2)
+    ]
     await send(nameserver.address, 10)
-    await eventually(lambda: all(r.store.commitlog.max_offset
-                                 == master.store.commitlog.max_offset for r in replicas),
-                     what="both replicas caught up")
+    await eventually(
+        lambda: all(
+            r.store.commitlog.max_offset == master.store.commitlog.max_offset for r in replicas
+        ),
+        what="both replicas caught up",
+    )
     return SimpleNamespace(master=master, first=replicas[0], second=replicas[1])
 
 
@@ -74,8 +88,10 @@ async def hold_back_second_replica(trio, namesrv: str, eventually) -> None:
     assert trio.second.ha.client is not None
     await trio.second.ha.client.stop()
     await send(namesrv, 10)
-    await eventually(lambda: trio.first.store.commitlog.max_offset
-                     == trio.master.store.commitlog.max_offset, what="replica 1 caught up")
+    await eventually(
+        lambda: trio.first.store.commitlog.max_offset == trio.master.store.commitlog.max_offset,
+        what="replica 1 caught up",
+    )
     assert trio.second.store.commitlog.max_offset < trio.first.store.commitlog.max_offset
 
 
@@ -87,7 +103,8 @@ async def test_promote_refuses_a_broker_that_is_already_the_master(trio, pocketm
 
 
 async def test_promote_refuses_a_replica_behind_another_live_member_unless_forced(
-        trio, nameserver, pocketmq, eventually):
+    trio, nameserver, pocketmq, eventually
+):
     await hold_back_second_replica(trio, nameserver.address, eventually)
     behind = trio.second.store.commitlog.max_offset
     ahead = trio.first.store.commitlog.max_offset
@@ -95,10 +112,12 @@ async def test_promote_refuses_a_replica_behind_another_live_member_unless_force
     await trio.master.stop()
     code, _, err = await pocketmq("broker", "promote", trio.second.address)
     assert code == 1
-    assert f"{trio.first.address} (SLAVE): epoch 1, commit-log offset {ahead} is " \
-           f"{ahead - behind} bytes ahead in epoch 1" in err, err
+    assert (
+        f"{trio.first.address} (SLAVE): epoch 1, commit-log offset {ahead} is "
+        f"{ahead - behind} bytes ahead in epoch 1" in err
+    ), err
     assert "--force" in err
-    assert trio.second.ha.runtime_info()["broker_role"] == "SLAVE"    # nothing was changed
+    assert trio.second.ha.runtime_info()["broker_role"] == "SLAVE"  # nothing was changed
 
     code, out, err = await pocketmq("broker", "promote", trio.second.address, "--force")
     assert code == 0, err
@@ -107,26 +126,35 @@ async def test_promote_refuses_a_replica_behind_another_live_member_unless_force
 
 
 async def test_promote_takes_the_replica_furthest_ahead_and_prints_what_it_compared(
-        trio, nameserver, pocketmq, eventually):
+    trio, nameserver, pocketmq, eventually
+):
     await hold_back_second_replica(trio, nameserver.address, eventually)
     ahead = trio.first.store.commitlog.max_offset
     await trio.master.stop()
-    code, out, err = await pocketmq("broker", "promote", trio.first.address, "--role",
-                                    "SYNC_MASTER", "--json")
+    code, out, err = await pocketmq(
+        "broker", "promote", trio.first.address, "--role", "SYNC_MASTER", "--json"
+    )
     assert code == 0, err
     result = json.loads(out)
     assert (result["epoch"], result["start_offset"], result["role"], result["forced"]) == (
-        2, ahead, "SYNC_MASTER", False)
+        2,
+        ahead,
+        "SYNC_MASTER",
+        False,
+    )
     assert [(m["addr"], m["max_offset"]) for m in result["members"]] == [
-        (trio.second.address, trio.second.store.commitlog.max_offset)]
+        (trio.second.address, trio.second.store.commitlog.max_offset)
+    ]
     assert trio.first.store.epochs.entries[-1] == (2, ahead)
 
 
 async def test_promote_of_an_unreachable_or_malformed_address_says_why(pocketmq):
     code, out, err = await pocketmq("broker", "promote", "127.0.0.1:1", "--timeout", "2")
     assert (code, out) == (1, "")
-    assert err.startswith("pocketmq broker promote: cannot promote 127.0.0.1:1: "
-                          "GetBrokerRuntimeInfo to 127.0.0.1:1 failed: UNAVAILABLE"), err
+    assert err.startswith(
+        "pocketmq broker promote: cannot promote 127.0.0.1:1: "
+        "GetBrokerRuntimeInfo to 127.0.0.1:1 failed: UNAVAILABLE"
+    ), err
     code, _, err = await pocketmq("broker", "promote", "no-port-here")
     assert code == 2 and "is not host:port" in err
     code, _, err = await pocketmq("broker", "promote", "127.0.0.1:1", "--epoch", "-1")
@@ -134,12 +162,14 @@ async def test_promote_of_an_unreachable_or_malformed_address_says_why(pocketmq)
 
 
 async def test_admin_client_promote_raises_with_the_positions_it_compared(
-        trio, nameserver, eventually):
+    trio, nameserver, eventually
+):
     await hold_back_second_replica(trio, nameserver.address, eventually)
     async with AdminClient(nameserver.address) as admin:
         with pytest.raises(PromotionRefusedError) as refused:
             await admin.promote(trio.second.address)
     assert refused.value.target.max_offset == trio.second.store.commitlog.max_offset
     assert sorted(m.addr for m in refused.value.ahead) == sorted(
-        [trio.master.address, trio.first.address])
+        [trio.master.address, trio.first.address]
+    )
     assert re.search(r"not promoting broker-a id 2 at \S+ \(SLAVE\)", str(refused.value))

@@ -26,8 +26,9 @@ async def send(stub, *records: bytes) -> None:
     await stub.SendBatch(pb.SendBatchRequest(records=b"".join(records)))
 
 
-def batch(*pulls: pb.QueuePull, suspend_ms: int | None = 0,
-          group: str = "GroupA") -> pb.PullBatchRequest:
+def batch(
+    *pulls: pb.QueuePull, suspend_ms: int | None = 0, group: str = "GroupA"
+) -> pb.PullBatchRequest:
     request = pb.PullBatchRequest(consumer_group=group, pulls=pulls)
     if suspend_ms is not None:
         request.suspend_timeout_ms = suspend_ms
@@ -48,8 +49,12 @@ def bodies(result: pb.QueuePullResult) -> list[bytes]:
 
 async def test_every_queue_is_answered_with_its_own_status_and_offsets(stub):
     await create_topic(stub)
-    await send(stub, record(queue_id=0, body=b"a0"), record(queue_id=0, body=b"a1"),
-               record(queue_id=2, body=b"c0"))
+    await send(
+        stub,
+        record(queue_id=0, body=b"a0"),
+        record(queue_id=0, body=b"a1"),
+        record(queue_id=2, body=b"c0"),
+    )
     reply = await stub.PullBatch(batch(qp(0), qp(1), qp(2, offset=1), qp(0, offset=9)))
     results = by_index(reply)
     assert sorted(results) == [0, 1, 2, 3]
@@ -62,11 +67,11 @@ async def test_every_queue_is_answered_with_its_own_status_and_offsets(stub):
     assert not any(r.error_code for r in reply.results)
 
 
-async def test_a_batch_waits_while_every_queue_is_empty_and_wakes_on_any_arrival(broker, stub,
-                                                                                  eventually):
+async def test_a_batch_waits_while_every_queue_is_empty_and_wakes_on_any_arrival(
+    broker, stub, eventually
+):
     await create_topic(stub)
-    waiting = asyncio.ensure_future(stub.PullBatch(batch(qp(0), qp(1), qp(3),
-                                                         suspend_ms=10_000)))
+    waiting = asyncio.ensure_future(stub.PullBatch(batch(qp(0), qp(1), qp(3), suspend_ms=10_000)))
     await eventually(lambda: broker.hold.parked_count == 3, what="one call parked on 3 queues")
     started = time.monotonic()
     await send(stub, record(queue_id=3, body=b"late"))
@@ -78,11 +83,15 @@ async def test_a_batch_waits_while_every_queue_is_empty_and_wakes_on_any_arrival
     assert broker.hold.parked_count == 0, "every filing of the woken call is removed"
 
 
-async def test_a_batch_parks_again_when_what_arrived_does_not_match_its_tags(broker, stub,
-                                                                             eventually):
+async def test_a_batch_parks_again_when_what_arrived_does_not_match_its_tags(
+    broker, stub, eventually
+):
     await create_topic(stub)
-    waiting = asyncio.ensure_future(stub.PullBatch(batch(
-        qp(0, subscription="TagA"), qp(1, subscription="TagA"), suspend_ms=10_000)))
+    waiting = asyncio.ensure_future(
+        stub.PullBatch(
+            batch(qp(0, subscription="TagA"), qp(1, subscription="TagA"), suspend_ms=10_000)
+        )
+    )
     await eventually(lambda: broker.hold.parked_count == 2, what="parked")
     await send(stub, record(queue_id=0, tags="TagB"))
     await eventually(lambda: broker.hold.parked_count == 2, what="parked past the TagB message")
@@ -106,8 +115,9 @@ async def test_a_refused_queue_is_answered_alone_and_does_not_hold_the_others(st
     await create_topic(stub)
     await send(stub, record(queue_id=1, body=b"b0"))
     started = time.monotonic()
-    reply = await stub.PullBatch(batch(qp(0, topic="NoSuchTopic"), qp(1), qp(7),
-                                       qp(2, offset=-1), suspend_ms=10_000))
+    reply = await stub.PullBatch(
+        batch(qp(0, topic="NoSuchTopic"), qp(1), qp(7), qp(2, offset=-1), suspend_ms=10_000)
+    )
     assert time.monotonic() - started < 2, "a refusal answers the call at once"
     results = by_index(reply)
     assert (results[0].error_code, results[0].error_reason) == ("NOT_FOUND", "TOPIC_NOT_EXIST")
@@ -120,11 +130,14 @@ async def test_a_refused_queue_is_answered_alone_and_does_not_hold_the_others(st
     assert "queue_offset is -1" in results[3].error_message
 
 
-@pytest.mark.parametrize(("request_", "words"), [
-    (batch(qp(0), group="bad group!"), "group"),
-    (batch(*[qp(0)] * (pull_service.MAX_BATCH_QUEUES + 1)), "at most 1000"),
-    (batch(qp(0), suspend_ms=-5), "suspend_timeout_ms is -5"),
-])
+@pytest.mark.parametrize(
+    ("request_", "words"),
+    [
+        (batch(qp(0), group="bad group!"), "group"),
+        (batch(*[qp(0)] * (pull_service.MAX_BATCH_QUEUES + 1)), "at most 1000"),
+        (batch(qp(0), suspend_ms=-5), "suspend_timeout_ms is -5"),
+    ],
+)
 async def test_a_malformed_batch_is_refused_whole(stub, request_, words):
     await create_topic(stub)
     with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -141,8 +154,7 @@ async def test_each_queue_commits_the_offset_it_carries(broker, stub):
     assert broker.offsets.query("GroupA", "TopicA", 3) is None
 
 
-async def test_queues_past_the_reply_size_limit_are_left_out_to_be_pulled_again(
-        stub, monkeypatch):
+async def test_queues_past_the_reply_size_limit_are_left_out_to_be_pulled_again(stub, monkeypatch):
     monkeypatch.setattr(pull_service, "PULL_BATCH_REPLY_BYTES", 1)
     await create_topic(stub)
     await send(stub, *(record(queue_id=q, body=b"x" * 100) for q in range(4)))
@@ -168,8 +180,9 @@ async def make_coalescer(client):
     made: list[PullCoalescer] = []
 
     def make(suspend_ms: int) -> PullCoalescer:
-        made.append(PullCoalescer(client, "GroupA", suspend_ms=suspend_ms,
-                                  timeout_s=suspend_ms / 1000 + 15))
+        made.append(
+            PullCoalescer(client, "GroupA", suspend_ms=suspend_ms, timeout_s=suspend_ms / 1000 + 15)
+        )
         return made[-1]
 
     yield make
@@ -177,37 +190,43 @@ async def make_coalescer(client):
         await coalescer.close()
 
 
-def queue_pull(queue_id: int, offset: int = 0, max_messages: int = 32,
-               topic: str = "TopicA") -> QueuePull:
-    return QueuePull(queue=MessageQueue(topic, "b", queue_id), offset=offset,
-                     max_messages=max_messages)
+def queue_pull(
+    queue_id: int, offset: int = 0, max_messages: int = 32, topic: str = "TopicA"
+) -> QueuePull:
+    return QueuePull(
+        queue=MessageQueue(topic, "b", queue_id), offset=offset, max_messages=max_messages
+    )
 
 
-async def test_the_client_turns_each_result_into_a_reply_a_refusal_or_none(stub, client,
-                                                                          monkeypatch):
+async def test_the_client_turns_each_result_into_a_reply_a_refusal_or_none(
+    stub, client, monkeypatch
+):
     await create_topic(stub)
     await send(stub, record(queue_id=0, body=b"a0"))
     pulls = [queue_pull(0), queue_pull(0, topic="Gone")]
-    first, second = await client.pull_batch(group="GroupA", pulls=pulls, suspend_ms=0,
-                                            timeout_s=5)
+    first, second = await client.pull_batch(group="GroupA", pulls=pulls, suspend_ms=0, timeout_s=5)
     assert isinstance(first, PullReply) and first.status is PullStatus.FOUND
     assert isinstance(second, NotFoundError) and second.reason == "TOPIC_NOT_EXIST"
     assert "Gone" in str(second)
     monkeypatch.setattr(pull_service, "PULL_BATCH_REPLY_BYTES", 1)
-    replies = await client.pull_batch(group="GroupA", pulls=pulls[:1] * 3, suspend_ms=0,
-                                      timeout_s=5)
+    replies = await client.pull_batch(
+        group="GroupA", pulls=pulls[:1] * 3, suspend_ms=0, timeout_s=5
+    )
     assert sum(r is None for r in replies) == 2
 
 
-async def test_pulls_started_together_share_one_call_and_each_gets_its_reply(stub,
-                                                                            make_coalescer):
+async def test_pulls_started_together_share_one_call_and_each_gets_its_reply(stub, make_coalescer):
     await create_topic(stub)
     await send(stub, *(record(queue_id=q, body=f"q{q}".encode()) for q in range(4)))
     coalescer = make_coalescer(1000)
     replies = await asyncio.gather(*(coalescer.pull(queue_pull(q)) for q in range(4)))
     assert (coalescer.calls_total, coalescer.pulls_total) == (1, 4)
     assert [[m.body for m in iter_records(r.records)] for r in replies] == [
-        [b"q0"], [b"q1"], [b"q2"], [b"q3"]]
+        [b"q0"],
+        [b"q1"],
+        [b"q2"],
+        [b"q3"],
+    ]
 
 
 async def test_a_call_carries_at_most_sixteen_queues(stub, make_coalescer):
@@ -215,15 +234,15 @@ async def test_a_call_carries_at_most_sixteen_queues(stub, make_coalescer):
     await send(stub, record(queue_id=39, body=b"last"))
     coalescer = make_coalescer(0)
     replies = await asyncio.gather(*(coalescer.pull(queue_pull(q)) for q in range(40)))
-    assert (coalescer.calls_total, coalescer.pulls_total) == (3, 40)   # 16 + 16 + 8
+    assert (coalescer.calls_total, coalescer.pulls_total) == (3, 40)  # 16 + 16 + 8
     assert [m.body for m in iter_records(replies[39].records)] == [b"last"]
 
 
-async def test_a_backlog_is_read_ahead_and_the_next_pull_is_answered_by_it(stub,
-                                                                          make_coalescer):
+async def test_a_backlog_is_read_ahead_and_the_next_pull_is_answered_by_it(stub, make_coalescer):
     await create_topic(stub, queues=2)
-    await send(stub, *(record(queue_id=q, body=f"{q}-{i}".encode())
-                       for i in range(10) for q in range(2)))
+    await send(
+        stub, *(record(queue_id=q, body=f"{q}-{i}".encode()) for i in range(10) for q in range(2))
+    )
     coalescer = make_coalescer(200)
     got: dict[int, list[bytes]] = {0: [], 1: []}
     offsets = {0: 0, 1: 0}
@@ -255,7 +274,8 @@ async def test_a_read_ahead_the_loop_no_longer_wants_is_dropped(stub, make_coale
 
 
 async def test_a_call_nobody_waits_for_is_cancelled_and_the_broker_lets_it_go(
-        broker, stub, make_coalescer, eventually):
+    broker, stub, make_coalescer, eventually
+):
     await create_topic(stub)
     coalescer = make_coalescer(30_000)
     loops = [asyncio.ensure_future(coalescer.pull(queue_pull(q))) for q in range(2)]
@@ -264,12 +284,16 @@ async def test_a_call_nobody_waits_for_is_cancelled_and_the_broker_lets_it_go(
     await asyncio.sleep(0.2)
     assert broker.hold.parked_count == 2, "one loop still waits on the call"
     loops[1].cancel()
-    await eventually(lambda: broker.hold.parked_count == 0, timeout_s=3,
-                     what="the broker to release the abandoned call")
+    await eventually(
+        lambda: broker.hold.parked_count == 0,
+        timeout_s=3,
+        what="the broker to release the abandoned call",
+    )
 
 
 async def test_calls_that_drifted_apart_are_merged_once_one_waits_at_the_broker(
-        broker, stub, make_coalescer, eventually):
+    broker, stub, make_coalescer, eventually
+):
     await create_topic(stub)
     coalescer = make_coalescer(30_000)
     first = asyncio.ensure_future(coalescer.pull(queue_pull(0)))
@@ -284,8 +308,9 @@ async def test_calls_that_drifted_apart_are_merged_once_one_waits_at_the_broker(
     assert coalescer.calls_total == 2
 
 
-async def test_a_parked_call_is_not_merged_past_sixteen_queues(broker, stub, make_coalescer,
-                                                              eventually):
+async def test_a_parked_call_is_not_merged_past_sixteen_queues(
+    broker, stub, make_coalescer, eventually
+):
     await create_topic(stub, queues=17)
     coalescer = make_coalescer(30_000)
     full = [asyncio.ensure_future(coalescer.pull(queue_pull(q))) for q in range(16)]
@@ -308,20 +333,21 @@ group_perms = { billing = "SUB" }
 """
 
 
-async def test_with_the_acl_on_a_queue_of_a_topic_without_sub_is_refused_alone(tmp_path,
-                                                                              start_broker):
+async def test_with_the_acl_on_a_queue_of_a_topic_without_sub_is_refused_alone(
+    tmp_path, start_broker
+):
     acl = tmp_path / "acl.toml"
     acl.write_text(ACL)
     broker = await start_broker(acl_enable=True, acl_file=str(acl))
     for topic in ("orders", "secret"):
-        broker.topics.create(TopicConfig(topic_name=topic, read_queue_nums=1,
-                                         write_queue_nums=1))
+        broker.topics.create(TopicConfig(topic_name=topic, read_queue_nums=1, write_queue_nums=1))
     remoting = Remoting(Transport(Credentials("app", "app-secret")))
     try:
         client = remoting.broker(f"127.0.0.1:{broker.port}")
         pulls = [queue_pull(0, topic=t) for t in ("orders", "secret")]
-        allowed, denied = await client.pull_batch(group="billing", pulls=pulls, suspend_ms=0,
-                                                  timeout_s=5)
+        allowed, denied = await client.pull_batch(
+            group="billing", pulls=pulls, suspend_ms=0, timeout_s=5
+        )
         assert isinstance(allowed, PullReply)
         assert isinstance(denied, PermissionDeniedError)
         assert "no SUB permission on topic 'secret'" in str(denied)

@@ -36,15 +36,14 @@ async def test_fetch_queues_after_start_without_a_subscription(cluster, eventual
 async def test_seek_right_after_assign_and_start_reads_from_there(cluster, eventually):
     await create_topic(cluster, "seeky", eventually)
     async with Producer(group="pg", namesrv=cluster.addr) as producer:
-        results = [await producer.send(Message(topic="seeky", body=b"m%d" % i))
-                   for i in range(12)]
+        results = [await producer.send(Message(topic="seeky", body=b"m%d" % i)) for i in range(12)]
     queue = results[0].queue
     on_queue = sorted(r.queue_offset for r in results if r.queue == queue)
     assert len(on_queue) >= 2
     consumer = PullConsumer(group="g-seek", namesrv=cluster.addr, auto_commit=False, **FAST)
     await consumer.start()
     try:
-        consumer.assign([queue])        # the rebalance interval is 30 s: nothing waits on it
+        consumer.assign([queue])  # the rebalance interval is 30 s: nothing waits on it
         await consumer.seek(queue, on_queue[1])
         got: list[MessageExt] = []
 
@@ -64,10 +63,10 @@ async def test_seek_right_after_assign_and_start_reads_from_there(cluster, event
 async def test_assign_after_start_polls_at_once(cluster, eventually):
     await create_topic(cluster, "late", eventually)
     async with Producer(group="pg", namesrv=cluster.addr) as producer:
-        await asyncio.gather(*(producer.send(Message(topic="late", body=b"x%d" % i))
-                               for i in range(4)))
-    consumer = PullConsumer(group="g-late", namesrv=cluster.addr, consume_from="first",
-                            **FAST)
+        await asyncio.gather(
+            *(producer.send(Message(topic="late", body=b"x%d" % i)) for i in range(4))
+        )
+    consumer = PullConsumer(group="g-late", namesrv=cluster.addr, consume_from="first", **FAST)
     await consumer.start()
     try:
         consumer.assign(await consumer.fetch_message_queues("late"))

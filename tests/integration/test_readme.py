@@ -44,7 +44,7 @@ VENV_BIN = Path(sys.executable).parent
 RUNNABLE = ("bash", "python", "toml")
 SHOWN = ("text",)
 SKIP = re.compile(r"^<!--\s*readme-test:\s*skip\s*\((?P<reason>[^)]+)\)\s*-->\s*$")
-BLOCK_TIMEOUT_S = 300.0          # a Spark block starts a JVM
+BLOCK_TIMEOUT_S = 300.0  # a Spark block starts a JVM
 START_TIMEOUT_S = 90.0
 
 pytestmark = pytest.mark.slow
@@ -52,10 +52,10 @@ pytestmark = pytest.mark.slow
 
 @dataclass(frozen=True)
 class Block:
-    line: int          # of the opening fence, 1-based
+    line: int  # of the opening fence, 1-based
     lang: str
     text: str
-    skip: str | None   # the reason, when marked
+    skip: str | None  # the reason, when marked
 
 
 def readme_blocks(text: str) -> list[Block]:
@@ -70,8 +70,14 @@ def readme_blocks(text: str) -> list[Block]:
                 body.append(lines[i])
                 i += 1
             marker = SKIP.match(lines[start - 1]) if start else None
-            blocks.append(Block(start + 1, lang, "\n".join(body) + "\n",
-                                marker.group("reason") if marker else None))
+            blocks.append(
+                Block(
+                    start + 1,
+                    lang,
+                    "\n".join(body) + "\n",
+                    marker.group("reason") if marker else None,
+                )
+            )
         i += 1
     return blocks
 
@@ -83,7 +89,8 @@ def test_every_block_says_what_it_is_and_every_skip_why():
     for block in BLOCKS:
         assert block.lang in RUNNABLE + SHOWN, (
             f"README.md line {block.line}: a block of {block.lang or 'no language'}; give it "
-            f"one of {RUNNABLE + SHOWN}")
+            f"one of {RUNNABLE + SHOWN}"
+        )
         if block.skip is not None:
             assert block.lang in RUNNABLE, f"README.md line {block.line}: a skipped text block"
             assert block.skip.strip(), f"README.md line {block.line}: a skip without a reason"
@@ -98,36 +105,54 @@ class Standalone:
     env: dict[str, str]
 
     def localize(self, text: str) -> str:
-        return (text.replace("127.0.0.1:9876", self.namesrv)
-                .replace("127.0.0.1:10911", self.broker)
-                .replace("127.0.0.1:8081", self.v2))
+        return (
+            text.replace("127.0.0.1:9876", self.namesrv)
+            .replace("127.0.0.1:10911", self.broker)
+            .replace("127.0.0.1:8081", self.v2)
+        )
 
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("readme")
-    ports = {"--namesrv-port": free_port(), "--broker-port": free_port(),
-             "--grpc-v2-port": free_port()}
+    ports = {
+        "--namesrv-port": free_port(),
+        "--broker-port": free_port(),
+        "--grpc-v2-port": free_port(),
+    }
     env = {k: v for k, v in os.environ.items() if not k.startswith("POCKETMQ_")}
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
-    env.pop("PYSPARK_PYTHON", None)      # the README's own advice must be enough
+    env.pop("PYSPARK_PYTHON", None)  # the README's own advice must be enough
     log = workdir / "standalone.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [str(VENV_BIN / "pocketmq"), "standalone", "--data-dir", "./pocketmq-data",
-             *[str(a) for pair in ports.items() for a in pair]],
-            cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT)
+            [
+                str(VENV_BIN / "pocketmq"),
+                "standalone",
+                "--data-dir",
+                "./pocketmq-data",
+                *[str(a) for pair in ports.items() for a in pair],
+            ],
+            cwd=workdir,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     deadline = time.monotonic() + START_TIMEOUT_S
     while "standalone: nameserver on" not in log.read_text(errors="replace"):
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             pytest.fail(f"the standalone did not start:\n{log.read_text(errors='replace')}")
-        time.sleep(0.1)   # polling a log file with a deadline, not waiting a fixed time
+        time.sleep(0.1)  # polling a log file with a deadline, not waiting a fixed time
     try:
         namesrv = f"127.0.0.1:{ports['--namesrv-port']}"
-        yield Standalone(workdir, namesrv, f"127.0.0.1:{ports['--broker-port']}",
-                         f"127.0.0.1:{ports['--grpc-v2-port']}",
-                         {**env, "POCKETMQ_NAMESRV": namesrv})
+        yield Standalone(
+            workdir,
+            namesrv,
+            f"127.0.0.1:{ports['--broker-port']}",
+            f"127.0.0.1:{ports['--grpc-v2-port']}",
+            {**env, "POCKETMQ_NAMESRV": namesrv},
+        )
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -149,18 +174,27 @@ def _run(block: Block, cluster: Standalone) -> subprocess.CompletedProcess[str]:
         script = cluster.workdir / f"readme_line_{block.line}.py"
         script.write_text(text)
         argv = [sys.executable, str(script)]
-    return subprocess.run(argv, cwd=cluster.workdir, env=cluster.env, capture_output=True,
-                          text=True, timeout=BLOCK_TIMEOUT_S)
+    return subprocess.run(
+        argv,
+        cwd=cluster.workdir,
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT_S,
+    )
 
 
-@pytest.mark.parametrize("block", [b for b in BLOCKS if b.lang in RUNNABLE],
-                         ids=lambda b: f"line{b.line}-{b.lang}")
+@pytest.mark.parametrize(
+    "block", [b for b in BLOCKS if b.lang in RUNNABLE], ids=lambda b: f"line{b.line}-{b.lang}"
+)
 def test_readme_block_runs_as_pasted(block, standalone):
     if block.skip is not None:
         pytest.skip(f"README.md line {block.line}: {block.skip}")
     if _needs_spark(block) and shutil.which("java") is None:
-        pytest.skip(f"README.md line {block.line}: Spark needs Java, a prerequisite the "
-                    "README names; none on PATH")
+        pytest.skip(
+            f"README.md line {block.line}: Spark needs Java, a prerequisite the "
+            "README names; none on PATH"
+        )
     if block.lang == "toml":
         try:
             tomllib.loads(block.text)
@@ -170,9 +204,12 @@ def test_readme_block_runs_as_pasted(block, standalone):
     try:
         result = _run(block, standalone)
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"README.md line {block.line}: the {block.lang} block did not finish in "
-                    f"{BLOCK_TIMEOUT_S:.0f} s\n{exc.stdout or ''}\n{exc.stderr or ''}")
+        pytest.fail(
+            f"README.md line {block.line}: the {block.lang} block did not finish in "
+            f"{BLOCK_TIMEOUT_S:.0f} s\n{exc.stdout or ''}\n{exc.stderr or ''}"
+        )
     assert result.returncode == 0, (
         f"README.md line {block.line}: the {block.lang} block failed (exit "
         f"{result.returncode})\n--- stdout\n{result.stdout[-4000:]}\n--- stderr\n"
-        f"{result.stderr[-4000:]}")
+        f"{result.stderr[-4000:]}"
+    )

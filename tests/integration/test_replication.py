@@ -22,25 +22,37 @@ async def namesrv(nameserver):
 @pytest.fixture
 def pair_config(broker_config, namesrv):
     """(master config, replica config) of broker name broker-a, on ports 0."""
+
     def make(role="SYNC_MASTER", **overrides):
-        common = dict(broker_name="broker-a", port=0, ha_port=0, namesrv_addrs=namesrv.address,
-                      grpc_v2_port=-1, register_interval_seconds=0.2, **overrides)
+        common = dict(
+            broker_name="broker-a",
+            port=0,
+            ha_port=0,
+            namesrv_addrs=namesrv.address,
+            grpc_v2_port=-1,
+            register_interval_seconds=0.2,
+            **overrides,
+        )
         master = broker_config("master", broker_role=role, broker_id=0, **common)
         replica = broker_config("replica", broker_role="SLAVE", broker_id=1, **common)
         return master, replica
+
     return make
 
 
 async def send(namesrv, n, *, start=0, group="pg"):
     async with Producer(group=group, namesrv=namesrv.address) as producer:
-        results = [await producer.send(Message(topic=TOPIC, body=b"m%05d" % i, keys=[f"k{i}"]))
-                   for i in range(start, start + n)]
+        results = [
+            await producer.send(Message(topic=TOPIC, body=b"m%05d" % i, keys=[f"k{i}"]))
+            for i in range(start, start + n)
+        ]
     return results
 
 
 async def create_topic(namesrv, broker, eventually, queues):
-    broker.topics.create(TopicConfig(topic_name=TOPIC, read_queue_nums=queues,
-                                     write_queue_nums=queues))
+    broker.topics.create(
+        TopicConfig(topic_name=TOPIC, read_queue_nums=queues, write_queue_nums=queues)
+    )
 
     def routed():
         route = namesrv.route_table.get_route(TOPIC)
@@ -57,7 +69,8 @@ def log_bytes(store):
 
 
 async def test_a_replica_copies_its_master_and_a_sync_send_waits_for_it(
-        namesrv, pair_config, start_broker, eventually):
+    namesrv, pair_config, start_broker, eventually
+):
     master_cfg, replica_cfg = pair_config("SYNC_MASTER")
     master = await start_broker(master_cfg)
     await create_topic(namesrv, master, eventually, 2)
@@ -67,9 +80,11 @@ async def test_a_replica_copies_its_master_and_a_sync_send_waits_for_it(
     assert {r.status for r in results} == {SendStatus.SEND_OK}
     # acknowledged by a SYNC_MASTER: already on the replica, byte for byte
     assert replica.store.commitlog.max_offset >= max(
-        int(r.offset_msg_id[-16:], 16) for r in results)
-    await eventually(lambda: log_bytes(replica.store) == log_bytes(master.store),
-                     what="identical logs")
+        int(r.offset_msg_id[-16:], 16) for r in results
+    )
+    await eventually(
+        lambda: log_bytes(replica.store) == log_bytes(master.store), what="identical logs"
+    )
     for q in range(2):
         assert replica.store.max_offset(TOPIC, q) == master.store.max_offset(TOPIC, q)
     # topic configs and consumer offsets follow the master
@@ -79,7 +94,8 @@ async def test_a_replica_copies_its_master_and_a_sync_send_waits_for_it(
 
 
 async def test_a_replica_fetches_the_config_of_a_topic_new_to_it_without_waiting_a_round(
-        namesrv, pair_config, start_broker, eventually):
+    namesrv, pair_config, start_broker, eventually
+):
     # A master elected from a replica that lacks a topic's config refuses its pulls and
     # offset commits until the next metadata round; the first record of it asks for one.
     master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
@@ -88,27 +104,42 @@ async def test_a_replica_fetches_the_config_of_a_topic_new_to_it_without_waiting
     replica = await start_broker(replica_cfg)
     await eventually(lambda: replica.topics.get(TOPIC) is not None, what="first sync")
     client = replica.ha.client
-    client._metadata_interval_s = 3600.0          # no periodic round during the test
-    client._metadata_wanted.set()                 # (the loop takes the new interval)
-    master.topics.create(TopicConfig(topic_name="fresh", read_queue_nums=1,
-                                     write_queue_nums=1))
-    record = encode_record(topic="fresh", body=b"first", queue_id=0, properties={},
-                           born_timestamp_ms=1, born_host=pack_host(("127.0.0.1", 1)))
+    client._metadata_interval_s = 3600.0  # no periodic round during the test
+    client._metadata_wanted.set()  # (the loop takes the new interval)
+    master.topics.create(TopicConfig(topic_name="fresh", read_queue_nums=1, write_queue_nums=1))
+    record = encode_record(
+        topic="fresh",
+        body=b"first",
+        queue_id=0,
+        properties={},
+        born_timestamp_ms=1,
+        born_host=pack_host(("127.0.0.1", 1)),
+    )
     async with grpc.aio.insecure_channel(master.address) as channel:
         reply = await broker_pb2_grpc.BrokerStub(channel).SendMessage(
-            pb.SendMessageRequest(record=record))
+            pb.SendMessageRequest(record=record)
+        )
     assert reply.status == pb.SEND_OK
 
-    await eventually(lambda: replica.topics.get("fresh") is not None, timeout_s=30,
-                     what="the new topic's config on the replica")
+    await eventually(
+        lambda: replica.topics.get("fresh") is not None,
+        timeout_s=30,
+        what="the new topic's config on the replica",
+    )
 
 
 async def test_a_replica_refuses_sends_with_a_clear_status(namesrv, pair_config, start_broker):
     master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
     await start_broker(master_cfg)
     replica = await start_broker(replica_cfg)
-    record = encode_record(topic=TOPIC, body=b"x", queue_id=0, properties={},
-                           born_timestamp_ms=1, born_host=pack_host(("127.0.0.1", 1)))
+    record = encode_record(
+        topic=TOPIC,
+        body=b"x",
+        queue_id=0,
+        properties={},
+        born_timestamp_ms=1,
+        born_host=pack_host(("127.0.0.1", 1)),
+    )
     async with grpc.aio.insecure_channel(replica.address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as err:
@@ -122,12 +153,16 @@ async def test_a_replica_refuses_sends_with_a_clear_status(namesrv, pair_config,
 
 
 async def test_a_sync_master_without_replicas_answers_slave_not_available(
-        namesrv, pair_config, start_broker, eventually):
+    namesrv, pair_config, start_broker, eventually
+):
     master_cfg, _ = pair_config("SYNC_MASTER")
     master = await start_broker(master_cfg)
     await create_topic(namesrv, master, eventually, 1)
-    async with Producer(group="pg", namesrv=namesrv.address, retry_times_when_send_failed=0,
-                        ) as producer:
+    async with Producer(
+        group="pg",
+        namesrv=namesrv.address,
+        retry_times_when_send_failed=0,
+    ) as producer:
         result = await producer.send(Message(topic=TOPIC, body=b"x"))
     assert result.status is SendStatus.SLAVE_NOT_AVAILABLE
     # the message is stored all the same (RocketMQ's meaning of the status)
@@ -135,14 +170,17 @@ async def test_a_sync_master_without_replicas_answers_slave_not_available(
 
 
 async def test_promotion_makes_the_replica_master_and_fences_the_old_one(
-        namesrv, pair_config, start_broker, eventually):
+    namesrv, pair_config, start_broker, eventually
+):
     master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
     master = await start_broker(master_cfg)
     await create_topic(namesrv, master, eventually, 1)
     replica = await start_broker(replica_cfg)
     await send(namesrv, 10)
-    await eventually(lambda: replica.store.commitlog.max_offset
-                     == master.store.commitlog.max_offset, what="caught up")
+    await eventually(
+        lambda: replica.store.commitlog.max_offset == master.store.commitlog.max_offset,
+        what="caught up",
+    )
     end = replica.store.commitlog.max_offset
     epoch, start, role = await replica.ha.promote()
     assert (epoch, start, role) == (2, end, "ASYNC_MASTER")
@@ -154,45 +192,57 @@ async def test_promotion_makes_the_replica_master_and_fences_the_old_one(
     # the old master registers again: refused as stale, and it stops taking writes
     await master.registration.run_once()
     assert master.ha.fenced
-    assert master.store.put_message(topic=TOPIC, queue_id=0, body=b"late").status.value \
+    assert (
+        master.store.put_message(topic=TOPIC, queue_id=0, body=b"late").status.value
         == "SERVICE_NOT_AVAILABLE"
+    )
     results = await send(namesrv, 5, start=10)
     assert {r.status for r in results} == {SendStatus.SEND_OK}
     assert replica.store.max_offset(TOPIC, 0) == 15
 
 
 async def test_a_producer_may_send_again_elsewhere_when_not_stored_ok(
-        namesrv, broker_config, start_broker, eventually):
+    namesrv, broker_config, start_broker, eventually
+):
     """RocketMQ's retryAnotherBrokerWhenNotStoreOK: off, the status is the answer; on,
     the message goes to another broker name too."""
-    common = dict(port=0, ha_port=0, namesrv_addrs=namesrv.address, grpc_v2_port=-1,
-                  register_interval_seconds=0.2)
-    sync = await start_broker(broker_config("a", broker_name="broker-a",
-                                            broker_role="SYNC_MASTER", **common))
+    common = dict(
+        port=0,
+        ha_port=0,
+        namesrv_addrs=namesrv.address,
+        grpc_v2_port=-1,
+        register_interval_seconds=0.2,
+    )
+    sync = await start_broker(
+        broker_config("a", broker_name="broker-a", broker_role="SYNC_MASTER", **common)
+    )
     plain = await start_broker(broker_config("b", broker_name="broker-b", **common))
     for broker in (sync, plain):
-        broker.topics.create(TopicConfig(topic_name=TOPIC, read_queue_nums=1,
-                                         write_queue_nums=1))
+        broker.topics.create(TopicConfig(topic_name=TOPIC, read_queue_nums=1, write_queue_nums=1))
 
     def routed():
         route = namesrv.route_table.get_route(TOPIC)
-        return route is not None and {q.write_queue_nums for q in route.queue_datas} == {1} \
+        return (
+            route is not None
+            and {q.write_queue_nums for q in route.queue_datas} == {1}
             and len(route.queue_datas) == 2
+        )
 
     await eventually(routed, what="the topic on both brokers")
     async with Producer(group="pg", namesrv=namesrv.address) as producer:
-        plain_results = [await producer.send(Message(topic=TOPIC, body=b"x"))
-                         for _ in range(4)]
+        plain_results = [await producer.send(Message(topic=TOPIC, body=b"x")) for _ in range(4)]
     assert SendStatus.SLAVE_NOT_AVAILABLE in {r.status for r in plain_results}
-    async with Producer(group="pg", namesrv=namesrv.address,
-                        retry_another_broker_when_not_store_ok=True) as producer:
+    async with Producer(
+        group="pg", namesrv=namesrv.address, retry_another_broker_when_not_store_ok=True
+    ) as producer:
         again = [await producer.send(Message(topic=TOPIC, body=b"y")) for _ in range(4)]
     assert {r.status for r in again} == {SendStatus.SEND_OK}
     assert {r.queue.broker_name for r in again} == {"broker-b"}
 
 
 async def test_a_promoted_replica_answers_an_idempotent_retry_as_the_old_master_stored_it(
-        namesrv, pair_config, start_broker, eventually):
+    namesrv, pair_config, start_broker, eventually
+):
     """The producers' de-duplication state travels with the log: a send whose answer was
     lost in a failover, retried at the new master, is not stored a second time."""
     from pocketmq.client.idempotence import stamp
@@ -204,22 +254,32 @@ async def test_a_promoted_replica_answers_an_idempotent_retry_as_the_old_master_
     replica = await start_broker(replica_cfg)
 
     def numbered(pid, seq, body):
-        return encode_message(Message(topic=TOPIC, body=body), queue_id=0,
-                              uniq_key=stamp(f"K{seq}", pid, 0, seq),
-                              born_host=pack_host(("127.0.0.1", 1)), born_timestamp_ms=1)
+        return encode_message(
+            Message(topic=TOPIC, body=body),
+            queue_id=0,
+            uniq_key=stamp(f"K{seq}", pid, 0, seq),
+            born_host=pack_host(("127.0.0.1", 1)),
+            born_timestamp_ms=1,
+        )
 
     async with grpc.aio.insecure_channel(master.address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
         pid = (await stub.InitProducerId(pb.InitProducerIdRequest(topics=[TOPIC]))).producer_id
-        first = await stub.SendBatch(pb.SendBatchRequest(
-            records=numbered(pid, 0, b"a") + numbered(pid, 1, b"b")))
-    await eventually(lambda: replica.store.commitlog.max_offset
-                     == master.store.commitlog.max_offset, what="caught up")
+        first = await stub.SendBatch(
+            pb.SendBatchRequest(records=numbered(pid, 0, b"a") + numbered(pid, 1, b"b"))
+        )
+    await eventually(
+        lambda: replica.store.commitlog.max_offset == master.store.commitlog.max_offset,
+        what="caught up",
+    )
     await replica.ha.promote()
     async with grpc.aio.insecure_channel(replica.address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
-        again = await stub.SendBatch(pb.SendBatchRequest(
-            records=numbered(pid, 0, b"a") + numbered(pid, 1, b"b") + numbered(pid, 2, b"c")))
+        again = await stub.SendBatch(
+            pb.SendBatchRequest(
+                records=numbered(pid, 0, b"a") + numbered(pid, 1, b"b") + numbered(pid, 2, b"c")
+            )
+        )
         with pytest.raises(grpc.aio.AioRpcError) as gap:
             await stub.SendMessage(pb.SendMessageRequest(record=numbered(pid, 4, b"e")))
     assert list(again.duplicates) == [True, True, False]
@@ -230,7 +290,8 @@ async def test_a_promoted_replica_answers_an_idempotent_retry_as_the_old_master_
 
 
 async def test_a_sync_master_answers_an_idempotent_retry_as_unreplicated_as_its_original(
-        namesrv, pair_config, start_broker, eventually):
+    namesrv, pair_config, start_broker, eventually
+):
     """A retry is answered from the first store, but not SEND_OK while no replica holds
     it: an isolated master's tail (truncated when it rejoins) is never acknowledged."""
     from pocketmq.client.idempotence import stamp
@@ -242,9 +303,13 @@ async def test_a_sync_master_answers_an_idempotent_retry_as_unreplicated_as_its_
     async with grpc.aio.insecure_channel(master.address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
         pid = (await stub.InitProducerId(pb.InitProducerIdRequest(topics=[TOPIC]))).producer_id
-        record = encode_message(Message(topic=TOPIC, body=b"x"), queue_id=0,
-                                uniq_key=stamp("K0", pid, 0, 0),
-                                born_host=pack_host(("127.0.0.1", 1)), born_timestamp_ms=1)
+        record = encode_message(
+            Message(topic=TOPIC, body=b"x"),
+            queue_id=0,
+            uniq_key=stamp("K0", pid, 0, 0),
+            born_host=pack_host(("127.0.0.1", 1)),
+            born_timestamp_ms=1,
+        )
         first = await stub.SendMessage(pb.SendMessageRequest(record=record))
         again = await stub.SendMessage(pb.SendMessageRequest(record=record))
     assert first.status == again.status == pb.SLAVE_NOT_AVAILABLE

@@ -36,23 +36,35 @@ FAST = {"rebalance_interval_s": 1.0, "commit_interval_s": 0.2, "pull_suspend_ms"
 
 def rec(n: int, queue_id: int = 0, topic: str = "TopicA", **props: str) -> bytes:
     properties = {"n": str(n), "region": "eu" if n % 2 else "us", **props}
-    return encode_record(topic=topic, body=b"m%d" % n, queue_id=queue_id,
-                         properties=properties, born_timestamp_ms=int(time.time() * 1000),
-                         born_host=pack_host(("127.0.0.1", 40000)),
-                         store_host=pack_host(("127.0.0.1", 0)))
+    return encode_record(
+        topic=topic,
+        body=b"m%d" % n,
+        queue_id=queue_id,
+        properties=properties,
+        born_timestamp_ms=int(time.time() * 1000),
+        born_host=pack_host(("127.0.0.1", 40000)),
+        store_host=pack_host(("127.0.0.1", 0)),
+    )
 
 
 async def send(stub, records: list[bytes]) -> None:
     for i in range(0, len(records), 500):
-        await stub.SendBatch(pb.SendBatchRequest(records=b"".join(records[i:i + 500])))
+        await stub.SendBatch(pb.SendBatchRequest(records=b"".join(records[i : i + 500])))
 
 
-def pull(expression: str, offset: int = 0, *, queue_id: int = 0, suspend_ms: int = 0,
-         max_msgs: int = 0) -> pb.PullMessageRequest:
-    return pb.PullMessageRequest(consumer_group="G", topic="TopicA", queue_id=queue_id,
-                                 queue_offset=offset, subscription=expression,
-                                 expression_type="SQL92", suspend_timeout_ms=suspend_ms,
-                                 max_msg_nums=max_msgs)
+def pull(
+    expression: str, offset: int = 0, *, queue_id: int = 0, suspend_ms: int = 0, max_msgs: int = 0
+) -> pb.PullMessageRequest:
+    return pb.PullMessageRequest(
+        consumer_group="G",
+        topic="TopicA",
+        queue_id=queue_id,
+        queue_offset=offset,
+        subscription=expression,
+        expression_type="SQL92",
+        suspend_timeout_ms=suspend_ms,
+        max_msg_nums=max_msgs,
+    )
 
 
 def bodies(reply: pb.PullMessageResponse) -> list[bytes]:
@@ -86,7 +98,7 @@ async def test_the_count_limit_leaves_the_next_match_for_the_next_pull(stub):
     await send(stub, [rec(n) for n in range(50)])
     first = await stub.PullMessage(pull("region = 'us'", max_msgs=3))
     assert bodies(first) == [b"m0", b"m2", b"m4"]
-    assert first.next_begin_offset == 5          # the pull was full: m5 is left unexamined
+    assert first.next_begin_offset == 5  # the pull was full: m5 is left unexamined
     second = await stub.PullMessage(pull("region = 'us'", first.next_begin_offset, max_msgs=3))
     assert bodies(second) == [b"m6", b"m8", b"m10"]
 
@@ -96,7 +108,7 @@ async def test_a_backlog_that_does_not_match_is_crossed_in_bounded_pulls(stub):
     await send(stub, [rec(n) for n in range(5000)] + [rec(5000, last="yes")])
     got, pulls = await drain(stub, "last = 'yes'", 5001)
     assert got == [b"m5000"]
-    assert 2 <= pulls <= 10                      # each pull examines at most 800 records
+    assert 2 <= pulls <= 10  # each pull examines at most 800 records
 
 
 async def test_a_parked_filtered_pull_sleeps_through_non_matching_arrivals(stub):
@@ -115,14 +127,29 @@ async def test_an_unparsable_filter_is_refused_with_its_position(stub):
     assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "line 1, column 32: expected ')'" in err.value.details()
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        await stub.HeartBeat(pb.HeartBeatRequest(client_id="10.0.0.1@1#x", consumers=[
-            pb.ConsumerData(group="G", subscriptions=[pb.Subscription(
-                topic="TopicA", expression="a >", expression_type="SQL92")])]))
+        await stub.HeartBeat(
+            pb.HeartBeatRequest(
+                client_id="10.0.0.1@1#x",
+                consumers=[
+                    pb.ConsumerData(
+                        group="G",
+                        subscriptions=[
+                            pb.Subscription(
+                                topic="TopicA", expression="a >", expression_type="SQL92"
+                            )
+                        ],
+                    )
+                ],
+            )
+        )
     assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "line 1, column 4" in err.value.details()
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        await stub.PullMessage(pb.PullMessageRequest(consumer_group="G", topic="TopicA",
-                                                     subscription="a", expression_type="XPATH"))
+        await stub.PullMessage(
+            pb.PullMessageRequest(
+                consumer_group="G", topic="TopicA", subscription="a", expression_type="XPATH"
+            )
+        )
     assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "expression type 'XPATH' is unknown" in err.value.details()
 
@@ -130,17 +157,26 @@ async def test_an_unparsable_filter_is_refused_with_its_position(stub):
 async def test_a_pull_batch_filters_each_queue_by_its_own_expression(stub):
     await create_wire_topic(stub)
     await send(stub, [rec(n, queue_id=n % 2) for n in range(20)])
-    reply = await stub.PullBatch(pb.PullBatchRequest(consumer_group="G", suspend_timeout_ms=0,
-        pulls=[pb.QueuePull(topic="TopicA", queue_id=0, subscription="n < 6",
-                            expression_type="SQL92"),
-               pb.QueuePull(topic="TopicA", queue_id=1, subscription="*")]))
+    reply = await stub.PullBatch(
+        pb.PullBatchRequest(
+            consumer_group="G",
+            suspend_timeout_ms=0,
+            pulls=[
+                pb.QueuePull(
+                    topic="TopicA", queue_id=0, subscription="n < 6", expression_type="SQL92"
+                ),
+                pb.QueuePull(topic="TopicA", queue_id=1, subscription="*"),
+            ],
+        )
+    )
     results = {r.index: r.reply for r in reply.results}
     assert bodies(results[0]) == [b"m0", b"m2", b"m4"]
     assert len(bodies(results[1])) == 10
 
 
 async def test_with_the_switch_off_sql_subscriptions_are_refused_and_tags_still_served(
-        start_broker):
+    start_broker,
+):
     broker = await start_broker(enable_property_filter=False)
     async with grpc.aio.insecure_channel(broker.address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
@@ -151,13 +187,31 @@ async def test_with_the_switch_off_sql_subscriptions_are_refused_and_tags_still_
         assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
         assert "enable_property_filter" in err.value.details()
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await stub.HeartBeat(pb.HeartBeatRequest(client_id="10.0.0.1@1#x", consumers=[
-                pb.ConsumerData(group="G", subscriptions=[pb.Subscription(
-                    topic="TopicA", expression="n = 1", expression_type="SQL92")])]))
+            await stub.HeartBeat(
+                pb.HeartBeatRequest(
+                    client_id="10.0.0.1@1#x",
+                    consumers=[
+                        pb.ConsumerData(
+                            group="G",
+                            subscriptions=[
+                                pb.Subscription(
+                                    topic="TopicA", expression="n = 1", expression_type="SQL92"
+                                )
+                            ],
+                        )
+                    ],
+                )
+            )
         assert "enable_property_filter" in err.value.details()
-        tags = await stub.PullMessage(pb.PullMessageRequest(
-            consumer_group="G", topic="TopicA", queue_id=0, subscription="*",
-            suspend_timeout_ms=0))
+        tags = await stub.PullMessage(
+            pb.PullMessageRequest(
+                consumer_group="G",
+                topic="TopicA",
+                queue_id=0,
+                subscription="*",
+                suspend_timeout_ms=0,
+            )
+        )
         assert bodies(tags) == [b"m1"]
 
 
@@ -171,8 +225,13 @@ def test_a_bad_sql_selector_fails_at_subscribe():
 async def send_orders(namesrv: str, topic: str, start: int, count: int) -> None:
     async with Producer(group="pg", namesrv=namesrv) as producer:
         for i in range(start, start + count):
-            await producer.send(Message(topic=topic, body=b"o%d" % i, properties={
-                "region": "eu" if i % 2 else "us", "amount": str(i * 10)}))
+            await producer.send(
+                Message(
+                    topic=topic,
+                    body=b"o%d" % i,
+                    properties={"region": "eu" if i % 2 else "us", "amount": str(i * 10)},
+                )
+            )
 
 
 def sql_consumer(namesrv: str, group: str, topic: str, seen: dict) -> PushConsumer:
@@ -201,16 +260,25 @@ async def test_push_consumers_keep_their_filter_across_a_rebalance(tmp_path, eve
             await consumer.start()
         try:
             await send_orders(cluster.addr, "orders", 0, 60)
-            await eventually(lambda: wanted(0, 60) <= set(seen), timeout_s=15,
-                             what="the matching orders")
+            await eventually(
+                lambda: wanted(0, 60) <= set(seen), timeout_s=15, what="the matching orders"
+            )
             leaving = consumers.pop()
             await leaving.shutdown()
-            await eventually(lambda: len([q for q in consumers[0].assigned_queues()
-                                          if q.topic == "orders"]) == 2 * QUEUES,
-                             timeout_s=15, what="the leaver's queues taken over")
+            await eventually(
+                lambda: (
+                    len([q for q in consumers[0].assigned_queues() if q.topic == "orders"])
+                    == 2 * QUEUES
+                ),
+                timeout_s=15,
+                what="the leaver's queues taken over",
+            )
             await send_orders(cluster.addr, "orders", 60, 60)
-            await eventually(lambda: wanted(60, 60) <= set(seen), timeout_s=15,
-                             what="the matching orders after the rebalance")
+            await eventually(
+                lambda: wanted(60, 60) <= set(seen),
+                timeout_s=15,
+                what="the matching orders after the rebalance",
+            )
             assert set(seen) == wanted(0, 120)
         finally:
             for consumer in consumers:
@@ -220,14 +288,20 @@ async def test_push_consumers_keep_their_filter_across_a_rebalance(tmp_path, eve
 async def test_a_pull_consumers_filter_survives_a_broker_restart(tmp_path, eventually):
     namesrv = NameServer(NamesrvConfig(host="127.0.0.1", port=0))
     await namesrv.start()
-    config = BrokerConfig(broker_name="broker-a", port=0, data_dir=str(tmp_path / "a"),
-                          grpc_v2_port=-1, namesrv_addrs=namesrv.address,
-                          default_topic_queue_nums=QUEUES, index_slots=1000,
-                          index_entries=4000, commitlog_file_size_bytes=16 * 1024 * 1024)
+    config = BrokerConfig(
+        broker_name="broker-a",
+        port=0,
+        data_dir=str(tmp_path / "a"),
+        grpc_v2_port=-1,
+        namesrv_addrs=namesrv.address,
+        default_topic_queue_nums=QUEUES,
+        index_slots=1000,
+        index_entries=4000,
+        commitlog_file_size_bytes=16 * 1024 * 1024,
+    )
     broker = Broker(config)
     await broker.start()
-    consumer = PullConsumer(group="gpull", namesrv=namesrv.address, consume_from="first",
-                            **FAST)
+    consumer = PullConsumer(group="gpull", namesrv=namesrv.address, consume_from="first", **FAST)
     consumer.subscribe("orders", MessageSelector.by_sql("region = 'eu' AND amount > 100"))
     got: list[bytes] = []
 
@@ -244,8 +318,9 @@ async def test_a_pull_consumers_filter_survives_a_broker_restart(tmp_path, event
         broker = Broker(dataclasses.replace(config, port=port))
         await broker.start()
         await send_orders(namesrv.address, "orders", 40, 40)
-        await eventually(lambda: polled(wanted(0, 80)), timeout_s=30,
-                         what="the orders sent after the restart")
+        await eventually(
+            lambda: polled(wanted(0, 80)), timeout_s=30, what="the orders sent after the restart"
+        )
         assert set(got) == wanted(0, 80)
     finally:
         await consumer.shutdown()

@@ -21,7 +21,7 @@ from processkit import free_port
 
 from pocketmq.cli.broker_cmd import STANDALONE_STORE_DEFAULTS, _standalone_broker_config
 
-POCKETMQ = str(Path(sys.executable).with_name("pocketmq"))   # .venv/bin/pocketmq
+POCKETMQ = str(Path(sys.executable).with_name("pocketmq"))  # .venv/bin/pocketmq
 MiB = 1024 * 1024
 START_TIMEOUT_S = 90.0
 
@@ -38,35 +38,61 @@ def test_the_quick_start_store_stays_small_after_200_messages(tmp_path):
     log = tmp_path / "standalone.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [POCKETMQ, "standalone", "--data-dir", str(data), "--namesrv-port",
-             str(namesrv_port), "--broker-port", str(free_port()), "--grpc-v2-port", "-1"],
-            stdout=out, stderr=subprocess.STDOUT, env=env)
+            [
+                POCKETMQ,
+                "standalone",
+                "--data-dir",
+                str(data),
+                "--namesrv-port",
+                str(namesrv_port),
+                "--broker-port",
+                str(free_port()),
+                "--grpc-v2-port",
+                "-1",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while "standalone: nameserver on" not in log.read_text(errors="replace"):
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)   # polling a log file with a deadline
+            time.sleep(0.1)  # polling a log file with a deadline
         produced = subprocess.run(
-            ["bash", "-c", f"seq 200 | '{POCKETMQ}' produce orders "
-                           f"--namesrv 127.0.0.1:{namesrv_port}"],
-            capture_output=True, text=True, timeout=120, env=env)
+            [
+                "bash",
+                "-c",
+                f"seq 200 | '{POCKETMQ}' produce orders --namesrv 127.0.0.1:{namesrv_port}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
         assert produced.returncode == 0, produced.stderr
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0, log.read_text()
-    assert "TLS off, ACL off" in log.read_text()      # the start-up line says how it admits
+    assert "TLS off, ACL off" in log.read_text()  # the start-up line says how it admits
     used = disk_bytes(data)
     print(f"standalone store after 200 messages: {used / MiB:.1f} MiB on disk")
     assert used < 100 * MiB, f"{used / MiB:.0f} MiB for 200 tiny messages"
     geometry = json.loads((data / "storeGeometry.json").read_text())
-    assert geometry["commitlog_file_size"] == STANDALONE_STORE_DEFAULTS[
-        "commitlog_file_size_bytes"]
+    assert geometry["commitlog_file_size"] == STANDALONE_STORE_DEFAULTS["commitlog_file_size_bytes"]
 
 
 def _args(tmp_path: Path, config: Path | None) -> argparse.Namespace:
-    return argparse.Namespace(host="127.0.0.1", broker_port=0, data_dir=str(tmp_path / "data"),
-                              flush="async", grpc_v2_port=None, metrics_port=None,
-                              config=str(config) if config else None, controller=False)
+    return argparse.Namespace(
+        host="127.0.0.1",
+        broker_port=0,
+        data_dir=str(tmp_path / "data"),
+        flush="async",
+        grpc_v2_port=None,
+        metrics_port=None,
+        config=str(config) if config else None,
+        controller=False,
+    )
 
 
 def test_a_config_file_sets_the_segment_size_back(tmp_path):
@@ -79,9 +105,19 @@ def test_a_config_file_sets_the_segment_size_back(tmp_path):
 
 def test_a_data_directory_keeps_the_sizes_it_was_made_with(tmp_path):
     (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "storeGeometry.json").write_text(json.dumps({
-        "commitlog_file_size": 1024 * MiB, "consume_queue_units_per_file": 300_000,
-        "index_slots": 5_000_000, "index_entries": 20_000_000}))
+    (tmp_path / "data" / "storeGeometry.json").write_text(
+        json.dumps(
+            {
+                "commitlog_file_size": 1024 * MiB,
+                "consume_queue_units_per_file": 300_000,
+                "index_slots": 5_000_000,
+                "index_entries": 20_000_000,
+            }
+        )
+    )
     config = _standalone_broker_config(_args(tmp_path, None), namesrv_addrs="")
     assert (config.commitlog_file_size_bytes, config.index_slots, config.index_entries) == (
-        1024 * MiB, 5_000_000, 20_000_000)
+        1024 * MiB,
+        5_000_000,
+        20_000_000,
+    )

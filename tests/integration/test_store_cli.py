@@ -10,15 +10,17 @@ from storekit import open_store, record, small_config
 
 
 def pocketmq(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pocketmq", *args], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pocketmq", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def make_store(path, n=20):
     store = open_store(small_config(path))
     for i in range(n):
-        store.put_batch(record(body=f"m{i}".encode(), queue_id=i % 3, tags="t",
-                               keys=f"k{i}", uniq=f"U{i}"))
+        store.put_batch(
+            record(body=f"m{i}".encode(), queue_id=i % 3, tags="t", keys=f"k{i}", uniq=f"U{i}")
+        )
     store.shutdown()
 
 
@@ -75,15 +77,15 @@ def test_verify_reads_a_store_whose_only_indexed_record_is_at_offset_0(tmp_path)
     assert "1 records" in result.stdout and "index        2 entries" in result.stdout
 
 
-def test_verify_takes_the_index_slot_count_from_the_option_when_the_store_recorded_none(
-        tmp_path):
+def test_verify_takes_the_index_slot_count_from_the_option_when_the_store_recorded_none(tmp_path):
     make_store(tmp_path, n=1)
-    (tmp_path / "storeGeometry.json").unlink()   # a store written before it was recorded
+    (tmp_path / "storeGeometry.json").unlink()  # a store written before it was recorded
     unknown = pocketmq("store", "verify", str(tmp_path))
     assert unknown.returncode == 1 and "--index-slots" in unknown.stdout, unknown.stdout
     assert "Traceback" not in unknown.stderr, unknown.stderr
-    told = pocketmq("store", "verify", "--index-slots", str(small_config(tmp_path).index_slots),
-                    str(tmp_path))
+    told = pocketmq(
+        "store", "verify", "--index-slots", str(small_config(tmp_path).index_slots), str(tmp_path)
+    )
     assert told.returncode == 0, told.stdout + told.stderr
 
 
@@ -92,7 +94,7 @@ def test_verify_passes_a_store_with_a_deleted_topic(tmp_path):
     for i in range(6):
         store.put_batch(record(topic="gone", body=b"x", queue_id=i % 2, keys=f"g{i}"))
     store.delete_topics(["gone"])
-    store.put_batch(record(topic="gone", body=b"y", keys="g-new"))   # created again
+    store.put_batch(record(topic="gone", body=b"y", keys="g-new"))  # created again
     store.shutdown()
     result = pocketmq("store", "verify", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr

@@ -22,10 +22,15 @@ class StoreModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="pocketmq-model-")
-        self.config = small_config(self.dir, commitlog_file_size=32 * 1024,
-                                   max_message_size=8 * 1024, max_batch_size=24 * 1024,
-                                   consume_queue_units_per_file=7, index_slots=16,
-                                   index_entries=20)
+        self.config = small_config(
+            self.dir,
+            commitlog_file_size=32 * 1024,
+            max_message_size=8 * 1024,
+            max_batch_size=24 * 1024,
+            consume_queue_units_per_file=7,
+            index_slots=16,
+            index_entries=20,
+        )
         self.store = open_store(self.config)
         self.model: dict[tuple[str, int], list[bytes]] = {}
 
@@ -41,8 +46,11 @@ class StoreModel(RuleBasedStateMachine):
         assert result.queue_offsets == [len(queue)]
         queue.append(body)
 
-    @rule(messages=st.lists(st.tuples(TOPICS, QUEUES, st.binary(max_size=600)), min_size=1,
-                            max_size=12))
+    @rule(
+        messages=st.lists(
+            st.tuples(TOPICS, QUEUES, st.binary(max_size=600)), min_size=1, max_size=12
+        )
+    )
     def put_batch(self, messages):
         blob = b"".join(record(t, b, q) for t, q, b in messages)
         result = self.store.put_batch(blob)
@@ -61,8 +69,9 @@ class StoreModel(RuleBasedStateMachine):
         got = self.store.get_messages(*key, offset, max_count=5)
         if offset < len(expected):
             assert got.status is GetStatus.FOUND
-            assert [decode_record(r).body for r in got.records] == \
-                expected[offset:offset + len(got.records)]
+            assert [decode_record(r).body for r in got.records] == expected[
+                offset : offset + len(got.records)
+            ]
             assert got.records
         elif offset == len(expected):
             assert got.status is GetStatus.OFFSET_OVERFLOW_ONE
@@ -87,6 +96,9 @@ class StoreModel(RuleBasedStateMachine):
 
 
 StoreModel.TestCase.settings = settings(
-    max_examples=25, stateful_step_count=25, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow])
+    max_examples=25,
+    stateful_step_count=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 test_store_matches_its_model = StoreModel.TestCase

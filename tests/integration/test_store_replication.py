@@ -42,14 +42,21 @@ def log_bytes(store):
 
 def put(store, n, *, topic="orders", queues=3, size=700, start=0):
     for i in range(start, start + n):
-        result = store.put_batch(record(topic=topic, body=b"%06d" % i + b"x" * size,
-                                        queue_id=i % queues, keys=f"k{i}", uniq=f"u{i}"))
+        result = store.put_batch(
+            record(
+                topic=topic,
+                body=b"%06d" % i + b"x" * size,
+                queue_id=i % queues,
+                keys=f"k{i}",
+                uniq=f"u{i}",
+            )
+        )
         assert result.status is PutStatus.PUT_OK
 
 
 def test_a_replica_copies_the_log_byte_for_byte_across_segments(pair):
     master, replica = pair
-    put(master, 300)                       # ~ 230 KiB: several 64 KiB segments, BLANK ends
+    put(master, 300)  # ~ 230 KiB: several 64 KiB segments, BLANK ends
     frames = copy_all(master, replica)
     assert frames > 4
     assert len(master.commitlog.queue.files) > 2
@@ -59,8 +66,10 @@ def test_a_replica_copies_the_log_byte_for_byte_across_segments(pair):
         got = replica.get_messages("orders", q, 0, max_count=500)
         want = master.get_messages("orders", q, 0, max_count=500)
         assert bodies(got.records) == bodies(want.records)
-    assert [len(x) for x in (replica.query_by_key("orders", "k123"),
-                             replica.query_by_key("orders", "u42"))] == [1, 1]
+    assert [
+        len(x)
+        for x in (replica.query_by_key("orders", "k123"), replica.query_by_key("orders", "u42"))
+    ] == [1, 1]
 
 
 def test_frames_hold_whole_records_and_never_cross_a_segment(pair):
@@ -79,7 +88,7 @@ def test_frames_hold_whole_records_and_never_cross_a_segment(pair):
 def test_a_frame_stops_at_the_given_epoch_end(pair):
     master, _ = pair
     put(master, 7)
-    boundary = master.commitlog.max_offset          # where the next term would begin
+    boundary = master.commitlog.max_offset  # where the next term would begin
     put(master, 13, start=7)
     data = master.read_for_replica(0, 1 << 20, stop=boundary)
     assert len(data) == boundary
@@ -163,8 +172,8 @@ def test_a_wiped_replica_copies_a_master_whose_log_starts_past_zero(tmp_path):
     master = open_store(small_config(tmp_path / "m"))
     replica = open_store(small_config(tmp_path / "r"))
     put(master, 300)
-    put(replica, 20, topic="other")                 # history the master does not share
-    master.commitlog.queue.delete_head(lambda mf: True, max_files=2)   # retention
+    put(replica, 20, topic="other")  # history the master does not share
+    master.commitlog.queue.delete_head(lambda mf: True, max_files=2)  # retention
     start = master.commitlog.min_offset
     assert start > 0
     replica.wipe()

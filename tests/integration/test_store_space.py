@@ -32,14 +32,18 @@ def disk_use(directory: str) -> tuple[int, int]:
 
 
 def test_a_thousand_consume_queues_with_a_message_each_take_a_page_each_not_6_mb(tmp_path):
-    store = open_store(small_config(tmp_path, consume_queue_units_per_file=300_000,
-                                    commitlog_file_size=1 * MiB))
+    store = open_store(
+        small_config(tmp_path, consume_queue_units_per_file=300_000, commitlog_file_size=1 * MiB)
+    )
     for first in range(0, 1000, 100):
-        assert store.put_batch(b"".join(record(topic="Wide", queue_id=q, body=b"x")
-                                        for q in range(first, first + 100))).ok
+        assert store.put_batch(
+            b"".join(record(topic="Wide", queue_id=q, body=b"x") for q in range(first, first + 100))
+        ).ok
     used, apparent = disk_use(store.dirs.consumequeue)
-    print(f"\n1,000 consume queues of 6,000,000-byte files: {used} bytes of disk "
-          f"({apparent} apparent)")
+    print(
+        f"\n1,000 consume queues of 6,000,000-byte files: {used} bytes of disk "
+        f"({apparent} apparent)"
+    )
     assert apparent == 1000 * 6_000_000
     assert used <= 1000 * 8 * KiB, f"{used} bytes on disk for 1,000 one-message queues"
     assert [store.get_messages("Wide", q, 0).message_count for q in (0, 499, 999)] == [1, 1, 1]
@@ -65,23 +69,22 @@ def test_a_batch_whose_consume_queues_find_no_space_is_refused_whole(tmp_path):
     assert store.put_batch(record(topic="T", queue_id=0, body=b"first")).ok
     end = store.commitlog.max_offset
     io.full = True
-    refused = store.put_batch(b"".join(record(topic="T", queue_id=q, body=b"b")
-                                       for q in range(8)))
+    refused = store.put_batch(b"".join(record(topic="T", queue_id=q, body=b"b") for q in range(8)))
     assert refused.status is PutStatus.DISK_FULL
     assert "consume queue T:1" in refused.error and "No space left" in refused.error
     assert store.commitlog.max_offset == end, "part of the refused batch is in the commit log"
     assert [store.max_offset("T", q) for q in range(8)] == [1] + [0] * 7
     io.full = False
-    store.run_cleanup_once()   # the disk check: space is back
-    assert store.put_batch(b"".join(record(topic="T", queue_id=q, body=b"b")
-                                    for q in range(8))).ok
+    store.run_cleanup_once()  # the disk check: space is back
+    assert store.put_batch(b"".join(record(topic="T", queue_id=q, body=b"b") for q in range(8))).ok
     assert [store.max_offset("T", q) for q in range(8)] == [2] + [1] * 7
     store.shutdown()
     assert verify_store(str(tmp_path)).ok
 
 
-def test_a_dispatch_that_fails_after_the_append_catches_up_before_the_next_put(tmp_path,
-                                                                             monkeypatch):
+def test_a_dispatch_that_fails_after_the_append_catches_up_before_the_next_put(
+    tmp_path, monkeypatch
+):
     store = open_store(small_config(tmp_path))
     real_put_many = store.index.put_many
     calls = []
@@ -98,7 +101,7 @@ def test_a_dispatch_that_fails_after_the_append_catches_up_before_the_next_put(t
     assert store.catch_up.behind and store.get_messages("T", 0, 0).message_count == 0
     behind = store.put_batch(record(topic="T", body=b"later"))
     assert behind.status is PutStatus.DISK_FULL and "dispatch" in behind.error
-    store.run_cleanup_once()   # the catch-up runs with the disk check
+    store.run_cleanup_once()  # the catch-up runs with the disk check
     assert not store.catch_up.behind
     assert store.get_messages("T", 0, 0).message_count == 1
     assert len(store.query_by_key("T", "k1")) == 1
@@ -134,8 +137,7 @@ def test_the_disk_check_counts_space_reserved_for_root_as_used(tmp_path):
     assert StoreIO().available_bytes(str(tmp_path)) <= st.f_bfree * st.f_frsize
 
 
-def test_enospc_writing_the_checkpoint_refuses_writes_until_space_is_back(tmp_path,
-                                                                        monkeypatch):
+def test_enospc_writing_the_checkpoint_refuses_writes_until_space_is_back(tmp_path, monkeypatch):
     store = open_store(small_config(tmp_path))
     assert store.put_batch(record(body=b"before")).ok
 
@@ -143,7 +145,7 @@ def test_enospc_writing_the_checkpoint_refuses_writes_until_space_is_back(tmp_pa
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(store.checkpoint, "write", full_disk)
-    store._services[-1].run_once()   # FlushConsumeQueueService: syncs, then the checkpoint
+    store._services[-1].run_once()  # FlushConsumeQueueService: syncs, then the checkpoint
     refused = store.put_batch(record(body=b"during"))
     assert refused.status is PutStatus.DISK_FULL, refused
     assert not store.is_read_only, "a full disk is not a broken one"

@@ -28,30 +28,71 @@ def _openssl(*args: str, cwd: Path) -> None:
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("pki")
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-             "/CN=PocketMQ test CA", "-keyout", "ca.key", "-out", "ca.pem", cwd=d)
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=PocketMQ test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        cwd=d,
+    )
     (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
     for name in ("server", "client"):
-        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
-                 "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=d)
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-days", "1", "-extfile", "san.ext", "-out", f"{name}.pem",
-                 cwd=d)
+        _openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            f"/CN={name}",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            cwd=d,
+        )
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            "san.ext",
+            "-out",
+            f"{name}.pem",
+            cwd=d,
+        )
     return d
 
 
 @pytest.fixture
 async def tls_cluster(pki, start_broker, eventually):
-    server_tls = {"tls_cert_file": str(pki / "server.pem"),
-                  "tls_key_file": str(pki / "server.key")}
+    server_tls = {"tls_cert_file": str(pki / "server.pem"), "tls_key_file": str(pki / "server.key")}
     nameserver = NameServer(NamesrvConfig(host="127.0.0.1", port=0, **server_tls))
     await nameserver.start()
-    broker = await start_broker(namesrv_addrs=nameserver.address,
-                                namesrv_tls_ca_file=str(pki / "ca.pem"), **server_tls)
-    broker.topics.create(TopicConfig(topic_name="secure", read_queue_nums=2,
-                                     write_queue_nums=2))
-    await eventually(lambda: nameserver.route_table.get_route("secure") is not None,
-                     what="the broker registered over TLS")
+    broker = await start_broker(
+        namesrv_addrs=nameserver.address, namesrv_tls_ca_file=str(pki / "ca.pem"), **server_tls
+    )
+    broker.topics.create(TopicConfig(topic_name="secure", read_queue_nums=2, write_queue_nums=2))
+    await eventually(
+        lambda: nameserver.route_table.get_route("secure") is not None,
+        what="the broker registered over TLS",
+    )
     yield nameserver, broker
     await broker.stop(0)
     await nameserver.stop(0)
@@ -78,14 +119,18 @@ async def test_a_plaintext_client_is_refused(tls_cluster):
     async with grpc.aio.insecure_channel(nameserver.address) as channel:
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await nameserver_pb2_grpc.NameServerStub(channel).GetAllTopicList(
-                nameserver_pb2.GetAllTopicListRequest(), timeout=3)
+                nameserver_pb2.GetAllTopicListRequest(), timeout=3
+            )
     assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
 
 
 async def test_a_required_client_certificate_is_enforced(pki, start_broker):
-    broker = await start_broker(tls_cert_file=str(pki / "server.pem"),
-                                tls_key_file=str(pki / "server.key"),
-                                tls_ca_file=str(pki / "ca.pem"), tls_require_client_auth=True)
+    broker = await start_broker(
+        tls_cert_file=str(pki / "server.pem"),
+        tls_key_file=str(pki / "server.key"),
+        tls_ca_file=str(pki / "ca.pem"),
+        tls_require_client_auth=True,
+    )
     ca = (pki / "ca.pem").read_bytes()
     from pocketmq.v1 import broker_pb2, broker_pb2_grpc
 
@@ -94,8 +139,9 @@ async def test_a_required_client_certificate_is_enforced(pki, start_broker):
     async with grpc.aio.secure_channel(broker.address, without) as channel:
         with pytest.raises(grpc.aio.AioRpcError):
             await broker_pb2_grpc.BrokerStub(channel).GetMaxOffset(request, timeout=3)
-    with_cert = grpc.ssl_channel_credentials(ca, (pki / "client.key").read_bytes(),
-                                             (pki / "client.pem").read_bytes())
+    with_cert = grpc.ssl_channel_credentials(
+        ca, (pki / "client.key").read_bytes(), (pki / "client.pem").read_bytes()
+    )
     async with grpc.aio.secure_channel(broker.address, with_cert) as channel:
         reply = await broker_pb2_grpc.BrokerStub(channel).GetMaxOffset(request, timeout=3)
     assert reply.offset == 0

@@ -36,10 +36,16 @@ TOPIC = "TxTopic"
 GROUP = "tx-group"
 # Checks every 300 ms; 100 of them (30 s) before a half is discarded, so that a slow
 # machine still reconnects a producer in time.
-FAST_TX = {"transaction_timeout_ms": 300, "transaction_check_interval_ms": 300,
-           "transaction_check_max": 100}
-COMMIT, ROLLBACK, UNKNOWN = (LocalTransactionState.COMMIT, LocalTransactionState.ROLLBACK,
-                             LocalTransactionState.UNKNOWN)
+FAST_TX = {
+    "transaction_timeout_ms": 300,
+    "transaction_check_interval_ms": 300,
+    "transaction_check_max": 100,
+}
+COMMIT, ROLLBACK, UNKNOWN = (
+    LocalTransactionState.COMMIT,
+    LocalTransactionState.ROLLBACK,
+    LocalTransactionState.UNKNOWN,
+)
 
 
 def commit_all(msg: MessageExt) -> LocalTransactionState:
@@ -47,8 +53,9 @@ def commit_all(msg: MessageExt) -> LocalTransactionState:
 
 
 async def routed(nameserver, eventually) -> None:
-    await eventually(lambda: nameserver.route_table.get_route(TOPIC) is not None,
-                     what=f"route of {TOPIC}")
+    await eventually(
+        lambda: nameserver.route_table.get_route(TOPIC) is not None, what=f"route of {TOPIC}"
+    )
 
 
 @pytest.fixture
@@ -65,9 +72,16 @@ async def delivered(addr: str) -> collections.Counter[bytes]:
     async with grpc.aio.insecure_channel(addr) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
         for queue_id in (0, 1):
-            reply = await stub.PullMessage(pb.PullMessageRequest(
-                consumer_group="reader", topic=TOPIC, queue_id=queue_id, queue_offset=0,
-                max_msg_nums=100, suspend_timeout_ms=0))
+            reply = await stub.PullMessage(
+                pb.PullMessageRequest(
+                    consumer_group="reader",
+                    topic=TOPIC,
+                    queue_id=queue_id,
+                    queue_offset=0,
+                    max_msg_nums=100,
+                    suspend_timeout_ms=0,
+                )
+            )
             seen.update(m.body for m in iter_records(reply.records))
     return seen
 
@@ -75,14 +89,23 @@ async def delivered(addr: str) -> collections.Counter[bytes]:
 async def end(addr: str, result, resolution) -> pb.EndTransactionResponse:
     async with grpc.aio.insecure_channel(addr) as channel:
         return await broker_pb2_grpc.BrokerStub(channel).EndTransaction(
-            pb.EndTransactionRequest(producer_group=GROUP, offset_msg_id=result.offset_msg_id,
-                                     msg_id=result.msg_id, resolution=resolution))
+            pb.EndTransactionRequest(
+                producer_group=GROUP,
+                offset_msg_id=result.offset_msg_id,
+                msg_id=result.msg_id,
+                resolution=resolution,
+            )
+        )
 
 
 async def test_a_commit_reaches_the_consumer_exactly_once(broker, nameserver, eventually):
     received: list[MessageExt] = []
-    consumer = PushConsumer(group="tx-consumers", namesrv=nameserver.address,
-                            consume_from="first", rebalance_interval_s=1.0)
+    consumer = PushConsumer(
+        group="tx-consumers",
+        namesrv=nameserver.address,
+        consume_from="first",
+        rebalance_interval_s=1.0,
+    )
     consumer.subscribe(TOPIC)
 
     @consumer.listener
@@ -93,8 +116,9 @@ async def test_a_commit_reaches_the_consumer_exactly_once(broker, nameserver, ev
     await consumer.start()
     try:
         async with TransactionProducer(GROUP, nameserver.address, checker=commit_all) as tx:
-            result = await tx.send_in_transaction(Message(topic=TOPIC, body=b"paid"),
-                                                  lambda msg, arg: COMMIT)
+            result = await tx.send_in_transaction(
+                Message(topic=TOPIC, body=b"paid"), lambda msg, arg: COMMIT
+            )
         assert result.local_state is COMMIT
         await eventually(lambda: received, what="the committed message consumed")
         assert (await end(broker.address, result, pb.COMMIT)).already_resolved
@@ -110,8 +134,9 @@ async def test_a_commit_reaches_the_consumer_exactly_once(broker, nameserver, ev
 
 async def test_a_rollback_is_never_delivered(broker, nameserver):
     async with TransactionProducer(GROUP, nameserver.address, checker=commit_all) as tx:
-        result = await tx.send_in_transaction(Message(topic=TOPIC, body=b"cancelled"),
-                                              lambda msg, arg: ROLLBACK)
+        result = await tx.send_in_transaction(
+            Message(topic=TOPIC, body=b"cancelled"), lambda msg, arg: ROLLBACK
+        )
         assert broker.transactions.rolled_back_total == 1
         assert (await broker.transaction_check.run_once()).checked == 0
     assert result.local_state is ROLLBACK
@@ -121,16 +146,22 @@ async def test_a_rollback_is_never_delivered(broker, nameserver):
     assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
 
 
-@pytest.mark.parametrize("delay", [{"delay_level": 2}, {"deliver_at_ms": 1},
-                                   {"delay_ms": 5000}], ids=["level", "at", "after"])
+@pytest.mark.parametrize(
+    "delay",
+    [{"delay_level": 2}, {"deliver_at_ms": 1}, {"delay_ms": 5000}],
+    ids=["level", "at", "after"],
+)
 async def test_a_delayed_transactional_message_is_refused_before_anything_is_sent(
-        broker, nameserver, delay):
+    broker, nameserver, delay
+):
     executed: list[MessageExt] = []
     puts = broker.store.runtime_info()["put_messages_total"]
     async with TransactionProducer(GROUP, nameserver.address, checker=commit_all) as tx:
         with pytest.raises(InvalidMessageError, match="cannot be delayed"):
-            await tx.send_in_transaction(Message(topic=TOPIC, body=b"later", **delay),
-                                         lambda msg, arg: executed.append(msg) or COMMIT)
+            await tx.send_in_transaction(
+                Message(topic=TOPIC, body=b"later", **delay),
+                lambda msg, arg: executed.append(msg) or COMMIT,
+            )
     assert executed == []
     assert broker.store.runtime_info()["put_messages_total"] == puts
 
@@ -140,7 +171,7 @@ async def test_unknown_then_the_check_commits_it(broker, nameserver, eventually)
 
     async def checker(msg: MessageExt) -> LocalTransactionState:
         asked.append(msg)
-        return COMMIT if len(asked) > 1 else UNKNOWN      # known on the second check
+        return COMMIT if len(asked) > 1 else UNKNOWN  # known on the second check
 
     async def execute_local(msg: Message, arg: str) -> LocalTransactionState:
         assert arg == "order-7"
@@ -148,18 +179,19 @@ async def test_unknown_then_the_check_commits_it(broker, nameserver, eventually)
 
     async with TransactionProducer(GROUP, nameserver.address, checker=checker) as tx:
         result = await tx.send_in_transaction(
-            Message(topic=TOPIC, body=b"later", keys=["order-7"]), execute_local, "order-7")
+            Message(topic=TOPIC, body=b"later", keys=["order-7"]), execute_local, "order-7"
+        )
         assert await delivered(broker.address) == {}
         await eventually(lambda: tx.checks_answered, what="the second check answered")
-    assert len(asked) >= 2          # a check already on its way may arrive after the answer
-    assert (asked[0].topic, asked[0].msg_id, asked[0].keys) == (TOPIC, result.msg_id,
-                                                                 ["order-7"])
+    assert len(asked) >= 2  # a check already on its way may arrive after the answer
+    assert (asked[0].topic, asked[0].msg_id, asked[0].keys) == (TOPIC, result.msg_id, ["order-7"])
     assert asked[0].queue_id == result.queue.queue_id
     assert await delivered(broker.address) == {b"later": 1}
 
 
-async def test_a_failing_local_transaction_counts_as_unknown_and_is_checked(broker, nameserver,
-                                                                            eventually):
+async def test_a_failing_local_transaction_counts_as_unknown_and_is_checked(
+    broker, nameserver, eventually
+):
     def explode(msg: Message, arg: object) -> LocalTransactionState:
         raise RuntimeError("database down")
 
@@ -190,10 +222,17 @@ asyncio.run(main(*sys.argv[1:]))
 
 
 async def test_a_killed_producers_half_is_resolved_by_another_of_its_group(
-        broker, nameserver, eventually):
+    broker, nameserver, eventually
+):
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", PRODUCER_SCRIPT, nameserver.address, TOPIC, GROUP,
-        stdout=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-c",
+        PRODUCER_SCRIPT,
+        nameserver.address,
+        TOPIC,
+        GROUP,
+        stdout=asyncio.subprocess.PIPE,
+    )
     try:
         line = await asyncio.wait_for(proc.stdout.readline(), 30)
         assert line == b"HALF SENT\n"
@@ -210,10 +249,14 @@ async def test_a_killed_producers_half_is_resolved_by_another_of_its_group(
         asked.append(msg.body)
         return COMMIT
 
-    async with TransactionProducer(GROUP, nameserver.address, checker=checker,
-                                   topics=[TOPIC]) as survivor:
-        await eventually(lambda: survivor.checks_answered, timeout_s=20,
-                         what="the orphan's check answered by the surviving producer")
+    async with TransactionProducer(
+        GROUP, nameserver.address, checker=checker, topics=[TOPIC]
+    ) as survivor:
+        await eventually(
+            lambda: survivor.checks_answered,
+            timeout_s=20,
+            what="the orphan's check answered by the surviving producer",
+        )
     assert set(asked) == {b"orphan"}
     assert await delivered(broker.address) == {b"orphan": 1}
 
@@ -222,42 +265,74 @@ SERVING = re.compile(rb"serving on \S+:(\d+),")
 
 
 async def test_a_half_left_by_a_broker_crash_is_resolved_after_the_restart(
-        tmp_path, start_broker, broker_config, nameserver, eventually):
+    tmp_path, start_broker, broker_config, nameserver, eventually
+):
     config = broker_config(namesrv_addrs=nameserver.address, **FAST_TX)
-    flags = ["--data-dir", config.data_dir, "--port", "0", "--namesrv", nameserver.address,
-             "--transaction-timeout-ms", "300", "--transaction-check-interval-ms", "300",
-             "--transaction-check-max", "100",
-             "--commitlog-file-size-bytes", str(config.commitlog_file_size_bytes),
-             "--index-slots", "1024", "--index-entries", "4096",
-             "--consume-queue-units-per-file", "10000"]
+    flags = [
+        "--data-dir",
+        config.data_dir,
+        "--port",
+        "0",
+        "--namesrv",
+        nameserver.address,
+        "--transaction-timeout-ms",
+        "300",
+        "--transaction-check-interval-ms",
+        "300",
+        "--transaction-check-max",
+        "100",
+        "--commitlog-file-size-bytes",
+        str(config.commitlog_file_size_bytes),
+        "--index-slots",
+        "1024",
+        "--index-entries",
+        "4096",
+        "--consume-queue-units-per-file",
+        "10000",
+    ]
     log_path = tmp_path / "broker.log"
     with open(log_path, "wb") as log:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "pocketmq", "broker", *flags,
-            stdout=asyncio.subprocess.DEVNULL, stderr=log)
+            sys.executable,
+            "-m",
+            "pocketmq",
+            "broker",
+            *flags,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=log,
+        )
     try:
-        match = await eventually(lambda: SERVING.search(log_path.read_bytes()), timeout_s=30,
-                                 what="the broker process serving")
+        match = await eventually(
+            lambda: SERVING.search(log_path.read_bytes()),
+            timeout_s=30,
+            what="the broker process serving",
+        )
         port = int(match.group(1))
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            await broker_pb2_grpc.BrokerStub(channel).CreateTopic(pb.CreateTopicRequest(
-                topic_config={"topic_name": TOPIC, "read_queue_nums": 2,
-                              "write_queue_nums": 2}))
+            await broker_pb2_grpc.BrokerStub(channel).CreateTopic(
+                pb.CreateTopicRequest(
+                    topic_config={"topic_name": TOPIC, "read_queue_nums": 2, "write_queue_nums": 2}
+                )
+            )
         await routed(nameserver, eventually)
 
         async def crash_then_commit(msg: Message, arg: object) -> LocalTransactionState:
-            proc.send_signal(signal.SIGKILL)       # the broker dies holding the half
+            proc.send_signal(signal.SIGKILL)  # the broker dies holding the half
             await proc.wait()
-            return COMMIT                           # this EndTransaction fails
+            return COMMIT  # this EndTransaction fails
 
         async with TransactionProducer(GROUP, nameserver.address, checker=commit_all) as tx:
-            result = await tx.send_in_transaction(Message(topic=TOPIC, body=b"survivor"),
-                                                  crash_then_commit)
+            result = await tx.send_in_transaction(
+                Message(topic=TOPIC, body=b"survivor"), crash_then_commit
+            )
             assert result.local_state is COMMIT
             broker = await start_broker(config.__class__(**{**_fields(config), "port": port}))
             assert not broker.recovery.clean_shutdown
-            await eventually(lambda: tx.checks_answered, timeout_s=20,
-                             what="the half committed through a check after the restart")
+            await eventually(
+                lambda: tx.checks_answered,
+                timeout_s=20,
+                what="the half committed through a check after the restart",
+            )
             assert broker.transactions.committed_total == 1
     finally:
         if proc.returncode is None:

@@ -55,10 +55,12 @@ class LiveCluster:
 
     def create_topic(self, topic: str, queues: int = QUEUES) -> None:
         """Create *topic* on both brokers and wait until the nameserver routes it to both."""
+
         async def create() -> None:
             for broker in self.cluster.brokers:
-                broker.topics.create(TopicConfig(topic_name=topic, read_queue_nums=queues,
-                                                 write_queue_nums=queues))
+                broker.topics.create(
+                    TopicConfig(topic_name=topic, read_queue_nums=queues, write_queue_nums=queues)
+                )
 
         self.run(create())
         deadline = time.monotonic() + 10
@@ -69,12 +71,22 @@ class LiveCluster:
             assert time.monotonic() < deadline, f"route of {topic} did not reach both brokers"
             time.sleep(0.02)
 
-    def send(self, topic: str, count: int, *, start: int = 0,
-             tags: Sequence[str] = ("TagA", "TagB")) -> list[SendResult]:
+    def send(
+        self, topic: str, count: int, *, start: int = 0, tags: Sequence[str] = ("TagA", "TagB")
+    ) -> list[SendResult]:
         """*count* messages ``{topic}-{i}``, tags alternating, key ``k{i}``, a property."""
-        return [self.producer.send(Message(
-            topic=topic, body=f"{topic}-{i}".encode(), tags=tags[i % len(tags)],
-            keys=[f"k{i}"], properties={"seq": str(i)})) for i in range(start, start + count)]
+        return [
+            self.producer.send(
+                Message(
+                    topic=topic,
+                    body=f"{topic}-{i}".encode(),
+                    tags=tags[i % len(tags)],
+                    keys=[f"k{i}"],
+                    properties={"seq": str(i)},
+                )
+            )
+            for i in range(start, start + count)
+        ]
 
 
 @pytest.fixture(scope="session")
@@ -100,8 +112,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCluster]:
 
 @dataclass
 class SparkFixture:
-    session: Any                 # pyspark.sql.SparkSession
-    discovered: bool             # "pocketmq" was found with no register call
+    session: Any  # pyspark.sql.SparkSession
+    discovered: bool  # "pocketmq" was found with no register call
 
 
 @pytest.fixture(scope="session")
@@ -110,7 +122,7 @@ def spark_fixture() -> Iterator[SparkFixture]:
 
     from pocketmq.spark import QUIET_CONF
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable   # workers must have pyarrow and pocketmq
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers must have pyarrow and pocketmq
     # local[2,2]: two threads, and a failed task is retried once (the sink's retry tests)
     builder = SparkSession.builder.master("local[2,2]").appName("pocketmq-spark-tests")
     for key, value in QUIET_CONF.items():

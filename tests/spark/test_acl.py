@@ -38,15 +38,24 @@ def secured(tmp_path_factory):
 
     nameserver = NameServer(NamesrvConfig(host="127.0.0.1", port=0))
     run(nameserver.start())
-    broker = Broker(BrokerConfig(
-        port=0, data_dir=str(root / "data"), namesrv_addrs=nameserver.address,
-        commitlog_file_size_bytes=16 * 1024 * 1024, index_slots=1000, index_entries=4000,
-        acl_enable=True, acl_file=str(root / "acl.toml")))
+    broker = Broker(
+        BrokerConfig(
+            port=0,
+            data_dir=str(root / "data"),
+            namesrv_addrs=nameserver.address,
+            commitlog_file_size_bytes=16 * 1024 * 1024,
+            index_slots=1000,
+            index_entries=4000,
+            acl_enable=True,
+            acl_file=str(root / "acl.toml"),
+        )
+    )
     run(broker.start())
 
     async def create() -> None:
-        broker.topics.create(TopicConfig(topic_name="audited", read_queue_nums=2,
-                                         write_queue_nums=2))
+        broker.topics.create(
+            TopicConfig(topic_name="audited", read_queue_nums=2, write_queue_nums=2)
+        )
         while nameserver.route_table.get_route("audited") is None:
             await asyncio.sleep(0.02)
 
@@ -61,8 +70,7 @@ def secured(tmp_path_factory):
 
 
 def _read(spark, namesrv, **options):
-    reader = spark.read.format("pocketmq").option("namesrv", namesrv).option("subscribe",
-                                                                            "audited")
+    reader = spark.read.format("pocketmq").option("namesrv", namesrv).option("subscribe", "audited")
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
@@ -84,6 +92,7 @@ def test_without_keys_the_broker_refuses_and_the_error_says_why(spark, secured):
 
 
 def test_half_a_key_pair_is_an_option_error(spark, secured):
-    with pytest.raises((AnalysisException, PythonException),
-                       match="accessKey and secretKey go together"):
+    with pytest.raises(
+        (AnalysisException, PythonException), match="accessKey and secretKey go together"
+    ):
         _read(spark, secured, accessKey="etl").collect()

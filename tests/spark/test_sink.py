@@ -7,8 +7,12 @@ from pyspark.errors import AnalysisException, PythonException
 
 
 def read(spark, cluster, topic):
-    return (spark.read.format("pocketmq").option("namesrv", cluster.namesrv)
-            .option("subscribe", topic).load())
+    return (
+        spark.read.format("pocketmq")
+        .option("namesrv", cluster.namesrv)
+        .option("subscribe", topic)
+        .load()
+    )
 
 
 def write(df, cluster, **options):
@@ -19,26 +23,32 @@ def write(df, cluster, **options):
 
 
 def test_written_rows_read_back_with_their_tags_keys_and_properties(spark, cluster, topic):
-    rows = [(f"body-{i}", "TagX" if i % 2 else "TagY", [f"key{i}", "shared"], {"n": str(i)})
-            for i in range(30)]
-    df = spark.createDataFrame(rows, "body string, tags string, keys array<string>, "
-                                     "properties map<string,string>").repartition(3)
+    rows = [
+        (f"body-{i}", "TagX" if i % 2 else "TagY", [f"key{i}", "shared"], {"n": str(i)})
+        for i in range(30)
+    ]
+    df = spark.createDataFrame(
+        rows, "body string, tags string, keys array<string>, properties map<string,string>"
+    ).repartition(3)
 
     write(df, cluster, topic=topic, sendBatchSize="4")
 
     back = read(spark, cluster, topic).collect()
     assert sorted((r.body.decode(), r.tags, r.keys, r.properties) for r in back) == sorted(rows)
-    assert len({(r.broker, r.queue_id) for r in back}) > 1      # spread over the queues
+    assert len({(r.broker, r.queue_id) for r in back}) > 1  # spread over the queues
     assert all(r.msg_id for r in back)
 
 
 def test_rows_naming_a_topic_and_queue_go_to_that_queue(spark, cluster, topic):
     other = f"{topic}-2"
     cluster.create_topic(other)
-    rows = [(t, bytearray(f"v{i}".encode()), 2, "broker-b", f"k{i}")
-            for i, t in enumerate([topic, other] * 5)]
-    df = spark.createDataFrame(rows, "topic string, value binary, queue_id int, broker string, "
-                                     "keys string")
+    rows = [
+        (t, bytearray(f"v{i}".encode()), 2, "broker-b", f"k{i}")
+        for i, t in enumerate([topic, other] * 5)
+    ]
+    df = spark.createDataFrame(
+        rows, "topic string, value binary, queue_id int, broker string, keys string"
+    )
 
     write(df, cluster)
 
@@ -49,22 +59,33 @@ def test_rows_naming_a_topic_and_queue_go_to_that_queue(spark, cluster, topic):
         assert sorted(r.queue_offset for r in back) == [0, 1, 2, 3, 4]
 
 
-def test_a_stream_copies_one_topic_into_another_queue_for_queue(spark, cluster, topic,
-                                                                 tmp_path):
+def test_a_stream_copies_one_topic_into_another_queue_for_queue(spark, cluster, topic, tmp_path):
     target = f"{topic}-copy"
     cluster.create_topic(target)
     cluster.send(topic, 25)
-    source = (spark.readStream.format("pocketmq").option("namesrv", cluster.namesrv)
-              .option("subscribe", topic).option("startingOffsets", "earliest").load())
-    query = (source.writeStream.format("pocketmq").option("namesrv", cluster.namesrv)
-             .option("topic", target).option("checkpointLocation", str(tmp_path))
-             .trigger(availableNow=True).start())
+    source = (
+        spark.readStream.format("pocketmq")
+        .option("namesrv", cluster.namesrv)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    query = (
+        source.writeStream.format("pocketmq")
+        .option("namesrv", cluster.namesrv)
+        .option("topic", target)
+        .option("checkpointLocation", str(tmp_path))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(120)
     assert query.exception() is None
 
     def placed(name):
-        return sorted((r.body, r.tags, r.keys, r.properties["seq"], r.broker, r.queue_id,
-                       r.queue_offset) for r in read(spark, cluster, name).collect())
+        return sorted(
+            (r.body, r.tags, r.keys, r.properties["seq"], r.broker, r.queue_id, r.queue_offset)
+            for r in read(spark, cluster, name).collect()
+        )
 
     assert placed(target) == placed(topic)
 
@@ -83,19 +104,26 @@ def test_a_missing_or_mistyped_column_is_named_in_the_error(spark, cluster, topi
         return spark.createDataFrame([row], schema)
 
     assert "needs a column 'body' (or 'value')" in error_of(
-        spark, cluster, df("payload string", ("x",)), topic=topic)
+        spark, cluster, df("payload string", ("x",)), topic=topic
+    )
     assert "column 'body' is int; the pocketmq sink needs binary or string" in error_of(
-        spark, cluster, df("body int", (1,)), topic=topic)
-    assert "no topic to send to: add a string column 'topic' or set the option topic" in \
-        error_of(spark, cluster, df("body string", ("x",)))
-    assert "column 'keys' is int" in error_of(spark, cluster, df("body string, keys int",
-                                                                 ("x", 1)), topic=topic)
+        spark, cluster, df("body int", (1,)), topic=topic
+    )
+    assert "no topic to send to: add a string column 'topic' or set the option topic" in error_of(
+        spark, cluster, df("body string", ("x",))
+    )
+    assert "column 'keys' is int" in error_of(
+        spark, cluster, df("body string, keys int", ("x", 1)), topic=topic
+    )
     assert "mode('overwrite') cannot replace the messages of a topic" in error_of(
-        spark, cluster, df("body string", ("x",)), mode="overwrite", topic=topic)
-    assert "did you mean 'topic'" in error_of(spark, cluster, df("body string", ("x",)),
-                                              topik=topic)
-    assert "queue_id 1 of topic" in error_of(spark, cluster, df("body string, queue_id int",
-                                                                ("x", 1)), topic=topic)
+        spark, cluster, df("body string", ("x",)), mode="overwrite", topic=topic
+    )
+    assert "did you mean 'topic'" in error_of(
+        spark, cluster, df("body string", ("x",)), topik=topic
+    )
+    assert "queue_id 1 of topic" in error_of(
+        spark, cluster, df("body string, queue_id int", ("x", 1)), topic=topic
+    )
 
 
 def test_a_round_trip_through_a_topic_keeps_every_column(spark, cluster, topic):
@@ -104,15 +132,23 @@ def test_a_round_trip_through_a_topic_keeps_every_column(spark, cluster, topic):
     from pocketmq.spark import register
 
     register(spark)
-    rows = [(bytearray(b"\x00\xffbin%d" % i + (b"z" * 6000 if i % 7 == 0 else b"")),
-             None if i % 3 == 0 else f"Tag{i % 2}-ü",
-             [] if i % 5 == 0 else [f"k{i}", "日本"],
-             {} if i % 4 == 0 else {"n": str(i), "ключ": "значение 🚀"},
-             i % 4, "broker-a" if i % 2 else "broker-b")
-            for i in range(40)]
-    df = spark.createDataFrame(rows, "body binary, tags string, keys array<string>, "
-                                     "properties map<string,string>, queue_id int, "
-                                     "broker string")
+    rows = [
+        (
+            bytearray(b"\x00\xffbin%d" % i + (b"z" * 6000 if i % 7 == 0 else b"")),
+            None if i % 3 == 0 else f"Tag{i % 2}-ü",
+            [] if i % 5 == 0 else [f"k{i}", "日本"],
+            {} if i % 4 == 0 else {"n": str(i), "ключ": "значение 🚀"},
+            i % 4,
+            "broker-a" if i % 2 else "broker-b",
+        )
+        for i in range(40)
+    ]
+    df = spark.createDataFrame(
+        rows,
+        "body binary, tags string, keys array<string>, "
+        "properties map<string,string>, queue_id int, "
+        "broker string",
+    )
     write(df, cluster, topic=topic, sendBatchSize="3")
 
     back = read(spark, cluster, topic).collect()
@@ -130,8 +166,13 @@ def test_a_round_trip_through_a_topic_keeps_every_column(spark, cluster, topic):
 
     offline = []
     for name in ("broker-a", "broker-b"):
-        offline += (spark.read.format("pocketmq-store").option("subscribe", topic)
-                    .option("brokerName", name).load(cluster.data_dir(name)).collect())
+        offline += (
+            spark.read.format("pocketmq-store")
+            .option("subscribe", topic)
+            .option("brokerName", name)
+            .load(cluster.data_dir(name))
+            .collect()
+        )
     assert sorted(map(tuple, offline)) == sorted(map(tuple, back))
 
 
@@ -141,7 +182,8 @@ def stored_bodies(spark, cluster, topic) -> list[bytes]:
 
 @pytest.mark.parametrize("idempotent", ["true", "false"])
 def test_a_task_retried_after_writing_part_of_its_rows_stores_each_row_once(
-        spark, cluster, topic, idempotent):
+    spark, cluster, topic, idempotent
+):
     """Each task's first attempt fails after handing on its first Arrow batch (some of its
     SendBatch calls answered, others cut off); Spark retries it (local[2,2]). Exactly once
     by default; the at-least-once sink (idempotent=false) stores the retried rows twice."""
@@ -149,8 +191,14 @@ def test_a_task_retried_after_writing_part_of_its_rows_stores_each_row_once(
     df = spark.createDataFrame(rows, "body string").repartition(2)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
     try:
-        write(df, cluster, topic=topic, sendBatchSize="10", failFirstAttemptAfterRows="200",
-              idempotent=idempotent)
+        write(
+            df,
+            cluster,
+            topic=topic,
+            sendBatchSize="10",
+            failFirstAttemptAfterRows="200",
+            idempotent=idempotent,
+        )
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     stored = stored_bodies(spark, cluster, topic)

@@ -27,30 +27,53 @@ def store_read(spark, data_dir, **options):
 
 
 def row_tuple(r):
-    return (r.topic, r.broker, r.queue_id, r.queue_offset, r.body, tuple(r.keys), r.tags,
-            tuple(sorted(r.properties.items())), r.store_timestamp, r.born_timestamp, r.msg_id)
+    return (
+        r.topic,
+        r.broker,
+        r.queue_id,
+        r.queue_offset,
+        r.body,
+        tuple(r.keys),
+        r.tags,
+        tuple(sorted(r.properties.items())),
+        r.store_timestamp,
+        r.born_timestamp,
+        r.msg_id,
+    )
 
 
-def test_store_files_of_a_live_broker_give_the_rows_of_an_online_read(store_spark, cluster,
-                                                                      topic):
+def test_store_files_of_a_live_broker_give_the_rows_of_an_online_read(store_spark, cluster, topic):
     spark = store_spark
     cluster.send(topic, 30)
-    online = (spark.read.format("pocketmq").option("namesrv", cluster.namesrv)
-              .option("subscribe", topic).load().collect())
+    online = (
+        spark.read.format("pocketmq")
+        .option("namesrv", cluster.namesrv)
+        .option("subscribe", topic)
+        .load()
+        .collect()
+    )
 
     offline = []
     for broker in ("broker-a", "broker-b"):
-        offline += store_read(spark, cluster.data_dir(broker), subscribe=topic,
-                              brokerName=broker).collect()
+        offline += store_read(
+            spark, cluster.data_dir(broker), subscribe=topic, brokerName=broker
+        ).collect()
 
     assert len(online) == 30
     assert sorted(map(row_tuple, offline)) == sorted(map(row_tuple, online))
-    tagged = store_read(spark, cluster.data_dir("broker-a"), subscribePattern=f"{topic}|x",
-                        tagExpression="TagA", brokerName="broker-a").collect()
+    tagged = store_read(
+        spark,
+        cluster.data_dir("broker-a"),
+        subscribePattern=f"{topic}|x",
+        tagExpression="TagA",
+        brokerName="broker-a",
+    ).collect()
     assert sorted(map(row_tuple, tagged)) == sorted(
-        row_tuple(r) for r in online if r.tags == "TagA" and r.broker == "broker-a")
+        row_tuple(r) for r in online if r.tags == "TagA" and r.broker == "broker-a"
+    )
     assert {r.broker for r in store_read(spark, cluster.data_dir("broker-a")).collect()} == {
-        None}                                    # a data directory does not know its name
+        None
+    }  # a data directory does not know its name
 
 
 def _small_store(path: Path) -> tuple[list[bytes], list[int], int]:
@@ -78,17 +101,20 @@ def test_one_partition_per_segment_and_damage_is_reported_as_data_loss(store_spa
     assert segments >= 3
     assert df.rdd.getNumPartitions() == segments
     rows = df.collect()
-    assert sorted(r.body for r in rows) == sorted(bodies)    # the half is not a message yet
+    assert sorted(r.body for r in rows) == sorted(bodies)  # the half is not a message yet
     assert {r.msg_id for r in rows} == {f"U{i}" for i in range(300)}
 
     first = tmp_path / "data" / "commitlog" / f"{0:020d}"
-    with open(first, "r+b") as f:                # flip a byte in the body of record 3
+    with open(first, "r+b") as f:  # flip a byte in the body of record 3
         f.seek(offsets[3] + 200)
         byte = f.read(1)
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 0xFF]))
-    with pytest.raises(PythonException, match=r"segment .*00000000000000000000: the record at "
-                                              r"commit-log offset \d+ is damaged"):
+    with pytest.raises(
+        PythonException,
+        match=r"segment .*00000000000000000000: the record at "
+        r"commit-log offset \d+ is damaged",
+    ):
         store_read(spark, tmp_path / "data").collect()
     survivors = store_read(spark, tmp_path / "data", failOnDataLoss="false").collect()
     assert 0 < len(survivors) < 300
@@ -99,7 +125,7 @@ def test_segments_split_into_parts_read_every_record_exactly_once(store_spark, t
     spark = store_spark
     bodies, _offsets, segments = _small_store(tmp_path / "data")
     df = store_read(spark, tmp_path / "data", maxBytesPerPartition="10000")
-    assert df.rdd.getNumPartitions() > 3 * segments        # 64 KiB segments, ~10 KB parts
+    assert df.rdd.getNumPartitions() > 3 * segments  # 64 KiB segments, ~10 KB parts
     rows = df.collect()
     assert sorted(r.body for r in rows) == sorted(bodies)
     assert len({r.msg_id for r in rows}) == 300

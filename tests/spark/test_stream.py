@@ -18,16 +18,22 @@ def stream(spark, cluster, **options):
 
 def archive(spark, cluster, out, checkpoint, **options):
     """Run an availableNow query from the source into Parquet; return its progress list."""
-    query = (stream(spark, cluster, **options).writeStream.format("parquet")
-             .option("path", str(out)).option("checkpointLocation", str(checkpoint))
-             .trigger(availableNow=True).start())
+    query = (
+        stream(spark, cluster, **options)
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(120), "the availableNow query did not finish in 120 s"
     assert query.exception() is None
     return [p for p in query.recentProgress if p["numInputRows"] > 0]
 
 
 def test_available_now_into_parquet_then_rerun_reads_only_new_messages(
-        spark, cluster, topic, tmp_path):
+    spark, cluster, topic, tmp_path
+):
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     first = {r.msg_id for r in cluster.send(topic, 20)}
 
@@ -35,8 +41,9 @@ def test_available_now_into_parquet_then_rerun_reads_only_new_messages(
     assert sorted(r.msg_id for r in spark.read.parquet(str(out)).collect()) == sorted(first)
 
     second = {r.msg_id for r in cluster.send(topic, 12, start=20)}
-    batches = archive(spark, cluster, out, checkpoint, subscribe=topic,
-                      startingOffsets="earliest")     # ignored: the checkpoint wins
+    batches = archive(
+        spark, cluster, out, checkpoint, subscribe=topic, startingOffsets="earliest"
+    )  # ignored: the checkpoint wins
     assert sum(p["numInputRows"] for p in batches) == 12
     ids = [r.msg_id for r in spark.read.parquet(str(out)).collect()]
     assert len(ids) == len(set(ids)) == 32
@@ -44,19 +51,29 @@ def test_available_now_into_parquet_then_rerun_reads_only_new_messages(
 
     assert archive(spark, cluster, out, checkpoint, subscribe=topic) == []  # nothing new
     # The checkpoint holds the next offset of every queue, per topic and broker.
-    last = max((p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()),
-               key=lambda p: int(p.name))
+    last = max(
+        (p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()),
+        key=lambda p: int(p.name),
+    )
     offsets = json.loads(last.read_text().splitlines()[-1])
     assert set(offsets[topic]) == {"broker-a", "broker-b"}
     assert sum(o for broker in offsets[topic].values() for o in broker.values()) == 32
 
 
 def test_max_offsets_per_trigger_reads_the_backlog_in_several_batches(
-        spark, cluster, topic, tmp_path):
+    spark, cluster, topic, tmp_path
+):
     sent = {r.msg_id for r in cluster.send(topic, 30)}
 
-    batches = archive(spark, cluster, tmp_path / "out", tmp_path / "cp", subscribe=topic,
-                      startingOffsets="earliest", maxOffsetsPerTrigger="8")
+    batches = archive(
+        spark,
+        cluster,
+        tmp_path / "out",
+        tmp_path / "cp",
+        subscribe=topic,
+        startingOffsets="earliest",
+        maxOffsetsPerTrigger="8",
+    )
 
     assert len(batches) >= 4
     assert all(p["numInputRows"] <= 8 for p in batches)
@@ -65,7 +82,8 @@ def test_max_offsets_per_trigger_reads_the_backlog_in_several_batches(
 
 
 def test_topics_matching_the_pattern_later_are_read_from_their_start(
-        spark, cluster, topic, tmp_path):
+    spark, cluster, topic, tmp_path
+):
     base = f"{topic}-pat"
     cluster.create_topic(f"{base}-a")
     sent = {r.msg_id for r in cluster.send(f"{base}-a", 5)}
@@ -83,15 +101,21 @@ def test_topics_matching_the_pattern_later_are_read_from_their_start(
 
 
 def test_processing_time_trigger_delivers_messages_sent_while_the_query_runs(
-        spark, cluster, topic, tmp_path):
+    spark, cluster, topic, tmp_path
+):
     name = f"live_{topic.replace('-', '_')}"
-    cluster.send(topic, 4)                    # before the query: startingOffsets=latest skips
-    query = (stream(spark, cluster, subscribe=topic, tagExpression="TagA").writeStream
-             .format("memory").queryName(name).option("checkpointLocation", str(tmp_path))
-             .trigger(processingTime="200 milliseconds").start())
+    cluster.send(topic, 4)  # before the query: startingOffsets=latest skips
+    query = (
+        stream(spark, cluster, subscribe=topic, tagExpression="TagA")
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
     try:
         deadline = time.monotonic() + 60
-        while query.lastProgress is None:      # the start offsets are fixed by now
+        while query.lastProgress is None:  # the start offsets are fixed by now
             assert time.monotonic() < deadline and query.isActive, query.exception()
             time.sleep(0.05)
         sent = cluster.send(topic, 10, start=4)
@@ -107,8 +131,12 @@ def test_processing_time_trigger_delivers_messages_sent_while_the_query_runs(
 
 
 def test_streaming_options_are_checked_when_the_query_starts(spark, cluster, topic, tmp_path):
-    with pytest.raises(StreamingQueryException, match="option endingOffsets is for batch "
-                                                      "queries"):
-        (stream(spark, cluster, subscribe=topic, endingOffsets="latest").writeStream
-         .format("noop").option("checkpointLocation", str(tmp_path))
-         .trigger(availableNow=True).start().awaitTermination(60))
+    with pytest.raises(StreamingQueryException, match="option endingOffsets is for batch queries"):
+        (
+            stream(spark, cluster, subscribe=topic, endingOffsets="latest")
+            .writeStream.format("noop")
+            .option("checkpointLocation", str(tmp_path))
+            .trigger(availableNow=True)
+            .start()
+            .awaitTermination(60)
+        )

@@ -25,7 +25,7 @@ from pocketmq.spark.errors import OptionError
 from pocketmq.spark.options import parse_sink_options, parse_source_options
 
 pytestmark = pytest.mark.skipif(not HAVE_OPENSSL, reason="needs openssl")
-POCKETMQ = str(Path(sys.executable).with_name("pocketmq"))   # .venv/bin/pocketmq
+POCKETMQ = str(Path(sys.executable).with_name("pocketmq"))  # .venv/bin/pocketmq
 TOPIC = "sealed"
 
 
@@ -45,16 +45,24 @@ def tls_cluster(tmp_path_factory):
     server_tls = {"tls_cert_file": str(pki / "server.pem"), "tls_key_file": str(pki / "server.key")}
     nameserver = NameServer(NamesrvConfig(host="127.0.0.1", port=0, **server_tls))
     run(nameserver.start())
-    broker = Broker(BrokerConfig(
-        port=0, data_dir=str(root / "data"), namesrv_addrs=nameserver.address,
-        namesrv_tls_ca_file=str(pki / "ca.pem"), tls_ca_file=str(pki / "ca.pem"),
-        tls_require_client_auth=True, commitlog_file_size_bytes=16 * 1024 * 1024,
-        index_slots=1000, index_entries=4000, **server_tls))
+    broker = Broker(
+        BrokerConfig(
+            port=0,
+            data_dir=str(root / "data"),
+            namesrv_addrs=nameserver.address,
+            namesrv_tls_ca_file=str(pki / "ca.pem"),
+            tls_ca_file=str(pki / "ca.pem"),
+            tls_require_client_auth=True,
+            commitlog_file_size_bytes=16 * 1024 * 1024,
+            index_slots=1000,
+            index_entries=4000,
+            **server_tls,
+        )
+    )
     run(broker.start())
 
     async def create() -> None:
-        broker.topics.create(TopicConfig(topic_name=TOPIC, read_queue_nums=2,
-                                         write_queue_nums=2))
+        broker.topics.create(TopicConfig(topic_name=TOPIC, read_queue_nums=2, write_queue_nums=2))
         while nameserver.route_table.get_route(TOPIC) is None:
             await asyncio.sleep(0.02)
 
@@ -69,8 +77,11 @@ def tls_cluster(tmp_path_factory):
 
 
 def _tls_options(pki: Path) -> dict[str, str]:
-    return {"tlsCaFile": str(pki / "ca.pem"), "tlsCertFile": str(pki / "client.pem"),
-            "tlsKeyFile": str(pki / "client.key")}
+    return {
+        "tlsCaFile": str(pki / "ca.pem"),
+        "tlsCertFile": str(pki / "client.pem"),
+        "tlsKeyFile": str(pki / "client.key"),
+    }
 
 
 def test_the_sink_and_the_source_connect_with_tls_and_a_client_certificate(spark, tls_cluster):
@@ -78,8 +89,14 @@ def test_the_sink_and_the_source_connect_with_tls_and_a_client_certificate(spark
     df = spark.createDataFrame([(f"tls-{i}",) for i in range(8)], "body string")
     writer = df.write.format("pocketmq").option("namesrv", namesrv).option("topic", TOPIC)
     writer.options(**_tls_options(pki)).mode("append").save()
-    rows = (spark.read.format("pocketmq").option("namesrv", namesrv).option("subscribe", TOPIC)
-            .options(**_tls_options(pki)).load().collect())
+    rows = (
+        spark.read.format("pocketmq")
+        .option("namesrv", namesrv)
+        .option("subscribe", TOPIC)
+        .options(**_tls_options(pki))
+        .load()
+        .collect()
+    )
     assert sorted(r.body.decode() for r in rows) == sorted(f"tls-{i}" for i in range(8))
 
 
@@ -88,23 +105,53 @@ def test_pipeline_archive_passes_the_tls_flags_to_the_source(tls_cluster, tmp_pa
     out = tmp_path / "archive"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     result = subprocess.run(
-        [POCKETMQ, "pipeline", "archive", "--topic", TOPIC, "--to", str(out), "--once",
-         "--namesrv", namesrv, "--master", "local[1]", "--tls-ca", str(pki / "ca.pem"),
-         "--tls-cert", str(pki / "client.pem"), "--tls-key", str(pki / "client.key")],
-        capture_output=True, text=True, timeout=300, env=env)
+        [
+            POCKETMQ,
+            "pipeline",
+            "archive",
+            "--topic",
+            TOPIC,
+            "--to",
+            str(out),
+            "--once",
+            "--namesrv",
+            namesrv,
+            "--master",
+            "local[1]",
+            "--tls-ca",
+            str(pki / "ca.pem"),
+            "--tls-cert",
+            str(pki / "client.pem"),
+            "--tls-key",
+            str(pki / "client.key"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     assert f"messages of {TOPIC}" in result.stdout
     assert any(p.name.startswith("date=") for p in out.iterdir())
 
 
 def test_tls_options_are_parsed_and_half_a_pair_is_refused():
-    source = parse_source_options({"namesrv": "127.0.0.1:9876", "subscribe": "t",
-                                   "tlsCaFile": "/ca.pem"}, streaming=False)
+    source = parse_source_options(
+        {"namesrv": "127.0.0.1:9876", "subscribe": "t", "tlsCaFile": "/ca.pem"}, streaming=False
+    )
     assert source.pull.credentials is not None
     assert source.pull.credentials.tls_ca_file == "/ca.pem"
-    sink = parse_sink_options({"namesrv": "127.0.0.1:9876", "topic": "t",
-                               "accessKey": "a", "secretKey": "s"})
+    sink = parse_sink_options(
+        {"namesrv": "127.0.0.1:9876", "topic": "t", "accessKey": "a", "secretKey": "s"}
+    )
     assert sink.credentials is not None and sink.credentials.access_key == "a"
     with pytest.raises(OptionError, match="tlsCertFile and tlsKeyFile go together"):
-        parse_source_options({"namesrv": "127.0.0.1:9876", "subscribe": "t",
-                              "tlsCaFile": "/ca.pem", "tlsCertFile": "/c.pem"}, streaming=False)
+        parse_source_options(
+            {
+                "namesrv": "127.0.0.1:9876",
+                "subscribe": "t",
+                "tlsCaFile": "/ca.pem",
+                "tlsCertFile": "/c.pem",
+            },
+            streaming=False,
+        )

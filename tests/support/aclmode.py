@@ -75,8 +75,11 @@ def broker_options(directory: Path) -> dict[str, Any]:
     """Extra config keys of a broker: the ACL, and the admin's keys to register with."""
     if not enabled():
         return {}
-    return {**server_options(directory), "access_key": ADMIN.access_key,
-            "secret_key": ADMIN.secret_key}
+    return {
+        **server_options(directory),
+        "access_key": ADMIN.access_key,
+        "secret_key": ADMIN.secret_key,
+    }
 
 
 class _SyncCallDetails(grpc.ClientCallDetails):  # type: ignore[misc]
@@ -96,21 +99,20 @@ class RawBytesSigner(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInt
 
     def __init__(self, credentials: Credentials, inputs: dict[str, Any]) -> None:
         self._credentials = credentials
-        self._classes = {path: message_factory.GetMessageClass(desc)
-                         for path, desc in inputs.items()}
+        self._classes = {
+            path: message_factory.GetMessageClass(desc) for path, desc in inputs.items()
+        }
 
     def _signed(self, details: Any, payload: bytes) -> Any:
-        method = details.method.decode() if isinstance(details.method, bytes) else \
-            details.method
+        method = details.method.decode() if isinstance(details.method, bytes) else details.method
         request: Any = None
         cls = self._classes.get(method)
         if cls is not None:
             try:
                 request = cls.FromString(payload)
-            except Exception:       # not the message: the server says so first
+            except Exception:  # not the message: the server says so first
                 request = None
-        metadata = (*(details.metadata or ()),
-                    *signed_metadata(self._credentials, method, request))
+        metadata = (*(details.metadata or ()), *signed_metadata(self._credentials, method, request))
         return _SyncCallDetails(details, metadata)
 
     def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
@@ -157,10 +159,15 @@ def install(patch: Callable[[Any, str, Any], None], directory: Path | None = Non
 
     raw_channel = grpc.aio.insecure_channel
 
-    def insecure_channel(target: str, options: Any = None, compression: Any = None,
-                         interceptors: Any = None) -> Any:
-        return raw_channel(target, options=options, compression=compression,
-                           interceptors=interceptors or signers(ADMIN))
+    def insecure_channel(
+        target: str, options: Any = None, compression: Any = None, interceptors: Any = None
+    ) -> Any:
+        return raw_channel(
+            target,
+            options=options,
+            compression=compression,
+            interceptors=interceptors or signers(ADMIN),
+        )
 
     patch(grpc.aio, "insecure_channel", insecure_channel)
 
@@ -168,9 +175,13 @@ def install(patch: Callable[[Any, str, Any], None], directory: Path | None = Non
 
     def broker_with_acl(self: Any, config: Any, *args: Any, **kwargs: Any) -> None:
         if not config.acl_enable:
-            config = dataclasses.replace(config, acl_enable=True, acl_file=str(path),
-                                         access_key=ADMIN.access_key,
-                                         secret_key=ADMIN.secret_key)
+            config = dataclasses.replace(
+                config,
+                acl_enable=True,
+                acl_file=str(path),
+                access_key=ADMIN.access_key,
+                secret_key=ADMIN.secret_key,
+            )
         broker_init(self, config, *args, **kwargs)
 
     patch(Broker, "__init__", broker_with_acl)

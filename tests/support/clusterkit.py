@@ -32,10 +32,18 @@ async def two_broker_cluster(data_dir: Path) -> AsyncIterator[Cluster]:
     brokers: list[Broker] = []
     try:
         for name in ("broker-a", "broker-b"):
-            broker = Broker(BrokerConfig(
-                broker_name=name, port=0, data_dir=str(data_dir / name),
-                namesrv_addrs=namesrv.address, commitlog_file_size_bytes=16 * 1024 * 1024,
-                index_slots=1000, index_entries=4000, default_topic_queue_nums=QUEUES))
+            broker = Broker(
+                BrokerConfig(
+                    broker_name=name,
+                    port=0,
+                    data_dir=str(data_dir / name),
+                    namesrv_addrs=namesrv.address,
+                    commitlog_file_size_bytes=16 * 1024 * 1024,
+                    index_slots=1000,
+                    index_entries=4000,
+                    default_topic_queue_nums=QUEUES,
+                )
+            )
             await broker.start()
             brokers.append(broker)
         yield Cluster(namesrv, brokers)
@@ -48,8 +56,9 @@ async def two_broker_cluster(data_dir: Path) -> AsyncIterator[Cluster]:
 async def create_topic(cluster: Cluster, topic: str, eventually, queues: int = QUEUES) -> None:  # type: ignore[no-untyped-def]
     """Create *topic* on every broker and wait until the nameserver routes it to all."""
     for broker in cluster.brokers:
-        broker.topics.create(TopicConfig(topic_name=topic, read_queue_nums=queues,
-                                         write_queue_nums=queues))
+        broker.topics.create(
+            TopicConfig(topic_name=topic, read_queue_nums=queues, write_queue_nums=queues)
+        )
 
     def routed() -> bool:
         route = cluster.namesrv.route_table.get_route(topic)

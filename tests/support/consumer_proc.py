@@ -16,7 +16,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))   # aclmode, run as a script
+sys.path.insert(0, str(Path(__file__).parent))  # aclmode, run as a script
 
 import aclmode
 
@@ -24,16 +24,23 @@ from pocketmq.client import ConsumeResult, PushConsumer
 
 
 async def main(namesrv: str, group: str, topic: str) -> None:
-    aclmode.install(setattr)        # POCKETMQ_TEST_ACL=1: sign as the test user
-    consumer = PushConsumer(group=group, namesrv=namesrv, consume_from="first",
-                            commit_interval_s=1, rebalance_interval_s=1,
-                            route_refresh_interval_s=1, heartbeat_interval_s=1)
+    aclmode.install(setattr)  # POCKETMQ_TEST_ACL=1: sign as the test user
+    consumer = PushConsumer(
+        group=group,
+        namesrv=namesrv,
+        consume_from="first",
+        commit_interval_s=1,
+        rebalance_interval_s=1,
+        route_refresh_interval_s=1,
+        heartbeat_interval_s=1,
+    )
     consumer.subscribe(topic, "*")
 
     @consumer.listener
     async def handle(messages):
-        sys.stdout.write("".join(f"MSG {m.queue_id} {m.queue_offset} {m.msg_id}\n"
-                                 for m in messages))
+        sys.stdout.write(
+            "".join(f"MSG {m.queue_id} {m.queue_offset} {m.msg_id}\n" for m in messages)
+        )
         sys.stdout.flush()
         return ConsumeResult.CONSUME_SUCCESS
 

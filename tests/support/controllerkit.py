@@ -29,11 +29,12 @@ from processkit import ProcessKit, ServerProcess, free_port
 __all__ = ["CONTROLLER_FAST", "ControllerGroup", "EtcdNode", "etcd_binary", "start_etcd"]
 
 # Heartbeats every 200 ms, a master silent for 1 s is replaced.
-CONTROLLER_FAST: dict[str, Any] = dict(controller_heartbeat_interval_ms=200,
-                                       ha_max_time_replica_not_catchup_ms=1500)
-NAMESRV_FAST: dict[str, Any] = dict(controller_broker_inactive_ms=1000,
-                                    controller_scan_interval_ms=200,
-                                    controller_lease_ttl_s=2)
+CONTROLLER_FAST: dict[str, Any] = dict(
+    controller_heartbeat_interval_ms=200, ha_max_time_replica_not_catchup_ms=1500
+)
+NAMESRV_FAST: dict[str, Any] = dict(
+    controller_broker_inactive_ms=1000, controller_scan_interval_ms=200, controller_lease_ttl_s=2
+)
 
 
 def etcd_binary() -> str | None:
@@ -67,13 +68,33 @@ class EtcdNode:
         self.dir.mkdir(parents=True, exist_ok=True)
         log = open(self.dir.with_suffix(".log"), "ab")  # noqa: SIM115 (kept by the process)
         self.proc = await asyncio.create_subprocess_exec(
-            binary, "--name", self.name, "--data-dir", str(self.dir / "data"),
-            "--listen-client-urls", self.endpoint, "--advertise-client-urls", self.endpoint,
-            "--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls",
-            self.peer_url, "--initial-cluster", cluster, "--initial-cluster-state", "new",
-            "--initial-cluster-token", "pocketmq-test", "--heartbeat-interval", "50",
-            "--election-timeout", "500", stdin=asyncio.subprocess.DEVNULL, stdout=log,
-            stderr=log)
+            binary,
+            "--name",
+            self.name,
+            "--data-dir",
+            str(self.dir / "data"),
+            "--listen-client-urls",
+            self.endpoint,
+            "--advertise-client-urls",
+            self.endpoint,
+            "--listen-peer-urls",
+            self.peer_url,
+            "--initial-advertise-peer-urls",
+            self.peer_url,
+            "--initial-cluster",
+            cluster,
+            "--initial-cluster-state",
+            "new",
+            "--initial-cluster-token",
+            "pocketmq-test",
+            "--heartbeat-interval",
+            "50",
+            "--election-timeout",
+            "500",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+        )
         log.close()
 
     def signal(self, sig: int) -> None:
@@ -114,8 +135,14 @@ async def start_etcd(work_dir: Path, members: int = 1) -> list[EtcdNode]:
 class ControllerGroup:
     """Brokers of one broker name in controller mode; ports and directories fixed per name."""
 
-    def __init__(self, kit: ProcessKit, master_role: str = "SYNC_MASTER", *,
-                 broker_name: str = "broker-a", **options: Any) -> None:
+    def __init__(
+        self,
+        kit: ProcessKit,
+        master_role: str = "SYNC_MASTER",
+        *,
+        broker_name: str = "broker-a",
+        **options: Any,
+    ) -> None:
         self.kit = kit
         self.master_role = master_role
         self.broker_name = broker_name
@@ -124,12 +151,16 @@ class ControllerGroup:
         self.ports: dict[str, tuple[int, int]] = {}
         self.procs: dict[str, ServerProcess] = {}
 
-    async def start_namesrv(self, *, etcd: str = "", port: int = 0,
-                            **options: Any) -> ServerProcess:
+    async def start_namesrv(
+        self, *, etcd: str = "", port: int = 0, **options: Any
+    ) -> ServerProcess:
         n = len(self.namesrvs)
-        settings = {**NAMESRV_FAST, "controller_enable": True,
-                    "controller_data_dir": str(self.kit.work_dir / f"controller-{n}"),
-                    **options}
+        settings = {
+            **NAMESRV_FAST,
+            "controller_enable": True,
+            "controller_data_dir": str(self.kit.work_dir / f"controller-{n}"),
+            **options,
+        }
         if etcd:
             settings["controller_etcd"] = etcd
         ns = await self.kit.nameserver(port=port, **settings)
@@ -155,8 +186,15 @@ class ControllerGroup:
         settings = {"controller_addr": self.controller_addrs, **self.options, **options}
         namesrv = settings.pop("namesrv_addrs", self.namesrv_addrs)
         proc = await self.kit.broker(
-            self.broker_name, namesrv=namesrv, port=port, data_dir=self.dir(name),
-            broker_role=self.master_role, ha_port=ha_port, controller_mode=True, **settings)
+            self.broker_name,
+            namesrv=namesrv,
+            port=port,
+            data_dir=self.dir(name),
+            broker_role=self.master_role,
+            ha_port=ha_port,
+            controller_mode=True,
+            **settings,
+        )
         self.procs[name] = proc
         return proc
 
@@ -166,7 +204,7 @@ class ControllerGroup:
             if proc.running:
                 try:
                     out[name] = await runtime_info(proc.addr)
-                except Exception:   # a frozen or dying broker: no answer
+                except Exception:  # a frozen or dying broker: no answer
                     continue
         return out
 
@@ -175,10 +213,15 @@ class ControllerGroup:
         deadline = time.monotonic() + timeout_s
         while True:
             for name, info in (await self.roles()).items():
-                if name != other_than and info.get("broker_role", "").endswith("MASTER") \
-                        and "fenced" not in info:
+                if (
+                    name != other_than
+                    and info.get("broker_role", "").endswith("MASTER")
+                    and "fenced" not in info
+                ):
                     return name
             if time.monotonic() > deadline:
-                raise AssertionError(f"no master (other than {other_than!r}) within "
-                                     f"{timeout_s} s: {await self.roles()}")
+                raise AssertionError(
+                    f"no master (other than {other_than!r}) within "
+                    f"{timeout_s} s: {await self.roles()}"
+                )
             await asyncio.sleep(0.05)

@@ -22,8 +22,9 @@ from pocketmq.broker.store.message_store import DefaultMessageStore
 def main() -> None:
     data_dir, mode = sys.argv[1], sys.argv[2]
     flush = FlushDiskType.SYNC_FLUSH if mode == "sync" else FlushDiskType.ASYNC_FLUSH
-    store = DefaultMessageStore(small_config(data_dir, flush_disk_type=flush,
-                                             commitlog_file_size=256 * 1024))
+    store = DefaultMessageStore(
+        small_config(data_dir, flush_disk_type=flush, commitlog_file_size=256 * 1024)
+    )
     store.start()
     rng = random.Random(7)
     n = 0
@@ -31,8 +32,15 @@ def main() -> None:
     while True:
         uniqs = [f"U{n + i:08d}" for i in range(rng.randint(1, 8))]
         n += len(uniqs)
-        blob = b"".join(record(body=rng.randbytes(rng.randint(1, 2000)), uniq=u,
-                               queue_id=int(u[1:]) % 4, keys=f"k{u}") for u in uniqs)
+        blob = b"".join(
+            record(
+                body=rng.randbytes(rng.randint(1, 2000)),
+                uniq=u,
+                queue_id=int(u[1:]) % 4,
+                keys=f"k{u}",
+            )
+            for u in uniqs
+        )
         result = store.put_batch(blob)
         if not result.ok:
             print("FAIL", result.status, result.error, flush=True)

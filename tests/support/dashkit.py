@@ -58,8 +58,9 @@ class DashCluster:
 
 
 @asynccontextmanager
-async def started_cluster(data_dir: Path, *, acl: bool = False, interval_s: float = 0.3,
-                          metrics_port: int = -1) -> AsyncIterator[DashCluster]:
+async def started_cluster(
+    data_dir: Path, *, acl: bool = False, interval_s: float = 0.3, metrics_port: int = -1
+) -> AsyncIterator[DashCluster]:
     """Nameserver, broker and dashboard; with *acl*, the ACL on everywhere and the
     dashboard sampling with the admin's keys."""
     acl_options: dict[str, Any] = {}
@@ -70,19 +71,33 @@ async def started_cluster(data_dir: Path, *, acl: bool = False, interval_s: floa
         acl_options = {"acl_enable": True, "acl_file": str(path)}
     namesrv = NameServer(NamesrvConfig(host="127.0.0.1", port=0, **acl_options))
     await namesrv.start()
-    broker = Broker(BrokerConfig(
-        broker_name="broker-a", port=0, data_dir=str(data_dir / "broker-a"),
-        namesrv_addrs=namesrv.address, commitlog_file_size_bytes=16 * MiB,
-        index_slots=1024, index_entries=4096, default_topic_queue_nums=4,
-        consume_queue_units_per_file=10_000, grpc_v2_port=-1, metrics_port=metrics_port,
-        **({**acl_options, "access_key": ADMIN_KEYS[0], "secret_key": ADMIN_KEYS[1]}
-           if acl else {})))
+    broker = Broker(
+        BrokerConfig(
+            broker_name="broker-a",
+            port=0,
+            data_dir=str(data_dir / "broker-a"),
+            namesrv_addrs=namesrv.address,
+            commitlog_file_size_bytes=16 * MiB,
+            index_slots=1024,
+            index_entries=4096,
+            default_topic_queue_nums=4,
+            consume_queue_units_per_file=10_000,
+            grpc_v2_port=-1,
+            metrics_port=metrics_port,
+            **(
+                {**acl_options, "access_key": ADMIN_KEYS[0], "secret_key": ADMIN_KEYS[1]}
+                if acl
+                else {}
+            ),
+        )
+    )
     dashboard = None
     try:
         await broker.start()
         keys = dict(access_key=ADMIN_KEYS[0], secret_key=ADMIN_KEYS[1]) if acl else {}
-        dashboard = Dashboard(DashboardConfig(namesrv=namesrv.address, port=0,
-                                              interval_s=interval_s, **keys))
+        dashboard = Dashboard(
+            DashboardConfig(namesrv=namesrv.address, port=0, interval_s=interval_s, **keys)
+        )
         await dashboard.start()
         yield DashCluster(namesrv, broker, dashboard)
     finally:
@@ -101,11 +116,15 @@ class Web:
         self.cookie = ""
         self.last_headers: dict[str, str] = {}
 
-    async def raw(self, method: str, path: str, body: bytes = b"",
-                  headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    async def raw(
+        self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
+    ) -> tuple[int, bytes]:
         reader, writer = await asyncio.open_connection(self.host, self.port)
-        head = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}",
-                f"Content-Length: {len(body)}"]
+        head = [
+            f"{method} {path} HTTP/1.1",
+            f"Host: {self.host}:{self.port}",
+            f"Content-Length: {len(body)}",
+        ]
         if self.cookie:
             head.append(f"Cookie: {self.cookie}")
         head += [f"{k}: {v}" for k, v in (headers or {}).items()]
@@ -115,8 +134,9 @@ class Web:
         writer.close()
         head_bytes, _, payload = data.partition(b"\r\n\r\n")
         lines = head_bytes.decode("latin-1").split("\r\n")
-        self.last_headers = {k.strip().lower(): v.strip() for k, _, v in
-                             (line.partition(":") for line in lines[1:])}
+        self.last_headers = {
+            k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])
+        }
         cookie = self.last_headers.get("set-cookie", "")
         if cookie:
             self.cookie = cookie.split(";", 1)[0]
@@ -127,8 +147,9 @@ class Web:
         return status, json.loads(payload)
 
     async def post(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-        status, payload = await self.raw("POST", path, json.dumps(body).encode(),
-                                         {"Content-Type": "application/json"})
+        status, payload = await self.raw(
+            "POST", path, json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
         return status, json.loads(payload)
 
 
@@ -140,8 +161,9 @@ class ThreadedCluster:
         self._data_dir = data_dir
         self._options = options
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="dash-cluster",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="dash-cluster", daemon=True
+        )
         self._context: Any = None
         self.cluster: DashCluster | None = None
         #: the keys a test signs its own calls with (the admin's with the ACL on)

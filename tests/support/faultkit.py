@@ -41,10 +41,14 @@ class Ack(NamedTuple):
 async def create_topic(broker_addr: str, topic: str, queues: int = 4) -> None:
     async with grpc.aio.insecure_channel(broker_addr) as channel:
         try:
-            await broker_pb2_grpc.BrokerStub(channel).CreateTopic(pb.CreateTopicRequest(
-                topic_config=common_pb2.TopicConfig(topic_name=topic, read_queue_nums=queues,
-                                                    write_queue_nums=queues, perm=6)),
-                timeout=10)
+            await broker_pb2_grpc.BrokerStub(channel).CreateTopic(
+                pb.CreateTopicRequest(
+                    topic_config=common_pb2.TopicConfig(
+                        topic_name=topic, read_queue_nums=queues, write_queue_nums=queues, perm=6
+                    )
+                ),
+                timeout=10,
+            )
         except grpc.aio.AioRpcError as exc:
             if exc.code() is not grpc.StatusCode.ALREADY_EXISTS:
                 raise
@@ -55,14 +59,16 @@ async def routed_brokers(namesrv_addr: str, topic: str) -> set[str]:
     async with grpc.aio.insecure_channel(namesrv_addr) as channel:
         try:
             reply = await nameserver_pb2_grpc.NameServerStub(channel).GetRouteInfoByTopic(
-                nameserver_pb2.GetRouteInfoByTopicRequest(topic=topic), timeout=5)
+                nameserver_pb2.GetRouteInfoByTopicRequest(topic=topic), timeout=5
+            )
         except grpc.aio.AioRpcError:
             return set()
     return {q.broker_name for q in reply.route.queue_datas}
 
 
-async def wait_for(predicate: Callable[[], Any], *, timeout_s: float, what: str,
-                   interval_s: float = 0.05) -> float:
+async def wait_for(
+    predicate: Callable[[], Any], *, timeout_s: float, what: str, interval_s: float = 0.05
+) -> float:
     """Poll *predicate* (sync or async) until truthy; returns the seconds it took."""
     start = time.monotonic()
     while True:
@@ -83,9 +89,17 @@ async def read_queue(broker_addr: str, topic: str, queue_id: int) -> list[Stored
     async with grpc.aio.insecure_channel(broker_addr) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
         while True:
-            reply = await stub.PullMessage(pb.PullMessageRequest(
-                consumer_group="fault-reader", topic=topic, queue_id=queue_id,
-                queue_offset=offset, max_msg_nums=512, suspend_timeout_ms=0), timeout=30)
+            reply = await stub.PullMessage(
+                pb.PullMessageRequest(
+                    consumer_group="fault-reader",
+                    topic=topic,
+                    queue_id=queue_id,
+                    queue_offset=offset,
+                    max_msg_nums=512,
+                    suspend_timeout_ms=0,
+                ),
+                timeout=30,
+            )
             if reply.status != pb.FOUND:
                 return messages
             messages.extend(iter_records(reply.records))
@@ -98,8 +112,9 @@ async def read_topic(broker_addr: str, topic: str, queues: int) -> dict[tuple[in
     for queue_id in range(queues):
         messages = await read_queue(broker_addr, topic, queue_id)
         offsets = [m.queue_offset for m in messages]
-        assert offsets == list(range(len(offsets))), \
+        assert offsets == list(range(len(offsets))), (
             f"queue {queue_id}: offsets are not 0..{len(offsets) - 1} exactly once"
+        )
         stored.update({(queue_id, m.queue_offset): m.uniq_key for m in messages})
     return stored
 
@@ -108,7 +123,7 @@ async def read_topic(broker_addr: str, topic: str, queues: int) -> dict[tuple[in
 class AckCheck:
     kept: int
     lost: list[Ack]
-    misplaced: list[Ack]      # the acknowledged offset holds another message
+    misplaced: list[Ack]  # the acknowledged offset holds another message
     lost_before_kept: list[Ack] = field(default_factory=list)  # a lost ack below a kept one
 
 
@@ -119,8 +134,7 @@ def check_acks(acks: list[Ack], stored: dict[tuple[int, int], str]) -> AckCheck:
         at = stored.get((ack.queue_id, ack.queue_offset))
         if at == ack.msg_id:
             kept += 1
-            highest_kept[ack.queue_id] = max(highest_kept.get(ack.queue_id, -1),
-                                             ack.queue_offset)
+            highest_kept[ack.queue_id] = max(highest_kept.get(ack.queue_id, -1), ack.queue_offset)
         elif at is None:
             lost.append(ack)
         else:
@@ -129,8 +143,9 @@ def check_acks(acks: list[Ack], stored: dict[tuple[int, int], str]) -> AckCheck:
     return AckCheck(kept, lost, misplaced, before)
 
 
-def recording_consumer(*, group: str, namesrv: str, topics: list[str],
-                       into: Any, **options: Any) -> PushConsumer:
+def recording_consumer(
+    *, group: str, namesrv: str, topics: list[str], into: Any, **options: Any
+) -> PushConsumer:
     """A push consumer of *topics* from their first offset; its listener adds the
     msg_id of every message to *into* (a set, or a Counter to see redeliveries)."""
     consumer = PushConsumer(group=group, namesrv=namesrv, consume_from="first", **options)
@@ -153,16 +168,23 @@ class SendLoad:
     answer ``FLUSH_SLAVE_TIMEOUT`` or ``SLAVE_NOT_AVAILABLE``: not acknowledged).
     """
 
-    def __init__(self, producer: Producer, topic: str, *, tasks: int = 8,
-                 body_bytes: tuple[int, int] = (100, 1000), seed: int = 7,
-                 pause_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        producer: Producer,
+        topic: str,
+        *,
+        tasks: int = 8,
+        body_bytes: tuple[int, int] = (100, 1000),
+        seed: int = 7,
+        pause_s: float = 0.0,
+    ) -> None:
         self.producer = producer
         self.topic = topic
-        self.pause_s = pause_s   # between two sends of one task: a steady, modest rate
+        self.pause_s = pause_s  # between two sends of one task: a steady, modest rate
         self.acks: list[Ack] = []
         self.failures = 0
         self.statuses: Counter[str] = Counter()
-        self.status_at: list[tuple[float, str]] = []   # (monotonic time, status) per answer
+        self.status_at: list[tuple[float, str]] = []  # (monotonic time, status) per answer
         # (issued, answered, status) per answer, monotonic seconds: "the first SEND_OK of a
         # send issued after the kill" must not count a send that was in flight before it
         self.answers: list[tuple[float, float, str]] = []
@@ -181,7 +203,7 @@ class SendLoad:
                 result = await self.producer.send(Message(topic=self.topic, body=body))
             except ClientError:
                 self.failures += 1
-                await asyncio.sleep(0.01)   # a dead broker answers at once: do not spin
+                await asyncio.sleep(0.01)  # a dead broker answers at once: do not spin
                 continue
             status = result.status.value
             self.statuses[status] += 1
@@ -189,15 +211,23 @@ class SendLoad:
             self.status_at.append((answered, status))
             self.answers.append((issued, answered, status))
             if result.status is SendStatus.SEND_OK:
-                self.acks.append(Ack(result.queue.broker_name, result.queue.queue_id,
-                                     result.queue_offset, result.msg_id))
+                self.acks.append(
+                    Ack(
+                        result.queue.broker_name,
+                        result.queue.queue_id,
+                        result.queue_offset,
+                        result.msg_id,
+                    )
+                )
             if self.pause_s:
                 await asyncio.sleep(self.pause_s)
 
     def first_ok_issued_after(self, t: float) -> float | None:
         """When the first SEND_OK of a send *issued* after *t* was answered (None: none yet)."""
-        return min((answered for issued, answered, s in self.answers
-                    if issued > t and s == "SEND_OK"), default=None)
+        return min(
+            (answered for issued, answered, s in self.answers if issued > t and s == "SEND_OK"),
+            default=None,
+        )
 
     def acked_by(self, broker: str) -> int:
         return sum(1 for a in self.acks if a.broker == broker)

@@ -44,15 +44,17 @@ def grpc_frame(message: bytes) -> bytes:
 class StuckReader:
     """One HTTP/2 connection that never opens its receive window."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 authority: str) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, authority: str
+    ) -> None:
         self._reader = reader
         self._writer = writer
         self._authority = authority
-        self._conn = h2.connection.H2Connection(h2.config.H2Configuration(
-            client_side=True, header_encoding="utf-8"))
-        self.statuses: Counter[str] = Counter()   # grpc-status of ended calls
-        self.messages: Counter[str] = Counter()   # grpc-message of ended calls
+        self._conn = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
+        )
+        self.statuses: Counter[str] = Counter()  # grpc-status of ended calls
+        self.messages: Counter[str] = Counter()  # grpc-message of ended calls
         self.ended = 0
         self.opened = 0
         self.closed_by_server = False
@@ -64,11 +66,15 @@ class StuckReader:
         reader, writer = await asyncio.open_connection(host, port)
         client = cls(reader, writer, f"{host}:{port}")
         conn = client._conn
-        conn.local_settings = h2.settings.Settings(client=True, initial_values={
-            # Not reading at all: let the server write until the socket's buffers are full.
-            h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0 if read else 2 ** 31 - 1,
-            h2.settings.SettingCodes.ENABLE_PUSH: 0,
-            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 2 ** 31 - 1})
+        conn.local_settings = h2.settings.Settings(
+            client=True,
+            initial_values={
+                # Not reading at all: let the server write until the socket's buffers are full.
+                h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0 if read else 2**31 - 1,
+                h2.settings.SettingCodes.ENABLE_PUSH: 0,
+                h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 2**31 - 1,
+            },
+        )
         conn.initiate_connection()
         client._flush()
         if read:
@@ -88,7 +94,7 @@ class StuckReader:
                     break
                 for event in self._conn.receive_data(data):
                     self._on_event(event)
-                self._flush()   # ping acks, settings acks
+                self._flush()  # ping acks, settings acks
                 self._changed.set()
         except (ConnectionError, h2.exceptions.ProtocolError):
             pass
@@ -98,8 +104,7 @@ class StuckReader:
 
     def _on_event(self, event: h2.events.Event) -> None:
         headers = getattr(event, "headers", None)
-        if isinstance(event, h2.events.ResponseReceived | h2.events.TrailersReceived) \
-                and headers:
+        if isinstance(event, h2.events.ResponseReceived | h2.events.TrailersReceived) and headers:
             fields = dict(headers)
             if "grpc-status" in fields:
                 self.statuses[fields["grpc-status"]] += 1
@@ -114,8 +119,9 @@ class StuckReader:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._changed.wait(), timeout_s)
 
-    async def call_many(self, path: str, request: bytes, *, count: int,
-                        timeout_s: float = 30.0) -> None:
+    async def call_many(
+        self, path: str, request: bytes, *, count: int, timeout_s: float = 30.0
+    ) -> None:
         """Start *count* unary calls of *path*, within the server's stream limit and window."""
         body = grpc_frame(request)
         deadline = asyncio.get_running_loop().time() + timeout_s
@@ -124,17 +130,26 @@ class StuckReader:
             if asyncio.get_running_loop().time() > deadline:
                 return
             open_now = conn.open_outbound_streams
-            if open_now >= conn.remote_settings.max_concurrent_streams \
-                    or conn.outbound_flow_control_window < len(body):
+            if (
+                open_now >= conn.remote_settings.max_concurrent_streams
+                or conn.outbound_flow_control_window < len(body)
+            ):
                 if self._pump is None:
-                    return   # not reading: no window update will ever come in
+                    return  # not reading: no window update will ever come in
                 await self._wait_change(0.5)
                 continue
             stream_id = conn.get_next_available_stream_id()
-            conn.send_headers(stream_id, [
-                (":method", "POST"), (":scheme", "http"), (":path", path),
-                (":authority", self._authority), ("content-type", "application/grpc"),
-                ("te", "trailers")])
+            conn.send_headers(
+                stream_id,
+                [
+                    (":method", "POST"),
+                    (":scheme", "http"),
+                    (":path", path),
+                    (":authority", self._authority),
+                    ("content-type", "application/grpc"),
+                    ("te", "trailers"),
+                ],
+            )
             conn.send_data(stream_id, body, end_stream=True)
             self.opened += 1
             self._flush()
@@ -151,8 +166,7 @@ class StuckReader:
             await self._writer.wait_closed()
 
 
-async def open_idle_connections(host: str, port: int, count: int
-                                ) -> list[asyncio.StreamWriter]:
+async def open_idle_connections(host: str, port: int, count: int) -> list[asyncio.StreamWriter]:
     """*count* connections that send the HTTP/2 preface and SETTINGS, then nothing."""
     preface_conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
     preface_conn.initiate_connection()

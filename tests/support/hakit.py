@@ -31,53 +31,78 @@ from pocketmq.common.message import encode_record, pack_host
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc
 
-__all__ = ["HaGroup", "assert_same_logs", "bulk_write", "promote", "runtime_info",
-           "send_raw"]
+__all__ = ["HaGroup", "assert_same_logs", "bulk_write", "promote", "runtime_info", "send_raw"]
 
 # Short timers, so that a replica notices a dead master (and the other way round) fast.
-HA_FAST: dict[str, Any] = dict(ha_heartbeat_interval_ms=200, ha_housekeeping_interval_ms=3000,
-                               slave_timeout_ms=1500, register_interval_seconds=1,
-                               grpc_v2_port=-1)
+HA_FAST: dict[str, Any] = dict(
+    ha_heartbeat_interval_ms=200,
+    ha_housekeeping_interval_ms=3000,
+    slave_timeout_ms=1500,
+    register_interval_seconds=1,
+    grpc_v2_port=-1,
+)
 
 
 async def runtime_info(addr: str) -> dict[str, str]:
     async with grpc.aio.insecure_channel(addr) as channel:
         reply = await broker_pb2_grpc.BrokerStub(channel).GetBrokerRuntimeInfo(
-            pb.GetBrokerRuntimeInfoRequest(), timeout=10)
+            pb.GetBrokerRuntimeInfoRequest(), timeout=10
+        )
     return dict(reply.table)
 
 
 async def promote(addr: str, *, role: str = "", epoch: int = 0) -> pb.PromoteToMasterResponse:
     async with grpc.aio.insecure_channel(addr) as channel:
         return await broker_pb2_grpc.BrokerStub(channel).PromoteToMaster(
-            pb.PromoteToMasterRequest(role=role, epoch=epoch), timeout=30)
+            pb.PromoteToMasterRequest(role=role, epoch=epoch), timeout=30
+        )
 
 
 def _record(topic: str, queue_id: int, body: bytes, uniq: str) -> bytes:
-    return encode_record(topic=topic, body=body, queue_id=queue_id,
-                         properties={"UNIQ_KEY": uniq, "WAIT": "true"}, born_timestamp_ms=1,
-                         born_host=pack_host(("127.0.0.1", 1)))
+    return encode_record(
+        topic=topic,
+        body=body,
+        queue_id=queue_id,
+        properties={"UNIQ_KEY": uniq, "WAIT": "true"},
+        born_timestamp_ms=1,
+        born_host=pack_host(("127.0.0.1", 1)),
+    )
 
 
-async def send_raw(addr: str, topic: str, queue_id: int, bodies: list[bytes], *,
-                   uniq_prefix: str) -> pb.SendMessageResponse:
+async def send_raw(
+    addr: str, topic: str, queue_id: int, bodies: list[bytes], *, uniq_prefix: str
+) -> pb.SendMessageResponse:
     """One SendBatch of *bodies* to one queue, over plain gRPC."""
-    blob = b"".join(_record(topic, queue_id, body, f"{uniq_prefix}-{i}")
-                    for i, body in enumerate(bodies))
+    blob = b"".join(
+        _record(topic, queue_id, body, f"{uniq_prefix}-{i}") for i, body in enumerate(bodies)
+    )
     async with grpc.aio.insecure_channel(addr) as channel:
         return await broker_pb2_grpc.BrokerStub(channel).SendBatch(
-            pb.SendBatchRequest(producer_group="ha-bulk", records=blob), timeout=30)
+            pb.SendBatchRequest(producer_group="ha-bulk", records=blob), timeout=30
+        )
 
 
-async def bulk_write(addr: str, topic: str, *, total_bytes: int, queues: int = 4,
-                     batch_bytes: int = 2 * MiB, body_bytes: int = 1024,
-                     senders: int = 4) -> int:
+async def bulk_write(
+    addr: str,
+    topic: str,
+    *,
+    total_bytes: int,
+    queues: int = 4,
+    batch_bytes: int = 2 * MiB,
+    body_bytes: int = 1024,
+    senders: int = 4,
+) -> int:
     """Write about *total_bytes* of records with concurrent SendBatch calls; returns the
     messages written. Each sender resends one prepared batch (the broker gives every
     copy its own offsets), so the client costs little CPU."""
     per_batch = max(1, batch_bytes // (body_bytes + 200))
-    blobs = [b"".join(_record(topic, q, b"%08d" % i + b"b" * (body_bytes - 8), f"bulk{q}-{i}")
-                      for i in range(per_batch)) for q in range(queues)]
+    blobs = [
+        b"".join(
+            _record(topic, q, b"%08d" % i + b"b" * (body_bytes - 8), f"bulk{q}-{i}")
+            for i in range(per_batch)
+        )
+        for q in range(queues)
+    ]
     batch_size = len(blobs[0])
     batches = max(1, total_bytes // batch_size)
     next_batch = iter(range(batches))
@@ -86,13 +111,15 @@ async def bulk_write(addr: str, topic: str, *, total_bytes: int, queues: int = 4
     async def sender(stub: broker_pb2_grpc.BrokerStub) -> None:
         nonlocal written
         for n in next_batch:
-            reply = await stub.SendBatch(pb.SendBatchRequest(
-                producer_group="ha-bulk", records=blobs[n % queues]), timeout=60)
+            reply = await stub.SendBatch(
+                pb.SendBatchRequest(producer_group="ha-bulk", records=blobs[n % queues]), timeout=60
+            )
             assert reply.status == pb.SEND_OK, pb.SendStatus.Name(reply.status)
             written += per_batch
 
-    async with grpc.aio.insecure_channel(addr, options=[
-            ("grpc.max_send_message_length", 64 * MiB)]) as channel:
+    async with grpc.aio.insecure_channel(
+        addr, options=[("grpc.max_send_message_length", 64 * MiB)]
+    ) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
         await asyncio.gather(*(sender(stub) for _ in range(senders)))
     return written
@@ -124,8 +151,14 @@ def assert_same_logs(a: Path, b: Path) -> int:
 class HaGroup:
     """Brokers of one broker name as processes; ports and data directories fixed per name."""
 
-    def __init__(self, kit: ProcessKit, master_role: str = "SYNC_MASTER", *,
-                 broker_name: str = "broker-a", **options: Any) -> None:
+    def __init__(
+        self,
+        kit: ProcessKit,
+        master_role: str = "SYNC_MASTER",
+        *,
+        broker_name: str = "broker-a",
+        **options: Any,
+    ) -> None:
         self.kit = kit
         self.master_role = master_role
         self.broker_name = broker_name
@@ -143,8 +176,9 @@ class HaGroup:
     def ha_addr(self, name: str) -> str:
         return f"127.0.0.1:{self.ports[name][1]}"
 
-    async def start(self, name: str, *, broker_id: int = 0, role: str = "",
-                    **options: Any) -> ServerProcess:
+    async def start(
+        self, name: str, *, broker_id: int = 0, role: str = "", **options: Any
+    ) -> ServerProcess:
         """Broker *name* (its data directory and ports); id 0 is a master of
         ``master_role`` unless *role* says otherwise, other ids are SLAVEs."""
         if name not in self.ports:
@@ -153,25 +187,36 @@ class HaGroup:
         assert self.namesrv is not None
         role = role or (self.master_role if broker_id == 0 else "SLAVE")
         return await self.kit.broker(
-            self.broker_name, namesrv=self.namesrv.addr, port=port, data_dir=self.dir(name),
-            broker_role=role, broker_id=broker_id, ha_port=ha_port,
-            **{**self.options, **options})
+            self.broker_name,
+            namesrv=self.namesrv.addr,
+            port=port,
+            data_dir=self.dir(name),
+            broker_role=role,
+            broker_id=broker_id,
+            ha_port=ha_port,
+            **{**self.options, **options},
+        )
 
-    async def wait_caught_up(self, master: ServerProcess, replica: ServerProcess, *,
-                             timeout_s: float = 30.0) -> float:
+    async def wait_caught_up(
+        self, master: ServerProcess, replica: ServerProcess, *, timeout_s: float = 30.0
+    ) -> float:
         """Until *replica* is connected and holds *master*'s whole log (idle master);
         returns the seconds it took."""
         started = time.monotonic()
         while True:
-            mine, theirs = await asyncio.gather(runtime_info(replica.addr),
-                                                runtime_info(master.addr))
-            if mine.get("ha_connected") == "true" and \
-                    mine["commitlog_max_offset"] == theirs["commitlog_max_offset"]:
+            mine, theirs = await asyncio.gather(
+                runtime_info(replica.addr), runtime_info(master.addr)
+            )
+            if (
+                mine.get("ha_connected") == "true"
+                and mine["commitlog_max_offset"] == theirs["commitlog_max_offset"]
+            ):
                 return time.monotonic() - started
             if time.monotonic() - started > timeout_s:
                 raise AssertionError(
                     f"replica at {mine['commitlog_max_offset']} of master's "
                     f"{theirs['commitlog_max_offset']} after {timeout_s} s "
                     f"(connected {mine.get('ha_connected')}, last error "
-                    f"{mine.get('ha_last_error', '-')})")
+                    f"{mine.get('ha_last_error', '-')})"
+                )
             await asyncio.sleep(0.05)

@@ -37,8 +37,11 @@ _CHUNK = 256 * 1024
 class _Link:
     """One accepted connection and its upstream twin."""
 
-    def __init__(self, client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-                 upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
+    def __init__(
+        self,
+        client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    ) -> None:
         self.client = client
         self.upstream = upstream
         self.tasks: list[asyncio.Task[None]] = []
@@ -59,10 +62,10 @@ class PartitionProxy:
         self._flowing.set()
         self._cut = False
         self._dropping = False
-        self._holed: set[_Link] = set()      # lost answer bytes while dropping
+        self._holed: set[_Link] = set()  # lost answer bytes while dropping
         self._links: set[_Link] = set()
         self.port = 0
-        self.accepted = 0          # connections accepted (and relayed) so far
+        self.accepted = 0  # connections accepted (and relayed) so far
         self.bytes_relayed = 0
         self.answer_bytes_dropped = 0
 
@@ -103,7 +106,7 @@ class PartitionProxy:
     def cut(self) -> None:
         """Reset every open connection; refuse (close) new ones until :meth:`heal`."""
         self._cut = True
-        self._flowing.set()        # pumps wake and find their sockets gone
+        self._flowing.set()  # pumps wake and find their sockets gone
         for link in list(self._links):
             link.abort()
 
@@ -142,8 +145,10 @@ class PartitionProxy:
         self._links.add(link)
         self.accepted += 1
         loop = asyncio.get_running_loop()
-        link.tasks = [loop.create_task(self._pump(reader, upstream[1])),
-                      loop.create_task(self._pump(upstream[0], writer, answers_of=link))]
+        link.tasks = [
+            loop.create_task(self._pump(reader, upstream[1])),
+            loop.create_task(self._pump(upstream[0], writer, answers_of=link)),
+        ]
         try:
             await asyncio.wait(link.tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -152,8 +157,12 @@ class PartitionProxy:
                 task.cancel()
             self._links.discard(link)
 
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                    answers_of: _Link | None = None) -> None:
+    async def _pump(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        answers_of: _Link | None = None,
+    ) -> None:
         with contextlib.suppress(ConnectionError, OSError, asyncio.IncompleteReadError):
             while True:
                 chunk = await reader.read(_CHUNK)

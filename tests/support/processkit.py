@@ -32,10 +32,15 @@ MiB = 1024 * 1024
 
 # Small files and fast registration, so that a broker starts and rejoins quickly.
 SMALL_BROKER: dict[str, Any] = dict(
-    commitlog_file_size_bytes=16 * MiB, max_message_size_bytes=MiB,
-    max_batch_size_bytes=4 * MiB, index_slots=1024, index_entries=4096,
-    consume_queue_units_per_file=10_000, register_interval_seconds=1,
-    default_topic_queue_nums=4)
+    commitlog_file_size_bytes=16 * MiB,
+    max_message_size_bytes=MiB,
+    max_batch_size_bytes=4 * MiB,
+    index_slots=1024,
+    index_entries=4096,
+    consume_queue_units_per_file=10_000,
+    register_interval_seconds=1,
+    default_topic_queue_nums=4,
+)
 
 _BROKER_SERVING = re.compile(rb"serving on (\S+),")
 _NAMESRV_LISTENING = re.compile(rb"nameserver listening on (\S+) ")
@@ -87,7 +92,7 @@ class ServerProcess:
 
     def signal(self, sig: signal.Signals) -> None:
         if self.running:
-            with contextlib.suppress(ProcessLookupError):   # dead, not reaped yet
+            with contextlib.suppress(ProcessLookupError):  # dead, not reaped yet
                 os.kill(self.pid, sig)
 
     def rss_bytes(self) -> int:
@@ -109,8 +114,10 @@ class ServerProcess:
             return await asyncio.wait_for(self.proc.wait(), timeout_s)
         except TimeoutError:
             await self.kill()
-            raise AssertionError(f"{self.name} did not stop within {timeout_s} s on SIGTERM; "
-                                 f"log:\n{self.log_text()[-3000:]}") from None
+            raise AssertionError(
+                f"{self.name} did not stop within {timeout_s} s on SIGTERM; "
+                f"log:\n{self.log_text()[-3000:]}"
+            ) from None
 
 
 class ProcessKit:
@@ -118,13 +125,20 @@ class ProcessKit:
         self.work_dir = work_dir
         self.started: list[ServerProcess] = []
 
-    async def _spawn(self, name: str, args: list[str], ready: re.Pattern[bytes],
-                     timeout_s: float) -> ServerProcess:
+    async def _spawn(
+        self, name: str, args: list[str], ready: re.Pattern[bytes], timeout_s: float
+    ) -> ServerProcess:
         log_path = self.work_dir / f"{name}.{len(self.started)}.log"
         with open(log_path, "wb") as log:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "pocketmq", *args,
-                stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log)
+                sys.executable,
+                "-m",
+                "pocketmq",
+                *args,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+            )
         server = ServerProcess(name, proc, log_path)
         self.started.append(server)
         deadline = time.monotonic() + timeout_s
@@ -135,30 +149,51 @@ class ProcessKit:
                 return server
             if not server.running or time.monotonic() > deadline:
                 await server.kill()
-                raise AssertionError(f"{name} did not come up within {timeout_s} s (exit "
-                                     f"{proc.returncode}); log:\n{server.log_text()[-3000:]}")
+                raise AssertionError(
+                    f"{name} did not come up within {timeout_s} s (exit "
+                    f"{proc.returncode}); log:\n{server.log_text()[-3000:]}"
+                )
             await asyncio.sleep(0.05)
 
-    async def nameserver(self, *, port: int = 0, timeout_s: float = 30.0,
-                         **options: Any) -> ServerProcess:
+    async def nameserver(
+        self, *, port: int = 0, timeout_s: float = 30.0, **options: Any
+    ) -> ServerProcess:
         options = {**aclmode.server_options(self.work_dir), **options}
-        return await self._spawn("nameserver", ["nameserver", "--host", "127.0.0.1",
-                                                "--port", str(port), *config_flags(options)],
-                                 _NAMESRV_LISTENING, timeout_s)
+        return await self._spawn(
+            "nameserver",
+            ["nameserver", "--host", "127.0.0.1", "--port", str(port), *config_flags(options)],
+            _NAMESRV_LISTENING,
+            timeout_s,
+        )
 
-    async def broker(self, name: str = "broker-a", *, namesrv: str = "", port: int = 0,
-                     data_dir: Path | None = None, timeout_s: float = 30.0,
-                     **options: Any) -> ServerProcess:
+    async def broker(
+        self,
+        name: str = "broker-a",
+        *,
+        namesrv: str = "",
+        port: int = 0,
+        data_dir: Path | None = None,
+        timeout_s: float = 30.0,
+        **options: Any,
+    ) -> ServerProcess:
         """A broker with SMALL_BROKER settings; *options* are BrokerConfig keys."""
         data_dir = data_dir or self.work_dir / name
         # ha_port 0: any free port. Left to derive from a fixed --port (port + 1), it
         # may be a port another process holds, and the broker refuses to start.
-        settings = {**SMALL_BROKER, **aclmode.broker_options(self.work_dir), "ha_port": 0,
-                    "broker_name": name, "port": port, "data_dir": str(data_dir), **options}
+        settings = {
+            **SMALL_BROKER,
+            **aclmode.broker_options(self.work_dir),
+            "ha_port": 0,
+            "broker_name": name,
+            "port": port,
+            "data_dir": str(data_dir),
+            **options,
+        }
         if namesrv:
             settings["namesrv_addrs"] = namesrv
-        return await self._spawn(name, ["broker", *config_flags(settings)], _BROKER_SERVING,
-                                 timeout_s)
+        return await self._spawn(
+            name, ["broker", *config_flags(settings)], _BROKER_SERVING, timeout_s
+        )
 
     async def close(self) -> None:
         for server in self.started:
@@ -169,9 +204,16 @@ class ProcessKit:
 async def store_verify(data_dir: Path) -> tuple[int, str]:
     """``pocketmq store verify DIR``: (exit code, output)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pocketmq", "store", "verify", str(data_dir),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-    try:   # a GiB store takes seconds on a quiet machine; minutes on a loaded one
+        sys.executable,
+        "-m",
+        "pocketmq",
+        "store",
+        "verify",
+        str(data_dir),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:  # a GiB store takes seconds on a quiet machine; minutes on a loaded one
         out, _ = await asyncio.wait_for(proc.communicate(), 240)
     except TimeoutError:
         proc.kill()

@@ -9,18 +9,31 @@ from pocketmq.broker.store.message_store import DefaultMessageStore
 from pocketmq.common.clock import Clock
 from pocketmq.common.message import decode_record, encode_record, pack_host
 
-SMALL = dict(commitlog_file_size=64 * 1024, max_message_size=16 * 1024,
-             max_batch_size=48 * 1024, consume_queue_units_per_file=50,
-             index_slots=64, index_entries=256)
+SMALL = dict(
+    commitlog_file_size=64 * 1024,
+    max_message_size=16 * 1024,
+    max_batch_size=48 * 1024,
+    consume_queue_units_per_file=50,
+    index_slots=64,
+    index_entries=256,
+)
 
 
 def small_config(data_dir: str | os.PathLike[str], **overrides: object) -> StoreConfig:
     return StoreConfig(data_dir=str(data_dir), **{**SMALL, **overrides})  # type: ignore[arg-type]
 
 
-def record(topic: str = "orders", body: bytes = b"hello", queue_id: int = 0, *,
-           tags: str = "", keys: str = "", uniq: str = "", sysflag: int = 0,
-           born_timestamp_ms: int = 1_700_000_000_000) -> bytes:
+def record(
+    topic: str = "orders",
+    body: bytes = b"hello",
+    queue_id: int = 0,
+    *,
+    tags: str = "",
+    keys: str = "",
+    uniq: str = "",
+    sysflag: int = 0,
+    born_timestamp_ms: int = 1_700_000_000_000,
+) -> bytes:
     props = {}
     if tags:
         props["TAGS"] = tags
@@ -28,17 +41,24 @@ def record(topic: str = "orders", body: bytes = b"hello", queue_id: int = 0, *,
         props["KEYS"] = keys
     if uniq:
         props["UNIQ_KEY"] = uniq
-    return encode_record(topic=topic, body=body, queue_id=queue_id, properties=props,
-                         sysflag=sysflag, born_timestamp_ms=born_timestamp_ms,
-                         born_host=pack_host(("10.0.0.9", 4321)))
+    return encode_record(
+        topic=topic,
+        body=body,
+        queue_id=queue_id,
+        properties=props,
+        sysflag=sysflag,
+        born_timestamp_ms=born_timestamp_ms,
+        born_host=pack_host(("10.0.0.9", 4321)),
+    )
 
 
 def bodies(records: list[bytes]) -> list[bytes]:
     return [decode_record(r).body for r in records]
 
 
-def open_store(config: StoreConfig, *, clock: Clock | None = None,
-               io: object | None = None) -> DefaultMessageStore:
+def open_store(
+    config: StoreConfig, *, clock: Clock | None = None, io: object | None = None
+) -> DefaultMessageStore:
     store = DefaultMessageStore(config, clock=clock, io=io)  # type: ignore[arg-type]
     store.start()
     return store

@@ -52,7 +52,8 @@ def headers(request, method=PULL, now=NOW):
 
 def test_the_canonical_string_names_method_time_user_and_resources():
     assert canonical_string(PULL, NOW, "app", ["orders", "billing"]) == (
-        f"{PULL}\n{NOW}\napp\norders\nbilling".encode())
+        f"{PULL}\n{NOW}\napp\norders\nbilling".encode()
+    )
 
 
 def test_a_signed_request_is_admitted_with_its_account(interceptor):
@@ -60,16 +61,31 @@ def test_a_signed_request_is_admitted_with_its_account(interceptor):
     assert account is not None and account.access_key == "app"
 
 
-@pytest.mark.parametrize(("tamper", "code", "words"), [
-    (lambda h: {**h, SIGNATURE_HEADER: "AAAA"}, grpc.StatusCode.UNAUTHENTICATED,
-     "does not match"),
-    (lambda h: {k: v for k, v in h.items() if k != ACCESS_KEY_HEADER},
-     grpc.StatusCode.UNAUTHENTICATED, "carries no x-pocketmq-access-key"),
-    (lambda h: {**h, ACCESS_KEY_HEADER: "nobody"}, grpc.StatusCode.UNAUTHENTICATED,
-     "'nobody' is unknown"),
-    (lambda h: {**h, TIMESTAMP_HEADER: "soon"}, grpc.StatusCode.UNAUTHENTICATED,
-     "not milliseconds"),
-])
+@pytest.mark.parametrize(
+    ("tamper", "code", "words"),
+    [
+        (
+            lambda h: {**h, SIGNATURE_HEADER: "AAAA"},
+            grpc.StatusCode.UNAUTHENTICATED,
+            "does not match",
+        ),
+        (
+            lambda h: {k: v for k, v in h.items() if k != ACCESS_KEY_HEADER},
+            grpc.StatusCode.UNAUTHENTICATED,
+            "carries no x-pocketmq-access-key",
+        ),
+        (
+            lambda h: {**h, ACCESS_KEY_HEADER: "nobody"},
+            grpc.StatusCode.UNAUTHENTICATED,
+            "'nobody' is unknown",
+        ),
+        (
+            lambda h: {**h, TIMESTAMP_HEADER: "soon"},
+            grpc.StatusCode.UNAUTHENTICATED,
+            "not milliseconds",
+        ),
+    ],
+)
 def test_a_tampered_request_is_refused(interceptor, tamper, code, words):
     with pytest.raises(AclError) as refused:
         interceptor.check(PULL, pull(), tamper(headers(pull())), "127.0.0.1")
@@ -82,16 +98,17 @@ def test_a_signature_does_not_carry_over_to_another_topic(interceptor):
 
 
 @pytest.mark.parametrize("skew_s", [-301, 301])
-def test_a_request_outside_the_replay_window_is_refused_saying_by_how_much(interceptor,
-                                                                        skew_s):
+def test_a_request_outside_the_replay_window_is_refused_saying_by_how_much(interceptor, skew_s):
     old = headers(pull(), now=NOW + skew_s * 1000)
     with pytest.raises(AclError, match=f"signed {abs(skew_s)} s"):
         interceptor.check(PULL, pull(), old, "127.0.0.1")
 
 
 def test_permissions_follow_topic_and_group_tables(interceptor):
-    for request, words in ((pull(topic="payments"), "no SUB permission on topic 'payments'"),
-                           (pull(group="other"), "no SUB permission on group 'other'")):
+    for request, words in (
+        (pull(topic="payments"), "no SUB permission on topic 'payments'"),
+        (pull(group="other"), "no SUB permission on group 'other'"),
+    ):
         with pytest.raises(AclError, match=words) as refused:
             interceptor.check(PULL, request, headers(request), "127.0.0.1")
         assert refused.value.code is grpc.StatusCode.PERMISSION_DENIED
@@ -110,8 +127,9 @@ def test_a_trusted_address_needs_no_signature(interceptor):
 
 def test_the_secret_never_shows_in_a_repr():
     assert "app-secret" not in repr(Credentials("app", "app-secret"))
-    assert "app-secret" not in repr(Acl.parse({"accounts": [
-        {"access_key": "app", "secret_key": "app-secret"}]}, "acl.toml"))
+    assert "app-secret" not in repr(
+        Acl.parse({"accounts": [{"access_key": "app", "secret_key": "app-secret"}]}, "acl.toml")
+    )
 
 
 def test_rocketmq5_signatures_and_permissions_come_from_the_same_acl(tmp_path):
@@ -122,9 +140,11 @@ def test_rocketmq5_signatures_and_permissions_come_from_the_same_acl(tmp_path):
     path.write_text(ACL)
     auth = acl_authenticator(AclStore(str(path)), clock_ms=lambda: 1795325445000)  # = date
     date = "20261122T053045Z"
-    headers = {"x-mq-date-time": date,
-               "authorization": f"MQv2-HMAC-SHA1 Credential=app, SignedHeaders=x-mq-date-time, "
-                                f"Signature={sign('app-secret', date)}"}
+    headers = {
+        "x-mq-date-time": date,
+        "authorization": f"MQv2-HMAC-SHA1 Credential=app, SignedHeaders=x-mq-date-time, "
+        f"Signature={sign('app-secret', date)}",
+    }
     assert auth.check(headers) == "app"
     auth._authorize("app", "SendMessage", "orders", "")
     auth._authorize("app", "ReceiveMessage", "orders", "billing")
@@ -147,7 +167,7 @@ def test_the_same_signed_request_twice_is_a_refused_replay(interceptor):
     with pytest.raises(AclError, match="a replay is refused") as refused:
         interceptor.check(PULL, pull(), once, "127.0.0.1")
     assert refused.value.code is grpc.StatusCode.UNAUTHENTICATED
-    interceptor.check(PULL, pull(), headers(pull()), "127.0.0.1")   # signed anew: fine
+    interceptor.check(PULL, pull(), headers(pull()), "127.0.0.1")  # signed anew: fine
 
 
 def test_a_request_without_a_nonce_is_refused_as_an_older_scheme(interceptor):

@@ -38,28 +38,34 @@ def test_scan_extracts_what_dispatch_needs_for_each_record():
 
 
 @pytest.mark.parametrize("scan", [scan_batch, py_scan_batch], ids=["scan_batch", "py"])
-@pytest.mark.parametrize(("props", "markers"), [
-    ({}, 0),
-    ({"TAGS": "DELAY", "KEYS": "TIMER_DELAY_MS"}, 0),       # only property names count
-    ({"DELAY": "3"}, MARK_DELAY),
-    ({"DELAY": ""}, 0),                                     # an empty value is no property
-    ({"TIMER_DELIVER_MS": "1"}, MARK_TIMER),
-    ({"TIMER_DELAY_SEC": "1", "DELAY": "2"}, MARK_DELAY | MARK_TIMER),
-])
+@pytest.mark.parametrize(
+    ("props", "markers"),
+    [
+        ({}, 0),
+        ({"TAGS": "DELAY", "KEYS": "TIMER_DELAY_MS"}, 0),  # only property names count
+        ({"DELAY": "3"}, MARK_DELAY),
+        ({"DELAY": ""}, 0),  # an empty value is no property
+        ({"TIMER_DELIVER_MS": "1"}, MARK_TIMER),
+        ({"TIMER_DELAY_SEC": "1", "DELAY": "2"}, MARK_DELAY | MARK_TIMER),
+    ],
+)
 def test_scan_marks_the_properties_the_broker_acts_on(scan, props, markers):
     blob = rec("a") + rec("b", **props) + rec("c")
     assert scan(blob, max_body_size=MAX).markers == markers
 
 
-@pytest.mark.parametrize(("damage", "expected"), [
-    (lambda b: b[:20], "cut short"),
-    (lambda b: b[:50], "TOTALSIZE 99, but 50 bytes are left"),
-    (lambda b: b[:4] + b"\0\0\0\0" + b[8:], "magic code"),
-    (lambda b: struct.pack(">i", 10**6) + b[4:], "TOTALSIZE"),
-    (lambda b: struct.pack(">i", -5) + b[4:], "TOTALSIZE"),
-    (lambda b: b[:8] + b"\0\0\0\7" + b[12:], "body CRC"),
-    (lambda b: b + b"\0" * 10, "cut short"),
-])
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        (lambda b: b[:20], "cut short"),
+        (lambda b: b[:50], "TOTALSIZE 99, but 50 bytes are left"),
+        (lambda b: b[:4] + b"\0\0\0\0" + b[8:], "magic code"),
+        (lambda b: struct.pack(">i", 10**6) + b[4:], "TOTALSIZE"),
+        (lambda b: struct.pack(">i", -5) + b[4:], "TOTALSIZE"),
+        (lambda b: b[:8] + b"\0\0\0\7" + b[12:], "body CRC"),
+        (lambda b: b + b"\0" * 10, "cut short"),
+    ],
+)
 def test_scan_rejects_forged_blobs_naming_the_problem(damage, expected):
     with pytest.raises(BatchError, match=expected):
         scan_batch(damage(rec(body=b"payload")), max_body_size=MAX)
@@ -92,8 +98,13 @@ def test_scan_never_crashes_on_arbitrary_bytes(garbage):
         scan_batch(garbage, max_body_size=MAX)
 
 
-@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 7),
-                          st.binary(max_size=100)), min_size=1, max_size=20))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 7), st.binary(max_size=100)),
+        min_size=1,
+        max_size=20,
+    )
+)
 def test_scan_accepts_any_well_formed_batch(messages):
     blob = b"".join(rec(t, body, q) for t, q, body in messages)
     batch = scan_batch(blob, max_body_size=MAX)

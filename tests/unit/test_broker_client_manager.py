@@ -43,11 +43,11 @@ async def test_clients_silent_past_the_expiry_are_dropped():
     m.heartbeat("old", producer_groups=["PG"], consumers=[consumer()])
     clock.advance(100)
     m.heartbeat("fresh", consumers=[consumer()])
-    clock.advance(30)   # old: 130 s silent, fresh: 30 s
+    clock.advance(30)  # old: 130 s silent, fresh: 30 s
     assert m.run_once() == ["old"]
     assert m.consumer_ids("GroupA") == ["fresh"]
     assert m.producer_ids("PG") == []
-    clock.advance(89)   # fresh: 119 s silent
+    clock.advance(89)  # fresh: 119 s silent
     assert m.run_once() == []
     clock.advance(2)
     assert m.run_once() == ["fresh"]
@@ -70,9 +70,9 @@ async def test_group_members_are_told_when_a_consumer_joins_leaves_or_expires():
     assert pending(ch1) == [ChannelOpened("broker-a")]
     m.heartbeat("c2", consumers=[consumer()])
     assert pending(ch1) == [NotifyConsumerIdsChanged("GroupA")]
-    m.heartbeat("c2", consumers=[consumer()])          # same member, same topics: quiet
+    m.heartbeat("c2", consumers=[consumer()])  # same member, same topics: quiet
     assert pending(ch1) == []
-    m.heartbeat("c2", consumers=[consumer(TopicA="*", TopicB="*")])   # topics changed
+    m.heartbeat("c2", consumers=[consumer(TopicA="*", TopicB="*")])  # topics changed
     assert pending(ch1) == [NotifyConsumerIdsChanged("GroupA")]
     m.unregister("c2", consumer_group="GroupA")
     assert pending(ch1) == [NotifyConsumerIdsChanged("GroupA")]
@@ -118,7 +118,7 @@ async def test_a_client_whose_channel_closes_leaves_every_group_and_the_rest_are
     m.heartbeat("c1", producer_groups=["pg"], consumers=[consumer()])
     m.heartbeat("c2", consumers=[consumer()])
     gone, stays = m.open_channel("c1"), m.open_channel("c2")
-    m.close_channel(gone)                     # c1's process was killed: its stream ended
+    m.close_channel(gone)  # c1's process was killed: its stream ended
     assert m.consumer_ids("GroupA") == ["c2"]
     assert m.producer_ids("pg") == []
     assert pending(stays)[-1] == NotifyConsumerIdsChanged("GroupA")
@@ -133,7 +133,7 @@ async def test_a_new_channel_replaces_the_old_one():
     new = m.open_channel("c1")
     assert old.closed and not new.closed
     m.heartbeat("c1", consumers=[consumer()])
-    m.close_channel(old)   # the old stream ending must not drop the new one
+    m.close_channel(old)  # the old stream ending must not drop the new one
     assert m.channel("c1") is new
     assert m.consumer_ids("GroupA") == ["c1"]
 
@@ -160,7 +160,7 @@ async def test_expiry_closes_the_clients_channel():
 def test_a_client_id_is_bound_to_the_key_that_first_registered_it():
     m = ClientManager(broker_name="broker-a", clock=ManualClock())
     m.heartbeat("c1", consumers=[consumer()], owner="alice")
-    m.heartbeat("c1", consumers=[consumer()], owner="alice")        # its own again: fine
+    m.heartbeat("c1", consumers=[consumer()], owner="alice")  # its own again: fine
     with pytest.raises(ClientOwnershipError, match="'c1' is registered by another access key"):
         m.heartbeat("c1", producer_groups=["PG"], owner="mallory")
     with pytest.raises(ClientOwnershipError):
@@ -173,12 +173,12 @@ def test_a_client_id_is_bound_to_the_key_that_first_registered_it():
 
 def test_without_an_owner_nothing_is_bound_or_refused():
     m = ClientManager(broker_name="broker-a", clock=ManualClock())
-    m.heartbeat("c1", producer_groups=["PG"])          # the call forms of grpc_v2/telemetry.py
+    m.heartbeat("c1", producer_groups=["PG"])  # the call forms of grpc_v2/telemetry.py
     m.open_channel("c1")
     m.unregister("c1", producer_group="PG")
     assert m.owner("c1") is None
     m.heartbeat("c2", consumers=[consumer()], owner="alice")
-    m.unregister("c2", consumer_group="GroupA")        # a trusted host may
+    m.unregister("c2", consumer_group="GroupA")  # a trusted host may
     assert m.consumer_ids("GroupA") == []
 
 

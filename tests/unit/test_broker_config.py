@@ -23,27 +23,31 @@ def test_defaults_are_rocketmqs():
     assert cfg.max_message_size_bytes == 4 * 1024 * 1024
 
 
-@pytest.mark.parametrize(("kwargs", "key"), [
-    ({"port": 70000}, "port"),
-    ({"flush_disk_type": "fast"}, "flush_disk_type"),
-    ({"broker_name": "bad name"}, "broker_name"),
-    ({"cluster_name": ""}, "cluster_name"),
-    ({"default_topic_queue_nums": 0}, "default_topic_queue_nums"),
-    ({"register_interval_seconds": -1}, "register_interval_seconds"),
-    ({"namesrv_addrs": "localhost"}, "namesrv_addrs"),
-    ({"host": "0.0.0.0"}, "broker_ip"),
-    ({"broker_ip": "not-an-ip"}, "broker_ip"),
-    ({"pull_suspend_default_ms": 90_000}, "pull_suspend_default_ms"),
-    ({"max_message_size_bytes": 2 * 1024 * 1024 * 1024}, "max_message_size_bytes"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "key"),
+    [
+        ({"port": 70000}, "port"),
+        ({"flush_disk_type": "fast"}, "flush_disk_type"),
+        ({"broker_name": "bad name"}, "broker_name"),
+        ({"cluster_name": ""}, "cluster_name"),
+        ({"default_topic_queue_nums": 0}, "default_topic_queue_nums"),
+        ({"register_interval_seconds": -1}, "register_interval_seconds"),
+        ({"namesrv_addrs": "localhost"}, "namesrv_addrs"),
+        ({"host": "0.0.0.0"}, "broker_ip"),
+        ({"broker_ip": "not-an-ip"}, "broker_ip"),
+        ({"pull_suspend_default_ms": 90_000}, "pull_suspend_default_ms"),
+        ({"max_message_size_bytes": 2 * 1024 * 1024 * 1024}, "max_message_size_bytes"),
+    ],
+)
 def test_invalid_values_raise_errors_naming_the_key(kwargs, key):
     with pytest.raises(ConfigError, match=key):
         BrokerConfig(**kwargs)
 
 
 def test_store_config_carries_the_bound_port_and_flush_mode(tmp_path):
-    cfg = BrokerConfig(data_dir=str(tmp_path), port=0, flush_disk_type="sync",
-                       broker_ip="10.0.0.7", host="0.0.0.0")
+    cfg = BrokerConfig(
+        data_dir=str(tmp_path), port=0, flush_disk_type="sync", broker_ip="10.0.0.7", host="0.0.0.0"
+    )
     store = cfg.store_config(45678)
     assert store.store_host == ("10.0.0.7", 45678)
     assert store.flush_disk_type is FlushDiskType.SYNC_FLUSH
@@ -53,5 +57,7 @@ def test_store_config_carries_the_bound_port_and_flush_mode(tmp_path):
 
 def test_namesrv_addrs_are_split_on_semicolons():
     assert parse_namesrv_addrs(" 10.0.0.1:9876; 10.0.0.2:9877 ;") == [
-        "10.0.0.1:9876", "10.0.0.2:9877"]
+        "10.0.0.1:9876",
+        "10.0.0.2:9877",
+    ]
     assert parse_namesrv_addrs("") == []

@@ -52,7 +52,8 @@ async def test_run_once_saves_only_after_a_change_in_rocketmqs_shape(tmp_path):
     m.commit("GroupA", "TopicA", 3, 42)
     assert await m.run_once() is True
     assert json.loads(offsets_file(tmp_path).read_text()) == {
-        "offsetTable": {"TopicA@GroupA": {"3": 42}}}
+        "offsetTable": {"TopicA@GroupA": {"3": 42}}
+    }
     assert await m.run_once() is False
 
 
@@ -68,7 +69,7 @@ async def test_an_unreadable_file_falls_back_to_bak_with_a_warning(tmp_path, cap
     m.commit("G", "T", 0, 1)
     m.persist()
     m.commit("G", "T", 0, 2)
-    m.persist()   # consumerOffset.json holds 2, .bak holds 1
+    m.persist()  # consumerOffset.json holds 2, .bak holds 1
     offsets_file(tmp_path).write_bytes(b"\x00\x00garbage")
     with caplog.at_level(logging.WARNING):
         reloaded = manager(tmp_path)

@@ -25,18 +25,23 @@ def test_every_get_status_is_an_answer_not_an_error():
     assert {GRPC_CODES[s] for s in GetStatus} == {grpc.StatusCode.OK}
 
 
-@pytest.mark.parametrize(("error", "code"), [
-    (InvalidRequestError("x"), grpc.StatusCode.INVALID_ARGUMENT),
-    (NotFoundError("x"), grpc.StatusCode.NOT_FOUND),
-    (AlreadyExistsError("x"), grpc.StatusCode.ALREADY_EXISTS),
-    (PermissionDeniedError("x"), grpc.StatusCode.PERMISSION_DENIED),
-    (BusyError("x"), grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (PutRejectedError(PutStatus.DISK_FULL, "x"), grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (PutRejectedError(PutStatus.SERVICE_NOT_AVAILABLE, "x"), grpc.StatusCode.UNAVAILABLE),
-    (PutRejectedError(PutStatus.MESSAGE_ILLEGAL, "x"), grpc.StatusCode.INVALID_ARGUMENT),
-    (PutRejectedError(PutStatus.PROPERTIES_SIZE_EXCEEDED, "x"),
-     grpc.StatusCode.INVALID_ARGUMENT),
-])
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (InvalidRequestError("x"), grpc.StatusCode.INVALID_ARGUMENT),
+        (NotFoundError("x"), grpc.StatusCode.NOT_FOUND),
+        (AlreadyExistsError("x"), grpc.StatusCode.ALREADY_EXISTS),
+        (PermissionDeniedError("x"), grpc.StatusCode.PERMISSION_DENIED),
+        (BusyError("x"), grpc.StatusCode.RESOURCE_EXHAUSTED),
+        (PutRejectedError(PutStatus.DISK_FULL, "x"), grpc.StatusCode.RESOURCE_EXHAUSTED),
+        (PutRejectedError(PutStatus.SERVICE_NOT_AVAILABLE, "x"), grpc.StatusCode.UNAVAILABLE),
+        (PutRejectedError(PutStatus.MESSAGE_ILLEGAL, "x"), grpc.StatusCode.INVALID_ARGUMENT),
+        (
+            PutRejectedError(PutStatus.PROPERTIES_SIZE_EXCEEDED, "x"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        ),
+    ],
+)
 def test_errors_map_to_their_codes(error, code):
     assert grpc_code(error) is code
 

@@ -35,7 +35,10 @@ def test_only_the_edge_modules_import_protobuf():
 
 
 def test_broker_services_never_import_the_nameserver_or_client_packages():
-    offenders = [f"broker/{p.name} imports {n}" for p in sorted(BROKER.glob("*.py"))
-                 for n in _imports(p)
-                 if n.startswith(("pocketmq.nameserver", "pocketmq.client", "pocketmq.cli"))]
+    offenders = [
+        f"broker/{p.name} imports {n}"
+        for p in sorted(BROKER.glob("*.py"))
+        for n in _imports(p)
+        if n.startswith(("pocketmq.nameserver", "pocketmq.client", "pocketmq.cli"))
+    ]
     assert not offenders, "\n".join(offenders)

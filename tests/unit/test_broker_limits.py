@@ -25,8 +25,7 @@ def test_read_limits_reads_this_process():
 
 def test_the_open_file_bound_caps_what_the_limits_must_allow():
     # a million queues, but at most 16,384 consume-queue files mapped at once
-    assert limit_warnings(1_000_000, 1_048_576, 65_530,
-                          max_open_consume_queue_files=16_384) == []
+    assert limit_warnings(1_000_000, 1_048_576, 65_530, max_open_consume_queue_files=16_384) == []
     warnings = limit_warnings(1_000_000, 1024, 65_530, max_open_consume_queue_files=16_384)
     assert len(warnings) == 1
     assert f"ulimit -n {16_384 + HEADROOM}" in warnings[0]

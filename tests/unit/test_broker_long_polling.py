@@ -32,9 +32,9 @@ async def test_arrivals_elsewhere_or_not_past_the_offset_do_not_wake():
     hold = PullRequestHoldService()
     waiter = asyncio.create_task(hold.wait_for_any([("T", 0, 5)], 30))
     await parked(hold, 1)
-    hold.on_arrival("T", 1, 100)     # another queue
-    hold.on_arrival("U", 0, 100)     # another topic
-    hold.on_arrival("T", 0, 5)       # max offset 5: offset 5 still not there
+    hold.on_arrival("T", 1, 100)  # another queue
+    hold.on_arrival("U", 0, 100)  # another topic
+    hold.on_arrival("T", 0, 5)  # max offset 5: offset 5 still not there
     await asyncio.sleep(0)
     assert not waiter.done()
     hold.on_arrival("T", 0, 6)
@@ -43,8 +43,7 @@ async def test_arrivals_elsewhere_or_not_past_the_offset_do_not_wake():
 
 async def test_one_arrival_wakes_every_pull_it_satisfies():
     hold = PullRequestHoldService()
-    waiters = [asyncio.create_task(hold.wait_for_any([("T", 0, off)], 30))
-               for off in (3, 3, 9)]
+    waiters = [asyncio.create_task(hold.wait_for_any([("T", 0, off)], 30)) for off in (3, 3, 9)]
     await parked(hold, 3)
     hold.on_arrival("T", 0, 4)
     assert await waiters[0] is HoldOutcome.ARRIVED
@@ -65,8 +64,7 @@ async def test_a_pull_times_out_at_its_suspend_time():
 
 async def test_parked_pulls_are_bounded():
     hold = PullRequestHoldService(max_parked=2)
-    waiters = [asyncio.create_task(hold.wait_for_any([("T", 0, 0)], 30))
-               for _ in range(2)]
+    waiters = [asyncio.create_task(hold.wait_for_any([("T", 0, 0)], 30)) for _ in range(2)]
     await parked(hold, 2)
     with pytest.raises(BusyError, match="max_parked_pulls = 2"):
         await hold.wait_for_any([("T", 0, 0)], 30)

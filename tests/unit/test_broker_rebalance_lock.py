@@ -24,19 +24,19 @@ def test_a_holder_locking_again_keeps_and_renews(locks, manual_clock):
     locks.try_lock_batch("G", "c1", [Q0])
     manual_clock.advance(50)
     assert locks.try_lock_batch("G", "c1", [Q0]) == [Q0]
-    manual_clock.advance(50)                 # 100 s after the first lock, 50 after renewal
+    manual_clock.advance(50)  # 100 s after the first lock, 50 after renewal
     assert locks.try_lock_batch("G", "c2", [Q0]) == []
 
 
 def test_a_lock_not_renewed_for_60_s_is_taken_over(locks, manual_clock):
     locks.try_lock_batch("G", "c1", [Q0, Q1])
     manual_clock.advance(60)
-    assert locks.try_lock_batch("G", "c2", [Q0]) == []     # exactly 60 s: still live
+    assert locks.try_lock_batch("G", "c2", [Q0]) == []  # exactly 60 s: still live
     manual_clock.advance(0.001)
     assert locks.holder("G", Q0) is None
     assert locks.try_lock_batch("G", "c2", [Q0]) == [Q0]
     assert locks.holder("G", Q0) == "c2"
-    assert locks.locked_count() == 1                       # c1's expired Q1 is dropped too
+    assert locks.locked_count() == 1  # c1's expired Q1 is dropped too
 
 
 def test_the_lifetime_is_configurable(manual_clock):

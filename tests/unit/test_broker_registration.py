@@ -38,8 +38,9 @@ class FakeNameserver:
 
 
 def make(tmp_path, addrs=("ns1:9876", "ns2:9876"), interval_s=30.0):
-    topics = TopicConfigManager(str(tmp_path), broker_name="broker-a",
-                                cluster_name="DefaultCluster", clock=ManualClock())
+    topics = TopicConfigManager(
+        str(tmp_path), broker_name="broker-a", cluster_name="DefaultCluster", clock=ManualClock()
+    )
     topics.load()
     fakes: dict[str, FakeNameserver] = {}
 
@@ -47,9 +48,15 @@ def make(tmp_path, addrs=("ns1:9876", "ns2:9876"), interval_s=30.0):
         fakes[addr] = FakeNameserver(addr)
         return fakes[addr]
 
-    service = RegisterBrokerService(list(addrs), topics, cluster_name="DefaultCluster",
-                                    broker_name="broker-a", broker_addr="127.0.0.1:10911",
-                                    interval_s=interval_s, client_factory=factory)
+    service = RegisterBrokerService(
+        list(addrs),
+        topics,
+        cluster_name="DefaultCluster",
+        broker_name="broker-a",
+        broker_addr="127.0.0.1:10911",
+        interval_s=interval_s,
+        client_factory=factory,
+    )
     return service, topics, fakes
 
 
@@ -59,9 +66,12 @@ async def test_a_round_registers_the_full_topic_table_with_every_nameserver(tmp_
     for fake in fakes.values():
         reg = fake.registrations[-1]
         assert (reg.cluster_name, reg.broker_name, reg.broker_addr, reg.broker_id) == (
-            "DefaultCluster", "broker-a", "127.0.0.1:10911", 0)
-        assert {tc.topic_name for tc in reg.topic_configs} == {
-            tc.topic_name for tc in topics.all()}
+            "DefaultCluster",
+            "broker-a",
+            "127.0.0.1:10911",
+            0,
+        )
+        assert {tc.topic_name for tc in reg.topic_configs} == {tc.topic_name for tc in topics.all()}
         assert reg.data_version == topics.data_version
 
 
@@ -93,7 +103,7 @@ async def test_a_topic_change_registers_at_once(tmp_path):
 async def test_stop_unregisters_from_every_nameserver_and_closes_clients(tmp_path):
     service, _topics, fakes = make(tmp_path)
     await service.start()
-    fakes["ns2:9876"].down = True   # an unreachable nameserver does not block the stop
+    fakes["ns2:9876"].down = True  # an unreachable nameserver does not block the stop
     await service.stop()
     assert len(fakes["ns1:9876"].unregistrations) == 1
     assert all(f.closed for f in fakes.values())

@@ -28,14 +28,22 @@ STORE_HOST = ("127.0.0.1", 10911)
 LEVELS = DelayLevels.parse("1s 5s 10s")
 
 
-def record(topic="TopicA", queue_id=2, body=b"hello", *, delay=None, uniq="U1", sysflag=0,
-           **extra) -> bytes:
+def record(
+    topic="TopicA", queue_id=2, body=b"hello", *, delay=None, uniq="U1", sysflag=0, **extra
+) -> bytes:
     props = {"TAGS": "TagA", "UNIQ_KEY": uniq, **extra}
     if delay is not None:
         props["DELAY"] = str(delay)
-    return encode_record(topic=topic, body=body, queue_id=queue_id, properties=props,
-                         sysflag=sysflag, born_timestamp_ms=1_600_000_000_000,
-                         born_host=pack_host(("10.0.0.9", 4321)), reconsume_times=4)
+    return encode_record(
+        topic=topic,
+        body=body,
+        queue_id=queue_id,
+        properties=props,
+        sysflag=sysflag,
+        born_timestamp_ms=1_600_000_000_000,
+        born_host=pack_host(("10.0.0.9", 4321)),
+        reconsume_times=4,
+    )
 
 
 def positions(*records: bytes) -> list[int]:
@@ -47,8 +55,9 @@ def positions(*records: bytes) -> list[int]:
 
 
 def rewrite(*records: bytes, now_ms: int = 1_000, levels: DelayLevels = LEVELS) -> bytes | None:
-    return rewrite_delayed(b"".join(records), positions(*records), levels, now_ms=now_ms,
-                           store_host=STORE_HOST)
+    return rewrite_delayed(
+        b"".join(records), positions(*records), levels, now_ms=now_ms, store_host=STORE_HOST
+    )
 
 
 # -- delay levels -------------------------------------------------------------------------
@@ -58,21 +67,23 @@ def test_the_default_levels_are_rocketmqs_eighteen():
     assert levels.delay_ms(1) == 1_000
     assert levels.delay_ms(3) == 10_000
     assert levels.delay_ms(18) == 2 * 3_600_000
-    assert levels.delay_ms(99) == levels.delay_ms(18)   # above the last level: the last
+    assert levels.delay_ms(99) == levels.delay_ms(18)  # above the last level: the last
     assert DEFAULT_MESSAGE_DELAY_LEVEL.split()[4] == "1m"
 
 
 def test_every_unit_parses():
-    assert parse_delay_levels("250ms 2s 3m 1h 1d") == (250, 2_000, 180_000, 3_600_000,
-                                                        86_400_000)
+    assert parse_delay_levels("250ms 2s 3m 1h 1d") == (250, 2_000, 180_000, 3_600_000, 86_400_000)
 
 
-@pytest.mark.parametrize("text, words", [
-    ("", "is empty"),
-    ("1s 0s", "level 2 is '0s'"),
-    ("1s 5x", "level 2 is '5x'"),
-    ("1.5s", "level 1 is '1.5s'"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("", "is empty"),
+        ("1s 0s", "level 2 is '0s'"),
+        ("1s 5x", "level 2 is '5x'"),
+        ("1.5s", "level 1 is '1.5s'"),
+    ],
+)
 def test_a_bad_level_list_names_the_level(text, words):
     with pytest.raises(ValueError, match=words):
         parse_delay_levels(text)
@@ -86,20 +97,33 @@ def test_records_without_delay_are_left_alone():
 def test_a_delayed_record_moves_to_its_levels_queue_with_the_delivery_time():
     plain, delayed = record(uniq="U0"), record(delay=2, uniq="U1", KEYS="k1")
     blob = rewrite(plain, delayed, now_ms=7_000)
-    assert blob[:len(plain)] == plain                   # untouched, byte for byte
+    assert blob[: len(plain)] == plain  # untouched, byte for byte
     msg = decode_record(blob, len(plain))
     assert (msg.topic, msg.queue_id) == (SCHEDULE, 1)
-    assert msg.properties == {"TAGS": "TagA", "UNIQ_KEY": "U1", "KEYS": "k1", "DELAY": "2",
-                              "REAL_TOPIC": "TopicA", "REAL_QID": "2",
-                              "TIMER_DELIVER_MS": str(7_000 + 5_000)}
+    assert msg.properties == {
+        "TAGS": "TagA",
+        "UNIQ_KEY": "U1",
+        "KEYS": "k1",
+        "DELAY": "2",
+        "REAL_TOPIC": "TopicA",
+        "REAL_QID": "2",
+        "TIMER_DELIVER_MS": str(7_000 + 5_000),
+    }
     assert (msg.body, msg.born_timestamp_ms, msg.born_host, msg.reconsume_times) == (
-        b"hello", 1_600_000_000_000, ("10.0.0.9", 4321), 4)
+        b"hello",
+        1_600_000_000_000,
+        ("10.0.0.9", 4321),
+        4,
+    )
 
 
 def test_a_level_above_the_last_is_the_last():
     msg = decode_record(rewrite(record(delay=40), now_ms=0))
     assert (msg.queue_id, msg.properties["DELAY"], msg.properties["TIMER_DELIVER_MS"]) == (
-        2, "3", "10000")
+        2,
+        "3",
+        "10000",
+    )
 
 
 def test_prepared_transaction_records_are_not_delayed():
@@ -109,22 +133,30 @@ def test_prepared_transaction_records_are_not_delayed():
 
 
 def test_a_delay_that_is_not_a_number_is_refused():
-    with pytest.raises(InvalidRequestError, match=re.escape(
-            "DELAY property is 'soon'; give a delay level 1..3")):
+    with pytest.raises(
+        InvalidRequestError, match=re.escape("DELAY property is 'soon'; give a delay level 1..3")
+    ):
         rewrite(record(), record(delay="soon"))
 
 
 def test_a_delayed_record_with_a_bad_crc_is_refused_not_re_encoded():
     bad = bytearray(record(delay=1))
-    bad[8] ^= 0x01   # BODYCRC
+    bad[8] ^= 0x01  # BODYCRC
     with pytest.raises(InvalidRequestError, match="body CRC"):
         rewrite(bytes(bad))
 
 
 def test_restore_properties_takes_the_detour_off():
-    topic, queue_id, props = restore_properties({
-        "DELAY": "2", "REAL_TOPIC": "TopicA", "REAL_QID": "3", "TIMER_DELIVER_MS": "5",
-        "UNIQ_KEY": "U1", "TAGS": "TagA"})
+    topic, queue_id, props = restore_properties(
+        {
+            "DELAY": "2",
+            "REAL_TOPIC": "TopicA",
+            "REAL_QID": "3",
+            "TIMER_DELIVER_MS": "5",
+            "UNIQ_KEY": "U1",
+            "TAGS": "TagA",
+        }
+    )
     assert (topic, queue_id, props) == ("TopicA", 3, {"UNIQ_KEY": "U1", "TAGS": "TagA"})
     with pytest.raises(ValueError, match="REAL_QID"):
         restore_properties({"REAL_TOPIC": "TopicA", "REAL_QID": "x"})
@@ -133,8 +165,9 @@ def test_restore_properties_takes_the_detour_off():
 # -- the service --------------------------------------------------------------------------
 @pytest.fixture
 def store(tmp_path, manual_clock):
-    store = DefaultMessageStore(small_config(tmp_path / "data", store_host=STORE_HOST),
-                                clock=manual_clock)
+    store = DefaultMessageStore(
+        small_config(tmp_path / "data", store_host=STORE_HOST), clock=manual_clock
+    )
     store.start()
     yield store
     store.shutdown()
@@ -142,8 +175,7 @@ def store(tmp_path, manual_clock):
 
 @pytest.fixture
 def service(store, tmp_path, manual_clock):
-    service = ScheduleMessageService(store, LEVELS, str(tmp_path / "config"),
-                                     clock=manual_clock)
+    service = ScheduleMessageService(store, LEVELS, str(tmp_path / "config"), clock=manual_clock)
     service.load()
     store.add_arrival_listener(service.on_arrival)
     return service
@@ -174,12 +206,13 @@ async def test_a_message_is_delivered_when_due_and_not_before(store, service, ma
     assert msg.properties == {"TAGS": "TagA", "UNIQ_KEY": "U1"}
     assert msg.born_timestamp_ms == 1_600_000_000_000
     assert service.offsets.get(2) == 1
-    assert await service.run_once() is None           # delivered once only
+    assert await service.run_once() is None  # delivered once only
     assert len(delivered(store)) == 1
 
 
-async def test_a_level_delivers_in_order_and_stops_at_the_first_not_due(store, service,
-                                                                         manual_clock):
+async def test_a_level_delivers_in_order_and_stops_at_the_first_not_due(
+    store, service, manual_clock
+):
     park(store, manual_clock, record(delay=1, uniq="A"))
     manual_clock.advance(0.5)
     park(store, manual_clock, record(delay=1, uniq="B"))
@@ -209,38 +242,50 @@ async def test_progress_is_saved_and_loaded(store, service, manual_clock, tmp_pa
     again.load()
     manual_clock.advance(4)
     assert await again.run_once() is None
-    assert [m.uniq_key for m in delivered(store)] == ["A", "B"]   # A not delivered twice
+    assert [m.uniq_key for m in delivered(store)] == ["A", "B"]  # A not delivered twice
 
 
 async def test_a_message_without_a_delivery_time_is_due_a_level_after_its_store_time(
-        store, service, manual_clock):
+    store, service, manual_clock
+):
     stored_ms = manual_clock.now_ms()
-    assert store.put_message(topic=SCHEDULE, queue_id=0, body=b"x", properties={
-        "REAL_TOPIC": "TopicA", "REAL_QID": "2", "DELAY": "1"}).ok
+    assert store.put_message(
+        topic=SCHEDULE,
+        queue_id=0,
+        body=b"x",
+        properties={"REAL_TOPIC": "TopicA", "REAL_QID": "2", "DELAY": "1"},
+    ).ok
     assert await service.run_once(1) == stored_ms + 1_000
 
 
-async def test_a_delivery_time_beyond_now_plus_the_delay_is_corrected(store, service,
-                                                                       manual_clock):
+async def test_a_delivery_time_beyond_now_plus_the_delay_is_corrected(store, service, manual_clock):
     # Written before the clock was set back by an hour: it still waits one delay only.
-    assert store.put_message(topic=SCHEDULE, queue_id=0, body=b"x", properties={
-        "REAL_TOPIC": "TopicA", "REAL_QID": "2",
-        "TIMER_DELIVER_MS": str(manual_clock.now_ms() + 3_600_000)}).ok
+    assert store.put_message(
+        topic=SCHEDULE,
+        queue_id=0,
+        body=b"x",
+        properties={
+            "REAL_TOPIC": "TopicA",
+            "REAL_QID": "2",
+            "TIMER_DELIVER_MS": str(manual_clock.now_ms() + 3_600_000),
+        },
+    ).ok
     assert await service.run_once(1) == manual_clock.now_ms() + 1_000
 
 
 async def test_progress_past_the_queue_end_is_corrected(store, service, manual_clock):
-    service.offsets.set(1, 50)      # e.g. delayOffset.json newer than a recovered queue
+    service.offsets.set(1, 50)  # e.g. delayOffset.json newer than a recovered queue
     park(store, manual_clock, record(delay=1))
     manual_clock.advance(1)
     assert await service.run_once(1) is None
     assert service.offsets.get(1) == 1
-    assert delivered(store) == []   # the corrected offset is the queue's end
+    assert delivered(store) == []  # the corrected offset is the queue's end
 
 
 async def test_a_message_without_a_real_topic_is_skipped(store, service, manual_clock):
-    assert store.put_message(topic=SCHEDULE, queue_id=0, body=b"x",
-                             properties={"TIMER_DELIVER_MS": "1"}).ok
+    assert store.put_message(
+        topic=SCHEDULE, queue_id=0, body=b"x", properties={"TIMER_DELIVER_MS": "1"}
+    ).ok
     park(store, manual_clock, record(delay=1))
     manual_clock.advance(1)
     assert await service.run_once(1) is None
@@ -267,8 +312,7 @@ class RefusingStore:
 
 async def test_a_refused_re_put_is_retried_later_and_not_skipped(store, manual_clock, tmp_path):
     refusing = RefusingStore(store)
-    service = ScheduleMessageService(refusing, LEVELS, str(tmp_path / "config"),
-                                     clock=manual_clock)
+    service = ScheduleMessageService(refusing, LEVELS, str(tmp_path / "config"), clock=manual_clock)
     park(store, manual_clock, record(delay=1))
     manual_clock.advance(1)
     assert await service.run_once(1) == manual_clock.now_ms() + PUT_RETRY_DELAY_MS
@@ -280,8 +324,7 @@ async def test_a_refused_re_put_is_retried_later_and_not_skipped(store, manual_c
 
 async def test_a_re_put_the_store_can_never_take_is_dropped(store, manual_clock, tmp_path):
     refusing = RefusingStore(store, PutStatus.MESSAGE_ILLEGAL)
-    service = ScheduleMessageService(refusing, LEVELS, str(tmp_path / "config"),
-                                     clock=manual_clock)
+    service = ScheduleMessageService(refusing, LEVELS, str(tmp_path / "config"), clock=manual_clock)
     park(store, manual_clock, record(delay=1))
     manual_clock.advance(1)
     assert await service.run_once(1) is None
@@ -291,14 +334,21 @@ async def test_a_re_put_the_store_can_never_take_is_dropped(store, manual_clock,
 async def test_an_idle_level_is_woken_by_an_arrival(store, service, manual_clock, eventually):
     service.start()
     try:
-        await asyncio.sleep(0)      # every level task runs its first round and goes idle
-        assert store.put_message(topic=SCHEDULE, queue_id=0, body=b"x", properties={
-            "REAL_TOPIC": "TopicA", "REAL_QID": "2",
-            "TIMER_DELIVER_MS": str(manual_clock.now_ms())}).ok
+        await asyncio.sleep(0)  # every level task runs its first round and goes idle
+        assert store.put_message(
+            topic=SCHEDULE,
+            queue_id=0,
+            body=b"x",
+            properties={
+                "REAL_TOPIC": "TopicA",
+                "REAL_QID": "2",
+                "TIMER_DELIVER_MS": str(manual_clock.now_ms()),
+            },
+        ).ok
         await eventually(lambda: delivered(store), timeout_s=2, what="the due message")
     finally:
         await service.stop()
-    assert service.offsets.dirty is False   # saved at stop
+    assert service.offsets.dirty is False  # saved at stop
 
 
 async def test_figures_report_progress(store, service, manual_clock):
@@ -308,8 +358,7 @@ async def test_figures_report_progress(store, service, manual_clock):
     assert service.figures() == {"schedule_delivered_total": "1", "schedule_level_1_offset": "1"}
 
 
-async def test_the_schedule_queue_unit_holds_the_delivery_time_as_its_tag_code(
-        store, manual_clock):
+async def test_the_schedule_queue_unit_holds_the_delivery_time_as_its_tag_code(store, manual_clock):
     park(store, manual_clock, record(delay=2))
     _phys, _size, tag_code = store.consume_queues.get(SCHEDULE, 1).get(0)
     assert tag_code == manual_clock.now_ms() + 5_000

@@ -57,26 +57,36 @@ class FakeStore:
     max_body_size = 1024  # as the broker's max_message_size_bytes in these tests
 
     def scan(self, blob, *, allow_empty_body=True):
-        return scan_batch(blob, max_body_size=self.max_body_size,
-                          allow_empty_body=allow_empty_body)
+        return scan_batch(blob, max_body_size=self.max_body_size, allow_empty_body=allow_empty_body)
 
     def put_batch(self, blob, *, scanned=None):
         self.puts += 1
         if self.put_status is not PutStatus.PUT_OK:
             return PutResult(status=self.put_status, error=f"fake {self.put_status.value}")
-        lists = {k: [] for k in ("topics", "queue_ids", "queue_offsets", "phys_offsets",
-                                 "uniq_keys")}
+        lists = {
+            k: [] for k in ("topics", "queue_ids", "queue_offsets", "phys_offsets", "uniq_keys")
+        }
         arrived = {}
         for msg in iter_records(bytes(blob)):
             queue = self.queues.setdefault((msg.topic, msg.queue_id), [])
-            rec = encode_record(topic=msg.topic, body=msg.body, queue_id=msg.queue_id,
-                                properties=msg.properties, queue_offset=len(queue),
-                                phys_offset=self.phys, store_timestamp_ms=self.now_ms)
+            rec = encode_record(
+                topic=msg.topic,
+                body=msg.body,
+                queue_id=msg.queue_id,
+                properties=msg.properties,
+                queue_offset=len(queue),
+                phys_offset=self.phys,
+                store_timestamp_ms=self.now_ms,
+            )
             queue.append((rec, tags_code(msg.tags), self.now_ms))
             self.by_phys[self.phys] = rec
-            for key, value in (("topics", msg.topic), ("queue_ids", msg.queue_id),
-                               ("queue_offsets", len(queue) - 1), ("phys_offsets", self.phys),
-                               ("uniq_keys", msg.uniq_key)):
+            for key, value in (
+                ("topics", msg.topic),
+                ("queue_ids", msg.queue_id),
+                ("queue_offsets", len(queue) - 1),
+                ("phys_offsets", self.phys),
+                ("uniq_keys", msg.uniq_key),
+            ):
                 lists[key].append(value)
             self.phys += len(rec)
             arrived[(msg.topic, msg.queue_id)] = len(queue)
@@ -87,20 +97,31 @@ class FakeStore:
         for (topic, qid), max_offset in arrived.items():
             for listener in self.listeners:
                 listener(topic, qid, max_offset)
-        return PutResult(status=PutStatus.PUT_OK, store_timestamp_ms=self.now_ms,
-                         flush_future=future, **lists)
+        return PutResult(
+            status=PutStatus.PUT_OK, store_timestamp_ms=self.now_ms, flush_future=future, **lists
+        )
 
-    def get_messages(self, topic, queue_id, offset, *, max_count=None, max_bytes=None,
-                     tag_codes=None):
+    def get_messages(
+        self, topic, queue_id, offset, *, max_count=None, max_bytes=None, tag_codes=None
+    ):
         queue = self.queues.get((topic, queue_id))
         if queue is None:
-            return GetResult(status=GetStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0,
-                             min_offset=0, max_offset=0)
+            return GetResult(
+                status=GetStatus.NO_MATCHED_LOGIC_QUEUE,
+                next_begin_offset=0,
+                min_offset=0,
+                max_offset=0,
+            )
         lo, hi = 0, len(queue)
 
         def result(status, next_offset, records=()):
-            return GetResult(status=status, next_begin_offset=next_offset, min_offset=lo,
-                             max_offset=hi, records=list(records))
+            return GetResult(
+                status=status,
+                next_begin_offset=next_offset,
+                min_offset=lo,
+                max_offset=hi,
+                records=list(records),
+            )
 
         if hi == 0:
             return result(GetStatus.NO_MESSAGE_IN_QUEUE, 0)
@@ -119,13 +140,14 @@ class FakeStore:
         return result(GetStatus.FOUND if found else GetStatus.NO_MATCHED_MESSAGE, i, found)
 
     def get_message_blob(self, topic, queue_id, offset, **kwargs):
-        return self.get_messages(topic, queue_id, offset, **kwargs)   # the list form is allowed
+        return self.get_messages(topic, queue_id, offset, **kwargs)  # the list form is allowed
 
     def read_record(self, phys_offset):
         return self.by_phys.get(phys_offset)
 
-    def query_by_key(self, topic, key, *, max_count=None, begin_timestamp_ms=0,
-                     end_timestamp_ms=None):
+    def query_by_key(
+        self, topic, key, *, max_count=None, begin_timestamp_ms=0, end_timestamp_ms=None
+    ):
         return [r for r in self.by_phys.values() if key in decode_record(r).keys]
 
     def min_offset(self, topic, queue_id):
@@ -154,29 +176,46 @@ class FakeStore:
 
 def record(topic="TopicA", queue_id=0, body=b"hello", tags="", keys="", uniq="U1") -> bytes:
     props = {k: v for k, v in (("TAGS", tags), ("KEYS", keys), ("UNIQ_KEY", uniq)) if v}
-    return encode_record(topic=topic, body=body, queue_id=queue_id, properties=props,
-                         born_host=pack_host(("10.0.0.9", 5000)),
-                         store_host=pack_host(STORE_HOST))
+    return encode_record(
+        topic=topic,
+        body=body,
+        queue_id=queue_id,
+        properties=props,
+        born_host=pack_host(("10.0.0.9", 5000)),
+        store_host=pack_host(STORE_HOST),
+    )
 
 
 class Env:
     def __init__(self, tmp_path, *, auto_create=True):
         self.store = FakeStore()
         self.clock = ManualClock()
-        self.topics = TopicConfigManager(str(tmp_path / "config"), broker_name="broker-a",
-                                         cluster_name="DefaultCluster",
-                                         auto_create_enable=auto_create, clock=self.clock)
+        self.topics = TopicConfigManager(
+            str(tmp_path / "config"),
+            broker_name="broker-a",
+            cluster_name="DefaultCluster",
+            auto_create_enable=auto_create,
+            clock=self.clock,
+        )
         self.topics.load()
         self.offsets = ConsumerOffsetManager(str(tmp_path / "config"))
         self.hold = PullRequestHoldService(max_parked=100)
         self.store.add_arrival_listener(self.hold.on_arrival)
         self.clients = ClientManager(broker_name="broker-a", clock=self.clock)
         self.send = SendMessageService(self.store, self.topics, store_host=STORE_HOST)
-        self.pull_service = PullMessageService(self.store, self.topics, self.offsets, self.hold,
-                                               max_pull_messages=32)
-        self.admin = AdminService(self.store, self.topics, self.offsets, self.clients,
-                                  self.hold, broker_name="broker-a",
-                                  cluster_name="DefaultCluster", store_host=STORE_HOST)
+        self.pull_service = PullMessageService(
+            self.store, self.topics, self.offsets, self.hold, max_pull_messages=32
+        )
+        self.admin = AdminService(
+            self.store,
+            self.topics,
+            self.offsets,
+            self.clients,
+            self.hold,
+            broker_name="broker-a",
+            cluster_name="DefaultCluster",
+            store_host=STORE_HOST,
+        )
 
     async def pull(self, **kwargs):
         kwargs.setdefault("consumer_group", "GroupA")
@@ -194,17 +233,20 @@ def env(tmp_path):
 
 # -- send -----------------------------------------------------------------------------------
 async def test_send_answers_ids_queue_and_offset_per_message(env):
-    blob = record(queue_id=1, uniq="A") + record(queue_id=1, uniq="B") + record(
-        topic="TopicB", queue_id=0, uniq="C")
+    blob = (
+        record(queue_id=1, uniq="A")
+        + record(queue_id=1, uniq="B")
+        + record(topic="TopicB", queue_id=0, uniq="C")
+    )
     outcome = await env.send.send(blob)
-    assert list(zip(outcome.topics, outcome.queue_ids, outcome.queue_offsets, outcome.msg_ids,
-                    strict=True)) == [
-        ("TopicA", 1, 0, "A"), ("TopicA", 1, 1, "B"), ("TopicB", 0, 0, "C")]
+    assert list(
+        zip(outcome.topics, outcome.queue_ids, outcome.queue_offsets, outcome.msg_ids, strict=True)
+    ) == [("TopicA", 1, 0, "A"), ("TopicA", 1, 1, "B"), ("TopicB", 0, 0, "C")]
     assert outcome.status is SendStatus.SEND_OK
     first_record_size = len(env.store.queues[("TopicA", 1)][0][0])
     assert outcome.offset_msg_ids[1] == encode_offset_msg_id(*STORE_HOST, first_record_size)
     assert outcome.store_timestamp_ms == env.store.now_ms
-    assert env.topics.get("TopicB").write_queue_nums == 8   # auto-created
+    assert env.topics.get("TopicB").write_queue_nums == 8  # auto-created
 
 
 async def test_a_timed_out_sync_flush_still_acknowledges_with_its_status(env):
@@ -214,23 +256,30 @@ async def test_a_timed_out_sync_flush_still_acknowledges_with_its_status(env):
 
 
 def _corrupt(rec: bytes, pos: int, value: bytes) -> bytes:
-    return rec[:pos] + value + rec[pos + len(value):]
+    return rec[:pos] + value + rec[pos + len(value) :]
 
 
-@pytest.mark.parametrize(("blob", "reason", "words"), [
-    (b"", "MESSAGE_ILLEGAL", "no records"),
-    (record()[:40], "MESSAGE_ILLEGAL", "cut short"),
-    (_corrupt(record(), 4, b"\x00\x00\x00\x00"), "MESSAGE_ILLEGAL", "magic code"),
-    (record()[:-1], "MESSAGE_ILLEGAL", "TOTALSIZE"),
-    (record(body=b""), "MESSAGE_ILLEGAL", "body is empty"),
-    (record(body=b"x" * 2048), "MESSAGE_BODY_TOO_LARGE",
-     "message body is 2048 bytes; this broker accepts at most 1024 (max_message_size_bytes)"),
-    (record(topic="bad topic"), "MESSAGE_ILLEGAL", "contains"),
-    (record(queue_id=8), "QUEUE_OUT_OF_RANGE", "queue id 8 is out of range"),
-    (record(queue_id=-1), "QUEUE_OUT_OF_RANGE", "queue id -1 is out of range"),
-])
-async def test_each_malformed_send_gets_its_own_refusal_and_stores_nothing(env, blob, reason,
-                                                                           words):
+@pytest.mark.parametrize(
+    ("blob", "reason", "words"),
+    [
+        (b"", "MESSAGE_ILLEGAL", "no records"),
+        (record()[:40], "MESSAGE_ILLEGAL", "cut short"),
+        (_corrupt(record(), 4, b"\x00\x00\x00\x00"), "MESSAGE_ILLEGAL", "magic code"),
+        (record()[:-1], "MESSAGE_ILLEGAL", "TOTALSIZE"),
+        (record(body=b""), "MESSAGE_ILLEGAL", "body is empty"),
+        (
+            record(body=b"x" * 2048),
+            "MESSAGE_BODY_TOO_LARGE",
+            "message body is 2048 bytes; this broker accepts at most 1024 (max_message_size_bytes)",
+        ),
+        (record(topic="bad topic"), "MESSAGE_ILLEGAL", "contains"),
+        (record(queue_id=8), "QUEUE_OUT_OF_RANGE", "queue id 8 is out of range"),
+        (record(queue_id=-1), "QUEUE_OUT_OF_RANGE", "queue id -1 is out of range"),
+    ],
+)
+async def test_each_malformed_send_gets_its_own_refusal_and_stores_nothing(
+    env, blob, reason, words
+):
     with pytest.raises(InvalidRequestError) as info:
         await env.send.send(blob)
     assert info.value.reason == reason
@@ -245,7 +294,8 @@ async def test_a_mixed_batch_refusal_names_its_first_bad_record_and_creates_no_t
         await env.send.send(good + other_topic + bad_queue + system)
     assert info.value.reason == "QUEUE_OUT_OF_RANGE"
     assert info.value.message.startswith(
-        f"record at batch offset {len(good) + len(other_topic)}: queue id 8 is out of range")
+        f"record at batch offset {len(good) + len(other_topic)}: queue id 8 is out of range"
+    )
     with pytest.raises(PermissionDeniedError, match="written by the broker only"):
         await env.send.send(good + system + bad_queue)
     assert env.store.puts == 0
@@ -281,8 +331,9 @@ async def test_send_message_refuses_more_than_one_record(env):
     assert env.store.puts == 0
 
 
-@pytest.mark.parametrize("status", [PutStatus.DISK_FULL, PutStatus.SERVICE_NOT_AVAILABLE,
-                                    PutStatus.MESSAGE_ILLEGAL])
+@pytest.mark.parametrize(
+    "status", [PutStatus.DISK_FULL, PutStatus.SERVICE_NOT_AVAILABLE, PutStatus.MESSAGE_ILLEGAL]
+)
 async def test_store_refusals_carry_the_put_status(env, status):
     env.store.put_status = status
     with pytest.raises(PutRejectedError) as info:
@@ -294,19 +345,26 @@ async def test_store_refusals_carry_the_put_status(env, status):
 async def test_pull_statuses_and_next_offsets_follow_rocketmq(env):
     env.topics.create(TopicConfig(topic_name="TopicA"))
     empty = await env.pull(queue_offset=0)
-    assert (empty.status, empty.get_status) == (PullStatus.NO_NEW_MSG,
-                                                GetStatus.NO_MATCHED_LOGIC_QUEUE)
+    assert (empty.status, empty.get_status) == (
+        PullStatus.NO_NEW_MSG,
+        GetStatus.NO_MATCHED_LOGIC_QUEUE,
+    )
     await env.send.send(record() + record() + record())
     found = await env.pull(queue_offset=1)
-    assert (found.status, found.next_begin_offset, len(found.records)) == (
-        PullStatus.FOUND, 3, 2)
+    assert (found.status, found.next_begin_offset, len(found.records)) == (PullStatus.FOUND, 3, 2)
     assert [m.queue_offset for m in iter_records(b"".join(found.records))] == [1, 2]
     one = await env.pull(queue_offset=3)
     assert (one.status, one.get_status, one.next_begin_offset) == (
-        PullStatus.NO_NEW_MSG, GetStatus.OFFSET_OVERFLOW_ONE, 3)
+        PullStatus.NO_NEW_MSG,
+        GetStatus.OFFSET_OVERFLOW_ONE,
+        3,
+    )
     badly = await env.pull(queue_offset=10)
     assert (badly.status, badly.get_status, badly.next_begin_offset) == (
-        PullStatus.OFFSET_ILLEGAL, GetStatus.OFFSET_OVERFLOW_BADLY, 3)
+        PullStatus.OFFSET_ILLEGAL,
+        GetStatus.OFFSET_OVERFLOW_BADLY,
+        3,
+    )
     assert (badly.min_offset, badly.max_offset) == (0, 3)
 
 
@@ -330,17 +388,20 @@ async def test_the_consumer_offset_rides_on_the_pull(env):
     assert env.offsets.query("GroupA", "TopicA", 0) == 1
 
 
-@pytest.mark.parametrize(("kwargs", "error", "words"), [
-    ({"consumer_group": ""}, InvalidRequestError, "group name is empty"),
-    ({"topic": "bad/topic"}, InvalidRequestError, "contains"),
-    ({"topic": "Nope"}, NotFoundError, "does not exist"),
-    ({"queue_id": 8}, InvalidRequestError, "queue id 8 is out of range"),
-    ({"queue_offset": -1}, InvalidRequestError, "queue_offset is -1"),
-    ({"max_msg_nums": -2}, InvalidRequestError, "max_msg_nums is -2"),
-    ({"suspend_timeout_ms": -5}, InvalidRequestError, "suspend_timeout_ms is -5"),
-    ({"commit_offset": -1}, InvalidRequestError, "commit_offset is -1"),
-    ({"subscription": " || "}, InvalidRequestError, "names no tags"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"consumer_group": ""}, InvalidRequestError, "group name is empty"),
+        ({"topic": "bad/topic"}, InvalidRequestError, "contains"),
+        ({"topic": "Nope"}, NotFoundError, "does not exist"),
+        ({"queue_id": 8}, InvalidRequestError, "queue id 8 is out of range"),
+        ({"queue_offset": -1}, InvalidRequestError, "queue_offset is -1"),
+        ({"max_msg_nums": -2}, InvalidRequestError, "max_msg_nums is -2"),
+        ({"suspend_timeout_ms": -5}, InvalidRequestError, "suspend_timeout_ms is -5"),
+        ({"commit_offset": -1}, InvalidRequestError, "commit_offset is -1"),
+        ({"subscription": " || "}, InvalidRequestError, "names no tags"),
+    ],
+)
 async def test_each_malformed_pull_gets_its_own_refusal(env, kwargs, error, words):
     env.topics.create(TopicConfig(topic_name="TopicA"))
     with pytest.raises(error, match=words):
@@ -417,7 +478,9 @@ async def test_topic_status_and_consume_progress(env):
     env.offsets.commit("GroupA", "TopicA", 0, 1)
     progress = env.admin.consume_progress("GroupA")
     assert [(p.queue_id, p.broker_offset, p.consumer_offset, p.lag) for p in progress] == [
-        (0, 2, 1, 1), (1, 1, -1, 1)]
+        (0, 2, 1, 1),
+        (1, 1, -1, 1),
+    ]
     with pytest.raises(NotFoundError, match="no offsets"):
         env.admin.consume_progress("Nobody")
 
@@ -436,9 +499,11 @@ async def test_view_message_by_offset_msg_id(env):
 async def test_query_by_key_validates_its_arguments(env):
     await env.send.send(record(keys="order-1"))
     assert len(env.admin.query_by_key("TopicA", "order-1")) == 1
-    for kwargs, words in (({"key": ""}, "key is empty"),
-                          ({"max_num": -1}, "max_num is -1"),
-                          ({"begin_timestamp_ms": 5, "end_timestamp_ms": 2}, "is after")):
+    for kwargs, words in (
+        ({"key": ""}, "key is empty"),
+        ({"max_num": -1}, "max_num is -1"),
+        ({"begin_timestamp_ms": 5, "end_timestamp_ms": 2}, "is after"),
+    ):
         args = {"key": "order-1", **kwargs}
         with pytest.raises(InvalidRequestError, match=words):
             env.admin.query_by_key("TopicA", args.pop("key"), **args)

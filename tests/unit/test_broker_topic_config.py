@@ -29,8 +29,14 @@ def manager(tmp_path, **kwargs) -> TopicConfigManager:
 def test_load_creates_system_topics_and_persists_them(tmp_path):
     m = manager(tmp_path)
     names = {tc.topic_name for tc in m.all()}
-    assert {"TBW102", "SELF_TEST_TOPIC", "SCHEDULE_TOPIC_XXXX", "DefaultCluster",
-            "broker-a", "RMQ_SYS_TRANS_HALF_TOPIC"} <= names
+    assert {
+        "TBW102",
+        "SELF_TEST_TOPIC",
+        "SCHEDULE_TOPIC_XXXX",
+        "DefaultCluster",
+        "broker-a",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+    } <= names
     assert m.get("TBW102").perm == Perm.READ_WRITE | Perm.INHERIT
     on_disk = json.loads((tmp_path / "config" / "topics.json").read_text())
     assert set(on_disk["topicConfigTable"]) == names
@@ -103,14 +109,14 @@ def test_change_listeners_run_after_each_change(tmp_path):
 def test_table_survives_a_restart_and_a_damaged_snapshot(tmp_path):
     m = manager(tmp_path)
     m.create(TopicConfig(topic_name="TopicA", read_queue_nums=2, write_queue_nums=2, order=True))
-    m.persist()       # compacted: TopicA is in topics.json, the first snapshot is its .bak
-    m.create(TopicConfig(topic_name="TopicB"))   # only in topics.log
+    m.persist()  # compacted: TopicA is in topics.json, the first snapshot is its .bak
+    m.create(TopicConfig(topic_name="TopicB"))  # only in topics.log
     version = m.data_version
     again = manager(tmp_path)
     assert again.get("TopicA") == m.get("TopicA") and again.get("TopicB") == m.get("TopicB")
     assert again.data_version == version
     (tmp_path / "config" / "topics.json").write_text("{ torn")
-    reloaded = manager(tmp_path)   # the .bak (before TopicA), then the log (TopicB)
+    reloaded = manager(tmp_path)  # the .bak (before TopicA), then the log (TopicB)
     assert reloaded.get("TopicA") is None
     assert reloaded.get("TopicB") == m.get("TopicB")
     assert reloaded.data_version == version
@@ -119,13 +125,18 @@ def test_table_survives_a_restart_and_a_damaged_snapshot(tmp_path):
 def test_topics_beyond_max_queues_total_are_refused_naming_the_key_and_numbers(tmp_path):
     m = manager(tmp_path, max_queues_total=100)
     system = m.queues_total()
-    m.create(TopicConfig(topic_name="Fits", read_queue_nums=100 - system - 4,
-                         write_queue_nums=100 - system - 4))
-    for attempt in (lambda: m.create(TopicConfig(topic_name="TooMany", read_queue_nums=16,
-                                                 write_queue_nums=16)),
-                    lambda: m.update(TopicConfig(topic_name="Fits", read_queue_nums=100,
-                                                 write_queue_nums=100)),
-                    lambda: m.get_or_auto_create("AutoTooMany")):
+    m.create(
+        TopicConfig(
+            topic_name="Fits", read_queue_nums=100 - system - 4, write_queue_nums=100 - system - 4
+        )
+    )
+    for attempt in (
+        lambda: m.create(
+            TopicConfig(topic_name="TooMany", read_queue_nums=16, write_queue_nums=16)
+        ),
+        lambda: m.update(TopicConfig(topic_name="Fits", read_queue_nums=100, write_queue_nums=100)),
+        lambda: m.get_or_auto_create("AutoTooMany"),
+    ):
         with pytest.raises(FailedPreconditionError) as refused:
             attempt()
         assert "max_queues_total" in refused.value.message and "100" in refused.value.message

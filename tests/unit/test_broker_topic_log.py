@@ -24,8 +24,10 @@ def manager(tmp_path, **kwargs) -> TopicConfigManager:
 
 
 def topics(prefix: str, n: int, queues: int = 8) -> list[TopicConfig]:
-    return [TopicConfig(topic_name=f"{prefix}{i}", read_queue_nums=queues,
-                        write_queue_nums=queues) for i in range(n)]
+    return [
+        TopicConfig(topic_name=f"{prefix}{i}", read_queue_nums=queues, write_queue_nums=queues)
+        for i in range(n)
+    ]
 
 
 def test_record_codec_round_trips_and_stops_at_a_bad_crc():
@@ -61,11 +63,15 @@ def test_a_batch_with_one_bad_entry_creates_nothing_and_names_the_entry(tmp_path
     with pytest.raises(AlreadyExistsError, match=r"topic_configs\[1\] \('Exists'\)"):
         m.create_many([TopicConfig(topic_name="New"), TopicConfig(topic_name="Exists")])
     assert m.get("Ok0") is None and m.get("New") is None and m.data_version == version
-    result = m.create_many([TopicConfig(topic_name="New"), TopicConfig(topic_name="Exists"),
-                            TopicConfig(topic_name="Ok0", read_queue_nums=2,
-                                        write_queue_nums=2)], update_existing=True)
-    assert (result.created, result.updated, result.unchanged) == (["New", "Ok0"], [],
-                                                                   ["Exists"])
+    result = m.create_many(
+        [
+            TopicConfig(topic_name="New"),
+            TopicConfig(topic_name="Exists"),
+            TopicConfig(topic_name="Ok0", read_queue_nums=2, write_queue_nums=2),
+        ],
+        update_existing=True,
+    )
+    assert (result.created, result.updated, result.unchanged) == (["New", "Ok0"], [], ["Exists"])
 
 
 def test_recovery_truncates_a_torn_tail_record_and_reports_it(tmp_path, caplog):
@@ -75,16 +81,16 @@ def test_recovery_truncates_a_torn_tail_record_and_reports_it(tmp_path, caplog):
     m.store.close()
     path = m.store.log.path
     size = os.path.getsize(path)
-    with open(path, "r+b") as f:        # a crash in the middle of the second batch
+    with open(path, "r+b") as f:  # a crash in the middle of the second batch
         f.truncate(size - 50)
     with caplog.at_level(logging.WARNING):
         again = manager(tmp_path)
     assert again.get("Whole9") is not None
-    assert all(again.get(f"Torn{i}") is None for i in range(10))   # all or nothing
+    assert all(again.get(f"Torn{i}") is None for i in range(10))  # all or nothing
     assert again.last_load.cut_bytes > 0
     assert "cut" in caplog.text and "topics.log" in caplog.text
-    assert decode_records(Path(path).read_bytes()).cut_bytes == 0   # cut on disk too
-    again.create(TopicConfig(topic_name="After"))     # appends behind the cut
+    assert decode_records(Path(path).read_bytes()).cut_bytes == 0  # cut on disk too
+    again.create(TopicConfig(topic_name="After"))  # appends behind the cut
     assert manager(tmp_path).get("After") is not None
 
 
@@ -93,7 +99,7 @@ def test_a_torn_header_fragment_is_cut(tmp_path):
     m.create(TopicConfig(topic_name="Kept"))
     m.store.close()
     with open(m.store.log.path, "ab") as f:
-        f.write(b"\x00\x00\x01")        # less than a header
+        f.write(b"\x00\x00\x01")  # less than a header
     again = manager(tmp_path)
     assert again.get("Kept") is not None and again.last_load.cut_bytes == 3
     assert HEADER_SIZE == 8
@@ -105,7 +111,7 @@ def test_compaction_rewrites_the_snapshot_once_the_log_is_as_large(tmp_path):
         m.create_many(topics(f"B{i}x", 25))
     assert m.store.compactions >= 2
     snapshot_bytes = os.path.getsize(m.store.snapshot.path)
-    assert m.store.log.size_bytes < snapshot_bytes + 25 * 200   # never much past the snapshot
+    assert m.store.log.size_bytes < snapshot_bytes + 25 * 200  # never much past the snapshot
     again = manager(tmp_path, min_compact_bytes=4096)
     assert len(again) == len(m) and again.data_version == m.data_version
 
@@ -113,10 +119,10 @@ def test_compaction_rewrites_the_snapshot_once_the_log_is_as_large(tmp_path):
 def test_a_crash_mid_compaction_replays_the_rotated_log(tmp_path):
     m = manager(tmp_path)
     m.create_many(topics("Before", 5))
-    m.store.log.rotate()                 # crash after the rotation, before the snapshot
+    m.store.log.rotate()  # crash after the rotation, before the snapshot
     m.create_many(topics("During", 5))
     m.store.close()
-    again = manager(tmp_path)             # replays both logs, then finishes the compaction
+    again = manager(tmp_path)  # replays both logs, then finishes the compaction
     assert again.get("Before4") is not None and again.get("During4") is not None
     assert not os.path.exists(again.store.log.compacting_path)
     assert manager(tmp_path).get("During4") is not None

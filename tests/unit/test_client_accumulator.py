@@ -14,8 +14,9 @@ from pocketmq.common.message import encode_record, iter_records
 
 
 def record(i: int) -> bytes:
-    return encode_record(topic="t", body=b"%d" % i, queue_id=i % 4,
-                         properties={"UNIQ_KEY": f"U{i}"})
+    return encode_record(
+        topic="t", body=b"%d" % i, queue_id=i % 4, properties={"UNIQ_KEY": f"U{i}"}
+    )
 
 
 class FakeBroker:
@@ -34,8 +35,10 @@ class FakeBroker:
             raise UnavailableError("broker down", addr="b", code="UNAVAILABLE")
         if self.refuse and any(m.properties["UNIQ_KEY"] == self.refuse for m in msgs):
             raise InvalidRequestError(f"{self.refuse} is malformed", addr="b")
-        return [SendReceipt(SendStatus.SEND_OK, m.properties["UNIQ_KEY"], "", m.topic,
-                            m.queue_id, 0) for m in msgs]
+        return [
+            SendReceipt(SendStatus.SEND_OK, m.properties["UNIQ_KEY"], "", m.topic, m.queue_id, 0)
+            for m in msgs
+        ]
 
     def batcher(self, **kwargs) -> BrokerBatcher:
         return BrokerBatcher("b", self._answer, self._answer, **kwargs)
@@ -137,7 +140,8 @@ async def test_close_sends_what_is_pending_then_refuses_new_records():
 async def test_run_once_sends_pending_records_in_one_call():
     broker = FakeBroker()
     batcher = BrokerBatcher("b", broker._answer, broker._answer)
-    batcher._pending.extend((record(i), asyncio.get_running_loop().create_future(),
-                             float("inf")) for i in range(3))
+    batcher._pending.extend(
+        (record(i), asyncio.get_running_loop().create_future(), float("inf")) for i in range(3)
+    )
     assert await batcher.run_once() == 3
     assert broker.calls == [3]

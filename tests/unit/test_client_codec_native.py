@@ -26,20 +26,28 @@ from pocketmq.common.message import (
     pack_host,
 )
 
-pytestmark = pytest.mark.skipif(codec.NATIVE is None,
-                                reason=f"the compiled codec is not in use ({codec._REASON})")
+pytestmark = pytest.mark.skipif(
+    codec.NATIVE is None, reason=f"the compiled codec is not in use ({codec._REASON})"
+)
 
-SETTINGS = settings(max_examples=300, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-HOSTS = [pack_host(("10.0.0.7", 0)), pack_host(("127.0.0.1", 10911)),
-         pack_host(("::1", 10911)), pack_host(("fe80::1:2", 65535))]
+SETTINGS = settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+HOSTS = [
+    pack_host(("10.0.0.7", 0)),
+    pack_host(("127.0.0.1", 10911)),
+    pack_host(("::1", 10911)),
+    pack_host(("fe80::1:2", 65535)),
+]
 
 
 def outcome(fn, *args):
     """What *fn* returns, or the type and text of what it raises."""
     try:
         return ("ok", fn(*args))
-    except Exception as exc:   # compared, not swallowed
+    except Exception as exc:  # compared, not swallowed
         return ("error", type(exc), str(exc))
 
 
@@ -52,17 +60,20 @@ def both_encode(*args):
 def both_decode(buf, broker="broker-a", check_crc=False):
     native = codec.NATIVE
     assert native is not None
-    return (outcome(native.decode_messages, buf, broker, check_crc),
-            outcome(codec.py_decode_messages, buf, broker, check_crc))
+    return (
+        outcome(native.decode_messages, buf, broker, check_crc),
+        outcome(codec.py_decode_messages, buf, broker, check_crc),
+    )
 
 
 # -- messages to encode ----------------------------------------------------------------
 texts = st.text(max_size=20)
 bodies = st.one_of(
     st.binary(max_size=64),
-    st.binary(min_size=4000, max_size=9000),                       # around the threshold
-    st.builds(lambda chunk, n: chunk * n, st.binary(min_size=1, max_size=8),
-              st.integers(600, 3000)),                              # compressible
+    st.binary(min_size=4000, max_size=9000),  # around the threshold
+    st.builds(
+        lambda chunk, n: chunk * n, st.binary(min_size=1, max_size=8), st.integers(600, 3000)
+    ),  # compressible
     st.just(b""),
 )
 
@@ -81,26 +92,30 @@ def messages(draw):
         delay_level=draw(st.integers(1, 18)) if timer == "level" else 0,
         deliver_at_ms=draw(st.integers(1, 2**62)) if timer == "deliver" else 0,
         delay_ms=draw(st.integers(1, 2**40)) if timer == "delay" else 0,
-        flag=draw(st.integers(-2**31, 2**31 - 1)),
+        flag=draw(st.integers(-(2**31), 2**31 - 1)),
     )
 
 
 @SETTINGS
-@given(msgs=st.lists(messages(), min_size=0, max_size=8), born=st.sampled_from(HOSTS),
-       queue_id=st.integers(0, 2**31 - 1), born_ms=st.integers(0, 2**62),
-       compress_over=st.sampled_from([4096, 0, 1 << 30]), reconsume=st.integers(0, 16),
-       data=st.data())
-def test_compiled_encoder_builds_the_same_bytes_as_the_reference(msgs, born, queue_id, born_ms,
-                                                                  compress_over, reconsume,
-                                                                  data):
+@given(
+    msgs=st.lists(messages(), min_size=0, max_size=8),
+    born=st.sampled_from(HOSTS),
+    queue_id=st.integers(0, 2**31 - 1),
+    born_ms=st.integers(0, 2**62),
+    compress_over=st.sampled_from([4096, 0, 1 << 30]),
+    reconsume=st.integers(0, 16),
+    data=st.data(),
+)
+def test_compiled_encoder_builds_the_same_bytes_as_the_reference(
+    msgs, born, queue_id, born_ms, compress_over, reconsume, data
+):
     keys = [data.draw(st.text(max_size=32)) for _ in msgs]
-    native, reference = both_encode(msgs, keys, queue_id, born, born_ms, compress_over,
-                                    reconsume)
+    native, reference = both_encode(msgs, keys, queue_id, born, born_ms, compress_over, reconsume)
     assert native == reference
 
 
 def test_compiled_encoder_refuses_a_topic_too_long_for_a_record_as_the_reference():
-    msg = Message(topic="é" * 64, body=b"x")   # 128 bytes of UTF-8
+    msg = Message(topic="é" * 64, body=b"x")  # 128 bytes of UTF-8
     native, reference = both_encode([msg], ["U"], 0, HOSTS[0], 0, 4096, 0)
     assert native == reference and native[1] is InvalidMessageError
 
@@ -114,8 +129,7 @@ def test_compiled_encoder_refuses_properties_too_long_for_a_record_as_the_refere
 def test_compiled_encoder_refuses_unencodable_text_as_the_reference():
     msg = Message(topic="t", body=b"x", properties={"k": "\ud800"})
     native, reference = both_encode([msg], ["U"], 0, HOSTS[0], 0, 4096, 0)
-    assert native[0] == reference[0] == "error" and native[1] is reference[1] is \
-        UnicodeEncodeError
+    assert native[0] == reference[0] == "error" and native[1] is reference[1] is UnicodeEncodeError
 
 
 def test_compiled_encoder_refuses_a_flag_past_32_bits_as_the_reference():
@@ -143,30 +157,44 @@ def stored_records(draw):
     sysflag = draw(st.sampled_from([0, SysFlag.TRANSACTION_PREPARED, SysFlag.MULTI_TAGS]))
     if draw(st.booleans()) and body:
         body, sysflag = zlib.compress(body), sysflag | SysFlag.COMPRESSED
-    props = draw(st.one_of(
-        st.dictionaries(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "RETRY_TOPIC", "x", "é"]),
-                        st.text(max_size=12), max_size=6),
-        st.text(max_size=60),                         # any text, separators included
-    ))
-    topic = draw(st.one_of(st.text(min_size=1, max_size=30),
-                           st.just("%RETRY%group"), st.just("orders")))
+    props = draw(
+        st.one_of(
+            st.dictionaries(
+                st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "RETRY_TOPIC", "x", "é"]),
+                st.text(max_size=12),
+                max_size=6,
+            ),
+            st.text(max_size=60),  # any text, separators included
+        )
+    )
+    topic = draw(
+        st.one_of(st.text(min_size=1, max_size=30), st.just("%RETRY%group"), st.just("orders"))
+    )
     assume(len(topic.encode()) <= 127)
     record = encode_record(
-        topic=topic, body=body, queue_id=draw(st.integers(0, 1023)),
-        flag=draw(st.integers(-2**31, 2**31 - 1)), properties=props, sysflag=sysflag,
-        born_timestamp_ms=draw(st.integers(0, 2**62)), born_host=draw(st.sampled_from(HOSTS)),
-        store_timestamp_ms=draw(st.integers(0, 2**62)), store_host=draw(st.sampled_from(HOSTS)),
+        topic=topic,
+        body=body,
+        queue_id=draw(st.integers(0, 1023)),
+        flag=draw(st.integers(-(2**31), 2**31 - 1)),
+        properties=props,
+        sysflag=sysflag,
+        born_timestamp_ms=draw(st.integers(0, 2**62)),
+        born_host=draw(st.sampled_from(HOSTS)),
+        store_timestamp_ms=draw(st.integers(0, 2**62)),
+        store_host=draw(st.sampled_from(HOSTS)),
         reconsume_times=draw(st.integers(0, 16)),
         queue_offset=draw(st.integers(0, 2**40)),
-        phys_offset=draw(st.one_of(st.integers(0, 2**62), st.integers(-2**63, -1))))
+        phys_offset=draw(st.one_of(st.integers(0, 2**62), st.integers(-(2**63), -1))),
+    )
     return record
 
 
 def v2_record(record: bytes) -> bytes:
     """The same record in the V2 layout (a 2-byte TOPICLEN; TOTALSIZE one byte larger)."""
     lay = check_record(record, 0, len(record), check_crc=False)
-    out = bytearray(record[:lay.topic_pos - 1] + lay.topic_len.to_bytes(2, "big")
-                    + record[lay.topic_pos:])
+    out = bytearray(
+        record[: lay.topic_pos - 1] + lay.topic_len.to_bytes(2, "big") + record[lay.topic_pos :]
+    )
     struct.pack_into(">iI", out, 0, len(out), MESSAGE_MAGIC_CODE_V2)
     return bytes(out)
 
@@ -214,29 +242,48 @@ def test_compiled_decoder_reports_a_body_that_does_not_inflate_as_the_reference(
 
 def test_compiled_decoder_accepts_any_buffer():
     record = encode_record(topic="t", body=b"x", properties={"UNIQ_KEY": "U"})
-    assert codec.decode_messages(memoryview(record), "b") == \
-        codec.decode_messages(bytearray(record), "b") == codec.py_decode_messages(record, "b")
+    assert (
+        codec.decode_messages(memoryview(record), "b")
+        == codec.decode_messages(bytearray(record), "b")
+        == codec.py_decode_messages(record, "b")
+    )
 
 
-words = st.text(st.characters(blacklist_characters="\x01\x02 ", blacklist_categories=("Cs",)),
-                min_size=1, max_size=12)
+words = st.text(
+    st.characters(blacklist_characters="\x01\x02 ", blacklist_categories=("Cs",)),
+    min_size=1,
+    max_size=12,
+)
 
 
 @SETTINGS
-@given(msgs=st.lists(st.builds(Message, topic=words, body=bodies, tags=words,
-                               keys=st.lists(words, max_size=3),
-                               properties=st.dictionaries(  # check_message refuses the rest
-                                   words.filter(lambda w: w not in SYSTEM_PROPERTIES), words,
-                                   max_size=30)),
-                     min_size=1, max_size=5),
-       born=st.sampled_from(HOSTS))
+@given(
+    msgs=st.lists(
+        st.builds(
+            Message,
+            topic=words,
+            body=bodies,
+            tags=words,
+            keys=st.lists(words, max_size=3),
+            properties=st.dictionaries(  # check_message refuses the rest
+                words.filter(lambda w: w not in SYSTEM_PROPERTIES), words, max_size=30
+            ),
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    born=st.sampled_from(HOSTS),
+)
 def test_what_the_compiled_encoder_builds_the_compiled_decoder_reads_back(msgs, born):
     keys = [f"U{i}" for i in range(len(msgs))]
     decoded = codec.decode_messages(codec.encode_messages(msgs, keys, 1, born, 5, 4096, 0), "b")
     assert [(m.topic, m.body, m.tags, m.keys, m.msg_id) for m in decoded] == [
-        (m.topic, bytes(m.body), m.tags, list(m.keys), k) for m, k in zip(msgs, keys, strict=True)]
-    assert [{k: v for k, v in m.properties.items() if k not in ("TAGS", "KEYS", "UNIQ_KEY")}
-            for m in decoded] == [dict(m.properties) for m in msgs]
+        (m.topic, bytes(m.body), m.tags, list(m.keys), k) for m, k in zip(msgs, keys, strict=True)
+    ]
+    assert [
+        {k: v for k, v in m.properties.items() if k not in ("TAGS", "KEYS", "UNIQ_KEY")}
+        for m in decoded
+    ] == [dict(m.properties) for m in msgs]
 
 
 def test_both_decoders_hide_the_idempotence_stamp_alike() -> None:
@@ -244,10 +291,19 @@ def test_both_decoders_hide_the_idempotence_stamp_alike() -> None:
     broker's: neither decoder shows it, wherever it stands and however often."""
     records = b"".join(
         encode_record(topic="t", body=b"x", queue_id=0, properties=props)
-        for props in ({"UNIQ_KEY": "U", "PMQ_IDEM": "1.0.0"}, {"PMQ_IDEM": "1.0.1"},
-                      {"a": "1", "PMQ_IDEM": "2.0.5", "b": "2"}, {"PMQ_IDEMX": "kept"}))
+        for props in (
+            {"UNIQ_KEY": "U", "PMQ_IDEM": "1.0.0"},
+            {"PMQ_IDEM": "1.0.1"},
+            {"a": "1", "PMQ_IDEM": "2.0.5", "b": "2"},
+            {"PMQ_IDEMX": "kept"},
+        )
+    )
     native, reference = both_decode(records)
     assert native == reference
     assert native[0] == "ok"
-    assert [m.properties for m in native[1]] == [{"UNIQ_KEY": "U"}, {}, {"a": "1", "b": "2"},
-                                                 {"PMQ_IDEMX": "kept"}]
+    assert [m.properties for m in native[1]] == [
+        {"UNIQ_KEY": "U"},
+        {},
+        {"a": "1", "b": "2"},
+        {"PMQ_IDEMX": "kept"},
+    ]

@@ -16,9 +16,23 @@ from pocketmq.client.model import MessageQueue
 QUEUES = [MessageQueue("t", b, q) for b in ("a", "b") for q in range(4)]
 
 
-@pytest.mark.parametrize(("latency_ms", "avoid_ms"), [
-    (0, 0), (49, 0), (50, 0), (100, 0), (549, 0), (550, 2000), (1800, 5000), (3000, 6000),
-    (5000, 10000), (14999, 10000), (15000, 30000), (60000, 30000)])
+@pytest.mark.parametrize(
+    ("latency_ms", "avoid_ms"),
+    [
+        (0, 0),
+        (49, 0),
+        (50, 0),
+        (100, 0),
+        (549, 0),
+        (550, 2000),
+        (1800, 5000),
+        (3000, 6000),
+        (5000, 10000),
+        (14999, 10000),
+        (15000, 30000),
+        (60000, 30000),
+    ],
+)
 def test_latency_maps_to_rocketmq5_not_available_durations(latency_ms, avoid_ms):
     assert not_available_duration_ms(latency_ms) == avoid_ms
 
@@ -56,8 +70,7 @@ def test_selection_avoids_an_isolated_broker(manual_clock):
 
 def test_a_retry_prefers_another_broker_than_the_last_one(manual_clock):
     selector = QueueSelector(LatencyFaultTolerance(clock=manual_clock))
-    assert {selector.select(QUEUES, last_broker_name="a").broker_name
-            for _ in range(20)} == {"b"}
+    assert {selector.select(QUEUES, last_broker_name="a").broker_name for _ in range(20)} == {"b"}
 
 
 def test_when_every_broker_is_avoided_selection_still_answers(manual_clock):

@@ -24,8 +24,7 @@ def test_tickets_number_a_queue_in_order_and_stamp_their_records() -> None:
     other = session.open("orders", 1)
     assert (one.first, batch.first, other.first) == (10, 11, 0)
     assert one.stamp("K") == stamp("K", 7, 2, 10)
-    assert batch.stamps(["a", "b", "c"]) == [stamp(k, 7, 2, 11 + i)
-                                             for i, k in enumerate("abc")]
+    assert batch.stamps(["a", "b", "c"]) == [stamp(k, 7, 2, 11 + i) for i, k in enumerate("abc")]
     with pytest.raises(ValueError, match="3 records"):
         batch.stamps(["a"])
     assert batch.earlier() == [one] and other.earlier() == []
@@ -39,7 +38,7 @@ def test_a_withdrawn_ticket_hands_its_numbers_back_only_when_nothing_follows() -
     again = session.open("orders", 0)
     session.open("orders", 0)
     assert again.first == 0
-    assert again.withdraw() is False        # a later ticket holds number 1: a gap
+    assert again.withdraw() is False  # a later ticket holds number 1: a gap
     assert again.closed
 
 
@@ -49,12 +48,12 @@ async def test_a_ticket_waits_until_the_earlier_tickets_of_its_queue_are_closed(
     unrelated = session.open("orders", 1)
     waiting = asyncio.create_task(tickets[2].wait_earlier())
     await asyncio.sleep(0)
-    tickets[1].close()                       # closed out of order
+    tickets[1].close()  # closed out of order
     await asyncio.sleep(0)
     assert not waiting.done()
     tickets[0].close()
     await asyncio.wait_for(waiting, 5)
-    await asyncio.wait_for(unrelated.wait_earlier(), 5)   # other queues never hold it back
+    await asyncio.wait_for(unrelated.wait_earlier(), 5)  # other queues never hold it back
 
 
 async def test_at_most_n_of_a_queues_tickets_are_admitted_in_flight() -> None:
@@ -82,30 +81,49 @@ def test_an_out_of_order_refusal_names_the_record_it_is_about() -> None:
     exc = OutOfOrderSequenceError(
         "producer id 4611686018427387905 sent sequence 12 to orders-v2:3, but the next one "
         "there is 10: 2 earlier record(s) are missing (sent out of order, or lost); retry "
-        "them first", addr="b")
+        "them first",
+        addr="b",
+    )
     assert out_of_order_subject(exc) == (4611686018427387905, "orders-v2", 3, 12)
     assert out_of_order_subject(OutOfOrderSequenceError("gap", addr="b")) is None
 
 
 def stamped_records() -> bytes:
-    idem = codec.encode_message(Message(topic="orders", body=b"a", tags="t",
-                                        properties={"color": "red"}),
-                                queue_id=1, uniq_key=stamp("U1", 99, 3, 41), born_host=HOST,
-                                born_timestamp_ms=1)
-    plain = codec.encode_message(Message(topic="orders", body=b"b"), queue_id=1,
-                                 uniq_key="U2", born_host=HOST, born_timestamp_ms=1)
-    epoch = encode_record(topic="orders", body=b"c", queue_id=1,
-                          properties={"UNIQ_KEY": "U3", "PMQ_IDEM": "99.4.-1", "k": "v"})
+    idem = codec.encode_message(
+        Message(topic="orders", body=b"a", tags="t", properties={"color": "red"}),
+        queue_id=1,
+        uniq_key=stamp("U1", 99, 3, 41),
+        born_host=HOST,
+        born_timestamp_ms=1,
+    )
+    plain = codec.encode_message(
+        Message(topic="orders", body=b"b"),
+        queue_id=1,
+        uniq_key="U2",
+        born_host=HOST,
+        born_timestamp_ms=1,
+    )
+    epoch = encode_record(
+        topic="orders",
+        body=b"c",
+        queue_id=1,
+        properties={"UNIQ_KEY": "U3", "PMQ_IDEM": "99.4.-1", "k": "v"},
+    )
     return idem + plain + epoch
 
 
-@pytest.mark.parametrize("decode", [codec.py_decode_messages, codec.decode_messages],
-                         ids=["python", codec.IMPLEMENTATION])
+@pytest.mark.parametrize(
+    "decode",
+    [codec.py_decode_messages, codec.decode_messages],
+    ids=["python", codec.IMPLEMENTATION],
+)
 def test_decoded_messages_never_show_the_idempotence_stamp(decode) -> None:
     msgs = decode(stamped_records(), "broker-a")
     assert [m.properties for m in msgs] == [
-        {"color": "red", "TAGS": "t", "UNIQ_KEY": "U1"}, {"UNIQ_KEY": "U2"},
-        {"UNIQ_KEY": "U3", "k": "v"}]
+        {"color": "red", "TAGS": "t", "UNIQ_KEY": "U1"},
+        {"UNIQ_KEY": "U2"},
+        {"UNIQ_KEY": "U3", "k": "v"},
+    ]
     assert [m.msg_id for m in msgs] == ["U1", "U2", "U3"]
 
 
@@ -113,8 +131,14 @@ def test_the_rocketmq5_endpoint_never_shows_the_stamp_nor_takes_it_from_a_client
     from pocketmq.broker.grpc_v2.convert import SYSTEM_PROPERTIES, message_pb, user_properties
     from pocketmq.common.message import decode_record
 
-    stored = decode_record(encode_record(topic="orders", body=b"a", queue_id=1, properties={
-        "UNIQ_KEY": "U1", "color": "red", "PMQ_IDEM": "7.0.3"}))
+    stored = decode_record(
+        encode_record(
+            topic="orders",
+            body=b"a",
+            queue_id=1,
+            properties={"UNIQ_KEY": "U1", "color": "red", "PMQ_IDEM": "7.0.3"},
+        )
+    )
     assert dict(message_pb(stored).user_properties) == {"color": "red"}
     assert user_properties({"PMQ_IDEM": "7.0.3", "k": "v"}) == {"k": "v"}
-    assert "PMQ_IDEM" in SYSTEM_PROPERTIES     # a v2 user property of that name is refused
+    assert "PMQ_IDEM" in SYSTEM_PROPERTIES  # a v2 user property of that name is refused

@@ -34,7 +34,7 @@ def test_a_redirect_with_an_epoch_not_above_the_held_one_is_ignored():
     table.update({"broker-a": {0: OLD}}, {"broker-a": 3})
     assert not table.redirect("broker-a", NEW, 3)
     assert not table.redirect("broker-a", NEW, 2)
-    assert not table.redirect("broker-a", "", 9)          # no master named: nowhere to go
+    assert not table.redirect("broker-a", "", 9)  # no master named: nowhere to go
     assert table.master("broker-a") == OLD
 
 
@@ -56,8 +56,12 @@ def test_a_route_without_an_epoch_is_taken_as_before():
 
 # -- the route cache ----------------------------------------------------------------------------
 def route(master: str, epoch: int) -> TopicRoute:
-    return TopicRoute(topic="orders", queue_datas=(QueueData("broker-a", 2, 2, 6),),
-                      broker_addrs={"broker-a": {0: master}}, master_epochs={"broker-a": epoch})
+    return TopicRoute(
+        topic="orders",
+        queue_datas=(QueueData("broker-a", 2, 2, 6),),
+        broker_addrs={"broker-a": {0: master}},
+        master_epochs={"broker-a": epoch},
+    )
 
 
 async def test_route_cache_keeps_the_newer_master_over_a_lagging_nameservers_route():
@@ -68,7 +72,7 @@ async def test_route_cache_keeps_the_newer_master_over_a_lagging_nameservers_rou
 
     routes = RouteService(fetch)
     await routes.refresh("orders")
-    await routes.refresh("orders")                       # a nameserver that missed the election
+    await routes.refresh("orders")  # a nameserver that missed the election
     assert routes.addr_of("broker-a") == NEW
     assert routes.cached("orders").master_addr("broker-a") == NEW
 
@@ -82,7 +86,7 @@ async def test_route_cache_redirect_updates_every_cached_route_at_once():
     assert routes.redirect("broker-a", NEW, 2)
     assert routes.addr_of("broker-a") == NEW
     assert routes.cached("orders").master_addr("broker-a") == NEW
-    assert routes.cached_write_queues("orders")           # still writable, now at NEW
+    assert routes.cached_write_queues("orders")  # still writable, now at NEW
     assert not routes.redirect("broker-a", OLD, 1)
 
 
@@ -92,12 +96,23 @@ class FakeNameserver(nameserver_pb2_grpc.NameServerServicer):
         self.master, self.epoch = master, epoch
 
     async def GetRouteInfoByTopic(self, request, context):
-        return nameserver_pb2.GetRouteInfoByTopicResponse(route=common_pb2.TopicRouteData(
-            queue_datas=[common_pb2.QueueData(broker_name="broker-a", read_queue_nums=1,
-                                              write_queue_nums=1, perm=6)],
-            broker_datas=[common_pb2.BrokerData(cluster="c", broker_name="broker-a",
-                                                broker_addrs={0: self.master},
-                                                master_epoch=self.epoch)]))
+        return nameserver_pb2.GetRouteInfoByTopicResponse(
+            route=common_pb2.TopicRouteData(
+                queue_datas=[
+                    common_pb2.QueueData(
+                        broker_name="broker-a", read_queue_nums=1, write_queue_nums=1, perm=6
+                    )
+                ],
+                broker_datas=[
+                    common_pb2.BrokerData(
+                        cluster="c",
+                        broker_name="broker-a",
+                        broker_addrs={0: self.master},
+                        master_epoch=self.epoch,
+                    )
+                ],
+            )
+        )
 
 
 class FakeBroker(broker_pb2_grpc.BrokerServicer):
@@ -114,12 +129,23 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
         self.sends += 1
         if self.redirect is not None:
             addr, epoch = self.redirect
-            await _abort(context, BrokerNotMaster(
-                "this broker is not the master of broker-a", broker_name="broker-a",
-                master_addr=addr, master_epoch=epoch))
-        return bpb.SendMessageResponse(status=bpb.SEND_OK, msg_ids=["id"], queue_ids=[0],
-                                       queue_offsets=[self.sends - 1], phys_offsets=[0],
-                                       offset_msg_id_prefix="00" * 8)
+            await _abort(
+                context,
+                BrokerNotMaster(
+                    "this broker is not the master of broker-a",
+                    broker_name="broker-a",
+                    master_addr=addr,
+                    master_epoch=epoch,
+                ),
+            )
+        return bpb.SendMessageResponse(
+            status=bpb.SEND_OK,
+            msg_ids=["id"],
+            queue_ids=[0],
+            queue_offsets=[self.sends - 1],
+            phys_offsets=[0],
+            offset_msg_id_prefix="00" * 8,
+        )
 
     async def HeartBeat(self, request, context):
         return bpb.HeartBeatResponse()
@@ -172,8 +198,9 @@ async def test_producer_follows_a_not_master_redirect_within_one_send(servers):
     demoted = FakeBroker(redirect=(new_addr, 2))
     old_addr = await servers(broker_pb2_grpc.add_BrokerServicer_to_server, demoted)
     # The nameserver still routes to the demoted master (it has not heard of epoch 2).
-    namesrv = await servers(nameserver_pb2_grpc.add_NameServerServicer_to_server,
-                            FakeNameserver(old_addr, 1))
+    namesrv = await servers(
+        nameserver_pb2_grpc.add_NameServerServicer_to_server, FakeNameserver(old_addr, 1)
+    )
     async with Producer(group="pg", namesrv=namesrv, send_timeout_ms=3000) as producer:
         result = await producer.send(Message(topic="orders", body=b"hello"))
         assert result.status is SendStatus.SEND_OK

@@ -11,10 +11,21 @@ MQ = MessageQueue("t", "b", 0)
 
 
 def msg(offset: int, size: int = 10) -> MessageExt:
-    return MessageExt(topic="t", body=b"x" * size, tags="", keys=[], properties={},
-                      msg_id="", offset_msg_id="", broker_name="b", queue_id=0,
-                      queue_offset=offset, store_timestamp_ms=0, born_timestamp_ms=0,
-                      reconsume_times=0)
+    return MessageExt(
+        topic="t",
+        body=b"x" * size,
+        tags="",
+        keys=[],
+        properties={},
+        msg_id="",
+        offset_msg_id="",
+        broker_name="b",
+        queue_id=0,
+        queue_offset=offset,
+        store_timestamp_ms=0,
+        born_timestamp_ms=0,
+        reconsume_times=0,
+    )
 
 
 def test_committed_offset_is_the_smallest_offset_in_flight():
@@ -41,8 +52,7 @@ def test_duplicates_are_not_added_twice():
 
 
 def test_flow_control_by_count_bytes_and_span():
-    assert ProcessQueue(MQ, next_offset=0, max_messages=3).add(
-        [msg(i) for i in range(3)], 3) == 3
+    assert ProcessQueue(MQ, next_offset=0, max_messages=3).add([msg(i) for i in range(3)], 3) == 3
     by_count = ProcessQueue(MQ, next_offset=0, max_messages=3)
     by_count.add([msg(i) for i in range(3)], 3)
     assert by_count.is_full()

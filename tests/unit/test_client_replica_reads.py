@@ -41,7 +41,7 @@ def test_suspicion_ends_after_the_configured_period(table, manual_clock):
     table.mark_suspect(MASTER)
     manual_clock.advance(4.9)
     assert table.read_addr("broker-a") == REPLICA
-    assert not table.mark_suspect(MASTER)        # already suspect: the period restarts
+    assert not table.mark_suspect(MASTER)  # already suspect: the period restarts
     manual_clock.advance(4.9)
     assert table.read_addr("broker-a") == REPLICA
     manual_clock.advance(0.1)
@@ -56,17 +56,17 @@ def test_with_every_member_suspect_the_master_is_tried(table):
 
 
 def test_reads_follow_the_route_when_the_master_leaves_it(table):
-    table.update({"broker-a": {1: REPLICA}})          # the nameserver expired the master
+    table.update({"broker-a": {1: REPLICA}})  # the nameserver expired the master
     assert table.read_addr("broker-a") == REPLICA
     assert table.master("broker-a") is None
     assert not table.master_usable("broker-a")
-    table.update({"broker-a": {0: MASTER, 1: REPLICA}})   # it registered again
+    table.update({"broker-a": {0: MASTER, 1: REPLICA}})  # it registered again
     assert table.read_addr("broker-a") == MASTER
 
 
 def test_reads_follow_a_promotion_to_the_former_replica_address(table):
     table.mark_suspect(MASTER)
-    table.update({"broker-a": {0: REPLICA}})          # the replica was promoted to id 0
+    table.update({"broker-a": {0: REPLICA}})  # the replica was promoted to id 0
     assert table.read_addr("broker-a") == REPLICA
     assert table.master_usable("broker-a")
     assert table.masters() == {"broker-a": REPLICA}
@@ -83,17 +83,24 @@ def test_a_route_that_omits_a_broker_name_keeps_its_members(table):
 
 
 def test_read_queues_keep_a_broker_name_whose_master_left_the_route_but_write_queues_do_not():
-    route = TopicRoute(topic="t", queue_datas=(QueueData("broker-a", 2, 2, 6),
-                                               QueueData("broker-b", 2, 2, 6)),
-                       broker_addrs={"broker-a": {1: REPLICA}, "broker-b": {0: MASTER}})
+    route = TopicRoute(
+        topic="t",
+        queue_datas=(QueueData("broker-a", 2, 2, 6), QueueData("broker-b", 2, 2, 6)),
+        broker_addrs={"broker-a": {1: REPLICA}, "broker-b": {0: MASTER}},
+    )
     assert [(q.broker_name, q.queue_id) for q in route.read_queues()] == [
-        ("broker-a", 0), ("broker-a", 1), ("broker-b", 0), ("broker-b", 1)]
+        ("broker-a", 0),
+        ("broker-a", 1),
+        ("broker-b", 0),
+        ("broker-b", 1),
+    ]
     assert {q.broker_name for q in route.write_queues()} == {"broker-b"}
 
 
 def test_an_unavailable_answer_with_a_reason_is_not_an_unreachable_broker():
-    refused = UnavailableError("SendMessage refused", addr=REPLICA, code="UNAVAILABLE",
-                               reason="SERVICE_NOT_AVAILABLE")
+    refused = UnavailableError(
+        "SendMessage refused", addr=REPLICA, code="UNAVAILABLE", reason="SERVICE_NOT_AVAILABLE"
+    )
     silent = UnavailableError("connection refused", addr=MASTER, code="UNAVAILABLE")
     assert refused.retriable and not refused.unreachable
     assert silent.unreachable
@@ -106,21 +113,26 @@ class Nameserver:
 
     async def fetch(self, topic: str) -> TopicRoute:
         self.asked.append(topic)
-        return TopicRoute(topic=topic, queue_datas=(QueueData("broker-a", 2, 2, 6),),
-                          broker_addrs={"broker-a": dict(self.members)})
+        return TopicRoute(
+            topic=topic,
+            queue_datas=(QueueData("broker-a", 2, 2, 6),),
+            broker_addrs={"broker-a": dict(self.members)},
+        )
 
 
 async def test_an_unreachable_master_moves_reads_and_refetches_its_routes_at_most_once_a_second(
-        manual_clock):
+    manual_clock,
+):
     ns = Nameserver({0: MASTER, 1: REPLICA})
-    routes = RouteService(ns.fetch, clock=manual_clock, suspect_s=5.0,
-                          failure_refresh_interval_s=1.0)
+    routes = RouteService(
+        ns.fetch, clock=manual_clock, suspect_s=5.0, failure_refresh_interval_s=1.0
+    )
     await routes.get("t")
     await routes.get("u")
-    ns.members = {1: REPLICA}                         # meanwhile the master expired
+    ns.members = {1: REPLICA}  # meanwhile the master expired
     routes.mark_unreachable(MASTER)
-    assert routes.read_addr("broker-a") == REPLICA    # at once, before any refetch
-    routes.mark_unreachable(MASTER)                   # a second failure: no second refetch
+    assert routes.read_addr("broker-a") == REPLICA  # at once, before any refetch
+    routes.mark_unreachable(MASTER)  # a second failure: no second refetch
     await asyncio.gather(*routes._refreshes)
     assert sorted(ns.asked) == ["t", "t", "u", "u"]
     assert routes.members.members("broker-a") == {1: REPLICA}
@@ -130,9 +142,9 @@ async def test_an_unreachable_master_moves_reads_and_refetches_its_routes_at_mos
     routes.mark_unreachable(REPLICA)
     await asyncio.gather(*routes._refreshes)
     assert len(ns.asked) == 6
-    ns.members = {0: MASTER, 1: REPLICA}              # it registered again
+    ns.members = {0: MASTER, 1: REPLICA}  # it registered again
     await routes.refresh("t")
-    assert routes.degraded_topics() == ["t", "u"]     # still suspect for 4 s more
+    assert routes.degraded_topics() == ["t", "u"]  # still suspect for 4 s more
     manual_clock.advance(4.0)
     assert routes.degraded_topics() == []
     assert routes.read_addr("broker-a") == MASTER
@@ -159,13 +171,13 @@ async def test_offsets_committed_to_the_replica_are_committed_again_to_the_retur
     serving = {"now": master}
     store = RemoteBrokerOffsetStore("cg", lambda name: serving["now"])
     assert await store.read_stored(mq) == 10
-    assert await store.persist() == 0                 # nothing new
-    serving["now"] = replica                          # the master went away
+    assert await store.persist() == 0  # nothing new
+    serving["now"] = replica  # the master went away
     store.update(mq, 25)
     assert await store.persist() == 1
     assert replica.commits == [(mq, 25)] and master.commits == []
     assert await store.persist() == 0
-    serving["now"] = master                           # it is back, with 10
+    serving["now"] = master  # it is back, with 10
     assert await store.persist() == 1
     assert master.commits == [(mq, 25)]
     assert await store.persist() == 0
@@ -185,9 +197,13 @@ class MembersBroker:
 async def test_a_member_list_that_lacks_this_client_keeps_its_current_queues(manual_clock, ids):
     ns = Nameserver({1: REPLICA})
     routes = RouteService(ns.fetch, clock=manual_clock)
-    rebalancer = Rebalancer(group="cg", client_id="me", routes=routes,
-                            broker_of=lambda name: MembersBroker(ids),
-                            strategy=allocate_averagely)
+    rebalancer = Rebalancer(
+        group="cg",
+        client_id="me",
+        routes=routes,
+        broker_of=lambda name: MembersBroker(ids),
+        strategy=allocate_averagely,
+    )
     # a replica (or a restarted master) that has not had this member's heartbeat yet
     assert await rebalancer.target("t") is None
     rebalancer._broker_of = lambda name: MembersBroker(["me", *ids])

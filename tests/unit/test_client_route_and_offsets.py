@@ -13,10 +13,11 @@ from pocketmq.common.errors import ConfigError
 
 
 def route(topic: str, *brokers: str, perm: int = 6, queues: int = 2) -> TopicRoute:
-    return TopicRoute(topic=topic, queue_datas=tuple(QueueData(b, queues, queues, perm)
-                                                     for b in brokers),
-                      broker_addrs={b: {0: f"127.0.0.1:{1000 + i}"}
-                                    for i, b in enumerate(brokers)})
+    return TopicRoute(
+        topic=topic,
+        queue_datas=tuple(QueueData(b, queues, queues, perm) for b in brokers),
+        broker_addrs={b: {0: f"127.0.0.1:{1000 + i}"} for i, b in enumerate(brokers)},
+    )
 
 
 class Nameserver:
@@ -33,8 +34,11 @@ class Nameserver:
 
 def test_route_queues_skip_brokers_without_the_permission():
     r = route("t", "a", "b")
-    r = TopicRoute(topic="t", queue_datas=(QueueData("a", 2, 2, 6), QueueData("b", 2, 2, 4)),
-                   broker_addrs=r.broker_addrs)
+    r = TopicRoute(
+        topic="t",
+        queue_datas=(QueueData("a", 2, 2, 6), QueueData("b", 2, 2, 4)),
+        broker_addrs=r.broker_addrs,
+    )
     assert [q.broker_name for q in r.write_queues()] == ["a", "a"]
     assert len(r.read_queues()) == 4
 
@@ -72,14 +76,14 @@ async def test_the_cached_queues_fast_path_only_answers_for_a_fresh_route(manual
     ns = Nameserver()
     ns.routes["t"] = route("t", "a")
     routes = RouteService(ns.fetch, clock=manual_clock, refresh_interval_s=30)
-    assert routes.cached_write_queues("t") is None          # never fetched
+    assert routes.cached_write_queues("t") is None  # never fetched
     queues = await routes.write_queues("t")
     assert routes.cached_write_queues("t") == queues
     routes.invalidate("t")
-    assert routes.cached_write_queues("t") is None          # stale: the slow path refetches
+    assert routes.cached_write_queues("t") is None  # stale: the slow path refetches
     await routes.write_queues("t")
     manual_clock.advance(31)
-    assert routes.cached_write_queues("t") is None          # expired
+    assert routes.cached_write_queues("t") is None  # expired
     assert ns.asked == ["t", "t"]
 
 

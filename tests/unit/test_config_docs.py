@@ -23,8 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load_generator():
-    spec = importlib.util.spec_from_file_location("gen_config_docs",
-                                                  ROOT / "scripts" / "gen_config_docs.py")
+    spec = importlib.util.spec_from_file_location(
+        "gen_config_docs", ROOT / "scripts" / "gen_config_docs.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclass looks itself up there
@@ -45,10 +46,15 @@ def _config_dataclasses() -> list[type]:
         if not (ROOT / folder / "config.py").is_file():
             continue
         module = importlib.import_module(f"{package}.config")
-        found += [obj for name, obj in vars(module).items()
-                  if isinstance(obj, type) and dataclasses.is_dataclass(obj)
-                  and obj.__module__ == module.__name__ and name.endswith("Config")
-                  and not name.startswith("_")]
+        found += [
+            obj
+            for name, obj in vars(module).items()
+            if isinstance(obj, type)
+            and dataclasses.is_dataclass(obj)
+            and obj.__module__ == module.__name__
+            and name.endswith("Config")
+            and not name.startswith("_")
+        ]
     return found
 
 
@@ -76,8 +82,9 @@ def test_every_config_dataclass_has_a_section():
 def test_every_key_has_help_text(title):
     cls = COMPONENTS[title].cls
     silent = [f.name for f in dataclasses.fields(cls) if not gen.help_text(f)]
-    assert not silent, (f"{cls.__name__}: give these keys metadata=_help(...) in their "
-                        f"config module: {silent}")
+    assert not silent, (
+        f"{cls.__name__}: give these keys metadata=_help(...) in their config module: {silent}"
+    )
 
 
 @pytest.mark.parametrize("title", COMPONENTS)
@@ -108,18 +115,21 @@ def test_broker_flags_come_from_the_real_parser_with_aliases():
     assert flags["long_polling_enable"] == ["--long-polling-enable", "--no-long-polling-enable"]
 
 
-@pytest.mark.parametrize(("value", "key", "text"), [
-    (1 << 30, "commitlog_file_size_bytes", "1 GiB (1073741824)"),
-    (10_000, "compress_over_bytes", "10,000 bytes"),
-    (500, "flush_interval_commitlog_ms", "500 ms"),
-    (259_200_000, "timer_max_delay_ms", "259,200,000 ms (3 d)"),
-    (120.0, "broker_expire_seconds", "120 s (2 min)"),
-    (72, "file_reserved_hours", "72 h (3 d)"),
-    (10911, "port", "10911"),
-    (None, "grpc_v2_port", "unset"),
-    ("async", "flush_disk_type", '`"async"`'),
-    (0.75, "disk_max_used_space_ratio", "0.75"),
-])
+@pytest.mark.parametrize(
+    ("value", "key", "text"),
+    [
+        (1 << 30, "commitlog_file_size_bytes", "1 GiB (1073741824)"),
+        (10_000, "compress_over_bytes", "10,000 bytes"),
+        (500, "flush_interval_commitlog_ms", "500 ms"),
+        (259_200_000, "timer_max_delay_ms", "259,200,000 ms (3 d)"),
+        (120.0, "broker_expire_seconds", "120 s (2 min)"),
+        (72, "file_reserved_hours", "72 h (3 d)"),
+        (10911, "port", "10911"),
+        (None, "grpc_v2_port", "unset"),
+        ("async", "flush_disk_type", '`"async"`'),
+        (0.75, "disk_max_used_space_ratio", "0.75"),
+    ],
+)
 def test_defaults_are_rendered_readably(value, key, text):
     field = dataclasses.field(default=value)
     field.name = key
@@ -135,7 +145,7 @@ def test_each_example_file_builds_its_config(title, tmp_path):
     path.write_text(block)
     if comp.command:  # a server reads the file itself
         config = load_config(comp.cls, toml_path=str(path), section=comp.example_table)
-    else:             # an SDK client takes the table as keywords
+    else:  # an SDK client takes the table as keywords
         config = comp.cls(**tomllib.loads(block)[comp.example_table])
     for key, value in comp.example.items():
         assert getattr(config, key) == value

@@ -60,7 +60,9 @@ def test_defaults_apply_when_nothing_is_given() -> None:
 
 
 def test_toml_values_are_converted_to_field_types(tmp_path: Path) -> None:
-    path = write_toml(tmp_path, """
+    path = write_toml(
+        tmp_path,
+        """
 name = "broker-b"
 port = 20911
 ratio = 1            # an int is fine for a float field
@@ -68,19 +70,27 @@ enabled = false
 flush = "sync"
 store_host = "10.0.0.7:30911"
 data_dir = "/var/lib/pocketmq"
-""")
+""",
+    )
     config = load_config(DemoConfig, toml_path=path)
-    assert config == DemoConfig(name="broker-b", port=20911, ratio=1.0, enabled=False,
-                                flush=Flush.SYNC, store_host=("10.0.0.7", 30911),
-                                data_dir=Path("/var/lib/pocketmq"))
+    assert config == DemoConfig(
+        name="broker-b",
+        port=20911,
+        ratio=1.0,
+        enabled=False,
+        flush=Flush.SYNC,
+        store_host=("10.0.0.7", 30911),
+        data_dir=Path("/var/lib/pocketmq"),
+    )
     assert isinstance(config.ratio, float)
 
 
 def test_precedence_is_defaults_then_toml_then_overrides_then_flags(tmp_path: Path) -> None:
     path = write_toml(tmp_path, 'name = "from-toml"\nport = 1\nratio = 0.5\n')
     args = parse(["--port", "3"])
-    config = load_config(DemoConfig, toml_path=path, args=args,
-                         overrides={"port": 2, "ratio": 0.25})
+    config = load_config(
+        DemoConfig, toml_path=path, args=args, overrides={"port": 2, "ratio": 0.25}
+    )
     assert config.name == "from-toml"
     assert config.ratio == 0.25
     assert config.port == 3
@@ -104,19 +114,40 @@ def test_section_selects_one_table(tmp_path: Path) -> None:
 
 
 def test_every_field_gets_a_kebab_case_flag() -> None:
-    args = parse(["--name", "x", "--port", "0x10", "--ratio", "0.1", "--no-enabled",
-                  "--flush", "sync", "--store-host", "[::1]:1", "--data-dir", "/d"])
+    args = parse(
+        [
+            "--name",
+            "x",
+            "--port",
+            "0x10",
+            "--ratio",
+            "0.1",
+            "--no-enabled",
+            "--flush",
+            "sync",
+            "--store-host",
+            "[::1]:1",
+            "--data-dir",
+            "/d",
+        ]
+    )
     config = load_config(DemoConfig, args=args)
-    assert config == DemoConfig(name="x", port=16, ratio=0.1, enabled=False, flush=Flush.SYNC,
-                                store_host=("::1", 1), data_dir=Path("/d"))
+    assert config == DemoConfig(
+        name="x",
+        port=16,
+        ratio=0.1,
+        enabled=False,
+        flush=Flush.SYNC,
+        store_host=("::1", 1),
+        data_dir=Path("/d"),
+    )
 
 
 def test_prefixed_flags_find_their_fields_and_skip_leaves_fields_out() -> None:
     parser = argparse.ArgumentParser()
     add_config_flags(parser, DemoConfig, prefix="broker-", skip=("data_dir",))
     add_config_flags(parser, RequiredConfig, prefix="store-")
-    args = parser.parse_args(["--broker-port", "5", "--store-port", "6",
-                              "--store-data-dir", "/s"])
+    args = parser.parse_args(["--broker-port", "5", "--store-port", "6", "--store-data-dir", "/s"])
     assert args.broker_port == 5
     assert not hasattr(args, "broker_data_dir")
     assert load_config(DemoConfig, args=args).port == 5
@@ -135,7 +166,8 @@ def test_help_shows_metadata_help_and_default(capsys: pytest.CaptureFixture[str]
 
 
 def test_bad_flag_value_is_a_usage_error_naming_the_field(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     with pytest.raises(SystemExit) as exc:
         parse(["--store-host", "nohost"])
     assert exc.value.code == 2
@@ -166,18 +198,22 @@ def test_unknown_key_without_a_close_match_lists_valid_keys(tmp_path: Path) -> N
         load_config(DemoConfig, toml_path=path)
 
 
-@pytest.mark.parametrize(("line", "expected"), [
-    ('port = "9876"', "port in .*expected int; got str '9876'"),
-    ("port = true", "port in .*expected int; got bool True"),
-    ("ratio = 'x'", "ratio in .*expected float; got str 'x'"),
-    ("enabled = 1", "enabled in .*expected bool; got int 1"),
-    ("flush = 'fast'", "flush in .*expected one of 'async', 'sync'; got str 'fast'"),
-    ("store_host = 'nohost'", "store_host in .*not host:port"),
-    ("store_host = 'h:99999'", "store_host in .*port 99999"),
-    ("name = 3", "name in .*expected str; got int 3"),
-])
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ('port = "9876"', "port in .*expected int; got str '9876'"),
+        ("port = true", "port in .*expected int; got bool True"),
+        ("ratio = 'x'", "ratio in .*expected float; got str 'x'"),
+        ("enabled = 1", "enabled in .*expected bool; got int 1"),
+        ("flush = 'fast'", "flush in .*expected one of 'async', 'sync'; got str 'fast'"),
+        ("store_host = 'nohost'", "store_host in .*not host:port"),
+        ("store_host = 'h:99999'", "store_host in .*port 99999"),
+        ("name = 3", "name in .*expected str; got int 3"),
+    ],
+)
 def test_wrong_type_names_key_expected_type_and_value(
-        tmp_path: Path, line: str, expected: str) -> None:
+    tmp_path: Path, line: str, expected: str
+) -> None:
     path = write_toml(tmp_path, line + "\n")
     with pytest.raises(ConfigError, match=expected):
         load_config(DemoConfig, toml_path=path)
@@ -216,17 +252,21 @@ def test_unknown_override_key_is_a_config_error() -> None:
 # ------------------------------------------------------------------------ host:port
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("127.0.0.1:9876", ("127.0.0.1", 9876)),
-    ("localhost:0", ("localhost", 0)),
-    ("[::1]:10911", ("::1", 10911)),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("127.0.0.1:9876", ("127.0.0.1", 9876)),
+        ("localhost:0", ("localhost", 0)),
+        ("[::1]:10911", ("::1", 10911)),
+    ],
+)
 def test_parse_host_port_accepts(text: str, expected: tuple[str, int]) -> None:
     assert parse_host_port(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "9876", ":9876", "host:", "host:x", "host:65536",
-                                  "::1:9876", "[]:1", "a b:1"])
+@pytest.mark.parametrize(
+    "text", ["", "9876", ":9876", "host:", "host:x", "host:65536", "::1:9876", "[]:1", "a b:1"]
+)
 def test_parse_host_port_rejects(text: str) -> None:
     with pytest.raises(ValueError):
         parse_host_port(text)

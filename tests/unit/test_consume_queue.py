@@ -26,8 +26,11 @@ SEGMENT_BYTES = UNITS * CQ_UNIT_SIZE
 
 def unit_bytes(phys_offset: int, size: int, tags_code: int) -> bytes:
     """A unit built by hand, field by field."""
-    return (phys_offset.to_bytes(8, "big", signed=True) + size.to_bytes(4, "big", signed=True)
-            + tags_code.to_bytes(8, "big", signed=True))
+    return (
+        phys_offset.to_bytes(8, "big", signed=True)
+        + size.to_bytes(4, "big", signed=True)
+        + tags_code.to_bytes(8, "big", signed=True)
+    )
 
 
 def segment_path(directory: str, start_byte: int) -> str:
@@ -55,11 +58,14 @@ def fill(cq: ConsumeQueue, count: int, *, first: int = 0, size: int = 100) -> No
 
 # -- format ---------------------------------------------------------------------------
 
+
 def test_unit_is_phys_i64_size_i32_tags_i64_big_endian():
     assert CQ_UNIT_SIZE == 20
     assert CQ_UNIT.pack(0x0102030405060708, 0x11223344, -2) == (
-        bytes.fromhex("0102030405060708") + bytes.fromhex("11223344")
-        + bytes.fromhex("fffffffffffffffe"))
+        bytes.fromhex("0102030405060708")
+        + bytes.fromhex("11223344")
+        + bytes.fromhex("fffffffffffffffe")
+    )
     assert unit_bytes(0, 0x7FFFFFFF, 0) == BLANK_UNIT
 
 
@@ -80,7 +86,10 @@ def test_segments_are_named_by_start_byte_offset_and_roll_every_units_per_file(t
     cq = new_queue(tmp_path)
     fill(cq, 25)
     assert sorted(os.listdir(cq.directory)) == [
-        "00000000000000000000", "00000000000000000200", "00000000000000000400"]
+        "00000000000000000000",
+        "00000000000000000200",
+        "00000000000000000400",
+    ]
     assert (cq.min_offset, cq.max_offset, cq.max_phys_end) == (0, 25, 24_100)
     assert cq.get(10) == (10_000, 100, 3)
     cq.close()
@@ -95,6 +104,7 @@ def test_empty_queue_has_no_offsets_and_no_phys_end(tmp_path):
 
 
 # -- appending ------------------------------------------------------------------------
+
 
 def test_append_skips_a_queue_offset_already_present(tmp_path):
     cq = new_queue(tmp_path)
@@ -130,8 +140,7 @@ def test_first_unit_above_zero_fills_blank_units_before_it_in_its_segment(tmp_pa
     cq.close()
 
 
-def test_a_queue_left_with_only_an_empty_segment_by_a_crash_starts_where_dispatch_says(
-        tmp_path):
+def test_a_queue_left_with_only_an_empty_segment_by_a_crash_starts_where_dispatch_says(tmp_path):
     cq = new_queue(tmp_path)
     os.makedirs(cq.directory)
     with open(segment_path(cq.directory, 400), "wb") as f:  # created, never written
@@ -162,12 +171,12 @@ def test_append_many_on_an_empty_queue_starts_it_at_the_first_offset(tmp_path):
     units = b"".join(CQ_UNIT.pack(n * 1000, 100, 0) for n in range(8, 13))
     assert cq.append_many(8, units) == 5
     assert (cq.min_offset, cq.max_offset) == (8, 13)
-    assert sorted(os.listdir(cq.directory)) == ["00000000000000000000",
-                                                "00000000000000000200"]
+    assert sorted(os.listdir(cq.directory)) == ["00000000000000000000", "00000000000000000200"]
     cq.close()
 
 
 # -- reading --------------------------------------------------------------------------
+
 
 def test_read_units_stops_at_max_offset_and_at_a_segment_end(tmp_path):
     cq = new_queue(tmp_path)
@@ -192,8 +201,8 @@ def test_offset_by_timestamp_returns_the_first_offset_stored_at_or_after(tmp_pat
 
     assert cq.offset_by_timestamp(1500, store_time_of) == 2
     assert cq.offset_by_timestamp(1501, store_time_of) == 4
-    assert cq.offset_by_timestamp(0, store_time_of) == 0          # before all: min offset
-    assert cq.offset_by_timestamp(10 ** 13, store_time_of) == 25  # after all: max offset
+    assert cq.offset_by_timestamp(0, store_time_of) == 0  # before all: min offset
+    assert cq.offset_by_timestamp(10**13, store_time_of) == 25  # after all: max offset
     for n in range(6):  # records gone from the commit log count as older
         del store_time[n * 1000]
     assert cq.offset_by_timestamp(0, store_time_of) == 6
@@ -201,6 +210,7 @@ def test_offset_by_timestamp_returns_the_first_offset_stored_at_or_after(tmp_pat
 
 
 # -- recovery -------------------------------------------------------------------------
+
 
 def write_at(path: str, pos: int, data: bytes) -> None:
     with open(path, "r+b") as f:
@@ -218,13 +228,14 @@ def test_recovery_ends_at_a_zeroed_unit_and_zeroes_the_stale_tail_after_it(tmp_p
     cq = reopen(cq)
     assert (cq.max_offset, cq.max_phys_end) == (12, 11_100)
     with open(path, "rb") as f:
-        assert f.read()[2 * CQ_UNIT_SIZE:] == bytes(SEGMENT_BYTES - 2 * CQ_UNIT_SIZE)
+        assert f.read()[2 * CQ_UNIT_SIZE :] == bytes(SEGMENT_BYTES - 2 * CQ_UNIT_SIZE)
     assert cq.append(12, 12_000, 100, 0)  # re-dispatch continues from there
     cq.close()
 
 
-@pytest.mark.parametrize("torn", [unit_bytes(-1, 100, 0), unit_bytes(5000, 0, 3),
-                                  unit_bytes(5000, -7, 3)])
+@pytest.mark.parametrize(
+    "torn", [unit_bytes(-1, 100, 0), unit_bytes(5000, 0, 3), unit_bytes(5000, -7, 3)]
+)
 def test_recovery_ends_at_a_unit_with_negative_phys_or_nonpositive_size(tmp_path, torn):
     cq = new_queue(tmp_path)
     fill(cq, 8)
@@ -277,13 +288,13 @@ def test_recovery_of_an_empty_directory_leaves_an_empty_queue(tmp_path):
 
 # -- truncation and deletion --------------------------------------------------------------
 
+
 def test_truncate_phys_removes_the_units_at_or_past_the_cut(tmp_path):
     cq = new_queue(tmp_path)
     fill(cq, 25)
     assert cq.truncate_phys(11_000) == 14  # units 11..24 point at 11,000 and beyond
     assert (cq.max_offset, cq.max_phys_end) == (11, 10_100)
-    assert sorted(os.listdir(cq.directory)) == ["00000000000000000000",
-                                                "00000000000000000200"]
+    assert sorted(os.listdir(cq.directory)) == ["00000000000000000000", "00000000000000000200"]
     with open(segment_path(cq.directory, 200), "rb") as f:
         assert f.read()[CQ_UNIT_SIZE:] == bytes(SEGMENT_BYTES - CQ_UNIT_SIZE)
     assert cq.truncate_phys(50_000) == 0
@@ -307,8 +318,7 @@ def test_delete_expired_deletes_whole_head_segments_and_corrects_min_offset(tmp_
     cq = new_queue(tmp_path)
     fill(cq, 25)
     assert cq.delete_expired(12_500) == 1  # segment 0 ends at phys 9,000; segment 1 at 19,000
-    assert sorted(os.listdir(cq.directory)) == ["00000000000000000200",
-                                                "00000000000000000400"]
+    assert sorted(os.listdir(cq.directory)) == ["00000000000000000200", "00000000000000000400"]
     assert (cq.min_offset, cq.max_offset) == (13, 25)  # unit 13 is the first at >= 12,500
     assert cq.get(12) is None and cq.read_units(12, 5) == b""
     assert cq.get(13) == (13_000, 100, 6)
@@ -318,10 +328,10 @@ def test_delete_expired_deletes_whole_head_segments_and_corrects_min_offset(tmp_
 def test_delete_expired_never_deletes_the_last_segment(tmp_path):
     cq = new_queue(tmp_path)
     fill(cq, 25)
-    assert cq.delete_expired(10 ** 9) == 2
+    assert cq.delete_expired(10**9) == 2
     assert os.listdir(cq.directory) == ["00000000000000000400"]
     assert (cq.min_offset, cq.max_offset) == (25, 25)  # nothing left to read
-    assert cq.delete_expired(10 ** 9) == 0
+    assert cq.delete_expired(10**9) == 0
     cq.close()
 
 
@@ -337,6 +347,7 @@ def test_min_offset_only_moves_forward(tmp_path):
 
 # -- flush ----------------------------------------------------------------------------
 
+
 def test_flush_in_a_worker_thread_syncs_what_was_written(tmp_path):
     cq = new_queue(tmp_path)
     fill(cq, 15)
@@ -351,16 +362,17 @@ def test_flush_in_a_worker_thread_syncs_what_was_written(tmp_path):
 # -- round trip -----------------------------------------------------------------------
 
 units_strategy = st.lists(
-    st.tuples(st.integers(1, 2 ** 20), st.integers(1, 2 ** 31 - 2),
-              st.integers(-2 ** 63, 2 ** 63 - 1)),
-    min_size=1, max_size=40)
+    st.tuples(st.integers(1, 2**20), st.integers(1, 2**31 - 2), st.integers(-(2**63), 2**63 - 1)),
+    min_size=1,
+    max_size=40,
+)
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(first=st.integers(0, 30), fields=units_strategy, batch=st.booleans())
-def test_units_round_trip_through_append_read_and_recovery(tmp_path_factory, first, fields,
-                                                           batch):
+def test_units_round_trip_through_append_read_and_recovery(tmp_path_factory, first, fields, batch):
     cq = new_queue(tmp_path_factory.mktemp("cq"))
     phys, expected = 0, []
     for gap, size, tags_code in fields:  # phys offsets grow along the queue
@@ -388,6 +400,7 @@ def assert_holds(cq: ConsumeQueue, first: int, expected: list[tuple[int, int, in
 
 
 # -- ConsumeQueueStore ------------------------------------------------------------------
+
 
 def new_store(tmp_path) -> ConsumeQueueStore:
     return ConsumeQueueStore(str(tmp_path / "consumequeue"), units_per_file=UNITS)

@@ -55,7 +55,7 @@ def test_the_store_keeps_at_most_max_open_files_segments_mapped(tmp_path):
     assert store.open_files <= 20
     assert mappings_under(root) <= 20 and open_fds_under(root) <= 20
     assert store.evictions >= 280
-    for q in range(300):   # every queue reads back after it was unmapped
+    for q in range(300):  # every queue reads back after it was unmapped
         cq = store.get(f"t{q // 8}", q % 8)
         assert cq is not None and (cq.min_offset, cq.max_offset) == (0, 3)
         assert [cq.get(i) for i in range(3)] == [(q * 1000 + i * 10, 10, q) for i in range(3)]
@@ -68,9 +68,9 @@ def test_an_unmapped_queue_maps_again_for_every_operation(tmp_path):
     store = ConsumeQueueStore(root, units_per_file=UNITS, max_open_files=1)
     a = store.find_or_create("a", 0)
     b = store.find_or_create("b", 0)
-    for i in range(25):               # three segments
+    for i in range(25):  # three segments
         a.append(i, 100 + i * 10, 10, 0)
-    b.append(0, 5, 1, 0)              # a is unmapped now
+    b.append(0, 5, 1, 0)  # a is unmapped now
     assert a.mapped_count == 0
     assert a.read_units(12, 2) == CQ_UNIT.pack(220, 10, 0) + CQ_UNIT.pack(230, 10, 0)
     b.append(1, 6, 1, 0)
@@ -95,7 +95,7 @@ def test_sweeps_skip_queues_with_nothing_to_do_without_mapping_them(tmp_path):
     root = str(tmp_path / "cq")
     store = ConsumeQueueStore(root, units_per_file=UNITS, max_open_files=5)
     fill(store, 50)
-    store.delete_expired(0)           # learns each queue's head
+    store.delete_expired(0)  # learns each queue's head
     before = store.evictions
     assert store.truncate_phys(10**9) == 0
     assert store.delete_expired(0) == 0
@@ -108,7 +108,7 @@ def test_units_written_before_an_unmap_are_synced_by_the_next_flush(tmp_path):
     store = ConsumeQueueStore(root, units_per_file=UNITS, max_open_files=1)
     a = store.find_or_create("a", 0)
     a.append(0, 0, 10, 0)
-    store.find_or_create("b", 0).append(0, 10, 10, 0)   # unmaps a, unsynced
+    store.find_or_create("b", 0).append(0, 10, 10, 0)  # unmaps a, unsynced
     assert a.mapped_count == 0 and a.dirty_bytes == CQ_UNIT.size
     store.flush()
     assert a.dirty_bytes == 0 and a.mapped_count == 0
@@ -142,12 +142,12 @@ def test_eviction_while_the_flush_thread_syncs_never_closes_its_descriptor(tmp_p
     fill(store, 4, units=2)
     flusher = threading.Thread(target=store.flush)
     flusher.start()
-    assert io.entered.wait(10)        # the flush thread is inside a sync now
+    assert io.entered.wait(10)  # the flush thread is inside a sync now
     fill(store, 60, units=2, first=4)  # evicts every queue it is syncing, on this thread
     assert store.open_files <= 4
     first = store.get("t0", 0)
     assert first is not None and first.mapped_count == 0
-    first.append(2, 7, 7, 0)          # mapped again while the sync still waits
+    first.append(2, 7, 7, 0)  # mapped again while the sync still waits
     io.release.set()
     flusher.join(10)
     assert not flusher.is_alive() and io.fd_valid_after_wait is True

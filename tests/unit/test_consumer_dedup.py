@@ -11,10 +11,21 @@ from pocketmq.client.model import ConsumeResult, MessageExt
 
 
 def msg(uniq_id: str, offset: int = 0) -> MessageExt:
-    return MessageExt(topic="t", body=uniq_id.encode(), tags="", keys=[], properties={},
-                      msg_id=uniq_id, offset_msg_id="", broker_name="b", queue_id=0,
-                      queue_offset=offset, store_timestamp_ms=0, born_timestamp_ms=0,
-                      reconsume_times=0)
+    return MessageExt(
+        topic="t",
+        body=uniq_id.encode(),
+        tags="",
+        keys=[],
+        properties={},
+        msg_id=uniq_id,
+        offset_msg_id="",
+        broker_name="b",
+        queue_id=0,
+        queue_offset=offset,
+        store_timestamp_ms=0,
+        born_timestamp_ms=0,
+        reconsume_times=0,
+    )
 
 
 class Clock:
@@ -41,7 +52,7 @@ def test_the_oldest_ids_are_forgotten_past_the_count() -> None:
         window.add(uniq_id)
     assert "a" not in window
     assert all(u in window for u in "bcd")
-    window.add("b")                    # seen again: now the newest
+    window.add("b")  # seen again: now the newest
     window.add("e")
     assert "c" not in window and "b" in window
 
@@ -69,7 +80,8 @@ def test_sync_listener_sees_each_id_once_and_a_failure_is_not_remembered() -> No
 
 @pytest.mark.parametrize("first_ok", [True, False])
 async def test_a_copy_in_flight_waits_for_the_first_and_is_dropped_if_it_succeeded(
-        first_ok: bool) -> None:
+    first_ok: bool,
+) -> None:
     window = DedupWindow(window_s=60.0)
     release = asyncio.Event()
     calls: list[str] = []
@@ -100,7 +112,8 @@ async def test_two_batches_sharing_ids_never_wait_on_each_other() -> None:
         return ConsumeResult.CONSUME_SUCCESS
 
     wrapped = dedup_listener(listener, window)
-    results = await asyncio.wait_for(asyncio.gather(
-        wrapped([msg("x"), msg("y")]), wrapped([msg("y"), msg("x")])), timeout=2)
+    results = await asyncio.wait_for(
+        asyncio.gather(wrapped([msg("x"), msg("y")]), wrapped([msg("y"), msg("x")])), timeout=2
+    )
     assert results == [ConsumeResult.CONSUME_SUCCESS] * 2
     assert window.dropped == 2

@@ -33,15 +33,19 @@ def checkout(tmp_path: Path) -> Path:
 
 
 def dev_sh(checkout: Path, *args: str) -> list[str]:
-    result = subprocess.run(["./dev.sh", *args], cwd=checkout, capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        ["./dev.sh", *args], cwd=checkout, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return (checkout / ".venv" / "bin" / "calls.log").read_text().splitlines()
 
 
 def installs(calls: list[str]) -> list[str]:
-    return [c.removeprefix("python -m pip install -e ") for c in calls
-            if c.startswith("python -m pip install -e ")]
+    return [
+        c.removeprefix("python -m pip install -e ")
+        for c in calls
+        if c.startswith("python -m pip install -e ")
+    ]
 
 
 def test_start_installs_pocketmq_without_the_test_and_spark_extras(checkout):
@@ -55,7 +59,7 @@ def test_test_installs_the_extras_and_start_then_installs_nothing_more(checkout)
     assert installs(calls) == [".[dev,spark]"]
     assert calls[-1] == "python -m pytest -q tests/unit"
     (checkout / ".venv" / "bin" / "calls.log").unlink()
-    assert installs(dev_sh(checkout, "start")) == []     # a superset is installed already
+    assert installs(dev_sh(checkout, "start")) == []  # a superset is installed already
 
 
 def test_start_after_start_reinstalls_nothing(checkout):

@@ -30,11 +30,11 @@ ROOT = Path(__file__).resolve().parents[2]
 # The compose topology is `cluster up --brokers 2 --replicas 1` with the default ports, its
 # controller on etcd in three nameservers instead of a file in one.
 LAYOUT = cluster_layout(2, 1, broker_port=10911, v2_port=8081)
-BROKERS = tuple(m.label for m in LAYOUT)      # broker-a, broker-a-1, broker-b, broker-b-1
+BROKERS = tuple(m.label for m in LAYOUT)  # broker-a, broker-a-1, broker-b, broker-b-1
 NAMESERVERS = ("nameserver", "nameserver-2", "nameserver-3")
 SERVERS = (*NAMESERVERS, *BROKERS)
 ETCD = "http://etcd:2379"
-NAMESRV = ";".join(f"{n}:9876" for n in NAMESERVERS)      # every client's --namesrv
+NAMESRV = ";".join(f"{n}:9876" for n in NAMESERVERS)  # every client's --namesrv
 CONTROLLERS = ",".join(f"{n}:9876" for n in NAMESERVERS)  # every broker's --controller
 ACL_IN_CONTAINER = "/etc/pocketmq/acl.toml"
 KEYS_IN_CONTAINER = "/etc/pocketmq/broker.toml"
@@ -95,17 +95,29 @@ def test_server_commands_equal_the_commands_cluster_up_runs(services):
     for name in NAMESERVERS:
         ns = parse(services[name]["command"])
         assert services[name]["command"] == nameserver_command(
-            port=ns.port, host="0.0.0.0", controller_etcd=ETCD, advertise=f"{name}:{ns.port}",
-            acl_file=ACL_IN_CONTAINER)
+            port=ns.port,
+            host="0.0.0.0",
+            controller_etcd=ETCD,
+            advertise=f"{name}:{ns.port}",
+            acl_file=ACL_IN_CONTAINER,
+        )
     for member in LAYOUT:
         service = services[member.label]
         assert service["command"] == broker_command(
-            member.index, broker_id=member.broker_id, role=LAYOUT[0].role, port=member.port,
-            ha_port=member.ha_port, v2_port=member.v2_port, namesrv=NAMESRV,
-            data_dir="/data", host="0.0.0.0",
+            member.index,
+            broker_id=member.broker_id,
+            role=LAYOUT[0].role,
+            port=member.port,
+            ha_port=member.ha_port,
+            v2_port=member.v2_port,
+            namesrv=NAMESRV,
+            data_dir="/data",
+            host="0.0.0.0",
             broker_ip=service["networks"]["pocketmq"]["ipv4_address"],
-            acl_file=ACL_IN_CONTAINER, config_file=KEYS_IN_CONTAINER,
-            controller=CONTROLLERS), member.label
+            acl_file=ACL_IN_CONTAINER,
+            config_file=KEYS_IN_CONTAINER,
+            controller=CONTROLLERS,
+        ), member.label
 
 
 def test_every_nameserver_runs_the_controller_on_etcd_and_names_itself_to_brokers(services):
@@ -120,17 +132,28 @@ def test_every_nameserver_runs_the_controller_on_etcd_and_names_itself_to_broker
 
 def test_each_broker_name_is_two_controller_mode_members_that_parse_as_such(services):
     for member in LAYOUT:
-        config = load_config(BrokerConfig, toml_path=str(ROOT / "config" / "broker.toml"),
-                             section="broker", args=parse(services[member.label]["command"]))
+        config = load_config(
+            BrokerConfig,
+            toml_path=str(ROOT / "config" / "broker.toml"),
+            section="broker",
+            args=parse(services[member.label]["command"]),
+        )
         assert (config.broker_name, config.broker_id, config.broker_role) == (
-            member.broker_name, controller_id(member.broker_id), "SYNC_MASTER")
+            member.broker_name,
+            controller_id(member.broker_id),
+            "SYNC_MASTER",
+        )
         assert config.controller_mode and config.controller_addr == CONTROLLERS
         assert config.ha_listen_port == config.port + 1
-        if member.broker_id:   # the replica starts once the first member is up
+        if member.broker_id:  # the replica starts once the first member is up
             master = services[member.label]["depends_on"][member.broker_name]
             assert master["condition"] == "service_healthy"
     assert {(m.broker_name, m.broker_id) for m in LAYOUT} == {
-        ("broker-a", 0), ("broker-a", 1), ("broker-b", 0), ("broker-b", 1)}
+        ("broker-a", 0),
+        ("broker-a", 1),
+        ("broker-b", 0),
+        ("broker-b", 1),
+    }
 
 
 def test_one_service_builds_the_image_and_every_other_runs_it_without_pulling(services):
@@ -139,7 +162,7 @@ def test_one_service_builds_the_image_and_every_other_runs_it_without_pulling(se
     assert builders == ["nameserver"], builders
     for name, service in ours.items():
         if name not in builders:
-            assert service["pull_policy"] == "never", name   # never a registry's pocketmq
+            assert service["pull_policy"] == "never", name  # never a registry's pocketmq
 
 
 def test_no_container_gets_an_anonymous_volume(services):
@@ -163,8 +186,12 @@ def test_replicas_sign_replication_with_an_admin_account_of_the_shipped_acl(serv
     for name in BROKERS:
         service = services[name]
         assert f"./config/broker.toml:{KEYS_IN_CONTAINER}:ro" in service["volumes"], name
-        config = load_config(BrokerConfig, toml_path=str(ROOT / "config" / "broker.toml"),
-                             section="broker", args=parse(service["command"]))
+        config = load_config(
+            BrokerConfig,
+            toml_path=str(ROOT / "config" / "broker.toml"),
+            section="broker",
+            args=parse(service["command"]),
+        )
         account = acl.accounts[config.access_key]
         assert account.admin and account.secret_key == config.secret_key, name
 
@@ -193,7 +220,10 @@ def test_ports_and_addresses_agree_between_services(services):
         config = load_config(BrokerConfig, args=parse(service["command"]))
         assert config.broker_name == member.broker_name
         assert (config.port, config.ha_listen_port, config.v2_port) == (
-            member.port, member.ha_port, member.v2_port), member.label
+            member.port,
+            member.ha_port,
+            member.v2_port,
+        ), member.label
         assert config.namesrv_addr_list == NAMESRV.split(";")
         assert config.advertised_ip == service["networks"]["pocketmq"]["ipv4_address"]
         assert published(service) == {config.port: config.port, config.v2_port: config.v2_port}

@@ -65,8 +65,8 @@ def test_kip_101_scenario_1_replica_keeps_what_the_leader_also_has():
 
 def test_kip_101_scenario_2_diverged_tails_are_cut_at_the_epoch_boundary():
     # both wrote different records after 100 under different epochs
-    replica = [E(1, 0), E(2, 100)]          # the old master of epoch 2 wrote [100, 180)
-    master = [E(1, 0), E(3, 100)]           # the new master of epoch 3 wrote [100, 260)
+    replica = [E(1, 0), E(2, 100)]  # the old master of epoch 2 wrote [100, 180)
+    master = [E(1, 0), E(3, 100)]  # the new master of epoch 3 wrote [100, 260)
     assert consistent_point(replica, 180, master, 260) == 100
 
 
@@ -85,6 +85,7 @@ def test_a_replica_behind_in_the_same_epoch_keeps_everything():
 
 
 # -- property: the point never keeps a byte the two logs do not share -----------------------
+
 
 @st.composite
 def histories(draw):

@@ -27,9 +27,16 @@ def encode(offset, epoch, start, records, lazy_ack):
 @pytest.fixture
 def master(tmp_path):
     store = open_store(small_config(tmp_path / "m"))
-    service = ReplicationService(store, broker_name="b", batch_bytes=1 << 20, heartbeat_s=30,
-                                 housekeeping_s=60, fallbehind_max_bytes=1 << 30,
-                                 min_sync_replicas=1, is_master=lambda: True)
+    service = ReplicationService(
+        store,
+        broker_name="b",
+        batch_bytes=1 << 20,
+        heartbeat_s=30,
+        housekeeping_s=60,
+        fallbehind_max_bytes=1 << 30,
+        min_sync_replicas=1,
+        is_master=lambda: True,
+    )
     store.add_append_listener(service.on_append)
     yield store, service
     service.close()
@@ -74,13 +81,13 @@ async def test_records_sent_while_a_sync_send_waits_are_not_lazy(master):
     frames = service.frames(state, 0, encode)
     first_end = put(store)
     waiting = asyncio.ensure_future(service.wait_replicated(first_end, 30))
-    await asyncio.sleep(0)          # one loop step: the send registers as a waiter
+    await asyncio.sleep(0)  # one loop step: the send registers as a waiter
     assert service.ack_wanted_by(state, first_end)
     offset, records, lazy = await asyncio.wait_for(anext(frames), 5)
     assert (offset, len(records), lazy) == (0, first_end, False)
     service.on_ack(state, first_end, 0)
     assert await asyncio.wait_for(waiting, 5) is SyncOutcome.OK
-    second_end = put(store)          # nobody waits any more: lazy again
+    second_end = put(store)  # nobody waits any more: lazy again
     offset, records, lazy = await asyncio.wait_for(anext(frames), 5)
     assert (offset, offset + len(records), lazy) == (first_end, second_end, True)
     await frames.aclose()
@@ -89,15 +96,22 @@ async def test_records_sent_while_a_sync_send_waits_are_not_lazy(master):
 async def test_only_the_frame_that_completes_a_waiting_send_asks_for_an_ack(tmp_path):
     store = open_store(small_config(tmp_path / "m"))
     # frames of one record each: a put of three records goes out in three frames
-    service = ReplicationService(store, broker_name="b", batch_bytes=1, heartbeat_s=30,
-                                 housekeeping_s=60, fallbehind_max_bytes=1 << 30,
-                                 min_sync_replicas=1, is_master=lambda: True)
+    service = ReplicationService(
+        store,
+        broker_name="b",
+        batch_bytes=1,
+        heartbeat_s=30,
+        housekeeping_s=60,
+        fallbehind_max_bytes=1 << 30,
+        min_sync_replicas=1,
+        is_master=lambda: True,
+    )
     try:
         state = service.connected(1, "replica", 0)
         frames = service.frames(state, 0, encode)
         end = put(store, 3)
         waiting = asyncio.ensure_future(service.wait_replicated(end, 30))
-        await asyncio.sleep(0)          # one loop step: the send registers as a waiter
+        await asyncio.sleep(0)  # one loop step: the send registers as a waiter
         sent = [await asyncio.wait_for(anext(frames), 5) for _ in range(3)]
         assert [lazy for _offset, _records, lazy in sent] == [True, True, False]
         assert sent[-1][0] + len(sent[-1][1]) == end

@@ -12,18 +12,31 @@ from pocketmq.broker.store.epochs import EpochEntry as E
 
 
 def service(epochs, end, *, min_offset=0, fenced=None, housekeeping_s=10.0):
-    store = SimpleNamespace(epochs=SimpleNamespace(entries=list(epochs),
-                                                   last_epoch=epochs[-1].epoch if epochs else 0),
-                            commitlog=SimpleNamespace(min_offset=min_offset, max_offset=end))
-    return ReplicationService(store, broker_name="b", batch_bytes=1 << 16, heartbeat_s=1,
-                              housekeeping_s=housekeeping_s, fallbehind_max_bytes=1 << 30,
-                              min_sync_replicas=1, is_master=lambda: True,
-                              on_replica_ahead=fenced)
+    store = SimpleNamespace(
+        epochs=SimpleNamespace(entries=list(epochs), last_epoch=epochs[-1].epoch if epochs else 0),
+        commitlog=SimpleNamespace(min_offset=min_offset, max_offset=end),
+    )
+    return ReplicationService(
+        store,
+        broker_name="b",
+        batch_bytes=1 << 16,
+        heartbeat_s=1,
+        housekeeping_s=housekeeping_s,
+        fallbehind_max_bytes=1 << 30,
+        min_sync_replicas=1,
+        is_master=lambda: True,
+        on_replica_ahead=fenced,
+    )
 
 
 def hello(svc, epochs, end, seen=0):
-    return svc.handshake(broker_name="b", replica_id=1, max_offset=end, epochs=list(epochs),
-                         highest_epoch_seen=seen or (epochs[-1].epoch if epochs else 0))
+    return svc.handshake(
+        broker_name="b",
+        replica_id=1,
+        max_offset=end,
+        epochs=list(epochs),
+        highest_epoch_seen=seen or (epochs[-1].epoch if epochs else 0),
+    )
 
 
 def test_a_replica_behind_in_the_same_term_copies_from_its_end():

@@ -26,16 +26,24 @@ from pocketmq.common.message import HOST_V4_SIZE
 from pocketmq.v1 import ha_pb2
 
 int64 = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
-offsets = st.one_of(st.integers(min_value=0, max_value=(1 << 63) - 1),
-                    st.sampled_from([0, 127, 128]))
+offsets = st.one_of(
+    st.integers(min_value=0, max_value=(1 << 63) - 1), st.sampled_from([0, 127, 128])
+)
 
 
 def data_fields():
-    return st.fixed_dictionaries({
-        "offset": offsets, "epoch": int64, "epoch_start_offset": offsets,
-        "master_max_offset": offsets, "master_min_offset": offsets,
-        "records": st.binary(max_size=3000),
-        "confirm_offset": st.one_of(st.none(), int64), "lazy_ack": st.booleans()})
+    return st.fixed_dictionaries(
+        {
+            "offset": offsets,
+            "epoch": int64,
+            "epoch_start_offset": offsets,
+            "master_max_offset": offsets,
+            "master_min_offset": offsets,
+            "records": st.binary(max_size=3000),
+            "confirm_offset": st.one_of(st.none(), int64),
+            "lazy_ack": st.booleans(),
+        }
+    )
 
 
 def as_protobuf(fields: dict) -> ha_pb2.MasterFrame:
@@ -63,15 +71,21 @@ def test_data_frames_protobuf_writes_decode_to_their_fields(fields):
 
 
 def test_decoded_records_are_a_view_into_the_received_frame():
-    raw = wire.encode_data(offset=8, epoch=1, epoch_start_offset=0, master_max_offset=9,
-                           master_min_offset=0, records=b"x" * 100)
+    raw = wire.encode_data(
+        offset=8,
+        epoch=1,
+        epoch_start_offset=0,
+        master_max_offset=9,
+        master_min_offset=0,
+        records=b"x" * 100,
+    )
     frame = wire.decode_master_frame(raw)
     assert isinstance(frame.records, memoryview) and frame.records.obj is raw
 
 
 def test_a_newer_masters_unknown_fields_are_skipped():
     raw = ha_pb2.Data(offset=5, records=b"abc").SerializeToString()
-    raw += b"\x78\x2a" + b"\x82\x01\x03xyz" + b"\x8d\x01\x00\x00\x00\x00"   # 15, 16, 17
+    raw += b"\x78\x2a" + b"\x82\x01\x03xyz" + b"\x8d\x01\x00\x00\x00\x00"  # 15, 16, 17
     outer = b"\x12" + bytes([len(raw)]) + raw
     frame = wire.decode_master_frame(outer)
     assert (frame.offset, bytes(frame.records), frame.lazy_ack) == (5, b"abc", False)
@@ -87,8 +101,10 @@ def test_a_repeated_field_is_read_as_protobuf_reads_it():
 
 
 def test_welcome_and_refuse_frames_come_back_as_protobuf_messages():
-    for message in (ha_pb2.MasterFrame(welcome=ha_pb2.Welcome(master_epoch=3, start_offset=9)),
-                    ha_pb2.MasterFrame(refuse=ha_pb2.Refuse(message="no"))):
+    for message in (
+        ha_pb2.MasterFrame(welcome=ha_pb2.Welcome(master_epoch=3, start_offset=9)),
+        ha_pb2.MasterFrame(refuse=ha_pb2.Refuse(message="no")),
+    ):
         assert wire.decode_master_frame(message.SerializeToString()) == message
     assert wire.serialize(message) == message.SerializeToString()
     assert wire.serialize(b"\x12\x00") == b"\x12\x00"
@@ -96,8 +112,14 @@ def test_welcome_and_refuse_frames_come_back_as_protobuf_messages():
 
 @pytest.mark.parametrize("cut", [2, 5, 20])
 def test_a_truncated_data_frame_is_an_error_not_a_short_frame(cut):
-    raw = wire.encode_data(offset=300, epoch=2, epoch_start_offset=0, master_max_offset=400,
-                           master_min_offset=0, records=b"r" * 40)
+    raw = wire.encode_data(
+        offset=300,
+        epoch=2,
+        epoch_start_offset=0,
+        master_max_offset=400,
+        master_min_offset=0,
+        records=b"r" * 40,
+    )
     inner = raw[2:-cut]
     with pytest.raises((wire.FrameError, DecodeError)):
         wire.decode_master_frame(b"\x12" + bytes([len(inner)]) + inner)
@@ -105,15 +127,22 @@ def test_a_truncated_data_frame_is_an_error_not_a_short_frame(cut):
 
 # -- frame bounds and dispatch columns over real logs ------------------------------------
 
+
 @pytest.fixture(scope="module")
 def master(tmp_path_factory):
     """A log over several segments (so several BLANK fillers) of mixed record sizes."""
     store = open_store(small_config(tmp_path_factory.mktemp("m")))
     rng = random.Random(7)
     for n in range(150):
-        batch = b"".join(record(topic=rng.choice(["a", "b"]), queue_id=rng.randrange(3),
-                                body=b"%d:" % n + b"x" * rng.randint(1, 2500), uniq=f"u{n}-{i}")
-                         for i in range(rng.randint(1, 6)))
+        batch = b"".join(
+            record(
+                topic=rng.choice(["a", "b"]),
+                queue_id=rng.randrange(3),
+                body=b"%d:" % n + b"x" * rng.randint(1, 2500),
+                uniq=f"u{n}-{i}",
+            )
+            for i in range(rng.randint(1, 6))
+        )
         assert store.put_batch(batch).status is PutStatus.PUT_OK
     assert len(store.commitlog.queue.files) >= 3
     yield store
@@ -121,13 +150,15 @@ def master(tmp_path_factory):
 
 
 def boundaries(store) -> list[int]:
-    return [rec.phys_offset for rec in store.commitlog.scan(store.commitlog.min_offset,
-                                                            check_crc=False)]
+    return [
+        rec.phys_offset for rec in store.commitlog.scan(store.commitlog.min_offset, check_crc=False)
+    ]
 
 
-needs_native = pytest.mark.skipif(speedups.NATIVE is None or not hasattr(speedups.NATIVE,
-                                                                         "frame_end"),
-                                  reason="the store's extension is not built")
+needs_native = pytest.mark.skipif(
+    speedups.NATIVE is None or not hasattr(speedups.NATIVE, "frame_end"),
+    reason="the store's extension is not built",
+)
 
 
 @needs_native
@@ -140,8 +171,9 @@ def test_frame_end_matches_the_reference_on_a_real_log(master):
         start = offset - mf.file_from_offset
         limit = rng.randint(start, mf.wrote_position)
         max_bytes = rng.choice([1, 500, 4000, 20000, 1 << 30])
-        assert speedups.NATIVE.frame_end(mf.buffer, start, limit, max_bytes) == \
-            repl.py_frame_end(mf.buffer, start, limit, max_bytes)
+        assert speedups.NATIVE.frame_end(mf.buffer, start, limit, max_bytes) == repl.py_frame_end(
+            mf.buffer, start, limit, max_bytes
+        )
 
 
 @needs_native
@@ -174,7 +206,7 @@ def test_frames_end_on_records_and_never_cross_a_segment_or_a_stop(master):
         data = master.read_for_replica(offset, max_bytes, stop)
         assert data == mf.read(offset - base, walked - (offset - base))
         assert offset + len(data) <= end
-        if len(data) > max_bytes:      # one record only (and a segment's filler after it)
+        if len(data) > max_bytes:  # one record only (and a segment's filler after it)
             assert not [b for b in starts if offset < b < offset + len(data)]
     assert repl.replica_frame(master, master.commitlog.max_offset, 1000) is None
 
@@ -189,9 +221,10 @@ def test_frame_columns_match_the_reference(master):
         data = master.read_for_replica(offset, rng.choice([2000, 30000]))
         end = repl._records_end(data, False)
         try:
-            batch = scan_batch(memoryview(data)[:end], max_body_size=1 << 30,
-                               store_host_size=HOST_V4_SIZE)
-        except Exception:      # a frame holding a segment's filler: not what dispatch sees
+            batch = scan_batch(
+                memoryview(data)[:end], max_body_size=1 << 30, store_host_size=HOST_V4_SIZE
+            )
+        except Exception:  # a frame holding a segment's filler: not what dispatch sees
             continue
         args = (batch.blob, batch.positions, batch.store_ts_positions, offset)
         assert speedups.NATIVE.frame_columns(*args) == repl.py_frame_columns(*args)

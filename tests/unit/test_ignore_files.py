@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-WRITES = re.compile(r"--(?:data-dir|controller-data-dir|to) (\./[\w.$/-]+)"
-                    r"|--json-out ([\w-]+\.\w+)")
+WRITES = re.compile(
+    r"--(?:data-dir|controller-data-dir|to) (\./[\w.$/-]+)"
+    r"|--json-out ([\w-]+\.\w+)"
+)
 
 
 def written_paths() -> set[str]:
@@ -34,19 +36,25 @@ def test_the_readme_writes_somewhere():
     assert {"pocketmq-data", "pocketmq-cluster", "archive"} <= written_paths()
 
 
-@pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(),
-                    reason="needs git and a checkout")
+@pytest.mark.skipif(
+    shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs git and a checkout"
+)
 def test_git_ignores_every_path_the_readme_commands_write():
     for name in sorted(written_paths()):
         probe = f"{name}/x" if "." not in name else name
-        ignored = subprocess.run(["git", "check-ignore", "--no-index", "-q", probe], cwd=ROOT,
-                                 timeout=30)
+        ignored = subprocess.run(
+            ["git", "check-ignore", "--no-index", "-q", probe], cwd=ROOT, timeout=30
+        )
         assert ignored.returncode == 0, f"git does not ignore ./{name}, which the README writes"
 
 
 def test_the_docker_build_context_leaves_out_every_path_the_readme_commands_write():
-    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
-                if line.strip() and not line.startswith("#")]
+    patterns = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     for name in sorted(written_paths()):
         assert any(fnmatch.fnmatch(name, p) for p in patterns), (
-            f".dockerignore does not leave out ./{name}, which the README writes")
+            f".dockerignore does not leave out ./{name}, which the README writes"
+        )

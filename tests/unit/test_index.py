@@ -29,19 +29,23 @@ FILE_BYTES = 40 + SLOTS * 4 + ENTRIES * 20
 T0 = 1_700_000_000_000  # ms
 
 
-def new_service(tmp_path, *, entries: int = ENTRIES, io: StoreIO | None = None,
-                clock: ManualClock | None = None) -> IndexService:
-    service = IndexService(str(tmp_path / "index"), slots=SLOTS, entries=entries, io=io,
-                           clock=clock or ManualClock(T0))
+def new_service(
+    tmp_path, *, entries: int = ENTRIES, io: StoreIO | None = None, clock: ManualClock | None = None
+) -> IndexService:
+    service = IndexService(
+        str(tmp_path / "index"), slots=SLOTS, entries=entries, io=io, clock=clock or ManualClock(T0)
+    )
     service.load(clean_shutdown=True, checkpoint_timestamp_ms=0)
     return service
 
 
-def reopen(service: IndexService, *, clean_shutdown: bool = True,
-           checkpoint_timestamp_ms: int = 0) -> IndexService:
+def reopen(
+    service: IndexService, *, clean_shutdown: bool = True, checkpoint_timestamp_ms: int = 0
+) -> IndexService:
     service.close()
-    again = IndexService(service.directory, slots=SLOTS, entries=service.entries,
-                         clock=ManualClock(T0))
+    again = IndexService(
+        service.directory, slots=SLOTS, entries=service.entries, clock=ManualClock(T0)
+    )
     again.load(clean_shutdown=clean_shutdown, checkpoint_timestamp_ms=checkpoint_timestamp_ms)
     return again
 
@@ -73,6 +77,7 @@ def keys_in_one_slot(topic: str, count: int) -> list[str]:
 
 # -- format ---------------------------------------------------------------------------
 
+
 def test_records_are_40_byte_header_i32_slots_and_20_byte_entries():
     assert (INDEX_HEADER.size, HASH_SLOT.size, INDEX_ENTRY.size) == (40, 4, 20)
     assert IndexFile.size_for(5_000_000, 20_000_000) == 420_000_040  # RocketMQ's default file
@@ -101,16 +106,25 @@ def test_first_put_writes_header_slot_and_entry_one_byte_for_byte(tmp_path):
     assert name == "20231114221320000"  # T0 in UTC, yyyyMMddHHmmssSSS
     data = read_file(service, name)
     assert len(data) == FILE_BYTES
-    assert data[:40] == ((T0 + 1234).to_bytes(8, "big") + (T0 + 1234).to_bytes(8, "big")
-                         + (4096).to_bytes(8, "big") + (4096).to_bytes(8, "big")
-                         + (1).to_bytes(4, "big") + (2).to_bytes(4, "big"))
+    assert data[:40] == (
+        (T0 + 1234).to_bytes(8, "big")
+        + (T0 + 1234).to_bytes(8, "big")
+        + (4096).to_bytes(8, "big")
+        + (4096).to_bytes(8, "big")
+        + (1).to_bytes(4, "big")
+        + (2).to_bytes(4, "big")
+    )
     slot = stored_hash % SLOTS
-    slot_table = data[40:40 + SLOTS * 4]
+    slot_table = data[40 : 40 + SLOTS * 4]
     assert slot_table == bytes(4 * slot) + (1).to_bytes(4, "big") + bytes(4 * (SLOTS - slot - 1))
-    entries = data[40 + SLOTS * 4:]
+    entries = data[40 + SLOTS * 4 :]
     assert entries[:20] == bytes(20)  # entry 0 is never used
-    assert entries[20:40] == (stored_hash.to_bytes(4, "big") + (4096).to_bytes(8, "big")
-                              + (0).to_bytes(4, "big") + (0).to_bytes(4, "big"))
+    assert entries[20:40] == (
+        stored_hash.to_bytes(4, "big")
+        + (4096).to_bytes(8, "big")
+        + (0).to_bytes(4, "big")
+        + (0).to_bytes(4, "big")
+    )
     assert entries[40:] == bytes(len(entries) - 40)
     service.close()
 
@@ -125,8 +139,12 @@ def test_collisions_chain_through_prev_index_and_query_returns_newest_first(tmp_
     slot = key_hash("TopicA", a) % SLOTS
     assert HASH_SLOT.unpack_from(data, 40 + slot * 4) == (4,)
     entries = [INDEX_ENTRY.unpack_from(data, 40 + SLOTS * 4 + n * 20) for n in range(1, 5)]
-    assert entries == [(key_hash("TopicA", a), 100, 0, 0), (key_hash("TopicA", b), 200, 2, 1),
-                       (key_hash("TopicA", a), 300, 5, 2), (key_hash("TopicA", c), 300, 5, 3)]
+    assert entries == [
+        (key_hash("TopicA", a), 100, 0, 0),
+        (key_hash("TopicA", b), 200, 2, 1),
+        (key_hash("TopicA", a), 300, 5, 2),
+        (key_hash("TopicA", c), 300, 5, 3),
+    ]
     assert INDEX_HEADER.unpack_from(data)[4:] == (1, 5)  # one slot used, four entries
     assert service.query("TopicA", a, max_count=10) == [300, 100]
     assert service.query("TopicA", b, max_count=10) == [200]
@@ -148,8 +166,8 @@ def test_put_skips_empty_keys_and_records_at_or_below_the_last_indexed(tmp_path)
     assert service.last_indexed_phys == -1
     service.put("T", ["", "k1", ""], 0, T0)
     assert service.last_indexed_phys == 0
-    service.put("T", ["k2"], 0, T0)       # re-dispatch of the same record
-    service.put("T", [""], 500, T0)       # no key: nothing indexed
+    service.put("T", ["k2"], 0, T0)  # re-dispatch of the same record
+    service.put("T", [""], 500, T0)  # no key: nothing indexed
     assert service.last_indexed_phys == 0
     assert service.query("T", "k2", max_count=5) == []
     assert INDEX_HEADER.unpack_from(read_file(service, index_files(service)[0]))[5] == 2
@@ -157,6 +175,7 @@ def test_put_skips_empty_keys_and_records_at_or_below_the_last_indexed(tmp_path)
 
 
 # -- rolling and querying ---------------------------------------------------------------
+
 
 def test_a_full_file_rolls_to_a_new_one_that_starts_at_its_end(tmp_path):
     clock = ManualClock(T0)
@@ -196,8 +215,9 @@ def test_query_filters_by_store_time_range(tmp_path):
     service = new_service(tmp_path, entries=4)
     for n in range(9):  # one record every 10 s
         service.put("T", ["k"], 100 * (n + 1), T0 + n * 10_000)
-    assert service.query("T", "k", max_count=50, begin_timestamp_ms=T0 + 20_000,
-                         end_timestamp_ms=T0 + 50_000) == [600, 500, 400, 300]
+    assert service.query(
+        "T", "k", max_count=50, begin_timestamp_ms=T0 + 20_000, end_timestamp_ms=T0 + 50_000
+    ) == [600, 500, 400, 300]
     assert service.query("T", "k", max_count=50, begin_timestamp_ms=T0 + 75_000) == [900]
     assert service.query("T", "k", max_count=50, end_timestamp_ms=T0 - 1) == []
     service.close()
@@ -212,6 +232,7 @@ def test_a_record_stored_within_the_first_second_of_the_range_is_a_candidate(tmp
 
 
 # -- flush, close and reopen --------------------------------------------------------------
+
 
 def test_flush_returns_the_newest_files_end_timestamp_and_runs_in_a_worker(tmp_path):
     service = new_service(tmp_path, entries=4)
@@ -245,7 +266,7 @@ def test_reopened_empty_file_that_follows_a_full_one_keeps_the_last_indexed(tmp_
     service.put("T", ["a", "b", "c"], 300, T0)
     service.put("T", ["d", "e", "f"], 400, T0)
     service.truncate_phys(400)  # deletes the second file
-    service._roll()             # an empty file carrying the first one's end
+    service._roll()  # an empty file carrying the first one's end
     service = reopen(service)
     assert service.last_indexed_phys == 300
 
@@ -265,8 +286,7 @@ def test_a_deleted_index_directory_loads_empty(tmp_path):
     service.close()
 
 
-def test_load_ignores_foreign_names_and_deletes_a_wrong_size_file_and_newer_ones(
-        tmp_path, caplog):
+def test_load_ignores_foreign_names_and_deletes_a_wrong_size_file_and_newer_ones(tmp_path, caplog):
     service = new_service(tmp_path, entries=4)
     for n in range(7):
         service.put("T", ["k"], 100 * (n + 1), T0)
@@ -284,6 +304,7 @@ def test_load_ignores_foreign_names_and_deletes_a_wrong_size_file_and_newer_ones
 
 
 # -- crash ----------------------------------------------------------------------------
+
 
 def test_crash_load_deletes_files_that_end_after_the_checkpoint(tmp_path, caplog):
     service = new_service(tmp_path, entries=4)
@@ -323,6 +344,7 @@ def test_crash_load_rebuilds_slots_that_point_past_the_header_index_count(tmp_pa
 
 # -- deletion -------------------------------------------------------------------------
 
+
 def test_truncate_phys_deletes_the_files_reaching_the_cut(tmp_path):
     service = new_service(tmp_path, entries=4)
     for n in range(7):  # files hold phys 100..300, 400..600, 700
@@ -343,10 +365,10 @@ def test_delete_below_deletes_old_files_but_never_the_newest(tmp_path):
     for n in range(7):
         service.put("T", ["k"], 100 * (n + 1), T0 + n)
     names = index_files(service)
-    assert service.delete_below(300) == 0   # the first file ends at 300
+    assert service.delete_below(300) == 0  # the first file ends at 300
     assert service.delete_below(301) == 1
     assert index_files(service) == names[1:]
-    assert service.delete_below(10 ** 9) == 1
+    assert service.delete_below(10**9) == 1
     assert index_files(service) == names[2:]
     assert service.last_indexed_phys == 700
     service.destroy()
@@ -354,6 +376,7 @@ def test_delete_below_deletes_old_files_but_never_the_newest(tmp_path):
 
 
 # -- disk full ------------------------------------------------------------------------
+
 
 class FullDisk(StoreIO):
     full = False
@@ -381,11 +404,16 @@ def test_a_full_disk_fails_the_put_that_needs_a_new_file_and_leaves_no_file(tmp_
 
 # -- model ----------------------------------------------------------------------------
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(records=st.lists(st.lists(st.sampled_from([f"key{n}" for n in range(12)]),
-                                 max_size=3), max_size=30),
-       entries=st.integers(2, 6))
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    records=st.lists(
+        st.lists(st.sampled_from([f"key{n}" for n in range(12)]), max_size=3), max_size=30
+    ),
+    entries=st.integers(2, 6),
+)
 def test_query_returns_what_a_dict_of_lists_would(tmp_path_factory, records, entries):
     service = new_service(tmp_path_factory.mktemp("idx"), entries=entries)
     model: dict[str, list[int]] = {}
@@ -402,19 +430,26 @@ def test_query_returns_what_a_dict_of_lists_would(tmp_path_factory, records, ent
 
 # -- offline reading ------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(("slots", "entries"), [(SLOTS, ENTRIES), (1000, 5000), (7, 3)])
 def test_iter_index_entries_reads_every_entry_given_the_slot_count(tmp_path, slots, entries):
-    service = IndexService(str(tmp_path / "index"), slots=slots, entries=entries,
-                           clock=ManualClock(T0))
+    service = IndexService(
+        str(tmp_path / "index"), slots=slots, entries=entries, clock=ManualClock(T0)
+    )
     service.load(clean_shutdown=True, checkpoint_timestamp_ms=0)
     written = []
     for n in range(12):
         service.put("T", [f"k{n}", f"u{n}"], 4096 * (n + 1), T0 + n)
-        written += [(key_hash("T", f"k{n}"), 4096 * (n + 1)),
-                    (key_hash("T", f"u{n}"), 4096 * (n + 1))]
+        written += [
+            (key_hash("T", f"k{n}"), 4096 * (n + 1)),
+            (key_hash("T", f"u{n}"), 4096 * (n + 1)),
+        ]
     service.close()
-    read = [entry for name in index_files(service)
-            for entry in iter_index_entries(os.path.join(service.directory, name), slots=slots)]
+    read = [
+        entry
+        for name in index_files(service)
+        for entry in iter_index_entries(os.path.join(service.directory, name), slots=slots)
+    ]
     assert read == written
 
 
@@ -423,5 +458,6 @@ def test_iter_index_entries_of_an_empty_file_yields_nothing(tmp_path):
     service._roll()
     service.close()
     (name,) = index_files(service)
-    assert list(iter_index_entries(os.path.join(service.directory, name),
-                                   slots=service.slots)) == []
+    assert (
+        list(iter_index_entries(os.path.join(service.directory, name), slots=service.slots)) == []
+    )

@@ -13,12 +13,23 @@ ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = {
     "common": ("pocketmq.common",),
     "broker/store": ("pocketmq.common", "pocketmq.broker.store"),
-    "broker": ("pocketmq.common", "pocketmq.broker", "pocketmq.v1", "pocketmq.nameserver",
-               "pocketmq.rmqv2", "pocketmq.security"),
+    "broker": (
+        "pocketmq.common",
+        "pocketmq.broker",
+        "pocketmq.v1",
+        "pocketmq.nameserver",
+        "pocketmq.rmqv2",
+        "pocketmq.security",
+    ),
     "security": ("pocketmq.common", "pocketmq.security"),
     "client": ("pocketmq.common", "pocketmq.client", "pocketmq.v1"),
-    "nameserver": ("pocketmq.common", "pocketmq.nameserver", "pocketmq.v1", "pocketmq.security",
-                   "pocketmq.controller"),
+    "nameserver": (
+        "pocketmq.common",
+        "pocketmq.nameserver",
+        "pocketmq.v1",
+        "pocketmq.security",
+        "pocketmq.controller",
+    ),
     "controller": ("pocketmq.common", "pocketmq.controller", "pocketmq.v1", "pocketmq.etcd"),
     "dashboard": ("pocketmq.common", "pocketmq.client", "pocketmq.dashboard"),
 }
@@ -51,6 +62,7 @@ def test_layer_imports_only_what_its_contract_allows(folder):
             if name.startswith("pocketmq.") and not name.startswith(allowed):
                 problems.append(f"{path.relative_to(ROOT)} imports {name}")
             if name.split(".")[0] in {f.split(".")[0] for f in forbidden} and any(
-                    name == f or name.startswith(f + ".") for f in forbidden):
+                name == f or name.startswith(f + ".") for f in forbidden
+            ):
                 problems.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not problems, "\n".join(problems)

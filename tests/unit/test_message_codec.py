@@ -28,20 +28,20 @@ from pocketmq.common.msgid import UniqueIdGenerator, decode_offset_msg_id, encod
 def hand_built_record() -> bytes:
     body, topic, props = b"hello", b"orders", b"TAGS\x01paid\x02"
     parts = [
-        struct.pack(">i", 91 + len(body) + len(topic) + len(props)),   # TOTALSIZE
-        struct.pack(">I", 0xDAA320A7),                                 # MAGICCODE
-        struct.pack(">i", zlib.crc32(body) & 0x7FFFFFFF),              # BODYCRC
-        struct.pack(">i", 3),                                          # QUEUEID
-        struct.pack(">i", 7),                                          # FLAG
-        struct.pack(">q", 11),                                         # QUEUEOFFSET
-        struct.pack(">q", 4096),                                       # PHYSICALOFFSET
-        struct.pack(">i", 0),                                          # SYSFLAG
-        struct.pack(">q", 1_700_000_000_000),                          # BORNTIMESTAMP
-        bytes([10, 0, 0, 1]) + struct.pack(">i", 5555),                # BORNHOST
-        struct.pack(">q", 1_700_000_000_123),                          # STORETIMESTAMP
-        bytes([127, 0, 0, 1]) + struct.pack(">i", 10911),              # STOREHOST
-        struct.pack(">i", 2),                                          # RECONSUMETIMES
-        struct.pack(">q", 0),                                          # PREPARED TX OFFSET
+        struct.pack(">i", 91 + len(body) + len(topic) + len(props)),  # TOTALSIZE
+        struct.pack(">I", 0xDAA320A7),  # MAGICCODE
+        struct.pack(">i", zlib.crc32(body) & 0x7FFFFFFF),  # BODYCRC
+        struct.pack(">i", 3),  # QUEUEID
+        struct.pack(">i", 7),  # FLAG
+        struct.pack(">q", 11),  # QUEUEOFFSET
+        struct.pack(">q", 4096),  # PHYSICALOFFSET
+        struct.pack(">i", 0),  # SYSFLAG
+        struct.pack(">q", 1_700_000_000_000),  # BORNTIMESTAMP
+        bytes([10, 0, 0, 1]) + struct.pack(">i", 5555),  # BORNHOST
+        struct.pack(">q", 1_700_000_000_123),  # STORETIMESTAMP
+        bytes([127, 0, 0, 1]) + struct.pack(">i", 10911),  # STOREHOST
+        struct.pack(">i", 2),  # RECONSUMETIMES
+        struct.pack(">q", 0),  # PREPARED TX OFFSET
         struct.pack(">i", len(body)) + body,
         bytes([len(topic)]) + topic,
         struct.pack(">h", len(props)) + props,
@@ -51,10 +51,19 @@ def hand_built_record() -> bytes:
 
 def test_encode_record_matches_the_rocketmq_layout_byte_for_byte():
     record = encode_record(
-        topic="orders", body=b"hello", queue_id=3, flag=7, properties={"TAGS": "paid"},
-        born_timestamp_ms=1_700_000_000_000, born_host=pack_host(("10.0.0.1", 5555)),
-        store_timestamp_ms=1_700_000_000_123, store_host=pack_host(("127.0.0.1", 10911)),
-        reconsume_times=2, queue_offset=11, phys_offset=4096)
+        topic="orders",
+        body=b"hello",
+        queue_id=3,
+        flag=7,
+        properties={"TAGS": "paid"},
+        born_timestamp_ms=1_700_000_000_000,
+        born_host=pack_host(("10.0.0.1", 5555)),
+        store_timestamp_ms=1_700_000_000_123,
+        store_host=pack_host(("127.0.0.1", 10911)),
+        reconsume_times=2,
+        queue_offset=11,
+        phys_offset=4096,
+    )
     assert record == hand_built_record()
 
 
@@ -64,27 +73,30 @@ def test_decode_record_reads_every_field_of_a_hand_built_record():
     assert msg.born_host == ("10.0.0.1", 5555)
     assert msg.store_host == ("127.0.0.1", 10911)
     assert msg.store_timestamp_ms == 1_700_000_000_123
-    assert (msg.topic, msg.body, msg.tags, msg.reconsume_times) == ("orders", b"hello",
-                                                                     "paid", 2)
+    assert (msg.topic, msg.body, msg.tags, msg.reconsume_times) == ("orders", b"hello", "paid", 2)
 
 
 def test_ipv6_hosts_set_sysflag_bits_and_round_trip():
-    record = encode_record(topic="t", body=b"x", born_host=pack_host(("::1", 1)),
-                           store_host=pack_host(("fe80::2", 2)))
+    record = encode_record(
+        topic="t", body=b"x", born_host=pack_host(("::1", 1)), store_host=pack_host(("fe80::2", 2))
+    )
     msg = decode_record(record)
     assert msg.sysflag & SysFlag.BORNHOST_V6 and msg.sysflag & SysFlag.STOREHOST_V6
     assert msg.born_host == ("::1", 1) and msg.store_host == ("fe80::2", 2)
     assert len(record) == record_size(1, 1, 0, born_host_size=20, store_host_size=20)
 
 
-@pytest.mark.parametrize(("offset", "value", "expected"), [
-    (4, b"\0\0\0\0", "magic code"),
-    (8, b"\0\0\0\1", "body CRC"),
-    (0, struct.pack(">i", 5000), "TOTALSIZE"),
-])
+@pytest.mark.parametrize(
+    ("offset", "value", "expected"),
+    [
+        (4, b"\0\0\0\0", "magic code"),
+        (8, b"\0\0\0\1", "body CRC"),
+        (0, struct.pack(">i", 5000), "TOTALSIZE"),
+    ],
+)
 def test_decode_rejects_damaged_records_with_the_reason(offset, value, expected):
     raw = bytearray(hand_built_record())
-    raw[offset:offset + len(value)] = value
+    raw[offset : offset + len(value)] = value
     with pytest.raises(CorruptRecordError, match=expected):
         decode_record(bytes(raw))
 
@@ -94,16 +106,27 @@ def test_properties_drop_empty_pairs_and_keep_rocketmq_separators():
     assert decode_properties("TAGS\x01a\x02\x01b\x02KEYS\x01\x02") == {"TAGS": "a"}
 
 
-@given(topic=st.from_regex(r"[a-zA-Z0-9_%|-]{1,127}", fullmatch=True),
-       body=st.binary(max_size=2048),
-       props=st.dictionaries(st.text("abcXYZ_", min_size=1, max_size=8),
-                             st.text(min_size=1, max_size=20).filter(
-                                 lambda v: "\x01" not in v and "\x02" not in v), max_size=5),
-       queue_id=st.integers(0, 2**31 - 1), reconsume=st.integers(0, 16),
-       born_ts=st.integers(0, 2**62))
+@given(
+    topic=st.from_regex(r"[a-zA-Z0-9_%|-]{1,127}", fullmatch=True),
+    body=st.binary(max_size=2048),
+    props=st.dictionaries(
+        st.text("abcXYZ_", min_size=1, max_size=8),
+        st.text(min_size=1, max_size=20).filter(lambda v: "\x01" not in v and "\x02" not in v),
+        max_size=5,
+    ),
+    queue_id=st.integers(0, 2**31 - 1),
+    reconsume=st.integers(0, 16),
+    born_ts=st.integers(0, 2**62),
+)
 def test_records_round_trip(topic, body, props, queue_id, reconsume, born_ts):
-    record = encode_record(topic=topic, body=body, queue_id=queue_id, properties=props,
-                           reconsume_times=reconsume, born_timestamp_ms=born_ts)
+    record = encode_record(
+        topic=topic,
+        body=body,
+        queue_id=queue_id,
+        properties=props,
+        reconsume_times=reconsume,
+        born_timestamp_ms=born_ts,
+    )
     (msg,) = list(iter_records(record + record))[:1]
     assert (msg.topic, msg.body, msg.properties, msg.queue_id) == (topic, body, props, queue_id)
     assert msg.reconsume_times == reconsume and msg.born_timestamp_ms == born_ts
@@ -111,10 +134,18 @@ def test_records_round_trip(topic, body, props, queue_id, reconsume, born_ts):
     assert struct.unpack_from(">I", record, 4)[0] == MESSAGE_MAGIC_CODE
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("", 0), ("a", 97), ("hello", 99162322), ("Aa", 2112), ("BB", 2112),
-    ("polygenelubricants", -(2**31)), ("\U0001F600", 1772899),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", 0),
+        ("a", 97),
+        ("hello", 99162322),
+        ("Aa", 2112),
+        ("BB", 2112),
+        ("polygenelubricants", -(2**31)),
+        ("\U0001f600", 1772899),
+    ],
+)
 def test_java_string_hash_matches_java(text, expected):
     assert java_string_hash(text) == expected
 

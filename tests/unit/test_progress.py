@@ -33,12 +33,12 @@ def test_progress_shows_a_line_per_interval_with_rate_and_eta():
     clock, (lines, sink) = Clock(), collecting()
     progress = Progress("verifying", sink=sink, total=100 * MiB, interval_s=5, clock=clock)
     clock.now += 1
-    assert not progress.update(10 * MiB)            # before the interval: silent
+    assert not progress.update(10 * MiB)  # before the interval: silent
     clock.now += 4
     assert progress.update(25 * MiB)
     assert lines == [("verifying  25.0 MiB / 100.0 MiB (25%)  5.0 MiB/s  ETA 15 s", False)]
     clock.now += 5
-    progress.update(75 * MiB)                       # the rate is the one since the last line
+    progress.update(75 * MiB)  # the rate is the one since the last line
     assert lines[-1][0] == "verifying  75.0 MiB / 100.0 MiB (75%)  10.0 MiB/s  ETA 3 s"
     progress.done = 100 * MiB
     progress.finish()
@@ -55,8 +55,14 @@ def test_short_work_stays_silent():
 
 def test_counts_with_a_time_budget_and_a_detail():
     clock, (lines, sink) = Clock(), collecting()
-    progress = Progress("produce", sink=sink, unit="msgs", time_budget_s=60, clock=clock,
-                        detail=lambda: "RT avg 1.00 ms")
+    progress = Progress(
+        "produce",
+        sink=sink,
+        unit="msgs",
+        time_budget_s=60,
+        clock=clock,
+        detail=lambda: "RT avg 1.00 ms",
+    )
     clock.now += 20
     progress.update(40_000)
     assert lines == [("produce  40,000 msgs  2,000 msgs/s  ETA 40 s | RT avg 1.00 ms", False)]
@@ -65,13 +71,13 @@ def test_counts_with_a_time_budget_and_a_detail():
 def test_phase_progress_gives_each_phase_its_own_progress():
     clock, (lines, sink) = Clock(), collecting()
     report = phase_progress(sink, what="recovery: ", interval_s=1, clock=clock)
-    report("verifying", 0, 200)           # a phase starts with 0 done
+    report("verifying", 0, 200)  # a phase starts with 0 done
     clock.now += 2
     report("verifying", 50, 200)
     clock.now += 2
-    report("re-dispatching", 0, 400)      # a new phase finishes the previous one
+    report("re-dispatching", 0, 400)  # a new phase finishes the previous one
     clock.now += 2
-    report("re-dispatching", 400, 400)    # done: finished at once
+    report("re-dispatching", 400, 400)  # done: finished at once
     assert [line for line, _ in lines] == [
         "recovery: verifying  50 B / 200 B (25%)  25 B/s  ETA 6 s",
         "recovery: verifying: done, 50 B in 4 s (12 B/s)",

@@ -36,9 +36,14 @@ def test_the_compiler_refuses_bad_expressions_unknown_types_and_sql_when_switche
 
 
 def rec(n: int) -> bytes:
-    return encode_record(topic="orders", body=b"m%d" % n, properties={"n": str(n)},
-                         born_timestamp_ms=1, born_host=pack_host(("127.0.0.1", 1)),
-                         store_host=pack_host(("127.0.0.1", 0)))
+    return encode_record(
+        topic="orders",
+        body=b"m%d" % n,
+        properties={"n": str(n)},
+        born_timestamp_ms=1,
+        born_host=pack_host(("127.0.0.1", 1)),
+        store_host=pack_host(("127.0.0.1", 0)),
+    )
 
 
 def test_a_filtered_read_skips_non_matches_and_stops_at_its_scan_bound(tmp_path):
@@ -48,18 +53,25 @@ def test_a_filtered_read_skips_non_matches_and_stops_at_its_scan_bound(tmp_path)
             assert store.put_batch(rec(n)).ok
         sql = FilterCompiler().compile("SQL92", "n = 5 OR n = 1999")
         assert sql is not None
-        first = read_filtered(store, "orders", 0, 0, max_count=32, max_bytes=1 << 20,
-                              tag_codes=None, sql=sql)
+        first = read_filtered(
+            store, "orders", 0, 0, max_count=32, max_bytes=1 << 20, tag_codes=None, sql=sql
+        )
         assert (first.status, first.queue_offsets, first.next_begin_offset) == (
-            GetStatus.FOUND, [5], 800)                       # 800 examined, at most
-        second = read_filtered(store, "orders", 0, 800, max_count=32, max_bytes=1 << 20,
-                               tag_codes=None, sql=sql)
+            GetStatus.FOUND,
+            [5],
+            800,
+        )  # 800 examined, at most
+        second = read_filtered(
+            store, "orders", 0, 800, max_count=32, max_bytes=1 << 20, tag_codes=None, sql=sql
+        )
         assert (second.status, second.next_begin_offset) == (GetStatus.NO_MATCHED_MESSAGE, 1600)
-        last = read_filtered(store, "orders", 0, 1600, max_count=32, max_bytes=1 << 20,
-                             tag_codes=None, sql=sql)
+        last = read_filtered(
+            store, "orders", 0, 1600, max_count=32, max_bytes=1 << 20, tag_codes=None, sql=sql
+        )
         assert (last.queue_offsets, last.next_begin_offset) == ([1999], 2000)
-        end = read_filtered(store, "orders", 0, 2000, max_count=32, max_bytes=1 << 20,
-                            tag_codes=None, sql=sql)
+        end = read_filtered(
+            store, "orders", 0, 2000, max_count=32, max_bytes=1 << 20, tag_codes=None, sql=sql
+        )
         assert end.status is GetStatus.OFFSET_OVERFLOW_ONE
     finally:
         store.shutdown()

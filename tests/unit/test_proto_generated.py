@@ -14,7 +14,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 def _load_gen_proto() -> ModuleType:
     spec = importlib.util.spec_from_file_location(
-        "gen_proto", REPO_ROOT / "scripts" / "gen_proto.py")
+        "gen_proto", REPO_ROOT / "scripts" / "gen_proto.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -30,11 +31,13 @@ def test_generated_protobuf_code_is_up_to_date(gen_proto: ModuleType) -> None:
     stale = gen_proto.stale_files()
     assert not stale, (
         "generated protobuf code is stale; run `.venv/bin/python scripts/gen_proto.py`:\n  "
-        + "\n  ".join(stale))
+        + "\n  ".join(stale)
+    )
 
 
 def test_check_reports_edited_missing_and_orphaned_files(
-        gen_proto: ModuleType, tmp_path: Path) -> None:
+    gen_proto: ModuleType, tmp_path: Path
+) -> None:
     # A private copy of the nameserver's protos, so the test does not depend on
     # the state of the other .proto files.
     proto_root = tmp_path / "proto"
@@ -57,7 +60,7 @@ def test_check_reports_edited_missing_and_orphaned_files(
 
 
 def test_every_proto_has_its_three_generated_modules(gen_proto: ModuleType) -> None:
-    for package_dir in gen_proto.PACKAGE_DIRS:      # pocketmq/v1 and pocketmq/rmqv2
+    for package_dir in gen_proto.PACKAGE_DIRS:  # pocketmq/v1 and pocketmq/rmqv2
         package = REPO_ROOT / "proto" / package_dir
         protos = sorted(package.glob("*.proto"))
         assert protos, f"no .proto in {package}"

@@ -37,18 +37,34 @@ class RouteTableClient:
         base = reg.base_version
         update = TopicUpdate(
             base_version=DataVersion(base.timestamp_ms, base.counter) if base else None,
-            deleted=tuple(reg.deleted_topics), chunk_index=reg.chunk_index,
-            chunk_count=reg.chunk_count)
+            deleted=tuple(reg.deleted_topics),
+            chunk_index=reg.chunk_index,
+            chunk_count=reg.chunk_count,
+        )
         result = self.table.register_broker(
-            BrokerIdentity(cluster=reg.cluster_name, broker_name=reg.broker_name,
-                           broker_addr=reg.broker_addr, broker_id=reg.broker_id),
+            BrokerIdentity(
+                cluster=reg.cluster_name,
+                broker_name=reg.broker_name,
+                broker_addr=reg.broker_addr,
+                broker_id=reg.broker_id,
+            ),
             DataVersion(reg.data_version.timestamp_ms, reg.data_version.counter),
-            [TopicConfig(topic_name=tc.topic_name, read_queue_nums=tc.read_queue_nums,
-                         write_queue_nums=tc.write_queue_nums, perm=tc.perm)
-             for tc in reg.topic_configs], update=update)
-        return RegisterReply(topic_configs_accepted=result.topic_configs_accepted,
-                             full_table_needed=result.full_table_needed,
-                             request_bytes=len(reg.topic_configs) * 40 + 100)
+            [
+                TopicConfig(
+                    topic_name=tc.topic_name,
+                    read_queue_nums=tc.read_queue_nums,
+                    write_queue_nums=tc.write_queue_nums,
+                    perm=tc.perm,
+                )
+                for tc in reg.topic_configs
+            ],
+            update=update,
+        )
+        return RegisterReply(
+            topic_configs_accepted=result.topic_configs_accepted,
+            full_table_needed=result.full_table_needed,
+            request_bytes=len(reg.topic_configs) * 40 + 100,
+        )
 
     async def unregister(self, reg, *, timeout_s):
         return True
@@ -58,9 +74,13 @@ class RouteTableClient:
 
 
 def make(tmp_path, chunk_topics=50):
-    topics = TopicConfigManager(str(tmp_path), broker_name="broker-a",
-                                cluster_name="DefaultCluster", clock=ManualClock(),
-                                max_queues_total=1_000_000)
+    topics = TopicConfigManager(
+        str(tmp_path),
+        broker_name="broker-a",
+        cluster_name="DefaultCluster",
+        clock=ManualClock(),
+        max_queues_total=1_000_000,
+    )
     topics.load()
     clients: dict[str, RouteTableClient] = {}
 
@@ -68,9 +88,15 @@ def make(tmp_path, chunk_topics=50):
         clients[addr] = RouteTableClient(addr)
         return clients[addr]
 
-    service = RegisterBrokerService(["ns1:9876"], topics, cluster_name="DefaultCluster",
-                                    broker_name="broker-a", broker_addr="127.0.0.1:10911",
-                                    client_factory=factory, chunk_topics=chunk_topics)
+    service = RegisterBrokerService(
+        ["ns1:9876"],
+        topics,
+        cluster_name="DefaultCluster",
+        broker_name="broker-a",
+        broker_addr="127.0.0.1:10911",
+        client_factory=factory,
+        chunk_topics=chunk_topics,
+    )
     return service, topics, clients["ns1:9876"]
 
 
@@ -117,7 +143,7 @@ async def test_a_restarted_nameserver_gets_the_full_table_once_in_chunks(tmp_pat
     await service.run_once()
     ns.restart()
     ns.sent.clear()
-    await service.run_once()        # delta refused (no base): the table, in chunks
+    await service.run_once()  # delta refused (no base): the table, in chunks
     assert ns.sent[0].base_version is not None
     chunks = ns.sent[1:]
     assert len(chunks) == 11 and {c.chunk_count for c in chunks} == {11}
@@ -125,35 +151,39 @@ async def test_a_restarted_nameserver_gets_the_full_table_once_in_chunks(tmp_pat
     assert max(len(c.topic_configs) for c in chunks) <= 100
     assert ns.table.topic_count == len(topics)
     ns.sent.clear()
-    await service.run_once()        # once: then deltas again
+    await service.run_once()  # once: then deltas again
     assert len(ns.sent) == 1 and ns.sent[0].base_version is not None
 
 
 async def test_a_chunked_table_is_routed_only_once_complete(tmp_path):
     table = RouteTable(clock=ManualClock(), default_heartbeat_timeout_ms=120_000)
-    broker = BrokerIdentity(cluster="C", broker_name="b", broker_addr="127.0.0.1:1",
-                            broker_id=0)
+    broker = BrokerIdentity(cluster="C", broker_name="b", broker_addr="127.0.0.1:1", broker_id=0)
     version = DataVersion(1, 5)
-    cfg = [TopicConfig(topic_name=f"X{i}", read_queue_nums=1, write_queue_nums=1)
-           for i in range(4)]
+    cfg = [TopicConfig(topic_name=f"X{i}", read_queue_nums=1, write_queue_nums=1) for i in range(4)]
     table.register_broker(broker, version, cfg[:2], update=TopicUpdate(chunk_count=2))
-    assert table.get_route("X0") is None            # staged, not routed yet
-    out_of_order = table.register_broker(broker, version, cfg[2:],
-                                         update=TopicUpdate(chunk_index=1, chunk_count=3))
+    assert table.get_route("X0") is None  # staged, not routed yet
+    out_of_order = table.register_broker(
+        broker, version, cfg[2:], update=TopicUpdate(chunk_index=1, chunk_count=3)
+    )
     assert out_of_order.full_table_needed and table.get_route("X3") is None
     table.register_broker(broker, version, cfg[:2], update=TopicUpdate(chunk_count=2))
-    done = table.register_broker(broker, version, cfg[2:],
-                                 update=TopicUpdate(chunk_index=1, chunk_count=2))
+    done = table.register_broker(
+        broker, version, cfg[2:], update=TopicUpdate(chunk_index=1, chunk_count=2)
+    )
     assert done.topic_configs_accepted and table.topics() == ["X0", "X1", "X2", "X3"]
 
 
 def test_topic_pages_walk_the_table_in_order(tmp_path):
     table = RouteTable(clock=ManualClock(), default_heartbeat_timeout_ms=120_000)
-    broker = BrokerIdentity(cluster="C", broker_name="b", broker_addr="127.0.0.1:1",
-                            broker_id=0)
-    table.register_broker(broker, DataVersion(1, 1), [
-        TopicConfig(topic_name=f"P{i:03d}", read_queue_nums=2, write_queue_nums=2)
-        for i in range(250)])
+    broker = BrokerIdentity(cluster="C", broker_name="b", broker_addr="127.0.0.1:1", broker_id=0)
+    table.register_broker(
+        broker,
+        DataVersion(1, 1),
+        [
+            TopicConfig(topic_name=f"P{i:03d}", read_queue_nums=2, write_queue_nums=2)
+            for i in range(250)
+        ],
+    )
     seen, after = [], ""
     while True:
         rows, brokers, after = table.topic_page(after, 100)

@@ -21,7 +21,7 @@ def test_entries_leave_once_their_timestamp_is_out_of_the_window():
     seen.admit("old", timestamp_ms=0, now_ms=0)
     seen.admit("new", timestamp_ms=WINDOW_MS, now_ms=WINDOW_MS)
     seen.admit("later", timestamp_ms=WINDOW_MS + 1, now_ms=WINDOW_MS + 1)
-    assert len(seen) == 2          # "old" expired: the timestamp check refuses it from now on
+    assert len(seen) == 2  # "old" expired: the timestamp check refuses it from now on
 
 
 def test_the_table_is_bounded_and_forgets_the_oldest_first():
@@ -29,7 +29,7 @@ def test_the_table_is_bounded_and_forgets_the_oldest_first():
     for sig in ("a", "b", "c"):
         assert seen.admit(sig, timestamp_ms=0, now_ms=0)
     assert len(seen) == 2 and seen.evicted_early == 1
-    assert seen.admit("a", timestamp_ms=0, now_ms=0)       # forgotten early: admitted again
+    assert seen.admit("a", timestamp_ms=0, now_ms=0)  # forgotten early: admitted again
     assert not seen.admit("c", timestamp_ms=0, now_ms=0)
 
 

@@ -26,9 +26,12 @@ from pocketmq.common.message import SysFlag, encode_record, pack_host
 def _files(root: Path) -> dict[str, bytes]:
     """Commit-log and consume-queue files by name; index files (named by the wall
     clock at their creation) by position."""
-    files = {str(p.relative_to(root)): p.read_bytes()
-             for sub in ("commitlog", "consumequeue")
-             for p in sorted((root / sub).rglob("*")) if p.is_file()}
+    files = {
+        str(p.relative_to(root)): p.read_bytes()
+        for sub in ("commitlog", "consumequeue")
+        for p in sorted((root / sub).rglob("*"))
+        if p.is_file()
+    }
     index = sorted(p for p in (root / "index").iterdir() if p.is_file())
     files.update({f"index/{n}": p.read_bytes() for n, p in enumerate(index)})
     return files
@@ -43,18 +46,37 @@ def _fill(master, seed: int) -> None:
             kind = rng.random()
             topic = rng.choice(["orders", "audit"])
             if kind < 0.08:
-                records.append(record(topic=topic, body=b"half%d" % i, queue_id=0,
-                                      sysflag=SysFlag.TRANSACTION_PREPARED, uniq=f"h{n}-{i}"))
+                records.append(
+                    record(
+                        topic=topic,
+                        body=b"half%d" % i,
+                        queue_id=0,
+                        sysflag=SysFlag.TRANSACTION_PREPARED,
+                        uniq=f"h{n}-{i}",
+                    )
+                )
             elif kind < 0.14:
-                records.append(encode_record(
-                    topic="SCHEDULE_TOPIC_XXXX", body=b"later", queue_id=2,
-                    properties={"TIMER_DELIVER_MS": str(1_700_000_000_000 + n), "TAGS": "t"},
-                    born_timestamp_ms=1, born_host=pack_host(("10.0.0.9", 1))))
+                records.append(
+                    encode_record(
+                        topic="SCHEDULE_TOPIC_XXXX",
+                        body=b"later",
+                        queue_id=2,
+                        properties={"TIMER_DELIVER_MS": str(1_700_000_000_000 + n), "TAGS": "t"},
+                        born_timestamp_ms=1,
+                        born_host=pack_host(("10.0.0.9", 1)),
+                    )
+                )
             else:
-                records.append(record(
-                    topic=topic, body=b"%d-%d:" % (n, i) + b"x" * rng.randint(10, 3000),
-                    queue_id=rng.randrange(3), tags=rng.choice(["", "a", "b"]),
-                    keys=rng.choice(["", f"k{n}", f"k{n} k{i}"]), uniq=f"u{n}-{i}"))
+                records.append(
+                    record(
+                        topic=topic,
+                        body=b"%d-%d:" % (n, i) + b"x" * rng.randint(10, 3000),
+                        queue_id=rng.randrange(3),
+                        tags=rng.choice(["", "a", "b"]),
+                        keys=rng.choice(["", f"k{n}", f"k{n} k{i}"]),
+                        uniq=f"u{n}-{i}",
+                    )
+                )
         assert master.put_batch(b"".join(records)).status is PutStatus.PUT_OK
         if rng.random() < 0.5:
             clock.advance(rng.random() / 50)
@@ -73,15 +95,20 @@ def test_fast_apply_leaves_the_files_the_reference_leaves(tmp_path, monkeypatch,
             while replica.commitlog.max_offset < master.commitlog.max_offset:
                 offset = replica.commitlog.max_offset
                 replica.append_replicated(
-                    offset, master.read_for_replica(offset, rng.choice([700, 5000, 40000])))
+                    offset, master.read_for_replica(offset, rng.choice([700, 5000, 40000]))
+                )
         for store in (fast, ref):
             store.flush_round()
-        assert fast.commitlog.queue_offsets == ref.commitlog.queue_offsets \
+        assert (
+            fast.commitlog.queue_offsets
+            == ref.commitlog.queue_offsets
             == master.commitlog.queue_offsets
-        assert (fast.dispatched_offset, fast.stats_put_messages,
-                fast.last_store_timestamp_ms) == (ref.dispatched_offset,
-                                                  ref.stats_put_messages,
-                                                  ref.last_store_timestamp_ms)
+        )
+        assert (fast.dispatched_offset, fast.stats_put_messages, fast.last_store_timestamp_ms) == (
+            ref.dispatched_offset,
+            ref.stats_put_messages,
+            ref.last_store_timestamp_ms,
+        )
         got, want = _files(tmp_path / "fast"), _files(tmp_path / "ref")
         assert sorted(got) == sorted(want)
         assert [name for name in want if got[name] != want[name]] == []
@@ -97,7 +124,7 @@ def test_fast_apply_refuses_a_damaged_frame_before_writing_it(tmp_path):
     try:
         for i in range(5):
             master.put_batch(record(body=b"B" * 300, uniq=f"u{i}"))
-        for flip in (-150, -25):                  # a byte of the last body; of its topic
+        for flip in (-150, -25):  # a byte of the last body; of its topic
             frame = bytearray(master.read_for_replica(0, 1 << 20))
             frame[flip] ^= 0xFF
             with pytest.raises(ReplicationError, match="damaged"):
@@ -106,7 +133,7 @@ def test_fast_apply_refuses_a_damaged_frame_before_writing_it(tmp_path):
             assert replica.consume_queues.get("orders", 0) is None
         moved = bytearray(master.read_for_replica(0, 1 << 20))
         with pytest.raises(ReplicationError):
-            replica.append_replicated(0, bytes(moved[:-7]))     # ends inside a record
+            replica.append_replicated(0, bytes(moved[:-7]))  # ends inside a record
         assert replica.commitlog.max_offset == 0
         replica.append_replicated(0, bytes(moved))
         assert replica.commitlog.max_offset == master.commitlog.max_offset

@@ -39,8 +39,15 @@ class Node:
         self.store = open_store(small_config(path / name))
         self.name = name
         self.service = ReplicationService(
-            self.store, broker_name="b", batch_bytes=6000, heartbeat_s=1, housekeeping_s=60,
-            fallbehind_max_bytes=1 << 30, min_sync_replicas=1, is_master=lambda: True)
+            self.store,
+            broker_name="b",
+            batch_bytes=6000,
+            heartbeat_s=1,
+            housekeeping_s=60,
+            fallbehind_max_bytes=1 << 30,
+            min_sync_replicas=1,
+            is_master=lambda: True,
+        )
 
 
 def join(master: Node, replica: Node, seen: int) -> bool:
@@ -48,8 +55,12 @@ def join(master: Node, replica: Node, seen: int) -> bool:
     store = replica.store
     try:
         welcome = master.service.handshake(
-            broker_name="b", replica_id=1, max_offset=store.commitlog.max_offset,
-            epochs=list(store.epochs.entries), highest_epoch_seen=seen)
+            broker_name="b",
+            replica_id=1,
+            max_offset=store.commitlog.max_offset,
+            epochs=list(store.epochs.entries),
+            highest_epoch_seen=seen,
+        )
     except HandshakeRefused:
         return False
     if welcome.truncate_to == -1:
@@ -90,11 +101,13 @@ def test_no_sync_ack_is_lost_and_replicas_hold_prefixes(tmp_path, seed, sync):
             if op < 0.45:
                 uniq = [f"u{n + i}" for i in range(rng.randint(1, 6))]
                 n += len(uniq)
-                blob = b"".join(record(body=u.encode() * rng.randint(1, 300), uniq=u,
-                                       queue_id=rng.randrange(2)) for u in uniq)
+                blob = b"".join(
+                    record(body=u.encode() * rng.randint(1, 300), uniq=u, queue_id=rng.randrange(2))
+                    for u in uniq
+                )
                 assert master.store.put_batch(blob).status is PutStatus.PUT_OK
                 if sync and session and rng.random() < 0.7:
-                    copy(master, replica, 1000)           # the replica acks: SEND_OK
+                    copy(master, replica, 1000)  # the replica acks: SEND_OK
                     acked.update((u, blob) for u in uniq)
                 elif not sync:
                     acked.update((u, blob) for u in uniq)
@@ -113,7 +126,7 @@ def test_no_sync_ack_is_lost_and_replicas_hold_prefixes(tmp_path, seed, sync):
                 old_epoch = master.store.epochs.last_epoch
                 replica.store.epochs.begin(old_epoch + 1, replica.store.commitlog.max_offset)
                 master, replica = replica, master
-                if not sync:   # ASYNC: what the old master wrote alone was never safe
+                if not sync:  # ASYNC: what the old master wrote alone was never safe
                     keep = log_bytes(master.store)
                     acked = {u: b for u, b in acked.items() if u.encode() in keep}
                 session = join(master, replica, old_epoch + 1)
@@ -132,9 +145,10 @@ def test_no_sync_ack_is_lost_and_replicas_hold_prefixes(tmp_path, seed, sync):
             assert join(master, replica, master.store.epochs.last_epoch)
         copy(master, replica, 10_000)
         assert log_bytes(replica.store) == log_bytes(master.store)
-        assert replica.store.epochs.entries[-1] == EpochEntry(
-            *master.store.epochs.entries[-1]) or replica.store.commitlog.max_offset == \
-            master.store.epochs.entries[-1].start_offset
+        assert (
+            replica.store.epochs.entries[-1] == EpochEntry(*master.store.epochs.entries[-1])
+            or replica.store.commitlog.max_offset == master.store.epochs.entries[-1].start_offset
+        )
     finally:
         master.store.shutdown()
         replica.store.shutdown()

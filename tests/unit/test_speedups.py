@@ -66,25 +66,56 @@ MAX = 4 * 1024 * 1024
 HOST4 = pack_host(("10.0.0.1", 1))
 HOST6 = pack_host(("::1", 2))
 T0 = 1_700_000_000_000
-fuzz = settings(max_examples=300, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+fuzz = settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 # -- building records, good and bad -------------------------------------------------------
-def raw_record(topic: bytes, props: bytes, body: bytes = b"x", *, v2: bool = False,
-               queue_id: int = 0, sysflag: int = 0, born: bytes = HOST4,
-               store: bytes = HOST4) -> bytes:
+def raw_record(
+    topic: bytes,
+    props: bytes,
+    body: bytes = b"x",
+    *,
+    v2: bool = False,
+    queue_id: int = 0,
+    sysflag: int = 0,
+    born: bytes = HOST4,
+    store: bytes = HOST4,
+) -> bytes:
     """A record laid out by hand, so that topic and properties may be anything."""
-    sysflag |= (SysFlag.BORNHOST_V6 if len(born) == 20 else 0)
-    sysflag |= (SysFlag.STOREHOST_V6 if len(store) == 20 else 0)
+    sysflag |= SysFlag.BORNHOST_V6 if len(born) == 20 else 0
+    sysflag |= SysFlag.STOREHOST_V6 if len(store) == 20 else 0
     topic_len = struct.pack(">H" if v2 else ">B", len(topic))
     fixed = POS_BORNHOST + len(born) + 8 + len(store) + 12
     total = fixed + 4 + len(body) + len(topic_len) + len(topic) + 2 + len(props)
-    return b"".join((
-        HEAD.pack(total, MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE, body_crc(body),
-                  queue_id, 0, 0, 0, sysflag, T0),
-        born, bytes(8), store, bytes(12), struct.pack(">i", len(body)), body,
-        topic_len, topic, struct.pack(">H", len(props)), props))
+    return b"".join(
+        (
+            HEAD.pack(
+                total,
+                MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE,
+                body_crc(body),
+                queue_id,
+                0,
+                0,
+                0,
+                sysflag,
+                T0,
+            ),
+            born,
+            bytes(8),
+            store,
+            bytes(12),
+            struct.pack(">i", len(body)),
+            body,
+            topic_len,
+            topic,
+            struct.pack(">H", len(props)),
+            props,
+        )
+    )
 
 
 texts = st.text(max_size=12)  # any code point but lone surrogates, \x01 and \x02 included
@@ -96,27 +127,46 @@ def good_records(draw: st.DrawFn, store: bytes = HOST4) -> bytes:
     props: dict[str, str] = draw(st.dictionaries(texts, texts, max_size=3))
     for name in ("TAGS", "KEYS", "UNIQ_KEY"):
         if draw(st.booleans()):
-            props[name] = (" ".join(draw(st.lists(texts, max_size=4))) if name == "KEYS"
-                           else draw(texts))
-    return raw_record(draw(topic_names).encode(),
-                      "".join(f"{k}\x01{v}\x02" for k, v in props.items()).encode(),
-                      draw(st.binary(max_size=40)), v2=draw(st.booleans()),
-                      queue_id=draw(st.integers(-3, 9)),
-                      sysflag=draw(st.sampled_from([0, 1, 2, 4, 8, 12])),
-                      born=draw(st.sampled_from([HOST4, HOST6])), store=store)
+            props[name] = (
+                " ".join(draw(st.lists(texts, max_size=4))) if name == "KEYS" else draw(texts)
+            )
+    return raw_record(
+        draw(topic_names).encode(),
+        "".join(f"{k}\x01{v}\x02" for k, v in props.items()).encode(),
+        draw(st.binary(max_size=40)),
+        v2=draw(st.booleans()),
+        queue_id=draw(st.integers(-3, 9)),
+        sysflag=draw(st.sampled_from([0, 1, 2, 4, 8, 12])),
+        born=draw(st.sampled_from([HOST4, HOST6])),
+        store=store,
+    )
 
 
 @st.composite
 def forged_records(draw: st.DrawFn) -> bytes:
     """Topics and properties of arbitrary bytes and lengths, wrong hosts, big bodies."""
     v2 = draw(st.booleans())
-    topic = draw(st.one_of(st.binary(max_size=300 if v2 else 255),
-                           st.text(alphabet="ab%", min_size=120, max_size=140).map(str.encode)))
-    props = draw(st.one_of(st.binary(max_size=60), st.just(b"a\x01b\x02" * 9000),
-                           texts.map(lambda t: f"TAGS\x01{t}\x02KEYS\x01{t} x\x02".encode())))
-    return raw_record(topic, props, draw(st.binary(max_size=40)), v2=v2,
-                      born=draw(st.sampled_from([HOST4, HOST6])),
-                      store=draw(st.sampled_from([HOST4, HOST4, HOST6])))
+    topic = draw(
+        st.one_of(
+            st.binary(max_size=300 if v2 else 255),
+            st.text(alphabet="ab%", min_size=120, max_size=140).map(str.encode),
+        )
+    )
+    props = draw(
+        st.one_of(
+            st.binary(max_size=60),
+            st.just(b"a\x01b\x02" * 9000),
+            texts.map(lambda t: f"TAGS\x01{t}\x02KEYS\x01{t} x\x02".encode()),
+        )
+    )
+    return raw_record(
+        topic,
+        props,
+        draw(st.binary(max_size=40)),
+        v2=v2,
+        born=draw(st.sampled_from([HOST4, HOST6])),
+        store=draw(st.sampled_from([HOST4, HOST4, HOST6])),
+    )
 
 
 @st.composite
@@ -129,9 +179,9 @@ def damaged(draw: st.DrawFn, blob: bytes) -> bytes:
     if how == "extend":
         return blob[:at] + draw(st.binary(min_size=1, max_size=60)) + blob[at:]
     if how == "byte":
-        return blob[:at] + bytes([draw(st.integers(0, 255))]) + blob[at + 1:]
+        return blob[:at] + bytes([draw(st.integers(0, 255))]) + blob[at + 1 :]
     value = draw(st.one_of(st.integers(-(2**31), 2**31 - 1), st.integers(-2, 300)))
-    return blob[:at] + struct.pack(">i", value) + blob[at + 4:]
+    return blob[:at] + struct.pack(">i", value) + blob[at + 4 :]
 
 
 def outcome(scan: Callable[..., Any], blob: bytes, **kw: Any) -> tuple[Any, ...]:
@@ -145,27 +195,35 @@ def outcome(scan: Callable[..., Any], blob: bytes, **kw: Any) -> tuple[Any, ...]
 @needs_native
 def test_the_layout_numbers_of_the_c_source_are_the_python_ones():
     expected = {
-        "HEAD_SIZE": HEAD.size, "POS_QUEUEID": POS_QUEUEID, "POS_QUEUEOFFSET": POS_QUEUEOFFSET,
-        "POS_SYSFLAG": POS_SYSFLAG, "POS_BORNHOST": POS_BORNHOST, "HOST_V4_SIZE": len(HOST4),
+        "HEAD_SIZE": HEAD.size,
+        "POS_QUEUEID": POS_QUEUEID,
+        "POS_QUEUEOFFSET": POS_QUEUEOFFSET,
+        "POS_SYSFLAG": POS_SYSFLAG,
+        "POS_BORNHOST": POS_BORNHOST,
+        "HOST_V4_SIZE": len(HOST4),
         "HOST_V6_SIZE": len(HOST6),
         "TAIL_AFTER_STOREHOST": struct.calcsize(">iq"),  # RECONSUMETIMES, PREPARED..OFFSET
-        "MESSAGE_MAGIC_CODE": MESSAGE_MAGIC_CODE, "MESSAGE_MAGIC_CODE_V2": MESSAGE_MAGIC_CODE_V2,
-        "SYSFLAG_BORNHOST_V6": SysFlag.BORNHOST_V6, "SYSFLAG_STOREHOST_V6": SysFlag.STOREHOST_V6,
+        "MESSAGE_MAGIC_CODE": MESSAGE_MAGIC_CODE,
+        "MESSAGE_MAGIC_CODE_V2": MESSAGE_MAGIC_CODE_V2,
+        "SYSFLAG_BORNHOST_V6": SysFlag.BORNHOST_V6,
+        "SYSFLAG_STOREHOST_V6": SysFlag.STOREHOST_V6,
         "SYSFLAG_TRANSACTION_MASK": SysFlag.TRANSACTION_MASK,
         "SYSFLAG_TRANSACTION_PREPARED": SysFlag.TRANSACTION_PREPARED,
         "SYSFLAG_TRANSACTION_ROLLBACK": SysFlag.TRANSACTION_ROLLBACK,
         "MAX_TOPIC_LENGTH": MAX_TOPIC_LENGTH,
-        "MAX_PROPERTIES_LENGTH": MAX_PROPERTIES_LENGTH, "CQ_UNIT_SIZE": CQ_UNIT.size,
-        "INDEX_HEADER_SIZE": INDEX_HEADER.size, "HASH_SLOT_SIZE": HASH_SLOT.size,
-        "INDEX_ENTRY_SIZE": INDEX_ENTRY.size}
+        "MAX_PROPERTIES_LENGTH": MAX_PROPERTIES_LENGTH,
+        "CQ_UNIT_SIZE": CQ_UNIT.size,
+        "INDEX_HEADER_SIZE": INDEX_HEADER.size,
+        "HASH_SLOT_SIZE": HASH_SLOT.size,
+        "INDEX_ENTRY_SIZE": INDEX_ENTRY.size,
+    }
     layout = native.LAYOUT
     assert layout == expected
 
 
 @needs_native
 @fuzz
-@given(st.lists(good_records(), min_size=1, max_size=8), st.sampled_from([MAX, 20]),
-       st.booleans())
+@given(st.lists(good_records(), min_size=1, max_size=8), st.sampled_from([MAX, 20]), st.booleans())
 def test_scan_of_valid_batches_matches_the_reference(records, max_body_size, allow_empty):
     blob = b"".join(records)
     kw = dict(max_body_size=max_body_size, allow_empty_body=allow_empty)
@@ -186,8 +244,7 @@ def test_scan_with_an_ipv6_store_host_matches_the_reference(records):
 
 @needs_native
 @fuzz
-@given(st.data(), st.lists(st.one_of(good_records(), forged_records()), min_size=1,
-                           max_size=4))
+@given(st.data(), st.lists(st.one_of(good_records(), forged_records()), min_size=1, max_size=4))
 def test_scan_of_forged_and_damaged_blobs_fails_like_the_reference(data, records):
     blob = data.draw(damaged(b"".join(records)))
     expected = outcome(py_scan_batch, blob, max_body_size=30)
@@ -230,28 +287,40 @@ def test_java_string_hash_of_a_lone_surrogate_fails_like_the_reference():
 
 
 @needs_native
-@given(st.lists(st.tuples(st.one_of(topic_names, st.text(max_size=5)),
-                          st.lists(st.text(max_size=8), max_size=4)), max_size=8),
-       st.integers(-1, 9))
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(topic_names, st.text(max_size=5)), st.lists(st.text(max_size=8), max_size=4)
+        ),
+        max_size=8,
+    ),
+    st.integers(-1, 9),
+)
 def test_index_key_hashes_match_the_reference(records, after_phys):
     topics = [t for t, _ in records]
     keys = [k for _, k in records]
     phys = list(range(len(records)))
-    assert (native.index_key_hashes(topics, keys, phys, after_phys)
-            == py_index_key_hashes(topics, keys, phys, after_phys))
+    assert native.index_key_hashes(topics, keys, phys, after_phys) == py_index_key_hashes(
+        topics, keys, phys, after_phys
+    )
 
 
 @needs_native
 @fuzz
-@given(st.data(), st.lists(good_records(), min_size=1, max_size=6), st.integers(0, 64),
-       st.integers(0, 2**40))
-def test_patch_writes_the_same_bytes_and_queue_offsets_as_the_reference(data, records, rel,
-                                                                       base):
+@given(
+    st.data(),
+    st.lists(good_records(), min_size=1, max_size=6),
+    st.integers(0, 64),
+    st.integers(0, 2**40),
+)
+def test_patch_writes_the_same_bytes_and_queue_offsets_as_the_reference(data, records, rel, base):
     blob = b"".join(records)
     batch = py_scan_batch(blob, max_body_size=MAX)
-    table = {(t, q): data.draw(st.integers(0, 2**40))
-             for t, q in zip(batch.topics, batch.queue_ids, strict=True)
-             if data.draw(st.booleans())}
+    table = {
+        (t, q): data.draw(st.integers(0, 2**40))
+        for t, q in zip(batch.topics, batch.queue_ids, strict=True)
+        if data.draw(st.booleans())
+    }
     results = []
     for patch in (py_patch_batch, native.patch_batch):
         buf = bytearray(rel) + bytearray(blob) + bytearray(7)
@@ -281,8 +350,9 @@ def test_queue_units_match_the_reference(data, records):
     n = len(batch)
     phys = sorted(data.draw(st.lists(st.integers(0, 2**50), min_size=n, max_size=n)))
     queue_offsets = data.draw(st.lists(st.integers(0, 2**40), min_size=n, max_size=n))
-    assert (native.queue_units(batch, phys, queue_offsets)
-            == py_queue_units(batch, phys, queue_offsets))
+    assert native.queue_units(batch, phys, queue_offsets) == py_queue_units(
+        batch, phys, queue_offsets
+    )
 
 
 @needs_native
@@ -345,9 +415,22 @@ IMPLEMENTATIONS = ["python", "c"]
 
 @needs_native
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.sampled_from(["A", "B"]), st.lists(
-    st.text(alphabet="kx\u00e9\U0001f600", min_size=1, max_size=3), max_size=3)),
-    min_size=1, max_size=6), min_size=1, max_size=8))
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["A", "B"]),
+                st.lists(
+                    st.text(alphabet="kx\u00e9\U0001f600", min_size=1, max_size=3), max_size=3
+                ),
+            ),
+            min_size=1,
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
 def test_index_files_built_by_both_paths_are_byte_identical(tmp_path_factory, puts):
     images = []
     for kind in IMPLEMENTATIONS:
@@ -359,11 +442,13 @@ def test_index_files_built_by_both_paths_are_byte_identical(tmp_path_factory, pu
             for n, batch in enumerate(puts):
                 offsets = [phys + 100 * i for i in range(len(batch))]
                 phys = offsets[-1] + 100
-                service.put_many([t for t, _ in batch], [k for _, k in batch], offsets,
-                                 T0 + n * 1500)
+                service.put_many(
+                    [t for t, _ in batch], [k for _, k in batch], offsets, T0 + n * 1500
+                )
         service.close()
-        images.append({name: (directory / name).read_bytes()
-                       for name in sorted(os.listdir(directory))})
+        images.append(
+            {name: (directory / name).read_bytes() for name in sorted(os.listdir(directory))}
+        )
     assert images[0] == images[1]
 
 
@@ -374,14 +459,17 @@ def _store_scenario(data_dir: str) -> list[Any]:
     config = small_config(data_dir)
     store = open_store(config, clock=clock)
     seen: list[Any] = []
-    blob = b"".join(record("orders", bytes([i]) * 30, i % 3, tags=f"t{i % 2}",
-                           keys=f"k{i} shared", uniq=f"U{i}") for i in range(12))
+    blob = b"".join(
+        record(
+            "orders", bytes([i]) * 30, i % 3, tags=f"t{i % 2}", keys=f"k{i} shared", uniq=f"U{i}"
+        )
+        for i in range(12)
+    )
     prepared = record("orders", b"half", 1, keys="tx", sysflag=SysFlag.TRANSACTION_PREPARED)
     for put in (blob, prepared, record("audit", b"single", 0, uniq="A1")):
         result = store.put_batch(put)
         clock.advance(1.5)
-        seen.append((result.status, result.queue_offsets, result.phys_offsets,
-                     result.uniq_keys))
+        seen.append((result.status, result.queue_offsets, result.phys_offsets, result.uniq_keys))
     bad = bytearray(record(body=b"payload"))
     bad[-12] ^= 0xFF
     seen.append(store.put_batch(bytes(bad)).status)
@@ -408,7 +496,11 @@ def test_store_round_trip_on_each_implementation(tmp_path, kind):
     assert seen[3] is PutStatus.MESSAGE_ILLEGAL
     reads = seen[4:8]
     assert [(status, len(records)) for status, records, _next in reads] == [
-        (GetStatus.FOUND, 4), (GetStatus.FOUND, 4), (GetStatus.FOUND, 4), (GetStatus.FOUND, 1)]
+        (GetStatus.FOUND, 4),
+        (GetStatus.FOUND, 4),
+        (GetStatus.FOUND, 4),
+        (GetStatus.FOUND, 1),
+    ]
     assert len(seen[8]) == 12 and len(seen[9]) == 1 and seen[12] == []  # "tx" never indexed
     assert seen[4:13] == seen[13:22]  # the same after a restart
 
@@ -433,15 +525,23 @@ def test_both_implementations_store_the_same_files(tmp_path):
 
 
 def test_no_speedups_in_the_environment_runs_the_pure_python_references():
-    code = ("from pocketmq.broker.store import batch, commitlog, index_file, index_service, "
-            "speedups\n"
-            "print(speedups.IMPLEMENTATION, batch.scan_batch is batch.py_scan_batch,"
-            " commitlog.patch_batch is commitlog.py_patch_batch,"
-            " index_file.insert_entries is index_file.py_insert_entries,"
-            " index_service.index_key_hashes is index_service.py_index_key_hashes)")
+    code = (
+        "from pocketmq.broker.store import batch, commitlog, index_file, index_service, "
+        "speedups\n"
+        "print(speedups.IMPLEMENTATION, batch.scan_batch is batch.py_scan_batch,"
+        " commitlog.patch_batch is commitlog.py_patch_batch,"
+        " index_file.insert_entries is index_file.py_insert_entries,"
+        " index_service.index_key_hashes is index_service.py_index_key_hashes)"
+    )
     env = {**os.environ, speedups.DISABLE_ENV: "1"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     assert out.stdout.split() == ["python", "True", "True", "True", "True"]
 
 
@@ -451,7 +551,12 @@ def test_the_compiled_functions_run_when_built_and_not_disabled():
         pytest.skip(f"{speedups.DISABLE_ENV} is set in this run")
     assert speedups.IMPLEMENTATION == "c"
     assert {name for _module, name in speedups.picked()} == {
-        "scan_batch", "queue_units", "patch_batch", "index_key_hashes", "insert_entries",
-        "gather_records"}
+        "scan_batch",
+        "queue_units",
+        "patch_batch",
+        "index_key_hashes",
+        "insert_entries",
+        "gather_records",
+    }
     for (_module, name), (_reference, chosen) in speedups.picked().items():
         assert chosen is getattr(native, name)

@@ -13,11 +13,21 @@ from pocketmq.common.filter import MessageSelector, SqlFilterError, compile_sql9
 # RocketMQ's docs/en/Example_Filter.md: a producer sets "a" to 0..9 and TAGS to TagA..;
 # the consumer asks for "TAGS is not null and TAGS in ('TagA', 'TagB') and (a is not
 # null and a between 0 and 3)".
-ROCKETMQ_EXAMPLE = ("(TAGS is not null and TAGS in ('TagA', 'TagB')) "
-                    "and (a is not null and a between 0 and 3)")
+ROCKETMQ_EXAMPLE = (
+    "(TAGS is not null and TAGS in ('TagA', 'TagB')) and (a is not null and a between 0 and 3)"
+)
 
-ORDER = {"region": "eu", "amount": "150", "TAGS": "TagA", "a": "2", "flag": "true",
-         "name": "O'Brien", "ratio": "0.25", "code": "007", "word": "abc"}
+ORDER = {
+    "region": "eu",
+    "amount": "150",
+    "TAGS": "TagA",
+    "a": "2",
+    "flag": "true",
+    "name": "O'Brien",
+    "ratio": "0.25",
+    "code": "007",
+    "word": "abc",
+}
 
 TABLE = [
     # the issue's example and RocketMQ's documented ones
@@ -28,7 +38,7 @@ TABLE = [
     (ROCKETMQ_EXAMPLE, {"TAGS": "TagC", "a": "1"}, False),
     (ROCKETMQ_EXAMPLE, {"TAGS": "TagA", "a": "4"}, False),
     (ROCKETMQ_EXAMPLE, {"TAGS": "TagA"}, False),
-    ("a > 5 AND b = 'abc'", {"a": "6", "b": "abc"}, True),          # Example_Filter.md
+    ("a > 5 AND b = 'abc'", {"a": "6", "b": "abc"}, True),  # Example_Filter.md
     ("a > 5 AND b = 'abc'", {"a": "6", "b": "abd"}, False),
     ("a >= 0 and a <= 3", {"a": "3"}, True),
     # numbers: integers, decimals, exponents, negatives, leading zeros
@@ -39,15 +49,15 @@ TABLE = [
     ("code = 7", ORDER, True),
     ("a > -1", ORDER, True),
     ("a = 2.0", ORDER, True),
-    ("word > 1", ORDER, False),                   # not a number: UNKNOWN, no match
+    ("word > 1", ORDER, False),  # not a number: UNKNOWN, no match
     ("NOT word > 1", ORDER, False),
-    ("amount > a", ORDER, True),                  # two properties compare as numbers
+    ("amount > a", ORDER, True),  # two properties compare as numbers
     # strings
     ("region <> 'us'", ORDER, True),
-    ("region = 'EU'", ORDER, False),              # case matters
+    ("region = 'EU'", ORDER, False),  # case matters
     ("name = 'O''Brien'", ORDER, True),
     ("amount = '150'", ORDER, True),
-    ("amount = '150.0'", ORDER, False),           # string against string: as strings
+    ("amount = '150.0'", ORDER, False),  # string against string: as strings
     # BETWEEN, NOT BETWEEN
     ("a BETWEEN 2 AND 2", ORDER, True),
     ("a NOT BETWEEN 0 AND 1", ORDER, True),
@@ -67,7 +77,7 @@ TABLE = [
     ("NOT missing = 'x'", ORDER, False),
     ("missing > 1 OR region = 'eu'", ORDER, True),
     ("missing > 1 AND region = 'eu'", ORDER, False),
-    ("NOT (missing > 1 AND region = 'us')", ORDER, True),   # UNKNOWN AND FALSE = FALSE
+    ("NOT (missing > 1 AND region = 'us')", ORDER, True),  # UNKNOWN AND FALSE = FALSE
     # booleans and logic
     ("flag = TRUE", ORDER, True),
     ("flag = FALSE", ORDER, False),
@@ -75,10 +85,10 @@ TABLE = [
     ("FALSE OR TRUE", {}, True),
     ("NOT FALSE AND NOT NOT TRUE", {}, True),
     ("(region = 'us' OR region = 'eu') AND (a = 1 OR a = 2)", ORDER, True),
-    ("region = 'us' OR region = 'eu' AND a = 1", ORDER, False),   # AND binds tighter
+    ("region = 'us' OR region = 'eu' AND a = 1", ORDER, False),  # AND binds tighter
     ("region='eu'AND(a>1)", ORDER, True),
     ("region = 'eu'\n  and a > 1", ORDER, True),
-    ("RegIon = 'eu'", ORDER, False),              # property names are case-sensitive
+    ("RegIon = 'eu'", ORDER, False),  # property names are case-sensitive
     ("region = 'eu' and A IS NULL", ORDER, True),
 ]
 
@@ -174,8 +184,7 @@ def _ref(tree, props):
         inside = tree[2] <= n <= tree[3]
         return inside != tree[4]
     c = tree[2]
-    return {"=": n == c, "<>": n != c, ">": n > c, ">=": n >= c, "<": n < c,
-            "<=": n <= c}[op]
+    return {"=": n == c, "<>": n != c, ">": n > c, ">=": n >= c, "<": n < c, "<=": n <= c}[op]
 
 
 def _sql(tree):
@@ -201,15 +210,24 @@ numbers = st.integers(-5, 5)
 leaves = st.one_of(
     st.tuples(st.sampled_from(["=", "<>", ">", ">=", "<", "<="]), names, numbers),
     st.tuples(st.just("between"), names, numbers, numbers, st.booleans()).map(
-        lambda t: (t[0], t[1], min(t[2], t[3]), max(t[2], t[3]), t[4])),
-    st.tuples(st.just("in"), names, st.lists(st.sampled_from(["x", "y", "1"]), min_size=1,
-                                             max_size=3), st.booleans()),
+        lambda t: (t[0], t[1], min(t[2], t[3]), max(t[2], t[3]), t[4])
+    ),
+    st.tuples(
+        st.just("in"),
+        names,
+        st.lists(st.sampled_from(["x", "y", "1"]), min_size=1, max_size=3),
+        st.booleans(),
+    ),
     st.tuples(st.just("streq"), names, st.sampled_from(["x", "y", "1"]), st.booleans()),
     st.tuples(st.just("null"), names, st.booleans()),
 )
-trees = st.recursive(leaves, lambda sub: st.one_of(
-    st.tuples(st.sampled_from(["and", "or"]), sub, sub), st.tuples(st.just("not"), sub)),
-    max_leaves=8)
+trees = st.recursive(
+    leaves,
+    lambda sub: st.one_of(
+        st.tuples(st.sampled_from(["and", "or"]), sub, sub), st.tuples(st.just("not"), sub)
+    ),
+    max_leaves=8,
+)
 
 
 @settings(max_examples=400, deadline=None)

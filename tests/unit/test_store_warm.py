@@ -24,7 +24,7 @@ def test_a_round_warms_up_to_ahead_bytes_past_the_write_position(tmp_path):
     warm.run_once()
     assert warm.warmed == 5000 + AHEAD
     mf.append(b"y" * 100)
-    warm.run_once()                         # not due: nothing more is read
+    warm.run_once()  # not due: nothing more is read
     assert warm.bytes_warmed == AHEAD
     queue.close()
 
@@ -36,12 +36,12 @@ def test_warming_stops_at_the_end_of_the_segment_and_moves_to_the_next(tmp_path)
     warm = WarmMappedFileService(queue, ahead_bytes=AHEAD)
     warm.run_once()
     assert warm.warmed == SEGMENT
-    first.wrote_position = SEGMENT          # full: the next append rolls
+    first.wrote_position = SEGMENT  # full: the next append rolls
     second = queue.last_file()
     assert second is not first
     warm.notify(second)
     warm.run_once()
-    assert warm.warmed == AHEAD             # relative to the new segment
+    assert warm.warmed == AHEAD  # relative to the new segment
     queue.close()
 
 
@@ -98,8 +98,8 @@ def test_warming_beside_a_writer_leaves_exactly_what_was_written(tmp_path):
     queue.flush()
     with open(mf.path, "rb") as f:
         on_disk = f.read()
-    assert on_disk[:len(written)] == written
-    assert on_disk[len(written):] == bytes(SEGMENT - len(written))
+    assert on_disk[: len(written)] == written
+    assert on_disk[len(written) :] == bytes(SEGMENT - len(written))
     queue.close()
 
 
@@ -114,10 +114,10 @@ def test_the_store_warms_its_commit_log_unless_disabled(tmp_path):
             store.shutdown()
 
 
-@pytest.mark.skipif(mapped_file_module._populate_write is None,
-                    reason="the compiled populate_write is not built")
-def test_warming_by_populating_writable_beside_a_writer_leaves_exactly_what_was_written(
-        tmp_path):
+@pytest.mark.skipif(
+    mapped_file_module._populate_write is None, reason="the compiled populate_write is not built"
+)
+def test_warming_by_populating_writable_beside_a_writer_leaves_exactly_what_was_written(tmp_path):
     queue = MappedFileQueue(str(tmp_path), SEGMENT)
     mf = queue.last_file()
     warm = WarmMappedFileService(queue, ahead_bytes=AHEAD, populate_write=True)
@@ -136,8 +136,8 @@ def test_warming_by_populating_writable_beside_a_writer_leaves_exactly_what_was_
     queue.flush()
     with open(mf.path, "rb") as f:
         on_disk = f.read()
-    assert on_disk[:len(written)] == written
-    assert on_disk[len(written):] == bytes(SEGMENT - len(written))
+    assert on_disk[: len(written)] == written
+    assert on_disk[len(written) :] == bytes(SEGMENT - len(written))
     queue.close()
 
 
@@ -146,14 +146,14 @@ def test_populate_write_falls_back_to_reading_where_the_kernel_cannot(tmp_path, 
     queue = MappedFileQueue(str(tmp_path), SEGMENT)
     mf = queue.last_file()
     assert mf.prefault(0, bytearray(AHEAD), populate_write=True) == AHEAD
-    assert mf.read(0, 10) == b""           # nothing written, nothing changed
+    assert mf.read(0, 10) == b""  # nothing written, nothing changed
     queue.close()
 
 
-@pytest.mark.skipif(mapped_file_module._populate_write is None,
-                    reason="the compiled populate_write is not built")
-def test_populating_written_pages_changes_no_byte_and_refuses_ranges_outside_the_mapping(
-        tmp_path):
+@pytest.mark.skipif(
+    mapped_file_module._populate_write is None, reason="the compiled populate_write is not built"
+)
+def test_populating_written_pages_changes_no_byte_and_refuses_ranges_outside_the_mapping(tmp_path):
     queue = MappedFileQueue(str(tmp_path), SEGMENT)
     mf = queue.last_file()
     data = os.urandom(3 * 4096 + 123)
@@ -163,4 +163,4 @@ def test_populating_written_pages_changes_no_byte_and_refuses_ranges_outside_the
     with pytest.raises(ValueError, match="outside a mapping"):
         mapped_file_module._populate_write(mf.buffer, SEGMENT - 10, 20)
     queue.close()
-    assert mf.prefault(0, bytearray(AHEAD), populate_write=True) == 0   # closed: no crash
+    assert mf.prefault(0, bytearray(AHEAD), populate_write=True) == 0  # closed: no crash

@@ -27,9 +27,16 @@ POLICY = TimerPolicy(max_delay_ms=3 * 86_400_000)
 
 def record(topic="TopicA", queue_id=0, body=b"hello", *, uniq="U1", sysflag=0, **props) -> bytes:
     properties = {"TAGS": "TagA", **({"UNIQ_KEY": uniq} if uniq else {}), **props}
-    return encode_record(topic=topic, body=body, queue_id=queue_id, properties=properties,
-                         sysflag=sysflag, born_timestamp_ms=1_600_000_000_000,
-                         born_host=pack_host(("10.0.0.9", 4321)), reconsume_times=2)
+    return encode_record(
+        topic=topic,
+        body=body,
+        queue_id=queue_id,
+        properties=properties,
+        sysflag=sysflag,
+        born_timestamp_ms=1_600_000_000_000,
+        born_host=pack_host(("10.0.0.9", 4321)),
+        reconsume_times=2,
+    )
 
 
 def park(*records: bytes, now_ms: int = NOW_MS, policy: TimerPolicy = POLICY) -> bytes | None:
@@ -47,11 +54,15 @@ def test_a_future_delivery_time_parks_the_record_in_the_timer_topic():
     out = park(plain, rec)
     assert out is not None and out.startswith(plain)
     msg = decode_record(out, len(plain))
-    assert (msg.topic, msg.queue_id, msg.body, msg.reconsume_times) == (TIMER_TOPIC, 0,
-                                                                         b"hello", 2)
+    assert (msg.topic, msg.queue_id, msg.body, msg.reconsume_times) == (TIMER_TOPIC, 0, b"hello", 2)
     assert (msg.born_timestamp_ms, msg.born_host) == (1_600_000_000_000, ("10.0.0.9", 4321))
-    assert msg.properties == {"TAGS": "TagA", "UNIQ_KEY": "U1", "REAL_TOPIC": "TopicA",
-                              "REAL_QID": "3", "TIMER_DELIVER_MS": str(NOW_MS + 5_000)}
+    assert msg.properties == {
+        "TAGS": "TagA",
+        "UNIQ_KEY": "U1",
+        "REAL_TOPIC": "TopicA",
+        "REAL_QID": "3",
+        "TIMER_DELIVER_MS": str(NOW_MS + 5_000),
+    }
 
 
 def test_relative_delays_become_an_absolute_time_and_win_over_deliver_ms():
@@ -80,11 +91,14 @@ def test_a_time_too_far_ahead_is_refused_with_both_numbers():
     assert park(record(TIMER_DELAY_MS=str(3 * 86_400_000))) is not None
 
 
-@pytest.mark.parametrize("props, expected", [
-    ({"TIMER_DELIVER_MS": "soon"}, "TIMER_DELIVER_MS is 'soon'; give the delivery time"),
-    ({"TIMER_DELAY_MS": "-5"}, "TIMER_DELAY_MS is '-5'; give a whole number of ms"),
-    ({"TIMER_DELAY_SEC": "1.5"}, "TIMER_DELAY_SEC is '1.5'; give a whole number of seconds"),
-])
+@pytest.mark.parametrize(
+    "props, expected",
+    [
+        ({"TIMER_DELIVER_MS": "soon"}, "TIMER_DELIVER_MS is 'soon'; give the delivery time"),
+        ({"TIMER_DELAY_MS": "-5"}, "TIMER_DELAY_MS is '-5'; give a whole number of ms"),
+        ({"TIMER_DELAY_SEC": "1.5"}, "TIMER_DELAY_SEC is '1.5'; give a whole number of seconds"),
+    ],
+)
 def test_a_malformed_delivery_time_is_refused(props, expected):
     with pytest.raises(InvalidRequestError, match=expected) as info:
         park(record(uniq="U0"), record(**props))
@@ -100,8 +114,10 @@ def test_a_broker_with_the_timer_off_refuses_timer_messages():
 def test_delay_levels_schedule_records_and_prepared_transactions_are_not_timer_messages():
     later = str(NOW_MS + 60_000)
     assert park(record(DELAY="3", TIMER_DELIVER_MS=later)) is None
-    assert park(record(topic="SCHEDULE_TOPIC_XXXX", queue_id=2, DELAY="3",
-                       TIMER_DELIVER_MS=later)) is None
+    assert (
+        park(record(topic="SCHEDULE_TOPIC_XXXX", queue_id=2, DELAY="3", TIMER_DELIVER_MS=later))
+        is None
+    )
     assert park(record(sysflag=SysFlag.TRANSACTION_PREPARED, TIMER_DELIVER_MS=later)) is None
     assert park(record(DELAY="0", TIMER_DELIVER_MS=later)) is not None
 
@@ -119,11 +135,13 @@ class Harness:
         self.open()
 
     def open(self) -> None:
-        self.store, report = start_store(small_config(self.path, store_host=STORE_HOST),
-                                         clock=self.clock)
+        self.store, report = start_store(
+            small_config(self.path, store_host=STORE_HOST), clock=self.clock
+        )
         timer = TimerMessageStore(str(self.path), wheel_slots=3_600, log_file_size=64 * 64)
-        self.service = TimerService(self.store, timer, roll_window_s=self.roll_window_s,
-                                    clock=self.clock)
+        self.service = TimerService(
+            self.store, timer, roll_window_s=self.roll_window_s, clock=self.clock
+        )
         self.service.load(clean_shutdown=report.clean_shutdown)
 
     async def stop(self) -> None:
@@ -136,8 +154,8 @@ class Harness:
         crash(self.store)
 
     def send(self, *records: bytes) -> None:
-        for at in range(0, len(records), 100):   # batches the small store accepts
-            blob = b"".join(records[at:at + 100])
+        for at in range(0, len(records), 100):  # batches the small store accepts
+            blob = b"".join(records[at : at + 100])
             parked = park(blob, now_ms=self.clock.now_ms())
             assert self.store.put_batch(parked if parked is not None else blob).ok
 
@@ -171,28 +189,35 @@ async def harness(tmp_path):
 
 async def test_a_message_is_delivered_at_its_time_and_not_before(harness):
     harness.send(record(queue_id=1, TIMER_DELIVER_MS=str(NOW_MS + 2_300)))
-    assert await harness.step(0) == NOW_MS + 2_000          # its second's start
-    assert await harness.step(2_000) == NOW_MS + 2_300      # inside it: the exact ms
+    assert await harness.step(0) == NOW_MS + 2_000  # its second's start
+    assert await harness.step(2_000) == NOW_MS + 2_300  # inside it: the exact ms
     assert await harness.step(2_299) == NOW_MS + 2_300
     assert harness.uniqs(queue_id=1) == []
-    assert await harness.step(2_300) == NOW_MS + 3_000      # the second stays open to its end
+    assert await harness.step(2_300) == NOW_MS + 3_000  # the second stays open to its end
     [msg] = harness.delivered(queue_id=1)
     assert msg.store_timestamp_ms == NOW_MS + 2_300
     assert (msg.topic, msg.queue_id, msg.body, msg.reconsume_times) == ("TopicA", 1, b"hello", 2)
-    assert msg.properties == {"TAGS": "TagA", "UNIQ_KEY": "U1",
-                              "TIMER_DELIVER_MS": str(NOW_MS + 2_300)}
+    assert msg.properties == {
+        "TAGS": "TagA",
+        "UNIQ_KEY": "U1",
+        "TIMER_DELIVER_MS": str(NOW_MS + 2_300),
+    }
     assert await harness.step(3_000) is None
     assert harness.service.pending == 0 and harness.service.delivered_total == 1
 
 
 async def test_many_messages_in_one_second_are_each_delivered_once_in_time_order(harness):
-    harness.send(*[record(uniq=f"M{i}", TIMER_DELIVER_MS=str(NOW_MS + 5_000 + (i * 7) % 1000))
-                   for i in range(3_000)])
-    assert await harness.step(0) == NOW_MS      # more parked than one round enqueues
+    harness.send(
+        *[
+            record(uniq=f"M{i}", TIMER_DELIVER_MS=str(NOW_MS + 5_000 + (i * 7) % 1000))
+            for i in range(3_000)
+        ]
+    )
+    assert await harness.step(0) == NOW_MS  # more parked than one round enqueues
     assert await harness.step(0) == NOW_MS + 5_000
     assert harness.service.pending == 3_000
     while (await harness.step(5_999)) == NOW_MS + 5_999:
-        pass                                    # rounds of MAX_PER_ROUND
+        pass  # rounds of MAX_PER_ROUND
     delivered = harness.delivered()
     assert len(delivered) == 3_000 == len({m.uniq_key for m in delivered})
     times = [int(m.properties["TIMER_DELIVER_MS"]) for m in delivered]
@@ -203,22 +228,28 @@ async def test_a_message_beyond_the_roll_window_is_re_parked_until_its_time(tmp_
     h = Harness(tmp_path, roll_window_s=10)
     try:
         h.send(record(TIMER_DELAY_MS="25500"))
-        assert await h.step(0) == NOW_MS + 10_000          # waits at the horizon
-        assert await h.step(10_000) == NOW_MS + 10_000     # re-parked: enqueue it now
-        assert await h.step(10_000) == NOW_MS + 11_000     # this second ends ...
-        assert await h.step(11_000) == NOW_MS + 20_000     # ... then the next horizon
+        assert await h.step(0) == NOW_MS + 10_000  # waits at the horizon
+        assert await h.step(10_000) == NOW_MS + 10_000  # re-parked: enqueue it now
+        assert await h.step(10_000) == NOW_MS + 11_000  # this second ends ...
+        assert await h.step(11_000) == NOW_MS + 20_000  # ... then the next horizon
         assert await h.step(20_000) == NOW_MS + 20_000
         assert await h.step(20_000) == NOW_MS + 21_000
-        assert await h.step(21_000) == NOW_MS + 25_000     # now within the window
+        assert await h.step(21_000) == NOW_MS + 25_000  # now within the window
         assert (h.service.rolled_total, h.uniqs()) == (2, [])
         assert [m.properties.get("TIMER_ROLL_TIMES") for m in h.delivered(TIMER_TOPIC)] == [
-            None, "1", "2"]
+            None,
+            "1",
+            "2",
+        ]
         await h.step(25_499)
         assert h.uniqs() == []
         await h.step(25_500)
         [msg] = h.delivered()
-        assert msg.properties == {"TAGS": "TagA", "UNIQ_KEY": "U1",
-                                  "TIMER_DELIVER_MS": str(NOW_MS + 25_500)}
+        assert msg.properties == {
+            "TAGS": "TagA",
+            "UNIQ_KEY": "U1",
+            "TIMER_DELIVER_MS": str(NOW_MS + 25_500),
+        }
     finally:
         await h.stop()
 
@@ -234,24 +265,26 @@ async def test_after_downtime_overdue_messages_go_out_at_once(harness):
 
 
 async def test_pending_messages_survive_a_clean_restart_and_go_out_once(harness):
-    harness.send(*[record(uniq=f"U{i}", TIMER_DELIVER_MS=str(NOW_MS + 1_000 + i * 400))
-                   for i in range(5)])
-    await harness.step(1_500)      # U0, U1 out; U2 (at 1800) waits in the same second
+    harness.send(
+        *[record(uniq=f"U{i}", TIMER_DELIVER_MS=str(NOW_MS + 1_000 + i * 400)) for i in range(5)]
+    )
+    await harness.step(1_500)  # U0, U1 out; U2 (at 1800) waits in the same second
     assert harness.uniqs() == ["U0", "U1"]
     await harness.stop()
     harness.open()
-    assert harness.service.pending == 5          # the open second is walked again ...
+    assert harness.service.pending == 5  # the open second is walked again ...
     await harness.step(5_000)
     assert harness.uniqs() == ["U0", "U1", "U2", "U3", "U4"]
-    assert harness.service.duplicates_skipped_total == 2    # ... and U0, U1 recognised
+    assert harness.service.duplicates_skipped_total == 2  # ... and U0, U1 recognised
 
 
 async def test_after_kill_9_messages_already_put_are_recognised_and_not_put_again(harness):
-    harness.send(*[record(uniq=f"U{i}", TIMER_DELIVER_MS=str(NOW_MS + 1_000 + i * 100))
-                   for i in range(30)])
+    harness.send(
+        *[record(uniq=f"U{i}", TIMER_DELIVER_MS=str(NOW_MS + 1_000 + i * 100)) for i in range(30)]
+    )
     await harness.step(0)
-    await harness.service.checkpoint()           # cursor at NOW_S: nothing delivered yet
-    await harness.step(2_450)                    # U0..U14 out, in two seconds
+    await harness.service.checkpoint()  # cursor at NOW_S: nothing delivered yet
+    await harness.step(2_450)  # U0..U14 out, in two seconds
     assert len(harness.uniqs()) == 15
     harness.kill()
     harness.open()
@@ -267,28 +300,31 @@ async def test_after_kill_9_messages_already_put_are_recognised_and_not_put_agai
 async def test_after_kill_9_a_second_finished_since_the_checkpoint_is_not_put_again(harness):
     harness.send(record(uniq="A", TIMER_DELAY_MS="60000"))
     await harness.step(0)
-    await harness.service.checkpoint()           # knows A's unit, not B's
+    await harness.service.checkpoint()  # knows A's unit, not B's
     harness.send(record(uniq="B", TIMER_DELAY_MS="1500"))
     await harness.step(1_500)
-    await harness.step(2_100)                    # B's second finished, its entry cleared
+    await harness.step(2_100)  # B's second finished, its entry cleared
     assert harness.uniqs() == ["B"]
     harness.kill()
     harness.open()
-    assert harness.service.recovery.replayed_units == 1     # B's unit, linked again
+    assert harness.service.recovery.replayed_units == 1  # B's unit, linked again
     await harness.step(2_200)
     assert harness.uniqs() == ["B"] and harness.service.duplicates_skipped_total == 1
     await harness.step(60_000)
     assert harness.uniqs() == ["B", "A"]
 
 
-async def test_a_message_sent_without_uniq_key_gets_one_and_goes_out_once_after_kill_9(
-        harness):
+async def test_a_message_sent_without_uniq_key_gets_one_and_goes_out_once_after_kill_9(harness):
     assert decode_record(park(record(uniq="", TIMER_DELAY_MS="5"))).uniq_key
-    harness.send(*[record(uniq="", body=b"%d" % i, TIMER_DELIVER_MS=str(NOW_MS + 1_000 + i))
-                   for i in range(10)])
+    harness.send(
+        *[
+            record(uniq="", body=b"%d" % i, TIMER_DELIVER_MS=str(NOW_MS + 1_000 + i))
+            for i in range(10)
+        ]
+    )
     await harness.step(0)
     await harness.service.checkpoint()
-    await harness.step(1_004)                    # bodies 0..4 out
+    await harness.step(1_004)  # bodies 0..4 out
     harness.kill()
     harness.open()
     await harness.step(5_000)
@@ -302,13 +338,13 @@ async def test_after_kill_9_a_roll_already_made_is_not_made_again(tmp_path):
     h.send(record(TIMER_DELAY_MS="15000"))
     await h.step(0)
     await h.service.checkpoint()
-    await h.step(10_000)                          # re-parked once
+    await h.step(10_000)  # re-parked once
     h.kill()
     h.open()
     try:
         await h.step(12_000)
         assert h.service.duplicates_skipped_total == 1
-        assert len(h.delivered(TIMER_TOPIC)) == 2   # the original and one re-park
+        assert len(h.delivered(TIMER_TOPIC)) == 2  # the original and one re-park
         await h.step(15_000)
         assert h.uniqs() == ["U1"]
     finally:
@@ -319,8 +355,11 @@ async def test_a_refused_re_put_is_retried_later(harness, monkeypatch):
     harness.send(record(TIMER_DELAY_MS="1000"))
     await harness.step(0)
     put = harness.store.put_message
-    monkeypatch.setattr(harness.store, "put_message", lambda **kw: PutResult(
-        status=PutStatus.DISK_FULL, error="disk full"))
+    monkeypatch.setattr(
+        harness.store,
+        "put_message",
+        lambda **kw: PutResult(status=PutStatus.DISK_FULL, error="disk full"),
+    )
     assert await harness.step(1_000) == NOW_MS + 1_000 + PUT_RETRY_DELAY_MS
     monkeypatch.setattr(harness.store, "put_message", put)
     await harness.step(2_000)
@@ -342,5 +381,8 @@ async def test_the_checkpoint_records_the_cursor_and_the_enqueued_offset(harness
     await harness.service.checkpoint()
     cp = harness.service.timer.checkpoint_file.read()
     assert (cp.cursor_second, cp.enqueue_queue_offset, cp.timerlog_flushed_pos) == (
-        NOW_MS // 1000 + 3, 2, 128)
+        NOW_MS // 1000 + 3,
+        2,
+        128,
+    )
     assert harness.service.figures()["timer_pending"] == "1"

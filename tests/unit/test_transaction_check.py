@@ -21,11 +21,14 @@ TIMEOUT_MS, INTERVAL_MS, CHECK_MAX = 6_000, 30_000, 3
 
 
 def prepared(uniq: str, **extra: str) -> bytes:
-    return encode_record(topic="TopicA", body=b"b", queue_id=0,
-                         properties={"UNIQ_KEY": uniq, "TRAN_MSG": "true", "PGROUP": "pg",
-                                     **extra},
-                         sysflag=SysFlag.TRANSACTION_PREPARED,
-                         born_host=pack_host(("10.0.0.9", 4321)))
+    return encode_record(
+        topic="TopicA",
+        body=b"b",
+        queue_id=0,
+        properties={"UNIQ_KEY": uniq, "TRAN_MSG": "true", "PGROUP": "pg", **extra},
+        sysflag=SysFlag.TRANSACTION_PREPARED,
+        born_host=pack_host(("10.0.0.9", 4321)),
+    )
 
 
 class Env:
@@ -33,18 +36,25 @@ class Env:
         self.tmp_path = tmp_path
         self.clock = ManualClock()
         self.sent: list[tuple[str, CheckTransactionState]] = []
-        self.producer: str | None = "producer-1"     # None: no producer connected
+        self.producer: str | None = "producer-1"  # None: no producer connected
         self.store = open_store(small_config(tmp_path / "data"), clock=self.clock)
         self._build()
 
     def _build(self) -> None:
-        self.service = TransactionalMessageService(self.store, str(self.tmp_path / "config"),
-                                                   store_host=STORE_HOST, clock=self.clock)
+        self.service = TransactionalMessageService(
+            self.store, str(self.tmp_path / "config"), store_host=STORE_HOST, clock=self.clock
+        )
         self.service.load()
         self.checker = TransactionalMessageCheckService(
-            self.service, self.store, send_check=self._send, store_host=STORE_HOST,
-            timeout_ms=TIMEOUT_MS, check_interval_ms=INTERVAL_MS, check_max=CHECK_MAX,
-            clock=self.clock)
+            self.service,
+            self.store,
+            send_check=self._send,
+            store_host=STORE_HOST,
+            timeout_ms=TIMEOUT_MS,
+            check_interval_ms=INTERVAL_MS,
+            check_max=CHECK_MAX,
+            clock=self.clock,
+        )
 
     def _send(self, group: str, command) -> str | None:
         if self.producer is not None:
@@ -58,9 +68,12 @@ class Env:
         self._build()
 
     def send_half(self, uniq: str, **extra: str) -> int:
-        blob = rewrite_half_messages(prepared(uniq, **extra), [SysFlag.TRANSACTION_PREPARED],
-                                     producer_group="",
-                                     store_host=STORE_HOST)
+        blob = rewrite_half_messages(
+            prepared(uniq, **extra),
+            [SysFlag.TRANSACTION_PREPARED],
+            producer_group="",
+            store_host=STORE_HOST,
+        )
         return self.store.put_batch(blob).phys_offsets[0]
 
     async def step(self, seconds: float = 0.0):
@@ -82,7 +95,7 @@ async def test_a_half_is_first_checked_after_the_timeout_then_every_interval(env
     offset = env.send_half("A")
     round_ = await env.step(5.999)
     assert env.checked() == []
-    assert round_.next_due_ms == env.clock.now_ms() + 1        # exactly at the timeout
+    assert round_.next_due_ms == env.clock.now_ms() + 1  # exactly at the timeout
     await env.step(0.001)
     assert env.checked() == [("A", 1)]
     group, command = env.sent[0]
@@ -99,14 +112,21 @@ async def test_a_half_is_first_checked_after_the_timeout_then_every_interval(env
 async def test_a_resolved_half_is_never_checked_and_progress_moves_past_it(env):
     offset = env.send_half("A")
     env.send_half("B")
-    await env.service.end_transaction(EndTransactionRequest(
-        producer_group="pg", commit_log_offset=offset, resolution=Resolution.COMMIT))
+    await env.service.end_transaction(
+        EndTransactionRequest(
+            producer_group="pg", commit_log_offset=offset, resolution=Resolution.COMMIT
+        )
+    )
     await env.step(6)
     assert env.checked() == [("B", 1)]
-    assert env.service.progress.half_offset == 1       # B, pending, holds it
-    await env.service.end_transaction(EndTransactionRequest(
-        producer_group="pg", commit_log_offset=env.sent[0][1].commit_log_offset,
-        resolution=Resolution.ROLLBACK))
+    assert env.service.progress.half_offset == 1  # B, pending, holds it
+    await env.service.end_transaction(
+        EndTransactionRequest(
+            producer_group="pg",
+            commit_log_offset=env.sent[0][1].commit_log_offset,
+            resolution=Resolution.ROLLBACK,
+        )
+    )
     round_ = await env.step(30)
     assert (env.checked(), round_.pending, round_.next_due_ms) == ([("B", 1)], 0, None)
     assert env.service.progress.half_offset == 2
@@ -126,10 +146,16 @@ async def test_after_the_last_check_a_half_is_discarded_as_rolled_back(env, capl
     copy = env.store.get_messages("TRANS_CHECK_MAX_TIME_TOPIC", 0, 0)
     assert decode_record(copy.records[0]).uniq_key == "A"
     with pytest.raises(FailedPreconditionError, match="discarded"):
-        await env.service.end_transaction(EndTransactionRequest(
-            producer_group="pg", commit_log_offset=offset, resolution=Resolution.COMMIT))
-    late_rollback = await env.service.end_transaction(EndTransactionRequest(
-        producer_group="pg", commit_log_offset=offset, resolution=Resolution.ROLLBACK))
+        await env.service.end_transaction(
+            EndTransactionRequest(
+                producer_group="pg", commit_log_offset=offset, resolution=Resolution.COMMIT
+            )
+        )
+    late_rollback = await env.service.end_transaction(
+        EndTransactionRequest(
+            producer_group="pg", commit_log_offset=offset, resolution=Resolution.ROLLBACK
+        )
+    )
     assert late_rollback.already_resolved
     assert env.store.get_messages("TopicA", 0, 0).status is not GetStatus.FOUND
 
@@ -161,7 +187,7 @@ async def test_check_counts_and_progress_survive_a_restart(env):
     assert env.checked() == [("A", 1), ("B", 1), ("A", 2), ("B", 2)]
     env.restart()
     env.sent.clear()
-    await env.step(0)         # checked before: asked again at once, counting on
+    await env.step(0)  # checked before: asked again at once, counting on
     assert env.checked() == [("A", 3), ("B", 3)]
     round_ = await env.step(30)
     assert round_.discarded == 2
@@ -177,8 +203,14 @@ async def test_a_new_half_wakes_an_idle_service(env):
 
 # -- choosing a producer ----------------------------------------------------------------------
 def check_command(n: int = 1) -> CheckTransactionState:
-    return CheckTransactionState(producer_group="pg", record=b"", commit_log_offset=0,
-                                 offset_msg_id="", msg_id="A", check_times=n)
+    return CheckTransactionState(
+        producer_group="pg",
+        record=b"",
+        commit_log_offset=0,
+        offset_msg_id="",
+        msg_id="A",
+        check_times=n,
+    )
 
 
 def test_checks_go_to_live_producers_of_the_group_in_turn():
@@ -188,8 +220,8 @@ def test_checks_go_to_live_producers_of_the_group_in_turn():
         clients.heartbeat(client_id, producer_groups=["pg"])
     clients.heartbeat("other", producer_groups=["other-group"])
     clients.open_channel("other")
-    assert clients.send_to_producer("pg", check_command()) is None     # none has a channel
+    assert clients.send_to_producer("pg", check_command()) is None  # none has a channel
     channels = {cid: clients.open_channel(cid) for cid in ("p1", "p2", "p3")}
-    clients.close_channel(channels["p2"])                               # p2 died
+    clients.close_channel(channels["p2"])  # p2 died
     chosen = [clients.send_to_producer("pg", check_command()) for _ in range(4)]
     assert chosen == ["p1", "p3", "p1", "p3"]

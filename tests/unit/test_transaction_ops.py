@@ -24,14 +24,30 @@ C, R, D = Resolution.COMMIT, Resolution.ROLLBACK, Resolution.DISCARD
 APPLY, ALREADY, CONFLICT = Verdict.APPLY, Verdict.ALREADY, Verdict.CONFLICT
 
 
-def record(*, topic="TopicA", queue_id=3, body=b"order-1", sysflag=SysFlag.TRANSACTION_PREPARED,
-           group="pg", uniq="U1", **extra) -> bytes:
+def record(
+    *,
+    topic="TopicA",
+    queue_id=3,
+    body=b"order-1",
+    sysflag=SysFlag.TRANSACTION_PREPARED,
+    group="pg",
+    uniq="U1",
+    **extra,
+) -> bytes:
     props = {"TAGS": "paid", "UNIQ_KEY": uniq, "TRAN_MSG": "true", **extra}
     if group:
         props["PGROUP"] = group
-    return encode_record(topic=topic, body=body, queue_id=queue_id, properties=props,
-                         sysflag=sysflag, flag=7, born_timestamp_ms=1_600_000_000_000,
-                         born_host=pack_host(("10.0.0.9", 4321)), reconsume_times=2)
+    return encode_record(
+        topic=topic,
+        body=body,
+        queue_id=queue_id,
+        properties=props,
+        sysflag=sysflag,
+        flag=7,
+        born_timestamp_ms=1_600_000_000_000,
+        born_host=pack_host(("10.0.0.9", 4321)),
+        reconsume_times=2,
+    )
 
 
 def sysflags(blob: bytes) -> list[int]:
@@ -44,18 +60,29 @@ def sysflags(blob: bytes) -> list[int]:
 
 
 def rewrite(blob: bytes, *, group: str = "") -> bytes | None:
-    return rewrite_half_messages(blob, sysflags(blob), producer_group=group,
-                                 store_host=STORE_HOST)
+    return rewrite_half_messages(blob, sysflags(blob), producer_group=group, store_host=STORE_HOST)
 
 
 # -- the decision table ---------------------------------------------------------------------
-@pytest.mark.parametrize(("earlier", "requested", "verdict"), [
-    (None, C, APPLY), (None, R, APPLY), (None, D, APPLY),
-    (C, C, ALREADY), (C, R, CONFLICT), (C, D, CONFLICT),
-    (R, C, CONFLICT), (R, R, ALREADY), (R, D, CONFLICT),
-    (D, C, CONFLICT), (D, R, ALREADY), (D, D, ALREADY),
-    (Resolution.RESOLVED, C, CONFLICT), (Resolution.RESOLVED, R, CONFLICT),
-])
+@pytest.mark.parametrize(
+    ("earlier", "requested", "verdict"),
+    [
+        (None, C, APPLY),
+        (None, R, APPLY),
+        (None, D, APPLY),
+        (C, C, ALREADY),
+        (C, R, CONFLICT),
+        (C, D, CONFLICT),
+        (R, C, CONFLICT),
+        (R, R, ALREADY),
+        (R, D, CONFLICT),
+        (D, C, CONFLICT),
+        (D, R, ALREADY),
+        (D, D, ALREADY),
+        (Resolution.RESOLVED, C, CONFLICT),
+        (Resolution.RESOLVED, R, CONFLICT),
+    ],
+)
 def test_the_decision_table(earlier, requested, verdict):
     assert judge(earlier, requested) is verdict
 
@@ -69,8 +96,7 @@ def test_a_prepared_record_moves_to_the_half_topic_keeping_where_it_was_sent():
     assert half.properties["REAL_TOPIC"] == "TopicA"
     assert half.properties["REAL_QID"] == "3"
     assert half.properties["PGROUP"] == "pg"
-    assert (half.body, half.flag, half.reconsume_times, half.uniq_key) == (
-        b"order-1", 7, 2, "U1")
+    assert (half.body, half.flag, half.reconsume_times, half.uniq_key) == (b"order-1", 7, 2, "U1")
     assert half.born_host == ("10.0.0.9", 4321)
 
 
@@ -103,7 +129,7 @@ def test_a_half_message_without_any_group_is_refused():
 
 def test_a_damaged_half_message_is_refused():
     raw = bytearray(record())
-    raw[90] ^= 0xFF    # a body byte: the CRC no longer matches
+    raw[90] ^= 0xFF  # a body byte: the CRC no longer matches
     with pytest.raises(InvalidRequestError, match="CRC"):
         rewrite(bytes(raw))
 
@@ -112,13 +138,19 @@ def test_a_damaged_half_message_is_refused():
 def stored_half(phys_offset: int = 4096, queue_offset: int = 17):
     raw = bytearray(rewrite(record()))
     msg = decode_record(raw)
-    return msg.__class__(**{**{f: getattr(msg, f) for f in msg.__slots__},
-                            "phys_offset": phys_offset, "queue_offset": queue_offset})
+    return msg.__class__(
+        **{
+            **{f: getattr(msg, f) for f in msg.__slots__},
+            "phys_offset": phys_offset,
+            "queue_offset": queue_offset,
+        }
+    )
 
 
 def test_an_op_record_names_the_half_by_queue_offset_and_commit_log_offset():
-    raw = op_record(half_queue_offset=17, half_phys_offset=4096, resolution=C, now_ms=5,
-                    store_host=STORE_HOST)
+    raw = op_record(
+        half_queue_offset=17, half_phys_offset=4096, resolution=C, now_ms=5, store_host=STORE_HOST
+    )
     op = decode_record(raw)
     assert op.topic == "RMQ_SYS_TRANS_OP_HALF_TOPIC"
     assert (op.body, op.tags, op.keys) == (b"17", "d", ["4096"])
@@ -128,8 +160,9 @@ def test_an_op_record_names_the_half_by_queue_offset_and_commit_log_offset():
 
 
 def test_rocketmq_style_ops_parse_with_several_offsets_and_no_resolution():
-    raw = encode_record(topic="RMQ_SYS_TRANS_OP_HALF_TOPIC", body=b"3,4,9",
-                        properties={"TAGS": "d"})
+    raw = encode_record(
+        topic="RMQ_SYS_TRANS_OP_HALF_TOPIC", body=b"3,4,9", properties={"TAGS": "d"}
+    )
     entry = parse_op(decode_record(raw))
     assert entry.half_queue_offsets == (3, 4, 9)
     assert entry.half_phys_offset is None
@@ -138,8 +171,12 @@ def test_rocketmq_style_ops_parse_with_several_offsets_and_no_resolution():
 
 @pytest.mark.parametrize("body, tags", [(b"x", "d"), (b"", "d"), (b"-1", "d"), (b"1", "TagA")])
 def test_foreign_records_are_not_ops(body, tags):
-    assert parse_op(decode_record(encode_record(topic="T", body=body or b" ",
-                                                properties={"TAGS": tags}))) is None
+    assert (
+        parse_op(
+            decode_record(encode_record(topic="T", body=body or b" ", properties={"TAGS": tags}))
+        )
+        is None
+    )
 
 
 def test_a_commit_restores_topic_and_queue_and_points_at_its_half():

@@ -28,10 +28,15 @@ OP = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 
 
 def prepared(uniq: str, *, queue_id: int = 1, group: str = "pg") -> bytes:
-    return encode_record(topic="TopicA", body=f"body-{uniq}".encode(), queue_id=queue_id,
-                         properties={"UNIQ_KEY": uniq, "TRAN_MSG": "true", "PGROUP": group},
-                         sysflag=SysFlag.TRANSACTION_PREPARED, born_timestamp_ms=1,
-                         born_host=pack_host(("10.0.0.9", 4321)))
+    return encode_record(
+        topic="TopicA",
+        body=f"body-{uniq}".encode(),
+        queue_id=queue_id,
+        properties={"UNIQ_KEY": uniq, "TRAN_MSG": "true", "PGROUP": group},
+        sysflag=SysFlag.TRANSACTION_PREPARED,
+        born_timestamp_ms=1,
+        born_host=pack_host(("10.0.0.9", 4321)),
+    )
 
 
 class Env:
@@ -42,8 +47,9 @@ class Env:
         self.service = self.new_service()
 
     def new_service(self) -> TransactionalMessageService:
-        service = TransactionalMessageService(self.store, str(self.tmp_path / "config"),
-                                              store_host=STORE_HOST, clock=self.clock)
+        service = TransactionalMessageService(
+            self.store, str(self.tmp_path / "config"), store_host=STORE_HOST, clock=self.clock
+        )
         service.load()
         return service
 
@@ -54,18 +60,21 @@ class Env:
 
     def send_half(self, uniq: str) -> int:
         """Store a half message; its commit-log offset."""
-        blob = rewrite_half_messages(prepared(uniq), [SysFlag.TRANSACTION_PREPARED],
-                                     producer_group="",
-                                     store_host=STORE_HOST)
+        blob = rewrite_half_messages(
+            prepared(uniq), [SysFlag.TRANSACTION_PREPARED], producer_group="", store_host=STORE_HOST
+        )
         result = self.store.put_batch(blob)
         assert result.ok
         return result.phys_offsets[0]
 
-    async def end(self, offset: int, resolution: Resolution, *, group: str = "pg",
-                  msg_id: str = ""):
-        return await self.service.end_transaction(EndTransactionRequest(
-            producer_group=group, commit_log_offset=offset, resolution=resolution,
-            msg_id=msg_id))
+    async def end(
+        self, offset: int, resolution: Resolution, *, group: str = "pg", msg_id: str = ""
+    ):
+        return await self.service.end_transaction(
+            EndTransactionRequest(
+                producer_group=group, commit_log_offset=offset, resolution=resolution, msg_id=msg_id
+            )
+        )
 
     def delivered(self, queue_id: int = 1) -> list[str]:
         result = self.store.get_messages("TopicA", queue_id, 0, max_count=100)
@@ -83,13 +92,13 @@ def env(tmp_path):
 
 async def test_a_commit_delivers_the_message_once_right_after_its_op(env):
     offset = env.send_half("A")
-    assert env.delivered() == []               # a half message is invisible
+    assert env.delivered() == []  # a half message is invisible
     outcome = await env.end(offset, Resolution.COMMIT, msg_id="A")
     assert not outcome.already_resolved
     assert env.delivered() == ["A"]
     op = decode_record(env.store.get_messages(OP, 0, 0).records[0])
     committed = decode_record(env.store.get_messages("TopicA", 1, 0).records[0])
-    assert committed.phys_offset == op.phys_offset + op.total_size   # one batch, op first
+    assert committed.phys_offset == op.phys_offset + op.total_size  # one batch, op first
     assert committed.prepared_transaction_offset == offset
     assert SysFlag.transaction_type(committed.sysflag) == SysFlag.TRANSACTION_COMMIT
     assert committed.body == b"body-A"
@@ -147,7 +156,10 @@ async def test_the_op_replay_rebuilds_the_resolved_set_after_a_restart(env, cras
     await env.end(b, Resolution.ROLLBACK)
     env.reopen(crashed=crashed)
     assert [env.service.resolution_of(q) for q in (0, 1, 2)] == [
-        Resolution.COMMIT, Resolution.ROLLBACK, None]
+        Resolution.COMMIT,
+        Resolution.ROLLBACK,
+        None,
+    ]
     assert (await env.end(a, Resolution.COMMIT)).already_resolved
     with pytest.raises(FailedPreconditionError):
         await env.end(b, Resolution.COMMIT)
@@ -159,12 +171,18 @@ async def test_a_commit_whose_message_a_crash_cut_is_put_again_by_the_replay(env
     offset = env.send_half("A")
     half = decode_record(env.store.read_record(offset))
     # What a torn tail leaves: the op of the batch, not the committed message after it.
-    env.store.put_batch(op_record(half_queue_offset=half.queue_offset, half_phys_offset=offset,
-                                  resolution=Resolution.COMMIT, now_ms=1,
-                                  store_host=STORE_HOST))
+    env.store.put_batch(
+        op_record(
+            half_queue_offset=half.queue_offset,
+            half_phys_offset=offset,
+            resolution=Resolution.COMMIT,
+            now_ms=1,
+            store_host=STORE_HOST,
+        )
+    )
     env.reopen(crashed=True)
     assert env.delivered() == ["A"]
-    env.reopen(crashed=True)              # found now: never put twice
+    env.reopen(crashed=True)  # found now: never put twice
     assert env.delivered() == ["A"]
 
 
@@ -172,12 +190,12 @@ async def test_progress_is_saved_and_old_halves_are_found_through_the_index(env,
     a, b = env.send_half("A"), env.send_half("B")
     await env.end(a, Resolution.COMMIT)
     await env.end(b, Resolution.ROLLBACK)
-    env.service.advance(2)                # what the check service does once both are resolved
+    env.service.advance(2)  # what the check service does once both are resolved
     env.service.persist()
     saved = json.loads((tmp_path / "config" / "transactionProgress.json").read_text())
     assert saved == {"halfOffset": 2, "opOffset": 2, "checkTimes": {}}
     env.reopen()
-    assert env.service.resolution_of(0) is None          # no longer kept in memory
+    assert env.service.resolution_of(0) is None  # no longer kept in memory
     assert (await env.end(a, Resolution.COMMIT)).already_resolved
     with pytest.raises(FailedPreconditionError, match="rolled back"):
         await env.end(b, Resolution.COMMIT)
@@ -187,16 +205,18 @@ async def test_progress_is_saved_and_old_halves_are_found_through_the_index(env,
 async def test_progress_past_the_end_of_a_shortened_queue_is_pulled_back(env, tmp_path):
     (tmp_path / "config").mkdir(exist_ok=True)
     (tmp_path / "config" / "transactionProgress.json").write_text(
-        json.dumps({"halfOffset": 50, "opOffset": 40, "checkTimes": {"55": 3}}))
+        json.dumps({"halfOffset": 50, "opOffset": 40, "checkTimes": {"55": 3}})
+    )
     env.reopen()
     assert (env.service.progress.half_offset, env.service.progress.op_offset) == (0, 0)
-    await env.end(env.send_half("A"), Resolution.COMMIT)   # offset 0 is not taken for done
+    await env.end(env.send_half("A"), Resolution.COMMIT)  # offset 0 is not taken for done
     assert env.delivered() == ["A"]
 
 
 async def test_the_send_path_stores_prepared_records_as_half_messages(env, tmp_path):
-    topics = TopicConfigManager(str(tmp_path / "config"), broker_name="broker-a",
-                                cluster_name="DefaultCluster")
+    topics = TopicConfigManager(
+        str(tmp_path / "config"), broker_name="broker-a", cluster_name="DefaultCluster"
+    )
     topics.load()
     topics.create(TopicConfig(topic_name="TopicA", read_queue_nums=4, write_queue_nums=4))
     send = SendMessageService(env.store, topics, store_host=STORE_HOST)

@@ -41,7 +41,7 @@ def test_without_a_gate_every_appended_record_is_visible(store):
 
 def test_reads_stop_at_the_confirm_offset_and_max_offset_reports_the_visible_max(store):
     _q0, end0 = put(store, b"first")
-    store.gate.turn_on(end0)                      # only record 0 is confirmed
+    store.gate.turn_on(end0)  # only record 0 is confirmed
     _q1, end1 = put(store, b"second")
     _q2, end2 = put(store, b"third")
     assert store.max_offset(TOPIC, 0) == 1
@@ -76,13 +76,13 @@ def test_arrival_is_notified_only_when_the_confirm_offset_passes_new_records(sto
     store.gate.turn_on(0)
     _q0, end0 = put(store, b"a")
     _q1, end1 = put(store, b"b")
-    assert heard == []                            # appended, not confirmed: nobody hears
+    assert heard == []  # appended, not confirmed: nobody hears
     store.gate.advance(end0)
-    assert heard == [(TOPIC, 0, 1)]               # the visible max, not the appended one
+    assert heard == [(TOPIC, 0, 1)]  # the visible max, not the appended one
     store.gate.advance(end1)
     assert heard[-1] == (TOPIC, 0, 2)
     count = len(heard)
-    store.gate.advance(end1 + 1000)               # nothing pending: no more notifications
+    store.gate.advance(end1 + 1000)  # nothing pending: no more notifications
     assert len(heard) == count
 
 
@@ -115,7 +115,7 @@ def test_the_confirm_offset_survives_a_restart_and_keeps_unconfirmed_records_hid
         assert again.gate.confirm_offset == end0
         assert again.max_offset(TOPIC, 0) == 1
         q2, _end = put(again, b"c")
-        assert q2 == 2                            # the hidden record keeps its queue offset
+        assert q2 == 2  # the hidden record keeps its queue offset
     finally:
         again.shutdown()
 
@@ -127,16 +127,23 @@ def test_the_queue_end_for_offset_commits_stays_at_the_real_tail_while_the_gate_
     for body in (b"second", b"third"):
         put(store, body)
     store.gate.turn_on(end0)
-    assert store.max_offset(TOPIC, 0) == 1          # reads still stop at the gate
-    assert store.end_offset(TOPIC, 0) == 3          # commits may name the real tail
+    assert store.max_offset(TOPIC, 0) == 1  # reads still stop at the gate
+    assert store.end_offset(TOPIC, 0) == 3  # commits may name the real tail
 
 
 def _master(store):
     from pocketmq.broker.ha.master import ReplicationService
 
-    return ReplicationService(store, broker_name="b", batch_bytes=1 << 16, heartbeat_s=1,
-                              housekeeping_s=1, fallbehind_max_bytes=1 << 20,
-                              min_sync_replicas=1, is_master=lambda: True)
+    return ReplicationService(
+        store,
+        broker_name="b",
+        batch_bytes=1 << 16,
+        heartbeat_s=1,
+        housekeeping_s=1,
+        fallbehind_max_bytes=1 << 20,
+        min_sync_replicas=1,
+        is_master=lambda: True,
+    )
 
 
 def test_a_sync_master_alone_gates_reads_while_a_replica_joining_its_set_lacks_new_records(store):
@@ -144,9 +151,9 @@ def test_a_sync_master_alone_gates_reads_while_a_replica_joining_its_set_lacks_n
     # the joiner: what the master appends meanwhile must stay unread until the joiner has it.
     master = _master(store)
     master.set_sync_state_set(frozenset(), gated=True)
-    assert not store.gate.on                          # alone in its set: no gate
+    assert not store.gate.on  # alone in its set: no gate
     _q0, end0 = put(store, b"held-by-both")
-    joiner = master.connected(2, "replica", end0)     # caught up to end0
+    joiner = master.connected(2, "replica", end0)  # caught up to end0
     master.set_pending(frozenset({2}), gated=True, gate_at=end0)
     put(store, b"appended-while-the-controller-decides")
     assert store.max_offset(TOPIC, 0) == 1 and read_bodies(store) == [0]
@@ -161,9 +168,9 @@ def test_an_unanswered_expansion_keeps_the_gate_until_it_is_settled_then_refusal
     master.connected(2, "replica", end0)
     master.set_pending(frozenset({2}), gated=True, gate_at=end0)
     put(store, b"b")
-    master.set_sync_state_set(frozenset(), gated=True)     # a watch update meanwhile
+    master.set_sync_state_set(frozenset(), gated=True)  # a watch update meanwhile
     assert store.max_offset(TOPIC, 0) == 1, "the gate must hold while the change is pending"
-    master.set_pending(frozenset(), gated=True)            # the controller kept {master}
+    master.set_pending(frozenset(), gated=True)  # the controller kept {master}
     assert not store.gate.on and store.max_offset(TOPIC, 0) == 2
 
 
