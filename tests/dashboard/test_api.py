@@ -257,8 +257,13 @@ async def test_dead_letters_are_listed_exported_and_resent(web, dash_cluster, ev
             origin_msg_id=msg.msg_id,
             max_reconsume_times=1,
         )
-    status, body = await web.get("/api/dlq?group=payments")
-    assert status == 200 and body["topic"] == "%DLQ%payments"
+
+    async def listed() -> dict | None:  # the DLQ's consume queue is built by the dispatcher
+        status, body = await web.get("/api/dlq?group=payments")
+        assert status == 200 and body["topic"] == "%DLQ%payments"
+        return body if body["messages"] else None
+
+    body = await eventually(listed, timeout_s=10, what="the dead letter in %DLQ%payments")
     (dead,) = body["messages"]
     assert dead["msg_id"] == sent["msg_id"] and dead["preview"] == "poison"
     status, payload = await web.raw("GET", "/api/dlq/export?group=payments")

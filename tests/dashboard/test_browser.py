@@ -378,6 +378,10 @@ def test_a_dead_letter_is_listed_and_resent_to_its_group(browser, cluster, event
         return msg.msg_id
 
     msg_id = admin_call(cluster, to_dlq)
+    store = cluster.cluster.broker.store
+    eventually_sync(  # the DLQ's consume queue is built by the dispatcher, after the answer
+        lambda: store.max_offset("%DLQ%poison-eaters", 0) == 1, "the dead letter dispatched"
+    )
     listed = open_page(browser, cluster, "dlq?group=poison-eaters", "#dlq-messages")
     assert msg_id in listed.text
     export = browser.find_element(By.ID, "dlq-export").get_attribute("href")
@@ -389,7 +393,6 @@ def test_a_dead_letter_is_listed_and_resent_to_its_group(browser, cluster, event
         lambda d: "resent 1 of 1 to poison-eaters" in d.find_element(By.ID, "dlq-result").text,
         "the resend notice",
     )
-    store = cluster.cluster.broker.store
     eventually_sync(
         lambda: store.max_offset("%RETRY%poison-eaters", 0) == 1,
         "the dead letter in the group's retry topic",
