@@ -6,9 +6,11 @@ descriptor the mapping holds); the store keeps at most
 used past that. A broker therefore needs ``min(max_queues_total,
 max_open_consume_queue_files)`` of each, plus its commit log, index files and
 sockets. Linux defaults (``ulimit -n`` 1,024 soft, ``vm.max_map_count``
-65,530) may be below that; the broker checks at start and warns with the
-numbers and the command that raises each limit (or the key that lowers the
-need), instead of failing with EMFILE / ENOMEM at the first busy queue.
+65,530) may be below that. At start the broker first raises its own soft
+open-files limit toward the need, as far as the hard limit allows (as the JVM
+does by default with ``-XX:+MaxFDLimit``), then warns with the numbers and the
+command that raises each limit still short (or the key that lowers the need),
+instead of failing with EMFILE / ENOMEM at the first busy queue.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import logging
 import resource
 
-__all__ = ["HEADROOM", "limit_warnings", "read_limits", "warn_if_low"]
+__all__ = ["HEADROOM", "limit_warnings", "need_of", "raise_nofile", "read_limits", "warn_if_low"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,32 @@ def read_limits() -> tuple[int | None, int | None]:
     return nofile, max_map_count
 
 
+def need_of(max_queues_total: int, max_open_consume_queue_files: int | None) -> int:
+    """Descriptors (and mappings) a broker may hold with that many queues in use."""
+    if max_open_consume_queue_files:
+        return min(max_queues_total, max_open_consume_queue_files) + HEADROOM
+    return max_queues_total + HEADROOM
+
+
+def raise_nofile(need: int) -> tuple[int, int] | None:
+    """Raise this process's soft ``RLIMIT_NOFILE`` toward *need*, up to the hard limit.
+
+    Returns ``(before, after)`` when it raised the limit, None when it was
+    already enough, unlimited, or the hard limit leaves no room.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return None
+    target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+    if target <= soft:
+        return None
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        return None
+    return soft, target
+
+
 def limit_warnings(
     max_queues_total: int,
     nofile: int | None,
@@ -44,12 +72,8 @@ def limit_warnings(
     max_open_consume_queue_files: int | None = None,
 ) -> list[str]:
     """What is too low for *max_queues_total* queues, each with how to raise it (pure)."""
-    mapped = (
-        max_queues_total
-        if not max_open_consume_queue_files
-        else min(max_queues_total, max_open_consume_queue_files)
-    )
-    need = mapped + HEADROOM
+    need = need_of(max_queues_total, max_open_consume_queue_files)
+    mapped = need - HEADROOM
     what = (
         f"max_queues_total {max_queues_total}"
         if mapped == max_queues_total
@@ -79,6 +103,10 @@ def limit_warnings(
 def warn_if_low(
     max_queues_total: int, max_open_consume_queue_files: int | None = None
 ) -> list[str]:
+    """Raise the soft open-files limit as far as allowed, then log what is still low."""
+    raised = raise_nofile(need_of(max_queues_total, max_open_consume_queue_files))
+    if raised is not None:
+        log.info("raised the open files limit (ulimit -n) from %d to %d", *raised)
     warnings = limit_warnings(
         max_queues_total, *read_limits(), max_open_consume_queue_files=max_open_consume_queue_files
     )

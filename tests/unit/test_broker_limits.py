@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import resource
+import subprocess
+import sys
+
 from pocketmq.broker.limits import HEADROOM, limit_warnings, read_limits
 
 
@@ -30,3 +34,22 @@ def test_the_open_file_bound_caps_what_the_limits_must_allow():
     assert len(warnings) == 1
     assert f"ulimit -n {16_384 + HEADROOM}" in warnings[0]
     assert "max_open_consume_queue_files" in warnings[0]
+
+
+def test_a_low_soft_open_files_limit_is_raised_up_to_the_hard_limit(tmp_path):
+    # in a child process: the soft limit set low, the hard one left as it is
+    script = (
+        "import resource\n"
+        "from pocketmq.broker.limits import warn_if_low\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
+        "warn_if_low(1_000, 16_384)\n"
+        "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], hard)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.split()
+    soft_after, hard = int(out[0]), int(out[1])
+    need = 1_000 + HEADROOM
+    assert soft_after == (need if hard == resource.RLIM_INFINITY else min(need, hard))
+    assert soft_after > 256
