@@ -17,11 +17,10 @@ from typing import Any, TypeVar
 
 import grpc
 
-from pocketmq.broker.admin_service import AdminService, ResetPosition
+from pocketmq.broker.admin_service import ResetPosition
 from pocketmq.broker.client_manager import (
     ChannelOpened,
     CheckTransactionState,
-    ClientManager,
     ConsumeFromWhere,
     ConsumerRegistration,
     ConsumeType,
@@ -30,7 +29,6 @@ from pocketmq.broker.client_manager import (
     ResetConsumerClientOffset,
     ServerCommand,
 )
-from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.errors import (
     BrokerError,
     FailedPreconditionError,
@@ -45,12 +43,12 @@ from pocketmq.broker.grpc_status import (
 )
 from pocketmq.broker.idempotence import IdempotenceService
 from pocketmq.broker.property_filter import FilterCompiler
-from pocketmq.broker.pull_service import PullMessageService, PullOutcome, PullRequest
-from pocketmq.broker.rebalance_lock import MessageQueue, RebalanceLockManager
-from pocketmq.broker.send_back import SendBackService
-from pocketmq.broker.send_service import SendMessageService, SendOutcome, SendStatus
+from pocketmq.broker.pull_service import PullOutcome, PullRequest
+from pocketmq.broker.rebalance_lock import MessageQueue
+from pocketmq.broker.send_service import SendOutcome, SendStatus
+from pocketmq.broker.services import BrokerServices
 from pocketmq.broker.topic_config import Perm, TopicConfig
-from pocketmq.broker.transaction import EndTransactionRequest, TransactionalMessageService
+from pocketmq.broker.transaction import EndTransactionRequest
 from pocketmq.broker.transaction_ops import Resolution
 from pocketmq.broker.v1_authz import (
     authorize_end_transaction,
@@ -365,33 +363,25 @@ def not_master_detail(error: NotMasterError) -> bytes:
 class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     def __init__(
         self,
+        services: BrokerServices,
         *,
-        send: SendMessageService,
-        pull: PullMessageService,
-        offsets: ConsumerOffsetManager,
-        clients: ClientManager,
-        admin: AdminService,
-        send_back: SendBackService,
-        locks: RebalanceLockManager,
-        transactions: TransactionalMessageService,
         default_topic_queue_nums: int,
         figures: Sequence[Callable[[], dict[str, str]]] = (),
         max_auto_retry_topics: int = 10_000,
         promote: Promote | None = None,
-        idempotence: IdempotenceService | None = None,
         update_config: Callable[[dict[str, str]], dict[str, str]] | None = None,
     ) -> None:
-        self._idempotence = idempotence
+        self._idempotence: IdempotenceService | None = services.idempotence
         self._update_config = update_config  # UpdateBrokerConfig (broker/runtime_config.py)
         self._promote = promote  # the broker's HaController.promote (manual failover)
-        self._send = send
-        self._transactions = transactions
-        self._send_back = send_back
-        self._locks = locks
-        self._pull = pull
-        self._offsets = offsets
-        self._clients = clients
-        self._admin = admin
+        self._send = services.send
+        self._transactions = services.transactions
+        self._send_back = services.send_back
+        self._locks = services.locks
+        self._pull = services.pull
+        self._offsets = services.offsets
+        self._clients = services.clients
+        self._admin = services.admin
         self._default_queue_nums = default_topic_queue_nums
         self._figures = figures  # more GetBrokerRuntimeInfo rows (flow control, ...)
         self._max_auto_retry_topics = max_auto_retry_topics
