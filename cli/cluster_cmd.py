@@ -71,15 +71,17 @@ from pocketmq.cli.cluster_layout import (
     CLUSTER_NAME,
     DEFAULT_DATA_DIR,
     MASTER_ROLES,
+    POCKETMQ,
     PORTS_PER_MEMBER,
     Member,
     broker_command,
     broker_name,
     cluster_layout,
+    controller_id,
     dashboard_command,
     nameserver_command,
 )
-from pocketmq.cli.cluster_up import LocalCluster
+from pocketmq.cli.cluster_up import STARTUP_TIMEOUT_S, STOP_GRACE_S, LocalCluster
 from pocketmq.cli.table import dump_json, render
 from pocketmq.client import AdminClient, ClientError
 from pocketmq.client.errors import NotFoundError
@@ -88,10 +90,17 @@ from pocketmq.common.logsetup import server_command
 __all__ = [
     "CLUSTER_NAME",
     "DEFAULT_DATA_DIR",
+    "MASTER_ROLES",
+    "POCKETMQ",
+    "PORTS_PER_MEMBER",
+    "STARTUP_TIMEOUT_S",
+    "STOP_GRACE_S",
+    "LocalCluster",
     "Member",
     "broker_command",
     "broker_name",
     "cluster_layout",
+    "controller_id",
     "dashboard_command",
     "nameserver_command",
     "register",

@@ -28,7 +28,7 @@ from pocketmq.cli.cluster_layout import (
 from pocketmq.cli.table import render
 from pocketmq.client import AdminClient, ClientError
 
-__all__ = ["STOP_GRACE_S", "LocalCluster"]
+__all__ = ["STARTUP_TIMEOUT_S", "STOP_GRACE_S", "LocalCluster"]
 
 STARTUP_TIMEOUT_S = 60.0  # until every broker has registered
 STOP_GRACE_S = 20.0  # per child, after SIGTERM, before SIGKILL
