@@ -114,41 +114,11 @@ def build_services(
     """Load every manager's file and wire the services to *store* (started, recovered)."""
     cfg = config
     store_host = (cfg.advertised_ip, edge.port)
-    topics = TopicConfigManager(
-        cfg.config_dir,
-        broker_name=cfg.broker_name,
-        cluster_name=cfg.cluster_name,
-        default_queue_nums=cfg.default_topic_queue_nums,
-        auto_create_enable=cfg.auto_create_topic_enable,
-        schedule_queue_nums=cfg.delay_levels.max_level,
-        max_queues_total=cfg.max_queues_total,
-        clock=clock,
-    )
-    topics.load()
-    offsets = ConsumerOffsetManager(
-        cfg.config_dir, persist_interval_seconds=cfg.consumer_offset_persist_interval_seconds
-    )
-    offsets.load()
-    clients = ClientManager(
-        broker_name=cfg.broker_name,
-        expire_seconds=cfg.client_channel_expire_seconds,
-        scan_interval_seconds=cfg.client_scan_interval_seconds,
-        clock=clock,
-    )
-    if edge.acl is not None:
-        # A transaction check carries the uncommitted record: only to keys that may PUB it.
-        clients.command_filter = transaction_check_filter(edge.acl)
+    topics, offsets = _load_tables(cfg, clock)
+    clients = _build_clients(cfg, edge, clock)
     hold = PullRequestHoldService(max_parked=cfg.max_parked_pulls)
     store.add_arrival_listener(hold.on_arrival)
-    schedule = ScheduleMessageService(
-        store,
-        cfg.delay_levels,
-        cfg.config_dir,
-        persist_interval_s=cfg.flush_delay_offset_interval_ms / 1000,
-        clock=clock,
-    )
-    schedule.load()
-    store.add_arrival_listener(schedule.on_arrival)
+    schedule = _build_schedule(cfg, store, clock)
     timer = _build_timer(cfg, store, recovery, clock)
     ha = _build_ha(cfg, store, edge, topics=topics, offsets=offsets, schedule=schedule)
     locks = RebalanceLockManager(max_live_time_ms=cfg.rebalance_lock_max_live_time_ms, clock=clock)
@@ -161,33 +131,8 @@ def build_services(
     if trace is not None:  # the services' hooks write to it
         for service in (send, send_back, schedule, timer, transactions):
             service.trace = trace
-    pull = PullMessageService(
-        store,
-        topics,
-        offsets,
-        hold,
-        max_pull_messages=cfg.max_pull_messages,
-        max_pull_bytes=cfg.max_pull_bytes,
-        long_polling_enable=cfg.long_polling_enable,
-        suspend_default_ms=cfg.pull_suspend_default_ms,
-        suspend_max_ms=cfg.pull_suspend_max_ms,
-        clock=clock,
-        stats=stats,
-        filters=FilterCompiler(enable_property_filter=cfg.enable_property_filter),
-    )
-    admin = AdminService(
-        store,
-        topics,
-        offsets,
-        clients,
-        hold,
-        broker_name=cfg.broker_name,
-        cluster_name=cfg.cluster_name,
-        store_host=store_host,
-        default_query_max=cfg.default_query_max,
-        clock=clock,
-        config=cfg,
-    )
+    pull = _build_pull(cfg, store, topics, offsets, hold, clock=clock, stats=stats)
+    admin = _build_admin(cfg, store, topics, offsets, clients, hold, store_host, clock)
     return BrokerServices(
         store=store,
         recovery=recovery,
@@ -209,6 +154,106 @@ def build_services(
         admin=admin,
         ha=ha,
         trace=trace,
+    )
+
+
+def _load_tables(
+    cfg: BrokerConfig, clock: Clock
+) -> tuple[TopicConfigManager, ConsumerOffsetManager]:
+    """topics.json (and its change log) and consumerOffset.json, loaded."""
+    topics = TopicConfigManager(
+        cfg.config_dir,
+        broker_name=cfg.broker_name,
+        cluster_name=cfg.cluster_name,
+        default_queue_nums=cfg.default_topic_queue_nums,
+        auto_create_enable=cfg.auto_create_topic_enable,
+        schedule_queue_nums=cfg.delay_levels.max_level,
+        max_queues_total=cfg.max_queues_total,
+        clock=clock,
+    )
+    topics.load()
+    offsets = ConsumerOffsetManager(
+        cfg.config_dir, persist_interval_seconds=cfg.consumer_offset_persist_interval_seconds
+    )
+    offsets.load()
+    return topics, offsets
+
+
+def _build_clients(cfg: BrokerConfig, edge: BrokerEdge, clock: Clock) -> ClientManager:
+    clients = ClientManager(
+        broker_name=cfg.broker_name,
+        expire_seconds=cfg.client_channel_expire_seconds,
+        scan_interval_seconds=cfg.client_scan_interval_seconds,
+        clock=clock,
+    )
+    if edge.acl is not None:
+        # A transaction check carries the uncommitted record: only to keys that may PUB it.
+        clients.command_filter = transaction_check_filter(edge.acl)
+    return clients
+
+
+def _build_schedule(cfg: BrokerConfig, store: MessageStore, clock: Clock) -> ScheduleMessageService:
+    """Delay levels: delayOffset.json loaded, new delayed messages heard of."""
+    schedule = ScheduleMessageService(
+        store,
+        cfg.delay_levels,
+        cfg.config_dir,
+        persist_interval_s=cfg.flush_delay_offset_interval_ms / 1000,
+        clock=clock,
+    )
+    schedule.load()
+    store.add_arrival_listener(schedule.on_arrival)
+    return schedule
+
+
+def _build_pull(
+    cfg: BrokerConfig,
+    store: MessageStore,
+    topics: TopicConfigManager,
+    offsets: ConsumerOffsetManager,
+    hold: PullRequestHoldService,
+    *,
+    clock: Clock,
+    stats: BrokerStatsManager,
+) -> PullMessageService:
+    return PullMessageService(
+        store,
+        topics,
+        offsets,
+        hold,
+        max_pull_messages=cfg.max_pull_messages,
+        max_pull_bytes=cfg.max_pull_bytes,
+        long_polling_enable=cfg.long_polling_enable,
+        suspend_default_ms=cfg.pull_suspend_default_ms,
+        suspend_max_ms=cfg.pull_suspend_max_ms,
+        clock=clock,
+        stats=stats,
+        filters=FilterCompiler(enable_property_filter=cfg.enable_property_filter),
+    )
+
+
+def _build_admin(
+    cfg: BrokerConfig,
+    store: MessageStore,
+    topics: TopicConfigManager,
+    offsets: ConsumerOffsetManager,
+    clients: ClientManager,
+    hold: PullRequestHoldService,
+    store_host: tuple[str, int],
+    clock: Clock,
+) -> AdminService:
+    return AdminService(
+        store,
+        topics,
+        offsets,
+        clients,
+        hold,
+        broker_name=cfg.broker_name,
+        cluster_name=cfg.cluster_name,
+        store_host=store_host,
+        default_query_max=cfg.default_query_max,
+        clock=clock,
+        config=cfg,
     )
 
 

@@ -167,24 +167,7 @@ def _add_up(actions: Any) -> None:
         default=DEFAULT_DATA_DIR,
         help=f"brokers' data and the logs (default {DEFAULT_DATA_DIR})",
     )
-    up.add_argument("--host", default="127.0.0.1", help="address every server listens on")
-    up.add_argument("--namesrv-port", type=int, default=9876, help="default 9876")
-    up.add_argument(
-        "--broker-port",
-        type=int,
-        default=10911,
-        help="port of the first broker; member k gets this + 2k and its "
-        "replication port this + 2k + 1 (default 10911)",
-    )
-    up.add_argument(
-        "--grpc-v2-port",
-        dest="v2_port",
-        type=int,
-        default=8081,
-        help="RocketMQ 5 gRPC port of the first broker (the proxy's 8081); member "
-        "k gets this + k; -1 = off",
-    )
-    up.add_argument("--v2-port", dest="v2_port", type=int, help=argparse.SUPPRESS)
+    _add_port_options(up)
     up.add_argument(
         "--controller",
         action=argparse.BooleanOptionalAction,
@@ -209,6 +192,28 @@ def _add_up(actions: Any) -> None:
         "the cluster's own flags win over it",
     )
     up.set_defaults(func=_run_up)
+
+
+def _add_port_options(up: argparse.ArgumentParser) -> None:
+    """Where the members listen (the port layout of the module docstring)."""
+    up.add_argument("--host", default="127.0.0.1", help="address every server listens on")
+    up.add_argument("--namesrv-port", type=int, default=9876, help="default 9876")
+    up.add_argument(
+        "--broker-port",
+        type=int,
+        default=10911,
+        help="port of the first broker; member k gets this + 2k and its "
+        "replication port this + 2k + 1 (default 10911)",
+    )
+    up.add_argument(
+        "--grpc-v2-port",
+        dest="v2_port",
+        type=int,
+        default=8081,
+        help="RocketMQ 5 gRPC port of the first broker (the proxy's 8081); member "
+        "k gets this + k; -1 = off",
+    )
+    up.add_argument("--v2-port", dest="v2_port", type=int, help=argparse.SUPPRESS)
 
 
 def _common() -> argparse.ArgumentParser:
