@@ -29,7 +29,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Generic, TypeVar, cast, overload
 
 import grpc
 
@@ -100,7 +100,13 @@ class _FromServices(Generic[T]):
     def __set_name__(self, owner: type, name: str) -> None:
         self._field = self._field or name
 
-    def __get__(self, broker: Broker, owner: type | None = None) -> T:
+    @overload
+    def __get__(self, broker: None, owner: type) -> _FromServices[T]: ...
+    @overload
+    def __get__(self, broker: Broker, owner: type | None = None) -> T: ...
+    def __get__(self, broker: Broker | None, owner: type | None = None) -> T | _FromServices[T]:
+        if broker is None:  # on the class: help(Broker), introspection
+            return self
         return cast(T, getattr(broker.services, self._field))
 
 
@@ -113,7 +119,7 @@ class Broker:
     then ``await broker.start()`` on the event loop it will run on and
     ``await broker.stop()`` to shut it down::
 
-        broker = Broker(BrokerConfig(data_dir=..., namesrv_addr="127.0.0.1:9876", port=0))
+        broker = Broker(BrokerConfig(data_dir=..., namesrv_addrs="127.0.0.1:9876", port=0))
         await broker.start()      # binds, recovers the store, serves, registers
         broker.address            # "ip:port" clients reach it at
         await broker.stop()       # graceful; safe twice and after a failed start
@@ -182,7 +188,7 @@ class Broker:
         if self._services is None:
             raise RuntimeError(
                 f"broker {self.config.broker_name} is not started: its store and services "
-                "exist once start() has returned"
+                "exist once start() has opened the store"
             )
         return self._services
 
