@@ -8,19 +8,14 @@ by offset message id; the broker's runtime table and configuration; the
 consumer groups it knows.
 
 Offset reset (``resetOffsetByTime``): :meth:`AdminService.reset_offset` stores
-the group's new offsets of a topic and pushes ``ResetConsumerClientOffset`` to
-the group's online consumers. Until the consumer of a queue pulls from the new
-offset, the queue is *fenced* (RocketMQ 5's ``assignResetOffset``): commits of
-the old position (``UpdateConsumerOffset``, a pull's ``commit_offset``) are
-dropped, and a pull elsewhere is told to move (``OFFSET_ILLEGAL``, next begin
-offset = the reset). A fence lapses after :data:`RESET_FENCE_S`, so a consumer
-that left does not block the queue's commits for good.
+the group's new offsets of a topic, fences its queues until their consumers
+pull from there and pushes ``ResetConsumerClientOffset`` to the group's online
+consumers (:mod:`.offset_reset` says how, and owns the fences).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
 import errno
 import logging
 from dataclasses import dataclass
@@ -42,6 +37,13 @@ from pocketmq.broker.errors import (
     NotFoundError,
 )
 from pocketmq.broker.long_polling import PullRequestHoldService
+from pocketmq.broker.offset_reset import (
+    OffsetReset,
+    ResetFences,
+    ResetPosition,
+    reset_moves,
+    reset_queue_ids,
+)
 from pocketmq.broker.send_back import retry_topic
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.topic_config import (
@@ -66,24 +68,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_QUERY_MESSAGES = 64  # maxMsgsNumBatch: cap on one key query
-RESET_FENCE_S = 120.0  # a reset's fence lapses after this (the client expiry)
 _SECRET_WORDS = ("secret", "password", "token")  # config keys shown masked
-
-
-class ResetPosition(enum.Enum):
-    EARLIEST = "EARLIEST"
-    LATEST = "LATEST"
-    TIMESTAMP = "TIMESTAMP"
-    OFFSETS = "OFFSETS"  # given offsets per queue, each clamped into its queue
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OffsetReset:
-    """One queue moved by :meth:`AdminService.reset_offset`."""
-
-    queue_id: int
-    previous_offset: int  # -1 when the group had none
-    offset: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,8 +127,7 @@ class AdminService:
         self._clock = clock or SystemClock()
         self._boot_timestamp_ms = self._clock.now_ms()
         self.config = config  # the broker's config dataclass, for GetBrokerConfig
-        # (group, topic, queue id) -> (reset offset, monotonic deadline of the fence)
-        self._fences: dict[tuple[str, str, int], tuple[int, float]] = {}
+        self._fences = ResetFences(self._clock)  # queues a reset moved (offset_reset.py)
 
     # -- topics -------------------------------------------------------------------------
     def create_topic(self, config: TopicConfig) -> TopicConfig:
@@ -345,48 +329,13 @@ class AdminService:
         if problem:
             raise InvalidRequestError(problem)
         config = self._existing_topic(topic)
-        if position is ResetPosition.TIMESTAMP and timestamp_ms < 0:
-            raise InvalidRequestError(
-                f"timestamp_ms is {timestamp_ms}; give milliseconds since the epoch"
-            )
-        queue_ids: list[int] = list(range(config.read_queue_nums))
-        if position is ResetPosition.OFFSETS:
-            bad = sorted(q for q in (offsets or {}) if not 0 <= q < config.read_queue_nums)
-            if not offsets or bad:
-                raise InvalidRequestError(
-                    f"RESET_TO_OFFSETS needs offsets of queues 0..{config.read_queue_nums - 1}"
-                    f" of {topic!r}" + (f"; it has no queue {bad[0]}" if bad else "")
-                )
-            queue_ids = sorted(offsets)
-        moves = []
-        for queue_id in queue_ids:
-            if position is ResetPosition.OFFSETS:
-                offset = min(
-                    max((offsets or {})[queue_id], self._store.min_offset(topic, queue_id)),
-                    self._store.max_offset(topic, queue_id),
-                )
-            elif position is ResetPosition.EARLIEST:
-                offset = self._store.min_offset(topic, queue_id)
-            elif position is ResetPosition.LATEST:
-                offset = self._store.max_offset(topic, queue_id)
-            else:
-                offset = self._store.offset_by_timestamp(topic, queue_id, timestamp_ms)
-            previous = self._offsets.query(group, topic, queue_id)
-            moves.append(
-                OffsetReset(
-                    queue_id=queue_id,
-                    offset=offset,
-                    previous_offset=-1 if previous is None else previous,
-                )
-            )
+        queue_ids = reset_queue_ids(config, position, timestamp_ms, offsets)
+        moves = reset_moves(
+            self._store, self._offsets, group, topic, queue_ids, position, timestamp_ms, offsets
+        )
         # Saved before the answer: a crash right after must not undo the reset.
         self._offsets.commit_durably(group, topic, {m.queue_id: m.offset for m in moves})
-        now = self._clock.monotonic()
-        self._fences = {key: f for key, f in self._fences.items() if f[1] >= now}  # lapsed
-        if self._clients.consumer_ids(group):
-            deadline = now + RESET_FENCE_S
-            for move in moves:
-                self._fences[(group, topic, move.queue_id)] = (move.offset, deadline)
+        self._fences.fence(group, topic, moves if self._clients.consumer_ids(group) else [])
         notified = self._clients.send_to_consumers(
             group,
             ResetConsumerClientOffset(
@@ -457,17 +406,11 @@ class AdminService:
     def reset_fence(self, group: str, topic: str, queue_id: int) -> int | None:
         """The offset a reset moved this queue to while its consumer has not pulled
         from there yet (its commits are then stale), else None."""
-        fence = self._fences.get((group, topic, queue_id))
-        if fence is None:
-            return None
-        if fence[1] < self._clock.monotonic():
-            del self._fences[(group, topic, queue_id)]
-            return None
-        return fence[0]
+        return self._fences.get(group, topic, queue_id)
 
     def lift_reset_fence(self, group: str, topic: str, queue_id: int) -> None:
         """The queue's consumer pulled from the reset offset: its commits count again."""
-        self._fences.pop((group, topic, queue_id), None)
+        self._fences.lift(group, topic, queue_id)
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         self.check_queue(topic, queue_id)

@@ -1,10 +1,12 @@
 """Broker: one broker process's parts, started and stopped in order.
 
-RocketMQ's ``BrokerController``. It owns the message store, the metadata
-managers, the services, the gRPC server and every background task::
+RocketMQ's ``BrokerController``. It owns the gRPC servers, the interceptors,
+the background tasks and, once started, one frozen
+:class:`~pocketmq.broker.services.BrokerServices` (the message store, the
+metadata managers and the services, built by ``build_services``)::
 
     start():  bind the port (0 = any) ─ store.start() (recovery, logged) ─
-              load topics.json, consumerOffset.json, delayOffset.json,
+              build_services: load topics.json, consumerOffset.json, delayOffset.json,
               transactionProgress.json and replay the transaction op queue ─
               serve gRPC (and RocketMQ 5's MessagingService on grpc_v2_port,
               grpc_v2/) and Prometheus /metrics on metrics_port (metrics.py) ─
@@ -27,7 +29,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar, cast, overload
 
 import grpc
 
@@ -37,13 +39,11 @@ from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.flow_control import FlowControlInterceptor, server_limits
 from pocketmq.broker.grpc_v2.auth import acl_authenticator as v2_acl_authenticator
-from pocketmq.broker.grpc_v2.server import BrokerParts, GrpcV2Server
+from pocketmq.broker.grpc_v2.server import GrpcV2Server
 from pocketmq.broker.grpc_v2.servicer import Authenticator
 from pocketmq.broker.idempotence import IdempotenceService
 from pocketmq.broker.limits import warn_if_low
 from pocketmq.broker.long_polling import PullRequestHoldService
-from pocketmq.broker.namesrv_client import GrpcNameserverClient
-from pocketmq.broker.property_filter import FilterCompiler
 from pocketmq.broker.pull_service import PullMessageService
 from pocketmq.broker.rebalance_lock import RebalanceLockManager
 from pocketmq.broker.registration import NameserverClient, RegisterBrokerService
@@ -52,18 +52,16 @@ from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.send_back import SendBackService
 from pocketmq.broker.send_service import SendMessageService
 from pocketmq.broker.servicer import BrokerServicer, MalformedRequestInterceptor, add_to_server
+from pocketmq.broker.services import BrokerEdge, BrokerServices, build_services
 from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.config import StoreConfig
 from pocketmq.broker.store.results import RecoveryReport
-from pocketmq.broker.store.timer_store import TimerMessageStore
-from pocketmq.broker.timer_messages import TimerPolicy
 from pocketmq.broker.timer_service import TimerService
 from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.broker.trace import BrokerTraceService
 from pocketmq.broker.transaction import TransactionalMessageService
 from pocketmq.broker.transaction_check import TransactionalMessageCheckService
-from pocketmq.broker.v1_authz import transaction_check_filter
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.logsetup import security_summary
 from pocketmq.common.progress import log_sink, phase_progress
@@ -81,6 +79,8 @@ __all__ = ["Broker"]
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 StoreFactory = Callable[[StoreConfig, Clock], MessageStore]
 RECOVERY_PROGRESS_INTERVAL_S = 5.0  # a long recovery logs how far it is this often
 
@@ -91,7 +91,70 @@ def _default_store(config: StoreConfig, clock: Clock) -> MessageStore:
     return DefaultMessageStore(config, clock=clock)
 
 
+class _FromServices(Generic[T]):
+    """``broker.topics`` and the like: a part of the started broker's services."""
+
+    def __init__(self, field: str = "") -> None:
+        self._field = field
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._field = self._field or name
+
+    @overload
+    def __get__(self, broker: None, owner: type) -> _FromServices[T]: ...
+    @overload
+    def __get__(self, broker: Broker, owner: type | None = None) -> T: ...
+    def __get__(self, broker: Broker | None, owner: type | None = None) -> T | _FromServices[T]:
+        if broker is None:  # on the class: help(Broker), introspection
+            return self
+        return cast(T, getattr(broker.services, self._field))
+
+
 class Broker:
+    """One broker: RocketMQ's ``BrokerController``, the process that stores and serves
+    messages.
+
+    Build it from a :class:`~pocketmq.broker.config.BrokerConfig` (and, for tests, an
+    injected clock, store factory, nameserver client factory or v2 authenticator),
+    then ``await broker.start()`` on the event loop it will run on and
+    ``await broker.stop()`` to shut it down::
+
+        broker = Broker(BrokerConfig(data_dir=..., namesrv_addrs="127.0.0.1:9876", port=0))
+        await broker.start()      # binds, recovers the store, serves, registers
+        broker.address            # "ip:port" clients reach it at
+        await broker.stop()       # graceful; safe twice and after a failed start
+
+    It owns the gRPC server of ``pocketmq.v1.Broker`` (and RocketMQ 5's
+    MessagingService, ``grpc_v2``), its interceptors (malformed requests, the ACL,
+    flow control), the Prometheus endpoint, replication's controller client and the
+    store cleanup task; everything else it serves with (the store, the metadata
+    managers, the send / pull / admin / transaction services, registration) is one
+    frozen :class:`~pocketmq.broker.services.BrokerServices`, ``broker.services``,
+    built once in ``start()``. ``broker.store``, ``broker.topics``... read its parts;
+    before ``start()`` they raise ``RuntimeError``.
+    """
+
+    # The started broker's parts (broker/services.py), as the attributes they always were.
+    store: _FromServices[MessageStore] = _FromServices()
+    recovery: _FromServices[RecoveryReport] = _FromServices()
+    topics: _FromServices[TopicConfigManager] = _FromServices()
+    offsets: _FromServices[ConsumerOffsetManager] = _FromServices()
+    clients: _FromServices[ClientManager] = _FromServices()
+    hold: _FromServices[PullRequestHoldService] = _FromServices()
+    schedule: _FromServices[ScheduleMessageService] = _FromServices()
+    timer: _FromServices[TimerService] = _FromServices()
+    locks: _FromServices[RebalanceLockManager] = _FromServices()
+    transactions: _FromServices[TransactionalMessageService] = _FromServices()
+    transaction_check: _FromServices[TransactionalMessageCheckService] = _FromServices()
+    registration: _FromServices[RegisterBrokerService] = _FromServices()
+    idempotence: _FromServices[IdempotenceService] = _FromServices()
+    send: _FromServices[SendMessageService] = _FromServices()
+    send_back: _FromServices[SendBackService] = _FromServices()
+    pull_service: _FromServices[PullMessageService] = _FromServices("pull")
+    admin: _FromServices[AdminService] = _FromServices()
+    ha: _FromServices[HaController | None] = _FromServices()  # None: store without epochs
+    trace: _FromServices[BrokerTraceService | None] = _FromServices()  # trace_topic_enable
+
     def __init__(
         self,
         config: BrokerConfig,
@@ -106,35 +169,28 @@ class Broker:
         self.clock = clock or SystemClock()
         self._store_factory = store_factory
         self._namesrv_client_factory = namesrv_client_factory
+        self._services: BrokerServices | None = None  # built by start()
         self._server: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.port = 0
-        self.store: MessageStore | None = None
-        self.recovery: RecoveryReport | None = None
-        self.topics: TopicConfigManager | None = None
-        self.offsets: ConsumerOffsetManager | None = None
-        self.clients: ClientManager | None = None
-        self.hold: PullRequestHoldService | None = None
-        self.flow_control: FlowControlInterceptor | None = None
-        self.admin: AdminService | None = None
-        self.pull_service: PullMessageService | None = None
+        self.flow_control: FlowControlInterceptor | None = None  # built by start()
         self.acl: AclStore | None = None  # when acl_enable
-        self.registration: RegisterBrokerService | None = None
-        self.send: SendMessageService | None = None
-        self.send_back: SendBackService | None = None
         self.grpc_v2: GrpcV2Server | None = None  # RocketMQ 5's MessagingService
-        self.schedule: ScheduleMessageService | None = None
-        self.timer: TimerService | None = None
-        self.locks: RebalanceLockManager | None = None
-        self.transactions: TransactionalMessageService | None = None
-        self.transaction_check: TransactionalMessageCheckService | None = None
-        self.trace: BrokerTraceService | None = None  # trace_topic_enable
         self._stopping = False
         self.stats = BrokerStatsManager(clock=self.clock)  # put/get counts, TPS, latency
         self.metrics: MetricsHttpServer | None = None  # Prometheus, on metrics_port
-        self.ha: HaController | None = None  # role and replication (broker/ha)
         self.controller_client: ControllerClient | None = None  # controller mode
         self._acl_interceptor: AclInterceptor | None = None
+
+    @property
+    def services(self) -> BrokerServices:
+        """The store and services this broker serves with (built by ``start()``)."""
+        if self._services is None:
+            raise RuntimeError(
+                f"broker {self.config.broker_name} is not started: its store and services "
+                "exist once start() has opened the store"
+            )
+        return self._services
 
     @property
     def address(self) -> str:
@@ -153,6 +209,59 @@ class Broker:
         tune_malloc()
         # ulimit -n and vm.max_map_count against the mapped consume queues
         warn_if_low(cfg.max_queues_total, cfg.max_open_consume_queue_files)
+        server = self._bind_server()
+        store: MessageStore | None = None
+        try:
+            if cfg.v2_port >= 0:
+                self.grpc_v2 = GrpcV2Server(
+                    cfg,
+                    authenticate=self._v2_authenticator,
+                    clock=self.clock,
+                    interceptors=[MalformedRequestInterceptor(), self.flow_control],
+                )
+                self.grpc_v2.bind()
+            store, recovery = self._open_store()
+            services = self._services = self._build_services(store, recovery)
+            add_to_server(self._servicer(services), server)
+            await self._start_ha(services)
+            await server.start()
+            if self.grpc_v2 is not None:
+                await self.grpc_v2.start(services)
+            if cfg.metrics_port >= 0:
+                from pocketmq.broker.metrics import start_broker_metrics
+
+                self.metrics = await start_broker_metrics(self, cfg.metrics_port)
+        except BaseException:
+            await server.stop(None)
+            if self.grpc_v2 is not None:
+                await self.grpc_v2.stop(None)
+            if self._services is not None and self._services.ha is not None:
+                await self._services.ha.stop()
+            if store is not None:
+                store.shutdown()
+            raise
+        self._server = server
+        self._start_background(services)
+        log.info(
+            "broker %s (cluster %s, id %d, %s) serving on %s, data in %s, %s flush; %s",
+            cfg.broker_name,
+            cfg.cluster_name,
+            self.broker_id,
+            self.role,
+            self.address,
+            cfg.data_dir,
+            cfg.flush_disk_type,
+            security_summary(
+                tls=cfg.tls_enabled,
+                client_auth=cfg.tls_require_client_auth,
+                acl_file=cfg.acl_path if cfg.acl_enable else None,
+            ),
+        )
+        await services.registration.start()
+
+    def _bind_server(self) -> grpc.aio.Server:
+        """The v1 gRPC server with its interceptors, bound (``self.port`` set)."""
+        cfg = self.config
         max_receive = cfg.max_batch_size_bytes + cfg.max_message_size_bytes + 1024 * 1024
         # Interceptors run in list order; each one is independent of the others.
         self.flow_control = FlowControlInterceptor(
@@ -196,198 +305,48 @@ class Broker:
                 f"cannot listen on {cfg.host}:{cfg.port}: {exc}; is another process "
                 "using the port? (--port chooses another)"
             ) from None
-        try:
-            if cfg.v2_port >= 0:
-                self.grpc_v2 = GrpcV2Server(
-                    cfg,
-                    authenticate=self._v2_authenticator,
-                    clock=self.clock,
-                    interceptors=[MalformedRequestInterceptor(), self.flow_control],
-                )
-                self.grpc_v2.bind()
-            servicer = self._open_store_and_services()
-            add_to_server(servicer, server)
-            await self._start_ha()
-            await server.start()
-            if self.grpc_v2 is not None:
-                await self.grpc_v2.start(self._v2_parts())
-            if cfg.metrics_port >= 0:
-                from pocketmq.broker.metrics import start_broker_metrics
+        return server
 
-                self.metrics = await start_broker_metrics(self, cfg.metrics_port)
-        except BaseException:
-            await server.stop(None)
-            if self.grpc_v2 is not None:
-                await self.grpc_v2.stop(None)
-            if self.ha is not None:
-                await self.ha.stop()
-            if self.store is not None:
-                self.store.shutdown()
-            raise
-        self._server = server
-        self._start_background()
-        log.info(
-            "broker %s (cluster %s, id %d, %s) serving on %s, data in %s, %s flush; %s",
-            cfg.broker_name,
-            cfg.cluster_name,
-            self.broker_id,
-            self.role,
-            self.address,
-            cfg.data_dir,
-            cfg.flush_disk_type,
-            security_summary(
-                tls=cfg.tls_enabled,
-                client_auth=cfg.tls_require_client_auth,
-                acl_file=cfg.acl_path if cfg.acl_enable else None,
-            ),
-        )
-        assert self.registration is not None
-        await self.registration.start()
-
-    def _open_store_and_services(self) -> BrokerServicer:
+    def _open_store(self) -> tuple[MessageStore, RecoveryReport]:
         store = self._store_factory(self.config.store_config(self.port), self.clock)
-        self.recovery = store.start(
+        recovery = store.start(
             progress=phase_progress(
                 log_sink(log), what="store recovery: ", interval_s=RECOVERY_PROGRESS_INTERVAL_S
             )
         )
-        self.store = store
-        self._log_recovery(self.recovery)
-        return self._build_services(store)
+        self._log_recovery(recovery)
+        return store, recovery
 
-    def _build_services(self, store: MessageStore) -> BrokerServicer:
+    def _build_services(self, store: MessageStore, recovery: RecoveryReport) -> BrokerServices:
+        edge = BrokerEdge(
+            port=self.port,
+            address=self.address,
+            v2_address=self.grpc_v2.address if self.grpc_v2 is not None else "",
+            acl=self.acl,
+            acl_interceptor=self._acl_interceptor,
+            namesrv_client_factory=self._namesrv_client_factory,
+        )
+        services = build_services(
+            self.config, store, recovery, edge, clock=self.clock, stats=self.stats
+        )
+        if services.ha is not None:
+            services.ha.on_become_master(functools.partial(_start_master_services, services))
+        return services
+
+    def _servicer(self, services: BrokerServices) -> BrokerServicer:
         cfg = self.config
-        store_host = (cfg.advertised_ip, self.port)
-        levels = cfg.delay_levels
-        self.topics = TopicConfigManager(
-            cfg.config_dir,
-            broker_name=cfg.broker_name,
-            cluster_name=cfg.cluster_name,
-            default_queue_nums=cfg.default_topic_queue_nums,
-            auto_create_enable=cfg.auto_create_topic_enable,
-            schedule_queue_nums=levels.max_level,
-            max_queues_total=cfg.max_queues_total,
-            clock=self.clock,
-        )
-        self.topics.load()
-        self.offsets = ConsumerOffsetManager(
-            cfg.config_dir, persist_interval_seconds=cfg.consumer_offset_persist_interval_seconds
-        )
-        self.offsets.load()
-        self.clients = ClientManager(
-            broker_name=cfg.broker_name,
-            expire_seconds=cfg.client_channel_expire_seconds,
-            scan_interval_seconds=cfg.client_scan_interval_seconds,
-            clock=self.clock,
-        )
-        if self.acl is not None:
-            # A transaction check carries the uncommitted record: only to keys that may PUB it.
-            self.clients.command_filter = transaction_check_filter(self.acl)
-        self.hold = PullRequestHoldService(max_parked=cfg.max_parked_pulls)
-        store.add_arrival_listener(self.hold.on_arrival)
-        self.schedule = ScheduleMessageService(
-            store,
-            levels,
-            cfg.config_dir,
-            persist_interval_s=cfg.flush_delay_offset_interval_ms / 1000,
-            clock=self.clock,
-        )
-        self.schedule.load()
-        store.add_arrival_listener(self.schedule.on_arrival)
-        self._build_timer(store)
-        self._build_ha(store)
-        self.locks = RebalanceLockManager(
-            max_live_time_ms=cfg.rebalance_lock_max_live_time_ms, clock=self.clock
-        )
-        self._build_transactions(store, store_host)
-        registration_kwargs = {}
-        if self._namesrv_client_factory is not None:
-            registration_kwargs["client_factory"] = self._namesrv_client_factory
-        elif cfg.namesrv_tls_ca_file or cfg.credentials is not None:
-            registration_kwargs["client_factory"] = functools.partial(
-                GrpcNameserverClient,
-                tls_ca_file=cfg.namesrv_tls_ca_file,
-                credentials=cfg.credentials,
-            )
-        self.registration = RegisterBrokerService(
-            cfg.namesrv_addr_list,
-            self.topics,
-            cluster_name=cfg.cluster_name,
-            broker_name=cfg.broker_name,
-            broker_addr=self.address,
-            broker_id=self.broker_id,
-            interval_s=cfg.register_interval_seconds,
-            timeout_s=cfg.register_timeout_seconds,
-            grpc_v2_addr=self.grpc_v2.address if self.grpc_v2 is not None else "",
-            on_reply=self.ha.on_register_reply if self.ha is not None else None,
-            **registration_kwargs,
-        )
-        self.idempotence = IdempotenceService(
-            store, clock=self.clock, not_master=self.ha.not_master if self.ha is not None else None
-        )
-        self.send = SendMessageService(
-            store,
-            self.topics,
-            store_host=store_host,
-            delay_levels=levels,
-            clock=self.clock,
-            stats=self.stats,
-            timer=TimerPolicy(enabled=cfg.timer_wheel_enable, max_delay_ms=cfg.timer_max_delay_ms),
-            replica_wait=(self.ha.wait_replicated if self.ha is not None else None),
-            not_master=(self.ha.not_master if self.ha is not None else None),
-            idempotence=self.idempotence,
-        )
-        self.send_back = SendBackService(
-            store, self.topics, levels, store_host=store_host, clock=self.clock
-        )
-        self._build_trace(store, store_host)
-        self.pull_service = PullMessageService(
-            store,
-            self.topics,
-            self.offsets,
-            self.hold,
-            max_pull_messages=cfg.max_pull_messages,
-            max_pull_bytes=cfg.max_pull_bytes,
-            long_polling_enable=cfg.long_polling_enable,
-            suspend_default_ms=cfg.pull_suspend_default_ms,
-            suspend_max_ms=cfg.pull_suspend_max_ms,
-            clock=self.clock,
-            stats=self.stats,
-            filters=FilterCompiler(enable_property_filter=cfg.enable_property_filter),
-        )
-        self.admin = AdminService(
-            store,
-            self.topics,
-            self.offsets,
-            self.clients,
-            self.hold,
-            broker_name=cfg.broker_name,
-            cluster_name=cfg.cluster_name,
-            store_host=store_host,
-            default_query_max=cfg.default_query_max,
-            clock=self.clock,
-            config=cfg,
-        )
         return BrokerServicer(
-            send=self.send,
-            send_back=self.send_back,
-            locks=self.locks,
-            transactions=self.transactions,
-            pull=self.pull_service,
-            offsets=self.offsets,
-            clients=self.clients,
-            admin=self.admin,
+            services,
             default_topic_queue_nums=cfg.default_topic_queue_nums,
             max_auto_retry_topics=cfg.max_auto_retry_topics,
             figures=[
                 *([self.flow_control.figures] if self.flow_control is not None else []),
                 self.stats.figures,  # put_tps, get_tps, ... (broker/stats.py)
-                *([self.trace.figures] if self.trace is not None else []),
-                *([self.ha.runtime_info] if self.ha is not None else []),
+                *([services.trace.figures] if services.trace is not None else []),
+                *([services.ha.runtime_info] if services.ha is not None else []),
                 self._controller_figures,
             ],
-            promote=self._promote if self.ha is not None else None,
-            idempotence=self.idempotence,
+            promote=self._promote if services.ha is not None else None,
             update_config=RuntimeConfig(
                 lambda: self.config, self._config_changed, lambda name: getattr(self, name, None)
             ).update,
@@ -396,177 +355,61 @@ class Broker:
     def _config_changed(self, config: BrokerConfig) -> None:
         """UpdateBrokerConfig applied: GetBrokerConfig shows the running values."""
         self.config = config
-        if self.admin is not None:
-            self.admin.config = config
+        if self._services is not None:
+            self._services.admin.config = config
 
     async def _promote(self, *, epoch: int = 0, role: str = "") -> tuple[int, int, str]:
         """PromoteToMaster: a manual promotion, or in controller mode a forced election
         of this broker (the controller names masters; see ControllerClient.elect_me)."""
-        assert self.ha is not None
+        ha = self.services.ha
+        assert ha is not None
         if self.controller_client is not None:
             return await self.controller_client.elect_me()
-        return await self.ha.promote(epoch=epoch, role=role)
+        return await ha.promote(epoch=epoch, role=role)
 
     def _controller_figures(self) -> dict[str, str]:
         client = self.controller_client
         return client.runtime_info() if client is not None else {}
 
-    def _v2_parts(self) -> BrokerParts:
-        assert (
-            self.store
-            and self.topics
-            and self.offsets
-            and self.clients
-            and self.send
-            and self.send_back
-            and self.transactions
-        )
-        return BrokerParts(
-            store=self.store,
-            topics=self.topics,
-            offsets=self.offsets,
-            clients=self.clients,
-            send=self.send,
-            send_back=self.send_back,
-            transactions=self.transactions,
-            store_host=(self.config.advertised_ip, self.port),
-        )
-
-    def _build_transactions(self, store: MessageStore, store_host: tuple[str, int]) -> None:
-        cfg = self.config
-        assert self.clients is not None
-        self.transactions = TransactionalMessageService(
-            store,
-            cfg.config_dir,
-            store_host=store_host,
-            max_batch_size_bytes=cfg.max_batch_size_bytes,
-            clock=self.clock,
-        )
-        self.transactions.load()
-        self.transaction_check = TransactionalMessageCheckService(
-            self.transactions,
-            store,
-            send_check=self.clients.send_to_producer,
-            store_host=store_host,
-            timeout_ms=cfg.transaction_timeout_ms,
-            check_interval_ms=cfg.transaction_check_interval_ms,
-            check_max=cfg.transaction_check_max,
-            clock=self.clock,
-        )
-        store.add_arrival_listener(self.transaction_check.on_arrival)
-
-    def _build_trace(self, store: MessageStore, store_host: tuple[str, int]) -> None:
-        """The broker's side of message trace: the services' hooks write to it."""
-        cfg = self.config
-        if not cfg.trace_topic_enable:
+    async def _start_ha(self, services: BrokerServices) -> None:
+        ha, registration = services.ha, services.registration
+        if ha is None:
             return
-        self.trace = BrokerTraceService(
-            store,
-            topic=cfg.msg_trace_topic_name,
-            broker_name=cfg.broker_name,
-            store_host=store_host,
-            clock=self.clock,
-        )
-        for service in (self.send, self.send_back, self.schedule, self.timer, self.transactions):
-            if service is not None:
-                service.trace = self.trace
-
-    def _build_timer(self, store: MessageStore) -> None:
-        """Messages with a delivery time: recover DATA/timerlog, timerwheel, timercheck."""
-        cfg = self.config
-        assert self.recovery is not None
-        self.timer = TimerService(
-            store,
-            TimerMessageStore(
-                cfg.data_dir,
-                wheel_slots=cfg.timer_wheel_slots,
-                log_file_size=cfg.timer_log_file_size_bytes,
-            ),
-            roll_window_s=cfg.timer_roll_window_s,
-            flush_interval_s=cfg.timer_flush_interval_ms / 1000,
-            clock=self.clock,
-        )
-        self.timer.load(clean_shutdown=self.recovery.clean_shutdown)
-        store.add_arrival_listener(self.timer.on_arrival)
-
-    def _build_ha(self, store: MessageStore) -> None:
-        """Replication, for a store that keeps an epoch file (the file-backed one)."""
-        from pocketmq.broker.ha.role import HaController
-        from pocketmq.broker.store.message_store import DefaultMessageStore
-
-        cfg = self.config
-        if not isinstance(store, DefaultMessageStore):
-            return
-        assert self.topics is not None and self.offsets is not None
-        credentials = None
-        if cfg.tls_enabled:
-            credentials = server_credentials(
-                cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_ca_file, cfg.tls_require_client_auth
-            )
-        self.ha = HaController(
-            cfg,
-            store,
-            topics=self.topics,
-            offsets=self.offsets,
-            schedule=self.schedule,
-            replica_addr=self.address,
-            acl=self._acl_interceptor,
-            server_credentials=credentials,
-        )
-        self.ha.on_become_master(self._start_master_services)
-
-    async def _start_ha(self) -> None:
-        if self.ha is None:
-            return
-        await self.ha.start()
-        assert self.registration is not None
-        self.registration.set_ha_address(self.ha.ha_address)
-        self.registration.set_role(self.ha.broker_id, self.ha.epoch)
-        self.ha.on_role_change(self.registration.set_role)
+        await ha.start()
+        registration.set_ha_address(ha.ha_address)
+        registration.set_role(ha.broker_id, ha.epoch)
+        ha.on_role_change(registration.set_role)
         if self.config.controller_mode:
             from pocketmq.broker.ha.controller_client import ControllerClient
 
-            self.registration.paused = True  # until the controller names the role
-            self.controller_client = ControllerClient(
-                self.config, self.ha, broker_addr=self.address
-            )
+            registration.paused = True  # until the controller names the role
+            self.controller_client = ControllerClient(self.config, ha, broker_addr=self.address)
             self.controller_client.start()
 
     @property
     def role(self) -> str:
-        return self.ha.role if self.ha is not None else self.config.broker_role
+        ha = self._services.ha if self._services is not None else None
+        return ha.role if ha is not None else self.config.broker_role
 
     @property
     def broker_id(self) -> int:
-        return self.ha.broker_id if self.ha is not None else self.config.broker_id
+        ha = self._services.ha if self._services is not None else None
+        return ha.broker_id if ha is not None else self.config.broker_id
 
-    def _start_master_services(self) -> None:
-        """Delayed delivery, timers and transaction checks write to the store: a master's."""
-        if self.schedule is not None:
-            self.schedule.start()
-        if self.timer is not None:
-            self.timer.start()
-        if self.transaction_check is not None:
-            self.transaction_check.start()
-        if self.trace is not None and self.topics is not None:
-            self.trace.ensure_topic(self.topics)  # RocketMQ creates it at start too
-            self.trace.start()
-
-    def _start_background(self) -> None:
-        assert self.offsets is not None and self.clients is not None
-        self.offsets.start()
-        self.clients.start()
+    def _start_background(self, services: BrokerServices) -> None:
+        services.offsets.start()
+        services.clients.start()
         if self.role != "SLAVE":
-            self._start_master_services()
+            _start_master_services(services)
         self._tasks.append(
             asyncio.get_running_loop().create_task(
-                self._store_cleanup(), name="StoreCleanupService"
+                self._store_cleanup(services.store), name="StoreCleanupService"
             )
         )
 
-    async def _store_cleanup(self) -> None:
+    async def _store_cleanup(self, store: MessageStore) -> None:
         """Retention and disk-space checks, on the loop thread as the store requires."""
-        run_once = getattr(self.store, "run_cleanup_once", None)
+        run_once = getattr(store, "run_cleanup_once", None)
         if run_once is None:
             return
         interval_s = self.config.clean_resource_interval_ms / 1000
@@ -604,12 +447,12 @@ class Broker:
             return
         self._stopping = True
         log.info("broker %s stopping (grace %s s)", self.config.broker_name, grace_s)
+        services = self._services
         if self.metrics is not None:
             await self.metrics.stop()
-        if self.hold is not None:
-            self.hold.release_all()
-        if self.clients is not None:
-            await self.clients.stop()
+        if services is not None:
+            services.hold.release_all()
+            await services.clients.stop()
         if self._server is not None:
             await self._server.stop(grace_s)
         if self.grpc_v2 is not None:
@@ -619,33 +462,41 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
-        if self.schedule is not None:
-            await self.schedule.stop()
-        if self.timer is not None:
-            await self.timer.stop()
-        if self.transaction_check is not None:
-            await self.transaction_check.stop()
-        if self.trace is not None:
-            await self.trace.stop()
-        if self.controller_client is not None:
-            await self.controller_client.stop()
-        if self.ha is not None:
-            await self.ha.stop()
-        await self._persist_metadata()
-        if self.store is not None:
-            self.store.shutdown()
-        if self.registration is not None:
-            await self.registration.stop(unregister=True)
+        if services is not None:
+            await self._stop_services(services)
         log.info("broker %s stopped", self.config.broker_name)
 
-    async def _persist_metadata(self) -> None:
-        if self.offsets is not None:
-            try:
-                await self.offsets.stop()
-            except OSError as exc:
-                log.error("cannot persist consumer offsets at shutdown: %s", exc)
-        if self.topics is not None:
-            try:
-                await self.topics.stop()
-            except OSError as exc:
-                log.error("cannot persist topics at shutdown: %s", exc)
+    async def _stop_services(self, services: BrokerServices) -> None:
+        await services.schedule.stop()
+        await services.timer.stop()
+        await services.transaction_check.stop()
+        if services.trace is not None:
+            await services.trace.stop()
+        if self.controller_client is not None:
+            await self.controller_client.stop()
+        if services.ha is not None:
+            await services.ha.stop()
+        await _persist_metadata(services)
+        services.store.shutdown()
+        await services.registration.stop(unregister=True)
+
+
+def _start_master_services(services: BrokerServices) -> None:
+    """Delayed delivery, timers and transaction checks write to the store: a master's."""
+    services.schedule.start()
+    services.timer.start()
+    services.transaction_check.start()
+    if services.trace is not None:
+        services.trace.ensure_topic(services.topics)  # RocketMQ creates it at start too
+        services.trace.start()
+
+
+async def _persist_metadata(services: BrokerServices) -> None:
+    try:
+        await services.offsets.stop()
+    except OSError as exc:
+        log.error("cannot persist consumer offsets at shutdown: %s", exc)
+    try:
+        await services.topics.stop()
+    except OSError as exc:
+        log.error("cannot persist topics at shutdown: %s", exc)

@@ -36,38 +36,41 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import datetime
-import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pocketmq.cli import loop_factory, print_usage_of
-from pocketmq.cli.credentials import add_security_options, security_kwargs
+from pocketmq.cli.admin_run import (
+    AdminCommand,
+    UsageError,
+    add_common_options,
+    print_out,
+    run_admin,
+)
 from pocketmq.cli.group_cmd import print_failures, register_group
-from pocketmq.cli.table import dump_json, render, render_mapping, time_ms
+from pocketmq.cli.message_cmd import register_message
+from pocketmq.cli.table import render, render_mapping, time_ms
 from pocketmq.cli.topic_batch import (
     read_topic_file,
     topic_create_many,
     topic_delete_many,
     topic_list,
 )
-from pocketmq.client import AdminClient, ClientError, MessageExt, MessageQueue, TopicConfig
+from pocketmq.client import AdminClient, ClientError, TopicConfig
 from pocketmq.client.admin_model import BrokerFailure
-from pocketmq.client.config import DEFAULT_NAMESRV, NAMESRV_ENV, parse_namesrv
 from pocketmq.client.errors import NotFoundError
-from pocketmq.common.errors import ConfigError
 
-__all__ = ["add_common_options", "parse_reset_target", "register", "run_admin"]
+__all__ = [
+    "AdminCommand",
+    "UsageError",
+    "add_common_options",
+    "parse_reset_target",
+    "register",
+    "run_admin",
+]
 
-AdminCommand = Callable[[AdminClient, argparse.Namespace], Awaitable[int]]
 _PERM_LETTERS = {"r": 4, "w": 2}
 _VALID_PERMS = (2, 4, 6)  # RocketMQ: PERM_WRITE, PERM_READ, both
-MAX_BODY_CHARS = 4096
-
-
-class UsageError(Exception):
-    """The command line asks for something that cannot be done as asked (exit 2)."""
 
 
 # -- parsing -------------------------------------------------------------------------------
@@ -105,24 +108,6 @@ def _queue_count(text: str) -> int:
     return int(text)
 
 
-def add_common_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--namesrv",
-        default=None,
-        help=f"nameserver(s) 'host:port;host:port' (default ${NAMESRV_ENV}, "
-        f"then {DEFAULT_NAMESRV})",
-    )
-    parser.add_argument("--json", action="store_true", help="JSON instead of a table")
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=5.0,
-        metavar="SECONDS",
-        help="deadline of each call (default 5)",
-    )
-    add_security_options(parser)
-
-
 def register(subparsers: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     add_common_options(common)
@@ -144,7 +129,7 @@ def register(subparsers: Any) -> None:
         leaf,
         parse_reset_target,
     )
-    _register_message(group("message", "find messages by key, id or position; trace them"), leaf)
+    register_message(group("message", "find messages by key, id or position; trace them"), leaf)
     # `pocketmq broker` runs a broker; `pocketmq broker status|config` ask one.
     broker = subparsers.choices.get("broker")
     actions = group("broker", "ask brokers", broker)
@@ -247,63 +232,6 @@ def _target_options(parser: argparse.ArgumentParser, default: str = "every clust
     )
 
 
-def _register_message(actions: Any, leaf: Any) -> None:
-    by_key = leaf(actions, "by-key", _message_by_key, "messages with a key (index)")
-    by_key.add_argument("topic")
-    by_key.add_argument("key")
-    by_key.add_argument("--max", type=int, default=32, help="at most this many (default 32)")
-    by_id = leaf(
-        actions,
-        "by-id",
-        _message_by_id,
-        "a message by offset message id, or by unique id with --topic",
-    )
-    by_id.add_argument("msg_id", metavar="MSGID")
-    by_id.add_argument("--topic", help="the topic; needed for a unique id (UNIQ_KEY)")
-    by_offset = leaf(actions, "by-offset", _message_by_offset, "the message at a queue offset")
-    by_offset.add_argument("topic")
-    by_offset.add_argument("queue", type=int)
-    by_offset.add_argument("offset", type=int)
-    by_offset.add_argument(
-        "--broker",
-        metavar="BROKER",
-        help="broker name or host:port (needed when several brokers serve the topic)",
-    )
-    from pocketmq.cli.trace_cmd import add_trace
-
-    add_trace(actions, leaf)  # message trace MSGID (cli/trace_cmd.py)
-
-
-# -- running -------------------------------------------------------------------------------
-def run_admin(fn: AdminCommand, args: argparse.Namespace) -> int:
-    """Run one admin command: 0 done, 1 remote error, 2 usage (messages on stderr)."""
-    command = f"pocketmq {args.command} {getattr(args, f'{args.command}_action', '')}".strip()
-    try:
-        namesrv = parse_namesrv(args.namesrv)
-    except ConfigError as exc:
-        print(f"{command}: {exc}", file=sys.stderr)
-        return 2
-
-    async def main() -> int:
-        async with AdminClient(namesrv, timeout_s=args.timeout, **security_kwargs(args)) as admin:
-            return await fn(admin, args)
-
-    try:
-        with asyncio.Runner(loop_factory=loop_factory()) as runner:
-            return runner.run(main())
-    except (UsageError, ValueError, ConfigError) as exc:
-        print_usage_of(args)
-        print(f"{command}: {exc}", file=sys.stderr)
-        return 2
-    except ClientError as exc:
-        print(f"{command}: {exc}", file=sys.stderr)
-        return 1
-
-
-def _out(args: argparse.Namespace, data: Any, table: Callable[[], str]) -> None:
-    print(dump_json(data) if args.json else table())
-
-
 # -- topics --------------------------------------------------------------------------------
 async def _targets(admin: AdminClient, args: argparse.Namespace) -> dict[str, str]:
     """Broker name -> address to act on: --broker, --cluster, or every master."""
@@ -338,7 +266,7 @@ async def _per_broker(
         {"broker_name": name, "addr": targets[name], "ok": ok, "result": text}
         for name, (ok, text) in zip(sorted(targets), results, strict=True)
     ]
-    _out(
+    print_out(
         args,
         rows,
         lambda: render(
@@ -377,7 +305,7 @@ async def _topic_create(admin: AdminClient, args: argparse.Namespace) -> int:
                 "order": args.order,
             },
         )
-        return await topic_create_many(admin, args, configs, await _targets(admin, args), _out)
+        return await topic_create_many(admin, args, configs, await _targets(admin, args), print_out)
     config = _given_config(args, None)
 
     async def act(addr: str) -> str:
@@ -411,7 +339,7 @@ async def _topic_delete(admin: AdminClient, args: argparse.Namespace) -> int:
         raise UsageError("give the TOPICs to delete, or --from-file FILE")
     if len(topics) > 1 or args.ignore_missing:
         targets = await _targets(admin, args) if args.broker or args.cluster else None
-        return await topic_delete_many(admin, args, topics, targets, _out)
+        return await topic_delete_many(admin, args, topics, targets, print_out)
     args.topic = topics[0]
     if args.broker or args.cluster:
         targets = await _targets(admin, args)
@@ -431,7 +359,7 @@ async def _topic_delete(admin: AdminClient, args: argparse.Namespace) -> int:
 
 
 async def _topic_list(admin: AdminClient, args: argparse.Namespace) -> int:
-    return await topic_list(admin, args, _out)
+    return await topic_list(admin, args, print_out)
 
 
 async def _topic_route(admin: AdminClient, args: argparse.Namespace) -> int:
@@ -446,7 +374,7 @@ async def _topic_route(admin: AdminClient, args: argparse.Namespace) -> int:
         }
         for q in sorted(route.queue_datas, key=lambda q: q.broker_name)
     ]
-    _out(
+    print_out(
         args,
         {"topic": args.topic, "brokers": rows},
         lambda: render(
@@ -475,113 +403,13 @@ async def _topic_status(admin: AdminClient, args: argparse.Namespace) -> int:
     ]
     rows += [[f.broker_name, None, None, None, "UNREACHABLE"] for f in failures]
     # JSON: the queues, then one {"broker_name", "addr", "error"} per broker that did not answer
-    _out(
+    print_out(
         args,
         [*queues, *failures],
         lambda: render(["BROKER", "QUEUE", "MIN OFFSET", "MAX OFFSET", "LAST UPDATED"], rows),
     )
     print_failures(failures)
     return 1 if failures else 0
-
-
-def _as_dict(value: Any) -> dict[str, Any]:
-    return {name: getattr(value, name) for name in value.__dataclass_fields__}
-
-
-# -- messages ------------------------------------------------------------------------------
-def message_json(msg: MessageExt) -> dict[str, Any]:
-    try:
-        body, encoding = msg.body.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        body, encoding = base64.b64encode(msg.body).decode(), "base64"
-    return {**_as_dict(msg), "body": body, "body_encoding": encoding}
-
-
-def _message_detail(msg: MessageExt) -> str:
-    data = message_json(msg)
-    body = data["body"]
-    if len(body) > MAX_BODY_CHARS:
-        body = f"{body[:MAX_BODY_CHARS]}... ({len(msg.body)} bytes; --json prints it whole)"
-    rows = [
-        ["Topic", msg.topic],
-        ["Tags", msg.tags or None],
-        ["Keys", msg.keys],
-        ["Unique ID", msg.msg_id or None],
-        ["Offset Message ID", msg.offset_msg_id],
-        ["Broker", msg.broker_name],
-        ["Queue ID", msg.queue_id],
-        ["Queue Offset", msg.queue_offset],
-        ["Commit Log Offset", msg.phys_offset],
-        ["Store Size", msg.store_size_bytes],
-        ["Reconsume Times", msg.reconsume_times],
-        ["Born Time", time_ms(msg.born_timestamp_ms)],
-        ["Store Time", time_ms(msg.store_timestamp_ms)],
-        ["Properties", ", ".join(f"{k}={v}" for k, v in sorted(msg.properties.items()))],
-        [f"Body ({data['body_encoding']})", body],
-    ]
-    return render(["FIELD", "VALUE"], rows)
-
-
-def _print_messages(args: argparse.Namespace, messages: list[MessageExt]) -> None:
-    _out(
-        args,
-        [message_json(m) for m in messages],
-        lambda: "\n\n".join(_message_detail(m) for m in messages),
-    )
-
-
-async def _message_by_key(admin: AdminClient, args: argparse.Namespace) -> int:
-    messages = await admin.query_message(args.topic, args.key, max_num=args.max)
-    if not messages:
-        raise NotFoundError(f"no message of topic {args.topic!r} has key {args.key!r}")
-    _out(
-        args,
-        [message_json(m) for m in messages],
-        lambda: render(
-            ["UNIQUE ID", "OFFSET MESSAGE ID", "BROKER", "QUEUE", "OFFSET", "STORED", "TAGS"],
-            [
-                [
-                    m.msg_id or None,
-                    m.offset_msg_id,
-                    m.broker_name,
-                    m.queue_id,
-                    m.queue_offset,
-                    time_ms(m.store_timestamp_ms),
-                    m.tags or None,
-                ]
-                for m in messages
-            ],
-        ),
-    )
-    return 0
-
-
-async def _message_by_id(admin: AdminClient, args: argparse.Namespace) -> int:
-    try:
-        messages = await admin.messages_by_id(args.msg_id, args.topic)
-    except ValueError as exc:
-        raise UsageError(f"{exc} with --topic TOPIC") from None
-    _print_messages(args, messages)
-    return 0
-
-
-async def _message_by_offset(admin: AdminClient, args: argparse.Namespace) -> int:
-    broker_name = args.broker
-    if broker_name is not None and ":" in broker_name:
-        broker_name, _ = await admin.resolve_broker(broker_name)
-    if broker_name is None:
-        names = sorted({qd.broker_name for qd in (await admin.topic_route(args.topic)).queue_datas})
-        if len(names) != 1:
-            raise UsageError(
-                f"topic {args.topic!r} is on brokers {', '.join(names)}; "
-                "choose one with --broker NAME"
-            )
-        broker_name = names[0]
-    _print_messages(
-        args,
-        [await admin.message_at(MessageQueue(args.topic, broker_name, args.queue), args.offset)],
-    )
-    return 0
 
 
 # -- brokers -------------------------------------------------------------------------------
@@ -608,7 +436,7 @@ async def _broker_tables(
         )
         for n in targets
     }
-    _out(
+    print_out(
         args,
         {**columns, **({"unreachable": failures} if failures else {})},
         lambda: render_mapping(columns),
@@ -647,7 +475,7 @@ async def _broker_update_config(admin: AdminClient, args: argparse.Namespace) ->
     name, addr = await admin.resolve_broker(args.addr)
     previous = await admin.update_broker_config(addr, updates)
     rows = [{"key": k, "previous": previous.get(k), "value": v} for k, v in updates.items()]
-    _out(
+    print_out(
         args,
         {"broker_name": name, "addr": addr, "changed": rows},
         lambda: render(

@@ -23,6 +23,9 @@ Rules, as in RocketMQ:
   :meth:`RouteTable.scan_not_active_brokers`. When the last address of a
   broker name goes, its routes go too; a topic left with no broker name is no
   longer routable.
+
+Its values (who a broker is, a route, a registration's answer) live in
+:mod:`.route_model` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -31,12 +34,29 @@ import bisect
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from pocketmq.common.clock import Clock
 from pocketmq.nameserver.errors import RegistrationConflictError
+from pocketmq.nameserver.route_model import (
+    FULL_TABLE,
+    MASTER_ID,
+    PERM_INHERIT,
+    PERM_PRIORITY,
+    PERM_READ,
+    PERM_WRITE,
+    BrokerData,
+    BrokerIdentity,
+    BrokerLiveInfo,
+    DataVersion,
+    QueueData,
+    RegisterResult,
+    TopicRouteData,
+    TopicUpdate,
+)
+from pocketmq.nameserver.topic_staging import TopicStaging
 
 __all__ = [
+    "FULL_TABLE",
     "MASTER_ID",
     "PERM_INHERIT",
     "PERM_PRIORITY",
@@ -58,23 +78,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MASTER_ID = 0  # broker id of a master (RocketMQ MixAll.MASTER_ID)
-
-# Permission bits of a topic on a broker (RocketMQ PermName).
-PERM_PRIORITY = 8
-PERM_READ = 4
-PERM_WRITE = 2
-PERM_INHERIT = 1
-
-
 # -------------------------------------------------------------------------- values
-
-
-class DataVersion(NamedTuple):
-    """Version of a broker's topic configs; any difference means "changed"."""
-
-    timestamp_ms: int
-    counter: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,87 +93,6 @@ class TopicConfig:
     topic_sys_flag: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BrokerIdentity:
-    """Who a broker process is: its cluster, name, id within the name, and address."""
-
-    cluster: str
-    broker_name: str
-    broker_addr: str  # "host:port" where clients reach it
-    broker_id: int  # MASTER_ID (0) or a slave id
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class QueueData:
-    """How one broker name serves one topic."""
-
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BrokerData:
-    """A broker name, its cluster, and the address of each member by broker id."""
-
-    cluster: str
-    broker_name: str
-    broker_addrs: Mapping[int, str]  # broker id -> "host:port", sorted by id
-    master_epoch: int = 0  # the highest master epoch known for the name (0: none)
-
-    @property
-    def master_addr(self) -> str | None:
-        return self.broker_addrs.get(MASTER_ID)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TopicRouteData:
-    """The route of one topic; both tuples are sorted by broker name."""
-
-    queue_datas: tuple[QueueData, ...]
-    broker_datas: tuple[BrokerData, ...]
-    # broker address -> where it serves RocketMQ 5's MessagingService, if it does
-    grpc_v2_addrs: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BrokerLiveInfo:
-    """The last registration heard from one broker address."""
-
-    broker: BrokerIdentity
-    last_update_timestamp_ms: int  # wall clock, for people
-    last_update_monotonic_s: float  # monotonic clock, for expiry
-    heartbeat_timeout_ms: int
-    data_version: DataVersion
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RegisterResult:
-    master_addr: str  # live master of the same broker name, for a slave; else ""
-    topic_configs_accepted: bool  # False: the data version was unchanged, only liveness refreshed
-    master_ha_addr: str = ""  # that master's replication service, for a slave
-    master_epoch: int = 0  # the highest master epoch known for the broker name
-    stale_master: bool = False  # a master of an older epoch: refused, not routed
-    full_table_needed: bool = False  # a delta on a base the table does not hold: send it all
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TopicUpdate:
-    """How a registration's topic configs are meant (see :meth:`RouteTable.register_broker`).
-
-    ``base_version=None``: the whole table (``chunk_count > 1``: chunk
-    ``chunk_index`` of it); otherwise a delta on ``base_version``: the configs
-    are topics created or changed since, ``deleted`` the topics deleted since.
-    """
-
-    base_version: DataVersion | None = None
-    deleted: tuple[str, ...] = ()
-    chunk_index: int = 0
-    chunk_count: int = 1
-
-
-FULL_TABLE = TopicUpdate()
 # Held for a broker whose routes this table does not have (it registered without
 # them): never equal to a broker's version, so its next full table is taken.
 _NO_VERSION = DataVersion(-1, -1)
@@ -220,8 +143,7 @@ class RouteTable:
         self._grpc_v2_addrs: dict[str, str] = {}  # broker address -> its v2 MessagingService
         self._ha_addrs: dict[str, str] = {}  # broker address -> its replication service
         self._master_epochs: dict[str, int] = {}  # broker name -> highest master epoch seen
-        # broker address -> (version, next chunk index, chunk count, configs so far)
-        self._staged: dict[str, tuple[DataVersion, int, int, list[TopicConfig]]] = {}
+        self._staging = TopicStaging()  # chunks of full tables until the last arrives
         self._sorted_topics: list[str] | None = None  # topics() index; None = rebuild
         self.counters = RouteTableCounters()
 
@@ -258,7 +180,7 @@ class RouteTable:
         live = self._broker_live_table.get(addr)
         known = live is not None and live.broker == broker
         held = live.data_version if known and live is not None else _NO_VERSION
-        mode, configs = self._topic_mode(broker, held, data_version, topic_configs, update)
+        mode, configs = self._staging.topic_mode(broker, held, data_version, topic_configs, update)
         take_configs = mode in ("full", "delta")
         full_needed = mode == "need_full"
         if mode in ("none", "need_full") and broker.broker_id == MASTER_ID and data_version != held:
@@ -266,18 +188,52 @@ class RouteTable:
         self._check_cluster(broker)
 
         if live is not None and not known:
-            logger.info(
-                "broker %s re-registers as %s/%s id %d (was %s/%s id %d)",
-                addr,
-                broker.cluster,
-                broker.broker_name,
-                broker.broker_id,
-                live.broker.cluster,
-                live.broker.broker_name,
-                live.broker.broker_id,
-            )
-            self._remove(live.broker)
+            self._forget_previous(live.broker, broker)
         self._add_member(broker)
+        self._take_topics(broker, mode, configs, update, data_version, known=known)
+        self._mark_alive(
+            broker,
+            data_version,
+            heartbeat_timeout_ms=heartbeat_timeout_ms,
+            grpc_v2_addr=grpc_v2_addr,
+            ha_addr=ha_addr,
+        )
+        self.counters.registrations += 1
+        master = self._live_master_of(broker)
+        return RegisterResult(
+            master_addr=master,
+            topic_configs_accepted=take_configs,
+            master_ha_addr=self._ha_addrs.get(master, "") if master else "",
+            master_epoch=self._master_epochs.get(broker.broker_name, 0),
+            full_table_needed=full_needed,
+        )
+
+    def _forget_previous(self, previous: BrokerIdentity, broker: BrokerIdentity) -> None:
+        """An address registers as another broker than it was: the old one goes."""
+        logger.info(
+            "broker %s re-registers as %s/%s id %d (was %s/%s id %d)",
+            broker.broker_addr,
+            broker.cluster,
+            broker.broker_name,
+            broker.broker_id,
+            previous.cluster,
+            previous.broker_name,
+            previous.broker_id,
+        )
+        self._remove(previous)
+
+    def _take_topics(
+        self,
+        broker: BrokerIdentity,
+        mode: str,
+        configs: tuple[TopicConfig, ...],
+        update: TopicUpdate,
+        data_version: DataVersion,
+        *,
+        known: bool,
+    ) -> None:
+        """Apply what :meth:`TopicStaging.topic_mode` decided to the broker name's routes."""
+        addr = broker.broker_addr
         if mode == "delta":
             self._apply_delta(broker.broker_name, configs, update.deleted)
             self.counters.topic_config_updates += 1
@@ -290,7 +246,7 @@ class RouteTable:
                 len(update.deleted),
                 tuple(data_version),
             )
-        elif take_configs:
+        elif mode == "full":
             self._replace_routes(broker.broker_name, configs)
             self.counters.topic_config_updates += 1
             logger.info(
@@ -312,6 +268,18 @@ class RouteTable:
                     broker.broker_name,
                     broker.broker_id,
                 )
+
+    def _mark_alive(
+        self,
+        broker: BrokerIdentity,
+        data_version: DataVersion,
+        *,
+        heartbeat_timeout_ms: int | None,
+        grpc_v2_addr: str,
+        ha_addr: str,
+    ) -> None:
+        """The broker's liveness, and where it serves v2 clients and replication."""
+        addr = broker.broker_addr
         self._broker_live_table[addr] = BrokerLiveInfo(
             broker=broker,
             last_update_timestamp_ms=self._clock.now_ms(),
@@ -327,56 +295,6 @@ class RouteTable:
             self._ha_addrs[addr] = ha_addr
         else:
             self._ha_addrs.pop(addr, None)
-        self.counters.registrations += 1
-        master = self._live_master_of(broker)
-        return RegisterResult(
-            master_addr=master,
-            topic_configs_accepted=take_configs,
-            master_ha_addr=self._ha_addrs.get(master, "") if master else "",
-            master_epoch=self._master_epochs.get(broker.broker_name, 0),
-            full_table_needed=full_needed,
-        )
-
-    def _topic_mode(
-        self,
-        broker: BrokerIdentity,
-        held: DataVersion,
-        version: DataVersion,
-        topic_configs: Iterable[TopicConfig],
-        update: TopicUpdate,
-    ) -> tuple[str, tuple[TopicConfig, ...]]:
-        """What a registration does to the broker name's routes: "full" (replace them),
-        "delta" (apply changes), "none", or "need_full" (a delta on another base). The
-        configs are read completely before anything changes."""
-        if broker.broker_id != MASTER_ID or held == version:
-            self._staged.pop(broker.broker_addr, None)
-            return "none", ()
-        if update.base_version is not None:
-            if held != update.base_version:
-                return "need_full", ()
-            return "delta", tuple(topic_configs)
-        if update.chunk_count <= 1:
-            return "full", tuple(topic_configs)
-        # One chunk of a full table: staged until the last one arrives.
-        expected = (version, update.chunk_index, update.chunk_count)
-        staged = self._staged.get(broker.broker_addr)
-        if update.chunk_index == 0:
-            staged = (version, 0, update.chunk_count, [])
-        elif staged is None or staged[:3] != expected:
-            self._staged.pop(broker.broker_addr, None)
-            return "need_full", ()  # a chunk out of order or of another table
-        configs = staged[3]
-        configs.extend(topic_configs)
-        if update.chunk_index < update.chunk_count - 1:
-            self._staged[broker.broker_addr] = (
-                version,
-                update.chunk_index + 1,
-                update.chunk_count,
-                configs,
-            )
-            return "none", ()
-        self._staged.pop(broker.broker_addr, None)
-        return "full", tuple(configs)
 
     def _refuse_stale_master(
         self, broker: BrokerIdentity, epoch: int, known_epoch: int
@@ -590,7 +508,7 @@ class RouteTable:
             and live.broker.broker_id == broker.broker_id
         ):
             del self._broker_live_table[addr]
-            self._staged.pop(addr, None)
+            self._staging.forget(addr)
             self._grpc_v2_addrs.pop(addr, None)
             self._ha_addrs.pop(addr, None)
             removed = True

@@ -101,27 +101,7 @@ class NameServer:
         cfg = self._config
         if cfg.controller_enable:
             self._build_controller(server)
-        try:
-            if cfg.tls_cert_file or cfg.tls_key_file:
-                port = server.add_secure_port(
-                    listen,
-                    server_credentials(
-                        cfg.tls_cert_file,
-                        cfg.tls_key_file,
-                        cfg.tls_ca_file,
-                        cfg.tls_require_client_auth,
-                    ),
-                )
-            else:
-                port = server.add_insecure_port(listen)
-        except RuntimeError as exc:
-            raise ServerBindError(
-                f"nameserver cannot listen on {listen}: {exc}; is another process using the port?"
-            ) from None
-        if port == 0:  # older grpcio reports a failed bind this way
-            raise ServerBindError(
-                f"nameserver cannot listen on {listen}; is another process using the port?"
-            )
+        port = self._bind(server, listen)
         await server.start()
         if self._config.metrics_port >= 0:
             from pocketmq.nameserver.metrics import start_nameserver_metrics
@@ -149,6 +129,32 @@ class NameServer:
                 acl_file=cfg.acl_file if cfg.acl_enable else None,
             ),
         )
+
+    def _bind(self, server: grpc.aio.Server, listen: str) -> int:
+        """Bind *listen* (TLS when a certificate is configured); the port bound."""
+        cfg = self._config
+        try:
+            if cfg.tls_cert_file or cfg.tls_key_file:
+                port = server.add_secure_port(
+                    listen,
+                    server_credentials(
+                        cfg.tls_cert_file,
+                        cfg.tls_key_file,
+                        cfg.tls_ca_file,
+                        cfg.tls_require_client_auth,
+                    ),
+                )
+            else:
+                port = server.add_insecure_port(listen)
+        except RuntimeError as exc:
+            raise ServerBindError(
+                f"nameserver cannot listen on {listen}: {exc}; is another process using the port?"
+            ) from None
+        if port == 0:  # older grpcio reports a failed bind this way
+            raise ServerBindError(
+                f"nameserver cannot listen on {listen}; is another process using the port?"
+            )
+        return port
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop taking requests; in-flight ones get *grace* seconds (default from config)."""

@@ -37,7 +37,8 @@ message not yet done with) is also committed to the
 shows as for any group, and a group new to POP starts where its offset is,
 else at the queue's first retained message.
 
-Receipt handle: ``"{queue id} {queue offset} {serial} {broker name}"``.
+Receipt handle: ``"{queue id} {queue offset} {serial} {broker name}"``; it and the
+other values of POP live in :mod:`.pop_model` (re-exported here).
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import NamedTuple, TypeAlias
 
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.errors import BusyError, InvalidRequestError, NotFoundError
@@ -56,6 +56,15 @@ from pocketmq.broker.grpc_v2.pop_journal import (
     QueueKey,
     QueueState,
     encode_delta,
+)
+from pocketmq.broker.grpc_v2.pop_model import (
+    INVALID_HANDLE,
+    PROPERTY_MESSAGE_GROUP,
+    Delivery,
+    ReceiptHandle,
+    ReceiveRequest,
+    Selector,
+    message_group,
 )
 from pocketmq.broker.property_filter import CHUNK_UNITS, FilterCompiler, scan_units
 from pocketmq.broker.pull_service import parse_tag_expression
@@ -76,12 +85,12 @@ __all__ = [
     "PopService",
     "ReceiptHandle",
     "ReceiveRequest",
+    "Selector",
+    "message_group",
 ]
 
 log = logging.getLogger(__name__)
 
-PROPERTY_MESSAGE_GROUP = "__SHARDINGKEY"  # RocketMQ's MessageConst.PROPERTY_SHARDING_KEY
-INVALID_HANDLE = "INVALID_RECEIPT_HANDLE"
 # Statuses after which a read's next_begin_offset is where the queue goes on.
 _MOVE_ON = frozenset(
     {
@@ -95,67 +104,11 @@ _MOVE_ON = frozenset(
 )
 
 
-class ReceiptHandle(NamedTuple):
-    queue_id: int
-    queue_offset: int
-    serial: int
-    broker_name: str
-
-    def encode(self) -> str:
-        return f"{self.queue_id} {self.queue_offset} {self.serial} {self.broker_name}"
-
-    @classmethod
-    def decode(cls, text: str) -> ReceiptHandle:
-        parts = text.split(" ", 3)
-        try:
-            handle = cls(int(parts[0]), int(parts[1]), int(parts[2]), parts[3])
-        except (ValueError, IndexError):
-            raise InvalidRequestError(
-                f"receipt handle {text[:80]!r} is not one this broker "
-                "issued; pass the handle of the received message "
-                "unchanged",
-                reason=INVALID_HANDLE,
-            ) from None
-        if handle.queue_id < 0 or handle.queue_offset < 0:
-            raise InvalidRequestError(
-                f"receipt handle {text[:80]!r} names a negative queue id or offset",
-                reason=INVALID_HANDLE,
-            )
-        return handle
-
-
-#: what a receive reads: every message (None), these tags, or an SQL92 filter
-Selector: TypeAlias = frozenset[str] | SqlFilter | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReceiveRequest:
-    group: str
-    topic: str
-    expression: str = "*"  # tags: "*" or "TagA || TagB"; or an SQL92 filter
-    expression_type: str = "TAG"  # TAG or SQL92 (RocketMQ 5's FilterType TAG / SQL)
-    batch_size: int = 32
-    invisible_ms: int = 60_000
-    poll_ms: int = 0  # 0 = answer at once
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Delivery:
-    message: StoredMessage
-    receipt_handle: str
-    attempt: int  # 1 on the first delivery
-    invisible_ms: int
-
-
 @dataclass(slots=True)
 class _Pick:
     offset: int
     attempt: int
     message: StoredMessage
-
-
-def message_group(msg: StoredMessage) -> str:
-    return msg.properties.get(PROPERTY_MESSAGE_GROUP, "")
 
 
 class PopService:

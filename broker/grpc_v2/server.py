@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 
 import grpc
 
-from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.flow_control import server_limits
 from pocketmq.broker.grpc_v2.pop_journal import PopJournal
 from pocketmq.broker.grpc_v2.pop_service import PopService
@@ -34,11 +31,7 @@ from pocketmq.broker.grpc_v2.route import RouteResolver
 from pocketmq.broker.grpc_v2.servicer import Authenticator, MessagingServicer, add_to_server
 from pocketmq.broker.grpc_v2.telemetry import TelemetryService
 from pocketmq.broker.property_filter import FilterCompiler
-from pocketmq.broker.send_back import SendBackService
-from pocketmq.broker.send_service import SendMessageService
-from pocketmq.broker.store.api import MessageStore
-from pocketmq.broker.topic_config import TopicConfigManager
-from pocketmq.broker.transaction import TransactionalMessageService
+from pocketmq.broker.services import BrokerServices
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.security.grpc_guard import MalformedRequestInterceptor
 from pocketmq.security.tls import server_credentials
@@ -50,18 +43,8 @@ log = logging.getLogger(__name__)
 POP_DIR = "pop"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BrokerParts:
-    """The broker services the v2 API translates to."""
-
-    store: MessageStore
-    topics: TopicConfigManager
-    offsets: ConsumerOffsetManager
-    clients: ClientManager
-    send: SendMessageService
-    send_back: SendBackService
-    transactions: TransactionalMessageService
-    store_host: tuple[str, int]  # the broker's own (advertised ip, port)
+# The broker services the v2 API translates to (the name before BrokerServices).
+BrokerParts = BrokerServices
 
 
 class GrpcV2Server:
@@ -126,14 +109,14 @@ class GrpcV2Server:
             ) from None
         return self.port
 
-    async def start(self, parts: BrokerParts) -> None:
+    async def start(self, services: BrokerServices) -> None:
         cfg = self.config
         assert self._server is not None, "bind() first"
         self.pop = PopService(
-            parts.store,
-            parts.topics,
-            parts.offsets,
-            parts.send_back,
+            services.store,
+            services.topics,
+            services.offsets,
+            services.send_back,
             PopJournal(os.path.join(cfg.data_dir, POP_DIR)),
             broker_name=cfg.broker_name,
             max_delivery_attempts=cfg.grpc_v2_max_delivery_attempts,
@@ -143,17 +126,17 @@ class GrpcV2Server:
             filters=FilterCompiler(enable_property_filter=cfg.enable_property_filter),
         )
         self.pop.load()
-        parts.store.add_arrival_listener(self.pop.on_arrival)
+        services.store.add_arrival_listener(self.pop.on_arrival)
         self.telemetry = TelemetryService(
-            parts.clients,
-            parts.topics,
+            services.clients,
+            services.topics,
             delay_levels=cfg.delay_levels,
             max_body_bytes=cfg.max_message_size_bytes,
             max_delivery_attempts=cfg.grpc_v2_max_delivery_attempts,
         )
         self._routes = RouteResolver(
             cfg.namesrv_addr_list,
-            parts.topics,
+            services.topics,
             broker_name=cfg.broker_name,
             v2_host=cfg.advertised_ip,
             v2_port=self.port,
@@ -162,13 +145,13 @@ class GrpcV2Server:
         )
         add_to_server(
             MessagingServicer(
-                send=parts.send,
+                send=services.send,
                 pop=self.pop,
                 routes=self._routes,
                 telemetry=self.telemetry,
-                transactions=parts.transactions,
-                topics=parts.topics,
-                store_host=parts.store_host,
+                transactions=services.transactions,
+                topics=services.topics,
+                store_host=services.store_host,
                 max_body_bytes=cfg.max_message_size_bytes,
                 max_batch=cfg.max_pull_messages,
                 authenticate=self._authenticate,

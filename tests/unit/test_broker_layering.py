@@ -10,6 +10,11 @@ BROKER = ROOT / "broker"
 # module -> the generated protobuf modules it may import
 PROTOBUF_EDGE = {
     "servicer.py": {"pocketmq.v1"},
+    # the servicer's RPC families and their shared conversions (servicer.py's docstring)
+    "v1_rpc.py": {"pocketmq.v1"},
+    "v1_messages.py": {"pocketmq.v1"},
+    "v1_consume.py": {"pocketmq.v1"},
+    "v1_admin.py": {"pocketmq.v1"},
     "namesrv_client.py": {"pocketmq.v1"},
 }
 
