@@ -29,7 +29,6 @@ one is used when it is built and is the version this source expects, unless
 from __future__ import annotations
 
 import logging
-import struct
 import zlib
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -54,18 +53,28 @@ from pocketmq.client.model import (
 )
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.extensions import load_extension
-from pocketmq.common.message import (
+from pocketmq.common.message import body_crc, decode_properties
+from pocketmq.common.record_layout import (
     BLANK_MAGIC_CODE,
+    FIELD_STRUCT,
+    FIXED_V4,
     HEAD,
+    HOST_BITS,
     HOST_V4_SIZE,
-    HOST_V6_SIZE,
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH_V1,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
+    POS_QUEUEID,
+    PROPS_LEN,
+    STORE_TIMESTAMP,
+    TAIL_AFTER_STOREHOST,
+    TOPIC_LEN,
+    TOPIC_LEN_V1,
     SysFlag,
-    decode_properties,
     fixed_part,
+    host_positions,
+    host_sysflag,
 )
 from pocketmq.common.validation import check_topic
 
@@ -86,15 +95,11 @@ COMPRESS_OVER_BYTES = 4 * 1024  # compressMsgBodyOverHowmuch
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024  # maxMessageSize
 ZLIB_LEVEL = 5  # RocketMQ's default zlib level
 MAX_DELAY_LEVEL = 18
-STORE_HOST_PLACEHOLDER = b"\0" * 8  # IPv4 STOREHOST, patched by the broker
+STORE_HOST_PLACEHOLDER = b"\0" * HOST_V4_SIZE  # IPv4 STOREHOST, patched by the broker
 
-_I64 = struct.Struct(">q")
-_TAIL = struct.Struct(">iqi")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLEN
-_U16 = struct.Struct(">H")
+_QUEUEID = FIELD_STRUCT["QUEUEID"]
 _HEAD_UNPACK = HEAD.unpack_from
 _HEAD_SIZE = HEAD.size
-_FIXED_V4 = fixed_part(HOST_V4_SIZE, HOST_V4_SIZE)  # TOTALSIZE .. BODYLEN, IPv4 hosts
-_HOST_V6_BITS = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
 
 
 @lru_cache(maxsize=4096)
@@ -203,7 +208,7 @@ def _shape(topic: str, tags: str, keys: tuple[str, ...], delay_level: int) -> tu
             f"topic is {len(topic_raw)} bytes; at most {MAX_TOPIC_LENGTH_V1} fit a record"
         )
     own = _client_properties(tags, keys, delay_level) + f"{PROPERTY_UNIQ_KEY}\x01"
-    return len(topic_raw).to_bytes(1, "big") + topic_raw, own.encode()
+    return TOPIC_LEN_V1.pack(len(topic_raw)) + topic_raw, own.encode()
 
 
 def encode_message(
@@ -289,18 +294,17 @@ def _py_encode_one(
             f"properties are {props_len} bytes; at most {MAX_PROPERTIES_LENGTH} fit a record"
         )
     if len(born_host) == HOST_V4_SIZE:
-        fixed = _FIXED_V4
+        fixed = FIXED_V4
     else:
-        fixed = fixed_part(len(born_host), HOST_V4_SIZE)
-        if len(born_host) == HOST_V6_SIZE:
-            sysflag |= SysFlag.BORNHOST_V6
-    total = fixed.size + body_len + len(topic_part) + 2 + props_len
+        fixed = fixed_part(len(born_host), len(STORE_HOST_PLACEHOLDER))
+        sysflag |= host_sysflag(born_host, STORE_HOST_PLACEHOLDER)
+    total = fixed.size + body_len + len(topic_part) + PROPS_LEN.size + props_len
     return b"".join(
         (
             fixed.pack(
                 total,
                 MESSAGE_MAGIC_CODE,
-                zlib.crc32(body) & 0x7FFFFFFF,
+                body_crc(body),
                 queue_id,
                 msg.flag,
                 0,
@@ -316,7 +320,7 @@ def _py_encode_one(
             ),
             body,
             topic_part,
-            props_len.to_bytes(2, "big"),
+            PROPS_LEN.pack(props_len),
             user,
             own,
             uniq_raw,
@@ -327,7 +331,10 @@ def _py_encode_one(
 
 def set_queue_id(record: bytes, queue_id: int) -> bytes:
     """The same record aimed at another queue (a retry picks a new queue)."""
-    return record[:12] + queue_id.to_bytes(4, "big", signed=True) + record[16:]
+    end = POS_QUEUEID + _QUEUEID.size
+    return (
+        record[:POS_QUEUEID] + queue_id.to_bytes(_QUEUEID.size, "big", signed=True) + record[end:]
+    )
 
 
 def decode_messages(
@@ -351,7 +358,7 @@ def py_decode_messages(
     append = out.append
     topics: dict[bytes, tuple[str, bool]] = {}
     hosts: dict[bytes, str] = {}
-    fixed_unpack, fixed_size = _FIXED_V4.unpack_from, _FIXED_V4.size
+    fixed_unpack, fixed_size = FIXED_V4.unpack_from, FIXED_V4.size
     pos, end = 0, len(raw)
     while pos < end:
         if end - pos < fixed_size:  # a short tail: the general path says what is wrong
@@ -374,7 +381,7 @@ def py_decode_messages(
             _prepared,
             body_len,
         ) = fixed_unpack(raw, pos)
-        if sysflag & _HOST_V6_BITS or magic == BLANK_MAGIC_CODE or total < fixed_size:
+        if sysflag & HOST_BITS or magic == BLANK_MAGIC_CODE or total < fixed_size:
             pos = _decode_general(raw, pos, end, broker_name, topics, check_crc, append)
             continue
         if magic != MESSAGE_MAGIC_CODE and magic != MESSAGE_MAGIC_CODE_V2:
@@ -446,28 +453,25 @@ def _decode_tail(
     if body_len < 0 or p + body_len > record_end:
         raise CorruptRecordError(pos, f"BODYLEN {body_len} does not fit TOTALSIZE {total}")
     body = raw[p : p + body_len]
-    if check_crc and zlib.crc32(body) & 0x7FFFFFFF != crc:
+    if check_crc and body_crc(body) != crc:
         raise CorruptRecordError(pos, "body CRC mismatch")
     p += body_len
     if sysflag & SysFlag.COMPRESSED:
         body = _inflate(body, pos)
-    if p + (1 if magic == MESSAGE_MAGIC_CODE else 2) > record_end:
+    topic_len_field = TOPIC_LEN[magic]
+    if p + topic_len_field.size > record_end:
         raise CorruptRecordError(pos, f"topic length lies past TOTALSIZE {total}")
-    if magic == MESSAGE_MAGIC_CODE:
-        topic_len = raw[p]
-        p += 1
-    else:
-        topic_len = _U16.unpack_from(raw, p)[0]
-        p += 2
-    if p + topic_len + 2 > record_end:
+    topic_len = topic_len_field.unpack_from(raw, p)[0]
+    p += topic_len_field.size
+    if p + topic_len + PROPS_LEN.size > record_end:
         raise CorruptRecordError(pos, f"properties length lies past TOTALSIZE {total}")
     raw_topic = raw[p : p + topic_len]
     topic_entry = topics.get(raw_topic)
     if topic_entry is None:
         topic_entry = topics[raw_topic] = _topic_entry(raw_topic)
     p += topic_len
-    props_len = _U16.unpack_from(raw, p)[0]
-    p += 2
+    props_len = PROPS_LEN.unpack_from(raw, p)[0]
+    p += PROPS_LEN.size
     if p + props_len != record_end:
         raise CorruptRecordError(
             pos, f"TOTALSIZE is {total} but the parts add up to {p + props_len - pos}"
@@ -550,21 +554,26 @@ def _decode_one(
     topics: dict[bytes, tuple[str, bool]],
     check_crc: bool,
 ) -> MessageExt:
-    p = pos + _HEAD_SIZE + (20 if sysflag & SysFlag.BORNHOST_V6 else 8)
-    store_size = 20 if sysflag & SysFlag.STOREHOST_V6 else 8
-    body_pos = p + 8 + store_size + _TAIL.size  # STORETIMESTAMP STOREHOST, _TAIL
-    if body_pos > pos + total:
+    at = host_positions(sysflag)
+    if at.body > total:
         raise CorruptRecordError(
-            pos, f"TOTALSIZE is {total}; the fields before BODY need {body_pos - pos}"
+            pos, f"TOTALSIZE is {total}; the fields before BODY need {at.body}"
         )
-    store_ts = _I64.unpack_from(raw, p)[0]
-    p += 8
-    store_host = raw[p : p + store_size]
-    p += store_size
-    reconsume, _prepared, body_len = _TAIL.unpack_from(raw, p)
-    p += 12 + 4
+    store_ts = STORE_TIMESTAMP.unpack_from(raw, pos + at.store_timestamp)[0]
+    store_host = raw[pos + at.store_host : pos + at.reconsume_times]
+    reconsume, _prepared, body_len = TAIL_AFTER_STOREHOST.unpack_from(raw, pos + at.reconsume_times)
     body, (topic, is_retry), props = _decode_tail(
-        raw, pos, p, pos + total, total, magic, crc, sysflag, body_len, topics, check_crc
+        raw,
+        pos,
+        pos + at.body,
+        pos + total,
+        total,
+        magic,
+        crc,
+        sysflag,
+        body_len,
+        topics,
+        check_crc,
     )
     if is_retry:
         topic = props.get(PROPERTY_RETRY_TOPIC, topic)
