@@ -80,6 +80,7 @@ __all__ = [
     "Field",
     "HostPositions",
     "SysFlag",
+    "field_offset",
     "fixed_part",
     "host_positions",
     "host_sizes",
@@ -167,7 +168,7 @@ def _format(
     return ">" + "".join(f"{sizes[f.name]}s" if f.code == HOST else f.code for f in fields)
 
 
-def _pos(name: str, born_size: int = HOST_V4_SIZE, store_size: int = HOST_V4_SIZE) -> int:
+def field_offset(name: str, born_size: int = HOST_V4_SIZE, store_size: int = HOST_V4_SIZE) -> int:
     """Offset of field *name* in a record whose hosts have these sizes."""
     i = _NAMES.index(name)
     return (
@@ -177,16 +178,16 @@ def _pos(name: str, born_size: int = HOST_V4_SIZE, store_size: int = HOST_V4_SIZ
 
 #: TOTALSIZE .. BORNTIMESTAMP: the part every record has at the same offsets
 HEAD: Final = struct.Struct(_format("TOTALSIZE", "BORNTIMESTAMP"))
-POS_TOTALSIZE: Final = _pos("TOTALSIZE")
-POS_MAGIC: Final = _pos("MAGICCODE")
-POS_BODYCRC: Final = _pos("BODYCRC")
-POS_QUEUEID: Final = _pos("QUEUEID")
-POS_FLAG: Final = _pos("FLAG")
-POS_QUEUEOFFSET: Final = _pos("QUEUEOFFSET")
-POS_PHYSICALOFFSET: Final = _pos("PHYSICALOFFSET")
-POS_SYSFLAG: Final = _pos("SYSFLAG")
-POS_BORNTIMESTAMP: Final = _pos("BORNTIMESTAMP")
-POS_BORNHOST: Final = _pos("BORNHOST")  # == HEAD.size
+POS_TOTALSIZE: Final = field_offset("TOTALSIZE")
+POS_MAGIC: Final = field_offset("MAGICCODE")
+POS_BODYCRC: Final = field_offset("BODYCRC")
+POS_QUEUEID: Final = field_offset("QUEUEID")
+POS_FLAG: Final = field_offset("FLAG")
+POS_QUEUEOFFSET: Final = field_offset("QUEUEOFFSET")
+POS_PHYSICALOFFSET: Final = field_offset("PHYSICALOFFSET")
+POS_SYSFLAG: Final = field_offset("SYSFLAG")
+POS_BORNTIMESTAMP: Final = field_offset("BORNTIMESTAMP")
+POS_BORNHOST: Final = field_offset("BORNHOST")  # == HEAD.size
 
 #: TOTALSIZE, MAGICCODE: all a BLANK record has
 BLANK_HEAD: Final = struct.Struct(_format("TOTALSIZE", "MAGICCODE"))
@@ -228,10 +229,10 @@ def _host_positions(born: int, store: int) -> HostPositions:
     return HostPositions(
         born_host_size=born,
         store_host_size=store,
-        store_timestamp=_pos("STORETIMESTAMP", born, store),
-        store_host=_pos("STOREHOST", born, store),
-        reconsume_times=_pos("RECONSUMETIMES", born, store),
-        body_len=_pos("BODYLEN", born, store),
+        store_timestamp=field_offset("STORETIMESTAMP", born, store),
+        store_host=field_offset("STOREHOST", born, store),
+        reconsume_times=field_offset("RECONSUMETIMES", born, store),
+        body_len=field_offset("BODYLEN", born, store),
         body=fixed.size,
         fixed=fixed,
     )
