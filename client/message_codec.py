@@ -86,7 +86,6 @@ __all__ = [
     "decode_messages",
     "encode_message",
     "encode_messages",
-    "message_properties",
 ]
 
 log = logging.getLogger(__name__)
@@ -173,15 +172,6 @@ def _timer_properties(msg: Message) -> str:
     return ""
 
 
-def message_properties(msg: Message, uniq_key: str) -> str:
-    """The properties string of *msg*: user properties, then the client's own."""
-    parts = [f"{k}\x01{v}\x02" for k, v in msg.properties.items()]
-    parts.append(_timer_properties(msg))
-    parts.append(_client_properties(msg.tags, tuple(msg.keys), msg.delay_level))
-    parts.append(f"{PROPERTY_UNIQ_KEY}\x01{uniq_key}\x02")
-    return "".join(parts)
-
-
 @lru_cache(maxsize=1024)
 def _client_properties(tags: str, keys: tuple[str, ...], delay_level: int) -> str:
     """``TAGS``, ``KEYS`` and ``DELAY`` pairs: the same for every message of one shape."""
@@ -266,8 +256,8 @@ def _py_encode_one(
     reconsume_times: int,
 ) -> bytes:
     """One record: the same bytes as :func:`~pocketmq.common.message.encode_record`
-    with :func:`message_properties`, built with one struct call and the per-shape
-    parts cached."""
+    with the properties user pairs, then the timer's, ``TAGS``, ``KEYS``, ``DELAY`` and
+    ``UNIQ_KEY``, built with one struct call and the per-shape parts cached."""
     body = msg.body
     if type(body) is not bytes:
         body = bytes(body)

@@ -48,7 +48,6 @@ from pocketmq.common.record_layout import (
     SysFlag,
     fixed_part,
     host_positions,
-    host_sizes,
     host_sysflag,
     record_size,
     store_timestamp_pos,
@@ -91,7 +90,6 @@ __all__ += [
     "POS_TOTALSIZE",
     "QUEUE_AND_PHYS_OFFSET",
     "fixed_part",
-    "host_sizes",
     "host_sysflag",
     "store_timestamp_pos",
 ]

@@ -83,7 +83,6 @@ __all__ = [
     "field_offset",
     "fixed_part",
     "host_positions",
-    "host_sizes",
     "host_sysflag",
     "record_size",
     "store_timestamp_pos",
@@ -258,12 +257,6 @@ _POSITIONS = {
 def host_positions(sysflag: int) -> HostPositions:
     """Where the fields after BORNHOST lie in a record with this SYSFLAG."""
     return _POSITIONS[sysflag & HOST_BITS]
-
-
-def host_sizes(sysflag: int) -> tuple[int, int]:
-    """(BORNHOST, STOREHOST) sizes of a record with this SYSFLAG."""
-    at = _POSITIONS[sysflag & HOST_BITS]
-    return at.born_host_size, at.store_host_size
 
 
 def store_timestamp_pos(sysflag: int) -> int:
