@@ -115,7 +115,7 @@ static PyObject *message_ext_cls;      /* pocketmq.client.model.MessageExt */
 static Py_ssize_t ext_offsets[17];     /* slot offsets of its fields, in EXT_FIELDS order */
 static PyObject *corrupt_record_error; /* pocketmq.common.errors.CorruptRecordError */
 static PyObject *invalid_message_error;/* pocketmq.client.errors.InvalidMessageError */
-static PyObject *inflate_fn;           /* message_codec._inflate(body, pos) */
+static PyObject *inflate_fn;           /* message_decode.inflate(body, pos) */
 static PyObject *struct_error;         /* struct.error */
 
 static const char *EXT_FIELDS[17] = {
@@ -240,7 +240,7 @@ buf_put_pair(Buf *b, const char *name, PyObject *value)
            && buf_put_formatted(b, value) && buf_put(b, "\x02", 1);
 }
 
-/* The properties of one message, as message_codec.message_properties lays them out,
+/* The properties of one message, as message_codec._py_encode_one lays them out,
  * less the UNIQ_KEY value: user pairs, the timer pair, TAGS, KEYS, DELAY, "UNIQ_KEY\x01".
  * Leaves the topic's UTF-8 in *topic_utf8 / *topic_len (checked, in the reference's order). */
 static int
