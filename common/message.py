@@ -12,7 +12,6 @@ pairs with RocketMQ's names.
 from __future__ import annotations
 
 import ipaddress
-import struct
 import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from pocketmq.common.record_layout import (
     FIXED_V4,
     HEAD,
     HOST_BITS,
+    HOST_PORT,
     HOST_V4_SIZE,
     HOST_V6_SIZE,
     MAX_PROPERTIES_LENGTH,
@@ -97,7 +97,6 @@ __all__ += [
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 
-_PORT = struct.Struct(">i")  # a packed host ends with its port
 _BODY_LEN = FIELD_STRUCT["BODYLEN"]
 
 
@@ -114,12 +113,12 @@ def pack_host(host: HostAddress) -> bytes:
     """Pack ``(ip, port)`` as 4-byte IPv4 or 16-byte IPv6 plus an i32 port."""
     ip, port = host
     packed = ipaddress.ip_address(ip).packed
-    return packed + _PORT.pack(port)
+    return packed + HOST_PORT.pack(port)
 
 
 def unpack_host(raw: bytes | memoryview) -> HostAddress:
-    ip = ipaddress.ip_address(bytes(raw[: -_PORT.size]))
-    return (str(ip), _PORT.unpack_from(raw, len(raw) - _PORT.size)[0])
+    ip = ipaddress.ip_address(bytes(raw[: -HOST_PORT.size]))
+    return (str(ip), HOST_PORT.unpack_from(raw, len(raw) - HOST_PORT.size)[0])
 
 
 #: an idempotent producer's id, epoch and sequence: always a record's last property

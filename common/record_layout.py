@@ -54,6 +54,7 @@ __all__ = [
     "FIXED_V4",
     "HEAD",
     "HOST_BITS",
+    "HOST_PORT",
     "HOST_V4_SIZE",
     "HOST_V6_SIZE",
     "MAX_PROPERTIES_LENGTH",
@@ -113,8 +114,10 @@ class SysFlag:
 
 #: a host field's struct code: the packed IP, then the port as i32
 HOST = "host"
-HOST_V4_SIZE: Final = struct.calcsize(">4si")  # 8
-HOST_V6_SIZE: Final = struct.calcsize(">16si")  # 20
+#: the port that ends a host field, after the packed IP
+HOST_PORT: Final = struct.Struct(">i")
+HOST_V4_SIZE: Final = 4 + HOST_PORT.size  # IPv4: 8
+HOST_V6_SIZE: Final = 16 + HOST_PORT.size  # IPv6: 20
 #: the SYSFLAG bits that say the host sizes
 HOST_BITS: Final = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
 
