@@ -79,7 +79,6 @@ __all__ = [
     "py_frame_columns",
     "py_frame_end",
     "read_for_replica",
-    "record_aligned_end",
     "replica_frame",
     "truncate_to",
     "wipe",
@@ -211,11 +210,6 @@ def py_frame_columns(
 # of the same VERSION lacks them and runs the references).
 frame_end = getattr(speedups.NATIVE, "frame_end", None) or py_frame_end
 frame_columns = getattr(speedups.NATIVE, "frame_columns", None) or py_frame_columns
-
-
-def record_aligned_end(store: DefaultMessageStore) -> int:
-    """The end of the last whole record (the log's max offset, which is always aligned)."""
-    return store.commitlog.max_offset
 
 
 def append_replicated(store: DefaultMessageStore, offset: int, data: bytes) -> int:
