@@ -139,9 +139,6 @@ class FlowControlInterceptor(grpc.aio.ServerInterceptor):
         """Requests counted now, over every connection."""
         return self._total
 
-    def in_flight_on(self, peer: str) -> int:
-        return self._by_peer.get(peer, 0)
-
     @property
     def queued_bytes(self) -> int:
         """Response bytes produced but not yet sent, over every connection."""

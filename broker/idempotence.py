@@ -50,7 +50,7 @@ from pocketmq.broker.store.producer_state import (
 from pocketmq.broker.store.results import PutStatus
 from pocketmq.broker.topic_config import PRODUCER_EPOCH_TOPIC
 from pocketmq.common.clock import Clock, SystemClock
-from pocketmq.common.message import HEAD
+from pocketmq.common.message import HEAD, POS_QUEUEOFFSET
 from pocketmq.common.validation import check_group, check_topic
 from pocketmq.security.interceptor import AclError, authorize_publish, current_owner
 
@@ -67,7 +67,7 @@ MAX_INIT_TOPICS = 1024
 _NAMED_BIT = 1 << 62
 _QUEUE_OFFSET = struct.Struct(">q")
 _TOTAL_SIZE = struct.Struct(">i")  # TOTALSIZE, a record's first field
-_QUEUE_OFFSET_POS = 20  # TOTALSIZE MAGIC BODYCRC QUEUEID FLAG | QUEUEOFFSET
+_QUEUE_OFFSET_POS = POS_QUEUEOFFSET
 
 
 _ERRORS: dict[StateErrorKind, Callable[[str], BrokerError]] = {

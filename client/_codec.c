@@ -9,7 +9,7 @@
  *   encode_messages   py_encode_messages   a list of Messages -> one blob of records
  *   decode_messages   py_decode_messages   a pulled blob -> a list of MessageExt
  *
- * The record layout is the one drawn in common/message.py (all integers
+ * The record layout is the one drawn in common/record_layout.py (all integers
  * big-endian; B and S are the born and store host sizes, 8 or 20):
  *
  *      0 TOTALSIZE i32     4 MAGICCODE u32    8 BODYCRC i32    12 QUEUEID i32
@@ -39,10 +39,27 @@
  * a stale build (an editable install keeps the old .so until it is rebuilt). */
 #define CODEC_VERSION 3
 
-#define HEAD_SIZE 48
-#define HOST_V4_SIZE 8
-#define HOST_V6_SIZE 20
-#define STORE_HOST_PLACEHOLDER_SIZE 8
+/* -- record layout ----------------------------------------------------------------
+ * common/record_layout.py is the definition; tests/unit/test_record_layout.py checks
+ * every number below against it. */
+
+#define HEAD_SIZE 48                /* TOTALSIZE .. BORNTIMESTAMP (record_layout.HEAD) */
+#define POS_TOTALSIZE 0
+#define POS_MAGIC 4
+#define POS_BODYCRC 8
+#define POS_QUEUEID 12
+#define POS_FLAG 16
+#define POS_QUEUEOFFSET 20          /* QUEUEOFFSET i64, then PHYSICALOFFSET i64 */
+#define POS_PHYSICALOFFSET 28
+#define POS_SYSFLAG 36
+#define POS_BORNTIMESTAMP 40
+#define POS_BORNHOST 48
+#define HOST_V4_SIZE 8              /* IPv4 4 + port i32 */
+#define HOST_V6_SIZE 20             /* IPv6 16 + port i32 */
+#define STORE_TIMESTAMP_SIZE 8      /* at POS_BORNHOST + B; STOREHOST follows */
+#define TAIL_AFTER_STOREHOST 12     /* RECONSUMETIMES i32, PREPAREDTRANSACTIONOFFSET i64 */
+#define BODYLEN_SIZE 4              /* after TAIL_AFTER_STOREHOST; BODY follows */
+#define STORE_HOST_PLACEHOLDER_SIZE HOST_V4_SIZE  /* message_codec.STORE_HOST_PLACEHOLDER */
 #define MESSAGE_MAGIC_CODE 0xDAA320A7u
 #define MESSAGE_MAGIC_CODE_V2 0xDAA320ABu
 #define BLANK_MAGIC_CODE 0xCBD43194u
@@ -50,11 +67,11 @@
 #define SYSFLAG_BORNHOST_V6 0x10
 #define SYSFLAG_STOREHOST_V6 0x20
 #define MAX_PROPERTIES_LENGTH 32767
-#define MAX_TOPIC_LENGTH 127
-#define ZLIB_LEVEL 5
-/* TOTALSIZE .. BODYLEN with IPv4 hosts: HEAD, 8, 8, 8, RECONSUMETIMES,
- * PREPAREDTRANSACTIONOFFSET, BODYLEN (message_codec._FIXED_V4). */
-#define FIXED_V4_SIZE (HEAD_SIZE + HOST_V4_SIZE + 8 + HOST_V4_SIZE + 4 + 8 + 4)
+#define MAX_TOPIC_LENGTH 127        /* a record's topic, in bytes: record_layout.MAX_TOPIC_LENGTH_V1 */
+#define ZLIB_LEVEL 5                /* message_codec.ZLIB_LEVEL */
+/* TOTALSIZE .. BODYLEN with IPv4 hosts (record_layout.FIXED_V4) */
+#define FIXED_V4_SIZE (POS_BORNHOST + HOST_V4_SIZE + STORE_TIMESTAMP_SIZE + HOST_V4_SIZE \
+                       + TAIL_AFTER_STOREHOST + BODYLEN_SIZE)
 
 /* -- big-endian access ------------------------------------------------------------- */
 
@@ -98,7 +115,7 @@ static PyObject *message_ext_cls;      /* pocketmq.client.model.MessageExt */
 static Py_ssize_t ext_offsets[17];     /* slot offsets of its fields, in EXT_FIELDS order */
 static PyObject *corrupt_record_error; /* pocketmq.common.errors.CorruptRecordError */
 static PyObject *invalid_message_error;/* pocketmq.client.errors.InvalidMessageError */
-static PyObject *inflate_fn;           /* message_codec._inflate(body, pos) */
+static PyObject *inflate_fn;           /* message_decode.inflate(body, pos) */
 static PyObject *struct_error;         /* struct.error */
 
 static const char *EXT_FIELDS[17] = {
@@ -223,7 +240,7 @@ buf_put_pair(Buf *b, const char *name, PyObject *value)
            && buf_put_formatted(b, value) && buf_put(b, "\x02", 1);
 }
 
-/* The properties of one message, as message_codec.message_properties lays them out,
+/* The properties of one message, as message_codec._py_encode_one lays them out,
  * less the UNIQ_KEY value: user pairs, the timer pair, TAGS, KEYS, DELAY, "UNIQ_KEY\x01".
  * Leaves the topic's UTF-8 in *topic_utf8 / *topic_len (checked, in the reference's order). */
 static int

@@ -18,7 +18,7 @@ from pocketmq.client.model import ConsumeFrom, MessageModel
 from pocketmq.common.auth import Credentials
 from pocketmq.common.errors import ConfigError
 from pocketmq.common.trace import DEFAULT_TRACE_TOPIC
-from pocketmq.common.validation import check_group, check_topic
+from pocketmq.common.validation import check_topic
 
 __all__ = [
     "DEFAULT_NAMESRV",
@@ -85,12 +85,6 @@ def _non_negative(config: Any, *names: str) -> None:
         value = getattr(config, name)
         if value < 0:
             raise ConfigError(f"{name} must be >= 0, got {value}")
-
-
-def _check_group(group: str) -> None:
-    problem = check_group(group)
-    if problem:
-        raise ConfigError(f"group: {problem}")
 
 
 def _check_trace(config: Any) -> None:

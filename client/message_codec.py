@@ -18,7 +18,8 @@ decoded message's properties never show it.
 Both directions work on blocks: :func:`encode_messages` turns a list of
 messages into one blob of records in one call, :func:`decode_messages` a
 pulled blob into a list of messages. Each exists twice: the pure-Python
-reference here (``py_encode_messages``, ``py_decode_messages``), which defines
+reference (``py_encode_messages`` here, ``py_decode_messages`` in
+:mod:`pocketmq.client.message_decode`), which defines
 the result byte for byte and error for error, and the compiled ``_codec.c``,
 an optional extension that ``pip install`` builds when a C compiler is there
 (``tests/unit/test_client_codec.py`` checks that the two agree). The compiled
@@ -29,7 +30,6 @@ one is used when it is built and is the version this source expects, unless
 from __future__ import annotations
 
 import logging
-import struct
 import zlib
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -37,11 +37,10 @@ from types import ModuleType
 from typing import Final
 
 from pocketmq.client.errors import InvalidMessageError
+from pocketmq.client.message_decode import inflate, py_decode_messages
 from pocketmq.client.model import (
     PROPERTY_DELAY,
-    PROPERTY_IDEMPOTENCE,
     PROPERTY_KEYS,
-    PROPERTY_RETRY_TOPIC,
     PROPERTY_TAGS,
     PROPERTY_TIMER_DELAY_MS,
     PROPERTY_TIMER_DELIVER_MS,
@@ -50,22 +49,23 @@ from pocketmq.client.model import (
     SYSTEM_PROPERTIES,
     Message,
     MessageExt,
-    _new_message_ext,
 )
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.extensions import load_extension
-from pocketmq.common.message import (
-    BLANK_MAGIC_CODE,
-    HEAD,
+from pocketmq.common.message import body_crc
+from pocketmq.common.record_layout import (
+    FIELD_STRUCT,
+    FIXED_V4,
     HOST_V4_SIZE,
-    HOST_V6_SIZE,
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH_V1,
     MESSAGE_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE_V2,
+    POS_QUEUEID,
+    PROPS_LEN,
+    TOPIC_LEN_V1,
     SysFlag,
-    decode_properties,
     fixed_part,
+    host_sysflag,
 )
 from pocketmq.common.validation import check_topic
 
@@ -77,7 +77,6 @@ __all__ = [
     "decode_messages",
     "encode_message",
     "encode_messages",
-    "message_properties",
 ]
 
 log = logging.getLogger(__name__)
@@ -86,15 +85,9 @@ COMPRESS_OVER_BYTES = 4 * 1024  # compressMsgBodyOverHowmuch
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024  # maxMessageSize
 ZLIB_LEVEL = 5  # RocketMQ's default zlib level
 MAX_DELAY_LEVEL = 18
-STORE_HOST_PLACEHOLDER = b"\0" * 8  # IPv4 STOREHOST, patched by the broker
+STORE_HOST_PLACEHOLDER = b"\0" * HOST_V4_SIZE  # IPv4 STOREHOST, patched by the broker
 
-_I64 = struct.Struct(">q")
-_TAIL = struct.Struct(">iqi")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLEN
-_U16 = struct.Struct(">H")
-_HEAD_UNPACK = HEAD.unpack_from
-_HEAD_SIZE = HEAD.size
-_FIXED_V4 = fixed_part(HOST_V4_SIZE, HOST_V4_SIZE)  # TOTALSIZE .. BODYLEN, IPv4 hosts
-_HOST_V6_BITS = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
+_QUEUEID = FIELD_STRUCT["QUEUEID"]
 
 
 @lru_cache(maxsize=4096)
@@ -168,15 +161,6 @@ def _timer_properties(msg: Message) -> str:
     return ""
 
 
-def message_properties(msg: Message, uniq_key: str) -> str:
-    """The properties string of *msg*: user properties, then the client's own."""
-    parts = [f"{k}\x01{v}\x02" for k, v in msg.properties.items()]
-    parts.append(_timer_properties(msg))
-    parts.append(_client_properties(msg.tags, tuple(msg.keys), msg.delay_level))
-    parts.append(f"{PROPERTY_UNIQ_KEY}\x01{uniq_key}\x02")
-    return "".join(parts)
-
-
 @lru_cache(maxsize=1024)
 def _client_properties(tags: str, keys: tuple[str, ...], delay_level: int) -> str:
     """``TAGS``, ``KEYS`` and ``DELAY`` pairs: the same for every message of one shape."""
@@ -203,7 +187,7 @@ def _shape(topic: str, tags: str, keys: tuple[str, ...], delay_level: int) -> tu
             f"topic is {len(topic_raw)} bytes; at most {MAX_TOPIC_LENGTH_V1} fit a record"
         )
     own = _client_properties(tags, keys, delay_level) + f"{PROPERTY_UNIQ_KEY}\x01"
-    return len(topic_raw).to_bytes(1, "big") + topic_raw, own.encode()
+    return TOPIC_LEN_V1.pack(len(topic_raw)) + topic_raw, own.encode()
 
 
 def encode_message(
@@ -261,8 +245,8 @@ def _py_encode_one(
     reconsume_times: int,
 ) -> bytes:
     """One record: the same bytes as :func:`~pocketmq.common.message.encode_record`
-    with :func:`message_properties`, built with one struct call and the per-shape
-    parts cached."""
+    with the properties user pairs, then the timer's, ``TAGS``, ``KEYS``, ``DELAY`` and
+    ``UNIQ_KEY``, built with one struct call and the per-shape parts cached."""
     body = msg.body
     if type(body) is not bytes:
         body = bytes(body)
@@ -289,18 +273,17 @@ def _py_encode_one(
             f"properties are {props_len} bytes; at most {MAX_PROPERTIES_LENGTH} fit a record"
         )
     if len(born_host) == HOST_V4_SIZE:
-        fixed = _FIXED_V4
+        fixed = FIXED_V4
     else:
-        fixed = fixed_part(len(born_host), HOST_V4_SIZE)
-        if len(born_host) == HOST_V6_SIZE:
-            sysflag |= SysFlag.BORNHOST_V6
-    total = fixed.size + body_len + len(topic_part) + 2 + props_len
+        fixed = fixed_part(len(born_host), len(STORE_HOST_PLACEHOLDER))
+        sysflag |= host_sysflag(born_host, STORE_HOST_PLACEHOLDER)
+    total = fixed.size + body_len + len(topic_part) + PROPS_LEN.size + props_len
     return b"".join(
         (
             fixed.pack(
                 total,
                 MESSAGE_MAGIC_CODE,
-                zlib.crc32(body) & 0x7FFFFFFF,
+                body_crc(body),
                 queue_id,
                 msg.flag,
                 0,
@@ -316,7 +299,7 @@ def _py_encode_one(
             ),
             body,
             topic_part,
-            props_len.to_bytes(2, "big"),
+            PROPS_LEN.pack(props_len),
             user,
             own,
             uniq_raw,
@@ -327,7 +310,10 @@ def _py_encode_one(
 
 def set_queue_id(record: bytes, queue_id: int) -> bytes:
     """The same record aimed at another queue (a retry picks a new queue)."""
-    return record[:12] + queue_id.to_bytes(4, "big", signed=True) + record[16:]
+    end = POS_QUEUEID + _QUEUEID.size
+    return (
+        record[:POS_QUEUEID] + queue_id.to_bytes(_QUEUEID.size, "big", signed=True) + record[end:]
+    )
 
 
 def decode_messages(
@@ -340,256 +326,6 @@ def decode_messages(
     return _decode_messages(buf, broker_name, check_crc)
 
 
-def py_decode_messages(
-    buf: bytes | memoryview, broker_name: str, check_crc: bool = False
-) -> list[MessageExt]:
-    """The reference of :func:`decode_messages`. A record with IPv4 hosts (all but a
-    few) is read with one struct call up to BODY; topic names and store-host hex
-    are decoded once per reply."""
-    raw = bytes(buf)
-    out: list[MessageExt] = []
-    append = out.append
-    topics: dict[bytes, tuple[str, bool]] = {}
-    hosts: dict[bytes, str] = {}
-    fixed_unpack, fixed_size = _FIXED_V4.unpack_from, _FIXED_V4.size
-    pos, end = 0, len(raw)
-    while pos < end:
-        if end - pos < fixed_size:  # a short tail: the general path says what is wrong
-            pos = _decode_general(raw, pos, end, broker_name, topics, check_crc, append)
-            continue
-        (
-            total,
-            magic,
-            crc,
-            queue_id,
-            flag,
-            queue_offset,
-            phys_offset,
-            sysflag,
-            born_ts,
-            _born_host,
-            store_ts,
-            store_host,
-            reconsume,
-            _prepared,
-            body_len,
-        ) = fixed_unpack(raw, pos)
-        if sysflag & _HOST_V6_BITS or magic == BLANK_MAGIC_CODE or total < fixed_size:
-            pos = _decode_general(raw, pos, end, broker_name, topics, check_crc, append)
-            continue
-        if magic != MESSAGE_MAGIC_CODE and magic != MESSAGE_MAGIC_CODE_V2:
-            raise CorruptRecordError(pos, f"magic code is 0x{magic:08X}")
-        record_end = pos + total
-        if record_end > end:
-            raise CorruptRecordError(pos, f"TOTALSIZE is {total}; {end - pos} bytes are left")
-        body, (topic, is_retry), props = _decode_tail(
-            raw,
-            pos,
-            pos + fixed_size,
-            record_end,
-            total,
-            magic,
-            crc,
-            sysflag,
-            body_len,
-            topics,
-            check_crc,
-        )
-        if is_retry:
-            topic = props.get(PROPERTY_RETRY_TOPIC, topic)
-        host_hex = hosts.get(store_host)
-        if host_hex is None:
-            host_hex = hosts[store_host] = store_host.hex().upper()
-        keys = props.get(PROPERTY_KEYS)
-        append(
-            _new_message_ext(
-                topic,
-                body,
-                props.get(PROPERTY_TAGS, ""),
-                keys.split(" ") if keys else [],
-                props,
-                props.get(PROPERTY_UNIQ_KEY, ""),
-                f"{host_hex}{phys_offset:016X}"
-                if phys_offset >= 0
-                else (store_host + phys_offset.to_bytes(8, "big", signed=True)).hex().upper(),
-                broker_name,
-                queue_id,
-                queue_offset,
-                store_ts,
-                born_ts,
-                reconsume,
-                phys_offset,
-                flag,
-                sysflag,
-                total,
-            )
-        )
-        pos = record_end
-    return out
-
-
-def _decode_tail(
-    raw: bytes,
-    pos: int,
-    p: int,
-    record_end: int,
-    total: int,
-    magic: int,
-    crc: int,
-    sysflag: int,
-    body_len: int,
-    topics: dict[bytes, tuple[str, bool]],
-    check_crc: bool,
-) -> tuple[bytes, tuple[str, bool], dict[str, str]]:
-    """BODY (inflated), the (topic, is-retry) entry and the properties of the record at
-    *pos*, whose BODY starts at *p*; every length is checked against TOTALSIZE."""
-    if body_len < 0 or p + body_len > record_end:
-        raise CorruptRecordError(pos, f"BODYLEN {body_len} does not fit TOTALSIZE {total}")
-    body = raw[p : p + body_len]
-    if check_crc and zlib.crc32(body) & 0x7FFFFFFF != crc:
-        raise CorruptRecordError(pos, "body CRC mismatch")
-    p += body_len
-    if sysflag & SysFlag.COMPRESSED:
-        body = _inflate(body, pos)
-    if p + (1 if magic == MESSAGE_MAGIC_CODE else 2) > record_end:
-        raise CorruptRecordError(pos, f"topic length lies past TOTALSIZE {total}")
-    if magic == MESSAGE_MAGIC_CODE:
-        topic_len = raw[p]
-        p += 1
-    else:
-        topic_len = _U16.unpack_from(raw, p)[0]
-        p += 2
-    if p + topic_len + 2 > record_end:
-        raise CorruptRecordError(pos, f"properties length lies past TOTALSIZE {total}")
-    raw_topic = raw[p : p + topic_len]
-    topic_entry = topics.get(raw_topic)
-    if topic_entry is None:
-        topic_entry = topics[raw_topic] = _topic_entry(raw_topic)
-    p += topic_len
-    props_len = _U16.unpack_from(raw, p)[0]
-    p += 2
-    if p + props_len != record_end:
-        raise CorruptRecordError(
-            pos, f"TOTALSIZE is {total} but the parts add up to {p + props_len - pos}"
-        )
-    if props_len:
-        props = decode_properties(raw[p : p + props_len].decode("utf-8", "replace"))
-        props.pop(PROPERTY_IDEMPOTENCE, None)  # the broker's business, not the user's
-    else:
-        props = {}
-    return body, topic_entry, props
-
-
-def _topic_entry(raw_topic: bytes) -> tuple[str, bool]:
-    topic = raw_topic.decode("utf-8", "replace")
-    return topic, topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
-
-
-def _inflate(body: bytes, pos: int) -> bytes:
-    try:
-        return zlib.decompress(body)
-    except zlib.error as exc:
-        raise CorruptRecordError(pos, f"compressed body does not inflate: {exc}") from None
-
-
-def _decode_general(
-    raw: bytes,
-    pos: int,
-    end: int,
-    broker_name: str,
-    topics: dict[bytes, tuple[str, bool]],
-    check_crc: bool,
-    append: Callable[[MessageExt], None],
-) -> int:
-    """One record of any host size (or a BLANK, or a damaged tail); returns the next pos."""
-    if end - pos < _HEAD_SIZE:
-        raise CorruptRecordError(pos, f"{end - pos} bytes left; a record head is {_HEAD_SIZE}")
-    (total, magic, crc, queue_id, flag, queue_offset, phys_offset, sysflag, born_ts) = _HEAD_UNPACK(
-        raw, pos
-    )
-    if magic == BLANK_MAGIC_CODE and total > 0:
-        return pos + total
-    if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
-        raise CorruptRecordError(pos, f"magic code is 0x{magic:08X}")
-    if total < _HEAD_SIZE or pos + total > end:
-        raise CorruptRecordError(pos, f"TOTALSIZE is {total}; {end - pos} bytes are left")
-    append(
-        _decode_one(
-            raw,
-            pos,
-            total,
-            magic,
-            crc,
-            queue_id,
-            flag,
-            queue_offset,
-            phys_offset,
-            sysflag,
-            born_ts,
-            broker_name,
-            topics,
-            check_crc,
-        )
-    )
-    return pos + total
-
-
-def _decode_one(
-    raw: bytes,
-    pos: int,
-    total: int,
-    magic: int,
-    crc: int,
-    queue_id: int,
-    flag: int,
-    queue_offset: int,
-    phys_offset: int,
-    sysflag: int,
-    born_ts: int,
-    broker_name: str,
-    topics: dict[bytes, tuple[str, bool]],
-    check_crc: bool,
-) -> MessageExt:
-    p = pos + _HEAD_SIZE + (20 if sysflag & SysFlag.BORNHOST_V6 else 8)
-    store_size = 20 if sysflag & SysFlag.STOREHOST_V6 else 8
-    body_pos = p + 8 + store_size + _TAIL.size  # STORETIMESTAMP STOREHOST, _TAIL
-    if body_pos > pos + total:
-        raise CorruptRecordError(
-            pos, f"TOTALSIZE is {total}; the fields before BODY need {body_pos - pos}"
-        )
-    store_ts = _I64.unpack_from(raw, p)[0]
-    p += 8
-    store_host = raw[p : p + store_size]
-    p += store_size
-    reconsume, _prepared, body_len = _TAIL.unpack_from(raw, p)
-    p += 12 + 4
-    body, (topic, is_retry), props = _decode_tail(
-        raw, pos, p, pos + total, total, magic, crc, sysflag, body_len, topics, check_crc
-    )
-    if is_retry:
-        topic = props.get(PROPERTY_RETRY_TOPIC, topic)
-    keys = props.get(PROPERTY_KEYS)
-    return _new_message_ext(
-        topic,
-        body,
-        props.get(PROPERTY_TAGS, ""),
-        keys.split(" ") if keys else [],
-        props,
-        props.get(PROPERTY_UNIQ_KEY, ""),
-        (store_host + phys_offset.to_bytes(8, "big", signed=True)).hex().upper(),
-        broker_name,
-        queue_id,
-        queue_offset,
-        store_ts,
-        born_ts,
-        reconsume,
-        phys_offset,
-        flag,
-        sysflag,
-        total,
-    )
-
-
 # -- which implementation runs ---------------------------------------------------------
 #: ``_codec.VERSION`` this source was written with; another build is stale.
 _EXPECTED_VERSION: Final = 3
@@ -598,7 +334,7 @@ _EXPECTED_VERSION: Final = 3
 def _load() -> tuple[ModuleType | None, str]:
     module, reason = load_extension("pocketmq.client._codec", _EXPECTED_VERSION)
     if module is not None:
-        module.setup(MessageExt, CorruptRecordError, InvalidMessageError, _inflate)
+        module.setup(MessageExt, CorruptRecordError, InvalidMessageError, inflate)
     return module, reason
 
 

@@ -86,12 +86,6 @@ class ProcessQueue:
             return True
         return self.max_span is not None and self.span() > self.max_span
 
-    def full_reason(self) -> str:
-        return (
-            f"{len(self._msgs)} messages / {self._bytes} bytes cached (limits "
-            f"{self.max_messages} / {self.max_bytes}), offset span {self.span()}"
-        )
-
     # -- changes ------------------------------------------------------------------------
     def add(self, messages: Iterable[MessageExt], next_offset: int) -> int:
         """Add pulled messages (ascending offsets); returns how many were new."""

@@ -48,6 +48,7 @@ from pocketmq.common.message import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
 )
+from pocketmq.common.record_layout import POS_FLAG, POS_MAGIC, POS_QUEUEID
 from pocketmq.spark.schema import ARROW_SCHEMA, record_batch
 
 __all__ = [
@@ -483,11 +484,13 @@ def py_set_queue_id(blob: bytes, queue_id: int) -> bytes:
     """The records of *blob* with QUEUEID *queue_id* (a chunk sent to another queue)."""
     out = bytearray(blob)
     pos = 0
-    while pos + 16 <= len(out):
-        total = int.from_bytes(out[pos : pos + 4], "big", signed=True)
+    while pos + POS_FLAG <= len(out):  # QUEUEID ends where FLAG starts
+        total = int.from_bytes(out[pos : pos + POS_MAGIC], "big", signed=True)
         if total < HEAD.size or pos + total > len(out):
             raise ValueError(f"record at {pos} has TOTALSIZE {total}")
-        out[pos + 12 : pos + 16] = queue_id.to_bytes(4, "big", signed=True)
+        out[pos + POS_QUEUEID : pos + POS_FLAG] = queue_id.to_bytes(
+            POS_FLAG - POS_QUEUEID, "big", signed=True
+        )
         pos += total
     return bytes(out)
 

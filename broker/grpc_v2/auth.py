@@ -108,13 +108,6 @@ class Caller:
         if self.authenticator is not None and (topic or group):
             self.authenticator.authorize(self.access_key, as_method or self.method, topic, group)
 
-    def may(self, topic: str = "", group: str = "", *, as_method: str = "") -> bool:
-        try:
-            self.need(topic, group, as_method=as_method)
-        except PermissionDeniedError:
-            return False
-        return True
-
     def read(self, topic: str, group: str = "", *, as_method: str = "") -> None:
         """:meth:`need`, and *topic* is not a system topic (unless the caller is an admin)."""
         if topic in NOT_ALLOWED_READ_TOPICS and not self.admin:

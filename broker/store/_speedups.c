@@ -17,7 +17,7 @@
  *   frame_end          replication.py    py_frame_end       (a master's replication frames)
  *   frame_columns      replication.py    py_frame_columns   (a replica's dispatch)
  *
- * The record layout is the one drawn in common/message.py (all integers
+ * The record layout is the one drawn in common/record_layout.py (all integers
  * big-endian; B and S are the born and store host sizes, 8 or 20):
  *
  *      0 TOTALSIZE i32     4 MAGICCODE u32    8 BODYCRC i32    12 QUEUEID i32
@@ -54,16 +54,27 @@
  * stale build (an editable install keeps the old .so until it is rebuilt). */
 #define SPEEDUPS_VERSION 4
 
-/* -- layout (common/message.py, consume_queue.py, index_file.py; see LAYOUT) -- */
+/* -- layout -----------------------------------------------------------------------
+ * common/record_layout.py (and consume_queue.py, index_file.py) is the definition;
+ * tests/unit/test_record_layout.py checks every number below against it, and
+ * test_speedups the LAYOUT table built from them. */
 
-#define HEAD_SIZE 48                /* TOTALSIZE .. BORNTIMESTAMP (message.HEAD) */
+#define HEAD_SIZE 48                /* TOTALSIZE .. BORNTIMESTAMP (record_layout.HEAD) */
+#define POS_TOTALSIZE 0
+#define POS_MAGIC 4
+#define POS_BODYCRC 8
 #define POS_QUEUEID 12
+#define POS_FLAG 16
 #define POS_QUEUEOFFSET 20          /* QUEUEOFFSET i64, then PHYSICALOFFSET i64 */
+#define POS_PHYSICALOFFSET 28
 #define POS_SYSFLAG 36
+#define POS_BORNTIMESTAMP 40
 #define POS_BORNHOST 48
 #define HOST_V4_SIZE 8              /* IPv4 4 + port i32 */
 #define HOST_V6_SIZE 20             /* IPv6 16 + port i32 */
+#define STORE_TIMESTAMP_SIZE 8      /* at POS_BORNHOST + B; STOREHOST follows */
 #define TAIL_AFTER_STOREHOST 12     /* RECONSUMETIMES i32, PREPAREDTRANSACTIONOFFSET i64 */
+#define BODYLEN_SIZE 4              /* after TAIL_AFTER_STOREHOST; BODY follows */
 #define MESSAGE_MAGIC_CODE 0xDAA320A7u
 #define MESSAGE_MAGIC_CODE_V2 0xDAA320ABu
 #define SYSFLAG_BORNHOST_V6 0x10
@@ -72,7 +83,7 @@
 #define SYSFLAG_TRANSACTION_PREPARED 0x4
 #define SYSFLAG_TRANSACTION_ROLLBACK 0xC
 #define MAX_PROPERTIES_LENGTH 32767
-#define MAX_TOPIC_LENGTH 127        /* common/validation.py */
+#define MAX_TOPIC_LENGTH 127        /* a topic name, in characters: common/validation.py */
 
 #define CQ_UNIT_SIZE 20             /* phys_offset i64, size i32, tags_code i64 */
 #define INDEX_HEADER_SIZE 40

@@ -16,23 +16,25 @@ pure-Python reference here (``py_*``) and a compiled twin in ``_speedups.c``;
 
 from __future__ import annotations
 
-import struct
 import zlib
 from dataclasses import dataclass, field
 
 from pocketmq.broker.store import speedups
 from pocketmq.broker.store.consume_queue import CQ_UNIT
 from pocketmq.common.hashing import tags_code
-from pocketmq.common.message import (
+from pocketmq.common.message import check_record, decode_properties
+from pocketmq.common.record_layout import (
+    FIELD_STRUCT,
     HEAD,
     HOST_V4_SIZE,
     HOST_V6_SIZE,
     MAX_PROPERTIES_LENGTH,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
+    PROPS_LEN,
+    TOPIC_LEN,
     SysFlag,
-    check_record,
-    decode_properties,
+    host_positions,
 )
 from pocketmq.common.validation import check_topic
 
@@ -48,8 +50,7 @@ __all__ = [
     "scan_batch",
 ]
 
-_I32 = struct.Struct(">i")
-_U16 = struct.Struct(">H")
+_BODY_LEN = FIELD_STRUCT["BODYLEN"]
 
 # ScannedBatch.markers: which properties the broker acts on appear in the batch, so
 # the send path skips its rewrites for the common batch that has none of them.
@@ -173,8 +174,8 @@ def py_scan_batch(
     keys_lists: list[list[str]] = []
     uniq_keys: list[str] = []
     unpack_head = HEAD.unpack_from
-    unpack_i32 = _I32.unpack_from
-    unpack_u16 = _U16.unpack_from
+    unpack_body_len = _BODY_LEN.unpack_from
+    unpack_props_len = PROPS_LEN.unpack_from
     crc32 = zlib.crc32
     store_v6 = store_host_size == HOST_V6_SIZE
     markers = 0
@@ -206,17 +207,17 @@ def py_scan_batch(
                 f"{HOST_V6_SIZE if not store_v6 else HOST_V4_SIZE} bytes "
                 f"for STOREHOST; this broker writes {store_host_size}",
             )
-        born_size = HOST_V6_SIZE if sysflag & SysFlag.BORNHOST_V6 else HOST_V4_SIZE
-        store_ts_pos = 48 + born_size
-        p = pos + store_ts_pos + 8 + store_host_size + 12
+        at = host_positions(sysflag)
+        store_ts_pos = at.store_timestamp
+        p = pos + at.body_len
         record_end = pos + total
-        if p + 4 > record_end:
+        if p + _BODY_LEN.size > record_end:
             raise BatchError(
                 "illegal",
                 f"record at batch offset {pos}: TOTALSIZE {total} is smaller than its fixed fields",
             )
-        body_len = unpack_i32(mv, p)[0]
-        body_pos = p + 4
+        body_len = unpack_body_len(mv, p)[0]
+        body_pos = pos + at.body
         p = body_pos + body_len
         if body_len < 0 or p > record_end:
             raise BatchError(
@@ -235,13 +236,12 @@ def py_scan_batch(
                 "empty_body",
                 f"record at batch offset {pos}: message body is empty; a message needs a body",
             )
-        if magic == MESSAGE_MAGIC_CODE:
-            topic_len = mv[p] if p < record_end else -1
-            p += 1
-        else:
-            topic_len = unpack_u16(mv, p)[0] if p + 2 <= record_end else -1
-            p += 2
-        if topic_len < 0 or p + topic_len + 2 > record_end:
+        topic_len_field = TOPIC_LEN[magic]
+        topic_len = (
+            topic_len_field.unpack_from(mv, p)[0] if p + topic_len_field.size <= record_end else -1
+        )
+        p += topic_len_field.size
+        if topic_len < 0 or p + topic_len + PROPS_LEN.size > record_end:
             raise BatchError(
                 "illegal",
                 f"record at batch offset {pos}: topic length "
@@ -249,8 +249,8 @@ def py_scan_batch(
             )
         topic = _check_topic_raw(bytes(mv[p : p + topic_len]), pos)
         p += topic_len
-        props_len = unpack_u16(mv, p)[0]
-        p += 2
+        props_len = unpack_props_len(mv, p)[0]
+        p += PROPS_LEN.size
         if p + props_len != record_end:
             raise BatchError(
                 "illegal",

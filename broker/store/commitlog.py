@@ -15,7 +15,6 @@ assigned here, under the single writer, so consume-queue order equals log order.
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from mmap import mmap
@@ -27,13 +26,18 @@ from pocketmq.broker.store.mapped_file import MappedFile
 from pocketmq.broker.store.mapped_file_queue import MappedFileQueue
 from pocketmq.broker.store.warm import WarmMappedFileService
 from pocketmq.common.errors import CorruptRecordError
-from pocketmq.common.message import (
+from pocketmq.common.message import check_record
+from pocketmq.common.record_layout import (
     BLANK_HEAD,
     BLANK_MAGIC_CODE,
+    FIELD_STRUCT,
     HEAD,
     POS_QUEUEOFFSET,
+    POS_SYSFLAG,
     QUEUE_AND_PHYS_OFFSET,
-    check_record,
+    STORE_TIMESTAMP,
+    SysFlag,
+    host_positions,
     store_timestamp_pos,
 )
 
@@ -48,8 +52,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_I64 = struct.Struct(">q")
-_SYSFLAG_AND_BORN = struct.Struct(">iq")  # SYSFLAG, BORNTIMESTAMP (head offsets 36..48)
+_SYSFLAG = FIELD_STRUCT["SYSFLAG"]
+# enough of a record's start to hold STORETIMESTAMP whatever the size of BORNHOST
+_STORE_TIMESTAMP_END = host_positions(SysFlag.BORNHOST_V6).store_timestamp + STORE_TIMESTAMP.size
 END_FILE_MIN_BLANK_LENGTH = BLANK_HEAD.size
 
 
@@ -92,7 +97,7 @@ def py_patch_batch(
     written in place. Returns ``(phys_offsets, queue_offsets)``.
     """
     patch_offsets = QUEUE_AND_PHYS_OFFSET.pack_into
-    patch_timestamp = _I64.pack_into
+    patch_timestamp = STORE_TIMESTAMP.pack_into
     host_size = len(store_host)
     phys_offsets: list[int] = []
     queue_offsets: list[int] = []
@@ -114,7 +119,8 @@ def py_patch_batch(
             queue_offset = 0
         patch_offsets(buf, at + POS_QUEUEOFFSET, queue_offset, phys)
         patch_timestamp(buf, at + ts_pos, store_timestamp_ms)
-        buf[at + ts_pos + 8 : at + ts_pos + 8 + host_size] = store_host
+        host_at = at + ts_pos + STORE_TIMESTAMP.size  # STOREHOST follows STORETIMESTAMP
+        buf[host_at : host_at + host_size] = store_host
         phys_offsets.append(phys)
         queue_offsets.append(queue_offset)
     return phys_offsets, queue_offsets
@@ -191,11 +197,11 @@ class CommitLog:
         return self.read(phys_offset, total)
 
     def store_timestamp(self, phys_offset: int) -> int | None:
-        head = self.read(phys_offset, HEAD.size + 8 + 8 + 12)
+        head = self.read(phys_offset, _STORE_TIMESTAMP_END)
         if head is None:
             return None
-        sysflag, _born = _SYSFLAG_AND_BORN.unpack_from(head, 36)
-        return _I64.unpack_from(head, store_timestamp_pos(sysflag))[0]
+        sysflag = _SYSFLAG.unpack_from(head, POS_SYSFLAG)[0]
+        return STORE_TIMESTAMP.unpack_from(head, store_timestamp_pos(sysflag))[0]
 
     # -- scanning (recovery, verify, dump) ---------------------------------------------
     def scan(
@@ -239,7 +245,7 @@ class CommitLog:
                 raise CorruptRecordError(
                     offset, f"PHYSICALOFFSET says {phys}; a stale or unfinished record"
                 )
-            ts = _I64.unpack_from(buf, pos + store_timestamp_pos(sysflag))[0]
+            ts = STORE_TIMESTAMP.unpack_from(buf, pos + store_timestamp_pos(sysflag))[0]
             yield ScannedRecord(
                 phys_offset=offset,
                 size=lay.total_size,

@@ -55,7 +55,7 @@ import os
 import struct
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 from pocketmq.broker.store import speedups
 from pocketmq.broker.store.io import StoreIO
@@ -257,14 +257,6 @@ class IndexFile:
     @property
     def key_count(self) -> int:
         return self.index_count - 1
-
-    def put_keys(
-        self, key_hashes: Sequence[int], first: int, phys_offset: int, store_timestamp_ms: int
-    ) -> int:
-        """Add ``key_hashes[first:]`` for one record until the file is full; return how many."""
-        return self.put_entries(
-            list(key_hashes), [phys_offset] * len(key_hashes), first, store_timestamp_ms
-        )
 
     def put_entries(
         self, key_hashes: list[int], phys_offsets: list[int], first: int, store_timestamp_ms: int

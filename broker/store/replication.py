@@ -66,6 +66,7 @@ from pocketmq.common.message import (
     QUEUE_AND_PHYS_OFFSET,
     SysFlag,
 )
+from pocketmq.common.record_layout import FIELD_STRUCT, STORE_TIMESTAMP
 
 if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
@@ -78,7 +79,6 @@ __all__ = [
     "py_frame_columns",
     "py_frame_end",
     "read_for_replica",
-    "record_aligned_end",
     "replica_frame",
     "truncate_to",
     "wipe",
@@ -88,7 +88,7 @@ log = logging.getLogger(__name__)
 
 
 _I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
+_QUEUEOFFSET = FIELD_STRUCT["QUEUEOFFSET"]
 
 
 class ReplicationError(Exception):
@@ -186,16 +186,21 @@ def py_frame_columns(
         )
     size = len(frame)
     for i, (pos, ts) in enumerate(zip(positions, store_ts_positions, strict=True)):
-        if pos < 0 or ts < 0 or pos > size - (POS_QUEUEOFFSET + 8) or ts > size - 8 - pos:
+        if (
+            pos < 0
+            or ts < 0
+            or pos > size - (POS_QUEUEOFFSET + _QUEUEOFFSET.size)
+            or ts > size - STORE_TIMESTAMP.size - pos
+        ):
             raise ValueError(
                 f"record {i} at {pos} (store timestamp at +{ts}) is not inside "
                 f"the frame of {size} bytes"
             )
-    unpack = _I64.unpack_from
     phys_offsets = [base_offset + pos for pos in positions]
-    queue_offsets = [unpack(frame, pos + POS_QUEUEOFFSET)[0] for pos in positions]
+    queue_offsets = [_QUEUEOFFSET.unpack_from(frame, pos + POS_QUEUEOFFSET)[0] for pos in positions]
     stamps = [
-        unpack(frame, pos + ts)[0] for pos, ts in zip(positions, store_ts_positions, strict=True)
+        STORE_TIMESTAMP.unpack_from(frame, pos + ts)[0]
+        for pos, ts in zip(positions, store_ts_positions, strict=True)
     ]
     cuts = [i for i in range(1, len(stamps)) if stamps[i] != stamps[i - 1]]
     return phys_offsets, queue_offsets, stamps, cuts
@@ -205,11 +210,6 @@ def py_frame_columns(
 # of the same VERSION lacks them and runs the references).
 frame_end = getattr(speedups.NATIVE, "frame_end", None) or py_frame_end
 frame_columns = getattr(speedups.NATIVE, "frame_columns", None) or py_frame_columns
-
-
-def record_aligned_end(store: DefaultMessageStore) -> int:
-    """The end of the last whole record (the log's max offset, which is always aligned)."""
-    return store.commitlog.max_offset
 
 
 def append_replicated(store: DefaultMessageStore, offset: int, data: bytes) -> int:

@@ -429,10 +429,6 @@ class TimerMessageStore:
             raise ValueError(f"the cursor moves forward only: {self.cursor_second} -> {second}")
         self.cursor_second = second
 
-    @property
-    def live_seconds(self) -> int:
-        return len(self._live)
-
     def _wheel(self) -> TimerWheel:
         if self.wheel is None:
             os.makedirs(self.root_dir, exist_ok=True)
