@@ -104,6 +104,8 @@ async def test_a_replica_fetches_the_config_of_a_topic_new_to_it_without_waiting
     replica = await start_broker(replica_cfg)
     await eventually(lambda: replica.topics.get(TOPIC) is not None, what="first sync")
     client = replica.ha.client
+    # the first sync runs at connect, before the copy session's own events exist
+    await eventually(lambda: hasattr(client, "_metadata_wanted"), what="the copy session")
     client._metadata_interval_s = 3600.0  # no periodic round during the test
     client._metadata_wanted.set()  # (the loop takes the new interval)
     master.topics.create(TopicConfig(topic_name="fresh", read_queue_nums=1, write_queue_nums=1))
