@@ -171,6 +171,8 @@ class SendReceipt:
 
 
 class PullStatus(enum.Enum):
+    """What a pull found at its offset (RocketMQ's ``PullStatus``)."""
+
     FOUND = bpb.FOUND
     NO_NEW_MSG = bpb.NO_NEW_MSG
     NO_MATCHED_MSG = bpb.NO_MATCHED_MSG
@@ -179,6 +181,9 @@ class PullStatus(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class PullReply:
+    """A broker's answer to one queue's pull: *records* are stored records back to back
+    (decode them with ``decode_messages``); ``next_begin_offset`` is where to go on."""
+
     status: PullStatus
     next_begin_offset: int
     min_offset: int
@@ -335,6 +340,7 @@ class NameserverClient:
         self._current = 0
 
     async def get_route(self, topic: str) -> TopicRoute:
+        """The route of *topic*; raises ``RouteNotFoundError`` when nobody serves it."""
         last: ClientError | None = None
         for attempt in range(len(self._addrs)):
             addr = self._addrs[(self._current + attempt) % len(self._addrs)]

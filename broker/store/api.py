@@ -8,10 +8,11 @@ thread; none of them blocks on the disk (flushes run in worker threads).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from pocketmq.broker.store.batch import ScannedBatch
+from pocketmq.broker.store.flush import DurationHistogram
 from pocketmq.broker.store.results import GetResult, PutResult, RecoveryReport
 from pocketmq.common.progress import ProgressCallback
 
@@ -140,4 +141,11 @@ class MessageStore(Protocol):
 
     def runtime_info(self) -> dict[str, str]:
         """Figures for operators: offsets, put totals, disk use, health."""
+        ...
+
+    @property
+    def flush_durations(self) -> Mapping[str, DurationHistogram]:
+        """How long each sync took, by kind: ``commitlog`` (group commit or the flush
+        service) and ``consume_queue`` (consume queues, index and checkpoint). Filled by
+        the flush threads, read by the broker's metrics (an empty mapping: no figures)."""
         ...
