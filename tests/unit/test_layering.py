@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import importlib
+import inspect
 from pathlib import Path
 
 import pytest
@@ -84,6 +86,11 @@ FORBIDDEN = {
     "store": ("grpc", "google.protobuf", "asyncio", "uvloop"),
     "spark": ("grpc", "google.protobuf"),
 }
+# Packages whose public API (their __init__'s exports) other layers may use bare, and
+# the layers held to "public means exported and documented" (cli and the dashboard
+# join once Producer, the consumers and SendResult have class docstrings)
+PUBLIC_APIS = ("pocketmq.client", "pocketmq.broker.store")
+PUBLIC_API_USERS = ("spark",)
 # The broker's modules that may see protobuf: the gRPC adapters (file name patterns,
 # relative to broker/; ha/ and grpc_v2/ are the replication and RocketMQ 5 adapters).
 PROTOBUF_EDGE = ("servicer*.py", "namesrv_client.py", "ha/*.py", "grpc_v2/*.py")
@@ -182,6 +189,44 @@ def test_inside_the_broker_only_the_grpc_adapters_see_protobuf():
             if _matches(module, "google.protobuf.*") or any(_matches(module, w) for w in WIRE):
                 offenders.append(f"broker/{rel}:{line} imports {module}")
     assert not offenders, "protobuf outside the broker's gRPC adapters:\n" + "\n".join(offenders)
+
+
+def _documented(obj: object) -> bool:
+    doc = getattr(obj, "__doc__", None) or ""
+    name = getattr(obj, "__name__", "")
+    return bool(doc.strip()) and not doc.startswith(f"{name}(")  # not a dataclass's default
+
+
+def test_what_a_layer_takes_from_a_public_api_is_exported_and_documented():
+    """Public = exported from the package's ``__init__`` (``__all__``) with a docstring."""
+    problems = []
+    for layer in PUBLIC_API_USERS:
+        for path in modules_of(layer):
+            for line, module, names in imports_of(path):
+                if module not in PUBLIC_APIS or _matches(module, OWN[layer] + ".*"):
+                    continue
+                package = importlib.import_module(module)
+                for name in names:
+                    where = f"{path.relative_to(ROOT)}:{line} takes {module}.{name}"
+                    obj = getattr(package, name, None)
+                    if name not in package.__all__:
+                        problems.append(f"{where}: not in {module}.__all__")
+                    elif (inspect.isclass(obj) or inspect.isroutine(obj)) and not _documented(obj):
+                        problems.append(f"{where}: it has no docstring")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_member_of_the_message_store_protocol_is_documented():
+    from pocketmq.broker.store import MessageStore
+
+    members = {
+        name: member.fget if isinstance(member, property) else member
+        for name, member in vars(MessageStore).items()
+        if not name.startswith("_")
+    }
+    assert "flush_durations" in members and "run_cleanup_once" in members
+    undocumented = sorted(n for n, m in members.items() if callable(m) and not _documented(m))
+    assert not undocumented, f"MessageStore members without a docstring: {undocumented}"
 
 
 def test_the_contract_names_the_offending_import(tmp_path):
