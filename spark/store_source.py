@@ -5,10 +5,10 @@ segments read-only through the store's public offline reader
 (:func:`pocketmq.broker.store.commitlog_segments` and
 :func:`~pocketmq.broker.store.open_segment`, as ``pocketmq store verify`` reads),
 never opens the store, never takes its ``lock`` and never runs recovery, so it
-works on a stopped broker's directory and on a live one's alike. Each segment is read by one
-Spark partition per ``maxBytesPerPartition`` (128 MiB) of its records: the
-driver walks the segment's records by TOTALSIZE (8 bytes read per record) to
-find where each part's first record starts::
+works on a stopped broker's directory and on a live one's alike. Each segment is
+read by one Spark partition per ``maxBytesPerPartition`` (128 MiB) of its
+records: the driver walks the segment's records by TOTALSIZE (8 bytes read per
+record) to find where each part's first record starts::
 
     DATA/commitlog/00000000000000000000   -> partitions 0..7 (128 MiB of records each)
     DATA/commitlog/00000000001073741824   -> partitions 8..   ...
@@ -90,14 +90,7 @@ def _segments(opts: StoreOptions) -> list[SegmentPart]:
     parts: list[SegmentPart] = []
     for i, segment in enumerate(segments):
         last = i == len(segments) - 1
-        with open_segment(segment) as buf:
-            starts = (
-                arrowcodec.record_starts(
-                    buf, segment.file_size, segment.file_from_offset, opts.max_bytes_per_partition
-                )
-                if len(buf)
-                else [0]
-            )
+        starts = _record_starts(segment, opts.max_bytes_per_partition)
         ends: list[int | None] = [*starts[1:], None]
         parts.extend(
             SegmentPart(
@@ -112,6 +105,18 @@ def _segments(opts: StoreOptions) -> list[SegmentPart]:
             for start, end in zip(starts, ends, strict=True)
         )
     return parts
+
+
+def _record_starts(segment: CommitLogSegment, every: int) -> list[int]:
+    """Where the segment's parts start; [0] for an empty segment or one already deleted
+    (its one part then reports the deletion as data loss when it is read)."""
+    try:
+        with open_segment(segment) as buf:
+            if not len(buf):
+                return [0]
+            return arrowcodec.record_starts(buf, segment.file_size, segment.file_from_offset, every)
+    except FileNotFoundError:
+        return [0]
 
 
 def topic_filter(opts: StoreOptions) -> Callable[[bytes], bool] | None:
