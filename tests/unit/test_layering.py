@@ -1,29 +1,19 @@
 """The import contract of the whole tree: each layer imports only the layers below it.
 
-Lowest first. ``X.*`` is package X and any of its modules; a bare ``X`` is X's public
-API, the names its ``__init__`` exports, never a module inside it::
+The contract is the table :data:`MAY_IMPORT`, lowest layer first: what each layer may
+import from ``pocketmq`` besides itself. ``X.*`` is package X and any module in it; a
+bare ``X`` is X's public API, the names its ``__init__`` exports and documents, never a
+module inside it (the Spark connector uses only the client's and the store's public
+APIs). :data:`FOLDERS` says which folders make each layer; a file belongs to the layer
+whose folder holds it most closely (``broker/store/x.py`` is the store, not the broker).
 
-    layer       folder                       may import from pocketmq (besides itself)
-    ----------  ---------------------------  ---------------------------------------------
-    common      common/                      -
-    store       broker/store/                common.*
-    security    security/                    common.*
-    broker      broker/ (ha/, grpc_v2/)      common.*, broker.store.*, security.*, v1.*, rmqv2.*
-    controller  controller/                  common.*, v1.*, etcd.*
-    nameserver  nameserver/                  common.*, security.*, controller.*, v1.*
-    client      client/                      common.*, v1.*
-    dashboard   dashboard/                   common.*, client.*
-    spark       spark/, pyspark_pocketmq.py  common.*, client, broker.store
-    cli         cli/, pocketmq/              any layer
-
-    v1, rmqv2, etcd: the generated protobuf code (proto/pocketmq/*), the wire
-
-Besides that table: the store never touches grpc, protobuf or an event loop; common
-never grpc or protobuf; Spark never grpc or protobuf (it uses the client's calls);
-inside the broker only the gRPC adapters see protobuf (:data:`PROTOBUF_EDGE`); and no
-module imports a private name (``_x``) from another layer. The broker talks to the
+Besides the table: the store never touches grpc, protobuf or an event loop; common
+never grpc or protobuf; Spark never grpc or protobuf (it goes through the client's
+calls); inside the broker only the gRPC adapters see protobuf (:data:`PROTOBUF_EDGE`);
+no module imports a private name (``_x``) from another layer. The broker reaches the
 nameserver and the controller over gRPC only, never by importing them. Imports inside
-functions count as much as those at the top.
+functions count as much as those at the top. A failure names the file, the line, the
+import and the rule it breaks.
 """
 
 from __future__ import annotations
@@ -38,48 +28,32 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# layer -> (the folders or files it is made of, what it may import from pocketmq)
-WIRE = ("pocketmq.v1.*", "pocketmq.rmqv2.*", "pocketmq.etcd.*")  # generated protobuf
-LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "common": (("common",), ()),
-    "store": (("broker/store",), ("pocketmq.common.*",)),
-    "security": (("security",), ("pocketmq.common.*",)),
-    "broker": (
-        ("broker",),
-        (
-            "pocketmq.common.*",
-            "pocketmq.broker.store.*",
-            "pocketmq.security.*",
-            "pocketmq.v1.*",
-            "pocketmq.rmqv2.*",
-        ),
-    ),
-    "controller": (("controller",), ("pocketmq.common.*", "pocketmq.v1.*", "pocketmq.etcd.*")),
-    "nameserver": (
-        ("nameserver",),
-        ("pocketmq.common.*", "pocketmq.security.*", "pocketmq.controller.*", "pocketmq.v1.*"),
-    ),
-    "client": (("client",), ("pocketmq.common.*", "pocketmq.v1.*")),
-    "dashboard": (("dashboard",), ("pocketmq.common.*", "pocketmq.client.*")),
-    "spark": (
-        ("spark", "pyspark_pocketmq.py"),
-        ("pocketmq.common.*", "pocketmq.client", "pocketmq.broker.store"),
-    ),
-    "cli": (("cli", "pocketmq"), ("pocketmq.*",)),
+# fmt: off
+MAY_IMPORT: dict[str, tuple[str, ...]] = {  # layer -> pocketmq.<these>, lowest layer first
+    "common":     (),
+    "store":      ("common.*",),
+    "security":   ("common.*",),
+    "broker":     ("common.*", "broker.store.*", "security.*", "v1.*", "rmqv2.*"),
+    "controller": ("common.*", "v1.*", "etcd.*"),
+    "nameserver": ("common.*", "security.*", "controller.*", "v1.*"),
+    "client":     ("common.*", "v1.*"),
+    "dashboard":  ("common.*", "client.*"),
+    "spark":      ("common.*", "client", "broker.store"),
+    "cli":        ("*",),
+}  # v1, rmqv2, etcd: the generated protobuf code of proto/pocketmq/ (the wire)
+FOLDERS: dict[str, tuple[str, tuple[str, ...]]] = {  # layer -> (its package, its folders)
+    "common":     ("common",       ("common",)),
+    "store":      ("broker.store", ("broker/store",)),
+    "security":   ("security",     ("security",)),
+    "broker":     ("broker",       ("broker",)),  # with ha/ and grpc_v2/
+    "controller": ("controller",   ("controller",)),
+    "nameserver": ("nameserver",   ("nameserver",)),
+    "client":     ("client",       ("client",)),
+    "dashboard":  ("dashboard",    ("dashboard",)),
+    "spark":      ("spark",        ("spark", "pyspark_pocketmq.py")),
+    "cli":        ("cli",          ("cli", "pocketmq")),
 }
-# the package each layer is, for "besides itself"
-OWN = {
-    "common": "pocketmq.common",
-    "store": "pocketmq.broker.store",
-    "security": "pocketmq.security",
-    "broker": "pocketmq.broker",
-    "controller": "pocketmq.controller",
-    "nameserver": "pocketmq.nameserver",
-    "client": "pocketmq.client",
-    "dashboard": "pocketmq.dashboard",
-    "spark": "pocketmq.spark",
-    "cli": "pocketmq.cli",
-}
+# fmt: on
 # layer -> third-party packages it must never import
 FORBIDDEN = {
     "common": ("grpc", "google.protobuf"),
@@ -91,23 +65,31 @@ FORBIDDEN = {
 # join once Producer, the consumers and SendResult have class docstrings)
 PUBLIC_APIS = ("pocketmq.client", "pocketmq.broker.store")
 PUBLIC_API_USERS = ("spark",)
+WIRE = ("pocketmq.v1.*", "pocketmq.rmqv2.*", "pocketmq.etcd.*", "google.protobuf.*")
 # The broker's modules that may see protobuf: the gRPC adapters (file name patterns,
 # relative to broker/; ha/ and grpc_v2/ are the replication and RocketMQ 5 adapters).
 PROTOBUF_EDGE = ("servicer*.py", "namesrv_client.py", "ha/*.py", "grpc_v2/*.py")
 
 
 def _matches(name: str, rule: str) -> bool:
+    """Whether module *name* is what *rule* names (``a.b.*``: a.b and its modules)."""
+    if rule == "*":
+        return True
     if rule.endswith(".*"):
         base = rule[:-2]
         return name == base or name.startswith(base + ".")
     return name == rule
 
 
+def _allowed(layer: str) -> tuple[str, ...]:
+    return tuple("pocketmq." + rule for rule in MAY_IMPORT[layer])
+
+
 def layer_of(path: Path, root: Path = ROOT) -> str:
     """The layer a file belongs to: the one whose folder holds it most closely."""
     rel = path.relative_to(root).as_posix()
     best, depth = "", -1
-    for layer, (folders, _allowed) in LAYERS.items():
+    for layer, (_package, folders) in FOLDERS.items():
         for folder in folders:
             if (rel == folder or rel.startswith(folder + "/")) and folder.count("/") > depth:
                 best, depth = layer, folder.count("/")
@@ -116,7 +98,7 @@ def layer_of(path: Path, root: Path = ROOT) -> str:
 
 def modules_of(layer: str, root: Path = ROOT) -> list[Path]:
     files: list[Path] = []
-    for folder in LAYERS[layer][0]:
+    for folder in FOLDERS[layer][1]:
         target = root / folder
         found = [target] if target.is_file() else sorted(target.rglob("*.py"))
         files += [p for p in found if "_pb2" not in p.name and layer_of(p, root) == layer]
@@ -139,8 +121,8 @@ def imports_of(path: Path) -> list[tuple[int, str, list[str]]]:
 
 def violations(layer: str, root: Path = ROOT) -> list[str]:
     """Every import of *layer* that breaks the contract, as ``file:line imports x: why``."""
-    _folders, allowed = LAYERS[layer]
-    own = OWN[layer]
+    allowed = _allowed(layer)
+    own = "pocketmq." + FOLDERS[layer][0]
     problems = []
     for path in modules_of(layer, root):
         rel = path.relative_to(root).as_posix()
@@ -149,19 +131,24 @@ def violations(layer: str, root: Path = ROOT) -> list[str]:
             inside = _matches(module, own + ".*")
             if module.startswith("pocketmq.") and not inside:
                 if not any(_matches(module, rule) for rule in allowed):
-                    problems.append(f"{where}: layer {layer} may import only {allowed}")
+                    rules = ", ".join(allowed) or "nothing of pocketmq"
+                    problems.append(f"{where}: the {layer} layer may import only {rules}")
                 private = [n for n in names if n.startswith("_") and n != "__version__"]
                 if private:
-                    problems.append(f"{where}: private name(s) {private} of another layer")
+                    problems.append(f"{where}: {', '.join(private)} is private to its layer")
             for banned in FORBIDDEN.get(layer, ()):
                 if _matches(module, banned + ".*"):
-                    problems.append(f"{where}: layer {layer} never imports {banned}")
+                    problems.append(f"{where}: the {layer} layer never imports {banned}")
     return problems
 
 
-@pytest.mark.parametrize("layer", list(LAYERS))
+def test_every_layer_has_its_row_and_its_folders():
+    assert list(MAY_IMPORT) == list(FOLDERS)
+
+
+@pytest.mark.parametrize("layer", list(MAY_IMPORT))
 def test_layer_imports_only_what_the_contract_allows(layer):
-    assert modules_of(layer), f"no modules in layer {layer}: {LAYERS[layer][0]}"
+    assert modules_of(layer), f"no modules in layer {layer}: {FOLDERS[layer][1]}"
     problems = violations(layer)
     assert not problems, "import contract broken:\n" + "\n".join(problems)
 
@@ -176,7 +163,7 @@ def test_every_library_module_belongs_to_a_layer():
         and (p.suffix == ".py" if p.is_file() else any(p.rglob("*.py")))
     ]
     unlayered = sorted(p.name for p in tops if not layer_of(p))
-    assert not unlayered, f"Python outside the import contract (add it to LAYERS): {unlayered}"
+    assert not unlayered, f"Python outside the import contract (add it to FOLDERS): {unlayered}"
 
 
 def test_inside_the_broker_only_the_grpc_adapters_see_protobuf():
@@ -186,7 +173,7 @@ def test_inside_the_broker_only_the_grpc_adapters_see_protobuf():
         if any(fnmatch.fnmatch(rel, pattern) for pattern in PROTOBUF_EDGE):
             continue
         for line, module, _names in imports_of(path):
-            if _matches(module, "google.protobuf.*") or any(_matches(module, w) for w in WIRE):
+            if any(_matches(module, rule) for rule in WIRE):
                 offenders.append(f"broker/{rel}:{line} imports {module}")
     assert not offenders, "protobuf outside the broker's gRPC adapters:\n" + "\n".join(offenders)
 
@@ -203,7 +190,7 @@ def test_what_a_layer_takes_from_a_public_api_is_exported_and_documented():
     for layer in PUBLIC_API_USERS:
         for path in modules_of(layer):
             for line, module, names in imports_of(path):
-                if module not in PUBLIC_APIS or _matches(module, OWN[layer] + ".*"):
+                if module not in PUBLIC_APIS:
                     continue
                 package = importlib.import_module(module)
                 for name in names:
@@ -230,11 +217,22 @@ def test_every_member_of_the_message_store_protocol_is_documented():
 
 
 def test_the_contract_names_the_offending_import(tmp_path):
-    """A store module importing the network layer is reported with its file and line."""
-    fake = tmp_path / "broker" / "store"
-    fake.mkdir(parents=True)
-    (fake / "leaky.py").write_text("import json\n\nfrom pocketmq.v1 import broker_pb2\n")
+    """A broken rule is reported with the file, the line, the import and the rule."""
+    (tmp_path / "broker" / "store").mkdir(parents=True)
+    (tmp_path / "broker" / "store" / "leaky.py").write_text(
+        "import json\n\nimport grpc\nfrom pocketmq.v1 import broker_pb2\n"
+    )
+    (tmp_path / "spark").mkdir()
+    (tmp_path / "spark" / "pull.py").write_text(
+        "from pocketmq.client import PullReply\nfrom pocketmq.client.producer import _back_off\n"
+    )
     assert violations("store", tmp_path) == [
-        "broker/store/leaky.py:3 imports pocketmq.v1: layer store may import only "
-        "('pocketmq.common.*',)"
+        "broker/store/leaky.py:3 imports grpc: the store layer never imports grpc",
+        "broker/store/leaky.py:4 imports pocketmq.v1: the store layer may import only "
+        "pocketmq.common.*",
+    ]
+    assert violations("spark", tmp_path) == [
+        "spark/pull.py:2 imports pocketmq.client.producer: the spark layer may import only "
+        "pocketmq.common.*, pocketmq.client, pocketmq.broker.store",
+        "spark/pull.py:2 imports pocketmq.client.producer: _back_off is private to its layer",
     ]
