@@ -38,11 +38,14 @@ connector, ``pocketmq.spark``, uses only this package's exports)::
                                                  offset_by_timestamp, init_producer_id,
                                                  send_batch_to
     routes = RouteService(names.get_route)       cached routes: write_queues, addr_of
-    decode_messages(blob, broker_name)           the block codec: a pulled or stored blob
-    check_message(msg); encode_message(msg, ...)   (records back to back) to MessageExt,
-                                                 a Message to one stored-layout record
+    decode_messages(blob, broker_name)           the block codec: records back to back (a
+                                                 PullReply's, a stored segment's) -> MessageExt
+    check_message(msg)                           what the broker would refuse, raised here
+    encode_message(msg, queue_id=..., ...)       one Message -> one record in the stored
+                                                 layout (SendBatch blobs are these joined)
     stamp, outcome_unknown, try_again_here,      an idempotent writer's numbering and
     back_off                                     retry decisions, as the producer makes them
+    local_ip, parse_namesrv, PROPERTY_*, ...     what a writer needs to make records alike
 """
 
 from pocketmq.client.admin import AdminClient
