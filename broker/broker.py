@@ -409,14 +409,11 @@ class Broker:
 
     async def _store_cleanup(self, store: MessageStore) -> None:
         """Retention and disk-space checks, on the loop thread as the store requires."""
-        run_once = getattr(store, "run_cleanup_once", None)
-        if run_once is None:
-            return
         interval_s = self.config.clean_resource_interval_ms / 1000
         while True:
             await asyncio.sleep(interval_s)
             try:
-                run_once()
+                store.run_cleanup_once()
             except Exception:
                 log.exception("store cleanup failed; retrying in %.0f s", interval_s)
 

@@ -150,7 +150,7 @@ class BrokerCollector:
             "kind=consume_queue (consume queues, index and checkpoint)",
             labels=["kind"],
         )
-        for kind, histogram in sorted(getattr(store, "flush_durations", {}).items()):
+        for kind, histogram in sorted(store.flush_durations.items()):
             flush.add_metric([kind], histogram_buckets(histogram), histogram.sum_s)
         yield flush
         info = store.runtime_info()

@@ -26,6 +26,26 @@ and :mod:`.fault_strategy` (queue choice); :mod:`.transaction_producer`
 gRPC and protobuf; :mod:`.model`, :mod:`.config`, :mod:`.errors`;
 :mod:`.sync` (a blocking facade for scripts); :mod:`.admin` (``AdminClient``,
 RocketMQ's ``DefaultMQAdminExt``) with its rows in :mod:`.admin_model`.
+
+One level below the producer and the consumers, the *connector API* is public
+too, for readers and writers that drive the wire themselves (the Spark
+connector, ``pocketmq.spark``, uses only this package's exports)::
+
+    remoting = Remoting(Transport(...))          one gRPC channel per address
+    names = remoting.nameserver(addrs)           NameserverClient: get_route, topic_list
+    broker = remoting.broker(addr)               BrokerClient: pull, pull_batch (QueuePull
+                                                 -> PullReply), min/max_offset,
+                                                 offset_by_timestamp, init_producer_id,
+                                                 send_batch_to
+    routes = RouteService(names.get_route)       cached routes: write_queues, addr_of
+    decode_messages(blob, broker_name)           the block codec: records back to back (a
+                                                 PullReply's, a stored segment's) -> MessageExt
+    check_message(msg)                           what the broker would refuse, raised here
+    encode_message(msg, queue_id=..., ...)       one Message -> one record in the stored
+                                                 layout (SendBatch blobs are these joined)
+    stamp, outcome_unknown, try_again_here,      an idempotent writer's numbering and
+    back_off                                     retry decisions, as the producer makes them
+    local_ip, parse_namesrv, PROPERTY_*, ...     what a writer needs to make records alike
 """
 
 from pocketmq.client.admin import AdminClient
@@ -35,7 +55,13 @@ from pocketmq.client.allocate import (
     allocate_by_circle,
     allocate_consistent_hash,
 )
-from pocketmq.client.config import ConsumerConfig, ProducerConfig, PullConsumerConfig
+from pocketmq.client.config import (
+    ConsumerConfig,
+    ProducerConfig,
+    PullConsumerConfig,
+    Transport,
+    parse_namesrv,
+)
 from pocketmq.client.errors import (
     BusyError,
     ClientError,
@@ -51,7 +77,21 @@ from pocketmq.client.errors import (
     UnavailableError,
     UnsupportedError,
 )
+from pocketmq.client.heartbeat import local_ip
+from pocketmq.client.idempotence import stamp
+from pocketmq.client.idempotent_send import outcome_unknown, try_again_here
+from pocketmq.client.message_codec import (
+    COMPRESS_OVER_BYTES,
+    DEFAULT_MAX_BODY_BYTES,
+    check_message,
+    decode_messages,
+    encode_message,
+)
 from pocketmq.client.model import (
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+    RETRY_GROUP_TOPIC_PREFIX,
     ConsumeFrom,
     ConsumeResult,
     Message,
@@ -64,8 +104,18 @@ from pocketmq.client.model import (
     retry_topic,
 )
 from pocketmq.client.producer import MessageQueueSelector, Producer
+from pocketmq.client.producer import _back_off as back_off
 from pocketmq.client.pull_consumer import PullConsumer
 from pocketmq.client.push_consumer import PushConsumer
+from pocketmq.client.remoting import (
+    BrokerClient,
+    NameserverClient,
+    PullReply,
+    PullStatus,
+    QueuePull,
+    Remoting,
+)
+from pocketmq.client.route import RouteService
 from pocketmq.client.transaction_producer import (
     LocalTransactionState,
     TransactionProducer,
@@ -74,9 +124,16 @@ from pocketmq.client.transaction_producer import (
 from pocketmq.common.filter import SQL92, TAG, MessageSelector, SqlFilterError
 
 __all__ = [
+    "COMPRESS_OVER_BYTES",
+    "DEFAULT_MAX_BODY_BYTES",
+    "PROPERTY_KEYS",
+    "PROPERTY_TAGS",
+    "PROPERTY_UNIQ_KEY",
+    "RETRY_GROUP_TOPIC_PREFIX",
     "SQL92",
     "TAG",
     "AdminClient",
+    "BrokerClient",
     "BusyError",
     "ClientError",
     "ClientStateError",
@@ -92,15 +149,21 @@ __all__ = [
     "MessageQueue",
     "MessageQueueSelector",
     "MessageSelector",
+    "NameserverClient",
     "NotFoundError",
     "PermissionDeniedError",
     "Producer",
     "ProducerConfig",
     "PullConsumer",
     "PullConsumerConfig",
+    "PullReply",
+    "PullStatus",
     "PushConsumer",
+    "QueuePull",
     "RemoteError",
+    "Remoting",
     "RouteNotFoundError",
+    "RouteService",
     "SendResult",
     "SendStatus",
     "SendTimeoutError",
@@ -109,11 +172,21 @@ __all__ = [
     "TopicConfig",
     "TransactionProducer",
     "TransactionSendResult",
+    "Transport",
     "UnavailableError",
     "UnsupportedError",
     "allocate_averagely",
     "allocate_by_circle",
     "allocate_consistent_hash",
+    "back_off",
+    "check_message",
+    "decode_messages",
     "dlq_topic",
+    "encode_message",
+    "local_ip",
+    "outcome_unknown",
+    "parse_namesrv",
     "retry_topic",
+    "stamp",
+    "try_again_here",
 ]

@@ -94,6 +94,8 @@ class RemoteError(ClientError):
 
 
 class UnavailableError(RemoteError):
+    """UNAVAILABLE, DEADLINE_EXCEEDED: the server is unreachable, or refuses for now."""
+
     retriable = True
 
     @property
@@ -107,6 +109,8 @@ class UnavailableError(RemoteError):
 
 
 class BusyError(RemoteError):
+    """RESOURCE_EXHAUSTED: a broker at one of its limits (a full queue, a full disk)."""
+
     retriable = True
 
     @property
@@ -120,16 +124,18 @@ class BusyError(RemoteError):
 
 
 class NotFoundError(RemoteError):
+    """NOT_FOUND: the server does not have that topic (the route may be stale)."""
+
     # RocketMQ retries TOPIC_NOT_EXIST on another broker: the route may be stale.
     retriable = True
 
 
 class PermissionDeniedError(RemoteError):
-    pass
+    """PERMISSION_DENIED: the topic lacks the needed permission, or the ACL refuses."""
 
 
 class InvalidRequestError(RemoteError):
-    pass
+    """INVALID_ARGUMENT, ALREADY_EXISTS: the request is wrong; ``reason`` says how."""
 
 
 class ProducerFencedError(InvalidRequestError):
@@ -168,8 +174,10 @@ class NotMasterError(RemoteError):
 
 
 class UnsupportedError(RemoteError):
-    pass
+    """UNIMPLEMENTED: the server lacks that RPC."""
 
 
 class ServerError(RemoteError):
+    """INTERNAL and anything else: the server failed."""
+
     retriable = True

@@ -171,6 +171,8 @@ class SendReceipt:
 
 
 class PullStatus(enum.Enum):
+    """What a pull found at its offset (RocketMQ's ``PullStatus``)."""
+
     FOUND = bpb.FOUND
     NO_NEW_MSG = bpb.NO_NEW_MSG
     NO_MATCHED_MSG = bpb.NO_MATCHED_MSG
@@ -179,6 +181,9 @@ class PullStatus(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class PullReply:
+    """A broker's answer to one queue's pull: *records* are stored records back to back
+    (decode them with ``decode_messages``); ``next_begin_offset`` is where to go on."""
+
     status: PullStatus
     next_begin_offset: int
     min_offset: int
@@ -335,6 +340,7 @@ class NameserverClient:
         self._current = 0
 
     async def get_route(self, topic: str) -> TopicRoute:
+        """The route of *topic*; raises ``RouteNotFoundError`` when nobody serves it."""
         last: ClientError | None = None
         for attempt in range(len(self._addrs)):
             addr = self._addrs[(self._current + attempt) % len(self._addrs)]
@@ -574,6 +580,7 @@ class BrokerClient:
         timeout_s: float,
         expression_type: str = TAG,
     ) -> PullReply:
+        """One PullMessage of *queue* from *offset*, long-polling up to *suspend_ms*."""
         request = bpb.PullMessageRequest(
             consumer_group=group,
             topic=queue.topic,
@@ -650,6 +657,7 @@ class BrokerClient:
         )
 
     async def min_offset(self, queue: MessageQueue, *, timeout_s: float = 3.0) -> int:
+        """The first queue offset the broker still holds (GetMinOffset)."""
         resp = await self._call(
             "GetMinOffset",
             bpb.GetQueueOffsetRequest(topic=queue.topic, queue_id=queue.queue_id),
@@ -658,6 +666,7 @@ class BrokerClient:
         return resp.offset
 
     async def max_offset(self, queue: MessageQueue, *, timeout_s: float = 3.0) -> int:
+        """The queue offset the next message will get (GetMaxOffset)."""
         resp = await self._call(
             "GetMaxOffset",
             bpb.GetQueueOffsetRequest(topic=queue.topic, queue_id=queue.queue_id),
@@ -668,6 +677,7 @@ class BrokerClient:
     async def offset_by_timestamp(
         self, queue: MessageQueue, timestamp_ms: int, *, timeout_s: float = 3.0
     ) -> int:
+        """The first queue offset stored at or after *timestamp_ms*."""
         resp = await self._call(
             "SearchOffsetByTimestamp",
             bpb.SearchOffsetByTimestampRequest(
@@ -1153,6 +1163,7 @@ class Remoting:
             )
 
     def channel(self, addr: str) -> grpc.aio.Channel:
+        """The channel to *addr*, made on first use and kept until :meth:`close`."""
         channel = self._channels.get(addr)
         if channel is None:
             options = [
@@ -1180,6 +1191,7 @@ class Remoting:
         return channel
 
     def broker(self, addr: str) -> BrokerClient:
+        """Typed calls to the broker at *addr*, over :meth:`channel`."""
         client = self._brokers.get(addr)
         if client is None:
             client = self._brokers[addr] = BrokerClient(
@@ -1192,9 +1204,11 @@ class Remoting:
             self.on_unreachable(addr)
 
     def nameserver(self, addrs: Sequence[str], *, timeout_s: float = 3.0) -> NameserverClient:
+        """Calls to the nameservers *addrs*, the next one tried when one fails."""
         return NameserverClient(self, addrs, timeout_s=timeout_s)
 
     async def close(self) -> None:
+        """Close every channel."""
         channels, self._channels = self._channels, {}
         self._brokers.clear()
         for channel in channels.values():

@@ -313,6 +313,7 @@ class RouteService:
         return entry.write_queues
 
     async def write_queues(self, topic: str) -> list[MessageQueue]:
+        """The writable queues of *topic*, from the cached route (fetched when missing or stale)."""
         route = await self.get(topic, allow_template=True)
         entry = self._routes.get(topic)
         queues = (

@@ -36,10 +36,15 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from pocketmq.client.errors import InvalidMessageError
-from pocketmq.client.idempotence import stamp
-from pocketmq.client.message_codec import check_message, decode_messages, encode_message
-from pocketmq.client.model import Message, MessageExt
+from pocketmq.client import (
+    InvalidMessageError,
+    Message,
+    MessageExt,
+    check_message,
+    decode_messages,
+    encode_message,
+    stamp,
+)
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.extensions import load_extension
 from pocketmq.common.message import (
@@ -375,7 +380,7 @@ class EncodeSettings:
 #: chunk's queue id; with ``stamped`` it takes the rows of the previous chunk (0 for the
 #: first) and returns (queue id, producer id, epoch, first sequence): the chunk's records
 #: are numbered from there and end in ``PMQ_IDEM=<pid>.<epoch>.<seq>``, as the SDK's
-#: idempotent producer stamps them (:func:`pocketmq.client.idempotence.stamp`).
+#: idempotent producer stamps them (:func:`pocketmq.client.stamp`).
 StampedQueueOf = Callable[[int], tuple[int, int, int, int]]
 
 

@@ -26,9 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pocketmq.client import MessageSelector, SqlFilterError
-from pocketmq.client.config import parse_namesrv
-from pocketmq.client.model import MessageQueue
+from pocketmq.client import MessageQueue, MessageSelector, SqlFilterError, parse_namesrv
 from pocketmq.common.errors import ConfigError
 from pocketmq.common.validation import check_group, check_topic
 from pocketmq.spark.errors import OptionError

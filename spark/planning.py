@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from pyspark.sql.datasource import InputPartition
 
-from pocketmq.client.model import MessageQueue
+from pocketmq.client import MessageQueue
 from pocketmq.spark.errors import OptionError
 from pocketmq.spark.options import (
     EARLIEST,

@@ -39,9 +39,15 @@ from typing import TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pocketmq.client import SQL92, TAG
-from pocketmq.client.errors import ClientError, RemoteError
-from pocketmq.client.remoting import PullReply, PullStatus, QueuePull
+from pocketmq.client import (
+    SQL92,
+    TAG,
+    ClientError,
+    PullReply,
+    PullStatus,
+    QueuePull,
+    RemoteError,
+)
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.spark import arrowcodec
 from pocketmq.spark.arrowcodec import Stop

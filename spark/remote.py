@@ -5,7 +5,7 @@ the driver (``partitions()`` of a batch read), one long-lived runner per
 streaming query (every stream-reader method but ``read()``), and the executor
 workers, which Spark reuses across tasks. The SDK is asyncio. Each such
 process gets one event loop (uvloop when installed) on a daemon thread and one
-:class:`~pocketmq.client.remoting.Remoting` on it, so every task a worker runs
+:class:`~pocketmq.client.Remoting` on it, so every task a worker runs
 shares one gRPC channel per server address::
 
     worker thread                         loop thread ("pocketmq-spark")
@@ -32,16 +32,10 @@ import threading
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-import grpc
-
-from pocketmq.client.config import Transport
-from pocketmq.client.errors import RouteNotFoundError
-from pocketmq.client.model import MessageQueue
-from pocketmq.client.remoting import NameserverClient, Remoting
+from pocketmq.client import ClientError, MessageQueue, Remoting, RouteNotFoundError, Transport
 from pocketmq.common.auth import Credentials
 from pocketmq.spark.errors import OptionError
 from pocketmq.spark.options import ClientSecurity, TopicSelection
-from pocketmq.v1 import nameserver_pb2, nameserver_pb2_grpc
 
 __all__ = ["all_topics", "queue_offsets", "remoting", "run", "submit", "topic_queues"]
 
@@ -116,21 +110,13 @@ async def all_topics(
     namesrv: Sequence[str], credentials: ClientSecurity | None = None
 ) -> list[str]:
     """Every topic a nameserver knows (GetAllTopicList), for ``subscribePattern``."""
-    last: grpc.aio.AioRpcError | None = None
-    for addr in namesrv:
-        stub = nameserver_pb2_grpc.NameServerStub(remoting(credentials).channel(addr))
-        try:
-            reply = await stub.GetAllTopicList(
-                nameserver_pb2.GetAllTopicListRequest(), timeout=RPC_TIMEOUT_S
-            )
-        except grpc.aio.AioRpcError as exc:  # try the next nameserver
-            last = exc
-            continue
-        return list(reply.topics)
-    raise OptionError(
-        f"option namesrv: no nameserver of {list(namesrv)} answered "
-        f"GetAllTopicList: {last.details() if last else 'none given'}"
-    )
+    nameserver = remoting(credentials).nameserver(namesrv, timeout_s=RPC_TIMEOUT_S)
+    try:
+        return await nameserver.topic_list()
+    except ClientError as exc:  # every nameserver was tried
+        raise OptionError(
+            f"option namesrv: no nameserver of {list(namesrv)} answered GetAllTopicList: {exc}"
+        ) from None
 
 
 async def topic_queues(
@@ -146,7 +132,7 @@ async def topic_queues(
     an assigned queue no broker serves; a streaming query waits for them instead
     (they are picked up once they appear).
     """
-    nameserver = NameserverClient(remoting(credentials), namesrv, timeout_s=RPC_TIMEOUT_S)
+    nameserver = remoting(credentials).nameserver(namesrv, timeout_s=RPC_TIMEOUT_S)
     if selection.pattern:
         regex = re.compile(selection.pattern)
         topics = [t for t in await all_topics(namesrv, credentials) if regex.fullmatch(t)]

@@ -45,13 +45,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pocketmq.client.model import (
-    PROPERTY_IDEMPOTENCE,
-    PROPERTY_KEYS,
-    PROPERTY_TAGS,
-    PROPERTY_UNIQ_KEY,
-    MessageExt,
-)
+from pocketmq.client import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, MessageExt
+from pocketmq.common.message import PROPERTY_IDEMPOTENCE
 
 __all__ = ["ARROW_SCHEMA", "COLUMNS", "SCHEMA", "check_read_schema", "record_batch"]
 

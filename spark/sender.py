@@ -48,19 +48,23 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pocketmq.client.errors import (
+from pocketmq.client import (
+    COMPRESS_OVER_BYTES,
+    DEFAULT_MAX_BODY_BYTES,
+    RETRY_GROUP_TOPIC_PREFIX,
     BusyError,
     ClientError,
     InvalidRequestError,
+    MessageQueue,
     PermissionDeniedError,
     RouteNotFoundError,
+    RouteService,
     SendTimeoutError,
+    back_off,
+    local_ip,
+    outcome_unknown,
+    try_again_here,
 )
-from pocketmq.client.heartbeat import local_ip
-from pocketmq.client.idempotent_send import outcome_unknown, try_again_here
-from pocketmq.client.message_codec import COMPRESS_OVER_BYTES, DEFAULT_MAX_BODY_BYTES
-from pocketmq.client.model import RETRY_GROUP_TOPIC_PREFIX, MessageQueue
-from pocketmq.client.route import RouteService
 from pocketmq.common.message import pack_host
 from pocketmq.common.validation import check_topic
 from pocketmq.spark import arrowcodec
@@ -236,8 +240,6 @@ class ArrowSender:
     # -- sending --------------------------------------------------------------------------
     async def _send_stamped(self, queue: MessageQueue, blob: bytes) -> int:
         """The same records to the same queue until stored (or answered as duplicates)."""
-        from pocketmq.client.producer import _back_off
-
         timeout_s = self.opts.send_timeout_ms / 1000
         deadline = time.monotonic() + timeout_s
         tries = 0
@@ -269,7 +271,7 @@ class ArrowSender:
                 if isinstance(exc, RouteNotFoundError):
                     self.routes.invalidate(queue.topic)
                     await self.routes.write_queues(queue.topic)
-                if not await _back_off(tries, deadline):
+                if not await back_off(tries, deadline):
                     raise SendTimeoutError(
                         f"SendBatch to {queue} got no answer storing its records within "
                         f"{self.opts.send_timeout_ms} ms (sendTimeoutMs) after {tries} tries; "

@@ -37,7 +37,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from pocketmq.client.model import MessageQueue
+from pocketmq.client import MessageQueue
 from pocketmq.spark.options import (
     SourceOptions,
     offsets_from_json,

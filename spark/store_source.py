@@ -1,13 +1,14 @@
 """``spark.read.format("pocketmq-store").load(DATA_DIR)``: the commit log, read from its files.
 
 For audit, export and analytics without a broker: the reader maps commit-log
-segments read-only (:class:`~pocketmq.broker.store.mapped_file.MappedFile` in
-its read-only mode, as ``pocketmq store verify`` does), never opens the store,
-never takes its ``lock`` and never runs recovery, so it works on a stopped
-broker's directory and on a live one's alike. Each segment is read by one
-Spark partition per ``maxBytesPerPartition`` (128 MiB) of its records: the
-driver walks the segment's records by TOTALSIZE (8 bytes read per record) to
-find where each part's first record starts::
+segments read-only through the store's public offline reader
+(:func:`pocketmq.broker.store.commitlog_segments` and
+:func:`~pocketmq.broker.store.open_segment`, as ``pocketmq store verify`` reads),
+never opens the store, never takes its ``lock`` and never runs recovery, so it
+works on a stopped broker's directory and on a live one's alike. Each segment is
+read by one Spark partition per ``maxBytesPerPartition`` (128 MiB) of its
+records: the driver walks the segment's records by TOTALSIZE (8 bytes read per
+record) to find where each part's first record starts::
 
     DATA/commitlog/00000000000000000000   -> partitions 0..7 (128 MiB of records each)
     DATA/commitlog/00000000001073741824   -> partitions 8..   ...
@@ -39,7 +40,7 @@ null by default: a data directory does not record its broker's name),
 from __future__ import annotations
 
 import logging
-import os
+import mmap
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -48,9 +49,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from pocketmq.broker.store.io import StoreIO
-from pocketmq.broker.store.mapped_file import MappedFile
-from pocketmq.broker.store.verify import open_commitlog_read_only
+from pocketmq.broker.store import (
+    CommitLogSegment,
+    commitlog_segments,
+    is_data_directory,
+    open_segment,
+)
 from pocketmq.spark import arrowcodec
 from pocketmq.spark.arrowcodec import MODE_DISPATCHED, MODE_SEGMENT, Stop
 from pocketmq.spark.errors import OptionError
@@ -77,37 +81,42 @@ class SegmentPart(InputPartition):
 
 
 def _segments(opts: StoreOptions) -> list[SegmentPart]:
-    if not os.path.isdir(os.path.join(opts.data_dir, "commitlog")):
+    if not is_data_directory(opts.data_dir):
         raise OptionError(
             f"path {opts.data_dir!r} is not a PocketMQ data directory (it has no "
             "commitlog/ folder); give the broker's --data-dir"
         )
-    commitlog = open_commitlog_read_only(opts.data_dir)
+    segments = commitlog_segments(opts.data_dir)
     parts: list[SegmentPart] = []
-    try:
-        files = commitlog.queue.files
-        for i, mf in enumerate(files):
-            last = i == len(files) - 1
-            starts = (
-                [0]
-                if mf.buffer is None
-                else arrowcodec.record_starts(
-                    mf.buffer,
-                    commitlog.file_size,
-                    mf.file_from_offset,
-                    opts.max_bytes_per_partition,
-                )
+    for i, segment in enumerate(segments):
+        last = i == len(segments) - 1
+        starts = _record_starts(segment, opts.max_bytes_per_partition)
+        ends: list[int | None] = [*starts[1:], None]
+        parts.extend(
+            SegmentPart(
+                segment.path,
+                segment.file_from_offset,
+                segment.file_size,
+                last,
+                opts,
+                start,
+                end,
             )
-            ends: list[int | None] = [*starts[1:], None]
-            parts.extend(
-                SegmentPart(
-                    mf.path, mf.file_from_offset, commitlog.file_size, last, opts, start, end
-                )
-                for start, end in zip(starts, ends, strict=True)
-            )
-    finally:
-        commitlog.queue.close()
+            for start, end in zip(starts, ends, strict=True)
+        )
     return parts
+
+
+def _record_starts(segment: CommitLogSegment, every: int) -> list[int]:
+    """Where the segment's parts start; [0] for an empty segment or one already deleted
+    (its one part then reports the deletion as data loss when it is read)."""
+    try:
+        with open_segment(segment) as buf:
+            if not len(buf):
+                return [0]
+            return arrowcodec.record_starts(buf, segment.file_size, segment.file_from_offset, every)
+    except FileNotFoundError:
+        return [0]
 
 
 def topic_filter(opts: StoreOptions) -> Callable[[bytes], bool] | None:
@@ -131,39 +140,47 @@ def read_segment(part: SegmentPart) -> Iterator[pa.RecordBatch]:
     opts = part.opts
     tags = tag_set(opts.tag_expression)
     wanted = topic_filter(opts)
+    segment = CommitLogSegment(
+        path=part.path, file_from_offset=part.file_from_offset, file_size=part.file_size
+    )
     try:
-        mf = MappedFile(part.path, part.file_size, io=StoreIO(), create=False, read_only=True)
+        with open_segment(segment) as buf:
+            yield from _decoded(part, buf, tags, wanted)
     except FileNotFoundError:
         data_loss(
             f"segment {part.path} was deleted (retention) before it was read",
             opts.fail_on_data_loss,
         )
-        return
-    try:
-        buf, limit, pos = mf.buffer, mf.file_size, part.start
-        while buf is not None:
-            block = arrowcodec.decode_block(
-                buf,
-                pos,
-                limit,
-                end_pos=part.end,
-                broker=opts.broker_name,
-                mode=MODE_SEGMENT | MODE_DISPATCHED,
-                base_phys=part.file_from_offset,
-                check_crc=True,
-                max_rows=ROWS_PER_BATCH,
-                topic_filter=wanted,
-            )
-            batch = block.batch if tags is None else keep_tags(block.batch, tags)
-            if batch.num_rows:
-                yield batch
-            if block.stop is Stop.DAMAGED:
-                _damaged(part, part.file_from_offset + block.stop_pos, block.reason)
-            if block.stop is not Stop.FULL:
-                break
-            pos = block.stop_pos
-    finally:
-        mf.close()
+
+
+def _decoded(
+    part: SegmentPart,
+    buf: mmap.mmap | bytes,
+    tags: frozenset[str] | None,
+    wanted: Callable[[bytes], bool] | None,
+) -> Iterator[pa.RecordBatch]:
+    opts, limit, pos = part.opts, len(buf), part.start
+    while limit:
+        block = arrowcodec.decode_block(
+            buf,
+            pos,
+            limit,
+            end_pos=part.end,
+            broker=opts.broker_name,
+            mode=MODE_SEGMENT | MODE_DISPATCHED,
+            base_phys=part.file_from_offset,
+            check_crc=True,
+            max_rows=ROWS_PER_BATCH,
+            topic_filter=wanted,
+        )
+        batch = block.batch if tags is None else keep_tags(block.batch, tags)
+        if batch.num_rows:
+            yield batch
+        if block.stop is Stop.DAMAGED:
+            _damaged(part, part.file_from_offset + block.stop_pos, block.reason)
+        if block.stop is not Stop.FULL:
+            break
+        pos = block.stop_pos
 
 
 def _damaged(part: SegmentPart, offset: int, reason: str) -> None:

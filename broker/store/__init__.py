@@ -11,12 +11,20 @@ No gRPC, no protobuf, no event loop: this package imports only
     checkpoint, data_dir       durability marks, lock and abort files
     flush, cleanup, recovery   the services around them
     message_store.DefaultMessageStore   the facade broker services use
+    offline_reader             a data directory's commit log, read-only, for tools
+                               outside the broker (the offline Spark source)
 """
 
 from pocketmq.broker.store.api import ArrivalListener, MessageStore
 from pocketmq.broker.store.config import FlushDiskType, StoreConfig
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.broker.store.message_store import DefaultMessageStore
+from pocketmq.broker.store.offline_reader import (
+    CommitLogSegment,
+    commitlog_segments,
+    is_data_directory,
+    open_segment,
+)
 from pocketmq.broker.store.results import (
     GetResult,
     GetStatus,
@@ -27,6 +35,7 @@ from pocketmq.broker.store.results import (
 
 __all__ = [
     "ArrivalListener",
+    "CommitLogSegment",
     "DefaultMessageStore",
     "FlushDiskType",
     "GetResult",
@@ -37,4 +46,7 @@ __all__ = [
     "RecoveryReport",
     "StoreConfig",
     "StoreIO",
+    "commitlog_segments",
+    "is_data_directory",
+    "open_segment",
 ]

@@ -8,10 +8,11 @@ thread; none of them blocks on the disk (flushes run in worker threads).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from pocketmq.broker.store.batch import ScannedBatch
+from pocketmq.broker.store.flush import DurationHistogram
 from pocketmq.broker.store.results import GetResult, PutResult, RecoveryReport
 from pocketmq.common.progress import ProgressCallback
 
@@ -114,13 +115,37 @@ class MessageStore(Protocol):
         """Records of *topic* whose ``KEYS`` or ``UNIQ_KEY`` hold *key*, newest first."""
         ...
 
-    def min_offset(self, topic: str, queue_id: int) -> int: ...
-    def max_offset(self, topic: str, queue_id: int) -> int: ...
-    def end_offset(self, topic: str, queue_id: int) -> int: ...
-    def store_timestamp(self, topic: str, queue_id: int, offset: int) -> int | None: ...
-    def offset_by_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int: ...
-    def queue_ids(self, topic: str) -> list[int]: ...
-    def topics(self) -> list[str]: ...
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        """The first queue offset still held (retention moves it up; 0 for no queue)."""
+        ...
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """The queue's end a consumer may read to: on a master that waits for replicas,
+        the records above the confirm offset are not counted yet (0 for no queue)."""
+        ...
+
+    def end_offset(self, topic: str, queue_id: int) -> int:
+        """The queue's real end, records above the confirm offset included (the bound
+        for offset commits)."""
+        ...
+
+    def store_timestamp(self, topic: str, queue_id: int, offset: int) -> int | None:
+        """STORETIMESTAMP (ms) of the record at queue *offset*; None when not held."""
+        ...
+
+    def offset_by_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset stored at or after *timestamp_ms*: min offset when every
+        record is newer, the end when every one is older."""
+        ...
+
+    def queue_ids(self, topic: str) -> list[int]:
+        """The ids of *topic*'s queues in the store, sorted."""
+        ...
+
+    def topics(self) -> list[str]:
+        """Every topic with a queue in the store, sorted."""
+        ...
+
     def delete_topics(self, topics: Iterable[str]) -> None:
         """Delete topics for good: recorded durably first, so no recovery revives them;
         raises OSError (ENOSPC) when that cannot be written, and then deletes nothing."""
@@ -131,7 +156,9 @@ class MessageStore(Protocol):
         ...
 
     # -- notifications -----------------------------------------------------------------
-    def add_arrival_listener(self, listener: ArrivalListener) -> None: ...
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        """Call *listener* after each dispatch that adds records to a queue."""
+        ...
 
     # -- housekeeping and figures --------------------------------------------------------
     def run_cleanup_once(self) -> int:
@@ -140,4 +167,11 @@ class MessageStore(Protocol):
 
     def runtime_info(self) -> dict[str, str]:
         """Figures for operators: offsets, put totals, disk use, health."""
+        ...
+
+    @property
+    def flush_durations(self) -> Mapping[str, DurationHistogram]:
+        """How long each sync took, by kind: ``commitlog`` (group commit or the flush
+        service) and ``consume_queue`` (consume queues, index and checkpoint). Filled by
+        the flush threads, read by the broker's metrics (an empty mapping: no figures)."""
         ...
