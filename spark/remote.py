@@ -39,6 +39,7 @@ from pocketmq.client.errors import RouteNotFoundError
 from pocketmq.client.model import MessageQueue
 from pocketmq.client.remoting import NameserverClient, Remoting
 from pocketmq.common.auth import Credentials
+from pocketmq.common.failover import AddressRing
 from pocketmq.spark.errors import OptionError
 from pocketmq.spark.options import ClientSecurity, TopicSelection
 from pocketmq.v1 import nameserver_pb2, nameserver_pb2_grpc
@@ -116,21 +117,27 @@ async def all_topics(
     namesrv: Sequence[str], credentials: ClientSecurity | None = None
 ) -> list[str]:
     """Every topic a nameserver knows (GetAllTopicList), for ``subscribePattern``."""
-    last: grpc.aio.AioRpcError | None = None
-    for addr in namesrv:
+
+    async def ask(addr: str) -> list[str]:
         stub = nameserver_pb2_grpc.NameServerStub(remoting(credentials).channel(addr))
-        try:
-            reply = await stub.GetAllTopicList(
-                nameserver_pb2.GetAllTopicListRequest(), timeout=RPC_TIMEOUT_S
-            )
-        except grpc.aio.AioRpcError as exc:  # try the next nameserver
-            last = exc
-            continue
+        reply = await stub.GetAllTopicList(
+            nameserver_pb2.GetAllTopicListRequest(), timeout=RPC_TIMEOUT_S
+        )
         return list(reply.topics)
-    raise OptionError(
-        f"option namesrv: no nameserver of {list(namesrv)} answered "
-        f"GetAllTopicList: {last.details() if last else 'none given'}"
-    )
+
+    def unanswered(details: str) -> OptionError:
+        return OptionError(
+            f"option namesrv: no nameserver of {list(namesrv)} answered GetAllTopicList: {details}"
+        )
+
+    if not namesrv:
+        raise unanswered("none given")
+    try:  # each nameserver in turn
+        return await AddressRing(namesrv, sticky=False).first_answer(
+            ask, retry=lambda exc: isinstance(exc, grpc.aio.AioRpcError)
+        )
+    except grpc.aio.AioRpcError as exc:
+        raise unanswered(str(exc.details())) from None
 
 
 async def topic_queues(
