@@ -37,9 +37,14 @@ from typing import TYPE_CHECKING, Any
 
 from pocketmq.client.config import ConsumerConfig, transport
 from pocketmq.client.config import _ConsumerCommon as ConsumerCommonConfig
+from pocketmq.client.coordinator import RebalanceCoordinator
 from pocketmq.client.errors import ClientError
+from pocketmq.client.fetcher import Fetcher
 from pocketmq.client.heartbeat import HeartbeatService
 from pocketmq.client.model import MessageExt, MessageModel, MessageQueue
+from pocketmq.client.offset_keeper import OffsetKeeper
+from pocketmq.client.process_queue import ProcessQueue
+from pocketmq.client.queue_locks import QueueLocks
 from pocketmq.client.remoting import (
     BrokerClient,
     ChannelOpened,
@@ -53,14 +58,16 @@ from pocketmq.client.route import RouteService
 from pocketmq.common.clock import Clock
 
 if TYPE_CHECKING:
-    from pocketmq.client.coordinator import RebalanceCoordinator
-    from pocketmq.client.fetcher import Fetcher
-    from pocketmq.client.offset_keeper import OffsetKeeper
-    from pocketmq.client.process_queue import ProcessQueue
-    from pocketmq.client.queue_locks import QueueLocks
     from pocketmq.client.subscription import SubscriptionState
 
-__all__ = ["BrokerLookup", "ConsumerParts", "assemble", "consumer_info", "parse_subscription"]
+__all__ = [
+    "BrokerLookup",
+    "ConsumerParts",
+    "ConsumerWiring",
+    "assemble",
+    "consumer_info",
+    "parse_subscription",
+]
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +200,21 @@ class _BrokerCommands:
         )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerWiring:
+    """What a consumer plugs into its parts (:func:`assemble`): each a value or a callback
+    the parts call, never a method they expect overridden."""
+
+    push: bool  # heartbeats say CONSUME_PASSIVELY (push) or CONSUME_ACTIVELY (pull)
+    is_running: Callable[[], bool]  # rebalances and offset resets happen only then
+    on_messages: Callable[[ProcessQueue, list[MessageExt]], None]  # what each pull found
+    auto_commit: bool = True  # commit task, offsets on pulls, last write at shutdown
+    max_span: int | None = None  # a process queue's offset span (concurrent push)
+    orderly_locks: bool = False  # read only queues locked on their master (orderly push)
+    forget: Callable[[ProcessQueue], None] | None = None  # a process queue replaced or gone
+    warn_once: Callable[..., None] = log.warning  # (key, text, *args): a missing feature
+
+
 def assemble(
     *,
     group: str,
@@ -201,84 +223,21 @@ def assemble(
     config: ConsumerCommonConfig,
     clock: Clock,
     subscription: SubscriptionState,
-    push: bool,
-    is_running: Callable[[], bool],
-    on_messages: Callable[[ProcessQueue, list[MessageExt]], None],
-    auto_commit: bool = True,
-    max_span: int | None = None,
-    orderly_locks: bool = False,
-    forget: Callable[[ProcessQueue], None] | None = None,
-    warn_once: Callable[..., None] = log.warning,
+    wiring: ConsumerWiring,
 ) -> ConsumerParts:
     """Build a consumer's parts, wired (nothing started: :meth:`ConsumerParts.connect`).
-
-    *on_messages* gets what each pull found; *max_span* bounds a process queue's offset
-    span (concurrent push); *orderly_locks* reads only queues locked on their master
-    (orderly push, clustering: *config* is then a ConsumerConfig); *forget* hears of a
-    process queue replaced (offset reset) or gone (rebalance).
-    """
-    from pocketmq.client.coordinator import RebalanceCoordinator
-    from pocketmq.client.fetcher import Fetcher
-    from pocketmq.client.offset_keeper import OffsetKeeper
-    from pocketmq.client.queue_locks import QueueLocks
-
-    remoting = Remoting(transport(config))
-    nameserver = remoting.nameserver(namesrv)
-    routes = RouteService(
-        nameserver.get_route,
-        fetch_many=nameserver.get_routes,
-        refresh_interval_s=config.route_refresh_interval_s,
-        clock=clock,
-        suspect_s=config.unreachable_suspect_s,
+    *config* is a ConsumerConfig when ``wiring.orderly_locks``."""
+    remoting, routes, brokers = _connections(namesrv, config, clock)
+    offsets = OffsetKeeper(group, config, brokers.read, clock=clock, auto_commit=wiring.auto_commit)
+    fetcher, coordinator, locks = _readers(
+        group, client_id, config, clock, routes, brokers, subscription, offsets, wiring
     )
-    remoting.on_unreachable = routes.mark_unreachable
-    brokers = BrokerLookup(remoting, routes)
-    offsets = OffsetKeeper(group, config, brokers.read, clock=clock, auto_commit=auto_commit)
-    fetcher: Fetcher  # the locks renew the fetcher's queues; built below
-    locks = None
-    if orderly_locks:
-        assert isinstance(config, ConsumerConfig)
-        locks = QueueLocks(
-            group=group,
-            client_id=client_id,
-            config=config,
-            routes=routes,
-            master=brokers.master,
-            queues=lambda: fetcher.pqs.values(),
-            clock=clock,
-            warn_once=warn_once,
-        )
-    fetcher = Fetcher(
-        group=group,
-        config=config,
-        routes=routes,
-        subscription=subscription,
-        offsets=offsets,
-        pull_broker=brokers.master if locks else brokers.read,  # the lock holder reads there
-        on_messages=on_messages,
-        ready_to_pull=locks.ready_to_pull if locks else None,
-        on_pull_start=locks.mark_locked if locks else None,
-        max_span=max_span,
-    )
-    coordinator = RebalanceCoordinator(
-        group=group,
-        client_id=client_id,
-        config=config,
-        routes=routes,
-        broker_of=brokers.read,
-        subscription=subscription,
-        offsets=offsets,
-        fetcher=fetcher,
-        is_running=is_running,
-        may_add=locks.may_add if locks else None,
-        on_removed=_on_removed(forget, locks),
-    )
-    commands = _BrokerCommands(group, is_running, forget)
+    commands = _BrokerCommands(group, wiring.is_running, wiring.forget)
     heartbeat = HeartbeatService(
         remoting,
         routes,
         client_id,
-        consumers=lambda: [consumer_info(group, config, subscription, push=push)],
+        consumers=lambda: [consumer_info(group, config, subscription, push=wiring.push)],
         interval_s=config.heartbeat_interval_s,
         on_command=commands,
         timeout_s=config.rpc_timeout_s,
@@ -297,6 +256,78 @@ def assemble(
     )
     subscription.on_change = coordinator.wakeup
     return parts
+
+
+def _readers(
+    group: str,
+    client_id: str,
+    config: ConsumerCommonConfig,
+    clock: Clock,
+    routes: RouteService,
+    brokers: BrokerLookup,
+    subscription: SubscriptionState,
+    offsets: OffsetKeeper,
+    wiring: ConsumerWiring,
+) -> tuple[Fetcher, RebalanceCoordinator, QueueLocks | None]:
+    """The fetcher and the rebalance coordinator, with an orderly consumer's locks
+    plugged into both."""
+    fetcher: Fetcher  # the locks renew the fetcher's queues; built below
+    locks = None
+    if wiring.orderly_locks:
+        assert isinstance(config, ConsumerConfig)
+        locks = QueueLocks(
+            group=group,
+            client_id=client_id,
+            config=config,
+            routes=routes,
+            master=brokers.master,
+            queues=lambda: fetcher.pqs.values(),
+            clock=clock,
+            warn_once=wiring.warn_once,
+        )
+    fetcher = Fetcher(
+        group=group,
+        config=config,
+        routes=routes,
+        subscription=subscription,
+        offsets=offsets,
+        pull_broker=brokers.master if locks else brokers.read,  # the lock holder reads there
+        on_messages=wiring.on_messages,
+        ready_to_pull=locks.ready_to_pull if locks else None,
+        on_pull_start=locks.mark_locked if locks else None,
+        max_span=wiring.max_span,
+    )
+    coordinator = RebalanceCoordinator(
+        group=group,
+        client_id=client_id,
+        config=config,
+        routes=routes,
+        broker_of=brokers.read,
+        subscription=subscription,
+        offsets=offsets,
+        fetcher=fetcher,
+        is_running=wiring.is_running,
+        may_add=locks.may_add if locks else None,
+        on_removed=_on_removed(wiring.forget, locks),
+    )
+    return fetcher, coordinator, locks
+
+
+def _connections(
+    namesrv: Sequence[str], config: ConsumerCommonConfig, clock: Clock
+) -> tuple[Remoting, RouteService, BrokerLookup]:
+    """Channels and routes; a broker call that gets no answer makes its route suspect."""
+    remoting = Remoting(transport(config))
+    nameserver = remoting.nameserver(namesrv)
+    routes = RouteService(
+        nameserver.get_route,
+        fetch_many=nameserver.get_routes,
+        refresh_interval_s=config.route_refresh_interval_s,
+        clock=clock,
+        suspect_s=config.unreachable_suspect_s,
+    )
+    remoting.on_unreachable = routes.mark_unreachable
+    return remoting, routes, BrokerLookup(remoting, routes)
 
 
 class BrokerLookup:

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from pocketmq.client.allocate import resolve_strategy
 from pocketmq.client.config import _ConsumerCommon as ConsumerCommonConfig
@@ -31,7 +32,9 @@ from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.rebalance import Rebalancer, RebalanceService
 from pocketmq.client.remoting import BrokerClient
 from pocketmq.client.route import RouteService
-from pocketmq.client.subscription import SubscriptionState
+
+if TYPE_CHECKING:  # subscription.py imports consumer_base, which imports this
+    from pocketmq.client.subscription import SubscriptionState
 
 __all__ = ["RebalanceCoordinator"]
 

@@ -33,6 +33,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING
 
 from pocketmq.client.config import _ConsumerCommon as ConsumerCommonConfig
 from pocketmq.client.errors import BusyError, ClientError, UnavailableError
@@ -43,8 +44,10 @@ from pocketmq.client.process_queue import ProcessQueue
 from pocketmq.client.pull_coalescer import PullCoalescer
 from pocketmq.client.remoting import BrokerClient, PullReply, PullStatus, QueuePull
 from pocketmq.client.route import RouteService
-from pocketmq.client.subscription import SubscriptionState
 from pocketmq.client.tasks import cancel_and_wait, raise_if_cancelling
+
+if TYPE_CHECKING:  # subscription.py imports consumer_base, which imports this
+    from pocketmq.client.subscription import SubscriptionState
 
 __all__ = ["Fetcher"]
 

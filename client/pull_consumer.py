@@ -42,7 +42,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pocketmq.client.config import PullConsumerConfig, build, parse_namesrv
-from pocketmq.client.consumer_base import ConsumerParts, assemble
+from pocketmq.client.consumer_base import ConsumerParts, ConsumerWiring, assemble
 from pocketmq.client.errors import ClientError, ClientStateError, PermissionDeniedError
 from pocketmq.client.heartbeat import make_client_id
 from pocketmq.client.model import ClientState, MessageExt, MessageModel, MessageQueue
@@ -162,10 +162,12 @@ class PullConsumer:
             config=self.config,
             clock=self._clock,
             subscription=self._subscription,
-            push=False,
-            is_running=lambda: self._state is ClientState.RUNNING,
-            on_messages=self._on_messages,
-            auto_commit=self.config.auto_commit,
+            wiring=ConsumerWiring(
+                push=False,
+                is_running=lambda: self._state is ClientState.RUNNING,
+                on_messages=self._on_messages,
+                auto_commit=self.config.auto_commit,
+            ),
         )
         await parts.connect(list(self._subscription.all()))
         self._state = ClientState.RUNNING

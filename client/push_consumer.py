@@ -43,7 +43,7 @@ from pocketmq.client.consume_service import (
     Listener,
     OrderlyConsumeService,
 )
-from pocketmq.client.consumer_base import ConsumerParts, assemble, consumer_info
+from pocketmq.client.consumer_base import ConsumerParts, ConsumerWiring, assemble, consumer_info
 from pocketmq.client.dedup import DedupWindow, dedup_listener
 from pocketmq.client.errors import ClientError, ClientStateError, UnsupportedError
 from pocketmq.client.heartbeat import HeartbeatService, make_client_id
@@ -208,13 +208,15 @@ class PushConsumer:
             config=cfg,
             clock=self._clock,
             subscription=self._subscription,
-            push=True,
-            is_running=lambda: self._state is ClientState.RUNNING,
-            on_messages=consume.submit,
-            max_span=None if cfg.orderly else cfg.consume_concurrently_max_span,
-            orderly_locks=self._needs_locks,
-            forget=consume.forget if isinstance(consume, OrderlyConsumeService) else None,
-            warn_once=self._warn_once,
+            wiring=ConsumerWiring(
+                push=True,
+                is_running=lambda: self._state is ClientState.RUNNING,
+                on_messages=consume.submit,
+                max_span=None if cfg.orderly else cfg.consume_concurrently_max_span,
+                orderly_locks=self._needs_locks,
+                forget=consume.forget if isinstance(consume, OrderlyConsumeService) else None,
+                warn_once=self._warn_once,
+            ),
         )
         await parts.connect(list(self._subscription.all()))
         self._state = ClientState.RUNNING
