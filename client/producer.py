@@ -90,11 +90,9 @@ class Producer:
         async with Producer(group="pg", namesrv="127.0.0.1:9876", send_timeout_ms=5000) as p:
             result = await p.send(Message(topic="orders", body=b"...", tags="paid"))
 
-    Main methods: :meth:`send` (a queue of its choosing, retried elsewhere; or
-    ``queue=``/``selector=`` for ordered messages), :meth:`send_batch`,
-    :meth:`send_oneway`, :meth:`fetch_publish_queues`, :meth:`start`,
+    Main methods: :meth:`send` (``queue=``/``selector=`` for ordered messages),
+    :meth:`send_batch`, :meth:`send_oneway`, :meth:`fetch_publish_queues`, :meth:`start`,
     :meth:`shutdown`; :attr:`state` (a :class:`~pocketmq.client.model.ClientState`).
-    Idempotent by default: a retried record is stored once.
     """
 
     def __init__(
