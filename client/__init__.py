@@ -17,15 +17,21 @@
 
     await consumer.start(); ...; await consumer.shutdown()
 
-Modules by role: :mod:`.producer` with :mod:`.accumulator` (send coalescing)
-and :mod:`.fault_strategy` (queue choice); :mod:`.transaction_producer`
-(half messages, local transactions, answering the broker's checks); :mod:`.push_consumer`,
-:mod:`.pull_consumer`, :mod:`.consume_service`, :mod:`.rebalance`,
-:mod:`.allocate`, :mod:`.offset_store`, :mod:`.process_queue`;
-:mod:`.route`, :mod:`.heartbeat`; :mod:`.remoting`, the only module that sees
-gRPC and protobuf; :mod:`.model`, :mod:`.config`, :mod:`.errors`;
-:mod:`.sync` (a blocking facade for scripts); :mod:`.admin` (``AdminClient``,
-RocketMQ's ``DefaultMQAdminExt``) with its rows in :mod:`.admin_model`.
+Modules by role: :mod:`.producer` with :mod:`.accumulator` (send coalescing),
+:mod:`.send_retry` (retries and back-off) and :mod:`.fault_strategy` (queue
+choice); :mod:`.transaction_producer` (half messages, local transactions,
+answering the broker's checks); :mod:`.push_consumer` and :mod:`.pull_consumer`,
+each assembled from parts (:mod:`.consumer_base`): :mod:`.subscription`,
+:mod:`.offset_keeper` (over :mod:`.offset_store`), :mod:`.fetcher` (over
+:mod:`.process_queue` and :mod:`.pull_coalescer`), :mod:`.coordinator` (over
+:mod:`.rebalance` and :mod:`.allocate`), :mod:`.queue_locks`, with
+:mod:`.consume_service`; :mod:`.route`, :mod:`.heartbeat`; :mod:`.remoting`
+(channels) with :mod:`.nameserver_client`, :mod:`.broker_client`,
+:mod:`.remote_values` and :mod:`.remote_errors`, the only modules that see gRPC
+and protobuf; :mod:`.model`, :mod:`.config`, :mod:`.errors`; :mod:`.sync` (a
+blocking facade for scripts); :mod:`.admin` (``AdminClient``, RocketMQ's
+``DefaultMQAdminExt``) with :mod:`.admin_groups`, :mod:`.admin_messages`,
+:mod:`.admin_replicas` and its rows in :mod:`.admin_model`.
 
 One level below the producer and the consumers, the *connector API* is public
 too, for readers and writers that drive the wire themselves (the Spark
@@ -92,6 +98,7 @@ from pocketmq.client.model import (
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
     RETRY_GROUP_TOPIC_PREFIX,
+    ClientState,
     ConsumeFrom,
     ConsumeResult,
     Message,
@@ -104,7 +111,6 @@ from pocketmq.client.model import (
     retry_topic,
 )
 from pocketmq.client.producer import MessageQueueSelector, Producer
-from pocketmq.client.producer import _back_off as back_off
 from pocketmq.client.pull_consumer import PullConsumer
 from pocketmq.client.push_consumer import PushConsumer
 from pocketmq.client.remoting import (
@@ -116,6 +122,7 @@ from pocketmq.client.remoting import (
     Remoting,
 )
 from pocketmq.client.route import RouteService
+from pocketmq.client.send_retry import _back_off as back_off
 from pocketmq.client.transaction_producer import (
     LocalTransactionState,
     TransactionProducer,
@@ -136,6 +143,7 @@ __all__ = [
     "BrokerClient",
     "BusyError",
     "ClientError",
+    "ClientState",
     "ClientStateError",
     "ConsumeFrom",
     "ConsumeResult",

@@ -13,22 +13,13 @@
 The nameserver answers the cluster questions (live brokers, topic list,
 routes); everything else goes to the brokers themselves, to the master of
 every broker that serves the topic, and comes back as the rows of
-:mod:`.admin_model`, each naming its broker. Message look-ups answer
-:class:`~pocketmq.client.model.MessageExt`:
+:mod:`.admin_model`, each naming its broker.
 
-* an offset message id (store address + commit-log offset) is read straight
-  from the broker it names (``ViewMessage``);
-* a unique id (``UNIQ_KEY``, made by the producer) and a key are found through
-  the index of every broker serving the topic (``QueryMessage``), which is why
-  a unique id needs its topic. Each broker name is asked at its master, or, when
-  the route lists none or it does not answer, at its replicas (lowest id first):
-  they hold the same index.
-
-Manual failover: :meth:`AdminClient.promote` makes a replica the master of its
-broker name (``PromoteToMaster``), after comparing it with the other live
-members (:meth:`AdminClient.replica_positions`): it refuses, unless forced,
-when one of them holds a log that goes further, since promoting would drop
-what only that one holds.
+The client is one class in four modules by role: this one (cluster, topics,
+consume progress, broker settings), :mod:`.admin_groups` (offset reset plans,
+group members and deletion), :mod:`.admin_messages` (message look-ups by key,
+unique id, offset message id or queue offset) and :mod:`.admin_replicas`
+(manual failover: ``promote`` after comparing the replicas).
 """
 
 from __future__ import annotations
@@ -40,27 +31,24 @@ from types import SimpleNamespace
 from typing import Literal, TypeVar
 
 from pocketmq.client.admin_groups import GroupAdmin, ResetTarget
+from pocketmq.client.admin_messages import TOOLS_CONSUMER_GROUP, MessageAdmin
 from pocketmq.client.admin_model import (
     BrokerFailure,
     ClusterInfo,
     ConsumerGroup,
-    PromoteResult,
     QueueProgress,
     QueueReset,
     QueueStatus,
-    ReplicaPosition,
     ResetResult,
     TopicBatchOutcome,
     TopicConfig,
 )
+from pocketmq.client.admin_replicas import MASTER_ROLES, PromotionRefusedError, ReplicaAdmin
 from pocketmq.client.config import parse_namesrv, transport
 from pocketmq.client.controller_admin import ControllerView
-from pocketmq.client.errors import ClientError, ClientStateError, NotFoundError, UnavailableError
-from pocketmq.client.message_codec import decode_messages
-from pocketmq.client.model import MessageExt, MessageQueue
-from pocketmq.client.remoting import BrokerClient, NameserverClient, PullStatus, Remoting
+from pocketmq.client.errors import ClientStateError, NotFoundError
+from pocketmq.client.remoting import BrokerClient, NameserverClient, Remoting
 from pocketmq.client.route import QueueData, TopicRoute
-from pocketmq.common.msgid import decode_offset_msg_id
 from pocketmq.v1 import broker_pb2 as bpb
 
 __all__ = [
@@ -73,31 +61,31 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"  # RocketMQ's group for reads by admin tools
-DEFAULT_QUERY_MAX = 32
 DEFAULT_TOPIC_BATCH = 5_000  # topics per CreateTopics/DeleteTopics call (~250 KB)
-
-MASTER_ROLES = ("SYNC_MASTER", "ASYNC_MASTER")
 
 T = TypeVar("T")
 
 
-class PromotionRefusedError(ClientError):
-    """:meth:`AdminClient.promote` found a live member of the broker name whose log goes
-    further than the target's; ``target`` and ``ahead`` say how far each goes."""
+class AdminClient(GroupAdmin, MessageAdmin, ReplicaAdmin):
+    """Admin calls to one cluster (RocketMQ's DefaultMQAdminExt), asyncio.
 
-    def __init__(
-        self, message: str, *, target: ReplicaPosition, ahead: list[ReplicaPosition]
-    ) -> None:
-        super().__init__(message)
-        self.target = target
-        self.ahead = ahead
+    Construct it with the nameservers (and ACL keys or TLS files when the cluster
+    needs them); ``start()`` first, or ``async with``::
 
+        async with AdminClient(namesrv="127.0.0.1:9876", timeout_s=5) as admin:
+            info = await admin.cluster_info()
 
-class AdminClient(GroupAdmin):
-    """Async admin calls to one cluster; ``start()`` first, or ``async with``.
-
-    Group offsets, members and deletion are in :class:`~.admin_groups.GroupAdmin`."""
+    Main methods: :meth:`cluster_info`, :meth:`topic_list`, :meth:`topic_route`,
+    :meth:`create_topic` / :meth:`update_topic` / :meth:`delete_topic` (and their
+    batch forms), :meth:`topic_status`, :meth:`consumer_groups`,
+    :meth:`consume_progress`, :meth:`reset_offset`, :meth:`broker_config` /
+    :meth:`update_broker_config`, :meth:`broker_runtime_info`; message look-ups
+    (:class:`~.admin_messages.MessageAdmin`: :meth:`query_message`,
+    :meth:`view_message`, :meth:`messages_by_id`, :meth:`message_at`); group
+    offsets, members and deletion (:class:`~.admin_groups.GroupAdmin`); manual
+    failover (:class:`~.admin_replicas.ReplicaAdmin`: :meth:`promote`);
+    :meth:`broker` for a broker's typed calls.
+    """
 
     def __init__(
         self,
@@ -397,135 +385,6 @@ class AdminClient(GroupAdmin):
         notified = sorted({c for _, told in rows for c in told})
         return ResetResult(topic=topic, group=group, queues=queues, notified_client_ids=notified)
 
-    # -- messages --------------------------------------------------------------------------
-    async def query_message(
-        self,
-        topic: str,
-        key: str,
-        *,
-        max_num: int = DEFAULT_QUERY_MAX,
-        begin_timestamp_ms: int = 0,
-        end_timestamp_ms: int = 0,
-    ) -> list[MessageExt]:
-        """Messages of *topic* with *key* among their KEYS (``queryMsgByKey``), newest first."""
-        found = await self._query_index(topic, key, max_num, begin_timestamp_ms, end_timestamp_ms)
-        return [m for m in found if key in m.keys]
-
-    async def query_by_unique_key(self, topic: str, msg_id: str) -> list[MessageExt]:
-        """Messages of *topic* whose unique id (UNIQ_KEY) is *msg_id*
-        (``queryMsgByUniqueKey``); more than one when a send was retried."""
-        found = await self._query_index(topic, msg_id, DEFAULT_QUERY_MAX, 0, 0)
-        return [m for m in found if m.msg_id == msg_id]
-
-    async def _query_index(
-        self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int
-    ) -> list[MessageExt]:
-        route = await self.topic_route(topic)
-
-        async def one(name: str) -> list[MessageExt]:
-            members = route.broker_addrs.get(name, {})
-            last: UnavailableError | None = None
-            for broker_id in sorted(members):  # the master (id 0) first
-                try:
-                    records = await self.broker(members[broker_id]).query_message(
-                        topic,
-                        key,
-                        max_num=max_num,
-                        begin_timestamp_ms=begin_ms,
-                        end_timestamp_ms=end_ms,
-                        timeout_s=self.timeout_s,
-                    )
-                except UnavailableError as exc:
-                    if not exc.unreachable:
-                        raise
-                    last = exc
-                    continue
-                return decode_messages(records, name)
-            if last is not None:
-                raise last
-            return []
-
-        names = sorted(
-            {qd.broker_name for qd in route.queue_datas if route.broker_addrs.get(qd.broker_name)}
-        )
-        rows = await asyncio.gather(*(one(n) for n in names))
-        found = [m for per_broker in rows for m in per_broker]
-        return sorted(found, key=lambda m: m.store_timestamp_ms, reverse=True)[:max_num]
-
-    async def offset_msg_id_broker(self, msg_id: str) -> tuple[str, str] | None:
-        """(broker name, address) of the live broker an offset message id names, or None
-        when *msg_id* is not one (it may be a unique id)."""
-        try:
-            decoded = decode_offset_msg_id(msg_id)
-        except ValueError:
-            return None
-        host = f"[{decoded.host}]" if ":" in decoded.host else decoded.host
-        addr = f"{host}:{decoded.port}"
-        name = (await self.cluster_info()).name_of(addr)
-        return None if name is None else (name, addr)
-
-    async def view_message(self, offset_msg_id: str) -> MessageExt:
-        """The message an offset message id names, read from its broker (``viewMessage``)."""
-        located = await self.offset_msg_id_broker(offset_msg_id)
-        if located is None:
-            raise NotFoundError(
-                f"{offset_msg_id!r} does not name a live broker of this "
-                "cluster; it is not an offset message id here"
-            )
-        name, addr = located
-        record = await self.broker(addr).view_message(offset_msg_id, timeout_s=self.timeout_s)
-        return decode_messages(record, name)[0]
-
-    async def messages_by_id(self, msg_id: str, topic: str | None = None) -> list[MessageExt]:
-        """``queryMsgById``: *msg_id* as an offset message id of a live broker, else as a
-        unique id searched in *topic*'s index; ValueError when that needs a topic."""
-        if await self.offset_msg_id_broker(msg_id) is not None:
-            return [await self.view_message(msg_id)]
-        if not topic:
-            raise ValueError(
-                f"{msg_id!r} is not the offset message id of a live broker, so it "
-                "is taken as a unique id (UNIQ_KEY); unique ids are found through "
-                "the index of the topic's brokers: give the topic"
-            )
-        found = await self.query_by_unique_key(topic, msg_id)
-        if not found:
-            raise NotFoundError(
-                f"no message of topic {topic!r} has unique id {msg_id!r} (nor "
-                "is it an offset message id of a live broker)"
-            )
-        return found
-
-    async def message_at(self, queue: MessageQueue, offset: int) -> MessageExt:
-        """The message at *offset* of *queue* (``queryMsgByOffset``); NotFoundError
-        naming the queue's range when there is none."""
-        masters = await self._route_masters(queue.topic)
-        addr = masters.get(queue.broker_name)
-        if addr is None:
-            raise NotFoundError(
-                f"broker {queue.broker_name!r} does not serve topic "
-                f"{queue.topic!r}; it is on {', '.join(sorted(masters))}"
-            )
-        reply = await self.broker(addr).pull(
-            group=TOOLS_CONSUMER_GROUP,
-            queue=queue,
-            offset=offset,
-            max_messages=1,
-            subscription="*",
-            suspend_ms=0,
-            timeout_s=self.timeout_s,
-        )
-        found = (
-            decode_messages(reply.records, queue.broker_name)
-            if reply.status is PullStatus.FOUND
-            else []
-        )
-        if not found or found[0].queue_offset != offset:
-            raise NotFoundError(
-                f"no message at offset {offset} of {queue}; the queue holds "
-                f"offsets {reply.min_offset}..{reply.max_offset - 1}"
-            )
-        return found[0]
-
     # -- brokers ---------------------------------------------------------------------------
     async def broker_runtime_info(self, addr: str) -> dict[str, str]:
         """The broker's runtime figures (``brokerStatus``)."""
@@ -564,115 +423,3 @@ class AdminClient(GroupAdmin):
         raise NotFoundError(
             f"no live broker is named {broker!r}; live brokers: {', '.join(live) or 'none'}"
         )
-
-    # -- replication (manual failover) -----------------------------------------------------
-    async def replica_positions(
-        self,
-        addr: str,
-    ) -> tuple[ReplicaPosition, list[ReplicaPosition], str]:
-        """The broker at *addr*, the other members of its broker name, and why those could
-        not be listed ("" when they could).
-
-        The target's runtime info must answer (its errors propagate); the members come
-        from the nameserver's cluster info, and each one that does not answer is kept
-        with its error, so that a caller can say what was not compared.
-        """
-        target = _position(addr, await self.broker_runtime_info(addr), fallback_id=-1)
-        try:
-            info = await self.cluster_info()
-        except ClientError as exc:
-            return target, [], str(exc)
-        members = [
-            b for b in info.brokers if b.broker_name == target.broker_name and b.addr != addr
-        ]
-
-        async def one(addr: str, broker_id: int) -> ReplicaPosition:
-            try:
-                table = await self.broker_runtime_info(addr)
-            except ClientError as exc:
-                return ReplicaPosition(
-                    broker_name=target.broker_name,
-                    broker_id=broker_id,
-                    addr=addr,
-                    role="",
-                    master_epoch=-1,
-                    max_offset=-1,
-                    error=str(exc),
-                )
-            return _position(addr, table, fallback_id=broker_id)
-
-        return target, list(await asyncio.gather(*(one(b.addr, b.broker_id) for b in members))), ""
-
-    async def promote(
-        self, addr: str, *, epoch: int = 0, role: str = "", force: bool = False
-    ) -> PromoteResult:
-        """Make the replica at *addr* the master of its broker name (``PromoteToMaster``).
-
-        *epoch*: the new master epoch, 0 = one above every epoch the broker has seen;
-        *role*: SYNC_MASTER or ASYNC_MASTER, "" = the broker's choice (its configured
-        master role, else ASYNC_MASTER). Raises :class:`PromotionRefusedError` when a
-        live, unfenced member of the broker name is further ahead (a higher epoch, then
-        a larger commit-log max offset), unless *force*; the broker itself refuses a
-        master and an epoch that does not grow (RemoteError, FAILED_PRECONDITION).
-        """
-        if epoch < 0:
-            raise ValueError(f"epoch is {epoch}; give 0 (one above every epoch seen) or more")
-        if role and role not in MASTER_ROLES:
-            raise ValueError(
-                f"role {role!r} is not a master role; give SYNC_MASTER or ASYNC_MASTER"
-            )
-        target, members, namesrv_error = await self.replica_positions(addr)
-        ahead = [m for m in members if m.reachable and not m.fenced and m.ahead_of(target)]
-        if ahead and not force:
-            raise PromotionRefusedError(
-                f"not promoting {target.describe()}: "
-                + "; ".join(f"{m.describe()} is {_how_far_ahead(m, target)}" for m in ahead)
-                + ". Promoting it would drop what only the member(s) ahead hold; promote the "
-                "one furthest ahead",
-                target=target,
-                ahead=ahead,
-            )
-        # BrokerClient has no promote() of its own (yet): its generic call maps errors
-        # as for every other RPC.
-        resp = await self.broker(addr)._call(
-            "PromoteToMaster", bpb.PromoteToMasterRequest(epoch=epoch, role=role), self.timeout_s
-        )
-        if ahead:
-            log.warning(
-                "promoted %s although %s", target.describe(), "; ".join(m.describe() for m in ahead)
-            )
-        return PromoteResult(
-            broker_name=target.broker_name,
-            addr=addr,
-            epoch=resp.epoch,
-            start_offset=resp.start_offset,
-            role=resp.role,
-            previous=target,
-            members=members,
-            forced=bool(ahead),
-            namesrv_error=namesrv_error,
-        )
-
-
-def _position(addr: str, table: dict[str, str], *, fallback_id: int) -> ReplicaPosition:
-    def number(key: str, default: int) -> int:
-        try:
-            return int(table.get(key, ""))
-        except ValueError:
-            return default
-
-    return ReplicaPosition(
-        broker_name=table.get("broker_name", ""),
-        broker_id=number("broker_id", fallback_id),
-        addr=addr,
-        role=table.get("broker_role", ""),
-        master_epoch=number("master_epoch", 0),
-        max_offset=number("commitlog_max_offset", 0),
-        fenced=bool(table.get("fenced")),
-    )
-
-
-def _how_far_ahead(member: ReplicaPosition, target: ReplicaPosition) -> str:
-    if member.master_epoch > target.master_epoch:
-        return f"ahead by epoch ({member.master_epoch} > {target.master_epoch})"
-    return f"{member.max_offset - target.max_offset} bytes ahead in epoch {member.master_epoch}"

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from pocketmq.client.errors import ClientError, RemoteError
-from pocketmq.client.remoting import _remote_error
+from pocketmq.client.remote_errors import remote_error
 from pocketmq.v1 import controller_pb2, controller_pb2_grpc
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ async def _call(
             reply = await getattr(stub, method)(request, timeout=timeout_s)
             return _view(reply, addr)
         except grpc.aio.AioRpcError as exc:
-            last = _remote_error(exc, addr, method)
+            last = remote_error(exc, addr, method)
             if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
                 last = RemoteError(
                     f"{addr} runs no controller (start its nameserver with --controller)",

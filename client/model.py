@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 __all__ = [
+    "ClientState",
     "ConsumeFrom",
     "ConsumeResult",
     "Message",
@@ -52,6 +53,18 @@ SYSTEM_PROPERTIES = frozenset(
         PROPERTY_IDEMPOTENCE,
     }
 )
+
+
+class ClientState(enum.StrEnum):
+    """Where a producer or consumer is in its life: ``created`` -> ``start()`` ->
+    ``running`` -> ``shutdown()`` -> ``shut down`` (once each; a client is not
+    restarted). A string enum: ``client.state == "running"`` holds too."""
+
+    CREATED = "created"
+    STARTING = "starting"  # consumers, while start() joins the group
+    RUNNING = "running"
+    SHUTTING_DOWN = "shutting down"
+    SHUT_DOWN = "shut down"
 
 
 def retry_topic(group: str) -> str:

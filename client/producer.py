@@ -31,21 +31,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
-import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from pocketmq.client.accumulator import BrokerBatcher, RecordAccumulator
 from pocketmq.client.config import ProducerConfig, build, parse_namesrv, transport
 from pocketmq.client.errors import (
-    BusyError,
     ClientError,
     ClientStateError,
     InvalidMessageError,
-    InvalidRequestError,
     NotMasterError,
-    PermissionDeniedError,
     RouteNotFoundError,
     SendTimeoutError,
 )
@@ -58,11 +53,21 @@ from pocketmq.client.message_codec import (
     check_topic_of,
     encode_message,
     encode_messages,
-    set_queue_id,
 )
-from pocketmq.client.model import Message, MessageQueue, SendResult, SendStatus, _new_send_result
+from pocketmq.client.model import ClientState, Message, MessageQueue, SendResult, SendStatus
 from pocketmq.client.remoting import Remoting, SendReceipt
 from pocketmq.client.route import RouteService
+from pocketmq.client.send_retry import _back_off as _back_off
+from pocketmq.client.send_retry import (
+    _flow_controlled,
+    _NotStoredOk,
+    _redirected,
+    _result,
+    _retry_elsewhere,
+    _retry_while_busy,
+    send_with_retries,
+)
+from pocketmq.client.send_retry import _stored_ok as _stored_ok  # idempotent_send imports
 from pocketmq.client.trace import TraceDispatcher, close_trace, install_producer_trace, start_trace
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.message import pack_host
@@ -74,13 +79,22 @@ __all__ = ["MessageQueueSelector", "Producer"]
 log = logging.getLogger(__name__)
 
 MessageQueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
-T = TypeVar("T")
-
-BUSY_BACKOFF_INITIAL_S = 0.02  # first pause after a broker's SYSTEM_BUSY; doubles each time
-BUSY_BACKOFF_MAX_S = 1.0  # longest pause between two tries
 
 
 class Producer:
+    """Sends messages to the brokers serving their topic (RocketMQ's DefaultMQProducer).
+
+    Construct it with a producer group, the nameservers and options (``ProducerConfig``
+    fields as keywords, or ``config=``); start it, or use ``async with``::
+
+        async with Producer(group="pg", namesrv="127.0.0.1:9876", send_timeout_ms=5000) as p:
+            result = await p.send(Message(topic="orders", body=b"...", tags="paid"))
+
+    Main methods: :meth:`send` (``queue=``/``selector=`` for ordered messages),
+    :meth:`send_batch`, :meth:`send_oneway`, :meth:`fetch_publish_queues`, :meth:`start`,
+    :meth:`shutdown`; :attr:`state` (a :class:`~pocketmq.client.model.ClientState`).
+    """
+
     def __init__(
         self,
         *,
@@ -115,16 +129,16 @@ class Producer:
         #: idempotent: the producer id, epoch and numbering per broker name
         self._sessions: SessionManager | None = None
         self.trace: TraceDispatcher | None = None  # enable_trace: client/trace.py
-        self._state = "created"
+        self._state = ClientState.CREATED
 
     @property
-    def state(self) -> str:
+    def state(self) -> ClientState:
         """``created``, ``running``, ``shutting down`` or ``shut down``."""
         return self._state
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
-        if self._state != "created":
+        if self._state is not ClientState.CREATED:
             raise ClientStateError(f"producer {self.group} is {self._state}; start it once")
         cfg = self.config
         self._remoting = Remoting(self._transport)
@@ -147,7 +161,7 @@ class Producer:
             self._sessions = SessionManager(self._init_producer_id, identity=cfg.producer_identity)
         self._routes.start()
         await self._heartbeat.start()
-        self._state = "running"
+        self._state = ClientState.RUNNING
         self.trace = await start_trace(self)
         if self.trace is not None:
             install_producer_trace(self, self.trace)
@@ -194,10 +208,10 @@ class Producer:
 
     async def shutdown(self) -> None:
         """Send what is pending (up to send_timeout_ms), leave the brokers, close."""
-        if self._state != "running":
-            self._state = "shut down"
+        if self._state is not ClientState.RUNNING:
+            self._state = ClientState.SHUT_DOWN
             return
-        self._state = "shutting down"
+        self._state = ClientState.SHUTTING_DOWN
         timeout_s = self.config.send_timeout_ms / 1000
         if self._accumulator is not None:
             await self._accumulator.close(timeout_s)
@@ -211,7 +225,7 @@ class Producer:
             await self._routes.stop()
         if self._remoting is not None:
             await self._remoting.close()
-        self._state = "shut down"
+        self._state = ClientState.SHUT_DOWN
         log.info("producer %s (%s) shut down", self.group, self.client_id)
 
     async def __aenter__(self) -> Producer:
@@ -222,12 +236,13 @@ class Producer:
         await self.shutdown()
 
     def _running(self) -> tuple[RouteService, RecordAccumulator]:
-        if self._state != "running" or self._routes is None or self._accumulator is None:
+        routes, accumulator = self._routes, self._accumulator
+        if self._state is not ClientState.RUNNING or routes is None or accumulator is None:
             raise ClientStateError(
                 f"producer {self.group} is {self._state}; call start() "
                 "(or use 'async with') before sending"
             )
-        return self._routes, self._accumulator
+        return routes, accumulator
 
     # -- sending ------------------------------------------------------------------------
     async def send(
@@ -244,7 +259,7 @@ class Producer:
         cfg = self.config
         check_message(msg, max_body_bytes=cfg.max_message_size_bytes)
         budget_s = (timeout_ms or cfg.send_timeout_ms) / 1000
-        deadline = time.monotonic() + budget_s
+        deadline = self._clock.monotonic() + budget_s
         uniq_key = self._ids.next_id()
         if self._sessions is not None:
             return await self._send_one_idempotent(
@@ -253,11 +268,12 @@ class Producer:
         if queue is not None or selector is not None:
             return await self._send_to_queue(msg, uniq_key, deadline, queue, selector, arg)
         # The first attempt runs inline, in this one coroutine: the same steps as the
-        # first round of _send_with_retries with _attempt, whose extra coroutine layers
+        # first round of send_with_retries with _attempt, whose extra coroutine layers
         # are a good part of a send's cost. The retry machinery starts after a failure.
         topic = msg.topic
-        if time.monotonic() >= deadline:
-            return await self._send_with_retries(
+        if self._clock.monotonic() >= deadline:
+            return await send_with_retries(
+                self,
                 topic,
                 deadline,
                 budget_s,
@@ -277,9 +293,9 @@ class Producer:
             cfg.compress_over_bytes,
             0,
         )
-        started = time.monotonic()
+        started = self._clock.monotonic()
         try:
-            if self._state != "running":
+            if self._state is not ClientState.RUNNING:
                 self._running()
             addr = routes.addr_of(mq.broker_name)
             if addr is None:
@@ -291,7 +307,8 @@ class Producer:
         except ClientError as exc:
             if not _retry_elsewhere(exc):
                 raise
-            return await self._send_with_retries(
+            return await send_with_retries(
+                self,
                 topic,
                 deadline,
                 budget_s,
@@ -299,7 +316,7 @@ class Producer:
                 lambda mq: self._encode(msg, mq.queue_id, uniq_key),
                 after_first=(self._attempt_failed(topic, mq, started, exc, 1), mq, record),
             )
-        self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
+        self.fault.update(mq.broker_name, (self._clock.monotonic() - started) * 1000)
         result = _result(receipt, mq)
         if (
             cfg.retry_another_broker_when_not_store_ok
@@ -307,7 +324,8 @@ class Producer:
             and result.status is not SendStatus.SEND_OK
         ):
             try:
-                again = await self._send_with_retries(
+                again = await send_with_retries(
+                    self,
                     topic,
                     deadline,
                     budget_s,
@@ -362,7 +380,7 @@ class Producer:
         addr = routes.addr_of(mq.broker_name)
         if addr is None:
             raise RouteNotFoundError(mq.topic, f"broker {mq.broker_name} has no known address")
-        if deadline <= time.monotonic():
+        if deadline <= self._clock.monotonic():
             raise SendTimeoutError(f"no time left to send to {mq}")
         return _result(await accumulator.add(addr, record, deadline), mq)
 
@@ -386,7 +404,9 @@ class Producer:
                 f"queue {queue} belongs to topic {queue.topic!r}, the message to {msg.topic!r}"
             )
         record = self._encode(msg, queue.queue_id, uniq_key)
-        return await _retry_while_busy(lambda: self._attempt(queue, record, deadline), deadline)
+        return await _retry_while_busy(
+            lambda: self._attempt(queue, record, deadline), deadline, self._clock.monotonic
+        )
 
     def _attempt_failed(
         self, topic: str, mq: MessageQueue, started: float, exc: ClientError, tried: int
@@ -404,9 +424,11 @@ class Producer:
                 return exc
         if _flow_controlled(exc):
             # A busy broker is alive and routed: keep both, only back off (see below).
-            self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
+            self.fault.update(mq.broker_name, (self._clock.monotonic() - started) * 1000)
             return exc
-        self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000, isolation=True)
+        self.fault.update(
+            mq.broker_name, (self._clock.monotonic() - started) * 1000, isolation=True
+        )
         self._routes.invalidate(topic)
         log.debug(
             "send to %s failed (attempt %d of %d): %s",
@@ -417,104 +439,12 @@ class Producer:
         )
         return exc
 
-    async def _send_with_retries(
-        self,
-        topic: str,
-        deadline: float,
-        budget_s: float,
-        attempt: Callable[[MessageQueue, Any], Any],
-        encode: Callable[[MessageQueue], Any],
-        *,
-        after_first: tuple[ClientError, MessageQueue, Any] | None = None,
-        retarget: Callable[[Any, int], Any] | None = None,
-    ) -> Any:
-        """Attempts until one succeeds, the attempts or the time run out.
-
-        *after_first* is (error, queue, payload) of a first attempt that
-        already failed (:meth:`_send_fast`); the attempts continue from the second.
-        A NOT_MASTER answer that moved the broker name's master (a newer epoch) is
-        retried on the same queue at the new master, within the same budget.
-        A broker's SYSTEM_BUSY is no failed attempt: the next try waits an
-        exponential back-off first, and only the time budget bounds them.
-        *retarget* (payload, queue id) aims a payload at another queue (default:
-        :func:`set_queue_id` on the one record).
-        """
-        routes, _acc = self._running()
-        attempts = 1 + self.config.retry_times_when_send_failed
-        last_error: ClientError | None = None
-        last_broker: str | None = None
-        last_mq: MessageQueue | None = None
-        payload: Any = None
-        first = 1
-        if after_first is not None:
-            last_error, last_mq, payload = after_first
-            last_broker = last_mq.broker_name
-            first = 2
-        tried = first - 1
-        busy = 0
-        not_ok: Any = None
-        while True:
-            if _flow_controlled(last_error):
-                busy += 1
-                if not await _back_off(busy, deadline):
-                    break
-            elif tried >= attempts:
-                break
-            else:
-                tried += 1
-            if time.monotonic() >= deadline:
-                break
-            try:
-                queues = await routes.write_queues(topic)
-            except RouteNotFoundError as exc:
-                last_error = exc
-                break
-            mq = (
-                last_mq
-                if last_mq is not None
-                and _redirected(last_error, routes, last_mq)
-                and last_mq in queues
-                else self._selector.select(queues, last_broker_name=last_broker)
-            )
-            payload = (
-                encode(mq) if payload is None else (retarget or set_queue_id)(payload, mq.queue_id)
-            )
-            started = time.monotonic()
-            try:
-                result = await attempt(mq, payload)
-            except ClientError as exc:
-                if not _retry_elsewhere(exc):
-                    raise
-                last_error = self._attempt_failed(topic, mq, started, exc, tried)
-                last_broker, last_mq = mq.broker_name, mq
-                continue
-            self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
-            if (
-                self.config.retry_another_broker_when_not_store_ok
-                and tried < attempts
-                and not _stored_ok(result)
-            ):
-                # RocketMQ's retryAnotherBrokerWhenNotStoreOK: stored there, but not as the
-                # status promises (a SYNC_MASTER's replicas did not ack); store it elsewhere too
-                not_ok, last_broker = result, mq.broker_name
-                continue
-            return result
-        if not_ok is not None:
-            return not_ok  # attempts ran out: the last stored-but-not-OK answer
-        if isinstance(last_error, RouteNotFoundError | PermissionDeniedError):
-            raise last_error  # says more than "attempts ran out" (a refusal, no route)
-        raise SendTimeoutError(
-            f"send to topic {topic!r} failed after {tried} attempt(s)"
-            f"{f' and {busy} busy answer(s)' if busy else ''} within "
-            f"{budget_s * 1000:.0f} ms (send_timeout_ms); last error: {last_error}"
-        ) from last_error
-
     async def _attempt(self, mq: MessageQueue, record: bytes, deadline: float) -> SendResult:
         routes, accumulator = self._running()
         addr = routes.addr_of(mq.broker_name)
         if addr is None:
             raise RouteNotFoundError(mq.topic, f"broker {mq.broker_name} has no known address")
-        remaining = deadline - time.monotonic()
+        remaining = deadline - self._clock.monotonic()
         if remaining <= 0:
             raise SendTimeoutError(f"no time left to send to {mq}")
         # The batcher fails the future past the deadline, and the call has it as timeout.
@@ -544,7 +474,7 @@ class Producer:
                 raise InvalidMessageError("a batch cannot carry delayed messages")
             check_message(msg, max_body_bytes=max_body, topic_checked=True)
         budget_s = (timeout_ms or self.config.send_timeout_ms) / 1000
-        deadline = time.monotonic() + budget_s
+        deadline = self._clock.monotonic() + budget_s
         keys = self._ids.next_ids(len(msgs))
 
         def encode(queue_id: int, slots: list[str] = keys) -> bytes:
@@ -580,9 +510,12 @@ class Producer:
         if queue is not None:
             records = encode(queue.queue_id)
             return await _retry_while_busy(
-                lambda: self._attempt_batch(queue, records, deadline), deadline
+                lambda: self._attempt_batch(queue, records, deadline),
+                deadline,
+                self._clock.monotonic,
             )
-        return await self._send_with_retries(
+        return await send_with_retries(
+            self,
             topic,
             deadline,
             budget_s,
@@ -599,7 +532,7 @@ class Producer:
         addr = routes.addr_of(mq.broker_name)
         if addr is None:
             raise RouteNotFoundError(mq.topic, f"broker {mq.broker_name} has no known address")
-        remaining = deadline - time.monotonic()
+        remaining = deadline - self._clock.monotonic()
         if remaining <= 0:
             raise SendTimeoutError(f"no time left to send to {mq}")
         if idempotent:
@@ -624,7 +557,7 @@ class Producer:
         future = accumulator.add(
             addr,
             self._encode(msg, mq.queue_id, uniq_key),
-            time.monotonic() + self.config.send_timeout_ms / 1000,
+            self._clock.monotonic() + self.config.send_timeout_ms / 1000,
         )
         self._oneway.add(future)
         future.add_done_callback(self._oneway_done)
@@ -664,78 +597,3 @@ class Producer:
         if self._accumulator is None:
             return {}
         return {addr: (b.calls, b.records_sent) for addr, b in self._accumulator.batchers().items()}
-
-
-class _NotStoredOk(ClientError):
-    """A first attempt that stored the message, but not as its status promises."""
-
-    def __init__(self, result: SendResult) -> None:
-        super().__init__(f"{result.queue.broker_name} answered {result.status.value}")
-        self.result = result
-
-
-def _stored_ok(result: Any) -> bool:
-    """SEND_OK for a send, or for every record of a batch."""
-    if isinstance(result, list):
-        return all(r.status is SendStatus.SEND_OK for r in result)
-    return bool(result.status is SendStatus.SEND_OK)
-
-
-def _retry_elsewhere(exc: ClientError) -> bool:
-    """Whether another attempt, on another broker, may succeed. A broker that refuses
-    the topic (not writable there, say, while the route still says it is) is one:
-    RocketMQ's producer retries NO_PERMISSION on another broker too. So is a queue id
-    the broker does not have: the route was stale, and the retry takes a fresh one
-    (RocketMQ answers that SYSTEM_ERROR, which its producer retries)."""
-    return (
-        exc.retriable
-        or isinstance(exc, PermissionDeniedError)
-        or (isinstance(exc, InvalidRequestError) and exc.reason == "QUEUE_OUT_OF_RANGE")
-    )
-
-
-def _redirected(exc: BaseException | None, routes: RouteService, mq: MessageQueue) -> bool:
-    """A NOT_MASTER answer after which *mq*'s broker name has another master address."""
-    if not isinstance(exc, NotMasterError):
-        return False
-    addr = routes.addr_of(mq.broker_name)
-    return addr is not None and addr != exc.addr
-
-
-def _flow_controlled(exc: BaseException | None) -> bool:
-    return isinstance(exc, BusyError) and exc.flow_control
-
-
-async def _back_off(busy: int, deadline: float) -> bool:
-    """Wait before the *busy*-th retry of a SYSTEM_BUSY answer; False if it would overrun.
-
-    Exponential with jitter, as RocketMQ 5 clients back off on TOO_MANY_REQUESTS:
-    20, 40, 80 ... ms up to 1 s, each scaled by a random factor in [0.5, 1).
-    """
-    pause_s = min(BUSY_BACKOFF_INITIAL_S * 2 ** (busy - 1), BUSY_BACKOFF_MAX_S)
-    pause_s *= 0.5 + random.random() / 2
-    if time.monotonic() + pause_s >= deadline:
-        return False
-    await asyncio.sleep(pause_s)
-    return True
-
-
-async def _retry_while_busy(call: Callable[[], Awaitable[T]], deadline: float) -> T:
-    """One attempt to a chosen queue, repeated after a back-off while the broker is busy."""
-    busy = 0
-    while True:
-        try:
-            return await call()
-        except BusyError as exc:
-            busy += 1
-            if not exc.flow_control or not await _back_off(busy, deadline):
-                raise
-
-
-def _result(receipt: SendReceipt, mq: MessageQueue) -> SendResult:
-    queue = mq
-    if (receipt.topic and receipt.topic != mq.topic) or receipt.queue_id != mq.queue_id:
-        queue = MessageQueue(receipt.topic or mq.topic, mq.broker_name, receipt.queue_id)
-    return _new_send_result(
-        receipt.status, receipt.msg_id, receipt.offset_msg_id, queue, receipt.queue_offset
-    )

@@ -27,34 +27,58 @@ counts as consumed: its queue's offset moves past it, and is committed every
 ``commit_interval_s`` (``auto_commit=True``, default) or by ``commit()``.
 ``seek(queue, offset)``, ``seek_to_begin`` and ``seek_to_end`` move a queue;
 messages buffered from before are discarded.
+
+The consumer is assembled from parts (:mod:`.consumer_base`), as the push
+consumer is: what it hands them is where pulled messages go (the ready list
+``poll`` takes from) and whether offsets are committed automatically.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pocketmq.client.config import PullConsumerConfig, build
-from pocketmq.client.consumer_base import ConsumerBase, _cancel
+from pocketmq.client.config import PullConsumerConfig, build, parse_namesrv
+from pocketmq.client.consumer_base import ConsumerParts, ConsumerWiring, assemble
 from pocketmq.client.errors import ClientError, ClientStateError, PermissionDeniedError
-from pocketmq.client.model import MessageExt, MessageQueue
+from pocketmq.client.heartbeat import make_client_id
+from pocketmq.client.model import ClientState, MessageExt, MessageModel, MessageQueue
 from pocketmq.client.process_queue import ProcessQueue
+from pocketmq.client.remoting import BrokerClient
+from pocketmq.client.subscription import SubscriptionState
 from pocketmq.client.trace import TraceDispatcher, close_trace, start_trace
 from pocketmq.common.aio import wait_event
-from pocketmq.common.clock import Clock
+from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.filter import MessageSelector
+from pocketmq.common.validation import check_group
 
 __all__ = ["PullConsumer"]
 
 log = logging.getLogger(__name__)
 
 
-class PullConsumer(ConsumerBase):
-    _push = False
+class PullConsumer:
+    """A consumer the application asks for messages (RocketMQ's lite pull consumer).
+
+    Construct it with the group, the nameservers and options (``PullConsumerConfig``
+    fields as keywords, or ``config=``); then either subscribe (queues divided
+    among the group's members) or assign queues (exactly those), start, poll::
+
+        consumer = PullConsumer(group="cg", namesrv="127.0.0.1:9876", consume_from="first")
+        consumer.subscribe("orders", "*")
+        async with consumer:
+            messages = await consumer.poll(timeout_s=1.0)
+
+    Main methods: :meth:`subscribe` or :meth:`assign` (with
+    :meth:`fetch_message_queues`), :meth:`start`, :meth:`poll`, :meth:`commit`
+    (``auto_commit=False``) and :meth:`committed`, :meth:`seek`,
+    :meth:`seek_to_begin`, :meth:`seek_to_end`, :meth:`offset_for_time`,
+    :meth:`beginning_offset`, :meth:`end_offset`, :meth:`shutdown`;
+    :attr:`state` (a :class:`~pocketmq.client.model.ClientState`).
+    """
 
     def __init__(
         self,
@@ -67,67 +91,88 @@ class PullConsumer(ConsumerBase):
         **options: Any,
     ) -> None:
         cfg: PullConsumerConfig = build(PullConsumerConfig, config, options)
-        super().__init__(
-            group=group, namesrv=namesrv, config=cfg, clock=clock, instance_name=instance_name
-        )
+        problem = check_group(group)
+        if problem:
+            raise ValueError(f"consumer group: {problem}")
+        self.group = group
+        self.namesrv = parse_namesrv(namesrv)
         self.config: PullConsumerConfig = cfg
-        self._assigned: set[MessageQueue] | None = None
+        self.client_id = make_client_id(instance_name)
+        self._clock = clock or SystemClock()
+        self._state = ClientState.CREATED
+        self._subscription = SubscriptionState()
+        self._parts: ConsumerParts | None = None
         self._ready: deque[tuple[ProcessQueue, list[MessageExt]]] = deque()
         self._has_ready = asyncio.Event()
         self.trace: TraceDispatcher | None = None  # enable_trace: client/trace.py
 
+    @property
+    def state(self) -> ClientState:
+        """created, starting, running, shutting down or shut down."""
+        return self._state
+
+    @property
+    def broadcasting(self) -> bool:
+        return self.config.message_model is MessageModel.BROADCASTING
+
     # -- assignment ---------------------------------------------------------------------
     def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
-        if self._assigned is not None:
-            raise ClientStateError(
-                "this consumer uses assign(); subscribe() and assign() do not mix"
-            )
-        super().subscribe(topic, expression)
+        """Read *topic*'s messages that *expression* selects (tags, or
+        ``MessageSelector.by_sql``), the queues divided among the group's members."""
+        self._subscription.subscribe(topic, expression)
+
+    def unsubscribe(self, topic: str) -> None:
+        self._subscription.unsubscribe(topic)
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:
         """Read exactly these queues (no rebalance); replaces any earlier assignment."""
-        if self._subscriptions:
-            raise ClientStateError(
-                "this consumer uses subscribe(); subscribe() and assign() do not mix"
-            )
-        self._assigned = set(queues)
-        if self._rebalance is not None:
-            self._rebalance.wakeup()
+        self._subscription.assign(queues)
+
+    def assigned_queues(self) -> set[MessageQueue]:
+        """The queues this member reads now."""
+        return self._parts.fetcher.assigned() if self._parts is not None else set()
+
+    def pull_stats(self) -> dict[str, tuple[int, int]]:
+        """Broker address -> (PullBatch calls made, queue pulls they carried)."""
+        return self._parts.fetcher.pull_stats() if self._parts is not None else {}
 
     async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
         """Every readable queue of *topic*, sorted (a started consumer; no subscription or
         assignment needed). RouteNotFoundError when no broker serves the topic."""
-        self._running()
-        assert self._routes is not None
-        return (await self._routes.get(topic)).read_queues()
-
-    async def _take_assignment(self, queue: MessageQueue | None = None) -> None:
-        """Apply a pending assign() now, so that *queue* is pulled before it is used."""
-        if self._assigned is None or (queue is not None and queue in self._pqs):
-            return
-        if queue is None and set(self._pqs) == self._assigned:
-            return
-        await self.rebalance_once()
+        parts = self._running()
+        return (await parts.routes.get(topic)).read_queues()
 
     async def rebalance_once(self) -> None:
-        if self._assigned is None:
-            await super().rebalance_once()
-            return
-        if self._state != "running" or self._routes is None:
-            return
-        async with self._rebalance_lock:
-            topics = {mq.topic for mq in self._assigned} | {mq.topic for mq in self._pqs}
-            for topic in sorted(topics):
-                if any(mq.topic == topic for mq in self._assigned):
-                    with contextlib.suppress(ClientError):
-                        await self._routes.get(topic)
-                await self._apply(topic, {mq for mq in self._assigned if mq.topic == topic})
+        """One rebalance round (subscribed), or the assignment applied (assigned)."""
+        if self._parts is not None:
+            await self._parts.coordinator.rebalance_once()
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
+        """Join the group and start reading; PermissionDeniedError when every broker's
+        ACL refuses the group, ClientStateError when started before."""
         self.trace = await start_trace(self)
-        await self._start_services()
-        refused = self._heartbeat.refused_everywhere() if self._heartbeat else None
+        if self._state is not ClientState.CREATED:
+            raise ClientStateError(f"consumer {self.group} is {self._state}; start it once")
+        self._state = ClientState.STARTING
+        self._parts = parts = assemble(
+            group=self.group,
+            client_id=self.client_id,
+            namesrv=self.namesrv,
+            config=self.config,
+            clock=self._clock,
+            subscription=self._subscription,
+            wiring=ConsumerWiring(
+                push=False,
+                is_running=lambda: self._state is ClientState.RUNNING,
+                on_messages=self._on_messages,
+                auto_commit=self.config.auto_commit,
+            ),
+        )
+        await parts.connect(list(self._subscription.all()))
+        self._state = ClientState.RUNNING
+        await parts.run()
+        refused = parts.heartbeat.refused_everywhere()
         if refused is not None:
             await self.shutdown()
             raise PermissionDeniedError(
@@ -136,15 +181,18 @@ class PullConsumer(ConsumerBase):
         log.info("pull consumer %s (%s) started", self.group, self.client_id)
 
     async def shutdown(self) -> None:
-        if self.state in ("created", "shut down"):
-            self._state = "shut down"
+        if self._state in (ClientState.CREATED, ClientState.SHUT_DOWN):
+            self._state = ClientState.SHUT_DOWN
             return
-        await self._stop_services()
+        self._state = ClientState.SHUTTING_DOWN
+        if self._parts is not None:
+            await self._parts.stop()
         await close_trace(self.trace, self.config.rpc_timeout_s)
-        await self._close_services()
+        if self._parts is not None:
+            await self._parts.close()
         self._ready.clear()
         self._has_ready.set()
-        self._state = "shut down"
+        self._state = ClientState.SHUT_DOWN
         log.info("pull consumer %s (%s) shut down", self.group, self.client_id)
 
     async def __aenter__(self) -> PullConsumer:
@@ -154,9 +202,10 @@ class PullConsumer(ConsumerBase):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.shutdown()
 
-    @property
-    def _auto_commit(self) -> bool:
-        return self.config.auto_commit
+    def _running(self) -> ConsumerParts:
+        if self._state is not ClientState.RUNNING or self._parts is None:
+            raise ClientStateError(f"consumer {self.group} is {self._state}; call start() first")
+        return self._parts
 
     # -- reading ------------------------------------------------------------------------
     def _on_messages(self, pq: ProcessQueue, messages: list[MessageExt]) -> None:
@@ -165,25 +214,26 @@ class PullConsumer(ConsumerBase):
 
     async def poll(self, timeout_s: float = 5.0) -> list[MessageExt]:
         """Up to ``max_poll_messages`` messages; waits up to *timeout_s* for the first."""
-        self._running()
-        await self._take_assignment()
+        parts = self._running()
+        await parts.coordinator.take_assignment()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
-            out = self._take(self.config.max_poll_messages)
+            out = self._take(parts, self.config.max_poll_messages)
             remaining = deadline - loop.time()
-            if out or remaining <= 0 or self._state != "running":
+            if out or remaining <= 0 or self._state is not ClientState.RUNNING:
                 if out and self.trace is not None:
                     self.trace.polled(out)
                 return out
             self._has_ready.clear()
             await wait_event(self._has_ready, remaining)
 
-    def _take(self, limit: int) -> list[MessageExt]:
+    def _take(self, parts: ConsumerParts, limit: int) -> list[MessageExt]:
         out: list[MessageExt] = []
+        pqs = parts.fetcher.pqs
         while self._ready and len(out) < limit:
             pq, msgs = self._ready[0]
-            if pq.dropped or self._pqs.get(pq.queue) is not pq:
+            if pq.dropped or pqs.get(pq.queue) is not pq:
                 self._ready.popleft()
                 continue
             take = msgs[: limit - len(out)]
@@ -193,41 +243,38 @@ class PullConsumer(ConsumerBase):
                 self._ready.popleft()
             out.extend(take)
             committed = pq.remove(m.queue_offset for m in take)
-            if self._offsets is not None:
-                self._offsets.update(pq.queue, committed)
+            parts.offsets.store.update(pq.queue, committed)
         return out
 
     # -- positions ----------------------------------------------------------------------
     async def commit(self) -> int:
         """Commit the offsets of everything polled so far; returns queues written."""
-        self._running()
-        return await self.commit_offsets()
+        return await self._running().offsets.commit()
+
+    async def commit_offsets(self) -> int:
+        """Write every changed offset now; returns how many were written."""
+        return await self._parts.offsets.commit() if self._parts is not None else 0
 
     def committed(self, queue: MessageQueue) -> int | None:
         """The offset this consumer will commit for *queue* (its position)."""
-        return self._offsets.get(queue) if self._offsets is not None else None
+        return self._parts.offsets.store.get(queue) if self._parts is not None else None
 
     async def seek(self, queue: MessageQueue, offset: int) -> None:
         """Continue *queue* at *offset*; messages buffered but not polled are dropped."""
-        self._running()
-        await self._take_assignment(queue)
-        pq = self._pqs.get(queue)
+        parts = self._running()
+        await parts.coordinator.take_assignment(queue)
+        pq = parts.fetcher.pqs.get(queue)
         if pq is None:
             raise ClientStateError(f"{queue} is not assigned to this consumer")
-        broker = self._broker(queue.broker_name)
+        broker = parts.brokers.read(queue.broker_name)
         if broker is None:
             raise ClientError(f"no address for broker {queue.broker_name}")
         low = await broker.min_offset(queue, timeout_s=self.config.rpc_timeout_s)
         high = await broker.max_offset(queue, timeout_s=self.config.rpc_timeout_s)
         if not low <= offset <= high:
             raise ValueError(f"offset {offset} of {queue} is outside [{low}, {high}]")
-        pq.drop()
-        await _cancel(self._pull_tasks.pop(queue, None))
-        fresh = self._new_process_queue(queue, offset)
-        self._pqs[queue] = fresh
-        if self._offsets is not None:
-            self._offsets.update(queue, offset, increase_only=False)
-        self._start_pulling(fresh)
+        await parts.fetcher.seek(pq, offset)
+        parts.offsets.store.update(queue, offset, increase_only=False)
 
     async def beginning_offset(self, queue: MessageQueue) -> int:
         """The first offset *queue* still holds (Kafka's beginning_offsets)."""
@@ -248,9 +295,8 @@ class PullConsumer(ConsumerBase):
             queue, timestamp_ms, timeout_s=self.config.rpc_timeout_s
         )
 
-    def _queue_broker(self, queue: MessageQueue) -> Any:
-        self._running()
-        broker = self._broker(queue.broker_name)
+    def _queue_broker(self, queue: MessageQueue) -> BrokerClient:
+        broker = self._running().brokers.read(queue.broker_name)
         if broker is None:
             raise ClientError(
                 f"no address for broker {queue.broker_name}; is "
@@ -259,17 +305,25 @@ class PullConsumer(ConsumerBase):
         return broker
 
     async def seek_to_begin(self, queue: MessageQueue) -> None:
-        self._running()
-        await self._take_assignment(queue)
-        broker = self._broker(queue.broker_name)
+        parts = self._running()
+        await parts.coordinator.take_assignment(queue)
+        broker = parts.brokers.read(queue.broker_name)
         if broker is None:
             raise ClientError(f"no address for broker {queue.broker_name}")
         await self.seek(queue, await broker.min_offset(queue))
 
     async def seek_to_end(self, queue: MessageQueue) -> None:
-        self._running()
-        await self._take_assignment(queue)
-        broker = self._broker(queue.broker_name)
+        parts = self._running()
+        await parts.coordinator.take_assignment(queue)
+        broker = parts.brokers.read(queue.broker_name)
         if broker is None:
             raise ClientError(f"no address for broker {queue.broker_name}")
         await self.seek(queue, await broker.max_offset(queue))
+
+    # -- for tests and benchmarks: the parts' state ---------------------------------------
+    @property
+    def _pqs(self) -> dict[MessageQueue, ProcessQueue]:
+        return self._parts.fetcher.pqs if self._parts is not None else {}
+
+    def _broker(self, broker_name: str) -> BrokerClient | None:
+        return self._parts.brokers.read(broker_name) if self._parts is not None else None

@@ -32,7 +32,14 @@ import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Generic, TypeVar
 
-from pocketmq.client.model import ConsumeResult, Message, MessageExt, MessageQueue, SendResult
+from pocketmq.client.model import (
+    ClientState,
+    ConsumeResult,
+    Message,
+    MessageExt,
+    MessageQueue,
+    SendResult,
+)
 from pocketmq.client.producer import MessageQueueSelector, Producer
 from pocketmq.client.pull_consumer import PullConsumer
 from pocketmq.client.push_consumer import PushConsumer
@@ -112,7 +119,7 @@ class _Facade(Generic[C]):
             return
         self._closed = True
         try:
-            if self.client.state == "running":
+            if self.client.state is ClientState.RUNNING:
                 self._run(self.client.shutdown())
         finally:
             self._thread.close()
@@ -218,7 +225,7 @@ class SyncPullConsumer(_Facade[PullConsumer]):
         )
 
     def __enter__(self) -> SyncPullConsumer:
-        if self.client.state == "created":
+        if self.client.state is ClientState.CREATED:
             self.start()
         return self
 

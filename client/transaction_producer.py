@@ -126,6 +126,21 @@ class TransactionSendResult:
 
 
 class TransactionProducer(Producer):
+    """A producer whose messages are stored if and only if a local transaction commits
+    (RocketMQ's TransactionMQProducer).
+
+    Construct it with the group, the nameservers and a *checker* (``checker(msg) ->
+    LocalTransactionState``, sync or async: the broker asks it how a transaction left
+    unresolved ended), plus ``topics=`` whose halves it answers for from the start::
+
+        async with TransactionProducer("tx-orders", "127.0.0.1:9876", checker=check) as p:
+            result = await p.send_in_transaction(msg, execute_local, arg)
+
+    Main methods: :meth:`send_in_transaction` (half message, ``execute_local(msg, arg)``,
+    then COMMIT or ROLLBACK), :meth:`start`, :meth:`shutdown`; every :class:`Producer`
+    method too (plain sends).
+    """
+
     def __init__(
         self,
         group: str,

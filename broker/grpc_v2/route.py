@@ -20,6 +20,7 @@ cluster share.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -30,6 +31,7 @@ from pocketmq.broker.namesrv_client import namesrv_channel, signed
 from pocketmq.broker.topic_config import AUTO_CREATE_TOPIC_KEY_TOPIC, TopicConfigManager
 from pocketmq.common.auth import Credentials
 from pocketmq.common.configfile import parse_host_port
+from pocketmq.common.failover import AddressRing
 from pocketmq.v1 import nameserver_pb2, nameserver_pb2_grpc
 
 __all__ = ["BrokerRoute", "RouteResolver"]
@@ -55,6 +57,14 @@ class BrokerRoute:
 _ROUTE = "/pocketmq.v1.NameServer/GetRouteInfoByTopic"
 
 
+class _NoV2Route(Exception):
+    """A nameserver routes the topic, but to no broker that serves RocketMQ 5 clients."""
+
+
+def _try_next(exc: Exception) -> bool:
+    return isinstance(exc, grpc.aio.AioRpcError | _NoV2Route)
+
+
 class RouteResolver:
     def __init__(
         self,
@@ -70,9 +80,8 @@ class RouteResolver:
     ) -> None:
         self._credentials = credentials
         self._channels = [(addr, namesrv_channel(addr, tls_ca_file)) for addr in namesrv_addrs]
-        self._stubs = [
-            (addr, nameserver_pb2_grpc.NameServerStub(ch)) for addr, ch in self._channels
-        ]
+        self._stubs = {addr: nameserver_pb2_grpc.NameServerStub(ch) for addr, ch in self._channels}
+        self._nameservers = AddressRing(list(self._stubs), sticky=False)  # in the given order
         self._topics = topics
         self._broker_name = broker_name
         self._v2 = (v2_host, v2_port)
@@ -85,9 +94,10 @@ class RouteResolver:
     async def route(self, topic: str) -> list[BrokerRoute]:
         """The brokers serving *topic*, sorted by name; NotFoundError when none does."""
         order = self._order(topic)
-        for addr, stub in self._stubs:
+
+        async def ask(addr: str) -> list[BrokerRoute] | None:
             try:
-                response = await self._lookup(stub, topic)
+                response = await self._lookup(self._stubs[addr], topic)
             except grpc.aio.AioRpcError as exc:
                 log.warning(
                     "route of %s: nameserver %s answered %s: %s; trying the next",
@@ -96,12 +106,19 @@ class RouteResolver:
                     exc.code().name,
                     exc.details(),
                 )
-                continue
+                raise
             if response is None:
-                break  # no nameserver knows the topic nor the template
+                return None  # no nameserver knows the topic nor the template
             routes = _routes(response, order)
-            if routes:
-                return routes
+            if not routes:
+                raise _NoV2Route(addr)  # none with a v2 address there: ask the next
+            return routes
+
+        if self._nameservers:
+            with contextlib.suppress(grpc.aio.AioRpcError, _NoV2Route):
+                routes = await self._nameservers.first_answer(ask, retry=_try_next)
+                if routes is not None:
+                    return routes
         return self._local(topic, order)
 
     async def _lookup(
