@@ -356,10 +356,17 @@ range:
     return 0;
 }
 
+/* An idempotent producer's stamp, written after the record's UNIQ_KEY value:
+ * "\x02PMQ_IDEM\x01<pid>.<epoch>.<seq>" (client/idempotence.py, stamp()). */
+typedef struct {
+    long long pid, epoch, seq;  /* seq: the first record's; the i-th gets seq + i */
+    int on;
+} Stamp;
+
 static int
 encode_one(Buf *out, Buf *props, PyObject *msg, PyObject *uniq_key, int32_t queue_id,
            const unsigned char *born_host, Py_ssize_t born_size, int64_t born_ts,
-           Py_ssize_t compress_over, int32_t reconsume)
+           Py_ssize_t compress_over, int32_t reconsume, const Stamp *stamp, Py_ssize_t index)
 {
     int ok = 0;
     PyObject *body = NULL, *flag_obj = NULL;
@@ -403,7 +410,13 @@ encode_one(Buf *out, Buf *props, PyObject *msg, PyObject *uniq_key, int32_t queu
     const char *uniq = PyUnicode_AsUTF8AndSize(uniq_key, &uniq_len);
     if (uniq == NULL)
         goto done;
-    Py_ssize_t props_len = props->len + uniq_len + 1;
+    char stamped[80];           /* "\x02PMQ_IDEM\x01" + three 20-digit numbers and dots */
+    Py_ssize_t stamp_len = 0;
+    if (stamp->on) {
+        stamp_len = PyOS_snprintf(stamped, sizeof stamped, "\x02PMQ_IDEM\x01%lld.%lld.%lld",
+                                  stamp->pid, stamp->epoch, stamp->seq + (long long)index);
+    }
+    Py_ssize_t props_len = props->len + uniq_len + stamp_len + 1;
     if (props_len > MAX_PROPERTIES_LENGTH) {
         PyErr_Format(invalid_message_error, "properties are %zd bytes; at most %d fit a record",
                      props_len, MAX_PROPERTIES_LENGTH);
@@ -455,6 +468,8 @@ encode_one(Buf *out, Buf *props, PyObject *msg, PyObject *uniq_key, int32_t queu
     p += props->len;
     memcpy(p, uniq, (size_t)uniq_len);
     p += uniq_len;
+    memcpy(p, stamped, (size_t)stamp_len);
+    p += stamp_len;
     *p = 0x02;
     out->len += total;
     ok = 1;
@@ -467,8 +482,9 @@ done:
 
 PyDoc_STRVAR(encode_messages_doc,
 "encode_messages(msgs, uniq_keys, queue_id, born_host, born_timestamp_ms,\n"
-"                compress_over_bytes, reconsume_times) -> bytes\n\n"
-"The records of *msgs* back to back, each with its unique key, as\n"
+"                compress_over_bytes, reconsume_times, stamp=None) -> bytes\n\n"
+"The records of *msgs* back to back, each with its unique key (and, with\n"
+"stamp=(producer id, epoch, first seq), its PMQ_IDEM stamp), as\n"
 "message_codec.py_encode_messages builds them.");
 
 static PyObject *
@@ -482,9 +498,18 @@ encode_messages(PyObject *self, PyObject *args)
     Py_ssize_t compress_over;
     if (!ready())
         return NULL;
-    if (!PyArg_ParseTuple(args, "OOOy*LnO:encode_messages", &msgs, &keys, &queue_id_obj, &born,
-                          &born_ts, &compress_over, &reconsume_obj))
+    PyObject *stamp_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOy*LnO|O:encode_messages", &msgs, &keys, &queue_id_obj,
+                          &born, &born_ts, &compress_over, &reconsume_obj, &stamp_obj))
         return NULL;
+    Stamp stamp = {0, 0, 0, 0};
+    if (stamp_obj != Py_None) {
+        if (!PyArg_ParseTuple(stamp_obj, "LLL:stamp", &stamp.pid, &stamp.epoch, &stamp.seq)) {
+            PyBuffer_Release(&born);
+            return NULL;
+        }
+        stamp.on = 1;
+    }
     PyObject *result = NULL, *msgs_fast = NULL, *keys_fast = NULL;
     Buf out = {0}, props = {0};
     int32_t queue_id, reconsume;
@@ -509,7 +534,8 @@ encode_messages(PyObject *self, PyObject *args)
             goto done;
         }
         if (!encode_one(&out, &props, PySequence_Fast_GET_ITEM(msgs_fast, i), key, queue_id,
-                        born.buf, born.len, (int64_t)born_ts, compress_over, reconsume))
+                        born.buf, born.len, (int64_t)born_ts, compress_over, reconsume,
+                        &stamp, i))
             goto done;
     }
     result = PyBytes_FromStringAndSize((const char *)out.data, out.len);
