@@ -363,6 +363,25 @@ typedef struct {
     int on;
 } Stamp;
 
+/* *v* in decimal (as "%lld" writes it) at *p* (room for 20 characters); its length. */
+static Py_ssize_t
+put_decimal(char *p, long long v)
+{
+    char digits[20];
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    Py_ssize_t len = 0;
+    if (v < 0)
+        p[len++] = '-';
+    while (n)
+        p[len++] = digits[--n];
+    return len;
+}
+
 static int
 encode_one(Buf *out, Buf *props, PyObject *msg, PyObject *uniq_key, int32_t queue_id,
            const unsigned char *born_host, Py_ssize_t born_size, int64_t born_ts,
@@ -413,8 +432,13 @@ encode_one(Buf *out, Buf *props, PyObject *msg, PyObject *uniq_key, int32_t queu
     char stamped[80];           /* "\x02PMQ_IDEM\x01" + three 20-digit numbers and dots */
     Py_ssize_t stamp_len = 0;
     if (stamp->on) {
-        stamp_len = PyOS_snprintf(stamped, sizeof stamped, "\x02PMQ_IDEM\x01%lld.%lld.%lld",
-                                  stamp->pid, stamp->epoch, stamp->seq + (long long)index);
+        memcpy(stamped, "\x02PMQ_IDEM\x01", 10);
+        stamp_len = 10;
+        stamp_len += put_decimal(stamped + stamp_len, stamp->pid);
+        stamped[stamp_len++] = '.';
+        stamp_len += put_decimal(stamped + stamp_len, stamp->epoch);
+        stamped[stamp_len++] = '.';
+        stamp_len += put_decimal(stamped + stamp_len, stamp->seq + (long long)index);
     }
     Py_ssize_t props_len = props->len + uniq_len + stamp_len + 1;
     if (props_len > MAX_PROPERTIES_LENGTH) {
@@ -504,7 +528,15 @@ encode_messages(PyObject *self, PyObject *args)
         return NULL;
     Stamp stamp = {0, 0, 0, 0};
     if (stamp_obj != Py_None) {
-        if (!PyArg_ParseTuple(stamp_obj, "LLL:stamp", &stamp.pid, &stamp.epoch, &stamp.seq)) {
+        if (!PyTuple_Check(stamp_obj) || PyTuple_GET_SIZE(stamp_obj) != 3) {
+            PyErr_SetString(PyExc_TypeError, "stamp must be (producer id, epoch, seq) or None");
+            PyBuffer_Release(&born);
+            return NULL;
+        }
+        stamp.pid = PyLong_AsLongLong(PyTuple_GET_ITEM(stamp_obj, 0));
+        stamp.epoch = PyLong_AsLongLong(PyTuple_GET_ITEM(stamp_obj, 1));
+        stamp.seq = PyLong_AsLongLong(PyTuple_GET_ITEM(stamp_obj, 2));
+        if (PyErr_Occurred()) {
             PyBuffer_Release(&born);
             return NULL;
         }

@@ -25,6 +25,10 @@ queue for as long as its outcome is unknown::
         queue (RocketMQ's retry on another broker), up to retry_times_when_send_failed
         times
 
+The broker itself holds a request that arrives ahead of its queue's earlier ones
+(the server may run concurrent calls in any order) for a moment until they are
+stored, so OUT_OF_ORDER_SEQUENCE mostly means a real gap or a long delay.
+
 *admitted*: a caller that issues its own calls (``send_batch``) passes
 ``max_in_flight``: a request waits until fewer than that many of its queue's
 earlier requests are open, so that a queue's requests leave in sequence order,
