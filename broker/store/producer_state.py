@@ -290,7 +290,8 @@ class ProducerStateTable:
         """:meth:`observe` for each stamped record of an appended batch, one update per
         run of its ``idem_runs`` (nothing at all for a batch without stamps)."""
         producers = self.producers
-        for pid, epoch, topic, queue_id, first, indices in batch.idem_runs:
+        runs = batch.idem_runs
+        for pid, epoch, topic, queue_id, first, indices in runs:
             if topic in PARKING_TOPICS:
                 self._observe_parked(batch, pid, epoch, first, indices, phys_offsets, timestamp_ms)
                 continue
@@ -324,6 +325,22 @@ class ProducerStateTable:
                 q.phys.extend(phys_offsets[lo : hi + 1])
             else:
                 q.phys.extend([phys_offsets[i] for i in indices[skip:]])
+        if len(runs) > 1:
+            self._reorder(runs)
+
+    def _reorder(self, runs: Sequence[Run]) -> None:
+        """Ids in order of their last record in the batch, as observing record by record
+        leaves them (the order evictions and expiry walk)."""
+        last: dict[int, int] = {}
+        for run in runs:
+            pid, end = run[0], run[5][-1]
+            if end > last.get(pid, -1):
+                last[pid] = end
+        if len(last) > 1:
+            producers = self.producers
+            for pid in sorted(last, key=last.__getitem__):
+                if pid in producers:
+                    producers.move_to_end(pid)
 
     def _observe_parked(
         self,
