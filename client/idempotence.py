@@ -176,11 +176,16 @@ class Ticket:
         TimeoutError after *timeout_s* (one timer, no task: this runs per request)."""
         loop = asyncio.get_running_loop()
         when = None if timeout_s is None else loop.time() + timeout_s
+        opened = self.lane.open
         while True:
-            earlier = self.earlier()
-            if len(earlier) < max_in_flight:
+            # the lane's open tickets are in sequence order: this one's index is how
+            # many earlier ones are open (a scan in C, not a list built in Python)
+            if self._closed:
                 return
-            waiter = earlier[len(earlier) - max_in_flight]._waiter(loop)
+            before = opened.index(self)
+            if before < max_in_flight:
+                return
+            waiter = opened[before - max_in_flight]._waiter(loop)
             expiry = None if when is None else loop.call_at(when, _expire, waiter)
             try:
                 await waiter
