@@ -9,11 +9,23 @@ in :data:`PRODUCER_EPOCH_TOPIC` (body: the identity; ``PMQ_IDEM`` =
 with the log. Fresh ids are random in [1, 2**62); named ones have bit 62 set,
 so the two never meet.
 
-Before a put, :meth:`IdempotenceService.check` reads each record's ``PMQ_IDEM``
-(see :mod:`pocketmq.broker.store.producer_state`) and asks the store's
+Before a put, :meth:`IdempotenceService.check` takes the records' ``PMQ_IDEM``
+stamps as the store's scan parsed them (``ScannedBatch.idem_runs``, see
+:mod:`pocketmq.broker.store.producer_state`) and asks the store's
 :class:`ProducerStateTable` which records are retries of stored ones; those are
-answered with their original offsets (:func:`duplicate_answer`) and left out
-of the put. The table itself is advanced by the store as it appends. Refusals::
+answered with their original offsets (:class:`DuplicateAnswer`) and left out of
+the put. A request whose runs are all new and in order (the usual one) costs
+one look per run; a request without stamps, none. The table itself is advanced
+by the store as it appends, from the same runs.
+
+A request that arrives ahead of its queue's earlier ones (an idempotent producer
+keeps up to ``max_in_flight_requests_per_queue`` of a queue's requests in
+flight, and the server may run concurrent calls in any order) waits for them
+(:meth:`IdempotenceService.after_predecessors`): a future per waiting request,
+keyed by (producer id, topic, queue id), woken by every put that advances that
+queue (:meth:`IdempotenceService.wake`); at most ``max_waiters_per_queue`` per
+queue and ``max_waiters`` in all wait, each at most ``wait_ms``; past that,
+OUT_OF_ORDER_SEQUENCE as before. Refusals::
 
     PRODUCER_FENCED        FAILED_PRECONDITION  an epoch older than the id's
     OUT_OF_ORDER_SEQUENCE  OUT_OF_RANGE         a gap before the record's sequence
@@ -23,6 +35,7 @@ of the put. The table itself is advanced by the store as it appends. Refusals::
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
 import struct
@@ -45,7 +58,7 @@ from pocketmq.broker.store.producer_state import (
     ProducerStateError,
     ProducerStateTable,
     StateErrorKind,
-    idempotence_of,
+    idents_of_runs,
 )
 from pocketmq.broker.store.results import PutStatus
 from pocketmq.broker.topic_config import PRODUCER_EPOCH_TOPIC
@@ -59,6 +72,7 @@ __all__ = [
     "DuplicateAnswer",
     "IdempotenceService",
     "ProducerInit",
+    "SequenceAhead",
     "named_producer_id",
 ]
 
@@ -100,6 +114,26 @@ def named_producer_id(owner: str, identity: str) -> int:
     return (int.from_bytes(digest, "big") & (_NAMED_BIT - 1)) | _NAMED_BIT
 
 
+#: how long a request ahead of its queue waits for the earlier ones (ms)
+WAIT_MS = 500
+#: requests that may wait at once, per (producer id, topic, queue id) and in all
+MAX_WAITERS_PER_QUEUE = 8
+MAX_WAITERS = 4096
+
+WaitKey = tuple[int, str, int]  # (producer id, topic, queue id)
+
+
+class SequenceAhead(Exception):
+    """A request ahead of its queue: its record numbered *seq* in *key* waits for the
+    earlier ones; *error* is the refusal to answer if they do not come."""
+
+    def __init__(self, key: WaitKey, seq: int, error: BrokerError) -> None:
+        super().__init__(str(error))
+        self.key = key
+        self.seq = seq
+        self.error = error
+
+
 class IdempotenceService:
     def __init__(
         self,
@@ -107,11 +141,21 @@ class IdempotenceService:
         *,
         clock: Clock | None = None,
         not_master: Callable[[], NotMasterError | None] | None = None,
+        wait_ms: int = WAIT_MS,
+        max_waiters_per_queue: int = MAX_WAITERS_PER_QUEUE,
+        max_waiters: int = MAX_WAITERS,
     ) -> None:
         self._store = store
         self._table: ProducerStateTable = store.producers  # type: ignore[attr-defined]
         self._clock = clock or SystemClock()
         self._not_master = not_master
+        self._wait_s = wait_ms / 1000
+        self._max_waiters_per_queue = max_waiters_per_queue
+        self._max_waiters = max_waiters
+        #: requests ahead of their queue: key -> [(the sequence waiting, its future)]
+        self._waiters: dict[WaitKey, list[tuple[int, asyncio.Future[None]]]] = {}
+        self._waiting = 0
+        self.waited = 0  # requests that waited for earlier ones (and were then checked again)
 
     # -- InitProducerId -----------------------------------------------------------------
     def init_producer_id(
@@ -167,21 +211,91 @@ class IdempotenceService:
     def check(
         self, blob: bytes | bytearray | memoryview, scanned: ScannedBatch
     ) -> dict[int, DuplicateAnswer] | None:
-        """None for a request without producer ids (one look at its first and last
-        record); else the records already stored, each with its original answer."""
-        positions, sizes = scanned.positions, scanned.sizes
-        first = idempotence_of(blob, positions[0] + sizes[0])
-        if first is None and idempotence_of(blob, positions[-1] + sizes[-1]) is None:
+        """None for a request without producer ids, or whose records are all new and in
+        order; else the records already stored, each with its original answer. Raises
+        :class:`SequenceAhead` when earlier records of a queue may still come."""
+        runs = scanned.idem_runs
+        if not runs:
             return None
-        idents = [first] + [
-            idempotence_of(blob, positions[i] + sizes[i]) for i in range(1, len(positions))
-        ]
+        now = self._clock.now_ms()
+        table = self._table
+        if table.in_order(runs, now):
+            return None
+        idents = idents_of_runs(runs, len(scanned))
         queues = list(zip(scanned.topics, scanned.queue_ids, strict=True))
         try:
-            dups = self._table.check(idents, queues, self._clock.now_ms())
+            dups = table.check(idents, queues, now)
         except ProducerStateError as exc:
-            raise _ERRORS[exc.kind](exc.message) from None
+            error = _ERRORS[exc.kind](exc.message)
+            if exc.ahead is not None:
+                pid, topic, queue_id, seq = exc.ahead
+                raise SequenceAhead((pid, topic, queue_id), seq, error) from None
+            raise error from None
         return {i: self._answer(phys) for i, phys in dups.items()}
+
+    async def after_predecessors(
+        self, ahead: SequenceAhead, blob: bytes | bytearray | memoryview, scanned: ScannedBatch
+    ) -> dict[int, DuplicateAnswer] | None:
+        """:meth:`check` again once the earlier records of the queue *ahead* names are
+        stored (or refuse with its error after ``wait_ms``, or at once when too many
+        wait)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._wait_s
+        while True:
+            waiters = self._waiters.get(ahead.key)
+            if (
+                self._waiting >= self._max_waiters
+                or (waiters is not None and len(waiters) >= self._max_waiters_per_queue)
+                or loop.time() >= deadline
+            ):
+                raise ahead.error
+            future: asyncio.Future[None] = loop.create_future()
+            if waiters is None:
+                waiters = self._waiters[ahead.key] = []
+            waiters.append((ahead.seq, future))
+            self._waiting += 1
+            self.waited += 1
+            try:
+                await asyncio.wait((future,), timeout=deadline - loop.time())
+            finally:
+                self._forget(ahead.key, future)
+            try:
+                return self.check(blob, scanned)
+            except SequenceAhead as again:
+                ahead = again
+
+    def _forget(self, key: WaitKey, future: asyncio.Future[None]) -> None:
+        waiters = self._waiters.get(key)
+        if waiters is None:
+            return
+        for i, (_seq, waiting) in enumerate(waiters):
+            if waiting is future:
+                del waiters[i]
+                self._waiting -= 1
+                break
+        if not waiters:
+            del self._waiters[key]
+
+    def wake(self, scanned: ScannedBatch) -> None:
+        """After a put of *scanned*: wake the requests waiting for its queues that can
+        now be in order (call only when :attr:`has_waiters`)."""
+        waiters = self._waiters
+        producers = self._table.producers
+        for pid, _epoch, topic, queue_id, _first, _indices in scanned.idem_runs:
+            waiting = waiters.get((pid, topic, queue_id))
+            if not waiting:
+                continue
+            entry = producers.get(pid)
+            q = entry.queues.get((topic, queue_id)) if entry is not None else None
+            if q is None:
+                continue
+            for seq, future in waiting:
+                if seq <= q.last_seq + 1 and not future.done():
+                    future.set_result(None)
+
+    @property
+    def has_waiters(self) -> bool:
+        return self._waiting > 0
 
     def _answer(self, phys: int) -> DuplicateAnswer:
         commitlog = self._store.commitlog  # type: ignore[attr-defined]

@@ -48,7 +48,7 @@ from pocketmq.broker.errors import (
     PermissionDeniedError,
     PutRejectedError,
 )
-from pocketmq.broker.idempotence import DuplicateAnswer, IdempotenceService
+from pocketmq.broker.idempotence import DuplicateAnswer, IdempotenceService, SequenceAhead
 from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.batch import MARK_DELAY, MARK_TIMER, BatchError, ScannedBatch
@@ -228,9 +228,14 @@ class SendMessageService:
                 raise PermissionDeniedError(exc.message) from None
         if scanned.markers:
             _refuse_delayed_half_messages(scanned)
-        # From here to the put nothing awaits: the check and the put see one state.
-        if self._idempotence is not None:
-            dups = self._idempotence.check(blob, scanned)
+        # From the (last) check to the put nothing awaits: the two see one state.
+        idempotence = self._idempotence
+        if idempotence is not None and scanned.idem_runs:
+            try:
+                dups = idempotence.check(blob, scanned)
+            except SequenceAhead as ahead:
+                # sent ahead of earlier requests of its queue: wait (briefly) for them
+                dups = await idempotence.after_predecessors(ahead, blob, scanned)
             if dups:
                 return await self._send_rest(blob, scanned, dups, producer_group)
         # Each rewrite returns a new blob, or None when no record of it needed one.
@@ -272,6 +277,8 @@ class SendMessageService:
         )
         if result.status is not PutStatus.PUT_OK:
             raise PutRejectedError(result.status, _broker_keys(result.error or result.status.value))
+        if scanned.idem_runs and idempotence is not None and idempotence.has_waiters:
+            idempotence.wake(scanned)
         if self.trace is not None:
             self.trace.on_stored(scanned, result)
         status = SendStatus.SEND_OK

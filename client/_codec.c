@@ -373,10 +373,36 @@ range:
     return 0;
 }
 
+/* An idempotent producer's stamp, written after the record's UNIQ_KEY value:
+ * "\x02PMQ_IDEM\x01<pid>.<epoch>.<seq>" (client/idempotence.py, stamp()). */
+typedef struct {
+    long long pid, epoch, seq;  /* seq: the first record's; the i-th gets seq + i */
+    int on;
+} Stamp;
+
+/* *v* in decimal (as "%lld" writes it) at *p* (room for 20 characters); its length. */
+static Py_ssize_t
+put_decimal(char *p, long long v)
+{
+    char digits[20];
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    Py_ssize_t len = 0;
+    if (v < 0)
+        p[len++] = '-';
+    while (n)
+        p[len++] = digits[--n];
+    return len;
+}
+
 static int
 encode_one(Buf *out, Buf *props, PyObject *msg, PyObject *uniq_key, int32_t queue_id,
            const unsigned char *born_host, Py_ssize_t born_size, int64_t born_ts,
-           Py_ssize_t compress_over, int32_t reconsume)
+           Py_ssize_t compress_over, int32_t reconsume, const Stamp *stamp, Py_ssize_t index)
 {
     int ok = 0;
     PyObject *body = NULL, *flag_obj = NULL;
@@ -420,7 +446,18 @@ encode_one(Buf *out, Buf *props, PyObject *msg, PyObject *uniq_key, int32_t queu
     const char *uniq = PyUnicode_AsUTF8AndSize(uniq_key, &uniq_len);
     if (uniq == NULL)
         goto done;
-    Py_ssize_t props_len = props->len + uniq_len + 1;
+    char stamped[80];           /* "\x02PMQ_IDEM\x01" + three 20-digit numbers and dots */
+    Py_ssize_t stamp_len = 0;
+    if (stamp->on) {
+        memcpy(stamped, "\x02PMQ_IDEM\x01", 10);
+        stamp_len = 10;
+        stamp_len += put_decimal(stamped + stamp_len, stamp->pid);
+        stamped[stamp_len++] = '.';
+        stamp_len += put_decimal(stamped + stamp_len, stamp->epoch);
+        stamped[stamp_len++] = '.';
+        stamp_len += put_decimal(stamped + stamp_len, stamp->seq + (long long)index);
+    }
+    Py_ssize_t props_len = props->len + uniq_len + stamp_len + 1;
     if (props_len > MAX_PROPERTIES_LENGTH) {
         PyErr_Format(invalid_message_error, "properties are %zd bytes; at most %d fit a record",
                      props_len, MAX_PROPERTIES_LENGTH);
@@ -472,6 +509,8 @@ encode_one(Buf *out, Buf *props, PyObject *msg, PyObject *uniq_key, int32_t queu
     p += props->len;
     memcpy(p, uniq, (size_t)uniq_len);
     p += uniq_len;
+    memcpy(p, stamped, (size_t)stamp_len);
+    p += stamp_len;
     *p = 0x02;
     out->len += total;
     ok = 1;
@@ -484,8 +523,9 @@ done:
 
 PyDoc_STRVAR(encode_messages_doc,
 "encode_messages(msgs, uniq_keys, queue_id, born_host, born_timestamp_ms,\n"
-"                compress_over_bytes, reconsume_times) -> bytes\n\n"
-"The records of *msgs* back to back, each with its unique key, as\n"
+"                compress_over_bytes, reconsume_times, stamp=None) -> bytes\n\n"
+"The records of *msgs* back to back, each with its unique key (and, with\n"
+"stamp=(producer id, epoch, first seq), its PMQ_IDEM stamp), as\n"
 "message_codec.py_encode_messages builds them.");
 
 static PyObject *
@@ -499,9 +539,26 @@ encode_messages(PyObject *self, PyObject *args)
     Py_ssize_t compress_over;
     if (!ready())
         return NULL;
-    if (!PyArg_ParseTuple(args, "OOOy*LnO:encode_messages", &msgs, &keys, &queue_id_obj, &born,
-                          &born_ts, &compress_over, &reconsume_obj))
+    PyObject *stamp_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOy*LnO|O:encode_messages", &msgs, &keys, &queue_id_obj,
+                          &born, &born_ts, &compress_over, &reconsume_obj, &stamp_obj))
         return NULL;
+    Stamp stamp = {0, 0, 0, 0};
+    if (stamp_obj != Py_None) {
+        if (!PyTuple_Check(stamp_obj) || PyTuple_GET_SIZE(stamp_obj) != 3) {
+            PyErr_SetString(PyExc_TypeError, "stamp must be (producer id, epoch, seq) or None");
+            PyBuffer_Release(&born);
+            return NULL;
+        }
+        stamp.pid = PyLong_AsLongLong(PyTuple_GET_ITEM(stamp_obj, 0));
+        stamp.epoch = PyLong_AsLongLong(PyTuple_GET_ITEM(stamp_obj, 1));
+        stamp.seq = PyLong_AsLongLong(PyTuple_GET_ITEM(stamp_obj, 2));
+        if (PyErr_Occurred()) {
+            PyBuffer_Release(&born);
+            return NULL;
+        }
+        stamp.on = 1;
+    }
     PyObject *result = NULL, *msgs_fast = NULL, *keys_fast = NULL;
     Buf out = {0}, props = {0};
     int32_t queue_id, reconsume;
@@ -526,7 +583,8 @@ encode_messages(PyObject *self, PyObject *args)
             goto done;
         }
         if (!encode_one(&out, &props, PySequence_Fast_GET_ITEM(msgs_fast, i), key, queue_id,
-                        born.buf, born.len, (int64_t)born_ts, compress_over, reconsume))
+                        born.buf, born.len, (int64_t)born_ts, compress_over, reconsume,
+                        &stamp, i))
             goto done;
     }
     result = PyBytes_FromStringAndSize((const char *)out.data, out.len);

@@ -61,17 +61,27 @@ assert PROPERTY_UNIQ_KEY == "UNIQ_KEY"
 class Ticket:
     """*count* records numbered from *first* in one lane, until their outcome is known."""
 
-    __slots__ = ("_settled", "count", "first", "lane")
+    __slots__ = ("_closed", "_waiters", "count", "first", "lane")
 
     def __init__(self, lane: Lane, first: int, count: int) -> None:
         self.lane = lane
         self.first = first
         self.count = count
-        self._settled: asyncio.Future[None] | None = None  # made when someone waits
+        self._closed = False
+        #: one future per task waiting for this ticket's close (made when someone waits)
+        self._waiters: list[asyncio.Future[None]] | None = None
 
     @property
     def session(self) -> ProducerSession:
         return self.lane.session
+
+    def stamp_args(self) -> tuple[int, int, int] | None:
+        """``encode_messages``'s *stamp*: (producer id, epoch, first sequence), or None
+        when the broker hands out no producer ids (the records go unstamped)."""
+        session = self.lane.session
+        if not session.producer_id:
+            return None
+        return session.producer_id, session.epoch, self.first
 
     def stamp(self, uniq_key: str) -> str:
         """The ``UNIQ_KEY`` slot of the ticket's one record."""
@@ -93,17 +103,20 @@ class Ticket:
 
     @property
     def closed(self) -> bool:
-        return self not in self.lane.open
+        return self._closed
 
     def close(self) -> None:
         """The outcome is known (or given up): later tickets stop waiting for this one."""
-        lane = self.lane
-        try:
-            lane.open.remove(self)
-        except ValueError:
-            return  # closed already
-        if self._settled is not None and not self._settled.done():
-            self._settled.set_result(None)
+        if self._closed:
+            return
+        self._closed = True
+        self.lane.open.remove(self)
+        waiters = self._waiters
+        if waiters:
+            self._waiters = None
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def withdraw(self) -> bool:
         """Close a ticket whose records were never sent; True if its numbers were handed
@@ -136,12 +149,19 @@ class Ticket:
                 return True
         return False
 
+    def _waiter(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        """A future done when this (open) ticket closes; each waiting task has its own,
+        so that one given up (cancelled, timed out) leaves the others waiting."""
+        waiter = loop.create_future()
+        if self._waiters is None:
+            self._waiters = [waiter]
+        else:
+            self._waiters.append(waiter)
+        return waiter
+
     async def settled(self) -> None:
-        if self.closed:
-            return
-        if self._settled is None:
-            self._settled = asyncio.get_running_loop().create_future()
-        await asyncio.shield(self._settled)
+        if not self._closed:
+            await self._waiter(asyncio.get_running_loop())
 
     async def wait_earlier(self) -> None:
         """Until every ticket numbered before this one in its lane is closed."""
@@ -151,13 +171,32 @@ class Ticket:
                 return
             await earlier[-1].settled()
 
-    async def admitted(self, max_in_flight: int) -> None:
-        """Until fewer than *max_in_flight* tickets before this one are open."""
+    async def admitted(self, max_in_flight: int, timeout_s: float | None = None) -> None:
+        """Until fewer than *max_in_flight* tickets before this one are open; raises
+        TimeoutError after *timeout_s* (one timer, no task: this runs per request)."""
+        loop = asyncio.get_running_loop()
+        when = None if timeout_s is None else loop.time() + timeout_s
+        opened = self.lane.open
         while True:
-            earlier = self.earlier()
-            if len(earlier) < max_in_flight:
+            # the lane's open tickets are in sequence order: this one's index is how
+            # many earlier ones are open (a scan in C, not a list built in Python)
+            if self._closed:
                 return
-            await earlier[len(earlier) - max_in_flight].settled()
+            before = opened.index(self)
+            if before < max_in_flight:
+                return
+            waiter = opened[before - max_in_flight]._waiter(loop)
+            expiry = None if when is None else loop.call_at(when, _expire, waiter)
+            try:
+                await waiter
+            finally:
+                if expiry is not None:
+                    expiry.cancel()
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
 
 
 class Lane:

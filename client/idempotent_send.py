@@ -25,6 +25,10 @@ queue for as long as its outcome is unknown::
         queue (RocketMQ's retry on another broker), up to retry_times_when_send_failed
         times
 
+The broker itself holds a request that arrives ahead of its queue's earlier ones
+(the server may run concurrent calls in any order) for a moment until they are
+stored, so OUT_OF_ORDER_SEQUENCE mostly means a real gap or a long delay.
+
 *admitted*: a caller that issues its own calls (``send_batch``) passes
 ``max_in_flight``: a request waits until fewer than that many of its queue's
 earlier requests are open, so that a queue's requests leave in sequence order,
@@ -56,7 +60,8 @@ from pocketmq.client.errors import (
     UnavailableError,
 )
 from pocketmq.client.idempotence import ProducerSession, SessionManager, Ticket
-from pocketmq.client.model import MessageQueue, SendResult, SendStatus
+from pocketmq.client.message_codec import encode_messages
+from pocketmq.client.model import Message, MessageQueue, SendResult, SendStatus
 
 if TYPE_CHECKING:
     from pocketmq.client.producer import Producer
@@ -130,8 +135,7 @@ async def send_idempotent(
     """Send what *encode* makes (*count* records) for a queue (*queue*, or one picked
     from the route); *max_in_flight* > 0: at most that many of a queue's requests
     in flight at once (see the module docstring)."""
-    from pocketmq.client.producer import _retry_elsewhere, _stored_ok
-
+    _result, _retry_elsewhere, _stored_ok = _HELPERS or _producer_helpers()
     routes, _acc = producer._running()
     sessions = producer._sessions
     assert sessions is not None
@@ -197,14 +201,20 @@ class _Request:
     __slots__ = ("call", "encode", "mq", "record", "sessions", "ticket")
 
     def __init__(
-        self, sessions: SessionManager, mq: MessageQueue, ticket: Ticket, encode: Encode, call: Call
+        self,
+        sessions: SessionManager,
+        mq: MessageQueue,
+        ticket: Ticket,
+        encode: Encode,
+        call: Call,
+        record: bytes | None = None,  # made already (by encode for this ticket)
     ) -> None:
         self.sessions = sessions
         self.mq = mq
         self.encode = encode
         self.call = call
         self.ticket = ticket
-        self.record = self._encode(ticket)
+        self.record = self._encode(ticket) if record is None else record
 
     def _encode(self, ticket: Ticket) -> bytes:
         try:
@@ -239,7 +249,12 @@ async def _on_queue(
     state = _Tries()
     try:
         if max_in_flight and first_error is None and req.ticket.behind(max_in_flight):
-            await _until(req.ticket.admitted(max_in_flight), deadline)
+            try:
+                await req.ticket.admitted(max_in_flight, max(deadline - time.monotonic(), 0))
+            except TimeoutError:
+                raise SendTimeoutError(
+                    "no time left (send_timeout_ms) while waiting for the queue's earlier requests"
+                ) from None
         exc = first_error
         while True:
             if exc is None:
@@ -307,19 +322,25 @@ async def _after_failure(
 
 
 async def send_coalesced(
-    producer: Producer, topic: str, encode: Encode, deadline: float, budget_s: float
+    producer: Producer, msg: Message, uniq_key: str, deadline: float, budget_s: float
 ) -> SendResult:
-    """:func:`send_idempotent` of one record to a queue of the route's choosing, through
-    the accumulator, its first try inline (no coroutine layers while all goes well)."""
-    from pocketmq.client.producer import _result, _retry_elsewhere
-
+    """:func:`send_idempotent` of one message to a queue of the route's choosing, through
+    the accumulator, its first try inline (one coroutine layer, no closure, no request
+    object while all goes well: the retry machinery starts after a failure)."""
+    _result, _retry_elsewhere, _stored_ok = _HELPERS or _producer_helpers()
     routes, accumulator = producer._running()
     sessions = producer._sessions
     assert sessions is not None
+    topic = msg.topic
     queues = routes.cached_write_queues(topic)
     if not queues or time.monotonic() >= deadline:
         return await send_idempotent(
-            producer, topic, encode, producer._attempt_idempotent, deadline, budget_s
+            producer,
+            topic,
+            _encoder(producer, msg, uniq_key),
+            producer._attempt_idempotent,
+            deadline,
+            budget_s,
         )
     mq = producer._selector.select(queues)
     session = sessions.current(mq.broker_name)
@@ -335,7 +356,7 @@ async def send_coalesced(
             return await send_idempotent(
                 producer,
                 topic,
-                encode,
+                _encoder(producer, msg, uniq_key),
                 producer._attempt_idempotent,
                 deadline,
                 budget_s,
@@ -345,12 +366,29 @@ async def send_coalesced(
         addr = routes.addr_of(mq.broker_name)
         if addr is None:
             raise RouteNotFoundError(topic, f"broker {mq.broker_name} has no known address")
-    req = _Request(
-        sessions, mq, session.open(topic, mq.queue_id), encode, producer._attempt_idempotent
-    )
+    ticket = session.lane(topic, mq.queue_id).take(1)
+    pid = session.producer_id
+    cfg = producer.config
     try:
-        receipt = await accumulator.add(addr, req.record, deadline)
+        record = encode_messages(
+            (msg,),
+            (uniq_key,),
+            mq.queue_id,
+            producer._born_host,
+            producer._clock.now_ms(),
+            cfg.compress_over_bytes,
+            0,
+            (pid, session.epoch, ticket.first) if pid else None,
+        )
+    except BaseException:
+        if not ticket.withdraw():  # numbered, never sent: a gap unless handed back
+            sessions.retire(session)
+        raise
+    try:
+        receipt = await accumulator.add(addr, record, deadline)
     except ClientError as exc:
+        encode = _encoder(producer, msg, uniq_key)
+        req = _Request(sessions, mq, ticket, encode, producer._attempt_idempotent, record)
         try:
             result: SendResult = await _on_queue(
                 producer, req, deadline, budget_s, 0, 1, first_error=exc, started=started
@@ -367,11 +405,12 @@ async def send_coalesced(
                 avoid=refused.error,
                 avoid_broker=mq.broker_name,
             )
+        finally:
+            req.ticket.close()
     finally:
-        req.ticket.close()
+        ticket.close()
     producer.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
     result = _result(receipt, mq)
-    cfg = producer.config
     if (
         cfg.retry_another_broker_when_not_store_ok
         and cfg.retry_times_when_send_failed
@@ -380,7 +419,7 @@ async def send_coalesced(
         return await send_idempotent(
             producer,
             topic,
-            encode,
+            _encoder(producer, msg, uniq_key),
             producer._attempt_idempotent,
             deadline,
             budget_s,
@@ -388,6 +427,42 @@ async def send_coalesced(
             not_ok=result,
         )
     return result
+
+
+_Helpers = tuple[
+    Callable[[Any, MessageQueue], SendResult],  # _result
+    Callable[[ClientError], bool],  # _retry_elsewhere
+    Callable[[Any], bool],  # _stored_ok
+]
+_HELPERS: _Helpers | None = None
+
+
+def _producer_helpers() -> _Helpers:
+    """producer.py's helpers, imported once (producer.py imports this module, and an
+    import statement per send costs about a microsecond)."""
+    global _HELPERS
+    from pocketmq.client.producer import _result, _retry_elsewhere, _stored_ok
+
+    _HELPERS = (_result, _retry_elsewhere, _stored_ok)
+    return _HELPERS
+
+
+def _encoder(producer: Producer, msg: Message, uniq_key: str) -> Encode:
+    """The record of *msg* for a queue, numbered by a ticket (a send's every try)."""
+
+    def encode(mq: MessageQueue, ticket: Ticket) -> bytes:
+        return encode_messages(
+            (msg,),
+            (uniq_key,),
+            mq.queue_id,
+            producer._born_host,
+            producer._clock.now_ms(),
+            producer.config.compress_over_bytes,
+            0,
+            ticket.stamp_args(),
+        )
+
+    return encode
 
 
 async def _out_of_order(
@@ -442,7 +517,8 @@ async def _out_of_order(
 async def _until(waiting: Awaitable[None], deadline: float) -> None:
     remaining = deadline - time.monotonic()
     try:
-        await asyncio.wait_for(waiting, max(remaining, 0))
+        async with asyncio.timeout(max(remaining, 0)):  # no task per wait, as wait_for
+            await waiting
     except TimeoutError:
         raise SendTimeoutError(
             "no time left (send_timeout_ms) while waiting for the queue's earlier requests"

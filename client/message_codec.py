@@ -220,11 +220,20 @@ def py_encode_messages(
     born_timestamp_ms: int,
     compress_over_bytes: int = COMPRESS_OVER_BYTES,
     reconsume_times: int = 0,
+    stamp: tuple[int, int, int] | None = None,
 ) -> bytes:
     """The records of *msgs* (checked with :func:`check_message`) back to back, the
-    i-th with ``uniq_keys[i]``, all in queue *queue_id* (a SendBatch payload)."""
+    i-th with ``uniq_keys[i]``, all in queue *queue_id* (a SendBatch payload);
+    *stamp* ``(producer id, epoch, seq)``: the i-th also ends in ``PMQ_IDEM`` =
+    ``<producer id>.<epoch>.<seq + i>`` (an idempotent producer's, written after
+    the ``UNIQ_KEY`` value as :func:`pocketmq.client.idempotence.stamp` does)."""
     if len(msgs) != len(uniq_keys):
         raise ValueError(f"{len(msgs)} messages but {len(uniq_keys)} unique keys")
+    if stamp is not None:
+        pid, epoch, seq = stamp
+        uniq_keys = [
+            f"{key}\x02PMQ_IDEM\x01{pid}.{epoch}.{seq + i}" for i, key in enumerate(uniq_keys)
+        ]
     return b"".join(
         [
             _py_encode_one(
@@ -345,7 +354,8 @@ IMPLEMENTATION: Final[str] = "c" if NATIVE is not None else "python"
 log.debug("client codec: %s (%s)", IMPLEMENTATION, _REASON)
 
 #: ``encode_messages(msgs, uniq_keys, queue_id, born_host, born_timestamp_ms,
-#: compress_over_bytes, reconsume_times) -> bytes``: the records of *msgs* in one blob.
+#: compress_over_bytes, reconsume_times, stamp=None) -> bytes``: the records of *msgs*
+#: in one blob.
 encode_messages: Callable[..., bytes] = (
     py_encode_messages if NATIVE is None else NATIVE.encode_messages
 )

@@ -262,6 +262,8 @@ class Producer:
         deadline = self._clock.monotonic() + budget_s
         uniq_key = self._ids.next_id()
         if self._sessions is not None:
+            if queue is None and selector is None:
+                return await send_coalesced(self, msg, uniq_key, deadline, budget_s)
             return await self._send_one_idempotent(
                 msg, uniq_key, deadline, budget_s, queue, selector, arg
             )
@@ -359,16 +361,17 @@ class Producer:
         def encode(mq: MessageQueue, ticket: Ticket) -> bytes:
             return encode_messages(
                 (msg,),
-                (ticket.stamp(uniq_key),),
+                (uniq_key,),
                 mq.queue_id,
                 self._born_host,
                 self._clock.now_ms(),
                 self.config.compress_over_bytes,
                 0,
+                ticket.stamp_args(),
             )
 
         if queue is None:
-            return await send_coalesced(self, msg.topic, encode, deadline, budget_s)
+            return await send_coalesced(self, msg, uniq_key, deadline, budget_s)
         return await send_idempotent(
             self, msg.topic, encode, self._attempt_idempotent, deadline, budget_s, queue=queue
         )
@@ -477,16 +480,18 @@ class Producer:
         deadline = self._clock.monotonic() + budget_s
         keys = self._ids.next_ids(len(msgs))
 
-        def encode(queue_id: int, slots: list[str] = keys) -> bytes:
-            # The whole batch in one call (the compiled codec: no Python per message).
+        def encode(queue_id: int, stamp: tuple[int, int, int] | None = None) -> bytes:
+            # The whole batch in one call, stamped there too (the compiled codec: no
+            # Python per message).
             records = encode_messages(
                 msgs,
-                slots,
+                keys,
                 queue_id,
                 self._born_host,
                 self._clock.now_ms(),
                 self.config.compress_over_bytes,
                 0,
+                stamp,
             )
             if len(records) > self.config.max_batch_size_bytes:
                 raise InvalidMessageError(
@@ -499,7 +504,7 @@ class Producer:
             return await send_idempotent(
                 self,
                 topic,
-                lambda mq, ticket: encode(mq.queue_id, ticket.stamps(keys)),
+                lambda mq, ticket: encode(mq.queue_id, ticket.stamp_args()),
                 lambda mq, recs, dl: self._attempt_batch(mq, recs, dl, idempotent=True),
                 deadline,
                 budget_s,

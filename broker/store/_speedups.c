@@ -648,6 +648,152 @@ fail:
     return -1;
 }
 
+/* -- idempotent producers' stamps (producer_state.py: idempotence_of, py_idem_runs) --- */
+
+/* A stamped record ends in "\x02PMQ_IDEM\x01<pid>.<epoch>.<seq>\x02", looked for in
+ * its last IDEM_TAIL_WINDOW bytes (producer_state.TAIL_WINDOW). */
+static const char IDEM_NEEDLE[] = "\x02PMQ_IDEM\x01";
+enum {
+    IDEM_NEEDLE_LEN = sizeof IDEM_NEEDLE - 1,
+    IDEM_TAIL_WINDOW = IDEM_NEEDLE_LEN + 19 + 1 + 10 + 1 + 20 + 1,
+    IDEM_RUN_SEARCH = 16,       /* producer_state.RUN_SEARCH */
+};
+
+/* -?[0-9]{1,20} into *out; 0 when it is not one or lies outside int64. */
+static int
+idem_decimal(const unsigned char *p, Py_ssize_t n, int64_t *out)
+{
+    int neg = n > 0 && p[0] == '-';
+    if (n - neg < 1 || n - neg > 20) {
+        return 0;
+    }
+    uint64_t v = 0;
+    for (Py_ssize_t i = neg; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') {
+            return 0;
+        }
+        unsigned d = (unsigned)(p[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) {
+            return 0;
+        }
+        v = v * 10 + d;
+    }
+    if (v > (uint64_t)INT64_MAX) {
+        return 0;                   /* past every range a field may have */
+    }
+    *out = neg ? -(int64_t)v : (int64_t)v;
+    return 1;
+}
+
+/* idempotence_of: the stamp of the record ending at *end*; 1 if it has a valid one. */
+static int
+idem_of(const unsigned char *buf, Py_ssize_t end, int64_t *ident)
+{
+    Py_ssize_t start = end > IDEM_TAIL_WINDOW ? end - IDEM_TAIL_WINDOW : 0;
+    if (end <= start || buf[end - 1] != 0x02) {
+        return 0;
+    }
+    Py_ssize_t k = end - IDEM_NEEDLE_LEN;
+    while (k >= start && (buf[k] != 0x02 || memcmp(buf + k, IDEM_NEEDLE, IDEM_NEEDLE_LEN))) {
+        k--;
+    }
+    if (k < start) {
+        return 0;
+    }
+    const unsigned char *p = buf + k + IDEM_NEEDLE_LEN, *stop = buf + end - 1;
+    for (int f = 0; f < 3; f++) {   /* three fields, the first two ended by a dot */
+        const unsigned char *dot = f < 2 && p <= stop ? memchr(p, '.', (size_t)(stop - p)) : NULL;
+        const unsigned char *field_end = f < 2 ? dot : stop;
+        if (field_end == NULL || p > field_end
+            || !idem_decimal(p, field_end - p, &ident[f])) {
+            return 0;
+        }
+        p = field_end + 1;
+    }
+    return ident[0] > 0 && ident[1] >= 0 && ident[1] <= INT32_MAX && ident[2] >= -1
+           && ident[2] < ((int64_t)1 << 62);
+}
+
+typedef struct {
+    int64_t pid, epoch, first;
+    PyObject *topic;            /* borrowed from the scan's topics list */
+    int32_t queue_id;
+    PyObject *indices;          /* list of record indices, owned */
+} idem_run;
+
+typedef struct {
+    idem_run *items;
+    Py_ssize_t n, cap;
+} idem_runs;
+
+static void
+idem_runs_free(idem_runs *runs)
+{
+    for (Py_ssize_t i = 0; i < runs->n; i++) {
+        Py_DECREF(runs->items[i].indices);
+    }
+    PyMem_Free(runs->items);
+}
+
+/* py_idem_runs for one more record (index *index*, ending at *end*). 0, or -1 on error. */
+static int
+idem_note(idem_runs *runs, const unsigned char *buf, Py_ssize_t end, PyObject *topic,
+          int32_t queue_id, Py_ssize_t index)
+{
+    int64_t id[3];
+    if (!idem_of(buf, end, id)) {
+        return 0;
+    }
+    Py_ssize_t stop = runs->n > IDEM_RUN_SEARCH ? runs->n - IDEM_RUN_SEARCH : 0;
+    for (Py_ssize_t j = runs->n - 1; j >= stop; j--) {
+        idem_run *r = &runs->items[j];
+        if (r->pid == id[0] && r->queue_id == queue_id
+            && (r->topic == topic || PyUnicode_Compare(r->topic, topic) == 0)) {
+            if (r->epoch == id[1] && r->first >= 0
+                && r->first + PyList_GET_SIZE(r->indices) == id[2]) {
+                return append_new(r->indices, PyLong_FromSsize_t(index));
+            }
+            break;
+        }
+    }
+    if (runs->n == runs->cap) {
+        Py_ssize_t cap = runs->cap ? runs->cap * 2 : 8;
+        idem_run *items = PyMem_Realloc(runs->items, (size_t)cap * sizeof *items);
+        if (items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        runs->items = items;
+        runs->cap = cap;
+    }
+    PyObject *indices = PyList_New(0);
+    if (indices == NULL || append_new(indices, PyLong_FromSsize_t(index)) < 0) {
+        Py_XDECREF(indices);
+        return -1;
+    }
+    runs->items[runs->n++] = (idem_run){id[0], id[1], id[2], topic, queue_id, indices};
+    return 0;
+}
+
+/* The runs as a list of (pid, epoch, topic, queue id, first seq, indices). */
+static PyObject *
+idem_runs_list(const idem_runs *runs)
+{
+    PyObject *out = PyList_New(runs->n);
+    for (Py_ssize_t i = 0; out != NULL && i < runs->n; i++) {
+        const idem_run *r = &runs->items[i];
+        PyObject *item = Py_BuildValue("(LLOiLO)", (long long)r->pid, (long long)r->epoch,
+                                       r->topic, (int)r->queue_id, (long long)r->first,
+                                       r->indices);
+        if (item == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, item);
+    }
+    return out;
+}
+
 PyDoc_STRVAR(scan_batch_doc,
 "scan_batch(blob, *, max_body_size, store_host_size=8, allow_empty_body=True)\n--\n\n"
 "Check every record of *blob*; return a ScannedBatch or raise BatchError.\n\n"
@@ -688,6 +834,7 @@ scan_batch(PyObject *module, PyObject *args, PyObject *kwargs)
     seen_topic seen[TOPIC_CACHE];
     int n_seen = 0;
     unsigned markers = 0;
+    idem_runs runs = {NULL, 0, 0};
     for (int i = 0; i < N_LISTS; i++) {
         if ((lists[i] = PyList_New(0)) == NULL) {
             goto done;
@@ -705,24 +852,34 @@ scan_batch(PyObject *module, PyObject *args, PyObject *kwargs)
         if (total < 0) {
             goto done;
         }
+        Py_ssize_t index = PyList_GET_SIZE(lists[L_TOPICS]) - 1;
+        if (idem_note(&runs, buf, pos + total, PyList_GET_ITEM(lists[L_TOPICS], index),
+                      rd_i32(buf + pos + POS_QUEUEID), index) < 0) {
+            goto done;
+        }
         pos += total;
     }
-    /* ScannedBatch(positions, ..., uniq_keys, blob, markers): the order checked
-     * in load_batch_classes. */
+    /* ScannedBatch(positions, ..., uniq_keys, blob, markers, idem_runs): the order
+     * checked in load_batch_classes. */
     PyObject *marks = PyLong_FromUnsignedLong(markers);
-    if (marks == NULL) {
+    PyObject *run_list = marks != NULL ? idem_runs_list(&runs) : NULL;
+    if (run_list == NULL) {
+        Py_XDECREF(marks);
         goto done;
     }
-    PyObject *call_args[N_LISTS + 2];
+    PyObject *call_args[N_LISTS + 3];
     for (int i = 0; i < N_LISTS; i++) {
         call_args[i] = lists[i];
     }
     call_args[N_LISTS] = blob;
     call_args[N_LISTS + 1] = marks;
-    result = PyObject_Vectorcall(scanned_batch_cls, call_args, N_LISTS + 2, NULL);
+    call_args[N_LISTS + 2] = run_list;
+    result = PyObject_Vectorcall(scanned_batch_cls, call_args, N_LISTS + 3, NULL);
     Py_DECREF(marks);
+    Py_DECREF(run_list);
 
 done:
+    idem_runs_free(&runs);
     for (int i = 0; i < n_seen; i++) {
         Py_DECREF(seen[i].str);
     }
@@ -1687,11 +1844,12 @@ PyInit__speedups(void)
         || (attr_sysflags = intern("sysflags")) == NULL
         || (attr_store_ts_positions = intern("store_ts_positions")) == NULL
         || (attr_tags_codes = intern("tags_codes")) == NULL
-        || (scanned_fields = PyTuple_New(N_LISTS + 2)) == NULL) {
+        || (scanned_fields = PyTuple_New(N_LISTS + 3)) == NULL) {
         return NULL;
     }
-    for (int i = 0; i <= N_LISTS + 1; i++) {
-        PyObject *name = intern(i < N_LISTS ? list_names[i] : i == N_LISTS ? "blob" : "markers");
+    static const char *const after_lists[] = {"blob", "markers", "idem_runs"};
+    for (int i = 0; i <= N_LISTS + 2; i++) {
+        PyObject *name = intern(i < N_LISTS ? list_names[i] : after_lists[i - N_LISTS]);
         if (name == NULL) {
             return NULL;
         }

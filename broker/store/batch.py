@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from pocketmq.broker.store import speedups
 from pocketmq.broker.store.consume_queue import CQ_UNIT
+from pocketmq.broker.store.producer_state import Run, py_idem_runs
 from pocketmq.common.hashing import tags_code
 from pocketmq.common.message import check_record, decode_properties
 from pocketmq.common.record_layout import (
@@ -81,6 +82,8 @@ class ScannedBatch:
     uniq_keys: list[str] = field(default_factory=list)
     blob: bytes | bytearray | memoryview = b""  # what was scanned
     markers: int = 0  # MARK_* bits: properties the broker acts on, in any record
+    # idempotent producers' stamps (PMQ_IDEM) as runs; empty when no record has one
+    idem_runs: list[Run] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -292,6 +295,7 @@ def py_scan_batch(
         uniq_keys,
         blob,
         markers,
+        py_idem_runs(blob, positions, sizes, topics, queue_ids),
     )
 
 

@@ -416,15 +416,8 @@ class DefaultMessageStore:
             self._on_io_error(exc)
             return PutResult(status=PutStatus.SERVICE_NOT_AVAILABLE, error=str(exc))
         self.last_store_timestamp_ms = now
-        self.producers.observe_batch(
-            blob,
-            batch.positions,
-            batch.sizes,
-            batch.topics,
-            batch.queue_ids,
-            appended.phys_offsets,
-            now,
-        )
+        if batch.idem_runs:
+            self.producers.observe_batch(batch, appended.phys_offsets, now)
         self.after_producer_records(appended.wrote_end)
         if SCHEDULE_TOPIC in batch.topics:
             apply_schedule_tags_codes(batch)

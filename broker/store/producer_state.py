@@ -42,13 +42,19 @@ from __future__ import annotations
 
 import enum
 import logging
+import re
 from collections import OrderedDict, deque
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pocketmq.common.message import check_record
 
+if TYPE_CHECKING:
+    from pocketmq.broker.store.batch import ScannedBatch
+
 __all__ = [
     "PROPERTY_IDEMPOTENCE",
+    "RUN_SEARCH",
     "TAIL_WINDOW",
     "ProducerEntry",
     "ProducerStateError",
@@ -57,6 +63,7 @@ __all__ = [
     "StateErrorKind",
     "idempotence_of",
     "idempotence_of_props",
+    "py_idem_runs",
     "sent_queue",
 ]
 
@@ -74,6 +81,12 @@ PARKING_TOPICS = frozenset(
 )
 
 Ident = tuple[int, int, int]  # (pid, epoch, seq)
+#: stamped records of one producer id, epoch and queue (as stored) with consecutive
+#: sequences: (pid, epoch, topic, queue id, first seq, the records' indices in the batch)
+Run = tuple[int, int, str, int, int, list[int]]
+#: how many of the newest runs a record may extend (see :func:`py_idem_runs`)
+RUN_SEARCH = 16
+_NUMBER = re.compile(rb"-?[0-9]{1,20}")
 
 
 class StateErrorKind(enum.Enum):
@@ -84,20 +97,28 @@ class StateErrorKind(enum.Enum):
 
 
 class ProducerStateError(Exception):
-    def __init__(self, kind: StateErrorKind, message: str) -> None:
+    """*ahead*: for OUT_OF_ORDER, (pid, topic, queue id, the record's sequence) when
+    the table's state (not the request itself) is behind it: earlier records of that
+    queue may still be on their way."""
+
+    def __init__(
+        self,
+        kind: StateErrorKind,
+        message: str,
+        ahead: tuple[int, str, int, int] | None = None,
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.ahead = ahead
 
 
 def _parse_value(raw: bytes) -> Ident | None:
+    """Three ASCII decimals (``-?[0-9]{1,20}``) joined by dots, each in its range."""
     parts = raw.split(b".")
-    if len(parts) != 3:
+    if len(parts) != 3 or not all(_NUMBER.fullmatch(part) for part in parts):
         return None
-    try:
-        pid, epoch, seq = int(parts[0]), int(parts[1]), int(parts[2])
-    except ValueError:
-        return None
+    pid, epoch, seq = int(parts[0]), int(parts[1]), int(parts[2])
     if not (0 < pid <= _MAX_PID and 0 <= epoch <= _MAX_EPOCH and -1 <= seq < 1 << 62):
         return None
     return pid, epoch, seq
@@ -121,6 +142,49 @@ def idempotence_of_props(props: bytes) -> Ident | None:
         if len(props) < TAIL_WINDOW
         else idempotence_of(props, len(props))
     )
+
+
+def py_idem_runs(
+    blob: bytes | bytearray | memoryview,
+    positions: Sequence[int],
+    sizes: Sequence[int],
+    topics: Sequence[str],
+    queue_ids: Sequence[int],
+) -> list[Run]:
+    """The stamped records of a scanned batch as runs (the reference of the compiled
+    scanner's ``idem_runs``; an empty list when no record is stamped).
+
+    Records are taken in order; a record extends the newest of the last
+    :data:`RUN_SEARCH` runs with its producer id, topic and queue id when that run
+    has its epoch and ends just before its sequence, else it starts a run. An epoch
+    record (sequence -1) is a run of its own. So the records of one (id, queue)
+    lie in its runs in batch order, and one update per run is one per record."""
+    runs: list[Run] = []
+    for i, (pos, size) in enumerate(zip(positions, sizes, strict=True)):
+        ident = idempotence_of(blob, pos + size)
+        if ident is None:
+            continue
+        pid, epoch, seq = ident
+        topic, queue_id = topics[i], queue_ids[i]
+        for j in range(len(runs) - 1, max(len(runs) - RUN_SEARCH, 0) - 1, -1):
+            run = runs[j]
+            if run[0] == pid and run[3] == queue_id and run[2] == topic:
+                if run[1] == epoch and run[4] >= 0 and run[4] + len(run[5]) == seq:
+                    run[5].append(i)
+                    ident = None
+                break
+        if ident is not None:
+            runs.append((pid, epoch, topic, queue_id, seq, [i]))
+    return runs
+
+
+def idents_of_runs(runs: Sequence[Run], count: int) -> list[Ident | None]:
+    """Per record of a batch of *count*: its (pid, epoch, seq), None if unstamped."""
+    idents: list[Ident | None] = [None] * count
+    for pid, epoch, _topic, _queue_id, first, indices in runs:
+        for k, i in enumerate(indices):
+            idents[i] = (pid, epoch, first + k if first >= 0 else first)
+    return idents
 
 
 def sent_queue(topic: str, queue_id: int, props: bytes) -> tuple[str, int]:
@@ -221,32 +285,88 @@ class ProducerStateTable:
         q.phys.append(phys_offset)
 
     def observe_batch(
+        self, batch: ScannedBatch, phys_offsets: Sequence[int], timestamp_ms: int
+    ) -> None:
+        """:meth:`observe` for each stamped record of an appended batch, one update per
+        run of its ``idem_runs`` (nothing at all for a batch without stamps)."""
+        producers = self.producers
+        runs = batch.idem_runs
+        for pid, epoch, topic, queue_id, first, indices in runs:
+            if topic in PARKING_TOPICS:
+                self._observe_parked(batch, pid, epoch, first, indices, phys_offsets, timestamp_ms)
+                continue
+            entry = producers.get(pid)
+            if entry is None:
+                if len(producers) >= self.max_producers:
+                    self._evict_oldest()
+                entry = producers[pid] = ProducerEntry(pid, epoch, timestamp_ms)
+            else:
+                producers.move_to_end(pid)
+                if epoch > entry.epoch:
+                    entry.epoch = epoch
+                if timestamp_ms > entry.last_active_ms:
+                    entry.last_active_ms = timestamp_ms
+            if first < 0:
+                continue  # an epoch record
+            count = len(indices)
+            q = entry.queues.get((topic, queue_id))
+            skip = 0
+            if q is None:
+                q = entry.queues[(topic, queue_id)] = QueueSeq(first, self.window)
+            elif first > q.last_seq + 1:
+                q.phys.clear()  # a re-admitted id (expired, then back), as observe
+            else:
+                skip = q.last_seq + 1 - first  # copies of stored records change nothing
+                if skip >= count:
+                    continue
+            q.last_seq = first + count - 1
+            lo, hi = indices[skip], indices[-1]
+            if hi - lo == count - 1 - skip:  # adjacent in the batch: one slice
+                q.phys.extend(phys_offsets[lo : hi + 1])
+            else:
+                q.phys.extend([phys_offsets[i] for i in indices[skip:]])
+        if len(runs) > 1:
+            self._reorder(runs)
+
+    def _reorder(self, runs: Sequence[Run]) -> None:
+        """Ids in order of their last record in the batch, as observing record by record
+        leaves them (the order evictions and expiry walk)."""
+        last: dict[int, int] = {}
+        for run in runs:
+            pid, end = run[0], run[5][-1]
+            if end > last.get(pid, -1):
+                last[pid] = end
+        if len(last) > 1:
+            producers = self.producers
+            for pid in sorted(last, key=last.__getitem__):
+                if pid in producers:
+                    producers.move_to_end(pid)
+
+    def _observe_parked(
         self,
-        blob: bytes | bytearray | memoryview,
-        positions: Sequence[int],
-        sizes: Sequence[int],
-        topics: Sequence[str],
-        queue_ids: Sequence[int],
+        batch: ScannedBatch,
+        pid: int,
+        epoch: int,
+        first: int,
+        indices: list[int],
         phys_offsets: Sequence[int],
         timestamp_ms: int,
     ) -> None:
-        """:meth:`observe` for each stamped record of an appended batch (one look at
-        the first record's tail when the batch comes from a producer without ids)."""
-        if not positions or (
-            idempotence_of(blob, positions[0] + sizes[0]) is None
-            and idempotence_of(blob, positions[-1] + sizes[-1]) is None
-        ):
-            return
-        for pos, size, topic, queue_id, phys in zip(
-            positions, sizes, topics, queue_ids, phys_offsets, strict=True
-        ):
-            end = pos + size
-            ident = idempotence_of(blob, end)
-            if ident is None:
-                continue
-            if topic in PARKING_TOPICS:
-                topic, queue_id = sent_queue(topic, queue_id, _props_of(blob, pos, end))
-            self.observe(ident, topic, queue_id, phys, timestamp_ms)
+        """A run stored in a parking topic: each record counts in the queue it was sent to."""
+        blob, positions, sizes, topics, queue_ids = (
+            batch.blob,
+            batch.positions,
+            batch.sizes,
+            batch.topics,
+            batch.queue_ids,
+        )
+        for k, i in enumerate(indices):
+            pos = positions[i]
+            topic, queue_id = sent_queue(
+                topics[i], queue_ids[i], _props_of(blob, pos, pos + sizes[i])
+            )
+            seq = first + k if first >= 0 else first
+            self.observe((pid, epoch, seq), topic, queue_id, phys_offsets[i], timestamp_ms)
 
     def _evict_oldest(self) -> None:
         pid, entry = self.producers.popitem(last=False)
@@ -305,6 +425,7 @@ class ProducerStateTable:
                 admitted.add(pid)
             key = (pid, topic, queue_id)
             last = seen.get(key)
+            ahead = None
             if last is not None:
                 if seq <= last:
                     raise ProducerStateError(
@@ -319,8 +440,10 @@ class ProducerStateTable:
                 if seq <= last:
                     dups[i] = q.phys_of(seq)
                     continue
+                ahead = (pid, topic, queue_id, seq)
             elif entry is not None:
                 last = -1  # a known id, a queue it has not written: starts at 0
+                ahead = (pid, topic, queue_id, seq)
             else:
                 last = seq - 1  # an unknown (expired, never seen) id starts anywhere
             if seq != last + 1:
@@ -331,9 +454,30 @@ class ProducerStateTable:
                         f"next one there is {last + 1}: {seq - last - 1} earlier record(s) are "
                         "missing (sent out of order, or lost); retry them first"
                     ),
+                    ahead,
                 )
             seen[key] = seq
         return dups
+
+    def in_order(self, runs: Sequence[Run], now_ms: int) -> bool:
+        """True when every run of a request is new and in order, from a known id at its
+        epoch, each (id, queue) once: nothing to de-duplicate or refuse, one look per
+        run. False: ask :meth:`check`, which looks record by record and says why."""
+        self.expire(now_ms)
+        producers = self.producers
+        seen: set[tuple[int, str, int]] = set()
+        for pid, epoch, topic, queue_id, first, _indices in runs:
+            entry = producers.get(pid)
+            if entry is None or epoch < entry.epoch or first < 0:
+                return False
+            key = (pid, topic, queue_id)
+            if key in seen:
+                return False
+            seen.add(key)
+            q = entry.queues.get((topic, queue_id))
+            if first != (q.last_seq + 1 if q is not None else 0):
+                return False
+        return True
 
     def admit_check(self, now_ms: int) -> None:
         """Room for one more id, or a clear refusal."""

@@ -382,15 +382,7 @@ def _dispatch_batch(store: DefaultMessageStore, batch: ScannedBatch, offset: int
         runs = queue_units(batch, phys_offsets, queue_offsets)
     if stamps:
         # the master observed these records at its put, with its store time
-        store.producers.observe_batch(
-            batch.blob,
-            batch.positions,
-            batch.sizes,
-            batch.topics,
-            batch.queue_ids,
-            phys_offsets,
-            stamps[-1],
-        )
+        store.producers.observe_batch(batch, phys_offsets, stamps[-1])
         store.after_producer_records(end)
     if store.config.message_index_enable:
         topics, keys = batch.topics, batch.keys

@@ -181,7 +181,7 @@ async def test_a_send_refused_out_of_order_waits_for_the_earlier_request_of_its_
         earlier = session.open(TOPIC, queue.queue_id)  # an earlier request, still on its way
         later = asyncio.create_task(producer.send(Message(topic=TOPIC, body=b"later"), queue=queue))
         await eventually(
-            lambda: earlier._settled is not None,
+            lambda: bool(earlier._waiters),
             what="the later send, refused out of order, waiting for the earlier",
         )
         record = producer._encode(

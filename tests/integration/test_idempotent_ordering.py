@@ -1,0 +1,110 @@
+"""A request of an idempotent producer that reaches the broker ahead of its queue's
+earlier ones waits for them (briefly, a bounded number at a time) instead of being
+refused; a real gap is still refused OUT_OF_ORDER_SEQUENCE (broker/idempotence.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from storekit import small_config, start_store
+
+from pocketmq.broker.errors import OutOfOrderSequenceError
+from pocketmq.broker.idempotence import IdempotenceService
+from pocketmq.broker.send_service import SendMessageService
+from pocketmq.broker.topic_config import TopicConfigManager
+from pocketmq.client.message_codec import encode_messages
+from pocketmq.client.model import Message
+
+HOST = b"\x7f\0\0\1\0\0\0\0"
+PID = 4242
+
+
+def numbered(first: int, count: int, queue_id: int = 0) -> bytes:
+    msgs = [Message(topic="orders", body=f"m{first + i}".encode()) for i in range(count)]
+    keys = [f"K{first + i}" for i in range(count)]
+    return encode_messages(msgs, keys, queue_id, HOST, 1, 4096, 0, (PID, 0, first))
+
+
+@pytest.fixture
+def broker(tmp_path):
+    store, _ = start_store(small_config(tmp_path / "store"))
+    topics = TopicConfigManager(
+        str(tmp_path / "config"),
+        broker_name="broker-a",
+        cluster_name="DefaultCluster",
+        auto_create_enable=True,
+    )
+    topics.load()
+    made: list[IdempotenceService] = []
+
+    def make(**kw: int) -> tuple[SendMessageService, IdempotenceService]:
+        idempotence = IdempotenceService(store, **kw)
+        store.producers.register(PID, 0, store.clock.now_ms())
+        made.append(idempotence)
+        send = SendMessageService(
+            store, topics, store_host=("127.0.0.1", 10911), idempotence=idempotence
+        )
+        return send, idempotence
+
+    yield make
+    store.shutdown()
+
+
+async def until(condition, timeout_s: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition never held"
+        await asyncio.sleep(0.001)
+
+
+async def test_a_request_ahead_of_its_queue_waits_for_the_earlier_one_then_both_are_stored(
+    broker,
+) -> None:
+    send, idempotence = broker()
+    later = asyncio.create_task(send.send(numbered(2, 2)))
+    await until(lambda: idempotence.has_waiters)
+    earlier = await send.send(numbered(0, 2))
+    stored_later = await later
+    assert earlier.queue_offsets == [0, 1]
+    assert stored_later.queue_offsets == [2, 3]  # in sequence order, not arrival order
+    assert idempotence.waited == 1 and not idempotence.has_waiters
+
+
+async def test_a_retry_of_a_waiting_request_is_answered_once_its_original_is_stored(
+    broker,
+) -> None:
+    send, idempotence = broker()
+    later = asyncio.create_task(send.send(numbered(1, 1)))
+    await until(lambda: idempotence.has_waiters)
+    await send.send(numbered(0, 1))
+    first = await later
+    again = await send.send(numbered(1, 1))  # the same bytes, as a retry resends them
+    assert again.duplicates == [True]
+    assert again.queue_offsets == first.queue_offsets
+
+
+async def test_a_real_gap_is_refused_out_of_order_once_the_wait_is_over(broker) -> None:
+    send, idempotence = broker(wait_ms=20)
+    await send.send(numbered(0, 1))
+    with pytest.raises(OutOfOrderSequenceError, match="next one there is 1"):
+        await send.send(numbered(5, 1))
+    assert not idempotence.has_waiters
+
+
+async def test_waiters_past_the_bound_of_a_queue_are_refused_at_once(broker) -> None:
+    send, idempotence = broker(max_waiters_per_queue=1)
+    waiting = asyncio.create_task(send.send(numbered(3, 1)))
+    await until(lambda: idempotence.has_waiters)
+    with pytest.raises(OutOfOrderSequenceError):
+        await send.send(numbered(2, 1))  # a second one ahead of sequence 0: no room
+    await send.send(numbered(0, 3))  # 0, 1, 2: the waiting sequence 3 is next
+    assert (await waiting).queue_offsets == [3]
+
+
+async def test_requests_of_other_queues_never_wait_for_each_other(broker) -> None:
+    send, idempotence = broker()
+    await send.send(numbered(0, 1, queue_id=1))
+    stored = await send.send(numbered(0, 1, queue_id=0))
+    assert stored.queue_offsets == [0]
+    assert idempotence.waited == 0
