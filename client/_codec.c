@@ -37,7 +37,7 @@
 
 /* Bumped whenever a signature or a behaviour changes; message_codec.py refuses
  * a stale build (an editable install keeps the old .so until it is rebuilt). */
-#define CODEC_VERSION 3
+#define CODEC_VERSION 4
 
 /* -- record layout ----------------------------------------------------------------
  * common/record_layout.py is the definition; tests/unit/test_record_layout.py checks
@@ -469,7 +469,8 @@ encode_one(Buf *out, Buf *props, PyObject *msg, PyObject *uniq_key, int32_t queu
     int32_t flag;
     if (flag_obj == NULL || !as_i32(flag_obj, &flag))
         goto done;
-    Py_ssize_t fixed = HEAD_SIZE + born_size + 8 + STORE_HOST_PLACEHOLDER_SIZE + 4 + 8 + 4;
+    Py_ssize_t fixed = HEAD_SIZE + born_size + STORE_TIMESTAMP_SIZE + STORE_HOST_PLACEHOLDER_SIZE
+                       + TAIL_AFTER_STOREHOST + BODYLEN_SIZE;
     Py_ssize_t total = fixed + body_len + 1 + topic_len + 2 + props_len;
     if (total > INT32_MAX) {
         PyErr_SetString(struct_error, "'i' format requires -2147483648 <= number <= 2147483647");
@@ -479,24 +480,24 @@ encode_one(Buf *out, Buf *props, PyObject *msg, PyObject *uniq_key, int32_t queu
         goto done;
     unsigned char *p = out->data + out->len;
     wr_u32(p, (uint32_t)total);
-    wr_u32(p + 4, MESSAGE_MAGIC_CODE);
-    wr_u32(p + 8, (uint32_t)(crc32(0L, body_ptr, (uInt)body_len) & 0x7FFFFFFF));
-    wr_u32(p + 12, (uint32_t)queue_id);
-    wr_u32(p + 16, (uint32_t)flag);
-    wr_i64(p + 20, 0);                      /* QUEUEOFFSET, patched by the broker */
-    wr_i64(p + 28, 0);                      /* PHYSICALOFFSET, patched by the broker */
-    wr_u32(p + 36, (uint32_t)sysflag);
-    wr_i64(p + 40, born_ts);
+    wr_u32(p + POS_MAGIC, MESSAGE_MAGIC_CODE);
+    wr_u32(p + POS_BODYCRC, (uint32_t)(crc32(0L, body_ptr, (uInt)body_len) & 0x7FFFFFFF));
+    wr_u32(p + POS_QUEUEID, (uint32_t)queue_id);
+    wr_u32(p + POS_FLAG, (uint32_t)flag);
+    wr_i64(p + POS_QUEUEOFFSET, 0);         /* patched by the broker */
+    wr_i64(p + POS_PHYSICALOFFSET, 0);      /* patched by the broker */
+    wr_u32(p + POS_SYSFLAG, (uint32_t)sysflag);
+    wr_i64(p + POS_BORNTIMESTAMP, born_ts);
     p += HEAD_SIZE;
     memcpy(p, born_host, (size_t)born_size);
     p += born_size;
     wr_i64(p, 0);                           /* STORETIMESTAMP */
-    memset(p + 8, 0, STORE_HOST_PLACEHOLDER_SIZE);
-    p += 8 + STORE_HOST_PLACEHOLDER_SIZE;
-    wr_u32(p, (uint32_t)reconsume);
-    wr_i64(p + 4, 0);                       /* PREPAREDTRANSACTIONOFFSET */
-    wr_u32(p + 12, (uint32_t)body_len);
-    p += 16;
+    memset(p + STORE_TIMESTAMP_SIZE, 0, STORE_HOST_PLACEHOLDER_SIZE);
+    p += STORE_TIMESTAMP_SIZE + STORE_HOST_PLACEHOLDER_SIZE;
+    wr_u32(p, (uint32_t)reconsume);         /* RECONSUMETIMES i32, */
+    wr_i64(p + 4, 0);                       /* then PREPAREDTRANSACTIONOFFSET i64 */
+    wr_u32(p + TAIL_AFTER_STOREHOST, (uint32_t)body_len);
+    p += TAIL_AFTER_STOREHOST + BODYLEN_SIZE;
     memcpy(p, body_ptr, (size_t)body_len);
     p += body_len;
     *p++ = (unsigned char)topic_len;
@@ -889,7 +890,7 @@ decode_general(Reply *r, const unsigned char *raw, Py_ssize_t pos, Py_ssize_t en
     }
     const unsigned char *h = raw + pos;
     int32_t total = rd_i32(h);
-    uint32_t magic = rd_u32(h + 4);
+    uint32_t magic = rd_u32(h + POS_MAGIC);
     if (magic == BLANK_MAGIC_CODE && total > 0)
         return pos + total;
     if (magic != MESSAGE_MAGIC_CODE && magic != MESSAGE_MAGIC_CODE_V2) {
@@ -901,23 +902,25 @@ decode_general(Reply *r, const unsigned char *raw, Py_ssize_t pos, Py_ssize_t en
                                           end - pos));
         return -1;
     }
-    int32_t sysflag = rd_i32(h + 36);
+    int32_t sysflag = rd_i32(h + POS_SYSFLAG);
     Py_ssize_t born_size = sysflag & SYSFLAG_BORNHOST_V6 ? HOST_V6_SIZE : HOST_V4_SIZE;
     Py_ssize_t store_size = sysflag & SYSFLAG_STOREHOST_V6 ? HOST_V6_SIZE : HOST_V4_SIZE;
     Py_ssize_t p = pos + HEAD_SIZE + born_size;
-    Py_ssize_t body_pos = p + 8 + store_size + 16;
+    Py_ssize_t body_pos =
+        p + STORE_TIMESTAMP_SIZE + store_size + TAIL_AFTER_STOREHOST + BODYLEN_SIZE;
     if (body_pos > pos + total) {
         corrupt(pos, PyUnicode_FromFormat("TOTALSIZE is %d; the fields before BODY need %zd",
                                           total, body_pos - pos));
         return -1;
     }
     int64_t store_ts = rd_i64(raw + p);
-    const unsigned char *store_host = raw + p + 8;
-    p += 8 + store_size;
+    const unsigned char *store_host = raw + p + STORE_TIMESTAMP_SIZE;
+    p += STORE_TIMESTAMP_SIZE + store_size;     /* RECONSUMETIMES */
     PyObject *ext = build_ext(
-        r, raw, pos, body_pos, total, magic, rd_i32(h + 8), rd_i32(h + 12), rd_i32(h + 16),
-        rd_i64(h + 20), rd_i64(h + 28), sysflag, rd_i64(h + 40), store_ts, store_host,
-        store_size, rd_i32(raw + p), rd_i32(raw + p + 12));
+        r, raw, pos, body_pos, total, magic, rd_i32(h + POS_BODYCRC), rd_i32(h + POS_QUEUEID),
+        rd_i32(h + POS_FLAG), rd_i64(h + POS_QUEUEOFFSET), rd_i64(h + POS_PHYSICALOFFSET),
+        sysflag, rd_i64(h + POS_BORNTIMESTAMP), store_ts, store_host, store_size,
+        rd_i32(raw + p), rd_i32(raw + p + TAIL_AFTER_STOREHOST));
     if (ext == NULL)
         return -1;
     int rc = PyList_Append(out, ext);
@@ -955,8 +958,8 @@ decode_messages(PyObject *self, PyObject *args)
         }
         const unsigned char *h = raw + pos;
         int32_t total = rd_i32(h);
-        uint32_t magic = rd_u32(h + 4);
-        int32_t sysflag = rd_i32(h + 36);
+        uint32_t magic = rd_u32(h + POS_MAGIC);
+        int32_t sysflag = rd_i32(h + POS_SYSFLAG);
         if ((sysflag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)) || magic == BLANK_MAGIC_CODE
             || total < FIXED_V4_SIZE) {
             pos = decode_general(&r, raw, pos, end, out);
@@ -975,9 +978,11 @@ decode_messages(PyObject *self, PyObject *args)
         }
         const unsigned char *t = h + HEAD_SIZE + HOST_V4_SIZE;   /* STORETIMESTAMP */
         PyObject *ext = build_ext(
-            &r, raw, pos, pos + FIXED_V4_SIZE, total, magic, rd_i32(h + 8), rd_i32(h + 12),
-            rd_i32(h + 16), rd_i64(h + 20), rd_i64(h + 28), sysflag, rd_i64(h + 40),
-            rd_i64(t), t + 8, HOST_V4_SIZE, rd_i32(t + 16), rd_i32(t + 28));
+            &r, raw, pos, pos + FIXED_V4_SIZE, total, magic, rd_i32(h + POS_BODYCRC),
+            rd_i32(h + POS_QUEUEID), rd_i32(h + POS_FLAG), rd_i64(h + POS_QUEUEOFFSET),
+            rd_i64(h + POS_PHYSICALOFFSET), sysflag, rd_i64(h + POS_BORNTIMESTAMP), rd_i64(t),
+            t + STORE_TIMESTAMP_SIZE, HOST_V4_SIZE, rd_i32(t + STORE_TIMESTAMP_SIZE + HOST_V4_SIZE),
+            rd_i32(t + STORE_TIMESTAMP_SIZE + HOST_V4_SIZE + TAIL_AFTER_STOREHOST));
         if (ext == NULL)
             goto fail;
         int rc = PyList_Append(out, ext);

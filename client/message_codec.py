@@ -337,7 +337,7 @@ def decode_messages(
 
 # -- which implementation runs ---------------------------------------------------------
 #: ``_codec.VERSION`` this source was written with; another build is stale.
-_EXPECTED_VERSION: Final = 3
+_EXPECTED_VERSION: Final = 4
 
 
 def _load() -> tuple[ModuleType | None, str]:

@@ -422,7 +422,7 @@ static int check_record(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t lim
     const unsigned char *r = buf + pos;
     Py_ssize_t left = limit - pos;
     int64_t total = rd_i32(r);
-    lay->magic = rd_u32(r + 4);
+    lay->magic = rd_u32(r + POS_MAGIC);
     if (lay->magic != MESSAGE_MAGIC_CODE && lay->magic != MESSAGE_MAGIC_CODE_V2) {
         snprintf(reason, rs, "magic code is 0x%08X", lay->magic);
         return 1;
@@ -433,24 +433,24 @@ static int check_record(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t lim
         return 1;
     }
     lay->total = total;
-    lay->crc = rd_i32(r + 8);
-    lay->queue_id = rd_i32(r + 12);
-    lay->queue_offset = rd_i64(r + 20);
-    lay->phys = rd_i64(r + 28);
-    lay->sysflag = rd_i32(r + 36);
-    lay->born_ms = rd_i64(r + 40);
+    lay->crc = rd_i32(r + POS_BODYCRC);
+    lay->queue_id = rd_i32(r + POS_QUEUEID);
+    lay->queue_offset = rd_i64(r + POS_QUEUEOFFSET);
+    lay->phys = rd_i64(r + POS_PHYSICALOFFSET);
+    lay->sysflag = rd_i32(r + POS_SYSFLAG);
+    lay->born_ms = rd_i64(r + POS_BORNTIMESTAMP);
     Py_ssize_t born = (lay->sysflag & SYSFLAG_BORNHOST_V6) ? HOST_V6_SIZE : HOST_V4_SIZE;
     Py_ssize_t store = (lay->sysflag & SYSFLAG_STOREHOST_V6) ? HOST_V6_SIZE : HOST_V4_SIZE;
     Py_ssize_t p = HEAD_SIZE + born;               /* relative to the record */
-    if (p + 8 + store + 16 > total) {
+    if (p + STORE_TIMESTAMP_SIZE + store + TAIL_AFTER_STOREHOST + BODYLEN_SIZE > total) {
         snprintf(reason, rs, "TOTALSIZE %lld is too short for its fixed fields",
                  (long long)total);
         return 1;
     }
     lay->store_ms = rd_i64(r + p);
-    p += 8 + store + 12;
+    p += STORE_TIMESTAMP_SIZE + store + TAIL_AFTER_STOREHOST;
     int32_t body_len = rd_i32(r + p);
-    p += 4;
+    p += BODYLEN_SIZE;
     if (body_len < 0 || p + body_len > total) {
         snprintf(reason, rs, "BODYLEN %d does not fit TOTALSIZE %lld", body_len,
                  (long long)total);
@@ -562,7 +562,7 @@ static PyObject *decode_block(PyObject *self, PyObject *args) {
             break;
         }
         int32_t total = rd_i32(buf + pos);
-        uint32_t magic = rd_u32(buf + pos + 4);
+        uint32_t magic = rd_u32(buf + pos + POS_MAGIC);
         if (magic == BLANK_MAGIC_CODE && ((mode & MODE_SEGMENT) || total > 0)) {
             if (mode & MODE_SEGMENT) { stop = STOP_END; break; }
             pos += total;
@@ -876,7 +876,8 @@ static PyObject *encode_chunks(PyObject *self, PyObject *args) {
     chunks = PyList_New(0);
     if (chunks == NULL || gb_init(&props, 256) < 0 || gb_init(&packed, 64) < 0) goto done;
     const Py_ssize_t born_size = born_host.len;
-    const Py_ssize_t fixed = HEAD_SIZE + born_size + 8 + HOST_V4_SIZE + 16;
+    const Py_ssize_t fixed = HEAD_SIZE + born_size + STORE_TIMESTAMP_SIZE + HOST_V4_SIZE
+                             + TAIL_AFTER_STOREHOST + BODYLEN_SIZE;
     Py_ssize_t rows_in_chunk = 0, body_in_chunk = 0, last_chunk_rows = 0;
     int32_t queue_id = 0;
     for (Py_ssize_t i = start; i < stop; i++) {
@@ -952,14 +953,14 @@ static PyObject *encode_chunks(PyObject *self, PyObject *args) {
         unsigned char *r = gb_ptr(&blob) + blob.len;
         memset(r, 0, fixed);
         wr_u32(r, (uint32_t)total);
-        wr_u32(r + 4, MESSAGE_MAGIC_CODE);
-        wr_u32(r + 8, (uint32_t)(crc32(0, payload, (uInt)payload_n) & 0x7FFFFFFF));
-        wr_u32(r + 12, (uint32_t)queue_id);
-        wr_u32(r + 36, (uint32_t)sysflag);
-        wr_i64(r + 40, born_ms);
+        wr_u32(r + POS_MAGIC, MESSAGE_MAGIC_CODE);
+        wr_u32(r + POS_BODYCRC, (uint32_t)(crc32(0, payload, (uInt)payload_n) & 0x7FFFFFFF));
+        wr_u32(r + POS_QUEUEID, (uint32_t)queue_id);
+        wr_u32(r + POS_SYSFLAG, (uint32_t)sysflag);
+        wr_i64(r + POS_BORNTIMESTAMP, born_ms);
         memcpy(r + HEAD_SIZE, born_host.buf, born_size);
         /* STORETIMESTAMP, STOREHOST (8 zero bytes), RECONSUMETIMES, PREPARED: zeros */
-        wr_u32(r + fixed - 4, (uint32_t)payload_n);
+        wr_u32(r + fixed - BODYLEN_SIZE, (uint32_t)payload_n);
         unsigned char *p = r + fixed;
         memcpy(p, payload, payload_n);
         p += payload_n;
@@ -1010,14 +1011,14 @@ static PyObject *set_queue_id(PyObject *self, PyObject *args) {
     if (out != NULL) {
         unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
         Py_ssize_t pos = 0;
-        while (pos + 16 <= view.len) {
+        while (pos + POS_QUEUEID + 4 <= view.len) {
             int32_t total = rd_i32(p + pos);
             if (total < HEAD_SIZE || pos + total > view.len) {
                 Py_CLEAR(out);
                 PyErr_Format(PyExc_ValueError, "record at %zd has TOTALSIZE %d", pos, total);
                 break;
             }
-            wr_u32(p + pos + 12, (uint32_t)queue_id);
+            wr_u32(p + pos + POS_QUEUEID, (uint32_t)queue_id);
             pos += total;
         }
     }
@@ -1048,10 +1049,10 @@ static PyObject *record_starts(PyObject *self, PyObject *args) {
     Py_ssize_t pos = 0, mark = every;
     while (limit - pos >= HEAD_SIZE) {
         int32_t total = rd_i32(buf + pos);
-        uint32_t magic = rd_u32(buf + pos + 4);
+        uint32_t magic = rd_u32(buf + pos + POS_MAGIC);
         if ((magic != MESSAGE_MAGIC_CODE && magic != MESSAGE_MAGIC_CODE_V2)
                 || total < HEAD_SIZE || total > limit - pos
-                || rd_i64(buf + pos + 28) != base_phys + pos)
+                || rd_i64(buf + pos + POS_PHYSICALOFFSET) != base_phys + pos)
             break;                        /* the end, or damage: the last part reports it */
         pos += total;
         if (pos >= mark) {

@@ -52,7 +52,7 @@
 
 /* Bumped whenever a signature or a behaviour changes; speedups.py refuses a
  * stale build (an editable install keeps the old .so until it is rebuilt). */
-#define SPEEDUPS_VERSION 4
+#define SPEEDUPS_VERSION 5
 
 /* -- layout -----------------------------------------------------------------------
  * common/record_layout.py (and consume_queue.py, index_file.py) is the definition;
@@ -533,8 +533,8 @@ scan_record(PyObject **lists, seen_topic *seen, int *n_seen, const unsigned char
         return -1;
     }
     Py_ssize_t total = rd_i32(r);
-    uint32_t magic = rd_u32(r + 4);
-    int32_t crc = rd_i32(r + 8);
+    uint32_t magic = rd_u32(r + POS_MAGIC);
+    int32_t crc = rd_i32(r + POS_BODYCRC);
     int32_t queue_id = rd_i32(r + POS_QUEUEID);
     int32_t sysflag = rd_i32(r + POS_SYSFLAG);
     if (magic != MESSAGE_MAGIC_CODE && magic != MESSAGE_MAGIC_CODE_V2) {
@@ -561,14 +561,14 @@ scan_record(PyObject **lists, seen_topic *seen, int *n_seen, const unsigned char
     Py_ssize_t born_size = (sysflag & SYSFLAG_BORNHOST_V6) ? HOST_V6_SIZE : HOST_V4_SIZE;
     Py_ssize_t store_ts_pos = POS_BORNHOST + born_size;
     Py_ssize_t record_end = pos + total;
-    Py_ssize_t p = pos + store_ts_pos + 8 + store_host_size + TAIL_AFTER_STOREHOST;
-    if (p + 4 > record_end) {
+    Py_ssize_t p = pos + store_ts_pos + STORE_TIMESTAMP_SIZE + store_host_size + TAIL_AFTER_STOREHOST;
+    if (p + BODYLEN_SIZE > record_end) {
         batch_error(str_illegal, "record at batch offset %zd: TOTALSIZE %zd is smaller than "
                     "its fixed fields", pos, total);
         return -1;
     }
     Py_ssize_t body_len = rd_i32(buf + p);
-    Py_ssize_t body_pos = p + 4;
+    Py_ssize_t body_pos = p + BODYLEN_SIZE;
     p = body_pos + body_len;
     if (body_len < 0 || p > record_end) {
         batch_error(str_illegal, "record at batch offset %zd: BODYLEN %zd does not fit "
@@ -1047,9 +1047,9 @@ patch_batch(PyObject *module, PyObject *args)
         }
         PyList_SET_ITEM(phys_list, i, phys_obj);
         wr_u64(mem + at + POS_QUEUEOFFSET, (uint64_t)qo);
-        wr_u64(mem + at + POS_QUEUEOFFSET + 8, (uint64_t)phys);
+        wr_u64(mem + at + POS_PHYSICALOFFSET, (uint64_t)phys);
         wr_u64(mem + at + ts_pos, (uint64_t)store_ts);
-        memcpy(mem + at + ts_pos + 8, host.buf, (size_t)host.len);
+        memcpy(mem + at + ts_pos + STORE_TIMESTAMP_SIZE, host.buf, (size_t)host.len);
     }
     result = PyTuple_Pack(2, phys_list, qo_list);
 
@@ -1655,7 +1655,7 @@ frame_end(PyObject *module, PyObject *args)
         }
         else {
             int32_t total = rd_i32(buf + pos);
-            if (rd_u32(buf + pos + 4) == BLANK_MAGIC_CODE) {
+            if (rd_u32(buf + pos + POS_MAGIC) == BLANK_MAGIC_CODE) {
                 next = size;
             }
             else if (total <= 0) {
