@@ -51,8 +51,10 @@ class BrokerBatcher:
         max_bytes: int = 1 << 20,
         max_in_flight: int = 4,
         call_timeout_s: float = 3.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = name
+        self._monotonic = monotonic  # the producer's clock: records' deadlines are on it
         self._call_timeout_s = call_timeout_s
         self._send_one = send_one
         self._send_batch = send_batch
@@ -142,7 +144,7 @@ class BrokerBatcher:
         batch: list[_Pending] = []
         size = 0
         pending = self._pending
-        now = time.monotonic()
+        now = self._monotonic()
         max_count = self._max_messages if limit is None else min(limit, self._max_messages)
         max_bytes = self._max_bytes
         taken_bytes = 0
@@ -181,7 +183,7 @@ class BrokerBatcher:
         try:
             self.calls += 1
             timeout_s = min(
-                max(max(p[2] for p in batch) - time.monotonic(), 0.001), self._call_timeout_s
+                max(max(p[2] for p in batch) - self._monotonic(), 0.001), self._call_timeout_s
             )
             if len(batch) == 1:
                 receipts = await self._send_one(batch[0][0], timeout_s)

@@ -45,7 +45,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +61,7 @@ from pocketmq.client.errors import (
 from pocketmq.client.idempotence import ProducerSession, SessionManager, Ticket
 from pocketmq.client.message_codec import encode_messages
 from pocketmq.client.model import Message, MessageQueue, SendResult, SendStatus
+from pocketmq.client.send_retry import _back_off, _result, _retry_elsewhere, _stored_ok
 
 if TYPE_CHECKING:
     from pocketmq.client.producer import Producer
@@ -135,7 +135,6 @@ async def send_idempotent(
     """Send what *encode* makes (*count* records) for a queue (*queue*, or one picked
     from the route); *max_in_flight* > 0: at most that many of a queue's requests
     in flight at once (see the module docstring)."""
-    _result, _retry_elsewhere, _stored_ok = _HELPERS or _producer_helpers()
     routes, _acc = producer._running()
     sessions = producer._sessions
     assert sessions is not None
@@ -147,7 +146,7 @@ async def send_idempotent(
     last_error: ClientError | None = avoid
     if queue is not None and routes.addr_of(queue.broker_name) is None:
         await routes.write_queues(topic)  # a queue named before this producer routed it
-    while tried < attempts and time.monotonic() < deadline:
+    while tried < attempts and producer._clock.monotonic() < deadline:
         tried += 1
         mq = queue
         if mq is None:
@@ -163,7 +162,7 @@ async def send_idempotent(
         except ClientError as exc:
             if not _retry_elsewhere(exc):
                 raise
-            producer._attempt_failed(topic, mq, time.monotonic(), exc, tried)
+            producer._attempt_failed(topic, mq, producer._clock.monotonic(), exc, tried)
             last_error = exc
             continue
         try:
@@ -245,12 +244,14 @@ async def _on_queue(
     *first_error*: the answer of a first call already made (:func:`send_coalesced`)."""
     mq = req.mq
     if started is None:
-        started = time.monotonic()
+        started = producer._clock.monotonic()
     state = _Tries()
     try:
         if max_in_flight and first_error is None and req.ticket.behind(max_in_flight):
             try:
-                await req.ticket.admitted(max_in_flight, max(deadline - time.monotonic(), 0))
+                await req.ticket.admitted(
+                    max_in_flight, max(deadline - producer._clock.monotonic(), 0)
+                )
             except TimeoutError:
                 raise SendTimeoutError(
                     "no time left (send_timeout_ms) while waiting for the queue's earlier requests"
@@ -263,7 +264,9 @@ async def _on_queue(
                 except ClientError as failed:
                     exc = failed
                 else:
-                    producer.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
+                    producer.fault.update(
+                        mq.broker_name, (producer._clock.monotonic() - started) * 1000
+                    )
                     return result
             await _after_failure(producer, req, exc, state, deadline, budget_s, started, tried)
             exc = None
@@ -291,8 +294,6 @@ async def _after_failure(
 ) -> None:
     """Returns when the request is to be sent again; raises when it is given up
     (:class:`SendTimeoutError`, the broker's refusal) or refused here (:class:`_Elsewhere`)."""
-    from pocketmq.client.producer import _back_off, _retry_elsewhere
-
     mq = req.mq
     sessions = req.sessions
     if isinstance(exc, OutOfOrderSequenceError) and await _out_of_order(
@@ -306,7 +307,7 @@ async def _after_failure(
     state.uncertain = state.uncertain or outcome_unknown(exc)
     if state.uncertain or try_again_here(exc) or isinstance(exc, OutOfOrderSequenceError):
         state.busy += 1
-        if await _back_off(state.busy, deadline):
+        if await _back_off(state.busy, deadline, producer._clock.monotonic):
             return
         sessions.retire(req.ticket.session)
         raise SendTimeoutError(
@@ -327,13 +328,12 @@ async def send_coalesced(
     """:func:`send_idempotent` of one message to a queue of the route's choosing, through
     the accumulator, its first try inline (one coroutine layer, no closure, no request
     object while all goes well: the retry machinery starts after a failure)."""
-    _result, _retry_elsewhere, _stored_ok = _HELPERS or _producer_helpers()
     routes, accumulator = producer._running()
     sessions = producer._sessions
     assert sessions is not None
     topic = msg.topic
     queues = routes.cached_write_queues(topic)
-    if not queues or time.monotonic() >= deadline:
+    if not queues or producer._clock.monotonic() >= deadline:
         return await send_idempotent(
             producer,
             topic,
@@ -345,7 +345,7 @@ async def send_coalesced(
     mq = producer._selector.select(queues)
     session = sessions.current(mq.broker_name)
     addr = routes.addr_of(mq.broker_name)
-    started = time.monotonic()
+    started = producer._clock.monotonic()
     if session is None or addr is None:
         try:
             session = await _session(producer, sessions, mq, deadline)
@@ -409,7 +409,7 @@ async def send_coalesced(
             req.ticket.close()
     finally:
         ticket.close()
-    producer.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
+    producer.fault.update(mq.broker_name, (producer._clock.monotonic() - started) * 1000)
     result = _result(receipt, mq)
     if (
         cfg.retry_another_broker_when_not_store_ok
@@ -427,24 +427,6 @@ async def send_coalesced(
             not_ok=result,
         )
     return result
-
-
-_Helpers = tuple[
-    Callable[[Any, MessageQueue], SendResult],  # _result
-    Callable[[ClientError], bool],  # _retry_elsewhere
-    Callable[[Any], bool],  # _stored_ok
-]
-_HELPERS: _Helpers | None = None
-
-
-def _producer_helpers() -> _Helpers:
-    """producer.py's helpers, imported once (producer.py imports this module, and an
-    import statement per send costs about a microsecond)."""
-    global _HELPERS
-    from pocketmq.client.producer import _result, _retry_elsewhere, _stored_ok
-
-    _HELPERS = (_result, _retry_elsewhere, _stored_ok)
-    return _HELPERS
 
 
 def _encoder(producer: Producer, msg: Message, uniq_key: str) -> Encode:
@@ -470,7 +452,7 @@ async def _out_of_order(
 ) -> bool:
     """Make an out-of-order refusal good; True: send the (same or renumbered) request
     again now; False: no time left (the caller gives up)."""
-    if time.monotonic() >= deadline:
+    if producer._clock.monotonic() >= deadline:
         return False
     ticket = req.ticket
     session = ticket.session
@@ -480,7 +462,7 @@ async def _out_of_order(
         # Sent ahead of an earlier request of its queue (or held back with others in a
         # coalesced call): wait for the earlier ones' outcome, so as not to overtake them.
         try:
-            await _until(ticket.wait_earlier(), deadline)
+            await _until(ticket.wait_earlier(), deadline, producer._clock.monotonic)
         except SendTimeoutError:
             return False
         return True
@@ -514,8 +496,8 @@ async def _out_of_order(
     return True
 
 
-async def _until(waiting: Awaitable[None], deadline: float) -> None:
-    remaining = deadline - time.monotonic()
+async def _until(waiting: Awaitable[None], deadline: float, monotonic: Callable[[], float]) -> None:
+    remaining = deadline - monotonic()
     try:
         async with asyncio.timeout(max(remaining, 0)):  # no task per wait, as wait_for
             await waiting
@@ -535,7 +517,7 @@ async def _session(
     addr = routes.addr_of(mq.broker_name)
     if addr is None:
         raise RouteNotFoundError(mq.topic, f"broker {mq.broker_name} has no known address")
-    if deadline <= time.monotonic():
+    if deadline <= producer._clock.monotonic():
         raise SendTimeoutError(f"no time left to open a producer session on {mq.broker_name}")
     return await sessions.get(mq.broker_name, addr, mq.topic)
 

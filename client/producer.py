@@ -190,6 +190,7 @@ class Producer:
             max_in_flight=cfg.max_in_flight_per_broker,
             call_timeout_s=(cfg.request_timeout_ms if cfg.idempotent else cfg.send_timeout_ms)
             / 1000,
+            monotonic=self._clock.monotonic,
         )
 
     async def _init_producer_id(

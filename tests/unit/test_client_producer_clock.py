@@ -45,11 +45,14 @@ async def nameserver():
     await server.stop(None)
 
 
-async def test_a_send_whose_budget_the_injected_clock_has_spent_times_out_untried(nameserver):
+@pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
+async def test_a_send_whose_budget_the_injected_clock_has_spent_times_out_untried(
+    nameserver, idempotent
+):
     servicer, addr = nameserver
     clock = LeapingClock()
     async with Producer(
-        group="pg", namesrv=addr, clock=clock, idempotent=False, send_timeout_ms=3000
+        group="pg", namesrv=addr, clock=clock, idempotent=idempotent, send_timeout_ms=3000
     ) as producer:
         assert producer.state is ClientState.RUNNING
         with pytest.raises(SendTimeoutError, match="within 3000 ms"):
