@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from pocketmq.broker.admin_service import AdminService
+from pocketmq.broker.admin_service import AdminProcessor
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
@@ -39,18 +39,18 @@ from pocketmq.broker.flow_control import FlowControlInterceptor, server_limits
 from pocketmq.broker.grpc_v2.auth import acl_authenticator as v2_acl_authenticator
 from pocketmq.broker.grpc_v2.server import BrokerParts, GrpcV2Server
 from pocketmq.broker.grpc_v2.servicer import Authenticator
-from pocketmq.broker.idempotence import IdempotenceService
+from pocketmq.broker.idempotence import IdempotenceProcessor
 from pocketmq.broker.limits import warn_if_low
-from pocketmq.broker.long_polling import PullRequestHoldService
+from pocketmq.broker.long_polling import PullRequestHolder
 from pocketmq.broker.namesrv_client import GrpcNameserverClient
 from pocketmq.broker.property_filter import FilterCompiler
-from pocketmq.broker.pull_service import PullMessageService
+from pocketmq.broker.pull_service import PullMessageProcessor
 from pocketmq.broker.rebalance_lock import RebalanceLockManager
-from pocketmq.broker.registration import NameserverClient, RegisterBrokerService
+from pocketmq.broker.registration import RegisterBrokerService, RegistrationClient
 from pocketmq.broker.runtime_config import RuntimeConfig
 from pocketmq.broker.schedule import ScheduleMessageService
-from pocketmq.broker.send_back import SendBackService
-from pocketmq.broker.send_service import SendMessageService
+from pocketmq.broker.send_back import SendBackProcessor
+from pocketmq.broker.send_service import SendMessageProcessor
 from pocketmq.broker.servicer import BrokerServicer, MalformedRequestInterceptor, add_to_server
 from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.store.api import MessageStore
@@ -61,7 +61,7 @@ from pocketmq.broker.timer_messages import TimerPolicy
 from pocketmq.broker.timer_service import TimerService
 from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.broker.trace import BrokerTraceService
-from pocketmq.broker.transaction import TransactionalMessageService
+from pocketmq.broker.transaction import TransactionResolver
 from pocketmq.broker.transaction_check import TransactionalMessageCheckService
 from pocketmq.broker.v1_authz import transaction_check_filter
 from pocketmq.common.clock import Clock, SystemClock
@@ -98,7 +98,7 @@ class Broker:
         *,
         clock: Clock | None = None,
         store_factory: StoreFactory = _default_store,
-        namesrv_client_factory: Callable[[str], NameserverClient] | None = None,
+        namesrv_client_factory: Callable[[str], RegistrationClient] | None = None,
         v2_authenticator: Authenticator | None = None,
     ) -> None:
         self.config = config
@@ -114,19 +114,19 @@ class Broker:
         self.topics: TopicConfigManager | None = None
         self.offsets: ConsumerOffsetManager | None = None
         self.clients: ClientManager | None = None
-        self.hold: PullRequestHoldService | None = None
+        self.hold: PullRequestHolder | None = None
         self.flow_control: FlowControlInterceptor | None = None
-        self.admin: AdminService | None = None
-        self.pull_service: PullMessageService | None = None
+        self.admin: AdminProcessor | None = None
+        self.pull_service: PullMessageProcessor | None = None
         self.acl: AclStore | None = None  # when acl_enable
         self.registration: RegisterBrokerService | None = None
-        self.send: SendMessageService | None = None
-        self.send_back: SendBackService | None = None
+        self.send: SendMessageProcessor | None = None
+        self.send_back: SendBackProcessor | None = None
         self.grpc_v2: GrpcV2Server | None = None  # RocketMQ 5's MessagingService
         self.schedule: ScheduleMessageService | None = None
         self.timer: TimerService | None = None
         self.locks: RebalanceLockManager | None = None
-        self.transactions: TransactionalMessageService | None = None
+        self.transactions: TransactionResolver | None = None
         self.transaction_check: TransactionalMessageCheckService | None = None
         self.trace: BrokerTraceService | None = None  # trace_topic_enable
         self._stopping = False
@@ -283,7 +283,7 @@ class Broker:
         if self.acl is not None:
             # A transaction check carries the uncommitted record: only to keys that may PUB it.
             self.clients.command_filter = transaction_check_filter(self.acl)
-        self.hold = PullRequestHoldService(max_parked=cfg.max_parked_pulls)
+        self.hold = PullRequestHolder(max_parked=cfg.max_parked_pulls)
         store.add_arrival_listener(self.hold.on_arrival)
         self.schedule = ScheduleMessageService(
             store,
@@ -322,10 +322,10 @@ class Broker:
             on_reply=self.ha.on_register_reply if self.ha is not None else None,
             **registration_kwargs,
         )
-        self.idempotence = IdempotenceService(
+        self.idempotence = IdempotenceProcessor(
             store, clock=self.clock, not_master=self.ha.not_master if self.ha is not None else None
         )
-        self.send = SendMessageService(
+        self.send = SendMessageProcessor(
             store,
             self.topics,
             store_host=store_host,
@@ -337,11 +337,11 @@ class Broker:
             not_master=(self.ha.not_master if self.ha is not None else None),
             idempotence=self.idempotence,
         )
-        self.send_back = SendBackService(
+        self.send_back = SendBackProcessor(
             store, self.topics, levels, store_host=store_host, clock=self.clock
         )
         self._build_trace(store, store_host)
-        self.pull_service = PullMessageService(
+        self.pull_service = PullMessageProcessor(
             store,
             self.topics,
             self.offsets,
@@ -355,7 +355,7 @@ class Broker:
             stats=self.stats,
             filters=FilterCompiler(enable_property_filter=cfg.enable_property_filter),
         )
-        self.admin = AdminService(
+        self.admin = AdminProcessor(
             store,
             self.topics,
             self.offsets,
@@ -435,7 +435,7 @@ class Broker:
     def _build_transactions(self, store: MessageStore, store_host: tuple[str, int]) -> None:
         cfg = self.config
         assert self.clients is not None
-        self.transactions = TransactionalMessageService(
+        self.transactions = TransactionResolver(
             store,
             cfg.config_dir,
             store_host=store_host,

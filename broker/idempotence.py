@@ -1,4 +1,4 @@
-"""IdempotenceService: producer ids for idempotent producers, and the send path's
+"""IdempotenceProcessor: producer ids for idempotent producers, and the send path's
 de-duplication (Kafka's idempotent producer, on PocketMQ's records).
 
 ``InitProducerId`` hands out a producer id: a fresh random one at epoch 0, or,
@@ -9,7 +9,7 @@ in :data:`PRODUCER_EPOCH_TOPIC` (body: the identity; ``PMQ_IDEM`` =
 with the log. Fresh ids are random in [1, 2**62); named ones have bit 62 set,
 so the two never meet.
 
-Before a put, :meth:`IdempotenceService.check` reads each record's ``PMQ_IDEM``
+Before a put, :meth:`IdempotenceProcessor.check` reads each record's ``PMQ_IDEM``
 (see :mod:`pocketmq.broker.store.producer_state`) and asks the store's
 :class:`ProducerStateTable` which records are retries of stored ones; those are
 answered with their original offsets (:func:`duplicate_answer`) and left out
@@ -31,13 +31,13 @@ from dataclasses import dataclass
 
 from pocketmq.broker.errors import (
     BrokerError,
-    BusyError,
+    BrokerNotMasterError,
     FailedPreconditionError,
-    InvalidRequestError,
-    NotMasterError,
-    OutOfOrderSequenceError,
-    PermissionDeniedError,
+    IllegalArgumentError,
+    NoPermissionError,
     PutRejectedError,
+    SequenceGapError,
+    SystemBusyError,
 )
 from pocketmq.broker.store.batch import ScannedBatch
 from pocketmq.broker.store.producer_state import (
@@ -57,7 +57,7 @@ from pocketmq.security.interceptor import AclError, authorize_publish, current_o
 __all__ = [
     "PRODUCER_EPOCH_TOPIC",
     "DuplicateAnswer",
-    "IdempotenceService",
+    "IdempotenceProcessor",
     "ProducerInit",
     "named_producer_id",
 ]
@@ -72,9 +72,9 @@ _QUEUE_OFFSET_POS = 20  # TOTALSIZE MAGIC BODYCRC QUEUEID FLAG | QUEUEOFFSET
 
 _ERRORS: dict[StateErrorKind, Callable[[str], BrokerError]] = {
     StateErrorKind.FENCED: lambda m: FailedPreconditionError(m, reason="PRODUCER_FENCED"),
-    StateErrorKind.OUT_OF_ORDER: OutOfOrderSequenceError,
-    StateErrorKind.REPEATED: lambda m: InvalidRequestError(m, reason="SEQUENCE_REPEATED"),
-    StateErrorKind.FULL: lambda m: BusyError(m, reason="PRODUCER_ID_LIMIT"),
+    StateErrorKind.OUT_OF_ORDER: SequenceGapError,
+    StateErrorKind.REPEATED: lambda m: IllegalArgumentError(m, reason="SEQUENCE_REPEATED"),
+    StateErrorKind.FULL: lambda m: SystemBusyError(m, reason="PRODUCER_ID_LIMIT"),
 }
 
 
@@ -100,13 +100,13 @@ def named_producer_id(owner: str, identity: str) -> int:
     return (int.from_bytes(digest, "big") & (_NAMED_BIT - 1)) | _NAMED_BIT
 
 
-class IdempotenceService:
+class IdempotenceProcessor:
     def __init__(
         self,
         store: object,
         *,
         clock: Clock | None = None,
-        not_master: Callable[[], NotMasterError | None] | None = None,
+        not_master: Callable[[], BrokerNotMasterError | None] | None = None,
     ) -> None:
         self._store = store
         self._table: ProducerStateTable = store.producers  # type: ignore[attr-defined]
@@ -125,7 +125,7 @@ class IdempotenceService:
         try:
             authorize_publish(set(topics))
         except AclError as exc:
-            raise PermissionDeniedError(exc.message) from None
+            raise NoPermissionError(exc.message) from None
         now = self._clock.now_ms()
         table = self._table
         if not identity:
@@ -200,21 +200,21 @@ def _check_init(producer_group: str, identity: str, topics: list[str]) -> None:
     if producer_group:
         problem = check_group(producer_group)
         if problem:
-            raise InvalidRequestError(f"producer_group: {problem}")
+            raise IllegalArgumentError(f"producer_group: {problem}")
     if len(identity) > MAX_IDENTITY_LENGTH:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             f"identity is {len(identity)} characters; at most {MAX_IDENTITY_LENGTH} are allowed"
         )
     if not topics:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             "InitProducerId names no topic; give the topics the "
             "producer writes to (the ACL checks PUB on each)"
         )
     if len(topics) > MAX_INIT_TOPICS:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             f"InitProducerId names {len(topics)} topics; at most {MAX_INIT_TOPICS} are allowed"
         )
     for topic in topics:
         problem = check_topic(topic)
         if problem:
-            raise InvalidRequestError(f"topics: {problem}")
+            raise IllegalArgumentError(f"topics: {problem}")

@@ -16,10 +16,10 @@ from pocketmq.broker.topic_config import DataVersion, TopicConfig
 from pocketmq.common.auth import Credentials, signed_metadata
 from pocketmq.v1 import common_pb2, nameserver_pb2, nameserver_pb2_grpc
 
-__all__ = ["BrokerRegistration", "GrpcNameserverClient", "NameserverError", "RegisterReply"]
+__all__ = ["BrokerRegistration", "GrpcNameserverClient", "NameserverCallError", "RegisterReply"]
 
 
-class NameserverError(Exception):
+class NameserverCallError(Exception):
     """A nameserver call failed; the message names the nameserver and why."""
 
 
@@ -124,7 +124,7 @@ class GrpcNameserverClient:
                 ),
             )
         except grpc.aio.AioRpcError as exc:
-            raise NameserverError(
+            raise NameserverCallError(
                 f"nameserver {self.addr}: {exc.code().name}: {exc.details()}"
             ) from None
         return RegisterReply(
@@ -154,7 +154,7 @@ class GrpcNameserverClient:
                 ),
             )
         except grpc.aio.AioRpcError as exc:
-            raise NameserverError(
+            raise NameserverCallError(
                 f"nameserver {self.addr}: {exc.code().name}: {exc.details()}"
             ) from None
         return bool(response.was_registered)

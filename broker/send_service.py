@@ -1,4 +1,4 @@
-"""SendMessageService: checks a send, creates topics on demand, stores, acknowledges.
+"""SendMessageProcessor: checks a send, creates topics on demand, stores, acknowledges.
 
 RocketMQ's ``SendMessageProcessor`` for SEND_MESSAGE and SEND_BATCH_MESSAGE.
 A send carries records already in the commit-log layout; one batch may feed
@@ -42,13 +42,13 @@ from typing import TYPE_CHECKING, Any
 from pocketmq.broker.delay_levels import PROPERTY_DELAY, DelayLevels, rewrite_delayed
 from pocketmq.broker.errors import (
     BrokerError,
-    InvalidRequestError,
-    NotFoundError,
-    NotMasterError,
-    PermissionDeniedError,
+    BrokerNotMasterError,
+    IllegalArgumentError,
+    NoPermissionError,
     PutRejectedError,
+    ResourceNotFoundError,
 )
-from pocketmq.broker.idempotence import DuplicateAnswer, IdempotenceService
+from pocketmq.broker.idempotence import DuplicateAnswer, IdempotenceProcessor
 from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.batch import MARK_DELAY, MARK_TIMER, BatchError, ScannedBatch
@@ -69,7 +69,7 @@ from pocketmq.security.interceptor import AclError, authorize_publish, current_a
 if TYPE_CHECKING:
     from pocketmq.broker.trace import BrokerTraceService
 
-__all__ = ["SendMessageService", "SendOutcome", "SendStatus"]
+__all__ = ["SendMessageProcessor", "SendOutcome", "SendStatus"]
 
 _I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
@@ -134,8 +134,8 @@ def _broker_keys(message: str) -> str:
     )
 
 
-def _illegal(pos: int, what: str, reason: str = "MESSAGE_ILLEGAL") -> InvalidRequestError:
-    return InvalidRequestError(f"record at batch offset {pos}: {what}", reason=reason)
+def _illegal(pos: int, what: str, reason: str = "MESSAGE_ILLEGAL") -> IllegalArgumentError:
+    return IllegalArgumentError(f"record at batch offset {pos}: {what}", reason=reason)
 
 
 def _refuse_delayed_half_messages(scanned: ScannedBatch) -> None:
@@ -162,7 +162,7 @@ def _refuse_delayed_half_messages(scanned: ScannedBatch) -> None:
             )
 
 
-class SendMessageService:
+class SendMessageProcessor:
     def __init__(
         self,
         store: MessageStore,
@@ -174,8 +174,8 @@ class SendMessageService:
         clock: Clock | None = None,
         stats: BrokerStatsManager | None = None,
         replica_wait: ReplicaWait | None = None,
-        not_master: Callable[[], NotMasterError | None] | None = None,
-        idempotence: IdempotenceService | None = None,
+        not_master: Callable[[], BrokerNotMasterError | None] | None = None,
+        idempotence: IdempotenceProcessor | None = None,
     ) -> None:
         self._store = store
         self._idempotence = idempotence
@@ -211,11 +211,11 @@ class SendMessageService:
         try:
             scanned = self._store.scan(blob, allow_empty_body=False)
         except BatchError as exc:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 _broker_keys(str(exc)), reason=_BATCH_REASONS.get(exc.kind, "MESSAGE_ILLEGAL")
             ) from None
         if single and len(scanned) != 1:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"SendMessage carries one record; this request carries "
                 f"{len(scanned)}; send them with SendBatch",
                 reason="MESSAGE_ILLEGAL",
@@ -225,7 +225,7 @@ class SendMessageService:
             try:
                 authorize_publish(set(scanned.topics))
             except AclError as exc:
-                raise PermissionDeniedError(exc.message) from None
+                raise NoPermissionError(exc.message) from None
         if scanned.markers:
             _refuse_delayed_half_messages(scanned)
         # From here to the put nothing awaits: the check and the put see one state.
@@ -401,18 +401,18 @@ class SendMessageService:
 
     def _check_topic(self, topic: str, to_create: list[str]) -> TopicConfig | None:
         if topic in NOT_ALLOWED_SEND_TOPICS:
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"topic {topic!r} is written by the broker only; producers may not send to it"
             )
         config = self._topics.get(topic)
         if config is None:
             if not self._topics.auto_create_enable:
-                # Raises NotFoundError with how to create it.
+                # Raises ResourceNotFoundError with how to create it.
                 self._topics.get_or_auto_create(topic)
             to_create.append(topic)
             return None
         if not config.writable:
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"topic {topic!r} is not writable on this broker "
                 f"(perm {config.perm}); UpdateTopic with perm 6 to "
                 "allow sends"
@@ -422,7 +422,7 @@ class SendMessageService:
     def _auto_create_queue_nums(self) -> int:
         template = self._topics.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
         if template is None:
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"the auto-create template topic {AUTO_CREATE_TOPIC_KEY_TOPIC} "
                 "is missing from topics.json",
                 reason="TOPIC_NOT_EXIST",

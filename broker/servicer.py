@@ -17,40 +17,40 @@ from typing import Any, TypeVar
 
 import grpc
 
-from pocketmq.broker.admin_service import AdminService, ResetPosition
+from pocketmq.broker.admin_service import AdminProcessor, ResetPosition
 from pocketmq.broker.client_manager import (
-    ChannelOpened,
-    CheckTransactionState,
+    ChannelOpenedCommand,
+    CheckTransactionStateCommand,
     ClientManager,
     ConsumeFromWhere,
     ConsumerRegistration,
     ConsumeType,
     MessageModel,
-    NotifyConsumerIdsChanged,
-    ResetConsumerClientOffset,
+    NotifyConsumerIdsChangedCommand,
+    ResetConsumerClientOffsetCommand,
     ServerCommand,
 )
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.errors import (
     BrokerError,
+    BrokerNotMasterError,
     FailedPreconditionError,
-    InvalidRequestError,
-    NotMasterError,
-    PermissionDeniedError,
+    IllegalArgumentError,
+    NoPermissionError,
 )
 from pocketmq.broker.grpc_status import (
     NOT_MASTER_METADATA_KEY,
     REASON_METADATA_KEY,
     grpc_code,
 )
-from pocketmq.broker.idempotence import IdempotenceService
+from pocketmq.broker.idempotence import IdempotenceProcessor
 from pocketmq.broker.property_filter import FilterCompiler
-from pocketmq.broker.pull_service import PullMessageService, PullOutcome, PullRequest
+from pocketmq.broker.pull_service import PullMessageProcessor, PullOutcome, PullRequest
 from pocketmq.broker.rebalance_lock import MessageQueue, RebalanceLockManager
-from pocketmq.broker.send_back import SendBackService
-from pocketmq.broker.send_service import SendMessageService, SendOutcome, SendStatus
+from pocketmq.broker.send_back import SendBackProcessor
+from pocketmq.broker.send_service import SendMessageProcessor, SendOutcome, SendStatus
 from pocketmq.broker.topic_config import Perm, TopicConfig
-from pocketmq.broker.transaction import EndTransactionRequest, TransactionalMessageService
+from pocketmq.broker.transaction import EndTransactionRequest, TransactionResolver
 from pocketmq.broker.transaction_ops import Resolution
 from pocketmq.broker.v1_authz import (
     authorize_end_transaction,
@@ -107,7 +107,7 @@ def _rpc(method: Handler[Req, Resp]) -> Handler[Req, Resp]:
 
 
 async def _abort(context: grpc.aio.ServicerContext, error: BrokerError) -> None:
-    if isinstance(error, NotMasterError):
+    if isinstance(error, BrokerNotMasterError):
         context.set_trailing_metadata(
             (
                 (REASON_METADATA_KEY, error.reason),
@@ -125,7 +125,7 @@ def _check_names(*, topic: str | None = None, group: str | None = None) -> None:
         check_group(group) if group is not None else None,
     ):
         if problem:
-            raise InvalidRequestError(problem)
+            raise IllegalArgumentError(problem)
 
 
 def _check_given(*, topic: str = "", groups: tuple[str, ...] = ()) -> None:
@@ -139,30 +139,30 @@ def _check_given(*, topic: str = "", groups: tuple[str, ...] = ()) -> None:
 
 def _check_client_id(client_id: str) -> None:
     if not client_id:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             "client_id is empty; a client names itself, e.g. '10.0.0.7@12345#uuid'"
         )
     if len(client_id) > MAX_CLIENT_ID_LENGTH:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             f"client_id is {len(client_id)} characters; at most {MAX_CLIENT_ID_LENGTH} are allowed"
         )
 
 
 def _queues(refs: Any) -> list[MessageQueue]:
     if len(refs) > MAX_LOCK_QUEUES:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             f"the request names {len(refs)} queues; at most {MAX_LOCK_QUEUES} are allowed per call"
         )
     queues = []
     for ref in refs:
         _check_names(topic=ref.topic)
         if ref.queue_id < 0:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"queue {ref.topic}/{ref.broker_name} has queue_id "
                 f"{ref.queue_id}; queue ids are >= 0"
             )
         if len(ref.broker_name) > MAX_CLIENT_ID_LENGTH:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"broker_name is {len(ref.broker_name)} characters; at "
                 f"most {MAX_CLIENT_ID_LENGTH} are allowed"
             )
@@ -267,7 +267,7 @@ def _consumer(msg: pb.ConsumerData, filters: FilterCompiler) -> ConsumerRegistra
             try:
                 kwargs[field] = enum_cls[pb_enum.Name(value)]
             except (KeyError, ValueError):
-                raise InvalidRequestError(
+                raise IllegalArgumentError(
                     f"consumer {msg.group!r}: {field} {value} is unknown; this broker knows "
                     f"{', '.join(m.name for m in enum_cls)}"
                 ) from None
@@ -277,7 +277,7 @@ def _consumer(msg: pb.ConsumerData, filters: FilterCompiler) -> ConsumerRegistra
 
 
 def _command_pb(command: ServerCommand) -> pb.ServerCommand:
-    if isinstance(command, CheckTransactionState):
+    if isinstance(command, CheckTransactionStateCommand):
         return pb.ServerCommand(
             check_transaction_state=pb.CheckTransactionState(
                 producer_group=command.producer_group,
@@ -288,15 +288,15 @@ def _command_pb(command: ServerCommand) -> pb.ServerCommand:
                 check_times=command.check_times,
             )
         )
-    if isinstance(command, NotifyConsumerIdsChanged):
+    if isinstance(command, NotifyConsumerIdsChangedCommand):
         return pb.ServerCommand(
             notify_consumer_ids_changed=pb.NotifyConsumerIdsChanged(
                 consumer_group=command.consumer_group
             )
         )
-    if isinstance(command, ChannelOpened):
+    if isinstance(command, ChannelOpenedCommand):
         return pb.ServerCommand(channel_opened=pb.ChannelOpened(broker_name=command.broker_name))
-    if isinstance(command, ResetConsumerClientOffset):
+    if isinstance(command, ResetConsumerClientOffsetCommand):
         return pb.ServerCommand(
             reset_consumer_client_offset=pb.ResetConsumerClientOffset(
                 consumer_group=command.consumer_group,
@@ -329,7 +329,7 @@ def _end_transaction(request: pb.EndTransactionRequest) -> EndTransactionRequest
     _check_names(group=request.producer_group)
     resolution = _RESOLUTIONS.get(request.resolution)
     if resolution is None:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             f"resolution is {request.resolution}; a transaction ends "
             "with COMMIT (1) or ROLLBACK (2)"
         )
@@ -339,9 +339,9 @@ def _end_transaction(request: pb.EndTransactionRequest) -> EndTransactionRequest
         try:
             offset = decode_offset_msg_id(request.offset_msg_id).phys_offset
         except ValueError as exc:
-            raise InvalidRequestError(str(exc)) from None
+            raise IllegalArgumentError(str(exc)) from None
     else:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             "name the half message: give commit_log_offset or the offset_msg_id its send answered"
         )
     return EndTransactionRequest(
@@ -353,7 +353,7 @@ def _end_transaction(request: pb.EndTransactionRequest) -> EndTransactionRequest
     )
 
 
-def not_master_detail(error: NotMasterError) -> bytes:
+def not_master_detail(error: BrokerNotMasterError) -> bytes:
     """The ``pocketmq-not-master-bin`` trailer of a NOT_MASTER answer."""
     return controller_pb2.NotMaster(
         broker_name=error.broker_name,
@@ -366,19 +366,19 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     def __init__(
         self,
         *,
-        send: SendMessageService,
-        pull: PullMessageService,
+        send: SendMessageProcessor,
+        pull: PullMessageProcessor,
         offsets: ConsumerOffsetManager,
         clients: ClientManager,
-        admin: AdminService,
-        send_back: SendBackService,
+        admin: AdminProcessor,
+        send_back: SendBackProcessor,
         locks: RebalanceLockManager,
-        transactions: TransactionalMessageService,
+        transactions: TransactionResolver,
         default_topic_queue_nums: int,
         figures: Sequence[Callable[[], dict[str, str]]] = (),
         max_auto_retry_topics: int = 10_000,
         promote: Promote | None = None,
-        idempotence: IdempotenceService | None = None,
+        idempotence: IdempotenceProcessor | None = None,
         update_config: Callable[[dict[str, str]], dict[str, str]] | None = None,
     ) -> None:
         self._idempotence = idempotence
@@ -485,7 +485,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         for index, pull in enumerate(request.pulls):
             try:
                 check_subscribe(pull.topic)
-            except PermissionDeniedError as exc:
+            except NoPermissionError as exc:
                 answered.append(_refusal(index, exc))
                 continue
             commit_offset = pull.commit_offset if pull.HasField("commit_offset") else None
@@ -566,7 +566,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         # offset the consumer read (and the master held) before the election.
         max_offset = self._admin.end_offset(request.topic, request.queue_id)
         if request.offset > max_offset:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"offset {request.offset} of {request.topic}:{request.queue_id} is past the "
                 f"queue's max offset {max_offset}; commit the next offset to consume, at most "
                 "the max offset",
@@ -921,7 +921,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     ) -> pb.ResetConsumerOffsetResponse:
         position = _RESET_POSITIONS.get(request.position)
         if position is None:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"position is {request.position}; give RESET_TO_EARLIEST "
                 "(1), RESET_TO_LATEST (2), RESET_TO_TIMESTAMP (3) or "
                 "RESET_TO_OFFSETS (4)"
@@ -961,7 +961,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         context: grpc.aio.ServicerContext,
     ) -> pb.UpdateBrokerConfigResponse:
         if self._update_config is None:
-            raise InvalidRequestError("this broker cannot change its configuration at runtime")
+            raise IllegalArgumentError("this broker cannot change its configuration at runtime")
         return pb.UpdateBrokerConfigResponse(previous=self._update_config(dict(request.updates)))
 
     @_rpc
@@ -992,11 +992,11 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self, request: pb.PromoteToMasterRequest, context: grpc.aio.ServicerContext
     ) -> pb.PromoteToMasterResponse:
         if self._promote is None:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 "this broker has no replication (ha_port is -1); it cannot be promoted"
             )
         if request.epoch < 0:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"epoch is {request.epoch}; give 0 (one above every epoch seen) or a larger epoch"
             )
         epoch, start, role = await self._promote(epoch=request.epoch, role=request.role)

@@ -40,9 +40,9 @@ from pocketmq.broker.errors import (
     BrokerError,
     DiskFullError,
     FailedPreconditionError,
-    InvalidRequestError,
-    NotFoundError,
-    PermissionDeniedError,
+    IllegalArgumentError,
+    NoPermissionError,
+    ResourceNotFoundError,
 )
 from pocketmq.broker.topic_log import LogRecord
 from pocketmq.broker.topic_store import DEFAULT_MIN_COMPACT_BYTES, TopicTableStore
@@ -411,7 +411,7 @@ class TopicConfigManager:
         self._check(config)
         old = self._table.get(config.topic_name)
         if old is None:
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"topic {config.topic_name!r} does not exist on broker "
                 f"{self._broker_name}; use CreateTopic to create it",
                 reason="TOPIC_NOT_EXIST",
@@ -427,7 +427,7 @@ class TopicConfigManager:
     ) -> TopicBatchResult:
         """What :meth:`create_many` would do; raises the first refusal, naming the entry."""
         if len(configs) > MAX_BATCH_TOPICS:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"{len(configs)} topics in one batch; send at most {MAX_BATCH_TOPICS} per call"
             )
         seen: dict[str, int] = {}
@@ -436,14 +436,14 @@ class TopicConfigManager:
             where = f"topic_configs[{i}] ({config.topic_name!r})"
             problem = config.problem()
             if problem:
-                raise InvalidRequestError(f"{where}: {problem}")
+                raise IllegalArgumentError(f"{where}: {problem}")
             name = config.topic_name
             if name in self._system:
-                raise PermissionDeniedError(
+                raise NoPermissionError(
                     f"{where} is a system topic of broker {self._broker_name} and cannot be changed"
                 )
             if name in seen:
-                raise InvalidRequestError(
+                raise IllegalArgumentError(
                     f"{where} is also topic_configs[{seen[name]}]; give each topic once"
                 )
             seen[name] = i
@@ -483,13 +483,13 @@ class TopicConfigManager:
     def check_delete(self, topic: str) -> TopicConfig:
         """The config of *topic*, which :meth:`delete` would delete; raises why not."""
         if topic in self._system:
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"topic {topic!r} is a system topic of broker "
                 f"{self._broker_name} and cannot be deleted"
             )
         old = self._table.get(topic)
         if old is None:
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"topic {topic!r} does not exist on broker {self._broker_name}",
                 reason="TOPIC_NOT_EXIST",
             )
@@ -500,7 +500,7 @@ class TopicConfigManager:
     ) -> list[TopicConfig]:
         """The configs :meth:`delete_many` would delete; raises the first refusal."""
         if len(topics) > MAX_BATCH_TOPICS:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"{len(topics)} topics in one batch; send at most {MAX_BATCH_TOPICS} per call"
             )
         out: dict[str, TopicConfig] = {}
@@ -527,14 +527,14 @@ class TopicConfigManager:
     def get_or_auto_create(self, topic: str) -> TopicConfig:
         """The topic's config, creating it from the template when auto-create is on.
 
-        Raises NotFoundError saying how to create the topic when it is off.
+        Raises ResourceNotFoundError saying how to create the topic when it is off.
         """
         config = self._table.get(topic)
         if config is not None:
             return config
         template = self._table.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
         if not self._auto_create_enable or template is None:
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"topic {topic!r} does not exist on broker {self._broker_name} and "
                 f"auto_create_topic_enable is off; create it first with the CreateTopic "
                 f"RPC",
@@ -542,7 +542,7 @@ class TopicConfigManager:
             )
         problem = check_topic(topic)
         if problem:
-            raise InvalidRequestError(problem, reason="MESSAGE_ILLEGAL")
+            raise IllegalArgumentError(problem, reason="MESSAGE_ILLEGAL")
         config = TopicConfig(
             topic_name=topic,
             read_queue_nums=template.read_queue_nums,
@@ -566,7 +566,7 @@ class TopicConfigManager:
             return existing
         problem = config.problem()
         if problem:
-            raise InvalidRequestError(problem)
+            raise IllegalArgumentError(problem)
         self._check_capacity([config])
         self._commit({config.topic_name: config}, [])
         log.info("created topic %s with %d queues", config.topic_name, config.write_queue_nums)
@@ -575,9 +575,9 @@ class TopicConfigManager:
     def _check(self, config: TopicConfig) -> None:
         problem = config.problem()
         if problem:
-            raise InvalidRequestError(problem)
+            raise IllegalArgumentError(problem)
         if config.topic_name in self._system:
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"topic {config.topic_name!r} is a system topic of "
                 f"broker {self._broker_name} and cannot be changed"
             )

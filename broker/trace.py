@@ -165,7 +165,7 @@ class BrokerTraceService:
 
     # -- hooks --------------------------------------------------------------------------
     def on_stored(self, scanned: ScannedBatch, result: PutResult) -> None:
-        """SendMessageService stored *scanned* (the records as sent) as *result* says."""
+        """SendMessageProcessor stored *scanned* (the records as sent) as *result* says."""
         if all(topic == self.topic for topic in scanned.topics):
             return
         properties = scanned.properties

@@ -4,7 +4,7 @@ A consumer owns, and cancels in :meth:`ConsumerBase.shutdown`:
 
 * a :class:`~pocketmq.client.route.RouteService` (routes, refreshed every 30 s),
 * a :class:`~pocketmq.client.heartbeat.HeartbeatService` (membership on every
-  broker; the broker's ``NotifyConsumerIdsChanged`` wakes the rebalance),
+  broker; the broker's ``NotifyConsumerIdsChangedCommand`` wakes the rebalance),
 * a :class:`~pocketmq.client.rebalance.RebalanceService` (every 20 s),
 * the offset commit task (every ``commit_interval_s``, 5 s),
 * one pull loop per assigned queue: it long-polls the queue's broker from the

@@ -32,7 +32,7 @@ a bounded number at a time (Kafka's ``max.in.flight.requests.per.connection``
 = 5). Coalesced sends need no gate: the accumulator keeps at most
 ``max_in_flight_per_broker`` calls to a broker in flight and fills them in order.
 
-A request given up retires its session (:meth:`SessionManager.retire`), so that
+A request given up retires its session (:meth:`ProducerSessionManager.retire`), so that
 its possible gap does not block the queue.
 """
 
@@ -55,7 +55,7 @@ from pocketmq.client.errors import (
     ServerError,
     UnavailableError,
 )
-from pocketmq.client.idempotence import ProducerSession, SessionManager, Ticket
+from pocketmq.client.idempotence import ProducerSession, ProducerSessionManager, Ticket
 from pocketmq.client.model import MessageQueue, SendResult, SendStatus
 
 if TYPE_CHECKING:
@@ -197,7 +197,12 @@ class _Request:
     __slots__ = ("call", "encode", "mq", "record", "sessions", "ticket")
 
     def __init__(
-        self, sessions: SessionManager, mq: MessageQueue, ticket: Ticket, encode: Encode, call: Call
+        self,
+        sessions: ProducerSessionManager,
+        mq: MessageQueue,
+        ticket: Ticket,
+        encode: Encode,
+        call: Call,
     ) -> None:
         self.sessions = sessions
         self.mq = mq
@@ -450,7 +455,7 @@ async def _until(waiting: Awaitable[None], deadline: float) -> None:
 
 
 async def _session(
-    producer: Producer, sessions: SessionManager, mq: MessageQueue, deadline: float
+    producer: Producer, sessions: ProducerSessionManager, mq: MessageQueue, deadline: float
 ) -> ProducerSession:
     session = sessions.current(mq.broker_name)
     if session is not None:

@@ -10,18 +10,22 @@ contract and :mod:`.state` for the rules.
 
 from pocketmq.controller.manager import ControllerConfigView, Heartbeat, ReplicasManager
 from pocketmq.controller.service import ControllerService
-from pocketmq.controller.state import BrokerLive, GroupState, Refusal
-from pocketmq.controller.store import ControllerStore, FileControllerStore, StoreUnavailable
+from pocketmq.controller.state import BrokerLive, ControllerRefusalError, GroupState
+from pocketmq.controller.store import (
+    ControllerStore,
+    FileControllerStore,
+    StateStoreUnavailableError,
+)
 
 __all__ = [
     "BrokerLive",
     "ControllerConfigView",
+    "ControllerRefusalError",
     "ControllerService",
     "ControllerStore",
     "FileControllerStore",
     "GroupState",
     "Heartbeat",
-    "Refusal",
     "ReplicasManager",
-    "StoreUnavailable",
+    "StateStoreUnavailableError",
 ]

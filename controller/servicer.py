@@ -5,7 +5,7 @@ works on plain values. Outcomes map to status codes in one place::
 
     standby controller          UNAVAILABLE, trailing `pocketmq-controller-leader: addr`
     store unreachable (etcd)    UNAVAILABLE
-    Refusal (a rule)            FAILED_PRECONDITION, `pocketmq-reason: <rule>`
+    ControllerRefusalError (a rule)            FAILED_PRECONDITION, `pocketmq-reason: <rule>`
     a malformed request         INVALID_ARGUMENT
 """
 
@@ -18,8 +18,8 @@ from typing import Any, NoReturn
 import grpc
 
 from pocketmq.controller.manager import Heartbeat, ReplicasManager
-from pocketmq.controller.state import GroupState, Refusal
-from pocketmq.controller.store import StoreUnavailable
+from pocketmq.controller.state import ControllerRefusalError, GroupState
+from pocketmq.controller.store import StateStoreUnavailableError
 from pocketmq.v1 import controller_pb2 as pb
 from pocketmq.v1 import controller_pb2_grpc
 
@@ -73,9 +73,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
         await self._check_active(context)
         try:
             return await call
-        except Refusal as exc:
+        except ControllerRefusalError as exc:
             await _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(exc), exc.reason)
-        except StoreUnavailable as exc:
+        except StateStoreUnavailableError as exc:
             await _abort(
                 context,
                 grpc.StatusCode.UNAVAILABLE,

@@ -28,12 +28,12 @@ from typing import Protocol
 
 from pocketmq.controller.state import GroupState
 
-__all__ = ["ControllerStore", "FileControllerStore", "StoreUnavailable"]
+__all__ = ["ControllerStore", "FileControllerStore", "StateStoreUnavailableError"]
 
 log = logging.getLogger(__name__)
 
 
-class StoreUnavailable(Exception):
+class StateStoreUnavailableError(Exception):
     """The store cannot be read or written now (etcd unreachable); retry later."""
 
 

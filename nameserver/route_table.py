@@ -45,13 +45,13 @@ __all__ = [
     "BrokerData",
     "BrokerIdentity",
     "BrokerLiveInfo",
-    "ClusterInfo",
+    "ClusterSnapshot",
     "DataVersion",
     "QueueData",
     "RegisterResult",
+    "RegisteredTopicConfig",
     "RouteTable",
     "RouteTableCounters",
-    "TopicConfig",
     "TopicRouteData",
     "TopicUpdate",
 ]
@@ -78,7 +78,7 @@ class DataVersion(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TopicConfig:
+class RegisteredTopicConfig:
     """One topic as a broker configures it."""
 
     topic_name: str
@@ -176,7 +176,7 @@ _NO_VERSION = DataVersion(-1, -1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ClusterInfo:
+class ClusterSnapshot:
     broker_addr_table: Mapping[str, BrokerData]  # broker name -> members
     cluster_addr_table: Mapping[str, tuple[str, ...]]  # cluster -> sorted broker names
     live_brokers: tuple[BrokerLiveInfo, ...]  # by cluster, broker name, id
@@ -221,7 +221,7 @@ class RouteTable:
         self._ha_addrs: dict[str, str] = {}  # broker address -> its replication service
         self._master_epochs: dict[str, int] = {}  # broker name -> highest master epoch seen
         # broker address -> (version, next chunk index, chunk count, configs so far)
-        self._staged: dict[str, tuple[DataVersion, int, int, list[TopicConfig]]] = {}
+        self._staged: dict[str, tuple[DataVersion, int, int, list[RegisteredTopicConfig]]] = {}
         self._sorted_topics: list[str] | None = None  # topics() index; None = rebuild
         self.counters = RouteTableCounters()
 
@@ -231,7 +231,7 @@ class RouteTable:
         self,
         broker: BrokerIdentity,
         data_version: DataVersion,
-        topic_configs: Iterable[TopicConfig],
+        topic_configs: Iterable[RegisteredTopicConfig],
         *,
         heartbeat_timeout_ms: int | None = None,
         grpc_v2_addr: str = "",
@@ -342,9 +342,9 @@ class RouteTable:
         broker: BrokerIdentity,
         held: DataVersion,
         version: DataVersion,
-        topic_configs: Iterable[TopicConfig],
+        topic_configs: Iterable[RegisteredTopicConfig],
         update: TopicUpdate,
-    ) -> tuple[str, tuple[TopicConfig, ...]]:
+    ) -> tuple[str, tuple[RegisteredTopicConfig, ...]]:
         """What a registration does to the broker name's routes: "full" (replace them),
         "delta" (apply changes), "none", or "need_full" (a delta on another base). The
         configs are read completely before anything changes."""
@@ -521,9 +521,9 @@ class RouteTable:
     def topic_count(self) -> int:
         return len(self._topic_queue_table)
 
-    def cluster_info(self) -> ClusterInfo:
+    def cluster_info(self) -> ClusterSnapshot:
         """Brokers by name, broker names by cluster, and liveness (GET_BROKER_CLUSTER_INFO)."""
-        return ClusterInfo(
+        return ClusterSnapshot(
             broker_addr_table={n: self._broker_data(n) for n in sorted(self._broker_addr_table)},
             cluster_addr_table={
                 c: tuple(sorted(names)) for c, names in sorted(self._cluster_addr_table.items())
@@ -611,7 +611,7 @@ class RouteTable:
             if not names:
                 del self._cluster_addr_table[cluster]
 
-    def _replace_routes(self, broker_name: str, configs: Iterable[TopicConfig]) -> None:
+    def _replace_routes(self, broker_name: str, configs: Iterable[RegisteredTopicConfig]) -> None:
         new = {
             c.topic_name: QueueData(
                 broker_name=broker_name,
@@ -635,7 +635,7 @@ class RouteTable:
             self._topics_by_broker_name[broker_name] = set(new)
 
     def _apply_delta(
-        self, broker_name: str, configs: Iterable[TopicConfig], deleted: Iterable[str]
+        self, broker_name: str, configs: Iterable[RegisteredTopicConfig], deleted: Iterable[str]
     ) -> None:
         """Routes of *broker_name*: *configs* added or changed, *deleted* removed."""
         mine = self._topics_by_broker_name.setdefault(broker_name, set())

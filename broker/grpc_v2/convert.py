@@ -39,12 +39,12 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from pocketmq.broker.errors import (
     BrokerError,
-    BusyError,
     FailedPreconditionError,
-    InvalidRequestError,
-    NotFoundError,
-    PermissionDeniedError,
+    IllegalArgumentError,
+    NoPermissionError,
     PutRejectedError,
+    ResourceNotFoundError,
+    SystemBusyError,
 )
 from pocketmq.broker.grpc_v2.pop_service import PROPERTY_MESSAGE_GROUP
 from pocketmq.broker.store.results import PutStatus
@@ -150,10 +150,10 @@ _REASON_CODES = {
     "TRANSACTION_NOT_FOUND": d.INVALID_TRANSACTION_ID,
 }
 _CLASS_CODES: tuple[tuple[type[BrokerError], int], ...] = (
-    (InvalidRequestError, d.BAD_REQUEST),
-    (NotFoundError, d.NOT_FOUND),
-    (PermissionDeniedError, d.FORBIDDEN),
-    (BusyError, d.TOO_MANY_REQUESTS),
+    (IllegalArgumentError, d.BAD_REQUEST),
+    (ResourceNotFoundError, d.NOT_FOUND),
+    (NoPermissionError, d.FORBIDDEN),
+    (SystemBusyError, d.TOO_MANY_REQUESTS),
     (FailedPreconditionError, d.PRECONDITION_FAILED),
 )
 _PUT_CODES = {

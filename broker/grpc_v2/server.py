@@ -29,16 +29,16 @@ from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.flow_control import server_limits
 from pocketmq.broker.grpc_v2.pop_journal import PopJournal
-from pocketmq.broker.grpc_v2.pop_service import PopService
+from pocketmq.broker.grpc_v2.pop_service import PopMessageProcessor
 from pocketmq.broker.grpc_v2.route import RouteResolver
 from pocketmq.broker.grpc_v2.servicer import Authenticator, MessagingServicer, add_to_server
 from pocketmq.broker.grpc_v2.telemetry import TelemetryService
 from pocketmq.broker.property_filter import FilterCompiler
-from pocketmq.broker.send_back import SendBackService
-from pocketmq.broker.send_service import SendMessageService
+from pocketmq.broker.send_back import SendBackProcessor
+from pocketmq.broker.send_service import SendMessageProcessor
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.topic_config import TopicConfigManager
-from pocketmq.broker.transaction import TransactionalMessageService
+from pocketmq.broker.transaction import TransactionResolver
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.security.grpc_guard import MalformedRequestInterceptor
 from pocketmq.security.tls import server_credentials
@@ -58,9 +58,9 @@ class BrokerParts:
     topics: TopicConfigManager
     offsets: ConsumerOffsetManager
     clients: ClientManager
-    send: SendMessageService
-    send_back: SendBackService
-    transactions: TransactionalMessageService
+    send: SendMessageProcessor
+    send_back: SendBackProcessor
+    transactions: TransactionResolver
     store_host: tuple[str, int]  # the broker's own (advertised ip, port)
 
 
@@ -83,7 +83,7 @@ class GrpcV2Server:
         self._clock = clock or SystemClock()
         self._server: grpc.aio.Server | None = None
         self.port = 0
-        self.pop: PopService | None = None
+        self.pop: PopMessageProcessor | None = None
         self.telemetry: TelemetryService | None = None
         self._routes: RouteResolver | None = None
 
@@ -129,7 +129,7 @@ class GrpcV2Server:
     async def start(self, parts: BrokerParts) -> None:
         cfg = self.config
         assert self._server is not None, "bind() first"
-        self.pop = PopService(
+        self.pop = PopMessageProcessor(
             parts.store,
             parts.topics,
             parts.offsets,

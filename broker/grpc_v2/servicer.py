@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from pocketmq.broker.errors import BrokerError, PermissionDeniedError
+from pocketmq.broker.errors import BrokerError, NoPermissionError
 from pocketmq.broker.grpc_v2.auth import Authenticator, Caller
 from pocketmq.broker.grpc_v2.convert import (
     V2Error,
@@ -46,12 +46,12 @@ from pocketmq.broker.grpc_v2.convert import (
     status_of,
     timestamp_pb,
 )
-from pocketmq.broker.grpc_v2.pop_service import Delivery, PopService, ReceiveRequest
+from pocketmq.broker.grpc_v2.pop_service import Delivery, PopMessageProcessor, ReceiveRequest
 from pocketmq.broker.grpc_v2.route import BrokerRoute, RouteResolver
 from pocketmq.broker.grpc_v2.telemetry import PROPERTY_REAL_TOPIC, TelemetryService
-from pocketmq.broker.send_service import SendMessageService, SendStatus
+from pocketmq.broker.send_service import SendMessageProcessor, SendStatus
 from pocketmq.broker.topic_config import AUTO_CREATE_TOPIC_KEY_TOPIC, Perm, TopicConfigManager
-from pocketmq.broker.transaction import EndTransactionRequest, TransactionalMessageService
+from pocketmq.broker.transaction import EndTransactionRequest, TransactionResolver
 from pocketmq.broker.transaction_ops import Resolution
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.filter import SQL92, TAG
@@ -161,11 +161,11 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     def __init__(
         self,
         *,
-        send: SendMessageService,
-        pop: PopService,
+        send: SendMessageProcessor,
+        pop: PopMessageProcessor,
         routes: RouteResolver,
         telemetry: TelemetryService,
-        transactions: TransactionalMessageService,
+        transactions: TransactionResolver,
         topics: TopicConfigManager,
         store_host: tuple[str, int],
         max_body_bytes: int,
@@ -399,10 +399,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         real_topic = half.properties.get(PROPERTY_REAL_TOPIC, "")
         try:
             caller.write(real_topic)
-        except PermissionDeniedError:
+        except NoPermissionError:
             # Name the half's topic only to one who named it.
             shown = repr(real_topic) if real_topic == topic else "its topic"
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"access key {caller.access_key!r} may not end the transaction of this half "
                 f"message: it has no PUB permission on {shown}"
             ) from None
@@ -477,7 +477,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             message_id=message_id,
         )
 
-    # A receipt handle names a message of the request's group and topic (PopService finds
+    # A receipt handle names a message of the request's group and topic (PopMessageProcessor finds
     # it under that pair only), so authorizing the pair authorizes the message.
     @_unary(s.AckMessageResponse)
     async def AckMessage(

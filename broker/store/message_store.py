@@ -5,7 +5,7 @@ It wires the parts together and owns the write path::
     put_batch(blob) ─ scan_batch (check every record) ─ CommitLog.append_batch
         └─ dispatch, right after the append, on the same thread:
              ConsumeQueue units (grouped per queue, one copy each)
-             IndexService entries (KEYS and UNIQ_KEY)
+             IndexFileSet entries (KEYS and UNIQ_KEY)
              arrival listeners (long polling)
         └─ synchronous flush: a GroupCommitService future on the result
 
@@ -35,7 +35,7 @@ from pocketmq.broker.store.batch import (
     scan_batch,
 )
 from pocketmq.broker.store.checkpoint import Checkpoint, StoreCheckpoint
-from pocketmq.broker.store.cleanup import CleanupService
+from pocketmq.broker.store.cleanup import CommitLogCleaner
 from pocketmq.broker.store.commitlog import CommitLog, is_dispatched_to_queue
 from pocketmq.broker.store.config import FlushDiskType, StoreConfig
 from pocketmq.broker.store.consume_queue import CQ_UNIT_SIZE
@@ -51,7 +51,7 @@ from pocketmq.broker.store.flush import (
     GroupCommitService,
     ServiceThread,
 )
-from pocketmq.broker.store.index_service import IndexService
+from pocketmq.broker.store.index_service import IndexFileSet
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.broker.store.producer_snapshot import write_snapshot
 from pocketmq.broker.store.producer_state import ProducerStateTable
@@ -105,7 +105,7 @@ class DefaultMessageStore:
             io=self.io,
             max_open_files=config.max_open_consume_queue_files,
         )
-        self.index = IndexService(
+        self.index = IndexFileSet(
             self.dirs.index, slots=config.index_slots, entries=config.index_entries, io=self.io
         )
         self.checkpoint = StoreCheckpoint(self.dirs.checkpoint)
@@ -114,7 +114,7 @@ class DefaultMessageStore:
         # reads stop at the confirm offset (replication with a controller; off = -1)
         self.gate = VisibilityGate(os.path.join(self.dirs.root, "confirm_offset"), self._notify_now)
         self.reader = StoreReader(self)
-        self.cleanup = CleanupService(self)
+        self.cleanup = CommitLogCleaner(self)
         self.catch_up = DispatchCatchUp(self)
         #: idempotent producers' de-duplication state, a function of the log (recovery
         #: rebuilds it; every append, a put's or a replica frame's, goes through observe)

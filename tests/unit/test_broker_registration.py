@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from pocketmq.broker.namesrv_client import BrokerRegistration, NameserverError, RegisterReply
+from pocketmq.broker.namesrv_client import BrokerRegistration, NameserverCallError, RegisterReply
 from pocketmq.broker.registration import RegisterBrokerService
 from pocketmq.broker.topic_config import TopicConfig, TopicConfigManager
 from pocketmq.common.clock import ManualClock
@@ -22,14 +22,14 @@ class FakeNameserver:
 
     async def register(self, reg, *, timeout_s):
         if self.down:
-            raise NameserverError(f"nameserver {self.addr}: UNAVAILABLE: connection refused")
+            raise NameserverCallError(f"nameserver {self.addr}: UNAVAILABLE: connection refused")
         self.registrations.append(reg)
         self.registered_event.set()
         return RegisterReply(topic_configs_accepted=True)
 
     async def unregister(self, reg, *, timeout_s):
         if self.down:
-            raise NameserverError(f"nameserver {self.addr}: UNAVAILABLE")
+            raise NameserverCallError(f"nameserver {self.addr}: UNAVAILABLE")
         self.unregistrations.append(reg)
         return True
 

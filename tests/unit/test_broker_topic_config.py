@@ -10,9 +10,9 @@ from pocketmq.broker.errors import (
     AlreadyExistsError,
     DiskFullError,
     FailedPreconditionError,
-    InvalidRequestError,
-    NotFoundError,
-    PermissionDeniedError,
+    IllegalArgumentError,
+    NoPermissionError,
+    ResourceNotFoundError,
 )
 from pocketmq.broker.topic_config import Perm, TopicConfig, TopicConfigManager
 from pocketmq.common.clock import ManualClock
@@ -72,15 +72,15 @@ def test_refusals_say_what_to_do(tmp_path):
     m.create(TopicConfig(topic_name="TopicA"))
     with pytest.raises(AlreadyExistsError, match="UpdateTopic"):
         m.create(TopicConfig(topic_name="TopicA"))
-    with pytest.raises(NotFoundError, match="CreateTopic"):
+    with pytest.raises(ResourceNotFoundError, match="CreateTopic"):
         m.update(TopicConfig(topic_name="TopicB"))
-    with pytest.raises(NotFoundError, match="TopicB"):
+    with pytest.raises(ResourceNotFoundError, match="TopicB"):
         m.delete("TopicB")
-    with pytest.raises(PermissionDeniedError, match="system topic"):
+    with pytest.raises(NoPermissionError, match="system topic"):
         m.delete("SCHEDULE_TOPIC_XXXX")
-    with pytest.raises(InvalidRequestError, match="write_queue_nums is 0"):
+    with pytest.raises(IllegalArgumentError, match="write_queue_nums is 0"):
         m.create(TopicConfig(topic_name="TopicC", write_queue_nums=0))
-    with pytest.raises(InvalidRequestError, match="contains"):
+    with pytest.raises(IllegalArgumentError, match="contains"):
         m.create(TopicConfig(topic_name="bad topic"))
 
 
@@ -93,7 +93,9 @@ def test_auto_create_copies_the_template_without_inherit(tmp_path):
 
 def test_auto_create_off_says_how_to_create_the_topic(tmp_path):
     m = manager(tmp_path, auto_create_enable=False)
-    with pytest.raises(NotFoundError, match=r"auto_create_topic_enable is off.*CreateTopic"):
+    with pytest.raises(
+        ResourceNotFoundError, match=r"auto_create_topic_enable is off.*CreateTopic"
+    ):
         m.get_or_auto_create("NewTopic")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pocketmq.broker.errors import AlreadyExistsError, InvalidRequestError
+from pocketmq.broker.errors import AlreadyExistsError, IllegalArgumentError
 from pocketmq.broker.topic_config import TopicConfig, TopicConfigManager
 from pocketmq.broker.topic_log import HEADER_SIZE, LogRecord, decode_records, encode_record
 from pocketmq.common.clock import ManualClock
@@ -58,7 +58,7 @@ def test_a_batch_with_one_bad_entry_creates_nothing_and_names_the_entry(tmp_path
     m.create(TopicConfig(topic_name="Exists"))
     version = m.data_version
     bad = [*topics("Ok", 3), TopicConfig(topic_name="bad name")]
-    with pytest.raises(InvalidRequestError, match=r"topic_configs\[3\] \('bad name'\)"):
+    with pytest.raises(IllegalArgumentError, match=r"topic_configs\[3\] \('bad name'\)"):
         m.create_many(bad)
     with pytest.raises(AlreadyExistsError, match=r"topic_configs\[1\] \('Exists'\)"):
         m.create_many([TopicConfig(topic_name="New"), TopicConfig(topic_name="Exists")])
