@@ -808,9 +808,9 @@ class BrokerConfig:
         try:
             return StoreConfig(
                 data_dir=self.data_dir,
-                commitlog_file_size=self.commitlog_file_size_bytes,
-                max_message_size=self.max_message_size_bytes,
-                max_batch_size=self.max_batch_size_bytes,
+                commitlog_file_size_bytes=self.commitlog_file_size_bytes,
+                max_message_size_bytes=self.max_message_size_bytes,
+                max_batch_size_bytes=self.max_batch_size_bytes,
                 store_host=(self.advertised_ip, bound_port),
                 flush_disk_type=self.flush,
                 sync_flush_timeout_ms=self.sync_flush_timeout_ms,
@@ -819,8 +819,8 @@ class BrokerConfig:
                 index_slots=self.index_slots,
                 index_entries=self.index_entries,
                 default_query_max=self.default_query_max,
-                max_transfer_count=self.max_pull_messages,
-                max_transfer_bytes=self.max_pull_bytes,
+                max_pull_messages=self.max_pull_messages,
+                max_pull_bytes=self.max_pull_bytes,
                 file_reserved_hours=self.file_reserved_hours,
                 delete_when=self.delete_when,
                 clean_resource_interval_ms=self.clean_resource_interval_ms,
@@ -835,9 +835,9 @@ class BrokerConfig:
             # The store names its own keys; point at ours where they differ.
             message = str(exc)
             for store_key, ours in (
-                ("commitlog_file_size", "commitlog_file_size_bytes"),
-                ("max_message_size", "max_message_size_bytes"),
-                ("max_batch_size", "max_batch_size_bytes"),
+                ("commitlog_file_size_bytes", "commitlog_file_size_bytes"),
+                ("max_message_size_bytes", "max_message_size_bytes"),
+                ("max_batch_size_bytes", "max_batch_size_bytes"),
             ):
                 message = message.replace(f"{store_key} ", f"{ours} ").replace(
                     f"({store_key})", f"({ours})"

@@ -129,8 +129,8 @@ QUEUE_OUT_OF_RANGE = "QUEUE_OUT_OF_RANGE"
 
 def _broker_keys(message: str) -> str:
     """The store names its own config keys; a producer configures the broker's."""
-    return message.replace("(max_message_size)", "(max_message_size_bytes)").replace(
-        "(max_batch_size)", "(max_batch_size_bytes)"
+    return message.replace("(max_message_size_bytes)", "(max_message_size_bytes)").replace(
+        "(max_batch_size_bytes)", "(max_batch_size_bytes)"
     )
 
 

@@ -390,7 +390,11 @@ def type_text(tp: Any) -> str:
 
 # -------------------------------------------------------------------- defaults
 
-_BYTES_WITHOUT_SUFFIX = {"commitlog_file_size", "max_message_size", "max_batch_size"}
+_BYTES_WITHOUT_SUFFIX = {
+    "commitlog_file_size_bytes",
+    "max_message_size_bytes",
+    "max_batch_size_bytes",
+}
 _UNITS = (("_bytes", "bytes"), ("_ms", "ms"), ("_seconds", "s"), ("_s", "s"), ("_hours", "h"))
 _SECONDS = {"ms": 0.001, "s": 1, "h": 3600}
 _SPANS = (("d", 86_400), ("h", 3600), ("min", 60), ("s", 1))  # largest first

@@ -228,7 +228,7 @@ def py_scan_batch(
                 "body_too_large",
                 f"message body is {body_len} bytes; this "
                 f"broker accepts at most {max_body_size} "
-                "(max_message_size)",
+                "(max_message_size_bytes)",
             )
         if body_len == 0 and not allow_empty_body:
             raise BatchError(

@@ -95,7 +95,7 @@ class DefaultMessageStore:
         self.store_host = config.store_host
         self.commitlog = CommitLog(
             self.dirs.commitlog,
-            config.commitlog_file_size,
+            config.commitlog_file_size_bytes,
             io=self.io,
             store_host=pack_host(config.store_host),
         )
@@ -156,7 +156,7 @@ class DefaultMessageStore:
             cfg = self.config
             self.dirs.record_geometry(
                 {
-                    "commitlog_file_size": cfg.commitlog_file_size,
+                    "commitlog_file_size": cfg.commitlog_file_size_bytes,
                     "consume_queue_units_per_file": cfg.consume_queue_units_per_file,
                     "index_slots": cfg.index_slots,
                     "index_entries": cfg.index_entries,
@@ -302,7 +302,7 @@ class DefaultMessageStore:
         """
         return scan_batch(
             blob,
-            max_body_size=self.config.max_message_size,
+            max_body_size=self.config.max_message_size_bytes,
             store_host_size=len(self.commitlog.store_host),
             allow_empty_body=allow_empty_body,
         )
@@ -313,11 +313,11 @@ class DefaultMessageStore:
         refused = self._refuse_writes()
         if refused is not None:
             return refused
-        if len(blob) > self.config.max_batch_size:
+        if len(blob) > self.config.max_batch_size_bytes:
             return PutResult(
                 status=PutStatus.MESSAGE_ILLEGAL,
                 error=f"batch is {len(blob)} bytes; this broker accepts at most "
-                f"{self.config.max_batch_size} (max_batch_size)",
+                f"{self.config.max_batch_size_bytes} (max_batch_size_bytes)",
             )
         if scanned is not None:
             if scanned.blob is not blob:

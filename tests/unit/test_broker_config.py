@@ -52,7 +52,7 @@ def test_store_config_carries_the_bound_port_and_flush_mode(tmp_path):
     assert store.store_host == ("10.0.0.7", 45678)
     assert store.flush_disk_type is FlushDiskType.SYNC_FLUSH
     assert store.data_dir == str(tmp_path)
-    assert (store.max_transfer_count, store.max_transfer_bytes) == (32, 256 * 1024)
+    assert (store.max_pull_messages, store.max_pull_bytes) == (32, 256 * 1024)
 
 
 def test_namesrv_addrs_are_split_on_semicolons():
