@@ -127,13 +127,6 @@ class SendOutcome:
 QUEUE_OUT_OF_RANGE = "QUEUE_OUT_OF_RANGE"
 
 
-def _broker_keys(message: str) -> str:
-    """The store names its own config keys; a producer configures the broker's."""
-    return message.replace("(max_message_size_bytes)", "(max_message_size_bytes)").replace(
-        "(max_batch_size_bytes)", "(max_batch_size_bytes)"
-    )
-
-
 def _illegal(pos: int, what: str, reason: str = "MESSAGE_ILLEGAL") -> IllegalArgumentError:
     return IllegalArgumentError(f"record at batch offset {pos}: {what}", reason=reason)
 
@@ -212,7 +205,7 @@ class SendMessageProcessor:
             scanned = self._store.scan(blob, allow_empty_body=False)
         except BatchError as exc:
             raise IllegalArgumentError(
-                _broker_keys(str(exc)), reason=_BATCH_REASONS.get(exc.kind, "MESSAGE_ILLEGAL")
+                str(exc), reason=_BATCH_REASONS.get(exc.kind, "MESSAGE_ILLEGAL")
             ) from None
         if single and len(scanned) != 1:
             raise IllegalArgumentError(
@@ -271,7 +264,7 @@ class SendMessageProcessor:
             else self._store.put_batch(rewritten)
         )
         if result.status is not PutStatus.PUT_OK:
-            raise PutRejectedError(result.status, _broker_keys(result.error or result.status.value))
+            raise PutRejectedError(result.status, result.error or result.status.value)
         if self.trace is not None:
             self.trace.on_stored(scanned, result)
         status = SendStatus.SEND_OK

@@ -1,4 +1,10 @@
-"""StoreConfig: every knob of the message store, with RocketMQ's defaults."""
+"""StoreConfig: every knob of the message store, with RocketMQ's defaults.
+
+A key the broker sets has the name of the :class:`~pocketmq.broker.config.BrokerConfig`
+key it comes from (``max_message_size_bytes``, ``max_pull_messages``...), so a
+:class:`ConfigError` raised here names the key a person sets, whether they configure a
+broker or embed the store.
+"""
 
 from __future__ import annotations
 
@@ -193,19 +199,21 @@ class StoreConfig:
         for f in fields(self):
             if f.type in ("int", "float") and f.name not in ("file_reserved_hours",):
                 positive(f.name)
-        if self.commitlog_file_size_bytes < 4 * KiB:
+        size = self.commitlog_file_size_bytes
+        if size < 4 * KiB:
             raise ConfigError(
-                f"commitlog_file_size_bytes is {self.commitlog_file_size_bytes} bytes; at least 4096 are needed"
+                f"commitlog_file_size_bytes is {size}; a commit-log segment needs at least 4096"
             )
-        if self.max_message_size_bytes + 4 * KiB > self.commitlog_file_size_bytes:
+        if self.max_message_size_bytes + 4 * KiB > size:
             raise ConfigError(
-                f"max_message_size_bytes ({self.max_message_size_bytes}) must leave room for a record's "
-                f"head inside one commit-log segment ({self.commitlog_file_size_bytes} bytes)"
+                f"max_message_size_bytes ({self.max_message_size_bytes}) must leave 4096 bytes "
+                f"for a record's head inside one commit-log segment "
+                f"(commitlog_file_size_bytes = {size})"
             )
-        if self.max_batch_size_bytes > self.commitlog_file_size_bytes - 8:
+        if self.max_batch_size_bytes > size - 8:
             raise ConfigError(
                 f"max_batch_size_bytes ({self.max_batch_size_bytes}) must fit one commit-log "
-                f"segment ({self.commitlog_file_size_bytes} bytes)"
+                f"segment (commitlog_file_size_bytes = {size})"
             )
         if self.file_reserved_hours < 0:
             raise ConfigError(f"file_reserved_hours must be >= 0, got {self.file_reserved_hours}")
