@@ -14,12 +14,13 @@ import grpc
 
 from pocketmq.broker.topic_config import DataVersion, TopicConfig
 from pocketmq.common.auth import Credentials, signed_metadata
+from pocketmq.common.errors import PocketMQError
 from pocketmq.v1 import common_pb2, nameserver_pb2, nameserver_pb2_grpc
 
 __all__ = ["BrokerRegistration", "GrpcNameserverClient", "NameserverCallError", "RegisterReply"]
 
 
-class NameserverCallError(Exception):
+class NameserverCallError(PocketMQError):
     """A nameserver call failed; the message names the nameserver and why."""
 
 

@@ -44,6 +44,7 @@ from typing import Any
 
 from pocketmq.cli import loop_factory, print_usage_of
 from pocketmq.cli.credentials import add_security_options, security_kwargs
+from pocketmq.cli.errors import UsageError
 from pocketmq.cli.group_cmd import print_failures, register_group
 from pocketmq.cli.table import dump_json, render, render_mapping, time_ms
 from pocketmq.cli.topic_batch import (
@@ -64,10 +65,6 @@ AdminCommand = Callable[[AdminClient, argparse.Namespace], Awaitable[int]]
 _PERM_LETTERS = {"r": 4, "w": 2}
 _VALID_PERMS = (2, 4, 6)  # RocketMQ: PERM_WRITE, PERM_READ, both
 MAX_BODY_CHARS = 4096
-
-
-class UsageError(Exception):
-    """The command line asks for something that cannot be done as asked (exit 2)."""
 
 
 # -- parsing -------------------------------------------------------------------------------

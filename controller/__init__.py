@@ -8,6 +8,7 @@ when the master stops heartbeating. See ``controller.proto`` for the wire
 contract and :mod:`.state` for the rules.
 """
 
+from pocketmq.controller.errors import ControllerError
 from pocketmq.controller.manager import ControllerConfigView, Heartbeat, ReplicasManager
 from pocketmq.controller.service import ControllerService
 from pocketmq.controller.state import BrokerLive, ControllerRefusalError, GroupState
@@ -20,6 +21,7 @@ from pocketmq.controller.store import (
 __all__ = [
     "BrokerLive",
     "ControllerConfigView",
+    "ControllerError",
     "ControllerRefusalError",
     "ControllerService",
     "ControllerStore",

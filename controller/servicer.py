@@ -3,10 +3,12 @@
 Protobuf stays here; :class:`~pocketmq.controller.manager.ReplicasManager`
 works on plain values. Outcomes map to status codes in one place::
 
-    standby controller          UNAVAILABLE, trailing `pocketmq-controller-leader: addr`
-    store unreachable (etcd)    UNAVAILABLE
-    ControllerRefusalError (a rule)            FAILED_PRECONDITION, `pocketmq-reason: <rule>`
-    a malformed request         INVALID_ARGUMENT
+    standby controller                UNAVAILABLE, trailing `pocketmq-controller-leader: addr`
+    StateStoreUnavailableError (etcd) UNAVAILABLE
+    ControllerRefusalError (a rule)   FAILED_PRECONDITION, `pocketmq-reason: <rule>`
+    a malformed request               INVALID_ARGUMENT
+
+(the errors' tree: :mod:`pocketmq.controller.errors`)
 """
 
 from __future__ import annotations

@@ -30,6 +30,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from pocketmq.controller.errors import ControllerError
+
 __all__ = [
     "BrokerLive",
     "ControllerRefusalError",
@@ -41,7 +43,7 @@ __all__ = [
 ]
 
 
-class ControllerRefusalError(Exception):
+class ControllerRefusalError(ControllerError):
     """A request the state does not allow; ``reason`` names the rule (gRPC detail)."""
 
     def __init__(self, reason: str, message: str) -> None:

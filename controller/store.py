@@ -26,6 +26,7 @@ import logging
 import os
 from typing import Protocol
 
+from pocketmq.controller.errors import ControllerError
 from pocketmq.controller.state import GroupState
 
 __all__ = ["ControllerStore", "FileControllerStore", "StateStoreUnavailableError"]
@@ -33,7 +34,7 @@ __all__ = ["ControllerStore", "FileControllerStore", "StateStoreUnavailableError
 log = logging.getLogger(__name__)
 
 
-class StateStoreUnavailableError(Exception):
+class StateStoreUnavailableError(ControllerError):
     """The store cannot be read or written now (etcd unreachable); retry later."""
 
 

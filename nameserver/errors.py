@@ -1,8 +1,8 @@
 """The nameserver's errors; the servicer maps each to one gRPC status code::
 
-PocketMQError
+PocketMQError                        (pocketmq.common.errors)
  └── NameServerError
-      ├── MalformedRequestError        INVALID_ARGUMENT     a request field is malformed
+      ├── MalformedRequestError      INVALID_ARGUMENT     a request field is malformed
       ├── TopicNotFoundError         NOT_FOUND            no live broker serves the topic
       ├── RegistrationConflictError  FAILED_PRECONDITION  contradicts a live registration
       └── ServerBindError            (startup)            the listen address cannot be bound

@@ -48,6 +48,7 @@ from pocketmq.broker.errors import (
 )
 from pocketmq.broker.grpc_v2.pop_service import PROPERTY_MESSAGE_GROUP
 from pocketmq.broker.store.results import PutStatus
+from pocketmq.common.errors import PocketMQError
 from pocketmq.common.message import (
     PROPERTY_IDEMPOTENCE,
     StoredMessage,
@@ -126,7 +127,7 @@ SYSTEM_PROPERTIES = frozenset(
 _NORMAL_TYPES = (d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION)
 
 
-class V2Error(Exception):
+class V2Error(PocketMQError):
     """A request refused with a v2 status code."""
 
     def __init__(self, code: int, message: str) -> None:

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from pocketmq.broker.store.epochs import EpochEntry, consistent_point
 from pocketmq.broker.store.replication import replica_frame
+from pocketmq.common.errors import PocketMQError
 
 if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
@@ -58,7 +59,9 @@ class SyncOutcome(Enum):
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
 
 
-class HandshakeRefusedError(Exception):
+class HandshakeRefusedError(PocketMQError):
+    """A replica's Hello the master cannot serve; ``reason`` is the Refuse.Reason name."""
+
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason  # the Refuse.Reason name

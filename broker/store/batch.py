@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from pocketmq.broker.store import speedups
 from pocketmq.broker.store.consume_queue import CQ_UNIT
+from pocketmq.common.errors import StoreError
 from pocketmq.common.hashing import tags_code
 from pocketmq.common.message import (
     HEAD,
@@ -57,7 +58,7 @@ MARK_DELAY = 1  # DELAY: a delay level (broker/delay_levels.py)
 MARK_TIMER = 2  # TIMER_DELIVER_MS / TIMER_DELAY_MS / TIMER_DELAY_SEC (broker/timer_messages.py)
 
 
-class BatchError(Exception):
+class BatchError(StoreError):
     """A record of the batch is unacceptable; ``kind`` picks the put status."""
 
     def __init__(self, kind: str, message: str) -> None:

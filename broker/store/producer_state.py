@@ -45,6 +45,7 @@ import logging
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 
+from pocketmq.common.errors import StoreError
 from pocketmq.common.message import check_record
 
 __all__ = [
@@ -83,7 +84,9 @@ class StateErrorKind(enum.Enum):
     REPEATED = "SEQUENCE_REPEATED"  # one request carries a sequence twice
 
 
-class ProducerStateError(Exception):
+class ProducerStateError(StoreError):
+    """A producer-state update the table refuses; ``kind`` says which rule."""
+
     def __init__(self, kind: StateErrorKind, message: str) -> None:
         super().__init__(message)
         self.kind = kind
