@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pocketmq.broker.errors import NoPermissionError
 from pocketmq.common.aio import cancel_and_wait
 from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.model import MessageModel
 
 __all__ = [
     "ChannelOpenedCommand",
@@ -68,11 +69,6 @@ log = logging.getLogger(__name__)
 class ConsumeType(enum.Enum):
     CONSUME_ACTIVELY = "CONSUME_ACTIVELY"  # pull
     CONSUME_PASSIVELY = "CONSUME_PASSIVELY"  # push
-
-
-class MessageModel(enum.Enum):
-    CLUSTERING = "CLUSTERING"
-    BROADCASTING = "BROADCASTING"
 
 
 class ConsumeFromWhere(enum.Enum):

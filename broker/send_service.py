@@ -33,7 +33,6 @@ and is answered ``FLUSH_DISK_TIMEOUT``, as RocketMQ does.
 from __future__ import annotations
 
 import asyncio
-import enum
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -63,6 +62,7 @@ from pocketmq.broker.topic_config import (
 from pocketmq.broker.transaction_ops import rewrite_half_messages
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.message import SysFlag
+from pocketmq.common.model import SendStatus
 from pocketmq.common.msgid import encode_offset_msg_id
 from pocketmq.security.interceptor import AclError, authorize_publish, current_account
 
@@ -82,13 +82,6 @@ _BATCH_REASONS = {
     "properties": "PROPERTIES_SIZE_EXCEEDED",
     "body_too_large": "MESSAGE_BODY_TOO_LARGE",
 }
-
-
-class SendStatus(enum.Enum):
-    SEND_OK = "SEND_OK"
-    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
-    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"  # SYNC_MASTER: replicas did not ack in time
-    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"  # SYNC_MASTER: too few replicas in sync
 
 
 #: after a put on a SYNC_MASTER: wait until replicas hold the log up to the offset given;

@@ -47,6 +47,7 @@ from pocketmq.broker.errors import (
 from pocketmq.broker.topic_log import LogRecord
 from pocketmq.broker.topic_store import DEFAULT_MIN_COMPACT_BYTES, TopicTableStore
 from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.model import DataVersion
 from pocketmq.common.validation import check_topic
 
 __all__ = [
@@ -170,17 +171,6 @@ class TopicConfig:
             order=bool(raw.get("order", False)),
             topic_sys_flag=int(raw.get("topicSysFlag", 0)),
         )
-
-
-@dataclass(frozen=True, slots=True)
-class DataVersion:
-    """RocketMQ's ``DataVersion``: changes whenever the table does."""
-
-    timestamp_ms: int = 0
-    counter: int = 0
-
-    def next(self, now_ms: int) -> DataVersion:
-        return DataVersion(now_ms, self.counter + 1)
 
 
 TopicChangeListener = Callable[[], None]

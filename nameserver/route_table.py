@@ -31,9 +31,9 @@ import bisect
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from pocketmq.common.clock import Clock
+from pocketmq.common.model import DataVersion, QueueData
 from pocketmq.nameserver.errors import RegistrationConflictError
 
 __all__ = [
@@ -70,13 +70,6 @@ PERM_INHERIT = 1
 # -------------------------------------------------------------------------- values
 
 
-class DataVersion(NamedTuple):
-    """Version of a broker's topic configs; any difference means "changed"."""
-
-    timestamp_ms: int
-    counter: int
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RegisteredTopicConfig:
     """One topic as a broker configures it."""
@@ -97,16 +90,6 @@ class BrokerIdentity:
     broker_name: str
     broker_addr: str  # "host:port" where clients reach it
     broker_id: int  # MASTER_ID (0) or a slave id
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class QueueData:
-    """How one broker name serves one topic."""
-
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
