@@ -1,6 +1,9 @@
 """The broker: services around the message store, served over gRPC.
 
-Modules by role (layers as in DESIGN.md §1; ``store/`` is the lowest)::
+Modules by role. Layers, lowest first; a layer never imports one above it
+(tests/unit/test_layering.py checks it): ``store/`` (files and bytes only, no gRPC,
+no protobuf, no asyncio servers), the services below, then the gRPC servicers
+(the only modules that see protobuf)::
 
     config           BrokerConfig (and the StoreConfig derived from it)
     topic_config     TopicConfigManager: topics.json, system topics, auto-create

@@ -14,7 +14,8 @@ message's real topic of an ``EndTransaction``, the group and topic a receipt
 handle is looked up under. ``Heartbeat``, ``NotifyClientTermination`` and
 ``Telemetry`` also check that the client id is the caller's own.
 
-The official clients' quirks handled here (``../shared/research/v2_compat.md``):
+The official clients' quirks handled here (as rocketmq-python-client 5.1.2, the
+client tests/compat drives, behaves):
 a ``ReceiveMessage`` stream answers ``status`` (OK, or MESSAGE_NOT_FOUND when
 empty), the messages, then a ``delivery_timestamp`` frame, and closes a second
 before the client's deadline; ``ChangeInvisibleDuration`` always answers a

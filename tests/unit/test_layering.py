@@ -1,4 +1,8 @@
-"""The import contract: layers import downwards only (STYLE.md, DESIGN.md §1)."""
+"""The import contract: layers import downwards only.
+
+The store (broker/store) sees only common; the broker, nameserver, client and the
+rest see what CONTRACT lists; the client never imports the broker or the nameserver.
+"""
 
 from __future__ import annotations
 
