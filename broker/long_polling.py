@@ -1,8 +1,8 @@
 """PullRequestHolder: where pulls that found nothing wait for a message.
 
-RocketMQ parks an empty pull and re-checks it every 5 s and on message
-arrival. Here a parked pull is an ``asyncio.Future`` filed under its
-``(topic, queue_id)``; the store calls :meth:`PullRequestHolder.on_arrival`
+RocketMQ's ``PullRequestHoldService`` thread parks an empty pull and re-checks it
+every 5 s and on message arrival. Here a parked pull is an ``asyncio.Future`` filed
+under its ``(topic, queue_id)``; the store calls :meth:`PullRequestHolder.on_arrival`
 synchronously right after it dispatches records to a queue, which resolves
 every future of that queue waiting for an offset below the new maximum. No
 task polls: a pull wakes within one event-loop turn of the dispatch, or at

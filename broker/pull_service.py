@@ -3,7 +3,8 @@
 RocketMQ's ``PullMessageProcessor``. A pull names a group, a queue, an offset,
 a tag expression and how long it may wait. The store answers with one of its
 ``GetStatus`` values and the next offset to read; the consumer is told
-RocketMQ's client-side :class:`PullOutcomeStatus`, mapped in :data:`PULL_STATUS`::
+RocketMQ's client-side ``PullStatus`` (here :class:`PullOutcomeStatus`), mapped in
+:data:`PULL_STATUS`::
 
     FOUND                                     -> FOUND
     NO_MATCHED_MESSAGE, MESSAGE_WAS_REMOVING  -> NO_MATCHED_MSG   (pull again at once)

@@ -1,5 +1,7 @@
 """CommitLogCleaner: retention of commit-log segments and the disk-space guard.
 
+RocketMQ's ``CleanCommitLogService``; the broker's periodic task calls :meth:`run_once`.
+
 RocketMQ's rules, checked every ``clean_resource_interval_ms``:
 
 - a segment is *expired* when its newest record is older than

@@ -1,5 +1,7 @@
 """IndexFileSet: the key index of a store, a time-ordered run of index files in ``DATA/index``.
 
+RocketMQ calls it ``IndexService``; it runs no task of its own, so it is not a service here.
+
 It owns the directory of :class:`~pocketmq.broker.store.index_file.IndexFile`\\ s:
 putting a record's keys (each key is indexed as ``topic#key``), rolling to a new
 file when one is full, querying a key across the files whose time range

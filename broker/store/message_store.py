@@ -85,6 +85,43 @@ class _Health:
 
 
 class DefaultMessageStore:
+    """One broker's message store in one data directory (RocketMQ's ``DefaultMessageStore``).
+
+    Usage::
+
+        store = DefaultMessageStore(StoreConfig(data_dir="/var/lib/pocketmq"))
+        report = store.start()              # lock, recover, start the flush threads
+        result = store.put_batch(blob)      # PutResult: status, queue offsets, error text
+        got = store.get_messages("T", 0, offset, max_count=32)  # GetResult: raw records
+        store.shutdown()                    # flush, checkpoint, remove abort, unlock
+
+    Files under ``config.data_dir``: ``commitlog/`` (segments of
+    ``commitlog_file_size_bytes``), ``consumequeue/TOPIC/QUEUE/`` (20-byte units),
+    ``index/``, ``checkpoint``, ``epochs``, ``producers/`` (producer-state snapshots),
+    ``storeGeometry.json`` (the sizes the directory was made with), ``lock`` (held
+    while running) and ``abort`` (present while running: found at start, recovery
+    distrusts the log's tail). :meth:`start` returns what recovery kept and cut.
+
+    Outcomes are values, not exceptions: a put answers a :class:`PutResult` whose
+    ``status`` says why nothing was stored (``MESSAGE_ILLEGAL``, ``DISK_FULL``,
+    ``SERVICE_NOT_AVAILABLE``...) and whose ``error`` names the figure and the key to
+    change; a read answers a :class:`GetResult` with a ``GetStatus``. What raises is a
+    broken invariant, and :meth:`start` on a directory another process holds
+    (``StoreLockedError``).
+
+    Failures: the first I/O error of a write or flush makes the store read-only for
+    the rest of its run (reads go on; puts answer ``SERVICE_NOT_AVAILABLE`` with the
+    error); a full disk (``ENOSPC``, or below ``disk_min_free_bytes``) refuses puts with
+    ``DISK_FULL`` until the periodic check (:meth:`run_cleanup_once`) sees space again.
+    A replica's store (``replica_of`` set) refuses puts and takes the master's frames
+    through :meth:`append_replicated`.
+
+    Threads: every method is called from one thread (the broker's event loop); the
+    flush and warm-up services (:mod:`.flush`, :mod:`.warm`) run in threads of their
+    own, started by :meth:`start` and stopped by :meth:`shutdown`, and touch only flush
+    positions.
+    """
+
     def __init__(
         self, config: StoreConfig, *, clock: Clock | None = None, io: StoreIO | None = None
     ) -> None:
