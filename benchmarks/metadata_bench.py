@@ -34,7 +34,7 @@ from benchkit import free_port
 
 from pocketmq.broker.namesrv_client import GrpcNameserverClient
 from pocketmq.broker.registration import RegisterBrokerService
-from pocketmq.broker.topic_config import TopicConfig as BrokerTopic
+from pocketmq.broker.topic_config import BrokerTopicConfig as BrokerTopic
 from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.client import AdminClient, ClientError, Message, Producer, TopicConfig
 from pocketmq.common.clock import ManualClock

@@ -45,9 +45,9 @@ from pocketmq.broker.long_polling import PullRequestHolder
 from pocketmq.broker.send_back import retry_topic
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.topic_config import (
+    BrokerTopicConfig,
     DataVersion,
     TopicBatchResult,
-    TopicConfig,
     TopicConfigManager,
 )
 from pocketmq.common.clock import Clock, SystemClock
@@ -146,10 +146,10 @@ class AdminProcessor:
         self._fences: dict[tuple[str, str, int], tuple[int, float]] = {}
 
     # -- topics -------------------------------------------------------------------------
-    def create_topic(self, config: TopicConfig) -> TopicConfig:
+    def create_topic(self, config: BrokerTopicConfig) -> BrokerTopicConfig:
         return self._topics.create(config)
 
-    def update_topic(self, config: TopicConfig) -> TopicConfig:
+    def update_topic(self, config: BrokerTopicConfig) -> BrokerTopicConfig:
         """Change a topic; queues it no longer has are deleted as a deleted topic's are."""
         old = self._topics.get(config.topic_name)
         dropped: set[int] = set()
@@ -183,7 +183,7 @@ class AdminProcessor:
         self._persist_offsets()
 
     def create_topics(
-        self, configs: list[TopicConfig], *, update_existing: bool = False
+        self, configs: list[BrokerTopicConfig], *, update_existing: bool = False
     ) -> TopicBatchResult:
         """Create (or update) many topics as one change of the table: all or none.
         Queues an updated topic no longer has are deleted first, as in update_topic."""
@@ -237,7 +237,7 @@ class AdminProcessor:
         except OSError as exc:  # the periodic save tries again
             log.error("cannot save consumer offsets after a deletion: %s", exc)
 
-    def all_topics(self) -> tuple[list[TopicConfig], DataVersion]:
+    def all_topics(self) -> tuple[list[BrokerTopicConfig], DataVersion]:
         return self._topics.all(), self._topics.data_version
 
     @property
@@ -591,7 +591,7 @@ class AdminProcessor:
         return table
 
     # -- checks -------------------------------------------------------------------------
-    def _existing_topic(self, topic: str) -> TopicConfig:
+    def _existing_topic(self, topic: str) -> BrokerTopicConfig:
         problem = check_topic(topic)
         if problem:
             raise IllegalArgumentError(problem)

@@ -51,7 +51,7 @@ from pocketmq.broker.property_filter import FilterCompiler, read_filtered
 from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import GetResult, GetStatus
-from pocketmq.broker.topic_config import TopicConfig, TopicConfigManager
+from pocketmq.broker.topic_config import BrokerTopicConfig, TopicConfigManager
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.filter import TAG, SqlFilter
 from pocketmq.common.hashing import tags_code
@@ -374,7 +374,7 @@ class PullMessageProcessor:
             )
         return min(suspend_ms, self._suspend_max_ms)
 
-    def _readable_topic(self, topic: str) -> TopicConfig:
+    def _readable_topic(self, topic: str) -> BrokerTopicConfig:
         config = self._topics.get(topic)
         if config is None:
             raise ResourceNotFoundError(

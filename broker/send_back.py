@@ -56,8 +56,8 @@ from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import PutResult, PutStatus
 from pocketmq.broker.topic_config import (
     NOT_ALLOWED_READ_TOPICS,
+    BrokerTopicConfig,
     Perm,
-    TopicConfig,
     TopicConfigManager,
 )
 from pocketmq.common.clock import Clock, SystemClock
@@ -174,7 +174,7 @@ class SendBackProcessor:
 
     def ensure_retry_topic(
         self, group: str, *, max_topics: int | None = None, requester: str | None = None
-    ) -> TopicConfig:
+    ) -> BrokerTopicConfig:
         """``%RETRY%{group}``, created with one read-write queue if missing.
 
         With *max_topics*, a new one is refused (SystemBusyError naming the *requester*'s
@@ -191,7 +191,7 @@ class SendBackProcessor:
                     reason="TOO_MANY_RETRY_TOPICS",
                 )
         return self._topics.get_or_create(
-            TopicConfig(
+            BrokerTopicConfig(
                 topic_name=retry_topic(group),
                 read_queue_nums=RETRY_QUEUE_NUMS,
                 write_queue_nums=RETRY_QUEUE_NUMS,
@@ -208,9 +208,9 @@ class SendBackProcessor:
             1 for tc in self._topics.all() if tc.topic_name.startswith(RETRY_GROUP_TOPIC_PREFIX)
         )
 
-    def _ensure_dlq_topic(self, group: str) -> TopicConfig:
+    def _ensure_dlq_topic(self, group: str) -> BrokerTopicConfig:
         return self._topics.get_or_create(
-            TopicConfig(
+            BrokerTopicConfig(
                 topic_name=dlq_topic(group),
                 read_queue_nums=DLQ_QUEUE_NUMS,
                 write_queue_nums=DLQ_QUEUE_NUMS,

@@ -56,7 +56,7 @@ from pocketmq.broker.timer_messages import TimerPolicy, rewrite_timed
 from pocketmq.broker.topic_config import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     NOT_ALLOWED_SEND_TOPICS,
-    TopicConfig,
+    BrokerTopicConfig,
     TopicConfigManager,
 )
 from pocketmq.broker.transaction_ops import rewrite_half_messages
@@ -385,7 +385,7 @@ class SendMessageProcessor:
         config = self._check_topic(topic, to_create)
         return config.write_queue_nums if config is not None else self._auto_create_queue_nums()
 
-    def _check_topic(self, topic: str, to_create: list[str]) -> TopicConfig | None:
+    def _check_topic(self, topic: str, to_create: list[str]) -> BrokerTopicConfig | None:
         if topic in NOT_ALLOWED_SEND_TOPICS:
             raise NoPermissionError(
                 f"topic {topic!r} is written by the broker only; producers may not send to it"

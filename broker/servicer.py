@@ -49,7 +49,7 @@ from pocketmq.broker.pull_service import PullMessageProcessor, PullOutcome, Pull
 from pocketmq.broker.rebalance_lock import MessageQueue, RebalanceLockManager
 from pocketmq.broker.send_back import SendBackProcessor
 from pocketmq.broker.send_service import SendMessageProcessor, SendOutcome, SendStatus
-from pocketmq.broker.topic_config import Perm, TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig, Perm
 from pocketmq.broker.transaction import EndTransactionRequest, TransactionResolver
 from pocketmq.broker.transaction_ops import Resolution
 from pocketmq.broker.v1_authz import (
@@ -220,14 +220,16 @@ def _refusal(index: int, error: BrokerError) -> pb.QueuePullResult:
     )
 
 
-def _topic_config(msg: common_pb2.TopicConfig, *, default_queue_nums: int | None) -> TopicConfig:
+def _topic_config(
+    msg: common_pb2.TopicConfig, *, default_queue_nums: int | None
+) -> BrokerTopicConfig:
     """Domain config; on create, zero queue counts and perm mean the defaults."""
     read, write, perm = msg.read_queue_nums, msg.write_queue_nums, msg.perm
     if default_queue_nums is not None:
         read = read or write or default_queue_nums
         write = write or read
         perm = perm or Perm.READ_WRITE
-    return TopicConfig(
+    return BrokerTopicConfig(
         topic_name=msg.topic_name,
         read_queue_nums=read,
         write_queue_nums=write,
@@ -237,7 +239,7 @@ def _topic_config(msg: common_pb2.TopicConfig, *, default_queue_nums: int | None
     )
 
 
-def _topic_config_pb(tc: TopicConfig) -> common_pb2.TopicConfig:
+def _topic_config_pb(tc: BrokerTopicConfig) -> common_pb2.TopicConfig:
     return common_pb2.TopicConfig(
         topic_name=tc.topic_name,
         read_queue_nums=tc.read_queue_nums,

@@ -458,7 +458,7 @@ class HaController:
         """Topics whose records were copied before the metadata sync (every few seconds)
         brought their config: a new master serves them with as many queues as it holds
         (RocketMQ 5 rebuilds its topic-queue table on promotion the same way)."""
-        from pocketmq.broker.topic_config import TopicConfig
+        from pocketmq.broker.topic_config import BrokerTopicConfig
 
         queues: dict[str, int] = {}
         for cq in self._store.consume_queues.all_queues():
@@ -467,7 +467,9 @@ class HaController:
         for topic, count in sorted(queues.items()):
             try:
                 self._topics.get_or_create(
-                    TopicConfig(topic_name=topic, read_queue_nums=count, write_queue_nums=count)
+                    BrokerTopicConfig(
+                        topic_name=topic, read_queue_nums=count, write_queue_nums=count
+                    )
                 )
             except Exception as exc:  # a refusal (queue bound, disk) leaves it unserved
                 log.error("cannot adopt topic %s (%d queues) on promotion: %s", topic, count, exc)
@@ -509,10 +511,10 @@ class HaController:
         return snapshot
 
     def apply_metadata(self, snapshot: ha_pb2.MetadataSnapshot) -> None:
-        from pocketmq.broker.topic_config import DataVersion, TopicConfig
+        from pocketmq.broker.topic_config import BrokerTopicConfig, DataVersion
 
         configs = [
-            TopicConfig(
+            BrokerTopicConfig(
                 topic_name=pb.topic_name,
                 read_queue_nums=pb.read_queue_nums,
                 write_queue_nums=pb.write_queue_nums,

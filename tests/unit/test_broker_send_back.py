@@ -21,7 +21,7 @@ from pocketmq.broker.send_back import (
 )
 from pocketmq.broker.store.message_store import DefaultMessageStore
 from pocketmq.broker.store.results import PutStatus
-from pocketmq.broker.topic_config import Perm, TopicConfig, TopicConfigManager
+from pocketmq.broker.topic_config import BrokerTopicConfig, Perm, TopicConfigManager
 from pocketmq.common.message import decode_record
 
 STORE_HOST = ("127.0.0.1", 10911)
@@ -115,7 +115,7 @@ async def test_a_retry_shows_up_in_the_retry_topic_after_its_delay(env):
         group="G", phys_offset=phys, delay_level=0, origin_topic="TopicA", origin_msg_id="U1"
     )
     assert (decision.topic, decision.delay_level) == ("%RETRY%G", 3)
-    assert env.topics.get("%RETRY%G") == TopicConfig(
+    assert env.topics.get("%RETRY%G") == BrokerTopicConfig(
         topic_name="%RETRY%G", read_queue_nums=1, write_queue_nums=1, perm=Perm.READ_WRITE
     )
     await env.deliver_after(2.999)
@@ -214,7 +214,7 @@ async def test_send_back_refusals_say_what_is_wrong(env, kwargs, error, words):
 
 
 async def test_a_closed_retry_topic_is_refused(env):
-    env.topics.get_or_create(TopicConfig(topic_name="%RETRY%G", perm=Perm.READ))
+    env.topics.get_or_create(BrokerTopicConfig(topic_name="%RETRY%G", perm=Perm.READ))
     with pytest.raises(NoPermissionError, match="not writable"):
         await env.service.send_back(group="G", phys_offset=env.sent(), delay_level=0)
 

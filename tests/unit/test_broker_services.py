@@ -32,7 +32,7 @@ from pocketmq.broker.pull_service import (
 from pocketmq.broker.send_service import SendMessageProcessor, SendStatus
 from pocketmq.broker.store.batch import scan_batch
 from pocketmq.broker.store.results import GetResult, GetStatus, PutResult, PutStatus
-from pocketmq.broker.topic_config import Perm, TopicConfig, TopicConfigManager
+from pocketmq.broker.topic_config import BrokerTopicConfig, Perm, TopicConfigManager
 from pocketmq.common.clock import ManualClock
 from pocketmq.common.hashing import tags_code
 from pocketmq.common.message import decode_record, encode_record, iter_records, pack_host
@@ -305,7 +305,7 @@ async def test_a_mixed_batch_refusal_names_its_first_bad_record_and_creates_no_t
 async def test_send_refuses_system_topics_and_unwritable_topics(env):
     with pytest.raises(NoPermissionError, match="written by the broker only"):
         await env.send.send(record(topic="SCHEDULE_TOPIC_XXXX"))
-    env.topics.create(TopicConfig(topic_name="ReadOnly", perm=Perm.READ))
+    env.topics.create(BrokerTopicConfig(topic_name="ReadOnly", perm=Perm.READ))
     with pytest.raises(NoPermissionError, match="not writable"):
         await env.send.send(record(topic="ReadOnly"))
     assert env.store.puts == 0
@@ -343,7 +343,7 @@ async def test_store_refusals_carry_the_put_status(env, status):
 
 # -- pull -----------------------------------------------------------------------------------
 async def test_pull_statuses_and_next_offsets_follow_rocketmq(env):
-    env.topics.create(TopicConfig(topic_name="TopicA"))
+    env.topics.create(BrokerTopicConfig(topic_name="TopicA"))
     empty = await env.pull(queue_offset=0)
     assert (empty.status, empty.get_status) == (
         PullOutcomeStatus.NO_NEW_MSG,
@@ -407,13 +407,13 @@ async def test_the_consumer_offset_rides_on_the_pull(env):
     ],
 )
 async def test_each_malformed_pull_gets_its_own_refusal(env, kwargs, error, words):
-    env.topics.create(TopicConfig(topic_name="TopicA"))
+    env.topics.create(BrokerTopicConfig(topic_name="TopicA"))
     with pytest.raises(error, match=words):
         await env.pull(**kwargs)
 
 
 async def test_pull_refuses_an_unreadable_topic(env):
-    env.topics.create(TopicConfig(topic_name="WriteOnly", perm=Perm.WRITE))
+    env.topics.create(BrokerTopicConfig(topic_name="WriteOnly", perm=Perm.WRITE))
     with pytest.raises(NoPermissionError, match="not readable"):
         await env.pull(topic="WriteOnly")
 
@@ -434,7 +434,7 @@ async def wait_parked(hold, count=1):
 
 
 async def test_an_empty_pull_is_answered_by_the_next_matching_send(env):
-    env.topics.create(TopicConfig(topic_name="TopicA"))
+    env.topics.create(BrokerTopicConfig(topic_name="TopicA"))
     pull = asyncio.create_task(env.pull(suspend_timeout_ms=30_000))
     await wait_parked(env.hold)
     await env.send.send(record(body=b"late"))
@@ -444,7 +444,7 @@ async def test_an_empty_pull_is_answered_by_the_next_matching_send(env):
 
 
 async def test_a_non_matching_arrival_parks_the_pull_again_past_it(env):
-    env.topics.create(TopicConfig(topic_name="TopicA"))
+    env.topics.create(BrokerTopicConfig(topic_name="TopicA"))
     pull = asyncio.create_task(env.pull(subscription="TagA", suspend_timeout_ms=30_000))
     await wait_parked(env.hold)
     await env.send.send(record(tags="TagB"))
@@ -458,7 +458,7 @@ async def test_a_non_matching_arrival_parks_the_pull_again_past_it(env):
 
 
 async def test_a_parked_pull_is_answered_empty_at_its_suspend_time(env):
-    env.topics.create(TopicConfig(topic_name="TopicA"))
+    env.topics.create(BrokerTopicConfig(topic_name="TopicA"))
     loop = asyncio.get_running_loop()
     started = loop.time()
     out = await env.pull(suspend_timeout_ms=50)
@@ -474,7 +474,7 @@ async def test_offset_errors_are_answered_at_once_without_parking(env):
 
 # -- admin ----------------------------------------------------------------------------------
 async def test_topic_status_and_consume_progress(env):
-    env.topics.create(TopicConfig(topic_name="TopicA", read_queue_nums=2, write_queue_nums=2))
+    env.topics.create(BrokerTopicConfig(topic_name="TopicA", read_queue_nums=2, write_queue_nums=2))
     await env.send.send(record(queue_id=0) + record(queue_id=0) + record(queue_id=1))
     status = env.admin.topic_status("TopicA")
     assert [(q.queue_id, q.min_offset, q.max_offset) for q in status] == [(0, 0, 2), (1, 0, 1)]

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from pocketmq.broker.namesrv_client import BrokerRegistration, RegisterReply
 from pocketmq.broker.registration import RegisterBrokerService
-from pocketmq.broker.topic_config import TopicConfig as BrokerTopicConfig
-from pocketmq.broker.topic_config import TopicConfigManager
+from pocketmq.broker.topic_config import BrokerTopicConfig, TopicConfigManager
 from pocketmq.common.clock import ManualClock
 from pocketmq.nameserver.route_table import (
     BrokerIdentity,

@@ -16,7 +16,7 @@ from pocketmq.broker.errors import (
 )
 from pocketmq.broker.send_service import SendMessageProcessor
 from pocketmq.broker.store.results import GetStatus
-from pocketmq.broker.topic_config import TopicConfig, TopicConfigManager
+from pocketmq.broker.topic_config import BrokerTopicConfig, TopicConfigManager
 from pocketmq.broker.transaction import EndTransactionRequest, TransactionResolver
 from pocketmq.broker.transaction_ops import Resolution, op_record, rewrite_half_messages
 from pocketmq.common.clock import ManualClock
@@ -218,7 +218,7 @@ async def test_the_send_path_stores_prepared_records_as_half_messages(env, tmp_p
         str(tmp_path / "config"), broker_name="broker-a", cluster_name="DefaultCluster"
     )
     topics.load()
-    topics.create(TopicConfig(topic_name="TopicA", read_queue_nums=4, write_queue_nums=4))
+    topics.create(BrokerTopicConfig(topic_name="TopicA", read_queue_nums=4, write_queue_nums=4))
     send = SendMessageProcessor(env.store, topics, store_host=STORE_HOST)
     outcome = await send.send(prepared("A", group=""), single=True, producer_group="pg")
     assert (outcome.topics, outcome.queue_ids, outcome.msg_ids) == (["TopicA"], [1], ["A"])
