@@ -8,6 +8,7 @@ re-exports its public ones (``pocketmq.client.MessageQueue``, ``SendStatus``,
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -51,6 +52,10 @@ class DataVersion:
 
     def next(self, now_ms: int) -> DataVersion:
         return DataVersion(now_ms, self.counter + 1)
+
+    def __iter__(self) -> Iterator[int]:
+        """``(timestamp_ms, counter)``, as the nameserver logs and unpacks it."""
+        return iter((self.timestamp_ms, self.counter))
 
 
 @dataclass(frozen=True, slots=True)
