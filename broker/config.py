@@ -22,7 +22,7 @@ from pocketmq.broker.store.config import FlushDiskType, StoreConfig
 from pocketmq.common.auth import Credentials
 from pocketmq.common.errors import ConfigError
 from pocketmq.common.trace import DEFAULT_TRACE_TOPIC
-from pocketmq.common.validation import check_topic
+from pocketmq.common.validation import check_topic, check_topic_like
 
 __all__ = ["BrokerConfig", "parse_namesrv_addrs"]
 
@@ -564,10 +564,10 @@ class BrokerConfig:
         self.store_config(self.port)
 
     def _check_names(self) -> None:
-        for key in ("broker_name", "cluster_name"):
-            problem = check_topic(getattr(self, key))  # RocketMQ makes topics of both
+        for key, kind in (("broker_name", "broker"), ("cluster_name", "cluster")):
+            problem = check_topic_like(kind, getattr(self, key))  # RocketMQ makes topics of both
             if problem:
-                raise ConfigError(f"{key}: {problem.replace('topic name', 'name')}")
+                raise ConfigError(f"{key}: {problem}")
         problem = check_topic(self.msg_trace_topic_name)
         if problem:
             raise ConfigError(f"msg_trace_topic_name: {problem}")
