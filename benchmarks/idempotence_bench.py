@@ -178,7 +178,7 @@ def _idempotence_counts(producer: Producer) -> tuple[int, int, int]:
 def store_config(data_dir: str, snapshot_interval: int) -> StoreConfig:
     return StoreConfig(
         data_dir=data_dir,
-        commitlog_file_size=256 * MiB,
+        commitlog_file_size_bytes=256 * MiB,
         producer_snapshot_interval_bytes=snapshot_interval,
     )
 

@@ -34,12 +34,12 @@ from benchkit import free_port
 
 from pocketmq.broker.namesrv_client import GrpcNameserverClient
 from pocketmq.broker.registration import RegisterBrokerService
-from pocketmq.broker.topic_config import TopicConfig as BrokerTopic
+from pocketmq.broker.topic_config import BrokerTopicConfig as BrokerTopic
 from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.client import AdminClient, ClientError, Message, Producer, TopicConfig
 from pocketmq.common.clock import ManualClock
 from pocketmq.nameserver.route_table import BrokerIdentity, DataVersion, RouteTable
-from pocketmq.nameserver.route_table import TopicConfig as NsTopic
+from pocketmq.nameserver.route_table import RegisteredTopicConfig as NsTopic
 
 QUEUES = 8
 MARKS = (1_000, 10_000, 100_000)

@@ -1,12 +1,15 @@
 """The broker: services around the message store, served over gRPC.
 
-Modules by role (layers as in DESIGN.md §1; ``store/`` is the lowest)::
+Modules by role. Layers, lowest first; a layer never imports one above it
+(tests/unit/test_layering.py checks it): ``store/`` (files and bytes only, no gRPC,
+no protobuf, no asyncio servers), the services below, then the gRPC servicers
+(the only modules that see protobuf)::
 
     config           BrokerConfig (and the StoreConfig derived from it)
     topic_config     TopicConfigManager: topics.json, system topics, auto-create
     consumer_offsets ConsumerOffsetManager: consumerOffset.json
     client_manager   producer/consumer heartbeats, expiry, client command channels
-    long_polling     PullRequestHoldService: parked pulls woken by message arrival
+    long_polling     PullRequestHolder: parked pulls woken by message arrival
     send_service     SendMessage / SendBatch checks and acknowledgements
     pull_service     PullMessage: offset statuses, tag filter, long polling
     admin_service    topic admin, queue offsets, message queries, runtime info
@@ -18,7 +21,7 @@ Modules by role (layers as in DESIGN.md §1; ``store/`` is the lowest)::
     timer_messages   any delivery time: moving a timed record to rmq_sys_wheel_timer
     timer_service    TimerService: walks the timing wheel (store/timer_*), re-puts due messages
     transaction_ops  half messages, op records, the commit/rollback decision table
-    transaction      TransactionalMessageService: EndTransaction, op replay, progress
+    transaction      TransactionResolver: EndTransaction, op replay, progress
     transaction_check  TransactionalMessageCheckService: asks live producers about old halves
     registration     RegisterBrokerService (namesrv_client: its gRPC client)
     errors           the refusals services raise; grpc_status maps them to codes

@@ -1,4 +1,4 @@
-"""AdminService: topic administration, queue offsets, message queries, broker stats.
+"""AdminProcessor: topic administration, queue offsets, message queries, broker stats.
 
 RocketMQ's ``AdminBrokerProcessor`` and ``QueryMessageProcessor``: create,
 update, delete and list topics; min/max offset and last store time per
@@ -7,9 +7,9 @@ queue (``consumerProgress``); the offset of a timestamp; messages by key and
 by offset message id; the broker's runtime table and configuration; the
 consumer groups it knows.
 
-Offset reset (``resetOffsetByTime``): :meth:`AdminService.reset_offset` stores
+Offset reset (``resetOffsetByTime``): :meth:`AdminProcessor.reset_offset` stores
 the group's new offsets of a topic, fences its queues until their consumers
-pull from there and pushes ``ResetConsumerClientOffset`` to the group's online
+pull from there and pushes ``ResetConsumerClientOffsetCommand`` to the group's online
 consumers (:mod:`.offset_reset` says how, and owns the fences).
 """
 
@@ -27,16 +27,16 @@ from pocketmq.broker.client_manager import (
     ConsumerRegistration,
     ConsumeType,
     MessageModel,
-    ResetConsumerClientOffset,
+    ResetConsumerClientOffsetCommand,
 )
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.errors import (
     DiskFullError,
     FailedPreconditionError,
-    InvalidRequestError,
-    NotFoundError,
+    IllegalArgumentError,
+    ResourceNotFoundError,
 )
-from pocketmq.broker.long_polling import PullRequestHoldService
+from pocketmq.broker.long_polling import PullRequestHolder
 from pocketmq.broker.offset_reset import (
     OffsetReset,
     ResetFences,
@@ -47,9 +47,9 @@ from pocketmq.broker.offset_reset import (
 from pocketmq.broker.send_back import retry_topic
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.topic_config import (
+    BrokerTopicConfig,
     DataVersion,
     TopicBatchResult,
-    TopicConfig,
     TopicConfigManager,
 )
 from pocketmq.common.clock import Clock, SystemClock
@@ -57,11 +57,11 @@ from pocketmq.common.msgid import decode_offset_msg_id
 from pocketmq.common.validation import check_group, check_topic
 
 __all__ = [
-    "AdminService",
+    "AdminProcessor",
+    "BrokerQueueProgress",
+    "BrokerQueueStatus",
     "ConsumerGroupInfo",
     "OffsetReset",
-    "QueueProgress",
-    "QueueStatus",
     "ResetPosition",
 ]
 
@@ -82,7 +82,7 @@ class ConsumerGroupInfo:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class QueueStatus:
+class BrokerQueueStatus:
     queue_id: int
     min_offset: int
     max_offset: int
@@ -90,7 +90,7 @@ class QueueStatus:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class QueueProgress:
+class BrokerQueueProgress:
     topic: str
     queue_id: int
     broker_offset: int
@@ -99,14 +99,14 @@ class QueueProgress:
     last_timestamp_ms: int  # store time of the last consumed message, 0 if none
 
 
-class AdminService:
+class AdminProcessor:
     def __init__(
         self,
         store: MessageStore,
         topics: TopicConfigManager,
         offsets: ConsumerOffsetManager,
         clients: ClientManager,
-        hold: PullRequestHoldService,
+        hold: PullRequestHolder,
         *,
         broker_name: str,
         cluster_name: str,
@@ -130,10 +130,10 @@ class AdminService:
         self._fences = ResetFences(self._clock)  # queues a reset moved (offset_reset.py)
 
     # -- topics -------------------------------------------------------------------------
-    def create_topic(self, config: TopicConfig) -> TopicConfig:
+    def create_topic(self, config: BrokerTopicConfig) -> BrokerTopicConfig:
         return self._topics.create(config)
 
-    def update_topic(self, config: TopicConfig) -> TopicConfig:
+    def update_topic(self, config: BrokerTopicConfig) -> BrokerTopicConfig:
         """Change a topic; queues it no longer has are deleted as a deleted topic's are."""
         old = self._topics.get(config.topic_name)
         dropped: set[int] = set()
@@ -167,7 +167,7 @@ class AdminService:
         self._persist_offsets()
 
     def create_topics(
-        self, configs: list[TopicConfig], *, update_existing: bool = False
+        self, configs: list[BrokerTopicConfig], *, update_existing: bool = False
     ) -> TopicBatchResult:
         """Create (or update) many topics as one change of the table: all or none.
         Queues an updated topic no longer has are deleted first, as in update_topic."""
@@ -221,7 +221,7 @@ class AdminService:
         except OSError as exc:  # the periodic save tries again
             log.error("cannot save consumer offsets after a deletion: %s", exc)
 
-    def all_topics(self) -> tuple[list[TopicConfig], DataVersion]:
+    def all_topics(self) -> tuple[list[BrokerTopicConfig], DataVersion]:
         return self._topics.all(), self._topics.data_version
 
     @property
@@ -229,7 +229,7 @@ class AdminService:
         return self._topics.data_version
 
     # -- queues -------------------------------------------------------------------------
-    def topic_status(self, topic: str) -> list[QueueStatus]:
+    def topic_status(self, topic: str) -> list[BrokerQueueStatus]:
         config = self._existing_topic(topic)
         out = []
         for queue_id in range(max(config.read_queue_nums, config.write_queue_nums)):
@@ -240,7 +240,7 @@ class AdminService:
                 else None
             )
             out.append(
-                QueueStatus(
+                BrokerQueueStatus(
                     queue_id=queue_id,
                     min_offset=self._store.min_offset(topic, queue_id),
                     max_offset=max_offset,
@@ -249,10 +249,10 @@ class AdminService:
             )
         return out
 
-    def consume_progress(self, group: str, topic: str = "") -> list[QueueProgress]:
+    def consume_progress(self, group: str, topic: str = "") -> list[BrokerQueueProgress]:
         problem = check_group(group)
         if problem:
-            raise InvalidRequestError(problem)
+            raise IllegalArgumentError(problem)
         if topic:
             self._existing_topic(topic)
             topics = [topic]
@@ -262,14 +262,14 @@ class AdminService:
             )
             topics = [t for t in topics if self._topics.get(t) is not None]
             if not topics:
-                raise NotFoundError(
+                raise ResourceNotFoundError(
                     f"consumer group {group!r} has no offsets and no online "
                     "consumers on this broker",
                     reason="CONSUMER_NOT_ONLINE",
                 )
         return [p for t in topics for p in self._topic_progress(group, t)]
 
-    def _topic_progress(self, group: str, topic: str) -> list[QueueProgress]:
+    def _topic_progress(self, group: str, topic: str) -> list[BrokerQueueProgress]:
         config = self._topics.get(topic)
         assert config is not None
         out = []
@@ -281,7 +281,7 @@ class AdminService:
             if consumer_offset > 0:
                 last = self._store.store_timestamp(topic, queue_id, consumer_offset - 1) or 0
             out.append(
-                QueueProgress(
+                BrokerQueueProgress(
                     topic=topic,
                     queue_id=queue_id,
                     broker_offset=broker_offset,
@@ -327,7 +327,7 @@ class AdminService:
         only); returns the moves and the online consumers told."""
         problem = check_group(group)
         if problem:
-            raise InvalidRequestError(problem)
+            raise IllegalArgumentError(problem)
         config = self._existing_topic(topic)
         queue_ids = reset_queue_ids(config, position, timestamp_ms, offsets)
         moves = reset_moves(
@@ -338,7 +338,7 @@ class AdminService:
         self._fences.fence(group, topic, moves if self._clients.consumer_ids(group) else [])
         notified = self._clients.send_to_consumers(
             group,
-            ResetConsumerClientOffset(
+            ResetConsumerClientOffsetCommand(
                 consumer_group=group,
                 topic=topic,
                 broker_name=self._broker_name,
@@ -359,11 +359,11 @@ class AdminService:
     def delete_group(self, group: str) -> tuple[list[str], bool]:
         """Forget *group*: its offsets and its retry topic (deleteSubGroup with
         removeOffset). Refused while members are online. Returns the topics whose
-        offsets went and whether a retry topic was deleted; NotFoundError when this
+        offsets went and whether a retry topic was deleted; ResourceNotFoundError when this
         broker knows nothing of the group."""
         problem = check_group(group)
         if problem:
-            raise InvalidRequestError(problem)
+            raise IllegalArgumentError(problem)
         members = self._clients.consumer_ids(group)
         if members:
             raise FailedPreconditionError(
@@ -374,7 +374,7 @@ class AdminService:
         retry = retry_topic(group)
         has_retry = self._topics.get(retry) is not None
         if not topics and not has_retry:
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"broker {self._broker_name} knows no consumer group {group!r}",
                 reason="SUBSCRIPTION_GROUP_NOT_EXIST",
             )
@@ -395,7 +395,7 @@ class AdminService:
         """The online members of *group*: (client id, registration, seconds silent)."""
         problem = check_group(group)
         if problem:
-            raise InvalidRequestError(problem)
+            raise IllegalArgumentError(problem)
         out = []
         for client_id in self._clients.consumer_ids(group):
             registration = self._clients.consumer_registration(group, client_id)
@@ -428,7 +428,7 @@ class AdminService:
     def offset_by_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         self.check_queue(topic, queue_id)
         if timestamp_ms < 0:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"timestamp_ms is {timestamp_ms}; give milliseconds since the epoch"
             )
         return self._store.offset_by_timestamp(topic, queue_id, timestamp_ms)
@@ -445,20 +445,20 @@ class AdminService:
     ) -> list[bytes]:
         problem = check_topic(topic)
         if problem:
-            raise InvalidRequestError(problem)
+            raise IllegalArgumentError(problem)
         if not key:
-            raise InvalidRequestError("key is empty; give a KEYS entry or a UNIQ_KEY")
+            raise IllegalArgumentError("key is empty; give a KEYS entry or a UNIQ_KEY")
         if max_num < 0:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"max_num is {max_num}; give 1..{MAX_QUERY_MESSAGES}, or 0 for the default"
             )
         if begin_timestamp_ms < 0 or end_timestamp_ms < 0:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"time range {begin_timestamp_ms}..{end_timestamp_ms} "
                 "must be milliseconds since the epoch"
             )
         if end_timestamp_ms and begin_timestamp_ms > end_timestamp_ms:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"begin_timestamp_ms {begin_timestamp_ms} is after "
                 f"end_timestamp_ms {end_timestamp_ms}"
             )
@@ -475,16 +475,16 @@ class AdminService:
         try:
             msg_id = decode_offset_msg_id(offset_msg_id)
         except ValueError as exc:
-            raise InvalidRequestError(str(exc)) from None
+            raise IllegalArgumentError(str(exc)) from None
         host, port = self._store_host
         if (msg_id.host, msg_id.port) != (host, port):
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"offset message id {offset_msg_id} names broker {msg_id.host}:{msg_id.port}; "
                 f"this is {host}:{port}; ask that broker"
             )
         record = self._store.read_record(msg_id.phys_offset) if msg_id.phys_offset >= 0 else None
         if record is None:
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"no message at commit-log offset {msg_id.phys_offset} "
                 f"(offset message id {offset_msg_id}); it may have been deleted "
                 "by retention",
@@ -534,13 +534,13 @@ class AdminService:
         return table
 
     # -- checks -------------------------------------------------------------------------
-    def _existing_topic(self, topic: str) -> TopicConfig:
+    def _existing_topic(self, topic: str) -> BrokerTopicConfig:
         problem = check_topic(topic)
         if problem:
-            raise InvalidRequestError(problem)
+            raise IllegalArgumentError(problem)
         config = self._topics.get(topic)
         if config is None:
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"topic {topic!r} does not exist on broker {self._broker_name}",
                 reason="TOPIC_NOT_EXIST",
             )
@@ -551,7 +551,7 @@ class AdminService:
         config = self._existing_topic(topic)
         queue_nums = max(config.read_queue_nums, config.write_queue_nums)
         if not 0 <= queue_id < queue_nums:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"queue id {queue_id} is out of range; topic {topic!r} "
                 f"has {queue_nums} queues (0..{queue_nums - 1})"
             )

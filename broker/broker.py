@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar, cast, overload
 
 import grpc
 
-from pocketmq.broker.admin_service import AdminService
+from pocketmq.broker.admin_service import AdminProcessor
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
@@ -41,16 +41,16 @@ from pocketmq.broker.flow_control import FlowControlInterceptor, server_limits
 from pocketmq.broker.grpc_v2.auth import acl_authenticator as v2_acl_authenticator
 from pocketmq.broker.grpc_v2.server import GrpcV2Server
 from pocketmq.broker.grpc_v2.servicer import Authenticator
-from pocketmq.broker.idempotence import IdempotenceService
+from pocketmq.broker.idempotence import IdempotenceProcessor
 from pocketmq.broker.limits import warn_if_low
-from pocketmq.broker.long_polling import PullRequestHoldService
-from pocketmq.broker.pull_service import PullMessageService
+from pocketmq.broker.long_polling import PullRequestHolder
+from pocketmq.broker.pull_service import PullMessageProcessor
 from pocketmq.broker.rebalance_lock import RebalanceLockManager
-from pocketmq.broker.registration import NameserverClient, RegisterBrokerService
+from pocketmq.broker.registration import RegisterBrokerService, RegistrationClient
 from pocketmq.broker.runtime_config import RuntimeConfig
 from pocketmq.broker.schedule import ScheduleMessageService
-from pocketmq.broker.send_back import SendBackService
-from pocketmq.broker.send_service import SendMessageService
+from pocketmq.broker.send_back import SendBackProcessor
+from pocketmq.broker.send_service import SendMessageProcessor
 from pocketmq.broker.servicer import BrokerServicer, MalformedRequestInterceptor, add_to_server
 from pocketmq.broker.services import BrokerEdge, BrokerServices, build_services
 from pocketmq.broker.stats import BrokerStatsManager
@@ -60,7 +60,7 @@ from pocketmq.broker.store.results import RecoveryReport
 from pocketmq.broker.timer_service import TimerService
 from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.broker.trace import BrokerTraceService
-from pocketmq.broker.transaction import TransactionalMessageService
+from pocketmq.broker.transaction import TransactionResolver
 from pocketmq.broker.transaction_check import TransactionalMessageCheckService
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.logsetup import security_summary
@@ -140,18 +140,18 @@ class Broker:
     topics: _FromServices[TopicConfigManager] = _FromServices()
     offsets: _FromServices[ConsumerOffsetManager] = _FromServices()
     clients: _FromServices[ClientManager] = _FromServices()
-    hold: _FromServices[PullRequestHoldService] = _FromServices()
+    hold: _FromServices[PullRequestHolder] = _FromServices()
     schedule: _FromServices[ScheduleMessageService] = _FromServices()
     timer: _FromServices[TimerService] = _FromServices()
     locks: _FromServices[RebalanceLockManager] = _FromServices()
-    transactions: _FromServices[TransactionalMessageService] = _FromServices()
+    transactions: _FromServices[TransactionResolver] = _FromServices()
     transaction_check: _FromServices[TransactionalMessageCheckService] = _FromServices()
     registration: _FromServices[RegisterBrokerService] = _FromServices()
-    idempotence: _FromServices[IdempotenceService] = _FromServices()
-    send: _FromServices[SendMessageService] = _FromServices()
-    send_back: _FromServices[SendBackService] = _FromServices()
-    pull_service: _FromServices[PullMessageService] = _FromServices("pull")
-    admin: _FromServices[AdminService] = _FromServices()
+    idempotence: _FromServices[IdempotenceProcessor] = _FromServices()
+    send: _FromServices[SendMessageProcessor] = _FromServices()
+    send_back: _FromServices[SendBackProcessor] = _FromServices()
+    pull_service: _FromServices[PullMessageProcessor] = _FromServices("pull")
+    admin: _FromServices[AdminProcessor] = _FromServices()
     ha: _FromServices[HaController | None] = _FromServices()  # None: store without epochs
     trace: _FromServices[BrokerTraceService | None] = _FromServices()  # trace_topic_enable
 
@@ -161,7 +161,7 @@ class Broker:
         *,
         clock: Clock | None = None,
         store_factory: StoreFactory = _default_store,
-        namesrv_client_factory: Callable[[str], NameserverClient] | None = None,
+        namesrv_client_factory: Callable[[str], RegistrationClient] | None = None,
         v2_authenticator: Authenticator | None = None,
     ) -> None:
         self.config = config

@@ -18,11 +18,11 @@ It owns RocketMQ's ``ProducerManager``, ``ConsumerManager`` and
   closes, the client leaves every group at once (:meth:`ClientManager.close_channel`).
   When a
   consumer group's members or subscribed topics change, every remaining
-  member is told ``NotifyConsumerIdsChanged`` so it rebalances at once instead
+  member is told ``NotifyConsumerIdsChangedCommand`` so it rebalances at once instead
   of at its next 20 s round. The channel carries :data:`ServerCommand` values,
-  among them ``CheckTransactionState``, which :meth:`ClientManager.send_to_producer`
+  among them ``CheckTransactionStateCommand``, which :meth:`ClientManager.send_to_producer`
   hands to one live producer of a group, taking the group's producers in turn,
-  and ``ResetConsumerClientOffset``, which :meth:`ClientManager.send_to_consumers`
+  and ``ResetConsumerClientOffsetCommand``, which :meth:`ClientManager.send_to_consumers`
   hands to every online member of a group after an admin moved its offsets.
 
 With the ACL on, each client id belongs to the access key that first
@@ -43,13 +43,14 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 
-from pocketmq.broker.errors import PermissionDeniedError
+from pocketmq.broker.errors import NoPermissionError
 from pocketmq.common.aio import cancel_and_wait
 from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.model import MessageModel
 
 __all__ = [
-    "ChannelOpened",
-    "CheckTransactionState",
+    "ChannelOpenedCommand",
+    "CheckTransactionStateCommand",
     "ClientChannel",
     "ClientManager",
     "ClientOwnershipError",
@@ -57,8 +58,8 @@ __all__ = [
     "ConsumeType",
     "ConsumerRegistration",
     "MessageModel",
-    "NotifyConsumerIdsChanged",
-    "ResetConsumerClientOffset",
+    "NotifyConsumerIdsChangedCommand",
+    "ResetConsumerClientOffsetCommand",
     "ServerCommand",
 ]
 
@@ -68,11 +69,6 @@ log = logging.getLogger(__name__)
 class ConsumeType(enum.Enum):
     CONSUME_ACTIVELY = "CONSUME_ACTIVELY"  # pull
     CONSUME_PASSIVELY = "CONSUME_PASSIVELY"  # push
-
-
-class MessageModel(enum.Enum):
-    CLUSTERING = "CLUSTERING"
-    BROADCASTING = "BROADCASTING"
 
 
 class ConsumeFromWhere(enum.Enum):
@@ -95,17 +91,17 @@ class ConsumerRegistration:
 
 # -- commands pushed to clients -------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class ChannelOpened:
+class ChannelOpenedCommand:
     broker_name: str
 
 
 @dataclass(frozen=True, slots=True)
-class NotifyConsumerIdsChanged:
+class NotifyConsumerIdsChangedCommand:
     consumer_group: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CheckTransactionState:
+class CheckTransactionStateCommand:
     """Ask a producer how the local transaction of a half message ended."""
 
     producer_group: str
@@ -117,7 +113,7 @@ class CheckTransactionState:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ResetConsumerClientOffset:
+class ResetConsumerClientOffsetCommand:
     """Tell a consumer that an admin moved its group's offsets of *topic* on this broker."""
 
     consumer_group: str
@@ -127,11 +123,14 @@ class ResetConsumerClientOffset:
 
 
 ServerCommand = (
-    ChannelOpened | NotifyConsumerIdsChanged | CheckTransactionState | ResetConsumerClientOffset
+    ChannelOpenedCommand
+    | NotifyConsumerIdsChangedCommand
+    | CheckTransactionStateCommand
+    | ResetConsumerClientOffsetCommand
 )
 
 
-class ClientOwnershipError(PermissionDeniedError):
+class ClientOwnershipError(NoPermissionError):
     """A client id registered by one access key, used by another."""
 
     def __init__(self, client_id: str, owner: str) -> None:
@@ -394,7 +393,7 @@ class ClientManager:
         if old is not None:
             old.close()
         channel = ClientChannel(client_id)
-        channel.send(ChannelOpened(self._broker_name))
+        channel.send(ChannelOpenedCommand(self._broker_name))
         self._channels[client_id] = channel
         return channel
 
@@ -457,4 +456,4 @@ class ClientManager:
         for client_id in self._consumers.get(group, {}):
             channel = self._channels.get(client_id)
             if channel is not None:
-                channel.send(NotifyConsumerIdsChanged(group))
+                channel.send(NotifyConsumerIdsChangedCommand(group))

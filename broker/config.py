@@ -22,7 +22,7 @@ from pocketmq.broker.store.config import FlushDiskType, StoreConfig
 from pocketmq.common.auth import Credentials
 from pocketmq.common.errors import ConfigError
 from pocketmq.common.trace import DEFAULT_TRACE_TOPIC
-from pocketmq.common.validation import check_topic
+from pocketmq.common.validation import check_topic, check_topic_like
 
 __all__ = ["BrokerConfig", "parse_namesrv_addrs"]
 
@@ -564,10 +564,10 @@ class BrokerConfig:
         self.store_config(self.port)
 
     def _check_names(self) -> None:
-        for key in ("broker_name", "cluster_name"):
-            problem = check_topic(getattr(self, key))  # RocketMQ makes topics of both
+        for key, kind in (("broker_name", "broker"), ("cluster_name", "cluster")):
+            problem = check_topic_like(kind, getattr(self, key))  # RocketMQ makes topics of both
             if problem:
-                raise ConfigError(f"{key}: {problem.replace('topic name', 'name')}")
+                raise ConfigError(f"{key}: {problem}")
         problem = check_topic(self.msg_trace_topic_name)
         if problem:
             raise ConfigError(f"msg_trace_topic_name: {problem}")
@@ -804,42 +804,32 @@ class BrokerConfig:
         return os.path.join(self.data_dir, "config")
 
     def store_config(self, bound_port: int) -> StoreConfig:
-        """The store's config; *bound_port* is the port the server listens on."""
-        try:
-            return StoreConfig(
-                data_dir=self.data_dir,
-                commitlog_file_size=self.commitlog_file_size_bytes,
-                max_message_size=self.max_message_size_bytes,
-                max_batch_size=self.max_batch_size_bytes,
-                store_host=(self.advertised_ip, bound_port),
-                flush_disk_type=self.flush,
-                sync_flush_timeout_ms=self.sync_flush_timeout_ms,
-                consume_queue_units_per_file=self.consume_queue_units_per_file,
-                max_open_consume_queue_files=self.max_open_consume_queue_files,
-                index_slots=self.index_slots,
-                index_entries=self.index_entries,
-                default_query_max=self.default_query_max,
-                max_transfer_count=self.max_pull_messages,
-                max_transfer_bytes=self.max_pull_bytes,
-                file_reserved_hours=self.file_reserved_hours,
-                delete_when=self.delete_when,
-                clean_resource_interval_ms=self.clean_resource_interval_ms,
-                disk_min_free_bytes=self.disk_min_free_bytes,
-                max_producer_ids=self.max_producer_ids,
-                producer_id_expiration_ms=self.producer_id_expiration_ms,
-                producer_dedup_window=self.producer_dedup_window,
-                producer_snapshot_interval_bytes=self.producer_snapshot_interval_bytes,
-                warm_populate_write=self.warm_populate_write,
-            )
-        except ConfigError as exc:
-            # The store names its own keys; point at ours where they differ.
-            message = str(exc)
-            for store_key, ours in (
-                ("commitlog_file_size", "commitlog_file_size_bytes"),
-                ("max_message_size", "max_message_size_bytes"),
-                ("max_batch_size", "max_batch_size_bytes"),
-            ):
-                message = message.replace(f"{store_key} ", f"{ours} ").replace(
-                    f"({store_key})", f"({ours})"
-                )
-            raise ConfigError(message) from None
+        """The store's config; *bound_port* is the port the server listens on.
+
+        The store's keys are named as ours, so its ConfigError names the key to change.
+        """
+        return StoreConfig(
+            data_dir=self.data_dir,
+            commitlog_file_size_bytes=self.commitlog_file_size_bytes,
+            max_message_size_bytes=self.max_message_size_bytes,
+            max_batch_size_bytes=self.max_batch_size_bytes,
+            store_host=(self.advertised_ip, bound_port),
+            flush_disk_type=self.flush,
+            sync_flush_timeout_ms=self.sync_flush_timeout_ms,
+            consume_queue_units_per_file=self.consume_queue_units_per_file,
+            max_open_consume_queue_files=self.max_open_consume_queue_files,
+            index_slots=self.index_slots,
+            index_entries=self.index_entries,
+            default_query_max=self.default_query_max,
+            max_pull_messages=self.max_pull_messages,
+            max_pull_bytes=self.max_pull_bytes,
+            file_reserved_hours=self.file_reserved_hours,
+            delete_when=self.delete_when,
+            clean_resource_interval_ms=self.clean_resource_interval_ms,
+            disk_min_free_bytes=self.disk_min_free_bytes,
+            max_producer_ids=self.max_producer_ids,
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
+            producer_dedup_window=self.producer_dedup_window,
+            producer_snapshot_interval_bytes=self.producer_snapshot_interval_bytes,
+            warm_populate_write=self.warm_populate_write,
+        )

@@ -27,7 +27,7 @@ import os
 import threading
 from typing import Any
 
-from pocketmq.broker.errors import InvalidRequestError
+from pocketmq.broker.errors import IllegalArgumentError
 from pocketmq.broker.json_file import JsonFile
 from pocketmq.common.aio import cancel_and_wait
 
@@ -125,7 +125,7 @@ class ConsumerOffsetManager:
     # -- offsets ------------------------------------------------------------------------
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         if offset < 0:
-            raise InvalidRequestError(f"consumer offset is {offset}; offsets are >= 0")
+            raise IllegalArgumentError(f"consumer offset is {offset}; offsets are >= 0")
         queues = self._table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})
         previous = queues.get(queue_id)
         if previous != offset:

@@ -36,7 +36,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pocketmq.broker.errors import InvalidRequestError
+from pocketmq.broker.errors import IllegalArgumentError
 from pocketmq.broker.topic_config import SCHEDULE_TOPIC
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.message import (
@@ -256,11 +256,11 @@ def _rewrite_one(
             prepared_transaction_offset=msg.prepared_transaction_offset,
         )
     except ValueError as exc:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             f"record at batch offset {pos}: cannot delay it: {exc}",
             reason="PROPERTIES_SIZE_EXCEEDED",
         ) from None
 
 
-def _illegal(pos: int, what: str) -> InvalidRequestError:
-    return InvalidRequestError(f"record at batch offset {pos}: {what}", reason="MESSAGE_ILLEGAL")
+def _illegal(pos: int, what: str) -> IllegalArgumentError:
+    return IllegalArgumentError(f"record at batch offset {pos}: {what}", reason="MESSAGE_ILLEGAL")

@@ -1,29 +1,46 @@
-"""Errors broker services raise for requests they refuse::
+"""The broker's errors::
 
-    PocketMQError
-     └── BrokerError                  reason: a RocketMQ-style code name
-          ├── InvalidRequestError     the request itself is wrong (a bad name, a size)
-          ├── NotFoundError           a topic, message or group the broker does not have
-          ├── AlreadyExistsError      CreateTopic of an existing topic
-          ├── PermissionDeniedError   a system topic, a topic without the needed perm bit
-          ├── BusyError               a bounded resource is full now; retry later
-          ├── DiskFullError           a metadata file (topics.json, offsets) cannot be
-          │                           written: no space left (reason DISK_FULL)
-          ├── FailedPreconditionError the state forbids it (a transaction resolved the
-          │                           other way; an idempotent producer fenced by a newer
-          │                           epoch: PRODUCER_FENCED)
-          │    └── NotMasterError     a write to a replica, a demoted or fenced master;
-          │                           names the current master and its epoch (NOT_MASTER)
-          ├── OutOfOrderSequenceError an idempotent producer's record leaves a gap in its
-          │                           queue's sequence (OUT_OF_ORDER_SEQUENCE)
-          └── PutRejectedError        the store refused a put; carries its PutStatus
-     └── MetadataError                topics.json / consumerOffset.json and their .bak
-                                      are both unreadable: the broker will not start
+    PocketMQError                          (pocketmq.common.errors)
+     ├── BrokerError                       a request the broker refuses; ``reason``: a
+     │    │                                RocketMQ-style code name; the client sees the
+     │    │                                error of the same idea in pocketmq.client.errors
+     │    ├── IllegalArgumentError         the request itself is wrong (a bad name, a size)
+     │    ├── ResourceNotFoundError        a topic, message or group the broker does not have
+     │    ├── AlreadyExistsError           CreateTopic of an existing topic
+     │    ├── NoPermissionError            a system topic, a topic without the needed perm bit
+     │    │    └── ClientOwnershipError    a client id another access key registered
+     │    │                                (client_manager.py)
+     │    ├── SystemBusyError              a bounded resource is full now; retry later
+     │    ├── DiskFullError                a metadata file (topics.json, offsets) cannot be
+     │    │                                written: no space left (reason DISK_FULL)
+     │    ├── FailedPreconditionError      the state forbids it (a transaction resolved the
+     │    │    │                           other way; an idempotent producer fenced by a newer
+     │    │    │                           epoch: PRODUCER_FENCED)
+     │    │    ├── BrokerNotMasterError    a write to a replica, a demoted or fenced master;
+     │    │    │                           names the current master and its epoch (NOT_MASTER)
+     │    │    └── RoleError               a role change the broker cannot make now
+     │    │                                (ha/role.py)
+     │    ├── SequenceGapError             an idempotent producer's record leaves a gap in its
+     │    │                                queue's sequence (OUT_OF_ORDER_SEQUENCE)
+     │    └── PutRejectedError             the store refused a put; carries its PutStatus
+     ├── MetadataError                     topics.json / consumerOffset.json and their .bak
+     │                                     are both unreadable: the broker will not start
+     ├── V2Error                           a gRPC v2 (RocketMQ 5 proxy protocol) request
+     │                                     refused with a v2 status code (grpc_v2/convert.py)
+     ├── HandshakeRefusedError             a replica's Hello the master cannot serve;
+     │                                     ``reason``: the Refuse.Reason name (ha/master.py)
+     ├── FrameError                        also a ValueError: a replication frame that is not
+     │                                     well formed (ha/wire.py)
+     └── NameserverCallError               a call to a nameserver (register, unregister)
+                                           failed; names the nameserver (namesrv_client.py)
+
+The message store's errors derive from ``StoreError`` (pocketmq.common.errors).
 
 Every message says what to change, with the numbers involved. The servicer
-turns each into a gRPC status in one table (:mod:`.grpc_status`) and sends
-``reason`` as trailing metadata, so clients can tell refusals apart without
-parsing text.
+turns each BrokerError into a gRPC status in one table (:mod:`.grpc_status`) and
+sends ``reason`` as trailing metadata, so clients can tell refusals apart without
+parsing text; the v2 servicer maps them, and V2Error, to v2 status codes
+(:func:`.grpc_v2.convert.status_of`).
 """
 
 from __future__ import annotations
@@ -34,16 +51,16 @@ from pocketmq.common.errors import PocketMQError
 __all__ = [
     "AlreadyExistsError",
     "BrokerError",
-    "BusyError",
+    "BrokerNotMasterError",
     "DiskFullError",
     "FailedPreconditionError",
-    "InvalidRequestError",
+    "IllegalArgumentError",
     "MetadataError",
-    "NotFoundError",
-    "NotMasterError",
-    "OutOfOrderSequenceError",
-    "PermissionDeniedError",
+    "NoPermissionError",
     "PutRejectedError",
+    "ResourceNotFoundError",
+    "SequenceGapError",
+    "SystemBusyError",
 ]
 
 
@@ -62,11 +79,11 @@ class MetadataError(PocketMQError):
     """A metadata file and its backup are both unreadable; a person must decide."""
 
 
-class InvalidRequestError(BrokerError):
+class IllegalArgumentError(BrokerError):
     default_reason = "ILLEGAL_ARGUMENT"
 
 
-class NotFoundError(BrokerError):
+class ResourceNotFoundError(BrokerError):
     default_reason = "NOT_FOUND"
 
 
@@ -74,11 +91,11 @@ class AlreadyExistsError(BrokerError):
     default_reason = "ALREADY_EXISTS"
 
 
-class PermissionDeniedError(BrokerError):
+class NoPermissionError(BrokerError):
     default_reason = "NO_PERMISSION"
 
 
-class BusyError(BrokerError):
+class SystemBusyError(BrokerError):
     default_reason = "SYSTEM_BUSY"
     retriable = True
 
@@ -94,7 +111,7 @@ class FailedPreconditionError(BrokerError):
     default_reason = "FAILED_PRECONDITION"
 
 
-class NotMasterError(FailedPreconditionError):
+class BrokerNotMasterError(FailedPreconditionError):
     """A write this broker does not take: it is not the master of *broker_name* (a
     replica, or a master demoted or fenced). *master_addr* / *master_epoch* name the
     master it knows ("" / 0 when none is known yet); the servicer sends them as the
@@ -111,7 +128,7 @@ class NotMasterError(FailedPreconditionError):
         self.master_epoch = master_epoch
 
 
-class OutOfOrderSequenceError(BrokerError):
+class SequenceGapError(BrokerError):
     """A record's sequence leaves a gap; the producer retries the missing ones first."""
 
     default_reason = "OUT_OF_ORDER_SEQUENCE"

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from pocketmq.broker.errors import BusyError
+from pocketmq.broker.errors import SystemBusyError
 from pocketmq.broker.grpc_status import REASON_METADATA_KEY, grpc_code
 
 if TYPE_CHECKING:
@@ -208,30 +208,30 @@ class FlowControlInterceptor(grpc.aio.ServerInterceptor):
 
         return guarded
 
-    def _refusal(self, peer: str) -> BusyError | None:
+    def _refusal(self, peer: str) -> SystemBusyError | None:
         on_peer = self._by_peer.get(peer, 0)
         if on_peer >= self.max_per_connection:
-            return BusyError(
+            return SystemBusyError(
                 f"[TOO_MANY_REQUESTS] broker busy: {on_peer} requests are already in progress "
                 f"on this connection ({peer}); the limit is {self.max_per_connection} "
                 "(max_in_flight_requests_per_connection); back off and retry"
             )
         if self._total >= self.max_total:
-            return BusyError(
+            return SystemBusyError(
                 f"[TOO_MANY_REQUESTS] broker busy: {self._total} requests are already in "
                 f"progress on this broker; the limit is {self.max_total} "
                 "(max_in_flight_requests); back off and retry"
             )
         queued = self._bytes_by_peer.get(peer, 0)
         if queued >= self.max_bytes_per_connection:
-            return BusyError(
+            return SystemBusyError(
                 f"[TOO_MANY_REQUESTS] broker busy: {queued} response bytes wait to be sent on "
                 f"this connection ({peer}), which reads slower than it asks; the limit is "
                 f"{self.max_bytes_per_connection} (max_queued_response_bytes_per_connection); "
                 "read the responses, back off and retry"
             )
         if self._bytes_total >= self.max_bytes_total:
-            return BusyError(
+            return SystemBusyError(
                 f"[TOO_MANY_REQUESTS] broker busy: {self._bytes_total} response bytes wait to "
                 f"be sent on this broker; the limit is {self.max_bytes_total} "
                 "(max_queued_response_bytes); back off and retry"

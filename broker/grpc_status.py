@@ -13,15 +13,15 @@ import grpc
 from pocketmq.broker.errors import (
     AlreadyExistsError,
     BrokerError,
-    BusyError,
+    BrokerNotMasterError,
     DiskFullError,
     FailedPreconditionError,
-    InvalidRequestError,
-    NotFoundError,
-    NotMasterError,
-    OutOfOrderSequenceError,
-    PermissionDeniedError,
+    IllegalArgumentError,
+    NoPermissionError,
     PutRejectedError,
+    ResourceNotFoundError,
+    SequenceGapError,
+    SystemBusyError,
 )
 from pocketmq.broker.store.results import GetStatus, PutStatus
 
@@ -37,15 +37,15 @@ Code = grpc.StatusCode
 
 GRPC_CODES: dict[type[BrokerError] | PutStatus | GetStatus, grpc.StatusCode] = {
     # refusals by broker services
-    InvalidRequestError: Code.INVALID_ARGUMENT,
-    NotFoundError: Code.NOT_FOUND,
+    IllegalArgumentError: Code.INVALID_ARGUMENT,
+    ResourceNotFoundError: Code.NOT_FOUND,
     AlreadyExistsError: Code.ALREADY_EXISTS,
-    PermissionDeniedError: Code.PERMISSION_DENIED,
-    BusyError: Code.RESOURCE_EXHAUSTED,
+    NoPermissionError: Code.PERMISSION_DENIED,
+    SystemBusyError: Code.RESOURCE_EXHAUSTED,
     DiskFullError: Code.RESOURCE_EXHAUSTED,
     FailedPreconditionError: Code.FAILED_PRECONDITION,
-    NotMasterError: Code.FAILED_PRECONDITION,
-    OutOfOrderSequenceError: Code.OUT_OF_RANGE,
+    BrokerNotMasterError: Code.FAILED_PRECONDITION,
+    SequenceGapError: Code.OUT_OF_RANGE,
     # put statuses (PutRejectedError carries one)
     PutStatus.PUT_OK: Code.OK,
     PutStatus.FLUSH_DISK_TIMEOUT: Code.OK,  # stored; the reply says FLUSH_DISK_TIMEOUT

@@ -1,4 +1,4 @@
-"""IdempotenceService: producer ids for idempotent producers, and the send path's
+"""IdempotenceProcessor: producer ids for idempotent producers, and the send path's
 de-duplication (Kafka's idempotent producer, on PocketMQ's records).
 
 ``InitProducerId`` hands out a producer id: a fresh random one at epoch 0, or,
@@ -9,7 +9,7 @@ in :data:`PRODUCER_EPOCH_TOPIC` (body: the identity; ``PMQ_IDEM`` =
 with the log. Fresh ids are random in [1, 2**62); named ones have bit 62 set,
 so the two never meet.
 
-Before a put, :meth:`IdempotenceService.check` takes the records' ``PMQ_IDEM``
+Before a put, :meth:`IdempotenceProcessor.check` takes the records' ``PMQ_IDEM``
 stamps as the store's scan parsed them (``ScannedBatch.idem_runs``, see
 :mod:`pocketmq.broker.store.producer_state`) and asks the store's
 :class:`ProducerStateTable` which records are retries of stored ones; those are
@@ -21,9 +21,9 @@ by the store as it appends, from the same runs.
 A request that arrives ahead of its queue's earlier ones (an idempotent producer
 keeps up to ``max_in_flight_requests_per_queue`` of a queue's requests in
 flight, and the server may run concurrent calls in any order) waits for them
-(:meth:`IdempotenceService.after_predecessors`): a future per waiting request,
+(:meth:`IdempotenceProcessor.after_predecessors`): a future per waiting request,
 keyed by (producer id, topic, queue id), woken by every put that advances that
-queue (:meth:`IdempotenceService.wake`); at most ``max_waiters_per_queue`` per
+queue (:meth:`IdempotenceProcessor.wake`); at most ``max_waiters_per_queue`` per
 queue and ``max_waiters`` in all wait, each at most ``wait_ms``; past that,
 OUT_OF_ORDER_SEQUENCE as before. Refusals::
 
@@ -44,13 +44,13 @@ from dataclasses import dataclass
 
 from pocketmq.broker.errors import (
     BrokerError,
-    BusyError,
+    BrokerNotMasterError,
     FailedPreconditionError,
-    InvalidRequestError,
-    NotMasterError,
-    OutOfOrderSequenceError,
-    PermissionDeniedError,
+    IllegalArgumentError,
+    NoPermissionError,
     PutRejectedError,
+    SequenceGapError,
+    SystemBusyError,
 )
 from pocketmq.broker.store.batch import ScannedBatch
 from pocketmq.broker.store.producer_state import (
@@ -70,7 +70,7 @@ from pocketmq.security.interceptor import AclError, authorize_publish, current_o
 __all__ = [
     "PRODUCER_EPOCH_TOPIC",
     "DuplicateAnswer",
-    "IdempotenceService",
+    "IdempotenceProcessor",
     "ProducerInit",
     "SequenceAhead",
     "named_producer_id",
@@ -86,9 +86,9 @@ _QUEUE_OFFSET_POS = POS_QUEUEOFFSET
 
 _ERRORS: dict[StateErrorKind, Callable[[str], BrokerError]] = {
     StateErrorKind.FENCED: lambda m: FailedPreconditionError(m, reason="PRODUCER_FENCED"),
-    StateErrorKind.OUT_OF_ORDER: OutOfOrderSequenceError,
-    StateErrorKind.REPEATED: lambda m: InvalidRequestError(m, reason="SEQUENCE_REPEATED"),
-    StateErrorKind.FULL: lambda m: BusyError(m, reason="PRODUCER_ID_LIMIT"),
+    StateErrorKind.OUT_OF_ORDER: SequenceGapError,
+    StateErrorKind.REPEATED: lambda m: IllegalArgumentError(m, reason="SEQUENCE_REPEATED"),
+    StateErrorKind.FULL: lambda m: SystemBusyError(m, reason="PRODUCER_ID_LIMIT"),
 }
 
 
@@ -134,13 +134,13 @@ class SequenceAhead(Exception):
         self.error = error
 
 
-class IdempotenceService:
+class IdempotenceProcessor:
     def __init__(
         self,
         store: object,
         *,
         clock: Clock | None = None,
-        not_master: Callable[[], NotMasterError | None] | None = None,
+        not_master: Callable[[], BrokerNotMasterError | None] | None = None,
         wait_ms: int = WAIT_MS,
         max_waiters_per_queue: int = MAX_WAITERS_PER_QUEUE,
         max_waiters: int = MAX_WAITERS,
@@ -169,7 +169,7 @@ class IdempotenceService:
         try:
             authorize_publish(set(topics))
         except AclError as exc:
-            raise PermissionDeniedError(exc.message) from None
+            raise NoPermissionError(exc.message) from None
         now = self._clock.now_ms()
         table = self._table
         if not identity:
@@ -314,21 +314,21 @@ def _check_init(producer_group: str, identity: str, topics: list[str]) -> None:
     if producer_group:
         problem = check_group(producer_group)
         if problem:
-            raise InvalidRequestError(f"producer_group: {problem}")
+            raise IllegalArgumentError(f"producer_group: {problem}")
     if len(identity) > MAX_IDENTITY_LENGTH:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             f"identity is {len(identity)} characters; at most {MAX_IDENTITY_LENGTH} are allowed"
         )
     if not topics:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             "InitProducerId names no topic; give the topics the "
             "producer writes to (the ACL checks PUB on each)"
         )
     if len(topics) > MAX_INIT_TOPICS:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             f"InitProducerId names {len(topics)} topics; at most {MAX_INIT_TOPICS} are allowed"
         )
     for topic in topics:
         problem = check_topic(topic)
         if problem:
-            raise InvalidRequestError(f"topics: {problem}")
+            raise IllegalArgumentError(f"topics: {problem}")

@@ -1,8 +1,8 @@
-"""PullRequestHoldService: where pulls that found nothing wait for a message.
+"""PullRequestHolder: where pulls that found nothing wait for a message.
 
-RocketMQ parks an empty pull and re-checks it every 5 s and on message
-arrival. Here a parked pull is an ``asyncio.Future`` filed under its
-``(topic, queue_id)``; the store calls :meth:`PullRequestHoldService.on_arrival`
+RocketMQ's ``PullRequestHoldService`` thread parks an empty pull and re-checks it
+every 5 s and on message arrival. Here a parked pull is an ``asyncio.Future`` filed
+under its ``(topic, queue_id)``; the store calls :meth:`PullRequestHolder.on_arrival`
 synchronously right after it dispatches records to a queue, which resolves
 every future of that queue waiting for an offset below the new maximum. No
 task polls: a pull wakes within one event-loop turn of the dispatch, or at
@@ -11,7 +11,7 @@ its own deadline (one ``call_later`` timer each).
 The caller (:mod:`.pull_service`) re-executes a woken pull; if what arrived
 does not match its tag filter it parks again for the time left. At most
 ``max_parked`` pulls wait at once; beyond that a pull is refused with
-``BusyError`` so that the client backs off instead of re-pulling in a loop.
+``SystemBusyError`` so that the client backs off instead of re-pulling in a loop.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import logging
 from collections.abc import Sequence
 
 from pocketmq.broker import flow_control
-from pocketmq.broker.errors import BusyError
+from pocketmq.broker.errors import SystemBusyError
 
-__all__ = ["HoldOutcome", "PullRequestHoldService"]
+__all__ = ["HoldOutcome", "PullRequestHolder"]
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class _Parked:
         self.offset = offset
 
 
-class PullRequestHoldService:
+class PullRequestHolder:
     """Parked pulls by queue. Event-loop thread only."""
 
     def __init__(self, *, max_parked: int = 10_000) -> None:
@@ -67,7 +67,7 @@ class PullRequestHoldService:
         if self._released:
             return HoldOutcome.RELEASED
         if self._count + len(targets) > self._max_parked:
-            raise BusyError(
+            raise SystemBusyError(
                 f"{self._count} pulls are already waiting for messages on this "
                 f"broker and this call would add {len(targets)} "
                 f"(max_parked_pulls = {self._max_parked}); retry later"

@@ -12,14 +12,15 @@ from typing import Any
 
 import grpc
 
-from pocketmq.broker.topic_config import DataVersion, TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig, DataVersion
 from pocketmq.common.auth import Credentials, signed_metadata
+from pocketmq.common.errors import PocketMQError
 from pocketmq.v1 import common_pb2, nameserver_pb2, nameserver_pb2_grpc
 
-__all__ = ["BrokerRegistration", "GrpcNameserverClient", "NameserverError", "RegisterReply"]
+__all__ = ["BrokerRegistration", "GrpcNameserverClient", "NameserverCallError", "RegisterReply"]
 
 
-class NameserverError(Exception):
+class NameserverCallError(PocketMQError):
     """A nameserver call failed; the message names the nameserver and why."""
 
 
@@ -29,7 +30,7 @@ class BrokerRegistration:
     broker_name: str
     broker_addr: str  # "host:port" clients reach
     broker_id: int
-    topic_configs: list[TopicConfig] = field(default_factory=list)
+    topic_configs: list[BrokerTopicConfig] = field(default_factory=list)
     data_version: DataVersion = field(default_factory=DataVersion)
     heartbeat_timeout_ms: int = 0  # 0 = the nameserver's default
     grpc_v2_addr: str = ""  # "host:port" of RocketMQ 5's MessagingService; "" = none
@@ -56,7 +57,7 @@ class RegisterReply:
     request_bytes: int = 0  # size of the registration sent (for stats)
 
 
-def _topic_config_pb(tc: TopicConfig) -> common_pb2.TopicConfig:
+def _topic_config_pb(tc: BrokerTopicConfig) -> common_pb2.TopicConfig:
     return common_pb2.TopicConfig(
         topic_name=tc.topic_name,
         read_queue_nums=tc.read_queue_nums,
@@ -124,7 +125,7 @@ class GrpcNameserverClient:
                 ),
             )
         except grpc.aio.AioRpcError as exc:
-            raise NameserverError(
+            raise NameserverCallError(
                 f"nameserver {self.addr}: {exc.code().name}: {exc.details()}"
             ) from None
         return RegisterReply(
@@ -154,7 +155,7 @@ class GrpcNameserverClient:
                 ),
             )
         except grpc.aio.AioRpcError as exc:
-            raise NameserverError(
+            raise NameserverCallError(
                 f"nameserver {self.addr}: {exc.code().name}: {exc.details()}"
             ) from None
         return bool(response.was_registered)

@@ -1,8 +1,8 @@
 """Offset reset (``resetOffsetByTime``): where a reset moves each queue, and the
 fences that keep a consumer's stale commits from undoing it.
 
-:meth:`~pocketmq.broker.admin_service.AdminService.reset_offset` stores the
-group's new offsets of a topic and pushes ``ResetConsumerClientOffset`` to the
+:meth:`~pocketmq.broker.admin_service.AdminProcessor.reset_offset` stores the
+group's new offsets of a topic and pushes ``ResetConsumerClientOffsetCommand`` to the
 group's online consumers. Until the consumer of a queue pulls from the new
 offset, the queue is *fenced* (RocketMQ 5's ``assignResetOffset``): commits of
 the old position (``UpdateConsumerOffset``, a pull's ``commit_offset``) are
@@ -17,9 +17,9 @@ import enum
 from dataclasses import dataclass
 
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
-from pocketmq.broker.errors import InvalidRequestError
+from pocketmq.broker.errors import IllegalArgumentError
 from pocketmq.broker.store.api import MessageStore
-from pocketmq.broker.topic_model import TopicConfig
+from pocketmq.broker.topic_model import BrokerTopicConfig
 from pocketmq.common.clock import Clock
 
 __all__ = [
@@ -43,7 +43,7 @@ class ResetPosition(enum.Enum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OffsetReset:
-    """One queue moved by :meth:`AdminService.reset_offset`."""
+    """One queue moved by :meth:`AdminProcessor.reset_offset`."""
 
     queue_id: int
     previous_offset: int  # -1 when the group had none
@@ -51,7 +51,7 @@ class OffsetReset:
 
 
 def reset_queue_ids(
-    config: TopicConfig,
+    config: BrokerTopicConfig,
     position: ResetPosition,
     timestamp_ms: int,
     offsets: dict[int, int] | None,
@@ -59,14 +59,14 @@ def reset_queue_ids(
     """The queues a reset of the topic of *config* moves; refuses a bad request."""
     topic = config.topic_name
     if position is ResetPosition.TIMESTAMP and timestamp_ms < 0:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             f"timestamp_ms is {timestamp_ms}; give milliseconds since the epoch"
         )
     queue_ids: list[int] = list(range(config.read_queue_nums))
     if position is ResetPosition.OFFSETS:
         bad = sorted(q for q in (offsets or {}) if not 0 <= q < config.read_queue_nums)
         if not offsets or bad:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"RESET_TO_OFFSETS needs offsets of queues 0..{config.read_queue_nums - 1}"
                 f" of {topic!r}" + (f"; it has no queue {bad[0]}" if bad else "")
             )

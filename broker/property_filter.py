@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 
-from pocketmq.broker.errors import FailedPreconditionError, InvalidRequestError
+from pocketmq.broker.errors import FailedPreconditionError, IllegalArgumentError
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import GetResult, GetStatus
 from pocketmq.common.errors import CorruptRecordError
@@ -53,13 +53,13 @@ class FilterCompiler:
         self._cache: dict[str, SqlFilter] = {}
 
     def compile(self, expression_type: str, expression: str) -> SqlFilter | None:
-        """Raises InvalidRequestError (bad type or expression, with its position) or
+        """Raises IllegalArgumentError (bad type or expression, with its position) or
         FailedPreconditionError (SQL92 switched off on this broker)."""
         kind = (expression_type or TAG).upper()
         if kind == TAG:
             return None
         if kind != SQL92:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"expression type {expression_type[:40]!r} is unknown; give {TAG} or {SQL92}",
                 reason="SUBSCRIPTION_PARSE_FAILED",
             )
@@ -75,7 +75,7 @@ class FilterCompiler:
         try:
             compiled = compile_sql92(expression)
         except SqlFilterError as exc:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"SQL92 filter {expression[:200]!r} does not parse: {exc}",
                 reason="SUBSCRIPTION_PARSE_FAILED",
             ) from None

@@ -1,9 +1,10 @@
-"""PullMessageService: reads a queue for a consumer, long-polling when it is empty.
+"""PullMessageProcessor: reads a queue for a consumer, long-polling when it is empty.
 
 RocketMQ's ``PullMessageProcessor``. A pull names a group, a queue, an offset,
 a tag expression and how long it may wait. The store answers with one of its
 ``GetStatus`` values and the next offset to read; the consumer is told
-RocketMQ's client-side :class:`PullStatus`, mapped in :data:`PULL_STATUS`::
+RocketMQ's client-side ``PullStatus`` (here :class:`PullOutcomeStatus`), mapped in
+:data:`PULL_STATUS`::
 
     FOUND                                     -> FOUND
     NO_MATCHED_MESSAGE, MESSAGE_WAS_REMOVING  -> NO_MATCHED_MSG   (pull again at once)
@@ -20,11 +21,11 @@ untouched.
 
 A pull that finds nothing new (``NO_NEW_MSG``, or ``NO_MATCHED_MSG`` having
 read to the end of the queue) is parked in the
-:class:`~pocketmq.broker.long_polling.PullRequestHoldService` for its suspend
+:class:`~pocketmq.broker.long_polling.PullRequestHolder` for its suspend
 time, re-executed when a message is dispatched to its queue, and parked again
 from the advanced offset when what arrived does not match its tags.
 
-A ``PullBatch`` (:meth:`PullMessageService.pull_batch`) reads several queues
+A ``PullBatch`` (:meth:`PullMessageProcessor.pull_batch`) reads several queues
 of one group the same way and parks one future under all of them: the first
 arrival on any wakes it, and then every queue is read and answered. A
 ``PullMessage`` is a batch of one. A consumer
@@ -41,16 +42,16 @@ from dataclasses import dataclass
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.errors import (
     BrokerError,
-    InvalidRequestError,
-    NotFoundError,
-    PermissionDeniedError,
+    IllegalArgumentError,
+    NoPermissionError,
+    ResourceNotFoundError,
 )
-from pocketmq.broker.long_polling import HoldOutcome, PullRequestHoldService
+from pocketmq.broker.long_polling import HoldOutcome, PullRequestHolder
 from pocketmq.broker.property_filter import FilterCompiler, read_filtered
 from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import GetResult, GetStatus
-from pocketmq.broker.topic_config import TopicConfig, TopicConfigManager
+from pocketmq.broker.topic_config import BrokerTopicConfig, TopicConfigManager
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.filter import TAG, SqlFilter
 from pocketmq.common.hashing import tags_code
@@ -61,10 +62,10 @@ __all__ = [
     "PULL_BATCH_REPLY_BYTES",
     "PULL_STATUS",
     "BatchResult",
-    "PullMessageService",
+    "PullMessageProcessor",
     "PullOutcome",
+    "PullOutcomeStatus",
     "PullRequest",
-    "PullStatus",
     "parse_tag_expression",
 ]
 
@@ -73,32 +74,32 @@ MAX_BATCH_QUEUES = 1_000  # queues one PullBatch may name
 PULL_BATCH_REPLY_BYTES = 4 * 1024 * 1024  # a PullBatch stops reading queues past this
 
 
-class PullStatus(enum.Enum):
+class PullOutcomeStatus(enum.Enum):
     FOUND = "FOUND"
     NO_NEW_MSG = "NO_NEW_MSG"
     NO_MATCHED_MSG = "NO_MATCHED_MSG"
     OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
 
 
-PULL_STATUS: dict[GetStatus, PullStatus] = {
-    GetStatus.FOUND: PullStatus.FOUND,
-    GetStatus.NO_MATCHED_MESSAGE: PullStatus.NO_MATCHED_MSG,
-    GetStatus.MESSAGE_WAS_REMOVING: PullStatus.NO_MATCHED_MSG,
-    GetStatus.OFFSET_OVERFLOW_ONE: PullStatus.NO_NEW_MSG,
-    GetStatus.OFFSET_FOUND_NULL: PullStatus.NO_NEW_MSG,
-    GetStatus.NO_MESSAGE_IN_QUEUE: PullStatus.OFFSET_ILLEGAL,  # NO_NEW_MSG at offset 0
-    GetStatus.NO_MATCHED_LOGIC_QUEUE: PullStatus.OFFSET_ILLEGAL,  # NO_NEW_MSG at offset 0
-    GetStatus.OFFSET_TOO_SMALL: PullStatus.OFFSET_ILLEGAL,
-    GetStatus.OFFSET_OVERFLOW_BADLY: PullStatus.OFFSET_ILLEGAL,
+PULL_STATUS: dict[GetStatus, PullOutcomeStatus] = {
+    GetStatus.FOUND: PullOutcomeStatus.FOUND,
+    GetStatus.NO_MATCHED_MESSAGE: PullOutcomeStatus.NO_MATCHED_MSG,
+    GetStatus.MESSAGE_WAS_REMOVING: PullOutcomeStatus.NO_MATCHED_MSG,
+    GetStatus.OFFSET_OVERFLOW_ONE: PullOutcomeStatus.NO_NEW_MSG,
+    GetStatus.OFFSET_FOUND_NULL: PullOutcomeStatus.NO_NEW_MSG,
+    GetStatus.NO_MESSAGE_IN_QUEUE: PullOutcomeStatus.OFFSET_ILLEGAL,  # NO_NEW_MSG at offset 0
+    GetStatus.NO_MATCHED_LOGIC_QUEUE: PullOutcomeStatus.OFFSET_ILLEGAL,  # NO_NEW_MSG at offset 0
+    GetStatus.OFFSET_TOO_SMALL: PullOutcomeStatus.OFFSET_ILLEGAL,
+    GetStatus.OFFSET_OVERFLOW_BADLY: PullOutcomeStatus.OFFSET_ILLEGAL,
 }
 
 
-def pull_status(result: GetResult, requested_offset: int) -> PullStatus:
+def pull_status(result: GetResult, requested_offset: int) -> PullOutcomeStatus:
     if (
         result.status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE)
         and requested_offset == 0
     ):
-        return PullStatus.NO_NEW_MSG
+        return PullOutcomeStatus.NO_NEW_MSG
     return PULL_STATUS[result.status]
 
 
@@ -109,7 +110,7 @@ def parse_tag_expression(expression: str) -> frozenset[str] | None:
         return None
     tags = frozenset(t.strip() for t in text.split("||") if t.strip())
     if not tags:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             f"subscription {expression!r} names no tags; use '*' for all "
             "messages or 'TagA || TagB'",
             reason="SUBSCRIPTION_PARSE_FAILED",
@@ -132,7 +133,7 @@ class PullRequest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PullOutcome:
-    status: PullStatus
+    status: PullOutcomeStatus
     get_status: GetStatus
     next_begin_offset: int
     min_offset: int
@@ -166,13 +167,13 @@ class _QueueRead:
     park_offset: int | None = None
 
 
-class PullMessageService:
+class PullMessageProcessor:
     def __init__(
         self,
         store: MessageStore,
         topics: TopicConfigManager,
         offsets: ConsumerOffsetManager,
-        hold: PullRequestHoldService,
+        hold: PullRequestHolder,
         *,
         max_pull_messages: int = 32,
         max_pull_bytes: int = 256 * 1024,
@@ -238,9 +239,9 @@ class PullMessageService:
         """
         problem = check_group(group)
         if problem:
-            raise InvalidRequestError(problem)
+            raise IllegalArgumentError(problem)
         if len(requests) > MAX_BATCH_QUEUES:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"PullBatch names {len(requests)} queues; at most "
                 f"{MAX_BATCH_QUEUES} are allowed per call"
             )
@@ -339,22 +340,24 @@ class PullMessageService:
         """(max messages, tag codes, SQL92 filter) after checking the fields of one queue."""
         problem = check_topic(request.topic)
         if problem:
-            raise InvalidRequestError(problem)
+            raise IllegalArgumentError(problem)
         config = self._readable_topic(request.topic)
         if not 0 <= request.queue_id < config.read_queue_nums:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"queue id {request.queue_id} is out of range; topic {request.topic!r} has "
                 f"{config.read_queue_nums} read queues (0..{config.read_queue_nums - 1})"
             )
         if request.queue_offset < 0:
-            raise InvalidRequestError(f"queue_offset is {request.queue_offset}; offsets are >= 0")
+            raise IllegalArgumentError(f"queue_offset is {request.queue_offset}; offsets are >= 0")
         if request.max_msg_nums < 0:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"max_msg_nums is {request.max_msg_nums}; give 1.."
                 f"{self._max_messages}, or 0 for the default"
             )
         if request.commit_offset is not None and request.commit_offset < 0:
-            raise InvalidRequestError(f"commit_offset is {request.commit_offset}; offsets are >= 0")
+            raise IllegalArgumentError(
+                f"commit_offset is {request.commit_offset}; offsets are >= 0"
+            )
         max_count = min(request.max_msg_nums or self._max_messages, self._max_messages)
         sql = self.filters.compile(request.expression_type, request.subscription)
         if sql is not None:
@@ -365,21 +368,21 @@ class PullMessageService:
         if suspend_ms is None:
             return self._suspend_default_ms
         if suspend_ms < 0:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"suspend_timeout_ms is {suspend_ms}; give 0 (answer at "
                 f"once) .. {self._suspend_max_ms}"
             )
         return min(suspend_ms, self._suspend_max_ms)
 
-    def _readable_topic(self, topic: str) -> TopicConfig:
+    def _readable_topic(self, topic: str) -> BrokerTopicConfig:
         config = self._topics.get(topic)
         if config is None:
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"topic {topic!r} does not exist on this broker; send to it or create it first",
                 reason="TOPIC_NOT_EXIST",
             )
         if not config.readable:
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"topic {topic!r} is not readable on this broker (perm {config.perm})"
             )
         return config

@@ -25,19 +25,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.model import MessageQueue
 
 __all__ = ["MessageQueue", "RebalanceLockManager"]
 
 log = logging.getLogger(__name__)
-
-
-class MessageQueue(NamedTuple):
-    topic: str
-    broker_name: str
-    queue_id: int
 
 
 @dataclass(slots=True)

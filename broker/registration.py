@@ -35,7 +35,7 @@ from pocketmq.broker.namesrv_client import (
 from pocketmq.broker.topic_config import DataVersion, TopicConfigManager
 from pocketmq.common.aio import cancel_and_wait, wait_event
 
-__all__ = ["DEFAULT_CHUNK_TOPICS", "NameserverClient", "RegisterBrokerService"]
+__all__ = ["DEFAULT_CHUNK_TOPICS", "RegisterBrokerService", "RegistrationClient"]
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 DEFAULT_CHUNK_TOPICS = 5_000
 
 
-class NameserverClient(Protocol):
+class RegistrationClient(Protocol):
     addr: str
 
     async def register(self, reg: BrokerRegistration, *, timeout_s: float) -> RegisterReply: ...
@@ -64,7 +64,7 @@ class RegisterBrokerService:
         broker_id: int = 0,
         interval_s: float = 30.0,
         timeout_s: float = 6.0,
-        client_factory: Callable[[str], NameserverClient] = GrpcNameserverClient,
+        client_factory: Callable[[str], RegistrationClient] = GrpcNameserverClient,
         grpc_v2_addr: str = "",
         ha_addr: str = "",
         on_reply: Callable[[RegisterReply], None] | None = None,
@@ -184,7 +184,7 @@ class RegisterBrokerService:
         results = await asyncio.gather(*(self._register_one(c) for c in self._clients))
         return sum(results)
 
-    async def _register_one(self, client: NameserverClient) -> bool:
+    async def _register_one(self, client: RegistrationClient) -> bool:
         delta = self._delta(self._acked.get(client.addr))
         try:
             if delta is not None:
@@ -237,7 +237,7 @@ class RegisterBrokerService:
     async def unregister_all(self) -> None:
         reg = self._registration(data_version=self._topics.data_version)
 
-        async def one(client: NameserverClient) -> None:
+        async def one(client: RegistrationClient) -> None:
             try:
                 await client.unregister(reg, timeout_s=self._timeout_s)
                 log.info("unregistered from nameserver %s", client.addr)

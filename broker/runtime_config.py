@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.errors import InvalidRequestError
+from pocketmq.broker.errors import IllegalArgumentError
 from pocketmq.common.errors import ConfigError
 
 __all__ = ["UPDATABLE", "RuntimeConfig"]
@@ -51,7 +51,7 @@ def _parse(name: str, text: str, tp: Any) -> Any:
             return float(text)
     except ValueError:
         kind = {bool: "true or false", int: "an integer", float: "a number"}[inner]
-        raise InvalidRequestError(f"{name}: {text!r} is not {kind}") from None
+        raise IllegalArgumentError(f"{name}: {text!r} is not {kind}") from None
     return text
 
 
@@ -71,12 +71,12 @@ class RuntimeConfig:
     def update(self, updates: dict[str, str]) -> dict[str, str]:
         """Apply *updates* (key -> text); returns the changed keys' previous values."""
         if not updates:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 "no setting given; updatable keys: " + ", ".join(sorted(UPDATABLE))
             )
         refused = sorted(set(updates) - set(UPDATABLE))
         if refused:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"{', '.join(refused)} cannot change while the broker runs (restart it with "
                 f"the new value); updatable keys: {', '.join(sorted(UPDATABLE))}"
             )
@@ -86,7 +86,7 @@ class RuntimeConfig:
         try:
             new = dataclasses.replace(config, **values)
         except (ConfigError, ValueError, TypeError) as exc:
-            raise InvalidRequestError(str(exc)) from None
+            raise IllegalArgumentError(str(exc)) from None
         previous = {k: str(getattr(config, k)) for k in values}
         for key, value in values.items():
             owner_name, attribute = UPDATABLE[key]

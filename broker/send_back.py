@@ -1,4 +1,4 @@
-"""SendBackService: a consumer hands back a message it failed to consume.
+"""SendBackProcessor: a consumer hands back a message it failed to consume.
 
 RocketMQ's ``SendMessageProcessor.consumerSendMsgBack`` (CONSUMER_SEND_MSG_BACK).
 The consumer names the message by its commit-log offset; the broker reads it
@@ -45,19 +45,19 @@ from pocketmq.broker.delay_levels import (
     schedule_properties,
 )
 from pocketmq.broker.errors import (
-    BusyError,
-    InvalidRequestError,
-    NotFoundError,
-    PermissionDeniedError,
+    IllegalArgumentError,
+    NoPermissionError,
     PutRejectedError,
+    ResourceNotFoundError,
+    SystemBusyError,
 )
 from pocketmq.broker.reput import reput
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import PutResult, PutStatus
 from pocketmq.broker.topic_config import (
     NOT_ALLOWED_READ_TOPICS,
+    BrokerTopicConfig,
     Perm,
-    TopicConfig,
     TopicConfigManager,
 )
 from pocketmq.common.clock import Clock, SystemClock
@@ -74,7 +74,7 @@ __all__ = [
     "DLQ_GROUP_TOPIC_PREFIX",
     "RETRY_GROUP_TOPIC_PREFIX",
     "SendBackDecision",
-    "SendBackService",
+    "SendBackProcessor",
     "SendBackTarget",
     "decide_send_back",
     "dlq_topic",
@@ -154,7 +154,7 @@ def decide_send_back(
     )
 
 
-class SendBackService:
+class SendBackProcessor:
     def __init__(
         self,
         store: MessageStore,
@@ -174,16 +174,16 @@ class SendBackService:
 
     def ensure_retry_topic(
         self, group: str, *, max_topics: int | None = None, requester: str | None = None
-    ) -> TopicConfig:
+    ) -> BrokerTopicConfig:
         """``%RETRY%{group}``, created with one read-write queue if missing.
 
-        With *max_topics*, a new one is refused (BusyError naming the *requester*'s
+        With *max_topics*, a new one is refused (SystemBusyError naming the *requester*'s
         access key) once the broker has that many retry topics.
         """
         if max_topics is not None and not self.has_retry_topic(group):
             count = self.retry_topic_count()
             if count >= max_topics:
-                raise BusyError(
+                raise SystemBusyError(
                     f"the heartbeat of access key {requester!r} would create "
                     f"{retry_topic(group)!r}, but this broker already has {count} retry "
                     f"topics (limit {max_topics}, max_auto_retry_topics); delete unused "
@@ -191,7 +191,7 @@ class SendBackService:
                     reason="TOO_MANY_RETRY_TOPICS",
                 )
         return self._topics.get_or_create(
-            TopicConfig(
+            BrokerTopicConfig(
                 topic_name=retry_topic(group),
                 read_queue_nums=RETRY_QUEUE_NUMS,
                 write_queue_nums=RETRY_QUEUE_NUMS,
@@ -208,9 +208,9 @@ class SendBackService:
             1 for tc in self._topics.all() if tc.topic_name.startswith(RETRY_GROUP_TOPIC_PREFIX)
         )
 
-    def _ensure_dlq_topic(self, group: str) -> TopicConfig:
+    def _ensure_dlq_topic(self, group: str) -> BrokerTopicConfig:
         return self._topics.get_or_create(
-            TopicConfig(
+            BrokerTopicConfig(
                 topic_name=dlq_topic(group),
                 read_queue_nums=DLQ_QUEUE_NUMS,
                 write_queue_nums=DLQ_QUEUE_NUMS,
@@ -237,10 +237,10 @@ class SendBackService:
         """
         problem = check_group(group)
         if problem:
-            raise InvalidRequestError(f"ConsumerSendMsgBack: {problem}")
+            raise IllegalArgumentError(f"ConsumerSendMsgBack: {problem}")
         msg = self._read(phys_offset)
         if msg.topic in NOT_ALLOWED_READ_TOPICS:
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 refused_send_back(phys_offset, group), reason="SEND_BACK_NOT_ALLOWED"
             )
         if authorize is not None:
@@ -257,7 +257,7 @@ class SendBackService:
         else:
             config = self.ensure_retry_topic(group)
         if not config.writable:
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"topic {config.topic_name!r} is not writable on this "
                 f"broker (perm {config.perm}); UpdateTopic with perm 6 "
                 "so that failed messages can be handed back"
@@ -295,7 +295,7 @@ class SendBackService:
 
     def _read(self, phys_offset: int) -> StoredMessage:
         if phys_offset < 0:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"phys_offset is {phys_offset}; a commit-log offset is "
                 ">= 0 (MessageExt.phys_offset of the consumed message)"
             )
@@ -307,7 +307,7 @@ class SendBackService:
             except CorruptRecordError:
                 msg = None
         if msg is None or msg.phys_offset != phys_offset:
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"no message starts at commit-log offset {phys_offset} on this "
                 "broker; send it back to the broker it was pulled from (it may "
                 "also have been deleted by retention)",
@@ -320,7 +320,7 @@ class SendBackService:
         first_topic = msg.properties.get(PROPERTY_RETRY_TOPIC, msg.topic)
         if origin_topic and origin_topic not in (msg.topic, first_topic):
             # Name only what the caller named: the record's topic may be none of its business.
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"the message at commit-log offset {msg.phys_offset} is not of "
                 f"topic {origin_topic!r}; was the offset taken from another "
                 "broker's message?",

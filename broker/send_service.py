@@ -1,4 +1,4 @@
-"""SendMessageService: checks a send, creates topics on demand, stores, acknowledges.
+"""SendMessageProcessor: checks a send, creates topics on demand, stores, acknowledges.
 
 RocketMQ's ``SendMessageProcessor`` for SEND_MESSAGE and SEND_BATCH_MESSAGE.
 A send carries records already in the commit-log layout; one batch may feed
@@ -33,7 +33,6 @@ and is answered ``FLUSH_DISK_TIMEOUT``, as RocketMQ does.
 from __future__ import annotations
 
 import asyncio
-import enum
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -42,13 +41,13 @@ from typing import TYPE_CHECKING, Any
 from pocketmq.broker.delay_levels import PROPERTY_DELAY, DelayLevels, rewrite_delayed
 from pocketmq.broker.errors import (
     BrokerError,
-    InvalidRequestError,
-    NotFoundError,
-    NotMasterError,
-    PermissionDeniedError,
+    BrokerNotMasterError,
+    IllegalArgumentError,
+    NoPermissionError,
     PutRejectedError,
+    ResourceNotFoundError,
 )
-from pocketmq.broker.idempotence import DuplicateAnswer, IdempotenceService, SequenceAhead
+from pocketmq.broker.idempotence import DuplicateAnswer, IdempotenceProcessor, SequenceAhead
 from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.batch import MARK_DELAY, MARK_TIMER, BatchError, ScannedBatch
@@ -57,19 +56,20 @@ from pocketmq.broker.timer_messages import TimerPolicy, rewrite_timed
 from pocketmq.broker.topic_config import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     NOT_ALLOWED_SEND_TOPICS,
-    TopicConfig,
+    BrokerTopicConfig,
     TopicConfigManager,
 )
 from pocketmq.broker.transaction_ops import rewrite_half_messages
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.message import SysFlag
+from pocketmq.common.model import SendStatus
 from pocketmq.common.msgid import encode_offset_msg_id
 from pocketmq.security.interceptor import AclError, authorize_publish, current_account
 
 if TYPE_CHECKING:
     from pocketmq.broker.trace import BrokerTraceService
 
-__all__ = ["SendMessageService", "SendOutcome", "SendStatus"]
+__all__ = ["SendMessageProcessor", "SendOutcome", "SendStatus"]
 
 _I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
@@ -82,13 +82,6 @@ _BATCH_REASONS = {
     "properties": "PROPERTIES_SIZE_EXCEEDED",
     "body_too_large": "MESSAGE_BODY_TOO_LARGE",
 }
-
-
-class SendStatus(enum.Enum):
-    SEND_OK = "SEND_OK"
-    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
-    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"  # SYNC_MASTER: replicas did not ack in time
-    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"  # SYNC_MASTER: too few replicas in sync
 
 
 #: after a put on a SYNC_MASTER: wait until replicas hold the log up to the offset given;
@@ -127,15 +120,8 @@ class SendOutcome:
 QUEUE_OUT_OF_RANGE = "QUEUE_OUT_OF_RANGE"
 
 
-def _broker_keys(message: str) -> str:
-    """The store names its own config keys; a producer configures the broker's."""
-    return message.replace("(max_message_size)", "(max_message_size_bytes)").replace(
-        "(max_batch_size)", "(max_batch_size_bytes)"
-    )
-
-
-def _illegal(pos: int, what: str, reason: str = "MESSAGE_ILLEGAL") -> InvalidRequestError:
-    return InvalidRequestError(f"record at batch offset {pos}: {what}", reason=reason)
+def _illegal(pos: int, what: str, reason: str = "MESSAGE_ILLEGAL") -> IllegalArgumentError:
+    return IllegalArgumentError(f"record at batch offset {pos}: {what}", reason=reason)
 
 
 def _refuse_delayed_half_messages(scanned: ScannedBatch) -> None:
@@ -162,7 +148,7 @@ def _refuse_delayed_half_messages(scanned: ScannedBatch) -> None:
             )
 
 
-class SendMessageService:
+class SendMessageProcessor:
     def __init__(
         self,
         store: MessageStore,
@@ -174,8 +160,8 @@ class SendMessageService:
         clock: Clock | None = None,
         stats: BrokerStatsManager | None = None,
         replica_wait: ReplicaWait | None = None,
-        not_master: Callable[[], NotMasterError | None] | None = None,
-        idempotence: IdempotenceService | None = None,
+        not_master: Callable[[], BrokerNotMasterError | None] | None = None,
+        idempotence: IdempotenceProcessor | None = None,
     ) -> None:
         self._store = store
         self._idempotence = idempotence
@@ -211,11 +197,11 @@ class SendMessageService:
         try:
             scanned = self._store.scan(blob, allow_empty_body=False)
         except BatchError as exc:
-            raise InvalidRequestError(
-                _broker_keys(str(exc)), reason=_BATCH_REASONS.get(exc.kind, "MESSAGE_ILLEGAL")
+            raise IllegalArgumentError(
+                str(exc), reason=_BATCH_REASONS.get(exc.kind, "MESSAGE_ILLEGAL")
             ) from None
         if single and len(scanned) != 1:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"SendMessage carries one record; this request carries "
                 f"{len(scanned)}; send them with SendBatch",
                 reason="MESSAGE_ILLEGAL",
@@ -225,7 +211,7 @@ class SendMessageService:
             try:
                 authorize_publish(set(scanned.topics))
             except AclError as exc:
-                raise PermissionDeniedError(exc.message) from None
+                raise NoPermissionError(exc.message) from None
         if scanned.markers:
             _refuse_delayed_half_messages(scanned)
         # From the (last) check to the put nothing awaits: the two see one state.
@@ -276,7 +262,7 @@ class SendMessageService:
             else self._store.put_batch(rewritten)
         )
         if result.status is not PutStatus.PUT_OK:
-            raise PutRejectedError(result.status, _broker_keys(result.error or result.status.value))
+            raise PutRejectedError(result.status, result.error or result.status.value)
         if scanned.idem_runs and idempotence is not None and idempotence.has_waiters:
             idempotence.wake(scanned)
         if self.trace is not None:
@@ -406,20 +392,20 @@ class SendMessageService:
         config = self._check_topic(topic, to_create)
         return config.write_queue_nums if config is not None else self._auto_create_queue_nums()
 
-    def _check_topic(self, topic: str, to_create: list[str]) -> TopicConfig | None:
+    def _check_topic(self, topic: str, to_create: list[str]) -> BrokerTopicConfig | None:
         if topic in NOT_ALLOWED_SEND_TOPICS:
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"topic {topic!r} is written by the broker only; producers may not send to it"
             )
         config = self._topics.get(topic)
         if config is None:
             if not self._topics.auto_create_enable:
-                # Raises NotFoundError with how to create it.
+                # Raises ResourceNotFoundError with how to create it.
                 self._topics.get_or_auto_create(topic)
             to_create.append(topic)
             return None
         if not config.writable:
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"topic {topic!r} is not writable on this broker "
                 f"(perm {config.perm}); UpdateTopic with perm 6 to "
                 "allow sends"
@@ -429,7 +415,7 @@ class SendMessageService:
     def _auto_create_queue_nums(self) -> int:
         template = self._topics.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
         if template is None:
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"the auto-create template topic {AUTO_CREATE_TOPIC_KEY_TOPIC} "
                 "is missing from topics.json",
                 reason="TOPIC_NOT_EXIST",

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import grpc
 
-from pocketmq.broker.idempotence import IdempotenceService
+from pocketmq.broker.idempotence import IdempotenceProcessor
 from pocketmq.broker.services import BrokerServices
 from pocketmq.broker.v1_admin import AdminRpcs
 from pocketmq.broker.v1_consume import ConsumeRpcs
@@ -51,7 +51,7 @@ class BrokerServicer(MessageRpcs, ConsumeRpcs, AdminRpcs, broker_pb2_grpc.Broker
         promote: Promote | None = None,
         update_config: Callable[[dict[str, str]], dict[str, str]] | None = None,
     ) -> None:
-        self._idempotence: IdempotenceService | None = services.idempotence
+        self._idempotence: IdempotenceProcessor | None = services.idempotence
         self._update_config = update_config  # UpdateBrokerConfig (broker/runtime_config.py)
         self._promote = promote  # the broker's HaController.promote (manual failover)
         self._send = services.send

@@ -26,20 +26,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pocketmq.broker.admin_service import AdminService
+from pocketmq.broker.admin_service import AdminProcessor
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
-from pocketmq.broker.idempotence import IdempotenceService
-from pocketmq.broker.long_polling import PullRequestHoldService
+from pocketmq.broker.idempotence import IdempotenceProcessor
+from pocketmq.broker.long_polling import PullRequestHolder
 from pocketmq.broker.namesrv_client import GrpcNameserverClient
 from pocketmq.broker.property_filter import FilterCompiler
-from pocketmq.broker.pull_service import PullMessageService
+from pocketmq.broker.pull_service import PullMessageProcessor
 from pocketmq.broker.rebalance_lock import RebalanceLockManager
-from pocketmq.broker.registration import NameserverClient, RegisterBrokerService
+from pocketmq.broker.registration import RegisterBrokerService, RegistrationClient
 from pocketmq.broker.schedule import ScheduleMessageService
-from pocketmq.broker.send_back import SendBackService
-from pocketmq.broker.send_service import SendMessageService
+from pocketmq.broker.send_back import SendBackProcessor
+from pocketmq.broker.send_service import SendMessageProcessor
 from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import RecoveryReport
@@ -48,7 +48,7 @@ from pocketmq.broker.timer_messages import TimerPolicy
 from pocketmq.broker.timer_service import TimerService
 from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.broker.trace import BrokerTraceService
-from pocketmq.broker.transaction import TransactionalMessageService
+from pocketmq.broker.transaction import TransactionResolver
 from pocketmq.broker.transaction_check import TransactionalMessageCheckService
 from pocketmq.broker.v1_authz import transaction_check_filter
 from pocketmq.common.clock import Clock
@@ -73,18 +73,18 @@ class BrokerServices:
     topics: TopicConfigManager  # topics.json
     offsets: ConsumerOffsetManager  # consumerOffset.json
     clients: ClientManager  # producers' and consumers' heartbeats and streams
-    hold: PullRequestHoldService  # parked long-polling pulls
+    hold: PullRequestHolder  # parked long-polling pulls
     schedule: ScheduleMessageService  # delay levels, delayOffset.json
     timer: TimerService  # messages with a delivery time (timer wheel)
     locks: RebalanceLockManager  # orderly consumers' queue locks
-    transactions: TransactionalMessageService  # half messages, op queue
+    transactions: TransactionResolver  # half messages, op queue
     transaction_check: TransactionalMessageCheckService  # asks producers about old halves
     registration: RegisterBrokerService  # heartbeats to every nameserver
-    idempotence: IdempotenceService  # producer ids and sequence checks
-    send: SendMessageService
-    send_back: SendBackService  # consumers' retries and the dead-letter queue
-    pull: PullMessageService
-    admin: AdminService
+    idempotence: IdempotenceProcessor  # producer ids and sequence checks
+    send: SendMessageProcessor
+    send_back: SendBackProcessor  # consumers' retries and the dead-letter queue
+    pull: PullMessageProcessor
+    admin: AdminProcessor
     ha: HaController | None = None  # replication; None for a store without an epoch file
     trace: BrokerTraceService | None = None  # None unless trace_topic_enable
 
@@ -99,7 +99,7 @@ class BrokerEdge:
     v2_address: str = ""  # RocketMQ 5's MessagingService, "" when it is off
     acl: AclStore | None = None  # when acl_enable
     acl_interceptor: AclInterceptor | None = None
-    namesrv_client_factory: Callable[[str], NameserverClient] | None = None
+    namesrv_client_factory: Callable[[str], RegistrationClient] | None = None
 
 
 def build_services(
@@ -116,7 +116,7 @@ def build_services(
     store_host = (cfg.advertised_ip, edge.port)
     topics, offsets = _load_tables(cfg, clock)
     clients = _build_clients(cfg, edge, clock)
-    hold = PullRequestHoldService(max_parked=cfg.max_parked_pulls)
+    hold = PullRequestHolder(max_parked=cfg.max_parked_pulls)
     store.add_arrival_listener(hold.on_arrival)
     schedule = _build_schedule(cfg, store, clock)
     timer = _build_timer(cfg, store, recovery, clock)
@@ -211,12 +211,12 @@ def _build_pull(
     store: MessageStore,
     topics: TopicConfigManager,
     offsets: ConsumerOffsetManager,
-    hold: PullRequestHoldService,
+    hold: PullRequestHolder,
     *,
     clock: Clock,
     stats: BrokerStatsManager,
-) -> PullMessageService:
-    return PullMessageService(
+) -> PullMessageProcessor:
+    return PullMessageProcessor(
         store,
         topics,
         offsets,
@@ -238,11 +238,11 @@ def _build_admin(
     topics: TopicConfigManager,
     offsets: ConsumerOffsetManager,
     clients: ClientManager,
-    hold: PullRequestHoldService,
+    hold: PullRequestHolder,
     store_host: tuple[str, int],
     clock: Clock,
-) -> AdminService:
-    return AdminService(
+) -> AdminProcessor:
+    return AdminProcessor(
         store,
         topics,
         offsets,
@@ -266,12 +266,12 @@ def _build_message_services(
     ha: HaController | None,
     clock: Clock,
     stats: BrokerStatsManager,
-) -> tuple[IdempotenceService, SendMessageService, SendBackService]:
+) -> tuple[IdempotenceProcessor, SendMessageProcessor, SendBackProcessor]:
     """idempotence, send and send_back: the services that write producers' records."""
-    idempotence = IdempotenceService(
+    idempotence = IdempotenceProcessor(
         store, clock=clock, not_master=ha.not_master if ha is not None else None
     )
-    send = SendMessageService(
+    send = SendMessageProcessor(
         store,
         topics,
         store_host=store_host,
@@ -283,7 +283,9 @@ def _build_message_services(
         not_master=(ha.not_master if ha is not None else None),
         idempotence=idempotence,
     )
-    send_back = SendBackService(store, topics, cfg.delay_levels, store_host=store_host, clock=clock)
+    send_back = SendBackProcessor(
+        store, topics, cfg.delay_levels, store_host=store_host, clock=clock
+    )
     return idempotence, send, send_back
 
 
@@ -323,8 +325,8 @@ def _build_transactions(
     store_host: tuple[str, int],
     clients: ClientManager,
     clock: Clock,
-) -> tuple[TransactionalMessageService, TransactionalMessageCheckService]:
-    transactions = TransactionalMessageService(
+) -> tuple[TransactionResolver, TransactionalMessageCheckService]:
+    transactions = TransactionResolver(
         store,
         cfg.config_dir,
         store_host=store_host,

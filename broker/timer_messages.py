@@ -44,7 +44,7 @@ from pocketmq.broker.delay_levels import (
     PROPERTY_TIMER_DELIVER_MS,
     wants_delay,
 )
-from pocketmq.broker.errors import InvalidRequestError
+from pocketmq.broker.errors import IllegalArgumentError
 from pocketmq.broker.topic_config import SCHEDULE_TOPIC, TIMER_TOPIC
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.message import (
@@ -208,5 +208,5 @@ def _park_one(
         ) from None
 
 
-def _illegal(pos: int, what: str, reason: str = "WHEEL_TIMER_MSG_ILLEGAL") -> InvalidRequestError:
-    return InvalidRequestError(f"record at batch offset {pos}: {what}", reason=reason)
+def _illegal(pos: int, what: str, reason: str = "WHEEL_TIMER_MSG_ILLEGAL") -> IllegalArgumentError:
+    return IllegalArgumentError(f"record at batch offset {pos}: {what}", reason=reason)

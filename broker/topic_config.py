@@ -1,6 +1,6 @@
 """TopicConfigManager: the broker's topic table, persisted in ``config/topics.json``.
 
-The values it holds (:class:`TopicConfig`, :class:`Perm`, :class:`DataVersion`, the
+The values it holds (:class:`BrokerTopicConfig`, :class:`Perm`, :class:`DataVersion`, the
 system topics' names) live in :mod:`.topic_model` and are re-exported here.
 
 It owns which topics this broker serves, with how many read and write queues
@@ -41,9 +41,9 @@ from pocketmq.broker.errors import (
     BrokerError,
     DiskFullError,
     FailedPreconditionError,
-    InvalidRequestError,
-    NotFoundError,
-    PermissionDeniedError,
+    IllegalArgumentError,
+    NoPermissionError,
+    ResourceNotFoundError,
 )
 from pocketmq.broker.topic_log import LogRecord
 from pocketmq.broker.topic_model import (
@@ -63,10 +63,10 @@ from pocketmq.broker.topic_model import (
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
+    BrokerTopicConfig,
     DataVersion,
     Perm,
     TopicBatchResult,
-    TopicConfig,
     TopicDelta,
 )
 from pocketmq.broker.topic_store import DEFAULT_MIN_COMPACT_BYTES, TopicTableStore
@@ -90,10 +90,10 @@ __all__ = [
     "TRANS_CHECK_MAX_TIME_TOPIC",
     "TRANS_HALF_TOPIC",
     "TRANS_OP_HALF_TOPIC",
+    "BrokerTopicConfig",
     "DataVersion",
     "Perm",
     "TopicBatchResult",
-    "TopicConfig",
     "TopicConfigManager",
     "TopicDelta",
 ]
@@ -134,7 +134,7 @@ class TopicConfigManager:
         self._auto_create_enable = auto_create_enable
         self._schedule_queue_nums = schedule_queue_nums  # one queue per delay level
         self._clock = clock or SystemClock()
-        self._table: dict[str, TopicConfig] = {}
+        self._table: dict[str, BrokerTopicConfig] = {}
         self._queues_total = 0
         self._system: frozenset[str] = frozenset()
         self.data_version = DataVersion()
@@ -151,7 +151,7 @@ class TopicConfigManager:
         self.data_version = DataVersion(loaded.timestamp_ms, loaded.counter)
         for name, raw in loaded.table.items():
             try:
-                self._table[name] = TopicConfig.from_json(raw)
+                self._table[name] = BrokerTopicConfig.from_json(raw)
             except (KeyError, TypeError, ValueError) as exc:
                 log.warning(
                     "skipping topic %r in %s: %r is not a topic config (%s)",
@@ -193,38 +193,40 @@ class TopicConfigManager:
             self.data_version.counter,
         )
 
-    def _system_topics(self) -> list[TopicConfig]:
+    def _system_topics(self) -> list[BrokerTopicConfig]:
         topics = [
-            TopicConfig(topic_name=SELF_TEST_TOPIC, read_queue_nums=1, write_queue_nums=1),
-            TopicConfig(
+            BrokerTopicConfig(topic_name=SELF_TEST_TOPIC, read_queue_nums=1, write_queue_nums=1),
+            BrokerTopicConfig(
                 topic_name=self._cluster_name,
                 read_queue_nums=16,
                 write_queue_nums=16,
                 perm=Perm.READ_WRITE,
             ),
-            TopicConfig(
+            BrokerTopicConfig(
                 topic_name=self._broker_name,
                 read_queue_nums=1,
                 write_queue_nums=1,
                 perm=Perm.READ_WRITE,
             ),
-            TopicConfig(topic_name=OFFSET_MOVED_EVENT, read_queue_nums=1, write_queue_nums=1),
-            TopicConfig(
+            BrokerTopicConfig(topic_name=OFFSET_MOVED_EVENT, read_queue_nums=1, write_queue_nums=1),
+            BrokerTopicConfig(
                 topic_name=SCHEDULE_TOPIC,
                 read_queue_nums=self._schedule_queue_nums,
                 write_queue_nums=self._schedule_queue_nums,
             ),
-            TopicConfig(topic_name=TIMER_TOPIC, read_queue_nums=1, write_queue_nums=1),
-            TopicConfig(topic_name=TRANS_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1),
-            TopicConfig(topic_name=TRANS_OP_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1),
-            TopicConfig(
+            BrokerTopicConfig(topic_name=TIMER_TOPIC, read_queue_nums=1, write_queue_nums=1),
+            BrokerTopicConfig(topic_name=TRANS_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1),
+            BrokerTopicConfig(
+                topic_name=TRANS_OP_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1
+            ),
+            BrokerTopicConfig(
                 topic_name=TRANS_CHECK_MAX_TIME_TOPIC, read_queue_nums=1, write_queue_nums=1
             ),
         ]
         if self._auto_create_enable:
             n = self._default_queue_nums
             topics.append(
-                TopicConfig(
+                BrokerTopicConfig(
                     topic_name=AUTO_CREATE_TOPIC_KEY_TOPIC,
                     read_queue_nums=n,
                     write_queue_nums=n,
@@ -244,10 +246,10 @@ class TopicConfigManager:
         self._store.close()
 
     # -- reads --------------------------------------------------------------------------
-    def get(self, topic: str) -> TopicConfig | None:
+    def get(self, topic: str) -> BrokerTopicConfig | None:
         return self._table.get(topic)
 
-    def all(self) -> list[TopicConfig]:
+    def all(self) -> list[BrokerTopicConfig]:
         return sorted(self._table.values(), key=lambda tc: tc.topic_name)
 
     def __len__(self) -> int:
@@ -284,7 +286,7 @@ class TopicConfigManager:
         return TopicDelta(put=put, deleted=sorted(n for n in names if n not in self._table))
 
     # -- writes -------------------------------------------------------------------------
-    def create(self, config: TopicConfig) -> TopicConfig:
+    def create(self, config: BrokerTopicConfig) -> BrokerTopicConfig:
         self._check(config)
         if config.topic_name in self._table:
             raise AlreadyExistsError(
@@ -302,11 +304,11 @@ class TopicConfigManager:
         )
         return config
 
-    def update(self, config: TopicConfig) -> TopicConfig:
+    def update(self, config: BrokerTopicConfig) -> BrokerTopicConfig:
         self._check(config)
         old = self._table.get(config.topic_name)
         if old is None:
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"topic {config.topic_name!r} does not exist on broker "
                 f"{self._broker_name}; use CreateTopic to create it",
                 reason="TOPIC_NOT_EXIST",
@@ -318,11 +320,11 @@ class TopicConfigManager:
         return config
 
     def check_create_many(
-        self, configs: list[TopicConfig], *, update_existing: bool = False
+        self, configs: list[BrokerTopicConfig], *, update_existing: bool = False
     ) -> TopicBatchResult:
         """What :meth:`create_many` would do; raises the first refusal, naming the entry."""
         if len(configs) > MAX_BATCH_TOPICS:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"{len(configs)} topics in one batch; send at most {MAX_BATCH_TOPICS} per call"
             )
         seen: dict[str, int] = {}
@@ -331,14 +333,14 @@ class TopicConfigManager:
             where = f"topic_configs[{i}] ({config.topic_name!r})"
             problem = config.problem()
             if problem:
-                raise InvalidRequestError(f"{where}: {problem}")
+                raise IllegalArgumentError(f"{where}: {problem}")
             name = config.topic_name
             if name in self._system:
-                raise PermissionDeniedError(
+                raise NoPermissionError(
                     f"{where} is a system topic of broker {self._broker_name} and cannot be changed"
                 )
             if name in seen:
-                raise InvalidRequestError(
+                raise IllegalArgumentError(
                     f"{where} is also topic_configs[{seen[name]}]; give each topic once"
                 )
             seen[name] = i
@@ -359,7 +361,7 @@ class TopicConfigManager:
         return TopicBatchResult(created=created, updated=updated, unchanged=unchanged)
 
     def create_many(
-        self, configs: list[TopicConfig], *, update_existing: bool = False
+        self, configs: list[BrokerTopicConfig], *, update_existing: bool = False
     ) -> TopicBatchResult:
         """Create (and with *update_existing*, update) many topics as one change: all of
         them or, on any refusal, none."""
@@ -375,16 +377,16 @@ class TopicConfigManager:
         )
         return result
 
-    def check_delete(self, topic: str) -> TopicConfig:
+    def check_delete(self, topic: str) -> BrokerTopicConfig:
         """The config of *topic*, which :meth:`delete` would delete; raises why not."""
         if topic in self._system:
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"topic {topic!r} is a system topic of broker "
                 f"{self._broker_name} and cannot be deleted"
             )
         old = self._table.get(topic)
         if old is None:
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"topic {topic!r} does not exist on broker {self._broker_name}",
                 reason="TOPIC_NOT_EXIST",
             )
@@ -392,26 +394,28 @@ class TopicConfigManager:
 
     def check_delete_many(
         self, topics: list[str], *, ignore_missing: bool = False
-    ) -> list[TopicConfig]:
+    ) -> list[BrokerTopicConfig]:
         """The configs :meth:`delete_many` would delete; raises the first refusal."""
         if len(topics) > MAX_BATCH_TOPICS:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"{len(topics)} topics in one batch; send at most {MAX_BATCH_TOPICS} per call"
             )
-        out: dict[str, TopicConfig] = {}
+        out: dict[str, BrokerTopicConfig] = {}
         for topic in topics:
             if ignore_missing and topic not in self._table and topic not in self._system:
                 continue
             out[topic] = self.check_delete(topic)
         return list(out.values())
 
-    def delete(self, topic: str) -> TopicConfig:
+    def delete(self, topic: str) -> BrokerTopicConfig:
         old = self.check_delete(topic)
         self._commit({}, [topic])
         log.info("deleted topic %s", topic)
         return old
 
-    def delete_many(self, topics: list[str], *, ignore_missing: bool = False) -> list[TopicConfig]:
+    def delete_many(
+        self, topics: list[str], *, ignore_missing: bool = False
+    ) -> list[BrokerTopicConfig]:
         """Delete many topics as one change: all of them or none."""
         olds = self.check_delete_many(topics, ignore_missing=ignore_missing)
         if olds:
@@ -419,17 +423,17 @@ class TopicConfigManager:
         log.info("batch: deleted %d topics", len(olds))
         return olds
 
-    def get_or_auto_create(self, topic: str) -> TopicConfig:
+    def get_or_auto_create(self, topic: str) -> BrokerTopicConfig:
         """The topic's config, creating it from the template when auto-create is on.
 
-        Raises NotFoundError saying how to create the topic when it is off.
+        Raises ResourceNotFoundError saying how to create the topic when it is off.
         """
         config = self._table.get(topic)
         if config is not None:
             return config
         template = self._table.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
         if not self._auto_create_enable or template is None:
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"topic {topic!r} does not exist on broker {self._broker_name} and "
                 f"auto_create_topic_enable is off; create it first with the CreateTopic "
                 f"RPC",
@@ -437,8 +441,8 @@ class TopicConfigManager:
             )
         problem = check_topic(topic)
         if problem:
-            raise InvalidRequestError(problem, reason="MESSAGE_ILLEGAL")
-        config = TopicConfig(
+            raise IllegalArgumentError(problem, reason="MESSAGE_ILLEGAL")
+        config = BrokerTopicConfig(
             topic_name=topic,
             read_queue_nums=template.read_queue_nums,
             write_queue_nums=template.write_queue_nums,
@@ -449,7 +453,7 @@ class TopicConfigManager:
         log.info("auto-created topic %s with %d queues", topic, config.write_queue_nums)
         return config
 
-    def get_or_create(self, config: TopicConfig) -> TopicConfig:
+    def get_or_create(self, config: BrokerTopicConfig) -> BrokerTopicConfig:
         """The topic's config, creating it as *config* when missing, auto-create or not.
 
         For topics the broker makes for itself (``%RETRY%`` and ``%DLQ%`` of a
@@ -461,18 +465,18 @@ class TopicConfigManager:
             return existing
         problem = config.problem()
         if problem:
-            raise InvalidRequestError(problem)
+            raise IllegalArgumentError(problem)
         self._check_capacity([config])
         self._commit({config.topic_name: config}, [])
         log.info("created topic %s with %d queues", config.topic_name, config.write_queue_nums)
         return config
 
-    def _check(self, config: TopicConfig) -> None:
+    def _check(self, config: BrokerTopicConfig) -> None:
         problem = config.problem()
         if problem:
-            raise InvalidRequestError(problem)
+            raise IllegalArgumentError(problem)
         if config.topic_name in self._system:
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"topic {config.topic_name!r} is a system topic of "
                 f"broker {self._broker_name} and cannot be changed"
             )
@@ -482,7 +486,7 @@ class TopicConfigManager:
         old = self._table.get(without) if without else None
         return self._queues_total - (_queues(old) if old is not None else 0)
 
-    def _check_capacity(self, configs: list[TopicConfig]) -> None:
+    def _check_capacity(self, configs: list[BrokerTopicConfig]) -> None:
         grow = 0
         for config in configs:
             old = self._table.get(config.topic_name)
@@ -506,7 +510,7 @@ class TopicConfigManager:
             reason="QUEUE_LIMIT_EXCEEDED",
         )
 
-    def _commit(self, puts: dict[str, TopicConfig], deletes: list[str]) -> None:
+    def _commit(self, puts: dict[str, BrokerTopicConfig], deletes: list[str]) -> None:
         """Append the change to topics.log (refused, with nothing changed, when it cannot
         be written), apply it, then tell the listeners."""
         version = self.data_version.next(self._clock.now_ms())
@@ -551,7 +555,7 @@ class TopicConfigManager:
             except Exception:
                 log.exception("topic change listener failed")
 
-    def replace_all(self, configs: list[TopicConfig], data_version: DataVersion) -> bool:
+    def replace_all(self, configs: list[BrokerTopicConfig], data_version: DataVersion) -> bool:
         """Take a master's topic table and version (a replica's sync); False when the
         version is the one held. The broker's own system topics stay."""
         if data_version == self.data_version:
@@ -580,7 +584,7 @@ class TopicConfigManager:
         )
 
 
-def _queues(config: TopicConfig) -> int:
+def _queues(config: BrokerTopicConfig) -> int:
     return max(config.read_queue_nums, config.write_queue_nums)
 
 

@@ -1,7 +1,7 @@
 """The topic table's values: a topic's configuration, its permission bits, the
 table's data version, the system topics, and the results of batch changes.
 
-:class:`TopicConfig` is stored in ``config/topics.json`` in RocketMQ's shape
+:class:`BrokerTopicConfig` is stored in ``config/topics.json`` in RocketMQ's shape
 (see :mod:`.topic_config`, whose :class:`~pocketmq.broker.topic_config.TopicConfigManager`
 owns the table)::
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pocketmq.common.model import DataVersion
 from pocketmq.common.validation import check_topic
 
 __all__ = [
@@ -33,10 +34,10 @@ __all__ = [
     "TRANS_CHECK_MAX_TIME_TOPIC",
     "TRANS_HALF_TOPIC",
     "TRANS_OP_HALF_TOPIC",
+    "BrokerTopicConfig",
     "DataVersion",
     "Perm",
     "TopicBatchResult",
-    "TopicConfig",
     "TopicDelta",
 ]
 
@@ -91,7 +92,7 @@ class Perm:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TopicConfig:
+class BrokerTopicConfig:
     topic_name: str
     read_queue_nums: int = 8
     write_queue_nums: int = 8
@@ -134,7 +135,7 @@ class TopicConfig:
         }
 
     @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> TopicConfig:
+    def from_json(cls, raw: dict[str, Any]) -> BrokerTopicConfig:
         return cls(
             topic_name=str(raw["topicName"]),
             read_queue_nums=int(raw["readQueueNums"]),
@@ -143,17 +144,6 @@ class TopicConfig:
             order=bool(raw.get("order", False)),
             topic_sys_flag=int(raw.get("topicSysFlag", 0)),
         )
-
-
-@dataclass(frozen=True, slots=True)
-class DataVersion:
-    """RocketMQ's ``DataVersion``: changes whenever the table does."""
-
-    timestamp_ms: int = 0
-    counter: int = 0
-
-    def next(self, now_ms: int) -> DataVersion:
-        return DataVersion(now_ms, self.counter + 1)
 
 
 #: Topics in one batch call at most (a request of this many stays far below gRPC's 4 MiB).
@@ -175,5 +165,5 @@ class TopicBatchResult:
 class TopicDelta:
     """The changes between two data versions: topics now as they are, topics gone."""
 
-    put: list[TopicConfig]
+    put: list[BrokerTopicConfig]
     deleted: list[str]

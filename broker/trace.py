@@ -38,7 +38,7 @@ from pocketmq.broker.topic_config import (
     SCHEDULE_TOPIC,
     TIMER_TOPIC,
     TRANS_HALF_TOPIC,
-    TopicConfig,
+    BrokerTopicConfig,
     TopicConfigManager,
 )
 from pocketmq.common.aio import cancel_and_wait
@@ -86,10 +86,10 @@ class BrokerTraceService:
         self.written = 0
 
     # -- lifecycle ----------------------------------------------------------------------
-    def ensure_topic(self, topics: TopicConfigManager) -> TopicConfig:
+    def ensure_topic(self, topics: TopicConfigManager) -> BrokerTopicConfig:
         """The trace topic, created with one read-write queue when missing (as RocketMQ)."""
         return topics.get_or_create(
-            TopicConfig(topic_name=self.topic, read_queue_nums=1, write_queue_nums=1)
+            BrokerTopicConfig(topic_name=self.topic, read_queue_nums=1, write_queue_nums=1)
         )
 
     def start(self) -> None:
@@ -165,7 +165,7 @@ class BrokerTraceService:
 
     # -- hooks --------------------------------------------------------------------------
     def on_stored(self, scanned: ScannedBatch, result: PutResult) -> None:
-        """SendMessageService stored *scanned* (the records as sent) as *result* says."""
+        """SendMessageProcessor stored *scanned* (the records as sent) as *result* says."""
         if all(topic == self.topic for topic in scanned.topics):
             return
         properties = scanned.properties

@@ -1,4 +1,4 @@
-"""TransactionalMessageService: EndTransaction, and what the op topic remembers.
+"""TransactionResolver: EndTransaction, and what the op topic remembers.
 
 RocketMQ's ``EndTransactionProcessor`` and ``TransactionalMessageServiceImpl``.
 How half messages, op records and commits look is in :mod:`.transaction_ops`;
@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING
 from pocketmq.broker.delay_levels import PROPERTY_REAL_TOPIC
 from pocketmq.broker.errors import (
     FailedPreconditionError,
-    InvalidRequestError,
-    NotFoundError,
-    PermissionDeniedError,
+    IllegalArgumentError,
+    NoPermissionError,
     PutRejectedError,
+    ResourceNotFoundError,
 )
 from pocketmq.broker.json_file import JsonFile
 from pocketmq.broker.store.api import MessageStore
@@ -75,7 +75,7 @@ __all__ = [
     "EndTransactionRequest",
     "ReplayReport",
     "TransactionProgress",
-    "TransactionalMessageService",
+    "TransactionResolver",
 ]
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class EndTransactionOutcome:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplayReport:
-    """What :meth:`TransactionalMessageService.load` found."""
+    """What :meth:`TransactionResolver.load` found."""
 
     half_offset: int
     op_offset_from: int
@@ -170,7 +170,7 @@ class _Repair:
     attempts: int = 0
 
 
-class TransactionalMessageService:
+class TransactionResolver:
     """Resolutions of half messages. Event-loop thread only."""
 
     def __init__(
@@ -347,7 +347,7 @@ class TransactionalMessageService:
     async def end_transaction(self, request: EndTransactionRequest) -> EndTransactionOutcome:
         """Commit or roll back; idempotent; waits for the flush with synchronous flush."""
         if request.resolution not in (Resolution.COMMIT, Resolution.ROLLBACK):
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"a transaction ends with COMMIT or ROLLBACK, not {request.resolution.value}"
             )
         half = self._find_half(request)
@@ -403,10 +403,10 @@ class TransactionalMessageService:
     def _find_half(self, request: EndTransactionRequest) -> StoredMessage:
         offset = request.commit_log_offset
         if offset < 0:
-            raise InvalidRequestError(f"commit_log_offset is {offset}; offsets are >= 0")
+            raise IllegalArgumentError(f"commit_log_offset is {offset}; offsets are >= 0")
         raw = self._store.read_record(offset)
         if raw is None:
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"no message starts at commit-log offset {offset} on this "
                 "broker; give the offset (or offset_msg_id) the half "
                 "message's send answered",
@@ -415,26 +415,26 @@ class TransactionalMessageService:
         try:
             half = decode_record(raw, check_crc=False)
         except CorruptRecordError as exc:
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"the record at commit-log offset {offset} is damaged: {exc.reason}",
                 reason="TRANSACTION_NOT_FOUND",
             ) from None
         # Refusals name only what the request named: the record may be another group's.
         if half.topic != TRANS_HALF_TOPIC:
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"the message at commit-log offset {offset} is not a half message",
                 reason="TRANSACTION_NOT_FOUND",
             )
         group = half.properties.get(PROPERTY_PRODUCER_GROUP, "")
         if group != request.producer_group:
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"the half message at commit-log offset {offset} is not "
                 f"one of producer group {request.producer_group!r}; a "
                 "producer ends only its own group's transactions",
                 reason="TRANSACTION_OF_ANOTHER_GROUP",
             )
         if request.msg_id and request.msg_id != half.uniq_key:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"half message at commit-log offset {offset} has msg id "
                 f"{half.uniq_key!r}, not {request.msg_id!r}"
             )
@@ -481,7 +481,7 @@ class TransactionalMessageService:
                 return discard_record(half, store_host=self._store_host)
         except ValueError as exc:
             if resolution is Resolution.COMMIT:
-                raise InvalidRequestError(
+                raise IllegalArgumentError(
                     f"half message at commit-log offset "
                     f"{half.phys_offset} cannot be committed: {exc}",
                     reason="MESSAGE_ILLEGAL",

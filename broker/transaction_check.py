@@ -2,7 +2,7 @@
 
 RocketMQ's ``TransactionalMessageCheckService``. A half message without
 EndTransaction ``transaction_timeout_ms`` (6 s) after it was stored (or after
-its ``CHECK_IMMUNITY_TIME_IN_SECONDS``) is *checked*: a ``CheckTransactionState``
+its ``CHECK_IMMUNITY_TIME_IN_SECONDS``) is *checked*: a ``CheckTransactionStateCommand``
 command goes to one live producer of its group (``PGROUP``) over that
 producer's server-to-client stream, the group's producers taking turns, so a
 producer that died mid-transaction is stood in for by another one of its group.
@@ -21,7 +21,7 @@ order from the progress offset::
                     unresolved, not yet due         stop: later halves are younger
 
 and checks what is due among the pending halves. The progress offset
-(:meth:`TransactionalMessageService.advance`) becomes the first pending half,
+(:meth:`TransactionResolver.advance`) becomes the first pending half,
 or the scan offset when none is pending; it is saved with the check counts in
 ``config/transactionProgress.json`` every ``PERSIST_INTERVAL_S`` and at stop.
 
@@ -37,13 +37,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pocketmq.broker.client_manager import CheckTransactionState, ServerCommand
+from pocketmq.broker.client_manager import CheckTransactionStateCommand, ServerCommand
 from pocketmq.broker.delay_levels import PROPERTY_REAL_TOPIC
 from pocketmq.broker.errors import BrokerError
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import GetStatus
 from pocketmq.broker.topic_config import TRANS_HALF_TOPIC
-from pocketmq.broker.transaction import TransactionalMessageService
+from pocketmq.broker.transaction import TransactionResolver
 from pocketmq.broker.transaction_ops import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
     PROPERTY_PRODUCER_GROUP,
@@ -93,7 +93,7 @@ class _Pending:
 class TransactionalMessageCheckService:
     def __init__(
         self,
-        service: TransactionalMessageService,
+        service: TransactionResolver,
         store: MessageStore,
         *,
         send_check: SendCheck,
@@ -285,7 +285,7 @@ class TransactionalMessageCheckService:
         raw = self._store.read_record(pending.phys_offset)
         if raw is None:
             return False
-        command = CheckTransactionState(
+        command = CheckTransactionStateCommand(
             producer_group=pending.group,
             record=raw,
             commit_log_offset=pending.phys_offset,

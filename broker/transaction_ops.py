@@ -46,7 +46,7 @@ from pocketmq.broker.delay_levels import (
     PROPERTY_REAL_TOPIC,
     restore_properties,
 )
-from pocketmq.broker.errors import InvalidRequestError
+from pocketmq.broker.errors import IllegalArgumentError
 from pocketmq.broker.topic_config import (
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
@@ -146,7 +146,7 @@ def rewrite_half_messages(
     *sysflags* are the records' SYSFLAGs from the send path's scan; the common
     case, none prepared, costs one ``set`` of them (the flags of a batch are
     mostly equal). *producer_group* stands in for a missing ``PGROUP``.
-    Raises InvalidRequestError for a half message without any producer group.
+    Raises IllegalArgumentError for a half message without any producer group.
     """
     if not any(_is_prepared(sysflag) for sysflag in set(sysflags)):
         return None
@@ -208,7 +208,7 @@ def _half_record(
             reconsume_times=msg.reconsume_times,
         )
     except ValueError as exc:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             f"record at batch offset {pos}: cannot store it as a half message: {exc}",
             reason="PROPERTIES_SIZE_EXCEEDED",
         ) from None
@@ -218,8 +218,8 @@ def _with_transaction_type(sysflag: int, kind: int) -> int:
     return (sysflag & ~SysFlag.TRANSACTION_MASK) | kind
 
 
-def _illegal(pos: int, what: str) -> InvalidRequestError:
-    return InvalidRequestError(f"record at batch offset {pos}: {what}", reason="MESSAGE_ILLEGAL")
+def _illegal(pos: int, what: str) -> IllegalArgumentError:
+    return IllegalArgumentError(f"record at batch offset {pos}: {what}", reason="MESSAGE_ILLEGAL")
 
 
 # -- what a resolution writes --------------------------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 import grpc
 
 from pocketmq.broker.errors import (
-    InvalidRequestError,
+    IllegalArgumentError,
 )
 from pocketmq.broker.v1_rpc import (
     _CONSUME_TYPES,
@@ -193,7 +193,7 @@ class AdminRpcs(ServicerParts):
     ) -> pb.ResetConsumerOffsetResponse:
         position = _RESET_POSITIONS.get(request.position)
         if position is None:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"position is {request.position}; give RESET_TO_EARLIEST "
                 "(1), RESET_TO_LATEST (2), RESET_TO_TIMESTAMP (3) or "
                 "RESET_TO_OFFSETS (4)"
@@ -233,7 +233,7 @@ class AdminRpcs(ServicerParts):
         context: grpc.aio.ServicerContext,
     ) -> pb.UpdateBrokerConfigResponse:
         if self._update_config is None:
-            raise InvalidRequestError("this broker cannot change its configuration at runtime")
+            raise IllegalArgumentError("this broker cannot change its configuration at runtime")
         return pb.UpdateBrokerConfigResponse(previous=self._update_config(dict(request.updates)))
 
     @_rpc
@@ -264,11 +264,11 @@ class AdminRpcs(ServicerParts):
         self, request: pb.PromoteToMasterRequest, context: grpc.aio.ServicerContext
     ) -> pb.PromoteToMasterResponse:
         if self._promote is None:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 "this broker has no replication (ha_port is -1); it cannot be promoted"
             )
         if request.epoch < 0:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"epoch is {request.epoch}; give 0 (one above every epoch seen) or a larger epoch"
             )
         epoch, start, role = await self._promote(epoch=request.epoch, role=request.role)

@@ -18,7 +18,7 @@ EndTransaction         the half's real topic (REAL_TOPIC): PUB
 HeartBeat              each producer group: PUB or SUB; each consumer group and subscribed
                        topic: SUB; at most :data:`MAX_HEARTBEAT_GROUPS` groups and
                        :data:`MAX_HEARTBEAT_SUBSCRIPTIONS` subscriptions
-CheckTransactionState  sent only to producers whose key has PUB on the half's real topic
+CheckTransactionStateCommand  sent only to producers whose key has PUB on the half's real topic
                        (:func:`transaction_check_filter`)
 =====================  ====================================================================
 
@@ -30,14 +30,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from pocketmq.broker.client_manager import (
-    CheckTransactionState,
+    CheckTransactionStateCommand,
     ClientManager,
     ConsumerRegistration,
     ServerCommand,
 )
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.delay_levels import PROPERTY_REAL_TOPIC
-from pocketmq.broker.errors import InvalidRequestError, PermissionDeniedError
+from pocketmq.broker.errors import IllegalArgumentError, NoPermissionError
 from pocketmq.broker.send_back import PROPERTY_RETRY_TOPIC, refused_send_back, retry_topic
 from pocketmq.broker.topic_config import NOT_ALLOWED_READ_TOPICS
 from pocketmq.broker.transaction_ops import PROPERTY_PRODUCER_GROUP
@@ -70,8 +70,8 @@ MAX_HEARTBEAT_GROUPS = 256  # producer + consumer groups one heartbeat may name
 MAX_HEARTBEAT_SUBSCRIPTIONS = 1024  # subscriptions of all its consumer groups together
 
 
-def denied(exc: AclError) -> PermissionDeniedError:
-    return PermissionDeniedError(exc.message, reason="ACL")
+def denied(exc: AclError) -> NoPermissionError:
+    return NoPermissionError(exc.message, reason="ACL")
 
 
 def check_readable(topic: str) -> None:
@@ -81,7 +81,7 @@ def check_readable(topic: str) -> None:
     account = current_account.get()
     if account is not None and account.admin:
         return
-    raise PermissionDeniedError(
+    raise NoPermissionError(
         f"topic {topic!r} is a broker system topic (it holds the delayed, timed or "
         "uncommitted messages of every topic); no client reads it. An admin account may; "
         "offline, `pocketmq store dump` prints it",
@@ -99,7 +99,7 @@ def check_record_readable(record: bytes) -> None:
 
 
 def check_subscribe(*topics: str) -> None:
-    """SUB on each topic and none a system topic: PermissionDeniedError otherwise."""
+    """SUB on each topic and none a system topic: NoPermissionError otherwise."""
     for topic in sorted(topics):
         check_readable(topic)
         try:
@@ -128,7 +128,7 @@ def send_back_guard(
             msg.properties.get(PROPERTY_REAL_TOPIC, msg.topic),
         }
         if not consumed or not all(account.topic_perm(t) & SUB for t in topics):
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 refused_send_back(phys_offset, group), reason="SEND_BACK_NOT_ALLOWED"
             )
 
@@ -153,13 +153,13 @@ def authorize_heartbeat(
     producer_groups = list(producer_groups)
     groups = len(producer_groups) + len(consumers)
     if groups > MAX_HEARTBEAT_GROUPS:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             f"the heartbeat names {groups} groups; at most "
             f"{MAX_HEARTBEAT_GROUPS} are allowed per heartbeat"
         )
     subscriptions = sum(len(c.subscriptions) for c in consumers)
     if subscriptions > MAX_HEARTBEAT_SUBSCRIPTIONS:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             f"the heartbeat carries {subscriptions} subscriptions; at "
             f"most {MAX_HEARTBEAT_SUBSCRIPTIONS} are allowed"
         )
@@ -178,7 +178,7 @@ def transaction_check_filter(acl: AclStore) -> Callable[[str | None, ServerComma
     """ClientManager.command_filter: a transaction check only to a key with PUB on its topic."""
 
     def may_receive(owner: str | None, command: ServerCommand) -> bool:
-        if owner is None or not isinstance(command, CheckTransactionState):
+        if owner is None or not isinstance(command, CheckTransactionStateCommand):
             return True
         account = acl.acl.accounts.get(owner)
         if account is None:

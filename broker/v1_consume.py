@@ -14,7 +14,7 @@ from pocketmq.broker.client_manager import (
 )
 from pocketmq.broker.errors import (
     BrokerError,
-    InvalidRequestError,
+    IllegalArgumentError,
 )
 from pocketmq.broker.v1_authz import (
     authorize_heartbeat,
@@ -67,7 +67,7 @@ class ConsumeRpcs(ServicerParts):
         # offset the consumer read (and the master held) before the election.
         max_offset = self._admin.end_offset(request.topic, request.queue_id)
         if request.offset > max_offset:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"offset {request.offset} of {request.topic}:{request.queue_id} is past the "
                 f"queue's max offset {max_offset}; commit the next offset to consume, at most "
                 "the max offset",

@@ -7,7 +7,7 @@ import grpc
 
 from pocketmq.broker.errors import (
     FailedPreconditionError,
-    PermissionDeniedError,
+    NoPermissionError,
 )
 from pocketmq.broker.pull_service import PullRequest
 from pocketmq.broker.v1_authz import (
@@ -124,7 +124,7 @@ class MessageRpcs(ServicerParts):
         for index, pull in enumerate(request.pulls):
             try:
                 check_subscribe(pull.topic)
-            except PermissionDeniedError as exc:
+            except NoPermissionError as exc:
                 answered.append(_refusal(index, exc))
                 continue
             commit_offset = pull.commit_offset if pull.HasField("commit_offset") else None

@@ -17,38 +17,38 @@ from typing import Any, TypeVar
 
 import grpc
 
-from pocketmq.broker.admin_service import AdminService, ResetPosition
+from pocketmq.broker.admin_service import AdminProcessor, ResetPosition
 from pocketmq.broker.client_manager import (
-    ChannelOpened,
-    CheckTransactionState,
+    ChannelOpenedCommand,
+    CheckTransactionStateCommand,
     ClientManager,
     ConsumeFromWhere,
     ConsumerRegistration,
     ConsumeType,
     MessageModel,
-    NotifyConsumerIdsChanged,
-    ResetConsumerClientOffset,
+    NotifyConsumerIdsChangedCommand,
+    ResetConsumerClientOffsetCommand,
     ServerCommand,
 )
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.errors import (
     BrokerError,
-    InvalidRequestError,
-    NotMasterError,
+    BrokerNotMasterError,
+    IllegalArgumentError,
 )
 from pocketmq.broker.grpc_status import (
     NOT_MASTER_METADATA_KEY,
     REASON_METADATA_KEY,
     grpc_code,
 )
-from pocketmq.broker.idempotence import IdempotenceService
+from pocketmq.broker.idempotence import IdempotenceProcessor
 from pocketmq.broker.property_filter import FilterCompiler
-from pocketmq.broker.pull_service import PullMessageService, PullOutcome
+from pocketmq.broker.pull_service import PullMessageProcessor, PullOutcome
 from pocketmq.broker.rebalance_lock import MessageQueue, RebalanceLockManager
-from pocketmq.broker.send_back import SendBackService
-from pocketmq.broker.send_service import SendMessageService, SendOutcome, SendStatus
-from pocketmq.broker.topic_config import Perm, TopicConfig
-from pocketmq.broker.transaction import EndTransactionRequest, TransactionalMessageService
+from pocketmq.broker.send_back import SendBackProcessor
+from pocketmq.broker.send_service import SendMessageProcessor, SendOutcome, SendStatus
+from pocketmq.broker.topic_config import BrokerTopicConfig, Perm
+from pocketmq.broker.transaction import EndTransactionRequest, TransactionResolver
 from pocketmq.broker.transaction_ops import Resolution
 from pocketmq.common.msgid import decode_offset_msg_id
 from pocketmq.common.validation import check_group, check_topic
@@ -99,7 +99,7 @@ def _rpc(method: Handler[Req, Resp]) -> Handler[Req, Resp]:
 
 
 async def _abort(context: grpc.aio.ServicerContext, error: BrokerError) -> None:
-    if isinstance(error, NotMasterError):
+    if isinstance(error, BrokerNotMasterError):
         context.set_trailing_metadata(
             (
                 (REASON_METADATA_KEY, error.reason),
@@ -117,7 +117,7 @@ def _check_names(*, topic: str | None = None, group: str | None = None) -> None:
         check_group(group) if group is not None else None,
     ):
         if problem:
-            raise InvalidRequestError(problem)
+            raise IllegalArgumentError(problem)
 
 
 def _check_given(*, topic: str = "", groups: tuple[str, ...] = ()) -> None:
@@ -131,30 +131,30 @@ def _check_given(*, topic: str = "", groups: tuple[str, ...] = ()) -> None:
 
 def _check_client_id(client_id: str) -> None:
     if not client_id:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             "client_id is empty; a client names itself, e.g. '10.0.0.7@12345#uuid'"
         )
     if len(client_id) > MAX_CLIENT_ID_LENGTH:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             f"client_id is {len(client_id)} characters; at most {MAX_CLIENT_ID_LENGTH} are allowed"
         )
 
 
 def _queues(refs: Any) -> list[MessageQueue]:
     if len(refs) > MAX_LOCK_QUEUES:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             f"the request names {len(refs)} queues; at most {MAX_LOCK_QUEUES} are allowed per call"
         )
     queues = []
     for ref in refs:
         _check_names(topic=ref.topic)
         if ref.queue_id < 0:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"queue {ref.topic}/{ref.broker_name} has queue_id "
                 f"{ref.queue_id}; queue ids are >= 0"
             )
         if len(ref.broker_name) > MAX_CLIENT_ID_LENGTH:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"broker_name is {len(ref.broker_name)} characters; at "
                 f"most {MAX_CLIENT_ID_LENGTH} are allowed"
             )
@@ -212,14 +212,16 @@ def _refusal(index: int, error: BrokerError) -> pb.QueuePullResult:
     )
 
 
-def _topic_config(msg: common_pb2.TopicConfig, *, default_queue_nums: int | None) -> TopicConfig:
+def _topic_config(
+    msg: common_pb2.TopicConfig, *, default_queue_nums: int | None
+) -> BrokerTopicConfig:
     """Domain config; on create, zero queue counts and perm mean the defaults."""
     read, write, perm = msg.read_queue_nums, msg.write_queue_nums, msg.perm
     if default_queue_nums is not None:
         read = read or write or default_queue_nums
         write = write or read
         perm = perm or Perm.READ_WRITE
-    return TopicConfig(
+    return BrokerTopicConfig(
         topic_name=msg.topic_name,
         read_queue_nums=read,
         write_queue_nums=write,
@@ -229,7 +231,7 @@ def _topic_config(msg: common_pb2.TopicConfig, *, default_queue_nums: int | None
     )
 
 
-def _topic_config_pb(tc: TopicConfig) -> common_pb2.TopicConfig:
+def _topic_config_pb(tc: BrokerTopicConfig) -> common_pb2.TopicConfig:
     return common_pb2.TopicConfig(
         topic_name=tc.topic_name,
         read_queue_nums=tc.read_queue_nums,
@@ -259,7 +261,7 @@ def _consumer(msg: pb.ConsumerData, filters: FilterCompiler) -> ConsumerRegistra
             try:
                 kwargs[field] = enum_cls[pb_enum.Name(value)]
             except (KeyError, ValueError):
-                raise InvalidRequestError(
+                raise IllegalArgumentError(
                     f"consumer {msg.group!r}: {field} {value} is unknown; this broker knows "
                     f"{', '.join(m.name for m in enum_cls)}"
                 ) from None
@@ -269,7 +271,7 @@ def _consumer(msg: pb.ConsumerData, filters: FilterCompiler) -> ConsumerRegistra
 
 
 def _command_pb(command: ServerCommand) -> pb.ServerCommand:
-    if isinstance(command, CheckTransactionState):
+    if isinstance(command, CheckTransactionStateCommand):
         return pb.ServerCommand(
             check_transaction_state=pb.CheckTransactionState(
                 producer_group=command.producer_group,
@@ -280,15 +282,15 @@ def _command_pb(command: ServerCommand) -> pb.ServerCommand:
                 check_times=command.check_times,
             )
         )
-    if isinstance(command, NotifyConsumerIdsChanged):
+    if isinstance(command, NotifyConsumerIdsChangedCommand):
         return pb.ServerCommand(
             notify_consumer_ids_changed=pb.NotifyConsumerIdsChanged(
                 consumer_group=command.consumer_group
             )
         )
-    if isinstance(command, ChannelOpened):
+    if isinstance(command, ChannelOpenedCommand):
         return pb.ServerCommand(channel_opened=pb.ChannelOpened(broker_name=command.broker_name))
-    if isinstance(command, ResetConsumerClientOffset):
+    if isinstance(command, ResetConsumerClientOffsetCommand):
         return pb.ServerCommand(
             reset_consumer_client_offset=pb.ResetConsumerClientOffset(
                 consumer_group=command.consumer_group,
@@ -321,7 +323,7 @@ def _end_transaction(request: pb.EndTransactionRequest) -> EndTransactionRequest
     _check_names(group=request.producer_group)
     resolution = _RESOLUTIONS.get(request.resolution)
     if resolution is None:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             f"resolution is {request.resolution}; a transaction ends "
             "with COMMIT (1) or ROLLBACK (2)"
         )
@@ -331,9 +333,9 @@ def _end_transaction(request: pb.EndTransactionRequest) -> EndTransactionRequest
         try:
             offset = decode_offset_msg_id(request.offset_msg_id).phys_offset
         except ValueError as exc:
-            raise InvalidRequestError(str(exc)) from None
+            raise IllegalArgumentError(str(exc)) from None
     else:
-        raise InvalidRequestError(
+        raise IllegalArgumentError(
             "name the half message: give commit_log_offset or the offset_msg_id its send answered"
         )
     return EndTransactionRequest(
@@ -345,7 +347,7 @@ def _end_transaction(request: pb.EndTransactionRequest) -> EndTransactionRequest
     )
 
 
-def not_master_detail(error: NotMasterError) -> bytes:
+def not_master_detail(error: BrokerNotMasterError) -> bytes:
     """The ``pocketmq-not-master-bin`` trailer of a NOT_MASTER answer."""
     return controller_pb2.NotMaster(
         broker_name=error.broker_name,
@@ -357,17 +359,17 @@ def not_master_detail(error: NotMasterError) -> bytes:
 class ServicerParts:
     """What the RPC families read: the broker's services, set by BrokerServicer."""
 
-    _idempotence: IdempotenceService | None
+    _idempotence: IdempotenceProcessor | None
     _update_config: Callable[[dict[str, str]], dict[str, str]] | None
     _promote: Promote | None
-    _send: SendMessageService
-    _transactions: TransactionalMessageService
-    _send_back: SendBackService
+    _send: SendMessageProcessor
+    _transactions: TransactionResolver
+    _send_back: SendBackProcessor
     _locks: RebalanceLockManager
-    _pull: PullMessageService
+    _pull: PullMessageProcessor
     _offsets: ConsumerOffsetManager
     _clients: ClientManager
-    _admin: AdminService
+    _admin: AdminProcessor
     _default_queue_nums: int
     _figures: Sequence[Callable[[], dict[str, str]]]
     _max_auto_retry_topics: int

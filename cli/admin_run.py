@@ -14,6 +14,7 @@ from typing import Any
 
 from pocketmq.cli import loop_factory, print_usage_of
 from pocketmq.cli.credentials import add_security_options, security_kwargs
+from pocketmq.cli.errors import UsageError
 from pocketmq.cli.table import dump_json
 from pocketmq.client import AdminClient, ClientError
 from pocketmq.client.config import DEFAULT_NAMESRV, NAMESRV_ENV, parse_namesrv
@@ -22,10 +23,6 @@ from pocketmq.common.errors import ConfigError
 __all__ = ["AdminCommand", "UsageError", "add_common_options", "print_out", "run_admin"]
 
 AdminCommand = Callable[[AdminClient, argparse.Namespace], Awaitable[int]]
-
-
-class UsageError(Exception):
-    """The command line asks for something that cannot be done as asked (exit 2)."""
 
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:

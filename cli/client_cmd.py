@@ -23,9 +23,8 @@ from typing import Any
 
 from pocketmq.cli import loop_factory, print_usage_of
 from pocketmq.cli.consume_cmd import DEFAULT_IDLE_TIMEOUT_S, consume_messages, parse_start
-from pocketmq.cli.consume_cmd import UsageError as ConsumeUsageError
 from pocketmq.cli.credentials import add_security_options
-from pocketmq.cli.produce_cmd import UsageError as ProduceUsageError
+from pocketmq.cli.errors import UsageError
 from pocketmq.cli.produce_cmd import add_message_options, produce_lines, send_one
 from pocketmq.client import ClientError
 from pocketmq.client.config import DEFAULT_NAMESRV, NAMESRV_ENV
@@ -151,7 +150,7 @@ def _run(coro: Any, args: argparse.Namespace) -> int:
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             return int(runner.run(coro))
-    except (ProduceUsageError, ConsumeUsageError) as exc:
+    except UsageError as exc:
         print_usage_of(args)
         print(f"pocketmq {command}: {exc}", file=sys.stderr)
         return 2

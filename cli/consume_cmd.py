@@ -36,6 +36,7 @@ import sys
 from typing import Any
 
 from pocketmq.cli.credentials import broker_name_of, security_kwargs
+from pocketmq.cli.errors import UsageError
 from pocketmq.client import MessageExt, MessageQueue, MessageSelector, PullConsumer
 from pocketmq.client.admin import TOOLS_CONSUMER_GROUP
 from pocketmq.common.filter import SqlFilterError, compile_sql92
@@ -44,10 +45,6 @@ __all__ = ["DEFAULT_IDLE_TIMEOUT_S", "consume_messages", "format_message", "pars
 
 DEFAULT_IDLE_TIMEOUT_S = 5.0
 POLL_S = 0.5
-
-
-class UsageError(ValueError):
-    """Arguments that cannot be used together (exit 2)."""
 
 
 def parse_start(text: str) -> str | int:

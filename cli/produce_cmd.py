@@ -25,6 +25,7 @@ from collections import Counter
 from typing import Any
 
 from pocketmq.cli.credentials import broker_name_of, security_kwargs
+from pocketmq.cli.errors import UsageError
 from pocketmq.client import ClientError, Message, MessageQueue, Producer, SendResult
 
 __all__ = ["add_message_options", "parse_deliver_at", "produce_lines", "send_one"]
@@ -33,10 +34,6 @@ PRODUCE_WINDOW = 256  # sends of `produce` in flight at once
 MAX_REASONS = 5  # distinct failure reasons printed
 READ_CHUNK = 64 * 1024
 STOP_DRAIN_POLL_S = 0.05  # after Ctrl-C, while the reader queues what it read
-
-
-class UsageError(ValueError):
-    """Arguments that cannot be used as given (exit 2)."""
 
 
 def parse_deliver_at(text: str) -> int:

@@ -12,7 +12,7 @@ A consumer is composed of small parts, each owning one role, wired together by
 
 and owns, cancelling them in :meth:`ConsumerParts.stop`: the route refresh
 (every 30 s), the heartbeat (membership on every broker; the broker's
-``NotifyConsumerIdsChanged`` wakes the rebalance), the rebalance rounds (every
+``NotifyConsumerIdsChangedCommand`` wakes the rebalance), the rebalance rounds (every
 20 s), the offset commit task (every ``commit_interval_s``, 5 s), the pull
 loops, and an orderly consumer's lock renewal.
 

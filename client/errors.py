@@ -6,6 +6,8 @@
           ├── InvalidMessageError      refused before sending: topic, body size, batch rules
           ├── RouteNotFoundError       no nameserver knows a live broker for the topic  (retriable)
           ├── SendTimeoutError         the attempts ran out of their time budget       (retriable)
+          ├── PromotionRefusedError    AdminClient.promote: another live replica's log goes
+          │                            further than the target's (client/admin.py)
           └── RemoteError              a nameserver or broker answered a call with an error;
                │                       carries ``addr``, ``code`` (gRPC status name) and
                │                       ``reason`` (the broker's RocketMQ-style code name)

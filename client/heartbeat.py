@@ -10,7 +10,7 @@ the group's member list, and a rebalance must find this member in it.
 
 A client that consumes, or answers transaction checks, also keeps one
 ``ClientChannel`` stream open per broker; the broker pushes
-``NotifyConsumerIdsChanged`` on it when a group's members change (the
+``NotifyConsumerIdsChangedCommand`` on it when a group's members change (the
 consumer rebalances at once instead of at its next 20 s round) and
 ``CheckTransactionState`` to a transactional producer. A stream that breaks
 is reopened after a short pause, and every broker is sent a heartbeat when a

@@ -38,7 +38,14 @@ from collections.abc import Awaitable, Callable, Iterable
 from pocketmq.client.errors import InvalidRequestError, UnsupportedError
 from pocketmq.client.model import PROPERTY_IDEMPOTENCE, PROPERTY_UNIQ_KEY
 
-__all__ = ["PROPERTY_IDEMPOTENCE", "Lane", "ProducerSession", "SessionManager", "Ticket", "stamp"]
+__all__ = [
+    "PROPERTY_IDEMPOTENCE",
+    "Lane",
+    "ProducerSession",
+    "ProducerSessionManager",
+    "Ticket",
+    "stamp",
+]
 
 log = logging.getLogger(__name__)
 
@@ -270,7 +277,7 @@ class ProducerSession:
         return [f"{key}{_SLOT_SUFFIX}{pid}.{epoch}.{first + i}" for i, key in enumerate(uniq_keys)]
 
 
-class SessionManager:
+class ProducerSessionManager:
     """The current session of each broker name; opens one on first use."""
 
     def __init__(self, init: InitFn, *, identity: str = "") -> None:

@@ -36,7 +36,7 @@ a bounded number at a time (Kafka's ``max.in.flight.requests.per.connection``
 = 5). Coalesced sends need no gate: the accumulator keeps at most
 ``max_in_flight_per_broker`` calls to a broker in flight and fills them in order.
 
-A request given up retires its session (:meth:`SessionManager.retire`), so that
+A request given up retires its session (:meth:`ProducerSessionManager.retire`), so that
 its possible gap does not block the queue.
 """
 
@@ -58,7 +58,7 @@ from pocketmq.client.errors import (
     ServerError,
     UnavailableError,
 )
-from pocketmq.client.idempotence import ProducerSession, SessionManager, Ticket
+from pocketmq.client.idempotence import ProducerSession, ProducerSessionManager, Ticket
 from pocketmq.client.message_codec import encode_messages
 from pocketmq.client.model import Message, MessageQueue, SendResult, SendStatus
 from pocketmq.client.send_retry import _back_off, _result, _retry_elsewhere, _stored_ok
@@ -201,7 +201,7 @@ class _Request:
 
     def __init__(
         self,
-        sessions: SessionManager,
+        sessions: ProducerSessionManager,
         mq: MessageQueue,
         ticket: Ticket,
         encode: Encode,
@@ -508,7 +508,7 @@ async def _until(waiting: Awaitable[None], deadline: float, monotonic: Callable[
 
 
 async def _session(
-    producer: Producer, sessions: SessionManager, mq: MessageQueue, deadline: float
+    producer: Producer, sessions: ProducerSessionManager, mq: MessageQueue, deadline: float
 ) -> ProducerSession:
     session = sessions.current(mq.broker_name)
     if session is not None:

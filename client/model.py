@@ -10,7 +10,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, NamedTuple
+from typing import Any
+
+from pocketmq.common.model import MessageModel, MessageQueue, SendStatus
 
 __all__ = [
     "ClientState",
@@ -77,17 +79,6 @@ def dlq_topic(group: str) -> str:
     return DLQ_GROUP_TOPIC_PREFIX + group
 
 
-class MessageQueue(NamedTuple):
-    """One queue: sorts by topic, broker name, queue id (as RocketMQ's rebalance)."""
-
-    topic: str
-    broker_name: str
-    queue_id: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}@{self.broker_name}#{self.queue_id}"
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
     """A message to send.
@@ -141,15 +132,6 @@ class MessageExt:
     flag: int = 0
     sysflag: int = 0
     store_size_bytes: int = 0
-
-
-class SendStatus(enum.Enum):
-    """RocketMQ's SendStatus: anything but SEND_OK still stored the message."""
-
-    SEND_OK = "SEND_OK"
-    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
-    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
-    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -225,11 +207,6 @@ class ConsumeResult(enum.Enum):
     SUCCESS = "CONSUME_SUCCESS"
     RECONSUME_LATER = "RECONSUME_LATER"
     SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
-
-
-class MessageModel(enum.StrEnum):
-    CLUSTERING = "clustering"  # each queue has one owner in the group
-    BROADCASTING = "broadcasting"  # every member reads every queue
 
 
 class ConsumeFrom(enum.StrEnum):

@@ -46,7 +46,7 @@ from pocketmq.client.errors import (
 )
 from pocketmq.client.fault_strategy import LatencyFaultTolerance, QueueSelector
 from pocketmq.client.heartbeat import HeartbeatService, local_ip, make_client_id
-from pocketmq.client.idempotence import SessionManager, Ticket
+from pocketmq.client.idempotence import ProducerSessionManager, Ticket
 from pocketmq.client.idempotent_send import send_coalesced, send_idempotent
 from pocketmq.client.message_codec import (
     check_message,
@@ -127,7 +127,7 @@ class Producer:
         self._accumulator: RecordAccumulator | None = None
         self._oneway: set[asyncio.Future[SendReceipt]] = set()
         #: idempotent: the producer id, epoch and numbering per broker name
-        self._sessions: SessionManager | None = None
+        self._sessions: ProducerSessionManager | None = None
         self.trace: TraceDispatcher | None = None  # enable_trace: client/trace.py
         self._state = ClientState.CREATED
 
@@ -158,7 +158,9 @@ class Producer:
         )
         self._accumulator = RecordAccumulator(self._new_batcher)
         if cfg.idempotent:
-            self._sessions = SessionManager(self._init_producer_id, identity=cfg.producer_identity)
+            self._sessions = ProducerSessionManager(
+                self._init_producer_id, identity=cfg.producer_identity
+            )
         self._routes.start()
         await self._heartbeat.start()
         self._state = ClientState.RUNNING

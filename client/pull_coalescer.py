@@ -1,7 +1,7 @@
 """PullCoalescer: the pulls a consumer's queue loops start together go out as one PullBatch.
 
 A consumer runs one long-polling pull loop per assigned queue (RocketMQ's
-``PullMessageService`` model). Made one RPC each, eight queues on a broker
+``PullMessageProcessor`` model). Made one RPC each, eight queues on a broker
 cost eight calls per arrival; on a two-core machine a gRPC call costs the
 broker about as much CPU as storing a message, so at a few thousand messages a
 second the calls, not the messages, fill the processor. Here every loop still

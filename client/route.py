@@ -32,6 +32,7 @@ from pocketmq.client.members import DEFAULT_SUSPECT_S, MASTER_ID, MemberTable
 from pocketmq.client.model import MessageQueue
 from pocketmq.client.tasks import cancel_and_wait
 from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.model import QueueData
 
 __all__ = [
     "AUTO_CREATE_TOPIC",
@@ -48,14 +49,6 @@ AUTO_CREATE_TOPIC = "TBW102"
 PERM_WRITE = 2
 PERM_READ = 4
 FAILURE_REFRESH_INTERVAL_S = 1.0  # least time between two failure-driven route refetches
-
-
-@dataclass(frozen=True, slots=True)
-class QueueData:
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,11 +2,29 @@
 
     PocketMQError
      ├── CorruptRecordError        a stored or sent record fails its checks
-     ├── ConfigError               a configuration key has a bad value
-     ├── StoreError                the message store cannot go on
+     ├── ConfigError               a configuration key has a bad value; names the key
+     │    └── OptionError          a Spark source or sink option (pocketmq.spark.errors)
+     ├── SqlFilterError            also a ValueError: an SQL92 filter expression that does
+     │                             not compile (common/filter/sql92.py)
+     ├── StoreError                the message store cannot go on, or cannot take a request
      │    ├── StoreLockedError     another broker holds the data directory
-     │    └── StoreReadOnlyError   an I/O error made the store read-only
-     └── (client and server errors derive from here in their own packages)
+     │    ├── StoreReadOnlyError   an I/O error made the store read-only
+     │    ├── BatchError           a record of a batch is unacceptable; ``kind`` picks the
+     │    │                        put status (broker/store/batch.py)
+     │    ├── ReplicationError     a replicated frame cannot be appended: wrong offset,
+     │    │                        damaged, or no room (broker/store/replication.py)
+     │    └── ProducerStateError   an idempotent producer's record the producer table
+     │                             refuses; ``kind`` says which rule
+     │                             (broker/store/producer_state.py)
+     └── each package's own tree:
+          ClientError              pocketmq.client.errors
+          BrokerError, ...         pocketmq.broker.errors
+          NameServerError          pocketmq.nameserver.errors
+          ControllerError          pocketmq.controller.errors
+          SecurityError            pocketmq.security.errors
+          DashboardError           pocketmq.dashboard.errors
+          SparkConnectorError      pocketmq.spark.errors
+          UsageError               pocketmq.cli.errors
 
 Expected outcomes on hot paths are status enums, not exceptions; these are for
 broken invariants and for conditions a person has to act on.

@@ -15,6 +15,7 @@ __all__ = [
     "MAX_TOPIC_LENGTH",
     "check_group",
     "check_topic",
+    "check_topic_like",
 ]
 
 MAX_TOPIC_LENGTH = 127
@@ -42,3 +43,9 @@ def check_topic(topic: str) -> str | None:
 
 def check_group(group: str) -> str | None:
     return _check_name("group", group, MAX_GROUP_LENGTH)
+
+
+def check_topic_like(kind: str, name: str) -> str | None:
+    """A name RocketMQ also uses as a topic (a broker's or a cluster's): the topic rules,
+    with *kind* ("broker", "cluster") naming it in the sentence."""
+    return _check_name(kind, name, MAX_TOPIC_LENGTH)

@@ -8,20 +8,26 @@ when the master stops heartbeating. See ``controller.proto`` for the wire
 contract and :mod:`.state` for the rules.
 """
 
+from pocketmq.controller.errors import ControllerError
 from pocketmq.controller.manager import ControllerConfigView, Heartbeat, ReplicasManager
 from pocketmq.controller.service import ControllerService
-from pocketmq.controller.state import BrokerLive, GroupState, Refusal
-from pocketmq.controller.store import ControllerStore, FileControllerStore, StoreUnavailable
+from pocketmq.controller.state import BrokerLive, ControllerRefusalError, GroupState
+from pocketmq.controller.store import (
+    ControllerStore,
+    FileControllerStore,
+    StateStoreUnavailableError,
+)
 
 __all__ = [
     "BrokerLive",
     "ControllerConfigView",
+    "ControllerError",
+    "ControllerRefusalError",
     "ControllerService",
     "ControllerStore",
     "FileControllerStore",
     "GroupState",
     "Heartbeat",
-    "Refusal",
     "ReplicasManager",
-    "StoreUnavailable",
+    "StateStoreUnavailableError",
 ]

@@ -15,7 +15,7 @@ the next one when a call finds the current one unavailable::
     lease_grant(ttl_s) / lease_keepalive(id) / lease_revoke(id)
     watch(key)                     async iterator of ("PUT"|"DELETE", value) events
 
-Errors: every gRPC failure becomes :class:`~pocketmq.controller.store.StoreUnavailable`
+Errors: every gRPC failure becomes :class:`~pocketmq.controller.store.StateStoreUnavailableError`
 naming the endpoint, so callers have one exception to catch.
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 
 import grpc
 
-from pocketmq.controller.store import StoreUnavailable
+from pocketmq.controller.store import StateStoreUnavailableError
 from pocketmq.etcd import rpc_pb2 as rpc
 from pocketmq.etcd import rpc_pb2_grpc as stubs
 
@@ -99,7 +99,7 @@ class EtcdClient:
                 log.debug("etcd %s on %s failed: %s", what, self.endpoint, exc.details())
                 await self._rotate()
         assert last is not None
-        raise StoreUnavailable(
+        raise StateStoreUnavailableError(
             f"etcd {what} failed on every endpoint "
             f"({', '.join(self.endpoints)}): {last.code().name} "
             f"{last.details()}"
@@ -192,7 +192,7 @@ class EtcdClient:
             ),
         )
         if resp.error:
-            raise StoreUnavailable(f"etcd refused a lease: {resp.error}")
+            raise StateStoreUnavailableError(f"etcd refused a lease: {resp.error}")
         return int(resp.ID)
 
     async def lease_keepalive(self, lease: int) -> int:
@@ -209,7 +209,7 @@ class EtcdClient:
 
         resp = await self._call("lease keepalive", once)
         if resp is grpc.aio.EOF:
-            raise StoreUnavailable("etcd closed the keepalive stream")
+            raise StateStoreUnavailableError("etcd closed the keepalive stream")
         return int(resp.TTL)
 
     async def lease_revoke(self, lease: int) -> None:
@@ -220,12 +220,12 @@ class EtcdClient:
                     rpc.LeaseRevokeRequest(ID=lease), timeout=self._timeout_s
                 ),
             )
-        except StoreUnavailable as exc:
+        except StateStoreUnavailableError as exc:
             log.info("could not revoke etcd lease %x (it expires by itself): %s", lease, exc)
 
     # -- watch --------------------------------------------------------------------------
     async def watch(self, key: bytes) -> AsyncIterator[tuple[str, bytes]]:
-        """Events on *key* until the stream breaks (:class:`StoreUnavailable`)."""
+        """Events on *key* until the stream breaks (:class:`StateStoreUnavailableError`)."""
         self._connect()
         assert self._watch is not None
         call = self._watch.Watch()
@@ -234,12 +234,14 @@ class EtcdClient:
             while True:
                 resp = await call.read()
                 if resp is grpc.aio.EOF:
-                    raise StoreUnavailable(f"etcd {self.endpoint} closed the watch on {key!r}")
+                    raise StateStoreUnavailableError(
+                        f"etcd {self.endpoint} closed the watch on {key!r}"
+                    )
                 for event in resp.events:
                     yield ("DELETE" if event.type == 1 else "PUT"), event.kv.value
         except grpc.aio.AioRpcError as exc:
             await self._rotate()
-            raise StoreUnavailable(f"etcd watch broke: {exc.code().name}") from None
+            raise StateStoreUnavailableError(f"etcd watch broke: {exc.code().name}") from None
         finally:
             call.cancel()
 

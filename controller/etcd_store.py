@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pocketmq.common.aio import cancel_and_wait
 from pocketmq.controller.etcd import EtcdClient
 from pocketmq.controller.state import GroupState
-from pocketmq.controller.store import StoreUnavailable
+from pocketmq.controller.store import StateStoreUnavailableError
 
 __all__ = ["EtcdControllerStore", "EtcdLeadership"]
 
@@ -66,7 +66,7 @@ class EtcdLeadership:
         await cancel_and_wait(self._task)
         self._task = None
         if self.active and self.create_revision:
-            with contextlib.suppress(StoreUnavailable):
+            with contextlib.suppress(StateStoreUnavailableError):
                 await self._client.delete_if(self.key, self.create_revision)
         if self._lease:
             await self._client.lease_revoke(self._lease)
@@ -87,7 +87,7 @@ class EtcdLeadership:
         while True:
             try:
                 await self.run_once()
-            except StoreUnavailable as exc:
+            except StateStoreUnavailableError as exc:
                 self._set(False)
                 log.warning("controller election on etcd: %s; retrying", exc)
                 await asyncio.sleep(min(1.0, self._ttl_s / 3))
@@ -121,7 +121,7 @@ class EtcdLeadership:
             await asyncio.sleep(self._ttl_s / 3)
             try:
                 ttl = await self._client.lease_keepalive(self._lease)
-            except StoreUnavailable as exc:
+            except StateStoreUnavailableError as exc:
                 if time.monotonic() + self._ttl_s / 3 >= good_until:
                     log.error("cannot refresh the controller lease (%s); stepping down", exc)
                     return
@@ -152,7 +152,7 @@ class EtcdControllerStore:
         guard = None
         if self._leadership is not None:
             if not self._leadership.active:
-                raise StoreUnavailable("this controller is not the active one any more")
+                raise StateStoreUnavailableError("this controller is not the active one any more")
             guard = (self._leadership.key, self._leadership.create_revision)
         return await self._client.put_if(
             self._prefix + broker_name.encode(), state.to_json(), version, guard=guard

@@ -26,8 +26,8 @@ from dataclasses import dataclass, replace
 
 from pocketmq.controller.state import (
     BrokerLive,
+    ControllerRefusalError,
     GroupState,
-    Refusal,
     alter_sync_state_set,
     elect,
     register,
@@ -110,7 +110,7 @@ class ReplicasManager:
         version = await self._store.compare_and_set(name, state, held[1] if held else 0)
         if version is None:
             self._groups = await self._store.load_all()
-            raise Refusal(
+            raise ControllerRefusalError(
                 "CONCURRENT_UPDATE", f"the state of {name} changed under this controller; retry"
             )
         self._groups[name] = (state, version)
@@ -199,14 +199,14 @@ class ReplicasManager:
                             name, f"master id {state.master_id} stopped heartbeating"
                         )
                         elected.append(name)
-                    except Refusal as exc:
+                    except ControllerRefusalError as exc:
                         log.debug("controller: %s", exc)
         return elected
 
     async def elect_master(self, broker_name: str, designated: int = 0) -> GroupState:
         async with self._lock:
             if self.get(broker_name) is None:
-                raise Refusal(
+                raise ControllerRefusalError(
                     "UNKNOWN_BROKER_NAME",
                     f"the controller knows no broker name {broker_name!r}; known: "
                     f"{sorted(self._groups) or 'none'}",
@@ -226,7 +226,7 @@ class ReplicasManager:
                 designated=designated,
                 exclude=exclude,
             )
-        except Refusal:
+        except ControllerRefusalError:
             if state.master_id and state.master_id not in self.live(name):
                 # No replacement: the group has no master until one returns.
                 await self._write(name, replace(state, master_id=0))
@@ -258,7 +258,7 @@ class ReplicasManager:
         async with self._lock:
             state = self.get(broker_name)
             if state is None:
-                raise Refusal(
+                raise ControllerRefusalError(
                     "UNKNOWN_BROKER_NAME", f"the controller knows no broker name {broker_name!r}"
                 )
             new = alter_sync_state_set(

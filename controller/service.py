@@ -21,7 +21,11 @@ import time
 from pocketmq.common.aio import cancel_and_wait
 from pocketmq.controller.manager import ControllerConfigView, ReplicasManager
 from pocketmq.controller.servicer import ControllerServicer
-from pocketmq.controller.store import ControllerStore, FileControllerStore, StoreUnavailable
+from pocketmq.controller.store import (
+    ControllerStore,
+    FileControllerStore,
+    StateStoreUnavailableError,
+)
 
 __all__ = ["ControllerService"]
 
@@ -110,7 +114,7 @@ class ControllerService:
         while self.leadership is None or self.leadership.active:
             try:
                 await self.manager.reset()
-            except StoreUnavailable as exc:
+            except StateStoreUnavailableError as exc:
                 log.warning("controller cannot load its state: %s; retrying", exc)
                 await asyncio.sleep(0.5)
                 continue
@@ -135,7 +139,7 @@ class ControllerService:
             await asyncio.sleep(self._scan_s)
             try:
                 await self.run_once()
-            except StoreUnavailable as exc:
+            except StateStoreUnavailableError as exc:
                 log.warning("controller scan: %s", exc)
             except Exception:
                 log.exception("controller scan failed")

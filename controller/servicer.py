@@ -3,10 +3,12 @@
 Protobuf stays here; :class:`~pocketmq.controller.manager.ReplicasManager`
 works on plain values. Outcomes map to status codes in one place::
 
-    standby controller          UNAVAILABLE, trailing `pocketmq-controller-leader: addr`
-    store unreachable (etcd)    UNAVAILABLE
-    Refusal (a rule)            FAILED_PRECONDITION, `pocketmq-reason: <rule>`
-    a malformed request         INVALID_ARGUMENT
+    standby controller                UNAVAILABLE, trailing `pocketmq-controller-leader: addr`
+    StateStoreUnavailableError (etcd) UNAVAILABLE
+    ControllerRefusalError (a rule)   FAILED_PRECONDITION, `pocketmq-reason: <rule>`
+    a malformed request               INVALID_ARGUMENT
+
+(the errors' tree: :mod:`pocketmq.controller.errors`)
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from typing import Any, NoReturn
 import grpc
 
 from pocketmq.controller.manager import Heartbeat, ReplicasManager
-from pocketmq.controller.state import GroupState, Refusal
-from pocketmq.controller.store import StoreUnavailable
+from pocketmq.controller.state import ControllerRefusalError, GroupState
+from pocketmq.controller.store import StateStoreUnavailableError
 from pocketmq.v1 import controller_pb2 as pb
 from pocketmq.v1 import controller_pb2_grpc
 
@@ -73,9 +75,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
         await self._check_active(context)
         try:
             return await call
-        except Refusal as exc:
+        except ControllerRefusalError as exc:
             await _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(exc), exc.reason)
-        except StoreUnavailable as exc:
+        except StateStoreUnavailableError as exc:
             await _abort(
                 context,
                 grpc.StatusCode.UNAVAILABLE,

@@ -13,7 +13,7 @@ controller keeps it in memory (RocketMQ's ``DefaultBrokerHeartbeatManager``)
 and a controller that takes over starts every broker's clock afresh.
 
 Every function here is pure and returns a new :class:`GroupState` (or an
-:class:`Refusal`); the caller writes it with compare-and-set::
+:class:`ControllerRefusalError`); the caller writes it with compare-and-set::
 
     election  candidates = live members of the SyncStateSet (all live replicas
               when unclean election is on), sorted by
@@ -30,10 +30,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from pocketmq.controller.errors import ControllerError
+
 __all__ = [
     "BrokerLive",
+    "ControllerRefusalError",
     "GroupState",
-    "Refusal",
     "ReplicaAddr",
     "alter_sync_state_set",
     "elect",
@@ -41,7 +43,7 @@ __all__ = [
 ]
 
 
-class Refusal(Exception):
+class ControllerRefusalError(ControllerError):
     """A request the state does not allow; ``reason`` names the rule (gRPC detail)."""
 
     def __init__(self, reason: str, message: str) -> None:
@@ -151,7 +153,7 @@ def elect(
     designated: int = 0,
     exclude: int = 0,
 ) -> GroupState:
-    """A new master term, among the live in-sync replicas (:class:`Refusal` if none).
+    """A new master term, among the live in-sync replicas (:class:`ControllerRefusalError` if none).
 
     *live* holds only brokers heard from within the inactivity timeout; *exclude*
     (a master that restarted) competes only when nobody else can take over."""
@@ -159,7 +161,7 @@ def elect(
     candidates = [i for i in pool if i in live and i in state.replicas]
     if designated:
         if designated not in candidates:
-            raise Refusal(
+            raise ControllerRefusalError(
                 "NOT_ELIGIBLE",
                 f"broker id {designated} of {state.broker_name} cannot be master: "
                 + (
@@ -171,7 +173,7 @@ def elect(
         winner = designated
     else:
         if not candidates:
-            raise Refusal(
+            raise ControllerRefusalError(
                 "NO_ELIGIBLE_REPLICA",
                 f"no live in-sync replica of {state.broker_name} can be master "
                 f"(in-sync set {sorted(state.sync_state_set)}, live "
@@ -203,31 +205,31 @@ def alter_sync_state_set(
     """The master's shrink or expand of its in-sync set, checked (CAS on epochs)."""
     name = state.broker_name
     if master_id != state.master_id or master_epoch != state.master_epoch:
-        raise Refusal(
+        raise ControllerRefusalError(
             "FENCED_MASTER_EPOCH",
             f"broker id {master_id} in epoch {master_epoch} is not the master of "
             f"{name}; the master is id {state.master_id} in epoch "
             f"{state.master_epoch}",
         )
     if sss_epoch != state.sss_epoch:
-        raise Refusal(
+        raise ControllerRefusalError(
             "FENCED_SYNC_STATE_SET_EPOCH",
             f"in-sync set epoch {sss_epoch} of {name} is stale; the controller "
             f"holds {state.sss_epoch}",
         )
     if master_id not in new_set:
-        raise Refusal(
+        raise ControllerRefusalError(
             "MASTER_NOT_IN_SET",
             f"the new in-sync set {sorted(new_set)} of {name} lacks its master {master_id}",
         )
     unknown = sorted(new_set - set(state.replicas))
     if unknown:
-        raise Refusal(
+        raise ControllerRefusalError(
             "UNKNOWN_REPLICA", f"broker ids {unknown} are not registered members of {name}"
         )
     dead = sorted(i for i in new_set - state.sync_state_set if i not in live)
     if dead:
-        raise Refusal(
+        raise ControllerRefusalError(
             "REPLICA_NOT_LIVE",
             f"broker ids {dead} of {name} have not heartbeated the controller "
             "recently; they cannot join the in-sync set",

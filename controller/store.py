@@ -26,14 +26,15 @@ import logging
 import os
 from typing import Protocol
 
+from pocketmq.controller.errors import ControllerError
 from pocketmq.controller.state import GroupState
 
-__all__ = ["ControllerStore", "FileControllerStore", "StoreUnavailable"]
+__all__ = ["ControllerStore", "FileControllerStore", "StateStoreUnavailableError"]
 
 log = logging.getLogger(__name__)
 
 
-class StoreUnavailable(Exception):
+class StateStoreUnavailableError(ControllerError):
     """The store cannot be read or written now (etcd unreachable); retry later."""
 
 

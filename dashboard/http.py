@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pocketmq.common.small_server import SmallServer
+from pocketmq.dashboard.errors import DashboardError
 
 __all__ = ["HttpError", "HttpServer", "Request", "Response", "json_response"]
 
@@ -53,7 +54,7 @@ _REASONS = {
 }
 
 
-class HttpError(Exception):
+class HttpError(DashboardError):
     """Answered as ``{"error": message}`` with *status*."""
 
     def __init__(self, status: int, message: str) -> None:

@@ -15,13 +15,15 @@ from collections import defaultdict
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from pocketmq.dashboard.errors import DashboardError
+
 __all__ = ["MAX_SCRAPE_BYTES", "ScrapeError", "topic_totals"]
 
 MAX_SCRAPE_BYTES = 16 * 1024 * 1024
 _COUNTERS = {"pocketmq_put_messages_total": "put", "pocketmq_get_messages_total": "get"}
 
 
-class ScrapeError(Exception):
+class ScrapeError(DashboardError):
     """The broker's /metrics did not answer, or not in the text format."""
 
 

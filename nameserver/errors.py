@@ -1,8 +1,8 @@
 """The nameserver's errors; the servicer maps each to one gRPC status code::
 
-PocketMQError
+PocketMQError                        (pocketmq.common.errors)
  └── NameServerError
-      ├── InvalidRequestError        INVALID_ARGUMENT     a request field is malformed
+      ├── MalformedRequestError      INVALID_ARGUMENT     a request field is malformed
       ├── TopicNotFoundError         NOT_FOUND            no live broker serves the topic
       ├── RegistrationConflictError  FAILED_PRECONDITION  contradicts a live registration
       └── ServerBindError            (startup)            the listen address cannot be bound
@@ -13,7 +13,7 @@ from __future__ import annotations
 from pocketmq.common.errors import PocketMQError
 
 __all__ = [
-    "InvalidRequestError",
+    "MalformedRequestError",
     "NameServerError",
     "RegistrationConflictError",
     "ServerBindError",
@@ -25,7 +25,7 @@ class NameServerError(PocketMQError):
     """Base of the errors the nameserver raises on purpose."""
 
 
-class InvalidRequestError(NameServerError):
+class MalformedRequestError(NameServerError):
     """Request field *field* is malformed; the message says how to fix it."""
 
     def __init__(self, field: str, problem: str) -> None:

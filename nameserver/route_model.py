@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+
+from pocketmq.common.model import DataVersion, QueueData
 
 __all__ = [
     "FULL_TABLE",
@@ -38,13 +39,6 @@ PERM_INHERIT = 1
 # -------------------------------------------------------------------------- values
 
 
-class DataVersion(NamedTuple):
-    """Version of a broker's topic configs; any difference means "changed"."""
-
-    timestamp_ms: int
-    counter: int
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerIdentity:
     """Who a broker process is: its cluster, name, id within the name, and address."""
@@ -53,16 +47,6 @@ class BrokerIdentity:
     broker_name: str
     broker_addr: str  # "host:port" where clients reach it
     broker_id: int  # MASTER_ID (0) or a slave id
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class QueueData:
-    """How one broker name serves one topic."""
-
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

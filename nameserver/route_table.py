@@ -65,13 +65,13 @@ __all__ = [
     "BrokerData",
     "BrokerIdentity",
     "BrokerLiveInfo",
-    "ClusterInfo",
+    "ClusterSnapshot",
     "DataVersion",
     "QueueData",
     "RegisterResult",
+    "RegisteredTopicConfig",
     "RouteTable",
     "RouteTableCounters",
-    "TopicConfig",
     "TopicRouteData",
     "TopicUpdate",
 ]
@@ -82,7 +82,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TopicConfig:
+class RegisteredTopicConfig:
     """One topic as a broker configures it."""
 
     topic_name: str
@@ -99,7 +99,7 @@ _NO_VERSION = DataVersion(-1, -1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ClusterInfo:
+class ClusterSnapshot:
     broker_addr_table: Mapping[str, BrokerData]  # broker name -> members
     cluster_addr_table: Mapping[str, tuple[str, ...]]  # cluster -> sorted broker names
     live_brokers: tuple[BrokerLiveInfo, ...]  # by cluster, broker name, id
@@ -153,7 +153,7 @@ class RouteTable:
         self,
         broker: BrokerIdentity,
         data_version: DataVersion,
-        topic_configs: Iterable[TopicConfig],
+        topic_configs: Iterable[RegisteredTopicConfig],
         *,
         heartbeat_timeout_ms: int | None = None,
         grpc_v2_addr: str = "",
@@ -226,7 +226,7 @@ class RouteTable:
         self,
         broker: BrokerIdentity,
         mode: str,
-        configs: tuple[TopicConfig, ...],
+        configs: tuple[RegisteredTopicConfig, ...],
         update: TopicUpdate,
         data_version: DataVersion,
         *,
@@ -439,9 +439,9 @@ class RouteTable:
     def topic_count(self) -> int:
         return len(self._topic_queue_table)
 
-    def cluster_info(self) -> ClusterInfo:
+    def cluster_info(self) -> ClusterSnapshot:
         """Brokers by name, broker names by cluster, and liveness (GET_BROKER_CLUSTER_INFO)."""
-        return ClusterInfo(
+        return ClusterSnapshot(
             broker_addr_table={n: self._broker_data(n) for n in sorted(self._broker_addr_table)},
             cluster_addr_table={
                 c: tuple(sorted(names)) for c, names in sorted(self._cluster_addr_table.items())
@@ -529,7 +529,7 @@ class RouteTable:
             if not names:
                 del self._cluster_addr_table[cluster]
 
-    def _replace_routes(self, broker_name: str, configs: Iterable[TopicConfig]) -> None:
+    def _replace_routes(self, broker_name: str, configs: Iterable[RegisteredTopicConfig]) -> None:
         new = {
             c.topic_name: QueueData(
                 broker_name=broker_name,
@@ -553,7 +553,7 @@ class RouteTable:
             self._topics_by_broker_name[broker_name] = set(new)
 
     def _apply_delta(
-        self, broker_name: str, configs: Iterable[TopicConfig], deleted: Iterable[str]
+        self, broker_name: str, configs: Iterable[RegisteredTopicConfig], deleted: Iterable[str]
     ) -> None:
         """Routes of *broker_name*: *configs* added or changed, *deleted* removed."""
         mine = self._topics_by_broker_name.setdefault(broker_name, set())

@@ -19,7 +19,7 @@ import grpc
 from pocketmq.common.configfile import parse_host_port
 from pocketmq.common.validation import check_topic
 from pocketmq.nameserver.errors import (
-    InvalidRequestError,
+    MalformedRequestError,
     NameServerError,
     RegistrationConflictError,
     TopicNotFoundError,
@@ -33,8 +33,8 @@ from pocketmq.nameserver.route_table import (
     BrokerIdentity,
     BrokerLiveInfo,
     DataVersion,
+    RegisteredTopicConfig,
     RouteTable,
-    TopicConfig,
     TopicUpdate,
 )
 from pocketmq.v1 import common_pb2, nameserver_pb2, nameserver_pb2_grpc
@@ -44,7 +44,7 @@ __all__ = ["NameServerServicer"]
 logger = logging.getLogger(__name__)
 
 _STATUS_BY_ERROR: tuple[tuple[type[NameServerError], grpc.StatusCode], ...] = (
-    (InvalidRequestError, grpc.StatusCode.INVALID_ARGUMENT),
+    (MalformedRequestError, grpc.StatusCode.INVALID_ARGUMENT),
     (TopicNotFoundError, grpc.StatusCode.NOT_FOUND),
     (RegistrationConflictError, grpc.StatusCode.FAILED_PRECONDITION),
 )
@@ -90,13 +90,13 @@ def _rpc(method: Handler[Req, Resp]) -> Handler[Req, Resp]:
 
 def _check_name(field: str, value: str, example: str) -> str:
     if not value:
-        raise InvalidRequestError(field, f"is empty; set it (for example {example!r})")
+        raise MalformedRequestError(field, f"is empty; set it (for example {example!r})")
     if len(value) > _MAX_NAME_LENGTH:
-        raise InvalidRequestError(
+        raise MalformedRequestError(
             field, f"is {len(value)} characters; at most {_MAX_NAME_LENGTH} are allowed"
         )
     if any(c.isspace() or not c.isprintable() for c in value):
-        raise InvalidRequestError(field, f"{value!r} contains whitespace or control characters")
+        raise MalformedRequestError(field, f"{value!r} contains whitespace or control characters")
     return value
 
 
@@ -104,9 +104,9 @@ def _check_addr(field: str, value: str) -> str:
     try:
         _, port = parse_host_port(value)
     except ValueError as exc:
-        raise InvalidRequestError(field, str(exc)) from None
+        raise MalformedRequestError(field, str(exc)) from None
     if port == 0:
-        raise InvalidRequestError(
+        raise MalformedRequestError(
             field, f"{value!r} has port 0; send the port the broker actually listens on"
         )
     return value
@@ -114,7 +114,7 @@ def _check_addr(field: str, value: str) -> str:
 
 def _check_non_negative(field: str, value: int) -> int:
     if value < 0:
-        raise InvalidRequestError(field, f"is {value}; it must be >= 0")
+        raise MalformedRequestError(field, f"is {value}; it must be >= 0")
     return value
 
 
@@ -131,7 +131,7 @@ def _broker_identity(
 
 def _data_version(request: nameserver_pb2.RegisterBrokerRequest) -> DataVersion:
     if not request.HasField("data_version"):
-        raise InvalidRequestError(
+        raise MalformedRequestError(
             "data_version",
             "is missing; send the broker's topic-config version and bump "
             "its counter whenever a topic changes",
@@ -143,16 +143,18 @@ def _data_version(request: nameserver_pb2.RegisterBrokerRequest) -> DataVersion:
     )
 
 
-def _topic_configs(request: nameserver_pb2.RegisterBrokerRequest) -> Iterator[TopicConfig]:
+def _topic_configs(
+    request: nameserver_pb2.RegisterBrokerRequest,
+) -> Iterator[RegisteredTopicConfig]:
     """Validate and convert lazily: the route table reads them only when it takes them."""
     first_index: dict[str, int] = {}
     for i, pb in enumerate(request.topic_configs):
         where = f"topic_configs[{i}]"
         problem = check_topic(pb.topic_name)
         if problem is not None:
-            raise InvalidRequestError(f"{where}.topic_name", problem)
+            raise MalformedRequestError(f"{where}.topic_name", problem)
         if pb.topic_name in first_index:
-            raise InvalidRequestError(
+            raise MalformedRequestError(
                 f"{where}.topic_name",
                 f"topic {pb.topic_name!r} is already in "
                 f"topic_configs[{first_index[pb.topic_name]}]; send each topic once",
@@ -161,12 +163,12 @@ def _topic_configs(request: nameserver_pb2.RegisterBrokerRequest) -> Iterator[To
         _check_non_negative(f"{where}.read_queue_nums", pb.read_queue_nums)
         _check_non_negative(f"{where}.write_queue_nums", pb.write_queue_nums)
         if pb.perm & ~_ALL_PERM_BITS or pb.perm < 0:
-            raise InvalidRequestError(
+            raise MalformedRequestError(
                 f"{where}.perm",
                 f"is {pb.perm}; it is a bitwise OR of 4 (read), 2 (write), "
                 f"1 (inherit) and 8 (priority), e.g. 6 for read-write",
             )
-        yield TopicConfig(
+        yield RegisteredTopicConfig(
             topic_name=pb.topic_name,
             read_queue_nums=pb.read_queue_nums,
             write_queue_nums=pb.write_queue_nums,
@@ -179,26 +181,26 @@ def _topic_configs(request: nameserver_pb2.RegisterBrokerRequest) -> Iterator[To
 def _topic_update(request: nameserver_pb2.RegisterBrokerRequest) -> TopicUpdate:
     if request.topic_table_kind == nameserver_pb2.TOPIC_TABLE_DELTA:
         if not request.HasField("base_version"):
-            raise InvalidRequestError(
+            raise MalformedRequestError(
                 "base_version",
                 "is missing; a DELTA registration names the data version its changes apply to",
             )
         for i, name in enumerate(request.deleted_topics):
             problem = check_topic(name)
             if problem is not None:
-                raise InvalidRequestError(f"deleted_topics[{i}]", problem)
+                raise MalformedRequestError(f"deleted_topics[{i}]", problem)
         base = request.base_version
         return TopicUpdate(
             base_version=DataVersion(timestamp_ms=base.timestamp_ms, counter=base.counter),
             deleted=tuple(request.deleted_topics),
         )
     if request.deleted_topics:
-        raise InvalidRequestError(
+        raise MalformedRequestError(
             "deleted_topics", "is only meaningful in a DELTA registration; a FULL table has none"
         )
     count = _check_non_negative("chunk_count", request.chunk_count) or 1
     if not 0 <= request.chunk_index < count:
-        raise InvalidRequestError(
+        raise MalformedRequestError(
             "chunk_index",
             f"is {request.chunk_index}; with chunk_count {count} it must be 0..{count - 1}",
         )
@@ -287,7 +289,7 @@ class NameServerServicer(nameserver_pb2_grpc.NameServerServicer):
     ) -> nameserver_pb2.GetRouteInfoByTopicResponse:
         problem = check_topic(request.topic)
         if problem is not None:
-            raise InvalidRequestError("topic", problem)
+            raise MalformedRequestError("topic", problem)
         route = self._route_table.get_route(request.topic)
         if route is None:
             raise TopicNotFoundError(request.topic)
@@ -325,7 +327,7 @@ class NameServerServicer(nameserver_pb2_grpc.NameServerServicer):
         next_after = ""
         if request.names:
             if len(request.names) > MAX_ROUTES_PER_CALL:
-                raise InvalidRequestError(
+                raise MalformedRequestError(
                     "names",
                     f"has {len(request.names)} topics; ask for "
                     f"at most {MAX_ROUTES_PER_CALL} a call",
@@ -333,12 +335,12 @@ class NameServerServicer(nameserver_pb2_grpc.NameServerServicer):
             for name in request.names:
                 problem = check_topic(name)
                 if problem is not None:
-                    raise InvalidRequestError("names", f"topic {name[:80]!r}: {problem}")
+                    raise MalformedRequestError("names", f"topic {name[:80]!r}: {problem}")
             rows, brokers, missing = self._route_table.routes_of(request.names)
         else:
             limit = _check_non_negative("limit", request.limit) or TOPIC_PAGE_SIZE
             if limit > MAX_TOPIC_PAGE_SIZE:
-                raise InvalidRequestError(
+                raise MalformedRequestError(
                     "limit", f"is {limit}; ask for at most {MAX_TOPIC_PAGE_SIZE} topics per page"
                 )
             rows, brokers, next_after = self._route_table.topic_page(request.start_after, limit)

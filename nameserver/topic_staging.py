@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from pocketmq.nameserver.route_model import MASTER_ID, BrokerIdentity, DataVersion, TopicUpdate
 
 if TYPE_CHECKING:
-    from pocketmq.nameserver.route_table import TopicConfig
+    from pocketmq.nameserver.route_table import RegisteredTopicConfig
 
 __all__ = ["TopicStaging"]
 
@@ -25,7 +25,7 @@ class TopicStaging:
 
     def __init__(self) -> None:
         # broker address -> (version, next chunk index, chunk count, configs so far)
-        self._staged: dict[str, tuple[DataVersion, int, int, list[TopicConfig]]] = {}
+        self._staged: dict[str, tuple[DataVersion, int, int, list[RegisteredTopicConfig]]] = {}
 
     def forget(self, broker_addr: str) -> None:
         """The broker went: its partial table goes too."""
@@ -36,9 +36,9 @@ class TopicStaging:
         broker: BrokerIdentity,
         held: DataVersion,
         version: DataVersion,
-        topic_configs: Iterable[TopicConfig],
+        topic_configs: Iterable[RegisteredTopicConfig],
         update: TopicUpdate,
-    ) -> tuple[str, tuple[TopicConfig, ...]]:
+    ) -> tuple[str, tuple[RegisteredTopicConfig, ...]]:
         """What a registration does to the broker name's routes: "full" (replace them),
         "delta" (apply changes), "none", or "need_full" (a delta on another base). The
         configs are read completely before anything changes."""

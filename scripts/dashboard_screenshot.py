@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import ConsumeResult, Message, Producer, PushConsumer
 from pocketmq.dashboard import Dashboard, DashboardConfig
 from pocketmq.nameserver import NameServer, NamesrvConfig
@@ -96,7 +96,7 @@ async def main(seconds: float, out: Path) -> None:
             )
             await broker.start()
             broker.topics.create(
-                TopicConfig(topic_name="orders", read_queue_nums=4, write_queue_nums=4)
+                BrokerTopicConfig(topic_name="orders", read_queue_nums=4, write_queue_nums=4)
             )
             brokers.append(broker)
         dashboard = Dashboard(DashboardConfig(namesrv=namesrv.address, port=0, interval_s=1.0))

@@ -224,12 +224,12 @@ def _store_intro() -> str:
         if ours not in ("derived", theirs)
     ]
     derived = [f"`{theirs}`" for theirs, ours in broker_store_keys().items() if ours == "derived"]
+    same = "those of the same name" + (f", and {', '.join(renamed)}" if renamed else "")
     return (
-        "A broker builds its `StoreConfig` from the broker keys above: those of the same "
-        f"name, and {', '.join(renamed)}; it derives {' and '.join(derived)}. The store "
-        "keys below are not broker keys: a broker runs them at their defaults. Code that "
-        "embeds the store sets them: `DefaultMessageStore(StoreConfig(data_dir=..., "
-        "KEY=VALUE))`."
+        f"A broker builds its `StoreConfig` from the broker keys above ({same}); it derives "
+        f"{' and '.join(derived)}. The store keys below are not broker keys: a broker runs "
+        "them at their defaults. Code that embeds the store sets them: "
+        "`DefaultMessageStore(StoreConfig(data_dir=..., KEY=VALUE))`."
     )
 
 
@@ -390,15 +390,12 @@ def type_text(tp: Any) -> str:
 
 # -------------------------------------------------------------------- defaults
 
-_BYTES_WITHOUT_SUFFIX = {"commitlog_file_size", "max_message_size", "max_batch_size"}
 _UNITS = (("_bytes", "bytes"), ("_ms", "ms"), ("_seconds", "s"), ("_s", "s"), ("_hours", "h"))
 _SECONDS = {"ms": 0.001, "s": 1, "h": 3600}
 _SPANS = (("d", 86_400), ("h", 3600), ("min", 60), ("s", 1))  # largest first
 
 
 def _unit(key: str) -> str | None:
-    if key in _BYTES_WITHOUT_SUFFIX:
-        return "bytes"
     return next((unit for suffix, unit in _UNITS if key.endswith(suffix)), None)
 
 

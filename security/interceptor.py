@@ -43,6 +43,7 @@ from pocketmq.common.auth import (
     signed_fields,
 )
 from pocketmq.security.acl import PUB, SUB, Account, AclStore
+from pocketmq.security.errors import SecurityError
 from pocketmq.security.replay import DEFAULT_MAX_SIGNATURES, RecentSignatures
 
 __all__ = [
@@ -99,7 +100,9 @@ RULES: dict[str, tuple[str, str, str]] = {
 }
 
 
-class AclError(Exception):
+class AclError(SecurityError):
+    """A call the ACL refuses; ``code`` is the gRPC status it is answered with."""
+
     def __init__(self, code: grpc.StatusCode, message: str) -> None:
         super().__init__(message)
         self.code = code

@@ -28,7 +28,7 @@ declaring a publishing topic in ``Telemetry`` settings needs what
 ``SendMessage`` needs, receiving a transaction check what ``EndTransaction``
 needs. The authenticator's *authorize* decides (``acl_authenticator``: the
 broker's ACL, :data:`V2_RULES`) and refuses by raising
-:class:`~pocketmq.broker.errors.PermissionDeniedError` (``FORBIDDEN``).
+:class:`~pocketmq.broker.errors.NoPermissionError` (``FORBIDDEN``).
 
 System topics (``NOT_ALLOWED_READ_TOPICS``, ``NOT_ALLOWED_SEND_TOPICS``) are
 refused to every v2 client with or without the ACL: none sends to them, and
@@ -47,7 +47,7 @@ from typing import Protocol
 
 import grpc
 
-from pocketmq.broker.errors import PermissionDeniedError
+from pocketmq.broker.errors import NoPermissionError
 from pocketmq.broker.grpc_v2.convert import V2Error
 from pocketmq.broker.topic_config import NOT_ALLOWED_READ_TOPICS, NOT_ALLOWED_SEND_TOPICS
 from pocketmq.common.auth import REPLAY_WINDOW_MS
@@ -73,7 +73,7 @@ DATE_TIME_FORMAT = "%Y%m%dT%H%M%SZ"
 
 #: access key -> its secret key, or None when there is no such user
 SecretLookup = Callable[[str], "str | None"]
-#: (access key, method, topic, group) -> None, or raise PermissionDeniedError. Called once
+#: (access key, method, topic, group) -> None, or raise NoPermissionError. Called once
 #: for each topic/group pair a call touches; "" where the pair names none.
 Authorize = Callable[[str, str, str, str], None]
 
@@ -85,7 +85,7 @@ class Authenticator(Protocol):
         """The caller's access key; raise V2Error(UNAUTHORIZED) to refuse the call."""
 
     def authorize(self, access_key: str, method: str, topic: str, group: str) -> None:
-        """Raise PermissionDeniedError when *method* may not touch *topic* / *group*."""
+        """Raise NoPermissionError when *method* may not touch *topic* / *group*."""
 
     def is_admin(self, access_key: str) -> bool:
         """An admin reads system topics."""
@@ -111,7 +111,7 @@ class Caller:
     def read(self, topic: str, group: str = "", *, as_method: str = "") -> None:
         """:meth:`need`, and *topic* is not a system topic (unless the caller is an admin)."""
         if topic in NOT_ALLOWED_READ_TOPICS and not self.admin:
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"topic {topic!r} is a system topic of the broker; no client reads it"
             )
         self.need(topic, group, as_method=as_method)
@@ -119,7 +119,7 @@ class Caller:
     def write(self, topic: str, *, as_method: str = "") -> None:
         """:meth:`need`, and *topic* is not a topic only the broker writes."""
         if topic in NOT_ALLOWED_SEND_TOPICS:
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"topic {topic!r} is a system topic only the broker "
                 "writes; send to a topic of your own"
             )
@@ -295,21 +295,21 @@ def acl_authenticator(
     def authorize(access_key: str, method: str, topic: str, group: str) -> None:
         account = store.acl.accounts.get(access_key)
         if account is None:
-            raise PermissionDeniedError(f"access key {access_key[:64]!r} is no longer in the ACL")
+            raise NoPermissionError(f"access key {access_key[:64]!r} is no longer in the ACL")
         if account.admin:
             return
         need = V2_RULES.get(method)
         if need is None:
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"{method} needs an admin; access key {access_key!r} is not one"
             )
         if topic and not account.topic_perm(topic) & need:
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"access key {access_key!r} has no {_PERM_NAMES[need]} permission on topic "
                 f"{topic!r}"
             )
         if group and not account.group_perm(group) & SUB:
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"access key {access_key!r} has no SUB permission on group {group!r}"
             )
 

@@ -39,15 +39,16 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from pocketmq.broker.errors import (
     BrokerError,
-    BusyError,
     FailedPreconditionError,
-    InvalidRequestError,
-    NotFoundError,
-    PermissionDeniedError,
+    IllegalArgumentError,
+    NoPermissionError,
     PutRejectedError,
+    ResourceNotFoundError,
+    SystemBusyError,
 )
 from pocketmq.broker.grpc_v2.pop_service import PROPERTY_MESSAGE_GROUP
 from pocketmq.broker.store.results import PutStatus
+from pocketmq.common.errors import PocketMQError
 from pocketmq.common.message import (
     PROPERTY_IDEMPOTENCE,
     StoredMessage,
@@ -126,7 +127,7 @@ SYSTEM_PROPERTIES = frozenset(
 _NORMAL_TYPES = (d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION)
 
 
-class V2Error(Exception):
+class V2Error(PocketMQError):
     """A request refused with a v2 status code."""
 
     def __init__(self, code: int, message: str) -> None:
@@ -150,10 +151,10 @@ _REASON_CODES = {
     "TRANSACTION_NOT_FOUND": d.INVALID_TRANSACTION_ID,
 }
 _CLASS_CODES: tuple[tuple[type[BrokerError], int], ...] = (
-    (InvalidRequestError, d.BAD_REQUEST),
-    (NotFoundError, d.NOT_FOUND),
-    (PermissionDeniedError, d.FORBIDDEN),
-    (BusyError, d.TOO_MANY_REQUESTS),
+    (IllegalArgumentError, d.BAD_REQUEST),
+    (ResourceNotFoundError, d.NOT_FOUND),
+    (NoPermissionError, d.FORBIDDEN),
+    (SystemBusyError, d.TOO_MANY_REQUESTS),
     (FailedPreconditionError, d.PRECONDITION_FAILED),
 )
 _PUT_CODES = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple, TypeAlias
 
-from pocketmq.broker.errors import InvalidRequestError
+from pocketmq.broker.errors import IllegalArgumentError
 from pocketmq.common.filter import SqlFilter
 from pocketmq.common.message import StoredMessage
 
@@ -42,14 +42,14 @@ class ReceiptHandle(NamedTuple):
         try:
             handle = cls(int(parts[0]), int(parts[1]), int(parts[2]), parts[3])
         except (ValueError, IndexError):
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"receipt handle {text[:80]!r} is not one this broker "
                 "issued; pass the handle of the received message "
                 "unchanged",
                 reason=INVALID_HANDLE,
             ) from None
         if handle.queue_id < 0 or handle.queue_offset < 0:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"receipt handle {text[:80]!r} names a negative queue id or offset",
                 reason=INVALID_HANDLE,
             )

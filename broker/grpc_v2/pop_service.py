@@ -1,4 +1,4 @@
-"""PopService: RocketMQ 5's POP consumption over a broker's queues.
+"""PopMessageProcessor: RocketMQ 5's POP consumption over a broker's queues.
 
 What ``ReceiveMessage``, ``AckMessage``, ``ChangeInvisibleDuration`` and
 ``ForwardMessageToDeadLetterQueue`` do, without protobuf (the servicer
@@ -18,7 +18,7 @@ translates). A consumer group *pops* messages instead of tracking offsets:
 * A change of invisible time gives the message a new deadline and a new
   handle (the old one stops working); a nack is a change to a short time.
 * A message whose invisible time runs out after ``max_delivery_attempts``
-  deliveries goes to ``%DLQ%{group}`` (:class:`~pocketmq.broker.send_back.SendBackService`)
+  deliveries goes to ``%DLQ%{group}`` (:class:`~pocketmq.broker.send_back.SendBackProcessor`)
   instead of being delivered again; ForwardMessageToDeadLetterQueue does the
   same at once.
 
@@ -49,7 +49,7 @@ import logging
 from dataclasses import dataclass
 
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
-from pocketmq.broker.errors import BusyError, InvalidRequestError, NotFoundError
+from pocketmq.broker.errors import IllegalArgumentError, ResourceNotFoundError, SystemBusyError
 from pocketmq.broker.grpc_v2.pop_journal import (
     InFlight,
     PopJournal,
@@ -68,7 +68,7 @@ from pocketmq.broker.grpc_v2.pop_model import (
 )
 from pocketmq.broker.property_filter import CHUNK_UNITS, FilterCompiler, scan_units
 from pocketmq.broker.pull_service import parse_tag_expression
-from pocketmq.broker.send_back import SendBackService
+from pocketmq.broker.send_back import SendBackProcessor
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import GetStatus
 from pocketmq.broker.topic_config import TopicConfigManager
@@ -82,7 +82,7 @@ from pocketmq.common.validation import check_group, check_topic
 __all__ = [
     "PROPERTY_MESSAGE_GROUP",
     "Delivery",
-    "PopService",
+    "PopMessageProcessor",
     "ReceiptHandle",
     "ReceiveRequest",
     "Selector",
@@ -111,7 +111,7 @@ class _Pick:
     message: StoredMessage
 
 
-class PopService:
+class PopMessageProcessor:
     """POP state of every group on this broker. Event-loop thread only."""
 
     def __init__(
@@ -119,7 +119,7 @@ class PopService:
         store: MessageStore,
         topics: TopicConfigManager,
         offsets: ConsumerOffsetManager,
-        send_back: SendBackService,
+        send_back: SendBackProcessor,
         journal: PopJournal,
         *,
         broker_name: str,
@@ -208,9 +208,9 @@ class PopService:
     def _check(self, group: str, topic: str, expression: str, expression_type: str) -> Selector:
         for problem in (check_group(group), check_topic(topic)):
             if problem:
-                raise InvalidRequestError(problem)
+                raise IllegalArgumentError(problem)
         if self._topics.get(topic) is None and not self._topics.auto_create_enable:
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"topic {topic!r} does not exist on this broker; create it first",
                 reason="TOPIC_NOT_EXIST",
             )
@@ -382,10 +382,10 @@ class PopService:
         """The entry a handle names; None when the message is already done with."""
         for problem in (check_group(group), check_topic(topic)):
             if problem:
-                raise InvalidRequestError(problem)
+                raise IllegalArgumentError(problem)
         handle = ReceiptHandle.decode(receipt_handle)
         if handle.broker_name != self._broker_name:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"receipt handle was issued by broker "
                 f"{handle.broker_name!r}, not {self._broker_name!r}; "
                 "send it to the broker the message came from",
@@ -395,14 +395,14 @@ class PopService:
         state = self._states.get(key)
         entry = state.in_flight.get(handle.queue_offset) if state is not None else None
         if state is None or (entry is None and handle.queue_offset >= state.next_offset):
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"group {group!r} was never given message "
                 f"{topic}:{handle.queue_id}:{handle.queue_offset}; check "
                 "the group and topic of the request",
                 reason=INVALID_HANDLE,
             )
         if entry is not None and entry.serial != handle.serial:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"receipt handle of {topic}:{handle.queue_id}:{handle.queue_offset} is "
                 f"outdated: the message was delivered again or its invisible time changed "
                 f"since (delivery {handle.serial}, now {entry.serial}); use the newest handle",
@@ -425,7 +425,7 @@ class PopService:
         """Hide the message for *invisible_ms* from now on; returns its new handle."""
         key, state, handle, entry = self._in_flight(group, topic, receipt_handle)
         if entry is None:
-            raise InvalidRequestError(
+            raise IllegalArgumentError(
                 f"message {topic}:{handle.queue_id}:{handle.queue_offset} was already acked",
                 reason=INVALID_HANDLE,
             )
@@ -526,7 +526,7 @@ class PopService:
     # -- waiting ------------------------------------------------------------------------
     async def _wait(self, topic: str, timeout_s: float) -> None:
         if self._waiting >= self._max_waiting:
-            raise BusyError(
+            raise SystemBusyError(
                 f"{self._waiting} receives already wait for messages on this "
                 f"broker (max_parked_pulls = {self._max_waiting}); retry later"
             )

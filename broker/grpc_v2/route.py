@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from pocketmq.broker.errors import NotFoundError
+from pocketmq.broker.errors import ResourceNotFoundError
 from pocketmq.broker.namesrv_client import namesrv_channel, signed
 from pocketmq.broker.topic_config import AUTO_CREATE_TOPIC_KEY_TOPIC, TopicConfigManager
 from pocketmq.common.auth import Credentials
@@ -92,7 +92,7 @@ class RouteResolver:
             await channel.close()
 
     async def route(self, topic: str) -> list[BrokerRoute]:
-        """The brokers serving *topic*, sorted by name; NotFoundError when none does."""
+        """The brokers serving *topic*, sorted by name; ResourceNotFoundError when none does."""
         order = self._order(topic)
 
         async def ask(addr: str) -> list[BrokerRoute] | None:
@@ -148,7 +148,7 @@ class RouteResolver:
         if config is None and self._topics.auto_create_enable:
             config = self._topics.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
         if config is None:
-            raise NotFoundError(
+            raise ResourceNotFoundError(
                 f"topic {topic!r} does not exist on any broker; create it first",
                 reason="TOPIC_NOT_EXIST",
             )

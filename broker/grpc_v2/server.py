@@ -26,7 +26,7 @@ import grpc
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.flow_control import server_limits
 from pocketmq.broker.grpc_v2.pop_journal import PopJournal
-from pocketmq.broker.grpc_v2.pop_service import PopService
+from pocketmq.broker.grpc_v2.pop_service import PopMessageProcessor
 from pocketmq.broker.grpc_v2.route import RouteResolver
 from pocketmq.broker.grpc_v2.servicer import Authenticator, MessagingServicer, add_to_server
 from pocketmq.broker.grpc_v2.telemetry import TelemetryService
@@ -66,7 +66,7 @@ class GrpcV2Server:
         self._clock = clock or SystemClock()
         self._server: grpc.aio.Server | None = None
         self.port = 0
-        self.pop: PopService | None = None
+        self.pop: PopMessageProcessor | None = None
         self.telemetry: TelemetryService | None = None
         self._routes: RouteResolver | None = None
 
@@ -112,7 +112,7 @@ class GrpcV2Server:
     async def start(self, services: BrokerServices) -> None:
         cfg = self.config
         assert self._server is not None, "bind() first"
-        self.pop = PopService(
+        self.pop = PopMessageProcessor(
             services.store,
             services.topics,
             services.offsets,

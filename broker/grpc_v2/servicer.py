@@ -14,7 +14,8 @@ message's real topic of an ``EndTransaction``, the group and topic a receipt
 handle is looked up under. ``Heartbeat``, ``NotifyClientTermination`` and
 ``Telemetry`` also check that the client id is the caller's own.
 
-The official clients' quirks handled here (``../shared/research/v2_compat.md``):
+The official clients' quirks handled here (as rocketmq-python-client 5.1.2, the
+client tests/compat drives, behaves):
 a ``ReceiveMessage`` stream answers ``status`` (OK, or MESSAGE_NOT_FOUND when
 empty), the messages, then a ``delivery_timestamp`` frame, and closes a second
 before the client's deadline; ``ChangeInvisibleDuration`` always answers a
@@ -30,7 +31,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from pocketmq.broker.errors import BrokerError, PermissionDeniedError
+from pocketmq.broker.errors import BrokerError, NoPermissionError
 from pocketmq.broker.grpc_v2.auth import Authenticator, Caller
 from pocketmq.broker.grpc_v2.convert import (
     V2Error,
@@ -43,7 +44,7 @@ from pocketmq.broker.grpc_v2.convert import (
     status_of,
     timestamp_pb,
 )
-from pocketmq.broker.grpc_v2.pop_service import Delivery, PopService, ReceiveRequest
+from pocketmq.broker.grpc_v2.pop_service import Delivery, PopMessageProcessor, ReceiveRequest
 from pocketmq.broker.grpc_v2.route import RouteResolver
 from pocketmq.broker.grpc_v2.rpc_support import (
     _PERMISSIONS,
@@ -62,9 +63,9 @@ from pocketmq.broker.grpc_v2.rpc_support import (
     _unary,
 )
 from pocketmq.broker.grpc_v2.telemetry import PROPERTY_REAL_TOPIC, TelemetryService
-from pocketmq.broker.send_service import SendMessageService, SendStatus
+from pocketmq.broker.send_service import SendMessageProcessor, SendStatus
 from pocketmq.broker.topic_config import AUTO_CREATE_TOPIC_KEY_TOPIC, Perm, TopicConfigManager
-from pocketmq.broker.transaction import EndTransactionRequest, TransactionalMessageService
+from pocketmq.broker.transaction import EndTransactionRequest, TransactionResolver
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.filter import SQL92, TAG
 from pocketmq.common.hashing import java_string_hash
@@ -82,11 +83,11 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     def __init__(
         self,
         *,
-        send: SendMessageService,
-        pop: PopService,
+        send: SendMessageProcessor,
+        pop: PopMessageProcessor,
         routes: RouteResolver,
         telemetry: TelemetryService,
-        transactions: TransactionalMessageService,
+        transactions: TransactionResolver,
         topics: TopicConfigManager,
         store_host: tuple[str, int],
         max_body_bytes: int,
@@ -320,10 +321,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         real_topic = half.properties.get(PROPERTY_REAL_TOPIC, "")
         try:
             caller.write(real_topic)
-        except PermissionDeniedError:
+        except NoPermissionError:
             # Name the half's topic only to one who named it.
             shown = repr(real_topic) if real_topic == topic else "its topic"
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"access key {caller.access_key!r} may not end the transaction of this half "
                 f"message: it has no PUB permission on {shown}"
             ) from None
@@ -398,7 +399,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             message_id=message_id,
         )
 
-    # A receipt handle names a message of the request's group and topic (PopService finds
+    # A receipt handle names a message of the request's group and topic (PopMessageProcessor finds
     # it under that pair only), so authorizing the pair authorizes the message.
     @_unary(s.AckMessageResponse)
     async def AckMessage(

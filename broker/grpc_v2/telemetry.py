@@ -23,7 +23,7 @@ the v2 API has no producer groups, so the topic stands in for one; a
 transactional half message's ``PGROUP`` is its topic). It is registered in
 the :class:`~pocketmq.broker.client_manager.ClientManager` under those groups
 on each settings and ``Heartbeat``, and its stream carries the
-``CheckTransactionState`` commands of the broker's check service as
+``CheckTransactionStateCommand`` commands of the broker's check service as
 ``recover_orphaned_transaction_command``; the client answers with
 ``EndTransaction``. Writes to a stream go through a bounded queue: a client
 that stops reading loses commands, never the broker's memory.
@@ -67,9 +67,9 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from pocketmq.broker.client_manager import CheckTransactionState, ClientManager
+from pocketmq.broker.client_manager import CheckTransactionStateCommand, ClientManager
 from pocketmq.broker.delay_levels import DelayLevels
-from pocketmq.broker.errors import BrokerError, PermissionDeniedError
+from pocketmq.broker.errors import BrokerError, NoPermissionError
 from pocketmq.broker.grpc_v2.auth import Caller
 from pocketmq.broker.grpc_v2.convert import duration_pb, message_pb, status, status_of
 from pocketmq.broker.send_back import FIRST_RETRY_DELAY_LEVEL
@@ -204,16 +204,16 @@ class TelemetryService:
 
     # -- liveness -----------------------------------------------------------------------
     def bind(self, client_id: str, access_key: str) -> None:
-        """*client_id* is *access_key*'s from now on; PermissionDeniedError if another's."""
+        """*client_id* is *access_key*'s from now on; NoPermissionError if another's."""
         self.check_owner(client_id, access_key)
         session = self.sessions.setdefault(client_id, ClientSession(client_id))
         session.owner = access_key
 
     def check_owner(self, client_id: str, access_key: str) -> None:
-        """PermissionDeniedError when *client_id* belongs to another access key."""
+        """NoPermissionError when *client_id* belongs to another access key."""
         session = self.sessions.get(client_id)
         if session is not None and session.owner not in (None, access_key):
-            raise PermissionDeniedError(
+            raise NoPermissionError(
                 f"client id {client_id[:80]!r} is in use by another access key; every client "
                 "instance has an id of its own (x-mq-client-id)"
             )
@@ -375,7 +375,7 @@ class TelemetryService:
         channel = self._clients.open_channel(client_id)
         try:
             async for command in channel.commands():
-                if isinstance(command, CheckTransactionState):
+                if isinstance(command, CheckTransactionStateCommand):
                     check = _check_command(command, caller)
                     if check is not None:
                         put(check)
@@ -386,7 +386,7 @@ class TelemetryService:
 def _permitted(settings: d.Settings, caller: Caller) -> tuple[d.Settings, list[str]]:
     """*settings* without what *caller* may not declare, and what was dropped.
 
-    PermissionDeniedError when the subscription's group is denied: a consumer
+    NoPermissionError when the subscription's group is denied: a consumer
     of a group it may not use has nothing left to do.
     """
     out, dropped = d.Settings(), []
@@ -429,12 +429,14 @@ def _permitted(settings: d.Settings, caller: Caller) -> tuple[d.Settings, list[s
 def _may(check: Callable[..., None], *args: str, as_method: str) -> bool:
     try:
         check(*args, as_method=as_method)
-    except PermissionDeniedError:
+    except NoPermissionError:
         return False
     return True
 
 
-def _check_command(command: CheckTransactionState, caller: Caller) -> s.TelemetryCommand | None:
+def _check_command(
+    command: CheckTransactionStateCommand, caller: Caller
+) -> s.TelemetryCommand | None:
     try:
         half = decode_record(command.record, check_crc=False)
     except CorruptRecordError as exc:

@@ -1,7 +1,7 @@
 """Replication between the brokers of one broker name (RocketMQ's master/slave HA).
 
     role       HaController: the broker's role, promotion, fencing, metadata sync
-    master     ReplicationService: frames for replicas, acks, SYNC_MASTER waiters
+    master     ReplicationMaster: frames for replicas, acks, SYNC_MASTER waiters
     replica    HaClient: the replica's copy loop (handshake, truncation by epoch)
     servicer   HaServicer: the HaService gRPC adapter on the master's ha_port
 

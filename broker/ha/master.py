@@ -1,4 +1,4 @@
-"""ReplicationService: a master's side of replication (RocketMQ's HAService and HAConnection).
+"""ReplicationMaster: a master's side of replication (RocketMQ's HAService and HAConnection).
 
 Each replica keeps one ``Replicate`` stream open. The master answers its Hello
 with where the replica's log must end (:func:`~pocketmq.broker.store.epochs.consistent_point`)
@@ -17,7 +17,7 @@ A SYNC send that comes to wait for records already sent lazily gets them
 acknowledged at once: the sender follows up with an empty frame without
 ``lazy_ack``.
 
-A SYNC_MASTER send waits (:meth:`ReplicationService.wait_replicated`) until
+A SYNC_MASTER send waits (:meth:`ReplicationMaster.wait_replicated`) until
 ``min_sync_replicas`` replicas acknowledged an offset at or past the end of
 its records: one heap of waiters ordered by offset, released by each ack up
 to the *commit point* (the k-th largest acknowledged offset). Too few
@@ -41,11 +41,12 @@ from typing import TYPE_CHECKING, TypeVar
 
 from pocketmq.broker.store.epochs import EpochEntry, consistent_point
 from pocketmq.broker.store.replication import replica_frame
+from pocketmq.common.errors import PocketMQError
 
 if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
 
-__all__ = ["HandshakeRefused", "ReplicaState", "ReplicationService", "SyncOutcome", "Welcome"]
+__all__ = ["HandshakeRefusedError", "ReplicaState", "ReplicationMaster", "SyncOutcome", "Welcome"]
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,9 @@ class SyncOutcome(Enum):
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
 
 
-class HandshakeRefused(Exception):
+class HandshakeRefusedError(PocketMQError):
+    """A replica's Hello the master cannot serve; ``reason`` is the Refuse.Reason name."""
+
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason  # the Refuse.Reason name
@@ -94,7 +97,7 @@ class ReplicaState:
         return max(0, master_max - self.ack_offset)
 
 
-class ReplicationService:
+class ReplicationMaster:
     def __init__(
         self,
         store: DefaultMessageStore,
@@ -156,25 +159,25 @@ class ReplicationService:
         """Where a joining replica's log must end, and where its copy starts."""
         store = self._store
         if broker_name != self.broker_name:
-            raise HandshakeRefused(
+            raise HandshakeRefusedError(
                 "WRONG_BROKER_NAME",
                 f"this master serves broker name {self.broker_name!r}, not {broker_name!r}",
             )
         if not self._is_master():
-            raise HandshakeRefused(
+            raise HandshakeRefusedError(
                 "NOT_MASTER", f"this broker of {self.broker_name!r} is not its master any more"
             )
         mine = self._epochs
         my_epoch = mine[-1].epoch if mine else 0
         if highest_epoch_seen > my_epoch:
-            raise HandshakeRefused(
+            raise HandshakeRefusedError(
                 "STALE_EPOCH",
                 f"the replica knows master epoch {highest_epoch_seen}; this "
                 f"master holds epoch {my_epoch} and was replaced",
             )
         old = self.replicas.get(replica_id)
         if old is not None and time.monotonic() - old.last_frame_at < self._housekeeping_s:
-            raise HandshakeRefused(
+            raise HandshakeRefusedError(
                 "DUPLICATE_REPLICA",
                 f"replica id {replica_id} of {self.broker_name!r} is already "
                 f"connected from {old.addr}; give each replica its own "
@@ -196,7 +199,7 @@ class ReplicationService:
             )
             if self._on_replica_ahead is not None:
                 self._on_replica_ahead(why)
-            raise HandshakeRefused("REPLICA_AHEAD", why)
+            raise HandshakeRefusedError("REPLICA_AHEAD", why)
         point = consistent_point(epochs, max_offset, mine, my_max)
         if point is None or point < my_min:
             truncate, start = -1, my_min

@@ -5,7 +5,7 @@
     ASYNC_MASTER / SYNC_MASTER                       SLAVE
     ──────────────────────────                       ─────
     serves Replicate on ha_port                      HaClient copies the master's log
-    (ReplicationService, HaServicer)                 store refuses puts (replica_of)
+    (ReplicationMaster, HaServicer)                 store refuses puts (replica_of)
     SYNC: a send waits for min_sync_replicas         serves pulls, offsets, queries
     delay, timer and transaction services run        those services wait
     registers as broker id 0 with its epoch          registers as its broker id; learns
@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from pocketmq.broker.errors import FailedPreconditionError, NotMasterError
-from pocketmq.broker.ha.master import ReplicationService, SyncOutcome
+from pocketmq.broker.errors import BrokerNotMasterError, FailedPreconditionError
+from pocketmq.broker.ha.master import ReplicationMaster, SyncOutcome
 from pocketmq.broker.ha.replica import HaClient
 from pocketmq.broker.ha.servicer import HaServicer
 from pocketmq.broker.namesrv_client import RegisterReply
@@ -97,7 +97,7 @@ class HaController:
         self.fenced = ""  # why this master stopped taking writes
         self.redirect: tuple[str, int] = ("", 0)  # (master address, epoch) when not master
         self._master_ha_addr = config.ha_master_address
-        self.replication = ReplicationService(
+        self.replication = ReplicationMaster(
             store,
             broker_name=config.broker_name,
             batch_bytes=config.ha_transfer_batch_bytes,
@@ -172,7 +172,7 @@ class HaController:
     def is_master(self) -> bool:
         return self.role in MASTER_ROLES and not self.fenced
 
-    def not_master(self) -> NotMasterError | None:
+    def not_master(self) -> BrokerNotMasterError | None:
         """None while this broker takes writes; else the NOT_MASTER refusal of a send,
         naming the master it knows (the controller's or the nameserver's word)."""
         if self.role in MASTER_ROLES and not self.fenced:
@@ -189,7 +189,7 @@ class HaController:
             if addr
             else "no master is known yet; refresh the route and retry"
         )
-        return NotMasterError(
+        return BrokerNotMasterError(
             f"this broker is not the master of {name} ({why}); {where}",
             broker_name=name,
             master_addr=addr,
@@ -458,7 +458,7 @@ class HaController:
         """Topics whose records were copied before the metadata sync (every few seconds)
         brought their config: a new master serves them with as many queues as it holds
         (RocketMQ 5 rebuilds its topic-queue table on promotion the same way)."""
-        from pocketmq.broker.topic_config import TopicConfig
+        from pocketmq.broker.topic_config import BrokerTopicConfig
 
         queues: dict[str, int] = {}
         for cq in self._store.consume_queues.all_queues():
@@ -467,7 +467,9 @@ class HaController:
         for topic, count in sorted(queues.items()):
             try:
                 self._topics.get_or_create(
-                    TopicConfig(topic_name=topic, read_queue_nums=count, write_queue_nums=count)
+                    BrokerTopicConfig(
+                        topic_name=topic, read_queue_nums=count, write_queue_nums=count
+                    )
                 )
             except Exception as exc:  # a refusal (queue bound, disk) leaves it unserved
                 log.error("cannot adopt topic %s (%d queues) on promotion: %s", topic, count, exc)
@@ -509,10 +511,10 @@ class HaController:
         return snapshot
 
     def apply_metadata(self, snapshot: ha_pb2.MetadataSnapshot) -> None:
-        from pocketmq.broker.topic_config import DataVersion, TopicConfig
+        from pocketmq.broker.topic_config import BrokerTopicConfig, DataVersion
 
         configs = [
-            TopicConfig(
+            BrokerTopicConfig(
                 topic_name=pb.topic_name,
                 read_queue_nums=pb.read_queue_nums,
                 write_queue_nums=pb.write_queue_nums,

@@ -22,7 +22,7 @@ from typing import Any
 import grpc
 
 from pocketmq.broker.ha import wire
-from pocketmq.broker.ha.master import HandshakeRefused, ReplicationService
+from pocketmq.broker.ha.master import HandshakeRefusedError, ReplicationMaster
 from pocketmq.broker.store.epochs import EpochEntry
 from pocketmq.common.aio import cancel_and_wait
 from pocketmq.security.interceptor import AclError, AclInterceptor, peer_ip
@@ -40,7 +40,7 @@ GET_METADATA = "/pocketmq.v1.HaService/GetMetadata"
 class HaServicer(ha_pb2_grpc.HaServiceServicer):
     def __init__(
         self,
-        service: ReplicationService,
+        service: ReplicationMaster,
         *,
         metadata: Callable[[], ha_pb2.MetadataSnapshot],
         acl: AclInterceptor | None = None,
@@ -135,7 +135,7 @@ class HaServicer(ha_pb2_grpc.HaServiceServicer):
                 epochs=[EpochEntry(e.epoch, e.start_offset) for e in hello.epochs],
                 highest_epoch_seen=hello.highest_epoch_seen,
             )
-        except HandshakeRefused as exc:
+        except HandshakeRefusedError as exc:
             log.warning(
                 "refused replica %d of %s from %s: %s",
                 hello.replica_id,

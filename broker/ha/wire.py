@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pocketmq.common.errors import PocketMQError
 from pocketmq.v1 import ha_pb2
 
 __all__ = ["DataFrame", "FrameError", "decode_master_frame", "encode_data", "serialize"]
@@ -41,7 +42,7 @@ _VARINT_FIELDS = {
 }
 
 
-class FrameError(ValueError):
+class FrameError(PocketMQError, ValueError):
     """A frame that is not a well-formed MasterFrame."""
 
 

@@ -577,7 +577,7 @@ scan_record(PyObject **lists, seen_topic *seen, int *n_seen, const unsigned char
     }
     if (body_len > max_body_size) {
         batch_error(str_body_too_large, "message body is %zd bytes; this broker accepts at most %zd "
-                    "(max_message_size)", body_len, max_body_size);
+                    "(max_message_size_bytes)", body_len, max_body_size);
         return -1;
     }
     if (body_len == 0 && !allow_empty_body) {

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pocketmq.broker.store import speedups
 from pocketmq.broker.store.consume_queue import CQ_UNIT
 from pocketmq.broker.store.producer_state import Run, py_idem_runs
+from pocketmq.common.errors import StoreError
 from pocketmq.common.hashing import tags_code
 from pocketmq.common.message import check_record, decode_properties
 from pocketmq.common.record_layout import (
@@ -59,7 +60,7 @@ MARK_DELAY = 1  # DELAY: a delay level (broker/delay_levels.py)
 MARK_TIMER = 2  # TIMER_DELIVER_MS / TIMER_DELAY_MS / TIMER_DELAY_SEC (broker/timer_messages.py)
 
 
-class BatchError(Exception):
+class BatchError(StoreError):
     """A record of the batch is unacceptable; ``kind`` picks the put status."""
 
     def __init__(self, kind: str, message: str) -> None:
@@ -232,7 +233,7 @@ def py_scan_batch(
                 "body_too_large",
                 f"message body is {body_len} bytes; this "
                 f"broker accepts at most {max_body_size} "
-                "(max_message_size)",
+                "(max_message_size_bytes)",
             )
         if body_len == 0 and not allow_empty_body:
             raise BatchError(

@@ -1,4 +1,6 @@
-"""CleanupService: retention of commit-log segments and the disk-space guard.
+"""CommitLogCleaner: retention of commit-log segments and the disk-space guard.
+
+RocketMQ's ``CleanCommitLogService``; the broker's periodic task calls :meth:`run_once`.
 
 RocketMQ's rules, checked every ``clean_resource_interval_ms``:
 
@@ -29,12 +31,12 @@ from pocketmq.broker.store.mapped_file import MappedFile
 if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
 
-__all__ = ["CleanupService"]
+__all__ = ["CommitLogCleaner"]
 
 log = logging.getLogger(__name__)
 
 
-class CleanupService:
+class CommitLogCleaner:
     def __init__(self, store: DefaultMessageStore) -> None:
         self._store = store
         self.last_disk_ratio = 0.0

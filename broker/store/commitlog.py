@@ -1,7 +1,7 @@
 """CommitLog: the one append-only log every topic's messages go into.
 
 Records (layout in :mod:`pocketmq.common.message`) lie back to back in
-segments of ``commitlog_file_size`` bytes. A record never straddles two
+segments of ``commitlog_file_size_bytes`` bytes. A record never straddles two
 segments: when a put does not fit what is left (plus 8 bytes, so a BLANK head
 always fits), the rest of the segment becomes one BLANK record and the put goes
 to the next segment. A batch is appended whole into one segment with one copy,

@@ -1,4 +1,10 @@
-"""StoreConfig: every knob of the message store, with RocketMQ's defaults."""
+"""StoreConfig: every knob of the message store, with RocketMQ's defaults.
+
+A key the broker sets has the name of the :class:`~pocketmq.broker.config.BrokerConfig`
+key it comes from (``max_message_size_bytes``, ``max_pull_messages``...), so a
+:class:`ConfigError` raised here names the key a person sets, whether they configure a
+broker or embed the store.
+"""
 
 from __future__ import annotations
 
@@ -29,13 +35,13 @@ class StoreConfig:
         metadata=_help("root of commitlog/, consumequeue/, index/, checkpoint and config/")
     )
     # -- commit log ----------------------------------------------------------------
-    commitlog_file_size: int = field(
+    commitlog_file_size_bytes: int = field(
         default=1 * GiB, metadata=_help("bytes per commit-log segment")
     )
-    max_message_size: int = field(
+    max_message_size_bytes: int = field(
         default=4 * MiB, metadata=_help("largest message body accepted, in bytes")
     )
-    max_batch_size: int = field(
+    max_batch_size_bytes: int = field(
         default=4 * MiB,
         metadata=_help("largest batch blob accepted, in bytes; must fit one segment"),
     )
@@ -144,10 +150,8 @@ class StoreConfig:
         ),
     )
     # -- reads -----------------------------------------------------------------------
-    max_transfer_count: int = field(default=32, metadata=_help("messages one read returns at most"))
-    max_transfer_bytes: int = field(
-        default=256 * KiB, metadata=_help("bytes one read returns at most")
-    )
+    max_pull_messages: int = field(default=32, metadata=_help("messages one read returns at most"))
+    max_pull_bytes: int = field(default=256 * KiB, metadata=_help("bytes one read returns at most"))
     # -- retention ---------------------------------------------------------------------
     file_reserved_hours: float = field(
         default=72,
@@ -195,19 +199,21 @@ class StoreConfig:
         for f in fields(self):
             if f.type in ("int", "float") and f.name not in ("file_reserved_hours",):
                 positive(f.name)
-        if self.commitlog_file_size < 4 * KiB:
+        size = self.commitlog_file_size_bytes
+        if size < 4 * KiB:
             raise ConfigError(
-                f"commitlog_file_size is {self.commitlog_file_size} bytes; at least 4096 are needed"
+                f"commitlog_file_size_bytes is {size}; a commit-log segment needs at least 4096"
             )
-        if self.max_message_size + 4 * KiB > self.commitlog_file_size:
+        if self.max_message_size_bytes + 4 * KiB > size:
             raise ConfigError(
-                f"max_message_size ({self.max_message_size}) must leave room for a record's "
-                f"head inside one commit-log segment ({self.commitlog_file_size} bytes)"
+                f"max_message_size_bytes ({self.max_message_size_bytes}) must leave 4096 bytes "
+                f"for a record's head inside one commit-log segment "
+                f"(commitlog_file_size_bytes = {size})"
             )
-        if self.max_batch_size > self.commitlog_file_size - 8:
+        if self.max_batch_size_bytes > size - 8:
             raise ConfigError(
-                f"max_batch_size ({self.max_batch_size}) must fit one commit-log "
-                f"segment ({self.commitlog_file_size} bytes)"
+                f"max_batch_size_bytes ({self.max_batch_size_bytes}) must fit one commit-log "
+                f"segment (commitlog_file_size_bytes = {size})"
             )
         if self.file_reserved_hours < 0:
             raise ConfigError(f"file_reserved_hours must be >= 0, got {self.file_reserved_hours}")

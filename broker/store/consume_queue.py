@@ -65,7 +65,8 @@ log = logging.getLogger(__name__)
 CQ_UNIT = struct.Struct(">qiq")
 CQ_UNIT_SIZE = CQ_UNIT.size  # 20
 
-_BLANK_SIZE = 0x7FFFFFFF  # Integer.MAX_VALUE: no record is that long (max_message_size is 4 MiB)
+# Integer.MAX_VALUE: no record is that long (max_message_size_bytes is 4 MiB by default).
+_BLANK_SIZE = 0x7FFFFFFF
 #: Filler before the first unit of a queue that starts above offset 0 (RocketMQ ``fillPreBlank``).
 BLANK_UNIT = CQ_UNIT.pack(0, _BLANK_SIZE, 0)
 

@@ -1,4 +1,6 @@
-"""IndexService: the key index of a store, a time-ordered run of index files in ``DATA/index``.
+"""IndexFileSet: the key index of a store, a time-ordered run of index files in ``DATA/index``.
+
+RocketMQ calls it ``IndexService``; it runs no task of its own, so it is not a service here.
 
 It owns the directory of :class:`~pocketmq.broker.store.index_file.IndexFile`\\ s:
 putting a record's keys (each key is indexed as ``topic#key``), rolling to a new
@@ -14,9 +16,9 @@ local time), and the newest is the one written::
     DATA/index/20240501101502007   written   phys offsets 81,920,311 ..
 
 The index is derived data. Throwing a file away is always safe as long as
-every newer one goes with it: :attr:`IndexService.last_indexed_phys` falls
+every newer one goes with it: :attr:`IndexFileSet.last_indexed_phys` falls
 back to what the remaining files hold, and the store re-dispatches the commit
-log from there. :meth:`IndexService.put` skips records at or below it, so that
+log from there. :meth:`IndexFileSet.put` skips records at or below it, so that
 re-dispatch after recovery never indexes a record twice.
 """
 
@@ -37,7 +39,7 @@ from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.errors import StoreError
 from pocketmq.common.hashing import java_string_hash
 
-__all__ = ["IndexService", "index_key_hashes", "key_hash_of", "py_index_key_hashes"]
+__all__ = ["IndexFileSet", "index_key_hashes", "key_hash_of", "py_index_key_hashes"]
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +99,7 @@ def _file_time_ms(name: str) -> int:
     return calendar.timegm(time.strptime(name[:14], "%Y%m%d%H%M%S")) * 1000 + int(name[14:])
 
 
-class IndexService:
+class IndexFileSet:
     """The index files of one store. The owner thread puts, queries and deletes;
     :meth:`flush` may run in a worker thread at the same time."""
 
@@ -129,7 +131,7 @@ class IndexService:
 
         After a crash, files whose ``endTimestamp`` is past the checkpoint hold
         keys that may never have reached the disk: as RocketMQ's
-        ``IndexService.load``, they are deleted (the first of them and every
+        ``IndexFileSet.load``, they are deleted (the first of them and every
         newer one, so that no hole is left behind). A file that cannot be
         mapped (wrong size, corrupt header) is deleted the same way. The newest
         file kept after a crash has its slot table checked (:meth:`IndexFile.repair_slots`).

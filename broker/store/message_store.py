@@ -5,7 +5,7 @@ It wires the parts together and owns the write path::
     put_batch(blob) ─ scan_batch (check every record) ─ CommitLog.append_batch
         └─ dispatch, right after the append, on the same thread:
              ConsumeQueue units (grouped per queue, one copy each)
-             IndexService entries (KEYS and UNIQ_KEY)
+             IndexFileSet entries (KEYS and UNIQ_KEY)
              arrival listeners (long polling)
         └─ synchronous flush: a GroupCommitService future on the result
 
@@ -35,7 +35,7 @@ from pocketmq.broker.store.batch import (
     scan_batch,
 )
 from pocketmq.broker.store.checkpoint import Checkpoint, StoreCheckpoint
-from pocketmq.broker.store.cleanup import CleanupService
+from pocketmq.broker.store.cleanup import CommitLogCleaner
 from pocketmq.broker.store.commitlog import CommitLog, is_dispatched_to_queue
 from pocketmq.broker.store.config import FlushDiskType, StoreConfig
 from pocketmq.broker.store.consume_queue import CQ_UNIT_SIZE
@@ -51,7 +51,7 @@ from pocketmq.broker.store.flush import (
     GroupCommitService,
     ServiceThread,
 )
-from pocketmq.broker.store.index_service import IndexService
+from pocketmq.broker.store.index_service import IndexFileSet
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.broker.store.producer_snapshot import write_snapshot
 from pocketmq.broker.store.producer_state import ProducerStateTable
@@ -85,6 +85,43 @@ class _Health:
 
 
 class DefaultMessageStore:
+    """One broker's message store in one data directory (RocketMQ's ``DefaultMessageStore``).
+
+    Usage::
+
+        store = DefaultMessageStore(StoreConfig(data_dir="/var/lib/pocketmq"))
+        report = store.start()              # lock, recover, start the flush threads
+        result = store.put_batch(blob)      # PutResult: status, queue offsets, error text
+        got = store.get_messages("T", 0, offset, max_count=32)  # GetResult: raw records
+        store.shutdown()                    # flush, checkpoint, remove abort, unlock
+
+    Files under ``config.data_dir``: ``commitlog/`` (segments of
+    ``commitlog_file_size_bytes``), ``consumequeue/TOPIC/QUEUE/`` (20-byte units),
+    ``index/``, ``checkpoint``, ``epochs``, ``producers/`` (producer-state snapshots),
+    ``storeGeometry.json`` (the sizes the directory was made with), ``lock`` (held
+    while running) and ``abort`` (present while running: found at start, recovery
+    distrusts the log's tail). :meth:`start` returns what recovery kept and cut.
+
+    Outcomes are values, not exceptions: a put answers a :class:`PutResult` whose
+    ``status`` says why nothing was stored (``MESSAGE_ILLEGAL``, ``DISK_FULL``,
+    ``SERVICE_NOT_AVAILABLE``...) and whose ``error`` names the figure and the key to
+    change; a read answers a :class:`GetResult` with a ``GetStatus``. What raises is a
+    broken invariant, and :meth:`start` on a directory another process holds
+    (``StoreLockedError``).
+
+    Failures: the first I/O error of a write or flush makes the store read-only for
+    the rest of its run (reads go on; puts answer ``SERVICE_NOT_AVAILABLE`` with the
+    error); a full disk (``ENOSPC``, or below ``disk_min_free_bytes``) refuses puts with
+    ``DISK_FULL`` until the periodic check (:meth:`run_cleanup_once`) sees space again.
+    A replica's store (``replica_of`` set) refuses puts and takes the master's frames
+    through :meth:`append_replicated`.
+
+    Threads: every method is called from one thread (the broker's event loop); the
+    flush and warm-up services (:mod:`.flush`, :mod:`.warm`) run in threads of their
+    own, started by :meth:`start` and stopped by :meth:`shutdown`, and touch only flush
+    positions.
+    """
+
     def __init__(
         self, config: StoreConfig, *, clock: Clock | None = None, io: StoreIO | None = None
     ) -> None:
@@ -95,7 +132,7 @@ class DefaultMessageStore:
         self.store_host = config.store_host
         self.commitlog = CommitLog(
             self.dirs.commitlog,
-            config.commitlog_file_size,
+            config.commitlog_file_size_bytes,
             io=self.io,
             store_host=pack_host(config.store_host),
         )
@@ -105,7 +142,7 @@ class DefaultMessageStore:
             io=self.io,
             max_open_files=config.max_open_consume_queue_files,
         )
-        self.index = IndexService(
+        self.index = IndexFileSet(
             self.dirs.index, slots=config.index_slots, entries=config.index_entries, io=self.io
         )
         self.checkpoint = StoreCheckpoint(self.dirs.checkpoint)
@@ -114,7 +151,7 @@ class DefaultMessageStore:
         # reads stop at the confirm offset (replication with a controller; off = -1)
         self.gate = VisibilityGate(os.path.join(self.dirs.root, "confirm_offset"), self._notify_now)
         self.reader = StoreReader(self)
-        self.cleanup = CleanupService(self)
+        self.cleanup = CommitLogCleaner(self)
         self.catch_up = DispatchCatchUp(self)
         #: idempotent producers' de-duplication state, a function of the log (recovery
         #: rebuilds it; every append, a put's or a replica frame's, goes through observe)
@@ -156,7 +193,7 @@ class DefaultMessageStore:
             cfg = self.config
             self.dirs.record_geometry(
                 {
-                    "commitlog_file_size": cfg.commitlog_file_size,
+                    "commitlog_file_size": cfg.commitlog_file_size_bytes,
                     "consume_queue_units_per_file": cfg.consume_queue_units_per_file,
                     "index_slots": cfg.index_slots,
                     "index_entries": cfg.index_entries,
@@ -302,7 +339,7 @@ class DefaultMessageStore:
         """
         return scan_batch(
             blob,
-            max_body_size=self.config.max_message_size,
+            max_body_size=self.config.max_message_size_bytes,
             store_host_size=len(self.commitlog.store_host),
             allow_empty_body=allow_empty_body,
         )
@@ -313,11 +350,11 @@ class DefaultMessageStore:
         refused = self._refuse_writes()
         if refused is not None:
             return refused
-        if len(blob) > self.config.max_batch_size:
+        if len(blob) > self.config.max_batch_size_bytes:
             return PutResult(
                 status=PutStatus.MESSAGE_ILLEGAL,
                 error=f"batch is {len(blob)} bytes; this broker accepts at most "
-                f"{self.config.max_batch_size} (max_batch_size)",
+                f"{self.config.max_batch_size_bytes} (max_batch_size_bytes)",
             )
         if scanned is not None:
             if scanned.blob is not blob:

@@ -47,6 +47,7 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from pocketmq.common.errors import StoreError
 from pocketmq.common.message import check_record
 
 if TYPE_CHECKING:
@@ -96,7 +97,9 @@ class StateErrorKind(enum.Enum):
     REPEATED = "SEQUENCE_REPEATED"  # one request carries a sequence twice
 
 
-class ProducerStateError(Exception):
+class ProducerStateError(StoreError):
+    """A producer-state update the table refuses; ``kind`` says which rule."""
+
     """*ahead*: for OUT_OF_ORDER, (pid, topic, queue id, the record's sequence) when
     the table's state (not the request itself) is behind it: earlier records of that
     queue may still be on their way."""

@@ -146,8 +146,8 @@ class StoreReader:
         """RocketMQ's getMessage. The records come as a list of ``bytes``, or with
         *as_blob* as one ``bytes`` of them back to back (``GetResult.blob``)."""
         cfg = self._store.config
-        max_count = min(max_count or cfg.max_transfer_count, cfg.max_transfer_count * 50)
-        max_bytes = max_bytes or cfg.max_transfer_bytes
+        max_count = min(max_count or cfg.max_pull_messages, cfg.max_pull_messages * 50)
+        max_bytes = max_bytes or cfg.max_pull_bytes
         cq = self._store.consume_queues.get(topic, queue_id)
         if cq is None:
             return GetResult(

@@ -55,7 +55,7 @@ from pocketmq.broker.store.recovery import (
     record_boundary_at_or_before,
     redispatch_range,
 )
-from pocketmq.common.errors import CorruptRecordError
+from pocketmq.common.errors import CorruptRecordError, StoreError
 from pocketmq.common.message import (
     BLANK_HEAD,
     BLANK_MAGIC_CODE,
@@ -91,7 +91,7 @@ _I32 = struct.Struct(">i")
 _QUEUEOFFSET = FIELD_STRUCT["QUEUEOFFSET"]
 
 
-class ReplicationError(Exception):
+class ReplicationError(StoreError):
     """A frame that cannot be appended: wrong offset, damaged, or no room."""
 
 

@@ -51,6 +51,8 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from pocketmq.common.errors import PocketMQError
+
 __all__ = ["MAX_EXPRESSION_CHARS", "SqlFilter", "SqlFilterError", "compile_sql92", "parse_number"]
 
 MAX_EXPRESSION_CHARS = 4096  # longer expressions are refused: compiled per subscription
@@ -63,7 +65,7 @@ Node = Callable[[Props], Tri]
 Value = Callable[[Props], object]
 
 
-class SqlFilterError(ValueError):
+class SqlFilterError(PocketMQError, ValueError):
     """An SQL92 expression that does not compile; ``line`` and ``column`` are 1-based."""
 
     def __init__(self, message: str, line: int, column: int) -> None:

@@ -27,7 +27,7 @@ import pytest
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.nameserver import NameServer, NamesrvConfig
 
 AGENT = Path(__file__).with_name("rmq_agent.py")
@@ -213,7 +213,7 @@ class V2Cluster:
         for broker in self.brokers:
             assert broker.topics is not None
             broker.topics.create(
-                TopicConfig(
+                BrokerTopicConfig(
                     topic_name=topic, read_queue_nums=queues, write_queue_nums=queues, order=order
                 )
             )

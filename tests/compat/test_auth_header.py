@@ -8,7 +8,7 @@ import pytest
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.errors import PermissionDeniedError
+from pocketmq.broker.errors import NoPermissionError
 from pocketmq.broker.grpc_v2.auth import HeaderAuthenticator, sign
 from pocketmq.broker.grpc_v2.convert import V2Error
 from pocketmq.rmqv2 import definition_pb2 as d
@@ -96,7 +96,7 @@ async def test_the_official_client_works_with_its_credentials_and_not_without(
     def authorize(access_key: str, method: str, topic: str, group: str) -> None:
         calls.append((access_key, method, topic, group))
         if topic == "Closed":
-            raise PermissionDeniedError(f"{access_key} may not use topic {topic}")
+            raise NoPermissionError(f"{access_key} may not use topic {topic}")
 
     broker = Broker(
         BrokerConfig(**SMALL, data_dir=str(tmp_path / "b"), namesrv_addrs=nameserver.address),

@@ -27,7 +27,7 @@ from google.protobuf.duration_pb2 import Duration
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.nameserver import NameServer, NamesrvConfig
 from pocketmq.rmqv2 import definition_pb2 as d
 from pocketmq.rmqv2 import service_pb2 as s
@@ -86,7 +86,7 @@ async def start_acl_broker(tmp_path: Any, **overrides: Any) -> tuple[NameServer,
     await broker.start()
     for topic in TOPICS:
         broker.topics.create(
-            TopicConfig(topic_name=topic, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+            BrokerTopicConfig(topic_name=topic, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
         )
     return namesrv, broker
 

@@ -1,7 +1,8 @@
 """MessagingService on the wire: routes, refusals, handles and times, with raw v2 calls.
 
 These tests speak ``apache.rocketmq.v2`` through PocketMQ's own generated stubs
-(what the official clients send, field by field, is in v2_compat.md), so they
+(what the official client sends is covered by the tests that drive it,
+tests/compat/rmq_agent.py), so they
 can reach cases the official client checks away before sending.
 """
 

@@ -12,7 +12,7 @@ from pki import HAVE_OPENSSL, make_pki
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.rmqv2 import definition_pb2 as d
 from pocketmq.rmqv2 import service_pb2 as s
 from pocketmq.rmqv2 import service_pb2_grpc
@@ -41,7 +41,7 @@ async def tls_broker(tmp_path: Path, nameserver: Any, pki: Path, **tls: Any) -> 
     )
     await broker.start()
     broker.topics.create(
-        TopicConfig(topic_name="secure", read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+        BrokerTopicConfig(topic_name="secure", read_queue_nums=QUEUES, write_queue_nums=QUEUES)
     )
     return broker
 

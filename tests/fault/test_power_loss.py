@@ -51,7 +51,7 @@ class Written:
 def config(data_dir: Path):
     return small_config(
         data_dir,
-        commitlog_file_size=SEGMENT,
+        commitlog_file_size_bytes=SEGMENT,
         flush_interval_commitlog_ms=NEVER,
         flush_commitlog_thorough_interval_ms=NEVER,
         flush_interval_consume_queue_ms=NEVER,

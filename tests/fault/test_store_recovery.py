@@ -111,9 +111,9 @@ def test_flipped_bytes_in_the_last_segment_cut_the_log_there(tmp_path):
     assert len(store.commitlog.queue.files) >= 2
     crash(store)
     target = offsets[-5]
-    seg = segment(tmp_path, target, config.commitlog_file_size)
+    seg = segment(tmp_path, target, config.commitlog_file_size_bytes)
     with open(seg, "r+b") as f:
-        f.seek(target % config.commitlog_file_size + 4)  # its MAGICCODE
+        f.seek(target % config.commitlog_file_size_bytes + 4)  # its MAGICCODE
         f.write(b"\xde\xad\xbe\xef")
     store = open_store(config)
     try:
@@ -232,7 +232,7 @@ def _stored_uniq_keys(store) -> list[str]:
 def test_sigkill_of_a_writing_process_loses_no_acknowledged_record(tmp_path, mode):
     acked = _run_writer_and_kill(tmp_path, mode, acks_wanted=1500)
     assert len(acked) >= 1500
-    store, report = start_store(small_config(tmp_path, commitlog_file_size=256 * 1024))
+    store, report = start_store(small_config(tmp_path, commitlog_file_size_bytes=256 * 1024))
     try:
         assert not report.clean_shutdown
         stored = _stored_uniq_keys(store)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import (
     AdminClient,
     Message,
@@ -46,7 +46,9 @@ async def secured(tmp_path, start_broker, nameserver, eventually):
         namesrv_addrs=nameserver.address, acl_enable=True, acl_file=str(acl)
     )
     for topic in ("orders", "audit"):
-        broker.topics.create(TopicConfig(topic_name=topic, read_queue_nums=2, write_queue_nums=2))
+        broker.topics.create(
+            BrokerTopicConfig(topic_name=topic, read_queue_nums=2, write_queue_nums=2)
+        )
     await eventually(lambda: nameserver.route_table.get_route("audit") is not None, what="routes")
     broker.acl_path = acl
     return broker
@@ -177,7 +179,7 @@ async def test_an_acl_nameserver_takes_registrations_from_admins_and_routes_for_
             secret_key="admin-secret",
         )
         member.topics.create(
-            TopicConfig(topic_name="orders", read_queue_nums=1, write_queue_nums=1)
+            BrokerTopicConfig(topic_name="orders", read_queue_nums=1, write_queue_nums=1)
         )
         await eventually(
             lambda: nameserver.route_table.get_route("orders") is not None,

@@ -21,7 +21,7 @@ import pytest
 from aclmode import signers
 from wirekit import record
 
-from pocketmq.broker.topic_config import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TopicConfig
+from pocketmq.broker.topic_config import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, BrokerTopicConfig
 from pocketmq.common.auth import Credentials, signed_metadata
 from pocketmq.common.message import encode_record, iter_records, pack_host
 from pocketmq.v1 import broker_pb2 as pb
@@ -115,7 +115,9 @@ async def env(tmp_path, start_broker) -> AsyncIterator[Env]:
     acl.write_text(ACL)
     broker = await start_broker(acl_enable=True, acl_file=str(acl), **FAST_TX)
     for topic in ("secret", "public", "hidden"):
-        broker.topics.create(TopicConfig(topic_name=topic, read_queue_nums=1, write_queue_nums=1))
+        broker.topics.create(
+            BrokerTopicConfig(topic_name=topic, read_queue_nums=1, write_queue_nums=1)
+        )
     channels = {
         name: grpc.aio.insecure_channel(broker.address, interceptors=signers(creds))
         for name, creds in KEYS.items()
@@ -889,7 +891,9 @@ async def test_send_back_of_another_users_record_is_refused(env):
 
 async def test_send_back_of_a_record_of_a_topic_the_group_never_subscribed_is_refused(env):
     # outsider may read "feed" (default SUB) but outsider_cg does not subscribe to it.
-    env.broker.topics.create(TopicConfig(topic_name="feed", read_queue_nums=1, write_queue_nums=1))
+    env.broker.topics.create(
+        BrokerTopicConfig(topic_name="feed", read_queue_nums=1, write_queue_nums=1)
+    )
     phys = (
         await env.stubs["admin"].SendMessage(pb.SendMessageRequest(record=record("feed")))
     ).phys_offsets[0]

@@ -16,7 +16,7 @@ from processkit import ProcessKit, free_port
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.cli import build_parser
 from pocketmq.cli.pipeline_cmd import parse_interval
 from pocketmq.client import Message, Producer, PullConsumer
@@ -259,7 +259,7 @@ async def test_a_consumer_whose_group_the_acl_denies_exits_1_and_creates_nothing
     await broker.start()
     try:
         broker.topics.create(
-            TopicConfig(topic_name="orders", read_queue_nums=2, write_queue_nums=2)
+            BrokerTopicConfig(topic_name="orders", read_queue_nums=2, write_queue_nums=2)
         )
         code, _out, err = await pocketmq(
             "consume",

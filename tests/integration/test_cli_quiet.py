@@ -18,7 +18,7 @@ from pathlib import Path
 from storekit import open_store, record, small_config
 
 from pocketmq.broker.store.verify import _load_queues, data_extent, open_commitlog_read_only
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 
 POCKETMQ = str(Path(sys.executable).with_name("pocketmq"))  # .venv/bin/pocketmq
 
@@ -34,7 +34,9 @@ async def apocketmq(*args: str) -> subprocess.CompletedProcess[str]:
 
 async def _cluster(nameserver, start_broker, eventually):
     broker = await start_broker(namesrv_addrs=nameserver.address)
-    broker.topics.create(TopicConfig(topic_name="quiet", read_queue_nums=2, write_queue_nums=2))
+    broker.topics.create(
+        BrokerTopicConfig(topic_name="quiet", read_queue_nums=2, write_queue_nums=2)
+    )
     await eventually(
         lambda: nameserver.route_table.get_route("quiet") is not None,
         what="the broker registered topic quiet",

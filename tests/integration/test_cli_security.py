@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from pki import HAVE_OPENSSL, make_pki
 
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.nameserver import NameServer, NamesrvConfig
 
 POCKETMQ = str(Path(sys.executable).with_name("pocketmq"))  # .venv/bin/pocketmq
@@ -161,7 +161,9 @@ async def secured(tmp_path, start_broker, eventually):
         access_key="admin",
         secret_key="admin-secret",
     )
-    broker.topics.create(TopicConfig(topic_name="orders", read_queue_nums=2, write_queue_nums=2))
+    broker.topics.create(
+        BrokerTopicConfig(topic_name="orders", read_queue_nums=2, write_queue_nums=2)
+    )
     await eventually(
         lambda: nameserver.route_table.get_route("orders") is not None,
         what="the broker registered topic orders",

@@ -9,7 +9,7 @@ from clusterkit import Cluster
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import ConsumeResult, MessageExt, PushConsumer
 from pocketmq.common.message import encode_record, pack_host
 from pocketmq.nameserver import NameServer, NamesrvConfig
@@ -87,7 +87,9 @@ async def test_a_consumer_of_2000_queues_heartbeats_small_and_reads_every_messag
     try:
         broker.topics.create_many(
             [
-                TopicConfig(topic_name=f"many{t}", read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+                BrokerTopicConfig(
+                    topic_name=f"many{t}", read_queue_nums=QUEUES, write_queue_nums=QUEUES
+                )
                 for t in range(TOPICS)
             ]
         )

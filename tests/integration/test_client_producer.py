@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from clusterkit import QUEUES, create_topic, two_broker_cluster
 
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import (
     InvalidMessageError,
     Message,
@@ -64,7 +64,9 @@ async def test_a_broker_refusing_the_topic_is_retried_elsewhere_while_the_route_
         await producer.send(Message(topic="ro", body=b"route cached"))
         read_only = cluster.brokers[0]
         read_only.topics.update(
-            TopicConfig(topic_name="ro", read_queue_nums=QUEUES, write_queue_nums=QUEUES, perm=4)
+            BrokerTopicConfig(
+                topic_name="ro", read_queue_nums=QUEUES, write_queue_nums=QUEUES, perm=4
+            )
         )
         results = [
             await producer.send(Message(topic="ro", body=b"m%d" % i)) for i in range(2 * QUEUES)
@@ -78,7 +80,7 @@ async def test_a_queue_the_broker_no_longer_has_is_retried_on_a_fresh_route(clus
         await producer.send(Message(topic="shrunk", body=b"route cached"))
         for broker in cluster.brokers:  # each broker now has 1 write queue, not QUEUES
             broker.topics.update(
-                TopicConfig(topic_name="shrunk", read_queue_nums=QUEUES, write_queue_nums=1)
+                BrokerTopicConfig(topic_name="shrunk", read_queue_nums=QUEUES, write_queue_nums=1)
             )
         await eventually(
             lambda: all(

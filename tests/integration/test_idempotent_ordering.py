@@ -9,9 +9,9 @@ import asyncio
 import pytest
 from storekit import small_config, start_store
 
-from pocketmq.broker.errors import OutOfOrderSequenceError
-from pocketmq.broker.idempotence import IdempotenceService
-from pocketmq.broker.send_service import SendMessageService
+from pocketmq.broker.errors import SequenceGapError
+from pocketmq.broker.idempotence import IdempotenceProcessor
+from pocketmq.broker.send_service import SendMessageProcessor
 from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.client.message_codec import encode_messages
 from pocketmq.client.model import Message
@@ -36,13 +36,13 @@ def broker(tmp_path):
         auto_create_enable=True,
     )
     topics.load()
-    made: list[IdempotenceService] = []
+    made: list[IdempotenceProcessor] = []
 
-    def make(**kw: int) -> tuple[SendMessageService, IdempotenceService]:
-        idempotence = IdempotenceService(store, **kw)
+    def make(**kw: int) -> tuple[SendMessageProcessor, IdempotenceProcessor]:
+        idempotence = IdempotenceProcessor(store, **kw)
         store.producers.register(PID, 0, store.clock.now_ms())
         made.append(idempotence)
-        send = SendMessageService(
+        send = SendMessageProcessor(
             store, topics, store_host=("127.0.0.1", 10911), idempotence=idempotence
         )
         return send, idempotence
@@ -87,7 +87,7 @@ async def test_a_retry_of_a_waiting_request_is_answered_once_its_original_is_sto
 async def test_a_real_gap_is_refused_out_of_order_once_the_wait_is_over(broker) -> None:
     send, idempotence = broker(wait_ms=20)
     await send.send(numbered(0, 1))
-    with pytest.raises(OutOfOrderSequenceError, match="next one there is 1"):
+    with pytest.raises(SequenceGapError, match="next one there is 1"):
         await send.send(numbered(5, 1))
     assert not idempotence.has_waiters
 
@@ -96,7 +96,7 @@ async def test_waiters_past_the_bound_of_a_queue_are_refused_at_once(broker) -> 
     send, idempotence = broker(max_waiters_per_queue=1)
     waiting = asyncio.create_task(send.send(numbered(3, 1)))
     await until(lambda: idempotence.has_waiters)
-    with pytest.raises(OutOfOrderSequenceError):
+    with pytest.raises(SequenceGapError):
         await send.send(numbered(2, 1))  # a second one ahead of sequence 0: no room
     await send.send(numbered(0, 3))  # 0, 1, 2: the waiting sequence 3 is next
     assert (await waiting).queue_offsets == [3]

@@ -12,7 +12,7 @@ from partition_proxy import PartitionProxy
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.topic_config import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TopicConfig
+from pocketmq.broker.topic_config import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, BrokerTopicConfig
 from pocketmq.client import (
     ConsumeResult,
     LocalTransactionState,
@@ -54,7 +54,7 @@ async def cluster(tmp_path, eventually) -> AsyncIterator[tuple[NameServer, Broke
     )
     await broker.start()
     broker.topics.create(
-        TopicConfig(topic_name=TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+        BrokerTopicConfig(topic_name=TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
     )
     await eventually(
         lambda: namesrv.route_table.get_route(TOPIC) is not None, what=f"route of {TOPIC}"

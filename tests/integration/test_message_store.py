@@ -80,7 +80,7 @@ def test_get_respects_max_count_and_max_bytes(store):
 
 
 def test_records_never_straddle_segments_and_reads_cross_them(store):
-    size = store.config.commitlog_file_size
+    size = store.config.commitlog_file_size_bytes
     for i in range(40):
         assert store.put_batch(record(body=bytes([i]) * 3000)).ok
     assert len(store.commitlog.queue.files) >= 2
@@ -173,8 +173,8 @@ def test_invalid_puts_get_their_own_status_and_store_nothing(store):
     assert result.status is PutStatus.MESSAGE_ILLEGAL and "CRC" in result.error
     result = store.put_batch(record() + b"\x00" * 60)
     assert result.status is PutStatus.MESSAGE_ILLEGAL
-    huge = store.put_batch(b"\0" * (store.config.max_batch_size + 1))
-    assert "max_batch_size" in huge.error
+    huge = store.put_batch(b"\0" * (store.config.max_batch_size_bytes + 1))
+    assert "max_batch_size_bytes" in huge.error
     assert store.commitlog.max_offset == 0 and store.topics() == []
 
 

@@ -14,7 +14,7 @@ import logging
 import pytest
 
 from pocketmq.broker.broker import Broker
-from pocketmq.broker.topic_config import SCHEDULE_TOPIC, TopicConfig
+from pocketmq.broker.topic_config import SCHEDULE_TOPIC, BrokerTopicConfig
 from pocketmq.cli import main
 from pocketmq.client import (
     AdminClient,
@@ -40,7 +40,9 @@ async def traced_broker(start_broker, nameserver, eventually) -> Broker:
     broker = await start_broker(
         namesrv_addrs=nameserver.address, trace_topic_enable=True, message_delay_level=LEVELS
     )
-    broker.topics.create(TopicConfig(topic_name="orders", read_queue_nums=2, write_queue_nums=2))
+    broker.topics.create(
+        BrokerTopicConfig(topic_name="orders", read_queue_nums=2, write_queue_nums=2)
+    )
     await eventually(
         lambda: (
             nameserver.route_table.get_route("orders") is not None
@@ -291,7 +293,9 @@ async def test_a_producer_without_pub_on_the_trace_topic_warns_once_and_sends_on
         acl_enable=True,
         acl_file=str(acl),
     )
-    broker.topics.create(TopicConfig(topic_name="orders", read_queue_nums=1, write_queue_nums=1))
+    broker.topics.create(
+        BrokerTopicConfig(topic_name="orders", read_queue_nums=1, write_queue_nums=1)
+    )
     await eventually(
         lambda: nameserver.route_table.get_route("orders") is not None, what="route of orders"
     )

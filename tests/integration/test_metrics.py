@@ -21,7 +21,7 @@ from pocketmq import __version__
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.broker.store.message_store import DefaultMessageStore
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import Message, Producer, PullConsumer
 from pocketmq.common.message import encode_record, pack_host
 from pocketmq.nameserver import NameServer, NamesrvConfig
@@ -74,7 +74,7 @@ async def broker(namesrv, start_broker):  # the nameserver outlives the broker
         namesrv_addrs=namesrv.address, metrics_port=0, flush_disk_type="sync"
     )
     broker.topics.create(
-        TopicConfig(topic_name=TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+        BrokerTopicConfig(topic_name=TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
     )
     return broker
 

@@ -6,7 +6,7 @@ import os
 
 from storekit import crash, small_config, start_store
 
-from pocketmq.broker.idempotence import IdempotenceService
+from pocketmq.broker.idempotence import IdempotenceProcessor
 from pocketmq.broker.store.producer_snapshot import snapshot_offsets
 from pocketmq.client.idempotence import stamp
 from pocketmq.client.message_codec import encode_message
@@ -26,7 +26,7 @@ def numbered(pid: int, seq: int, queue_id: int = 0) -> bytes:
 
 
 def duplicates(store, record: bytes) -> dict:
-    service = IdempotenceService(store)
+    service = IdempotenceProcessor(store)
     return service.check(record, store.scan(record)) or {}
 
 

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.cli import main
 from pocketmq.client import AdminClient, Message, Producer, SendStatus
 from pocketmq.client.admin import PromotionRefusedError
@@ -63,7 +63,7 @@ async def trio(nameserver, broker_config, start_broker, eventually):
     master = await start_broker(
         broker_config("master", broker_role="ASYNC_MASTER", broker_id=0, **common)
     )
-    master.topics.create(TopicConfig(topic_name=TOPIC, read_queue_nums=2, write_queue_nums=2))
+    master.topics.create(BrokerTopicConfig(topic_name=TOPIC, read_queue_nums=2, write_queue_nums=2))
     await eventually(
         lambda: nameserver.route_table.get_route(TOPIC) is not None, what="the topic's route"
     )

@@ -11,7 +11,7 @@ import pytest
 from wirekit import create_topic, record
 
 from pocketmq.broker import pull_service
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import MessageQueue, PermissionDeniedError
 from pocketmq.client.config import Transport
 from pocketmq.client.errors import NotFoundError
@@ -340,7 +340,9 @@ async def test_with_the_acl_on_a_queue_of_a_topic_without_sub_is_refused_alone(
     acl.write_text(ACL)
     broker = await start_broker(acl_enable=True, acl_file=str(acl))
     for topic in ("orders", "secret"):
-        broker.topics.create(TopicConfig(topic_name=topic, read_queue_nums=1, write_queue_nums=1))
+        broker.topics.create(
+            BrokerTopicConfig(topic_name=topic, read_queue_nums=1, write_queue_nums=1)
+        )
     remoting = Remoting(Transport(Credentials("app", "app-secret")))
     try:
         client = remoting.broker(f"127.0.0.1:{broker.port}")

@@ -21,7 +21,7 @@ from collections import defaultdict
 
 import pytest
 
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import ConsumeResult, Message, MessageExt, Producer, PullConsumer, PushConsumer
 from pocketmq.client.errors import NotMasterError
 
@@ -55,7 +55,7 @@ class Pair:
     async def start(self) -> None:
         self.master = await self._start(self.master_cfg)
         self.master.topics.create(
-            TopicConfig(topic_name=TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+            BrokerTopicConfig(topic_name=TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
         )
         self.replica = await self._start(self.replica_cfg)
         await self.in_sync()
@@ -306,7 +306,7 @@ async def test_a_producer_refused_by_a_replica_sends_to_another_broker_name(
             register_interval_seconds=0.2,
         )
     )
-    other.topics.create(TopicConfig(topic_name=TOPIC, read_queue_nums=1, write_queue_nums=1))
+    other.topics.create(BrokerTopicConfig(topic_name=TOPIC, read_queue_nums=1, write_queue_nums=1))
 
     def routed():
         route = pair.namesrv.route_table.get_route(TOPIC)

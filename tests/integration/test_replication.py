@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import Message, Producer, SendStatus
 from pocketmq.common.message import encode_record, pack_host
 from pocketmq.v1 import broker_pb2 as pb
@@ -51,7 +51,7 @@ async def send(namesrv, n, *, start=0, group="pg"):
 
 async def create_topic(namesrv, broker, eventually, queues):
     broker.topics.create(
-        TopicConfig(topic_name=TOPIC, read_queue_nums=queues, write_queue_nums=queues)
+        BrokerTopicConfig(topic_name=TOPIC, read_queue_nums=queues, write_queue_nums=queues)
     )
 
     def routed():
@@ -108,7 +108,9 @@ async def test_a_replica_fetches_the_config_of_a_topic_new_to_it_without_waiting
     await eventually(lambda: hasattr(client, "_metadata_wanted"), what="the copy session")
     client._metadata_interval_s = 3600.0  # no periodic round during the test
     client._metadata_wanted.set()  # (the loop takes the new interval)
-    master.topics.create(TopicConfig(topic_name="fresh", read_queue_nums=1, write_queue_nums=1))
+    master.topics.create(
+        BrokerTopicConfig(topic_name="fresh", read_queue_nums=1, write_queue_nums=1)
+    )
     record = encode_record(
         topic="fresh",
         body=b"first",
@@ -220,7 +222,9 @@ async def test_a_producer_may_send_again_elsewhere_when_not_stored_ok(
     )
     plain = await start_broker(broker_config("b", broker_name="broker-b", **common))
     for broker in (sync, plain):
-        broker.topics.create(TopicConfig(topic_name=TOPIC, read_queue_nums=1, write_queue_nums=1))
+        broker.topics.create(
+            BrokerTopicConfig(topic_name=TOPIC, read_queue_nums=1, write_queue_nums=1)
+        )
 
     def routed():
         route = namesrv.route_table.get_route(TOPIC)

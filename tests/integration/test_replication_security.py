@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pki import HAVE_OPENSSL, make_pki
 
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import Message, Producer, SendStatus
 from pocketmq.nameserver import NameServer, NamesrvConfig
 
@@ -81,7 +81,7 @@ async def test_a_replica_signed_as_an_admin_copies_over_tls(
 ):
     make, pki = secured
     master = await start_broker(make("master", role="SYNC_MASTER", broker_id=0))
-    master.topics.create(TopicConfig(topic_name=TOPIC, read_queue_nums=1, write_queue_nums=1))
+    master.topics.create(BrokerTopicConfig(topic_name=TOPIC, read_queue_nums=1, write_queue_nums=1))
     replica = await start_broker(make("replica", role="SLAVE", broker_id=1))
     await eventually(lambda: master.ha.replication.in_sync() == 1, what="replica in sync")
     await eventually(

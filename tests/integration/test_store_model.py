@@ -24,9 +24,9 @@ class StoreModel(RuleBasedStateMachine):
         self.dir = tempfile.mkdtemp(prefix="pocketmq-model-")
         self.config = small_config(
             self.dir,
-            commitlog_file_size=32 * 1024,
-            max_message_size=8 * 1024,
-            max_batch_size=24 * 1024,
+            commitlog_file_size_bytes=32 * 1024,
+            max_message_size_bytes=8 * 1024,
+            max_batch_size_bytes=24 * 1024,
             consume_queue_units_per_file=7,
             index_slots=16,
             index_entries=20,

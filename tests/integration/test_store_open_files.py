@@ -17,8 +17,8 @@ SLACK = 4  # beyond the bound: a queue that rolled to a new segment since its la
 def config(tmp_path, **overrides):
     return small_config(
         tmp_path / "data",
-        commitlog_file_size=4 * 1024 * 1024,
-        max_batch_size=1024 * 1024,
+        commitlog_file_size_bytes=4 * 1024 * 1024,
+        max_batch_size_bytes=1024 * 1024,
         consume_queue_units_per_file=1000,
         max_open_consume_queue_files=BOUND,
         flush_interval_consume_queue_ms=3_600_000,

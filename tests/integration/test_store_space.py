@@ -33,7 +33,9 @@ def disk_use(directory: str) -> tuple[int, int]:
 
 def test_a_thousand_consume_queues_with_a_message_each_take_a_page_each_not_6_mb(tmp_path):
     store = open_store(
-        small_config(tmp_path, consume_queue_units_per_file=300_000, commitlog_file_size=1 * MiB)
+        small_config(
+            tmp_path, consume_queue_units_per_file=300_000, commitlog_file_size_bytes=1 * MiB
+        )
     )
     for first in range(0, 1000, 100):
         assert store.put_batch(

@@ -13,7 +13,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import Message, Producer, PullConsumer
 from pocketmq.nameserver import NameServer, NamesrvConfig
 from pocketmq.v1 import nameserver_pb2, nameserver_pb2_grpc
@@ -88,7 +88,9 @@ async def tls_cluster(pki, start_broker, eventually):
     broker = await start_broker(
         namesrv_addrs=nameserver.address, namesrv_tls_ca_file=str(pki / "ca.pem"), **server_tls
     )
-    broker.topics.create(TopicConfig(topic_name="secure", read_queue_nums=2, write_queue_nums=2))
+    broker.topics.create(
+        BrokerTopicConfig(topic_name="secure", read_queue_nums=2, write_queue_nums=2)
+    )
     await eventually(
         lambda: nameserver.route_table.get_route("secure") is not None,
         what="the broker registered over TLS",

@@ -18,7 +18,7 @@ import sys
 import grpc
 import pytest
 
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import (
     ConsumeResult,
     InvalidMessageError,
@@ -61,7 +61,7 @@ async def routed(nameserver, eventually) -> None:
 @pytest.fixture
 async def broker(start_broker, nameserver, eventually):
     broker = await start_broker(namesrv_addrs=nameserver.address, **FAST_TX)
-    broker.topics.create(TopicConfig(topic_name=TOPIC, read_queue_nums=2, write_queue_nums=2))
+    broker.topics.create(BrokerTopicConfig(topic_name=TOPIC, read_queue_nums=2, write_queue_nums=2))
     await routed(nameserver, eventually)
     return broker
 

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from clusterkit import QUEUES, Cluster, two_broker_cluster
 
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import Message, SendResult
 from pocketmq.client.sync import SyncProducer
 
@@ -59,7 +59,9 @@ class LiveCluster:
         async def create() -> None:
             for broker in self.cluster.brokers:
                 broker.topics.create(
-                    TopicConfig(topic_name=topic, read_queue_nums=queues, write_queue_nums=queues)
+                    BrokerTopicConfig(
+                        topic_name=topic, read_queue_nums=queues, write_queue_nums=queues
+                    )
                 )
 
         self.run(create())

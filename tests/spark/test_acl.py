@@ -10,7 +10,7 @@ from pyspark.errors import AnalysisException, PythonException
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.nameserver import NameServer, NamesrvConfig
 
 ACL = """
@@ -54,7 +54,7 @@ def secured(tmp_path_factory):
 
     async def create() -> None:
         broker.topics.create(
-            TopicConfig(topic_name="audited", read_queue_nums=2, write_queue_nums=2)
+            BrokerTopicConfig(topic_name="audited", read_queue_nums=2, write_queue_nums=2)
         )
         while nameserver.route_table.get_route("audited") is None:
             await asyncio.sleep(0.02)

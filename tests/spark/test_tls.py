@@ -19,7 +19,7 @@ from pki import HAVE_OPENSSL, make_pki
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.nameserver import NameServer, NamesrvConfig
 from pocketmq.spark.errors import OptionError
 from pocketmq.spark.options import parse_sink_options, parse_source_options
@@ -62,7 +62,9 @@ def tls_cluster(tmp_path_factory):
     run(broker.start())
 
     async def create() -> None:
-        broker.topics.create(TopicConfig(topic_name=TOPIC, read_queue_nums=2, write_queue_nums=2))
+        broker.topics.create(
+            BrokerTopicConfig(topic_name=TOPIC, read_queue_nums=2, write_queue_nums=2)
+        )
         while nameserver.route_table.get_route(TOPIC) is None:
             await asyncio.sleep(0.02)
 

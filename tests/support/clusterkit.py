@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.topic_config import TopicConfig
+from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.nameserver import NameServer, NamesrvConfig
 
 QUEUES = 4  # per broker
@@ -57,7 +57,7 @@ async def create_topic(cluster: Cluster, topic: str, eventually, queues: int = Q
     """Create *topic* on every broker and wait until the nameserver routes it to all."""
     for broker in cluster.brokers:
         broker.topics.create(
-            TopicConfig(topic_name=topic, read_queue_nums=queues, write_queue_nums=queues)
+            BrokerTopicConfig(topic_name=topic, read_queue_nums=queues, write_queue_nums=queues)
         )
 
     def routed() -> bool:

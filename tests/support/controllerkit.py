@@ -114,7 +114,7 @@ async def start_etcd(work_dir: Path, members: int = 1) -> list[EtcdNode]:
     for node in nodes:
         await node.start(cluster)
     from pocketmq.controller.etcd import EtcdClient
-    from pocketmq.controller.store import StoreUnavailable
+    from pocketmq.controller.store import StateStoreUnavailableError
 
     client = EtcdClient([n.endpoint.removeprefix("http://") for n in nodes], timeout_s=1.0)
     deadline = time.monotonic() + 30
@@ -124,7 +124,7 @@ async def start_etcd(work_dir: Path, members: int = 1) -> list[EtcdNode]:
                 await client.put_if(b"/pocketmq-test/ready", b"1", 0)
                 await client.get(b"/pocketmq-test/ready")
                 return nodes
-            except StoreUnavailable:
+            except StateStoreUnavailableError:
                 if time.monotonic() > deadline:
                     raise AssertionError("etcd did not come up within 30 s") from None
                 await asyncio.sleep(0.1)

@@ -23,7 +23,7 @@ def main() -> None:
     data_dir, mode = sys.argv[1], sys.argv[2]
     flush = FlushDiskType.SYNC_FLUSH if mode == "sync" else FlushDiskType.ASYNC_FLUSH
     store = DefaultMessageStore(
-        small_config(data_dir, flush_disk_type=flush, commitlog_file_size=256 * 1024)
+        small_config(data_dir, flush_disk_type=flush, commitlog_file_size_bytes=256 * 1024)
     )
     store.start()
     rng = random.Random(7)

@@ -10,9 +10,9 @@ from pocketmq.common.clock import Clock
 from pocketmq.common.message import decode_record, encode_record, pack_host
 
 SMALL = dict(
-    commitlog_file_size=64 * 1024,
-    max_message_size=16 * 1024,
-    max_batch_size=48 * 1024,
+    commitlog_file_size_bytes=64 * 1024,
+    max_message_size_bytes=16 * 1024,
+    max_batch_size_bytes=48 * 1024,
     consume_queue_units_per_file=50,
     index_slots=64,
     index_entries=256,

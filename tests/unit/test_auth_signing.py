@@ -133,7 +133,7 @@ def test_the_secret_never_shows_in_a_repr():
 
 
 def test_rocketmq5_signatures_and_permissions_come_from_the_same_acl(tmp_path):
-    from pocketmq.broker.errors import PermissionDeniedError
+    from pocketmq.broker.errors import NoPermissionError
     from pocketmq.broker.grpc_v2.auth import acl_authenticator, sign
 
     path = tmp_path / "acl.toml"
@@ -148,9 +148,9 @@ def test_rocketmq5_signatures_and_permissions_come_from_the_same_acl(tmp_path):
     assert auth.check(headers) == "app"
     auth._authorize("app", "SendMessage", "orders", "")
     auth._authorize("app", "ReceiveMessage", "orders", "billing")
-    with pytest.raises(PermissionDeniedError, match="no PUB permission on topic 'payments'"):
+    with pytest.raises(NoPermissionError, match="no PUB permission on topic 'payments'"):
         auth._authorize("app", "SendMessage", "payments", "")
-    with pytest.raises(PermissionDeniedError, match="no SUB permission on group 'other'"):
+    with pytest.raises(NoPermissionError, match="no SUB permission on group 'other'"):
         auth._authorize("app", "AckMessage", "orders", "other")
 
 

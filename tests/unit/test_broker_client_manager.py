@@ -7,11 +7,11 @@ import asyncio
 import pytest
 
 from pocketmq.broker.client_manager import (
-    ChannelOpened,
+    ChannelOpenedCommand,
     ClientManager,
     ClientOwnershipError,
     ConsumerRegistration,
-    NotifyConsumerIdsChanged,
+    NotifyConsumerIdsChangedCommand,
 )
 from pocketmq.common.clock import ManualClock
 
@@ -67,15 +67,15 @@ async def test_group_members_are_told_when_a_consumer_joins_leaves_or_expires():
     m = ClientManager(broker_name="broker-a", expire_seconds=120, clock=clock)
     m.heartbeat("c1", consumers=[consumer()])
     ch1 = m.open_channel("c1")
-    assert pending(ch1) == [ChannelOpened("broker-a")]
+    assert pending(ch1) == [ChannelOpenedCommand("broker-a")]
     m.heartbeat("c2", consumers=[consumer()])
-    assert pending(ch1) == [NotifyConsumerIdsChanged("GroupA")]
+    assert pending(ch1) == [NotifyConsumerIdsChangedCommand("GroupA")]
     m.heartbeat("c2", consumers=[consumer()])  # same member, same topics: quiet
     assert pending(ch1) == []
     m.heartbeat("c2", consumers=[consumer(TopicA="*", TopicB="*")])  # topics changed
-    assert pending(ch1) == [NotifyConsumerIdsChanged("GroupA")]
+    assert pending(ch1) == [NotifyConsumerIdsChangedCommand("GroupA")]
     m.unregister("c2", consumer_group="GroupA")
-    assert pending(ch1) == [NotifyConsumerIdsChanged("GroupA")]
+    assert pending(ch1) == [NotifyConsumerIdsChangedCommand("GroupA")]
     m.heartbeat("c3", consumers=[consumer()])
     pending(ch1)
     clock.advance(100)
@@ -83,7 +83,7 @@ async def test_group_members_are_told_when_a_consumer_joins_leaves_or_expires():
     clock.advance(30)
     # c2 left its only group: it is forgotten then, not dropped (and logged) as silent now
     assert m.run_once() == ["c3"]
-    assert pending(ch1) == [NotifyConsumerIdsChanged("GroupA")]
+    assert pending(ch1) == [NotifyConsumerIdsChangedCommand("GroupA")]
 
 
 async def test_other_groups_are_not_notified():
@@ -109,7 +109,7 @@ async def test_channel_streams_commands_until_closed():
     m.heartbeat("c2", consumers=[consumer()])
     m.close_channel(channel)
     await asyncio.wait_for(reader, 1)
-    assert received == [ChannelOpened("broker-a"), NotifyConsumerIdsChanged("GroupA")]
+    assert received == [ChannelOpenedCommand("broker-a"), NotifyConsumerIdsChangedCommand("GroupA")]
     assert m.channel("c1") is None
 
 
@@ -121,7 +121,7 @@ async def test_a_client_whose_channel_closes_leaves_every_group_and_the_rest_are
     m.close_channel(gone)  # c1's process was killed: its stream ended
     assert m.consumer_ids("GroupA") == ["c2"]
     assert m.producer_ids("pg") == []
-    assert pending(stays)[-1] == NotifyConsumerIdsChanged("GroupA")
+    assert pending(stays)[-1] == NotifyConsumerIdsChangedCommand("GroupA")
     assert m.run_once() == [], "nothing left to expire later"
     m.heartbeat("c1", consumers=[consumer()])  # alive after all: its next heartbeat is back
     assert m.consumer_ids("GroupA") == ["c1", "c2"]
@@ -142,7 +142,7 @@ async def test_an_unread_channel_drops_commands_past_its_bound():
     m = ClientManager(broker_name="broker-a", clock=ManualClock())
     channel = m.open_channel("c1")
     for _ in range(channel.MAX_PENDING + 10):
-        channel.send(NotifyConsumerIdsChanged("G"))
+        channel.send(NotifyConsumerIdsChangedCommand("G"))
     assert channel._queue.qsize() == channel.MAX_PENDING
 
 
@@ -198,6 +198,6 @@ def test_the_command_filter_picks_which_producers_get_a_check():
         m.heartbeat(client_id, producer_groups=["PG"], owner=owner)
         m.open_channel(client_id, owner=owner)
     m.command_filter = lambda owner, command: owner == "writer"
-    assert [m.send_to_producer("PG", ChannelOpened("x")) for _ in range(3)] == ["p2"] * 3
+    assert [m.send_to_producer("PG", ChannelOpenedCommand("x")) for _ in range(3)] == ["p2"] * 3
     m.command_filter = lambda owner, command: False
-    assert m.send_to_producer("PG", ChannelOpened("x")) is None
+    assert m.send_to_producer("PG", ChannelOpenedCommand("x")) is None

@@ -37,6 +37,10 @@ def test_defaults_are_rocketmqs():
         ({"broker_ip": "not-an-ip"}, "broker_ip"),
         ({"pull_suspend_default_ms": 90_000}, "pull_suspend_default_ms"),
         ({"max_message_size_bytes": 2 * 1024 * 1024 * 1024}, "max_message_size_bytes"),
+        # checked by the store's config, which names the broker's keys too
+        ({"commitlog_file_size_bytes": 1024}, "commitlog_file_size_bytes"),
+        ({"max_batch_size_bytes": 2 * 1024 * 1024 * 1024}, "max_batch_size_bytes"),
+        ({"max_pull_messages": 0}, "max_pull_messages"),
     ],
 )
 def test_invalid_values_raise_errors_naming_the_key(kwargs, key):
@@ -52,7 +56,7 @@ def test_store_config_carries_the_bound_port_and_flush_mode(tmp_path):
     assert store.store_host == ("10.0.0.7", 45678)
     assert store.flush_disk_type is FlushDiskType.SYNC_FLUSH
     assert store.data_dir == str(tmp_path)
-    assert (store.max_transfer_count, store.max_transfer_bytes) == (32, 256 * 1024)
+    assert (store.max_pull_messages, store.max_pull_bytes) == (32, 256 * 1024)
 
 
 def test_namesrv_addrs_are_split_on_semicolons():

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
-from pocketmq.broker.errors import InvalidRequestError, MetadataError
+from pocketmq.broker.errors import IllegalArgumentError, MetadataError
 
 
 def manager(tmp_path) -> ConsumerOffsetManager:
@@ -42,7 +42,7 @@ def test_a_commit_may_move_an_offset_back():
 
 
 def test_negative_offsets_are_refused():
-    with pytest.raises(InvalidRequestError, match="-1"):
+    with pytest.raises(IllegalArgumentError, match="-1"):
         ConsumerOffsetManager("/nonexistent").commit("G", "T", 0, -1)
 
 

@@ -7,11 +7,11 @@ import pytest
 
 from pocketmq.broker.errors import (
     AlreadyExistsError,
-    BusyError,
-    InvalidRequestError,
-    NotFoundError,
-    PermissionDeniedError,
+    IllegalArgumentError,
+    NoPermissionError,
     PutRejectedError,
+    ResourceNotFoundError,
+    SystemBusyError,
 )
 from pocketmq.broker.grpc_status import GRPC_CODES, grpc_code
 from pocketmq.broker.store.results import GetStatus, PutStatus
@@ -28,11 +28,11 @@ def test_every_get_status_is_an_answer_not_an_error():
 @pytest.mark.parametrize(
     ("error", "code"),
     [
-        (InvalidRequestError("x"), grpc.StatusCode.INVALID_ARGUMENT),
-        (NotFoundError("x"), grpc.StatusCode.NOT_FOUND),
+        (IllegalArgumentError("x"), grpc.StatusCode.INVALID_ARGUMENT),
+        (ResourceNotFoundError("x"), grpc.StatusCode.NOT_FOUND),
         (AlreadyExistsError("x"), grpc.StatusCode.ALREADY_EXISTS),
-        (PermissionDeniedError("x"), grpc.StatusCode.PERMISSION_DENIED),
-        (BusyError("x"), grpc.StatusCode.RESOURCE_EXHAUSTED),
+        (NoPermissionError("x"), grpc.StatusCode.PERMISSION_DENIED),
+        (SystemBusyError("x"), grpc.StatusCode.RESOURCE_EXHAUSTED),
         (PutRejectedError(PutStatus.DISK_FULL, "x"), grpc.StatusCode.RESOURCE_EXHAUSTED),
         (PutRejectedError(PutStatus.SERVICE_NOT_AVAILABLE, "x"), grpc.StatusCode.UNAVAILABLE),
         (PutRejectedError(PutStatus.MESSAGE_ILLEGAL, "x"), grpc.StatusCode.INVALID_ARGUMENT),

@@ -1,4 +1,4 @@
-"""PullRequestHoldService: parked pulls wake on arrival, time out, are bounded, are released."""
+"""PullRequestHolder: parked pulls wake on arrival, time out, are bounded, are released."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from pocketmq.broker.errors import BusyError
-from pocketmq.broker.long_polling import HoldOutcome, PullRequestHoldService
+from pocketmq.broker.errors import SystemBusyError
+from pocketmq.broker.long_polling import HoldOutcome, PullRequestHolder
 
 
-async def parked(hold: PullRequestHoldService, count: int) -> None:
+async def parked(hold: PullRequestHolder, count: int) -> None:
     """Yield to the loop until *count* pulls are parked."""
     for _ in range(100):
         if hold.parked_count >= count:
@@ -20,7 +20,7 @@ async def parked(hold: PullRequestHoldService, count: int) -> None:
 
 
 async def test_an_arrival_past_the_offset_wakes_the_pull():
-    hold = PullRequestHoldService()
+    hold = PullRequestHolder()
     waiter = asyncio.create_task(hold.wait_for_any([("T", 0, 5)], 30))
     await parked(hold, 1)
     hold.on_arrival("T", 0, 6)
@@ -29,7 +29,7 @@ async def test_an_arrival_past_the_offset_wakes_the_pull():
 
 
 async def test_arrivals_elsewhere_or_not_past_the_offset_do_not_wake():
-    hold = PullRequestHoldService()
+    hold = PullRequestHolder()
     waiter = asyncio.create_task(hold.wait_for_any([("T", 0, 5)], 30))
     await parked(hold, 1)
     hold.on_arrival("T", 1, 100)  # another queue
@@ -42,7 +42,7 @@ async def test_arrivals_elsewhere_or_not_past_the_offset_do_not_wake():
 
 
 async def test_one_arrival_wakes_every_pull_it_satisfies():
-    hold = PullRequestHoldService()
+    hold = PullRequestHolder()
     waiters = [asyncio.create_task(hold.wait_for_any([("T", 0, off)], 30)) for off in (3, 3, 9)]
     await parked(hold, 3)
     hold.on_arrival("T", 0, 4)
@@ -54,7 +54,7 @@ async def test_one_arrival_wakes_every_pull_it_satisfies():
 
 
 async def test_a_pull_times_out_at_its_suspend_time():
-    hold = PullRequestHoldService()
+    hold = PullRequestHolder()
     loop = asyncio.get_running_loop()
     started = loop.time()
     assert await hold.wait_for_any([("T", 0, 0)], 0.05) is HoldOutcome.TIMED_OUT
@@ -63,17 +63,17 @@ async def test_a_pull_times_out_at_its_suspend_time():
 
 
 async def test_parked_pulls_are_bounded():
-    hold = PullRequestHoldService(max_parked=2)
+    hold = PullRequestHolder(max_parked=2)
     waiters = [asyncio.create_task(hold.wait_for_any([("T", 0, 0)], 30)) for _ in range(2)]
     await parked(hold, 2)
-    with pytest.raises(BusyError, match="max_parked_pulls = 2"):
+    with pytest.raises(SystemBusyError, match="max_parked_pulls = 2"):
         await hold.wait_for_any([("T", 0, 0)], 30)
     hold.release_all()
     await asyncio.gather(*waiters)
 
 
 async def test_a_cancelled_pull_leaves_no_entry_behind():
-    hold = PullRequestHoldService()
+    hold = PullRequestHolder()
     waiter = asyncio.create_task(hold.wait_for_any([("T", 0, 0)], 30))
     await parked(hold, 1)
     waiter.cancel()
@@ -83,6 +83,6 @@ async def test_a_cancelled_pull_leaves_no_entry_behind():
 
 
 async def test_after_release_no_pull_parks():
-    hold = PullRequestHoldService()
+    hold = PullRequestHolder()
     hold.release_all()
     assert await hold.wait_for_any([("T", 0, 0)], 30) is HoldOutcome.RELEASED

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from pocketmq.broker.namesrv_client import BrokerRegistration, NameserverError, RegisterReply
+from pocketmq.broker.namesrv_client import BrokerRegistration, NameserverCallError, RegisterReply
 from pocketmq.broker.registration import RegisterBrokerService
-from pocketmq.broker.topic_config import TopicConfig, TopicConfigManager
+from pocketmq.broker.topic_config import BrokerTopicConfig, TopicConfigManager
 from pocketmq.common.clock import ManualClock
 
 
@@ -22,14 +22,14 @@ class FakeNameserver:
 
     async def register(self, reg, *, timeout_s):
         if self.down:
-            raise NameserverError(f"nameserver {self.addr}: UNAVAILABLE: connection refused")
+            raise NameserverCallError(f"nameserver {self.addr}: UNAVAILABLE: connection refused")
         self.registrations.append(reg)
         self.registered_event.set()
         return RegisterReply(topic_configs_accepted=True)
 
     async def unregister(self, reg, *, timeout_s):
         if self.down:
-            raise NameserverError(f"nameserver {self.addr}: UNAVAILABLE")
+            raise NameserverCallError(f"nameserver {self.addr}: UNAVAILABLE")
         self.unregistrations.append(reg)
         return True
 
@@ -94,7 +94,7 @@ async def test_a_topic_change_registers_at_once(tmp_path):
     ns1 = fakes["ns1:9876"]
     assert len(ns1.registrations) == 1
     ns1.registered_event.clear()
-    topics.create(TopicConfig(topic_name="TopicA"))
+    topics.create(BrokerTopicConfig(topic_name="TopicA"))
     await asyncio.wait_for(ns1.registered_event.wait(), 5)
     assert "TopicA" in {tc.topic_name for tc in ns1.registrations[-1].topic_configs}
     await service.stop()

@@ -17,7 +17,7 @@ from pocketmq.broker.delay_levels import (
     restore_properties,
     rewrite_delayed,
 )
-from pocketmq.broker.errors import InvalidRequestError
+from pocketmq.broker.errors import IllegalArgumentError
 from pocketmq.broker.schedule import PUT_RETRY_DELAY_MS, ScheduleMessageService
 from pocketmq.broker.store.message_store import DefaultMessageStore
 from pocketmq.broker.store.results import PutResult, PutStatus
@@ -134,7 +134,7 @@ def test_prepared_transaction_records_are_not_delayed():
 
 def test_a_delay_that_is_not_a_number_is_refused():
     with pytest.raises(
-        InvalidRequestError, match=re.escape("DELAY property is 'soon'; give a delay level 1..3")
+        IllegalArgumentError, match=re.escape("DELAY property is 'soon'; give a delay level 1..3")
     ):
         rewrite(record(), record(delay="soon"))
 
@@ -142,7 +142,7 @@ def test_a_delay_that_is_not_a_number_is_refused():
 def test_a_delayed_record_with_a_bad_crc_is_refused_not_re_encoded():
     bad = bytearray(record(delay=1))
     bad[8] ^= 0x01  # BODYCRC
-    with pytest.raises(InvalidRequestError, match="body CRC"):
+    with pytest.raises(IllegalArgumentError, match="body CRC"):
         rewrite(bytes(bad))
 
 

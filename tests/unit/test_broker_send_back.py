@@ -1,5 +1,5 @@
 """ConsumerSendMsgBack: the retry-or-dead-letter decision table, and the copies the
-SendBackService stores, over a real store on a manual clock."""
+SendBackProcessor stores, over a real store on a manual clock."""
 
 from __future__ import annotations
 
@@ -8,20 +8,20 @@ from storekit import small_config
 
 from pocketmq.broker.delay_levels import DelayLevels
 from pocketmq.broker.errors import (
-    InvalidRequestError,
-    NotFoundError,
-    PermissionDeniedError,
+    IllegalArgumentError,
+    NoPermissionError,
     PutRejectedError,
+    ResourceNotFoundError,
 )
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.send_back import (
-    SendBackService,
+    SendBackProcessor,
     SendBackTarget,
     decide_send_back,
 )
 from pocketmq.broker.store.message_store import DefaultMessageStore
 from pocketmq.broker.store.results import PutStatus
-from pocketmq.broker.topic_config import Perm, TopicConfig, TopicConfigManager
+from pocketmq.broker.topic_config import BrokerTopicConfig, Perm, TopicConfigManager
 from pocketmq.common.message import decode_record
 
 STORE_HOST = ("127.0.0.1", 10911)
@@ -75,7 +75,7 @@ class Env:
             clock=clock,
         )
         self.topics.load()
-        self.service = SendBackService(
+        self.service = SendBackProcessor(
             self.store, self.topics, LEVELS, store_host=STORE_HOST, clock=clock
         )
         self.schedule = ScheduleMessageService(
@@ -115,7 +115,7 @@ async def test_a_retry_shows_up_in_the_retry_topic_after_its_delay(env):
         group="G", phys_offset=phys, delay_level=0, origin_topic="TopicA", origin_msg_id="U1"
     )
     assert (decision.topic, decision.delay_level) == ("%RETRY%G", 3)
-    assert env.topics.get("%RETRY%G") == TopicConfig(
+    assert env.topics.get("%RETRY%G") == BrokerTopicConfig(
         topic_name="%RETRY%G", read_queue_nums=1, write_queue_nums=1, perm=Perm.READ_WRITE
     )
     await env.deliver_after(2.999)
@@ -190,16 +190,16 @@ async def test_a_message_without_uniq_key_is_named_by_its_offset_message_id(env)
 @pytest.mark.parametrize(
     "kwargs, error, words",
     [
-        ({"group": "bad group"}, InvalidRequestError, "contains ' '"),
-        ({"group": ""}, InvalidRequestError, "group name is empty"),
-        ({"phys_offset": -1}, InvalidRequestError, "phys_offset is -1"),
+        ({"group": "bad group"}, IllegalArgumentError, "contains ' '"),
+        ({"group": ""}, IllegalArgumentError, "group name is empty"),
+        ({"phys_offset": -1}, IllegalArgumentError, "phys_offset is -1"),
         (
             {"phys_offset": 10**9},
-            NotFoundError,
+            ResourceNotFoundError,
             "no message starts at commit-log offset 1000000000",
         ),
-        ({"phys_offset": 3}, NotFoundError, "no message starts at commit-log offset 3"),
-        ({"origin_topic": "TopicB"}, NotFoundError, "is not of topic 'TopicB'"),
+        ({"phys_offset": 3}, ResourceNotFoundError, "no message starts at commit-log offset 3"),
+        ({"origin_topic": "TopicB"}, ResourceNotFoundError, "is not of topic 'TopicB'"),
     ],
 )
 async def test_send_back_refusals_say_what_is_wrong(env, kwargs, error, words):
@@ -214,8 +214,8 @@ async def test_send_back_refusals_say_what_is_wrong(env, kwargs, error, words):
 
 
 async def test_a_closed_retry_topic_is_refused(env):
-    env.topics.get_or_create(TopicConfig(topic_name="%RETRY%G", perm=Perm.READ))
-    with pytest.raises(PermissionDeniedError, match="not writable"):
+    env.topics.get_or_create(BrokerTopicConfig(topic_name="%RETRY%G", perm=Perm.READ))
+    with pytest.raises(NoPermissionError, match="not writable"):
         await env.service.send_back(group="G", phys_offset=env.sent(), delay_level=0)
 
 

@@ -12,27 +12,27 @@ import concurrent.futures
 
 import pytest
 
-from pocketmq.broker.admin_service import AdminService
+from pocketmq.broker.admin_service import AdminProcessor
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.errors import (
     BrokerError,
-    InvalidRequestError,
-    NotFoundError,
-    PermissionDeniedError,
+    IllegalArgumentError,
+    NoPermissionError,
     PutRejectedError,
+    ResourceNotFoundError,
 )
-from pocketmq.broker.long_polling import PullRequestHoldService
+from pocketmq.broker.long_polling import PullRequestHolder
 from pocketmq.broker.pull_service import (
-    PullMessageService,
+    PullMessageProcessor,
+    PullOutcomeStatus,
     PullRequest,
-    PullStatus,
     parse_tag_expression,
 )
-from pocketmq.broker.send_service import SendMessageService, SendStatus
+from pocketmq.broker.send_service import SendMessageProcessor, SendStatus
 from pocketmq.broker.store.batch import scan_batch
 from pocketmq.broker.store.results import GetResult, GetStatus, PutResult, PutStatus
-from pocketmq.broker.topic_config import Perm, TopicConfig, TopicConfigManager
+from pocketmq.broker.topic_config import BrokerTopicConfig, Perm, TopicConfigManager
 from pocketmq.common.clock import ManualClock
 from pocketmq.common.hashing import tags_code
 from pocketmq.common.message import decode_record, encode_record, iter_records, pack_host
@@ -199,14 +199,14 @@ class Env:
         )
         self.topics.load()
         self.offsets = ConsumerOffsetManager(str(tmp_path / "config"))
-        self.hold = PullRequestHoldService(max_parked=100)
+        self.hold = PullRequestHolder(max_parked=100)
         self.store.add_arrival_listener(self.hold.on_arrival)
         self.clients = ClientManager(broker_name="broker-a", clock=self.clock)
-        self.send = SendMessageService(self.store, self.topics, store_host=STORE_HOST)
-        self.pull_service = PullMessageService(
+        self.send = SendMessageProcessor(self.store, self.topics, store_host=STORE_HOST)
+        self.pull_service = PullMessageProcessor(
             self.store, self.topics, self.offsets, self.hold, max_pull_messages=32
         )
-        self.admin = AdminService(
+        self.admin = AdminProcessor(
             self.store,
             self.topics,
             self.offsets,
@@ -280,7 +280,7 @@ def _corrupt(rec: bytes, pos: int, value: bytes) -> bytes:
 async def test_each_malformed_send_gets_its_own_refusal_and_stores_nothing(
     env, blob, reason, words
 ):
-    with pytest.raises(InvalidRequestError) as info:
+    with pytest.raises(IllegalArgumentError) as info:
         await env.send.send(blob)
     assert info.value.reason == reason
     assert words in info.value.message
@@ -290,43 +290,43 @@ async def test_each_malformed_send_gets_its_own_refusal_and_stores_nothing(
 async def test_a_mixed_batch_refusal_names_its_first_bad_record_and_creates_no_topic(env):
     good, other_topic = record(), record(topic="TopicNew", queue_id=1)
     bad_queue, system = record(queue_id=8), record(topic="SCHEDULE_TOPIC_XXXX")
-    with pytest.raises(InvalidRequestError) as info:
+    with pytest.raises(IllegalArgumentError) as info:
         await env.send.send(good + other_topic + bad_queue + system)
     assert info.value.reason == "QUEUE_OUT_OF_RANGE"
     assert info.value.message.startswith(
         f"record at batch offset {len(good) + len(other_topic)}: queue id 8 is out of range"
     )
-    with pytest.raises(PermissionDeniedError, match="written by the broker only"):
+    with pytest.raises(NoPermissionError, match="written by the broker only"):
         await env.send.send(good + system + bad_queue)
     assert env.store.puts == 0
     assert env.topics.get("TopicNew") is None
 
 
 async def test_send_refuses_system_topics_and_unwritable_topics(env):
-    with pytest.raises(PermissionDeniedError, match="written by the broker only"):
+    with pytest.raises(NoPermissionError, match="written by the broker only"):
         await env.send.send(record(topic="SCHEDULE_TOPIC_XXXX"))
-    env.topics.create(TopicConfig(topic_name="ReadOnly", perm=Perm.READ))
-    with pytest.raises(PermissionDeniedError, match="not writable"):
+    env.topics.create(BrokerTopicConfig(topic_name="ReadOnly", perm=Perm.READ))
+    with pytest.raises(NoPermissionError, match="not writable"):
         await env.send.send(record(topic="ReadOnly"))
     assert env.store.puts == 0
 
 
 async def test_send_to_an_unknown_topic_with_auto_create_off_says_how_to_create_it(tmp_path):
     env = Env(tmp_path, auto_create=False)
-    with pytest.raises(NotFoundError, match="CreateTopic") as info:
+    with pytest.raises(ResourceNotFoundError, match="CreateTopic") as info:
         await env.send.send(record(topic="Unknown"))
     assert info.value.reason == "TOPIC_NOT_EXIST"
     assert env.topics.get("Unknown") is None and env.store.puts == 0
 
 
 async def test_a_bad_record_late_in_a_batch_creates_no_topic(env):
-    with pytest.raises(InvalidRequestError):
+    with pytest.raises(IllegalArgumentError):
         await env.send.send(record(topic="NewTopic") + record(topic="NewTopic", queue_id=99))
     assert env.topics.get("NewTopic") is None
 
 
 async def test_send_message_refuses_more_than_one_record(env):
-    with pytest.raises(InvalidRequestError, match="SendBatch"):
+    with pytest.raises(IllegalArgumentError, match="SendBatch"):
         await env.send.send(record() + record(), single=True)
     assert env.store.puts == 0
 
@@ -343,25 +343,29 @@ async def test_store_refusals_carry_the_put_status(env, status):
 
 # -- pull -----------------------------------------------------------------------------------
 async def test_pull_statuses_and_next_offsets_follow_rocketmq(env):
-    env.topics.create(TopicConfig(topic_name="TopicA"))
+    env.topics.create(BrokerTopicConfig(topic_name="TopicA"))
     empty = await env.pull(queue_offset=0)
     assert (empty.status, empty.get_status) == (
-        PullStatus.NO_NEW_MSG,
+        PullOutcomeStatus.NO_NEW_MSG,
         GetStatus.NO_MATCHED_LOGIC_QUEUE,
     )
     await env.send.send(record() + record() + record())
     found = await env.pull(queue_offset=1)
-    assert (found.status, found.next_begin_offset, len(found.records)) == (PullStatus.FOUND, 3, 2)
+    assert (found.status, found.next_begin_offset, len(found.records)) == (
+        PullOutcomeStatus.FOUND,
+        3,
+        2,
+    )
     assert [m.queue_offset for m in iter_records(b"".join(found.records))] == [1, 2]
     one = await env.pull(queue_offset=3)
     assert (one.status, one.get_status, one.next_begin_offset) == (
-        PullStatus.NO_NEW_MSG,
+        PullOutcomeStatus.NO_NEW_MSG,
         GetStatus.OFFSET_OVERFLOW_ONE,
         3,
     )
     badly = await env.pull(queue_offset=10)
     assert (badly.status, badly.get_status, badly.next_begin_offset) == (
-        PullStatus.OFFSET_ILLEGAL,
+        PullOutcomeStatus.OFFSET_ILLEGAL,
         GetStatus.OFFSET_OVERFLOW_BADLY,
         3,
     )
@@ -373,7 +377,7 @@ async def test_pull_filters_on_tag_codes(env):
     out = await env.pull(subscription="TagA || TagC")
     assert [m.tags for m in iter_records(b"".join(out.records))] == ["TagA", "TagC"]
     none = await env.pull(subscription="TagZ")
-    assert (none.status, none.next_begin_offset) == (PullStatus.NO_MATCHED_MSG, 3)
+    assert (none.status, none.next_begin_offset) == (PullOutcomeStatus.NO_MATCHED_MSG, 3)
 
 
 async def test_pull_honours_max_msg_nums_and_the_broker_cap(env):
@@ -391,26 +395,26 @@ async def test_the_consumer_offset_rides_on_the_pull(env):
 @pytest.mark.parametrize(
     ("kwargs", "error", "words"),
     [
-        ({"consumer_group": ""}, InvalidRequestError, "group name is empty"),
-        ({"topic": "bad/topic"}, InvalidRequestError, "contains"),
-        ({"topic": "Nope"}, NotFoundError, "does not exist"),
-        ({"queue_id": 8}, InvalidRequestError, "queue id 8 is out of range"),
-        ({"queue_offset": -1}, InvalidRequestError, "queue_offset is -1"),
-        ({"max_msg_nums": -2}, InvalidRequestError, "max_msg_nums is -2"),
-        ({"suspend_timeout_ms": -5}, InvalidRequestError, "suspend_timeout_ms is -5"),
-        ({"commit_offset": -1}, InvalidRequestError, "commit_offset is -1"),
-        ({"subscription": " || "}, InvalidRequestError, "names no tags"),
+        ({"consumer_group": ""}, IllegalArgumentError, "group name is empty"),
+        ({"topic": "bad/topic"}, IllegalArgumentError, "contains"),
+        ({"topic": "Nope"}, ResourceNotFoundError, "does not exist"),
+        ({"queue_id": 8}, IllegalArgumentError, "queue id 8 is out of range"),
+        ({"queue_offset": -1}, IllegalArgumentError, "queue_offset is -1"),
+        ({"max_msg_nums": -2}, IllegalArgumentError, "max_msg_nums is -2"),
+        ({"suspend_timeout_ms": -5}, IllegalArgumentError, "suspend_timeout_ms is -5"),
+        ({"commit_offset": -1}, IllegalArgumentError, "commit_offset is -1"),
+        ({"subscription": " || "}, IllegalArgumentError, "names no tags"),
     ],
 )
 async def test_each_malformed_pull_gets_its_own_refusal(env, kwargs, error, words):
-    env.topics.create(TopicConfig(topic_name="TopicA"))
+    env.topics.create(BrokerTopicConfig(topic_name="TopicA"))
     with pytest.raises(error, match=words):
         await env.pull(**kwargs)
 
 
 async def test_pull_refuses_an_unreadable_topic(env):
-    env.topics.create(TopicConfig(topic_name="WriteOnly", perm=Perm.WRITE))
-    with pytest.raises(PermissionDeniedError, match="not readable"):
+    env.topics.create(BrokerTopicConfig(topic_name="WriteOnly", perm=Perm.WRITE))
+    with pytest.raises(NoPermissionError, match="not readable"):
         await env.pull(topic="WriteOnly")
 
 
@@ -430,17 +434,17 @@ async def wait_parked(hold, count=1):
 
 
 async def test_an_empty_pull_is_answered_by_the_next_matching_send(env):
-    env.topics.create(TopicConfig(topic_name="TopicA"))
+    env.topics.create(BrokerTopicConfig(topic_name="TopicA"))
     pull = asyncio.create_task(env.pull(suspend_timeout_ms=30_000))
     await wait_parked(env.hold)
     await env.send.send(record(body=b"late"))
     out = await asyncio.wait_for(pull, 1)
-    assert out.status is PullStatus.FOUND
+    assert out.status is PullOutcomeStatus.FOUND
     assert [m.body for m in iter_records(b"".join(out.records))] == [b"late"]
 
 
 async def test_a_non_matching_arrival_parks_the_pull_again_past_it(env):
-    env.topics.create(TopicConfig(topic_name="TopicA"))
+    env.topics.create(BrokerTopicConfig(topic_name="TopicA"))
     pull = asyncio.create_task(env.pull(subscription="TagA", suspend_timeout_ms=30_000))
     await wait_parked(env.hold)
     await env.send.send(record(tags="TagB"))
@@ -449,28 +453,28 @@ async def test_a_non_matching_arrival_parks_the_pull_again_past_it(env):
     assert not pull.done()
     await env.send.send(record(tags="TagA"))
     out = await asyncio.wait_for(pull, 1)
-    assert out.status is PullStatus.FOUND and out.next_begin_offset == 2
+    assert out.status is PullOutcomeStatus.FOUND and out.next_begin_offset == 2
     assert [m.tags for m in iter_records(b"".join(out.records))] == ["TagA"]
 
 
 async def test_a_parked_pull_is_answered_empty_at_its_suspend_time(env):
-    env.topics.create(TopicConfig(topic_name="TopicA"))
+    env.topics.create(BrokerTopicConfig(topic_name="TopicA"))
     loop = asyncio.get_running_loop()
     started = loop.time()
     out = await env.pull(suspend_timeout_ms=50)
-    assert out.status is PullStatus.NO_NEW_MSG
+    assert out.status is PullOutcomeStatus.NO_NEW_MSG
     assert loop.time() - started >= 0.045
 
 
 async def test_offset_errors_are_answered_at_once_without_parking(env):
     await env.send.send(record())
     out = await env.pull(queue_offset=5, suspend_timeout_ms=30_000)
-    assert out.status is PullStatus.OFFSET_ILLEGAL and env.hold.parked_count == 0
+    assert out.status is PullOutcomeStatus.OFFSET_ILLEGAL and env.hold.parked_count == 0
 
 
 # -- admin ----------------------------------------------------------------------------------
 async def test_topic_status_and_consume_progress(env):
-    env.topics.create(TopicConfig(topic_name="TopicA", read_queue_nums=2, write_queue_nums=2))
+    env.topics.create(BrokerTopicConfig(topic_name="TopicA", read_queue_nums=2, write_queue_nums=2))
     await env.send.send(record(queue_id=0) + record(queue_id=0) + record(queue_id=1))
     status = env.admin.topic_status("TopicA")
     assert [(q.queue_id, q.min_offset, q.max_offset) for q in status] == [(0, 0, 2), (1, 0, 1)]
@@ -481,18 +485,18 @@ async def test_topic_status_and_consume_progress(env):
         (0, 2, 1, 1),
         (1, 1, -1, 1),
     ]
-    with pytest.raises(NotFoundError, match="no offsets"):
+    with pytest.raises(ResourceNotFoundError, match="no offsets"):
         env.admin.consume_progress("Nobody")
 
 
 async def test_view_message_by_offset_msg_id(env):
     outcome = await env.send.send(record(body=b"find me"))
     assert decode_record(env.admin.view_message(outcome.offset_msg_ids[0])).body == b"find me"
-    with pytest.raises(InvalidRequestError, match="not hexadecimal"):
+    with pytest.raises(IllegalArgumentError, match="not hexadecimal"):
         env.admin.view_message("Z" * 32)
-    with pytest.raises(InvalidRequestError, match=r"names broker 10\.1\.1\.1:10911"):
+    with pytest.raises(IllegalArgumentError, match=r"names broker 10\.1\.1\.1:10911"):
         env.admin.view_message(encode_offset_msg_id("10.1.1.1", 10911, 0))
-    with pytest.raises(NotFoundError, match="no message at commit-log offset 999"):
+    with pytest.raises(ResourceNotFoundError, match="no message at commit-log offset 999"):
         env.admin.view_message(encode_offset_msg_id(*STORE_HOST, 999))
 
 
@@ -505,7 +509,7 @@ async def test_query_by_key_validates_its_arguments(env):
         ({"begin_timestamp_ms": 5, "end_timestamp_ms": 2}, "is after"),
     ):
         args = {"key": "order-1", **kwargs}
-        with pytest.raises(InvalidRequestError, match=words):
+        with pytest.raises(IllegalArgumentError, match=words):
             env.admin.query_by_key("TopicA", args.pop("key"), **args)
 
 
@@ -519,5 +523,5 @@ async def test_delete_topic_drops_queues_and_offsets(env):
 
 
 def test_every_refusal_is_a_broker_error():
-    for cls in (InvalidRequestError, NotFoundError, PermissionDeniedError):
+    for cls in (IllegalArgumentError, ResourceNotFoundError, NoPermissionError):
         assert issubclass(cls, BrokerError)

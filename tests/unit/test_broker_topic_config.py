@@ -10,11 +10,11 @@ from pocketmq.broker.errors import (
     AlreadyExistsError,
     DiskFullError,
     FailedPreconditionError,
-    InvalidRequestError,
-    NotFoundError,
-    PermissionDeniedError,
+    IllegalArgumentError,
+    NoPermissionError,
+    ResourceNotFoundError,
 )
-from pocketmq.broker.topic_config import Perm, TopicConfig, TopicConfigManager
+from pocketmq.broker.topic_config import BrokerTopicConfig, Perm, TopicConfigManager
 from pocketmq.common.clock import ManualClock
 
 
@@ -50,9 +50,9 @@ def test_template_topic_is_absent_when_auto_create_is_off(tmp_path):
 def test_create_update_delete_bump_the_data_version(tmp_path):
     m = manager(tmp_path)
     v0 = m.data_version
-    m.create(TopicConfig(topic_name="TopicA", read_queue_nums=4, write_queue_nums=4))
+    m.create(BrokerTopicConfig(topic_name="TopicA", read_queue_nums=4, write_queue_nums=4))
     v1 = m.data_version
-    m.update(TopicConfig(topic_name="TopicA", read_queue_nums=4, write_queue_nums=2))
+    m.update(BrokerTopicConfig(topic_name="TopicA", read_queue_nums=4, write_queue_nums=2))
     v2 = m.data_version
     m.delete("TopicA")
     assert v0.counter < v1.counter < v2.counter < m.data_version.counter
@@ -61,7 +61,7 @@ def test_create_update_delete_bump_the_data_version(tmp_path):
 
 def test_update_with_an_identical_config_keeps_the_version(tmp_path):
     m = manager(tmp_path)
-    tc = m.create(TopicConfig(topic_name="TopicA"))
+    tc = m.create(BrokerTopicConfig(topic_name="TopicA"))
     version = m.data_version
     m.update(tc)
     assert m.data_version == version
@@ -69,19 +69,19 @@ def test_update_with_an_identical_config_keeps_the_version(tmp_path):
 
 def test_refusals_say_what_to_do(tmp_path):
     m = manager(tmp_path)
-    m.create(TopicConfig(topic_name="TopicA"))
+    m.create(BrokerTopicConfig(topic_name="TopicA"))
     with pytest.raises(AlreadyExistsError, match="UpdateTopic"):
-        m.create(TopicConfig(topic_name="TopicA"))
-    with pytest.raises(NotFoundError, match="CreateTopic"):
-        m.update(TopicConfig(topic_name="TopicB"))
-    with pytest.raises(NotFoundError, match="TopicB"):
+        m.create(BrokerTopicConfig(topic_name="TopicA"))
+    with pytest.raises(ResourceNotFoundError, match="CreateTopic"):
+        m.update(BrokerTopicConfig(topic_name="TopicB"))
+    with pytest.raises(ResourceNotFoundError, match="TopicB"):
         m.delete("TopicB")
-    with pytest.raises(PermissionDeniedError, match="system topic"):
+    with pytest.raises(NoPermissionError, match="system topic"):
         m.delete("SCHEDULE_TOPIC_XXXX")
-    with pytest.raises(InvalidRequestError, match="write_queue_nums is 0"):
-        m.create(TopicConfig(topic_name="TopicC", write_queue_nums=0))
-    with pytest.raises(InvalidRequestError, match="contains"):
-        m.create(TopicConfig(topic_name="bad topic"))
+    with pytest.raises(IllegalArgumentError, match="write_queue_nums is 0"):
+        m.create(BrokerTopicConfig(topic_name="TopicC", write_queue_nums=0))
+    with pytest.raises(IllegalArgumentError, match="contains"):
+        m.create(BrokerTopicConfig(topic_name="bad topic"))
 
 
 def test_auto_create_copies_the_template_without_inherit(tmp_path):
@@ -93,7 +93,9 @@ def test_auto_create_copies_the_template_without_inherit(tmp_path):
 
 def test_auto_create_off_says_how_to_create_the_topic(tmp_path):
     m = manager(tmp_path, auto_create_enable=False)
-    with pytest.raises(NotFoundError, match=r"auto_create_topic_enable is off.*CreateTopic"):
+    with pytest.raises(
+        ResourceNotFoundError, match=r"auto_create_topic_enable is off.*CreateTopic"
+    ):
         m.get_or_auto_create("NewTopic")
 
 
@@ -101,16 +103,18 @@ def test_change_listeners_run_after_each_change(tmp_path):
     m = manager(tmp_path)
     calls = []
     m.add_change_listener(lambda: calls.append(m.data_version.counter))
-    m.create(TopicConfig(topic_name="TopicA"))
+    m.create(BrokerTopicConfig(topic_name="TopicA"))
     m.delete("TopicA")
     assert len(calls) == 2 and calls[0] < calls[1]
 
 
 def test_table_survives_a_restart_and_a_damaged_snapshot(tmp_path):
     m = manager(tmp_path)
-    m.create(TopicConfig(topic_name="TopicA", read_queue_nums=2, write_queue_nums=2, order=True))
+    m.create(
+        BrokerTopicConfig(topic_name="TopicA", read_queue_nums=2, write_queue_nums=2, order=True)
+    )
     m.persist()  # compacted: TopicA is in topics.json, the first snapshot is its .bak
-    m.create(TopicConfig(topic_name="TopicB"))  # only in topics.log
+    m.create(BrokerTopicConfig(topic_name="TopicB"))  # only in topics.log
     version = m.data_version
     again = manager(tmp_path)
     assert again.get("TopicA") == m.get("TopicA") and again.get("TopicB") == m.get("TopicB")
@@ -126,15 +130,17 @@ def test_topics_beyond_max_queues_total_are_refused_naming_the_key_and_numbers(t
     m = manager(tmp_path, max_queues_total=100)
     system = m.queues_total()
     m.create(
-        TopicConfig(
+        BrokerTopicConfig(
             topic_name="Fits", read_queue_nums=100 - system - 4, write_queue_nums=100 - system - 4
         )
     )
     for attempt in (
         lambda: m.create(
-            TopicConfig(topic_name="TooMany", read_queue_nums=16, write_queue_nums=16)
+            BrokerTopicConfig(topic_name="TooMany", read_queue_nums=16, write_queue_nums=16)
         ),
-        lambda: m.update(TopicConfig(topic_name="Fits", read_queue_nums=100, write_queue_nums=100)),
+        lambda: m.update(
+            BrokerTopicConfig(topic_name="Fits", read_queue_nums=100, write_queue_nums=100)
+        ),
         lambda: m.get_or_auto_create("AutoTooMany"),
     ):
         with pytest.raises(FailedPreconditionError) as refused:
@@ -156,6 +162,6 @@ def test_a_topic_change_that_cannot_be_saved_is_undone(tmp_path, monkeypatch):
 
     monkeypatch.setattr(m.store.log, "append", full_disk)
     with pytest.raises(DiskFullError) as refused:
-        m.create(TopicConfig(topic_name="NotSaved"))
+        m.create(BrokerTopicConfig(topic_name="NotSaved"))
     assert refused.value.reason == "DISK_FULL" and "topics.json" in refused.value.message
     assert m.get("NotSaved") is None and m.data_version == version

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pocketmq.broker.errors import AlreadyExistsError, InvalidRequestError
-from pocketmq.broker.topic_config import TopicConfig, TopicConfigManager
+from pocketmq.broker.errors import AlreadyExistsError, IllegalArgumentError
+from pocketmq.broker.topic_config import BrokerTopicConfig, TopicConfigManager
 from pocketmq.broker.topic_log import HEADER_SIZE, LogRecord, decode_records, encode_record
 from pocketmq.common.clock import ManualClock
 
@@ -23,9 +23,11 @@ def manager(tmp_path, **kwargs) -> TopicConfigManager:
     return m
 
 
-def topics(prefix: str, n: int, queues: int = 8) -> list[TopicConfig]:
+def topics(prefix: str, n: int, queues: int = 8) -> list[BrokerTopicConfig]:
     return [
-        TopicConfig(topic_name=f"{prefix}{i}", read_queue_nums=queues, write_queue_nums=queues)
+        BrokerTopicConfig(
+            topic_name=f"{prefix}{i}", read_queue_nums=queues, write_queue_nums=queues
+        )
         for i in range(n)
     ]
 
@@ -55,19 +57,19 @@ def test_a_batch_is_one_record_and_one_data_version(tmp_path):
 
 def test_a_batch_with_one_bad_entry_creates_nothing_and_names_the_entry(tmp_path):
     m = manager(tmp_path)
-    m.create(TopicConfig(topic_name="Exists"))
+    m.create(BrokerTopicConfig(topic_name="Exists"))
     version = m.data_version
-    bad = [*topics("Ok", 3), TopicConfig(topic_name="bad name")]
-    with pytest.raises(InvalidRequestError, match=r"topic_configs\[3\] \('bad name'\)"):
+    bad = [*topics("Ok", 3), BrokerTopicConfig(topic_name="bad name")]
+    with pytest.raises(IllegalArgumentError, match=r"topic_configs\[3\] \('bad name'\)"):
         m.create_many(bad)
     with pytest.raises(AlreadyExistsError, match=r"topic_configs\[1\] \('Exists'\)"):
-        m.create_many([TopicConfig(topic_name="New"), TopicConfig(topic_name="Exists")])
+        m.create_many([BrokerTopicConfig(topic_name="New"), BrokerTopicConfig(topic_name="Exists")])
     assert m.get("Ok0") is None and m.get("New") is None and m.data_version == version
     result = m.create_many(
         [
-            TopicConfig(topic_name="New"),
-            TopicConfig(topic_name="Exists"),
-            TopicConfig(topic_name="Ok0", read_queue_nums=2, write_queue_nums=2),
+            BrokerTopicConfig(topic_name="New"),
+            BrokerTopicConfig(topic_name="Exists"),
+            BrokerTopicConfig(topic_name="Ok0", read_queue_nums=2, write_queue_nums=2),
         ],
         update_existing=True,
     )
@@ -90,13 +92,13 @@ def test_recovery_truncates_a_torn_tail_record_and_reports_it(tmp_path, caplog):
     assert again.last_load.cut_bytes > 0
     assert "cut" in caplog.text and "topics.log" in caplog.text
     assert decode_records(Path(path).read_bytes()).cut_bytes == 0  # cut on disk too
-    again.create(TopicConfig(topic_name="After"))  # appends behind the cut
+    again.create(BrokerTopicConfig(topic_name="After"))  # appends behind the cut
     assert manager(tmp_path).get("After") is not None
 
 
 def test_a_torn_header_fragment_is_cut(tmp_path):
     m = manager(tmp_path)
-    m.create(TopicConfig(topic_name="Kept"))
+    m.create(BrokerTopicConfig(topic_name="Kept"))
     m.store.close()
     with open(m.store.log.path, "ab") as f:
         f.write(b"\x00\x00\x01")  # less than a header
@@ -144,8 +146,8 @@ def test_delete_many_is_one_change_and_ignores_missing_on_request(tmp_path):
 def test_changes_since_gives_the_delta_or_none_when_too_old(tmp_path):
     m = manager(tmp_path)
     base = m.data_version.counter
-    m.create(TopicConfig(topic_name="A"))
-    m.create(TopicConfig(topic_name="B"))
+    m.create(BrokerTopicConfig(topic_name="A"))
+    m.create(BrokerTopicConfig(topic_name="B"))
     m.delete("A")
     delta = m.changes_since(base)
     assert [tc.topic_name for tc in delta.put] == ["B"] and delta.deleted == ["A"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from pocketmq.broker.errors import NotMasterError as BrokerNotMaster
+from pocketmq.broker.errors import BrokerNotMasterError as BrokerNotMaster
 from pocketmq.broker.servicer import _abort
 from pocketmq.client import Message, Producer
 from pocketmq.client.errors import NotMasterError

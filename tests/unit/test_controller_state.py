@@ -7,8 +7,8 @@ import pytest
 from pocketmq.controller.manager import ControllerConfigView, Heartbeat, ReplicasManager
 from pocketmq.controller.state import (
     BrokerLive,
+    ControllerRefusalError,
     GroupState,
-    Refusal,
     ReplicaAddr,
     alter_sync_state_set,
     elect,
@@ -51,13 +51,13 @@ def test_election_prefers_epoch_then_offset_then_priority_among_live_in_sync_rep
 
 def test_election_never_picks_a_replica_outside_the_in_sync_set_unless_unclean():
     state = _group({1, 2})
-    with pytest.raises(Refusal, match="no live in-sync replica"):
+    with pytest.raises(ControllerRefusalError, match="no live in-sync replica"):
         elect(state, {3: _live(3, 10_000)})
     assert elect(state, {3: _live(3, 10_000)}, unclean=True).master_id == 3
 
 
 def test_designated_election_refuses_a_replica_out_of_sync():
-    with pytest.raises(Refusal, match="not in the in-sync replica set"):
+    with pytest.raises(ControllerRefusalError, match="not in the in-sync replica set"):
         elect(_group({1, 2}), {2: _live(3, 1), 3: _live(3, 1)}, designated=3)
 
 
@@ -68,17 +68,17 @@ def test_alter_sync_state_set_is_compare_and_set_on_both_epochs():
         state, live, master_id=1, master_epoch=3, sss_epoch=7, new_set=frozenset({1, 2, 3})
     )
     assert grown.sync_state_set == {1, 2, 3} and grown.sss_epoch == 8
-    with pytest.raises(Refusal) as stale:
+    with pytest.raises(ControllerRefusalError) as stale:
         alter_sync_state_set(
             state, live, master_id=1, master_epoch=2, sss_epoch=7, new_set=frozenset({1})
         )
     assert stale.value.reason == "FENCED_MASTER_EPOCH"
-    with pytest.raises(Refusal) as old_set:
+    with pytest.raises(ControllerRefusalError) as old_set:
         alter_sync_state_set(
             state, live, master_id=1, master_epoch=3, sss_epoch=6, new_set=frozenset({1})
         )
     assert old_set.value.reason == "FENCED_SYNC_STATE_SET_EPOCH"
-    with pytest.raises(Refusal, match="have not heartbeated"):
+    with pytest.raises(ControllerRefusalError, match="have not heartbeated"):
         alter_sync_state_set(
             state,
             {1: _live(3, 0)},

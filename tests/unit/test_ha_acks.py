@@ -15,7 +15,7 @@ import asyncio
 import pytest
 from storekit import open_store, record, small_config
 
-from pocketmq.broker.ha.master import ReplicationService, SyncOutcome
+from pocketmq.broker.ha.master import ReplicationMaster, SyncOutcome
 from pocketmq.broker.ha.replica import AckDue
 from pocketmq.broker.store import PutStatus
 
@@ -27,7 +27,7 @@ def encode(offset, epoch, start, records, lazy_ack):
 @pytest.fixture
 def master(tmp_path):
     store = open_store(small_config(tmp_path / "m"))
-    service = ReplicationService(
+    service = ReplicationMaster(
         store,
         broker_name="b",
         batch_bytes=1 << 20,
@@ -96,7 +96,7 @@ async def test_records_sent_while_a_sync_send_waits_are_not_lazy(master):
 async def test_only_the_frame_that_completes_a_waiting_send_asks_for_an_ack(tmp_path):
     store = open_store(small_config(tmp_path / "m"))
     # frames of one record each: a put of three records goes out in three frames
-    service = ReplicationService(
+    service = ReplicationMaster(
         store,
         broker_name="b",
         batch_bytes=1,

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pocketmq.broker.ha.master import HandshakeRefused, ReplicationService, SyncOutcome
+from pocketmq.broker.ha.master import HandshakeRefusedError, ReplicationMaster, SyncOutcome
 from pocketmq.broker.store.epochs import EpochEntry as E
 
 
@@ -16,7 +16,7 @@ def service(epochs, end, *, min_offset=0, fenced=None, housekeeping_s=10.0):
         epochs=SimpleNamespace(entries=list(epochs), last_epoch=epochs[-1].epoch if epochs else 0),
         commitlog=SimpleNamespace(min_offset=min_offset, max_offset=end),
     )
-    return ReplicationService(
+    return ReplicationMaster(
         store,
         broker_name="b",
         batch_bytes=1 << 16,
@@ -47,7 +47,7 @@ def test_a_replica_behind_in_the_same_term_copies_from_its_end():
 def test_a_replica_ahead_in_the_masters_own_term_is_refused_and_the_master_fenced():
     why = []
     svc = service([E(1, 0)], 600, fenced=why.append)
-    with pytest.raises(HandshakeRefused) as refused:
+    with pytest.raises(HandshakeRefusedError) as refused:
         hello(svc, [E(1, 0)], 1000)
     assert refused.value.reason == "REPLICA_AHEAD"
     assert "lost 400 bytes" in why[0]
@@ -60,7 +60,7 @@ def test_a_tail_written_in_an_older_term_is_cut_at_the_new_terms_start():
 
 
 def test_a_replica_that_knows_a_newer_master_refuses_this_one():
-    with pytest.raises(HandshakeRefused) as refused:
+    with pytest.raises(HandshakeRefusedError) as refused:
         hello(service([E(1, 0)], 100), [E(1, 0)], 100, seen=2)
     assert refused.value.reason == "STALE_EPOCH"
 

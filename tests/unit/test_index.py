@@ -1,4 +1,4 @@
-"""IndexFile and IndexService on real files, with 8 slots and 16 entries a file."""
+"""IndexFile and IndexFileSet on real files, with 8 slots and 16 entries a file."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pocketmq.broker.store.index_file import (
     index_key_hash,
     iter_index_entries,
 )
-from pocketmq.broker.store.index_service import IndexService, key_hash_of
+from pocketmq.broker.store.index_service import IndexFileSet, key_hash_of
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.common.clock import ManualClock
 from pocketmq.common.hashing import index_slot, java_string_hash
@@ -31,8 +31,8 @@ T0 = 1_700_000_000_000  # ms
 
 def new_service(
     tmp_path, *, entries: int = ENTRIES, io: StoreIO | None = None, clock: ManualClock | None = None
-) -> IndexService:
-    service = IndexService(
+) -> IndexFileSet:
+    service = IndexFileSet(
         str(tmp_path / "index"), slots=SLOTS, entries=entries, io=io, clock=clock or ManualClock(T0)
     )
     service.load(clean_shutdown=True, checkpoint_timestamp_ms=0)
@@ -40,21 +40,21 @@ def new_service(
 
 
 def reopen(
-    service: IndexService, *, clean_shutdown: bool = True, checkpoint_timestamp_ms: int = 0
-) -> IndexService:
+    service: IndexFileSet, *, clean_shutdown: bool = True, checkpoint_timestamp_ms: int = 0
+) -> IndexFileSet:
     service.close()
-    again = IndexService(
+    again = IndexFileSet(
         service.directory, slots=SLOTS, entries=service.entries, clock=ManualClock(T0)
     )
     again.load(clean_shutdown=clean_shutdown, checkpoint_timestamp_ms=checkpoint_timestamp_ms)
     return again
 
 
-def index_files(service: IndexService) -> list[str]:
+def index_files(service: IndexFileSet) -> list[str]:
     return sorted(os.listdir(service.directory))
 
 
-def read_file(service: IndexService, name: str) -> bytes:
+def read_file(service: IndexFileSet, name: str) -> bytes:
     with open(os.path.join(service.directory, name), "rb") as f:
         return f.read()
 
@@ -433,7 +433,7 @@ def test_query_returns_what_a_dict_of_lists_would(tmp_path_factory, records, ent
 
 @pytest.mark.parametrize(("slots", "entries"), [(SLOTS, ENTRIES), (1000, 5000), (7, 3)])
 def test_iter_index_entries_reads_every_entry_given_the_slot_count(tmp_path, slots, entries):
-    service = IndexService(
+    service = IndexFileSet(
         str(tmp_path / "index"), slots=slots, entries=entries, clock=ManualClock(T0)
     )
     service.load(clean_shutdown=True, checkpoint_timestamp_ms=0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from storekit import open_store, small_config
 
-from pocketmq.broker.errors import FailedPreconditionError, InvalidRequestError
+from pocketmq.broker.errors import FailedPreconditionError, IllegalArgumentError
 from pocketmq.broker.property_filter import FilterCompiler, read_filtered, record_properties
 from pocketmq.broker.store.results import GetStatus
 from pocketmq.client.heartbeat import consumer_fingerprint
@@ -25,10 +25,10 @@ def test_the_compiler_answers_none_for_tags_and_caches_sql():
 
 
 def test_the_compiler_refuses_bad_expressions_unknown_types_and_sql_when_switched_off():
-    with pytest.raises(InvalidRequestError, match="line 1, column 4") as err:
+    with pytest.raises(IllegalArgumentError, match="line 1, column 4") as err:
         FilterCompiler().compile("SQL92", "a >")
     assert err.value.reason == "SUBSCRIPTION_PARSE_FAILED"
-    with pytest.raises(InvalidRequestError, match="'XPATH' is unknown"):
+    with pytest.raises(IllegalArgumentError, match="'XPATH' is unknown"):
         FilterCompiler().compile("XPATH", "a")
     with pytest.raises(FailedPreconditionError, match="enable_property_filter"):
         FilterCompiler(enable_property_filter=False).compile("SQL92", "a > 1")

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from pocketmq.broker.namesrv_client import BrokerRegistration, RegisterReply
 from pocketmq.broker.registration import RegisterBrokerService
-from pocketmq.broker.topic_config import TopicConfig as BrokerTopicConfig
-from pocketmq.broker.topic_config import TopicConfigManager
+from pocketmq.broker.topic_config import BrokerTopicConfig, TopicConfigManager
 from pocketmq.common.clock import ManualClock
 from pocketmq.nameserver.route_table import (
     BrokerIdentity,
     DataVersion,
+    RegisteredTopicConfig,
     RouteTable,
-    TopicConfig,
     TopicUpdate,
 )
 
@@ -50,7 +49,7 @@ class RouteTableClient:
             ),
             DataVersion(reg.data_version.timestamp_ms, reg.data_version.counter),
             [
-                TopicConfig(
+                RegisteredTopicConfig(
                     topic_name=tc.topic_name,
                     read_queue_nums=tc.read_queue_nums,
                     write_queue_nums=tc.write_queue_nums,
@@ -159,7 +158,10 @@ async def test_a_chunked_table_is_routed_only_once_complete(tmp_path):
     table = RouteTable(clock=ManualClock(), default_heartbeat_timeout_ms=120_000)
     broker = BrokerIdentity(cluster="C", broker_name="b", broker_addr="127.0.0.1:1", broker_id=0)
     version = DataVersion(1, 5)
-    cfg = [TopicConfig(topic_name=f"X{i}", read_queue_nums=1, write_queue_nums=1) for i in range(4)]
+    cfg = [
+        RegisteredTopicConfig(topic_name=f"X{i}", read_queue_nums=1, write_queue_nums=1)
+        for i in range(4)
+    ]
     table.register_broker(broker, version, cfg[:2], update=TopicUpdate(chunk_count=2))
     assert table.get_route("X0") is None  # staged, not routed yet
     out_of_order = table.register_broker(
@@ -180,7 +182,7 @@ def test_topic_pages_walk_the_table_in_order(tmp_path):
         broker,
         DataVersion(1, 1),
         [
-            TopicConfig(topic_name=f"P{i:03d}", read_queue_nums=2, write_queue_nums=2)
+            RegisteredTopicConfig(topic_name=f"P{i:03d}", read_queue_nums=2, write_queue_nums=2)
             for i in range(250)
         ],
     )

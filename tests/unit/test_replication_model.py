@@ -6,7 +6,7 @@ store holds it; ASYNC: at once), the replica copies a few frames, the
 replica drops its session, or a failover (the replica is promoted with a new
 epoch, the old master rejoins as its replica through the handshake: cut by
 epoch, wiped when nothing is shared). The handshake and apply steps are the
-ones ``HaClient`` runs (``ReplicationService.handshake``, ``truncate_to`` /
+ones ``HaClient`` runs (``ReplicationMaster.handshake``, ``truncate_to`` /
 ``wipe``, the master's epochs up to the start, then ``append_replicated``).
 
 After every step:
@@ -22,7 +22,7 @@ import random
 import pytest
 from storekit import open_store, record, small_config
 
-from pocketmq.broker.ha.master import HandshakeRefused, ReplicationService, _epoch_at
+from pocketmq.broker.ha.master import HandshakeRefusedError, ReplicationMaster, _epoch_at
 from pocketmq.broker.store import PutStatus
 from pocketmq.broker.store.epochs import EpochEntry
 
@@ -38,7 +38,7 @@ class Node:
     def __init__(self, path, name):
         self.store = open_store(small_config(path / name))
         self.name = name
-        self.service = ReplicationService(
+        self.service = ReplicationMaster(
             self.store,
             broker_name="b",
             batch_bytes=6000,
@@ -61,7 +61,7 @@ def join(master: Node, replica: Node, seen: int) -> bool:
             epochs=list(store.epochs.entries),
             highest_epoch_seen=seen,
         )
-    except HandshakeRefused:
+    except HandshakeRefusedError:
         return False
     if welcome.truncate_to == -1:
         store.wipe()

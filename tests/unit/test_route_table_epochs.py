@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from pocketmq.common.clock import ManualClock
-from pocketmq.nameserver.route_table import BrokerIdentity, DataVersion, RouteTable, TopicConfig
+from pocketmq.nameserver.route_table import (
+    BrokerIdentity,
+    DataVersion,
+    RegisteredTopicConfig,
+    RouteTable,
+)
 
-TOPIC = TopicConfig(topic_name="orders", read_queue_nums=2, write_queue_nums=2, perm=6)
+TOPIC = RegisteredTopicConfig(topic_name="orders", read_queue_nums=2, write_queue_nums=2, perm=6)
 
 
 def table() -> RouteTable:

@@ -35,7 +35,7 @@ from pocketmq.broker.store.index_file import (
     IndexFile,
     py_insert_entries,
 )
-from pocketmq.broker.store.index_service import IndexService, py_index_key_hashes
+from pocketmq.broker.store.index_service import IndexFileSet, py_index_key_hashes
 from pocketmq.common.clock import ManualClock
 from pocketmq.common.hashing import java_string_hash
 from pocketmq.common.message import (
@@ -435,7 +435,7 @@ def test_index_files_built_by_both_paths_are_byte_identical(tmp_path_factory, pu
     images = []
     for kind in IMPLEMENTATIONS:
         directory = tmp_path_factory.mktemp(kind)
-        service = IndexService(str(directory), slots=5, entries=9, clock=ManualClock())
+        service = IndexFileSet(str(directory), slots=5, entries=9, clock=ManualClock())
         service.load(clean_shutdown=True, checkpoint_timestamp_ms=0)
         with implementation(kind):
             phys = 0

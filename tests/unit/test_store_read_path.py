@@ -185,7 +185,10 @@ def gather_impl(request, monkeypatch):
 def test_reads_across_commit_log_segments_return_every_record_in_both_forms(tmp_path, gather_impl):
     store = open_store(
         small_config(
-            tmp_path, commitlog_file_size=8 * 1024, max_message_size=4096, max_batch_size=4096
+            tmp_path,
+            commitlog_file_size_bytes=8 * 1024,
+            max_message_size_bytes=4096,
+            max_batch_size_bytes=4096,
         )
     )
     try:
@@ -210,7 +213,10 @@ def test_reads_across_commit_log_segments_return_every_record_in_both_forms(tmp_
 def test_tag_filtered_and_byte_limited_reads_agree_in_both_forms(tmp_path, gather_impl):
     store = open_store(
         small_config(
-            tmp_path, commitlog_file_size=8 * 1024, max_message_size=4096, max_batch_size=4096
+            tmp_path,
+            commitlog_file_size_bytes=8 * 1024,
+            max_message_size_bytes=4096,
+            max_batch_size_bytes=4096,
         )
     )
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from storekit import crash, small_config, start_store
 
-from pocketmq.broker.errors import InvalidRequestError
+from pocketmq.broker.errors import IllegalArgumentError
 from pocketmq.broker.store.message_store import DefaultMessageStore
 from pocketmq.broker.store.results import PutResult, PutStatus
 from pocketmq.broker.store.timer_store import TimerMessageStore
@@ -83,7 +83,7 @@ def test_a_time_now_or_past_is_stored_as_sent():
 
 
 def test_a_time_too_far_ahead_is_refused_with_both_numbers():
-    with pytest.raises(InvalidRequestError) as info:
+    with pytest.raises(IllegalArgumentError) as info:
         park(record(TIMER_DELAY_MS=str(3 * 86_400_000 + 1)))
     assert info.value.reason == "WHEEL_TIMER_MSG_ILLEGAL"
     assert "is 259200001 ms ahead" in info.value.message
@@ -100,13 +100,13 @@ def test_a_time_too_far_ahead_is_refused_with_both_numbers():
     ],
 )
 def test_a_malformed_delivery_time_is_refused(props, expected):
-    with pytest.raises(InvalidRequestError, match=expected) as info:
+    with pytest.raises(IllegalArgumentError, match=expected) as info:
         park(record(uniq="U0"), record(**props))
     assert "record at batch offset" in info.value.message
 
 
 def test_a_broker_with_the_timer_off_refuses_timer_messages():
-    with pytest.raises(InvalidRequestError) as info:
+    with pytest.raises(IllegalArgumentError) as info:
         park(record(TIMER_DELAY_MS="5000"), policy=TimerPolicy(enabled=False))
     assert info.value.reason == "WHEEL_TIMER_NOT_ENABLE"
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from storekit import open_store, small_config
 
-from pocketmq.broker.client_manager import CheckTransactionState, ClientManager
+from pocketmq.broker.client_manager import CheckTransactionStateCommand, ClientManager
 from pocketmq.broker.errors import FailedPreconditionError
 from pocketmq.broker.store.results import GetStatus
-from pocketmq.broker.transaction import EndTransactionRequest, TransactionalMessageService
+from pocketmq.broker.transaction import EndTransactionRequest, TransactionResolver
 from pocketmq.broker.transaction_check import TransactionalMessageCheckService
 from pocketmq.broker.transaction_ops import Resolution, rewrite_half_messages
 from pocketmq.common.clock import ManualClock
@@ -35,13 +35,13 @@ class Env:
     def __init__(self, tmp_path):
         self.tmp_path = tmp_path
         self.clock = ManualClock()
-        self.sent: list[tuple[str, CheckTransactionState]] = []
+        self.sent: list[tuple[str, CheckTransactionStateCommand]] = []
         self.producer: str | None = "producer-1"  # None: no producer connected
         self.store = open_store(small_config(tmp_path / "data"), clock=self.clock)
         self._build()
 
     def _build(self) -> None:
-        self.service = TransactionalMessageService(
+        self.service = TransactionResolver(
             self.store, str(self.tmp_path / "config"), store_host=STORE_HOST, clock=self.clock
         )
         self.service.load()
@@ -202,8 +202,8 @@ async def test_a_new_half_wakes_an_idle_service(env):
 
 
 # -- choosing a producer ----------------------------------------------------------------------
-def check_command(n: int = 1) -> CheckTransactionState:
-    return CheckTransactionState(
+def check_command(n: int = 1) -> CheckTransactionStateCommand:
+    return CheckTransactionStateCommand(
         producer_group="pg",
         record=b"",
         commit_log_offset=0,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pocketmq.broker.errors import InvalidRequestError
+from pocketmq.broker.errors import IllegalArgumentError
 from pocketmq.broker.transaction_ops import (
     Resolution,
     Verdict,
@@ -123,14 +123,14 @@ def test_the_request_group_stands_in_for_a_missing_pgroup():
 
 
 def test_a_half_message_without_any_group_is_refused():
-    with pytest.raises(InvalidRequestError, match="producer group"):
+    with pytest.raises(IllegalArgumentError, match="producer group"):
         rewrite(record(group=""))
 
 
 def test_a_damaged_half_message_is_refused():
     raw = bytearray(record())
     raw[90] ^= 0xFF  # a body byte: the CRC no longer matches
-    with pytest.raises(InvalidRequestError, match="CRC"):
+    with pytest.raises(IllegalArgumentError, match="CRC"):
         rewrite(bytes(raw))
 
 

@@ -1,4 +1,4 @@
-"""TransactionalMessageService over a real store: EndTransaction, idempotence, the op replay
+"""TransactionResolver over a real store: EndTransaction, idempotence, the op replay
 that rebuilds the set of resolved halves, repair of a commit a crash cut, saved progress."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from storekit import crash, open_store, small_config
 
 from pocketmq.broker.errors import (
     FailedPreconditionError,
-    InvalidRequestError,
-    NotFoundError,
-    PermissionDeniedError,
+    IllegalArgumentError,
+    NoPermissionError,
+    ResourceNotFoundError,
 )
-from pocketmq.broker.send_service import SendMessageService
+from pocketmq.broker.send_service import SendMessageProcessor
 from pocketmq.broker.store.results import GetStatus
-from pocketmq.broker.topic_config import TopicConfig, TopicConfigManager
-from pocketmq.broker.transaction import EndTransactionRequest, TransactionalMessageService
+from pocketmq.broker.topic_config import BrokerTopicConfig, TopicConfigManager
+from pocketmq.broker.transaction import EndTransactionRequest, TransactionResolver
 from pocketmq.broker.transaction_ops import Resolution, op_record, rewrite_half_messages
 from pocketmq.common.clock import ManualClock
 from pocketmq.common.message import SysFlag, decode_record, encode_record, pack_host
@@ -46,8 +46,8 @@ class Env:
         self.store = open_store(small_config(tmp_path / "data"), clock=self.clock)
         self.service = self.new_service()
 
-    def new_service(self) -> TransactionalMessageService:
-        service = TransactionalMessageService(
+    def new_service(self) -> TransactionResolver:
+        service = TransactionResolver(
             self.store, str(self.tmp_path / "config"), store_host=STORE_HOST, clock=self.clock
         )
         service.load()
@@ -135,16 +135,16 @@ async def test_a_rollback_never_delivers(env):
 
 async def test_requests_naming_the_wrong_message_are_refused(env):
     offset = env.send_half("A")
-    with pytest.raises(PermissionDeniedError, match="not one of producer group 'other'"):
+    with pytest.raises(NoPermissionError, match="not one of producer group 'other'"):
         await env.end(offset, Resolution.COMMIT, group="other")
-    with pytest.raises(InvalidRequestError, match="msg id"):
+    with pytest.raises(IllegalArgumentError, match="msg id"):
         await env.end(offset, Resolution.COMMIT, msg_id="B")
-    with pytest.raises(NotFoundError, match="no message starts"):
+    with pytest.raises(ResourceNotFoundError, match="no message starts"):
         await env.end(offset + 1, Resolution.COMMIT)
     plain = env.store.put_batch(encode_record(topic="TopicA", body=b"x")).phys_offsets[0]
-    with pytest.raises(NotFoundError, match="not a half message"):
+    with pytest.raises(ResourceNotFoundError, match="not a half message"):
         await env.end(plain, Resolution.COMMIT)
-    with pytest.raises(InvalidRequestError, match="COMMIT or ROLLBACK"):
+    with pytest.raises(IllegalArgumentError, match="COMMIT or ROLLBACK"):
         await env.end(offset, Resolution.DISCARD)
     assert env.delivered() == []
 
@@ -218,8 +218,8 @@ async def test_the_send_path_stores_prepared_records_as_half_messages(env, tmp_p
         str(tmp_path / "config"), broker_name="broker-a", cluster_name="DefaultCluster"
     )
     topics.load()
-    topics.create(TopicConfig(topic_name="TopicA", read_queue_nums=4, write_queue_nums=4))
-    send = SendMessageService(env.store, topics, store_host=STORE_HOST)
+    topics.create(BrokerTopicConfig(topic_name="TopicA", read_queue_nums=4, write_queue_nums=4))
+    send = SendMessageProcessor(env.store, topics, store_host=STORE_HOST)
     outcome = await send.send(prepared("A", group=""), single=True, producer_group="pg")
     assert (outcome.topics, outcome.queue_ids, outcome.msg_ids) == (["TopicA"], [1], ["A"])
     assert env.delivered() == []

@@ -132,9 +132,9 @@ def test_the_queue_end_for_offset_commits_stays_at_the_real_tail_while_the_gate_
 
 
 def _master(store):
-    from pocketmq.broker.ha.master import ReplicationService
+    from pocketmq.broker.ha.master import ReplicationMaster
 
-    return ReplicationService(
+    return ReplicationMaster(
         store,
         broker_name="b",
         batch_bytes=1 << 16,
