@@ -1,4 +1,5 @@
-"""What the benchmarks share: free ports, and a ``pocketmq standalone`` to measure against.
+"""What the benchmarks share: the machine line, free ports, and a ``pocketmq standalone``
+to measure against.
 
 Not a test helper: imported by the scripts in this folder (run as scripts, so
 this folder is on ``sys.path``).
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import shutil
 import socket
 import subprocess
@@ -17,7 +19,37 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["Standalone", "free_port", "standalone", "wait_port"]
+__all__ = ["Standalone", "free_port", "machine", "standalone", "wait_port"]
+
+
+def machine() -> str:
+    """The line every benchmark prints first, e.g. ``host · 2 cpu (AMD EPYC 7B13) · x86_64 ·
+    Linux 6.1.0 · Python 3.11.7 · grpcio 1.66.1``; a part it cannot read is left out."""
+    model = _cpu_model()
+    parts = [
+        platform.node(),
+        f"{os.cpu_count()} cpu" + (f" ({model})" if model else ""),
+        platform.machine(),
+        f"{platform.system()} {platform.release()}",
+        f"Python {platform.python_version()}",
+    ]
+    try:
+        import grpc
+    except ImportError:
+        pass
+    else:
+        parts.append(f"grpcio {grpc.__version__}")
+    return " · ".join(part for part in parts if part.strip())
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(
+                (line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), ""
+            )
+    except OSError:
+        return ""
 
 
 def free_port() -> int:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -24,20 +23,13 @@ import time
 
 import grpc
 import uvloop
-from benchkit import free_port, wait_port
+from benchkit import free_port, machine, wait_port
 
 from pocketmq.common.message import encode_record, pack_host
 from pocketmq.v1 import broker_pb2, broker_pb2_grpc
 
 BODY = os.urandom(1024)
 ECHO_METHOD = "/bench.Echo/Echo"
-
-
-def machine() -> str:
-    return (
-        f"{platform.node()} · {os.cpu_count()} cpu · Python {platform.python_version()} · "
-        f"grpcio {grpc.__version__}"
-    )
 
 
 def records(n: int, topic: str = "bench", queues: int = 8, start: int = 0) -> list[bytes]:

@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import platform
 import shutil
 import signal
 import statistics
@@ -43,7 +42,7 @@ from collections.abc import Iterator
 
 import grpc
 import uvloop
-from benchkit import free_port, wait_port
+from benchkit import free_port, machine, wait_port
 
 from pocketmq.common.message import encode_record, pack_host
 from pocketmq.v1 import broker_pb2 as pb
@@ -56,13 +55,6 @@ OPTIONS = [
     ("grpc.max_receive_message_length", 64 * MiB),
     ("grpc.max_send_message_length", 64 * MiB),
 ]
-
-
-def machine() -> str:
-    return (
-        f"{platform.node()} · {os.cpu_count()} cpu · {platform.machine()} · "
-        f"Python {platform.python_version()} · grpcio {grpc.__version__}"
-    )
 
 
 def records(n: int, topic: str = "bench", queues: int = 8, start: int = 0) -> list[bytes]:

@@ -73,6 +73,7 @@ from pocketmq.client.route import RouteService
 from pocketmq.client.tasks import cancel_and_wait, raise_if_cancelling
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.filter import MessageSelector
+from pocketmq.common.filter.tags import parse_tag_expression
 from pocketmq.common.validation import check_group, check_topic
 
 __all__ = ["ConsumerBase", "parse_subscription"]
@@ -86,14 +87,8 @@ _ALL = MessageSelector.by_tag("*")
 
 
 def parse_subscription(expression: str) -> frozenset[str] | None:
-    """``"*"``/``""`` -> None (every tag); ``"A || B"`` -> {"A", "B"}."""
-    text = (expression or "*").strip()
-    if text == "*":
-        return None
-    tags = frozenset(t.strip() for t in text.split("||") if t.strip())
-    if not tags:
-        raise ValueError(f"subscription {expression!r} names no tags; use '*' or 'A || B'")
-    return tags
+    """``"*"``/``""`` -> None (every tag); ``"A || B"`` -> {"A", "B"}; a ValueError else."""
+    return parse_tag_expression(expression, what="subscription")
 
 
 class ConsumerBase:

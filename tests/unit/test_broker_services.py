@@ -27,7 +27,6 @@ from pocketmq.broker.pull_service import (
     PullMessageService,
     PullRequest,
     PullStatus,
-    parse_tag_expression,
 )
 from pocketmq.broker.send_service import SendMessageService, SendStatus
 from pocketmq.broker.store.batch import scan_batch
@@ -412,12 +411,6 @@ async def test_pull_refuses_an_unreadable_topic(env):
     env.topics.create(TopicConfig(topic_name="WriteOnly", perm=Perm.WRITE))
     with pytest.raises(PermissionDeniedError, match="not readable"):
         await env.pull(topic="WriteOnly")
-
-
-def test_tag_expressions_parse_like_rocketmqs():
-    assert parse_tag_expression("*") is None
-    assert parse_tag_expression("") is None
-    assert parse_tag_expression(" TagA ||TagB|| ") == frozenset({"TagA", "TagB"})
 
 
 # -- long polling through the pull service ----------------------------------------------------
