@@ -20,7 +20,6 @@ import itertools
 import os
 import sys
 import threading
-import time
 from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 import pytest
 from clusterkit import QUEUES, Cluster, two_broker_cluster
+from waitkit import eventually_sync
 
 from pocketmq.broker.topic_config import TopicConfig
 from pocketmq.client import Message, SendResult
@@ -63,13 +63,17 @@ class LiveCluster:
                 )
 
         self.run(create())
-        deadline = time.monotonic() + 10
-        while True:
+
+        def on_every_broker() -> bool:
             route = self.cluster.namesrv.route_table.get_route(topic)
-            if route is not None and len(route.queue_datas) == len(self.cluster.brokers):
-                return
-            assert time.monotonic() < deadline, f"route of {topic} did not reach both brokers"
-            time.sleep(0.02)
+            return route is not None and len(route.queue_datas) == len(self.cluster.brokers)
+
+        eventually_sync(
+            on_every_broker,
+            timeout_s=10,
+            interval_s=0.02,
+            what=f"route of {topic} on both brokers",
+        )
 
     def send(
         self, topic: str, count: int, *, start: int = 0, tags: Sequence[str] = ("TagA", "TagB")

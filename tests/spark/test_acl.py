@@ -7,6 +7,7 @@ import threading
 
 import pytest
 from pyspark.errors import AnalysisException, PythonException
+from waitkit import eventually
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
@@ -56,8 +57,11 @@ def secured(tmp_path_factory):
         broker.topics.create(
             TopicConfig(topic_name="audited", read_queue_nums=2, write_queue_nums=2)
         )
-        while nameserver.route_table.get_route("audited") is None:
-            await asyncio.sleep(0.02)
+        await eventually(
+            lambda: nameserver.route_table.get_route("audited") is not None,
+            interval_s=0.02,
+            what="route of audited",
+        )
 
     run(create())
     try:

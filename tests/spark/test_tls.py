@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from pki import HAVE_OPENSSL, make_pki
+from waitkit import eventually
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
@@ -63,8 +64,11 @@ def tls_cluster(tmp_path_factory):
 
     async def create() -> None:
         broker.topics.create(TopicConfig(topic_name=TOPIC, read_queue_nums=2, write_queue_nums=2))
-        while nameserver.route_table.get_route(TOPIC) is None:
-            await asyncio.sleep(0.02)
+        await eventually(
+            lambda: nameserver.route_table.get_route(TOPIC) is not None,
+            interval_s=0.02,
+            what=f"route of {TOPIC}",
+        )
 
     run(create())
     try:
