@@ -223,9 +223,14 @@ async def test_reset_offset_without_consumers_stores_earliest_latest_or_timestam
 ):
     await create_topic(cluster, "events", eventually)
     await send(cluster, "events", 6)
-    await asyncio.sleep(0.01)  # a millisecond boundary between the two batches
-    boundary_ms = int(time.time() * 1000)
-    await asyncio.sleep(0.01)
+
+    async def after(ms: int) -> int:  # the first millisecond of the clock past *ms*
+        return await eventually(
+            lambda: now_ms() > ms and now_ms(), interval_s=0.001, what=f"the clock past {ms}"
+        )
+
+    boundary_ms = await after(now_ms())  # a millisecond boundary between the two batches
+    await after(boundary_ms)
     await send(cluster, "events", 3)
 
     async def total_lag() -> int:
@@ -546,3 +551,7 @@ async def test_a_remote_error_exits_1_and_bad_usage_exits_2(cluster, pocketmq):
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 1 and out == b""
     assert b"pocketmq topic list: GetTopicRoutes to 127.0.0.1:1 failed: UNAVAILABLE" in err
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
