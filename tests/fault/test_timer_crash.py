@@ -16,10 +16,11 @@ import sys
 import time
 
 import grpc
+from wirekit import record as wire_record
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.common.message import StoredMessage, encode_record, iter_records, pack_host
+from pocketmq.common.message import StoredMessage, iter_records
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc
 
@@ -43,18 +44,6 @@ WITH_KEY, WITHOUT_KEY = 150, 150
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def record(body: bytes, uniq: str, deliver_ms: int) -> bytes:
-    props = {"TIMER_DELIVER_MS": str(deliver_ms), **({"UNIQ_KEY": uniq} if uniq else {})}
-    return encode_record(
-        topic="TopicT",
-        body=body,
-        properties=props,
-        born_timestamp_ms=now_ms(),
-        born_host=pack_host(("127.0.0.1", 40000)),
-        store_host=pack_host(("127.0.0.1", 0)),
-    )
 
 
 def flags(config) -> list[str]:
@@ -126,7 +115,10 @@ async def test_kill_9_with_timer_messages_pending_loses_none(tmp_path, eventuall
             await stub.SendBatch(
                 pb.SendBatchRequest(
                     records=b"".join(
-                        record(body, uniq, deliver[body]) for body, uniq in sent.items()
+                        wire_record(
+                            "TopicT", body=body, uniq=uniq, TIMER_DELIVER_MS=str(deliver[body])
+                        )
+                        for body, uniq in sent.items()
                     )
                 )
             )

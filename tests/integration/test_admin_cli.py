@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import json
 import logging
 import sys
 import time
 from collections import Counter
 
 import pytest
-from clusterkit import QUEUES, Cluster, create_topic, two_broker_cluster
+from clusterkit import QUEUES, Cluster, create_topic
 
-from pocketmq.cli import main
 from pocketmq.cli.admin_cmd import parse_reset_target
 from pocketmq.cli.table import render
 from pocketmq.client import (
@@ -34,35 +32,6 @@ from pocketmq.client import (
 from pocketmq.client.remoting import ConsumerInfo, PullStatus, Remoting
 
 FAST = {"rebalance_interval_s": 1.0, "commit_interval_s": 0.2, "pull_suspend_ms": 1000}
-
-
-@pytest.fixture
-async def cluster(tmp_path):
-    async with two_broker_cluster(tmp_path) as started:
-        yield started
-
-
-@pytest.fixture
-def pocketmq(capsys, cluster):
-    """``await pocketmq("topic", "list", json_out=True)``: (exit code, output, stderr)."""
-
-    async def run(*args: str, json_out: bool = False, namesrv: str | None = None):
-        capsys.readouterr()
-        argv = ["--log-level", "WARNING", *args, "--namesrv", namesrv or cluster.addr]
-        if json_out:
-            argv.append("--json")
-
-        def call() -> int:
-            try:
-                return main(argv)
-            except SystemExit as exc:  # argparse's usage errors
-                return int(exc.code or 0)
-
-        code = await asyncio.to_thread(call)
-        out, err = capsys.readouterr()
-        return code, json.loads(out) if json_out and code == 0 else out, err
-
-    return run
 
 
 async def send(cluster: Cluster, topic: str, count: int, **fields) -> list[SendResult]:

@@ -14,13 +14,13 @@ from collections import Counter
 import grpc
 import pytest
 from processkit import ProcessKit
+from wirekit import record
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.grpc_status import REASON_METADATA_KEY
 from pocketmq.broker.store import StoreIO
 from pocketmq.broker.store.message_store import DefaultMessageStore
 from pocketmq.client import ConsumeResult, Message, Producer, PushConsumer
-from pocketmq.common.message import encode_record, pack_host
 from pocketmq.nameserver import NameServer, NamesrvConfig
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2
@@ -54,12 +54,6 @@ async def slow_broker(broker_config):
     yield start
     for broker in started:
         await broker.stop(0)
-
-
-def record(queue_id: int = 0, body: bytes = b"hello") -> bytes:
-    return encode_record(
-        topic="TopicA", body=body, queue_id=queue_id, store_host=pack_host(("127.0.0.1", 0))
-    )
 
 
 def puts(broker: Broker) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import json
 import re
 import signal
@@ -17,9 +18,10 @@ import time
 
 import grpc
 import pytest
+import wirekit
 
 from pocketmq.broker.grpc_status import REASON_METADATA_KEY
-from pocketmq.common.message import encode_record, iter_records, pack_host
+from pocketmq.common.message import iter_records
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc
 
@@ -27,21 +29,7 @@ LEVELS = "100ms 200ms 300ms 400ms 500ms 600ms 700ms 800ms"
 # Delivery time is kept in whole ms; allow for the rounding when checking "not before".
 MS_ROUNDING_S = 0.005
 LATE_TOLERANCE_S = 1.5
-
-
-def record(*, topic="TopicA", queue_id=0, body=b"hello", delay=0, uniq="U1") -> bytes:
-    props = {"UNIQ_KEY": uniq, "TAGS": "TagA"}
-    if delay:
-        props["DELAY"] = str(delay)
-    return encode_record(
-        topic=topic,
-        body=body,
-        queue_id=queue_id,
-        properties=props,
-        born_timestamp_ms=int(time.time() * 1000),
-        born_host=pack_host(("127.0.0.1", 40000)),
-        store_host=pack_host(("127.0.0.1", 0)),
-    )
+record = functools.partial(wirekit.record, tags="TagA", uniq="U1")
 
 
 @pytest.fixture

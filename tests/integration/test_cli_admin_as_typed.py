@@ -8,10 +8,10 @@ import asyncio
 import json
 import signal
 import socket
-import sys
 from pathlib import Path
 
 import pytest
+from clikit import POCKETMQ, pocketmq
 from processkit import ProcessKit, free_port
 
 from pocketmq.broker.broker import Broker
@@ -22,7 +22,6 @@ from pocketmq.cli.pipeline_cmd import parse_interval
 from pocketmq.client import Message, Producer, PullConsumer
 from pocketmq.nameserver import NameServer, NamesrvConfig
 
-POCKETMQ = str(Path(sys.executable).with_name("pocketmq"))
 ACL = """
 [[accounts]]
 access_key = "admin"
@@ -37,25 +36,6 @@ default_group_perm = "DENY"
 topic_perms = { orders = "PUB|SUB" }
 group_perms = { billing = "SUB" }
 """
-
-
-async def pocketmq(*args: str, timeout_s: float = 60.0) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        POCKETMQ,
-        "--log-level",
-        "WARNING",
-        *args,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    return proc.returncode, out.decode(), err.decode()
 
 
 def small_broker(tmp_path: Path, name: str, namesrv: str, **options) -> Broker:

@@ -12,17 +12,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from clikit import POCKETMQ, CliRun
+from clikit import pocketmq as run_pocketmq
 from pki import HAVE_OPENSSL, make_pki
 
 from pocketmq.broker.topic_config import TopicConfig
 from pocketmq.nameserver import NameServer, NamesrvConfig
 
-POCKETMQ = str(Path(sys.executable).with_name("pocketmq"))  # .venv/bin/pocketmq
 needs_openssl = pytest.mark.skipif(not HAVE_OPENSSL, reason="needs openssl")
 
 ACL = """
@@ -45,19 +44,9 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-async def pocketmq(
-    *args: str,
-    env: dict[str, str] | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """``.venv/bin/pocketmq ARGS`` in a thread (in-process servers keep answering)."""
-    return await asyncio.to_thread(
-        subprocess.run,
-        [POCKETMQ, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env or _env(),
-    )
+async def pocketmq(*args: str, env: dict[str, str] | None = None) -> CliRun:
+    """``.venv/bin/pocketmq ARGS`` with no ``POCKETMQ_*`` variable but those of *env*."""
+    return await run_pocketmq(*args, env=env or _env(), timeout_s=120, quiet=False)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from clusterkit import QUEUES, create_topic, two_broker_cluster
+from clusterkit import QUEUES, create_topic
 
 from pocketmq.client import (
     ClientStateError,
@@ -28,12 +28,6 @@ from pocketmq.client.sync import (
     SyncPushConsumer,
     SyncTransactionProducer,
 )
-
-
-@pytest.fixture
-async def cluster(tmp_path):
-    async with two_broker_cluster(tmp_path) as started:
-        yield started
 
 
 async def test_sync_producer_and_pull_consumer_round_trip_every_message(cluster, eventually):
