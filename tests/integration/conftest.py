@@ -93,18 +93,10 @@ async def cluster(tmp_path) -> AsyncIterator[Cluster]:
 
 
 @pytest.fixture
-async def namesrv_addr(tmp_path, nameserver) -> AsyncIterator[str]:
+async def namesrv_addr(nameserver, broker_config) -> AsyncIterator[str]:
     """A nameserver and one broker (two queues a new topic): the nameserver's address."""
     broker = Broker(
-        BrokerConfig(
-            port=0,
-            data_dir=str(tmp_path / "broker"),
-            namesrv_addrs=nameserver.address,
-            commitlog_file_size_bytes=16 * MiB,
-            index_slots=1000,
-            index_entries=4000,
-            default_topic_queue_nums=2,
-        )
+        broker_config("broker", namesrv_addrs=nameserver.address, default_topic_queue_nums=2)
     )
     await broker.start()
     yield nameserver.address

@@ -19,7 +19,6 @@ import asyncio
 import itertools
 import os
 import sys
-import threading
 from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 
 import pytest
 from clusterkit import QUEUES, Cluster, two_broker_cluster
+from loopkit import LoopThread
 from waitkit import eventually_sync
 
 from pocketmq.broker.topic_config import TopicConfig
@@ -97,21 +97,17 @@ class LiveCluster:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCluster]:
     import uvloop
 
-    loop = uvloop.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="spark-tests-cluster", daemon=True)
-    thread.start()
+    thread = LoopThread("spark-tests-cluster", uvloop.new_event_loop())
     root = tmp_path_factory.mktemp("spark-cluster")
     manager = two_broker_cluster(root)
-    started = asyncio.run_coroutine_threadsafe(manager.__aenter__(), loop).result(60)
+    started = thread.run(manager.__aenter__())
     producer = SyncProducer(group="spark-tests", namesrv=started.addr)
     try:
-        yield LiveCluster(started, loop, root, producer)
+        yield LiveCluster(started, thread.loop, root, producer)
     finally:
         producer.shutdown()
-        asyncio.run_coroutine_threadsafe(manager.__aexit__(None, None, None), loop).result(60)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
+        thread.run(manager.__aexit__(None, None, None))
+        thread.close()
 
 
 @dataclass
