@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 
 import pytest
 
@@ -52,7 +51,7 @@ async def secured(tmp_path, start_broker, nameserver, eventually):
     return broker
 
 
-async def test_a_signed_producer_and_consumer_move_messages(secured, nameserver):
+async def test_a_signed_producer_and_consumer_move_messages(secured, nameserver, eventually):
     async with Producer(group="pg", namesrv=nameserver.address, **APP) as producer:
         sent = await producer.send(Message(topic="orders", body=b"paid"))
     consumer = PullConsumer(
@@ -60,10 +59,9 @@ async def test_a_signed_producer_and_consumer_move_messages(secured, nameserver)
     )
     consumer.subscribe("orders")
     async with consumer:
-        got = []
-        deadline = time.monotonic() + 10
-        while not got and time.monotonic() < deadline:
-            got += await consumer.poll(timeout_s=1)
+        got = await eventually(
+            lambda: consumer.poll(timeout_s=1), timeout_s=10, what="the message polled"
+        )
     assert [m.msg_id for m in got] == [sent.msg_id]
 
 

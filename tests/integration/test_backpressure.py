@@ -109,7 +109,9 @@ async def test_the_broker_wide_limit_counts_every_connection(slow_broker):
     assert puts(broker) == ok
 
 
-async def test_parked_pulls_are_not_counted_in_flight_but_bounded_on_their_own(slow_broker):
+async def test_parked_pulls_are_not_counted_in_flight_but_bounded_on_their_own(
+    slow_broker, eventually
+):
     broker = await slow_broker(max_in_flight_requests_per_connection=2, max_parked_pulls=3)
     async with grpc.aio.insecure_channel(broker.address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
@@ -133,10 +135,9 @@ async def test_parked_pulls_are_not_counted_in_flight_but_bounded_on_their_own(s
             )
 
         parked = [asyncio.ensure_future(pull(0)) for _ in range(3)]
-        deadline = time.monotonic() + 10
-        while broker.hold.parked_count < 3:
-            assert time.monotonic() < deadline, "three pulls never parked"
-            await asyncio.sleep(0.01)
+        await eventually(
+            lambda: broker.hold.parked_count >= 3, timeout_s=10, what="three pulls parked"
+        )
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await pull(1)
         assert refused.value.code() is BUSY and "(max_parked_pulls = 3)" in refused.value.details()
@@ -150,7 +151,7 @@ async def test_parked_pulls_are_not_counted_in_flight_but_bounded_on_their_own(s
 
 
 @pytest.mark.timeout(120)
-async def test_the_sdk_backs_off_on_busy_and_delivers_every_message(tmp_path):
+async def test_the_sdk_backs_off_on_busy_and_delivers_every_message(tmp_path, eventually):
     """A broker process with tiny limits, pushed by three producers well past them."""
     namesrv = NameServer(NamesrvConfig(host="127.0.0.1", port=0))
     await namesrv.start()
@@ -181,12 +182,12 @@ async def test_the_sdk_backs_off_on_busy_and_delivers_every_message(tmp_path):
         sent, rss = await _push_past_the_limit(namesrv.address, broker)
         await consumer.start()
         try:
-            deadline = time.monotonic() + 60
-            while not sent <= set(received):
-                assert time.monotonic() < deadline, (
-                    f"{len(sent - set(received))} of {len(sent)} messages never consumed"
-                )
-                await asyncio.sleep(0.1)
+            await eventually(
+                lambda: sent <= set(received),
+                timeout_s=60,
+                interval_s=0.1,
+                what=f"all {len(sent)} messages consumed",
+            )
         finally:
             await consumer.shutdown()
         info = await _runtime_info(broker.addr)

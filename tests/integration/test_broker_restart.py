@@ -114,7 +114,9 @@ async def test_a_corrupted_offsets_file_falls_back_to_the_previous_version(
         await broker.stop()
 
 
-async def test_a_stop_answers_parked_pulls_instead_of_dropping_them(tmp_path, broker_config):
+async def test_a_stop_answers_parked_pulls_instead_of_dropping_them(
+    tmp_path, broker_config, eventually
+):
     broker = Broker(broker_config())
     await broker.start()
     channel = grpc.aio.insecure_channel(broker.address)
@@ -131,10 +133,7 @@ async def test_a_stop_answers_parked_pulls_instead_of_dropping_them(tmp_path, br
             )
         )
     )
-    deadline = asyncio.get_running_loop().time() + 5
-    while broker.hold.parked_count == 0:
-        assert asyncio.get_running_loop().time() < deadline, "the pull never parked"
-        await asyncio.sleep(0.01)
+    await eventually(lambda: broker.hold.parked_count, what="the pull parked")
     started = asyncio.get_running_loop().time()
     await broker.stop(grace_s=10)
     reply = await asyncio.wait_for(parked, 5)

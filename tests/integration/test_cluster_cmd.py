@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from clikit import pocketmq_main
+from processkit import free_port_run
 
 from pocketmq.client import (
     ClientError,
@@ -32,29 +33,6 @@ from pocketmq.client.remoting import Remoting
 from pocketmq.common.msgid import decode_offset_msg_id
 
 UP_TIMEOUT_S = 60.0
-
-
-def free_port_run(count: int) -> int:
-    """The first of *count* consecutive ports that are free now."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first = probe.getsockname()[1]
-        if first + count > 65535:
-            continue
-        held = []
-        try:
-            for port in range(first, first + count):
-                sock = socket.socket()
-                held.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return first
-        except OSError:
-            continue
-        finally:
-            for sock in held:
-                sock.close()
-    raise RuntimeError(f"no run of {count} free ports found")
 
 
 async def start_cluster_up(

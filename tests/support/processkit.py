@@ -53,6 +53,29 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def free_port_run(count: int) -> int:
+    """The first of *count* consecutive ports that are free now."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            first = probe.getsockname()[1]
+        if first + count > 65535:
+            continue
+        held = []
+        try:
+            for port in range(first, first + count):
+                sock = socket.socket()
+                held.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for sock in held:
+                sock.close()
+    raise RuntimeError(f"no run of {count} free ports found")
+
+
 def config_flags(options: dict[str, Any]) -> list[str]:
     """``{"flush_disk_type": "sync", "x_enable": False}`` -> ``["--flush-disk-type", "sync",
     "--no-x-enable"]``."""
