@@ -12,6 +12,7 @@ import time
 
 import pytest
 from clusterkit import QUEUES, create_topic
+from waitkit import eventually_sync
 
 from pocketmq.client import (
     ClientStateError,
@@ -129,9 +130,9 @@ async def test_sync_push_consumer_runs_a_blocking_listener_on_worker_threads(clu
             with SyncProducer(group="pg", namesrv=cluster.addr) as producer:
                 for i in range(40):
                     producer.send(Message(topic="sync-push", body=b"p%d" % i))
-            deadline = time.monotonic() + 20
-            while consumer.consumed < 40 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            eventually_sync(
+                lambda: consumer.consumed >= 40, timeout_s=20, what="40 messages consumed"
+            )
 
     await asyncio.to_thread(script)
     assert sorted(seen) == sorted(b"p%d" % i for i in range(40))
