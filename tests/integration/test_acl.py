@@ -6,6 +6,7 @@ import asyncio
 import os
 
 import pytest
+from aclmode import APP_ACL
 
 from pocketmq.broker.topic_config import TopicConfig
 from pocketmq.client import (
@@ -20,27 +21,13 @@ from pocketmq.client import (
     TopicConfig as ClientTopicConfig,
 )
 
-ACL = """
-[[accounts]]
-access_key = "admin"
-secret_key = "admin-secret"
-admin = true
-
-[[accounts]]
-access_key = "app"
-secret_key = "app-secret"
-default_topic_perm = "DENY"
-default_group_perm = "DENY"
-topic_perms = { orders = "PUB|SUB", audit = "SUB" }
-group_perms = { billing = "SUB" }
-"""
 APP = {"access_key": "app", "secret_key": "app-secret"}
 
 
 @pytest.fixture
 async def secured(tmp_path, start_broker, nameserver, eventually):
     acl = tmp_path / "acl.toml"
-    acl.write_text(ACL)
+    acl.write_text(APP_ACL)
     broker = await start_broker(
         namesrv_addrs=nameserver.address, acl_enable=True, acl_file=str(acl)
     )
@@ -125,7 +112,7 @@ async def test_an_edited_acl_file_applies_without_a_restart(secured, nameserver,
     ) as producer:
         with pytest.raises(PermissionDeniedError):
             await producer.send(Message(topic="audit", body=b"before"))
-        secured.acl_path.write_text(ACL.replace('audit = "SUB"', 'audit = "PUB"'))
+        secured.acl_path.write_text(APP_ACL.replace('audit = "SUB"', 'audit = "PUB"'))
         stat = secured.acl_path.stat()
         os.utime(secured.acl_path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
 
@@ -159,7 +146,7 @@ async def test_an_acl_nameserver_takes_registrations_from_admins_and_routes_for_
     from pocketmq.nameserver import NameServer, NamesrvConfig
 
     acl = tmp_path / "acl.toml"
-    acl.write_text(ACL)
+    acl.write_text(APP_ACL)
     nameserver = NameServer(
         NamesrvConfig(host="127.0.0.1", port=0, acl_enable=True, acl_file=str(acl))
     )

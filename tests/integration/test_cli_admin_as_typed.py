@@ -11,6 +11,7 @@ import socket
 from pathlib import Path
 
 import pytest
+from aclmode import APP_ACL
 from clikit import POCKETMQ, pocketmq
 from processkit import ProcessKit, free_port
 
@@ -21,21 +22,6 @@ from pocketmq.cli import build_parser
 from pocketmq.cli.pipeline_cmd import parse_interval
 from pocketmq.client import Message, Producer, PullConsumer
 from pocketmq.nameserver import NameServer, NamesrvConfig
-
-ACL = """
-[[accounts]]
-access_key = "admin"
-secret_key = "admin-secret"
-admin = true
-
-[[accounts]]
-access_key = "app"
-secret_key = "app-secret"
-default_topic_perm = "DENY"
-default_group_perm = "DENY"
-topic_perms = { orders = "PUB|SUB" }
-group_perms = { billing = "SUB" }
-"""
 
 
 def small_broker(tmp_path: Path, name: str, namesrv: str, **options) -> Broker:
@@ -232,7 +218,7 @@ async def test_an_interrupted_bench_exits_130(cluster):
 # -- 6: the ACL refuses a consumer's group --------------------------------------------------
 async def test_a_consumer_whose_group_the_acl_denies_exits_1_and_creates_nothing(tmp_path):
     acl = tmp_path / "acl.toml"
-    acl.write_text(ACL)
+    acl.write_text(APP_ACL)
     namesrv = NameServer(NamesrvConfig(host="127.0.0.1", port=0))
     await namesrv.start()
     broker = small_broker(tmp_path, "broker-a", namesrv.address, acl_enable=True, acl_file=str(acl))

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 import pytest
+from aclmode import APP_ACL
 from clikit import POCKETMQ, CliRun
 from clikit import pocketmq as run_pocketmq
 from pki import HAVE_OPENSSL, make_pki
@@ -23,20 +24,6 @@ from pocketmq.broker.topic_config import TopicConfig
 from pocketmq.nameserver import NameServer, NamesrvConfig
 
 needs_openssl = pytest.mark.skipif(not HAVE_OPENSSL, reason="needs openssl")
-
-ACL = """
-[[accounts]]
-access_key = "admin"
-secret_key = "admin-secret"
-admin = true
-
-[[accounts]]
-access_key = "app"
-secret_key = "app-secret"
-default_topic_perm = "DENY"
-default_group_perm = "DENY"
-topic_perms = { orders = "PUB|SUB" }
-"""
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -106,7 +93,7 @@ async def test_a_tls_client_of_a_plaintext_server_is_told_to_drop_tls_ca(pki, na
 @needs_openssl
 async def test_a_nameserver_says_at_start_up_that_tls_and_the_acl_are_on(pki, tmp_path):
     acl = tmp_path / "acl.toml"
-    acl.write_text(ACL)
+    acl.write_text(APP_ACL)
     proc = await asyncio.create_subprocess_exec(
         POCKETMQ,
         "nameserver",
@@ -138,7 +125,7 @@ async def test_a_nameserver_says_at_start_up_that_tls_and_the_acl_are_on(pki, tm
 @pytest.fixture
 async def secured(tmp_path, start_broker, eventually):
     acl = tmp_path / "acl.toml"
-    acl.write_text(ACL)
+    acl.write_text(APP_ACL)
     nameserver = NameServer(
         NamesrvConfig(host="127.0.0.1", port=0, acl_enable=True, acl_file=str(acl))
     )

@@ -24,19 +24,20 @@ A failure names the block's first line in README.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
-import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from processkit import free_port
+from waitkit import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -138,12 +139,18 @@ def standalone(tmp_path_factory):
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while "standalone: nameserver on" not in log.read_text(errors="replace"):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"the standalone did not start:\n{log.read_text(errors='replace')}")
-        time.sleep(0.1)  # polling a log file with a deadline, not waiting a fixed time
+
+    def started_or_exited() -> bool:
+        up = "standalone: nameserver on" in log.read_text(errors="replace")
+        return up or proc.poll() is not None
+
+    with contextlib.suppress(AssertionError):
+        eventually_sync(started_or_exited, timeout_s=START_TIMEOUT_S, interval_s=0.1)
+    if proc.poll() is not None or "standalone: nameserver on" not in log.read_text(
+        errors="replace"
+    ):
+        proc.kill()
+        pytest.fail(f"the standalone did not start:\n{log.read_text(errors='replace')}")
     try:
         namesrv = f"127.0.0.1:{ports['--namesrv-port']}"
         yield Standalone(
