@@ -1,5 +1,5 @@
-"""What the benchmarks share: the machine line, free ports, and a ``pocketmq standalone``
-to measure against.
+"""What the benchmarks share: the machine line, free ports, a ``pocketmq standalone``
+to measure against, and records of 1 KiB bodies to send it.
 
 Not a test helper: imported by the scripts in this folder (run as scripts, so
 this folder is on ``sys.path``).
@@ -19,7 +19,26 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["Standalone", "free_port", "machine", "standalone", "wait_port"]
+from pocketmq.common.message import encode_record, pack_host
+
+__all__ = ["BODY", "Standalone", "free_port", "machine", "records", "standalone", "wait_port"]
+
+BODY = os.urandom(1024)  # every benchmark record's body
+
+
+def records(n: int, topic: str = "bench", queues: int = 8, start: int = 0) -> list[bytes]:
+    """*n* records of :data:`BODY`, round-robin over *queues*, UNIQ_KEY numbered from *start*."""
+    host = pack_host(("127.0.0.1", 1))
+    return [
+        encode_record(
+            topic=topic,
+            body=BODY,
+            queue_id=(start + i) % queues,
+            born_host=host,
+            properties={"UNIQ_KEY": f"{start + i:032X}"},
+        )
+        for i in range(n)
+    ]
 
 
 def machine() -> str:

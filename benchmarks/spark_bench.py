@@ -33,8 +33,7 @@ import time
 import grpc
 
 sys.path.insert(0, os.path.dirname(__file__))
-from benchkit import machine, standalone
-from broker_bench import records
+from benchkit import machine, records, standalone
 
 from pocketmq.v1 import broker_pb2, broker_pb2_grpc
 
