@@ -8,14 +8,12 @@ timer log alone, and every second walked before the kill is walked again.
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import re
 import signal
-import sys
 import time
 
 import grpc
+from processkit import broker_process
 from wirekit import record as wire_record
 
 from pocketmq.broker.broker import Broker
@@ -24,7 +22,6 @@ from pocketmq.common.message import StoredMessage, iter_records
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc
 
-SERVING = re.compile(rb"serving on (\S+),")
 MiB = 1024 * 1024
 SMALL = dict(
     port=0,
@@ -84,17 +81,7 @@ async def pull_all(stub, offset: int, wait_ms: int) -> tuple[list[StoredMessage]
 
 async def test_kill_9_with_timer_messages_pending_loses_none(tmp_path, eventually):
     config = BrokerConfig(**SMALL, **TIMER, data_dir=str(tmp_path / "data"))
-    log_path = tmp_path / "broker.log"
-    with open(log_path, "wb") as log:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "pocketmq",
-            "broker",
-            *flags(config),
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=log,
-        )
+    proc, addr = await broker_process(flags(config), tmp_path / "broker.log")
     base = now_ms() + 1_000
     # Due over 2.5 s: some go out before the kill, some are still waiting at it.
     sent: dict[bytes, str] = {}  # body -> UNIQ_KEY; with and without one, interleaved
@@ -105,12 +92,7 @@ async def test_kill_9_with_timer_messages_pending_loses_none(tmp_path, eventuall
             sent[f"N{i}".encode()] = ""
     deliver = {body: base + (i * 2_500) // len(sent) for i, body in enumerate(sent)}
     try:
-        match = await eventually(
-            lambda: SERVING.search(log_path.read_bytes()),
-            timeout_s=30,
-            what="the broker process serving",
-        )
-        async with grpc.aio.insecure_channel(match.group(1).decode()) as channel:
+        async with grpc.aio.insecure_channel(addr) as channel:
             stub = broker_pb2_grpc.BrokerStub(channel)
             await stub.SendBatch(
                 pb.SendBatchRequest(

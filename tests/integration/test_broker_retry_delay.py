@@ -7,18 +7,16 @@ and checks that no delayed message is lost.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import functools
 import json
-import re
 import signal
-import sys
 import time
 
 import grpc
 import pytest
 import wirekit
+from processkit import broker_process
 
 from pocketmq.broker.grpc_status import REASON_METADATA_KEY
 from pocketmq.common.message import iter_records
@@ -209,9 +207,6 @@ async def test_delay_progress_survives_a_restart(start_broker, broker_config, tm
     assert broker.schedule.offsets.as_dict() == {1: 1, 2: 1}
 
 
-SERVING = re.compile(rb"serving on (\S+),")
-
-
 async def test_sigkill_of_a_broker_loses_no_delayed_message(
     tmp_path, start_broker, broker_config, eventually
 ):
@@ -237,26 +232,11 @@ async def test_sigkill_of_a_broker_loses_no_delayed_message(
         "--consume-queue-units-per-file",
         "10000",
     ]
-    log_path = tmp_path / "broker.log"
-    with open(log_path, "wb") as log:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "pocketmq",
-            "broker",
-            *flags,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=log,
-        )
+    proc, addr = await broker_process(flags, tmp_path / "broker.log")
     try:
-        match = await eventually(
-            lambda: SERVING.search(log_path.read_bytes()),
-            timeout_s=30,
-            what="the broker process serving",
-        )
         fast = [f"F{i}" for i in range(100)]
         slow = [f"S{i}" for i in range(100)]
-        async with grpc.aio.insecure_channel(match.group(1).decode()) as channel:
+        async with grpc.aio.insecure_channel(addr) as channel:
             stub = broker_pb2_grpc.BrokerStub(channel)
             await stub.SendBatch(
                 pb.SendBatchRequest(

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import re
 import signal
 import sys
 
 import grpc
 import pytest
+from processkit import broker_process
 
 from pocketmq.broker.topic_config import TopicConfig
 from pocketmq.client import (
@@ -261,9 +261,6 @@ async def test_a_killed_producers_half_is_resolved_by_another_of_its_group(
     assert await delivered(broker.address) == {b"orphan": 1}
 
 
-SERVING = re.compile(rb"serving on \S+:(\d+),")
-
-
 async def test_a_half_left_by_a_broker_crash_is_resolved_after_the_restart(
     tmp_path, start_broker, broker_config, nameserver, eventually
 ):
@@ -290,25 +287,10 @@ async def test_a_half_left_by_a_broker_crash_is_resolved_after_the_restart(
         "--consume-queue-units-per-file",
         "10000",
     ]
-    log_path = tmp_path / "broker.log"
-    with open(log_path, "wb") as log:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "pocketmq",
-            "broker",
-            *flags,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=log,
-        )
+    proc, addr = await broker_process(flags, tmp_path / "broker.log")
     try:
-        match = await eventually(
-            lambda: SERVING.search(log_path.read_bytes()),
-            timeout_s=30,
-            what="the broker process serving",
-        )
-        port = int(match.group(1))
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        port = int(addr.rsplit(":", 1)[1])
+        async with grpc.aio.insecure_channel(addr) as channel:
             await broker_pb2_grpc.BrokerStub(channel).CreateTopic(
                 pb.CreateTopicRequest(
                     topic_config={"topic_name": TOPIC, "read_queue_nums": 2, "write_queue_nums": 2}

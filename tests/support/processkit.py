@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import aclmode
+from waitkit import eventually
 
 MiB = 1024 * 1024
 
@@ -222,6 +223,35 @@ class ProcessKit:
         for server in self.started:
             if server.running:
                 await server.kill()
+
+
+async def broker_process(
+    flags: list[str], log_path: Path, *, timeout_s: float = 30.0
+) -> tuple[asyncio.subprocess.Process, str]:
+    """``python -m pocketmq broker FLAGS``, its log in *log_path*, once it serves: the
+    process (the caller kills it) and its address. For a test that builds the flags of
+    a broker it will SIGKILL; :meth:`ProcessKit.broker` is the usual way."""
+    with open(log_path, "wb") as log:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "pocketmq",
+            "broker",
+            *flags,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=log,
+        )
+    try:
+        match = await eventually(
+            lambda: _BROKER_SERVING.search(log_path.read_bytes()),
+            timeout_s=timeout_s,
+            what="the broker process serving",
+        )
+    except BaseException:
+        proc.kill()
+        await proc.wait()
+        raise
+    return proc, match.group(1).decode()
 
 
 async def store_verify(data_dir: Path) -> tuple[int, str]:
