@@ -43,26 +43,6 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def flags(config) -> list[str]:
-    out = [
-        "--data-dir",
-        config.data_dir,
-        "--port",
-        "0",
-        "--commitlog-file-size-bytes",
-        str(config.commitlog_file_size_bytes),
-        "--index-slots",
-        "1024",
-        "--index-entries",
-        "4096",
-        "--consume-queue-units-per-file",
-        "10000",
-    ]
-    for key, value in TIMER.items():
-        out += ["--" + key.replace("_", "-"), str(value)]
-    return out
-
-
 async def pull_all(stub, offset: int, wait_ms: int) -> tuple[list[StoredMessage], int]:
     reply = await stub.PullMessage(
         pb.PullMessageRequest(
@@ -81,7 +61,7 @@ async def pull_all(stub, offset: int, wait_ms: int) -> tuple[list[StoredMessage]
 
 async def test_kill_9_with_timer_messages_pending_loses_none(tmp_path, eventually):
     config = BrokerConfig(**SMALL, **TIMER, data_dir=str(tmp_path / "data"))
-    proc, addr = await broker_process(flags(config), tmp_path / "broker.log")
+    proc, addr = await broker_process(config, tmp_path / "broker.log", **TIMER)
     base = now_ms() + 1_000
     # Due over 2.5 s: some go out before the kill, some are still waiting at it.
     sent: dict[bytes, str] = {}  # body -> UNIQ_KEY; with and without one, interleaved

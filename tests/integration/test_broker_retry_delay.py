@@ -214,25 +214,12 @@ async def test_sigkill_of_a_broker_loses_no_delayed_message(
     config = broker_config(
         message_delay_level=levels, flush_delay_offset_interval_ms=600_000
     )  # never saved before the kill
-    flags = [
-        "--data-dir",
-        config.data_dir,
-        "--port",
-        "0",
-        "--message-delay-level",
-        levels,
-        "--flush-delay-offset-interval-ms",
-        "600000",
-        "--commitlog-file-size-bytes",
-        str(config.commitlog_file_size_bytes),
-        "--index-slots",
-        "1024",
-        "--index-entries",
-        "4096",
-        "--consume-queue-units-per-file",
-        "10000",
-    ]
-    proc, addr = await broker_process(flags, tmp_path / "broker.log")
+    proc, addr = await broker_process(
+        config,
+        tmp_path / "broker.log",
+        message_delay_level=levels,
+        flush_delay_offset_interval_ms=600_000,
+    )
     try:
         fast = [f"F{i}" for i in range(100)]
         slow = [f"S{i}" for i in range(100)]

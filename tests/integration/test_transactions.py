@@ -265,29 +265,14 @@ async def test_a_half_left_by_a_broker_crash_is_resolved_after_the_restart(
     tmp_path, start_broker, broker_config, nameserver, eventually
 ):
     config = broker_config(namesrv_addrs=nameserver.address, **FAST_TX)
-    flags = [
-        "--data-dir",
-        config.data_dir,
-        "--port",
-        "0",
-        "--namesrv",
-        nameserver.address,
-        "--transaction-timeout-ms",
-        "300",
-        "--transaction-check-interval-ms",
-        "300",
-        "--transaction-check-max",
-        "100",
-        "--commitlog-file-size-bytes",
-        str(config.commitlog_file_size_bytes),
-        "--index-slots",
-        "1024",
-        "--index-entries",
-        "4096",
-        "--consume-queue-units-per-file",
-        "10000",
-    ]
-    proc, addr = await broker_process(flags, tmp_path / "broker.log")
+    proc, addr = await broker_process(
+        config,
+        tmp_path / "broker.log",
+        namesrv=nameserver.address,
+        transaction_timeout_ms=300,
+        transaction_check_interval_ms=300,
+        transaction_check_max=100,
+    )
     try:
         port = int(addr.rsplit(":", 1)[1])
         async with grpc.aio.insecure_channel(addr) as channel:

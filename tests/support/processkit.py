@@ -226,11 +226,20 @@ class ProcessKit:
 
 
 async def broker_process(
-    flags: list[str], log_path: Path, *, timeout_s: float = 30.0
+    config: Any, log_path: Path, *, timeout_s: float = 30.0, **options: Any
 ) -> tuple[asyncio.subprocess.Process, str]:
-    """``python -m pocketmq broker FLAGS``, its log in *log_path*, once it serves: the
-    process (the caller kills it) and its address. For a test that builds the flags of
-    a broker it will SIGKILL; :meth:`ProcessKit.broker` is the usual way."""
+    """``python -m pocketmq broker`` on port 0 with *config*'s data directory and store
+    sizes and *options* as flags, its log in *log_path*, once it serves: the process (the
+    caller kills it) and its address. For a test that SIGKILLs a broker it configured;
+    :meth:`ProcessKit.broker` is the usual way."""
+    store = (
+        "data_dir",
+        "commitlog_file_size_bytes",
+        "index_slots",
+        "index_entries",
+        "consume_queue_units_per_file",
+    )
+    flags = config_flags({"port": 0, **{key: getattr(config, key) for key in store}, **options})
     with open(log_path, "wb") as log:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
