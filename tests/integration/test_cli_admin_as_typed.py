@@ -7,13 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 from pathlib import Path
 
 import pytest
 from aclmode import APP_ACL
 from clikit import POCKETMQ, pocketmq
-from processkit import ProcessKit, free_port
+from processkit import ProcessKit, free_port_with
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
@@ -83,22 +82,7 @@ async def test_a_server_refuses_a_port_another_process_holds(cluster):
 
 def _port_pair() -> int:
     """A broker port whose ha (port + 1) and RocketMQ 5 (derived) ports are free."""
-    for _ in range(50):
-        port = free_port()
-        ports = {port, port + 1, BrokerConfig(port=port).v2_port}
-        try:
-            socks = []
-            for p in ports:
-                sock = socket.socket()
-                socks.append(sock)
-                sock.bind(("127.0.0.1", p))
-            return port
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-    raise AssertionError("no free port triple")
+    return free_port_with(lambda port: (port, port + 1, BrokerConfig(port=port).v2_port))
 
 
 async def test_two_brokers_by_hand_share_a_machine_without_naming_v2_ports(tmp_path):

@@ -22,6 +22,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,25 +57,28 @@ def free_port() -> int:
 
 def free_port_run(count: int) -> int:
     """The first of *count* consecutive ports that are free now."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first = probe.getsockname()[1]
-        if first + count > 65535:
+    return free_port_with(lambda first: range(first, first + count))
+
+
+def free_port_with(ports: Callable[[int], Iterable[int]], attempts: int = 100) -> int:
+    """A port *p* such that every port of ``ports(p)`` (p itself among them) is free now."""
+    for _ in range(attempts):
+        wanted = list(ports(free_port()))
+        if max(wanted) > 65535:
             continue
         held = []
         try:
-            for port in range(first, first + count):
+            for port in wanted:
                 sock = socket.socket()
                 held.append(sock)
                 sock.bind(("127.0.0.1", port))
-            return first
+            return wanted[0]
         except OSError:
             continue
         finally:
             for sock in held:
                 sock.close()
-    raise RuntimeError(f"no run of {count} free ports found")
+    raise RuntimeError(f"no free ports like {list(ports(10_000))} found")
 
 
 def config_flags(options: dict[str, Any]) -> list[str]:
