@@ -4,7 +4,9 @@
 ``await start_broker(**overrides)`` (or ``start_broker(config)``) starts one and
 stops it at teardown; ``broker`` / ``stub`` are the common single-broker case,
 ``namesrv_addr`` a nameserver with one broker (the CLI tests), ``cluster`` a
-nameserver and two brokers (tests/support/clusterkit.py).
+nameserver and two brokers (tests/support/clusterkit.py), and ``pocketmq`` the
+command run in this process against ``cluster`` (tests/support/clikit.py runs it
+as a subprocess).
 """
 
 from __future__ import annotations
