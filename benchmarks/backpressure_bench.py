@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import re
 import shutil
 import signal
@@ -33,19 +32,13 @@ import time
 
 import grpc
 import uvloop
+from benchkit import machine
 
 from pocketmq.common.message import encode_record, pack_host
 from pocketmq.v1 import broker_pb2, broker_pb2_grpc
 
 MiB = 1024 * 1024
 SERVING = re.compile(rb"serving on (\S+),")
-
-
-def machine() -> str:
-    return (
-        f"{platform.node()} · {os.cpu_count()} cpu · Python {platform.python_version()} · "
-        f"grpcio {grpc.__version__}"
-    )
 
 
 def rss_mib(pid: int) -> tuple[float, float]:

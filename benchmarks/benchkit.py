@@ -1,4 +1,5 @@
-"""What the benchmarks share: free ports, and a ``pocketmq standalone`` to measure against.
+"""What the benchmarks share: the machine line, free ports, a ``pocketmq standalone``
+to measure against, and records of 1 KiB bodies to send it.
 
 Not a test helper: imported by the scripts in this folder (run as scripts, so
 this folder is on ``sys.path``).
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import shutil
 import socket
 import subprocess
@@ -17,7 +19,56 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["Standalone", "free_port", "standalone", "wait_port"]
+from pocketmq.common.message import encode_record, pack_host
+
+__all__ = ["BODY", "Standalone", "free_port", "machine", "records", "standalone", "wait_port"]
+
+BODY = os.urandom(1024)  # every benchmark record's body
+
+
+def records(n: int, topic: str = "bench", queues: int = 8, start: int = 0) -> list[bytes]:
+    """*n* records of :data:`BODY`, round-robin over *queues*, UNIQ_KEY numbered from *start*."""
+    host = pack_host(("127.0.0.1", 1))
+    return [
+        encode_record(
+            topic=topic,
+            body=BODY,
+            queue_id=(start + i) % queues,
+            born_host=host,
+            properties={"UNIQ_KEY": f"{start + i:032X}"},
+        )
+        for i in range(n)
+    ]
+
+
+def machine() -> str:
+    """The line every benchmark prints first, e.g. ``host · 2 cpu (AMD EPYC 7B13) · x86_64 ·
+    Linux 6.1.0 · Python 3.11.7 · grpcio 1.66.1``; a part it cannot read is left out."""
+    model = _cpu_model()
+    parts = [
+        platform.node(),
+        f"{os.cpu_count()} cpu" + (f" ({model})" if model else ""),
+        platform.machine(),
+        f"{platform.system()} {platform.release()}",
+        f"Python {platform.python_version()}",
+    ]
+    try:
+        import grpc
+    except ImportError:
+        pass
+    else:
+        parts.append(f"grpcio {grpc.__version__}")
+    return " · ".join(part for part in parts if part.strip())
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(
+                (line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), ""
+            )
+    except OSError:
+        return ""
 
 
 def free_port() -> int:

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -24,34 +22,11 @@ import time
 
 import grpc
 import uvloop
-from benchkit import free_port, wait_port
+from benchkit import BODY, free_port, machine, records, wait_port
 
-from pocketmq.common.message import encode_record, pack_host
 from pocketmq.v1 import broker_pb2, broker_pb2_grpc
 
-BODY = os.urandom(1024)
 ECHO_METHOD = "/bench.Echo/Echo"
-
-
-def machine() -> str:
-    return (
-        f"{platform.node()} · {os.cpu_count()} cpu · Python {platform.python_version()} · "
-        f"grpcio {grpc.__version__}"
-    )
-
-
-def records(n: int, topic: str = "bench", queues: int = 8, start: int = 0) -> list[bytes]:
-    host = pack_host(("127.0.0.1", 1))
-    return [
-        encode_record(
-            topic=topic,
-            body=BODY,
-            queue_id=(start + i) % queues,
-            born_host=host,
-            properties={"UNIQ_KEY": f"{start + i:032X}"},
-        )
-        for i in range(n)
-    ]
 
 
 async def run_concurrently(n_calls: int, concurrency: int, call) -> list[float]:  # type: ignore[no-untyped-def]

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import platform
 import signal
 import statistics
 import sys
@@ -35,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"
 
 import contextlib
 
+from benchkit import machine
 from controllerkit import ControllerGroup
 from faultkit import SendLoad, create_topic, routed_brokers, wait_for
 from processkit import ProcessKit
@@ -47,13 +46,6 @@ NAMESRV = dict(
     controller_broker_inactive_ms=3000, controller_scan_interval_ms=1000, controller_lease_ttl_s=3
 )
 BROKER = dict(controller_heartbeat_interval_ms=1000, ha_max_time_replica_not_catchup_ms=10_000)
-
-
-def machine() -> str:
-    return (
-        f"{platform.node()} · {os.cpu_count()} cpu · {platform.machine()} · "
-        f"{platform.system()} {platform.release()} · Python {platform.python_version()}"
-    )
 
 
 async def one_run(work: Path) -> tuple[float, float, float]:

@@ -23,11 +23,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import time
 
 import grpc
-from benchkit import standalone
+from benchkit import machine, standalone
 
 from pocketmq.common.message import encode_record, pack_host
 from pocketmq.v1 import broker_pb2 as pb
@@ -40,13 +39,6 @@ CASES = [
     ("pct < 50 (50 %)", "pct < 50", "SQL92"),
     ("pct < 1 (1 %)", "pct < 1", "SQL92"),
 ]
-
-
-def machine() -> str:
-    return (
-        f"{platform.node()} · {os.cpu_count()} cpu · {platform.machine()} · "
-        f"Python {platform.python_version()}"
-    )
 
 
 def cpu_seconds(pid: int) -> float:

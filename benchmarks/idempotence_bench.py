@@ -24,14 +24,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
-from benchkit import standalone
+from benchkit import machine, standalone
 
 from pocketmq.broker.store import StoreConfig
 from pocketmq.broker.store.message_store import DefaultMessageStore
@@ -45,13 +44,6 @@ BATCH = 32
 BODY = b"x" * 256
 HOST = b"\x7f\0\0\1\0\0\0\0"
 MiB = 1024 * 1024
-
-
-def machine() -> str:
-    return (
-        f"{platform.node()} · {os.cpu_count()} cpu · {platform.machine()} · "
-        f"Python {platform.python_version()}"
-    )
 
 
 # -- throughput -------------------------------------------------------------------------------

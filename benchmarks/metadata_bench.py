@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import re
 import shutil
 import signal
@@ -30,7 +29,7 @@ import sys
 import tempfile
 import time
 
-from benchkit import free_port
+from benchkit import free_port, machine
 
 from pocketmq.broker.namesrv_client import GrpcNameserverClient
 from pocketmq.broker.registration import RegisterBrokerService
@@ -293,10 +292,7 @@ async def routes_back(namesrv: str, topics: int, began: float) -> float:
 
 async def main(args: argparse.Namespace) -> None:
     work = tempfile.mkdtemp(prefix="pmq-metadata-")
-    print(
-        f"# metadata_bench on {platform.node()}: {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}, {platform.platform()}"
-    )
+    print(f"# metadata_bench on {machine()}")
     print(f"# figures are noisy (shared machine); run it several times. dir {work}")
     ns_port, port = free_port(), free_port()
     namesrv = f"127.0.0.1:{ns_port}"

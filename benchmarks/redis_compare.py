@@ -45,7 +45,7 @@ import time
 from collections.abc import Iterator
 
 import sdk_bench
-from benchkit import free_port, standalone, wait_port
+from benchkit import free_port, machine, standalone, wait_port
 
 from pocketmq.client import Message, Producer, PullConsumer
 
@@ -420,7 +420,7 @@ def main() -> int:
     from pocketmq.client import message_codec
 
     print(
-        f"machine: {sdk_bench.machine()}; Redis {redis_version()}; client codec: "
+        f"machine: {machine()}; Redis {redis_version()}; client codec: "
         f"{getattr(message_codec, 'IMPLEMENTATION', 'python')}"
     )
     with (

@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import platform
 import shutil
 import signal
 import statistics
@@ -43,40 +42,17 @@ from collections.abc import Iterator
 
 import grpc
 import uvloop
-from benchkit import free_port, wait_port
+from benchkit import BODY, free_port, machine, records, wait_port
 
-from pocketmq.common.message import encode_record, pack_host
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2
 
-BODY = os.urandom(1024)
 MiB = 1 << 20
 BATCH = 512
 OPTIONS = [
     ("grpc.max_receive_message_length", 64 * MiB),
     ("grpc.max_send_message_length", 64 * MiB),
 ]
-
-
-def machine() -> str:
-    return (
-        f"{platform.node()} · {os.cpu_count()} cpu · {platform.machine()} · "
-        f"Python {platform.python_version()} · grpcio {grpc.__version__}"
-    )
-
-
-def records(n: int, topic: str = "bench", queues: int = 8, start: int = 0) -> list[bytes]:
-    host = pack_host(("127.0.0.1", 1))
-    return [
-        encode_record(
-            topic=topic,
-            body=BODY,
-            queue_id=(start + i) % queues,
-            born_host=host,
-            properties={"UNIQ_KEY": f"{start + i:032X}"},
-        )
-        for i in range(n)
-    ]
 
 
 _TICK_S = 1 / os.sysconf("SC_CLK_TCK")

@@ -28,13 +28,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import resource
 import statistics
 import sys
 import time
 
-from benchkit import standalone
+from benchkit import machine, standalone
 
 from pocketmq.client import ConsumeResult, Message, MessageExt, Producer, PushConsumer
 
@@ -63,21 +62,6 @@ def cpu_per_msg(before: tuple[float, float], count: int) -> str:
     return (
         f"[CPU/msg: client {(client - before[0]) / n * 1e6:.1f} us, "
         f"broker {(broker - before[1]) / n * 1e6:.1f} us]"
-    )
-
-
-def machine() -> str:
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next(
-                (line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), ""
-            )
-    except OSError:
-        pass
-    return (
-        f"{platform.system()} {platform.release()}, {os.cpu_count()} CPU(s) {model}, "
-        f"Python {platform.python_version()}"
     )
 
 

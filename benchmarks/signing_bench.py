@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import tempfile
 import time
+
+from benchkit import machine
 
 from pocketmq.common.auth import Credentials, identifying_fields, sign, signed_metadata
 from pocketmq.common.message import encode_record, pack_host
@@ -79,10 +80,7 @@ def main() -> None:
         check_p50, check_p99 = per_call_us(broker, args.rounds)
         old_p50, _ = per_call_us(names_only, args.rounds)
     size = request.ByteSize()
-    print(
-        f"machine: {platform.machine()} {platform.processor() or ''}, "
-        f"{os.cpu_count()} cpus, Python {platform.python_version()}"
-    )
+    print(f"machine: {machine()}")
     print(f"SendBatch of {args.records} x {args.body} B = {size / 1024:.0f} KiB serialized")
     print(f"client sign (whole body)  p50 {sign_p50:8.1f} us   p99 {sign_p99:8.1f} us")
     print(f"broker check (whole body) p50 {check_p50:8.1f} us   p99 {check_p99:8.1f} us")

@@ -33,8 +33,7 @@ import time
 import grpc
 
 sys.path.insert(0, os.path.dirname(__file__))
-from benchkit import standalone
-from broker_bench import records
+from benchkit import machine, records, standalone
 
 from pocketmq.v1 import broker_pb2, broker_pb2_grpc
 
@@ -220,7 +219,7 @@ def main() -> int:
         except ImportError:  # a connector from before the Arrow codec
             codec = "none"
         print(
-            f"machine: {os.cpu_count()} cpu, load average {os.getloadavg()[0]:.1f}; "
+            f"machine: {machine()}, load average {os.getloadavg()[0]:.1f}; "
             f"Spark local[2]; arrow codec: {codec}"
             + (f"; broker: {args.broker_toml}" if args.broker_toml else "")
         )

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import mmap
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -26,24 +25,13 @@ import time
 import zlib
 from collections.abc import Callable
 
+from benchkit import machine
+
 from pocketmq.broker.store import FlushDiskType, GetStatus, StoreConfig, speedups
 from pocketmq.broker.store.message_store import DefaultMessageStore
 from pocketmq.common.message import encode_record, pack_host
 
 BATCH = 256
-
-
-def machine() -> str:
-    cpu = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return (
-        f"{platform.node()} · {os.cpu_count()} cpu ({cpu}) · Python "
-        f"{platform.python_version()} · {platform.system()} {platform.release()}"
-    )
 
 
 def rss_anon_kib() -> int:

@@ -21,11 +21,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import statistics
 import time
 
-from benchkit import standalone
+from benchkit import machine, standalone
 
 from pocketmq.client import AdminClient, ClientError, Message, Producer, TopicConfig
 from pocketmq.common.trace import DEFAULT_TRACE_TOPIC
@@ -33,13 +32,6 @@ from pocketmq.common.trace import DEFAULT_TRACE_TOPIC
 TOPIC = "TraceBench"
 BODY = b"x" * 256
 BLOCK = 100
-
-
-def machine() -> str:
-    return (
-        f"{platform.node()} · {os.cpu_count()} cpu · {platform.machine()} · "
-        f"Python {platform.python_version()}"
-    )
 
 
 def proc_cpu_s(pid: int) -> float:

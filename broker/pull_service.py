@@ -54,6 +54,7 @@ from pocketmq.broker.store.results import GetResult, GetStatus
 from pocketmq.broker.topic_config import BrokerTopicConfig, TopicConfigManager
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.filter import TAG, SqlFilter
+from pocketmq.common.filter.tags import SUB_ALL, TagExpressionError, parse_tag_expression
 from pocketmq.common.hashing import tags_code
 from pocketmq.common.validation import check_group, check_topic
 
@@ -66,10 +67,9 @@ __all__ = [
     "PullOutcome",
     "PullOutcomeStatus",
     "PullRequest",
-    "parse_tag_expression",
+    "subscription_tags",
 ]
 
-SUB_ALL = "*"
 MAX_BATCH_QUEUES = 1_000  # queues one PullBatch may name
 PULL_BATCH_REPLY_BYTES = 4 * 1024 * 1024  # a PullBatch stops reading queues past this
 
@@ -103,19 +103,12 @@ def pull_status(result: GetResult, requested_offset: int) -> PullOutcomeStatus:
     return PULL_STATUS[result.status]
 
 
-def parse_tag_expression(expression: str) -> frozenset[str] | None:
-    """``"*"`` or ``""`` -> None (all); ``"TagA || TagB"`` -> {"TagA", "TagB"}."""
-    text = expression.strip()
-    if not text or text == SUB_ALL:
-        return None
-    tags = frozenset(t.strip() for t in text.split("||") if t.strip())
-    if not tags:
-        raise IllegalArgumentError(
-            f"subscription {expression!r} names no tags; use '*' for all "
-            "messages or 'TagA || TagB'",
-            reason="SUBSCRIPTION_PARSE_FAILED",
-        )
-    return tags
+def subscription_tags(expression: str) -> frozenset[str] | None:
+    """The tags a pull's subscription names (None: every tag), or INVALID_ARGUMENT."""
+    try:
+        return parse_tag_expression(expression, what="subscription")
+    except TagExpressionError as exc:
+        raise IllegalArgumentError(str(exc), reason="SUBSCRIPTION_PARSE_FAILED") from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -391,7 +384,7 @@ class PullMessageProcessor:
         try:
             return self._tag_codes[expression]
         except KeyError:
-            tags = parse_tag_expression(expression)
+            tags = subscription_tags(expression)
             codes = None if tags is None else frozenset(tags_code(t) for t in tags)
             if len(self._tag_codes) < 10_000:
                 self._tag_codes[expression] = codes

@@ -21,12 +21,12 @@ import argparse
 import asyncio
 import logging
 import os
-import signal
 import sys
 from typing import Any
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.cli import loop_factory
+from pocketmq.cli.serve import until_stop_signal
 from pocketmq.common.configfile import add_config_flags, load_config
 from pocketmq.common.errors import ConfigError, PocketMQError
 from pocketmq.common.logsetup import server_command
@@ -341,17 +341,10 @@ async def _serve(config: BrokerConfig, *, namesrv: Any, demo: bool = False) -> i
             demo_task = asyncio.get_running_loop().create_task(
                 run_demo(namesrv.address, broker_address=broker.address, data_dir=config.data_dir)
             )
-    stop_requested = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGTERM, signal.SIGINT)
-    for sig in signals:
-        loop.add_signal_handler(sig, stop_requested.set)
     try:
-        await stop_requested.wait()
+        await until_stop_signal()
         log.info("stop requested; finishing in-flight requests (grace %.1f s)", SHUTDOWN_GRACE_S)
     finally:
-        for sig in signals:
-            loop.remove_signal_handler(sig)
         if demo_task is not None and not demo_task.done():
             demo_task.cancel()
         await broker.stop(SHUTDOWN_GRACE_S)

@@ -39,7 +39,12 @@ from pocketmq.cli.credentials import broker_name_of, security_kwargs
 from pocketmq.cli.errors import UsageError
 from pocketmq.client import MessageExt, MessageQueue, MessageSelector, PullConsumer
 from pocketmq.client.admin import TOOLS_CONSUMER_GROUP
-from pocketmq.common.filter import SqlFilterError, compile_sql92
+from pocketmq.common.filter import (
+    SqlFilterError,
+    TagExpressionError,
+    compile_sql92,
+    parse_tag_expression,
+)
 
 __all__ = ["DEFAULT_IDLE_TIMEOUT_S", "consume_messages", "format_message", "parse_start"]
 
@@ -81,6 +86,10 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError("give --json or --format, not both")
     if args.broker and args.queue is None:
         raise UsageError("--broker chooses the broker of --queue; give --queue too")
+    try:
+        parse_tag_expression(args.expr, what="--expr")
+    except TagExpressionError as exc:
+        raise UsageError(str(exc)) from None
     if args.sql is not None:
         try:
             args.sql_filter = compile_sql92(args.sql)
@@ -194,8 +203,7 @@ class _Printer:
         self.stopped_idle = False
         self.stop = asyncio.Event()  # Ctrl-C or SIGTERM
         # Assigned queues are pulled without a subscription: --expr / --sql apply here.
-        tags = {t.strip() for t in args.expr.split("||")}
-        self._tags = None if "*" in tags or not filter_tags else tags
+        self._tags = parse_tag_expression(args.expr) if filter_tags else None
         self._sql = args.sql_filter if filter_tags and args.sql is not None else None
 
     def _wanted(self, msg: MessageExt, ends: dict[MessageQueue, int]) -> bool:

@@ -16,12 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import sys
 from typing import Any
 
 from pocketmq.cli import loop_factory
 from pocketmq.cli.credentials import add_security_options, security_kwargs
+from pocketmq.cli.serve import until_stop_signal
 from pocketmq.client.config import DEFAULT_NAMESRV, NAMESRV_ENV
 from pocketmq.common.errors import ConfigError
 
@@ -108,15 +108,8 @@ async def _serve(dashboard: Any) -> int:
         f"{';'.join(dashboard.namesrv)}); Ctrl-C stops it.",
         flush=True,
     )
-    stop_requested = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGTERM, signal.SIGINT)
-    for sig in signals:
-        loop.add_signal_handler(sig, stop_requested.set)
     try:
-        await stop_requested.wait()
+        await until_stop_signal()
     finally:
-        for sig in signals:
-            loop.remove_signal_handler(sig)
         await dashboard.stop()
     return 0

@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from typing import Any
 
 from pocketmq.cli import loop_factory
+from pocketmq.cli.serve import until_stop_signal
 from pocketmq.common.configfile import add_config_flags, load_config
 from pocketmq.common.errors import ConfigError
 from pocketmq.common.logsetup import server_command
@@ -67,19 +67,12 @@ async def _serve(config: NamesrvConfig) -> int:
         print(f"pocketmq nameserver: {exc}", file=sys.stderr)
         return 1
     freeze_startup_objects()
-    stop_requested = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGTERM, signal.SIGINT)
-    for sig in signals:
-        loop.add_signal_handler(sig, stop_requested.set)
     try:
-        await stop_requested.wait()
+        await until_stop_signal()
         logger.info(
             "stop requested; finishing in-flight requests (grace %.1f s)",
             config.shutdown_grace_seconds,
         )
     finally:
-        for sig in signals:
-            loop.remove_signal_handler(sig)
         await server.stop()
     return 0

@@ -56,6 +56,7 @@ from pocketmq.client.remoting import (
 )
 from pocketmq.client.route import RouteService
 from pocketmq.common.clock import Clock
+from pocketmq.common.filter.tags import parse_tag_expression
 
 if TYPE_CHECKING:
     from pocketmq.client.subscription import SubscriptionState
@@ -73,14 +74,8 @@ log = logging.getLogger(__name__)
 
 
 def parse_subscription(expression: str) -> frozenset[str] | None:
-    """``"*"``/``""`` -> None (every tag); ``"A || B"`` -> {"A", "B"}."""
-    text = (expression or "*").strip()
-    if text == "*":
-        return None
-    tags = frozenset(t.strip() for t in text.split("||") if t.strip())
-    if not tags:
-        raise ValueError(f"subscription {expression!r} names no tags; use '*' or 'A || B'")
-    return tags
+    """``"*"``/``""`` -> None (every tag); ``"A || B"`` -> {"A", "B"}; a ValueError else."""
+    return parse_tag_expression(expression, what="subscription")
 
 
 def consumer_info(

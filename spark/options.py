@@ -28,6 +28,7 @@ from typing import Any
 
 from pocketmq.client import MessageQueue, MessageSelector, SqlFilterError, parse_namesrv
 from pocketmq.common.errors import ConfigError
+from pocketmq.common.filter import TagExpressionError, parse_tag_expression
 from pocketmq.common.validation import check_group, check_topic
 from pocketmq.spark.errors import OptionError
 
@@ -307,15 +308,12 @@ class _Options:
 
 def tag_set(expression: str, option: str = "tagExpression") -> frozenset[str] | None:
     """``"*"`` -> None (every tag); ``"A || B"`` -> {"A", "B"}; as the broker parses it."""
-    text = (expression or "*").strip()
-    if text == "*":
-        return None
-    tags = frozenset(t.strip() for t in text.split("||") if t.strip())
-    if not tags:
+    try:
+        return parse_tag_expression(expression)
+    except TagExpressionError:
         raise OptionError(
             f"option {option} is {expression!r}, which names no tag; give '*' or 'TagA || TagB'"
-        )
-    return tags
+        ) from None
 
 
 def _topics(raw: str, option: str) -> tuple[str, ...]:

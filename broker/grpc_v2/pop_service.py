@@ -67,7 +67,7 @@ from pocketmq.broker.grpc_v2.pop_model import (
     message_group,
 )
 from pocketmq.broker.property_filter import CHUNK_UNITS, FilterCompiler, scan_units
-from pocketmq.broker.pull_service import parse_tag_expression
+from pocketmq.broker.pull_service import subscription_tags
 from pocketmq.broker.send_back import SendBackProcessor
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import GetStatus
@@ -214,9 +214,7 @@ class PopMessageProcessor:
                 f"topic {topic!r} does not exist on this broker; create it first",
                 reason="TOPIC_NOT_EXIST",
             )
-        return self._filters.compile(expression_type, expression) or parse_tag_expression(
-            expression
-        )
+        return self._filters.compile(expression_type, expression) or subscription_tags(expression)
 
     def _pop(
         self, request: ReceiveRequest, tags: Selector, codes: frozenset[int] | None

@@ -1,9 +1,10 @@
 """Message filters of a subscription: RocketMQ's TAG and SQL92 expression types.
 
 A subscription names a topic and a :class:`MessageSelector`: a tag expression
-(``"*"`` or ``"TagA || TagB"``, filtered on the consume queue's tag codes) or an
-SQL92 expression over the message's properties (:mod:`.sql92`, filtered on the
-stored records' properties at the broker). A plain string is a tag expression.
+(``"*"`` or ``"TagA || TagB"``, parsed by :mod:`.tags`, filtered on the consume
+queue's tag codes) or an SQL92 expression over the message's properties
+(:mod:`.sql92`, filtered on the stored records' properties at the broker). A
+plain string is a tag expression.
 """
 
 from __future__ import annotations
@@ -16,15 +17,19 @@ from pocketmq.common.filter.sql92 import (
     SqlFilterError,
     compile_sql92,
 )
+from pocketmq.common.filter.tags import SUB_ALL, TagExpressionError, parse_tag_expression
 
 __all__ = [
     "MAX_EXPRESSION_CHARS",
     "SQL92",
+    "SUB_ALL",
     "TAG",
     "MessageSelector",
     "SqlFilter",
     "SqlFilterError",
+    "TagExpressionError",
     "compile_sql92",
+    "parse_tag_expression",
 ]
 
 TAG = "TAG"  # RocketMQ's ExpressionType.TAG

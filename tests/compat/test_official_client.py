@@ -296,7 +296,16 @@ async def test_a_push_consumer_gets_a_nacked_message_again_then_dead_letters_it(
     assert [m["attempt"] for m in lucky] == [1, 2]
     assert [m["attempt"] for m in bad] == list(range(1, MAX_ATTEMPTS + 1))
     assert dead.body == b"once"
-    await asyncio.sleep(1.5)  # one more backoff: nothing else may arrive
+    # Nothing of either group is in flight any more (acked, or forwarded to the DLQ), so
+    # nothing else may arrive.
+    pop = v2_cluster.broker.grpc_v2.pop
+    await eventually(
+        lambda: (
+            not any(pop.in_flight_count(g, "Push") for g in ("second-time-lucky", "always-fails"))
+        ),
+        timeout_s=10,
+        what="no message of Push in flight",
+    )
     assert len(await retried.call("consumed", name="ok")) == 2
     assert len(await failing.call("consumed", name="bad")) == MAX_ATTEMPTS
 

@@ -24,6 +24,7 @@ import grpc
 import pytest
 import pytest_asyncio
 from google.protobuf.duration_pb2 import Duration
+from waitkit import eventually
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
@@ -121,16 +122,6 @@ async def env(tmp_path) -> AsyncIterator[Acl]:
         yield env
 
 
-async def poll(predicate: Callable[[], Awaitable[Any]], what: str, timeout_s: float = 10) -> Any:
-    """The first truthy result of *predicate*, polled until a deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if result := await predicate():
-            return result
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout_s} s"
-        await asyncio.sleep(0.02)
-
-
 async def in_flight(user: V2User, topic: str, group: str) -> str:
     """A fresh message of *user*'s in *topic*, received by *group*: its receipt handle."""
     assert (await user.send(topic)).status.code == d.OK
@@ -140,7 +131,9 @@ async def in_flight(user: V2User, topic: str, group: str) -> str:
         assert status.code in (d.OK, d.MESSAGE_NOT_FOUND), status
         return messages[0].system_properties.receipt_handle if messages else None
 
-    return await poll(received, f"a message of {topic} for {group}")
+    return await eventually(
+        received, timeout_s=10, interval_s=0.02, what=f"a message of {topic} for {group}"
+    )
 
 
 async def open_half(user: V2User, topic: str) -> str:

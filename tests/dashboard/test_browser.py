@@ -10,9 +10,7 @@ tests fail saying how to install them (``./dev.sh test`` does it when run as roo
 
 from __future__ import annotations
 
-import asyncio
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
+from waitkit import eventually, eventually_sync
 
 from pocketmq.client import Message, Producer
 from pocketmq.client.admin import AdminClient
@@ -151,11 +150,11 @@ def make_topic(cluster: ThreadedCluster, topic: str, queues: int = 2) -> None:
         async with AdminClient(
             cluster.cluster.namesrv_addr, access_key=cluster.keys[0], secret_key=cluster.keys[1]
         ) as admin:
-            for _ in range(200):
-                if topic in await admin.topic_list():
-                    return
-                await asyncio.sleep(0.05)
-            raise AssertionError(f"topic {topic} never routed")
+
+            async def listed() -> bool:
+                return topic in await admin.topic_list()
+
+            await eventually(listed, timeout_s=10, interval_s=0.05, what=f"route of {topic}")
 
     cluster.run(routed())
 
@@ -361,7 +360,7 @@ def test_a_group_is_deleted_from_its_page_once_its_name_is_typed(browser, cluste
     assert "leavers" not in {g.group for g in groups}
 
 
-def test_a_dead_letter_is_listed_and_resent_to_its_group(browser, cluster, eventually_sync):
+def test_a_dead_letter_is_listed_and_resent_to_its_group(browser, cluster):
     make_topic(cluster, "poisoned", queues=1)
     send(cluster, "poisoned", 1)
 
@@ -380,7 +379,9 @@ def test_a_dead_letter_is_listed_and_resent_to_its_group(browser, cluster, event
     msg_id = admin_call(cluster, to_dlq)
     store = cluster.cluster.broker.store
     eventually_sync(  # the DLQ's consume queue is built by the dispatcher, after the answer
-        lambda: store.max_offset("%DLQ%poison-eaters", 0) == 1, "the dead letter dispatched"
+        lambda: store.max_offset("%DLQ%poison-eaters", 0) == 1,
+        timeout_s=20,
+        what="the dead letter dispatched",
     )
     listed = open_page(browser, cluster, "dlq?group=poison-eaters", "#dlq-messages")
     assert msg_id in listed.text
@@ -395,22 +396,9 @@ def test_a_dead_letter_is_listed_and_resent_to_its_group(browser, cluster, event
     )
     eventually_sync(
         lambda: store.max_offset("%RETRY%poison-eaters", 0) == 1,
-        "the dead letter in the group's retry topic",
+        timeout_s=20,
+        what="the dead letter in the group's retry topic",
     )
-
-
-@pytest.fixture
-def eventually_sync() -> Any:
-    """Poll a condition of the cluster's thread with a deadline (these tests are sync)."""
-
-    def until(predicate: Any, what: str, timeout_s: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not predicate():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{what} did not happen within {timeout_s} s")
-            time.sleep(0.05)
-
-    return until
 
 
 def test_a_missing_browser_fails_the_tests_saying_how_to_install_it():

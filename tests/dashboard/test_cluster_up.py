@@ -7,39 +7,16 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import sys
 from pathlib import Path
 
 import yaml
+from processkit import free_port_run
 
 from pocketmq.cli import build_parser
 from pocketmq.cli.cluster_cmd import dashboard_command
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_ports(count: int) -> int:
-    """The first of *count* consecutive ports free now."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first = probe.getsockname()[1]
-        if first + count > 65535:
-            continue
-        held = []
-        try:
-            for port in range(first, first + count):
-                sock = socket.socket()
-                held.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return first
-        except OSError:
-            continue
-        finally:
-            for sock in held:
-                sock.close()
-    raise RuntimeError(f"no run of {count} free ports")
 
 
 async def http_get(port: int, path: str) -> tuple[int, bytes]:
@@ -52,7 +29,7 @@ async def http_get(port: int, path: str) -> tuple[int, bytes]:
 
 
 async def test_cluster_up_with_a_dashboard_port_serves_the_dashboard(tmp_path, eventually):
-    namesrv, broker, web = free_ports(1), free_ports(2), free_ports(1)
+    namesrv, broker, web = free_port_run(1), free_port_run(2), free_port_run(1)
     small = tmp_path / "small.toml"
     small.write_text("commitlog_file_size_bytes = 16777216\n")
     proc = await asyncio.create_subprocess_exec(

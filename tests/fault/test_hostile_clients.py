@@ -14,13 +14,14 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
 import aclmode
 import grpc
 import pytest
 from h2kit import StuckReader, open_idle_connections
+from waitkit import eventually
 
 from pocketmq.broker.grpc_status import REASON_METADATA_KEY
 from pocketmq.common.message import encode_record, pack_host
@@ -48,18 +49,6 @@ def host_port(addr: str) -> tuple[str, int]:
 
 async def runtime_info(stub: broker_pb2_grpc.BrokerStub) -> dict[str, str]:
     return dict((await stub.GetBrokerRuntimeInfo(pb.GetBrokerRuntimeInfoRequest())).table)
-
-
-async def wait_until(
-    predicate: Callable[[], Awaitable[Any]], *, timeout_s: float, what: str
-) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = await predicate()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"{what} did not hold within {timeout_s} s"
-        await asyncio.sleep(0.05)
 
 
 async def with_peak_rss(broker, work: Awaitable[Any]) -> tuple[Any, int]:
@@ -131,9 +120,10 @@ async def test_a_client_that_never_reads_its_responses_is_answered_busy_in_bound
         assert served.status == pb.FOUND and served.message_count == 32
         assert peak < RSS_BOUND
         # Once the connection is gone, so are its calls and their bytes.
-        await wait_until(
+        await eventually(
             lambda: _drained(stub),
             timeout_s=30,
+            interval_s=0.05,
             what="the closed connection's requests and bytes released",
         )
     assert await broker.stop() == 0
@@ -156,14 +146,18 @@ async def test_a_connection_that_stops_reading_its_socket_is_closed_by_keepalive
         deaf = await StuckReader.connect(*host_port(broker.addr), read=False)
         try:
             await deaf.call_many(PULL_PATH, pull("TopicDeaf").SerializeToString(), count=1_500)
-            held = await wait_until(
+            held = await eventually(
                 lambda: _holding(stub),
                 timeout_s=30,
+                interval_s=0.05,
                 what="responses queued for the deaf connection",
             )
             started = time.monotonic()
-            await wait_until(
-                lambda: _drained(stub), timeout_s=60, what="the deaf connection closed by keepalive"
+            await eventually(
+                lambda: _drained(stub),
+                timeout_s=60,
+                interval_s=0.05,
+                what="the deaf connection closed by keepalive",
             )
             closed_after_s = time.monotonic() - started
         finally:
@@ -245,9 +239,10 @@ async def _park_many(
             info = await runtime_info(stubs[0])
             return int(info["pulls_parked"]) == bound and len(refused) == count - bound
 
-        await wait_until(
+        await eventually(
             all_parked_or_refused,
             timeout_s=60,
+            interval_s=0.05,
             what=f"{bound} pulls parked and {count - bound} refused",
         )
         parked_at_peak = int((await runtime_info(stubs[0]))["pulls_parked"])

@@ -8,22 +8,20 @@ timer log alone, and every second walked before the kill is walked again.
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import re
 import signal
-import sys
 import time
 
 import grpc
+from processkit import broker_process
+from wirekit import record as wire_record
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.common.message import StoredMessage, encode_record, iter_records, pack_host
+from pocketmq.common.message import StoredMessage, iter_records
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc
 
-SERVING = re.compile(rb"serving on (\S+),")
 MiB = 1024 * 1024
 SMALL = dict(
     port=0,
@@ -45,38 +43,6 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def record(body: bytes, uniq: str, deliver_ms: int) -> bytes:
-    props = {"TIMER_DELIVER_MS": str(deliver_ms), **({"UNIQ_KEY": uniq} if uniq else {})}
-    return encode_record(
-        topic="TopicT",
-        body=body,
-        properties=props,
-        born_timestamp_ms=now_ms(),
-        born_host=pack_host(("127.0.0.1", 40000)),
-        store_host=pack_host(("127.0.0.1", 0)),
-    )
-
-
-def flags(config) -> list[str]:
-    out = [
-        "--data-dir",
-        config.data_dir,
-        "--port",
-        "0",
-        "--commitlog-file-size-bytes",
-        str(config.commitlog_file_size_bytes),
-        "--index-slots",
-        "1024",
-        "--index-entries",
-        "4096",
-        "--consume-queue-units-per-file",
-        "10000",
-    ]
-    for key, value in TIMER.items():
-        out += ["--" + key.replace("_", "-"), str(value)]
-    return out
-
-
 async def pull_all(stub, offset: int, wait_ms: int) -> tuple[list[StoredMessage], int]:
     reply = await stub.PullMessage(
         pb.PullMessageRequest(
@@ -95,17 +61,7 @@ async def pull_all(stub, offset: int, wait_ms: int) -> tuple[list[StoredMessage]
 
 async def test_kill_9_with_timer_messages_pending_loses_none(tmp_path, eventually):
     config = BrokerConfig(**SMALL, **TIMER, data_dir=str(tmp_path / "data"))
-    log_path = tmp_path / "broker.log"
-    with open(log_path, "wb") as log:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "pocketmq",
-            "broker",
-            *flags(config),
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=log,
-        )
+    proc, addr = await broker_process(config, tmp_path / "broker.log", **TIMER)
     base = now_ms() + 1_000
     # Due over 2.5 s: some go out before the kill, some are still waiting at it.
     sent: dict[bytes, str] = {}  # body -> UNIQ_KEY; with and without one, interleaved
@@ -116,17 +72,15 @@ async def test_kill_9_with_timer_messages_pending_loses_none(tmp_path, eventuall
             sent[f"N{i}".encode()] = ""
     deliver = {body: base + (i * 2_500) // len(sent) for i, body in enumerate(sent)}
     try:
-        match = await eventually(
-            lambda: SERVING.search(log_path.read_bytes()),
-            timeout_s=30,
-            what="the broker process serving",
-        )
-        async with grpc.aio.insecure_channel(match.group(1).decode()) as channel:
+        async with grpc.aio.insecure_channel(addr) as channel:
             stub = broker_pb2_grpc.BrokerStub(channel)
             await stub.SendBatch(
                 pb.SendBatchRequest(
                     records=b"".join(
-                        record(body, uniq, deliver[body]) for body, uniq in sent.items()
+                        wire_record(
+                            "TopicT", body=body, uniq=uniq, TIMER_DELIVER_MS=str(deliver[body])
+                        )
+                        for body, uniq in sent.items()
                     )
                 )
             )

@@ -2,16 +2,23 @@
 
 ``broker_config(dir_name="data", **overrides)`` builds the small config;
 ``await start_broker(**overrides)`` (or ``start_broker(config)``) starts one and
-stops it at teardown; ``broker`` / ``stub`` are the common single-broker case.
+stops it at teardown; ``broker`` / ``stub`` are the common single-broker case,
+``namesrv_addr`` a nameserver with one broker (the CLI tests), ``cluster`` a
+nameserver and two brokers (tests/support/clusterkit.py), and ``pocketmq`` the
+command run in this process against ``cluster`` (tests/support/clikit.py runs it
+as a subprocess).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
 import pytest
+from clikit import pocketmq_main
+from clusterkit import Cluster, two_broker_cluster
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
@@ -78,3 +85,34 @@ async def nameserver() -> AsyncIterator[NameServer]:
     await server.start()
     yield server
     await server.stop(0)
+
+
+@pytest.fixture
+async def cluster(tmp_path) -> AsyncIterator[Cluster]:
+    """A nameserver and brokers broker-a and broker-b, in-process on port 0."""
+    async with two_broker_cluster(tmp_path) as started:
+        yield started
+
+
+@pytest.fixture
+async def namesrv_addr(nameserver, broker_config) -> AsyncIterator[str]:
+    """A nameserver and one broker (two queues a new topic): the nameserver's address."""
+    broker = Broker(
+        broker_config("broker", namesrv_addrs=nameserver.address, default_topic_queue_nums=2)
+    )
+    await broker.start()
+    yield nameserver.address
+    await broker.stop(0)
+
+
+@pytest.fixture
+def pocketmq(capsys, cluster) -> Callable[..., Awaitable[tuple[int, Any, str]]]:
+    """``await pocketmq("topic", "list", json_out=True)`` against ``cluster`` (in this
+    process): (exit code, output, stderr); the output parsed when ``json_out`` succeeds."""
+
+    async def run(*args: str, json_out: bool = False, namesrv: str | None = None):
+        argv = [*args, "--namesrv", namesrv or cluster.addr, *(["--json"] if json_out else [])]
+        code, out, err = await pocketmq_main(capsys, *argv)
+        return code, json.loads(out) if json_out and code == 0 else out, err
+
+    return run

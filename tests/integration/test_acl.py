@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 
 import pytest
+from aclmode import APP_ACL
 
 from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import (
@@ -21,27 +21,13 @@ from pocketmq.client import (
     TopicConfig as ClientTopicConfig,
 )
 
-ACL = """
-[[accounts]]
-access_key = "admin"
-secret_key = "admin-secret"
-admin = true
-
-[[accounts]]
-access_key = "app"
-secret_key = "app-secret"
-default_topic_perm = "DENY"
-default_group_perm = "DENY"
-topic_perms = { orders = "PUB|SUB", audit = "SUB" }
-group_perms = { billing = "SUB" }
-"""
 APP = {"access_key": "app", "secret_key": "app-secret"}
 
 
 @pytest.fixture
 async def secured(tmp_path, start_broker, nameserver, eventually):
     acl = tmp_path / "acl.toml"
-    acl.write_text(ACL)
+    acl.write_text(APP_ACL)
     broker = await start_broker(
         namesrv_addrs=nameserver.address, acl_enable=True, acl_file=str(acl)
     )
@@ -54,7 +40,7 @@ async def secured(tmp_path, start_broker, nameserver, eventually):
     return broker
 
 
-async def test_a_signed_producer_and_consumer_move_messages(secured, nameserver):
+async def test_a_signed_producer_and_consumer_move_messages(secured, nameserver, eventually):
     async with Producer(group="pg", namesrv=nameserver.address, **APP) as producer:
         sent = await producer.send(Message(topic="orders", body=b"paid"))
     consumer = PullConsumer(
@@ -62,10 +48,9 @@ async def test_a_signed_producer_and_consumer_move_messages(secured, nameserver)
     )
     consumer.subscribe("orders")
     async with consumer:
-        got = []
-        deadline = time.monotonic() + 10
-        while not got and time.monotonic() < deadline:
-            got += await consumer.poll(timeout_s=1)
+        got = await eventually(
+            lambda: consumer.poll(timeout_s=1), timeout_s=10, what="the message polled"
+        )
     assert [m.msg_id for m in got] == [sent.msg_id]
 
 
@@ -129,7 +114,7 @@ async def test_an_edited_acl_file_applies_without_a_restart(secured, nameserver,
     ) as producer:
         with pytest.raises(PermissionDeniedError):
             await producer.send(Message(topic="audit", body=b"before"))
-        secured.acl_path.write_text(ACL.replace('audit = "SUB"', 'audit = "PUB"'))
+        secured.acl_path.write_text(APP_ACL.replace('audit = "SUB"', 'audit = "PUB"'))
         stat = secured.acl_path.stat()
         os.utime(secured.acl_path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
 
@@ -163,7 +148,7 @@ async def test_an_acl_nameserver_takes_registrations_from_admins_and_routes_for_
     from pocketmq.nameserver import NameServer, NamesrvConfig
 
     acl = tmp_path / "acl.toml"
-    acl.write_text(ACL)
+    acl.write_text(APP_ACL)
     nameserver = NameServer(
         NamesrvConfig(host="127.0.0.1", port=0, acl_enable=True, acl_file=str(acl))
     )

@@ -944,7 +944,7 @@ async def test_heartbeat_as_producer_of_another_users_group_is_refused(env):
     assert env.broker.clients.producer_ids("owner_pg") == ["owner-client"]
 
 
-async def test_transaction_checks_go_only_to_producers_with_pub_on_the_halfs_topic(env):
+async def test_transaction_checks_go_only_to_producers_with_pub_on_the_halfs_topic(env, eventually):
     # auditor may join owner_pg (SUB on the group) but not publish to secret.
     await env.stubs["auditor"].HeartBeat(
         pb.HeartBeatRequest(client_id="auditor-client", producer_groups=["owner_pg"])
@@ -961,12 +961,14 @@ async def test_transaction_checks_go_only_to_producers_with_pub_on_the_halfs_top
 
     readers = [asyncio.create_task(read(who)) for who in got]
     try:
-        deadline = time.monotonic() + 15
         # Producers of a group take turns: two checks in a row to the owner mean the
         # auditor was passed over, not just unlucky.
-        while sum(c.HasField("check_transaction_state") for c in got["owner"]) < 2:
-            assert time.monotonic() < deadline, "no transaction check reached the owner"
-            await asyncio.sleep(0.05)
+        await eventually(
+            lambda: sum(c.HasField("check_transaction_state") for c in got["owner"]) >= 2,
+            timeout_s=15,
+            interval_s=0.05,
+            what="two transaction checks reaching the owner",
+        )
         assert not any(c.HasField("check_transaction_state") for c in got["auditor"])
     finally:
         for stream in streams.values():

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import json
 import logging
 import sys
 import time
 from collections import Counter
 
 import pytest
-from clusterkit import QUEUES, Cluster, create_topic, two_broker_cluster
+from clusterkit import QUEUES, Cluster, create_topic
 
-from pocketmq.cli import main
 from pocketmq.cli.admin_cmd import parse_reset_target
 from pocketmq.cli.table import render
 from pocketmq.client import (
@@ -34,35 +32,6 @@ from pocketmq.client import (
 from pocketmq.client.remoting import ConsumerInfo, PullStatus, Remoting
 
 FAST = {"rebalance_interval_s": 1.0, "commit_interval_s": 0.2, "pull_suspend_ms": 1000}
-
-
-@pytest.fixture
-async def cluster(tmp_path):
-    async with two_broker_cluster(tmp_path) as started:
-        yield started
-
-
-@pytest.fixture
-def pocketmq(capsys, cluster):
-    """``await pocketmq("topic", "list", json_out=True)``: (exit code, output, stderr)."""
-
-    async def run(*args: str, json_out: bool = False, namesrv: str | None = None):
-        capsys.readouterr()
-        argv = ["--log-level", "WARNING", *args, "--namesrv", namesrv or cluster.addr]
-        if json_out:
-            argv.append("--json")
-
-        def call() -> int:
-            try:
-                return main(argv)
-            except SystemExit as exc:  # argparse's usage errors
-                return int(exc.code or 0)
-
-        code = await asyncio.to_thread(call)
-        out, err = capsys.readouterr()
-        return code, json.loads(out) if json_out and code == 0 else out, err
-
-    return run
 
 
 async def send(cluster: Cluster, topic: str, count: int, **fields) -> list[SendResult]:
@@ -223,9 +192,14 @@ async def test_reset_offset_without_consumers_stores_earliest_latest_or_timestam
 ):
     await create_topic(cluster, "events", eventually)
     await send(cluster, "events", 6)
-    await asyncio.sleep(0.01)  # a millisecond boundary between the two batches
-    boundary_ms = int(time.time() * 1000)
-    await asyncio.sleep(0.01)
+
+    async def after(ms: int) -> int:  # the first millisecond of the clock past *ms*
+        return await eventually(
+            lambda: now_ms() > ms and now_ms(), interval_s=0.001, what=f"the clock past {ms}"
+        )
+
+    boundary_ms = await after(now_ms())  # a millisecond boundary between the two batches
+    await after(boundary_ms)
     await send(cluster, "events", 3)
 
     async def total_lag() -> int:
@@ -546,3 +520,7 @@ async def test_a_remote_error_exits_1_and_bad_usage_exits_2(cluster, pocketmq):
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 1 and out == b""
     assert b"pocketmq topic list: GetTopicRoutes to 127.0.0.1:1 failed: UNAVAILABLE" in err
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

@@ -14,13 +14,13 @@ from collections import Counter
 import grpc
 import pytest
 from processkit import ProcessKit
+from wirekit import record
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.grpc_status import REASON_METADATA_KEY
 from pocketmq.broker.store import StoreIO
 from pocketmq.broker.store.message_store import DefaultMessageStore
 from pocketmq.client import ConsumeResult, Message, Producer, PushConsumer
-from pocketmq.common.message import encode_record, pack_host
 from pocketmq.nameserver import NameServer, NamesrvConfig
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2
@@ -54,12 +54,6 @@ async def slow_broker(broker_config):
     yield start
     for broker in started:
         await broker.stop(0)
-
-
-def record(queue_id: int = 0, body: bytes = b"hello") -> bytes:
-    return encode_record(
-        topic="TopicA", body=body, queue_id=queue_id, store_host=pack_host(("127.0.0.1", 0))
-    )
 
 
 def puts(broker: Broker) -> int:
@@ -115,7 +109,9 @@ async def test_the_broker_wide_limit_counts_every_connection(slow_broker):
     assert puts(broker) == ok
 
 
-async def test_parked_pulls_are_not_counted_in_flight_but_bounded_on_their_own(slow_broker):
+async def test_parked_pulls_are_not_counted_in_flight_but_bounded_on_their_own(
+    slow_broker, eventually
+):
     broker = await slow_broker(max_in_flight_requests_per_connection=2, max_parked_pulls=3)
     async with grpc.aio.insecure_channel(broker.address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
@@ -139,10 +135,9 @@ async def test_parked_pulls_are_not_counted_in_flight_but_bounded_on_their_own(s
             )
 
         parked = [asyncio.ensure_future(pull(0)) for _ in range(3)]
-        deadline = time.monotonic() + 10
-        while broker.hold.parked_count < 3:
-            assert time.monotonic() < deadline, "three pulls never parked"
-            await asyncio.sleep(0.01)
+        await eventually(
+            lambda: broker.hold.parked_count >= 3, timeout_s=10, what="three pulls parked"
+        )
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await pull(1)
         assert refused.value.code() is BUSY and "(max_parked_pulls = 3)" in refused.value.details()
@@ -156,7 +151,7 @@ async def test_parked_pulls_are_not_counted_in_flight_but_bounded_on_their_own(s
 
 
 @pytest.mark.timeout(120)
-async def test_the_sdk_backs_off_on_busy_and_delivers_every_message(tmp_path):
+async def test_the_sdk_backs_off_on_busy_and_delivers_every_message(tmp_path, eventually):
     """A broker process with tiny limits, pushed by three producers well past them."""
     namesrv = NameServer(NamesrvConfig(host="127.0.0.1", port=0))
     await namesrv.start()
@@ -187,12 +182,12 @@ async def test_the_sdk_backs_off_on_busy_and_delivers_every_message(tmp_path):
         sent, rss = await _push_past_the_limit(namesrv.address, broker)
         await consumer.start()
         try:
-            deadline = time.monotonic() + 60
-            while not sent <= set(received):
-                assert time.monotonic() < deadline, (
-                    f"{len(sent - set(received))} of {len(sent)} messages never consumed"
-                )
-                await asyncio.sleep(0.1)
+            await eventually(
+                lambda: sent <= set(received),
+                timeout_s=60,
+                interval_s=0.1,
+                what=f"all {len(sent)} messages consumed",
+            )
         finally:
             await consumer.shutdown()
         info = await _runtime_info(broker.addr)

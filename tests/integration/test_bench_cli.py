@@ -12,18 +12,12 @@ import json
 import sys
 
 import pytest
-from clusterkit import create_topic, two_broker_cluster
+from clusterkit import create_topic
 
 from pocketmq.cli.bench_cmd import LatencyHistogram
 from pocketmq.client import Message, Producer
 
 TIMEOUT_S = 120
-
-
-@pytest.fixture
-async def cluster(tmp_path):
-    async with two_broker_cluster(tmp_path) as started:
-        yield started
 
 
 async def bench(cluster, *args: str) -> tuple[int, list[str], dict]:

@@ -9,6 +9,7 @@ import signal
 import sys
 
 import grpc
+from waitkit import eventually
 
 from pocketmq.common.message import encode_record, pack_host
 from pocketmq.v1 import broker_pb2 as pb
@@ -19,18 +20,17 @@ READY = re.compile(rb"standalone: nameserver on (\S+), broker broker-a on (\S+)"
 
 async def registered_route(stub, topic: str, timeout_s: float = 10.0):
     """The topic's route once the broker's registration (run on topic change) lands."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while True:
+
+    async def route():
         try:
-            reply = await stub.GetRouteInfoByTopic(
-                nameserver_pb2.GetRouteInfoByTopicRequest(topic=topic)
-            )
-            return reply.route
+            request = nameserver_pb2.GetRouteInfoByTopicRequest(topic=topic)
+            return (await stub.GetRouteInfoByTopic(request)).route
         except grpc.aio.AioRpcError as exc:
             if exc.code() is not grpc.StatusCode.NOT_FOUND:
                 raise
-            assert asyncio.get_running_loop().time() < deadline, f"{topic} never registered"
-            await asyncio.sleep(0.01)
+            return None
+
+    return await eventually(route, timeout_s=timeout_s, what=f"{topic} registered")
 
 
 async def test_standalone_serves_and_stops_gracefully_on_sigterm(tmp_path):

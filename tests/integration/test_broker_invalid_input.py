@@ -4,25 +4,15 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from wirekit import record
 
 from pocketmq.broker.grpc_status import REASON_METADATA_KEY
-from pocketmq.common.message import SysFlag, encode_record, pack_host
+from pocketmq.common.message import SysFlag
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2
 
 MiB = 1024 * 1024
 Code = grpc.StatusCode
-
-
-def record(topic="TopicA", queue_id=0, body=b"hello", props=None, sysflag=0) -> bytes:
-    return encode_record(
-        topic=topic,
-        body=body,
-        queue_id=queue_id,
-        properties=props or {},
-        store_host=pack_host(("127.0.0.1", 0)),
-        sysflag=sysflag,
-    )
 
 
 def patched(rec: bytes, pos: int, raw: bytes) -> bytes:
@@ -119,7 +109,7 @@ SENDS = [
     ),
     (
         "properties not utf-8",
-        patched(record(props={"KEYS": "ab"}), len(record(props={"KEYS": "ab"})) - 3, b"\xff"),
+        patched(record(keys="ab"), len(record(keys="ab")) - 3, b"\xff"),
         Code.INVALID_ARGUMENT,
         "MESSAGE_ILLEGAL",
         "UTF-8",
@@ -133,17 +123,14 @@ SENDS = [
     ),
     (
         "delayed half message",
-        record()
-        + record(
-            props={"PGROUP": "tx", "TIMER_DELAY_MS": "5000"}, sysflag=SysFlag.TRANSACTION_PREPARED
-        ),
+        record() + record(PGROUP="tx", TIMER_DELAY_MS="5000", sysflag=SysFlag.TRANSACTION_PREPARED),
         Code.INVALID_ARGUMENT,
         "MESSAGE_ILLEGAL",
         "a transactional (prepared) message cannot be delayed, but it carries ['TIMER_DELAY_MS']",
     ),
     (
         "half message with a delay level",
-        record(props={"PGROUP": "tx", "DELAY": "2"}, sysflag=SysFlag.TRANSACTION_PREPARED),
+        record(PGROUP="tx", DELAY="2", sysflag=SysFlag.TRANSACTION_PREPARED),
         Code.INVALID_ARGUMENT,
         "MESSAGE_ILLEGAL",
         "carries ['DELAY']",

@@ -7,17 +7,12 @@ import asyncio
 import os
 
 import grpc
+from wirekit import record
 
 from pocketmq.broker.broker import Broker
-from pocketmq.common.message import encode_record, iter_records, pack_host
+from pocketmq.common.message import iter_records
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2
-
-
-def record(body=b"x", queue_id=0) -> bytes:
-    return encode_record(
-        topic="TopicA", body=body, queue_id=queue_id, store_host=pack_host(("127.0.0.1", 0))
-    )
 
 
 async def with_stub(broker, fn):
@@ -57,7 +52,7 @@ async def test_offsets_topics_and_messages_survive_a_restart(tmp_path, broker_co
                 )
             )
         )
-        await stub.SendBatch(pb.SendBatchRequest(records=record(b"a") + record(b"b")))
+        await stub.SendBatch(pb.SendBatchRequest(records=record(body=b"a") + record(body=b"b")))
         await commit(stub, 0, 1)
         await commit(stub, 1, 0)
 
@@ -100,7 +95,7 @@ async def test_a_corrupted_offsets_file_falls_back_to_the_previous_version(
         await with_stub(
             broker,
             lambda stub: stub.SendBatch(  # offsets up to 9 exist
-                pb.SendBatchRequest(records=record() * 9)
+                pb.SendBatchRequest(records=record(body=b"x") * 9)
             ),
         )
         await with_stub(broker, lambda stub: commit(stub, 0, 5))
@@ -119,12 +114,14 @@ async def test_a_corrupted_offsets_file_falls_back_to_the_previous_version(
         await broker.stop()
 
 
-async def test_a_stop_answers_parked_pulls_instead_of_dropping_them(tmp_path, broker_config):
+async def test_a_stop_answers_parked_pulls_instead_of_dropping_them(
+    tmp_path, broker_config, eventually
+):
     broker = Broker(broker_config())
     await broker.start()
     channel = grpc.aio.insecure_channel(broker.address)
     stub = broker_pb2_grpc.BrokerStub(channel)
-    await stub.SendMessage(pb.SendMessageRequest(record=record()))
+    await stub.SendMessage(pb.SendMessageRequest(record=record(body=b"x")))
     parked = asyncio.ensure_future(
         stub.PullMessage(
             pb.PullMessageRequest(
@@ -136,10 +133,7 @@ async def test_a_stop_answers_parked_pulls_instead_of_dropping_them(tmp_path, br
             )
         )
     )
-    deadline = asyncio.get_running_loop().time() + 5
-    while broker.hold.parked_count == 0:
-        assert asyncio.get_running_loop().time() < deadline, "the pull never parked"
-        await asyncio.sleep(0.01)
+    await eventually(lambda: broker.hold.parked_count, what="the pull parked")
     started = asyncio.get_running_loop().time()
     await broker.stop(grace_s=10)
     reply = await asyncio.wait_for(parked, 5)

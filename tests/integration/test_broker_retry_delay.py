@@ -7,19 +7,19 @@ and checks that no delayed message is lost.
 
 from __future__ import annotations
 
-import asyncio
 import collections
+import functools
 import json
-import re
 import signal
-import sys
 import time
 
 import grpc
 import pytest
+import wirekit
+from processkit import broker_process
 
 from pocketmq.broker.grpc_status import REASON_METADATA_KEY
-from pocketmq.common.message import encode_record, iter_records, pack_host
+from pocketmq.common.message import iter_records
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc
 
@@ -27,21 +27,7 @@ LEVELS = "100ms 200ms 300ms 400ms 500ms 600ms 700ms 800ms"
 # Delivery time is kept in whole ms; allow for the rounding when checking "not before".
 MS_ROUNDING_S = 0.005
 LATE_TOLERANCE_S = 1.5
-
-
-def record(*, topic="TopicA", queue_id=0, body=b"hello", delay=0, uniq="U1") -> bytes:
-    props = {"UNIQ_KEY": uniq, "TAGS": "TagA"}
-    if delay:
-        props["DELAY"] = str(delay)
-    return encode_record(
-        topic=topic,
-        body=body,
-        queue_id=queue_id,
-        properties=props,
-        born_timestamp_ms=int(time.time() * 1000),
-        born_host=pack_host(("127.0.0.1", 40000)),
-        store_host=pack_host(("127.0.0.1", 0)),
-    )
+record = functools.partial(wirekit.record, tags="TagA", uniq="U1")
 
 
 @pytest.fixture
@@ -221,9 +207,6 @@ async def test_delay_progress_survives_a_restart(start_broker, broker_config, tm
     assert broker.schedule.offsets.as_dict() == {1: 1, 2: 1}
 
 
-SERVING = re.compile(rb"serving on (\S+),")
-
-
 async def test_sigkill_of_a_broker_loses_no_delayed_message(
     tmp_path, start_broker, broker_config, eventually
 ):
@@ -231,44 +214,16 @@ async def test_sigkill_of_a_broker_loses_no_delayed_message(
     config = broker_config(
         message_delay_level=levels, flush_delay_offset_interval_ms=600_000
     )  # never saved before the kill
-    flags = [
-        "--data-dir",
-        config.data_dir,
-        "--port",
-        "0",
-        "--message-delay-level",
-        levels,
-        "--flush-delay-offset-interval-ms",
-        "600000",
-        "--commitlog-file-size-bytes",
-        str(config.commitlog_file_size_bytes),
-        "--index-slots",
-        "1024",
-        "--index-entries",
-        "4096",
-        "--consume-queue-units-per-file",
-        "10000",
-    ]
-    log_path = tmp_path / "broker.log"
-    with open(log_path, "wb") as log:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "pocketmq",
-            "broker",
-            *flags,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=log,
-        )
+    proc, addr = await broker_process(
+        config,
+        tmp_path / "broker.log",
+        message_delay_level=levels,
+        flush_delay_offset_interval_ms=600_000,
+    )
     try:
-        match = await eventually(
-            lambda: SERVING.search(log_path.read_bytes()),
-            timeout_s=30,
-            what="the broker process serving",
-        )
         fast = [f"F{i}" for i in range(100)]
         slow = [f"S{i}" for i in range(100)]
-        async with grpc.aio.insecure_channel(match.group(1).decode()) as channel:
+        async with grpc.aio.insecure_channel(addr) as channel:
             stub = broker_pb2_grpc.BrokerStub(channel)
             await stub.SendBatch(
                 pb.SendBatchRequest(

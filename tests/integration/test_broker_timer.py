@@ -9,34 +9,25 @@ broker's clock (the delivered record's store timestamp against TIMER_DELIVER_MS)
 from __future__ import annotations
 
 import collections
+import functools
 import time
 
 import grpc
 import pytest
+import wirekit
 
 from pocketmq.broker.grpc_status import REASON_METADATA_KEY
-from pocketmq.common.message import StoredMessage, encode_record, iter_records, pack_host
+from pocketmq.common.message import StoredMessage, iter_records
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc
 
+record = functools.partial(wirekit.record, topic="TopicT", tags="TagA", uniq="U1")
 TIMER = dict(timer_wheel_slots=3_600, timer_roll_window_s=600, timer_log_file_size_bytes=64 * 1024)
 LATE_TOLERANCE_MS = 1_500
 
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def record(*, topic="TopicT", queue_id=0, body=b"hello", uniq="U1", **props: str) -> bytes:
-    return encode_record(
-        topic=topic,
-        body=body,
-        queue_id=queue_id,
-        properties={"UNIQ_KEY": uniq, "TAGS": "TagA", **props},
-        born_timestamp_ms=now_ms(),
-        born_host=pack_host(("127.0.0.1", 40000)),
-        store_host=pack_host(("127.0.0.1", 0)),
-    )
 
 
 @pytest.fixture

@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
-import sys
 from pathlib import Path
 
 import pytest
-from processkit import ProcessKit, free_port
+from aclmode import APP_ACL
+from clikit import POCKETMQ, pocketmq
+from processkit import ProcessKit, free_port_with
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
@@ -21,41 +21,6 @@ from pocketmq.cli import build_parser
 from pocketmq.cli.pipeline_cmd import parse_interval
 from pocketmq.client import Message, Producer, PullConsumer
 from pocketmq.nameserver import NameServer, NamesrvConfig
-
-POCKETMQ = str(Path(sys.executable).with_name("pocketmq"))
-ACL = """
-[[accounts]]
-access_key = "admin"
-secret_key = "admin-secret"
-admin = true
-
-[[accounts]]
-access_key = "app"
-secret_key = "app-secret"
-default_topic_perm = "DENY"
-default_group_perm = "DENY"
-topic_perms = { orders = "PUB|SUB" }
-group_perms = { billing = "SUB" }
-"""
-
-
-async def pocketmq(*args: str, timeout_s: float = 60.0) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        POCKETMQ,
-        "--log-level",
-        "WARNING",
-        *args,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    return proc.returncode, out.decode(), err.decode()
 
 
 def small_broker(tmp_path: Path, name: str, namesrv: str, **options) -> Broker:
@@ -117,22 +82,7 @@ async def test_a_server_refuses_a_port_another_process_holds(cluster):
 
 def _port_pair() -> int:
     """A broker port whose ha (port + 1) and RocketMQ 5 (derived) ports are free."""
-    for _ in range(50):
-        port = free_port()
-        ports = {port, port + 1, BrokerConfig(port=port).v2_port}
-        try:
-            socks = []
-            for p in ports:
-                sock = socket.socket()
-                socks.append(sock)
-                sock.bind(("127.0.0.1", p))
-            return port
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-    raise AssertionError("no free port triple")
+    return free_port_with(lambda port: (port, port + 1, BrokerConfig(port=port).v2_port))
 
 
 async def test_two_brokers_by_hand_share_a_machine_without_naming_v2_ports(tmp_path):
@@ -252,7 +202,7 @@ async def test_an_interrupted_bench_exits_130(cluster):
 # -- 6: the ACL refuses a consumer's group --------------------------------------------------
 async def test_a_consumer_whose_group_the_acl_denies_exits_1_and_creates_nothing(tmp_path):
     acl = tmp_path / "acl.toml"
-    acl.write_text(ACL)
+    acl.write_text(APP_ACL)
     namesrv = NameServer(NamesrvConfig(host="127.0.0.1", port=0))
     await namesrv.start()
     broker = small_broker(tmp_path, "broker-a", namesrv.address, acl_enable=True, acl_file=str(acl))

@@ -10,58 +10,9 @@ import asyncio
 import json
 import os
 import signal
-import sys
 import time
-from pathlib import Path
 
-import pytest
-
-from pocketmq.broker.broker import Broker
-from pocketmq.broker.config import BrokerConfig
-from pocketmq.nameserver import NameServer, NamesrvConfig
-
-POCKETMQ = str(Path(sys.executable).with_name("pocketmq"))
-
-
-@pytest.fixture
-async def namesrv_addr(tmp_path):
-    namesrv = NameServer(NamesrvConfig(host="127.0.0.1", port=0))
-    await namesrv.start()
-    broker = Broker(
-        BrokerConfig(
-            port=0,
-            data_dir=str(tmp_path / "broker"),
-            namesrv_addrs=namesrv.address,
-            commitlog_file_size_bytes=16 * 1024 * 1024,
-            index_slots=1000,
-            index_entries=4000,
-            default_topic_queue_nums=2,
-        )
-    )
-    await broker.start()
-    yield namesrv.address
-    await broker.stop(0)
-    await namesrv.stop(0)
-
-
-async def pocketmq(
-    *args: str,
-    stdin: bytes = b"",
-    timeout_s: float = 60.0,
-) -> tuple[int, str, str]:
-    """Run ``pocketmq ARGS``: (exit code, stdout, stderr)."""
-    proc = await asyncio.create_subprocess_exec(
-        POCKETMQ,
-        "--log-level",
-        "WARNING",
-        *args,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(stdin), timeout_s)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+from clikit import POCKETMQ, pocketmq
 
 
 async def peek(namesrv: str, topic: str, *extra: str) -> list[dict]:

@@ -12,24 +12,13 @@ import asyncio
 import logging
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
+from clikit import POCKETMQ, pocketmq_sync
 from storekit import open_store, record, small_config
 
 from pocketmq.broker.store.verify import _load_queues, data_extent, open_commitlog_read_only
 from pocketmq.broker.topic_config import BrokerTopicConfig
-
-POCKETMQ = str(Path(sys.executable).with_name("pocketmq"))  # .venv/bin/pocketmq
-
-
-def pocketmq(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([POCKETMQ, *args], capture_output=True, text=True, timeout=timeout_s)
-
-
-async def apocketmq(*args: str) -> subprocess.CompletedProcess[str]:
-    """The command in a thread, so that in-process servers keep answering meanwhile."""
-    return await asyncio.to_thread(pocketmq, *args)
 
 
 async def _cluster(nameserver, start_broker, eventually):
@@ -48,10 +37,14 @@ async def test_a_client_command_logs_nothing_by_default_and_info_with_v(
     nameserver, start_broker, eventually
 ):
     await _cluster(nameserver, start_broker, eventually)
-    quiet = await apocketmq("send", "quiet", "hello", "--namesrv", nameserver.address)
+    quiet = await asyncio.to_thread(
+        pocketmq_sync, "send", "quiet", "hello", "--namesrv", nameserver.address
+    )
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stderr == "", quiet.stderr
-    verbose = await apocketmq("-v", "send", "quiet", "hello", "--namesrv", nameserver.address)
+    verbose = await asyncio.to_thread(
+        pocketmq_sync, "-v", "send", "quiet", "hello", "--namesrv", nameserver.address
+    )
     assert verbose.returncode == 0, verbose.stderr
     assert " INFO " in verbose.stderr and " DEBUG " not in verbose.stderr
 
@@ -59,8 +52,15 @@ async def test_a_client_command_logs_nothing_by_default_and_info_with_v(
 async def test_a_cli_producer_leaves_the_broker_when_it_exits(nameserver, start_broker, eventually):
     broker = await _cluster(nameserver, start_broker, eventually)
     known_before = set(broker.clients._last_seen_s)
-    sent = await apocketmq(
-        "send", "quiet", "bye", "--group", "cli-leaves", "--namesrv", nameserver.address
+    sent = await asyncio.to_thread(
+        pocketmq_sync,
+        "send",
+        "quiet",
+        "bye",
+        "--group",
+        "cli-leaves",
+        "--namesrv",
+        nameserver.address,
     )
     assert sent.returncode == 0, sent.stderr
     assert broker.clients.producer_ids("cli-leaves") == []
@@ -74,7 +74,7 @@ def test_a_taken_port_gets_pocketmq_error_without_raw_grpc_lines():
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        result = pocketmq("nameserver", "--host", "127.0.0.1", "--port", str(port))
+        result = pocketmq_sync("nameserver", "--host", "127.0.0.1", "--port", str(port))
     assert result.returncode == 1
     assert result.stderr.startswith("pocketmq nameserver:"), result.stderr
     assert "add_port.cc" not in result.stderr
@@ -113,10 +113,10 @@ def test_store_dump_piped_into_head_ends_without_a_traceback(tmp_path):
 
 async def test_store_verify_says_when_a_broker_holds_the_directory(start_broker, tmp_path):
     broker = await start_broker()
-    running = await apocketmq("store", "verify", broker.config.data_dir)
+    running = await asyncio.to_thread(pocketmq_sync, "store", "verify", broker.config.data_dir)
     assert "a broker is running on" in running.stderr, running.stderr
     await broker.stop(0)
-    stopped = await apocketmq("store", "verify", broker.config.data_dir)
+    stopped = await asyncio.to_thread(pocketmq_sync, "store", "verify", broker.config.data_dir)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert "a broker is running" not in stopped.stderr
 

@@ -12,32 +12,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from aclmode import APP_ACL
+from clikit import POCKETMQ, CliRun
+from clikit import pocketmq as run_pocketmq
 from pki import HAVE_OPENSSL, make_pki
 
 from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.nameserver import NameServer, NamesrvConfig
 
-POCKETMQ = str(Path(sys.executable).with_name("pocketmq"))  # .venv/bin/pocketmq
 needs_openssl = pytest.mark.skipif(not HAVE_OPENSSL, reason="needs openssl")
-
-ACL = """
-[[accounts]]
-access_key = "admin"
-secret_key = "admin-secret"
-admin = true
-
-[[accounts]]
-access_key = "app"
-secret_key = "app-secret"
-default_topic_perm = "DENY"
-default_group_perm = "DENY"
-topic_perms = { orders = "PUB|SUB" }
-"""
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -45,19 +31,9 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-async def pocketmq(
-    *args: str,
-    env: dict[str, str] | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """``.venv/bin/pocketmq ARGS`` in a thread (in-process servers keep answering)."""
-    return await asyncio.to_thread(
-        subprocess.run,
-        [POCKETMQ, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env or _env(),
-    )
+async def pocketmq(*args: str, env: dict[str, str] | None = None) -> CliRun:
+    """``.venv/bin/pocketmq ARGS`` with no ``POCKETMQ_*`` variable but those of *env*."""
+    return await run_pocketmq(*args, env=env or _env(), timeout_s=120, quiet=False)
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +93,7 @@ async def test_a_tls_client_of_a_plaintext_server_is_told_to_drop_tls_ca(pki, na
 @needs_openssl
 async def test_a_nameserver_says_at_start_up_that_tls_and_the_acl_are_on(pki, tmp_path):
     acl = tmp_path / "acl.toml"
-    acl.write_text(ACL)
+    acl.write_text(APP_ACL)
     proc = await asyncio.create_subprocess_exec(
         POCKETMQ,
         "nameserver",
@@ -149,7 +125,7 @@ async def test_a_nameserver_says_at_start_up_that_tls_and_the_acl_are_on(pki, tm
 @pytest.fixture
 async def secured(tmp_path, start_broker, eventually):
     acl = tmp_path / "acl.toml"
-    acl.write_text(ACL)
+    acl.write_text(APP_ACL)
     nameserver = NameServer(
         NamesrvConfig(host="127.0.0.1", port=0, acl_enable=True, acl_file=str(acl))
     )

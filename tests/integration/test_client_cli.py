@@ -2,57 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import sys
 
-import pytest
-
-from pocketmq.broker.broker import Broker
-from pocketmq.broker.config import BrokerConfig
-from pocketmq.nameserver import NameServer, NamesrvConfig
-
-CLI = [sys.executable, "-c", "import sys; from pocketmq.cli import main; sys.exit(main())"]
-
-
-@pytest.fixture
-async def namesrv_addr(tmp_path):
-    namesrv = NameServer(NamesrvConfig(host="127.0.0.1", port=0))
-    await namesrv.start()
-    broker = Broker(
-        BrokerConfig(
-            port=0,
-            data_dir=str(tmp_path / "broker"),
-            namesrv_addrs=namesrv.address,
-            commitlog_file_size_bytes=16 * 1024 * 1024,
-            index_slots=1000,
-            index_entries=4000,
-            default_topic_queue_nums=2,
-        )
-    )
-    await broker.start()
-    yield namesrv.address
-    await broker.stop(0)
-    await namesrv.stop(0)
-
-
-async def pocketmq(
-    *args: str, stdin: bytes = b"", env: dict[str, str] | None = None, timeout_s: float = 30.0
-) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        *CLI,
-        "--log-level",
-        "WARNING",
-        *args,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **(env or {})},
-    )
-    out, err = await asyncio.wait_for(proc.communicate(stdin), timeout_s)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+from clikit import pocketmq
 
 
 async def test_cli_send_produce_consume_round_trip(namesrv_addr):
@@ -76,7 +29,7 @@ async def test_cli_send_produce_consume_round_trip(namesrv_addr):
         "produce",
         "cli-topic",
         stdin=b"line one\nline two\n",
-        env={"POCKETMQ_NAMESRV": namesrv_addr},
+        env={**os.environ, "POCKETMQ_NAMESRV": namesrv_addr},
     )
     assert code == 0, err
     assert "sent 2, failed 0 message(s)" in err

@@ -10,8 +10,7 @@ import asyncio
 import json
 from collections import defaultdict
 
-import pytest
-from clusterkit import QUEUES, Cluster, create_topic, two_broker_cluster
+from clusterkit import QUEUES, Cluster, create_topic
 
 from pocketmq.client import (
     ConsumeResult,
@@ -24,12 +23,6 @@ from pocketmq.client import (
 )
 
 FAST = {"rebalance_interval_s": 1.0, "commit_interval_s": 0.2, "pull_suspend_ms": 2000}
-
-
-@pytest.fixture
-async def cluster(tmp_path):
-    async with two_broker_cluster(tmp_path) as started:
-        yield started
 
 
 async def send_all(cluster: Cluster, topic: str, bodies: list[bytes], **fields) -> None:

@@ -7,7 +7,7 @@ import time
 from collections import Counter
 
 import pytest
-from clusterkit import QUEUES, create_topic, two_broker_cluster
+from clusterkit import QUEUES, create_topic
 
 from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import (
@@ -18,12 +18,6 @@ from pocketmq.client import (
     PullConsumer,
     SendStatus,
 )
-
-
-@pytest.fixture
-async def cluster(tmp_path):
-    async with two_broker_cluster(tmp_path) as started:
-        yield started
 
 
 async def test_round_robin_spreads_sends_over_every_queue_of_every_broker(cluster, eventually):

@@ -11,7 +11,8 @@ import threading
 import time
 
 import pytest
-from clusterkit import QUEUES, create_topic, two_broker_cluster
+from clusterkit import QUEUES, create_topic
+from waitkit import eventually_sync
 
 from pocketmq.client import (
     ClientStateError,
@@ -28,12 +29,6 @@ from pocketmq.client.sync import (
     SyncPushConsumer,
     SyncTransactionProducer,
 )
-
-
-@pytest.fixture
-async def cluster(tmp_path):
-    async with two_broker_cluster(tmp_path) as started:
-        yield started
 
 
 async def test_sync_producer_and_pull_consumer_round_trip_every_message(cluster, eventually):
@@ -135,9 +130,9 @@ async def test_sync_push_consumer_runs_a_blocking_listener_on_worker_threads(clu
             with SyncProducer(group="pg", namesrv=cluster.addr) as producer:
                 for i in range(40):
                     producer.send(Message(topic="sync-push", body=b"p%d" % i))
-            deadline = time.monotonic() + 20
-            while consumer.consumed < 40 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            eventually_sync(
+                lambda: consumer.consumed >= 40, timeout_s=20, what="40 messages consumed"
+            )
 
     await asyncio.to_thread(script)
     assert sorted(seen) == sorted(b"p%d" % i for i in range(40))

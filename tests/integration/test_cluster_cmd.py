@@ -17,8 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from clikit import pocketmq_main
+from processkit import free_port_run
 
-from pocketmq.cli import main
 from pocketmq.client import (
     ClientError,
     ConsumeResult,
@@ -32,29 +33,6 @@ from pocketmq.client.remoting import Remoting
 from pocketmq.common.msgid import decode_offset_msg_id
 
 UP_TIMEOUT_S = 60.0
-
-
-def free_port_run(count: int) -> int:
-    """The first of *count* consecutive ports that are free now."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first = probe.getsockname()[1]
-        if first + count > 65535:
-            continue
-        held = []
-        try:
-            for port in range(first, first + count):
-                sock = socket.socket()
-                held.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return first
-        except OSError:
-            continue
-        finally:
-            for sock in held:
-                sock.close()
-    raise RuntimeError(f"no run of {count} free ports found")
 
 
 async def start_cluster_up(
@@ -117,21 +95,6 @@ async def read_until(stream: asyncio.StreamReader, marker: str, timeout_s: float
                 raise AssertionError(f"output ended before {marker!r}:\n{text}")
             text += line.decode()
     return text
-
-
-async def cli(capsys, *args: str) -> tuple[int, str, str]:
-    """``pocketmq ARGS`` in this process (on a thread: it runs a loop of its own)."""
-    capsys.readouterr()
-
-    def call() -> int:
-        try:
-            return main(["--log-level", "WARNING", *args])
-        except SystemExit as exc:
-            return int(exc.code or 0)
-
-    code = await asyncio.to_thread(call)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
@@ -251,7 +214,9 @@ async def test_cluster_up_with_a_replica_copies_the_master_and_promote_fails_ove
     assert re.search(rf"SLAVE\s+broker-a\s+1\s+{re.escape(replica)}\s", banner), banner
 
     async def listing() -> dict[tuple[int, str], dict]:
-        code, out, err = await cli(capsys, "cluster", "list", "--namesrv", namesrv, "--json")
+        code, out, err = await pocketmq_main(
+            capsys, "cluster", "list", "--namesrv", namesrv, "--json"
+        )
         assert code == 0, err
         return {(b["broker_id"], b["addr"]): b for b in json.loads(out)}
 
@@ -277,7 +242,7 @@ async def test_cluster_up_with_a_replica_copies_the_master_and_promote_fails_ove
         (0, "SYNC_MASTER", 1),
         (1, "SLAVE", 1),
     ]
-    code, table, _ = await cli(capsys, "cluster", "list", "--namesrv", namesrv)
+    code, table, _ = await pocketmq_main(capsys, "cluster", "list", "--namesrv", namesrv)
     assert code == 0
     assert table.splitlines()[0].split()[:9] == [
         "CLUSTER",
@@ -292,7 +257,7 @@ async def test_cluster_up_with_a_replica_copies_the_master_and_promote_fails_ove
     ]
     assert re.search(rf"broker-a\s+1\s+SLAVE\s+{re.escape(replica)}\s+1\s+0\s", table), table
 
-    code, out, err = await cli(capsys, "broker", "promote", replica, "--namesrv", namesrv)
+    code, out, err = await pocketmq_main(capsys, "broker", "promote", replica, "--namesrv", namesrv)
     assert code == 0, err
     promoted = re.search(
         r"promoted broker-a at \S+ to ASYNC_MASTER: master epoch 2, starting "
@@ -316,7 +281,9 @@ async def test_cluster_up_with_a_replica_copies_the_master_and_promote_fails_ove
     assert decode_offset_msg_id(after.offset_msg_id).port == broker_port + 2
 
     async def old_master_fenced() -> bool:
-        code, out, _ = await cli(capsys, "broker", "status", master, "--namesrv", namesrv, "--json")
+        code, out, _ = await pocketmq_main(
+            capsys, "broker", "status", master, "--namesrv", namesrv, "--json"
+        )
         return code == 0 and "fenced" in json.loads(out)[master]
 
     await eventually(
@@ -379,7 +346,9 @@ async def test_cluster_up_with_replicas_runs_the_controller_and_broker_elect_mov
     assert re.search(rf"SLAVE\s+broker-a\s+2\s+{re.escape(second)}\s", banner), banner
 
     async def listing() -> dict[str, dict]:
-        code, out, err = await cli(capsys, "cluster", "list", "--namesrv", namesrv, "--json")
+        code, out, err = await pocketmq_main(
+            capsys, "cluster", "list", "--namesrv", namesrv, "--json"
+        )
         assert code == 0, err
         return {b["addr"]: b for b in json.loads(out)}
 
@@ -396,7 +365,7 @@ async def test_cluster_up_with_replicas_runs_the_controller_and_broker_elect_mov
     )
     assert rows[first]["controller_broker_id"] == 1 and rows[second]["controller_broker_id"] == 2
 
-    code, out, err = await cli(
+    code, out, err = await pocketmq_main(
         capsys, "broker", "elect", "broker-a", "--broker-id", "2", "--namesrv", namesrv
     )
     assert code == 0, err
@@ -420,13 +389,13 @@ async def test_cluster_up_with_replicas_runs_the_controller_and_broker_elect_mov
     assert decode_offset_msg_id(sent.offset_msg_id).port == broker_port + 2
 
     # Refusals: an id the controller does not know, a name it does not know, bad usage.
-    code, _, err = await cli(
+    code, _, err = await pocketmq_main(
         capsys, "broker", "elect", "broker-a", "--broker-id", "9", "--namesrv", namesrv
     )
     assert code == 1 and "NOT_ELIGIBLE" in err, err
-    code, _, err = await cli(capsys, "broker", "elect", "broker-z", "--namesrv", namesrv)
+    code, _, err = await pocketmq_main(capsys, "broker", "elect", "broker-z", "--namesrv", namesrv)
     assert code == 1 and "UNKNOWN_BROKER_NAME" in err, err
-    code, _, err = await cli(capsys, "broker", "elect", "broker-a", "--broker-id", "x")
+    code, _, err = await pocketmq_main(capsys, "broker", "elect", "broker-a", "--broker-id", "x")
     assert code == 2 and "broker id" in err
 
     proc.send_signal(signal.SIGINT)

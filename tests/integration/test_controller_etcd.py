@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
 from controllerkit import etcd_binary, start_etcd
+from waitkit import eventually
 
 from pocketmq.controller.etcd import EtcdClient
 from pocketmq.controller.etcd_store import EtcdControllerStore, EtcdLeadership
@@ -21,11 +21,9 @@ pytestmark = [
 
 
 async def _until(predicate, timeout_s: float, what: str) -> float:
+    """Seconds until *predicate* held (the standby's takeover time is printed)."""
     start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > timeout_s:
-            raise AssertionError(f"{what} did not happen within {timeout_s} s")
-        await asyncio.sleep(0.02)
+    await eventually(predicate, timeout_s=timeout_s, interval_s=0.02, what=what)
     return time.monotonic() - start
 
 

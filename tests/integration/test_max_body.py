@@ -15,11 +15,12 @@ import re
 import grpc
 import pytest
 from processkit import ProcessKit
+from wirekit import record
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.client import Message, Producer
 from pocketmq.client.errors import InvalidMessageError
-from pocketmq.common.message import decode_record, encode_record, pack_host
+from pocketmq.common.message import decode_record
 from pocketmq.rmqv2 import definition_pb2 as d
 from pocketmq.rmqv2 import service_pb2 as s
 from pocketmq.rmqv2 import service_pb2_grpc
@@ -60,10 +61,6 @@ async def servers(tmp_path):
         await kit.close()
 
 
-def record(body: bytes) -> bytes:
-    return encode_record(topic=TOPIC, body=body, store_host=pack_host(("127.0.0.1", 0)))
-
-
 def body_of(size: int, seed: int) -> bytes:
     """Incompressible, so that the SDK sends it as it is (it compresses what shrinks)."""
     return random.Random(seed).randbytes(size)
@@ -86,8 +83,10 @@ async def read_back(stub, offset: int) -> bytes:
 
 async def test_a_body_of_exactly_the_limit_is_stored_and_read_back_by_every_send_path(servers):
     namesrv, _broker, stub = servers
-    sent = await stub.SendMessage(pb.SendMessageRequest(record=record(body_of(LIMIT, 1))))
-    batch = await stub.SendBatch(pb.SendBatchRequest(records=record(body_of(LIMIT, 2))))
+    sent = await stub.SendMessage(
+        pb.SendMessageRequest(record=record(TOPIC, body=body_of(LIMIT, 1)))
+    )
+    batch = await stub.SendBatch(pb.SendBatchRequest(records=record(TOPIC, body=body_of(LIMIT, 2))))
     async with Producer(group="max-producer", namesrv=namesrv.addr) as producer:
         via_sdk = await producer.send(Message(topic=TOPIC, body=body_of(LIMIT, 3)))
     assert sent.status == batch.status == pb.SEND_OK
@@ -99,8 +98,8 @@ async def test_a_body_of_exactly_the_limit_is_stored_and_read_back_by_every_send
 async def test_a_body_one_byte_over_the_limit_is_refused_naming_both_numbers(servers):
     namesrv, _broker, stub = servers
     for call in (
-        stub.SendMessage(pb.SendMessageRequest(record=record(body_of(LIMIT + 1, 1)))),
-        stub.SendBatch(pb.SendBatchRequest(records=record(body_of(LIMIT + 1, 1)))),
+        stub.SendMessage(pb.SendMessageRequest(record=record(TOPIC, body=body_of(LIMIT + 1, 1)))),
+        stub.SendBatch(pb.SendBatchRequest(records=record(TOPIC, body=body_of(LIMIT + 1, 1)))),
     ):
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await call

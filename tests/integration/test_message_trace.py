@@ -7,15 +7,14 @@ come quickly; every wait polls with a deadline.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 
 import pytest
+from clikit import pocketmq_main
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.topic_config import SCHEDULE_TOPIC, BrokerTopicConfig
-from pocketmq.cli import main
 from pocketmq.client import (
     AdminClient,
     ConsumeResult,
@@ -319,20 +318,6 @@ async def test_a_producer_without_pub_on_the_trace_topic_warns_once_and_sends_on
 
 
 # -- the CLI -------------------------------------------------------------------------------
-async def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-
-    def call() -> int:
-        try:
-            return main(["--log-level", "WARNING", *argv])
-        except SystemExit as exc:
-            return int(exc.code or 0)
-
-    code = await asyncio.to_thread(call)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 async def test_message_trace_cli_prints_the_life_as_text_and_json(
     traced_broker, nameserver, admin, eventually, capsys
 ):
@@ -357,7 +342,7 @@ async def test_message_trace_cli_prints_the_life_as_text_and_json(
             "the dead-lettering traced by consumer and broker",
         )
 
-    code, out, err = await run_cli(
+    code, out, err = await pocketmq_main(
         capsys, "message", "trace", sent.msg_id, "--namesrv", nameserver.address
     )
     assert code == 0, err
@@ -374,7 +359,7 @@ async def test_message_trace_cli_prints_the_life_as_text_and_json(
     ]
     assert len(consumed_lines) == 2  # attempt 1 and 2
 
-    code, out, err = await run_cli(
+    code, out, err = await pocketmq_main(
         capsys, "message", "trace", sent.msg_id, "--namesrv", nameserver.address, "--json"
     )
     assert code == 0, err
@@ -384,7 +369,7 @@ async def test_message_trace_cli_prints_the_life_as_text_and_json(
     assert life["produced"][0]["queue_offset"] == sent.queue_offset
     assert {r["type"] for r in life["records"]} >= {"Pub", "SubBefore", "SubAfter", "Store"}
 
-    code, out, err = await run_cli(
+    code, out, err = await pocketmq_main(
         capsys, "message", "trace", "0" * 32, "--namesrv", nameserver.address
     )
     assert code == 1 and "no trace of message" in err

@@ -8,15 +8,14 @@ that the members' logs differ.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from types import SimpleNamespace
 
 import pytest
+from clikit import CliRun, pocketmq_main
 
 from pocketmq.broker.topic_config import BrokerTopicConfig
-from pocketmq.cli import main
 from pocketmq.client import AdminClient, Message, Producer, SendStatus
 from pocketmq.client.admin import PromotionRefusedError
 
@@ -27,18 +26,8 @@ TOPIC = "orders"
 def pocketmq(capsys, nameserver):
     """``await pocketmq("broker", "promote", addr)``: (exit code, stdout, stderr)."""
 
-    async def run(*args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-
-        def call() -> int:
-            try:
-                return main(["--log-level", "WARNING", *args, "--namesrv", nameserver.address])
-            except SystemExit as exc:  # argparse's usage errors
-                return int(exc.code or 0)
-
-        code = await asyncio.to_thread(call)
-        out, err = capsys.readouterr()
-        return code, out, err
+    async def run(*args: str) -> CliRun:
+        return await pocketmq_main(capsys, *args, "--namesrv", nameserver.address)
 
     return run
 

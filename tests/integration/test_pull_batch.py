@@ -281,8 +281,13 @@ async def test_a_call_nobody_waits_for_is_cancelled_and_the_broker_lets_it_go(
     loops = [asyncio.ensure_future(coalescer.pull(queue_pull(q))) for q in range(2)]
     await eventually(lambda: broker.hold.parked_count == 2, what="parked")
     loops[0].cancel()
-    await asyncio.sleep(0.2)
-    assert broker.hold.parked_count == 2, "one loop still waits on the call"
+    await asyncio.gather(loops[0], return_exceptions=True)
+    # A later call on the same channel parks beside it: had the first call been cancelled,
+    # its cancel would have reached the broker first, leaving 1 parked, not 3.
+    later = asyncio.ensure_future(make_coalescer(30_000).pull(queue_pull(0)))
+    await eventually(lambda: broker.hold.parked_count != 2, what="a later call parked")
+    assert broker.hold.parked_count == 3, "one loop still waits on the call"
+    later.cancel()
     loops[1].cancel()
     await eventually(
         lambda: broker.hold.parked_count == 0,

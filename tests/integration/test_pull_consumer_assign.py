@@ -7,18 +7,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from clusterkit import QUEUES, create_topic, two_broker_cluster
+from clusterkit import QUEUES, create_topic
 
 from pocketmq.client import Message, MessageExt, Producer, PullConsumer
 from pocketmq.client.errors import ClientStateError
 
 FAST = {"rebalance_interval_s": 30.0, "commit_interval_s": 0.2, "pull_suspend_ms": 1000}
-
-
-@pytest.fixture
-async def cluster(tmp_path):
-    async with two_broker_cluster(tmp_path) as started:
-        yield started
 
 
 async def test_fetch_queues_after_start_without_a_subscription(cluster, eventually):

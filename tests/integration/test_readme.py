@@ -30,13 +30,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from processkit import free_port
+from waitkit import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -138,12 +138,17 @@ def standalone(tmp_path_factory):
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while "standalone: nameserver on" not in log.read_text(errors="replace"):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
+
+    def up() -> bool:  # the log says so; a process that exited fails at once
+        if proc.poll() is not None:
             pytest.fail(f"the standalone did not start:\n{log.read_text(errors='replace')}")
-        time.sleep(0.1)  # polling a log file with a deadline, not waiting a fixed time
+        return "standalone: nameserver on" in log.read_text(errors="replace")
+
+    try:
+        eventually_sync(up, timeout_s=START_TIMEOUT_S, interval_s=0.1, what="the start")
+    except AssertionError:
+        proc.kill()
+        pytest.fail(f"the standalone did not start:\n{log.read_text(errors='replace')}")
     try:
         namesrv = f"127.0.0.1:{ports['--namesrv-port']}"
         yield Standalone(

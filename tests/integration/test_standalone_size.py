@@ -14,10 +14,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from processkit import free_port
+from waitkit import eventually_sync
 
 from pocketmq.cli.broker_cmd import STANDALONE_STORE_DEFAULTS, _standalone_broker_config
 
@@ -55,10 +55,12 @@ def test_the_quick_start_store_stays_small_after_200_messages(tmp_path):
             env=env,
         )
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while "standalone: nameserver on" not in log.read_text(errors="replace"):
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)  # polling a log file with a deadline
+
+        def started() -> bool:
+            assert proc.poll() is None, log.read_text()
+            return "standalone: nameserver on" in log.read_text(errors="replace")
+
+        eventually_sync(started, timeout_s=START_TIMEOUT_S, interval_s=0.1, what="the start")
         produced = subprocess.run(
             [
                 "bash",

@@ -3,16 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
+from clikit import pocketmq_sync
 from storekit import open_store, record, small_config
-
-
-def pocketmq(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pocketmq", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 def make_store(path, n=20):
@@ -26,7 +19,7 @@ def make_store(path, n=20):
 
 def test_verify_passes_a_healthy_store_and_prints_a_summary(tmp_path):
     make_store(tmp_path)
-    result = pocketmq("store", "verify", str(tmp_path))
+    result = pocketmq_sync("store", "verify", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "20 records" in result.stdout and result.stdout.strip().endswith("OK")
 
@@ -37,7 +30,7 @@ def test_verify_exits_non_zero_naming_a_flipped_byte(tmp_path):
     with open(segment, "r+b") as f:
         f.seek(88)  # first body byte of the first record
         f.write(b"\xff")
-    result = pocketmq("store", "verify", "--json", str(tmp_path))
+    result = pocketmq_sync("store", "verify", "--json", str(tmp_path))
     assert result.returncode == 1
     report = json.loads(result.stdout)
     assert not report["ok"]
@@ -50,14 +43,14 @@ def test_verify_finds_a_consume_queue_unit_pointing_nowhere(tmp_path):
     with open(unit_file, "r+b") as f:
         f.seek(20)
         f.write((7).to_bytes(8, "big"))  # second unit's commit-log offset, now wrong
-    result = pocketmq("store", "verify", str(tmp_path))
+    result = pocketmq_sync("store", "verify", str(tmp_path))
     assert result.returncode == 1
     assert "PROBLEM" in result.stdout
 
 
 def test_dump_prints_records_filtered_by_topic_and_queue(tmp_path):
     make_store(tmp_path)
-    result = pocketmq("store", "dump", str(tmp_path), "--queue", "1", "--json")
+    result = pocketmq_sync("store", "dump", str(tmp_path), "--queue", "1", "--json")
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["queue_offset"] for r in rows] == list(range(7))
@@ -66,13 +59,13 @@ def test_dump_prints_records_filtered_by_topic_and_queue(tmp_path):
 
 
 def test_store_commands_refuse_a_directory_that_is_not_a_store(tmp_path):
-    result = pocketmq("store", "verify", str(tmp_path))
+    result = pocketmq_sync("store", "verify", str(tmp_path))
     assert result.returncode == 2 and "not a PocketMQ data directory" in result.stderr
 
 
 def test_verify_reads_a_store_whose_only_indexed_record_is_at_offset_0(tmp_path):
     make_store(tmp_path, n=1)
-    result = pocketmq("store", "verify", str(tmp_path))
+    result = pocketmq_sync("store", "verify", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 records" in result.stdout and "index        2 entries" in result.stdout
 
@@ -80,10 +73,10 @@ def test_verify_reads_a_store_whose_only_indexed_record_is_at_offset_0(tmp_path)
 def test_verify_takes_the_index_slot_count_from_the_option_when_the_store_recorded_none(tmp_path):
     make_store(tmp_path, n=1)
     (tmp_path / "storeGeometry.json").unlink()  # a store written before it was recorded
-    unknown = pocketmq("store", "verify", str(tmp_path))
+    unknown = pocketmq_sync("store", "verify", str(tmp_path))
     assert unknown.returncode == 1 and "--index-slots" in unknown.stdout, unknown.stdout
     assert "Traceback" not in unknown.stderr, unknown.stderr
-    told = pocketmq(
+    told = pocketmq_sync(
         "store", "verify", "--index-slots", str(small_config(tmp_path).index_slots), str(tmp_path)
     )
     assert told.returncode == 0, told.stdout + told.stderr
@@ -96,6 +89,6 @@ def test_verify_passes_a_store_with_a_deleted_topic(tmp_path):
     store.delete_topics(["gone"])
     store.put_batch(record(topic="gone", body=b"y", keys="g-new"))  # created again
     store.shutdown()
-    result = pocketmq("store", "verify", str(tmp_path))
+    result = pocketmq_sync("store", "verify", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "7 records" in result.stdout

@@ -3,45 +3,21 @@ call per page, registration deltas and a nameserver restart (real gRPC, port 0).
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 from clusterkit import two_broker_cluster
 
-from pocketmq.cli import main
 from pocketmq.client import AdminClient, TopicConfig
 from pocketmq.client.errors import ClientError
 from pocketmq.nameserver import NameServer, NamesrvConfig
 
 
 @pytest.fixture
-async def cluster(tmp_path):
-    async with two_broker_cluster(tmp_path) as started:
-        for broker in started.brokers:  # room for 20,000 topics of 4 queues
-            broker.topics._max_queues_total = 200_000
-        yield started
-
-
-@pytest.fixture
-def pocketmq(capsys, cluster):
-    async def run(*args: str, json_out: bool = False):
-        capsys.readouterr()
-        argv = ["--log-level", "WARNING", *args, "--namesrv", cluster.addr]
-        if json_out:
-            argv.append("--json")
-
-        def call() -> int:
-            try:
-                return main(argv)
-            except SystemExit as exc:
-                return int(exc.code or 0)
-
-        code = await asyncio.to_thread(call)
-        out, err = capsys.readouterr()
-        return code, json.loads(out) if json_out and code == 0 else out, err
-
-    return run
+def cluster(cluster):
+    for broker in cluster.brokers:  # room for 20,000 topics of 4 queues
+        broker.topics._max_queues_total = 200_000
+    return cluster
 
 
 def routed_topics(cluster, prefix: str) -> set[str]:

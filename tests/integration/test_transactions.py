@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import re
 import signal
 import sys
 
 import grpc
 import pytest
+from processkit import broker_process
 
 from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import (
@@ -261,54 +261,21 @@ async def test_a_killed_producers_half_is_resolved_by_another_of_its_group(
     assert await delivered(broker.address) == {b"orphan": 1}
 
 
-SERVING = re.compile(rb"serving on \S+:(\d+),")
-
-
 async def test_a_half_left_by_a_broker_crash_is_resolved_after_the_restart(
     tmp_path, start_broker, broker_config, nameserver, eventually
 ):
     config = broker_config(namesrv_addrs=nameserver.address, **FAST_TX)
-    flags = [
-        "--data-dir",
-        config.data_dir,
-        "--port",
-        "0",
-        "--namesrv",
-        nameserver.address,
-        "--transaction-timeout-ms",
-        "300",
-        "--transaction-check-interval-ms",
-        "300",
-        "--transaction-check-max",
-        "100",
-        "--commitlog-file-size-bytes",
-        str(config.commitlog_file_size_bytes),
-        "--index-slots",
-        "1024",
-        "--index-entries",
-        "4096",
-        "--consume-queue-units-per-file",
-        "10000",
-    ]
-    log_path = tmp_path / "broker.log"
-    with open(log_path, "wb") as log:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "pocketmq",
-            "broker",
-            *flags,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=log,
-        )
+    proc, addr = await broker_process(
+        config,
+        tmp_path / "broker.log",
+        namesrv=nameserver.address,
+        transaction_timeout_ms=300,
+        transaction_check_interval_ms=300,
+        transaction_check_max=100,
+    )
     try:
-        match = await eventually(
-            lambda: SERVING.search(log_path.read_bytes()),
-            timeout_s=30,
-            what="the broker process serving",
-        )
-        port = int(match.group(1))
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        port = int(addr.rsplit(":", 1)[1])
+        async with grpc.aio.insecure_channel(addr) as channel:
             await broker_pb2_grpc.BrokerStub(channel).CreateTopic(
                 pb.CreateTopicRequest(
                     topic_config={"topic_name": TOPIC, "read_queue_nums": 2, "write_queue_nums": 2}

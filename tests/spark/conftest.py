@@ -19,8 +19,6 @@ import asyncio
 import itertools
 import os
 import sys
-import threading
-import time
 from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +26,8 @@ from typing import Any
 
 import pytest
 from clusterkit import QUEUES, Cluster, two_broker_cluster
+from loopkit import LoopThread
+from waitkit import eventually_sync
 
 from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import Message, SendResult
@@ -65,13 +65,17 @@ class LiveCluster:
                 )
 
         self.run(create())
-        deadline = time.monotonic() + 10
-        while True:
+
+        def on_every_broker() -> bool:
             route = self.cluster.namesrv.route_table.get_route(topic)
-            if route is not None and len(route.queue_datas) == len(self.cluster.brokers):
-                return
-            assert time.monotonic() < deadline, f"route of {topic} did not reach both brokers"
-            time.sleep(0.02)
+            return route is not None and len(route.queue_datas) == len(self.cluster.brokers)
+
+        eventually_sync(
+            on_every_broker,
+            timeout_s=10,
+            interval_s=0.02,
+            what=f"route of {topic} on both brokers",
+        )
 
     def send(
         self, topic: str, count: int, *, start: int = 0, tags: Sequence[str] = ("TagA", "TagB")
@@ -95,21 +99,17 @@ class LiveCluster:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCluster]:
     import uvloop
 
-    loop = uvloop.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="spark-tests-cluster", daemon=True)
-    thread.start()
+    thread = LoopThread("spark-tests-cluster", uvloop.new_event_loop())
     root = tmp_path_factory.mktemp("spark-cluster")
     manager = two_broker_cluster(root)
-    started = asyncio.run_coroutine_threadsafe(manager.__aenter__(), loop).result(60)
+    started = thread.run(manager.__aenter__())
     producer = SyncProducer(group="spark-tests", namesrv=started.addr)
     try:
-        yield LiveCluster(started, loop, root, producer)
+        yield LiveCluster(started, thread.loop, root, producer)
     finally:
         producer.shutdown()
-        asyncio.run_coroutine_threadsafe(manager.__aexit__(None, None, None), loop).result(60)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
+        thread.run(manager.__aexit__(None, None, None))
+        thread.close()
 
 
 @dataclass

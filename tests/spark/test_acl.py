@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
-
 import pytest
+from loopkit import LoopThread, single_broker
 from pyspark.errors import AnalysisException, PythonException
 
-from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.topic_config import BrokerTopicConfig
-from pocketmq.nameserver import NameServer, NamesrvConfig
+from pocketmq.nameserver import NamesrvConfig
 
 ACL = """
 [[accounts]]
@@ -29,44 +25,26 @@ def secured(tmp_path_factory):
     """A nameserver and one ACL broker on a loop thread of their own; the namesrv address."""
     root = tmp_path_factory.mktemp("spark-acl")
     (root / "acl.toml").write_text(ACL)
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
+    loop = LoopThread("spark-acl")
 
-    def run(coro):
-        return asyncio.run_coroutine_threadsafe(coro, loop).result(60)
-
-    nameserver = NameServer(NamesrvConfig(host="127.0.0.1", port=0))
-    run(nameserver.start())
-    broker = Broker(
-        BrokerConfig(
+    def broker_config(namesrv: str) -> BrokerConfig:
+        return BrokerConfig(
             port=0,
             data_dir=str(root / "data"),
-            namesrv_addrs=nameserver.address,
+            namesrv_addrs=namesrv,
             commitlog_file_size_bytes=16 * 1024 * 1024,
             index_slots=1000,
             index_entries=4000,
             acl_enable=True,
             acl_file=str(root / "acl.toml"),
         )
-    )
-    run(broker.start())
 
-    async def create() -> None:
-        broker.topics.create(
-            BrokerTopicConfig(topic_name="audited", read_queue_nums=2, write_queue_nums=2)
-        )
-        while nameserver.route_table.get_route("audited") is None:
-            await asyncio.sleep(0.02)
-
-    run(create())
     try:
-        yield nameserver.address
+        namesrv = NamesrvConfig(host="127.0.0.1", port=0)
+        with single_broker(loop, namesrv, broker_config, "audited") as address:
+            yield address
     finally:
-        run(broker.stop(0))
-        run(nameserver.stop(0))
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
+        loop.close()
 
 
 def _read(spark, namesrv, **options):

@@ -70,8 +70,9 @@ def test_archive_takes_an_interval_in_seconds_and_stops_cleanly_on_ctrl_c(cluste
     import signal
     import subprocess
     import sys
-    import time
     from pathlib import Path
+
+    from waitkit import eventually_sync
 
     cluster.send(topic, 5)
     out = tmp_path / "archive"
@@ -96,11 +97,12 @@ def test_archive_takes_an_interval_in_seconds_and_stops_cleanly_on_ctrl_c(cluste
         env={**os.environ, "PYSPARK_PYTHON": sys.executable},
     )
     try:
-        deadline = time.monotonic() + 240
-        while not list(out.glob("date=*/*.parquet")):  # the first batch is committed
+
+        def archived() -> bool:  # the first batch is committed
             assert proc.poll() is None, proc.communicate()[1].decode()[-3000:]
-            assert time.monotonic() < deadline, "no batch archived within 240 s"
-            time.sleep(0.2)
+            return bool(list(out.glob("date=*/*.parquet")))
+
+        eventually_sync(archived, timeout_s=240, interval_s=0.2, what="a batch archived")
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=120)
     finally:

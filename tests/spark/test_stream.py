@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from pyspark.errors import StreamingQueryException
+from waitkit import eventually_sync
 
 
 def stream(spark, cluster, **options):
@@ -114,18 +114,21 @@ def test_processing_time_trigger_delivers_messages_sent_while_the_query_runs(
         .start()
     )
     try:
-        deadline = time.monotonic() + 60
-        while query.lastProgress is None:  # the start offsets are fixed by now
-            assert time.monotonic() < deadline and query.isActive, query.exception()
-            time.sleep(0.05)
+
+        def started() -> bool:
+            assert query.isActive, query.exception()
+            return query.lastProgress is not None  # the start offsets are fixed by now
+
+        eventually_sync(started, timeout_s=60, what="the query's first progress")
         sent = cluster.send(topic, 10, start=4)
         wanted = sorted(r.msg_id for i, r in enumerate(sent) if i % 2 == 0)  # TagA
-        while True:
+
+        def all_tag_a_arrived() -> bool:
             got = sorted(r.msg_id for r in spark.sql(f"select msg_id from {name}").collect())
-            if got == wanted:
-                break
-            assert time.monotonic() < deadline and query.isActive, (got, query.exception())
-            time.sleep(0.1)
+            assert query.isActive, (got, query.exception())
+            return got == wanted
+
+        eventually_sync(all_tag_a_arrived, timeout_s=60, interval_s=0.1, what="the TagA rows")
     finally:
         query.stop()
 

@@ -7,20 +7,17 @@ those options (issue 18, item 11).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
+from loopkit import LoopThread, single_broker
 from pki import HAVE_OPENSSL, make_pki
 
-from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
-from pocketmq.broker.topic_config import BrokerTopicConfig
-from pocketmq.nameserver import NameServer, NamesrvConfig
+from pocketmq.nameserver import NamesrvConfig
 from pocketmq.spark.errors import OptionError
 from pocketmq.spark.options import parse_sink_options, parse_source_options
 
@@ -35,21 +32,14 @@ def tls_cluster(tmp_path_factory):
     of their own; yields (namesrv address, pki directory)."""
     root = tmp_path_factory.mktemp("spark-tls")
     pki = make_pki(root)
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-
-    def run(coro):
-        return asyncio.run_coroutine_threadsafe(coro, loop).result(60)
-
+    loop = LoopThread("spark-tls")
     server_tls = {"tls_cert_file": str(pki / "server.pem"), "tls_key_file": str(pki / "server.key")}
-    nameserver = NameServer(NamesrvConfig(host="127.0.0.1", port=0, **server_tls))
-    run(nameserver.start())
-    broker = Broker(
-        BrokerConfig(
+
+    def broker_config(namesrv: str) -> BrokerConfig:
+        return BrokerConfig(
             port=0,
             data_dir=str(root / "data"),
-            namesrv_addrs=nameserver.address,
+            namesrv_addrs=namesrv,
             namesrv_tls_ca_file=str(pki / "ca.pem"),
             tls_ca_file=str(pki / "ca.pem"),
             tls_require_client_auth=True,
@@ -58,24 +48,13 @@ def tls_cluster(tmp_path_factory):
             index_entries=4000,
             **server_tls,
         )
-    )
-    run(broker.start())
 
-    async def create() -> None:
-        broker.topics.create(
-            BrokerTopicConfig(topic_name=TOPIC, read_queue_nums=2, write_queue_nums=2)
-        )
-        while nameserver.route_table.get_route(TOPIC) is None:
-            await asyncio.sleep(0.02)
-
-    run(create())
     try:
-        yield nameserver.address, pki
+        namesrv = NamesrvConfig(host="127.0.0.1", port=0, **server_tls)
+        with single_broker(loop, namesrv, broker_config, TOPIC) as address:
+            yield address, pki
     finally:
-        run(broker.stop(0))
-        run(nameserver.stop(0))
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
+        loop.close()
 
 
 def _tls_options(pki: Path) -> dict[str, str]:

@@ -51,6 +51,24 @@ default_group_perm = "PUB|SUB"
 """
 
 
+# The ACL of the tests that exercise it by hand: an admin, and an application that may use
+# topic orders (and read audit) with group billing, and nothing else.
+APP_ACL = """
+[[accounts]]
+access_key = "admin"
+secret_key = "admin-secret"
+admin = true
+
+[[accounts]]
+access_key = "app"
+secret_key = "app-secret"
+default_topic_perm = "DENY"
+default_group_perm = "DENY"
+topic_perms = { orders = "PUB|SUB", audit = "SUB" }
+group_perms = { billing = "SUB" }
+"""
+
+
 def enabled() -> bool:
     return os.environ.get(ENV, "") not in ("", "0")
 

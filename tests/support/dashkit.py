@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+
+from loopkit import LoopThread
 
 from pocketmq.broker.broker import Broker
 from pocketmq.broker.config import BrokerConfig
@@ -160,20 +161,18 @@ class ThreadedCluster:
     def __init__(self, data_dir: Path, **options: Any) -> None:
         self._data_dir = data_dir
         self._options = options
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self.loop.run_forever, name="dash-cluster", daemon=True
-        )
+        self._thread: LoopThread | None = None
         self._context: Any = None
         self.cluster: DashCluster | None = None
         #: the keys a test signs its own calls with (the admin's with the ACL on)
         self.keys = ADMIN_KEYS if options.get("acl") else ("", "")
 
     def run(self, coro: Coroutine[Any, Any, T], timeout_s: float = 60.0) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
+        assert self._thread is not None, "start() first"
+        return self._thread.run(coro, timeout_s)
 
     def start(self) -> DashCluster:
-        self._thread.start()
+        self._thread = LoopThread("dash-cluster")
         self._context = started_cluster(self._data_dir, **self._options)
         self.cluster = self.run(self._context.__aenter__())
         return self.cluster
@@ -183,6 +182,5 @@ class ThreadedCluster:
             if self._context is not None:
                 self.run(self._context.__aexit__(None, None, None))
         finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(10)
-            self.loop.close()
+            if self._thread is not None:
+                self._thread.close()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import grpc
+from waitkit import eventually
 
 from pocketmq.client import (
     ClientError,
@@ -71,15 +72,8 @@ async def wait_for(
 ) -> float:
     """Poll *predicate* (sync or async) until truthy; returns the seconds it took."""
     start = time.monotonic()
-    while True:
-        result = predicate()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return time.monotonic() - start
-        if time.monotonic() - start > timeout_s:
-            raise AssertionError(f"{what} did not happen within {timeout_s} s")
-        await asyncio.sleep(interval_s)
+    await eventually(predicate, timeout_s=timeout_s, interval_s=interval_s, what=what)
+    return time.monotonic() - start
 
 
 async def read_queue(broker_addr: str, topic: str, queue_id: int) -> list[StoredMessage]:

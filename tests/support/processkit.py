@@ -22,11 +22,13 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aclmode
+from waitkit import eventually
 
 MiB = 1024 * 1024
 
@@ -51,6 +53,32 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def free_port_run(count: int) -> int:
+    """The first of *count* consecutive ports that are free now."""
+    return free_port_with(lambda first: range(first, first + count))
+
+
+def free_port_with(ports: Callable[[int], Iterable[int]], attempts: int = 100) -> int:
+    """A port *p* such that every port of ``ports(p)`` (p itself among them) is free now."""
+    for _ in range(attempts):
+        wanted = list(ports(free_port()))
+        if max(wanted) > 65535:
+            continue
+        held = []
+        try:
+            for port in wanted:
+                sock = socket.socket()
+                held.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return wanted[0]
+        except OSError:
+            continue
+        finally:
+            for sock in held:
+                sock.close()
+    raise RuntimeError(f"no free ports like {list(ports(10_000))} found")
 
 
 def config_flags(options: dict[str, Any]) -> list[str]:
@@ -199,6 +227,44 @@ class ProcessKit:
         for server in self.started:
             if server.running:
                 await server.kill()
+
+
+async def broker_process(
+    config: Any, log_path: Path, *, timeout_s: float = 30.0, **options: Any
+) -> tuple[asyncio.subprocess.Process, str]:
+    """``python -m pocketmq broker`` on port 0 with *config*'s data directory and store
+    sizes and *options* as flags, its log in *log_path*, once it serves: the process (the
+    caller kills it) and its address. For a test that SIGKILLs a broker it configured;
+    :meth:`ProcessKit.broker` is the usual way."""
+    store = (
+        "data_dir",
+        "commitlog_file_size_bytes",
+        "index_slots",
+        "index_entries",
+        "consume_queue_units_per_file",
+    )
+    flags = config_flags({"port": 0, **{key: getattr(config, key) for key in store}, **options})
+    with open(log_path, "wb") as log:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "pocketmq",
+            "broker",
+            *flags,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=log,
+        )
+    try:
+        match = await eventually(
+            lambda: _BROKER_SERVING.search(log_path.read_bytes()),
+            timeout_s=timeout_s,
+            what="the broker process serving",
+        )
+    except BaseException:
+        proc.kill()
+        await proc.wait()
+        raise
+    return proc, match.group(1).decode()
 
 
 async def store_verify(data_dir: Path) -> tuple[int, str]:

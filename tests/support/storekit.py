@@ -31,24 +31,35 @@ def record(
     tags: str = "",
     keys: str = "",
     uniq: str = "",
+    delay: int | None = None,
     sysflag: int = 0,
+    flag: int = 0,
     born_timestamp_ms: int = 1_700_000_000_000,
+    born_host: tuple[str, int] = ("10.0.0.9", 4321),
+    store_host: tuple[str, int] | None = None,
+    reconsume_times: int = 0,
+    **properties: str,
 ) -> bytes:
-    props = {}
-    if tags:
-        props["TAGS"] = tags
-    if keys:
-        props["KEYS"] = keys
-    if uniq:
-        props["UNIQ_KEY"] = uniq
+    """One record as a client encodes it, the same bytes every run.
+
+    Its properties: TAGS, KEYS, UNIQ_KEY and DELAY (a delay level) when given,
+    then *properties* as named (``TIMER_DELAY_MS="500"``); an empty value is
+    left out, so a caller can drop one a ``functools.partial`` set.
+    """
+    given = {"TAGS": tags, "KEYS": keys, "UNIQ_KEY": uniq}
+    if delay is not None:
+        given["DELAY"] = str(delay)
     return encode_record(
         topic=topic,
         body=body,
         queue_id=queue_id,
-        properties=props,
+        properties={k: v for k, v in {**given, **properties}.items() if v},
         sysflag=sysflag,
+        flag=flag,
         born_timestamp_ms=born_timestamp_ms,
-        born_host=pack_host(("10.0.0.9", 4321)),
+        born_host=pack_host(born_host),
+        **({} if store_host is None else {"store_host": pack_host(store_host)}),
+        reconsume_times=reconsume_times,
     )
 
 

@@ -9,14 +9,31 @@ from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import common_pb2
 
 
-def record(topic="TopicA", queue_id=0, body=b"hello", tags="", keys="", uniq="") -> bytes:
-    """One record as a client encodes it (born now on 127.0.0.1:40000)."""
-    props = {k: v for k, v in (("TAGS", tags), ("KEYS", keys), ("UNIQ_KEY", uniq)) if v}
+def record(
+    topic: str = "TopicA",
+    queue_id: int = 0,
+    body: bytes = b"hello",
+    tags: str = "",
+    keys: str = "",
+    uniq: str = "",
+    *,
+    delay: int = 0,
+    sysflag: int = 0,
+    **properties: str,
+) -> bytes:
+    """One record as a client encodes it (born now on 127.0.0.1:40000).
+
+    Its properties: TAGS, KEYS, UNIQ_KEY and DELAY (a delay level) when given,
+    then *properties* as named (``TIMER_DELAY_MS="500"``, ``PGROUP="tx"``).
+    """
+    given = (("TAGS", tags), ("KEYS", keys), ("UNIQ_KEY", uniq), ("DELAY", str(delay or "")))
+    props = {k: v for k, v in given if v}
     return encode_record(
         topic=topic,
         body=body,
         queue_id=queue_id,
-        properties=props,
+        properties={**props, **properties},
+        sysflag=sysflag,
         born_timestamp_ms=int(time.time() * 1000),
         born_host=pack_host(("127.0.0.1", 40000)),
         store_host=pack_host(("127.0.0.1", 0)),

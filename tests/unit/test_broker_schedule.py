@@ -4,10 +4,12 @@ ScheduleMessageService stepped with run_once() on a manual clock over a real sto
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 
 import pytest
+import storekit
 from storekit import small_config
 
 from pocketmq.broker.delay_levels import (
@@ -21,29 +23,21 @@ from pocketmq.broker.errors import IllegalArgumentError
 from pocketmq.broker.schedule import PUT_RETRY_DELAY_MS, ScheduleMessageService
 from pocketmq.broker.store.message_store import DefaultMessageStore
 from pocketmq.broker.store.results import PutResult, PutStatus
-from pocketmq.common.message import SysFlag, decode_record, encode_record, pack_host
+from pocketmq.common.message import SysFlag, decode_record
 
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
 STORE_HOST = ("127.0.0.1", 10911)
 LEVELS = DelayLevels.parse("1s 5s 10s")
 
-
-def record(
-    topic="TopicA", queue_id=2, body=b"hello", *, delay=None, uniq="U1", sysflag=0, **extra
-) -> bytes:
-    props = {"TAGS": "TagA", "UNIQ_KEY": uniq, **extra}
-    if delay is not None:
-        props["DELAY"] = str(delay)
-    return encode_record(
-        topic=topic,
-        body=body,
-        queue_id=queue_id,
-        properties=props,
-        sysflag=sysflag,
-        born_timestamp_ms=1_600_000_000_000,
-        born_host=pack_host(("10.0.0.9", 4321)),
-        reconsume_times=4,
-    )
+record = functools.partial(
+    storekit.record,
+    topic="TopicA",
+    queue_id=2,
+    tags="TagA",
+    uniq="U1",
+    born_timestamp_ms=1_600_000_000_000,
+    reconsume_times=4,
+)
 
 
 def positions(*records: bytes) -> list[int]:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 
 import pytest
+import storekit
 
 from pocketmq.broker.admin_service import AdminProcessor
 from pocketmq.broker.client_manager import ClientManager
@@ -27,7 +29,6 @@ from pocketmq.broker.pull_service import (
     PullMessageProcessor,
     PullOutcomeStatus,
     PullRequest,
-    parse_tag_expression,
 )
 from pocketmq.broker.send_service import SendMessageProcessor, SendStatus
 from pocketmq.broker.store.batch import scan_batch
@@ -35,7 +36,7 @@ from pocketmq.broker.store.results import GetResult, GetStatus, PutResult, PutSt
 from pocketmq.broker.topic_config import BrokerTopicConfig, Perm, TopicConfigManager
 from pocketmq.common.clock import ManualClock
 from pocketmq.common.hashing import tags_code
-from pocketmq.common.message import decode_record, encode_record, iter_records, pack_host
+from pocketmq.common.message import decode_record, encode_record, iter_records
 from pocketmq.common.msgid import encode_offset_msg_id
 
 STORE_HOST = ("127.0.0.1", 10911)
@@ -174,16 +175,14 @@ class FakeStore:
         self.listeners.append(listener)
 
 
-def record(topic="TopicA", queue_id=0, body=b"hello", tags="", keys="", uniq="U1") -> bytes:
-    props = {k: v for k, v in (("TAGS", tags), ("KEYS", keys), ("UNIQ_KEY", uniq)) if v}
-    return encode_record(
-        topic=topic,
-        body=body,
-        queue_id=queue_id,
-        properties=props,
-        born_host=pack_host(("10.0.0.9", 5000)),
-        store_host=pack_host(STORE_HOST),
-    )
+record = functools.partial(
+    storekit.record,
+    topic="TopicA",
+    uniq="U1",
+    born_timestamp_ms=0,
+    born_host=("10.0.0.9", 5000),
+    store_host=STORE_HOST,
+)
 
 
 class Env:
@@ -416,12 +415,6 @@ async def test_pull_refuses_an_unreadable_topic(env):
     env.topics.create(BrokerTopicConfig(topic_name="WriteOnly", perm=Perm.WRITE))
     with pytest.raises(NoPermissionError, match="not readable"):
         await env.pull(topic="WriteOnly")
-
-
-def test_tag_expressions_parse_like_rocketmqs():
-    assert parse_tag_expression("*") is None
-    assert parse_tag_expression("") is None
-    assert parse_tag_expression(" TagA ||TagB|| ") == frozenset({"TagA", "TagB"})
 
 
 # -- long polling through the pull service ----------------------------------------------------

@@ -3,7 +3,10 @@ run_once() on a manual clock over a real store: times, rolls, restarts, crashes.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
+import storekit
 from storekit import crash, small_config, start_store
 
 from pocketmq.broker.errors import IllegalArgumentError
@@ -18,25 +21,20 @@ from pocketmq.broker.timer_messages import (
 )
 from pocketmq.broker.timer_service import PUT_RETRY_DELAY_MS, TimerService
 from pocketmq.common.clock import ManualClock
-from pocketmq.common.message import SysFlag, decode_record, encode_record, pack_host
+from pocketmq.common.message import SysFlag, decode_record
 
 NOW_MS = 1_700_000_000_000
 STORE_HOST = ("127.0.0.1", 10911)
 POLICY = TimerPolicy(max_delay_ms=3 * 86_400_000)
 
-
-def record(topic="TopicA", queue_id=0, body=b"hello", *, uniq="U1", sysflag=0, **props) -> bytes:
-    properties = {"TAGS": "TagA", **({"UNIQ_KEY": uniq} if uniq else {}), **props}
-    return encode_record(
-        topic=topic,
-        body=body,
-        queue_id=queue_id,
-        properties=properties,
-        sysflag=sysflag,
-        born_timestamp_ms=1_600_000_000_000,
-        born_host=pack_host(("10.0.0.9", 4321)),
-        reconsume_times=2,
-    )
+record = functools.partial(
+    storekit.record,
+    topic="TopicA",
+    tags="TagA",
+    uniq="U1",
+    born_timestamp_ms=1_600_000_000_000,
+    reconsume_times=2,
+)
 
 
 def park(*records: bytes, now_ms: int = NOW_MS, policy: TimerPolicy = POLICY) -> bytes | None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
+import storekit
 
 from pocketmq.broker.errors import IllegalArgumentError
 from pocketmq.broker.transaction_ops import (
@@ -16,38 +19,27 @@ from pocketmq.broker.transaction_ops import (
     parse_op,
     rewrite_half_messages,
 )
-from pocketmq.common.message import SysFlag, decode_record, encode_record, pack_host
+from pocketmq.common.message import SysFlag, decode_record, encode_record
 
 STORE_HOST = ("127.0.0.1", 10911)
 HALF = "RMQ_SYS_TRANS_HALF_TOPIC"
 C, R, D = Resolution.COMMIT, Resolution.ROLLBACK, Resolution.DISCARD
 APPLY, ALREADY, CONFLICT = Verdict.APPLY, Verdict.ALREADY, Verdict.CONFLICT
 
-
-def record(
-    *,
+record = functools.partial(
+    storekit.record,
     topic="TopicA",
-    queue_id=3,
     body=b"order-1",
-    sysflag=SysFlag.TRANSACTION_PREPARED,
-    group="pg",
+    queue_id=3,
+    tags="paid",
     uniq="U1",
-    **extra,
-) -> bytes:
-    props = {"TAGS": "paid", "UNIQ_KEY": uniq, "TRAN_MSG": "true", **extra}
-    if group:
-        props["PGROUP"] = group
-    return encode_record(
-        topic=topic,
-        body=body,
-        queue_id=queue_id,
-        properties=props,
-        sysflag=sysflag,
-        flag=7,
-        born_timestamp_ms=1_600_000_000_000,
-        born_host=pack_host(("10.0.0.9", 4321)),
-        reconsume_times=2,
-    )
+    sysflag=SysFlag.TRANSACTION_PREPARED,
+    flag=7,
+    born_timestamp_ms=1_600_000_000_000,
+    reconsume_times=2,
+    TRAN_MSG="true",
+    PGROUP="pg",
+)
 
 
 def sysflags(blob: bytes) -> list[int]:
@@ -119,12 +111,12 @@ def test_in_a_batch_only_the_prepared_records_move():
 
 
 def test_the_request_group_stands_in_for_a_missing_pgroup():
-    assert decode_record(rewrite(record(group=""), group="req-g")).properties["PGROUP"] == "req-g"
+    assert decode_record(rewrite(record(PGROUP=""), group="req-g")).properties["PGROUP"] == "req-g"
 
 
 def test_a_half_message_without_any_group_is_refused():
     with pytest.raises(IllegalArgumentError, match="producer group"):
-        rewrite(record(group=""))
+        rewrite(record(PGROUP=""))
 
 
 def test_a_damaged_half_message_is_refused():
