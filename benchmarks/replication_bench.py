@@ -1,7 +1,8 @@
 """Replication figures beside a single broker, measured in the same run.
 
     .venv/bin/python benchmarks/replication_bench.py [--messages 100000] [--catchup-mib 512]
-                                                     [--runs 1]
+                                                     [--runs 1] [--throughput-only]
+                                                     [--broker-args=--no-write-without-mmap]
 
 Brokers run as ``pocketmq broker`` subprocesses on free ports (no nameserver:
 the replica dials ``--ha-master-address``); the client runs here on uvloop.
@@ -32,6 +33,7 @@ import asyncio
 import contextlib
 import os
 import platform
+import shlex
 import shutil
 import signal
 import statistics
@@ -117,6 +119,9 @@ def pct(values: list[float], q: float) -> float:
 class Brokers:
     """Broker processes in one temporary directory; all stopped and removed at the end."""
 
+    #: flags added to every broker's command line (--broker-args)
+    extra_args: list[str] = []
+
     def __init__(self) -> None:
         self.root = tempfile.mkdtemp(prefix="pocketmq-repl-bench-")
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -165,6 +170,7 @@ class Brokers:
             args += ["--ha-master-address", master_ha]
         for key, value in extra.items():
             args += [f"--{key.replace('_', '-')}", value]
+        args += self.extra_args
         self.procs.append(subprocess.Popen(args))
         wait_port(port)
         return port, ha_port
@@ -298,6 +304,8 @@ async def run(args: argparse.Namespace) -> None:
             f"{statistics.median(shares['ASYNC_MASTER']):.0%}, SYNC_MASTER+replica "
             f"{statistics.median(shares['SYNC_MASTER']):.0%} of single"
         )
+    if args.throughput_only:
+        return
     with brokers() as group:
         master, replica = await pair(group, "SYNC_MASTER")
         await send_batches(master, 20 * BATCH)  # the topics, and records to pull below
@@ -372,11 +380,21 @@ def main() -> None:
         default=1,
         help="rounds of the three SendBatch runs (the median share is printed)",
     )
+    parser.add_argument(
+        "--throughput-only", action="store_true", help="stop after the SendBatch rounds"
+    )
+    parser.add_argument(
+        "--broker-args",
+        default="",
+        help="flags added to every broker, e.g. --broker-args=--no-write-without-mmap",
+    )
     args = parser.parse_args()
+    Brokers.extra_args = shlex.split(args.broker_args)
     print(f"machine: {machine()} · load average {os.getloadavg()[0]:.1f}")
     print(
         f"{args.messages} messages per SendBatch run · "
         f"{args.singles} single sends · catch-up of {args.catchup_mib} MiB"
+        + (f" · brokers {args.broker_args}" if args.broker_args else "")
     )
     uvloop.run(run(args))
     print(f"load average at the end: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cpu)")

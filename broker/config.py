@@ -157,6 +157,15 @@ class BrokerConfig:
             "commit-log bytes between snapshots of the producer state (bounds its rebuild)"
         ),
     )
+    write_without_mmap: bool = field(
+        default=True,
+        metadata=_help(
+            "write the commit log with pwrite on each segment's descriptor, reads staying on "
+            "the mapping (RocketMQ's writeWithoutMmap): a store into a fresh mapped page makes "
+            "the kernel zero the page first, a write covering it whole does not; off, stores go "
+            "through the mapping with the page warmer ahead of them"
+        ),
+    )
     warm_populate_write: bool = field(
         default=False,
         metadata=_help(
@@ -830,6 +839,7 @@ class BrokerConfig:
                 producer_dedup_window=self.producer_dedup_window,
                 producer_snapshot_interval_bytes=self.producer_snapshot_interval_bytes,
                 warm_populate_write=self.warm_populate_write,
+                write_without_mmap=self.write_without_mmap,
             )
         except ConfigError as exc:
             # The store names its own keys; point at ours where they differ.
