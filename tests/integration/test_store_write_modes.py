@@ -10,7 +10,7 @@ import os
 import pytest
 from storekit import bodies, crash, open_store, record, small_config, start_store
 
-from pocketmq.broker.store import GetStatus, PutStatus, StoreIO
+from pocketmq.broker.store import GetStatus, PutStatus, StoreIO, replication
 from pocketmq.broker.store.mapped_file import MappedFile
 from pocketmq.broker.store.mapped_file_queue import MappedFileQueue
 from pocketmq.broker.store.verify import verify_store
@@ -167,3 +167,47 @@ def test_pwrite_mode_never_maps_a_commit_log_page_writable(tmp_path):
             assert isinstance(mf.buffer, mmap.mmap)
     finally:
         store.shutdown()
+
+
+def _copy_all(master, replica, max_bytes: int) -> int:
+    frames = 0
+    while replica.commitlog.max_offset < master.commitlog.max_offset:
+        offset = replica.commitlog.max_offset
+        data = master.read_for_replica(offset, max_bytes)
+        assert data, f"no frame at {offset} below {master.commitlog.max_offset}"
+        replica.append_replicated(offset, data)
+        frames += 1
+    return frames
+
+
+@pytest.mark.parametrize("reference", [False, True], ids=["fast", "reference"])
+@pytest.mark.parametrize(
+    ("master_pwrite", "replica_pwrite"),
+    [(True, True), (False, False), (True, False), (False, True)],
+    ids=["pwrite-pwrite", "mmap-mmap", "pwrite-mmap", "mmap-pwrite"],
+)
+def test_a_replica_in_either_mode_copies_a_master_in_either_mode_byte_for_byte(
+    tmp_path, monkeypatch, master_pwrite, replica_pwrite, reference
+):
+    monkeypatch.setattr(replication, "FAST_DISPATCH", not reference)
+    master = open_store(small_config(tmp_path / "m", write_without_mmap=master_pwrite))
+    replica = open_store(small_config(tmp_path / "r", write_without_mmap=replica_pwrite))
+    try:
+        for i in range(250):  # several 64 KiB segments, BLANK ends
+            assert master.put_batch(record(body=os.urandom(600), queue_id=i % 3, uniq=f"u{i}")).ok
+        good = master.read_for_replica(0, 8 * 1024)
+        damaged = bytearray(good)
+        damaged[len(damaged) // 2] ^= 0xFF
+        with pytest.raises(replication.ReplicationError, match="damaged record"):
+            replica.append_replicated(0, bytes(damaged))
+        assert replica.commitlog.max_offset == 0  # nothing of it kept
+        assert _copy_all(master, replica, 8 * 1024) > 4
+        assert _segment_bytes(replica) == _segment_bytes(master)
+        for queue_id in range(3):
+            assert replica.max_offset("orders", queue_id) == master.max_offset("orders", queue_id)
+        assert bodies(replica.query_by_key("orders", "u77")) == bodies(
+            master.query_by_key("orders", "u77")
+        )
+    finally:
+        master.shutdown()
+        replica.shutdown()
