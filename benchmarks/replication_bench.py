@@ -1,7 +1,9 @@
 """Replication figures beside a single broker, measured in the same run.
 
     .venv/bin/python benchmarks/replication_bench.py [--messages 100000] [--catchup-mib 512]
-                                                     [--runs 1]
+                                                     [--runs 1] [--throughput-only]
+                                                     [--broker-args=--no-write-without-mmap]
+                                                     [--broker-env="MALLOC_ARENA_MAX=2 ..."]
 
 Brokers run as ``pocketmq broker`` subprocesses on free ports (no nameserver:
 the replica dials ``--ha-master-address``); the client runs here on uvloop.
@@ -9,9 +11,11 @@ the replica dials ``--ha-master-address``); the client runs here on uvloop.
 
 * SendBatch x512 msgs/s, 4 concurrent calls: one broker, ASYNC_MASTER + 1
   replica, SYNC_MASTER + 1 replica, and each as a share of the single broker;
-  beside each, the CPU time per message of every process (master, replica,
-  this client; user + system, from /proc): on a shared machine throughput
-  swings with the neighbours' load, the CPU each message costs much less.
+  beside each, the CPU time and minor page faults per message of every
+  process (master, replica, this client; user + system, from /proc; batches
+  are encoded before the counters start; a replica's counters are read once
+  it has caught up): on a shared machine throughput swings with the
+  neighbours' load, the CPU each message costs much less.
   ``--runs N`` repeats the three (each replicated run against the single
   broker of its own round) and prints the median share;
 * SendMessage one at a time (c=1) on SYNC_MASTER + replica: p50 / p99;
@@ -22,6 +26,10 @@ the replica dials ``--ha-master-address``); the client runs here on uvloop.
   send. (The SDK does not fall back to replicas for reads yet in this branch,
   so this is the broker's side of the read fallback, not a consumer's.)
 
+``--broker-args`` adds flags to every broker and ``--broker-env`` variables
+to its environment (to compare settings: run with and without, interleaved);
+``--throughput-only`` stops after the SendBatch rounds.
+
 Not a test; the machine it ran on is printed first.
 """
 
@@ -31,6 +39,8 @@ import argparse
 import asyncio
 import contextlib
 import os
+import resource
+import shlex
 import shutil
 import signal
 import statistics
@@ -58,31 +68,41 @@ OPTIONS = [
 _TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process *pid* so far (Linux /proc)."""
+def proc_stat(pid: int) -> tuple[float, int]:
+    """User + system CPU seconds and minor page faults of process *pid* so far (/proc)."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * _TICK_S
+    return (int(fields[11]) + int(fields[12])) * _TICK_S, int(fields[7])
 
 
-def own_cpu_s() -> float:
+def own_stat() -> tuple[float, int]:
     times = os.times()
-    return times.user + times.system
+    return times.user + times.system, resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-async def measured_send(group: Brokers, port: int, n: int) -> tuple[float, str]:
-    """SendBatch msg/s, and the CPU µs per message of each broker and of this client."""
+async def measured_send(
+    group: Brokers, port: int, n: int, replica: int | None = None
+) -> tuple[float, str]:
+    """SendBatch msg/s, and the CPU µs and minor page faults per message of each
+    broker and of this client. The batches are encoded before the clock and the
+    CPU counters start; with a *replica*, its figures are read once it has caught
+    up (an ASYNC_MASTER's replica is still appending when the last send returns)."""
     pids = [p.pid for p in group.procs]
-    before = [cpu_s(pid) for pid in pids] + [own_cpu_s()]
-    rate = await send_batches(port, n)
-    after = [cpu_s(pid) for pid in pids] + [own_cpu_s()]
-    sent = max(1, n // BATCH) * BATCH
+    blobs = encode_batches(n)
+    before = [proc_stat(pid) for pid in pids] + [own_stat()]
+    rate = await send_batches(port, blobs)
+    after = [proc_stat(pid) for pid in pids] + [own_stat()]
+    if replica is not None:
+        await until(lambda: caught_up(port, replica))
+        after[1] = proc_stat(pids[1])
+    sent = len(blobs) * BATCH
     names = ["master", "replica"][: len(pids)] if len(pids) > 1 else ["broker"]
     cpu = "  ".join(
-        f"{name} {(b - a) * 1e6 / sent:4.1f}"
+        f"{name} {(b[0] - a[0]) * 1e6 / sent:4.1f}"
         for name, a, b in zip([*names, "client"], before, after, strict=True)
     )
-    return rate, f"CPU us/msg: {cpu}"
+    faults = " ".join(f"{(b[1] - a[1]) / sent:.2f}" for a, b in zip(before, after, strict=True))
+    return rate, f"CPU us/msg: {cpu}  (faults/msg {faults})"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -92,6 +112,11 @@ def pct(values: list[float], q: float) -> float:
 
 class Brokers:
     """Broker processes in one temporary directory; all stopped and removed at the end."""
+
+    #: flags added to every broker's command line (--broker-args), variables to its
+    #: environment (--broker-env)
+    extra_args: list[str] = []
+    extra_env: dict[str, str] = {}
 
     def __init__(self) -> None:
         self.root = tempfile.mkdtemp(prefix="pocketmq-repl-bench-")
@@ -141,7 +166,8 @@ class Brokers:
             args += ["--ha-master-address", master_ha]
         for key, value in extra.items():
             args += [f"--{key.replace('_', '-')}", value]
-        self.procs.append(subprocess.Popen(args))
+        args += self.extra_args
+        self.procs.append(subprocess.Popen(args, env={**os.environ, **self.extra_env}))
         wait_port(port)
         return port, ha_port
 
@@ -194,8 +220,11 @@ async def caught_up(master: int, replica: int) -> bool:
     )
 
 
-async def send_batches(port: int, total: int, concurrency: int = 4) -> float:
-    blobs = [b"".join(records(BATCH, start=i * BATCH)) for i in range(max(1, total // BATCH))]
+def encode_batches(total: int) -> list[bytes]:
+    return [b"".join(records(BATCH, start=i * BATCH)) for i in range(max(1, total // BATCH))]
+
+
+async def send_batches(port: int, blobs: list[bytes], concurrency: int = 4) -> float:
     todo = iter(range(len(blobs)))
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=OPTIONS) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
@@ -254,8 +283,7 @@ async def throughput_round(n: int, shares: dict[str, list[float]]) -> None:
     for role, target in (("ASYNC_MASTER", 0.7), ("SYNC_MASTER", 0.6)):
         with brokers() as group:
             master, replica = await pair(group, role)
-            rate, cpu = await measured_send(group, master, n)
-            await until(lambda m=master, r=replica: caught_up(m, r))
+            rate, cpu = await measured_send(group, master, n, replica)
         shares[role].append(rate / single)
         print(
             f"SendBatch x{BATCH} 1 KiB, 4 calls  {role}+replica {rate:>10,.0f} msg/s "
@@ -274,9 +302,13 @@ async def run(args: argparse.Namespace) -> None:
             f"{statistics.median(shares['ASYNC_MASTER']):.0%}, SYNC_MASTER+replica "
             f"{statistics.median(shares['SYNC_MASTER']):.0%} of single"
         )
+    if args.throughput_only:
+        return
     with brokers() as group:
         master, replica = await pair(group, "SYNC_MASTER")
-        await send_batches(master, 20 * BATCH)  # the topics, and records to pull below
+        await send_batches(
+            master, encode_batches(20 * BATCH)
+        )  # the topics, and records to pull below
         lat = await single_latency(master, args.singles)
         print(
             f"SendMessage c=1 SYNC_MASTER+replica  p50 {pct(lat, 0.5):.2f} ms  "
@@ -319,7 +351,7 @@ async def run(args: argparse.Namespace) -> None:
         )
     with brokers() as group:
         master, ha = group.start("m", role="ASYNC_MASTER", ha_port=0)
-        await send_batches(master, args.catchup_mib * MiB // (len(BODY) + 150))
+        await send_batches(master, encode_batches(args.catchup_mib * MiB // (len(BODY) + 150)))
         end = int((await info(master))["commitlog_max_offset"])
         replica, _ = group.start(
             "r", role="SLAVE", broker_id=1, ha_port=0, master_ha=f"127.0.0.1:{ha}"
@@ -348,11 +380,29 @@ def main() -> None:
         default=1,
         help="rounds of the three SendBatch runs (the median share is printed)",
     )
+    parser.add_argument(
+        "--throughput-only", action="store_true", help="stop after the SendBatch rounds"
+    )
+    parser.add_argument(
+        "--broker-args",
+        default="",
+        help="flags added to every broker, e.g. --broker-args=--no-write-without-mmap",
+    )
+    parser.add_argument(
+        "--broker-env",
+        default="",
+        help="NAME=VALUE pairs added to every broker's environment, e.g. "
+        "--broker-env=MALLOC_TRIM_THRESHOLD_=134217728",
+    )
     args = parser.parse_args()
+    Brokers.extra_args = shlex.split(args.broker_args)
+    Brokers.extra_env = dict(pair.split("=", 1) for pair in shlex.split(args.broker_env))
     print(f"machine: {machine()} · load average {os.getloadavg()[0]:.1f}")
     print(
         f"{args.messages} messages per SendBatch run · "
         f"{args.singles} single sends · catch-up of {args.catchup_mib} MiB"
+        + (f" · brokers {args.broker_args}" if args.broker_args else "")
+        + (f" · broker env {args.broker_env}" if args.broker_env else "")
     )
     uvloop.run(run(args))
     print(f"load average at the end: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cpu)")

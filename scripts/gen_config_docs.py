@@ -134,6 +134,7 @@ ROCKETMQ_NAMES: dict[type, dict[str, str]] = {
         "ha_heartbeat_interval_ms": "haSendHeartbeatInterval",
         "ha_housekeeping_interval_ms": "haHousekeepingInterval",
         "ha_slave_fallbehind_max_bytes": "haSlaveFallbehindMax",
+        "write_without_mmap": "writeWithoutMmap (5.x)",
     },
     StoreConfig: {
         "check_crc_on_recover": "checkCRCOnRecover",
@@ -142,6 +143,7 @@ ROCKETMQ_NAMES: dict[type, dict[str, str]] = {
         "flush_commitlog_thorough_interval_ms": "flushCommitLogThoroughInterval",
         "flush_interval_consume_queue_ms": "flushIntervalConsumeQueue",
         "warm_mapped_file_enable": "warmMapedFileEnable",
+        "write_without_mmap": "writeWithoutMmap (5.x)",
         "message_index_enable": "messageIndexEnable",
         "delete_files_batch_max": "DELETE_FILES_BATCH_MAX (constant)",
         "disk_max_used_space_ratio": "diskMaxUsedSpaceRatio (percent)",

@@ -6,7 +6,11 @@ segments: when a put does not fit what is left (plus 8 bytes, so a BLANK head
 always fits), the rest of the segment becomes one BLANK record and the put goes
 to the next segment. A batch is appended whole into one segment with one copy,
 then QUEUEOFFSET, PHYSICALOFFSET, STORETIMESTAMP and STOREHOST of each of its
-records are patched in place in the mapping.
+records are patched in place in the mapping. With *write_without_mmap* the
+mapping is read-only and the batch is patched in a reused scratch buffer, then
+written with one ``pwrite``::
+
+    blob ──copy──> scratch (patched) ──pwrite──> page cache  <──mmap── readers
 
 The commit log also keeps the next queue offset of every (topic, queue): it is
 assigned here, under the single writer, so consume-queue order equals log order.
@@ -130,8 +134,20 @@ patch_batch = speedups.pick("patch_batch", py_patch_batch)
 
 
 class CommitLog:
-    def __init__(self, directory: str, file_size: int, *, io: StoreIO, store_host: bytes) -> None:
-        self.queue = MappedFileQueue(directory, file_size, io=io)
+    def __init__(
+        self,
+        directory: str,
+        file_size: int,
+        *,
+        io: StoreIO,
+        store_host: bytes,
+        write_without_mmap: bool = False,
+    ) -> None:
+        self.queue = MappedFileQueue(
+            directory, file_size, io=io, write_without_mmap=write_without_mmap
+        )
+        self.write_without_mmap = write_without_mmap
+        self._scratch = bytearray()  # write_without_mmap: the batch being patched
         self.file_size = file_size
         self.store_host = store_host
         self.queue_offsets: dict[tuple[str, int], int] = {}
@@ -163,13 +179,56 @@ class CommitLog:
             mf = self.queue.last_file()
             assert mf is not None
         base = mf.file_from_offset
-        rel = mf.append(blob)
-        phys_offsets, queue_offsets = patch_batch(
-            mf.buffer, rel, base, batch, self.queue_offsets, store_timestamp_ms, self.store_host
-        )
+        if mf.write_without_mmap:
+            rel = mf.wrote_position
+            phys_offsets, queue_offsets = self._patch_and_write(mf, blob, batch, store_timestamp_ms)
+        else:
+            rel = mf.append(blob)
+            phys_offsets, queue_offsets = patch_batch(
+                mf.buffer, rel, base, batch, self.queue_offsets, store_timestamp_ms, self.store_host
+            )
         if self.warm is not None:
             self.warm.notify(mf)
         return AppendResult(phys_offsets, queue_offsets, base + rel + size)
+
+    def _patch_and_write(
+        self,
+        mf: MappedFile,
+        blob: bytes | bytearray | memoryview,
+        batch: ScannedBatch,
+        store_timestamp_ms: int,
+    ) -> tuple[list[int], list[int]]:
+        """Copy *blob* into the scratch buffer, patch it there, pwrite it at the
+        write position (write_without_mmap). A failed write gives back the queue
+        offsets it took, so nothing of the batch is left behind but bytes past
+        the write position, which the next append overwrites."""
+        size = len(blob)
+        if len(self._scratch) < size:
+            self._scratch = bytearray(max(size, 2 * len(self._scratch)))
+        scratch = self._scratch
+        scratch[:size] = blob
+        table = self.queue_offsets
+        phys_offsets, queue_offsets = patch_batch(
+            scratch,
+            0,
+            mf.file_from_offset + mf.wrote_position,
+            batch,
+            table,
+            store_timestamp_ms,
+            self.store_host,
+        )
+        try:
+            with memoryview(scratch) as whole, whole[:size] as view:
+                mf.append(view)
+        except OSError:
+            for topic, queue_id, sysflag, queue_offset in zip(
+                batch.topics, batch.queue_ids, batch.sysflags, queue_offsets, strict=True
+            ):
+                key = (topic, queue_id)
+                if is_dispatched_to_queue(sysflag) and queue_offset < table.get(key, 0):
+                    table[key] = queue_offset  # the first one the batch took for it
+            raise
+        return phys_offsets, queue_offsets
 
     def _fill_blank(self, mf: MappedFile) -> None:
         remaining = mf.remaining

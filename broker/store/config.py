@@ -78,11 +78,25 @@ class StoreConfig:
     flush_interval_consume_queue_ms: int = field(
         default=1_000, metadata=_help("ms between flushes of consume-queue and index files")
     )
+    # Write the commit log with pwrite on each segment's descriptor, keeping the mapping
+    # for reads (RocketMQ 5's writeWithoutMmap; its transientStorePoolEnable avoids the same
+    # cost through a FileChannel): a store into a fresh mapped page makes the kernel zero it
+    # first, a write that covers the page whole does not. No page warmer runs then.
+    write_without_mmap: bool = field(
+        default=True,
+        metadata=_help(
+            "write the commit log with pwrite (reads stay on the mapping); off, stores go "
+            "through the mapping and the page warmer runs ahead of them"
+        ),
+    )
     # Read the commit log's next pages into the page cache ahead of the writer (warm.py;
     # RocketMQ's warmMapedFileEnable, done by reading so it never races the writer).
     warm_mapped_file_enable: bool = field(
         default=True,
-        metadata=_help("read the commit log's next pages into the page cache ahead of the writer"),
+        metadata=_help(
+            "read the commit log's next pages into the page cache ahead of the writer "
+            "(with write_without_mmap off only)"
+        ),
     )
     warm_ahead_bytes: int = field(
         default=32 * MiB, metadata=_help("bytes ahead of the write position kept warm")

@@ -2,7 +2,8 @@
 
 Segment ``k`` covers log offsets ``[start_k, start_k + file_size)`` and is named
 by ``start_k``; segments are contiguous except that whole segments may be
-deleted from the head. Only the last segment is written to.
+deleted from the head. Only the last segment is written to, through its
+mapping or, with *write_without_mmap*, through ``pwrite`` (:class:`MappedFile`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ _SEGMENT_NAME = re.compile(r"^\d{20}$")
 
 class MappedFileQueue:
     def __init__(
-        self, directory: str, file_size: int, *, io: StoreIO | None = None, sparse: bool = False
+        self,
+        directory: str,
+        file_size: int,
+        *,
+        io: StoreIO | None = None,
+        sparse: bool = False,
+        write_without_mmap: bool = False,
     ) -> None:
         if file_size <= 0:
             raise ValueError(f"segment size must be positive, got {file_size}")
@@ -33,6 +40,7 @@ class MappedFileQueue:
         self.file_size = file_size
         self.io = io or StoreIO()
         self.sparse = sparse
+        self.write_without_mmap = write_without_mmap
         self.files: list[MappedFile] = []
         # The next segment, created ahead of need by prepare(); not in files until used,
         # so positions never see it. After a crash it loads as an empty last segment.
@@ -72,6 +80,7 @@ class MappedFileQueue:
                 read_only=read_only,
                 sparse=self.sparse,
                 mapped=read_only or not self.sparse,
+                write_without_mmap=self.write_without_mmap,
             )
             # Until recovery says otherwise every loaded segment counts as full.
             mf.wrote_position = mf.flushed_position = mf.file_size
@@ -177,7 +186,14 @@ class MappedFileQueue:
     def _create(self, start: int) -> MappedFile:
         path = os.path.join(self.directory, offset_to_file_name(start))
         os.makedirs(self.directory, exist_ok=True)
-        mf = MappedFile(path, self.file_size, io=self.io, create=True, sparse=self.sparse)
+        mf = MappedFile(
+            path,
+            self.file_size,
+            io=self.io,
+            create=True,
+            sparse=self.sparse,
+            write_without_mmap=self.write_without_mmap,
+        )
         log.info("created segment %s", path)
         return mf
 

@@ -135,6 +135,7 @@ class DefaultMessageStore:
             config.commitlog_file_size_bytes,
             io=self.io,
             store_host=pack_host(config.store_host),
+            write_without_mmap=config.write_without_mmap,
         )
         self.consume_queues = ConsumeQueueStore(
             self.dirs.consumequeue,
@@ -231,7 +232,8 @@ class DefaultMessageStore:
                     durations=self.flush_durations["commitlog"],
                 )
             )
-        if cfg.warm_mapped_file_enable:
+        if cfg.warm_mapped_file_enable and not cfg.write_without_mmap:
+            # pwrite needs no warm pages: a write that covers a page whole is never zeroed
             self.commitlog.warm = WarmMappedFileService(
                 self.commitlog.queue,
                 ahead_bytes=cfg.warm_ahead_bytes,

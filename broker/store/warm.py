@@ -1,5 +1,10 @@
 """WarmMappedFileService: puts the commit log's next pages in the page cache, ahead of the writer.
 
+Only for a commit log written through its mapping (``write_without_mmap``
+off): a log written with ``pwrite`` has no fault to avoid, and a warmer would
+make the kernel zero pages that the writes then fill whole (RocketMQ, too,
+warms no file written without mmap).
+
 The first write to a page of a fresh segment costs a page fault that allocates
 and zeroes a page-cache page; on a virtual machine the hypervisor usually has
 to back that page too (measured here: 2.3 µs per KiB, a third of a 1 KiB

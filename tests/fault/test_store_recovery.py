@@ -183,10 +183,10 @@ def test_unclean_restart_without_damage_keeps_everything(tmp_path):
         store.shutdown()
 
 
-def _run_writer_and_kill(data_dir: Path, mode: str, acks_wanted: int) -> set[str]:
+def _run_writer_and_kill(data_dir: Path, mode: str, acks_wanted: int, write: str) -> set[str]:
     env = {**os.environ, "PYTHONPATH": str(SUPPORT)}
     proc = subprocess.Popen(
-        [sys.executable, str(SUPPORT / "crashwriter.py"), str(data_dir), mode],
+        [sys.executable, str(SUPPORT / "crashwriter.py"), str(data_dir), mode, write],
         stdout=subprocess.PIPE,
         env=env,
         text=True,
@@ -228,11 +228,16 @@ def _stored_uniq_keys(store) -> list[str]:
     return keys
 
 
+@pytest.mark.parametrize("write", ["pwrite", "mmap"])
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_sigkill_of_a_writing_process_loses_no_acknowledged_record(tmp_path, mode):
-    acked = _run_writer_and_kill(tmp_path, mode, acks_wanted=1500)
+def test_sigkill_of_a_writing_process_loses_no_acknowledged_record(tmp_path, mode, write):
+    acked = _run_writer_and_kill(tmp_path, mode, acks_wanted=1500, write=write)
     assert len(acked) >= 1500
-    store, report = start_store(small_config(tmp_path, commitlog_file_size_bytes=256 * 1024))
+    store, report = start_store(
+        small_config(
+            tmp_path, commitlog_file_size_bytes=256 * 1024, write_without_mmap=write == "pwrite"
+        )
+    )
     try:
         assert not report.clean_shutdown
         stored = _stored_uniq_keys(store)

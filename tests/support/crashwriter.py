@@ -1,6 +1,6 @@
 """A process that writes to a store until it is killed (fault tests run it).
 
-    python crashwriter.py DATA_DIR sync|async
+    python crashwriter.py DATA_DIR sync|async [pwrite|mmap]
 
 Puts batches of 1..8 records spread over 4 queues, forever. After each put is
 acknowledged (with sync flush: after its flush future says PUT_OK) it prints
@@ -21,9 +21,15 @@ from pocketmq.broker.store.message_store import DefaultMessageStore
 
 def main() -> None:
     data_dir, mode = sys.argv[1], sys.argv[2]
+    write = sys.argv[3] if len(sys.argv) > 3 else "pwrite"
     flush = FlushDiskType.SYNC_FLUSH if mode == "sync" else FlushDiskType.ASYNC_FLUSH
     store = DefaultMessageStore(
-        small_config(data_dir, flush_disk_type=flush, commitlog_file_size_bytes=256 * 1024)
+        small_config(
+            data_dir,
+            flush_disk_type=flush,
+            commitlog_file_size_bytes=256 * 1024,
+            write_without_mmap=write == "pwrite",
+        )
     )
     store.start()
     rng = random.Random(7)

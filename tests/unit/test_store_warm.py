@@ -106,12 +106,25 @@ def test_warming_beside_a_writer_leaves_exactly_what_was_written(tmp_path):
 def test_the_store_warms_its_commit_log_unless_disabled(tmp_path):
     for enabled in (True, False):
         data_dir = tmp_path / str(enabled)
-        store, _ = start_store(small_config(data_dir, warm_mapped_file_enable=enabled))
+        store, _ = start_store(
+            small_config(data_dir, warm_mapped_file_enable=enabled, write_without_mmap=False)
+        )
         try:
             assert store.put_batch(record(body=os.urandom(100))).status.value == "PUT_OK"
             assert (store.commitlog.warm is not None) is enabled
         finally:
             store.shutdown()
+
+
+def test_a_store_writing_without_mmap_runs_no_warmer(tmp_path):
+    store, _ = start_store(
+        small_config(tmp_path, warm_mapped_file_enable=True, write_without_mmap=True)
+    )
+    try:
+        assert store.put_batch(record(body=os.urandom(100))).status.value == "PUT_OK"
+        assert store.commitlog.warm is None
+    finally:
+        store.shutdown()
 
 
 @pytest.mark.skipif(
