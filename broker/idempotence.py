@@ -24,8 +24,12 @@ flight, and the server may run concurrent calls in any order) waits for them
 (:meth:`IdempotenceProcessor.after_predecessors`): a future per waiting request,
 keyed by (producer id, topic, queue id), woken by every put that advances that
 queue (:meth:`IdempotenceProcessor.wake`); at most ``max_waiters_per_queue`` per
-queue and ``max_waiters`` in all wait, each at most ``wait_ms``; past that,
-OUT_OF_ORDER_SEQUENCE as before. Refusals::
+queue and ``max_waiters`` (holding at most ``max_waiting_bytes`` of requests) in
+all wait, each at most ``wait_ms``; past that, OUT_OF_ORDER_SEQUENCE as before.
+A waiting request is out of the broker's in-progress counts, as a parked pull
+is (:func:`~pocketmq.broker.flow_control.parked`): were it counted, requests
+held for an earlier one could fill ``max_in_flight_requests`` and get that
+earlier one refused SYSTEM_BUSY until they time out. Refusals::
 
     PRODUCER_FENCED        FAILED_PRECONDITION  an epoch older than the id's
     OUT_OF_ORDER_SEQUENCE  OUT_OF_RANGE         a gap before the record's sequence
@@ -52,6 +56,7 @@ from pocketmq.broker.errors import (
     SequenceGapError,
     SystemBusyError,
 )
+from pocketmq.broker.flow_control import parked
 from pocketmq.broker.store.batch import ScannedBatch
 from pocketmq.broker.store.producer_state import (
     PROPERTY_IDEMPOTENCE,
@@ -114,11 +119,15 @@ def named_producer_id(owner: str, identity: str) -> int:
     return (int.from_bytes(digest, "big") & (_NAMED_BIT - 1)) | _NAMED_BIT
 
 
-#: how long a request ahead of its queue waits for the earlier ones (ms)
-WAIT_MS = 500
+#: how long a request ahead of its queue waits for the earlier ones (ms): a server that
+#: ran two calls in the other order starts the earlier one within a millisecond or so;
+#: an earlier one refused (SYSTEM_BUSY, ...) is not coming sooner for a longer wait
+WAIT_MS = 50
 #: requests that may wait at once, per (producer id, topic, queue id) and in all
 MAX_WAITERS_PER_QUEUE = 8
 MAX_WAITERS = 4096
+#: bytes of requests that may wait at once (each is held in memory, uncounted)
+MAX_WAITING_BYTES = 64 * 1024 * 1024
 
 WaitKey = tuple[int, str, int]  # (producer id, topic, queue id)
 
@@ -144,6 +153,7 @@ class IdempotenceProcessor:
         wait_ms: int = WAIT_MS,
         max_waiters_per_queue: int = MAX_WAITERS_PER_QUEUE,
         max_waiters: int = MAX_WAITERS,
+        max_waiting_bytes: int = MAX_WAITING_BYTES,
     ) -> None:
         self._store = store
         self._table: ProducerStateTable = store.producers  # type: ignore[attr-defined]
@@ -152,6 +162,8 @@ class IdempotenceProcessor:
         self._wait_s = wait_ms / 1000
         self._max_waiters_per_queue = max_waiters_per_queue
         self._max_waiters = max_waiters
+        self._max_waiting_bytes = max_waiting_bytes
+        self._waiting_bytes = 0
         #: requests ahead of their queue: key -> [(the sequence waiting, its future)]
         self._waiters: dict[WaitKey, list[tuple[int, asyncio.Future[None]]]] = {}
         self._waiting = 0
@@ -246,6 +258,7 @@ class IdempotenceProcessor:
             if (
                 self._waiting >= self._max_waiters
                 or (waiters is not None and len(waiters) >= self._max_waiters_per_queue)
+                or self._waiting_bytes + len(blob) > self._max_waiting_bytes
                 or loop.time() >= deadline
             ):
                 raise ahead.error
@@ -254,10 +267,13 @@ class IdempotenceProcessor:
                 waiters = self._waiters[ahead.key] = []
             waiters.append((ahead.seq, future))
             self._waiting += 1
+            self._waiting_bytes += len(blob)
             self.waited += 1
             try:
-                await asyncio.wait((future,), timeout=deadline - loop.time())
+                with parked():  # held, not working: out of the in-progress counts
+                    await asyncio.wait((future,), timeout=deadline - loop.time())
             finally:
+                self._waiting_bytes -= len(blob)
                 self._forget(ahead.key, future)
             try:
                 return self.check(blob, scanned)

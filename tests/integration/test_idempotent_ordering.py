@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
 import pytest
 from storekit import small_config, start_store
 
@@ -15,6 +16,8 @@ from pocketmq.broker.send_service import SendMessageProcessor
 from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.client.message_codec import encode_messages
 from pocketmq.client.model import Message
+from pocketmq.v1 import broker_pb2 as pb
+from pocketmq.v1 import broker_pb2_grpc
 
 HOST = b"\x7f\0\0\1\0\0\0\0"
 PID = 4242
@@ -61,7 +64,7 @@ async def until(condition, timeout_s: float = 10.0) -> None:
 async def test_a_request_ahead_of_its_queue_waits_for_the_earlier_one_then_both_are_stored(
     broker,
 ) -> None:
-    send, idempotence = broker()
+    send, idempotence = broker(wait_ms=10_000)
     later = asyncio.create_task(send.send(numbered(2, 2)))
     await until(lambda: idempotence.has_waiters)
     earlier = await send.send(numbered(0, 2))
@@ -74,7 +77,7 @@ async def test_a_request_ahead_of_its_queue_waits_for_the_earlier_one_then_both_
 async def test_a_retry_of_a_waiting_request_is_answered_once_its_original_is_stored(
     broker,
 ) -> None:
-    send, idempotence = broker()
+    send, idempotence = broker(wait_ms=10_000)
     later = asyncio.create_task(send.send(numbered(1, 1)))
     await until(lambda: idempotence.has_waiters)
     await send.send(numbered(0, 1))
@@ -93,7 +96,7 @@ async def test_a_real_gap_is_refused_out_of_order_once_the_wait_is_over(broker) 
 
 
 async def test_waiters_past_the_bound_of_a_queue_are_refused_at_once(broker) -> None:
-    send, idempotence = broker(max_waiters_per_queue=1)
+    send, idempotence = broker(max_waiters_per_queue=1, wait_ms=10_000)
     waiting = asyncio.create_task(send.send(numbered(3, 1)))
     await until(lambda: idempotence.has_waiters)
     with pytest.raises(SequenceGapError):
@@ -108,3 +111,29 @@ async def test_requests_of_other_queues_never_wait_for_each_other(broker) -> Non
     stored = await send.send(numbered(0, 1, queue_id=0))
     assert stored.queue_offsets == [0]
     assert idempotence.waited == 0
+
+
+async def test_a_waiting_request_leaves_room_for_the_earlier_one_under_the_in_flight_limit(
+    start_broker,
+) -> None:
+    # One request in progress at a time: were the waiting one counted, the earlier one
+    # would be refused SYSTEM_BUSY until the wait ran out, and then the waiting one too.
+    broker = await start_broker(max_in_flight_requests=1, max_in_flight_requests_per_connection=1)
+    broker.services.idempotence._wait_s = 10.0  # a wait that cannot run out in this test
+    async with grpc.aio.insecure_channel(broker.address) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        pid = (await stub.InitProducerId(pb.InitProducerIdRequest(topics=["orders"]))).producer_id
+
+        def request(first: int, count: int) -> pb.SendBatchRequest:
+            msgs = [Message(topic="orders", body=f"m{first + i}".encode()) for i in range(count)]
+            keys = [f"K{first + i}" for i in range(count)]
+            blob = encode_messages(msgs, keys, 0, HOST, 1, 4096, 0, (pid, 0, first))
+            return pb.SendBatchRequest(records=blob)
+
+        later = asyncio.ensure_future(stub.SendBatch(request(2, 2)))
+        await until(lambda: broker.services.idempotence.has_waiters)
+        earlier = await stub.SendBatch(request(0, 2))
+        stored_later = await later
+    assert earlier.status == stored_later.status == pb.SEND_OK
+    assert list(earlier.queue_offsets) == [0, 1]
+    assert list(stored_later.queue_offsets) == [2, 3]
