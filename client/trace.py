@@ -4,6 +4,7 @@ A client made with ``enable_trace=True`` owns a :class:`TraceDispatcher`. The
 traced paths hand it what happened and return at once::
 
     send / send_batch ──┐                                  (TraceDispatchService task)
+    send_oneway settled ┤
     listener call ──────┼─▶ bounded deque ──every trace_flush_interval_ms, or once
     poll ───────────────┤   (trace_queue_capacity;      trace_batch_max_records wait──▶
     EndTransaction ─────┘    full: dropped, counted)    build TraceRecords, pack them into
@@ -19,13 +20,16 @@ At shutdown the client flushes what is queued (within its send timeout).
 
 Producers are traced by wrapping ``send`` and ``send_batch`` on the instance
 at start (:func:`install_producer_trace`), so that an untraced producer's send
-path is exactly as before; consumers by wrapping the listener
-(:func:`trace_listener`) and recording each poll (:meth:`TraceDispatcher.polled`).
+path is exactly as before, and ``send_oneway`` by :func:`trace_oneway` (its Pub
+written when the hand-over settles, ``msg_type`` ``Normal_Oneway``); consumers by
+wrapping the listener (:func:`trace_listener`) and recording each poll
+(:meth:`TraceDispatcher.polled`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import time
@@ -42,9 +46,11 @@ from pocketmq.client.model import (
     ConsumeResult,
     Message,
     MessageExt,
+    MessageQueue,
     SendResult,
     retry_topic,
 )
+from pocketmq.client.remote_values import SendReceipt
 from pocketmq.common.aio import cancel_and_wait, wait_event
 from pocketmq.common.msgid import decode_offset_msg_id
 from pocketmq.common.trace import (
@@ -66,6 +72,7 @@ __all__ = [
     "trace_end_transaction",
     "trace_half_message",
     "trace_listener",
+    "trace_oneway",
 ]
 
 log = logging.getLogger(__name__)
@@ -280,7 +287,8 @@ async def close_trace(dispatcher: TraceDispatcher | None, timeout_s: float) -> N
 
 # -- producers -----------------------------------------------------------------------------
 def install_producer_trace(producer: Any, dispatcher: TraceDispatcher) -> None:
-    """Wrap *producer*'s ``send`` and ``send_batch`` on the instance: each records a Pub."""
+    """Wrap *producer*'s ``send`` and ``send_batch`` on the instance: each records a Pub;
+    its one-way sends are recorded by :func:`trace_oneway`."""
     send, send_batch = producer.send, producer.send_batch
 
     async def traced_send(msg: Message, **kwargs: Any) -> SendResult:
@@ -337,6 +345,75 @@ def install_producer_trace(producer: Any, dispatcher: TraceDispatcher) -> None:
 
     producer.send = traced_send
     producer.send_batch = traced_send_batch
+    producer.trace_oneway = functools.partial(trace_oneway, dispatcher)
+
+
+def trace_oneway(
+    dispatcher: TraceDispatcher,
+    msg: Message,
+    queue: MessageQueue,
+    msg_id: str,
+    sent: asyncio.Future[SendReceipt],
+) -> None:
+    """A one-way send handed *msg* (unique id *msg_id*) over for *queue*: its Pub is
+    recorded once *sent* settles (the caller returned long before), with what the
+    producer learns then: the broker's status, queue and offset, or why it failed
+    (``FAILED: ...``, the unique id and queue still named). ``msg_type`` ends in
+    ``_Oneway`` (``Normal_Oneway``, ``Delay_Oneway``)."""
+    born_ms, started = time.time_ns() // 1_000_000, time.perf_counter()
+
+    def settled(future: asyncio.Future[SendReceipt]) -> None:
+        cost_ms = (time.perf_counter() - started) * 1000
+        kind = f"{_msg_type(msg)}_Oneway"
+        if future.cancelled() or future.exception() is not None:
+            error = None if future.cancelled() else future.exception()
+            reason = f"{type(error).__name__}: {error}" if error else "cancelled before sent"
+            dispatcher.add(_oneway_failed, dispatcher, msg, queue, msg_id, born_ms, cost_ms, reason)
+            return
+        receipt = future.result()
+        stored = queue
+        if (receipt.topic and receipt.topic != queue.topic) or receipt.queue_id != queue.queue_id:
+            stored = MessageQueue(receipt.topic or queue.topic, queue.broker_name, receipt.queue_id)
+        result = SendResult(
+            receipt.status, receipt.msg_id or msg_id, receipt.offset_msg_id, stored,
+            receipt.queue_offset,
+        )  # fmt: skip
+        dispatcher.add(_published, dispatcher, (msg,), (result,), born_ms, cost_ms, None, kind)
+
+    sent.add_done_callback(settled)
+
+
+def _oneway_failed(
+    d: TraceDispatcher,
+    msg: Message,
+    queue: MessageQueue,
+    msg_id: str,
+    born_ms: int,
+    cost_ms: float,
+    reason: str,
+) -> Lines:
+    """The Pub line of a one-way send that failed: what was meant, and why not."""
+    if msg.topic == d.topic:
+        return []
+    record = TraceRecord(
+        type=TraceType.PUB,
+        ts=born_ms,
+        msg_id=msg_id,
+        topic=msg.topic,
+        tags=msg.tags,
+        keys=list(msg.keys),
+        group=d.group,
+        client_id=d.client_id,
+        client_host=d.client_host,
+        broker=queue.broker_name,
+        queue_id=queue.queue_id,
+        born_time=born_ms,
+        cost_ms=round(cost_ms, 3),
+        body_bytes=len(msg.body),
+        msg_type=f"{_msg_type(msg)}_Oneway",
+        status=f"FAILED: {reason}"[:500],
+    )
+    return [encode_trace_line(record)]
 
 
 def trace_half_message(
