@@ -287,9 +287,10 @@ async def close_trace(dispatcher: TraceDispatcher | None, timeout_s: float) -> N
 
 # -- producers -----------------------------------------------------------------------------
 def install_producer_trace(producer: Any, dispatcher: TraceDispatcher) -> None:
-    """Wrap *producer*'s ``send`` and ``send_batch`` on the instance: each records a Pub;
-    its one-way sends are recorded by :func:`trace_oneway`."""
-    send, send_batch = producer.send, producer.send_batch
+    """Wrap *producer*'s ``send``, ``send_batch`` and ``send_oneway`` on the instance: each
+    records a Pub (a one-way send's by :func:`trace_oneway` once handed over, or here
+    when refused before)."""
+    send, send_batch, send_oneway = producer.send, producer.send_batch, producer.send_oneway
 
     async def traced_send(msg: Message, **kwargs: Any) -> SendResult:
         born_ms, started = time.time_ns() // 1_000_000, time.perf_counter()
@@ -343,8 +344,19 @@ def install_producer_trace(producer: Any, dispatcher: TraceDispatcher) -> None:
         )
         return results
 
+    async def traced_send_oneway(msg: Message) -> None:
+        born_ms, started = time.time_ns() // 1_000_000, time.perf_counter()
+        try:
+            await send_oneway(msg)
+        except Exception as exc:  # refused before it was handed over
+            cost_ms = (time.perf_counter() - started) * 1000
+            kind = f"{_msg_type(msg)}_Oneway"
+            dispatcher.add(_published, dispatcher, (msg,), None, born_ms, cost_ms, exc, kind)
+            raise
+
     producer.send = traced_send
     producer.send_batch = traced_send_batch
+    producer.send_oneway = traced_send_oneway
     producer.trace_oneway = functools.partial(trace_oneway, dispatcher)
 
 
@@ -375,9 +387,12 @@ def trace_oneway(
         if (receipt.topic and receipt.topic != queue.topic) or receipt.queue_id != queue.queue_id:
             stored = MessageQueue(receipt.topic or queue.topic, queue.broker_name, receipt.queue_id)
         result = SendResult(
-            receipt.status, receipt.msg_id or msg_id, receipt.offset_msg_id, stored,
-            receipt.queue_offset,
-        )  # fmt: skip
+            status=receipt.status,
+            msg_id=receipt.msg_id or msg_id,
+            offset_msg_id=receipt.offset_msg_id,
+            queue=stored,
+            queue_offset=receipt.queue_offset,
+        )
         dispatcher.add(_published, dispatcher, (msg,), (result,), born_ms, cost_ms, None, kind)
 
     sent.add_done_callback(settled)
