@@ -38,11 +38,14 @@ from pocketmq.broker.trace import BrokerTraceService
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.message import StoredMessage
 from pocketmq.common.trace import TraceType
+from pocketmq.common.validation import check_topic
 from pocketmq.rmqv2 import definition_pb2 as d
 
 __all__ = ["MAX_REMEMBERED", "Settling", "TracedClient", "V2ClientTrace"]
 
 MAX_REMEMBERED = 65_536  # deliveries whose time is kept for their SubAfter's cost
+MAX_FIELD_CHARS = 256  # of an id, tag or key a Pub record repeats
+MAX_KEYS = 32  # keys a Pub record repeats
 
 _MSG_TYPES = {d.NORMAL: "Normal", d.FIFO: "FIFO", d.DELAY: "Delay", d.TRANSACTION: "Trans_Half"}
 
@@ -89,8 +92,8 @@ class V2ClientTrace:
         """*msg* was stored as *outcome* says, or refused (*failure*: why); *started*
         is ``time.perf_counter()`` when the broker began storing it."""
         topic = msg.topic.name
-        if topic == self._trace.topic:
-            return
+        if topic == self._trace.topic or check_topic(topic):
+            return  # a name refused as such is not traced under it
         sp = msg.system_properties
         born_ms = timestamp_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else 0
         now_ms = self._clock.now_ms()
@@ -106,10 +109,11 @@ class V2ClientTrace:
         self._trace.add_for_client(
             TraceType.PUB,
             born_ms or now_ms,
-            msg_id=sp.message_id,
+            # what a refused message says is bounded here (a stored one's already is)
+            msg_id=sp.message_id[:MAX_FIELD_CHARS],
             topic=topic,
-            tags=sp.tag if sp.HasField("tag") else "",
-            keys=[k for k in sp.keys if k],
+            tags=sp.tag[:MAX_FIELD_CHARS] if sp.HasField("tag") else "",
+            keys=[k[:MAX_FIELD_CHARS] for k in sp.keys[:MAX_KEYS] if k],
             client_id=client.client_id,
             client_host=client.host,
             born_time=born_ms,
