@@ -15,6 +15,9 @@ With ``trace_topic_enable`` (off by default) the broker
   ``SendBack``        a consumer handed it back (:mod:`.send_back`): a retry copy parked
                       for ``%RETRY%{group}``, or its copy stored in ``%DLQ%{group}``
 
+  and, for RocketMQ 5 clients (which trace nothing themselves), what a traced client
+  would: Pub, SubBefore, SubAfter with ``source`` ``proxy`` (:mod:`.grpc_v2.client_trace`);
+
 The hooks only append to a bounded deque (``MAX_QUEUED``; a full deque drops
 and counts); the service writes what is queued every ``FLUSH_INTERVAL_S`` as
 ordinary messages put straight into the local store (no network, no ACL: the
@@ -47,7 +50,7 @@ from pocketmq.common.message import StoredMessage
 from pocketmq.common.msgid import encode_offset_msg_id
 from pocketmq.common.trace import TraceRecord, TraceType, pack_trace_messages
 
-__all__ = ["BrokerTraceService"]
+__all__ = ["PROXY_SOURCE", "BrokerTraceService"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,7 @@ MAX_QUEUED = 8192  # records waiting to be written; more are dropped (counted)
 FLUSH_INTERVAL_S = 0.1  # how long a record waits at most
 BATCH_MAX_RECORDS = 500  # records written per round
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROXY_SOURCE = "proxy"  # records of a RocketMQ 5 client's doings, written for it
 
 _PARKED = {SCHEDULE_TOPIC: "Delay", TIMER_TOPIC: "Delay", TRANS_HALF_TOPIC: "Trans_Half"}
 
@@ -162,6 +166,17 @@ class BrokerTraceService:
 
     def _offset_msg_id(self, phys_offset: int) -> str:
         return encode_offset_msg_id(self._store_host[0], self._store_host[1], phys_offset)
+
+    def offset_msg_id(self, phys_offset: int) -> str:
+        """The offset message id of this broker's record at *phys_offset*."""
+        return self._offset_msg_id(phys_offset)
+
+    def add_for_client(self, kind: str, ts: int, **fields: Any) -> None:
+        """Queue a record of what a RocketMQ 5 client did (``source`` ``proxy``: written by
+        the broker on its behalf, :mod:`.grpc_v2.client_trace`); fields as TraceRecord's."""
+        record = self._record(kind, ts, **fields)
+        record.source = PROXY_SOURCE
+        self._add(record)
 
     # -- hooks --------------------------------------------------------------------------
     def on_stored(self, scanned: ScannedBatch, result: PutResult) -> None:

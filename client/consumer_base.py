@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from pocketmq.client.config import ConsumerConfig, transport
 from pocketmq.client.config import _ConsumerCommon as ConsumerCommonConfig
 from pocketmq.client.coordinator import RebalanceCoordinator
-from pocketmq.client.errors import ClientError
+from pocketmq.client.errors import ClientError, PermissionDeniedError
 from pocketmq.client.fetcher import Fetcher
 from pocketmq.client.heartbeat import HeartbeatService
 from pocketmq.client.model import MessageExt, MessageModel, MessageQueue
@@ -120,6 +120,16 @@ class ConsumerParts:
         self.offsets.start()
         if self.locks is not None:
             self.locks.start()
+
+    def refusal(self) -> PermissionDeniedError | None:
+        """Why this consumer may not consume at all: the ACL refused the group (or a
+        subscribed topic) on every broker the last heartbeat reached; None otherwise."""
+        refused = self.heartbeat.refused_everywhere()
+        if refused is None:
+            return None
+        return PermissionDeniedError(
+            f"consumer group {self.group!r} may not consume here: {refused}", code=refused.code
+        )
 
     async def stop(self) -> None:
         """Stop rebalancing and pulling; handlers in progress may still finish."""

@@ -129,6 +129,7 @@ class Producer:
         #: idempotent: the producer id, epoch and numbering per broker name
         self._sessions: ProducerSessionManager | None = None
         self.trace: TraceDispatcher | None = None  # enable_trace: client/trace.py
+        self.trace_oneway: Callable[..., None] | None = None  # set with self.trace
         self._state = ClientState.CREATED
 
     @property
@@ -550,7 +551,7 @@ class Producer:
         )
 
     async def send_oneway(self, msg: Message) -> None:
-        """Hand the message to the sender and return; failures are only logged."""
+        """Hand the message to the sender and return; failures are only logged (and traced)."""
         routes, accumulator = self._running()
         check_message(msg, max_body_bytes=self.config.max_message_size_bytes)
         mq = self._selector.select(await routes.write_queues(msg.topic))
@@ -569,6 +570,8 @@ class Producer:
         )
         self._oneway.add(future)
         future.add_done_callback(self._oneway_done)
+        if self.trace_oneway is not None:  # enable_trace: client/trace.py
+            self.trace_oneway(msg, mq, uniq_key, future)
         if session is not None:
             sessions = self._sessions
             future.add_done_callback(

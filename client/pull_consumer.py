@@ -10,7 +10,7 @@
     consumer = PullConsumer(group="cg", namesrv="127.0.0.1:9876")   # assigned queues
     await consumer.start()                     # nothing to read yet: that is fine
     queues = await consumer.fetch_message_queues("orders")
-    consumer.assign(queues[:2])                # usable at once:
+    consumer.assign(queues[:2], "TagA || TagB")  # usable at once (a selector: optional):
     await consumer.seek(queues[0], 42)
     messages = await consumer.poll(timeout_s=1.0)
 
@@ -43,7 +43,7 @@ from typing import Any
 
 from pocketmq.client.config import PullConsumerConfig, build, parse_namesrv
 from pocketmq.client.consumer_base import ConsumerParts, ConsumerWiring, assemble
-from pocketmq.client.errors import ClientError, ClientStateError, PermissionDeniedError
+from pocketmq.client.errors import ClientError, ClientStateError
 from pocketmq.client.heartbeat import make_client_id
 from pocketmq.client.model import ClientState, MessageExt, MessageModel, MessageQueue
 from pocketmq.client.process_queue import ProcessQueue
@@ -124,9 +124,13 @@ class PullConsumer:
     def unsubscribe(self, topic: str) -> None:
         self._subscription.unsubscribe(topic)
 
-    def assign(self, queues: Iterable[MessageQueue]) -> None:
-        """Read exactly these queues (no rebalance); replaces any earlier assignment."""
-        self._subscription.assign(queues)
+    def assign(
+        self, queues: Iterable[MessageQueue], expression: str | MessageSelector = "*"
+    ) -> None:
+        """Read exactly these queues (no rebalance), the messages *expression* selects:
+        tags (``"A || B"``) or ``MessageSelector.by_sql(...)``, as :meth:`subscribe`
+        takes; replaces any earlier assignment and its selector."""
+        self._subscription.assign(queues, expression)
 
     def assigned_queues(self) -> set[MessageQueue]:
         """The queues this member reads now."""
@@ -172,12 +176,10 @@ class PullConsumer:
         await parts.connect(list(self._subscription.all()))
         self._state = ClientState.RUNNING
         await parts.run()
-        refused = parts.heartbeat.refused_everywhere()
+        refused = parts.refusal()
         if refused is not None:
             await self.shutdown()
-            raise PermissionDeniedError(
-                f"consumer group {self.group!r} may not consume here: {refused}", code=refused.code
-            )
+            raise refused
         log.info("pull consumer %s (%s) started", self.group, self.client_id)
 
     async def shutdown(self) -> None:

@@ -17,7 +17,9 @@ Each assigned queue has one long-polling pull loop (:mod:`.fetcher`);
 messages go to a :mod:`.consume_service`, concurrent by default or orderly
 (``orderly=True``: the queue is locked on its broker, renewed every 20 s,
 and its messages are handled one batch at a time, in offset order).
-Offsets are committed every 5 s and at shutdown.
+Offsets are committed every 5 s and at shutdown. ``start()`` raises
+PermissionDeniedError when every broker's ACL refuses the group or a subscribed
+topic (as the pull consumer's), rather than pulling in vain.
 
 While a broker name's master is away, reads go to a replica
 (:mod:`.fetcher`). Locks exist only on the master, so an orderly
@@ -182,7 +184,9 @@ class PushConsumer:
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
         """Join the group and start consuming; ClientStateError without a listener or a
-        subscription, or when started before."""
+        subscription, or when started before; PermissionDeniedError (naming the access
+        key and the group or topic) when every broker's ACL refuses the group or one of
+        its subscribed topics."""
         if self._listener is None:
             raise ClientStateError(
                 f"consumer {self.group} has no listener; decorate a "
@@ -221,6 +225,10 @@ class PushConsumer:
         await parts.connect(list(self._subscription.all()))
         self._state = ClientState.RUNNING
         await parts.run()
+        refused = parts.refusal()
+        if refused is not None:  # retrying would be refused forever: say so now
+            await self.shutdown()
+            raise refused
         log.info(
             "push consumer %s (%s) started: %s, %s, subscriptions %s",
             self.group,

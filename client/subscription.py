@@ -2,7 +2,8 @@
 
 A consumer either subscribes to topics (their queues divided among the group's
 members by the rebalance) or is assigned queues (``PullConsumer.assign``:
-exactly those, no rebalance); the two do not mix. A push consumer in
+exactly those, no rebalance, read with one selector given to ``assign``);
+the two do not mix. A push consumer in
 clustering mode also reads its group's retry topic (``%RETRY%{group}``), every
 tag, once it subscribes to anything.
 
@@ -39,6 +40,9 @@ class SubscriptionState:
         self._tag_sets: dict[str, frozenset[str] | None] = {}
         #: assign()ed queues; None while the consumer subscribes (or has done neither)
         self.assigned: set[MessageQueue] | None = None
+        # what assign()ed queues are read with (every topic of the assignment)
+        self._assigned_selector = _ALL
+        self._assigned_tags: frozenset[str] | None = None
         self.on_change: Callable[[], None] | None = None
 
     def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
@@ -49,8 +53,8 @@ class SubscriptionState:
         problem = check_topic(topic)
         if problem:
             raise ValueError(problem)
-        selector = MessageSelector.of(expression)
-        self._tag_sets[topic] = None if selector.is_sql else parse_subscription(selector.expression)
+        selector, tags = _parse(expression)
+        self._tag_sets[topic] = tags
         self._selectors[topic] = selector
         self._changed()
 
@@ -59,13 +63,19 @@ class SubscriptionState:
         self._tag_sets.pop(topic, None)
         self._changed()
 
-    def assign(self, queues: Iterable[MessageQueue]) -> None:
-        """Read exactly *queues*; replaces any earlier assignment."""
+    def assign(
+        self, queues: Iterable[MessageQueue], expression: str | MessageSelector = "*"
+    ) -> None:
+        """Read exactly *queues*, the messages *expression* selects (as :meth:`subscribe`
+        takes it: tags or a MessageSelector); replaces any earlier assignment."""
         if self._selectors:
             raise ClientStateError(
                 "this consumer uses subscribe(); subscribe() and assign() do not mix"
             )
-        self.assigned = set(queues)
+        queues = set(queues)
+        selector, tags = _parse(expression)  # checked before anything changes
+        self._assigned_selector, self._assigned_tags = selector, tags
+        self.assigned = queues
         self._changed()
 
     @property
@@ -81,13 +91,28 @@ class SubscriptionState:
         return subs
 
     def selector(self, topic: str) -> MessageSelector:
-        """What the broker is asked to filter *topic* by (every tag when not subscribed)."""
-        return self._selectors.get(topic) or _ALL
+        """What the broker is asked to filter *topic* by: its subscription's selector, the
+        assignment's (assigned queues), else every tag."""
+        return self._selectors.get(topic) or self._assigned_selector
 
     def tags(self, topic: str) -> frozenset[str] | None:
         """The tags of *topic*'s tag expression; None: every message passes."""
-        return self._tag_sets.get(topic)
+        if topic in self._tag_sets:
+            return self._tag_sets[topic]
+        return self._assigned_tags
+
+    @property
+    def assigned_selector(self) -> MessageSelector:
+        """What assigned queues are read with (every tag unless assign() was given one)."""
+        return self._assigned_selector
 
     def _changed(self) -> None:
         if self.on_change is not None:
             self.on_change()
+
+
+def _parse(expression: str | MessageSelector) -> tuple[MessageSelector, frozenset[str] | None]:
+    """(the selector, its tag set: None for every tag or an SQL92 filter); ValueError
+    (SqlFilterError for SQL92) when the expression is not one."""
+    selector = MessageSelector.of(expression)
+    return selector, None if selector.is_sql else parse_subscription(selector.expression)

@@ -4,6 +4,7 @@ A client made with ``enable_trace=True`` owns a :class:`TraceDispatcher`. The
 traced paths hand it what happened and return at once::
 
     send / send_batch ──┐                                  (TraceDispatchService task)
+    send_oneway settled ┤
     listener call ──────┼─▶ bounded deque ──every trace_flush_interval_ms, or once
     poll ───────────────┤   (trace_queue_capacity;      trace_batch_max_records wait──▶
     EndTransaction ─────┘    full: dropped, counted)    build TraceRecords, pack them into
@@ -17,10 +18,12 @@ permission on it, a broker away) drops those records, counts them in
 ``failed`` and logs one warning per kind of failure; sends go on unaffected.
 At shutdown the client flushes what is queued (within its send timeout).
 
-Producers are traced by wrapping ``send`` and ``send_batch`` on the instance
-at start (:func:`install_producer_trace`), so that an untraced producer's send
-path is exactly as before; consumers by wrapping the listener
-(:func:`trace_listener`) and recording each poll (:meth:`TraceDispatcher.polled`).
+Producers (:mod:`.trace_send`) are traced by wrapping ``send``, ``send_batch``
+and ``send_oneway`` on the instance at start (:func:`install_producer_trace`), so
+that an untraced producer's send path is exactly as before (a one-way send's Pub
+is written when its hand-over settles, :func:`trace_oneway`); consumers by
+wrapping the listener (:func:`trace_listener`) and recording each poll
+(:meth:`TraceDispatcher.polled`).
 """
 
 from __future__ import annotations
@@ -42,11 +45,16 @@ from pocketmq.client.model import (
     ConsumeResult,
     Message,
     MessageExt,
-    SendResult,
     retry_topic,
 )
+from pocketmq.client.trace_send import (
+    Lines,
+    install_producer_trace,
+    trace_end_transaction,
+    trace_half_message,
+    trace_oneway,
+)
 from pocketmq.common.aio import cancel_and_wait, wait_event
-from pocketmq.common.msgid import decode_offset_msg_id
 from pocketmq.common.trace import (
     TraceRecord,
     TraceType,
@@ -66,6 +74,7 @@ __all__ = [
     "trace_end_transaction",
     "trace_half_message",
     "trace_listener",
+    "trace_oneway",
 ]
 
 log = logging.getLogger(__name__)
@@ -73,8 +82,6 @@ log = logging.getLogger(__name__)
 TRACE_PRODUCER_GROUP_PREFIX = "_INNER_TRACE_PRODUCER-"  # RocketMQ's TraceConstants
 DEFAULT_MAX_RECONSUME_TIMES = 16
 
-# What a builder makes: (JSON line, index keys) per record (common/trace.py).
-Lines = list[tuple[str, list[str]]]
 # A queued entry: (builder, its arguments); the dispatcher calls builder(*args).
 _Entry = tuple[Callable[..., Lines], tuple[Any, ...]]
 
@@ -276,185 +283,6 @@ async def start_trace(client: Any) -> TraceDispatcher | None:
 async def close_trace(dispatcher: TraceDispatcher | None, timeout_s: float) -> None:
     if dispatcher is not None:
         await dispatcher.close(timeout_s)
-
-
-# -- producers -----------------------------------------------------------------------------
-def install_producer_trace(producer: Any, dispatcher: TraceDispatcher) -> None:
-    """Wrap *producer*'s ``send`` and ``send_batch`` on the instance: each records a Pub."""
-    send, send_batch = producer.send, producer.send_batch
-
-    async def traced_send(msg: Message, **kwargs: Any) -> SendResult:
-        born_ms, started = time.time_ns() // 1_000_000, time.perf_counter()
-        try:
-            result = await send(msg, **kwargs)
-        except Exception as exc:
-            dispatcher.add(
-                _published,
-                dispatcher,
-                (msg,),
-                None,
-                born_ms,
-                (time.perf_counter() - started) * 1000,
-                exc,
-            )
-            raise
-        dispatcher.add(
-            _published,
-            dispatcher,
-            (msg,),
-            (result,),
-            born_ms,
-            (time.perf_counter() - started) * 1000,
-            None,
-        )
-        return result
-
-    async def traced_send_batch(msgs: Sequence[Message], **kwargs: Any) -> list[SendResult]:
-        born_ms, started = time.time_ns() // 1_000_000, time.perf_counter()
-        try:
-            results = await send_batch(msgs, **kwargs)
-        except Exception as exc:
-            dispatcher.add(
-                _published,
-                dispatcher,
-                tuple(msgs),
-                None,
-                born_ms,
-                (time.perf_counter() - started) * 1000,
-                exc,
-            )
-            raise
-        dispatcher.add(
-            _published,
-            dispatcher,
-            tuple(msgs),
-            tuple(results),
-            born_ms,
-            (time.perf_counter() - started) * 1000,
-            None,
-        )
-        return results
-
-    producer.send = traced_send
-    producer.send_batch = traced_send_batch
-
-
-def trace_half_message(
-    dispatcher: TraceDispatcher | None,
-    msg: Message,
-    result: SendResult,
-    born_ms: int,
-    cost_ms: float,
-) -> None:
-    """A transactional producer stored its half message."""
-    if dispatcher is not None:
-        dispatcher.add(
-            _published, dispatcher, (msg,), (result,), born_ms, cost_ms, None, "Trans_Half"
-        )
-
-
-def trace_end_transaction(
-    dispatcher: TraceDispatcher | None,
-    *,
-    msg_id: str,
-    offset_msg_id: str,
-    topic: str,
-    broker: str,
-    state: str,
-    from_check: bool,
-    tags: str = "",
-    keys: Sequence[str] = (),
-) -> None:
-    """A transactional producer ended (or left UNKNOWN) a transaction."""
-    if dispatcher is None:
-        return
-    dispatcher.add(
-        lambda: [
-            encode_trace_line(
-                TraceRecord(
-                    type=TraceType.END_TRANSACTION,
-                    ts=time.time_ns() // 1_000_000,
-                    msg_id=msg_id,
-                    offset_msg_id=offset_msg_id,
-                    topic=topic,
-                    tags=tags,
-                    keys=list(keys),
-                    group=dispatcher.group,
-                    client_id=dispatcher.client_id,
-                    client_host=dispatcher.client_host,
-                    broker=broker,
-                    transaction_state=state,
-                    status=state,
-                    from_transaction_check=from_check,
-                    msg_type=f"Trans_{state.capitalize()}",
-                )
-            )
-        ]
-    )
-
-
-def _store_host(d: TraceDispatcher, offset_msg_id: str) -> str:
-    """ "host:port" of an offset message id, cached by its host part."""
-    prefix = offset_msg_id[:-16]
-    host = d.store_hosts.get(prefix)
-    if host is None:
-        try:
-            decoded = decode_offset_msg_id(offset_msg_id)
-        except ValueError:
-            return ""
-        ip = f"[{decoded.host}]" if ":" in decoded.host else decoded.host
-        host = f"{ip}:{decoded.port}"
-        if len(d.store_hosts) < 1024:
-            d.store_hosts[prefix] = host
-    return host
-
-
-def _msg_type(msg: Message) -> str:
-    return "Delay" if msg.delay_level or msg.deliver_at_ms or msg.delay_ms else "Normal"
-
-
-def _published(
-    d: TraceDispatcher,
-    msgs: tuple[Message, ...],
-    results: tuple[SendResult, ...] | None,
-    born_ms: int,
-    cost_ms: float,
-    error: BaseException | None,
-    msg_type: str = "",
-) -> Lines:
-    """The Pub lines of one send: formatted here, not by json.dumps, as they are the
-    most frequent records (the same fields :meth:`TraceRecord.to_json` would give)."""
-    out = []
-    for i, msg in enumerate(msgs):
-        if msg.topic == d.topic:
-            continue  # traces of traces would feed on themselves
-        head = f'{{"type":"Pub","ts":{born_ms}'
-        tail = (
-            f',"topic":{json_string(msg.topic)}'
-            + (f',"tags":{json_string(msg.tags)}' if msg.tags else "")
-            + (f',"keys":[{",".join(map(json_string, msg.keys))}]' if msg.keys else "")
-            + d.identity
-            + f',"born_time":{born_ms},"cost_ms":{cost_ms:.3f}'
-            + f',"body_bytes":{len(msg.body)},"msg_type":"{msg_type or _msg_type(msg)}"'
-        )
-        keys = [k for k in msg.keys if k and " " not in k]
-        if results is None:
-            status = f"FAILED: {type(error).__name__}: {error}"[:500]
-            out.append((f'{head}{tail},"status":{json_string(status)}}}', keys))
-            continue
-        result = results[i]
-        q = result.queue
-        out.append(
-            (
-                f'{head},"msg_id":"{result.msg_id}","offset_msg_id":"{result.offset_msg_id}"{tail}'
-                f',"broker":{json_string(q.broker_name)},"queue_id":{q.queue_id}'
-                f',"queue_offset":{result.queue_offset}'
-                f',"store_host":"{_store_host(d, result.offset_msg_id)}"'
-                f',"status":"{result.status.value}"}}',
-                [result.msg_id, *keys],
-            )
-        )
-    return out
 
 
 # -- consumers -----------------------------------------------------------------------------

@@ -9,7 +9,8 @@ into the message's life::
     broker        the broker's own records: stored, delayed delivery, commit/rollback
     transactions  EndTransaction records of transactional producers
     consumed      one row per listener call: SubBefore + SubAfter paired by request id
-                  (group, client, attempt = reconsume times, cost, status)
+                  (group, client, attempt = reconsume times, cost, status); for a
+                  RocketMQ 5 client, one per delivery (the broker's ``proxy`` records)
     dead_lettered the consume attempts that sent it to %DLQ%{group}, and whether the
                   broker traced the dead-letter copy
 
@@ -183,7 +184,7 @@ def _attempts(records: list[TraceRecord]) -> list[dict[str, Any]]:
     """One row per listener call of this message: its SubBefore with its SubAfter."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for r in records:
-        if r.type not in (TraceType.SUB_BEFORE, TraceType.SUB_AFTER) or r.source != "client":
+        if r.type not in (TraceType.SUB_BEFORE, TraceType.SUB_AFTER) or r.source == "broker":
             continue
         row = rows.setdefault(
             (r.request_id, r.offset_msg_id),

@@ -76,7 +76,8 @@ class TraceRecord:
     ``ts`` is when it happened (ms since the epoch); ``cost_ms`` how long the send
     or the listener call took; ``status`` says how it ended (``SEND_OK``,
     ``FAILED: ...``, ``success``, ``retry_later``, ``failed``, ``dlq``,
-    ``COMMIT``, ``ROLLBACK``...). ``source`` is ``client`` or ``broker``.
+    ``COMMIT``, ``ROLLBACK``...). ``source`` is ``client``, ``broker``, or ``proxy``
+    (a RocketMQ 5 client's Pub/SubBefore/SubAfter, written by the broker for it).
     """
 
     type: str
@@ -99,7 +100,8 @@ class TraceRecord:
     status: str = ""
     retry_times: int = 0
     body_bytes: int = 0
-    msg_type: str = ""  # Normal, Delay, Trans_Half, Trans_Commit, Trans_Rollback
+    # Normal, Delay, FIFO, Trans_Half, Trans_Commit, Trans_Rollback; Normal_Oneway, Delay_Oneway
+    msg_type: str = ""
     request_id: str = ""  # pairs a SubBefore with its SubAfter
     transaction_state: str = ""  # EndTransaction: COMMIT, ROLLBACK, UNKNOWN
     from_transaction_check: bool = False

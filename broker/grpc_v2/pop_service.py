@@ -408,6 +408,18 @@ class PopMessageProcessor:
             )
         return key, state, handle, entry
 
+    def delivered(
+        self, *, group: str, topic: str, receipt_handle: str
+    ) -> tuple[StoredMessage, int] | None:
+        """The message a current handle names and its delivery attempt, changing nothing
+        (for its trace); None for a handle ack would refuse or a message done with."""
+        try:
+            key, _, handle, entry = self._in_flight(group, topic, receipt_handle)
+        except IllegalArgumentError:
+            return None
+        msg = self._read(key, handle.queue_offset) if entry is not None else None
+        return None if msg is None or entry is None else (msg, entry.attempt)
+
     async def ack(self, *, group: str, topic: str, receipt_handle: str) -> bool:
         """End the message for the group; False when it already was (acked twice)."""
         key, state, handle, entry = self._in_flight(group, topic, receipt_handle)

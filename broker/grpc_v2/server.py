@@ -25,6 +25,7 @@ import grpc
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.flow_control import server_limits
+from pocketmq.broker.grpc_v2.client_trace import V2ClientTrace
 from pocketmq.broker.grpc_v2.pop_journal import PopJournal
 from pocketmq.broker.grpc_v2.pop_service import PopMessageProcessor
 from pocketmq.broker.grpc_v2.route import RouteResolver
@@ -156,6 +157,11 @@ class GrpcV2Server:
                 max_batch=cfg.max_pull_messages,
                 authenticate=self._authenticate,
                 clock=self._clock,
+                trace=(
+                    V2ClientTrace(services.trace, clock=self._clock)
+                    if services.trace is not None
+                    else None
+                ),
             ),
             self._server,
         )

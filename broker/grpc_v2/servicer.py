@@ -14,6 +14,10 @@ message's real topic of an ``EndTransaction``, the group and topic a receipt
 handle is looked up under. ``Heartbeat``, ``NotifyClientTermination`` and
 ``Telemetry`` also check that the client id is the caller's own.
 
+With the broker's ``trace_topic_enable``, sends, deliveries, acks, nacks
+(``ChangeInvisibleDuration``) and dead-letter forwards are traced for the
+client (:mod:`.client_trace`), as RocketMQ 5's proxy does.
+
 The official clients' quirks handled here (as rocketmq-python-client 5.1.2, the
 client tests/compat drives, behaves):
 a ``ReceiveMessage`` stream answers ``status`` (OK, or MESSAGE_NOT_FOUND when
@@ -27,12 +31,14 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections.abc import AsyncIterator
 
 import grpc
 
 from pocketmq.broker.errors import BrokerError, NoPermissionError
 from pocketmq.broker.grpc_v2.auth import Authenticator, Caller
+from pocketmq.broker.grpc_v2.client_trace import Settling, TracedClient, V2ClientTrace
 from pocketmq.broker.grpc_v2.convert import (
     V2Error,
     accepted_types,
@@ -73,6 +79,7 @@ from pocketmq.common.msgid import decode_offset_msg_id, encode_offset_msg_id
 from pocketmq.rmqv2 import definition_pb2 as d
 from pocketmq.rmqv2 import service_pb2 as s
 from pocketmq.rmqv2 import service_pb2_grpc
+from pocketmq.security.interceptor import peer_ip
 
 __all__ = ["Authenticator", "MessagingServicer"]
 
@@ -94,8 +101,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         max_batch: int,
         authenticate: Authenticator | None = None,
         clock: Clock | None = None,
+        trace: V2ClientTrace | None = None,
     ) -> None:
         self._send = send
+        self._trace = trace  # trace_topic_enable: client_trace.py
         self._pop = pop
         self._routes = routes
         self._telemetry = telemetry
@@ -120,6 +129,11 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             if key == CLIENT_ID_HEADER:
                 return str(value)
         return None
+
+    @classmethod
+    def _traced(cls, context: grpc.aio.ServicerContext) -> TracedClient:
+        """The caller as its trace records name it."""
+        return TracedClient(cls._client_id_or_none(context) or "", peer_ip(context.peer() or ""))
 
     @classmethod
     def _client_id(cls, context: grpc.aio.ServicerContext) -> str:
@@ -231,11 +245,14 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             caller.write(topic)
         if any(message_type_of(msg) == d.TRANSACTION for msg in request.messages):
             self._telemetry.check_owner(client_id, caller.access_key)
-        entries = [await self._send_one(msg, client_id, caller) for msg in request.messages]
+        traced = self._traced(context) if self._trace is not None else None
+        entries = [await self._send_one(msg, client_id, caller, traced) for msg in request.messages]
         return s.SendMessageResponse(status=_overall([e.status for e in entries]), entries=entries)
 
-    async def _send_one(self, msg: d.Message, client_id: str, caller: Caller) -> s.SendResultEntry:
-        topic = msg.topic.name
+    async def _send_one(
+        self, msg: d.Message, client_id: str, caller: Caller, traced: TracedClient | None
+    ) -> s.SendResultEntry:
+        topic, started = msg.topic.name, time.perf_counter()
         try:
             _check(topic=topic)
             config = self._topics.get(topic) or self._topics.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
@@ -251,9 +268,13 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                 record, single=True, producer_group=topic if transactional else ""
             )
         except (V2Error, BrokerError) as exc:
-            return s.SendResultEntry(
-                status=status_of(exc), message_id=msg.system_properties.message_id
-            )
+            refusal = status_of(exc)
+            if self._trace is not None and traced is not None:
+                failure = f"{d.Code.Name(refusal.code)}: {refusal.message}"
+                self._trace.sent(msg, traced, started=started, outcome=None, failure=failure)
+            return s.SendResultEntry(status=refusal, message_id=msg.system_properties.message_id)
+        if self._trace is not None and traced is not None:
+            self._trace.sent(msg, traced, started=started, outcome=outcome)
         entry = s.SendResultEntry(
             status=status()
             if outcome.status is SendStatus.SEND_OK
@@ -352,6 +373,8 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                 status=status(d.MESSAGE_NOT_FOUND, "no new message for now")
             )
             return
+        if self._trace is not None:
+            self._trace.received(deliveries, receive.group, self._traced(context))
         yield s.ReceiveMessageResponse(status=status())
         for delivery in deliveries:
             yield s.ReceiveMessageResponse(message=self._message(delivery))
@@ -413,7 +436,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         results = []
         for entry in request.entries:
             try:
+                settling = self._settling(group, topic, entry.receipt_handle)
                 await self._pop.ack(group=group, topic=topic, receipt_handle=entry.receipt_handle)
+                self._settled(settling, "success", context)
                 outcome = status()
             except (V2Error, BrokerError) as exc:
                 outcome = status_of(exc)
@@ -445,12 +470,14 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         topic, group = request.topic.name, request.group.name
         _check(topic=topic, group=group)
         caller.read(topic, group)
+        settling = self._settling(group, topic, request.receipt_handle)
         handle = await self._pop.change_invisible_duration(
             group=group,
             topic=topic,
             receipt_handle=request.receipt_handle,
             invisible_ms=_invisible_ms(request.invisible_duration, floor_ms=0),
         )
+        self._settled(settling, "retry_later", context)
         return s.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle)
 
     @_unary(s.ForwardMessageToDeadLetterQueueResponse)
@@ -463,10 +490,25 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         topic, group = request.topic.name, request.group.name
         _check(topic=topic, group=group)
         caller.read(topic, group)
+        settling = self._settling(group, topic, request.receipt_handle)
         await self._pop.forward_to_dead_letter_queue(
             group=group, topic=topic, receipt_handle=request.receipt_handle
         )
+        self._settled(settling, "dlq", context)
         return s.ForwardMessageToDeadLetterQueueResponse(status=status())
+
+    # A delivery is looked up before it is settled (after, an ack has forgotten its attempt).
+    def _settling(self, group: str, topic: str, receipt_handle: str) -> Settling | None:
+        if self._trace is None:
+            return None
+        found = self._pop.delivered(group=group, topic=topic, receipt_handle=receipt_handle)
+        return None if found is None else Settling(group, *found)
+
+    def _settled(
+        self, settling: Settling | None, outcome: str, context: grpc.aio.ServicerContext
+    ) -> None:
+        if self._trace is not None and settling is not None:
+            self._trace.settled(settling, outcome, self._traced(context))
 
     # -- not served: refused after the same checks as a served call ---------------------
     @_unary(s.RecallMessageResponse)

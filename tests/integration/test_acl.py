@@ -11,10 +11,13 @@ from aclmode import APP_ACL
 from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import (
     AdminClient,
+    ClientState,
+    ConsumeResult,
     Message,
     PermissionDeniedError,
     Producer,
     PullConsumer,
+    PushConsumer,
     RemoteError,
 )
 from pocketmq.client import (
@@ -94,6 +97,54 @@ async def test_no_sub_on_a_group_is_refused(secured, nameserver):
         broker = consumer._broker(queues[0].broker_name)
         with pytest.raises(PermissionDeniedError, match="no SUB permission on group 'reporting'"):
             await broker.query_consumer_offset("reporting", queues[0])
+
+
+@pytest.mark.parametrize(
+    ("group", "topic", "words"),
+    [
+        ("reporting", "orders", "access key 'app' has no SUB permission on group 'reporting'"),
+        ("billing", "payroll", "access key 'app' has no SUB permission on topic 'payroll'"),
+    ],
+)
+async def test_a_push_consumer_the_acl_refuses_fails_at_start_naming_key_and_resource(
+    secured, nameserver, eventually, group, topic, words
+):
+    secured.topics.create(
+        BrokerTopicConfig(topic_name="payroll", read_queue_nums=1, write_queue_nums=1)
+    )
+    await eventually(lambda: nameserver.route_table.get_route("payroll") is not None, what="route")
+    consumer = PushConsumer(group=group, namesrv=nameserver.address, **APP)
+    consumer.subscribe(topic)
+    consumer.listener(lambda msgs: ConsumeResult.CONSUME_SUCCESS)
+
+    with pytest.raises(PermissionDeniedError, match=words) as refused:
+        await consumer.start()
+
+    assert f"consumer group {group!r} may not consume here" in str(refused.value)
+    assert consumer.state is ClientState.SHUT_DOWN
+    assert secured.topics.get(f"%RETRY%{group}") is None
+    await consumer.shutdown()  # already shut down: a no-op
+
+
+async def test_a_push_consumer_with_its_permissions_starts_and_consumes(
+    secured, nameserver, eventually
+):
+    async with Producer(group="pg", namesrv=nameserver.address, **APP) as producer:
+        sent = await producer.send(Message(topic="orders", body=b"paid"))
+    got: list[str] = []
+    consumer = PushConsumer(
+        group="billing", namesrv=nameserver.address, consume_from="first", **APP
+    )
+    consumer.subscribe("orders")
+
+    @consumer.listener
+    def handle(msgs):
+        got.extend(m.msg_id for m in msgs)
+        return ConsumeResult.CONSUME_SUCCESS
+
+    async with consumer:
+        await eventually(lambda: got, timeout_s=10, what="the message")
+    assert got == [sent.msg_id]
 
 
 async def test_only_an_admin_creates_topics(secured, nameserver):

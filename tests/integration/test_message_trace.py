@@ -14,6 +14,7 @@ import pytest
 from clikit import pocketmq_main
 
 from pocketmq.broker.broker import Broker
+from pocketmq.broker.store.results import GetStatus
 from pocketmq.broker.topic_config import SCHEDULE_TOPIC, BrokerTopicConfig
 from pocketmq.client import (
     AdminClient,
@@ -21,6 +22,7 @@ from pocketmq.client import (
     LocalTransactionState,
     Message,
     MessageExt,
+    PermissionDeniedError,
     Producer,
     PullConsumer,
     PushConsumer,
@@ -28,7 +30,8 @@ from pocketmq.client import (
     dlq_topic,
 )
 from pocketmq.client.trace_view import message_life, query_trace
-from pocketmq.common.trace import DEFAULT_TRACE_TOPIC, TraceType
+from pocketmq.common.message import StoredMessage, decode_record
+from pocketmq.common.trace import DEFAULT_TRACE_TOPIC, TraceRecord, TraceType, decode_trace_body
 
 LEVELS = "100ms 200ms 300ms 400ms 500ms 600ms 700ms 800ms"
 FAST = {"rebalance_interval_s": 1.0, "commit_interval_s": 0.2, "pull_suspend_ms": 1000}
@@ -240,6 +243,94 @@ async def test_a_pull_consumer_traces_what_each_poll_hands_over(
         admin, sent.msg_id, eventually, lambda life: life["consumed"], "the poll traced"
     )
     assert [(r["group"], r["status"]) for r in life["consumed"]] == [("cg-pull", "success")]
+
+
+def stored_in(broker: Broker, topic: str) -> list[StoredMessage]:
+    """Every message of *topic* on *broker*, read from its store."""
+    out = []
+    for queue_id in broker.store.queue_ids(topic):
+        result = broker.store.get_messages(topic, queue_id, 0, max_count=1000)
+        if result.status is GetStatus.FOUND:
+            out += [decode_record(raw) for raw in result.records]
+    return out
+
+
+async def test_a_one_way_send_is_traced_once_the_broker_answered(
+    traced_broker, nameserver, admin, eventually
+):
+    async with Producer(
+        group="pg-oneway", namesrv=nameserver.address, enable_trace=True
+    ) as producer:
+        await producer.send_oneway(
+            Message(topic="orders", body=b"fire", tags="fast", keys=["oneway-1"])
+        )
+    # shut down: what was handed over is sent, and its trace written
+    [stored] = [m for m in stored_in(traced_broker, "orders") if m.body == b"fire"]
+    life = await life_when(
+        admin,
+        stored.uniq_key,
+        eventually,
+        lambda life: life["produced"] and life["broker"],
+        "the one-way Pub and the broker's Store",
+    )
+
+    [pub] = life["produced"]
+    assert (life["topic"], life["tags"], life["keys"]) == ("orders", "fast", ["oneway-1"])
+    assert pub["group"] == "pg-oneway" and pub["client_id"] == producer.client_id
+    assert (pub["status"], pub["msg_type"]) == ("SEND_OK", "Normal_Oneway")
+    assert (pub["queue_id"], pub["queue_offset"]) == (stored.queue_id, stored.queue_offset)
+    [store] = [b for b in life["broker"] if b["type"] == TraceType.STORE]
+    assert pub["offset_msg_id"] == store["offset_msg_id"]
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+async def test_a_one_way_send_the_broker_refuses_is_traced_as_failed(
+    tmp_path, start_broker, nameserver, eventually, idempotent
+):
+    acl = tmp_path / "acl.toml"
+    acl.write_text(
+        '[[accounts]]\naccess_key = "app"\nsecret_key = "app-secret"\n'
+        'default_topic_perm = "DENY"\ndefault_group_perm = "PUB|SUB"\n'
+        f'topic_perms = {{ audit = "SUB", {DEFAULT_TRACE_TOPIC} = "PUB" }}\n'
+    )
+    broker = await start_broker(
+        namesrv_addrs=nameserver.address,
+        trace_topic_enable=True,
+        acl_enable=True,
+        acl_file=str(acl),
+    )
+    broker.topics.create(
+        BrokerTopicConfig(topic_name="audit", read_queue_nums=1, write_queue_nums=1)
+    )
+    await eventually(lambda: nameserver.route_table.get_route("audit") is not None, what="route")
+    async with Producer(
+        group="pg-oneway",
+        namesrv=nameserver.address,
+        access_key="app",
+        secret_key="app-secret",
+        enable_trace=True,
+        idempotent=idempotent,
+    ) as producer:
+        message = Message(topic="audit", body=b"nope", keys=["k-1"])
+        if idempotent:  # its producer id is refused first, before anything is handed over
+            with pytest.raises(PermissionDeniedError):
+                await producer.send_oneway(message)
+        else:  # handed over; the broker's refusal comes later, to the log and the trace
+            await producer.send_oneway(message)
+
+    def traced_pub() -> list[TraceRecord]:
+        records = [
+            r for m in stored_in(broker, DEFAULT_TRACE_TOPIC) for r in decode_trace_body(m.body)
+        ]
+        return [r for r in records if r.type == TraceType.PUB and r.topic == "audit"]
+
+    [pub] = await eventually(traced_pub, timeout_s=10, what="the refused one-way send's Pub")
+    assert pub.status.startswith("FAILED: PermissionDeniedError: ") and "'audit'" in pub.status
+    assert (pub.msg_type, pub.group, pub.keys) == ("Normal_Oneway", "pg-oneway", ["k-1"])
+    assert pub.queue_offset == -1
+    if not idempotent:  # handed over: the record names its id and the queue it was meant for
+        assert pub.msg_id and pub.broker == broker.config.broker_name and pub.queue_id == 0
+    assert stored_in(broker, "audit") == []
 
 
 async def test_a_full_trace_queue_drops_and_counts_and_never_blocks_sends(

@@ -9,7 +9,15 @@ import asyncio
 import pytest
 from clusterkit import QUEUES, create_topic
 
-from pocketmq.client import Message, MessageExt, Producer, PullConsumer
+from pocketmq.client import (
+    Message,
+    MessageExt,
+    MessageSelector,
+    Producer,
+    PullConsumer,
+    SendResult,
+    SqlFilterError,
+)
 from pocketmq.client.errors import ClientStateError
 
 FAST = {"rebalance_interval_s": 30.0, "commit_interval_s": 0.2, "pull_suspend_ms": 1000}
@@ -71,5 +79,74 @@ async def test_assign_after_start_polls_at_once(cluster, eventually):
             return len(got) >= 4
 
         await eventually(polled, timeout_s=10, what="the four messages")
+    finally:
+        await consumer.shutdown()
+
+
+async def send_tagged(cluster, topic: str) -> list[SendResult]:  # type: ignore[no-untyped-def]
+    """Six messages on *topic*: tags A, B, C twice over, property n = 0..5."""
+    async with Producer(group="pg", namesrv=cluster.addr) as producer:
+        return [
+            await producer.send(
+                Message(topic=topic, body=b"m%d" % n, tags="ABC"[n % 3], properties={"n": str(n)})
+            )
+            for n in range(6)
+        ]
+
+
+async def poll_until(consumer: PullConsumer, count: int, eventually) -> list[MessageExt]:  # type: ignore[no-untyped-def]
+    got: list[MessageExt] = []
+
+    async def polled() -> bool:
+        got.extend(await consumer.poll(timeout_s=0.2))
+        return len(got) >= count
+
+    await eventually(polled, timeout_s=10, what=f"{count} messages")
+    return got
+
+
+@pytest.mark.parametrize(
+    ("selector", "wanted"),
+    [
+        ("A || C", {0, 2, 3, 5}),
+        (MessageSelector.by_tag("B"), {1, 4}),
+        (MessageSelector.by_sql("n >= 3 AND TAGS <> 'C'"), {3, 4}),
+    ],
+)
+async def test_assigned_queues_are_read_with_the_selector_given_to_assign(
+    cluster, eventually, selector, wanted
+):
+    await create_topic(cluster, "picky", eventually)
+    sent = await send_tagged(cluster, "picky")
+    consumer = PullConsumer(group="g-picky", namesrv=cluster.addr, consume_from="first", **FAST)
+    await consumer.start()
+    try:
+        queues = await consumer.fetch_message_queues("picky")
+        consumer.assign(queues, selector)
+        got = await poll_until(consumer, len(wanted), eventually)
+        # the last wanted one arrived; whatever else is in flight arrives within a poll
+        got += await consumer.poll(timeout_s=0.5)
+    finally:
+        await consumer.shutdown()
+    by_id = {r.msg_id: n for n, r in enumerate(sent)}
+    assert sorted(by_id[m.msg_id] for m in got) == sorted(wanted)
+
+
+async def test_assign_refuses_a_bad_tag_expression_and_keeps_the_assignment(cluster, eventually):
+    await create_topic(cluster, "strict", eventually)
+    consumer = PullConsumer(group="g-strict", namesrv=cluster.addr, **FAST)
+    await consumer.start()
+    try:
+        queues = await consumer.fetch_message_queues("strict")
+        consumer.assign(queues[:1], "A")
+        with pytest.raises(ValueError, match="names no tags"):
+            consumer.assign(queues, " || ")
+        with pytest.raises(SqlFilterError):
+            consumer.assign(queues, MessageSelector.by_sql("n >"))
+        await consumer.rebalance_once()
+        assert consumer.assigned_queues() == set(queues[:1])
+        subscriber = PullConsumer(group="g-strict-sub", namesrv=cluster.addr)
+        with pytest.raises(ValueError, match="names no tags"):
+            subscriber.subscribe("strict", " || ")  # the same refusal as subscribe's
     finally:
         await consumer.shutdown()

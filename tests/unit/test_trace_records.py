@@ -179,7 +179,7 @@ def test_the_fast_pub_line_decodes_to_the_record_json_dumps_would_write(
     topic, tags, keys, cost_ms, failed
 ):
     from pocketmq.client.model import Message, MessageQueue, SendResult, SendStatus
-    from pocketmq.client.trace import _published
+    from pocketmq.client.trace_send import _published
     from pocketmq.common.trace import encode_trace_line
 
     d = _dispatcher()
@@ -225,7 +225,7 @@ def test_the_fast_pub_line_decodes_to_the_record_json_dumps_would_write(
 
 def test_messages_of_the_trace_topic_itself_are_never_traced():
     from pocketmq.client.model import Message
-    from pocketmq.client.trace import _published
+    from pocketmq.client.trace_send import _published
 
     d = _dispatcher()
     assert _published(d, (Message(topic=d.topic, body=b"x"),), None, 1, 0.1, None) == []
