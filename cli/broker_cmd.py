@@ -26,7 +26,7 @@ from typing import Any
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.cli import loop_factory
-from pocketmq.cli.serve import until_stop_signal
+from pocketmq.cli.serve import stop_signals
 from pocketmq.common.configfile import add_config_flags, load_config
 from pocketmq.common.errors import ConfigError, PocketMQError
 from pocketmq.common.logsetup import server_command
@@ -282,17 +282,18 @@ def _standalone_broker_config(args: argparse.Namespace, *, namesrv_addrs: str) -
 async def _serve_standalone(args: argparse.Namespace, namesrv_config: Any) -> int:
     from pocketmq.nameserver import NameServer, ServerBindError
 
-    nameserver = NameServer(namesrv_config)
-    try:
-        await nameserver.start()
-    except ServerBindError as exc:
-        print(f"pocketmq standalone: {exc}", file=sys.stderr)
-        return 1
-    config = _standalone_broker_config(args, namesrv_addrs=nameserver.address)
-    try:
-        return await _serve(config, namesrv=nameserver, demo=args.demo)
-    finally:
-        await nameserver.stop()
+    with stop_signals(asyncio.Event()) as stop:  # from before start: see _serve
+        nameserver = NameServer(namesrv_config)
+        try:
+            await nameserver.start()
+        except ServerBindError as exc:
+            print(f"pocketmq standalone: {exc}", file=sys.stderr)
+            return 1
+        config = _standalone_broker_config(args, namesrv_addrs=nameserver.address)
+        try:
+            return await _serve(config, namesrv=nameserver, demo=args.demo, stop=stop)
+        finally:
+            await nameserver.stop()
 
 
 async def _until_master(broker: Any, timeout_s: float = 15.0) -> None:
@@ -313,7 +314,18 @@ async def _until_master(broker: Any, timeout_s: float = 15.0) -> None:
         )
 
 
-async def _serve(config: BrokerConfig, *, namesrv: Any, demo: bool = False) -> int:
+async def _serve(
+    config: BrokerConfig, *, namesrv: Any, demo: bool = False, stop: asyncio.Event | None = None
+) -> int:
+    """Start the broker, serve until SIGTERM/SIGINT, stop it gracefully.
+
+    The signal handlers are in place before the broker starts: it answers requests
+    (and a supervisor may send SIGTERM) before ``start()`` returns, and a signal then
+    stops it gracefully once started, instead of killing it.
+    """
+    if stop is None:
+        with stop_signals(asyncio.Event()) as stop:
+            return await _serve(config, namesrv=namesrv, demo=demo, stop=stop)
     from pocketmq.broker.broker import Broker
 
     broker = Broker(config)
@@ -342,7 +354,7 @@ async def _serve(config: BrokerConfig, *, namesrv: Any, demo: bool = False) -> i
                 run_demo(namesrv.address, broker_address=broker.address, data_dir=config.data_dir)
             )
     try:
-        await until_stop_signal()
+        await stop.wait()
         log.info("stop requested; finishing in-flight requests (grace %.1f s)", SHUTDOWN_GRACE_S)
     finally:
         if demo_task is not None and not demo_task.done():

@@ -21,7 +21,7 @@ from typing import Any
 
 from pocketmq.cli import loop_factory
 from pocketmq.cli.credentials import add_security_options, security_kwargs
-from pocketmq.cli.serve import until_stop_signal
+from pocketmq.cli.serve import stop_signals
 from pocketmq.client.config import DEFAULT_NAMESRV, NAMESRV_ENV
 from pocketmq.common.errors import ConfigError
 
@@ -97,6 +97,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 async def _serve(dashboard: Any) -> int:
+    with stop_signals(asyncio.Event()) as stop:  # from before start: a SIGTERM while
+        return await _serve_until(dashboard, stop)  # starting stops it once started
+
+
+async def _serve_until(dashboard: Any, stop: asyncio.Event) -> int:
     try:
         await dashboard.start()
     except OSError as exc:
@@ -109,7 +114,7 @@ async def _serve(dashboard: Any) -> int:
         flush=True,
     )
     try:
-        await until_stop_signal()
+        await stop.wait()
     finally:
         await dashboard.stop()
     return 0

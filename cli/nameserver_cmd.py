@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from pocketmq.cli import loop_factory
-from pocketmq.cli.serve import until_stop_signal
+from pocketmq.cli.serve import stop_signals
 from pocketmq.common.configfile import add_config_flags, load_config
 from pocketmq.common.errors import ConfigError
 from pocketmq.common.logsetup import server_command
@@ -60,6 +60,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 async def _serve(config: NamesrvConfig) -> int:
+    with stop_signals(asyncio.Event()) as stop:  # from before start: a SIGTERM while
+        return await _serve_until(config, stop)  # starting stops it once started
+
+
+async def _serve_until(config: NamesrvConfig, stop: asyncio.Event) -> int:
     server = NameServer(config)
     try:
         await server.start()
@@ -68,7 +73,7 @@ async def _serve(config: NamesrvConfig) -> int:
         return 1
     freeze_startup_objects()
     try:
-        await until_stop_signal()
+        await stop.wait()
         logger.info(
             "stop requested; finishing in-flight requests (grace %.1f s)",
             config.shutdown_grace_seconds,

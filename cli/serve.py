@@ -1,9 +1,11 @@
 """How a server command waits to be stopped: until SIGTERM or SIGINT (Ctrl-C).
 
-``pocketmq nameserver``, ``broker``, ``standalone`` and ``dashboard`` each start
-their server, ``await until_stop_signal()``, then stop it (gracefully) in a
-``finally``. The handlers are the event loop's, so they are removed again when
-the wait ends, however it ends.
+``pocketmq nameserver``, ``broker``, ``standalone`` and ``dashboard`` each enter
+:func:`stop_signals` *before* they start their server (a server answers, and a
+supervisor may signal it, before its ``start()`` returns: the signal then stops
+it gracefully once started rather than killing it), await the event, then stop
+the server (gracefully) in a ``finally``. The handlers are the event loop's, so
+they are removed again when the block ends, however it ends.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import contextlib
 import signal
 from collections.abc import Iterator
 
-__all__ = ["STOP_SIGNALS", "stop_signals", "until_stop_signal"]
+__all__ = ["STOP_SIGNALS", "stop_signals"]
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -29,9 +31,3 @@ def stop_signals(event: asyncio.Event) -> Iterator[asyncio.Event]:
     finally:
         for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
-
-
-async def until_stop_signal() -> None:
-    """Returns when the process is sent SIGTERM or SIGINT."""
-    with stop_signals(asyncio.Event()) as stop_requested:
-        await stop_requested.wait()
