@@ -9,10 +9,18 @@ port the server actually bound (``port = 0`` picks a free one).
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from dataclasses import dataclass, field
 
+from pocketmq.broker.config_checks import (
+    BROKER_ROLES,
+    TIMER_BLANK_SLOTS,
+    check_names,
+    check_network,
+    check_numbers,
+    check_timer,
+    parse_namesrv_addrs,
+)
 from pocketmq.broker.delay_levels import (
     DEFAULT_MESSAGE_DELAY_LEVEL,
     DelayLevels,
@@ -22,41 +30,21 @@ from pocketmq.broker.store.config import FlushDiskType, StoreConfig
 from pocketmq.common.auth import Credentials
 from pocketmq.common.errors import ConfigError
 from pocketmq.common.trace import DEFAULT_TRACE_TOPIC
-from pocketmq.common.validation import check_topic, check_topic_like
 
-__all__ = ["BrokerConfig", "parse_namesrv_addrs"]
+__all__ = ["BROKER_ROLES", "TIMER_BLANK_SLOTS", "BrokerConfig", "parse_namesrv_addrs"]
 
 KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
 DEFAULT_GRPC_V2_PORT = 8081  # RocketMQ proxy's grpcServerPort
 DEFAULT_BROKER_PORT = 10911  # RocketMQ broker's listenPort
-BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
-
-_WILDCARD_HOSTS = ("0.0.0.0", "::", "[::]")
-TIMER_BLANK_SLOTS = 60  # wheel slots kept free beyond the roll window (RocketMQ's)
 # Room around the largest body in one record: fixed fields (~100 bytes), topic (<= 255)
 # and properties (<= 32767), rounded up; the default batch limit leaves this much.
 RECORD_HEADROOM_BYTES = 64 * KiB
-# The least room a configuration may leave: fixed fields, topic and a few properties.
-MIN_RECORD_HEADROOM_BYTES = 4 * KiB
 
 
 def _help(text: str) -> dict[str, str]:
     return {"help": text}
-
-
-def parse_namesrv_addrs(text: str) -> list[str]:
-    """Split ``"h1:9876;h2:9876"`` into addresses; raises ConfigError naming a bad one."""
-    addrs = [a.strip() for a in text.split(";") if a.strip()]
-    for addr in addrs:
-        host, sep, port = addr.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConfigError(
-                f"namesrv_addrs: {addr!r} is not host:port "
-                f"(expected e.g. '127.0.0.1:9876;10.0.0.2:9876')"
-            )
-    return addrs
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -555,9 +543,9 @@ class BrokerConfig:
     secret_key: str = field(default="", repr=False, metadata=_help("secret key of access_key"))
 
     def __post_init__(self) -> None:
-        self._check_names()
-        self._check_network()
-        self._check_numbers()
+        check_names(self)
+        check_network(self)
+        check_numbers(self)
         if self.flush_disk_type not in ("async", "sync"):
             raise ConfigError(
                 f"flush_disk_type must be 'async' or 'sync', got {self.flush_disk_type!r}"
@@ -567,7 +555,7 @@ class BrokerConfig:
             parse_delay_levels(self.message_delay_level)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        self._check_timer()
+        check_timer(self)
         if self.pull_suspend_default_ms > self.pull_suspend_max_ms:
             raise ConfigError(
                 f"pull_suspend_default_ms ({self.pull_suspend_default_ms}) "
@@ -575,183 +563,6 @@ class BrokerConfig:
             )
         # Everything the store checks is checked now, so errors name our keys.
         self.store_config(self.port)
-
-    def _check_names(self) -> None:
-        for key, kind in (("broker_name", "broker"), ("cluster_name", "cluster")):
-            problem = check_topic_like(kind, getattr(self, key))  # RocketMQ makes topics of both
-            if problem:
-                raise ConfigError(f"{key}: {problem}")
-        problem = check_topic(self.msg_trace_topic_name)
-        if problem:
-            raise ConfigError(f"msg_trace_topic_name: {problem}")
-        if not self.data_dir:
-            raise ConfigError("data_dir is empty; give the directory the broker stores into")
-
-    def _check_network(self) -> None:
-        if not 0 <= self.port < 65536:
-            raise ConfigError(f"port must be 0..65535, got {self.port}")
-        if self.v2_port >= 65536 or (self.v2_port == self.port != 0):
-            raise ConfigError(
-                f"grpc_v2_port is {self.v2_port}; give 1..65535 other than "
-                f"port ({self.port}), 0 for any free port or -1 for off"
-            )
-        if not -1 <= self.metrics_port < 65536 or (self.metrics_port == self.port != 0):
-            raise ConfigError(
-                f"metrics_port is {self.metrics_port}; give 1..65535 other than "
-                f"port ({self.port}), 0 for any free port or -1 for off"
-            )
-        if self.broker_id < 0:
-            raise ConfigError(f"broker_id must be >= 0 (0 = master), got {self.broker_id}")
-        if self.broker_role not in BROKER_ROLES:
-            raise ConfigError(
-                f"broker_role is {self.broker_role!r}; give one of {', '.join(BROKER_ROLES)}"
-            )
-        if self.controller_mode:
-            if not self.controller_addr:
-                raise ConfigError(
-                    "controller_mode needs controller_addr (--controller "
-                    "host:port of a nameserver running --controller)"
-                )
-            if self.broker_role == "SLAVE":
-                raise ConfigError(
-                    "with controller_mode, broker_role is the role taken when "
-                    "elected: give ASYNC_MASTER or SYNC_MASTER"
-                )
-            if (
-                self.controller_heartbeat_interval_ms <= 0
-                or self.ha_max_time_replica_not_catchup_ms <= 0
-            ):
-                raise ConfigError(
-                    "controller_heartbeat_interval_ms and "
-                    "ha_max_time_replica_not_catchup_ms must be positive"
-                )
-        elif (self.broker_role == "SLAVE") != (self.broker_id > 0):
-            raise ConfigError(
-                f"broker_role {self.broker_role} with broker_id {self.broker_id}: "
-                "a master has broker_id 0 and a SLAVE a broker_id above 0"
-            )
-        if self.ha_listen_port >= 65536 or (self.ha_listen_port == self.port != 0):
-            raise ConfigError(
-                f"ha_port is {self.ha_listen_port}; give 1..65535 other than "
-                f"port ({self.port}), 0 for any free port or -1 for off"
-            )
-        if self.min_sync_replicas < 0:
-            raise ConfigError(f"min_sync_replicas must be >= 0, got {self.min_sync_replicas}")
-        if self.ha_master_address:
-            parse_namesrv_addrs(self.ha_master_address)
-        if not self.broker_ip and self.host in _WILDCARD_HOSTS:
-            raise ConfigError(
-                f"host {self.host!r} listens on every interface; set broker_ip "
-                "to the address clients should use"
-            )
-        try:
-            ipaddress.ip_address(self.advertised_ip)
-        except ValueError:
-            raise ConfigError(
-                f"broker_ip (or host) must be an IP address, got {self.advertised_ip!r}"
-            ) from None
-
-    def _check_numbers(self) -> None:
-        positive = (
-            "sync_flush_timeout_ms",
-            "commitlog_file_size_bytes",
-            "consume_queue_units_per_file",
-            "max_open_consume_queue_files",
-            "index_slots",
-            "index_entries",
-            "clean_resource_interval_ms",
-            "disk_min_free_bytes",
-            "max_queues_total",
-            "max_producer_ids",
-            "producer_id_expiration_ms",
-            "producer_dedup_window",
-            "producer_snapshot_interval_bytes",
-            "max_message_size_bytes",
-            "max_batch_size_bytes",
-            "default_topic_queue_nums",
-            "max_pull_messages",
-            "max_pull_bytes",
-            "default_query_max",
-            "pull_suspend_max_ms",
-            "max_parked_pulls",
-            "client_channel_expire_seconds",
-            "client_scan_interval_seconds",
-            "max_in_flight_requests_per_connection",
-            "max_in_flight_requests",
-            "max_queued_response_bytes_per_connection",
-            "max_queued_response_bytes",
-            "keepalive_time_ms",
-            "keepalive_timeout_ms",
-            "consumer_offset_persist_interval_seconds",
-            "register_interval_seconds",
-            "register_timeout_seconds",
-            "flush_delay_offset_interval_ms",
-            "rebalance_lock_max_live_time_ms",
-            "transaction_timeout_ms",
-            "transaction_check_interval_ms",
-            "transaction_check_max",
-            "timer_max_delay_ms",
-            "timer_roll_window_s",
-            "timer_wheel_slots",
-            "timer_log_file_size_bytes",
-            "timer_flush_interval_ms",
-            "grpc_v2_max_delivery_attempts",
-            "slave_timeout_ms",
-            "ha_transfer_batch_bytes",
-            "ha_heartbeat_interval_ms",
-            "ha_housekeeping_interval_ms",
-            "ha_slave_fallbehind_max_bytes",
-            "max_auto_retry_topics",
-        )
-        for key in positive:
-            value = getattr(self, key)
-            if value <= 0:
-                raise ConfigError(f"{key} must be positive, got {value}")
-        if self.max_concurrent_streams_per_connection < 0:
-            raise ConfigError(
-                f"max_concurrent_streams_per_connection must be >= 0 (0 = derived), "
-                f"got {self.max_concurrent_streams_per_connection}"
-            )
-        if self.pull_suspend_default_ms < 0:
-            raise ConfigError(
-                f"pull_suspend_default_ms must be >= 0, got {self.pull_suspend_default_ms}"
-            )
-        least = self.max_message_size_bytes + MIN_RECORD_HEADROOM_BYTES
-        if self.max_batch_size_bytes < least:
-            raise ConfigError(
-                f"max_batch_size_bytes is {self.max_batch_size_bytes} but max_message_size_bytes "
-                f"is {self.max_message_size_bytes}: a record of the largest body would not fit "
-                f"a batch; give max_batch_size_bytes >= {least} (max_message_size_bytes + "
-                f"{MIN_RECORD_HEADROOM_BYTES} for the record's header, topic and properties)"
-            )
-        if self.default_topic_queue_nums > 1024:
-            raise ConfigError(
-                f"default_topic_queue_nums is {self.default_topic_queue_nums}; "
-                "at most 1024 queues per topic are allowed"
-            )
-
-    def _check_timer(self) -> None:
-        if self.timer_log_file_size_bytes % 64 or self.timer_log_file_size_bytes < 4 * KiB:
-            raise ConfigError(
-                f"timer_log_file_size_bytes is {self.timer_log_file_size_bytes}; "
-                "give a multiple of 64 (the timer-log unit) of at least 4096"
-            )
-        if self.timer_roll_window_s > self.timer_wheel_slots - TIMER_BLANK_SLOTS:
-            raise ConfigError(
-                f"timer_roll_window_s is {self.timer_roll_window_s}; the wheel "
-                f"of {self.timer_wheel_slots} slots (timer_wheel_slots) holds "
-                f"at most {self.timer_wheel_slots - TIMER_BLANK_SLOTS} seconds "
-                f"ahead; raise timer_wheel_slots or lower the window"
-            )
-        retention_s = self.file_reserved_hours * 3600
-        if self.timer_wheel_enable and 0 < retention_s <= self.timer_roll_window_s:
-            raise ConfigError(
-                f"timer_roll_window_s is {self.timer_roll_window_s} s but "
-                f"commit-log files are kept only {self.file_reserved_hours:g} h "
-                f"({retention_s:.0f} s, file_reserved_hours): a parked timer "
-                "message would be deleted before it is re-parked; lower "
-                "timer_roll_window_s"
-            )
 
     # -- derived ------------------------------------------------------------------------
     @property
