@@ -10,9 +10,9 @@ no protobuf, no asyncio servers), the services below, then the gRPC servicers
     consumer_offsets ConsumerOffsetManager: consumerOffset.json
     client_manager   producer/consumer heartbeats, expiry, client command channels
     long_polling     PullRequestHolder: parked pulls woken by message arrival
-    send_service     SendMessage / SendBatch checks and acknowledgements
-    pull_service     PullMessage: offset statuses, tag filter, long polling
-    admin_service    topic admin, queue offsets, message queries, runtime info
+    send_processor   SendMessage / SendBatch checks and acknowledgements
+    pull_processor   PullMessage: offset statuses, tag filter, long polling
+    admin_processor  topic admin, queue offsets, message queries, runtime info
     delay_levels     RocketMQ's 18 delay levels; moving a delayed record to SCHEDULE_TOPIC_XXXX
     reput            storing a message again elsewhere (delay, timer, retry deliveries)
     schedule         ScheduleMessageService: re-puts due messages, delayOffset.json

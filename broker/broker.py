@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar, cast, overload
 
 import grpc
 
-from pocketmq.broker.admin_service import AdminProcessor
+from pocketmq.broker.admin_processor import AdminProcessor
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
@@ -44,13 +44,13 @@ from pocketmq.broker.grpc_v2.servicer import Authenticator
 from pocketmq.broker.idempotence import IdempotenceProcessor
 from pocketmq.broker.limits import warn_if_low
 from pocketmq.broker.long_polling import PullRequestHolder
-from pocketmq.broker.pull_service import PullMessageProcessor
+from pocketmq.broker.pull_processor import PullMessageProcessor
 from pocketmq.broker.rebalance_lock import RebalanceLockManager
 from pocketmq.broker.registration import RegisterBrokerService, RegistrationClient
 from pocketmq.broker.runtime_config import RuntimeConfig
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.send_back import SendBackProcessor
-from pocketmq.broker.send_service import SendMessageProcessor
+from pocketmq.broker.send_processor import SendMessageProcessor
 from pocketmq.broker.servicer import BrokerServicer, MalformedRequestInterceptor, add_to_server
 from pocketmq.broker.services import BrokerEdge, BrokerServices, build_services
 from pocketmq.broker.stats import BrokerStatsManager

@@ -31,6 +31,10 @@
      │                                     ``reason``: the Refuse.Reason name (ha/master.py)
      ├── FrameError                        also a ValueError: a replication frame that is not
      │                                     well formed (ha/wire.py)
+     ├── SequenceAhead                     not a refusal: an idempotent producer's request
+     │                                     ahead of its queue, held for the earlier ones;
+     │                                     carries the SequenceGapError to answer if they do
+     │                                     not come (idempotence.py)
      └── NameserverCallError               a call to a nameserver (register, unregister)
                                            failed; names the nameserver (namesrv_client.py)
 

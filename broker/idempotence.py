@@ -68,6 +68,7 @@ from pocketmq.broker.store.producer_state import (
 from pocketmq.broker.store.results import PutStatus
 from pocketmq.broker.topic_config import PRODUCER_EPOCH_TOPIC
 from pocketmq.common.clock import Clock, SystemClock
+from pocketmq.common.errors import PocketMQError
 from pocketmq.common.message import HEAD, POS_QUEUEOFFSET
 from pocketmq.common.validation import check_group, check_topic
 from pocketmq.security.interceptor import AclError, authorize_publish, current_owner
@@ -132,7 +133,7 @@ MAX_WAITING_BYTES = 64 * 1024 * 1024
 WaitKey = tuple[int, str, int]  # (producer id, topic, queue id)
 
 
-class SequenceAhead(Exception):
+class SequenceAhead(PocketMQError):
     """A request ahead of its queue: its record numbered *seq* in *key* waits for the
     earlier ones; *error* is the refusal to answer if they do not come."""
 

@@ -8,7 +8,7 @@ every future of that queue waiting for an offset below the new maximum. No
 task polls: a pull wakes within one event-loop turn of the dispatch, or at
 its own deadline (one ``call_later`` timer each).
 
-The caller (:mod:`.pull_service`) re-executes a woken pull; if what arrived
+The caller (:mod:`.pull_processor`) re-executes a woken pull; if what arrived
 does not match its tag filter it parks again for the time left. At most
 ``max_parked`` pulls wait at once; beyond that a pull is refused with
 ``SystemBusyError`` so that the client backs off instead of re-pulling in a loop.

@@ -1,7 +1,7 @@
 """Offset reset (``resetOffsetByTime``): where a reset moves each queue, and the
 fences that keep a consumer's stale commits from undoing it.
 
-:meth:`~pocketmq.broker.admin_service.AdminProcessor.reset_offset` stores the
+:meth:`~pocketmq.broker.admin_processor.AdminProcessor.reset_offset` stores the
 group's new offsets of a topic and pushes ``ResetConsumerClientOffsetCommand`` to the
 group's online consumers. Until the consumer of a queue pulls from the new
 offset, the queue is *fenced* (RocketMQ 5's ``assignResetOffset``): commits of

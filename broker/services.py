@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pocketmq.broker.admin_service import AdminProcessor
+from pocketmq.broker.admin_processor import AdminProcessor
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
@@ -34,12 +34,12 @@ from pocketmq.broker.idempotence import IdempotenceProcessor
 from pocketmq.broker.long_polling import PullRequestHolder
 from pocketmq.broker.namesrv_client import GrpcNameserverClient
 from pocketmq.broker.property_filter import FilterCompiler
-from pocketmq.broker.pull_service import PullMessageProcessor
+from pocketmq.broker.pull_processor import PullMessageProcessor
 from pocketmq.broker.rebalance_lock import RebalanceLockManager
 from pocketmq.broker.registration import RegisterBrokerService, RegistrationClient
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.send_back import SendBackProcessor
-from pocketmq.broker.send_service import SendMessageProcessor
+from pocketmq.broker.send_processor import SendMessageProcessor
 from pocketmq.broker.stats import BrokerStatsManager
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import RecoveryReport

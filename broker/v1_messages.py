@@ -9,7 +9,7 @@ from pocketmq.broker.errors import (
     FailedPreconditionError,
     NoPermissionError,
 )
-from pocketmq.broker.pull_service import PullRequest
+from pocketmq.broker.pull_processor import PullRequest
 from pocketmq.broker.v1_authz import (
     authorize_end_transaction,
     check_readable,

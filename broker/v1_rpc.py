@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from pocketmq.broker.admin_service import AdminProcessor, ResetPosition
+from pocketmq.broker.admin_processor import AdminProcessor, ResetPosition
 from pocketmq.broker.client_manager import (
     ChannelOpenedCommand,
     CheckTransactionStateCommand,
@@ -43,10 +43,10 @@ from pocketmq.broker.grpc_status import (
 )
 from pocketmq.broker.idempotence import IdempotenceProcessor
 from pocketmq.broker.property_filter import FilterCompiler
-from pocketmq.broker.pull_service import PullMessageProcessor, PullOutcome
+from pocketmq.broker.pull_processor import PullMessageProcessor, PullOutcome
 from pocketmq.broker.rebalance_lock import MessageQueue, RebalanceLockManager
 from pocketmq.broker.send_back import SendBackProcessor
-from pocketmq.broker.send_service import SendMessageProcessor, SendOutcome, SendStatus
+from pocketmq.broker.send_processor import SendMessageProcessor, SendOutcome, SendStatus
 from pocketmq.broker.topic_config import BrokerTopicConfig, Perm
 from pocketmq.broker.transaction import EndTransactionRequest, TransactionResolver
 from pocketmq.broker.transaction_ops import Resolution

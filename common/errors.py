@@ -6,6 +6,8 @@
      │    └── OptionError          a Spark source or sink option (pocketmq.spark.errors)
      ├── SqlFilterError            also a ValueError: an SQL92 filter expression that does
      │                             not compile (common/filter/sql92.py)
+     ├── TagExpressionError        also a ValueError: a tag expression that names no tag
+     │                             (common/filter/tags.py)
      ├── StoreError                the message store cannot go on, or cannot take a request
      │    ├── StoreLockedError     another broker holds the data directory
      │    ├── StoreReadOnlyError   an I/O error made the store read-only

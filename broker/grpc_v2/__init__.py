@@ -9,7 +9,7 @@ transactions, send-back to the DLQ, the timer, offsets) never see a v2 type.
     convert       v2 Message <-> stored record; broker errors -> v2 status codes
     route         RouteResolver: QueryRoute / QueryAssignment from the nameservers
     telemetry     TelemetryService: client settings, producers, transaction checks
-    pop_service   PopMessageProcessor: POP consumption (receive, ack, invisible time, FIFO, DLQ)
+    pop_processor PopMessageProcessor: POP consumption (receive, ack, invisible time, FIFO, DLQ)
     pop_journal   PopJournal: the POP state, durable in DATA/pop/popJournal
     auth          HeaderAuthenticator: the MQv2-HMAC-SHA1 ``authorization`` header and
                   its clock window; Caller: what a call may touch (ACL, system topics)

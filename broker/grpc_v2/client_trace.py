@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 from pocketmq.broker.grpc_v2.convert import message_type_of, timestamp_ms
 from pocketmq.broker.grpc_v2.pop_model import Delivery
-from pocketmq.broker.send_service import SendOutcome
+from pocketmq.broker.send_processor import SendOutcome
 from pocketmq.broker.trace import BrokerTraceService
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.message import StoredMessage

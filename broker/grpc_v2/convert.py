@@ -46,7 +46,7 @@ from pocketmq.broker.errors import (
     ResourceNotFoundError,
     SystemBusyError,
 )
-from pocketmq.broker.grpc_v2.pop_service import PROPERTY_MESSAGE_GROUP
+from pocketmq.broker.grpc_v2.pop_processor import PROPERTY_MESSAGE_GROUP
 from pocketmq.broker.store.results import PutStatus
 from pocketmq.common.errors import PocketMQError
 from pocketmq.common.message import (

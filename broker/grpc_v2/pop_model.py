@@ -1,4 +1,4 @@
-"""The values of RocketMQ 5's POP consumption (:mod:`.pop_service`): a receive's
+"""The values of RocketMQ 5's POP consumption (:mod:`.pop_processor`): a receive's
 request, a delivery, the receipt handle that names it, and a message's group.
 
 Receipt handle: ``"{queue id} {queue offset} {serial} {broker name}"``.

@@ -27,7 +27,7 @@ from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.flow_control import server_limits
 from pocketmq.broker.grpc_v2.client_trace import V2ClientTrace
 from pocketmq.broker.grpc_v2.pop_journal import PopJournal
-from pocketmq.broker.grpc_v2.pop_service import PopMessageProcessor
+from pocketmq.broker.grpc_v2.pop_processor import PopMessageProcessor
 from pocketmq.broker.grpc_v2.route import RouteResolver
 from pocketmq.broker.grpc_v2.servicer import Authenticator, MessagingServicer, add_to_server
 from pocketmq.broker.grpc_v2.telemetry import TelemetryService

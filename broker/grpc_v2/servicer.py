@@ -50,7 +50,7 @@ from pocketmq.broker.grpc_v2.convert import (
     status_of,
     timestamp_pb,
 )
-from pocketmq.broker.grpc_v2.pop_service import Delivery, PopMessageProcessor, ReceiveRequest
+from pocketmq.broker.grpc_v2.pop_processor import Delivery, PopMessageProcessor, ReceiveRequest
 from pocketmq.broker.grpc_v2.route import RouteResolver
 from pocketmq.broker.grpc_v2.rpc_support import (
     _PERMISSIONS,
@@ -69,7 +69,7 @@ from pocketmq.broker.grpc_v2.rpc_support import (
     _unary,
 )
 from pocketmq.broker.grpc_v2.telemetry import PROPERTY_REAL_TOPIC, TelemetryService
-from pocketmq.broker.send_service import SendMessageProcessor, SendStatus
+from pocketmq.broker.send_processor import SendMessageProcessor, SendStatus
 from pocketmq.broker.topic_config import AUTO_CREATE_TOPIC_KEY_TOPIC, Perm, TopicConfigManager
 from pocketmq.broker.transaction import EndTransactionRequest, TransactionResolver
 from pocketmq.common.clock import Clock, SystemClock

@@ -7,7 +7,7 @@ No gRPC, no protobuf, no event loop: this package imports only
     mapped_file(_queue)        mmap'ed fixed-size segments forming one log
     commitlog.CommitLog        the record log every topic shares
     consume_queue(_store)      20-byte units per (topic, queue)
-    index_file / index_service hash index of keys
+    index_file / index_file_set hash index of keys
     checkpoint, data_dir       durability marks, lock and abort files
     flush, cleanup, recovery   the services around them
     message_store.DefaultMessageStore   the facade broker services use

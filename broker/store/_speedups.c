@@ -9,7 +9,7 @@
  *   scan_batch         batch.py          py_scan_batch
  *   patch_batch        commitlog.py      py_patch_batch
  *   queue_units        batch.py          py_queue_units
- *   index_key_hashes   index_service.py  py_index_key_hashes
+ *   index_key_hashes   index_file_set.py  py_index_key_hashes
  *   insert_entries     index_file.py     py_insert_entries
  *   java_string_hash   common/hashing.py java_string_hash (used by the others)
  *   gather_records     reads.py          py_gather_records  (the read path)
@@ -1194,7 +1194,7 @@ done:
     return result;
 }
 
-/* -- index_key_hashes (index_service.py, py_index_key_hashes) ----------------------------- */
+/* -- index_key_hashes (index_file_set.py, py_index_key_hashes) ----------------------------- */
 
 PyDoc_STRVAR(index_key_hashes_doc,
 "index_key_hashes(topics, keys, phys_offsets, after_phys, /)\n--\n\n"

@@ -51,7 +51,7 @@ from pocketmq.broker.store.flush import (
     GroupCommitService,
     ServiceThread,
 )
-from pocketmq.broker.store.index_service import IndexFileSet
+from pocketmq.broker.store.index_file_set import IndexFileSet
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.broker.store.producer_snapshot import write_snapshot
 from pocketmq.broker.store.producer_state import ProducerStateTable

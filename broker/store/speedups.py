@@ -11,7 +11,7 @@ for error message (``tests/unit/test_speedups.py`` checks it)::
     scan_batch         batch.py          py_scan_batch       MessageStore.put_batch
     queue_units        batch.py          py_queue_units      MessageStore dispatch
     patch_batch        commitlog.py      py_patch_batch      CommitLog.append_batch
-    index_key_hashes   index_service.py  py_index_key_hashes IndexFileSet.put_many
+    index_key_hashes   index_file_set.py  py_index_key_hashes IndexFileSet.put_many
     insert_entries     index_file.py     py_insert_entries   IndexFile.put_entries
     gather_records     reads.py          py_gather_records   StoreReader (every read by
                                                              queue offset, pulls above all)

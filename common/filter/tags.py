@@ -14,12 +14,14 @@ error in the CLI.
 
 from __future__ import annotations
 
+from pocketmq.common.errors import PocketMQError
+
 __all__ = ["SUB_ALL", "TagExpressionError", "parse_tag_expression"]
 
 SUB_ALL = "*"  # RocketMQ's SubscriptionData.SUB_ALL: every tag
 
 
-class TagExpressionError(ValueError):
+class TagExpressionError(PocketMQError, ValueError):
     """A tag expression that names no tag; ``expression`` is the text as given."""
 
     def __init__(self, message: str, expression: str) -> None:

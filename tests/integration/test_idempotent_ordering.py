@@ -12,7 +12,7 @@ from storekit import small_config, start_store
 
 from pocketmq.broker.errors import SequenceGapError
 from pocketmq.broker.idempotence import IdempotenceProcessor
-from pocketmq.broker.send_service import SendMessageProcessor
+from pocketmq.broker.send_processor import SendMessageProcessor
 from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.client.message_codec import encode_messages
 from pocketmq.client.model import Message

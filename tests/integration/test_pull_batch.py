@@ -10,7 +10,7 @@ import grpc
 import pytest
 from wirekit import create_topic, record
 
-from pocketmq.broker import pull_service
+from pocketmq.broker import pull_processor
 from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import MessageQueue, PermissionDeniedError
 from pocketmq.client.config import Transport
@@ -134,7 +134,7 @@ async def test_a_refused_queue_is_answered_alone_and_does_not_hold_the_others(st
     ("request_", "words"),
     [
         (batch(qp(0), group="bad group!"), "group"),
-        (batch(*[qp(0)] * (pull_service.MAX_BATCH_QUEUES + 1)), "at most 1000"),
+        (batch(*[qp(0)] * (pull_processor.MAX_BATCH_QUEUES + 1)), "at most 1000"),
         (batch(qp(0), suspend_ms=-5), "suspend_timeout_ms is -5"),
     ],
 )
@@ -155,7 +155,7 @@ async def test_each_queue_commits_the_offset_it_carries(broker, stub):
 
 
 async def test_queues_past_the_reply_size_limit_are_left_out_to_be_pulled_again(stub, monkeypatch):
-    monkeypatch.setattr(pull_service, "PULL_BATCH_REPLY_BYTES", 1)
+    monkeypatch.setattr(pull_processor, "PULL_BATCH_REPLY_BYTES", 1)
     await create_topic(stub)
     await send(stub, *(record(queue_id=q, body=b"x" * 100) for q in range(4)))
     seen: set[int] = set()
@@ -208,7 +208,7 @@ async def test_the_client_turns_each_result_into_a_reply_a_refusal_or_none(
     assert isinstance(first, PullReply) and first.status is PullStatus.FOUND
     assert isinstance(second, NotFoundError) and second.reason == "TOPIC_NOT_EXIST"
     assert "Gone" in str(second)
-    monkeypatch.setattr(pull_service, "PULL_BATCH_REPLY_BYTES", 1)
+    monkeypatch.setattr(pull_processor, "PULL_BATCH_REPLY_BYTES", 1)
     replies = await client.pull_batch(
         group="GroupA", pulls=pulls[:1] * 3, suspend_ms=0, timeout_s=5
     )

@@ -14,7 +14,7 @@ import functools
 import pytest
 import storekit
 
-from pocketmq.broker.admin_service import AdminProcessor
+from pocketmq.broker.admin_processor import AdminProcessor
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
 from pocketmq.broker.errors import (
@@ -25,12 +25,12 @@ from pocketmq.broker.errors import (
     ResourceNotFoundError,
 )
 from pocketmq.broker.long_polling import PullRequestHolder
-from pocketmq.broker.pull_service import (
+from pocketmq.broker.pull_processor import (
     PullMessageProcessor,
     PullOutcomeStatus,
     PullRequest,
 )
-from pocketmq.broker.send_service import SendMessageProcessor, SendStatus
+from pocketmq.broker.send_processor import SendMessageProcessor, SendStatus
 from pocketmq.broker.store.batch import scan_batch
 from pocketmq.broker.store.results import GetResult, GetStatus, PutResult, PutStatus
 from pocketmq.broker.topic_config import BrokerTopicConfig, Perm, TopicConfigManager

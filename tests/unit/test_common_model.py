@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pocketmq.broker import rebalance_lock, send_service, topic_config
+from pocketmq.broker import rebalance_lock, send_processor, topic_config
 from pocketmq.client import MessageModel, MessageQueue, SendStatus
 from pocketmq.client import route as client_route
 from pocketmq.common.model import DataVersion, QueueData
@@ -11,7 +11,7 @@ from pocketmq.nameserver import route_table
 
 def test_each_shared_value_type_is_the_same_class_on_every_side():
     assert rebalance_lock.MessageQueue is MessageQueue
-    assert send_service.SendStatus is SendStatus
+    assert send_processor.SendStatus is SendStatus
     assert topic_config.DataVersion is route_table.DataVersion is DataVersion
     assert client_route.QueueData is route_table.QueueData is QueueData
 

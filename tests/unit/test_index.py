@@ -19,7 +19,7 @@ from pocketmq.broker.store.index_file import (
     index_key_hash,
     iter_index_entries,
 )
-from pocketmq.broker.store.index_service import IndexFileSet, key_hash_of
+from pocketmq.broker.store.index_file_set import IndexFileSet, key_hash_of
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.common.clock import ManualClock
 from pocketmq.common.hashing import index_slot, java_string_hash

@@ -35,7 +35,7 @@ from pocketmq.broker.store.index_file import (
     IndexFile,
     py_insert_entries,
 )
-from pocketmq.broker.store.index_service import IndexFileSet, py_index_key_hashes
+from pocketmq.broker.store.index_file_set import IndexFileSet, py_index_key_hashes
 from pocketmq.common.clock import ManualClock
 from pocketmq.common.hashing import java_string_hash
 from pocketmq.common.message import (
@@ -526,12 +526,12 @@ def test_both_implementations_store_the_same_files(tmp_path):
 
 def test_no_speedups_in_the_environment_runs_the_pure_python_references():
     code = (
-        "from pocketmq.broker.store import batch, commitlog, index_file, index_service, "
+        "from pocketmq.broker.store import batch, commitlog, index_file, index_file_set, "
         "speedups\n"
         "print(speedups.IMPLEMENTATION, batch.scan_batch is batch.py_scan_batch,"
         " commitlog.patch_batch is commitlog.py_patch_batch,"
         " index_file.insert_entries is index_file.py_insert_entries,"
-        " index_service.index_key_hashes is index_service.py_index_key_hashes)"
+        " index_file_set.index_key_hashes is index_file_set.py_index_key_hashes)"
     )
     env = {**os.environ, speedups.DISABLE_ENV: "1"}
     out = subprocess.run(

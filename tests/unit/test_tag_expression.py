@@ -8,7 +8,7 @@ import re
 import pytest
 
 from pocketmq.broker.errors import IllegalArgumentError
-from pocketmq.broker.pull_service import subscription_tags
+from pocketmq.broker.pull_processor import subscription_tags
 from pocketmq.cli.consume_cmd import UsageError, check_args
 from pocketmq.client.consumer_base import parse_subscription
 from pocketmq.common.filter import TagExpressionError, parse_tag_expression

@@ -14,7 +14,7 @@ from pocketmq.broker.errors import (
     NoPermissionError,
     ResourceNotFoundError,
 )
-from pocketmq.broker.send_service import SendMessageProcessor
+from pocketmq.broker.send_processor import SendMessageProcessor
 from pocketmq.broker.store.results import GetStatus
 from pocketmq.broker.topic_config import BrokerTopicConfig, TopicConfigManager
 from pocketmq.broker.transaction import EndTransactionRequest, TransactionResolver

@@ -67,7 +67,7 @@ from pocketmq.broker.grpc_v2.pop_model import (
     message_group,
 )
 from pocketmq.broker.property_filter import CHUNK_UNITS, FilterCompiler, scan_units
-from pocketmq.broker.pull_service import subscription_tags
+from pocketmq.broker.pull_processor import subscription_tags
 from pocketmq.broker.send_back import SendBackProcessor
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import GetStatus
