@@ -42,7 +42,7 @@ from pocketmq.common.auth import (
     sign,
     signed_fields,
 )
-from pocketmq.security.acl import PUB, SUB, Account, AclStore
+from pocketmq.security.acl import PUB, SUB, Account, Acl, AclStore
 from pocketmq.security.replay import DEFAULT_MAX_SIGNATURES, RecentSignatures
 
 __all__ = [
@@ -250,14 +250,14 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
         acl = self._store.acl
         if acl.trusted(ip):
             return None
-        account = self._account_of(method, headers, ip)
+        account = self._account_of(acl, method, headers, ip)
         ts, now_ms = self._fresh_timestamp_ms(headers)
         self._verify_signature(method, request, headers, account, ts, now_ms)
         self._authorize(account, method.rsplit("/", 1)[-1], request)
         return account
 
-    def _account_of(self, method: str, headers: dict[str, Any], ip: str) -> Account:
-        """The ACL account of the request's access key, if it may connect from *ip*."""
+    def _account_of(self, acl: Acl, method: str, headers: dict[str, Any], ip: str) -> Account:
+        """*acl*'s account of the request's access key, if it may connect from *ip*."""
         access_key = str(headers.get(ACCESS_KEY_HEADER, ""))
         if not access_key:
             raise AclError(
@@ -265,7 +265,7 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
                 f"{method} carries no {ACCESS_KEY_HEADER}; this {self._kind} requires "
                 "signed requests (give the client access_key and secret_key)",
             )
-        account = self._store.acl.accounts.get(access_key)
+        account = acl.accounts.get(access_key)
         if account is None:
             raise AclError(
                 grpc.StatusCode.UNAUTHENTICATED,
