@@ -119,8 +119,7 @@ def read_filtered(
     next_offset = offset
     first: GetResult | None = None
     last: GetResult | None = None
-    full = False
-    while not full and next_offset - offset < budget:
+    while next_offset - offset < budget:
         result = store.get_messages(
             topic,
             queue_id,
@@ -142,18 +141,16 @@ def read_filtered(
             result, sql, kept, kept_offsets, kept_bytes, max_count=max_count, max_bytes=max_bytes
         )
         if full_at is not None:
-            full = True
             next_offset = full_at  # not examined: the next pull's first
-        else:
-            next_offset = result.next_begin_offset
+            break
+        next_offset = result.next_begin_offset
         if next_offset >= result.max_offset:
             break
     assert first is not None and last is not None
     if first.status not in _SCANNING:
         return first  # offset errors, empty queue: as read
-    status = GetStatus.FOUND if kept else GetStatus.NO_MATCHED_MESSAGE
     return GetResult(
-        status=status,
+        status=GetStatus.FOUND if kept else GetStatus.NO_MATCHED_MESSAGE,
         next_begin_offset=next_offset,
         min_offset=last.min_offset,
         max_offset=last.max_offset,
