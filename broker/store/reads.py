@@ -197,13 +197,13 @@ class StoreReader:
         segment and commit-log segment crossed (usually one), over the units
         in the queue's own mapping: no Python object per unit.
         """
-        read = _RangeRead(
-            log_min=self._store.commitlog.min_offset,
-            gate_end=self._store.gate.confirm_offset,
-            max_count=max_count,
-            max_bytes=max_bytes,
-            tag_codes=tag_codes,
-            split=split,
+        read = _RangeRead(  # positional: this runs once per pull
+            self._store.commitlog.min_offset,
+            self._store.gate.confirm_offset,
+            max_count,
+            max_bytes,
+            tag_codes,
+            split,
         )
         scan_budget = max(MIN_FILTER_UNITS, max_count * 20) if tag_codes is not None else max_count
         next_offset = offset
@@ -221,7 +221,7 @@ class StoreReader:
             next_begin_offset=next_offset,
             min_offset=min_offset,
             max_offset=max_offset,
-            records=read.records,
+            records=read.out if split else [],
             queue_offsets=read.queue_offsets,
             blob=read.blob(),
         )
@@ -337,9 +337,8 @@ class _RangeRead:
         "log_min",
         "max_bytes",
         "max_count",
-        "parts",
+        "out",
         "queue_offsets",
-        "records",
         "removed",
         "split",
         "tag_codes",
@@ -348,7 +347,6 @@ class _RangeRead:
 
     def __init__(
         self,
-        *,
         log_min: int,
         gate_end: int,
         max_count: int,
@@ -362,8 +360,8 @@ class _RangeRead:
         self.max_bytes = max_bytes
         self.tag_codes = tag_codes
         self.split = split
-        self.parts: list[bytes] = []  # blobs of gather_records calls, when not split
-        self.records: list[bytes] = []  # one record each, when split
+        # split: one record each; else the blob of each gather_records call
+        self.out: list[bytes] = []
         self.queue_offsets: list[int] = []
         self.total_bytes = 0
         self.removed = False
@@ -372,9 +370,9 @@ class _RangeRead:
         """Keep what one :func:`gather_records` call returned."""
         if offsets:
             if self.split:
-                self.records.extend(out)
+                self.out.extend(out)
             else:
-                self.parts.append(out)
+                self.out.append(out)
             self.queue_offsets.extend(offsets)
             self.total_bytes += taken
         self.removed = self.removed or was_removed
@@ -383,7 +381,7 @@ class _RangeRead:
         """The records back to back (None when split)."""
         if self.split:
             return None
-        return self.parts[0] if len(self.parts) == 1 else b"".join(self.parts)
+        return self.out[0] if len(self.out) == 1 else b"".join(self.out)
 
 
 def _range_status(
