@@ -119,8 +119,7 @@ def read_filtered(
     next_offset = offset
     first: GetResult | None = None
     last: GetResult | None = None
-    full = False
-    while not full and next_offset - offset < budget:
+    while next_offset - offset < budget:
         result = store.get_messages(
             topic,
             queue_id,
@@ -138,29 +137,50 @@ def read_filtered(
             if next_offset >= result.max_offset:
                 break
             continue
-        for raw, queue_offset in zip(result.records, result.queue_offsets, strict=True):
-            if len(kept) >= max_count or (kept and kept_bytes + len(raw) > max_bytes):
-                full = True
-                next_offset = queue_offset  # not examined: the next pull's first
-                break
-            props = record_properties(raw)
-            if props is not None and sql.matches(props):
-                kept.append(raw)
-                kept_offsets.append(queue_offset)
-                kept_bytes += len(raw)
-        else:
-            next_offset = result.next_begin_offset
+        kept_bytes, full_at = _keep_matching(
+            result, sql, kept, kept_offsets, kept_bytes, max_count=max_count, max_bytes=max_bytes
+        )
+        if full_at is not None:
+            next_offset = full_at  # not examined: the next pull's first
+            break
+        next_offset = result.next_begin_offset
         if next_offset >= result.max_offset:
             break
     assert first is not None and last is not None
     if first.status not in _SCANNING:
         return first  # offset errors, empty queue: as read
-    status = GetStatus.FOUND if kept else GetStatus.NO_MATCHED_MESSAGE
     return GetResult(
-        status=status,
+        status=GetStatus.FOUND if kept else GetStatus.NO_MATCHED_MESSAGE,
         next_begin_offset=next_offset,
         min_offset=last.min_offset,
         max_offset=last.max_offset,
         queue_offsets=kept_offsets,
         blob=b"".join(kept),
     )
+
+
+def _keep_matching(
+    result: GetResult,
+    sql: SqlFilter,
+    kept: list[bytes],
+    kept_offsets: list[int],
+    kept_bytes: int,
+    *,
+    max_count: int,
+    max_bytes: int,
+) -> tuple[int, int | None]:
+    """Append the records of *result* that *sql* matches to *kept* (their queue offsets
+    to *kept_offsets*) until *max_count* records or *max_bytes* are held.
+
+    Returns ``(kept_bytes, full_at)``: the bytes now held and, when it filled up, the
+    queue offset of the first record it did not examine (else None).
+    """
+    for raw, queue_offset in zip(result.records, result.queue_offsets, strict=True):
+        if len(kept) >= max_count or (kept and kept_bytes + len(raw) > max_bytes):
+            return kept_bytes, queue_offset
+        props = record_properties(raw)
+        if props is not None and sql.matches(props):
+            kept.append(raw)
+            kept_offsets.append(queue_offset)
+            kept_bytes += len(raw)
+    return kept_bytes, None

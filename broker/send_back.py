@@ -235,42 +235,15 @@ class SendBackProcessor:
         it; the origin topic is compared only after, so that a refusal's status
         cannot tell a caller whether its guess of the record's topic was right.
         """
-        problem = check_group(group)
-        if problem:
-            raise IllegalArgumentError(f"ConsumerSendMsgBack: {problem}")
-        msg = self._read(phys_offset)
-        if msg.topic in NOT_ALLOWED_READ_TOPICS:
-            raise NoPermissionError(
-                refused_send_back(phys_offset, group), reason="SEND_BACK_NOT_ALLOWED"
-            )
-        if authorize is not None:
-            authorize(msg)
-        self._check_origin(msg, origin_topic)
+        msg = self._read_for(group, phys_offset, authorize, origin_topic)
         decision = decide_send_back(
             group=group,
             reconsume_times=msg.reconsume_times,
             delay_level=delay_level,
             max_reconsume_times=max_reconsume_times,
         )
-        if decision.target is SendBackTarget.DLQ:
-            config = self._ensure_dlq_topic(group)
-        else:
-            config = self.ensure_retry_topic(group)
-        if not config.writable:
-            raise NoPermissionError(
-                f"topic {config.topic_name!r} is not writable on this "
-                f"broker (perm {config.perm}); UpdateTopic with perm 6 "
-                "so that failed messages can be handed back"
-            )
-        queue_id = self._random.randrange(config.write_queue_nums)
-        properties = self._copy_properties(msg, decision, origin_msg_id, phys_offset)
-        result = self._put(msg, decision, queue_id, properties)
-        if result.status is not PutStatus.PUT_OK:
-            raise PutRejectedError(
-                result.status,
-                f"cannot store the {decision.target.value} "
-                f"copy: {result.error or result.status.value}",
-            )
+        config = self._writable_target_topic(group, decision)
+        result = self._store_copy(msg, decision, config, origin_msg_id, phys_offset)
         if self.trace is not None:
             self.trace.on_sent_back(
                 msg,
@@ -292,6 +265,62 @@ class SendBackProcessor:
             decision.delay_level,
         )
         return decision
+
+    def _read_for(
+        self,
+        group: str,
+        phys_offset: int,
+        authorize: Callable[[StoredMessage], None] | None,
+        origin_topic: str,
+    ) -> StoredMessage:
+        """The record *group* hands back, once the group name, the record's topic,
+        *authorize* and *origin_topic* (in that order) all allow it."""
+        problem = check_group(group)
+        if problem:
+            raise IllegalArgumentError(f"ConsumerSendMsgBack: {problem}")
+        msg = self._read(phys_offset)
+        if msg.topic in NOT_ALLOWED_READ_TOPICS:
+            raise NoPermissionError(
+                refused_send_back(phys_offset, group), reason="SEND_BACK_NOT_ALLOWED"
+            )
+        if authorize is not None:
+            authorize(msg)
+        self._check_origin(msg, origin_topic)
+        return msg
+
+    def _writable_target_topic(self, group: str, decision: SendBackDecision) -> BrokerTopicConfig:
+        """The group's DLQ or retry topic (created on first use); refused if read-only."""
+        if decision.target is SendBackTarget.DLQ:
+            config = self._ensure_dlq_topic(group)
+        else:
+            config = self.ensure_retry_topic(group)
+        if not config.writable:
+            raise NoPermissionError(
+                f"topic {config.topic_name!r} is not writable on this "
+                f"broker (perm {config.perm}); UpdateTopic with perm 6 "
+                "so that failed messages can be handed back"
+            )
+        return config
+
+    def _store_copy(
+        self,
+        msg: StoredMessage,
+        decision: SendBackDecision,
+        config: BrokerTopicConfig,
+        origin_msg_id: str,
+        phys_offset: int,
+    ) -> PutResult:
+        """Store the copy in a random queue of *config*; PutRejectedError if the store refuses."""
+        queue_id = self._random.randrange(config.write_queue_nums)
+        properties = self._copy_properties(msg, decision, origin_msg_id, phys_offset)
+        result = self._put(msg, decision, queue_id, properties)
+        if result.status is not PutStatus.PUT_OK:
+            raise PutRejectedError(
+                result.status,
+                f"cannot store the {decision.target.value} "
+                f"copy: {result.error or result.status.value}",
+            )
+        return result
 
     def _read(self, phys_offset: int) -> StoredMessage:
         if phys_offset < 0:

@@ -143,6 +143,18 @@ def _park_one(
     store_ip: str,
     packed_store_host: bytes,
 ) -> bytes | None:
+    """The record at ``raw[pos:end]`` re-encoded for TIMER_TOPIC, or None to store it as is."""
+    deliver_ms = _future_deliver_ms(raw, pos, end, now_ms)
+    if deliver_ms is None:
+        return None
+    _check_timer_policy(pos, deliver_ms, now_ms, policy)
+    return _encode_parked(raw, pos, end, deliver_ms, store_ip, packed_store_host)
+
+
+def _future_deliver_ms(raw: bytes | bytearray, pos: int, end: int, now_ms: int) -> int | None:
+    """The delivery time the record at ``raw[pos:end]`` asks for, when that is a timer
+    message's and still ahead of *now_ms*; else None (delay levels, transaction records,
+    the schedule topic's records and times already past are stored as they are)."""
     try:
         layout = check_record(raw, pos, end, check_crc=False)
     except CorruptRecordError as exc:
@@ -161,6 +173,11 @@ def _park_one(
         raise _illegal(pos, str(exc)) from None
     if deliver_ms is None or deliver_ms <= now_ms:
         return None
+    return deliver_ms
+
+
+def _check_timer_policy(pos: int, deliver_ms: int, now_ms: int, policy: TimerPolicy) -> None:
+    """Refuse a timer message when the wheel is off or its time is too far ahead."""
     if not policy.enabled:
         raise _illegal(
             pos,
@@ -175,6 +192,18 @@ def _park_one(
             f"this broker delivers at most {policy.max_delay_ms} ms ahead "
             f"(timer_max_delay_ms)",
         )
+
+
+def _encode_parked(
+    raw: bytes | bytearray,
+    pos: int,
+    end: int,
+    deliver_ms: int,
+    store_ip: str,
+    packed_store_host: bytes,
+) -> bytes:
+    """The record at ``raw[pos:end]`` for TIMER_TOPIC: its real topic, queue and
+    delivery time in properties, and a UNIQ_KEY if it had none."""
     msg = decode_record(raw, pos, limit=end, check_crc=True)
     parked = {
         k: v

@@ -226,6 +226,34 @@ def _options(parser: argparse.ArgumentParser, mode: str) -> None:
         default=None,
         help="concurrent sends (default 64), or handler calls of consume (default 20)",
     )
+    _mode_options(parser, mode)
+    parser.add_argument(
+        "--count",
+        type=int,
+        default=0,
+        metavar="N",
+        help="stop after N messages (produce, e2e: sent; consume: consumed)",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        metavar="S",
+        help=f"stop after S seconds (default {DEFAULT_DURATION_S:g} unless --count is given)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds between live lines (default 5)",
+    )
+    parser.add_argument("--json-out", metavar="FILE", help="also write the JSON summary here")
+    add_security_options(parser)
+
+
+def _mode_options(parser: argparse.ArgumentParser, mode: str) -> None:
+    """The flags of one mode: message shape for senders, start and batching for consumers."""
     if mode != "consume":
         parser.add_argument(
             "--size", type=int, default=128, help="body bytes of each message (default 128)"
@@ -258,29 +286,6 @@ def _options(parser: argparse.ArgumentParser, mode: str) -> None:
             metavar="S",
             help="stop consuming after S seconds without a message (default 10; 0 = never)",
         )
-    parser.add_argument(
-        "--count",
-        type=int,
-        default=0,
-        metavar="N",
-        help="stop after N messages (produce, e2e: sent; consume: consumed)",
-    )
-    parser.add_argument(
-        "--duration",
-        type=float,
-        default=None,
-        metavar="S",
-        help=f"stop after S seconds (default {DEFAULT_DURATION_S:g} unless --count is given)",
-    )
-    parser.add_argument(
-        "--interval",
-        type=float,
-        default=5.0,
-        metavar="S",
-        help="seconds between live lines (default 5)",
-    )
-    parser.add_argument("--json-out", metavar="FILE", help="also write the JSON summary here")
-    add_security_options(parser)
 
 
 def _check(args: argparse.Namespace) -> str | None:

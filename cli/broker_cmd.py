@@ -73,6 +73,12 @@ _REPLICATION_HELP = (
 
 
 def register(subparsers: Any) -> None:
+    _add_broker(subparsers)
+    _add_standalone(subparsers)
+
+
+def _add_broker(subparsers: Any) -> None:
+    """``pocketmq broker``: --config, the short aliases, then one flag per BrokerConfig key."""
     broker = subparsers.add_parser(
         "broker",
         help="run a broker (commit log, queues, gRPC service)",
@@ -100,6 +106,8 @@ def register(subparsers: Any) -> None:
     broker.add_argument("--v2-port", dest="grpc_v2_port", type=int, help=argparse.SUPPRESS)
     broker.set_defaults(func=_run_broker)
 
+
+def _add_standalone(subparsers: Any) -> None:
     standalone = subparsers.add_parser(
         "standalone",
         help="run a nameserver and a broker in one process",
@@ -125,6 +133,12 @@ def register(subparsers: Any) -> None:
         default="async",
         help="flush mode of the commit log (default: async)",
     )
+    _add_standalone_extras(standalone)
+    standalone.set_defaults(func=_run_standalone)
+
+
+def _add_standalone_extras(standalone: argparse.ArgumentParser) -> None:
+    """``standalone``'s optional servers and files: v2 and metrics ports, --config, --demo."""
     standalone.add_argument(
         "--grpc-v2-port",
         type=int,
@@ -159,7 +173,6 @@ def register(subparsers: Any) -> None:
     standalone.add_argument(
         "--demo", action="store_true", help="once up, send and consume a few messages and show how"
     )
-    standalone.set_defaults(func=_run_standalone)
 
 
 def _section(path: str | None) -> str | None:

@@ -34,6 +34,12 @@ __all__ = ["register"]
 
 
 def register(subparsers: Any) -> None:
+    _add_send(subparsers)
+    _add_produce(subparsers)
+    _add_consume(subparsers)
+
+
+def _add_send(subparsers: Any) -> None:
     send = subparsers.add_parser(
         "send", help="send one message", description="Send one message and print its result."
     )
@@ -52,6 +58,8 @@ def register(subparsers: Any) -> None:
     send.add_argument("--json", action="store_true", help="the result as one JSON object")
     send.set_defaults(func=_send)
 
+
+def _add_produce(subparsers: Any) -> None:
     produce = subparsers.add_parser(
         "produce",
         help="send one message per stdin line, as lines arrive",
@@ -64,6 +72,8 @@ def register(subparsers: Any) -> None:
     add_message_options(produce, every=" of every message")
     produce.set_defaults(func=_produce)
 
+
+def _add_consume(subparsers: Any) -> None:
     consume = subparsers.add_parser(
         "consume",
         help="print a topic's messages",
@@ -87,6 +97,13 @@ def register(subparsers: Any) -> None:
         metavar="EXPR",
         help="SQL92 filter on message properties, e.g. \"region = 'eu' AND amount > 100\"",
     )
+    _add_consume_range_options(consume)
+    _add_consume_output_options(consume)
+    consume.set_defaults(func=_consume)
+
+
+def _add_consume_range_options(consume: argparse.ArgumentParser) -> None:
+    """Where ``consume`` starts and stops: --from, --until, --queue, --broker, --offset, -n."""
     consume.add_argument(
         "--from",
         dest="consume_from",
@@ -116,6 +133,10 @@ def register(subparsers: Any) -> None:
         help="start at this queue offset (clamped into each queue)",
     )
     consume.add_argument("-n", type=int, default=0, help="stop after N messages (0 = never)")
+
+
+def _add_consume_output_options(consume: argparse.ArgumentParser) -> None:
+    """How ``consume`` prints (--json, --format) and when it gives up waiting."""
     consume.add_argument("--json", action="store_true", help="one JSON object per message")
     consume.add_argument(
         "--format",
@@ -132,7 +153,6 @@ def register(subparsers: Any) -> None:
         help=f"stop when nothing arrives for this long; 0 = never (default "
         f"{DEFAULT_IDLE_TIMEOUT_S:g} with -n or --peek, else never)",
     )
-    consume.set_defaults(func=_consume)
 
 
 def _namesrv(parser: argparse.ArgumentParser) -> None:

@@ -43,6 +43,16 @@ async def run_demo(
         return ConsumeResult.CONSUME_SUCCESS
 
     started = time.perf_counter()
+    sent_ids = await _send_orders(namesrv, started)
+    ok = await _consume_until(consumer, done, timeout_s)
+    mine = [received[i] for i in sent_ids if i in received]
+    _print_received(mine, started)
+    _print_next_steps(data_dir)
+    return ok and len(mine) == COUNT
+
+
+async def _send_orders(namesrv: str, started: float) -> list[str]:
+    """Send COUNT tagged, keyed orders to TOPIC; print how long it took. Their msg ids."""
     sent_ids = []
     async with Producer(group="demo-producer", namesrv=namesrv) as producer:
         for i in range(COUNT):
@@ -59,6 +69,11 @@ async def run_demo(
             f"demo: sent {COUNT} messages to {TOPIC!r} "
             f"({time.perf_counter() - started:.3f} s), e.g. msg_id {sent_ids[0]}"
         )
+    return sent_ids
+
+
+async def _consume_until(consumer: PushConsumer, done: asyncio.Event, timeout_s: float) -> bool:
+    """Run *consumer* until *done* is set (True) or *timeout_s* passes (False)."""
     await consumer.start()
     try:
         await asyncio.wait_for(done.wait(), timeout_s)
@@ -67,7 +82,10 @@ async def run_demo(
         ok = False
     finally:
         await consumer.shutdown()
-    mine = [received[i] for i in sent_ids if i in received]
+    return ok
+
+
+def _print_received(mine: list[MessageExt], started: float) -> None:
     print(
         f"demo: received {len(mine)}/{COUNT} of them through a push consumer "
         f"({time.perf_counter() - started:.3f} s in all)"
@@ -77,6 +95,9 @@ async def run_demo(
             f"      {msg.topic}:{msg.queue_id}@{msg.queue_offset} tags={msg.tags} "
             f"keys={list(msg.keys)} body={msg.body.decode()!r}"
         )
+
+
+def _print_next_steps(data_dir: str) -> None:
     print(
         "\nTry, in another terminal:\n"
         f"  .venv/bin/pocketmq send {TOPIC} 'hello' --tag paid --key order-99\n"
@@ -85,4 +106,3 @@ async def run_demo(
         "Ctrl-C stops the servers gracefully.\n",
         flush=True,
     )
-    return ok and len(mine) == COUNT

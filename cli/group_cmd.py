@@ -25,7 +25,7 @@ from typing import Any
 from pocketmq.cli.table import render, time_ms
 from pocketmq.client import AdminClient, ClientError
 from pocketmq.client.admin import ResetTarget
-from pocketmq.client.admin_model import BrokerFailure
+from pocketmq.client.admin_model import BrokerFailure, ResetPlan, ResetResult
 from pocketmq.client.errors import NotFoundError
 
 __all__ = ["print_failures", "register_group"]
@@ -226,38 +226,54 @@ async def _group_reset(admin: AdminClient, args: argparse.Namespace) -> int:
         args.group, args.topic, target, queue_id=args.queue, broker_name=args.broker
     )
     if not plan.group_known and not args.allow_new_group:
-        groups = sorted(g.group for g in await admin.consumer_groups())
-        raise NotFoundError(
-            f"no broker of {args.topic!r} knows consumer group {args.group!r} (a typo?); "
-            f"known groups: {', '.join(groups) or 'none'}. Give --allow-new-group to create "
-            "its offsets"
-        )
+        await _refuse_unknown_group(admin, args)
     if not args.execute:
-        _out(
-            args,
-            {"executed": False, **_as_dict(plan)},
-            lambda: "\n".join(
-                [
-                    render(
-                        ["BROKER", "QUEUE", "CURRENT OFFSET", "NEW OFFSET", "MIN", "MAX"],
-                        [
-                            [
-                                m.broker_name,
-                                m.queue_id,
-                                m.current_offset if m.current_offset >= 0 else None,
-                                m.new_offset,
-                                m.min_offset,
-                                m.max_offset,
-                            ]
-                            for m in plan.moves
-                        ],
-                    ),
-                    "dry run: nothing changed; add --execute to apply this plan",
-                ]
-            ),
-        )
+        _print_reset_plan(args, plan)
         return 0
     result = await admin.apply_reset(plan)
+    _print_reset_result(args, result)
+    return 0
+
+
+async def _refuse_unknown_group(admin: AdminClient, args: argparse.Namespace) -> None:
+    """Raise NotFoundError naming the groups the brokers do know (a typo would create one)."""
+    groups = sorted(g.group for g in await admin.consumer_groups())
+    raise NotFoundError(
+        f"no broker of {args.topic!r} knows consumer group {args.group!r} (a typo?); "
+        f"known groups: {', '.join(groups) or 'none'}. Give --allow-new-group to create "
+        "its offsets"
+    )
+
+
+def _print_reset_plan(args: argparse.Namespace, plan: ResetPlan) -> None:
+    """The dry run: every queue's current and new offset and its range; nothing changed."""
+    _out(
+        args,
+        {"executed": False, **_as_dict(plan)},
+        lambda: "\n".join(
+            [
+                render(
+                    ["BROKER", "QUEUE", "CURRENT OFFSET", "NEW OFFSET", "MIN", "MAX"],
+                    [
+                        [
+                            m.broker_name,
+                            m.queue_id,
+                            m.current_offset if m.current_offset >= 0 else None,
+                            m.new_offset,
+                            m.min_offset,
+                            m.max_offset,
+                        ]
+                        for m in plan.moves
+                    ],
+                ),
+                "dry run: nothing changed; add --execute to apply this plan",
+            ]
+        ),
+    )
+
+
+def _print_reset_result(args: argparse.Namespace, result: ResetResult) -> None:
+    """What --execute stored per queue, and which online consumers were told."""
     told = (
         f"told {len(result.notified_client_ids)} online consumer(s): "
         f"{', '.join(result.notified_client_ids)}"
@@ -285,4 +301,3 @@ async def _group_reset(admin: AdminClient, args: argparse.Namespace) -> int:
             ]
         ),
     )
-    return 0

@@ -90,6 +90,11 @@ def register(subparsers: Any) -> None:
         description="Data pipelines on Apache Spark, built on the pocketmq data source.",
     )
     sub = pipeline.add_subparsers(dest="pipeline_command", metavar="PIPELINE", required=True)
+    _add_archive(sub)
+
+
+def _add_archive(sub: Any) -> None:
+    """``pipeline archive``: where the Parquet goes and how often, then what it reads."""
     archive = sub.add_parser(
         "archive",
         help="archive a topic into Parquet files partitioned by date",
@@ -117,6 +122,16 @@ def register(subparsers: Any) -> None:
         help=f"time between micro-batches without --once: seconds, or with a "
         f"unit (500ms, 1 minute) (default: {DEFAULT_INTERVAL})",
     )
+    _add_archive_source_options(archive)
+    archive.add_argument(
+        "--master", help="Spark master URL (default: local[*], or what spark-submit sets)"
+    )
+    add_security_options(archive)
+    archive.set_defaults(func=_archive)
+
+
+def _add_archive_source_options(archive: argparse.ArgumentParser) -> None:
+    """What ``archive`` reads: the nameserver, where it starts, which tags, how much per batch."""
     archive.add_argument(
         "--namesrv",
         default=os.environ.get(NAMESRV_ENV) or DEFAULT_NAMESRV,
@@ -141,11 +156,6 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="at most N messages per micro-batch",
     )
-    archive.add_argument(
-        "--master", help="Spark master URL (default: local[*], or what spark-submit sets)"
-    )
-    add_security_options(archive)
-    archive.set_defaults(func=_archive)
 
 
 # security_kwargs() key -> the pocketmq source's option (spark/options.py)

@@ -60,129 +60,143 @@ def _ms(value: float | None) -> str | None:
 
 def render_life(life: dict[str, Any]) -> str:
     """The text form of :func:`~pocketmq.client.trace_view.message_life`'s result."""
-    parts = [
-        render(
-            ["FIELD", "VALUE"],
-            [
-                ["Message ID", life["msg_id"]],
-                ["Topic", life["topic"] or None],
-                ["Tags", life["tags"] or None],
-                ["Keys", life["keys"]],
-            ],
-        )
-    ]
+    parts = [_render_identity(life)]
     if life["produced"]:
-        parts.append(
-            "Produced\n"
-            + render(
-                [
-                    "TIME",
-                    "GROUP",
-                    "CLIENT",
-                    "COST MS",
-                    "STATUS",
-                    "TYPE",
-                    "BROKER",
-                    "QUEUE",
-                    "OFFSET",
-                    "STORE HOST",
-                ],
-                [
-                    [
-                        time_ms(p["ts"]),
-                        p["group"],
-                        p["client_id"],
-                        _ms(p["cost_ms"]),
-                        p["status"],
-                        p["msg_type"],
-                        p["broker"] or None,
-                        _num(p["queue_id"]),
-                        _num(p["queue_offset"]),
-                        p["store_host"] or None,
-                    ]
-                    for p in life["produced"]
-                ],
-            )
-        )
+        parts.append("Produced\n" + _render_produced(life["produced"]))
     if life["broker"]:
-        parts.append(
-            "Broker\n"
-            + render(
-                ["TIME", "EVENT", "BROKER", "TOPIC", "STORED IN", "QUEUE", "OFFSET", "STATUS"],
-                [
-                    [
-                        time_ms(b["store_time"] or b["ts"]),
-                        b["type"],
-                        b["broker"],
-                        b["topic"],
-                        b["stored_topic"] or None,
-                        _num(b["queue_id"]),
-                        _num(b["queue_offset"]),
-                        b["status"] or None,
-                    ]
-                    for b in life["broker"]
-                ],
-            )
-        )
+        parts.append("Broker\n" + _render_broker_events(life["broker"]))
     if life["transactions"]:
-        parts.append(
-            "Transaction\n"
-            + render(
-                ["TIME", "GROUP", "CLIENT", "STATE", "FROM CHECK"],
-                [
-                    [
-                        time_ms(t["ts"]),
-                        t["group"],
-                        t["client_id"],
-                        t["transaction_state"],
-                        t["from_transaction_check"],
-                    ]
-                    for t in life["transactions"]
-                ],
-            )
-        )
+        parts.append("Transaction\n" + _render_transactions(life["transactions"]))
     if life["consumed"]:
-        parts.append(
-            "Consumed\n"
-            + render(
-                [
-                    "TIME",
-                    "GROUP",
-                    "CLIENT",
-                    "ATTEMPT",
-                    "COST MS",
-                    "STATUS",
-                    "READ FROM",
-                    "BROKER",
-                    "QUEUE",
-                    "OFFSET",
-                ],
-                [
-                    [
-                        time_ms(c["ts"]),
-                        c["group"],
-                        c["client_id"],
-                        c["attempt"] + 1,
-                        _ms(c["cost_ms"]),
-                        c["status"],
-                        c["read_from"],
-                        c["broker"] or None,
-                        _num(c["queue_id"]),
-                        _num(c["queue_offset"]),
-                    ]
-                    for c in life["consumed"]
-                ],
-            )
-        )
+        parts.append("Consumed\n" + _render_consumed(life["consumed"]))
     else:
         parts.append("Consumed: no traced consumption yet")
-    for dead in life["dead_lettered"]:
-        parts.append(
-            f"Dead-lettered: group {dead['group']} moved it to {dead['dlq_topic']} "
-            f"at {time_ms(dead['ts'])}"
-            + (" (the broker stored the copy)" if dead["broker_confirmed"] else "")
-        )
+    parts.extend(_dead_letter_line(dead) for dead in life["dead_lettered"])
     return "\n\n".join(parts)
+
+
+def _render_identity(life: dict[str, Any]) -> str:
+    """The FIELD/VALUE table naming the message: id, topic, tags, keys."""
+    return render(
+        ["FIELD", "VALUE"],
+        [
+            ["Message ID", life["msg_id"]],
+            ["Topic", life["topic"] or None],
+            ["Tags", life["tags"] or None],
+            ["Keys", life["keys"]],
+        ],
+    )
+
+
+def _render_produced(produced: list[dict[str, Any]]) -> str:
+    """One row per traced send: who sent it, how long it took, where it landed."""
+    return render(
+        [
+            "TIME",
+            "GROUP",
+            "CLIENT",
+            "COST MS",
+            "STATUS",
+            "TYPE",
+            "BROKER",
+            "QUEUE",
+            "OFFSET",
+            "STORE HOST",
+        ],
+        [
+            [
+                time_ms(p["ts"]),
+                p["group"],
+                p["client_id"],
+                _ms(p["cost_ms"]),
+                p["status"],
+                p["msg_type"],
+                p["broker"] or None,
+                _num(p["queue_id"]),
+                _num(p["queue_offset"]),
+                p["store_host"] or None,
+            ]
+            for p in produced
+        ],
+    )
+
+
+def _render_broker_events(events: list[dict[str, Any]]) -> str:
+    """One row per broker-side trace record (store, delay, retry, DLQ...)."""
+    return render(
+        ["TIME", "EVENT", "BROKER", "TOPIC", "STORED IN", "QUEUE", "OFFSET", "STATUS"],
+        [
+            [
+                time_ms(b["store_time"] or b["ts"]),
+                b["type"],
+                b["broker"],
+                b["topic"],
+                b["stored_topic"] or None,
+                _num(b["queue_id"]),
+                _num(b["queue_offset"]),
+                b["status"] or None,
+            ]
+            for b in events
+        ],
+    )
+
+
+def _render_transactions(transactions: list[dict[str, Any]]) -> str:
+    """One row per traced transaction end (commit, rollback, from a check or not)."""
+    return render(
+        ["TIME", "GROUP", "CLIENT", "STATE", "FROM CHECK"],
+        [
+            [
+                time_ms(t["ts"]),
+                t["group"],
+                t["client_id"],
+                t["transaction_state"],
+                t["from_transaction_check"],
+            ]
+            for t in transactions
+        ],
+    )
+
+
+def _render_consumed(consumed: list[dict[str, Any]]) -> str:
+    """One row per traced delivery attempt; ATTEMPT counts from 1."""
+    return render(
+        [
+            "TIME",
+            "GROUP",
+            "CLIENT",
+            "ATTEMPT",
+            "COST MS",
+            "STATUS",
+            "READ FROM",
+            "BROKER",
+            "QUEUE",
+            "OFFSET",
+        ],
+        [
+            [
+                time_ms(c["ts"]),
+                c["group"],
+                c["client_id"],
+                c["attempt"] + 1,
+                _ms(c["cost_ms"]),
+                c["status"],
+                c["read_from"],
+                c["broker"] or None,
+                _num(c["queue_id"]),
+                _num(c["queue_offset"]),
+            ]
+            for c in consumed
+        ],
+    )
+
+
+def _dead_letter_line(dead: dict[str, Any]) -> str:
+    return (
+        f"Dead-lettered: group {dead['group']} moved it to {dead['dlq_topic']} "
+        f"at {time_ms(dead['ts'])}"
+        + (" (the broker stored the copy)" if dead["broker_confirmed"] else "")
+    )
 
 
 def _num(value: int) -> int | None:

@@ -210,6 +210,34 @@ class TransactionProducer(Producer):
     ) -> TransactionSendResult:
         """Send *msg* as a half message, run the local transaction, commit or roll back."""
         self._running()
+        half = self._half_of(msg)
+        send_result = await self._send_half(msg, half, timeout_ms)
+        if send_result.status is SendStatus.SEND_OK:
+            state = await _ask(execute_local, "execute_local", send_result.msg_id, msg, arg)
+        else:
+            log.warning(
+                "half message %s was stored with %s; rolling it back without running "
+                "the local transaction",
+                send_result.msg_id,
+                send_result.status.value,
+            )
+            state = LocalTransactionState.ROLLBACK
+        await self._end(send_result, state)
+        trace_end_transaction(
+            self.trace,
+            msg_id=send_result.msg_id,
+            offset_msg_id=send_result.offset_msg_id,
+            topic=msg.topic,
+            broker=send_result.queue.broker_name,
+            state=state.value,
+            from_check=False,
+            tags=msg.tags,
+            keys=msg.keys,
+        )
+        return TransactionSendResult(send_result=send_result, local_state=state)
+
+    def _half_of(self, msg: Message) -> Message:
+        """*msg* checked (no delay, a valid message) and marked prepared for this group."""
         if msg.delay_level or msg.deliver_at_ms or msg.delay_ms:
             raise InvalidMessageError(
                 "a transactional message cannot be delayed (delay_level "
@@ -217,7 +245,7 @@ class TransactionProducer(Producer):
                 f"{msg.delay_ms}); send it without a delay or delivery time"
             )
         check_message(msg, max_body_bytes=self.config.max_message_size_bytes)
-        half = dataclasses.replace(
+        return dataclasses.replace(
             msg,
             properties={
                 **msg.properties,
@@ -225,6 +253,9 @@ class TransactionProducer(Producer):
                 PROPERTY_PRODUCER_GROUP: self.group,
             },
         )
+
+    async def _send_half(self, msg: Message, half: Message, timeout_ms: int | None) -> SendResult:
+        """Store *half* (numbered when idempotent, else with the usual retries); trace it."""
         budget_s = (timeout_ms or self.config.send_timeout_ms) / 1000
         deadline = time.monotonic() + budget_s
         uniq_key = self._ids.next_id()
@@ -253,29 +284,7 @@ class TransactionProducer(Producer):
         trace_half_message(
             self.trace, msg, send_result, born_ms, (time.perf_counter() - started) * 1000
         )
-        if send_result.status is SendStatus.SEND_OK:
-            state = await _ask(execute_local, "execute_local", send_result.msg_id, msg, arg)
-        else:
-            log.warning(
-                "half message %s was stored with %s; rolling it back without running "
-                "the local transaction",
-                send_result.msg_id,
-                send_result.status.value,
-            )
-            state = LocalTransactionState.ROLLBACK
-        await self._end(send_result, state)
-        trace_end_transaction(
-            self.trace,
-            msg_id=send_result.msg_id,
-            offset_msg_id=send_result.offset_msg_id,
-            topic=msg.topic,
-            broker=send_result.queue.broker_name,
-            state=state.value,
-            from_check=False,
-            tags=msg.tags,
-            keys=msg.keys,
-        )
-        return TransactionSendResult(send_result=send_result, local_state=state)
+        return send_result
 
     async def _end(self, send_result: SendResult, state: LocalTransactionState) -> None:
         if state is LocalTransactionState.UNKNOWN:

@@ -42,7 +42,7 @@ from pocketmq.common.auth import (
     sign,
     signed_fields,
 )
-from pocketmq.security.acl import PUB, SUB, Account, AclStore
+from pocketmq.security.acl import PUB, SUB, Account, Acl, AclStore
 from pocketmq.security.errors import SecurityError
 from pocketmq.security.replay import DEFAULT_MAX_SIGNATURES, RecentSignatures
 
@@ -253,6 +253,14 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
         acl = self._store.acl
         if acl.trusted(ip):
             return None
+        account = self._account_of(acl, method, headers, ip)
+        ts, now_ms = self._fresh_timestamp_ms(headers)
+        self._verify_signature(method, request, headers, account, ts, now_ms)
+        self._authorize(account, method.rsplit("/", 1)[-1], request)
+        return account
+
+    def _account_of(self, acl: Acl, method: str, headers: dict[str, Any], ip: str) -> Account:
+        """*acl*'s account of the request's access key, if it may connect from *ip*."""
         access_key = str(headers.get(ACCESS_KEY_HEADER, ""))
         if not access_key:
             raise AclError(
@@ -272,6 +280,10 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
                 f"access key {access_key!r} may not be used from {ip}; its "
                 f"white_remote_address is {account.white_remote_address!r}",
             )
+        return account
+
+    def _fresh_timestamp_ms(self, headers: dict[str, Any]) -> tuple[int, int]:
+        """``(signed timestamp, now)`` in ms; refused outside the replay window."""
         try:
             ts = int(str(headers.get(TIMESTAMP_HEADER, "")))
         except ValueError:
@@ -288,6 +300,19 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
                 f"{'ahead of' if skew_ms > 0 else 'behind'} this {self._kind}'s clock; "
                 f"at most {REPLAY_WINDOW_MS // 1000} s are accepted (check NTP)",
             )
+        return ts, now_ms
+
+    def _verify_signature(
+        self,
+        method: str,
+        request: Any,
+        headers: dict[str, Any],
+        account: Account,
+        ts: int,
+        now_ms: int,
+    ) -> None:
+        """Refuse a request without a nonce, with a wrong signature, or seen before."""
+        access_key = str(headers.get(ACCESS_KEY_HEADER, ""))
         nonce = str(headers.get(NONCE_HEADER, ""))
         if not nonce:
             raise AclError(
@@ -313,8 +338,6 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
                 f"signed anew, and a signature is accepted once within "
                 f"{REPLAY_WINDOW_MS // 1000} s)",
             )
-        self._authorize(account, method.rsplit("/", 1)[-1], request)
-        return account
 
     @staticmethod
     def _authorize(account: Account, name: str, request: Any) -> None:

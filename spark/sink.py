@@ -64,6 +64,7 @@ from pyspark.sql.types import (
     MapType,
     ShortType,
     StringType,
+    StructField,
     StructType,
 )
 
@@ -101,17 +102,47 @@ def _type_name(dtype: DataType) -> str:
 def sink_columns(schema: StructType, opts: SinkOptions) -> SinkColumns:
     """Check the DataFrame's columns on the driver; a :class:`ColumnError` names the culprit."""
     fields = {f.name.lower(): f for f in schema.fields}
+    body = _body_column(fields, schema)
+    topic = _typed_column(fields, "topic", (StringType,), "string")
+    if topic is None and opts.topic is None:
+        raise ColumnError(
+            "no topic to send to: add a string column 'topic' or set the option topic"
+        )
+    keys = _keys_column(fields)
+    props = _properties_column(fields)
+    out = SinkColumns(
+        body=body,
+        topic=topic,
+        tags=_typed_column(fields, "tags", (StringType,), "string"),
+        keys=keys,
+        properties=props,
+        queue_id=_typed_column(fields, "queue_id", _INTEGERS, "an integer type"),
+        broker=_typed_column(fields, "broker", (StringType,), "string"),
+    )
+    if out.broker is not None and out.queue_id is None:
+        raise ColumnError(
+            "column 'broker' names where column 'queue_id' is; without "
+            "'queue_id' it means nothing (drop it or add 'queue_id')"
+        )
+    return out
 
-    def column(name: str, allowed: tuple[type, ...], wanted: str) -> str | None:
-        f = fields.get(name)
-        if f is None:
-            return None
-        if not isinstance(f.dataType, allowed):
-            raise ColumnError(
-                f"column {f.name!r} is {_type_name(f.dataType)}; the pocketmq sink needs {wanted}"
-            )
-        return f.name
 
+def _typed_column(
+    fields: dict[str, StructField], name: str, allowed: tuple[type, ...], wanted: str
+) -> str | None:
+    """The DataFrame's name of column *name* (None: absent); ColumnError if not *allowed*."""
+    f = fields.get(name)
+    if f is None:
+        return None
+    if not isinstance(f.dataType, allowed):
+        raise ColumnError(
+            f"column {f.name!r} is {_type_name(f.dataType)}; the pocketmq sink needs {wanted}"
+        )
+    return f.name
+
+
+def _body_column(fields: dict[str, StructField], schema: StructType) -> str:
+    """The one body column, 'body' or 'value', binary or string."""
     bodies = [n for n in ("body", "value") if n in fields]
     if not bodies:
         raise ColumnError(
@@ -123,13 +154,13 @@ def sink_columns(schema: StructType, opts: SinkOptions) -> SinkColumns:
             "the DataFrame has both 'body' and 'value'; give one of them as the "
             "message body (drop or rename the other)"
         )
-    body = column(bodies[0], (BinaryType, StringType), "binary or string")
+    body = _typed_column(fields, bodies[0], (BinaryType, StringType), "binary or string")
     assert body is not None
-    topic = column("topic", (StringType,), "string")
-    if topic is None and opts.topic is None:
-        raise ColumnError(
-            "no topic to send to: add a string column 'topic' or set the option topic"
-        )
+    return body
+
+
+def _keys_column(fields: dict[str, StructField]) -> str | None:
+    """The 'keys' column's name: array<string> or string (None: absent)."""
     keys = fields.get("keys")
     if keys is not None and not (
         isinstance(keys.dataType, StringType)
@@ -142,6 +173,11 @@ def sink_columns(schema: StructType, opts: SinkOptions) -> SinkColumns:
             f"column {keys.name!r} is {_type_name(keys.dataType)}; the pocketmq "
             "sink needs array<string> or string"
         )
+    return keys.name if keys is not None else None
+
+
+def _properties_column(fields: dict[str, StructField]) -> str | None:
+    """The 'properties' column's name: map<string,string> (None: absent)."""
     props = fields.get("properties")
     if props is not None and not (
         isinstance(props.dataType, MapType)
@@ -152,21 +188,7 @@ def sink_columns(schema: StructType, opts: SinkOptions) -> SinkColumns:
             f"column {props.name!r} is {_type_name(props.dataType)}; the "
             "pocketmq sink needs map<string,string>"
         )
-    out = SinkColumns(
-        body=body,
-        topic=topic,
-        tags=column("tags", (StringType,), "string"),
-        keys=keys.name if keys is not None else None,
-        properties=props.name if props is not None else None,
-        queue_id=column("queue_id", _INTEGERS, "an integer type"),
-        broker=column("broker", (StringType,), "string"),
-    )
-    if out.broker is not None and out.queue_id is None:
-        raise ColumnError(
-            "column 'broker' names where column 'queue_id' is; without "
-            "'queue_id' it means nothing (drop it or add 'queue_id')"
-        )
-    return out
+    return props.name if props is not None else None
 
 
 @dataclass

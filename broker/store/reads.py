@@ -197,81 +197,80 @@ class StoreReader:
         segment and commit-log segment crossed (usually one), over the units
         in the queue's own mapping: no Python object per unit.
         """
-        commitlog = self._store.commitlog
-        log_min = commitlog.min_offset
-        gate_end = self._store.gate.confirm_offset
+        read = _RangeRead(  # positional: this runs once per pull
+            self._store.commitlog.min_offset,
+            self._store.gate.confirm_offset,
+            max_count,
+            max_bytes,
+            tag_codes,
+            split,
+        )
         scan_budget = max(MIN_FILTER_UNITS, max_count * 20) if tag_codes is not None else max_count
-        parts: list[bytes] = []
-        records: list[bytes] = []
-        queue_offsets: list[int] = []
-        total_bytes = 0
         next_offset = offset
-        removed = False
         segment: tuple[object, int, int, int] | None = None
-        while len(queue_offsets) < max_count and next_offset < max_offset and scan_budget > 0:
+        while len(read.queue_offsets) < max_count and next_offset < max_offset and scan_budget > 0:
             span = cq.unit_span(next_offset, min(scan_budget, max_offset - next_offset))
             if span is None:
                 break
-            units, upos, n_units = span
-            done = 0
-            while done < n_units:
-                at = upos + done * CQ_UNIT_SIZE
-                if segment is None:
-                    segment = self._segment_of(_PHYS.unpack_from(units, at)[0])
-                log_buf, log_base, log_span, log_wrote = segment
-                out, offsets, consumed, taken, was_removed, stop = gather_records(
-                    units,
-                    at,
-                    n_units - done,
-                    next_offset,
-                    log_buf,
-                    log_base,
-                    log_span,
-                    log_wrote,
-                    log_min,
-                    max_count,
-                    max_bytes,
-                    len(queue_offsets),
-                    total_bytes,
-                    tag_codes,
-                    gate_end,
-                    split,
-                )
-                if offsets:
-                    if split:
-                        records.extend(out)
-                    else:
-                        parts.append(out)
-                    queue_offsets.extend(offsets)
-                    total_bytes += taken
-                removed = removed or was_removed
-                done += consumed
-                next_offset += consumed
-                scan_budget -= consumed
-                if stop == GATHER_LIMIT:
-                    scan_budget = 0
-                    break
-                if stop == GATHER_OTHER_SEGMENT:
-                    segment = None
-        if queue_offsets:
-            status = GetStatus.FOUND
-        elif next_offset == offset:
-            # The unit file of this offset is gone: move to where the queue resumes.
-            status, next_offset = GetStatus.OFFSET_FOUND_NULL, max(offset + 1, min_offset)
-        elif removed:
-            status = GetStatus.MESSAGE_WAS_REMOVING
-        else:
-            status = GetStatus.NO_MATCHED_MESSAGE
-        blob = None if split else (parts[0] if len(parts) == 1 else b"".join(parts))
+            consumed, limited, segment = self._gather_span(read, span, next_offset, segment)
+            next_offset += consumed
+            scan_budget = 0 if limited else scan_budget - consumed
+        status, next_offset = _range_status(read, offset, next_offset, min_offset)
         return GetResult(
             status=status,
             next_begin_offset=next_offset,
             min_offset=min_offset,
             max_offset=max_offset,
-            records=records,
-            queue_offsets=queue_offsets,
-            blob=blob,
+            records=read.out if split else [],
+            queue_offsets=read.queue_offsets,
+            blob=read.blob(),
         )
+
+    def _gather_span(
+        self,
+        read: _RangeRead,
+        span: tuple[Any, int, int],
+        next_offset: int,
+        segment: tuple[object, int, int, int] | None,
+    ) -> tuple[int, bool, tuple[object, int, int, int] | None]:
+        """Gather one consume-queue span ``(units, upos, n_units)`` whose first unit is
+        *next_offset*, crossing commit-log segments as the units do (*segment*: the
+        one the previous span ended in, or None).
+
+        Returns ``(units consumed, whether a limit stopped it, the segment it ended in)``.
+        """
+        units, upos, n_units = span
+        done = 0
+        while done < n_units:
+            at = upos + done * CQ_UNIT_SIZE
+            if segment is None:
+                segment = self._segment_of(_PHYS.unpack_from(units, at)[0])
+            log_buf, log_base, log_span, log_wrote = segment
+            out, offsets, consumed, taken, was_removed, stop = gather_records(
+                units,
+                at,
+                n_units - done,
+                next_offset + done,
+                log_buf,
+                log_base,
+                log_span,
+                log_wrote,
+                read.log_min,
+                read.max_count,
+                read.max_bytes,
+                len(read.queue_offsets),
+                read.total_bytes,
+                read.tag_codes,
+                read.gate_end,
+                read.split,
+            )
+            read.add(out, offsets, taken, was_removed)
+            done += consumed
+            if stop == GATHER_LIMIT:
+                return done, True, segment
+            if stop == GATHER_OTHER_SEGMENT:
+                segment = None
+        return done, False, segment
 
     def _segment_of(self, phys_offset: int) -> tuple[object, int, int, int]:
         """``(mapping, base, span, written)`` of the commit-log segment holding *phys_offset*.
@@ -328,3 +327,73 @@ class StoreReader:
                 if len(out) >= limit:
                     break
         return out
+
+
+class _RangeRead:
+    """One :meth:`StoreReader._read_range` call: its limits and what it gathered so far."""
+
+    __slots__ = (
+        "gate_end",
+        "log_min",
+        "max_bytes",
+        "max_count",
+        "out",
+        "queue_offsets",
+        "removed",
+        "split",
+        "tag_codes",
+        "total_bytes",
+    )
+
+    def __init__(
+        self,
+        log_min: int,
+        gate_end: int,
+        max_count: int,
+        max_bytes: int,
+        tag_codes: frozenset[int] | None,
+        split: bool,
+    ) -> None:
+        self.log_min = log_min
+        self.gate_end = gate_end
+        self.max_count = max_count
+        self.max_bytes = max_bytes
+        self.tag_codes = tag_codes
+        self.split = split
+        # split: one record each; else the blob of each gather_records call
+        self.out: list[bytes] = []
+        self.queue_offsets: list[int] = []
+        self.total_bytes = 0
+        self.removed = False
+
+    def add(self, out: Any, offsets: list[int], taken: int, was_removed: bool) -> None:
+        """Keep what one :func:`gather_records` call returned."""
+        if offsets:
+            if self.split:
+                self.out.extend(out)
+            else:
+                self.out.append(out)
+            self.queue_offsets.extend(offsets)
+            self.total_bytes += taken
+        self.removed = self.removed or was_removed
+
+    def blob(self) -> bytes | None:
+        """The records back to back (None when split)."""
+        if self.split:
+            return None
+        return self.out[0] if len(self.out) == 1 else b"".join(self.out)
+
+
+def _range_status(
+    read: _RangeRead, offset: int, next_offset: int, min_offset: int
+) -> tuple[GetStatus, int]:
+    """The status of a range read from *offset* that stopped at *next_offset*, and the
+    offset to read next."""
+    if read.queue_offsets:
+        return GetStatus.FOUND, next_offset
+    if next_offset == offset:
+        # The unit file of this offset is gone: move to where the queue resumes.
+        return GetStatus.OFFSET_FOUND_NULL, max(offset + 1, min_offset)
+    if read.removed:
+        return GetStatus.MESSAGE_WAS_REMOVING, next_offset
+    return GetStatus.NO_MATCHED_MESSAGE, next_offset

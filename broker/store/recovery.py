@@ -40,6 +40,7 @@ from pocketmq.common.message import decode_properties
 from pocketmq.common.progress import ProgressCallback
 
 if TYPE_CHECKING:
+    from pocketmq.broker.store.checkpoint import Checkpoint
     from pocketmq.broker.store.message_store import DefaultMessageStore
 
 __all__ = ["parse_props", "record_boundary_at_or_before", "recover", "redispatch_range"]
@@ -59,15 +60,7 @@ def recover(
     clean = store.dirs.was_clean_shutdown()
     cp = store.checkpoint.read()
     commitlog = store.commitlog
-    store.deleted.load()
-    commitlog.queue.load()
-    store.consume_queues.load()
-    store.consume_queues.recover()
-    _drop_deleted_queues(store)
-    store.index.load(
-        clean_shutdown=clean and cp is not None,
-        checkpoint_timestamp_ms=cp.index_msg_timestamp_ms if cp else 0,
-    )
+    _load_files(store, clean_shutdown=clean, cp=cp)
     log_min = commitlog.min_offset
     store.consume_queues.delete_expired(log_min)
 
@@ -77,25 +70,11 @@ def recover(
     end, bad_offset, reason, truncated, trimmed = _verify_and_truncate(store, verify_from, progress)
 
     # 4-5. re-dispatch what the consume queues and index miss; rebuild damaged queues
-    dispatch_from = cp.logics_dispatched_offset if cp else log_min
     index_enabled = store.config.message_index_enable
-    if index_enabled:
-        dispatch_from = min(dispatch_from, _index_progress(store, log_min))
-    start = record_boundary_at_or_before(commitlog, min(max(dispatch_from, log_min), end))
+    start = _redispatch_start(store, cp, log_min, end)
     redispatched = _redispatch_and_rebuild(store, start, end, index_enabled, progress)
 
-    # 6. sync; the queue-offset table comes from the consume queues
-    commitlog.queue.flush()
-    store.consume_queues.flush()
-    store.index.flush()
-    commitlog.queue_offsets = {
-        (cq.topic, cq.queue_id): cq.max_offset for cq in store.consume_queues.all_queues()
-    }
-    store.dispatched_offset = end
-    store.flush_round()
-    # 7. the idempotent producers' state: the newest snapshot, then the log after it
-    rebuild_producers(store, end)
-
+    _sync_and_rebuild_producers(store, end)
     report = RecoveryReport(
         clean_shutdown=clean,
         scanned_from=verify_from,
@@ -108,19 +87,62 @@ def recover(
         index_rebuilt_from=start if index_enabled and start < end else None,
         seconds=time.monotonic() - started,
     )
+    _log_report(store, report)
+    return report
+
+
+def _load_files(store: DefaultMessageStore, *, clean_shutdown: bool, cp: Checkpoint | None) -> None:
+    """Step 1: load the segments, recover each consume queue, load the index."""
+    store.deleted.load()
+    store.commitlog.queue.load()
+    store.consume_queues.load()
+    store.consume_queues.recover()
+    _drop_deleted_queues(store)
+    store.index.load(
+        clean_shutdown=clean_shutdown and cp is not None,
+        checkpoint_timestamp_ms=cp.index_msg_timestamp_ms if cp else 0,
+    )
+
+
+def _redispatch_start(
+    store: DefaultMessageStore, cp: Checkpoint | None, log_min: int, end: int
+) -> int:
+    """D of step 4: the checkpoint's dispatched offset or the index's progress, whichever
+    is earlier, moved onto a record boundary within ``[log_min, end]``."""
+    dispatch_from = cp.logics_dispatched_offset if cp else log_min
+    if store.config.message_index_enable:
+        dispatch_from = min(dispatch_from, _index_progress(store, log_min))
+    return record_boundary_at_or_before(store.commitlog, min(max(dispatch_from, log_min), end))
+
+
+def _sync_and_rebuild_producers(store: DefaultMessageStore, end: int) -> None:
+    """Steps 6-7: sync; the queue-offset table from the consume queues; producers' state."""
+    commitlog = store.commitlog
+    commitlog.queue.flush()
+    store.consume_queues.flush()
+    store.index.flush()
+    commitlog.queue_offsets = {
+        (cq.topic, cq.queue_id): cq.max_offset for cq in store.consume_queues.all_queues()
+    }
+    store.dispatched_offset = end
+    store.flush_round()
+    # the idempotent producers' state: the newest snapshot, then the log after it
+    rebuild_producers(store, end)
+
+
+def _log_report(store: DefaultMessageStore, report: RecoveryReport) -> None:
     log.info(
         "recovered %s: %s shutdown, verified from %d, log ends at %d, truncated %d "
         "bytes, re-dispatched %d records, trimmed %d queue units, %.3f s",
         store.dirs.root,
-        "clean" if clean else "unclean",
-        verify_from,
-        end,
-        truncated,
-        redispatched,
-        trimmed,
+        "clean" if report.clean_shutdown else "unclean",
+        report.scanned_from,
+        report.max_phys_offset,
+        report.truncated_bytes,
+        report.redispatched,
+        report.consume_queue_units_trimmed,
         report.seconds,
     )
-    return report
 
 
 def _verify_and_truncate(
