@@ -57,6 +57,7 @@ from pocketmq.broker.errors import (
     SystemBusyError,
 )
 from pocketmq.broker.flow_control import parked
+from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.batch import ScannedBatch
 from pocketmq.broker.store.producer_state import (
     PROPERTY_IDEMPOTENCE,
@@ -70,6 +71,7 @@ from pocketmq.broker.topic_config import PRODUCER_EPOCH_TOPIC
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.errors import PocketMQError
 from pocketmq.common.message import HEAD, POS_QUEUEOFFSET
+from pocketmq.common.record_layout import POS_SYSFLAG, STORE_TIMESTAMP, store_timestamp_pos
 from pocketmq.common.validation import check_group, check_topic
 from pocketmq.security.interceptor import AclError, authorize_publish, current_owner
 
@@ -86,7 +88,7 @@ MAX_IDENTITY_LENGTH = 255
 MAX_INIT_TOPICS = 1024
 _NAMED_BIT = 1 << 62
 _QUEUE_OFFSET = struct.Struct(">q")
-_TOTAL_SIZE = struct.Struct(">i")  # TOTALSIZE, a record's first field
+_SYSFLAG = struct.Struct(">i")
 _QUEUE_OFFSET_POS = POS_QUEUEOFFSET
 
 
@@ -147,7 +149,7 @@ class SequenceAhead(PocketMQError):
 class IdempotenceProcessor:
     def __init__(
         self,
-        store: object,
+        store: MessageStore,
         *,
         clock: Clock | None = None,
         not_master: Callable[[], BrokerNotMasterError | None] | None = None,
@@ -157,7 +159,7 @@ class IdempotenceProcessor:
         max_waiting_bytes: int = MAX_WAITING_BYTES,
     ) -> None:
         self._store = store
-        self._table: ProducerStateTable = store.producers  # type: ignore[attr-defined]
+        self._table: ProducerStateTable = store.producers
         self._clock = clock or SystemClock()
         self._not_master = not_master
         self._wait_s = wait_ms / 1000
@@ -197,7 +199,7 @@ class IdempotenceProcessor:
         if entry is None:
             self._admit(now)
         epoch = 0 if entry is None else entry.epoch + 1
-        result = self._store.put_message(  # type: ignore[attr-defined]
+        result = self._store.put_message(
             topic=PRODUCER_EPOCH_TOPIC,
             queue_id=0,
             body=identity.encode(),
@@ -315,15 +317,15 @@ class IdempotenceProcessor:
         return self._waiting > 0
 
     def _answer(self, phys: int) -> DuplicateAnswer:
-        commitlog = self._store.commitlog  # type: ignore[attr-defined]
-        head = commitlog.read(phys, HEAD.size) if phys >= 0 else None
-        if not head or len(head) < HEAD.size:
+        record = self._store.read_record(phys) if phys >= 0 else None
+        if not record or len(record) < HEAD.size:  # gone with its segment
             return DuplicateAnswer(queue_offset=-1, phys_offset=-1, store_timestamp_ms=0)
+        sysflag = _SYSFLAG.unpack_from(record, POS_SYSFLAG)[0]
         return DuplicateAnswer(
-            queue_offset=_QUEUE_OFFSET.unpack_from(head, _QUEUE_OFFSET_POS)[0],
+            queue_offset=_QUEUE_OFFSET.unpack_from(record, _QUEUE_OFFSET_POS)[0],
             phys_offset=phys,
-            store_timestamp_ms=commitlog.store_timestamp(phys) or 0,
-            end_phys_offset=phys + _TOTAL_SIZE.unpack_from(head, 0)[0],
+            store_timestamp_ms=STORE_TIMESTAMP.unpack_from(record, store_timestamp_pos(sysflag))[0],
+            end_phys_offset=phys + len(record),
         )
 
 

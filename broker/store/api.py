@@ -13,6 +13,7 @@ from typing import Protocol
 
 from pocketmq.broker.store.batch import ScannedBatch
 from pocketmq.broker.store.flush import DurationHistogram
+from pocketmq.broker.store.producer_state import ProducerStateTable
 from pocketmq.broker.store.results import GetResult, PutResult, RecoveryReport
 from pocketmq.common.progress import ProgressCallback
 
@@ -101,6 +102,12 @@ class MessageStore(Protocol):
 
     def read_record(self, phys_offset: int) -> bytes | None:
         """The stored record at a commit-log offset (what an offset msg id names)."""
+        ...
+
+    @property
+    def producers(self) -> ProducerStateTable:
+        """Idempotent producers' state: ids, epochs and each queue's last sequences,
+        advanced by every put of stamped records and rebuilt from the log on start."""
         ...
 
     def query_by_key(
