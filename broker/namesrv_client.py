@@ -17,7 +17,13 @@ from pocketmq.common.auth import Credentials, signed_metadata
 from pocketmq.common.errors import PocketMQError
 from pocketmq.v1 import common_pb2, nameserver_pb2, nameserver_pb2_grpc
 
-__all__ = ["BrokerRegistration", "GrpcNameserverClient", "NameserverCallError", "RegisterReply"]
+__all__ = [
+    "BrokerRegistration",
+    "GrpcNameserverClient",
+    "NameserverCallError",
+    "RegisterReply",
+    "topic_config_pb",
+]
 
 
 class NameserverCallError(PocketMQError):
@@ -57,7 +63,8 @@ class RegisterReply:
     request_bytes: int = 0  # size of the registration sent (for stats)
 
 
-def _topic_config_pb(tc: BrokerTopicConfig) -> common_pb2.TopicConfig:
+def topic_config_pb(tc: BrokerTopicConfig) -> common_pb2.TopicConfig:
+    """A topic config as the wire carries it (registrations, GetAllTopicConfig)."""
     return common_pb2.TopicConfig(
         topic_name=tc.topic_name,
         read_queue_nums=tc.read_queue_nums,
@@ -100,7 +107,7 @@ class GrpcNameserverClient:
             broker_name=reg.broker_name,
             broker_addr=reg.broker_addr,
             broker_id=reg.broker_id,
-            topic_configs=[_topic_config_pb(tc) for tc in reg.topic_configs],
+            topic_configs=[topic_config_pb(tc) for tc in reg.topic_configs],
             data_version=common_pb2.DataVersion(
                 timestamp_ms=reg.data_version.timestamp_ms, counter=reg.data_version.counter
             ),

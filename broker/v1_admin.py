@@ -9,6 +9,7 @@ import grpc
 from pocketmq.broker.errors import (
     IllegalArgumentError,
 )
+from pocketmq.broker.namesrv_client import topic_config_pb
 from pocketmq.broker.v1_rpc import (
     _CONSUME_TYPES,
     _MESSAGE_MODELS,
@@ -17,7 +18,6 @@ from pocketmq.broker.v1_rpc import (
     _check_names,
     _rpc,
     _topic_config,
-    _topic_config_pb,
 )
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import common_pb2
@@ -102,7 +102,7 @@ class AdminRpcs(ServicerParts):
     ) -> pb.GetAllTopicConfigResponse:
         configs, version = self._admin.all_topics()
         return pb.GetAllTopicConfigResponse(
-            topic_configs=[_topic_config_pb(tc) for tc in configs],
+            topic_configs=[topic_config_pb(tc) for tc in configs],
             data_version=common_pb2.DataVersion(
                 timestamp_ms=version.timestamp_ms, counter=version.counter
             ),

@@ -231,17 +231,6 @@ def _topic_config(
     )
 
 
-def _topic_config_pb(tc: BrokerTopicConfig) -> common_pb2.TopicConfig:
-    return common_pb2.TopicConfig(
-        topic_name=tc.topic_name,
-        read_queue_nums=tc.read_queue_nums,
-        write_queue_nums=tc.write_queue_nums,
-        perm=tc.perm,
-        order=tc.order,
-        topic_sys_flag=tc.topic_sys_flag,
-    )
-
-
 def _consumer(msg: pb.ConsumerData, filters: FilterCompiler) -> ConsumerRegistration:
     _check_names(group=msg.group)
     subscriptions = {}

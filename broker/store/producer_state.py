@@ -254,23 +254,29 @@ class ProducerStateTable:
         self.producers.clear()
 
     # -- the log's side: every appended record, in order -----------------------------------
-    def observe(
-        self, ident: Ident, topic: str, queue_id: int, phys_offset: int, timestamp_ms: int
-    ) -> None:
-        """Take in an appended record stamped *ident*, sent to (*topic*, *queue_id*)."""
-        pid, epoch, seq = ident
+    def _touch(self, pid: int, epoch: int, timestamp_ms: int) -> ProducerEntry:
+        """The entry of *pid*, made (evicting the oldest when full) or refreshed: most
+        recently used, its epoch and last activity advanced to the record's."""
         producers = self.producers
         entry = producers.get(pid)
         if entry is None:
             if len(producers) >= self.max_producers:
                 self._evict_oldest()
             entry = producers[pid] = ProducerEntry(pid, epoch, timestamp_ms)
-        else:
-            producers.move_to_end(pid)
-            if epoch > entry.epoch:
-                entry.epoch = epoch
-            if timestamp_ms > entry.last_active_ms:
-                entry.last_active_ms = timestamp_ms
+            return entry
+        producers.move_to_end(pid)
+        if epoch > entry.epoch:
+            entry.epoch = epoch
+        if timestamp_ms > entry.last_active_ms:
+            entry.last_active_ms = timestamp_ms
+        return entry
+
+    def observe(
+        self, ident: Ident, topic: str, queue_id: int, phys_offset: int, timestamp_ms: int
+    ) -> None:
+        """Take in an appended record stamped *ident*, sent to (*topic*, *queue_id*)."""
+        pid, epoch, seq = ident
+        entry = self._touch(pid, epoch, timestamp_ms)
         if seq < 0:
             return  # an epoch record
         key = (topic, queue_id)
@@ -292,23 +298,12 @@ class ProducerStateTable:
     ) -> None:
         """:meth:`observe` for each stamped record of an appended batch, one update per
         run of its ``idem_runs`` (nothing at all for a batch without stamps)."""
-        producers = self.producers
         runs = batch.idem_runs
         for pid, epoch, topic, queue_id, first, indices in runs:
             if topic in PARKING_TOPICS:
                 self._observe_parked(batch, pid, epoch, first, indices, phys_offsets, timestamp_ms)
                 continue
-            entry = producers.get(pid)
-            if entry is None:
-                if len(producers) >= self.max_producers:
-                    self._evict_oldest()
-                entry = producers[pid] = ProducerEntry(pid, epoch, timestamp_ms)
-            else:
-                producers.move_to_end(pid)
-                if epoch > entry.epoch:
-                    entry.epoch = epoch
-                if timestamp_ms > entry.last_active_ms:
-                    entry.last_active_ms = timestamp_ms
+            entry = self._touch(pid, epoch, timestamp_ms)
             if first < 0:
                 continue  # an epoch record
             count = len(indices)
