@@ -38,10 +38,11 @@ from pocketmq.broker.store.consume_queue import CQ_UNIT
 from pocketmq.broker.store.data_dir import DataDirectory
 from pocketmq.broker.store.deleted_queues import DeletedQueues
 from pocketmq.broker.store.index_file import IndexFile, iter_index_entries
+from pocketmq.broker.store.index_file_set import index_key_hashes
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.common.errors import CorruptRecordError, StoreError
 from pocketmq.common.hashing import java_string_hash
-from pocketmq.common.message import decode_properties, decode_record
+from pocketmq.common.message import check_record, decode_properties
 
 __all__ = [
     "VerifyReport",
@@ -418,6 +419,7 @@ def _verify_index(
         except StoreError as exc:
             report.problem(f"index {name}: {exc}")
             continue
+        last_phys, last_hashes = -1, None
         for key_hash, phys_offset in entries:
             report.index_entries += 1
             if phys_offset < commitlog.min_offset:
@@ -428,17 +430,52 @@ def _verify_index(
                     f"of the log ({report.log_end_offset})"
                 )
                 continue
-            raw = commitlog.read_record(phys_offset)
-            try:
-                msg = decode_record(raw or b"", check_crc=False)
-            except CorruptRecordError:
+            if phys_offset != last_phys:  # a record's keys lie in a row: hash them once
+                last_phys, last_hashes = phys_offset, _stored_key_hashes(commitlog, phys_offset)
+            if last_hashes is None:
                 report.problem(f"index {name}: entry points at {phys_offset}, not a record")
-                continue
-            keys = [*msg.keys, msg.uniq_key]
-            hashes = {abs(java_string_hash(f"{msg.topic}#{k}")) for k in keys if k}
-            hashes |= {java_string_hash(f"{msg.topic}#{k}") for k in keys if k}
-            if key_hash not in hashes:
+            elif key_hash not in last_hashes and not (
+                key_hash < 0 and key_hash in _signed_key_hashes(commitlog, phys_offset)
+            ):
                 report.problem(
                     f"index {name}: entry hash {key_hash} matches no key of the "
                     f"record at {phys_offset}"
                 )
+
+
+def _record_keys(commitlog: CommitLog, phys_offset: int) -> tuple[str, list[str]] | None:
+    """The topic and index keys (``KEYS`` and ``UNIQ_KEY``) of the record at *phys_offset*,
+    or None when no record lies there."""
+    raw = commitlog.read_record(phys_offset) or b""
+    try:
+        lay = check_record(raw, 0, len(raw), check_crc=False)
+    except CorruptRecordError:
+        return None
+    topic = raw[lay.topic_pos : lay.topic_pos + lay.topic_len].decode("utf-8", "replace")
+    props = decode_properties(
+        raw[lay.props_pos : lay.props_pos + lay.props_len].decode("utf-8", "replace")
+    )
+    keys = [k for k in props.get("KEYS", "").split(" ") if k]
+    keys.append(props.get("UNIQ_KEY", ""))
+    return topic, [k for k in keys if k]
+
+
+def _stored_key_hashes(commitlog: CommitLog, phys_offset: int) -> set[int] | None:
+    """The keyHashes a writer stores for the record at *phys_offset* (the store's own
+    hashing: compiled when the accelerator is built), or None when no record lies there."""
+    found = _record_keys(commitlog, phys_offset)
+    if found is None:
+        return None
+    topic, keys = found
+    hashes, _phys = index_key_hashes([topic], [keys], [phys_offset], -1)
+    return set(hashes)
+
+
+def _signed_key_hashes(commitlog: CommitLog, phys_offset: int) -> set[int]:
+    """Java's signed hashCodes of the record's ``topic#key``s: an entry may hold one
+    (negative) where the writer kept the sign."""
+    found = _record_keys(commitlog, phys_offset)
+    if found is None:
+        return set()
+    topic, keys = found
+    return {java_string_hash(f"{topic}#{k}") for k in keys}

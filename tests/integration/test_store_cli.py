@@ -92,3 +92,36 @@ def test_verify_passes_a_store_with_a_deleted_topic(tmp_path):
     result = pocketmq_sync("store", "verify", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "7 records" in result.stdout
+
+
+def _index_entry_at(tmp_path, number: int) -> tuple[object, int]:
+    """(index file, file position) of entry *number* (1 = the first) of the store's index."""
+    from pocketmq.broker.store.index_file import HASH_SLOT, INDEX_ENTRY, INDEX_HEADER
+
+    (index,) = sorted((tmp_path / "index").iterdir())
+    slots = small_config(tmp_path).index_slots
+    return index, INDEX_HEADER.size + slots * HASH_SLOT.size + number * INDEX_ENTRY.size
+
+
+def test_verify_names_an_index_entry_whose_hash_matches_no_key_of_its_record(tmp_path):
+    make_store(tmp_path, n=3)
+    index, pos = _index_entry_at(tmp_path, 3)  # the second record's first key
+    with open(index, "r+b") as f:
+        f.seek(pos)
+        f.write((12345).to_bytes(4, "big"))
+    result = pocketmq_sync("store", "verify", "--json", str(tmp_path))
+    assert result.returncode == 1, result.stdout
+    problems = json.loads(result.stdout)["problems"]
+    assert len(problems) == 1 and "entry hash 12345 matches no key" in problems[0], problems
+
+
+def test_verify_names_an_index_entry_that_points_inside_a_record(tmp_path):
+    make_store(tmp_path, n=3)
+    index, pos = _index_entry_at(tmp_path, 1)
+    with open(index, "r+b") as f:
+        f.seek(pos + 4)
+        f.write((9).to_bytes(8, "big"))  # commit-log offset 9: the middle of the first record
+    result = pocketmq_sync("store", "verify", "--json", str(tmp_path))
+    assert result.returncode == 1, result.stdout
+    problems = json.loads(result.stdout)["problems"]
+    assert any("entry points at 9, not a record" in p for p in problems), problems
