@@ -62,8 +62,8 @@ async def stop_and_verify(group: HaGroup, brokers: dict[str, ServerProcess]) -> 
     segments = 0
     for other in names[1:]:
         segments = assert_same_logs(group.dir(names[0]), group.dir(other))
-    for name in names:
-        code, report = await store_verify(group.dir(name))
+    verdicts = await asyncio.gather(*(store_verify(group.dir(name)) for name in names))
+    for name, (code, report) in zip(names, verdicts, strict=True):
         assert code == 0, f"store verify of {name}: {report}"
     return segments
 

@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import grpc
 from waitkit import eventually
@@ -26,10 +26,13 @@ from pocketmq.client import (
     Producer,
     PushConsumer,
     SendStatus,
+    decode_messages,
 )
 from pocketmq.common.message import StoredMessage, iter_records
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2, nameserver_pb2, nameserver_pb2_grpc
+
+T = TypeVar("T")
 
 
 class Ack(NamedTuple):
@@ -76,9 +79,11 @@ async def wait_for(
     return time.monotonic() - start
 
 
-async def read_queue(broker_addr: str, topic: str, queue_id: int) -> list[StoredMessage]:
-    """Every message of one queue, from offset 0 to its end."""
-    messages: list[StoredMessage] = []
+async def _pull_all(
+    broker_addr: str, topic: str, queue_id: int, decode: Callable[[bytes], list[T]]
+) -> list[T]:
+    """Every record of one queue, from offset 0 to its end, each reply through *decode*."""
+    decoded: list[T] = []
     offset = 0
     async with grpc.aio.insecure_channel(broker_addr) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
@@ -95,21 +100,34 @@ async def read_queue(broker_addr: str, topic: str, queue_id: int) -> list[Stored
                 timeout=30,
             )
             if reply.status != pb.FOUND:
-                return messages
-            messages.extend(iter_records(reply.records))
+                return decoded
+            decoded.extend(decode(reply.records))
             offset = reply.next_begin_offset
 
 
+async def read_queue(broker_addr: str, topic: str, queue_id: int) -> list[StoredMessage]:
+    """Every message of one queue, from offset 0 to its end."""
+    return await _pull_all(
+        broker_addr, topic, queue_id, lambda records: list(iter_records(records))
+    )
+
+
 async def read_topic(broker_addr: str, topic: str, queues: int) -> dict[tuple[int, int], str]:
-    """(queue id, queue offset) -> UNIQ_KEY of every stored message; checks offsets are dense."""
+    """(queue id, queue offset) -> UNIQ_KEY of every stored message; checks offsets are dense
+    and every body CRC. Decoded by the client's block codec: a GiB holds a million records."""
     stored: dict[tuple[int, int], str] = {}
     for queue_id in range(queues):
-        messages = await read_queue(broker_addr, topic, queue_id)
+        messages = await _pull_all(
+            broker_addr,
+            topic,
+            queue_id,
+            lambda records: decode_messages(records, "fault-reader", check_crc=True),
+        )
         offsets = [m.queue_offset for m in messages]
         assert offsets == list(range(len(offsets))), (
             f"queue {queue_id}: offsets are not 0..{len(offsets) - 1} exactly once"
         )
-        stored.update({(queue_id, m.queue_offset): m.uniq_key for m in messages})
+        stored.update({(queue_id, m.queue_offset): m.msg_id for m in messages})
     return stored
 
 
