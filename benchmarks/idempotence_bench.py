@@ -99,7 +99,13 @@ async def run_for(producer: Producer, seconds: float, batch: bool, broker_pid: i
 
 
 async def throughput(
-    namesrv: str, broker: str, seconds: float, rounds: int, broker_pid: int, in_flight: int
+    namesrv: str,
+    broker: str,
+    seconds: float,
+    rounds: int,
+    broker_pid: int,
+    in_flight: int,
+    shapes: tuple[bool, ...] = (False, True),
 ) -> None:
     async with AdminClient(namesrv=namesrv) as admin:
         await admin.create_topic(
@@ -127,7 +133,7 @@ async def throughput(
             group="bench-plain", namesrv=namesrv, idempotent=False, send_timeout_ms=10_000
         ) as plain,
     ):
-        for batch in (False, True):
+        for batch in shapes:
             await run_for(idem, 1.0, batch)  # warm-up: routes, sessions, channels
             await run_for(plain, 1.0, batch)
             best = {True: 0.0, False: 0.0}
@@ -256,6 +262,12 @@ def main() -> None:
     parser.add_argument("--log-mib", type=int, default=256)
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument(
+        "--calls",
+        choices=("both", "send", "send_batch"),
+        default="both",
+        help="which call shapes the throughput part measures",
+    )
+    parser.add_argument(
         "--max-in-flight-requests-per-queue",
         type=int,
         default=5,
@@ -279,6 +291,7 @@ def main() -> None:
                     args.rounds,
                     server.pid,
                     args.max_in_flight_requests_per_queue,
+                    {"both": (False, True), "send": (False,), "send_batch": (True,)}[args.calls],
                 )
             )
     if args.log_mib > 0:
