@@ -3,15 +3,17 @@ of the broker's de-duplication state.
 
     .venv/bin/python benchmarks/idempotence_bench.py [--seconds 5] [--rounds 3]
                                                      [--log-mib 256 (0: skip)]
+                                                     [--calls both|send|send_batch]
 
 1. Throughput, side by side in one run against one ``pocketmq standalone``: 256
    tasks calling ``send`` (one message each call), then 256 tasks calling
    ``send_batch`` (32 messages a call), each by an idempotent producer and by one
-   with ``idempotent=False``, alternating A/B for ``--rounds`` rounds of
+   with ``idempotent=False``, alternating A/B then B/A for ``--rounds`` rounds of
    ``--seconds`` each (the best round of each is kept, as noise only slows), with
    the CPU time one message cost the client and the broker process (the least of
-   the rounds; steadier than the rates on a shared machine), and how many
-   OUT_OF_ORDER_SEQUENCE answers the idempotent producer met.
+   the rounds; steadier than the rates on a shared machine; then the medians, and
+   what idempotence adds to their sum), and how many OUT_OF_ORDER_SEQUENCE answers
+   the idempotent producer met.
 2. Recovery: a child process appends ``--log-mib`` MiB of stamped 1 KiB records
    (1,000 producer ids x 8 queues, batches of 64) to a store and dies (``os._exit``,
    abort file left); the parent times ``start()`` (the crash recovery that rebuilds
@@ -25,6 +27,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -140,9 +143,12 @@ async def throughput(
             client = {True: float("inf"), False: float("inf")}
             broker_us = {True: float("inf"), False: float("inf")}
             before = _idempotence_counts(idem)
-            for _ in range(rounds):
-                for flag, producer in ((True, idem), (False, plain)):
+            cpu: dict[bool, list[Round]] = {True: [], False: []}
+            for i in range(rounds):
+                pair = ((True, idem), (False, plain))
+                for flag, producer in pair if i % 2 == 0 else pair[::-1]:
                     got = await run_for(producer, seconds, batch, broker_pid)
+                    cpu[flag].append(got)
                     best[flag] = max(best[flag], got.rate)
                     client[flag] = min(client[flag], got.client_us)
                     broker_us[flag] = min(broker_us[flag], got.broker_us)
@@ -152,6 +158,19 @@ async def throughput(
                 f"{name:<24}{best[True]:>18,.0f}{best[False]:>14,.0f}{overhead:>9.1f}%"
                 f"{f'{client[True]:.1f} vs {client[False]:.1f}':>22}"
                 f"{f'{broker_us[True]:.1f} vs {broker_us[False]:.1f}':>22}"
+            )
+            median = {
+                flag: (
+                    statistics.median(r.client_us for r in rs),
+                    statistics.median(r.broker_us for r in rs),
+                )
+                for flag, rs in cpu.items()
+            }
+            (idem_client, idem_broker), (plain_client, plain_broker) = median[True], median[False]
+            print(
+                f"  CPU µs/msg, medians: client {idem_client:.2f} vs {plain_client:.2f}, broker "
+                f"{idem_broker:.2f} vs {plain_broker:.2f}; idempotence adds "
+                f"{((idem_client + idem_broker) / (plain_client + plain_broker) - 1) * 100:+.1f}%"
             )
             opened, out_of_order, renumbered = (
                 after - was for after, was in zip(_idempotence_counts(idem), before, strict=True)
