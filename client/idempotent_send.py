@@ -2,8 +2,10 @@
 
 A request is numbered in its broker's :class:`~.idempotence.ProducerSession`
 when it is encoded for a queue (a :class:`~.idempotence.Ticket` of that
-queue's lane); from then on it is retried as those very bytes on that very
-queue for as long as its outcome is unknown::
+queue's lane; a coalesced one-record ``send`` holds a bare sequence there instead,
+made a ticket only if its first call fails: :func:`number`, :func:`first_failed`);
+from then on it is retried as those very bytes on that very queue for as long as
+its outcome is unknown::
 
     encode for mq (pid, epoch, seq) ──► [admitted] ──► call ──► answer ───► result
                                                         │  (a retry the broker had stored
