@@ -3,15 +3,17 @@ of the broker's de-duplication state.
 
     .venv/bin/python benchmarks/idempotence_bench.py [--seconds 5] [--rounds 3]
                                                      [--log-mib 256 (0: skip)]
+                                                     [--calls both|send|send_batch]
 
 1. Throughput, side by side in one run against one ``pocketmq standalone``: 256
    tasks calling ``send`` (one message each call), then 256 tasks calling
    ``send_batch`` (32 messages a call), each by an idempotent producer and by one
-   with ``idempotent=False``, alternating A/B for ``--rounds`` rounds of
+   with ``idempotent=False``, alternating A/B then B/A for ``--rounds`` rounds of
    ``--seconds`` each (the best round of each is kept, as noise only slows), with
    the CPU time one message cost the client and the broker process (the least of
-   the rounds; steadier than the rates on a shared machine), and how many
-   OUT_OF_ORDER_SEQUENCE answers the idempotent producer met.
+   the rounds; steadier than the rates on a shared machine; then the medians, and
+   what idempotence adds to their sum), and how many OUT_OF_ORDER_SEQUENCE answers
+   the idempotent producer met.
 2. Recovery: a child process appends ``--log-mib`` MiB of stamped 1 KiB records
    (1,000 producer ids x 8 queues, batches of 64) to a store and dies (``os._exit``,
    abort file left); the parent times ``start()`` (the crash recovery that rebuilds
@@ -25,6 +27,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -99,7 +102,13 @@ async def run_for(producer: Producer, seconds: float, batch: bool, broker_pid: i
 
 
 async def throughput(
-    namesrv: str, broker: str, seconds: float, rounds: int, broker_pid: int, in_flight: int
+    namesrv: str,
+    broker: str,
+    seconds: float,
+    rounds: int,
+    broker_pid: int,
+    in_flight: int,
+    shapes: tuple[bool, ...] = (False, True),
 ) -> None:
     async with AdminClient(namesrv=namesrv) as admin:
         await admin.create_topic(
@@ -127,16 +136,19 @@ async def throughput(
             group="bench-plain", namesrv=namesrv, idempotent=False, send_timeout_ms=10_000
         ) as plain,
     ):
-        for batch in (False, True):
+        for batch in shapes:
             await run_for(idem, 1.0, batch)  # warm-up: routes, sessions, channels
             await run_for(plain, 1.0, batch)
             best = {True: 0.0, False: 0.0}
             client = {True: float("inf"), False: float("inf")}
             broker_us = {True: float("inf"), False: float("inf")}
             before = _idempotence_counts(idem)
-            for _ in range(rounds):
-                for flag, producer in ((True, idem), (False, plain)):
+            cpu: dict[bool, list[Round]] = {True: [], False: []}
+            for i in range(rounds):
+                pair = ((True, idem), (False, plain))
+                for flag, producer in pair if i % 2 == 0 else pair[::-1]:
                     got = await run_for(producer, seconds, batch, broker_pid)
+                    cpu[flag].append(got)
                     best[flag] = max(best[flag], got.rate)
                     client[flag] = min(client[flag], got.client_us)
                     broker_us[flag] = min(broker_us[flag], got.broker_us)
@@ -146,6 +158,19 @@ async def throughput(
                 f"{name:<24}{best[True]:>18,.0f}{best[False]:>14,.0f}{overhead:>9.1f}%"
                 f"{f'{client[True]:.1f} vs {client[False]:.1f}':>22}"
                 f"{f'{broker_us[True]:.1f} vs {broker_us[False]:.1f}':>22}"
+            )
+            median = {
+                flag: (
+                    statistics.median(r.client_us for r in rs),
+                    statistics.median(r.broker_us for r in rs),
+                )
+                for flag, rs in cpu.items()
+            }
+            (idem_client, idem_broker), (plain_client, plain_broker) = median[True], median[False]
+            print(
+                f"  CPU µs/msg, medians: client {idem_client:.2f} vs {plain_client:.2f}, broker "
+                f"{idem_broker:.2f} vs {plain_broker:.2f}; idempotence adds "
+                f"{((idem_client + idem_broker) / (plain_client + plain_broker) - 1) * 100:+.1f}%"
             )
             opened, out_of_order, renumbered = (
                 after - was for after, was in zip(_idempotence_counts(idem), before, strict=True)
@@ -256,6 +281,12 @@ def main() -> None:
     parser.add_argument("--log-mib", type=int, default=256)
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument(
+        "--calls",
+        choices=("both", "send", "send_batch"),
+        default="both",
+        help="which call shapes the throughput part measures",
+    )
+    parser.add_argument(
         "--max-in-flight-requests-per-queue",
         type=int,
         default=5,
@@ -279,6 +310,7 @@ def main() -> None:
                     args.rounds,
                     server.pid,
                     args.max_in_flight_requests_per_queue,
+                    {"both": (False, True), "send": (False,), "send_batch": (True,)}[args.calls],
                 )
             )
     if args.log_mib > 0:

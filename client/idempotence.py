@@ -25,7 +25,13 @@ of a lane's requests in flight (:meth:`Ticket.admitted`, Kafka's
 ``max.in.flight.requests.per.connection``)::
 
     lane (orders, 3):  next_seq 42
-        open: [seq 30..31] [32..39] [40..41]     <- oldest first; closed ones leave
+        open: [seq 30..31] 32 33 [34..39] 40 41   <- oldest first; closed ones leave
+
+A coalesced ``send`` of one record, the hot path, opens no ticket: its lane
+holds the bare sequence (an ``int``, :meth:`Lane.take_one`) until it settles
+(:meth:`Lane.close_one`), and it becomes a :class:`Ticket` in its place only
+when its first call fails and the retry machinery needs one
+(:meth:`Lane.ticket_of`). Tickets treat such an entry as a ticket of one record.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 
 from pocketmq.client.errors import InvalidRequestError, UnsupportedError
-from pocketmq.client.model import PROPERTY_IDEMPOTENCE, PROPERTY_UNIQ_KEY
+from pocketmq.client.model import PROPERTY_IDEMPOTENCE, PROPERTY_UNIQ_KEY, MessageQueue
 
 __all__ = [
     "PROPERTY_IDEMPOTENCE",
@@ -121,9 +127,7 @@ class Ticket:
         waiters = self._waiters
         if waiters:
             self._waiters = None
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
+            _wake(waiters)
 
     def withdraw(self) -> bool:
         """Close a ticket whose records were never sent; True if its numbers were handed
@@ -135,13 +139,15 @@ class Ticket:
             return True
         return False
 
-    def earlier(self) -> list[Ticket]:
-        """The lane's open tickets numbered before this one, oldest first."""
-        out = []
-        for ticket in self.lane.open:
-            if ticket is self or ticket.first > self.first:
+    def earlier(self) -> list[Ticket | int]:
+        """The lane's open tickets (and bare sequences, :meth:`Lane.take_one`) numbered
+        before this one, oldest first."""
+        out: list[Ticket | int] = []
+        first = self.first
+        for entry in self.lane.open:
+            if entry is self or _first(entry) > first:
                 break
-            out.append(ticket)
+            out.append(entry)
         return out
 
     def behind(self, n: int) -> bool:
@@ -149,8 +155,9 @@ class Ticket:
         (looks at no more than *n* of them)."""
         if n <= 0:
             return True
-        for count, ticket in enumerate(self.lane.open, 1):
-            if ticket is self or ticket.first > self.first:
+        first = self.first
+        for count, entry in enumerate(self.lane.open, 1):
+            if entry is self or _first(entry) > first:
                 return False
             if count >= n:
                 return True
@@ -176,7 +183,7 @@ class Ticket:
             earlier = self.earlier()
             if not earlier:
                 return
-            await earlier[-1].settled()
+            await self.lane.settled(earlier[-1])
 
     async def admitted(self, max_in_flight: int, timeout_s: float | None = None) -> None:
         """Until fewer than *max_in_flight* tickets before this one are open; raises
@@ -192,7 +199,7 @@ class Ticket:
             before = opened.index(self)
             if before < max_in_flight:
                 return
-            waiter = opened[before - max_in_flight]._waiter(loop)
+            waiter = self.lane.waiter(opened[before - max_in_flight], loop)
             expiry = None if when is None else loop.call_at(when, _expire, waiter)
             try:
                 await waiter
@@ -206,21 +213,88 @@ def _expire(waiter: asyncio.Future[None]) -> None:
         waiter.set_exception(TimeoutError())
 
 
-class Lane:
-    """One queue of a session: its next sequence and its open tickets, oldest first."""
+def _first(entry: Ticket | int) -> int:
+    """The first sequence of a lane's open entry."""
+    return entry if isinstance(entry, int) else entry.first
 
-    __slots__ = ("next_seq", "open", "session")
+
+class Lane:
+    """One queue of a session: its next sequence and its open entries, oldest first:
+    tickets, and the bare sequences of one-record sends (:meth:`take_one`)."""
+
+    __slots__ = ("_waiting", "next_seq", "open", "session")
 
     def __init__(self, session: ProducerSession, next_seq: int) -> None:
         self.session = session
         self.next_seq = next_seq
-        self.open: deque[Ticket] = deque()
+        self.open: deque[Ticket | int] = deque()
+        #: bare sequence -> the futures of the tasks waiting for it to settle
+        self._waiting: dict[int, list[asyncio.Future[None]]] | None = None
 
     def take(self, count: int) -> Ticket:
         ticket = Ticket(self, self.next_seq, count)
         self.next_seq += count
         self.open.append(ticket)
         return ticket
+
+    def take_one(self) -> int:
+        """The next sequence, open in the lane as itself (no ticket: the hot path's
+        numbering); settle it with :meth:`close_one`, or make it a ticket."""
+        seq = self.next_seq
+        self.next_seq = seq + 1
+        self.open.append(seq)
+        return seq
+
+    def close_one(self, seq: int) -> None:
+        """:meth:`Ticket.close` of a bare sequence (once)."""
+        self.open.remove(seq)
+        if self._waiting is not None:
+            _wake(self._waiting.pop(seq, None))
+            if not self._waiting:
+                self._waiting = None
+
+    def withdraw_one(self, seq: int) -> bool:
+        """:meth:`Ticket.withdraw` of a bare sequence never sent."""
+        self.close_one(seq)
+        if self.next_seq == seq + 1:
+            self.next_seq = seq
+            return True
+        return False
+
+    def ticket_of(self, seq: int) -> Ticket:
+        """The open bare sequence *seq* as a ticket of one record, in its place (its
+        waiters then wait for the ticket)."""
+        ticket = Ticket(self, seq, 1)
+        opened = self.open
+        opened[opened.index(seq)] = ticket
+        if self._waiting is not None:
+            ticket._waiters = self._waiting.pop(seq, None)
+            if not self._waiting:
+                self._waiting = None
+        return ticket
+
+    def waiter(self, entry: Ticket | int, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        """A future done when the open *entry* settles (one per waiting task)."""
+        if not isinstance(entry, int):
+            return entry._waiter(loop)
+        waiter = loop.create_future()
+        if self._waiting is None:
+            self._waiting = {}
+        self._waiting.setdefault(entry, []).append(waiter)
+        return waiter
+
+    async def settled(self, entry: Ticket | int) -> None:
+        """Until *entry*, open or not, is settled."""
+        if not isinstance(entry, int):
+            await entry.settled()
+        elif entry in self.open:
+            await self.waiter(entry, asyncio.get_running_loop())
+
+
+def _wake(waiters: list[asyncio.Future[None]] | None) -> None:
+    for waiter in waiters or ():
+        if not waiter.done():
+            waiter.set_result(None)
 
 
 class ProducerSession:
@@ -284,6 +358,9 @@ class ProducerSessionManager:
         self._init = init
         self.identity = identity
         self._sessions: dict[str, ProducerSession] = {}
+        #: queue -> its lane in its broker's current session (the hot path's one look;
+        #: emptied when a session retires)
+        self.lanes: dict[MessageQueue, Lane] = {}
         self._opening: dict[str, asyncio.Future[ProducerSession]] = {}
         self.opened = 0
         self.out_of_order = 0  # OUT_OF_ORDER_SEQUENCE answers met (each made good)
@@ -291,6 +368,17 @@ class ProducerSessionManager:
 
     def current(self, broker_name: str) -> ProducerSession | None:
         return self._sessions.get(broker_name)
+
+    def lane_of(self, mq: MessageQueue) -> Lane | None:
+        """The lane of *mq* in its broker's current session (None: no session open);
+        :attr:`lanes` holds it for the next look."""
+        lane = self.lanes.get(mq)
+        if lane is None:
+            session = self._sessions.get(mq.broker_name)
+            if session is None:
+                return None
+            lane = self.lanes[mq] = session.lane(mq.topic, mq.queue_id)
+        return lane
 
     async def get(self, broker_name: str, addr: str, topic: str) -> ProducerSession:
         session = self._sessions.get(broker_name)
@@ -337,6 +425,7 @@ class ProducerSessionManager:
         if session.retired:
             return
         session.retired = True
+        self.lanes.clear()
         if self._sessions.get(session.broker_name) is session:
             del self._sessions[session.broker_name]
             log.debug(

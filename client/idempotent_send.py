@@ -2,8 +2,10 @@
 
 A request is numbered in its broker's :class:`~.idempotence.ProducerSession`
 when it is encoded for a queue (a :class:`~.idempotence.Ticket` of that
-queue's lane); from then on it is retried as those very bytes on that very
-queue for as long as its outcome is unknown::
+queue's lane; a coalesced one-record ``send`` holds a bare sequence there instead,
+made a ticket only if its first call fails: :func:`number`, :func:`first_failed`);
+from then on it is retried as those very bytes on that very queue for as long as
+its outcome is unknown::
 
     encode for mq (pid, epoch, seq) ──► [admitted] ──► call ──► answer ───► result
                                                         │  (a retry the broker had stored
@@ -58,15 +60,24 @@ from pocketmq.client.errors import (
     ServerError,
     UnavailableError,
 )
-from pocketmq.client.idempotence import ProducerSession, ProducerSessionManager, Ticket
+from pocketmq.client.idempotence import Lane, ProducerSession, ProducerSessionManager, Ticket
 from pocketmq.client.message_codec import encode_messages
 from pocketmq.client.model import Message, MessageQueue, SendResult, SendStatus
 from pocketmq.client.send_retry import _back_off, _result, _retry_elsewhere, _stored_ok
 
 if TYPE_CHECKING:
     from pocketmq.client.producer import Producer
+    from pocketmq.client.remoting import SendReceipt
 
-__all__ = ["send_coalesced", "send_idempotent"]
+__all__ = [
+    "FirstTry",
+    "answered",
+    "first_failed",
+    "not_stored_ok",
+    "number",
+    "send_coalesced",
+    "send_idempotent",
+]
 
 log = logging.getLogger(__name__)
 
@@ -323,30 +334,38 @@ async def _after_failure(
 
 
 async def send_coalesced(
-    producer: Producer, msg: Message, uniq_key: str, deadline: float, budget_s: float
+    producer: Producer,
+    msg: Message,
+    uniq_key: str,
+    deadline: float,
+    budget_s: float,
+    mq: MessageQueue | None = None,
 ) -> SendResult:
-    """:func:`send_idempotent` of one message to a queue of the route's choosing, through
-    the accumulator, its first try inline (one coroutine layer, no closure, no request
-    object while all goes well: the retry machinery starts after a failure)."""
+    """:func:`send_idempotent` of one message to a queue of the route's choosing (*mq*,
+    when chosen already), through the accumulator, its first try inline (no closure, no
+    request object while all goes well: the retry machinery starts after a failure).
+    ``Producer.send`` runs the same steps itself while the queue's lane is open
+    (:func:`number`, :func:`first_failed`, :func:`answered`)."""
     routes, accumulator = producer._running()
     sessions = producer._sessions
     assert sessions is not None
     topic = msg.topic
-    queues = routes.cached_write_queues(topic)
-    if not queues or producer._clock.monotonic() >= deadline:
-        return await send_idempotent(
-            producer,
-            topic,
-            _encoder(producer, msg, uniq_key),
-            producer._attempt_idempotent,
-            deadline,
-            budget_s,
-        )
-    mq = producer._selector.select(queues)
-    session = sessions.current(mq.broker_name)
+    if mq is None:
+        queues = routes.cached_write_queues(topic)
+        if not queues or producer._clock.monotonic() >= deadline:
+            return await send_idempotent(
+                producer,
+                topic,
+                _encoder(producer, msg, uniq_key),
+                producer._attempt_idempotent,
+                deadline,
+                budget_s,
+            )
+        mq = producer._selector.select(queues)
+    lane = sessions.lane_of(mq)
     addr = routes.addr_of(mq.broker_name)
     started = producer._clock.monotonic()
-    if session is None or addr is None:
+    if lane is None or addr is None:
         try:
             session = await _session(producer, sessions, mq, deadline)
         except ClientError as exc:
@@ -366,9 +385,33 @@ async def send_coalesced(
         addr = routes.addr_of(mq.broker_name)
         if addr is None:
             raise RouteNotFoundError(topic, f"broker {mq.broker_name} has no known address")
-    ticket = session.lane(topic, mq.queue_id).take(1)
+        lane = session.lane(topic, mq.queue_id)
+    seq, record = number(producer, lane, mq, msg, uniq_key)
+    try:
+        receipt = await accumulator.add(addr, record, deadline)
+    except ClientError as exc:
+        return await first_failed(
+            producer, msg, uniq_key, (mq, lane, seq, record, started), exc, deadline, budget_s
+        )
+    except BaseException:
+        lane.close_one(seq)
+        raise
+    result = answered(producer, mq, lane, seq, receipt, started)
+    if result.status is SendStatus.SEND_OK:
+        return result
+    return await not_stored_ok(producer, msg, uniq_key, mq, result, deadline, budget_s)
+
+
+def number(
+    producer: Producer, lane: Lane, mq: MessageQueue, msg: Message, uniq_key: str
+) -> tuple[int, bytes]:
+    """The next sequence of *lane* (a bare one, :meth:`~.idempotence.Lane.take_one`: a
+    ticket is made of it on a failure only) and the record of *msg* stamped with it."""
+    session = lane.session
+    seq = lane.next_seq  # lane.take_one(), inline: this runs per message
+    lane.next_seq = seq + 1
+    lane.open.append(seq)
     pid = session.producer_id
-    cfg = producer.config
     try:
         record = encode_messages(
             (msg,),
@@ -376,57 +419,98 @@ async def send_coalesced(
             mq.queue_id,
             producer._born_host,
             producer._clock.now_ms(),
-            cfg.compress_over_bytes,
+            producer.config.compress_over_bytes,
             0,
-            (pid, session.epoch, ticket.first) if pid else None,
+            (pid, session.epoch, seq) if pid else None,
         )
     except BaseException:
-        if not ticket.withdraw():  # numbered, never sent: a gap unless handed back
-            sessions.retire(session)
+        if not lane.withdraw_one(seq):  # numbered, never sent: a gap unless handed back
+            assert producer._sessions is not None
+            producer._sessions.retire(session)
         raise
+    return seq, record
+
+
+#: a first try that failed: (queue, lane, sequence, record, when it started)
+FirstTry = tuple[MessageQueue, Lane, int, bytes, float]
+
+
+async def first_failed(
+    producer: Producer,
+    msg: Message,
+    uniq_key: str,
+    first: FirstTry,
+    exc: ClientError,
+    deadline: float,
+    budget_s: float,
+) -> SendResult:
+    """The rest of a coalesced send whose first call failed with *exc*: the same record
+    on its queue while its outcome is unknown, or numbered afresh elsewhere when refused."""
+    mq, lane, seq, record, started = first
+    ticket = lane.ticket_of(seq)
+    sessions = producer._sessions
+    assert sessions is not None
+    encode = _encoder(producer, msg, uniq_key)
+    req = _Request(sessions, mq, ticket, encode, producer._attempt_idempotent, record)
     try:
-        receipt = await accumulator.add(addr, record, deadline)
-    except ClientError as exc:
-        encode = _encoder(producer, msg, uniq_key)
-        req = _Request(sessions, mq, ticket, encode, producer._attempt_idempotent, record)
-        try:
-            result: SendResult = await _on_queue(
-                producer, req, deadline, budget_s, 0, 1, first_error=exc, started=started
-            )
-            return result
-        except _Elsewhere as refused:
-            return await send_idempotent(
-                producer,
-                topic,
-                encode,
-                producer._attempt_idempotent,
-                deadline,
-                budget_s,
-                avoid=refused.error,
-                avoid_broker=mq.broker_name,
-            )
-        finally:
-            req.ticket.close()
-    finally:
-        ticket.close()
-    producer.fault.update(mq.broker_name, (producer._clock.monotonic() - started) * 1000)
-    result = _result(receipt, mq)
-    if (
-        cfg.retry_another_broker_when_not_store_ok
-        and cfg.retry_times_when_send_failed
-        and result.status is not SendStatus.SEND_OK
-    ):
+        result: SendResult = await _on_queue(
+            producer, req, deadline, budget_s, 0, 1, first_error=exc, started=started
+        )
+        return result
+    except _Elsewhere as refused:
         return await send_idempotent(
             producer,
-            topic,
-            _encoder(producer, msg, uniq_key),
+            mq.topic,
+            encode,
             producer._attempt_idempotent,
             deadline,
             budget_s,
+            avoid=refused.error,
             avoid_broker=mq.broker_name,
-            not_ok=result,
         )
-    return result
+    finally:
+        req.ticket.close()
+        ticket.close()
+
+
+def answered(
+    producer: Producer,
+    mq: MessageQueue,
+    lane: Lane,
+    seq: int,
+    receipt: SendReceipt,
+    started: float,
+) -> SendResult:
+    """The result of a first try the broker answered; its sequence is settled."""
+    lane.close_one(seq)
+    producer.fault.update(mq.broker_name, (producer._clock.monotonic() - started) * 1000)
+    return _result(receipt, mq)
+
+
+async def not_stored_ok(
+    producer: Producer,
+    msg: Message,
+    uniq_key: str,
+    mq: MessageQueue,
+    result: SendResult,
+    deadline: float,
+    budget_s: float,
+) -> SendResult:
+    """*result*, stored but not as SEND_OK promises; or, when the producer asks for it
+    (RocketMQ's retryAnotherBrokerWhenNotStoreOK), a copy stored on another broker."""
+    cfg = producer.config
+    if not (cfg.retry_another_broker_when_not_store_ok and cfg.retry_times_when_send_failed):
+        return result
+    return await send_idempotent(
+        producer,
+        mq.topic,
+        _encoder(producer, msg, uniq_key),
+        producer._attempt_idempotent,
+        deadline,
+        budget_s,
+        avoid_broker=mq.broker_name,
+        not_ok=result,
+    )
 
 
 def _encoder(producer: Producer, msg: Message, uniq_key: str) -> Encode:

@@ -46,8 +46,16 @@ from pocketmq.client.errors import (
 )
 from pocketmq.client.fault_strategy import LatencyFaultTolerance, QueueSelector
 from pocketmq.client.heartbeat import HeartbeatService, local_ip, make_client_id
-from pocketmq.client.idempotence import ProducerSessionManager, Ticket
-from pocketmq.client.idempotent_send import send_coalesced, send_idempotent
+from pocketmq.client.idempotence import ProducerSessionManager
+from pocketmq.client.idempotent_send import (
+    _encoder,
+    answered,
+    first_failed,
+    not_stored_ok,
+    number,
+    send_coalesced,
+    send_idempotent,
+)
 from pocketmq.client.message_codec import (
     check_message,
     check_topic_of,
@@ -265,12 +273,36 @@ class Producer:
         budget_s = (timeout_ms or cfg.send_timeout_ms) / 1000
         deadline = self._clock.monotonic() + budget_s
         uniq_key = self._ids.next_id()
-        if self._sessions is not None:
-            if queue is None and selector is None:
+        sessions = self._sessions
+        if sessions is not None:
+            if queue is not None or selector is not None:
+                return await self._send_one_idempotent(
+                    msg, uniq_key, deadline, budget_s, queue, selector, arg
+                )
+            # The first try inline while its queue's lane is open (as the plain one below);
+            # send_coalesced opens what is missing, and is the same steps.
+            queues = routes.cached_write_queues(msg.topic)
+            started = self._clock.monotonic()
+            if not queues or started >= deadline:
                 return await send_coalesced(self, msg, uniq_key, deadline, budget_s)
-            return await self._send_one_idempotent(
-                msg, uniq_key, deadline, budget_s, queue, selector, arg
-            )
+            mq = self._selector.select(queues)
+            lane = sessions.lanes.get(mq)
+            addr = routes.addr_of(mq.broker_name)
+            if lane is None or addr is None:
+                return await send_coalesced(self, msg, uniq_key, deadline, budget_s, mq)
+            seq, record = number(self, lane, mq, msg, uniq_key)
+            try:
+                receipt = await accumulator.add(addr, record, deadline)
+            except ClientError as exc:
+                first = (mq, lane, seq, record, started)
+                return await first_failed(self, msg, uniq_key, first, exc, deadline, budget_s)
+            except BaseException:
+                lane.close_one(seq)
+                raise
+            result = answered(self, mq, lane, seq, receipt, started)
+            if result.status is SendStatus.SEND_OK:
+                return result
+            return await not_stored_ok(self, msg, uniq_key, mq, result, deadline, budget_s)
         if queue is not None or selector is not None:
             return await self._send_to_queue(msg, uniq_key, deadline, queue, selector, arg)
         # The first attempt runs inline, in this one coroutine: the same steps as the
@@ -361,23 +393,16 @@ class Producer:
             raise InvalidMessageError(
                 f"queue {queue} belongs to topic {queue.topic!r}, the message to {msg.topic!r}"
             )
-
-        def encode(mq: MessageQueue, ticket: Ticket) -> bytes:
-            return encode_messages(
-                (msg,),
-                (uniq_key,),
-                mq.queue_id,
-                self._born_host,
-                self._clock.now_ms(),
-                self.config.compress_over_bytes,
-                0,
-                ticket.stamp_args(),
-            )
-
         if queue is None:
             return await send_coalesced(self, msg, uniq_key, deadline, budget_s)
         return await send_idempotent(
-            self, msg.topic, encode, self._attempt_idempotent, deadline, budget_s, queue=queue
+            self,
+            msg.topic,
+            _encoder(self, msg, uniq_key),
+            self._attempt_idempotent,
+            deadline,
+            budget_s,
+            queue=queue,
         )
 
     async def _attempt_idempotent(

@@ -299,11 +299,18 @@ class ProducerStateTable:
         """:meth:`observe` for each stamped record of an appended batch, one update per
         run of its ``idem_runs`` (nothing at all for a batch without stamps)."""
         runs = batch.idem_runs
+        touched: ProducerEntry | None = None  # the entry of the run before, fresh
+        mixed = False  # runs of more than one id
         for pid, epoch, topic, queue_id, first, indices in runs:
             if topic in PARKING_TOPICS:
                 self._observe_parked(batch, pid, epoch, first, indices, phys_offsets, timestamp_ms)
+                touched, mixed = None, True
                 continue
-            entry = self._touch(pid, epoch, timestamp_ms)
+            if touched is not None and touched.pid == pid and epoch <= touched.epoch:
+                entry = touched  # the id of the run before (a coalesced batch's usual case)
+            else:
+                mixed = mixed or touched is not None
+                entry = touched = self._touch(pid, epoch, timestamp_ms)
             if first < 0:
                 continue  # an epoch record
             count = len(indices)
@@ -321,9 +328,9 @@ class ProducerStateTable:
             lo, hi = indices[skip], indices[-1]
             if hi - lo == count - 1 - skip:  # adjacent in the batch: one slice
                 q.phys.extend(phys_offsets[lo : hi + 1])
-            else:
-                q.phys.extend([phys_offsets[i] for i in indices[skip:]])
-        if len(runs) > 1:
+            else:  # interleaved with other queues' records (a coalesced batch)
+                q.phys.extend(map(phys_offsets.__getitem__, indices[skip:] if skip else indices))
+        if mixed:
             self._reorder(runs)
 
     def _reorder(self, runs: Sequence[Run]) -> None:

@@ -199,6 +199,76 @@ async def test_a_send_refused_out_of_order_waits_for_the_earlier_request_of_its_
     ]
 
 
+async def test_coalesced_sends_leave_no_open_sequence_behind_when_first_calls_fail(
+    cluster, eventually
+) -> None:
+    namesrv, broker = cluster
+    async with (
+        PartitionProxy("127.0.0.1", int(broker.address.rsplit(":", 1)[1])) as proxy,
+        Producer(
+            group="idem-pg",
+            namesrv=namesrv.address,
+            request_timeout_ms=300,
+            send_timeout_ms=20_000,
+        ) as producer,
+    ):
+        through(producer, proxy)
+        await asyncio.gather(
+            *(producer.send(Message(topic=TOPIC, body=b"ok%d" % i)) for i in range(8))
+        )
+        proxy.drop_answers()  # first calls fail: their sequences become tickets, retried
+        sends = [
+            asyncio.create_task(producer.send(Message(topic=TOPIC, body=b"lost%d" % i)))
+            for i in range(8)
+        ]
+        await eventually(lambda: proxy.answer_bytes_dropped > 0, what="answers dropped")
+        proxy.heal()
+        await asyncio.gather(*sends)
+        sessions = producer._sessions
+        assert sessions is not None and sessions.opened == 1
+        session = sessions.current("broker-a")
+        assert session is not None and session.lanes
+        assert {key: list(lane.open) for key, lane in session.lanes.items()} == {
+            key: [] for key in session.lanes
+        }
+    assert sum(map(len, stored_bodies(broker).values())) == 16
+
+
+async def test_a_send_refused_out_of_order_waits_for_an_earlier_coalesced_send(
+    cluster, eventually
+) -> None:
+    namesrv, broker = cluster
+    async with Producer(group="idem-pg", namesrv=namesrv.address) as producer:
+        queue = (await producer.fetch_publish_queues(TOPIC))[2]
+        await producer.send(Message(topic=TOPIC, body=b"first"), queue=queue)
+        sessions = producer._sessions
+        assert sessions is not None
+        lane = sessions.lane_of(queue)
+        assert lane is not None
+        seq = lane.take_one()  # a coalesced send's bare sequence, still on its way
+        later = asyncio.create_task(producer.send(Message(topic=TOPIC, body=b"later"), queue=queue))
+        await eventually(
+            lambda: bool(lane._waiting),
+            what="the later send, refused out of order, waiting for the earlier",
+        )
+        session = lane.session
+        record = producer._encode(
+            Message(topic=TOPIC, body=b"earlier"),
+            queue.queue_id,
+            stamp("EARLIER", session.producer_id, session.epoch, seq),
+        )
+        earlier_result = await producer._attempt_idempotent(queue, record, float("inf"))
+        lane.close_one(seq)
+        later_result = await later
+        assert sessions.opened == 1, "no renumbering: the gap was only a request in flight"
+    assert (earlier_result.queue_offset, later_result.queue_offset) == (1, 2)
+    assert [body for body, _stamp in stored_stamps(broker, queue.queue_id)] == [
+        b"first",
+        b"earlier",
+        b"later",
+    ]
+
+
 async def test_a_delayed_send_and_a_half_message_whose_answers_were_lost_are_stored_once(
     cluster, eventually
 ) -> None:

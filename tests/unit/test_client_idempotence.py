@@ -9,9 +9,9 @@ import pytest
 
 from pocketmq.client import message_codec as codec
 from pocketmq.client.errors import OutOfOrderSequenceError
-from pocketmq.client.idempotence import ProducerSession, stamp
+from pocketmq.client.idempotence import ProducerSession, ProducerSessionManager, stamp
 from pocketmq.client.idempotent_send import out_of_order_subject
-from pocketmq.client.model import Message
+from pocketmq.client.model import Message, MessageQueue
 from pocketmq.common.message import encode_record, pack_host
 
 HOST = pack_host(("127.0.0.1", 1))
@@ -75,6 +75,76 @@ async def test_at_most_n_of_a_queues_tickets_are_admitted_in_flight() -> None:
     tickets[1].close()
     await asyncio.wait_for(asyncio.gather(*tasks), 5)
     assert admitted == list(range(7))
+
+
+def test_a_bare_sequence_is_an_open_entry_of_its_lane_until_closed() -> None:
+    session = ProducerSession("broker-a", 7, 0)
+    lane = session.lane("orders", 0)
+    one = lane.take_one()
+    batch = session.open("orders", 0, 2)
+    two = lane.take_one()
+    later = session.open("orders", 0)
+    assert (one, batch.first, two, later.first) == (0, 1, 3, 4)
+    assert list(lane.open) == [0, batch, 3, later]
+    assert batch.earlier() == [0] and later.earlier() == [0, batch, 3]
+    assert later.behind(3) and not later.behind(4) and batch.behind(1)
+    lane.close_one(one)
+    assert later.earlier() == [batch, 3]
+    assert lane.withdraw_one(lane.take_one()) is True  # the last number: handed back
+    assert lane.withdraw_one(two) is False and lane.next_seq == 5  # a gap
+    assert list(lane.open) == [batch, later]
+
+
+async def test_a_bare_sequence_made_a_ticket_keeps_its_place_and_its_waiters() -> None:
+    session = ProducerSession("broker-a", 7, 0)
+    lane = session.lane("orders", 0)
+    seq = lane.take_one()
+    after = lane.take_one()
+    waiting = session.open("orders", 0)
+    waited = asyncio.create_task(waiting.wait_earlier())
+    await asyncio.sleep(0)
+    ticket = lane.ticket_of(seq)
+    assert list(lane.open) == [ticket, after, waiting] and ticket.first == seq
+    assert ticket.count == 1 and waiting.earlier() == [ticket, after]
+    lane.close_one(after)
+    await asyncio.sleep(0)
+    assert not waited.done()
+    ticket.close()
+    await asyncio.wait_for(waited, 5)
+
+
+async def test_tickets_wait_for_and_are_admitted_past_bare_sequences() -> None:
+    session = ProducerSession("broker-a", 7, 0)
+    lane = session.lane("orders", 0)
+    seqs = [lane.take_one() for _ in range(3)]
+    ticket = session.open("orders", 0)
+    admitted = asyncio.create_task(ticket.admitted(2))
+    waited = asyncio.create_task(ticket.wait_earlier())
+    await asyncio.sleep(0)
+    assert not admitted.done() and not waited.done()
+    lane.close_one(seqs[1])  # out of order: still two earlier entries open
+    await asyncio.sleep(0)
+    assert not admitted.done()
+    lane.close_one(seqs[0])
+    await asyncio.wait_for(admitted, 5)
+    assert not waited.done()
+    lane.close_one(seqs[2])
+    await asyncio.wait_for(waited, 5)
+
+
+def test_the_lane_of_a_queue_is_looked_up_once_and_forgotten_when_its_session_retires() -> None:
+    sessions = ProducerSessionManager(init=_no_init)
+    mq = MessageQueue("orders", "broker-a", 2)
+    assert sessions.lane_of(mq) is None  # no session yet
+    session = sessions._sessions["broker-a"] = ProducerSession("broker-a", 7, 0)
+    lane = sessions.lane_of(mq)
+    assert lane is session.lane("orders", 2) and sessions.lanes == {mq: lane}
+    sessions.retire(session)
+    assert sessions.lanes == {} and sessions.lane_of(mq) is None
+
+
+async def _no_init(addr: str, identity: str, topics: list[str]) -> tuple[int, int, list]:
+    raise AssertionError("not called")
 
 
 def test_an_out_of_order_refusal_names_the_record_it_is_about() -> None:
