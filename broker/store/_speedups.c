@@ -1785,7 +1785,7 @@ crc32_clmul(const unsigned char *buf, size_t len, uint32_t crc)
     const __m128i k5k0 = _mm_set_epi64x(0, 0x0163cd6124LL);
     const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
     const __m128i mask32 = _mm_setr_epi32(~0, 0, ~0, 0);
-    __m128i x0, x1, x2, x3, x4, x5, x6, x7, x8;
+    __m128i x1, x2, x3, x4, x5, x6, x7, x8;
 
     x1 = _mm_loadu_si128((const __m128i *)(buf + 0x00));
     x2 = _mm_loadu_si128((const __m128i *)(buf + 0x10));
@@ -1838,9 +1838,9 @@ crc32_clmul(const unsigned char *buf, size_t len, uint32_t crc)
     x1 = _mm_xor_si128(x1, x2);
     return (uint32_t)_mm_extract_epi32(x1, 1);
 }
-#endif
 
 static int clmul_crc32_usable = -1;     /* -1: not asked yet */
+#endif
 
 /* zlib's crc32(crc, buf, len): the folded loop over the 16-byte blocks of a long
  * buffer when the CPU has PCLMULQDQ and SSE4.1, zlib for the rest. */
