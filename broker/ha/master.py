@@ -393,7 +393,9 @@ class ReplicationMaster:
         heapq.heappush(self._waiters, (end_offset, next(self._seq), future))
         self._wake_senders()
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+            # the future itself, not wait_for(shield(...)): a timer and no helper futures
+            async with asyncio.timeout(timeout_s):
+                return await future
         except TimeoutError:
             return SyncOutcome.FLUSH_SLAVE_TIMEOUT
         finally:

@@ -16,6 +16,8 @@
  *   populate_write     mapped_file.py    MappedFile.prefault's pread (the page warmer)
  *   frame_end          replication.py    py_frame_end       (a master's replication frames)
  *   frame_columns      replication.py    py_frame_columns   (a replica's dispatch)
+ *   scan_frame         replication.py    py_scan_frame      (a replica's check of a frame)
+ *   crc32_fast         zlib.crc32                           (scan_frame's body CRC)
  *
  * The record layout is the one drawn in common/record_layout.py (all integers
  * big-endian; B and S are the born and store host sizes, 8 or 20):
@@ -52,7 +54,7 @@
 
 /* Bumped whenever a signature or a behaviour changes; speedups.py refuses a
  * stale build (an editable install keeps the old .so until it is rebuilt). */
-#define SPEEDUPS_VERSION 5
+#define SPEEDUPS_VERSION 6
 
 /* -- layout -----------------------------------------------------------------------
  * common/record_layout.py (and consume_queue.py, index_file.py) is the definition;
@@ -1756,6 +1758,396 @@ done:
     return result;
 }
 
+/* == a replica's frame check (replication.py) ==========================================
+ *
+ *   crc32_fast   zlib's crc32 (the reference), folded with PCLMULQDQ where the CPU has it
+ *   scan_frame   replication.py  py_scan_frame: scan_batch of a master's frame with the
+ *                fast CRC, every PHYSICALOFFSET checked, and frame_columns' columns
+ *
+ * A replica checks every record it copies (framing, body CRC, topic, properties) as
+ * a put does; the body CRC was a fifth of its apply path with zlib's table CRC.
+ */
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_CLMUL_CRC32 1
+
+/* CRC-32 (zlib's: reflected polynomial 0x04C11DB7) of *len* bytes, a multiple of 16
+ * and at least 64, from the raw (not inverted) state *crc*: four lanes folded 64
+ * bytes at a time, then one, then a Barrett reduction. The constants are the
+ * reflected x^k mod P of Intel's "Fast CRC Computation for Generic Polynomials
+ * Using PCLMULQDQ" (as in Linux's crc32-pclmul and Chromium's zlib). */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t
+crc32_clmul(const unsigned char *buf, size_t len, uint32_t crc)
+{
+    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL);
+    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
+    const __m128i k5k0 = _mm_set_epi64x(0, 0x0163cd6124LL);
+    const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
+    const __m128i mask32 = _mm_setr_epi32(~0, 0, ~0, 0);
+    __m128i x1, x2, x3, x4, x5, x6, x7, x8;
+
+    x1 = _mm_loadu_si128((const __m128i *)(buf + 0x00));
+    x2 = _mm_loadu_si128((const __m128i *)(buf + 0x10));
+    x3 = _mm_loadu_si128((const __m128i *)(buf + 0x20));
+    x4 = _mm_loadu_si128((const __m128i *)(buf + 0x30));
+    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)crc));
+    buf += 64;
+    len -= 64;
+    while (len >= 64) {
+        x5 = _mm_clmulepi64_si128(x1, k1k2, 0x00);
+        x6 = _mm_clmulepi64_si128(x2, k1k2, 0x00);
+        x7 = _mm_clmulepi64_si128(x3, k1k2, 0x00);
+        x8 = _mm_clmulepi64_si128(x4, k1k2, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, k1k2, 0x11);
+        x2 = _mm_clmulepi64_si128(x2, k1k2, 0x11);
+        x3 = _mm_clmulepi64_si128(x3, k1k2, 0x11);
+        x4 = _mm_clmulepi64_si128(x4, k1k2, 0x11);
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x5),
+                           _mm_loadu_si128((const __m128i *)(buf + 0x00)));
+        x2 = _mm_xor_si128(_mm_xor_si128(x2, x6),
+                           _mm_loadu_si128((const __m128i *)(buf + 0x10)));
+        x3 = _mm_xor_si128(_mm_xor_si128(x3, x7),
+                           _mm_loadu_si128((const __m128i *)(buf + 0x20)));
+        x4 = _mm_xor_si128(_mm_xor_si128(x4, x8),
+                           _mm_loadu_si128((const __m128i *)(buf + 0x30)));
+        buf += 64;
+        len -= 64;
+    }
+    /* four lanes into one */
+    x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
+    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x2), x5);
+    x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
+    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x3), x5);
+    x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
+    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x4), x5);
+    while (len >= 16) {
+        x2 = _mm_loadu_si128((const __m128i *)buf);
+        x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
+        x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x2), x5);
+        buf += 16;
+        len -= 16;
+    }
+    /* 128 bits to 64, to 32, then Barrett */
+    x2 = _mm_clmulepi64_si128(x1, k3k4, 0x10);
+    x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), x2);
+    x2 = _mm_srli_si128(x1, 4);
+    x1 = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x1, mask32), k5k0, 0x00), x2);
+    x2 = _mm_clmulepi64_si128(_mm_and_si128(x1, mask32), poly, 0x10);
+    x2 = _mm_clmulepi64_si128(_mm_and_si128(x2, mask32), poly, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    return (uint32_t)_mm_extract_epi32(x1, 1);
+}
+
+static int clmul_crc32_usable = -1;     /* -1: not asked yet */
+#endif
+
+/* zlib's crc32(crc, buf, len): the folded loop over the 16-byte blocks of a long
+ * buffer when the CPU has PCLMULQDQ and SSE4.1, zlib for the rest. */
+static uint32_t
+crc32_fast(uint32_t crc, const unsigned char *buf, size_t len)
+{
+#ifdef HAVE_CLMUL_CRC32
+    if (len >= 64) {
+        if (clmul_crc32_usable < 0) {
+            __builtin_cpu_init();
+            clmul_crc32_usable = __builtin_cpu_supports("pclmul")
+                                 && __builtin_cpu_supports("sse4.1");
+        }
+        if (clmul_crc32_usable) {
+            size_t blocks = len & ~(size_t)15;
+            crc = ~crc32_clmul(buf, blocks, ~crc);
+            buf += blocks;
+            len -= blocks;
+        }
+    }
+#endif
+    while (len > 0) {                   /* zlib takes uInt lengths */
+        uInt n = len > 0x40000000u ? 0x40000000u : (uInt)len;
+        crc = (uint32_t)crc32((uLong)crc, buf, n);
+        buf += n;
+        len -= n;
+    }
+    return crc;
+}
+
+PyDoc_STRVAR(crc32_fast_doc,
+"crc32_fast(data, crc=0, /)\n--\n\n"
+"zlib.crc32(data, crc), computed as scan_frame computes body CRCs.");
+
+static PyObject *
+crc32_fast_py(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    unsigned int crc = 0;
+    if (!PyArg_ParseTuple(args, "y*|I:crc32_fast", &view, &crc)) {
+        return NULL;
+    }
+    uint32_t value = crc32_fast(crc, (const unsigned char *)view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(value);
+}
+
+/* scan_record for a master's frame: no body limit, empty bodies allowed, and the
+ * body CRC by crc32_fast. Checks, their order and their messages are scan_record's
+ * (py_scan_batch's). */
+static Py_ssize_t
+scan_frame_record(PyObject **lists, seen_topic *seen, int *n_seen, const unsigned char *buf,
+                  Py_ssize_t pos, Py_ssize_t end, Py_ssize_t store_host_size,
+                  unsigned *markers)
+{
+    PyObject *items[N_LISTS] = {NULL};
+    const unsigned char *r = buf + pos;
+    if (end - pos < HEAD_SIZE) {
+        batch_error(str_illegal, "record at batch offset %zd is cut short: %zd bytes left, "
+                    "a head is %d", pos, end - pos, HEAD_SIZE);
+        return -1;
+    }
+    Py_ssize_t total = rd_i32(r);
+    uint32_t magic = rd_u32(r + POS_MAGIC);
+    int32_t crc = rd_i32(r + POS_BODYCRC);
+    int32_t queue_id = rd_i32(r + POS_QUEUEID);
+    int32_t sysflag = rd_i32(r + POS_SYSFLAG);
+    if (magic != MESSAGE_MAGIC_CODE && magic != MESSAGE_MAGIC_CODE_V2) {
+        char got[16], want[16];
+        PyOS_snprintf(got, sizeof got, "%08X", (unsigned int)magic);
+        PyOS_snprintf(want, sizeof want, "%08X", (unsigned int)MESSAGE_MAGIC_CODE);
+        batch_error(str_illegal, "record at batch offset %zd has magic code 0x%s; expected "
+                    "0x%s", pos, got, want);
+        return -1;
+    }
+    if (total < HEAD_SIZE || total > end - pos) {
+        batch_error(str_illegal, "record at batch offset %zd has TOTALSIZE %zd, but %zd bytes "
+                    "are left in the batch", pos, total, end - pos);
+        return -1;
+    }
+    int store_v6 = store_host_size == HOST_V6_SIZE;
+    if (((sysflag & SYSFLAG_STOREHOST_V6) != 0) != store_v6) {
+        batch_error(str_illegal, "record at batch offset %zd reserves %d bytes for STOREHOST; "
+                    "this broker writes %zd", pos, store_v6 ? HOST_V4_SIZE : HOST_V6_SIZE,
+                    store_host_size);
+        return -1;
+    }
+    Py_ssize_t born_size = (sysflag & SYSFLAG_BORNHOST_V6) ? HOST_V6_SIZE : HOST_V4_SIZE;
+    Py_ssize_t store_ts_pos = POS_BORNHOST + born_size;
+    Py_ssize_t record_end = pos + total;
+    Py_ssize_t p = pos + store_ts_pos + STORE_TIMESTAMP_SIZE + store_host_size + TAIL_AFTER_STOREHOST;
+    if (p + BODYLEN_SIZE > record_end) {
+        batch_error(str_illegal, "record at batch offset %zd: TOTALSIZE %zd is smaller than "
+                    "its fixed fields", pos, total);
+        return -1;
+    }
+    Py_ssize_t body_len = rd_i32(buf + p);
+    Py_ssize_t body_pos = p + BODYLEN_SIZE;
+    p = body_pos + body_len;
+    if (body_len < 0 || p > record_end) {
+        batch_error(str_illegal, "record at batch offset %zd: BODYLEN %zd does not fit "
+                    "TOTALSIZE %zd", pos, body_len, total);
+        return -1;
+    }
+    Py_ssize_t topic_len;
+    if (magic == MESSAGE_MAGIC_CODE) {
+        topic_len = p < record_end ? buf[p] : -1;
+        p += 1;
+    }
+    else {
+        topic_len = p + 2 <= record_end ? rd_u16(buf + p) : -1;
+        p += 2;
+    }
+    if (topic_len < 0 || p + topic_len + 2 > record_end) {
+        batch_error(str_illegal, "record at batch offset %zd: topic length %zd does not fit "
+                    "TOTALSIZE %zd", pos, topic_len, total);
+        return -1;
+    }
+    items[L_TOPICS] = topic_of(seen, n_seen, buf + p, topic_len, pos);
+    if (items[L_TOPICS] == NULL) {
+        goto fail;
+    }
+    p += topic_len;
+    Py_ssize_t props_len = rd_u16(buf + p);
+    p += 2;
+    if (p + props_len != record_end) {
+        batch_error(str_illegal, "record at batch offset %zd: TOTALSIZE is %zd but its parts "
+                    "add up to %zd", pos, total, p + props_len - pos);
+        goto fail;
+    }
+    if (props_len > MAX_PROPERTIES_LENGTH) {
+        batch_error(str_properties, "properties are %zd bytes; at most %d are allowed",
+                    props_len, MAX_PROPERTIES_LENGTH);
+        goto fail;
+    }
+    long actual_crc = (long)(crc32_fast(0, buf + body_pos, (size_t)body_len) & 0x7FFFFFFFu);
+    if (actual_crc != crc) {
+        batch_error(str_illegal, "record at batch offset %zd: body CRC is %ld, the record says "
+                    "%d", pos, actual_crc, (int)crc);
+        goto fail;
+    }
+    if (extract_properties(items, buf + p, props_len, pos, markers) < 0) {
+        goto fail;
+    }
+    items[L_POSITIONS] = PyLong_FromSsize_t(pos);
+    items[L_SIZES] = PyLong_FromSsize_t(total);
+    items[L_QUEUE_IDS] = PyLong_FromLong(queue_id);
+    items[L_SYSFLAGS] = PyLong_FromLong(sysflag);
+    items[L_STORE_TS_POSITIONS] = PyLong_FromSsize_t(store_ts_pos);
+    for (int i = 0; i < N_LISTS; i++) {
+        if (items[i] == NULL || PyList_Append(lists[i], items[i]) < 0) {
+            goto fail;
+        }
+    }
+    for (int i = 0; i < N_LISTS; i++) {
+        Py_DECREF(items[i]);
+    }
+    return total;
+
+fail:
+    for (int i = 0; i < N_LISTS; i++) {
+        Py_XDECREF(items[i]);
+    }
+    return -1;
+}
+
+/* The columns frame_columns returns, appended for the record at *pos*; its
+ * PHYSICALOFFSET is compared with *phys* (the first mismatch is kept in *bad*). */
+static int
+frame_record_columns(PyObject **cols, const unsigned char *buf, Py_ssize_t pos,
+                     Py_ssize_t store_ts_pos, long long phys, int64_t *previous,
+                     Py_ssize_t index, Py_ssize_t *bad_pos, long long *bad_phys)
+{
+    int64_t stamp = rd_i64(buf + pos + store_ts_pos);
+    int64_t said = rd_i64(buf + pos + POS_PHYSICALOFFSET);
+    if (said != phys && *bad_pos < 0) {
+        *bad_pos = pos;
+        *bad_phys = (long long)said;
+    }
+    if (append_new(cols[0], PyLong_FromLongLong(phys)) < 0
+        || append_new(cols[1], PyLong_FromLongLong(rd_i64(buf + pos + POS_QUEUEOFFSET))) < 0
+        || append_new(cols[2], PyLong_FromLongLong(stamp)) < 0) {
+        return -1;
+    }
+    if (index > 0 && stamp != *previous && append_new(cols[3], PyLong_FromSsize_t(index)) < 0) {
+        return -1;
+    }
+    *previous = stamp;
+    return 0;
+}
+
+PyDoc_STRVAR(scan_frame_doc,
+"scan_frame(frame, base_offset, store_host_size, /)\n--\n\n"
+"Check every record of a master's frame that goes to commit-log offset\n"
+"*base_offset*: (batch, phys_offsets, queue_offsets, store_timestamps_ms, cuts),\n"
+"batch as scan_batch(frame, max_body_size=2**31 - 1, store_host_size=...)\n"
+"makes it and the rest as frame_columns; then BatchError for the first record\n"
+"whose PHYSICALOFFSET is not base_offset + its position.\n\n"
+"The compiled pocketmq.broker.store.replication.py_scan_frame.");
+
+static PyObject *
+scan_frame(PyObject *module, PyObject *args)
+{
+    PyObject *frame;
+    long long base;
+    Py_ssize_t store_host_size;
+    if (!PyArg_ParseTuple(args, "OLn:scan_frame", &frame, &base, &store_host_size)) {
+        return NULL;
+    }
+    if (store_host_size != HOST_V4_SIZE && store_host_size != HOST_V6_SIZE) {
+        PyErr_Format(PyExc_ValueError, "store_host_size is %zd; a STOREHOST is %d or %d bytes",
+                     store_host_size, HOST_V4_SIZE, HOST_V6_SIZE);
+        return NULL;
+    }
+    if (load_batch_classes() < 0) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    PyObject *result = NULL, *batch = NULL;
+    PyObject *lists[N_LISTS] = {NULL};
+    PyObject *cols[4] = {NULL};
+    seen_topic seen[TOPIC_CACHE];
+    int n_seen = 0;
+    unsigned markers = 0;
+    idem_runs runs = {NULL, 0, 0};
+    Py_ssize_t bad_pos = -1;
+    long long bad_phys = 0;
+    int64_t previous = 0;
+    for (int i = 0; i < N_LISTS; i++) {
+        if ((lists[i] = PyList_New(0)) == NULL) {
+            goto done;
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        if ((cols[i] = PyList_New(0)) == NULL) {
+            goto done;
+        }
+    }
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    Py_ssize_t end = view.len;
+    if (end == 0) {
+        batch_error(str_illegal, "the batch holds no records");
+        goto done;
+    }
+    for (Py_ssize_t pos = 0; pos < end;) {
+        Py_ssize_t total = scan_frame_record(lists, seen, &n_seen, buf, pos, end,
+                                             store_host_size, &markers);
+        if (total < 0) {
+            goto done;
+        }
+        Py_ssize_t index = PyList_GET_SIZE(lists[L_TOPICS]) - 1;
+        Py_ssize_t store_ts_pos = POS_BORNHOST + ((rd_i32(buf + pos + POS_SYSFLAG)
+                                                   & SYSFLAG_BORNHOST_V6) ? HOST_V6_SIZE
+                                                                          : HOST_V4_SIZE);
+        if (idem_note(&runs, buf, pos + total, PyList_GET_ITEM(lists[L_TOPICS], index),
+                      rd_i32(buf + pos + POS_QUEUEID), index) < 0
+            || frame_record_columns(cols, buf, pos, store_ts_pos, base + (long long)pos,
+                                    &previous, index, &bad_pos, &bad_phys) < 0) {
+            goto done;
+        }
+        pos += total;
+    }
+    if (bad_pos >= 0) {
+        batch_error(str_illegal, "record at batch offset %zd says PHYSICALOFFSET %lld; it "
+                    "lies at commit-log offset %lld", bad_pos, bad_phys,
+                    base + (long long)bad_pos);
+        goto done;
+    }
+    PyObject *marks = PyLong_FromUnsignedLong(markers);
+    PyObject *run_list = marks != NULL ? idem_runs_list(&runs) : NULL;
+    if (run_list == NULL) {
+        Py_XDECREF(marks);
+        goto done;
+    }
+    PyObject *call_args[N_LISTS + 3];
+    for (int i = 0; i < N_LISTS; i++) {
+        call_args[i] = lists[i];
+    }
+    call_args[N_LISTS] = frame;
+    call_args[N_LISTS + 1] = marks;
+    call_args[N_LISTS + 2] = run_list;
+    batch = PyObject_Vectorcall(scanned_batch_cls, call_args, N_LISTS + 3, NULL);
+    Py_DECREF(marks);
+    Py_DECREF(run_list);
+    if (batch != NULL) {
+        result = PyTuple_Pack(5, batch, cols[0], cols[1], cols[2], cols[3]);
+    }
+
+done:
+    idem_runs_free(&runs);
+    for (int i = 0; i < n_seen; i++) {
+        Py_DECREF(seen[i].str);
+    }
+    for (int i = 0; i < N_LISTS; i++) {
+        Py_XDECREF(lists[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        Py_XDECREF(cols[i]);
+    }
+    Py_XDECREF(batch);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef speedups_methods[] = {
     {"scan_batch", (PyCFunction)(void (*)(void))scan_batch, METH_VARARGS | METH_KEYWORDS,
      scan_batch_doc},
@@ -1768,6 +2160,8 @@ static PyMethodDef speedups_methods[] = {
     {"populate_write", populate_write, METH_VARARGS, populate_write_doc},
     {"frame_end", frame_end, METH_VARARGS, frame_end_doc},
     {"frame_columns", frame_columns, METH_VARARGS, frame_columns_doc},
+    {"crc32_fast", crc32_fast_py, METH_VARARGS, crc32_fast_doc},
+    {"scan_frame", scan_frame, METH_VARARGS, scan_frame_doc},
     {NULL, NULL, 0, NULL},
 };
 

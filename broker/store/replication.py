@@ -34,8 +34,8 @@ from pocketmq.broker.store.batch import (
     ScannedBatch,
     apply_schedule_tags_codes,
     consume_queue_tags_code,
+    py_scan_batch,
     queue_units,
-    scan_batch,
 )
 from pocketmq.broker.store.commitlog import (
     END_FILE_MIN_BLANK_LENGTH,
@@ -78,8 +78,10 @@ __all__ = [
     "frame_end",
     "py_frame_columns",
     "py_frame_end",
+    "py_scan_frame",
     "read_for_replica",
     "replica_frame",
+    "scan_frame",
     "truncate_to",
     "wipe",
 ]
@@ -212,6 +214,47 @@ frame_end = getattr(speedups.NATIVE, "frame_end", None) or py_frame_end
 frame_columns = getattr(speedups.NATIVE, "frame_columns", None) or py_frame_columns
 
 
+_ANY_SIZE = (1 << 31) - 1  # the master checked sizes against its own limits
+
+#: What :func:`scan_frame` returns: the batch, then :func:`frame_columns`' columns
+#: (phys_offsets, queue_offsets, store_timestamps_ms, cuts).
+ScannedFrame = tuple[ScannedBatch, list[int], list[int], list[int], list[int]]
+
+
+def py_scan_frame(
+    frame: bytes | bytearray | memoryview, base_offset: int, store_host_size: int
+) -> ScannedFrame:
+    """Check every record of a master's *frame* bound for commit-log offset
+    *base_offset*, and read what the replica's dispatch needs, in one pass: the
+    batch scanner's checks and lists (any body size; empty bodies allowed), the
+    columns of :func:`frame_columns`, then :class:`BatchError` for the first
+    record whose PHYSICALOFFSET is not *base_offset* plus its position. The
+    reference of the compiled ``scan_frame`` (whose body CRC is folded with
+    PCLMULQDQ where the CPU has it)."""
+    if store_host_size not in (HOST_V4_SIZE, HOST_V6_SIZE):
+        raise ValueError(
+            f"store_host_size is {store_host_size}; a STOREHOST is {HOST_V4_SIZE} or "
+            f"{HOST_V6_SIZE} bytes"
+        )
+    batch = py_scan_batch(frame, max_body_size=_ANY_SIZE, store_host_size=store_host_size)
+    phys_offsets, queue_offsets, stamps, cuts = py_frame_columns(
+        frame, batch.positions, batch.store_ts_positions, base_offset
+    )
+    unpack = QUEUE_AND_PHYS_OFFSET.unpack_from
+    for pos, phys in zip(batch.positions, phys_offsets, strict=True):
+        said = unpack(frame, pos + POS_QUEUEOFFSET)[1]
+        if said != phys:
+            raise BatchError(
+                "illegal",
+                f"record at batch offset {pos} says PHYSICALOFFSET {said}; it lies at "
+                f"commit-log offset {phys}",
+            )
+    return batch, phys_offsets, queue_offsets, stamps, cuts
+
+
+scan_frame = getattr(speedups.NATIVE, "scan_frame", None) or py_scan_frame
+
+
 def append_replicated(store: DefaultMessageStore, offset: int, data: bytes) -> int:
     """Append a master's frame at *offset*; dispatch it; return the new max offset.
 
@@ -310,7 +353,7 @@ def _records_end(data: bytes, ends_segment: bool) -> int | None:
     return pos if pos == size else None
 
 
-def _check_frame(data: bytes, offset: int, ends_segment: bool) -> ScannedBatch | None:
+def _check_frame(data: bytes, offset: int, ends_segment: bool) -> ScannedFrame | None:
     """The frame's records scanned and checked (None: it holds only a segment's
     filler). Raises :class:`ReplicationError` for anything wrong: framing, a body
     CRC, a topic or properties that are not what the master's scan let in, or a
@@ -326,34 +369,18 @@ def _check_frame(data: bytes, offset: int, ends_segment: bool) -> ScannedBatch |
     view = memoryview(data)[:records_end]
     sysflag = _I32.unpack_from(view, POS_SYSFLAG)[0]
     try:
-        batch = scan_batch(
-            view,
-            max_body_size=_ANY_SIZE,
-            store_host_size=HOST_V6_SIZE if sysflag & SysFlag.STOREHOST_V6 else HOST_V4_SIZE,
+        return scan_frame(
+            view, offset, HOST_V6_SIZE if sysflag & SysFlag.STOREHOST_V6 else HOST_V4_SIZE
         )
     except BatchError as exc:
         raise ReplicationError(
             f"frame at {offset} holds a damaged record: {exc}; nothing of it was kept"
         ) from None
-    # The scan proved the records lie back to back from the frame's start; the first
-    # and last PHYSICALOFFSET then prove the frame is the master's bytes for this place.
-    unpack = QUEUE_AND_PHYS_OFFSET.unpack_from
-    positions = batch.positions
-    for pos in {positions[0], positions[-1]}:
-        phys = unpack(view, pos + POS_QUEUEOFFSET)[1]
-        if phys != offset + pos:
-            raise ReplicationError(
-                f"frame at {offset}: the record at {offset + pos} says "
-                f"PHYSICALOFFSET {phys}; nothing of it was kept"
-            )
-    batch.blob = view
-    return batch
 
 
-_ANY_SIZE = (1 << 31) - 1  # the master checked sizes against its own limits
-
-
-def _dispatch_batch(store: DefaultMessageStore, batch: ScannedBatch, offset: int, end: int) -> None:
+def _dispatch_batch(
+    store: DefaultMessageStore, checked: ScannedFrame, offset: int, end: int
+) -> None:
     """Consume-queue units and index entries of a checked, appended frame: what
     :func:`_dispatch` makes record by record, made as a put makes them (one
     ``append_many`` per queue, one ``put_many`` per store timestamp).
@@ -361,29 +388,20 @@ def _dispatch_batch(store: DefaultMessageStore, batch: ScannedBatch, offset: int
     Rare frames go the reference way: records of deleted queues, or a queue whose
     offsets in the frame are not one consecutive run (deleted and created again).
     """
-    phys_offsets, queue_offsets, stamps, cuts = frame_columns(
-        batch.blob, batch.positions, batch.store_ts_positions, offset
-    )
+    batch, phys_offsets, queue_offsets, stamps, cuts = checked
     runs = queue_units(batch, phys_offsets, queue_offsets) if not store.deleted else None
-    if runs is not None:
-        last = dict(
-            zip(zip(batch.topics, batch.queue_ids, strict=True), queue_offsets, strict=True)
-        )
-        if any(
-            last[(topic, queue_id)] != first + len(units) // CQ_UNIT_SIZE - 1
-            for topic, queue_id, first, units in runs
-        ):
-            runs = None
+    if runs is not None and not _runs_consecutive(batch, queue_offsets, runs):
+        runs = None
     if runs is None:
         _dispatch(store, list(store.commitlog.scan(offset, check_crc=False, stop=end)), end)
         return
     if SCHEDULE_TOPIC in batch.topics:
         apply_schedule_tags_codes(batch)
         runs = queue_units(batch, phys_offsets, queue_offsets)
-    if stamps:
+    if batch.idem_runs:
         # the master observed these records at its put, with its store time
         store.producers.observe_batch(batch, phys_offsets, stamps[-1])
-        store.after_producer_records(end)
+    store.after_producer_records(end)
     if store.config.message_index_enable:
         topics, keys = batch.topics, batch.keys
         if not all(is_dispatched_to_queue(flag) for flag in set(batch.sysflags)):
@@ -391,21 +409,49 @@ def _dispatch_batch(store: DefaultMessageStore, batch: ScannedBatch, offset: int
                 k if is_dispatched_to_queue(flag) else []
                 for k, flag in zip(keys, batch.sysflags, strict=True)
             ]
-        for lo, hi in zip([0, *cuts], [*cuts, len(stamps)], strict=True):
-            store.index.put_many(topics[lo:hi], keys[lo:hi], phys_offsets[lo:hi], stamps[lo])
+        if not cuts:
+            store.index.put_many(topics, keys, phys_offsets, stamps[0])
+        else:
+            for lo, hi in zip([0, *cuts], [*cuts, len(stamps)], strict=True):
+                store.index.put_many(topics[lo:hi], keys[lo:hi], phys_offsets[lo:hi], stamps[lo])
     touched = []
     for topic, queue_id, first, units in runs:
         cq = store.consume_queues.find_or_create(topic, queue_id)
         cq.append_many(first, units)
         touched.append((topic, queue_id, cq))
     store.dispatched_offset = end
-    if stamps:
-        store.last_store_timestamp_ms = stamps[-1]
+    store.last_store_timestamp_ms = stamps[-1]
     store.stats_put_messages += len(batch)
     table = store.commitlog.queue_offsets
     for topic, queue_id, cq in touched:
         table[(topic, queue_id)] = cq.max_offset
         store.notify_arrival(topic, queue_id, cq.max_offset)
+
+
+def _runs_consecutive(
+    batch: ScannedBatch, queue_offsets: list[int], runs: list[tuple[str, int, int, bytes]]
+) -> bool:
+    """Whether each queue's units are one consecutive run of queue offsets: its last
+    record in the frame (any record: a prepared one too) says the offset its run
+    ends at. Looked for from the frame's end, so a frame over a few queues costs a
+    few steps, not one per record."""
+    want = {
+        (topic, queue_id): first + len(units) // CQ_UNIT_SIZE - 1
+        for topic, queue_id, first, units in runs
+    }
+    topics, queue_ids = batch.topics, batch.queue_ids
+    seen: set[tuple[str, int]] = set()
+    for i in range(len(topics) - 1, -1, -1):
+        key = (topics[i], queue_ids[i])
+        if key in seen:
+            continue
+        seen.add(key)
+        last = want.get(key)
+        if last is not None and queue_offsets[i] != last:
+            return False
+        if len(seen) >= len(want) and all(k in seen for k in want):
+            return True
+    return True
 
 
 def _dispatch(store: DefaultMessageStore, records: list[ScannedRecord], end: int) -> None:

@@ -39,7 +39,7 @@ __all__ = ["DISABLE_ENV", "IMPLEMENTATION", "NATIVE", "pick", "picked"]
 log = logging.getLogger(__name__)
 
 #: ``_speedups.VERSION`` this source was written with; another build is stale.
-_EXPECTED_VERSION: Final = 5
+_EXPECTED_VERSION: Final = 6
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
