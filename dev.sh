@@ -28,7 +28,7 @@ setup() {
     fi
     local stamp="$VENV/.pocketmq-installed-$profile" want
     # Reinstall when the dependencies or a compiled accelerator's source change.
-    want=$(cat pyproject.toml $(git ls-files '*.c' 2>/dev/null || ls ./*/*.c ./*/*/*.c) \
+    want=$(cat pyproject.toml $(git ls-files '*.c' '*.h' 2>/dev/null || ls ./*/*.c ./*/*/*.c ./*/csrc/*.h) \
            | sha256sum | cut -d' ' -f1)
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         echo "==> installing PocketMQ ($target) into $VENV"
