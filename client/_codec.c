@@ -200,10 +200,12 @@ setup(PyObject *self, PyObject *args)
 
 /* -- encoding ------------------------------------------------------------------------- */
 
-/* A growable byte buffer. */
+/* A growable byte buffer; with *bytes* set, the storage of that bytes object (the
+ * result is then handed out without a copy: buf_take). */
 typedef struct {
     unsigned char *data;
     Py_ssize_t len, cap;
+    PyObject *bytes;
 } Buf;
 
 static int
@@ -214,6 +216,13 @@ buf_reserve(Buf *b, Py_ssize_t extra)
     Py_ssize_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + extra)
         cap *= 2;
+    if (b->bytes != NULL) {
+        if (_PyBytes_Resize(&b->bytes, cap) < 0)
+            return 0;   /* b->bytes is NULL now: nothing left to free */
+        b->data = (unsigned char *)PyBytes_AS_STRING(b->bytes);
+        b->cap = cap;
+        return 1;
+    }
     unsigned char *data = PyMem_Realloc(b->data, (size_t)cap);
     if (data == NULL) {
         PyErr_NoMemory();
@@ -222,6 +231,32 @@ buf_reserve(Buf *b, Py_ssize_t extra)
     b->data = data;
     b->cap = cap;
     return 1;
+}
+
+/* A buffer backed by a new bytes object of *cap* bytes (0 if that fails). */
+static int
+buf_init_bytes(Buf *b, Py_ssize_t cap)
+{
+    b->bytes = PyBytes_FromStringAndSize(NULL, cap);
+    if (b->bytes == NULL)
+        return 0;
+    b->data = (unsigned char *)PyBytes_AS_STRING(b->bytes);
+    b->len = 0;
+    b->cap = cap;
+    return 1;
+}
+
+/* The bytes object of a bytes-backed buffer, cut to its length (a new reference). */
+static PyObject *
+buf_take(Buf *b)
+{
+    if (_PyBytes_Resize(&b->bytes, b->len) < 0)
+        return NULL;
+    PyObject *taken = b->bytes;
+    b->bytes = NULL;
+    b->data = NULL;
+    b->cap = b->len = 0;
+    return taken;
 }
 
 static int
@@ -646,33 +681,33 @@ plain_message(PyObject *msg, PyObject *topic, Py_ssize_t max_body)
              *props = NULL;
     if (!Py_IS_TYPE(msg, (PyTypeObject *)message_cls))
         return 0;
-#define GET(var, name)                                  \
-    if ((var = PyObject_GetAttrString(msg, name)) == NULL) \
+#define GET(var, name)                            \
+    if ((var = PyObject_GetAttr(msg, name)) == NULL) \
         goto error;
-    GET(t, "topic");
+    GET(t, s_topic);
     if (t != topic
         && !(PyUnicode_CheckExact(t) && PyUnicode_CheckExact(topic)
              && PyUnicode_Compare(t, topic) == 0))
         goto done;
-    GET(body, "body");
+    GET(body, s_body);
     if (!PyBytes_CheckExact(body) || PyBytes_GET_SIZE(body) == 0
         || PyBytes_GET_SIZE(body) > max_body)
         goto done;
     long long delay_level, deliver_at, delay_ms;
-    GET(dl, "delay_level");
-    GET(at, "deliver_at_ms");
-    GET(in, "delay_ms");
+    GET(dl, s_delay_level);
+    GET(at, s_deliver_at_ms);
+    GET(in, s_delay_ms);
     if (!plain_int_in(dl, 0, 0, &delay_level) || !plain_int_in(at, 0, LLONG_MAX, &deliver_at)
         || !plain_int_in(in, 0, LLONG_MAX, &delay_ms) || (deliver_at && delay_ms))
         goto done;
-    GET(keys, "keys");
+    GET(keys, s_keys);
     if (!PyTuple_CheckExact(keys) && !PyList_CheckExact(keys))
         goto done;
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(keys); i++) {
         if (!plain_text(PySequence_Fast_GET_ITEM(keys, i), " "))
             goto done;
     }
-    GET(props, "properties");
+    GET(props, s_properties);
     if (!PyDict_CheckExact(props))
         goto done;
     Py_ssize_t pos = 0;
@@ -730,7 +765,7 @@ check_batch(PyObject *self, PyObject *args)
         if (checked == NULL)
             goto fail;
         Py_DECREF(checked);
-        topic = PyObject_GetAttrString(first, "topic");
+        topic = PyObject_GetAttr(first, s_topic);
         if (topic == NULL)
             goto fail;
     }
@@ -798,6 +833,9 @@ encode_messages(PyObject *self, PyObject *args)
     if (msgs_fast == NULL)
         goto done;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(msgs_fast);
+    /* grows by doubling (a realloc, in place or a remap at these sizes) */
+    if (!buf_init_bytes(&out, n > 1 ? 64 * 1024 : 2048))
+        goto done;
     IdBlock block;
     if (Py_IS_TYPE(keys, (PyTypeObject *)id_block_cls)) {
         /* ids made at once (msgid.UniqueIdBlock): each formatted here, no str per id */
@@ -843,11 +881,11 @@ encode_messages(PyObject *self, PyObject *args)
                         reconsume, &stamp, i))
             goto done;
     }
-    result = PyBytes_FromStringAndSize((const char *)out.data, out.len);
+    result = buf_take(&out);
 done:
     Py_XDECREF(msgs_fast);
     Py_XDECREF(keys_fast);
-    PyMem_Free(out.data);
+    Py_XDECREF(out.bytes);
     PyMem_Free(props.data);
     PyBuffer_Release(&born);
     return result;
