@@ -358,7 +358,7 @@ def decode_messages(
 
 # -- which implementation runs ---------------------------------------------------------
 #: ``_codec.VERSION`` this source was written with; another build is stale.
-_EXPECTED_VERSION: Final = 5
+_EXPECTED_VERSION: Final = 6
 
 
 def _load() -> tuple[ModuleType | None, str]:

@@ -171,6 +171,20 @@ def test_compiled_encoder_refuses_a_block_of_ids_of_another_size_as_the_referenc
     assert native == reference and native[1] is ValueError
 
 
+@SETTINGS
+@given(
+    data=st.one_of(st.binary(max_size=300), st.binary(min_size=1000, max_size=70_000)),
+    value=st.integers(0, 2**32 - 1),
+    offset=st.integers(0, 15),
+)
+def test_compiled_crc32_is_zlibs(data, value, offset):
+    native = codec.NATIVE
+    assert native is not None
+    view = memoryview(b"\0" * offset + data)[offset:]  # any alignment
+    assert native.crc32(view, value) == zlib.crc32(data, value)
+    assert native.crc32(data) == zlib.crc32(data)
+
+
 # -- batches to check ------------------------------------------------------------------
 def both_check(msgs, max_body):
     native = codec.NATIVE
