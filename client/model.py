@@ -150,8 +150,9 @@ class SendResults(Sequence[SendResult]):
 
     A read-only sequence, made from the broker's answer when read (a batch's results
     are often not looked at one by one): ``results[i]``, ``len``, iteration, slices
-    (a list), and ``==`` with any sequence of the same results. :attr:`status` is the
-    status every result of the batch shares (one flush covers the request).
+    (a list), and ``==`` with any sequence of the same results; it pickles as a list.
+    :attr:`status` is the status every result of the batch shares (one flush covers the
+    request).
     """
 
     __slots__ = ("_ids", "_phys", "_prefix", "_queue_offsets", "queue", "status")
@@ -216,6 +217,11 @@ class SendResults(Sequence[SendResult]):
 
     def __repr__(self) -> str:
         return f"SendResults({list(self)!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled (and copied) as the list of its results: the columns may be views
+        # of the broker's answer, which do not pickle
+        return (list, (list(self),))
 
 
 def _positional_builder(cls: type, names: tuple[str, ...]) -> Callable[..., Any]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import pytest
 
 from pocketmq.client.model import MessageQueue, SendResult, SendResults, SendStatus
@@ -74,3 +77,9 @@ def test_results_read_their_ids_from_a_block_of_ids():
     block = UniqueIdBlock("AB" * 14, 0xFFFE, 3)
     got = SendResults(SendStatus.SEND_OK, QUEUE, block, PREFIX, [0, 1, 2], [0, 1, 2])
     assert [r.msg_id for r in got] == ["AB" * 14 + "FFFE", "AB" * 14 + "FFFF", "AB" * 14 + "0000"]
+
+
+def test_results_pickle_and_copy_as_the_list_of_their_results():
+    got = results()
+    assert pickle.loads(pickle.dumps(got)) == list(got)
+    assert copy.copy(got) == list(got)
