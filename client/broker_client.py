@@ -154,16 +154,12 @@ class BrokerClient(BrokerAdminCalls):
             timeout_s,
         )
         status = _SEND_STATUS.get(resp.status, SendStatus.SEND_OK)
+        ids = msg_ids if msg_ids is not None and not resp.msg_ids else resp.msg_ids
         same = queue.queue_id
         if resp.queue_ids and any(queue_id != same for queue_id in resp.queue_ids):
-            return _results_by_queue(resp, status, queue)
+            return _results_by_queue(resp, status, queue, ids)
         return SendResults(
-            status,
-            queue,
-            msg_ids if msg_ids is not None and not resp.msg_ids else resp.msg_ids,
-            resp.offset_msg_id_prefix,
-            resp.queue_offsets,
-            resp.phys_offsets,
+            status, queue, ids, resp.offset_msg_id_prefix, resp.queue_offsets, resp.phys_offsets
         )
 
     async def pull(
@@ -471,7 +467,7 @@ class BrokerClient(BrokerAdminCalls):
 
 
 def _results_by_queue(
-    resp: bpb.SendMessageResponse, status: SendStatus, queue: MessageQueue
+    resp: bpb.SendMessageResponse, status: SendStatus, queue: MessageQueue, ids: Sequence[str]
 ) -> list[SendResult]:
     """One result per record, each in the queue the broker names (a broker answering
     queue ids other than the one the records were sent to: never expected)."""
@@ -485,7 +481,7 @@ def _results_by_queue(
             queue_offset,
         )
         for msg_id, queue_id, queue_offset, phys in zip(
-            resp.msg_ids, resp.queue_ids, resp.queue_offsets, resp.phys_offsets, strict=True
+            ids, resp.queue_ids, resp.queue_offsets, resp.phys_offsets, strict=True
         )
     ]
 
