@@ -329,7 +329,8 @@ setup(PyObject *self, PyObject *args)
 /* -- encoding ------------------------------------------------------------------------- */
 
 /* A growable byte buffer. (Building the result in a bytes object instead, grown with
- * _PyBytes_Resize, measured twice as slow as this buffer and one copy at the end.) */
+ * _PyBytes_Resize, measured twice as slow grown by doubling and about 0.03 us a 1 KiB
+ * message faster pre-sized from the bodies: not worth a private API.) */
 typedef struct {
     unsigned char *data;
     Py_ssize_t len, cap;
