@@ -16,7 +16,13 @@ import grpc
 
 from pocketmq.client.broker_admin_calls import BrokerAdminCalls
 from pocketmq.client.errors import RemoteError, ServerError, UnavailableError
-from pocketmq.client.model import MessageQueue, SendResult, SendStatus, _new_send_result
+from pocketmq.client.model import (
+    MessageQueue,
+    SendResult,
+    SendResults,
+    SendStatus,
+    _new_send_result,
+)
 from pocketmq.client.remote_errors import STATUS_ERRORS, remote_error
 from pocketmq.client.remote_values import (
     _CONSUME_FROM,
@@ -130,33 +136,31 @@ class BrokerClient(BrokerAdminCalls):
         records: bytes,
         queue: MessageQueue,
         *,
+        msg_ids: Sequence[str] | None = None,
         producer_group: str = "",
         timeout_s: float = 3.0,
-    ) -> list[SendResult]:
-        """Records all aimed at *queue*: a :class:`SendResult` each, built from the reply's
-        columns without intermediate receipts (``Producer.send_batch``'s hot path)."""
+    ) -> Sequence[SendResult]:
+        """Records all aimed at *queue*: their :class:`SendResult` s, made when read
+        (:class:`SendResults`; ``Producer.send_batch``'s hot path). *msg_ids*: the
+        records' UNIQ_KEYs, which the broker then leaves out of its answer, with the
+        queue ids."""
         resp = await self._call(
             "SendBatch",
-            bpb.SendBatchRequest(records=records, producer_group=producer_group),
+            bpb.SendBatchRequest(
+                records=records,
+                producer_group=producer_group,
+                omit_sent_columns=msg_ids is not None,
+            ),
             timeout_s,
         )
         status = _SEND_STATUS.get(resp.status, SendStatus.SEND_OK)
-        prefix = resp.offset_msg_id_prefix
+        ids = msg_ids if msg_ids is not None and not resp.msg_ids else resp.msg_ids
         same = queue.queue_id
-        return [
-            _new_send_result(
-                status,
-                msg_id,
-                f"{prefix}{phys:016X}",
-                queue
-                if queue_id == same
-                else MessageQueue(queue.topic, queue.broker_name, queue_id),
-                queue_offset,
-            )
-            for msg_id, queue_id, queue_offset, phys in zip(
-                resp.msg_ids, resp.queue_ids, resp.queue_offsets, resp.phys_offsets, strict=True
-            )
-        ]
+        if resp.queue_ids and any(queue_id != same for queue_id in resp.queue_ids):
+            return _results_by_queue(resp, status, queue, ids)
+        return SendResults(
+            status, queue, ids, resp.offset_msg_id_prefix, resp.queue_offsets, resp.phys_offsets
+        )
 
     async def pull(
         self,
@@ -460,6 +464,26 @@ class BrokerClient(BrokerAdminCalls):
             ),
             timeout_s,
         )
+
+
+def _results_by_queue(
+    resp: bpb.SendMessageResponse, status: SendStatus, queue: MessageQueue, ids: Sequence[str]
+) -> list[SendResult]:
+    """One result per record, each in the queue the broker names (a broker answering
+    queue ids other than the one the records were sent to: never expected)."""
+    prefix = resp.offset_msg_id_prefix
+    return [
+        _new_send_result(
+            status,
+            msg_id,
+            f"{prefix}{phys:016X}",
+            MessageQueue(queue.topic, queue.broker_name, queue_id),
+            queue_offset,
+        )
+        for msg_id, queue_id, queue_offset, phys in zip(
+            ids, resp.queue_ids, resp.queue_offsets, resp.phys_offsets, strict=True
+        )
+    ]
 
 
 def _queue_ref(queue: MessageQueue) -> object:

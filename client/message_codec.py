@@ -1,7 +1,8 @@
 """Messages to and from the commit-log record layout (:mod:`pocketmq.common.message`).
 
 Sending: :func:`check_message` refuses what the broker would refuse (topic
-name, empty or oversized body, properties too long), then
+name, empty or oversized body, properties too long), :func:`check_batch` the same
+of a whole ``send_batch`` (one topic, no delay levels), then
 :func:`encode_message` builds one record with the properties the client owns
 (``TAGS``, ``KEYS`` space-joined, ``UNIQ_KEY``, ``DELAY``), BORNHOST and
 BORNTIMESTAMP, STOREHOST left as 8 zero bytes for the broker to patch, and the
@@ -15,10 +16,12 @@ topic gets back the topic its producer sent it to (property ``RETRY_TOPIC``).
 An idempotent producer's stamp (``PMQ_IDEM``) is the broker's business: a
 decoded message's properties never show it.
 
-Both directions work on blocks: :func:`encode_messages` turns a list of
-messages into one blob of records in one call, :func:`decode_messages` a
+Both directions work on blocks: :func:`check_batch` checks a list of messages
+and :func:`encode_messages` turns it into one blob of records, each in one call
+(the unique keys may be a :class:`~pocketmq.common.msgid.UniqueIdBlock`, formatted
+into the records without a str per key), :func:`decode_messages` a
 pulled blob into a list of messages. Each exists twice: the pure-Python
-reference (``py_encode_messages`` here, ``py_decode_messages`` in
+reference (``py_check_batch`` and ``py_encode_messages`` here, ``py_decode_messages`` in
 :mod:`pocketmq.client.message_decode`), which defines
 the result byte for byte and error for error, and the compiled ``_codec.c``,
 an optional extension that ``pip install`` builds when a C compiler is there
@@ -53,6 +56,7 @@ from pocketmq.client.model import (
 from pocketmq.common.errors import CorruptRecordError
 from pocketmq.common.extensions import load_extension
 from pocketmq.common.message import body_crc
+from pocketmq.common.msgid import UniqueIdBlock
 from pocketmq.common.record_layout import (
     FIELD_STRUCT,
     FIXED_V4,
@@ -73,6 +77,7 @@ __all__ = [
     "COMPRESS_OVER_BYTES",
     "DEFAULT_MAX_BODY_BYTES",
     "IMPLEMENTATION",
+    "check_batch",
     "check_message",
     "decode_messages",
     "encode_message",
@@ -150,6 +155,22 @@ def check_message(
             raise InvalidMessageError(
                 f"property {name!r} is set by the client; use Message.tags / Message.keys"
             )
+
+
+def py_check_batch(msgs: Sequence[Message], max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+    """Raise :class:`InvalidMessageError` naming the first thing of a ``send_batch`` the
+    broker would refuse: no messages, two topics, a delay level, or what
+    :func:`check_message` refuses, message by message."""
+    if not msgs:
+        raise InvalidMessageError("send_batch got no messages")
+    topic = msgs[0].topic
+    check_topic_of(msgs[0])
+    for msg in msgs:
+        if msg.topic != topic:
+            raise InvalidMessageError(f"a batch goes to one topic; got {topic!r} and {msg.topic!r}")
+        if msg.delay_level:
+            raise InvalidMessageError("a batch cannot carry delayed messages")
+        check_message(msg, max_body_bytes=max_body_bytes, topic_checked=True)
 
 
 def _timer_properties(msg: Message) -> str:
@@ -337,13 +358,23 @@ def decode_messages(
 
 # -- which implementation runs ---------------------------------------------------------
 #: ``_codec.VERSION`` this source was written with; another build is stale.
-_EXPECTED_VERSION: Final = 4
+_EXPECTED_VERSION: Final = 6
 
 
 def _load() -> tuple[ModuleType | None, str]:
     module, reason = load_extension("pocketmq.client._codec", _EXPECTED_VERSION)
     if module is not None:
-        module.setup(MessageExt, CorruptRecordError, InvalidMessageError, inflate)
+        module.setup(
+            MessageExt,
+            CorruptRecordError,
+            InvalidMessageError,
+            inflate,
+            Message,
+            UniqueIdBlock,
+            SYSTEM_PROPERTIES,
+            check_topic_of,
+            py_check_batch,
+        )
     return module, reason
 
 
@@ -358,6 +389,10 @@ log.debug("client codec: %s (%s)", IMPLEMENTATION, _REASON)
 #: in one blob.
 encode_messages: Callable[..., bytes] = (
     py_encode_messages if NATIVE is None else NATIVE.encode_messages
+)
+#: ``check_batch(msgs, max_body_bytes) -> None``: raises what a ``send_batch`` breaks.
+check_batch: Callable[[Sequence[Message], int], None] = (
+    py_check_batch if NATIVE is None else NATIVE.check_batch
 )
 _decode_messages: Callable[[bytes | memoryview, str, bool], list[MessageExt]] = (
     py_decode_messages if NATIVE is None else NATIVE.decode_messages

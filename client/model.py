@@ -2,15 +2,16 @@
 
 Nothing here knows protobuf or gRPC. ``Message`` is what a producer sends,
 ``MessageExt`` what a consumer receives, ``MessageQueue`` names one queue of
-one topic on one broker, ``SendResult`` is one send's outcome.
+one topic on one broker, ``SendResult`` is one send's outcome, ``SendResults`` a
+``send_batch``'s, one per message.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, overload
 
 from pocketmq.common.model import MessageModel, MessageQueue, SendStatus
 
@@ -23,6 +24,7 @@ __all__ = [
     "MessageModel",
     "MessageQueue",
     "SendResult",
+    "SendResults",
     "SendStatus",
     "dlq_topic",
     "retry_topic",
@@ -141,6 +143,85 @@ class SendResult:
     offset_msg_id: str  # store host + port + commit-log offset, made by the broker
     queue: MessageQueue
     queue_offset: int
+
+
+class SendResults(Sequence[SendResult]):
+    """The outcome of one ``send_batch``: a :class:`SendResult` per message, in order.
+
+    A read-only sequence, made from the broker's answer when read (a batch's results
+    are often not looked at one by one): ``results[i]``, ``len``, iteration, slices
+    (a list), and ``==`` with any sequence of the same results; it pickles as a list.
+    :attr:`status` is the status every result of the batch shares (one flush covers the
+    request).
+    """
+
+    __slots__ = ("_ids", "_phys", "_prefix", "_queue_offsets", "queue", "status")
+
+    def __init__(
+        self,
+        status: SendStatus,
+        queue: MessageQueue,
+        msg_ids: Sequence[str],
+        offset_msg_id_prefix: str,
+        queue_offsets: Sequence[int],
+        phys_offsets: Sequence[int],
+    ) -> None:
+        if not len(msg_ids) == len(queue_offsets) == len(phys_offsets):
+            raise ValueError(
+                f"{len(msg_ids)} ids, {len(queue_offsets)} queue offsets and "
+                f"{len(phys_offsets)} commit-log offsets: one each per message"
+            )
+        self.status = status
+        self.queue = queue  # every message's
+        self._ids = msg_ids
+        self._prefix = offset_msg_id_prefix  # + 16 hex digits of the commit-log offset
+        self._queue_offsets = queue_offsets
+        self._phys = phys_offsets
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def _make(self, i: int) -> SendResult:
+        return _new_send_result(
+            self.status,
+            self._ids[i],
+            f"{self._prefix}{self._phys[i]:016X}",
+            self.queue,
+            self._queue_offsets[i],
+        )
+
+    @overload
+    def __getitem__(self, index: int) -> SendResult: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[SendResult]: ...
+    def __getitem__(self, index: int | slice) -> SendResult | list[SendResult]:
+        if isinstance(index, slice):
+            return [self._make(i) for i in range(*index.indices(len(self)))]
+        n = len(self)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError(f"result {index} of a batch of {n}")
+        return self._make(index)
+
+    def __iter__(self) -> Iterator[SendResult]:
+        make = self._make
+        return (make(i) for i in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a list, which is unhashable
+
+    def __repr__(self) -> str:
+        return f"SendResults({list(self)!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled (and copied) as the list of its results: the columns may be views
+        # of the broker's answer, which do not pickle
+        return (list, (list(self),))
 
 
 def _positional_builder(cls: type, names: tuple[str, ...]) -> Callable[..., Any]:

@@ -57,8 +57,8 @@ from pocketmq.client.idempotent_send import (
     send_idempotent,
 )
 from pocketmq.client.message_codec import (
+    check_batch,
     check_message,
-    check_topic_of,
     encode_message,
     encode_messages,
 )
@@ -489,29 +489,18 @@ class Producer:
         *,
         queue: MessageQueue | None = None,
         timeout_ms: int | None = None,
-    ) -> list[SendResult]:
-        """Send messages of one topic to one queue in one call; one result per message."""
+    ) -> Sequence[SendResult]:
+        """Send messages of one topic to one queue in one call; one result per message
+        (a :class:`~pocketmq.client.model.SendResults`, each made when read)."""
         self._running()
-        if not msgs:
-            raise InvalidMessageError("send_batch got no messages")
+        # Checked, numbered and encoded as a whole, each in one call: no Python per message.
+        check_batch(msgs, self.config.max_message_size_bytes)
         topic = msgs[0].topic
-        check_topic_of(msgs[0])
-        max_body = self.config.max_message_size_bytes
-        for msg in msgs:
-            if msg.topic != topic:
-                raise InvalidMessageError(
-                    f"a batch goes to one topic; got {topic!r} and {msg.topic!r}"
-                )
-            if msg.delay_level:
-                raise InvalidMessageError("a batch cannot carry delayed messages")
-            check_message(msg, max_body_bytes=max_body, topic_checked=True)
         budget_s = (timeout_ms or self.config.send_timeout_ms) / 1000
         deadline = self._clock.monotonic() + budget_s
-        keys = self._ids.next_ids(len(msgs))
+        keys = self._ids.next_block(len(msgs))
 
         def encode(queue_id: int, stamp: tuple[int, int, int] | None = None) -> bytes:
-            # The whole batch in one call, stamped there too (the compiled codec: no
-            # Python per message).
             records = encode_messages(
                 msgs,
                 keys,
@@ -534,7 +523,7 @@ class Producer:
                 self,
                 topic,
                 lambda mq, ticket: encode(mq.queue_id, ticket.stamp_args()),
-                lambda mq, recs, dl: self._attempt_batch(mq, recs, dl, idempotent=True),
+                lambda mq, recs, dl: self._attempt_batch(mq, recs, dl, keys, idempotent=True),
                 deadline,
                 budget_s,
                 queue=queue,
@@ -544,7 +533,7 @@ class Producer:
         if queue is not None:
             records = encode(queue.queue_id)
             return await _retry_while_busy(
-                lambda: self._attempt_batch(queue, records, deadline),
+                lambda: self._attempt_batch(queue, records, deadline, keys),
                 deadline,
                 self._clock.monotonic,
             )
@@ -553,14 +542,20 @@ class Producer:
             topic,
             deadline,
             budget_s,
-            lambda mq, recs: self._attempt_batch(mq, recs, deadline),
+            lambda mq, recs: self._attempt_batch(mq, recs, deadline, keys),
             lambda mq: encode(mq.queue_id),
             retarget=lambda _records, queue_id: encode(queue_id),
         )
 
     async def _attempt_batch(
-        self, mq: MessageQueue, records: bytes, deadline: float, *, idempotent: bool = False
-    ) -> list[SendResult]:
+        self,
+        mq: MessageQueue,
+        records: bytes,
+        deadline: float,
+        msg_ids: Sequence[str],
+        *,
+        idempotent: bool = False,
+    ) -> Sequence[SendResult]:
         routes, _acc = self._running()
         assert self._remoting is not None
         addr = routes.addr_of(mq.broker_name)
@@ -572,7 +567,7 @@ class Producer:
         if idempotent:
             remaining = min(remaining, self.config.request_timeout_ms / 1000)
         return await self._remoting.broker(addr).send_batch_to(
-            records, mq, producer_group=self.group, timeout_s=remaining
+            records, mq, msg_ids=msg_ids, producer_group=self.group, timeout_s=remaining
         )
 
     async def send_oneway(self, msg: Message) -> None:

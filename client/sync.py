@@ -168,7 +168,7 @@ class SyncProducer(_Facade[Producer]):
         *,
         queue: MessageQueue | None = None,
         timeout_ms: int | None = None,
-    ) -> list[SendResult]:
+    ) -> Sequence[SendResult]:
         return self._run(self.client.send_batch(msgs, queue=queue, timeout_ms=timeout_ms))
 
     def send_oneway(self, msg: Message) -> None:

@@ -72,7 +72,7 @@ def install_producer_trace(producer: Any, dispatcher: TraceDispatcher) -> None:
         )
         return result
 
-    async def traced_send_batch(msgs: Sequence[Message], **kwargs: Any) -> list[SendResult]:
+    async def traced_send_batch(msgs: Sequence[Message], **kwargs: Any) -> Sequence[SendResult]:
         born_ms, started = time.time_ns() // 1_000_000, time.perf_counter()
         try:
             results = await send_batch(msgs, **kwargs)

@@ -16,14 +16,23 @@ indexes it like a key.
 from __future__ import annotations
 
 import calendar
+import collections
 import ipaddress
 import itertools
 import os
 import struct
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
 
-__all__ = ["OffsetMessageId", "UniqueIdGenerator", "decode_offset_msg_id", "encode_offset_msg_id"]
+__all__ = [
+    "OffsetMessageId",
+    "UniqueIdBlock",
+    "UniqueIdGenerator",
+    "decode_offset_msg_id",
+    "encode_offset_msg_id",
+]
 
 _PORT_OFFSET = struct.Struct(">iq")
 
@@ -82,8 +91,16 @@ class UniqueIdGenerator:
 
     def next_ids(self, count: int) -> list[str]:
         """*count* ids at once (a batch): one clock read, the counter advanced *count*."""
-        prefix, counter = self._prefix_now(), self._counter
-        return [f"{prefix}{next(counter) & 0xFFFF:04X}" for _ in range(count)]
+        return list(self.next_block(count))
+
+    def next_block(self, count: int) -> UniqueIdBlock:
+        """*count* ids at once, as one value: no str per id until one is read (the
+        client's compiled encoder writes them into the records itself)."""
+        if count <= 0:
+            return UniqueIdBlock(self._prefix_now(), 0, 0)
+        # One C loop over the counter: no other thread takes a number in between.
+        last = collections.deque(itertools.islice(self._counter, count), maxlen=1)[0]
+        return UniqueIdBlock(self._prefix_now(), last - count + 1, count)
 
     def _prefix_now(self) -> str:
         """IP, pid, random and the ms-in-month of now: all of an id but its counter."""
@@ -95,6 +112,42 @@ class UniqueIdGenerator:
             self._ms_prefix = f"{self._prefix_hex}{ms:08X}"
             self._ms = ms
         return self._ms_prefix
+
+
+class UniqueIdBlock(Sequence[str]):
+    """*size* unique ids made at once: id *i* is :attr:`prefix` followed by the 4
+    upper-case hex digits of ``(first + i) & 0xFFFF``, as :meth:`UniqueIdGenerator.next_id`
+    formats each."""
+
+    __slots__ = ("first", "prefix", "size")
+
+    def __init__(self, prefix: str, first: int, size: int) -> None:
+        self.prefix = prefix  # IP, pid, random and ms-in-month: 28 hex digits
+        self.first = first  # the counter of id 0
+        self.size = size  # how many ids
+
+    def __len__(self) -> int:
+        return self.size
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.size))]
+        if index < 0:
+            index += self.size
+        if not 0 <= index < self.size:
+            raise IndexError(f"id {index} of a block of {self.size}")
+        return f"{self.prefix}{(self.first + index) & 0xFFFF:04X}"
+
+    def __iter__(self) -> Iterator[str]:
+        prefix, first = self.prefix, self.first
+        return iter([f"{prefix}{(first + i) & 0xFFFF:04X}" for i in range(self.size)])
+
+    def __repr__(self) -> str:
+        return f"UniqueIdBlock({self.prefix!r}, {self.first}, {self.size})"
 
 
 def _month_bounds(now: float) -> tuple[float, float]:

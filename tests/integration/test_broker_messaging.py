@@ -49,6 +49,19 @@ async def test_send_answers_ids_and_offsets_for_every_message(broker, stub):
         assert (stored.uniq_key, stored.phys_offset) == (uniq, phys)
 
 
+async def test_a_batch_asking_so_is_answered_without_the_ids_and_queues_it_sent(stub):
+    records = b"".join(record(queue_id=q, uniq=f"U{i}") for i, q in enumerate((0, 1, 0)))
+    full = await stub.SendBatch(pb.SendBatchRequest(records=records))
+    lean = await stub.SendBatch(pb.SendBatchRequest(records=records, omit_sent_columns=True))
+    assert lean.status == pb.SEND_OK
+    assert (list(lean.msg_ids), list(lean.queue_ids)) == ([], [])
+    assert list(full.queue_offsets) == [0, 0, 1]
+    assert list(lean.queue_offsets) == [2, 1, 3]
+    size = len(record(queue_id=0, uniq="U0"))
+    assert list(lean.phys_offsets) == [full.phys_offsets[0] + (3 + i) * size for i in range(3)]
+    assert lean.offset_msg_id_prefix == full.offset_msg_id_prefix
+
+
 async def test_pull_walks_every_offset_status(stub):
     await create_topic(stub)
     empty = await pull(stub, 0)

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from pocketmq.client.errors import InvalidMessageError
 from pocketmq.client.message_codec import (
+    check_batch,
     check_message,
     decode_messages,
     encode_message,
@@ -150,3 +151,32 @@ def test_check_message_refuses_what_the_broker_would(msg, match):
 
 def test_a_lone_key_string_stays_one_key():
     assert Message(topic="t", body=b"x", keys="order-1").keys == ("order-1",)
+
+
+@pytest.mark.parametrize(
+    ("msgs", "match"),
+    [
+        ([], "no messages"),
+        ([Message(topic="t", body=b"x"), Message(topic="u", body=b"x")], "one topic"),
+        ([Message(topic="t", body=b"x"), Message(topic="t", body=b"x", delay_level=2)], "delayed"),
+        ([Message(topic="bad topic", body=b"x")], "contains"),
+        ([Message(topic="t", body=b"x"), Message(topic="t", body=b"")], "empty"),
+        ([Message(topic="t", body=b"x" * 11)], "11 bytes; the limit is 10"),
+        ([Message(topic="t", body=b"x", keys=["a b"])], "space"),
+        ([Message(topic="t", body=b"x", properties={"KEYS": "x"})], "set by the client"),
+        ([Message(topic="t", body=b"x", deliver_at_ms=1, delay_ms=2)], "at most one"),
+    ],
+)
+def test_check_batch_refuses_what_the_broker_would(msgs, match):
+    with pytest.raises(InvalidMessageError, match=match):
+        check_batch(msgs, 10)
+
+
+def test_check_batch_lets_a_plain_batch_through():
+    check_batch(
+        [
+            Message(topic="t", body=b"x", tags="a", keys=("k",), properties={"p": "v"}),
+            Message(topic="t", body=bytearray(b"y"), deliver_at_ms=5),
+        ],
+        10,
+    )

@@ -25,6 +25,7 @@ from pocketmq.common.message import (
     encode_record,
     pack_host,
 )
+from pocketmq.common.msgid import UniqueIdBlock
 
 pytestmark = pytest.mark.skipif(
     codec.NATIVE is None, reason=f"the compiled codec is not in use ({codec._REASON})"
@@ -147,6 +148,110 @@ def test_compiled_encoder_formats_non_string_property_values_as_the_reference():
     msg = Message(topic="t", body=b"x", properties={"n": 7, "f": 1.5})  # type: ignore[dict-item]
     native, reference = both_encode([msg], ["U"], 0, HOSTS[0], 0, 4096, 0)
     assert native == reference and native[0] == "ok"
+
+
+@SETTINGS
+@given(
+    msgs=st.lists(messages(), min_size=1, max_size=6),
+    prefix=st.text(alphabet="0123456789ABCDEF", min_size=0, max_size=28),
+    first=st.integers(0, 2**40),
+    stamp=st.none() | st.tuples(st.integers(0, 2**40), st.integers(0, 99), st.integers(0, 2**31)),
+)
+def test_compiled_encoder_writes_a_block_of_ids_as_the_reference(msgs, prefix, first, stamp):
+    block = UniqueIdBlock(prefix, first, len(msgs))
+    args = (0, HOSTS[1], 7, 4096, 0, stamp)
+    native, reference = both_encode(msgs, block, *args)
+    assert native == reference
+    assert native == both_encode(msgs, list(block), *args)[0]
+
+
+def test_compiled_encoder_refuses_a_block_of_ids_of_another_size_as_the_reference():
+    block = UniqueIdBlock("AB", 0, 2)
+    native, reference = both_encode([Message(topic="t", body=b"x")], block, 0, HOSTS[0], 0, 0, 0)
+    assert native == reference and native[1] is ValueError
+
+
+@SETTINGS
+@given(
+    data=st.one_of(st.binary(max_size=300), st.binary(min_size=1000, max_size=70_000)),
+    value=st.integers(0, 2**32 - 1),
+    offset=st.integers(0, 15),
+)
+def test_compiled_crc32_is_zlibs(data, value, offset):
+    native = codec.NATIVE
+    assert native is not None
+    view = memoryview(b"\0" * offset + data)[offset:]  # any alignment
+    assert native.crc32(view, value) == zlib.crc32(data, value)
+    assert native.crc32(data) == zlib.crc32(data)
+
+
+# -- batches to check ------------------------------------------------------------------
+def both_check(msgs, max_body):
+    native = codec.NATIVE
+    assert native is not None
+    return outcome(native.check_batch, msgs, max_body), outcome(
+        codec.py_check_batch, msgs, max_body
+    )
+
+
+@st.composite
+def batch_messages(draw, topic):
+    """Messages that are mostly fine, each field now and then not (or of an odd type)."""
+    odd = draw(st.sampled_from(["none", "topic", "body", "delay", "keys", "props", "type"]))
+    fields = {
+        "topic": topic,
+        "body": b"x" * draw(st.integers(1, 12)),
+        "tags": draw(texts),
+        "keys": draw(st.lists(st.text(alphabet="ab", min_size=1, max_size=3), max_size=2)),
+        "properties": draw(st.dictionaries(st.text("pq", min_size=1), st.text("v", min_size=1))),
+    }
+    if odd == "topic":
+        fields["topic"] = draw(st.sampled_from(["other", "bad topic", "%RETRY%g", "", 5]))
+    elif odd == "body":
+        fields["body"] = draw(
+            st.sampled_from([b"", b"y" * 13, bytearray(b"z"), memoryview(b"zz"), "text", None])
+        )
+    elif odd == "delay":
+        name = draw(st.sampled_from(["delay_level", "deliver_at_ms", "delay_ms"]))
+        fields[name] = draw(st.sampled_from([-1, 1, 19, 2**70, True, None, 1.5]))
+        if draw(st.booleans()):
+            fields["delay_ms" if name != "delay_ms" else "deliver_at_ms"] = 3
+    elif odd == "keys":
+        fields["keys"] = draw(st.sampled_from([("",), ("a b",), (b"k",), [7], ["ok", "x y"]]))
+    elif odd == "props":
+        fields["properties"] = draw(
+            st.sampled_from(
+                [
+                    {"": "v"},
+                    {"k": ""},
+                    {"k\x01": "v"},
+                    {"k": "v\x02"},
+                    {"TAGS": "t"},
+                    {"UNIQ_KEY": "u"},
+                    {"n": 7},
+                    {3: "v"},
+                    {"k": None},
+                ]
+            )
+        )
+    msg = Message(**fields)
+    if odd == "type":
+        return draw(st.sampled_from([msg, "not a message", None]))
+    return msg
+
+
+@SETTINGS
+@given(data=st.data(), n=st.integers(0, 5), max_body=st.sampled_from([12, 0, 2**40]))
+def test_compiled_batch_check_finds_what_the_reference_finds(data, n, max_body):
+    topic = data.draw(st.sampled_from(["t", "orders"]))
+    msgs = [data.draw(batch_messages(topic)) for _ in range(n)]
+    native, reference = both_check(msgs, max_body)
+    assert native == reference
+
+
+def test_compiled_batch_check_accepts_a_tuple_and_a_plain_batch():
+    msgs = (Message(topic="t", body=b"x", keys=("a",), properties={"p": "v"}),) * 3
+    assert both_check(msgs, 10) == (("ok", None), ("ok", None))
 
 
 # -- blobs to decode -------------------------------------------------------------------

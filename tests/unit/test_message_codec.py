@@ -180,3 +180,19 @@ def test_ids_made_per_batch_are_distinct_from_each_other_and_from_single_ones():
     assert len(set(ids)) == len(ids) == 5_005
     assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
     assert {i[:20] for i in ids} == {ids[0][:20]}, "ip, pid and random prefix shared"
+
+
+def test_a_block_of_ids_reads_as_the_ids_made_one_by_one():
+    gen = UniqueIdGenerator()
+    block = gen.next_block(300)
+    ids = list(block)
+    assert len(block) == 300 and len(set(ids)) == 300
+    assert [block[i] for i in range(300)] == ids and block[-1] == ids[-1]
+    assert block[10:13] == ids[10:13]
+    assert {i[:28] for i in ids} == {block.prefix}
+    assert [int(i[28:], 16) for i in ids] == [(block.first + i) & 0xFFFF for i in range(300)]
+    with pytest.raises(IndexError):
+        block[300]
+    single = gen.next_id()
+    assert single not in ids and int(single[28:], 16) == (block.first + 300) & 0xFFFF
+    assert list(gen.next_block(0)) == []

@@ -119,12 +119,14 @@ class SendMessageRequest(_message.Message):
     def __init__(self, record: _Optional[bytes] = ..., producer_group: _Optional[str] = ...) -> None: ...
 
 class SendBatchRequest(_message.Message):
-    __slots__ = ("records", "producer_group")
+    __slots__ = ("records", "producer_group", "omit_sent_columns")
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    OMIT_SENT_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     records: bytes
     producer_group: str
-    def __init__(self, records: _Optional[bytes] = ..., producer_group: _Optional[str] = ...) -> None: ...
+    omit_sent_columns: bool
+    def __init__(self, records: _Optional[bytes] = ..., producer_group: _Optional[str] = ..., omit_sent_columns: _Optional[bool] = ...) -> None: ...
 
 class SendMessageResponse(_message.Message):
     __slots__ = ("status", "store_timestamp_ms", "msg_ids", "queue_ids", "queue_offsets", "phys_offsets", "offset_msg_id_prefix", "duplicates")
