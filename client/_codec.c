@@ -37,6 +37,8 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "pmq_crc32.h"  /* common/csrc: crc32_fast */
+
 /* Bumped whenever a signature or a behaviour changes; message_codec.py refuses
  * a stale build (an editable install keeps the old .so until it is rebuilt). */
 #define CODEC_VERSION 6
@@ -111,117 +113,8 @@ wr_i64(unsigned char *p, int64_t v)
     wr_u32(p + 4, (uint32_t)v);
 }
 
-/* -- CRC-32 ----------------------------------------------------------------------------
- * zlib's crc32 (the gzip polynomial, reflected), folded 64 bytes at a time with
- * carry-less multiplication where the CPU has it (x86-64 PCLMULQDQ + SSE4.1), as
- * Chromium's zlib does (crc32_simd.c, after Intel's "Fast CRC Computation for Generic
- * Polynomials Using PCLMULQDQ"): several times zlib 1.2's speed on a 1 KiB body. The
- * tail under 16 bytes, short inputs and other CPUs go to zlib. tests check it against
- * zlib.crc32 through body_crc32. */
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define HAVE_CLMUL_CRC 1
-
-static int clmul_ok;  /* set once in PyInit */
-
-__attribute__((target("pclmul,sse4.1"))) static uint32_t
-crc32_clmul(const unsigned char *buf, Py_ssize_t len, uint32_t crc)
-{
-    /* len >= 64 and a multiple of 16; crc is the inverted running value */
-    static const uint64_t k1k2[2] __attribute__((aligned(16))) = {0x0154442bd4, 0x01c6e41596};
-    static const uint64_t k3k4[2] __attribute__((aligned(16))) = {0x01751997d0, 0x00ccaa009e};
-    static const uint64_t k5k0[2] __attribute__((aligned(16))) = {0x0163cd6124, 0x0000000000};
-    static const uint64_t poly[2] __attribute__((aligned(16))) = {0x01db710641, 0x01f7011641};
-    __m128i x0, x1, x2, x3, x4, x5, x6, x7, x8, y5, y6, y7, y8;
-    x1 = _mm_loadu_si128((const __m128i *)(buf + 0x00));
-    x2 = _mm_loadu_si128((const __m128i *)(buf + 0x10));
-    x3 = _mm_loadu_si128((const __m128i *)(buf + 0x20));
-    x4 = _mm_loadu_si128((const __m128i *)(buf + 0x30));
-    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)crc));
-    x0 = _mm_load_si128((const __m128i *)k1k2);
-    buf += 64;
-    len -= 64;
-    while (len >= 64) {
-        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
-        x6 = _mm_clmulepi64_si128(x2, x0, 0x00);
-        x7 = _mm_clmulepi64_si128(x3, x0, 0x00);
-        x8 = _mm_clmulepi64_si128(x4, x0, 0x00);
-        x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
-        x2 = _mm_clmulepi64_si128(x2, x0, 0x11);
-        x3 = _mm_clmulepi64_si128(x3, x0, 0x11);
-        x4 = _mm_clmulepi64_si128(x4, x0, 0x11);
-        y5 = _mm_loadu_si128((const __m128i *)(buf + 0x00));
-        y6 = _mm_loadu_si128((const __m128i *)(buf + 0x10));
-        y7 = _mm_loadu_si128((const __m128i *)(buf + 0x20));
-        y8 = _mm_loadu_si128((const __m128i *)(buf + 0x30));
-        x1 = _mm_xor_si128(_mm_xor_si128(x1, x5), y5);
-        x2 = _mm_xor_si128(_mm_xor_si128(x2, x6), y6);
-        x3 = _mm_xor_si128(_mm_xor_si128(x3, x7), y7);
-        x4 = _mm_xor_si128(_mm_xor_si128(x4, x8), y8);
-        buf += 64;
-        len -= 64;
-    }
-    /* four lanes into one */
-    x0 = _mm_load_si128((const __m128i *)k3k4);
-    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
-    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
-    x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
-    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
-    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
-    x1 = _mm_xor_si128(_mm_xor_si128(x1, x3), x5);
-    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
-    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
-    x1 = _mm_xor_si128(_mm_xor_si128(x1, x4), x5);
-    while (len >= 16) {
-        x2 = _mm_loadu_si128((const __m128i *)buf);
-        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
-        x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
-        x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
-        buf += 16;
-        len -= 16;
-    }
-    /* 128 bits to 64 */
-    x2 = _mm_clmulepi64_si128(x1, x0, 0x10);
-    x3 = _mm_setr_epi32(~0, 0, ~0, 0);
-    x1 = _mm_srli_si128(x1, 8);
-    x1 = _mm_xor_si128(x1, x2);
-    x0 = _mm_loadl_epi64((const __m128i *)k5k0);
-    x2 = _mm_srli_si128(x1, 4);
-    x1 = _mm_and_si128(x1, x3);
-    x1 = _mm_clmulepi64_si128(x1, x0, 0x00);
-    x1 = _mm_xor_si128(x1, x2);
-    /* Barrett reduction to 32 bits */
-    x0 = _mm_load_si128((const __m128i *)poly);
-    x2 = _mm_and_si128(x1, x3);
-    x2 = _mm_clmulepi64_si128(x2, x0, 0x10);
-    x2 = _mm_and_si128(x2, x3);
-    x2 = _mm_clmulepi64_si128(x2, x0, 0x00);
-    x1 = _mm_xor_si128(x1, x2);
-    return (uint32_t)_mm_extract_epi32(x1, 1);
-}
-#endif
-
-/* zlib's crc32(crc, buf, len) for any length. */
-static uint32_t
-body_crc32(uint32_t crc, const unsigned char *buf, Py_ssize_t len)
-{
-#ifdef HAVE_CLMUL_CRC
-    if (clmul_ok && len >= 64) {
-        Py_ssize_t chunk = len & ~(Py_ssize_t)15;
-        crc = ~crc32_clmul(buf, chunk, ~crc);
-        buf += chunk;
-        len -= chunk;
-    }
-#endif
-    while (len > 0) {   /* zlib takes uInt lengths */
-        uInt n = len > (Py_ssize_t)0x40000000 ? 0x40000000u : (uInt)len;
-        crc = (uint32_t)crc32(crc, buf, n);
-        buf += n;
-        len -= n;
-    }
-    return crc;
-}
+/* -- CRC-32: crc32_fast of common/csrc/pmq_crc32.h, zlib's crc32 folded with
+ * PCLMULQDQ where the CPU has it; tests check it against zlib.crc32 through crc32. */
 
 PyDoc_STRVAR(crc32_doc,
 "crc32(data, value=0) -> int\n\n"
@@ -234,7 +127,7 @@ py_crc32(PyObject *self, PyObject *args)
     unsigned int value = 0;
     if (!PyArg_ParseTuple(args, "y*|I:crc32", &view, &value))
         return NULL;
-    uint32_t crc = body_crc32(value, view.buf, view.len);
+    uint32_t crc = crc32_fast(value, view.buf, (size_t)view.len);
     PyBuffer_Release(&view);
     return PyLong_FromUnsignedLong(crc);
 }
@@ -629,7 +522,7 @@ encode_one(Buf *out, Buf *props, PyObject *msg, const char *uniq, Py_ssize_t uni
     unsigned char *p = out->data + out->len;
     wr_u32(p, (uint32_t)total);
     wr_u32(p + POS_MAGIC, MESSAGE_MAGIC_CODE);
-    wr_u32(p + POS_BODYCRC, body_crc32(0, body_ptr, body_len) & 0x7FFFFFFF);
+    wr_u32(p + POS_BODYCRC, crc32_fast(0, body_ptr, (size_t)body_len) & 0x7FFFFFFF);
     wr_u32(p + POS_QUEUEID, (uint32_t)queue_id);
     wr_u32(p + POS_FLAG, (uint32_t)flag);
     wr_i64(p + POS_QUEUEOFFSET, 0);         /* patched by the broker */
@@ -1108,7 +1001,7 @@ build_ext(Reply *r, const unsigned char *raw, Py_ssize_t pos, Py_ssize_t p, int3
         goto fail;
     }
     if (r->check_crc
-        && (int32_t)(body_crc32(0, raw + p, body_len) & 0x7FFFFFFF) != crc) {
+        && (int32_t)(crc32_fast(0, raw + p, (size_t)body_len) & 0x7FFFFFFF) != crc) {
         corrupt(pos, PyUnicode_FromString("body CRC mismatch"));
         goto fail;
     }
@@ -1410,10 +1303,6 @@ static struct PyModuleDef codec_module = {
 PyMODINIT_FUNC
 PyInit__codec(void)
 {
-#ifdef HAVE_CLMUL_CRC
-    __builtin_cpu_init();
-    clmul_ok = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
-#endif
     INTERN(s_topic, "topic");
     INTERN(s_body, "body");
     INTERN(s_tags, "tags");
