@@ -75,6 +75,7 @@ __all__ = [
     "first_failed",
     "not_stored_ok",
     "number",
+    "record_encoder",
     "send_coalesced",
     "send_idempotent",
 ]
@@ -356,7 +357,7 @@ async def send_coalesced(
             return await send_idempotent(
                 producer,
                 topic,
-                _encoder(producer, msg, uniq_key),
+                record_encoder(producer, msg, uniq_key),
                 producer._attempt_idempotent,
                 deadline,
                 budget_s,
@@ -375,7 +376,7 @@ async def send_coalesced(
             return await send_idempotent(
                 producer,
                 topic,
-                _encoder(producer, msg, uniq_key),
+                record_encoder(producer, msg, uniq_key),
                 producer._attempt_idempotent,
                 deadline,
                 budget_s,
@@ -450,7 +451,7 @@ async def first_failed(
     ticket = lane.ticket_of(seq)
     sessions = producer._sessions
     assert sessions is not None
-    encode = _encoder(producer, msg, uniq_key)
+    encode = record_encoder(producer, msg, uniq_key)
     req = _Request(sessions, mq, ticket, encode, producer._attempt_idempotent, record)
     try:
         result: SendResult = await _on_queue(
@@ -504,7 +505,7 @@ async def not_stored_ok(
     return await send_idempotent(
         producer,
         mq.topic,
-        _encoder(producer, msg, uniq_key),
+        record_encoder(producer, msg, uniq_key),
         producer._attempt_idempotent,
         deadline,
         budget_s,
@@ -513,7 +514,7 @@ async def not_stored_ok(
     )
 
 
-def _encoder(producer: Producer, msg: Message, uniq_key: str) -> Encode:
+def record_encoder(producer: Producer, msg: Message, uniq_key: str) -> Encode:
     """The record of *msg* for a queue, numbered by a ticket (a send's every try)."""
 
     def encode(mq: MessageQueue, ticket: Ticket) -> bytes:

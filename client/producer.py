@@ -48,11 +48,11 @@ from pocketmq.client.fault_strategy import LatencyFaultTolerance, QueueSelector
 from pocketmq.client.heartbeat import HeartbeatService, local_ip, make_client_id
 from pocketmq.client.idempotence import ProducerSessionManager
 from pocketmq.client.idempotent_send import (
-    _encoder,
     answered,
     first_failed,
     not_stored_ok,
     number,
+    record_encoder,
     send_coalesced,
     send_idempotent,
 )
@@ -398,7 +398,7 @@ class Producer:
         return await send_idempotent(
             self,
             msg.topic,
-            _encoder(self, msg, uniq_key),
+            record_encoder(self, msg, uniq_key),
             self._attempt_idempotent,
             deadline,
             budget_s,
