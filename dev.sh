@@ -108,9 +108,19 @@ case "$cmd" in
             exec "$VENV/bin/python" -m pytest -q "$@"
         fi
         "$VENV/bin/python" -m mypy .
-        "$VENV/bin/python" -m pytest -q --durations=25
-        # Once more with the ACL on (tests/support/aclmode.py). pytest's exit 5 (nothing
-        # collected) fails here too: a suite that ran nothing proves nothing.
+        # Most tests wait on real processes, so they run on $POCKETMQ_TEST_WORKERS
+        # pytest-xdist workers (default 3 on any core count; 0 runs them in this
+        # process), a file's tests on one worker, so module fixtures start once. The
+        # fault tests, which kill, freeze and starve processes on purpose, run after
+        # them, one at a time. pytest's exit 5 (nothing collected) fails each step: a
+        # suite that ran nothing proves nothing.
+        local_workers=${POCKETMQ_TEST_WORKERS:-3}
+        echo "==> the suite but tests/fault, on $local_workers workers"
+        "$VENV/bin/python" -m pytest -q -n "$local_workers" --dist loadfile --durations=25 \
+            --ignore=tests/fault
+        echo "==> tests/fault, one at a time"
+        "$VENV/bin/python" -m pytest -q --durations=10 tests/fault
+        # Once more with the ACL on (tests/support/aclmode.py).
         echo "==> tests/fuzz and tests/fault again with the ACL on (POCKETMQ_TEST_ACL=1)"
         POCKETMQ_TEST_ACL=1 exec "$VENV/bin/python" -m pytest -q tests/fuzz tests/fault
         ;;

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,21 +16,6 @@ import waitkit  # noqa: E402
 from pocketmq.common.clock import ManualClock  # noqa: E402
 
 Eventually = Callable[..., Awaitable[Any]]
-
-_TESTS = Path(__file__).parent
-#: Directories whose session fixtures are costly (a JVM; the official clients' runtimes):
-#: under pytest-xdist, each runs whole on one worker.
-_ONE_WORKER_DIRS = frozenset({"spark", "compat"})
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Groups for ``pytest -n N --dist loadgroup`` (``dev.sh test``): a file's tests run on
-    one worker, so module fixtures (a cluster, a broker) start once, and each directory
-    of :data:`_ONE_WORKER_DIRS` runs on one worker. Without xdist the marks do nothing."""
-    for item in items:
-        parts = item.path.relative_to(_TESTS).parts
-        group = parts[0] if parts[0] in _ONE_WORKER_DIRS else "/".join(parts)
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture
