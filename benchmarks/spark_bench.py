@@ -1,7 +1,7 @@
 """Spark figures: rows/s read from a broker, from store files, and written to a topic.
 
     .venv/bin/python benchmarks/spark_bench.py [--messages 1000000] [--write 200000]
-        [--repeat 3] [--only broker,store,ceiling,write] [--send-batch-size N]
+        [--repeat 3] [--only broker,store,ceiling,write] [--send-batch-size N] [--conf K=V]
         [--broker-toml 'max_pull_messages = 1024']
 
 Starts ``pocketmq standalone`` in a temporary directory, fills topic ``bench``
@@ -15,7 +15,7 @@ Each run also prints the cores busy on the whole machine and in the broker.
 Each read
 materializes every column: a sum over the length of every column (nested ones
 through ``size``), computed in the JVM, so every value crosses from the
-Python worker. Each figure is measured ``--repeat`` times after a warm-up run
+Python worker. Each figure is measured ``--repeat`` times after a warm-up run of its own
 and printed with its range; on a shared machine, read the range, not one run.
 ``--broker-toml`` passes broker settings (e.g. the pull caps
 ``max_pull_messages``/``max_pull_bytes``, 32 and 256 KiB by default). Not a
@@ -235,6 +235,13 @@ def main() -> int:
     parser.add_argument("--only", default="broker,store,ceiling,write")
     parser.add_argument("--broker-toml", default="")
     parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the session (repeatable), printed with the figures",
+    )
+    parser.add_argument(
         "--send-batch-size",
         type=int,
         default=None,
@@ -252,14 +259,17 @@ def main() -> int:
 
         from pocketmq.spark import register
 
-        spark = (
+        builder = (
             SparkSession.builder.master("local[2]")
             .appName("pocketmq-bench")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "4")
-            .getOrCreate()
         )
+        for setting in args.conf:
+            key, _, value = setting.partition("=")
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
         register(spark)
         namesrv, data_dir = server.namesrv, server.data_dir
@@ -300,30 +310,23 @@ def main() -> int:
             f"machine: {machine()}, load average {os.getloadavg()[0]:.1f}; "
             f"Spark local[2]; arrow codec: {codec}"
             + (f"; broker: {args.broker_toml}" if args.broker_toml else "")
+            + (f"; Spark: {', '.join(args.conf)}" if args.conf else "")
         )
         spark.dataSource.register(ceiling_source(total))
 
         def ceiling() -> int:
             return materialize(spark.read.format("pocketmq-bench-ceiling").load())
 
-        actions = {"broker": broker_read, "store": store_read, "write": write, "ceiling": ceiling}
-        actions[next(a for a in actions if a in only)]()  # warm-up run
-        if "broker" in only:
-            timed("read from the broker (PullBatch)", total, broker_read, args.repeat, server.pid)
-        if "store" in only:
-            timed(
-                "read from store files (pocketmq-store)", total, store_read, args.repeat, server.pid
-            )
-        if "ceiling" in only:
-            timed(
-                "Spark's ceiling (prebuilt batches)",
-                total - total % 32768,
-                ceiling,
-                args.repeat,
-                server.pid,
-            )
-        if "write" in only:
-            timed("write to a topic (SendBatch)", args.write, write, args.repeat, server.pid)
+        paths = (
+            ("broker", "read from the broker (PullBatch)", total, broker_read),
+            ("store", "read from store files (pocketmq-store)", total, store_read),
+            ("ceiling", "Spark's ceiling (prebuilt batches)", total - total % 32768, ceiling),
+            ("write", "write to a topic (SendBatch)", args.write, write),
+        )
+        for key, label, expected, action in paths:
+            if key in only:
+                action()  # warm-up: a path's first run pays its imports, channels, routes
+                timed(label, expected, action, args.repeat, server.pid)
         print(f"load average after: {os.getloadavg()[0]:.1f}")
         spark.stop()
     return 0

