@@ -57,7 +57,7 @@ from pocketmq.spark.arrowcodec import Stop
 from pocketmq.spark.errors import DataLossError
 from pocketmq.spark.options import PullSettings, tag_set
 from pocketmq.spark.planning import QueueRange
-from pocketmq.spark.remote import remoting, submit
+from pocketmq.spark.remote import freeze_worker_heap, remoting, submit
 
 __all__ = ["ROWS_PER_BATCH", "data_loss", "keep_tags", "read_range"]
 
@@ -313,6 +313,7 @@ def pulled_in_windows(part: QueueRange) -> Iterator[pa.RecordBatch]:
 
 def read_range(part: QueueRange) -> Iterator[pa.RecordBatch]:
     """Arrow record batches of the messages in *part* (Spark's ``read(partition)``)."""
+    freeze_worker_heap()
     if tag_set(part.pull.tag_expression) is None and not part.pull.sql_filter:
         batches = pulled_in_windows(part)
     else:
