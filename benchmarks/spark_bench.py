@@ -1,7 +1,7 @@
 """Spark figures: rows/s read from a broker, from store files, and written to a topic.
 
     .venv/bin/python benchmarks/spark_bench.py [--messages 1000000] [--write 200000]
-        [--repeat 3] [--only broker,store,ceiling,write] [--send-batch-size N]
+        [--repeat 3] [--only broker,store,ceiling,write] [--send-batch-size N] [--conf K=V]
         [--broker-toml 'max_pull_messages = 1024']
 
 Starts ``pocketmq standalone`` in a temporary directory, fills topic ``bench``
@@ -15,11 +15,28 @@ Each run also prints the cores busy on the whole machine and in the broker.
 Each read
 materializes every column: a sum over the length of every column (nested ones
 through ``size``), computed in the JVM, so every value crosses from the
-Python worker. Each figure is measured ``--repeat`` times after a warm-up run
+Python worker. Each figure is measured ``--repeat`` times after a warm-up run of its own
 and printed with its range; on a shared machine, read the range, not one run.
 ``--broker-toml`` passes broker settings (e.g. the pull caps
 ``max_pull_messages``/``max_pull_bytes``, 32 and 256 KiB by default). Not a
 test.
+
+Each run also prints the CPU it cost per row, split into the Spark JVM, its
+Python workers and the broker (``/proc``: utime + stime of each process this
+script started). On a shared machine that figure moves far less than rows/s,
+which any other load cuts; "2 cores / that" is the rate the CPU cost allows on
+two otherwise idle cores, a projection, not a measurement.
+
+Spark settings, all Spark's defaults but the UI: ``spark.python.worker.reuse``
+is on (the default: the two Python workers live across tasks and runs, so
+imports, the gRPC channels and the event loop are paid once), and no Arrow
+setting applies: a Python data source yielding ``pyarrow.RecordBatch`` values
+hands them to the JVM as they are (``spark.sql.execution.arrow.maxRecordsPerBatch``
+sizes only batches Spark builds itself); the connector sizes them (8,192 rows
+per batch from store files, one PullBatch reply's rows from a broker). The
+write's input is made in its two partitions (``spark.range(0, n, 1, 2)``), not
+shuffled into them: a shuffle costs the JVM 2-4 us per 1 KiB row and tells
+nothing about the sink.
 """
 
 from __future__ import annotations
@@ -50,6 +67,20 @@ async def fill(port: int, total: int) -> None:
             async with sem:
                 await stub.SendBatch(broker_pb2.SendBatchRequest(records=blob))
 
+        # The broker listens before its controller makes it the master: wait for that.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                await one()
+                break
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.FAILED_PRECONDITION or (
+                    time.monotonic() > deadline
+                ):
+                    raise
+                await asyncio.sleep(0.2)
+        total -= BATCH
+
         await asyncio.gather(*(one() for _ in range(total // BATCH)))
 
 
@@ -65,6 +96,39 @@ def cpu_seconds(pid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / tick
 
 
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        tree.setdefault(ppid, []).append(int(name))
+    return tree
+
+
+def spark_cpu_seconds(broker_pid: int) -> dict[tuple[int, str], float]:
+    """CPU seconds of each process this script started but the broker, by (pid, "jvm" or
+    "python"): the Spark JVM and its Python workers (reused: they live across runs)."""
+    tree, out, todo = _children(), {}, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        for child in tree.get(pid, []):
+            if child == broker_pid:
+                continue
+            try:
+                with open(f"/proc/{child}/comm") as f:
+                    kind = "jvm" if f.read().strip() == "java" else "python"
+                out[(child, kind)] = cpu_seconds(child)
+            except (OSError, IndexError):
+                continue
+            todo.append(child)
+    return out
+
+
 def timed(
     label: str,
     rows_expected: int,
@@ -72,22 +136,38 @@ def timed(
     repeat: int,  # type: ignore[no-untyped-def]
     broker_pid: int,
 ) -> None:
-    rates = []
+    """Run *action* *repeat* times; print rows/s and the CPU spent per row (the figure a
+    loaded machine changes least: other work slows the wall clock, not this)."""
+    rates, costs = [], []
     for _ in range(repeat):
         machine, broker = cpu_seconds(), cpu_seconds(broker_pid)
+        spark = spark_cpu_seconds(broker_pid)
         started = time.perf_counter()
         rows = action()
         elapsed = time.perf_counter() - started
         machine, broker = cpu_seconds() - machine, cpu_seconds(broker_pid) - broker
+        spark_after = spark_cpu_seconds(broker_pid)
+        used = {"jvm": 0.0, "python": 0.0}
+        for key, t in spark_after.items():
+            used[key[1]] += t - spark.get(key, 0.0)
+        per_row = {k: v / max(rows, 1) * 1e6 for k, v in used.items()}
         rates.append(rows / elapsed)
+        costs.append(sum(per_row.values()) + broker / max(rows, 1) * 1e6)
         print(
             f"  {label:<38} {rows:>10,} rows in {elapsed:6.2f} s = {rates[-1]:>10,.0f} rows/s"
-            f"  (cores busy: machine {machine / elapsed:.1f}, broker {broker / elapsed:.2f})"
+            f"  (cores busy: machine {machine / elapsed:.1f}, broker {broker / elapsed:.2f};"
+            f" CPU per row: JVM {per_row['jvm']:.2f} us, Python workers"
+            f" {per_row['python']:.2f} us, broker {broker / max(rows, 1) * 1e6:.2f} us)"
             + ("" if rows == rows_expected else f"  (expected {rows_expected:,})"),
             flush=True,
         )
+    rates.sort()
+    costs.sort()
+    cost = costs[len(costs) // 2]
     print(
-        f"  {label:<38} range {min(rates):,.0f} .. {max(rates):,.0f} rows/s over {repeat} runs",
+        f"  {label:<38} range {rates[0]:,.0f} .. {rates[-1]:,.0f} rows/s over {repeat} runs,"
+        f" median {rates[len(rates) // 2]:,.0f}; CPU per row (Spark + broker) median"
+        f" {cost:.2f} us (2 cores / that: {2e6 / cost:,.0f} rows/s)",
         flush=True,
     )
 
@@ -155,6 +235,13 @@ def main() -> int:
     parser.add_argument("--only", default="broker,store,ceiling,write")
     parser.add_argument("--broker-toml", default="")
     parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the session (repeatable), printed with the figures",
+    )
+    parser.add_argument(
         "--send-batch-size",
         type=int,
         default=None,
@@ -172,14 +259,17 @@ def main() -> int:
 
         from pocketmq.spark import register
 
-        spark = (
+        builder = (
             SparkSession.builder.master("local[2]")
             .appName("pocketmq-bench")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "4")
-            .getOrCreate()
         )
+        for setting in args.conf:
+            key, _, value = setting.partition("=")
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
         register(spark)
         namesrv, data_dir = server.namesrv, server.data_dir
@@ -198,11 +288,9 @@ def main() -> int:
             )
 
         def write() -> int:
-            df = (
-                spark.range(args.write)
-                .select(F.expr("repeat('x', 1024)").alias("body"))
-                .repartition(2)
-            )
+            # Two partitions made where the rows are made: a shuffle (.repartition) before
+            # the sink would cost the JVM 2-4 us per 1 KiB row more, the sink nothing.
+            df = spark.range(0, args.write, 1, 2).select(F.expr("repeat('x', 1024)").alias("body"))
             writer = (
                 df.write.format("pocketmq")
                 .option("namesrv", namesrv)
@@ -222,30 +310,23 @@ def main() -> int:
             f"machine: {machine()}, load average {os.getloadavg()[0]:.1f}; "
             f"Spark local[2]; arrow codec: {codec}"
             + (f"; broker: {args.broker_toml}" if args.broker_toml else "")
+            + (f"; Spark: {', '.join(args.conf)}" if args.conf else "")
         )
         spark.dataSource.register(ceiling_source(total))
 
         def ceiling() -> int:
             return materialize(spark.read.format("pocketmq-bench-ceiling").load())
 
-        actions = {"broker": broker_read, "store": store_read, "write": write, "ceiling": ceiling}
-        actions[next(a for a in actions if a in only)]()  # warm-up run
-        if "broker" in only:
-            timed("read from the broker (PullBatch)", total, broker_read, args.repeat, server.pid)
-        if "store" in only:
-            timed(
-                "read from store files (pocketmq-store)", total, store_read, args.repeat, server.pid
-            )
-        if "ceiling" in only:
-            timed(
-                "Spark's ceiling (prebuilt batches)",
-                total - total % 32768,
-                ceiling,
-                args.repeat,
-                server.pid,
-            )
-        if "write" in only:
-            timed("write to a topic (SendBatch)", args.write, write, args.repeat, server.pid)
+        paths = (
+            ("broker", "read from the broker (PullBatch)", total, broker_read),
+            ("store", "read from store files (pocketmq-store)", total, store_read),
+            ("ceiling", "Spark's ceiling (prebuilt batches)", total - total % 32768, ceiling),
+            ("write", "write to a topic (SendBatch)", args.write, write),
+        )
+        for key, label, expected, action in paths:
+            if key in only:
+                action()  # warm-up: a path's first run pays its imports, channels, routes
+                timed(label, expected, action, args.repeat, server.pid)
         print(f"load average after: {os.getloadavg()[0]:.1f}")
         spark.stop()
     return 0

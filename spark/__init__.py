@@ -83,7 +83,7 @@ Source options, named and behaving as the Kafka source's (:mod:`.options`)::
                                                         files must exist on every executor)
 
 Sink options: ``namesrv``, ``topic`` (wins over a ``topic`` column, as
-Kafka's), ``producerGroup``, ``sendBatchSize`` (messages per SendBatch, 256),
+Kafka's), ``producerGroup``, ``sendBatchSize`` (messages per SendBatch, 1024),
 ``sendTimeoutMs``, the source's ``accessKey``/``secretKey`` and ``tls*`` options,
 ``idempotent`` (true: each row stored once, see :mod:`.sink`),
 ``writeId`` (a batch write's stable name, so a re-run job stores nothing twice),

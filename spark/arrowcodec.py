@@ -75,7 +75,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_EXPECTED_VERSION: Final = 2
+_EXPECTED_VERSION: Final = 3
 MAX_QUEUE_OFFSET: Final = 2**63 - 1
 _MAX_TIMESTAMP_MS: Final = (2**63 - 1) // 1000  # what fits Arrow's timestamp[us]
 

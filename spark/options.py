@@ -58,7 +58,7 @@ DEFAULT_PRODUCER_GROUP = "pocketmq-spark"
 DEFAULT_PULL_BATCH_SIZE = 1024  # the broker caps it at its max_pull_messages
 DEFAULT_PULL_TIMEOUT_MS = 30_000
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
-DEFAULT_SEND_BATCH_SIZE = 256  # messages per SendBatch call of the sink
+DEFAULT_SEND_BATCH_SIZE = 1024  # messages per SendBatch call of the sink (and <= 2 MiB of bodies)
 DEFAULT_SEND_TIMEOUT_MS = 10_000
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024  # of a segment, per store-reader task
 

@@ -11,7 +11,10 @@ reply) and :data:`WINDOWS_PER_CALL` windows go in one ``PullBatch`` call, with
 decoding overlap::
 
     loop thread:   PullBatch(w0..w63) PullBatch(w64..w127) PullBatch(w128..) ...
-    task thread:                      decode(w0..w63)      decode(w64..w127) ...
+    task thread:                      (keep)               (keep) ... decode(w0..w255)
+
+and the replies' records are decoded :data:`ROWS_PER_BATCH` rows (or
+:data:`BATCH_BYTES`) at a time, into one record batch: Spark pays per batch too.
 
 A window answered short (the reply hit the byte cap, or the call its 4 MiB
 budget) has its rest pulled before the rows after it, so rows come in offset
@@ -54,7 +57,7 @@ from pocketmq.spark.arrowcodec import Stop
 from pocketmq.spark.errors import DataLossError
 from pocketmq.spark.options import PullSettings, tag_set
 from pocketmq.spark.planning import QueueRange
-from pocketmq.spark.remote import remoting, submit
+from pocketmq.spark.remote import freeze_worker_heap, remoting, submit
 
 __all__ = ["ROWS_PER_BATCH", "data_loss", "keep_tags", "read_range"]
 
@@ -67,6 +70,7 @@ PULL_RETRY_DELAY_S = 0.5
 WINDOWS_PER_CALL = 64  # windows of one queue per PullBatch call, at most
 CALL_BYTES = 3 << 20  # what one PullBatch call should return (the broker stops at 4 MiB)
 CALLS_IN_FLIGHT = 3  # PullBatch calls of one task at a time
+BATCH_BYTES = 8 << 20  # records decoded into one batch from a broker, at most (about)
 
 
 def data_loss(message: str, fail: bool) -> None:
@@ -277,24 +281,31 @@ def pulled_in_windows(part: QueueRange) -> Iterator[pa.RecordBatch]:
 
     for _ in range(CALLS_IN_FLIGHT):
         send()
+    # Replies are decoded ROWS_PER_BATCH rows (or BATCH_BYTES) at a time, across calls:
+    # fewer, larger batches cost Spark less per row (an Arrow IPC message, Python calls).
+    records: list[bytes] = []
+    rows = nbytes = 0
     try:
         while calls:
             call = calls.popleft()
             replies = call.future.result()
             send()
-            records: list[bytes] = []
             for (a, b), reply in zip(call.windows, replies, strict=True):
                 if isinstance(reply, PullReply) and _clean(reply, a, b):
                     records.append(reply.records)
+                    rows += reply.message_count
+                    nbytes += len(reply.records)
                     if reply.next_begin_offset == b:
                         continue
                     a = reply.next_begin_offset  # short: keep what came, pull the rest now
                 if records:
                     yield _decode(part, b"".join(records))
-                    records = []
+                    records, rows, nbytes = [], 0, 0
                 yield from pulled_one_by_one(part, a, b)
-            if records:
-                yield _decode(part, records[0] if len(records) == 1 else b"".join(records))
+            if rows >= ROWS_PER_BATCH or nbytes >= BATCH_BYTES or not calls:
+                if records:
+                    yield _decode(part, records[0] if len(records) == 1 else b"".join(records))
+                records, rows, nbytes = [], 0, 0
     finally:
         for call in calls:
             call.future.cancel()
@@ -302,6 +313,7 @@ def pulled_in_windows(part: QueueRange) -> Iterator[pa.RecordBatch]:
 
 def read_range(part: QueueRange) -> Iterator[pa.RecordBatch]:
     """Arrow record batches of the messages in *part* (Spark's ``read(partition)``)."""
+    freeze_worker_heap()
     if tag_set(part.pull.tag_expression) is None and not part.pull.sql_filter:
         batches = pulled_in_windows(part)
     else:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import logging
 import os
 import re
@@ -37,7 +38,15 @@ from pocketmq.common.auth import Credentials
 from pocketmq.spark.errors import OptionError
 from pocketmq.spark.options import ClientSecurity, TopicSelection
 
-__all__ = ["all_topics", "queue_offsets", "remoting", "run", "submit", "topic_queues"]
+__all__ = [
+    "all_topics",
+    "freeze_worker_heap",
+    "queue_offsets",
+    "remoting",
+    "run",
+    "submit",
+    "topic_queues",
+]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +83,33 @@ def _loop() -> _Loop:
         if _current is None or _current.pid != os.getpid():
             _current = _Loop()
         return _current
+
+
+_frozen_in: int | None = None  # the pid that froze
+
+
+def freeze_worker_heap() -> None:
+    """In a Spark task, once per worker process: take every object the worker holds
+    out of the cyclic collector's walks (``gc.freeze``).
+
+    Called by the tasks that talk to brokers, before their first call: by then the
+    worker holds what it keeps for life (pyspark, pyarrow, grpc, the SDK: hundreds
+    of thousands of objects), and a read or write goes on to allocate short-lived
+    ones by the million (the SDK's result per record sent, a reply per pull
+    window), so the collector runs often, and its older generations walked all of
+    the former: 0.3-0.5 us per row, measured (A/B in one Spark session). Frozen
+    objects are never collected, which costs nothing for objects that live as long
+    as the process. Outside a Spark task (a driver, a test) it does nothing.
+    """
+    global _frozen_in
+    if _frozen_in == os.getpid():
+        return
+    from pyspark import TaskContext
+
+    if TaskContext.get() is None:
+        return
+    _frozen_in = os.getpid()
+    gc.freeze()
 
 
 def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:

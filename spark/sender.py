@@ -71,7 +71,7 @@ from pocketmq.spark import arrowcodec
 from pocketmq.spark.arrowcodec import EncodeSettings, SinkArrays
 from pocketmq.spark.errors import ColumnError
 from pocketmq.spark.options import SinkOptions
-from pocketmq.spark.remote import remoting, run, submit
+from pocketmq.spark.remote import freeze_worker_heap, remoting, run, submit
 
 __all__ = ["MAX_CHUNK_BODY_BYTES", "MAX_IN_FLIGHT", "Columns", "SendTotals", "send_arrow"]
 
@@ -462,6 +462,7 @@ def send_arrow(
 ) -> SendTotals:
     """Send every row of *batches*; the body of a writer's ``write()``. With an
     *identity*, as the named idempotent producer of that name (exactly once)."""
+    freeze_worker_heap()
     sender = ArrowSender(opts, cols, identity=identity, first_queue=first_queue)
     try:
         for batch in batches:

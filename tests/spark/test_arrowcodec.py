@@ -146,6 +146,18 @@ def test_compiled_and_reference_decoders_stop_at_the_same_damaged_byte(blobs):
     assert (results[0].stop, results[0].stop_pos) == (results[1].stop, results[1].stop_pos)
 
 
+@needs_native
+@given(st.binary(max_size=300), st.integers(min_value=0, max_value=3000))
+@settings(max_examples=300, deadline=None)
+def test_the_compiled_body_crc_is_zlibs_crc32_at_every_length(head, extra):
+    # short bodies go to zlib; from 64 bytes on they are folded (PCLMULQDQ) in 16-byte
+    # steps and zlib takes the tail: lengths on both sides of each boundary
+    assert arrowcodec.NATIVE is not None
+    data = head + bytes(range(256)) * (extra // 256) + bytes(extra % 256)
+    for n in {len(head), len(data), 63, 64, 65, 79, 80, 1024, 1040}:
+        assert arrowcodec.NATIVE.crc32(data[:n]) == zlib.crc32(data[:n]), n
+
+
 def test_segment_mode_skips_transaction_halves_checks_offsets_and_ends_at_a_blank():
     recs = []
     for i, sysflag in enumerate([0, 0x4, 0x8, 0xC, 0]):
