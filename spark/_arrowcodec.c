@@ -36,6 +36,8 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "pmq_crc32.h"  /* common/csrc: crc32_fast */
+
 #define ARROWCODEC_VERSION 3
 
 /* -- record layout ----------------------------------------------------------------
@@ -97,103 +99,12 @@ static inline void wr_i64(unsigned char *p, int64_t v) {
     wr_u32(p, (uint32_t)((uint64_t)v >> 32)); wr_u32(p + 4, (uint32_t)v);
 }
 
-/* -- CRC-32 (zlib's, the record's BODYCRC) ------------------------------------------
- * zlib's crc32 runs a byte-table (braided) loop: about 1 us per 1 KiB body here, half
- * of what decoding a stored record costs. On x86-64 with PCLMULQDQ the body is folded
- * 64 bytes at a time by carry-less multiplication (Gopal et al., "Fast CRC Computation
- * for Generic Polynomials Using PCLMULQDQ Instruction", Intel 2009; the constants are
- * the paper's for the bit-reflected polynomial 0xEDB88320, as zlib's own x86 SIMD code
- * uses them), and the last < 16 bytes by zlib. The result is zlib's crc32, bit for bit:
- * tests/spark/test_arrowcodec.py checks it against zlib.crc32 at every length class. */
+/* -- CRC-32 (zlib's, the record's BODYCRC): crc32_fast of common/csrc/pmq_crc32.h,
+ * folded with PCLMULQDQ where the CPU has it (zlib's table loop was half of decoding a
+ * stored record). tests/spark/test_arrowcodec.py checks it against zlib.crc32. */
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define HAVE_CLMUL_CRC 1
-
-/* crc32 state (not inverted) over len bytes, len >= 64 and a multiple of 16. */
-__attribute__((target("sse4.1,pclmul")))
-static uint32_t crc32_clmul(uint32_t crc, const unsigned char *buf, size_t len) {
-    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL);
-    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
-    const __m128i k5k0 = _mm_set_epi64x(0, 0x0163cd6124LL);
-    const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
-    __m128i x0, x1, x2, x3, x4, x5, x6, x7, x8;
-    x1 = _mm_loadu_si128((const __m128i *)(buf + 0x00));
-    x2 = _mm_loadu_si128((const __m128i *)(buf + 0x10));
-    x3 = _mm_loadu_si128((const __m128i *)(buf + 0x20));
-    x4 = _mm_loadu_si128((const __m128i *)(buf + 0x30));
-    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)crc));
-    x0 = k1k2;
-    buf += 64;
-    len -= 64;
-    while (len >= 64) {                      /* fold four 128-bit lanes 512 bits on */
-        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
-        x6 = _mm_clmulepi64_si128(x2, x0, 0x00);
-        x7 = _mm_clmulepi64_si128(x3, x0, 0x00);
-        x8 = _mm_clmulepi64_si128(x4, x0, 0x00);
-        x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
-        x2 = _mm_clmulepi64_si128(x2, x0, 0x11);
-        x3 = _mm_clmulepi64_si128(x3, x0, 0x11);
-        x4 = _mm_clmulepi64_si128(x4, x0, 0x11);
-        x1 = _mm_xor_si128(_mm_xor_si128(x1, x5), _mm_loadu_si128((const __m128i *)(buf + 0x00)));
-        x2 = _mm_xor_si128(_mm_xor_si128(x2, x6), _mm_loadu_si128((const __m128i *)(buf + 0x10)));
-        x3 = _mm_xor_si128(_mm_xor_si128(x3, x7), _mm_loadu_si128((const __m128i *)(buf + 0x20)));
-        x4 = _mm_xor_si128(_mm_xor_si128(x4, x8), _mm_loadu_si128((const __m128i *)(buf + 0x30)));
-        buf += 64;
-        len -= 64;
-    }
-    x0 = k3k4;                               /* the four lanes into one */
-    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
-    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
-    x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
-    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
-    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
-    x1 = _mm_xor_si128(_mm_xor_si128(x1, x3), x5);
-    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
-    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
-    x1 = _mm_xor_si128(_mm_xor_si128(x1, x4), x5);
-    while (len >= 16) {                      /* then 128 bits at a time */
-        x2 = _mm_loadu_si128((const __m128i *)buf);
-        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
-        x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
-        x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
-        buf += 16;
-        len -= 16;
-    }
-    x2 = _mm_clmulepi64_si128(x1, x0, 0x10); /* 128 bits to 64 */
-    x3 = _mm_setr_epi32(~0, 0, ~0, 0);
-    x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), x2);
-    x0 = k5k0;
-    x2 = _mm_srli_si128(x1, 4);
-    x1 = _mm_and_si128(x1, x3);
-    x1 = _mm_clmulepi64_si128(x1, x0, 0x00);
-    x1 = _mm_xor_si128(x1, x2);
-    x0 = poly;                               /* Barrett reduction to 32 bits */
-    x2 = _mm_and_si128(x1, x3);
-    x2 = _mm_clmulepi64_si128(x2, x0, 0x10);
-    x2 = _mm_and_si128(x2, x3);
-    x2 = _mm_clmulepi64_si128(x2, x0, 0x00);
-    x1 = _mm_xor_si128(x1, x2);
-    return (uint32_t)_mm_extract_epi32(x1, 1);
-}
-
-static int clmul_usable = -1;                /* -1: not asked yet */
-#endif
-
-/* zlib's crc32(0, p, n). */
-static uint32_t body_crc32(const unsigned char *p, Py_ssize_t n) {
-#ifdef HAVE_CLMUL_CRC
-    if (clmul_usable < 0) {
-        __builtin_cpu_init();
-        clmul_usable = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
-    }
-    if (clmul_usable && n >= 64) {
-        size_t folded = (size_t)n & ~(size_t)15;
-        uint32_t crc = ~crc32_clmul(~0u, p, folded);
-        return (uint32_t)crc32(crc, p + folded, (uInt)(n - folded));
-    }
-#endif
-    return (uint32_t)crc32(0, p, (uInt)n);
+static inline uint32_t body_crc32(const unsigned char *p, Py_ssize_t n) {
+    return crc32_fast(0, p, (size_t)n);
 }
 
 PyDoc_STRVAR(crc32_doc,

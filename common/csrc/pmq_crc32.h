@@ -1,9 +1,10 @@
 /* pmq_crc32.h: zlib's CRC-32, folded with PCLMULQDQ where the CPU has it.
  *
- * Shared by the compiled accelerators (broker/store/_speedups.c, client/_codec.c): a
- * record's BODYCRC is zlib's crc32 of its body (common/message.py body_crc, masked to
- * 31 bits by the caller), computed by the producer's encoder, the broker's put check
- * and the replica's frame check. zlib's table CRC runs at about 0.27 us a KiB here;
+ * Shared by the compiled accelerators (broker/store/_speedups.c, client/_codec.c,
+ * spark/_arrowcodec.c): a record's BODYCRC is zlib's crc32 of its body
+ * (common/message.py body_crc, masked to 31 bits by the caller), computed by the
+ * producer's encoder and the Spark sink, checked by the broker's put, the replica's
+ * frame check and the Spark source. zlib's table CRC runs at about 0.27 us a KiB here;
  * the folded loop at about 0.07. Each includer gets its own static copy.
  *
  * Needs <stdint.h>, <stddef.h> and <zlib.h> included before it.
