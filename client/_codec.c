@@ -37,6 +37,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "pmq_record_layout.h"  /* common/csrc: HEAD_SIZE, POS_*, magic codes, sysflags */
 #include "pmq_crc32.h"  /* common/csrc: crc32_fast */
 
 /* Bumped whenever a signature or a behaviour changes; message_codec.py refuses
@@ -44,33 +45,11 @@
 #define CODEC_VERSION 6
 
 /* -- record layout ----------------------------------------------------------------
- * common/record_layout.py is the definition; tests/unit/test_record_layout.py checks
- * every number below against it. */
+ * The record's fields are in common/csrc/pmq_record_layout.h; what only this codec
+ * needs is below. common/record_layout.py is the definition;
+ * tests/unit/test_record_layout.py checks every number against it. */
 
-#define HEAD_SIZE 48                /* TOTALSIZE .. BORNTIMESTAMP (record_layout.HEAD) */
-#define POS_TOTALSIZE 0
-#define POS_MAGIC 4
-#define POS_BODYCRC 8
-#define POS_QUEUEID 12
-#define POS_FLAG 16
-#define POS_QUEUEOFFSET 20          /* QUEUEOFFSET i64, then PHYSICALOFFSET i64 */
-#define POS_PHYSICALOFFSET 28
-#define POS_SYSFLAG 36
-#define POS_BORNTIMESTAMP 40
-#define POS_BORNHOST 48
-#define HOST_V4_SIZE 8              /* IPv4 4 + port i32 */
-#define HOST_V6_SIZE 20             /* IPv6 16 + port i32 */
-#define STORE_TIMESTAMP_SIZE 8      /* at POS_BORNHOST + B; STOREHOST follows */
-#define TAIL_AFTER_STOREHOST 12     /* RECONSUMETIMES i32, PREPAREDTRANSACTIONOFFSET i64 */
-#define BODYLEN_SIZE 4              /* after TAIL_AFTER_STOREHOST; BODY follows */
 #define STORE_HOST_PLACEHOLDER_SIZE HOST_V4_SIZE  /* message_codec.STORE_HOST_PLACEHOLDER */
-#define MESSAGE_MAGIC_CODE 0xDAA320A7u
-#define MESSAGE_MAGIC_CODE_V2 0xDAA320ABu
-#define BLANK_MAGIC_CODE 0xCBD43194u
-#define SYSFLAG_COMPRESSED 0x1
-#define SYSFLAG_BORNHOST_V6 0x10
-#define SYSFLAG_STOREHOST_V6 0x20
-#define MAX_PROPERTIES_LENGTH 32767
 #define MAX_TOPIC_LENGTH 127        /* a record's topic, in bytes: record_layout.MAX_TOPIC_LENGTH_V1 */
 #define ZLIB_LEVEL 5                /* message_codec.ZLIB_LEVEL */
 /* TOTALSIZE .. BODYLEN with IPv4 hosts (record_layout.FIXED_V4) */

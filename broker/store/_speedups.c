@@ -48,6 +48,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "pmq_record_layout.h"  /* common/csrc: HEAD_SIZE, POS_*, magic codes, sysflags */
 #include "pmq_crc32.h"  /* common/csrc: crc32_fast */
 
 #if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
@@ -59,34 +60,11 @@
 #define SPEEDUPS_VERSION 6
 
 /* -- layout -----------------------------------------------------------------------
- * common/record_layout.py (and consume_queue.py, index_file.py) is the definition;
- * tests/unit/test_record_layout.py checks every number below against it, and
- * test_speedups the LAYOUT table built from them. */
+ * The record's fields are in common/csrc/pmq_record_layout.h; what only the store
+ * needs is below. common/record_layout.py (and consume_queue.py, index_file.py) is
+ * the definition; tests/unit/test_record_layout.py checks every number against it,
+ * and test_speedups the LAYOUT table built from them. */
 
-#define HEAD_SIZE 48                /* TOTALSIZE .. BORNTIMESTAMP (record_layout.HEAD) */
-#define POS_TOTALSIZE 0
-#define POS_MAGIC 4
-#define POS_BODYCRC 8
-#define POS_QUEUEID 12
-#define POS_FLAG 16
-#define POS_QUEUEOFFSET 20          /* QUEUEOFFSET i64, then PHYSICALOFFSET i64 */
-#define POS_PHYSICALOFFSET 28
-#define POS_SYSFLAG 36
-#define POS_BORNTIMESTAMP 40
-#define POS_BORNHOST 48
-#define HOST_V4_SIZE 8              /* IPv4 4 + port i32 */
-#define HOST_V6_SIZE 20             /* IPv6 16 + port i32 */
-#define STORE_TIMESTAMP_SIZE 8      /* at POS_BORNHOST + B; STOREHOST follows */
-#define TAIL_AFTER_STOREHOST 12     /* RECONSUMETIMES i32, PREPAREDTRANSACTIONOFFSET i64 */
-#define BODYLEN_SIZE 4              /* after TAIL_AFTER_STOREHOST; BODY follows */
-#define MESSAGE_MAGIC_CODE 0xDAA320A7u
-#define MESSAGE_MAGIC_CODE_V2 0xDAA320ABu
-#define SYSFLAG_BORNHOST_V6 0x10
-#define SYSFLAG_STOREHOST_V6 0x20
-#define SYSFLAG_TRANSACTION_MASK 0xC
-#define SYSFLAG_TRANSACTION_PREPARED 0x4
-#define SYSFLAG_TRANSACTION_ROLLBACK 0xC
-#define MAX_PROPERTIES_LENGTH 32767
 #define MAX_TOPIC_LENGTH 127        /* a topic name, in characters: common/validation.py */
 
 #define CQ_UNIT_SIZE 20             /* phys_offset i64, size i32, tags_code i64 */
@@ -1620,7 +1598,6 @@ populate_write(PyObject *module, PyObject *args)
 
 /* -- replication (replication.py: py_frame_end, py_frame_columns) --------------------- */
 
-#define BLANK_MAGIC_CODE 0xCBD43194u    /* common/message.py: a segment's end filler */
 #define END_FILE_MIN_BLANK_LENGTH 8     /* commitlog.py: TOTALSIZE i32 + MAGICCODE u32 */
 
 PyDoc_STRVAR(frame_end_doc,

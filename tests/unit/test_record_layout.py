@@ -43,6 +43,8 @@ from pocketmq.common.validation import MAX_TOPIC_LENGTH
 
 ROOT = Path(__file__).resolve().parents[2]
 C_SOURCES = ("broker/store/_speedups.c", "client/_codec.c", "spark/_arrowcodec.c")
+#: the record's fields, shared by the three (each includes it)
+C_LAYOUT_HEADER = "common/csrc/pmq_record_layout.h"
 HOST4 = pack_host(("10.0.0.1", 1))
 HOST6 = pack_host(("::1", 2))
 V4 = host_positions(0)
@@ -125,9 +127,24 @@ def c_value(text: str, defines: dict[str, str]) -> int:
     return ev(ast.parse(python, mode="eval").body)
 
 
+def c_source_with_layout(path: str) -> str:
+    """A C file's text with the shared layout header put where the file includes it."""
+    source = (ROOT / path).read_text()
+    include = f'#include "{Path(C_LAYOUT_HEADER).name}"'
+    assert include in source, f"{path} does not include {C_LAYOUT_HEADER}"
+    return source.replace(include, (ROOT / C_LAYOUT_HEADER).read_text())
+
+
+@pytest.mark.parametrize("path", C_SOURCES)
+def test_a_c_accelerator_takes_the_record_fields_from_the_shared_header_alone(path):
+    shared = set(c_defines((ROOT / C_LAYOUT_HEADER).read_text()))
+    own = set(c_defines((ROOT / path).read_text()))
+    assert not shared & own, f"{path} defines {sorted(shared & own)} again"
+
+
 @pytest.mark.parametrize("path", C_SOURCES)
 def test_every_layout_number_of_a_c_accelerator_matches_record_layout(path):
-    defines = c_defines((ROOT / path).read_text())
+    defines = c_defines(c_source_with_layout(path))
     layout_names = [name for name in defines if LAYOUT_NAME.match(name)]
     assert {"HEAD_SIZE", "HOST_V4_SIZE", "MESSAGE_MAGIC_CODE"} <= set(layout_names)
     unknown = [name for name in layout_names if name not in EXPECTED]
