@@ -29,6 +29,8 @@ from the ``x-mq-client-id`` header.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import logging
 import time
@@ -84,6 +86,9 @@ from pocketmq.security.interceptor import peer_ip
 __all__ = ["Authenticator", "MessagingServicer"]
 
 log = logging.getLogger(__name__)
+
+#: How long a refused Telemetry stream waits for the client's opening command.
+REFUSAL_WAIT_S = 1.0
 
 
 class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
@@ -227,6 +232,13 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             client_id = self._client_id(context)
             self._telemetry.bind(client_id, caller.access_key)
         except (V2Error, BrokerError) as exc:
+            # A client opens the stream by writing its settings. Answered before that
+            # write is in, the refusal ends the call under it and the client sees a
+            # broken write instead of this status; a client that writes nothing is
+            # answered after REFUSAL_WAIT_S all the same.
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(REFUSAL_WAIT_S):
+                    await anext(aiter(request_iterator), None)
             yield s.TelemetryCommand(status=status_of(exc))
             return
         async for command in self._telemetry.stream(client_id, request_iterator, caller):
