@@ -17,7 +17,7 @@
  *   frame_end          replication.py    py_frame_end       (a master's replication frames)
  *   frame_columns      replication.py    py_frame_columns   (a replica's dispatch)
  *   scan_frame         replication.py    py_scan_frame      (a replica's check of a frame)
- *   crc32_fast         zlib.crc32                           (scan_frame's body CRC)
+ *   crc32_fast         zlib.crc32                           (every body CRC)
  *
  * The record layout is the one drawn in common/record_layout.py (all integers
  * big-endian; B and S are the born and store host sizes, 8 or 20):
@@ -1739,9 +1739,10 @@ done:
 
 /* == a replica's frame check (replication.py) ==========================================
  *
- *   crc32_fast   zlib's crc32 (the reference), folded with PCLMULQDQ where the CPU has it
- *   scan_frame   replication.py  py_scan_frame: scan_batch of a master's frame with the
- *                fast CRC, every PHYSICALOFFSET checked, and frame_columns' columns
+ *   crc32_fast   zlib's crc32 (the reference) as common/csrc/pmq_crc32.h computes it
+ *   scan_frame   replication.py  py_scan_frame: scan_batch's checks of a master's frame
+ *                (no body limit, empty bodies allowed), every PHYSICALOFFSET checked,
+ *                and frame_columns' columns, in one pass
  *
  * A replica checks every record it copies (framing, body CRC, topic, properties) as
  * a put does; the body CRC was a fifth of its apply path with zlib's table CRC.
@@ -1763,125 +1764,6 @@ crc32_fast_py(PyObject *module, PyObject *args)
     uint32_t value = crc32_fast(crc, (const unsigned char *)view.buf, (size_t)view.len);
     PyBuffer_Release(&view);
     return PyLong_FromUnsignedLong(value);
-}
-
-/* scan_record for a master's frame: no body limit, empty bodies allowed, and the
- * body CRC by crc32_fast. Checks, their order and their messages are scan_record's
- * (py_scan_batch's). */
-static Py_ssize_t
-scan_frame_record(PyObject **lists, seen_topic *seen, int *n_seen, const unsigned char *buf,
-                  Py_ssize_t pos, Py_ssize_t end, Py_ssize_t store_host_size,
-                  unsigned *markers)
-{
-    PyObject *items[N_LISTS] = {NULL};
-    const unsigned char *r = buf + pos;
-    if (end - pos < HEAD_SIZE) {
-        batch_error(str_illegal, "record at batch offset %zd is cut short: %zd bytes left, "
-                    "a head is %d", pos, end - pos, HEAD_SIZE);
-        return -1;
-    }
-    Py_ssize_t total = rd_i32(r);
-    uint32_t magic = rd_u32(r + POS_MAGIC);
-    int32_t crc = rd_i32(r + POS_BODYCRC);
-    int32_t queue_id = rd_i32(r + POS_QUEUEID);
-    int32_t sysflag = rd_i32(r + POS_SYSFLAG);
-    if (magic != MESSAGE_MAGIC_CODE && magic != MESSAGE_MAGIC_CODE_V2) {
-        char got[16], want[16];
-        PyOS_snprintf(got, sizeof got, "%08X", (unsigned int)magic);
-        PyOS_snprintf(want, sizeof want, "%08X", (unsigned int)MESSAGE_MAGIC_CODE);
-        batch_error(str_illegal, "record at batch offset %zd has magic code 0x%s; expected "
-                    "0x%s", pos, got, want);
-        return -1;
-    }
-    if (total < HEAD_SIZE || total > end - pos) {
-        batch_error(str_illegal, "record at batch offset %zd has TOTALSIZE %zd, but %zd bytes "
-                    "are left in the batch", pos, total, end - pos);
-        return -1;
-    }
-    int store_v6 = store_host_size == HOST_V6_SIZE;
-    if (((sysflag & SYSFLAG_STOREHOST_V6) != 0) != store_v6) {
-        batch_error(str_illegal, "record at batch offset %zd reserves %d bytes for STOREHOST; "
-                    "this broker writes %zd", pos, store_v6 ? HOST_V4_SIZE : HOST_V6_SIZE,
-                    store_host_size);
-        return -1;
-    }
-    Py_ssize_t born_size = (sysflag & SYSFLAG_BORNHOST_V6) ? HOST_V6_SIZE : HOST_V4_SIZE;
-    Py_ssize_t store_ts_pos = POS_BORNHOST + born_size;
-    Py_ssize_t record_end = pos + total;
-    Py_ssize_t p = pos + store_ts_pos + STORE_TIMESTAMP_SIZE + store_host_size + TAIL_AFTER_STOREHOST;
-    if (p + BODYLEN_SIZE > record_end) {
-        batch_error(str_illegal, "record at batch offset %zd: TOTALSIZE %zd is smaller than "
-                    "its fixed fields", pos, total);
-        return -1;
-    }
-    Py_ssize_t body_len = rd_i32(buf + p);
-    Py_ssize_t body_pos = p + BODYLEN_SIZE;
-    p = body_pos + body_len;
-    if (body_len < 0 || p > record_end) {
-        batch_error(str_illegal, "record at batch offset %zd: BODYLEN %zd does not fit "
-                    "TOTALSIZE %zd", pos, body_len, total);
-        return -1;
-    }
-    Py_ssize_t topic_len;
-    if (magic == MESSAGE_MAGIC_CODE) {
-        topic_len = p < record_end ? buf[p] : -1;
-        p += 1;
-    }
-    else {
-        topic_len = p + 2 <= record_end ? rd_u16(buf + p) : -1;
-        p += 2;
-    }
-    if (topic_len < 0 || p + topic_len + 2 > record_end) {
-        batch_error(str_illegal, "record at batch offset %zd: topic length %zd does not fit "
-                    "TOTALSIZE %zd", pos, topic_len, total);
-        return -1;
-    }
-    items[L_TOPICS] = topic_of(seen, n_seen, buf + p, topic_len, pos);
-    if (items[L_TOPICS] == NULL) {
-        goto fail;
-    }
-    p += topic_len;
-    Py_ssize_t props_len = rd_u16(buf + p);
-    p += 2;
-    if (p + props_len != record_end) {
-        batch_error(str_illegal, "record at batch offset %zd: TOTALSIZE is %zd but its parts "
-                    "add up to %zd", pos, total, p + props_len - pos);
-        goto fail;
-    }
-    if (props_len > MAX_PROPERTIES_LENGTH) {
-        batch_error(str_properties, "properties are %zd bytes; at most %d are allowed",
-                    props_len, MAX_PROPERTIES_LENGTH);
-        goto fail;
-    }
-    long actual_crc = (long)(crc32_fast(0, buf + body_pos, (size_t)body_len) & 0x7FFFFFFFu);
-    if (actual_crc != crc) {
-        batch_error(str_illegal, "record at batch offset %zd: body CRC is %ld, the record says "
-                    "%d", pos, actual_crc, (int)crc);
-        goto fail;
-    }
-    if (extract_properties(items, buf + p, props_len, pos, markers) < 0) {
-        goto fail;
-    }
-    items[L_POSITIONS] = PyLong_FromSsize_t(pos);
-    items[L_SIZES] = PyLong_FromSsize_t(total);
-    items[L_QUEUE_IDS] = PyLong_FromLong(queue_id);
-    items[L_SYSFLAGS] = PyLong_FromLong(sysflag);
-    items[L_STORE_TS_POSITIONS] = PyLong_FromSsize_t(store_ts_pos);
-    for (int i = 0; i < N_LISTS; i++) {
-        if (items[i] == NULL || PyList_Append(lists[i], items[i]) < 0) {
-            goto fail;
-        }
-    }
-    for (int i = 0; i < N_LISTS; i++) {
-        Py_DECREF(items[i]);
-    }
-    return total;
-
-fail:
-    for (int i = 0; i < N_LISTS; i++) {
-        Py_XDECREF(items[i]);
-    }
-    return -1;
 }
 
 /* The columns frame_columns returns, appended for the record at *pos*; its
@@ -1966,8 +1848,9 @@ scan_frame(PyObject *module, PyObject *args)
         goto done;
     }
     for (Py_ssize_t pos = 0; pos < end;) {
-        Py_ssize_t total = scan_frame_record(lists, seen, &n_seen, buf, pos, end,
-                                             store_host_size, &markers);
+        /* a master's frame: no body limit (its own check stood), empty bodies allowed */
+        Py_ssize_t total = scan_record(lists, seen, &n_seen, buf, pos, end, PY_SSIZE_T_MAX,
+                                       store_host_size, 1, &markers);
         if (total < 0) {
             goto done;
         }
