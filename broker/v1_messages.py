@@ -18,7 +18,6 @@ from pocketmq.broker.v1_authz import (
     send_back_guard,
 )
 from pocketmq.broker.v1_rpc import (
-    _SEND_STATUS,
     ServicerParts,
     _check_given,
     _end_transaction,
@@ -54,17 +53,7 @@ class MessageRpcs(ServicerParts):
     ) -> pb.SendMessageResponse:
         _check_given(groups=(request.producer_group,))
         outcome = await self._send.send(request.records, producer_group=request.producer_group)
-        if not request.omit_sent_columns:
-            return _send_response(outcome)
-        # The sender knows the UNIQ_KEYs and queue ids it sent: the offsets only.
-        return pb.SendMessageResponse(
-            status=_SEND_STATUS[outcome.status],
-            store_timestamp_ms=outcome.store_timestamp_ms,
-            queue_offsets=outcome.queue_offsets,
-            phys_offsets=outcome.phys_offsets,
-            offset_msg_id_prefix=outcome.offset_msg_id_prefix,
-            duplicates=outcome.duplicates,
-        )
+        return _send_response(outcome, sent_columns=not request.omit_sent_columns)
 
     @_rpc
     async def InitProducerId(

@@ -177,12 +177,14 @@ _SEND_STATUS = {
 }
 
 
-def _send_response(outcome: SendOutcome) -> pb.SendMessageResponse:
+def _send_response(outcome: SendOutcome, *, sent_columns: bool = True) -> pb.SendMessageResponse:
+    """The answer to a send; without *sent_columns* it leaves out the UNIQ_KEYs and
+    queue ids, which a SendBatch sender that asked ``omit_sent_columns`` has."""
     return pb.SendMessageResponse(
         status=_SEND_STATUS[outcome.status],
         store_timestamp_ms=outcome.store_timestamp_ms,
-        msg_ids=outcome.msg_ids,
-        queue_ids=outcome.queue_ids,
+        msg_ids=outcome.msg_ids if sent_columns else (),
+        queue_ids=outcome.queue_ids if sent_columns else (),
         queue_offsets=outcome.queue_offsets,
         phys_offsets=outcome.phys_offsets,
         offset_msg_id_prefix=outcome.offset_msg_id_prefix,

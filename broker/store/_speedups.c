@@ -776,6 +776,30 @@ idem_runs_list(const idem_runs *runs)
     return out;
 }
 
+/* ScannedBatch(positions, ..., uniq_keys, blob, markers, idem_runs) of a scan's lists:
+ * the order checked in load_batch_classes. */
+static PyObject *
+new_scanned_batch(PyObject **lists, PyObject *blob, unsigned markers, const idem_runs *runs)
+{
+    PyObject *marks = PyLong_FromUnsignedLong(markers);
+    PyObject *run_list = marks != NULL ? idem_runs_list(runs) : NULL;
+    if (run_list == NULL) {
+        Py_XDECREF(marks);
+        return NULL;
+    }
+    PyObject *call_args[N_LISTS + 3];
+    for (int i = 0; i < N_LISTS; i++) {
+        call_args[i] = lists[i];
+    }
+    call_args[N_LISTS] = blob;
+    call_args[N_LISTS + 1] = marks;
+    call_args[N_LISTS + 2] = run_list;
+    PyObject *batch = PyObject_Vectorcall(scanned_batch_cls, call_args, N_LISTS + 3, NULL);
+    Py_DECREF(marks);
+    Py_DECREF(run_list);
+    return batch;
+}
+
 PyDoc_STRVAR(scan_batch_doc,
 "scan_batch(blob, *, max_body_size, store_host_size=8, allow_empty_body=True)\n--\n\n"
 "Check every record of *blob*; return a ScannedBatch or raise BatchError.\n\n"
@@ -841,24 +865,7 @@ scan_batch(PyObject *module, PyObject *args, PyObject *kwargs)
         }
         pos += total;
     }
-    /* ScannedBatch(positions, ..., uniq_keys, blob, markers, idem_runs): the order
-     * checked in load_batch_classes. */
-    PyObject *marks = PyLong_FromUnsignedLong(markers);
-    PyObject *run_list = marks != NULL ? idem_runs_list(&runs) : NULL;
-    if (run_list == NULL) {
-        Py_XDECREF(marks);
-        goto done;
-    }
-    PyObject *call_args[N_LISTS + 3];
-    for (int i = 0; i < N_LISTS; i++) {
-        call_args[i] = lists[i];
-    }
-    call_args[N_LISTS] = blob;
-    call_args[N_LISTS + 1] = marks;
-    call_args[N_LISTS + 2] = run_list;
-    result = PyObject_Vectorcall(scanned_batch_cls, call_args, N_LISTS + 3, NULL);
-    Py_DECREF(marks);
-    Py_DECREF(run_list);
+    result = new_scanned_batch(lists, blob, markers, &runs);
 
 done:
     idem_runs_free(&runs);
@@ -1872,22 +1879,7 @@ scan_frame(PyObject *module, PyObject *args)
                     base + (long long)bad_pos);
         goto done;
     }
-    PyObject *marks = PyLong_FromUnsignedLong(markers);
-    PyObject *run_list = marks != NULL ? idem_runs_list(&runs) : NULL;
-    if (run_list == NULL) {
-        Py_XDECREF(marks);
-        goto done;
-    }
-    PyObject *call_args[N_LISTS + 3];
-    for (int i = 0; i < N_LISTS; i++) {
-        call_args[i] = lists[i];
-    }
-    call_args[N_LISTS] = frame;
-    call_args[N_LISTS + 1] = marks;
-    call_args[N_LISTS + 2] = run_list;
-    batch = PyObject_Vectorcall(scanned_batch_cls, call_args, N_LISTS + 3, NULL);
-    Py_DECREF(marks);
-    Py_DECREF(run_list);
+    batch = new_scanned_batch(lists, frame, markers, &runs);
     if (batch != NULL) {
         result = PyTuple_Pack(5, batch, cols[0], cols[1], cols[2], cols[3]);
     }
