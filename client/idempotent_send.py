@@ -63,7 +63,13 @@ from pocketmq.client.errors import (
 from pocketmq.client.idempotence import Lane, ProducerSession, ProducerSessionManager, Ticket
 from pocketmq.client.message_codec import encode_messages
 from pocketmq.client.model import Message, MessageQueue, SendResult, SendStatus
-from pocketmq.client.send_retry import _back_off, _result, _retry_elsewhere, _stored_ok
+from pocketmq.client.send_retry import (
+    _back_off,
+    _result,
+    _retry_elsewhere,
+    _retry_while_busy,
+    _stored_ok,
+)
 
 if TYPE_CHECKING:
     from pocketmq.client.producer import Producer
@@ -604,7 +610,11 @@ async def _session(
         raise RouteNotFoundError(mq.topic, f"broker {mq.broker_name} has no known address")
     if deadline <= producer._clock.monotonic():
         raise SendTimeoutError(f"no time left to open a producer session on {mq.broker_name}")
-    return await sessions.get(mq.broker_name, addr, mq.topic)
+    # A busy broker is backed off from, as a send to it is: not a try spent elsewhere
+    # (three InitProducerId calls refused busy within a millisecond ended a send).
+    return await _retry_while_busy(
+        lambda: sessions.get(mq.broker_name, addr, mq.topic), deadline, producer._clock.monotonic
+    )
 
 
 def _moved(routes: Any, mq: MessageQueue, exc: NotMasterError) -> bool:
