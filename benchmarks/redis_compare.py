@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -121,21 +122,33 @@ def self_cpu_s() -> float:
     return t.user + t.system
 
 
+def self_sys_s() -> float:
+    return os.times().system
+
+
+def self_minflt() -> int:
+    """Minor page faults of this process so far (a fresh buffer per call shows here)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 class Meter:
     """msgs/s and CPU µs per message of this process and of one server process."""
 
     def __init__(self, server_pid: int) -> None:
         self.server_pid = server_pid
         self.started = time.perf_counter()
-        self.cpu0 = (self_cpu_s(), proc_cpu_s(server_pid))
+        self.cpu0 = (self_cpu_s(), proc_cpu_s(server_pid), self_sys_s(), self_minflt())
 
     def done(self, count: int) -> tuple[float, str]:
         elapsed = time.perf_counter() - self.started
         client = (self_cpu_s() - self.cpu0[0]) / count * 1e6
+        client_sys = (self_sys_s() - self.cpu0[2]) / count * 1e6
+        faults = (self_minflt() - self.cpu0[3]) / count
         server = (proc_cpu_s(self.server_pid) - self.cpu0[1]) / count * 1e6
         return count / elapsed, (
             f"{count} msgs in {elapsed:.2f} s [CPU/msg: client "
-            f"{client:.1f} us, server {server:.1f} us]"
+            f"{client:.2f} us (system {client_sys:.2f}, {faults:.2f} page faults), "
+            f"server {server:.1f} us]"
         )
 
 

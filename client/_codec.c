@@ -42,7 +42,7 @@
 
 /* Bumped whenever a signature or a behaviour changes; message_codec.py refuses
  * a stale build (an editable install keeps the old .so until it is rebuilt). */
-#define CODEC_VERSION 6
+#define CODEC_VERSION 7
 
 /* -- record layout ----------------------------------------------------------------
  * The record's fields are in common/csrc/pmq_record_layout.h; what only this codec
@@ -136,6 +136,45 @@ static PyObject *s_topic, *s_body, *s_tags, *s_keys, *s_properties, *s_delay_lev
     *s_deliver_at_ms, *s_delay_ms, *s_empty, *s_space, *s_prop_tags, *s_prop_keys,
     *s_prop_uniq_key, *s_prop_retry_topic;
 
+/* Message's fields, read straight from the slots of an exact Message (msg_attr). */
+enum { F_TOPIC, F_BODY, F_TAGS, F_KEYS, F_PROPERTIES, F_DELAY_LEVEL, F_FLAG, F_DELIVER_AT_MS,
+       F_DELAY_MS, MSG_FIELD_COUNT };
+static const char *MSG_FIELDS[MSG_FIELD_COUNT] = {
+    "topic", "body", "tags", "keys", "properties", "delay_level", "flag", "deliver_at_ms",
+    "delay_ms",
+};
+static PyObject **msg_names[MSG_FIELD_COUNT] = {
+    &s_topic, &s_body, &s_tags, &s_keys, &s_properties, &s_delay_level, &s_flag,
+    &s_deliver_at_ms, &s_delay_ms,
+};
+static Py_ssize_t msg_offsets[MSG_FIELD_COUNT];  /* 0: no slot, getattr only */
+
+/* msg.<field>, a new reference. An exact Message's value is its slot (a frozen, slotted
+ * dataclass: getattr reads the very same slot through the member descriptor setup()
+ * found); anything else, or an unset slot (getattr's AttributeError), goes through
+ * getattr. */
+static PyObject *
+msg_attr(PyObject *msg, int field)
+{
+    if (Py_IS_TYPE(msg, (PyTypeObject *)message_cls) && msg_offsets[field]) {
+        PyObject *value = *(PyObject **)((char *)msg + msg_offsets[field]);
+        if (value != NULL)
+            return Py_NewRef(value);
+    }
+    return PyObject_GetAttr(msg, *msg_names[field]);
+}
+
+/* The offset of *cls*'s object slot *name*, or 0 when it has none. */
+static Py_ssize_t
+slot_offset(PyObject *cls, const char *name)
+{
+    PyObject *descr = PyDict_GetItemString(((PyTypeObject *)cls)->tp_dict, name);  /* borrowed */
+    if (descr == NULL || !PyObject_TypeCheck(descr, &PyMemberDescr_Type))
+        return 0;
+    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+    return member->type == T_OBJECT_EX ? member->offset : 0;
+}
+
 static int
 ready(void)
 {
@@ -191,6 +230,8 @@ setup(PyObject *self, PyObject *args)
     Py_INCREF(topic_fn);
     Py_INCREF(batch_fn);
     Py_XSETREF(message_cls, msg_cls);
+    for (int i = 0; i < MSG_FIELD_COUNT; i++)
+        msg_offsets[i] = slot_offset(msg_cls, MSG_FIELDS[i]);
     Py_XSETREF(id_block_cls, block_cls);
     Py_XSETREF(system_properties, system);
     Py_XSETREF(check_topic_fn, topic_fn);
@@ -264,15 +305,17 @@ buf_put_pair(Buf *b, const char *name, PyObject *value)
 }
 
 /* The properties of one message, as message_codec._py_encode_one lays them out,
- * less the UNIQ_KEY value: user pairs, the timer pair, TAGS, KEYS, DELAY, "UNIQ_KEY\x01".
- * Leaves the topic's UTF-8 in *topic_utf8 / *topic_len (checked, in the reference's order). */
+ * less the UNIQ_KEY value: user pairs, the timer pair, TAGS, KEYS, DELAY, "UNIQ_KEY\x01",
+ * appended to *props*. Leaves the topic in *topic_out (a new reference, which keeps its
+ * UTF-8 *topic_utf8 / *topic_len alive), checked in the reference's order. */
 static int
-put_properties(Buf *props, PyObject *msg, const char **topic_utf8, Py_ssize_t *topic_len)
+put_properties(Buf *props, PyObject *msg, PyObject **topic_out, const char **topic_utf8,
+               Py_ssize_t *topic_len)
 {
     int ok = 0;
     PyObject *user = NULL, *items = NULL, *deliver = NULL, *delay = NULL, *topic = NULL,
              *tags = NULL, *keys = NULL, *delay_level = NULL, *joined = NULL;
-    user = PyObject_GetAttr(msg, s_properties);
+    user = msg_attr(msg, F_PROPERTIES);
     if (user == NULL)
         goto done;
     int has_user = PyObject_IsTrue(user);
@@ -295,7 +338,7 @@ put_properties(Buf *props, PyObject *msg, const char **topic_utf8, Py_ssize_t *t
                 goto done;
         }
     }
-    deliver = PyObject_GetAttr(msg, s_deliver_at_ms);
+    deliver = msg_attr(msg, F_DELIVER_AT_MS);
     if (deliver == NULL)
         goto done;
     int t = PyObject_IsTrue(deliver);
@@ -306,7 +349,7 @@ put_properties(Buf *props, PyObject *msg, const char **topic_utf8, Py_ssize_t *t
             goto done;
     }
     else {
-        delay = PyObject_GetAttr(msg, s_delay_ms);
+        delay = msg_attr(msg, F_DELAY_MS);
         if (delay == NULL)
             goto done;
         t = PyObject_IsTrue(delay);
@@ -315,7 +358,7 @@ put_properties(Buf *props, PyObject *msg, const char **topic_utf8, Py_ssize_t *t
         if (t && !buf_put_pair(props, "TIMER_DELAY_MS", delay))
             goto done;
     }
-    topic = PyObject_GetAttr(msg, s_topic);
+    topic = msg_attr(msg, F_TOPIC);
     if (topic == NULL)
         goto done;
     if (!PyUnicode_Check(topic)) {
@@ -330,13 +373,13 @@ put_properties(Buf *props, PyObject *msg, const char **topic_utf8, Py_ssize_t *t
                      *topic_len, MAX_TOPIC_LENGTH);
         goto done;
     }
-    tags = PyObject_GetAttr(msg, s_tags);
+    tags = msg_attr(msg, F_TAGS);
     if (tags == NULL)
         goto done;
-    keys = PyObject_GetAttr(msg, s_keys);
+    keys = msg_attr(msg, F_KEYS);
     if (keys == NULL)
         goto done;
-    delay_level = PyObject_GetAttr(msg, s_delay_level);
+    delay_level = msg_attr(msg, F_DELAY_LEVEL);
     if (delay_level == NULL)
         goto done;
     t = PyObject_IsTrue(tags);
@@ -360,12 +403,16 @@ put_properties(Buf *props, PyObject *msg, const char **topic_utf8, Py_ssize_t *t
     if (t < 0 || (t && !buf_put_pair(props, "DELAY", delay_level)))
         goto done;
     ok = buf_put(props, "UNIQ_KEY\x01", 9);
+    if (ok) {
+        *topic_out = topic;
+        topic = NULL;
+    }
 done:
     Py_XDECREF(user);
     Py_XDECREF(items);
     Py_XDECREF(deliver);
     Py_XDECREF(delay);
-    Py_XDECREF(topic);   /* the UTF-8 stays valid: the message still holds the str */
+    Py_XDECREF(topic);
     Py_XDECREF(tags);
     Py_XDECREF(keys);
     Py_XDECREF(delay_level);
@@ -422,50 +469,72 @@ put_decimal(char *p, long long v)
     return len;
 }
 
-static int
-encode_one(Buf *out, Buf *props, PyObject *msg, const char *uniq, Py_ssize_t uniq_len,
-           int32_t queue_id,
-           const unsigned char *born_host, Py_ssize_t born_size, int64_t born_ts,
-           Py_ssize_t compress_over, int32_t reconsume, const Stamp *stamp, Py_ssize_t index)
+/* One record, planned: everything but its bytes, every check passed (encode_messages
+ * sizes the whole output from the plans, then writes each record once, in place). */
+typedef struct {
+    PyObject *body;                 /* a bytes (owned): the message's body, or bytes(body) */
+    PyObject *topic;                /* owned: keeps topic_utf8 alive */
+    const unsigned char *body_ptr;  /* the body, or its deflated copy in *packed* */
+    unsigned char *packed;          /* PyMem, or NULL */
+    const char *topic_utf8;
+    Py_ssize_t body_len, topic_len;
+    Py_ssize_t props_at, props_len; /* PROPERTIES in the side buffer, all of it */
+    Py_ssize_t total;               /* TOTALSIZE */
+    int32_t sysflag, flag;
+} Planned;
+
+static void
+plan_clear(Planned *plan)
 {
+    Py_CLEAR(plan->body);
+    Py_CLEAR(plan->topic);
+    PyMem_Free(plan->packed);
+    plan->packed = NULL;
+}
+
+/* Plan *msg*'s record, its whole PROPERTIES appended to *props*: the reference's checks,
+ * in its order (body, compression, properties and topic, their length, flag, size). */
+static int
+plan_one(Planned *plan, Buf *props, PyObject *msg, const char *uniq, Py_ssize_t uniq_len,
+         Py_ssize_t born_size, Py_ssize_t compress_over, const Stamp *stamp, Py_ssize_t index)
+{
+    PyObject *flag_obj = NULL;
     int ok = 0;
-    PyObject *body = NULL, *flag_obj = NULL;
-    unsigned char *packed = NULL;
-    body = PyObject_GetAttr(msg, s_body);
+    PyObject *body = msg_attr(msg, F_BODY);
     if (body == NULL)
-        goto done;
+        return 0;
     if (!PyBytes_CheckExact(body)) {
         PyObject *as_bytes = PyObject_CallOneArg((PyObject *)&PyBytes_Type, body);
-        if (as_bytes == NULL)
-            goto done;
         Py_SETREF(body, as_bytes);
+        if (body == NULL)
+            return 0;
     }
-    const unsigned char *body_ptr = (const unsigned char *)PyBytes_AS_STRING(body);
-    Py_ssize_t body_len = PyBytes_GET_SIZE(body);
-    int32_t sysflag = 0;
-    if (body_len > compress_over) {
-        uLongf packed_len = compressBound((uLong)body_len);
-        packed = PyMem_Malloc(packed_len);
-        if (packed == NULL) {
+    plan->body = body;
+    plan->body_ptr = (const unsigned char *)PyBytes_AS_STRING(body);
+    plan->body_len = PyBytes_GET_SIZE(body);
+    plan->sysflag = 0;
+    if (plan->body_len > compress_over) {
+        uLongf packed_len = compressBound((uLong)plan->body_len);
+        plan->packed = PyMem_Malloc(packed_len);
+        if (plan->packed == NULL) {
             PyErr_NoMemory();
-            goto done;
+            return 0;
         }
-        int rc = compress2(packed, &packed_len, body_ptr, (uLong)body_len, ZLIB_LEVEL);
+        int rc = compress2(plan->packed, &packed_len, plan->body_ptr, (uLong)plan->body_len,
+                           ZLIB_LEVEL);
         if (rc != Z_OK) {
             PyErr_Format(PyExc_RuntimeError, "zlib compress2 failed: %d", rc);
-            goto done;
+            return 0;
         }
-        if ((Py_ssize_t)packed_len < body_len) {
-            body_ptr = packed;
-            body_len = (Py_ssize_t)packed_len;
-            sysflag = SYSFLAG_COMPRESSED;
+        if ((Py_ssize_t)packed_len < plan->body_len) {
+            plan->body_ptr = plan->packed;
+            plan->body_len = (Py_ssize_t)packed_len;
+            plan->sysflag = SYSFLAG_COMPRESSED;
         }
     }
-    props->len = 0;
-    const char *topic_utf8;
-    Py_ssize_t topic_len;
-    if (!put_properties(props, msg, &topic_utf8, &topic_len))
-        goto done;
+    plan->props_at = props->len;
+    if (!put_properties(props, msg, &plan->topic, &plan->topic_utf8, &plan->topic_len))
+        return 0;
     char stamped[80];           /* "\x02PMQ_IDEM\x01" + three 20-digit numbers and dots */
     Py_ssize_t stamp_len = 0;
     if (stamp->on) {
@@ -477,36 +546,48 @@ encode_one(Buf *out, Buf *props, PyObject *msg, const char *uniq, Py_ssize_t uni
         stamped[stamp_len++] = '.';
         stamp_len += put_decimal(stamped + stamp_len, stamp->seq + (long long)index);
     }
-    Py_ssize_t props_len = props->len + uniq_len + stamp_len + 1;
-    if (props_len > MAX_PROPERTIES_LENGTH) {
+    if (!buf_put(props, uniq, uniq_len) || !buf_put(props, stamped, stamp_len)
+        || !buf_put(props, "\x02", 1))
+        return 0;
+    plan->props_len = props->len - plan->props_at;
+    if (plan->props_len > MAX_PROPERTIES_LENGTH) {
         PyErr_Format(invalid_message_error, "properties are %zd bytes; at most %d fit a record",
-                     props_len, MAX_PROPERTIES_LENGTH);
-        goto done;
+                     plan->props_len, MAX_PROPERTIES_LENGTH);
+        return 0;
     }
     if (born_size == HOST_V6_SIZE)
-        sysflag |= SYSFLAG_BORNHOST_V6;
-    flag_obj = PyObject_GetAttr(msg, s_flag);
-    int32_t flag;
-    if (flag_obj == NULL || !as_i32(flag_obj, &flag))
+        plan->sysflag |= SYSFLAG_BORNHOST_V6;
+    flag_obj = msg_attr(msg, F_FLAG);
+    if (flag_obj == NULL || !as_i32(flag_obj, &plan->flag))
         goto done;
     Py_ssize_t fixed = HEAD_SIZE + born_size + STORE_TIMESTAMP_SIZE + STORE_HOST_PLACEHOLDER_SIZE
                        + TAIL_AFTER_STOREHOST + BODYLEN_SIZE;
-    Py_ssize_t total = fixed + body_len + 1 + topic_len + 2 + props_len;
-    if (total > INT32_MAX) {
+    plan->total = fixed + plan->body_len + 1 + plan->topic_len + 2 + plan->props_len;
+    if (plan->total > INT32_MAX) {
         PyErr_SetString(struct_error, "'i' format requires -2147483648 <= number <= 2147483647");
         goto done;
     }
-    if (!buf_reserve(out, total))
-        goto done;
-    unsigned char *p = out->data + out->len;
-    wr_u32(p, (uint32_t)total);
+    ok = 1;
+done:
+    Py_XDECREF(flag_obj);
+    return ok;
+}
+
+/* Write the planned record at *p* (plan->total bytes). */
+static void
+write_one(unsigned char *p, const Planned *plan, const unsigned char *props, int32_t queue_id,
+          const unsigned char *born_host, Py_ssize_t born_size, int64_t born_ts,
+          int32_t reconsume)
+{
+    wr_u32(p, (uint32_t)plan->total);
     wr_u32(p + POS_MAGIC, MESSAGE_MAGIC_CODE);
-    wr_u32(p + POS_BODYCRC, crc32_fast(0, body_ptr, (size_t)body_len) & 0x7FFFFFFF);
+    wr_u32(p + POS_BODYCRC,
+           crc32_fast(0, plan->body_ptr, (size_t)plan->body_len) & 0x7FFFFFFF);
     wr_u32(p + POS_QUEUEID, (uint32_t)queue_id);
-    wr_u32(p + POS_FLAG, (uint32_t)flag);
+    wr_u32(p + POS_FLAG, (uint32_t)plan->flag);
     wr_i64(p + POS_QUEUEOFFSET, 0);         /* patched by the broker */
     wr_i64(p + POS_PHYSICALOFFSET, 0);      /* patched by the broker */
-    wr_u32(p + POS_SYSFLAG, (uint32_t)sysflag);
+    wr_u32(p + POS_SYSFLAG, (uint32_t)plan->sysflag);
     wr_i64(p + POS_BORNTIMESTAMP, born_ts);
     p += HEAD_SIZE;
     memcpy(p, born_host, (size_t)born_size);
@@ -516,30 +597,16 @@ encode_one(Buf *out, Buf *props, PyObject *msg, const char *uniq, Py_ssize_t uni
     p += STORE_TIMESTAMP_SIZE + STORE_HOST_PLACEHOLDER_SIZE;
     wr_u32(p, (uint32_t)reconsume);         /* RECONSUMETIMES i32, */
     wr_i64(p + 4, 0);                       /* then PREPAREDTRANSACTIONOFFSET i64 */
-    wr_u32(p + TAIL_AFTER_STOREHOST, (uint32_t)body_len);
+    wr_u32(p + TAIL_AFTER_STOREHOST, (uint32_t)plan->body_len);
     p += TAIL_AFTER_STOREHOST + BODYLEN_SIZE;
-    memcpy(p, body_ptr, (size_t)body_len);
-    p += body_len;
-    *p++ = (unsigned char)topic_len;
-    memcpy(p, topic_utf8, (size_t)topic_len);
-    p += topic_len;
-    p[0] = (unsigned char)(props_len >> 8);
-    p[1] = (unsigned char)props_len;
-    p += 2;
-    memcpy(p, props->data, (size_t)props->len);
-    p += props->len;
-    memcpy(p, uniq, (size_t)uniq_len);
-    p += uniq_len;
-    memcpy(p, stamped, (size_t)stamp_len);
-    p += stamp_len;
-    *p = 0x02;
-    out->len += total;
-    ok = 1;
-done:
-    Py_XDECREF(body);
-    Py_XDECREF(flag_obj);
-    PyMem_Free(packed);
-    return ok;
+    memcpy(p, plan->body_ptr, (size_t)plan->body_len);
+    p += plan->body_len;
+    *p++ = (unsigned char)plan->topic_len;
+    memcpy(p, plan->topic_utf8, (size_t)plan->topic_len);
+    p += plan->topic_len;
+    p[0] = (unsigned char)(plan->props_len >> 8);
+    p[1] = (unsigned char)plan->props_len;
+    memcpy(p + 2, props + plan->props_at, (size_t)plan->props_len);
 }
 
 /* -- ids made at once ------------------------------------------------------------------
@@ -648,33 +715,33 @@ plain_message(PyObject *msg, PyObject *topic, Py_ssize_t max_body)
              *props = NULL;
     if (!Py_IS_TYPE(msg, (PyTypeObject *)message_cls))
         return 0;
-#define GET(var, name)                            \
-    if ((var = PyObject_GetAttr(msg, name)) == NULL) \
+#define GET(var, field)                        \
+    if ((var = msg_attr(msg, field)) == NULL) \
         goto error;
-    GET(t, s_topic);
+    GET(t, F_TOPIC);
     if (t != topic
         && !(PyUnicode_CheckExact(t) && PyUnicode_CheckExact(topic)
              && PyUnicode_Compare(t, topic) == 0))
         goto done;
-    GET(body, s_body);
+    GET(body, F_BODY);
     if (!PyBytes_CheckExact(body) || PyBytes_GET_SIZE(body) == 0
         || PyBytes_GET_SIZE(body) > max_body)
         goto done;
     long long delay_level, deliver_at, delay_ms;
-    GET(dl, s_delay_level);
-    GET(at, s_deliver_at_ms);
-    GET(in, s_delay_ms);
+    GET(dl, F_DELAY_LEVEL);
+    GET(at, F_DELIVER_AT_MS);
+    GET(in, F_DELAY_MS);
     if (!plain_int_in(dl, 0, 0, &delay_level) || !plain_int_in(at, 0, LLONG_MAX, &deliver_at)
         || !plain_int_in(in, 0, LLONG_MAX, &delay_ms) || (deliver_at && delay_ms))
         goto done;
-    GET(keys, s_keys);
+    GET(keys, F_KEYS);
     if (!PyTuple_CheckExact(keys) && !PyList_CheckExact(keys))
         goto done;
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(keys); i++) {
         if (!plain_text(PySequence_Fast_GET_ITEM(keys, i), " "))
             goto done;
     }
-    GET(props, s_properties);
+    GET(props, F_PROPERTIES);
     if (!PyDict_CheckExact(props))
         goto done;
     Py_ssize_t pos = 0;
@@ -732,7 +799,7 @@ check_batch(PyObject *self, PyObject *args)
         if (checked == NULL)
             goto fail;
         Py_DECREF(checked);
-        topic = PyObject_GetAttr(first, s_topic);
+        topic = msg_attr(first, F_TOPIC);
         if (topic == NULL)
             goto fail;
     }
@@ -754,52 +821,80 @@ fail:
 
 PyDoc_STRVAR(encode_messages_doc,
 "encode_messages(msgs, uniq_keys, queue_id, born_host, born_timestamp_ms,\n"
-"                compress_over_bytes, reconsume_times, stamp=None) -> bytes\n\n"
+"                compress_over_bytes, reconsume_times, stamp=None, tail=None) -> bytes\n\n"
 "The records of *msgs* back to back, each with its unique key (and, with\n"
 "stamp=(producer id, epoch, first seq), its PMQ_IDEM stamp), as\n"
-"message_codec.py_encode_messages builds them.");
+"message_codec.py_encode_messages builds them; with tail=bytes, framed as a\n"
+"protobuf field 1 (the records) followed by *tail*.");
+
+/* A protobuf varint of *v* at *p* (room for 10 bytes); its length. */
+static Py_ssize_t
+put_varint(unsigned char *p, uint64_t v)
+{
+    Py_ssize_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (unsigned char)v;
+    return n;
+}
+
+/* *seq* as a tuple (PySequence_Fast's errors): one that no Python code run meanwhile
+ * can change. */
+static PyObject *
+frozen_sequence(PyObject *seq, const char *message)
+{
+    PyObject *fast = PySequence_Fast(seq, message);
+    if (fast == NULL || PyTuple_CheckExact(fast))
+        return fast;
+    Py_SETREF(fast, PyList_AsTuple(fast));
+    return fast;
+}
 
 static PyObject *
 encode_messages(PyObject *self, PyObject *args)
 {
     PyObject *msgs, *keys;
-    int queue_id_obj_ok;
     PyObject *queue_id_obj, *reconsume_obj;
-    Py_buffer born = {0};
+    Py_buffer born = {0}, tail = {0};
     long long born_ts;
     Py_ssize_t compress_over;
     if (!ready())
         return NULL;
-    PyObject *stamp_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "OOOy*LnO|O:encode_messages", &msgs, &keys, &queue_id_obj,
-                          &born, &born_ts, &compress_over, &reconsume_obj, &stamp_obj))
+    PyObject *stamp_obj = Py_None, *tail_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOy*LnO|OO:encode_messages", &msgs, &keys, &queue_id_obj,
+                          &born, &born_ts, &compress_over, &reconsume_obj, &stamp_obj,
+                          &tail_obj))
         return NULL;
+    PyObject *result = NULL, *msgs_tuple = NULL, *keys_tuple = NULL;
+    Planned *plans = NULL;
+    Py_ssize_t planned = 0;
+    Buf props = {0};
+    if (tail_obj != Py_None && PyObject_GetBuffer(tail_obj, &tail, PyBUF_SIMPLE) < 0)
+        goto done;
     Stamp stamp = {0, 0, 0, 0};
     if (stamp_obj != Py_None) {
         if (!PyTuple_Check(stamp_obj) || PyTuple_GET_SIZE(stamp_obj) != 3) {
             PyErr_SetString(PyExc_TypeError, "stamp must be (producer id, epoch, seq) or None");
-            PyBuffer_Release(&born);
-            return NULL;
+            goto done;
         }
         stamp.pid = PyLong_AsLongLong(PyTuple_GET_ITEM(stamp_obj, 0));
         stamp.epoch = PyLong_AsLongLong(PyTuple_GET_ITEM(stamp_obj, 1));
         stamp.seq = PyLong_AsLongLong(PyTuple_GET_ITEM(stamp_obj, 2));
-        if (PyErr_Occurred()) {
-            PyBuffer_Release(&born);
-            return NULL;
-        }
+        if (PyErr_Occurred())
+            goto done;
         stamp.on = 1;
     }
-    PyObject *result = NULL, *msgs_fast = NULL, *keys_fast = NULL;
-    Buf out = {0}, props = {0};
     int32_t queue_id, reconsume;
-    queue_id_obj_ok = as_i32(queue_id_obj, &queue_id) && as_i32(reconsume_obj, &reconsume);
-    if (!queue_id_obj_ok)
+    if (!as_i32(queue_id_obj, &queue_id) || !as_i32(reconsume_obj, &reconsume))
         goto done;
-    msgs_fast = PySequence_Fast(msgs, "msgs must be a sequence");
-    if (msgs_fast == NULL)
+    /* A tuple: a list could change under us while Python code (a property value's
+     * __format__) runs between two messages. */
+    msgs_tuple = frozen_sequence(msgs, "msgs must be a sequence");
+    if (msgs_tuple == NULL)
         goto done;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(msgs_fast);
+    Py_ssize_t n = PyTuple_GET_SIZE(msgs_tuple);
     IdBlock block;
     if (Py_IS_TYPE(keys, (PyTypeObject *)id_block_cls)) {
         /* ids made at once (msgid.UniqueIdBlock): each formatted here, no str per id */
@@ -812,16 +907,24 @@ encode_messages(PyObject *self, PyObject *args)
     }
     else {
         block.prefix = NULL;
-        keys_fast = PySequence_Fast(keys, "uniq_keys must be a sequence");
-        if (keys_fast == NULL)
+        keys_tuple = frozen_sequence(keys, "uniq_keys must be a sequence");
+        if (keys_tuple == NULL)
             goto done;
-        if (PySequence_Fast_GET_SIZE(keys_fast) != n) {
+        if (PyTuple_GET_SIZE(keys_tuple) != n) {
             PyErr_Format(PyExc_ValueError, "%zd messages but %zd unique keys", n,
-                         PySequence_Fast_GET_SIZE(keys_fast));
+                         PyTuple_GET_SIZE(keys_tuple));
             goto done;
         }
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
+    plans = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Planned));
+    if (plans == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* First pass: every check and every size, the properties in a side buffer. */
+    Py_ssize_t records_len = 0;
+    for (; planned < n; planned++) {
+        Py_ssize_t i = planned;
         const char *uniq;
         Py_ssize_t uniq_len;
         char made[ID_BLOCK_MAX_PREFIX + 4];
@@ -830,28 +933,62 @@ encode_messages(PyObject *self, PyObject *args)
             uniq = made;
         }
         else {
-            PyObject *key = PySequence_Fast_GET_ITEM(keys_fast, i);
+            PyObject *key = PyTuple_GET_ITEM(keys_tuple, i);
             if (!PyUnicode_Check(key)) {
                 PyErr_Format(PyExc_TypeError, "unique key must be str, not %.100s",
                              Py_TYPE(key)->tp_name);
                 goto done;
             }
-            uniq = PyUnicode_AsUTF8AndSize(key, &uniq_len);
+            uniq = PyUnicode_AsUTF8AndSize(key, &uniq_len);  /* the tuple keeps the key */
             if (uniq == NULL)
                 goto done;
         }
-        if (!encode_one(&out, &props, PySequence_Fast_GET_ITEM(msgs_fast, i), uniq, uniq_len,
-                        queue_id, born.buf, born.len, (int64_t)born_ts, compress_over,
-                        reconsume, &stamp, i))
+        if (!plan_one(&plans[i], &props, PyTuple_GET_ITEM(msgs_tuple, i), uniq, uniq_len,
+                      born.len, compress_over, &stamp, i)) {
+            planned++;  /* plans[i] holds what it got to: cleared below */
             goto done;
+        }
+        if (records_len > PY_SSIZE_T_MAX - plans[i].total) {
+            planned++;
+            PyErr_NoMemory();
+            goto done;
+        }
+        records_len += plans[i].total;
     }
-    result = PyBytes_FromStringAndSize((const char *)out.data, out.len);
+    /* Second pass: each record written once, in place, into the result. */
+    unsigned char head[11];
+    Py_ssize_t head_len = 0;
+    if (tail_obj != Py_None && records_len > 0) {   /* proto3 leaves an empty field out */
+        head[0] = 0x0A;                             /* field 1, length-delimited */
+        head_len = 1 + put_varint(head + 1, (uint64_t)records_len);
+    }
+    if (records_len > PY_SSIZE_T_MAX - head_len - tail.len) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = PyBytes_FromStringAndSize(NULL, head_len + records_len + tail.len);
+    if (result == NULL)
+        goto done;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(result);
+    memcpy(p, head, (size_t)head_len);
+    p += head_len;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        write_one(p, &plans[i], props.data, queue_id, born.buf, born.len, (int64_t)born_ts,
+                  reconsume);
+        p += plans[i].total;
+    }
+    if (tail.len)
+        memcpy(p, tail.buf, (size_t)tail.len);
 done:
-    Py_XDECREF(msgs_fast);
-    Py_XDECREF(keys_fast);
-    PyMem_Free(out.data);
+    for (Py_ssize_t i = 0; i < planned; i++)
+        plan_clear(&plans[i]);
+    PyMem_Free(plans);
+    Py_XDECREF(msgs_tuple);
+    Py_XDECREF(keys_tuple);
     PyMem_Free(props.data);
     PyBuffer_Release(&born);
+    if (tail.obj != NULL)
+        PyBuffer_Release(&tail);
     return result;
 }
 

@@ -242,12 +242,16 @@ def py_encode_messages(
     compress_over_bytes: int = COMPRESS_OVER_BYTES,
     reconsume_times: int = 0,
     stamp: tuple[int, int, int] | None = None,
+    tail: bytes | None = None,
 ) -> bytes:
     """The records of *msgs* (checked with :func:`check_message`) back to back, the
     i-th with ``uniq_keys[i]``, all in queue *queue_id* (a SendBatch payload);
     *stamp* ``(producer id, epoch, seq)``: the i-th also ends in ``PMQ_IDEM`` =
     ``<producer id>.<epoch>.<seq + i>`` (an idempotent producer's, written after
-    the ``UNIQ_KEY`` value as :func:`pocketmq.client.idempotence.stamp` does)."""
+    the ``UNIQ_KEY`` value as :func:`pocketmq.client.idempotence.stamp` does).
+
+    *tail*: the records framed as a whole request instead, :func:`frame_records`
+    (the records as protobuf writes a message's field 1, then *tail*)."""
     if len(msgs) != len(uniq_keys):
         raise ValueError(f"{len(msgs)} messages but {len(uniq_keys)} unique keys")
     if stamp is not None:
@@ -255,7 +259,7 @@ def py_encode_messages(
         uniq_keys = [
             f"{key}\x02PMQ_IDEM\x01{pid}.{epoch}.{seq + i}" for i, key in enumerate(uniq_keys)
         ]
-    return b"".join(
+    records = b"".join(
         [
             _py_encode_one(
                 m, queue_id, k, born_host, born_timestamp_ms, compress_over_bytes, reconsume_times
@@ -263,6 +267,42 @@ def py_encode_messages(
             for m, k in zip(msgs, uniq_keys, strict=True)
         ]
     )
+    return records if tail is None else frame_records(records, bytes(tail))
+
+
+def frame_records(records: bytes, tail: bytes) -> bytes:
+    """*records* as protobuf serializes a message's ``bytes`` field number 1, then *tail*
+    (the message's later fields, serialized: ``SendBatchRequest(records=r, ...)``'s
+    bytes are ``frame_records(r, SendBatchRequest(...).SerializeToString())``)::
+
+        0x0A (field 1, length-delimited) | varint len(records) | records | tail
+
+    (proto3 writes no field 1 at all for empty records)."""
+    if not records:
+        return tail
+    return b"".join((b"\x0a", _varint(len(records)), records, tail))
+
+
+def framed_records_size(request: bytes) -> int:
+    """The length of the records in *request* (made by :func:`frame_records`)."""
+    if request[:1] != b"\x0a":
+        return 0
+    size = shift = 0
+    for byte in request[1:11]:
+        size |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return size
+        shift += 7
+    raise ValueError("a request whose records length is not a varint")
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def _py_encode_one(
@@ -358,7 +398,7 @@ def decode_messages(
 
 # -- which implementation runs ---------------------------------------------------------
 #: ``_codec.VERSION`` this source was written with; another build is stale.
-_EXPECTED_VERSION: Final = 6
+_EXPECTED_VERSION: Final = 7
 
 
 def _load() -> tuple[ModuleType | None, str]:
@@ -385,8 +425,8 @@ IMPLEMENTATION: Final[str] = "c" if NATIVE is not None else "python"
 log.debug("client codec: %s (%s)", IMPLEMENTATION, _REASON)
 
 #: ``encode_messages(msgs, uniq_keys, queue_id, born_host, born_timestamp_ms,
-#: compress_over_bytes, reconsume_times, stamp=None) -> bytes``: the records of *msgs*
-#: in one blob.
+#: compress_over_bytes, reconsume_times, stamp=None, tail=None) -> bytes``: the records
+#: of *msgs* in one blob (framed as a request with *tail*).
 encode_messages: Callable[..., bytes] = (
     py_encode_messages if NATIVE is None else NATIVE.encode_messages
 )
