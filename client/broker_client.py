@@ -50,6 +50,9 @@ __all__ = ["BrokerClient"]
 
 Code = grpc.StatusCode
 
+#: SendBatch's method path, for the call that sends a request serialized already
+_SEND_BATCH_PATH = "/{}/SendBatch".format(bpb.DESCRIPTOR.services_by_name["Broker"].full_name)
+
 
 class BrokerClient(BrokerAdminCalls):
     """Typed calls to one broker. A call that finds it unreachable is reported to
@@ -64,11 +67,24 @@ class BrokerClient(BrokerAdminCalls):
         channel: grpc.aio.Channel,
         *,
         on_unreachable: Callable[[str], None] | None = None,
+        signed: bool = False,
     ) -> None:
         self.addr = addr
         self._stub = broker_pb2_grpc.BrokerStub(channel)
         self._channel = channel
         self._on_unreachable = on_unreachable
+        # SendBatch of a request serialized already (send_batch_request): no protobuf
+        # message, no second copy of the records. A *signed* channel signs the message's
+        # fields, so it gets the message.
+        self._send_batch_raw = (
+            None
+            if signed
+            else channel.unary_unary(
+                _SEND_BATCH_PATH,
+                request_serializer=None,
+                response_deserializer=bpb.SendMessageResponse.FromString,
+            )
+        )
 
     def _failed(self, exc: grpc.aio.AioRpcError, rpc: str) -> RemoteError:
         error = remote_error(exc, self.addr, rpc)
@@ -153,14 +169,33 @@ class BrokerClient(BrokerAdminCalls):
             ),
             timeout_s,
         )
-        status = _SEND_STATUS.get(resp.status, SendStatus.SEND_OK)
-        ids = msg_ids if msg_ids is not None and not resp.msg_ids else resp.msg_ids
-        same = queue.queue_id
-        if resp.queue_ids and any(queue_id != same for queue_id in resp.queue_ids):
-            return _results_by_queue(resp, status, queue, ids)
-        return SendResults(
-            status, queue, ids, resp.offset_msg_id_prefix, resp.queue_offsets, resp.phys_offsets
-        )
+        return _send_results(resp, queue, msg_ids)
+
+    @staticmethod
+    def send_batch_tail(producer_group: str) -> bytes:
+        """What follows the records in a :meth:`send_batch_request` request: the
+        serialized later fields of a ``SendBatchRequest`` (the producer group, and
+        ``omit_sent_columns``), for ``message_codec.encode_messages(..., tail=)``."""
+        return bpb.SendBatchRequest(
+            producer_group=producer_group, omit_sent_columns=True
+        ).SerializeToString()
+
+    async def send_batch_request(
+        self, request: bytes, queue: MessageQueue, *, msg_ids: Sequence[str], timeout_s: float
+    ) -> Sequence[SendResult]:
+        """:meth:`send_batch_to` of a whole ``SendBatchRequest`` serialized already: the
+        records framed with :meth:`send_batch_tail` (``message_codec.frame_records``),
+        *msg_ids* their UNIQ_KEYs; sent as these very bytes."""
+        if self._send_batch_raw is None:
+            resp = await self._call(
+                "SendBatch", bpb.SendBatchRequest.FromString(request), timeout_s
+            )
+        else:
+            try:
+                resp = await self._send_batch_raw(request, timeout=timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                raise self._failed(exc, "SendBatch") from None
+        return _send_results(resp, queue, msg_ids)
 
     async def pull(
         self,
@@ -464,6 +499,21 @@ class BrokerClient(BrokerAdminCalls):
             ),
             timeout_s,
         )
+
+
+def _send_results(
+    resp: bpb.SendMessageResponse, queue: MessageQueue, msg_ids: Sequence[str] | None
+) -> Sequence[SendResult]:
+    """The results of records all sent to *queue*, made when read (:class:`SendResults`);
+    *msg_ids*: their UNIQ_KEYs, when the broker leaves them out of its answer."""
+    status = _SEND_STATUS.get(resp.status, SendStatus.SEND_OK)
+    ids = msg_ids if msg_ids is not None and not resp.msg_ids else resp.msg_ids
+    same = queue.queue_id
+    if resp.queue_ids and any(queue_id != same for queue_id in resp.queue_ids):
+        return _results_by_queue(resp, status, queue, ids)
+    return SendResults(
+        status, queue, ids, resp.offset_msg_id_prefix, resp.queue_offsets, resp.phys_offsets
+    )
 
 
 def _results_by_queue(

@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pocketmq.client.accumulator import BrokerBatcher, RecordAccumulator
+from pocketmq.client.broker_client import BrokerClient
 from pocketmq.client.config import ProducerConfig, build, parse_namesrv, transport
 from pocketmq.client.errors import (
     ClientError,
@@ -61,6 +62,7 @@ from pocketmq.client.message_codec import (
     check_message,
     encode_message,
     encode_messages,
+    framed_records_size,
 )
 from pocketmq.client.model import ClientState, Message, MessageQueue, SendResult, SendStatus
 from pocketmq.client.remoting import Remoting, SendReceipt
@@ -129,6 +131,8 @@ class Producer:
         ip = local_ip()
         self._ids = UniqueIdGenerator(ip)
         self._born_host = pack_host((ip, 0))
+        #: send_batch's requests: the records, then this (the group, omit_sent_columns)
+        self._batch_tail = BrokerClient.send_batch_tail(group)
         self._remoting: Remoting | None = None
         self._routes: RouteService | None = None
         self._heartbeat: HeartbeatService | None = None
@@ -501,7 +505,8 @@ class Producer:
         keys = self._ids.next_block(len(msgs))
 
         def encode(queue_id: int, stamp: tuple[int, int, int] | None = None) -> bytes:
-            records = encode_messages(
+            # The whole SendBatchRequest at once: the records framed as protobuf would
+            request = encode_messages(
                 msgs,
                 keys,
                 queue_id,
@@ -510,13 +515,15 @@ class Producer:
                 self.config.compress_over_bytes,
                 0,
                 stamp,
+                self._batch_tail,
             )
-            if len(records) > self.config.max_batch_size_bytes:
+            limit = self.config.max_batch_size_bytes
+            if len(request) > limit and (size := framed_records_size(request)) > limit:
                 raise InvalidMessageError(
-                    f"batch of {len(msgs)} messages is {len(records)} bytes; the limit is "
-                    f"{self.config.max_batch_size_bytes} (max_batch_size_bytes); split it"
+                    f"batch of {len(msgs)} messages is {size} bytes; the limit is "
+                    f"{limit} (max_batch_size_bytes); split it"
                 )
-            return records
+            return request
 
         if self._sessions is not None:
             return await send_idempotent(
@@ -550,7 +557,7 @@ class Producer:
     async def _attempt_batch(
         self,
         mq: MessageQueue,
-        records: bytes,
+        request: bytes,
         deadline: float,
         msg_ids: Sequence[str],
         *,
@@ -566,8 +573,8 @@ class Producer:
             raise SendTimeoutError(f"no time left to send to {mq}")
         if idempotent:
             remaining = min(remaining, self.config.request_timeout_ms / 1000)
-        return await self._remoting.broker(addr).send_batch_to(
-            records, mq, msg_ids=msg_ids, producer_group=self.group, timeout_s=remaining
+        return await self._remoting.broker(addr).send_batch_request(
+            request, mq, msg_ids=msg_ids, timeout_s=remaining
         )
 
     async def send_oneway(self, msg: Message) -> None:

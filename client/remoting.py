@@ -166,7 +166,10 @@ class Remoting:
         client = self._brokers.get(addr)
         if client is None:
             client = self._brokers[addr] = BrokerClient(
-                addr, self.channel(addr), on_unreachable=self._unreachable
+                addr,
+                self.channel(addr),
+                on_unreachable=self._unreachable,
+                signed=self._interceptors is not None,
             )
         return client
 

@@ -57,6 +57,26 @@ async def test_a_signed_producer_and_consumer_move_messages(secured, nameserver,
     assert [m.msg_id for m in got] == [sent.msg_id]
 
 
+async def test_a_signed_producers_batch_is_signed_and_stored(secured, nameserver):
+    before = secured.store.runtime_info()["put_messages_total"]
+    async with Producer(group="pg", namesrv=nameserver.address, **APP) as producer:
+        results = await producer.send_batch(
+            [Message(topic="orders", body=b"b%d" % i) for i in range(3)]
+        )
+    assert [r.status.name for r in results] == ["SEND_OK"] * 3
+    assert int(secured.store.runtime_info()["put_messages_total"]) == int(before) + 3
+
+
+async def test_an_unsigned_batch_is_refused(secured, nameserver):
+    before = secured.store.runtime_info()["put_messages_total"]
+    async with Producer(
+        group="pg", namesrv=nameserver.address, retry_times_when_send_failed=0, send_timeout_ms=1500
+    ) as producer:
+        with pytest.raises(RemoteError, match="requires signed requests"):
+            await producer.send_batch([Message(topic="orders", body=b"x")])
+    assert secured.store.runtime_info()["put_messages_total"] == before
+
+
 @pytest.mark.parametrize(
     ("credentials", "words"),
     [
