@@ -448,6 +448,8 @@ range:
 typedef struct {
     long long pid, epoch, seq;  /* seq: the first record's; the i-th gets seq + i */
     int on;
+    char head[64];              /* "\x02PMQ_IDEM\x01<pid>.<epoch>.", the same in every record */
+    Py_ssize_t head_len;
 } Stamp;
 
 /* *v* in decimal (as "%lld" writes it) at *p* (room for 20 characters); its length. */
@@ -535,15 +537,11 @@ plan_one(Planned *plan, Buf *props, PyObject *msg, const char *uniq, Py_ssize_t 
     plan->props_at = props->len;
     if (!put_properties(props, msg, &plan->topic, &plan->topic_utf8, &plan->topic_len))
         return 0;
-    char stamped[80];           /* "\x02PMQ_IDEM\x01" + three 20-digit numbers and dots */
+    char stamped[84];           /* the stamp's head and a 20-digit number */
     Py_ssize_t stamp_len = 0;
     if (stamp->on) {
-        memcpy(stamped, "\x02PMQ_IDEM\x01", 10);
-        stamp_len = 10;
-        stamp_len += put_decimal(stamped + stamp_len, stamp->pid);
-        stamped[stamp_len++] = '.';
-        stamp_len += put_decimal(stamped + stamp_len, stamp->epoch);
-        stamped[stamp_len++] = '.';
+        memcpy(stamped, stamp->head, (size_t)stamp->head_len);
+        stamp_len = stamp->head_len;
         stamp_len += put_decimal(stamped + stamp_len, stamp->seq + (long long)index);
     }
     if (!buf_put(props, uniq, uniq_len) || !buf_put(props, stamped, stamp_len)
@@ -873,7 +871,7 @@ encode_messages(PyObject *self, PyObject *args)
     Buf props = {0};
     if (tail_obj != Py_None && PyObject_GetBuffer(tail_obj, &tail, PyBUF_SIMPLE) < 0)
         goto done;
-    Stamp stamp = {0, 0, 0, 0};
+    Stamp stamp = {0, 0, 0, 0, {0}, 0};
     if (stamp_obj != Py_None) {
         if (!PyTuple_Check(stamp_obj) || PyTuple_GET_SIZE(stamp_obj) != 3) {
             PyErr_SetString(PyExc_TypeError, "stamp must be (producer id, epoch, seq) or None");
@@ -885,6 +883,12 @@ encode_messages(PyObject *self, PyObject *args)
         if (PyErr_Occurred())
             goto done;
         stamp.on = 1;
+        memcpy(stamp.head, "\x02PMQ_IDEM\x01", 10);   /* 10 + 2 x (20 digits and a dot) */
+        stamp.head_len = 10;
+        stamp.head_len += put_decimal(stamp.head + stamp.head_len, stamp.pid);
+        stamp.head[stamp.head_len++] = '.';
+        stamp.head_len += put_decimal(stamp.head + stamp.head_len, stamp.epoch);
+        stamp.head[stamp.head_len++] = '.';
     }
     int32_t queue_id, reconsume;
     if (!as_i32(queue_id_obj, &queue_id) || !as_i32(reconsume_obj, &reconsume))
