@@ -83,6 +83,7 @@ class BrokerClient(BrokerAdminCalls):
                 _SEND_BATCH_PATH,
                 request_serializer=None,
                 response_deserializer=bpb.SendMessageResponse.FromString,
+                _registered_method=True,  # as the generated stub's: no per-call method lookup
             )
         )
 

@@ -143,6 +143,24 @@ async def test_send_batch_returns_one_result_per_message_in_one_queue(cluster, e
     assert offsets == list(range(offsets[0], offsets[0] + 10))
 
 
+@pytest.mark.parametrize("idempotent", [True, False])
+async def test_send_batch_refuses_records_past_max_batch_size_naming_their_size(
+    cluster, eventually, idempotent
+):
+    await create_topic(cluster, "bl", eventually)
+    async with Producer(
+        group="pg", namesrv=cluster.addr, idempotent=idempotent, max_batch_size_bytes=2000
+    ) as producer:
+        with pytest.raises(InvalidMessageError, match=r"batch of 3 messages is (\d+) bytes") as err:
+            await producer.send_batch([Message(topic="bl", body=b"x" * 1000)] * 3)
+        # the records' bytes, not the request's: what the broker's max_batch_size counts
+        size = int(err.value.args[0].split(" is ")[1].split(" ")[0])
+        assert 3000 < size < 3600
+        assert "the limit is 2000 (max_batch_size_bytes)" in str(err.value)
+        fits = await producer.send_batch([Message(topic="bl", body=b"x" * 300)] * 3)
+    assert [r.status for r in fits] == [SendStatus.SEND_OK] * 3
+
+
 async def test_messages_round_trip_with_tags_keys_properties_and_compressed_body(
     cluster, eventually
 ):
