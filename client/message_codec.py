@@ -19,8 +19,9 @@ decoded message's properties never show it.
 Both directions work on blocks: :func:`check_batch` checks a list of messages
 and :func:`encode_messages` turns it into one blob of records, each in one call
 (the unique keys may be a :class:`~pocketmq.common.msgid.UniqueIdBlock`, formatted
-into the records without a str per key), :func:`decode_messages` a
-pulled blob into a list of messages. Each exists twice: the pure-Python
+into the records without a str per key; given a *tail*, the blob is framed as a whole
+``SendBatchRequest``, :func:`frame_records`, which ``send_batch`` sends as it is),
+:func:`decode_messages` a pulled blob into a list of messages. Each exists twice: the pure-Python
 reference (``py_check_batch`` and ``py_encode_messages`` here, ``py_decode_messages`` in
 :mod:`pocketmq.client.message_decode`), which defines
 the result byte for byte and error for error, and the compiled ``_codec.c``,
