@@ -494,6 +494,30 @@ plan_clear(Planned *plan)
     plan->packed = NULL;
 }
 
+/* The planned body deflated (zlib, SYSFLAG COMPRESSED) when that makes it smaller. */
+static int
+deflate_body(Planned *plan)
+{
+    uLongf packed_len = compressBound((uLong)plan->body_len);
+    plan->packed = PyMem_Malloc(packed_len);
+    if (plan->packed == NULL) {
+        PyErr_NoMemory();
+        return 0;
+    }
+    int rc = compress2(plan->packed, &packed_len, plan->body_ptr, (uLong)plan->body_len,
+                       ZLIB_LEVEL);
+    if (rc != Z_OK) {
+        PyErr_Format(PyExc_RuntimeError, "zlib compress2 failed: %d", rc);
+        return 0;
+    }
+    if ((Py_ssize_t)packed_len < plan->body_len) {
+        plan->body_ptr = plan->packed;
+        plan->body_len = (Py_ssize_t)packed_len;
+        plan->sysflag = SYSFLAG_COMPRESSED;
+    }
+    return 1;
+}
+
 /* Plan *msg*'s record, its whole PROPERTIES appended to *props*: the reference's checks,
  * in its order (body, compression, properties and topic, their length, flag, size). */
 static int
@@ -515,25 +539,8 @@ plan_one(Planned *plan, Buf *props, PyObject *msg, const char *uniq, Py_ssize_t 
     plan->body_ptr = (const unsigned char *)PyBytes_AS_STRING(body);
     plan->body_len = PyBytes_GET_SIZE(body);
     plan->sysflag = 0;
-    if (plan->body_len > compress_over) {
-        uLongf packed_len = compressBound((uLong)plan->body_len);
-        plan->packed = PyMem_Malloc(packed_len);
-        if (plan->packed == NULL) {
-            PyErr_NoMemory();
-            return 0;
-        }
-        int rc = compress2(plan->packed, &packed_len, plan->body_ptr, (uLong)plan->body_len,
-                           ZLIB_LEVEL);
-        if (rc != Z_OK) {
-            PyErr_Format(PyExc_RuntimeError, "zlib compress2 failed: %d", rc);
-            return 0;
-        }
-        if ((Py_ssize_t)packed_len < plan->body_len) {
-            plan->body_ptr = plan->packed;
-            plan->body_len = (Py_ssize_t)packed_len;
-            plan->sysflag = SYSFLAG_COMPRESSED;
-        }
-    }
+    if (plan->body_len > compress_over && !deflate_body(plan))
+        return 0;
     plan->props_at = props->len;
     if (!put_properties(props, msg, &plan->topic, &plan->topic_utf8, &plan->topic_len))
         return 0;
@@ -850,90 +857,74 @@ frozen_sequence(PyObject *seq, const char *message)
     return fast;
 }
 
-static PyObject *
-encode_messages(PyObject *self, PyObject *args)
+/* *stamp_obj* (None or (producer id, epoch, first seq)) read into *stamp*, its head
+ * formatted. */
+static int
+read_stamp(PyObject *stamp_obj, Stamp *stamp)
 {
-    PyObject *msgs, *keys;
-    PyObject *queue_id_obj, *reconsume_obj;
-    Py_buffer born = {0}, tail = {0};
-    long long born_ts;
-    Py_ssize_t compress_over;
-    if (!ready())
-        return NULL;
-    PyObject *stamp_obj = Py_None, *tail_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "OOOy*LnO|OO:encode_messages", &msgs, &keys, &queue_id_obj,
-                          &born, &born_ts, &compress_over, &reconsume_obj, &stamp_obj,
-                          &tail_obj))
-        return NULL;
-    PyObject *result = NULL, *msgs_tuple = NULL, *keys_tuple = NULL;
-    Planned *plans = NULL;
-    Py_ssize_t planned = 0;
-    Buf props = {0};
-    if (tail_obj != Py_None && PyObject_GetBuffer(tail_obj, &tail, PyBUF_SIMPLE) < 0)
-        goto done;
-    Stamp stamp = {0, 0, 0, 0, {0}, 0};
-    if (stamp_obj != Py_None) {
-        if (!PyTuple_Check(stamp_obj) || PyTuple_GET_SIZE(stamp_obj) != 3) {
-            PyErr_SetString(PyExc_TypeError, "stamp must be (producer id, epoch, seq) or None");
-            goto done;
-        }
-        stamp.pid = PyLong_AsLongLong(PyTuple_GET_ITEM(stamp_obj, 0));
-        stamp.epoch = PyLong_AsLongLong(PyTuple_GET_ITEM(stamp_obj, 1));
-        stamp.seq = PyLong_AsLongLong(PyTuple_GET_ITEM(stamp_obj, 2));
-        if (PyErr_Occurred())
-            goto done;
-        stamp.on = 1;
-        memcpy(stamp.head, "\x02PMQ_IDEM\x01", 10);   /* 10 + 2 x (20 digits and a dot) */
-        stamp.head_len = 10;
-        stamp.head_len += put_decimal(stamp.head + stamp.head_len, stamp.pid);
-        stamp.head[stamp.head_len++] = '.';
-        stamp.head_len += put_decimal(stamp.head + stamp.head_len, stamp.epoch);
-        stamp.head[stamp.head_len++] = '.';
+    if (stamp_obj == Py_None)
+        return 1;
+    if (!PyTuple_Check(stamp_obj) || PyTuple_GET_SIZE(stamp_obj) != 3) {
+        PyErr_SetString(PyExc_TypeError, "stamp must be (producer id, epoch, seq) or None");
+        return 0;
     }
-    int32_t queue_id, reconsume;
-    if (!as_i32(queue_id_obj, &queue_id) || !as_i32(reconsume_obj, &reconsume))
-        goto done;
-    /* A tuple: a list could change under us while Python code (a property value's
-     * __format__) runs between two messages. */
-    msgs_tuple = frozen_sequence(msgs, "msgs must be a sequence");
-    if (msgs_tuple == NULL)
-        goto done;
-    Py_ssize_t n = PyTuple_GET_SIZE(msgs_tuple);
-    IdBlock block;
+    stamp->pid = PyLong_AsLongLong(PyTuple_GET_ITEM(stamp_obj, 0));
+    stamp->epoch = PyLong_AsLongLong(PyTuple_GET_ITEM(stamp_obj, 1));
+    stamp->seq = PyLong_AsLongLong(PyTuple_GET_ITEM(stamp_obj, 2));
+    if (PyErr_Occurred())
+        return 0;
+    stamp->on = 1;
+    memcpy(stamp->head, "\x02PMQ_IDEM\x01", 10);   /* 10 + 2 x (20 digits and a dot) */
+    stamp->head_len = 10;
+    stamp->head_len += put_decimal(stamp->head + stamp->head_len, stamp->pid);
+    stamp->head[stamp->head_len++] = '.';
+    stamp->head_len += put_decimal(stamp->head + stamp->head_len, stamp->epoch);
+    stamp->head[stamp->head_len++] = '.';
+    return 1;
+}
+
+/* The unique keys of *n* messages: a UniqueIdBlock read into *block*, or any sequence
+ * of str, then frozen into *keys_tuple (block->prefix NULL). */
+static int
+read_keys(PyObject *keys, Py_ssize_t n, IdBlock *block, PyObject **keys_tuple)
+{
     if (Py_IS_TYPE(keys, (PyTypeObject *)id_block_cls)) {
         /* ids made at once (msgid.UniqueIdBlock): each formatted here, no str per id */
-        if (!id_block_read(keys, &block))
-            goto done;
-        if (block.count != n) {
-            PyErr_Format(PyExc_ValueError, "%zd messages but %zd unique keys", n, block.count);
-            goto done;
+        if (!id_block_read(keys, block))
+            return 0;
+        if (block->count != n) {
+            PyErr_Format(PyExc_ValueError, "%zd messages but %zd unique keys", n, block->count);
+            return 0;
         }
+        return 1;
     }
-    else {
-        block.prefix = NULL;
-        keys_tuple = frozen_sequence(keys, "uniq_keys must be a sequence");
-        if (keys_tuple == NULL)
-            goto done;
-        if (PyTuple_GET_SIZE(keys_tuple) != n) {
-            PyErr_Format(PyExc_ValueError, "%zd messages but %zd unique keys", n,
-                         PyTuple_GET_SIZE(keys_tuple));
-            goto done;
-        }
+    block->prefix = NULL;
+    *keys_tuple = frozen_sequence(keys, "uniq_keys must be a sequence");
+    if (*keys_tuple == NULL)
+        return 0;
+    if (PyTuple_GET_SIZE(*keys_tuple) != n) {
+        PyErr_Format(PyExc_ValueError, "%zd messages but %zd unique keys", n,
+                     PyTuple_GET_SIZE(*keys_tuple));
+        return 0;
     }
-    plans = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Planned));
-    if (plans == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    /* First pass: every check and every size, the properties in a side buffer. */
-    Py_ssize_t records_len = 0;
-    for (; planned < n; planned++) {
-        Py_ssize_t i = planned;
+    return 1;
+}
+
+/* Plan the record of every message of *msgs* (a tuple) into *plans*, counting in
+ * *planned the plans that hold references (to clear); their sum in *records_len. */
+static int
+plan_all(Planned *plans, Py_ssize_t *planned, Buf *props, PyObject *msgs,
+         const IdBlock *block, PyObject *keys_tuple, Py_ssize_t born_size,
+         Py_ssize_t compress_over, const Stamp *stamp, Py_ssize_t *records_len)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(msgs);
+    *records_len = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
         const char *uniq;
         Py_ssize_t uniq_len;
         char made[ID_BLOCK_MAX_PREFIX + 4];
-        if (block.prefix != NULL) {
-            uniq_len = id_block_key(&block, i, made);
+        if (block->prefix != NULL) {
+            uniq_len = id_block_key(block, i, made);
             uniq = made;
         }
         else {
@@ -941,48 +932,99 @@ encode_messages(PyObject *self, PyObject *args)
             if (!PyUnicode_Check(key)) {
                 PyErr_Format(PyExc_TypeError, "unique key must be str, not %.100s",
                              Py_TYPE(key)->tp_name);
-                goto done;
+                return 0;
             }
             uniq = PyUnicode_AsUTF8AndSize(key, &uniq_len);  /* the tuple keeps the key */
             if (uniq == NULL)
-                goto done;
+                return 0;
         }
-        if (!plan_one(&plans[i], &props, PyTuple_GET_ITEM(msgs_tuple, i), uniq, uniq_len,
-                      born.len, compress_over, &stamp, i)) {
-            planned++;  /* plans[i] holds what it got to: cleared below */
-            goto done;
-        }
-        if (records_len > PY_SSIZE_T_MAX - plans[i].total) {
-            planned++;
+        *planned = i + 1;  /* plans[i] holds what it got to, even if it fails */
+        if (!plan_one(&plans[i], props, PyTuple_GET_ITEM(msgs, i), uniq, uniq_len, born_size,
+                      compress_over, stamp, i))
+            return 0;
+        if (*records_len > PY_SSIZE_T_MAX - plans[i].total) {
             PyErr_NoMemory();
-            goto done;
+            return 0;
         }
-        records_len += plans[i].total;
+        *records_len += plans[i].total;
     }
-    /* Second pass: each record written once, in place, into the result. */
+    return 1;
+}
+
+/* The result: the planned records, each written once in place (framed as protobuf's
+ * field 1 then *tail*, when *framed*). */
+static PyObject *
+write_all(const Planned *plans, Py_ssize_t n, const Buf *props, Py_ssize_t records_len,
+          int framed, const Py_buffer *tail, int32_t queue_id, const Py_buffer *born,
+          int64_t born_ts, int32_t reconsume)
+{
     unsigned char head[11];
     Py_ssize_t head_len = 0;
-    if (tail_obj != Py_None && records_len > 0) {   /* proto3 leaves an empty field out */
+    if (framed && records_len > 0) {                /* proto3 leaves an empty field out */
         head[0] = 0x0A;                             /* field 1, length-delimited */
         head_len = 1 + put_varint(head + 1, (uint64_t)records_len);
     }
-    if (records_len > PY_SSIZE_T_MAX - head_len - tail.len) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    result = PyBytes_FromStringAndSize(NULL, head_len + records_len + tail.len);
+    if (records_len > PY_SSIZE_T_MAX - head_len - tail->len)
+        return PyErr_NoMemory();
+    PyObject *result = PyBytes_FromStringAndSize(NULL, head_len + records_len + tail->len);
     if (result == NULL)
-        goto done;
+        return NULL;
     unsigned char *p = (unsigned char *)PyBytes_AS_STRING(result);
     memcpy(p, head, (size_t)head_len);
     p += head_len;
     for (Py_ssize_t i = 0; i < n; i++) {
-        write_one(p, &plans[i], props.data, queue_id, born.buf, born.len, (int64_t)born_ts,
+        write_one(p, &plans[i], props->data, queue_id, born->buf, born->len, born_ts,
                   reconsume);
         p += plans[i].total;
     }
-    if (tail.len)
-        memcpy(p, tail.buf, (size_t)tail.len);
+    if (tail->len)
+        memcpy(p, tail->buf, (size_t)tail->len);
+    return result;
+}
+
+static PyObject *
+encode_messages(PyObject *self, PyObject *args)
+{
+    PyObject *msgs, *keys, *queue_id_obj, *reconsume_obj;
+    PyObject *stamp_obj = Py_None, *tail_obj = Py_None;
+    Py_buffer born = {0}, tail = {0};
+    long long born_ts;
+    Py_ssize_t compress_over;
+    if (!ready())
+        return NULL;
+    if (!PyArg_ParseTuple(args, "OOOy*LnO|OO:encode_messages", &msgs, &keys, &queue_id_obj,
+                          &born, &born_ts, &compress_over, &reconsume_obj, &stamp_obj,
+                          &tail_obj))
+        return NULL;
+    PyObject *result = NULL, *msgs_tuple = NULL, *keys_tuple = NULL;
+    Planned *plans = NULL;
+    Py_ssize_t planned = 0, records_len;
+    Buf props = {0};
+    Stamp stamp = {0, 0, 0, 0, {0}, 0};
+    int32_t queue_id, reconsume;
+    IdBlock block;
+    if ((tail_obj != Py_None && PyObject_GetBuffer(tail_obj, &tail, PyBUF_SIMPLE) < 0)
+        || !read_stamp(stamp_obj, &stamp) || !as_i32(queue_id_obj, &queue_id)
+        || !as_i32(reconsume_obj, &reconsume))
+        goto done;
+    /* A tuple: a list could change under us while Python code (a property value's
+     * __format__) runs between two messages. */
+    msgs_tuple = frozen_sequence(msgs, "msgs must be a sequence");
+    if (msgs_tuple == NULL)
+        goto done;
+    Py_ssize_t n = PyTuple_GET_SIZE(msgs_tuple);
+    if (!read_keys(keys, n, &block, &keys_tuple))
+        goto done;
+    plans = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Planned));
+    if (plans == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* First every check and every size (the properties in a side buffer), then the bytes. */
+    if (plan_all(plans, &planned, &props, msgs_tuple, &block, keys_tuple, born.len,
+                 compress_over, &stamp, &records_len))
+        result = write_all(plans, n, &props, records_len, tail_obj != Py_None, &tail,
+                           queue_id, &born, (int64_t)born_ts, reconsume);
 done:
     for (Py_ssize_t i = 0; i < planned; i++)
         plan_clear(&plans[i]);
