@@ -71,6 +71,7 @@
 #define INDEX_HEADER_SIZE 40
 #define HASH_SLOT_SIZE 4
 #define INDEX_ENTRY_SIZE 20         /* keyHash i32, phyOffset i64, timeDiff i32, prevIndex i32 */
+#define INDEX_PREFETCH 8            /* insert_entries: slots fetched ahead of the one written */
 
 /* -- big-endian access ---------------------------------------------------------- */
 
@@ -280,6 +281,37 @@ append_new(PyObject *list, PyObject *item)
     return rc;
 }
 
+/* The records a scan of buf[0:end] walks through if it succeeds: TOTALSIZE after
+ * TOTALSIZE while each fits (where the walk stops, the scan refuses the blob). */
+static Py_ssize_t
+count_records(const unsigned char *buf, Py_ssize_t end)
+{
+    Py_ssize_t n = 0;
+    for (Py_ssize_t pos = 0; end - pos >= HEAD_SIZE;) {
+        Py_ssize_t total = rd_i32(buf + pos);
+        if (total < HEAD_SIZE || total > end - pos) {
+            break;
+        }
+        pos += total;
+        n++;
+    }
+    return n;
+}
+
+/* An empty list with room for *capacity* items: a scan appends one item per record to
+ * each of its lists, which would otherwise grow (and be copied) a dozen times each. The
+ * spare slots are NULL and past the list's size, where CPython's list keeps its
+ * over-allocation; appending past them grows the list as usual. */
+static PyObject *
+empty_list(Py_ssize_t capacity)
+{
+    PyObject *list = PyList_New(capacity);
+    if (list != NULL) {
+        Py_SET_SIZE(list, 0);
+    }
+    return list;
+}
+
 /* A str from bytes known to be valid UTF-8; *ascii* says whether all are < 0x80. */
 static PyObject *
 str_from(const unsigned char *p, Py_ssize_t n, int ascii)
@@ -297,11 +329,17 @@ str_from(const unsigned char *p, Py_ssize_t n, int ascii)
 static int
 all_ascii(const unsigned char *p, Py_ssize_t n)
 {
-    unsigned char acc = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    uint64_t acc = 0;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {                /* eight bytes a step: properties run long */
+        uint64_t word;
+        memcpy(&word, p + i, 8);
+        acc |= word;
+    }
+    for (; i < n; i++) {
         acc |= p[i];
     }
-    return acc < 0x80;
+    return (acc & UINT64_C(0x8080808080808080)) == 0;
 }
 
 /* [%|a-zA-Z0-9_-], common/validation.py's topic characters. */
@@ -479,7 +517,11 @@ extract_properties(PyObject **items, const unsigned char *props, Py_ssize_t prop
     }
 
     items[L_UNIQ_KEYS] = uniq.n > 0 ? str_from(uniq.p, uniq.n, ascii) : Py_NewRef(empty_str);
-    items[L_KEYS] = PyList_New(0);
+    Py_ssize_t n_keys = uniq.n > 0;
+    for (Py_ssize_t i = 0; i < keys.n; i++) {   /* pieces of KEYS: a non-space after a space */
+        n_keys += keys.p[i] != ' ' && (i == 0 || keys.p[i - 1] == ' ');
+    }
+    items[L_KEYS] = empty_list(n_keys);
     if (items[L_UNIQ_KEYS] == NULL || items[L_KEYS] == NULL) {
         return -1;
     }
@@ -841,13 +883,14 @@ scan_batch(PyObject *module, PyObject *args, PyObject *kwargs)
     int n_seen = 0;
     unsigned markers = 0;
     idem_runs runs = {NULL, 0, 0};
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    Py_ssize_t end = view.len;
+    Py_ssize_t records = count_records(buf, end);
     for (int i = 0; i < N_LISTS; i++) {
-        if ((lists[i] = PyList_New(0)) == NULL) {
+        if ((lists[i] = empty_list(records)) == NULL) {
             goto done;
         }
     }
-    const unsigned char *buf = (const unsigned char *)view.buf;
-    Py_ssize_t end = view.len;
     if (end == 0) {
         batch_error(str_illegal, "the batch holds no records");
         goto done;
@@ -956,6 +999,82 @@ PyDoc_STRVAR(patch_batch_doc,
 
 enum { P_POSITIONS, P_TOPICS, P_QUEUE_IDS, P_SYSFLAGS, P_STORE_TS_POSITIONS, N_PATCH_COLS };
 
+/* Whether record *i*'s (topic, queue id) equals *topic*, *queue_id* (the key of the
+ * record before). Exact str and int only, as queue_key: comparing them runs no Python. */
+static int
+same_queue(PyObject *topics, PyObject *queue_ids, Py_ssize_t i, PyObject *topic,
+           PyObject *queue_id)
+{
+    PyObject *t = PyList_GET_ITEM(topics, i), *q = PyList_GET_ITEM(queue_ids, i);
+    if (!PyUnicode_CheckExact(t) || !PyLong_CheckExact(q)) {
+        return 0;                               /* queue_key words the refusal */
+    }
+    if (q != queue_id) {
+        int eq = PyObject_RichCompareBool(q, queue_id, Py_EQ);
+        if (eq <= 0) {
+            return eq;
+        }
+    }
+    return t == topic || PyUnicode_Compare(t, topic) == 0;
+}
+
+/* A run of records of one queue in patch_batch: its key, and the next queue offset,
+ * held here and written to the table when the run ends (a dict update per queue and
+ * batch, not per record). */
+typedef struct {
+    PyObject *key;                              /* (topic, queue id), owned; NULL: none */
+    long long next;
+} queue_run;
+
+/* table[run.key] = run.next; the run is over. Keeps an exception already set. */
+static int
+end_queue_run(PyObject *table, queue_run *run)
+{
+    if (run->key == NULL) {
+        return 0;
+    }
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *next = PyLong_FromLongLong(run->next);
+    int rc = next != NULL ? PyDict_SetItem(table, run->key, next) : -1;
+    Py_XDECREF(next);
+    Py_CLEAR(run->key);
+    if (type != NULL) {
+        if (rc < 0) {
+            PyErr_Clear();
+        }
+        PyErr_Restore(type, value, tb);
+        return -1;
+    }
+    return rc;
+}
+
+/* Start the run of record *i*'s queue at table.get(key, 0). */
+static int
+start_queue_run(PyObject *table, PyObject *topics, PyObject *queue_ids, Py_ssize_t i,
+                queue_run *run)
+{
+    if (end_queue_run(table, run) < 0) {
+        return -1;
+    }
+    PyObject *key = queue_key(topics, queue_ids, i);
+    if (key == NULL) {
+        return -1;
+    }
+    PyObject *current = PyDict_GetItemWithError(table, key);  /* borrowed */
+    long long next = 0;
+    if (current != NULL) {
+        next = PyLong_AsLongLong(current);
+    }
+    if (PyErr_Occurred()) {
+        Py_DECREF(key);
+        return -1;
+    }
+    run->key = key;
+    run->next = next;
+    return 0;
+}
+
 static PyObject *
 patch_batch(PyObject *module, PyObject *args)
 {
@@ -971,6 +1090,7 @@ patch_batch(PyObject *module, PyObject *args)
                                      attr_sysflags, attr_store_ts_positions};
     PyObject *cols[N_PATCH_COLS] = {NULL};
     PyObject *phys_list = NULL, *qo_list = NULL, *result = NULL;
+    queue_run run = {NULL, 0};
     Py_ssize_t n = get_columns(batch, attrs, N_PATCH_COLS, cols, NULL, 0);
     if (n < 0 || (phys_list = PyList_New(n)) == NULL || (qo_list = PyList_New(n)) == NULL) {
         goto done;
@@ -998,51 +1118,37 @@ patch_batch(PyObject *module, PyObject *args)
         }
         Py_ssize_t at = rel + pos;
         long long phys = base + at;
-        PyObject *queue_offset;                 /* new reference */
+        long long qo = 0;
         if (is_dispatched_to_queue(sysflag)) {
-            PyObject *key = queue_key(cols[P_TOPICS], cols[P_QUEUE_IDS], i);
-            if (key == NULL) {
+            int same = run.key != NULL
+                       ? same_queue(cols[P_TOPICS], cols[P_QUEUE_IDS], i,
+                                    PyTuple_GET_ITEM(run.key, 0), PyTuple_GET_ITEM(run.key, 1))
+                       : 0;
+            if (same < 0 || (!same && start_queue_run(table, cols[P_TOPICS], cols[P_QUEUE_IDS],
+                                                      i, &run) < 0)) {
                 goto done;
             }
-            PyObject *current = PyDict_GetItemWithError(table, key);  /* borrowed */
-            if (current == NULL && PyErr_Occurred()) {
-                Py_DECREF(key);
-                goto done;
-            }
-            queue_offset = current ? Py_NewRef(current) : PyLong_FromLong(0);
-            long long next = queue_offset ? PyLong_AsLongLong(queue_offset) : -1;
-            PyObject *next_obj = (next == -1 && PyErr_Occurred()) ? NULL
-                                 : PyLong_FromLongLong(next + 1);
-            int rc = next_obj ? PyDict_SetItem(table, key, next_obj) : -1;
-            Py_XDECREF(next_obj);
-            Py_DECREF(key);
-            if (rc < 0) {
-                Py_XDECREF(queue_offset);
-                goto done;
-            }
+            qo = run.next++;
         }
-        else {
-            queue_offset = PyLong_FromLong(0);
-            if (queue_offset == NULL) {
-                goto done;
-            }
-        }
-        PyList_SET_ITEM(qo_list, i, queue_offset);  /* steals */
-        long long qo = PyLong_AsLongLong(queue_offset);
-        PyObject *phys_obj = PyLong_FromLongLong(phys);
-        if ((qo == -1 && PyErr_Occurred()) || phys_obj == NULL) {
-            Py_XDECREF(phys_obj);
+        PyObject *queue_offset = PyLong_FromLongLong(qo);
+        PyObject *phys_obj = queue_offset != NULL ? PyLong_FromLongLong(phys) : NULL;
+        if (phys_obj == NULL) {
+            Py_XDECREF(queue_offset);
             goto done;
         }
+        PyList_SET_ITEM(qo_list, i, queue_offset);  /* steals */
         PyList_SET_ITEM(phys_list, i, phys_obj);
         wr_u64(mem + at + POS_QUEUEOFFSET, (uint64_t)qo);
         wr_u64(mem + at + POS_PHYSICALOFFSET, (uint64_t)phys);
         wr_u64(mem + at + ts_pos, (uint64_t)store_ts);
         memcpy(mem + at + ts_pos + STORE_TIMESTAMP_SIZE, host.buf, (size_t)host.len);
     }
-    result = PyTuple_Pack(2, phys_list, qo_list);
+    if (end_queue_run(table, &run) == 0) {
+        result = PyTuple_Pack(2, phys_list, qo_list);
+    }
 
 done:
+    end_queue_run(table, &run);                 /* the offsets taken before an error */
     Py_XDECREF(phys_list);
     Py_XDECREF(qo_list);
     drop_columns(cols, N_PATCH_COLS);
@@ -1091,6 +1197,7 @@ queue_units(PyObject *module, PyObject *args)
     }
     /* Pass 1: the run of each record, numbered in first-seen order. */
     Py_ssize_t n_groups = 0;
+    Py_ssize_t last = -1;                       /* the dispatched record before */
     for (Py_ssize_t i = 0; i < n; i++) {
         long sysflag = PyLong_AsLong(PyList_GET_ITEM(cols[U_SYSFLAGS], i));
         if (sysflag == -1 && PyErr_Occurred()) {
@@ -1100,6 +1207,22 @@ queue_units(PyObject *module, PyObject *args)
             group_of[i] = -1;
             continue;
         }
+        if (last >= 0) {                        /* the queue of the record before? */
+            Py_ssize_t j = first_of[group_of[last]];
+            int same = same_queue(cols[U_TOPICS], cols[U_QUEUE_IDS], i,
+                                  PyList_GET_ITEM(cols[U_TOPICS], j),
+                                  PyList_GET_ITEM(cols[U_QUEUE_IDS], j));
+            if (same < 0) {
+                goto done;
+            }
+            if (same) {
+                group_of[i] = group_of[last];
+                count_of[group_of[i]]++;
+                last = i;
+                continue;
+            }
+        }
+        last = i;
         PyObject *key = queue_key(cols[U_TOPICS], cols[U_QUEUE_IDS], i);
         if (key == NULL) {
             goto done;
@@ -1306,30 +1429,49 @@ insert_entries(PyObject *module, PyObject *args)
         PyErr_Format(PyExc_OverflowError, "timeDiff %lld does not fit an i32", time_diff_s);
         goto done;
     }
-    Py_ssize_t new_slots = 0;
-    for (Py_ssize_t i = first; i < first + todo; i++) {
-        long long key_hash = PyLong_AsLongLong(PyList_GET_ITEM(hashes, i));
-        long long phys = PyLong_AsLongLong(PyList_GET_ITEM(phys_offsets, i));
+    /* The slots are spread over the whole table (20 MB by default), each store a cache
+     * miss: read every hash first, then write with the slot INDEX_PREFETCH entries on
+     * already on its way, so the misses overlap instead of following one another. */
+    int32_t *key_hashes = PyMem_New(int32_t, todo > 0 ? todo : 1);
+    int64_t *entry_phys = PyMem_New(int64_t, todo > 0 ? todo : 1);
+    Py_ssize_t *slot_of = PyMem_New(Py_ssize_t, todo > 0 ? todo : 1);
+    if (key_hashes == NULL || entry_phys == NULL || slot_of == NULL) {
+        PyErr_NoMemory();
+        goto free_arrays;
+    }
+    for (Py_ssize_t i = 0; i < todo; i++) {
+        long long key_hash = PyLong_AsLongLong(PyList_GET_ITEM(hashes, first + i));
+        long long phys = PyLong_AsLongLong(PyList_GET_ITEM(phys_offsets, first + i));
         if (PyErr_Occurred()) {
-            goto done;
+            goto free_arrays;
         }
         if (key_hash < INT32_MIN || key_hash > INT32_MAX) {
             PyErr_Format(PyExc_OverflowError, "key hash %lld does not fit an i32", key_hash);
-            goto done;
+            goto free_arrays;
         }
         long long slot = key_hash % slots;       /* Python's %: never negative */
         if (slot < 0) {
             slot += slots;
         }
-        unsigned char *slot_at = mem + INDEX_HEADER_SIZE + slot * HASH_SLOT_SIZE;
+        key_hashes[i] = (int32_t)key_hash;
+        entry_phys[i] = phys;
+        slot_of[i] = (Py_ssize_t)slot;
+    }
+    Py_ssize_t new_slots = 0;
+    for (Py_ssize_t i = 0; i < todo; i++) {
+        if (i + INDEX_PREFETCH < todo) {
+            __builtin_prefetch(mem + INDEX_HEADER_SIZE + slot_of[i + INDEX_PREFETCH] * HASH_SLOT_SIZE,
+                               1);
+        }
+        unsigned char *slot_at = mem + INDEX_HEADER_SIZE + slot_of[i] * HASH_SLOT_SIZE;
         int32_t prev = rd_i32(slot_at);
         if (prev <= 0 || prev >= count) {       /* empty, or stale past the entries written */
             prev = 0;
             new_slots++;
         }
         unsigned char *entry = mem + entry_base + count * INDEX_ENTRY_SIZE;
-        wr_u32(entry, (uint32_t)key_hash);
-        wr_u64(entry + 4, (uint64_t)phys);
+        wr_u32(entry, (uint32_t)key_hashes[i]);
+        wr_u64(entry + 4, (uint64_t)entry_phys[i]);
         wr_u32(entry + 12, (uint32_t)time_diff_s);
         wr_u32(entry + 16, (uint32_t)prev);
         wr_u32(slot_at, (uint32_t)count);
@@ -1337,6 +1479,10 @@ insert_entries(PyObject *module, PyObject *args)
     }
     result = PyLong_FromSsize_t(new_slots);
 
+free_arrays:
+    PyMem_Free(key_hashes);
+    PyMem_Free(entry_phys);
+    PyMem_Free(slot_of);
 done:
     PyBuffer_Release(&mm);
     return result;
