@@ -71,7 +71,7 @@
 #define INDEX_HEADER_SIZE 40
 #define HASH_SLOT_SIZE 4
 #define INDEX_ENTRY_SIZE 20         /* keyHash i32, phyOffset i64, timeDiff i32, prevIndex i32 */
-#define INDEX_PREFETCH 8            /* insert_entries: slots fetched ahead of the one written */
+#define SLOTS_FETCHED_AHEAD 8       /* insert_entries: slots fetched ahead of the one written */
 
 /* -- big-endian access ---------------------------------------------------------- */
 
@@ -1328,7 +1328,12 @@ index_key_hashes(PyObject *module, PyObject *args)
                      n, PyList_GET_SIZE(keys), PyList_GET_SIZE(phys_offsets));
         return NULL;
     }
-    PyObject *hashes = PyList_New(0), *entry_phys = PyList_New(0), *result = NULL;
+    Py_ssize_t n_keys = 0;                      /* room for every key: a list grows once */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *record_keys = PyList_GET_ITEM(keys, i);
+        n_keys += PyList_Check(record_keys) ? PyList_GET_SIZE(record_keys) : 0;
+    }
+    PyObject *hashes = empty_list(n_keys), *entry_phys = empty_list(n_keys), *result = NULL;
     PyObject *prefix_of = NULL;                 /* topic whose "topic#" hash is in prefix */
     uint32_t prefix = 0;
     if (hashes == NULL || entry_phys == NULL) {
@@ -1430,7 +1435,7 @@ insert_entries(PyObject *module, PyObject *args)
         goto done;
     }
     /* The slots are spread over the whole table (20 MB by default), each store a cache
-     * miss: read every hash first, then write with the slot INDEX_PREFETCH entries on
+     * miss: read every hash first, then write with the slot SLOTS_FETCHED_AHEAD entries on
      * already on its way, so the misses overlap instead of following one another. */
     int32_t *key_hashes = PyMem_New(int32_t, todo > 0 ? todo : 1);
     int64_t *entry_phys = PyMem_New(int64_t, todo > 0 ? todo : 1);
@@ -1459,9 +1464,9 @@ insert_entries(PyObject *module, PyObject *args)
     }
     Py_ssize_t new_slots = 0;
     for (Py_ssize_t i = 0; i < todo; i++) {
-        if (i + INDEX_PREFETCH < todo) {
-            __builtin_prefetch(mem + INDEX_HEADER_SIZE + slot_of[i + INDEX_PREFETCH] * HASH_SLOT_SIZE,
-                               1);
+        if (i + SLOTS_FETCHED_AHEAD < todo) {
+            Py_ssize_t ahead = slot_of[i + SLOTS_FETCHED_AHEAD];
+            __builtin_prefetch(mem + INDEX_HEADER_SIZE + ahead * HASH_SLOT_SIZE, 1);
         }
         unsigned char *slot_at = mem + INDEX_HEADER_SIZE + slot_of[i] * HASH_SLOT_SIZE;
         int32_t prev = rd_i32(slot_at);
