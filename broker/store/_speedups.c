@@ -72,6 +72,7 @@
 #define HASH_SLOT_SIZE 4
 #define INDEX_ENTRY_SIZE 20         /* keyHash i32, phyOffset i64, timeDiff i32, prevIndex i32 */
 #define SLOTS_FETCHED_AHEAD 8       /* insert_entries: slots fetched ahead of the one written */
+#define QUEUE_RUNS 8                /* patch_batch, queue_units: queues followed without a dict */
 
 /* -- big-endian access ---------------------------------------------------------- */
 
@@ -1075,6 +1076,57 @@ start_queue_run(PyObject *table, PyObject *topics, PyObject *queue_ids, Py_ssize
     return 0;
 }
 
+/* The runs patch_batch keeps: QUEUE_RUNS queues at most, the oldest ended for a new one. */
+typedef struct {
+    queue_run items[QUEUE_RUNS];
+    int n;                                      /* runs in use */
+    int last;                                   /* the run of the record before */
+    int oldest;                                 /* the next to end when all are in use */
+} queue_runs;
+
+/* The run of record *i*'s queue, started (from the table) when none is kept; NULL on error. */
+static queue_run *
+find_queue_run(queue_runs *runs, PyObject *table, PyObject *topics, PyObject *queue_ids,
+               Py_ssize_t i)
+{
+    for (int k = -1; k < runs->n; k++) {        /* the run of the record before first */
+        int at = k < 0 ? runs->last : k;
+        if (at >= runs->n || (k >= 0 && at == runs->last)) {
+            continue;
+        }
+        PyObject *key = runs->items[at].key;
+        int same = same_queue(topics, queue_ids, i, PyTuple_GET_ITEM(key, 0),
+                              PyTuple_GET_ITEM(key, 1));
+        if (same < 0) {
+            return NULL;
+        }
+        if (same) {
+            runs->last = at;
+            return &runs->items[at];
+        }
+    }
+    int at = runs->n < QUEUE_RUNS ? runs->n++ : runs->oldest;
+    if (at == runs->oldest && runs->n == QUEUE_RUNS) {
+        runs->oldest = (runs->oldest + 1) % QUEUE_RUNS;
+    }
+    if (start_queue_run(table, topics, queue_ids, i, &runs->items[at]) < 0) {
+        return NULL;
+    }
+    runs->last = at;
+    return &runs->items[at];
+}
+
+/* End every run (the table gets their next offsets); keeps an exception already set. */
+static int
+end_queue_runs(PyObject *table, queue_runs *runs)
+{
+    int rc = 0;
+    for (int k = 0; k < runs->n; k++) {
+        rc |= end_queue_run(table, &runs->items[k]);
+    }
+    return rc < 0 ? -1 : 0;
+}
+
 static PyObject *
 patch_batch(PyObject *module, PyObject *args)
 {
@@ -1090,7 +1142,7 @@ patch_batch(PyObject *module, PyObject *args)
                                      attr_sysflags, attr_store_ts_positions};
     PyObject *cols[N_PATCH_COLS] = {NULL};
     PyObject *phys_list = NULL, *qo_list = NULL, *result = NULL;
-    queue_run run = {NULL, 0};
+    queue_runs runs = {{{NULL, 0}}, 0, 0, 0};
     Py_ssize_t n = get_columns(batch, attrs, N_PATCH_COLS, cols, NULL, 0);
     if (n < 0 || (phys_list = PyList_New(n)) == NULL || (qo_list = PyList_New(n)) == NULL) {
         goto done;
@@ -1120,15 +1172,11 @@ patch_batch(PyObject *module, PyObject *args)
         long long phys = base + at;
         long long qo = 0;
         if (is_dispatched_to_queue(sysflag)) {
-            int same = run.key != NULL
-                       ? same_queue(cols[P_TOPICS], cols[P_QUEUE_IDS], i,
-                                    PyTuple_GET_ITEM(run.key, 0), PyTuple_GET_ITEM(run.key, 1))
-                       : 0;
-            if (same < 0 || (!same && start_queue_run(table, cols[P_TOPICS], cols[P_QUEUE_IDS],
-                                                      i, &run) < 0)) {
+            queue_run *run = find_queue_run(&runs, table, cols[P_TOPICS], cols[P_QUEUE_IDS], i);
+            if (run == NULL) {
                 goto done;
             }
-            qo = run.next++;
+            qo = run->next++;
         }
         PyObject *queue_offset = PyLong_FromLongLong(qo);
         PyObject *phys_obj = queue_offset != NULL ? PyLong_FromLongLong(phys) : NULL;
@@ -1143,12 +1191,12 @@ patch_batch(PyObject *module, PyObject *args)
         wr_u64(mem + at + ts_pos, (uint64_t)store_ts);
         memcpy(mem + at + ts_pos + STORE_TIMESTAMP_SIZE, host.buf, (size_t)host.len);
     }
-    if (end_queue_run(table, &run) == 0) {
+    if (end_queue_runs(table, &runs) == 0) {
         result = PyTuple_Pack(2, phys_list, qo_list);
     }
 
 done:
-    end_queue_run(table, &run);                 /* the offsets taken before an error */
+    end_queue_runs(table, &runs);               /* the offsets taken before an error */
     Py_XDECREF(phys_list);
     Py_XDECREF(qo_list);
     drop_columns(cols, N_PATCH_COLS);
@@ -1207,20 +1255,29 @@ queue_units(PyObject *module, PyObject *args)
             group_of[i] = -1;
             continue;
         }
-        if (last >= 0) {                        /* the queue of the record before? */
-            Py_ssize_t j = first_of[group_of[last]];
+        /* The queue of the record before, or one of the first QUEUE_RUNS queues: the
+         * batches of a producer feed one queue, or a few in turn; no dict for them. */
+        Py_ssize_t found = -1;
+        Py_ssize_t probes = n_groups < QUEUE_RUNS ? n_groups : QUEUE_RUNS;
+        for (Py_ssize_t k = last >= 0 ? -1 : 0; found < 0 && k < probes; k++) {
+            Py_ssize_t g = k < 0 ? group_of[last] : k;
+            if (k >= 0 && last >= 0 && g == group_of[last]) {
+                continue;                       /* probed first */
+            }
+            Py_ssize_t j = first_of[g];
             int same = same_queue(cols[U_TOPICS], cols[U_QUEUE_IDS], i,
                                   PyList_GET_ITEM(cols[U_TOPICS], j),
                                   PyList_GET_ITEM(cols[U_QUEUE_IDS], j));
             if (same < 0) {
                 goto done;
             }
-            if (same) {
-                group_of[i] = group_of[last];
-                count_of[group_of[i]]++;
-                last = i;
-                continue;
-            }
+            found = same ? g : -1;
+        }
+        if (found >= 0) {
+            group_of[i] = found;
+            count_of[found]++;
+            last = i;
+            continue;
         }
         last = i;
         PyObject *key = queue_key(cols[U_TOPICS], cols[U_QUEUE_IDS], i);

@@ -357,14 +357,16 @@ def test_queue_units_match_the_reference(data, records):
 
 @st.composite
 def runs_of_queues(draw: st.DrawFn) -> bytes:
-    """Records of two topics and two queues, so that neighbours often share a queue
-    (the runs patch_batch and queue_units keep), transaction records among them."""
-    n = draw(st.integers(1, 14))
+    """Records of a few topics and queues, so that neighbours often share a queue (the
+    runs patch_batch and queue_units keep), or of more queues than they keep runs for
+    (8); transaction records among them."""
+    wide = draw(st.booleans())
+    n = draw(st.integers(1, 40 if wide else 14))
     return b"".join(
         raw_record(
-            draw(st.sampled_from([b"a", b"b"])),
+            draw(st.sampled_from([b"a", b"b", b"c"] if wide else [b"a", b"b"])),
             b"",
-            queue_id=draw(st.sampled_from([0, 0, 1])),
+            queue_id=draw(st.sampled_from([0, 1, 2, 3, 4] if wide else [0, 0, 1])),
             sysflag=draw(
                 st.sampled_from(
                     [0, 0, 0, SysFlag.TRANSACTION_PREPARED, SysFlag.TRANSACTION_ROLLBACK]
