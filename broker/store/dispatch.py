@@ -63,11 +63,15 @@ def prepare_batch(store: DefaultMessageStore, batch: ScannedBatch) -> str | None
 def _queue_counts(topics: list[str], queue_ids: list[int]) -> Iterable[tuple[tuple[str, int], int]]:
     """``((topic, queue_id), records)`` per queue of a batch, in first-seen order.
 
-    A batch usually feeds one queue (a producer's SendBatch): two ``list.count``
-    calls see that without a Python step per record."""
+    A batch usually feeds one queue (a producer's SendBatch), or queues of one topic:
+    ``list.count`` sees that without a Python step per record, and the queues of one
+    topic are counted without a tuple per record."""
     n = len(topics)
-    if n and topics.count(topics[0]) == n and queue_ids.count(queue_ids[0]) == n:
-        return (((topics[0], queue_ids[0]), n),)
+    if n and topics.count(topics[0]) == n:
+        topic = topics[0]
+        if queue_ids.count(queue_ids[0]) == n:
+            return (((topic, queue_ids[0]), n),)
+        return [((topic, queue_id), count) for queue_id, count in Counter(queue_ids).items()]
     return Counter(zip(topics, queue_ids, strict=True)).items()
 
 
