@@ -313,6 +313,30 @@ empty_list(Py_ssize_t capacity)
     return list;
 }
 
+/* An int the scan made last, and its value: the records of a batch mostly have one size
+ * and one tag code, so their lists share one int instead of a new one per record. */
+typedef struct {
+    PyObject *obj;
+    long long value;
+} cached_int;
+
+static cached_int last_size, last_tags_code;
+
+/* *value* as an int (a new reference), *cache*'s when it holds that value. */
+static PyObject *
+same_int(cached_int *cache, long long value)
+{
+    if (cache->obj == NULL || cache->value != value) {
+        PyObject *made = PyLong_FromLongLong(value);
+        if (made == NULL) {
+            return NULL;
+        }
+        Py_XSETREF(cache->obj, made);
+        cache->value = value;
+    }
+    return Py_NewRef(cache->obj);
+}
+
 /* A str from bytes known to be valid UTF-8; *ascii* says whether all are < 0x80. */
 static PyObject *
 str_from(const unsigned char *p, Py_ssize_t n, int ascii)
@@ -512,7 +536,7 @@ extract_properties(PyObject **items, const unsigned char *props, Py_ssize_t prop
             }
         }
     }
-    items[L_TAGS_CODES] = PyLong_FromLong((long)(int32_t)code);
+    items[L_TAGS_CODES] = same_int(&last_tags_code, (int32_t)code);
     if (items[L_TAGS_CODES] == NULL) {
         return -1;
     }
@@ -652,7 +676,7 @@ scan_record(PyObject **lists, seen_topic *seen, int *n_seen, const unsigned char
         goto fail;
     }
     items[L_POSITIONS] = PyLong_FromSsize_t(pos);
-    items[L_SIZES] = PyLong_FromSsize_t(total);
+    items[L_SIZES] = same_int(&last_size, total);
     items[L_QUEUE_IDS] = PyLong_FromLong(queue_id);
     items[L_SYSFLAGS] = PyLong_FromLong(sysflag);
     items[L_STORE_TS_POSITIONS] = PyLong_FromSsize_t(store_ts_pos);
