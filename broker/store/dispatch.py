@@ -44,18 +44,24 @@ def prepare_batch(store: DefaultMessageStore, batch: ScannedBatch) -> str | None
     An ``OSError`` other than ENOSPC is raised (the caller turns the store read-only).
     """
     queue_offsets = store.commitlog.queue_offsets
-    what = ""
+    queue: tuple[str, int] | None = None  # the one being prepared, for a refusal's words
+    cq = None
     try:
-        for (topic, queue_id), count in _queue_counts(batch.topics, batch.queue_ids):
-            cq = store.consume_queues.find_or_create(topic, queue_id)
-            what = f"consume queue {topic}:{queue_id} in {cq.directory}"
-            cq.prepare(queue_offsets.get((topic, queue_id), 0), count)
+        for queue, count in _queue_counts(batch.topics, batch.queue_ids):
+            cq = None
+            cq = store.consume_queues.find_or_create(*queue)
+            cq.prepare(queue_offsets.get(queue, 0), count)
+        queue = None
         if store.config.message_index_enable:
-            what = f"index in {store.index.directory}"
             store.index.prepare(sum(map(len, batch.keys)))
     except OSError as exc:
         if exc.errno != errno.ENOSPC:
             raise
+        if queue is None:
+            what = f"index in {store.index.directory}"
+        else:
+            where = cq.directory if cq is not None else store.consume_queues.root_dir
+            what = f"consume queue {queue[0]}:{queue[1]} in {where}"
         return f"disk full: cannot reserve space for the {what} ({exc.strerror})"
     return None
 
