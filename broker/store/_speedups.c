@@ -73,6 +73,7 @@
 #define INDEX_ENTRY_SIZE 20         /* keyHash i32, phyOffset i64, timeDiff i32, prevIndex i32 */
 #define SLOTS_FETCHED_AHEAD 8       /* insert_entries: slots fetched ahead of the one written */
 #define QUEUE_RUNS 8                /* patch_batch, queue_units: queues followed without a dict */
+#define SCAN_ROOM_AHEAD 4096        /* scan_batch: records its lists make room for at once */
 
 /* -- big-endian access ---------------------------------------------------------- */
 
@@ -282,13 +283,14 @@ append_new(PyObject *list, PyObject *item)
     return rc;
 }
 
-/* The records a scan of buf[0:end] walks through if it succeeds: TOTALSIZE after
- * TOTALSIZE while each fits (where the walk stops, the scan refuses the blob). */
+/* The records a scan of buf[0:end] walks through if it succeeds, *limit* at most:
+ * TOTALSIZE after TOTALSIZE while each fits (where the walk stops, the scan refuses
+ * the blob). */
 static Py_ssize_t
-count_records(const unsigned char *buf, Py_ssize_t end)
+count_records(const unsigned char *buf, Py_ssize_t end, Py_ssize_t limit)
 {
     Py_ssize_t n = 0;
-    for (Py_ssize_t pos = 0; end - pos >= HEAD_SIZE;) {
+    for (Py_ssize_t pos = 0; n < limit && end - pos >= HEAD_SIZE;) {
         Py_ssize_t total = rd_i32(buf + pos);
         if (total < HEAD_SIZE || total > end - pos) {
             break;
@@ -910,9 +912,11 @@ scan_batch(PyObject *module, PyObject *args, PyObject *kwargs)
     idem_runs runs = {NULL, 0, 0};
     const unsigned char *buf = (const unsigned char *)view.buf;
     Py_ssize_t end = view.len;
-    Py_ssize_t records = count_records(buf, end);
+    /* room for the records ahead, but no more than SCAN_ROOM_AHEAD: a hostile blob of
+     * tiny records is refused after its first, before it has cost more than its bytes */
+    Py_ssize_t room = count_records(buf, end, SCAN_ROOM_AHEAD);
     for (int i = 0; i < N_LISTS; i++) {
-        if ((lists[i] = empty_list(records)) == NULL) {
+        if ((lists[i] = empty_list(room)) == NULL) {
             goto done;
         }
     }
@@ -1024,8 +1028,8 @@ PyDoc_STRVAR(patch_batch_doc,
 
 enum { P_POSITIONS, P_TOPICS, P_QUEUE_IDS, P_SYSFLAGS, P_STORE_TS_POSITIONS, N_PATCH_COLS };
 
-/* Whether record *i*'s (topic, queue id) equals *topic*, *queue_id* (the key of the
- * record before). Exact str and int only, as queue_key: comparing them runs no Python. */
+/* Whether record *i*'s (topic, queue id) equals *topic*, *queue_id* (the key of a run
+ * kept). Exact str and int only, as queue_key: comparing them runs no Python. */
 static int
 same_queue(PyObject *topics, PyObject *queue_ids, Py_ssize_t i, PyObject *topic,
            PyObject *queue_id)

@@ -252,6 +252,19 @@ def test_scan_of_forged_and_damaged_blobs_fails_like_the_reference(data, records
 
 
 @needs_native
+def test_scan_of_more_records_than_its_lists_make_room_for_matches_the_reference():
+    # scan_batch makes room for 4096 records at once; the lists grow past that as usual
+    blob = b"".join(record(topic=f"T{i % 3}", queue_id=i % 5, uniq=f"u{i}") for i in range(5000))
+    expected = outcome(py_scan_batch, blob, max_body_size=MAX)
+    assert outcome(native.scan_batch, blob, max_body_size=MAX) == expected
+    assert len(expected[1]) == 5000
+    bad = blob + b"\x00" * 10  # 5000 good records, then a cut head: refused whole
+    assert outcome(native.scan_batch, bad, max_body_size=MAX) == outcome(
+        py_scan_batch, bad, max_body_size=MAX
+    )
+
+
+@needs_native
 @fuzz
 @given(st.binary(max_size=400))
 def test_scan_of_garbage_fails_like_the_reference(garbage):
