@@ -170,14 +170,16 @@ async def main_async(
                 f"broker CPU {cpu_us:.1f} us/msg)"
             )
         for concurrency, n in ((1, 3000), (64, 20000)):
+            cpu_s = proc_cpu_s(broker_pid)
             rate, lat = await bench_send_single(stub, n, concurrency)
+            cpu_us = (proc_cpu_s(broker_pid) - cpu_s) / n * 1e6
             print(
                 f"SendMessage c={concurrency:<3} msgs/s       {rate:>14,.0f}"
                 f"{echo[f'single{concurrency}']:>16,.0f}"
                 f"{rate / echo[f'single{concurrency}']:>8.0%}   p50 {pct(lat, 0.5):.2f} ms "
                 f"p99 {pct(lat, 0.99):.2f} ms (echo p50 "
                 f"{echo[f'single{concurrency}_p50']:.2f} p99 "
-                f"{echo[f'single{concurrency}_p99']:.2f})"
+                f"{echo[f'single{concurrency}_p99']:.2f}; broker CPU {cpu_us:.0f} us/call)"
             )
         rate = await bench_pull(stub)
         print(
