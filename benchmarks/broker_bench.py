@@ -4,7 +4,8 @@
 
 Starts `pocketmq broker` in a subprocess on a free port, and an echo server
 (grpc.aio, no protobuf, the same bytes) in another; the client runs here on
-uvloop. 1 KiB bodies. Prints SendBatch msgs/s and MB/s for
+uvloop. 1 KiB bodies. Prints SendBatch msgs/s, MB/s and the broker's CPU per
+message (user + system, from /proc: the figure that holds on a busy machine) for
 batches of 32/128/512, single SendMessage at concurrency 1 and 64 with p50/p99
 latency, PullMessage msgs/s, and each against the echo ceiling. Not a test.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import signal
 import subprocess
@@ -27,6 +29,13 @@ from benchkit import BODY, free_port, machine, records, wait_port
 from pocketmq.v1 import broker_pb2, broker_pb2_grpc
 
 ECHO_METHOD = "/bench.Echo/Echo"
+
+
+def proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process *pid* so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def run_concurrently(n_calls: int, concurrency: int, call) -> list[float]:  # type: ignore[no-untyped-def]
@@ -136,7 +145,9 @@ uvloop.run(main(int(sys.argv[1])))
 """
 
 
-async def main_async(args: argparse.Namespace, broker_port: int, echo_port: int) -> None:
+async def main_async(
+    args: argparse.Namespace, broker_port: int, echo_port: int, broker_pid: int
+) -> None:
     async with grpc.aio.insecure_channel(
         f"127.0.0.1:{broker_port}",
         options=[
@@ -149,21 +160,26 @@ async def main_async(args: argparse.Namespace, broker_port: int, echo_port: int)
         echo = await echo_ceiling(echo_port, args.messages // 2)
         print(f"{'':32}{'PocketMQ':>14}{'bare grpc.aio':>16}{'ratio':>8}")
         for batch in (32, 128, 512):
+            cpu_s = proc_cpu_s(broker_pid)
             rate = await bench_send_batch(stub, args.messages, batch)
+            cpu_us = (proc_cpu_s(broker_pid) - cpu_s) / (args.messages // batch * batch) * 1e6
             ceiling = echo[f"batch{batch}"]
             print(
                 f"SendBatch x{batch:<4} 1 KiB msgs/s   {rate:>14,.0f}{ceiling:>16,.0f}"
-                f"{rate / ceiling:>8.0%}   ({rate * len(BODY) / 1e6:,.0f} MB/s)"
+                f"{rate / ceiling:>8.0%}   ({rate * len(BODY) / 1e6:,.0f} MB/s, "
+                f"broker CPU {cpu_us:.1f} us/msg)"
             )
         for concurrency, n in ((1, 3000), (64, 20000)):
+            cpu_s = proc_cpu_s(broker_pid)
             rate, lat = await bench_send_single(stub, n, concurrency)
+            cpu_us = (proc_cpu_s(broker_pid) - cpu_s) / n * 1e6
             print(
                 f"SendMessage c={concurrency:<3} msgs/s       {rate:>14,.0f}"
                 f"{echo[f'single{concurrency}']:>16,.0f}"
                 f"{rate / echo[f'single{concurrency}']:>8.0%}   p50 {pct(lat, 0.5):.2f} ms "
                 f"p99 {pct(lat, 0.99):.2f} ms (echo p50 "
                 f"{echo[f'single{concurrency}_p50']:.2f} p99 "
-                f"{echo[f'single{concurrency}_p99']:.2f})"
+                f"{echo[f'single{concurrency}_p99']:.2f}; broker CPU {cpu_us:.0f} us/call)"
             )
         rate = await bench_pull(stub)
         print(
@@ -216,7 +232,7 @@ def main() -> None:
     try:
         wait_port(broker_port)
         wait_port(echo_port)
-        uvloop.run(main_async(args, broker_port, echo_port))
+        uvloop.run(main_async(args, broker_port, echo_port, broker.pid))
     finally:
         for proc in (broker, echo):
             proc.send_signal(signal.SIGTERM)

@@ -351,17 +351,23 @@ class SendMessageProcessor:
         refusal names the first bad record.
         """
         topics, queue_ids = scanned.topics, scanned.queue_ids
+        n = len(topics)
         to_create: list[str] = []
+        # list.count compares by identity first: one topic or one queue (the usual
+        # batch) is seen without hashing or comparing a value per record
+        distinct = (topics[0],) if topics.count(topics[0]) == n else dict.fromkeys(topics)
         try:
-            limits = {
-                topic: self._write_queue_nums(topic, to_create) for topic in dict.fromkeys(topics)
-            }
+            limits = {topic: self._write_queue_nums(topic, to_create) for topic in distinct}
         except BrokerError:
             limits = None
         if limits is not None:
             if len(limits) == 1:
                 (limit,) = limits.values()
-                fits = min(queue_ids) >= 0 and max(queue_ids) < limit
+                first = queue_ids[0]
+                if queue_ids.count(first) == n:
+                    fits = 0 <= first < limit
+                else:
+                    fits = min(queue_ids) >= 0 and max(queue_ids) < limit
             else:
                 fits = all(0 <= q < limits[t] for t, q in set(zip(topics, queue_ids, strict=True)))
             if fits:

@@ -71,6 +71,9 @@
 #define INDEX_HEADER_SIZE 40
 #define HASH_SLOT_SIZE 4
 #define INDEX_ENTRY_SIZE 20         /* keyHash i32, phyOffset i64, timeDiff i32, prevIndex i32 */
+#define SLOTS_FETCHED_AHEAD 8       /* insert_entries: slots fetched ahead of the one written */
+#define QUEUE_RUNS 8                /* patch_batch, queue_units: queues followed without a dict */
+#define SCAN_ROOM_AHEAD 4096        /* scan_batch: records its lists make room for at once */
 
 /* -- big-endian access ---------------------------------------------------------- */
 
@@ -280,6 +283,62 @@ append_new(PyObject *list, PyObject *item)
     return rc;
 }
 
+/* The records a scan of buf[0:end] walks through if it succeeds, *limit* at most:
+ * TOTALSIZE after TOTALSIZE while each fits (where the walk stops, the scan refuses
+ * the blob). */
+static Py_ssize_t
+count_records(const unsigned char *buf, Py_ssize_t end, Py_ssize_t limit)
+{
+    Py_ssize_t n = 0;
+    for (Py_ssize_t pos = 0; n < limit && end - pos >= HEAD_SIZE;) {
+        Py_ssize_t total = rd_i32(buf + pos);
+        if (total < HEAD_SIZE || total > end - pos) {
+            break;
+        }
+        pos += total;
+        n++;
+    }
+    return n;
+}
+
+/* An empty list with room for *capacity* items: a scan appends one item per record to
+ * each of its lists, which would otherwise grow (and be copied) a dozen times each. The
+ * spare slots are NULL and past the list's size, where CPython's list keeps its
+ * over-allocation; appending past them grows the list as usual. */
+static PyObject *
+empty_list(Py_ssize_t capacity)
+{
+    PyObject *list = PyList_New(capacity);
+    if (list != NULL) {
+        Py_SET_SIZE(list, 0);
+    }
+    return list;
+}
+
+/* An int the scan made last, and its value: the records of a batch mostly have one size
+ * and one tag code, so their lists share one int instead of a new one per record. */
+typedef struct {
+    PyObject *obj;
+    long long value;
+} cached_int;
+
+static cached_int last_size, last_tags_code;
+
+/* *value* as an int (a new reference), *cache*'s when it holds that value. */
+static PyObject *
+same_int(cached_int *cache, long long value)
+{
+    if (cache->obj == NULL || cache->value != value) {
+        PyObject *made = PyLong_FromLongLong(value);
+        if (made == NULL) {
+            return NULL;
+        }
+        Py_XSETREF(cache->obj, made);
+        cache->value = value;
+    }
+    return Py_NewRef(cache->obj);
+}
+
 /* A str from bytes known to be valid UTF-8; *ascii* says whether all are < 0x80. */
 static PyObject *
 str_from(const unsigned char *p, Py_ssize_t n, int ascii)
@@ -297,11 +356,17 @@ str_from(const unsigned char *p, Py_ssize_t n, int ascii)
 static int
 all_ascii(const unsigned char *p, Py_ssize_t n)
 {
-    unsigned char acc = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    uint64_t acc = 0;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {                /* eight bytes a step: properties run long */
+        uint64_t word;
+        memcpy(&word, p + i, 8);
+        acc |= word;
+    }
+    for (; i < n; i++) {
         acc |= p[i];
     }
-    return acc < 0x80;
+    return (acc & UINT64_C(0x8080808080808080)) == 0;
 }
 
 /* [%|a-zA-Z0-9_-], common/validation.py's topic characters. */
@@ -473,13 +538,17 @@ extract_properties(PyObject **items, const unsigned char *props, Py_ssize_t prop
             }
         }
     }
-    items[L_TAGS_CODES] = PyLong_FromLong((long)(int32_t)code);
+    items[L_TAGS_CODES] = same_int(&last_tags_code, (int32_t)code);
     if (items[L_TAGS_CODES] == NULL) {
         return -1;
     }
 
     items[L_UNIQ_KEYS] = uniq.n > 0 ? str_from(uniq.p, uniq.n, ascii) : Py_NewRef(empty_str);
-    items[L_KEYS] = PyList_New(0);
+    Py_ssize_t n_keys = uniq.n > 0;
+    for (Py_ssize_t i = 0; i < keys.n; i++) {   /* pieces of KEYS: a non-space after a space */
+        n_keys += keys.p[i] != ' ' && (i == 0 || keys.p[i - 1] == ' ');
+    }
+    items[L_KEYS] = empty_list(n_keys);
     if (items[L_UNIQ_KEYS] == NULL || items[L_KEYS] == NULL) {
         return -1;
     }
@@ -609,7 +678,7 @@ scan_record(PyObject **lists, seen_topic *seen, int *n_seen, const unsigned char
         goto fail;
     }
     items[L_POSITIONS] = PyLong_FromSsize_t(pos);
-    items[L_SIZES] = PyLong_FromSsize_t(total);
+    items[L_SIZES] = same_int(&last_size, total);
     items[L_QUEUE_IDS] = PyLong_FromLong(queue_id);
     items[L_SYSFLAGS] = PyLong_FromLong(sysflag);
     items[L_STORE_TS_POSITIONS] = PyLong_FromSsize_t(store_ts_pos);
@@ -841,13 +910,16 @@ scan_batch(PyObject *module, PyObject *args, PyObject *kwargs)
     int n_seen = 0;
     unsigned markers = 0;
     idem_runs runs = {NULL, 0, 0};
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    Py_ssize_t end = view.len;
+    /* room for the records ahead, but no more than SCAN_ROOM_AHEAD: a hostile blob of
+     * tiny records is refused after its first, before it has cost more than its bytes */
+    Py_ssize_t room = count_records(buf, end, SCAN_ROOM_AHEAD);
     for (int i = 0; i < N_LISTS; i++) {
-        if ((lists[i] = PyList_New(0)) == NULL) {
+        if ((lists[i] = empty_list(room)) == NULL) {
             goto done;
         }
     }
-    const unsigned char *buf = (const unsigned char *)view.buf;
-    Py_ssize_t end = view.len;
     if (end == 0) {
         batch_error(str_illegal, "the batch holds no records");
         goto done;
@@ -956,6 +1028,133 @@ PyDoc_STRVAR(patch_batch_doc,
 
 enum { P_POSITIONS, P_TOPICS, P_QUEUE_IDS, P_SYSFLAGS, P_STORE_TS_POSITIONS, N_PATCH_COLS };
 
+/* Whether record *i*'s (topic, queue id) equals *topic*, *queue_id* (the key of a run
+ * kept). Exact str and int only, as queue_key: comparing them runs no Python. */
+static int
+same_queue(PyObject *topics, PyObject *queue_ids, Py_ssize_t i, PyObject *topic,
+           PyObject *queue_id)
+{
+    PyObject *t = PyList_GET_ITEM(topics, i), *q = PyList_GET_ITEM(queue_ids, i);
+    if (!PyUnicode_CheckExact(t) || !PyLong_CheckExact(q)) {
+        return 0;                               /* queue_key words the refusal */
+    }
+    if (q != queue_id) {
+        int eq = PyObject_RichCompareBool(q, queue_id, Py_EQ);
+        if (eq <= 0) {
+            return eq;
+        }
+    }
+    return t == topic || PyUnicode_Compare(t, topic) == 0;
+}
+
+/* A run of records of one queue in patch_batch: its key, and the next queue offset,
+ * held here and written to the table when the run ends (a dict update per queue and
+ * batch, not per record). */
+typedef struct {
+    PyObject *key;                              /* (topic, queue id), owned; NULL: none */
+    long long next;
+} queue_run;
+
+/* table[run.key] = run.next; the run is over. Keeps an exception already set. */
+static int
+end_queue_run(PyObject *table, queue_run *run)
+{
+    if (run->key == NULL) {
+        return 0;
+    }
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *next = PyLong_FromLongLong(run->next);
+    int rc = next != NULL ? PyDict_SetItem(table, run->key, next) : -1;
+    Py_XDECREF(next);
+    Py_CLEAR(run->key);
+    if (type != NULL) {
+        if (rc < 0) {
+            PyErr_Clear();
+        }
+        PyErr_Restore(type, value, tb);
+        return -1;
+    }
+    return rc;
+}
+
+/* Start the run of record *i*'s queue at table.get(key, 0). */
+static int
+start_queue_run(PyObject *table, PyObject *topics, PyObject *queue_ids, Py_ssize_t i,
+                queue_run *run)
+{
+    if (end_queue_run(table, run) < 0) {
+        return -1;
+    }
+    PyObject *key = queue_key(topics, queue_ids, i);
+    if (key == NULL) {
+        return -1;
+    }
+    PyObject *current = PyDict_GetItemWithError(table, key);  /* borrowed */
+    long long next = 0;
+    if (current != NULL) {
+        next = PyLong_AsLongLong(current);
+    }
+    if (PyErr_Occurred()) {
+        Py_DECREF(key);
+        return -1;
+    }
+    run->key = key;
+    run->next = next;
+    return 0;
+}
+
+/* The runs patch_batch keeps: QUEUE_RUNS queues at most, the oldest ended for a new one. */
+typedef struct {
+    queue_run items[QUEUE_RUNS];
+    int n;                                      /* runs in use */
+    int last;                                   /* the run of the record before */
+    int oldest;                                 /* the next to end when all are in use */
+} queue_runs;
+
+/* The run of record *i*'s queue, started (from the table) when none is kept; NULL on error. */
+static queue_run *
+find_queue_run(queue_runs *runs, PyObject *table, PyObject *topics, PyObject *queue_ids,
+               Py_ssize_t i)
+{
+    for (int k = -1; k < runs->n; k++) {        /* the run of the record before first */
+        int at = k < 0 ? runs->last : k;
+        if (at >= runs->n || (k >= 0 && at == runs->last)) {
+            continue;
+        }
+        PyObject *key = runs->items[at].key;
+        int same = same_queue(topics, queue_ids, i, PyTuple_GET_ITEM(key, 0),
+                              PyTuple_GET_ITEM(key, 1));
+        if (same < 0) {
+            return NULL;
+        }
+        if (same) {
+            runs->last = at;
+            return &runs->items[at];
+        }
+    }
+    int at = runs->n < QUEUE_RUNS ? runs->n++ : runs->oldest;
+    if (at == runs->oldest && runs->n == QUEUE_RUNS) {
+        runs->oldest = (runs->oldest + 1) % QUEUE_RUNS;
+    }
+    if (start_queue_run(table, topics, queue_ids, i, &runs->items[at]) < 0) {
+        return NULL;
+    }
+    runs->last = at;
+    return &runs->items[at];
+}
+
+/* End every run (the table gets their next offsets); keeps an exception already set. */
+static int
+end_queue_runs(PyObject *table, queue_runs *runs)
+{
+    int rc = 0;
+    for (int k = 0; k < runs->n; k++) {
+        rc |= end_queue_run(table, &runs->items[k]);
+    }
+    return rc < 0 ? -1 : 0;
+}
+
 static PyObject *
 patch_batch(PyObject *module, PyObject *args)
 {
@@ -971,6 +1170,7 @@ patch_batch(PyObject *module, PyObject *args)
                                      attr_sysflags, attr_store_ts_positions};
     PyObject *cols[N_PATCH_COLS] = {NULL};
     PyObject *phys_list = NULL, *qo_list = NULL, *result = NULL;
+    queue_runs runs = {{{NULL, 0}}, 0, 0, 0};
     Py_ssize_t n = get_columns(batch, attrs, N_PATCH_COLS, cols, NULL, 0);
     if (n < 0 || (phys_list = PyList_New(n)) == NULL || (qo_list = PyList_New(n)) == NULL) {
         goto done;
@@ -998,51 +1198,33 @@ patch_batch(PyObject *module, PyObject *args)
         }
         Py_ssize_t at = rel + pos;
         long long phys = base + at;
-        PyObject *queue_offset;                 /* new reference */
+        long long qo = 0;
         if (is_dispatched_to_queue(sysflag)) {
-            PyObject *key = queue_key(cols[P_TOPICS], cols[P_QUEUE_IDS], i);
-            if (key == NULL) {
+            queue_run *run = find_queue_run(&runs, table, cols[P_TOPICS], cols[P_QUEUE_IDS], i);
+            if (run == NULL) {
                 goto done;
             }
-            PyObject *current = PyDict_GetItemWithError(table, key);  /* borrowed */
-            if (current == NULL && PyErr_Occurred()) {
-                Py_DECREF(key);
-                goto done;
-            }
-            queue_offset = current ? Py_NewRef(current) : PyLong_FromLong(0);
-            long long next = queue_offset ? PyLong_AsLongLong(queue_offset) : -1;
-            PyObject *next_obj = (next == -1 && PyErr_Occurred()) ? NULL
-                                 : PyLong_FromLongLong(next + 1);
-            int rc = next_obj ? PyDict_SetItem(table, key, next_obj) : -1;
-            Py_XDECREF(next_obj);
-            Py_DECREF(key);
-            if (rc < 0) {
-                Py_XDECREF(queue_offset);
-                goto done;
-            }
+            qo = run->next++;
         }
-        else {
-            queue_offset = PyLong_FromLong(0);
-            if (queue_offset == NULL) {
-                goto done;
-            }
-        }
-        PyList_SET_ITEM(qo_list, i, queue_offset);  /* steals */
-        long long qo = PyLong_AsLongLong(queue_offset);
-        PyObject *phys_obj = PyLong_FromLongLong(phys);
-        if ((qo == -1 && PyErr_Occurred()) || phys_obj == NULL) {
-            Py_XDECREF(phys_obj);
+        PyObject *queue_offset = PyLong_FromLongLong(qo);
+        PyObject *phys_obj = queue_offset != NULL ? PyLong_FromLongLong(phys) : NULL;
+        if (phys_obj == NULL) {
+            Py_XDECREF(queue_offset);
             goto done;
         }
+        PyList_SET_ITEM(qo_list, i, queue_offset);  /* steals */
         PyList_SET_ITEM(phys_list, i, phys_obj);
         wr_u64(mem + at + POS_QUEUEOFFSET, (uint64_t)qo);
         wr_u64(mem + at + POS_PHYSICALOFFSET, (uint64_t)phys);
         wr_u64(mem + at + ts_pos, (uint64_t)store_ts);
         memcpy(mem + at + ts_pos + STORE_TIMESTAMP_SIZE, host.buf, (size_t)host.len);
     }
-    result = PyTuple_Pack(2, phys_list, qo_list);
+    if (end_queue_runs(table, &runs) == 0) {
+        result = PyTuple_Pack(2, phys_list, qo_list);
+    }
 
 done:
+    end_queue_runs(table, &runs);               /* the offsets taken before an error */
     Py_XDECREF(phys_list);
     Py_XDECREF(qo_list);
     drop_columns(cols, N_PATCH_COLS);
@@ -1091,6 +1273,7 @@ queue_units(PyObject *module, PyObject *args)
     }
     /* Pass 1: the run of each record, numbered in first-seen order. */
     Py_ssize_t n_groups = 0;
+    Py_ssize_t last = -1;                       /* the dispatched record before */
     for (Py_ssize_t i = 0; i < n; i++) {
         long sysflag = PyLong_AsLong(PyList_GET_ITEM(cols[U_SYSFLAGS], i));
         if (sysflag == -1 && PyErr_Occurred()) {
@@ -1100,6 +1283,31 @@ queue_units(PyObject *module, PyObject *args)
             group_of[i] = -1;
             continue;
         }
+        /* The queue of the record before, or one of the first QUEUE_RUNS queues: the
+         * batches of a producer feed one queue, or a few in turn; no dict for them. */
+        Py_ssize_t found = -1;
+        Py_ssize_t probes = n_groups < QUEUE_RUNS ? n_groups : QUEUE_RUNS;
+        for (Py_ssize_t k = last >= 0 ? -1 : 0; found < 0 && k < probes; k++) {
+            Py_ssize_t g = k < 0 ? group_of[last] : k;
+            if (k >= 0 && last >= 0 && g == group_of[last]) {
+                continue;                       /* probed first */
+            }
+            Py_ssize_t j = first_of[g];
+            int same = same_queue(cols[U_TOPICS], cols[U_QUEUE_IDS], i,
+                                  PyList_GET_ITEM(cols[U_TOPICS], j),
+                                  PyList_GET_ITEM(cols[U_QUEUE_IDS], j));
+            if (same < 0) {
+                goto done;
+            }
+            found = same ? g : -1;
+        }
+        if (found >= 0) {
+            group_of[i] = found;
+            count_of[found]++;
+            last = i;
+            continue;
+        }
+        last = i;
         PyObject *key = queue_key(cols[U_TOPICS], cols[U_QUEUE_IDS], i);
         if (key == NULL) {
             goto done;
@@ -1205,7 +1413,12 @@ index_key_hashes(PyObject *module, PyObject *args)
                      n, PyList_GET_SIZE(keys), PyList_GET_SIZE(phys_offsets));
         return NULL;
     }
-    PyObject *hashes = PyList_New(0), *entry_phys = PyList_New(0), *result = NULL;
+    Py_ssize_t n_keys = 0;                      /* room for every key: a list grows once */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *record_keys = PyList_GET_ITEM(keys, i);
+        n_keys += PyList_Check(record_keys) ? PyList_GET_SIZE(record_keys) : 0;
+    }
+    PyObject *hashes = empty_list(n_keys), *entry_phys = empty_list(n_keys), *result = NULL;
     PyObject *prefix_of = NULL;                 /* topic whose "topic#" hash is in prefix */
     uint32_t prefix = 0;
     if (hashes == NULL || entry_phys == NULL) {
@@ -1306,30 +1519,49 @@ insert_entries(PyObject *module, PyObject *args)
         PyErr_Format(PyExc_OverflowError, "timeDiff %lld does not fit an i32", time_diff_s);
         goto done;
     }
-    Py_ssize_t new_slots = 0;
-    for (Py_ssize_t i = first; i < first + todo; i++) {
-        long long key_hash = PyLong_AsLongLong(PyList_GET_ITEM(hashes, i));
-        long long phys = PyLong_AsLongLong(PyList_GET_ITEM(phys_offsets, i));
+    /* The slots are spread over the whole table (20 MB by default), each store a cache
+     * miss: read every hash first, then write with the slot SLOTS_FETCHED_AHEAD entries on
+     * already on its way, so the misses overlap instead of following one another. */
+    int32_t *key_hashes = PyMem_New(int32_t, todo > 0 ? todo : 1);
+    int64_t *entry_phys = PyMem_New(int64_t, todo > 0 ? todo : 1);
+    Py_ssize_t *slot_of = PyMem_New(Py_ssize_t, todo > 0 ? todo : 1);
+    if (key_hashes == NULL || entry_phys == NULL || slot_of == NULL) {
+        PyErr_NoMemory();
+        goto free_arrays;
+    }
+    for (Py_ssize_t i = 0; i < todo; i++) {
+        long long key_hash = PyLong_AsLongLong(PyList_GET_ITEM(hashes, first + i));
+        long long phys = PyLong_AsLongLong(PyList_GET_ITEM(phys_offsets, first + i));
         if (PyErr_Occurred()) {
-            goto done;
+            goto free_arrays;
         }
         if (key_hash < INT32_MIN || key_hash > INT32_MAX) {
             PyErr_Format(PyExc_OverflowError, "key hash %lld does not fit an i32", key_hash);
-            goto done;
+            goto free_arrays;
         }
         long long slot = key_hash % slots;       /* Python's %: never negative */
         if (slot < 0) {
             slot += slots;
         }
-        unsigned char *slot_at = mem + INDEX_HEADER_SIZE + slot * HASH_SLOT_SIZE;
+        key_hashes[i] = (int32_t)key_hash;
+        entry_phys[i] = phys;
+        slot_of[i] = (Py_ssize_t)slot;
+    }
+    Py_ssize_t new_slots = 0;
+    for (Py_ssize_t i = 0; i < todo; i++) {
+        if (i + SLOTS_FETCHED_AHEAD < todo) {
+            Py_ssize_t ahead = slot_of[i + SLOTS_FETCHED_AHEAD];
+            __builtin_prefetch(mem + INDEX_HEADER_SIZE + ahead * HASH_SLOT_SIZE, 1);
+        }
+        unsigned char *slot_at = mem + INDEX_HEADER_SIZE + slot_of[i] * HASH_SLOT_SIZE;
         int32_t prev = rd_i32(slot_at);
         if (prev <= 0 || prev >= count) {       /* empty, or stale past the entries written */
             prev = 0;
             new_slots++;
         }
         unsigned char *entry = mem + entry_base + count * INDEX_ENTRY_SIZE;
-        wr_u32(entry, (uint32_t)key_hash);
-        wr_u64(entry + 4, (uint64_t)phys);
+        wr_u32(entry, (uint32_t)key_hashes[i]);
+        wr_u64(entry + 4, (uint64_t)entry_phys[i]);
         wr_u32(entry + 12, (uint32_t)time_diff_s);
         wr_u32(entry + 16, (uint32_t)prev);
         wr_u32(slot_at, (uint32_t)count);
@@ -1337,6 +1569,10 @@ insert_entries(PyObject *module, PyObject *args)
     }
     result = PyLong_FromSsize_t(new_slots);
 
+free_arrays:
+    PyMem_Free(key_hashes);
+    PyMem_Free(entry_phys);
+    PyMem_Free(slot_of);
 done:
     PyBuffer_Release(&mm);
     return result;

@@ -22,6 +22,7 @@ import errno
 import logging
 import time
 from collections import Counter
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.store.batch import ScannedBatch
@@ -43,22 +44,41 @@ def prepare_batch(store: DefaultMessageStore, batch: ScannedBatch) -> str | None
     An ``OSError`` other than ENOSPC is raised (the caller turns the store read-only).
     """
     queue_offsets = store.commitlog.queue_offsets
-    what = ""
+    queue: tuple[str, int] | None = None  # the one being prepared, for a refusal's words
+    cq = None
     try:
-        for (topic, queue_id), count in Counter(
-            zip(batch.topics, batch.queue_ids, strict=True)
-        ).items():
-            cq = store.consume_queues.find_or_create(topic, queue_id)
-            what = f"consume queue {topic}:{queue_id} in {cq.directory}"
-            cq.prepare(queue_offsets.get((topic, queue_id), 0), count)
+        for queue, count in _queue_counts(batch.topics, batch.queue_ids):
+            cq = None
+            cq = store.consume_queues.find_or_create(*queue)
+            cq.prepare(queue_offsets.get(queue, 0), count)
+        queue = None
         if store.config.message_index_enable:
-            what = f"index in {store.index.directory}"
             store.index.prepare(sum(map(len, batch.keys)))
     except OSError as exc:
         if exc.errno != errno.ENOSPC:
             raise
+        if queue is None:
+            what = f"index in {store.index.directory}"
+        else:
+            where = cq.directory if cq is not None else store.consume_queues.root_dir
+            what = f"consume queue {queue[0]}:{queue[1]} in {where}"
         return f"disk full: cannot reserve space for the {what} ({exc.strerror})"
     return None
+
+
+def _queue_counts(topics: list[str], queue_ids: list[int]) -> Iterable[tuple[tuple[str, int], int]]:
+    """``((topic, queue_id), records)`` per queue of a batch, in first-seen order.
+
+    A batch usually feeds one queue (a producer's SendBatch), or queues of one topic:
+    ``list.count`` sees that without a Python step per record, and the queues of one
+    topic are counted without a tuple per record."""
+    n = len(topics)
+    if n and topics.count(topics[0]) == n:
+        topic = topics[0]
+        if queue_ids.count(queue_ids[0]) == n:
+            return (((topic, queue_ids[0]), n),)
+        return [((topic, queue_id), count) for queue_id, count in Counter(queue_ids).items()]
+    return Counter(zip(topics, queue_ids, strict=True)).items()
 
 
 class DispatchCatchUp:

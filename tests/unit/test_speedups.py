@@ -252,6 +252,19 @@ def test_scan_of_forged_and_damaged_blobs_fails_like_the_reference(data, records
 
 
 @needs_native
+def test_scan_of_more_records_than_its_lists_make_room_for_matches_the_reference():
+    # scan_batch makes room for 4096 records at once; the lists grow past that as usual
+    blob = b"".join(record(topic=f"T{i % 3}", queue_id=i % 5, uniq=f"u{i}") for i in range(5000))
+    expected = outcome(py_scan_batch, blob, max_body_size=MAX)
+    assert outcome(native.scan_batch, blob, max_body_size=MAX) == expected
+    assert len(expected[1]) == 5000
+    bad = blob + b"\x00" * 10  # 5000 good records, then a cut head: refused whole
+    assert outcome(native.scan_batch, bad, max_body_size=MAX) == outcome(
+        py_scan_batch, bad, max_body_size=MAX
+    )
+
+
+@needs_native
 @fuzz
 @given(st.binary(max_size=400))
 def test_scan_of_garbage_fails_like_the_reference(garbage):
@@ -353,6 +366,79 @@ def test_queue_units_match_the_reference(data, records):
     assert native.queue_units(batch, phys, queue_offsets) == py_queue_units(
         batch, phys, queue_offsets
     )
+
+
+@st.composite
+def runs_of_queues(draw: st.DrawFn) -> bytes:
+    """Records of a few topics and queues, so that neighbours often share a queue (the
+    runs patch_batch and queue_units keep), or of more queues than they keep runs for
+    (8); transaction records among them."""
+    wide = draw(st.booleans())
+    n = draw(st.integers(1, 40 if wide else 14))
+    return b"".join(
+        raw_record(
+            draw(st.sampled_from([b"a", b"b", b"c"] if wide else [b"a", b"b"])),
+            b"",
+            queue_id=draw(st.sampled_from([0, 1, 2, 3, 4] if wide else [0, 0, 1])),
+            sysflag=draw(
+                st.sampled_from(
+                    [0, 0, 0, SysFlag.TRANSACTION_PREPARED, SysFlag.TRANSACTION_ROLLBACK]
+                )
+            ),
+        )
+        for _ in range(n)
+    )
+
+
+@needs_native
+@fuzz
+@given(st.data(), runs_of_queues(), st.booleans())
+def test_patch_and_queue_units_of_runs_of_one_queue_match_the_reference(data, blob, native_scan):
+    # the native scan gives every record of a topic one str; the reference one str each
+    scan = native.scan_batch if native_scan else py_scan_batch
+    batch = scan(blob, max_body_size=MAX)
+    table = {
+        (t, q): data.draw(st.integers(0, 2**40))
+        for t, q in zip(batch.topics, batch.queue_ids, strict=True)
+        if data.draw(st.booleans())
+    }
+    results = []
+    for patch, units in (
+        (py_patch_batch, py_queue_units),
+        (native.patch_batch, native.queue_units),
+    ):
+        buf = bytearray(blob)
+        mine = dict(table)
+        phys, queue_offsets = patch(buf, 0, 1000, batch, mine, T0, HOST4)
+        results.append((bytes(buf), mine, phys, queue_offsets, units(batch, phys, queue_offsets)))
+    assert results[0] == results[1]
+
+
+class _Topic(str):
+    pass
+
+
+@needs_native
+def test_patch_and_queue_units_refuse_a_topic_that_is_not_exactly_a_str_mid_run():
+    blob = record(topic="T") + record(topic="T")
+    batch = py_scan_batch(blob, max_body_size=MAX)
+    batch.topics[1] = _Topic("T")  # equal to the run's topic, but its == could run Python
+    with pytest.raises(TypeError, match="must be str and int"):
+        native.patch_batch(bytearray(blob), 0, 0, batch, {}, T0, HOST4)
+    with pytest.raises(TypeError, match="must be str and int"):
+        native.queue_units(batch, [0, 100], [0, 1])
+
+
+@needs_native
+def test_a_patch_that_fails_keeps_the_queue_offsets_it_took_before():
+    blob = record(topic="T") + record(topic="T")
+    batch = py_scan_batch(blob, max_body_size=MAX)
+    table = {("T", 0): 5}
+    # the second record's STOREHOST (bytes 64..72 of it) would end past the buffer
+    short = bytearray(blob[: batch.sizes[0] + 60])
+    with pytest.raises(ValueError, match="does not fit"):
+        native.patch_batch(short, 0, 0, batch, table, T0, HOST4)
+    assert table == {("T", 0): 6}
 
 
 @needs_native
