@@ -12,8 +12,10 @@ of the broker's de-duplication state.
    ``--seconds`` each (the best round of each is kept, as noise only slows), with
    the CPU time one message cost the client and the broker process (the least of
    the rounds; steadier than the rates on a shared machine; then the medians, and
-   what idempotence adds to their sum), and how many OUT_OF_ORDER_SEQUENCE answers
-   the idempotent producer met.
+   what idempotence adds to their sum), each round's overhead of its two runs back to
+   back (and their median: a load that comes and goes meets both runs of a round, where
+   the best of each may come from different moments), and how many
+   OUT_OF_ORDER_SEQUENCE answers the idempotent producer met.
 2. Recovery: a child process appends ``--log-mib`` MiB of stamped 1 KiB records
    (1,000 producer ids x 8 queues, batches of 64) to a store and dies (``os._exit``,
    abort file left); the parent times ``start()`` (the crash recovery that rebuilds
@@ -172,6 +174,7 @@ async def throughput(
                 f"{idem_broker:.2f} vs {plain_broker:.2f}; idempotence adds "
                 f"{((idem_client + idem_broker) / (plain_client + plain_broker) - 1) * 100:+.1f}%"
             )
+            print(f"  paired rounds (the two runs of a round, back to back): {_paired(cpu)}")
             opened, out_of_order, renumbered = (
                 after - was for after, was in zip(_idempotence_counts(idem), before, strict=True)
             )
@@ -182,6 +185,24 @@ async def throughput(
             )
     for what, count in sorted(FAILURES.items()):
         print(f"  failed {count}x  {what}")
+
+
+def _paired(rounds: dict[bool, list[Round]]) -> str:
+    """The overhead of each round's idempotent run over its plain one (back to back, so a
+    load that comes and goes on a shared machine mostly meets both), and their median."""
+    rates = [
+        (plain.rate - idem.rate) / plain.rate * 100
+        for idem, plain in zip(rounds[True], rounds[False], strict=True)
+    ]
+    cpu = [
+        ((idem.client_us + idem.broker_us) / (plain.client_us + plain.broker_us) - 1) * 100
+        for idem, plain in zip(rounds[True], rounds[False], strict=True)
+    ]
+    return (
+        f"msg/s {', '.join(f'{r:+.1f}%' for r in rates)} fewer (median "
+        f"{statistics.median(rates):+.1f}%); CPU µs/msg {', '.join(f'{c:+.1f}%' for c in cpu)} "
+        f"more (median {statistics.median(cpu):+.1f}%)"
+    )
 
 
 def _idempotence_counts(producer: Producer) -> tuple[int, int, int]:

@@ -249,8 +249,15 @@ class Lane:
         """:meth:`Ticket.close` of a bare sequence (once)."""
         self.open.remove(seq)
         if self._waiting is not None:
-            _wake(self._waiting.pop(seq, None))
-            if not self._waiting:
+            self.woken(seq)
+
+    def woken(self, seq: int) -> None:
+        """Wake the tasks waiting for the bare sequence *seq*, just closed (the second
+        half of :meth:`close_one`, when some wait)."""
+        waiting = self._waiting
+        if waiting is not None:
+            _wake(waiting.pop(seq, None))
+            if not waiting:
                 self._waiting = None
 
     def withdraw_one(self, seq: int) -> bool:

@@ -352,7 +352,7 @@ async def send_coalesced(
     when chosen already), through the accumulator, its first try inline (no closure, no
     request object while all goes well: the retry machinery starts after a failure).
     ``Producer.send`` runs the same steps itself while the queue's lane is open
-    (:func:`number`, :func:`first_failed`, :func:`answered`)."""
+    (:func:`number` and :func:`answered` inline, then :func:`first_failed`)."""
     routes, accumulator = producer._running()
     sessions = producer._sessions
     assert sessions is not None

@@ -49,10 +49,8 @@ from pocketmq.client.fault_strategy import LatencyFaultTolerance, QueueSelector
 from pocketmq.client.heartbeat import HeartbeatService, local_ip, make_client_id
 from pocketmq.client.idempotence import ProducerSessionManager
 from pocketmq.client.idempotent_send import (
-    answered,
     first_failed,
     not_stored_ok,
-    number,
     record_encoder,
     send_coalesced,
     send_idempotent,
@@ -294,7 +292,29 @@ class Producer:
             addr = routes.addr_of(mq.broker_name)
             if lane is None or addr is None:
                 return await send_coalesced(self, msg, uniq_key, deadline, budget_s, mq)
-            seq, record = number(self, lane, mq, msg, uniq_key)
+            # number() and answered() inline, with Lane.take_one / close_one: per message,
+            # each call layer costs as much as the numbering itself
+            seq = lane.next_seq
+            lane.next_seq = seq + 1
+            opened = lane.open
+            opened.append(seq)
+            session = lane.session
+            pid = session.producer_id
+            try:
+                record = encode_messages(
+                    (msg,),
+                    (uniq_key,),
+                    mq.queue_id,
+                    self._born_host,
+                    self._clock.now_ms(),
+                    cfg.compress_over_bytes,
+                    0,
+                    (pid, session.epoch, seq) if pid else None,
+                )
+            except BaseException:
+                if not lane.withdraw_one(seq):  # numbered, never sent: a gap unless handed back
+                    sessions.retire(session)
+                raise
             try:
                 receipt = await accumulator.add(addr, record, deadline)
             except ClientError as exc:
@@ -303,7 +323,11 @@ class Producer:
             except BaseException:
                 lane.close_one(seq)
                 raise
-            result = answered(self, mq, lane, seq, receipt, started)
+            opened.remove(seq)
+            if lane._waiting is not None:  # a failed request waits for this one
+                lane.woken(seq)
+            self.fault.update(mq.broker_name, (self._clock.monotonic() - started) * 1000)
+            result = _result(receipt, mq)
             if result.status is SendStatus.SEND_OK:
                 return result
             return await not_stored_ok(self, msg, uniq_key, mq, result, deadline, budget_s)

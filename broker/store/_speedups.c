@@ -710,59 +710,71 @@ enum {
     IDEM_RUN_SEARCH = 16,       /* producer_state.RUN_SEARCH */
 };
 
-/* -?[0-9]{1,20} into *out; 0 when it is not one or lies outside int64. */
-static int
-idem_decimal(const unsigned char *p, Py_ssize_t n, int64_t *out)
+/* One field of a stamp, -?[0-9]{1,20} within int64, at *p* and ended by *term* (or by
+ * *stop*, when term is 0), into *out*: one pass, no search for the terminator first.
+ * Returns the position past the terminator, NULL when the field is not one. */
+static const unsigned char *
+idem_field(const unsigned char *p, const unsigned char *stop, unsigned char term, int64_t *out)
 {
-    int neg = n > 0 && p[0] == '-';
-    if (n - neg < 1 || n - neg > 20) {
-        return 0;
-    }
+    int neg = p < stop && *p == '-';
+    p += neg;
+    const unsigned char *first = p;
     uint64_t v = 0;
-    for (Py_ssize_t i = neg; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9') {
-            return 0;
-        }
-        unsigned d = (unsigned)(p[i] - '0');
+    /* 19 digits stay below 10**19 < UINT64_MAX: only a 20th can overflow */
+    while (p < stop && p - first < 19 && (unsigned)(*p - '0') <= 9) {
+        v = v * 10 + (unsigned)(*p++ - '0');
+    }
+    if (p < stop && p - first == 19 && (unsigned)(*p - '0') <= 9) {
+        unsigned d = (unsigned)(*p++ - '0');
         if (v > (UINT64_MAX - d) / 10) {
-            return 0;
+            return NULL;
         }
         v = v * 10 + d;
     }
-    if (v > (uint64_t)INT64_MAX) {
-        return 0;                   /* past every range a field may have */
+    if (p == first || v > (uint64_t)INT64_MAX) {
+        return NULL;                /* no digit, or past every range a field may have */
+    }
+    if (term ? p >= stop || *p != term : p != stop) {
+        return NULL;                /* a 21st digit, or any other character */
     }
     *out = neg ? -(int64_t)v : (int64_t)v;
-    return 1;
+    return p + 1;
+}
+
+/* Where the value of the stamp of the record ending at *end* begins (past "PMQ_IDEM\x01"),
+ * NULL when the record has no stamp property last. */
+static const unsigned char *
+idem_value(const unsigned char *buf, Py_ssize_t end)
+{
+    Py_ssize_t start = end > IDEM_TAIL_WINDOW ? end - IDEM_TAIL_WINDOW : 0;
+    if (end <= start || buf[end - 1] != 0x02) {
+        return NULL;
+    }
+    Py_ssize_t k = end - IDEM_NEEDLE_LEN;
+    while (k >= start && (buf[k] != 0x02 || memcmp(buf + k, IDEM_NEEDLE, IDEM_NEEDLE_LEN))) {
+        k--;
+    }
+    return k < start ? NULL : buf + k + IDEM_NEEDLE_LEN;
+}
+
+static int
+idem_in_range(const int64_t *ident)
+{
+    return ident[0] > 0 && ident[1] >= 0 && ident[1] <= INT32_MAX && ident[2] >= -1
+           && ident[2] < ((int64_t)1 << 62);
 }
 
 /* idempotence_of: the stamp of the record ending at *end*; 1 if it has a valid one. */
 static int
 idem_of(const unsigned char *buf, Py_ssize_t end, int64_t *ident)
 {
-    Py_ssize_t start = end > IDEM_TAIL_WINDOW ? end - IDEM_TAIL_WINDOW : 0;
-    if (end <= start || buf[end - 1] != 0x02) {
+    const unsigned char *p = idem_value(buf, end), *stop = buf + end - 1;
+    if (p == NULL || (p = idem_field(p, stop, '.', &ident[0])) == NULL
+        || (p = idem_field(p, stop, '.', &ident[1])) == NULL
+        || idem_field(p, stop, 0, &ident[2]) == NULL) {
         return 0;
     }
-    Py_ssize_t k = end - IDEM_NEEDLE_LEN;
-    while (k >= start && (buf[k] != 0x02 || memcmp(buf + k, IDEM_NEEDLE, IDEM_NEEDLE_LEN))) {
-        k--;
-    }
-    if (k < start) {
-        return 0;
-    }
-    const unsigned char *p = buf + k + IDEM_NEEDLE_LEN, *stop = buf + end - 1;
-    for (int f = 0; f < 3; f++) {   /* three fields, the first two ended by a dot */
-        const unsigned char *dot = f < 2 && p <= stop ? memchr(p, '.', (size_t)(stop - p)) : NULL;
-        const unsigned char *field_end = f < 2 ? dot : stop;
-        if (field_end == NULL || p > field_end
-            || !idem_decimal(p, field_end - p, &ident[f])) {
-            return 0;
-        }
-        p = field_end + 1;
-    }
-    return ident[0] > 0 && ident[1] >= 0 && ident[1] <= INT32_MAX && ident[2] >= -1
-           && ident[2] < ((int64_t)1 << 62);
+    return idem_in_range(ident);
 }
 
 typedef struct {
@@ -775,6 +787,11 @@ typedef struct {
 typedef struct {
     idem_run *items;
     Py_ssize_t n, cap;
+    /* the "<pid>.<epoch>." of the last stamp parsed (in the scanned buffer) and its
+     * values: the records of a producer repeat it, so only their sequence is parsed */
+    const unsigned char *head;
+    Py_ssize_t head_len;
+    int64_t head_pid, head_epoch;
 } idem_runs;
 
 static void
@@ -786,13 +803,42 @@ idem_runs_free(idem_runs *runs)
     PyMem_Free(runs->items);
 }
 
+/* idem_of, for the records of one scan: a stamp that begins with the "<pid>.<epoch>."
+ * of the one before has only its sequence parsed (the same bytes, the same values). */
+static int
+idem_of_next(idem_runs *runs, const unsigned char *buf, Py_ssize_t end, int64_t *ident)
+{
+    const unsigned char *p = idem_value(buf, end), *stop = buf + end - 1;
+    if (p == NULL) {
+        return 0;
+    }
+    Py_ssize_t n = runs->head_len;
+    if (n > 0 && stop - p >= n && memcmp(p, runs->head, (size_t)n) == 0) {
+        ident[0] = runs->head_pid;
+        ident[1] = runs->head_epoch;
+        p += n;
+    }
+    else {
+        const unsigned char *seq = idem_field(p, stop, '.', &ident[0]);
+        if (seq == NULL || (seq = idem_field(seq, stop, '.', &ident[1])) == NULL) {
+            return 0;
+        }
+        runs->head = p;
+        runs->head_len = seq - p;
+        runs->head_pid = ident[0];
+        runs->head_epoch = ident[1];
+        p = seq;
+    }
+    return idem_field(p, stop, 0, &ident[2]) != NULL && idem_in_range(ident);
+}
+
 /* py_idem_runs for one more record (index *index*, ending at *end*). 0, or -1 on error. */
 static int
 idem_note(idem_runs *runs, const unsigned char *buf, Py_ssize_t end, PyObject *topic,
           int32_t queue_id, Py_ssize_t index)
 {
     int64_t id[3];
-    if (!idem_of(buf, end, id)) {
+    if (!idem_of_next(runs, buf, end, id)) {
         return 0;
     }
     Py_ssize_t stop = runs->n > IDEM_RUN_SEARCH ? runs->n - IDEM_RUN_SEARCH : 0;

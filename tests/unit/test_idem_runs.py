@@ -93,6 +93,26 @@ def test_runs_hold_each_stamped_record_once_with_its_own_stamp(items) -> None:
         assert first >= 0 or len(indices) == 1  # an epoch record is a run of its own
 
 
+# Stamps whose text begins as the one before does, but whose producer id or epoch differs
+# (the compiled scanner parses only the sequence of a stamp that repeats the one before's
+# "<pid>.<epoch>."), among malformed ones that share it.
+_PREFIX_NEIGHBOURS = [
+    "7.1.0", "7.1.1", "7.10.2", "7.1.2", "70.1.0", "7.1.3", "7.1.x", "7.1.4", "7.1.",
+    "7.1.5", "7.1.-1", "7.1.6", "7.11.0", "7.1.7", "07.1.8", "7.01.9", "7.1.10", "7.1.-2",
+    "7.1.11", "7.1.99999999999999999999", "7.1.12", "7.2147483648.0", "7.1.13",
+]  # fmt: skip
+
+
+@needs_native
+def test_the_compiled_scanner_reads_each_stamp_whole_even_when_it_begins_as_the_last() -> None:
+    blob = records(
+        [(0, 0, "orders", n % 2, 0) for n in range(len(_PREFIX_NEIGHBOURS))], _PREFIX_NEIGHBOURS
+    )
+    runs = scan_runs(native.scan_batch, blob)
+    assert runs == scan_runs(py_scan_batch, blob)
+    assert sum(len(indices) for *_rest, indices in runs) == 18  # the 5 malformed ones: none
+
+
 def test_a_stamp_is_three_plain_ascii_decimals_in_range() -> None:
     for value, ident in [("5.0.1", (5, 0, 1)), ("05.00.01", (5, 0, 1)), ("5.0.-1", (5, 0, -1))]:
         record = records([(0, 0, "orders", 0, 0)], [value])
