@@ -72,7 +72,7 @@ def frames(store, seed: int, count: int) -> list[tuple[int, bytes]]:
     for _ in range(count):
         offset = rng.choice(starts)
         data = store.read_for_replica(offset, rng.choice([1500, 9000, 40000]))
-        end = repl._records_end(data, len(data) > 0)
+        end = repl.records_end(data, len(data) > 0)
         if end:
             out.append((offset, data[:end]))
     return out
