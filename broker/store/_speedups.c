@@ -1911,8 +1911,9 @@ done:
  * lists, UNIQ_KEY strings, offsets, stamps) that queue_units and index_key_hashes
  * then read back; on a replica that was a third of applying a frame. Here a
  * record costs two ints (its index entry), and the common frame (no idempotence
- * stamps, no SCHEDULE_TOPIC_XXXX, each queue's offsets one run) is ready to write. Any other frame, once checked, answers None: the caller
- * takes scan_frame's way. */
+ * stamps, no SCHEDULE_TOPIC_XXXX, each queue's offsets one run) is ready to
+ * write. Any other frame, once checked, answers None: the caller takes
+ * scan_frame's way. */
 
 typedef struct {
     const unsigned char *raw;   /* the topic's bytes in the frame */
