@@ -389,16 +389,17 @@ class ReplicationMaster:
             return SyncOutcome.SLAVE_NOT_AVAILABLE
         if self.commit_point(need) >= end_offset:
             return SyncOutcome.OK
-        future: asyncio.Future[SyncOutcome] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[SyncOutcome] = loop.create_future()
         heapq.heappush(self._waiters, (end_offset, next(self._seq), future))
         self._wake_senders()
+        # the future and one timer that answers it: no wait_for(shield(...)) helper
+        # futures, and no timeout context (a SYNC send pays this once per call)
+        timer = loop.call_later(timeout_s, _time_out, future)
         try:
-            # the future itself, not wait_for(shield(...)): a timer and no helper futures
-            async with asyncio.timeout(timeout_s):
-                return await future
-        except TimeoutError:
-            return SyncOutcome.FLUSH_SLAVE_TIMEOUT
+            return await future
         finally:
+            timer.cancel()
             if not future.done():
                 future.cancel()
 
@@ -467,6 +468,11 @@ class ReplicationMaster:
     def lag_table(self) -> dict[int, int]:
         master_max = self._store.commitlog.max_offset
         return {rid: r.lag(master_max) for rid, r in sorted(self.replicas.items())}
+
+
+def _time_out(future: asyncio.Future[SyncOutcome]) -> None:
+    if not future.done():
+        future.set_result(SyncOutcome.FLUSH_SLAVE_TIMEOUT)
 
 
 def _epoch_at(entries: list[EpochEntry], offset: int) -> tuple[int, int, int | None]:

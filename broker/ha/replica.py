@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -229,7 +229,7 @@ class HaClient:
                 )
             )
         )
-        first = await self._read(call)
+        first = await self._read(call)  # the Welcome
         if isinstance(first, DataFrame):
             raise ReplicationError(f"master {addr} did not start with a Welcome")
         if first.HasField("refuse"):
@@ -255,21 +255,56 @@ class HaClient:
             store.commitlog.max_offset,
             welcome.master_max_offset,
         )
+        loop = asyncio.get_running_loop()
         self._acked = asyncio.Event()
         self._ack_due = AckDue(self._acked.set)
         self._metadata_wanted = asyncio.Event()
-        acker = asyncio.get_running_loop().create_task(self._ack_loop(call))
-        syncer = asyncio.get_running_loop().create_task(self._metadata_loop(stub))
+        acker = loop.create_task(self._ack_loop(call))
+        syncer = loop.create_task(self._metadata_loop(stub))
+        self._beat = loop.call_later(self._heartbeat_s, self._heartbeat, loop)
         try:
-            async for frame in self._frames(call):
-                self._apply_data(frame)
-                self._ack_due.applied(len(frame.records), lazy=frame.lazy_ack)
+            await self._copy(call)
         finally:
             # never `suppress(CancelledError)` around an await here: it would swallow the
             # cancellation of this task itself (stop()), and the copy loop would go on
             call.cancel()
+            self._beat.cancel()
             self._ack_due.sent()
             await cancel_and_wait(acker, syncer)
+
+    def _heartbeat(self, loop: asyncio.AbstractEventLoop) -> None:
+        """An Ack at least every heartbeat interval, idle or not (a timer, not a
+        timeout per wait: the ack loop waits on its event alone)."""
+        self._acked.set()
+        self._beat = loop.call_later(self._heartbeat_s, self._heartbeat, loop)
+
+    async def _copy(self, call: Any) -> None:
+        """Apply Data frames until the stream ends. A master silent for the housekeeping
+        interval ends the session: one deadline for the session, moved on at most every
+        half second as frames come (a timeout per read cost more than decoding a frame)."""
+        loop = asyncio.get_running_loop()
+        limit = self._housekeeping_s
+        slack = min(0.5, limit / 10)
+        armed = loop.time()
+        try:
+            async with asyncio.timeout_at(armed + limit + slack) as deadline:
+                while True:
+                    frame = await call.read()
+                    now = loop.time()
+                    if now - armed >= slack:  # silent for [limit, limit + slack] s at most
+                        armed = now
+                        deadline.reschedule(now + limit + slack)
+                    if frame is grpc.aio.EOF:
+                        raise ReplicationError("the master closed the stream")
+                    if isinstance(frame, DataFrame):
+                        self._apply_data(frame)
+                        self._ack_due.applied(len(frame.records), lazy=frame.lazy_ack)
+                    elif frame.HasField("refuse"):
+                        raise ReplicationError(f"master refused: {frame.refuse.message}")
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            raise ReplicationError(f"the master sent nothing for {limit:.0f} s") from None
 
     async def _read(self, call: Any) -> DataFrame | ha_pb2.MasterFrame:
         try:
@@ -282,14 +317,6 @@ class HaClient:
         if frame is grpc.aio.EOF:
             raise ReplicationError("the master closed the stream")
         return frame
-
-    async def _frames(self, call: Any) -> AsyncIterator[DataFrame]:
-        while True:
-            frame = await self._read(call)
-            if isinstance(frame, DataFrame):
-                yield frame
-            elif frame.HasField("refuse"):
-                raise ReplicationError(f"master refused: {frame.refuse.message}")
 
     def _apply_welcome(self, welcome: ha_pb2.Welcome) -> None:
         store = self._store
@@ -359,10 +386,13 @@ class HaClient:
     _acked: asyncio.Event
     _metadata_wanted: asyncio.Event
     _ack_due: AckDue
+    _beat: asyncio.TimerHandle
 
     async def _ack_loop(self, call: Any) -> None:
-        """An Ack when one is due (:class:`AckDue`; at most one in flight), and when idle."""
+        """An Ack when one is due (:class:`AckDue`; at most one in flight), and at least
+        every heartbeat interval (:meth:`_heartbeat`)."""
         store = self._store
+        acked = self._acked
         while True:
             self._ack_due.sent()
             await call.write(
@@ -374,8 +404,8 @@ class HaClient:
                 )
             )
             # frames applied while that write was under way are covered by the next one
-            await wait_event(self._acked, self._heartbeat_s)
-            self._acked.clear()
+            await acked.wait()
+            acked.clear()
 
     # -- metadata (SlaveSynchronize) --------------------------------------------------------
     async def _sync_metadata(self, stub: ha_pb2_grpc.HaServiceStub) -> None:

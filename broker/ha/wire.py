@@ -30,16 +30,7 @@ __all__ = ["DataFrame", "FrameError", "decode_master_frame", "encode_data", "ser
 _U64 = (1 << 64) - 1
 _DATA_TAG = b"\x12"  # MasterFrame.data: field 2, length-delimited
 _RECORDS_TAG = b"\x32"  # Data.records: field 6, length-delimited
-# Data's varint fields by number; 7 is confirm_offset (optional), 8 lazy_ack
-_VARINT_FIELDS = {
-    1: "offset",
-    2: "epoch",
-    3: "epoch_start_offset",
-    4: "master_max_offset",
-    5: "master_min_offset",
-    7: "confirm_offset",
-    8: "lazy_ack",
-}
+# Data's fields: 1..5 and 7 (confirm_offset, optional) and 8 (lazy_ack) varints, 6 records
 
 
 class FrameError(PocketMQError, ValueError):
@@ -60,8 +51,13 @@ class DataFrame:
     lazy_ack: bool = False
 
 
+_ONE_BYTE = [bytes((n,)) for n in range(0x80)]
+
+
 def _varint(value: int) -> bytes:
     value &= _U64
+    if value < 0x80:
+        return _ONE_BYTE[value]
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
@@ -82,29 +78,29 @@ def encode_data(
     lazy_ack: bool = False,
 ) -> bytes:
     """``MasterFrame{data: Data{...}}`` as protobuf serializes it; *records* copied once."""
-    head = bytearray()
-    for number, value in (
-        (1, offset),
-        (2, epoch),
-        (3, epoch_start_offset),
-        (4, master_max_offset),
-        (5, master_min_offset),
+    parts: list[bytes | bytearray | memoryview] = [_DATA_TAG, b""]  # [1]: the length, last
+    for tag, value in (
+        (b"\x08", offset),
+        (b"\x10", epoch),
+        (b"\x18", epoch_start_offset),
+        (b"\x20", master_max_offset),
+        (b"\x28", master_min_offset),
     ):
         if value:
-            head.append(number << 3)
-            head += _varint(value)
+            parts.append(tag)
+            parts.append(_varint(value))
     size = len(records)
     if size:
-        head += _RECORDS_TAG
-        head += _varint(size)
-    tail = bytearray()
+        parts.append(_RECORDS_TAG)
+        parts.append(_varint(size))
+        parts.append(records)
     if confirm_offset is not None:
-        tail.append(7 << 3)
-        tail += _varint(confirm_offset)
+        parts.append(b"\x38")
+        parts.append(_varint(confirm_offset))
     if lazy_ack:
-        tail += b"\x40\x01"
-    inner = len(head) + size + len(tail)
-    return b"".join((_DATA_TAG, _varint(inner), head, records, tail))
+        parts.append(b"\x40\x01")
+    parts[1] = _varint(sum(map(len, parts)) - 1)
+    return b"".join(parts)
 
 
 def serialize(frame: bytes | ha_pb2.MasterFrame) -> bytes:
@@ -143,33 +139,51 @@ def _skip(buf: bytes, pos: int, end: int, wire_type: int) -> int:
 
 
 def _decode_data(raw: bytes, pos: int, end: int) -> DataFrame | None:
-    """Data's fields in raw[pos:end]; None when a field is repeated (protobuf merges)."""
-    frame = DataFrame()
-    seen: set[int] = set()
+    """Data's fields in raw[pos:end]; None when a field is repeated (protobuf merges)
+    or a known field comes in another wire type."""
+    values = [0, 0, 0, 0, 0, 0, 0, 0, 0]  # by field number: Data's 1..8
+    records: bytes | memoryview = b""
+    seen = 0  # bit n: field n was read
     while pos < end:
-        key, pos = _read_varint(raw, pos, end)
+        key = raw[pos]
+        if key < 0x80:
+            pos += 1
+        else:  # a field number past 15: a newer master's
+            key, pos = _read_varint(raw, pos, end)
         number, wire_type = key >> 3, key & 7
-        if number in seen:
+        if not 1 <= number <= 8:
+            pos = _skip(raw, pos, end, wire_type)
+            continue
+        if seen >> number & 1:
             return None
-        if number in _VARINT_FIELDS and wire_type == 0:
-            seen.add(number)
-            value, pos = _read_varint(raw, pos, end)
-            if number == 8:
-                frame.lazy_ack = value != 0
-            else:
-                setattr(frame, _VARINT_FIELDS[number], value - (1 << 64) if value >> 63 else value)
-        elif number == 6 and wire_type == 2:
-            seen.add(number)
+        seen |= 1 << number
+        if number == 6:
+            if wire_type != 2:
+                return None
             size, pos = _read_varint(raw, pos, end)
             if pos + size > end:
                 raise FrameError(f"records of {size} bytes run past the end of the frame")
-            frame.records = memoryview(raw)[pos : pos + size]
+            records = memoryview(raw)[pos : pos + size]
             pos += size
-        elif number in _VARINT_FIELDS or number == 6:
-            return None  # a known field in another wire type
+            continue
+        if wire_type != 0:
+            return None
+        if pos < end and raw[pos] < 0x80:
+            values[number] = raw[pos]
+            pos += 1
         else:
-            pos = _skip(raw, pos, end, wire_type)  # a newer master's field
-    return frame
+            value, pos = _read_varint(raw, pos, end)
+            values[number] = value - (1 << 64) if value >> 63 else value
+    return DataFrame(
+        offset=values[1],
+        epoch=values[2],
+        epoch_start_offset=values[3],
+        master_max_offset=values[4],
+        master_min_offset=values[5],
+        records=records,
+        confirm_offset=values[7] if seen >> 7 & 1 else None,
+        lazy_ack=values[8] != 0,
+    )
 
 
 def decode_master_frame(raw: bytes) -> DataFrame | ha_pb2.MasterFrame:

@@ -17,6 +17,7 @@
  *   frame_end          replication.py    py_frame_end       (a master's replication frames)
  *   frame_columns      replication.py    py_frame_columns   (a replica's dispatch)
  *   scan_frame         replication.py    py_scan_frame      (a replica's check of a frame)
+ *   frame_dispatch     replication.py    py_frame_dispatch  (a replica's check and dispatch)
  *   crc32_fast         zlib.crc32                           (every body CRC)
  *
  * The record layout is the one drawn in common/record_layout.py (all integers
@@ -2182,6 +2183,537 @@ done:
     return result;
 }
 
+/* -- a replica's frame, checked and made into dispatch work in one pass ------------------
+ *
+ *   frame_dispatch   replication.py  py_frame_dispatch: scan_frame's checks, then, instead
+ *                    of its per-record lists, what the replica's dispatch writes: the
+ *                    consume-queue units of each queue run and the index entries
+ *
+ * scan_frame builds about ten Python objects per record (positions, sizes, keys
+ * lists, UNIQ_KEY strings, offsets, stamps) that queue_units and index_key_hashes
+ * then read back; on a replica that was a third of applying a frame. Here a
+ * record costs two ints (its index entry), and the common frame (no idempotence
+ * stamps, no SCHEDULE_TOPIC_XXXX, each queue's offsets one run) is ready to
+ * write. Any other frame, once checked, answers None: the caller takes
+ * scan_frame's way. */
+
+typedef struct {
+    const unsigned char *raw;   /* the topic's bytes in the frame */
+    Py_ssize_t raw_len;
+    PyObject *topic;            /* owned */
+    int32_t queue_id;
+    int64_t first_queue_offset; /* of its first record dispatched to a queue */
+    int64_t last_queue_offset;  /* of its last record, dispatched or not */
+    Py_ssize_t count;           /* records dispatched to its queue */
+    uint32_t prefix;            /* java hash of "topic#" */
+    unsigned char *cursor;      /* pass 2: where its next unit goes */
+} fd_queue;
+
+typedef struct {
+    Py_ssize_t pos;
+    int32_t size;
+    int32_t queue;              /* index into the fd_queue table */
+    int64_t tags_code;
+} fd_unit;
+
+typedef struct {
+    fd_queue *queues;
+    Py_ssize_t n_queues, cap_queues;
+    fd_unit *units;
+    Py_ssize_t n_units, cap_units;
+    Py_ssize_t *order;          /* fd_queue indices by their first record with a queue */
+    Py_ssize_t n_order, cap_order;
+    int32_t *hashes;            /* index entries: keyHash, phys offset */
+    int64_t *entry_phys;
+    Py_ssize_t n_entries, cap_hashes, cap_entry_phys;
+    Py_ssize_t *run_start;      /* index runs (one store timestamp): first entry, stamp */
+    int64_t *run_stamp;
+    Py_ssize_t n_runs, cap_run_start, cap_run_stamp;
+} fd_state;
+
+static void
+fd_free(fd_state *st)
+{
+    for (Py_ssize_t i = 0; i < st->n_queues; i++) {
+        Py_DECREF(st->queues[i].topic);
+    }
+    PyMem_Free(st->queues);
+    PyMem_Free(st->units);
+    PyMem_Free(st->order);
+    PyMem_Free(st->hashes);
+    PyMem_Free(st->entry_phys);
+    PyMem_Free(st->run_start);
+    PyMem_Free(st->run_stamp);
+}
+
+/* Room for item n of *items* (capacity *cap*): 0, or -1 with MemoryError. */
+static int
+fd_grow(void **items, Py_ssize_t n, Py_ssize_t *cap, size_t size)
+{
+    if (n < *cap) {
+        return 0;
+    }
+    Py_ssize_t want = *cap ? *cap * 2 : 64;
+    void *grown = PyMem_Realloc(*items, (size_t)want * size);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *items = grown;
+    *cap = want;
+    return 0;
+}
+
+#define FD_GROW(items, n, cap) fd_grow((void **)&(items), (n), &(cap), sizeof *(items))
+
+/* The fd_queue index of (topic, queue_id), added when new; -1 with an error set. */
+static Py_ssize_t
+fd_queue_of(fd_state *st, const unsigned char *raw, Py_ssize_t raw_len, PyObject *topic,
+            int32_t queue_id, Py_ssize_t hint)
+{
+    for (Py_ssize_t k = 0; k < st->n_queues; k++) {
+        Py_ssize_t i = (hint + k) % st->n_queues;  /* records cycle through the queues */
+        fd_queue *q = &st->queues[i];
+        if (q->queue_id == queue_id && q->raw_len == raw_len
+            && memcmp(q->raw, raw, (size_t)raw_len) == 0) {
+            return i;
+        }
+    }
+    uint32_t prefix = 0;
+    if (java_hash_str(topic, &prefix) < 0) {
+        return -1;
+    }
+    if (FD_GROW(st->queues, st->n_queues, st->cap_queues) < 0) {
+        return -1;
+    }
+    st->queues[st->n_queues] = (fd_queue){raw, raw_len, Py_NewRef(topic), queue_id, 0, 0, 0,
+                                          31 * prefix + '#', NULL};
+    return st->n_queues++;
+}
+
+/* One index entry: keyHash of "topic#" + *key* (UTF-8; *ascii* when it is known to be
+ * ASCII) at *phys*, stored at *stamp*. Entries go in runs of one store timestamp, as
+ * put_many takes them. */
+static int
+fd_entry(fd_state *st, uint32_t prefix, const unsigned char *key, Py_ssize_t n, int ascii,
+         int64_t phys, int64_t stamp)
+{
+    if (st->n_runs == 0 || st->run_stamp[st->n_runs - 1] != stamp) {
+        if (FD_GROW(st->run_start, st->n_runs, st->cap_run_start) < 0
+            || FD_GROW(st->run_stamp, st->n_runs, st->cap_run_stamp) < 0) {
+            return -1;
+        }
+        st->run_start[st->n_runs] = st->n_entries;
+        st->run_stamp[st->n_runs++] = stamp;
+    }
+    if (FD_GROW(st->hashes, st->n_entries, st->cap_hashes) < 0
+        || FD_GROW(st->entry_phys, st->n_entries, st->cap_entry_phys) < 0) {
+        return -1;
+    }
+    uint32_t h = prefix;
+    if (ascii) {
+        h = java_hash_bytes(h, key, n);
+    }
+    else {                              /* UTF-16 code units, as index_key_hashes hashes */
+        PyObject *text = str_from(key, n, 0);
+        int rc = text ? java_hash_str(text, &h) : -1;
+        Py_XDECREF(text);
+        if (rc < 0) {
+            return -1;
+        }
+    }
+    st->hashes[st->n_entries] = index_key_hash(h);
+    st->entry_phys[st->n_entries++] = phys;
+    return 0;
+}
+
+/* What frame_dispatch learns of one checked record. */
+typedef struct {
+    PyObject *topic;            /* new reference */
+    const unsigned char *topic_raw;
+    Py_ssize_t topic_len;
+    int32_t queue_id, sysflag;
+    int ascii;                  /* the properties are ASCII */
+    span tags, keys, uniq;
+    Py_ssize_t store_ts_pos;
+} fd_record;
+
+/* scan_record's checks, in its order and words, without its lists: the record's
+ * TOTALSIZE, or -1 with BatchError (or another error) set. */
+static Py_ssize_t
+fd_check_record(fd_record *rec, seen_topic *seen, int *n_seen, const unsigned char *buf,
+                Py_ssize_t pos, Py_ssize_t end, Py_ssize_t store_host_size)
+{
+    const unsigned char *r = buf + pos;
+    if (end - pos < HEAD_SIZE) {
+        batch_error(str_illegal, "record at batch offset %zd is cut short: %zd bytes left, "
+                    "a head is %d", pos, end - pos, HEAD_SIZE);
+        return -1;
+    }
+    Py_ssize_t total = rd_i32(r);
+    uint32_t magic = rd_u32(r + POS_MAGIC);
+    int32_t crc = rd_i32(r + POS_BODYCRC);
+    rec->queue_id = rd_i32(r + POS_QUEUEID);
+    rec->sysflag = rd_i32(r + POS_SYSFLAG);
+    if (magic != MESSAGE_MAGIC_CODE && magic != MESSAGE_MAGIC_CODE_V2) {
+        char got[16], want[16];
+        PyOS_snprintf(got, sizeof got, "%08X", (unsigned int)magic);
+        PyOS_snprintf(want, sizeof want, "%08X", (unsigned int)MESSAGE_MAGIC_CODE);
+        batch_error(str_illegal, "record at batch offset %zd has magic code 0x%s; expected "
+                    "0x%s", pos, got, want);
+        return -1;
+    }
+    if (total < HEAD_SIZE || total > end - pos) {
+        batch_error(str_illegal, "record at batch offset %zd has TOTALSIZE %zd, but %zd bytes "
+                    "are left in the batch", pos, total, end - pos);
+        return -1;
+    }
+    int store_v6 = store_host_size == HOST_V6_SIZE;
+    if (((rec->sysflag & SYSFLAG_STOREHOST_V6) != 0) != store_v6) {
+        batch_error(str_illegal, "record at batch offset %zd reserves %d bytes for STOREHOST; "
+                    "this broker writes %zd", pos, store_v6 ? HOST_V4_SIZE : HOST_V6_SIZE,
+                    store_host_size);
+        return -1;
+    }
+    Py_ssize_t born_size = (rec->sysflag & SYSFLAG_BORNHOST_V6) ? HOST_V6_SIZE : HOST_V4_SIZE;
+    rec->store_ts_pos = POS_BORNHOST + born_size;
+    Py_ssize_t record_end = pos + total;
+    Py_ssize_t p = pos + rec->store_ts_pos + STORE_TIMESTAMP_SIZE + store_host_size
+                   + TAIL_AFTER_STOREHOST;
+    if (p + BODYLEN_SIZE > record_end) {
+        batch_error(str_illegal, "record at batch offset %zd: TOTALSIZE %zd is smaller than "
+                    "its fixed fields", pos, total);
+        return -1;
+    }
+    Py_ssize_t body_len = rd_i32(buf + p);
+    Py_ssize_t body_pos = p + BODYLEN_SIZE;
+    p = body_pos + body_len;
+    if (body_len < 0 || p > record_end) {
+        batch_error(str_illegal, "record at batch offset %zd: BODYLEN %zd does not fit "
+                    "TOTALSIZE %zd", pos, body_len, total);
+        return -1;
+    }
+    Py_ssize_t topic_len;
+    if (magic == MESSAGE_MAGIC_CODE) {
+        topic_len = p < record_end ? buf[p] : -1;
+        p += 1;
+    }
+    else {
+        topic_len = p + 2 <= record_end ? rd_u16(buf + p) : -1;
+        p += 2;
+    }
+    if (topic_len < 0 || p + topic_len + 2 > record_end) {
+        batch_error(str_illegal, "record at batch offset %zd: topic length %zd does not fit "
+                    "TOTALSIZE %zd", pos, topic_len, total);
+        return -1;
+    }
+    rec->topic = topic_of(seen, n_seen, buf + p, topic_len, pos);
+    if (rec->topic == NULL) {
+        return -1;
+    }
+    rec->topic_raw = buf + p;
+    rec->topic_len = topic_len;
+    p += topic_len;
+    Py_ssize_t props_len = rd_u16(buf + p);
+    p += 2;
+    if (p + props_len != record_end) {
+        batch_error(str_illegal, "record at batch offset %zd: TOTALSIZE is %zd but its parts "
+                    "add up to %zd", pos, total, p + props_len - pos);
+        goto fail;
+    }
+    if (props_len > MAX_PROPERTIES_LENGTH) {
+        batch_error(str_properties, "properties are %zd bytes; at most %d are allowed",
+                    props_len, MAX_PROPERTIES_LENGTH);
+        goto fail;
+    }
+    long actual_crc = (long)(crc32_fast(0, buf + body_pos, (size_t)body_len) & 0x7FFFFFFFu);
+    if (actual_crc != crc) {
+        batch_error(str_illegal, "record at batch offset %zd: body CRC is %ld, the record says "
+                    "%d", pos, actual_crc, (int)crc);
+        goto fail;
+    }
+    rec->ascii = all_ascii(buf + p, props_len);
+    if (!rec->ascii && check_utf8(buf + p, props_len, pos) < 0) {
+        goto fail;
+    }
+    unsigned markers = 0;
+    rec->tags = rec->keys = rec->uniq = (span){NULL, 0};
+    find_properties(buf + p, props_len, &rec->tags, &rec->keys, &rec->uniq, &markers);
+    return total;
+
+fail:
+    Py_CLEAR(rec->topic);
+    return -1;
+}
+
+/* The index entries of a record dispatched to its queue: KEYS split on " " (empty
+ * pieces dropped), then UNIQ_KEY, as extract_properties lists them. */
+static int
+fd_keys(fd_state *st, uint32_t prefix, const fd_record *rec, int64_t phys, int64_t stamp)
+{
+    const unsigned char *k = rec->keys.p, *end = rec->keys.n > 0 ? k + rec->keys.n : k;
+    while (k < end) {
+        const unsigned char *space = memchr(k, ' ', (size_t)(end - k));
+        const unsigned char *stop = space ? space : end;
+        if (stop > k && fd_entry(st, prefix, k, stop - k, rec->ascii, phys, stamp) < 0) {
+            return -1;
+        }
+        k = stop + 1;
+    }
+    if (rec->uniq.n > 0) {
+        return fd_entry(st, prefix, rec->uniq.p, rec->uniq.n, rec->ascii, phys, stamp);
+    }
+    return 0;
+}
+
+static const char SCHEDULE_TOPIC_NAME[] = "SCHEDULE_TOPIC_XXXX";   /* batch.SCHEDULE_TOPIC */
+
+/* Pass 1 over the records: check each, note its unit and index entries. 1 when
+ * the frame suits frame_dispatch, 0 when it needs scan_frame's way, -1 on error. */
+static int
+fd_scan(fd_state *st, const unsigned char *buf, Py_ssize_t end, long long base,
+        Py_ssize_t store_host_size, long long after_phys, int index, int64_t *last_stamp,
+        Py_ssize_t *count)
+{
+    seen_topic seen[TOPIC_CACHE];
+    int n_seen = 0, suits = 1;
+    Py_ssize_t bad_pos = -1, hint = 0;
+    long long bad_phys = 0;
+    int rc = -1;
+    for (Py_ssize_t pos = 0; pos < end;) {
+        fd_record rec;
+        Py_ssize_t total = fd_check_record(&rec, seen, &n_seen, buf, pos, end, store_host_size);
+        if (total < 0) {
+            goto done;
+        }
+        int64_t phys = base + (long long)pos;
+        int64_t said = rd_i64(buf + pos + POS_PHYSICALOFFSET);
+        if (said != phys && bad_pos < 0) {
+            bad_pos = pos;
+            bad_phys = (long long)said;
+        }
+        int64_t stamp = rd_i64(buf + pos + rec.store_ts_pos);
+        int64_t queue_offset = rd_i64(buf + pos + POS_QUEUEOFFSET);
+        int64_t ident[3];
+        if (idem_of(buf, pos + total, ident)
+            || (rec.topic_len == sizeof SCHEDULE_TOPIC_NAME - 1
+                && memcmp(rec.topic_raw, SCHEDULE_TOPIC_NAME, (size_t)rec.topic_len) == 0)) {
+            suits = 0;                  /* checked on; scan_frame's way afterwards */
+        }
+        Py_ssize_t q = suits ? fd_queue_of(st, rec.topic_raw, rec.topic_len, rec.topic,
+                                           rec.queue_id, hint) : 0;
+        Py_DECREF(rec.topic);
+        if (q < 0) {
+            goto done;
+        }
+        if (suits) {
+            fd_queue *queue = &st->queues[q];
+            hint = q + 1;
+            queue->last_queue_offset = queue_offset;
+            if (is_dispatched_to_queue(rec.sysflag)) {
+                if (queue->count++ == 0) {
+                    queue->first_queue_offset = queue_offset;
+                    if (FD_GROW(st->order, st->n_order, st->cap_order) < 0) {
+                        goto done;
+                    }
+                    st->order[st->n_order++] = q;
+                }
+                if (FD_GROW(st->units, st->n_units, st->cap_units) < 0) {
+                    goto done;
+                }
+                uint32_t tags = 0;          /* tags_code: 0 when there is no TAGS */
+                if (rec.tags.n > 0 && rec.ascii) {
+                    tags = java_hash_bytes(0, rec.tags.p, rec.tags.n);
+                }
+                else if (rec.tags.n > 0) {
+                    PyObject *text = str_from(rec.tags.p, rec.tags.n, 0);
+                    int rc_tags = text ? java_hash_str(text, &tags) : -1;
+                    Py_XDECREF(text);
+                    if (rc_tags < 0) {
+                        goto done;
+                    }
+                }
+                st->units[st->n_units++] = (fd_unit){pos, (int32_t)total, (int32_t)q,
+                                                     (int64_t)(int32_t)tags};
+                if (index && phys > after_phys
+                    && fd_keys(st, queue->prefix, &rec, phys, stamp) < 0) {
+                    goto done;
+                }
+            }
+        }
+        *last_stamp = stamp;
+        (*count)++;
+        pos += total;
+    }
+    if (bad_pos >= 0) {
+        batch_error(str_illegal, "record at batch offset %zd says PHYSICALOFFSET %lld; it "
+                    "lies at commit-log offset %lld", bad_pos, bad_phys,
+                    base + (long long)bad_pos);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; suits && i < st->n_queues; i++) {
+        fd_queue *queue = &st->queues[i];
+        if (queue->count > 0
+            && queue->last_queue_offset != queue->first_queue_offset + queue->count - 1) {
+            suits = 0;                  /* a queue deleted and created again in the frame */
+        }
+    }
+    rc = suits;
+
+done:
+    for (int i = 0; i < n_seen; i++) {
+        Py_DECREF(seen[i].str);
+    }
+    return rc;
+}
+
+/* Pass 2: one (topic, queue id, first queue offset, units) per queue with records, in
+ * first-seen order, each bytes object filled before anyone sees it. */
+static PyObject *
+fd_runs(fd_state *st, long long base)
+{
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < st->n_order; i++) {
+        fd_queue *queue = &st->queues[st->order[i]];
+        PyObject *units = PyBytes_FromStringAndSize(NULL, queue->count * CQ_UNIT_SIZE);
+        if (units == NULL) {
+            goto fail;
+        }
+        queue->cursor = (unsigned char *)PyBytes_AS_STRING(units);
+        PyObject *queue_id = PyLong_FromLong(queue->queue_id);
+        PyObject *first = queue_id ? PyLong_FromLongLong(queue->first_queue_offset) : NULL;
+        PyObject *run = first ? PyTuple_Pack(4, queue->topic, queue_id, first, units) : NULL;
+        Py_XDECREF(queue_id);
+        Py_XDECREF(first);
+        Py_DECREF(units);                       /* the tuple holds it */
+        if (run == NULL || append_new(out, run) < 0) {
+            goto fail;
+        }
+    }
+    for (Py_ssize_t i = 0; i < st->n_units; i++) {
+        const fd_unit *unit = &st->units[i];
+        fd_queue *queue = &st->queues[unit->queue];
+        unsigned char *u = queue->cursor;
+        wr_u64(u, (uint64_t)(base + (long long)unit->pos));
+        wr_u32(u + 8, (uint32_t)unit->size);
+        wr_u64(u + 12, (uint64_t)unit->tags_code);
+        queue->cursor = u + CQ_UNIT_SIZE;
+    }
+    return out;
+
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* The index entries as [(store timestamp, hashes, phys offsets)], one per run. */
+static PyObject *
+fd_index_runs(const fd_state *st)
+{
+    PyObject *out = PyList_New(st->n_runs);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t r = 0; r < st->n_runs; r++) {
+        Py_ssize_t lo = st->run_start[r];
+        Py_ssize_t hi = r + 1 < st->n_runs ? st->run_start[r + 1] : st->n_entries;
+        PyObject *hashes = PyList_New(hi - lo), *phys = PyList_New(hi - lo), *run = NULL;
+        if (hashes != NULL && phys != NULL) {
+            Py_ssize_t j = lo;
+            for (; j < hi; j++) {
+                PyObject *h = PyLong_FromLong(st->hashes[j]);
+                PyObject *p = h ? PyLong_FromLongLong(st->entry_phys[j]) : NULL;
+                if (p == NULL) {
+                    Py_XDECREF(h);
+                    break;
+                }
+                PyList_SET_ITEM(hashes, j - lo, h);
+                PyList_SET_ITEM(phys, j - lo, p);
+            }
+            PyObject *stamp = j == hi ? PyLong_FromLongLong(st->run_stamp[r]) : NULL;
+            run = stamp ? PyTuple_Pack(3, stamp, hashes, phys) : NULL;
+            Py_XDECREF(stamp);
+        }
+        Py_XDECREF(hashes);
+        Py_XDECREF(phys);
+        if (run == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, r, run);
+    }
+    return out;
+}
+
+PyDoc_STRVAR(frame_dispatch_doc,
+"frame_dispatch(frame, base_offset, store_host_size, after_phys, index, /)\n--\n\n"
+"Check every record of a master's frame bound for commit-log offset *base_offset*\n"
+"as scan_frame does (the same BatchError), then return what the replica's\n"
+"dispatch writes: (count, runs, index_runs, last_store_timestamp_ms), *runs* as\n"
+"queue_units makes them and *index_runs* a list of (store_timestamp_ms, hashes,\n"
+"phys_offsets) for the keys of records past *after_phys* (none unless *index*).\n"
+"None for a frame that needs scan_frame's way: a record with an idempotence\n"
+"stamp or of topic SCHEDULE_TOPIC_XXXX, or a queue whose offsets in the frame\n"
+"are not one run.\n\n"
+"The compiled pocketmq.broker.store.replication.py_frame_dispatch.");
+
+static PyObject *
+frame_dispatch(PyObject *module, PyObject *args)
+{
+    PyObject *frame;
+    long long base, after_phys;
+    Py_ssize_t store_host_size;
+    int index;
+    if (!PyArg_ParseTuple(args, "OLnLp:frame_dispatch", &frame, &base, &store_host_size,
+                          &after_phys, &index)) {
+        return NULL;
+    }
+    if (store_host_size != HOST_V4_SIZE && store_host_size != HOST_V6_SIZE) {
+        PyErr_Format(PyExc_ValueError, "store_host_size is %zd; a STOREHOST is %d or %d bytes",
+                     store_host_size, HOST_V4_SIZE, HOST_V6_SIZE);
+        return NULL;
+    }
+    if (load_batch_classes() < 0) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    fd_state st = {0};
+    PyObject *result = NULL, *runs = NULL, *index_runs = NULL;
+    int64_t last_stamp = 0;
+    Py_ssize_t count = 0;
+    if (view.len == 0) {
+        batch_error(str_illegal, "the batch holds no records");
+        goto done;
+    }
+    int suits = fd_scan(&st, (const unsigned char *)view.buf, view.len, base, store_host_size,
+                        after_phys, index, &last_stamp, &count);
+    if (suits < 0) {
+        goto done;
+    }
+    if (suits == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    runs = fd_runs(&st, base);
+    index_runs = runs ? fd_index_runs(&st) : NULL;
+    if (index_runs != NULL) {
+        result = Py_BuildValue("nOOL", count, runs, index_runs, (long long)last_stamp);
+    }
+
+done:
+    Py_XDECREF(runs);
+    Py_XDECREF(index_runs);
+    fd_free(&st);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef speedups_methods[] = {
     {"scan_batch", (PyCFunction)(void (*)(void))scan_batch, METH_VARARGS | METH_KEYWORDS,
      scan_batch_doc},
@@ -2196,6 +2728,7 @@ static PyMethodDef speedups_methods[] = {
     {"frame_columns", frame_columns, METH_VARARGS, frame_columns_doc},
     {"crc32_fast", crc32_fast_py, METH_VARARGS, crc32_fast_doc},
     {"scan_frame", scan_frame, METH_VARARGS, scan_frame_doc},
+    {"frame_dispatch", frame_dispatch, METH_VARARGS, frame_dispatch_doc},
     {NULL, NULL, 0, NULL},
 };
 

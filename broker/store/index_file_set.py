@@ -234,6 +234,11 @@ class IndexFileSet:
         if not phys_offsets or phys_offsets[-1] <= self._last_indexed_phys:
             return
         hashes, entry_phys = index_key_hashes(topics, keys, phys_offsets, self._last_indexed_phys)
+        self.put_hashes(hashes, entry_phys, store_timestamp_ms)
+
+    def put_hashes(self, hashes: list[int], entry_phys: list[int], store_timestamp_ms: int) -> None:
+        """Index entries already hashed (:func:`index_key_hashes`' lists, phys offsets
+        increasing and past :attr:`last_indexed_phys`), all stored at one time."""
         done = 0
         while done < len(hashes):
             f = self._files[-1] if self._files and not self._files[-1].is_full else self._roll()

@@ -18,31 +18,29 @@ refused, so a replica's log never holds a record it did not verify.
 :func:`truncate_to` cuts a log back to a record boundary (a replica whose
 tail diverged from its new master's, found by epoch): the same steps as
 recovery's truncation, and the epoch file forgets the terms that were cut.
+
+The frame functions themselves (bounds, checks, dispatch columns) are pure and
+live in :mod:`.replica_frames`; this module applies them to a store.
 """
 
 from __future__ import annotations
 
 import logging
-import mmap
 import struct
 from typing import TYPE_CHECKING
 
-from pocketmq.broker.store import speedups
 from pocketmq.broker.store.batch import (
     SCHEDULE_TOPIC,
     BatchError,
-    ScannedBatch,
     apply_schedule_tags_codes,
     consume_queue_tags_code,
-    py_scan_batch,
     queue_units,
 )
 from pocketmq.broker.store.commitlog import (
-    END_FILE_MIN_BLANK_LENGTH,
     ScannedRecord,
     is_dispatched_to_queue,
 )
-from pocketmq.broker.store.consume_queue import CQ_UNIT_SIZE, ConsumeQueue
+from pocketmq.broker.store.consume_queue import ConsumeQueue
 from pocketmq.broker.store.mapped_file import MappedFile
 from pocketmq.broker.store.producer_snapshot import rebuild as rebuild_producers
 from pocketmq.broker.store.producer_state import (
@@ -55,18 +53,27 @@ from pocketmq.broker.store.recovery import (
     record_boundary_at_or_before,
     redispatch_range,
 )
+from pocketmq.broker.store.replica_frames import (
+    FrameDispatch,
+    ScannedFrame,
+    frame_columns,
+    frame_dispatch,
+    frame_end,
+    py_frame_columns,
+    py_frame_dispatch,
+    py_frame_end,
+    py_scan_frame,
+    records_end,
+    runs_consecutive,
+    scan_frame,
+)
 from pocketmq.common.errors import CorruptRecordError, StoreError
 from pocketmq.common.message import (
-    BLANK_HEAD,
-    BLANK_MAGIC_CODE,
     HOST_V4_SIZE,
     HOST_V6_SIZE,
-    POS_QUEUEOFFSET,
     POS_SYSFLAG,
-    QUEUE_AND_PHYS_OFFSET,
     SysFlag,
 )
-from pocketmq.common.record_layout import FIELD_STRUCT, STORE_TIMESTAMP
 
 if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
@@ -75,11 +82,14 @@ __all__ = [
     "ReplicationError",
     "append_replicated",
     "frame_columns",
+    "frame_dispatch",
     "frame_end",
     "py_frame_columns",
+    "py_frame_dispatch",
     "py_frame_end",
     "py_scan_frame",
     "read_for_replica",
+    "records_end",
     "replica_frame",
     "scan_frame",
     "truncate_to",
@@ -90,7 +100,6 @@ log = logging.getLogger(__name__)
 
 
 _I32 = struct.Struct(">i")
-_QUEUEOFFSET = FIELD_STRUCT["QUEUEOFFSET"]
 
 
 class ReplicationError(StoreError):
@@ -141,127 +150,16 @@ def replica_frame(
     return mf, offset - base, frame_stop
 
 
-def py_frame_end(
-    segment: bytes | bytearray | memoryview | mmap.mmap, start: int, limit: int, max_bytes: int
-) -> int:
-    """Where a frame of whole records from record boundary *start* of a *segment*
-    (the whole segment's buffer; positions relative to it) ends: at most
-    *max_bytes* (one record at least), never past *limit*, and the segment's end
-    once its BLANK filler is reached; *start* when nothing can be sent. The
-    reference of the compiled ``frame_end``."""
-    size = len(segment)
-    if not 0 <= start <= limit <= size:
-        raise ValueError(f"frame [{start}, {limit}) is not inside a segment of {size} bytes")
-    pos = start
-    while pos < limit:
-        if size - pos < END_FILE_MIN_BLANK_LENGTH:
-            nxt = size  # too little left for a head: all filler
-        else:
-            total, magic = BLANK_HEAD.unpack_from(segment, pos)
-            if magic == BLANK_MAGIC_CODE:
-                nxt = size
-            elif total <= 0:
-                break  # written position reached mid-segment
-            else:
-                nxt = pos + total
-        if nxt > limit and not (nxt == size and limit == size):
-            break
-        if nxt - start > max_bytes and pos > start:
-            break
-        pos = nxt
-    return pos
-
-
-def py_frame_columns(
-    frame: bytes | bytearray | memoryview,
-    positions: list[int],
-    store_ts_positions: list[int],
-    base_offset: int,
-) -> tuple[list[int], list[int], list[int], list[int]]:
-    """What a replica's dispatch reads of each record of a checked frame:
-    (phys_offsets, queue_offsets, store_timestamps_ms, cuts), *cuts* being the
-    indices i > 0 whose store timestamp differs from record i - 1's (one index
-    ``put_many`` per run). The reference of the compiled ``frame_columns``."""
-    if len(positions) != len(store_ts_positions):
-        raise ValueError(
-            f"{len(positions)} positions but {len(store_ts_positions)} store timestamp positions"
-        )
-    size = len(frame)
-    for i, (pos, ts) in enumerate(zip(positions, store_ts_positions, strict=True)):
-        if (
-            pos < 0
-            or ts < 0
-            or pos > size - (POS_QUEUEOFFSET + _QUEUEOFFSET.size)
-            or ts > size - STORE_TIMESTAMP.size - pos
-        ):
-            raise ValueError(
-                f"record {i} at {pos} (store timestamp at +{ts}) is not inside "
-                f"the frame of {size} bytes"
-            )
-    phys_offsets = [base_offset + pos for pos in positions]
-    queue_offsets = [_QUEUEOFFSET.unpack_from(frame, pos + POS_QUEUEOFFSET)[0] for pos in positions]
-    stamps = [
-        STORE_TIMESTAMP.unpack_from(frame, pos + ts)[0]
-        for pos, ts in zip(positions, store_ts_positions, strict=True)
-    ]
-    cuts = [i for i in range(1, len(stamps)) if stamps[i] != stamps[i - 1]]
-    return phys_offsets, queue_offsets, stamps, cuts
-
-
-# The compiled twins when the store's extension is built and has them (an older build
-# of the same VERSION lacks them and runs the references).
-frame_end = getattr(speedups.NATIVE, "frame_end", None) or py_frame_end
-frame_columns = getattr(speedups.NATIVE, "frame_columns", None) or py_frame_columns
-
-
-_ANY_SIZE = (1 << 31) - 1  # the master checked sizes against its own limits
-
-#: What :func:`scan_frame` returns: the batch, then :func:`frame_columns`' columns
-#: (phys_offsets, queue_offsets, store_timestamps_ms, cuts).
-ScannedFrame = tuple[ScannedBatch, list[int], list[int], list[int], list[int]]
-
-
-def py_scan_frame(
-    frame: bytes | bytearray | memoryview, base_offset: int, store_host_size: int
-) -> ScannedFrame:
-    """Check every record of a master's *frame* bound for commit-log offset
-    *base_offset*, and read what the replica's dispatch needs, in one pass: the
-    batch scanner's checks and lists (any body size; empty bodies allowed), the
-    columns of :func:`frame_columns`, then :class:`BatchError` for the first
-    record whose PHYSICALOFFSET is not *base_offset* plus its position. The
-    reference of the compiled ``scan_frame`` (whose body CRC is folded with
-    PCLMULQDQ where the CPU has it)."""
-    if store_host_size not in (HOST_V4_SIZE, HOST_V6_SIZE):
-        raise ValueError(
-            f"store_host_size is {store_host_size}; a STOREHOST is {HOST_V4_SIZE} or "
-            f"{HOST_V6_SIZE} bytes"
-        )
-    batch = py_scan_batch(frame, max_body_size=_ANY_SIZE, store_host_size=store_host_size)
-    phys_offsets, queue_offsets, stamps, cuts = py_frame_columns(
-        frame, batch.positions, batch.store_ts_positions, base_offset
-    )
-    unpack = QUEUE_AND_PHYS_OFFSET.unpack_from
-    for pos, phys in zip(batch.positions, phys_offsets, strict=True):
-        said = unpack(frame, pos + POS_QUEUEOFFSET)[1]
-        if said != phys:
-            raise BatchError(
-                "illegal",
-                f"record at batch offset {pos} says PHYSICALOFFSET {said}; it lies at "
-                f"commit-log offset {phys}",
-            )
-    return batch, phys_offsets, queue_offsets, stamps, cuts
-
-
-scan_frame = getattr(speedups.NATIVE, "scan_frame", None) or py_scan_frame
-
-
 def append_replicated(store: DefaultMessageStore, offset: int, data: bytes) -> int:
     """Append a master's frame at *offset*; dispatch it; return the new max offset.
 
     The frame is checked before a byte of it is written (the store's batch
-    scanner, compiled when built: framing, body CRC, topic, properties; then
-    every PHYSICALOFFSET) and dispatched in runs, as a put is: one C scan and a
-    few list passes per frame instead of Python work per record. The reference,
+    scanner's checks, compiled when built: framing, body CRC, topic, properties;
+    then every PHYSICALOFFSET) and dispatched in runs, as a put is. The common
+    frame goes through :func:`frame_dispatch`, one C pass that also makes its
+    consume-queue units and index entries; a frame with idempotence stamps,
+    schedule-topic records or a queue deleted and created again goes through
+    :func:`scan_frame` and the put's dispatch helpers. The reference,
     :func:`append_checked` (``FAST_DISPATCH = False``), appends, scans the log
     record by record with CRC checks and cuts a bad frame off again; both leave
     the same files (``tests/unit/test_replica_dispatch.py``).
@@ -296,15 +194,22 @@ def append_replicated(store: DefaultMessageStore, offset: int, data: bytes) -> i
     ends_segment = len(data) == last.remaining
     if not FAST_DISPATCH:
         return append_checked(store, last, offset, data)
-    checked = _check_frame(data, offset, ends_segment)
-    if checked is None:  # a segment's last frame of filler only
+    records = _frame_records(data, offset, ends_segment)
+    if records is None:  # a segment's last frame of filler only
         last.append(data)
         store.dispatched_offset = offset + len(data)
         return commitlog.max_offset
+    lean = None if store.deleted else _check_lean(store, records, offset)
+    checked = _check_frame(records, offset) if lean is None else None
     last.append(data)  # a frame that ends a segment carries its filler: now full
     if commitlog.warm is not None:
         commitlog.warm.notify(last)  # fault the next pages in ahead of the next frame
-    _dispatch_batch(store, checked, offset, offset + len(data))
+    end = offset + len(data)
+    if lean is not None:
+        _dispatch_lean(store, lean, end)
+    else:
+        assert checked is not None
+        _dispatch_batch(store, checked, offset, end)
     return commitlog.max_offset
 
 
@@ -335,47 +240,77 @@ def append_checked(store: DefaultMessageStore, last: MappedFile, offset: int, da
     return commitlog.max_offset
 
 
-def _records_end(data: bytes, ends_segment: bool) -> int | None:
-    """Where the frame's records end: its length, or where the BLANK filler of a
-    segment's last frame begins; None when the chain does not add up."""
-    if not ends_segment:
-        return len(data)
-    pos, size = 0, len(data)
-    while pos < size:
-        if size - pos < END_FILE_MIN_BLANK_LENGTH:
-            return pos  # too little left for a head: all filler
-        total, magic = BLANK_HEAD.unpack_from(data, pos)
-        if magic == BLANK_MAGIC_CODE:
-            return pos if total == size - pos else None
-        if total <= 0:
-            return None
-        pos += total
-    return pos if pos == size else None
-
-
-def _check_frame(data: bytes, offset: int, ends_segment: bool) -> ScannedFrame | None:
-    """The frame's records scanned and checked (None: it holds only a segment's
-    filler). Raises :class:`ReplicationError` for anything wrong: framing, a body
-    CRC, a topic or properties that are not what the master's scan let in, or a
-    PHYSICALOFFSET that is not where the record lies in this log."""
-    records_end = _records_end(data, ends_segment)
-    if records_end is None:
+def _frame_records(data: bytes, offset: int, ends_segment: bool) -> memoryview | None:
+    """The frame's records (None: it holds only a segment's filler); a frame that does
+    not end with a whole record or a segment's filler is refused."""
+    end = records_end(data, ends_segment)
+    if end is None:
         raise ReplicationError(
             f"frame at {offset} of {len(data)} bytes does not end with "
             "a whole record or a segment's filler; nothing of it was kept"
         )
-    if records_end == 0:
-        return None
-    view = memoryview(data)[:records_end]
-    sysflag = _I32.unpack_from(view, POS_SYSFLAG)[0]
+    return memoryview(data)[:end] if end else None
+
+
+def _store_host_size(records: memoryview) -> int:
+    sysflag = _I32.unpack_from(records, POS_SYSFLAG)[0]
+    return HOST_V6_SIZE if sysflag & SysFlag.STOREHOST_V6 else HOST_V4_SIZE
+
+
+def _check_lean(
+    store: DefaultMessageStore, records: memoryview, offset: int
+) -> FrameDispatch | None:
+    """:func:`frame_dispatch` of the frame's records (None: scan_frame's way); raises
+    :class:`ReplicationError` for anything wrong, as :func:`_check_frame` does."""
     try:
-        return scan_frame(
-            view, offset, HOST_V6_SIZE if sysflag & SysFlag.STOREHOST_V6 else HOST_V4_SIZE
+        return frame_dispatch(
+            records,
+            offset,
+            _store_host_size(records),
+            store.index.last_indexed_phys,
+            store.config.message_index_enable,
         )
     except BatchError as exc:
         raise ReplicationError(
             f"frame at {offset} holds a damaged record: {exc}; nothing of it was kept"
         ) from None
+
+
+def _check_frame(records: memoryview, offset: int) -> ScannedFrame:
+    """The frame's records scanned and checked. Raises :class:`ReplicationError` for
+    anything wrong: framing, a body CRC, a topic or properties that are not what the
+    master's scan let in, or a PHYSICALOFFSET that is not where the record lies in
+    this log."""
+    try:
+        return scan_frame(records, offset, _store_host_size(records))
+    except BatchError as exc:
+        raise ReplicationError(
+            f"frame at {offset} holds a damaged record: {exc}; nothing of it was kept"
+        ) from None
+
+
+def _dispatch_lean(store: DefaultMessageStore, lean: FrameDispatch, end: int) -> None:
+    """Consume-queue units and index entries of a frame :func:`frame_dispatch` made
+    ready: what :func:`_dispatch_batch` writes of a frame without idempotence stamps,
+    schedule-topic records or broken queue runs."""
+    count, runs, index_runs, last_stamp = lean
+    store.after_producer_records(end)
+    index = store.index
+    for stamp, hashes, entry_phys in index_runs:
+        index.put_hashes(hashes, entry_phys, stamp)
+    find_or_create = store.consume_queues.find_or_create
+    touched = []
+    for topic, queue_id, first, units in runs:
+        cq = find_or_create(topic, queue_id)
+        cq.append_many(first, units)
+        touched.append((topic, queue_id, cq))
+    store.dispatched_offset = end
+    store.last_store_timestamp_ms = last_stamp
+    store.stats_put_messages += count
+    table = store.commitlog.queue_offsets
+    for topic, queue_id, cq in touched:
+        table[(topic, queue_id)] = cq.max_offset
+        store.notify_arrival(topic, queue_id, cq.max_offset)
 
 
 def _dispatch_batch(
@@ -390,7 +325,7 @@ def _dispatch_batch(
     """
     batch, phys_offsets, queue_offsets, stamps, cuts = checked
     runs = queue_units(batch, phys_offsets, queue_offsets) if not store.deleted else None
-    if runs is not None and not _runs_consecutive(batch, queue_offsets, runs):
+    if runs is not None and not runs_consecutive(batch, queue_offsets, runs):
         runs = None
     if runs is None:
         _dispatch(store, list(store.commitlog.scan(offset, check_crc=False, stop=end)), end)
@@ -426,32 +361,6 @@ def _dispatch_batch(
     for topic, queue_id, cq in touched:
         table[(topic, queue_id)] = cq.max_offset
         store.notify_arrival(topic, queue_id, cq.max_offset)
-
-
-def _runs_consecutive(
-    batch: ScannedBatch, queue_offsets: list[int], runs: list[tuple[str, int, int, bytes]]
-) -> bool:
-    """Whether each queue's units are one consecutive run of queue offsets: its last
-    record in the frame (any record: a prepared one too) says the offset its run
-    ends at. Looked for from the frame's end, so a frame over a few queues costs a
-    few steps, not one per record."""
-    want = {
-        (topic, queue_id): first + len(units) // CQ_UNIT_SIZE - 1
-        for topic, queue_id, first, units in runs
-    }
-    topics, queue_ids = batch.topics, batch.queue_ids
-    seen: set[tuple[str, int]] = set()
-    for i in range(len(topics) - 1, -1, -1):
-        key = (topics[i], queue_ids[i])
-        if key in seen:
-            continue
-        seen.add(key)
-        last = want.get(key)
-        if last is not None and queue_offsets[i] != last:
-            return False
-        if len(seen) >= len(want) and all(k in seen for k in want):
-            return True
-    return True
 
 
 def _dispatch(store: DefaultMessageStore, records: list[ScannedRecord], end: int) -> None:

@@ -219,7 +219,7 @@ def test_frame_columns_match_the_reference(master):
     for _ in range(60):
         offset = rng.choice(starts)
         data = master.read_for_replica(offset, rng.choice([2000, 30000]))
-        end = repl._records_end(data, False)
+        end = repl.records_end(data, False)
         try:
             batch = scan_batch(
                 memoryview(data)[:end], max_body_size=1 << 30, store_host_size=HOST_V4_SIZE

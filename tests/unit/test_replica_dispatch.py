@@ -1,7 +1,9 @@
 """The replica's fast apply path leaves the very files the reference path leaves.
 
-``append_replicated`` checks a frame with the store's batch scanner and
-dispatches it in runs (``_dispatch_batch``); the reference appends, scans the
+``append_replicated`` checks a frame and dispatches it in runs, through
+``frame_dispatch`` (one C pass that also makes the consume-queue units and
+index entries) or, for frames that need it, ``scan_frame`` and the put's
+dispatch helpers (``_dispatch_batch``); the reference appends, scans the
 log record by record and dispatches each (``append_checked``). Frames of mixed
 topics, queues, tags, keys, store timestamps, prepared transaction records,
 schedule-topic records and segment ends go through both; the commit log,
@@ -82,8 +84,11 @@ def _fill(master, seed: int) -> None:
             clock.advance(rng.random() / 50)
 
 
+@pytest.mark.parametrize("lean", [True, False], ids=["frame_dispatch", "scan_frame"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_fast_apply_leaves_the_files_the_reference_leaves(tmp_path, monkeypatch, seed):
+def test_fast_apply_leaves_the_files_the_reference_leaves(tmp_path, monkeypatch, seed, lean):
+    if not lean:  # every frame the way of frames with stamps or schedule-topic records
+        monkeypatch.setattr(repl, "frame_dispatch", lambda *args: None)
     master = open_store(small_config(tmp_path / "m"), clock=ManualClock())
     fast = open_store(small_config(tmp_path / "fast"))
     ref = open_store(small_config(tmp_path / "ref"))

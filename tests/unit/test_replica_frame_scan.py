@@ -62,7 +62,7 @@ def frames(store, seed: int, count: int) -> list[tuple[int, bytes]]:
     for _ in range(count):
         offset = rng.choice(starts)
         data = store.read_for_replica(offset, rng.choice([1500, 9000, 40000]))
-        end = repl._records_end(data, len(data) > 0)
+        end = repl.records_end(data, len(data) > 0)
         if end:
             out.append((offset, data[:end]))
     return out
@@ -153,6 +153,7 @@ def test_a_replica_on_the_reference_scan_copies_the_log_byte_for_byte(
     master, tmp_path, monkeypatch
 ):
     monkeypatch.setattr(repl, "scan_frame", repl.py_scan_frame)
+    monkeypatch.setattr(repl, "frame_dispatch", repl.py_frame_dispatch)
     replica = open_store(small_config(tmp_path / "r"))
     try:
         offset = 0
