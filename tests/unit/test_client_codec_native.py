@@ -155,7 +155,8 @@ def test_compiled_encoder_formats_non_string_property_values_as_the_reference():
     msgs=st.lists(messages(), min_size=1, max_size=6),
     prefix=st.text(alphabet="0123456789ABCDEF", min_size=0, max_size=28),
     first=st.integers(0, 2**40),
-    stamp=st.none() | st.tuples(st.integers(0, 2**40), st.integers(0, 99), st.integers(0, 2**31)),
+    stamp=st.none()
+    | st.tuples(st.integers(0, 2**62), st.integers(0, 2**31), st.integers(0, 2**31)),
 )
 def test_compiled_encoder_writes_a_block_of_ids_as_the_reference(msgs, prefix, first, stamp):
     block = UniqueIdBlock(prefix, first, len(msgs))
@@ -419,7 +420,8 @@ def test_both_decoders_hide_the_idempotence_stamp_alike() -> None:
 @given(
     msgs=st.lists(messages(), min_size=0, max_size=5),
     tail=st.binary(max_size=40),
-    stamp=st.none() | st.tuples(st.integers(0, 2**40), st.integers(0, 99), st.integers(0, 2**31)),
+    stamp=st.none()
+    | st.tuples(st.integers(0, 2**62), st.integers(0, 2**31), st.integers(0, 2**31)),
 )
 def test_compiled_encoder_frames_the_records_as_the_reference(msgs, tail, stamp):
     keys = [f"K{i}" for i in range(len(msgs))]
