@@ -4,6 +4,7 @@ of the broker's de-duplication state.
     .venv/bin/python benchmarks/idempotence_bench.py [--seconds 5] [--rounds 3]
                                                      [--log-mib 256 (0: skip)]
                                                      [--calls both|send|send_batch]
+                                                     [--calibrate]
 
 1. Throughput, side by side in one run against one ``pocketmq standalone``: 256
    tasks calling ``send`` (one message each call), then 256 tasks calling
@@ -16,6 +17,8 @@ of the broker's de-duplication state.
    back (and their median: a load that comes and goes meets both runs of a round, where
    the best of each may come from different moments), and how many
    OUT_OF_ORDER_SEQUENCE answers the idempotent producer met.
+   ``--calibrate`` makes both producers plain: the "overhead" it prints is what the
+   machine's noise alone shows between two equal producers.
 2. Recovery: a child process appends ``--log-mib`` MiB of stamped 1 KiB records
    (1,000 producer ids x 8 queues, batches of 64) to a store and dies (``os._exit``,
    abort file left); the parent times ``start()`` (the crash recovery that rebuilds
@@ -111,6 +114,7 @@ async def throughput(
     broker_pid: int,
     in_flight: int,
     shapes: tuple[bool, ...] = (False, True),
+    calibrate: bool = False,
 ) -> None:
     async with AdminClient(namesrv=namesrv) as admin:
         await admin.create_topic(
@@ -119,6 +123,7 @@ async def throughput(
     print(
         f"\nthroughput: {TASKS} tasks, {len(BODY)} B bodies, best of {rounds} rounds of "
         f"{seconds:g} s, idempotent and not alternating"
+        + (" (CALIBRATION: both producers plain, what the noise alone shows)" if calibrate else "")
     )
     print(
         f"{'call':<24}{'idempotent msg/s':>18}{'plain msg/s':>14}{'overhead':>10}"
@@ -130,7 +135,7 @@ async def throughput(
         Producer(
             group="bench-idem",
             namesrv=namesrv,
-            idempotent=True,
+            idempotent=not calibrate,
             send_timeout_ms=10_000,
             max_in_flight_requests_per_queue=in_flight,
         ) as idem,
@@ -313,6 +318,11 @@ def main() -> None:
         default=5,
         help="the idempotent producer's (send_batch)",
     )
+    parser.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="both producers plain (idempotent=False): the overhead this prints is the noise",
+    )
     parser.add_argument("--fill", help=argparse.SUPPRESS)
     parser.add_argument("--interval", type=int, default=64 * MiB, help=argparse.SUPPRESS)
     parser.add_argument("--stamped", action="store_true", help=argparse.SUPPRESS)
@@ -332,6 +342,7 @@ def main() -> None:
                     server.pid,
                     args.max_in_flight_requests_per_queue,
                     {"both": (False, True), "send": (False,), "send_batch": (True,)}[args.calls],
+                    args.calibrate,
                 )
             )
     if args.log_mib > 0:
