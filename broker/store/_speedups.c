@@ -512,19 +512,24 @@ check_utf8(const unsigned char *p, Py_ssize_t n, Py_ssize_t pos)
 }
 
 
-/* Tag code, keys list and UNIQ_KEY of one record's properties, into items[]
+/* What the checks of one record learn of it (check_record). */
+typedef struct {
+    PyObject *topic;            /* new reference */
+    const unsigned char *topic_raw;
+    Py_ssize_t topic_len;
+    int32_t queue_id, sysflag;
+    Py_ssize_t store_ts_pos;    /* STORETIMESTAMP's position in the record */
+    int ascii;                  /* the properties are ASCII */
+    span tags, keys, uniq;
+} record_view;
+
+/* Tag code, keys list and UNIQ_KEY of a checked record's properties, into items[]
  * (new references; left NULL on error, which the caller cleans up). */
 static int
-extract_properties(PyObject **items, const unsigned char *props, Py_ssize_t props_len,
-                   Py_ssize_t pos, unsigned *markers)
+properties_items(PyObject **items, const record_view *rec)
 {
-    int ascii = all_ascii(props, props_len);
-    if (!ascii && check_utf8(props, props_len, pos) < 0) {
-        return -1;
-    }
-    span tags = {NULL, 0}, keys = {NULL, 0}, uniq = {NULL, 0};
-    find_properties(props, props_len, &tags, &keys, &uniq, markers);
-
+    int ascii = rec->ascii;
+    span tags = rec->tags, keys = rec->keys, uniq = rec->uniq;
     uint32_t code = 0;                          /* tags_code: 0 when there is no TAGS */
     if (tags.n > 0) {
         if (ascii) {
@@ -568,16 +573,17 @@ extract_properties(PyObject **items, const unsigned char *props, Py_ssize_t prop
     return 0;
 }
 
-/* Check the record at *pos* (*end - pos* bytes left in the blob) and append
- * what the append and the dispatch need to the lists. Returns its TOTALSIZE,
- * or -1 with an error set. Checks, their order and their messages are
- * py_scan_batch's. */
+/* Check the record at *pos* (*end - pos* bytes left in the blob) into *rec*: its
+ * TOTALSIZE, or -1 with BatchError (or another error) set and rec->topic NULL. The
+ * checks, their order and their messages are py_scan_batch's; a broker's put gives
+ * its body limit and refuses empty bodies, a replica's frame gives neither.
+ * MARK_* bits of the property names seen are or-ed into *markers*. */
 static Py_ssize_t
-scan_record(PyObject **lists, seen_topic *seen, int *n_seen, const unsigned char *buf,
-            Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_body_size,
-            Py_ssize_t store_host_size, int allow_empty_body, unsigned *markers)
+check_record(record_view *rec, seen_topic *seen, int *n_seen, const unsigned char *buf,
+             Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_body_size,
+             Py_ssize_t store_host_size, int allow_empty_body, unsigned *markers)
 {
-    PyObject *items[N_LISTS] = {NULL};
+    rec->topic = NULL;
     const unsigned char *r = buf + pos;
     if (end - pos < HEAD_SIZE) {
         batch_error(str_illegal, "record at batch offset %zd is cut short: %zd bytes left, "
@@ -587,8 +593,8 @@ scan_record(PyObject **lists, seen_topic *seen, int *n_seen, const unsigned char
     Py_ssize_t total = rd_i32(r);
     uint32_t magic = rd_u32(r + POS_MAGIC);
     int32_t crc = rd_i32(r + POS_BODYCRC);
-    int32_t queue_id = rd_i32(r + POS_QUEUEID);
-    int32_t sysflag = rd_i32(r + POS_SYSFLAG);
+    rec->queue_id = rd_i32(r + POS_QUEUEID);
+    rec->sysflag = rd_i32(r + POS_SYSFLAG);
     if (magic != MESSAGE_MAGIC_CODE && magic != MESSAGE_MAGIC_CODE_V2) {
         char got[16], want[16];         /* PyUnicode_FromFormat has no %X */
         PyOS_snprintf(got, sizeof got, "%08X", (unsigned int)magic);
@@ -604,16 +610,16 @@ scan_record(PyObject **lists, seen_topic *seen, int *n_seen, const unsigned char
     }
     /* From here on every position is below record_end <= end. */
     int store_v6 = store_host_size == HOST_V6_SIZE;
-    if (((sysflag & SYSFLAG_STOREHOST_V6) != 0) != store_v6) {
+    if (((rec->sysflag & SYSFLAG_STOREHOST_V6) != 0) != store_v6) {
         batch_error(str_illegal, "record at batch offset %zd reserves %d bytes for STOREHOST; "
                     "this broker writes %zd", pos, store_v6 ? HOST_V4_SIZE : HOST_V6_SIZE,
                     store_host_size);
         return -1;
     }
-    Py_ssize_t born_size = (sysflag & SYSFLAG_BORNHOST_V6) ? HOST_V6_SIZE : HOST_V4_SIZE;
-    Py_ssize_t store_ts_pos = POS_BORNHOST + born_size;
+    Py_ssize_t born_size = (rec->sysflag & SYSFLAG_BORNHOST_V6) ? HOST_V6_SIZE : HOST_V4_SIZE;
+    rec->store_ts_pos = POS_BORNHOST + born_size;
     Py_ssize_t record_end = pos + total;
-    Py_ssize_t p = pos + store_ts_pos + STORE_TIMESTAMP_SIZE + store_host_size + TAIL_AFTER_STOREHOST;
+    Py_ssize_t p = pos + rec->store_ts_pos + STORE_TIMESTAMP_SIZE + store_host_size + TAIL_AFTER_STOREHOST;
     if (p + BODYLEN_SIZE > record_end) {
         batch_error(str_illegal, "record at batch offset %zd: TOTALSIZE %zd is smaller than "
                     "its fixed fields", pos, total);
@@ -651,10 +657,12 @@ scan_record(PyObject **lists, seen_topic *seen, int *n_seen, const unsigned char
                     "TOTALSIZE %zd", pos, topic_len, total);
         return -1;
     }
-    items[L_TOPICS] = topic_of(seen, n_seen, buf + p, topic_len, pos);
-    if (items[L_TOPICS] == NULL) {
-        goto fail;
+    rec->topic = topic_of(seen, n_seen, buf + p, topic_len, pos);
+    if (rec->topic == NULL) {
+        return -1;
     }
+    rec->topic_raw = buf + p;
+    rec->topic_len = topic_len;
     p += topic_len;
     Py_ssize_t props_len = rd_u16(buf + p);     /* p + 2 <= record_end: checked above */
     p += 2;
@@ -675,14 +683,43 @@ scan_record(PyObject **lists, seen_topic *seen, int *n_seen, const unsigned char
                     "%d", pos, actual_crc, (int)crc);
         goto fail;
     }
-    if (extract_properties(items, buf + p, props_len, pos, markers) < 0) {
+    rec->ascii = all_ascii(buf + p, props_len);
+    if (!rec->ascii && check_utf8(buf + p, props_len, pos) < 0) {
+        goto fail;
+    }
+    rec->tags = rec->keys = rec->uniq = (span){NULL, 0};
+    find_properties(buf + p, props_len, &rec->tags, &rec->keys, &rec->uniq, markers);
+    return total;
+
+fail:
+    Py_CLEAR(rec->topic);
+    return -1;
+}
+
+/* Check the record at *pos* (*end - pos* bytes left in the blob) and append
+ * what the append and the dispatch need to the lists. Returns its TOTALSIZE,
+ * or -1 with an error set. */
+static Py_ssize_t
+scan_record(PyObject **lists, seen_topic *seen, int *n_seen, const unsigned char *buf,
+            Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_body_size,
+            Py_ssize_t store_host_size, int allow_empty_body, unsigned *markers)
+{
+    PyObject *items[N_LISTS] = {NULL};
+    record_view rec;
+    Py_ssize_t total = check_record(&rec, seen, n_seen, buf, pos, end, max_body_size,
+                                    store_host_size, allow_empty_body, markers);
+    if (total < 0) {
+        return -1;
+    }
+    items[L_TOPICS] = rec.topic;
+    if (properties_items(items, &rec) < 0) {
         goto fail;
     }
     items[L_POSITIONS] = PyLong_FromSsize_t(pos);
     items[L_SIZES] = same_int(&last_size, total);
-    items[L_QUEUE_IDS] = PyLong_FromLong(queue_id);
-    items[L_SYSFLAGS] = PyLong_FromLong(sysflag);
-    items[L_STORE_TS_POSITIONS] = PyLong_FromSsize_t(store_ts_pos);
+    items[L_QUEUE_IDS] = PyLong_FromLong(rec.queue_id);
+    items[L_SYSFLAGS] = PyLong_FromLong(rec.sysflag);
+    items[L_STORE_TS_POSITIONS] = PyLong_FromSsize_t(rec.store_ts_pos);
     for (int i = 0; i < N_LISTS; i++) {
         if (items[i] == NULL || PyList_Append(lists[i], items[i]) < 0) {
             goto fail;
@@ -2327,129 +2364,10 @@ fd_entry(fd_state *st, uint32_t prefix, const unsigned char *key, Py_ssize_t n, 
     return 0;
 }
 
-/* What frame_dispatch learns of one checked record. */
-typedef struct {
-    PyObject *topic;            /* new reference */
-    const unsigned char *topic_raw;
-    Py_ssize_t topic_len;
-    int32_t queue_id, sysflag;
-    int ascii;                  /* the properties are ASCII */
-    span tags, keys, uniq;
-    Py_ssize_t store_ts_pos;
-} fd_record;
-
-/* scan_record's checks, in its order and words, without its lists: the record's
- * TOTALSIZE, or -1 with BatchError (or another error) set. */
-static Py_ssize_t
-fd_check_record(fd_record *rec, seen_topic *seen, int *n_seen, const unsigned char *buf,
-                Py_ssize_t pos, Py_ssize_t end, Py_ssize_t store_host_size)
-{
-    const unsigned char *r = buf + pos;
-    if (end - pos < HEAD_SIZE) {
-        batch_error(str_illegal, "record at batch offset %zd is cut short: %zd bytes left, "
-                    "a head is %d", pos, end - pos, HEAD_SIZE);
-        return -1;
-    }
-    Py_ssize_t total = rd_i32(r);
-    uint32_t magic = rd_u32(r + POS_MAGIC);
-    int32_t crc = rd_i32(r + POS_BODYCRC);
-    rec->queue_id = rd_i32(r + POS_QUEUEID);
-    rec->sysflag = rd_i32(r + POS_SYSFLAG);
-    if (magic != MESSAGE_MAGIC_CODE && magic != MESSAGE_MAGIC_CODE_V2) {
-        char got[16], want[16];
-        PyOS_snprintf(got, sizeof got, "%08X", (unsigned int)magic);
-        PyOS_snprintf(want, sizeof want, "%08X", (unsigned int)MESSAGE_MAGIC_CODE);
-        batch_error(str_illegal, "record at batch offset %zd has magic code 0x%s; expected "
-                    "0x%s", pos, got, want);
-        return -1;
-    }
-    if (total < HEAD_SIZE || total > end - pos) {
-        batch_error(str_illegal, "record at batch offset %zd has TOTALSIZE %zd, but %zd bytes "
-                    "are left in the batch", pos, total, end - pos);
-        return -1;
-    }
-    int store_v6 = store_host_size == HOST_V6_SIZE;
-    if (((rec->sysflag & SYSFLAG_STOREHOST_V6) != 0) != store_v6) {
-        batch_error(str_illegal, "record at batch offset %zd reserves %d bytes for STOREHOST; "
-                    "this broker writes %zd", pos, store_v6 ? HOST_V4_SIZE : HOST_V6_SIZE,
-                    store_host_size);
-        return -1;
-    }
-    Py_ssize_t born_size = (rec->sysflag & SYSFLAG_BORNHOST_V6) ? HOST_V6_SIZE : HOST_V4_SIZE;
-    rec->store_ts_pos = POS_BORNHOST + born_size;
-    Py_ssize_t record_end = pos + total;
-    Py_ssize_t p = pos + rec->store_ts_pos + STORE_TIMESTAMP_SIZE + store_host_size
-                   + TAIL_AFTER_STOREHOST;
-    if (p + BODYLEN_SIZE > record_end) {
-        batch_error(str_illegal, "record at batch offset %zd: TOTALSIZE %zd is smaller than "
-                    "its fixed fields", pos, total);
-        return -1;
-    }
-    Py_ssize_t body_len = rd_i32(buf + p);
-    Py_ssize_t body_pos = p + BODYLEN_SIZE;
-    p = body_pos + body_len;
-    if (body_len < 0 || p > record_end) {
-        batch_error(str_illegal, "record at batch offset %zd: BODYLEN %zd does not fit "
-                    "TOTALSIZE %zd", pos, body_len, total);
-        return -1;
-    }
-    Py_ssize_t topic_len;
-    if (magic == MESSAGE_MAGIC_CODE) {
-        topic_len = p < record_end ? buf[p] : -1;
-        p += 1;
-    }
-    else {
-        topic_len = p + 2 <= record_end ? rd_u16(buf + p) : -1;
-        p += 2;
-    }
-    if (topic_len < 0 || p + topic_len + 2 > record_end) {
-        batch_error(str_illegal, "record at batch offset %zd: topic length %zd does not fit "
-                    "TOTALSIZE %zd", pos, topic_len, total);
-        return -1;
-    }
-    rec->topic = topic_of(seen, n_seen, buf + p, topic_len, pos);
-    if (rec->topic == NULL) {
-        return -1;
-    }
-    rec->topic_raw = buf + p;
-    rec->topic_len = topic_len;
-    p += topic_len;
-    Py_ssize_t props_len = rd_u16(buf + p);
-    p += 2;
-    if (p + props_len != record_end) {
-        batch_error(str_illegal, "record at batch offset %zd: TOTALSIZE is %zd but its parts "
-                    "add up to %zd", pos, total, p + props_len - pos);
-        goto fail;
-    }
-    if (props_len > MAX_PROPERTIES_LENGTH) {
-        batch_error(str_properties, "properties are %zd bytes; at most %d are allowed",
-                    props_len, MAX_PROPERTIES_LENGTH);
-        goto fail;
-    }
-    long actual_crc = (long)(crc32_fast(0, buf + body_pos, (size_t)body_len) & 0x7FFFFFFFu);
-    if (actual_crc != crc) {
-        batch_error(str_illegal, "record at batch offset %zd: body CRC is %ld, the record says "
-                    "%d", pos, actual_crc, (int)crc);
-        goto fail;
-    }
-    rec->ascii = all_ascii(buf + p, props_len);
-    if (!rec->ascii && check_utf8(buf + p, props_len, pos) < 0) {
-        goto fail;
-    }
-    unsigned markers = 0;
-    rec->tags = rec->keys = rec->uniq = (span){NULL, 0};
-    find_properties(buf + p, props_len, &rec->tags, &rec->keys, &rec->uniq, &markers);
-    return total;
-
-fail:
-    Py_CLEAR(rec->topic);
-    return -1;
-}
-
 /* The index entries of a record dispatched to its queue: KEYS split on " " (empty
- * pieces dropped), then UNIQ_KEY, as extract_properties lists them. */
+ * pieces dropped), then UNIQ_KEY, as properties_items lists them. */
 static int
-fd_keys(fd_state *st, uint32_t prefix, const fd_record *rec, int64_t phys, int64_t stamp)
+fd_keys(fd_state *st, uint32_t prefix, const record_view *rec, int64_t phys, int64_t stamp)
 {
     const unsigned char *k = rec->keys.p, *end = rec->keys.n > 0 ? k + rec->keys.n : k;
     while (k < end) {
@@ -2481,8 +2399,10 @@ fd_scan(fd_state *st, const unsigned char *buf, Py_ssize_t end, long long base,
     long long bad_phys = 0;
     int rc = -1;
     for (Py_ssize_t pos = 0; pos < end;) {
-        fd_record rec;
-        Py_ssize_t total = fd_check_record(&rec, seen, &n_seen, buf, pos, end, store_host_size);
+        record_view rec;
+        unsigned markers = 0;
+        Py_ssize_t total = check_record(&rec, seen, &n_seen, buf, pos, end, PY_SSIZE_T_MAX,
+                                        store_host_size, 1, &markers);
         if (total < 0) {
             goto done;
         }
