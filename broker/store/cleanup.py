@@ -13,9 +13,10 @@ RocketMQ's rules, checked every ``clean_resource_interval_ms``:
   unexpired;
 - above ``disk_space_warning_level_ratio``, or with less than
   ``disk_min_free_bytes`` available, writes are refused ("disk full") while
-  reads go on; they are accepted again once both are fine. "Used" and
-  "available" are what the broker's user can write (``statvfs`` ``f_bavail``):
-  blocks reserved for root count as used;
+  reads go on; they are accepted again once both are fine. The ratio is
+  ``df``'s and RocketMQ's: used / (used + available), available being what the
+  broker's user can write (``statvfs`` ``f_bavail``); blocks reserved for root
+  are in neither, so a filesystem with nothing left for the broker reads full;
 - at most ``delete_files_batch_max`` segments go per run, never the last one;
   consume-queue and index files wholly below the log's new minimum go too.
 """

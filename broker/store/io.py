@@ -52,11 +52,19 @@ class StoreIO:
         return st.f_bavail * st.f_frsize
 
     def disk_used_ratio(self, path: str) -> float:
-        """Share of the filesystem holding *path* that the broker cannot write (0.0 .. 1.0).
+        """Share of the filesystem holding *path* in use (0.0 .. 1.0), as ``df`` shows it
+        and RocketMQ computes it (``UtilAll.getDiskPartitionSpaceUsedPercent``).
 
-        ``1 - available / total``: blocks reserved for root count as used, so a
-        filesystem whose "used" is 40 % but whose available space is gone reads full.
+        ``used / (used + available)``, used being ``total - free`` and available what the
+        broker's user may write (``f_bavail``). Blocks reserved for root are neither, so
+        a filesystem whose available space is gone reads full (1.0), and a large reserve
+        does not read as use: with ``1 - available / total`` instead, a filesystem that
+        keeps 60 % for root read 71 % full at 29 % used, and the space check deleted
+        unexpired segments there.
         """
         st = os.statvfs(path)
-        total = st.f_blocks * st.f_frsize
-        return 1.0 - st.f_bavail * st.f_frsize / total if total else 0.0
+        used = (st.f_blocks - st.f_bfree) * st.f_frsize
+        usable = used + st.f_bavail * st.f_frsize
+        if usable <= 0:
+            return 1.0 if st.f_blocks else 0.0  # nothing the broker may write
+        return used / usable

@@ -132,11 +132,31 @@ def test_the_disk_check_refuses_writes_below_disk_min_free_bytes_naming_the_numb
     store.shutdown()
 
 
-def test_the_disk_check_counts_space_reserved_for_root_as_used(tmp_path):
+def statvfs_of(blocks: int, free: int, available: int) -> os.statvfs_result:
+    """A filesystem of 4 KiB blocks: *free* counts root's reserve, *available* does not."""
+    return os.statvfs_result((4096, 4096, blocks, free, available, 0, 0, 0, 0, 255))
+
+
+def test_the_disk_ratio_is_dfs_used_over_used_and_available_leaving_roots_reserve_out(
+    tmp_path, monkeypatch
+):
+    # 1,000 blocks: 300 used, 100 available to the broker, 600 reserved for root
+    monkeypatch.setattr(os, "statvfs", lambda path: statvfs_of(1000, 700, 100))
+    assert StoreIO().disk_used_ratio(str(tmp_path)) == 0.75  # df's Use%; not 0.90
+    assert StoreIO().available_bytes(str(tmp_path)) == 100 * 4096
+
+
+def test_a_filesystem_with_nothing_left_for_the_broker_reads_full(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "statvfs", lambda path: statvfs_of(1000, 600, 0))  # 40 % used
+    assert StoreIO().disk_used_ratio(str(tmp_path)) == 1.0
+    monkeypatch.setattr(os, "statvfs", lambda path: statvfs_of(1000, 1000, 0))  # all root's
+    assert StoreIO().disk_used_ratio(str(tmp_path)) == 1.0
+
+
+def test_the_disk_ratio_of_a_real_filesystem_is_what_df_shows(tmp_path):
     st = os.statvfs(tmp_path)
-    expected = 1 - st.f_bavail / st.f_blocks
-    assert abs(StoreIO().disk_used_ratio(str(tmp_path)) - expected) < 0.01
-    assert StoreIO().available_bytes(str(tmp_path)) <= st.f_bfree * st.f_frsize
+    used = st.f_blocks - st.f_bfree
+    assert abs(StoreIO().disk_used_ratio(str(tmp_path)) - used / (used + st.f_bavail)) < 0.01
 
 
 def test_enospc_writing_the_checkpoint_refuses_writes_until_space_is_back(tmp_path, monkeypatch):
