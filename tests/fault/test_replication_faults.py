@@ -129,10 +129,6 @@ async def test_replica_catches_up_from_a_gib_behind(kit, fault_report):
         index_entries=2_000_000,
         consume_queue_units_per_file=300_000,
         ha_transfer_batch_bytes=1 * MiB,
-        # what is tested is the copy: a host disk already 80 % full must not make the
-        # master's space check delete these unexpired segments mid-test (at 85 % it would)
-        disk_max_used_space_ratio=1.0,
-        disk_space_clean_forcibly_ratio=1.0,
     )
     group = HaGroup(kit, "ASYNC_MASTER", **big)
     try:
