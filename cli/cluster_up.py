@@ -277,6 +277,10 @@ class LocalCluster:
                 return True
 
             died = await self._until(registered)
+            if died is None and self.dashboard is not None:
+                # the banner names the dashboard's address: it answers there once printed
+                dashboard_addr = self.dashboard.addr
+                died = await self._until(lambda: _listening(dashboard_addr))
             if died is None:
                 await self._learn_roles(admin)
             return died
