@@ -573,6 +573,19 @@ properties_items(PyObject **items, const record_view *rec)
     return 0;
 }
 
+/* What every scan of records needs before it starts (scan_batch, scan_frame,
+ * frame_dispatch): a STOREHOST size this layout has, and the batch classes loaded. */
+static int
+scan_ready(Py_ssize_t store_host_size)
+{
+    if (store_host_size != HOST_V4_SIZE && store_host_size != HOST_V6_SIZE) {
+        PyErr_Format(PyExc_ValueError, "store_host_size is %zd; a STOREHOST is %d or %d bytes",
+                     store_host_size, HOST_V4_SIZE, HOST_V6_SIZE);
+        return -1;
+    }
+    return load_batch_classes();
+}
+
 /* Check the record at *pos* (*end - pos* bytes left in the blob) into *rec*: its
  * TOTALSIZE, or -1 with BatchError (or another error) set and rec->topic NULL. The
  * checks, their order and their messages are py_scan_batch's; a broker's put gives
@@ -976,12 +989,7 @@ scan_batch(PyObject *module, PyObject *args, PyObject *kwargs)
                         "scan_batch() missing required keyword-only argument: 'max_body_size'");
         return NULL;
     }
-    if (store_host_size != HOST_V4_SIZE && store_host_size != HOST_V6_SIZE) {
-        PyErr_Format(PyExc_ValueError, "store_host_size is %zd; a STOREHOST is %d or %d bytes",
-                     store_host_size, HOST_V4_SIZE, HOST_V6_SIZE);
-        return NULL;
-    }
-    if (load_batch_classes() < 0) {
+    if (scan_ready(store_host_size) < 0) {
         return NULL;
     }
     Py_buffer view;
@@ -2136,12 +2144,7 @@ scan_frame(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "OLn:scan_frame", &frame, &base, &store_host_size)) {
         return NULL;
     }
-    if (store_host_size != HOST_V4_SIZE && store_host_size != HOST_V6_SIZE) {
-        PyErr_Format(PyExc_ValueError, "store_host_size is %zd; a STOREHOST is %d or %d bytes",
-                     store_host_size, HOST_V4_SIZE, HOST_V6_SIZE);
-        return NULL;
-    }
-    if (load_batch_classes() < 0) {
+    if (scan_ready(store_host_size) < 0) {
         return NULL;
     }
     Py_buffer view;
@@ -2591,12 +2594,7 @@ frame_dispatch(PyObject *module, PyObject *args)
                           &after_phys, &index)) {
         return NULL;
     }
-    if (store_host_size != HOST_V4_SIZE && store_host_size != HOST_V6_SIZE) {
-        PyErr_Format(PyExc_ValueError, "store_host_size is %zd; a STOREHOST is %d or %d bytes",
-                     store_host_size, HOST_V4_SIZE, HOST_V6_SIZE);
-        return NULL;
-    }
-    if (load_batch_classes() < 0) {
+    if (scan_ready(store_host_size) < 0) {
         return NULL;
     }
     Py_buffer view;

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import random
 
 from pocketmq.broker.store import RecoveryReport, StoreConfig
 from pocketmq.broker.store.message_store import DefaultMessageStore
+from pocketmq.broker.store.replica_frames import records_end
 from pocketmq.common.clock import Clock
 from pocketmq.common.message import decode_record, encode_record, pack_host
 
@@ -95,3 +97,20 @@ def crash(store: DefaultMessageStore) -> None:
     store.consume_queues.close()
     store.index.close()
     store.dirs.release_lock()
+
+
+def replica_frames(store: DefaultMessageStore, seed: int, count: int) -> list[tuple[int, bytes]]:
+    """(offset, records) of frames a master would send from random record boundaries of
+    *store*'s log, fillers cut off."""
+    rng = random.Random(seed)
+    starts = [
+        rec.phys_offset for rec in store.commitlog.scan(store.commitlog.min_offset, check_crc=False)
+    ]
+    out = []
+    for _ in range(count):
+        offset = rng.choice(starts)
+        data = store.read_for_replica(offset, rng.choice([1500, 9000, 40000]))
+        end = records_end(data, len(data) > 0)
+        if end:
+            out.append((offset, data[:end]))
+    return out

@@ -20,6 +20,7 @@ from storekit import open_store, record, small_config
 
 from pocketmq.broker.ha import wire
 from pocketmq.broker.store import PutStatus, speedups
+from pocketmq.broker.store import replica_frames as rf
 from pocketmq.broker.store import replication as repl
 from pocketmq.broker.store.batch import scan_batch
 from pocketmq.common.message import HOST_V4_SIZE
@@ -171,7 +172,7 @@ def test_frame_end_matches_the_reference_on_a_real_log(master):
         start = offset - mf.file_from_offset
         limit = rng.randint(start, mf.wrote_position)
         max_bytes = rng.choice([1, 500, 4000, 20000, 1 << 30])
-        assert speedups.NATIVE.frame_end(mf.buffer, start, limit, max_bytes) == repl.py_frame_end(
+        assert speedups.NATIVE.frame_end(mf.buffer, start, limit, max_bytes) == rf.py_frame_end(
             mf.buffer, start, limit, max_bytes
         )
 
@@ -182,7 +183,7 @@ def test_frame_end_refuses_a_range_outside_the_segment():
         with pytest.raises(ValueError):
             speedups.NATIVE.frame_end(*args)
         with pytest.raises(ValueError):
-            repl.py_frame_end(*args)
+            rf.py_frame_end(*args)
 
 
 def test_frames_end_on_records_and_never_cross_a_segment_or_a_stop(master):
@@ -200,7 +201,7 @@ def test_frames_end_on_records_and_never_cross_a_segment_or_a_stop(master):
         base = mf.file_from_offset
         end = master.commitlog.max_offset if stop is None else stop
         limit = min(end, base + mf.file_size) - base
-        walked = repl.py_frame_end(mf.buffer, offset - base, limit, max_bytes)
+        walked = rf.py_frame_end(mf.buffer, offset - base, limit, max_bytes)
         assert span is not None
         assert span == (mf, offset - base, walked)
         data = master.read_for_replica(offset, max_bytes, stop)
@@ -227,7 +228,7 @@ def test_frame_columns_match_the_reference(master):
         except Exception:  # a frame holding a segment's filler: not what dispatch sees
             continue
         args = (batch.blob, batch.positions, batch.store_ts_positions, offset)
-        assert speedups.NATIVE.frame_columns(*args) == repl.py_frame_columns(*args)
+        assert speedups.NATIVE.frame_columns(*args) == rf.py_frame_columns(*args)
         compared += 1
     assert compared > 30
 
@@ -239,4 +240,4 @@ def test_frame_columns_refuse_positions_outside_the_frame():
         with pytest.raises(ValueError):
             speedups.NATIVE.frame_columns(frame, positions, stamps, 0)
         with pytest.raises(ValueError):
-            repl.py_frame_columns(frame, positions, stamps, 0)
+            rf.py_frame_columns(frame, positions, stamps, 0)

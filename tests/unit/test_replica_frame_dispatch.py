@@ -16,10 +16,10 @@ import os
 import random
 
 import pytest
-from storekit import open_store, record, small_config
+from storekit import open_store, record, replica_frames, small_config
 
 from pocketmq.broker.store import PutStatus, speedups
-from pocketmq.broker.store import replication as repl
+from pocketmq.broker.store import replica_frames as rf
 from pocketmq.broker.store.batch import BatchError
 from pocketmq.common.clock import ManualClock
 from pocketmq.common.message import HOST_V4_SIZE, POS_QUEUEOFFSET, SysFlag
@@ -62,22 +62,6 @@ def master(tmp_path_factory):
     store.shutdown()
 
 
-def frames(store, seed: int, count: int) -> list[tuple[int, bytes]]:
-    """(offset, records) of frames from random record boundaries, fillers cut off."""
-    rng = random.Random(seed)
-    starts = [
-        rec.phys_offset for rec in store.commitlog.scan(store.commitlog.min_offset, check_crc=False)
-    ]
-    out = []
-    for _ in range(count):
-        offset = rng.choice(starts)
-        data = store.read_for_replica(offset, rng.choice([1500, 9000, 40000]))
-        end = repl.records_end(data, len(data) > 0)
-        if end:
-            out.append((offset, data[:end]))
-    return out
-
-
 def outcome(dispatch, frame: bytes, base: int, after: int = -1, index: bool = True):
     try:
         return dispatch(frame, base, HOST_V4_SIZE, after, index)
@@ -89,10 +73,10 @@ def outcome(dispatch, frame: bytes, base: int, after: int = -1, index: bool = Tr
 def test_frame_dispatch_matches_the_reference_on_a_real_log(master):
     rng = random.Random(3)
     ready = fallback = 0
-    for offset, frame in frames(master, 1, 120):
+    for offset, frame in replica_frames(master, 1, 120):
         after = rng.choice([-1, offset + len(frame) // 2, offset + len(frame)])
         index = rng.random() < 0.8
-        expected = outcome(repl.py_frame_dispatch, frame, offset, after, index)
+        expected = outcome(rf.py_frame_dispatch, frame, offset, after, index)
         assert outcome(speedups.NATIVE.frame_dispatch, frame, offset, after, index) == expected
         assert expected is None or expected[0] != "error"
         ready += expected is not None
@@ -105,7 +89,7 @@ def test_frame_dispatch_matches_the_reference_on_a_real_log(master):
 def test_frame_dispatch_refuses_what_scan_frame_refuses(master):
     rng = random.Random(4)
     refused = 0
-    for offset, frame in frames(master, 5, 60):
+    for offset, frame in replica_frames(master, 5, 60):
         damaged = bytearray(frame)
         kind = rng.randrange(4)
         if kind == 0:  # a flipped byte anywhere: CRC, framing, topic or properties
@@ -116,10 +100,10 @@ def test_frame_dispatch_refuses_what_scan_frame_refuses(master):
             offset += rng.choice([-1, 1, 4096])
         else:  # one record's PHYSICALOFFSET rewritten
             damaged[POS_QUEUEOFFSET + 8 + 7] ^= 0x10
-        expected = outcome(repl.py_frame_dispatch, bytes(damaged), offset)
+        expected = outcome(rf.py_frame_dispatch, bytes(damaged), offset)
         assert outcome(speedups.NATIVE.frame_dispatch, bytes(damaged), offset) == expected
         try:
-            repl.py_scan_frame(bytes(damaged), offset, HOST_V4_SIZE)
+            rf.py_scan_frame(bytes(damaged), offset, HOST_V4_SIZE)
         except BatchError as exc:
             assert expected == ("error", exc.kind, str(exc))
             refused += 1
@@ -130,7 +114,7 @@ def test_frame_dispatch_refuses_what_scan_frame_refuses(master):
 
 @needs_native
 def test_frame_dispatch_refuses_an_empty_frame_and_a_wrong_host_size():
-    for dispatch in (speedups.NATIVE.frame_dispatch, repl.py_frame_dispatch):
+    for dispatch in (speedups.NATIVE.frame_dispatch, rf.py_frame_dispatch):
         with pytest.raises(BatchError, match="holds no records"):
             dispatch(b"", 0, HOST_V4_SIZE, -1, True)
         with pytest.raises(ValueError, match="STOREHOST is 8 or 20"):

@@ -16,9 +16,10 @@ import random
 import zlib
 
 import pytest
-from storekit import open_store, record, small_config
+from storekit import open_store, record, replica_frames, small_config
 
 from pocketmq.broker.store import PutStatus, speedups
+from pocketmq.broker.store import replica_frames as rf
 from pocketmq.broker.store import replication as repl
 from pocketmq.broker.store.batch import BatchError
 from pocketmq.common.message import HOST_V4_SIZE, HOST_V6_SIZE, POS_QUEUEOFFSET
@@ -52,22 +53,6 @@ def master(tmp_path_factory):
     store.shutdown()
 
 
-def frames(store, seed: int, count: int) -> list[tuple[int, bytes]]:
-    """(offset, records) of frames from random record boundaries, fillers cut off."""
-    rng = random.Random(seed)
-    starts = [
-        rec.phys_offset for rec in store.commitlog.scan(store.commitlog.min_offset, check_crc=False)
-    ]
-    out = []
-    for _ in range(count):
-        offset = rng.choice(starts)
-        data = store.read_for_replica(offset, rng.choice([1500, 9000, 40000]))
-        end = repl.records_end(data, len(data) > 0)
-        if end:
-            out.append((offset, data[:end]))
-    return out
-
-
 def outcome(scan, frame: bytes, base: int, host_size: int = HOST_V4_SIZE):
     """What *scan* returns (the batch as a plain dict), or the error it raises."""
     try:
@@ -99,8 +84,8 @@ def test_crc32_fast_is_zlibs_crc32_at_every_length_and_alignment():
 @needs_native
 def test_scan_frame_matches_the_reference_on_a_real_log(master):
     compared = 0
-    for offset, frame in frames(master, 1, 80):
-        expected = outcome(repl.py_scan_frame, frame, offset)
+    for offset, frame in replica_frames(master, 1, 80):
+        expected = outcome(rf.py_scan_frame, frame, offset)
         assert expected[0] != "error"
         assert outcome(speedups.NATIVE.scan_frame, frame, offset) == expected
         compared += 1
@@ -111,7 +96,7 @@ def test_scan_frame_matches_the_reference_on_a_real_log(master):
 def test_scan_frame_refuses_what_the_reference_refuses(master):
     rng = random.Random(2)
     refused = 0
-    for offset, frame in frames(master, 3, 60):
+    for offset, frame in replica_frames(master, 3, 60):
         damaged = bytearray(frame)
         kind = rng.randrange(4)
         if kind == 0:  # a flipped byte anywhere: CRC, framing, topic or properties
@@ -122,7 +107,7 @@ def test_scan_frame_refuses_what_the_reference_refuses(master):
             offset += rng.choice([-1, 1, 4096])
         else:  # one record's PHYSICALOFFSET rewritten
             damaged[POS_QUEUEOFFSET + 8 + 7] ^= 0x10
-        expected = outcome(repl.py_scan_frame, bytes(damaged), offset)
+        expected = outcome(rf.py_scan_frame, bytes(damaged), offset)
         assert outcome(speedups.NATIVE.scan_frame, bytes(damaged), offset) == expected
         refused += expected[0] == "error"
     assert refused > 40
@@ -137,7 +122,7 @@ def test_scan_frame_names_the_misplaced_record():
     for pos, phys in ((0, 1000), (len(one), 1000 + len(one))):
         frame[pos + POS_QUEUEOFFSET + 8 : pos + POS_QUEUEOFFSET + 16] = phys.to_bytes(8, "big")
     assert outcome(speedups.NATIVE.scan_frame, bytes(frame), 1000)[0] != "error"
-    for scan in (speedups.NATIVE.scan_frame, repl.py_scan_frame):
+    for scan in (speedups.NATIVE.scan_frame, rf.py_scan_frame):
         misplaced = (
             "record at batch offset 0 says PHYSICALOFFSET 1000; it lies at commit-log offset 1004"
         )
@@ -152,8 +137,8 @@ def test_scan_frame_names_the_misplaced_record():
 def test_a_replica_on_the_reference_scan_copies_the_log_byte_for_byte(
     master, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(repl, "scan_frame", repl.py_scan_frame)
-    monkeypatch.setattr(repl, "frame_dispatch", repl.py_frame_dispatch)
+    monkeypatch.setattr(repl, "scan_frame", rf.py_scan_frame)
+    monkeypatch.setattr(repl, "frame_dispatch", rf.py_frame_dispatch)
     replica = open_store(small_config(tmp_path / "r"))
     try:
         offset = 0
