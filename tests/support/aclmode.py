@@ -150,7 +150,14 @@ def install(patch: Callable[[Any, str, Any], None], directory: Path | None = Non
     from pocketmq.client.config import Transport
     from pocketmq.nameserver import NameServer
 
-    path = acl_file(directory)
+    written: list[Path] = []
+
+    def path() -> Path:
+        # Written when an in-process server first needs it: a client-only process (a
+        # consumer a fault test kills) leaves no temporary directory behind.
+        if not written:
+            written.append(acl_file(directory))
+        return written[0]
 
     def with_default(credentials: Credentials) -> Callable[..., Any]:
         original = remoting.Remoting.__init__
@@ -196,7 +203,7 @@ def install(patch: Callable[[Any, str, Any], None], directory: Path | None = Non
             config = dataclasses.replace(
                 config,
                 acl_enable=True,
-                acl_file=str(path),
+                acl_file=str(path()),
                 access_key=ADMIN.access_key,
                 secret_key=ADMIN.secret_key,
             )
@@ -208,7 +215,7 @@ def install(patch: Callable[[Any, str, Any], None], directory: Path | None = Non
 
     def namesrv_with_acl(self: Any, config: Any, *args: Any, **kwargs: Any) -> None:
         if not config.acl_enable:
-            config = dataclasses.replace(config, acl_enable=True, acl_file=str(path))
+            config = dataclasses.replace(config, acl_enable=True, acl_file=str(path()))
         namesrv_init(self, config, *args, **kwargs)
 
     patch(NameServer, "__init__", namesrv_with_acl)
