@@ -55,6 +55,7 @@ from pocketmq.broker.store.replication import replica_frame
 from pocketmq.common.errors import PocketMQError
 
 if TYPE_CHECKING:
+    from pocketmq.broker.store.mapped_file import MappedFile
     from pocketmq.broker.store.message_store import DefaultMessageStore
 
 __all__ = ["HandshakeRefusedError", "ReplicaState", "ReplicationMaster", "SyncOutcome", "Welcome"]
@@ -318,14 +319,7 @@ class ReplicationMaster:
             if span is not None:
                 segment, lo, hi = span
                 prompt = self.ack_wanted_by(state, offset + hi - lo)
-                if (
-                    not prompt
-                    and not lingered
-                    and self._linger_s > 0
-                    and hi - lo < self._batch_bytes
-                    and hi < segment.file_size
-                    and (stop is None or offset + hi - lo < stop)
-                ):
+                if not prompt and not lingered and self._may_grow(segment, lo, hi, offset, stop):
                     lingered = True  # once per frame: then it goes out as it is
                     await self._linger(state, offset, wake)
                     continue
@@ -353,6 +347,19 @@ class ReplicationMaster:
                     await wake.wait()
             except TimeoutError:
                 yield encode(offset, epoch, start, b"", False)
+
+    def _may_grow(
+        self, segment: MappedFile, lo: int, hi: int, offset: int, stop: int | None
+    ) -> bool:
+        """Whether the frame [lo, hi) of *segment* at *offset* could take more records:
+        lingering is on, it is short of ``batch_bytes``, and neither the segment's end
+        nor the epoch's (*stop*) ended it."""
+        return (
+            self._linger_s > 0
+            and hi - lo < self._batch_bytes
+            and hi < segment.file_size
+            and (stop is None or offset + hi - lo < stop)
+        )
 
     async def _linger(self, state: ReplicaState, offset: int, wake: asyncio.Event) -> None:
         """Until ``batch_bytes`` are written past *offset*, an Ack is wanted of what is
