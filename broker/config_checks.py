@@ -105,6 +105,11 @@ def check_network(cfg: BrokerConfig) -> None:
             f"ha_port is {cfg.ha_listen_port}; give 1..65535 other than "
             f"port ({cfg.port}), 0 for any free port or -1 for off"
         )
+    if cfg.ha_transfer_linger_ms < 0:
+        raise ConfigError(
+            "ha_transfer_linger_ms must be >= 0 (0 = no lingering), "
+            f"got {cfg.ha_transfer_linger_ms}"
+        )
     if cfg.min_sync_replicas < 0:
         raise ConfigError(f"min_sync_replicas must be >= 0, got {cfg.min_sync_replicas}")
     if cfg.ha_master_address:

@@ -271,6 +271,11 @@ class HaClient:
             self._beat.cancel()
             self._ack_due.sent()
             await cancel_and_wait(acker, syncer)
+            for task in (acker, syncer):
+                if task.done() and not task.cancelled():
+                    # an Ack written as the stream ended fails too ("RPC already
+                    # finished"): the session's own end says why; retrieved, not logged
+                    task.exception()
 
     def _heartbeat(self, loop: asyncio.AbstractEventLoop) -> None:
         """An Ack at least every heartbeat interval, idle or not (a timer, not a

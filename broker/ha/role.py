@@ -107,6 +107,7 @@ class HaController:
             min_sync_replicas=config.min_sync_replicas,
             is_master=self.is_master,
             on_replica_ahead=self.fence,
+            linger_s=config.ha_transfer_linger_ms / 1000,
         )
         store.add_append_listener(self.replication.on_append)
         self.client: HaClient | None = None

@@ -41,6 +41,7 @@ def test_defaults_are_rocketmqs():
         ({"commitlog_file_size_bytes": 1024}, "commitlog_file_size_bytes"),
         ({"max_batch_size_bytes": 2 * 1024 * 1024 * 1024}, "max_batch_size_bytes"),
         ({"max_pull_messages": 0}, "max_pull_messages"),
+        ({"ha_transfer_linger_ms": -1}, "ha_transfer_linger_ms"),
     ],
 )
 def test_invalid_values_raise_errors_naming_the_key(kwargs, key):

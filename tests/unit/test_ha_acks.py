@@ -183,3 +183,97 @@ async def test_an_ack_sent_cancels_the_pending_timer():
     asyncio.get_running_loop().call_later(0.02, fired.set)
     await asyncio.wait_for(fired.wait(), 5)
     assert calls == []
+
+
+def lingering_master(store, *, batch_bytes: int, linger_s: float) -> ReplicationMaster:
+    service = ReplicationMaster(
+        store,
+        broker_name="b",
+        batch_bytes=batch_bytes,
+        heartbeat_s=30,
+        housekeeping_s=60,
+        fallbehind_max_bytes=1 << 30,
+        min_sync_replicas=1,
+        is_master=lambda: True,
+        linger_s=linger_s,
+    )
+    store.add_append_listener(service.on_append)
+    return service
+
+
+async def loop_steps(n: int = 20) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+async def test_a_short_lazy_frame_lingers_until_more_records_fill_it(tmp_path):
+    store = open_store(small_config(tmp_path / "m"))
+    first_end = put(store)
+    service = lingering_master(store, batch_bytes=2 * first_end, linger_s=60)
+    try:
+        state = service.connected(1, "replica", 0)
+        frames = service.frames(state, 0, encode)
+        pending = asyncio.ensure_future(anext(frames))
+        await loop_steps()
+        assert not pending.done()  # half a frame's worth: it waits for more
+        second_end = put(store)
+        offset, records, lazy = await asyncio.wait_for(pending, 5)
+        assert (offset, len(records), lazy) == (0, second_end, True)
+        await frames.aclose()
+    finally:
+        service.close()
+        store.shutdown()
+
+
+async def test_a_sync_send_ends_the_linger_of_the_frame_it_waits_for(tmp_path):
+    store = open_store(small_config(tmp_path / "m"))
+    service = lingering_master(store, batch_bytes=1 << 20, linger_s=60)
+    try:
+        state = service.connected(1, "replica", 0)
+        frames = service.frames(state, 0, encode)
+        pending = asyncio.ensure_future(anext(frames))
+        end = put(store)
+        await loop_steps()
+        assert not pending.done()
+        waiting = asyncio.ensure_future(service.wait_replicated(end, 30))
+        offset, records, lazy = await asyncio.wait_for(pending, 5)
+        assert (offset, len(records), lazy) == (0, end, False)
+        service.on_ack(state, end, 0)
+        assert await asyncio.wait_for(waiting, 5) is SyncOutcome.OK
+        await frames.aclose()
+    finally:
+        service.close()
+        store.shutdown()
+
+
+async def test_a_lingering_frame_goes_out_short_when_no_more_records_come(tmp_path):
+    store = open_store(small_config(tmp_path / "m"))
+    service = lingering_master(store, batch_bytes=1 << 20, linger_s=0.01)
+    try:
+        state = service.connected(1, "replica", 0)
+        frames = service.frames(state, 0, encode)
+        end = put(store)
+        offset, records, lazy = await asyncio.wait_for(anext(frames), 5)
+        assert (offset, len(records), lazy) == (0, end, True)
+        await frames.aclose()
+    finally:
+        service.close()
+        store.shutdown()
+
+
+async def test_a_frame_stopped_by_an_epoch_end_does_not_linger(tmp_path):
+    store = open_store(small_config(tmp_path / "m"))
+    store.epochs.begin(1, 0)
+    first_end = put(store)
+    store.epochs.begin(2, first_end)
+    put(store)
+    service = lingering_master(store, batch_bytes=1 << 20, linger_s=60)
+    try:
+        state = service.connected(1, "replica", 0)
+        frames = service.frames(state, 0, encode)
+        offset, records, lazy = await asyncio.wait_for(anext(frames), 5)
+        assert (offset, len(records), lazy) == (0, first_end, True)
+        await frames.aclose()
+    finally:
+        service.close()
+        store.shutdown()
