@@ -208,6 +208,22 @@ class FlowControlInterceptor(grpc.aio.ServerInterceptor):
 
         return guarded
 
+    def admit(self, peer: str) -> _Slot:
+        """Count one request of *peer* that is no call of its own (one SendStream
+        request, broker/send_stream.py), refused as a call would be: SystemBusyError.
+        ``slot.call_ended(None)`` uncounts it once it is answered."""
+        refusal = self._refusal(peer)
+        if refusal is not None:
+            self.refused_total += 1
+            if self.refused_total % LOG_EVERY_REFUSALS == 1:
+                log.warning(
+                    "%s (%d requests refused busy since start)", refusal.message, self.refused_total
+                )
+            raise refusal
+        slot = _Slot(self, peer)
+        self._admit_again(slot)
+        return slot
+
     def _refusal(self, peer: str) -> SystemBusyError | None:
         on_peer = self._by_peer.get(peer, 0)
         if on_peer >= self.max_per_connection:

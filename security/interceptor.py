@@ -1,6 +1,8 @@
 """AclInterceptor: the broker's authentication and authorization, before any servicer code.
 
-Per call (unary and server-streaming)::
+Per call (unary and server-streaming; a call streaming requests, SendStream, is
+served to trusted addresses only and refused FAILED_PRECONDITION to anyone else,
+since a signature covers one request's body)::
 
     peer ip in global_white_remote_addresses? ─ yes ─▶ served (RocketMQ's trusted hosts)
     x-pocketmq-access-key known?                no ─▶ UNAUTHENTICATED  "access key ... is unknown"
@@ -27,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hmac
+import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -58,6 +61,10 @@ __all__ = [
     "current_owner",
     "peer_ip",
 ]
+
+REASON_METADATA_KEY = "pocketmq-reason"  # as broker/grpc_status.py names it
+#: the reason of a request stream refused while the ACL is on (clients fall back to unary)
+STREAM_REFUSED_REASON = "SEND_STREAM_UNSUPPORTED"
 
 #: the account of the call being served; None when the ACL is off or the peer is trusted
 current_account: contextvars.ContextVar[Account | None] = contextvars.ContextVar(
@@ -163,6 +170,19 @@ def authorize_subscribe(topic: str) -> None:
         raise _denied(account, "topic", topic, SUB)
 
 
+def _request_stream_handler(handler: grpc.RpcMethodHandler, behavior: Any) -> Any:
+    make = (
+        grpc.stream_stream_rpc_method_handler
+        if handler.response_streaming
+        else grpc.stream_unary_rpc_method_handler
+    )
+    return make(
+        behavior,
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
+
+
 class AclInterceptor(grpc.aio.ServerInterceptor):
     def __init__(
         self,
@@ -203,6 +223,9 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
+        elif handler.request_streaming:
+            # A signature covers one request's body; a stream's requests come later, unsigned.
+            wrapped = _request_stream_handler(handler, self._guard_request_stream(method, handler))
         else:
             return handler
         self._wrapped[method] = (handler, wrapped)
@@ -229,6 +252,40 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
                 # where the token cannot be reset; that context dies with the call anyway.
                 with contextlib.suppress(ValueError):
                     current_account.reset(token)
+
+        return guarded
+
+    def _guard_request_stream(self, method: str, handler: grpc.RpcMethodHandler) -> Any:
+        """Streams of requests are served to trusted addresses only (RocketMQ's
+        global_white_remote_addresses); to anyone else FAILED_PRECONDITION, reason
+        SEND_STREAM_UNSUPPORTED: its requests would pass unsigned."""
+        behavior = handler.stream_stream or handler.stream_unary
+        name = method.rsplit("/", 1)[-1]
+
+        async def refuse_untrusted(context: grpc.aio.ServicerContext) -> Any:
+            if self._store.acl.trusted(peer_ip(context.peer() or "")):
+                return current_account.set(None)
+            self.refused_total += 1
+            context.set_trailing_metadata(((REASON_METADATA_KEY, STREAM_REFUSED_REASON),))
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"{name} is not served while the ACL is on (a signature covers one request, "
+                "a stream's requests would pass unsigned); signed clients use SendBatch",
+            )
+            raise AssertionError("abort returned")  # pragma: no cover
+
+        if inspect.isasyncgenfunction(behavior):
+
+            async def guarded_gen(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+                await refuse_untrusted(context)
+                async for item in behavior(requests, context):
+                    yield item
+
+            return guarded_gen
+
+        async def guarded(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+            await refuse_untrusted(context)
+            return await behavior(requests, context)
 
         return guarded
 

@@ -1,0 +1,393 @@
+"""SendStream: SendBatch over one long-lived bidirectional stream.
+
+A unary call costs the broker a call object, its metadata and a task per RPC; on
+an open stream one SendBatch is one message. Each request on the stream is served
+as the unary SendBatch serves it (the same checks, authorization, busy refusal,
+role check, limits, idempotence, statistics), and answered by its id::
+
+    client ── SendStreamRequest(id 7) ─▶ read in order ─▶ task 7: checks, put ─┐
+           ── SendStreamRequest(id 8) ─▶ read in order ─▶ task 8: checks, put ─┤ (puts in
+                                                                              │ arrival order)
+           ◀── SendStreamResponse(id 8) ◀── answers as they complete ◀─────────┘ flush or
+           ◀── SendStreamResponse(id 7)                                        replica waits
+                                                                               overlap
+
+Requests are stored in arrival order: each one's task is created as it is read,
+tasks start in creation order, and a send does not yield between its checks and
+its put (``SendMessageProcessor.send``). What may overlap is the wait after the
+put (SYNC_FLUSH, a SYNC_MASTER's replicas): answers may leave out of order.
+
+Envelope (``pocketmq.v1.SendStreamRequest`` as protobuf lays it out; read here by
+hand, the batch as a view of the received bytes, never copied)::
+
+    ┌──────┬──────────────┬──────┬──────────────┬──────┬──────────┬───────────────────────┐
+    │ 0x08 │ request_id   │ 0x10 │ deadline_ms  │ 0x1A │ length   │ SendBatchRequest      │
+    │      │ varint (u64) │      │ varint (u64) │      │ varint   │ (length bytes)        │
+    └──────┴──────────────┴──────┴──────────────┴──────┴──────────┴───────────────────────┘
+     fields 1 and 2 are left out when 0;    SendBatchRequest: 0x0A len records,
+     field 3 is last and ends the envelope  0x12 len producer_group, 0x18 omit_sent_columns
+
+``deadline_ms`` counts from the stream's opening, on both sides: a request that
+waited in the transport past it is answered DEADLINE_EXCEEDED and not stored.
+
+Bounds: ``max_send_streams`` open streams per broker and
+``max_send_streams_per_connection`` per connection (one more is refused
+RESOURCE_EXHAUSTED, reason ``SEND_STREAM_LIMIT``, before any request is read; the
+SDK then sends with SendBatch), ``max_send_stream_in_flight`` requests in progress
+per stream (the stream is not read meanwhile), and every request counted by flow
+control as a unary call is. An envelope that does not parse is answered
+INVALID_ARGUMENT by its id, or, when not even its id reads, ends the stream with
+INVALID_ARGUMENT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+
+from pocketmq.broker.errors import (
+    BrokerError,
+    BrokerNotMasterError,
+    IllegalArgumentError,
+)
+from pocketmq.broker.flow_control import FlowControlInterceptor
+from pocketmq.broker.grpc_status import grpc_code
+from pocketmq.broker.send_processor import SendMessageProcessor
+from pocketmq.broker.v1_rpc import _check_given, _send_response, not_master_detail
+from pocketmq.security.interceptor import AclError
+from pocketmq.v1 import broker_pb2 as pb
+
+__all__ = [
+    "SEND_STREAM_LIMIT",
+    "Envelope",
+    "MalformedEnvelope",
+    "SendStreamLimits",
+    "SendStreamService",
+    "parse_envelope",
+]
+
+log = logging.getLogger(__name__)
+
+SEND_STREAM_LIMIT = "SEND_STREAM_LIMIT"  # reason of a stream refused at max_send_streams
+
+
+class MalformedEnvelope(ValueError):
+    """An envelope that does not parse; ``request_id`` when its id was read."""
+
+    def __init__(self, message: str, request_id: int | None = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One SendStreamRequest: the SendBatch fields, *records* a view into the message."""
+
+    request_id: int
+    deadline_ms: int  # after the stream opened; 0 = none
+    records: memoryview
+    producer_group: str
+    omit_sent_columns: bool
+
+
+def _varint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    while pos < end:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            if shift > 63 or value >> 64:
+                raise MalformedEnvelope(f"a varint ending at byte {pos} exceeds 64 bits")
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise MalformedEnvelope(f"a varint ending at byte {pos} exceeds 64 bits")
+    raise MalformedEnvelope(f"the message ends inside a varint at byte {pos}")
+
+
+def _field(buf: memoryview, pos: int, end: int) -> tuple[int, int, int | memoryview, int]:
+    """(field number, wire type, value, next position) of the field at *pos*."""
+    key, pos = _varint(buf, pos, end)
+    number, wire = key >> 3, key & 7
+    if wire == 0:
+        value, pos = _varint(buf, pos, end)
+        return number, wire, value, pos
+    if wire == 2:
+        size, pos = _varint(buf, pos, end)
+        if size > end - pos:
+            raise MalformedEnvelope(
+                f"field {number} says {size} bytes; only {end - pos} follow (a cut message)"
+            )
+        return number, wire, buf[pos : pos + size], pos + size
+    if wire in (1, 5):
+        size = 8 if wire == 1 else 4
+        if size > end - pos:
+            raise MalformedEnvelope(f"field {number} is cut short")
+        return number, wire, 0, pos + size
+    raise MalformedEnvelope(f"field {number} has wire type {wire}, which protobuf 3 never writes")
+
+
+def parse_envelope(raw: bytes) -> Envelope:
+    """The SendStreamRequest in *raw*; MalformedEnvelope when it does not parse."""
+    buf = memoryview(raw)
+    end = len(buf)
+    request_id: int | None = None
+    deadline_ms = 0
+    batch: memoryview | None = None
+    pos = 0
+    while pos < end:
+        try:
+            number, wire, value, pos = _field(buf, pos, end)
+        except MalformedEnvelope as exc:
+            raise MalformedEnvelope(f"SendStreamRequest: {exc}", request_id) from None
+        if number == 1 and wire == 0:
+            request_id = int(value)
+        elif number == 2 and wire == 0:
+            deadline_ms = int(value)
+        elif number == 3 and wire == 2 and batch is None:
+            batch = value  # type: ignore[assignment]
+        elif number in (1, 2, 3):
+            raise MalformedEnvelope(
+                f"SendStreamRequest field {number} has wire type {wire} or comes twice",
+                request_id,
+            )
+    if batch is None:
+        raise MalformedEnvelope(
+            "the SendStreamRequest carries no batch (field 3, a SendBatchRequest)", request_id
+        )
+    records, group, omit = _batch_fields(batch, request_id or 0)
+    return Envelope(request_id or 0, deadline_ms, records, group, omit)
+
+
+def _batch_fields(buf: memoryview, request_id: int) -> tuple[memoryview, str, bool]:
+    """(records, producer group, omit_sent_columns) of a SendBatchRequest's bytes."""
+    records = buf[0:0]
+    group = b""
+    omit = False
+    pos, end = 0, len(buf)
+    try:
+        while pos < end:
+            number, wire, value, pos = _field(buf, pos, end)
+            if number == 1 and wire == 2:
+                records = value  # type: ignore[assignment]
+            elif number == 2 and wire == 2:
+                group = bytes(value)
+            elif number == 3 and wire == 0:
+                omit = bool(value)
+            elif number in (1, 2, 3):
+                raise MalformedEnvelope(f"SendBatchRequest field {number} has wire type {wire}")
+        return records, group.decode(), omit
+    except MalformedEnvelope as exc:
+        raise MalformedEnvelope(f"the batch of request {request_id}: {exc}", request_id) from None
+    except UnicodeDecodeError:
+        raise MalformedEnvelope(
+            f"the batch of request {request_id}: producer_group is not UTF-8", request_id
+        ) from None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SendStreamLimits:
+    max_streams: int = 1_024  # max_send_streams
+    max_streams_per_connection: int = 4  # max_send_streams_per_connection
+    max_in_flight: int = 64  # max_send_stream_in_flight
+
+    def __post_init__(self) -> None:
+        if min(self.max_streams, self.max_streams_per_connection, self.max_in_flight) <= 0:
+            raise ValueError(f"SendStream limits must be positive, got {self}")
+
+
+def _error(request_id: int, code: grpc.StatusCode, message: str, reason: str = "") -> bytes:
+    return pb.SendStreamResponse(
+        request_id=request_id,
+        error_code=code.value[0],
+        error_message=message,
+        error_reason=reason,
+    ).SerializeToString()
+
+
+def _refusal(request_id: int, error: BrokerError) -> bytes:
+    """A refused request, as the unary SendBatch's status and trailers would say it."""
+    return pb.SendStreamResponse(
+        request_id=request_id,
+        error_code=grpc_code(error).value[0],
+        error_message=error.message,
+        error_reason=error.reason,
+        not_master=(not_master_detail(error) if isinstance(error, BrokerNotMasterError) else b""),
+    ).SerializeToString()
+
+
+class SendStreamService:
+    """Serves SendStream calls over one broker's :class:`SendMessageProcessor`."""
+
+    def __init__(
+        self,
+        send: SendMessageProcessor,
+        limits: SendStreamLimits,
+        *,
+        flow_control: FlowControlInterceptor | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._send = send
+        self._limits = limits
+        self._flow = flow_control
+        self._monotonic = monotonic
+        self._open_total = 0
+        self._open_by_peer: dict[str, int] = {}
+        self.requests_total = 0  # requests read from every stream since start
+
+    @property
+    def open_streams(self) -> int:
+        return self._open_total
+
+    def figures(self) -> dict[str, str]:
+        """Rows of GetBrokerRuntimeInfo."""
+        return {
+            "send_streams_open": str(self._open_total),
+            "send_stream_requests_total": str(self.requests_total),
+        }
+
+    def _stream_refusal(self, peer: str) -> str | None:
+        on_peer = self._open_by_peer.get(peer, 0)
+        limits = self._limits
+        if on_peer >= limits.max_streams_per_connection:
+            return (
+                f"{on_peer} SendStream calls are already open on this connection ({peer}); "
+                f"the limit is {limits.max_streams_per_connection} "
+                "(max_send_streams_per_connection); send with SendBatch"
+            )
+        if self._open_total >= limits.max_streams:
+            return (
+                f"{self._open_total} SendStream calls are already open on this broker; the "
+                f"limit is {limits.max_streams} (max_send_streams); send with SendBatch"
+            )
+        return None
+
+    async def serve(self, context: grpc.aio.ServicerContext) -> None:
+        """One SendStream call, from its first request to its end."""
+        peer = context.peer() or "unknown"
+        refusal = self._stream_refusal(peer)
+        if refusal is not None:
+            context.set_trailing_metadata((("pocketmq-reason", SEND_STREAM_LIMIT),))
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
+        self._open_total += 1
+        self._open_by_peer[peer] = self._open_by_peer.get(peer, 0) + 1
+        stream = _Stream(self, context, peer)
+        try:
+            fatal = await stream.run()
+        finally:
+            self._open_total -= 1
+            left = self._open_by_peer[peer] - 1
+            if left:
+                self._open_by_peer[peer] = left
+            else:
+                del self._open_by_peer[peer]
+        if fatal is not None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, fatal)
+
+    async def answer(self, envelope: Envelope, opened_s: float, peer: str) -> bytes:
+        """The serialized answer to one request, as the unary SendBatch would answer."""
+        rid = envelope.request_id
+        if envelope.deadline_ms and self._monotonic() > opened_s + envelope.deadline_ms / 1000:
+            return _error(
+                rid,
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                f"SendStream request {rid} reached its deadline ({envelope.deadline_ms} ms "
+                "after the stream opened) before the broker read it; it was not stored",
+            )
+        try:
+            slot = self._flow.admit(peer) if self._flow is not None else None
+            try:
+                _check_given(groups=(envelope.producer_group,))
+                outcome = await self._send.send(
+                    envelope.records, producer_group=envelope.producer_group
+                )
+            finally:
+                if slot is not None:
+                    slot.call_ended(None)
+        except BrokerError as exc:
+            return _refusal(rid, exc)
+        except AclError as exc:
+            return _error(rid, exc.code, exc.message)
+        except Exception as exc:
+            log.exception("SendStream request %d failed on an unexpected error", rid)
+            return _error(
+                rid,
+                grpc.StatusCode.INTERNAL,
+                f"internal broker error in SendStream: {type(exc).__name__}: {exc}; "
+                "see the broker log",
+            )
+        response = _send_response(outcome, sent_columns=not envelope.omit_sent_columns)
+        return pb.SendStreamResponse(request_id=rid, response=response).SerializeToString()
+
+
+class _Stream:
+    """One open SendStream: a reader that starts each request's task in arrival order,
+    and this call's coroutine writing the answers as they complete."""
+
+    def __init__(
+        self, service: SendStreamService, context: grpc.aio.ServicerContext, peer: str
+    ) -> None:
+        self._service = service
+        self._context = context
+        self._peer = peer
+        self._opened_s = service._monotonic()
+        self._room = asyncio.Semaphore(service._limits.max_in_flight)
+        self._answers: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.fatal: str | None = None
+
+    async def run(self) -> str | None:
+        """Serve until the client ends its side; the message to end the call with when an
+        envelope did not parse at all, else None."""
+        reader = asyncio.create_task(self._read())
+        try:
+            while True:
+                answer = await self._answers.get()
+                if answer is None:
+                    break
+                await self._context.write(answer)
+                self._room.release()
+        finally:
+            reader.cancel()
+            for task in list(self._tasks):
+                task.cancel()
+        return self.fatal
+
+    async def _read(self) -> None:
+        try:
+            while self.fatal is None:
+                await self._room.acquire()
+                raw = await self._context.read()
+                if raw is grpc.aio.EOF:
+                    break
+                self._start(raw)
+            if self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+        finally:
+            self._answers.put_nowait(None)
+
+    def _start(self, raw: bytes) -> None:
+        try:
+            envelope = parse_envelope(raw)
+        except MalformedEnvelope as exc:
+            if exc.request_id is None:
+                self.fatal = f"a SendStreamRequest does not parse: {exc}; the stream is ended"
+                self._room.release()
+                return
+            self._answers.put_nowait(
+                _refusal(exc.request_id, IllegalArgumentError(str(exc), reason="MALFORMED"))
+            )
+            return
+        self._service.requests_total += 1
+        task = asyncio.create_task(self._serve_one(envelope))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _serve_one(self, envelope: Envelope) -> None:
+        self._answers.put_nowait(await self._service.answer(envelope, self._opened_s, self._peer))
