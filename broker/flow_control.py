@@ -208,9 +208,21 @@ class FlowControlInterceptor(grpc.aio.ServerInterceptor):
 
         return guarded
 
-    def admit(self, peer: str) -> _Slot:
+    @contextlib.contextmanager
+    def serving(self, peer: str) -> Iterator[None]:
         """Count one request of *peer* that is no call of its own (one SendStream
-        request, broker/send_stream.py), refused as a call would be: SystemBusyError.
+        request, broker/send_stream.py) while the block runs, refused as a call would
+        be (SystemBusyError); :func:`parked` uncounts it while it waits, as a call."""
+        slot = self.admit(peer)
+        token = _current.set(slot)
+        try:
+            yield
+        finally:
+            _current.reset(token)
+            slot.call_ended(None)
+
+    def admit(self, peer: str) -> _Slot:
+        """Count one request of *peer*, refused as a call would be: SystemBusyError.
         ``slot.call_ended(None)`` uncounts it once it is answered."""
         refusal = self._refusal(peer)
         if refusal is not None:

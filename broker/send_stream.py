@@ -46,6 +46,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import grpc
@@ -301,15 +302,11 @@ class SendStreamService:
                 "after the stream opened) before the broker read it; it was not stored",
             )
         try:
-            slot = self._flow.admit(peer) if self._flow is not None else None
-            try:
+            with self._flow.serving(peer) if self._flow is not None else nullcontext():
                 _check_given(groups=(envelope.producer_group,))
                 outcome = await self._send.send(
                     envelope.records, producer_group=envelope.producer_group
                 )
-            finally:
-                if slot is not None:
-                    slot.call_ended(None)
         except BrokerError as exc:
             return _refusal(rid, exc)
         except AclError as exc:

@@ -132,6 +132,10 @@ class BrokerClient(BrokerAdminCalls):
     async def send_message(
         self, record: bytes, *, producer_group: str = "", timeout_s: float = 3.0
     ) -> list[SendReceipt]:
+        if self._stream is not None and not self._stream.unsupported:
+            # One record on the stream: a SendBatch of one is stored and answered as a
+            # SendMessage is, and sends of one and of many then wait in one line.
+            return await self.send_batch(record, producer_group=producer_group, timeout_s=timeout_s)
         resp = await self._call(
             "SendMessage",
             bpb.SendMessageRequest(record=record, producer_group=producer_group),
