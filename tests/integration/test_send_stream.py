@@ -16,7 +16,8 @@ from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import Message, MessageQueue, Producer, SendStatus
 from pocketmq.client.config import Transport
 from pocketmq.client.errors import BusyError, NotMasterError
-from pocketmq.client.message_codec import decode_messages
+from pocketmq.client.idempotence import stamp
+from pocketmq.client.message_codec import decode_messages, encode_message
 from pocketmq.client.remoting import Remoting
 from pocketmq.common.message import encode_record, pack_host
 from pocketmq.nameserver import NameServer, NamesrvConfig
@@ -253,3 +254,33 @@ async def test_streams_past_the_per_connection_limit_are_refused_and_the_client_
     assert "max_send_streams_per_connection" in (refused.value.details() or "")
     assert dict(refused.value.trailing_metadata())["pocketmq-reason"] == "SEND_STREAM_LIMIT"
     assert stored(broker, "t", 0) == [b"on the stream", b"still on the stream"]
+
+
+async def test_a_stream_at_its_in_flight_bound_is_not_read_until_a_request_is_answered(
+    start_broker, eventually
+) -> None:
+    broker = await start_broker(max_send_stream_in_flight=1)
+    broker.topics.create(BrokerTopicConfig(topic_name="t", read_queue_nums=1, write_queue_nums=1))
+
+    def numbered(pid: int, seq: int) -> bytes:
+        return encode_message(
+            Message(topic="t", body=b"seq %d" % seq),
+            queue_id=0,
+            uniq_key=stamp(f"K{seq}", pid, 0, seq),
+            born_host=HOST,
+            born_timestamp_ms=1,
+        )
+
+    async with grpc.aio.insecure_channel(broker.address) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        pid = (await stub.InitProducerId(pb.InitProducerIdRequest(topics=["t"]))).producer_id
+        call = stub.SendStream()
+        await call.write(envelope(1, numbered(pid, 1)))  # ahead of seq 0: waits for it
+        await call.write(envelope(2, record("t", b"behind the bound")))
+        await eventually(lambda: broker.idempotence.waited == 1, what="request 1 waiting")
+        assert streams(broker).requests_total == 1  # request 2 waits in the transport
+        await stub.SendMessage(pb.SendMessageRequest(record=numbered(pid, 0)))
+        answers = [await call.read(), await call.read()]
+        await call.done_writing()
+    assert [(a.request_id, a.error_code) for a in answers] == [(1, 0), (2, 0)]
+    assert stored(broker, "t", 0) == [b"seq 0", b"seq 1", b"behind the bound"]
