@@ -219,8 +219,10 @@ async def pmq_send(
     return rate
 
 
-async def pmq_single_send(namesrv: str, topic: str, count: int = 5000) -> tuple[float, float]:
-    async with Producer(group="cmp-single", namesrv=namesrv) as producer:
+async def pmq_single_send(
+    namesrv: str, topic: str, count: int = 5000, send_stream: bool = True
+) -> tuple[float, float]:
+    async with Producer(group="cmp-single", namesrv=namesrv, send_stream=send_stream) as producer:
         for _ in range(200):
             await producer.send(Message(topic=topic, body=BODY))
         lat = []
@@ -231,7 +233,8 @@ async def pmq_single_send(namesrv: str, topic: str, count: int = 5000) -> tuple[
     lat.sort()
     p50, p99 = statistics.median(lat), lat[int(len(lat) * 0.99) - 1]
     print(
-        f"    PocketMQ single send at concurrency 1: {count} sends, p50 {p50:.2f} ms, "
+        f"    PocketMQ single send at concurrency 1 ({_mode(send_stream)}): {count} sends, "
+        f"p50 {p50:.2f} ms, "
         f"p99 {p99:.2f} ms, max {lat[-1]:.2f} ms"
     )
     return p50, p99
@@ -434,9 +437,14 @@ async def run(
             summary(name, ours, theirs, target)
     if "latency" in parts:
         print("  latency (targets: single send p99 <= 2 ms; send-to-listener p99 <= 10 ms):")
-        await pmq_single_send(namesrv, "cmp-single")
+        for mode in modes:
+            await pmq_single_send(namesrv, f"cmp-single-{int(mode)}", send_stream=mode)
         await asyncio.sleep(3.0)  # let the broker flush what the phases above wrote
-        await sdk_bench.bench_latency(namesrv, "cmp-latency", 5000, 5.0)
+        for mode in modes:
+            print(f"    send-to-listener ({_mode(mode)}):")
+            await sdk_bench.bench_latency(
+                namesrv, f"cmp-latency-{int(mode)}", 5000, 5.0, send_stream=mode
+            )
     if "memory" in parts:
         print("  memory (a consumer's RSS is bounded by its pull buffers, whatever the backlog):")
         await pmq_memory(namesrv, "cmp-memory", max(messages * 4, 200_000))
