@@ -35,9 +35,10 @@ Bounds: ``max_send_streams`` open streams per broker and
 RESOURCE_EXHAUSTED, reason ``SEND_STREAM_LIMIT``, before any request is read; the
 SDK then sends with SendBatch), ``max_send_stream_in_flight`` requests in progress
 per stream (the stream is not read meanwhile), and every request counted by flow
-control as a unary call is. An envelope that does not parse is answered
-INVALID_ARGUMENT by its id, or, when not even its id reads, ends the stream with
-INVALID_ARGUMENT.
+control as a unary call is. An envelope that is no protobuf message (or whose id does
+not read) ends the stream with INVALID_ARGUMENT, as a unary request that does not
+decode is refused; one that is a message but not a usable one (no batch, a field of
+the wrong type) is answered INVALID_ARGUMENT by its id, and the stream goes on.
 """
 
 from __future__ import annotations
@@ -323,6 +324,15 @@ class SendStreamService:
         return pb.SendStreamResponse(request_id=rid, response=response).SerializeToString()
 
 
+def _decodes(raw: bytes) -> bool:
+    """Whether protobuf reads *raw* (only asked of an envelope refused here already)."""
+    try:
+        pb.SendStreamRequest.FromString(raw)
+    except Exception:
+        return False
+    return True
+
+
 class _Stream:
     """One open SendStream: a reader that starts each request's task in arrival order,
     and this call's coroutine writing the answers as they complete."""
@@ -373,8 +383,12 @@ class _Stream:
         try:
             envelope = parse_envelope(raw)
         except MalformedEnvelope as exc:
-            if exc.request_id is None:
-                self.fatal = f"a SendStreamRequest does not parse: {exc}; the stream is ended"
+            if exc.request_id is None or not _decodes(raw):
+                self.fatal = (
+                    "SendStream: the request bytes are not a valid message of this RPC "
+                    f"({exc}); the client must send what the server's .proto defines; the "
+                    "stream is ended"
+                )
                 self._room.release()
                 return
             self._answers.put_nowait(

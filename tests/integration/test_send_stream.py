@@ -207,32 +207,43 @@ async def test_a_replica_refuses_stream_requests_naming_its_master(
     assert streams(replica).requests_total == 1
 
 
-async def test_a_malformed_envelope_is_answered_by_its_id_and_the_stream_goes_on(single) -> None:
+async def test_an_envelope_without_a_batch_is_answered_by_its_id_and_the_stream_goes_on(
+    single,
+) -> None:
     _, broker = single
     async with grpc.aio.insecure_channel(broker.address) as channel:
         call = channel.stream_stream(SEND_STREAM)()
-        await call.write(b"\x08\x05\x1a\x05abc")  # id 5, a batch cut short
-        cut = pb.SendStreamResponse.FromString(await call.read())
+        await call.write(b"\x08\x05")  # id 5, a valid message without its batch
+        empty = pb.SendStreamResponse.FromString(await call.read())
         await call.write(envelope(6, record("stream", b"fine")).SerializeToString())
         fine = pb.SendStreamResponse.FromString(await call.read())
         await call.done_writing()
-    assert cut.request_id == 5
-    assert cut.error_code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
-    assert "only 3 follow" in cut.error_message
+    assert empty.request_id == 5
+    assert empty.error_code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert "carries no batch" in empty.error_message
     assert fine.request_id == 6 and fine.error_code == 0
     assert stored(broker, "stream", 0) == [b"fine"]
 
 
-async def test_an_envelope_without_a_readable_id_ends_the_stream_invalid_argument(single) -> None:
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [(b"\x08", "ends inside a varint"), (b"\x08\x05\x1a\x05abc", "only 3 follow")],
+    ids=["cut inside the id", "a batch cut short"],
+)
+async def test_an_envelope_that_is_no_message_ends_the_stream_invalid_argument(
+    single, raw: bytes, words: str
+) -> None:
     _, broker = single
     async with grpc.aio.insecure_channel(broker.address) as channel:
         call = channel.stream_stream(SEND_STREAM)()
-        await call.write(b"\x08")  # cut inside the id
+        await call.write(raw)
         with pytest.raises(grpc.aio.AioRpcError) as ended:
             await call.read()
     assert ended.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert "does not parse" in (ended.value.details() or "")
+    assert "not a valid message" in (ended.value.details() or "")
+    assert words in (ended.value.details() or "")
     assert streams(broker).open_streams == 0
+    assert stored(broker, "stream", 0) == []
 
 
 async def test_streams_past_the_per_connection_limit_are_refused_and_the_client_sends_unary(
