@@ -51,7 +51,6 @@ from pocketmq.broker.runtime_config import RuntimeConfig
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.send_back import SendBackProcessor
 from pocketmq.broker.send_processor import SendMessageProcessor
-from pocketmq.broker.send_stream import SendStreamLimits
 from pocketmq.broker.servicer import BrokerServicer, MalformedRequestInterceptor, add_to_server
 from pocketmq.broker.services import BrokerEdge, BrokerServices, build_services
 from pocketmq.broker.stats import BrokerStatsManager
@@ -63,6 +62,7 @@ from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.broker.trace import BrokerTraceService
 from pocketmq.broker.transaction import TransactionResolver
 from pocketmq.broker.transaction_check import TransactionalMessageCheckService
+from pocketmq.broker.v1_send_stream import SendStreamLimits
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.logsetup import security_summary
 from pocketmq.common.progress import log_sink, phase_progress

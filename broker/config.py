@@ -249,7 +249,7 @@ class BrokerConfig:
             "answered SYSTEM_BUSY"
         ),
     )
-    # -- SendStream (broker/send_stream.py) ---------------------------------------------
+    # -- SendStream (broker/v1_send_stream.py) ---------------------------------------------
     max_send_streams: int = field(
         default=1_024,
         metadata=_help(

@@ -211,7 +211,7 @@ class FlowControlInterceptor(grpc.aio.ServerInterceptor):
     @contextlib.contextmanager
     def serving(self, peer: str) -> Iterator[None]:
         """Count one request of *peer* that is no call of its own (one SendStream
-        request, broker/send_stream.py) while the block runs, refused as a call would
+        request, broker/v1_send_stream.py) while the block runs, refused as a call would
         be (SystemBusyError); :func:`parked` uncounts it while it waits, as a call."""
         slot = self.admit(peer)
         token = _current.set(slot)

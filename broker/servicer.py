@@ -7,7 +7,7 @@ families it is made of, one module each::
     v1_consume.ConsumeRpcs    consumer / queue offsets, queue locks, heartbeats, client stream
     v1_admin.AdminRpcs        topics, progress, runtime info and config, groups, promotion
     v1_rpc                    the RPC wrapper, request checks, protobuf conversions
-    send_stream               SendStream: SendBatch requests over one bidirectional stream
+    v1_send_stream            SendStream: SendBatch requests over one bidirectional stream
 
 Each RPC turns its request into plain values, calls one service method and turns
 the result into a reply. A refusal (:class:`~pocketmq.broker.errors.BrokerError`)
@@ -25,7 +25,6 @@ import grpc
 
 from pocketmq.broker.flow_control import FlowControlInterceptor
 from pocketmq.broker.idempotence import IdempotenceProcessor
-from pocketmq.broker.send_stream import SendStreamLimits, SendStreamService
 from pocketmq.broker.services import BrokerServices
 from pocketmq.broker.v1_admin import AdminRpcs
 from pocketmq.broker.v1_consume import ConsumeRpcs
@@ -33,6 +32,7 @@ from pocketmq.broker.v1_messages import MessageRpcs
 from pocketmq.broker.v1_rpc import Promote
 from pocketmq.broker.v1_rpc import _abort as _abort  # tests import it from here
 from pocketmq.broker.v1_rpc import not_master_detail as not_master_detail
+from pocketmq.broker.v1_send_stream import SendStreamLimits, SendStreamService
 from pocketmq.security import grpc_guard
 from pocketmq.v1 import broker_pb2_grpc
 
@@ -77,14 +77,14 @@ class BrokerServicer(MessageRpcs, ConsumeRpcs, AdminRpcs, broker_pb2_grpc.Broker
         self._figures = (*figures, self.send_streams.figures)
 
     async def SendStream(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
-        """SendBatch requests over one stream, answered by id (broker/send_stream.py)."""
+        """SendBatch requests over one stream, answered by id (broker/v1_send_stream.py)."""
         await self.send_streams.serve(context)
 
 
 class _RawSendStream:
     """The server as ``add_BrokerServicer_to_server`` sees it: it registers the
     generated handlers, SendStream's with its envelopes left as bytes (read by hand
-    in broker/send_stream.py) and its answers serialized already."""
+    in broker/v1_send_stream.py) and its answers serialized already."""
 
     def __init__(self, server: grpc.aio.Server) -> None:
         self._server = server

@@ -43,7 +43,7 @@ from pocketmq.client.remote_values import (
     _subscription_pb,
     _wire_type,
 )
-from pocketmq.client.send_stream import SendStreamSender, StreamUnsupported
+from pocketmq.client.send_stream import SendStreamSender, _StreamUnsupported
 from pocketmq.common.filter import TAG
 from pocketmq.v1 import broker_pb2 as bpb
 from pocketmq.v1 import broker_pb2_grpc
@@ -148,7 +148,7 @@ class BrokerClient(BrokerAdminCalls):
     ) -> list[SendReceipt]:
         request = bpb.SendBatchRequest(records=records, producer_group=producer_group)
         if self._stream is not None and not self._stream.unsupported:
-            with contextlib.suppress(StreamUnsupported):
+            with contextlib.suppress(_StreamUnsupported):
                 return _receipts(await self._stream.send(request.SerializeToString(), timeout_s))
         return _receipts(await self._call("SendBatch", request, timeout_s))
 
@@ -192,7 +192,7 @@ class BrokerClient(BrokerAdminCalls):
             records=records, producer_group=producer_group, omit_sent_columns=msg_ids is not None
         )
         if self._stream is not None and not self._stream.unsupported:
-            with contextlib.suppress(StreamUnsupported):
+            with contextlib.suppress(_StreamUnsupported):
                 resp = await self._stream.send(request.SerializeToString(), timeout_s)
                 return _send_results(resp, queue, msg_ids)
         resp = await self._call("SendBatch", request, timeout_s)
@@ -215,7 +215,7 @@ class BrokerClient(BrokerAdminCalls):
         *msg_ids* their UNIQ_KEYs; sent as these very bytes (on the SendStream when
         there is one)."""
         if self._stream is not None and not self._stream.unsupported:
-            with contextlib.suppress(StreamUnsupported):
+            with contextlib.suppress(_StreamUnsupported):
                 return _send_results(await self._stream.send(request, timeout_s), queue, msg_ids)
         if self._send_batch_raw is None:
             resp = await self._call(

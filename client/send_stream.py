@@ -25,7 +25,7 @@ past its timeout as DEADLINE_EXCEEDED (its late answer dropped); a broken stream
 retriable error of its status (UNAVAILABLE), and the next send opens a new stream.
 A broker without the method (UNIMPLEMENTED), refusing streams (the ACL is on:
 SEND_STREAM_UNSUPPORTED) or at its stream limit (SEND_STREAM_LIMIT) read none of
-the requests: they raise :class:`StreamUnsupported`, and the caller sends them with
+the requests: they raise :class:`_StreamUnsupported`, and the caller sends them with
 SendBatch, as it does from then on for that broker.
 """
 
@@ -44,7 +44,7 @@ from pocketmq.client.errors import RemoteError, UnavailableError
 from pocketmq.client.remote_errors import REASON_METADATA_KEY, error_of
 from pocketmq.v1 import broker_pb2 as bpb
 
-__all__ = ["DEFAULT_MAX_PENDING", "SendStreamSender", "StreamUnsupported", "envelope_header"]
+__all__ = ["DEFAULT_MAX_PENDING", "SendStreamSender", "envelope_header"]
 
 #: SendStream's method path
 SEND_STREAM_PATH = "/{}/SendStream".format(bpb.DESCRIPTOR.services_by_name["Broker"].full_name)
@@ -54,7 +54,7 @@ FALLBACK_REASONS = frozenset({"SEND_STREAM_UNSUPPORTED", "SEND_STREAM_LIMIT"})
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
-class StreamUnsupported(Exception):
+class _StreamUnsupported(Exception):
     """The broker served none of this stream: send the request with SendBatch."""
 
 
@@ -187,7 +187,7 @@ class SendStreamSender:
         reason = dict(exc.trailing_metadata() or ()).get(REASON_METADATA_KEY, "")
         if exc.code() is grpc.StatusCode.UNIMPLEMENTED or reason in FALLBACK_REASONS:
             self.unsupported = True
-            return StreamUnsupported(f"{self.addr}: {exc.code().name}: {exc.details()}")
+            return _StreamUnsupported(f"{self.addr}: {exc.code().name}: {exc.details()}")
         return self._failed(exc)
 
     async def send(self, request: bytes, timeout_s: float) -> bpb.SendMessageResponse:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pocketmq.broker.send_stream import MalformedEnvelope, parse_envelope
+from pocketmq.broker.v1_send_stream import _MalformedEnvelope, parse_envelope
 from pocketmq.client.send_stream import envelope_header
 from pocketmq.v1 import broker_pb2 as pb
 
@@ -75,7 +75,7 @@ def test_unknown_fields_are_skipped_as_protobuf_skips_them() -> None:
 def test_a_malformed_envelope_is_refused_naming_the_problem(
     raw: bytes, request_id: int | None, words: str
 ) -> None:
-    with pytest.raises(MalformedEnvelope) as refused:
+    with pytest.raises(_MalformedEnvelope) as refused:
         parse_envelope(raw)
     assert refused.value.request_id == request_id
     assert words in str(refused.value)
@@ -85,7 +85,7 @@ def test_a_malformed_envelope_is_refused_naming_the_problem(
 def test_any_bytes_are_refused_or_read_as_protobuf_reads_them(raw: bytes) -> None:
     try:
         envelope = parse_envelope(raw)
-    except MalformedEnvelope:
+    except _MalformedEnvelope:
         return
     decoded = pb.SendStreamRequest.FromString(raw)
     assert (envelope.request_id, envelope.deadline_ms) == (decoded.request_id, decoded.deadline_ms)

@@ -67,7 +67,6 @@ from pocketmq.v1 import broker_pb2 as pb
 __all__ = [
     "SEND_STREAM_LIMIT",
     "Envelope",
-    "MalformedEnvelope",
     "SendStreamLimits",
     "SendStreamService",
     "parse_envelope",
@@ -78,7 +77,7 @@ log = logging.getLogger(__name__)
 SEND_STREAM_LIMIT = "SEND_STREAM_LIMIT"  # reason of a stream refused at max_send_streams
 
 
-class MalformedEnvelope(ValueError):
+class _MalformedEnvelope(ValueError):
     """An envelope that does not parse; ``request_id`` when its id was read."""
 
     def __init__(self, message: str, request_id: int | None = None) -> None:
@@ -105,12 +104,12 @@ def _varint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
         value |= (byte & 0x7F) << shift
         if byte < 0x80:
             if shift > 63 or value >> 64:
-                raise MalformedEnvelope(f"a varint ending at byte {pos} exceeds 64 bits")
+                raise _MalformedEnvelope(f"a varint ending at byte {pos} exceeds 64 bits")
             return value, pos
         shift += 7
         if shift > 63:
-            raise MalformedEnvelope(f"a varint ending at byte {pos} exceeds 64 bits")
-    raise MalformedEnvelope(f"the message ends inside a varint at byte {pos}")
+            raise _MalformedEnvelope(f"a varint ending at byte {pos} exceeds 64 bits")
+    raise _MalformedEnvelope(f"the message ends inside a varint at byte {pos}")
 
 
 def _field(buf: memoryview, pos: int, end: int) -> tuple[int, int, int | memoryview, int]:
@@ -123,20 +122,20 @@ def _field(buf: memoryview, pos: int, end: int) -> tuple[int, int, int | memoryv
     if wire == 2:
         size, pos = _varint(buf, pos, end)
         if size > end - pos:
-            raise MalformedEnvelope(
+            raise _MalformedEnvelope(
                 f"field {number} says {size} bytes; only {end - pos} follow (a cut message)"
             )
         return number, wire, buf[pos : pos + size], pos + size
     if wire in (1, 5):
         size = 8 if wire == 1 else 4
         if size > end - pos:
-            raise MalformedEnvelope(f"field {number} is cut short")
+            raise _MalformedEnvelope(f"field {number} is cut short")
         return number, wire, 0, pos + size
-    raise MalformedEnvelope(f"field {number} has wire type {wire}, which protobuf 3 never writes")
+    raise _MalformedEnvelope(f"field {number} has wire type {wire}, which protobuf 3 never writes")
 
 
 def parse_envelope(raw: bytes) -> Envelope:
-    """The SendStreamRequest in *raw*; MalformedEnvelope when it does not parse."""
+    """The SendStreamRequest in *raw*; _MalformedEnvelope when it does not parse."""
     buf = memoryview(raw)
     end = len(buf)
     request_id: int | None = None
@@ -146,8 +145,8 @@ def parse_envelope(raw: bytes) -> Envelope:
     while pos < end:
         try:
             number, wire, value, pos = _field(buf, pos, end)
-        except MalformedEnvelope as exc:
-            raise MalformedEnvelope(f"SendStreamRequest: {exc}", request_id) from None
+        except _MalformedEnvelope as exc:
+            raise _MalformedEnvelope(f"SendStreamRequest: {exc}", request_id) from None
         if number == 1 and wire == 0:
             request_id = int(value)
         elif number == 2 and wire == 0:
@@ -155,12 +154,12 @@ def parse_envelope(raw: bytes) -> Envelope:
         elif number == 3 and wire == 2 and batch is None:
             batch = value  # type: ignore[assignment]
         elif number in (1, 2, 3):
-            raise MalformedEnvelope(
+            raise _MalformedEnvelope(
                 f"SendStreamRequest field {number} has wire type {wire} or comes twice",
                 request_id,
             )
     if batch is None:
-        raise MalformedEnvelope(
+        raise _MalformedEnvelope(
             "the SendStreamRequest carries no batch (field 3, a SendBatchRequest)", request_id
         )
     records, group, omit = _batch_fields(batch, request_id or 0)
@@ -183,12 +182,12 @@ def _batch_fields(buf: memoryview, request_id: int) -> tuple[memoryview, str, bo
             elif number == 3 and wire == 0:
                 omit = bool(value)
             elif number in (1, 2, 3):
-                raise MalformedEnvelope(f"SendBatchRequest field {number} has wire type {wire}")
+                raise _MalformedEnvelope(f"SendBatchRequest field {number} has wire type {wire}")
         return records, group.decode(), omit
-    except MalformedEnvelope as exc:
-        raise MalformedEnvelope(f"the batch of request {request_id}: {exc}", request_id) from None
+    except _MalformedEnvelope as exc:
+        raise _MalformedEnvelope(f"the batch of request {request_id}: {exc}", request_id) from None
     except UnicodeDecodeError:
-        raise MalformedEnvelope(
+        raise _MalformedEnvelope(
             f"the batch of request {request_id}: producer_group is not UTF-8", request_id
         ) from None
 
@@ -382,7 +381,7 @@ class _Stream:
     def _start(self, raw: bytes) -> None:
         try:
             envelope = parse_envelope(raw)
-        except MalformedEnvelope as exc:
+        except _MalformedEnvelope as exc:
             if exc.request_id is None or not _decodes(raw):
                 self.fatal = (
                     "SendStream: the request bytes are not a valid message of this RPC "
