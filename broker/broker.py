@@ -459,6 +459,8 @@ class Broker:
         if services is not None:
             services.hold.release_all()
             await services.clients.stop()
+        if self.servicer is not None:
+            self.servicer.send_streams.stop()  # long-lived streams would hold the grace
         if self._server is not None:
             await self._server.stop(grace_s)
         if self.grpc_v2 is not None:

@@ -49,6 +49,7 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -241,6 +242,8 @@ class SendStreamService:
         self._open_total = 0
         self._open_by_peer: dict[str, int] = {}
         self.requests_total = 0  # requests read from every stream since start
+        self._streams: set[_Stream] = set()
+        self._stopping = False
 
     @property
     def open_streams(self) -> int:
@@ -272,6 +275,8 @@ class SendStreamService:
     async def serve(self, context: grpc.aio.ServicerContext) -> None:
         """One SendStream call, from its first request to its end."""
         peer = context.peer() or "unknown"
+        if self._stopping:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the broker is stopping")
         refusal = self._stream_refusal(peer)
         if refusal is not None:
             context.set_trailing_metadata((("pocketmq-reason", SEND_STREAM_LIMIT),))
@@ -279,9 +284,11 @@ class SendStreamService:
         self._open_total += 1
         self._open_by_peer[peer] = self._open_by_peer.get(peer, 0) + 1
         stream = _Stream(self, context, peer)
+        self._streams.add(stream)
         try:
             fatal = await stream.run()
         finally:
+            self._streams.discard(stream)
             self._open_total -= 1
             left = self._open_by_peer[peer] - 1
             if left:
@@ -289,7 +296,14 @@ class SendStreamService:
             else:
                 del self._open_by_peer[peer]
         if fatal is not None:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, fatal)
+            await context.abort(*fatal)
+
+    def stop(self) -> None:
+        """The broker is stopping: no new stream, and the open ones end once they answered
+        what they read (ahead of the server's own stop, which waits for open calls)."""
+        self._stopping = True
+        for stream in list(self._streams):
+            stream.stop_reading()
 
     async def answer(self, envelope: Envelope, opened_s: float, peer: str) -> bytes:
         """The serialized answer to one request, as the unary SendBatch would answer."""
@@ -346,12 +360,22 @@ class _Stream:
         self._room = asyncio.Semaphore(service._limits.max_in_flight)
         self._answers: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._tasks: set[asyncio.Task[None]] = set()
-        self.fatal: str | None = None
+        self.fatal: tuple[grpc.StatusCode, str] | None = None  # the status to end with
+        self._stopping = False
+        self._reading = False  # waiting for room or for the next request
+        self._reader: asyncio.Task[None] | None = None
 
-    async def run(self) -> str | None:
-        """Serve until the client ends its side; the message to end the call with when an
-        envelope did not parse at all, else None."""
-        reader = asyncio.create_task(self._read())
+    def stop_reading(self) -> None:
+        """The broker is stopping: read no more; answer what was read, then end UNAVAILABLE
+        (what the client did send and the broker did not read is sent again elsewhere)."""
+        self._stopping = True
+        if self._reading and self._reader is not None:
+            self._reader.cancel()
+
+    async def run(self) -> tuple[grpc.StatusCode, str] | None:
+        """Serve until the client ends its side; the status to end the call with when an
+        envelope was no message or the broker is stopping, else None."""
+        reader = self._reader = asyncio.create_task(self._read())
         try:
             while True:
                 answer = await self._answers.get()
@@ -368,15 +392,38 @@ class _Stream:
     async def _read(self) -> None:
         try:
             while self.fatal is None:
-                await self._room.acquire()
-                raw = await self._context.read()
+                raw = await self._next()
                 if raw is grpc.aio.EOF:
                     break
-                self._start(raw)
+                if raw is not None:
+                    self._start(raw)
             if self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
         finally:
             self._answers.put_nowait(None)
+
+    async def _next(self) -> Any:
+        """The next request, EOF, or None once the broker stopped reading this stream."""
+        self._reading = True
+        try:
+            if self._stopping:
+                raise asyncio.CancelledError
+            await self._room.acquire()
+            return await self._context.read()
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            self.fatal = (
+                grpc.StatusCode.UNAVAILABLE,
+                "the broker is stopping; the requests it answered on this SendStream are "
+                "done, send the others again",
+            )
+            return None
+        finally:
+            self._reading = False
 
     def _start(self, raw: bytes) -> None:
         try:
@@ -384,9 +431,10 @@ class _Stream:
         except _MalformedEnvelope as exc:
             if exc.request_id is None or not _decodes(raw):
                 self.fatal = (
+                    grpc.StatusCode.INVALID_ARGUMENT,
                     "SendStream: the request bytes are not a valid message of this RPC "
                     f"({exc}); the client must send what the server's .proto defines; the "
-                    "stream is ended"
+                    "stream is ended",
                 )
                 self._room.release()
                 return

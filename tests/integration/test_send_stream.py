@@ -295,3 +295,21 @@ async def test_a_stream_at_its_in_flight_bound_is_not_read_until_a_request_is_an
         await call.done_writing()
     assert [(a.request_id, a.error_code) for a in answers] == [(1, 0), (2, 0)]
     assert stored(broker, "t", 0) == [b"seq 0", b"seq 1", b"behind the bound"]
+
+
+async def test_a_stopping_broker_ends_its_streams_unavailable_after_answering_what_it_read(
+    start_broker,
+) -> None:
+    broker = await start_broker()
+    broker.topics.create(BrokerTopicConfig(topic_name="t", read_queue_nums=1, write_queue_nums=1))
+    async with grpc.aio.insecure_channel(broker.address) as channel:
+        call = broker_pb2_grpc.BrokerStub(channel).SendStream()
+        await call.write(envelope(1, record("t", b"before the stop")))
+        first = await call.read()
+        stopping = asyncio.create_task(broker.stop())
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            await call.read()
+        await stopping
+    assert first.request_id == 1 and first.error_code == 0
+    assert ended.value.code() is grpc.StatusCode.UNAVAILABLE
+    assert "the broker is stopping" in (ended.value.details() or "")
