@@ -30,6 +30,14 @@ hand, the batch as a view of the received bytes, never copied)::
 ``deadline_ms`` counts from the stream's opening, on both sides: a request that
 waited in the transport past it is answered DEADLINE_EXCEEDED and not stored.
 
+With the ACL on, the interceptor lets the call in with :data:`stream_acl` set, and
+each request is checked on its own before anything else is done with it: fields 4-7
+(access key, signing time, nonce, signature over the batch's bytes, after the batch)
+go through :meth:`AclInterceptor.check_stream_request` (known key, allowed address,
+replay window, HMAC, never seen before), and the account it returns is the request's
+``current_account``, so the send processor authorizes PUB on each record's topic as
+for SendBatch. A request without a valid signature is answered UNAUTHENTICATED by id.
+
 Bounds: ``max_send_streams`` open streams per broker and
 ``max_send_streams_per_connection`` per connection (one more is refused
 RESOURCE_EXHAUSTED, reason ``SEND_STREAM_LIMIT``, before any request is read; the
@@ -62,7 +70,13 @@ from pocketmq.broker.flow_control import FlowControlInterceptor
 from pocketmq.broker.grpc_status import grpc_code
 from pocketmq.broker.send_processor import SendMessageProcessor
 from pocketmq.broker.v1_rpc import _check_given, _send_response, not_master_detail
-from pocketmq.security.interceptor import AclError
+from pocketmq.security.interceptor import (
+    AclError,
+    AclInterceptor,
+    current_account,
+    peer_ip,
+    stream_acl,
+)
 from pocketmq.v1 import broker_pb2 as pb
 
 __all__ = [
@@ -95,6 +109,9 @@ class Envelope:
     records: memoryview
     producer_group: str
     omit_sent_columns: bool
+    batch: memoryview  # the SendBatchRequest's bytes, which a signature covers
+    # (access key, timestamp ms, nonce, signature) of a signed request, else None
+    signed: tuple[str, int, str, str] | None = None
 
 
 def _varint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
@@ -142,6 +159,7 @@ def parse_envelope(raw: bytes) -> Envelope:
     request_id: int | None = None
     deadline_ms = 0
     batch: memoryview | None = None
+    auth: dict[int, int | str] = {}
     pos = 0
     while pos < end:
         try:
@@ -154,6 +172,16 @@ def parse_envelope(raw: bytes) -> Envelope:
             deadline_ms = int(value)
         elif number == 3 and wire == 2 and batch is None:
             batch = value  # type: ignore[assignment]
+        elif number == 5 and wire == 0:
+            auth[number] = value  # type: ignore[assignment]
+        elif number in (4, 6, 7) and wire == 2:
+            try:
+                auth[number] = bytes(value).decode()
+            except UnicodeDecodeError:
+                raise _MalformedEnvelope(
+                    f"SendStreamRequest field {number} (a signature field) is not UTF-8",
+                    request_id,
+                ) from None
         elif number in (1, 2, 3):
             raise _MalformedEnvelope(
                 f"SendStreamRequest field {number} has wire type {wire} or comes twice",
@@ -164,7 +192,16 @@ def parse_envelope(raw: bytes) -> Envelope:
             "the SendStreamRequest carries no batch (field 3, a SendBatchRequest)", request_id
         )
     records, group, omit = _batch_fields(batch, request_id or 0)
-    return Envelope(request_id or 0, deadline_ms, records, group, omit)
+    return Envelope(request_id or 0, deadline_ms, records, group, omit, batch, _signed(auth))
+
+
+def _signed(auth: dict[int, int | str]) -> tuple[str, int, str, str] | None:
+    """(access key, timestamp ms, nonce, signature) of fields 4-7, None when all absent."""
+    if not auth:
+        return None
+    key, nonce, signature = (str(auth.get(n, "")) for n in (4, 6, 7))
+    ts = int(auth.get(5, 0))
+    return key, ts - (1 << 64) if ts >> 63 else ts, nonce, signature
 
 
 def _batch_fields(buf: memoryview, request_id: int) -> tuple[memoryview, str, bool]:
@@ -305,8 +342,11 @@ class SendStreamService:
         for stream in list(self._streams):
             stream.stop_reading()
 
-    async def answer(self, envelope: Envelope, opened_s: float, peer: str) -> bytes:
-        """The serialized answer to one request, as the unary SendBatch would answer."""
+    async def answer(
+        self, envelope: Envelope, opened_s: float, peer: str, acl: AclInterceptor | None = None
+    ) -> bytes:
+        """The serialized answer to one request, as the unary SendBatch would answer;
+        *acl*: the ACL that must pass it (its own task's context holds the account)."""
         rid = envelope.request_id
         if envelope.deadline_ms and self._monotonic() > opened_s + envelope.deadline_ms / 1000:
             return _error(
@@ -316,6 +356,18 @@ class SendStreamService:
                 "after the stream opened) before the broker read it; it was not stored",
             )
         try:
+            if acl is not None:  # the ACL is on: this request's own signature
+                signed = envelope.signed or ("", 0, "", "")
+                current_account.set(
+                    acl.check_stream_request(
+                        access_key=signed[0],
+                        timestamp_ms=signed[1],
+                        nonce=signed[2],
+                        signature=signed[3],
+                        batch=envelope.batch,
+                        ip=peer_ip(peer),
+                    )
+                )
             with self._flow.serving(peer) if self._flow is not None else nullcontext():
                 _check_given(groups=(envelope.producer_group,))
                 outcome = await self._send.send(
@@ -364,6 +416,7 @@ class _Stream:
         self._stopping = False
         self._reading = False  # waiting for room or for the next request
         self._reader: asyncio.Task[None] | None = None
+        self._acl = stream_acl.get()  # set by the ACL's interceptor when it is on
 
     def stop_reading(self) -> None:
         """The broker is stopping: read no more; answer what was read, then end UNAVAILABLE
@@ -448,4 +501,6 @@ class _Stream:
         task.add_done_callback(self._tasks.discard)
 
     async def _serve_one(self, envelope: Envelope) -> None:
-        self._answers.put_nowait(await self._service.answer(envelope, self._opened_s, self._peer))
+        self._answers.put_nowait(
+            await self._service.answer(envelope, self._opened_s, self._peer, self._acl)
+        )

@@ -44,6 +44,7 @@ from pocketmq.client.remote_values import (
     _wire_type,
 )
 from pocketmq.client.send_stream import SendStreamSender, _StreamUnsupported
+from pocketmq.common.auth import Credentials
 from pocketmq.common.filter import TAG
 from pocketmq.v1 import broker_pb2 as bpb
 from pocketmq.v1 import broker_pb2_grpc
@@ -71,6 +72,7 @@ class BrokerClient(BrokerAdminCalls):
         on_unreachable: Callable[[str], None] | None = None,
         signed: bool = False,
         send_stream: bool = False,
+        credentials: Credentials | None = None,
     ) -> None:
         self.addr = addr
         self._stub = broker_pb2_grpc.BrokerStub(channel)
@@ -90,16 +92,17 @@ class BrokerClient(BrokerAdminCalls):
             )
         )
 
-        # SendBatch over one SendStream (client/send_stream.py); never on a signed channel,
-        # whose signature covers a whole call's body.
+        # SendBatch over one SendStream (client/send_stream.py); on a signed channel each
+        # request signed with *credentials*, as a call's metadata is.
         self._stream = (
             SendStreamSender(
                 addr,
                 channel,
                 failed=lambda exc: self._failed(exc, "SendBatch"),
                 reported=self._reported,
+                credentials=credentials,
             )
-            if send_stream and not signed
+            if send_stream and (credentials is not None or not signed)
             else None
         )
 

@@ -61,7 +61,7 @@ class Transport:
     tls_ca_file: str = ""
     tls_cert_file: str = ""
     tls_key_file: str = ""
-    # SendBatch over one SendStream per broker (ProducerConfig.send_stream); never signed
+    # SendBatch over one SendStream per broker (ProducerConfig.send_stream)
     send_stream: bool = False
 
 
@@ -205,8 +205,8 @@ class ProducerConfig(_ClientCommon):
         default=True,
         metadata=_help(
             "send batches over one long-lived SendStream per broker instead of one SendBatch "
-            "call each (cheaper on both sides); a broker without it, or with its ACL on, gets "
-            "SendBatch calls; signed clients (access_key) always use SendBatch"
+            "call each (cheaper on both sides; with access_key each request is signed on its "
+            "own); a broker without it gets SendBatch calls"
         ),
     )
     max_message_size_bytes: int = field(

@@ -171,6 +171,7 @@ class Remoting:
                 on_unreachable=self._unreachable,
                 signed=self._interceptors is not None,
                 send_stream=self._transport.send_stream,
+                credentials=self._transport.credentials,
             )
         return client
 

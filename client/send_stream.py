@@ -23,9 +23,11 @@ one request as the same :class:`~pocketmq.client.errors.RemoteError`; a request
 past its timeout as DEADLINE_EXCEEDED (its late answer dropped); a broken stream
 (broker restart, connection reset) fails every request waiting on it with the
 retriable error of its status (UNAVAILABLE), and the next send opens a new stream.
-A broker without the method (UNIMPLEMENTED), refusing streams (the ACL is on:
-SEND_STREAM_UNSUPPORTED) or at its stream limit (SEND_STREAM_LIMIT) read none of
-the requests: they raise :class:`_StreamUnsupported`, and the caller sends them with
+With the ACL's keys each request is signed on its own (fields 4-7 after the batch:
+access key, time, nonce, signature over the batch's bytes), as a unary call's
+metadata signs its body. A broker without the method (UNIMPLEMENTED), refusing
+streams (SEND_STREAM_UNSUPPORTED) or at its stream limit (SEND_STREAM_LIMIT) read none
+of the requests: they raise :class:`_StreamUnsupported`, and the caller sends them with
 SendBatch, as it does from then on for that broker.
 """
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -42,6 +45,7 @@ import grpc
 
 from pocketmq.client.errors import RemoteError, UnavailableError
 from pocketmq.client.remote_errors import REASON_METADATA_KEY, error_of
+from pocketmq.common.auth import Credentials, sign_stream_request
 from pocketmq.v1 import broker_pb2 as bpb
 
 __all__ = ["DEFAULT_MAX_PENDING", "SendStreamSender", "envelope_header"]
@@ -79,6 +83,21 @@ def envelope_header(request_id: int, deadline_ms: int, batch_size: int) -> bytes
             _varint(batch_size),
         )
     )
+
+
+def _text(number: int, value: str) -> bytes:
+    raw = value.encode()
+    return bytes((number << 3 | 2,)) + _varint(len(raw)) + raw
+
+
+def signature_fields(credentials: Credentials, batch: bytes) -> bytes:
+    """Fields 4-7 of a signed SendStreamRequest (after its batch): access key, signing
+    time, nonce and :func:`~pocketmq.common.auth.sign_stream_request` of *batch*."""
+    ts = int(time.time() * 1000)
+    nonce = os.urandom(16).hex()
+    key = credentials.access_key
+    signature = sign_stream_request(credentials.secret_key, ts, key, nonce, batch)
+    return b"".join((_text(4, key), b"\x28", _varint(ts), _text(6, nonce), _text(7, signature)))
 
 
 class _Call:
@@ -158,8 +177,10 @@ class SendStreamSender:
         failed: Callable[[grpc.aio.AioRpcError], RemoteError],
         reported: Callable[[RemoteError], RemoteError],
         max_pending: int = DEFAULT_MAX_PENDING,
+        credentials: Credentials | None = None,
     ) -> None:
         self.addr = addr
+        self._credentials = credentials  # the ACL's keys: each request signed
         self.unsupported = False  # set for good once the broker refused streams
         self._open = channel.stream_stream(
             SEND_STREAM_PATH,
@@ -203,7 +224,10 @@ class SendStreamSender:
             )
             stream.pending[rid] = future
             deadline_ms = max(1, math.ceil((time.monotonic() - stream.opened_s + timeout_s) * 1000))
-            stream.outbox.put_nowait(envelope_header(rid, deadline_ms, len(request)) + request)
+            envelope = envelope_header(rid, deadline_ms, len(request)) + request
+            if self._credentials is not None:
+                envelope += signature_fields(self._credentials, request)
+            stream.outbox.put_nowait(envelope)
             try:
                 async with asyncio.timeout(timeout_s):
                     answer = await future

@@ -1,5 +1,6 @@
-"""SendStream refused: a broker without the method (older), or with its ACL on, gets the
-same batches as unary SendBatch calls; no stream ever lets an unsigned request in."""
+"""SendStream against a broker without the method (older: the same batches as unary
+SendBatch calls) and with the ACL on (each request signed and authorized on its own;
+no stream lets an unsigned request in)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from pocketmq.client import Message, MessageQueue, Producer, SendStatus
 from pocketmq.client.config import Transport
 from pocketmq.client.errors import PermissionDeniedError
 from pocketmq.client.remoting import Remoting
+from pocketmq.client.send_stream import signature_fields
+from pocketmq.common.auth import Credentials
 from pocketmq.common.message import encode_record, pack_host
 from pocketmq.v1 import broker_pb2 as pb
-from pocketmq.v1 import broker_pb2_grpc
 
 HOST = pack_host(("127.0.0.1", 1))
+SEND_STREAM = "/pocketmq.v1.Broker/SendStream"
 APP = {"access_key": "app", "secret_key": "app-secret"}  # APP_ACL's application
 
 
@@ -80,59 +83,92 @@ async def secured(tmp_path, start_broker, nameserver, eventually):
     broker = await start_broker(
         namesrv_addrs=nameserver.address, acl_enable=True, acl_file=str(acl)
     )
-    broker.topics.create(
-        BrokerTopicConfig(topic_name="orders", read_queue_nums=2, write_queue_nums=2)
-    )
-    await eventually(lambda: nameserver.route_table.get_route("orders") is not None, what="route")
+    for topic in ("orders", "audit"):
+        broker.topics.create(
+            BrokerTopicConfig(topic_name=topic, read_queue_nums=2, write_queue_nums=2)
+        )
+    await eventually(lambda: nameserver.route_table.get_route("audit") is not None, what="route")
     return broker
 
 
-async def test_with_the_acl_on_an_unsigned_stream_is_refused_failed_precondition(secured) -> None:
+def signed(request: pb.SendStreamRequest, access_key: str, secret_key: str) -> bytes:
+    """*request* serialized with its own signature fields (what the SDK appends)."""
+    batch = request.batch.SerializeToString()
+    return request.SerializeToString() + signature_fields(
+        Credentials(access_key, secret_key), batch
+    )
+
+
+async def test_with_the_acl_on_each_stream_request_is_checked_on_its_own(secured) -> None:
+    def request(rid: int, topic: str) -> pb.SendStreamRequest:
+        return pb.SendStreamRequest(
+            request_id=rid,
+            batch=pb.SendBatchRequest(records=record(topic, b"r%d" % rid), producer_group="pg"),
+        )
+
+    replayed = signed(request(3, "orders"), APP["access_key"], APP["secret_key"])
     async with grpc.aio.insecure_channel(secured.address) as channel:
-        call = broker_pb2_grpc.BrokerStub(channel).SendStream()
-        with pytest.raises(grpc.aio.AioRpcError) as refused:  # at the write or the read
-            await call.write(
-                pb.SendStreamRequest(
-                    request_id=1,
-                    batch=pb.SendBatchRequest(
-                        records=record("orders", b"sneaky"), producer_group="pg"
-                    ),
-                )
-            )
-            await call.read()
-    assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
-    assert "signed clients use SendBatch" in (refused.value.details() or "")
-    assert dict(refused.value.trailing_metadata())["pocketmq-reason"] == "SEND_STREAM_UNSUPPORTED"
-    assert secured.servicer.send_streams.requests_total == 0
-    assert secured.store.max_offset("orders", 0) == 0
+        call = channel.stream_stream(SEND_STREAM)()
+        sent = [
+            request(1, "orders").SerializeToString(),  # unsigned
+            signed(request(2, "orders"), APP["access_key"], "wrong-secret"),
+            replayed,
+            replayed,  # the same signature again
+            signed(request(5, "audit"), APP["access_key"], APP["secret_key"]),  # SUB only
+        ]
+        answers = []
+        for raw in sent:
+            await call.write(raw)
+            answers.append(pb.SendStreamResponse.FromString(await call.read()))
+        await call.done_writing()
+    code = grpc.StatusCode
+    got = [(a.request_id, a.error_code) for a in answers]
+    assert got == [
+        (1, code.UNAUTHENTICATED.value[0]),
+        (2, code.UNAUTHENTICATED.value[0]),
+        (3, 0),
+        (3, code.UNAUTHENTICATED.value[0]),
+        (5, code.PERMISSION_DENIED.value[0]),
+    ]
+    assert "requires signed requests" in answers[0].error_message
+    assert "does not match" in answers[1].error_message
+    assert "a replay is refused" in answers[3].error_message
+    assert "no PUB permission on topic 'audit'" in answers[4].error_message
+    assert secured.servicer.send_streams.requests_total == 5
+    assert secured.store.max_offset("orders", 0) == 1  # request 3, once
 
 
-async def test_with_the_acl_on_an_unsigned_client_falls_back_and_is_refused_as_unary(
-    secured,
-) -> None:
+async def test_with_the_acl_on_an_unsigned_client_is_refused_as_unary_calls_are(secured) -> None:
     remoting = Remoting(Transport(send_stream=True))
     client = remoting.broker(secured.address)
     try:
         with pytest.raises(PermissionDeniedError) as refused:
             await client.send_batch(record("orders", b"x"), producer_group="pg")
-        assert client._stream is not None and client._stream.unsupported
+        assert client._stream is not None and not client._stream.unsupported
     finally:
         await remoting.close()
     assert "UNAUTHENTICATED" in str(refused.value)
     assert secured.store.max_offset("orders", 0) == 0
 
 
-async def test_with_the_acl_on_a_signed_producer_sends_batches_with_unary_calls(
+async def test_with_the_acl_on_a_signed_producer_sends_its_batches_on_the_stream(
     secured, nameserver
 ) -> None:
     async with Producer(group="pg", namesrv=nameserver.address, **APP) as producer:
+        queue = MessageQueue("orders", secured.config.broker_name, 0)
         results = await producer.send_batch(
-            [Message(topic="orders", body=b"b%d" % i) for i in range(5)],
-            queue=MessageQueue("orders", secured.config.broker_name, 0),
+            [Message(topic="orders", body=b"b%d" % i) for i in range(5)], queue=queue
         )
+        with pytest.raises(PermissionDeniedError) as denied:
+            await producer.send_batch(
+                [Message(topic="audit", body=b"no")],
+                queue=MessageQueue("audit", secured.config.broker_name, 0),
+            )
     assert [r.status for r in results] == [SendStatus.SEND_OK] * 5
-    assert secured.servicer.send_streams.requests_total == 0
+    assert "no PUB permission on topic 'audit'" in str(denied.value)
+    assert secured.servicer.send_streams.requests_total >= 2
     assert secured.store.max_offset("orders", 0) == 5
+    assert secured.store.max_offset("audit", 0) == 0
 
 
 async def test_with_the_acl_on_a_trusted_address_is_served_on_the_stream(

@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pocketmq.broker.v1_send_stream import _MalformedEnvelope, parse_envelope
-from pocketmq.client.send_stream import envelope_header
+from pocketmq.client.send_stream import envelope_header, signature_fields
+from pocketmq.common.auth import Credentials, sign_stream_request
 from pocketmq.v1 import broker_pb2 as pb
 
 u64 = st.integers(min_value=0, max_value=2**64 - 1)
@@ -91,3 +92,25 @@ def test_any_bytes_are_refused_or_read_as_protobuf_reads_them(raw: bytes) -> Non
     assert (envelope.request_id, envelope.deadline_ms) == (decoded.request_id, decoded.deadline_ms)
     assert bytes(envelope.records) == decoded.batch.records
     assert envelope.producer_group == decoded.batch.producer_group
+
+
+def test_a_signed_envelope_carries_a_signature_of_its_batch_that_protobuf_reads_too() -> None:
+    keys = Credentials("app", "app-secret")
+    batch = pb.SendBatchRequest(records=b"r" * 100, producer_group="pg").SerializeToString()
+    raw = envelope_header(9, 1500, len(batch)) + batch + signature_fields(keys, batch)
+    decoded = pb.SendStreamRequest.FromString(raw)
+    envelope = parse_envelope(raw)
+    assert envelope.signed == (
+        decoded.access_key,
+        decoded.timestamp_ms,
+        decoded.nonce,
+        decoded.signature,
+    )
+    assert decoded.access_key == "app" and decoded.timestamp_ms > 0
+    assert bytes(envelope.batch) == batch
+    expected = sign_stream_request("app-secret", decoded.timestamp_ms, "app", decoded.nonce, batch)
+    assert decoded.signature == expected
+    assert (
+        sign_stream_request("app-secret", decoded.timestamp_ms, "app", decoded.nonce, batch[1:])
+        != expected
+    )

@@ -129,14 +129,22 @@ class SendBatchRequest(_message.Message):
     def __init__(self, records: _Optional[bytes] = ..., producer_group: _Optional[str] = ..., omit_sent_columns: _Optional[bool] = ...) -> None: ...
 
 class SendStreamRequest(_message.Message):
-    __slots__ = ("request_id", "deadline_ms", "batch")
+    __slots__ = ("request_id", "deadline_ms", "batch", "access_key", "timestamp_ms", "nonce", "signature")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    ACCESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     deadline_ms: int
     batch: SendBatchRequest
-    def __init__(self, request_id: _Optional[int] = ..., deadline_ms: _Optional[int] = ..., batch: _Optional[_Union[SendBatchRequest, _Mapping]] = ...) -> None: ...
+    access_key: str
+    timestamp_ms: int
+    nonce: str
+    signature: str
+    def __init__(self, request_id: _Optional[int] = ..., deadline_ms: _Optional[int] = ..., batch: _Optional[_Union[SendBatchRequest, _Mapping]] = ..., access_key: _Optional[str] = ..., timestamp_ms: _Optional[int] = ..., nonce: _Optional[str] = ..., signature: _Optional[str] = ...) -> None: ...
 
 class SendStreamResponse(_message.Message):
     __slots__ = ("request_id", "response", "error_code", "error_message", "error_reason", "not_master")

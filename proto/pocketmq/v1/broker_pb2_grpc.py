@@ -243,8 +243,7 @@ class BrokerServicer:
     def SendStream(self, request_iterator, context):
         """SendBatch over one long-lived stream: each SendStreamRequest is one SendBatch,
         answered by its request_id (out of order once a request waits for a flush or a
-        replica). Refused (FAILED_PRECONDITION, reason SEND_STREAM_UNSUPPORTED) while the
-        ACL is on, since a signature covers a whole call's body: signed clients use SendBatch.
+        replica). With the ACL on, each request carries its own signature (fields 4-7).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
