@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import signal
 
-import aclmode
 import pytest
 from faultkit import create_topic, read_queue, routed_brokers, wait_for
 from processkit import ProcessKit, free_port
@@ -62,10 +61,9 @@ async def test_sends_pending_on_a_killed_brokers_stream_are_retried_and_none_is_
 
         senders = asyncio.gather(*(sender(n) for n in range(TASKS)))
         await wait_for(lambda: len(acked) >= TASKS * 3, timeout_s=40, what="the first batches")
-        if not aclmode.enabled():  # signed producers send unary calls
-            remoting = producer._remoting
-            assert remoting is not None
-            assert remoting.broker(brokers[0].addr)._stream is not None
+        remoting = producer._remoting  # its batches go over the stream (signed ones too)
+        assert remoting is not None
+        assert remoting.broker(brokers[0].addr)._stream is not None
         brokers[0].signal(signal.SIGKILL)
         await brokers[0].proc.wait()
         restarted = await kit.broker(
