@@ -63,7 +63,8 @@ async def test_sends_pending_on_a_killed_brokers_stream_are_retried_and_none_is_
         await wait_for(lambda: len(acked) >= TASKS * 3, timeout_s=40, what="the first batches")
         remoting = producer._remoting  # its batches go over the stream (signed ones too)
         assert remoting is not None
-        assert remoting.broker(brokers[0].addr)._stream is not None
+        sender = remoting.broker(brokers[0].addr)._stream
+        assert sender is not None and sender._current is not None  # open, with sends on it
         brokers[0].signal(signal.SIGKILL)
         await brokers[0].proc.wait()
         restarted = await kit.broker(
