@@ -28,6 +28,7 @@ redis-server``) and the ``redis`` package with ``hiredis`` (``pip install -e
 
     .venv/bin/python benchmarks/redis_compare.py [--messages 100000] [--runs 3]
                                                  [--only produce,consume,send,latency,memory]
+                                                 [--send-stream on|off|both]
 """
 
 from __future__ import annotations
@@ -153,15 +154,24 @@ class Meter:
 
 
 # -- PocketMQ ---------------------------------------------------------------------------
-async def pmq_produce(namesrv: str, topic: str, total: int, broker_pid: int) -> float:
-    async with Producer(group="cmp-produce", namesrv=namesrv) as producer:
+def _mode(send_stream: bool) -> str:
+    return "SendStream" if send_stream else "unary SendBatch"
+
+
+async def pmq_produce(
+    namesrv: str, topic: str, total: int, broker_pid: int, send_stream: bool = True
+) -> float:
+    async with Producer(group="cmp-produce", namesrv=namesrv, send_stream=send_stream) as producer:
         msgs = [Message(topic=topic, body=BODY) for _ in range(BATCH)]
         await producer.send_batch(msgs)  # route and queue files, not timed
         meter = Meter(broker_pid)
         for _ in range(total // BATCH):
             await producer.send_batch(msgs)
         rate, detail = meter.done(total // BATCH * BATCH)
-    print(f"    PocketMQ send_batch({BATCH}) x1 task: {rate:,.0f} msgs/s, {detail}")
+    print(
+        f"    PocketMQ send_batch({BATCH}) x1 task ({_mode(send_stream)}): {rate:,.0f} msgs/s, "
+        f"{detail}"
+    )
     return rate
 
 
@@ -188,8 +198,10 @@ async def pmq_consume(namesrv: str, topic: str, expected: int, broker_pid: int) 
     return rate
 
 
-async def pmq_send(namesrv: str, topic: str, total: int, broker_pid: int) -> float:
-    async with Producer(group="cmp-send", namesrv=namesrv) as producer:
+async def pmq_send(
+    namesrv: str, topic: str, total: int, broker_pid: int, send_stream: bool = True
+) -> float:
+    async with Producer(group="cmp-send", namesrv=namesrv, send_stream=send_stream) as producer:
         await producer.send(Message(topic=topic, body=BODY))
         per_task = total // SEND_TASKS
 
@@ -200,12 +212,17 @@ async def pmq_send(namesrv: str, topic: str, total: int, broker_pid: int) -> flo
         meter = Meter(broker_pid)
         await asyncio.gather(*(worker() for _ in range(SEND_TASKS)))
         rate, detail = meter.done(per_task * SEND_TASKS)
-    print(f"    PocketMQ send x{SEND_TASKS} tasks: {rate:,.0f} msgs/s, {detail}")
+    print(
+        f"    PocketMQ send x{SEND_TASKS} tasks ({_mode(send_stream)}): {rate:,.0f} msgs/s, "
+        f"{detail}"
+    )
     return rate
 
 
-async def pmq_single_send(namesrv: str, topic: str, count: int = 5000) -> tuple[float, float]:
-    async with Producer(group="cmp-single", namesrv=namesrv) as producer:
+async def pmq_single_send(
+    namesrv: str, topic: str, count: int = 5000, send_stream: bool = True
+) -> tuple[float, float]:
+    async with Producer(group="cmp-single", namesrv=namesrv, send_stream=send_stream) as producer:
         for _ in range(200):
             await producer.send(Message(topic=topic, body=BODY))
         lat = []
@@ -216,7 +233,8 @@ async def pmq_single_send(namesrv: str, topic: str, count: int = 5000) -> tuple[
     lat.sort()
     p50, p99 = statistics.median(lat), lat[int(len(lat) * 0.99) - 1]
     print(
-        f"    PocketMQ single send at concurrency 1: {count} sends, p50 {p50:.2f} ms, "
+        f"    PocketMQ single send at concurrency 1 ({_mode(send_stream)}): {count} sends, "
+        f"p50 {p50:.2f} ms, "
         f"p99 {p99:.2f} ms, max {lat[-1]:.2f} ms"
     )
     return p50, p99
@@ -344,10 +362,14 @@ async def pmq_memory(namesrv: str, topic: str, backlog: int) -> None:
 
 
 # -- driver -----------------------------------------------------------------------------
+def _key(shape: str, send_stream: bool) -> str:
+    return shape if send_stream else f"{shape} (unary)"
+
+
 def summary(name: str, ours: list[float], theirs: list[float], target: float) -> None:
     ratios = [a / b for a, b in zip(ours, theirs, strict=True)]
     print(
-        f"  {name:8s} PocketMQ {min(ours):,.0f}-{max(ours):,.0f} msgs/s, Redis "
+        f"  {name:15s} PocketMQ {min(ours):,.0f}-{max(ours):,.0f} msgs/s, Redis "
         f"{min(theirs):,.0f}-{max(theirs):,.0f} msgs/s, ratio {min(ratios):.2f}-"
         f"{max(ratios):.2f}x (target >= {target}x)"
     )
@@ -361,21 +383,27 @@ async def run(
     messages: int,
     runs: int,
     parts: set[str],
+    modes: tuple[bool, ...] = (True,),
 ) -> None:
     await sdk_bench.wait_for_broker(namesrv)
     figures: dict[str, tuple[list[float], list[float]]] = {
-        p: ([], []) for p in ("produce", "consume", "send")
+        p: ([], []) for p in ("consume", *(_key(s, m) for s in ("produce", "send") for m in modes))
     }
     for run_no in range(1, runs + 1):
         print(f"  run {run_no} of {runs}")
         topic = f"cmp-batch-{run_no}"
         stream = f"cmp-stream-{run_no}"
         if "produce" in parts or "consume" in parts:
-            figures["produce"][0].append(await pmq_produce(namesrv, topic, messages, broker_pid))
-            if redis_port:
-                figures["produce"][1].append(
-                    await redis_produce(redis_port, stream, messages, redis_pid)
+            for i, mode in enumerate(modes):  # consume reads the first mode's topic
+                figures[_key("produce", mode)][0].append(
+                    await pmq_produce(
+                        namesrv, topic if i == 0 else f"{topic}-{i}", messages, broker_pid, mode
+                    )
                 )
+            if redis_port:
+                theirs = await redis_produce(redis_port, stream, messages, redis_pid)
+                for mode in modes:
+                    figures[_key("produce", mode)][1].append(theirs)
         if "consume" in parts:
             expected = messages // BATCH * BATCH
             figures["consume"][0].append(await pmq_consume(namesrv, topic, expected, broker_pid))
@@ -386,23 +414,37 @@ async def run(
                     )
                 )
         if "send" in parts:
-            figures["send"][0].append(
-                await pmq_send(namesrv, f"cmp-send-{run_no}", messages // 2, broker_pid)
-            )
-            if redis_port:
-                figures["send"][1].append(
-                    await redis_send(redis_port, f"cmp-send-{run_no}", messages // 2, redis_pid)
+            for i, mode in enumerate(modes):
+                figures[_key("send", mode)][0].append(
+                    await pmq_send(
+                        namesrv, f"cmp-send-{run_no}-{i}", messages // 2, broker_pid, mode
+                    )
                 )
+            if redis_port:
+                theirs = await redis_send(
+                    redis_port, f"cmp-send-{run_no}", messages // 2, redis_pid
+                )
+                for mode in modes:
+                    figures[_key("send", mode)][1].append(theirs)
     print("summary (PocketMQ / Redis Streams, same run):")
-    for name, target in (("produce", 3), ("consume", 1.5), ("send", 3)):
+    for name, target in (
+        *((_key("produce", m), 3) for m in modes),
+        ("consume", 1.5),
+        *((_key("send", m), 3) for m in modes),
+    ):
         ours, theirs = figures[name]
         if ours and theirs:
             summary(name, ours, theirs, target)
     if "latency" in parts:
         print("  latency (targets: single send p99 <= 2 ms; send-to-listener p99 <= 10 ms):")
-        await pmq_single_send(namesrv, "cmp-single")
+        for mode in modes:
+            await pmq_single_send(namesrv, f"cmp-single-{int(mode)}", send_stream=mode)
         await asyncio.sleep(3.0)  # let the broker flush what the phases above wrote
-        await sdk_bench.bench_latency(namesrv, "cmp-latency", 5000, 5.0)
+        for mode in modes:
+            print(f"    send-to-listener ({_mode(mode)}):")
+            await sdk_bench.bench_latency(
+                namesrv, f"cmp-latency-{int(mode)}", 5000, 5.0, send_stream=mode
+            )
     if "memory" in parts:
         print("  memory (a consumer's RSS is bounded by its pull buffers, whatever the backlog):")
         await pmq_memory(namesrv, "cmp-memory", max(messages * 4, 200_000))
@@ -417,6 +459,13 @@ def main() -> int:
     )
     parser.add_argument(
         "--no-redis", action="store_true", help="PocketMQ only (to profile the client with py-spy)"
+    )
+    parser.add_argument(
+        "--send-stream",
+        choices=("on", "off", "both"),
+        default="on",
+        help="produce and send over SendStream (on, the SDK's default), unary SendBatch calls "
+        "(off), or both, alternately in each run",
     )
     parser.add_argument(
         "--memory-probe", nargs=2, metavar=("NAMESRV", "TOPIC"), help=argparse.SUPPRESS
@@ -445,7 +494,16 @@ def main() -> int:
     ):
         sdk_bench.BROKER_PID = server.pid
         uvloop.run(
-            run(server.namesrv, server.pid, redis_port, redis_pid, args.messages, args.runs, parts)
+            run(
+                server.namesrv,
+                server.pid,
+                redis_port,
+                redis_pid,
+                args.messages,
+                args.runs,
+                parts,
+                {"on": (True,), "off": (False,), "both": (True, False)}[args.send_stream],
+            )
         )
     return 0
 

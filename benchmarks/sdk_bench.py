@@ -190,7 +190,9 @@ async def send_paced(
     return total
 
 
-async def bench_latency(namesrv: str, topic: str, rate: int, seconds: float) -> None:
+async def bench_latency(
+    namesrv: str, topic: str, rate: int, seconds: float, *, send_stream: bool = True
+) -> None:
     """Send-to-listener latency at a steady *rate*: one second of warm-up at that rate
     (the topic's queue files are created, the consumer's pulls settle) is not counted."""
     latencies_ms: list[float] = []
@@ -207,7 +209,9 @@ async def bench_latency(namesrv: str, topic: str, rate: int, seconds: float) -> 
         return ConsumeResult.CONSUME_SUCCESS
 
     consumer.listener(handle)
-    async with Producer(group="bench-latency", namesrv=namesrv) as producer:
+    async with Producer(
+        group="bench-latency", namesrv=namesrv, send_stream=send_stream
+    ) as producer:
         await producer.send(Message(topic=topic, body=b"create"))
         await consumer.start()
         await asyncio.sleep(1.0)  # let the consumer's long polls park

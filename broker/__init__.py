@@ -25,7 +25,8 @@ no protobuf, no asyncio servers), the services below, then the gRPC servicers
     transaction_check  TransactionalMessageCheckService: asks live producers about old halves
     registration     RegisterBrokerService (namesrv_client: its gRPC client)
     errors           the refusals services raise; grpc_status maps them to codes
-    servicer         the gRPC adapters: the only module seeing broker protobuf
+    servicer         the gRPC adapters: the only module seeing broker protobuf (with the
+                     v1_* families; v1_send_stream serves SendBatch over one stream)
     broker           Broker: starts and stops all of the above in order
 
 This package imports nothing at import time, so ``pocketmq.broker.store``

@@ -62,6 +62,7 @@ from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.broker.trace import BrokerTraceService
 from pocketmq.broker.transaction import TransactionResolver
 from pocketmq.broker.transaction_check import TransactionalMessageCheckService
+from pocketmq.broker.v1_send_stream import SendStreamLimits
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.logsetup import security_summary
 from pocketmq.common.progress import log_sink, phase_progress
@@ -174,6 +175,7 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self.port = 0
         self.flow_control: FlowControlInterceptor | None = None  # built by start()
+        self.servicer: BrokerServicer | None = None  # built by start()
         self.acl: AclStore | None = None  # when acl_enable
         self.grpc_v2: GrpcV2Server | None = None  # RocketMQ 5's MessagingService
         self._stopping = False
@@ -222,7 +224,8 @@ class Broker:
                 self.grpc_v2.bind()
             store, recovery = self._open_store()
             services = self._services = self._build_services(store, recovery)
-            add_to_server(self._servicer(services), server)
+            self.servicer = self._servicer(services)
+            add_to_server(self.servicer, server)
             await self._start_ha(services)
             await server.start()
             if self.grpc_v2 is not None:
@@ -339,6 +342,12 @@ class Broker:
             services,
             default_topic_queue_nums=cfg.default_topic_queue_nums,
             max_auto_retry_topics=cfg.max_auto_retry_topics,
+            send_stream_limits=SendStreamLimits(
+                max_streams=cfg.max_send_streams,
+                max_streams_per_connection=cfg.max_send_streams_per_connection,
+                max_in_flight=cfg.max_send_stream_in_flight,
+            ),
+            flow_control=self.flow_control,
             figures=[
                 *([self.flow_control.figures] if self.flow_control is not None else []),
                 self.stats.figures,  # put_tps, get_tps, ... (broker/stats.py)
@@ -450,6 +459,8 @@ class Broker:
         if services is not None:
             services.hold.release_all()
             await services.clients.stop()
+        if self.servicer is not None:
+            self.servicer.send_streams.stop()  # long-lived streams would hold the grace
         if self._server is not None:
             await self._server.stop(grace_s)
         if self.grpc_v2 is not None:

@@ -249,6 +249,28 @@ class BrokerConfig:
             "answered SYSTEM_BUSY"
         ),
     )
+    # -- SendStream (broker/v1_send_stream.py) ---------------------------------------------
+    max_send_streams: int = field(
+        default=1_024,
+        metadata=_help(
+            "SendStream calls open at once on this broker; one more is refused "
+            "(RESOURCE_EXHAUSTED, reason SEND_STREAM_LIMIT) and its client sends with SendBatch"
+        ),
+    )
+    max_send_streams_per_connection: int = field(
+        default=4,
+        metadata=_help(
+            "SendStream calls one client connection may have open at once (the SDK opens one); "
+            "more are refused as max_send_streams refuses"
+        ),
+    )
+    max_send_stream_in_flight: int = field(
+        default=64,
+        metadata=_help(
+            "requests one SendStream has in progress at once; at the bound the broker reads no "
+            "more of that stream until one is answered (HTTP/2 flow control holds the sender)"
+        ),
+    )
     max_concurrent_streams_per_connection: int = field(
         default=0,
         metadata=_help(

@@ -208,6 +208,34 @@ class FlowControlInterceptor(grpc.aio.ServerInterceptor):
 
         return guarded
 
+    @contextlib.contextmanager
+    def serving(self, peer: str) -> Iterator[None]:
+        """Count one request of *peer* that is no call of its own (one SendStream
+        request, broker/v1_send_stream.py) while the block runs, refused as a call would
+        be (SystemBusyError); :func:`parked` uncounts it while it waits, as a call."""
+        slot = self.admit(peer)
+        token = _current.set(slot)
+        try:
+            yield
+        finally:
+            _current.reset(token)
+            slot.call_ended(None)
+
+    def admit(self, peer: str) -> _Slot:
+        """Count one request of *peer*, refused as a call would be: SystemBusyError.
+        ``slot.call_ended(None)`` uncounts it once it is answered."""
+        refusal = self._refusal(peer)
+        if refusal is not None:
+            self.refused_total += 1
+            if self.refused_total % LOG_EVERY_REFUSALS == 1:
+                log.warning(
+                    "%s (%d requests refused busy since start)", refusal.message, self.refused_total
+                )
+            raise refusal
+        slot = _Slot(self, peer)
+        self._admit_again(slot)
+        return slot
+
     def _refusal(self, peer: str) -> SystemBusyError | None:
         on_peer = self._by_peer.get(peer, 0)
         if on_peer >= self.max_per_connection:

@@ -26,7 +26,8 @@ each assembled from parts (:mod:`.consumer_base`): :mod:`.subscription`,
 :mod:`.process_queue` and :mod:`.pull_coalescer`), :mod:`.coordinator` (over
 :mod:`.rebalance` and :mod:`.allocate`), :mod:`.queue_locks`, with
 :mod:`.consume_service`; :mod:`.route`, :mod:`.heartbeat`; :mod:`.remoting`
-(channels) with :mod:`.nameserver_client`, :mod:`.broker_client`,
+(channels) with :mod:`.nameserver_client`, :mod:`.broker_client` (its batches over
+one SendStream per broker: :mod:`.send_stream`),
 :mod:`.remote_values` and :mod:`.remote_errors`, the only modules that see gRPC
 and protobuf; :mod:`.model`, :mod:`.config`, :mod:`.errors`; :mod:`.sync` (a
 blocking facade for scripts); :mod:`.admin` (``AdminClient``, RocketMQ's

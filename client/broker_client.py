@@ -9,6 +9,7 @@ and queue locks. A failed call raises the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -42,6 +43,8 @@ from pocketmq.client.remote_values import (
     _subscription_pb,
     _wire_type,
 )
+from pocketmq.client.send_stream import SendStreamSender, _StreamUnsupported
+from pocketmq.common.auth import Credentials
 from pocketmq.common.filter import TAG
 from pocketmq.v1 import broker_pb2 as bpb
 from pocketmq.v1 import broker_pb2_grpc
@@ -68,6 +71,8 @@ class BrokerClient(BrokerAdminCalls):
         *,
         on_unreachable: Callable[[str], None] | None = None,
         signed: bool = False,
+        send_stream: bool = False,
+        credentials: Credentials | None = None,
     ) -> None:
         self.addr = addr
         self._stub = broker_pb2_grpc.BrokerStub(channel)
@@ -87,8 +92,25 @@ class BrokerClient(BrokerAdminCalls):
             )
         )
 
+        # SendBatch over one SendStream (client/send_stream.py); on a signed channel each
+        # request signed with *credentials*, as a call's metadata is.
+        self._stream = (
+            SendStreamSender(
+                addr,
+                channel,
+                failed=lambda exc: self._failed(exc, "SendBatch"),
+                reported=self._reported,
+                credentials=credentials,
+            )
+            if send_stream and (credentials is not None or not signed)
+            else None
+        )
+
     def _failed(self, exc: grpc.aio.AioRpcError, rpc: str) -> RemoteError:
-        error = remote_error(exc, self.addr, rpc)
+        return self._reported(remote_error(exc, self.addr, rpc))
+
+    def _reported(self, error: RemoteError) -> RemoteError:
+        """*error*, told to the route cache first when it says the broker is unreachable."""
         if (
             self._on_unreachable is not None
             and isinstance(error, UnavailableError)
@@ -96,6 +118,11 @@ class BrokerClient(BrokerAdminCalls):
         ):
             self._on_unreachable(self.addr)
         return error
+
+    async def close(self) -> None:
+        """End this client's SendStream, if open (its channel is the caller's to close)."""
+        if self._stream is not None:
+            await self._stream.close()
 
     async def _call(self, rpc: str, request: object, timeout_s: float | None) -> Any:
         method = getattr(self._stub, rpc)  # *rpc* is one of broker.proto's, named here
@@ -108,6 +135,10 @@ class BrokerClient(BrokerAdminCalls):
     async def send_message(
         self, record: bytes, *, producer_group: str = "", timeout_s: float = 3.0
     ) -> list[SendReceipt]:
+        if self._stream is not None and not self._stream.unsupported:
+            # One record on the stream: a SendBatch of one is stored and answered as a
+            # SendMessage is, and sends of one and of many then wait in one line.
+            return await self.send_batch(record, producer_group=producer_group, timeout_s=timeout_s)
         resp = await self._call(
             "SendMessage",
             bpb.SendMessageRequest(record=record, producer_group=producer_group),
@@ -118,12 +149,11 @@ class BrokerClient(BrokerAdminCalls):
     async def send_batch(
         self, records: bytes, *, producer_group: str = "", timeout_s: float = 3.0
     ) -> list[SendReceipt]:
-        resp = await self._call(
-            "SendBatch",
-            bpb.SendBatchRequest(records=records, producer_group=producer_group),
-            timeout_s,
-        )
-        return _receipts(resp)
+        request = bpb.SendBatchRequest(records=records, producer_group=producer_group)
+        if self._stream is not None and not self._stream.unsupported:
+            with contextlib.suppress(_StreamUnsupported):
+                return _receipts(await self._stream.send(request.SerializeToString(), timeout_s))
+        return _receipts(await self._call("SendBatch", request, timeout_s))
 
     async def init_producer_id(
         self,
@@ -161,15 +191,14 @@ class BrokerClient(BrokerAdminCalls):
         (:class:`SendResults`; ``Producer.send_batch``'s hot path). *msg_ids*: the
         records' UNIQ_KEYs, which the broker then leaves out of its answer, with the
         queue ids."""
-        resp = await self._call(
-            "SendBatch",
-            bpb.SendBatchRequest(
-                records=records,
-                producer_group=producer_group,
-                omit_sent_columns=msg_ids is not None,
-            ),
-            timeout_s,
+        request = bpb.SendBatchRequest(
+            records=records, producer_group=producer_group, omit_sent_columns=msg_ids is not None
         )
+        if self._stream is not None and not self._stream.unsupported:
+            with contextlib.suppress(_StreamUnsupported):
+                resp = await self._stream.send(request.SerializeToString(), timeout_s)
+                return _send_results(resp, queue, msg_ids)
+        resp = await self._call("SendBatch", request, timeout_s)
         return _send_results(resp, queue, msg_ids)
 
     @staticmethod
@@ -186,7 +215,11 @@ class BrokerClient(BrokerAdminCalls):
     ) -> Sequence[SendResult]:
         """:meth:`send_batch_to` of a whole ``SendBatchRequest`` serialized already: the
         records framed with :meth:`send_batch_tail` (``message_codec.frame_records``),
-        *msg_ids* their UNIQ_KEYs; sent as these very bytes."""
+        *msg_ids* their UNIQ_KEYs; sent as these very bytes (on the SendStream when
+        there is one)."""
+        if self._stream is not None and not self._stream.unsupported:
+            with contextlib.suppress(_StreamUnsupported):
+                return _send_results(await self._stream.send(request, timeout_s), queue, msg_ids)
         if self._send_batch_raw is None:
             resp = await self._call(
                 "SendBatch", bpb.SendBatchRequest.FromString(request), timeout_s

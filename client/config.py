@@ -61,6 +61,8 @@ class Transport:
     tls_ca_file: str = ""
     tls_cert_file: str = ""
     tls_key_file: str = ""
+    # SendBatch over one SendStream per broker (ProducerConfig.send_stream)
+    send_stream: bool = False
 
 
 def transport(config: Any) -> Transport:
@@ -70,7 +72,13 @@ def transport(config: Any) -> Transport:
     if bool(config.tls_cert_file) != bool(config.tls_key_file):
         raise ConfigError("give both tls_cert_file and tls_key_file (or neither)")
     creds = Credentials(config.access_key, config.secret_key) if config.access_key else None
-    return Transport(creds, config.tls_ca_file, config.tls_cert_file, config.tls_key_file)
+    return Transport(
+        creds,
+        config.tls_ca_file,
+        config.tls_cert_file,
+        config.tls_key_file,
+        send_stream=getattr(config, "send_stream", False),
+    )
 
 
 def _positive(config: Any, *names: str) -> None:
@@ -192,6 +200,14 @@ class ProducerConfig(_ClientCommon):
     )
     max_in_flight_per_broker: int = field(
         default=4, metadata=_help("SendBatch calls in progress to one broker at once")
+    )
+    send_stream: bool = field(
+        default=True,
+        metadata=_help(
+            "send batches over one long-lived SendStream per broker instead of one SendBatch "
+            "call each (cheaper on both sides; with access_key each request is signed on its "
+            "own); a broker without it gets SendBatch calls"
+        ),
     )
     max_message_size_bytes: int = field(
         default=4 * MiB, metadata=_help("largest body accepted, checked before sending")

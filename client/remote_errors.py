@@ -31,7 +31,7 @@ from pocketmq.client.errors import (
 from pocketmq.client.tls_hint import tls_mismatch_hint
 from pocketmq.v1 import controller_pb2
 
-__all__ = ["REASON_ERRORS", "STATUS_ERRORS", "remote_error"]
+__all__ = ["REASON_ERRORS", "STATUS_ERRORS", "error_of", "remote_error"]
 
 REASON_METADATA_KEY = "pocketmq-reason"
 NOT_MASTER_METADATA_KEY = "pocketmq-not-master-bin"  # a pocketmq.v1.NotMaster, with NOT_MASTER
@@ -73,7 +73,14 @@ def remote_error(exc: grpc.aio.AioRpcError, addr: str, rpc: str) -> RemoteError:
             reason = str(value)
         elif key == NOT_MASTER_METADATA_KEY:
             not_master = value if isinstance(value, bytes) else str(value).encode()
-    details = exc.details() or "no details"
+    return error_of(code, exc.details() or "no details", reason, not_master, addr, rpc)
+
+
+def error_of(
+    code: grpc.StatusCode, details: str, reason: str, not_master: bytes, addr: str, rpc: str
+) -> RemoteError:
+    """The client error of a refusal given as its parts (a failed call's status and
+    trailers, or one SendStream answer's error fields)."""
     if reason == "NOT_MASTER":
         return _not_master_error(
             f"{rpc} to {addr} failed: {code.name}: {details}", addr, code.name, not_master

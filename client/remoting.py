@@ -170,6 +170,8 @@ class Remoting:
                 self.channel(addr),
                 on_unreachable=self._unreachable,
                 signed=self._interceptors is not None,
+                send_stream=self._transport.send_stream,
+                credentials=self._transport.credentials,
             )
         return client
 
@@ -184,6 +186,8 @@ class Remoting:
     async def close(self) -> None:
         """Close every channel."""
         channels, self._channels = self._channels, {}
-        self._brokers.clear()
+        brokers, self._brokers = self._brokers, {}
+        for broker in brokers.values():
+            await broker.close()
         for channel in channels.values():
             await channel.close()

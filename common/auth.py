@@ -46,6 +46,7 @@ __all__ = [
     "ACCESS_KEY_HEADER",
     "NONCE_HEADER",
     "REPLAY_WINDOW_MS",
+    "SEND_STREAM_METHOD",
     "SIGNATURE_HEADER",
     "SIGNED_FIELDS",
     "TIMESTAMP_HEADER",
@@ -54,6 +55,7 @@ __all__ = [
     "canonical_string",
     "identifying_fields",
     "sign",
+    "sign_stream_request",
     "signed_fields",
     "signed_metadata",
 ]
@@ -118,6 +120,20 @@ def sign(
         hashlib.sha256,
     ).digest()
     return base64.b64encode(digest).decode()
+
+
+#: the method a SendStream request's own signature names (see broker.proto)
+SEND_STREAM_METHOD = "/pocketmq.v1.Broker/SendStream"
+
+
+def sign_stream_request(
+    secret_key: str, timestamp_ms: int, access_key: str, nonce: str, batch: bytes | memoryview
+) -> str:
+    """The signature of one SendStream request: :func:`sign` over its nonce and the hex
+    SHA-256 of its batch's bytes (a stream's call metadata is signed once, not per
+    request, so each request carries its own)."""
+    digest = hashlib.sha256(batch).hexdigest()
+    return sign(secret_key, SEND_STREAM_METHOD, timestamp_ms, access_key, [nonce, digest])
 
 
 def signed_metadata(

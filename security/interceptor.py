@@ -1,6 +1,9 @@
 """AclInterceptor: the broker's authentication and authorization, before any servicer code.
 
-Per call (unary and server-streaming)::
+Per call (unary and server-streaming; SendStream's calls are checked per request,
+each request carrying its own signature, :meth:`AclInterceptor.check_stream_request`,
+as a call's metadata is signed once; any other call streaming requests is served to
+trusted addresses only and refused FAILED_PRECONDITION to anyone else)::
 
     peer ip in global_white_remote_addresses? ─ yes ─▶ served (RocketMQ's trusted hosts)
     x-pocketmq-access-key known?                no ─▶ UNAUTHENTICATED  "access key ... is unknown"
@@ -27,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hmac
+import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -37,9 +41,11 @@ from pocketmq.common.auth import (
     ACCESS_KEY_HEADER,
     NONCE_HEADER,
     REPLAY_WINDOW_MS,
+    SEND_STREAM_METHOD,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     sign,
+    sign_stream_request,
     signed_fields,
 )
 from pocketmq.security.acl import PUB, SUB, Account, Acl, AclStore
@@ -57,7 +63,19 @@ __all__ = [
     "current_account",
     "current_owner",
     "peer_ip",
+    "stream_acl",
 ]
+
+REASON_METADATA_KEY = "pocketmq-reason"  # as broker/grpc_status.py names it
+#: the reason of a request stream refused while the ACL is on (clients fall back to unary)
+STREAM_REFUSED_REASON = "SEND_STREAM_UNSUPPORTED"
+
+#: in a SendStream call: the ACL that must pass each of its requests (None: ACL off)
+stream_acl: contextvars.ContextVar[AclInterceptor | None] = contextvars.ContextVar(
+    "pocketmq_stream_acl", default=None
+)
+#: the request-streaming methods whose requests carry their own signatures
+SIGNED_PER_REQUEST = frozenset({"SendStream"})
 
 #: the account of the call being served; None when the ACL is off or the peer is trusted
 current_account: contextvars.ContextVar[Account | None] = contextvars.ContextVar(
@@ -163,6 +181,19 @@ def authorize_subscribe(topic: str) -> None:
         raise _denied(account, "topic", topic, SUB)
 
 
+def _request_stream_handler(handler: grpc.RpcMethodHandler, behavior: Any) -> Any:
+    make = (
+        grpc.stream_stream_rpc_method_handler
+        if handler.response_streaming
+        else grpc.stream_unary_rpc_method_handler
+    )
+    return make(
+        behavior,
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
+
+
 class AclInterceptor(grpc.aio.ServerInterceptor):
     def __init__(
         self,
@@ -203,6 +234,9 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
+        elif handler.request_streaming:
+            # A signature covers one request's body; a stream's requests come later, unsigned.
+            wrapped = _request_stream_handler(handler, self._guard_request_stream(method, handler))
         else:
             return handler
         self._wrapped[method] = (handler, wrapped)
@@ -231,6 +265,88 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
                     current_account.reset(token)
 
         return guarded
+
+    def _guard_request_stream(self, method: str, handler: grpc.RpcMethodHandler) -> Any:
+        """SendStream (:data:`SIGNED_PER_REQUEST`) is served with :data:`stream_acl` set,
+        and its servicer checks each request (:meth:`check_stream_request`). Any other
+        stream of requests is served to trusted addresses only (RocketMQ's
+        global_white_remote_addresses); to anyone else FAILED_PRECONDITION, reason
+        SEND_STREAM_UNSUPPORTED: its requests would pass unsigned."""
+        behavior = handler.stream_stream or handler.stream_unary
+        name = method.rsplit("/", 1)[-1]
+
+        async def refuse_untrusted(context: grpc.aio.ServicerContext) -> Any:
+            if name in SIGNED_PER_REQUEST:  # the servicer checks each request
+                return stream_acl.set(self)
+            if self._store.acl.trusted(peer_ip(context.peer() or "")):
+                return current_account.set(None)
+            self.refused_total += 1
+            context.set_trailing_metadata(((REASON_METADATA_KEY, STREAM_REFUSED_REASON),))
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"{name} is not served while the ACL is on (a signature covers one request, "
+                "a stream's requests would pass unsigned); send its requests one by one",
+            )
+            raise AssertionError("abort returned")  # pragma: no cover
+
+        if inspect.isasyncgenfunction(behavior):
+
+            async def guarded_gen(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+                await refuse_untrusted(context)
+                async for item in behavior(requests, context):
+                    yield item
+
+            return guarded_gen
+
+        async def guarded(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+            await refuse_untrusted(context)
+            return await behavior(requests, context)
+
+        return guarded
+
+    def check_stream_request(
+        self,
+        *,
+        access_key: str,
+        timestamp_ms: int,
+        nonce: str,
+        signature: str,
+        batch: bytes | memoryview,
+        ip: str,
+    ) -> Account | None:
+        """The account of one SendStream request, checked as a signed call is (known
+        key, allowed address, replay window, signature, never seen before); None from a
+        trusted address; AclError when refused."""
+        acl = self._store.acl
+        if acl.trusted(ip):
+            return None
+        method = SEND_STREAM_METHOD
+        headers = {ACCESS_KEY_HEADER: access_key, TIMESTAMP_HEADER: str(timestamp_ms)}
+        try:
+            account = self._account_of(acl, method, headers, ip)
+            ts, now_ms = self._fresh_timestamp_ms(headers)
+            if not nonce:
+                raise AclError(
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    f"a {method} request carries no nonce; sign each request (common/auth.py)",
+                )
+            expected = sign_stream_request(account.secret_key, ts, access_key, nonce[:64], batch)
+            if not hmac.compare_digest(expected, signature):
+                raise AclError(
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    f"the signature of access key {access_key!r} does not match; the "
+                    "secret key differs from the ACL's, or the request was altered",
+                )
+            if not self._seen.admit(signature, ts, now_ms):
+                raise AclError(
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    f"this request of access key {access_key!r} was already received with "
+                    "the same signature; a replay is refused (each request is signed anew)",
+                )
+        except AclError:
+            self.refused_total += 1
+            raise
+        return account
 
     async def _admit(
         self, method: str, request: Any, context: grpc.aio.ServicerContext

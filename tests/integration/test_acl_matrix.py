@@ -22,7 +22,7 @@ from aclmode import signers
 from wirekit import record
 
 from pocketmq.broker.topic_config import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, BrokerTopicConfig
-from pocketmq.common.auth import Credentials, signed_metadata
+from pocketmq.common.auth import Credentials, sign_stream_request, signed_metadata
 from pocketmq.common.message import encode_record, iter_records, pack_host
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc, common_pb2
@@ -254,6 +254,36 @@ MATRIX: dict[str, list[Row]] = {
             "topics: one another user's",
             "outsider",
             lambda e: pb.SendBatchRequest(records=record("public") + record("secret")),
+            DENIED,
+        ),
+    ],
+    # Each request of a stream carries its own signature (the caller's keys, added by
+    # call()); its topics are authorized as SendBatch's.
+    "SendStream": [
+        Row(
+            "topics: allowed",
+            "outsider",
+            lambda e: pb.SendStreamRequest(
+                request_id=1, batch=pb.SendBatchRequest(records=record("public") * 2)
+            ),
+            OK,
+        ),
+        Row(
+            "topics: one denied",
+            "outsider",
+            lambda e: pb.SendStreamRequest(
+                request_id=2,
+                batch=pb.SendBatchRequest(records=record("public") + record("hidden")),
+            ),
+            DENIED,
+        ),
+        Row(
+            "topics: one another user's",
+            "outsider",
+            lambda e: pb.SendStreamRequest(
+                request_id=3,
+                batch=pb.SendBatchRequest(records=record("public") + record("secret")),
+            ),
             DENIED,
         ),
     ],
@@ -828,9 +858,41 @@ def test_the_matrix_covers_every_rpc_of_the_broker_service():
         assert any(row.expect is not OK for row in rows), f"{name}: no refused row"
 
 
+CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+async def send_stream(
+    stub: broker_pb2_grpc.BrokerStub, keys: Credentials, request: pb.SendStreamRequest
+) -> tuple[grpc.StatusCode, str, Any]:
+    """One SendStream request signed with *keys*: its answer's status, details, reply."""
+    request.access_key = keys.access_key
+    request.timestamp_ms = int(time.time() * 1000)
+    request.nonce = f"n{request.request_id}-{time.monotonic_ns()}"
+    request.signature = sign_stream_request(
+        keys.secret_key,
+        request.timestamp_ms,
+        keys.access_key,
+        request.nonce,
+        request.batch.SerializeToString(),
+    )
+    call = stub.SendStream()
+    try:
+        await call.write(request)
+        answer = await call.read()
+    except grpc.aio.AioRpcError as exc:
+        return exc.code(), exc.details() or "", None
+    finally:
+        call.cancel()
+    if answer.error_code:
+        return CODES[answer.error_code], answer.error_message, None
+    return OK, "", answer.response
+
+
 async def call(env: Env, name: str, row: Row) -> tuple[grpc.StatusCode, str, Any]:
     stub = env.stubs[row.who]
     request = row.request(env)
+    if name == "SendStream":
+        return await send_stream(stub, KEYS[row.who], request)
     if name == "ClientChannel":
         stream = stub.ClientChannel(request)
         try:

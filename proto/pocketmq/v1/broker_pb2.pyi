@@ -128,6 +128,40 @@ class SendBatchRequest(_message.Message):
     omit_sent_columns: bool
     def __init__(self, records: _Optional[bytes] = ..., producer_group: _Optional[str] = ..., omit_sent_columns: _Optional[bool] = ...) -> None: ...
 
+class SendStreamRequest(_message.Message):
+    __slots__ = ("request_id", "deadline_ms", "batch", "access_key", "timestamp_ms", "nonce", "signature")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    ACCESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    deadline_ms: int
+    batch: SendBatchRequest
+    access_key: str
+    timestamp_ms: int
+    nonce: str
+    signature: str
+    def __init__(self, request_id: _Optional[int] = ..., deadline_ms: _Optional[int] = ..., batch: _Optional[_Union[SendBatchRequest, _Mapping]] = ..., access_key: _Optional[str] = ..., timestamp_ms: _Optional[int] = ..., nonce: _Optional[str] = ..., signature: _Optional[str] = ...) -> None: ...
+
+class SendStreamResponse(_message.Message):
+    __slots__ = ("request_id", "response", "error_code", "error_message", "error_reason", "not_master")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_REASON_FIELD_NUMBER: _ClassVar[int]
+    NOT_MASTER_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    response: SendMessageResponse
+    error_code: int
+    error_message: str
+    error_reason: str
+    not_master: bytes
+    def __init__(self, request_id: _Optional[int] = ..., response: _Optional[_Union[SendMessageResponse, _Mapping]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., error_reason: _Optional[str] = ..., not_master: _Optional[bytes] = ...) -> None: ...
+
 class SendMessageResponse(_message.Message):
     __slots__ = ("status", "store_timestamp_ms", "msg_ids", "queue_ids", "queue_offsets", "phys_offsets", "offset_msg_id_prefix", "duplicates")
     STATUS_FIELD_NUMBER: _ClassVar[int]

@@ -44,6 +44,11 @@ class BrokerStub:
                 request_serializer=pocketmq_dot_v1_dot_broker__pb2.SendBatchRequest.SerializeToString,
                 response_deserializer=pocketmq_dot_v1_dot_broker__pb2.SendMessageResponse.FromString,
                 _registered_method=True)
+        self.SendStream = channel.stream_stream(
+                '/pocketmq.v1.Broker/SendStream',
+                request_serializer=pocketmq_dot_v1_dot_broker__pb2.SendStreamRequest.SerializeToString,
+                response_deserializer=pocketmq_dot_v1_dot_broker__pb2.SendStreamResponse.FromString,
+                _registered_method=True)
         self.InitProducerId = channel.unary_unary(
                 '/pocketmq.v1.Broker/InitProducerId',
                 request_serializer=pocketmq_dot_v1_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
@@ -230,6 +235,15 @@ class BrokerServicer:
     def SendBatch(self, request, context):
         """Concatenated records; one batch may feed several topics and queues. Stored
         whole or not at all.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SendStream(self, request_iterator, context):
+        """SendBatch over one long-lived stream: each SendStreamRequest is one SendBatch,
+        answered by its request_id (out of order once a request waits for a flush or a
+        replica). With the ACL on, each request carries its own signature (fields 4-7).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -489,6 +503,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     request_deserializer=pocketmq_dot_v1_dot_broker__pb2.SendBatchRequest.FromString,
                     response_serializer=pocketmq_dot_v1_dot_broker__pb2.SendMessageResponse.SerializeToString,
             ),
+            'SendStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.SendStream,
+                    request_deserializer=pocketmq_dot_v1_dot_broker__pb2.SendStreamRequest.FromString,
+                    response_serializer=pocketmq_dot_v1_dot_broker__pb2.SendStreamResponse.SerializeToString,
+            ),
             'InitProducerId': grpc.unary_unary_rpc_method_handler(
                     servicer.InitProducerId,
                     request_deserializer=pocketmq_dot_v1_dot_broker__pb2.InitProducerIdRequest.FromString,
@@ -714,6 +733,33 @@ class Broker:
             '/pocketmq.v1.Broker/SendBatch',
             pocketmq_dot_v1_dot_broker__pb2.SendBatchRequest.SerializeToString,
             pocketmq_dot_v1_dot_broker__pb2.SendMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/pocketmq.v1.Broker/SendStream',
+            pocketmq_dot_v1_dot_broker__pb2.SendStreamRequest.SerializeToString,
+            pocketmq_dot_v1_dot_broker__pb2.SendStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,
