@@ -265,10 +265,31 @@ typedef struct { const unsigned char *k, *v; Py_ssize_t kn, vn; } pair;
 typedef struct {                   /* a topic filter's answers, asked once per topic */
     PyObject *fn;                  /* callable(topic: bytes) -> bool, or NULL: every topic */
     PyObject *cache;               /* dict bytes -> bool */
+    const unsigned char *last;     /* the previous record's topic (in the input buffer) */
+    Py_ssize_t last_n;
+    int last_yes;                  /* and its answer */
 } topic_filter;
 
-static int topic_wanted(topic_filter *tf, const unsigned char *t, Py_ssize_t n) {
+static int topic_asked(topic_filter *tf, const unsigned char *t, Py_ssize_t n);
+
+/* Records of one topic come in runs: the previous record's answer is reused when its
+ * topic bytes are the same, with no Python object and no dict look-up per record (a
+ * topic remembered only when it lies in the input, which outlives the call). */
+static int topic_wanted(topic_filter *tf, const unsigned char *t, Py_ssize_t n,
+                        int in_input) {     /* t lies in the input (not a replaced copy) */
     if (tf->fn == NULL) return 1;
+    if (tf->last != NULL && n == tf->last_n && memcmp(t, tf->last, (size_t)n) == 0)
+        return tf->last_yes;
+    int yes = topic_asked(tf, t, n);
+    if (yes >= 0 && in_input) {
+        tf->last = t;
+        tf->last_n = n;
+        tf->last_yes = yes;
+    }
+    return yes;
+}
+
+static int topic_asked(topic_filter *tf, const unsigned char *t, Py_ssize_t n) {
     PyObject *key = PyBytes_FromStringAndSize((const char *)t, n);
     if (key == NULL) return -1;
     PyObject *hit = PyDict_GetItemWithError(tf->cache, key);
@@ -527,7 +548,7 @@ static PyObject *decode_block(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *result = NULL;
     columns c;
-    topic_filter tf = {filter_fn == Py_None ? NULL : filter_fn, PyDict_New()};
+    topic_filter tf = {filter_fn == Py_None ? NULL : filter_fn, PyDict_New(), NULL, 0, 0};
     pair *scratch = NULL;
     Py_ssize_t scratch_cap = 0;
     char reason[200] = "";
@@ -628,7 +649,9 @@ static PyObject *decode_block(PyObject *self, PyObject *args) {
             wanted = !((mode & MODE_DISPATCHED) && (kind == SYSFLAG_TRANSACTION_PREPARED
                                                     || kind == SYSFLAG_TRANSACTION_ROLLBACK))
                      && lay.queue_offset < max_qo;
-            if (wanted) wanted = topic_wanted(&tf, topic, topic_n);
+            if (wanted)      /* in_input: neither a replaced copy nor a freed holder's bytes */
+                wanted = topic_wanted(&tf, topic, topic_n,
+                                      topic >= buf && topic + topic_n <= buf + limit);
             if (wanted < 0) rc = -1;
         }
         if (rc == 0 && wanted

@@ -60,6 +60,7 @@ from pocketmq.spark.arrowcodec import MODE_DISPATCHED, MODE_SEGMENT, Stop
 from pocketmq.spark.errors import OptionError
 from pocketmq.spark.options import StoreOptions, parse_store_options, tag_set
 from pocketmq.spark.pull import ROWS_PER_BATCH, data_loss, keep_tags
+from pocketmq.spark.remote import freeze_worker_heap
 from pocketmq.spark.schema import SCHEMA, check_read_schema
 
 __all__ = ["PocketMQStoreDataSource", "SegmentPart", "read_segment"]
@@ -109,7 +110,10 @@ def _segments(opts: StoreOptions) -> list[SegmentPart]:
 
 def _record_starts(segment: CommitLogSegment, every: int) -> list[int]:
     """Where the segment's parts start; [0] for an empty segment or one already deleted
-    (its one part then reports the deletion as data loss when it is read)."""
+    (its one part then reports the deletion as data loss when it is read). A segment no
+    larger than *every* is one part: no record of it needs reading on the driver."""
+    if segment.file_size <= every:
+        return [0]
     try:
         with open_segment(segment) as buf:
             if not len(buf):
@@ -137,6 +141,7 @@ def topic_filter(opts: StoreOptions) -> Callable[[bytes], bool] | None:
 
 def read_segment(part: SegmentPart) -> Iterator[pa.RecordBatch]:
     """The rows of one segment (Spark's ``read(partition)``), a batch per decoded block."""
+    freeze_worker_heap()
     opts = part.opts
     tags = tag_set(opts.tag_expression)
     wanted = topic_filter(opts)
