@@ -147,8 +147,9 @@ def test_a_segment_no_larger_than_a_part_is_planned_as_one_part_without_reading_
     from pocketmq.broker.store import CommitLogSegment
     from pocketmq.spark.store_source import _record_starts
 
-    (tmp_path / "segment").mkdir()
-    segment = CommitLogSegment(path=str(tmp_path / "segment"), file_from_offset=0, file_size=4096)
+    path = tmp_path / f"{0:020d}"
+    path.mkdir()
+    segment = CommitLogSegment(path=str(path), file_from_offset=0, file_size=4096)
     assert _record_starts(segment, 4096) == [0]
     with pytest.raises(OSError):
         _record_starts(segment, 1024)
