@@ -8,7 +8,8 @@ never opens the store, never takes its ``lock`` and never runs recovery, so it
 works on a stopped broker's directory and on a live one's alike. Each segment is
 read by one Spark partition per ``maxBytesPerPartition`` (128 MiB) of its
 records: the driver walks the segment's records by TOTALSIZE (8 bytes read per
-record) to find where each part's first record starts::
+record) to find where each part's first record starts (a segment no larger than a
+part is one part, and is not walked: walking faulted in every page of it)::
 
     DATA/commitlog/00000000000000000000   -> partitions 0..7 (128 MiB of records each)
     DATA/commitlog/00000000001073741824   -> partitions 8..   ...
