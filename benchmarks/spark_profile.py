@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import spark_bench as sb
 from benchkit import standalone
 
-SAMPLE_HZ = 499
+SAMPLE_HZ = 499  # perf samples per second of each thread's CPU
 RUNS = 3
 
 
@@ -58,25 +58,35 @@ def category(comm: str, dso: str) -> str:
     return "JVM, other threads"
 
 
-def summarize(data: str, rows: int) -> list[tuple[float, str]]:
-    """(us per row, bucket), largest first, from a ``perf.data`` of *rows* rows."""
+def summarize(data: str, rows: int, cpu_s: float) -> list[tuple[float, str]]:
+    """(us per row, bucket), largest first: the *cpu_s* seconds that *rows* rows cost
+    (``/proc``, exact) split as the samples of ``perf.data`` are (attaching to every
+    thread takes perf a moment: its first samples may be missing, its shares stand)."""
     out = subprocess.run(
         ["perf", "report", "-i", data, "--no-children", "--sort", "comm,dso", "-g", "none"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    samples, buckets = 0, dict[str, float]()
+    buckets = dict[str, float]()
     for line in out.splitlines():
-        m = re.match(r"# Samples: (\d+)(K?)", line)
-        if m:
-            samples = int(m.group(1)) * (1000 if m.group(2) else 1)
         m = re.match(r"\s+([\d.]+)%\s+(.{16})\s+(\S.*?)\s*$", line)
         if m:
             key = category(m.group(2).strip(), m.group(3))
             buckets[key] = buckets.get(key, 0.0) + float(m.group(1))
-    per_row = samples / SAMPLE_HZ / max(rows, 1) * 1e6 / 100
+    per_row = cpu_s / max(rows, 1) * 1e6 / max(sum(buckets.values()), 1e-9)
     return sorted(((pct * per_row, key) for key, pct in buckets.items()), reverse=True)
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds used so far by *pids* together (those still running)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            total += sb.cpu_seconds(pid)
+        except OSError:
+            continue
+    return total
 
 
 def main() -> int:
@@ -118,18 +128,21 @@ def main() -> int:
         for name in args.only.split(","):
             for _ in range(2):  # warm-up: imports, channels, the JIT
                 sb.materialize(reads[name]())
-            pids = [str(pid) for pid, _ in sb.spark_cpu_seconds(server.pid)] + [str(server.pid)]
+            pids = [pid for pid, _ in sb.spark_cpu_seconds(server.pid)] + [server.pid]
             data = os.path.join(tmp, f"{name}.data")
+            attach = ",".join(map(str, pids))
             perf = subprocess.Popen(
-                ["perf", "record", "-F", str(SAMPLE_HZ), "-o", data, "-p", ",".join(pids)],
+                ["perf", "record", "-F", str(SAMPLE_HZ), "-o", data, "-p", attach],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
             time.sleep(1.0)  # let perf attach to every thread before the runs
+            used = cpu_seconds(pids)
             rows = sum(sb.materialize(reads[name]()) for _ in range(RUNS))
+            used = cpu_seconds(pids) - used
             perf.send_signal(signal.SIGINT)
             perf.wait()
-            buckets = summarize(data, rows)
+            buckets = summarize(data, rows, used)
             print(f"{name}: {rows:,} rows, {sum(us for us, _ in buckets):.2f} us of CPU per row")
             for us, key in buckets:
                 print(f"  {us:5.2f} us/row  {key}")
