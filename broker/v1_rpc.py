@@ -192,16 +192,19 @@ def _send_response(outcome: SendOutcome, *, sent_columns: bool = True) -> pb.Sen
     )
 
 
-def _pull_response(outcome: PullOutcome) -> pb.PullMessageResponse:
-    return pb.PullMessageResponse(
-        status=pb.PullStatus.Value(outcome.status.value),
-        get_message_status=pb.GetMessageStatus.Value("GET_" + outcome.get_status.value),
-        next_begin_offset=outcome.next_begin_offset,
-        min_offset=outcome.min_offset,
-        max_offset=outcome.max_offset,
-        records=outcome.records_blob,
-        message_count=outcome.message_count,
-    )
+def _pull_response(
+    outcome: PullOutcome, into: pb.PullMessageResponse | None = None
+) -> pb.PullMessageResponse:
+    """*outcome* as a reply: a new message, or *into* (a PullBatch's, filled in place)."""
+    reply = pb.PullMessageResponse() if into is None else into
+    reply.status = pb.PullStatus.Value(outcome.status.value)
+    reply.get_message_status = pb.GetMessageStatus.Value("GET_" + outcome.get_status.value)
+    reply.next_begin_offset = outcome.next_begin_offset
+    reply.min_offset = outcome.min_offset
+    reply.max_offset = outcome.max_offset
+    reply.records = outcome.records_blob
+    reply.message_count = outcome.message_count
+    return reply
 
 
 def _refusal(index: int, error: BrokerError) -> pb.QueuePullResult:

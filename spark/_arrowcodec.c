@@ -5,7 +5,7 @@
  * module or its pure-Python references (built on the SDK's decode_messages and
  * encode_message) and tests/spark/test_arrowcodec.py checks that they agree:
  *
- *   decode_block   records (a pull reply, a mapped segment) -> Arrow buffers of the
+ *   decode_block   records (pull replies, a mapped segment) -> Arrow buffers of the
  *                  source's columns (spark/schema.py), no Python object per record
  *   encode_chunks  Arrow columns of the sink (via the Arrow C data interface,
  *                  __arrow_c_array__) -> SendBatch blobs of records
@@ -39,7 +39,7 @@
 #include "pmq_record_layout.h"  /* common/csrc: HEAD_SIZE, POS_*, magic codes, sysflags */
 #include "pmq_crc32.h"  /* common/csrc: crc32_fast */
 
-#define ARROWCODEC_VERSION 3
+#define ARROWCODEC_VERSION 4
 
 /* -- record layout ----------------------------------------------------------------
  * The record's fields are in common/csrc/pmq_record_layout.h; what only this codec
@@ -265,10 +265,31 @@ typedef struct { const unsigned char *k, *v; Py_ssize_t kn, vn; } pair;
 typedef struct {                   /* a topic filter's answers, asked once per topic */
     PyObject *fn;                  /* callable(topic: bytes) -> bool, or NULL: every topic */
     PyObject *cache;               /* dict bytes -> bool */
+    const unsigned char *last;     /* the previous record's topic (in the input buffer) */
+    Py_ssize_t last_n;
+    int last_yes;                  /* and its answer */
 } topic_filter;
 
-static int topic_wanted(topic_filter *tf, const unsigned char *t, Py_ssize_t n) {
+static int topic_asked(topic_filter *tf, const unsigned char *t, Py_ssize_t n);
+
+/* Records of one topic come in runs: the previous record's answer is reused when its
+ * topic bytes are the same, with no Python object and no dict look-up per record (a
+ * topic remembered only when it lies in the input, which outlives the call). */
+static int topic_wanted(topic_filter *tf, const unsigned char *t, Py_ssize_t n,
+                        int in_input) {     /* t lies in the input (not a replaced copy) */
     if (tf->fn == NULL) return 1;
+    if (tf->last != NULL && n == tf->last_n && memcmp(t, tf->last, (size_t)n) == 0)
+        return tf->last_yes;
+    int yes = topic_asked(tf, t, n);
+    if (yes >= 0 && in_input) {
+        tf->last = t;
+        tf->last_n = n;
+        tf->last_yes = yes;
+    }
+    return yes;
+}
+
+static int topic_asked(topic_filter *tf, const unsigned char *t, Py_ssize_t n) {
     PyObject *key = PyBytes_FromStringAndSize((const char *)t, n);
     if (key == NULL) return -1;
     PyObject *hit = PyDict_GetItemWithError(tf->cache, key);
@@ -508,86 +529,66 @@ static PyObject *build_result(columns *c, Py_ssize_t stop_pos, int stop, const c
     return Py_BuildValue("(nnisNNN)", c->n, stop_pos, stop, reason, cols, t_valid, m_valid);
 }
 
-PyDoc_STRVAR(decode_block_doc,
-"decode_block(buf, pos, limit, end_pos, mode, base_phys, max_queue_offset, check_crc,\n"
-"             max_rows, max_bytes, topic_filter) -> (rows, stop_pos, stop, reason, buffers,\n"
-"                                          tags_validity, msg_id_validity)\n\n"
-"Decode the records of buf[pos:limit] into the Arrow buffers of the source's\n"
-"columns; spark/arrowcodec.py documents the arguments and assembles the batch.");
-
-static PyObject *decode_block(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    Py_ssize_t pos, limit, end_pos, max_rows, max_bytes;
+/* The decoder's state across the buffers of one block. */
+typedef struct {
+    columns c;
+    topic_filter tf;
+    pair *scratch;
+    Py_ssize_t scratch_cap;
     int mode, check_crc;
     long long base_phys, max_qo;
-    PyObject *filter_fn;
-    if (!PyArg_ParseTuple(args, "y*nnniLLpnnO:decode_block", &view, &pos, &limit, &end_pos,
-                          &mode, &base_phys, &max_qo, &check_crc, &max_rows, &max_bytes,
-                          &filter_fn))
-        return NULL;
-    PyObject *result = NULL;
-    columns c;
-    topic_filter tf = {filter_fn == Py_None ? NULL : filter_fn, PyDict_New()};
-    pair *scratch = NULL;
-    Py_ssize_t scratch_cap = 0;
-    char reason[200] = "";
+    Py_ssize_t max_rows, max_bytes;
+    char reason[200];
+} decoder;
+
+/* Decode the records of buf[*ppos:limit] (stopping before end_pos) onto d's columns.
+ * Returns the STOP_* code with *ppos where it stopped, or -1 with a Python error set. */
+static int decode_span(decoder *d, const unsigned char *buf, Py_ssize_t *ppos,
+                       Py_ssize_t limit, Py_ssize_t end_pos) {
+    Py_ssize_t pos = *ppos;
     int stop = STOP_LIMIT;
-    if (tf.cache == NULL) { PyBuffer_Release(&view); return NULL; }
-    if (limit > view.len) limit = view.len;
-    if (pos < 0 || pos > limit) {
-        PyErr_Format(PyExc_ValueError, "pos %zd is outside 0..%zd", pos, limit);
-        goto fail_early;
-    }
-    if (max_rows < 1) max_rows = 1;
-    {
-        Py_ssize_t est = (limit - pos) / 1024 + 16;
-        if (est > max_rows) est = max_rows;
-        /* a guess: growing by doubling costs less than touching a huge first allocation */
-        Py_ssize_t bytes = limit - pos;
-        if (bytes > max_bytes) bytes = max_bytes;
-        if (bytes > ((Py_ssize_t)4 << 20)) bytes = (Py_ssize_t)4 << 20;
-        if (cols_init(&c, est, bytes + 64) < 0) { cols_free(&c); goto fail_early; }
-    }
-    const unsigned char *buf = view.buf;
     while (pos < limit && pos < end_pos) {
-        if (c.n >= max_rows || c.body.data.len >= max_bytes) { stop = STOP_FULL; break; }
+        if (d->c.n >= d->max_rows || d->c.body.data.len >= d->max_bytes) {
+            stop = STOP_FULL;
+            break;
+        }
         Py_ssize_t left = limit - pos;
         if (left < HEAD_SIZE) {
-            if (mode & MODE_SEGMENT) { stop = STOP_END; break; }
-            snprintf(reason, sizeof(reason), "%zd bytes left; a record head is %d", left,
+            if (d->mode & MODE_SEGMENT) { stop = STOP_END; break; }
+            snprintf(d->reason, sizeof(d->reason), "%zd bytes left; a record head is %d", left,
                      HEAD_SIZE);
             stop = STOP_DAMAGED;
             break;
         }
         int32_t total = rd_i32(buf + pos);
         uint32_t magic = rd_u32(buf + pos + POS_MAGIC);
-        if (magic == BLANK_MAGIC_CODE && ((mode & MODE_SEGMENT) || total > 0)) {
-            if (mode & MODE_SEGMENT) { stop = STOP_END; break; }
+        if (magic == BLANK_MAGIC_CODE && ((d->mode & MODE_SEGMENT) || total > 0)) {
+            if (d->mode & MODE_SEGMENT) { stop = STOP_END; break; }
             pos += total;
             continue;
         }
-        if ((mode & MODE_SEGMENT) && total == 0 && magic == 0) { stop = STOP_END; break; }
+        if ((d->mode & MODE_SEGMENT) && total == 0 && magic == 0) { stop = STOP_END; break; }
         layout lay;
-        if (check_record(buf, pos, limit, &lay, reason, sizeof(reason))) {
+        if (check_record(buf, pos, limit, &lay, d->reason, sizeof(d->reason))) {
             stop = STOP_DAMAGED;
             break;
         }
-        if ((mode & MODE_SEGMENT) && lay.phys != base_phys + pos) {
-            snprintf(reason, sizeof(reason), "PHYSICALOFFSET says %lld (unfinished or stale "
+        if ((d->mode & MODE_SEGMENT) && lay.phys != d->base_phys + pos) {
+            snprintf(d->reason, sizeof(d->reason), "PHYSICALOFFSET says %lld (unfinished or stale "
                      "record)", (long long)lay.phys);
             stop = STOP_DAMAGED;
             break;
         }
         if (lay.store_ms > MAX_TIMESTAMP_MS || lay.store_ms < -MAX_TIMESTAMP_MS
                 || lay.born_ms > MAX_TIMESTAMP_MS || lay.born_ms < -MAX_TIMESTAMP_MS) {
-            snprintf(reason, sizeof(reason), "a timestamp is out of range (%lld, %lld ms)",
+            snprintf(d->reason, sizeof(d->reason), "a timestamp is out of range (%lld, %lld ms)",
                      (long long)lay.born_ms, (long long)lay.store_ms);
             stop = STOP_DAMAGED;
             break;
         }
-        if (check_crc && (int32_t)(body_crc32(buf + lay.body, lay.body_len) & 0x7FFFFFFF)
+        if (d->check_crc && (int32_t)(body_crc32(buf + lay.body, lay.body_len) & 0x7FFFFFFF)
                 != lay.crc) {
-            snprintf(reason, sizeof(reason), "body CRC mismatch");
+            snprintf(d->reason, sizeof(d->reason), "body CRC mismatch");
             stop = STOP_DAMAGED;
             break;
         }
@@ -596,19 +597,19 @@ static PyObject *decode_block(PyObject *self, PyObject *args) {
         Py_ssize_t topic_n, props_n;
         PyObject *topic_hold, *props_hold;
         if (utf8_text(buf + lay.topic, lay.topic_len, &topic, &topic_n, &topic_hold) < 0)
-            goto fail;
+            { *ppos = pos; return -1; }
         if (utf8_text(buf + lay.props, lay.props_len, &props, &props_n, &props_hold) < 0) {
             Py_XDECREF(topic_hold);
-            goto fail;
+            { *ppos = pos; return -1; }
         }
         /* the record's columns, rolled back if a filter refuses it (the SDK decodes a
          * record whole, body inflated, before the reader filters it: so does this) */
-        Py_ssize_t mark_pk = c.prop_keys.data.len, mark_pko = c.prop_keys.offs.len;
-        Py_ssize_t mark_pv = c.prop_values.data.len, mark_pvo = c.prop_values.offs.len;
-        Py_ssize_t mark_po = c.prop_offs.len;
-        Py_ssize_t mark_bd = c.body.data.len, mark_bo = c.body.offs.len;
+        Py_ssize_t mark_pk = d->c.prop_keys.data.len, mark_pko = d->c.prop_keys.offs.len;
+        Py_ssize_t mark_pv = d->c.prop_values.data.len, mark_pvo = d->c.prop_values.offs.len;
+        Py_ssize_t mark_po = d->c.prop_offs.len;
+        Py_ssize_t mark_bd = d->c.body.data.len, mark_bo = d->c.body.offs.len;
         pair sys[4] = {{0}};
-        int rc = emit_properties(&c, props, props_n, sys, &scratch, &scratch_cap);
+        int rc = emit_properties(&d->c, props, props_n, sys, &d->scratch, &d->scratch_cap);
         int wanted = 0;
         if (rc == 0) {
             if (topic_n >= 7 && memcmp(topic, "%RETRY%", 7) == 0 && sys[3].v != NULL) {
@@ -616,52 +617,138 @@ static PyObject *decode_block(PyObject *self, PyObject *args) {
                 topic_n = sys[3].vn;
             }
             if (lay.sysflag & SYSFLAG_COMPRESSED) {
-                int z = inflate_body(&c.body, buf + lay.body, lay.body_len, reason,
-                                     sizeof(reason));
+                int z = inflate_body(&d->c.body, buf + lay.body, lay.body_len, d->reason,
+                                     sizeof(d->reason));
                 rc = z == -2 ? -1 : z == -1 ? 1 : 0;
-            } else if (sb_add(&c.body, buf + lay.body, lay.body_len) < 0) {
+            } else if (sb_add(&d->c.body, buf + lay.body, lay.body_len) < 0) {
                 rc = -1;
             }
         }
         if (rc == 0) {
             int kind = lay.sysflag & SYSFLAG_TRANSACTION_MASK;
-            wanted = !((mode & MODE_DISPATCHED) && (kind == SYSFLAG_TRANSACTION_PREPARED
+            wanted = !((d->mode & MODE_DISPATCHED) && (kind == SYSFLAG_TRANSACTION_PREPARED
                                                     || kind == SYSFLAG_TRANSACTION_ROLLBACK))
-                     && lay.queue_offset < max_qo;
-            if (wanted) wanted = topic_wanted(&tf, topic, topic_n);
+                     && lay.queue_offset < d->max_qo;
+            if (wanted)      /* in_input: neither a replaced copy nor a freed holder's bytes */
+                wanted = topic_wanted(&d->tf, topic, topic_n,
+                                      topic >= buf && topic + topic_n <= buf + limit);
             if (wanted < 0) rc = -1;
         }
         if (rc == 0 && wanted
-            && (sb_add(&c.topic, topic, topic_n) < 0 || gb_i32(&c.queue_id, lay.queue_id) < 0
-                || gb_i64(&c.queue_offset, lay.queue_offset) < 0
-                || emit_keys(&c, &sys[1]) < 0
-                || emit_nullable(&c.tags, &c.tags_valid, &c.tags_nulls, &sys[0]) < 0
-                || gb_i64(&c.store_us, (int64_t)((uint64_t)lay.store_ms * 1000u)) < 0
-                || gb_i64(&c.born_us, (int64_t)((uint64_t)lay.born_ms * 1000u)) < 0
-                || emit_nullable(&c.msg_id, &c.msg_id_valid, &c.msg_id_nulls, &sys[2]) < 0))
+            && (sb_add(&d->c.topic, topic, topic_n) < 0 || gb_i32(&d->c.queue_id, lay.queue_id) < 0
+                || gb_i64(&d->c.queue_offset, lay.queue_offset) < 0
+                || emit_keys(&d->c, &sys[1]) < 0
+                || emit_nullable(&d->c.tags, &d->c.tags_valid, &d->c.tags_nulls, &sys[0]) < 0
+                || gb_i64(&d->c.store_us, (int64_t)((uint64_t)lay.store_ms * 1000u)) < 0
+                || gb_i64(&d->c.born_us, (int64_t)((uint64_t)lay.born_ms * 1000u)) < 0
+                || emit_nullable(&d->c.msg_id, &d->c.msg_id_valid, &d->c.msg_id_nulls,
+                                 &sys[2]) < 0))
             rc = -1;
         Py_XDECREF(topic_hold);
         Py_XDECREF(props_hold);
-        if (rc < 0) goto fail;
+        if (rc < 0) { *ppos = pos; return -1; }
         if (rc == 1 || !wanted) {
-            c.prop_keys.data.len = mark_pk; c.prop_keys.offs.len = mark_pko;
-            c.prop_values.data.len = mark_pv; c.prop_values.offs.len = mark_pvo;
-            c.prop_offs.len = mark_po;
-            c.body.data.len = mark_bd; c.body.offs.len = mark_bo;
+            d->c.prop_keys.data.len = mark_pk; d->c.prop_keys.offs.len = mark_pko;
+            d->c.prop_values.data.len = mark_pv; d->c.prop_values.offs.len = mark_pvo;
+            d->c.prop_offs.len = mark_po;
+            d->c.body.data.len = mark_bd; d->c.body.offs.len = mark_bo;
             if (rc == 1) { stop = STOP_DAMAGED; break; }
             pos += lay.total;
             continue;
         }
-        c.n++;
+        d->c.n++;
         pos += lay.total;
     }
-    result = build_result(&c, pos, stop, reason);
-fail:
-    cols_free(&c);
-fail_early:
-    PyMem_Free(scratch);
-    Py_XDECREF(tf.cache);
-    PyBuffer_Release(&view);
+    *ppos = pos;
+    return stop;
+}
+
+PyDoc_STRVAR(decode_block_doc,
+"decode_block(buf, pos, limit, end_pos, mode, base_phys, max_queue_offset, check_crc,\n"
+"             max_rows, max_bytes, topic_filter) -> (rows, stop_pos, stop, reason, buffers,\n"
+"                                          tags_validity, msg_id_validity)\n\n"
+"Decode the records of buf[pos:limit] into the Arrow buffers of the source's\n"
+"columns; spark/arrowcodec.py documents the arguments and assembles the batch.\n"
+"buf may be a list of buffers (pull replies): they are read as their concatenation,\n"
+"with no copy made of it; a record must lie within one of them.");
+
+/* The buffers of decode_block's buf: one, or each of a list; 0 or -1 (error set). */
+static int get_views(PyObject *buf, Py_buffer **views, Py_ssize_t *n) {
+    PyObject *seq = PyList_Check(buf) ? buf : NULL;
+    *n = seq ? PyList_GET_SIZE(seq) : 1;
+    *views = PyMem_Calloc((size_t)(*n > 0 ? *n : 1), sizeof(Py_buffer));
+    if (*views == NULL) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        if (PyObject_GetBuffer(seq ? PyList_GET_ITEM(seq, i) : buf, &(*views)[i],
+                               PyBUF_SIMPLE) < 0) {
+            for (Py_ssize_t j = 0; j < i; j++) PyBuffer_Release(&(*views)[j]);
+            PyMem_Free(*views);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Decode [pos, limit) of the views' concatenation, a view at a time. */
+static int decode_views(decoder *d, Py_buffer *views, Py_ssize_t n, Py_ssize_t *ppos,
+                        Py_ssize_t limit, Py_ssize_t end_pos) {
+    Py_ssize_t base = 0, pos = *ppos;
+    long long base_phys = d->base_phys;
+    int stop = STOP_LIMIT;
+    for (Py_ssize_t i = 0; i < n && pos < limit && pos < end_pos; i++) {
+        Py_ssize_t len = views[i].len, local = pos - base;
+        if (local < len) {
+            Py_ssize_t lim = (limit < base + len ? limit : base + len) - base;
+            Py_ssize_t end = end_pos - base < lim ? end_pos - base : lim;
+            d->base_phys = base_phys + base;
+            stop = decode_span(d, views[i].buf, &local, lim, end);
+            pos = base + local;
+            if (stop != STOP_LIMIT) break;
+        }
+        base += len;
+    }
+    d->base_phys = base_phys;
+    *ppos = pos;
+    return stop;
+}
+
+static PyObject *decode_block(PyObject *self, PyObject *args) {
+    PyObject *buf, *filter_fn, *result = NULL;
+    Py_ssize_t pos, limit, end_pos, n_views = 0, total = 0;
+    Py_buffer *views = NULL;
+    decoder d;
+    memset(&d, 0, sizeof(d));
+    if (!PyArg_ParseTuple(args, "OnnniLLpnnO:decode_block", &buf, &pos, &limit, &end_pos,
+                          &d.mode, &d.base_phys, &d.max_qo, &d.check_crc, &d.max_rows,
+                          &d.max_bytes, &filter_fn))
+        return NULL;
+    if (get_views(buf, &views, &n_views) < 0) return NULL;
+    for (Py_ssize_t i = 0; i < n_views; i++) total += views[i].len;
+    d.tf.fn = filter_fn == Py_None ? NULL : filter_fn;
+    d.tf.cache = PyDict_New();
+    if (d.tf.cache == NULL) goto done;
+    if (limit > total) limit = total;
+    if (pos < 0 || pos > limit) {
+        PyErr_Format(PyExc_ValueError, "pos %zd is outside 0..%zd", pos, limit);
+        goto done;
+    }
+    if (d.max_rows < 1) d.max_rows = 1;
+    Py_ssize_t est = (limit - pos) / 1024 + 16;
+    if (est > d.max_rows) est = d.max_rows;
+    /* a guess: growing by doubling costs less than touching a huge first allocation */
+    Py_ssize_t bytes = limit - pos;
+    if (bytes > d.max_bytes) bytes = d.max_bytes;
+    if (bytes > ((Py_ssize_t)4 << 20)) bytes = (Py_ssize_t)4 << 20;
+    if (cols_init(&d.c, est, bytes + 64) >= 0) {
+        int stop = decode_views(&d, views, n_views, &pos, limit, end_pos);
+        if (stop >= 0) result = build_result(&d.c, pos, stop, d.reason);
+    }
+    cols_free(&d.c);
+done:
+    PyMem_Free(d.scratch);
+    Py_XDECREF(d.tf.cache);
+    for (Py_ssize_t i = 0; i < n_views; i++) PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
     return result;
 }
 
@@ -727,9 +814,11 @@ static int row_error(int64_t row, const char *what) {
     return -1;
 }
 
+/* client/model.py's SYSTEM_PROPERTIES: set by the client, refused from the user */
 static int is_system_property(const unsigned char *k, Py_ssize_t n) {
     return KEYIS(k, n, "TAGS") || KEYIS(k, n, "KEYS") || KEYIS(k, n, "UNIQ_KEY")
-           || KEYIS(k, n, "TIMER_DELIVER_MS") || KEYIS(k, n, "TIMER_DELAY_MS");
+           || KEYIS(k, n, "TIMER_DELIVER_MS") || KEYIS(k, n, "TIMER_DELAY_MS")
+           || KEYIS(k, n, "PMQ_IDEM");
 }
 
 /* The user properties, TAGS, KEYS and "UNIQ_KEY\x01" of row i (the id follows),
@@ -767,8 +856,9 @@ static int row_properties(const sink_cols *sc, int64_t i, gbuf *out) {
             if (memchr(k, 1, kn) || memchr(k, 2, kn) || memchr(v, 1, vn) || memchr(v, 2, vn))
                 return row_error(i, "a property contains a \\x01/\\x02 separator");
             if (is_system_property(k, kn))
-                return row_error(i, "a property is named as one the client sets (TAGS, "
-                                    "KEYS, UNIQ_KEY, TIMER_*): use the tags and keys columns");
+                return row_error(i, "a property is named as one the client sets (TAGS, KEYS, "
+                                    "UNIQ_KEY, TIMER_*, PMQ_IDEM): use the tags and keys "
+                                    "columns");
             if (gb_put(out, k, kn) < 0 || gb_put(out, "\x01", 1) < 0 || gb_put(out, v, vn) < 0
                 || gb_put(out, "\x02", 1) < 0)
                 return -1;

@@ -17,8 +17,11 @@ is missing, stale, or ``POCKETMQ_NO_SPEEDUPS=1`` is set.
         keys (list), properties (map)        offsets of offsets, then the strings
     encode_chunks(columns, rows)             Arrow C data interface -> SendBatch blobs
 
-A block stops (:class:`Stop`) at ``limit``, when ``max_rows`` rows or
-``max_bytes`` body bytes are decoded (``FULL``: call again from
+*buf* is one buffer (a mapped segment, a reply's records) or a list of them
+(the replies of several pulls), read as their concatenation without making it:
+``pos``, ``limit`` and ``stop_pos`` count bytes of the concatenation, and a
+record must lie within one buffer. A block stops (:class:`Stop`) at ``limit``,
+when ``max_rows`` rows or ``max_bytes`` body bytes are decoded (``FULL``: call again from
 ``stop_pos``), at the end of a segment's records (``END``: a BLANK record or
 zeros, segment mode only), or at a damaged record (``DAMAGED``, with the
 reason; the rows before it are in the batch).
@@ -75,7 +78,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_EXPECTED_VERSION: Final = 3
+_EXPECTED_VERSION: Final = 4
 MAX_QUEUE_OFFSET: Final = 2**63 - 1
 _MAX_TIMESTAMP_MS: Final = (2**63 - 1) // 1000  # what fits Arrow's timestamp[us]
 
@@ -258,7 +261,7 @@ def py_decode_block(
     topic_filter: TopicFilter | None = None,
 ) -> Block:
     """The reference: each record decoded by the SDK, the rows built by ``record_batch``."""
-    view = memoryview(buf)
+    view = memoryview(b"".join(buf) if isinstance(buf, list) else buf)
     limit = min(limit, len(view))
     messages: list[MessageExt] = []
     body_bytes = 0

@@ -185,12 +185,13 @@ def _next_offset(part: QueueRange, offset: int, reply: PullReply) -> int:
     return part.end
 
 
-def _decode(part: QueueRange, records: bytes) -> pa.RecordBatch:
-    """The rows of a reply's records below ``part.end``; a damaged record is an error."""
+def _decode(part: QueueRange, records: bytes | list[bytes]) -> pa.RecordBatch:
+    """The rows of a reply's records (or of several replies': not joined, which copied
+    every byte once more) below ``part.end``; a damaged record is an error."""
     block = arrowcodec.decode_block(
         records,
         0,
-        len(records),
+        len(records) if isinstance(records, bytes) else sum(map(len, records)),
         broker=part.broker,
         max_queue_offset=part.end,
         max_rows=1 << 30,
@@ -299,12 +300,12 @@ def pulled_in_windows(part: QueueRange) -> Iterator[pa.RecordBatch]:
                         continue
                     a = reply.next_begin_offset  # short: keep what came, pull the rest now
                 if records:
-                    yield _decode(part, b"".join(records))
+                    yield _decode(part, records)
                     records, rows, nbytes = [], 0, 0
                 yield from pulled_one_by_one(part, a, b)
             if rows >= ROWS_PER_BATCH or nbytes >= BATCH_BYTES or not calls:
                 if records:
-                    yield _decode(part, records[0] if len(records) == 1 else b"".join(records))
+                    yield _decode(part, records)
                 records, rows, nbytes = [], 0, 0
     finally:
         for call in calls:

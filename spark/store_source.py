@@ -8,7 +8,8 @@ never opens the store, never takes its ``lock`` and never runs recovery, so it
 works on a stopped broker's directory and on a live one's alike. Each segment is
 read by one Spark partition per ``maxBytesPerPartition`` (128 MiB) of its
 records: the driver walks the segment's records by TOTALSIZE (8 bytes read per
-record) to find where each part's first record starts::
+record) to find where each part's first record starts (a segment no larger than a
+part is one part, and is not walked: walking faulted in every page of it)::
 
     DATA/commitlog/00000000000000000000   -> partitions 0..7 (128 MiB of records each)
     DATA/commitlog/00000000001073741824   -> partitions 8..   ...
@@ -60,6 +61,7 @@ from pocketmq.spark.arrowcodec import MODE_DISPATCHED, MODE_SEGMENT, Stop
 from pocketmq.spark.errors import OptionError
 from pocketmq.spark.options import StoreOptions, parse_store_options, tag_set
 from pocketmq.spark.pull import ROWS_PER_BATCH, data_loss, keep_tags
+from pocketmq.spark.remote import freeze_worker_heap
 from pocketmq.spark.schema import SCHEMA, check_read_schema
 
 __all__ = ["PocketMQStoreDataSource", "SegmentPart", "read_segment"]
@@ -109,7 +111,10 @@ def _segments(opts: StoreOptions) -> list[SegmentPart]:
 
 def _record_starts(segment: CommitLogSegment, every: int) -> list[int]:
     """Where the segment's parts start; [0] for an empty segment or one already deleted
-    (its one part then reports the deletion as data loss when it is read)."""
+    (its one part then reports the deletion as data loss when it is read). A segment no
+    larger than *every* is one part: no record of it needs reading on the driver."""
+    if segment.file_size <= every:
+        return [0]
     try:
         with open_segment(segment) as buf:
             if not len(buf):
@@ -137,6 +142,7 @@ def topic_filter(opts: StoreOptions) -> Callable[[bytes], bool] | None:
 
 def read_segment(part: SegmentPart) -> Iterator[pa.RecordBatch]:
     """The rows of one segment (Spark's ``read(partition)``), a batch per decoded block."""
+    freeze_worker_heap()
     opts = part.opts
     tags = tag_set(opts.tag_expression)
     wanted = topic_filter(opts)

@@ -139,3 +139,17 @@ def test_store_reader_errors_name_the_path_or_option(store_spark, tmp_path):
         spark.read.format("pocketmq-store").load().collect()
     with pytest.raises(AnalysisException, match="did you mean 'subscribe'"):
         store_read(spark, tmp_path, subscrib="x").collect()
+
+
+def test_a_segment_no_larger_than_a_part_is_planned_as_one_part_without_reading_it(tmp_path):
+    # Planning walks a segment's records only to split it; one part needs no walk. A
+    # directory where the segment file should be shows whether planning opened it.
+    from pocketmq.broker.store import CommitLogSegment
+    from pocketmq.spark.store_source import _record_starts
+
+    path = tmp_path / f"{0:020d}"
+    path.mkdir()
+    segment = CommitLogSegment(path=str(path), file_from_offset=0, file_size=4096)
+    assert _record_starts(segment, 4096) == [0]
+    with pytest.raises(OSError):
+        _record_starts(segment, 1024)
