@@ -8,8 +8,9 @@ and reconnects with a back-off when it breaks::
         truncate_to < max ─▶ store.truncate_to (a diverged tail, cut by epoch; logged)
         truncate_to = -1  ─▶ store.wipe (no history in common)
     Data{offset, epoch, records} ─▶ a new epoch goes into the epoch file first,
-        then store.append_replicated (checked, dispatched) ─▶ Ack{max, flushed}
-        (at once, or, for frames the master marks lazy_ack, on a timer: AckDue)
+        then store.append_replicated (checked, appended) ─▶ Ack{max, flushed}
+        (at once, or, for frames the master marks lazy_ack, on a timer: AckDue),
+        then the frame's dispatch (consume queues, index) while the Ack travels
 
 A Refuse ends the session: STALE_EPOCH means the address is a replaced master,
 and the client waits for a newer one. Every ``metadata_interval_s``, once per
@@ -32,7 +33,7 @@ import grpc
 from pocketmq.broker.ha import wire
 from pocketmq.broker.ha.wire import DataFrame
 from pocketmq.broker.store.epochs import EpochEntry
-from pocketmq.broker.store.replication import ReplicationError
+from pocketmq.broker.store.replication import ReplicationError, dispatch_appended
 from pocketmq.common.aio import cancel_and_wait, wait_event
 from pocketmq.v1 import ha_pb2, ha_pb2_grpc
 
@@ -267,6 +268,7 @@ class HaClient:
         finally:
             # never `suppress(CancelledError)` around an await here: it would swallow the
             # cancellation of this task itself (stop()), and the copy loop would go on
+            self._store.dispatch_replicated()  # a frame acked, its dispatch cut short
             call.cancel()
             self._beat.cancel()
             self._ack_due.sent()
@@ -304,6 +306,12 @@ class HaClient:
                     if isinstance(frame, DataFrame):
                         self._apply_data(frame)
                         self._ack_due.applied(len(frame.records), lazy=frame.lazy_ack)
+                        if self._store.undispatched is not None:
+                            if not frame.lazy_ack:
+                                # one loop turn: the ack loop writes the Ack (a SYNC
+                                # send's waiter) while this frame is dispatched
+                                await asyncio.sleep(0)
+                            self._dispatch()
                     elif frame.HasField("refuse"):
                         raise ReplicationError(f"master refused: {frame.refuse.message}")
         except TimeoutError:
@@ -381,8 +389,13 @@ class HaClient:
             epochs.begin(data.epoch, data.epoch_start_offset)
             self.saw_epoch(data.epoch)
             self.status.master_epoch = max(self.status.master_epoch, data.epoch)
+        store.append_replicated(data.offset, data.records, dispatch=False)
+
+    def _dispatch(self) -> None:
+        """The appended frame's dispatch (after its Ack went out): consume queues, index."""
+        store = self._store
         topics = store.consume_queues.topic_count
-        store.append_replicated(data.offset, data.records)
+        dispatch_appended(store)
         if store.consume_queues.topic_count != topics:
             # a topic new here: its config now, not at the next round, or the replica (and
             # a master elected from it) refuses its pulls and offset commits meanwhile

@@ -429,6 +429,7 @@ class HaController:
             await self.client.stop()
             self.client = None
         store = self._store
+        store.dispatch_replicated()  # the last frame copied, acked, maybe not dispatched
         start = store.commitlog.max_offset
         if not (resume and new_epoch == self.epoch):
             store.epochs.begin(new_epoch, start)

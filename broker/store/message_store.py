@@ -60,6 +60,7 @@ from pocketmq.broker.store.recovery import recover
 from pocketmq.broker.store.replication import (
     ReplicationError,
     append_replicated,
+    dispatch_appended,
     read_for_replica,
     truncate_to,
     wipe,
@@ -171,6 +172,8 @@ class DefaultMessageStore:
         self._services: list[ServiceThread] = []
         self._group_commit: GroupCommitService | None = None
         self.dispatched_offset = 0  # commit-log offset dispatched so far
+        #: a replica's frame appended and acknowledged, its dispatch still to run
+        self.undispatched: Callable[[], None] | None = None
         self.last_store_timestamp_ms = 0  # of the newest record appended
         self._flushed_checkpoint = Checkpoint()
         self.stats_put_messages = 0
@@ -257,6 +260,7 @@ class DefaultMessageStore:
         """Flush everything, write the checkpoint, remove ``abort``, unlock."""
         if not self.health.running:
             return
+        self.dispatch_replicated()
         self.health.running = False
         for service in self._services:
             service.stop()
@@ -428,6 +432,8 @@ class DefaultMessageStore:
                 status=PutStatus.DISK_FULL,
                 error=self.health.disk_full_reason or self.cleanup.disk_full_message(),
             )
+        if self.undispatched is not None:  # a replica's last frame, before its promotion
+            self.dispatch_replicated()
         if self.catch_up.behind and not self.catch_up.run_once():
             return PutResult(status=PutStatus.DISK_FULL, error=self.catch_up.behind_reason)
         return None
@@ -684,14 +690,23 @@ class DefaultMessageStore:
     def read_for_replica(self, offset: int, max_bytes: int, stop: int | None = None) -> bytes:
         return read_for_replica(self, offset, max_bytes, stop)
 
-    def append_replicated(self, offset: int, data: bytes) -> int:
-        """Append a master's frame of whole records at *offset* (a replica's write path)."""
+    def append_replicated(self, offset: int, data: bytes, *, dispatch: bool = True) -> int:
+        """Append a master's frame of whole records at *offset* (a replica's write path);
+        ``dispatch=False`` leaves its dispatch to :meth:`dispatch_replicated`."""
         if not self.health.running or self.health.read_only_reason:
             raise ReplicationError(
                 f"the message store takes no writes: "
                 f"{self.health.read_only_reason or 'not running'}"
             )
-        return append_replicated(self, offset, data)
+        return append_replicated(self, offset, data, dispatch=dispatch)
+
+    def dispatch_replicated(self) -> None:
+        """Dispatch a replicated frame appended without its dispatch, if there is one."""
+        if self.undispatched is not None:
+            try:
+                dispatch_appended(self)
+            except ReplicationError as exc:  # the catch-up's reason; it retries at a put
+                log.error("%s", exc)
 
     def truncate_to(self, point: int) -> int:
         """Cut the log back to record boundary *point*; return the bytes cut."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from functools import partial
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.store.batch import (
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ReplicationError",
     "append_replicated",
+    "dispatch_appended",
     "frame_dispatch",
     "frame_end",
     "read_for_replica",
@@ -140,8 +142,18 @@ def replica_frame(
     return mf, offset - base, frame_stop
 
 
-def append_replicated(store: DefaultMessageStore, offset: int, data: bytes) -> int:
+def append_replicated(
+    store: DefaultMessageStore, offset: int, data: bytes, *, dispatch: bool = True
+) -> int:
     """Append a master's frame at *offset*; dispatch it; return the new max offset.
+
+    With ``dispatch=False`` the checked, appended frame's dispatch is left to
+    :func:`dispatch_appended` (a replica acknowledges the append first, as
+    RocketMQ's slave reports its commit-log offset before its reput); whatever
+    comes next to the store (the next frame, a cut, a promotion, a put, a
+    shutdown) dispatches it first, and a restart's recovery re-dispatches the log
+    from the checkpoint's dispatched offset, which never passes an undispatched
+    frame.
 
     The frame is checked before a byte of it is written (the store's batch
     scanner's checks, compiled when built: framing, body CRC, topic, properties;
@@ -154,6 +166,7 @@ def append_replicated(store: DefaultMessageStore, offset: int, data: bytes) -> i
     record by record with CRC checks and cuts a bad frame off again; both leave
     the same files (``tests/unit/test_replica_dispatch.py``).
     """
+    dispatch_appended(store)
     commitlog = store.commitlog
     queue = commitlog.queue
     empty = not queue.files or commitlog.max_offset == commitlog.min_offset == 0
@@ -196,11 +209,30 @@ def append_replicated(store: DefaultMessageStore, offset: int, data: bytes) -> i
         commitlog.warm.notify(last)  # fault the next pages in ahead of the next frame
     end = offset + len(data)
     if lean is not None:
-        _dispatch_lean(store, lean, end)
+        store.undispatched = partial(_dispatch_lean, store, lean, end)
     else:
         assert checked is not None
-        _dispatch_batch(store, checked, offset, end)
+        store.undispatched = partial(_dispatch_batch, store, checked, offset, end)
+    if dispatch:
+        dispatch_appended(store)
     return commitlog.max_offset
+
+
+def dispatch_appended(store: DefaultMessageStore) -> None:
+    """Dispatch the frame :func:`append_replicated` left undispatched, if any (once).
+
+    A dispatch that fails with an I/O error is the put's case: the records stay in
+    the log, :class:`DispatchCatchUp` re-dispatches from the dispatched offset, and
+    no frame is appended (nor a put taken) before it has caught up."""
+    pending = store.undispatched
+    if pending is not None:
+        store.undispatched = None
+        try:
+            pending()
+        except OSError as exc:
+            store.catch_up.stopped(exc)
+    if store.catch_up.behind and not store.catch_up.run_once(force=True):
+        raise ReplicationError(store.catch_up.behind_reason)
 
 
 #: False runs only the reference path (tests compare the two).
@@ -402,6 +434,7 @@ def _dispatch(store: DefaultMessageStore, records: list[ScannedRecord], end: int
 
 def truncate_to(store: DefaultMessageStore, point: int) -> int:
     """Cut the log back to *point* (a record boundary); return the bytes cut."""
+    dispatch_appended(store)
     commitlog = store.commitlog
     end = commitlog.max_offset
     if point >= end:
@@ -441,6 +474,7 @@ def truncate_to(store: DefaultMessageStore, point: int) -> int:
 def wipe(store: DefaultMessageStore) -> int:
     """Drop the whole log, its queues, index and epochs (a replica with no history in
     common with its master copies it afresh); return the bytes dropped."""
+    store.undispatched = None  # all of it goes
     commitlog = store.commitlog
     dropped = commitlog.max_offset - commitlog.min_offset
     commitlog.queue.truncate(commitlog.min_offset)

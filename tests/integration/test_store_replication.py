@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 
 import pytest
 from storekit import bodies, open_store, record, small_config
@@ -188,3 +191,76 @@ def test_a_wiped_replica_copies_a_master_whose_log_starts_past_zero(tmp_path):
         assert replica.max_offset("orders", q) == master.max_offset("orders", q)
     master.shutdown()
     replica.shutdown()
+
+
+def assert_all_readable_once(replica, n, *, queues=3, topic="orders"):
+    """Every record 0..n-1 of :func:`put` is in its queue exactly once, and found by key."""
+    for q in range(queues):
+        got = replica.get_messages(topic, q, 0, max_count=n)
+        want = [b"%06d" % i for i in range(q, n, queues)]
+        assert [body[:6] for body in bodies(got.records)] == want
+        assert replica.max_offset(topic, q) == len(want)
+    for i in range(n):
+        assert len(replica.query_by_key(topic, f"k{i}")) == 1, f"k{i}"
+
+
+def test_a_frame_appended_without_its_dispatch_is_dispatched_once_by_what_comes_next(pair):
+    master, replica = pair
+    put(master, 60)
+    data = master.read_for_replica(0, 1 << 20)
+    replica.append_replicated(0, data, dispatch=False)
+    # acknowledged as held: in the log, not yet in the queues
+    assert replica.commitlog.max_offset == master.commitlog.max_offset
+    assert replica.max_offset("orders", 0) == 0
+    assert replica.dispatched_offset == 0
+    put(master, 30, start=60)
+    copy_all(master, replica)  # the next frame dispatches the previous one first
+    replica.dispatch_replicated()  # nothing left: a no-op
+    assert replica.dispatched_offset == replica.commitlog.max_offset
+    assert log_bytes(replica) == log_bytes(master)
+    assert_all_readable_once(replica, 90)
+    assert replica.commitlog.queue_offsets == master.commitlog.queue_offsets
+
+
+def test_a_promoted_replicas_first_put_dispatches_the_frame_it_held_undispatched(pair):
+    master, replica = pair
+    put(master, 30)
+    replica.append_replicated(0, master.read_for_replica(0, 1 << 20), dispatch=False)
+    put(replica, 6, start=30)  # a put on the (now master) store: the frame goes first
+    assert_all_readable_once(replica, 36)
+
+
+def test_a_replica_killed_between_append_and_dispatch_dispatches_on_restart(tmp_path):
+    master = open_store(small_config(tmp_path / "m"))
+    put(master, 200)
+    master_bytes = log_bytes(master)
+    master.shutdown()
+    support = os.path.join(os.path.dirname(__file__), os.pardir, "support")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            os.path.join(support, "replica_appender.py"),
+            str(tmp_path / "m"),
+            str(tmp_path / "r"),
+        ],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.path.abspath(support)},
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("APPENDED "), line
+        end, dispatched = map(int, line.split()[1:])
+        assert dispatched < end == len(master_bytes)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    replica = open_store(small_config(tmp_path / "r"))
+    try:
+        assert log_bytes(replica) == master_bytes
+        assert replica.dispatched_offset == replica.commitlog.max_offset
+        assert_all_readable_once(replica, 200)
+    finally:
+        replica.shutdown()
