@@ -144,6 +144,7 @@ def test_a_queue_longer_than_a_bulk_window_is_read_whole_and_in_order(spark, clu
     # and 1,024 of them are more than a PullBatch's 4 MiB, so windows come back short.
     from pyspark.sql import functions as F
 
+    topic = f"{topic}-q1"
     cluster.create_topic(topic, queues=1)
     rows = 2_600
     body = F.concat(F.format_string("%06d", F.col("id")), F.expr("repeat('x', 3994)"))
