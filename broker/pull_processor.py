@@ -31,6 +31,15 @@ arrival on any wakes it, and then every queue is read and answered. A
 ``PullMessage`` is a batch of one. A consumer
 with eight queues on a broker thus waits in one call rather than eight, and
 one arrival of a batch that touched five queues is answered in one reply.
+
+A PullBatch marked ``bulk`` (a reader of known ranges, the Spark source) may ask
+each queue for up to :data:`MAX_BULK_PULL_MESSAGES` messages, and each queue's
+reply may take what remains of the call's :data:`PULL_BATCH_REPLY_BYTES` rather
+than ``max_pull_bytes``: one store read and one reply per 1,024 messages, not
+per 32 (every per-queue step of the broker, paid ~30 times less often). The
+bounds and checks are the same: the reply stops at 4 MiB, each topic is
+authorized and checked as before. Any other pull keeps RocketMQ's per-queue
+caps (``max_pull_messages``, 32, and ``max_pull_bytes``).
 """
 
 from __future__ import annotations
@@ -60,6 +69,7 @@ from pocketmq.common.validation import check_group, check_topic
 
 __all__ = [
     "MAX_BATCH_QUEUES",
+    "MAX_BULK_PULL_MESSAGES",
     "PULL_BATCH_REPLY_BYTES",
     "PULL_STATUS",
     "BatchResult",
@@ -72,6 +82,7 @@ __all__ = [
 
 MAX_BATCH_QUEUES = 1_000  # queues one PullBatch may name
 PULL_BATCH_REPLY_BYTES = 4 * 1024 * 1024  # a PullBatch stops reading queues past this
+MAX_BULK_PULL_MESSAGES = 1_024  # messages per queue of a bulk PullBatch, at most
 
 
 class PullOutcomeStatus(enum.Enum):
@@ -219,7 +230,12 @@ class PullMessageProcessor:
 
     # -- several queues -----------------------------------------------------------------
     async def pull_batch(
-        self, group: str, requests: Sequence[PullRequest], suspend_timeout_ms: int | None
+        self,
+        group: str,
+        requests: Sequence[PullRequest],
+        suspend_timeout_ms: int | None,
+        *,
+        bulk: bool = False,
     ) -> list[BatchResult]:
         """Read several queues of *group*, waiting while every one is at its end.
 
@@ -228,7 +244,9 @@ class PullMessageProcessor:
         is answered with its :class:`~pocketmq.broker.errors.BrokerError` and
         does not hold the call. Queues are read from a rotating start, until the
         reply holds :data:`PULL_BATCH_REPLY_BYTES`; the ones not reached are
-        missing from the result and the client pulls them again.
+        missing from the result and the client pulls them again. *bulk*: each
+        queue may be read up to :data:`MAX_BULK_PULL_MESSAGES` messages and what
+        remains of the reply's bytes (see the module's doc).
         """
         problem = check_group(group)
         if problem:
@@ -242,7 +260,7 @@ class PullMessageProcessor:
         plans: list[_QueueRead | BrokerError] = []
         for request in requests:
             try:
-                max_count, tag_codes, sql = self._check_queue(request)
+                max_count, tag_codes, sql = self._check_queue(request, bulk)
             except BrokerError as exc:
                 plans.append(exc)
                 continue
@@ -251,7 +269,7 @@ class PullMessageProcessor:
                 self._offsets.commit(group, request.topic, request.queue_id, request.commit_offset)
         reads = [p for p in plans if isinstance(p, _QueueRead)]
         refused = len(reads) < len(plans)
-        self._read_all(reads)
+        self._read_all(reads, bulk=bulk)
         if suspend_ms > 0 and self._long_polling and not refused:
             deadline = self._clock.monotonic() + suspend_ms / 1000
             while True:
@@ -265,7 +283,7 @@ class PullMessageProcessor:
                     break
                 if await self._hold.wait_for_any(targets, remaining) is not HoldOutcome.ARRIVED:
                     break
-                self._read_all(reads, parked=True)
+                self._read_all(reads, parked=True, bulk=bulk)
         out: list[BatchResult] = []
         for index, plan in enumerate(plans):
             if isinstance(plan, BrokerError):
@@ -277,8 +295,11 @@ class PullMessageProcessor:
                 out.append(BatchResult(index, plan.outcome, None))
         return out
 
-    def _read_all(self, reads: list[_QueueRead], *, parked: bool = False) -> None:
-        """Read each queue (from its park offset when *parked*) within the byte budget."""
+    def _read_all(
+        self, reads: list[_QueueRead], *, parked: bool = False, bulk: bool = False
+    ) -> None:
+        """Read each queue (from its park offset when *parked*) within the byte budget;
+        *bulk*: a queue's read may take the whole budget left, not ``max_pull_bytes``."""
         budget = PULL_BATCH_REPLY_BYTES  # the first queue is read whatever its size
         if not reads:
             return
@@ -293,13 +314,14 @@ class PullMessageProcessor:
             offset = (
                 read.park_offset if parked and read.park_offset is not None else req.queue_offset
             )
+            max_bytes = max(self._max_bytes, budget) if bulk else self._max_bytes
             if read.sql is None:
                 result = self._store.get_message_blob(
                     req.topic,
                     req.queue_id,
                     offset,
                     max_count=read.max_count,
-                    max_bytes=self._max_bytes,
+                    max_bytes=max_bytes,
                     tag_codes=read.tag_codes,
                 )
             else:
@@ -309,7 +331,7 @@ class PullMessageProcessor:
                     req.queue_id,
                     offset,
                     max_count=read.max_count,
-                    max_bytes=self._max_bytes,
+                    max_bytes=max_bytes,
                     tag_codes=None,
                     sql=read.sql,
                 )
@@ -328,9 +350,10 @@ class PullMessageProcessor:
 
     # -- validation ---------------------------------------------------------------------
     def _check_queue(
-        self, request: PullRequest
+        self, request: PullRequest, bulk: bool = False
     ) -> tuple[int, frozenset[int] | None, SqlFilter | None]:
-        """(max messages, tag codes, SQL92 filter) after checking the fields of one queue."""
+        """(max messages, tag codes, SQL92 filter) after checking the fields of one queue
+        (of a *bulk* PullBatch: up to :data:`MAX_BULK_PULL_MESSAGES` messages)."""
         problem = check_topic(request.topic)
         if problem:
             raise IllegalArgumentError(problem)
@@ -342,16 +365,16 @@ class PullMessageProcessor:
             )
         if request.queue_offset < 0:
             raise IllegalArgumentError(f"queue_offset is {request.queue_offset}; offsets are >= 0")
+        cap = max(MAX_BULK_PULL_MESSAGES, self._max_messages) if bulk else self._max_messages
         if request.max_msg_nums < 0:
             raise IllegalArgumentError(
-                f"max_msg_nums is {request.max_msg_nums}; give 1.."
-                f"{self._max_messages}, or 0 for the default"
+                f"max_msg_nums is {request.max_msg_nums}; give 1..{cap}, or 0 for the default"
             )
         if request.commit_offset is not None and request.commit_offset < 0:
             raise IllegalArgumentError(
                 f"commit_offset is {request.commit_offset}; offsets are >= 0"
             )
-        max_count = min(request.max_msg_nums or self._max_messages, self._max_messages)
+        max_count = min(request.max_msg_nums or self._max_messages, cap)
         sql = self.filters.compile(request.expression_type, request.subscription)
         if sql is not None:
             return max_count, None, sql

@@ -152,7 +152,7 @@ class MessageRpcs(ServicerParts):
             )
         suspend_ms = request.suspend_timeout_ms if request.HasField("suspend_timeout_ms") else None
         results = await self._pull.pull_batch(
-            group, [r for _, r in queued], 0 if answered else suspend_ms
+            group, [r for _, r in queued], 0 if answered else suspend_ms, bulk=request.bulk
         )
         for result in results:
             index = queued[result.index][0]

@@ -43,7 +43,9 @@ connector, ``pocketmq.spark``, uses only this package's exports)::
     broker = remoting.broker(addr)               BrokerClient: pull, pull_batch (QueuePull
                                                  -> PullReply), min/max_offset,
                                                  offset_by_timestamp, init_producer_id,
-                                                 send_batch_to
+                                                 send_batch_to, send_batch_request (a
+                                                 request framed already: frame_records(
+                                                 blob, BrokerClient.send_batch_tail(group)))
     routes = RouteService(names.get_route)       cached routes: write_queues, addr_of
     decode_messages(blob, broker_name)           the block codec: records back to back (a
                                                  PullReply's, a stored segment's) -> MessageExt
@@ -93,6 +95,7 @@ from pocketmq.client.message_codec import (
     check_message,
     decode_messages,
     encode_message,
+    frame_records,
 )
 from pocketmq.client.model import (
     PROPERTY_KEYS,
@@ -192,6 +195,7 @@ __all__ = [
     "decode_messages",
     "dlq_topic",
     "encode_message",
+    "frame_records",
     "local_ip",
     "outcome_unknown",
     "parse_namesrv",

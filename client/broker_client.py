@@ -260,12 +260,22 @@ class BrokerClient(BrokerAdminCalls):
         return _pull_reply(await self._call("PullMessage", request, timeout_s))
 
     async def pull_batch(
-        self, *, group: str, pulls: Sequence[QueuePull], suspend_ms: int, timeout_s: float
+        self,
+        *,
+        group: str,
+        pulls: Sequence[QueuePull],
+        suspend_ms: int,
+        timeout_s: float,
+        bulk: bool = False,
     ) -> list[PullReply | RemoteError | None]:
         """Long-poll several queues at once; per pull, in order: its reply, the
         refusal of that queue alone, or None when the broker did not read it this
-        time (its reply was full): pull it again."""
-        request = bpb.PullBatchRequest(consumer_group=group, suspend_timeout_ms=suspend_ms)
+        time (its reply was full): pull it again. *bulk*: a reader of known ranges
+        (each pull may ask up to 1,024 messages and the reply's 4 MiB; see
+        ``PullBatchRequest.bulk``)."""
+        request = bpb.PullBatchRequest(
+            consumer_group=group, suspend_timeout_ms=suspend_ms, bulk=bulk
+        )
         for pull in pulls:
             entry = request.pulls.add(
                 topic=pull.queue.topic,

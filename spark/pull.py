@@ -5,8 +5,8 @@ and decodes each reply straight into an Arrow record batch
 (:func:`~pocketmq.spark.arrowcodec.decode_block`: compiled, no Python object
 per message). Without a tag filter, offsets map one to one to messages, so
 the range is cut into *windows* of as many messages as the broker returns per
-queue (``max_pull_messages`` and ``max_pull_bytes``: learnt from the first
-reply) and :data:`WINDOWS_PER_CALL` windows go in one ``PullBatch`` call, with
+queue (learnt from the first reply) and up to :data:`WINDOWS_PER_CALL` windows
+(and :data:`CALL_BYTES`) go in one ``PullBatch`` call, with
 :data:`CALLS_IN_FLIGHT` calls in flight, so the broker, the network and the
 decoding overlap::
 
@@ -15,6 +15,10 @@ decoding overlap::
 
 and the replies' records are decoded :data:`ROWS_PER_BATCH` rows (or
 :data:`BATCH_BYTES`) at a time, into one record batch: Spark pays per batch too.
+The calls are ``bulk`` (``PullBatchRequest.bulk``): a window asks for
+:data:`BULK_WINDOW` messages, which a broker answers in one store read and one
+reply where a consumer's pull gets 32 (``max_pull_messages``); a broker that
+predates bulk pulls answers 32, and the windows are 32.
 
 A window answered short (the reply hit the byte cap, or the call its 4 MiB
 budget) has its rest pulled before the rows after it, so rows come in offset
@@ -68,6 +72,7 @@ ROWS_PER_BATCH = 8192  # rows per record batch, at most
 PULL_ATTEMPTS = 3
 PULL_RETRY_DELAY_S = 0.5
 WINDOWS_PER_CALL = 64  # windows of one queue per PullBatch call, at most
+BULK_WINDOW = 1_024  # messages a window asks for (the broker's MAX_BULK_PULL_MESSAGES)
 CALL_BYTES = 3 << 20  # what one PullBatch call should return (the broker stops at 4 MiB)
 CALLS_IN_FLIGHT = 3  # PullBatch calls of one task at a time
 BATCH_BYTES = 8 << 20  # records decoded into one batch from a broker, at most (about)
@@ -165,6 +170,7 @@ async def _pull_windows(
             pulls=pulls,
             suspend_ms=0,
             timeout_s=settings.pull_timeout_ms / 1000,
+            bulk=True,
         ),
     )
 
@@ -261,8 +267,10 @@ def _clean(reply: PullReply | RemoteError | None, a: int, b: int) -> bool:
 
 def pulled_in_windows(part: QueueRange) -> Iterator[pa.RecordBatch]:
     """Rows of *part* by pipelined PullBatch calls of several windows (no tag filter)."""
-    first = submit(_pull(part, part.start)).result()
-    if not _clean(first, part.start, part.end):
+    (first,) = submit(
+        _pull_windows(part, [(part.start, min(part.start + BULK_WINDOW, part.end))])
+    ).result()
+    if not isinstance(first, PullReply) or not _clean(first, part.start, part.end):
         yield from pulled_one_by_one(part, part.start, part.end)
         return
     window = max(first.next_begin_offset - part.start, 1)  # the broker's cap per queue

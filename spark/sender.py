@@ -52,6 +52,7 @@ from pocketmq.client import (
     COMPRESS_OVER_BYTES,
     DEFAULT_MAX_BODY_BYTES,
     RETRY_GROUP_TOPIC_PREFIX,
+    BrokerClient,
     BusyError,
     ClientError,
     InvalidRequestError,
@@ -61,6 +62,7 @@ from pocketmq.client import (
     RouteService,
     SendTimeoutError,
     back_off,
+    frame_records,
     local_ip,
     outcome_unknown,
     try_again_here,
@@ -157,6 +159,7 @@ class ArrowSender:
         ip = local_ip()
         self.ids = UniqueIds(ip)
         self.born_host = pack_host((ip, 0))
+        self.request_tail = BrokerClient.send_batch_tail(opts.producer_group)
         self.in_flight: deque[tuple[Future[int], int]] = deque()
         self.totals = SendTotals()
         self._queues: dict[str, list[MessageQueue]] = {}
@@ -238,7 +241,26 @@ class ArrowSender:
         self._checked.add(topic)
 
     # -- sending --------------------------------------------------------------------------
-    async def _send_stamped(self, queue: MessageQueue, blob: bytes) -> int:
+    async def _send_blob(
+        self, addr: str, queue: MessageQueue, blob: bytes, rows: int, timeout_s: float
+    ) -> int:
+        """One SendBatch of *blob* (*rows* records, all for *queue*): the number stored.
+
+        The request is the blob framed as a ``SendBatchRequest``'s bytes (no protobuf
+        message built, one copy less) asking ``omit_sent_columns``: the broker then
+        answers without a UNIQ_KEY and queue id per record, which the sink never
+        reads (building and parsing them cost the broker 0.5-0.6 us a row and this
+        task about 0.5, A/B on 1 KiB rows); the empty ids stand in for them, one per
+        record sent."""
+        results = await self.remoting.broker(addr).send_batch_request(
+            frame_records(blob, self.request_tail),
+            queue,
+            msg_ids=[""] * rows,
+            timeout_s=timeout_s,
+        )
+        return len(results)
+
+    async def _send_stamped(self, queue: MessageQueue, blob: bytes, rows: int) -> int:
         """The same records to the same queue until stored (or answered as duplicates)."""
         timeout_s = self.opts.send_timeout_ms / 1000
         deadline = time.monotonic() + timeout_s
@@ -250,13 +272,13 @@ class ArrowSender:
                     raise RouteNotFoundError(
                         queue.topic, f"broker {queue.broker_name} has no known address"
                     )
-                results = await self.remoting.broker(addr).send_batch_to(
-                    blob,
+                return await self._send_blob(
+                    addr,
                     queue,
-                    producer_group=self.opts.producer_group,
-                    timeout_s=max(0.001, min(timeout_s, deadline - time.monotonic())),
+                    blob,
+                    rows,
+                    max(0.001, min(timeout_s, deadline - time.monotonic())),
                 )
-                return len(results)
             except ClientError as exc:
                 if not (
                     outcome_unknown(exc)
@@ -278,9 +300,9 @@ class ArrowSender:
                         f"last error: {exc}"
                     ) from exc
 
-    async def _send(self, queue: MessageQueue, blob: bytes, named: bool) -> int:
+    async def _send(self, queue: MessageQueue, blob: bytes, rows: int, named: bool) -> int:
         if self.identity is not None:
-            return await self._send_stamped(queue, blob)
+            return await self._send_stamped(queue, blob, rows)
         opts = self.opts
         for attempt in range(1, SEND_ATTEMPTS + 1):
             addr = self.routes.addr_of(queue.broker_name)
@@ -289,13 +311,7 @@ class ArrowSender:
                     raise RouteNotFoundError(
                         queue.topic, f"broker {queue.broker_name} has no known address"
                     )
-                results = await self.remoting.broker(addr).send_batch_to(
-                    blob,
-                    queue,
-                    producer_group=opts.producer_group,
-                    timeout_s=opts.send_timeout_ms / 1000,
-                )
-                return len(results)
+                return await self._send_blob(addr, queue, blob, rows, opts.send_timeout_ms / 1000)
             except ClientError as exc:
                 if attempt == SEND_ATTEMPTS or not (
                     _retry_elsewhere(exc) or isinstance(exc, BusyError)
@@ -324,7 +340,7 @@ class ArrowSender:
     def send(
         self, queue: MessageQueue, blob: bytes, rows: int, body_bytes: int, named: bool
     ) -> None:
-        self.in_flight.append((submit(self._send(queue, blob, named)), rows))
+        self.in_flight.append((submit(self._send(queue, blob, rows, named)), rows))
         self.totals.calls += 1
         self.totals.body_bytes += body_bytes
         while len(self.in_flight) >= MAX_IN_FLIGHT:

@@ -136,3 +136,30 @@ def test_bad_options_fail_with_errors_that_name_the_option(spark, cluster, topic
     with pytest.raises(AnalysisException) as refused:
         spark.read.format("pocketmq").option("subscribe", topic).load("/x").collect()
     assert "format('pocketmq-store')" in str(refused.value)
+
+
+def test_a_queue_longer_than_a_bulk_window_is_read_whole_and_in_order(spark, cluster, topic):
+    # 1 queue per broker, 2,600 rows of 4,000-byte bodies (under the 4 KiB over which
+    # bodies are compressed): about 1,300 a queue, more than one bulk window of 1,024,
+    # and 1,024 of them are more than a PullBatch's 4 MiB, so windows come back short.
+    from pyspark.sql import functions as F
+
+    topic = f"{topic}-q1"
+    cluster.create_topic(topic, queues=1)
+    rows = 2_600
+    body = F.concat(F.format_string("%06d", F.col("id")), F.expr("repeat('x', 3994)"))
+    spark.range(0, rows, 1, 2).select(body.alias("body")).write.format("pocketmq").option(
+        "namesrv", cluster.namesrv
+    ).option("topic", topic).mode("append").save()
+
+    read_back = read(spark, cluster, subscribe=topic).select("broker", "queue_offset", "body")
+    got = read_back.collect()
+
+    assert sorted(int(r.body[:6]) for r in got) == list(range(rows))
+    assert all(r.body[6:] == b"x" * 3994 for r in got)
+    by_queue = defaultdict(list)
+    for r in got:
+        by_queue[r.broker].append(r.queue_offset)
+    assert len(by_queue) == 2
+    assert all(offsets == list(range(len(offsets))) for offsets in by_queue.values())
+    assert all(len(offsets) > 1_024 for offsets in by_queue.values())

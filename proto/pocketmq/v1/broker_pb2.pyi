@@ -271,14 +271,16 @@ class QueuePull(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_msg_nums: _Optional[int] = ..., subscription: _Optional[str] = ..., commit_offset: _Optional[int] = ..., expression_type: _Optional[str] = ...) -> None: ...
 
 class PullBatchRequest(_message.Message):
-    __slots__ = ("consumer_group", "pulls", "suspend_timeout_ms")
+    __slots__ = ("consumer_group", "pulls", "suspend_timeout_ms", "bulk")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     PULLS_FIELD_NUMBER: _ClassVar[int]
     SUSPEND_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    BULK_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     pulls: _containers.RepeatedCompositeFieldContainer[QueuePull]
     suspend_timeout_ms: int
-    def __init__(self, consumer_group: _Optional[str] = ..., pulls: _Optional[_Iterable[_Union[QueuePull, _Mapping]]] = ..., suspend_timeout_ms: _Optional[int] = ...) -> None: ...
+    bulk: bool
+    def __init__(self, consumer_group: _Optional[str] = ..., pulls: _Optional[_Iterable[_Union[QueuePull, _Mapping]]] = ..., suspend_timeout_ms: _Optional[int] = ..., bulk: _Optional[bool] = ...) -> None: ...
 
 class PullBatchResponse(_message.Message):
     __slots__ = ("results",)
