@@ -331,18 +331,7 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
                     f"a {method} request carries no nonce; sign each request (common/auth.py)",
                 )
             expected = sign_stream_request(account.secret_key, ts, access_key, nonce[:64], batch)
-            if not hmac.compare_digest(expected, signature):
-                raise AclError(
-                    grpc.StatusCode.UNAUTHENTICATED,
-                    f"the signature of access key {access_key!r} does not match; the "
-                    "secret key differs from the ACL's, or the request was altered",
-                )
-            if not self._seen.admit(signature, ts, now_ms):
-                raise AclError(
-                    grpc.StatusCode.UNAUTHENTICATED,
-                    f"this request of access key {access_key!r} was already received with "
-                    "the same signature; a replay is refused (each request is signed anew)",
-                )
+            self._admit_signature(access_key, expected, signature, ts, now_ms)
         except AclError:
             self.refused_total += 1
             raise
@@ -440,6 +429,12 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
         expected = sign(
             account.secret_key, method, ts, access_key, signed_fields(request, nonce[:64])
         )
+        self._admit_signature(access_key, expected, signature, ts, now_ms)
+
+    def _admit_signature(
+        self, access_key: str, expected: str, signature: str, ts: int, now_ms: int
+    ) -> None:
+        """Refuse a *signature* that is not *expected*, or was accepted before."""
         if not hmac.compare_digest(expected, signature):
             raise AclError(
                 grpc.StatusCode.UNAUTHENTICATED,

@@ -8,6 +8,7 @@ import time
 
 import grpc
 import pytest
+from aclmode import APP_ACL
 from wirekit import create_topic, record
 
 from pocketmq.broker import pull_processor
@@ -327,22 +328,11 @@ async def test_a_parked_call_is_not_merged_past_sixteen_queues(
         loop.cancel()
 
 
-ACL = """
-[[accounts]]
-access_key = "app"
-secret_key = "app-secret"
-default_topic_perm = "DENY"
-default_group_perm = "DENY"
-topic_perms = { orders = "PUB|SUB" }
-group_perms = { billing = "SUB" }
-"""
-
-
 async def test_with_the_acl_on_a_queue_of_a_topic_without_sub_is_refused_alone(
     tmp_path, start_broker
 ):
     acl = tmp_path / "acl.toml"
-    acl.write_text(ACL)
+    acl.write_text(APP_ACL)  # app: orders PUB|SUB, billing SUB
     broker = await start_broker(acl_enable=True, acl_file=str(acl))
     for topic in ("orders", "secret"):
         broker.topics.create(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from aclmode import APP_ACL
 from wirekit import create_topic, record
 
 from pocketmq.broker import pull_processor
@@ -115,22 +116,11 @@ async def test_a_bulk_pull_checks_each_queue_like_any_pull(stub):
     assert "give 1..1024" in bad.error_message
 
 
-ACL = """
-[[accounts]]
-access_key = "app"
-secret_key = "app-secret"
-default_topic_perm = "DENY"
-default_group_perm = "DENY"
-topic_perms = { orders = "PUB|SUB" }
-group_perms = { billing = "SUB" }
-"""
-
-
 async def test_with_the_acl_a_bulk_pull_of_a_topic_without_sub_is_refused_alone(
     tmp_path, start_broker
 ):
     acl = tmp_path / "acl.toml"
-    acl.write_text(ACL)
+    acl.write_text(APP_ACL)  # app: orders PUB|SUB, billing SUB
     broker = await start_broker(acl_enable=True, acl_file=str(acl))
     for topic in ("orders", "secret"):
         broker.topics.create(
