@@ -18,6 +18,7 @@ import contextlib
 import datetime
 import json
 import os
+import select
 import signal
 import sys
 import threading
@@ -34,6 +35,9 @@ PRODUCE_WINDOW = 256  # sends of `produce` in flight at once
 MAX_REASONS = 5  # distinct failure reasons printed
 READ_CHUNK = 64 * 1024
 STOP_DRAIN_POLL_S = 0.05  # after Ctrl-C, while the reader queues what it read
+# After Ctrl-C, input already in the pipe is still read, for this long at most (a
+# producer that never pauses, `yes | pocketmq produce t`, must still stop)
+STOP_GRACE_S = 0.5
 
 
 def parse_deliver_at(text: str) -> int:
@@ -158,19 +162,31 @@ class _StdinLines:
     """Standard input's lines as they arrive, read by a daemon thread on the raw
     descriptor: a read blocked at Ctrl-C must neither keep the process alive nor hold
     the lock of ``sys.stdin.buffer`` while the interpreter shuts down. After a stop,
-    :meth:`next` still hands out every complete line the thread had already read."""
+    :meth:`next` still hands out every complete line the thread had already read, and
+    the lines already waiting in the pipe when the stop came (written before Ctrl-C),
+    reading for :data:`STOP_GRACE_S` at most."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        self._fd = sys.stdin.fileno()
         self._lines: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=PRODUCE_WINDOW)
         self._idle = threading.Event()  # the thread holds no line it has read
+        self._stopped_at: float | None = None
+        self._left: int | None = None  # after the grace: lines still to hand out
         threading.Thread(target=self._read, name="stdin", daemon=True).start()
+
+    def _unread(self) -> bool:
+        """Whether input waits in the descriptor that the thread has not read yet."""
+        try:
+            return bool(select.select([self._fd], [], [], 0)[0])
+        except (OSError, ValueError):
+            return False
 
     def _put(self, line: bytes | None) -> None:
         asyncio.run_coroutine_threadsafe(self._lines.put(line), self._loop).result()
 
     def _read(self) -> None:
-        fd = sys.stdin.fileno()
+        fd = self._fd
         pending = b""
         try:
             while True:
@@ -192,12 +208,17 @@ class _StdinLines:
 
     async def next(self, stop: asyncio.Event) -> bytes | None:
         """The next line; None at end of input, or once *stop* is set and every line
-        already read is handed out."""
+        already read or waiting in the pipe is handed out (see the class)."""
         while True:
+            if stop.is_set() and self._past_grace():
+                if not self._left or self._lines.empty():
+                    return None
+                self._left -= 1  # only the lines queued when the grace ended
+                return self._lines.get_nowait()
             if not self._lines.empty():
                 return self._lines.get_nowait()
             if stop.is_set():
-                if self._idle.is_set() and self._lines.empty():
+                if await self._drained():
                     return None
                 with contextlib.suppress(TimeoutError):  # the thread is queueing a chunk
                     return await asyncio.wait_for(self._lines.get(), STOP_DRAIN_POLL_S)
@@ -209,6 +230,25 @@ class _StdinLines:
             if getter.done():
                 return getter.result()
             getter.cancel()
+
+    def _past_grace(self) -> bool:
+        """Whether :data:`STOP_GRACE_S` passed since the stop was first seen; when it
+        has, ``_left`` is how many lines were queued then (all that is still handed out)."""
+        now = self._loop.time()
+        if self._stopped_at is None:
+            self._stopped_at = now
+        if self._left is None and now - self._stopped_at > STOP_GRACE_S:
+            self._left = self._lines.qsize()
+        return self._left is not None
+
+    async def _drained(self) -> bool:
+        """After a stop: nothing read is waiting to be handed out and nothing is left in
+        the pipe."""
+        if not self._idle.is_set() or self._unread():
+            return False
+        # the thread may be between a read that just returned and marking itself busy
+        await asyncio.sleep(STOP_DRAIN_POLL_S)
+        return self._idle.is_set() and self._lines.empty() and not self._unread()
 
 
 class _Tally:
