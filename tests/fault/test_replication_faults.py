@@ -321,7 +321,10 @@ async def test_replica_kill_9_and_master_restart_under_load_lose_nothing(kit, fa
         stored = await read_topic(broker.addr, TOPIC, QUEUES)
         check = check_acks(load.acks, stored)
         assert not check.misplaced, check.misplaced[:5]
-        assert not check.lost, f"{len(check.lost)} acknowledged messages lost: {check.lost[:5]}"
+        assert not check.lost, (
+            f"{'master' if broker is master else 'replica'}: {len(check.lost)} "
+            f"acknowledged messages lost: {check.lost[:5]}"
+        )
     await stop_and_verify(group, {"m": master, "r": replica})
     fault_report.add("replica kill -9 + master restart, SYNC", acknowledged=len(load.acks), lost=0)
 
