@@ -194,12 +194,9 @@ class BrokerClient(BrokerAdminCalls):
         request = bpb.SendBatchRequest(
             records=records, producer_group=producer_group, omit_sent_columns=msg_ids is not None
         )
-        if self._stream is not None and not self._stream.unsupported:
-            with contextlib.suppress(_StreamUnsupported):
-                resp = await self._stream.send(request.SerializeToString(), timeout_s)
-                return _send_results(resp, queue, msg_ids)
-        resp = await self._call("SendBatch", request, timeout_s)
-        return _send_results(resp, queue, msg_ids)
+        return await self.send_batch_request(
+            request.SerializeToString(), queue, msg_ids=msg_ids, timeout_s=timeout_s
+        )
 
     @staticmethod
     def send_batch_tail(producer_group: str) -> bytes:
@@ -211,7 +208,12 @@ class BrokerClient(BrokerAdminCalls):
         ).SerializeToString()
 
     async def send_batch_request(
-        self, request: bytes, queue: MessageQueue, *, msg_ids: Sequence[str], timeout_s: float
+        self,
+        request: bytes,
+        queue: MessageQueue,
+        *,
+        msg_ids: Sequence[str] | None,
+        timeout_s: float,
     ) -> Sequence[SendResult]:
         """:meth:`send_batch_to` of a whole ``SendBatchRequest`` serialized already: the
         records framed with :meth:`send_batch_tail` (``message_codec.frame_records``),
