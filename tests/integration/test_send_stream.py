@@ -11,7 +11,6 @@ import grpc
 import pytest
 
 from pocketmq.broker.broker import Broker
-from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import Message, MessageQueue, Producer, SendStatus
 from pocketmq.client.config import Transport
@@ -20,7 +19,7 @@ from pocketmq.client.idempotence import stamp
 from pocketmq.client.message_codec import decode_messages, encode_message
 from pocketmq.client.remoting import Remoting
 from pocketmq.common.message import encode_record, pack_host
-from pocketmq.nameserver import NameServer, NamesrvConfig
+from pocketmq.nameserver import NameServer
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc
 
@@ -30,34 +29,22 @@ SEND_STREAM = "/pocketmq.v1.Broker/SendStream"
 
 
 @pytest.fixture
-async def single(tmp_path, eventually) -> AsyncIterator[tuple[NameServer, Broker]]:
+async def single(nameserver, start_broker, eventually) -> AsyncIterator[tuple[NameServer, Broker]]:
     """A nameserver and one broker with topics ``unary`` and ``stream``."""
-    namesrv = NameServer(NamesrvConfig(host="127.0.0.1", port=0))
-    await namesrv.start()
-    broker = Broker(
-        BrokerConfig(
-            broker_name="broker-a",
-            port=0,
-            data_dir=str(tmp_path / "a"),
-            grpc_v2_port=-1,
-            namesrv_addrs=namesrv.address,
-            commitlog_file_size_bytes=16 * 1024 * 1024,
-            index_slots=1000,
-            index_entries=4000,
-            default_topic_queue_nums=QUEUES,
-        )
+    broker = await start_broker(
+        broker_name="broker-a",
+        port=0,
+        grpc_v2_port=-1,
+        namesrv_addrs=nameserver.address,
+        default_topic_queue_nums=QUEUES,
     )
-    await broker.start()
     for topic in ("unary", "stream"):
         broker.topics.create(
             BrokerTopicConfig(topic_name=topic, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
         )
-    await eventually(lambda: namesrv.route_table.get_route("stream") is not None, what="routes")
-    try:
-        yield namesrv, broker
-    finally:
-        await broker.stop(0)
-        await namesrv.stop(0)
+    route = nameserver.route_table.get_route
+    await eventually(lambda: route("stream") is not None, what="routes")
+    yield nameserver, broker
 
 
 def stored(broker: Broker, topic: str, queue_id: int) -> list[bytes]:
