@@ -104,6 +104,10 @@ class MessageStore(Protocol):
         """The stored record at a commit-log offset (what an offset msg id names)."""
         ...
 
+    def log_end_offset(self) -> int:
+        """The commit log's end: where the next record is appended."""
+        ...
+
     @property
     def producers(self) -> ProducerStateTable:
         """Idempotent producers' state: ids, epochs and each queue's last sequences,

@@ -611,6 +611,9 @@ class DefaultMessageStore:
     def read_record(self, phys_offset: int) -> bytes | None:
         return self.commitlog.read_record(phys_offset)
 
+    def log_end_offset(self) -> int:
+        return self.commitlog.max_offset
+
     def query_by_key(
         self,
         topic: str,

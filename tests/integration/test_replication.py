@@ -324,6 +324,42 @@ async def test_a_sync_master_answers_an_idempotent_retry_as_unreplicated_as_its_
     assert master.store.max_offset(TOPIC, 0) == 1
 
 
+async def test_a_sync_master_answers_a_retry_of_an_unkept_offset_only_once_replicated(
+    namesrv, pair_config, start_broker, eventually
+):
+    """The table keeps the places of a queue's last 256 records: an older retry is
+    answered without its offsets (-1, as Kafka's DUPLICATE_SEQUENCE_NUMBER), and still
+    not SEND_OK before the replicas hold the master's log up to where it lies."""
+    from pocketmq.client.idempotence import stamp
+    from pocketmq.client.message_codec import encode_message
+
+    master_cfg, _ = pair_config("SYNC_MASTER")
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 1)
+
+    def numbered(pid: int, seq: int) -> bytes:
+        return encode_message(
+            Message(topic=TOPIC, body=b"m%d" % seq),
+            queue_id=0,
+            uniq_key=stamp(f"K{seq}", pid, 0, seq),
+            born_host=pack_host(("127.0.0.1", 1)),
+            born_timestamp_ms=1,
+        )
+
+    async with grpc.aio.insecure_channel(master.address) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        pid = (await stub.InitProducerId(pb.InitProducerIdRequest(topics=[TOPIC]))).producer_id
+        first = await stub.SendBatch(
+            pb.SendBatchRequest(records=b"".join(numbered(pid, seq) for seq in range(300)))
+        )
+        again = await stub.SendMessage(pb.SendMessageRequest(record=numbered(pid, 0)))
+    assert first.status == pb.SLAVE_NOT_AVAILABLE
+    assert list(again.duplicates) == [True]
+    assert list(again.queue_offsets) == [-1], "seq 0 is older than the table's window"
+    assert again.status == pb.SLAVE_NOT_AVAILABLE
+    assert master.store.max_offset(TOPIC, 0) == 300
+
+
 async def test_a_replica_promoted_between_a_frames_append_and_its_dispatch_serves_every_message(
     namesrv, pair_config, start_broker, eventually
 ):

@@ -140,9 +140,24 @@ class AckCheck:
 
 
 def check_acks(acks: list[Ack], stored: dict[tuple[int, int], str]) -> AckCheck:
+    """Each ack found where it says its message is. An ack without an offset (-1: a
+    retry the broker answered as a duplicate of a record whose offset it no longer
+    keeps, as Kafka's DUPLICATE_SEQUENCE_NUMBER does) is looked up by its message id
+    in its queue instead."""
     kept, lost, misplaced = 0, [], []
     highest_kept: dict[int, int] = {}
+    by_queue: dict[int, set[str]] | None = None
     for ack in acks:
+        if ack.queue_offset < 0:
+            if by_queue is None:
+                by_queue = {}
+                for (queue_id, _), msg_id in stored.items():
+                    by_queue.setdefault(queue_id, set()).add(msg_id)
+            if ack.msg_id in by_queue.get(ack.queue_id, ()):
+                kept += 1
+            else:
+                lost.append(ack)
+            continue
         at = stored.get((ack.queue_id, ack.queue_offset))
         if at == ack.msg_id:
             kept += 1

@@ -146,6 +146,9 @@ class FakeStore:
     def read_record(self, phys_offset):
         return self.by_phys.get(phys_offset)
 
+    def log_end_offset(self):
+        return max((p + len(r) for p, r in self.by_phys.items()), default=0)
+
     def query_by_key(
         self, topic, key, *, max_count=None, begin_timestamp_ms=0, end_timestamp_ms=None
     ):
