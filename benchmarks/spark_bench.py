@@ -232,6 +232,13 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--write", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="untimed runs of each path first (Spark's planner is still being compiled "
+        "by the JVM's JIT for several queries: more runs measure a warm session)",
+    )
     parser.add_argument("--only", default="broker,store,ceiling,write")
     parser.add_argument("--broker-toml", default="")
     parser.add_argument(
@@ -325,7 +332,8 @@ def main() -> int:
         )
         for key, label, expected, action in paths:
             if key in only:
-                action()  # warm-up: a path's first run pays its imports, channels, routes
+                for _ in range(max(args.warmup, 1)):
+                    action()  # a path's first run pays its imports, channels, routes
                 timed(label, expected, action, args.repeat, server.pid)
         print(f"load average after: {os.getloadavg()[0]:.1f}")
         spark.stop()
