@@ -324,12 +324,17 @@ class SendMessageProcessor:
                 queue_offsets.append(outcome.queue_offsets[at[i]])
                 phys_offsets.append(outcome.phys_offsets[at[i]])
         status = outcome.status if outcome is not None else SendStatus.SEND_OK
+        # A retry is answered as its original would be now: on a SYNC_FLUSH store once it
+        # is durable (its original may have timed out on the flush, or still wait for
+        # it), on a SYNC_MASTER once the replicas hold it (an isolated master's tail is
+        # not SEND_OK). An original whose place is no longer kept (-1) lies below the
+        # log's end.
+        ends = [d.end_phys_offset for d in dups.values()]
+        end = self._store.log_end_offset() if min(ends) < 0 else max(ends)
+        flush = self._store.flush_request(end) if status is SendStatus.SEND_OK else None
+        if flush is not None and await asyncio.wrap_future(flush) is not PutStatus.PUT_OK:
+            status = SendStatus.FLUSH_DISK_TIMEOUT
         if self._replica_wait is not None and status is SendStatus.SEND_OK:
-            # A retry is answered as its original would be now: on a SYNC_MASTER only
-            # once the replicas hold it (an isolated master's tail is not SEND_OK). An
-            # original whose place is no longer kept (-1) lies below the log's end.
-            ends = [d.end_phys_offset for d in dups.values()]
-            end = self._store.log_end_offset() if min(ends) < 0 else max(ends)
             replicated = await self._replica_wait(end)
             if replicated.value != "OK":
                 status = SendStatus(replicated.value)

@@ -9,12 +9,13 @@ thread; none of them blocks on the disk (flushes run in worker threads).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 from typing import Protocol
 
 from pocketmq.broker.store.batch import ScannedBatch
 from pocketmq.broker.store.flush import DurationHistogram
 from pocketmq.broker.store.producer_state import ProducerStateTable
-from pocketmq.broker.store.results import GetResult, PutResult, RecoveryReport
+from pocketmq.broker.store.results import GetResult, PutResult, PutStatus, RecoveryReport
 from pocketmq.common.progress import ProgressCallback
 
 __all__ = ["ArrivalListener", "MessageStore"]
@@ -106,6 +107,11 @@ class MessageStore(Protocol):
 
     def log_end_offset(self) -> int:
         """The commit log's end: where the next record is appended."""
+        ...
+
+    def flush_request(self, end_offset: int) -> Future[PutStatus] | None:
+        """On a SYNC_FLUSH store, a future resolved once every byte below *end_offset* is
+        durable (PUT_OK, or FLUSH_DISK_TIMEOUT as a put's); None on an ASYNC_FLUSH one."""
         ...
 
     @property

@@ -23,6 +23,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from pocketmq.broker.store.api import ArrivalListener
@@ -613,6 +614,9 @@ class DefaultMessageStore:
 
     def log_end_offset(self) -> int:
         return self.commitlog.max_offset
+
+    def flush_request(self, end_offset: int) -> Future[PutStatus] | None:
+        return None if self._group_commit is None else self._group_commit.request(end_offset)
 
     def query_by_key(
         self,

@@ -5,6 +5,7 @@ refused; a real gap is still refused OUT_OF_ORDER_SEQUENCE (broker/idempotence.p
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import grpc
 import pytest
@@ -13,9 +14,12 @@ from storekit import small_config, start_store
 from pocketmq.broker.errors import SequenceGapError
 from pocketmq.broker.idempotence import IdempotenceProcessor
 from pocketmq.broker.send_processor import SendMessageProcessor
+from pocketmq.broker.store.config import FlushDiskType
+from pocketmq.broker.store.io import StoreIO
 from pocketmq.broker.topic_config import TopicConfigManager
 from pocketmq.client.message_codec import encode_messages
 from pocketmq.client.model import Message
+from pocketmq.common.model import SendStatus
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc
 
@@ -137,3 +141,47 @@ async def test_a_waiting_request_leaves_room_for_the_earlier_one_under_the_in_fl
     assert earlier.status == stored_later.status == pb.SEND_OK
     assert list(earlier.queue_offsets) == [0, 1]
     assert list(stored_later.queue_offsets) == [2, 3]
+
+
+class HeldSyncIO(StoreIO):
+    """A disk whose syncs wait until the test lets them through."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def sync(self, fd: int) -> None:
+        self.release.wait(timeout=30)
+        super().sync(fd)
+
+
+async def test_on_a_sync_flush_store_a_retry_is_answered_once_its_original_is_durable(
+    tmp_path,
+) -> None:
+    io = HeldSyncIO()
+    config = small_config(tmp_path / "store", flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    store, _ = start_store(config, io=io)
+    topics = TopicConfigManager(
+        str(tmp_path / "config"), broker_name="b", cluster_name="c", auto_create_enable=True
+    )
+    topics.load()
+    store.producers.register(PID, 0, store.clock.now_ms())
+    send = SendMessageProcessor(
+        store,
+        topics,
+        store_host=("127.0.0.1", 10911),
+        idempotence=IdempotenceProcessor(store),
+    )
+    try:
+        original = asyncio.create_task(send.send(numbered(0, 1)))
+        await until(lambda: store.commitlog.max_offset > 0)
+        retry = asyncio.create_task(send.send(numbered(0, 1)))  # the answer was lost
+        await asyncio.sleep(0.2)
+        assert not retry.done(), "a retry was acknowledged before its record was durable"
+        io.release.set()
+        first, again = await original, await retry
+        assert again.duplicates == [True] and again.queue_offsets == first.queue_offsets
+        assert first.status is again.status is SendStatus.SEND_OK
+        assert store.commitlog.queue.flushed_offset >= store.commitlog.max_offset
+    finally:
+        io.release.set()
+        store.shutdown()

@@ -149,6 +149,9 @@ class FakeStore:
     def log_end_offset(self):
         return max((p + len(r) for p, r in self.by_phys.items()), default=0)
 
+    def flush_request(self, end_offset):
+        return None
+
     def query_by_key(
         self, topic, key, *, max_count=None, begin_timestamp_ms=0, end_timestamp_ms=None
     ):
