@@ -22,6 +22,12 @@ the replica dials ``--ha-master-address``); the client runs here on uvloop.
   steady where the msgs/s share swings with the neighbours.
   ``--runs N`` repeats the three (each replicated run against the single
   broker of its own round) and prints the median shares;
+* the control, in each round: the single broker again, beside processes that
+  keep as many cores busy copying memory as the ASYNC run's replica used
+  (its CPU µs per message x its msgs/s): what any process of the replica's
+  size costs a broker on this machine, so the share it leaves is the most a
+  replica of that CPU could leave, and the gap down to the ASYNC share is the
+  replication's own cost on the master;
 * SendMessage one at a time (c=1) on SYNC_MASTER + replica: p50 / p99;
 * catch-up: a replica started empty against a master holding --catchup-mib
   MiB, MB/s from its first copied byte to the master's end (producers idle);
@@ -87,9 +93,10 @@ def own_stat() -> tuple[float, int]:
 
 async def measured_send(
     group: Brokers, port: int, n: int, replica: int | None = None
-) -> tuple[float, float, str]:
+) -> tuple[float, float, str, list[float]]:
     """SendBatch msg/s, the CPU µs per message of every process together, and the
-    CPU µs and minor page faults per message of each broker and of this client.
+    CPU µs and minor page faults per message of each broker and of this client
+    (as text, and the µs as a list: brokers in start order, then the client).
     The batches are encoded before the clock and the CPU counters start; with a
     *replica*, its figures are read once it has caught up (an ASYNC_MASTER's
     replica is still appending when the last send returns)."""
@@ -108,8 +115,8 @@ async def measured_send(
         for name, a, b in zip([*names, "client"], before, after, strict=True)
     )
     faults = " ".join(f"{(b[1] - a[1]) / sent:.2f}" for a, b in zip(before, after, strict=True))
-    total = sum(b[0] - a[0] for a, b in zip(before, after, strict=True)) * 1e6 / sent
-    return rate, total, f"CPU us/msg: {cpu}  (faults/msg {faults})"
+    each = [(b[0] - a[0]) * 1e6 / sent for a, b in zip(before, after, strict=True)]
+    return rate, sum(each), f"CPU us/msg: {cpu}  (faults/msg {faults})", each
 
 
 def pct(values: list[float], q: float) -> float:
@@ -278,19 +285,54 @@ async def pair(group: Brokers, role: str) -> tuple[int, int]:
     return master, replica
 
 
+#: a stand-in for a replica's load on the machine: *frac* of a core spent copying 1 MiB
+#: buffers (memory traffic, as a replica's receive and append), in 2 ms duty cycles
+BURNER = """
+import sys, time
+frac = float(sys.argv[1])
+src, dst = bytearray(1 << 20), bytearray(1 << 20)
+while True:
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 0.002 * frac:
+        dst[:] = src
+    time.sleep(0.002 * (1 - frac))
+"""
+
+
+@contextlib.contextmanager
+def burner(cores: float) -> Iterator[None]:
+    """Processes that keep *cores* cores busy with memory copies until the block ends."""
+    procs = []
+    left = cores
+    while left > 0.01:
+        procs.append(subprocess.Popen([sys.executable, "-c", BURNER, f"{min(left, 1.0):.3f}"]))
+        left -= 1.0
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
 async def throughput_round(n: int, shares: dict[str, list[float]]) -> None:
-    """Single broker, ASYNC_MASTER + replica, SYNC_MASTER + replica: one after another."""
+    """Single broker, ASYNC_MASTER + replica, SYNC_MASTER + replica: one after another;
+    then the control: the single broker again beside a burner of the ASYNC replica's
+    cores (what any process of that CPU costs the broker on this machine)."""
     with brokers() as group:
         port, _ = group.start("single")
-        single, single_cpu, cpu = await measured_send(group, port, n)
+        single, single_cpu, cpu, _each = await measured_send(group, port, n)
     print(
         f"SendBatch x{BATCH} 1 KiB, 4 calls  single broker        {single:>10,.0f} msg/s "
         f"({single * len(BODY) / 1e6:,.0f} MB/s)            {cpu}"
     )
+    replica_cores = 0.0
     for role, target in (("ASYNC_MASTER", 0.7), ("SYNC_MASTER", 0.6)):
         with brokers() as group:
             master, replica = await pair(group, role)
-            rate, total_cpu, cpu = await measured_send(group, master, n, replica)
+            rate, total_cpu, cpu, each = await measured_send(group, master, n, replica)
+        if role == "ASYNC_MASTER":
+            replica_cores = each[1] * rate / 1e6
         shares[role].append(rate / single)
         shares[f"{role} by CPU"].append(single_cpu / total_cpu)
         print(
@@ -298,6 +340,18 @@ async def throughput_round(n: int, shares: dict[str, list[float]]) -> None:
             f"= {rate / single:4.0%} of single (target >= {target:.0%}), "
             f"{single_cpu / total_cpu:4.0%} by CPU  {cpu}"
         )
+    with brokers() as group:
+        port, _ = group.start("single")
+        await send_batches(port, encode_batches(20 * BATCH))  # warm, as the run above
+        with burner(replica_cores):
+            await asyncio.sleep(0.3)
+            control, _cpu, cpu, _each = await measured_send(group, port, n)
+    shares["control"].append(control / single)
+    print(
+        f"SendBatch x{BATCH} 1 KiB, 4 calls  single + burner {replica_cores:.2f} core "
+        f"{control:>8,.0f} msg/s = {control / single:4.0%} of single (a process using the "
+        f"ASYNC replica's CPU)  {cpu}"
+    )
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -311,7 +365,8 @@ async def run(args: argparse.Namespace) -> None:
             f"{statistics.median(shares['ASYNC_MASTER']):.0%}, SYNC_MASTER+replica "
             f"{statistics.median(shares['SYNC_MASTER']):.0%} of single; by CPU "
             f"{statistics.median(shares['ASYNC_MASTER by CPU']):.0%} and "
-            f"{statistics.median(shares['SYNC_MASTER by CPU']):.0%}"
+            f"{statistics.median(shares['SYNC_MASTER by CPU']):.0%}; single beside a burner "
+            f"of the replica's cores {statistics.median(shares['control']):.0%}"
         )
     if args.throughput_only:
         return
