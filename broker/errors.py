@@ -22,6 +22,10 @@
      │    │                                (ha/role.py)
      │    ├── SequenceGapError             an idempotent producer's record leaves a gap in its
      │    │                                queue's sequence (OUT_OF_ORDER_SEQUENCE)
+     │    ├── NotDurableError              a copy the broker stored itself (a consumer's
+     │    │                                send-back) is not yet durable as its role asks:
+     │    │                                flush or replicas (FLUSH_DISK_TIMEOUT,
+     │    │                                FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE)
      │    └── PutRejectedError             the store refused a put; carries its PutStatus
      ├── MetadataError                     topics.json / consumerOffset.json and their .bak
      │                                     are both unreadable: the broker will not start
@@ -61,6 +65,7 @@ __all__ = [
     "IllegalArgumentError",
     "MetadataError",
     "NoPermissionError",
+    "NotDurableError",
     "PutRejectedError",
     "ResourceNotFoundError",
     "SequenceGapError",
@@ -136,6 +141,14 @@ class SequenceGapError(BrokerError):
     """A record's sequence leaves a gap; the producer retries the missing ones first."""
 
     default_reason = "OUT_OF_ORDER_SEQUENCE"
+
+
+class NotDurableError(BrokerError):
+    """A copy this broker stored on a client's behalf (a consumer's send-back) is not
+    durable as the broker's role asks (flushed on SYNC_FLUSH, held by the in-sync
+    replicas on a SYNC_MASTER); ``reason`` says which. The client keeps the original
+    (it consumes it again) instead of counting on the copy: RocketMQ's SYSTEM_ERROR
+    for a send-back whose put was not PUT_OK."""
 
 
 class PutRejectedError(BrokerError):

@@ -18,6 +18,7 @@ from pocketmq.broker.errors import (
     FailedPreconditionError,
     IllegalArgumentError,
     NoPermissionError,
+    NotDurableError,
     PutRejectedError,
     ResourceNotFoundError,
     SequenceGapError,
@@ -46,6 +47,7 @@ GRPC_CODES: dict[type[BrokerError] | PutStatus | GetStatus, grpc.StatusCode] = {
     FailedPreconditionError: Code.FAILED_PRECONDITION,
     BrokerNotMasterError: Code.FAILED_PRECONDITION,
     SequenceGapError: Code.OUT_OF_RANGE,
+    NotDurableError: Code.UNAVAILABLE,  # retriable: the client consumes the original again
     # put statuses (PutRejectedError carries one)
     PutStatus.PUT_OK: Code.OK,
     PutStatus.FLUSH_DISK_TIMEOUT: Code.OK,  # stored; the reply says FLUSH_DISK_TIMEOUT

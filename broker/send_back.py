@@ -47,11 +47,13 @@ from pocketmq.broker.delay_levels import (
 from pocketmq.broker.errors import (
     IllegalArgumentError,
     NoPermissionError,
+    NotDurableError,
     PutRejectedError,
     ResourceNotFoundError,
     SystemBusyError,
 )
 from pocketmq.broker.reput import reput
+from pocketmq.broker.send_processor import ReplicaWait
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import PutResult, PutStatus
 from pocketmq.broker.topic_config import (
@@ -163,8 +165,12 @@ class SendBackProcessor:
         *,
         store_host: tuple[str, int],
         clock: Clock | None = None,
+        replica_wait: ReplicaWait | None = None,
     ) -> None:
+        """*replica_wait*: a SYNC_MASTER's wait for its replicas to hold the log up to an
+        offset (as the send path's), so a copy is answered only once they do."""
         self._store = store
+        self._replica_wait = replica_wait
         self._topics = topics
         self._levels = levels
         self._store_host = store_host
@@ -253,8 +259,7 @@ class SendBackProcessor:
                 reconsume_times=decision.reconsume_times,
                 result=result,
             )
-        if result.flush_future is not None:
-            await asyncio.wrap_future(result.flush_future)
+        await self._durable(result, phys_offset, decision)
         log.debug(
             "message at commit-log offset %d of group %s -> %s (reconsume times %d, "
             "delay level %d)",
@@ -265,6 +270,30 @@ class SendBackProcessor:
             decision.delay_level,
         )
         return decision
+
+    async def _durable(
+        self, result: PutResult, phys_offset: int, decision: SendBackDecision
+    ) -> None:
+        """Until the copy is as durable as a producer's SEND_OK would be (flushed on a
+        SYNC_FLUSH store, held by the replicas on a SYNC_MASTER); NotDurableError when it
+        is not: the consumer then keeps the original (a copy that makes it after all is a
+        redelivery, never a loss)."""
+        status = "OK"
+        if result.flush_future is not None:
+            flushed = await asyncio.wrap_future(result.flush_future)
+            if flushed is not PutStatus.PUT_OK:
+                status = flushed.value
+        if status == "OK" and self._replica_wait is not None:
+            replicated = await self._replica_wait(result.phys_offsets[-1] + result.sizes[-1])
+            status = replicated.value
+        if status != "OK":
+            raise NotDurableError(
+                f"the {'retry' if decision.target is SendBackTarget.RETRY else 'dead-letter'} "
+                f"copy of the message at commit-log offset "
+                f"{phys_offset} is stored in {decision.topic} but not durable yet "
+                f"({status}): consume the message again",
+                reason=status,
+            )
 
     def _read_for(
         self,

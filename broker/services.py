@@ -284,7 +284,12 @@ def _build_message_services(
         idempotence=idempotence,
     )
     send_back = SendBackProcessor(
-        store, topics, cfg.delay_levels, store_host=store_host, clock=clock
+        store,
+        topics,
+        cfg.delay_levels,
+        store_host=store_host,
+        clock=clock,
+        replica_wait=(ha.wait_replicated if ha is not None else None),
     )
     return idempotence, send, send_back
 

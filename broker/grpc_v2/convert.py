@@ -149,6 +149,10 @@ _REASON_CODES = {
     "WHEEL_TIMER_NOT_ENABLE": d.ILLEGAL_DELIVERY_TIME,
     "SUBSCRIPTION_PARSE_FAILED": d.ILLEGAL_FILTER_EXPRESSION,
     "TRANSACTION_NOT_FOUND": d.INVALID_TRANSACTION_ID,
+    # NotDurableError: stored here, not yet as durable as the broker's role asks
+    "FLUSH_DISK_TIMEOUT": d.MASTER_PERSISTENCE_TIMEOUT,
+    "FLUSH_SLAVE_TIMEOUT": d.SLAVE_PERSISTENCE_TIMEOUT,
+    "SLAVE_NOT_AVAILABLE": d.HA_NOT_AVAILABLE,
 }
 _CLASS_CODES: tuple[tuple[type[BrokerError], int], ...] = (
     (IllegalArgumentError, d.BAD_REQUEST),

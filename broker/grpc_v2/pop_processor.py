@@ -49,7 +49,12 @@ import logging
 from dataclasses import dataclass
 
 from pocketmq.broker.consumer_offsets import ConsumerOffsetManager
-from pocketmq.broker.errors import IllegalArgumentError, ResourceNotFoundError, SystemBusyError
+from pocketmq.broker.errors import (
+    IllegalArgumentError,
+    NotDurableError,
+    ResourceNotFoundError,
+    SystemBusyError,
+)
 from pocketmq.broker.grpc_v2.pop_journal import (
     InFlight,
     PopJournal,
@@ -467,20 +472,35 @@ class PopMessageProcessor:
                     await self._dead_letter(key, offset, entry)
 
     async def _dead_letter(self, key: QueueKey, offset: int, entry: InFlight) -> None:
-        """Store the message in %DLQ%{group}, then end it for the group."""
+        """Store the message in %DLQ%{group}, then end it for the group. A copy stored
+        here but not yet flushed or replicated as the broker's role asks ends it too:
+        moving it again would store another copy at each receive, and a dead letter is
+        the end of its delivery anyway (logged)."""
         group, topic, _ = key
         self._moving.add((key, offset))
         try:
             msg = self._read(key, offset)
             if msg is not None:
-                await self._send_back.send_back(
-                    group=group,
-                    phys_offset=msg.phys_offset,
-                    delay_level=-1,
-                    origin_topic=topic,
-                    origin_msg_id=msg.uniq_key,
-                    max_reconsume_times=self.max_delivery_attempts - 1,
-                )
+                try:
+                    await self._send_back.send_back(
+                        group=group,
+                        phys_offset=msg.phys_offset,
+                        delay_level=-1,
+                        origin_topic=topic,
+                        origin_msg_id=msg.uniq_key,
+                        max_reconsume_times=self.max_delivery_attempts - 1,
+                    )
+                except NotDurableError as exc:
+                    log.warning(
+                        "the dead-letter copy of message %s (%s:%d:%d) is stored but not "
+                        "durable yet (%s); it is ended for group %s all the same",
+                        msg.uniq_key or "?",
+                        topic,
+                        key[2],
+                        offset,
+                        exc.reason,
+                        group,
+                    )
                 log.info(
                     "message %s (%s:%d:%d) of group %s -> %%DLQ%%%s after %d deliveries",
                     msg.uniq_key or "?",

@@ -91,6 +91,26 @@ log = logging.getLogger(__name__)
 REFUSAL_WAIT_S = 1.0
 
 
+#: a SendStatus other than SEND_OK as a v2 status: the message is stored on this broker,
+#: not yet durable as its role asks (the RocketMQ proxy's mapping)
+_NOT_DURABLE = {
+    SendStatus.FLUSH_DISK_TIMEOUT: (
+        d.MASTER_PERSISTENCE_TIMEOUT,
+        "stored, but not on disk within sync_flush_timeout_ms (FLUSH_DISK_TIMEOUT)",
+    ),
+    SendStatus.FLUSH_SLAVE_TIMEOUT: (
+        d.SLAVE_PERSISTENCE_TIMEOUT,
+        "stored on the master, but its in-sync replicas did not acknowledge it within "
+        "slave_timeout_ms (FLUSH_SLAVE_TIMEOUT)",
+    ),
+    SendStatus.SLAVE_NOT_AVAILABLE: (
+        d.HA_NOT_AVAILABLE,
+        "stored on the master, but fewer replicas than min_sync_replicas are in sync "
+        "(SLAVE_NOT_AVAILABLE)",
+    ),
+}
+
+
 class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     def __init__(
         self,
@@ -288,11 +308,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         if self._trace is not None and traced is not None:
             self._trace.sent(msg, traced, started=started, outcome=outcome)
         entry = s.SendResultEntry(
-            status=status()
-            if outcome.status is SendStatus.SEND_OK
-            else status(
-                d.MASTER_PERSISTENCE_TIMEOUT, "stored, but not on disk within sync_flush_timeout_ms"
-            ),
+            status=status(*_NOT_DURABLE[outcome.status])
+            if outcome.status in _NOT_DURABLE
+            else status(),
             message_id=msg.system_properties.message_id,
             offset=outcome.queue_offsets[0],
         )

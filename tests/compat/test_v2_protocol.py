@@ -280,3 +280,30 @@ async def test_bytes_that_are_not_the_rpcs_message_are_refused_as_invalid(v2_clu
             await raw(b"\xff\xff\xff\xff", metadata=META)
     assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "not a valid message" in caught.value.details()
+
+
+async def test_a_sync_master_without_an_in_sync_replica_answers_ha_not_available(
+    v2_cluster, tmp_path
+):
+    """The RocketMQ proxy's codes for a message stored but not yet as durable as the
+    broker's role asks: SLAVE_NOT_AVAILABLE is HA_NOT_AVAILABLE (not a flush timeout)."""
+    broker = Broker(
+        BrokerConfig(
+            **SMALL,
+            broker_name="broker-sync",
+            broker_role="SYNC_MASTER",
+            ha_port=0,
+            data_dir=str(tmp_path / "broker-sync"),
+            namesrv_addrs=v2_cluster.namesrv.address,
+        )
+    )
+    await broker.start()
+    try:
+        assert broker.grpc_v2 is not None
+        async with grpc.aio.insecure_channel(broker.grpc_v2.address) as channel:
+            reply = await V2(service_pb2_grpc.MessagingServiceStub(channel)).send("TopicSync")
+        (entry,) = reply.entries
+        assert entry.status.code == d.HA_NOT_AVAILABLE, d.Code.Name(entry.status.code)
+        assert "SLAVE_NOT_AVAILABLE" in entry.status.message
+    finally:
+        await broker.stop(0)

@@ -360,6 +360,77 @@ async def test_a_sync_master_answers_a_retry_of_an_unkept_offset_only_once_repli
     assert master.store.max_offset(TOPIC, 0) == 300
 
 
+async def test_a_sync_master_refuses_a_send_back_no_replica_holds_so_the_consumer_keeps_it(
+    namesrv, pair_config, start_broker, eventually
+):
+    """A consumer's send-back is acknowledged as a SYNC send would be: with no replica in
+    sync the retry copy could die with the master, so the call fails UNAVAILABLE (the
+    consumer consumes the message again), and succeeds once a replica holds it."""
+    master_cfg, replica_cfg = pair_config("SYNC_MASTER")
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 1)
+    async with grpc.aio.insecure_channel(master.address) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        sent = await stub.SendMessage(
+            pb.SendMessageRequest(
+                record=encode_record(topic=TOPIC, body=b"x", born_host=pack_host(("127.0.0.1", 1)))
+            )
+        )
+        assert sent.status == pb.SLAVE_NOT_AVAILABLE
+        back = pb.ConsumerSendMsgBackRequest(
+            group="cg", phys_offset=sent.phys_offsets[0], origin_topic=TOPIC
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.ConsumerSendMsgBack(back)
+        assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
+        assert "SLAVE_NOT_AVAILABLE" in refused.value.details()
+        assert "consume the message again" in refused.value.details()
+        replica = await start_broker(replica_cfg)
+        await eventually(
+            lambda: replica.store.commitlog.max_offset == master.store.commitlog.max_offset,
+            what="the replica caught up",
+        )
+        await stub.ConsumerSendMsgBack(back)  # held by the replica: acknowledged
+
+
+async def test_a_push_consumer_whose_send_back_is_not_replicated_consumes_the_message_again(
+    namesrv, pair_config, start_broker, eventually
+):
+    from pocketmq.client import ConsumeResult, PushConsumer
+
+    master_cfg, _ = pair_config("SYNC_MASTER")
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 1)
+    async with grpc.aio.insecure_channel(master.address) as channel:
+        sent = await broker_pb2_grpc.BrokerStub(channel).SendMessage(
+            pb.SendMessageRequest(
+                record=encode_record(
+                    topic=TOPIC, body=b"again", born_host=pack_host(("127.0.0.1", 1))
+                )
+            )
+        )
+    assert sent.status == pb.SLAVE_NOT_AVAILABLE  # stored on the master alone
+    seen: list[tuple[bytes, int]] = []
+    consumer = PushConsumer(
+        group="cg-local", namesrv=namesrv.address, consume_from="first", rebalance_interval_s=1.0
+    )
+    consumer.subscribe(TOPIC)
+
+    @consumer.listener
+    async def handle(messages):
+        seen.extend((m.body, m.phys_offset) for m in messages)
+        return ConsumeResult.RECONSUME_LATER if len(seen) == 1 else ConsumeResult.SUCCESS
+
+    await consumer.start()
+    try:
+        await eventually(lambda: len(seen) >= 2, timeout_s=30, what="a local redelivery")
+    finally:
+        await consumer.shutdown()
+    # the original again (its own commit-log offset), not the retry copy the master
+    # stored and no replica holds
+    assert seen[:2] == [(b"again", sent.phys_offsets[0])] * 2
+
+
 async def test_a_replica_promoted_between_a_frames_append_and_its_dispatch_serves_every_message(
     namesrv, pair_config, start_broker, eventually
 ):
