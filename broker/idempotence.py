@@ -41,11 +41,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import secrets
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pocketmq.broker.durability import OK, ReplicaWait, wait_durable
 from pocketmq.broker.errors import (
     BrokerError,
     BrokerNotMasterError,
@@ -98,6 +100,9 @@ _ERRORS: dict[StateErrorKind, Callable[[str], BrokerError]] = {
     StateErrorKind.REPEATED: lambda m: IllegalArgumentError(m, reason="SEQUENCE_REPEATED"),
     StateErrorKind.FULL: lambda m: SystemBusyError(m, reason="PRODUCER_ID_LIMIT"),
 }
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,6 +158,7 @@ class IdempotenceProcessor:
         *,
         clock: Clock | None = None,
         not_master: Callable[[], BrokerNotMasterError | None] | None = None,
+        replica_wait: ReplicaWait | None = None,
         wait_ms: int = WAIT_MS,
         max_waiters_per_queue: int = MAX_WAITERS_PER_QUEUE,
         max_waiters: int = MAX_WAITERS,
@@ -162,6 +168,7 @@ class IdempotenceProcessor:
         self._table: ProducerStateTable = store.producers
         self._clock = clock or SystemClock()
         self._not_master = not_master
+        self._replica_wait = replica_wait
         self._wait_s = wait_ms / 1000
         self._max_waiters_per_queue = max_waiters_per_queue
         self._max_waiters = max_waiters
@@ -173,9 +180,16 @@ class IdempotenceProcessor:
         self.waited = 0  # requests that waited for earlier ones (and were then checked again)
 
     # -- InitProducerId -----------------------------------------------------------------
-    def init_producer_id(
+    async def init_producer_id(
         self, *, producer_group: str, identity: str, topics: list[str]
     ) -> ProducerInit:
+        """A producer id: a fresh one, or a named identity's with its epoch raised by a
+        record in the log, answered once that record is as durable as a send would be
+        (flushed on SYNC_FLUSH, replicated on a SYNC_MASTER), so that a replica promoted
+        after the answer fences the older instances too. When it cannot be (no replica
+        in sync, a timeout), the id is answered all the same, as a send is stored and
+        answered SLAVE_NOT_AVAILABLE: refusing would stop every named producer while a
+        replica is away."""
         if self._not_master is not None:
             refusal = self._not_master()
             if refusal is not None:
@@ -203,11 +217,24 @@ class IdempotenceProcessor:
             topic=PRODUCER_EPOCH_TOPIC,
             queue_id=0,
             body=identity.encode(),
-            properties={PROPERTY_IDEMPOTENCE: f"{pid}.{epoch}.-1"},
+            # The stamp is a record's last property and the scanners find it behind the
+            # separator of the one before: alone it went unseen by a replica's dispatch
+            # (only recovery's parse saw it), so a promoted replica did not fence.
+            properties={"PMQ_IDENTITY": identity, PROPERTY_IDEMPOTENCE: f"{pid}.{epoch}.-1"},
         )
         if result.status is not PutStatus.PUT_OK:
             raise PutRejectedError(result.status, result.error or result.status.value)
         entry = table.register(pid, epoch, now)
+        end = result.phys_offsets[-1] + result.sizes[-1]
+        reached = await wait_durable(result.flush_future, end, self._replica_wait)
+        if reached != OK:
+            log.info(
+                "epoch %d of producer identity %r is stored but not durable yet (%s): a "
+                "replica promoted before it gets the record does not fence older instances",
+                epoch,
+                identity,
+                reached,
+            )
         return ProducerInit(
             producer_id=pid,
             epoch=epoch,

@@ -27,7 +27,6 @@ the record, applies it and stores the copy.
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import logging
 import random
@@ -44,6 +43,7 @@ from pocketmq.broker.delay_levels import (
     DelayLevels,
     schedule_properties,
 )
+from pocketmq.broker.durability import OK, ReplicaWait, wait_durable
 from pocketmq.broker.errors import (
     IllegalArgumentError,
     NoPermissionError,
@@ -53,7 +53,6 @@ from pocketmq.broker.errors import (
     SystemBusyError,
 )
 from pocketmq.broker.reput import reput
-from pocketmq.broker.send_processor import ReplicaWait
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import PutResult, PutStatus
 from pocketmq.broker.topic_config import (
@@ -278,15 +277,9 @@ class SendBackProcessor:
         SYNC_FLUSH store, held by the replicas on a SYNC_MASTER); NotDurableError when it
         is not: the consumer then keeps the original (a copy that makes it after all is a
         redelivery, never a loss)."""
-        status = "OK"
-        if result.flush_future is not None:
-            flushed = await asyncio.wrap_future(result.flush_future)
-            if flushed is not PutStatus.PUT_OK:
-                status = flushed.value
-        if status == "OK" and self._replica_wait is not None:
-            replicated = await self._replica_wait(result.phys_offsets[-1] + result.sizes[-1])
-            status = replicated.value
-        if status != "OK":
+        end = result.phys_offsets[-1] + result.sizes[-1]
+        status = await wait_durable(result.flush_future, end, self._replica_wait)
+        if status != OK:
             raise NotDurableError(
                 f"the {'retry' if decision.target is SendBackTarget.RETRY else 'dead-letter'} "
                 f"copy of the message at commit-log offset "

@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pocketmq.broker.delay_levels import PROPERTY_DELAY, DelayLevels, rewrite_delayed
+from pocketmq.broker.durability import OK, ReplicaWait, wait_durable
 from pocketmq.broker.errors import (
     BrokerError,
     BrokerNotMasterError,
@@ -77,16 +78,21 @@ _U16 = struct.Struct(">H")
 _AFTER_STOREHOST = 4 + 8
 
 
+#: wait_durable's shortfall as a send's status (a failed flush, too, is FLUSH_DISK_TIMEOUT)
+_SHORT_OF = {
+    s.value: s
+    for s in (
+        SendStatus.FLUSH_DISK_TIMEOUT,
+        SendStatus.FLUSH_SLAVE_TIMEOUT,
+        SendStatus.SLAVE_NOT_AVAILABLE,
+    )
+}
+
 # BatchError kinds of the store's scan -> the reason a refusal carries.
 _BATCH_REASONS = {
     "properties": "PROPERTIES_SIZE_EXCEEDED",
     "body_too_large": "MESSAGE_BODY_TOO_LARGE",
 }
-
-
-#: after a put on a SYNC_MASTER: wait until replicas hold the log up to the offset given;
-#: answers "OK", "FLUSH_SLAVE_TIMEOUT" or "SLAVE_NOT_AVAILABLE"
-ReplicaWait = Callable[[int], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -331,13 +337,10 @@ class SendMessageProcessor:
         # log's end.
         ends = [d.end_phys_offset for d in dups.values()]
         end = self._store.log_end_offset() if min(ends) < 0 else max(ends)
-        flush = self._store.flush_request(end) if status is SendStatus.SEND_OK else None
-        if flush is not None and await asyncio.wrap_future(flush) is not PutStatus.PUT_OK:
-            status = SendStatus.FLUSH_DISK_TIMEOUT
-        if self._replica_wait is not None and status is SendStatus.SEND_OK:
-            replicated = await self._replica_wait(end)
-            if replicated.value != "OK":
-                status = SendStatus(replicated.value)
+        if status is SendStatus.SEND_OK:
+            reached = await wait_durable(self._store.flush_request(end), end, self._replica_wait)
+            if reached != OK:
+                status = _SHORT_OF.get(reached, SendStatus.FLUSH_DISK_TIMEOUT)
         return SendOutcome(
             status=status,
             store_timestamp_ms=outcome.store_timestamp_ms if outcome is not None else stamp,

@@ -269,7 +269,10 @@ def _build_message_services(
 ) -> tuple[IdempotenceProcessor, SendMessageProcessor, SendBackProcessor]:
     """idempotence, send and send_back: the services that write producers' records."""
     idempotence = IdempotenceProcessor(
-        store, clock=clock, not_master=ha.not_master if ha is not None else None
+        store,
+        clock=clock,
+        not_master=ha.not_master if ha is not None else None,
+        replica_wait=(ha.wait_replicated if ha is not None else None),
     )
     send = SendMessageProcessor(
         store,

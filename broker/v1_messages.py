@@ -63,7 +63,7 @@ class MessageRpcs(ServicerParts):
             raise FailedPreconditionError(
                 "this broker hands out no producer ids", reason="UNSUPPORTED"
             )
-        init = self._idempotence.init_producer_id(
+        init = await self._idempotence.init_producer_id(
             producer_group=request.producer_group,
             identity=request.identity,
             topics=list(request.topics),

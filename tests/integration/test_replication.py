@@ -431,6 +431,49 @@ async def test_a_push_consumer_whose_send_back_is_not_replicated_consumes_the_me
     assert seen[:2] == [(b"again", sent.phys_offsets[0])] * 2
 
 
+async def test_a_named_producers_new_epoch_is_on_the_replica_when_init_producer_id_answers(
+    namesrv, pair_config, start_broker, eventually
+):
+    """A replica promoted right after InitProducerId answered fences the older instance:
+    a SYNC_MASTER answers once its replicas hold the epoch record. Without a replica in
+    sync the id is answered all the same (as a send is stored, SLAVE_NOT_AVAILABLE)."""
+    master_cfg, replica_cfg = pair_config("SYNC_MASTER")
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 1)
+    request = pb.InitProducerIdRequest(topics=[TOPIC], identity="orders-writer")
+    async with grpc.aio.insecure_channel(master.address) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        alone = await stub.InitProducerId(request)  # no replica: answered anyway
+        replica = await start_broker(replica_cfg)
+        await eventually(
+            lambda: replica.store.commitlog.max_offset == master.store.commitlog.max_offset,
+            what="the replica caught up",
+        )
+        again = await stub.InitProducerId(request)
+        # in the replica's log (its dispatch may follow the Ack; a promotion runs it first)
+        held = replica.store.commitlog.max_offset
+    assert again.producer_id == alone.producer_id and again.epoch == alone.epoch + 1
+    assert held == master.store.commitlog.max_offset, "the replica lacks the epoch record"
+    await replica.ha.promote()
+    from pocketmq.client.idempotence import stamp
+    from pocketmq.client.message_codec import encode_message
+
+    older = encode_message(
+        Message(topic=TOPIC, body=b"zombie"),
+        queue_id=0,
+        uniq_key=stamp("Z", alone.producer_id, alone.epoch, 0),
+        born_host=pack_host(("127.0.0.1", 1)),
+        born_timestamp_ms=1,
+    )
+    async with grpc.aio.insecure_channel(replica.address) as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as fenced:
+            await broker_pb2_grpc.BrokerStub(channel).SendMessage(
+                pb.SendMessageRequest(record=older)
+            )
+    assert fenced.value.code() is grpc.StatusCode.FAILED_PRECONDITION, fenced.value.details()
+    assert "newer instance" in fenced.value.details()
+
+
 async def test_a_replica_promoted_between_a_frames_append_and_its_dispatch_serves_every_message(
     namesrv, pair_config, start_broker, eventually
 ):
