@@ -793,7 +793,10 @@ idem_field(const unsigned char *p, const unsigned char *stop, unsigned char term
 }
 
 /* Where the value of the stamp of the record ending at *end* begins (past "PMQ_IDEM\x01"),
- * NULL when the record has no stamp property last. */
+ * NULL when the record has no stamp property last. The stamp is found behind the
+ * separator of the property before it, or, the record's only property, right behind
+ * its 2-byte PROPERTIES_LENGTH, which then counts exactly the bytes from it to *end*
+ * (an epoch record written before it got a property ahead of the stamp). */
 static const unsigned char *
 idem_value(const unsigned char *buf, Py_ssize_t end)
 {
@@ -805,7 +808,17 @@ idem_value(const unsigned char *buf, Py_ssize_t end)
     while (k >= start && (buf[k] != 0x02 || memcmp(buf + k, IDEM_NEEDLE, IDEM_NEEDLE_LEN))) {
         k--;
     }
-    return k < start ? NULL : buf + k + IDEM_NEEDLE_LEN;
+    if (k >= start) {
+        return buf + k + IDEM_NEEDLE_LEN;
+    }
+    Py_ssize_t lo = start - 1 > 2 ? start - 1 : 2;
+    for (k = end - (IDEM_NEEDLE_LEN - 1); k >= lo; k--) {
+        if (buf[k] == 'P' && memcmp(buf + k, IDEM_NEEDLE + 1, IDEM_NEEDLE_LEN - 1) == 0
+            && ((Py_ssize_t)buf[k - 2] << 8 | buf[k - 1]) == end - k) {
+            return buf + k + IDEM_NEEDLE_LEN - 1;
+        }
+    }
+    return NULL;
 }
 
 static int

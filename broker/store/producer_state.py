@@ -128,14 +128,28 @@ def _parse_value(raw: bytes) -> Ident | None:
 
 
 def idempotence_of(blob: bytes | bytearray | memoryview, end: int) -> Ident | None:
-    """(pid, epoch, seq) of the record ending at *end* in *blob*, or None."""
-    tail = bytes(blob[max(end - TAIL_WINDOW, 0) : end])
+    """(pid, epoch, seq) of the record ending at *end* in *blob*, or None.
+
+    The stamp is found behind the separator of the property before it, or, as the
+    record's only property, right behind its 2-byte PROPERTIES_LENGTH, which then
+    counts exactly the bytes from it to *end* (an epoch record written before it got
+    a property ahead of the stamp)."""
+    start = max(end - TAIL_WINDOW, 0)
+    tail = bytes(blob[start:end])
     if not tail.endswith(b"\x02"):
         return None
     i = tail.rfind(_NEEDLE)
-    if i < 0:
-        return None
-    return _parse_value(tail[i + len(_NEEDLE) : -1])
+    if i >= 0:
+        return _parse_value(tail[i + len(_NEEDLE) : -1])
+    lo = max(start - 1, 2)
+    wide = bytes(blob[lo - 2 : end])  # absolute position k is wide[k - lo + 2]
+    alone = _NEEDLE[1:]
+    j = wide.rfind(alone)
+    while j >= 2:
+        if int.from_bytes(wide[j - 2 : j], "big") == len(wide) - j:
+            return _parse_value(wide[j + len(alone) : -1])
+        j = wide.rfind(alone, 0, j)
+    return None
 
 
 def idempotence_of_props(props: bytes) -> Ident | None:

@@ -226,3 +226,29 @@ def test_runs_of_a_reference_batch() -> None:
         (7, 1, "orders", 0, 2, [5]),  # another epoch: a run of its own
         (7, 0, "orders", 0, -1, [6]),
     ]
+
+
+def test_a_stamp_that_is_its_records_only_property_is_found_by_both_scanners() -> None:
+    """An epoch record of an older build carries the stamp alone: right behind the
+    2-byte PROPERTIES_LENGTH, which counts exactly the stamp."""
+    from pocketmq.common.message import encode_record
+
+    alone = encode_record(
+        topic="rmq_sys_producer_epochs",
+        body=b"writer",
+        born_host=HOST,
+        properties={"PMQ_IDEM": "123.4.-1"},
+    )
+    # the same bytes in the value of a property, not a property of their own: no stamp
+    inside = encode_record(
+        topic="orders", body=b"x", born_host=HOST, properties={"A": "\0PMQ_IDEM\x015.0.1"}
+    )
+    assert idempotence_of(alone, len(alone)) == (123, 4, -1)
+    assert idempotence_of(inside, len(inside)) is None
+    assert py_scan_batch(alone, max_body_size=MAX).idem_runs == [
+        (123, 4, "rmq_sys_producer_epochs", 0, -1, [0])
+    ]
+    if native is not None:
+        for blob in (alone, inside):
+            scanned = native.scan_batch(blob, max_body_size=MAX)
+            assert scanned.idem_runs == py_scan_batch(blob, max_body_size=MAX).idem_runs
