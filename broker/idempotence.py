@@ -219,8 +219,9 @@ class IdempotenceProcessor:
             body=identity.encode(),
             # The stamp is a record's last property and the scanners find it behind the
             # separator of the one before: alone it went unseen by a replica's dispatch
-            # (only recovery's parse saw it), so a promoted replica did not fence.
-            properties={"PMQ_IDENTITY": identity, PROPERTY_IDEMPOTENCE: f"{pid}.{epoch}.-1"},
+            # (only recovery's parse saw it), so a promoted replica did not fence. (Not
+            # the identity here: any text may be one, separators too; it is the body.)
+            properties={"PMQ_EPOCH": str(epoch), PROPERTY_IDEMPOTENCE: f"{pid}.{epoch}.-1"},
         )
         if result.status is not PutStatus.PUT_OK:
             raise PutRejectedError(result.status, result.error or result.status.value)
