@@ -75,7 +75,7 @@ from pocketmq.common.errors import PocketMQError
 from pocketmq.common.message import HEAD, POS_QUEUEOFFSET
 from pocketmq.common.record_layout import POS_SYSFLAG, STORE_TIMESTAMP, store_timestamp_pos
 from pocketmq.common.validation import check_group, check_topic
-from pocketmq.security.interceptor import AclError, authorize_publish, current_owner
+from pocketmq.security.interceptor import AclError, authorize_publish, current_account
 
 __all__ = [
     "PRODUCER_EPOCH_TOPIC",
@@ -122,8 +122,16 @@ class DuplicateAnswer:
     end_phys_offset: int = -1  # where the stored record ends: what a replica must hold
 
 
-def named_producer_id(owner: str, identity: str) -> int:
-    digest = hashlib.blake2b(f"{owner}\0{identity}".encode(), digest_size=8).digest()
+def named_producer_id(owner: str, identity: str, secret: str = "") -> int:
+    """The id of a named producer: the same for the same account and identity on every
+    broker of a group (the ACL file is the same there), so a promoted replica fences
+    by epoch as its master did. Keyed with the account's secret key: from an access
+    key and an identity alone (neither is secret) nobody can compute another
+    account's id and stamp records with it, which would have the owner's next records
+    answered as duplicates and dropped. Without the ACL (no secret) it is a plain hash."""
+    digest = hashlib.blake2b(
+        f"{owner}\0{identity}".encode(), digest_size=8, key=secret.encode()[:64]
+    ).digest()
     return (int.from_bytes(digest, "big") & (_NAMED_BIT - 1)) | _NAMED_BIT
 
 
@@ -208,7 +216,12 @@ class IdempotenceProcessor:
                 pid = secrets.randbelow(_NAMED_BIT - 1) + 1
             table.register(pid, 0, now)
             return ProducerInit(producer_id=pid, epoch=0, sequences=[])
-        pid = named_producer_id(current_owner() or "", identity)
+        account = current_account.get()
+        pid = (
+            named_producer_id("", identity)
+            if account is None
+            else named_producer_id(account.access_key, identity, account.secret_key)
+        )
         entry = table.producers.get(pid)
         if entry is None:
             self._admit(now)

@@ -249,3 +249,23 @@ async def test_an_acl_nameserver_takes_registrations_from_admins_and_routes_for_
                 await anonymous.fetch_publish_queues("orders")
     finally:
         await nameserver.stop(0)
+
+
+async def test_a_named_producers_id_is_keyed_with_its_accounts_secret(secured):
+    """From an access key and an identity alone (neither is secret) nobody computes
+    another account's producer id: stamping records with it would get the owner's
+    next records answered as duplicates and dropped."""
+    from pocketmq.broker.idempotence import named_producer_id
+    from pocketmq.client.config import Transport
+    from pocketmq.client.remoting import Remoting
+    from pocketmq.common.auth import Credentials
+
+    remoting = Remoting(Transport(Credentials("app", "app-secret")))
+    try:
+        pid, _epoch, _seqs = await remoting.broker(f"127.0.0.1:{secured.port}").init_producer_id(
+            identity="orders-writer", topics=["orders"], producer_group="pg", timeout_s=5
+        )
+    finally:
+        await remoting.close()
+    assert pid == named_producer_id("app", "orders-writer", "app-secret")
+    assert pid != named_producer_id("app", "orders-writer"), "computable without the secret"
