@@ -19,6 +19,7 @@ from pocketmq.broker.store.producer_state import (
     idents_of_runs,
     py_idem_runs,
 )
+from pocketmq.client import message_codec
 from pocketmq.client.idempotence import stamp
 from pocketmq.client.message_codec import py_encode_messages
 from pocketmq.client.model import Message
@@ -129,7 +130,10 @@ def test_a_batch_without_stamps_has_no_runs() -> None:
         assert native.scan_batch(blob, max_body_size=MAX).idem_runs == []
 
 
-@needs_native
+@pytest.mark.skipif(
+    message_codec.NATIVE is None,
+    reason=f"the compiled codec is not in use ({message_codec._REASON})",
+)
 @fuzz
 @given(
     st.lists(st.binary(min_size=1, max_size=20), min_size=1, max_size=5),
