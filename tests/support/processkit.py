@@ -206,12 +206,15 @@ class ProcessKit:
     ) -> ServerProcess:
         """A broker with SMALL_BROKER settings; *options* are BrokerConfig keys."""
         data_dir = data_dir or self.work_dir / name
-        # ha_port 0: any free port. Left to derive from a fixed --port (port + 1), it
-        # may be a port another process holds, and the broker refuses to start.
+        # ha_port and grpc_v2_port 0: any free port. Left to derive from a fixed --port
+        # (port + 1; 8081 shifted as the port is), either may be a port another process
+        # holds (a client's ephemeral port, say), and the broker refuses to start: a
+        # restart on its old --port failed so. A test that needs one names it.
         settings = {
             **SMALL_BROKER,
             **aclmode.broker_options(self.work_dir),
             "ha_port": 0,
+            "grpc_v2_port": 0,
             "broker_name": name,
             "port": port,
             "data_dir": str(data_dir),
