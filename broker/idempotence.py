@@ -239,8 +239,7 @@ class IdempotenceProcessor:
         if result.status is not PutStatus.PUT_OK:
             raise PutRejectedError(result.status, result.error or result.status.value)
         entry = table.register(pid, epoch, now)
-        end = result.phys_offsets[-1] + result.sizes[-1]
-        reached = await wait_durable(result.flush_future, end, self._replica_wait)
+        reached = await wait_durable(result.flush_future, result.end_offset, self._replica_wait)
         if reached != OK:
             log.info(
                 "epoch %d of producer identity %r is stored but not durable yet (%s): a "

@@ -277,8 +277,7 @@ class SendBackProcessor:
         SYNC_FLUSH store, held by the replicas on a SYNC_MASTER); NotDurableError when it
         is not: the consumer then keeps the original (a copy that makes it after all is a
         redelivery, never a loss)."""
-        end = result.phys_offsets[-1] + result.sizes[-1]
-        status = await wait_durable(result.flush_future, end, self._replica_wait)
+        status = await wait_durable(result.flush_future, result.end_offset, self._replica_wait)
         if status != OK:
             raise NotDurableError(
                 f"the {'retry' if decision.target is SendBackTarget.RETRY else 'dead-letter'} "

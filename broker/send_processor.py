@@ -32,7 +32,6 @@ and is answered ``FLUSH_DISK_TIMEOUT``, as RocketMQ does.
 
 from __future__ import annotations
 
-import asyncio
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -87,6 +86,16 @@ _SHORT_OF = {
         SendStatus.SLAVE_NOT_AVAILABLE,
     )
 }
+
+
+def _status_of(reached: str) -> SendStatus:
+    """A stored send's status once :func:`wait_durable` answered *reached*."""
+    return (
+        SendStatus.SEND_OK
+        if reached == OK
+        else _SHORT_OF.get(reached, SendStatus.FLUSH_DISK_TIMEOUT)
+    )
+
 
 # BatchError kinds of the store's scan -> the reason a refusal carries.
 _BATCH_REASONS = {
@@ -273,17 +282,9 @@ class SendMessageProcessor:
             idempotence.wake(scanned)
         if self.trace is not None:
             self.trace.on_stored(scanned, result)
-        status = SendStatus.SEND_OK
-        if result.flush_future is not None:
-            flushed = await asyncio.wrap_future(result.flush_future)
-            if flushed is not PutStatus.PUT_OK:
-                status = SendStatus.FLUSH_DISK_TIMEOUT
-        if self._replica_wait is not None and status is SendStatus.SEND_OK:
-            # A put is appended whole, in order: its last record ends it.
-            end = result.phys_offsets[-1] + result.sizes[-1]
-            replicated = await self._replica_wait(end)
-            if replicated.value != "OK":
-                status = SendStatus(replicated.value)
+        status = _status_of(
+            await wait_durable(result.flush_future, result.end_offset, self._replica_wait)
+        )
         self._stats.on_put(scanned, started_s)
         return SendOutcome(
             status=status,
@@ -338,9 +339,9 @@ class SendMessageProcessor:
         ends = [d.end_phys_offset for d in dups.values()]
         end = self._store.log_end_offset() if min(ends) < 0 else max(ends)
         if status is SendStatus.SEND_OK:
-            reached = await wait_durable(self._store.flush_request(end), end, self._replica_wait)
-            if reached != OK:
-                status = _SHORT_OF.get(reached, SendStatus.FLUSH_DISK_TIMEOUT)
+            status = _status_of(
+                await wait_durable(self._store.flush_request(end), end, self._replica_wait)
+            )
         return SendOutcome(
             status=status,
             store_timestamp_ms=outcome.store_timestamp_ms if outcome is not None else stamp,

@@ -58,6 +58,12 @@ class PutResult:
     def ok(self) -> bool:
         return self.status is PutStatus.PUT_OK
 
+    @property
+    def end_offset(self) -> int:
+        """Where the put ends in the commit log (a put is appended whole, in order: its
+        last record ends it); what a flush or a replica must reach for it."""
+        return self.phys_offsets[-1] + self.sizes[-1]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GetResult:

@@ -8,17 +8,15 @@ import time
 
 import grpc
 import pytest
-from aclmode import APP_ACL
+from aclmode import APP, app_acl_broker
 from wirekit import create_topic, record
 
 from pocketmq.broker import pull_processor
-from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import MessageQueue, PermissionDeniedError
 from pocketmq.client.config import Transport
 from pocketmq.client.errors import NotFoundError
 from pocketmq.client.pull_coalescer import PullCoalescer
 from pocketmq.client.remoting import PullReply, PullStatus, QueuePull, Remoting
-from pocketmq.common.auth import Credentials
 from pocketmq.common.message import iter_records
 from pocketmq.v1 import broker_pb2 as pb
 
@@ -331,14 +329,8 @@ async def test_a_parked_call_is_not_merged_past_sixteen_queues(
 async def test_with_the_acl_on_a_queue_of_a_topic_without_sub_is_refused_alone(
     tmp_path, start_broker
 ):
-    acl = tmp_path / "acl.toml"
-    acl.write_text(APP_ACL)  # app: orders PUB|SUB, billing SUB
-    broker = await start_broker(acl_enable=True, acl_file=str(acl))
-    for topic in ("orders", "secret"):
-        broker.topics.create(
-            BrokerTopicConfig(topic_name=topic, read_queue_nums=1, write_queue_nums=1)
-        )
-    remoting = Remoting(Transport(Credentials("app", "app-secret")))
+    broker = await app_acl_broker(start_broker, tmp_path, ("orders", "secret"))
+    remoting = Remoting(Transport(APP))
     try:
         client = remoting.broker(f"127.0.0.1:{broker.port}")
         pulls = [queue_pull(0, topic=t) for t in ("orders", "secret")]

@@ -75,6 +75,14 @@ def stamped(pid: int, seq: int, body: bytes = b"x", *, epoch: int = 0) -> bytes:
     )
 
 
+async def caught_up(eventually, master, replica) -> None:
+    """Until *replica*'s commit log ends where *master*'s does."""
+    await eventually(
+        lambda: replica.store.commitlog.max_offset == master.store.commitlog.max_offset,
+        what="the replica caught up",
+    )
+
+
 def log_bytes(store):
     out = bytearray()
     for mf in store.commitlog.queue.files:
@@ -195,10 +203,7 @@ async def test_promotion_makes_the_replica_master_and_fences_the_old_one(
     await create_topic(namesrv, master, eventually, 1)
     replica = await start_broker(replica_cfg)
     await send(namesrv, 10)
-    await eventually(
-        lambda: replica.store.commitlog.max_offset == master.store.commitlog.max_offset,
-        what="caught up",
-    )
+    await caught_up(eventually, master, replica)
     end = replica.store.commitlog.max_offset
     epoch, start, role = await replica.ha.promote()
     assert (epoch, start, role) == (2, end, "ASYNC_MASTER")
@@ -276,10 +281,7 @@ async def test_a_promoted_replica_answers_an_idempotent_retry_as_the_old_master_
         first = await stub.SendBatch(
             pb.SendBatchRequest(records=stamped(pid, 0, b"a") + stamped(pid, 1, b"b"))
         )
-    await eventually(
-        lambda: replica.store.commitlog.max_offset == master.store.commitlog.max_offset,
-        what="caught up",
-    )
+    await caught_up(eventually, master, replica)
     await replica.ha.promote()
     async with grpc.aio.insecure_channel(replica.address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
@@ -348,10 +350,7 @@ async def test_a_sync_master_refuses_a_send_back_no_replica_holds_so_the_consume
         assert "SLAVE_NOT_AVAILABLE" in refused.value.details()
         assert "consume the message again" in refused.value.details()
         replica = await start_broker(replica_cfg)
-        await eventually(
-            lambda: replica.store.commitlog.max_offset == master.store.commitlog.max_offset,
-            what="the replica caught up",
-        )
+        await caught_up(eventually, master, replica)
         await stub.ConsumerSendMsgBack(back)  # held by the replica: acknowledged
 
 
@@ -407,10 +406,7 @@ async def test_a_named_producers_new_epoch_is_on_the_replica_when_init_producer_
         stub = broker_pb2_grpc.BrokerStub(channel)
         alone = await stub.InitProducerId(request)  # no replica: answered anyway
         replica = await start_broker(replica_cfg)
-        await eventually(
-            lambda: replica.store.commitlog.max_offset == master.store.commitlog.max_offset,
-            what="the replica caught up",
-        )
+        await caught_up(eventually, master, replica)
         again = await stub.InitProducerId(request)
         # in the replica's log (its dispatch may follow the Ack; a promotion runs it first)
         held = replica.store.commitlog.max_offset
@@ -435,10 +431,7 @@ async def test_a_replica_promoted_between_a_frames_append_and_its_dispatch_serve
     await create_topic(namesrv, master, eventually, 2)
     replica = await start_broker(replica_cfg)
     await send(namesrv, 20)
-    await eventually(
-        lambda: replica.store.commitlog.max_offset == master.store.commitlog.max_offset,
-        what="caught up",
-    )
+    await caught_up(eventually, master, replica)
     # the copy stops where a replica has appended (and acknowledged) a frame and not
     # dispatched it yet: the copy loop's own steps, taken by hand at that moment
     assert replica.ha.client is not None

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,24 @@ default_group_perm = "DENY"
 topic_perms = { orders = "PUB|SUB", audit = "SUB" }
 group_perms = { billing = "SUB" }
 """
+
+
+APP = Credentials("app", "app-secret")  # APP_ACL's account
+
+
+async def app_acl_broker(start_broker: Any, directory: Path, topics: Iterable[str]) -> Any:
+    """A broker of the integration conftest's *start_broker* with :data:`APP_ACL` (app:
+    orders PUB|SUB, billing SUB) written in *directory*, and *topics* of one queue."""
+    from pocketmq.broker.topic_config import BrokerTopicConfig
+
+    acl = directory / "acl.toml"
+    acl.write_text(APP_ACL)
+    broker = await start_broker(acl_enable=True, acl_file=str(acl))
+    for topic in topics:
+        broker.topics.create(
+            BrokerTopicConfig(topic_name=topic, read_queue_nums=1, write_queue_nums=1)
+        )
+    return broker
 
 
 def enabled() -> bool:

@@ -65,7 +65,8 @@ class FakeStore:
         if self.put_status is not PutStatus.PUT_OK:
             return PutResult(status=self.put_status, error=f"fake {self.put_status.value}")
         lists = {
-            k: [] for k in ("topics", "queue_ids", "queue_offsets", "phys_offsets", "uniq_keys")
+            k: []
+            for k in ("topics", "queue_ids", "queue_offsets", "phys_offsets", "sizes", "uniq_keys")
         }
         arrived = {}
         for msg in iter_records(bytes(blob)):
@@ -86,6 +87,7 @@ class FakeStore:
                 ("queue_ids", msg.queue_id),
                 ("queue_offsets", len(queue) - 1),
                 ("phys_offsets", self.phys),
+                ("sizes", len(rec)),
                 ("uniq_keys", msg.uniq_key),
             ):
                 lists[key].append(value)

@@ -11,6 +11,8 @@ the master's real sender; the stream itself is played by the test.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import types
 
 import pytest
 from storekit import open_store, record, small_config
@@ -46,7 +48,7 @@ def master(tmp_path):
 def put(store, n: int = 3) -> int:
     result = store.put_batch(b"".join(record(body=b"m%d" % i, uniq=f"u{i}") for i in range(n)))
     assert result.status is PutStatus.PUT_OK
-    return result.phys_offsets[-1] + result.sizes[-1]
+    return result.end_offset
 
 
 async def test_frames_no_sync_send_waits_for_are_lazy(master):
@@ -201,6 +203,21 @@ def lingering_master(store, *, batch_bytes: int, linger_s: float) -> Replication
     return service
 
 
+@contextlib.asynccontextmanager
+async def lingering_frames(store, *, batch_bytes: int, linger_s: float):  # type: ignore[no-untyped-def]
+    """The service, a replica's state and its frames of a lingering master on *store*; closes
+    the master and shuts the store down after."""
+    service = lingering_master(store, batch_bytes=batch_bytes, linger_s=linger_s)
+    try:
+        state = service.connected(1, "replica", 0)
+        frames = service.frames(state, 0, encode)
+        yield types.SimpleNamespace(service=service, state=state, frames=frames)
+        await frames.aclose()
+    finally:
+        service.close()
+        store.shutdown()
+
+
 async def loop_steps(n: int = 20) -> None:
     for _ in range(n):
         await asyncio.sleep(0)
@@ -209,56 +226,35 @@ async def loop_steps(n: int = 20) -> None:
 async def test_a_short_lazy_frame_lingers_until_more_records_fill_it(tmp_path):
     store = open_store(small_config(tmp_path / "m"))
     first_end = put(store)
-    service = lingering_master(store, batch_bytes=2 * first_end, linger_s=60)
-    try:
-        state = service.connected(1, "replica", 0)
-        frames = service.frames(state, 0, encode)
-        pending = asyncio.ensure_future(anext(frames))
+    async with lingering_frames(store, batch_bytes=2 * first_end, linger_s=60) as run:
+        pending = asyncio.ensure_future(anext(run.frames))
         await loop_steps()
         assert not pending.done()  # half a frame's worth: it waits for more
         second_end = put(store)
         offset, records, lazy = await asyncio.wait_for(pending, 5)
         assert (offset, len(records), lazy) == (0, second_end, True)
-        await frames.aclose()
-    finally:
-        service.close()
-        store.shutdown()
 
 
 async def test_a_sync_send_ends_the_linger_of_the_frame_it_waits_for(tmp_path):
     store = open_store(small_config(tmp_path / "m"))
-    service = lingering_master(store, batch_bytes=1 << 20, linger_s=60)
-    try:
-        state = service.connected(1, "replica", 0)
-        frames = service.frames(state, 0, encode)
-        pending = asyncio.ensure_future(anext(frames))
+    async with lingering_frames(store, batch_bytes=1 << 20, linger_s=60) as run:
+        pending = asyncio.ensure_future(anext(run.frames))
         end = put(store)
         await loop_steps()
         assert not pending.done()
-        waiting = asyncio.ensure_future(service.wait_replicated(end, 30))
+        waiting = asyncio.ensure_future(run.service.wait_replicated(end, 30))
         offset, records, lazy = await asyncio.wait_for(pending, 5)
         assert (offset, len(records), lazy) == (0, end, False)
-        service.on_ack(state, end, 0)
+        run.service.on_ack(run.state, end, 0)
         assert await asyncio.wait_for(waiting, 5) is SyncOutcome.OK
-        await frames.aclose()
-    finally:
-        service.close()
-        store.shutdown()
 
 
 async def test_a_lingering_frame_goes_out_short_when_no_more_records_come(tmp_path):
     store = open_store(small_config(tmp_path / "m"))
-    service = lingering_master(store, batch_bytes=1 << 20, linger_s=0.01)
-    try:
-        state = service.connected(1, "replica", 0)
-        frames = service.frames(state, 0, encode)
+    async with lingering_frames(store, batch_bytes=1 << 20, linger_s=0.01) as run:
         end = put(store)
-        offset, records, lazy = await asyncio.wait_for(anext(frames), 5)
+        offset, records, lazy = await asyncio.wait_for(anext(run.frames), 5)
         assert (offset, len(records), lazy) == (0, end, True)
-        await frames.aclose()
-    finally:
-        service.close()
-        store.shutdown()
 
 
 async def test_a_frame_stopped_by_an_epoch_end_does_not_linger(tmp_path):
@@ -267,13 +263,6 @@ async def test_a_frame_stopped_by_an_epoch_end_does_not_linger(tmp_path):
     first_end = put(store)
     store.epochs.begin(2, first_end)
     put(store)
-    service = lingering_master(store, batch_bytes=1 << 20, linger_s=60)
-    try:
-        state = service.connected(1, "replica", 0)
-        frames = service.frames(state, 0, encode)
-        offset, records, lazy = await asyncio.wait_for(anext(frames), 5)
+    async with lingering_frames(store, batch_bytes=1 << 20, linger_s=60) as run:
+        offset, records, lazy = await asyncio.wait_for(anext(run.frames), 5)
         assert (offset, len(records), lazy) == (0, first_end, True)
-        await frames.aclose()
-    finally:
-        service.close()
-        store.shutdown()
