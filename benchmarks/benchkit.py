@@ -21,7 +21,16 @@ from dataclasses import dataclass
 
 from pocketmq.common.message import encode_record, pack_host
 
-__all__ = ["BODY", "Standalone", "free_port", "machine", "records", "standalone", "wait_port"]
+__all__ = [
+    "BODY",
+    "Standalone",
+    "free_port",
+    "machine",
+    "process_cpu_s",
+    "records",
+    "standalone",
+    "wait_port",
+]
 
 BODY = os.urandom(1024)  # every benchmark record's body
 
@@ -39,6 +48,13 @@ def records(n: int, topic: str = "bench", queues: int = 8, start: int = 0) -> li
         )
         for i in range(n)
     ]
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process *pid* so far, every thread (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def machine() -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import signal
 import subprocess
@@ -24,18 +23,11 @@ import time
 
 import grpc
 import uvloop
-from benchkit import BODY, free_port, machine, records, wait_port
+from benchkit import BODY, free_port, machine, process_cpu_s, records, wait_port
 
 from pocketmq.v1 import broker_pb2, broker_pb2_grpc
 
 ECHO_METHOD = "/bench.Echo/Echo"
-
-
-def proc_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process *pid* so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def run_concurrently(n_calls: int, concurrency: int, call) -> list[float]:  # type: ignore[no-untyped-def]
@@ -160,9 +152,9 @@ async def main_async(
         echo = await echo_ceiling(echo_port, args.messages // 2)
         print(f"{'':32}{'PocketMQ':>14}{'bare grpc.aio':>16}{'ratio':>8}")
         for batch in (32, 128, 512):
-            cpu_s = proc_cpu_s(broker_pid)
+            cpu_s = process_cpu_s(broker_pid)
             rate = await bench_send_batch(stub, args.messages, batch)
-            cpu_us = (proc_cpu_s(broker_pid) - cpu_s) / (args.messages // batch * batch) * 1e6
+            cpu_us = (process_cpu_s(broker_pid) - cpu_s) / (args.messages // batch * batch) * 1e6
             ceiling = echo[f"batch{batch}"]
             print(
                 f"SendBatch x{batch:<4} 1 KiB msgs/s   {rate:>14,.0f}{ceiling:>16,.0f}"
@@ -170,9 +162,9 @@ async def main_async(
                 f"broker CPU {cpu_us:.1f} us/msg)"
             )
         for concurrency, n in ((1, 3000), (64, 20000)):
-            cpu_s = proc_cpu_s(broker_pid)
+            cpu_s = process_cpu_s(broker_pid)
             rate, lat = await bench_send_single(stub, n, concurrency)
-            cpu_us = (proc_cpu_s(broker_pid) - cpu_s) / n * 1e6
+            cpu_us = (process_cpu_s(broker_pid) - cpu_s) / n * 1e6
             print(
                 f"SendMessage c={concurrency:<3} msgs/s       {rate:>14,.0f}"
                 f"{echo[f'single{concurrency}']:>16,.0f}"

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import time
 
 import grpc
-from benchkit import machine, standalone
+from benchkit import machine, process_cpu_s, standalone
 
 from pocketmq.common.message import encode_record, pack_host
 from pocketmq.v1 import broker_pb2 as pb
@@ -39,12 +38,6 @@ CASES = [
     ("pct < 50 (50 %)", "pct < 50", "SQL92"),
     ("pct < 1 (1 %)", "pct < 1", "SQL92"),
 ]
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def fill(stub, messages: int, queues: int, body: bytes) -> None:
@@ -102,14 +95,14 @@ async def read_queue(stub, queue_id: int, end: int, expression: str, expression_
 async def measure(
     stub, pid: int, queues: int, per_queue: list[int], expression: str, expression_type: str
 ) -> tuple[float, int, float]:
-    cpu = cpu_seconds(pid)
+    cpu = process_cpu_s(pid)
     started = time.perf_counter()
     delivered = sum(
         await asyncio.gather(
             *(read_queue(stub, q, per_queue[q], expression, expression_type) for q in range(queues))
         )
     )
-    return time.perf_counter() - started, delivered, cpu_seconds(pid) - cpu
+    return time.perf_counter() - started, delivered, process_cpu_s(pid) - cpu
 
 
 async def run(args: argparse.Namespace) -> None:

@@ -50,7 +50,7 @@ import time
 import grpc
 
 sys.path.insert(0, os.path.dirname(__file__))
-from benchkit import machine, records, standalone
+from benchkit import machine, process_cpu_s, records, standalone
 
 from pocketmq.v1 import broker_pb2, broker_pb2_grpc
 
@@ -86,14 +86,11 @@ async def fill(port: int, total: int) -> None:
 
 def cpu_seconds(pid: int | None = None) -> float:
     """CPU seconds used by *pid*, or by the whole machine (every core, all processes)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    if pid is None:
-        with open("/proc/stat") as f:
-            user, nice, system = f.readline().split()[1:4]
-        return (int(user) + int(nice) + int(system)) / tick
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / tick
+    if pid is not None:
+        return process_cpu_s(pid)
+    with open("/proc/stat") as f:
+        user, nice, system = f.readline().split()[1:4]
+    return (int(user) + int(nice) + int(system)) / os.sysconf("SC_CLK_TCK")
 
 
 def _children() -> dict[int, list[int]]:

@@ -45,7 +45,7 @@ import grpc
 import uvloop
 
 sys.path.insert(0, os.path.dirname(__file__))
-from benchkit import free_port, machine, wait_port
+from benchkit import free_port, machine, process_cpu_s, wait_port
 
 from pocketmq.common.runtime import tune_malloc
 
@@ -55,13 +55,6 @@ OPTIONS = [
     ("grpc.max_receive_message_length", 64 << 20),
 ]
 ACK = bytes(16)
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process *pid*, all its threads."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # -- the server process -------------------------------------------------------------------------
@@ -186,10 +179,10 @@ MODES = ("grpc unary reply", "grpc server stream", "grpc bidi stream + ack", "ra
 
 def measure(mode: str, server_pid: int, grpc_port: int, raw_port: int, size: int, count: int):  # type: ignore[no-untyped-def]
     uvloop.run(run_mode(mode, grpc_port, raw_port, size, max(count // 10, 2)))  # warm-up
-    s0, c0, t0 = cpu_s(server_pid), time.process_time(), time.perf_counter()
+    s0, c0, t0 = process_cpu_s(server_pid), time.process_time(), time.perf_counter()
     got = uvloop.run(run_mode(mode, grpc_port, raw_port, size, count))
     elapsed = time.perf_counter() - t0
-    server, client = cpu_s(server_pid) - s0, time.process_time() - c0
+    server, client = process_cpu_s(server_pid) - s0, time.process_time() - c0
     if got != size * count:
         raise SystemExit(f"{mode}: received {got} bytes, expected {size * count}")
     kib = got / 1024
