@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -456,7 +457,12 @@ async def test_expired_signature_is_refused(env, skew_s):
         )
     ).status
     assert status.code == d.UNAUTHORIZED
-    assert f"{abs(skew_s) - 1} s" in status.message or f"{abs(skew_s)} s" in status.message
+    # The header has whole seconds and the broker reads its clock later than the test
+    # did, by as much as a loaded machine delays the call: the figure is near, not equal.
+    said = re.search(r"is (\d+) s (ahead of|behind) the broker's clock", status.message)
+    assert said is not None, status.message
+    assert abs(int(said[1]) - abs(skew_s)) <= 30, status.message
+    assert said[2] == ("ahead of" if skew_s > 0 else "behind")
     assert "±300 s" in status.message
     async with env.outsider.telemetry(at_s=at) as stream:
         refused = await stream.read()
