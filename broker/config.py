@@ -470,6 +470,15 @@ class BrokerConfig:
             "(haHousekeepingInterval)"
         ),
     )
+    # 1 GiB: a snapshot passing it is a table no replica should copy every 5 s anyway;
+    # 100,000 topics with an offset for each queue of 8 are about 35 MB
+    ha_max_metadata_bytes: int = field(
+        default=1024 * MiB,
+        metadata=_help(
+            "bytes of topic configs and consumer offsets a replica takes from its master "
+            "in one metadata sync at most (it refuses a larger one, and says so)"
+        ),
+    )
     ha_slave_fallbehind_max_bytes: int = field(
         default=256 * MiB,
         metadata=_help(

@@ -180,6 +180,7 @@ def check_numbers(cfg: BrokerConfig) -> None:
         "ha_heartbeat_interval_ms",
         "ha_housekeeping_interval_ms",
         "ha_slave_fallbehind_max_bytes",
+        "ha_max_metadata_bytes",
         "max_auto_retry_topics",
     )
     for key in positive:

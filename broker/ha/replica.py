@@ -16,7 +16,22 @@ A Refuse ends the session: STALE_EPOCH means the address is a replaced master,
 and the client waits for a newer one. Every ``metadata_interval_s``, once per
 session, and soon after records of a topic it had no queue of (at most every
 ``METADATA_MIN_GAP_S``) it copies the master's topic configs, consumer offsets
-and delay-level progress (:class:`MetadataSync` applies them).
+and delay-level progress (``on_topics`` and ``on_progress`` apply them). Topic
+configs apply at once. The offsets and the progress wait until this log reaches
+the master's log end at the time of the snapshot (``log_end_offset``)::
+
+    snapshot ─▶ topics now
+             └▶ log_end_offset <= my max? ─ yes ─▶ progress now
+                                           └ no ─▶ held (one; a newer one waits for
+                                                   the next sync) ─▶ applied when a
+                                                   frame takes my max to it; dropped
+                                                   when the master's epoch changes
+
+The metadata sync can overtake the records it describes. Taken at once, a
+level's progress past a delayed message's re-put the replica never got loses
+that message when the replica is promoted (no broker re-puts it), and a
+consumer offset past the replica's queue makes a promoted replica's consumers
+skip the new records stored at those queue offsets.
 """
 
 from __future__ import annotations
@@ -30,12 +45,12 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from pocketmq.broker.ha import wire
+from pocketmq.broker.ha import metadata, wire
 from pocketmq.broker.ha.wire import DataFrame
 from pocketmq.broker.store.epochs import EpochEntry
 from pocketmq.broker.store.replication import ReplicationError, dispatch_appended
 from pocketmq.common.aio import cancel_and_wait, wait_event
-from pocketmq.v1 import ha_pb2, ha_pb2_grpc
+from pocketmq.v1 import common_pb2, ha_pb2, ha_pb2_grpc
 
 if TYPE_CHECKING:
     from pocketmq.broker.store.message_store import DefaultMessageStore
@@ -48,6 +63,7 @@ METADATA_MIN_GAP_S = 0.2  # between metadata syncs a new topic asks for
 
 REPLICATE = "/pocketmq.v1.HaService/Replicate"
 GET_METADATA = "/pocketmq.v1.HaService/GetMetadata"
+STREAM_METADATA = "/pocketmq.v1.HaService/StreamMetadata"
 _BACKOFF_S = (0.05, 0.2, 0.5, 1.0, 2.0)
 LAZY_ACK_S = 0.05  # a lazy_ack frame is acknowledged within this long
 LAZY_ACK_BYTES = 4 << 20  # or once this many bytes of them are applied
@@ -125,9 +141,11 @@ class HaClient:
         sign: Callable[[str, Any], Any],
         heartbeat_s: float,
         housekeeping_s: float,
-        on_metadata: Callable[[ha_pb2.MetadataSnapshot], None],
+        topics_version: Callable[[], common_pb2.DataVersion],
+        on_topics: Callable[[ha_pb2.MetadataSnapshot], None],
+        on_progress: Callable[[ha_pb2.MetadataSnapshot], None],
         metadata_interval_s: float = 5.0,
-        max_receive_bytes: int = 64 << 20,
+        max_metadata_bytes: int = 1 << 30,
     ) -> None:
         self._store = store
         self._cluster = cluster_name
@@ -139,9 +157,13 @@ class HaClient:
         self._sign = sign
         self._heartbeat_s = heartbeat_s
         self._housekeeping_s = housekeeping_s
-        self._on_metadata = on_metadata
+        self._on_topics = on_topics
+        self._on_progress = on_progress
+        self._held: ha_pb2.MetadataSnapshot | None = None  # progress ahead of this log
         self._metadata_interval_s = metadata_interval_s
-        self._max_receive = max_receive_bytes
+        self._topics_version = topics_version
+        self._max_metadata = max_metadata_bytes
+        self._streamed_metadata = True  # False once a master answered UNIMPLEMENTED
         self.highest_epoch_seen = store.epochs.last_epoch
         self.status = ReplicaStatus()
         self._task: asyncio.Task[None] | None = None
@@ -333,6 +355,8 @@ class HaClient:
 
     def _apply_welcome(self, welcome: ha_pb2.Welcome) -> None:
         store = self._store
+        if self._held is not None and self._held.master_epoch != welcome.master_epoch:
+            self._held = None  # its log_end_offset is a place in another master's log
         self.saw_epoch(welcome.master_epoch)
         self.status.master_epoch = welcome.master_epoch
         self.status.master_max_offset = welcome.master_max_offset
@@ -390,6 +414,10 @@ class HaClient:
             self.saw_epoch(data.epoch)
             self.status.master_epoch = max(self.status.master_epoch, data.epoch)
         store.append_replicated(data.offset, data.records, dispatch=False)
+        held = self._held
+        if held is not None and held.log_end_offset <= store.commitlog.max_offset:
+            self._held = None
+            self._on_progress(held)
 
     def _dispatch(self) -> None:
         """The appended frame's dispatch (after its Ack went out): consume queues, index."""
@@ -427,11 +455,52 @@ class HaClient:
 
     # -- metadata (SlaveSynchronize) --------------------------------------------------------
     async def _sync_metadata(self, stub: ha_pb2_grpc.HaServiceStub) -> None:
-        request = ha_pb2.GetMetadataRequest(broker_name=self._broker_name)
-        snapshot = await stub.GetMetadata(
-            request, timeout=self._housekeeping_s, metadata=self._sign(GET_METADATA, request)
+        request = ha_pb2.GetMetadataRequest(
+            broker_name=self._broker_name, known_data_version=self._topics_version()
         )
-        self._on_metadata(snapshot)
+        snapshot = None
+        if self._streamed_metadata:
+            try:
+                snapshot = await self._stream_metadata(stub, request)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    raise
+                self._streamed_metadata = False  # a master from before StreamMetadata
+            except metadata.MetadataTooLargeError as exc:
+                # the copy of records goes on; the topics and offsets stay as they are
+                log.error("metadata sync from the master refused: %s", exc)
+                return
+        if snapshot is None:
+            snapshot = await stub.GetMetadata(
+                request, timeout=self._housekeeping_s, metadata=self._sign(GET_METADATA, request)
+            )
+        self._on_topics(snapshot)
+        self.take_progress(snapshot)
+
+    async def _stream_metadata(
+        self, stub: ha_pb2_grpc.HaServiceStub, request: ha_pb2.GetMetadataRequest
+    ) -> ha_pb2.MetadataSnapshot:
+        """The master's snapshot, merged from its parts (:mod:`.metadata`)."""
+        whole = metadata.Assembler(self._max_metadata)
+        call = stub.StreamMetadata(
+            request, timeout=self._housekeeping_s, metadata=self._sign(STREAM_METADATA, request)
+        )
+        try:
+            async for part in call:
+                whole.add(part)
+        finally:
+            call.cancel()  # a refused snapshot: the master stops sending it
+        return whole.snapshot
+
+    def take_progress(self, snapshot: ha_pb2.MetadataSnapshot) -> None:
+        """Apply *snapshot*'s consumer offsets and delay progress now if this log holds
+        every record below its ``log_end_offset``, else hold them until it does."""
+        if snapshot.log_end_offset <= self._store.commitlog.max_offset:
+            self._held = None  # an older held snapshot ends lower: this one covers it
+            self._on_progress(snapshot)
+        elif self._held is None:
+            self._held = snapshot
+        # else the older one stays held: it is reached first; the next sync brings this
 
     async def _metadata_loop(self, stub: ha_pb2_grpc.HaServiceStub) -> None:
         """Every ``metadata_interval_s``, and soon after records of a topic new here."""

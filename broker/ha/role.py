@@ -26,16 +26,17 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from pocketmq.broker.errors import BrokerNotMasterError, FailedPreconditionError
+from pocketmq.broker.ha import metadata
 from pocketmq.broker.ha.master import ReplicationMaster, SyncOutcome
 from pocketmq.broker.ha.replica import HaClient
 from pocketmq.broker.ha.servicer import HaServicer
-from pocketmq.broker.namesrv_client import RegisterReply
+from pocketmq.broker.namesrv_client import RegisterReply, topic_config_pb
 from pocketmq.common.auth import signed_metadata
 from pocketmq.v1 import common_pb2, ha_pb2
 
@@ -238,7 +239,7 @@ class HaController:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        HaServicer(self.replication, metadata=self.metadata_snapshot, acl=self._acl).add_to_server(
+        HaServicer(self.replication, metadata=self.metadata_parts, acl=self._acl).add_to_server(
             server
         )
         where = f"{cfg.host}:{cfg.ha_listen_port}"
@@ -279,9 +280,16 @@ class HaController:
             sign=self._sign,
             heartbeat_s=cfg.ha_heartbeat_interval_ms / 1000,
             housekeeping_s=cfg.ha_housekeeping_interval_ms / 1000,
-            on_metadata=self.apply_metadata,
+            topics_version=self._topics_version,
+            on_topics=self.apply_topics,
+            on_progress=self.apply_progress,
+            max_metadata_bytes=cfg.ha_max_metadata_bytes,
         )
         self.client.start()
+
+    def _topics_version(self) -> common_pb2.DataVersion:
+        version = self._topics.data_version
+        return common_pb2.DataVersion(timestamp_ms=version.timestamp_ms, counter=version.counter)
 
     def _channel(self, addr: str) -> grpc.aio.Channel:
         cfg = self._config
@@ -484,37 +492,56 @@ class HaController:
             )
 
     # -- metadata (SlaveSynchronize) ------------------------------------------------------------
-    def metadata_snapshot(self) -> ha_pb2.MetadataSnapshot:
+    def metadata_parts(
+        self,
+        known: common_pb2.DataVersion | None = None,
+        part_bytes: int = metadata.PART_BYTES,
+    ) -> Iterator[ha_pb2.MetadataSnapshot]:
+        """This master's topics, consumer offsets and delay progress, as taken now, in
+        parts of at most about *part_bytes* (:mod:`.metadata`); no topics when *known*
+        is this table's version."""
         version = self._topics.data_version
-        snapshot = ha_pb2.MetadataSnapshot(
-            topic_configs=[
-                common_pb2.TopicConfig(
-                    topic_name=tc.topic_name,
-                    read_queue_nums=tc.read_queue_nums,
-                    write_queue_nums=tc.write_queue_nums,
-                    perm=tc.perm,
-                    order=tc.order,
-                    topic_sys_flag=tc.topic_sys_flag,
-                )
-                for tc in self._topics.all()
-            ],
+        omitted = known is not None and (known.timestamp_ms, known.counter) == (
+            version.timestamp_ms,
+            version.counter,
+        )
+        head = ha_pb2.MetadataSnapshot(
             data_version=common_pb2.DataVersion(
                 timestamp_ms=version.timestamp_ms, counter=version.counter
             ),
-            consumer_offsets=[
-                ha_pb2.OffsetEntry(group=g, topic=t, queue_id=q, offset=o)
-                for g, t, q, o in self._offsets.entries()
-            ],
             master_epoch=self.epoch,
+            log_end_offset=self._store.commitlog.max_offset,
+            topics_omitted=omitted,
         )
         if self._schedule is not None:
             for level, offset in self._schedule.offsets.as_dict().items():
-                snapshot.delay_offsets[level] = offset
-        return snapshot
+                head.delay_offsets[level] = offset
+        # every table taken here, before the first part goes: one state, and
+        # log_end_offset bounds the records its offsets count
+        topics = [] if omitted else self._topics.all()
+        offsets = self._offsets.entries()
+        configs = (topic_config_pb(tc) for tc in topics)
+        entries = (
+            ha_pb2.OffsetEntry(group=g, topic=t, queue_id=q, offset=o) for g, t, q, o in offsets
+        )
+        return metadata.split(head, configs, entries, part_bytes)
 
-    def apply_metadata(self, snapshot: ha_pb2.MetadataSnapshot) -> None:
+    def metadata_snapshot(
+        self, known: common_pb2.DataVersion | None = None
+    ) -> ha_pb2.MetadataSnapshot:
+        """:meth:`metadata_parts` merged: the whole snapshot (GetMetadata's answer)."""
+        whole = ha_pb2.MetadataSnapshot()
+        for part in self.metadata_parts(known):
+            whole.MergeFrom(part)
+        return whole
+
+    def apply_topics(self, snapshot: ha_pb2.MetadataSnapshot) -> None:
+        """The master's topic table, as soon as it comes: records of a topic are served
+        only once its config is here."""
         from pocketmq.broker.topic_config import BrokerTopicConfig, DataVersion
 
+        if snapshot.topics_omitted:
+            return  # the table this replica holds is the master's
         configs = [
             BrokerTopicConfig(
                 topic_name=pb.topic_name,
@@ -533,6 +560,11 @@ class HaController:
                 len(configs),
                 version.counter,
             )
+
+    def apply_progress(self, snapshot: ha_pb2.MetadataSnapshot) -> None:
+        """The master's consumer offsets and delay progress, merged by maximum (never
+        moved back). :class:`HaClient` calls it once this log holds the snapshot's
+        ``log_end_offset``, so neither claims a record this replica lacks."""
         self._offsets.merge_max(
             [(e.group, e.topic, e.queue_id, e.offset) for e in snapshot.consumer_offsets]
         )

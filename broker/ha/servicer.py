@@ -5,7 +5,7 @@ Registered with :meth:`HaServicer.add_to_server`, it sends Data frames
 encoded by hand (:mod:`.wire`, one copy of the records instead of three);
 registered by the generated ``add_HaServiceServicer_to_server``, protobuf
 messages (the same bytes on the wire).
-With the ACL on, both calls must be signed by an **admin** account (replicas
+With the ACL on, every call must be signed by an **admin** account (replicas
 authenticate as admins; RocketMQ 4's HA port had no authentication at all).
 A bidirectional stream is not covered by the broker's ACL interceptor, so the
 servicer checks the signature itself, on the stream's opening metadata, with
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import grpc
@@ -26,7 +26,7 @@ from pocketmq.broker.ha.master import HandshakeRefusedError, ReplicationMaster
 from pocketmq.broker.store.epochs import EpochEntry
 from pocketmq.common.aio import cancel_and_wait
 from pocketmq.security.interceptor import AclError, AclInterceptor, peer_ip
-from pocketmq.v1 import ha_pb2, ha_pb2_grpc
+from pocketmq.v1 import common_pb2, ha_pb2, ha_pb2_grpc
 
 __all__ = ["HaServicer"]
 
@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 SERVICE = "pocketmq.v1.HaService"
 REPLICATE = "/pocketmq.v1.HaService/Replicate"
 GET_METADATA = "/pocketmq.v1.HaService/GetMetadata"
+STREAM_METADATA = "/pocketmq.v1.HaService/StreamMetadata"
 
 
 class HaServicer(ha_pb2_grpc.HaServiceServicer):
@@ -42,7 +43,7 @@ class HaServicer(ha_pb2_grpc.HaServiceServicer):
         self,
         service: ReplicationMaster,
         *,
-        metadata: Callable[[], ha_pb2.MetadataSnapshot],
+        metadata: Callable[[common_pb2.DataVersion | None], Iterator[ha_pb2.MetadataSnapshot]],
         acl: AclInterceptor | None = None,
     ) -> None:
         self._service = service
@@ -63,6 +64,11 @@ class HaServicer(ha_pb2_grpc.HaServiceServicer):
             ),
             "GetMetadata": grpc.unary_unary_rpc_method_handler(
                 self.GetMetadata,
+                request_deserializer=ha_pb2.GetMetadataRequest.FromString,
+                response_serializer=ha_pb2.MetadataSnapshot.SerializeToString,
+            ),
+            "StreamMetadata": grpc.unary_stream_rpc_method_handler(
+                self.StreamMetadata,
                 request_deserializer=ha_pb2.GetMetadataRequest.FromString,
                 response_serializer=ha_pb2.MetadataSnapshot.SerializeToString,
             ),
@@ -95,14 +101,30 @@ class HaServicer(ha_pb2_grpc.HaServiceServicer):
     async def GetMetadata(
         self, request: ha_pb2.GetMetadataRequest, context: grpc.aio.ServicerContext
     ) -> ha_pb2.MetadataSnapshot:
-        await self._authorize(GET_METADATA, request, context)
+        parts = await self._metadata_parts(GET_METADATA, request, context)
+        whole = ha_pb2.MetadataSnapshot()
+        for part in parts:
+            whole.MergeFrom(part)
+        return whole
+
+    async def StreamMetadata(
+        self, request: ha_pb2.GetMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[ha_pb2.MetadataSnapshot]:
+        for part in await self._metadata_parts(STREAM_METADATA, request, context):
+            yield part
+
+    async def _metadata_parts(
+        self, method: str, request: ha_pb2.GetMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> Iterator[ha_pb2.MetadataSnapshot]:
+        await self._authorize(method, request, context)
         if request.broker_name != self._service.broker_name:
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"this master serves broker name {self._service.broker_name!r}, "
                 f"not {request.broker_name!r}",
             )
-        return self._metadata()
+        known = request.known_data_version if request.HasField("known_data_version") else None
+        return self._metadata(known)
 
     async def Replicate(
         self,

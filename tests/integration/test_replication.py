@@ -453,3 +453,62 @@ async def test_a_replica_promoted_between_a_frames_append_and_its_dispatch_serve
     assert sorted(pulled) == [b"m%05d" % i for i in range(30)]
     for i in range(30):
         assert len(store.query_by_key(TOPIC, f"k{i}")) == 1, f"k{i}"
+
+
+async def test_a_replica_promoted_before_a_delayed_messages_re_put_reached_it_delivers_it(
+    namesrv, pair_config, start_broker, eventually
+):
+    """The metadata sync overtakes the records: the master re-puts a due delayed message
+    and moves its level's progress past it, and the replica learns that progress before
+    the re-put's bytes. Taken at once, that progress made a replica promoted then skip the
+    message, which no broker delivered. It now waits for the replica's log to reach the
+    master's log end of the snapshot; promoted short of it, the replica re-puts."""
+    master_cfg, replica_cfg = pair_config("ASYNC_MASTER", message_delay_level="1s 2s")
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 1)
+    replica = await start_broker(replica_cfg)
+    async with Producer(group="pg", namesrv=namesrv.address) as producer:
+        sent = await producer.send(Message(topic=TOPIC, body=b"later", delay_level=1))
+    assert sent.status is SendStatus.SEND_OK
+    await caught_up(eventually, master, replica)  # the parked record is on the replica
+    assert replica.ha.client is not None
+    client = replica.ha.client
+    await client.stop()  # the copy stops here; the metadata sync is taken by hand below
+    await eventually(lambda: master.store.max_offset(TOPIC, 0) == 1, what="the re-put")
+    snapshot = master.ha.metadata_snapshot()
+    assert snapshot.delay_offsets[1] == 1
+    assert snapshot.log_end_offset > replica.store.commitlog.max_offset
+    client.take_progress(snapshot)
+    assert replica.schedule.offsets.get(1) == 0, "progress past a re-put it does not hold"
+    await replica.ha.promote()
+    await eventually(lambda: replica.store.max_offset(TOPIC, 0) == 1, what="re-put by replica")
+    got = replica.store.get_messages(TOPIC, 0, 0, max_count=10)
+    assert bodies(got.records) == [b"later"]
+
+
+async def test_a_replica_takes_consumer_offsets_once_it_holds_the_records_they_pass(
+    namesrv, pair_config, start_broker, eventually
+):
+    """A consumer offset past the records a replica holds would, after a promotion, skip
+    the new records stored at those queue offsets. The replica holds such a snapshot's
+    offsets until its log reaches the snapshot's log end, then takes them."""
+    master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 1)
+    replica = await start_broker(replica_cfg)
+    await send(namesrv, 3)
+    await caught_up(eventually, master, replica)
+    master.offsets.commit("cg", TOPIC, 0, 3)
+    assert replica.ha.client is not None
+    client = replica.ha.client
+    client.take_progress(master.ha.metadata_snapshot())  # holds every record it counts
+    assert replica.offsets.query("cg", TOPIC, 0) == 3
+    await client.stop()
+    await send(namesrv, 5, start=3)
+    master.offsets.commit("cg", TOPIC, 0, 8)
+    client.take_progress(master.ha.metadata_snapshot())
+    assert replica.offsets.query("cg", TOPIC, 0) == 3, "held: the replica has 3 records"
+    client.start()  # the copy goes on from where it stopped and releases the held offsets
+    await caught_up(eventually, master, replica)
+    await eventually(lambda: replica.offsets.query("cg", TOPIC, 0) == 8, what="offsets taken")
+    assert replica.store.max_offset(TOPIC, 0) == 8

@@ -121,10 +121,12 @@ class MasterFrame(_message.Message):
     def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., data: _Optional[_Union[Data, _Mapping]] = ..., refuse: _Optional[_Union[Refuse, _Mapping]] = ...) -> None: ...
 
 class GetMetadataRequest(_message.Message):
-    __slots__ = ("broker_name",)
+    __slots__ = ("broker_name", "known_data_version")
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
     broker_name: str
-    def __init__(self, broker_name: _Optional[str] = ...) -> None: ...
+    known_data_version: _common_pb2.DataVersion
+    def __init__(self, broker_name: _Optional[str] = ..., known_data_version: _Optional[_Union[_common_pb2.DataVersion, _Mapping]] = ...) -> None: ...
 
 class OffsetEntry(_message.Message):
     __slots__ = ("group", "topic", "queue_id", "offset")
@@ -139,7 +141,7 @@ class OffsetEntry(_message.Message):
     def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class MetadataSnapshot(_message.Message):
-    __slots__ = ("topic_configs", "data_version", "consumer_offsets", "delay_offsets", "master_epoch")
+    __slots__ = ("topic_configs", "data_version", "consumer_offsets", "delay_offsets", "master_epoch", "log_end_offset", "topics_omitted")
     class DelayOffsetsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -152,9 +154,13 @@ class MetadataSnapshot(_message.Message):
     CONSUMER_OFFSETS_FIELD_NUMBER: _ClassVar[int]
     DELAY_OFFSETS_FIELD_NUMBER: _ClassVar[int]
     MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_OMITTED_FIELD_NUMBER: _ClassVar[int]
     topic_configs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicConfig]
     data_version: _common_pb2.DataVersion
     consumer_offsets: _containers.RepeatedCompositeFieldContainer[OffsetEntry]
     delay_offsets: _containers.ScalarMap[int, int]
     master_epoch: int
-    def __init__(self, topic_configs: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., data_version: _Optional[_Union[_common_pb2.DataVersion, _Mapping]] = ..., consumer_offsets: _Optional[_Iterable[_Union[OffsetEntry, _Mapping]]] = ..., delay_offsets: _Optional[_Mapping[int, int]] = ..., master_epoch: _Optional[int] = ...) -> None: ...
+    log_end_offset: int
+    topics_omitted: bool
+    def __init__(self, topic_configs: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., data_version: _Optional[_Union[_common_pb2.DataVersion, _Mapping]] = ..., consumer_offsets: _Optional[_Iterable[_Union[OffsetEntry, _Mapping]]] = ..., delay_offsets: _Optional[_Mapping[int, int]] = ..., master_epoch: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., topics_omitted: _Optional[bool] = ...) -> None: ...

@@ -44,6 +44,11 @@ class HaServiceStub:
                 request_serializer=pocketmq_dot_v1_dot_ha__pb2.GetMetadataRequest.SerializeToString,
                 response_deserializer=pocketmq_dot_v1_dot_ha__pb2.MetadataSnapshot.FromString,
                 _registered_method=True)
+        self.StreamMetadata = channel.unary_stream(
+                '/pocketmq.v1.HaService/StreamMetadata',
+                request_serializer=pocketmq_dot_v1_dot_ha__pb2.GetMetadataRequest.SerializeToString,
+                response_deserializer=pocketmq_dot_v1_dot_ha__pb2.MetadataSnapshot.FromString,
+                _registered_method=True)
 
 
 class HaServiceServicer:
@@ -63,6 +68,16 @@ class HaServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StreamMetadata(self, request, context):
+        """The same snapshot as a stream of parts of at most about 1 MiB each, for tables
+        beyond one message's size limit: merged in order (protobuf's MergeFrom) the parts
+        are the snapshot, and the first carries its scalar fields (broker/ha/metadata.py).
+        A replica asks this, and GetMetadata of a master that does not know it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HaServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -73,6 +88,11 @@ def add_HaServiceServicer_to_server(servicer, server):
             ),
             'GetMetadata': grpc.unary_unary_rpc_method_handler(
                     servicer.GetMetadata,
+                    request_deserializer=pocketmq_dot_v1_dot_ha__pb2.GetMetadataRequest.FromString,
+                    response_serializer=pocketmq_dot_v1_dot_ha__pb2.MetadataSnapshot.SerializeToString,
+            ),
+            'StreamMetadata': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamMetadata,
                     request_deserializer=pocketmq_dot_v1_dot_ha__pb2.GetMetadataRequest.FromString,
                     response_serializer=pocketmq_dot_v1_dot_ha__pb2.MetadataSnapshot.SerializeToString,
             ),
@@ -129,6 +149,33 @@ class HaService:
             request,
             target,
             '/pocketmq.v1.HaService/GetMetadata',
+            pocketmq_dot_v1_dot_ha__pb2.GetMetadataRequest.SerializeToString,
+            pocketmq_dot_v1_dot_ha__pb2.MetadataSnapshot.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamMetadata(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/pocketmq.v1.HaService/StreamMetadata',
             pocketmq_dot_v1_dot_ha__pb2.GetMetadataRequest.SerializeToString,
             pocketmq_dot_v1_dot_ha__pb2.MetadataSnapshot.FromString,
             options,
