@@ -212,6 +212,16 @@ class ConsumerOffsetManager:
             self._dirty = True
         return moved
 
+    def replace_all(self, entries: list[tuple[str, str, int, int]]) -> None:
+        """Take a master's offsets as they are (a replica whose diverged tail was cut:
+        its own offsets may count records the master never had)."""
+        table: dict[str, dict[int, int]] = {}
+        for group, topic, queue_id, offset in entries:
+            table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})[queue_id] = offset
+        if table != self._table:
+            self._table = table
+            self._dirty = True
+
     def remove_group(self, group: str, topic: str) -> None:
         """Forget *group*'s offsets of *topic* (a deleted consumer group)."""
         if self._table.pop(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", None) is not None:

@@ -18,14 +18,20 @@ session, and soon after records of a topic it had no queue of (at most every
 ``METADATA_MIN_GAP_S``) it copies the master's topic configs, consumer offsets
 and delay-level progress (``on_topics`` and ``on_progress`` apply them). Topic
 configs apply at once. The offsets and the progress wait until this log reaches
-the master's log end at the time of the snapshot (``log_end_offset``)::
+the master's log end at the time of the snapshot (``log_end_offset``), in a
+session past its Welcome (before it, this log may hold a tail the handshake cuts)::
 
     snapshot ─▶ topics now
-             └▶ log_end_offset <= my max? ─ yes ─▶ progress now
-                                           └ no ─▶ held (one; a newer one waits for
-                                                   the next sync) ─▶ applied when a
-                                                   frame takes my max to it; dropped
-                                                   when the master's epoch changes
+             └▶ following, log_end_offset <= my max? ─ yes ─▶ progress now
+                                                      └ no ─▶ held (one; a newer one
+                                                              waits for the next sync)
+    Welcome, each frame ─▶ held and log_end_offset <= my max? ─▶ progress now
+    Welcome of another master epoch ─▶ held dropped
+
+A replica whose handshake cut a diverged tail (or dropped its whole log) takes
+the next progress as it is, not by maximum: its own offsets and delay progress
+may count records of that tail, which the master never had, and kept by maximum
+they would skip the master's records stored at the same queue offsets.
 
 The metadata sync can overtake the records it describes. Taken at once, a
 level's progress past a delayed message's re-put the replica never got loses
@@ -143,7 +149,7 @@ class HaClient:
         housekeeping_s: float,
         topics_version: Callable[[], common_pb2.DataVersion],
         on_topics: Callable[[ha_pb2.MetadataSnapshot], None],
-        on_progress: Callable[[ha_pb2.MetadataSnapshot], None],
+        on_progress: Callable[[ha_pb2.MetadataSnapshot, bool], None],
         metadata_interval_s: float = 5.0,
         max_metadata_bytes: int = 1 << 30,
     ) -> None:
@@ -160,6 +166,7 @@ class HaClient:
         self._on_topics = on_topics
         self._on_progress = on_progress
         self._held: ha_pb2.MetadataSnapshot | None = None  # progress ahead of this log
+        self._replace_progress = False  # a tail was cut: the next progress replaces ours
         self._metadata_interval_s = metadata_interval_s
         self._topics_version = topics_version
         self._max_metadata = max_metadata_bytes
@@ -268,6 +275,7 @@ class HaClient:
         welcome = first.welcome
         self._apply_welcome(welcome)
         self.status.connected = True
+        self._release_held()
         self.status.master_ha_addr = addr
         self.status.sessions += 1
         log.info(
@@ -357,6 +365,8 @@ class HaClient:
         store = self._store
         if self._held is not None and self._held.master_epoch != welcome.master_epoch:
             self._held = None  # its log_end_offset is a place in another master's log
+        if welcome.truncate_to == -1 or welcome.truncate_to < store.commitlog.max_offset:
+            self._replace_progress = True
         self.saw_epoch(welcome.master_epoch)
         self.status.master_epoch = welcome.master_epoch
         self.status.master_max_offset = welcome.master_max_offset
@@ -398,6 +408,8 @@ class HaClient:
         self.status.master_max_offset = data.master_max_offset
         if data.records:
             self._append(data)
+        if self._held is not None:
+            self._release_held()
         gate = store.gate
         if data.confirm_offset is not None:
             confirm = min(data.confirm_offset, store.commitlog.max_offset)
@@ -414,10 +426,6 @@ class HaClient:
             self.saw_epoch(data.epoch)
             self.status.master_epoch = max(self.status.master_epoch, data.epoch)
         store.append_replicated(data.offset, data.records, dispatch=False)
-        held = self._held
-        if held is not None and held.log_end_offset <= store.commitlog.max_offset:
-            self._held = None
-            self._on_progress(held)
 
     def _dispatch(self) -> None:
         """The appended frame's dispatch (after its Ack went out): consume queues, index."""
@@ -493,14 +501,25 @@ class HaClient:
         return whole.snapshot
 
     def take_progress(self, snapshot: ha_pb2.MetadataSnapshot) -> None:
-        """Apply *snapshot*'s consumer offsets and delay progress now if this log holds
-        every record below its ``log_end_offset``, else hold them until it does."""
-        if snapshot.log_end_offset <= self._store.commitlog.max_offset:
+        """Apply *snapshot*'s consumer offsets and delay progress now if this replica
+        follows its master and its log holds every record below the snapshot's
+        ``log_end_offset``, else hold them until it does."""
+        if self.status.connected and snapshot.log_end_offset <= self._store.commitlog.max_offset:
             self._held = None  # an older held snapshot ends lower: this one covers it
-            self._on_progress(snapshot)
+            self._apply_progress(snapshot)
         elif self._held is None:
             self._held = snapshot
         # else the older one stays held: it is reached first; the next sync brings this
+
+    def _release_held(self) -> None:
+        held = self._held
+        if held is not None and held.log_end_offset <= self._store.commitlog.max_offset:
+            self._held = None
+            self._apply_progress(held)
+
+    def _apply_progress(self, snapshot: ha_pb2.MetadataSnapshot) -> None:
+        replace, self._replace_progress = self._replace_progress, False
+        self._on_progress(snapshot, replace)
 
     async def _metadata_loop(self, stub: ha_pb2_grpc.HaServiceStub) -> None:
         """Every ``metadata_interval_s``, and soon after records of a topic new here."""

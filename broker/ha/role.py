@@ -561,18 +561,30 @@ class HaController:
                 version.counter,
             )
 
-    def apply_progress(self, snapshot: ha_pb2.MetadataSnapshot) -> None:
+    def apply_progress(self, snapshot: ha_pb2.MetadataSnapshot, replace: bool = False) -> None:
         """The master's consumer offsets and delay progress, merged by maximum (never
-        moved back). :class:`HaClient` calls it once this log holds the snapshot's
-        ``log_end_offset``, so neither claims a record this replica lacks."""
-        self._offsets.merge_max(
-            [(e.group, e.topic, e.queue_id, e.offset) for e in snapshot.consumer_offsets]
-        )
+        moved back), or taken as they are when *replace* (this log's diverged tail was
+        cut: its own may count records the master never had). :class:`HaClient` calls
+        it once this log holds the snapshot's ``log_end_offset``, so neither claims a
+        record this replica lacks."""
+        entries = [(e.group, e.topic, e.queue_id, e.offset) for e in snapshot.consumer_offsets]
+        if replace:
+            self._offsets.replace_all(entries)
+        else:
+            self._offsets.merge_max(entries)
         if self._schedule is not None:
             offsets = self._schedule.offsets
-            for level, offset in snapshot.delay_offsets.items():
-                if offset > offsets.get(level):
+            levels = set(snapshot.delay_offsets) | (set(offsets.as_dict()) if replace else set())
+            for level in levels:
+                offset = snapshot.delay_offsets.get(level, 0)
+                if replace or offset > offsets.get(level):
                     offsets.set(level, offset)
+        if replace:
+            log.warning(
+                "took the master's consumer offsets (%d) and delay progress as they are: "
+                "this replica's log had a diverged tail cut",
+                len(entries),
+            )
 
     # -- what cluster list shows -------------------------------------------------------------------
     def runtime_info(self) -> dict[str, str]:

@@ -512,3 +512,50 @@ async def test_a_replica_takes_consumer_offsets_once_it_holds_the_records_they_p
     await caught_up(eventually, master, replica)
     await eventually(lambda: replica.offsets.query("cg", TOPIC, 0) == 8, what="offsets taken")
     assert replica.store.max_offset(TOPIC, 0) == 8
+
+
+async def test_an_old_master_that_rejoins_takes_the_new_masters_offsets_not_its_own(
+    namesrv, pair_config, start_broker, broker_config, eventually
+):
+    """The old master's consumers committed past records its replica never got. Rejoined
+    as a replica, its handshake cuts that tail; kept by maximum, its own offsets would
+    then skip the records the new master stored at the same queue offsets, once it was
+    promoted again. It takes the new master's offsets as they are."""
+    master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 1)
+    replica = await start_broker(replica_cfg)
+    await send(namesrv, 3)
+    await caught_up(eventually, master, replica)
+    assert replica.ha.client is not None
+    await replica.ha.client.stop()  # the replica falls behind: 2 records it never gets
+    await send(namesrv, 2, start=3)
+    master.offsets.commit("cg", TOPIC, 0, 5)  # consumed on the old master, past them
+    master.schedule.offsets.set(1, 1)  # as if a delayed message's re-put was among them
+    await master.stop()
+    await replica.ha.promote()
+    await replica.registration.run_once()
+    await send(namesrv, 4, start=100)  # the new master stores queue offsets 3..6
+    replica.offsets.commit("cg", TOPIC, 0, 3)  # its consumers are at 3
+    rejoined = await start_broker(
+        broker_config(
+            "master",
+            broker_name="broker-a",
+            broker_role="SLAVE",
+            broker_id=2,
+            port=0,
+            ha_port=0,
+            namesrv_addrs=namesrv.address,
+            grpc_v2_port=-1,
+            register_interval_seconds=0.2,
+        )
+    )
+    await caught_up(eventually, replica, rejoined)
+    assert rejoined.ha.client is not None
+    assert rejoined.ha.client.status.truncated_bytes > 0
+    await eventually(
+        lambda: rejoined.offsets.query("cg", TOPIC, 0) == 3,
+        timeout_s=15,
+        what="the new master's offset, not its own 5",
+    )
+    assert rejoined.schedule.offsets.get(1) == 0, "the new master has not re-put it"
