@@ -333,7 +333,7 @@ class Broker:
             self.config, store, recovery, edge, clock=self.clock, stats=self.stats
         )
         if services.ha is not None:
-            services.ha.on_become_master(functools.partial(_start_master_services, services))
+            services.ha.on_become_master(functools.partial(_take_over_as_master, services))
         return services
 
     def _servicer(self, services: BrokerServices) -> BrokerServicer:
@@ -487,6 +487,14 @@ class Broker:
         await _persist_metadata(services)
         services.store.shutdown()
         await services.registration.stop(unregister=True)
+
+
+def _take_over_as_master(services: BrokerServices) -> None:
+    """A replica promoted: its timer rebuilt from the copied log, delay progress
+    checked against the key index, then the master's services."""
+    services.timer.forget_for_promotion()
+    services.schedule.check_earlier_deliveries()
+    _start_master_services(services)
 
 
 def _start_master_services(services: BrokerServices) -> None:

@@ -35,6 +35,9 @@
      │                                     ``reason``: the Refuse.Reason name (ha/master.py)
      ├── FrameError                        also a ValueError: a replication frame that is not
      │                                     well formed (ha/wire.py)
+     ├── MetadataTooLargeError             also a ValueError: a master's metadata snapshot
+     │                                     past the replica's ha_max_metadata_bytes
+     │                                     (ha/metadata.py)
      ├── SequenceAhead                     not a refusal: an idempotent producer's request
      │                                     ahead of its queue, held for the earlier ones;
      │                                     carries the SequenceGapError to answer if they do

@@ -22,14 +22,21 @@ store time plus the level's delay, and never later than now plus the level's
 delay (RocketMQ's ``correctDeliverTimestamp``: a clock set back, or a level
 made shorter, does not hold a message longer than its delay).
 
-Delivery is at least once. A message is re-put before the progress past it
-moves (with synchronous flush, after the re-put is on disk), and progress is
-saved every ``persist_interval_s`` when it changed and at :meth:`stop`; after a
-kill -9 the messages re-put since the last save are re-put once more, and none
-is lost. A re-put the store refuses for the moment (disk full, read-only) is
-retried after ``PUT_RETRY_DELAY_MS``; a parked message that cannot be put
-anywhere (no ``REAL_TOPIC``, properties too large) is logged with its offsets
-and skipped.
+A message is re-put before the progress past it moves (with synchronous
+flush, after the re-put is on disk), and progress is saved every
+``persist_interval_s`` when it changed and at :meth:`stop`; none is lost.
+After a kill -9, or on a replica promoted to master (its progress is the old
+master's as of the last metadata sync), the messages re-put since that
+progress would be re-put once more. So a message already due at that moment
+is first looked up in the key index (:meth:`check_earlier_deliveries`): a
+record of its real topic with its ``UNIQ_KEY`` stored after it means it went
+out, and it is skipped. Delivery is then exactly once as long as the log kept
+the earlier re-put (a replica: as long as it was copied) and the key index is
+on (the store's default), and at least once otherwise.
+
+A re-put the store refuses for the moment (disk full, read-only) is retried
+after ``PUT_RETRY_DELAY_MS``; a parked message that cannot be put anywhere (no
+``REAL_TOPIC``, properties too large) is logged with its offsets and skipped.
 
 All methods run on the broker's event-loop thread. :meth:`run_once` delivers
 what is due without any task, for tests with a manual clock.
@@ -46,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.delay_levels import (
+    PROPERTY_REAL_TOPIC,
     PROPERTY_TIMER_DELIVER_MS,
     SCHEDULE_TOPIC,
     DelayLevels,
@@ -70,6 +78,7 @@ log = logging.getLogger(__name__)
 MAX_SLEEP_S = 1.0  # longest sleep while a message waits; catches clock steps
 PUT_RETRY_DELAY_MS = 1_000  # after the store refused a re-put for the moment
 READ_BATCH = 32  # records read per store call
+DEDUP_QUERY_MAX = 64  # index hits read when checking for an earlier re-put
 MAX_PER_ROUND = 512  # re-puts before a level's task yields to the loop
 
 _RETRY_LATER = (PutStatus.DISK_FULL, PutStatus.SERVICE_NOT_AVAILABLE)
@@ -171,6 +180,8 @@ class ScheduleMessageService:
         self._states = {level: _LevelState(level) for level in range(1, levels.max_level + 1)}
         self._tasks: list[asyncio.Task[None]] = []
         self.delivered_total = 0
+        self.duplicates_skipped_total = 0
+        self._checked_due_ms = -1  # messages due up to this may have been re-put already
         self.trace: BrokerTraceService | None = None  # trace_topic_enable (broker/trace.py)
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -183,6 +194,12 @@ class ScheduleMessageService:
             self.offsets.path,
             self.offsets.as_dict() or "none yet",
         )
+
+    def check_earlier_deliveries(self) -> None:
+        """The progress may be behind re-puts stored already (a crash before the save; a
+        promoted replica's copy of its master's): every message due by now is looked up
+        in the key index before it is re-put."""
+        self._checked_due_ms = max(self._checked_due_ms, self._clock.now_ms())
 
     def start(self) -> None:
         """One task per delay level, and one saving progress."""
@@ -343,7 +360,31 @@ class ScheduleMessageService:
         due_ms = self.due_ms(msg, level, now_ms)
         if due_ms > now_ms:
             return due_ms
+        if due_ms <= self._checked_due_ms and self._reput_before(msg):
+            self.duplicates_skipped_total += 1
+            return None
         return self._reput(level, queue_offset, msg, now_ms)
+
+    def _reput_before(self, msg: StoredMessage) -> bool:
+        """Is a record of *msg*'s real topic with its UNIQ_KEY stored after it?"""
+        uniq = msg.uniq_key
+        topic = msg.properties.get(PROPERTY_REAL_TOPIC, "")
+        if not uniq or not topic:
+            return False
+        for raw in self._store.query_by_key(topic, uniq, max_count=DEDUP_QUERY_MAX):
+            try:
+                found = decode_record(raw, check_crc=False)
+            except CorruptRecordError:
+                continue
+            if found.uniq_key == uniq and found.phys_offset > msg.phys_offset:
+                log.info(
+                    "delay: the message parked at commit-log offset %d went out before "
+                    "(at %d); not delivered again",
+                    msg.phys_offset,
+                    found.phys_offset,
+                )
+                return True
+        return False
 
     def due_ms(self, msg: StoredMessage, level: int, now_ms: int) -> int:
         """When *msg*, parked on *level*, is to be delivered (see the module docstring)."""
@@ -408,7 +449,10 @@ class ScheduleMessageService:
     # -- figures ------------------------------------------------------------------------
     def figures(self) -> dict[str, str]:
         """Progress per level and re-puts since start, for the runtime table."""
-        out = {"schedule_delivered_total": str(self.delivered_total)}
+        out = {
+            "schedule_delivered_total": str(self.delivered_total),
+            "schedule_duplicates_skipped_total": str(self.duplicates_skipped_total),
+        }
         for level, offset in sorted(self.offsets.as_dict().items()):
             out[f"schedule_level_{level}_offset"] = str(offset)
         return out

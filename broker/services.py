@@ -118,7 +118,7 @@ def build_services(
     clients = _build_clients(cfg, edge, clock)
     hold = PullRequestHolder(max_parked=cfg.max_parked_pulls)
     store.add_arrival_listener(hold.on_arrival)
-    schedule = _build_schedule(cfg, store, clock)
+    schedule = _build_schedule(cfg, store, recovery, clock)
     timer = _build_timer(cfg, store, recovery, clock)
     ha = _build_ha(cfg, store, edge, topics=topics, offsets=offsets, schedule=schedule)
     locks = RebalanceLockManager(max_live_time_ms=cfg.rebalance_lock_max_live_time_ms, clock=clock)
@@ -192,7 +192,9 @@ def _build_clients(cfg: BrokerConfig, edge: BrokerEdge, clock: Clock) -> ClientM
     return clients
 
 
-def _build_schedule(cfg: BrokerConfig, store: MessageStore, clock: Clock) -> ScheduleMessageService:
+def _build_schedule(
+    cfg: BrokerConfig, store: MessageStore, recovery: RecoveryReport, clock: Clock
+) -> ScheduleMessageService:
     """Delay levels: delayOffset.json loaded, new delayed messages heard of."""
     schedule = ScheduleMessageService(
         store,
@@ -202,6 +204,8 @@ def _build_schedule(cfg: BrokerConfig, store: MessageStore, clock: Clock) -> Sch
         clock=clock,
     )
     schedule.load()
+    if not recovery.clean_shutdown:
+        schedule.check_earlier_deliveries()  # re-puts since the last save of progress
     store.add_arrival_listener(schedule.on_arrival)
     return schedule
 

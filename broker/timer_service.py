@@ -35,6 +35,13 @@ Delivery guarantees:
   (always after kill -9; after power loss, with synchronous flush) and the
   key index is on (the store's default). Power loss with asynchronous flush
   loses what the page cache held, as for any message.
+* Promotion. A replica's timer does not run: its timer files stay empty while
+  the copied log brings the parked records and the master's re-puts. Started
+  with empty timer files and parked records in the queue (a promoted replica,
+  or removed timer files), the service enqueues every parked record and checks
+  each second up to its start against the key index as above: a message the
+  previous master delivered, when its re-put reached this log, is not
+  delivered again; one whose re-put did not is.
 * Time. Never before ``TIMER_DELIVER_MS`` on the broker's clock; normally
   within a few ms after it (the task sleeps until the next message's ms, at
   most 1 s). A clock set back holds messages back by as much.
@@ -126,7 +133,7 @@ class TimerService:
         self._open: _OpenSecond | None = None
         self._flush: Future[PutStatus] | None = None  # of the last re-put (sync flush)
         self._committed_cursor = 0  # cursor whose re-puts are stored (and flushed)
-        self._suspect_until = -1  # seconds up to this one may have gone out before a stop
+        self._suspect_until = -1  # messages due up to this second may have gone out before
         self._dirty = False
         self._last_checkpoint = 0.0
         self._checkpoints = 0
@@ -163,8 +170,54 @@ class TimerService:
         )
         return report
 
+    def forget_for_promotion(self) -> None:
+        """Before this broker, a replica until now, starts its timer as master: drop
+        timer files of an earlier master term (an old master that rejoined as a replica
+        kept them; they point into the tail its handshake cut and claim queue offsets
+        the new master wrote other records at) and start from empty ones, which
+        :meth:`start` treats as a promotion. A replica that never ran its timer has
+        empty files already, and keeps them."""
+        if self.recovery is None or self.recovery.fresh:
+            return
+        log.warning(
+            "timer: promoted; dropping this broker's timer files of an earlier master "
+            "term (cursor at second %d, queue offset %d) to rebuild them from the log",
+            self.timer.cursor_second,
+            self.timer.enqueue_queue_offset,
+        )
+        self.timer = self.timer.fresh_copy()
+        self._open = None
+        self._flush = None
+        self._suspect_until = -1
+        self.load(clean_shutdown=True)
+
     def start(self) -> None:
+        self.check_for_a_previous_master()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="TimerService")
+
+    def check_for_a_previous_master(self) -> None:
+        """Before the first round (:meth:`start` calls it; a test stepping
+        :meth:`run_once` calls it itself): empty timer files beside parked records mean
+        another broker's timer delivered from this log until now."""
+        if (
+            self.recovery is not None
+            and self.recovery.fresh
+            and self._store.max_offset(TIMER_TOPIC, 0) > self.timer.enqueue_queue_offset
+        ):
+            # Parked records this broker's timer never saw: it was a replica, promoted
+            # (or its timer files were removed), and the master before it may have
+            # delivered them; their re-puts came with the copied log. Every second up to
+            # now is checked against the key index before its messages go out, or every
+            # timer message of the retention window would be delivered again.
+            now_s = self._clock.now_ms() // 1000
+            self._suspect_until = max(self._suspect_until, now_s)
+            log.warning(
+                "timer: %d parked messages (queue offsets %d..) this broker's timer never "
+                "enqueued: those due up to now go out only if the key index holds no "
+                "earlier delivery of them",
+                self._store.max_offset(TIMER_TOPIC, 0) - self.timer.enqueue_queue_offset,
+                self.timer.enqueue_queue_offset,
+            )
 
     async def stop(self) -> None:
         """Cancel the task, commit what was re-put, write the checkpoint, close the files."""
@@ -430,7 +483,7 @@ class TimerService:
             properties[PROPERTY_TIMER_DELIVER_MS] = str(unit.deliver_ms)
             properties.pop(PROPERTY_TIMER_ROLL_TIMES, None)
             what = "deliver"
-        if unit.second <= self._suspect_until and self._already_put(topic, msg, unit):
+        if self._may_have_gone_out(unit) and self._already_put(topic, msg, unit):
             self.duplicates_skipped_total += 1
             return True
         result = reput(self._store, msg, topic=topic, queue_id=queue_id, properties=properties)
@@ -506,6 +559,16 @@ class TimerService:
             )
             return None
         return msg
+
+    def _may_have_gone_out(self, unit: TimerUnit) -> bool:
+        """Could a run before this one (before a crash, or the master before a promotion)
+        have delivered or re-parked *unit* already? By its delivery time, not the second
+        it is linked into here: the cursor may have moved past the suspect seconds before
+        a backlog was enqueued, and links it later. A roll is checked whenever anything is
+        suspect: the previous run rolled it at a second of its own wheel."""
+        if self._suspect_until < 0:
+            return False
+        return unit.parked or unit.deliver_ms // 1000 <= self._suspect_until
 
     def _already_put(self, topic: str, msg: StoredMessage, unit: TimerUnit) -> bool:
         """Did a run before the restart re-put (or re-park) this very message?"""

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from pocketmq.common.errors import PocketMQError
 from pocketmq.v1 import ha_pb2
 
 __all__ = ["PART_BYTES", "Assembler", "MetadataTooLargeError", "split"]
@@ -34,8 +35,8 @@ PART_BYTES = 1 << 20  # a part's payload, below any HA channel's receive limit
 _ENTRY_OVERHEAD = 6  # a repeated field's tag and length prefix, at most
 
 
-class MetadataTooLargeError(ValueError):
-    """A master's snapshot beyond the replica's bound."""
+class MetadataTooLargeError(PocketMQError, ValueError):
+    """A master's snapshot beyond the replica's bound (ha_max_metadata_bytes)."""
 
 
 def split(

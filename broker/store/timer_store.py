@@ -46,9 +46,11 @@ thread may run; a lock keeps it from racing :meth:`close`.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import logging
 import os
+import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -479,3 +481,18 @@ class TimerMessageStore:
             self.log.close()
             if self.wheel is not None:
                 self.wheel.close()
+
+    def fresh_copy(self) -> TimerMessageStore:
+        """Close this store, delete its files (timer log, wheel, checkpoint) and return
+        an empty store of the same settings, not loaded yet."""
+        self.close()
+        shutil.rmtree(self.log.directory, ignore_errors=True)
+        for path in (self.wheel_path, self.checkpoint_file.path):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+        return TimerMessageStore(
+            self.root_dir,
+            wheel_slots=self.wheel_slots,
+            log_file_size=self.log.file_size,
+            io=self._io,
+        )

@@ -75,7 +75,7 @@ async def test_a_batch_waits_while_every_queue_is_empty_and_wakes_on_any_arrival
     started = time.monotonic()
     await send(stub, record(queue_id=3, body=b"late"))
     reply = await asyncio.wait_for(waiting, 5)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 5  # the parked call held 10 s
     results = by_index(reply)
     assert bodies(results[2]) == [b"late"]
     assert [results[i].reply.status for i in (0, 1)] == [pb.NO_NEW_MSG, pb.NO_NEW_MSG]
@@ -117,7 +117,7 @@ async def test_a_refused_queue_is_answered_alone_and_does_not_hold_the_others(st
     reply = await stub.PullBatch(
         batch(qp(0, topic="NoSuchTopic"), qp(1), qp(7), qp(2, offset=-1), suspend_ms=10_000)
     )
-    assert time.monotonic() - started < 2, "a refusal answers the call at once"
+    assert time.monotonic() - started < 5, "a refusal answers the call at once, not in 10 s"
     results = by_index(reply)
     assert (results[0].error_code, results[0].error_reason) == ("NOT_FOUND", "TOPIC_NOT_EXIST")
     assert "NoSuchTopic" in results[0].error_message

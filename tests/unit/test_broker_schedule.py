@@ -239,6 +239,40 @@ async def test_progress_is_saved_and_loaded(store, service, manual_clock, tmp_pa
     assert [m.uniq_key for m in delivered(store)] == ["A", "B"]  # A not delivered twice
 
 
+async def test_after_a_crash_a_message_re_put_before_it_is_not_re_put_again(
+    store, manual_clock, tmp_path
+):
+    """Progress is saved every few seconds: a crash loses what moved since, and the new
+    service would re-put A again. A message due before the start is looked up in the key
+    index first; one due after it (B) cannot have gone out and is re-put unchecked."""
+    park(store, manual_clock, record(delay=1, uniq="A"), record(delay=2, uniq="B"))
+    manual_clock.advance(1)
+    crashed = ScheduleMessageService(store, LEVELS, str(tmp_path / "config"), clock=manual_clock)
+    crashed.load()
+    await crashed.run_once()  # A re-put; the progress never saved: a kill -9
+    again = ScheduleMessageService(store, LEVELS, str(tmp_path / "config"), clock=manual_clock)
+    again.load()
+    again.check_earlier_deliveries()
+    manual_clock.advance(4)
+    assert await again.run_once() is None
+    assert [m.uniq_key for m in delivered(store)] == ["A", "B"]
+    assert again.duplicates_skipped_total == 1
+    assert again.offsets.get(1) == 1
+
+
+async def test_without_the_check_a_crash_re_puts_a_message_again(store, manual_clock, tmp_path):
+    """What :meth:`check_earlier_deliveries` saves: a clean start does not look up."""
+    park(store, manual_clock, record(delay=1, uniq="A"))
+    manual_clock.advance(1)
+    crashed = ScheduleMessageService(store, LEVELS, str(tmp_path / "config"), clock=manual_clock)
+    crashed.load()
+    await crashed.run_once()
+    again = ScheduleMessageService(store, LEVELS, str(tmp_path / "config"), clock=manual_clock)
+    again.load()
+    assert await again.run_once() is None
+    assert [m.uniq_key for m in delivered(store)] == ["A", "A"]
+
+
 async def test_a_message_without_a_delivery_time_is_due_a_level_after_its_store_time(
     store, service, manual_clock
 ):
@@ -349,7 +383,11 @@ async def test_figures_report_progress(store, service, manual_clock):
     park(store, manual_clock, record(delay=1))
     manual_clock.advance(1)
     await service.run_once()
-    assert service.figures() == {"schedule_delivered_total": "1", "schedule_level_1_offset": "1"}
+    assert service.figures() == {
+        "schedule_delivered_total": "1",
+        "schedule_duplicates_skipped_total": "0",
+        "schedule_level_1_offset": "1",
+    }
 
 
 async def test_the_schedule_queue_unit_holds_the_delivery_time_as_its_tag_code(store, manual_clock):

@@ -4,6 +4,7 @@ run_once() on a manual clock over a real store: times, rolls, restarts, crashes.
 from __future__ import annotations
 
 import functools
+import shutil
 
 import pytest
 import storekit
@@ -293,6 +294,37 @@ async def test_after_kill_9_messages_already_put_are_recognised_and_not_put_agai
     # NOW_S+1 was finished and its wheel entry cleared: not walked again at all;
     # NOW_S+2 was half done: its first five are looked up and recognised.
     assert harness.service.duplicates_skipped_total == 5
+
+
+async def test_a_timer_started_on_a_log_another_timer_delivered_from_puts_nothing_twice(
+    harness,
+):
+    """A promoted replica: empty timer files, and a log holding the parked records and
+    the previous master's re-puts of those due. Its cursor starts at now and may move on
+    before the backlog is enqueued (here 2 s): the check goes by delivery time, not by
+    the second a unit is linked into, so A and B are recognised, and C goes out once."""
+    harness.send(
+        record(uniq="A", TIMER_DELAY_MS="1000"),
+        record(uniq="B", TIMER_DELAY_MS="1500"),
+        record(uniq="C", TIMER_DELAY_MS="9000"),
+    )
+    await harness.step(2_000)  # the previous master: A and B out
+    assert harness.uniqs() == ["A", "B"]
+    await harness.stop()
+    for name in ("timerlog", "timerwheel", "timercheck"):  # a replica's: never written
+        path = harness.path / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    harness.at(3_000)
+    harness.open()
+    assert harness.service.recovery.fresh
+    harness.service.check_for_a_previous_master()  # promoted at 3 s
+    await harness.step(5_000)
+    await harness.step(9_000)
+    assert harness.uniqs() == ["A", "B", "C"]
+    assert harness.service.duplicates_skipped_total == 2
 
 
 async def test_after_kill_9_a_second_finished_since_the_checkpoint_is_not_put_again(harness):
