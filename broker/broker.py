@@ -334,6 +334,7 @@ class Broker:
         )
         if services.ha is not None:
             services.ha.on_become_master(functools.partial(_take_over_as_master, services))
+            services.ha.on_step_down(functools.partial(_stop_master_services, services))
         return services
 
     def _servicer(self, services: BrokerServices) -> BrokerServicer:
@@ -475,11 +476,7 @@ class Broker:
         log.info("broker %s stopped", self.config.broker_name)
 
     async def _stop_services(self, services: BrokerServices) -> None:
-        await services.schedule.stop()
-        await services.timer.stop()
-        await services.transaction_check.stop()
-        if services.trace is not None:
-            await services.trace.stop()
+        await _stop_master_services(services)
         if self.controller_client is not None:
             await self.controller_client.stop()
         if services.ha is not None:
@@ -489,12 +486,25 @@ class Broker:
         await services.registration.stop(unregister=True)
 
 
-def _take_over_as_master(services: BrokerServices) -> None:
+def _take_over_as_master(services: BrokerServices, resumed: bool) -> None:
     """A replica promoted: its timer rebuilt from the copied log, delay progress
-    checked against the key index, then the master's services."""
-    services.timer.forget_for_promotion()
-    services.schedule.check_earlier_deliveries()
+    checked against the key index, then the master's services. *resumed*: master of
+    the term it was master of before its restart, with its own files, as at a start."""
+    if not resumed:
+        services.timer.forget_for_promotion()
+        services.schedule.check_earlier_deliveries()
     _start_master_services(services)
+
+
+async def _stop_master_services(services: BrokerServices) -> None:
+    """A master stepping down, or a broker stopping: the services that write to the
+    store stop (each saves its progress). Stepping down, they would otherwise deliver
+    beside the new master's and, elected again, run twice."""
+    await services.schedule.stop()
+    await services.timer.stop()
+    await services.transaction_check.stop()
+    if services.trace is not None:
+        await services.trace.stop()
 
 
 def _start_master_services(services: BrokerServices) -> None:

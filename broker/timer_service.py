@@ -134,6 +134,7 @@ class TimerService:
         self._flush: Future[PutStatus] | None = None  # of the last re-put (sync flush)
         self._committed_cursor = 0  # cursor whose re-puts are stored (and flushed)
         self._suspect_until = -1  # messages due up to this second may have gone out before
+        self._ran = False  # started in this process (a master's timer; it may step down)
         self._dirty = False
         self._last_checkpoint = 0.0
         self._checkpoints = 0
@@ -172,12 +173,12 @@ class TimerService:
 
     def forget_for_promotion(self) -> None:
         """Before this broker, a replica until now, starts its timer as master: drop
-        timer files of an earlier master term (an old master that rejoined as a replica
-        kept them; they point into the tail its handshake cut and claim queue offsets
-        the new master wrote other records at) and start from empty ones, which
-        :meth:`start` treats as a promotion. A replica that never ran its timer has
-        empty files already, and keeps them."""
-        if self.recovery is None or self.recovery.fresh:
+        timer files of an earlier master term (an old master that rejoined as a replica,
+        or stepped down and was elected again, kept them; they may point into a tail its
+        handshake cut and claim queue offsets the new master wrote other records at) and
+        start from empty ones, which :meth:`start` treats as a promotion. A replica
+        that never ran its timer has empty files already, and keeps them."""
+        if self.recovery is None or (self.recovery.fresh and not self._ran):
             return
         log.warning(
             "timer: promoted; dropping this broker's timer files of an earlier master "
@@ -192,6 +193,7 @@ class TimerService:
         self.load(clean_shutdown=True)
 
     def start(self) -> None:
+        self._ran = True
         self.check_for_a_previous_master()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="TimerService")
 
@@ -220,7 +222,10 @@ class TimerService:
             )
 
     async def stop(self) -> None:
-        """Cancel the task, commit what was re-put, write the checkpoint, close the files."""
+        """Cancel the task, commit what was re-put, write the checkpoint, close the files
+        (once: a master that stepped down stopped already)."""
+        if self.timer.closed:
+            return
         await cancel_and_wait(self._task)
         self._task = None
         await self._commit()

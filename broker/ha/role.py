@@ -114,7 +114,8 @@ class HaController:
         self.client: HaClient | None = None
         self._server: grpc.aio.Server | None = None
         self.ha_port = 0
-        self._on_become_master: list[Callable[[], Awaitable[None] | None]] = []
+        self._on_become_master: list[Callable[[bool], Awaitable[None] | None]] = []
+        self._on_step_down: list[Callable[[], Awaitable[None]]] = []
         self._on_role_change: list[Callable[[int, int], None]] = []
 
     # -- role ---------------------------------------------------------------------------
@@ -202,8 +203,15 @@ class HaController:
     def epoch(self) -> int:
         return self._store.epochs.last_epoch
 
-    def on_become_master(self, callback: Callable[[], Awaitable[None] | None]) -> None:
+    def on_become_master(self, callback: Callable[[bool], Awaitable[None] | None]) -> None:
+        """*callback(resumed)* once this broker is master: *resumed* when it goes on with
+        the term it was master of before a restart (controller mode), its own files."""
         self._on_become_master.append(callback)
+
+    def on_step_down(self, callback: Callable[[], Awaitable[None]]) -> None:
+        """*callback()* when a master becomes a replica without a restart (controller
+        mode), before it follows the new master: what only a master runs stops."""
+        self._on_step_down.append(callback)
 
     def on_role_change(self, callback: Callable[[int, int], None]) -> None:
         """*callback(broker_id, epoch)* after a promotion or step-down (re-registration)."""
@@ -384,6 +392,8 @@ class HaController:
                 master_addr,
                 master_epoch,
             )
+            for step_down in self._on_step_down:
+                await step_down()
         self.role, self.broker_id = "SLAVE", broker_id
         self.fenced = ""
         self.redirect = (master_addr, master_epoch)
@@ -439,7 +449,8 @@ class HaController:
         store = self._store
         store.dispatch_replicated()  # the last frame copied, acked, maybe not dispatched
         start = store.commitlog.max_offset
-        if not (resume and new_epoch == self.epoch):
+        resumed = resume and new_epoch == self.epoch
+        if not resumed:
             store.epochs.begin(new_epoch, start)
         store.replica_of = ""
         self.fenced = ""
@@ -459,7 +470,7 @@ class HaController:
         for callback in self._on_role_change:
             callback(0, new_epoch)
         for become in self._on_become_master:
-            result = become()
+            result = become(resumed)
             if result is not None:
                 await result
         return new_epoch, start, role

@@ -482,6 +482,10 @@ class TimerMessageStore:
             if self.wheel is not None:
                 self.wheel.close()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def fresh_copy(self) -> TimerMessageStore:
         """Close this store, delete its files (timer log, wheel, checkpoint) and return
         an empty store of the same settings, not loaded yet."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import grpc
@@ -636,3 +637,55 @@ async def test_an_old_master_promoted_again_rebuilds_its_timer_from_the_new_mast
     )
     got = rejoined.store.get_messages(TOPIC, 0, 0, max_count=10)
     assert bodies(got.records) == [b"kept"]
+
+
+async def test_a_master_that_steps_down_and_is_elected_again_delivers_each_message_once(
+    namesrv, pair_config, start_broker, eventually
+):
+    """Controller mode steps a master down without a restart, and may elect it again.
+    Its delay-level, timer and transaction-check loops stop when it steps down (they
+    kept running against a store that refused their re-puts, and elected again it ran
+    a second set beside them)."""
+    master_cfg, _ = pair_config("ASYNC_MASTER", message_delay_level="1s 2s")
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 1)
+    loops = ("ScheduleMessageService-level-1", "TimerService", "TransactionalMessageCheckService")
+
+    def running() -> list[str]:
+        return sorted(name for task in asyncio.all_tasks() if (name := task.get_name()) in loops)
+
+    assert running() == sorted(loops)
+    await master.ha.follow(
+        broker_id=1, master_ha_addr="127.0.0.1:1", master_epoch=2, master_addr="127.0.0.1:2"
+    )
+    assert running() == []
+    await master.ha.promote(epoch=3)
+    assert running() == sorted(loops)
+
+    def later(body: bytes, **timing: int) -> bytes:
+        return encode_message(
+            Message(topic=TOPIC, body=body, **timing),
+            queue_id=0,
+            uniq_key=body.decode(),
+            born_host=pack_host(("127.0.0.1", 1)),
+            born_timestamp_ms=int(time.time() * 1000),
+        )
+
+    async with grpc.aio.insecure_channel(master.address) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        soon = int(time.time() * 1000) + 500
+        for record in (
+            later(b"level-1", delay_level=1),
+            later(b"timer", deliver_at_ms=soon),
+            later(b"level-2", delay_level=2),  # last: the others' doubles came before it
+        ):
+            assert (
+                await stub.SendMessage(pb.SendMessageRequest(record=record))
+            ).status == pb.SEND_OK
+    await eventually(
+        lambda: b"level-2" in bodies(master.store.get_messages(TOPIC, 0, 0, max_count=10).records),
+        timeout_s=10,
+        what="the last one delivered",
+    )
+    got = bodies(master.store.get_messages(TOPIC, 0, 0, max_count=10).records)
+    assert sorted(got) == [b"level-1", b"level-2", b"timer"]
