@@ -25,6 +25,7 @@ import asyncio
 import logging
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from pocketmq.broker.errors import IllegalArgumentError
@@ -221,6 +222,21 @@ class ConsumerOffsetManager:
         if table != self._table:
             self._table = table
             self._dirty = True
+
+    def clamp(self, max_offset: Callable[[str, int], int]) -> int:
+        """Move every offset past its queue's end (``max_offset(topic, queue id)``) back to
+        it; how many moved."""
+        moved = 0
+        for key, queues in self._table.items():
+            topic = key.partition(TOPIC_GROUP_SEPARATOR)[0]
+            for queue_id, offset in queues.items():
+                end = max_offset(topic, queue_id)
+                if offset > end:
+                    queues[queue_id] = end
+                    moved += 1
+        if moved:
+            self._dirty = True
+        return moved
 
     def remove_group(self, group: str, topic: str) -> None:
         """Forget *group*'s offsets of *topic* (a deleted consumer group)."""

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from pocketmq.broker.delay_levels import SCHEDULE_TOPIC
 from pocketmq.broker.errors import BrokerNotMasterError, FailedPreconditionError
 from pocketmq.broker.ha import metadata
 from pocketmq.broker.ha.master import ReplicationMaster, SyncOutcome
@@ -467,6 +468,7 @@ class HaController:
             start,
         )
         self._adopt_unconfigured_topics()
+        self._clamp_progress()
         for callback in self._on_role_change:
             callback(0, new_epoch)
         for become in self._on_become_master:
@@ -474,6 +476,28 @@ class HaController:
             if result is not None:
                 await result
         return new_epoch, start, role
+
+    def _clamp_progress(self) -> None:
+        """No consumer offset or delay progress past the records this log holds: the
+        consumers of a new master would skip the records it stores at those queue
+        offsets. The metadata sync keeps them below as a rule (log_end_offset); a
+        replica promoted after its handshake cut a tail and before the master's next
+        snapshot still holds its own, which may count the cut records."""
+        store = self._store
+        moved = self._offsets.clamp(store.max_offset)
+        if self._schedule is not None:
+            offsets = self._schedule.offsets
+            for level, offset in offsets.as_dict().items():
+                end = store.max_offset(SCHEDULE_TOPIC, level - 1)
+                if offset > end:
+                    offsets.set(level, end)
+                    moved += 1
+        if moved:
+            log.warning(
+                "promotion: %d consumer offsets or delay levels were past the end of their "
+                "queue here and now point at it",
+                moved,
+            )
 
     def _adopt_unconfigured_topics(self) -> None:
         """Topics whose records were copied before the metadata sync (every few seconds)

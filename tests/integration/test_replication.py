@@ -689,3 +689,26 @@ async def test_a_master_that_steps_down_and_is_elected_again_delivers_each_messa
     )
     got = bodies(master.store.get_messages(TOPIC, 0, 0, max_count=10).records)
     assert sorted(got) == [b"level-1", b"level-2", b"timer"]
+
+
+async def test_a_promoted_replica_keeps_no_offset_past_the_records_it_holds(
+    namesrv, pair_config, start_broker, eventually
+):
+    """Its own offsets may count records its handshake cut, when it is promoted before the
+    master's next snapshot replaces them: each is moved back to its queue's end, where the
+    new master's next record goes."""
+    master_cfg, replica_cfg = pair_config("ASYNC_MASTER", message_delay_level="1s 2s")
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 1)
+    replica = await start_broker(replica_cfg)
+    await send(namesrv, 3)
+    await caught_up(eventually, master, replica)
+    assert replica.ha.client is not None
+    await replica.ha.client.stop()
+    replica.offsets.commit("cg", TOPIC, 0, 9)
+    replica.offsets.commit("cg-behind", TOPIC, 0, 1)
+    replica.schedule.offsets.set(1, 4)
+    await replica.ha.promote()
+    assert replica.offsets.query("cg", TOPIC, 0) == 3
+    assert replica.offsets.query("cg-behind", TOPIC, 0) == 1, "an offset behind stays"
+    assert replica.schedule.offsets.get(1) == 0
