@@ -67,6 +67,14 @@ async def create_topic(namesrv, broker, eventually, queues):
     await eventually(routed, what="the topic's route")
 
 
+async def started_pair(namesrv, pair_config, start_broker, eventually, role="ASYNC_MASTER", **cfg):
+    """A started master of *role* with TOPIC (one queue) routed, and its started replica."""
+    master_cfg, replica_cfg = pair_config(role, **cfg)
+    master = await start_broker(master_cfg)
+    await create_topic(namesrv, master, eventually, 1)
+    return master, await start_broker(replica_cfg)
+
+
 def stamped(pid: int, seq: int, body: bytes = b"x", *, epoch: int = 0) -> bytes:
     """A record of an idempotent producer: *pid* at *epoch*, sequence *seq* in queue 0."""
     return encode_message(
@@ -84,6 +92,21 @@ async def caught_up(eventually, master, replica, timeout_s: float = 5.0) -> None
         lambda: replica.store.commitlog.max_offset == master.store.commitlog.max_offset,
         timeout_s=timeout_s,
         what="the replica caught up",
+    )
+
+
+def old_master_as_replica(broker_config, namesrv):
+    """The master's data directory (pair_config's), restarted as replica 2 of broker-a."""
+    return broker_config(
+        "master",
+        broker_name="broker-a",
+        broker_role="SLAVE",
+        broker_id=2,
+        port=0,
+        ha_port=0,
+        namesrv_addrs=namesrv.address,
+        grpc_v2_port=-1,
+        register_interval_seconds=0.2,
     )
 
 
@@ -124,10 +147,7 @@ async def test_a_replica_fetches_the_config_of_a_topic_new_to_it_without_waiting
 ):
     # A master elected from a replica that lacks a topic's config refuses its pulls and
     # offset commits until the next metadata round; the first record of it asks for one.
-    master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
-    master = await start_broker(master_cfg)
-    await create_topic(namesrv, master, eventually, 1)
-    replica = await start_broker(replica_cfg)
+    master, replica = await started_pair(namesrv, pair_config, start_broker, eventually)
     await eventually(lambda: replica.topics.get(TOPIC) is not None, what="first sync")
     client = replica.ha.client
     # the first sync runs at connect, before the copy session's own events exist
@@ -202,10 +222,7 @@ async def test_a_sync_master_without_replicas_answers_slave_not_available(
 async def test_promotion_makes_the_replica_master_and_fences_the_old_one(
     namesrv, pair_config, start_broker, eventually
 ):
-    master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
-    master = await start_broker(master_cfg)
-    await create_topic(namesrv, master, eventually, 1)
-    replica = await start_broker(replica_cfg)
+    master, replica = await started_pair(namesrv, pair_config, start_broker, eventually)
     await send(namesrv, 10)
     await caught_up(eventually, master, replica)
     end = replica.store.commitlog.max_offset
@@ -274,10 +291,7 @@ async def test_a_promoted_replica_answers_an_idempotent_retry_as_the_old_master_
 ):
     """The producers' de-duplication state travels with the log: a send whose answer was
     lost in a failover, retried at the new master, is not stored a second time."""
-    master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
-    master = await start_broker(master_cfg)
-    await create_topic(namesrv, master, eventually, 1)
-    replica = await start_broker(replica_cfg)
+    master, replica = await started_pair(namesrv, pair_config, start_broker, eventually)
 
     async with grpc.aio.insecure_channel(master.address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
@@ -467,10 +481,9 @@ async def test_a_replica_promoted_before_a_delayed_messages_re_put_reached_it_de
     the re-put's bytes. Taken at once, that progress made a replica promoted then skip the
     message, which no broker delivered. It now waits for the replica's log to reach the
     master's log end of the snapshot; promoted short of it, the replica re-puts."""
-    master_cfg, replica_cfg = pair_config("ASYNC_MASTER", message_delay_level="1s 2s")
-    master = await start_broker(master_cfg)
-    await create_topic(namesrv, master, eventually, 1)
-    replica = await start_broker(replica_cfg)
+    master, replica = await started_pair(
+        namesrv, pair_config, start_broker, eventually, message_delay_level="1s 2s"
+    )
     async with Producer(group="pg", namesrv=namesrv.address) as producer:
         sent = await producer.send(Message(topic=TOPIC, body=b"later", delay_level=1))
     assert sent.status is SendStatus.SEND_OK
@@ -496,10 +509,7 @@ async def test_a_replica_takes_consumer_offsets_once_it_holds_the_records_they_p
     """A consumer offset past the records a replica holds would, after a promotion, skip
     the new records stored at those queue offsets. The replica holds such a snapshot's
     offsets until its log reaches the snapshot's log end, then takes them."""
-    master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
-    master = await start_broker(master_cfg)
-    await create_topic(namesrv, master, eventually, 1)
-    replica = await start_broker(replica_cfg)
+    master, replica = await started_pair(namesrv, pair_config, start_broker, eventually)
     await send(namesrv, 3)
     await caught_up(eventually, master, replica)
     master.offsets.commit("cg", TOPIC, 0, 3)
@@ -525,10 +535,7 @@ async def test_an_old_master_that_rejoins_takes_the_new_masters_offsets_not_its_
     as a replica, its handshake cuts that tail; kept by maximum, its own offsets would
     then skip the records the new master stored at the same queue offsets, once it was
     promoted again. It takes the new master's offsets as they are."""
-    master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
-    master = await start_broker(master_cfg)
-    await create_topic(namesrv, master, eventually, 1)
-    replica = await start_broker(replica_cfg)
+    master, replica = await started_pair(namesrv, pair_config, start_broker, eventually)
     await send(namesrv, 3)
     await caught_up(eventually, master, replica)
     assert replica.ha.client is not None
@@ -541,19 +548,7 @@ async def test_an_old_master_that_rejoins_takes_the_new_masters_offsets_not_its_
     await replica.registration.run_once()
     await send(namesrv, 4, start=100)  # the new master stores queue offsets 3..6
     replica.offsets.commit("cg", TOPIC, 0, 3)  # its consumers are at 3
-    rejoined = await start_broker(
-        broker_config(
-            "master",
-            broker_name="broker-a",
-            broker_role="SLAVE",
-            broker_id=2,
-            port=0,
-            ha_port=0,
-            namesrv_addrs=namesrv.address,
-            grpc_v2_port=-1,
-            register_interval_seconds=0.2,
-        )
-    )
+    rejoined = await start_broker(old_master_as_replica(broker_config, namesrv))
     await caught_up(eventually, replica, rejoined, timeout_s=20)  # a start, a handshake
     assert rejoined.ha.client is not None
     assert rejoined.ha.client.status.truncated_bytes > 0
@@ -571,10 +566,7 @@ async def test_a_promoted_replica_delivers_pending_timer_messages_and_not_the_de
     """A replica's timer never ran: promoted, it enqueues every parked record of the
     copied log. Those the old master delivered are found in the key index (their re-puts
     were copied too) and not delivered again; the one still waiting goes out once."""
-    master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
-    master = await start_broker(master_cfg)
-    await create_topic(namesrv, master, eventually, 1)
-    replica = await start_broker(replica_cfg)
+    master, replica = await started_pair(namesrv, pair_config, start_broker, eventually)
     async with Producer(group="pg", namesrv=namesrv.address) as producer:
         for i in range(3):
             soon = int(time.time() * 1000) + 200
@@ -599,10 +591,7 @@ async def test_an_old_master_promoted_again_rebuilds_its_timer_from_the_new_mast
     at the timer queue offset where the new master parked another one. Kept, they would
     have the timer start past that record, never delivered once the old master is
     promoted again. A promoted broker drops timer files of an earlier term."""
-    master_cfg, replica_cfg = pair_config("ASYNC_MASTER")
-    master = await start_broker(master_cfg)
-    await create_topic(namesrv, master, eventually, 1)
-    replica = await start_broker(replica_cfg)
+    master, replica = await started_pair(namesrv, pair_config, start_broker, eventually)
     await eventually(lambda: replica.topics.get(TOPIC) is not None, what="topic on replica")
     assert replica.ha.client is not None
     await replica.ha.client.stop()
@@ -616,19 +605,7 @@ async def test_an_old_master_promoted_again_rebuilds_its_timer_from_the_new_mast
     async with Producer(group="pg", namesrv=namesrv.address) as producer:
         due = int(time.time() * 1000) + 4_000
         await producer.send(Message(topic=TOPIC, body=b"kept", deliver_at_ms=due))
-    rejoined = await start_broker(
-        broker_config(
-            "master",
-            broker_name="broker-a",
-            broker_role="SLAVE",
-            broker_id=2,
-            port=0,
-            ha_port=0,
-            namesrv_addrs=namesrv.address,
-            grpc_v2_port=-1,
-            register_interval_seconds=0.2,
-        )
-    )
+    rejoined = await start_broker(old_master_as_replica(broker_config, namesrv))
     await caught_up(eventually, replica, rejoined, timeout_s=20)  # a start, a handshake
     await replica.stop()  # before "kept" is due: the rejoined broker must deliver it
     await rejoined.ha.promote()
@@ -697,10 +674,9 @@ async def test_a_promoted_replica_keeps_no_offset_past_the_records_it_holds(
     """Its own offsets may count records its handshake cut, when it is promoted before the
     master's next snapshot replaces them: each is moved back to its queue's end, where the
     new master's next record goes."""
-    master_cfg, replica_cfg = pair_config("ASYNC_MASTER", message_delay_level="1s 2s")
-    master = await start_broker(master_cfg)
-    await create_topic(namesrv, master, eventually, 1)
-    replica = await start_broker(replica_cfg)
+    master, replica = await started_pair(
+        namesrv, pair_config, start_broker, eventually, message_delay_level="1s 2s"
+    )
     await send(namesrv, 3)
     await caught_up(eventually, master, replica)
     assert replica.ha.client is not None
