@@ -581,7 +581,8 @@ async def test_a_promoted_replica_delivers_pending_timer_messages_and_not_the_de
     )
     got = replica.store.get_messages(TOPIC, 0, 0, max_count=100)
     assert sorted(bodies(got.records)) == [b"due 0", b"due 1", b"due 2", b"later"]
-    assert replica.timer.duplicates_skipped_total == 3
+    # "later" too, when a slow run let the master deliver it before the replica caught up
+    assert replica.timer.duplicates_skipped_total in (3, 4)
 
 
 async def test_an_old_master_promoted_again_rebuilds_its_timer_from_the_new_masters_log(
