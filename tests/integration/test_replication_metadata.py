@@ -58,11 +58,14 @@ async def test_a_replica_copies_topics_and_offsets_beyond_one_grpc_messages_limi
     parts = list(master.ha.metadata_parts())
     assert len(parts) >= 8 and max(p.ByteSize() for p in parts) <= 1 << 20
     replica = await start_broker(replica_cfg)
-    await eventually(
-        lambda: len(replica.topics) == len(master.topics), what="every topic on the replica"
+    await eventually(  # 7.9 MB built, sent and parsed: seconds on a loaded machine
+        lambda: len(replica.topics) == len(master.topics),
+        timeout_s=30,
+        what="every topic on the replica",
     )
     await eventually(
         lambda: sorted(replica.offsets.entries()) == sorted(master.offsets.entries()),
+        timeout_s=30,
         what="every consumer offset on the replica",
     )
     assert replica.topics.data_version == master.topics.data_version
