@@ -7,11 +7,16 @@ and its properties; a retry also counts one more reconsume.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import PutResult
-from pocketmq.common.message import StoredMessage
+from pocketmq.common.errors import CorruptRecordError
+from pocketmq.common.message import StoredMessage, decode_record
 
-__all__ = ["reput"]
+__all__ = ["copies_after", "reput"]
+
+COPIES_QUERY_MAX = 64  # key-index hits read when looking for an earlier re-put
 
 
 def reput(
@@ -36,3 +41,19 @@ def reput(
         reconsume_times=msg.reconsume_times if reconsume_times is None else reconsume_times,
         prepared_transaction_offset=msg.prepared_transaction_offset,
     )
+
+
+def copies_after(store: MessageStore, topic: str, msg: StoredMessage) -> Iterator[StoredMessage]:
+    """Records of *topic* with *msg*'s ``UNIQ_KEY`` stored after it, by the key index:
+    re-puts of it a run before this one made (a crash, the master before a promotion).
+    None without a ``UNIQ_KEY``; a damaged hit is passed over."""
+    uniq = msg.uniq_key
+    if not uniq:
+        return
+    for raw in store.query_by_key(topic, uniq, max_count=COPIES_QUERY_MAX):
+        try:
+            found = decode_record(raw, check_crc=False)
+        except CorruptRecordError:
+            continue
+        if found.uniq_key == uniq and found.phys_offset > msg.phys_offset:
+            yield found

@@ -60,7 +60,7 @@ from pocketmq.broker.delay_levels import (
     restore_properties,
 )
 from pocketmq.broker.json_file import JsonFile
-from pocketmq.broker.reput import reput
+from pocketmq.broker.reput import copies_after, reput
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import GetStatus, PutStatus
 from pocketmq.common.aio import wait_event
@@ -78,7 +78,6 @@ log = logging.getLogger(__name__)
 MAX_SLEEP_S = 1.0  # longest sleep while a message waits; catches clock steps
 PUT_RETRY_DELAY_MS = 1_000  # after the store refused a re-put for the moment
 READ_BATCH = 32  # records read per store call
-DEDUP_QUERY_MAX = 64  # index hits read when checking for an earlier re-put
 MAX_PER_ROUND = 512  # re-puts before a level's task yields to the loop
 
 _RETRY_LATER = (PutStatus.DISK_FULL, PutStatus.SERVICE_NOT_AVAILABLE)
@@ -367,23 +366,15 @@ class ScheduleMessageService:
 
     def _reput_before(self, msg: StoredMessage) -> bool:
         """Is a record of *msg*'s real topic with its UNIQ_KEY stored after it?"""
-        uniq = msg.uniq_key
         topic = msg.properties.get(PROPERTY_REAL_TOPIC, "")
-        if not uniq or not topic:
-            return False
-        for raw in self._store.query_by_key(topic, uniq, max_count=DEDUP_QUERY_MAX):
-            try:
-                found = decode_record(raw, check_crc=False)
-            except CorruptRecordError:
-                continue
-            if found.uniq_key == uniq and found.phys_offset > msg.phys_offset:
-                log.info(
-                    "delay: the message parked at commit-log offset %d went out before "
-                    "(at %d); not delivered again",
-                    msg.phys_offset,
-                    found.phys_offset,
-                )
-                return True
+        for found in copies_after(self._store, topic, msg) if topic else ():
+            log.info(
+                "delay: the message parked at commit-log offset %d went out before "
+                "(at %d); not delivered again",
+                msg.phys_offset,
+                found.phys_offset,
+            )
+            return True
         return False
 
     def due_ms(self, msg: StoredMessage, level: int, now_ms: int) -> int:

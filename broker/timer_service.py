@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.delay_levels import PROPERTY_TIMER_DELIVER_MS, restore_properties
-from pocketmq.broker.reput import reput
+from pocketmq.broker.reput import copies_after, reput
 from pocketmq.broker.store.api import MessageStore
 from pocketmq.broker.store.results import GetStatus, PutResult, PutStatus
 from pocketmq.broker.store.timer_log import NO_PREV, TimerUnit
@@ -92,7 +92,6 @@ READ_BATCH = 1_024  # timer-topic records read per store call
 READ_BYTES = 4 * 1024 * 1024
 MAX_PER_ROUND = 2_048  # units enqueued, or messages re-put, before yielding
 CLEANUP_EVERY = 60  # checkpoints between timer-log cleanups
-DEDUP_QUERY_MAX = 64  # index hits read when checking for an earlier delivery
 
 _RETRY_LATER = (PutStatus.DISK_FULL, PutStatus.SERVICE_NOT_AVAILABLE)
 _END_OF_QUEUE = (
@@ -577,26 +576,16 @@ class TimerService:
 
     def _already_put(self, topic: str, msg: StoredMessage, unit: TimerUnit) -> bool:
         """Did a run before the restart re-put (or re-park) this very message?"""
-        uniq = msg.uniq_key
-        if not uniq:
-            return False
         deliver = str(unit.deliver_ms)
         rolls = str(unit.roll_times + 1)
-        for raw in self._store.query_by_key(topic, uniq, max_count=DEDUP_QUERY_MAX):
-            try:
-                found = decode_record(raw, check_crc=False)
-            except CorruptRecordError:
-                continue
-            if (
-                found.phys_offset > unit.phys_offset
-                and found.uniq_key == uniq
-                and found.properties.get(PROPERTY_TIMER_DELIVER_MS) == deliver
-                and (not unit.parked or found.properties.get(PROPERTY_TIMER_ROLL_TIMES) == rolls)
+        for found in copies_after(self._store, topic, msg):
+            if found.properties.get(PROPERTY_TIMER_DELIVER_MS) == deliver and (
+                not unit.parked or found.properties.get(PROPERTY_TIMER_ROLL_TIMES) == rolls
             ):
                 log.info(
                     "timer: %s (due %d) was already put into %s at commit-log offset %d "
                     "before the restart; not again",
-                    uniq,
+                    msg.uniq_key,
                     unit.deliver_ms,
                     topic,
                     found.phys_offset,

@@ -29,7 +29,7 @@ from typing import Any
 from pocketmq.common.errors import PocketMQError
 from pocketmq.v1 import ha_pb2
 
-__all__ = ["PART_BYTES", "Assembler", "MetadataTooLargeError", "split"]
+__all__ = ["PART_BYTES", "Assembler", "MetadataTooLargeError", "merged", "split"]
 
 PART_BYTES = 1 << 20  # a part's payload, below any HA channel's receive limit
 _ENTRY_OVERHEAD = 6  # a repeated field's tag and length prefix, at most
@@ -81,3 +81,11 @@ class Assembler:
                 "(ha_max_metadata_bytes): raise it on this replica"
             )
         self.snapshot.MergeFrom(part)
+
+
+def merged(parts: Iterable[ha_pb2.MetadataSnapshot]) -> ha_pb2.MetadataSnapshot:
+    """The snapshot *parts* make (GetMetadata's one answer), without a bound."""
+    whole = ha_pb2.MetadataSnapshot()
+    for part in parts:
+        whole.MergeFrom(part)
+    return whole

@@ -565,10 +565,7 @@ class HaController:
         self, known: common_pb2.DataVersion | None = None
     ) -> ha_pb2.MetadataSnapshot:
         """:meth:`metadata_parts` merged: the whole snapshot (GetMetadata's answer)."""
-        whole = ha_pb2.MetadataSnapshot()
-        for part in self.metadata_parts(known):
-            whole.MergeFrom(part)
-        return whole
+        return metadata.merged(self.metadata_parts(known))
 
     def apply_topics(self, snapshot: ha_pb2.MetadataSnapshot) -> None:
         """The master's topic table, as soon as it comes: records of a topic are served

@@ -23,6 +23,7 @@ import grpc
 
 from pocketmq.broker.ha import wire
 from pocketmq.broker.ha.master import HandshakeRefusedError, ReplicationMaster
+from pocketmq.broker.ha.metadata import merged
 from pocketmq.broker.store.epochs import EpochEntry
 from pocketmq.common.aio import cancel_and_wait
 from pocketmq.security.interceptor import AclError, AclInterceptor, peer_ip
@@ -101,11 +102,7 @@ class HaServicer(ha_pb2_grpc.HaServiceServicer):
     async def GetMetadata(
         self, request: ha_pb2.GetMetadataRequest, context: grpc.aio.ServicerContext
     ) -> ha_pb2.MetadataSnapshot:
-        parts = await self._metadata_parts(GET_METADATA, request, context)
-        whole = ha_pb2.MetadataSnapshot()
-        for part in parts:
-            whole.MergeFrom(part)
-        return whole
+        return merged(await self._metadata_parts(GET_METADATA, request, context))
 
     async def StreamMetadata(
         self, request: ha_pb2.GetMetadataRequest, context: grpc.aio.ServicerContext
