@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from dashkit import ADMIN_KEYS, READER_KEYS, ThreadedCluster
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -95,8 +95,12 @@ def cluster(tmp_path_factory) -> Iterator[ThreadedCluster]:
 
 
 def wait(driver: Any, condition: Any, what: str) -> Any:
+    """Poll *condition* until it is truthy. The pages redraw their tables on a timer, so an
+    element found in one poll may be replaced before it is read: that poll is retried."""
     try:
-        return WebDriverWait(driver, WAIT_S, poll_frequency=0.1).until(lambda d: condition(d))
+        return WebDriverWait(
+            driver, WAIT_S, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,)
+        ).until(lambda d: condition(d))
     except TimeoutException:
         text = driver.find_element(By.TAG_NAME, "body").text
         raise AssertionError(
@@ -303,29 +307,33 @@ def test_the_cluster_chart_draws_points_live(browser, cluster, shots):
         return int(charts[0].get_attribute("data-points") or 0) if charts else 0
 
     wait(browser, lambda d: points(d) >= 6, "a chart of several samples")
-    charts = browser.find_elements(By.CSS_SELECTOR, "#tps-charts svg.chart")
-    assert [c.get_attribute("aria-label") for c in charts] == [
-        "put TPS per broker",
-        "get TPS per broker",
-    ]
-    lines = browser.find_elements(By.CSS_SELECTOR, "#tps-charts svg.chart polyline")
-    assert [line.get_attribute("data-series") for line in lines] == ["broker-a/0"] * 2
-    assert all(len(line.get_attribute("points").split()) >= 3 for line in lines)
-    assert browser.find_elements(By.CSS_SELECTOR, "svg.chart circle.pt")
+    # read in one script, so that a redraw of the charts cannot fall between two reads
+    drawn = browser.execute_script(
+        """const charts = [...document.querySelectorAll('#tps-charts svg.chart')];
+        return {labels: charts.map(c => c.getAttribute('aria-label')),
+                lines: [...document.querySelectorAll('#tps-charts svg.chart polyline')].map(
+                  l => [l.getAttribute('data-series'), l.getAttribute('points')]),
+                dots: document.querySelectorAll('svg.chart circle.pt').length};"""
+    )
+    assert drawn["labels"] == ["put TPS per broker", "get TPS per broker"]
+    assert [series for series, _ in drawn["lines"]] == ["broker-a/0"] * 2
+    assert all(len(points.split()) >= 3 for _, points in drawn["lines"])
+    assert drawn["dots"]
     browser.save_screenshot(str(shots / "cluster-chart.png"))
 
 
 def test_a_topic_is_deleted_only_once_its_name_is_typed(browser, cluster):
     make_topic(cluster, "short-lived")
     open_page(browser, cluster, "topics", "#topics")
-    row = wait(
-        browser,
-        lambda d: [
-            r for r in d.find_elements(By.CSS_SELECTOR, "#topics tr") if "short-lived" in r.text
-        ],
-        "the topic's row",
-    )[0]
-    row.find_element(By.CSS_SELECTOR, "[data-action=delete]").click()
+
+    def click_delete(d: Any) -> bool:  # found and clicked in one poll: the table redraws
+        for r in d.find_elements(By.CSS_SELECTOR, "#topics tr"):
+            if "short-lived" in r.text:
+                r.find_element(By.CSS_SELECTOR, "[data-action=delete]").click()
+                return True
+        return False
+
+    wait(browser, click_delete, "the topic's delete button")
     form = element(browser, "#delete-topic")
     form.find_element(By.NAME, "confirm").send_keys("short")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
