@@ -1,6 +1,6 @@
 """Replication figures beside a single broker, measured in the same run.
 
-    .venv/bin/python benchmarks/replication_bench.py [--messages 100000] [--catchup-mib 512]
+    .venv/bin/python benchmarks/replication_bench.py [--messages 1000000] [--catchup-mib 512]
                                                      [--runs 1] [--throughput-only]
                                                      [--broker-args=--no-write-without-mmap]
                                                      [--broker-env="MALLOC_ARENA_MAX=2 ..."]
@@ -21,7 +21,12 @@ the replica dials ``--ha-master-address``); the client runs here on uvloop.
   what the share would be with every process CPU-bound on the same cores,
   steady where the msgs/s share swings with the neighbours.
   ``--runs N`` repeats the three (each replicated run against the single
-  broker of its own round) and prints the median shares;
+  broker of its own round) and prints the median shares. Rounds rotate
+  the order of the three, so that none always runs first or last (each run
+  reuses the memory the run before it freed), and an untimed single-broker
+  run comes first (on a VM the first gigabytes written into memory the
+  guest never touched cost more). Each run sends ``--messages`` (1,000,000
+  = 1 GiB, 4-7 s): runs of 100,000 last under half a second;
 * the control, in each round: the single broker again, beside processes that
   keep as many cores busy copying memory as the ASYNC run's replica used
   (its CPU µs per message x its msgs/s): what any process of the replica's
@@ -315,24 +320,33 @@ def burner(cores: float) -> Iterator[None]:
             proc.wait()
 
 
-async def throughput_round(n: int, shares: dict[str, list[float]]) -> None:
-    """Single broker, ASYNC_MASTER + replica, SYNC_MASTER + replica: one after another;
-    then the control: the single broker again beside a burner of the ASYNC replica's
-    cores (what any process of that CPU costs the broker on this machine)."""
-    with brokers() as group:
-        port, _ = group.start("single")
-        single, single_cpu, cpu, _each = await measured_send(group, port, n)
+ROLES = (("single", 0.0), ("ASYNC_MASTER", 0.7), ("SYNC_MASTER", 0.6))
+
+
+async def throughput_round(n: int, shares: dict[str, list[float]], first: int = 0) -> None:
+    """Single broker, ASYNC_MASTER + replica, SYNC_MASTER + replica: one after another,
+    starting with ``ROLES[first]`` (rounds rotate the order, so that no setting always
+    runs first, on the memory the round before left, or last); then the control: the
+    single broker again beside a burner of the ASYNC replica's cores (what any process
+    of that CPU costs the broker on this machine). Shares are of the round's single
+    broker, printed once every run of the round is done."""
+    runs: dict[str, tuple[float, float, str, list[float]]] = {}
+    for role, _target in (*ROLES[first:], *ROLES[:first]):
+        with brokers() as group:
+            if role == "single":
+                port, _ = group.start("single")
+                runs[role] = await measured_send(group, port, n)
+            else:
+                master, replica = await pair(group, role)
+                runs[role] = await measured_send(group, master, n, replica)
+    single, single_cpu, cpu, _each = runs["single"]
+    print(f"round: {' -> '.join(role for role in runs)}")
     print(
         f"SendBatch x{BATCH} 1 KiB, 4 calls  single broker        {single:>10,.0f} msg/s "
         f"({single * len(BODY) / 1e6:,.0f} MB/s)            {cpu}"
     )
-    replica_cores = 0.0
-    for role, target in (("ASYNC_MASTER", 0.7), ("SYNC_MASTER", 0.6)):
-        with brokers() as group:
-            master, replica = await pair(group, role)
-            rate, total_cpu, cpu, each = await measured_send(group, master, n, replica)
-        if role == "ASYNC_MASTER":
-            replica_cores = each[1] * rate / 1e6
+    for role, target in ROLES[1:]:
+        rate, total_cpu, cpu, each = runs[role]
         shares[role].append(rate / single)
         shares[f"{role} by CPU"].append(single_cpu / total_cpu)
         print(
@@ -340,6 +354,8 @@ async def throughput_round(n: int, shares: dict[str, list[float]]) -> None:
             f"= {rate / single:4.0%} of single (target >= {target:.0%}), "
             f"{single_cpu / total_cpu:4.0%} by CPU  {cpu}"
         )
+    each = runs["ASYNC_MASTER"][3]
+    replica_cores = each[1] * runs["ASYNC_MASTER"][0] / 1e6
     with brokers() as group:
         port, _ = group.start("single")
         await send_batches(port, encode_batches(20 * BATCH))  # warm, as the run above
@@ -357,8 +373,11 @@ async def throughput_round(n: int, shares: dict[str, list[float]]) -> None:
 async def run(args: argparse.Namespace) -> None:
     n = args.messages
     shares: dict[str, list[float]] = collections.defaultdict(list)
-    for _ in range(args.runs):
-        await throughput_round(n, shares)
+    with brokers() as group:  # untimed: the first gigabytes a fresh VM writes cost more
+        port, _ = group.start("warm-up")
+        await measured_send(group, port, n)
+    for i in range(args.runs):
+        await throughput_round(n, shares, i % len(ROLES))
     if args.runs > 1:
         print(
             f"median of {args.runs} rounds: ASYNC_MASTER+replica "
@@ -437,7 +456,7 @@ async def run(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--singles", type=int, default=2000)
     parser.add_argument("--catchup-mib", type=int, default=512)
     parser.add_argument(

@@ -1,8 +1,8 @@
 """Spark figures: rows/s read from a broker, from store files, and written to a topic.
 
-    .venv/bin/python benchmarks/spark_bench.py [--messages 1000000] [--write 200000]
+    .venv/bin/python benchmarks/spark_bench.py [--messages 4000000] [--write 200000]
         [--repeat 3] [--only broker,store,ceiling,write] [--send-batch-size N] [--conf K=V]
-        [--broker-toml 'max_pull_messages = 1024']
+        [--broker-toml 'max_pull_messages = 1024'] [--no-fixed-cost]
 
 Starts ``pocketmq standalone`` in a temporary directory, fills topic ``bench``
 (8 queues) with 1 KiB messages through SendBatch, then in Spark ``local[2]``:
@@ -17,6 +17,17 @@ materializes every column: a sum over the length of every column (nested ones
 through ``size``), computed in the JVM, so every value crosses from the
 Python worker. Each figure is measured ``--repeat`` times after a warm-up run of its own
 and printed with its range; on a shared machine, read the range, not one run.
+
+Spark's cost per query: before a read's timed runs, the same query over a few
+rows (from a broker: ``endingOffsets`` after each queue's first message, the same
+8 tasks; the ceiling: one batch a partition) is timed 5 times. Its median, 0.4-0.7 s
+here, is what every query pays whatever it reads: planning, the JIT compiling
+Spark's planner (still at it after dozens of queries: C1/C2 threads take about
+0.45 s of CPU a query), launching each task and its Python worker's call. The
+read's median run is printed again past that cost: the rate its rows move at,
+which a longer read tends to. The default ``--messages`` (4,000,000, 4 GiB in the
+broker's data directory) keeps that cost near a tenth of a run; with 1,000,000 it is
+a fifth to a quarter.
 ``--broker-toml`` passes broker settings (e.g. the pull caps
 ``max_pull_messages``/``max_pull_bytes``, 32 and 256 KiB by default). Not a
 test.
@@ -43,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 import time
@@ -132,10 +144,13 @@ def timed(
     action,
     repeat: int,  # type: ignore[no-untyped-def]
     broker_pid: int,
+    fixed_s: float | None = None,
 ) -> None:
     """Run *action* *repeat* times; print rows/s and the CPU spent per row (the figure a
-    loaded machine changes least: other work slows the wall clock, not this)."""
-    rates, costs = [], []
+    loaded machine changes least: other work slows the wall clock, not this). With
+    *fixed_s*, Spark's cost per query (:func:`fixed_cost`), the median's rate past it too:
+    what the rows themselves move at, the rate a longer read tends to."""
+    rates, costs, times = [], [], []
     for _ in range(repeat):
         machine, broker = cpu_seconds(), cpu_seconds(broker_pid)
         spark = spark_cpu_seconds(broker_pid)
@@ -149,6 +164,7 @@ def timed(
             used[key[1]] += t - spark.get(key, 0.0)
         per_row = {k: v / max(rows, 1) * 1e6 for k, v in used.items()}
         rates.append(rows / elapsed)
+        times.append((elapsed, rows))
         costs.append(sum(per_row.values()) + broker / max(rows, 1) * 1e6)
         print(
             f"  {label:<38} {rows:>10,} rows in {elapsed:6.2f} s = {rates[-1]:>10,.0f} rows/s"
@@ -167,6 +183,32 @@ def timed(
         f" {cost:.2f} us (2 cores / that: {2e6 / cost:,.0f} rows/s)",
         flush=True,
     )
+    if fixed_s is not None:
+        elapsed, rows = sorted(times)[len(times) // 2]
+        print(
+            f"  {label:<38} median run {elapsed:.2f} s, of which Spark's cost per query"
+            f" {fixed_s:.2f} s; past it: {rows / max(elapsed - fixed_s, 1e-9):,.0f} rows/s",
+            flush=True,
+        )
+
+
+def fixed_cost(label: str, action, runs: int = 5) -> float:  # type: ignore[no-untyped-def]
+    """Median seconds of *action*, a query over a handful of rows with the plan and tasks of
+    a full read: Spark's cost per query (planning, compiling its planner and generated code,
+    launching each task and its Python worker's call), whatever it reads."""
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - started)
+    times.sort()
+    fixed = times[len(times) // 2]
+    print(
+        f"  {label:<38} the same query over a few rows: {times[0]:.2f} .. {times[-1]:.2f} s,"
+        f" median {fixed:.2f} s (Spark's cost per query)",
+        flush=True,
+    )
+    return fixed
 
 
 def materialize(df) -> int:  # type: ignore[no-untyped-def]
@@ -180,7 +222,23 @@ def materialize(df) -> int:  # type: ignore[no-untyped-def]
     return int(df.agg(F.count("*").alias("n"), *sizes).first().n)
 
 
-def ceiling_source(rows: int):  # type: ignore[no-untyped-def]
+async def first_offsets(namesrv: str, topic: str) -> str:
+    """``endingOffsets`` JSON that ends every queue of *topic* after its first message."""
+    from pocketmq.client.admin import AdminClient
+
+    async with AdminClient(namesrv) as admin:
+        route = await admin.topic_route(topic)
+    return json.dumps(
+        {
+            topic: {
+                q.broker_name: {str(i): 1 for i in range(q.read_queue_nums)}
+                for q in route.queue_datas
+            }
+        }
+    )
+
+
+def ceiling_source(rows: int, name: str = "pocketmq-bench-ceiling"):  # type: ignore[no-untyped-def]
     """A data source that yields one prebuilt batch of 1 KiB rows again and again: what
     Spark's Python data source path carries here with no I/O and no decoding at all."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -213,7 +271,7 @@ def ceiling_source(rows: int):  # type: ignore[no-untyped-def]
     class CeilingSource(DataSource):
         @classmethod
         def name(cls) -> str:
-            return "pocketmq-bench-ceiling"
+            return name
 
         def schema(self):  # type: ignore[no-untyped-def]
             return SCHEMA
@@ -226,7 +284,7 @@ def ceiling_source(rows: int):  # type: ignore[no-untyped-def]
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--messages", type=int, default=4_000_000)
     parser.add_argument("--write", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
@@ -237,6 +295,12 @@ def main() -> int:
         "by the JVM's JIT for several queries: more runs measure a warm session)",
     )
     parser.add_argument("--only", default="broker,store,ceiling,write")
+    parser.add_argument(
+        "--no-fixed-cost",
+        dest="fixed_cost",
+        action="store_false",
+        help="skip timing each read over a few rows (Spark's cost per query)",
+    )
     parser.add_argument("--broker-toml", default="")
     parser.add_argument(
         "--conf",
@@ -286,6 +350,17 @@ def main() -> int:
                 .load()
             )
 
+        ending = asyncio.run(first_offsets(namesrv, "bench"))
+
+        def broker_read_few() -> int:
+            return materialize(
+                spark.read.format("pocketmq")
+                .option("namesrv", namesrv)
+                .option("subscribe", "bench")
+                .option("endingOffsets", ending)
+                .load()
+            )
+
         def store_read() -> int:
             return materialize(
                 spark.read.format("pocketmq-store").option("subscribe", "bench").load(data_dir)
@@ -317,21 +392,32 @@ def main() -> int:
             + (f"; Spark: {', '.join(args.conf)}" if args.conf else "")
         )
         spark.dataSource.register(ceiling_source(total))
+        spark.dataSource.register(ceiling_source(32768, "pocketmq-bench-ceiling-few"))
 
         def ceiling() -> int:
             return materialize(spark.read.format("pocketmq-bench-ceiling").load())
 
+        def ceiling_few() -> int:  # one batch a partition
+            return materialize(spark.read.format("pocketmq-bench-ceiling-few").load())
+
         paths = (
-            ("broker", "read from the broker (PullBatch)", total, broker_read),
-            ("store", "read from store files (pocketmq-store)", total, store_read),
-            ("ceiling", "Spark's ceiling (prebuilt batches)", total - total % 32768, ceiling),
-            ("write", "write to a topic (SendBatch)", args.write, write),
+            ("broker", "read from the broker (PullBatch)", total, broker_read, broker_read_few),
+            ("store", "read from store files (pocketmq-store)", total, store_read, None),
+            (
+                "ceiling",
+                "Spark's ceiling (prebuilt batches)",
+                total - total % 32768,
+                ceiling,
+                ceiling_few,
+            ),
+            ("write", "write to a topic (SendBatch)", args.write, write, None),
         )
-        for key, label, expected, action in paths:
+        for key, label, expected, action, few in paths:
             if key in only:
                 for _ in range(max(args.warmup, 1)):
                     action()  # a path's first run pays its imports, channels, routes
-                timed(label, expected, action, args.repeat, server.pid)
+                fixed = fixed_cost(label, few) if few is not None and args.fixed_cost else None
+                timed(label, expected, action, args.repeat, server.pid, fixed)
         print(f"load average after: {os.getloadavg()[0]:.1f}")
         spark.stop()
     return 0
