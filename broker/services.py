@@ -122,7 +122,9 @@ def build_services(
     timer = _build_timer(cfg, store, recovery, clock)
     ha = _build_ha(cfg, store, edge, topics=topics, offsets=offsets, schedule=schedule)
     locks = RebalanceLockManager(max_live_time_ms=cfg.rebalance_lock_max_live_time_ms, clock=clock)
-    transactions, transaction_check = _build_transactions(cfg, store, store_host, clients, clock)
+    transactions, transaction_check = _build_transactions(
+        cfg, store, store_host, clients, clock, ha=ha
+    )
     registration = _build_registration(cfg, topics, edge, ha)
     idempotence, send, send_back = _build_message_services(
         cfg, store, store_host, topics, ha=ha, clock=clock, stats=stats
@@ -337,6 +339,8 @@ def _build_transactions(
     store_host: tuple[str, int],
     clients: ClientManager,
     clock: Clock,
+    *,
+    ha: HaController | None,
 ) -> tuple[TransactionResolver, TransactionalMessageCheckService]:
     transactions = TransactionResolver(
         store,
@@ -344,6 +348,7 @@ def _build_transactions(
         store_host=store_host,
         max_batch_size_bytes=cfg.max_batch_size_bytes,
         clock=clock,
+        replica_wait=(ha.wait_replicated if ha is not None else None),
     )
     transactions.load()
     transaction_check = TransactionalMessageCheckService(

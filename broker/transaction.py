@@ -32,7 +32,6 @@ found by the half's UNIQ_KEY gets the message put again.
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import logging
 import os
@@ -41,6 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pocketmq.broker.delay_levels import PROPERTY_REAL_TOPIC
+from pocketmq.broker.durability import OK, ReplicaWait, wait_durable
 from pocketmq.broker.errors import (
     FailedPreconditionError,
     IllegalArgumentError,
@@ -181,8 +181,12 @@ class TransactionResolver:
         store_host: tuple[str, int],
         max_batch_size_bytes: int = 4 * 1024 * 1024,
         clock: Clock | None = None,
+        replica_wait: ReplicaWait | None = None,
     ) -> None:
+        """*replica_wait*: a SYNC_MASTER's wait for its replicas to hold the log up to an
+        offset (:mod:`pocketmq.broker.durability`), which EndTransaction awaits."""
         self._store = store
+        self._replica_wait = replica_wait
         self._store_host = store_host
         self._max_batch = max_batch_size_bytes
         self._clock = clock or SystemClock()
@@ -345,7 +349,14 @@ class TransactionResolver:
 
     # -- EndTransaction -------------------------------------------------------------------
     async def end_transaction(self, request: EndTransactionRequest) -> EndTransactionOutcome:
-        """Commit or roll back; idempotent; waits for the flush with synchronous flush."""
+        """Commit or roll back; idempotent. Answers once the op (and the committed message)
+        is as durable as the role promises a send: flushed with synchronous flush, held by
+        the replicas of a SYNC_MASTER (RocketMQ's EndTransactionProcessor puts the final
+        message as a send is put). A shortfall is logged and answered all the same, as
+        RocketMQ answers it: the resolution is stored here, and should this broker be lost
+        before a replica holds it, the half it resolves is still there and is checked with
+        the producer group again. A repeated EndTransaction waits the same way for the log
+        as it is, which holds the first one's op."""
         if request.resolution not in (Resolution.COMMIT, Resolution.ROLLBACK):
             raise IllegalArgumentError(
                 f"a transaction ends with COMMIT or ROLLBACK, not {request.resolution.value}"
@@ -367,12 +378,15 @@ class TransactionResolver:
                 half.phys_offset,
                 request.resolution.value,
             )
+            end = self._store.log_end_offset()
+            await self._durable(self._store.flush_request(end), end, half, request)
             return EndTransactionOutcome(
                 resolution=request.resolution,
                 already_resolved=True,
                 half_queue_offset=half.queue_offset,
             )
         flush = self.resolve(half, request.resolution)
+        end = self._store.log_end_offset()  # no await since the put: the op's end, or past
         if self.trace is not None:
             self.trace.on_transaction_end(
                 half,
@@ -388,17 +402,29 @@ class TransactionResolver:
             request.resolution.describe(),
             " on a check" if request.from_transaction_check else "",
         )
-        if flush is not None and await asyncio.wrap_future(flush) is not PutStatus.PUT_OK:
-            log.warning(
-                "the %s of half message at %d is stored but not yet flushed",
-                request.resolution.value,
-                half.phys_offset,
-            )
+        await self._durable(flush, end, half, request)
         return EndTransactionOutcome(
             resolution=request.resolution,
             already_resolved=False,
             half_queue_offset=half.queue_offset,
         )
+
+    async def _durable(
+        self,
+        flush: Future[PutStatus] | None,
+        end: int,
+        half: StoredMessage,
+        request: EndTransactionRequest,
+    ) -> None:
+        reached = await wait_durable(flush, end, self._replica_wait)
+        if reached != OK:
+            log.warning(
+                "the %s of half message at %d is stored but not yet durable (%s); "
+                "answered all the same: the half stays checkable until a replica holds it",
+                request.resolution.value,
+                half.phys_offset,
+                reached,
+            )
 
     def _find_half(self, request: EndTransactionRequest) -> StoredMessage:
         offset = request.commit_log_offset
