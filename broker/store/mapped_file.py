@@ -241,20 +241,28 @@ class MappedFile:
         if end > self.reserved_end:
             self.reserve(end)
         if self.write_without_mmap:
-            self._pwrite(data, pos)
+            self._pwrite(self._fd, data, pos)
+        elif pos == 0:
+            # A new file's first store through a mapping waits on the filesystem: ext4
+            # here took 1.4 ms (median; 9 ms p90) for the first page of each new file,
+            # the pages after it 4 us, and a pwrite of the first bytes 8 us. A topic's
+            # first message per queue paid it once per queue, on the event loop (2,000
+            # new consume queues: 19 s of sends). The mapping shares the page cache.
+            with self._file() as fd:
+                self._pwrite(fd, data, pos)
         else:
             (self._mm if self._mm is not None else self._map())[pos:end] = data
         self.wrote_position = end
         return pos
 
-    def _pwrite(self, data: bytes | bytearray | memoryview, pos: int) -> None:
-        """Write all of *data* at *pos* through the descriptor (short writes continue)."""
-        done = os.pwrite(self._fd, data, pos)
+    def _pwrite(self, fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
+        """Write all of *data* at *pos* through *fd* (short writes continue)."""
+        done = os.pwrite(fd, data, pos)
         if done == len(data):
             return
         with memoryview(data) as view, view.cast("B") as whole:
             while done < len(whole):
-                wrote = os.pwrite(self._fd, whole[done:], pos + done)
+                wrote = os.pwrite(fd, whole[done:], pos + done)
                 if wrote <= 0:
                     raise OSError(errno.EIO, f"pwrite wrote nothing to {self.path} at {pos}")
                 done += wrote

@@ -118,6 +118,28 @@ def test_a_truncated_segment_written_with_pwrite_reads_zeros_past_the_cut(tmp_pa
     queue.close()
 
 
+def test_a_new_segments_first_bytes_go_through_its_file_and_the_rest_through_the_mapping(
+    tmp_path,
+):
+    """The first store into a new file's mapping waits on the filesystem (ext4 here:
+    1.4 ms median, 9 ms p90, against 8 us for a pwrite; the pages after the first cost
+    4 us), which every new consume queue paid on the event loop. A new sparse segment
+    (a consume queue's: unmapped until used) takes its first bytes by pwrite and stays
+    unmapped; the next append maps it, and both read back through the mapping."""
+    mf = MappedFile(str(tmp_path / f"{0:020d}"), SEGMENT, io=StoreIO(), create=True, sparse=True)
+    mf.unmap()
+    assert not mf.mapped
+    mf.append(b"first unit..........")
+    assert not mf.mapped, "the first append faulted the new file's mapping in"
+    mf.append(b"second unit.........")
+    assert mf.mapped
+    assert bytes(mf.buffer[0:40]) == b"first unit..........second unit........."
+    mf.flush()
+    mf.close()
+    with open(tmp_path / f"{0:020d}", "rb") as f:
+        assert f.read(40) == b"first unit..........second unit........."
+
+
 def test_a_sparse_segment_cannot_be_written_without_mmap(tmp_path):
     with pytest.raises(ValueError, match="sparse"):
         MappedFile(
