@@ -155,7 +155,7 @@ async def test_a_consumer_of_2000_queues_heartbeats_small_and_reads_every_messag
                 any(q.topic.startswith("many") for q in c.assigned_queues()) for c in (a, b)
             )
 
-        await eventually(split, timeout_s=60, what="2,000 queues split between two members")
+        await eventually(split, timeout_s=120, what="2,000 queues split between two members")
         await send_round(broker, 1)
         await eventually(lambda: expected(1) <= seen.keys(), timeout_s=60, what="round 1 consumed")
         twice = {body: ids for body, ids in seen.items() if len(ids) != 1}
