@@ -244,10 +244,11 @@ class MappedFile:
             self._pwrite(self._fd, data, pos)
         elif pos == 0:
             # A new file's first store through a mapping waits on the filesystem: ext4
-            # here took 1.4 ms (median; 9 ms p90) for the first page of each new file,
-            # the pages after it 4 us, and a pwrite of the first bytes 8 us. A topic's
-            # first message per queue paid it once per queue, on the event loop (2,000
-            # new consume queues: 19 s of sends). The mapping shares the page cache.
+            # here took 1.8-2.3 ms (median; p90 up to 16 ms) for the first page of a new
+            # file, 5-12 us for the pages after it, and 8-20 us for a pwrite of the first
+            # bytes. A topic's first message paid it per queue, on the event loop (2,000
+            # new consume queues: 17.8 s of sends, now 0.9 s). The mapping shares the
+            # page cache.
             with self._file() as fd:
                 self._pwrite(fd, data, pos)
         else:

@@ -122,8 +122,8 @@ def test_a_new_segments_first_bytes_go_through_its_file_and_the_rest_through_the
     tmp_path,
 ):
     """The first store into a new file's mapping waits on the filesystem (ext4 here:
-    1.4 ms median, 9 ms p90, against 8 us for a pwrite; the pages after the first cost
-    4 us), which every new consume queue paid on the event loop. A new sparse segment
+    1.8-2.3 ms median, against 8-20 us for a pwrite; the pages after the first cost
+    5-12 us), which every new consume queue paid on the event loop. A new sparse segment
     (a consume queue's: unmapped until used) takes its first bytes by pwrite and stays
     unmapped; the next append maps it, and both read back through the mapping."""
     mf = MappedFile(str(tmp_path / f"{0:020d}"), SEGMENT, io=StoreIO(), create=True, sparse=True)
