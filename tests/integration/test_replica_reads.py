@@ -20,6 +20,7 @@ import time
 from collections import defaultdict
 
 import pytest
+from hakit import pair_configs
 
 from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.client import ConsumeResult, Message, MessageExt, Producer, PullConsumer, PushConsumer
@@ -99,20 +100,8 @@ class Pair:
 
 @pytest.fixture
 async def pair(nameserver, broker_config, start_broker, eventually):
-    common = dict(
-        broker_name="broker-a",
-        port=0,
-        ha_port=0,
-        namesrv_addrs=nameserver.address,
-        grpc_v2_port=-1,
-        register_interval_seconds=0.2,
-    )
     pair = Pair(
-        nameserver,
-        start_broker,
-        eventually,
-        broker_config("master", broker_role="SYNC_MASTER", broker_id=0, **common),
-        broker_config("replica", broker_role="SLAVE", broker_id=1, **common),
+        nameserver, start_broker, eventually, *pair_configs(broker_config, nameserver.address)
     )
     await pair.start()
     return pair

@@ -7,6 +7,7 @@ import time
 
 import grpc
 import pytest
+from hakit import pair_configs
 from storekit import bodies
 
 from pocketmq.broker.topic_config import BrokerTopicConfig
@@ -30,18 +31,7 @@ def pair_config(broker_config, namesrv):
     """(master config, replica config) of broker name broker-a, on ports 0."""
 
     def make(role="SYNC_MASTER", **overrides):
-        common = dict(
-            broker_name="broker-a",
-            port=0,
-            ha_port=0,
-            namesrv_addrs=namesrv.address,
-            grpc_v2_port=-1,
-            register_interval_seconds=0.2,
-            **overrides,
-        )
-        master = broker_config("master", broker_role=role, broker_id=0, **common)
-        replica = broker_config("replica", broker_role="SLAVE", broker_id=1, **common)
-        return master, replica
+        return pair_configs(broker_config, namesrv.address, role, **overrides)
 
     return make
 

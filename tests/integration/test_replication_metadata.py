@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from hakit import pair_configs
 
 from pocketmq.broker.topic_config import BrokerTopicConfig
 from pocketmq.v1 import ha_pb2
@@ -15,19 +16,7 @@ GROUPS = [f"{'g' * 95}-{i}" for i in range(4)]
 @pytest.fixture
 def pair_config(broker_config, nameserver):
     def make(**overrides):
-        common = dict(
-            broker_name="broker-a",
-            port=0,
-            ha_port=0,
-            namesrv_addrs=nameserver.address,
-            grpc_v2_port=-1,
-            register_interval_seconds=0.2,
-        )
-        master = broker_config("master", broker_role="ASYNC_MASTER", broker_id=0, **common)
-        replica = broker_config(
-            "replica", broker_role="SLAVE", broker_id=1, **{**common, **overrides}
-        )
-        return master, replica
+        return pair_configs(broker_config, nameserver.address, "ASYNC_MASTER", replica=overrides)
 
     return make
 

@@ -7,6 +7,7 @@ import time
 
 import grpc
 import pytest
+from hakit import pair_configs
 from partition_proxy import PartitionProxy
 
 from pocketmq.broker.topic_config import BrokerTopicConfig
@@ -21,20 +22,10 @@ GROUP = "pg-tx"
 @pytest.fixture
 def pair_config(broker_config, nameserver):
     def make(**replica_overrides):
-        common = dict(
-            broker_name="broker-a",
-            port=0,
-            ha_port=0,
-            namesrv_addrs=nameserver.address,
-            grpc_v2_port=-1,
-            register_interval_seconds=0.2,
-            slave_timeout_ms=60_000,  # the test, not the timeout, decides when acks come
+        # the test, not the slave timeout, decides when acks come
+        return pair_configs(
+            broker_config, nameserver.address, replica=replica_overrides, slave_timeout_ms=60_000
         )
-        master = broker_config("master", broker_role="SYNC_MASTER", broker_id=0, **common)
-        replica = broker_config(
-            "replica", broker_role="SLAVE", broker_id=1, **{**common, **replica_overrides}
-        )
-        return master, replica
 
     return make
 

@@ -31,7 +31,15 @@ from pocketmq.common.message import encode_record, pack_host
 from pocketmq.v1 import broker_pb2 as pb
 from pocketmq.v1 import broker_pb2_grpc
 
-__all__ = ["HaGroup", "assert_same_logs", "bulk_write", "promote", "runtime_info", "send_raw"]
+__all__ = [
+    "HaGroup",
+    "assert_same_logs",
+    "bulk_write",
+    "pair_configs",
+    "promote",
+    "runtime_info",
+    "send_raw",
+]
 
 # Short timers, so that a replica notices a dead master (and the other way round) fast.
 HA_FAST: dict[str, Any] = dict(
@@ -41,6 +49,33 @@ HA_FAST: dict[str, Any] = dict(
     register_interval_seconds=1,
     grpc_v2_port=-1,
 )
+
+
+def pair_configs(
+    broker_config: Any,
+    namesrv: str,
+    role: str = "SYNC_MASTER",
+    *,
+    replica: dict[str, Any] | None = None,
+    **common: Any,
+) -> tuple[Any, Any]:
+    """(master config, replica config) of broker name broker-a for in-process brokers
+    (the integration tests' ``broker_config`` factory): a master of *role* (broker id 0)
+    and its SLAVE (id 1), data in ``master``/``replica``, ports 0, registering with
+    *namesrv* every 0.2 s; *common* settings go to both, *replica* ones to the replica."""
+    both = dict(
+        broker_name="broker-a",
+        port=0,
+        ha_port=0,
+        namesrv_addrs=namesrv,
+        grpc_v2_port=-1,
+        register_interval_seconds=0.2,
+        **common,
+    )
+    return (
+        broker_config("master", broker_role=role, broker_id=0, **both),
+        broker_config("replica", broker_role="SLAVE", broker_id=1, **{**both, **(replica or {})}),
+    )
 
 
 async def runtime_info(addr: str) -> dict[str, str]:
