@@ -42,6 +42,12 @@ async def scripted() -> AsyncIterator[tuple[str, Script]]:
     async def send_stream(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext):
         script.streams += 1
         writes: list[asyncio.Task[None]] = []
+        one_write = asyncio.Lock()  # a held answer and a prompt one must not write at once
+
+        async def write(request_id: int) -> None:
+            async with one_write:
+                await context.write(answer(request_id))
+
         async for raw in requests:
             request = pb.SendStreamRequest.FromString(raw)
             if request.batch.records == b"break":
@@ -51,11 +57,11 @@ async def scripted() -> AsyncIterator[tuple[str, Script]]:
 
                 async def later(request_id: int = request.request_id) -> None:
                     await script.release.wait()
-                    await context.write(answer(request_id))
+                    await write(request_id)
 
                 writes.append(asyncio.create_task(later()))
                 continue
-            await context.write(answer(request.request_id))
+            await write(request.request_id)
         await asyncio.gather(*writes)
 
     handler = grpc.stream_stream_rpc_method_handler(send_stream)
