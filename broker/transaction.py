@@ -378,14 +378,13 @@ class TransactionResolver:
                 half.phys_offset,
                 request.resolution.value,
             )
-            end = self._store.log_end_offset()
-            await self._durable(self._store.flush_request(end), end, half, request)
+            await self._durable(self._store.log_end_offset(), half, request)
             return EndTransactionOutcome(
                 resolution=request.resolution,
                 already_resolved=True,
                 half_queue_offset=half.queue_offset,
             )
-        flush = self.resolve(half, request.resolution)
+        self.resolve(half, request.resolution)
         end = self._store.log_end_offset()  # no await since the put: the op's end, or past
         if self.trace is not None:
             self.trace.on_transaction_end(
@@ -402,21 +401,17 @@ class TransactionResolver:
             request.resolution.describe(),
             " on a check" if request.from_transaction_check else "",
         )
-        await self._durable(flush, end, half, request)
+        await self._durable(end, half, request)
         return EndTransactionOutcome(
             resolution=request.resolution,
             already_resolved=False,
             half_queue_offset=half.queue_offset,
         )
 
-    async def _durable(
-        self,
-        flush: Future[PutStatus] | None,
-        end: int,
-        half: StoredMessage,
-        request: EndTransactionRequest,
-    ) -> None:
-        reached = await wait_durable(flush, end, self._replica_wait)
+    async def _durable(self, end: int, half: StoredMessage, request: EndTransactionRequest) -> None:
+        """Until the log up to *end* is as durable as a send's (one wait for either path:
+        the op just put, or the earlier op a repeated EndTransaction finds)."""
+        reached = await wait_durable(self._store.flush_request(end), end, self._replica_wait)
         if reached != OK:
             log.warning(
                 "the %s of half message at %d is stored but not yet durable (%s); "
