@@ -33,6 +33,14 @@ the replica dials ``--ha-master-address``); the client runs here on uvloop.
   size costs a broker on this machine, so the share it leaves is the most a
   replica of that CPU could leave, and the gap down to the ASYNC share is the
   replication's own cost on the master;
+* the page-cache control, in each round: the single broker again beside a
+  process that only writes the ASYNC replica's bytes a second (its msgs/s x the
+  stored record size) with ``pwrite`` into new 256 MiB files it keeps, as a
+  replica's log grows: the least any replica costs, since it must at least
+  store its copy. On this VM a page-cache page new to the guest costs 2-3 µs a
+  KiB to write, against 0.2 for a page it reuses (the hypervisor backs it
+  then), and the broker beside that writer slows too, so this control lies far
+  below the burner's;
 * SendMessage one at a time (c=1) on SYNC_MASTER + replica: p50 / p99;
 * catch-up: a replica started empty against a master holding --catchup-mib
   MiB, MB/s from its first copied byte to the master's end (producers idle);
@@ -64,7 +72,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import grpc
 import uvloop
@@ -304,6 +312,43 @@ while True:
 """
 
 
+#: a stand-in for a replica's own copy of the log: *rate* bytes a second written with
+#: pwrite, 1 MiB at a time, into 256 MiB files of a scratch directory, each fallocated
+#: as a segment is and kept, as a replica's log grows (new page-cache pages throughout,
+#: not pages another file just freed), until *limit* bytes
+PAGE_WRITER = """
+import os, sys, time
+rate, limit, where = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+chunk, size = os.urandom(1 << 20), 256 << 20
+start, done, n = time.perf_counter(), 0, 0
+while done < limit:
+    fd = os.open(os.path.join(where, str(n)), os.O_RDWR | os.O_CREAT, 0o644)
+    os.posix_fallocate(fd, 0, size)
+    for pos in range(0, size, len(chunk)):
+        os.pwrite(fd, chunk, pos)
+        done += len(chunk)
+        ahead = done / rate - (time.perf_counter() - start)
+        if ahead > 0:
+            time.sleep(ahead)
+    os.close(fd)
+    n += 1
+"""
+
+
+@contextlib.contextmanager
+def page_writer(rate: float, limit: int) -> Iterator[None]:
+    """A process writing *rate* bytes a second into new page-cache pages (at most
+    *limit* bytes) until the block ends; its files are removed then."""
+    where = tempfile.mkdtemp(prefix="pocketmq-repl-bench-pages-")
+    proc = subprocess.Popen([sys.executable, "-c", PAGE_WRITER, f"{rate:.0f}", str(limit), where])
+    try:
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(where, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def burner(cores: float) -> Iterator[None]:
     """Processes that keep *cores* cores busy with memory copies until the block ends."""
@@ -326,10 +371,12 @@ ROLES = (("single", 0.0), ("ASYNC_MASTER", 0.7), ("SYNC_MASTER", 0.6))
 async def throughput_round(n: int, shares: dict[str, list[float]], first: int = 0) -> None:
     """Single broker, ASYNC_MASTER + replica, SYNC_MASTER + replica: one after another,
     starting with ``ROLES[first]`` (rounds rotate the order, so that no setting always
-    runs first, on the memory the round before left, or last); then the control: the
-    single broker again beside a burner of the ASYNC replica's cores (what any process
-    of that CPU costs the broker on this machine). Shares are of the round's single
-    broker, printed once every run of the round is done."""
+    runs first, on the memory the round before left, or last); then the two controls:
+    the single broker again beside a burner of the ASYNC replica's cores (what any
+    process of that CPU costs the broker on this machine), and beside a writer of the
+    ASYNC replica's bytes into new page-cache pages (what storing the copy, and nothing
+    else, costs it). Shares are of the round's single broker, printed once every run
+    of the round is done."""
     runs: dict[str, tuple[float, float, str, list[float]]] = {}
     for role, _target in (*ROLES[first:], *ROLES[:first]):
         with brokers() as group:
@@ -356,18 +403,36 @@ async def throughput_round(n: int, shares: dict[str, list[float]], first: int = 
         )
     each = runs["ASYNC_MASTER"][3]
     replica_cores = each[1] * runs["ASYNC_MASTER"][0] / 1e6
-    with brokers() as group:
-        port, _ = group.start("single")
-        await send_batches(port, encode_batches(20 * BATCH))  # warm, as the run above
-        with burner(replica_cores):
-            await asyncio.sleep(0.3)
-            control, _cpu, cpu, _each = await measured_send(group, port, n)
+    control, cpu, record_bytes = await single_beside(n, lambda _size: burner(replica_cores))
     shares["control"].append(control / single)
     print(
         f"SendBatch x{BATCH} 1 KiB, 4 calls  single + burner {replica_cores:.2f} core "
         f"{control:>8,.0f} msg/s = {control / single:4.0%} of single (a process using the "
         f"ASYNC replica's CPU)  {cpu}"
     )
+    copy_rate = runs["ASYNC_MASTER"][0] * record_bytes  # the replica's bytes a second
+    copied, cpu, _size = await single_beside(n, lambda size: page_writer(copy_rate, int(n * size)))
+    shares["page-cache control"].append(copied / single)
+    print(
+        f"SendBatch x{BATCH} 1 KiB, 4 calls  single + {copy_rate / 1e6:.0f} MB/s written "
+        f"{copied:>7,.0f} msg/s = {copied / single:4.0%} of single (a process storing the "
+        f"ASYNC replica's bytes, and nothing else)  {cpu}"
+    )
+
+
+async def single_beside(
+    n: int, load: Callable[[float], contextlib.AbstractContextManager[None]]
+) -> tuple[float, str, float]:
+    """A single broker, warmed as the runs above, sending *n* messages beside
+    ``load(stored bytes a record)``: msgs/s, the CPU text, the stored bytes a record."""
+    with brokers() as group:
+        port, _ = group.start("single")
+        await send_batches(port, encode_batches(20 * BATCH))
+        record_bytes = int((await info(port))["commitlog_max_offset"]) / (20 * BATCH)
+        with load(record_bytes):
+            await asyncio.sleep(0.3)
+            rate, _cpu, cpu, _each = await measured_send(group, port, n)
+    return rate, cpu, record_bytes
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -385,7 +450,8 @@ async def run(args: argparse.Namespace) -> None:
             f"{statistics.median(shares['SYNC_MASTER']):.0%} of single; by CPU "
             f"{statistics.median(shares['ASYNC_MASTER by CPU']):.0%} and "
             f"{statistics.median(shares['SYNC_MASTER by CPU']):.0%}; single beside a burner "
-            f"of the replica's cores {statistics.median(shares['control']):.0%}"
+            f"of the replica's cores {statistics.median(shares['control']):.0%}, beside a "
+            f"writer of its bytes {statistics.median(shares['page-cache control']):.0%}"
         )
     if args.throughput_only:
         return
