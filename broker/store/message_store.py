@@ -10,7 +10,8 @@ It wires the parts together and owns the write path::
         └─ synchronous flush: a GroupCommitService future on the result
 
 and the read path (consume queue → commit-log bytes, never decoded here).
-Recovery is in :mod:`.recovery`, retention in :mod:`.cleanup`.
+Recovery is in :mod:`.recovery`, retention in :mod:`.cleanup`, the flush and
+warm-up threads in :mod:`.services`, what refuses writes in :mod:`.health`.
 
 All methods are called from one thread (the broker's event loop); the flush
 services run in worker threads and touch only flush positions.
@@ -24,7 +25,6 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass
 
 from pocketmq.broker.store.api import ArrivalListener
 from pocketmq.broker.store.batch import (
@@ -35,23 +35,18 @@ from pocketmq.broker.store.batch import (
     queue_units,
     scan_batch,
 )
-from pocketmq.broker.store.checkpoint import Checkpoint, StoreCheckpoint
+from pocketmq.broker.store.checkpoint import StoreCheckpoint
 from pocketmq.broker.store.cleanup import CommitLogCleaner
 from pocketmq.broker.store.commitlog import CommitLog, is_dispatched_to_queue
-from pocketmq.broker.store.config import FlushDiskType, StoreConfig
+from pocketmq.broker.store.config import StoreConfig
 from pocketmq.broker.store.consume_queue import CQ_UNIT_SIZE
 from pocketmq.broker.store.consume_queue_store import ConsumeQueueStore
 from pocketmq.broker.store.data_dir import DataDirectory
 from pocketmq.broker.store.deleted_queues import DeletedQueues
 from pocketmq.broker.store.dispatch import DispatchCatchUp, prepare_batch
 from pocketmq.broker.store.epochs import EpochFile
-from pocketmq.broker.store.flush import (
-    DurationHistogram,
-    FlushConsumeQueueService,
-    FlushRealTimeService,
-    GroupCommitService,
-    ServiceThread,
-)
+from pocketmq.broker.store.flush import DurationHistogram
+from pocketmq.broker.store.health import StoreHealth
 from pocketmq.broker.store.index_file_set import IndexFileSet
 from pocketmq.broker.store.io import StoreIO
 from pocketmq.broker.store.producer_snapshot import write_snapshot
@@ -67,8 +62,8 @@ from pocketmq.broker.store.replication import (
     wipe,
 )
 from pocketmq.broker.store.results import GetResult, PutResult, PutStatus, RecoveryReport
+from pocketmq.broker.store.services import StoreServices
 from pocketmq.broker.store.visibility import VisibilityGate
-from pocketmq.broker.store.warm import WarmMappedFileService
 from pocketmq.common.clock import Clock, SystemClock
 from pocketmq.common.message import encode_record, pack_host
 from pocketmq.common.progress import ProgressCallback
@@ -76,14 +71,6 @@ from pocketmq.common.progress import ProgressCallback
 __all__ = ["DefaultMessageStore"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class _Health:
-    disk_full: bool = False
-    disk_full_reason: str = ""  # what refused the last allocation (ENOSPC), if that did
-    read_only_reason: str = ""
-    running: bool = False
 
 
 class DefaultMessageStore:
@@ -119,9 +106,8 @@ class DefaultMessageStore:
     through :meth:`append_replicated`.
 
     Threads: every method is called from one thread (the broker's event loop); the
-    flush and warm-up services (:mod:`.flush`, :mod:`.warm`) run in threads of their
-    own, started by :meth:`start` and stopped by :meth:`shutdown`, and touch only flush
-    positions.
+    flush and warm-up services (:mod:`.services`) run in threads of their own, started
+    by :meth:`start` and stopped by :meth:`shutdown`, and touch only flush positions.
     """
 
     def __init__(
@@ -164,19 +150,16 @@ class DefaultMessageStore:
             expiration_ms=config.producer_id_expiration_ms,
         )
         self.producers_snapshot_offset = 0  # log offset of the newest producer snapshot
-        self.health = _Health()
+        self.health = StoreHealth(self.dirs.root)
         self._listeners: list[ArrivalListener] = []
         # told the new end of the commit log after every put (the replication service)
         self._append_listeners: list[Callable[[int], None]] = []
         #: set while this store is a replica's: puts are refused, frames appended
         self.replica_of = ""
-        self._services: list[ServiceThread] = []
-        self._group_commit: GroupCommitService | None = None
         self.dispatched_offset = 0  # commit-log offset dispatched so far
         #: a replica's frame appended and acknowledged, its dispatch still to run
         self.undispatched: Callable[[], None] | None = None
         self.last_store_timestamp_ms = 0  # of the newest record appended
-        self._flushed_checkpoint = Checkpoint()
         self.stats_put_messages = 0
         # how long syncs take, filled by the flush services, read by the broker's metrics
         self.flush_durations = {
@@ -185,6 +168,7 @@ class DefaultMessageStore:
         }
         self._started_at = time.monotonic()
         self.stats_put_bytes = 0
+        self.services = StoreServices(self)
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self, *, progress: ProgressCallback | None = None) -> RecoveryReport:
@@ -211,51 +195,9 @@ class DefaultMessageStore:
             self.dirs.release_lock()
             raise
         self.dirs.mark_running()
-        self._start_services()
+        self.services.start()
         self.health.running = True
         return report
-
-    def _start_services(self) -> None:
-        cfg = self.config
-        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            self._group_commit = GroupCommitService(
-                self.commitlog.queue,
-                timeout_s=cfg.sync_flush_timeout_ms / 1000,
-                on_io_error=self._on_io_error,
-                durations=self.flush_durations["commitlog"],
-            )
-            self._services.append(self._group_commit)
-        else:
-            self._services.append(
-                FlushRealTimeService(
-                    self.commitlog.queue,
-                    interval_s=cfg.flush_interval_commitlog_ms / 1000,
-                    least_pages=cfg.flush_commitlog_least_pages,
-                    thorough_interval_s=cfg.flush_commitlog_thorough_interval_ms / 1000,
-                    on_io_error=self._on_io_error,
-                    durations=self.flush_durations["commitlog"],
-                )
-            )
-        if cfg.warm_mapped_file_enable and not cfg.write_without_mmap:
-            # pwrite needs no warm pages: a write that covers a page whole is never zeroed
-            self.commitlog.warm = WarmMappedFileService(
-                self.commitlog.queue,
-                ahead_bytes=cfg.warm_ahead_bytes,
-                populate_write=cfg.warm_populate_write,
-            )
-            self._services.append(self.commitlog.warm)
-        self._services.append(
-            FlushConsumeQueueService(
-                self.flush_round,
-                interval_s=cfg.flush_interval_consume_queue_ms / 1000,
-                on_io_error=self._on_io_error,
-                durations=self.flush_durations["consume_queue"],
-            )
-        )
-        for service in self._services:
-            service.start()
-        if self.commitlog.warm is not None:
-            self.commitlog.warm.wakeup()
 
     def shutdown(self) -> None:
         """Flush everything, write the checkpoint, remove ``abort``, unlock."""
@@ -263,10 +205,7 @@ class DefaultMessageStore:
             return
         self.dispatch_replicated()
         self.health.running = False
-        for service in self._services:
-            service.stop()
-        self._services.clear()
-        self.commitlog.warm = None
+        self.services.stop()
         clean = not self.health.read_only_reason
         try:
             self.commitlog.queue.flush()
@@ -290,50 +229,8 @@ class DefaultMessageStore:
         )
 
     def flush_round(self) -> None:
-        """Sync consume queues and index, then record how far everything is durable.
-
-        The dispatched offset is read *before* the consume queues are synced, so
-        the checkpoint never claims more than what is on disk.
-        """
-        dispatched = self.dispatched_offset
-        last_ts = self.last_store_timestamp_ms
-        self.consume_queues.flush()
-        index_ts = self.index.flush()
-        physic = self.commitlog.queue.flushed_offset
-        prev = self._flushed_checkpoint
-        cp = Checkpoint(
-            physic_msg_timestamp_ms=max(
-                prev.physic_msg_timestamp_ms, last_ts if physic >= dispatched else 0
-            ),
-            logics_msg_timestamp_ms=max(prev.logics_msg_timestamp_ms, last_ts),
-            index_msg_timestamp_ms=max(prev.index_msg_timestamp_ms, index_ts),
-            physic_flushed_offset=max(prev.physic_flushed_offset, physic),
-            logics_dispatched_offset=max(prev.logics_dispatched_offset, dispatched),
-        )
-        if cp != prev:
-            self.checkpoint.write(cp)
-            self._flushed_checkpoint = cp
-        self.gate.save()
-
-    def _on_io_error(self, exc: OSError) -> None:
-        if exc.errno == errno.ENOSPC:
-            # A full disk is not a broken one: refuse writes until the disk check sees
-            # space again, instead of turning read-only for good.
-            self.health.disk_full = True
-            self.health.disk_full_reason = (
-                f"disk full: a flush in {self.dirs.root} failed "
-                f"({exc.strerror}); writes resume once space "
-                "is freed"
-            )
-            log.error("%s", self.health.disk_full_reason)
-            return
-        if not self.health.read_only_reason:
-            self.health.read_only_reason = f"{exc.strerror or exc} (errno {exc.errno})"
-            log.error(
-                "store %s is read-only after an I/O error: %s",
-                self.dirs.root,
-                self.health.read_only_reason,
-            )
+        """Sync consume queues and index, then write the checkpoint (:mod:`.services`)."""
+        self.services.flush_round()
 
     # -- writes ------------------------------------------------------------------------
     def scan(
@@ -439,27 +336,21 @@ class DefaultMessageStore:
             return PutResult(status=PutStatus.DISK_FULL, error=self.catch_up.behind_reason)
         return None
 
-    def _disk_full(self, reason: str) -> PutResult:
-        self.health.disk_full = True
-        self.health.disk_full_reason = f"{reason}; writes resume once space is freed"
-        log.error("store %s: %s", self.dirs.root, self.health.disk_full_reason)
-        return PutResult(status=PutStatus.DISK_FULL, error=self.health.disk_full_reason)
-
     def _append(self, blob: bytes | bytearray | memoryview, batch: ScannedBatch) -> PutResult:
         now = self.clock.now_ms()
         try:
             # Space for the dispatch first: a full disk refuses the batch whole.
             unprepared = prepare_batch(self, batch)
             if unprepared is not None:
-                return self._disk_full(unprepared)
+                return self.health.refuse_disk_full(unprepared)
             appended = self.commitlog.append_batch(blob, batch, now)
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
-                return self._disk_full(
+                return self.health.refuse_disk_full(
                     f"disk full: cannot create a commit-log segment in "
                     f"{self.dirs.commitlog} ({exc.strerror})"
                 )
-            self._on_io_error(exc)
+            self.health.on_io_error(exc)
             return PutResult(status=PutStatus.SERVICE_NOT_AVAILABLE, error=str(exc))
         self.last_store_timestamp_ms = now
         if batch.idem_runs:
@@ -478,8 +369,9 @@ class DefaultMessageStore:
         self.stats_put_messages += len(batch)
         self.stats_put_bytes += len(blob)
         flush_future = None
-        if self._group_commit is not None:
-            flush_future = self._group_commit.request(appended.wrote_end)
+        group_commit = self.services.group_commit
+        if group_commit is not None:
+            flush_future = group_commit.request(appended.wrote_end)
         for listener in self._append_listeners:
             listener(appended.wrote_end)
         return PutResult(
@@ -616,7 +508,8 @@ class DefaultMessageStore:
         return self.commitlog.max_offset
 
     def flush_request(self, end_offset: int) -> Future[PutStatus] | None:
-        return None if self._group_commit is None else self._group_commit.request(end_offset)
+        group_commit = self.services.group_commit
+        return None if group_commit is None else group_commit.request(end_offset)
 
     def query_by_key(
         self,

@@ -167,7 +167,7 @@ def test_enospc_writing_the_checkpoint_refuses_writes_until_space_is_back(tmp_pa
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(store.checkpoint, "write", full_disk)
-    store._services[-1].run_once()  # FlushConsumeQueueService: syncs, then the checkpoint
+    store.services.threads[-1].run_once()  # FlushConsumeQueueService: syncs, then the checkpoint
     refused = store.put_batch(record(body=b"during"))
     assert refused.status is PutStatus.DISK_FULL, refused
     assert not store.is_read_only, "a full disk is not a broken one"

@@ -88,10 +88,10 @@ def crash(store: DefaultMessageStore) -> None:
     What was written into the mappings stays in the page cache, as it does when
     a process is killed; only the process-side state is thrown away.
     """
-    for service in store._services:
+    for service in store.services.threads:
         service._stopped = True
         service.wakeup()
-    store._services.clear()
+    store.services.threads.clear()
     store.health.running = False
     store.commitlog.queue.close()
     store.consume_queues.close()
