@@ -11,9 +11,12 @@ from pocketmq.common.runtime import grpc_fork_exec_only
 
 grpc_fork_exec_only()  # before any test module imports grpc (common/runtime.py says why)
 
+import childwatch  # noqa: E402
 import waitkit  # noqa: E402
 
 from pocketmq.common.clock import ManualClock  # noqa: E402
+
+childwatch.install()  # asyncio subprocesses watched by pidfd, not a thread each (3.11)
 
 Eventually = Callable[..., Awaitable[Any]]
 
