@@ -491,7 +491,7 @@ async def test_a_replica_promoted_before_a_delayed_messages_re_put_reached_it_de
     client = replica.ha.client
     await client.stop()  # the copy stops here; the metadata sync is taken by hand below
     await eventually(lambda: master.store.max_offset(TOPIC, 0) == 1, what="the re-put")
-    snapshot = master.ha.metadata_snapshot()
+    snapshot = master.ha.metadata.snapshot()
     assert snapshot.delay_offsets[1] == 1
     assert snapshot.log_end_offset > replica.store.commitlog.max_offset
     client.take_progress(snapshot)
@@ -514,12 +514,12 @@ async def test_a_replica_takes_consumer_offsets_once_it_holds_the_records_they_p
     master.offsets.commit("cg", TOPIC, 0, 3)
     assert replica.ha.client is not None
     client = replica.ha.client
-    client.take_progress(master.ha.metadata_snapshot())  # holds every record it counts
+    client.take_progress(master.ha.metadata.snapshot())  # holds every record it counts
     assert replica.offsets.query("cg", TOPIC, 0) == 3
     await client.stop()
     await send(namesrv, 5, start=3)
     master.offsets.commit("cg", TOPIC, 0, 8)
-    client.take_progress(master.ha.metadata_snapshot())
+    client.take_progress(master.ha.metadata.snapshot())
     assert replica.offsets.query("cg", TOPIC, 0) == 3, "held: the replica has 3 records"
     client.start()  # the copy goes on from where it stopped and releases the held offsets
     await caught_up(eventually, master, replica)

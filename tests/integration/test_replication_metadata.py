@@ -42,9 +42,9 @@ async def test_a_replica_copies_topics_and_offsets_beyond_one_grpc_messages_limi
     master_cfg, replica_cfg = pair_config()
     master = await start_broker(master_cfg)
     fill(master, 1_000)
-    size = master.ha.metadata_snapshot().ByteSize()
+    size = master.ha.metadata.snapshot().ByteSize()
     assert size > 7 << 20
-    parts = list(master.ha.metadata_parts())
+    parts = list(master.ha.metadata.parts())
     assert len(parts) >= 8 and max(p.ByteSize() for p in parts) <= 1 << 20
     replica = await start_broker(replica_cfg)
     await eventually(  # 7.9 MB built, sent and parsed: seconds on a loaded machine
@@ -71,13 +71,13 @@ async def test_a_replica_whose_table_is_the_masters_is_sent_only_the_offsets(
         lambda: replica.topics.data_version == master.topics.data_version, what="topics synced"
     )
     known = replica.ha._topics_version()
-    steady = master.ha.metadata_snapshot(known)
+    steady = master.ha.metadata.snapshot(known)
     assert steady.topics_omitted and not steady.topic_configs
     assert len(steady.consumer_offsets) == 20 * 8 * len(GROUPS)
-    replica.ha.apply_topics(steady)  # an omitted table is no empty table
+    replica.ha.metadata.apply_topics(steady)  # an omitted table is no empty table
     assert len(replica.topics) == len(master.topics)
     fill(master, 1, start=20)  # one topic more: a new version, the whole table again
-    changed = master.ha.metadata_snapshot(known)
+    changed = master.ha.metadata.snapshot(known)
     assert not changed.topics_omitted and len(changed.topic_configs) == len(master.topics)
     await eventually(  # the next round (every 5 s): the new topic has no records to ask it
         lambda: len(replica.topics) == len(master.topics), timeout_s=20, what="the new topic"
@@ -109,7 +109,7 @@ async def test_a_replica_syncs_from_a_master_that_predates_stream_metadata(
     fill(master, 3)
 
     async def get_metadata(request, context):
-        return master.ha.metadata_snapshot()
+        return master.ha.metadata.snapshot()
 
     old = grpc.aio.server()
     old.add_generic_rpc_handlers(
