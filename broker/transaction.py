@@ -35,7 +35,6 @@ from __future__ import annotations
 import heapq
 import logging
 import os
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -462,11 +461,11 @@ class TransactionResolver:
         return half
 
     # -- writing resolutions ----------------------------------------------------------------
-    def resolve(self, half: StoredMessage, resolution: Resolution) -> Future[PutStatus] | None:
+    def resolve(self, half: StoredMessage, resolution: Resolution) -> None:
         """Write the op (and the committed message or discard copy) and remember it.
 
-        Returns the flush future with synchronous flush. Raises PutRejectedError
-        when the store refuses; then nothing is remembered.
+        Raises PutRejectedError when the store refuses; then nothing is remembered.
+        The caller waits for durability up to the log's end (``_durable``).
         """
         op = op_record(
             half_queue_offset=half.queue_offset,
@@ -492,7 +491,6 @@ class TransactionResolver:
             # Too big for one batch with its op: the op is written, the message follows.
             self._repairs[half.queue_offset] = _Repair(half)
             self.run_repairs()
-        return result.flush_future
 
     def _companion(self, half: StoredMessage, resolution: Resolution) -> bytes | None:
         try:
